@@ -1,0 +1,482 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/errandhq/errand/internal/ids"
+)
+
+// DefaultQueue is the queue of a job enqueued without one.
+const DefaultQueue = "default"
+
+// Config configures a Client. The zero value is a producer with the default
+// retry budget.
+type Config struct {
+	// Kinds declares each kind's handler and policies. A producer-only
+	// client may declare kinds without handlers to give their jobs a
+	// kind-wide maximum of attempts.
+	Kinds []Kind
+	// RetryPolicy is the backoff for kinds that declare none. Nil means
+	// equal jitter from DefaultBackoffBase to DefaultBackoffMax.
+	RetryPolicy *RetryPolicy
+	// MaxAttempts is the attempt budget for kinds that declare none. Zero
+	// means DefaultMaxAttempts.
+	MaxAttempts int
+	// Logger receives one line per job outcome. Nil discards.
+	Logger *slog.Logger
+}
+
+// Kind declares how jobs of one kind run. Its settings sit next to its
+// handler so a reader sees the whole policy in one place.
+type Kind struct {
+	// Name is the kind, as jobs carry it.
+	Name string
+	// Handler runs the jobs. Nil for a kind this client only enqueues.
+	Handler Handler
+	// MaxAttempts is the attempt budget of new jobs of this kind unless the
+	// job sets its own. Zero means the Config's.
+	MaxAttempts int
+	// RetryPolicy is this kind's backoff. Nil means the Config's.
+	RetryPolicy *RetryPolicy
+	// Timeout bounds one attempt: past it the handler's context is
+	// cancelled and the attempt fails with class "timeout". Zero means no
+	// limit beyond the lease, which heartbeats keep alive.
+	Timeout time.Duration
+}
+
+// Handler runs jobs of one kind. A nil error acknowledges the job; any other
+// error is a failure, classified with [Permanent], [RetryAfter], [WithClass]
+// or [Snooze], or retryable with class "error" when not.
+//
+// The context is cancelled when the attempt's timeout passes, when the
+// worker loses the lease, or when a draining worker runs out of grace.
+type Handler interface {
+	Work(ctx context.Context, job *Job) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// Work calls f.
+func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
+
+// Client enqueues, inspects and runs jobs through a Store. It is safe for
+// concurrent use.
+type Client struct {
+	store       Store
+	kinds       map[string]*Kind
+	retry       *RetryPolicy
+	maxAttempts int
+	logger      *slog.Logger
+}
+
+// NewClient returns a client over store. It returns an error naming the
+// field to fix when cfg is invalid.
+func NewClient(store Store, cfg Config) (*Client, error) {
+	if store == nil {
+		return nil, &InputError{Field: "store", Message: "is nil; open one with sqlite.Open"}
+	}
+	c := &Client{
+		store:       store,
+		kinds:       make(map[string]*Kind, len(cfg.Kinds)),
+		retry:       cfg.RetryPolicy,
+		maxAttempts: cfg.MaxAttempts,
+		logger:      cfg.Logger,
+	}
+	if c.retry == nil {
+		c.retry = &RetryPolicy{}
+	}
+	if c.maxAttempts == 0 {
+		c.maxAttempts = DefaultMaxAttempts
+	}
+	if c.maxAttempts < 0 {
+		return nil, &InputError{Field: "MaxAttempts", Message: "must be at least 1 (or 0 for the default)"}
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	for i := range cfg.Kinds {
+		k := cfg.Kinds[i]
+		if err := checkName("kind", k.Name); err != nil {
+			return nil, err
+		}
+		if _, dup := c.kinds[k.Name]; dup {
+			return nil, &InputError{Field: "Kinds", Message: fmt.Sprintf("kind %q is declared twice", k.Name)}
+		}
+		if k.MaxAttempts < 0 {
+			return nil, &InputError{Field: "Kinds." + k.Name + ".MaxAttempts", Message: "must be at least 1 (or 0 for the default)"}
+		}
+		if k.Timeout < 0 {
+			return nil, &InputError{Field: "Kinds." + k.Name + ".Timeout", Message: "must not be negative"}
+		}
+		c.kinds[k.Name] = &k
+	}
+	return c, nil
+}
+
+// Store returns the client's store.
+func (c *Client) Store() Store { return c.store }
+
+// EnqueueOpts are the optional settings of one job. The zero value enqueues
+// into DefaultQueue, available now, with the kind's attempt budget.
+type EnqueueOpts struct {
+	// ID, when set, is the job's id: a duplicate returns the existing job.
+	// Use the id of the business object the job serves (a payment id) so a
+	// retried request cannot enqueue twice.
+	ID string
+	// Queue defaults to DefaultQueue.
+	Queue string
+	// Priority orders claims within a queue: lower runs first. Default 0.
+	Priority int
+	// Delay makes the job available that long after enqueue.
+	Delay time.Duration
+	// RunAt makes the job available at that time. Set Delay or RunAt, not
+	// both.
+	RunAt time.Time
+	// MaxAttempts overrides the kind's attempt budget.
+	MaxAttempts int
+	// BackoffBase and BackoffMax override the kind's retry policy.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxAge gives the job a deadline MaxAge after enqueue: past it the job
+	// dies with class "expired" instead of running.
+	MaxAge time.Duration
+	// UniqueKey, when set, is unique across all jobs, whatever their state:
+	// a second enqueue with the same key returns the first job. Put a
+	// period in the key ("digest:2026-11-29") for once-per-period jobs.
+	UniqueKey string
+	// OrderingKey groups jobs that must run in order.
+	OrderingKey string
+	// ArgsVersion is the schema version of the args. Default 1.
+	ArgsVersion int
+	// Tags are free-form labels for operators.
+	Tags []string
+}
+
+// EnqueueParams describes one job for EnqueueMany.
+type EnqueueParams struct {
+	Kind string
+	// Args is marshalled to JSON; a json.RawMessage or []byte is used as is
+	// after validation. Nil means {}.
+	Args any
+	Opts EnqueueOpts
+}
+
+// EnqueueResult is the outcome of enqueueing one job.
+type EnqueueResult = JobInsertResult
+
+// Enqueue inserts one job in a transaction of its own.
+func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
+	rs, err := c.EnqueueMany(ctx, []EnqueueParams{enqueueParams(kind, args, opts)})
+	if err != nil {
+		return nil, err
+	}
+	return &rs[0], nil
+}
+
+// EnqueueTx inserts one job inside tx, the caller's transaction: the job
+// exists if and only if tx commits. On SQLite tx is a *sql.Tx from the
+// database sqlite.Open returned.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
+	rs, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{enqueueParams(kind, args, opts)})
+	if err != nil {
+		return nil, err
+	}
+	return &rs[0], nil
+}
+
+// EnqueueMany inserts jobs in one transaction: all new jobs commit or none
+// does. Results are in the order of params.
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
+	ps, err := c.insertParams(params)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := c.store.JobInsertMany(ctx, ps)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return rs, nil
+}
+
+// EnqueueManyTx inserts jobs inside the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueueParams) ([]EnqueueResult, error) {
+	ps, err := c.insertParams(params)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := c.store.JobInsertManyTx(ctx, tx, ps)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return rs, nil
+}
+
+func enqueueParams(kind string, args any, opts *EnqueueOpts) EnqueueParams {
+	p := EnqueueParams{Kind: kind, Args: args}
+	if opts != nil {
+		p.Opts = *opts
+	}
+	return p
+}
+
+func (c *Client) insertParams(params []EnqueueParams) ([]*JobInsertParams, error) {
+	if len(params) == 0 {
+		return nil, &InputError{Field: "jobs", Message: "nothing to enqueue"}
+	}
+	out := make([]*JobInsertParams, len(params))
+	for i := range params {
+		p, err := c.insertParam(&params[i])
+		if err != nil {
+			if len(params) > 1 {
+				return nil, fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+func (c *Client) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
+	o := &p.Opts
+	if err := checkName("kind", p.Kind); err != nil {
+		return nil, err
+	}
+	args, err := marshalArgs(p.Args)
+	if err != nil {
+		return nil, err
+	}
+	ip := &JobInsertParams{
+		ID:          o.ID,
+		Queue:       o.Queue,
+		Kind:        p.Kind,
+		Args:        args,
+		ArgsVersion: o.ArgsVersion,
+		Priority:    o.Priority,
+		MaxAttempts: o.MaxAttempts,
+		BackoffBase: o.BackoffBase,
+		BackoffMax:  o.BackoffMax,
+		RunAt:       o.RunAt,
+		Delay:       o.Delay,
+		MaxAge:      o.MaxAge,
+		UniqueKey:   o.UniqueKey,
+		OrderingKey: o.OrderingKey,
+		Tags:        o.Tags,
+	}
+	if ip.ID == "" {
+		ip.ID = ids.NewJobID()
+	} else if err := checkID(ip.ID); err != nil {
+		return nil, err
+	}
+	if ip.Queue == "" {
+		ip.Queue = DefaultQueue
+	} else if err := checkName("queue", ip.Queue); err != nil {
+		return nil, err
+	}
+	if ip.ArgsVersion == 0 {
+		ip.ArgsVersion = 1
+	}
+	if ip.ArgsVersion < 0 {
+		return nil, &InputError{Field: "args_version", Message: "must be at least 1"}
+	}
+	switch {
+	case ip.MaxAttempts < 0:
+		return nil, &InputError{Field: "max_attempts", Message: "must be at least 1"}
+	case ip.MaxAttempts == 0:
+		ip.MaxAttempts = c.maxAttempts
+		if k := c.kinds[p.Kind]; k != nil && k.MaxAttempts > 0 {
+			ip.MaxAttempts = k.MaxAttempts
+		}
+	}
+	if ip.BackoffBase < 0 || ip.BackoffMax < 0 {
+		return nil, &InputError{Field: "backoff", Message: "backoff base and max must not be negative"}
+	}
+	if ip.BackoffBase > 0 && ip.BackoffMax > 0 && ip.BackoffMax < ip.BackoffBase {
+		return nil, &InputError{Field: "backoff_max", Message: fmt.Sprintf("%s is less than the backoff base %s; raise it or lower the base", ip.BackoffMax, ip.BackoffBase)}
+	}
+	if ip.Delay < 0 {
+		return nil, &InputError{Field: "delay", Message: "must not be negative"}
+	}
+	if ip.Delay > 0 && !ip.RunAt.IsZero() {
+		return nil, &InputError{Field: "run_at", Message: "give a delay or a run-at time, not both"}
+	}
+	if ip.MaxAge < 0 {
+		return nil, &InputError{Field: "max_age", Message: "must not be negative"}
+	}
+	if len(ip.UniqueKey) > 255 {
+		return nil, &InputError{Field: "unique_key", Message: "must be at most 255 bytes"}
+	}
+	if len(ip.OrderingKey) > 255 {
+		return nil, &InputError{Field: "ordering_key", Message: "must be at most 255 bytes"}
+	}
+	return ip, nil
+}
+
+// maxArgsBytes bounds a job's args. Jobs should carry ids, not documents.
+const maxArgsBytes = 1 << 20
+
+func marshalArgs(args any) (json.RawMessage, error) {
+	var b []byte
+	switch a := args.(type) {
+	case nil:
+		b = []byte("{}")
+	case json.RawMessage:
+		b = a
+	case []byte:
+		b = a
+	default:
+		var err error
+		if b, err = json.Marshal(args); err != nil {
+			return nil, &InputError{Field: "args", Message: "cannot be encoded as JSON: " + err.Error()}
+		}
+	}
+	if !json.Valid(b) {
+		return nil, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
+	}
+	if len(b) > maxArgsBytes {
+		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
+	}
+	return json.RawMessage(b), nil
+}
+
+// checkName validates a kind or queue name: 1 to 128 printable characters
+// without spaces.
+func checkName(field, s string) error {
+	if s == "" {
+		return &InputError{Field: field, Message: "is empty; name it, e.g. \"send_receipt\""}
+	}
+	if len(s) > 128 {
+		return &InputError{Field: field, Message: "must be at most 128 bytes"}
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; use letters, digits, '.', '-', '_' or ':'", s)}
+		}
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	if len(id) > 255 {
+		return &InputError{Field: "id", Message: "must be at most 255 bytes"}
+	}
+	if strings.TrimSpace(id) != id {
+		return &InputError{Field: "id", Message: "must not start or end with spaces"}
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) {
+			return &InputError{Field: "id", Message: "must not contain control characters"}
+		}
+	}
+	return nil
+}
+
+// Get returns one job, or an error wrapping ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
+	j, err := c.store.JobGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// List returns jobs matching params, in insertion order. To page, pass the
+// Seq of the last job returned as AfterSeq.
+func (c *Client) List(ctx context.Context, params *JobListParams) ([]*Job, error) {
+	if params == nil {
+		params = &JobListParams{}
+	}
+	for _, s := range params.States {
+		if !s.Valid() {
+			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of queued, running, retrying, succeeded, dead, cancelled", s)}
+		}
+	}
+	if params.Limit < 0 {
+		return nil, &InputError{Field: "limit", Message: "must be at least 1"}
+	}
+	js, err := c.store.JobList(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return js, nil
+}
+
+// ReplayOpts record who replays a job and why.
+type ReplayOpts struct {
+	Operator string
+	Reason   string
+}
+
+// Replay starts a new delivery cycle for a dead or cancelled job, keeping
+// its id and error history, and records the operator and reason in the
+// replay audit. Any other state returns a *StateError and writes nothing.
+func (c *Client) Replay(ctx context.Context, id string, opts ReplayOpts) (*Job, error) {
+	if strings.TrimSpace(opts.Operator) == "" {
+		return nil, &InputError{Field: "operator", Message: "is empty; say who is replaying the job"}
+	}
+	if strings.TrimSpace(opts.Reason) == "" {
+		return nil, &InputError{Field: "reason", Message: "is empty; say why the job is being replayed"}
+	}
+	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason})
+	if err != nil {
+		return nil, fmt.Errorf("replay job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ReplayAudit returns the replays of one job, oldest first.
+func (c *Client) ReplayAudit(ctx context.Context, id string) ([]ReplayRecord, error) {
+	rs, err := c.store.JobReplayAudit(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("replay audit of job %s: %w", id, err)
+	}
+	return rs, nil
+}
+
+// Cancel cancels a queued or retrying job. Any other state returns a
+// *StateError and writes nothing.
+func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
+	j, err := c.store.JobCancel(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// Stats summarises every queue.
+func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
+	s, err := c.store.QueueStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return s, nil
+}
+
+// kind returns the declared kind, or nil.
+func (c *Client) kind(name string) *Kind { return c.kinds[name] }
+
+// policyFor returns the retry policy of a kind.
+func (c *Client) policyFor(kind string) *RetryPolicy {
+	if k := c.kinds[kind]; k != nil && k.RetryPolicy != nil {
+		return k.RetryPolicy
+	}
+	return c.retry
+}
+
+// handlerKinds lists the kinds that have handlers.
+func (c *Client) handlerKinds() []string {
+	var ks []string
+	for name, k := range c.kinds {
+		if k.Handler != nil {
+			ks = append(ks, name)
+		}
+	}
+	return ks
+}

@@ -1,0 +1,64 @@
+// Package errand is a durable background-job system. An application enqueues
+// a job in the same database transaction as the business change that makes it
+// necessary; workers claim it under a lease, run it, and record the outcome
+// only while they still own it. Failures are classified, retried on a
+// jittered, bounded schedule, and dead-lettered with their history for an
+// operator to inspect and replay deliberately.
+//
+// errand runs embedded on SQLite (package [github.com/errandhq/errand/sqlite])
+// with no setup. Every backend implements [Store] and passes the conformance
+// suite in package [github.com/errandhq/errand/storetest].
+//
+// # Guarantees
+//
+//  1. Enqueue is atomic with the application's transaction. A job enqueued
+//     with [Client.EnqueueTx] exists if and only if that transaction commits.
+//  2. At-least-once attempts, not exactly-once execution. A handler may run
+//     again after a crash between its effect and the acknowledgment. Every
+//     job has a stable identity (its id, unchanged across retries and
+//     replays) for effects to be keyed on, and an effect ledger ([Client.Once]
+//     for effects in the same database, [Client.RemoteEffect] for remote
+//     ones) so that the effect happens once.
+//  3. Fenced ownership. Each claim writes a fresh lease token. Heartbeats,
+//     acknowledgments, failures, snoozes and progress writes succeed only for
+//     a running job whose token matches and whose lease has not expired. A
+//     write that finds otherwise changes nothing and reports [ErrLeaseLost];
+//     it is never retried as an overwrite. The token is in [Job.LeaseToken]
+//     so a downstream resource can fence stale writers too.
+//  4. Finite, scheduled retries. Attempts are counted when a job is claimed,
+//     so a job that kills its worker still uses up attempts and cannot
+//     crash-loop. The next run time is stored in the job; nothing sleeps
+//     inside a transaction.
+//  5. Nothing is dropped silently. Exhausted, permanently failed, expired and
+//     orphaned final-attempt jobs become dead with their payload and every
+//     attempt's error, class, stack and time. [Client.Replay] is explicit,
+//     audited, keeps the job's id, and applies only to dead or cancelled jobs.
+//  6. One time authority. Lease and schedule decisions use the store's clock:
+//     the database's on PostgreSQL, the machine's on SQLite. Tests inject it.
+//
+// # States
+//
+//	queued ──claim (attempt+1)──> running ──ack──> succeeded
+//	   ^                            │ ├─ retryable error, attempts left ──> retrying ──due──> (claimable)
+//	   │                            │ ├─ permanent error / attempts exhausted / past deadline ──> dead
+//	   │                            │ ├─ snooze, or given back on drain (attempt not counted) ──> queued
+//	   │                            │ └─ lease expired ──> retrying (claimable at once); on the final attempt: dead
+//	   └──── replay (attempt=0, replays+1) ──── dead, cancelled
+//	queued / retrying ──cancel──> cancelled
+//
+// A queued job whose available_at is in the future is a scheduled job. A
+// retrying job is a failed job waiting out its backoff. succeeded, dead and
+// cancelled are terminal; only an explicit replay changes them. Expired
+// leases are swept inside every claim transaction.
+//
+// # Failures
+//
+// A handler's error decides what happens next. A plain error is retryable
+// with class "error". [Permanent] dead-letters at once; [RetryAfter] honours
+// a provider's hint; [WithClass] names the class ("receipt_unavailable");
+// [Snooze] reschedules without using an attempt. A panic is recovered with
+// its stack (class "panic"), an attempt past its kind's timeout fails with
+// class "timeout", and a job past its deadline dies with class "expired".
+// Retries wait with equal jitter (see [RetryPolicy]) and stop after
+// max_attempts, default [DefaultMaxAttempts].
+package errand

@@ -1,0 +1,82 @@
+package errand
+
+import (
+	"context"
+	"fmt"
+)
+
+// Once performs an effect in the same database as the queue at most once per
+// key. It records key inside tx, the caller's transaction, and calls fn only
+// when the key was not recorded before; fn does its writes in the same tx.
+// If tx commits, both the effect and its record are durable; if it rolls
+// back, neither is. A repeated delivery after a crash finds the key and
+// skips fn, so the effect happens once even though the handler ran twice.
+//
+// key defaults to the job's id. The record is fenced by the job's lease:
+// when the worker no longer owns the job, Once returns ErrLeaseLost and the
+// caller must roll back. ran reports whether fn was called.
+func (c *Client) Once(ctx context.Context, tx any, job *Job, key string, fn func() error) (ran bool, err error) {
+	if key == "" {
+		key = job.ID
+	}
+	token := ""
+	if job.LeaseToken != nil {
+		token = *job.LeaseToken
+	}
+	first, err := c.store.EffectRecordTx(ctx, tx, key, job.ID, token)
+	if err != nil {
+		return false, fmt.Errorf("record effect %s: %w", key, err)
+	}
+	if !first {
+		return false, nil
+	}
+	return true, fn()
+}
+
+// RemoteEffect performs an effect outside the queue's database (an email, a
+// charge at a provider) under the try-begin / complete / release protocol of
+// the effect ledger, keyed by key (default: the job's id) and fenced by the
+// job's lease token:
+//
+//   - if an earlier delivery completed the effect, fn is not called and
+//     RemoteEffect returns nil;
+//   - if another delivery holds it under a live lease, it returns a
+//     retryable error wrapping ErrEffectHeld;
+//   - otherwise this delivery owns it and fn runs. status is EffectBegun on
+//     a first try, EffectRetaken after a released failure, and
+//     EffectAbandoned when an earlier delivery began and then lost its
+//     lease: the remote side may have acted, so fn should look it up by key
+//     before acting again. A nil result completes the entry; an error
+//     releases it, so a later delivery may try again, and is returned.
+//
+// Pass the key to the remote side as its idempotency key where it takes
+// one.
+func (c *Client) RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
+	if key == "" {
+		key = job.ID
+	}
+	if job.LeaseToken == nil {
+		return fmt.Errorf("remote effect %s: job %s is not claimed", key, job.ID)
+	}
+	p := &EffectParams{Key: key, JobID: job.ID, LeaseToken: *job.LeaseToken}
+	e, err := c.store.EffectBegin(ctx, p)
+	if err != nil {
+		return fmt.Errorf("begin effect %s: %w", key, err)
+	}
+	switch e.Status {
+	case EffectAlreadyCompleted:
+		return nil
+	case EffectHeldElsewhere:
+		return WithClass("effect_held", fmt.Errorf("effect %s: %w", key, ErrEffectHeld))
+	}
+	if ferr := fn(ctx, e.Status); ferr != nil {
+		if _, err := c.store.EffectRelease(context.WithoutCancel(ctx), p, ferr.Error()); err != nil {
+			return fmt.Errorf("release effect %s after %v: %w", key, ferr, err)
+		}
+		return ferr
+	}
+	if _, err := c.store.EffectComplete(context.WithoutCancel(ctx), p); err != nil {
+		return fmt.Errorf("complete effect %s: %w", key, err)
+	}
+	return nil
+}

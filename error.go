@@ -1,0 +1,179 @@
+package errand
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+var (
+	// ErrNotFound reports that no job (or ledger entry) has the given id.
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost reports that a fenced write found the job no longer
+	// running under the caller's lease: it expired, or another worker
+	// claimed the job. Nothing was written.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrWrongState reports that a job's state does not allow the requested
+	// transition. The concrete error is a *StateError.
+	ErrWrongState = errors.New("wrong state")
+	// ErrInvalid reports bad input. The concrete error is an *InputError.
+	ErrInvalid = errors.New("invalid input")
+	// ErrUnsupportedTx reports a transaction type the store cannot join.
+	ErrUnsupportedTx = errors.New("unsupported transaction type")
+	// ErrEffectHeld reports that another delivery holds a remote effect
+	// under a live lease.
+	ErrEffectHeld = errors.New("effect held by another delivery")
+)
+
+// StateError reports a transition that a job's current state forbids.
+type StateError struct {
+	Op    string
+	ID    string
+	State JobState
+	// Allowed lists the states the operation accepts.
+	Allowed []JobState
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("%s job %s: job is %s; only %s jobs can be %s",
+		e.Op, e.ID, e.State, joinStates(e.Allowed, " or "), pastTense(e.Op))
+}
+
+// Is makes errors.Is(err, ErrWrongState) true.
+func (e *StateError) Is(target error) bool { return target == ErrWrongState }
+
+func joinStates(states []JobState, sep string) string {
+	s := ""
+	for i, st := range states {
+		if i > 0 {
+			s += sep
+		}
+		s += string(st)
+	}
+	return s
+}
+
+func pastTense(op string) string {
+	switch op {
+	case "replay":
+		return "replayed"
+	case "cancel":
+		return "cancelled"
+	}
+	return op + "ed"
+}
+
+// InputError reports a bad parameter and says what to change.
+type InputError struct {
+	Field   string
+	Message string
+}
+
+func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InputError) Is(target error) bool { return target == ErrInvalid }
+
+// Failure classes errand itself assigns. Handlers may name others.
+const (
+	ClassError        = "error"
+	ClassPermanent    = "permanent"
+	ClassTimeout      = "timeout"
+	ClassPanic        = "panic"
+	ClassLeaseExpired = "lease_expired"
+	ClassExpired      = "expired"
+	ClassCancelled    = "cancelled"
+	ClassInterrupted  = "interrupted"
+	// ClassUnknownKind is recorded when a claimed job's kind has no handler.
+	ClassUnknownKind = "unknown_kind"
+)
+
+var classPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// ValidClass reports whether class is a short snake_case word.
+func ValidClass(class string) bool { return classPattern.MatchString(class) }
+
+// JobError is a classified handler failure. Build it with [Permanent],
+// [RetryAfter], [WithClass] or [Snooze]; any other error a handler returns is
+// retryable with class "error".
+type JobError struct {
+	// Class is recorded with the attempt.
+	Class string
+	// Permanent dead-letters the job at once.
+	Permanent bool
+	// RetryAfter, when non-zero, replaces the policy's backoff delay.
+	RetryAfter time.Duration
+	// Snooze, when non-zero, reschedules the job without using an attempt.
+	Snooze time.Duration
+	Err    error
+}
+
+func (e *JobError) Error() string {
+	switch {
+	case e.Snooze > 0:
+		return fmt.Sprintf("snooze %s", e.Snooze)
+	case e.Err == nil:
+		return e.Class
+	}
+	return e.Err.Error()
+}
+
+func (e *JobError) Unwrap() error { return e.Err }
+
+// Permanent marks err as not worth retrying: the job is dead-lettered at
+// once. A class given earlier with WithClass is kept; otherwise the class is
+// "permanent".
+func Permanent(err error) error {
+	je := classified(err)
+	je.Permanent = true
+	if je.Class == ClassError || je.Class == "" {
+		je.Class = ClassPermanent
+	}
+	return je
+}
+
+// RetryAfter retries err after d instead of the policy's backoff, as when a
+// provider says when to come back. The attempt counts; if it was the last,
+// the job is dead-lettered.
+func RetryAfter(d time.Duration, err error) error {
+	je := classified(err)
+	je.RetryAfter = d
+	return je
+}
+
+// WithClass names the failure class of err, a short snake_case word such as
+// "receipt_unavailable". The failure stays retryable unless wrapped in
+// Permanent. An invalid class is recorded as "error".
+func WithClass(class string, err error) error {
+	je := classified(err)
+	if ValidClass(class) {
+		je.Class = class
+	}
+	return je
+}
+
+// Snooze puts the job back in the queue for d without using an attempt and
+// without recording a failure.
+func Snooze(d time.Duration) error {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	return &JobError{Class: "snooze", Snooze: d}
+}
+
+// classified returns a copy of err when it is a *JobError, or a new
+// *JobError wrapping err that inherits the classification of any *JobError
+// inside it.
+func classified(err error) *JobError {
+	if je, ok := err.(*JobError); ok {
+		c := *je
+		return &c
+	}
+	c := &JobError{Class: ClassError, Err: err}
+	var inner *JobError
+	if errors.As(err, &inner) {
+		c.Class, c.Permanent, c.RetryAfter, c.Snooze = inner.Class, inner.Permanent, inner.RetryAfter, inner.Snooze
+	}
+	return c
+}

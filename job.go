@@ -1,0 +1,214 @@
+package errand
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// JobState is where a job is in its life. See the package documentation for
+// the state machine.
+type JobState string
+
+const (
+	// StateQueued jobs wait for a worker. A queued job whose AvailableAt is in
+	// the future is a scheduled job.
+	StateQueued JobState = "queued"
+	// StateRunning jobs are held by a worker under a lease.
+	StateRunning JobState = "running"
+	// StateRetrying jobs failed and wait out their backoff; they become
+	// claimable again at AvailableAt.
+	StateRetrying JobState = "retrying"
+	// StateSucceeded is terminal: the handler returned nil and the worker
+	// acknowledged the job while it still owned it.
+	StateSucceeded JobState = "succeeded"
+	// StateDead is terminal: the job failed permanently, used up its attempts,
+	// passed its deadline, or its worker died on the final attempt. Only a
+	// replay brings it back.
+	StateDead JobState = "dead"
+	// StateCancelled is terminal: an operator or the application cancelled the
+	// job before it ran. Only a replay brings it back.
+	StateCancelled JobState = "cancelled"
+)
+
+// JobStates lists every state in the order the operator tools show them.
+var JobStates = []JobState{StateQueued, StateRunning, StateRetrying, StateSucceeded, StateDead, StateCancelled}
+
+// Valid reports whether s is one of the known states.
+func (s JobState) Valid() bool {
+	for _, v := range JobStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether s changes only by an explicit replay.
+func (s JobState) Terminal() bool {
+	return s == StateSucceeded || s == StateDead || s == StateCancelled
+}
+
+// ParseJobState returns the state named s, or an error listing the valid
+// names.
+func ParseJobState(s string) (JobState, error) {
+	st := JobState(s)
+	if !st.Valid() {
+		return "", fmt.Errorf("unknown state %q: use one of queued, running, retrying, succeeded, dead, cancelled", s)
+	}
+	return st, nil
+}
+
+// Job is the durable record of one unit of work. Its ID is stable across
+// retries and replays, so effects can be keyed on it.
+type Job struct {
+	// ID identifies the job for its whole life. The caller may choose it (a
+	// payment id, say); otherwise it is a time-ordered UUIDv7.
+	ID string `json:"id"`
+	// Queue the job runs in.
+	Queue string `json:"queue"`
+	// Kind names the handler that runs the job.
+	Kind string `json:"kind"`
+	// Args is the job's argument document, raw JSON.
+	Args json.RawMessage `json:"args"`
+	// ArgsVersion is the schema version of Args.
+	ArgsVersion int `json:"args_version"`
+	// Priority orders claims within a queue: lower runs first.
+	Priority int `json:"priority"`
+	// State is where the job is in its life.
+	State JobState `json:"state"`
+	// Attempt counts the claims in the current delivery cycle. It is
+	// incremented when a worker claims the job, so a job that kills its
+	// worker still uses an attempt.
+	Attempt int `json:"attempt"`
+	// MaxAttempts bounds Attempt; the failure of attempt MaxAttempts is final.
+	MaxAttempts int `json:"max_attempts"`
+	// BackoffBase and BackoffMax override the retry policy for this job when
+	// non-zero.
+	BackoffBase Duration `json:"backoff_base"`
+	BackoffMax  Duration `json:"backoff_max"`
+	// AvailableAt is when the job may next be claimed.
+	AvailableAt time.Time `json:"available_at"`
+	// Deadline, when set, is the moment past which the job is no longer worth
+	// running: it dies with class "expired" instead.
+	Deadline *time.Time `json:"deadline"`
+	// LeaseToken is the fencing token of the current claim. Writes about a
+	// running job must present it.
+	LeaseToken *string `json:"lease_token"`
+	// LeaseUntil is when the current claim expires unless renewed.
+	LeaseUntil *time.Time `json:"lease_until"`
+	// LeaseOwner names the worker that holds the lease.
+	LeaseOwner *string `json:"lease_owner"`
+	// UniqueKey, when set, is unique across all jobs: enqueueing a second job
+	// with the same key returns the first.
+	UniqueKey *string `json:"unique_key"`
+	// OrderingKey groups jobs that must run one at a time in sequence order.
+	OrderingKey *string `json:"ordering_key"`
+	// Progress is the handler's last recorded checkpoint, raw JSON.
+	Progress json.RawMessage `json:"progress"`
+	// CreatedAt is when the job was enqueued.
+	CreatedAt time.Time `json:"created_at"`
+	// AttemptedAt is when the job was last claimed.
+	AttemptedAt *time.Time `json:"attempted_at"`
+	// FinishedAt is when the job reached a terminal state.
+	FinishedAt *time.Time `json:"finished_at"`
+	// LastError is the most recent failure, or nil.
+	LastError *LastError `json:"last_error"`
+	// Errors is the whole failure history, across replays.
+	Errors []AttemptError `json:"errors"`
+	// Replays counts operator replays.
+	Replays int `json:"replays"`
+	// Tags are free-form labels for operators.
+	Tags []string `json:"tags"`
+	// Seq is the insertion order, used for FIFO within a priority.
+	Seq int64 `json:"seq"`
+}
+
+// LastError is the summary of a job's most recent failure.
+type LastError struct {
+	Class   string    `json:"class"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
+// AttemptError is one entry in a job's failure history.
+type AttemptError struct {
+	// Attempt is the attempt that failed (0 for entries that are not
+	// attempts, such as an expiry before the first claim).
+	Attempt int `json:"attempt"`
+	// Replay is the job's replay count when the failure happened.
+	Replay int `json:"replay"`
+	// At is when the failure was recorded, on the store's clock.
+	At time.Time `json:"at"`
+	// Class is a short snake_case word: error, permanent, timeout, panic,
+	// lease_expired, expired, interrupted, or one the handler named.
+	Class string `json:"class"`
+	// Message is the error text.
+	Message string `json:"message"`
+	// Stack is the goroutine stack of a recovered panic.
+	Stack string `json:"stack,omitempty"`
+}
+
+// Envelope is the versioned form of a claimed job that crosses process and
+// language boundaries: what an external worker receives.
+type Envelope struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	ArgsVersion int             `json:"args_version"`
+	Args        json.RawMessage `json:"args"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	LeaseToken  string          `json:"lease_token"`
+	LeaseUntil  time.Time       `json:"lease_until"`
+	Deadline    *time.Time      `json:"deadline"`
+}
+
+// Envelope returns the job's envelope. It is meaningful for a claimed job.
+func (j *Job) Envelope() Envelope {
+	e := Envelope{
+		ID:          j.ID,
+		Kind:        j.Kind,
+		ArgsVersion: j.ArgsVersion,
+		Args:        j.Args,
+		Attempt:     j.Attempt,
+		MaxAttempts: j.MaxAttempts,
+		Deadline:    j.Deadline,
+	}
+	if j.LeaseToken != nil {
+		e.LeaseToken = *j.LeaseToken
+	}
+	if j.LeaseUntil != nil {
+		e.LeaseUntil = *j.LeaseUntil
+	}
+	return e
+}
+
+// Duration is a time.Duration that reads and writes JSON in Go syntax
+// ("250ms", "1h"), and as null when zero.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	if d == 0 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*d = 0
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"250ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,171 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// ownsJob reports whether job id is running under token with a live lease.
+func ownsJob(ctx context.Context, tx *sql.Tx, id, token string, now time.Time) (bool, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_jobs
+		WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
+		id, token, micros(now)).Scan(&n)
+	return n > 0, err
+}
+
+// EffectRecordTx implements [errand.Store]. tx must be a *sql.Tx from
+// [Store.DB].
+func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok {
+		return false, fmt.Errorf("%w: sqlite takes a *sql.Tx from Store.DB, got %T", errand.ErrUnsupportedTx, tx)
+	}
+	if key == "" {
+		return false, &errand.InputError{Field: "key", Message: "is empty; key the effect by the job id"}
+	}
+	now := s.clock.Now()
+	if leaseToken != "" {
+		owns, err := ownsJob(ctx, t, jobID, leaseToken, now)
+		if err != nil {
+			return false, err
+		}
+		if !owns {
+			return false, errand.ErrLeaseLost
+		}
+	}
+	res, err := t.ExecContext(ctx, `INSERT INTO errand_effects (key, job_id, state, lease_token, created_at, updated_at)
+		VALUES (?, ?, 'completed', ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		key, jobID, leaseToken, micros(now), micros(now))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+const effectColumns = `key, job_id, state, lease_token, message, created_at, updated_at`
+
+func scanEffect(row scanner) (*errand.Effect, error) {
+	var e errand.Effect
+	var state string
+	var created, updated int64
+	if err := row.Scan(&e.Key, &e.JobID, &state, &e.LeaseToken, &e.Message, &created, &updated); err != nil {
+		return nil, err
+	}
+	e.State = errand.EffectState(state)
+	e.CreatedAt, e.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &e, nil
+}
+
+// EffectBegin implements [errand.Store].
+func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+	if p.Key == "" || p.JobID == "" || p.LeaseToken == "" {
+		return nil, &errand.InputError{Field: "effect", Message: "key, job id and lease token are required"}
+	}
+	var e *errand.Effect
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		owns, err := ownsJob(ctx, tx, p.JobID, p.LeaseToken, now)
+		if err != nil {
+			return err
+		}
+		if !owns {
+			return errand.ErrLeaseLost
+		}
+		prev, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
+		var status errand.EffectStatus
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			status = errand.EffectBegun
+		case err != nil:
+			return err
+		case prev.State == errand.EffectCompleted:
+			e = prev
+			e.Status = errand.EffectAlreadyCompleted
+			return nil
+		case prev.State == errand.EffectFailed:
+			status = errand.EffectRetaken
+		case prev.LeaseToken == p.LeaseToken:
+			e = prev
+			e.Status = errand.EffectBegun
+			return nil
+		default:
+			held, err := ownsJob(ctx, tx, prev.JobID, prev.LeaseToken, now)
+			if err != nil {
+				return err
+			}
+			if held {
+				e = prev
+				e.Status = errand.EffectHeldElsewhere
+				return nil
+			}
+			status = errand.EffectAbandoned
+		}
+		e, err = scanEffect(tx.QueryRowContext(ctx, `INSERT INTO errand_effects
+				(key, job_id, state, lease_token, message, created_at, updated_at)
+			VALUES (?, ?, 'in_progress', ?, '', ?, ?)
+			ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, state = 'in_progress',
+				lease_token = excluded.lease_token, updated_at = excluded.updated_at
+			RETURNING `+effectColumns, p.Key, p.JobID, p.LeaseToken, micros(now), micros(now)))
+		if err != nil {
+			return err
+		}
+		e.Status = status
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// EffectComplete implements [errand.Store].
+func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
+}
+
+// EffectRelease implements [errand.Store].
+func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectParams, message string) (*errand.Effect, error) {
+	return s.effectFinish(ctx, p, errand.EffectFailed, message)
+}
+
+func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state errand.EffectState, message string) (*errand.Effect, error) {
+	var e *errand.Effect
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		owns, err := ownsJob(ctx, tx, p.JobID, p.LeaseToken, now)
+		if err != nil {
+			return err
+		}
+		if !owns {
+			return errand.ErrLeaseLost
+		}
+		e, err = scanEffect(tx.QueryRowContext(ctx, `UPDATE errand_effects
+			SET state = ?, message = ?, updated_at = ?
+			WHERE key = ? AND lease_token = ? AND state = 'in_progress'
+			RETURNING `+effectColumns, string(state), message, micros(now), p.Key, p.LeaseToken))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errand.ErrLeaseLost
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// EffectGet implements [errand.Store].
+func (s *Store) EffectGet(ctx context.Context, key string) (*errand.Effect, error) {
+	e, err := scanEffect(s.read.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errand.ErrNotFound
+	}
+	return e, err
+}

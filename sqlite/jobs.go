@@ -1,0 +1,593 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
+	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
+	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
+	replays, tags`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(row scanner) (*errand.Job, error) {
+	var (
+		j                                   errand.Job
+		args, state, errs, tags             string
+		backoffBase, backoffMax, avail, crt int64
+		deadline, leaseUntil, attempted     sql.NullInt64
+		finished                            sql.NullInt64
+		token, owner, ukey, okey, progress  sql.NullString
+		lastErr                             sql.NullString
+	)
+	err := row.Scan(&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
+		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &avail, &deadline, &token, &leaseUntil,
+		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags)
+	if err != nil {
+		return nil, err
+	}
+	j.Args = json.RawMessage(args)
+	j.State = errand.JobState(state)
+	j.BackoffBase = errand.Duration(time.Duration(backoffBase) * time.Microsecond)
+	j.BackoffMax = errand.Duration(time.Duration(backoffMax) * time.Microsecond)
+	j.AvailableAt = fromMicros(avail)
+	j.Deadline = nullMicros(deadline)
+	j.LeaseToken = nullString(token)
+	j.LeaseUntil = nullMicros(leaseUntil)
+	j.LeaseOwner = nullString(owner)
+	j.UniqueKey = nullString(ukey)
+	j.OrderingKey = nullString(okey)
+	if progress.Valid {
+		j.Progress = json.RawMessage(progress.String)
+	}
+	j.CreatedAt = fromMicros(crt)
+	j.AttemptedAt = nullMicros(attempted)
+	j.FinishedAt = nullMicros(finished)
+	if lastErr.Valid {
+		j.LastError = new(errand.LastError)
+		if err := json.Unmarshal([]byte(lastErr.String), j.LastError); err != nil {
+			return nil, fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+		return nil, fmt.Errorf("job %s: decode errors: %w", j.ID, err)
+	}
+	if j.Errors == nil {
+		j.Errors = []errand.AttemptError{}
+	}
+	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
+		return nil, fmt.Errorf("job %s: decode tags: %w", j.ID, err)
+	}
+	if j.Tags == nil {
+		j.Tags = []string{}
+	}
+	return &j, nil
+}
+
+func scanJobs(rows *sql.Rows) ([]*errand.Job, error) {
+	defer rows.Close()
+	var js []*errand.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		js = append(js, j)
+	}
+	return js, rows.Err()
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// JobInsertMany implements [errand.Store].
+func (s *Store) JobInsertMany(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	var rs []errand.JobInsertResult
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		rs, err = s.insert(ctx, tx, params)
+		return err
+	})
+	return rs, err
+}
+
+// JobInsertManyTx implements [errand.Store]. tx must be a *sql.Tx from
+// [Store.DB].
+func (s *Store) JobInsertManyTx(ctx context.Context, tx any, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok {
+		return nil, fmt.Errorf("%w: sqlite takes a *sql.Tx from Store.DB, got %T", errand.ErrUnsupportedTx, tx)
+	}
+	return s.insert(ctx, t, params)
+}
+
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	now := s.clock.Now()
+	rs := make([]errand.JobInsertResult, len(params))
+	for i, p := range params {
+		if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts < 1 {
+			return nil, &errand.InputError{Field: "job", Message: "id, queue, kind and max_attempts are required; enqueue through errand.Client"}
+		}
+		avail := now.Add(p.Delay)
+		if !p.RunAt.IsZero() {
+			avail = p.RunAt
+		}
+		var deadline any
+		if p.MaxAge > 0 {
+			deadline = micros(now.Add(p.MaxAge))
+		}
+		tags := p.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		tagsJSON, err := json.Marshal(tags)
+		if err != nil {
+			return nil, err
+		}
+		row := tx.QueryRowContext(ctx, `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
+			state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
+			unique_key, ordering_key, created_at, tags)
+			VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING
+			RETURNING `+jobColumns,
+			p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
+			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
+			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
+			micros(now), string(tagsJSON))
+		j, err := scanJob(row)
+		if err == nil {
+			rs[i] = errand.JobInsertResult{Job: j}
+			continue
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("insert job %s: %w", p.ID, err)
+		}
+		// A conflict on id or unique_key: return the job that holds it,
+		// preferring the id match.
+		row = tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs
+			WHERE id = ? OR (unique_key IS NOT NULL AND unique_key = ?)
+			ORDER BY id = ? DESC LIMIT 1`, p.ID, nullIfEmpty(p.UniqueKey), p.ID)
+		if j, err = scanJob(row); err != nil {
+			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
+		}
+		rs[i] = errand.JobInsertResult{Job: j, Duplicate: true}
+	}
+	return rs, nil
+}
+
+// JobGet implements [errand.Store].
+func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
+	j, err := scanJob(s.read.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errand.ErrNotFound
+	}
+	return j, err
+}
+
+// JobList implements [errand.Store].
+func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
+	where := []string{"seq > ?"}
+	args := []any{p.AfterSeq}
+	if len(p.States) > 0 {
+		where = append(where, "state IN ("+placeholders(len(p.States))+")")
+		for _, st := range p.States {
+			args = append(args, string(st))
+		}
+	}
+	if p.Queue != "" {
+		where = append(where, "queue = ?")
+		args = append(args, p.Queue)
+	}
+	if p.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, p.Kind)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args = append(args, limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE `+
+		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanJobs(rows)
+}
+
+// JobClaimMany implements [errand.Store].
+func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
+		return nil, &errand.InputError{Field: "claim", Message: "needs at least one queue, a limit of at least 1 and a positive lease"}
+	}
+	var jobs []*errand.Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		if _, err := s.sweep(ctx, tx, now); err != nil {
+			return err
+		}
+		args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
+		filter := "queue IN (" + placeholders(len(p.Queues)) + ")"
+		for _, q := range p.Queues {
+			args = append(args, q)
+		}
+		if len(p.Kinds) > 0 {
+			filter += " AND kind IN (" + placeholders(len(p.Kinds)) + ")"
+			for _, k := range p.Kinds {
+				args = append(args, k)
+			}
+		}
+		args = append(args, p.Limit)
+		// Each row gets its own token: randomblob is evaluated per row.
+		rows, err := tx.QueryContext(ctx, `UPDATE errand_jobs SET
+				state = 'running', attempt = attempt + 1, attempted_at = ?,
+				lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
+			WHERE seq IN (SELECT seq FROM errand_jobs
+				WHERE state IN ('queued', 'retrying') AND available_at <= ? AND `+filter+`
+				ORDER BY priority, available_at, seq LIMIT ?)
+			RETURNING `+jobColumns, args...)
+		if err != nil {
+			return err
+		}
+		jobs, err = scanJobs(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	sort.Slice(jobs, func(i, k int) bool {
+		a, b := jobs[i], jobs[k]
+		if a.Priority != b.Priority {
+			return a.Priority < b.Priority
+		}
+		if !a.AvailableAt.Equal(b.AvailableAt) {
+			return a.AvailableAt.Before(b.AvailableAt)
+		}
+		return a.Seq < b.Seq
+	})
+	return jobs, nil
+}
+
+// JobHeartbeatMany implements [errand.Store].
+func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+	if p.Lease <= 0 {
+		return nil, &errand.InputError{Field: "lease", Message: "must be positive"}
+	}
+	rs := make([]errand.HeartbeatResult, len(p.Leases))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		until := micros(now.Add(p.Lease))
+		for i, l := range p.Leases {
+			res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET lease_until = ?
+				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
+				until, l.ID, l.LeaseToken, micros(now))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				rs[i] = errand.HeartbeatResult{Err: errand.ErrLeaseLost}
+				continue
+			}
+			rs[i] = errand.HeartbeatResult{LeaseUntil: fromMicros(until)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	return rs, nil
+}
+
+// JobSetProgress implements [errand.Store].
+func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
+	if !json.Valid(progress) {
+		return &errand.InputError{Field: "progress", Message: "is not valid JSON"}
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET progress = ?
+			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
+			string(progress), id, leaseToken, micros(now))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errand.ErrLeaseLost
+		}
+		return nil
+	})
+}
+
+// appendError is the SQL that appends one history entry and sets
+// last_error. Its parameters are: attempt, at, class, message, stack, then
+// class, message, at for last_error.
+const appendError = `errors = json_insert(errors, '$[#]', json_object(
+		'attempt', ?, 'replay', replays, 'at', ?, 'class', ?, 'message', ?, 'stack', ?)),
+	last_error = json_object('class', ?, 'message', ?, 'at', ?)`
+
+func errorArgs(e *errand.AttemptError, now time.Time) []any {
+	at := now.UTC().Format(time.RFC3339Nano)
+	return []any{e.Attempt, at, e.Class, e.Message, e.Stack, e.Class, e.Message, at}
+}
+
+// JobRecordOutcomes implements [errand.Store].
+func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
+	rs := make([]errand.OutcomeResult, len(outcomes))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		for i, o := range outcomes {
+			set, args, err := outcomeSet(o, now)
+			if err != nil {
+				return err
+			}
+			args = append(args, o.ID, o.LeaseToken, micros(now))
+			var state string
+			var avail int64
+			err = tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+set+`,
+					lease_token = NULL, lease_until = NULL
+				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+				RETURNING state, available_at`, args...).Scan(&state, &avail)
+			if errors.Is(err, sql.ErrNoRows) {
+				rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("job %s: %w", o.ID, err)
+			}
+			rs[i] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: fromMicros(avail)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	return rs, nil
+}
+
+// outcomeSet returns the SET clause and its arguments for one outcome.
+func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
+	needErr := func() error {
+		if o.Error == nil {
+			return &errand.InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
+		}
+		return nil
+	}
+	switch o.Kind {
+	case errand.OutcomeSucceeded:
+		return `state = 'succeeded', finished_at = ?`, []any{micros(now)}, nil
+	case errand.OutcomeRetry:
+		if err := needErr(); err != nil {
+			return "", nil, err
+		}
+		return `state = 'retrying', available_at = ?, ` + appendError,
+			append([]any{micros(now.Add(o.Delay))}, errorArgs(o.Error, now)...), nil
+	case errand.OutcomeDead:
+		if err := needErr(); err != nil {
+			return "", nil, err
+		}
+		return `state = 'dead', finished_at = ?, ` + appendError,
+			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
+	case errand.OutcomeSnooze:
+		return `state = 'queued', attempt = attempt - 1, available_at = ?`, []any{micros(now.Add(o.Delay))}, nil
+	case errand.OutcomeInterrupted:
+		if err := needErr(); err != nil {
+			return "", nil, err
+		}
+		return `state = 'queued', attempt = attempt - 1, available_at = ?, ` + appendError,
+			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
+	}
+	return "", nil, &errand.InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
+}
+
+// JobSweep implements [errand.Store].
+func (s *Store) JobSweep(ctx context.Context) (errand.SweepResult, error) {
+	var r errand.SweepResult
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		r, err = s.sweep(ctx, tx, s.clock.Now())
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("sweep: %w", err)
+	}
+	return r, nil
+}
+
+// sweepError is appendError with the attempt taken from the row.
+const sweepError = `errors = json_insert(errors, '$[#]', json_object(
+		'attempt', attempt, 'replay', replays, 'at', ?1, 'class', ?2, 'message', ?3, 'stack', '')),
+	last_error = json_object('class', ?2, 'message', ?3, 'at', ?1)`
+
+func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.SweepResult, error) {
+	var r errand.SweepResult
+	at := now.UTC().Format(time.RFC3339Nano)
+	us := micros(now)
+	leaseMsg := "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
+	// Expired final attempts: dead, so a job that kills its worker cannot
+	// crash-loop.
+	res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
+			state = 'dead', finished_at = ?4, lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts`,
+		at, errand.ClassLeaseExpired, leaseMsg+" on the final attempt", us)
+	if err != nil {
+		return r, err
+	}
+	n, _ := res.RowsAffected()
+	r.Dead += int(n)
+	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
+			state = 'retrying', available_at = ?4, lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4`,
+		at, errand.ClassLeaseExpired, leaseMsg, us)
+	if err != nil {
+		return r, err
+	}
+	n, _ = res.RowsAffected()
+	r.Retried += int(n)
+	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
+			state = 'dead', finished_at = ?4
+		WHERE state IN ('queued', 'retrying') AND deadline IS NOT NULL AND deadline <= ?4`,
+		at, errand.ClassExpired, "deadline passed before the job could run", us)
+	if err != nil {
+		return r, err
+	}
+	n, _ = res.RowsAffected()
+	r.Dead += int(n)
+	return r, nil
+}
+
+var (
+	replayable    = []errand.JobState{errand.StateDead, errand.StateCancelled}
+	cancellable   = []errand.JobState{errand.StateQueued, errand.StateRetrying}
+	errNoSuchJob  = errand.ErrNotFound
+	stateOfJobSQL = `SELECT state, replays FROM errand_jobs WHERE id = ?`
+)
+
+// JobReplay implements [errand.Store].
+func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+	var j *errand.Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		var state string
+		var replays int
+		err := tx.QueryRowContext(ctx, stateOfJobSQL, p.ID).Scan(&state, &replays)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNoSuchJob
+		}
+		if err != nil {
+			return err
+		}
+		st := errand.JobState(state)
+		if st != errand.StateDead && st != errand.StateCancelled {
+			return &errand.StateError{Op: "replay", ID: p.ID, State: st, Allowed: replayable}
+		}
+		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET
+				state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
+				deadline = CASE WHEN max_age_us > 0 THEN ?1 + max_age_us END,
+				lease_token = NULL, lease_until = NULL, finished_at = NULL
+			WHERE id = ?2 RETURNING `+jobColumns, micros(now), p.ID))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO errand_replays (job_id, replay, prior_state, operator, reason, at)
+			VALUES (?, ?, ?, ?, ?, ?)`, p.ID, j.Replays, state, p.Operator, p.Reason, micros(now))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// JobReplayAudit implements [errand.Store].
+func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id, job_id, replay, prior_state, operator, reason, at
+		FROM errand_replays WHERE job_id = ? ORDER BY id`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	rs := []errand.ReplayRecord{}
+	for rows.Next() {
+		var r errand.ReplayRecord
+		var prior string
+		var at int64
+		if err := rows.Scan(&r.ID, &r.JobID, &r.Replay, &prior, &r.Operator, &r.Reason, &at); err != nil {
+			return nil, err
+		}
+		r.PriorState = errand.JobState(prior)
+		r.At = fromMicros(at)
+		rs = append(rs, r)
+	}
+	return rs, rows.Err()
+}
+
+// JobCancel implements [errand.Store].
+func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
+	var j *errand.Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var state string
+		var replays int
+		err := tx.QueryRowContext(ctx, stateOfJobSQL, id).Scan(&state, &replays)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNoSuchJob
+		}
+		if err != nil {
+			return err
+		}
+		st := errand.JobState(state)
+		if st != errand.StateQueued && st != errand.StateRetrying {
+			return &errand.StateError{Op: "cancel", ID: id, State: st, Allowed: cancellable}
+		}
+		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
+			WHERE id = ? RETURNING `+jobColumns, micros(s.clock.Now()), id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// QueueStats implements [errand.Store].
+func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
+	now := micros(s.clock.Now())
+	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, count(*),
+			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ? THEN available_at END)
+		FROM errand_jobs GROUP BY queue, state ORDER BY queue`, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []errand.QueueStats
+	for rows.Next() {
+		var queue, state string
+		var n int
+		var oldest sql.NullInt64
+		if err := rows.Scan(&queue, &state, &n, &oldest); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			counts := make(map[errand.JobState]int, len(errand.JobStates))
+			for _, st := range errand.JobStates {
+				counts[st] = 0
+			}
+			out = append(out, errand.QueueStats{Queue: queue, Counts: counts})
+		}
+		q := &out[len(out)-1]
+		q.Counts[errand.JobState(state)] = n
+		if oldest.Valid {
+			age := time.Duration(now-oldest.Int64) * time.Microsecond
+			if age.Seconds() > q.OldestReadyAgeSeconds {
+				q.OldestReadyAgeSeconds = age.Seconds()
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Dead = out[i].Counts[errand.StateDead]
+	}
+	if out == nil {
+		out = []errand.QueueStats{}
+	}
+	return out, nil
+}

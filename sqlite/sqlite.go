@@ -1,0 +1,283 @@
+// Package sqlite is errand's embedded store: one SQLite file, no server, no
+// setup. It suits one machine; several worker processes on that machine may
+// share the file.
+//
+// The application opens its database through [Open] and uses [Store.DB] for
+// its own transactions too, so that a job is enqueued in the same transaction
+// as the business change ([errand.Client.EnqueueTx]) and one writer serves
+// both. SQLite allows one writer at a time; errand's handle keeps a single
+// writer connection, runs every transaction as BEGIN IMMEDIATE (a deferred
+// read-then-write transaction would fail with SQLITE_BUSY instead of waiting),
+// and uses WAL so readers never wait for the writer. Reads that errand makes
+// for operators (get, list, stats) use a separate read-only pool.
+//
+// Because the writer is a single connection, do not call errand methods that
+// write (Enqueue, claims, replays) while holding a transaction from DB()
+// in the same goroutine: they would wait for the connection the transaction
+// holds. Use the Tx forms inside a transaction.
+//
+// The driver is modernc.org/sqlite, a pure-Go translation of SQLite, so
+// building errand needs no C compiler.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Options configure a Store. The zero value is durable and sensible.
+type Options struct {
+	// Clock is the store's time authority. Nil means the process clock.
+	// Tests inject a clock they can move.
+	Clock errand.Clock
+	// Synchronous is SQLite's synchronous setting: "FULL" (the default)
+	// survives power loss; "NORMAL" is several times faster per commit and
+	// may lose the last transactions on power loss (never on a process
+	// crash).
+	Synchronous string
+	// BusyTimeout is how long a writer waits for another process's write
+	// transaction. Default 10s.
+	BusyTimeout time.Duration
+	// ReadConns bounds the read-only pool. Default 4.
+	ReadConns int
+}
+
+// Store is errand's SQLite store. It implements [errand.Store].
+type Store struct {
+	db    *sql.DB // the single writer; also the application's handle
+	read  *sql.DB // read-only pool for operator queries
+	clock errand.Clock
+	path  string
+}
+
+var _ errand.Store = (*Store)(nil)
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Open opens (creating if needed) the SQLite database at path, applies
+// errand's migrations, and returns the store.
+func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open sqlite: %q is not a file path; give a path such as ./errand.db", path)
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	switch strings.ToUpper(o.Synchronous) {
+	case "":
+		o.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		o.Synchronous = strings.ToUpper(o.Synchronous)
+	default:
+		return nil, fmt.Errorf("open sqlite: synchronous %q: use FULL or NORMAL", o.Synchronous)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 10 * time.Second
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 4
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+
+	db, err := sql.Open("sqlite", dsn(abs, o, false))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	s := &Store{db: db, clock: o.Clock, path: abs}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	read, err := sql.Open("sqlite", dsn(abs, o, true))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	read.SetMaxOpenConns(o.ReadConns)
+	s.read = read
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite connection string. Pragmas run on every
+// new connection.
+func dsn(path string, o Options, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous("+o.Synchronous+")")
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// DB returns the database handle: the single writer connection. The
+// application uses it for its own tables and transactions, and passes its
+// *sql.Tx to errand's Tx methods.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.read != nil {
+		err = errors.Join(err, s.read.Close())
+	}
+	return err
+}
+
+// Now returns the store's clock.
+func (s *Store) Now(context.Context) (time.Time, error) { return s.clock.Now().UTC(), nil }
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, n := range names {
+		base := filepath.Base(n)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with its number", base)
+		}
+		b, err := migrationFS.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// Migrate applies errand's pending migrations. Open calls it; it is exported
+// for deployments that migrate separately. Migrations are numbered and
+// forward-only; each runs in its own immediate transaction, so processes that
+// open the same file at once apply each migration exactly once.
+func (s *Store) Migrate(ctx context.Context) error { return s.migrate(ctx) }
+
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS errand_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range ms {
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO errand_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, micros(s.clock.Now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", m.name, err)
+		}
+	}
+	var newest int
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if known := ms[len(ms)-1].version; newest > known {
+		return fmt.Errorf("migrate: database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.read.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&v)
+	return v, err
+}
+
+// tx runs fn in an immediate transaction on the writer.
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func nullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func nullString(v sql.NullString) *string {
+	if !v.Valid {
+		return nil
+	}
+	s := v.String
+	return &s
+}
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

@@ -1,0 +1,338 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is the storage contract every backend implements: errand/sqlite (the
+// embedded default) and errand/postgres. The package errand/storetest holds
+// the conformance suite that every implementation must pass unchanged.
+//
+// Time: every lease, schedule and expiry decision uses the store's own clock
+// (the process clock on SQLite, the database's now() on PostgreSQL), never the
+// caller's. Durations in parameters are relative to that clock. A store takes
+// an injected [Clock] through its options so tests can control time.
+//
+// Fencing: every write about a running job names the job and the lease token
+// its claim wrote, and succeeds only while the job is running with that token
+// and lease_until is after now. When that condition fails the store changes
+// nothing and reports [ErrLeaseLost]; it never retries the write as an
+// overwrite.
+//
+// Errors: a missing job is [ErrNotFound]; a transition the job's state does
+// not allow is a [*StateError]; bad parameters are [*InputError]. Other errors
+// are the backend's own, wrapped.
+type Store interface {
+	// Now returns the store's current time. Callers use it to display ages
+	// and to reason about schedules; decisions are still made by the store.
+	Now(ctx context.Context) (time.Time, error)
+
+	// JobInsertMany inserts jobs in one transaction of its own. A job whose
+	// ID or UniqueKey matches an existing job is not inserted: its result
+	// holds the existing job with Duplicate set. Either every new job is
+	// committed or none is.
+	JobInsertMany(ctx context.Context, params []*JobInsertParams) ([]JobInsertResult, error)
+
+	// JobInsertManyTx inserts jobs inside the caller's transaction, so they
+	// commit or roll back with the caller's own writes. Which transaction
+	// types a store accepts is part of its documentation (*sql.Tx for
+	// SQLite); any other type returns an error and writes nothing.
+	JobInsertManyTx(ctx context.Context, tx any, params []*JobInsertParams) ([]JobInsertResult, error)
+
+	// JobGet returns one job, or ErrNotFound.
+	JobGet(ctx context.Context, id string) (*Job, error)
+
+	// JobList returns jobs matching the filters in ascending Seq order,
+	// starting after AfterSeq, at most Limit of them.
+	JobList(ctx context.Context, params *JobListParams) ([]*Job, error)
+
+	// JobClaimMany claims up to Limit available jobs in one transaction.
+	// First it sweeps, as JobSweep does. Then it picks claimable jobs (state
+	// queued or retrying, available_at <= now, in one of Queues and, when
+	// Kinds is set, of one of Kinds) ordered by priority, available_at and
+	// seq, and for each writes state running, attempt+1, a fresh lease token,
+	// lease_until = now+Lease, lease_owner and attempted_at. Two concurrent
+	// claims never return the same job. An empty result is not an error.
+	JobClaimMany(ctx context.Context, params *JobClaimParams) ([]*Job, error)
+
+	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each
+	// fenced by its token. The result has one entry per lease, in order: the
+	// new lease_until, or ErrLeaseLost with nothing written for that job.
+	JobHeartbeatMany(ctx context.Context, params *JobHeartbeatParams) ([]HeartbeatResult, error)
+
+	// JobSetProgress records a handler's checkpoint, fenced by the token.
+	JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error
+
+	// JobRecordOutcomes applies the outcomes of finished attempts in one
+	// transaction, each fenced by its own token. The result has one entry per
+	// outcome, in order: the job's new state, or ErrLeaseLost with nothing
+	// written for that job. The store applies the outcome it is given; the
+	// caller has already applied the retry policy.
+	JobRecordOutcomes(ctx context.Context, outcomes []*JobOutcome) ([]OutcomeResult, error)
+
+	// JobReplay starts a new delivery cycle for a dead or cancelled job:
+	// state queued, attempt 0, available now, replays+1, lease cleared, error
+	// history kept. It records the operator, reason, prior state and time in
+	// the replay audit in the same transaction. Any other state is a
+	// *StateError and nothing is written.
+	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
+
+	// JobReplayAudit returns the replay audit of one job, oldest first.
+	JobReplayAudit(ctx context.Context, jobID string) ([]ReplayRecord, error)
+
+	// JobCancel moves a queued or retrying job to cancelled. Any other state
+	// is a *StateError and nothing is written.
+	JobCancel(ctx context.Context, id string) (*Job, error)
+
+	// JobSweep applies the rules that time alone triggers: a running job
+	// whose lease expired becomes retrying (available now) with a
+	// lease_expired entry in its history, or dead on its final attempt; a
+	// queued or retrying job past its deadline becomes dead with class
+	// expired. Claims sweep first; a leader may also call it between claims.
+	JobSweep(ctx context.Context) (SweepResult, error)
+
+	// QueueStats summarises every queue that holds jobs, ordered by name.
+	QueueStats(ctx context.Context) ([]QueueStats, error)
+
+	// EffectRecordTx records, inside the caller's transaction, that the
+	// effect identified by key is being performed. It returns false when the
+	// key was already recorded (the effect happened; skip it). When
+	// leaseToken is not empty the write is fenced like any other job write:
+	// it fails with ErrLeaseLost unless job jobID is running under that token.
+	EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error)
+
+	// EffectBegin opens, or takes over, the ledger entry for a remote effect.
+	// It is fenced by the job's lease token. See [EffectStatus] for what it
+	// reports.
+	EffectBegin(ctx context.Context, params *EffectParams) (*Effect, error)
+
+	// EffectComplete marks a begun effect done, fenced by the job's lease and
+	// the entry's token.
+	EffectComplete(ctx context.Context, params *EffectParams) (*Effect, error)
+
+	// EffectRelease marks a begun effect failed so a later delivery may try
+	// it again, fenced like EffectComplete.
+	EffectRelease(ctx context.Context, params *EffectParams, message string) (*Effect, error)
+
+	// EffectGet returns a ledger entry, or ErrNotFound.
+	EffectGet(ctx context.Context, key string) (*Effect, error)
+
+	// Close releases the store's resources. It does not close a database
+	// handle the caller passed in.
+	Close() error
+}
+
+// Clock tells the time. Stores take one so that tests can move time; the
+// store's clock is the only time authority for leases and schedules.
+type Clock interface {
+	Now() time.Time
+}
+
+// JobInsertParams describes one job to insert. The Client fills the defaults;
+// a store validates what it depends on.
+type JobInsertParams struct {
+	ID          string
+	Queue       string
+	Kind        string
+	Args        json.RawMessage
+	ArgsVersion int
+	Priority    int
+	MaxAttempts int
+	// BackoffBase and BackoffMax, when non-zero, override the retry policy.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// RunAt, when not zero, is when the job becomes available; otherwise it
+	// is available Delay after the store's now.
+	RunAt time.Time
+	Delay time.Duration
+	// MaxAge, when non-zero, sets the deadline to created_at + MaxAge.
+	MaxAge      time.Duration
+	UniqueKey   string
+	OrderingKey string
+	Tags        []string
+}
+
+// JobInsertResult is the outcome of inserting one job.
+type JobInsertResult struct {
+	Job *Job
+	// Duplicate reports that a job with the same ID or UniqueKey existed and
+	// Job is that job, unchanged.
+	Duplicate bool
+}
+
+// JobListParams filters JobList. Zero fields do not filter.
+type JobListParams struct {
+	States   []JobState
+	Queue    string
+	Kind     string
+	AfterSeq int64
+	// Limit bounds the result; zero means 100.
+	Limit int
+}
+
+// JobClaimParams describes a claim.
+type JobClaimParams struct {
+	// Queues to claim from; at least one.
+	Queues []string
+	// Kinds, when not empty, restricts the claim to these kinds: a worker
+	// never claims a job it has no handler for.
+	Kinds []string
+	// Limit is the most jobs to claim; at least one.
+	Limit int
+	// Lease is how long the claim holds before it must be renewed.
+	Lease time.Duration
+	// Owner names the claiming worker, recorded as lease_owner.
+	Owner string
+}
+
+// JobLease names a running job and the token of its claim.
+type JobLease struct {
+	ID         string
+	LeaseToken string
+}
+
+// JobHeartbeatParams renews leases.
+type JobHeartbeatParams struct {
+	Leases []JobLease
+	Lease  time.Duration
+}
+
+// HeartbeatResult is the outcome of renewing one lease.
+type HeartbeatResult struct {
+	LeaseUntil time.Time
+	// Err is nil or ErrLeaseLost.
+	Err error
+}
+
+// OutcomeKind is what a finished attempt did.
+type OutcomeKind string
+
+const (
+	// OutcomeSucceeded: state succeeded, lease cleared, finished_at now.
+	OutcomeSucceeded OutcomeKind = "succeeded"
+	// OutcomeRetry: state retrying, available_at now+Delay, Error appended.
+	OutcomeRetry OutcomeKind = "retry"
+	// OutcomeDead: state dead, finished_at now, Error appended.
+	OutcomeDead OutcomeKind = "dead"
+	// OutcomeSnooze: state queued, available_at now+Delay, attempt-1 (the
+	// attempt is not counted), nothing appended.
+	OutcomeSnooze OutcomeKind = "snooze"
+	// OutcomeInterrupted: state queued, available now, attempt-1, Error
+	// (class interrupted) appended. Used when a draining worker gives a job
+	// back.
+	OutcomeInterrupted OutcomeKind = "interrupted"
+)
+
+// JobOutcome is the result of one attempt, to be recorded while the worker
+// still owns the job.
+type JobOutcome struct {
+	JobLease
+	Kind  OutcomeKind
+	Delay time.Duration
+	// Error is appended to the history (Retry, Dead, Interrupted). The store
+	// sets its At and Replay fields.
+	Error *AttemptError
+}
+
+// OutcomeResult is what recording one outcome did.
+type OutcomeResult struct {
+	// State is the job's new state when Err is nil.
+	State JobState
+	// AvailableAt is when a retried or snoozed job runs next.
+	AvailableAt time.Time
+	// Err is nil or ErrLeaseLost.
+	Err error
+}
+
+// JobReplayParams describes an operator replay.
+type JobReplayParams struct {
+	ID       string
+	Operator string
+	Reason   string
+}
+
+// ReplayRecord is one entry of the replay audit.
+type ReplayRecord struct {
+	ID         int64     `json:"id"`
+	JobID      string    `json:"job_id"`
+	Replay     int       `json:"replay"`
+	PriorState JobState  `json:"prior_state"`
+	Operator   string    `json:"operator"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+}
+
+// SweepResult counts what a sweep changed.
+type SweepResult struct {
+	// Retried counts running jobs whose lease expired with attempts left.
+	Retried int
+	// Dead counts jobs dead-lettered: expired final attempts and jobs past
+	// their deadline.
+	Dead int
+}
+
+// QueueStats summarises one queue.
+type QueueStats struct {
+	Queue  string           `json:"queue"`
+	Counts map[JobState]int `json:"counts"`
+	// OldestReadyAgeSeconds is how long the oldest claimable job has been
+	// available, or 0 when none is.
+	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
+	// Dead is the dead-letter size (Counts[StateDead]).
+	Dead int `json:"dead"`
+}
+
+// EffectState is where a ledger entry for a remote effect is.
+type EffectState string
+
+const (
+	// EffectInProgress: a delivery began the effect and has not finished it.
+	EffectInProgress EffectState = "in_progress"
+	// EffectCompleted: the effect happened; later deliveries skip it.
+	EffectCompleted EffectState = "completed"
+	// EffectFailed: the effect was released after a failure; a later
+	// delivery may begin it again.
+	EffectFailed EffectState = "failed"
+)
+
+// EffectStatus is what EffectBegin found.
+type EffectStatus string
+
+const (
+	// EffectBegun: no delivery had begun this effect; this one owns it now.
+	EffectBegun EffectStatus = "begun"
+	// EffectRetaken: an earlier delivery released it after a failure; this
+	// one owns it now.
+	EffectRetaken EffectStatus = "retaken"
+	// EffectAbandoned: an earlier delivery began it and lost its lease
+	// without completing or releasing it. This delivery owns it now, but the
+	// remote side may or may not have acted: check it (by the effect key)
+	// before acting again.
+	EffectAbandoned EffectStatus = "abandoned"
+	// EffectAlreadyCompleted: the effect happened; skip it.
+	EffectAlreadyCompleted EffectStatus = "completed"
+	// EffectHeldElsewhere: another delivery holds it under a live lease.
+	EffectHeldElsewhere EffectStatus = "in_progress"
+)
+
+// EffectParams names a ledger entry and the lease that touches it.
+type EffectParams struct {
+	Key        string
+	JobID      string
+	LeaseToken string
+}
+
+// Effect is one ledger entry.
+type Effect struct {
+	Key        string      `json:"key"`
+	JobID      string      `json:"job_id"`
+	State      EffectState `json:"state"`
+	LeaseToken string      `json:"lease_token"`
+	Message    string      `json:"message"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+	// Status is set by EffectBegin.
+	Status EffectStatus `json:"status,omitempty"`
+}

@@ -1,0 +1,77 @@
+package errand
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// DefaultLease is how long a claim holds before it must be renewed.
+const DefaultLease = 30 * time.Second
+
+// WorkOneOpts configure WorkOne.
+type WorkOneOpts struct {
+	// Queues to claim from. Default: DefaultQueue.
+	Queues []string
+	// Lease is the claim's lease, renewed every third of it while the
+	// handler runs. Default: DefaultLease.
+	Lease time.Duration
+	// Owner names this worker in lease_owner. Default: host:pid.
+	Owner string
+}
+
+// WorkOne claims one job of a kind this client has a handler for, runs it
+// under its lease, records the outcome while it still owns the job, and
+// returns what happened. With nothing to claim it returns result "idle".
+//
+// A returned error means the claim or the outcome write failed; a job whose
+// outcome could not be written keeps its lease until it expires, and is then
+// claimed again.
+func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, error) {
+	kinds := c.handlerKinds()
+	if len(kinds) == 0 {
+		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}
+	}
+	if len(opts.Queues) == 0 {
+		opts.Queues = []string{DefaultQueue}
+	}
+	for _, q := range opts.Queues {
+		if err := checkName("queue", q); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Lease < 0 {
+		return nil, &InputError{Field: "lease", Message: "must be positive, e.g. 30s"}
+	}
+	if opts.Owner == "" {
+		opts.Owner = DefaultOwner()
+	}
+	jobs, err := c.store.JobClaimMany(ctx, &JobClaimParams{
+		Queues: opts.Queues,
+		Kinds:  kinds,
+		Limit:  1,
+		Lease:  opts.Lease,
+		Owner:  opts.Owner,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim job: %w", err)
+	}
+	if len(jobs) == 0 {
+		return &WorkResult{Result: ResultIdle}, nil
+	}
+	a := c.runAttempt(ctx, jobs[0], opts.Lease)
+	return c.record(ctx, a)
+}
+
+// DefaultOwner names this process as host:pid.
+func DefaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
