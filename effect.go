@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -16,6 +17,21 @@ import (
 // when the worker no longer owns the job, Once returns ErrLeaseLost and the
 // caller must roll back. ran reports whether fn was called.
 func (c *Client) Once(ctx context.Context, tx any, job *Job, key string, fn func() error) (ran bool, err error) {
+	return once(ctx, c.store, tx, job, key, fn)
+}
+
+// Once is [Client.Once] for use inside a handler, which need not hold the
+// client: it finds the store through the handler's context. Outside a
+// handler it returns an error.
+func Once(ctx context.Context, tx any, job *Job, key string, fn func() error) (ran bool, err error) {
+	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
+	if !ok {
+		return false, errors.New("once: no errand job in this context; use Client.Once")
+	}
+	return once(ctx, a.store, tx, job, key, fn)
+}
+
+func once(ctx context.Context, store Store, tx any, job *Job, key string, fn func() error) (bool, error) {
 	if key == "" {
 		key = job.ID
 	}
@@ -23,7 +39,7 @@ func (c *Client) Once(ctx context.Context, tx any, job *Job, key string, fn func
 	if job.LeaseToken != nil {
 		token = *job.LeaseToken
 	}
-	first, err := c.store.EffectRecordTx(ctx, tx, key, job.ID, token)
+	first, err := store.EffectRecordTx(ctx, tx, key, job.ID, token)
 	if err != nil {
 		return false, fmt.Errorf("record effect %s: %w", key, err)
 	}
@@ -52,6 +68,20 @@ func (c *Client) Once(ctx context.Context, tx any, job *Job, key string, fn func
 // Pass the key to the remote side as its idempotency key where it takes
 // one.
 func (c *Client) RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
+	return remoteEffect(ctx, c.store, job, key, fn)
+}
+
+// RemoteEffect is [Client.RemoteEffect] for use inside a handler, which need
+// not hold the client: it finds the store through the handler's context.
+func RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
+	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
+	if !ok {
+		return errors.New("remote effect: no errand job in this context; use Client.RemoteEffect")
+	}
+	return remoteEffect(ctx, a.store, job, key, fn)
+}
+
+func remoteEffect(ctx context.Context, store Store, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
 	if key == "" {
 		key = job.ID
 	}
@@ -59,7 +89,7 @@ func (c *Client) RemoteEffect(ctx context.Context, job *Job, key string, fn func
 		return fmt.Errorf("remote effect %s: job %s is not claimed", key, job.ID)
 	}
 	p := &EffectParams{Key: key, JobID: job.ID, LeaseToken: *job.LeaseToken}
-	e, err := c.store.EffectBegin(ctx, p)
+	e, err := store.EffectBegin(ctx, p)
 	if err != nil {
 		return fmt.Errorf("begin effect %s: %w", key, err)
 	}
@@ -70,12 +100,12 @@ func (c *Client) RemoteEffect(ctx context.Context, job *Job, key string, fn func
 		return WithClass("effect_held", fmt.Errorf("effect %s: %w", key, ErrEffectHeld))
 	}
 	if ferr := fn(ctx, e.Status); ferr != nil {
-		if _, err := c.store.EffectRelease(context.WithoutCancel(ctx), p, ferr.Error()); err != nil {
+		if _, err := store.EffectRelease(context.WithoutCancel(ctx), p, ferr.Error()); err != nil {
 			return fmt.Errorf("release effect %s after %v: %w", key, ferr, err)
 		}
 		return ferr
 	}
-	if _, err := c.store.EffectComplete(context.WithoutCancel(ctx), p); err != nil {
+	if _, err := store.EffectComplete(context.WithoutCancel(ctx), p); err != nil {
 		return fmt.Errorf("complete effect %s: %w", key, err)
 	}
 	return nil

@@ -26,7 +26,10 @@ var (
 	ErrEffectHeld = errors.New("effect held by another delivery")
 )
 
-// StateError reports a transition that a job's current state forbids.
+// StateError reports a transition that a job's current state forbids. Its
+// message does not name the operation or the job, which callers' wraps do
+// ("replay job X: job is queued; only dead or cancelled jobs can be
+// replayed").
 type StateError struct {
 	Op    string
 	ID    string
@@ -36,8 +39,8 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
-	return fmt.Sprintf("%s job %s: job is %s; only %s jobs can be %s",
-		e.Op, e.ID, e.State, joinStates(e.Allowed, " or "), pastTense(e.Op))
+	return fmt.Sprintf("job is %s; only %s jobs can be %s",
+		e.State, joinStates(e.Allowed, " or "), pastTense(e.Op))
 }
 
 // Is makes errors.Is(err, ErrWrongState) true.

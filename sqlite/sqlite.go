@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -53,6 +54,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadConns bounds the read-only pool. Default 4.
 	ReadConns int
+	// MustExist makes Open fail when the file does not exist, instead of
+	// creating an empty database: for tools that only inspect one.
+	MustExist bool
 }
 
 // Store is errand's SQLite store. It implements [errand.Store].
@@ -100,6 +104,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
+	if o.MustExist {
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("open sqlite: %s does not exist; check the path (or --db / ERRAND_DB)", path)
+		}
+	}
 
 	db, err := sql.Open("sqlite", dsn(abs, o, false))
 	if err != nil {
@@ -145,6 +154,11 @@ func dsn(path string, o Options, readOnly bool) string {
 // application uses it for its own tables and transactions, and passes its
 // *sql.Tx to errand's Tx methods.
 func (s *Store) DB() *sql.DB { return s.db }
+
+// ReadDB returns the read-only pool. Reads through it never wait for the
+// writer, so an application may use it for queries that need not see its own
+// uncommitted writes.
+func (s *Store) ReadDB() *sql.DB { return s.read }
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
