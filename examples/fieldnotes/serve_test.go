@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func newTestServer(t *testing.T) (*httptest.Server, *app) {
+	t.Helper()
+	a := openTestApp(t, filepath.Join(t.TempDir(), "serve.sqlite"), nil)
+	srv := httptest.NewServer(newHandler(a, slog.New(slog.DiscardHandler)))
+	t.Cleanup(srv.Close)
+	return srv, a
+}
+
+// call sends one request and returns the status, the body and the response.
+func call(t *testing.T, method, url string, header map[string]string) (int, string, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp
+}
+
+// errorMessage decodes a {"error": "..."} body, failing on any other shape.
+func errorMessage(t *testing.T, body string) string {
+	t.Helper()
+	var e map[string]string
+	if err := json.Unmarshal([]byte(body), &e); err != nil || len(e) != 1 || e["error"] == "" {
+		t.Fatalf("body %q; want {\"error\": \"...\"}", body)
+	}
+	return e["error"]
+}
+
+// TestOriginRefused: any request carrying an Origin header is refused with
+// 403 and changes nothing, whatever the route.
+func TestOriginRefused(t *testing.T) {
+	srv, a := newTestServer(t)
+	for _, origin := range []string{"https://evil.example", "null", srv.URL} {
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/wallet"}, {"GET", "/documents"}, {"POST", "/documents/document-7/purchase"}, {"GET", "/nowhere"},
+		} {
+			status, body, _ := call(t, r.method, srv.URL+r.path, map[string]string{"Origin": origin})
+			if status != http.StatusForbidden {
+				t.Fatalf("%s %s with Origin %s: %d; want 403", r.method, r.path, origin, status)
+			}
+			errorMessage(t, body)
+		}
+	}
+	if n := count(t, a, `SELECT count(*) FROM payments`); n != 0 {
+		t.Fatalf("%d payments after refused purchases; want 0", n)
+	}
+	if status, body, _ := call(t, "GET", srv.URL+"/wallet", nil); status != http.StatusOK || strings.TrimSpace(body) != `{"balance_cents":10000}` {
+		t.Fatalf("GET /wallet without Origin: %d %s; want 200 {\"balance_cents\":10000}", status, body)
+	}
+}
+
+// TestPurchaseAPI covers the purchase endpoint's answers.
+func TestPurchaseAPI(t *testing.T) {
+	srv, a := newTestServer(t)
+	purchaseURL := func(doc string) string { return srv.URL + "/documents/" + doc + "/purchase" }
+
+	status, body, _ := call(t, "POST", purchaseURL("document-7"), nil)
+	var p purchaseResponse
+	if err := json.Unmarshal([]byte(body), &p); err != nil || status != http.StatusCreated ||
+		!strings.HasPrefix(p.PaymentID, "pay_") || p.JobID != p.PaymentID || p.BalanceCents != 9500 {
+		t.Fatalf("purchase: %d %s; want 201 with payment_id = job_id and balance_cents 9500", status, body)
+	}
+	if status, body, _ = call(t, "POST", purchaseURL("document-7"), nil); status != http.StatusConflict || !strings.Contains(errorMessage(t, body), "already purchased") {
+		t.Fatalf("second purchase: %d %s; want 409 already purchased", status, body)
+	}
+	if status, body, _ = call(t, "POST", purchaseURL("document-9"), nil); status != http.StatusNotFound {
+		t.Fatalf("unknown document: %d %s; want 404", status, body)
+	}
+	errorMessage(t, body)
+	if _, err := a.db.Exec(`UPDATE wallet SET balance_cents = 100`); err != nil {
+		t.Fatal(err)
+	}
+	if status, body, _ = call(t, "POST", purchaseURL("document-8"), map[string]string{"Idempotency-Key": "k-short"}); status != http.StatusConflict || !strings.Contains(errorMessage(t, body), "100 cents") {
+		t.Fatalf("short wallet: %d %s; want 409 naming the balance", status, body)
+	}
+	if _, err := a.db.Exec(`UPDATE wallet SET balance_cents = 9500`); err != nil {
+		t.Fatal(err)
+	}
+	status, body, _ = call(t, "POST", purchaseURL("document-8"), map[string]string{"Idempotency-Key": "k-short"})
+	if status != http.StatusCreated {
+		t.Fatalf("purchase after topping up, same key: %d %s; want 201 (a refusal stores no key)", status, body)
+	}
+	if status, body, _ = call(t, "POST", purchaseURL("document-7"), map[string]string{"Idempotency-Key": "k-short"}); status != http.StatusUnprocessableEntity {
+		t.Fatalf("key reused for another document: %d %s; want 422", status, body)
+	}
+	if status, _, _ = call(t, "POST", purchaseURL("document-8"), map[string]string{"Idempotency-Key": "two words"}); status != http.StatusBadRequest {
+		t.Fatalf("bad key: %d; want 400", status)
+	}
+	if status, body, _ = call(t, "POST", srv.URL+"/wallet", nil); status != http.StatusNotFound {
+		t.Fatalf("POST /wallet: %d %s; want a JSON 404", status, body)
+	}
+	errorMessage(t, body)
+	status, body, _ = call(t, "GET", srv.URL+"/documents", nil)
+	var docs []documentView
+	if err := json.Unmarshal([]byte(body), &docs); err != nil || status != http.StatusOK || len(docs) != 2 || !docs[0].Purchased || !docs[1].Purchased {
+		t.Fatalf("GET /documents: %d %s; want both documents, purchased", status, body)
+	}
+	if b, _ := a.balance(context.Background()); b != 9000 {
+		t.Fatalf("balance = %d; want 9000", b)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process to write while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var servingAddr = regexp.MustCompile(`msg=serving addr=(http://\S+)`)
+
+// startServer starts "fieldnotes serve" on a free loopback port and returns
+// its base URL and a function that stops it with SIGTERM and checks that it
+// shut down cleanly.
+func startServer(t *testing.T, dir, db string) (string, func()) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", db, "--addr", "127.0.0.1:0")
+	cmd.Dir = dir
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("serve after SIGTERM: %v; want a clean exit\n%s", err, stderr.String())
+		}
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := servingAddr.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1], stop
+		}
+	}
+	t.Fatalf("serve did not report its address:\n%s", stderr.String())
+	return "", nil
+}
+
+// TestIdempotencyKeyAcrossRestart: the response to a purchase with an
+// Idempotency-Key is stored with the payment, so a retry after the server
+// restarted gets the same response and the wallet is debited once.
+func TestIdempotencyKeyAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	const db = "./serve.sqlite"
+	mustRun(t, dir, "init", db)
+	key := map[string]string{"Idempotency-Key": "3b0c8e1e-purchase-7"}
+
+	url, stop := startServer(t, dir, db)
+	status, first, resp := call(t, "POST", url+"/documents/document-7/purchase", key)
+	if status != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first purchase: %d %s; want 201, not replayed", status, first)
+	}
+	stop()
+
+	url, stop = startServer(t, dir, db)
+	defer stop()
+	status, again, resp := call(t, "POST", url+"/documents/document-7/purchase", key)
+	if status != http.StatusCreated || again != first || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry after restart: %d %s (replayed %q); want 201 %s, replayed", status, again, resp.Header.Get("Idempotent-Replayed"), first)
+	}
+	if status, body, _ := call(t, "GET", url+"/wallet", nil); status != http.StatusOK || strings.TrimSpace(body) != `{"balance_cents":9500}` {
+		t.Fatalf("wallet: %d %s; want one debit, 9500", status, body)
+	}
+	if js := listJobs(t, dir, db); len(js) != 1 {
+		t.Fatalf("jobs = %+v; want one receipt job", js)
+	}
+}
