@@ -24,6 +24,12 @@ import (
 // Errors: a missing job is [ErrNotFound]; a transition the job's state does
 // not allow is a [*StateError]; bad parameters are [*InputError]. Other errors
 // are the backend's own, wrapped.
+//
+// Records: stores keep times at microsecond precision, truncating, in every
+// field alike (the error history's times equal the columns'). A job a store
+// returns has non-nil Errors and Tags, so that they marshal as [] when empty.
+// Ending a lease (an outcome, a sweep, a replay) clears lease_token and
+// lease_until; lease_owner keeps the last worker, for operators.
 type Store interface {
 	// Now returns the store's current time. Callers use it to display ages
 	// and to reason about schedules; decisions are still made by the store.
@@ -38,7 +44,8 @@ type Store interface {
 	// JobInsertManyTx inserts jobs inside the caller's transaction, so they
 	// commit or roll back with the caller's own writes. Which transaction
 	// types a store accepts is part of its documentation (*sql.Tx for
-	// SQLite); any other type returns an error and writes nothing.
+	// SQLite); any other type returns an error wrapping ErrUnsupportedTx and
+	// writes nothing.
 	JobInsertManyTx(ctx context.Context, tx any, params []*JobInsertParams) ([]JobInsertResult, error)
 
 	// JobGet returns one job, or ErrNotFound.
@@ -59,38 +66,49 @@ type Store interface {
 
 	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each
 	// fenced by its token. The result has one entry per lease, in order: the
-	// new lease_until, or ErrLeaseLost with nothing written for that job.
+	// new lease_until, or ErrLeaseLost with nothing written for that job (an
+	// unknown job included).
 	JobHeartbeatMany(ctx context.Context, params *JobHeartbeatParams) ([]HeartbeatResult, error)
 
 	// JobSetProgress records a handler's checkpoint, fenced by the token.
+	// The checkpoint stays on the job, so the next attempt can resume from
+	// it. Progress that is not valid JSON is an *InputError.
 	JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error
 
 	// JobRecordOutcomes applies the outcomes of finished attempts in one
 	// transaction, each fenced by its own token. The result has one entry per
 	// outcome, in order: the job's new state, or ErrLeaseLost with nothing
 	// written for that job. The store applies the outcome it is given; the
-	// caller has already applied the retry policy.
+	// caller has already applied the retry policy. An outcome that lacks
+	// what its kind needs (an Error for Retry, Dead and Interrupted) or of
+	// an unknown kind is an *InputError, and nothing in the batch is written.
 	JobRecordOutcomes(ctx context.Context, outcomes []*JobOutcome) ([]OutcomeResult, error)
 
 	// JobReplay starts a new delivery cycle for a dead or cancelled job:
 	// state queued, attempt 0, available now, replays+1, lease cleared, error
-	// history kept. It records the operator, reason, prior state and time in
-	// the replay audit in the same transaction. Any other state is a
-	// *StateError and nothing is written.
+	// history kept, finished_at cleared; a job with a maximum age gets a new
+	// deadline, now+MaxAge. It records the operator, reason, prior state, the
+	// new replay number and the time in the replay audit in the same
+	// transaction. Any other state is a *StateError and nothing is written.
 	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
 
-	// JobReplayAudit returns the replay audit of one job, oldest first.
+	// JobReplayAudit returns the replay audit of one job, oldest first. A
+	// job never replayed, or unknown, has an empty audit.
 	JobReplayAudit(ctx context.Context, jobID string) ([]ReplayRecord, error)
 
-	// JobCancel moves a queued or retrying job to cancelled. Any other state
-	// is a *StateError and nothing is written.
+	// JobCancel moves a queued or retrying job to cancelled, with
+	// finished_at now. Any other state is a *StateError and nothing is
+	// written.
 	JobCancel(ctx context.Context, id string) (*Job, error)
 
 	// JobSweep applies the rules that time alone triggers: a running job
 	// whose lease expired becomes retrying (available now) with a
 	// lease_expired entry in its history, or dead on its final attempt; a
 	// queued or retrying job past its deadline becomes dead with class
-	// expired. Claims sweep first; a leader may also call it between claims.
+	// expired. Each new history entry carries the job's attempt (0 for a job
+	// never claimed). Leases are swept before deadlines, so a job whose
+	// worker died past the job's deadline gets both entries and dies.
+	// Claims sweep first; a leader may also call it between claims.
 	JobSweep(ctx context.Context) (SweepResult, error)
 
 	// QueueStats summarises every queue that holds jobs, ordered by name.
@@ -100,16 +118,20 @@ type Store interface {
 	// effect identified by key is being performed. It returns false when the
 	// key was already recorded (the effect happened; skip it). When
 	// leaseToken is not empty the write is fenced like any other job write:
-	// it fails with ErrLeaseLost unless job jobID is running under that token.
+	// it fails with ErrLeaseLost unless job jobID is running under that token
+	// with a live lease. A tx of a type the store does not accept is an
+	// error wrapping ErrUnsupportedTx. The entry it writes is completed.
 	EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error)
 
 	// EffectBegin opens, or takes over, the ledger entry for a remote effect.
 	// It is fenced by the job's lease token. See [EffectStatus] for what it
-	// reports.
+	// reports; beginning again under the lease that holds the entry reports
+	// EffectBegun. A takeover keeps the entry's created_at.
 	EffectBegin(ctx context.Context, params *EffectParams) (*Effect, error)
 
 	// EffectComplete marks a begun effect done, fenced by the job's lease and
-	// the entry's token.
+	// the entry's token: ErrLeaseLost, with nothing written, unless the entry
+	// is in progress under this live lease.
 	EffectComplete(ctx context.Context, params *EffectParams) (*Effect, error)
 
 	// EffectRelease marks a begun effect failed so a later delivery may try

@@ -324,8 +324,14 @@ const appendError = `errors = json_insert(errors, '$[#]', json_object(
 	last_error = json_object('class', ?, 'message', ?, 'at', ?)`
 
 func errorArgs(e *errand.AttemptError, now time.Time) []any {
-	at := now.UTC().Format(time.RFC3339Nano)
+	at := historyTime(now)
 	return []any{e.Attempt, at, e.Class, e.Message, e.Stack, e.Class, e.Message, at}
+}
+
+// historyTime formats t for the JSON history at the microsecond precision
+// of every other time column, so an entry's time equals finished_at.
+func historyTime(t time.Time) string {
+	return fromMicros(micros(t)).Format(time.RFC3339Nano)
 }
 
 // JobRecordOutcomes implements [errand.Store].
@@ -418,7 +424,7 @@ const sweepError = `errors = json_insert(errors, '$[#]', json_object(
 
 func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.SweepResult, error) {
 	var r errand.SweepResult
-	at := now.UTC().Format(time.RFC3339Nano)
+	at := historyTime(now)
 	us := micros(now)
 	leaseMsg := "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
 	// Expired final attempts: dead, so a job that kills its worker cannot

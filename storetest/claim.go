@@ -1,0 +1,229 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var claimCases = []testCase{
+	{"Order", testClaimOrder},
+	{"BatchLimit", testClaimBatchLimit},
+	{"Filters", testClaimFilters},
+	{"Writes", testClaimWrites},
+	{"FreshTokens", testClaimFreshTokens},
+	{"NotBeforeDue", testClaimNotBeforeDue},
+	{"InvalidParams", testClaimInvalidParams},
+}
+
+// testClaimOrder checks the claim order: priority, then available_at, then
+// insertion order.
+func testClaimOrder(t *testing.T, h Harness) {
+	e := open(t, h)
+	now := e.now()
+	mk := func(id string, prio int, avail time.Time) *errand.JobInsertParams {
+		p := newJob(id)
+		p.Priority, p.RunAt = prio, avail
+		return p
+	}
+	e.insert(
+		mk("p0-now-1", 0, now),
+		mk("p0-earlier", 0, now.Add(-time.Minute)),
+		mk("urgent", -1, now),
+		mk("p0-now-2", 0, now),
+		mk("low", 5, now.Add(-time.Hour)),
+		mk("p0-future", 0, now.Add(10*time.Second)), // due inside the leases above
+		mk("p1", 1, now.Add(-2*time.Hour)),
+	)
+	for _, id := range []string{"urgent", "p0-earlier", "p0-now-1", "p0-now-2", "p1", "low"} {
+		e.claimOne(id)
+	}
+	e.claimNone()
+	e.clock.Advance(10 * time.Second)
+	e.claimOne("p0-future")
+}
+
+// testClaimBatchLimit checks that a batch claim honours its limit and
+// returns the jobs in claim order.
+func testClaimBatchLimit(t *testing.T, h Harness) {
+	e := open(t, h)
+	var ps []*errand.JobInsertParams
+	for i, id := range []string{"e", "d", "c", "b", "a"} {
+		p := newJob(id)
+		p.Priority = 10 - i // a runs first, e last
+		ps = append(ps, p)
+	}
+	e.insert(ps...)
+	if got := ids(e.claim(3)); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("first claim of 3: %v, want [a b c]", got)
+	}
+	if got := ids(e.claim(3)); !slices.Equal(got, []string{"d", "e"}) {
+		t.Errorf("second claim of 3: %v, want [d e]", got)
+	}
+	e.claimNone()
+}
+
+func testClaimFilters(t *testing.T, h Harness) {
+	e := open(t, h)
+	mk := func(id, queue, kind string) *errand.JobInsertParams {
+		p := newJob(id)
+		p.Queue, p.Kind = queue, kind
+		return p
+	}
+	inserted := e.insert(
+		mk("q1-k1", "q1", "k1"),
+		mk("q1-k2", "q1", "k2"),
+		mk("q2-k1", "q2", "k1"),
+		mk("q2-k3", "q2", "k3"),
+		mk("q3-k1", "q3", "k1"),
+	)
+	claimAll := func(p *errand.JobClaimParams) []string {
+		var got []string
+		for {
+			js := e.claimWith(p)
+			if len(js) == 0 {
+				slices.Sort(got)
+				return got
+			}
+			got = append(got, ids(js)...)
+		}
+	}
+	p := &errand.JobClaimParams{Queues: []string{"q1", "q2"}, Kinds: []string{"k1"}, Limit: 1, Lease: lease, Owner: owner}
+	if got := claimAll(p); !slices.Equal(got, []string{"q1-k1", "q2-k1"}) {
+		t.Errorf("claim queues [q1 q2] kinds [k1]: %v, want [q1-k1 q2-k1]", got)
+	}
+	// Jobs of unlisted kinds and queues were never touched.
+	for _, j := range inserted {
+		if j.ID == "q1-k2" || j.ID == "q2-k3" || j.ID == "q3-k1" {
+			e.unchanged("job "+j.ID+" outside the claim's filters", j)
+		}
+	}
+	p = &errand.JobClaimParams{Queues: []string{"q2", "q1"}, Kinds: []string{"k3", "k2"}, Limit: 5, Lease: lease, Owner: owner}
+	if got := claimAll(p); !slices.Equal(got, []string{"q1-k2", "q2-k3"}) {
+		t.Errorf("claim kinds [k3 k2]: %v, want [q1-k2 q2-k3]", got)
+	}
+	// No kinds means every kind.
+	p = &errand.JobClaimParams{Queues: []string{"q3"}, Limit: 5, Lease: lease, Owner: owner}
+	if got := claimAll(p); !slices.Equal(got, []string{"q3-k1"}) {
+		t.Errorf("claim q3 with no kind filter: %v, want [q3-k1]", got)
+	}
+}
+
+// testClaimWrites checks the whole record a claim writes.
+func testClaimWrites(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.UniqueKey, p.Tags = "u", []string{"t"}
+	before := e.insert(p)[0]
+	now := e.clock.Advance(5 * time.Second)
+	js := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 45 * time.Second, Owner: "host-7:1234"})
+	if len(js) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(js))
+	}
+	tok := token(js[0])
+	if tok == "" {
+		t.Fatalf("claim wrote no lease token")
+	}
+	want := claimed(before, tok, now, 45*time.Second, "host-7:1234")
+	same(t, "claimed job", want, js[0])
+	same(t, "JobGet after claim", want, e.get("a"))
+}
+
+// testClaimFreshTokens checks that every claim writes a token no other claim
+// wrote.
+func testClaimFreshTokens(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b", "c", "d", "e", "f", "g", "h")
+	seen := map[string]string{}
+	note := func(j *errand.Job) {
+		tok := token(j)
+		if tok == "" {
+			t.Fatalf("job %s claimed without a token", j.ID)
+		}
+		if prev, dup := seen[tok]; dup {
+			t.Fatalf("token %q written by two claims (%s and attempt %d of %s)", tok, prev, j.Attempt, j.ID)
+		}
+		seen[tok] = j.ID
+	}
+	js := e.claim(8)
+	if len(js) != 8 {
+		t.Fatalf("claimed %d of 8 jobs", len(js))
+	}
+	for _, j := range js {
+		note(j)
+	}
+	// Claims of the same job, attempt after attempt, get new tokens too.
+	j := js[0]
+	for attempt := 2; attempt <= 3; attempt++ {
+		e.recordOK(retry(j, 0))
+		j = e.claimOne(j.ID)
+		if j.Attempt != attempt {
+			t.Errorf("attempt = %d, want %d", j.Attempt, attempt)
+		}
+		note(j)
+	}
+}
+
+// testClaimNotBeforeDue checks that scheduled and retrying jobs become
+// claimable exactly when due, and not a microsecond before.
+func testClaimNotBeforeDue(t *testing.T, h Harness) {
+	for _, c := range []struct {
+		name  string
+		setup func(e *env) time.Duration // returns the wait until due
+	}{
+		{"scheduled", func(e *env) time.Duration {
+			p := newJob("a")
+			p.Delay = 10 * time.Minute
+			e.insert(p)
+			return 10 * time.Minute
+		}},
+		{"retrying", func(e *env) time.Duration {
+			e.insertIDs("a")
+			j := e.claimOne("a")
+			r := e.recordOK(retry(j, 90*time.Second))
+			if r.State != errand.StateRetrying {
+				e.t.Fatalf("retry outcome: state %s, want retrying", r.State)
+			}
+			return 90 * time.Second
+		}},
+		{"snoozed", func(e *env) time.Duration {
+			e.insertIDs("a")
+			j := e.claimOne("a")
+			e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze, Delay: time.Hour})
+			return time.Hour
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := open(t, h)
+			wait := c.setup(e)
+			e.claimNone()
+			e.clock.Advance(wait - time.Microsecond)
+			e.claimNone()
+			e.clock.Advance(time.Microsecond)
+			e.claimOne("a")
+		})
+	}
+}
+
+func testClaimInvalidParams(t *testing.T, h Harness) {
+	e := open(t, h)
+	before := e.insertIDs("a")[0]
+	for _, c := range []struct {
+		name string
+		p    errand.JobClaimParams
+	}{
+		{"no-queues", errand.JobClaimParams{Limit: 1, Lease: lease}},
+		{"zero-limit", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Lease: lease}},
+		{"zero-lease", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1}},
+		{"negative-lease", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: -time.Second}},
+	} {
+		js, err := e.s.JobClaimMany(e.ctx, &c.p)
+		if !errors.Is(err, errand.ErrInvalid) {
+			t.Errorf("%s: JobClaimMany = %v, %v; want an error wrapping ErrInvalid", c.name, ids(js), err)
+		}
+	}
+	e.unchanged("job after invalid claims", before)
+}

@@ -1,0 +1,302 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var effectCases = []testCase{
+	{"RecordTx", testEffectRecordTx},
+	{"RecordTxFenced", testEffectRecordTxFenced},
+	{"RecordTxUnsupported", testEffectRecordTxUnsupported},
+	{"BeginCompleteRelease", testEffectBeginCompleteRelease},
+	{"Abandoned", testEffectAbandoned},
+	{"HeldElsewhere", testEffectHeldElsewhere},
+	{"StaleFinish", testEffectStaleFinish},
+}
+
+func sameEffect(t *testing.T, what string, want, got *errand.Effect) {
+	t.Helper()
+	if got == nil {
+		t.Errorf("%s: no ledger entry, want %+v", what, want)
+		return
+	}
+	if got.Key != want.Key || got.JobID != want.JobID || got.State != want.State || got.LeaseToken != want.LeaseToken ||
+		got.Message != want.Message || got.Status != want.Status ||
+		!got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) {
+		t.Errorf("%s: ledger entry\n got %+v\nwant %+v", what, *got, *want)
+	}
+}
+
+func (e *env) effect(key string) *errand.Effect {
+	e.t.Helper()
+	f, err := e.s.EffectGet(e.ctx, key)
+	if err != nil {
+		e.t.Fatalf("EffectGet(%s): %v", key, err)
+	}
+	return f
+}
+
+func (e *env) noEffect(key string) {
+	e.t.Helper()
+	if f, err := e.s.EffectGet(e.ctx, key); !errors.Is(err, errand.ErrNotFound) {
+		e.t.Errorf("EffectGet(%s) = %+v, %v; want ErrNotFound", key, f, err)
+	}
+}
+
+// recordTx records key for j in a transaction of its own and ends it.
+func (e *env) recordTx(key string, j *errand.Job, tok string, commit bool) (bool, error) {
+	e.t.Helper()
+	tx, err := e.h.BeginTx(e.ctx, e.s)
+	if err != nil {
+		e.t.Fatalf("BeginTx: %v", err)
+	}
+	first, err := e.s.EffectRecordTx(e.ctx, tx.Tx(), key, j.ID, tok)
+	if err != nil || !commit {
+		if rerr := tx.Rollback(); rerr != nil {
+			e.t.Fatalf("rollback: %v", rerr)
+		}
+		return first, err
+	}
+	if err := tx.Commit(); err != nil {
+		e.t.Fatalf("commit: %v", err)
+	}
+	return first, nil
+}
+
+func (e *env) begin(key string, j *errand.Job) *errand.Effect {
+	e.t.Helper()
+	f, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: key, JobID: j.ID, LeaseToken: token(j)})
+	if err != nil {
+		e.t.Fatalf("EffectBegin(%s) by job %s: %v", key, j.ID, err)
+	}
+	return f
+}
+
+// testEffectRecordTx checks guarantee 2's ledger: an effect recorded in its
+// own transaction happens once, and not at all if that transaction rolls
+// back.
+func testEffectRecordTx(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	now := e.now()
+
+	// Rolled back: no record, and the key is still free.
+	if first, err := e.recordTx("pay_1", j, token(j), false); err != nil || !first {
+		t.Fatalf("first record (rolled back) = %v, %v; want true", first, err)
+	}
+	e.noEffect("pay_1")
+
+	// Committed: recorded once.
+	if first, err := e.recordTx("pay_1", j, token(j), true); err != nil || !first {
+		t.Fatalf("first record = %v, %v; want true", first, err)
+	}
+	want := &errand.Effect{Key: "pay_1", JobID: "a", State: errand.EffectCompleted, LeaseToken: token(j), CreatedAt: now, UpdatedAt: now}
+	sameEffect(t, "recorded effect", want, e.effect("pay_1"))
+	e.clock.Advance(time.Second)
+	for _, commit := range []bool{false, true} {
+		if first, err := e.recordTx("pay_1", j, token(j), commit); err != nil || first {
+			t.Errorf("repeated record = %v, %v; want false", first, err)
+		}
+	}
+	sameEffect(t, "effect after repeats", want, e.effect("pay_1"))
+
+	// A later delivery of the same job finds the key.
+	e.recordOK(retry(j, 0))
+	j2 := e.claimOne("a")
+	if first, err := e.recordTx("pay_1", j2, token(j2), true); err != nil || first {
+		t.Errorf("record by the next attempt = %v, %v; want false", first, err)
+	}
+	// It is the same ledger the remote protocol reads.
+	if f := e.begin("pay_1", j2); f.Status != errand.EffectAlreadyCompleted {
+		t.Errorf("EffectBegin of a recorded key: status %q, want completed", f.Status)
+	}
+}
+
+func testEffectRecordTxFenced(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b")
+	j := e.claimOne("a")
+	if _, err := e.recordTx("k1", j, "stale", true); !errors.Is(err, errand.ErrLeaseLost) {
+		t.Errorf("record with a wrong token: %v, want ErrLeaseLost", err)
+	}
+	e.noEffect("k1")
+	e.clock.Advance(lease)
+	if _, err := e.recordTx("k1", j, token(j), true); !errors.Is(err, errand.ErrLeaseLost) {
+		t.Errorf("record at lease expiry: %v, want ErrLeaseLost", err)
+	}
+	e.noEffect("k1")
+	// An empty token is not fenced: it serves effects outside a claim.
+	queued := e.get("b")
+	if first, err := e.recordTx("k2", queued, "", true); err != nil || !first {
+		t.Errorf("unfenced record = %v, %v; want true", first, err)
+	}
+	sameEffect(t, "unfenced effect", &errand.Effect{Key: "k2", JobID: "b", State: errand.EffectCompleted, CreatedAt: e.now(), UpdatedAt: e.now()}, e.effect("k2"))
+}
+
+func testEffectRecordTxUnsupported(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	for _, tx := range []any{nil, struct{}{}} {
+		if _, err := e.s.EffectRecordTx(e.ctx, tx, "k", "a", ""); !errors.Is(err, errand.ErrUnsupportedTx) {
+			t.Errorf("EffectRecordTx with a %T: %v, want ErrUnsupportedTx", tx, err)
+		}
+	}
+	e.noEffect("k")
+}
+
+// testEffectBeginCompleteRelease walks the remote-effect protocol: begin,
+// complete, and release-then-retake on a later delivery.
+func testEffectBeginCompleteRelease(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	e.noEffect("charge")
+	j := e.claimOne("a")
+	t0 := e.now()
+	f := e.begin("charge", j)
+	want := &errand.Effect{Key: "charge", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0, Status: errand.EffectBegun}
+	sameEffect(t, "begun", want, f)
+	want.Status = ""
+	sameEffect(t, "EffectGet after begin", want, e.effect("charge"))
+	// Beginning again under the same lease is the same delivery: still its.
+	if f := e.begin("charge", j); f.Status != errand.EffectBegun || f.State != errand.EffectInProgress {
+		t.Errorf("begin again by the holder: status %q state %q, want begun, in_progress", f.Status, f.State)
+	}
+
+	t1 := e.clock.Advance(time.Second)
+	f, err := e.s.EffectRelease(e.ctx, &errand.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j)}, "provider said 503")
+	if err != nil {
+		t.Fatalf("EffectRelease: %v", err)
+	}
+	want = &errand.Effect{Key: "charge", JobID: "a", State: errand.EffectFailed, LeaseToken: token(j), Message: "provider said 503", CreatedAt: t0, UpdatedAt: t1}
+	sameEffect(t, "released", want, f)
+	sameEffect(t, "EffectGet after release", want, e.effect("charge"))
+
+	// The next delivery retakes it and completes it.
+	e.recordOK(retry(j, 0))
+	j2 := e.claimOne("a")
+	t2 := e.clock.Advance(time.Second)
+	f = e.begin("charge", j2)
+	if f.Status != errand.EffectRetaken || f.State != errand.EffectInProgress || f.LeaseToken != token(j2) ||
+		!f.CreatedAt.Equal(t0) || !f.UpdatedAt.Equal(t2) {
+		t.Errorf("begin after a release: %+v; want retaken, in_progress under the new token, created %v, updated %v", *f, t0, t2)
+	}
+	t3 := e.clock.Advance(time.Second)
+	f, err = e.s.EffectComplete(e.ctx, &errand.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j2)})
+	if err != nil {
+		t.Fatalf("EffectComplete: %v", err)
+	}
+	want = &errand.Effect{Key: "charge", JobID: "a", State: errand.EffectCompleted, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t3}
+	sameEffect(t, "completed", want, f)
+	sameEffect(t, "EffectGet after complete", want, e.effect("charge"))
+
+	// Any later delivery sees it done and changes nothing.
+	e.recordOK(retry(j2, 0))
+	j3 := e.claimOne("a")
+	e.clock.Advance(time.Second)
+	if f := e.begin("charge", j3); f.Status != errand.EffectAlreadyCompleted || f.State != errand.EffectCompleted {
+		t.Errorf("begin after completion: %+v, want status completed", *f)
+	}
+	sameEffect(t, "entry after a begin found it completed", want, e.effect("charge"))
+}
+
+// testEffectAbandoned checks that a delivery that began an effect and lost
+// its lease leaves it for the next delivery to take over, flagged as
+// abandoned, and cannot finish it afterwards.
+func testEffectAbandoned(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	t0 := e.now()
+	e.begin("send", j)
+	e.clock.Advance(lease)
+	j2 := e.claimOne("a")
+	t1 := e.clock.Advance(time.Second)
+	f := e.begin("send", j2)
+	want := &errand.Effect{Key: "send", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t1, Status: errand.EffectAbandoned}
+	sameEffect(t, "taken over", want, f)
+	want.Status = ""
+	for _, finish := range []string{"complete", "release"} {
+		p := &errand.EffectParams{Key: "send", JobID: "a", LeaseToken: token(j)}
+		var err error
+		if finish == "complete" {
+			_, err = e.s.EffectComplete(e.ctx, p)
+		} else {
+			_, err = e.s.EffectRelease(e.ctx, p, "late")
+		}
+		if !errors.Is(err, errand.ErrLeaseLost) {
+			t.Errorf("%s by the old delivery: %v, want ErrLeaseLost", finish, err)
+		}
+	}
+	sameEffect(t, "entry after the old delivery tried to finish", want, e.effect("send"))
+}
+
+// testEffectHeldElsewhere checks that an effect shared by two jobs is held
+// by whichever began it while its lease lives.
+func testEffectHeldElsewhere(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b")
+	a := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: owner})[0]
+	b := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 10 * time.Minute, Owner: owner})[0]
+	if a.ID != "a" || b.ID != "b" {
+		t.Fatalf("claimed %s then %s", a.ID, b.ID)
+	}
+	t0 := e.now()
+	e.begin("shared", a)
+	held := &errand.Effect{Key: "shared", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(a), CreatedAt: t0, UpdatedAt: t0}
+	e.clock.Advance(time.Minute - time.Microsecond)
+	f := e.begin("shared", b)
+	want := *held
+	want.Status = errand.EffectHeldElsewhere
+	sameEffect(t, "begin by another job while held", &want, f)
+	sameEffect(t, "entry while held", held, e.effect("shared"))
+	// b cannot finish what it does not hold.
+	if _, err := e.s.EffectComplete(e.ctx, &errand.EffectParams{Key: "shared", JobID: "b", LeaseToken: token(b)}); !errors.Is(err, errand.ErrLeaseLost) {
+		t.Errorf("complete by a job that does not hold the entry: %v, want ErrLeaseLost", err)
+	}
+	sameEffect(t, "entry after a foreign complete", held, e.effect("shared"))
+
+	// a's lease ends: b takes the entry over.
+	t1 := e.clock.Advance(time.Microsecond)
+	f = e.begin("shared", b)
+	want = errand.Effect{Key: "shared", JobID: "b", State: errand.EffectInProgress, LeaseToken: token(b), CreatedAt: t0, UpdatedAt: t1, Status: errand.EffectAbandoned}
+	sameEffect(t, "begin after the holder's lease ended", &want, f)
+}
+
+// testEffectStaleFinish checks that complete and release are fenced by the
+// job's lease and change nothing when it is gone.
+func testEffectStaleFinish(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	t0 := e.now()
+	e.begin("k", j)
+	want := &errand.Effect{Key: "k", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0}
+	finish := func(tok string) []error {
+		p := &errand.EffectParams{Key: "k", JobID: "a", LeaseToken: tok}
+		_, err1 := e.s.EffectComplete(e.ctx, p)
+		_, err2 := e.s.EffectRelease(e.ctx, p, "x")
+		return []error{err1, err2}
+	}
+	for _, err := range finish("stale") {
+		if !errors.Is(err, errand.ErrLeaseLost) {
+			t.Errorf("finish with a wrong token: %v, want ErrLeaseLost", err)
+		}
+	}
+	sameEffect(t, "entry after finishes with a wrong token", want, e.effect("k"))
+	e.clock.Advance(lease)
+	for _, err := range finish(token(j)) {
+		if !errors.Is(err, errand.ErrLeaseLost) {
+			t.Errorf("finish at lease expiry: %v, want ErrLeaseLost", err)
+		}
+	}
+	sameEffect(t, "entry after finishes past the lease", want, e.effect("k"))
+	if _, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: "k2", JobID: "a", LeaseToken: token(j)}); !errors.Is(err, errand.ErrLeaseLost) {
+		t.Errorf("begin past the lease: %v, want ErrLeaseLost", err)
+	}
+	e.noEffect("k2")
+}

@@ -1,0 +1,268 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var fencingCases = []testCase{
+	{"StaleWritesChangeNothing", testFencingStaleWrites},
+	{"ClaimAtExactExpiry", testFencingClaimAtExactExpiry},
+	{"HeartbeatExtends", testFencingHeartbeatExtends},
+	{"Progress", testFencingProgress},
+}
+
+// fencedOp is one write that must present a live lease.
+type fencedOp struct {
+	name string
+	// do attempts the write for job id with token and returns its error.
+	do func(e *env, id, token string) error
+	// effectKey is the ledger entry the write would create, if any.
+	effectKey string
+}
+
+func outcomeOp(kind errand.OutcomeKind) fencedOp {
+	return fencedOp{name: "outcome-" + string(kind), do: func(e *env, id, token string) error {
+		o := &errand.JobOutcome{JobLease: errand.JobLease{ID: id, LeaseToken: token}, Kind: kind, Delay: time.Minute}
+		if kind != errand.OutcomeSucceeded && kind != errand.OutcomeSnooze {
+			class := errand.ClassError
+			if kind == errand.OutcomeInterrupted {
+				class = errand.ClassInterrupted
+			}
+			o.Error = &errand.AttemptError{Attempt: 1, Class: class, Message: "stale"}
+		}
+		r := e.record(o)[0]
+		if r.Err == nil {
+			return fmt.Errorf("applied: state %s", r.State)
+		}
+		return r.Err
+	}}
+}
+
+var fencedOps = []fencedOp{
+	{name: "heartbeat", do: func(e *env, id, token string) error {
+		rs, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{{ID: id, LeaseToken: token}}, Lease: time.Hour})
+		if err != nil {
+			return fmt.Errorf("call failed: %w", err)
+		}
+		if len(rs) != 1 {
+			return fmt.Errorf("%d results for 1 lease", len(rs))
+		}
+		if rs[0].Err == nil {
+			return fmt.Errorf("renewed until %v", rs[0].LeaseUntil)
+		}
+		return rs[0].Err
+	}},
+	{name: "progress", do: func(e *env, id, token string) error {
+		return e.s.JobSetProgress(e.ctx, id, token, json.RawMessage(`{"page":9}`))
+	}},
+	outcomeOp(errand.OutcomeSucceeded),
+	outcomeOp(errand.OutcomeRetry),
+	outcomeOp(errand.OutcomeDead),
+	outcomeOp(errand.OutcomeSnooze),
+	outcomeOp(errand.OutcomeInterrupted),
+	{name: "effect-begin", effectKey: "begin", do: func(e *env, id, token string) error {
+		_, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: "begin", JobID: id, LeaseToken: token})
+		return err
+	}},
+	{name: "effect-record-tx", effectKey: "record", do: func(e *env, id, token string) error {
+		tx, err := e.h.BeginTx(e.ctx, e.s)
+		if err != nil {
+			return fmt.Errorf("begin tx: %w", err)
+		}
+		defer tx.Rollback()
+		_, err = e.s.EffectRecordTx(e.ctx, tx.Tx(), "record", id, token)
+		return err
+	}},
+}
+
+// testFencingStaleWrites checks guarantee 3: every fenced write by a worker
+// that does not hold a live lease reports ErrLeaseLost and changes nothing.
+func testFencingStaleWrites(t *testing.T, h Harness) {
+	for _, c := range []struct {
+		name string
+		// stale makes the claimed jobs' leases stale and returns the token
+		// to present for job i.
+		stale func(e *env, js []*errand.Job, i int) string
+		once  func(e *env, js []*errand.Job)
+	}{
+		{name: "wrong-token", stale: func(_ *env, _ []*errand.Job, _ int) string { return "not-the-token" }},
+		{name: "empty-token", stale: func(_ *env, _ []*errand.Job, _ int) string { return "" }},
+		{name: "other-jobs-token", stale: func(_ *env, js []*errand.Job, i int) string { return token(js[(i+1)%len(js)]) }},
+		{
+			name:  "lease-expired",
+			once:  func(e *env, _ []*errand.Job) { e.clock.Advance(lease + time.Second) },
+			stale: func(_ *env, js []*errand.Job, i int) string { return token(js[i]) },
+		},
+		{
+			// lease_until > now is required: at lease_until the lease is over.
+			name:  "at-lease-until",
+			once:  func(e *env, _ []*errand.Job) { e.clock.Advance(lease) },
+			stale: func(_ *env, js []*errand.Job, i int) string { return token(js[i]) },
+		},
+		{
+			name: "job-finished",
+			once: func(e *env, js []*errand.Job) {
+				for _, j := range js {
+					e.recordOK(succeeded(j))
+				}
+			},
+			stale: func(_ *env, js []*errand.Job, i int) string { return token(js[i]) },
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := open(t, h)
+			var names []string
+			for _, op := range fencedOps {
+				names = append(names, op.name)
+			}
+			e.insertIDs(names...)
+			js := e.claim(len(names))
+			if len(js) != len(names) {
+				t.Fatalf("claimed %d of %d jobs", len(js), len(names))
+			}
+			byID := map[string]int{}
+			for i, j := range js {
+				byID[j.ID] = i
+			}
+			if c.once != nil {
+				c.once(e, js)
+			}
+			for _, op := range fencedOps {
+				if c.name == "empty-token" && op.effectKey != "" {
+					// An empty token is not a lease: EffectRecordTx takes
+					// it as unfenced, EffectBegin as bad input.
+					continue
+				}
+				i := byID[op.name]
+				before := e.get(op.name)
+				err := op.do(e, op.name, c.stale(e, js, i))
+				if !errors.Is(err, errand.ErrLeaseLost) {
+					t.Errorf("%s: got %v, want ErrLeaseLost", op.name, err)
+				}
+				e.unchanged(op.name, before)
+				if op.effectKey != "" {
+					if eff, err := e.s.EffectGet(e.ctx, op.effectKey); !errors.Is(err, errand.ErrNotFound) {
+						t.Errorf("%s: ledger entry %+v, %v after a stale write; want ErrNotFound", op.name, eff, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// testFencingClaimAtExactExpiry checks that a claim at the instant a lease
+// expires takes the job over, and the old holder's acknowledgment then
+// changes nothing.
+func testFencingClaimAtExactExpiry(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	first := e.claimOne("a")
+	now := e.clock.Advance(lease)
+	second := e.claimOne("a")
+	if second.Attempt != 2 || token(second) == token(first) {
+		t.Fatalf("reclaim: attempt %d, token %q (first %q); want attempt 2 and a new token", second.Attempt, token(second), token(first))
+	}
+	expired := errand.AttemptError{Attempt: 1, At: now, Class: errand.ClassLeaseExpired}
+	if len(second.Errors) != 1 {
+		t.Fatalf("history after the lease expired: %+v, want one lease_expired entry", second.Errors)
+	}
+	expired.Message = second.Errors[0].Message
+	want := claimed(first, token(second), now, lease, owner)
+	want.Attempt = 2
+	want.AvailableAt = now
+	want.Errors = []errand.AttemptError{expired}
+	want.LastError = lastErr(expired)
+	same(t, "job reclaimed at lease expiry", want, second)
+
+	before := e.get("a")
+	if r := e.record(succeeded(first))[0]; !errors.Is(r.Err, errand.ErrLeaseLost) {
+		t.Fatalf("acknowledge with the first token: %+v, want ErrLeaseLost", r)
+	}
+	e.unchanged("stale acknowledgment", before)
+	if r := e.recordOK(succeeded(second)); r.State != errand.StateSucceeded {
+		t.Errorf("acknowledge with the new token: state %s, want succeeded", r.State)
+	}
+}
+
+func testFencingHeartbeatExtends(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b", "c")
+	js := e.claim(3)
+	if len(js) != 3 {
+		t.Fatalf("claimed %d of 3", len(js))
+	}
+	a, b, c := js[0], js[1], js[2]
+	now := e.clock.Advance(20 * time.Second)
+	rs, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{
+		Leases: []errand.JobLease{leaseOf(a), {ID: b.ID, LeaseToken: "stale"}, leaseOf(c), {ID: "missing", LeaseToken: token(a)}},
+		Lease:  time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("JobHeartbeatMany: %v", err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("%d results for 4 leases", len(rs))
+	}
+	for i, want := range []error{nil, errand.ErrLeaseLost, nil, errand.ErrLeaseLost} {
+		if !errors.Is(rs[i].Err, want) || (want == nil) != (rs[i].Err == nil) {
+			t.Errorf("heartbeat %d: err %v, want %v", i, rs[i].Err, want)
+		}
+	}
+	for _, i := range []int{0, 2} {
+		if !rs[i].LeaseUntil.Equal(now.Add(time.Minute)) {
+			t.Errorf("heartbeat %d: lease_until %v, want %v", i, rs[i].LeaseUntil, now.Add(time.Minute))
+		}
+	}
+	wantA := *a
+	wantA.LeaseUntil = ptr(now.Add(time.Minute))
+	same(t, "renewed job", &wantA, e.get(a.ID))
+	e.unchanged("job with a stale heartbeat", b)
+
+	// Past the first lease, inside the renewed one, the holder still owns
+	// the job; b, not renewed, is lost.
+	e.clock.Advance(30 * time.Second)
+	if err := e.s.JobSetProgress(e.ctx, a.ID, token(a), json.RawMessage(`1`)); err != nil {
+		t.Errorf("progress inside the renewed lease: %v", err)
+	}
+	if r := e.record(succeeded(b))[0]; !errors.Is(r.Err, errand.ErrLeaseLost) {
+		t.Errorf("acknowledge past an unrenewed lease: %+v, want ErrLeaseLost", r)
+	}
+	// A renewal may also shorten the lease: it is now+Lease.
+	now = e.now()
+	rs, err = e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{leaseOf(a)}, Lease: time.Second})
+	if err != nil || rs[0].Err != nil || !rs[0].LeaseUntil.Equal(now.Add(time.Second)) {
+		t.Errorf("short renewal: %+v, %v; want lease_until %v", rs, err, now.Add(time.Second))
+	}
+	if _, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{leaseOf(a)}}); !errors.Is(err, errand.ErrInvalid) {
+		t.Errorf("heartbeat with a zero lease: %v, want ErrInvalid", err)
+	}
+}
+
+func testFencingProgress(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	for _, p := range []string{`{"page": 3, "cursor": "x"}`, `{"page": 4}`} {
+		if err := e.s.JobSetProgress(e.ctx, j.ID, token(j), json.RawMessage(p)); err != nil {
+			t.Fatalf("JobSetProgress: %v", err)
+		}
+		want := *j
+		want.Progress = json.RawMessage(p)
+		same(t, "job after progress "+p, &want, e.get("a"))
+	}
+	if err := e.s.JobSetProgress(e.ctx, j.ID, token(j), json.RawMessage(`{"page":`)); !errors.Is(err, errand.ErrInvalid) {
+		t.Errorf("progress that is not JSON: %v, want ErrInvalid", err)
+	}
+	// The checkpoint survives into the next attempt, which resumes from it.
+	e.recordOK(retry(j, 0))
+	j = e.claimOne("a")
+	if !sameJSON(j.Progress, []byte(`{"page": 4}`)) {
+		t.Errorf("progress on the next attempt: %s, want {\"page\": 4}", j.Progress)
+	}
+}

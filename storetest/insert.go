@@ -1,0 +1,323 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var insertCases = []testCase{
+	{"Defaults", testInsertDefaults},
+	{"Schedule", testInsertSchedule},
+	{"DuplicateID", testInsertDuplicateID},
+	{"DuplicateUniqueKey", testInsertDuplicateUniqueKey},
+	{"BatchAtomic", testInsertBatchAtomic},
+	{"Tx", testInsertTx},
+	{"TxUnsupported", testInsertTxUnsupported},
+	{"TimePrecision", testInsertTimePrecision},
+	{"Now", testNow},
+}
+
+// testInsertDefaults checks that every field of a new job round-trips, and
+// that unset fields read back as null.
+func testInsertDefaults(t *testing.T, h Harness) {
+	e := open(t, h)
+	now := e.now()
+	full := &errand.JobInsertParams{
+		ID:          "pay_1",
+		Queue:       "receipts",
+		Kind:        "send_receipt",
+		Args:        json.RawMessage(`{"payment_id": "pay_1", "amount": 1250, "note": "caf\u00e9 \u2615", "lines": [1, 2.5, null, true]}`),
+		ArgsVersion: 2,
+		Priority:    -3,
+		MaxAttempts: 7,
+		BackoffBase: 2 * time.Second,
+		BackoffMax:  10 * time.Minute,
+		UniqueKey:   "receipt:pay_1",
+		OrderingKey: "customer:9",
+		Tags:        []string{"billing", "eu"},
+	}
+	bare := newJob("bare")
+	rs := e.insertResults(full, bare)
+
+	wantFull := &errand.Job{
+		ID: "pay_1", Queue: "receipts", Kind: "send_receipt", Args: full.Args, ArgsVersion: 2,
+		Priority: -3, State: errand.StateQueued, Attempt: 0, MaxAttempts: 7,
+		BackoffBase: errand.Duration(2 * time.Second), BackoffMax: errand.Duration(10 * time.Minute),
+		AvailableAt: now, UniqueKey: ptr("receipt:pay_1"), OrderingKey: ptr("customer:9"),
+		CreatedAt: now, Errors: []errand.AttemptError{}, Tags: []string{"billing", "eu"},
+	}
+	wantBare := &errand.Job{
+		ID: "bare", Queue: errand.DefaultQueue, Kind: "email", Args: bare.Args, ArgsVersion: 1,
+		State: errand.StateQueued, MaxAttempts: 3, AvailableAt: now, CreatedAt: now,
+		Errors: []errand.AttemptError{}, Tags: []string{},
+	}
+	for i, want := range []*errand.Job{wantFull, wantBare} {
+		r := rs[i]
+		if r.Duplicate {
+			t.Errorf("job %s: Duplicate = true for a new job", want.ID)
+		}
+		if r.Job.Seq <= 0 {
+			t.Errorf("job %s: Seq = %d, want a positive sequence", want.ID, r.Job.Seq)
+		}
+		want.Seq = r.Job.Seq
+		same(t, "inserted job "+want.ID, want, r.Job)
+		same(t, "JobGet "+want.ID, want, e.get(want.ID))
+		// Stores must not hand back nil slices: they marshal as null,
+		// and the JSON conventions want [].
+		if r.Job.Errors == nil || r.Job.Tags == nil {
+			t.Errorf("job %s: Errors or Tags is a nil slice; want empty", want.ID)
+		}
+	}
+	if rs[1].Job.Seq <= rs[0].Job.Seq {
+		t.Errorf("Seq of the second job %d is not after the first's %d", rs[1].Job.Seq, rs[0].Job.Seq)
+	}
+	if !sameJSON(e.get("pay_1").Args, full.Args) {
+		t.Errorf("args changed in the round trip: got %s", e.get("pay_1").Args)
+	}
+}
+
+func testInsertSchedule(t *testing.T, h Harness) {
+	e := open(t, h)
+	now := e.now()
+	zone := time.FixedZone("UTC+5", 5*3600)
+	for _, c := range []struct {
+		name         string
+		delay        time.Duration
+		runAt        time.Time
+		maxAge       time.Duration
+		wantAvail    time.Time
+		wantDeadline *time.Time
+	}{
+		{name: "now", wantAvail: now},
+		{name: "delay", delay: 90 * time.Second, wantAvail: now.Add(90 * time.Second)},
+		{name: "run-at", runAt: now.Add(time.Hour), wantAvail: now.Add(time.Hour)},
+		{name: "run-at-other-zone", runAt: now.Add(2 * time.Hour).In(zone), wantAvail: now.Add(2 * time.Hour)},
+		{name: "run-at-past", runAt: now.Add(-time.Hour), wantAvail: now.Add(-time.Hour)},
+		{name: "max-age", maxAge: 10 * time.Minute, wantAvail: now, wantDeadline: ptr(now.Add(10 * time.Minute))},
+		{name: "max-age-delayed", delay: time.Minute, maxAge: 10 * time.Minute, wantAvail: now.Add(time.Minute), wantDeadline: ptr(now.Add(10 * time.Minute))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newJob(c.name)
+			p.Delay, p.RunAt, p.MaxAge = c.delay, c.runAt, c.maxAge
+			j := e.insert(p)[0]
+			want := &errand.Job{
+				ID: c.name, Queue: errand.DefaultQueue, Kind: "email", Args: p.Args, ArgsVersion: 1,
+				State: errand.StateQueued, MaxAttempts: 3, AvailableAt: c.wantAvail, Deadline: c.wantDeadline,
+				CreatedAt: now, Errors: []errand.AttemptError{}, Tags: []string{}, Seq: j.Seq,
+			}
+			same(t, "inserted", want, j)
+			same(t, "JobGet", want, e.get(c.name))
+		})
+	}
+}
+
+func testInsertDuplicateID(t *testing.T, h Harness) {
+	e := open(t, h)
+	orig := e.insertIDs("a")[0]
+	e.clock.Advance(time.Minute)
+
+	other := newJob("a")
+	other.Queue, other.Kind, other.Args, other.Priority = "other", "sms", json.RawMessage(`{"n":2}`), 9
+	other.UniqueKey = "key-b"
+	rs := e.insertResults(newJob("b"), other)
+	if rs[0].Duplicate {
+		t.Errorf("new job b in the batch reported as a duplicate")
+	}
+	if !rs[1].Duplicate {
+		t.Fatalf("second insert of id a: Duplicate = false")
+	}
+	same(t, "duplicate result", orig, rs[1].Job)
+	e.unchanged("existing job a", orig)
+	// The duplicate wrote nothing: its unique key is still free.
+	p := newJob("c")
+	p.UniqueKey = "key-b"
+	if r := e.insertResults(p)[0]; r.Duplicate {
+		t.Errorf("unique key of a rejected duplicate was stored: job c is a duplicate of %s", r.Job.ID)
+	}
+	js, err := e.s.JobList(e.ctx, &errand.JobListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(js); len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Errorf("jobs after duplicate insert: %v, want [a b c]", got)
+	}
+}
+
+func testInsertDuplicateUniqueKey(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("first")
+	p.UniqueKey = "digest:2026-11-29"
+	orig := e.insert(p)[0]
+	e.clock.Advance(time.Second)
+
+	dup := newJob("second")
+	dup.UniqueKey = "digest:2026-11-29"
+	r := e.insertResults(dup)[0]
+	if !r.Duplicate {
+		t.Fatalf("insert with a taken unique key: Duplicate = false, job %s", r.Job.ID)
+	}
+	same(t, "duplicate result", orig, r.Job)
+	e.notFound("second")
+
+	// A unique key stays taken whatever the holder's state, even terminal.
+	j := e.claimOne("first")
+	e.recordOK(succeeded(j))
+	done := e.get("first")
+	dup.ID = "third"
+	r = e.insertResults(dup)[0]
+	if !r.Duplicate {
+		t.Fatalf("insert with the unique key of a succeeded job: Duplicate = false")
+	}
+	same(t, "duplicate of a succeeded job", done, r.Job)
+	e.notFound("third")
+
+	// Within one batch the second job with a key is the duplicate.
+	a, b := newJob("x"), newJob("y")
+	a.UniqueKey, b.UniqueKey = "k", "k"
+	rs := e.insertResults(a, b)
+	if rs[0].Duplicate || !rs[1].Duplicate || rs[1].Job.ID != "x" {
+		t.Errorf("batch with one key twice: got (%s, dup %v), (%s, dup %v); want x new, y a duplicate of x",
+			rs[0].Job.ID, rs[0].Duplicate, rs[1].Job.ID, rs[1].Duplicate)
+	}
+	e.notFound("y")
+}
+
+// testInsertBatchAtomic checks that a batch with a bad job inserts nothing.
+func testInsertBatchAtomic(t *testing.T, h Harness) {
+	for _, c := range []struct {
+		name string
+		bad  func(p *errand.JobInsertParams)
+	}{
+		{"no-kind", func(p *errand.JobInsertParams) { p.Kind = "" }},
+		{"no-queue", func(p *errand.JobInsertParams) { p.Queue = "" }},
+		{"no-id", func(p *errand.JobInsertParams) { p.ID = "" }},
+		{"zero-max-attempts", func(p *errand.JobInsertParams) { p.MaxAttempts = 0 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := open(t, h)
+			bad := newJob("bad")
+			c.bad(bad)
+			rs, err := e.s.JobInsertMany(e.ctx, []*errand.JobInsertParams{newJob("good"), bad})
+			if !errors.Is(err, errand.ErrInvalid) {
+				t.Fatalf("JobInsertMany with a bad job = %v, %v; want an error wrapping ErrInvalid", rs, err)
+			}
+			e.notFound("good")
+		})
+	}
+}
+
+// testInsertTx checks guarantee 1: a job exists iff the transaction that
+// inserted it committed.
+func testInsertTx(t *testing.T, h Harness) {
+	for _, commit := range []bool{true, false} {
+		name := "rollback"
+		if commit {
+			name = "commit"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := open(t, h)
+			existing := e.insertIDs("existing")[0]
+			tx, err := h.BeginTx(e.ctx, e.s)
+			if err != nil {
+				t.Fatalf("BeginTx: %v", err)
+			}
+			rs, err := e.s.JobInsertManyTx(e.ctx, tx.Tx(), []*errand.JobInsertParams{newJob("in-tx"), newJob("existing")})
+			if err != nil {
+				_ = tx.Rollback()
+				t.Fatalf("JobInsertManyTx: %v", err)
+			}
+			if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate {
+				_ = tx.Rollback()
+				t.Fatalf("JobInsertManyTx results %+v: want in-tx new, existing a duplicate", rs)
+			}
+			same(t, "duplicate inside a transaction", existing, rs[1].Job)
+			// Not visible outside the transaction before it ends.
+			if j, err := e.s.JobGet(e.ctx, "in-tx"); !errors.Is(err, errand.ErrNotFound) {
+				_ = tx.Rollback()
+				t.Fatalf("JobGet of an uncommitted job = %v, %v; want ErrNotFound", j, err)
+			}
+			if commit {
+				if err := tx.Commit(); err != nil {
+					t.Fatalf("commit: %v", err)
+				}
+				same(t, "committed job", rs[0].Job, e.get("in-tx"))
+				e.claimOne("existing")
+				e.claimOne("in-tx")
+				return
+			}
+			if err := tx.Rollback(); err != nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			e.notFound("in-tx")
+			e.claimOne("existing")
+			e.claimNone()
+			// The id is free again.
+			e.insertIDs("in-tx")
+		})
+	}
+}
+
+func testInsertTxUnsupported(t *testing.T, h Harness) {
+	e := open(t, h)
+	for _, tx := range []any{nil, struct{}{}, "tx"} {
+		_, err := e.s.JobInsertManyTx(e.ctx, tx, []*errand.JobInsertParams{newJob("a")})
+		if !errors.Is(err, errand.ErrUnsupportedTx) {
+			t.Errorf("JobInsertManyTx with a %T: %v, want an error wrapping ErrUnsupportedTx", tx, err)
+		}
+	}
+	e.notFound("a")
+}
+
+// testInsertTimePrecision checks that stores keep times at microsecond
+// precision, truncating, and do so in every field alike: the history's
+// timestamps must match the columns'.
+func testInsertTimePrecision(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.clock.Set(T0.Add(789 * time.Nanosecond))
+	now := T0
+	p := newJob("a")
+	p.MaxAge = time.Hour
+	p.RunAt = T0.Add(time.Second + 999*time.Nanosecond)
+	j := e.insert(p)[0]
+	if !j.CreatedAt.Equal(now) || !j.AvailableAt.Equal(T0.Add(time.Second)) || j.Deadline == nil || !j.Deadline.Equal(now.Add(time.Hour)) {
+		t.Errorf("created_at %v, available_at %v, deadline %v; want %v, %v, %v",
+			j.CreatedAt, j.AvailableAt, j.Deadline, now, T0.Add(time.Second), now.Add(time.Hour))
+	}
+	e.clock.Set(T0.Add(time.Second + 500*time.Nanosecond))
+	now = T0.Add(time.Second)
+	c := e.claimOne("a")
+	if !c.AttemptedAt.Equal(now) || !c.LeaseUntil.Equal(now.Add(lease)) {
+		t.Errorf("attempted_at %v, lease_until %v; want %v, %v", c.AttemptedAt, c.LeaseUntil, now, now.Add(lease))
+	}
+	e.clock.Set(T0.Add(2*time.Second + 1*time.Nanosecond))
+	now = T0.Add(2 * time.Second)
+	r := e.recordOK(retry(c, time.Minute))
+	if !r.AvailableAt.Equal(now.Add(time.Minute)) {
+		t.Errorf("retry available_at %v, want %v", r.AvailableAt, now.Add(time.Minute))
+	}
+	g := e.get("a")
+	if len(g.Errors) != 1 || !g.Errors[0].At.Equal(now) || g.LastError == nil || !g.LastError.At.Equal(now) {
+		t.Errorf("history %+v, last_error %+v: want one entry and last_error at %v", g.Errors, g.LastError, now)
+	}
+	if !g.AvailableAt.Equal(now.Add(time.Minute)) {
+		t.Errorf("available_at %v, want %v", g.AvailableAt, now.Add(time.Minute))
+	}
+}
+
+func testNow(t *testing.T, h Harness) {
+	e := open(t, h)
+	for _, at := range []time.Time{T0, T0.Add(time.Hour)} {
+		e.clock.Set(at)
+		got, err := e.s.Now(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(at) {
+			t.Errorf("Now = %v, want the injected clock's %v", got, at)
+		}
+	}
+}

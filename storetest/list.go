@@ -1,0 +1,221 @@
+package storetest
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var listCases = []testCase{
+	{"Filters", testListFilters},
+	{"Paging", testListPaging},
+	{"DefaultLimit", testListDefaultLimit},
+}
+
+var statsCases = []testCase{
+	{"Queues", testStats},
+	{"Empty", testStatsEmpty},
+}
+
+func (e *env) list(p *errand.JobListParams) []*errand.Job {
+	e.t.Helper()
+	js, err := e.s.JobList(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("JobList(%+v): %v", p, err)
+	}
+	return js
+}
+
+func testListFilters(t *testing.T, h Harness) {
+	e := open(t, h)
+	mk := func(id, queue, kind string) *errand.JobInsertParams {
+		p := newJob(id)
+		p.Queue, p.Kind = queue, kind
+		return p
+	}
+	e.insert(
+		mk("1", "mail", "welcome"),
+		mk("2", "mail", "digest"),
+		mk("3", "billing", "charge"),
+		mk("4", "mail", "welcome"),
+		mk("5", "billing", "refund"),
+	)
+	// 1 running, 2 succeeded, 3 dead, 4 stays queued, 5 cancelled.
+	run := e.claimWith(&errand.JobClaimParams{Queues: []string{"mail"}, Kinds: []string{"welcome"}, Limit: 1, Lease: lease, Owner: owner})
+	ok := e.claimWith(&errand.JobClaimParams{Queues: []string{"mail"}, Kinds: []string{"digest"}, Limit: 1, Lease: lease, Owner: owner})
+	die := e.claimWith(&errand.JobClaimParams{Queues: []string{"billing"}, Kinds: []string{"charge"}, Limit: 1, Lease: lease, Owner: owner})
+	if len(run) != 1 || len(ok) != 1 || len(die) != 1 {
+		t.Fatalf("setup claims: %v %v %v", ids(run), ids(ok), ids(die))
+	}
+	e.recordOK(succeeded(ok[0]))
+	e.recordOK(dead(die[0]))
+	if _, err := e.s.JobCancel(e.ctx, "5"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    errand.JobListParams
+		want []string
+	}{
+		{errand.JobListParams{}, []string{"1", "2", "3", "4", "5"}},
+		{errand.JobListParams{Queue: "mail"}, []string{"1", "2", "4"}},
+		{errand.JobListParams{Kind: "welcome"}, []string{"1", "4"}},
+		{errand.JobListParams{Queue: "billing", Kind: "welcome"}, nil},
+		{errand.JobListParams{States: []errand.JobState{errand.StateQueued}}, []string{"4"}},
+		{errand.JobListParams{States: []errand.JobState{errand.StateDead, errand.StateRunning}}, []string{"1", "3"}},
+		{errand.JobListParams{States: []errand.JobState{errand.StateSucceeded, errand.StateCancelled}, Queue: "billing"}, []string{"5"}},
+		{errand.JobListParams{States: []errand.JobState{errand.StateRetrying}}, nil},
+		{errand.JobListParams{Queue: "mail", Limit: 2}, []string{"1", "2"}},
+	} {
+		got := e.list(&c.p)
+		if g := ids(got); !slices.Equal(g, c.want) && !(len(g) == 0 && len(c.want) == 0) {
+			t.Errorf("JobList(%+v) = %v, want %v", c.p, g, c.want)
+		}
+		// Listed records are whole: the same as JobGet's.
+		for _, j := range got {
+			same(t, "listed job "+j.ID, e.get(j.ID), j)
+		}
+	}
+}
+
+// testListPaging checks that walking a filtered list page by page with
+// AfterSeq visits every match once, in order.
+func testListPaging(t *testing.T, h Harness) {
+	e := open(t, h)
+	var ps []*errand.JobInsertParams
+	var all, even []string
+	for i := range 23 {
+		p := newJob(fmt.Sprintf("job-%02d", i))
+		if i%2 == 0 {
+			p.Queue = "even"
+			even = append(even, p.ID)
+		}
+		all = append(all, p.ID)
+		ps = append(ps, p)
+	}
+	e.insert(ps...)
+	for _, c := range []struct {
+		queue string
+		limit int
+		want  []string
+	}{
+		{"", 5, all},
+		{"", 23, all},
+		{"", 1, all},
+		{"even", 4, even},
+	} {
+		var got []string
+		var after int64
+		pages := 0
+		for {
+			js := e.list(&errand.JobListParams{Queue: c.queue, AfterSeq: after, Limit: c.limit})
+			if len(js) > c.limit {
+				t.Fatalf("page of %d jobs with limit %d", len(js), c.limit)
+			}
+			if len(js) == 0 {
+				break
+			}
+			for _, j := range js {
+				if j.Seq <= after {
+					t.Fatalf("job %s has seq %d, not after the cursor %d", j.ID, j.Seq, after)
+				}
+				after = j.Seq
+			}
+			got = append(got, ids(js)...)
+			if pages++; pages > len(c.want)+1 {
+				t.Fatalf("paging does not end: %v", got)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("walk queue %q by %d: %v, want %v", c.queue, c.limit, got, c.want)
+		}
+	}
+}
+
+func testListDefaultLimit(t *testing.T, h Harness) {
+	e := open(t, h)
+	var ps []*errand.JobInsertParams
+	for i := range 101 {
+		ps = append(ps, newJob(fmt.Sprintf("job-%03d", i)))
+	}
+	e.insert(ps...)
+	js := e.list(&errand.JobListParams{})
+	if len(js) != 100 || js[0].ID != "job-000" || js[99].ID != "job-099" {
+		t.Errorf("JobList with no limit returned %d jobs; want the first 100", len(js))
+	}
+}
+
+func testStats(t *testing.T, h Harness) {
+	e := open(t, h)
+	mk := func(id, queue string, runAt time.Time) *errand.JobInsertParams {
+		p := newJob(id)
+		p.Queue, p.RunAt = queue, runAt
+		return p
+	}
+	ready := mk("ready", "alpha", T0.Add(10*time.Second))
+	ready.Kind = "report" // out of reach of the claim below
+	e.insert(
+		ready,
+		mk("scheduled", "alpha", T0.Add(time.Hour)),
+		mk("to-retry", "alpha", T0),
+		mk("to-run", "alpha", T0),
+		mk("to-succeed", "alpha", T0),
+		mk("to-die-1", "alpha", T0),
+		mk("to-die-2", "alpha", T0),
+		mk("to-cancel", "alpha", T0.Add(time.Hour)),
+		mk("beta-ready", "beta", T0.Add(-30*time.Second)),
+		mk("gamma-later", "gamma", T0.Add(time.Hour)),
+		mk("delta-retry", "delta", T0),
+	)
+	js := e.claimWith(&errand.JobClaimParams{Queues: []string{"alpha"}, Kinds: []string{"email"}, Limit: 10, Lease: time.Hour, Owner: owner})
+	if got := ids(js); !slices.Equal(got, []string{"to-retry", "to-run", "to-succeed", "to-die-1", "to-die-2"}) {
+		t.Fatalf("setup claim: %v", got)
+	}
+	e.recordOK(retry(js[0], 30*time.Second)) // due at T0+30s
+	e.recordOK(succeeded(js[2]))
+	e.recordOK(dead(js[3]))
+	e.recordOK(dead(js[4]))
+	if _, err := e.s.JobCancel(e.ctx, "to-cancel"); err != nil {
+		t.Fatal(err)
+	}
+	d := e.claimWith(&errand.JobClaimParams{Queues: []string{"delta"}, Limit: 1, Lease: time.Hour, Owner: owner})
+	if len(d) != 1 {
+		t.Fatalf("setup claim in delta: %v", ids(d))
+	}
+	e.recordOK(retry(d[0], 40*time.Second)) // due at T0+40s
+	// At T0+100s alpha's oldest ready job has been available since T0+10s
+	// (the due retry only since T0+30s; the scheduled job is not ready),
+	// beta's since T0-30s, delta's retry since T0+40s, and gamma has nothing
+	// ready.
+	e.clock.Set(T0.Add(100 * time.Second))
+	got, err := e.s.QueueStats(e.ctx)
+	if err != nil {
+		t.Fatalf("QueueStats: %v", err)
+	}
+	counts := func(queued, running, retrying, succeeded, dead, cancelled int) map[errand.JobState]int {
+		return map[errand.JobState]int{
+			errand.StateQueued: queued, errand.StateRunning: running, errand.StateRetrying: retrying,
+			errand.StateSucceeded: succeeded, errand.StateDead: dead, errand.StateCancelled: cancelled,
+		}
+	}
+	want := []errand.QueueStats{
+		{Queue: "alpha", Counts: counts(2, 1, 1, 1, 2, 1), OldestReadyAgeSeconds: 90, Dead: 2},
+		{Queue: "beta", Counts: counts(1, 0, 0, 0, 0, 0), OldestReadyAgeSeconds: 130},
+		{Queue: "delta", Counts: counts(0, 0, 1, 0, 0, 0), OldestReadyAgeSeconds: 60},
+		{Queue: "gamma", Counts: counts(1, 0, 0, 0, 0, 0)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("QueueStats:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func testStatsEmpty(t *testing.T, h Harness) {
+	e := open(t, h)
+	got, err := e.s.QueueStats(e.ctx)
+	if err != nil || len(got) != 0 {
+		t.Errorf("QueueStats of an empty store = %+v, %v; want none", got, err)
+	}
+}

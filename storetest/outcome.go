@@ -1,0 +1,226 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var outcomeCases = []testCase{
+	{"Kinds", testOutcomeKinds},
+	{"Batch", testOutcomeBatch},
+	{"AttemptsBounded", testOutcomeAttemptsBounded},
+	{"Invalid", testOutcomeInvalid},
+}
+
+// testOutcomeKinds checks the whole record each outcome kind writes.
+func testOutcomeKinds(t *testing.T, h Harness) {
+	const stack = "goroutine 7 [running]:\nmain.handler(...)\n\t/src/main.go:42 +0x1d"
+	for _, c := range []struct {
+		kind    errand.OutcomeKind
+		delay   time.Duration
+		err     *errand.AttemptError
+		expect  func(want *errand.Job, now time.Time, entry *errand.AttemptError)
+		state   errand.JobState
+		nextRun func(now time.Time) time.Time
+	}{
+		{
+			kind:  errand.OutcomeSucceeded,
+			state: errand.StateSucceeded,
+			expect: func(w *errand.Job, now time.Time, _ *errand.AttemptError) {
+				w.FinishedAt = ptr(now)
+			},
+		},
+		{
+			kind:  errand.OutcomeRetry,
+			delay: 2 * time.Minute,
+			err:   &errand.AttemptError{Attempt: 1, Class: "receipt_unavailable", Message: "mail server said 451"},
+			state: errand.StateRetrying,
+			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+				w.AvailableAt = now.Add(2 * time.Minute)
+				w.Errors = []errand.AttemptError{*e}
+				w.LastError = lastErr(*e)
+			},
+			nextRun: func(now time.Time) time.Time { return now.Add(2 * time.Minute) },
+		},
+		{
+			kind:  errand.OutcomeDead,
+			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassPanic, Message: "panic: nil map", Stack: stack},
+			state: errand.StateDead,
+			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+				w.FinishedAt = ptr(now)
+				w.Errors = []errand.AttemptError{*e}
+				w.LastError = lastErr(*e)
+			},
+		},
+		{
+			kind:  errand.OutcomeSnooze,
+			delay: 10 * time.Minute,
+			state: errand.StateQueued,
+			expect: func(w *errand.Job, now time.Time, _ *errand.AttemptError) {
+				w.Attempt = 0
+				w.AvailableAt = now.Add(10 * time.Minute)
+			},
+			nextRun: func(now time.Time) time.Time { return now.Add(10 * time.Minute) },
+		},
+		{
+			kind:  errand.OutcomeInterrupted,
+			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassInterrupted, Message: "worker draining"},
+			state: errand.StateQueued,
+			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+				w.Attempt = 0
+				w.AvailableAt = now
+				w.Errors = []errand.AttemptError{*e}
+				w.LastError = lastErr(*e)
+			},
+			nextRun: func(now time.Time) time.Time { return now },
+		},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			e := open(t, h)
+			e.insertIDs("a")
+			j := e.claimOne("a")
+			now := e.clock.Advance(5 * time.Second)
+			o := &errand.JobOutcome{JobLease: leaseOf(j), Kind: c.kind, Delay: c.delay, Error: c.err}
+			r := e.recordOK(o)
+			if r.State != c.state {
+				t.Errorf("result state %s, want %s", r.State, c.state)
+			}
+			if c.nextRun != nil && !r.AvailableAt.Equal(c.nextRun(now)) {
+				t.Errorf("result available_at %v, want %v", r.AvailableAt, c.nextRun(now))
+			}
+			// Every outcome ends the lease; lease_owner keeps the last
+			// worker for operators.
+			want := *j
+			want.State = c.state
+			want.LeaseToken, want.LeaseUntil = nil, nil
+			var ent *errand.AttemptError
+			if c.err != nil {
+				en := entry(o, 0, now)
+				ent = &en
+			}
+			c.expect(&want, now, ent)
+			same(t, "job after "+string(c.kind), &want, e.get("a"))
+		})
+	}
+}
+
+// testOutcomeBatch checks that outcomes in one call are fenced one by one.
+func testOutcomeBatch(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b", "c", "d")
+	js := e.claim(4)
+	if len(js) != 4 {
+		t.Fatalf("claimed %d of 4", len(js))
+	}
+	a, b, c, d := js[0], js[1], js[2], js[3]
+	beforeB := e.get("b")
+	staleB := succeeded(b)
+	staleB.LeaseToken = "stale"
+	now := e.clock.Advance(time.Second)
+	rs := e.record(
+		succeeded(a),
+		staleB,
+		dead(c),
+		&errand.JobOutcome{JobLease: leaseOf(d), Kind: errand.OutcomeSnooze, Delay: time.Minute},
+		succeeded(a), // a second outcome for a: its lease ended with the first
+	)
+	want := []struct {
+		state errand.JobState
+		err   error
+	}{
+		{errand.StateSucceeded, nil},
+		{"", errand.ErrLeaseLost},
+		{errand.StateDead, nil},
+		{errand.StateQueued, nil},
+		{"", errand.ErrLeaseLost},
+	}
+	for i, w := range want {
+		if rs[i].State != w.state || !errors.Is(rs[i].Err, w.err) || (w.err == nil) != (rs[i].Err == nil) {
+			t.Errorf("outcome %d: state %q err %v, want state %q err %v", i, rs[i].State, rs[i].Err, w.state, w.err)
+		}
+	}
+	e.unchanged("job b with a stale outcome", beforeB)
+	if got := e.get("a"); got.State != errand.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+		t.Errorf("job a: state %s finished_at %v, want succeeded at %v", got.State, got.FinishedAt, now)
+	}
+	if got := e.get("c"); got.State != errand.StateDead || len(got.Errors) != 1 {
+		t.Errorf("job c: state %s with %d history entries, want dead with 1", got.State, len(got.Errors))
+	}
+	if got := e.get("d"); got.State != errand.StateQueued || !got.AvailableAt.Equal(now.Add(time.Minute)) {
+		t.Errorf("job d: state %s available_at %v, want queued at %v", got.State, got.AvailableAt, now.Add(time.Minute))
+	}
+	// b's holder still owns it and can finish.
+	if r := e.recordOK(succeeded(b)); r.State != errand.StateSucceeded {
+		t.Errorf("job b with its own token: state %s", r.State)
+	}
+}
+
+// testOutcomeAttemptsBounded runs a job with three attempts to the dead
+// letter the way errand's client does: retry while attempts are left, dead
+// on the last.
+func testOutcomeAttemptsBounded(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.MaxAttempts = 3
+	inserted := e.insert(p)[0]
+	var history []errand.AttemptError
+	var j *errand.Job
+	for attempt := 1; attempt <= 3; attempt++ {
+		claimAt := e.now()
+		j = e.claimOne("a")
+		if j.Attempt != attempt {
+			t.Fatalf("claim %d: attempt %d", attempt, j.Attempt)
+		}
+		now := e.clock.Advance(time.Second)
+		o := retry(j, time.Minute)
+		o.Error.Class = "smtp_" + string(rune('0'+attempt))
+		if attempt == j.MaxAttempts {
+			o.Kind, o.Delay = errand.OutcomeDead, 0
+		}
+		r := e.recordOK(o)
+		history = append(history, entry(o, 0, now))
+		if attempt < 3 {
+			if r.State != errand.StateRetrying {
+				t.Fatalf("attempt %d: state %s, want retrying", attempt, r.State)
+			}
+			e.claimNone()
+			e.clock.Advance(time.Minute)
+			continue
+		}
+		if r.State != errand.StateDead {
+			t.Fatalf("last attempt: state %s, want dead", r.State)
+		}
+		want := claimed(inserted, token(j), claimAt, lease, owner)
+		want.Attempt = 3
+		want.State = errand.StateDead
+		want.AvailableAt = claimAt
+		want.LeaseToken, want.LeaseUntil = nil, nil
+		want.FinishedAt = ptr(now)
+		want.Errors = history
+		want.LastError = lastErr(history[2])
+		same(t, "dead job", want, e.get("a"))
+	}
+	e.clock.Advance(time.Hour)
+	e.claimNone()
+}
+
+func testOutcomeInvalid(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	for _, o := range []*errand.JobOutcome{
+		{JobLease: leaseOf(j), Kind: errand.OutcomeRetry},       // no error entry
+		{JobLease: leaseOf(j), Kind: errand.OutcomeDead},        // no error entry
+		{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted}, // no error entry
+		{JobLease: leaseOf(j), Kind: "vanished"},
+	} {
+		rs, err := e.s.JobRecordOutcomes(e.ctx, []*errand.JobOutcome{o})
+		if !errors.Is(err, errand.ErrInvalid) {
+			t.Errorf("outcome %q without what it needs: %+v, %v; want ErrInvalid", o.Kind, rs, err)
+		}
+	}
+	e.unchanged("job after invalid outcomes", j)
+}

@@ -1,0 +1,454 @@
+// Package storetest is the conformance suite for [errand.Store]. Every store
+// runs it unchanged: errand's own (errand/sqlite, errand/postgres) and any
+// third party's. A behaviour difference between stores is a bug in one of
+// them, so the suite pins exact values and compares whole job records.
+//
+// A store's test supplies a [Harness] and calls [Exercise]:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Exercise(t, storetest.Harness{
+//			Open: func(t *testing.T, clock errand.Clock) errand.Store {
+//				s, err := mystore.Open(t.Context(), filepath.Join(t.TempDir(), "db"), &mystore.Options{Clock: clock})
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return s
+//			},
+//			BeginTx: func(ctx context.Context, s errand.Store) (storetest.Tx, error) {
+//				tx, err := s.(*mystore.Store).DB().BeginTx(ctx, nil)
+//				return storetest.SQLTx(tx), err
+//			},
+//		})
+//	}
+//
+// Time is the injected [Clock]: no case sleeps to let time pass. The
+// concurrency cases run real goroutines against two stores on one database
+// and need [Harness.OpenSecond].
+package storetest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Harness opens stores for the suite.
+type Harness struct {
+	// Open returns a new store on a fresh, empty database whose clock is
+	// clock. Every case opens its own. The suite closes the store when the
+	// test ends; Open registers with t.Cleanup whatever else must go (the
+	// database itself, say).
+	Open func(t *testing.T, clock errand.Clock) errand.Store
+
+	// OpenSecond returns another store on the same database as first, with
+	// connections of its own, as a second worker process would have. The
+	// concurrency cases use it; when it is nil they are skipped.
+	OpenSecond func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store
+
+	// BeginTx begins a transaction that s's Tx methods (JobInsertManyTx,
+	// EffectRecordTx) accept.
+	BeginTx func(ctx context.Context, s errand.Store) (Tx, error)
+}
+
+// Tx is a transaction the harness began.
+type Tx interface {
+	// Tx returns the value to pass as the tx argument of the store's Tx
+	// methods: a *sql.Tx for a database/sql store.
+	Tx() any
+	Commit() error
+	Rollback() error
+}
+
+// SQLTx adapts a *sql.Tx to [Tx].
+func SQLTx(tx *sql.Tx) Tx { return sqlTx{tx} }
+
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) Tx() any         { return t.tx }
+func (t sqlTx) Commit() error   { return t.tx.Commit() }
+func (t sqlTx) Rollback() error { return t.tx.Rollback() }
+
+// Exercise runs the conformance suite against the stores h opens.
+func Exercise(t *testing.T, h Harness) {
+	t.Helper()
+	if h.Open == nil || h.BeginTx == nil {
+		t.Fatal("storetest: Harness.Open and Harness.BeginTx are required")
+	}
+	groups := []struct {
+		name  string
+		cases []testCase
+	}{
+		{"Insert", insertCases},
+		{"Claim", claimCases},
+		{"Fencing", fencingCases},
+		{"Outcome", outcomeCases},
+		{"Sweep", sweepCases},
+		{"Replay", replayCases},
+		{"Cancel", cancelCases},
+		{"List", listCases},
+		{"Stats", statsCases},
+		{"Effect", effectCases},
+		{"Concurrent", concurrentCases},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+			}
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T, h Harness)
+}
+
+// T0 is where every case's clock starts. It is a whole microsecond, the
+// precision stores keep.
+var T0 = time.Date(2026, 11, 29, 9, 30, 0, 123456000, time.UTC)
+
+const (
+	lease = 30 * time.Second
+	owner = "worker-1"
+)
+
+// env is one case's store and clock.
+type env struct {
+	t     *testing.T
+	h     Harness
+	ctx   context.Context
+	clock *Clock
+	s     errand.Store
+}
+
+func open(t *testing.T, h Harness) *env {
+	t.Helper()
+	clock := NewClock(T0)
+	s := h.Open(t, clock)
+	if s == nil {
+		t.Fatal("Harness.Open returned nil")
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return &env{t: t, h: h, ctx: t.Context(), clock: clock, s: s}
+}
+
+// second opens another store on e's database, skipping the test when the
+// harness cannot.
+func (e *env) second() errand.Store {
+	e.t.Helper()
+	if e.h.OpenSecond == nil {
+		e.t.Skip("Harness.OpenSecond is nil")
+	}
+	s := e.h.OpenSecond(e.t, e.s, e.clock)
+	if s == nil {
+		e.t.Fatal("Harness.OpenSecond returned nil")
+	}
+	e.t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			e.t.Errorf("close second store: %v", err)
+		}
+	})
+	return s
+}
+
+func (e *env) now() time.Time { return e.clock.Now() }
+
+// newJob returns insert parameters for a plain job in the default queue.
+func newJob(id string) *errand.JobInsertParams {
+	return &errand.JobInsertParams{
+		ID:          id,
+		Queue:       errand.DefaultQueue,
+		Kind:        "email",
+		Args:        json.RawMessage(`{"n":1}`),
+		ArgsVersion: 1,
+		MaxAttempts: 3,
+	}
+}
+
+func (e *env) insertResults(ps ...*errand.JobInsertParams) []errand.JobInsertResult {
+	e.t.Helper()
+	rs, err := e.s.JobInsertMany(e.ctx, ps)
+	if err != nil {
+		e.t.Fatalf("JobInsertMany: %v", err)
+	}
+	if len(rs) != len(ps) {
+		e.t.Fatalf("JobInsertMany returned %d results for %d jobs", len(rs), len(ps))
+	}
+	return rs
+}
+
+// insert inserts new jobs and returns them.
+func (e *env) insert(ps ...*errand.JobInsertParams) []*errand.Job {
+	e.t.Helper()
+	rs := e.insertResults(ps...)
+	js := make([]*errand.Job, len(rs))
+	for i, r := range rs {
+		if r.Duplicate {
+			e.t.Fatalf("JobInsertMany: job %s reported as a duplicate", ps[i].ID)
+		}
+		js[i] = r.Job
+	}
+	return js
+}
+
+// insertIDs inserts one plain job per id.
+func (e *env) insertIDs(ids ...string) []*errand.Job {
+	e.t.Helper()
+	ps := make([]*errand.JobInsertParams, len(ids))
+	for i, id := range ids {
+		ps[i] = newJob(id)
+	}
+	return e.insert(ps...)
+}
+
+func (e *env) get(id string) *errand.Job {
+	e.t.Helper()
+	j, err := e.s.JobGet(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("JobGet(%s): %v", id, err)
+	}
+	return j
+}
+
+func (e *env) notFound(id string) {
+	e.t.Helper()
+	j, err := e.s.JobGet(e.ctx, id)
+	if !errors.Is(err, errand.ErrNotFound) {
+		e.t.Fatalf("JobGet(%s) = %v, %v; want ErrNotFound", id, j, err)
+	}
+}
+
+func claimParams(limit int) *errand.JobClaimParams {
+	return &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: limit, Lease: lease, Owner: owner}
+}
+
+func (e *env) claimWith(p *errand.JobClaimParams) []*errand.Job {
+	e.t.Helper()
+	js, err := e.s.JobClaimMany(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("JobClaimMany: %v", err)
+	}
+	return js
+}
+
+func (e *env) claim(limit int) []*errand.Job {
+	e.t.Helper()
+	return e.claimWith(claimParams(limit))
+}
+
+// claimOne claims from the default queue and requires exactly job id.
+func (e *env) claimOne(id string) *errand.Job {
+	e.t.Helper()
+	js := e.claim(1)
+	if len(js) != 1 || js[0].ID != id {
+		e.t.Fatalf("claim: got %v, want job %s", ids(js), id)
+	}
+	return js[0]
+}
+
+func (e *env) claimNone() {
+	e.t.Helper()
+	if js := e.claim(10); len(js) != 0 {
+		e.t.Fatalf("claim: got %v, want nothing claimable", ids(js))
+	}
+}
+
+func (e *env) record(os ...*errand.JobOutcome) []errand.OutcomeResult {
+	e.t.Helper()
+	rs, err := e.s.JobRecordOutcomes(e.ctx, os)
+	if err != nil {
+		e.t.Fatalf("JobRecordOutcomes: %v", err)
+	}
+	if len(rs) != len(os) {
+		e.t.Fatalf("JobRecordOutcomes returned %d results for %d outcomes", len(rs), len(os))
+	}
+	return rs
+}
+
+// recordOK records one outcome and requires it to apply.
+func (e *env) recordOK(o *errand.JobOutcome) errand.OutcomeResult {
+	e.t.Helper()
+	r := e.record(o)[0]
+	if r.Err != nil {
+		e.t.Fatalf("record %s outcome of job %s: %v", o.Kind, o.ID, r.Err)
+	}
+	return r
+}
+
+func leaseOf(j *errand.Job) errand.JobLease {
+	if j.LeaseToken == nil {
+		return errand.JobLease{ID: j.ID}
+	}
+	return errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
+}
+
+func token(j *errand.Job) string {
+	if j.LeaseToken == nil {
+		return ""
+	}
+	return *j.LeaseToken
+}
+
+func succeeded(j *errand.Job) *errand.JobOutcome {
+	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSucceeded}
+}
+
+func retry(j *errand.Job, delay time.Duration) *errand.JobOutcome {
+	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeRetry, Delay: delay,
+		Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassError, Message: fmt.Sprintf("attempt %d failed", j.Attempt)}}
+}
+
+func dead(j *errand.Job) *errand.JobOutcome {
+	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeDead,
+		Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassPermanent, Message: "card declined"}}
+}
+
+// entry is the history entry the store should append for o at now.
+func entry(o *errand.JobOutcome, replay int, at time.Time) errand.AttemptError {
+	a := *o.Error
+	a.Replay = replay
+	a.At = at
+	return a
+}
+
+func lastErr(a errand.AttemptError) *errand.LastError {
+	return &errand.LastError{Class: a.Class, Message: a.Message, At: a.At}
+}
+
+func ids(js []*errand.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// same fails the test when got differs from want in any field, listing the
+// fields. Times compare as instants and JSON documents by value.
+func same(t *testing.T, what string, want, got *errand.Job) {
+	t.Helper()
+	if d := jobDiff(want, got); len(d) > 0 {
+		t.Errorf("%s: job record differs:\n\t%s", what, joinLines(d))
+	}
+}
+
+// unchanged fails the test when job id's record differs from before.
+func (e *env) unchanged(what string, before *errand.Job) {
+	e.t.Helper()
+	same(e.t, what+": the record must not change", before, e.get(before.ID))
+}
+
+func joinLines(ss []string) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += "\n\t"
+		}
+		out += s
+	}
+	return out
+}
+
+func jobDiff(want, got *errand.Job) []string {
+	if want == nil || got == nil {
+		if want == got {
+			return nil
+		}
+		return []string{fmt.Sprintf("want %v, got %v", want, got)}
+	}
+	w, g := jobFields(want), jobFields(got)
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var diffs []string
+	for _, k := range keys {
+		if !reflect.DeepEqual(w[k], g[k]) {
+			wb, _ := json.Marshal(w[k])
+			gb, _ := json.Marshal(g[k])
+			diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", k, wb, gb))
+		}
+	}
+	return diffs
+}
+
+// jobFields returns j as a map of its JSON fields, with every time in UTC
+// so that equal instants compare equal.
+func jobFields(j *errand.Job) map[string]any {
+	c := *j
+	c.AvailableAt = c.AvailableAt.UTC()
+	c.CreatedAt = c.CreatedAt.UTC()
+	c.Deadline = utc(c.Deadline)
+	c.LeaseUntil = utc(c.LeaseUntil)
+	c.AttemptedAt = utc(c.AttemptedAt)
+	c.FinishedAt = utc(c.FinishedAt)
+	if c.LastError != nil {
+		le := *c.LastError
+		le.At = le.At.UTC()
+		c.LastError = &le
+	}
+	c.Errors = slices.Clone(c.Errors)
+	for i := range c.Errors {
+		c.Errors[i].At = c.Errors[i].At.UTC()
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return map[string]any{"marshal error": err.Error()}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return map[string]any{"unmarshal error": err.Error()}
+	}
+	return m
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// sameJSON reports whether a and b hold the same JSON value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// claimed is what a claim at now should make of before.
+func claimed(before *errand.Job, tok string, now time.Time, l time.Duration, by string) *errand.Job {
+	w := *before
+	w.State = errand.StateRunning
+	w.Attempt = before.Attempt + 1
+	w.LeaseToken = ptr(tok)
+	w.LeaseUntil = ptr(now.Add(l))
+	w.LeaseOwner = ptr(by)
+	w.AttemptedAt = ptr(now)
+	return &w
+}

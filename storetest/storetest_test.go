@@ -1,0 +1,107 @@
+package storetest
+
+import (
+	"encoding/json"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+func TestClock(t *testing.T) {
+	c := NewClock(T0)
+	if got := c.Now(); !got.Equal(T0) {
+		t.Fatalf("Now = %v, want %v", got, T0)
+	}
+	if got := c.Advance(time.Minute); !got.Equal(T0.Add(time.Minute)) || !c.Now().Equal(got) {
+		t.Fatalf("Advance returned %v, Now %v; want %v", got, c.Now(), T0.Add(time.Minute))
+	}
+	c.Set(T0)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				c.Advance(time.Microsecond)
+				_ = c.Now()
+			}
+		})
+	}
+	wg.Wait()
+	if got := c.Now(); !got.Equal(T0.Add(400 * time.Microsecond)) {
+		t.Errorf("after 400 concurrent advances: %v, want %v", got, T0.Add(400*time.Microsecond))
+	}
+	var _ errand.Clock = c
+}
+
+func fullJob() *errand.Job {
+	return &errand.Job{
+		ID: "a", Queue: "q", Kind: "k", Args: json.RawMessage(`{"a": 1, "b": [1, 2]}`), ArgsVersion: 1,
+		Priority: 1, State: errand.StateRunning, Attempt: 1, MaxAttempts: 3,
+		BackoffBase: errand.Duration(time.Second), BackoffMax: errand.Duration(time.Minute),
+		AvailableAt: T0, Deadline: ptr(T0), LeaseToken: ptr("t"), LeaseUntil: ptr(T0), LeaseOwner: ptr("w"),
+		UniqueKey: ptr("u"), OrderingKey: ptr("o"), Progress: json.RawMessage(`{"p": 1}`), CreatedAt: T0,
+		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errand.LastError{Class: "c", Message: "m", At: T0},
+		Errors:  []errand.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
+		Replays: 1, Tags: []string{"x"}, Seq: 1,
+	}
+}
+
+// TestJobDiff checks that the suite's record comparison sees a change in
+// every field of a job, and sees none where only the representation differs.
+func TestJobDiff(t *testing.T) {
+	later := T0.Add(time.Microsecond)
+	changes := map[string]func(j *errand.Job){
+		"ID":          func(j *errand.Job) { j.ID = "b" },
+		"Queue":       func(j *errand.Job) { j.Queue = "r" },
+		"Kind":        func(j *errand.Job) { j.Kind = "l" },
+		"Args":        func(j *errand.Job) { j.Args = json.RawMessage(`{"a": 2, "b": [1, 2]}`) },
+		"ArgsVersion": func(j *errand.Job) { j.ArgsVersion = 2 },
+		"Priority":    func(j *errand.Job) { j.Priority = 0 },
+		"State":       func(j *errand.Job) { j.State = errand.StateQueued },
+		"Attempt":     func(j *errand.Job) { j.Attempt = 2 },
+		"MaxAttempts": func(j *errand.Job) { j.MaxAttempts = 4 },
+		"BackoffBase": func(j *errand.Job) { j.BackoffBase = 0 },
+		"BackoffMax":  func(j *errand.Job) { j.BackoffMax = errand.Duration(time.Hour) },
+		"AvailableAt": func(j *errand.Job) { j.AvailableAt = later },
+		"Deadline":    func(j *errand.Job) { j.Deadline = nil },
+		"LeaseToken":  func(j *errand.Job) { j.LeaseToken = ptr("u") },
+		"LeaseUntil":  func(j *errand.Job) { j.LeaseUntil = ptr(later) },
+		"LeaseOwner":  func(j *errand.Job) { j.LeaseOwner = nil },
+		"UniqueKey":   func(j *errand.Job) { j.UniqueKey = ptr("v") },
+		"OrderingKey": func(j *errand.Job) { j.OrderingKey = nil },
+		"Progress":    func(j *errand.Job) { j.Progress = nil },
+		"CreatedAt":   func(j *errand.Job) { j.CreatedAt = later },
+		"AttemptedAt": func(j *errand.Job) { j.AttemptedAt = ptr(later) },
+		"FinishedAt":  func(j *errand.Job) { j.FinishedAt = nil },
+		"LastError":   func(j *errand.Job) { j.LastError = &errand.LastError{Class: "c", Message: "m", At: later} },
+		"Errors": func(j *errand.Job) {
+			j.Errors = []errand.AttemptError{{Attempt: 1, Replay: 1, At: T0, Class: "c", Message: "m", Stack: "s"}}
+		},
+		"Replays": func(j *errand.Job) { j.Replays = 0 },
+		"Tags":    func(j *errand.Job) { j.Tags = []string{} },
+		"Seq":     func(j *errand.Job) { j.Seq = 2 },
+	}
+	if n := reflect.TypeFor[errand.Job]().NumField(); n != len(changes) {
+		t.Fatalf("errand.Job has %d fields and this test changes %d: cover the new field", n, len(changes))
+	}
+	for name, change := range changes {
+		j := fullJob()
+		change(j)
+		if d := jobDiff(fullJob(), j); len(d) != 1 {
+			t.Errorf("changing %s: diff %q, want one difference", name, d)
+		}
+	}
+	// Same instants in another zone and the same JSON spelled differently
+	// are the same record.
+	j := fullJob()
+	zone := time.FixedZone("x", 3600)
+	j.AvailableAt = T0.In(zone)
+	j.Deadline = ptr(T0.In(zone))
+	j.Errors[0].At = T0.In(zone)
+	j.Args = json.RawMessage(`{"b":[1,2],"a":1}`)
+	if d := jobDiff(fullJob(), j); len(d) != 0 {
+		t.Errorf("equal records reported different: %q", d)
+	}
+}

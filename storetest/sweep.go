@@ -1,0 +1,236 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var sweepCases = []testCase{
+	{"FinalAttemptCrashDiesAtNextClaim", testSweepFinalAttemptCrash},
+	{"ExpiredLeaseRetriesAtNextClaim", testSweepExpiredLeaseAtClaim},
+	{"ExpiredLease", testSweepExpiredLease},
+	{"LiveLeaseUntouched", testSweepLiveLease},
+	{"Deadline", testSweepDeadline},
+	{"DeadlineAtClaim", testSweepDeadlineAtClaim},
+	{"DeadlineOfRunningJob", testSweepDeadlineRunning},
+}
+
+// expiredEntry is the history entry a sweep writes for job j's lease; the
+// message is the store's own words.
+func expiredEntry(t *testing.T, got *errand.Job, attempt, replay int, at time.Time, class string) errand.AttemptError {
+	t.Helper()
+	if len(got.Errors) == 0 {
+		t.Fatalf("job %s has no history; want a %s entry", got.ID, class)
+	}
+	msg := got.Errors[len(got.Errors)-1].Message
+	if msg == "" {
+		t.Errorf("job %s: %s entry has no message", got.ID, class)
+	}
+	return errand.AttemptError{Attempt: attempt, Replay: replay, At: at, Class: class, Message: msg}
+}
+
+// testSweepFinalAttemptCrash checks guarantee 4: a worker that dies on the
+// final attempt leaves a job that the next claim dead-letters instead of
+// running again.
+func testSweepFinalAttemptCrash(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.MaxAttempts = 2
+	e.insert(p)
+	first := e.claimOne("a")
+	failAt := e.clock.Advance(time.Second)
+	o := retry(first, 0)
+	e.recordOK(o)
+	last := e.claimOne("a")
+	if last.Attempt != 2 {
+		t.Fatalf("attempt %d, want 2", last.Attempt)
+	}
+	// The worker crashes: no outcome. Until the lease expires the job is
+	// running and nothing claims it.
+	e.clock.Advance(lease - time.Microsecond)
+	e.claimNone()
+	if got := e.get("a"); got.State != errand.StateRunning {
+		t.Fatalf("before expiry: state %s, want running", got.State)
+	}
+	now := e.clock.Advance(time.Minute)
+	if got := e.get("a"); got.State != errand.StateRunning {
+		t.Fatalf("expired but not yet swept: state %s, want running (only a sweep moves it)", got.State)
+	}
+	e.claimNone()
+	got := e.get("a")
+	ent := expiredEntry(t, got, 2, 0, now, errand.ClassLeaseExpired)
+	want := *last
+	want.State = errand.StateDead
+	want.LeaseToken, want.LeaseUntil = nil, nil
+	want.FinishedAt = ptr(now)
+	want.Errors = []errand.AttemptError{entry(o, 0, failAt), ent}
+	want.LastError = lastErr(ent)
+	same(t, "final attempt swept at the next claim", &want, got)
+	e.clock.Advance(time.Hour)
+	e.claimNone()
+}
+
+// testSweepExpiredLeaseAtClaim checks that a job whose worker died with
+// attempts left is claimable at once, by the claim that sweeps it.
+func testSweepExpiredLeaseAtClaim(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	first := e.claimOne("a")
+	now := e.clock.Advance(2 * lease)
+	second := e.claimOne("a")
+	ent := expiredEntry(t, second, 1, 0, now, errand.ClassLeaseExpired)
+	want := claimed(first, token(second), now, lease, owner)
+	want.AvailableAt = now
+	want.Errors = []errand.AttemptError{ent}
+	want.LastError = lastErr(ent)
+	same(t, "job reclaimed after its lease expired", want, second)
+}
+
+// testSweepExpiredLease checks JobSweep on expired leases, final and not.
+func testSweepExpiredLease(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("last")
+	p.MaxAttempts = 1
+	e.insert(newJob("more"), p)
+	js := e.claim(2)
+	if len(js) != 2 {
+		t.Fatalf("claimed %d of 2", len(js))
+	}
+	now := e.clock.Advance(lease)
+	r, err := e.s.JobSweep(e.ctx)
+	if err != nil {
+		t.Fatalf("JobSweep: %v", err)
+	}
+	if r != (errand.SweepResult{Retried: 1, Dead: 1}) {
+		t.Errorf("JobSweep = %+v, want 1 retried and 1 dead", r)
+	}
+	for _, j := range js {
+		got := e.get(j.ID)
+		ent := expiredEntry(t, got, 1, 0, now, errand.ClassLeaseExpired)
+		want := *j
+		want.LeaseToken, want.LeaseUntil = nil, nil
+		want.Errors = []errand.AttemptError{ent}
+		want.LastError = lastErr(ent)
+		if j.ID == "more" {
+			want.State = errand.StateRetrying
+			want.AvailableAt = now
+		} else {
+			want.State = errand.StateDead
+			want.FinishedAt = ptr(now)
+		}
+		same(t, "swept job "+j.ID, &want, got)
+	}
+	// A second sweep finds nothing; the retried job is claimable now.
+	if r, err := e.s.JobSweep(e.ctx); err != nil || r != (errand.SweepResult{}) {
+		t.Errorf("second JobSweep = %+v, %v; want nothing", r, err)
+	}
+	if j := e.claimOne("more"); j.Attempt != 2 {
+		t.Errorf("reclaimed attempt %d, want 2", j.Attempt)
+	}
+}
+
+func testSweepLiveLease(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.MaxAge = time.Hour
+	e.insert(p, newJob("b"))
+	j := e.claimOne("a")
+	queued := e.get("b")
+	e.clock.Advance(lease - time.Microsecond)
+	r, err := e.s.JobSweep(e.ctx)
+	if err != nil || r != (errand.SweepResult{}) {
+		t.Errorf("JobSweep inside the lease = %+v, %v; want nothing", r, err)
+	}
+	e.unchanged("running job inside its lease", j)
+	e.unchanged("queued job inside its deadline", queued)
+}
+
+// testSweepDeadline checks that queued and retrying jobs past their deadline
+// die with class expired, and not a microsecond before.
+func testSweepDeadline(t *testing.T, h Harness) {
+	e := open(t, h)
+	scheduled := newJob("scheduled")
+	scheduled.MaxAge, scheduled.Delay = 10*time.Minute, 20*time.Minute
+	retrying := newJob("retrying")
+	retrying.MaxAge = 10 * time.Minute
+	later := newJob("later")
+	later.MaxAge = 11 * time.Minute
+	e.insert(scheduled, retrying, later)
+	j := e.claimOne("retrying")
+	failAt := e.clock.Advance(time.Second)
+	o := retry(j, time.Hour)
+	e.recordOK(o)
+	before := []*errand.Job{e.get("scheduled"), e.get("retrying")}
+
+	e.clock.Set(T0.Add(10*time.Minute - time.Microsecond))
+	if r, err := e.s.JobSweep(e.ctx); err != nil || r != (errand.SweepResult{}) {
+		t.Errorf("JobSweep before the deadline = %+v, %v; want nothing", r, err)
+	}
+	now := T0.Add(10 * time.Minute)
+	e.clock.Set(now)
+	r, err := e.s.JobSweep(e.ctx)
+	if err != nil || r != (errand.SweepResult{Dead: 2}) {
+		t.Errorf("JobSweep at the deadline = %+v, %v; want 2 dead", r, err)
+	}
+	for _, b := range before {
+		got := e.get(b.ID)
+		// The entry's attempt is the job's attempt when it expired: 0 for a
+		// job never claimed.
+		ent := expiredEntry(t, got, b.Attempt, 0, now, errand.ClassExpired)
+		want := *b
+		want.State = errand.StateDead
+		want.FinishedAt = ptr(now)
+		want.Errors = append(append([]errand.AttemptError{}, b.Errors...), ent)
+		want.LastError = lastErr(ent)
+		same(t, "expired job "+b.ID, &want, got)
+	}
+	if got := e.get("retrying"); len(got.Errors) != 2 || got.Errors[0] != entry(o, 0, failAt) {
+		t.Errorf("history of the expired retrying job: %+v", got.Errors)
+	}
+	if got := e.get("later"); got.State != errand.StateQueued {
+		t.Errorf("job with a later deadline: state %s, want queued", got.State)
+	}
+}
+
+func testSweepDeadlineAtClaim(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.MaxAge = 5 * time.Minute
+	e.insert(p)
+	now := e.clock.Advance(6 * time.Minute)
+	e.claimNone()
+	got := e.get("a")
+	if got.State != errand.StateDead || len(got.Errors) != 1 || got.Errors[0].Class != errand.ClassExpired ||
+		got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.Attempt != 0 {
+		t.Errorf("job past its deadline after a claim: %+v; want dead at %v with one expired entry and attempt 0", got, now)
+	}
+}
+
+// testSweepDeadlineRunning checks that a deadline does not take a job from
+// the worker running it; if that worker dies, the sweep that expires the
+// lease then finds the job past its deadline.
+func testSweepDeadlineRunning(t *testing.T, h Harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.MaxAge = lease / 2
+	e.insert(p)
+	j := e.claimOne("a")
+	e.clock.Advance(lease - time.Microsecond)
+	if r, err := e.s.JobSweep(e.ctx); err != nil || r != (errand.SweepResult{}) {
+		t.Errorf("JobSweep of a running job past its deadline = %+v, %v; want nothing", r, err)
+	}
+	e.unchanged("running job past its deadline", j)
+	now := e.clock.Advance(time.Microsecond)
+	r, err := e.s.JobSweep(e.ctx)
+	if err != nil || r != (errand.SweepResult{Retried: 1, Dead: 1}) {
+		t.Errorf("JobSweep at lease expiry = %+v, %v; want the lease retried, then the job dead", r, err)
+	}
+	got := e.get("a")
+	if got.State != errand.StateDead || len(got.Errors) != 2 ||
+		got.Errors[0].Class != errand.ClassLeaseExpired || got.Errors[1].Class != errand.ClassExpired ||
+		got.LastError == nil || got.LastError.Class != errand.ClassExpired || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+		t.Errorf("job: %+v; want dead with a lease_expired then an expired entry", got)
+	}
+}
