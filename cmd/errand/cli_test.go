@@ -1,0 +1,400 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand"
+)
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		args    []string
+		pos     []string
+		reason  string
+		asJSON  bool
+		wantErr string
+	}{
+		{args: []string{"ID", "--reason", "x"}, pos: []string{"ID"}, reason: "x"},
+		{args: []string{"--reason", "x", "ID"}, pos: []string{"ID"}, reason: "x"},
+		{args: []string{"--reason=x", "ID", "--json"}, pos: []string{"ID"}, reason: "x", asJSON: true},
+		{args: []string{"--json", "ID", "-reason", "x y"}, pos: []string{"ID"}, reason: "x y", asJSON: true},
+		{args: []string{"a", "--", "--json", "-5"}, pos: []string{"a", "--json", "-5"}},
+		{args: []string{"--reason", "--", "ID"}, pos: []string{"ID"}, reason: "--"},
+		{args: []string{"ID", "--nope"}, wantErr: "unknown flag --nope; see errand help replay"},
+		{args: []string{"ID", "--reason"}, wantErr: "flag --reason needs a value"},
+		{args: []string{"--json=maybe"}, wantErr: `invalid boolean value "maybe" for --json: want true or false`},
+	}
+	for _, tt := range tests {
+		fs := newFlagSet("replay")
+		reason := fs.String("reason", "", "")
+		asJSON := fs.Bool("json", false, "")
+		pos, err := parseArgs(fs, tt.args)
+		if tt.wantErr != "" {
+			var ue *usageError
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+				t.Errorf("parseArgs(%q) = %v, want a usage error containing %q", tt.args, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseArgs(%q): %v", tt.args, err)
+			continue
+		}
+		if !reflect.DeepEqual(pos, tt.pos) && !(len(pos) == 0 && len(tt.pos) == 0) {
+			t.Errorf("parseArgs(%q) positionals %q, want %q", tt.args, pos, tt.pos)
+		}
+		if *reason != tt.reason || *asJSON != tt.asJSON {
+			t.Errorf("parseArgs(%q) reason %q json %v, want %q %v", tt.args, *reason, *asJSON, tt.reason, tt.asJSON)
+		}
+	}
+}
+
+// TestBadInputChangesNothing runs the binary on bad input: each exits
+// non-zero with one line on stderr, nothing on stdout, and the jobs as
+// they were.
+func TestBadInputChangesNothing(t *testing.T) {
+	db := tempDB(t)
+	enqueue(t, db, "seed", `{"n": 1}`, "--id", "seed-1")
+	enqueue(t, db, "seed", "--id", "seed-2")
+	ok(t, cli(t, "cancel", "seed-2", "--db", db))
+	before := ok(t, cli(t, "jobs", "--db", db, "--json")).stdout
+
+	missingDB := filepath.Join(t.TempDir(), "missing.db")
+	tests := []struct {
+		args []string
+		code int
+		line string // a part of the one stderr line
+		noDB bool   // do not add --db
+	}{
+		{args: nil, code: 2, line: "give a subcommand", noDB: true},
+		{args: []string{"frobnicate"}, code: 2, line: `unknown subcommand "frobnicate"`, noDB: true},
+		{args: []string{"--db", "x", "jobs"}, code: 2, line: "subcommand first", noDB: true},
+		{args: []string{"help", "frobnicate"}, code: 2, line: "unknown subcommand", noDB: true},
+		{args: []string{"enqueue"}, code: 2, line: "give the job's kind"},
+		{args: []string{"enqueue", "k", "{bad"}, code: 2, line: "not valid JSON"},
+		{args: []string{"enqueue", "k", "{}", "extra"}, code: 2, line: `unexpected argument "extra"`},
+		{args: []string{"enqueue", "k", "--bogus"}, code: 2, line: "unknown flag --bogus; see errand help enqueue"},
+		{args: []string{"enqueue", "k", "--delay", "1s", "--run-at", "2030-01-01T00:00:00Z"}, code: 2, line: "not both"},
+		{args: []string{"enqueue", "k", "--delay", "5x"}, code: 2, line: "Go duration"},
+		{args: []string{"enqueue", "k", "--delay", "-5s"}, code: 2, line: "negative"},
+		{args: []string{"enqueue", "k", "--run-at", "tomorrow"}, code: 2, line: "RFC 3339"},
+		{args: []string{"enqueue", "k", "--max-attempts", "0"}, code: 2, line: "at least 1"},
+		{args: []string{"enqueue", "k", "--priority", "high"}, code: 2, line: "whole number"},
+		{args: []string{"enqueue", "k", "--backoff-base", "1h", "--backoff-max", "1s"}, code: 2, line: "backoff base"},
+		{args: []string{"enqueue", "bad kind"}, code: 2, line: "kind"},
+		{args: []string{"enqueue", "k", "--id", ""}, code: 2, line: "--id is empty"},
+		{args: []string{"work", "--exec", "k=/bin/true"}, code: 2, line: "pass --once"},
+		{args: []string{"work", "--once"}, code: 2, line: "--exec"},
+		{args: []string{"work", "--once", "--exec", "k"}, code: 2, line: "KIND=COMMAND"},
+		{args: []string{"work", "--once", "--exec", "k=x", "--exec", "k=y"}, code: 2, line: "twice"},
+		{args: []string{"work", "--once", "--exec", "k=x", "--timeout", "other=1s"}, code: 2, line: `kind "other"`},
+		{args: []string{"work", "--once", "--exec", "k=x", "--timeout", "k=soon"}, code: 2, line: "duration"},
+		{args: []string{"jobs", "--state", "finished"}, code: 2, line: "unknown state"},
+		{args: []string{"jobs", "--limit", "0"}, code: 2, line: "--limit"},
+		{args: []string{"jobs", "extra"}, code: 2, line: "unexpected argument"},
+		{args: []string{"jobs", "--db", "postgres://localhost/errand"}, code: 1, line: "PostgreSQL is not supported yet"},
+		{args: []string{"jobs", "--db", missingDB}, code: 1, line: "no database at"},
+		{args: []string{"inspect"}, code: 2, line: "give the id"},
+		{args: []string{"inspect", "a", "b"}, code: 2, line: "unexpected argument"},
+		{args: []string{"inspect", "no-such-id"}, code: 1, line: "no job with id no-such-id"},
+		{args: []string{"replay", "seed-1"}, code: 2, line: "--reason"},
+		{args: []string{"replay", "seed-1", "--reason", "  "}, code: 2, line: "--reason"},
+		{args: []string{"replay", "seed-1", "--reason", "x"}, code: 1, line: "replay: job seed-1 is queued; only dead or cancelled jobs can be replayed"},
+		{args: []string{"replay", "no-such-id", "--reason", "x"}, code: 1, line: "no job with id no-such-id"},
+		{args: []string{"cancel", "no-such-id"}, code: 1, line: "no job with id no-such-id"},
+		{args: []string{"cancel", "seed-2"}, code: 1, line: "job seed-2 is cancelled; only queued or retrying jobs can be cancelled"},
+		{args: []string{"stats", "--bogus"}, code: 2, line: "unknown flag --bogus"},
+		{args: []string{"migrate", "extra"}, code: 2, line: "unexpected argument"},
+		{args: []string{"demo", "--db", db}, code: 1, line: "not a database an earlier demo made"},
+	}
+	for _, tt := range tests {
+		args := tt.args
+		if !tt.noDB && len(args) > 0 {
+			args = append([]string{args[0], "--db", db}, args[1:]...)
+		}
+		r := bin(t, args...)
+		if r.code != tt.code {
+			t.Errorf("errand %q: exit %d, want %d\n%s", args, r.code, tt.code, r)
+		}
+		if r.stdout != "" {
+			t.Errorf("errand %q printed to stdout: %q", args, r.stdout)
+		}
+		if !strings.HasPrefix(r.stderr, "errand: ") || strings.Count(r.stderr, "\n") != 1 || !strings.HasSuffix(r.stderr, "\n") {
+			t.Errorf("errand %q: stderr %q, want exactly one line starting errand:", args, r.stderr)
+		}
+		if !strings.Contains(r.stderr, tt.line) {
+			t.Errorf("errand %q: stderr %q lacks %q", args, r.stderr, tt.line)
+		}
+		if after := ok(t, cli(t, "jobs", "--db", db, "--json")).stdout; after != before {
+			t.Fatalf("errand %q changed the jobs:\nbefore %s\nafter %s", args, before, after)
+		}
+	}
+	if _, err := os.Stat(missingDB); !os.IsNotExist(err) {
+		t.Errorf("jobs on a missing database created %s", missingDB)
+	}
+}
+
+func TestReadOnlyCommandsDoNotCreateTheDatabase(t *testing.T) {
+	for _, args := range [][]string{
+		{"jobs"}, {"stats"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x"},
+	} {
+		db := tempDB(t)
+		r := cli(t, append(args, "--db", db)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "no database at "+db) {
+			t.Errorf("errand %q on a missing database: %s", args, r)
+		}
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Errorf("errand %q created %s", args, db)
+		}
+	}
+}
+
+func TestDatabaseFromEnvironment(t *testing.T) {
+	db := tempDB(t)
+	t.Setenv("ERRAND_DB", db)
+	id := strings.TrimSpace(ok(t, cli(t, "enqueue", "k")).stdout)
+	if js := listJobs(t, db); len(js) != 1 || js[0].ID != id {
+		t.Fatalf("ERRAND_DB not used: jobs %+v, enqueued %s", js, id)
+	}
+	t.Setenv("ERRAND_DB", "postgres://db.example/errand")
+	if r := cli(t, "stats"); r.code != 1 || !strings.Contains(r.stderr, "PostgreSQL is not supported yet") {
+		t.Errorf("stats with a postgres ERRAND_DB: %s", r)
+	}
+}
+
+func TestFlagsAfterPositionals(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cli(t, "enqueue", "send", `{"a": 1}`, "--id", "x1", "--queue", "mail", "--priority", "3", "--db", db))
+	ok(t, cli(t, "enqueue", "--db", db, "--id", "x2", "send", "--max-attempts", "4"))
+	ok(t, cli(t, "enqueue", "--db", db, "--id", "x3", "--", "neg", "-5"))
+	js := listJobs(t, db)
+	if len(js) != 3 {
+		t.Fatalf("got %d jobs, want 3", len(js))
+	}
+	if j := js[0]; j.ID != "x1" || j.Queue != "mail" || j.Priority != 3 || compact(j.Args) != `{"a":1}` {
+		t.Errorf("job x1 = %+v", j)
+	}
+	if j := js[1]; j.ID != "x2" || j.Queue != "default" || j.MaxAttempts != 4 || compact(j.Args) != `{}` {
+		t.Errorf("job x2 = %+v", j)
+	}
+	if j := js[2]; j.Kind != "neg" || compact(j.Args) != "-5" {
+		t.Errorf("job after --: %+v, want kind neg with args -5", j)
+	}
+	if got := inspect(t, db, "x1"); got.ID != "x1" {
+		t.Errorf("inspect x1 = %+v", got)
+	}
+	if r := ok(t, cli(t, "inspect", "--json", "x2", "--db", db)); !strings.Contains(r.stdout, `"id": "x2"`) {
+		t.Errorf("inspect --json before the id: %s", r.stdout)
+	}
+	if js := listJobs(t, db); len(js) != 3 {
+		t.Fatal("listing changed the jobs")
+	}
+	r := ok(t, cli(t, "jobs", "--queue", "mail", "--db", db, "--json"))
+	if !strings.Contains(r.stdout, `"x1"`) || strings.Contains(r.stdout, `"x2"`) {
+		t.Errorf("jobs --queue mail: %s", r.stdout)
+	}
+}
+
+func TestDuplicateEnqueuePrintsTheExistingID(t *testing.T) {
+	db := tempDB(t)
+	first := ok(t, cli(t, "enqueue", "pay", `{"amount": 5}`, "--id", "pay-1", "--db", db))
+	second := ok(t, cli(t, "enqueue", "pay", `{"amount": 6}`, "--id", "pay-1", "--db", db))
+	if first.stdout != "pay-1\n" || second.stdout != "pay-1\n" {
+		t.Errorf("enqueue printed %q then %q, want pay-1 both times", first.stdout, second.stdout)
+	}
+	r := ok(t, cli(t, "enqueue", "pay", "--id", "pay-1", "--db", db, "--json"))
+	var out struct {
+		ID        string  `json:"id"`
+		Duplicate bool    `json:"duplicate"`
+		Job       jobJSON `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ID != "pay-1" || !out.Duplicate || compact(out.Job.Args) != `{"amount":5}` {
+		t.Errorf("duplicate --json = %+v", out)
+	}
+
+	byKey := enqueue(t, db, "digest", "--key", "digest:2026-11-29")
+	again := enqueue(t, db, "digest", "--key", "digest:2026-11-29")
+	if byKey != again {
+		t.Errorf("duplicate --key printed %s then %s", byKey, again)
+	}
+	if js := listJobs(t, db); len(js) != 2 {
+		t.Errorf("got %d jobs, want 2", len(js))
+	}
+	r = ok(t, cli(t, "enqueue", "fresh", "--db", db, "--json"))
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Duplicate || out.Job.State != "queued" {
+		t.Errorf("new job --json = %s (%v)", r.stdout, err)
+	}
+}
+
+func TestJSONOutputs(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cli(t, "migrate", "--db", db))
+	if r := ok(t, cli(t, "jobs", "--db", db, "--json")); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("jobs --json on no jobs = %q, want []", r.stdout)
+	}
+	if r := ok(t, cli(t, "jobs", "--db", db)); r.stdout != "no jobs\n" {
+		t.Errorf("jobs on no jobs = %q", r.stdout)
+	}
+	var empty map[string][]any
+	r := ok(t, cli(t, "stats", "--db", db, "--json"))
+	if err := json.Unmarshal([]byte(r.stdout), &empty); err != nil || empty["queues"] == nil || len(empty["queues"]) != 0 {
+		t.Errorf("stats --json on no jobs = %q, want {\"queues\": []}", r.stdout)
+	}
+
+	id := enqueue(t, db, "send", `{"id": 7}`, "--queue", "mail")
+	r = ok(t, cli(t, "jobs", "--db", db, "--json"))
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs --json = %s (%v)", r.stdout, err)
+	}
+	// Field names are the job record's: errand.Job's JSON tags.
+	want, _ := json.Marshal(&errand.Job{})
+	var wantKeys map[string]any
+	_ = json.Unmarshal(want, &wantKeys)
+	if got, want := keys(jobs[0]), keys(wantKeys); !reflect.DeepEqual(got, want) {
+		t.Errorf("job record fields %v, want %v", got, want)
+	}
+	if jobs[0]["lease_token"] != nil || jobs[0]["finished_at"] != nil {
+		t.Errorf("unset fields are not null: %v", jobs[0])
+	}
+	if at, _ := jobs[0]["created_at"].(string); !strings.HasSuffix(at, "Z") {
+		t.Errorf("created_at %q is not RFC 3339 UTC", at)
+	}
+
+	r = ok(t, cli(t, "stats", "--db", db, "--json"))
+	var stats struct {
+		Queues []map[string]any `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || len(stats.Queues) != 1 {
+		t.Fatalf("stats --json = %s (%v)", r.stdout, err)
+	}
+	q := stats.Queues[0]
+	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "oldest_ready_age_seconds", "queue"}) {
+		t.Errorf("stats queue fields %v", got)
+	}
+	counts, _ := q["counts"].(map[string]any)
+	if q["queue"] != "mail" || counts["queued"] != 1.0 || len(counts) != len(errand.JobStates) {
+		t.Errorf("stats queue = %v", q)
+	}
+
+	r = ok(t, cli(t, "inspect", id, "--db", db, "--json"))
+	var in map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range append(keys(wantKeys), "replays_audit", "next") {
+		if _, ok := in[k]; !ok {
+			t.Errorf("inspect --json lacks top-level %q", k)
+		}
+	}
+	if audit, ok := in["replays_audit"].([]any); !ok || len(audit) != 0 {
+		t.Errorf("replays_audit = %v, want []", in["replays_audit"])
+	}
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func TestHelp(t *testing.T) {
+	r := ok(t, cli(t, "help"))
+	for _, c := range commands {
+		if !strings.Contains(r.stdout, "  "+c.name+" ") {
+			t.Errorf("help does not list %s:\n%s", c.name, r.stdout)
+		}
+	}
+	for _, args := range [][]string{{"-h"}, {"--help"}} {
+		if r := ok(t, cli(t, args...)); !strings.Contains(r.stdout, "subcommands:") {
+			t.Errorf("errand %v = %s", args, r)
+		}
+	}
+	for _, args := range [][]string{{"help", "enqueue"}, {"enqueue", "-h"}, {"enqueue", "k", "--help"}} {
+		r := ok(t, cli(t, args...))
+		if !strings.Contains(r.stdout, "usage: errand enqueue KIND") || !strings.Contains(r.stdout, "--backoff-base") {
+			t.Errorf("errand %v = %s", args, r)
+		}
+	}
+}
+
+func TestCancelAndReplayCancelled(t *testing.T) {
+	db := tempDB(t)
+	id := enqueue(t, db, "send", "--delay", "1h")
+	if r := ok(t, cli(t, "cancel", id, "--db", db)); r.stdout != "cancelled "+id+"\n" {
+		t.Errorf("cancel printed %q", r.stdout)
+	}
+	if j := inspect(t, db, id); j.State != "cancelled" || !strings.Contains(j.Next, "replay "+id) {
+		t.Errorf("after cancel: %+v", j)
+	}
+	ok(t, cli(t, "replay", id, "--reason", "customer asked again", "--db", db))
+	j := inspect(t, db, id)
+	if j.State != "queued" || j.Replays != 1 || len(j.ReplaysAudit) != 1 || j.ReplaysAudit[0].PriorState != "cancelled" {
+		t.Errorf("after replay: %+v", j)
+	}
+	if j.ReplaysAudit[0].Operator == "" {
+		t.Error("replay recorded no operator")
+	}
+}
+
+func TestMigratePrintsSchemaVersion(t *testing.T) {
+	db := tempDB(t)
+	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 1\n" {
+		t.Errorf("migrate printed %q", r.stdout)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "demo.db")
+	for run := range 2 { // the second run recreates the database
+		r := ok(t, cli(t, "demo", "--db", db))
+		for _, want := range []string{"flaky   attempt 2  succeeded", "card_declined", "queues:", "inspect "} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("run %d: demo output lacks %q:\n%s", run, want, r.stdout)
+			}
+		}
+		js := listJobs(t, db)
+		states := map[string]string{}
+		for _, j := range js {
+			states[j.Kind] = j.State
+		}
+		if len(js) != 3 || states["greet"] != "succeeded" || states["flaky"] != "succeeded" || states["charge"] != "dead" {
+			t.Errorf("run %d: demo jobs %+v", run, js)
+		}
+	}
+
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notes, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, "demo", "--db", notes); r.code != 1 {
+		t.Errorf("demo on a file it did not make: %s", r)
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "keep me" {
+		t.Errorf("demo changed %s", notes)
+	}
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "invalid JSON: " + string(raw)
+	}
+	return b.String()
+}

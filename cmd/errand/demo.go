@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/sqlite"
+)
+
+// defaultDemoDB is the demo's own database, recreated on every run so the
+// demo never touches the jobs of ./errand.db.
+const defaultDemoDB = "./errand-demo.db"
+
+var demoCommand = &command{
+	name:    "demo",
+	args:    "[flags]",
+	summary: "enqueue, work and list a few jobs on a fresh demo database",
+	detail: `
+The demo runs three jobs of built-in kinds: one succeeds, one fails once
+with a retryable error and succeeds on its retry, and one fails
+permanently and is dead-lettered. It works them until none is left, then
+prints the jobs and the queue summary. The database (default
+` + defaultDemoDB + `) is recreated on every run; inspect it afterwards with
+the other subcommands and --db.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := fs.String("db", defaultDemoDB, "the demo's SQLite file `PATH`, recreated on every run")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; demo takes only --db", pos[0])
+			}
+			if err := removeDemoDB(ctx, *db); err != nil {
+				return err
+			}
+			st, err := openStore(ctx, *db, mayCreate)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if _, err := st.DB().ExecContext(ctx, `CREATE TABLE `+demoMarker+` (note TEXT)`); err != nil {
+				return fmt.Errorf("mark demo database: %w", err)
+			}
+			return runDemo(ctx, e.stdout, st, *db)
+		}
+	},
+}
+
+// demoMarker is a table only demo databases have: the demo deletes a file
+// only when it finds it, so --db pointed at real jobs cannot destroy them.
+const demoMarker = "errand_demo"
+
+// removeDemoDB deletes an earlier demo database, and refuses to delete any
+// other file.
+func removeDemoDB(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	ok, err := isDemoDB(ctx, path)
+	if err != nil || !ok {
+		return fmt.Errorf("%s exists and is not a database an earlier demo made; the demo deletes and recreates its database, so give it another --db path", path)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("recreate demo database: %w", err)
+		}
+	}
+	return nil
+}
+
+func isDemoDB(ctx context.Context, path string) (bool, error) {
+	// The sqlite package registers the "sqlite" driver.
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, demoMarker).Scan(&n)
+	return n == 1, err
+}
+
+// The demo's kinds run in this process: errand work --exec does the same
+// with an external command.
+var demoKinds = []errand.Kind{
+	{Name: "greet", Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+		return nil
+	})},
+	{Name: "flaky", Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+		var args struct {
+			FailTimes int `json:"fail_times"`
+		}
+		if err := json.Unmarshal(job.Args, &args); err != nil {
+			return errand.Permanent(fmt.Errorf("decode args: %w", err))
+		}
+		if job.Attempt <= args.FailTimes {
+			return errand.WithClass("upstream_unavailable", errors.New("the upstream service answered 503"))
+		}
+		return nil
+	})},
+	{Name: "charge", Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+		return errand.Permanent(errand.WithClass("card_declined", errors.New("the card was declined: retrying cannot change that")))
+	})},
+}
+
+func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) error {
+	c, err := errand.NewClient(st, errand.Config{Kinds: demoKinds, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	// A short backoff so the retry comes round within the demo.
+	fast := errand.EnqueueOpts{BackoffBase: 300 * time.Millisecond, BackoffMax: time.Second}
+	jobs := []struct {
+		kind, args, about string
+	}{
+		{"greet", `{"name": "Ada"}`, "succeeds"},
+		{"flaky", `{"fail_times": 1}`, "fails once with a retryable error, then succeeds"},
+		{"charge", `{"card": "4000-0000-0000-0002"}`, "fails permanently and is dead-lettered"},
+	}
+	params := make([]errand.EnqueueParams, len(jobs))
+	for i, j := range jobs {
+		params[i] = errand.EnqueueParams{Kind: j.kind, Args: json.RawMessage(j.args), Opts: fast}
+	}
+	res, err := c.EnqueueMany(ctx, params)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "errand demo: a fresh database at %s\n\nenqueued %d jobs:\n", path, len(res))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, r := range res {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", jobs[i].kind, r.Job.ID, jobs[i].about)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nworking them one at a time:\n")
+	var deadID string
+	for range 20 {
+		r, err := c.WorkOne(ctx, errand.WorkOneOpts{Lease: 10 * time.Second})
+		if err != nil {
+			return err
+		}
+		if r.Result == errand.ResultIdle {
+			wait, more, err := untilNextDue(ctx, c)
+			if err != nil || !more {
+				break
+			}
+			fmt.Fprintf(w, "  (waiting %s for the retry to come due)\n", approx(wait))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
+		line := fmt.Sprintf("  %-7s attempt %d  %s", r.Kind, r.Attempt, r.Result)
+		if r.Class != "" {
+			line += ", class " + r.Class
+		}
+		if r.AvailableAt != nil {
+			now, _ := st.Now(ctx)
+			line += ", runs again " + relative(now, *r.AvailableAt)
+		}
+		if r.Result == errand.ResultDead {
+			deadID = *r.JobID
+		}
+		fmt.Fprintln(w, line)
+	}
+
+	all, err := c.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\njobs:\n")
+	if err := writeJobsTable(w, all, now); err != nil {
+		return err
+	}
+	stats, err := c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nqueues:\n")
+	if err := writeStatsTable(w, stats); err != nil {
+		return err
+	}
+	if deadID != "" {
+		fmt.Fprintf(w, "\nthe dead job keeps its args and every attempt's error; look at it, and replay it:\n")
+		fmt.Fprintf(w, "  %s inspect %s --db %s\n", progName(), deadID, path)
+		fmt.Fprintf(w, "  %s replay %s --reason \"card updated\" --db %s\n", progName(), deadID, path)
+	}
+	return nil
+}
+
+// untilNextDue returns how long until the next queued or retrying job is
+// due, and whether there is one.
+func untilNextDue(ctx context.Context, c *errand.Client) (time.Duration, bool, error) {
+	waiting, err := c.List(ctx, &errand.JobListParams{States: []errand.JobState{errand.StateQueued, errand.StateRetrying}})
+	if err != nil || len(waiting) == 0 {
+		return 0, false, err
+	}
+	now, err := c.Store().Now(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	next := waiting[0].AvailableAt
+	for _, j := range waiting[1:] {
+		if j.AvailableAt.Before(next) {
+			next = j.AvailableAt
+		}
+	}
+	wait := max(next.Sub(now), 0) + 10*time.Millisecond
+	return wait, true, nil
+}
+
+// progName is how the user ran errand, for commands the demo suggests:
+// "go run ./cmd/errand" when go run built it into a temporary directory.
+func progName() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/errand"
+	}
+	return "errand"
+}

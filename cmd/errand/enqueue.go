@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var enqueueCommand = &command{
+	name:    "enqueue",
+	args:    "KIND [JSON_ARGS] [flags]",
+	summary: "enqueue a job and print its id",
+	detail: `
+JSON_ARGS is the job's argument document (default {}). A job whose --id or
+--key matches an existing job is not enqueued again: errand prints the
+existing job's id and exits 0.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		id := fs.String("id", "", "the job's `ID` (default a new UUIDv7); a duplicate id returns the existing job")
+		queue := fs.String("queue", "", "`QUEUE` to run in (default \"default\")")
+		priority := intFlag(fs, "priority", 0, "priority `N`: lower runs first")
+		delay := durationFlag(fs, "delay", "run no sooner than `DUR` from now")
+		runAt := fs.String("run-at", "", "run no sooner than `TIME` (RFC 3339, e.g. 2026-11-29T09:00:00Z)")
+		maxAttempts := intFlag(fs, "max-attempts", 0, "attempt budget `N` (default the kind's, 20)")
+		backoffBase := durationFlag(fs, "backoff-base", "retry delay cap after the first failure `DUR` (default 1s)")
+		backoffMax := durationFlag(fs, "backoff-max", "largest retry delay `DUR` (default 1h)")
+		maxAge := durationFlag(fs, "max-age", "dead-letter the job (class expired) if it has not succeeded `DUR` after enqueue")
+		key := fs.String("key", "", "unique `KEY` across all jobs; a duplicate key returns the existing job")
+		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) == 0 {
+				return usagef("give the job's kind: errand enqueue KIND [JSON_ARGS]")
+			}
+			if len(pos) > 2 {
+				return usagef("unexpected argument %q: give KIND and at most one JSON_ARGS (quote the JSON)", pos[2])
+			}
+			args := json.RawMessage("{}")
+			if len(pos) == 2 {
+				var v any
+				if err := json.Unmarshal([]byte(pos[1]), &v); err != nil {
+					return usagef("args are not valid JSON (%v); pass one quoted document such as '{\"id\": 7}'", err)
+				}
+				args = json.RawMessage(pos[1])
+			}
+			opts := &errand.EnqueueOpts{
+				ID:          *id,
+				Queue:       *queue,
+				Priority:    *priority,
+				Delay:       *delay,
+				MaxAttempts: *maxAttempts,
+				BackoffBase: *backoffBase,
+				BackoffMax:  *backoffMax,
+				MaxAge:      *maxAge,
+				UniqueKey:   *key,
+			}
+			if isSet(fs, "delay") && isSet(fs, "run-at") {
+				return usagef("give --delay or --run-at, not both")
+			}
+			if *runAt != "" {
+				t, err := time.Parse(time.RFC3339, *runAt)
+				if err != nil {
+					return usagef("--run-at %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", *runAt)
+				}
+				opts.RunAt = t
+			}
+			if isSet(fs, "max-attempts") && *maxAttempts < 1 {
+				return usagef("--max-attempts must be at least 1")
+			}
+			for _, name := range []string{"id", "queue", "key"} {
+				if isSet(fs, name) && fs.Lookup(name).Value.String() == "" {
+					return usagef("--%s is empty; give a value or leave the flag out", name)
+				}
+			}
+
+			c, closeDB, err := openClient(ctx, *db, mayCreate, errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			res, err := c.Enqueue(ctx, pos[0], args, opts)
+			if err != nil {
+				return err
+			}
+			if res.Duplicate {
+				e.logger.Info("job already exists; not enqueued again", "id", res.Job.ID, "state", string(res.Job.State))
+			}
+			if *asJSON {
+				return writeJSON(e.stdout, struct {
+					ID        string      `json:"id"`
+					Duplicate bool        `json:"duplicate"`
+					Job       *errand.Job `json:"job"`
+				}{res.Job.ID, res.Duplicate, res.Job})
+			}
+			_, err = e.stdout.Write([]byte(res.Job.ID + "\n"))
+			return err
+		}
+	},
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var inspectCommand = &command{
+	name:    "inspect",
+	args:    "ID [flags]",
+	summary: "show a job, its error history, its replays and what happens next",
+	detail: `
+With --json, prints the job record with two more fields: "replays_audit"
+(every replay: operator, reason, prior state, time) and "next" (what
+happens next, in words).`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		asJSON := fs.Bool("json", false, "print the job record, replays_audit and next as one JSON object")
+
+		return func(ctx context.Context, pos []string) error {
+			id, err := onePositional(pos, "id", "inspect")
+			if err != nil {
+				return err
+			}
+			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			j, err := c.Get(ctx, id)
+			if err != nil {
+				return jobError(id, err)
+			}
+			audit, err := c.ReplayAudit(ctx, id)
+			if err != nil {
+				return err
+			}
+			now, err := c.Store().Now(ctx)
+			if err != nil {
+				return err
+			}
+			next := nextSentence(j, now)
+			if *asJSON {
+				return writeJSON(e.stdout, struct {
+					*errand.Job
+					ReplaysAudit []errand.ReplayRecord `json:"replays_audit"`
+					Next         string                `json:"next"`
+				}{j, audit, next})
+			}
+			return writeInspect(e.stdout, j, audit, next, now)
+		}
+	},
+}
+
+func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next string, now time.Time) error {
+	fmt.Fprintf(w, "job %s\n", j.ID)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, value) }
+	optTime := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return formatTime(*t) + " (" + relative(now, *t) + ")"
+	}
+	optString := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	field("kind", j.Kind)
+	field("queue", j.Queue)
+	field("state", string(j.State))
+	field("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+	field("replays", fmt.Sprint(j.Replays))
+	field("priority", fmt.Sprint(j.Priority))
+	field("args", fmt.Sprintf("%s (version %d)", j.Args, j.ArgsVersion))
+	field("created", optTime(&j.CreatedAt))
+	field("available", optTime(&j.AvailableAt))
+	field("attempted", optTime(j.AttemptedAt))
+	field("finished", optTime(j.FinishedAt))
+	field("deadline", optTime(j.Deadline))
+	if j.BackoffBase != 0 || j.BackoffMax != 0 {
+		field("backoff", fmt.Sprintf("base %s, max %s", orDefault(j.BackoffBase), orDefault(j.BackoffMax)))
+	}
+	if j.State == errand.StateRunning {
+		field("lease owner", optString(j.LeaseOwner))
+		field("lease until", optTime(j.LeaseUntil))
+	} else if j.LeaseOwner != nil {
+		field("last worker", *j.LeaseOwner)
+	}
+	field("unique key", optString(j.UniqueKey))
+	if j.OrderingKey != nil {
+		field("ordering key", *j.OrderingKey)
+	}
+	if len(j.Progress) > 0 {
+		field("progress", string(j.Progress))
+	}
+	if len(j.Tags) > 0 {
+		field("tags", strings.Join(j.Tags, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nerrors (%d):\n", len(j.Errors))
+	if len(j.Errors) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, e := range j.Errors {
+		fmt.Fprintf(w, "  attempt %d, replay %d, at %s: %s\n", e.Attempt, e.Replay, formatTime(e.At), e.Class)
+		fmt.Fprint(w, indent(e.Message, "      "))
+		if e.Stack != "" {
+			fmt.Fprintln(w, "    stack:")
+			fmt.Fprint(w, indent(e.Stack, "      "))
+		}
+	}
+
+	fmt.Fprintf(w, "\nreplays (%d):\n", len(audit))
+	if len(audit) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, r := range audit {
+		fmt.Fprintf(w, "  replay %d at %s by %s, from %s: %s\n", r.Replay, formatTime(r.At), r.Operator, r.PriorState, r.Reason)
+	}
+
+	_, err := fmt.Fprintf(w, "\nnext: %s\n", next)
+	return err
+}
+
+func orDefault(d errand.Duration) string {
+	if d == 0 {
+		return "default"
+	}
+	return time.Duration(d).String()
+}
+
+func indent(s, prefix string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix) + "\n"
+}
+
+// nextSentence says in words what happens to the job next.
+func nextSentence(j *errand.Job, now time.Time) string {
+	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
+	replay := "errand replay " + j.ID + " --reason \"...\""
+	var s string
+	switch j.State {
+	case errand.StateQueued:
+		switch {
+		case j.AvailableAt.After(now):
+			s = "scheduled for " + at(j.AvailableAt)
+		default:
+			s = "queued: waiting for a worker since " + at(j.AvailableAt)
+		}
+	case errand.StateRetrying:
+		class := "error"
+		if j.LastError != nil {
+			class = j.LastError.Class
+		}
+		s = fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
+		if j.AvailableAt.After(now) {
+			s += "runs again at " + at(j.AvailableAt)
+		} else {
+			s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
+		}
+	case errand.StateRunning:
+		owner := "an unnamed worker"
+		if j.LeaseOwner != nil {
+			owner = *j.LeaseOwner
+		}
+		switch {
+		case j.LeaseUntil == nil:
+			s = "running under lease of " + owner
+		case j.LeaseUntil.After(now):
+			s = fmt.Sprintf("running attempt %d of %d under lease of %s until %s", j.Attempt, j.MaxAttempts, owner, at(*j.LeaseUntil))
+		case j.Attempt >= j.MaxAttempts:
+			s = fmt.Sprintf("its worker's lease expired at %s on the final attempt; the next claim dead-letters it (class lease_expired)", at(*j.LeaseUntil))
+		default:
+			s = fmt.Sprintf("its worker's lease expired at %s; the next claim retries it", at(*j.LeaseUntil))
+		}
+	case errand.StateSucceeded:
+		s = "succeeded"
+		if j.FinishedAt != nil {
+			s += " at " + at(*j.FinishedAt)
+		}
+		s += "; it will not run again"
+	case errand.StateDead:
+		s = "dead"
+		if j.LastError != nil {
+			s += fmt.Sprintf(" (class %s, attempt %d of %d)", j.LastError.Class, j.Attempt, j.MaxAttempts)
+		}
+		s += ": will not run again unless replayed: " + replay
+	case errand.StateCancelled:
+		s = "cancelled: will not run unless replayed: " + replay
+	default:
+		s = "in unknown state " + string(j.State)
+	}
+	if j.Deadline != nil && (j.State == errand.StateQueued || j.State == errand.StateRetrying) {
+		s += "; expires (class expired) at " + at(*j.Deadline)
+	}
+	return s
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var jobsCommand = &command{
+	name:    "jobs",
+	args:    "[flags]",
+	summary: "list jobs, oldest first",
+	detail: `
+With --json, prints one JSON array of job records ([] when none match),
+field names as in the job record, times in RFC 3339 UTC.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		state := fs.String("state", "", "only jobs in `STATE` (queued, running, retrying, succeeded, dead, cancelled; comma-separate several)")
+		queue := fs.String("queue", "", "only jobs in `QUEUE`")
+		kind := fs.String("kind", "", "only jobs of `KIND`")
+		limit := intFlag(fs, "limit", 100, "at most `N` jobs (default 100)")
+		asJSON := fs.Bool("json", false, "print a JSON array of job records")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; filter with --state, --queue or --kind", pos[0])
+			}
+			if *limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			params := &errand.JobListParams{Queue: *queue, Kind: *kind, Limit: *limit}
+			if *state != "" {
+				for _, s := range strings.Split(*state, ",") {
+					st, err := errand.ParseJobState(strings.TrimSpace(s))
+					if err != nil {
+						return usagef("--state: %v", err)
+					}
+					params.States = append(params.States, st)
+				}
+			}
+			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			jobs, err := c.List(ctx, params)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				if jobs == nil {
+					jobs = []*errand.Job{}
+				}
+				return writeJSON(e.stdout, jobs)
+			}
+			if len(jobs) == 0 {
+				_, err := fmt.Fprintln(e.stdout, "no jobs")
+				return err
+			}
+			now, err := c.Store().Now(ctx)
+			if err != nil {
+				return err
+			}
+			if err := writeJobsTable(e.stdout, jobs, now); err != nil {
+				return err
+			}
+			if len(jobs) == *limit {
+				e.logger.Info("more jobs may match; raise --limit or narrow the filters", "limit", *limit)
+			}
+			return nil
+		}
+	},
+}
+
+// writeJobsTable prints one line per job: what an operator scans for.
+func writeJobsTable(w io.Writer, jobs []*errand.Job, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tNEXT RUN\tLAST ERROR")
+	for _, j := range jobs {
+		lastErr := "-"
+		if j.LastError != nil {
+			lastErr = j.LastError.Class
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.Queue, j.State,
+			strconv.Itoa(j.Attempt)+"/"+strconv.Itoa(j.MaxAttempts), nextRun(j, now), lastErr)
+	}
+	return tw.Flush()
+}
+
+// nextRun says in a few words when the job runs next.
+func nextRun(j *errand.Job, now time.Time) string {
+	switch j.State {
+	case errand.StateQueued, errand.StateRetrying:
+		if j.AvailableAt.After(now) {
+			return "in " + approx(j.AvailableAt.Sub(now))
+		}
+		return "now"
+	case errand.StateRunning:
+		if j.LeaseUntil != nil && j.LeaseUntil.After(now) {
+			return "running, lease " + approx(j.LeaseUntil.Sub(now)) + " left"
+		}
+		return "lease expired"
+	}
+	return "-"
+}

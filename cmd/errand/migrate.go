@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+)
+
+var migrateCommand = &command{
+	name:    "migrate",
+	args:    "[flags]",
+	summary: "apply errand's migrations and print the schema version",
+	detail: `
+Every subcommand migrates the database when it opens it; migrate is for
+deployments that apply migrations as a step of their own.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; migrate takes only --db", pos[0])
+			}
+			st, err := openStore(ctx, *db, mayCreate)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			v, err := st.SchemaVersion(ctx)
+			if err != nil {
+				return fmt.Errorf("read schema version: %w", err)
+			}
+			_, err = fmt.Fprintf(e.stdout, "schema version %d\n", v)
+			return err
+		}
+	},
+}

@@ -1,0 +1,340 @@
+// Package exechandler runs a job as an external command: the handler behind
+// `errand work --exec KIND=COMMAND`.
+//
+// The conventions (DESIGN.md, "CLI and JSON conventions") are the contract
+// with scripts written in any language:
+//
+//   - COMMAND is split on spaces into argv and run without a shell, as a
+//     direct child of the worker, in a process group of its own.
+//   - The job's args (JSON) arrive on stdin; ERRAND_JOB_ID, ERRAND_JOB_KIND,
+//     ERRAND_ATTEMPT, ERRAND_MAX_ATTEMPTS and ERRAND_LEASE_TOKEN are added to
+//     the worker's environment.
+//   - Every line the command writes to stdout or stderr becomes a log line
+//     of the worker, tagged with the job id; the last 20 lines of stderr
+//     become the error message of a failed attempt.
+//   - Exit 0 succeeds; 75 (EX_TEMPFAIL) retries with class "tempfail"; 65
+//     (EX_DATAERR) dead-letters with class "permanent"; any other status N
+//     retries with class "exit_N"; death by a signal retries with class
+//     "signal". A missing executable dead-letters with class "permanent":
+//     retrying cannot make it appear.
+//
+// When the attempt's context ends (its timeout passes, or the worker loses
+// the lease) the whole process group is killed, so a script's own children
+// cannot outlive the attempt. For the same reason the group is killed when
+// the command exits: whatever it left running in its group would otherwise
+// run on after the job was acknowledged, outside any lease.
+package exechandler
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Exit statuses with a meaning of their own, from BSD's sysexits.h.
+const (
+	// ExitTempFail (EX_TEMPFAIL) asks for a retry with class "tempfail".
+	ExitTempFail = 75
+	// ExitDataErr (EX_DATAERR) says the job can never succeed: it is
+	// dead-lettered with class "permanent".
+	ExitDataErr = 65
+)
+
+// Failure classes this handler names, besides errand's own "permanent" and
+// "exit_N".
+const (
+	ClassTempFail = "tempfail"
+	ClassSignal   = "signal"
+)
+
+const (
+	// stderrTail is how many of the last stderr lines make the error
+	// message.
+	stderrTail = 20
+	// maxLine bounds one logged line; the rest of a longer line is dropped
+	// so one runaway write cannot flood the log or the error history.
+	maxLine = 4096
+	// DefaultWaitDelay is how long the handler waits, after the command
+	// exits or is killed, for output still held open by a process that left
+	// its group.
+	DefaultWaitDelay = 2 * time.Second
+)
+
+// Handler runs jobs as an external command. It implements errand.Handler
+// and is safe for concurrent use.
+type Handler struct {
+	argv      []string
+	logger    *slog.Logger
+	waitDelay time.Duration
+}
+
+// Options configure a Handler.
+type Options struct {
+	// Logger receives the command's output, a line per line, tagged with
+	// job_id and stream. Nil discards it.
+	Logger *slog.Logger
+	// WaitDelay bounds the wait for output after the command exits or is
+	// killed. Zero means DefaultWaitDelay.
+	WaitDelay time.Duration
+}
+
+// New returns a handler that runs command, split on spaces into argv. It
+// returns an error when command is empty.
+func New(command string, opts *Options) (*Handler, error) {
+	argv := strings.Fields(command)
+	if len(argv) == 0 {
+		return nil, errors.New("command is empty; give the program to run, e.g. ./send_receipt.sh")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.WaitDelay <= 0 {
+		o.WaitDelay = DefaultWaitDelay
+	}
+	return &Handler{argv: argv, logger: o.Logger, waitDelay: o.WaitDelay}, nil
+}
+
+// Argv returns the command's argument vector.
+func (h *Handler) Argv() []string { return append([]string(nil), h.argv...) }
+
+// Work runs the command for one attempt of job. See the package
+// documentation for how its exit is classified.
+func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
+	name := h.argv[0]
+	cmd := exec.CommandContext(ctx, name, h.argv[1:]...)
+	cmd.Env = append(os.Environ(), jobEnv(job)...)
+	cmd.SysProcAttr = newProcessGroup()
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
+	cmd.WaitDelay = h.waitDelay
+
+	// The handler owns the pipes rather than handing io.Writers to exec, so
+	// that Wait returns when the command itself exits, and the group can be
+	// killed before waiting for output that a leftover child holds open.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", name, err)
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW)
+		return fmt.Errorf("exec %s: %w", name, err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		closeAll(stdinR, stdinW, stdoutR, stdoutW)
+		return fmt.Errorf("exec %s: %w", name, err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+
+	err = cmd.Start()
+	closeAll(stdinR, stdoutW, stderrW) // the child holds its own copies
+	if err != nil {
+		closeAll(stdinW, stdoutR, stderrR)
+		return startError(name, err)
+	}
+
+	log := h.logger.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "pid", cmd.Process.Pid)
+	tail := newTail(stderrTail)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// A command that never reads stdin makes this write fail with
+		// EPIPE once it exits; that is not an error of the attempt.
+		_, _ = stdinW.Write(job.Args)
+		stdinW.Close()
+	})
+	wg.Go(func() {
+		eachLine(stdoutR, func(line string) { log.Info("exec stdout", "line", line) })
+	})
+	wg.Go(func() {
+		eachLine(stderrR, func(line string) {
+			log.Warn("exec stderr", "line", line)
+			tail.add(line)
+		})
+	})
+
+	waitErr := cmd.Wait()
+	_ = killGroup(cmd.Process)
+	h.drain(&wg, stdinW, stdoutR, stderrR)
+	closeAll(stdoutR, stderrR)
+
+	return h.classify(ctx, name, cmd.ProcessState, waitErr, tail.String())
+}
+
+// drain waits for the output readers to reach the end of their pipes, or
+// for the wait delay when a process outside the group still holds them.
+func (h *Handler) drain(wg *sync.WaitGroup, files ...*os.File) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(h.waitDelay)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// Closing the handler's ends unblocks the readers and the writer.
+		closeAll(files...)
+		<-done
+	}
+}
+
+// classify turns how the command ended into the attempt's outcome.
+func (h *Handler) classify(ctx context.Context, name string, ps *os.ProcessState, waitErr error, stderr string) error {
+	if ps == nil {
+		return fmt.Errorf("exec %s: %w", name, waitErr)
+	}
+	if ps.Success() {
+		// A success whose output could not be drained (exec.ErrWaitDelay)
+		// is still a success: the command did its work and exited 0.
+		return nil
+	}
+	if ctx.Err() != nil {
+		// The worker killed it: errand classifies the cause (timeout, lease
+		// lost, shutdown) from the context.
+		return fmt.Errorf("%s was killed when the attempt ended: %w", name, context.Cause(ctx))
+	}
+	if sig, ok := signalOf(ps); ok {
+		return errand.WithClass(ClassSignal, withStderr(fmt.Sprintf("%s was killed by signal %d (%s)", name, int(sig), sig), stderr))
+	}
+	code := ps.ExitCode()
+	err := withStderr(fmt.Sprintf("%s exited with status %d", name, code), stderr)
+	switch code {
+	case ExitTempFail:
+		return errand.WithClass(ClassTempFail, err)
+	case ExitDataErr:
+		return errand.Permanent(err)
+	}
+	return errand.WithClass("exit_"+strconv.Itoa(code), err)
+}
+
+// startError classifies a command that could not start. A missing or
+// non-executable program is a deployment mistake that no retry fixes.
+func startError(name string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return errand.Permanent(fmt.Errorf("executable %s not found: fix the --exec command or install it, then replay the job", name))
+	case errors.Is(err, fs.ErrPermission):
+		return errand.Permanent(fmt.Errorf("%s is not executable: chmod +x it, then replay the job", name))
+	case errors.Is(err, exec.ErrDot):
+		return errand.Permanent(fmt.Errorf("%s resolves to the current directory; write ./%s", name, name))
+	}
+	return fmt.Errorf("start %s: %w", name, err)
+}
+
+func withStderr(msg, stderr string) error {
+	if stderr == "" {
+		return errors.New(msg)
+	}
+	return errors.New(msg + ": " + stderr)
+}
+
+// jobEnv is what the command learns about its job besides the args.
+func jobEnv(job *errand.Job) []string {
+	token := ""
+	if job.LeaseToken != nil {
+		token = *job.LeaseToken
+	}
+	return []string{
+		"ERRAND_JOB_ID=" + job.ID,
+		"ERRAND_JOB_KIND=" + job.Kind,
+		"ERRAND_ATTEMPT=" + strconv.Itoa(job.Attempt),
+		"ERRAND_MAX_ATTEMPTS=" + strconv.Itoa(job.MaxAttempts),
+		"ERRAND_LEASE_TOKEN=" + token,
+	}
+}
+
+// eachLine calls fn for every line read from r, without its line ending,
+// cutting lines longer than maxLine. It reads to the end of r even when
+// lines are cut, so the writer never blocks on a full pipe.
+func eachLine(r io.Reader, fn func(string)) {
+	br := bufio.NewReaderSize(r, maxLine)
+	var line []byte
+	cut := false
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if len(chunk) > 0 && !cut {
+			room := maxLine - len(line)
+			if len(chunk) > room {
+				chunk, cut = chunk[:room], true
+			}
+			line = append(line, chunk...)
+		}
+		if err != nil {
+			if len(line) > 0 || cut {
+				fn(finish(line, cut))
+			}
+			return
+		}
+		if !isPrefix {
+			fn(finish(line, cut))
+			line, cut = line[:0], false
+		}
+	}
+}
+
+func finish(line []byte, cut bool) string {
+	s := strings.ToValidUTF8(string(line), "\uFFFD")
+	if cut {
+		s += " [line cut]"
+	}
+	return s
+}
+
+// tail keeps the last n lines it was given.
+type tail struct {
+	mu    sync.Mutex
+	n     int
+	lines []string
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.n {
+		t.lines = t.lines[len(t.lines)-t.n:]
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(strings.Join(t.lines, "\n"))
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+var _ errand.Handler = (*Handler)(nil)
+
+// signalOf reports the signal that killed the process, if one did.
+func signalOf(ps *os.ProcessState) (syscall.Signal, bool) {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, false
+	}
+	return ws.Signal(), true
+}

@@ -1,0 +1,19 @@
+//go:build !unix
+
+package exechandler
+
+import (
+	"os"
+	"syscall"
+)
+
+// newProcessGroup returns nil: process groups are a Unix feature, so here
+// only the command itself is killed when its attempt ends.
+func newProcessGroup() *syscall.SysProcAttr { return nil }
+
+func killGroup(p *os.Process) error {
+	if p == nil {
+		return nil
+	}
+	return p.Kill()
+}
