@@ -80,8 +80,8 @@ func removeDemoDB(ctx context.Context, path string) error {
 }
 
 func isDemoDB(ctx context.Context, path string) (bool, error) {
-	// The sqlite package registers the "sqlite" driver.
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	// The sqlite package registers the "sqlite3" driver.
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
 		return false, err
 	}
