@@ -1,0 +1,142 @@
+package errand_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/sqlite"
+)
+
+// testClock is a clock the test moves by hand. It starts on a whole second
+// so that times survive the store's microsecond precision unchanged.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// openStore opens a fresh SQLite file in a temporary directory. A nil clock
+// means the process clock.
+func openStore(t testing.TB, clock errand.Clock) *sqlite.Store {
+	t.Helper()
+	return openStoreAt(t, filepath.Join(t.TempDir(), "errand.db"), clock)
+}
+
+// openStoreAt opens the SQLite file at path, which other stores may share.
+func openStoreAt(t testing.TB, path string, clock errand.Clock) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return st
+}
+
+func newClient(t testing.TB, st errand.Store, cfg errand.Config) *errand.Client {
+	t.Helper()
+	c, err := errand.NewClient(st, cfg)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return c
+}
+
+// handlerClient returns a client with one kind, "task", run by h.
+func handlerClient(t testing.TB, st errand.Store, h errand.HandlerFunc) *errand.Client {
+	t.Helper()
+	return newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "task", Handler: h}}})
+}
+
+func enqueue(t testing.TB, c *errand.Client, kind string, opts *errand.EnqueueOpts) *errand.Job {
+	t.Helper()
+	r, err := c.Enqueue(context.Background(), kind, nil, opts)
+	if err != nil {
+		t.Fatalf("enqueue %s: %v", kind, err)
+	}
+	return r.Job
+}
+
+func getJob(t testing.TB, c *errand.Client, id string) *errand.Job {
+	t.Helper()
+	j, err := c.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return j
+}
+
+func workOne(t testing.TB, c *errand.Client, opts errand.WorkOneOpts) *errand.WorkResult {
+	t.Helper()
+	r, err := c.WorkOne(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("work one: %v", err)
+	}
+	return r
+}
+
+// count runs a count(*) query on the store's database.
+func count(t testing.TB, db *sql.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// rowCounts counts the rows of every errand table, to show that a rejected
+// call wrote nothing.
+func rowCounts(t testing.TB, db *sql.DB) [3]int {
+	t.Helper()
+	return [3]int{
+		count(t, db, `SELECT count(*) FROM errand_jobs`),
+		count(t, db, `SELECT count(*) FROM errand_replays`),
+		count(t, db, `SELECT count(*) FROM errand_effects`),
+	}
+}
+
+func mustExec(t testing.TB, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func classes(errs []errand.AttemptError) []string {
+	var cs []string
+	for _, e := range errs {
+		cs = append(cs, e.Class)
+	}
+	return cs
+}
