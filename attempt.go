@@ -48,15 +48,16 @@ type attempt struct {
 	stack    string        // stack of a recovered panic
 	leaseErr error         // ErrLeaseLost when a heartbeat found the lease gone
 	timedOut bool          // the kind's timeout cancelled the handler
+	stopped  bool          // the worker's own context ended (shutdown)
 	took     time.Duration // wall time of the handler
 }
 
 // runAttempt runs the handler for a claimed job, renewing its lease every
 // third of lease until the handler returns. A heartbeat that finds the lease
 // lost cancels the handler's context.
-func (c *Client) runAttempt(ctx context.Context, job *Job, lease time.Duration) *attempt {
+func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duration) *attempt {
 	a := &attempt{job: job}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{store: c.store, job: job})
 
@@ -90,6 +91,8 @@ func (c *Client) runAttempt(ctx context.Context, job *Job, lease time.Duration) 
 		a.leaseErr = ErrLeaseLost
 	} else if context.Cause(hctx) == errTimeout {
 		a.timedOut = true
+	} else if a.err != nil && parent.Err() != nil {
+		a.stopped = true
 	}
 	return a
 }
@@ -154,6 +157,14 @@ func (c *Client) outcome(a *attempt) *JobOutcome {
 		o.Kind = OutcomeSucceeded
 		return o
 	}
+	if a.stopped {
+		// The worker is shutting down, not the job failing: give the job
+		// back without counting the attempt.
+		o.Kind = OutcomeInterrupted
+		o.Error = &AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
+			Message: "worker stopped before the attempt finished: " + a.err.Error()}
+		return o
+	}
 	je := classified(a.err)
 	if a.timedOut {
 		je = &JobError{Class: ClassTimeout, Err: fmt.Errorf("attempt exceeded its %s timeout", c.kind(job.Kind).Timeout)}
@@ -216,9 +227,21 @@ const (
 	ResultRequeued  = "interrupted"
 )
 
-// record writes an attempt's outcome and builds its result. A lost lease
-// writes nothing.
-func (c *Client) record(ctx context.Context, a *attempt) (*WorkResult, error) {
+// outcomeWriter records one outcome; a Worker batches them.
+type outcomeWriter func(ctx context.Context, o *JobOutcome) (OutcomeResult, error)
+
+// writeOutcome records one outcome in a transaction of its own.
+func (c *Client) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
+	rs, err := c.store.JobRecordOutcomes(ctx, []*JobOutcome{o})
+	if err != nil {
+		return OutcomeResult{}, err
+	}
+	return rs[0], nil
+}
+
+// record writes an attempt's outcome with write (nil: one transaction per
+// outcome) and builds its result. A lost lease writes nothing.
+func (c *Client) record(ctx context.Context, a *attempt, write outcomeWriter) (*WorkResult, error) {
 	job := a.job
 	id := job.ID
 	res := &WorkResult{JobID: &id, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
@@ -231,11 +254,13 @@ func (c *Client) record(ctx context.Context, a *attempt) (*WorkResult, error) {
 	if o.Error != nil {
 		res.Class, res.Error = o.Error.Class, o.Error.Message
 	}
-	rs, err := c.store.JobRecordOutcomes(context.WithoutCancel(ctx), []*JobOutcome{o})
+	if write == nil {
+		write = c.writeOutcome
+	}
+	r, err := write(context.WithoutCancel(ctx), o)
 	if err != nil {
 		return nil, fmt.Errorf("record outcome of job %s: %w", id, err)
 	}
-	r := rs[0]
 	if r.Err != nil {
 		res.Result = ResultLeaseLost
 		c.logger.Warn("lease lost", "job_id", id, "kind", job.Kind, "attempt", job.Attempt, "outcome", string(o.Kind))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -74,6 +75,9 @@ type Client struct {
 	retry       *RetryPolicy
 	maxAttempts int
 	logger      *slog.Logger
+
+	wakeMu sync.Mutex
+	wake   chan struct{} // closed by Wake; nil when no worker waits
 }
 
 // NewClient returns a client over store. It returns an error naming the
@@ -202,6 +206,7 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enq
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
+	c.Wake()
 	return rs, nil
 }
 

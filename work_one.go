@@ -64,7 +64,7 @@ func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, er
 		return &WorkResult{Result: ResultIdle}, nil
 	}
 	a := c.runAttempt(ctx, jobs[0], opts.Lease)
-	return c.record(ctx, a)
+	return c.record(ctx, a, nil)
 }
 
 // DefaultOwner names this process as host:pid.

@@ -1,0 +1,280 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// DefaultPollInterval is how often an idle worker looks for jobs it was not
+// woken for: jobs enqueued by other processes and scheduled jobs coming due.
+const DefaultPollInterval = time.Second
+
+// WorkerConfig configures a long-running Worker.
+type WorkerConfig struct {
+	// Queues maps each queue to work to the most jobs from it that run at
+	// once. Each queue has its own slots, so a flood of slow jobs in one
+	// cannot starve another. Default: {"default": 10}.
+	Queues map[string]int
+	// Lease is each claim's lease, renewed every third of it while the
+	// handler runs. Default: DefaultLease.
+	Lease time.Duration
+	// PollInterval is how often an idle queue looks for work it was not
+	// woken for. Default: DefaultPollInterval.
+	PollInterval time.Duration
+	// HeartbeatInterval is how often the worker records in the worker
+	// registry that it is alive, with its running and completed counts.
+	// After WorkerMissedHeartbeats intervals without one the registry shows
+	// it as gone. Default: DefaultWorkerHeartbeat.
+	HeartbeatInterval time.Duration
+	// Owner is the worker's id: its row in the worker registry and the
+	// lease_owner of its claims. Give each running Worker its own.
+	// Default: host:pid:random.
+	Owner string
+}
+
+// Worker runs jobs from one or more queues until stopped. It claims only as
+// many jobs as it has free slots, so one process never hoards work that
+// others could run. Create it with [Client.NewWorker].
+type Worker struct {
+	c      *Client
+	cfg    WorkerConfig
+	queues []string
+	kinds  []string
+
+	mu        sync.Mutex
+	state     int // 0 new, 1 started, 2 stopped
+	stopLoops context.CancelFunc
+	stopRun   context.CancelFunc
+	loops     sync.WaitGroup
+	running   sync.WaitGroup
+	done      chan struct{}
+
+	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
+	unbatched bool            // write each outcome alone (benchmarks set it to compare)
+	stats     workerCounters
+	reg       workerRegistration // see worker_registry.go
+}
+
+// NewWorker returns a worker for the kinds this client has handlers for.
+func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
+	kinds := c.handlerKinds()
+	if len(kinds) == 0 {
+		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}
+	}
+	sort.Strings(kinds)
+	if len(cfg.Queues) == 0 {
+		cfg.Queues = map[string]int{DefaultQueue: 10}
+	}
+	var queues []string
+	for q, n := range cfg.Queues {
+		if err := checkName("queue", q); err != nil {
+			return nil, err
+		}
+		if n < 1 {
+			return nil, &InputError{Field: "Queues", Message: fmt.Sprintf("queue %q has concurrency %d; give at least 1", q, n)}
+		}
+		queues = append(queues, q)
+	}
+	sort.Strings(queues)
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Lease < 0 {
+		return nil, &InputError{Field: "Lease", Message: "must be positive, e.g. 30s"}
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.PollInterval < 0 {
+		return nil, &InputError{Field: "PollInterval", Message: "must be positive, e.g. 1s"}
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultWorkerHeartbeat
+	}
+	if cfg.HeartbeatInterval < 0 {
+		return nil, &InputError{Field: "HeartbeatInterval", Message: "must be positive, e.g. 5s"}
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = defaultWorkerID()
+	}
+	return &Worker{c: c, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}, nil
+}
+
+// Start registers the worker in the worker registry and begins claiming and
+// running jobs. It returns at once; the work goes on until Stop is called or
+// ctx ends. A worker that cannot register does not start. Cancelling ctx is an abrupt stop:
+// running handlers are cancelled and their jobs given back. Use Stop for a
+// graceful drain.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != 0 {
+		return errors.New("start worker: already started")
+	}
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	w.state = 1
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+	w.stopLoops, w.stopRun = stopLoops, stopRuns
+	go func() {
+		// An ended ctx stops everything at once.
+		select {
+		case <-ctx.Done():
+			stopRuns()
+		case <-w.done:
+		}
+	}()
+	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
+	w.outcomes.start(ctx)
+	for _, q := range w.queues {
+		w.loops.Go(func() { w.runQueue(loopCtx, runCtx, q, w.cfg.Queues[q]) })
+	}
+	return nil
+}
+
+// Stop drains the worker: it stops claiming at once, lets running jobs finish
+// until ctx ends (the grace period), then cancels what is left and gives
+// those jobs back (queued, available at once, the interrupted attempt not
+// counted). It returns when every job has been recorded, and marks the
+// worker stopped in the registry. Stop is idempotent.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	switch w.state {
+	case 0:
+		w.state = 2
+		w.mu.Unlock()
+		close(w.done)
+		return nil
+	case 2:
+		w.mu.Unlock()
+		<-w.done
+		return nil
+	}
+	w.state = 2
+	w.mu.Unlock()
+
+	w.stopLoops()
+	w.loops.Wait()
+	finished := make(chan struct{})
+	go func() {
+		w.running.Wait()
+		close(finished)
+	}()
+	var err error
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		w.c.logger.Warn("grace period over; giving running jobs back")
+		w.stopRun()
+		<-finished
+		err = fmt.Errorf("stop worker: %w", context.Cause(ctx))
+	}
+	w.stopRun()
+	// Every job has returned, its outcome handed to the batcher and
+	// written: nothing can send to it any more.
+	w.outcomes.stop()
+	w.deregister(ctx)
+	close(w.done)
+	return err
+}
+
+// Done is closed when the worker has stopped.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// runQueue claims and runs jobs of one queue with at most n at once.
+func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
+	slots := make(chan struct{}, n) // a token per running job
+	freed := make(chan struct{}, 1)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		free := n - len(slots)
+		if free == 0 {
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-freed:
+				continue
+			}
+		}
+		wake := w.c.wakeChan()
+		jobs, err := w.c.store.JobClaimMany(loopCtx, &JobClaimParams{
+			Queues: []string{queue},
+			Kinds:  w.kinds,
+			Limit:  free,
+			Lease:  w.cfg.Lease,
+			Owner:  w.cfg.Owner,
+		})
+		if err != nil && loopCtx.Err() == nil {
+			w.c.logger.Error("claim failed", "queue", queue, "err", err)
+		}
+		if err == nil {
+			w.stats.claims.Add(1)
+			if len(jobs) == 0 {
+				w.stats.idleClaims.Add(1)
+			}
+		}
+		for _, job := range jobs {
+			slots <- struct{}{}
+			w.stats.running.Add(1)
+			w.running.Go(func() {
+				defer func() {
+					w.stats.running.Add(-1)
+					<-slots
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				}()
+				a := w.c.runAttempt(runCtx, job, w.cfg.Lease)
+				res, err := w.c.record(runCtx, a, w.outcomes.write)
+				if err != nil {
+					w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
+						"job_id", job.ID, "err", err)
+					return
+				}
+				w.noteResult(res)
+				w.stats.countResult(res)
+			})
+		}
+		if err == nil && len(jobs) == free {
+			continue // there may be more
+		}
+		poll.Reset(w.cfg.PollInterval)
+		select {
+		case <-loopCtx.Done():
+			return
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// wakeChan returns a channel closed at the next Wake.
+func (c *Client) wakeChan() <-chan struct{} {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	if c.wake == nil {
+		c.wake = make(chan struct{})
+	}
+	return c.wake
+}
+
+// Wake tells this process's idle workers to look for jobs now. Enqueue and
+// EnqueueMany call it after their transaction commits; call it after
+// committing a transaction that used EnqueueTx, or the workers find the job
+// at their next poll.
+func (c *Client) Wake() {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	if c.wake != nil {
+		close(c.wake)
+		c.wake = nil
+	}
+}

@@ -1,0 +1,128 @@
+package errand_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// TestWorkerBatchesOutcomes checks that outcomes finishing together share a
+// transaction, that every one is still recorded, and that Stats counts what
+// the worker did.
+func TestWorkerBatchesOutcomes(t *testing.T) {
+	ctx := context.Background()
+	s := openWorkerStore(t)
+	const n = 40
+	// Every handler waits until all n are running, so that their outcomes
+	// reach the batcher together.
+	var all sync.WaitGroup
+	all.Add(n)
+	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+		Name: "together",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			all.Done()
+			all.Wait()
+			return nil
+		}),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]errand.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = errand.EnqueueParams{Kind: "together"}
+	}
+	if _, err := c.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	workerWaitFor(t, 20*time.Second, func() bool { return w.Stats().JobsCompleted == n })
+	// Idle now: the poll keeps looking and finds nothing.
+	workerWaitFor(t, 10*time.Second, func() bool { return w.Stats().IdleClaims >= 2 })
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.JobsCompleted != n || st.JobsRunning != 0 || st.LeasesLost != 0 || st.JobsGivenBack != 0 {
+		t.Errorf("stats %+v, want %d completed, none running, lost or given back", st, n)
+	}
+	if st.OutcomeWrites >= n {
+		t.Errorf("%d outcome writes for %d jobs that finished together, want fewer", st.OutcomeWrites, n)
+	}
+	if st.Claims <= st.IdleClaims {
+		t.Errorf("claims %d, idle claims %d: want some claims to have found jobs", st.Claims, st.IdleClaims)
+	}
+	js, err := c.List(ctx, &errand.JobListParams{Limit: n + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.State != errand.StateSucceeded || j.Attempt != 1 {
+			t.Errorf("job %s: %s attempt %d, want succeeded attempt 1", j.ID, j.State, j.Attempt)
+		}
+	}
+}
+
+// TestWorkerStopWritesOutcomesOfDrainingJobs checks that outcomes arriving
+// during a drain, after claiming stopped, are still written: the batcher
+// stops only after the last job has returned.
+func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
+	ctx := context.Background()
+	s := openWorkerStore(t)
+	started := make(chan struct{}, 5)
+	release := make(chan struct{})
+	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+		Name: "held",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		}),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := c.Enqueue(ctx, "held", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		<-started
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(ctx) }()
+	time.Sleep(50 * time.Millisecond) // Stop is now waiting for the jobs
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	js, err := c.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.State != errand.StateSucceeded {
+			t.Errorf("job %s: %s, want succeeded", j.ID, j.State)
+		}
+	}
+	if got := w.Stats().JobsCompleted; got != 5 {
+		t.Errorf("JobsCompleted %d, want 5", got)
+	}
+}

@@ -1,0 +1,184 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+// maxOutcomeBatch bounds how many outcomes one transaction records.
+const maxOutcomeBatch = 100
+
+// outcomeBatcher records the outcomes of a Worker's attempts in batches: a
+// single goroutine takes every outcome waiting for it (up to
+// maxOutcomeBatch) and writes them with one JobRecordOutcomes call, so a
+// worker running many short jobs commits once per batch instead of once per
+// job (commits are what a store runs out of first; see DESIGN.md, Storage).
+// The store still fences each outcome by its own lease token. Nothing waits
+// to fill a batch: a lone outcome is written at once, and outcomes batch up
+// only while a write is in flight, so batching adds no latency.
+type outcomeBatcher struct {
+	store  Store
+	stats  *workerCounters
+	direct bool // no batching: each caller writes its own outcome
+	reqs   chan outcomeRequest
+	done   chan struct{}
+}
+
+type outcomeRequest struct {
+	o     *JobOutcome
+	reply chan outcomeReply // buffered: the batcher never blocks on a sender
+}
+
+type outcomeReply struct {
+	r   OutcomeResult
+	err error
+}
+
+func newOutcomeBatcher(store Store, stats *workerCounters, direct bool) *outcomeBatcher {
+	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest), done: make(chan struct{})}
+}
+
+// start runs the batcher until stop. ctx carries values to the store; its
+// cancellation is ignored, since a recorded outcome is what lets a job move
+// on without waiting for its lease to expire.
+func (b *outcomeBatcher) start(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(b.done)
+		batch := make([]outcomeRequest, 0, maxOutcomeBatch)
+		for req := range b.reqs {
+			batch = append(batch[:0], req)
+		fill:
+			for len(batch) < maxOutcomeBatch {
+				select {
+				case req, ok := <-b.reqs:
+					if !ok {
+						break fill
+					}
+					batch = append(batch, req)
+				default:
+					break fill
+				}
+			}
+			b.flush(ctx, batch)
+		}
+	}()
+}
+
+// write is the Worker's outcomeWriter: it hands o to the batcher and waits
+// for the batch that holds it to be written.
+func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
+	if b.direct {
+		b.stats.outcomeWrites.Add(1)
+		rs, err := b.store.JobRecordOutcomes(ctx, []*JobOutcome{o})
+		if err != nil {
+			return OutcomeResult{}, err
+		}
+		return rs[0], nil
+	}
+	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
+	select {
+	case b.reqs <- req:
+	case <-ctx.Done():
+		return OutcomeResult{}, context.Cause(ctx)
+	}
+	rep := <-req.reply
+	return rep.r, rep.err
+}
+
+// stop ends the batcher once every outcome handed to it is written. The
+// caller must make sure no write is in progress or will start: the Worker
+// calls it after all its jobs have returned.
+func (b *outcomeBatcher) stop() {
+	close(b.reqs)
+	<-b.done
+}
+
+// flush writes one batch and replies to every sender.
+func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
+	outcomes := make([]*JobOutcome, len(batch))
+	for i, req := range batch {
+		outcomes[i] = req.o
+	}
+	rs, err := b.store.JobRecordOutcomes(ctx, outcomes)
+	b.stats.outcomeWrites.Add(1)
+	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalid) {
+		// A store rejects a whole batch for one malformed outcome; write
+		// them one by one so that only that outcome fails.
+		for _, req := range batch {
+			b.flush(ctx, []outcomeRequest{req})
+		}
+		return
+	}
+	for i, req := range batch {
+		if err != nil {
+			req.reply <- outcomeReply{err: err}
+			continue
+		}
+		req.reply <- outcomeReply{r: rs[i]}
+	}
+}
+
+// workerCounters are a Worker's running totals, updated atomically.
+type workerCounters struct {
+	claims        atomic.Int64
+	idleClaims    atomic.Int64
+	completed     atomic.Int64
+	givenBack     atomic.Int64
+	leasesLost    atomic.Int64
+	outcomeWrites atomic.Int64
+	running       atomic.Int64
+}
+
+// WorkerRunStats are a Worker's totals since it started, for logs and
+// benchmarks. Read them with [Worker.Stats].
+type WorkerRunStats struct {
+	// Claims counts claim queries, one per queue each time it looked for
+	// work; IdleClaims counts those that found nothing. IdleClaims divided
+	// by the worker's uptime is the idle query rate: the load an idle
+	// worker puts on the store, governed by the poll interval.
+	Claims     int64
+	IdleClaims int64
+	// JobsRunning is how many jobs the worker holds now.
+	JobsRunning int64
+	// JobsCompleted counts attempts finished and recorded, whatever the
+	// outcome (succeeded, retrying, dead, snoozed).
+	JobsCompleted int64
+	// JobsGivenBack counts jobs given back on a drain, their attempt not
+	// counted.
+	JobsGivenBack int64
+	// LeasesLost counts attempts whose lease was lost: nothing about them
+	// was written, and the job is another worker's now.
+	LeasesLost int64
+	// OutcomeWrites counts the store transactions that recorded outcomes;
+	// JobsCompleted+JobsGivenBack over OutcomeWrites is the mean batch.
+	OutcomeWrites int64
+}
+
+// Stats returns the worker's totals so far. It is safe to call at any time,
+// also after Stop.
+func (w *Worker) Stats() WorkerRunStats {
+	s := &w.stats
+	return WorkerRunStats{
+		Claims:        s.claims.Load(),
+		IdleClaims:    s.idleClaims.Load(),
+		JobsRunning:   s.running.Load(),
+		JobsCompleted: s.completed.Load(),
+		JobsGivenBack: s.givenBack.Load(),
+		LeasesLost:    s.leasesLost.Load(),
+		OutcomeWrites: s.outcomeWrites.Load(),
+	}
+}
+
+// countResult adds a recorded attempt to the totals.
+func (s *workerCounters) countResult(res *WorkResult) {
+	switch res.Result {
+	case ResultLeaseLost:
+		s.leasesLost.Add(1)
+	case ResultRequeued:
+		s.givenBack.Add(1)
+	default:
+		s.completed.Add(1)
+	}
+}
