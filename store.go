@@ -141,6 +141,38 @@ type Store interface {
 	// EffectGet returns a ledger entry, or ErrNotFound.
 	EffectGet(ctx context.Context, key string) (*Effect, error)
 
+	// WorkerRegister records a starting worker: host, pid, queues and
+	// declared heartbeat interval, with started_at and heartbeat_at now. A
+	// registration is a fresh start: when a row with the ID exists it is
+	// replaced, counters zeroed, last_completed_at and stopped_at cleared.
+	// An empty ID or a heartbeat interval that is not positive is an
+	// *InputError and nothing is written. The record has status alive.
+	WorkerRegister(ctx context.Context, params *WorkerRegisterParams) (*WorkerRecord, error)
+
+	// WorkerHeartbeat records that worker id is alive: heartbeat_at now and
+	// the counters in stats (see [WorkerStats] for last_completed_at and
+	// the clock skew). A worker that is not registered, or that stopped, is
+	// ErrNotFound and nothing is written: the worker registers again.
+	// Negative counts or LastCompletedAgo are an *InputError.
+	WorkerHeartbeat(ctx context.Context, id string, stats WorkerStats) (*WorkerRecord, error)
+
+	// WorkerStop marks worker id stopped, with stopped_at now and
+	// jobs_running 0 (a worker stops after its jobs are recorded). Stopping
+	// again keeps the first stopped_at. An unknown id is ErrNotFound.
+	WorkerStop(ctx context.Context, id string) error
+
+	// WorkerList returns every registered worker, newest first (started_at
+	// descending, then id), each with its status computed from the store's
+	// clock by [WorkerStatusAt]. A negative StaleAfter is an *InputError.
+	WorkerList(ctx context.Context, params *WorkerListParams) ([]*WorkerRecord, error)
+
+	// WorkerPrune deletes the workers that are stopped or gone (by their
+	// own staleness window) and whose last sign of life (stopped_at, or
+	// heartbeat_at for a gone worker) is at least olderThan before now, and
+	// returns how many it deleted. An alive worker is never pruned. A
+	// negative olderThan is an *InputError.
+	WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error)
+
 	// Close releases the store's resources. It does not close a database
 	// handle the caller passed in.
 	Close() error

@@ -97,6 +97,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"List", listCases},
 		{"Stats", statsCases},
 		{"Effect", effectCases},
+		{"Workers", workerCases},
 		{"Concurrent", concurrentCases},
 	}
 	for _, g := range groups {

@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at,
+	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms`
+
+// scanWorker reads one registry row; the caller sets its status.
+func scanWorker(row scanner) (*errand.WorkerRecord, error) {
+	var (
+		w                     errand.WorkerRecord
+		queues                string
+		interval, start, beat int64
+		stopped, completed    sql.NullInt64
+	)
+	err := row.Scan(&w.ID, &w.Host, &w.PID, &queues, &interval, &start, &beat,
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
+		return nil, fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
+	}
+	if w.Queues == nil {
+		w.Queues = []errand.WorkerQueue{}
+	}
+	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
+	w.StartedAt = fromMicros(start)
+	w.HeartbeatAt = fromMicros(beat)
+	w.StoppedAt = nullMicros(stopped)
+	w.LastCompletedAt = nullMicros(completed)
+	return &w, nil
+}
+
+// WorkerRegister implements [errand.Store].
+func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
+	if p.ID == "" {
+		return nil, &errand.InputError{Field: "worker id", Message: "is empty; name the worker, e.g. host:pid"}
+	}
+	if p.HeartbeatInterval <= 0 {
+		return nil, &errand.InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
+	}
+	queues := p.Queues
+	if queues == nil {
+		queues = []errand.WorkerQueue{}
+	}
+	queuesJSON, err := json.Marshal(queues)
+	if err != nil {
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+	}
+	var w *errand.WorkerRecord
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		row := tx.QueryRowContext(ctx, `INSERT INTO errand_workers (id, host, pid, queues,
+				heartbeat_interval_us, started_at, heartbeat_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+				queues = excluded.queues, heartbeat_interval_us = excluded.heartbeat_interval_us,
+				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+				stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
+				jobs_completed = 0, clock_skew_ms = 0
+			RETURNING `+workerColumns,
+			p.ID, p.Host, p.PID, string(queuesJSON), p.HeartbeatInterval.Microseconds(), now, now)
+		var err error
+		w, err = scanWorker(row)
+		if err != nil {
+			return err
+		}
+		w.Status = errand.WorkerStatusAt(w, fromMicros(now), 0)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+	}
+	return w, nil
+}
+
+// WorkerHeartbeat implements [errand.Store]. SQLite's clock is the worker's
+// machine's, so it records no clock skew.
+func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
+	if st.JobsRunning < 0 || st.JobsCompleted < 0 || st.LastCompletedAgo < 0 {
+		return nil, &errand.InputError{Field: "worker stats", Message: "counts and last-completed age must not be negative"}
+	}
+	var w *errand.WorkerRecord
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		var last any // NULL when nothing completed
+		if st.JobsCompleted > 0 {
+			last = now - st.LastCompletedAgo.Microseconds()
+		}
+		// last_completed_at moves only when the count does, so that the
+		// worker's and the store's clocks drifting apart between beats do
+		// not make it wander.
+		row := tx.QueryRowContext(ctx, `UPDATE errand_workers SET heartbeat_at = ?,
+				last_completed_at = CASE
+					WHEN ? IS NULL THEN NULL
+					WHEN last_completed_at IS NULL OR jobs_completed <> ? THEN ?
+					ELSE last_completed_at END,
+				jobs_running = ?, jobs_completed = ?
+			WHERE id = ? AND stopped_at IS NULL
+			RETURNING `+workerColumns,
+			now, last, st.JobsCompleted, last, st.JobsRunning, st.JobsCompleted, id)
+		var err error
+		w, err = scanWorker(row)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errand.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		w.Status = errand.WorkerStatusAt(w, fromMicros(now), 0)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat worker %s: %w", id, err)
+	}
+	return w, nil
+}
+
+// WorkerStop implements [errand.Store].
+func (s *Store) WorkerStop(ctx context.Context, id string) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE errand_workers
+			SET stopped_at = coalesce(stopped_at, ?), jobs_running = 0 WHERE id = ?`,
+			micros(s.clock.Now()), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errand.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("stop worker %s: %w", id, err)
+	}
+	return nil
+}
+
+// WorkerList implements [errand.Store].
+func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
+	if p == nil {
+		p = &errand.WorkerListParams{}
+	}
+	if p.StaleAfter < 0 {
+		return nil, &errand.InputError{Field: "stale after", Message: "must not be negative; 0 means three heartbeat intervals"}
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT `+workerColumns+` FROM errand_workers
+		ORDER BY started_at DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	defer rows.Close()
+	now := fromMicros(micros(s.clock.Now()))
+	ws := []*errand.WorkerRecord{}
+	for rows.Next() {
+		w, err := scanWorker(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list workers: %w", err)
+		}
+		w.Status = errand.WorkerStatusAt(w, now, p.StaleAfter)
+		ws = append(ws, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	return ws, nil
+}
+
+// WorkerPrune implements [errand.Store].
+func (s *Store) WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error) {
+	if olderThan < 0 {
+		return 0, &errand.InputError{Field: "older than", Message: "must not be negative"}
+	}
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		cut := now - olderThan.Microseconds()
+		res, err := tx.ExecContext(ctx, `DELETE FROM errand_workers WHERE
+			(stopped_at IS NOT NULL AND stopped_at <= ?)
+			OR (stopped_at IS NULL AND heartbeat_at + ? * heartbeat_interval_us <= ? AND heartbeat_at <= ?)`,
+			cut, errand.WorkerMissedHeartbeats, now, cut)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune workers: %w", err)
+	}
+	return int(n), nil
+}

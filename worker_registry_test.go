@@ -1,0 +1,254 @@
+package errand_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/sqlite"
+)
+
+// registryClient opens its own store on path, as a separate worker process
+// would, and returns a client with a handler for "noop".
+func registryClient(t *testing.T, path string) (*errand.Client, *sqlite.Store) {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+		Name:    "noop",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
+func startRegistryWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *errand.Worker {
+	t.Helper()
+	w, err := c.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	return w
+}
+
+// registryRecord returns worker id's record from c's registry, or nil.
+func registryRecord(t *testing.T, c *errand.Client, id string) *errand.WorkerRecord {
+	t.Helper()
+	ws, err := c.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.ID == id {
+			return w
+		}
+	}
+	return nil
+}
+
+func TestWorkerRegistryListsWorkers(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "errand.db")
+	c1, _ := registryClient(t, path)
+	c2, _ := registryClient(t, path)
+	// A one-second interval makes a three-second window: wide enough that
+	// a slow machine does not see a live worker as gone.
+	w1 := startRegistryWorker(t, c1, errand.WorkerConfig{
+		Queues: map[string]int{"default": 3, "reports": 1}, HeartbeatInterval: time.Second, PollInterval: 20 * time.Millisecond,
+	})
+	w2 := startRegistryWorker(t, c2, errand.WorkerConfig{
+		Queues: map[string]int{"otp": 5}, HeartbeatInterval: time.Second, PollInterval: 20 * time.Millisecond,
+	})
+	if w1.ID() == w2.ID() {
+		t.Fatalf("two workers share the id %s", w1.ID())
+	}
+	host, _ := os.Hostname()
+	if !strings.HasPrefix(w1.ID(), host+":") {
+		t.Errorf("default worker id %q does not start with the host name %q", w1.ID(), host)
+	}
+
+	ws, err := c1.Workers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range ws {
+		got = append(got, w.ID)
+	}
+	if want := []string{w2.ID(), w1.ID()}; !slices.Equal(got, want) {
+		t.Fatalf("Workers = %v, want %v newest first", got, want)
+	}
+	for _, c := range []struct {
+		w      *errand.Worker
+		queues []errand.WorkerQueue
+	}{
+		{w1, []errand.WorkerQueue{{Name: "default", Concurrency: 3}, {Name: "reports", Concurrency: 1}}},
+		{w2, []errand.WorkerQueue{{Name: "otp", Concurrency: 5}}},
+	} {
+		r := registryRecord(t, c2, c.w.ID())
+		if r.Status != errand.WorkerAlive || r.StoppedAt != nil {
+			t.Errorf("worker %s: status %s, stopped_at %v; want alive", r.ID, r.Status, r.StoppedAt)
+		}
+		if !slices.Equal(r.Queues, c.queues) {
+			t.Errorf("worker %s: queues %v, want %v", r.ID, r.Queues, c.queues)
+		}
+		if r.Host != host || r.PID != os.Getpid() || time.Duration(r.HeartbeatInterval) != time.Second {
+			t.Errorf("worker %s: host %q pid %d interval %s; want %q %d 1s", r.ID, r.Host, r.PID, time.Duration(r.HeartbeatInterval), host, os.Getpid())
+		}
+		if r.JobsCompleted != 0 || r.LastCompletedAt != nil {
+			t.Errorf("worker %s: completed %d at %v before any job ran", r.ID, r.JobsCompleted, r.LastCompletedAt)
+		}
+	}
+
+	// Heartbeats move heartbeat_at on.
+	workerWaitFor(t, 10*time.Second, func() bool {
+		r := registryRecord(t, c1, w2.ID())
+		return r.HeartbeatAt.After(r.StartedAt)
+	})
+
+	// A job run by w2 shows in its counts at its next heartbeat, with the
+	// time it finished (not the time of the heartbeat, nor the worker's
+	// start), and its lease_owner names the registered worker.
+	res, err := c1.Enqueue(ctx, "noop", nil, &errand.EnqueueOpts{Queue: "otp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	workerWaitFor(t, 10*time.Second, func() bool {
+		r := registryRecord(t, c1, w2.ID())
+		return r != nil && r.JobsCompleted == 1
+	})
+	r := registryRecord(t, c1, w2.ID())
+	if r.LastCompletedAt == nil || r.LastCompletedAt.Before(before.Add(-50*time.Millisecond)) || !r.LastCompletedAt.Before(r.HeartbeatAt) {
+		t.Errorf("worker %s: last_completed_at %v, want when the job ran: after %v, before the heartbeat at %v", r.ID, r.LastCompletedAt, before, r.HeartbeatAt)
+	}
+	if !r.HeartbeatAt.After(r.StartedAt) {
+		t.Errorf("worker %s: heartbeat_at %v not after started_at %v", r.ID, r.HeartbeatAt, r.StartedAt)
+	}
+	j, err := c1.Get(ctx, res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.LeaseOwner == nil || *j.LeaseOwner != w2.ID() {
+		t.Errorf("job lease_owner %v, want the worker id %s", j.LeaseOwner, w2.ID())
+	}
+
+	// After one stops, it is listed as stopped and the other stays alive.
+	if err := w1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := registryRecord(t, c2, w1.ID()); r.Status != errand.WorkerStopped || r.StoppedAt == nil || r.JobsRunning != 0 {
+		t.Errorf("stopped worker: status %s, stopped_at %v, running %d; want stopped, set, 0", r.Status, r.StoppedAt, r.JobsRunning)
+	}
+	if r := registryRecord(t, c2, w2.ID()); r.Status != errand.WorkerAlive {
+		t.Errorf("the other worker: status %s, want alive", r.Status)
+	}
+}
+
+// TestWorkerRegistryGoneWhenHeartbeatsStop: a worker whose context is
+// cancelled without Stop (as near a crash as one process gets) stops
+// heartbeating and is shown as gone; a Stop afterwards marks it stopped.
+func TestWorkerRegistryGoneWhenHeartbeatsStop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	c, _ := registryClient(t, path)
+	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	workerWaitFor(t, 10*time.Second, func() bool {
+		r := registryRecord(t, c, w.ID())
+		return r != nil && r.HeartbeatAt.After(r.StartedAt)
+	})
+	cancel()
+	workerWaitFor(t, 10*time.Second, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerGone })
+	// Gone is final while nothing heartbeats.
+	time.Sleep(100 * time.Millisecond)
+	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerGone {
+		t.Fatalf("status %s after heartbeats stopped, want gone", r.Status)
+	}
+	w.Stop(context.Background())
+	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerStopped {
+		t.Errorf("status %s after Stop, want stopped", r.Status)
+	}
+}
+
+// TestWorkerRegistryRegistersAgain: a worker whose row was marked stopped
+// (or pruned) under it finds out at its next heartbeat and registers again.
+func TestWorkerRegistryRegistersAgain(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "errand.db")
+	c, s := registryClient(t, path)
+	w := startRegistryWorker(t, c, errand.WorkerConfig{HeartbeatInterval: 20 * time.Millisecond})
+	first := registryRecord(t, c, w.ID())
+	if err := s.WorkerStop(ctx, w.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WorkerPrune(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := registryRecord(t, c, w.ID()); r != nil {
+		t.Fatalf("worker still listed after prune: %+v", r)
+	}
+	workerWaitFor(t, 10*time.Second, func() bool {
+		r := registryRecord(t, c, w.ID())
+		return r != nil && r.Status == errand.WorkerAlive
+	})
+	if r := registryRecord(t, c, w.ID()); !r.StartedAt.After(first.StartedAt) {
+		t.Errorf("registered again with started_at %v, want after the first %v", r.StartedAt, first.StartedAt)
+	}
+}
+
+// TestWorkerStartFailsWithoutRegistry: a worker that cannot register does
+// not start, and says why.
+func TestWorkerStartFailsWithoutRegistry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	c, s := registryClient(t, path)
+	w, err := c.NewWorker(errand.WorkerConfig{Owner: "w-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	err = w.Start(context.Background())
+	if err == nil {
+		w.Stop(context.Background())
+		t.Fatal("Start succeeded on a closed store")
+	}
+	if !strings.Contains(err.Error(), "register w-1") {
+		t.Errorf("Start error %q does not say the registration failed", err)
+	}
+	select {
+	case <-w.Done():
+		t.Error("a worker that failed to start reports itself stopped before Stop")
+	default:
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Errorf("Stop after a failed Start: %v", err)
+	}
+}
+
+func TestWorkerConfigHeartbeatInterval(t *testing.T) {
+	c, _ := registryClient(t, filepath.Join(t.TempDir(), "errand.db"))
+	_, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: -time.Second})
+	if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "HeartbeatInterval") {
+		t.Errorf("NewWorker with a negative heartbeat interval: %v, want an InputError naming HeartbeatInterval", err)
+	}
+}
