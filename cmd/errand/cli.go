@@ -78,7 +78,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		enqueueCommand, workCommand, jobsCommand, inspectCommand, replayCommand,
+		enqueueCommand, workCommand, workersCommand, jobsCommand, inspectCommand, replayCommand,
 		cancelCommand, statsCommand, migrateCommand, demoCommand,
 	}
 }

@@ -93,7 +93,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"enqueue", "k", "--backoff-base", "1h", "--backoff-max", "1s"}, code: 2, line: "backoff base"},
 		{args: []string{"enqueue", "bad kind"}, code: 2, line: "kind"},
 		{args: []string{"enqueue", "k", "--id", ""}, code: 2, line: "--id is empty"},
-		{args: []string{"work", "--exec", "k=/bin/true"}, code: 2, line: "pass --once"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "default=0"}, code: 2, line: "N at least 1"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "a=2", "--queue", "a=3"}, code: 2, line: "twice"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--poll", "0s"}, code: 2, line: "--poll must be positive"},
+		{args: []string{"work", "--once", "--exec", "k=/bin/true", "--grace", "1s"}, code: 2, line: "--grace applies to the long-running worker"},
+		{args: []string{"work"}, code: 2, line: "--exec"},
 		{args: []string{"work", "--once"}, code: 2, line: "--exec"},
 		{args: []string{"work", "--once", "--exec", "k"}, code: 2, line: "KIND=COMMAND"},
 		{args: []string{"work", "--once", "--exec", "k=x", "--exec", "k=y"}, code: 2, line: "twice"},
@@ -355,7 +359,7 @@ func TestCancelAndReplayCancelled(t *testing.T) {
 
 func TestMigratePrintsSchemaVersion(t *testing.T) {
 	db := tempDB(t)
-	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 1\n" {
+	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 2\n" {
 		t.Errorf("migrate printed %q", r.stdout)
 	}
 }

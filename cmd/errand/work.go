@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,43 +14,84 @@ import (
 	"github.com/errandhq/errand/internal/exechandler"
 )
 
+// Defaults of the long-running worker.
+const (
+	defaultConcurrency = 10
+	defaultGrace       = 30 * time.Second
+)
+
 var workCommand = &command{
 	name:    "work",
-	args:    "--once --exec KIND=COMMAND... [flags]",
-	summary: "claim one job of a mapped kind, run it with a command, record the outcome",
+	args:    "--exec KIND=COMMAND... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--heartbeat DUR] [--timeout KIND=DUR...] [--once]",
+	summary: "run jobs of mapped kinds with commands until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
-shell. Only mapped kinds are claimed. The command gets the job's args on
-stdin and ERRAND_JOB_ID, ERRAND_ATTEMPT, ERRAND_LEASE_TOKEN in its
-environment; its output goes to this log. Exit 0 succeeds; 75 retries
-(class tempfail); 65 dead-letters (class permanent); any other status N
-retries (class exit_N); a signal retries (class signal).
+shell, in a process group of its own. Only mapped kinds are claimed. The
+command gets the job's args on stdin and ERRAND_JOB_ID, ERRAND_ATTEMPT,
+ERRAND_LEASE_TOKEN in its environment; its output goes to this log. Exit 0
+succeeds; 75 retries (class tempfail); 65 dead-letters (class permanent);
+any other status N retries (class exit_N); a signal retries (class signal).
+Past its --timeout the command's whole process group is killed and the
+attempt retries with class timeout.
 
-Prints one JSON line: {"result": "idle"|"succeeded"|"retrying"|"dead"|
-"lease_lost", "job_id": ..., "attempt": N}, and exits 0 whenever an
-outcome was recorded.`,
+Without --once, errand work runs until stopped. Each --queue NAME=N runs
+queue NAME with at most N jobs at once, with slots of its own, so a backlog
+in one queue cannot starve another (default: default=10; NAME alone means
+N=10). It claims only as many jobs as it has free slots, renews each lease
+every third of --lease while the command runs, and looks for jobs every
+--poll when idle (jobs enqueued by other processes are seen at the next
+poll). It logs to stderr: one line per job outcome with job_id, kind,
+attempt, duration and class, and a summary at exit.
+
+The first SIGTERM or SIGINT drains: claiming stops at once, running jobs get
+--grace to finish, then the rest are cancelled (their process groups killed)
+and given back: queued, available at once, the interrupted attempt not
+counted. Then errand work exits 0. A second signal exits at once with status
+1: running commands are killed and nothing is given back; their leases
+expire and another worker runs the jobs again.
+
+With --once it claims one job, runs it, prints one JSON line:
+{"result": "idle"|"succeeded"|"retrying"|"dead"|"lease_lost", "job_id": ...,
+"attempt": N}, and exits 0 whenever an outcome was recorded.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		once := fs.Bool("once", false, "claim and run one job, then exit (required for now)")
+		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
-		queues := listFlag(fs, "queue", "claim from `QUEUE` (repeatable; default \"default\")")
+		queues := listFlag(fs, "queue", "work queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		lease := durationFlag(fs, "lease", "lease `DUR`, renewed every third of it while the command runs (default 30s)")
+		grace := durationFlag(fs, "grace", "on SIGTERM, let running jobs finish for `DUR` before giving them back (default 30s)")
+		poll := durationFlag(fs, "poll", "when idle, look for jobs every `DUR` (default 1s)")
+		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; map kinds with --exec KIND=COMMAND", pos[0])
 			}
-			if !*once {
-				return usagef("the long-running worker is not available yet; pass --once to work one job")
-			}
 			if len(*execs) == 0 {
-				return usagef("give at least one --exec KIND=COMMAND: errand work --once --exec send_receipt=./send_receipt.sh")
+				return usagef("give at least one --exec KIND=COMMAND: errand work --exec send_receipt=./send_receipt.sh")
 			}
 			if isSet(fs, "lease") && *lease == 0 {
 				return usagef("--lease must be positive, e.g. 30s")
 			}
-			kinds, err := execKinds(*execs, *timeouts, e)
+			if isSet(fs, "poll") && *poll == 0 {
+				return usagef("--poll must be positive, e.g. 1s")
+			}
+			if isSet(fs, "heartbeat") && *heartbeat == 0 {
+				return usagef("--heartbeat must be positive, e.g. 5s")
+			}
+			if *once {
+				for _, name := range []string{"grace", "poll", "heartbeat"} {
+					if isSet(fs, name) {
+						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
+					}
+				}
+			}
+			qs, err := parseQueues(*queues)
+			if err != nil {
+				return err
+			}
+			kinds, handlers, err := execKinds(*execs, *timeouts, e)
 			if err != nil {
 				return err
 			}
@@ -57,52 +100,174 @@ outcome was recorded.`,
 				return err
 			}
 			defer closeDB()
-			res, err := c.WorkOne(ctx, errand.WorkOneOpts{Queues: *queues, Lease: *lease})
+			if *once {
+				return workOnce(ctx, c, qs, *lease, e)
+			}
+			cfg := errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, HeartbeatInterval: *heartbeat}
+			if cfg.Lease == 0 {
+				cfg.Lease = errand.DefaultLease
+			}
+			if cfg.PollInterval == 0 {
+				cfg.PollInterval = errand.DefaultPollInterval
+			}
+			if !isSet(fs, "grace") {
+				*grace = defaultGrace
+			}
+			w, err := c.NewWorker(cfg)
 			if err != nil {
 				return err
 			}
-			b, err := json.Marshal(res)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(e.stdout, "%s\n", b)
-			return err
+			return runWorker(ctx, w, cfg, qs, kinds, *grace, handlers, e)
 		}
 	},
 }
 
+// workOnce claims, runs and records one job, and prints what happened.
+func workOnce(ctx context.Context, c *errand.Client, qs queueFlags, lease time.Duration, e *env) error {
+	res, err := c.WorkOne(ctx, errand.WorkOneOpts{Queues: qs.names, Lease: lease})
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+	return err
+}
+
+// runWorker runs w until ctx ends, then drains it for grace. It returns nil
+// after a drain, whether or not jobs had to be given back; it returns an
+// error when a second signal (forceStop) cut the drain short.
+func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, qs queueFlags, kinds []errand.Kind, grace time.Duration, handlers []*exechandler.Handler, e *env) error {
+	// The worker's own context never ends: a stop is always a drain.
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	start := time.Now()
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.Name
+	}
+	e.logger.Info("worker started", "worker_id", w.ID(), "queues", qs.String(), "kinds", strings.Join(names, ","),
+		"poll", cfg.PollInterval.String(), "lease", cfg.Lease.String(), "grace", grace.String())
+
+	<-ctx.Done()
+	e.logger.Info("draining: claiming stopped, waiting for running jobs", "running", w.Stats().JobsRunning, "grace", grace.String())
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(graceCtx) }()
+	select {
+	case <-stopped:
+		// A grace period that ran out is not a failure: the worker gave
+		// the jobs back, and the library logged it.
+	case <-forceStop(ctx):
+		killed := 0
+		for _, h := range handlers {
+			killed += h.KillAll()
+		}
+		logSummary(e, w, start, "worker stopped at once")
+		return fmt.Errorf("second signal: stopped without draining; killed %d running commands, whose jobs run again once their leases expire (within %s)", killed, cfg.Lease)
+	}
+	logSummary(e, w, start, "worker stopped")
+	return nil
+}
+
+func logSummary(e *env, w *errand.Worker, start time.Time, msg string) {
+	up := time.Since(start)
+	st := w.Stats()
+	idleRate := 0.0
+	if up > 0 {
+		idleRate = float64(st.IdleClaims) / up.Seconds()
+	}
+	e.logger.Info(msg, "worker_id", w.ID(), "uptime", approx(up), "jobs_run", st.JobsCompleted,
+		"given_back", st.JobsGivenBack, "leases_lost", st.LeasesLost, "running", st.JobsRunning,
+		"claims", st.Claims, "idle_claims", st.IdleClaims,
+		"idle_claims_per_second", strconv.FormatFloat(idleRate, 'f', 2, 64),
+		"outcome_writes", st.OutcomeWrites)
+}
+
+// queueFlags are the --queue flags: names in the order given, and each
+// queue's concurrency.
+type queueFlags struct {
+	names       []string
+	concurrency map[string]int
+}
+
+func (q queueFlags) String() string {
+	names := append([]string(nil), q.names...)
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s=%d", n, q.concurrency[n])
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseQueues reads --queue NAME=N flags; NAME alone means N=10, and no
+// flag at all means default=10. --once claims from every named queue and
+// ignores N.
+func parseQueues(specs []string) (queueFlags, error) {
+	if len(specs) == 0 {
+		specs = []string{errand.DefaultQueue}
+	}
+	q := queueFlags{concurrency: map[string]int{}}
+	for _, spec := range specs {
+		name, n := spec, defaultConcurrency
+		if i := strings.LastIndexByte(spec, '='); i >= 0 {
+			v, err := strconv.Atoi(spec[i+1:])
+			if err != nil || v < 1 {
+				return queueFlags{}, usagef("--queue %q: write NAME=N with N at least 1, e.g. --queue reports=2", spec)
+			}
+			name, n = spec[:i], v
+		}
+		if name == "" {
+			return queueFlags{}, usagef("--queue %q names no queue; write NAME=N, e.g. --queue reports=2", spec)
+		}
+		if _, dup := q.concurrency[name]; dup {
+			return queueFlags{}, usagef("--queue names queue %q twice; give it once", name)
+		}
+		q.names = append(q.names, name)
+		q.concurrency[name] = n
+	}
+	return q, nil
+}
+
 // execKinds builds a kind with an exec handler for every --exec, with the
-// timeouts --timeout gives.
-func execKinds(execs, timeouts []string, e *env) ([]errand.Kind, error) {
+// timeouts --timeout gives, and returns the handlers too.
+func execKinds(execs, timeouts []string, e *env) ([]errand.Kind, []*exechandler.Handler, error) {
 	byName := map[string]*errand.Kind{}
 	var order []string
+	var handlers []*exechandler.Handler
 	for _, spec := range execs {
 		kind, command, ok := strings.Cut(spec, "=")
 		if !ok || kind == "" || strings.TrimSpace(command) == "" {
-			return nil, usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
+			return nil, nil, usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
 		}
 		if _, dup := byName[kind]; dup {
-			return nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
+			return nil, nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
 		}
 		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger})
 		if err != nil {
-			return nil, usagef("--exec %q: %v", spec, err)
+			return nil, nil, usagef("--exec %q: %v", spec, err)
 		}
 		byName[kind] = &errand.Kind{Name: kind, Handler: h}
 		order = append(order, kind)
+		handlers = append(handlers, h)
 	}
 	for _, spec := range timeouts {
 		kind, dur, ok := strings.Cut(spec, "=")
 		if !ok || kind == "" {
-			return nil, usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
+			return nil, nil, usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
 		}
 		k := byName[kind]
 		if k == nil {
-			return nil, usagef("--timeout names kind %q, which no --exec maps", kind)
+			return nil, nil, usagef("--timeout names kind %q, which no --exec maps", kind)
 		}
 		d, err := time.ParseDuration(dur)
 		if err != nil || d <= 0 {
-			return nil, usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
+			return nil, nil, usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
 		}
 		k.Timeout = d
 	}
@@ -110,5 +275,5 @@ func execKinds(execs, timeouts []string, e *env) ([]errand.Kind, error) {
 	for i, name := range order {
 		kinds[i] = *byName[name]
 	}
-	return kinds, nil
+	return kinds, handlers, nil
 }

@@ -79,6 +79,9 @@ type Handler struct {
 	argv      []string
 	logger    *slog.Logger
 	waitDelay time.Duration
+
+	mu      sync.Mutex
+	running map[int]*os.Process // commands started and not yet reaped, by pid
 }
 
 // Options configure a Handler.
@@ -108,7 +111,23 @@ func New(command string, opts *Options) (*Handler, error) {
 	if o.WaitDelay <= 0 {
 		o.WaitDelay = DefaultWaitDelay
 	}
-	return &Handler{argv: argv, logger: o.Logger, waitDelay: o.WaitDelay}, nil
+	return &Handler{argv: argv, logger: o.Logger, waitDelay: o.WaitDelay, running: map[int]*os.Process{}}, nil
+}
+
+// KillAll kills the process group of every command this handler is running
+// and returns how many it killed. A worker that must exit at once (a second
+// SIGTERM) calls it so that no command outlives it unsupervised: the jobs'
+// leases expire and other workers run them again.
+func (h *Handler) KillAll() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, p := range h.running {
+		if killGroup(p) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Argv returns the command's argument vector.
@@ -150,6 +169,10 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 		return startError(name, err)
 	}
 
+	h.mu.Lock()
+	h.running[cmd.Process.Pid] = cmd.Process
+	h.mu.Unlock()
+
 	log := h.logger.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "pid", cmd.Process.Pid)
 	tail := newTail(stderrTail)
 	var wg sync.WaitGroup
@@ -170,7 +193,10 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	})
 
 	waitErr := cmd.Wait()
+	h.mu.Lock()
 	_ = killGroup(cmd.Process)
+	delete(h.running, cmd.Process.Pid)
+	h.mu.Unlock()
 	h.drain(&wg, stdinW, stdoutR, stderrR)
 	closeAll(stdoutR, stderrR)
 
