@@ -173,9 +173,65 @@ type Store interface {
 	// negative olderThan is an *InputError.
 	WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error)
 
+	// LeaderElect makes holder the leader of name until now+TTL, on the
+	// store's clock, when nobody leads or the current lease has expired or
+	// holder already leads (a renewal). It reports whether holder leads
+	// after the call and the lease's end. Leadership decides what must run
+	// once per cluster: sweeps between claims, registry cleanup, later
+	// retention and cron.
+	LeaderElect(ctx context.Context, params *LeaderElectParams) (*Leader, error)
+
+	// LeaderResign ends holder's lease on name at once, so another process
+	// may lead without waiting for it to expire. Resigning a lease one does
+	// not hold changes nothing and is not an error.
+	LeaderResign(ctx context.Context, name, holder string) error
+
+	// LeaderGet returns the current leader of name, or ErrNotFound when no
+	// lease is live.
+	LeaderGet(ctx context.Context, name string) (*Leader, error)
+
 	// Close releases the store's resources. It does not close a database
 	// handle the caller passed in.
 	Close() error
+}
+
+// Notifier is an optional capability of a Store: waking workers in other
+// processes when jobs are enqueued, so they need not wait for their next
+// poll. Polling remains the floor; a notification is a hint, never the only
+// way a job is found.
+type Notifier interface {
+	// NotifyQueues announces new jobs in queues to listening workers in
+	// every process. Callers send it after the enqueue transaction commits,
+	// never inside it; a store may coalesce notifications sent close
+	// together.
+	NotifyQueues(ctx context.Context, queues []string) error
+
+	// ListenQueues delivers the name of each queue with new jobs until ctx
+	// ends, then closes the channel. A dropped connection is re-established
+	// by the store; after reconnecting it delivers the empty name "", which
+	// means "look at every queue now", so nothing enqueued while it was
+	// disconnected waits for the next poll.
+	ListenQueues(ctx context.Context) (<-chan string, error)
+}
+
+// LeaderElectParams describes an election attempt.
+type LeaderElectParams struct {
+	// Name of the leadership, e.g. "errand".
+	Name string
+	// Holder identifies the candidate (a worker id).
+	Holder string
+	// TTL is how long the lease lasts unless renewed.
+	TTL time.Duration
+}
+
+// Leader is the holder of a leadership lease.
+type Leader struct {
+	Name    string    `json:"name"`
+	Holder  string    `json:"holder"`
+	Until   time.Time `json:"until"`
+	Elected time.Time `json:"elected_at"`
+	// Leading reports, in LeaderElect's result, whether the caller holds it.
+	Leading bool `json:"-"`
 }
 
 // Clock tells the time. Stores take one so that tests can move time; the

@@ -98,6 +98,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"Stats", statsCases},
 		{"Effect", effectCases},
 		{"Workers", workerCases},
+		{"Leader", leaderCases},
 		{"Concurrent", concurrentCases},
 	}
 	for _, g := range groups {

@@ -1,0 +1,69 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/errandhq/errand"
+)
+
+// LeaderElect implements [errand.Store].
+func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
+	if p.Name == "" || p.Holder == "" || p.TTL <= 0 {
+		return nil, &errand.InputError{Field: "leader", Message: "name, holder and a positive TTL are required"}
+	}
+	var l errand.Leader
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		// Take the lease when it is free or expired; renew it when held.
+		_, err := tx.ExecContext(ctx, `INSERT INTO errand_leaders (name, holder, elected_at, until)
+			VALUES (?1, ?2, ?3, ?4)
+			ON CONFLICT (name) DO UPDATE SET
+				elected_at = CASE WHEN errand_leaders.holder = excluded.holder
+					THEN errand_leaders.elected_at ELSE excluded.elected_at END,
+				holder = excluded.holder, until = excluded.until
+			WHERE errand_leaders.holder = excluded.holder OR errand_leaders.until <= ?3`,
+			p.Name, p.Holder, now, now+p.TTL.Microseconds())
+		if err != nil {
+			return err
+		}
+		var elected, until int64
+		if err := tx.QueryRowContext(ctx, `SELECT holder, elected_at, until FROM errand_leaders WHERE name = ?`, p.Name).
+			Scan(&l.Holder, &elected, &until); err != nil {
+			return err
+		}
+		l.Name, l.Elected, l.Until = p.Name, fromMicros(elected), fromMicros(until)
+		l.Leading = l.Holder == p.Holder && until > now
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("elect leader: %w", err)
+	}
+	return &l, nil
+}
+
+// LeaderResign implements [errand.Store].
+func (s *Store) LeaderResign(ctx context.Context, name, holder string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM errand_leaders WHERE name = ? AND holder = ?`, name, holder)
+		return err
+	})
+}
+
+// LeaderGet implements [errand.Store].
+func (s *Store) LeaderGet(ctx context.Context, name string) (*errand.Leader, error) {
+	var l errand.Leader
+	var elected, until int64
+	err := s.read.QueryRowContext(ctx, `SELECT holder, elected_at, until FROM errand_leaders
+		WHERE name = ? AND until > ?`, name, micros(s.clock.Now())).Scan(&l.Holder, &elected, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errand.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.Name, l.Elected, l.Until = name, fromMicros(elected), fromMicros(until)
+	return &l, nil
+}
