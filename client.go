@@ -68,7 +68,9 @@ type HandlerFunc func(ctx context.Context, job *Job) error
 func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
 
 // Client enqueues, inspects and runs jobs through a Store. It is safe for
-// concurrent use.
+// concurrent use. When its store is a [Notifier], the client announces new
+// jobs to other processes in the background: call [Client.Close] when done
+// with it, before closing the store.
 type Client struct {
 	store       Store
 	kinds       map[string]*Kind
@@ -77,7 +79,9 @@ type Client struct {
 	logger      *slog.Logger
 
 	wakeMu sync.Mutex
-	wake   chan struct{} // closed by Wake; nil when no worker waits
+	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
+
+	notifier *queueNotifier // nil unless the store is a Notifier
 }
 
 // NewClient returns a client over store. It returns an error naming the
@@ -104,6 +108,9 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if n, ok := store.(Notifier); ok {
+		c.notifier = newQueueNotifier(c, n)
 	}
 	for i := range cfg.Kinds {
 		k := cfg.Kinds[i]
@@ -186,7 +193,8 @@ func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *Enque
 
 // EnqueueTx inserts one job inside tx, the caller's transaction: the job
 // exists if and only if tx commits. On SQLite tx is a *sql.Tx from the
-// database sqlite.Open returned.
+// database sqlite.Open returned. Call [Client.Wake] after tx commits, so
+// that idle workers start the job at once rather than at their next poll.
 func (c *Client) EnqueueTx(ctx context.Context, tx any, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
 	rs, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{enqueueParams(kind, args, opts)})
 	if err != nil {
@@ -206,11 +214,21 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enq
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
-	c.Wake()
+	var fresh []*JobInsertParams // a duplicate is no news to a worker
+	for i, r := range rs {
+		if !r.Duplicate {
+			fresh = append(fresh, ps[i])
+		}
+	}
+	if len(fresh) > 0 {
+		c.Wake(queuesOf(fresh)...)
+	}
 	return rs, nil
 }
 
-// EnqueueManyTx inserts jobs inside the caller's transaction.
+// EnqueueManyTx inserts jobs inside the caller's transaction. Call
+// [Client.Wake] after the transaction commits, so that idle workers start
+// the jobs at once rather than at their next poll.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueueParams) ([]EnqueueResult, error) {
 	ps, err := c.insertParams(params)
 	if err != nil {
@@ -219,6 +237,9 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueuePara
 	rs, err := c.store.JobInsertManyTx(ctx, tx, ps)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	if c.notifier != nil {
+		c.notifier.noteTx(queuesOf(ps))
 	}
 	return rs, nil
 }

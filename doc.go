@@ -49,7 +49,8 @@
 // A queued job whose available_at is in the future is a scheduled job. A
 // retrying job is a failed job waiting out its backoff. succeeded, dead and
 // cancelled are terminal; only an explicit replay changes them. Expired
-// leases are swept inside every claim transaction.
+// leases are swept inside every claim transaction, and between claims by the
+// leader (see Workers).
 //
 // # Failures
 //
@@ -61,4 +62,31 @@
 // class "timeout", and a job past its deadline dies with class "expired".
 // Retries wait with equal jitter (see [RetryPolicy]) and stop after
 // max_attempts, default [DefaultMaxAttempts].
+//
+// # Workers
+//
+// A [Worker] ([Client.NewWorker]) runs jobs for days: [Worker.Start] begins,
+// [Worker.Stop] drains. Each queue in [WorkerConfig].Queues has its own
+// slots, so a backlog in one cannot starve another, and a worker claims only
+// as many jobs as it has free slots. While a handler runs, its lease is
+// renewed every third of [WorkerConfig].Lease; a renewal that finds the
+// lease lost cancels the handler and writes nothing. Outcomes are recorded
+// in batches, each fenced by its own token. The worker records itself in a
+// registry ([Client.Workers]) and heartbeats there. Stop stops claiming at
+// once, lets running jobs finish until its context ends, then gives the rest
+// back without counting their attempt.
+//
+// An idle queue waits for a wake-up or its poll interval, whichever comes
+// first. An enqueue wakes the workers of its process at once ([Client.Wake]
+// after [Client.EnqueueTx]); when the store is a [Notifier], it also wakes
+// workers in other processes, announced after the commit and coalesced.
+// Polling stays the floor: a lost announcement delays a job by one poll at
+// most. A client whose store is a Notifier should be closed with
+// [Client.Close].
+//
+// One worker of the cluster leads ([Worker.Leading], [Client.Leader]): it
+// holds a lease of [WorkerConfig].LeaderTTL on the store's clock and sweeps
+// expired leases every SweepInterval, so a dead worker's jobs are recovered
+// even in a queue nobody claims from, and prunes the registry. A leader that
+// cannot renew stops leading before its lease ends; a draining one resigns.
 package errand

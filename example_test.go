@@ -111,6 +111,10 @@ func ExampleClient_EnqueueTx() {
 			if err := tx.Commit(); err != nil {
 				log.Fatal(err)
 			}
+			// Idle workers start the job now rather than at their next
+			// poll: in this process, and in others when the store can
+			// announce new jobs (PostgreSQL).
+			client.Wake()
 		}
 	}
 	pay("pay_1", true)
@@ -257,4 +261,58 @@ func ExampleClient_Replay() {
 	// work one: succeeded
 	// audit: replay 1 by ana, was dead: customer updated the card
 	// true
+}
+
+// A long-running worker runs jobs until stopped, and one worker of the
+// cluster leads: it sweeps expired leases and prunes the worker registry.
+// Stop drains the worker and resigns its leadership.
+func ExampleWorker() {
+	ctx := context.Background()
+	store, closeStore := openExampleStore()
+	defer closeStore()
+	done := make(chan string, 1)
+	client, err := errand.NewClient(store, errand.Config{Kinds: []errand.Kind{{
+		Name: "send_receipt",
+		Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+			done <- job.ID
+			return nil
+		}),
+	}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	worker, err := client.NewWorker(errand.WorkerConfig{Queues: map[string]int{"default": 4}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Enqueue(ctx, "send_receipt", nil, &errand.EnqueueOpts{ID: "receipt:pay_1"}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ran", <-done)
+
+	for !worker.Leading() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	leader, err := client.Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("this worker leads:", leader.Holder == worker.ID())
+
+	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // the grace period
+	defer cancel()
+	if err := worker.Stop(stopCtx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Leader(ctx); errors.Is(err, errand.ErrNotFound) {
+		fmt.Println("no leader once it stopped")
+	}
+	// Output:
+	// ran receipt:pay_1
+	// this worker leads: true
+	// no leader once it stopped
 }

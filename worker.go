@@ -25,6 +25,11 @@ type WorkerConfig struct {
 	// PollInterval is how often an idle queue looks for work it was not
 	// woken for. Default: DefaultPollInterval.
 	PollInterval time.Duration
+	// PollOnly turns off listening for the store's wake-ups (see
+	// [Notifier]), leaving polling alone to find jobs from other
+	// processes: for PostgreSQL behind a pooler in transaction mode, where
+	// LISTEN is unavailable.
+	PollOnly bool
 	// HeartbeatInterval is how often the worker records in the worker
 	// registry that it is alive, with its running and completed counts.
 	// After WorkerMissedHeartbeats intervals without one the registry shows
@@ -34,6 +39,16 @@ type WorkerConfig struct {
 	// lease_owner of its claims. Give each running Worker its own.
 	// Default: host:pid:random.
 	Owner string
+	// LeaderTTL is the lease of the cluster's leadership, which every
+	// Worker competes for: the leader sweeps expired leases between claims
+	// and prunes the worker registry. A leader renews every third of it and
+	// stops leading after two thirds of it without a renewal, before its
+	// lease ends. Default: DefaultLeaderTTL; at least 30ms.
+	LeaderTTL time.Duration
+	// SweepInterval is how often the leader sweeps expired leases and
+	// passed deadlines, so a job whose worker died is recovered even when no
+	// worker claims from its queue. Default: DefaultSweepInterval.
+	SweepInterval time.Duration
 }
 
 // Worker runs jobs from one or more queues until stopped. It claims only as
@@ -57,6 +72,7 @@ type Worker struct {
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
 	stats     workerCounters
 	reg       workerRegistration // see worker_registry.go
+	leader    workerLeadership   // see worker_leader.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -101,12 +117,17 @@ func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = defaultWorkerID()
 	}
+	if err := checkLeaderConfig(&cfg); err != nil {
+		return nil, err
+	}
 	return &Worker{c: c, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}, nil
 }
 
 // Start registers the worker in the worker registry and begins claiming and
-// running jobs. It returns at once; the work goes on until Stop is called or
-// ctx ends. A worker that cannot register does not start. Cancelling ctx is an abrupt stop:
+// running jobs, listening for the store's wake-ups unless PollOnly, and
+// competing for the cluster's leadership. It returns at once; the work goes
+// on until Stop is called or ctx ends. A worker that cannot register does
+// not start. Cancelling ctx is an abrupt stop:
 // running handlers are cancelled and their jobs given back. Use Stop for a
 // graceful drain.
 func (w *Worker) Start(ctx context.Context) error {
@@ -132,6 +153,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	}()
 	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
 	w.outcomes.start(ctx)
+	// Listen before the first claim, so no notification falls between them.
+	if notes := w.listen(loopCtx); notes != nil {
+		w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
+	}
+	w.loops.Go(func() { w.lead(loopCtx) })
 	for _, q := range w.queues {
 		w.loops.Go(func() { w.runQueue(loopCtx, runCtx, q, w.cfg.Queues[q]) })
 	}
@@ -141,8 +167,10 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop drains the worker: it stops claiming at once, lets running jobs finish
 // until ctx ends (the grace period), then cancels what is left and gives
 // those jobs back (queued, available at once, the interrupted attempt not
-// counted). It returns when every job has been recorded, and marks the
-// worker stopped in the registry. Stop is idempotent.
+// counted). A leader resigns as soon as claiming stops, so another worker
+// takes over without waiting for the lease to expire. Stop returns when
+// every job has been recorded, and marks the worker stopped in the registry.
+// Stop is idempotent.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	switch w.state {
@@ -203,7 +231,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				continue
 			}
 		}
-		wake := w.c.wakeChan()
+		wake := w.c.wakeChan(queue)
 		jobs, err := w.c.store.JobClaimMany(loopCtx, &JobClaimParams{
 			Queues: []string{queue},
 			Kinds:  w.kinds,
@@ -253,28 +281,5 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		case <-wake:
 		case <-poll.C:
 		}
-	}
-}
-
-// wakeChan returns a channel closed at the next Wake.
-func (c *Client) wakeChan() <-chan struct{} {
-	c.wakeMu.Lock()
-	defer c.wakeMu.Unlock()
-	if c.wake == nil {
-		c.wake = make(chan struct{})
-	}
-	return c.wake
-}
-
-// Wake tells this process's idle workers to look for jobs now. Enqueue and
-// EnqueueMany call it after their transaction commits; call it after
-// committing a transaction that used EnqueueTx, or the workers find the job
-// at their next poll.
-func (c *Client) Wake() {
-	c.wakeMu.Lock()
-	defer c.wakeMu.Unlock()
-	if c.wake != nil {
-		close(c.wake)
-		c.wake = nil
 	}
 }

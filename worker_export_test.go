@@ -1,6 +1,16 @@
 package errand
 
+import "time"
+
 // UnbatchOutcomes makes w write each outcome in a transaction of its own, as
 // workers did before outcome batching, so that a benchmark can compare the
 // two in one run. Call it before Start.
 func UnbatchOutcomes(w *Worker) { w.unbatched = true }
+
+// SetNotifyCoalesce sets how long c's notifier gathers queue names between
+// notifications. Call it before the first enqueue.
+func SetNotifyCoalesce(c *Client, d time.Duration) {
+	if c.notifier != nil {
+		c.notifier.window = d
+	}
+}

@@ -412,7 +412,10 @@ func openClient(ctx context.Context, flagValue string, mode openMode, cfg errand
 		st.Close()
 		return nil, nil, err
 	}
-	return c, func() { st.Close() }, nil
+	return c, func() {
+		c.Close() // sends pending wake-ups to other processes' workers
+		st.Close()
+	}, nil
 }
 
 // jobError turns the library's errors about one job into the line an

@@ -97,6 +97,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "a=2", "--queue", "a=3"}, code: 2, line: "twice"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--poll", "0s"}, code: 2, line: "--poll must be positive"},
 		{args: []string{"work", "--once", "--exec", "k=/bin/true", "--grace", "1s"}, code: 2, line: "--grace applies to the long-running worker"},
+		{args: []string{"work", "--once", "--exec", "k=/bin/true", "--poll-only"}, code: 2, line: "--poll-only applies to the long-running worker"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--leader-ttl", "10ms"}, code: 2, line: "--leader-ttl must be at least 30ms"},
 		{args: []string{"work"}, code: 2, line: "--exec"},
 		{args: []string{"work", "--once"}, code: 2, line: "--exec"},
 		{args: []string{"work", "--once", "--exec", "k"}, code: 2, line: "KIND=COMMAND"},

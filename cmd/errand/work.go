@@ -22,7 +22,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--heartbeat DUR] [--timeout KIND=DUR...] [--once]",
+	args:    "--exec KIND=COMMAND... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--once]",
 	summary: "run jobs of mapped kinds with commands until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -39,9 +39,22 @@ queue NAME with at most N jobs at once, with slots of its own, so a backlog
 in one queue cannot starve another (default: default=10; NAME alone means
 N=10). It claims only as many jobs as it has free slots, renews each lease
 every third of --lease while the command runs, and looks for jobs every
---poll when idle (jobs enqueued by other processes are seen at the next
-poll). It logs to stderr: one line per job outcome with job_id, kind,
-attempt, duration and class, and a summary at exit.
+--poll when idle. Jobs enqueued in this process start at once; on a
+database that can announce new jobs (PostgreSQL, with LISTEN/NOTIFY) so do
+jobs enqueued by other processes, which otherwise wait for the next poll.
+--poll-only turns listening off, for a PostgreSQL pooler in transaction
+mode where LISTEN is unavailable; polling alone then finds every job.
+
+Every worker competes for the cluster's leadership, a lease on the
+database's clock that the leader renews every third of --leader-ttl
+(default 15s). The leader sweeps expired leases every few seconds, so a job
+whose worker died is recovered even when nobody claims from its queue, and
+prunes workers stopped for a day from the registry. A leader that cannot
+renew stops leading before its lease ends; a draining leader resigns at
+once. errand workers shows the leader.
+
+It logs to stderr: one line per job outcome with job_id, kind, attempt,
+duration and class, leadership changes, and a summary at exit.
 
 The first SIGTERM or SIGINT drains: claiming stops at once, running jobs get
 --grace to finish, then the rest are cancelled (their process groups killed)
@@ -62,6 +75,8 @@ With --once it claims one job, runs it, prints one JSON line:
 		lease := durationFlag(fs, "lease", "lease `DUR`, renewed every third of it while the command runs (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let running jobs finish for `DUR` before giving them back (default 30s)")
 		poll := durationFlag(fs, "poll", "when idle, look for jobs every `DUR` (default 1s)")
+		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN (for poolers in transaction mode)")
+		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 
 		return func(ctx context.Context, pos []string) error {
@@ -80,8 +95,11 @@ With --once it claims one job, runs it, prints one JSON line:
 			if isSet(fs, "heartbeat") && *heartbeat == 0 {
 				return usagef("--heartbeat must be positive, e.g. 5s")
 			}
+			if isSet(fs, "leader-ttl") && *leaderTTL < 30*time.Millisecond {
+				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
+			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "heartbeat"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -103,7 +121,8 @@ With --once it claims one job, runs it, prints one JSON line:
 			if *once {
 				return workOnce(ctx, c, qs, *lease, e)
 			}
-			cfg := errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, HeartbeatInterval: *heartbeat}
+			cfg := errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
+				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
 			}
@@ -150,7 +169,7 @@ func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, q
 		names[i] = k.Name
 	}
 	e.logger.Info("worker started", "worker_id", w.ID(), "queues", qs.String(), "kinds", strings.Join(names, ","),
-		"poll", cfg.PollInterval.String(), "lease", cfg.Lease.String(), "grace", grace.String())
+		"poll", cfg.PollInterval.String(), "poll_only", cfg.PollOnly, "lease", cfg.Lease.String(), "grace", grace.String())
 
 	<-ctx.Done()
 	e.logger.Info("draining: claiming stopped, waiting for running jobs", "running", w.Stats().JobsRunning, "grace", grace.String())

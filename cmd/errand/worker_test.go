@@ -621,3 +621,72 @@ func TestWorkersRegistry(t *testing.T) {
 		t.Errorf("the drained worker is %s, want stopped", st)
 	}
 }
+
+// TestWorkersShowsLeader: of two workers one leads, errand workers marks it
+// in the table and in --json, and when it drains the other takes over.
+func TestWorkersShowsLeader(t *testing.T) {
+	db := workerDB(t)
+	s := script(t, "exit 0")
+	a := startWorker(t, db, "--leader-ttl", "300ms", "--exec", "k="+s).ready()
+	b := startWorker(t, db, "--leader-ttl", "300ms", "--poll-only", "--exec", "k="+s).ready()
+	if l := b.waitLog(time.Second, `msg="worker started"`); !strings.Contains(l, "poll_only=true") {
+		t.Errorf("startup line lacks poll_only=true: %s", l)
+	}
+
+	type workerRow struct {
+		PID         int    `json:"pid"`
+		Status      string `json:"status"`
+		Leader      *bool  `json:"leader"`
+		ClockSkewMS *int64 `json:"clock_skew_ms"`
+	}
+	leaderPID := func() int {
+		r := ok(t, cli(t, "workers", "--db", db, "--json"))
+		var rows []workerRow
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+			t.Fatalf("workers --json: %v\n%s", err, r.stdout)
+		}
+		pid := 0
+		for _, w := range rows {
+			if w.Leader == nil || w.ClockSkewMS == nil {
+				t.Fatalf("workers --json lacks leader or clock_skew_ms:\n%s", r.stdout)
+			}
+			if *w.Leader {
+				if pid != 0 {
+					t.Fatalf("two leaders:\n%s", r.stdout)
+				}
+				pid = w.PID
+			}
+		}
+		return pid
+	}
+	var first int
+	waitUntil(t, 10*time.Second, "a leader", func() bool { first = leaderPID(); return first != 0 })
+	leader, other := a, b
+	if first == b.pid() {
+		leader, other = b, a
+	}
+	if first != leader.pid() {
+		t.Fatalf("leader pid %d is neither worker", first)
+	}
+	leader.waitLog(time.Second, `msg=leading`)
+
+	table := ok(t, cli(t, "workers", "--db", db)).stdout
+	for _, want := range []string{"SKEW", "LEADER"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("workers table lacks %s:\n%s", want, table)
+		}
+	}
+	if line := findLine(table, fmt.Sprintf(" %d ", leader.pid())); !strings.Contains(line, " yes ") {
+		t.Errorf("leader's row not marked:\n%s", table)
+	}
+	if line := findLine(table, fmt.Sprintf(" %d ", other.pid())); strings.Contains(line, " yes ") || !strings.Contains(line, " 0s ") {
+		t.Errorf("other worker's row marked leader or lacks its skew:\n%s", table)
+	}
+
+	leader.signal(syscall.SIGTERM)
+	if code := leader.wait(20 * time.Second); code != 0 {
+		t.Errorf("leader exited %d, want 0", code)
+	}
+	waitUntil(t, 10*time.Second, "the other worker to lead", func() bool { return leaderPID() == other.pid() })
+	other.waitLog(time.Second, `msg=leading`)
+}

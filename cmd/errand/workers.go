@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 var workersCommand = &command{
 	name:    "workers",
 	args:    "[--json]",
-	summary: "list worker processes: queues, heartbeat, last job, alive/gone/stopped",
+	summary: "list worker processes: queues, heartbeat, last job, leader, alive/gone/stopped",
 	detail: `
 Every errand work (and every errand.Worker) records itself in the database:
 its id (the lease_owner of the jobs it claims), host, pid, queues and start
@@ -24,8 +25,15 @@ time, and heartbeats while it runs. A worker that drained shows as stopped;
 one that missed three heartbeats without stopping (killed, frozen, cut off)
 shows as gone, and the leases of its jobs expire as usual.
 
+LEADER marks the worker that holds the cluster's leadership lease (it sweeps
+expired leases and prunes this list); none does for a moment after a leader
+dies, until its lease expires. SKEW is the database's clock minus the
+worker's at its last heartbeat, on a database with a clock of its own
+(PostgreSQL); on SQLite it is 0.
+
 With --json, prints one JSON array of worker records, newest first, with
-since_last_completed_seconds added (null before the first finished job).`,
+since_last_completed_seconds added (null before the first finished job) and
+"leader": true for the leader, false for every other worker.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print a JSON array of worker records")
@@ -47,10 +55,17 @@ since_last_completed_seconds added (null before the first finished job).`,
 			if err != nil {
 				return err
 			}
+			leader := ""
+			switch l, err := c.Leader(ctx); {
+			case err == nil:
+				leader = l.Holder
+			case !errors.Is(err, errand.ErrNotFound):
+				return err
+			}
 			if *asJSON {
 				out := make([]workerJSON, len(ws))
 				for i, w := range ws {
-					out[i] = workerJSON{WorkerRecord: w}
+					out[i] = workerJSON{WorkerRecord: w, Leader: leader != "" && w.ID == leader}
 					if w.LastCompletedAt != nil {
 						s := now.Sub(*w.LastCompletedAt).Seconds()
 						out[i].SinceLastCompletedSeconds = &s
@@ -62,20 +77,22 @@ since_last_completed_seconds added (null before the first finished job).`,
 				_, err := fmt.Fprintln(e.stdout, "no workers")
 				return err
 			}
-			return writeWorkersTable(e.stdout, ws, now)
+			return writeWorkersTable(e.stdout, ws, now, leader)
 		}
 	},
 }
 
-// workerJSON is a worker record with the time since its last finished job.
+// workerJSON is a worker record with the time since its last finished job
+// and whether it leads.
 type workerJSON struct {
 	*errand.WorkerRecord
 	SinceLastCompletedSeconds *float64 `json:"since_last_completed_seconds"`
+	Leader                    bool     `json:"leader"`
 }
 
-func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time) error {
+func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, leader string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tHOST\tPID\tQUEUES\tSTARTED\tHEARTBEAT\tLAST JOB\tSTATUS")
+	fmt.Fprintln(tw, "ID\tHOST\tPID\tQUEUES\tSTARTED\tHEARTBEAT\tLAST JOB\tSKEW\tLEADER\tSTATUS")
 	for _, r := range ws {
 		qs := make([]string, len(r.Queues))
 		for i, q := range r.Queues {
@@ -85,8 +102,25 @@ func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time) er
 		if r.LastCompletedAt != nil {
 			last = relative(now, *r.LastCompletedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Host, r.PID, strings.Join(qs, ","),
-			formatTime(r.StartedAt), relative(now, r.HeartbeatAt), last, r.Status)
+		lead := "-"
+		if leader != "" && r.ID == leader {
+			lead = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Host, r.PID, strings.Join(qs, ","),
+			formatTime(r.StartedAt), relative(now, r.HeartbeatAt), last, skew(r.ClockSkewMS), lead, r.Status)
 	}
 	return tw.Flush()
+}
+
+// skew prints a clock skew in milliseconds, signed: positive when the
+// database's clock is ahead of the worker's.
+func skew(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	if d < 0 {
+		return "-" + approx(d)
+	}
+	if d > 0 {
+		return "+" + approx(d)
+	}
+	return "0s"
 }

@@ -1,0 +1,266 @@
+package errand
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Wake-ups. An idle queue loop of a Worker waits on a wake channel of its
+// queue and on its poll timer, whichever comes first. Enqueues in the same
+// process close the channels of their queues at once. Enqueues in other
+// processes arrive through the store's optional [Notifier]: the enqueuing
+// Client sends NotifyQueues after its transaction commits, coalesced, and
+// each Worker listens with ListenQueues. Polling stays the floor: a lost or
+// unsupported notification delays a job by at most one poll interval.
+
+// notifyCoalesce is how long the client's notifier gathers queue names after
+// sending a notification before it sends the next. The first enqueue after a
+// quiet spell is announced at once; a burst is announced about once per
+// window, because a NOTIFY costs PostgreSQL a cluster-wide lock at commit
+// (see DESIGN.md, Storage).
+const notifyCoalesce = 10 * time.Millisecond
+
+// notifyTimeout bounds one NotifyQueues call, so that a hung connection
+// cannot hold Close for long.
+const notifyTimeout = 5 * time.Second
+
+// wakeChan returns a channel closed at the next wake-up of queue.
+func (c *Client) wakeChan(queue string) <-chan struct{} {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	if c.wakes == nil {
+		c.wakes = make(map[string]chan struct{})
+	}
+	ch := c.wakes[queue]
+	if ch == nil {
+		ch = make(chan struct{})
+		c.wakes[queue] = ch
+	}
+	return ch
+}
+
+// wakeLocal wakes this process's idle queue loops of queues, or of every
+// queue when queues is empty.
+func (c *Client) wakeLocal(queues []string) {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	if len(queues) == 0 {
+		for q, ch := range c.wakes {
+			close(ch)
+			delete(c.wakes, q)
+		}
+		return
+	}
+	for _, q := range queues {
+		if ch := c.wakes[q]; ch != nil {
+			close(ch)
+			delete(c.wakes, q)
+		}
+	}
+}
+
+// Wake tells idle workers to look for jobs in queues now, or in every queue
+// when none is named. Enqueue and EnqueueMany call it themselves after their
+// transaction commits. Call it after committing a transaction that used
+// EnqueueTx or EnqueueManyTx; otherwise workers find the jobs at their next
+// poll.
+//
+// It wakes this process's workers at once. When the store is a [Notifier]
+// (PostgreSQL), it also announces the queues to workers in other processes,
+// in the background and coalesced with other announcements; with no queue
+// named, it announces the queues that EnqueueTx and EnqueueManyTx have
+// written to since the last Wake. Wake never blocks on the store, and a
+// failed announcement is logged, not returned: polling finds the jobs.
+func (c *Client) Wake(queues ...string) {
+	queues = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return q == "" })
+	c.wakeLocal(queues)
+	if c.notifier == nil {
+		return
+	}
+	if len(queues) == 0 {
+		queues = c.notifier.takeTxQueues()
+	}
+	c.notifier.notify(queues)
+}
+
+// Close sends the cross-process wake-ups still pending and stops the
+// client's background notifier, waiting for it. It does not close the
+// store, and does not stop workers. After Close the client still enqueues,
+// but no longer announces new jobs to other processes: their workers find
+// them at their next poll. Close is idempotent and always returns nil.
+// A client whose store is not a [Notifier] holds nothing to close.
+func (c *Client) Close() error {
+	if c.notifier != nil {
+		c.notifier.close()
+	}
+	return nil
+}
+
+// queueNotifier sends a Client's NotifyQueues calls. Queue names gather in a
+// pending set; a sender goroutine, which lives only while there is something
+// to send, announces them and then waits notifyCoalesce before the next
+// call, so a burst of enqueues costs a few notifications, not one each. The
+// Client owns it: Close flushes it and waits for the sender.
+type queueNotifier struct {
+	n      Notifier
+	client *Client
+	window time.Duration // notifyCoalesce; tests widen it
+
+	mu       sync.Mutex
+	pending  map[string]struct{}
+	txQueues map[string]struct{} // written by EnqueueManyTx since the last Wake
+	sending  bool                // a sender goroutine is running
+	closed   bool
+	closing  chan struct{} // closed by close: the sender stops waiting
+	sender   sync.WaitGroup
+}
+
+func newQueueNotifier(c *Client, n Notifier) *queueNotifier {
+	return &queueNotifier{
+		n:        n,
+		client:   c,
+		window:   notifyCoalesce,
+		pending:  map[string]struct{}{},
+		txQueues: map[string]struct{}{},
+		closing:  make(chan struct{}),
+	}
+}
+
+// notify schedules an announcement of queues. It never blocks on the store.
+func (qn *queueNotifier) notify(queues []string) {
+	if len(queues) == 0 {
+		return
+	}
+	qn.mu.Lock()
+	defer qn.mu.Unlock()
+	if qn.closed {
+		return
+	}
+	for _, q := range queues {
+		qn.pending[q] = struct{}{}
+	}
+	if !qn.sending {
+		qn.sending = true
+		qn.sender.Go(qn.send)
+	}
+}
+
+// noteTx remembers queues written inside a caller's transaction, for the
+// Wake that follows its commit.
+func (qn *queueNotifier) noteTx(queues []string) {
+	qn.mu.Lock()
+	defer qn.mu.Unlock()
+	for _, q := range queues {
+		qn.txQueues[q] = struct{}{}
+	}
+}
+
+func (qn *queueNotifier) takeTxQueues() []string {
+	qn.mu.Lock()
+	defer qn.mu.Unlock()
+	qs := setNames(qn.txQueues)
+	clear(qn.txQueues)
+	return qs
+}
+
+// send announces the pending queues until none are left.
+func (qn *queueNotifier) send() {
+	for {
+		qn.mu.Lock()
+		queues := setNames(qn.pending)
+		clear(qn.pending)
+		if len(queues) == 0 {
+			qn.sending = false
+			qn.mu.Unlock()
+			return
+		}
+		qn.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		err := qn.n.NotifyQueues(ctx, queues)
+		cancel()
+		if err != nil {
+			qn.client.logger.Warn("notify workers of new jobs failed; they will find them at their next poll",
+				"queues", queues, "err", err)
+		}
+		t := time.NewTimer(qn.window)
+		select {
+		case <-t.C:
+		case <-qn.closing:
+			t.Stop()
+		}
+	}
+}
+
+// close sends what is pending and waits for the sender to finish.
+func (qn *queueNotifier) close() {
+	qn.mu.Lock()
+	if !qn.closed {
+		qn.closed = true
+		close(qn.closing)
+	}
+	qn.mu.Unlock()
+	qn.sender.Wait()
+}
+
+// setNames returns the names in set, sorted.
+func setNames(set map[string]struct{}) []string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// queuesOf lists the distinct queues of ps.
+func queuesOf(ps []*JobInsertParams) []string {
+	set := make(map[string]struct{}, 1)
+	for _, p := range ps {
+		set[p.Queue] = struct{}{}
+	}
+	return setNames(set)
+}
+
+// listen subscribes to the store's notifications, when it has them and the
+// worker is not PollOnly, and returns the channel to pass to wakeOnNotify,
+// or nil. A store that cannot listen leaves the worker polling.
+func (w *Worker) listen(ctx context.Context) <-chan string {
+	n, ok := w.c.store.(Notifier)
+	if !ok || w.cfg.PollOnly {
+		return nil
+	}
+	ch, err := n.ListenQueues(ctx)
+	if err != nil {
+		w.c.logger.Warn("listen for new jobs failed; polling only", "worker_id", w.ID(),
+			"poll", w.cfg.PollInterval.String(), "err", err)
+		return nil
+	}
+	return ch
+}
+
+// wakeOnNotify wakes the queue loops that the store's notifications name
+// ("" names every queue) until ctx ends or the store closes the channel.
+func (w *Worker) wakeOnNotify(ctx context.Context, ch <-chan string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case q, ok := <-ch:
+			if !ok {
+				if ctx.Err() == nil {
+					w.c.logger.Warn("listener for new jobs closed; polling only", "worker_id", w.ID(),
+						"poll", w.cfg.PollInterval.String())
+				}
+				return
+			}
+			if q == "" {
+				w.c.wakeLocal(w.queues)
+			} else if _, mine := w.cfg.Queues[q]; mine {
+				w.c.wakeLocal([]string{q})
+			}
+		}
+	}
+}
