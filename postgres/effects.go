@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+// ownsJobSQL reports whether job $2 is running under token $3 with a live
+// lease.
+const ownsJobSQL = `SELECT EXISTS (SELECT 1 FROM {jobs}
+	WHERE id = $2 AND state = 'running' AND lease_token = $3 AND lease_until > {now})`
+
+// EffectRecordTx implements [errand.Store]. tx is a pgx.Tx or a *sql.Tx
+// (database/sql with the pgx driver). The lease is checked against
+// statement_timestamp(), not the start of the caller's transaction.
+func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error) {
+	q, err := callerTx(tx)
+	if err != nil {
+		return false, err
+	}
+	if key == "" {
+		return false, &errand.InputError{Field: "key", Message: "is empty; key the effect by the job id"}
+	}
+	now := s.nowArg()
+	if leaseToken != "" {
+		rs, err := q.query(ctx, s.inTx.Replace(ownsJobSQL), now, jobID, leaseToken)
+		if err != nil {
+			return false, fmt.Errorf("record effect %s: %w", key, err)
+		}
+		var owns bool
+		for rs.Next() {
+			err = rs.Scan(&owns)
+		}
+		rs.Close()
+		if err == nil {
+			err = rs.Err()
+		}
+		if err != nil {
+			return false, fmt.Errorf("record effect %s: %w", key, err)
+		}
+		if !owns {
+			return false, errand.ErrLeaseLost
+		}
+	}
+	n, err := q.exec(ctx, s.inTx.Replace(`INSERT INTO {effects} (key, job_id, state, lease_token, created_at, updated_at)
+		VALUES ($2, $3, 'completed', $4, {now}, {now}) ON CONFLICT (key) DO NOTHING`), now, key, jobID, leaseToken)
+	if err != nil {
+		return false, fmt.Errorf("record effect %s: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+const effectColumns = `key, job_id, state, lease_token, message, created_at, updated_at`
+
+func scanEffect(row scanner) (*errand.Effect, error) {
+	var e errand.Effect
+	var state string
+	if err := row.Scan(&e.Key, &e.JobID, &state, &e.LeaseToken, &e.Message, &e.CreatedAt, &e.UpdatedAt); err != nil {
+		return nil, err
+	}
+	e.State = errand.EffectState(state)
+	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
+	return &e, nil
+}
+
+func (s *Store) ownsJob(ctx context.Context, tx pgx.Tx, now any, id, token string) (bool, error) {
+	var owns bool
+	err := tx.QueryRow(ctx, s.sql(ownsJobSQL), now, id, token).Scan(&owns)
+	return owns, err
+}
+
+// EffectBegin implements [errand.Store]. It inserts the entry first: two
+// deliveries beginning one key at once then meet on its primary key, and
+// the second waits for the first and reads what it wrote, locked.
+func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+	if p.Key == "" || p.JobID == "" || p.LeaseToken == "" {
+		return nil, &errand.InputError{Field: "effect", Message: "key, job id and lease token are required"}
+	}
+	var e *errand.Effect
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.nowArg()
+		owns, err := s.ownsJob(ctx, tx, now, p.JobID, p.LeaseToken)
+		if err != nil {
+			return err
+		}
+		if !owns {
+			return errand.ErrLeaseLost
+		}
+		e, err = scanEffect(tx.QueryRow(ctx, s.sql(`INSERT INTO {effects}
+				(key, job_id, state, lease_token, message, created_at, updated_at)
+			VALUES ($2, $3, 'in_progress', $4, '', {now}, {now})
+			ON CONFLICT (key) DO NOTHING
+			RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
+		if err == nil {
+			e.Status = errand.EffectBegun
+			return nil
+		}
+		if !isNoRows(err) {
+			return err
+		}
+		prev, err := scanEffect(tx.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects}
+			WHERE key = $1 FOR UPDATE`), p.Key))
+		if err != nil {
+			return err
+		}
+		var status errand.EffectStatus
+		switch {
+		case prev.State == errand.EffectCompleted:
+			e = prev
+			e.Status = errand.EffectAlreadyCompleted
+			return nil
+		case prev.State == errand.EffectFailed:
+			status = errand.EffectRetaken
+		case prev.LeaseToken == p.LeaseToken:
+			e = prev
+			e.Status = errand.EffectBegun
+			return nil
+		default:
+			held, err := s.ownsJob(ctx, tx, now, prev.JobID, prev.LeaseToken)
+			if err != nil {
+				return err
+			}
+			if held {
+				e = prev
+				e.Status = errand.EffectHeldElsewhere
+				return nil
+			}
+			status = errand.EffectAbandoned
+		}
+		e, err = scanEffect(tx.QueryRow(ctx, s.sql(`UPDATE {effects}
+			SET job_id = $3, state = 'in_progress', lease_token = $4, updated_at = {now}
+			WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
+		if err != nil {
+			return err
+		}
+		e.Status = status
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// EffectComplete implements [errand.Store].
+func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
+}
+
+// EffectRelease implements [errand.Store].
+func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectParams, message string) (*errand.Effect, error) {
+	return s.effectFinish(ctx, p, errand.EffectFailed, message)
+}
+
+// effectFinish ends a begun effect in one statement, fenced by the entry's
+// token and by the job's live lease under it.
+func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state errand.EffectState, message string) (*errand.Effect, error) {
+	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`UPDATE {effects}
+		SET state = $2, message = $3, updated_at = {now}
+		WHERE key = $4 AND lease_token = $5 AND state = 'in_progress'
+			AND EXISTS (SELECT 1 FROM {jobs} WHERE id = $6 AND state = 'running'
+				AND lease_token = $5 AND lease_until > {now})
+		RETURNING `+effectColumns), s.nowArg(), string(state), message, p.Key, p.LeaseToken, p.JobID))
+	if isNoRows(err) {
+		return nil, errand.ErrLeaseLost
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish effect %s: %w", p.Key, err)
+	}
+	return e, nil
+}
+
+// EffectGet implements [errand.Store].
+func (s *Store) EffectGet(ctx context.Context, key string) (*errand.Effect, error) {
+	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects} WHERE key = $1`), key))
+	if isNoRows(err) {
+		return nil, errand.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get effect %s: %w", key, err)
+	}
+	return e, nil
+}

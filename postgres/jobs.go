@@ -1,0 +1,763 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+// jobColumns are read as text where they are jsonb, so that one scan works
+// for pgx and for database/sql.
+const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, state, attempt, max_attempts,
+	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
+	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
+	errors::text, replays, tags::text`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(row scanner) (*errand.Job, error) {
+	var (
+		j                                  errand.Job
+		args, state, errs, tags            string
+		backoffBase, backoffMax            int64
+		deadline, leaseUntil, attempted    *time.Time
+		finished                           *time.Time
+		token, owner, ukey, okey, progress *string
+		lastErr                            *string
+	)
+	err := row.Scan(&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
+		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &j.AvailableAt, &deadline, &token, &leaseUntil,
+		&owner, &ukey, &okey, &progress, &j.CreatedAt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags)
+	if err != nil {
+		return nil, err
+	}
+	j.Args = json.RawMessage(args)
+	j.State = errand.JobState(state)
+	j.BackoffBase = errand.Duration(time.Duration(backoffBase) * time.Microsecond)
+	j.BackoffMax = errand.Duration(time.Duration(backoffMax) * time.Microsecond)
+	j.AvailableAt = j.AvailableAt.UTC()
+	j.Deadline = utc(deadline)
+	j.LeaseToken = token
+	j.LeaseUntil = utc(leaseUntil)
+	j.LeaseOwner = owner
+	j.UniqueKey = ukey
+	j.OrderingKey = okey
+	if progress != nil {
+		j.Progress = json.RawMessage(*progress)
+	}
+	j.CreatedAt = j.CreatedAt.UTC()
+	j.AttemptedAt = utc(attempted)
+	j.FinishedAt = utc(finished)
+	if lastErr != nil {
+		j.LastError = new(errand.LastError)
+		if err := json.Unmarshal([]byte(*lastErr), j.LastError); err != nil {
+			return nil, fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+		return nil, fmt.Errorf("job %s: decode errors: %w", j.ID, err)
+	}
+	if j.Errors == nil {
+		j.Errors = []errand.AttemptError{}
+	}
+	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
+		return nil, fmt.Errorf("job %s: decode tags: %w", j.ID, err)
+	}
+	if j.Tags == nil {
+		j.Tags = []string{}
+	}
+	return &j, nil
+}
+
+func scanJobs(rs rows) ([]*errand.Job, error) {
+	defer rs.Close()
+	var js []*errand.Job
+	for rs.Next() {
+		j, err := scanJob(rs)
+		if err != nil {
+			return nil, err
+		}
+		js = append(js, j)
+	}
+	return js, rs.Err()
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// JobInsertMany implements [errand.Store].
+func (s *Store) JobInsertMany(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	var rs []errand.JobInsertResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, params)
+		return err
+	})
+	return rs, err
+}
+
+// JobInsertManyTx implements [errand.Store]. tx is a pgx.Tx or a *sql.Tx
+// (database/sql with the pgx driver, github.com/jackc/pgx/v5/stdlib) on the
+// store's database. Times come from statement_timestamp(), not the start of
+// the caller's transaction.
+func (s *Store) JobInsertManyTx(ctx context.Context, tx any, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	q, err := callerTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	return s.insert(ctx, q, s.inTx, params)
+}
+
+// insertSQL inserts the whole batch in one statement, in the batch's order
+// so that seq follows it. ON CONFLICT DO NOTHING covers both unique indexes
+// (id and unique_key), within the batch too; a conflicting insert of another
+// transaction that is still open makes this one wait for its outcome.
+const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
+		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
+		unique_key, ordering_key, created_at, tags)
+	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
+		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
+		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
+		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
+		p.unique_key, p.ordering_key, {now}, p.tags::jsonb
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
+			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
+			$13::bigint[], $14::text[], $15::text[], $16::text[]) WITH ORDINALITY
+		AS p(id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
+			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags, ord)
+	ORDER BY p.ord
+	ON CONFLICT DO NOTHING
+	RETURNING ` + jobColumns
+
+func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	n := len(params)
+	var (
+		ids, queues, kinds, args, tags = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		versions, prios, maxAttempts   = make([]int32, n), make([]int32, n), make([]int32, n)
+		bases, maxes, ages, delays     = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		runAt                          = make([]*time.Time, n)
+		ukeys, okeys                   = make([]*string, n), make([]*string, n)
+	)
+	for i, p := range params {
+		if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts < 1 {
+			return nil, &errand.InputError{Field: "job", Message: "id, queue, kind and max_attempts are required; enqueue through errand.Client"}
+		}
+		t := p.Tags
+		if t == nil {
+			t = []string{}
+		}
+		tagsJSON, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
+		}
+		ids[i], queues[i], kinds[i], args[i], tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), string(tagsJSON)
+		versions[i], prios[i], maxAttempts[i] = int32(p.ArgsVersion), int32(p.Priority), int32(p.MaxAttempts)
+		bases[i], maxes[i], ages[i], delays[i] = us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge), us(p.Delay)
+		if !p.RunAt.IsZero() {
+			t := micro(p.RunAt)
+			runAt[i] = &t
+		}
+		ukeys[i], okeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey)
+	}
+	if n == 0 {
+		return []errand.JobInsertResult{}, nil
+	}
+	rs, err := q.query(ctx, r.Replace(insertSQL), s.nowArg(), ids, queues, kinds, args, versions, prios,
+		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	inserted, err := scanJobs(rs)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	byID := make(map[string]*errand.Job, len(inserted))
+	for _, j := range inserted {
+		byID[j.ID] = j
+	}
+	out := make([]errand.JobInsertResult, n)
+	var dups []int
+	for i, p := range params {
+		if j, ok := byID[p.ID]; ok {
+			out[i] = errand.JobInsertResult{Job: j}
+			delete(byID, p.ID) // a second job with this id is its duplicate
+			continue
+		}
+		dups = append(dups, i)
+	}
+	if len(dups) == 0 {
+		return out, nil
+	}
+	// The jobs holding the ids and keys that conflicted. A conflict with a
+	// transaction that committed meanwhile is visible here: each statement
+	// of a READ COMMITTED transaction takes a new snapshot.
+	var dupIDs, dupKeys []string
+	for _, i := range dups {
+		dupIDs = append(dupIDs, params[i].ID)
+		if params[i].UniqueKey != "" {
+			dupKeys = append(dupKeys, params[i].UniqueKey)
+		}
+	}
+	rs, err = q.query(ctx, r.Replace(`SELECT `+jobColumns+` FROM {jobs}
+		WHERE id = ANY($1) OR unique_key = ANY($2)`), dupIDs, dupKeys)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
+	}
+	existing, err := scanJobs(rs)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
+	}
+	holderOfID := map[string]*errand.Job{}
+	holderOfKey := map[string]*errand.Job{}
+	for _, j := range existing {
+		holderOfID[j.ID] = j
+		if j.UniqueKey != nil {
+			holderOfKey[*j.UniqueKey] = j
+		}
+	}
+	for _, i := range dups {
+		p := params[i]
+		j := holderOfID[p.ID] // the id match first, as SQLite does
+		if j == nil && p.UniqueKey != "" {
+			j = holderOfKey[p.UniqueKey]
+		}
+		if j == nil {
+			return nil, fmt.Errorf("insert job %s: it conflicts with a job this transaction cannot see (a REPEATABLE READ or SERIALIZABLE snapshot); retry the transaction", p.ID)
+		}
+		out[i] = errand.JobInsertResult{Job: j, Duplicate: true}
+	}
+	return out, nil
+}
+
+// JobGet implements [errand.Store].
+func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE id = $1`), id))
+	if isNoRows(err) {
+		return nil, errand.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobList implements [errand.Store].
+func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
+	where := []string{"seq > $1"}
+	args := []any{p.AfterSeq}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(p.States) > 0 {
+		states := make([]string, len(p.States))
+		for i, st := range p.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state = ANY("+arg(states)+")")
+	}
+	if p.Queue != "" {
+		where = append(where, "queue = "+arg(p.Queue))
+	}
+	if p.Kind != "" {
+		where = append(where, "kind = "+arg(p.Kind))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE `+
+		strings.Join(where, " AND ")+` ORDER BY seq LIMIT `+arg(limit)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	js, err := scanJobs(rs)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return js, nil
+}
+
+// claimSQL claims in one statement. The subselect walks the partial claim
+// index of one queue in claim order and locks the first claimable rows,
+// skipping rows another claimer holds, so concurrent claimers never wait
+// for each other and never share a job; the cost is the batch's, however
+// many jobs wait. Each row gets its own token.
+const claimSQL = `UPDATE {jobs} SET
+		state = 'running', attempt = attempt + 1, attempted_at = {now},
+		lease_token = replace(gen_random_uuid()::text, '-', ''),
+		lease_until = {now} + $2 * interval '1 microsecond', lease_owner = $3
+	WHERE seq IN ({pick})
+	RETURNING ` + jobColumns
+
+// claimOneQueue picks from one queue (the worker's claims).
+const claimOneQueue = `SELECT seq FROM {jobs}
+		WHERE queue = $4::text AND state IN ('queued', 'retrying') AND available_at <= {now}
+			AND ($5::text[] IS NULL OR kind = ANY($5))
+		ORDER BY priority, available_at, seq
+		LIMIT $6
+		FOR UPDATE SKIP LOCKED`
+
+// claimManyQueues picks from several queues. queue = ANY(...) would read
+// and sort every ready job of those queues before the limit; instead each
+// queue's index is walked for its first Limit jobs, and the best Limit of
+// those are claimed. The other rows it locked stay locked (and skipped by
+// other claimers) only until this short transaction ends.
+const claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
+			SELECT seq, priority, available_at FROM {jobs}
+			WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at <= {now}
+				AND ($5::text[] IS NULL OR kind = ANY($5))
+			ORDER BY priority, available_at, seq
+			LIMIT $6
+			FOR UPDATE SKIP LOCKED) c
+		ORDER BY c.priority, c.available_at, c.seq
+		LIMIT $6`
+
+var (
+	claimOneSQL  = strings.Replace(claimSQL, "{pick}", claimOneQueue, 1)
+	claimManySQL = strings.Replace(claimSQL, "{pick}", claimManyQueues, 1)
+)
+
+// JobClaimMany implements [errand.Store].
+func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
+		return nil, &errand.InputError{Field: "claim", Message: "needs at least one queue, a limit of at least 1 and a positive lease"}
+	}
+	var kinds []string // NULL: every kind
+	if len(p.Kinds) > 0 {
+		kinds = p.Kinds
+	}
+	queues := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
+	var jobs []*errand.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.nowArg()
+		if _, err := s.sweep(ctx, tx, now); err != nil {
+			return err
+		}
+		var rs pgx.Rows
+		var err error
+		if len(queues) == 1 {
+			rs, err = tx.Query(ctx, s.sql(claimOneSQL), now, us(p.Lease), p.Owner, queues[0], kinds, p.Limit)
+		} else {
+			rs, err = tx.Query(ctx, s.sql(claimManySQL), now, us(p.Lease), p.Owner, queues, kinds, p.Limit)
+		}
+		if err != nil {
+			return err
+		}
+		jobs, err = scanJobs(rs)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	sort.Slice(jobs, func(i, k int) bool {
+		a, b := jobs[i], jobs[k]
+		if a.Priority != b.Priority {
+			return a.Priority < b.Priority
+		}
+		if !a.AvailableAt.Equal(b.AvailableAt) {
+			return a.AvailableAt.Before(b.AvailableAt)
+		}
+		return a.Seq < b.Seq
+	})
+	return jobs, nil
+}
+
+// JobHeartbeatMany implements [errand.Store]: one statement for the batch,
+// each lease fenced by its own token.
+func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+	if p.Lease <= 0 {
+		return nil, &errand.InputError{Field: "lease", Message: "must be positive"}
+	}
+	rs := make([]errand.HeartbeatResult, len(p.Leases))
+	if len(p.Leases) == 0 {
+		return rs, nil
+	}
+	ids, tokens := make([]string, len(p.Leases)), make([]string, len(p.Leases))
+	for k, i := range byID(len(p.Leases), func(i int) string { return p.Leases[i].ID }) {
+		ids[k], tokens[k] = p.Leases[i].ID, p.Leases[i].LeaseToken
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`UPDATE {jobs} j SET lease_until = {now} + $2 * interval '1 microsecond'
+		FROM unnest($3::text[], $4::text[]) AS l(id, token)
+		WHERE j.id = l.id AND j.state = 'running' AND j.lease_token = l.token AND j.lease_until > {now}
+		RETURNING j.id, j.lease_token, j.lease_until`), s.nowArg(), us(p.Lease), ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	renewed := map[[2]string]time.Time{}
+	var id, tok string
+	var until time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &tok, &until}, func() error {
+		renewed[[2]string{id, tok}] = until.UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	for i, l := range p.Leases {
+		if u, ok := renewed[[2]string{l.ID, l.LeaseToken}]; ok {
+			rs[i] = errand.HeartbeatResult{LeaseUntil: u}
+		} else {
+			rs[i] = errand.HeartbeatResult{Err: errand.ErrLeaseLost}
+		}
+	}
+	return rs, nil
+}
+
+// JobSetProgress implements [errand.Store].
+func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
+	if !json.Valid(progress) {
+		return &errand.InputError{Field: "progress", Message: "is not valid JSON"}
+	}
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET progress = $2::jsonb
+		WHERE id = $3 AND state = 'running' AND lease_token = $4 AND lease_until > {now}`),
+		s.nowArg(), string(progress), id, leaseToken)
+	if err != nil {
+		return fmt.Errorf("set progress of job %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errand.ErrLeaseLost
+	}
+	return nil
+}
+
+// historyAt formats a timestamptz as the JSON history writes times:
+// RFC 3339 in UTC with the fraction's trailing zeros trimmed, exactly as Go's
+// time.RFC3339Nano (and so the SQLite store) writes them.
+func historyAt(t string) string {
+	return `(rtrim(rtrim(to_char(` + t + ` AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '0'), '.') || 'Z')`
+}
+
+// historyEntry is the SQL of one history entry (as a one-element array) and
+// of last_error, from expressions for the attempt, class, message and stack.
+func historyEntry(attempt, class, message, stack string) (entry, last string) {
+	at := historyAt("{now}")
+	entry = `jsonb_build_array(jsonb_build_object('attempt', ` + attempt + `, 'replay', replays, 'at', ` + at +
+		`, 'class', ` + class + `, 'message', ` + message + `, 'stack', ` + stack + `))`
+	last = `jsonb_build_object('class', ` + class + `, 'message', ` + message + `, 'at', ` + at + `)`
+	return entry, last
+}
+
+// outcomesSQL applies a batch of outcomes in one statement. Each outcome is
+// a row of the unnested arrays, joined to its job only while the job runs
+// under the outcome's token with a live lease; an outcome that matches no
+// row lost its lease. At most one outcome per job can match (its current
+// token); JobRecordOutcomes sends a lease's first outcome only.
+var outcomesSQL = func() string {
+	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
+	return `UPDATE {jobs} j SET
+		state = CASE o.kind
+			WHEN 'succeeded' THEN 'succeeded' WHEN 'retry' THEN 'retrying'
+			WHEN 'dead' THEN 'dead' ELSE 'queued' END,
+		attempt = CASE WHEN o.kind IN ('snooze', 'interrupted') THEN j.attempt - 1 ELSE j.attempt END,
+		available_at = CASE o.kind
+			WHEN 'retry' THEN {now} + o.delay_us * interval '1 microsecond'
+			WHEN 'snooze' THEN {now} + o.delay_us * interval '1 microsecond'
+			WHEN 'interrupted' THEN {now}
+			ELSE j.available_at END,
+		finished_at = CASE WHEN o.kind IN ('succeeded', 'dead') THEN {now} ELSE j.finished_at END,
+		errors = CASE WHEN o.class IS NULL THEN j.errors ELSE j.errors || ` + entry + ` END,
+		last_error = CASE WHEN o.class IS NULL THEN j.last_error ELSE ` + last + ` END,
+		lease_token = NULL, lease_until = NULL
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::integer[], $7::text[],
+			$8::text[], $9::text[], $10::integer[])
+		AS o(id, token, kind, delay_us, attempt, class, message, stack, ord)
+	WHERE j.id = o.id AND j.state = 'running' AND j.lease_token = o.token AND j.lease_until > {now}
+	RETURNING o.ord, j.state, j.available_at`
+}()
+
+// JobRecordOutcomes implements [errand.Store]: one statement for the
+// batch, each outcome fenced by its own token.
+func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
+	var (
+		ords               []int32 // each row's index in outcomes
+		ids, tokens, kinds []string
+		delays             []int64
+		attempts           []int32
+		classes            []*string // NULL: no history entry
+		messages, stacks   []string
+		sent               = map[errand.JobLease]bool{}
+	)
+	for _, i := range byID(len(outcomes), func(i int) string { return outcomes[i].ID }) {
+		o := outcomes[i]
+		var class *string
+		var e errand.AttemptError
+		switch o.Kind {
+		case errand.OutcomeSucceeded, errand.OutcomeSnooze:
+		case errand.OutcomeRetry, errand.OutcomeDead, errand.OutcomeInterrupted:
+			if o.Error == nil {
+				return nil, &errand.InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
+			}
+			e = *o.Error
+			class = &e.Class
+		default:
+			return nil, &errand.InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
+		}
+		// A later outcome under the same lease finds it ended by the
+		// first (or as dead as the first found it): lease lost. byID
+		// keeps equal ids in batch order.
+		if sent[o.JobLease] {
+			continue
+		}
+		sent[o.JobLease] = true
+		ords = append(ords, int32(i))
+		ids, tokens, kinds = append(ids, o.ID), append(tokens, o.LeaseToken), append(kinds, string(o.Kind))
+		delays, attempts, classes = append(delays, us(o.Delay)), append(attempts, int32(e.Attempt)), append(classes, class)
+		messages, stacks = append(messages, e.Message), append(stacks, e.Stack)
+	}
+	rs := make([]errand.OutcomeResult, len(outcomes))
+	for i := range rs {
+		rs[i].Err = errand.ErrLeaseLost
+	}
+	if len(ids) == 0 {
+		return rs, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	var ord int
+	var state string
+	var avail time.Time
+	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
+		rs[ord] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC()}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	return rs, nil
+}
+
+// byID returns the indexes 0..n-1 ordered by id(i). Batched writes send
+// their rows in id order so that two batches touching the same jobs (a
+// worker's heartbeats and its outcomes) lock them in the same order rather
+// than deadlock.
+func byID(n int, id func(i int) string) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return id(idx[a]) < id(idx[b]) })
+	return idx
+}
+
+// JobSweep implements [errand.Store].
+func (s *Store) JobSweep(ctx context.Context) (errand.SweepResult, error) {
+	var r errand.SweepResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		r, err = s.sweep(ctx, tx, s.nowArg())
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("sweep: %w", err)
+	}
+	return r, nil
+}
+
+const leaseExpiredMessage = "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
+
+// sweepLeasesSQL ends expired leases: retrying, available now, or dead on
+// the final attempt so that a job that kills its worker cannot crash-loop.
+// Rows another sweeper or claimer holds are skipped; it sweeps them.
+var sweepLeasesSQL = func() string {
+	entry, last := historyEntry("attempt", "$2::text", "m.message", "''")
+	return `UPDATE {jobs} SET
+		errors = errors || ` + entry + `,
+		last_error = ` + last + `,
+		state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'retrying' END,
+		finished_at = CASE WHEN attempt >= max_attempts THEN {now} ELSE finished_at END,
+		available_at = CASE WHEN attempt >= max_attempts THEN available_at ELSE {now} END,
+		lease_token = NULL, lease_until = NULL
+	FROM (SELECT CASE WHEN attempt >= max_attempts THEN $3 || ' on the final attempt' ELSE $3 END AS message, seq AS mseq
+		FROM {jobs} WHERE state = 'running' AND lease_until <= {now}
+		FOR UPDATE SKIP LOCKED) m
+	WHERE seq = m.mseq
+	RETURNING state`
+}()
+
+// sweepDeadlinesSQL dead-letters queued and retrying jobs past their
+// deadline. It runs after the lease sweep in the same transaction, so it
+// sees the jobs that sweep just made retrying.
+var sweepDeadlinesSQL = func() string {
+	entry, last := historyEntry("attempt", "$2::text", "$3::text", "''")
+	return `UPDATE {jobs} SET
+		errors = errors || ` + entry + `,
+		last_error = ` + last + `,
+		state = 'dead', finished_at = {now}
+	WHERE seq IN (SELECT seq FROM {jobs}
+		WHERE state IN ('queued', 'retrying') AND deadline IS NOT NULL AND deadline <= {now}
+		FOR UPDATE SKIP LOCKED)`
+}()
+
+func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now any) (errand.SweepResult, error) {
+	var r errand.SweepResult
+	rows, err := tx.Query(ctx, s.sql(sweepLeasesSQL), now, errand.ClassLeaseExpired, leaseExpiredMessage)
+	if err != nil {
+		return r, err
+	}
+	var state string
+	_, err = pgx.ForEachRow(rows, []any{&state}, func() error {
+		if state == string(errand.StateDead) {
+			r.Dead++
+		} else {
+			r.Retried++
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	tag, err := tx.Exec(ctx, s.sql(sweepDeadlinesSQL), now, errand.ClassExpired, "deadline passed before the job could run")
+	if err != nil {
+		return r, err
+	}
+	r.Dead += int(tag.RowsAffected())
+	return r, nil
+}
+
+var (
+	replayable  = []errand.JobState{errand.StateDead, errand.StateCancelled}
+	cancellable = []errand.JobState{errand.StateQueued, errand.StateRetrying}
+)
+
+// lockJob locks job id for the rest of tx and returns its state.
+func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (errand.JobState, error) {
+	var state string
+	err := tx.QueryRow(ctx, s.sql(`SELECT state FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state)
+	if isNoRows(err) {
+		return "", errand.ErrNotFound
+	}
+	return errand.JobState(state), err
+}
+
+// JobReplay implements [errand.Store].
+func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+	var j *errand.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.nowArg()
+		st, err := s.lockJob(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if st != errand.StateDead && st != errand.StateCancelled {
+			return &errand.StateError{Op: "replay", ID: p.ID, State: st, Allowed: replayable}
+		}
+		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET
+				state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
+				deadline = CASE WHEN max_age_us > 0 THEN {now} + max_age_us * interval '1 microsecond' END,
+				lease_token = NULL, lease_until = NULL, finished_at = NULL
+			WHERE id = $2 RETURNING `+jobColumns), now, p.ID))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.sql(`INSERT INTO {replays} (job_id, replay, prior_state, operator, reason, at)
+			VALUES ($2, $3, $4, $5, $6, {now})`), now, p.ID, j.Replays, string(st), p.Operator, p.Reason)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// JobReplayAudit implements [errand.Store].
+func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT id, job_id, replay, prior_state, operator, reason, at
+		FROM {replays} WHERE job_id = $1 ORDER BY id`), jobID)
+	if err != nil {
+		return nil, fmt.Errorf("replay audit of job %s: %w", jobID, err)
+	}
+	out := []errand.ReplayRecord{}
+	var r errand.ReplayRecord
+	var prior string
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.JobID, &r.Replay, &prior, &r.Operator, &r.Reason, &r.At}, func() error {
+		r.PriorState = errand.JobState(prior)
+		r.At = r.At.UTC()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay audit of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// JobCancel implements [errand.Store].
+func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
+	var j *errand.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		st, err := s.lockJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if st != errand.StateQueued && st != errand.StateRetrying {
+			return &errand.StateError{Op: "cancel", ID: id, State: st, Allowed: cancellable}
+		}
+		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
+			WHERE id = $2 RETURNING `+jobColumns), s.nowArg(), id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// QueueStats implements [errand.Store].
+func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, count(*),
+			extract(epoch FROM {now} - min(available_at)
+				FILTER (WHERE state IN ('queued', 'retrying') AND available_at <= {now}))::float8
+		FROM {jobs} GROUP BY queue, state ORDER BY queue`), s.nowArg())
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	out := []errand.QueueStats{}
+	var queue, state string
+	var n int
+	var age *float64
+	_, err = pgx.ForEachRow(rows, []any{&queue, &state, &n, &age}, func() error {
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			counts := make(map[errand.JobState]int, len(errand.JobStates))
+			for _, st := range errand.JobStates {
+				counts[st] = 0
+			}
+			out = append(out, errand.QueueStats{Queue: queue, Counts: counts})
+		}
+		q := &out[len(out)-1]
+		q.Counts[errand.JobState(state)] = n
+		if age != nil && *age > q.OldestReadyAgeSeconds {
+			q.OldestReadyAgeSeconds = *age
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	for i := range out {
+		out[i].Dead = out[i].Counts[errand.StateDead]
+	}
+	return out, nil
+}

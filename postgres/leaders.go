@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/errandhq/errand"
+)
+
+// LeaderElect implements [errand.Store]. One statement takes the lease when
+// it is free or expired and renews it when the candidate holds it; the row
+// lock it takes serialises candidates on every host, and the database's
+// clock decides expiry.
+func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
+	if p.Name == "" || p.Holder == "" || p.TTL <= 0 {
+		return nil, &errand.InputError{Field: "leader", Message: "name, holder and a positive TTL are required"}
+	}
+	l := errand.Leader{Name: p.Name}
+	err := s.pool.QueryRow(ctx, s.sql(`INSERT INTO {leaders} AS l (name, holder, elected_at, until)
+		VALUES ($2, $3, {now}, {now} + $4 * interval '1 microsecond')
+		ON CONFLICT (name) DO UPDATE SET
+			elected_at = CASE WHEN l.holder = excluded.holder THEN l.elected_at ELSE excluded.elected_at END,
+			holder = excluded.holder, until = excluded.until
+		WHERE l.holder = excluded.holder OR l.until <= {now}
+		RETURNING holder, elected_at, until`), s.nowArg(), p.Name, p.Holder, us(p.TTL)).Scan(&l.Holder, &l.Elected, &l.Until)
+	switch {
+	case err == nil:
+		l.Leading = true
+	case isNoRows(err):
+		// Someone else holds a live lease. This statement sees it even if
+		// it was committed while the election above waited for its lock.
+		err = s.pool.QueryRow(ctx, s.sql(`SELECT holder, elected_at, until FROM {leaders} WHERE name = $1`), p.Name).
+			Scan(&l.Holder, &l.Elected, &l.Until)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("elect leader: %w", err)
+	}
+	l.Elected, l.Until = l.Elected.UTC(), l.Until.UTC()
+	return &l, nil
+}
+
+// LeaderResign implements [errand.Store].
+func (s *Store) LeaderResign(ctx context.Context, name, holder string) error {
+	if _, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {leaders} WHERE name = $1 AND holder = $2`), name, holder); err != nil {
+		return fmt.Errorf("resign leader: %w", err)
+	}
+	return nil
+}
+
+// LeaderGet implements [errand.Store].
+func (s *Store) LeaderGet(ctx context.Context, name string) (*errand.Leader, error) {
+	l := errand.Leader{Name: name}
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT holder, elected_at, until FROM {leaders}
+		WHERE name = $2 AND until > {now}`), s.nowArg(), name).Scan(&l.Holder, &l.Elected, &l.Until)
+	if isNoRows(err) {
+		return nil, errand.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get leader: %w", err)
+	}
+	l.Elected, l.Until = l.Elected.UTC(), l.Until.UTC()
+	return &l, nil
+}

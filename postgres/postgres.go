@@ -1,0 +1,413 @@
+// Package postgres is errand's multi-host store: PostgreSQL through pgx v5,
+// for workers spread over many machines with one source of truth.
+//
+// # Time
+//
+// The database's clock is the only time authority: with [Options.Clock] nil,
+// every lease, schedule and expiry decision is taken in SQL against now()
+// (the start of errand's own short transactions) or statement_timestamp()
+// (inside a caller's transaction, which may have begun long ago). A worker
+// whose own clock is off neither steals live leases nor keeps dead ones. Tests
+// inject a clock instead; then every statement uses its time. Either way each
+// statement takes the time as one argument, coalesce($1::timestamptz, now()),
+// NULL when no clock is injected.
+//
+// # Schema
+//
+// errand keeps its tables (errand_jobs, errand_replays, errand_effects,
+// errand_workers, errand_leaders, errand_migrations) in one schema, "errand"
+// by default, so they stay apart from the application's own. [Options.Schema]
+// names another; the tables keep their errand_ prefix so that even "public"
+// is safe. Open creates the schema and applies the embedded migrations inside
+// one transaction holding a transaction-level advisory lock derived from the
+// schema name, so processes that start together apply each migration once.
+//
+// # Transactions
+//
+// [Store.JobInsertManyTx] and [Store.EffectRecordTx] join the caller's
+// transaction: a [pgx.Tx] (from any pgx connection or pool on the same
+// database) or a *sql.Tx from database/sql with the pgx driver
+// (github.com/jackc/pgx/v5/stdlib, sql.Open("pgx", url)).
+//
+// # JSON
+//
+// Args, progress, tags and the error history are jsonb: PostgreSQL keeps
+// their value, not their spelling (key order and whitespace may change, and
+// a string may not contain \u0000).
+//
+// # For code in this package
+//
+// A Store holds pool, the connection pool every method uses, and schema, the
+// quoted schema name; s.table("errand_jobs") is a table's qualified name.
+// Code that adds capabilities here (LISTEN/NOTIFY) uses those two.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultSchema is the schema errand's tables live in unless
+// [Options.Schema] names another.
+const DefaultSchema = "errand"
+
+// Options configure a Store. The zero value is sensible.
+type Options struct {
+	// Clock is the store's time authority. Nil means the database's clock
+	// (now()), which is what production wants: every host then agrees.
+	// Tests inject a clock they can move.
+	Clock errand.Clock
+	// Schema holds errand's tables; it is created if missing. Default
+	// "errand". Give a different schema to each errand deployment that
+	// shares a database.
+	Schema string
+	// MaxConns bounds the pool Open creates. Zero means pgxpool's default
+	// (the larger of 4 and the number of CPUs), or pool_max_conns in the
+	// URL. New ignores it: the caller configured that pool.
+	MaxConns int
+}
+
+// Store is errand's PostgreSQL store. It implements [errand.Store].
+type Store struct {
+	pool     *pgxpool.Pool // every method's connections
+	ownsPool bool          // Close closes pool
+	schema   string        // quoted identifier, e.g. "errand"
+	name     string        // the schema's name, unquoted
+	clock    errand.Clock  // nil: the database's clock
+
+	// own expands the {name} placeholders of SQL that runs in errand's own
+	// short transactions; inTx of SQL that runs in a caller's.
+	own, inTx *strings.Replacer
+}
+
+var _ errand.Store = (*Store)(nil)
+
+// Open connects to the database at url (postgres://user@host:port/db?...),
+// applies errand's migrations, and returns the store. Close closes its pool.
+func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if opts != nil && opts.MaxConns > 0 {
+		cfg.MaxConns = int32(opts.MaxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	s, err := New(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// New returns a store on the application's own pool, applying errand's
+// migrations. Close does not close the pool.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	s := &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock}
+	s.own = s.replacer("now()")
+	s.inTx = s.replacer("statement_timestamp()")
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// replacer expands {jobs} and the other table names, and {now}: the
+// injected clock's time when the statement's $1 is not NULL, else dbNow.
+func (s *Store) replacer(dbNow string) *strings.Replacer {
+	return strings.NewReplacer(
+		"{now}", "coalesce($1::timestamptz, "+dbNow+")",
+		"{jobs}", s.table("errand_jobs"),
+		"{replays}", s.table("errand_replays"),
+		"{effects}", s.table("errand_effects"),
+		"{workers}", s.table("errand_workers"),
+		"{leaders}", s.table("errand_leaders"),
+		"{migrations}", s.table("errand_migrations"),
+	)
+}
+
+// table returns the qualified name of one of errand's tables.
+func (s *Store) table(name string) string { return s.schema + "." + name }
+
+// sql expands a statement that runs in errand's own transaction.
+func (s *Store) sql(q string) string { return s.own.Replace(q) }
+
+// Pool returns the store's connection pool, for the application's own
+// queries and transactions ([Store.JobInsertManyTx] takes a pgx.Tx begun on
+// it).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the name of the schema errand's tables live in.
+func (s *Store) Schema() string { return s.name }
+
+// Close closes the pool if Open created it.
+func (s *Store) Close() error {
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// nowArg is the $1 of every statement: the injected clock's time at the
+// store's precision, or nil for the database's clock. Read it once per
+// operation so that every statement of a transaction agrees.
+func (s *Store) nowArg() any {
+	if s.clock == nil {
+		return nil
+	}
+	return micro(s.clock.Now())
+}
+
+// Now implements [errand.Store]: the database's now(), or the injected
+// clock's time.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if s.clock != nil {
+		return s.clock.Now().UTC(), nil
+	}
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("now: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// micro truncates t to the microseconds PostgreSQL keeps, in UTC.
+func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// us is d in whole microseconds, the unit of durations in SQL.
+func us(d time.Duration) int64 { return d.Microseconds() }
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, n := range names {
+		base := path.Base(n)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with its number", base)
+		}
+		b, err := migrationFS.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrationLock is the advisory lock key that serialises migrations of one
+// schema: the schema name hashed with FNV-1a, stable across releases and
+// PostgreSQL versions (unlike hashtext).
+func migrationLock(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("errand.migrate:" + schema))
+	return int64(h.Sum64())
+}
+
+// Migrate applies errand's pending migrations. Open and New call it; it is
+// exported for deployments that migrate separately.
+func (s *Store) Migrate(ctx context.Context) error { return s.migrate(ctx) }
+
+// migrate applies the pending migrations in one transaction that holds an
+// advisory lock on the schema: a process that opens the store while another
+// migrates waits, then finds the work done. Migrations are numbered and
+// forward-only. The schema and the migrations table are created only when
+// missing, so a role without CREATE on the database can open a migrated
+// store.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	known := ms[len(ms)-1].version
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock(s.name)); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table("errand_migrations")).Scan(&exists); err != nil {
+			return err
+		}
+		applied := map[int]bool{}
+		if !exists {
+			var schemaExists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.name).Scan(&schemaExists); err != nil {
+				return err
+			}
+			if !schemaExists {
+				if _, err := tx.Exec(ctx, `CREATE SCHEMA `+s.schema); err != nil {
+					return fmt.Errorf("create schema %s: %w", s.schema, err)
+				}
+			}
+			if _, err := tx.Exec(ctx, s.sql(`CREATE TABLE {migrations} (
+				version    integer     PRIMARY KEY,
+				name       text        NOT NULL,
+				applied_at timestamptz NOT NULL DEFAULT now())`)); err != nil {
+				return err
+			}
+		} else {
+			rows, err := tx.Query(ctx, s.sql(`SELECT version FROM {migrations}`))
+			if err != nil {
+				return err
+			}
+			vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err != nil {
+				return err
+			}
+			for _, v := range vs {
+				if v > known {
+					return fmt.Errorf("database schema %s is at version %d but this errand knows only up to %d; upgrade errand", s.schema, v, known)
+				}
+				applied[v] = true
+			}
+		}
+		pending := false
+		for _, m := range ms {
+			if !applied[m.version] {
+				pending = true
+			}
+		}
+		if !pending {
+			return nil
+		}
+		// The migration files name tables unqualified.
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+s.schema); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if applied[m.version] {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {migrations} (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the newest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT coalesce(max(version), 0) FROM {migrations}`)).Scan(&v)
+	return v, err
+}
+
+// querier is what the statements that may run in a caller's transaction
+// need, so that they are written once for pgx and database/sql.
+type querier interface {
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	query(ctx context.Context, sql string, args ...any) (rows, error)
+}
+
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// pgxQuerier adapts a pgx.Tx (or the pool).
+type pgxQuerier struct {
+	db interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	}
+}
+
+func (q pgxQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := q.db.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (q pgxQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
+	return q.db.Query(ctx, sql, args...)
+}
+
+// sqlQuerier adapts a *sql.Tx of the pgx stdlib driver.
+type sqlQuerier struct{ tx *sql.Tx }
+
+func (q sqlQuerier) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	res, err := q.tx.ExecContext(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q sqlQuerier) query(ctx context.Context, sql string, args ...any) (rows, error) {
+	rs, err := q.tx.QueryContext(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// callerTx adapts the transaction a caller passed to a Tx method.
+func callerTx(tx any) (querier, error) {
+	switch t := tx.(type) {
+	case pgx.Tx:
+		if t != nil {
+			return pgxQuerier{t}, nil
+		}
+	case *sql.Tx:
+		if t != nil {
+			return sqlQuerier{t}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: postgres takes a pgx.Tx or a *sql.Tx (database/sql with the pgx driver), got %T", errand.ErrUnsupportedTx, tx)
+}
+
+// isNoRows reports a QueryRow that found nothing.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -1,0 +1,404 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/storetest"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+)
+
+// testURL returns the database the tests use, or skips them.
+func testURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL tests, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	return url
+}
+
+// freshSchema names a schema of the test's own and drops it when the test
+// ends, so that tests and packages can share one database.
+func freshSchema(t *testing.T, url string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "errand_t_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+func open(t *testing.T, url, schema string, clock errand.Clock) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), url, &postgres.Options{Clock: clock, Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open schema %s: %v", schema, err)
+	}
+	return s
+}
+
+// schemaOf maps each store the harness opened to its schema's name.
+var schemaOf sync.Map
+
+// TestStore runs the conformance suite, each case on a schema of its own.
+func TestStore(t *testing.T) {
+	url := testURL(t)
+	storetest.Exercise(t, storetest.Harness{
+		Open: func(t *testing.T, clock errand.Clock) errand.Store {
+			schema := freshSchema(t, url)
+			s := open(t, url, schema, clock)
+			schemaOf.Store(s, schema)
+			return s
+		},
+		OpenSecond: func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store {
+			schema, ok := schemaOf.Load(first)
+			if !ok {
+				t.Fatal("OpenSecond: the first store was not opened by this harness")
+			}
+			return open(t, url, schema.(string), clock)
+		},
+		BeginTx: func(ctx context.Context, s errand.Store) (storetest.Tx, error) {
+			tx, err := s.(*postgres.Store).Pool().Begin(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("begin: %w", err)
+			}
+			return pgxTx{ctx, tx}, nil
+		},
+	})
+}
+
+// pgxTx adapts a pgx.Tx to storetest.Tx.
+type pgxTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (t pgxTx) Tx() any         { return t.tx }
+func (t pgxTx) Commit() error   { return t.tx.Commit(t.ctx) }
+func (t pgxTx) Rollback() error { return t.tx.Rollback(t.ctx) }
+
+func job(id string) *errand.JobInsertParams {
+	return &errand.JobInsertParams{ID: id, Queue: errand.DefaultQueue, Kind: "email",
+		Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
+}
+
+// TestInsertSQLTx checks that JobInsertManyTx joins a database/sql
+// transaction of the pgx stdlib driver: the job exists iff it commits.
+func TestInsertSQLTx(t *testing.T) {
+	url := testURL(t)
+	s := open(t, url, freshSchema(t, url), nil)
+	defer s.Close()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	for _, commit := range []bool{true, false} {
+		id := fmt.Sprintf("sql-tx-%v", commit)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.JobInsertManyTx(ctx, tx, []*errand.JobInsertParams{job(id), job(id)})
+		if err != nil {
+			_ = tx.Rollback()
+			t.Fatalf("JobInsertManyTx(*sql.Tx): %v", err)
+		}
+		if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate || rs[1].Job.ID != id || rs[0].Job.State != errand.StateQueued {
+			t.Errorf("results %+v: want %s new and queued, then a duplicate of it", rs, id)
+		}
+		if _, err := s.JobGet(ctx, id); !errors.Is(err, errand.ErrNotFound) {
+			t.Errorf("job %s visible before its transaction ended: %v", id, err)
+		}
+		// The effect ledger joins the same transaction.
+		if first, err := s.EffectRecordTx(ctx, tx, "effect-"+id, id, ""); err != nil || !first {
+			t.Errorf("EffectRecordTx(*sql.Tx) = %v, %v; want true", first, err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := s.JobGet(ctx, id)
+		_, effErr := s.EffectGet(ctx, "effect-"+id)
+		switch {
+		case commit && (err != nil || j.ID != id || effErr != nil):
+			t.Errorf("after commit: job %v, %v; effect %v", j, err, effErr)
+		case !commit && (!errors.Is(err, errand.ErrNotFound) || !errors.Is(effErr, errand.ErrNotFound)):
+			t.Errorf("after rollback: job %v, %v; effect %v; want neither", j, err, effErr)
+		}
+	}
+}
+
+// TestConcurrentOpen checks that processes opening a fresh schema at once
+// all succeed and apply each migration exactly once.
+func TestConcurrentOpen(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	var wg sync.WaitGroup
+	stores := make([]*postgres.Store, 4)
+	errs := make([]error, 4)
+	start := make(chan struct{})
+	for i := range stores {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = postgres.Open(t.Context(), url, &postgres.Options{Schema: schema, MaxConns: 2})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("open %d: %v", i, err)
+			continue
+		}
+		defer stores[i].Close()
+	}
+	if t.Failed() {
+		return
+	}
+	ctx := t.Context()
+	rows, err := stores[0].Pool().Query(ctx, `SELECT version, count(*) FROM `+
+		pgx.Identifier{schema, "errand_migrations"}.Sanitize()+` GROUP BY version ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version, n int
+	var versions []int
+	if _, err := pgx.ForEachRow(rows, []any{&version, &n}, func() error {
+		if n != 1 {
+			t.Errorf("migration %d recorded %d times", version, n)
+		}
+		versions = append(versions, version)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := stores[0].SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != want || want < 3 {
+		t.Errorf("applied migrations %v, want 1..%d", versions, want)
+	}
+	// Every store works on the result.
+	for i, s := range stores {
+		if _, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job(fmt.Sprintf("j%d", i))}); err != nil {
+			t.Errorf("insert through store %d: %v", i, err)
+		}
+	}
+}
+
+// TestNewerSchemaRefused checks that a store refuses a schema migrated by a
+// newer errand instead of running against tables it does not know.
+func TestNewerSchemaRefused(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	s := open(t, url, schema, nil)
+	defer s.Close()
+	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, "errand_migrations"}.Sanitize()+
+		` (version, name) VALUES (999, '999_future.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema})
+	if err == nil {
+		s2.Close()
+		t.Fatal("Open on a schema at version 999 succeeded")
+	}
+	t.Logf("refused as expected: %v", err)
+}
+
+// TestDatabaseClock runs a job's life without an injected clock, so that
+// every decision is the database's now(): claim, renew, retry, sweep, the
+// registry's clock skew and leadership.
+func TestDatabaseClock(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	s := open(t, url, schema, nil)
+	defer s.Close()
+	ctx := t.Context()
+	now := func() time.Time {
+		t.Helper()
+		n, err := s.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	between := func(what string, got, lo, hi time.Time) {
+		t.Helper()
+		if got.Before(lo) || got.After(hi) {
+			t.Errorf("%s %v: want between %v and %v", what, got, lo, hi)
+		}
+	}
+	claim := func(lease time.Duration) []*errand.Job {
+		t.Helper()
+		js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 10, Lease: lease, Owner: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+
+	t0 := now()
+	delayed := job("later")
+	delayed.Delay = time.Hour
+	rs, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job("a"), delayed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := now()
+	between("created_at", rs[0].Job.CreatedAt, t0, t1)
+	if !rs[1].Job.AvailableAt.Equal(rs[1].Job.CreatedAt.Add(time.Hour)) {
+		t.Errorf("delayed job available at %v, created %v; want an hour later", rs[1].Job.AvailableAt, rs[1].Job.CreatedAt)
+	}
+
+	js := claim(time.Minute)
+	t2 := now()
+	if len(js) != 1 || js[0].ID != "a" {
+		t.Fatalf("claim: %v, want only a (later is an hour away)", js)
+	}
+	a := js[0]
+	between("attempted_at", *a.AttemptedAt, t1, t2)
+	if !a.LeaseUntil.Equal(a.AttemptedAt.Add(time.Minute)) {
+		t.Errorf("lease_until %v, want a minute after attempted_at %v", a.LeaseUntil, a.AttemptedAt)
+	}
+	hb, err := s.JobHeartbeatMany(ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{{ID: "a", LeaseToken: *a.LeaseToken}}, Lease: time.Hour})
+	if err != nil || hb[0].Err != nil {
+		t.Fatalf("heartbeat: %v, %v", hb, err)
+	}
+	between("renewed lease", hb[0].LeaseUntil, t2.Add(time.Hour), now().Add(time.Hour))
+
+	out, err := s.JobRecordOutcomes(ctx, []*errand.JobOutcome{{JobLease: errand.JobLease{ID: "a", LeaseToken: *a.LeaseToken},
+		Kind: errand.OutcomeRetry, Error: &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}}})
+	if err != nil || out[0].Err != nil || out[0].State != errand.StateRetrying {
+		t.Fatalf("retry outcome: %+v, %v", out, err)
+	}
+	got, err := s.JobGet(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Errors) != 1 || !got.Errors[0].At.Equal(got.AvailableAt) || !got.LastError.At.Equal(got.AvailableAt) {
+		t.Errorf("history %+v, last_error %+v, available_at %v: want the entry at the retry's time", got.Errors, got.LastError, got.AvailableAt)
+	}
+	// The history's time is written as Go writes RFC 3339 times.
+	var raw string
+	if err := s.Pool().QueryRow(ctx, `SELECT errors->0->>'at' FROM `+pgx.Identifier{schema, "errand_jobs"}.Sanitize()+` WHERE id = 'a'`).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if want := got.Errors[0].At.UTC().Format(time.RFC3339Nano); raw != want {
+		t.Errorf("history time stored as %q, want %q", raw, want)
+	}
+
+	// A short lease expires on the database's clock and the next claim
+	// sweeps it, then claims the job again.
+	js = claim(time.Hour)
+	if len(js) != 1 || js[0].Attempt != 2 {
+		t.Fatalf("second claim: %v", js)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE `+pgx.Identifier{schema, "errand_jobs"}.Sanitize()+
+		` SET lease_until = now() - interval '1 second' WHERE id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	js = claim(time.Minute)
+	if len(js) != 1 || js[0].Attempt != 3 || len(js[0].Errors) != 2 || js[0].Errors[1].Class != errand.ClassLeaseExpired {
+		t.Fatalf("claim after the lease expired: %+v", js)
+	}
+
+	// The registry measures the worker's clock against the database's.
+	if _, err := s.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: "w", HeartbeatInterval: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.WorkerHeartbeat(ctx, "w", errand.WorkerStats{SentAt: now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.ClockSkewMS < 3600000 || w.ClockSkewMS > 3600000+5000 {
+		t.Errorf("worker an hour behind: clock_skew_ms %d, want about 3600000", w.ClockSkewMS)
+	}
+	skew := w.ClockSkewMS
+	w, err = s.WorkerHeartbeat(ctx, "w", errand.WorkerStats{})
+	if err != nil || w.ClockSkewMS != skew {
+		t.Errorf("heartbeat without SentAt: %+v, %v; want the last skew, %d, kept", w, err, skew)
+	}
+
+	l, err := s.LeaderElect(ctx, &errand.LeaderElectParams{Name: "errand", Holder: "w", TTL: time.Minute})
+	if err != nil || !l.Leading {
+		t.Fatalf("elect: %+v, %v", l, err)
+	}
+	between("leader until", l.Until, t2.Add(time.Minute), now().Add(time.Minute))
+}
+
+// TestOutcomeBatchFirstWins checks that when a batch names one lease twice
+// with different outcomes, the first applies and the second finds the lease
+// ended, as the SQLite store applies them one after another.
+func TestOutcomeBatchFirstWins(t *testing.T) {
+	url := testURL(t)
+	s := open(t, url, freshSchema(t, url), nil)
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job("b"), job("a")}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: time.Minute, Owner: "w"})
+	if err != nil || len(js) != 2 {
+		t.Fatalf("claim: %v, %v", js, err)
+	}
+	lease := func(id string) errand.JobLease {
+		for _, j := range js {
+			if j.ID == id {
+				return errand.JobLease{ID: id, LeaseToken: *j.LeaseToken}
+			}
+		}
+		t.Fatalf("job %s not claimed", id)
+		return errand.JobLease{}
+	}
+	fail := &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
+	rs, err := s.JobRecordOutcomes(ctx, []*errand.JobOutcome{
+		{JobLease: lease("b"), Kind: errand.OutcomeSucceeded},
+		{JobLease: lease("a"), Kind: errand.OutcomeRetry, Error: fail},
+		{JobLease: lease("a"), Kind: errand.OutcomeDead, Error: fail},
+		{JobLease: errand.JobLease{ID: "a", LeaseToken: "stale"}, Kind: errand.OutcomeSucceeded},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []errand.JobState{errand.StateSucceeded, errand.StateRetrying, "", ""}
+	for i, r := range rs {
+		if r.State != want[i] || (want[i] == "") != errors.Is(r.Err, errand.ErrLeaseLost) {
+			t.Errorf("outcome %d: state %q err %v; want state %q", i, r.State, r.Err, want[i])
+		}
+	}
+	if a, err := s.JobGet(ctx, "a"); err != nil || a.State != errand.StateRetrying || len(a.Errors) != 1 {
+		t.Errorf("job a: %+v, %v; want retrying with one history entry", a, err)
+	}
+}

@@ -1,0 +1,177 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+const workerColumns = `id, host, pid, queues::text, heartbeat_interval_us, started_at, heartbeat_at,
+	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms`
+
+// scanWorker reads one registry row, and any extra columns after it; the
+// caller sets its status.
+func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
+	var (
+		w                  errand.WorkerRecord
+		queues             string
+		interval           int64
+		stopped, completed *time.Time
+	)
+	dest := append([]any{&w.ID, &w.Host, &w.PID, &queues, &interval, &w.StartedAt, &w.HeartbeatAt,
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
+		return nil, fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
+	}
+	if w.Queues == nil {
+		w.Queues = []errand.WorkerQueue{}
+	}
+	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
+	w.StartedAt = w.StartedAt.UTC()
+	w.HeartbeatAt = w.HeartbeatAt.UTC()
+	w.StoppedAt = utc(stopped)
+	w.LastCompletedAt = utc(completed)
+	return &w, nil
+}
+
+// WorkerRegister implements [errand.Store].
+func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
+	if p.ID == "" {
+		return nil, &errand.InputError{Field: "worker id", Message: "is empty; name the worker, e.g. host:pid"}
+	}
+	if p.HeartbeatInterval <= 0 {
+		return nil, &errand.InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
+	}
+	queues := p.Queues
+	if queues == nil {
+		queues = []errand.WorkerQueue{}
+	}
+	queuesJSON, err := json.Marshal(queues)
+	if err != nil {
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+	}
+	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues,
+			heartbeat_interval_us, started_at, heartbeat_at)
+		VALUES ($2, $3, $4, $5::jsonb, $6, {now}, {now})
+		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+			queues = excluded.queues, heartbeat_interval_us = excluded.heartbeat_interval_us,
+			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+			stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
+			jobs_completed = 0, clock_skew_ms = 0
+		RETURNING `+workerColumns),
+		s.nowArg(), p.ID, p.Host, p.PID, string(queuesJSON), us(p.HeartbeatInterval)))
+	if err != nil {
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+	}
+	w.Status = errand.WorkerStatusAt(w, w.HeartbeatAt, 0)
+	return w, nil
+}
+
+// WorkerHeartbeat implements [errand.Store]. When stats.SentAt is set it
+// records the clock skew: the database's clock minus the worker's, in
+// milliseconds (including the heartbeat's transit time).
+func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
+	if st.JobsRunning < 0 || st.JobsCompleted < 0 || st.LastCompletedAgo < 0 {
+		return nil, &errand.InputError{Field: "worker stats", Message: "counts and last-completed age must not be negative"}
+	}
+	var ago *int64 // NULL when nothing completed
+	if st.JobsCompleted > 0 {
+		v := us(st.LastCompletedAgo)
+		ago = &v
+	}
+	var sent *time.Time
+	if !st.SentAt.IsZero() {
+		t := micro(st.SentAt)
+		sent = &t
+	}
+	// last_completed_at moves only when the count does, so that the
+	// worker's and the store's clocks drifting apart between beats do not
+	// make it wander.
+	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`UPDATE {workers} SET heartbeat_at = {now},
+			last_completed_at = CASE
+				WHEN $2::bigint IS NULL THEN NULL
+				WHEN last_completed_at IS NULL OR jobs_completed <> $3 THEN {now} - $2 * interval '1 microsecond'
+				ELSE last_completed_at END,
+			jobs_running = $4, jobs_completed = $3,
+			clock_skew_ms = CASE WHEN $5::timestamptz IS NULL THEN clock_skew_ms
+				ELSE trunc(extract(epoch FROM {now} - $5::timestamptz) * 1000)::bigint END
+		WHERE id = $6 AND stopped_at IS NULL
+		RETURNING `+workerColumns),
+		s.nowArg(), ago, st.JobsCompleted, st.JobsRunning, sent, id))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errand.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat worker %s: %w", id, err)
+	}
+	w.Status = errand.WorkerStatusAt(w, w.HeartbeatAt, 0)
+	return w, nil
+}
+
+// WorkerStop implements [errand.Store].
+func (s *Store) WorkerStop(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
+		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
+	if err != nil {
+		return fmt.Errorf("stop worker %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound)
+	}
+	return nil
+}
+
+// WorkerList implements [errand.Store].
+func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
+	if p == nil {
+		p = &errand.WorkerListParams{}
+	}
+	if p.StaleAfter < 0 {
+		return nil, &errand.InputError{Field: "stale after", Message: "must not be negative; 0 means three heartbeat intervals"}
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT `+workerColumns+`, {now} FROM {workers}
+		ORDER BY started_at DESC, id`), s.nowArg())
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	ws, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*errand.WorkerRecord, error) {
+		var now time.Time
+		w, err := scanWorker(row, &now)
+		if err != nil {
+			return nil, err
+		}
+		w.Status = errand.WorkerStatusAt(w, now, p.StaleAfter)
+		return w, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	if ws == nil {
+		ws = []*errand.WorkerRecord{}
+	}
+	return ws, nil
+}
+
+// WorkerPrune implements [errand.Store].
+func (s *Store) WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error) {
+	if olderThan < 0 {
+		return 0, &errand.InputError{Field: "older than", Message: "must not be negative"}
+	}
+	tag, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {workers} WHERE
+		(stopped_at IS NOT NULL AND stopped_at <= {now} - $2 * interval '1 microsecond')
+		OR (stopped_at IS NULL
+			AND heartbeat_at + $3 * heartbeat_interval_us * interval '1 microsecond' <= {now}
+			AND heartbeat_at <= {now} - $2 * interval '1 microsecond')`),
+		s.nowArg(), us(olderThan), errand.WorkerMissedHeartbeats)
+	if err != nil {
+		return 0, fmt.Errorf("prune workers: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
