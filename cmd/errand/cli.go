@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -352,7 +354,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 const defaultDB = "./errand.db"
 
 func dbFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "database: a SQLite file `PATH` (default $ERRAND_DB, then "+defaultDB+")")
+	return fs.String("db", "", "database: a SQLite file `PATH` or a postgres:// URL (default $ERRAND_DB, then "+defaultDB+")")
 }
 
 // dbPath resolves the database from the flag, then ERRAND_DB, then the
@@ -379,15 +381,37 @@ const (
 	mayCreate
 )
 
-// openStore opens the database named by --db or ERRAND_DB.
-func openStore(ctx context.Context, flagValue string, mode openMode) (*sqlite.Store, error) {
-	path := dbPath(flagValue)
-	lower := strings.ToLower(path)
-	switch {
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		return nil, errors.New("PostgreSQL is not supported yet; use a SQLite file path for --db or ERRAND_DB")
-	case strings.Contains(path, "://"):
-		return nil, fmt.Errorf("database %q is not a file path; give a SQLite file path such as %s", path, defaultDB)
+// store is what the subcommands need of either backend.
+type store interface {
+	errand.Store
+	SchemaVersion(ctx context.Context) (int, error)
+}
+
+// isPostgres reports whether the database names a PostgreSQL server.
+func isPostgres(db string) bool {
+	lower := strings.ToLower(db)
+	return strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://")
+}
+
+// openStore opens the database named by --db or ERRAND_DB: a postgres://
+// URL opens the PostgreSQL store (in the schema ERRAND_SCHEMA names, default
+// errand), anything else a SQLite file.
+func openStore(ctx context.Context, flagValue string, mode openMode) (store, error) {
+	db := dbPath(flagValue)
+	if isPostgres(db) {
+		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: os.Getenv("ERRAND_SCHEMA")})
+		if err != nil {
+			return nil, fmt.Errorf("database %s: %w", redactURL(db), err)
+		}
+		return st, nil
+	}
+	return openSQLite(ctx, db, mode)
+}
+
+// openSQLite opens the SQLite file at path.
+func openSQLite(ctx context.Context, path string, mode openMode) (*sqlite.Store, error) {
+	if strings.Contains(path, "://") {
+		return nil, fmt.Errorf("database %q is neither a postgres:// URL nor a file path; give a SQLite file path such as %s", path, defaultDB)
 	}
 	if mode == mustExist {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -399,6 +423,15 @@ func openStore(ctx context.Context, flagValue string, mode openMode) (*sqlite.St
 		return nil, fmt.Errorf("database %s: %w", path, err)
 	}
 	return st, nil
+}
+
+// redactURL hides a password in a database URL before it is printed.
+func redactURL(db string) string {
+	u, err := url.Parse(db)
+	if err != nil {
+		return "the PostgreSQL URL"
+	}
+	return u.Redacted()
 }
 
 // openClient opens the store and a client over it with the given config.

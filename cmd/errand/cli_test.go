@@ -108,7 +108,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"jobs", "--state", "finished"}, code: 2, line: "unknown state"},
 		{args: []string{"jobs", "--limit", "0"}, code: 2, line: "--limit"},
 		{args: []string{"jobs", "extra"}, code: 2, line: "unexpected argument"},
-		{args: []string{"jobs", "--db", "postgres://localhost/errand"}, code: 1, line: "PostgreSQL is not supported yet"},
+		{args: []string{"jobs", "--db", "postgres://u:secret@127.0.0.1:1/errand?connect_timeout=2"}, code: 1, line: "database postgres://u:xxxxx@127.0.0.1:1/errand"},
+		{args: []string{"jobs", "--db", "mysql://localhost/errand"}, code: 1, line: "neither a postgres:// URL nor a file path"},
 		{args: []string{"jobs", "--db", missingDB}, code: 1, line: "no database at"},
 		{args: []string{"inspect"}, code: 2, line: "give the id"},
 		{args: []string{"inspect", "a", "b"}, code: 2, line: "unexpected argument"},
@@ -172,9 +173,9 @@ func TestDatabaseFromEnvironment(t *testing.T) {
 	if js := listJobs(t, db); len(js) != 1 || js[0].ID != id {
 		t.Fatalf("ERRAND_DB not used: jobs %+v, enqueued %s", js, id)
 	}
-	t.Setenv("ERRAND_DB", "postgres://db.example/errand")
-	if r := cli(t, "stats"); r.code != 1 || !strings.Contains(r.stderr, "PostgreSQL is not supported yet") {
-		t.Errorf("stats with a postgres ERRAND_DB: %s", r)
+	t.Setenv("ERRAND_DB", "postgres://127.0.0.1:1/errand?connect_timeout=2")
+	if r := cli(t, "stats"); r.code != 1 || !strings.Contains(r.stderr, "database postgres://127.0.0.1:1/errand") {
+		t.Errorf("stats with an unreachable postgres ERRAND_DB: %s", r)
 	}
 }
 

@@ -44,7 +44,7 @@ the other subcommands and --db.`,
 			if err := removeDemoDB(ctx, *db); err != nil {
 				return err
 			}
-			st, err := openStore(ctx, *db, mayCreate)
+			st, err := openSQLite(ctx, dbPath(*db), mayCreate)
 			if err != nil {
 				return err
 			}
