@@ -49,14 +49,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/migration"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -207,32 +204,9 @@ func us(d time.Duration) int64 { return d.Microseconds() }
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, n := range names {
-		base := path.Base(n)
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: name must start with its number", base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+// migrations returns the store's numbered migrations.
+func migrations() ([]migration.Migration, error) {
+	return migration.Load(migrationFS, "migrations")
 }
 
 // migrationLock is the advisory lock key that serialises migrations of one
@@ -259,7 +233,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	known := ms[len(ms)-1].version
+	known := ms[len(ms)-1].Version
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock(s.name)); err != nil {
 			return err
@@ -303,7 +277,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		pending := false
 		for _, m := range ms {
-			if !applied[m.version] {
+			if !applied[m.Version] {
 				pending = true
 			}
 		}
@@ -315,14 +289,14 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		for _, m := range ms {
-			if applied[m.version] {
+			if applied[m.Version] {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {migrations} (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {migrations} (version, name) VALUES ($1, $2)`), m.Version, m.Name); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
 		}
 		return nil

@@ -31,16 +31,15 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/migration"
 	_ "github.com/ncruces/go-sqlite3/driver" // registers the "sqlite3" driver
 )
 
@@ -183,32 +182,9 @@ func (s *Store) Now(context.Context) (time.Time, error) { return s.clock.Now().U
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, n := range names {
-		base := filepath.Base(n)
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: name must start with its number", base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+// migrations returns the store's numbered migrations.
+func migrations() ([]migration.Migration, error) {
+	return migration.Load(migrationFS, "migrations")
 }
 
 // Migrate applies errand's pending migrations. Open calls it; it is exported
@@ -229,28 +205,28 @@ func (s *Store) migrate(ctx context.Context) error {
 	for _, m := range ms {
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO errand_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.version, m.name, micros(s.clock.Now()))
+				m.Version, m.Name, micros(s.clock.Now()))
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	var newest int
 	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if known := ms[len(ms)-1].version; newest > known {
+	if known := ms[len(ms)-1].Version; newest > known {
 		return fmt.Errorf("migrate: database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
 	}
 	return nil

@@ -1,0 +1,54 @@
+// Package migration reads a store's numbered, forward-only SQL migrations
+// from an embedded file system. Each store applies them its own way; the
+// numbering and its checks are shared, so a version number means the same
+// schema on every store.
+package migration
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version int
+	Name    string // the file name, e.g. 001_init.sql
+	SQL     string
+}
+
+// Load returns the *.sql files in dir of fsys, ordered by the number their
+// names start with. A file without a number, two files with one number, or
+// a gap in the numbering is an error: the migrations are a sequence.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
+	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]Migration, 0, len(names))
+	for _, n := range names {
+		base := path.Base(n)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("migration %s: name must start with its number, e.g. 004_retention.sql", base)
+		}
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, Migration{Version: v, Name: base, SQL: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	for i, m := range ms {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migration %s: expected number %d; migrations are numbered 1, 2, 3... without gaps or repeats", m.Name, i+1)
+		}
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no migrations in %s", dir)
+	}
+	return ms, nil
+}
