@@ -1,0 +1,285 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+// Wake-ups across processes go through LISTEN/NOTIFY on one channel per
+// errand schema (see notifyChannel), the payload a queue name. Clients send
+// them after the enqueue transaction commits, never inside it: a NOTIFY
+// takes a cluster-wide lock at commit and halves group-commit throughput
+// (DESIGN.md, Storage). Behind a pooler in transaction mode LISTEN does not
+// work; run workers with PollOnly there.
+
+var _ errand.Notifier = (*Store)(nil)
+
+const (
+	// listenerAppName is the application_name of the listener's connection,
+	// so operators can tell it apart in pg_stat_activity.
+	listenerAppName = "errand-listener"
+	// listenIdlePing is how long the listener waits in silence before it
+	// checks its connection with a query. A connection dropped without a
+	// word (a network partition, a NAT timeout) is otherwise noticed only
+	// after TCP keepalive gives up, many minutes later.
+	listenIdlePing = time.Minute
+	// listenPingTimeout bounds that check.
+	listenPingTimeout = 5 * time.Second
+	// listenConnectTimeout bounds one attempt to reconnect, so that a
+	// connect lost in a partition is retried rather than awaited for the
+	// kernel's minutes.
+	listenConnectTimeout = 10 * time.Second
+	// listenBackoffMin and listenBackoffMax bound the wait between attempts
+	// to reconnect a dropped listener; it doubles from one to the other.
+	listenBackoffMin = 100 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+	// listenMaxPending is the most distinct queue names the listener holds
+	// for a slow reader; past it they collapse into "" (every queue).
+	listenMaxPending = 1000
+)
+
+// notifyChannel is the LISTEN/NOTIFY channel of the errand schema named
+// schema: "errand_jobs_" and the schema's name, so that deployments in
+// different schemas of one database do not wake each other. A name that would
+// pass PostgreSQL's 63-byte identifier limit keeps its first bytes and ends
+// with a hash of the whole name.
+func notifyChannel(schema string) string {
+	const prefix, maxLen = "errand_jobs_", 63
+	ch := prefix + schema
+	if len(ch) <= maxLen {
+		return ch
+	}
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	sum := fmt.Sprintf("_%016x", h.Sum64())
+	keep := maxLen - len(prefix) - len(sum)
+	for keep > 0 && !utf8.RuneStart(schema[keep]) {
+		keep-- // never cut a character in two
+	}
+	return prefix + schema[:keep] + sum
+}
+
+// NotifyQueues implements [errand.Notifier]: it wakes the workers listening
+// on this store's schema, in every process, for each of queues ("" wakes
+// every queue). It sends them in one statement outside any transaction, each
+// name once.
+func (s *Store) NotifyQueues(ctx context.Context, queues []string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	queues = slices.Compact(slices.Sorted(slices.Values(queues)))
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`,
+		notifyChannel(s.name), queues); err != nil {
+		return fmt.Errorf("notify queues: %w", err)
+	}
+	return nil
+}
+
+// ListenQueues implements [errand.Notifier]. It listens on a connection of
+// its own, opened with the pool's settings but outside the pool so that it
+// holds none of the pool's slots, and returns once LISTEN is in place: a
+// notification sent after it returns is delivered.
+//
+// The returned channel delivers each queue name notified, names that arrive
+// while the reader is busy gathered and delivered once each, so that a slow
+// reader never holds up the connection. When the connection drops, the
+// listener reconnects with backoff (100ms doubling to 5s, jittered) and then
+// delivers "", asking the reader to look at every queue, since
+// notifications sent while it was away are lost. It closes its connection
+// and then the channel when ctx ends; ctx, not [Store.Close], ends it.
+func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
+	conn, err := s.listenConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &listener{
+		store: s,
+		ready: make(chan struct{}, 1),
+		names: map[string]struct{}{},
+	}
+	out := make(chan string)
+	connDone := make(chan struct{})
+	go func() {
+		defer close(connDone)
+		l.read(ctx, conn)
+	}()
+	go func() {
+		defer close(out)
+		l.forward(ctx, out)
+		<-connDone // close the channel only once the connection is closed
+	}()
+	return out, nil
+}
+
+// listenConn opens a connection that listens on the schema's channel.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = listenerAppName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("listen for queues: %w", err)
+	}
+	if _, err := conn.Exec(ctx, s.listenSQL()); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("listen for queues: %w", err)
+	}
+	return conn, nil
+}
+
+// listenSQL is the statement that listens on the schema's channel.
+func (s *Store) listenSQL() string {
+	return `LISTEN ` + pgx.Identifier{notifyChannel(s.name)}.Sanitize()
+}
+
+// closeConn closes conn, waiting at most a second for the server to hear it.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// listener is one ListenQueues subscription: read receives notifications
+// into a set of pending names, forward hands them to the reader.
+type listener struct {
+	store *Store
+	ready chan struct{} // holds a token while names are pending
+
+	mu    sync.Mutex
+	names map[string]struct{} // pending queue names
+	all   bool                // "" is pending: it stands for every name
+}
+
+// add records a name for the reader; it never blocks.
+func (l *listener) add(name string) {
+	l.mu.Lock()
+	switch {
+	case l.all:
+	case name == "" || len(l.names) >= listenMaxPending:
+		l.all = true
+		clear(l.names)
+	default:
+		l.names[name] = struct{}{}
+	}
+	l.mu.Unlock()
+	select {
+	case l.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns the pending names.
+func (l *listener) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.all {
+		l.all = false
+		return []string{""}
+	}
+	names := make([]string, 0, len(l.names))
+	for n := range l.names {
+		names = append(names, n)
+	}
+	clear(l.names)
+	return names
+}
+
+// forward delivers pending names on out until ctx ends.
+func (l *listener) forward(ctx context.Context, out chan<- string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.ready:
+		}
+		for _, name := range l.take() {
+			select {
+			case out <- name:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// read waits for notifications on conn, replacing it when it drops, until
+// ctx ends; then it closes the connection.
+func (l *listener) read(ctx context.Context, conn *pgx.Conn) {
+	defer func() {
+		if conn != nil {
+			closeConn(conn)
+		}
+	}()
+	for {
+		l.receive(ctx, conn)
+		if ctx.Err() != nil {
+			return
+		}
+		// The connection failed. The store has no logger to tell; the
+		// reader's polling finds jobs meanwhile.
+		closeConn(conn)
+		conn = l.reconnect(ctx)
+		if conn == nil {
+			return // ctx ended
+		}
+		l.add("") // whatever was notified meanwhile is lost: look everywhere
+	}
+}
+
+// receive passes conn's notifications to add until conn fails or ctx ends.
+// After listenIdlePing of silence it checks the connection by listening
+// again: a no-op round trip that leaves pg_stat_activity showing the LISTEN.
+func (l *listener) receive(ctx context.Context, conn *pgx.Conn) {
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, listenIdlePing)
+		n, err := conn.WaitForNotification(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			l.add(n.Payload)
+			continue
+		case ctx.Err() != nil, !errors.Is(err, context.DeadlineExceeded), conn.IsClosed():
+			return
+		}
+		pingCtx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+		_, err = conn.Exec(pingCtx, l.store.listenSQL())
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// reconnect opens a new listening connection, waiting with backoff between
+// attempts. It returns nil when ctx ends first.
+func (l *listener) reconnect(ctx context.Context) *pgx.Conn {
+	backoff := listenBackoffMin
+	for {
+		// Equal jitter: half the backoff, plus up to as much again at random,
+		// so that workers dropped together do not reconnect together.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, listenConnectTimeout)
+		conn, err := l.store.listenConn(attemptCtx)
+		cancel()
+		if err == nil {
+			return conn
+		}
+		backoff = min(2*backoff, listenBackoffMax)
+	}
+}

@@ -1,0 +1,344 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// receive returns the next name ch delivers, failing the test after 10s.
+func receive(t *testing.T, ch <-chan string, what string) string {
+	t.Helper()
+	select {
+	case q, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: listener channel closed", what)
+		}
+		return q
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing delivered in 10s", what)
+		return ""
+	}
+}
+
+// listenerPIDs returns the backend pids of the connections listening on
+// schema's channel.
+func listenerPIDs(t *testing.T, s *postgres.Store, schema string) []int32 {
+	t.Helper()
+	rows, err := s.Pool().Query(t.Context(), `SELECT pid FROM pg_stat_activity
+		WHERE application_name = 'errand-listener' AND query LIKE 'LISTEN %' AND strpos(query, $1) > 0
+		ORDER BY pid`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int32
+	var pid int32
+	for rows.Next() {
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// flushed counts the markers of flush, so that each is unique.
+var flushed atomic.Int64
+
+// flush returns the names ch delivers before a marker that s notifies after
+// the call, so every name notified on ch's channel before the call. It sends
+// two markers, the second once the first has arrived: the listener gathers
+// pending names in a set, so only the second is sure to come after them.
+func flush(t *testing.T, s *postgres.Store, ch <-chan string) []string {
+	t.Helper()
+	var names []string
+	for range 2 {
+		marker := fmt.Sprintf("flush-%d", flushed.Add(1))
+		if err := s.NotifyQueues(t.Context(), []string{marker}); err != nil {
+			t.Fatal(err)
+		}
+		for q := receive(t, ch, "waiting for "+marker); q != marker; q = receive(t, ch, "waiting for "+marker) {
+			names = append(names, q)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestNotifyReachesListenersOfTheSchema checks that a notification sent
+// through one store reaches a listener on another pool for the same schema,
+// each queue once, and not a listener on another schema.
+func TestNotifyReachesListenersOfTheSchema(t *testing.T) {
+	url := testURL(t)
+	schemaA, schemaB := freshSchema(t, url), freshSchema(t, url)
+	senderA, listenerA, onB := open(t, url, schemaA, nil), open(t, url, schemaA, nil), open(t, url, schemaB, nil)
+	defer senderA.Close()
+	defer listenerA.Close()
+	defer onB.Close()
+	ctx := t.Context()
+	chA, err := listenerA.ListenQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chB, err := onB.ListenQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := senderA.NotifyQueues(ctx, []string{"beta", "alpha", "beta"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := flush(t, senderA, chA); !slices.Equal(got, []string{"alpha", "beta"}) {
+		t.Errorf("schema A's listener got %q, want alpha and beta", got)
+	}
+	if got := flush(t, onB, chB); len(got) > 0 {
+		t.Errorf("schema B's listener got %q from schema A", got)
+	}
+	if err := onB.NotifyQueues(ctx, []string{"only-b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := flush(t, senderA, chA); len(got) > 0 {
+		t.Errorf("schema A's listener got %q from schema B", got)
+	}
+}
+
+// TestListenReconnects terminates the listener's connection on the server:
+// the listener reconnects by itself, delivers "" (look at every queue), and
+// later notifications arrive.
+func TestListenReconnects(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	sender, listener := open(t, url, schema, nil), open(t, url, schema, nil)
+	defer sender.Close()
+	defer listener.Close()
+	ctx := t.Context()
+	ch, err := listener.ListenQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sender.NotifyQueues(ctx, []string{"before"}); err != nil {
+		t.Fatal(err)
+	}
+	if q := receive(t, ch, "before the drop"); q != "before" {
+		t.Fatalf("got %q, want before", q)
+	}
+	pids := listenerPIDs(t, sender, schema)
+	if len(pids) != 1 {
+		t.Fatalf("listener backends %v, want one", pids)
+	}
+	var killed bool
+	if err := sender.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pids[0]).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pids[0], killed, err)
+	}
+
+	if q := receive(t, ch, "after the drop"); q != "" {
+		t.Fatalf("first delivery after the drop %q, want \"\" (look at every queue)", q)
+	}
+	after := listenerPIDs(t, sender, schema)
+	if len(after) != 1 || after[0] == pids[0] {
+		t.Errorf("listener backends %v after terminating %d, want one new one", after, pids[0])
+	}
+	if err := sender.NotifyQueues(ctx, []string{"after"}); err != nil {
+		t.Fatal(err)
+	}
+	if q := receive(t, ch, "after reconnecting"); q != "after" {
+		t.Errorf("got %q, want after", q)
+	}
+}
+
+// TestListenEndsWithContext checks that ending ctx closes the channel and
+// the listener's connection.
+func TestListenEndsWithContext(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	s := open(t, url, schema, nil)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, err := s.ListenQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pids := listenerPIDs(t, s, schema); len(pids) != 1 {
+		t.Fatalf("listener backends %v, want one", pids)
+	}
+	cancel()
+	select {
+	case q, ok := <-ch:
+		if ok {
+			t.Fatalf("delivered %q after ctx ended, want the channel closed", q)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel still open 5s after ctx ended")
+	}
+	// The connection was closed before the channel; the server may take a
+	// moment to notice.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(listenerPIDs(t, s, schema)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("listener's connection still open 5s after its channel closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// openForWorker opens a store closed when the test's cleanups run, after
+// the workers and clients registered later are stopped.
+func openForWorker(t *testing.T, url, schema string) *postgres.Store {
+	t.Helper()
+	s := open(t, url, schema, nil)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// countingClient returns a client on s whose "ping" handler reports the id
+// of each job it runs on ran.
+func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.Client {
+	t.Helper()
+	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+		Name: "ping",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			ran <- j.ID
+			return nil
+		}),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startWorker starts a worker on c and waits for its first idle claim, so
+// that a job enqueued afterwards is found only by a wake-up or a poll.
+func startWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *errand.Worker {
+	t.Helper()
+	w, err := c.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Errorf("stop worker: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stats().IdleClaims == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("worker made no claim in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return w
+}
+
+// TestWakeAcrossStores checks that a worker polling once an hour starts a
+// job enqueued through another store (another process's pool) at once: the
+// enqueuing client's NOTIFY wakes it.
+func TestWakeAcrossStores(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	workerStore, producerStore := openForWorker(t, url, schema), openForWorker(t, url, schema)
+	ran := make(chan string, 1)
+	startWorker(t, countingClient(t, workerStore, ran), errand.WorkerConfig{PollInterval: time.Hour})
+	producer := countingClient(t, producerStore, nil)
+
+	start := time.Now()
+	r, err := producer.Enqueue(t.Context(), "ping", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-ran:
+		if id != r.Job.ID {
+			t.Errorf("ran %s, want %s", id, r.Job.ID)
+		}
+		t.Logf("enqueue to handler start: %v", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("job not started 10s after its enqueue; the worker polls hourly, so no wake-up reached it")
+	}
+}
+
+// TestPollOnlyAcrossStores checks that a PollOnly worker does not listen
+// and still finds a job enqueued through another store by polling.
+func TestPollOnlyAcrossStores(t *testing.T) {
+	url := testURL(t)
+	schema := freshSchema(t, url)
+	workerStore, producerStore := openForWorker(t, url, schema), openForWorker(t, url, schema)
+	ran := make(chan string, 1)
+	startWorker(t, countingClient(t, workerStore, ran), errand.WorkerConfig{PollInterval: 200 * time.Millisecond, PollOnly: true})
+	if pids := listenerPIDs(t, workerStore, schema); len(pids) != 0 {
+		t.Errorf("a PollOnly worker listens: backends %v", pids)
+	}
+	producer := countingClient(t, producerStore, nil)
+	if _, err := producer.Enqueue(t.Context(), "ping", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("PollOnly worker polling every 200ms did not start the job in 10s")
+	}
+}
+
+// TestNotifyLongSchemaNames checks schemas whose channel name would pass
+// PostgreSQL's 63-byte limit: two that differ only in their last byte
+// each get their own channel.
+func TestNotifyLongSchemaNames(t *testing.T) {
+	url := testURL(t)
+	base := freshSchema(t, url) + "_" + strings.Repeat("x", 63)
+	schemaA, schemaB := base[:62]+"a", base[:62]+"b"
+	for _, schema := range []string{schemaA, schemaB} {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Errorf("drop schema %s: %v", schema, err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+				t.Errorf("drop schema %s: %v", schema, err)
+			}
+		})
+	}
+	a, b := open(t, url, schemaA, nil), open(t, url, schemaB, nil)
+	defer a.Close()
+	defer b.Close()
+	if a.Schema() != schemaA || len(schemaA) != 63 {
+		t.Fatalf("schema %q, want %q (63 bytes)", a.Schema(), schemaA)
+	}
+	chA, err := a.ListenQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chB, err := b.ListenQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.NotifyQueues(t.Context(), []string{"long"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := flush(t, a, chA); !slices.Equal(got, []string{"long"}) {
+		t.Errorf("listener on the same long schema got %q, want long", got)
+	}
+	if got := flush(t, b, chB); len(got) > 0 {
+		t.Errorf("listener on a schema differing in its last byte got %q", got)
+	}
+}
