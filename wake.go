@@ -242,11 +242,15 @@ func (w *Worker) listen(ctx context.Context) <-chan string {
 }
 
 // wakeOnNotify wakes the queue loops that the store's notifications name
-// ("" names every queue) until ctx ends or the store closes the channel.
+// ("" names every queue) until the store closes the channel. When ctx ends
+// it waits for that close, so Stop returns only after the store's listener
+// has let go of its connection.
 func (w *Worker) wakeOnNotify(ctx context.Context, ch <-chan string) {
 	for {
 		select {
 		case <-ctx.Done():
+			for range ch {
+			}
 			return
 		case q, ok := <-ch:
 			if !ok {
