@@ -14,3 +14,8 @@ func SetNotifyCoalesce(c *Client, d time.Duration) {
 		c.notifier.window = d
 	}
 }
+
+// SetWallClock makes w read now as its wall clock when it reports its
+// clock to the registry, so that a test can play a host whose clock is off.
+// Call it before Start.
+func SetWallClock(w *Worker, now func() time.Time) { w.reg.wallClock = now }

@@ -169,6 +169,12 @@ type workerRegistration struct {
 	lastCompleted atomic.Int64 // time.Since(born) at the last completion
 	stopBeats     context.CancelFunc
 	beats         sync.WaitGroup
+
+	// wallClock reads the worker's wall clock for a heartbeat's SentAt, the
+	// one place a Worker uses its own wall time: only to report the clock
+	// skew to operators, never for a lease or schedule decision. Nil means
+	// time.Now; tests shift it to play a host whose clock is off.
+	wallClock func() time.Time
 }
 
 // ID returns the worker's id: its row in the registry ([Client.Workers]) and
@@ -216,6 +222,9 @@ func (w *Worker) workerStats() WorkerStats {
 		JobsRunning:   int(w.stats.running.Load()),
 		JobsCompleted: completed,
 		SentAt:        time.Now(),
+	}
+	if w.reg.wallClock != nil {
+		st.SentAt = w.reg.wallClock()
 	}
 	if completed > 0 {
 		st.LastCompletedAgo = max(0, time.Since(w.reg.born)-time.Duration(w.reg.lastCompleted.Load()))

@@ -51,9 +51,14 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// cli runs errand in this process, exactly as main does.
+// cli runs errand in this process, exactly as main does. On a PostgreSQL
+// test database it runs the binary instead: the schema comes from the
+// environment (ERRAND_SCHEMA), which one process cannot set per test.
 func cli(t *testing.T, args ...string) result {
 	t.Helper()
+	if dbEnv(args) != nil {
+		return bin(t, args...)
+	}
 	var stdout, stderr bytes.Buffer
 	err := Run(context.Background(), args, &stdout, &stderr)
 	code := report(err, &stderr)
@@ -64,7 +69,7 @@ func cli(t *testing.T, args ...string) result {
 func bin(t *testing.T, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(errandBin, args...)
-	cmd.Env = append(os.Environ(), "ERRAND_DB=")
+	cmd.Env = append(append(os.Environ(), "ERRAND_DB="), dbEnv(args)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

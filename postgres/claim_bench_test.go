@@ -1,0 +1,101 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkClaimAck measures one job's claim and acknowledgment, each in
+// its own transaction, on a queue table with no finished rows and then with
+// 1,000,000 succeeded rows present. The partial claim index covers only
+// claimable rows, so the two should cost the same; a claim that scanned
+// finished rows would show here. Setup (the million rows, inserted by one
+// INSERT ... SELECT, then VACUUM ANALYZE) takes well under a minute.
+//
+//	ERRAND_TEST_POSTGRES_URL=... go test -run '^$' -bench ClaimAck -benchtime 3000x ./postgres/
+func BenchmarkClaimAck(b *testing.B) {
+	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
+	if url == "" {
+		b.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL benchmarks, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	ctx := context.Background()
+	rb := make([]byte, 6)
+	rand.Read(rb)
+	schema := "errand_b_" + hex.EncodeToString(rb)
+	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema, MaxConns: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		s.Close()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			b.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			b.Errorf("drop schema %s: %v", schema, err)
+		}
+	}()
+	jobs := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
+	exec := func(b *testing.B, sql string, args ...any) {
+		b.Helper()
+		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
+			b.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// insert adds n rows in one statement, with the columns the jobs table
+	// requires (postgres/migrations/001_init.sql); the rest take defaults.
+	insert := func(b *testing.B, prefix, state string, n int) {
+		b.Helper()
+		exec(b, `INSERT INTO `+jobs+` (id, queue, kind, args, state, attempt, max_attempts,
+				available_at, created_at, attempted_at, finished_at)
+			SELECT $1 || g, 'default', 'bench', '{}'::jsonb, $2::text,
+				CASE WHEN $2::text = 'succeeded' THEN 1 ELSE 0 END, 3,
+				now(), now(),
+				CASE WHEN $2::text = 'succeeded' THEN now() END,
+				CASE WHEN $2::text = 'succeeded' THEN now() END
+			FROM generate_series(1, $3::int) g`, prefix, state, n)
+	}
+	runs := 0
+	claimAck := func(b *testing.B) {
+		runs++
+		insert(b, fmt.Sprintf("q%d-", runs), "queued", b.N)
+		exec(b, `VACUUM ANALYZE `+jobs)
+		params := &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"bench"},
+			Limit: 1, Lease: time.Minute, Owner: "bench"}
+		b.ResetTimer()
+		for range b.N {
+			js, err := s.JobClaimMany(ctx, params)
+			if err != nil || len(js) != 1 {
+				b.Fatalf("claim: %v, %v", js, err)
+			}
+			rs, err := s.JobRecordOutcomes(ctx, []*errand.JobOutcome{{
+				JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken},
+				Kind:     errand.OutcomeSucceeded,
+			}})
+			if err != nil || rs[0].Err != nil {
+				b.Fatalf("ack: %+v, %v", rs, err)
+			}
+		}
+	}
+
+	b.Run("empty", claimAck)
+
+	start := time.Now()
+	insert(b, "done-", "succeeded", 1_000_000)
+	exec(b, `VACUUM ANALYZE `+jobs)
+	b.Logf("inserted 1,000,000 succeeded rows and vacuumed in %s", time.Since(start).Round(time.Millisecond))
+
+	b.Run("1M-finished", claimAck)
+}
