@@ -26,7 +26,8 @@ var _ errand.Notifier = (*Store)(nil)
 
 const (
 	// listenerAppName is the application_name of the listener's connection,
-	// so operators can tell it apart in pg_stat_activity.
+	// so operators can tell it apart in pg_stat_activity. When the URL names
+	// an application, the listener is that name with "/listener" added.
 	listenerAppName = "errand-listener"
 	// listenIdlePing is how long the listener waits in silence before it
 	// checks its connection with a query. A connection dropped without a
@@ -124,7 +125,11 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 // listenConn opens a connection that listens on the schema's channel.
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = listenerAppName
+	if app := cfg.RuntimeParams["application_name"]; app != "" {
+		cfg.RuntimeParams["application_name"] = app + "/listener"
+	} else {
+		cfg.RuntimeParams["application_name"] = listenerAppName
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("listen for queues: %w", err)
