@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,6 +71,7 @@ type Worker struct {
 
 	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
+	abandoned atomic.Bool     // set by Abandon: record nothing more
 	stats     workerCounters
 	reg       workerRegistration // see worker_registry.go
 	leader    workerLeadership   // see worker_leader.go
@@ -152,6 +154,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}()
 	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
+	w.outcomes.abandoned = &w.abandoned
 	w.outcomes.start(ctx)
 	// Listen before the first claim, so no notification falls between them.
 	if notes := w.listen(loopCtx); notes != nil {
@@ -212,6 +215,26 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
+// errAbandoned is what recording an outcome returns after Abandon.
+var errAbandoned = errors.New("worker abandoned its jobs")
+
+// Abandon makes the worker record nothing more: outcomes of jobs still
+// running are not written, so their leases expire and other workers run them
+// again, exactly as if this process had died. A process about to exit at once
+// (on a second signal) calls it before it kills its handlers, so that the
+// kill is not recorded as the jobs' failure. Abandon does not stop the
+// worker; Stop still does.
+func (w *Worker) Abandon() { w.abandoned.Store(true) }
+
+// write records an outcome through the batcher unless the worker abandoned
+// its jobs.
+func (w *Worker) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
+	if w.abandoned.Load() {
+		return OutcomeResult{}, errAbandoned
+	}
+	return w.outcomes.write(ctx, o)
+}
+
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
@@ -261,7 +284,12 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 					}
 				}()
 				a := w.c.runAttempt(runCtx, job, w.cfg.Lease)
-				res, err := w.c.record(runCtx, a, w.outcomes.write)
+				res, err := w.c.record(runCtx, a, w.write)
+				if errors.Is(err, errAbandoned) {
+					w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
+						"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+					return
+				}
 				if err != nil {
 					w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
 						"job_id", job.ID, "err", err)

@@ -21,8 +21,10 @@ type outcomeBatcher struct {
 	store  Store
 	stats  *workerCounters
 	direct bool // no batching: each caller writes its own outcome
-	reqs   chan outcomeRequest
-	done   chan struct{}
+	// abandoned, when set, makes flush write nothing (see Worker.Abandon).
+	abandoned *atomic.Bool
+	reqs      chan outcomeRequest
+	done      chan struct{}
 }
 
 type outcomeRequest struct {
@@ -97,6 +99,12 @@ func (b *outcomeBatcher) stop() {
 
 // flush writes one batch and replies to every sender.
 func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
+	if b.abandoned != nil && b.abandoned.Load() {
+		for _, req := range batch {
+			req.reply <- outcomeReply{err: errAbandoned}
+		}
+		return
+	}
 	outcomes := make([]*JobOutcome, len(batch))
 	for i, req := range batch {
 		outcomes[i] = req.o

@@ -176,3 +176,46 @@ func workerWaitFor(t *testing.T, limit time.Duration, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestWorkerAbandonRecordsNothing(t *testing.T) {
+	ctx := context.Background()
+	s := openWorkerStore(t)
+	started := make(chan struct{}, 1)
+	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+		Name: "slow",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Enqueue(ctx, "slow", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.NewWorker(errand.WorkerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	w.Abandon()
+	grace, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_ = w.Stop(grace) // the grace runs out: the handler is cancelled
+	j, err := c.Get(ctx, r.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without Abandon the cancelled handler's job would be given back
+	// (queued, an interrupted entry); abandoned, it stays as a dead
+	// process would leave it: running until its lease expires.
+	if j.State != errand.StateRunning || j.Attempt != 1 || len(j.Errors) != 0 {
+		t.Fatalf("job %s attempt %d errors %+v; want running, attempt 1, no history", j.State, j.Attempt, j.Errors)
+	}
+}

@@ -182,6 +182,9 @@ func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, q
 		// A grace period that ran out is not a failure: the worker gave
 		// the jobs back, and the library logged it.
 	case <-forceStop(ctx):
+		// Record nothing more, so the kill below is not written as the
+		// jobs' failure: their leases expire as if this process had died.
+		w.Abandon()
 		killed := 0
 		for _, h := range handlers {
 			killed += h.KillAll()
