@@ -49,6 +49,8 @@ type attempt struct {
 	leaseErr error         // ErrLeaseLost when a heartbeat found the lease gone
 	timedOut bool          // the kind's timeout cancelled the handler
 	stopped  bool          // the worker's own context ended (shutdown)
+	lease    time.Duration // the claim's lease
+	renewed  time.Time     // when the lease was last renewed (or claimed)
 	took     time.Duration // wall time of the handler
 }
 
@@ -56,7 +58,7 @@ type attempt struct {
 // third of lease until the handler returns. A heartbeat that finds the lease
 // lost cancels the handler's context.
 func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duration) *attempt {
-	a := &attempt{job: job}
+	a := &attempt{job: job, lease: lease, renewed: time.Now()}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{store: c.store, job: job})
@@ -67,16 +69,22 @@ func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duratio
 		return a
 	}
 	hctx := ctx
+	stopTimer := func() bool { return false }
 	if k.Timeout > 0 {
 		var stop context.CancelFunc
 		hctx, stop = context.WithTimeoutCause(ctx, k.Timeout, errTimeout)
 		defer stop()
+		stopTimer = func() bool { stop(); return context.Cause(hctx) == errTimeout }
 	}
 
+	// Heartbeats stop the moment the handler returns, even in the middle of
+	// a store call, so a slow store never delays the outcome.
+	hbCtx, stopBeats := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	hbDone := make(chan struct{})
 	wg.Go(func() {
-		if err := c.heartbeat(ctx, job, lease, hbDone); err != nil {
+		renewed, err := c.heartbeat(hbCtx, job, lease, a.renewed)
+		a.renewed = renewed
+		if err != nil {
 			cancel(err)
 		}
 	})
@@ -84,14 +92,21 @@ func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duratio
 	start := time.Now()
 	a.err, a.stack = callHandler(hctx, k.Handler, job)
 	a.took = time.Since(start)
-	close(hbDone)
+	timedOut := stopTimer()
+	stopBeats()
 	wg.Wait()
 
-	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
+	switch {
+	case a.err == nil:
+		// Success is recorded whatever a heartbeat presumed: the write is
+		// fenced, so the store decides whether this worker still owns it.
+	case errors.Is(context.Cause(ctx), ErrLeaseLost):
 		a.leaseErr = ErrLeaseLost
-	} else if context.Cause(hctx) == errTimeout {
+	case timedOut:
 		a.timedOut = true
-	} else if a.err != nil && parent.Err() != nil {
+	case parent.Err() != nil && (errors.Is(a.err, context.Canceled) || errors.Is(a.err, context.DeadlineExceeded)):
+		// The worker is stopping and the handler gave up because of it.
+		// A handler that failed on its own account is recorded as such.
 		a.stopped = true
 	}
 	return a
@@ -108,41 +123,45 @@ func callHandler(ctx context.Context, h Handler, job *Job) (err error, stack str
 	return h.Work(ctx, job), ""
 }
 
-// heartbeat renews the job's lease every third of lease until done closes.
-// It returns ErrLeaseLost when the store says the lease is gone, or when no
-// renewal has succeeded for a whole lease (the store is unreachable, so the
-// lease must be presumed expired).
-func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, done <-chan struct{}) error {
+// heartbeat renews the job's lease every third of lease until ctx ends, and
+// returns when the lease was last renewed. It returns ErrLeaseLost when the
+// store says the lease is gone, or when no renewal has succeeded for a whole
+// lease: each call is bounded by that moment, so a store that hangs cannot
+// keep a handler running past a lease that another worker may take.
+func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, renewed time.Time) (time.Time, error) {
 	interval := lease / 3
 	if interval <= 0 {
 		interval = time.Millisecond
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	renewed := time.Now()
 	for {
 		select {
-		case <-done:
-			return nil
 		case <-ctx.Done():
-			return nil
+			return renewed, nil
 		case <-t.C:
 		}
-		rs, err := c.store.JobHeartbeatMany(ctx, &JobHeartbeatParams{
+		sent := time.Now()
+		callCtx, cancelCall := context.WithDeadline(ctx, renewed.Add(lease))
+		rs, err := c.store.JobHeartbeatMany(callCtx, &JobHeartbeatParams{
 			Leases: []JobLease{{ID: job.ID, LeaseToken: *job.LeaseToken}},
 			Lease:  lease,
 		})
+		cancelCall()
 		switch {
+		case ctx.Err() != nil:
+			return renewed, nil
 		case err == nil && rs[0].Err == nil:
-			renewed = time.Now()
+			renewed = sent
 		case err == nil:
 			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
-			return ErrLeaseLost
+			return renewed, ErrLeaseLost
 		default:
 			c.logger.Warn("heartbeat failed", "job_id", job.ID, "err", err)
 			if time.Since(renewed) >= lease {
-				c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "reason", "no renewal for a whole lease")
-				return ErrLeaseLost
+				c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
+					"reason", "no renewal for a whole lease")
+				return renewed, ErrLeaseLost
 			}
 		}
 	}
@@ -153,7 +172,7 @@ func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, d
 func (c *Client) outcome(a *attempt) *JobOutcome {
 	job := a.job
 	o := &JobOutcome{JobLease: JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
-	if a.err == nil && !a.timedOut {
+	if a.err == nil {
 		o.Kind = OutcomeSucceeded
 		return o
 	}
@@ -227,6 +246,30 @@ const (
 	ResultRequeued  = "interrupted"
 )
 
+// writeUntilLeaseEnds writes an outcome, retrying a failed write (a dropped
+// connection, a locked database) with backoff for as long as the lease may
+// still be live. Retrying is safe because the write is fenced: once the lease
+// is gone the store answers ErrLeaseLost instead. Giving up early would let
+// the lease expire on an attempt that finished, and on a final attempt turn a
+// success into a dead job.
+func (c *Client) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		r, err := write(ctx, o)
+		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
+			return r, err
+		}
+		left := a.lease - time.Since(a.renewed)
+		if left <= 0 {
+			return r, err
+		}
+		c.logger.Warn("record outcome failed; retrying while the lease lasts", "job_id", a.job.ID,
+			"outcome", string(o.Kind), "lease_left", left.Round(time.Millisecond).String(), "err", err)
+		time.Sleep(min(backoff, left))
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
 // outcomeWriter records one outcome; a Worker batches them.
 type outcomeWriter func(ctx context.Context, o *JobOutcome) (OutcomeResult, error)
 
@@ -257,7 +300,7 @@ func (c *Client) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	if write == nil {
 		write = c.writeOutcome
 	}
-	r, err := write(context.WithoutCancel(ctx), o)
+	r, err := c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
 	if err != nil {
 		return nil, fmt.Errorf("record outcome of job %s: %w", id, err)
 	}
