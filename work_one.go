@@ -50,7 +50,14 @@ func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, er
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner()
 	}
-	jobs, err := c.store.JobClaimMany(ctx, &JobClaimParams{
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("claim job: %w", err)
+	}
+	// Once sent, the claim is not cancelled (see Worker.runQueue): its
+	// jobs would be stranded until their leases expire.
+	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), opts.Lease)
+	defer cancelClaim()
+	jobs, err := c.store.JobClaimMany(claimCtx, &JobClaimParams{
 		Queues: opts.Queues,
 		Kinds:  kinds,
 		Limit:  1,

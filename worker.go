@@ -146,10 +146,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	w.stopLoops, w.stopRun = stopLoops, stopRuns
 	go func() {
-		// An ended ctx stops everything at once.
+		// An ended ctx stops everything at once: running handlers are
+		// cancelled, their jobs given back, and the worker cleaned up as
+		// by a Stop whose grace is already over.
 		select {
 		case <-ctx.Done():
 			stopRuns()
+			_ = w.Stop(ctx)
 		case <-w.done:
 		}
 	}()
@@ -255,13 +258,22 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			}
 		}
 		wake := w.c.wakeChan(queue)
-		jobs, err := w.c.store.JobClaimMany(loopCtx, &JobClaimParams{
+		if loopCtx.Err() != nil {
+			return
+		}
+		// A claim, once sent, is not cancelled by a stop: a cancelled
+		// commit can succeed on the server while the client sees an error,
+		// stranding the claimed jobs until their leases expire. The jobs
+		// it returns run, and Stop waits for them.
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), w.cfg.Lease)
+		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
 			Queues: []string{queue},
 			Kinds:  w.kinds,
 			Limit:  free,
 			Lease:  w.cfg.Lease,
 			Owner:  w.cfg.Owner,
 		})
+		cancelClaim()
 		if err != nil && loopCtx.Err() == nil {
 			w.c.logger.Error("claim failed", "queue", queue, "err", err)
 		}

@@ -93,12 +93,13 @@ func (w *Worker) lead(ctx context.Context) {
 			w.stopLeading("could not renew the lease in time")
 		}
 		start := time.Now()
-		callCtx, cancel := context.WithTimeout(ctx, ttl)
+		deadline := start.Add(ttl)
 		if until, ok := w.leadingUntil(); ok {
 			// A call that would return after our share of the lease is
 			// worthless: cut it off there.
-			callCtx, cancel = context.WithDeadline(ctx, until)
+			deadline = until
 		}
+		callCtx, cancel := context.WithDeadline(ctx, deadline)
 		l, err := w.c.store.LeaderElect(callCtx, &LeaderElectParams{Name: LeaderName, Holder: w.ID(), TTL: ttl})
 		cancel()
 		if ctx.Err() != nil {
