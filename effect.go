@@ -20,6 +20,11 @@ func (c *Client) Once(ctx context.Context, tx any, job *Job, key string, fn func
 	return once(ctx, c.store, tx, job, key, fn)
 }
 
+// RemoteEffectKeyPrefix starts RemoteEffect's default key. Once and
+// RemoteEffect share one ledger; distinct defaults keep one from taking the
+// other's entry for its own.
+const RemoteEffectKeyPrefix = "remote:"
+
 // Once is [Client.Once] for use inside a handler, which need not hold the
 // client: it finds the store through the handler's context. Outside a
 // handler it returns an error.
@@ -51,8 +56,9 @@ func once(ctx context.Context, store Store, tx any, job *Job, key string, fn fun
 
 // RemoteEffect performs an effect outside the queue's database (an email, a
 // charge at a provider) under the try-begin / complete / release protocol of
-// the effect ledger, keyed by key (default: the job's id) and fenced by the
-// job's lease token:
+// the effect ledger, keyed by key and fenced by the job's lease token. The
+// default key is RemoteEffectKeyPrefix and the job's id, never the bare id
+// that Once defaults to, so a handler may use both:
 //
 //   - if an earlier delivery completed the effect, fn is not called and
 //     RemoteEffect returns nil;
@@ -83,7 +89,7 @@ func RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context
 
 func remoteEffect(ctx context.Context, store Store, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
 	if key == "" {
-		key = job.ID
+		key = RemoteEffectKeyPrefix + job.ID
 	}
 	if job.LeaseToken == nil {
 		return fmt.Errorf("remote effect %s: job %s is not claimed", key, job.ID)

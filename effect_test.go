@@ -203,7 +203,7 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("remote effect ran %d times, want once", calls)
 	}
-	e, err := st.EffectGet(context.Background(), job.ID)
+	e, err := st.EffectGet(context.Background(), errand.RemoteEffectKeyPrefix+job.ID)
 	if err != nil || e.State != errand.EffectCompleted || e.JobID != job.ID {
 		t.Fatalf("ledger entry %+v, %v; want completed for job %s", e, err, job.ID)
 	}
@@ -290,7 +290,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	if !errors.Is(firstErr, errand.ErrLeaseLost) {
 		t.Fatalf("first delivery's RemoteEffect: %v, want ErrLeaseLost", firstErr)
 	}
-	e, err := secondStore.EffectGet(context.Background(), job.ID)
+	e, err := secondStore.EffectGet(context.Background(), errand.RemoteEffectKeyPrefix+job.ID)
 	if err != nil || e.State != errand.EffectCompleted {
 		t.Fatalf("ledger %+v, %v; want the second delivery's completion to stand", e, err)
 	}
@@ -328,5 +328,42 @@ func TestRemoteEffectHeldByAnotherJob(t *testing.T) {
 	wg.Wait()
 	if *r.JobID != "waiter" || r.Result != errand.ResultRetrying || r.Class != "effect_held" {
 		t.Fatalf("waiter: %+v, want retrying with class effect_held", r)
+	}
+}
+
+// A handler may record a local effect with Once and perform a remote one with
+// RemoteEffect, both with default keys: neither takes the other's ledger
+// entry for its own.
+func TestOnceAndRemoteEffectDefaultsDoNotCollide(t *testing.T) {
+	st := openStore(t, nil)
+	mustExec(t, st.DB(), `CREATE TABLE receipts (job_id TEXT PRIMARY KEY)`)
+	local, remote := 0, 0
+	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+		tx, err := st.DB().BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := errand.Once(ctx, tx, j, "", func() error {
+			local++
+			_, err := tx.ExecContext(ctx, `INSERT INTO receipts (job_id) VALUES (?)`, j.ID)
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		return errand.RemoteEffect(ctx, j, "", func(context.Context, errand.EffectStatus) error {
+			remote++
+			return nil
+		})
+	})
+	enqueue(t, c, "task", nil)
+	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+		t.Fatalf("result %+v, want succeeded", r)
+	}
+	if local != 1 || remote != 1 {
+		t.Fatalf("local effect ran %d times, remote %d; want each once", local, remote)
 	}
 }
