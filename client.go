@@ -162,7 +162,11 @@ type EnqueueOpts struct {
 	// a second enqueue with the same key returns the first job. Put a
 	// period in the key ("digest:2026-11-29") for once-per-period jobs.
 	UniqueKey string
-	// OrderingKey groups jobs that must run in order.
+	// OrderingKey groups jobs that must run one at a time, in the order
+	// they were enqueued (a customer id, say): a job of the key waits while
+	// another is running, or while an earlier one is queued or waiting out a
+	// retry. A job that ends dead or cancelled no longer holds the rest
+	// back.
 	OrderingKey string
 	// ArgsVersion is the schema version of the args. Default 1.
 	ArgsVersion int

@@ -61,7 +61,11 @@ type Store interface {
 	// Kinds is set, of one of Kinds) ordered by priority, available_at and
 	// seq, and for each writes state running, attempt+1, a fresh lease token,
 	// lease_until = now+Lease, lease_owner and attempted_at. Two concurrent
-	// claims never return the same job. An empty result is not an error.
+	// claims never return the same job. A job with an ordering key is
+	// claimable only while no other job with that key is running and none
+	// with a lower seq is queued or retrying: jobs of one key run one at a
+	// time in seq order, and finished jobs hold nothing back. An empty
+	// result is not an error.
 	JobClaimMany(ctx context.Context, params *JobClaimParams) ([]*Job, error)
 
 	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each

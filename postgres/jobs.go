@@ -310,10 +310,21 @@ const claimSQL = `UPDATE {jobs} SET
 	WHERE seq IN ({pick})
 	RETURNING ` + jobColumns
 
+// orderingFree is the claim condition for per-key ordering, on a candidate
+// aliased j: no other job with its ordering key is running, and none waits
+// ahead of it (lower seq, queued or retrying). Jobs of one key run one at a
+// time, in seq order; finished jobs hold nothing back. A concurrent claimer
+// sees a job another has just locked as still queued, so it never takes the
+// next job of that key early; a batch takes at most one job per key.
+const orderingFree = `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM {jobs} o
+		WHERE o.ordering_key = j.ordering_key
+			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
+
 // claimOneQueue picks from one queue (the worker's claims).
-const claimOneQueue = `SELECT seq FROM {jobs}
+const claimOneQueue = `SELECT seq FROM {jobs} j
 		WHERE queue = $4::text AND state IN ('queued', 'retrying') AND available_at <= {now}
 			AND ($5::text[] IS NULL OR kind = ANY($5))
+			AND ` + orderingFree + `
 		ORDER BY priority, available_at, seq
 		LIMIT $6
 		FOR UPDATE SKIP LOCKED`
@@ -324,9 +335,10 @@ const claimOneQueue = `SELECT seq FROM {jobs}
 // those are claimed. The other rows it locked stay locked (and skipped by
 // other claimers) only until this short transaction ends.
 const claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
-			SELECT seq, priority, available_at FROM {jobs}
+			SELECT seq, priority, available_at FROM {jobs} j
 			WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at <= {now}
 				AND ($5::text[] IS NULL OR kind = ANY($5))
+				AND ` + orderingFree + `
 			ORDER BY priority, available_at, seq
 			LIMIT $6
 			FOR UPDATE SKIP LOCKED) c

@@ -236,9 +236,10 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		rows, err := tx.QueryContext(ctx, `UPDATE errand_jobs SET
 				state = 'running', attempt = attempt + 1, attempted_at = ?,
 				lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
-			WHERE seq IN (SELECT seq FROM errand_jobs
-				WHERE state IN ('queued', 'retrying') AND available_at <= ? AND `+filter+`
-				ORDER BY priority, available_at, seq LIMIT ?)
+			WHERE seq IN (SELECT j.seq FROM errand_jobs j
+				WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND `+filter+`
+					AND `+orderingFree("errand_jobs")+`
+				ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
 			RETURNING `+jobColumns, args...)
 		if err != nil {
 			return err
@@ -260,6 +261,18 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		return a.Seq < b.Seq
 	})
 	return jobs, nil
+}
+
+// orderingFree is the claim condition for per-key ordering, on a candidate
+// aliased j: no other job with its ordering key is running, and none waits
+// ahead of it. Jobs of one key run one at a time, in seq order; finished
+// jobs (succeeded, dead, cancelled) hold nothing back. Within one claim the
+// second job of a key sees the first still queued, so a batch takes at most
+// one job per key.
+func orderingFree(jobs string) string {
+	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
+		WHERE o.ordering_key = j.ordering_key
+			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
 }
 
 // JobHeartbeatMany implements [errand.Store].

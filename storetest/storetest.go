@@ -99,6 +99,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"Effect", effectCases},
 		{"Workers", workerCases},
 		{"Leader", leaderCases},
+		{"Ordering", orderingCases},
 		{"Concurrent", concurrentCases},
 	}
 	for _, g := range groups {
