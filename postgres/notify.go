@@ -229,13 +229,14 @@ func (l *listener) read(ctx context.Context, conn *pgx.Conn) {
 		if ctx.Err() != nil {
 			return
 		}
-		// The connection failed. The store has no logger to tell; the
-		// reader's polling finds jobs meanwhile.
+		// The connection failed; polling finds jobs meanwhile.
+		l.store.logger.Warn("listener for new jobs lost its connection; reconnecting", "schema", l.store.name)
 		closeConn(conn)
 		conn = l.reconnect(ctx)
 		if conn == nil {
 			return // ctx ended
 		}
+		l.store.logger.Info("listener for new jobs reconnected", "schema", l.store.name)
 		l.add("") // whatever was notified meanwhile is lost: look everywhere
 	}
 }

@@ -1,10 +1,13 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,7 +122,13 @@ func TestNotifyReachesListenersOfTheSchema(t *testing.T) {
 func TestListenReconnects(t *testing.T) {
 	url := testURL(t)
 	schema := freshSchema(t, url)
-	sender, listener := open(t, url, schema, nil), open(t, url, schema, nil)
+	var logs syncBuffer
+	sender := open(t, url, schema, nil)
+	listener, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer sender.Close()
 	defer listener.Close()
 	ctx := t.Context()
@@ -155,6 +164,30 @@ func TestListenReconnects(t *testing.T) {
 	if q := receive(t, ch, "after reconnecting"); q != "after" {
 		t.Errorf("got %q, want after", q)
 	}
+	// An operator sees the drop and the recovery.
+	for _, want := range []string{"lost its connection", "reconnected"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // TestListenEndsWithContext checks that ending ctx closes the channel and

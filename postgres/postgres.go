@@ -49,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -77,6 +78,9 @@ type Options struct {
 	// (the larger of 4 and the number of CPUs), or pool_max_conns in the
 	// URL. New ignores it: the caller configured that pool.
 	MaxConns int
+	// Logger hears what the store does on its own, such as a listener
+	// losing and regaining its connection. Nil discards.
+	Logger *slog.Logger
 }
 
 // Store is errand's PostgreSQL store. It implements [errand.Store].
@@ -86,6 +90,7 @@ type Store struct {
 	schema   string        // quoted identifier, e.g. "errand"
 	name     string        // the schema's name, unquoted
 	clock    errand.Clock  // nil: the database's clock
+	logger   *slog.Logger  // never nil
 
 	// own expands the {name} placeholders of SQL that runs in errand's own
 	// short transactions; inTx of SQL that runs in a caller's.
@@ -127,7 +132,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if o.Schema == "" {
 		o.Schema = DefaultSchema
 	}
-	s := &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock}
+	s := &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock, logger: o.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
 	s.own = s.replacer("now()")
 	s.inTx = s.replacer("statement_timestamp()")
 	if err := s.migrate(ctx); err != nil {

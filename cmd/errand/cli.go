@@ -396,10 +396,10 @@ func isPostgres(db string) bool {
 // openStore opens the database named by --db or ERRAND_DB: a postgres://
 // URL opens the PostgreSQL store (in the schema ERRAND_SCHEMA names, default
 // errand), anything else a SQLite file.
-func openStore(ctx context.Context, flagValue string, mode openMode) (store, error) {
+func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (store, error) {
 	db := dbPath(flagValue)
 	if isPostgres(db) {
-		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: os.Getenv("ERRAND_SCHEMA")})
+		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: os.Getenv("ERRAND_SCHEMA"), Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("database %s: %w", redactURL(db), err)
 		}
@@ -436,7 +436,7 @@ func redactURL(db string) string {
 
 // openClient opens the store and a client over it with the given config.
 func openClient(ctx context.Context, flagValue string, mode openMode, cfg errand.Config) (*errand.Client, func(), error) {
-	st, err := openStore(ctx, flagValue, mode)
+	st, err := openStore(ctx, flagValue, mode, cfg.Logger)
 	if err != nil {
 		return nil, nil, err
 	}

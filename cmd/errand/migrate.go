@@ -20,7 +20,7 @@ deployments that apply migrations as a step of their own.`,
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; migrate takes only --db", pos[0])
 			}
-			st, err := openStore(ctx, *db, mayCreate)
+			st, err := openStore(ctx, *db, mayCreate, e.logger)
 			if err != nil {
 				return err
 			}
