@@ -76,8 +76,8 @@ func (s *Store) ownsJob(ctx context.Context, tx pgx.Tx, now any, id, token strin
 // deliveries beginning one key at once then meet on its primary key, and
 // the second waits for the first and reads what it wrote, locked.
 func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
-	if p.Key == "" || p.JobID == "" || p.LeaseToken == "" {
-		return nil, &errand.InputError{Field: "effect", Message: "key, job id and lease token are required"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var e *errand.Effect
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

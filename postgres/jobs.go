@@ -159,8 +159,8 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		ukeys, okeys                   = make([]*string, n), make([]*string, n)
 	)
 	for i, p := range params {
-		if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts < 1 {
-			return nil, &errand.InputError{Field: "job", Message: "id, queue, kind and max_attempts are required; enqueue through errand.Client"}
+		if err := p.Validate(); err != nil {
+			return nil, err
 		}
 		t := p.Tags
 		if t == nil {
@@ -352,8 +352,8 @@ var (
 
 // JobClaimMany implements [errand.Store].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
-	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
-		return nil, &errand.InputError{Field: "claim", Message: "needs at least one queue, a limit of at least 1 and a positive lease"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
@@ -382,24 +382,15 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	sort.Slice(jobs, func(i, k int) bool {
-		a, b := jobs[i], jobs[k]
-		if a.Priority != b.Priority {
-			return a.Priority < b.Priority
-		}
-		if !a.AvailableAt.Equal(b.AvailableAt) {
-			return a.AvailableAt.Before(b.AvailableAt)
-		}
-		return a.Seq < b.Seq
-	})
+	errand.SortClaimOrder(jobs)
 	return jobs, nil
 }
 
 // JobHeartbeatMany implements [errand.Store]: one statement for the batch,
 // each lease fenced by its own token.
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
-	if p.Lease <= 0 {
-		return nil, &errand.InputError{Field: "lease", Message: "must be positive"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	rs := make([]errand.HeartbeatResult, len(p.Leases))
 	if len(p.Leases) == 0 {
@@ -514,16 +505,12 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 		o := outcomes[i]
 		var class *string
 		var e errand.AttemptError
-		switch o.Kind {
-		case errand.OutcomeSucceeded, errand.OutcomeSnooze:
-		case errand.OutcomeRetry, errand.OutcomeDead, errand.OutcomeInterrupted:
-			if o.Error == nil {
-				return nil, &errand.InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
-			}
+		if err := o.Validate(); err != nil {
+			return nil, err
+		}
+		if o.Error != nil && o.Kind != errand.OutcomeSucceeded && o.Kind != errand.OutcomeSnooze {
 			e = *o.Error
 			class = &e.Class
-		default:
-			return nil, &errand.InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
 		}
 		// A later outcome under the same lease finds it ended by the
 		// first (or as dead as the first found it): lease lost. byID

@@ -12,8 +12,8 @@ import (
 // lock it takes serialises candidates on every host, and the database's
 // clock decides expiry.
 func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
-	if p.Name == "" || p.Holder == "" || p.TTL <= 0 {
-		return nil, &errand.InputError{Field: "leader", Message: "name, holder and a positive TTL are required"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	l := errand.Leader{Name: p.Name}
 	err := s.pool.QueryRow(ctx, s.sql(`INSERT INTO {leaders} AS l (name, holder, elected_at, until)

@@ -43,11 +43,8 @@ func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 
 // WorkerRegister implements [errand.Store].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
-	if p.ID == "" {
-		return nil, &errand.InputError{Field: "worker id", Message: "is empty; name the worker, e.g. host:pid"}
-	}
-	if p.HeartbeatInterval <= 0 {
-		return nil, &errand.InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	queues := p.Queues
 	if queues == nil {
@@ -78,8 +75,8 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 // records the clock skew: the database's clock minus the worker's, in
 // milliseconds (including the heartbeat's transit time).
 func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
-	if st.JobsRunning < 0 || st.JobsCompleted < 0 || st.LastCompletedAgo < 0 {
-		return nil, &errand.InputError{Field: "worker stats", Message: "counts and last-completed age must not be negative"}
+	if err := st.Validate(); err != nil {
+		return nil, err
 	}
 	var ago *int64 // NULL when nothing completed
 	if st.JobsCompleted > 0 {
@@ -133,8 +130,8 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	if p == nil {
 		p = &errand.WorkerListParams{}
 	}
-	if p.StaleAfter < 0 {
-		return nil, &errand.InputError{Field: "stale after", Message: "must not be negative; 0 means three heartbeat intervals"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT `+workerColumns+`, {now} FROM {workers}
 		ORDER BY started_at DESC, id`), s.nowArg())

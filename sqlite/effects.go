@@ -65,8 +65,8 @@ func scanEffect(row scanner) (*errand.Effect, error) {
 
 // EffectBegin implements [errand.Store].
 func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
-	if p.Key == "" || p.JobID == "" || p.LeaseToken == "" {
-		return nil, &errand.InputError{Field: "effect", Message: "key, job id and lease token are required"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var e *errand.Effect
 	err := s.tx(ctx, func(tx *sql.Tx) error {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -119,8 +118,8 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 	now := s.clock.Now()
 	rs := make([]errand.JobInsertResult, len(params))
 	for i, p := range params {
-		if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts < 1 {
-			return nil, &errand.InputError{Field: "job", Message: "id, queue, kind and max_attempts are required; enqueue through errand.Client"}
+		if err := p.Validate(); err != nil {
+			return nil, err
 		}
 		avail := now.Add(p.Delay)
 		if !p.RunAt.IsZero() {
@@ -211,8 +210,8 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 
 // JobClaimMany implements [errand.Store].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
-	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
-		return nil, &errand.InputError{Field: "claim", Message: "needs at least one queue, a limit of at least 1 and a positive lease"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var jobs []*errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -250,16 +249,7 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	sort.Slice(jobs, func(i, k int) bool {
-		a, b := jobs[i], jobs[k]
-		if a.Priority != b.Priority {
-			return a.Priority < b.Priority
-		}
-		if !a.AvailableAt.Equal(b.AvailableAt) {
-			return a.AvailableAt.Before(b.AvailableAt)
-		}
-		return a.Seq < b.Seq
-	})
+	errand.SortClaimOrder(jobs)
 	return jobs, nil
 }
 
@@ -277,8 +267,8 @@ func orderingFree(jobs string) string {
 
 // JobHeartbeatMany implements [errand.Store].
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
-	if p.Lease <= 0 {
-		return nil, &errand.InputError{Field: "lease", Message: "must be positive"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	rs := make([]errand.HeartbeatResult, len(p.Leases))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -383,37 +373,24 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 
 // outcomeSet returns the SET clause and its arguments for one outcome.
 func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
-	needErr := func() error {
-		if o.Error == nil {
-			return &errand.InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
-		}
-		return nil
+	if err := o.Validate(); err != nil {
+		return "", nil, err
 	}
 	switch o.Kind {
 	case errand.OutcomeSucceeded:
 		return `state = 'succeeded', finished_at = ?`, []any{micros(now)}, nil
 	case errand.OutcomeRetry:
-		if err := needErr(); err != nil {
-			return "", nil, err
-		}
 		return `state = 'retrying', available_at = ?, ` + appendError,
 			append([]any{micros(now.Add(o.Delay))}, errorArgs(o.Error, now)...), nil
 	case errand.OutcomeDead:
-		if err := needErr(); err != nil {
-			return "", nil, err
-		}
 		return `state = 'dead', finished_at = ?, ` + appendError,
 			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
 	case errand.OutcomeSnooze:
 		return `state = 'queued', attempt = attempt - 1, available_at = ?`, []any{micros(now.Add(o.Delay))}, nil
-	case errand.OutcomeInterrupted:
-		if err := needErr(); err != nil {
-			return "", nil, err
-		}
+	default: // OutcomeInterrupted
 		return `state = 'queued', attempt = attempt - 1, available_at = ?, ` + appendError,
 			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
 	}
-	return "", nil, &errand.InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
 }
 
 // JobSweep implements [errand.Store].

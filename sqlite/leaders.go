@@ -11,8 +11,8 @@ import (
 
 // LeaderElect implements [errand.Store].
 func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
-	if p.Name == "" || p.Holder == "" || p.TTL <= 0 {
-		return nil, &errand.InputError{Field: "leader", Message: "name, holder and a positive TTL are required"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var l errand.Leader
 	err := s.tx(ctx, func(tx *sql.Tx) error {

@@ -43,11 +43,8 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 
 // WorkerRegister implements [errand.Store].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
-	if p.ID == "" {
-		return nil, &errand.InputError{Field: "worker id", Message: "is empty; name the worker, e.g. host:pid"}
-	}
-	if p.HeartbeatInterval <= 0 {
-		return nil, &errand.InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	queues := p.Queues
 	if queues == nil {
@@ -87,8 +84,8 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 // WorkerHeartbeat implements [errand.Store]. SQLite's clock is the worker's
 // machine's, so it records no clock skew.
 func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
-	if st.JobsRunning < 0 || st.JobsCompleted < 0 || st.LastCompletedAgo < 0 {
-		return nil, &errand.InputError{Field: "worker stats", Message: "counts and last-completed age must not be negative"}
+	if err := st.Validate(); err != nil {
+		return nil, err
 	}
 	var w *errand.WorkerRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -153,8 +150,8 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	if p == nil {
 		p = &errand.WorkerListParams{}
 	}
-	if p.StaleAfter < 0 {
-		return nil, &errand.InputError{Field: "stale after", Message: "must not be negative; 0 means three heartbeat intervals"}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT `+workerColumns+` FROM errand_workers
 		ORDER BY started_at DESC, id`)
