@@ -63,6 +63,14 @@
 // Retries wait with equal jitter (see [RetryPolicy]) and stop after
 // max_attempts, default [DefaultMaxAttempts].
 //
+// # Identity, uniqueness and order
+//
+// A job's id may be the caller's (a payment id): enqueueing it again returns
+// the existing job, as does a second job with the same
+// [EnqueueOpts].UniqueKey. Jobs with the same [EnqueueOpts].OrderingKey run
+// one at a time in the order they were enqueued; a dead or cancelled one
+// stops holding the rest back. [Typed] handlers decode versioned args.
+//
 // # Workers
 //
 // A [Worker] ([Client.NewWorker]) runs jobs for days: [Worker.Start] begins,
