@@ -57,8 +57,10 @@ type attempt struct {
 // runAttempt runs the handler for a claimed job, renewing its lease every
 // third of lease until the handler returns. A heartbeat that finds the lease
 // lost cancels the handler's context.
-func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duration) *attempt {
-	a := &attempt{job: job, lease: lease, renewed: time.Now()}
+// claimSent is when the claim was sent: the lease is timed from then, never
+// later than the store's own start of it.
+func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duration, claimSent time.Time) *attempt {
+	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{store: c.store, job: job})
@@ -135,10 +137,16 @@ func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, r
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	expiry := time.NewTimer(time.Until(renewed.Add(lease)))
+	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return renewed, nil
+		case <-expiry.C:
+			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
+				"reason", "no renewal for a whole lease")
+			return renewed, ErrLeaseLost
 		case <-t.C:
 		}
 		sent := time.Now()
@@ -153,6 +161,7 @@ func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, r
 			return renewed, nil
 		case err == nil && rs[0].Err == nil:
 			renewed = sent
+			expiry.Reset(time.Until(renewed.Add(lease)))
 		case err == nil:
 			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
 			return renewed, ErrLeaseLost
@@ -255,7 +264,9 @@ const (
 func (c *Client) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		r, err := write(ctx, o)
+		wctx, cancel := context.WithDeadline(ctx, a.renewed.Add(a.lease))
+		r, err := write(wctx, o)
+		cancel()
 		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
 			return r, err
 		}

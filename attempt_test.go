@@ -16,6 +16,7 @@ type troubledStore struct {
 	errand.Store
 	hangHeartbeats atomic.Bool  // heartbeats block until their context ends
 	failOutcomes   atomic.Int64 // this many outcome writes fail first
+	hangOutcomes   atomic.Bool  // outcome writes block until their context ends
 }
 
 func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
@@ -29,6 +30,10 @@ func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeart
 func (s *troubledStore) JobRecordOutcomes(ctx context.Context, os []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
 	if s.failOutcomes.Add(-1) >= 0 {
 		return nil, errors.New("connection reset by peer")
+	}
+	if s.hangOutcomes.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return s.Store.JobRecordOutcomes(ctx, os)
 }
@@ -96,5 +101,37 @@ func TestOutcomeWriteRetried(t *testing.T) {
 	}
 	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.Attempt != 1 {
 		t.Fatalf("job %s attempt %d, want succeeded attempt 1", got.State, got.Attempt)
+	}
+}
+
+// A write that hangs (a connection cut off without a reset) must not hang
+// the worker: each write is bounded by the lease, so Stop returns, and the
+// job, whose outcome could not be recorded, is left to its lease.
+func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
+	st := &troubledStore{Store: openStore(t, nil)}
+	st.hangOutcomes.Store(true)
+	ran := make(chan struct{}, 1)
+	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+		ran <- struct{}{}
+		return nil
+	})
+	j := enqueue(t, c, "task", nil)
+	w, err := c.NewWorker(errand.WorkerConfig{Lease: 300 * time.Millisecond, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(context.Background()) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop still waiting on a hung outcome write")
+	}
+	if got := getJob(t, c, j.ID); got.State != errand.StateRunning {
+		t.Fatalf("job %s; want running, left to its lease", got.State)
 	}
 }

@@ -56,6 +56,7 @@ func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, er
 	// Once sent, the claim is not cancelled (see Worker.runQueue): its
 	// jobs would be stranded until their leases expire.
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), opts.Lease)
+	claimSent := time.Now() // the store's lease starts no earlier than this
 	defer cancelClaim()
 	jobs, err := c.store.JobClaimMany(claimCtx, &JobClaimParams{
 		Queues: opts.Queues,
@@ -70,7 +71,7 @@ func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, er
 	if len(jobs) == 0 {
 		return &WorkResult{Result: ResultIdle}, nil
 	}
-	a := c.runAttempt(ctx, jobs[0], opts.Lease)
+	a := c.runAttempt(ctx, jobs[0], opts.Lease, claimSent)
 	return c.record(ctx, a, nil)
 }
 

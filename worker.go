@@ -158,6 +158,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}()
 	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
 	w.outcomes.abandoned = &w.abandoned
+	w.outcomes.timeout = w.cfg.Lease
 	w.outcomes.start(ctx)
 	// Listen before the first claim, so no notification falls between them.
 	if notes := w.listen(loopCtx); notes != nil {
@@ -266,6 +267,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// stranding the claimed jobs until their leases expire. The jobs
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), w.cfg.Lease)
+		claimSent := time.Now() // the store's lease starts no earlier than this
 		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
 			Queues: []string{queue},
 			Kinds:  w.kinds,
@@ -295,7 +297,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 					default:
 					}
 				}()
-				a := w.c.runAttempt(runCtx, job, w.cfg.Lease)
+				a := w.c.runAttempt(runCtx, job, w.cfg.Lease, claimSent)
 				res, err := w.c.record(runCtx, a, w.write)
 				if errors.Is(err, errAbandoned) {
 					w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // maxOutcomeBatch bounds how many outcomes one transaction records.
@@ -21,6 +22,11 @@ type outcomeBatcher struct {
 	store  Store
 	stats  *workerCounters
 	direct bool // no batching: each caller writes its own outcome
+	// timeout bounds one write. A write that hangs (a connection cut off
+	// without a reset) would otherwise hold up every later outcome, and
+	// Stop with them; after the timeout the caller retries it on another
+	// connection while the lease lasts.
+	timeout time.Duration
 	// abandoned, when set, makes flush write nothing (see Worker.Abandon).
 	abandoned *atomic.Bool
 	reqs      chan outcomeRequest
@@ -73,7 +79,9 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
-		rs, err := b.store.JobRecordOutcomes(ctx, []*JobOutcome{o})
+		wctx, cancel := context.WithTimeout(ctx, b.timeout)
+		rs, err := b.store.JobRecordOutcomes(wctx, []*JobOutcome{o})
+		cancel()
 		if err != nil {
 			return OutcomeResult{}, err
 		}
@@ -109,7 +117,9 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 	for i, req := range batch {
 		outcomes[i] = req.o
 	}
-	rs, err := b.store.JobRecordOutcomes(ctx, outcomes)
+	wctx, cancel := context.WithTimeout(ctx, b.timeout)
+	rs, err := b.store.JobRecordOutcomes(wctx, outcomes)
+	cancel()
 	b.stats.outcomeWrites.Add(1)
 	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalid) {
 		// A store rejects a whole batch for one malformed outcome; write

@@ -264,7 +264,9 @@ func (w *Worker) heartbeats(ctx context.Context) {
 func (w *Worker) deregister(ctx context.Context) {
 	w.reg.stopBeats()
 	w.reg.beats.Wait()
-	if err := w.c.store.WorkerStop(context.WithoutCancel(ctx), w.ID()); err != nil {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.HeartbeatInterval)
+	defer cancel()
+	if err := w.c.store.WorkerStop(stopCtx, w.ID()); err != nil {
 		w.c.logger.Error("mark worker stopped failed; the registry will show it as gone", "worker_id", w.ID(), "err", err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"sort"
@@ -117,7 +118,21 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			defer closeDB()
+			var forced bool
+			defer func() {
+				if !forced {
+					closeDB()
+					return
+				}
+				// After a second signal the process exits at once: a
+				// connection stuck in a stalled database must not hold it.
+				closed := make(chan struct{})
+				go func() { closeDB(); close(closed) }()
+				select {
+				case <-closed:
+				case <-time.After(time.Second):
+				}
+			}()
 			if *once {
 				return workOnce(ctx, c, qs, *lease, e)
 			}
@@ -136,7 +151,9 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			return runWorker(ctx, w, cfg, qs, kinds, *grace, handlers, e)
+			err = runWorker(ctx, w, cfg, qs, kinds, *grace, handlers, e)
+			forced = errors.Is(err, errSecondSignal)
+			return err
 		}
 	},
 }
@@ -154,6 +171,9 @@ func workOnce(ctx context.Context, c *errand.Client, qs queueFlags, lease time.D
 	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 	return err
 }
+
+// errSecondSignal reports a stop that a second signal cut short.
+var errSecondSignal = errors.New("second signal")
 
 // runWorker runs w until ctx ends, then drains it for grace. It returns nil
 // after a drain, whether or not jobs had to be given back; it returns an
@@ -190,7 +210,7 @@ func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, q
 			killed += h.KillAll()
 		}
 		logSummary(e, w, start, "worker stopped at once")
-		return fmt.Errorf("second signal: stopped without draining; killed %d running commands, whose jobs run again once their leases expire (within %s)", killed, cfg.Lease)
+		return fmt.Errorf("%w: stopped without draining; killed %d running commands, whose jobs run again once their leases expire (within %s)", errSecondSignal, killed, cfg.Lease)
 	}
 	logSummary(e, w, start, "worker stopped")
 	return nil
