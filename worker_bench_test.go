@@ -83,4 +83,5 @@ func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(st.JobsCompleted)/float64(st.OutcomeWrites), "jobs/write")
+	b.ReportMetric(float64(st.JobsCompleted)/float64(st.Claims-st.IdleClaims), "jobs/claim")
 }
