@@ -116,7 +116,11 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 		return nil
 	})
 	j := enqueue(t, c, "task", nil)
-	w, err := c.NewWorker(errand.WorkerConfig{Lease: 300 * time.Millisecond, PollInterval: time.Hour})
+	// The lease bounds the hung write, so Stop takes about that long. It is
+	// long enough that the leader's sweep at its election, at about the
+	// time of the claim, cannot find the lease already expired and move the
+	// job on before Stop ends the leader's duties.
+	w, err := c.NewWorker(errand.WorkerConfig{Lease: time.Second, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

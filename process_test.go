@@ -308,7 +308,9 @@ func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
 	path, st, c := processStore(t)
 	job := enqueue(t, c, "effect", &errand.EnqueueOpts{ID: "pay_1"})
 
-	doomed := runWorker(t, path, modeKillAfterEffect, 500*time.Millisecond)
+	// The lease must outlast the claim-to-commit of a worker process on a
+	// busy machine (Once is fenced by it); waitPastLease waits it out.
+	doomed := runWorker(t, path, modeKillAfterEffect, 2*time.Second)
 	doomed.waitKilled(t)
 	pid := doomed.cmd.ProcessState.Pid()
 	// The effect committed, the acknowledgment never came.
@@ -320,7 +322,7 @@ func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
 	}
 
 	waitPastLease(t, c, job.ID)
-	if n := runWorker(t, path, modeEffect, 500*time.Millisecond).waitClean(t); n != 1 {
+	if n := runWorker(t, path, modeEffect, 30*time.Second).waitClean(t); n != 1 {
 		t.Fatalf("second worker ran %d jobs, want 1", n)
 	}
 

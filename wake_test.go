@@ -119,7 +119,7 @@ func idleWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *errand
 	}
 	t.Cleanup(func() { w.Stop(context.Background()) })
 	queues := max(1, len(cfg.Queues))
-	workerWaitFor(t, 5*time.Second, func() bool { return w.Stats().IdleClaims >= int64(queues) })
+	workerWaitFor(t, 10*time.Second, func() bool { return w.Stats().IdleClaims >= int64(queues) })
 	return w
 }
 
@@ -155,7 +155,7 @@ func TestNotifyWakesWorkerInAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitRan(t, ran, r.Job.ID, 5*time.Second)
+	waitRan(t, ran, r.Job.ID, 10*time.Second)
 }
 
 // TestNotifyAfterEnqueueTx: Wake after committing a transaction that used
@@ -201,7 +201,7 @@ func TestNotifyAfterEnqueueTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	producer.Wake()
-	waitRan(t, ran, r.Job.ID, 5*time.Second)
+	waitRan(t, ran, r.Job.ID, 10*time.Second)
 }
 
 // TestNotifyCoalescesBurst: a burst of single enqueues sends far fewer
@@ -307,7 +307,7 @@ func TestListenReconnectWakesEveryQueue(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	hub.deliver("")
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for len(ids) > 0 {
 		select {
 		case id := <-ran:

@@ -534,17 +534,20 @@ func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(1200 * time.Millisecond):
+		case <-time.After(3 * time.Second):
 			return nil
 		}
 	})
 	job := enqueue(t, c, "task", nil)
-	r := workOne(t, c, errand.WorkOneOpts{Lease: 300 * time.Millisecond})
+	// A lease of a second (renewed every third of it): a shorter one is lost
+	// whenever a busy machine delays a renewal by a few hundred
+	// milliseconds, although the heartbeats work.
+	r := workOne(t, c, errand.WorkOneOpts{Lease: time.Second})
 	if r.Result != errand.ResultSucceeded || r.Attempt != 1 {
 		t.Fatalf("result %+v, want succeeded on attempt 1", r)
 	}
-	if r.Duration < 1200*time.Millisecond {
-		t.Fatalf("handler ran %v, want at least 1.2s (four leases)", r.Duration)
+	if r.Duration < 3*time.Second {
+		t.Fatalf("handler ran %v, want at least 3s (three leases)", r.Duration)
 	}
 	if j := getJob(t, c, job.ID); j.State != errand.StateSucceeded || j.Attempt != 1 || len(j.Errors) != 0 {
 		t.Fatalf("job %s attempt %d history %v, want succeeded on attempt 1", j.State, j.Attempt, j.Errors)

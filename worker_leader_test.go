@@ -12,7 +12,10 @@ import (
 	"github.com/errandhq/errand/sqlite"
 )
 
-const testLeaderTTL = 300 * time.Millisecond
+// testLeaderTTL is long enough that a leader stalled for a while on a busy
+// machine (the race detector, shared cores) still renews in time: a shorter
+// TTL lets leadership move between workers in the middle of a test.
+const testLeaderTTL = 1500 * time.Millisecond
 
 // flakyLeaderStore is a real SQLite store whose leadership renewals fail
 // once failing is set, as when a leader is cut off from its database.
@@ -83,10 +86,10 @@ func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 	b, _ := leaderProcess(t, path, errand.WorkerConfig{})
 	observer := newClient(t, openStoreAt(t, path, nil), errand.Config{})
 
-	// Over several TTLs, never two leaders; and one as soon as the first
-	// election is through.
+	// Over two TTLs (six renewals), never two leaders; and one as soon as
+	// the first election is through.
 	var first *errand.Worker
-	for end := time.Now().Add(5 * testLeaderTTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(2 * testLeaderTTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		ls := leaders(a, b)
 		if len(ls) > 1 {
 			t.Fatal("both workers lead at once")
@@ -99,7 +102,7 @@ func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 		}
 	}
 	if first == nil {
-		t.Fatalf("no worker led within %s", 5*testLeaderTTL)
+		t.Fatalf("no worker led within %s", 2*testLeaderTTL)
 	}
 	l, err := observer.Leader(ctx)
 	if err != nil {
@@ -122,7 +125,7 @@ func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 	}
 	// A clean stop resigns: the other worker takes over at its next
 	// election, not when the lease would have expired.
-	workerWaitFor(t, 10*testLeaderTTL, other.Leading)
+	workerWaitFor(t, 10*time.Second, other.Leading)
 	t.Logf("handover took %s", time.Since(stopped).Round(time.Millisecond))
 	if l, err := observer.Leader(ctx); err != nil || l.Holder != other.ID() {
 		t.Errorf("store's leader %+v (%v), want %s", l, err, other.ID())
@@ -135,16 +138,25 @@ func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
-	const ttl = 600 * time.Millisecond
+	// The worker stops leading a third of the TTL before the store's lease
+	// ends: the TTL is long enough that this margin outlasts a stall of
+	// the test between seeing the worker stop and reading the lease.
+	const ttl = 1500 * time.Millisecond
 	w, fs := leaderProcess(t, path, errand.WorkerConfig{LeaderTTL: ttl})
 	observer := openStoreAt(t, path, nil)
-	workerWaitFor(t, 5*time.Second, w.Leading)
+	workerWaitFor(t, 10*time.Second, w.Leading)
 
 	fs.failing.Store(true)
 	cut := time.Now()
-	for w.Leading() {
-		if time.Since(cut) > ttl {
-			t.Fatalf("still leading %s after renewals began to fail, a whole TTL", time.Since(cut))
+	for {
+		// The time is read before Leading, so that a stall between the two
+		// cannot make a worker that stopped in time look late.
+		now := time.Now()
+		if !w.Leading() {
+			break
+		}
+		if now.Sub(cut) > ttl {
+			t.Fatalf("still leading %s after renewals began to fail, a whole TTL", now.Sub(cut))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -179,7 +191,7 @@ func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 
 	// Once the store answers again, the worker is elected again.
 	fs.failing.Store(false)
-	workerWaitFor(t, 5*time.Second, w.Leading)
+	workerWaitFor(t, 10*time.Second, w.Leading)
 }
 
 // TestLeaderSweepsQueueNobodyClaims: the leader recovers an expired lease
@@ -188,7 +200,7 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
 	w, _ := leaderProcess(t, path, errand.WorkerConfig{})
-	workerWaitFor(t, 5*time.Second, func() bool { return w.Leading() && w.Stats().IdleClaims == 1 })
+	workerWaitFor(t, 10*time.Second, func() bool { return w.Leading() && w.Stats().IdleClaims == 1 })
 
 	// Another process enqueues into "orphans" and claims two jobs there
 	// under a short lease, then dies.
@@ -202,7 +214,7 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	}
 	claims := w.Stats().Claims
 
-	workerWaitFor(t, 5*time.Second, func() bool {
+	workerWaitFor(t, 10*time.Second, func() bool {
 		return getJob(t, producer, retried.ID).State == errand.StateRetrying && getJob(t, producer, final.ID).State == errand.StateDead
 	})
 	if got := w.Stats().Claims; got != claims {
@@ -235,7 +247,9 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 	clock.Advance(errand.WorkerPruneAfter - 3*time.Hour) // old: stopped 24h+1h ago; recent: 24h-1h ago
 
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
-	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour, LeaderTTL: testLeaderTTL})
+	// A long TTL: the store's clock stands still, and the check below that
+	// the worker leads must not catch it between a late renewal and the next.
+	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour, LeaderTTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +257,7 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(ctx)
-	workerWaitFor(t, 5*time.Second, func() bool { return registryRecord(t, c, "old") == nil })
+	workerWaitFor(t, 10*time.Second, func() bool { return registryRecord(t, c, "old") == nil })
 	if registryRecord(t, c, "recent") == nil || registryRecord(t, c, w.ID()) == nil {
 		t.Error("the leader pruned a worker it should have kept")
 	}

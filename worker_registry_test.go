@@ -124,11 +124,13 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 	// A job run by w2 shows in its counts at its next heartbeat, with the
 	// time it finished (not the time of the heartbeat, nor the worker's
 	// start), and its lease_owner names the registered worker.
+	// before is read ahead of the enqueue: w2 may run the job before
+	// Enqueue returns.
+	before := time.Now()
 	res, err := c1.Enqueue(ctx, "noop", nil, &errand.EnqueueOpts{Queue: "otp"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := time.Now()
 	workerWaitFor(t, 10*time.Second, func() bool {
 		r := registryRecord(t, c1, w2.ID())
 		return r != nil && r.JobsCompleted == 1

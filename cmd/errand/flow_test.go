@@ -160,9 +160,11 @@ echo "$$ $!" > `+pidFile+`
 sleep 30`)
 	id := enqueue(t, db, "slow")
 	start := time.Now()
-	w := parseWork(t, bin(t, "work", "--once", "--db", db, "--exec", "slow="+s, "--timeout", "slow=300ms"))
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("work took %s with a 300ms timeout", took)
+	// The timeout leaves a busy machine time to start the script and let
+	// it write its pids before the kill.
+	w := parseWork(t, bin(t, "work", "--once", "--db", db, "--exec", "slow="+s, "--timeout", "slow=2s"))
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("work took %s with a 2s timeout", took)
 	}
 	if w.Result != "retrying" || w.Class != "timeout" {
 		t.Errorf("work = %+v, want retrying with class timeout", w)

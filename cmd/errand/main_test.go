@@ -211,7 +211,7 @@ func gone(pid int) bool {
 
 func waitGone(t *testing.T, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for _, pid := range pids {
 		for !gone(pid) {
 			if time.Now().After(deadline) {

@@ -257,7 +257,7 @@ func gone(pid int) bool {
 
 func waitGone(t *testing.T, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for _, pid := range pids {
 		for !gone(pid) {
 			if time.Now().After(deadline) {
@@ -290,7 +290,7 @@ func TestCancelKillsTheWholeProcessGroup(t *testing.T) {
 		if !errors.Is(err, cause) {
 			t.Errorf("Work = %v, want it to wrap the context's cause", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("Work did not return after its context was cancelled")
 	}
 	waitGone(t, pids...)
@@ -298,15 +298,21 @@ func TestCancelKillsTheWholeProcessGroup(t *testing.T) {
 
 func TestExitKillsLeftoverChildren(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	h := newHandler(t, groupScript(t, pidFile, "exit 0"), nil)
+	// A wait delay far beyond what a busy machine takes to start and kill
+	// the command, so that only waiting it out can reach it.
+	const waitDelay = 20 * time.Second
+	h, err := New(groupScript(t, pidFile, "exit 0"), &Options{WaitDelay: waitDelay})
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if err := h.Work(context.Background(), testJob()); err != nil {
 		t.Fatal(err)
 	}
 	// The leftover sleep held stdout open; killing the group ends it at
 	// once instead of waiting out the wait delay.
-	if took := time.Since(start); took >= DefaultWaitDelay {
-		t.Errorf("Work took %s, want less than the wait delay %s", took, DefaultWaitDelay)
+	if took := time.Since(start); took >= waitDelay/2 {
+		t.Errorf("Work took %s, want far less than the wait delay %s", took, waitDelay)
 	}
 	waitGone(t, readPids(t, pidFile)...)
 }
@@ -314,7 +320,7 @@ func TestExitKillsLeftoverChildren(t *testing.T) {
 func TestEscapedChildDoesNotHangTheAttempt(t *testing.T) {
 	// A child that leaves the group (setsid) is beyond the group kill; the
 	// handler still returns once the wait delay passes.
-	s := script(t, `setsid sleep 3 &
+	s := script(t, `setsid sleep 8 &
 exit 0`)
 	h, err := New(s, &Options{WaitDelay: 200 * time.Millisecond})
 	if err != nil {
@@ -324,7 +330,7 @@ exit 0`)
 	if err := h.Work(context.Background(), testJob()); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Work took %s with a 200ms wait delay", took)
 	}
 }
