@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/jobcodec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -56,23 +57,8 @@ func scanJob(row scanner) (*errand.Job, error) {
 	j.CreatedAt = j.CreatedAt.UTC()
 	j.AttemptedAt = utc(attempted)
 	j.FinishedAt = utc(finished)
-	if lastErr != nil {
-		j.LastError = new(errand.LastError)
-		if err := json.Unmarshal([]byte(*lastErr), j.LastError); err != nil {
-			return nil, fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
-		}
-	}
-	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
-		return nil, fmt.Errorf("job %s: decode errors: %w", j.ID, err)
-	}
-	if j.Errors == nil {
-		j.Errors = []errand.AttemptError{}
-	}
-	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
-		return nil, fmt.Errorf("job %s: decode tags: %w", j.ID, err)
-	}
-	if j.Tags == nil {
-		j.Tags = []string{}
+	if err := jobcodec.DecodeJSON(&j, lastErr, errs, tags); err != nil {
+		return nil, err
 	}
 	return &j, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/jobcodec"
 )
 
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
@@ -52,23 +53,8 @@ func scanJob(row scanner) (*errand.Job, error) {
 	j.CreatedAt = fromMicros(crt)
 	j.AttemptedAt = nullMicros(attempted)
 	j.FinishedAt = nullMicros(finished)
-	if lastErr.Valid {
-		j.LastError = new(errand.LastError)
-		if err := json.Unmarshal([]byte(lastErr.String), j.LastError); err != nil {
-			return nil, fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
-		}
-	}
-	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
-		return nil, fmt.Errorf("job %s: decode errors: %w", j.ID, err)
-	}
-	if j.Errors == nil {
-		j.Errors = []errand.AttemptError{}
-	}
-	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
-		return nil, fmt.Errorf("job %s: decode tags: %w", j.ID, err)
-	}
-	if j.Tags == nil {
-		j.Tags = []string{}
+	if err := jobcodec.DecodeJSON(&j, nullString(lastErr), errs, tags); err != nil {
+		return nil, err
 	}
 	return &j, nil
 }
