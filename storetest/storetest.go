@@ -376,6 +376,12 @@ func jobDiff(want, got *errand.Job) []string {
 		return []string{fmt.Sprintf("want %v, got %v", want, got)}
 	}
 	w, g := jobFields(want), jobFields(got)
+	return fieldDiff(w, g)
+}
+
+// fieldDiff lists, in name order, the fields whose values differ between
+// two records flattened to maps.
+func fieldDiff(w, g map[string]any) []string {
 	keys := make([]string, 0, len(w))
 	for k := range w {
 		keys = append(keys, k)

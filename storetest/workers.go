@@ -3,10 +3,8 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -140,24 +138,7 @@ func sameWorker(t *testing.T, what string, want, got *errand.WorkerRecord) {
 		return
 	}
 	w, g := workerFields(want), workerFields(got)
-	keys := make([]string, 0, len(w))
-	for k := range w {
-		keys = append(keys, k)
-	}
-	for k := range g {
-		if _, ok := w[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var diffs []string
-	for _, k := range keys {
-		if !reflect.DeepEqual(w[k], g[k]) {
-			wb, _ := json.Marshal(w[k])
-			gb, _ := json.Marshal(g[k])
-			diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", k, wb, gb))
-		}
-	}
+	diffs := fieldDiff(w, g)
 	if len(diffs) > 0 {
 		t.Errorf("%s: worker record differs:\n\t%s", what, joinLines(diffs))
 	}
