@@ -2,16 +2,13 @@ package errand_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
-	"github.com/jackc/pgx/v5"
+	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // offsetClock is a wall clock off by d: a host whose clock is wrong.
@@ -40,12 +37,9 @@ func (d offsetClock) Now() time.Time { return time.Now().Add(time.Duration(d)) }
 //     (the database's clock minus the worker's). A second worker an hour
 //     behind shows about +3,600,000.
 func TestPostgresWorkerClockSkew(t *testing.T) {
-	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL tests, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
+	url := pgtest.URL(t)
 	ctx := context.Background()
-	schema := pgTestSchema(t, url)
+	schema := pgtest.Schema(t, url)
 	open := func(clock errand.Clock) *postgres.Store {
 		t.Helper()
 		s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema, Clock: clock, MaxConns: 4})
@@ -201,29 +195,6 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 		t.Errorf("stolen job's history %+v; want the live attempt 1 swept as lease_expired", h)
 	}
 	close(release)
-}
-
-// pgTestSchema names a schema of the test's own and drops it when the test
-// ends.
-func pgTestSchema(t *testing.T, url string) string {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "errand_t_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
 }
 
 // waitFor polls cond every 20ms until it holds, failing after limit.

@@ -2,15 +2,13 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -23,30 +21,14 @@ import (
 //
 //	ERRAND_TEST_POSTGRES_URL=... go test -run '^$' -bench ClaimAck -benchtime 3000x ./postgres/
 func BenchmarkClaimAck(b *testing.B) {
-	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if url == "" {
-		b.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL benchmarks, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
+	url := pgtest.URL(b)
 	ctx := context.Background()
-	rb := make([]byte, 6)
-	rand.Read(rb)
-	schema := "errand_b_" + hex.EncodeToString(rb)
+	schema := pgtest.Schema(b, url)
 	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema, MaxConns: 2})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
-		s.Close()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			b.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			b.Errorf("drop schema %s: %v", schema, err)
-		}
-	}()
+	defer s.Close()
 	jobs := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
 	exec := func(b *testing.B, sql string, args ...any) {
 		b.Helper()

@@ -2,16 +2,13 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
-	"github.com/jackc/pgx/v5"
+	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // BenchmarkWake measures the cross-process wake-up: how long an idle Worker
@@ -25,12 +22,9 @@ import (
 //	ERRAND_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
 //		go test -run '^$' -bench Wake -benchtime 200x -count 3 ./postgres/
 func BenchmarkWake(b *testing.B) {
-	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if url == "" {
-		b.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL benchmarks, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
+	url := pgtest.URL(b)
 	ctx := context.Background()
-	schema := benchSchema(b, url)
+	schema := pgtest.Schema(b, url)
 	workerStore, producerStore := benchOpen(b, url, schema), benchOpen(b, url, schema)
 	defer workerStore.Close()
 	defer producerStore.Close()
@@ -85,28 +79,6 @@ func BenchmarkWake(b *testing.B) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(latencies[len(latencies)/2]), "median-ms")
 	b.ReportMetric(ms(latencies[len(latencies)*99/100]), "p99-ms")
-}
-
-// benchSchema names a schema of the benchmark's own and drops it afterwards.
-func benchSchema(b *testing.B, url string) string {
-	b.Helper()
-	buf := make([]byte, 6)
-	rand.Read(buf)
-	schema := "errand_b_" + hex.EncodeToString(buf)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			b.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			b.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
 }
 
 func benchOpen(b *testing.B, url, schema string) *postgres.Store {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -83,8 +84,8 @@ func flush(t *testing.T, s *postgres.Store, ch <-chan string) []string {
 // through one store reaches a listener on another pool for the same schema,
 // each queue once, and not a listener on another schema.
 func TestNotifyReachesListenersOfTheSchema(t *testing.T) {
-	url := testURL(t)
-	schemaA, schemaB := freshSchema(t, url), freshSchema(t, url)
+	url := pgtest.URL(t)
+	schemaA, schemaB := pgtest.Schema(t, url), pgtest.Schema(t, url)
 	senderA, listenerA, onB := open(t, url, schemaA, nil), open(t, url, schemaA, nil), open(t, url, schemaB, nil)
 	defer senderA.Close()
 	defer listenerA.Close()
@@ -120,8 +121,8 @@ func TestNotifyReachesListenersOfTheSchema(t *testing.T) {
 // the listener reconnects by itself, delivers "" (look at every queue), and
 // later notifications arrive.
 func TestListenReconnects(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	var logs syncBuffer
 	sender := open(t, url, schema, nil)
 	listener, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema,
@@ -204,8 +205,8 @@ func (b *syncBuffer) String() string {
 // TestListenEndsWithContext checks that ending ctx closes the channel and
 // the listener's connection.
 func TestListenEndsWithContext(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	s := open(t, url, schema, nil)
 	defer s.Close()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -295,8 +296,8 @@ func startWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *erran
 // job enqueued through another store (another process's pool) at once: the
 // enqueuing client's NOTIFY wakes it.
 func TestWakeAcrossStores(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	workerStore, producerStore := openForWorker(t, url, schema), openForWorker(t, url, schema)
 	ran := make(chan string, 1)
 	startWorker(t, countingClient(t, workerStore, ran), errand.WorkerConfig{PollInterval: time.Hour})
@@ -321,8 +322,8 @@ func TestWakeAcrossStores(t *testing.T) {
 // TestPollOnlyAcrossStores checks that a PollOnly worker does not listen
 // and still finds a job enqueued through another store by polling.
 func TestPollOnlyAcrossStores(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	workerStore, producerStore := openForWorker(t, url, schema), openForWorker(t, url, schema)
 	ran := make(chan string, 1)
 	startWorker(t, countingClient(t, workerStore, ran), errand.WorkerConfig{PollInterval: 200 * time.Millisecond, PollOnly: true})
@@ -344,8 +345,8 @@ func TestPollOnlyAcrossStores(t *testing.T) {
 // PostgreSQL's 63-byte limit: two that differ only in their last byte
 // each get their own channel.
 func TestNotifyLongSchemaNames(t *testing.T) {
-	url := testURL(t)
-	base := freshSchema(t, url) + "_" + strings.Repeat("x", 63)
+	url := pgtest.URL(t)
+	base := pgtest.Schema(t, url) + "_" + strings.Repeat("x", 63)
 	schemaA, schemaB := base[:62]+"a", base[:62]+"b"
 	for _, schema := range []string{schemaA, schemaB} {
 		t.Cleanup(func() {

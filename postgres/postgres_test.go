@@ -2,56 +2,21 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/storetest"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 )
-
-// testURL returns the database the tests use, or skips them.
-func testURL(t *testing.T) string {
-	t.Helper()
-	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL tests, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
-	return url
-}
-
-// freshSchema names a schema of the test's own and drops it when the test
-// ends, so that tests and packages can share one database.
-func freshSchema(t *testing.T, url string) string {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "errand_t_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
 
 func open(t *testing.T, url, schema string, clock errand.Clock) *postgres.Store {
 	t.Helper()
@@ -67,10 +32,10 @@ var schemaOf sync.Map
 
 // TestStore runs the conformance suite, each case on a schema of its own.
 func TestStore(t *testing.T) {
-	url := testURL(t)
+	url := pgtest.URL(t)
 	storetest.Exercise(t, storetest.Harness{
 		Open: func(t *testing.T, clock errand.Clock) errand.Store {
-			schema := freshSchema(t, url)
+			schema := pgtest.Schema(t, url)
 			s := open(t, url, schema, clock)
 			schemaOf.Store(s, schema)
 			return s
@@ -110,8 +75,8 @@ func job(id string) *errand.JobInsertParams {
 // TestInsertSQLTx checks that JobInsertManyTx joins a database/sql
 // transaction of the pgx stdlib driver: the job exists iff it commits.
 func TestInsertSQLTx(t *testing.T) {
-	url := testURL(t)
-	s := open(t, url, freshSchema(t, url), nil)
+	url := pgtest.URL(t)
+	s := open(t, url, pgtest.Schema(t, url), nil)
 	defer s.Close()
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -162,8 +127,8 @@ func TestInsertSQLTx(t *testing.T) {
 // TestConcurrentOpen checks that processes opening a fresh schema at once
 // all succeed and apply each migration exactly once.
 func TestConcurrentOpen(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	var wg sync.WaitGroup
 	stores := make([]*postgres.Store, 4)
 	errs := make([]error, 4)
@@ -221,8 +186,8 @@ func TestConcurrentOpen(t *testing.T) {
 // TestNewerSchemaRefused checks that a store refuses a schema migrated by a
 // newer errand instead of running against tables it does not know.
 func TestNewerSchemaRefused(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	s := open(t, url, schema, nil)
 	defer s.Close()
 	if _, err := s.Pool().Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, "errand_migrations"}.Sanitize()+
@@ -241,8 +206,8 @@ func TestNewerSchemaRefused(t *testing.T) {
 // every decision is the database's now(): claim, renew, retry, sweep, the
 // registry's clock skew and leadership.
 func TestDatabaseClock(t *testing.T) {
-	url := testURL(t)
-	schema := freshSchema(t, url)
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
 	s := open(t, url, schema, nil)
 	defer s.Close()
 	ctx := t.Context()
@@ -362,8 +327,8 @@ func TestDatabaseClock(t *testing.T) {
 // with different outcomes, the first applies and the second finds the lease
 // ended, as the SQLite store applies them one after another.
 func TestOutcomeBatchFirstWins(t *testing.T) {
-	url := testURL(t)
-	s := open(t, url, freshSchema(t, url), nil)
+	url := pgtest.URL(t)
+	s := open(t, url, pgtest.Schema(t, url), nil)
 	defer s.Close()
 	ctx := t.Context()
 	if _, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job("b"), job("a")}); err != nil {

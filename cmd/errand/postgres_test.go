@@ -5,8 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -34,16 +33,6 @@ import (
 // test means and put it in the environment of every errand process they
 // start (bin, startWorker, and cli, which runs the binary for PostgreSQL).
 
-// testPostgresURL returns the database the PostgreSQL tests use, or skips.
-func testPostgresURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if u == "" {
-		t.Skip("set ERRAND_TEST_POSTGRES_URL to run the PostgreSQL tests, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	}
-	return u
-}
-
 // pgSchemas maps each PostgreSQL --db value a test made to its schema.
 var pgSchemas sync.Map
 
@@ -53,23 +42,8 @@ var pgSchemas sync.Map
 // whose connections are whose.
 func pgDB(t *testing.T) (db, schema string) {
 	t.Helper()
-	base := testPostgresURL(t)
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema = "errand_t_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	base := pgtest.URL(t)
+	schema = pgtest.Schema(t, base)
 	return pgAlias(t, base, schema, schema), schema
 }
 
@@ -138,7 +112,7 @@ func openPGStore(t *testing.T, db string) *postgres.Store {
 // or breaks things with.
 func pgPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	p, err := pgxpool.New(context.Background(), testPostgresURL(t))
+	p, err := pgxpool.New(context.Background(), pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,53 @@
+// Package pgtest gives tests a PostgreSQL database to run errand against:
+// the server named by ERRAND_TEST_POSTGRES_URL, and a schema of each test's
+// own that is dropped when the test ends, so tests and packages can share
+// one database and run in parallel.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnvURL names the variable that points the tests at a server.
+const EnvURL = "ERRAND_TEST_POSTGRES_URL"
+
+// URL returns the database the tests use, or skips the test, saying which
+// variable to set.
+func URL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv(EnvURL)
+	if url == "" {
+		t.Skip("set " + EnvURL + " to run the PostgreSQL tests, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	return url
+}
+
+// Schema names a fresh schema (errand_t_<random>) for the test and drops it,
+// with everything in it, when the test ends. errand creates it on open.
+func Schema(t testing.TB, url string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "errand_t_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
