@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -190,7 +191,7 @@ func (c *Client) outcome(a *attempt) *JobOutcome {
 		// back without counting the attempt.
 		o.Kind = OutcomeInterrupted
 		o.Error = &AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
-			Message: "worker stopped before the attempt finished: " + a.err.Error()}
+			Message: CleanText("worker stopped before the attempt finished: "+a.err.Error(), MaxMessageBytes)}
 		return o
 	}
 	je := classified(a.err)
@@ -205,11 +206,17 @@ func (c *Client) outcome(a *attempt) *JobOutcome {
 		o.Delay = je.Snooze
 		return o
 	}
+	if !ValidClass(je.Class) {
+		je.Class = ClassError // a JobError built by hand may name anything
+	}
 	msg := je.Class
 	if je.Err != nil {
 		msg = je.Err.Error()
 	}
-	o.Error = &AttemptError{Attempt: job.Attempt, Class: je.Class, Message: msg, Stack: a.stack}
+	// Messages and stacks come from handlers and commands: clean them into
+	// text that every store keeps, so that no failure is lost for a byte.
+	o.Error = &AttemptError{Attempt: job.Attempt, Class: je.Class,
+		Message: CleanText(msg, MaxMessageBytes), Stack: CleanText(a.stack, MaxStackBytes)}
 	switch {
 	case je.Permanent, job.Attempt >= job.MaxAttempts:
 		o.Kind = OutcomeDead
@@ -312,6 +319,19 @@ func (c *Client) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		write = c.writeOutcome
 	}
 	r, err := c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
+	if errors.Is(err, ErrInvalid) && o.Error != nil {
+		// The store refused a value of the outcome (its text, say). That is
+		// a bug in the value, not an outage: retrying it would fail until
+		// the lease ran out and lose the outcome. Record it once more with
+		// its text spelled in ASCII, so the class and the message survive.
+		c.logger.Error("store refused the outcome's text; recording it in ASCII", "job_id", id, "err", err)
+		plain := *o.Error
+		plain.Message = CleanText(strconv.QuoteToASCII(o.Error.Message), MaxMessageBytes)
+		plain.Stack = CleanText(strconv.QuoteToASCII(o.Error.Stack), MaxStackBytes)
+		o.Error = &plain
+		res.Error = plain.Message
+		r, err = c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record outcome of job %s: %w", id, err)
 	}

@@ -56,7 +56,7 @@ func TestHangingHeartbeatCancelsHandler(t *testing.T) {
 		}
 	})
 	enqueue(t, c, "task", nil)
-	res := workOne(t, c, errand.WorkOneOpts{Lease: 300 * time.Millisecond})
+	res := workOne(t, c, errand.WorkOneOpts{Lease: errand.MinLease})
 	select {
 	case <-cancelled:
 	default:

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/errandhq/errand/internal/ids"
 )
@@ -31,6 +31,12 @@ type Config struct {
 	MaxAttempts int
 	// Logger receives one line per job outcome. Nil discards.
 	Logger *slog.Logger
+	// AllowUnknownKinds lets a client that declares Kinds enqueue kinds it
+	// does not declare, for a program that also enqueues work other
+	// programs run. Without it such an enqueue is an error, so that a typo
+	// in a kind fails at once instead of waiting forever for a worker. A
+	// client that declares no kinds (a producer only) accepts any kind.
+	AllowUnknownKinds bool
 }
 
 // Kind declares how jobs of one kind run. Its settings sit next to its
@@ -77,6 +83,8 @@ type Client struct {
 	retry       *RetryPolicy
 	maxAttempts int
 	logger      *slog.Logger
+	// allowUnknownKinds: enqueue kinds not in kinds (Config.AllowUnknownKinds).
+	allowUnknownKinds bool
 
 	wakeMu sync.Mutex
 	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
@@ -96,6 +104,8 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		retry:       cfg.RetryPolicy,
 		maxAttempts: cfg.MaxAttempts,
 		logger:      cfg.Logger,
+
+		allowUnknownKinds: cfg.AllowUnknownKinds,
 	}
 	if c.retry == nil {
 		c.retry = &RetryPolicy{}
@@ -103,8 +113,8 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
-	if c.maxAttempts < 0 {
-		return nil, &InputError{Field: "MaxAttempts", Message: "must be at least 1 (or 0 for the default)"}
+	if c.maxAttempts < 0 || c.maxAttempts > MaxAttemptsLimit {
+		return nil, &InputError{Field: "MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the default)", MaxAttemptsLimit)}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -120,8 +130,8 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		if _, dup := c.kinds[k.Name]; dup {
 			return nil, &InputError{Field: "Kinds", Message: fmt.Sprintf("kind %q is declared twice", k.Name)}
 		}
-		if k.MaxAttempts < 0 {
-			return nil, &InputError{Field: "Kinds." + k.Name + ".MaxAttempts", Message: "must be at least 1 (or 0 for the default)"}
+		if k.MaxAttempts < 0 || k.MaxAttempts > MaxAttemptsLimit {
+			return nil, &InputError{Field: "Kinds." + k.Name + ".MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the default)", MaxAttemptsLimit)}
 		}
 		if k.Timeout < 0 {
 			return nil, &InputError{Field: "Kinds." + k.Name + ".Timeout", Message: "must not be negative"}
@@ -279,6 +289,9 @@ func (c *Client) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	if err := checkName("kind", p.Kind); err != nil {
 		return nil, err
 	}
+	if !c.allowUnknownKinds && len(c.kinds) > 0 && c.kinds[p.Kind] == nil {
+		return nil, &InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", p.Kind, strings.Join(c.kindNames(), ", "))}
+	}
 	args, err := marshalArgs(p.Args)
 	if err != nil {
 		return nil, err
@@ -302,49 +315,21 @@ func (c *Client) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	}
 	if ip.ID == "" {
 		ip.ID = ids.NewJobID()
-	} else if err := checkID(ip.ID); err != nil {
-		return nil, err
 	}
 	if ip.Queue == "" {
 		ip.Queue = DefaultQueue
-	} else if err := checkName("queue", ip.Queue); err != nil {
-		return nil, err
 	}
 	if ip.ArgsVersion == 0 {
 		ip.ArgsVersion = 1
 	}
-	if ip.ArgsVersion < 0 {
-		return nil, &InputError{Field: "args_version", Message: "must be at least 1"}
-	}
-	switch {
-	case ip.MaxAttempts < 0:
-		return nil, &InputError{Field: "max_attempts", Message: "must be at least 1"}
-	case ip.MaxAttempts == 0:
+	if ip.MaxAttempts == 0 {
 		ip.MaxAttempts = c.maxAttempts
 		if k := c.kinds[p.Kind]; k != nil && k.MaxAttempts > 0 {
 			ip.MaxAttempts = k.MaxAttempts
 		}
 	}
-	if ip.BackoffBase < 0 || ip.BackoffMax < 0 {
-		return nil, &InputError{Field: "backoff", Message: "backoff base and max must not be negative"}
-	}
-	if ip.BackoffBase > 0 && ip.BackoffMax > 0 && ip.BackoffMax < ip.BackoffBase {
-		return nil, &InputError{Field: "backoff_max", Message: fmt.Sprintf("%s is less than the backoff base %s; raise it or lower the base", ip.BackoffMax, ip.BackoffBase)}
-	}
-	if ip.Delay < 0 {
-		return nil, &InputError{Field: "delay", Message: "must not be negative"}
-	}
-	if ip.Delay > 0 && !ip.RunAt.IsZero() {
-		return nil, &InputError{Field: "run_at", Message: "give a delay or a run-at time, not both"}
-	}
-	if ip.MaxAge < 0 {
-		return nil, &InputError{Field: "max_age", Message: "must not be negative"}
-	}
-	if len(ip.UniqueKey) > 255 {
-		return nil, &InputError{Field: "unique_key", Message: "must be at most 255 bytes"}
-	}
-	if len(ip.OrderingKey) > 255 {
-		return nil, &InputError{Field: "ordering_key", Message: "must be at most 255 bytes"}
+	if err := ip.Validate(); err != nil {
+		return nil, err
 	}
 	return ip, nil
 }
@@ -374,38 +359,6 @@ func marshalArgs(args any) (json.RawMessage, error) {
 		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
 	}
 	return json.RawMessage(b), nil
-}
-
-// checkName validates a kind or queue name: 1 to 128 printable characters
-// without spaces.
-func checkName(field, s string) error {
-	if s == "" {
-		return &InputError{Field: field, Message: "is empty; name it, e.g. \"send_receipt\""}
-	}
-	if len(s) > 128 {
-		return &InputError{Field: field, Message: "must be at most 128 bytes"}
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; use letters, digits, '.', '-', '_' or ':'", s)}
-		}
-	}
-	return nil
-}
-
-func checkID(id string) error {
-	if len(id) > 255 {
-		return &InputError{Field: "id", Message: "must be at most 255 bytes"}
-	}
-	if strings.TrimSpace(id) != id {
-		return &InputError{Field: "id", Message: "must not start or end with spaces"}
-	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) {
-			return &InputError{Field: "id", Message: "must not contain control characters"}
-		}
-	}
-	return nil
 }
 
 // Get returns one job, or an error wrapping ErrNotFound.
@@ -454,6 +407,12 @@ func (c *Client) Replay(ctx context.Context, id string, opts ReplayOpts) (*Job, 
 	if strings.TrimSpace(opts.Reason) == "" {
 		return nil, &InputError{Field: "reason", Message: "is empty; say why the job is being replayed"}
 	}
+	if err := checkIdentifier("operator", opts.Operator, MaxIDBytes); err != nil {
+		return nil, err
+	}
+	if err := checkReason(opts.Reason); err != nil {
+		return nil, err
+	}
 	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason})
 	if err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
@@ -498,6 +457,16 @@ func (c *Client) policyFor(kind string) *RetryPolicy {
 		return k.RetryPolicy
 	}
 	return c.retry
+}
+
+// kindNames lists the declared kinds, sorted.
+func (c *Client) kindNames() []string {
+	names := make([]string, 0, len(c.kinds))
+	for name := range c.kinds {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // handlerKinds lists the kinds that have handlers.

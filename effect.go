@@ -106,7 +106,7 @@ func remoteEffect(ctx context.Context, store Store, job *Job, key string, fn fun
 		return WithClass("effect_held", fmt.Errorf("effect %s: %w", key, ErrEffectHeld))
 	}
 	if ferr := fn(ctx, e.Status); ferr != nil {
-		if _, err := store.EffectRelease(context.WithoutCancel(ctx), p, ferr.Error()); err != nil {
+		if _, err := store.EffectRelease(context.WithoutCancel(ctx), p, CleanText(ferr.Error(), MaxMessageBytes)); err != nil {
 			return fmt.Errorf("release effect %s after %v: %w", key, ferr, err)
 		}
 		return ferr

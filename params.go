@@ -1,6 +1,7 @@
 package errand
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 )
@@ -9,12 +10,86 @@ import (
 // agree and a third-party store need not rediscover the rules. Each returns
 // an *InputError, or nil. Stores call them before writing anything.
 
-// Validate checks what a store depends on. The Client fills in the rest.
+// Validate checks a job before it is written: the Client fills in the
+// defaults, then calls it, and stores call it again. See limits.go for the
+// rules.
 func (p *JobInsertParams) Validate() error {
-	if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts < 1 {
-		return &InputError{Field: "job", Message: "id, queue, kind and max_attempts are required; enqueue through errand.Client"}
+	if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts == 0 || p.ArgsVersion == 0 {
+		return &InputError{Field: "job", Message: "id, queue, kind, max_attempts and args_version are required; enqueue through errand.Client"}
+	}
+	if err := checkIdentifier("id", p.ID, MaxIDBytes); err != nil {
+		return err
+	}
+	if err := checkName("queue", p.Queue); err != nil {
+		return err
+	}
+	if err := checkName("kind", p.Kind); err != nil {
+		return err
+	}
+	if !json.Valid(p.Args) {
+		return &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
+	}
+	if err := checkJSONText("args", p.Args); err != nil {
+		return err
+	}
+	if err := checkRange("max_attempts", p.MaxAttempts, 1, MaxAttemptsLimit); err != nil {
+		return err
+	}
+	if err := checkRange("priority", p.Priority, MinPriority, MaxPriority); err != nil {
+		return err
+	}
+	if err := checkRange("args_version", p.ArgsVersion, 1, MaxArgsVersion); err != nil {
+		return err
+	}
+	if p.BackoffBase < 0 || p.BackoffMax < 0 {
+		return &InputError{Field: "backoff", Message: "backoff base and max must not be negative"}
+	}
+	if p.BackoffBase > 0 && p.BackoffMax > 0 && p.BackoffMax < p.BackoffBase {
+		return &InputError{Field: "backoff_max", Message: fmt.Sprintf("%s is less than the backoff base %s; raise it or lower the base", p.BackoffMax, p.BackoffBase)}
+	}
+	if p.Delay < 0 {
+		return &InputError{Field: "delay", Message: "must not be negative"}
+	}
+	if p.Delay > 0 && !p.RunAt.IsZero() {
+		return &InputError{Field: "run_at", Message: "give a delay or a run-at time, not both"}
+	}
+	if err := checkRunAt(p.RunAt); err != nil {
+		return err
+	}
+	if p.MaxAge < 0 {
+		return &InputError{Field: "max_age", Message: "must not be negative"}
+	}
+	if p.MaxAge > 0 && p.MaxAge < MinMaxAge {
+		return &InputError{Field: "max_age", Message: fmt.Sprintf("%s is too short; give at least %s, or none", p.MaxAge, MinMaxAge)}
+	}
+	if p.UniqueKey != "" {
+		if err := checkIdentifier("unique_key", p.UniqueKey, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	if p.OrderingKey != "" {
+		if err := checkIdentifier("ordering_key", p.OrderingKey, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	if len(p.Tags) > MaxTags {
+		return &InputError{Field: "tags", Message: fmt.Sprintf("%d tags; give at most %d", len(p.Tags), MaxTags)}
+	}
+	for _, t := range p.Tags {
+		if err := checkIdentifier("tag", t, MaxTagBytes); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// ValidateProgress checks a handler's checkpoint before a store writes it:
+// valid JSON that every store can keep.
+func ValidateProgress(progress json.RawMessage) error {
+	if !json.Valid(progress) {
+		return &InputError{Field: "progress", Message: "is not valid JSON"}
+	}
+	return checkJSONText("progress", progress)
 }
 
 // Validate checks a claim's parameters.
@@ -42,7 +117,13 @@ func (o *JobOutcome) Validate() error {
 		if o.Error == nil {
 			return &InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
 		}
-		return nil
+		if !ValidClass(o.Error.Class) {
+			return &InputError{Field: "outcome", Message: fmt.Sprintf("class %q is not a short snake_case word", o.Error.Class)}
+		}
+		if err := checkText("outcome message", o.Error.Message); err != nil {
+			return err
+		}
+		return checkText("outcome stack", o.Error.Stack)
 	}
 	return &InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
 }
@@ -52,7 +133,7 @@ func (p *EffectParams) Validate() error {
 	if p.Key == "" || p.JobID == "" || p.LeaseToken == "" {
 		return &InputError{Field: "effect", Message: "key, job id and lease token are required"}
 	}
-	return nil
+	return checkIdentifier("effect key", p.Key, MaxEffectKeyBytes)
 }
 
 // Validate checks an election's parameters.
@@ -67,6 +148,12 @@ func (p *LeaderElectParams) Validate() error {
 func (p *WorkerRegisterParams) Validate() error {
 	if p.ID == "" {
 		return &InputError{Field: "worker id", Message: "is empty; name the worker, e.g. host:pid"}
+	}
+	if err := checkIdentifier("worker id", p.ID, MaxIDBytes); err != nil {
+		return err
+	}
+	if err := checkText("host", p.Host); err != nil {
+		return err
 	}
 	if p.HeartbeatInterval <= 0 {
 		return &InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
@@ -103,4 +190,12 @@ func SortClaimOrder(jobs []*Job) {
 		}
 		return a.Seq < b.Seq
 	})
+}
+
+// ValidateEffectKey checks the key of an effect ledger entry.
+func ValidateEffectKey(key string) error {
+	if key == "" {
+		return &InputError{Field: "key", Message: "is empty; key the effect by the job id"}
+	}
+	return checkIdentifier("effect key", key, MaxEffectKeyBytes)
 }

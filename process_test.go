@@ -344,7 +344,7 @@ func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
 func TestProcessPoisonJobDiesAfterItsAttempts(t *testing.T) {
 	path, _, c := processStore(t)
 	job := enqueue(t, c, "effect", &errand.EnqueueOpts{MaxAttempts: 3})
-	const lease = 300 * time.Millisecond
+	const lease = errand.MinLease
 
 	for attempt := 1; attempt <= 3; attempt++ {
 		runWorker(t, path, modeKill, lease).waitKilled(t)

@@ -105,7 +105,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 
 	// New jobs get the Config's, then the kind's, then their own budget.
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "budgeted", MaxAttempts: 4}}})
+	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "budgeted", MaxAttempts: 4}}, AllowUnknownKinds: true})
 	if j := enqueue(t, c, "plain", nil); j.MaxAttempts != errand.DefaultMaxAttempts {
 		t.Errorf("default max attempts = %d, want %d", j.MaxAttempts, errand.DefaultMaxAttempts)
 	}

@@ -329,7 +329,7 @@ func TestScheduledJobWaitsForRunAtAndDelay(t *testing.T) {
 func TestWorkOneClaimsOnlyHandledKindsAndQueues(t *testing.T) {
 	st := openStore(t, newTestClock())
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
-	other := enqueue(t, c, "unhandled", nil)
+	other := enqueue(t, newClient(t, st, errand.Config{}), "unhandled", nil) // a producer of another program's kind
 	elsewhere := enqueue(t, c, "task", &errand.EnqueueOpts{Queue: "mail"})
 	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("result %+v, want idle: the only default-queue job has no handler", r)
@@ -503,7 +503,7 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 	job := enqueue(t, c, "task", nil)
 	done := make(chan *errand.WorkResult, 1)
 	go func() {
-		r, err := c.WorkOne(context.Background(), errand.WorkOneOpts{Lease: 300 * time.Millisecond})
+		r, err := c.WorkOne(context.Background(), errand.WorkOneOpts{Lease: errand.MinLease})
 		if err != nil {
 			t.Errorf("work one: %v", err)
 		}
@@ -511,7 +511,7 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 	}()
 	<-started
 	claimed := getJob(t, c, job.ID)
-	clock.Advance(time.Second) // the next heartbeat finds the lease expired
+	clock.Advance(2 * errand.MinLease) // the next heartbeat finds the lease expired
 	start := time.Now()
 	r := <-done
 	if took := time.Since(start); took > 5*time.Second {

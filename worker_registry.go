@@ -199,7 +199,7 @@ func (w *Worker) registerParams() *WorkerRegisterParams {
 	if err != nil {
 		host = "unknown"
 	}
-	p := &WorkerRegisterParams{ID: w.ID(), Host: host, PID: os.Getpid(), HeartbeatInterval: w.cfg.HeartbeatInterval}
+	p := &WorkerRegisterParams{ID: w.ID(), Host: CleanText(host, MaxNameBytes), PID: os.Getpid(), HeartbeatInterval: w.cfg.HeartbeatInterval}
 	for _, q := range w.queues {
 		p.Queues = append(p.Queues, WorkerQueue{Name: q, Concurrency: w.cfg.Queues[q]})
 	}

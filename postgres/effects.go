@@ -21,14 +21,14 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseTok
 	if err != nil {
 		return false, err
 	}
-	if key == "" {
-		return false, &errand.InputError{Field: "key", Message: "is empty; key the effect by the job id"}
+	if err := errand.ValidateEffectKey(key); err != nil {
+		return false, err
 	}
 	now := s.nowArg()
 	if leaseToken != "" {
 		rs, err := q.query(ctx, s.inTx.Replace(ownsJobSQL), now, jobID, leaseToken)
 		if err != nil {
-			return false, fmt.Errorf("record effect %s: %w", key, err)
+			return false, fmt.Errorf("record effect %s: %w", key, badValue(err))
 		}
 		var owns bool
 		for rs.Next() {
@@ -39,7 +39,7 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseTok
 			err = rs.Err()
 		}
 		if err != nil {
-			return false, fmt.Errorf("record effect %s: %w", key, err)
+			return false, fmt.Errorf("record effect %s: %w", key, badValue(err))
 		}
 		if !owns {
 			return false, errand.ErrLeaseLost
@@ -48,7 +48,7 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseTok
 	n, err := q.exec(ctx, s.inTx.Replace(`INSERT INTO {effects} (key, job_id, state, lease_token, created_at, updated_at)
 		VALUES ($2, $3, 'completed', $4, {now}, {now}) ON CONFLICT (key) DO NOTHING`), now, key, jobID, leaseToken)
 	if err != nil {
-		return false, fmt.Errorf("record effect %s: %w", key, err)
+		return false, fmt.Errorf("record effect %s: %w", key, badValue(err))
 	}
 	return n == 1, nil
 }
@@ -168,13 +168,16 @@ func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state 
 		return nil, errand.ErrLeaseLost
 	}
 	if err != nil {
-		return nil, fmt.Errorf("finish effect %s: %w", p.Key, err)
+		return nil, fmt.Errorf("finish effect %s: %w", p.Key, badValue(err))
 	}
 	return e, nil
 }
 
 // EffectGet implements [errand.Store].
 func (s *Store) EffectGet(ctx context.Context, key string) (*errand.Effect, error) {
+	if !errand.StorableText(key) {
+		return nil, errand.ErrNotFound
+	}
 	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects} WHERE key = $1`), key))
 	if isNoRows(err) {
 		return nil, errand.ErrNotFound

@@ -171,11 +171,11 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	rs, err := q.query(ctx, r.Replace(insertSQL), s.nowArg(), ids, queues, kinds, args, versions, prios,
 		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
 	inserted, err := scanJobs(rs)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
 	byID := make(map[string]*errand.Job, len(inserted))
 	for _, j := range inserted {
@@ -237,6 +237,9 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 
 // JobGet implements [errand.Store].
 func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
+	if !errand.StorableText(id) {
+		return nil, errand.ErrNotFound // no job can have it; PostgreSQL would refuse the query
+	}
 	j, err := scanJob(s.pool.QueryRow(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE id = $1`), id))
 	if isNoRows(err) {
 		return nil, errand.ErrNotFound
@@ -249,6 +252,9 @@ func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
 
 // JobList implements [errand.Store].
 func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
+	if !errand.StorableText(p.Queue) || !errand.StorableText(p.Kind) {
+		return []*errand.Job{}, nil // no job is in such a queue or of such a kind
+	}
 	where := []string{"seq > $1"}
 	args := []any{p.AfterSeq}
 	arg := func(v any) string {
@@ -415,14 +421,14 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 
 // JobSetProgress implements [errand.Store].
 func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
-	if !json.Valid(progress) {
-		return &errand.InputError{Field: "progress", Message: "is not valid JSON"}
+	if err := errand.ValidateProgress(progress); err != nil {
+		return err
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET progress = $2::jsonb
 		WHERE id = $3 AND state = 'running' AND lease_token = $4 AND lease_until > {now}`),
 		s.nowArg(), string(progress), id, leaseToken)
 	if err != nil {
-		return fmt.Errorf("set progress of job %s: %w", id, err)
+		return fmt.Errorf("set progress of job %s: %w", id, badValue(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return errand.ErrLeaseLost
@@ -519,7 +525,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 	}
 	rows, err := s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
 	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
 	var ord int
 	var state string
@@ -529,7 +535,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
 	return rs, nil
 }
@@ -629,6 +635,9 @@ var (
 
 // lockJob locks job id for the rest of tx and returns its state.
 func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (errand.JobState, error) {
+	if !errand.StorableText(id) {
+		return "", errand.ErrNotFound
+	}
 	var state string
 	err := tx.QueryRow(ctx, s.sql(`SELECT state FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state)
 	if isNoRows(err) {
@@ -669,6 +678,9 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 
 // JobReplayAudit implements [errand.Store].
 func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+	if !errand.StorableText(jobID) {
+		return []errand.ReplayRecord{}, nil
+	}
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT id, job_id, replay, prior_state, operator, reason, at
 		FROM {replays} WHERE job_id = $1 ORDER BY id`), jobID)
 	if err != nil {

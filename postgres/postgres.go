@@ -393,3 +393,16 @@ func callerTx(tx any) (querier, error) {
 
 // isNoRows reports a QueryRow that found nothing.
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// badValue turns PostgreSQL's refusal of a value (SQLSTATE class 22, data
+// exception: a NUL byte in text, invalid UTF-8, a number out of range) into
+// an *errand.InputError. Such an error is a bug in the value, not an
+// outage: callers must not retry it as they would a lost connection. The
+// Client checks values before writing, so this is the last line of defence.
+func badValue(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		return &errand.InputError{Field: "value", Message: fmt.Sprintf("PostgreSQL refused it: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
+	}
+	return err
+}

@@ -52,7 +52,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	}
 	queuesJSON, err := json.Marshal(queues)
 	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
 	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues,
 			heartbeat_interval_us, started_at, heartbeat_at)
@@ -65,7 +65,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 		RETURNING `+workerColumns),
 		s.nowArg(), p.ID, p.Host, p.PID, string(queuesJSON), us(p.HeartbeatInterval)))
 	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
 	w.Status = errand.WorkerStatusAt(w, w.HeartbeatAt, 0)
 	return w, nil

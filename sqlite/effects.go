@@ -26,8 +26,8 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseTok
 	if !ok {
 		return false, fmt.Errorf("%w: sqlite takes a *sql.Tx from Store.DB, got %T", errand.ErrUnsupportedTx, tx)
 	}
-	if key == "" {
-		return false, &errand.InputError{Field: "key", Message: "is empty; key the effect by the job id"}
+	if err := errand.ValidateEffectKey(key); err != nil {
+		return false, err
 	}
 	now := s.clock.Now()
 	if leaseToken != "" {

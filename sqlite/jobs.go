@@ -285,8 +285,8 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 
 // JobSetProgress implements [errand.Store].
 func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
-	if !json.Valid(progress) {
-		return &errand.InputError{Field: "progress", Message: "is not valid JSON"}
+	if err := errand.ValidateProgress(progress); err != nil {
+		return err
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()

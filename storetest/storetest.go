@@ -100,6 +100,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"Workers", workerCases},
 		{"Leader", leaderCases},
 		{"Ordering", orderingCases},
+		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
 	}
 	for _, g := range groups {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"time"
 
@@ -67,8 +68,11 @@ existing job's id and exits 0.`,
 				}
 				opts.RunAt = t
 			}
-			if isSet(fs, "max-attempts") && *maxAttempts < 1 {
-				return usagef("--max-attempts must be at least 1")
+			if isSet(fs, "max-attempts") && (*maxAttempts < 1 || *maxAttempts > errand.MaxAttemptsLimit) {
+				return usagef("--max-attempts %d is out of range; give 1 to %d", *maxAttempts, errand.MaxAttemptsLimit)
+			}
+			if *priority < errand.MinPriority || *priority > errand.MaxPriority {
+				return usagef("--priority %d is out of range; give %d to %d", *priority, errand.MinPriority, errand.MaxPriority)
 			}
 			for _, name := range []string{"id", "queue", "key"} {
 				if isSet(fs, name) && fs.Lookup(name).Value.String() == "" {
@@ -83,7 +87,7 @@ existing job's id and exits 0.`,
 			defer closeDB()
 			res, err := c.Enqueue(ctx, pos[0], args, opts)
 			if err != nil {
-				return err
+				return flagInputError(err)
 			}
 			if res.Duplicate {
 				e.logger.Info("job already exists; not enqueued again", "id", res.Job.ID, "state", string(res.Job.State))
@@ -99,4 +103,24 @@ existing job's id and exits 0.`,
 			return err
 		}
 	},
+}
+
+// enqueueFlags names the flag that sets each field the library may refuse.
+var enqueueFlags = map[string]string{
+	"id": "--id", "queue": "--queue", "kind": "KIND", "args": "JSON_ARGS",
+	"priority": "--priority", "max_attempts": "--max-attempts", "delay": "--delay",
+	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--key",
+	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
+}
+
+// flagInputError renames the field of a library's input error after the
+// flag or argument that set it, so the message says what to change.
+func flagInputError(err error) error {
+	var ie *errand.InputError
+	if errors.As(err, &ie) {
+		if name, ok := enqueueFlags[ie.Field]; ok {
+			return usagef("%s: %s", name, ie.Message)
+		}
+	}
+	return err
 }
