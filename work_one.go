@@ -10,6 +10,12 @@ import (
 // DefaultLease is how long a claim holds before it must be renewed.
 const DefaultLease = 30 * time.Second
 
+// claimTimeout bounds one claim. It is not the lease: a short lease must not
+// make every claim on a slow database time out. A claim that returns after
+// its lease ended is harmless, since every write about its jobs is fenced
+// and the first heartbeat finds the lease gone.
+const claimTimeout = 30 * time.Second
+
 // WorkOneOpts configure WorkOne.
 type WorkOneOpts struct {
 	// Queues to claim from. Default: DefaultQueue.
@@ -44,18 +50,20 @@ func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, er
 	if opts.Lease == 0 {
 		opts.Lease = DefaultLease
 	}
-	if opts.Lease < 0 {
-		return nil, &InputError{Field: "lease", Message: "must be positive, e.g. 30s"}
+	if err := checkLease("lease", opts.Lease); err != nil {
+		return nil, err
 	}
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner()
+	} else if err := checkIdentifier("owner", opts.Owner, MaxIDBytes); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("claim job: %w", err)
 	}
 	// Once sent, the claim is not cancelled (see Worker.runQueue): its
 	// jobs would be stranded until their leases expire.
-	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), opts.Lease)
+	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	claimSent := time.Now() // the store's lease starts no earlier than this
 	defer cancelClaim()
 	jobs, err := c.store.JobClaimMany(claimCtx, &JobClaimParams{

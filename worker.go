@@ -101,8 +101,8 @@ func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	if cfg.Lease < 0 {
-		return nil, &InputError{Field: "Lease", Message: "must be positive, e.g. 30s"}
+	if err := checkLease("Lease", cfg.Lease); err != nil {
+		return nil, err
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
@@ -118,6 +118,8 @@ func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = defaultWorkerID()
+	} else if err := checkIdentifier("Owner", cfg.Owner, MaxIDBytes); err != nil {
+		return nil, err
 	}
 	if err := checkLeaderConfig(&cfg); err != nil {
 		return nil, err
@@ -266,7 +268,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// commit can succeed on the server while the client sees an error,
 		// stranding the claimed jobs until their leases expire. The jobs
 		// it returns run, and Stop waits for them.
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), w.cfg.Lease)
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		claimSent := time.Now() // the store's lease starts no earlier than this
 		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
 			Queues: []string{queue},

@@ -87,8 +87,8 @@ With --once it claims one job, runs it, prints one JSON line:
 			if len(*execs) == 0 {
 				return usagef("give at least one --exec KIND=COMMAND: errand work --exec send_receipt=./send_receipt.sh")
 			}
-			if isSet(fs, "lease") && *lease == 0 {
-				return usagef("--lease must be positive, e.g. 30s")
+			if isSet(fs, "lease") && *lease < errand.MinLease {
+				return usagef("--lease %s is too short; give at least %s, e.g. 30s", *lease, errand.MinLease)
 			}
 			if isSet(fs, "poll") && *poll == 0 {
 				return usagef("--poll must be positive, e.g. 1s")
