@@ -69,6 +69,9 @@ type Store struct {
 	read  *sql.DB // read-only pool for operator queries
 	clock errand.Clock
 	path  string
+	// busyTimeout bounds every wait for the writer: SQLite's, for another
+	// process's lock, and tx's, for the writer connection in this one.
+	busyTimeout time.Duration
 }
 
 var _ errand.Store = (*Store)(nil)
@@ -122,7 +125,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, clock: o.Clock, path: abs}
+	s := &Store{db: db, clock: o.Clock, path: abs, busyTimeout: o.BusyTimeout}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -239,9 +242,24 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// tx runs fn in an immediate transaction on the writer.
+// ErrWriterBusy reports that the store's single writer connection stayed
+// taken for a whole busy timeout. Most often the caller itself holds it: a
+// goroutine with an open transaction on [Store.DB] that calls a method of
+// errand's (Client.Enqueue rather than Client.EnqueueTx) waits for itself.
+var ErrWriterBusy = errors.New("the SQLite writer connection is busy")
+
+// tx runs fn in an immediate transaction on the writer. It waits for the
+// writer connection no longer than the busy timeout, as SQLite waits for
+// another process's lock: a wait past that is almost always a transaction
+// of the application's own, on this goroutine, that will never end while
+// it waits.
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	conn, err := s.writer(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -250,6 +268,20 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// writer takes the writer connection, waiting at most the busy timeout.
+func (s *Store) writer(ctx context.Context) (*sql.Conn, error) {
+	wctx, cancel := context.WithTimeoutCause(ctx, s.busyTimeout, ErrWriterBusy)
+	defer cancel()
+	conn, err := s.db.Conn(wctx)
+	if err == nil {
+		return conn, nil
+	}
+	if ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrWriterBusy) {
+		return nil, fmt.Errorf("%w: waited %s; a transaction on Store.DB holds it. If this goroutine holds that transaction, enqueue inside it with Client.EnqueueTx, and keep transactions on Store.DB short", ErrWriterBusy, s.busyTimeout)
+	}
+	return nil, err
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
