@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -50,4 +51,23 @@ func Schema(t testing.TB, url string) string {
 		}
 	})
 	return schema
+}
+
+// SkipNotice is the line AnnounceSkip prints.
+const SkipNotice = "errand: the PostgreSQL tests were skipped; run them with " + EnvURL + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable go test ./..."
+
+// AnnounceSkip tells a person running the tests that the PostgreSQL tests
+// will be skipped, and how to run them, when EnvURL is unset. go test shows
+// a passing package's output only with -v, so the line goes to the terminal
+// the tests were started from (when there is one) as well as to stderr. The
+// postgres package's TestMain calls it, so `go test ./...` prints it once.
+func AnnounceSkip() {
+	if os.Getenv(EnvURL) != "" {
+		return
+	}
+	fmt.Fprintln(os.Stderr, SkipNotice)
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		fmt.Fprintln(tty, SkipNotice)
+		tty.Close()
+	}
 }
