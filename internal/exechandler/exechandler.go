@@ -82,6 +82,8 @@ type Handler struct {
 
 	mu      sync.Mutex
 	running map[int]*os.Process // commands started and not yet reaped, by pid
+
+	noGuard sync.Once // warns once that startGuard failed
 }
 
 // Options configure a Handler.
@@ -168,6 +170,13 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 		closeAll(stdinW, stdoutR, stderrR)
 		return startError(name, err)
 	}
+	guard, err := startGuard(cmd.Process.Pid)
+	if err != nil {
+		h.noGuard.Do(func() {
+			h.logger.Warn("exec guard did not start: if this worker dies, the processes of its commands may outlive it",
+				"error", err.Error())
+		})
+	}
 
 	h.mu.Lock()
 	h.running[cmd.Process.Pid] = cmd.Process
@@ -197,6 +206,7 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	_ = killGroup(cmd.Process)
 	delete(h.running, cmd.Process.Pid)
 	h.mu.Unlock()
+	guard.stop()
 	h.drain(&wg, stdinW, stdoutR, stderrR)
 	closeAll(stdoutR, stderrR)
 
