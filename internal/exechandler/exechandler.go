@@ -164,9 +164,13 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 
+	// On Linux the command is killed when the thread that starts it ends:
+	// that thread must outlive the command (pinThread).
+	unpin := pinThread()
 	err = cmd.Start()
 	closeAll(stdinR, stdoutW, stderrW) // the child holds its own copies
 	if err != nil {
+		unpin()
 		closeAll(stdinW, stdoutR, stderrR)
 		return startError(name, err)
 	}
@@ -202,6 +206,7 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	})
 
 	waitErr := cmd.Wait()
+	unpin()
 	h.mu.Lock()
 	_ = killGroup(cmd.Process)
 	delete(h.running, cmd.Process.Pid)

@@ -18,6 +18,10 @@ func killGroup(p *os.Process) error {
 	return p.Kill()
 }
 
+// pinThread does nothing: there is no parent-death signal to tie to a
+// thread.
+func pinThread() (unpin func()) { return func() {} }
+
 // guard does nothing here: nothing kills a command when its worker dies.
 type guard struct{}
 

@@ -9,12 +9,6 @@ import (
 	"syscall"
 )
 
-// newProcessGroup puts the command in a process group of its own, whose id
-// is the command's pid, so that the group can be killed as one.
-func newProcessGroup() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
-}
-
 // killGroup kills every process in the command's group. A group that is
 // already gone is not an error.
 func killGroup(p *os.Process) error {
@@ -28,7 +22,7 @@ func killGroup(p *os.Process) error {
 	return err
 }
 
-// guardShell runs the guard; every Unix system has one.
+// guardShell runs the guard. Every Unix system has it; tests take it away.
 var guardShell = "/bin/sh"
 
 // guardScript ignores the signals a command may send its own group, waits

@@ -12,9 +12,14 @@ import (
 	"testing"
 )
 
-// testWorkerCommand makes the test binary run one attempt of this command
-// with a Handler, as errand work does, instead of the tests.
-const testWorkerCommand = "EXECHANDLER_TEST_WORKER_COMMAND"
+// Environment of the test binary run as a worker process (see TestMain).
+const (
+	// testWorkerCommand makes the test binary run one attempt of this
+	// command with a Handler, as errand work does, instead of the tests.
+	testWorkerCommand = "EXECHANDLER_TEST_WORKER_COMMAND"
+	// testWorkerNoGuard takes the guard's shell away from that worker.
+	testWorkerNoGuard = "EXECHANDLER_TEST_WORKER_NO_GUARD"
+)
 
 func TestMain(m *testing.M) {
 	if command := os.Getenv(testWorkerCommand); command != "" {
@@ -25,6 +30,9 @@ func TestMain(m *testing.M) {
 
 // runTestWorker runs one attempt of command, which the test kills.
 func runTestWorker(command string) int {
+	if os.Getenv(testWorkerNoGuard) != "" {
+		guardShell = "/nonexistent/sh"
+	}
 	h, err := New(command, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
