@@ -33,7 +33,9 @@ ERRAND_LEASE_TOKEN in its environment; its output goes to this log. Exit 0
 succeeds; 75 retries (class tempfail); 65 dead-letters (class permanent);
 any other status N retries (class exit_N); a signal retries (class signal).
 Past its --timeout the command's whole process group is killed and the
-attempt retries with class timeout.
+attempt retries with class timeout. On Unix, if this worker dies, even by
+SIGKILL, each command's process group is killed with it; a process that
+left the group (setsid) runs on.
 
 Without --once, errand work runs until stopped. Each --queue NAME=N runs
 queue NAME with at most N jobs at once, with slots of its own, so a backlog

@@ -399,6 +399,39 @@ func TestWorkerForcedStop(t *testing.T) {
 	})
 }
 
+// TestWorkerKilledTakesItsCommands: a worker killed with SIGKILL, which can
+// clean up nothing, still leaves no command running, nor a command's child
+// in its process group: the job's rerun elsewhere is the only one.
+func TestWorkerKilledTakesItsCommands(t *testing.T) {
+	eachStore(t, false, func(t *testing.T, store string) {
+		db := workerDB(t, store)
+		pids := filepath.Join(t.TempDir(), "pids")
+		s := script(t, `sleep 300 & echo "grandchild $!" >> `+pids+`; echo "script $$" >> `+pids+`; sleep 300`)
+		enqueueN(t, db, "k", "default", 2, errand.EnqueueOpts{})
+		w := startWorker(t, db, "--queue", "default=2", "--exec", "k="+s).ready()
+		// Each script writes its child's pid before its own.
+		waitUntil(t, 20*time.Second, "both commands to start", func() bool { return countPrefix(t, pids, "script") == 2 })
+		var all, scripts []int
+		for _, l := range lines(t, pids) {
+			name, p, _ := strings.Cut(l, "_")
+			pid, _ := strconv.Atoi(p)
+			all = append(all, pid)
+			if name == "script" {
+				scripts = append(scripts, pid)
+				// A failing run leaves nothing behind.
+				t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+			}
+		}
+
+		w.signal(syscall.SIGKILL)
+		w.wait(10 * time.Second)
+		waitGone(t, all...)
+		for _, pgid := range scripts {
+			waitUntil(t, 10*time.Second, fmt.Sprintf("process group %d to be gone", pgid), func() bool { return groupGone(t, pgid) })
+		}
+	})
+}
+
 // TestWorkerHeartbeat: a job that runs three times its lease completes with
 // one attempt, because the worker renews the lease while it runs. (A lease
 // of 2s, renewed every third of it, survives a renewal delayed by a busy

@@ -23,6 +23,47 @@
 // cannot outlive the attempt. For the same reason the group is killed when
 // the command exits: whatever it left running in its group would otherwise
 // run on after the job was acknowledged, outside any lease.
+//
+// # When the worker dies
+//
+// A worker that dies without cleaning up (SIGKILL, the OOM killer, a crash)
+// must not leave its commands performing effects while another worker runs
+// their jobs again once the leases expire. Two things tie a command to its
+// worker:
+//
+//   - On every Unix system, a guard: a /bin/sh in the command's process
+//     group (a sibling of the command, which stays the worker's direct
+//     child), blocked reading a pipe whose other end only the worker holds.
+//     However the worker dies, the kernel closes that end and the guard
+//     kills the whole group with SIGKILL, the command's children included.
+//     The guard ignores SIGHUP, SIGINT, SIGQUIT and SIGTERM, so a script
+//     that signals its own group does not remove it.
+//   - On Linux, the parent-death signal: the kernel sends the command itself
+//     SIGKILL when the worker dies, even where the guard could not start.
+//
+// What remains possible:
+//
+//   - A process that leaves the group (setsid, setpgid, a daemon that forks
+//     twice) escapes the guard, and the group kill at the end of an attempt.
+//     So does work the command hands to something else: a service it calls,
+//     a job it submits elsewhere.
+//   - Without its guard (no /bin/sh, which the worker logs once, or a
+//     process of the group that SIGKILLed it), on Linux only the command
+//     itself dies with the worker and its children run on; elsewhere
+//     nothing dies with the worker.
+//   - The kernel clears the parent-death signal of a command that is, or
+//     execs, a set-user-ID or set-group-ID program or one with file
+//     capabilities: only its guard covers it.
+//   - If the worker dies in the instant between starting a command and
+//     starting its guard, the guard never runs.
+//   - Windows has no process groups, guard or parent-death signal: a
+//     command outlives a worker that dies, and when an attempt ends only
+//     the command itself is killed, not its children.
+//
+// Running the worker as the main process of a container, or as a systemd
+// service (KillMode=control-group, the default), kills whatever it leaves
+// behind, escaped processes included. Either way, a killed attempt may have
+// done part of its work: key effects on the job id.
 package exechandler
 
 import (
@@ -82,6 +123,8 @@ type Handler struct {
 
 	mu      sync.Mutex
 	running map[int]*os.Process // commands started and not yet reaped, by pid
+
+	noGuard sync.Once // warns once that startGuard failed
 }
 
 // Options configure a Handler.
@@ -162,11 +205,22 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 
+	// On Linux the command is killed when the thread that starts it ends:
+	// that thread must outlive the command (pinThread).
+	unpin := pinThread()
 	err = cmd.Start()
 	closeAll(stdinR, stdoutW, stderrW) // the child holds its own copies
 	if err != nil {
+		unpin()
 		closeAll(stdinW, stdoutR, stderrR)
 		return startError(name, err)
+	}
+	guard, err := startGuard(cmd.Process.Pid)
+	if err != nil {
+		h.noGuard.Do(func() {
+			h.logger.Warn("exec guard did not start: if this worker dies, the processes of its commands may outlive it",
+				"error", err.Error())
+		})
 	}
 
 	h.mu.Lock()
@@ -193,10 +247,12 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	})
 
 	waitErr := cmd.Wait()
+	unpin()
 	h.mu.Lock()
 	_ = killGroup(cmd.Process)
 	delete(h.running, cmd.Process.Pid)
 	h.mu.Unlock()
+	guard.stop()
 	h.drain(&wg, stdinW, stdoutR, stderrR)
 	closeAll(stdoutR, stderrR)
 

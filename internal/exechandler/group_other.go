@@ -17,3 +17,14 @@ func killGroup(p *os.Process) error {
 	}
 	return p.Kill()
 }
+
+// pinThread does nothing: there is no parent-death signal to tie to a
+// thread.
+func pinThread() (unpin func()) { return func() {} }
+
+// guard does nothing here: nothing kills a command when its worker dies.
+type guard struct{}
+
+func startGuard(int) (*guard, error) { return nil, nil }
+
+func (*guard) stop() {}
