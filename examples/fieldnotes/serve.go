@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 	"unicode"
 )
@@ -18,9 +20,12 @@ const defaultAddr = "127.0.0.1:4318"
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "serve DB [--addr 127.0.0.1:4318]", stdout)
-	addr := fs.String("addr", defaultAddr, "listen address; keep it on loopback, the API has no authentication")
+	addr := fs.String("addr", defaultAddr, "listen address: 127.0.0.1:PORT, [::1]:PORT or localhost:PORT (loopback only; the API has no authentication)")
 	pos, err := fs.parse(args, "DB")
 	if err != nil {
+		return err
+	}
+	if err := checkListenAddr(*addr); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
@@ -34,8 +39,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: %w; pick another --addr", err)
 	}
-	if ap, ok := ln.Addr().(*net.TCPAddr); ok && !ap.IP.IsLoopback() {
-		logger.Warn("listening beyond loopback: this demo API has no authentication; keep it local", "addr", ln.Addr().String())
+	// localhost is resolved by the system; a hosts file could point it
+	// elsewhere.
+	if ap, ok := ln.Addr().(*net.TCPAddr); !ok || !ap.IP.IsLoopback() {
+		ln.Close()
+		return fmt.Errorf("serve: --addr %s resolved to %s, which is not loopback; use 127.0.0.1:PORT", *addr, ln.Addr())
 	}
 	srv := &http.Server{
 		Handler:           newHandler(a, logger),
@@ -63,6 +71,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// checkListenAddr refuses, before anything listens, an address that is not
+// on loopback: the API has no authentication, so any host that can reach it
+// can spend the wallet. Hostnames other than localhost are refused rather
+// than resolved, and an empty host means every interface.
+func checkListenAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("serve: --addr %q: %v; use 127.0.0.1:PORT", addr, err)
+	}
+	if !isLoopbackHost(host) {
+		return usagef("serve: --addr %q is not loopback and the API has no authentication; use 127.0.0.1:PORT, [::1]:PORT or localhost:PORT", addr)
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback IP literal
+// (127.0.0.0/8, ::1). It never resolves a name.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // server is the HTTP API over one Field Notes database. There is one fixed

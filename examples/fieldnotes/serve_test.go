@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -153,12 +155,12 @@ func (s *syncBuffer) String() string {
 
 var servingAddr = regexp.MustCompile(`msg=serving addr=(http://\S+)`)
 
-// startServer starts "fieldnotes serve" on a free loopback port and returns
-// its base URL and a function that stops it with SIGTERM and checks that it
-// shut down cleanly.
-func startServer(t *testing.T, dir, db string) (string, func()) {
+// startServer starts "fieldnotes serve" on addr (a loopback address, port 0
+// for a free one) and returns its base URL and a function that stops it with
+// SIGTERM and checks that it shut down cleanly.
+func startServer(t *testing.T, dir, db, addr string) (string, func()) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", db, "--addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", db, "--addr", addr)
 	cmd.Dir = dir
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -203,14 +205,14 @@ func TestIdempotencyKeyAcrossRestart(t *testing.T) {
 	mustRun(t, dir, "init", db)
 	key := map[string]string{"Idempotency-Key": "3b0c8e1e-purchase-7"}
 
-	url, stop := startServer(t, dir, db)
+	url, stop := startServer(t, dir, db, "127.0.0.1:0")
 	status, first, resp := call(t, "POST", url+"/documents/document-7/purchase", key)
 	if status != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("first purchase: %d %s; want 201, not replayed", status, first)
 	}
 	stop()
 
-	url, stop = startServer(t, dir, db)
+	url, stop = startServer(t, dir, db, "127.0.0.1:0")
 	defer stop()
 	status, again, resp := call(t, "POST", url+"/documents/document-7/purchase", key)
 	if status != http.StatusCreated || again != first || resp.Header.Get("Idempotent-Replayed") != "true" {
@@ -221,5 +223,58 @@ func TestIdempotencyKeyAcrossRestart(t *testing.T) {
 	}
 	if js := listJobs(t, dir, db); len(js) != 1 {
 		t.Fatalf("jobs = %+v; want one receipt job", js)
+	}
+}
+
+// TestListenAddrRefused: serve refuses an --addr whose host is not loopback
+// as a usage error, before it opens the database or listens. The database
+// does not exist, so a serve without the check fails on that instead, and
+// nothing ever listens beyond loopback.
+func TestListenAddrRefused(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.sqlite")
+	for _, addr := range []string{
+		"0.0.0.0:4318", ":4318", "[::]:4318", "192.0.2.1:4318", "[2001:db8::1]:4318",
+		"example.com:4318", "localhost.example.com:4318", "127.0.0.1",
+	} {
+		_, err := runInProcess(t, "serve", missing, "--addr", addr)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--addr") {
+			t.Errorf("serve --addr %s: %v; want a usage error naming --addr", addr, err)
+		}
+	}
+
+	out, errOut, err := fieldnotes(t, t.TempDir(), "serve", "missing.sqlite", "--addr", "0.0.0.0:4318")
+	if code := exitCode(t, err); code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "127.0.0.1:PORT") {
+		t.Fatalf("serve --addr 0.0.0.0:4318: exit %d, stdout %q, stderr %q; want exit 2 and one line saying to use 127.0.0.1:PORT", code, out, errOut)
+	}
+}
+
+// TestListenAddrLoopback: every loopback form is accepted, and serve answers
+// on localhost and, where the machine has it, on IPv6 loopback.
+func TestListenAddrLoopback(t *testing.T) {
+	for _, addr := range []string{
+		"127.0.0.1:0", "127.8.9.10:4318", "[::1]:0", "localhost:0", "LocalHost:4318", "[::ffff:127.0.0.1]:0",
+	} {
+		if err := checkListenAddr(addr); err != nil {
+			t.Errorf("checkListenAddr(%q) = %v; want nil", addr, err)
+		}
+	}
+
+	addrs := []string{"localhost:0"}
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		ln.Close()
+		addrs = append(addrs, "[::1]:0")
+	} else {
+		t.Logf("no IPv6 loopback (%v): [::1] not served", err)
+	}
+	dir := t.TempDir()
+	const db = "./loopback.sqlite"
+	mustRun(t, dir, "init", db)
+	for _, addr := range addrs {
+		url, stop := startServer(t, dir, db, addr)
+		if status, body, _ := call(t, "GET", url+"/wallet", nil); status != http.StatusOK {
+			t.Fatalf("serve --addr %s: GET %s/wallet: %d %s; want 200", addr, url, status, body)
+		}
+		stop()
 	}
 }
