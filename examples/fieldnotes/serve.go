@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -116,7 +117,37 @@ func newHandler(a *app, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the API has GET /documents, GET /wallet and POST /documents/{id}/purchase", r.Method, r.URL.Path))
 	})
-	return refuseOrigin(mux)
+	return checkHost(refuseOrigin(mux))
+}
+
+// checkHost answers 421 to a request whose Host is not localhost or a
+// loopback literal with the port this connection arrived on. A web page can
+// point a name it controls at 127.0.0.1 (DNS rebinding) and read the answers
+// as its own, same-origin, without any Origin header; its requests still
+// carry that name as Host.
+func checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !localHost(r) {
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("Host %q is refused: this API answers only to localhost, 127.0.0.1 or [::1] with the port it listens on", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// localHost reports whether r's Host names loopback and the local port of
+// r's connection. A Host without a port means port 80. A request that
+// arrived on no known port is refused.
+func localHost(r *http.Request) bool {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ""
+	}
+	if port == "" {
+		port = "80"
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	return ok && isLoopbackHost(host) && port == strconv.Itoa(local.Port)
 }
 
 // refuseOrigin refuses every request that carries an Origin header. Browsers

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +30,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *app) {
 }
 
 // call sends one request and returns the status, the body and the response.
+// A "Host" entry in header replaces the Host the URL implies.
 func call(t *testing.T, method, url string, header map[string]string) (int, string, *http.Response) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
@@ -36,6 +38,10 @@ func call(t *testing.T, method, url string, header map[string]string) (int, stri
 		t.Fatal(err)
 	}
 	for k, v := range header {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -80,6 +86,38 @@ func TestOriginRefused(t *testing.T) {
 	}
 	if status, body, _ := call(t, "GET", srv.URL+"/wallet", nil); status != http.StatusOK || strings.TrimSpace(body) != `{"balance_cents":10000}` {
 		t.Fatalf("GET /wallet without Origin: %d %s; want 200 {\"balance_cents\":10000}", status, body)
+	}
+}
+
+// TestHostRefused: a request whose Host is not loopback with the server's
+// port, as a DNS-rebinding page sends, is refused with 421 and changes
+// nothing, whatever the route; loopback Hosts with the right port are
+// served.
+func TestHostRefused(t *testing.T) {
+	srv, a := newTestServer(t)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	self, other := strconv.Itoa(port), strconv.Itoa(port%65535+1)
+	for _, host := range []string{
+		"evil.example", "evil.example:" + self, "127.0.0.1.evil.example:" + self, "localhost.:" + self,
+		"0.0.0.0:" + self, "192.0.2.1:" + self, "127.0.0.1", "127.0.0.1:" + other, "[::1]:" + other, "localhost",
+	} {
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/wallet"}, {"GET", "/documents"}, {"POST", "/documents/document-7/purchase"}, {"GET", "/nowhere"},
+		} {
+			status, body, _ := call(t, r.method, srv.URL+r.path, map[string]string{"Host": host})
+			if status != http.StatusMisdirectedRequest {
+				t.Fatalf("%s %s with Host %s: %d %s; want 421", r.method, r.path, host, status, body)
+			}
+			errorMessage(t, body)
+		}
+	}
+	if n := count(t, a, `SELECT count(*) FROM payments`); n != 0 {
+		t.Fatalf("%d payments after refused purchases; want 0", n)
+	}
+	for _, host := range []string{"127.0.0.1:" + self, "127.0.0.2:" + self, "localhost:" + self, "LocalHost:" + self, "[::1]:" + self} {
+		if status, body, _ := call(t, "GET", srv.URL+"/wallet", map[string]string{"Host": host}); status != http.StatusOK {
+			t.Fatalf("GET /wallet with Host %s: %d %s; want 200", host, status, body)
+		}
 	}
 }
 
