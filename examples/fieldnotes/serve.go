@@ -46,11 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln.Close()
 		return fmt.Errorf("serve: --addr %s resolved to %s, which is not loopback; use 127.0.0.1:PORT", *addr, ln.Addr())
 	}
-	srv := &http.Server{
-		Handler:           newHandler(a, logger),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(newHandler(a, logger), logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving", "addr", "http://"+ln.Addr().String(), "db", pos[0])
@@ -97,6 +93,23 @@ func isLoopbackHost(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// newServer returns the http.Server for h, with limits that keep one slow or
+// idle client from holding a connection open for ever. No request has a
+// body; the slowest handler is a purchase, which may wait for the store's
+// busy timeout (ten seconds by default) while another process writes, so
+// WriteTimeout leaves room for that.
+func newServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // server is the HTTP API over one Field Notes database. There is one fixed

@@ -121,6 +121,32 @@ func TestHostRefused(t *testing.T) {
 	}
 }
 
+// TestServerLimits: the server bounds how long a client may take to send a
+// request, to wait for the answer and to sit idle, and how large its headers
+// may be.
+func TestServerLimits(t *testing.T) {
+	srv := newServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": srv.ReadHeaderTimeout,
+		"ReadTimeout":       srv.ReadTimeout,
+		"WriteTimeout":      srv.WriteTimeout,
+		"IdleTimeout":       srv.IdleTimeout,
+	} {
+		if d <= 0 || d > 5*time.Minute {
+			t.Errorf("%s = %v; want a bound above 0 and at most 5m", name, d)
+		}
+	}
+	if srv.ReadHeaderTimeout > srv.ReadTimeout {
+		t.Errorf("ReadHeaderTimeout %v > ReadTimeout %v", srv.ReadHeaderTimeout, srv.ReadTimeout)
+	}
+	if srv.WriteTimeout <= 10*time.Second {
+		t.Errorf("WriteTimeout = %v; want more than the store's 10s busy timeout a purchase may wait", srv.WriteTimeout)
+	}
+	if srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > 64<<10 {
+		t.Errorf("MaxHeaderBytes = %d; want a bound above 0 and at most 64 KiB", srv.MaxHeaderBytes)
+	}
+}
+
 // TestPurchaseAPI covers the purchase endpoint's answers.
 func TestPurchaseAPI(t *testing.T) {
 	srv, a := newTestServer(t)
