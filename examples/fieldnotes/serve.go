@@ -130,7 +130,7 @@ func newHandler(a *app, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the API has GET /documents, GET /wallet and POST /documents/{id}/purchase", r.Method, r.URL.Path))
 	})
-	return checkHost(refuseOrigin(mux))
+	return checkHost(refuseOrigin(refuseBody(mux)))
 }
 
 // checkHost answers 421 to a request whose Host is not localhost or a
@@ -170,6 +170,18 @@ func refuseOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.Header.Values("Origin")) > 0 {
 			writeError(w, http.StatusForbidden, "requests with an Origin header are refused: this API has no authentication and no browser may drive it")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseBody answers 413 to a request with a body: no endpoint reads one,
+// so none is accepted, whatever its size.
+func refuseBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			writeError(w, http.StatusRequestEntityTooLarge, "this API takes no request body; send the request without one")
 			return
 		}
 		next.ServeHTTP(w, r)

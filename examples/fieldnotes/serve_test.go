@@ -121,6 +121,40 @@ func TestHostRefused(t *testing.T) {
 	}
 }
 
+// TestRequestBodyRefused: no endpoint takes a body, so a request with one,
+// of known or unknown length, is refused with 413 and changes nothing.
+func TestRequestBodyRefused(t *testing.T) {
+	srv, a := newTestServer(t)
+	for _, c := range []struct {
+		name string
+		body io.Reader
+	}{
+		{"with Content-Length", strings.NewReader(`{"document_id":"document-7"}`)},
+		{"chunked", io.MultiReader(strings.NewReader(`{}`))}, // a reader of unknown length
+	} {
+		req, err := http.NewRequest("POST", srv.URL+"/documents/document-7/purchase", c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("purchase with a body, %s: %d %s; want 413", c.name, resp.StatusCode, b)
+		}
+		errorMessage(t, string(b))
+	}
+	if n := count(t, a, `SELECT count(*) FROM payments`); n != 0 {
+		t.Fatalf("%d payments after refused purchases; want 0", n)
+	}
+}
+
 // TestServerLimits: the server bounds how long a client may take to send a
 // request, to wait for the answer and to sit idle, and how large its headers
 // may be.
