@@ -130,7 +130,23 @@ func newHandler(a *app, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the API has GET /documents, GET /wallet and POST /documents/{id}/purchase", r.Method, r.URL.Path))
 	})
-	return checkHost(refuseOrigin(refuseBody(mux)))
+	return apiHeaders(checkHost(refuseOrigin(refuseBody(mux))))
+}
+
+// apiHeaders sets the headers every answer carries, refusals included.
+// Bodies are JSON, and a browser must not guess otherwise (nosniff); a
+// default Content-Type also keeps the mux's path-cleaning redirects from
+// writing HTML. Nothing may cache a wallet or a purchase, and no page may
+// frame or load what the API returns.
+func apiHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // checkHost answers 421 to a request whose Host is not localhost or a

@@ -29,6 +29,12 @@ func newTestServer(t *testing.T) (*httptest.Server, *app) {
 	return srv, a
 }
 
+// noRedirects returns a redirect as the answer, so a test sees every
+// response the server sends.
+var noRedirects = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
 // call sends one request and returns the status, the body and the response.
 // A "Host" entry in header replaces the Host the URL implies.
 func call(t *testing.T, method, url string, header map[string]string) (int, string, *http.Response) {
@@ -44,7 +50,7 @@ func call(t *testing.T, method, url string, header map[string]string) (int, stri
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +184,46 @@ func TestServerLimits(t *testing.T) {
 	}
 	if srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > 64<<10 {
 		t.Errorf("MaxHeaderBytes = %d; want a bound above 0 and at most 64 KiB", srv.MaxHeaderBytes)
+	}
+}
+
+// TestResponseHeaders: every answer, success, refusal or redirect, is JSON
+// that a browser may not sniff as anything else, may not cache and may not
+// frame.
+func TestResponseHeaders(t *testing.T) {
+	srv, _ := newTestServer(t)
+	purchase := srv.URL + "/documents/document-7/purchase"
+	key := map[string]string{"Idempotency-Key": "headers-1"}
+	for _, c := range []struct {
+		method, url string
+		header      map[string]string
+		status      int // 0: any redirect
+	}{
+		{"GET", srv.URL + "/wallet", nil, http.StatusOK},
+		{"GET", srv.URL + "/documents", nil, http.StatusOK},
+		{"POST", purchase, key, http.StatusCreated},
+		{"POST", purchase, key, http.StatusCreated}, // replayed from the stored response
+		{"POST", purchase, nil, http.StatusConflict},
+		{"POST", purchase, map[string]string{"Idempotency-Key": "two words"}, http.StatusBadRequest},
+		{"GET", srv.URL + "/nowhere", nil, http.StatusNotFound},
+		{"GET", srv.URL + "/documents/../wallet", nil, 0}, // the mux's redirect to the clean path
+		{"GET", srv.URL + "/wallet", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"GET", srv.URL + "/wallet", map[string]string{"Host": "evil.example"}, http.StatusMisdirectedRequest},
+	} {
+		status, body, resp := call(t, c.method, c.url, c.header)
+		if c.status == 0 && (status < 300 || status > 399) || c.status != 0 && status != c.status {
+			t.Fatalf("%s %s %v: %d %s; want %d (0: any redirect)", c.method, c.url, c.header, status, body, c.status)
+		}
+		for name, want := range map[string]string{
+			"Content-Type":            "application/json",
+			"X-Content-Type-Options":  "nosniff",
+			"Cache-Control":           "no-store",
+			"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+		} {
+			if got := resp.Header.Values(name); len(got) != 1 || got[0] != want {
+				t.Errorf("%s %s %v (%d): %s = %q; want %q", c.method, c.url, c.header, status, name, got, want)
+			}
+		}
 	}
 }
 
