@@ -37,7 +37,7 @@ commands:
   jobs DB [--json]                          list receipt jobs
   receipts DB [--json]                      list delivered receipts (the sink)
   replay DB JOB_ID [--reason TEXT]          start a new delivery cycle for a dead job
-  serve DB [--addr 127.0.0.1:4318]          the HTTP API (local use only: no authentication)
+  serve DB [--addr 127.0.0.1:4318]          the HTTP API (loopback only: no authentication)
 `
 
 func main() {
