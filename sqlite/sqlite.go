@@ -190,7 +190,8 @@ func migrations() ([]migration.Migration, error) {
 // Migrate applies errand's pending migrations. Open calls it; it is exported
 // for deployments that migrate separately. Migrations are numbered and
 // forward-only; each runs in its own immediate transaction, so processes that
-// open the same file at once apply each migration exactly once.
+// open the same file at once apply each migration exactly once. A database
+// that a newer errand migrated is refused before anything is applied.
 func (s *Store) Migrate(ctx context.Context) error { return s.migrate(ctx) }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -198,17 +199,27 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	known := ms[len(ms)-1].Version
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS errand_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, m := range ms {
+		var newer error
 		err := s.tx(ctx, func(tx *sql.Tx) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
+			// Each transaction reads the newest version first, so that a
+			// newer errand's schema, even one migrated by another process
+			// a moment ago, is refused before this migration is applied.
+			var newest, applied int
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ?)
+				FROM errand_migrations`, m.Version).Scan(&newest, &applied); err != nil {
 				return err
 			}
-			if n > 0 {
+			if newest > known {
+				newer = newerSchemaError(newest, known)
+				return newer
+			}
+			if applied > 0 {
 				return nil
 			}
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
@@ -218,18 +229,19 @@ func (s *Store) migrate(ctx context.Context) error {
 				m.Version, m.Name, micros(s.clock.Now()))
 			return err
 		})
+		if newer != nil {
+			return fmt.Errorf("migrate: %w", newer)
+		}
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
-	var newest int
-	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if known := ms[len(ms)-1].Version; newest > known {
-		return fmt.Errorf("migrate: database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
-	}
 	return nil
+}
+
+// newerSchemaError refuses a database that a newer errand migrated.
+func newerSchemaError(newest, known int) error {
+	return fmt.Errorf("database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
 }
 
 // SchemaVersion returns the newest applied migration.
