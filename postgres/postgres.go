@@ -21,6 +21,9 @@
 // is safe. Open creates the schema and applies the embedded migrations inside
 // one transaction holding a transaction-level advisory lock derived from the
 // schema name, so processes that start together apply each migration once.
+// With [Options.NoMigrate] it creates nothing and only checks, reading, that
+// the schema is errand's at this release's version: for tools that must not
+// turn a mistyped schema name into a new, empty queue.
 //
 // # Transactions
 //
@@ -70,9 +73,9 @@ type Options struct {
 	// (now()), which is what production wants: every host then agrees.
 	// Tests inject a clock they can move.
 	Clock errand.Clock
-	// Schema holds errand's tables; it is created if missing. Default
-	// "errand". Give a different schema to each errand deployment that
-	// shares a database.
+	// Schema holds errand's tables; it is created if missing (unless
+	// NoMigrate). Default "errand". Give a different schema to each errand
+	// deployment that shares a database.
 	Schema string
 	// MaxConns bounds the pool Open creates. Zero means pgxpool's default
 	// (the larger of 4 and the number of CPUs), or pool_max_conns in the
@@ -81,6 +84,14 @@ type Options struct {
 	// Logger hears what the store does on its own, such as a listener
 	// losing and regaining its connection. Nil discards.
 	Logger *slog.Logger
+	// NoMigrate opens only a schema that errand has already migrated to
+	// this release's version, and creates or changes nothing: no schema, no
+	// table. A missing schema, or one without errand's tables (a mistyped
+	// Schema, say), is refused with an error matching [errand.ErrNoSchema];
+	// a schema older or newer than this errand's is refused too. For tools
+	// that inspect or operate on an existing queue, such as errand's
+	// reading commands.
+	NoMigrate bool
 }
 
 // Store is errand's PostgreSQL store. It implements [errand.Store].
@@ -100,7 +111,8 @@ type Store struct {
 var _ errand.Store = (*Store)(nil)
 
 // Open connects to the database at url (postgres://user@host:port/db?...),
-// applies errand's migrations, and returns the store. Close closes its pool.
+// applies errand's migrations (unless [Options.NoMigrate]), and returns the
+// store. Close closes its pool.
 func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -123,7 +135,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 }
 
 // New returns a store on the application's own pool, applying errand's
-// migrations. Close does not close the pool.
+// migrations (unless [Options.NoMigrate]). Close does not close the pool.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -138,6 +150,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	}
 	s.own = s.replacer("now()")
 	s.inTx = s.replacer("statement_timestamp()")
+	if o.NoMigrate {
+		if err := s.checkSchema(ctx); err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		return s, nil
+	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -311,6 +329,38 @@ func (s *Store) migrate(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// checkSchema checks, reading only, that the schema holds errand's tables at
+// the version this errand knows.
+func (s *Store) checkSchema(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	known := ms[len(ms)-1].Version
+	var schemaExists, tableExists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), to_regclass($2) IS NOT NULL`,
+		s.name, s.table("errand_migrations")).Scan(&schemaExists, &tableExists); err != nil {
+		return fmt.Errorf("read schema %s: %w", s.schema, err)
+	}
+	switch {
+	case !schemaExists:
+		return fmt.Errorf("schema %s does not exist: %w", s.schema, errand.ErrNoSchema)
+	case !tableExists:
+		return fmt.Errorf("schema %s has no errand tables: %w", s.schema, errand.ErrNoSchema)
+	}
+	var newest int
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT coalesce(max(version), 0) FROM {migrations}`)).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case newest > known:
+		return fmt.Errorf("database schema %s is at version %d but this errand knows only up to %d; upgrade errand", s.schema, newest, known)
+	case newest < known:
+		return fmt.Errorf("database schema %s is at version %d but this errand needs %d; run errand migrate (or open it with migrations) first", s.schema, newest, known)
 	}
 	return nil
 }
