@@ -25,6 +25,12 @@
 // the schema is errand's at this release's version: for tools that must not
 // turn a mistyped schema name into a new, empty queue.
 //
+// # Connecting
+//
+// Each new connection of a pool [Open] creates gives up after the URL's
+// connect_timeout, or [DefaultConnectTimeout], and the error names the
+// servers that did not answer.
+//
 // # Transactions
 //
 // [Store.JobInsertManyTx] and [Store.EffectRecordTx] join the caller's
@@ -53,6 +59,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +75,13 @@ import (
 // DefaultSchema is the schema errand's tables live in unless
 // [Options.Schema] names another.
 const DefaultSchema = "errand"
+
+// DefaultConnectTimeout bounds each new connection of a pool that [Open]
+// creates, from dialling to the server's first answers, when the URL sets no
+// connect_timeout (or sets 0): a server that accepts the TCP connection and
+// never answers must not hang its caller. connect_timeout=N in the URL (in
+// seconds) replaces it.
+const DefaultConnectTimeout = 10 * time.Second
 
 // Options configure a Store. The zero value is sensible.
 type Options struct {
@@ -112,19 +128,26 @@ var _ errand.Store = (*Store)(nil)
 
 // Open connects to the database at url (postgres://user@host:port/db?...),
 // applies errand's migrations (unless [Options.NoMigrate]), and returns the
-// store. Close closes its pool.
+// store. Close closes its pool. Each connection attempt is bounded by the
+// URL's connect_timeout, or [DefaultConnectTimeout]; a server that does not
+// answer in time is named in the error.
 func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parseConfig(url, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	if opts != nil && opts.MaxConns > 0 {
-		cfg.MaxConns = int32(opts.MaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	// The first connection is made here rather than inside the migration,
+	// so that a server that does not answer is reported as such.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, connectError(ctx, cfg.ConnConfig, err)
+	}
+	conn.Release()
 	s, err := New(ctx, pool, opts)
 	if err != nil {
 		pool.Close()
@@ -134,8 +157,57 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// parseConfig parses url into the configuration of the pool Open creates.
+func parseConfig(url string, opts *Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if opts != nil && opts.MaxConns > 0 {
+		cfg.MaxConns = int32(opts.MaxConns)
+	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	return cfg, nil
+}
+
+// connectError says which servers did not answer when a first connection
+// timed out on its own (not because the caller's ctx ended).
+func connectError(ctx context.Context, cfg *pgx.ConnConfig, err error) error {
+	if !pgconn.Timeout(err) || ctx.Err() != nil {
+		return fmt.Errorf("open postgres: %w", err)
+	}
+	return fmt.Errorf("open postgres: no answer from %s within %s; check the host and port, or raise connect_timeout (seconds) in the URL: %w",
+		addresses(cfg), cfg.ConnectTimeout, err)
+}
+
+// addresses lists the servers a configuration tries, as host:port (or the
+// socket path).
+func addresses(cfg *pgx.ConnConfig) string {
+	var list []string
+	seen := map[string]bool{}
+	add := func(host string, port uint16) {
+		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		if strings.HasPrefix(host, "/") {
+			addr = filepath.Join(host, ".s.PGSQL."+strconv.Itoa(int(port)))
+		}
+		if !seen[addr] {
+			seen[addr] = true
+			list = append(list, addr)
+		}
+	}
+	add(cfg.Host, cfg.Port)
+	for _, fb := range cfg.Fallbacks {
+		add(fb.Host, fb.Port)
+	}
+	return strings.Join(list, ", ")
+}
+
 // New returns a store on the application's own pool, applying errand's
 // migrations (unless [Options.NoMigrate]). Close does not close the pool.
+// The pool's own connect timeout bounds its connections; pgxpool bounds
+// them at 2 minutes when the pool's configuration sets none.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
