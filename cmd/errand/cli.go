@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,13 +38,15 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// report prints err as the one line an operator reads, and returns the exit
-// code: 2 for bad input (ours or the library's), 1 for anything else.
+// report prints err as the one line an operator reads, escaped for the
+// terminal (an error may quote a job's id or a command's stderr), and
+// returns the exit code: 2 for bad input (ours or the library's), 1 for
+// anything else.
 func report(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "errand: "+oneLine(err.Error()))
+	fmt.Fprintln(stderr, "errand: "+printable(oneLine(err.Error())))
 	var ue *usageError
 	if errors.As(err, &ue) || errors.Is(err, errand.ErrInvalid) {
 		return exitUsage
@@ -500,12 +503,19 @@ func onePositional(pos []string, what, cmd string) (string, error) {
 	return "", usagef("unexpected argument %q after the %s; see errand help %s", pos[1], what, cmd)
 }
 
-// writeJSON prints v as one indented JSON value.
+// writeJSON prints v as one indented JSON value, with the characters a
+// terminal acts on written as \u escapes (see jsonForTerminal): the values
+// a decoder reads are exact.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonForTerminal(b.Bytes()))
+	return err
 }
 
 // formatTime prints t in RFC 3339, UTC, to the second.
