@@ -24,6 +24,11 @@ var (
 	// ErrEffectHeld reports that another delivery holds a remote effect
 	// under a live lease.
 	ErrEffectHeld = errors.New("effect held by another delivery")
+	// ErrNoSchema reports that a store opened without migrating found no
+	// errand schema where it was pointed: a database (or PostgreSQL schema)
+	// in which errand's tables were never created. Opening it with
+	// migrations, as errand migrate does, creates them.
+	ErrNoSchema = errors.New("no errand schema")
 )
 
 // StateError reports a transition that a job's current state forbids. Its

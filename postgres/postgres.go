@@ -21,6 +21,15 @@
 // is safe. Open creates the schema and applies the embedded migrations inside
 // one transaction holding a transaction-level advisory lock derived from the
 // schema name, so processes that start together apply each migration once.
+// With [Options.NoMigrate] it creates nothing and only checks, reading, that
+// the schema is errand's at this release's version: for tools that must not
+// turn a mistyped schema name into a new, empty queue.
+//
+// # Connecting
+//
+// Each new connection of a pool [Open] creates gives up after the URL's
+// connect_timeout, or [DefaultConnectTimeout], and the error names the
+// servers that did not answer.
 //
 // # Transactions
 //
@@ -50,6 +59,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,15 +76,22 @@ import (
 // [Options.Schema] names another.
 const DefaultSchema = "errand"
 
+// DefaultConnectTimeout bounds each new connection of a pool that [Open]
+// creates, from dialling to the server's first answers, when the URL sets no
+// connect_timeout (or sets 0): a server that accepts the TCP connection and
+// never answers must not hang its caller. connect_timeout=N in the URL (in
+// seconds) replaces it.
+const DefaultConnectTimeout = 10 * time.Second
+
 // Options configure a Store. The zero value is sensible.
 type Options struct {
 	// Clock is the store's time authority. Nil means the database's clock
 	// (now()), which is what production wants: every host then agrees.
 	// Tests inject a clock they can move.
 	Clock errand.Clock
-	// Schema holds errand's tables; it is created if missing. Default
-	// "errand". Give a different schema to each errand deployment that
-	// shares a database.
+	// Schema holds errand's tables; it is created if missing (unless
+	// NoMigrate). Default "errand". Give a different schema to each errand
+	// deployment that shares a database.
 	Schema string
 	// MaxConns bounds the pool Open creates. Zero means pgxpool's default
 	// (the larger of 4 and the number of CPUs), or pool_max_conns in the
@@ -81,6 +100,14 @@ type Options struct {
 	// Logger hears what the store does on its own, such as a listener
 	// losing and regaining its connection. Nil discards.
 	Logger *slog.Logger
+	// NoMigrate opens only a schema that errand has already migrated to
+	// this release's version, and creates or changes nothing: no schema, no
+	// table. A missing schema, or one without errand's tables (a mistyped
+	// Schema, say), is refused with an error matching [errand.ErrNoSchema];
+	// a schema older or newer than this errand's is refused too. For tools
+	// that inspect or operate on an existing queue, such as errand's
+	// reading commands.
+	NoMigrate bool
 }
 
 // Store is errand's PostgreSQL store. It implements [errand.Store].
@@ -100,19 +127,27 @@ type Store struct {
 var _ errand.Store = (*Store)(nil)
 
 // Open connects to the database at url (postgres://user@host:port/db?...),
-// applies errand's migrations, and returns the store. Close closes its pool.
+// applies errand's migrations (unless [Options.NoMigrate]), and returns the
+// store. Close closes its pool. Each connection attempt is bounded by the
+// URL's connect_timeout, or [DefaultConnectTimeout]; a server that does not
+// answer in time is named in the error.
 func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parseConfig(url, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	if opts != nil && opts.MaxConns > 0 {
-		cfg.MaxConns = int32(opts.MaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	// The first connection is made here rather than inside the migration,
+	// so that a server that does not answer is reported as such.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, connectError(ctx, cfg.ConnConfig, err)
+	}
+	conn.Release()
 	s, err := New(ctx, pool, opts)
 	if err != nil {
 		pool.Close()
@@ -122,8 +157,57 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// parseConfig parses url into the configuration of the pool Open creates.
+func parseConfig(url string, opts *Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if opts != nil && opts.MaxConns > 0 {
+		cfg.MaxConns = int32(opts.MaxConns)
+	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	return cfg, nil
+}
+
+// connectError says which servers did not answer when a first connection
+// timed out on its own (not because the caller's ctx ended).
+func connectError(ctx context.Context, cfg *pgx.ConnConfig, err error) error {
+	if !pgconn.Timeout(err) || ctx.Err() != nil {
+		return fmt.Errorf("open postgres: %w", err)
+	}
+	return fmt.Errorf("open postgres: no answer from %s within %s; check the host and port, or raise connect_timeout (seconds) in the URL: %w",
+		addresses(cfg), cfg.ConnectTimeout, err)
+}
+
+// addresses lists the servers a configuration tries, as host:port (or the
+// socket path).
+func addresses(cfg *pgx.ConnConfig) string {
+	var list []string
+	seen := map[string]bool{}
+	add := func(host string, port uint16) {
+		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		if strings.HasPrefix(host, "/") {
+			addr = filepath.Join(host, ".s.PGSQL."+strconv.Itoa(int(port)))
+		}
+		if !seen[addr] {
+			seen[addr] = true
+			list = append(list, addr)
+		}
+	}
+	add(cfg.Host, cfg.Port)
+	for _, fb := range cfg.Fallbacks {
+		add(fb.Host, fb.Port)
+	}
+	return strings.Join(list, ", ")
+}
+
 // New returns a store on the application's own pool, applying errand's
-// migrations. Close does not close the pool.
+// migrations (unless [Options.NoMigrate]). Close does not close the pool.
+// The pool's own connect timeout bounds its connections; pgxpool bounds
+// them at 2 minutes when the pool's configuration sets none.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -138,6 +222,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	}
 	s.own = s.replacer("now()")
 	s.inTx = s.replacer("statement_timestamp()")
+	if o.NoMigrate {
+		if err := s.checkSchema(ctx); err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		return s, nil
+	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -311,6 +401,38 @@ func (s *Store) migrate(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// checkSchema checks, reading only, that the schema holds errand's tables at
+// the version this errand knows.
+func (s *Store) checkSchema(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	known := ms[len(ms)-1].Version
+	var schemaExists, tableExists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), to_regclass($2) IS NOT NULL`,
+		s.name, s.table("errand_migrations")).Scan(&schemaExists, &tableExists); err != nil {
+		return fmt.Errorf("read schema %s: %w", s.schema, err)
+	}
+	switch {
+	case !schemaExists:
+		return fmt.Errorf("schema %s does not exist: %w", s.schema, errand.ErrNoSchema)
+	case !tableExists:
+		return fmt.Errorf("schema %s has no errand tables: %w", s.schema, errand.ErrNoSchema)
+	}
+	var newest int
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT coalesce(max(version), 0) FROM {migrations}`)).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case newest > known:
+		return fmt.Errorf("database schema %s is at version %d but this errand knows only up to %d; upgrade errand", s.schema, newest, known)
+	case newest < known:
+		return fmt.Errorf("database schema %s is at version %d but this errand needs %d; run errand migrate (or open it with migrations) first", s.schema, newest, known)
 	}
 	return nil
 }

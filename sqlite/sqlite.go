@@ -40,6 +40,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/migration"
+	"github.com/ncruces/go-sqlite3"
 	_ "github.com/ncruces/go-sqlite3/driver" // registers the "sqlite3" driver
 )
 
@@ -61,6 +62,16 @@ type Options struct {
 	// MustExist makes Open fail when the file does not exist, instead of
 	// creating an empty database: for tools that only inspect one.
 	MustExist bool
+	// NoMigrate opens only a database that errand has already migrated to
+	// this release's schema, and changes nothing in the file on opening: no
+	// table is created and no setting (such as the journal mode) is
+	// changed. The schema is checked through a read-only connection before
+	// anything else touches the file. A missing file, or a SQLite database
+	// without errand's tables (another application's, say), is refused with
+	// an error matching [errand.ErrNoSchema]; a schema older or newer than
+	// this errand's is refused too. For tools that inspect or operate on an
+	// existing queue, such as errand's reading commands.
+	NoMigrate bool
 }
 
 // Store is errand's SQLite store. It implements [errand.Store].
@@ -81,7 +92,8 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 // Open opens (creating if needed) the SQLite database at path, applies
-// errand's migrations, and returns the store.
+// errand's migrations, and returns the store. With [Options.NoMigrate] it
+// only opens a database errand has already migrated, and writes nothing.
 func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -111,9 +123,17 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
-	if o.MustExist {
+	if o.MustExist || o.NoMigrate {
 		if _, err := os.Stat(abs); err != nil {
+			if o.NoMigrate {
+				return nil, fmt.Errorf("open sqlite: %s does not exist: %w", path, errand.ErrNoSchema)
+			}
 			return nil, fmt.Errorf("open sqlite: %s does not exist; check the path (or --db / ERRAND_DB)", path)
+		}
+	}
+	if o.NoMigrate {
+		if err := checkSchema(ctx, abs, o); err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
 	}
 
@@ -126,9 +146,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
 	s := &Store{db: db, clock: o.Clock, path: abs, busyTimeout: o.BusyTimeout}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, err
+	if !o.NoMigrate {
+		if err := s.migrate(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	read, err := sql.Open("sqlite3", dsn(abs, o, true))
 	if err != nil {
@@ -138,6 +160,47 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	read.SetMaxOpenConns(o.ReadConns)
 	s.read = read
 	return s, nil
+}
+
+// checkSchema checks, without writing anything, that the file at path holds
+// errand's schema at the version this errand knows. It opens a connection
+// of its own with mode=ro: the writer's pragmas would switch another
+// application's database to WAL for good.
+func checkSchema(ctx context.Context, path string, o Options) error {
+	known, err := knownVersion()
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "query_only(1)")
+	db, err := sql.Open("sqlite3", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var tables int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'errand_migrations'`).Scan(&tables)
+	switch {
+	case errors.Is(err, sqlite3.NOTADB):
+		return fmt.Errorf("%s is not a SQLite database: %w", path, err)
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
+	case tables == 0:
+		return fmt.Errorf("%s has no errand tables: %w", path, errand.ErrNoSchema)
+	}
+	var newest int
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case newest > known:
+		return newerSchemaError(newest, known)
+	case newest < known:
+		return fmt.Errorf("database is at schema version %d but this errand needs %d; run errand migrate (or open it with migrations) first", newest, known)
+	}
+	return nil
 }
 
 // dsn builds a connection string for the ncruces driver. Pragmas run on every
@@ -190,10 +253,20 @@ func migrations() ([]migration.Migration, error) {
 	return migration.Load(migrationFS, "migrations")
 }
 
+// knownVersion is the newest schema version this errand knows.
+func knownVersion() (int, error) {
+	ms, err := migrations()
+	if err != nil {
+		return 0, fmt.Errorf("load migrations: %w", err)
+	}
+	return ms[len(ms)-1].Version, nil
+}
+
 // Migrate applies errand's pending migrations. Open calls it; it is exported
 // for deployments that migrate separately. Migrations are numbered and
 // forward-only; each runs in its own immediate transaction, so processes that
-// open the same file at once apply each migration exactly once.
+// open the same file at once apply each migration exactly once. A database
+// that a newer errand migrated is refused before anything is applied.
 func (s *Store) Migrate(ctx context.Context) error { return s.migrate(ctx) }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -201,17 +274,27 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	known := ms[len(ms)-1].Version
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS errand_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, m := range ms {
+		var newer error
 		err := s.tx(ctx, func(tx *sql.Tx) error {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
+			// Each transaction reads the newest version first, so that a
+			// newer errand's schema, even one migrated by another process
+			// a moment ago, is refused before this migration is applied.
+			var newest, applied int
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ?)
+				FROM errand_migrations`, m.Version).Scan(&newest, &applied); err != nil {
 				return err
 			}
-			if n > 0 {
+			if newest > known {
+				newer = newerSchemaError(newest, known)
+				return newer
+			}
+			if applied > 0 {
 				return nil
 			}
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
@@ -221,18 +304,19 @@ func (s *Store) migrate(ctx context.Context) error {
 				m.Version, m.Name, micros(s.clock.Now()))
 			return err
 		})
+		if newer != nil {
+			return fmt.Errorf("migrate: %w", newer)
+		}
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
-	var newest int
-	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if known := ms[len(ms)-1].Version; newest > known {
-		return fmt.Errorf("migrate: database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
-	}
 	return nil
+}
+
+// newerSchemaError refuses a database that a newer errand migrated.
+func newerSchemaError(newest, known int) error {
+	return fmt.Errorf("database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
 }
 
 // SchemaVersion returns the newest applied migration.

@@ -36,7 +36,7 @@ cancelled: its worker holds it until it finishes or its lease expires.`,
 			if *asJSON {
 				return writeJSON(e.stdout, j)
 			}
-			_, err = fmt.Fprintf(e.stdout, "cancelled %s\n", j.ID)
+			_, err = fmt.Fprintf(e.stdout, "cancelled %s\n", printable(j.ID))
 			return err
 		}
 	},

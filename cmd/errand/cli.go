@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,13 +38,15 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// report prints err as the one line an operator reads, and returns the exit
-// code: 2 for bad input (ours or the library's), 1 for anything else.
+// report prints err as the one line an operator reads, escaped for the
+// terminal (an error may quote a job's id or a command's stderr), and
+// returns the exit code: 2 for bad input (ours or the library's), 1 for
+// anything else.
 func report(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "errand: "+oneLine(err.Error()))
+	fmt.Fprintln(stderr, "errand: "+printable(oneLine(err.Error())))
 	var ue *usageError
 	if errors.As(err, &ue) || errors.Is(err, errand.ErrInvalid) {
 		return exitUsage
@@ -174,7 +177,10 @@ subcommands:
 	tw.Flush()
 	fmt.Fprint(w, `
 Flags may come before or after arguments; -- ends the flags.
-Database: --db PATH or ERRAND_DB (default ./errand.db).
+Database: --db PATH or ERRAND_DB (default ./errand.db), or a postgres:// URL
+(schema ERRAND_SCHEMA, default errand). enqueue, work and migrate create and
+migrate it; jobs, inspect, stats, workers, replay and cancel never do: they
+open only a database that errand has migrated.
 Exit status: 0 success, 1 runtime error, 2 usage error.
 `)
 }
@@ -369,12 +375,15 @@ func dbPath(flagValue string) string {
 	return defaultDB
 }
 
-// openMode says whether a subcommand may create the database.
+// openMode says whether a subcommand may create or migrate the database.
 type openMode int
 
 const (
-	// mustExist is for subcommands that read or change existing jobs: on a
-	// mistyped path they say so instead of creating an empty database.
+	// mustExist is for subcommands that read or change existing jobs (jobs,
+	// inspect, stats, workers, replay, cancel): they open only a database
+	// errand has migrated, create and migrate nothing, and say so when the
+	// path or schema names none, instead of turning another application's
+	// database, or a mistyped one, into an empty queue.
 	mustExist openMode = iota
 	// mayCreate is for subcommands that start a database's life: enqueue,
 	// work (a worker may start before any job exists) and migrate.
@@ -399,7 +408,15 @@ func isPostgres(db string) bool {
 func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (store, error) {
 	db := dbPath(flagValue)
 	if isPostgres(db) {
-		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: os.Getenv("ERRAND_SCHEMA"), Logger: logger})
+		schema := os.Getenv("ERRAND_SCHEMA")
+		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: schema, Logger: logger, NoMigrate: mode == mustExist})
+		if errors.Is(err, errand.ErrNoSchema) {
+			if schema == "" {
+				schema = postgres.DefaultSchema
+			}
+			return nil, fmt.Errorf("no errand tables in schema %q at %s; set ERRAND_SCHEMA to the schema your application uses (unset means %s), or run errand migrate to create it",
+				schema, redactURL(db), postgres.DefaultSchema)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("database %s: %w", redactURL(db), err)
 		}
@@ -418,7 +435,10 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*sqlite.Store,
 			return nil, fmt.Errorf("no database at %s; pass --db (or set ERRAND_DB) to the database your application uses, or enqueue a job to create it", path)
 		}
 	}
-	st, err := sqlite.Open(ctx, path, nil)
+	st, err := sqlite.Open(ctx, path, &sqlite.Options{NoMigrate: mode == mustExist})
+	if errors.Is(err, errand.ErrNoSchema) {
+		return nil, fmt.Errorf("no errand database at %s (no errand tables); pass --db (or set ERRAND_DB) to the database your application uses, or run errand migrate to create one", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", path, err)
 	}
@@ -483,12 +503,19 @@ func onePositional(pos []string, what, cmd string) (string, error) {
 	return "", usagef("unexpected argument %q after the %s; see errand help %s", pos[1], what, cmd)
 }
 
-// writeJSON prints v as one indented JSON value.
+// writeJSON prints v as one indented JSON value, with the characters a
+// terminal acts on written as \u escapes (see jsonForTerminal): the values
+// a decoder reads are exact.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonForTerminal(b.Bytes()))
+	return err
 }
 
 // formatTime prints t in RFC 3339, UTC, to the second.

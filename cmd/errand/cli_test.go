@@ -162,7 +162,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 func TestReadOnlyCommandsDoNotCreateTheDatabase(t *testing.T) {
 	for _, args := range [][]string{
-		{"jobs"}, {"stats"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x"},
+		{"jobs"}, {"stats"}, {"workers"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x"},
 	} {
 		db := tempDB(t)
 		r := cli(t, append(args, "--db", db)...)

@@ -99,7 +99,7 @@ existing job's id and exits 0.`,
 					Job       *errand.Job `json:"job"`
 				}{res.Job.ID, res.Duplicate, res.Job})
 			}
-			_, err = e.stdout.Write([]byte(res.Job.ID + "\n"))
+			_, err = e.stdout.Write([]byte(printable(res.Job.ID) + "\n"))
 			return err
 		}
 	},

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -59,10 +61,13 @@ happens next, in words).`,
 	},
 }
 
+// writeInspect prints a job for a person to read. Every value from the
+// database is escaped (see printable); error messages and stacks keep their
+// line breaks.
 func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next string, now time.Time) error {
-	fmt.Fprintf(w, "job %s\n", j.ID)
+	fmt.Fprintf(w, "job %s\n", printable(j.ID))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, value) }
+	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
 	optTime := func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -81,7 +86,7 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	field("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
 	field("replays", fmt.Sprint(j.Replays))
 	field("priority", fmt.Sprint(j.Priority))
-	field("args", fmt.Sprintf("%s (version %d)", j.Args, j.ArgsVersion))
+	field("args", fmt.Sprintf("%s (version %d)", compactJSON(j.Args), j.ArgsVersion))
 	field("created", optTime(&j.CreatedAt))
 	field("available", optTime(&j.AvailableAt))
 	field("attempted", optTime(j.AttemptedAt))
@@ -101,7 +106,7 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 		field("ordering key", *j.OrderingKey)
 	}
 	if len(j.Progress) > 0 {
-		field("progress", string(j.Progress))
+		field("progress", compactJSON(j.Progress))
 	}
 	if len(j.Tags) > 0 {
 		field("tags", strings.Join(j.Tags, ", "))
@@ -115,11 +120,11 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 		fmt.Fprintln(w, "  none")
 	}
 	for _, e := range j.Errors {
-		fmt.Fprintf(w, "  attempt %d, replay %d, at %s: %s\n", e.Attempt, e.Replay, formatTime(e.At), e.Class)
-		fmt.Fprint(w, indent(e.Message, "      "))
+		fmt.Fprintf(w, "  attempt %d, replay %d, at %s: %s\n", e.Attempt, e.Replay, formatTime(e.At), printable(e.Class))
+		fmt.Fprint(w, indent(printableLines(e.Message), "      "))
 		if e.Stack != "" {
 			fmt.Fprintln(w, "    stack:")
-			fmt.Fprint(w, indent(e.Stack, "      "))
+			fmt.Fprint(w, indent(printableLines(e.Stack), "      "))
 		}
 	}
 
@@ -128,11 +133,22 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 		fmt.Fprintln(w, "  none")
 	}
 	for _, r := range audit {
-		fmt.Fprintf(w, "  replay %d at %s by %s, from %s: %s\n", r.Replay, formatTime(r.At), r.Operator, r.PriorState, r.Reason)
+		fmt.Fprintf(w, "  replay %d at %s by %s, from %s: %s\n", r.Replay, formatTime(r.At),
+			printable(r.Operator), printable(string(r.PriorState)), printable(r.Reason))
 	}
 
-	_, err := fmt.Fprintf(w, "\nnext: %s\n", next)
+	_, err := fmt.Fprintf(w, "\nnext: %s\n", printable(next))
 	return err
+}
+
+// compactJSON drops a JSON document's insignificant whitespace, so that one
+// written over several lines reads on one.
+func compactJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 func orDefault(d errand.Duration) string {

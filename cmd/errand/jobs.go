@@ -79,17 +79,18 @@ field names as in the job record, times in RFC 3339 UTC.`,
 	},
 }
 
-// writeJobsTable prints one line per job: what an operator scans for.
+// writeJobsTable prints one line per job: what an operator scans for. Every
+// value from the database is escaped (see printable).
 func writeJobsTable(w io.Writer, jobs []*errand.Job, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tNEXT RUN\tLAST ERROR")
 	for _, j := range jobs {
 		lastErr := "-"
 		if j.LastError != nil {
-			lastErr = j.LastError.Class
+			lastErr = printable(j.LastError.Class)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.Queue, j.State,
-			strconv.Itoa(j.Attempt)+"/"+strconv.Itoa(j.MaxAttempts), nextRun(j, now), lastErr)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(j.ID), printable(j.Kind), printable(j.Queue),
+			printable(string(j.State)), strconv.Itoa(j.Attempt)+"/"+strconv.Itoa(j.MaxAttempts), nextRun(j, now), lastErr)
 	}
 	return tw.Flush()
 }

@@ -52,7 +52,7 @@ shows it). Only dead and cancelled jobs can be replayed.`,
 			if *asJSON {
 				return writeJSON(e.stdout, j)
 			}
-			_, err = fmt.Fprintf(e.stdout, "replayed %s (replay %d): %s, available now\n", j.ID, j.Replays, j.State)
+			_, err = fmt.Fprintf(e.stdout, "replayed %s (replay %d): %s, available now\n", printable(j.ID), j.Replays, printable(string(j.State)))
 			return err
 		}
 	},

@@ -61,7 +61,7 @@ func writeStatsTable(w io.Writer, stats []errand.QueueStats) error {
 	}
 	fmt.Fprintln(tw, "\tOLDEST READY")
 	for _, q := range stats {
-		fmt.Fprint(tw, q.Queue)
+		fmt.Fprint(tw, printable(q.Queue))
 		for _, st := range errand.JobStates {
 			fmt.Fprintf(tw, "\t%d", q.Counts[st])
 		}

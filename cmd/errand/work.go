@@ -170,7 +170,7 @@ func workOnce(ctx context.Context, c *errand.Client, qs queueFlags, lease time.D
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+	_, err = fmt.Fprintf(e.stdout, "%s\n", jsonForTerminal(b))
 	return err
 }
 

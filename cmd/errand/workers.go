@@ -96,7 +96,7 @@ func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, le
 	for _, r := range ws {
 		qs := make([]string, len(r.Queues))
 		for i, q := range r.Queues {
-			qs[i] = q.Name + "=" + strconv.Itoa(q.Concurrency)
+			qs[i] = printable(q.Name) + "=" + strconv.Itoa(q.Concurrency)
 		}
 		last := "-"
 		if r.LastCompletedAt != nil {
@@ -106,8 +106,8 @@ func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, le
 		if leader != "" && r.ID == leader {
 			lead = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Host, r.PID, strings.Join(qs, ","),
-			formatTime(r.StartedAt), relative(now, r.HeartbeatAt), last, skew(r.ClockSkewMS), lead, r.Status)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(r.ID), printable(r.Host), r.PID, strings.Join(qs, ","),
+			formatTime(r.StartedAt), relative(now, r.HeartbeatAt), last, skew(r.ClockSkewMS), lead, printable(string(r.Status)))
 	}
 	return tw.Flush()
 }

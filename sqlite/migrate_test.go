@@ -1,0 +1,101 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand/sqlite"
+)
+
+// exec runs statements on the file at path through a plain connection of
+// the test's own, as another application (or an older errand) would.
+func exec(t *testing.T, path string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// query returns the first column of every row q returns on the file.
+func query(t *testing.T, path, q string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// schemaAt makes an errand database at schema version `version`, as an
+// older errand left it, and records the extra versions as applied too.
+func schemaAt(t *testing.T, version int, extra ...int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "errand.db")
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) < version {
+		t.Fatalf("migrations: %v %v", files, err)
+	}
+	stmts := []string{`CREATE TABLE errand_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`}
+	for i, f := range files[:version] {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(b))
+		extra = append(extra, i+1)
+	}
+	for _, v := range extra {
+		stmts = append(stmts, `INSERT INTO errand_migrations (version, name, applied_at) VALUES (`+strconv.Itoa(v)+`, 'm', 0)`)
+	}
+	exec(t, path, stmts...)
+	return path
+}
+
+// TestNewerSchemaRefusedBeforeMigrating opens a database that a newer
+// errand migrated (version 99 recorded) but that lacks migrations this
+// errand knows (3 and up): Open refuses it and applies nothing.
+func TestNewerSchemaRefusedBeforeMigrating(t *testing.T) {
+	path := schemaAt(t, 2, 99)
+	s, err := sqlite.Open(t.Context(), path, nil)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open on a database at version 99 succeeded")
+	}
+	if !strings.Contains(err.Error(), "version 99") || !strings.Contains(err.Error(), "upgrade errand") {
+		t.Errorf("Open: %v, want it to name version 99 and say upgrade errand", err)
+	}
+	if vs := query(t, path, `SELECT version FROM errand_migrations ORDER BY version`); strings.Join(vs, ",") != "1,2,99" {
+		t.Errorf("versions recorded after a refused open: %v, want 1,2,99", vs)
+	}
+	if tables := query(t, path, `SELECT name FROM sqlite_master WHERE name = 'errand_leaders'`); len(tables) > 0 {
+		t.Error("migration 3 ran on a refused database")
+	}
+}
