@@ -110,7 +110,7 @@ func TestNoMigrateLeavesOtherDatabasesAlone(t *testing.T) {
 func TestNoMigrateOpensAMigratedDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	s := open(t, path, nil)
-	if _, err := s.JobInsertMany(t.Context(), []*errand.JobInsertParams{{ID: "j1", Queue: "default", Kind: "k", Args: []byte(`{}`), MaxAttempts: 1}}); err != nil {
+	if _, err := s.JobInsertMany(t.Context(), []*errand.JobInsertParams{{ID: "j1", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
