@@ -68,6 +68,17 @@ type Store interface {
 	// result is not an error.
 	JobClaimMany(ctx context.Context, params *JobClaimParams) ([]*Job, error)
 
+	// JobNextDue reports how long, on the store's clock, until the earliest
+	// queued or retrying job in one of Queues (and, when Kinds is set, of
+	// one of Kinds) that is not yet available becomes available: a
+	// scheduled job, a retry waiting out its backoff, a snoozed job. ok is
+	// false when no such job waits, or Queues is empty. Jobs available
+	// already are none of its business, claimable or held back by an
+	// ordering key. An idle worker sleeps until then instead of a whole
+	// poll. The answer is a duration, not a time, so that a worker whose
+	// clock is off still wakes when the job is due on the store's clock.
+	JobNextDue(ctx context.Context, params *JobNextDueParams) (wait time.Duration, ok bool, err error)
+
 	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each
 	// fenced by its token. The result has one entry per lease, in order: the
 	// new lease_until, or ErrLeaseLost with nothing written for that job (an
@@ -299,6 +310,15 @@ type JobClaimParams struct {
 	Lease time.Duration
 	// Owner names the claiming worker, recorded as lease_owner.
 	Owner string
+}
+
+// JobNextDueParams asks when the next job comes due.
+type JobNextDueParams struct {
+	// Queues to look in.
+	Queues []string
+	// Kinds, when not empty, restricts the question to these kinds, as it
+	// restricts a claim.
+	Kinds []string
 }
 
 // JobLease names a running job and the token of its claim.

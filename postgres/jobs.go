@@ -372,6 +372,38 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	return jobs, nil
 }
 
+// nextDueSQL finds the earliest job that comes due after now: for each
+// queue, the errand_jobs_due index walked from now to the first row of a
+// wanted kind, then the earliest of those. It returns NULL when none waits,
+// and the statement's now, so that the wait is measured on one clock.
+const nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
+		SELECT available_at AS at FROM {jobs}
+		WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at > {now}
+			AND ($3::text[] IS NULL OR kind = ANY($3))
+		ORDER BY available_at
+		LIMIT 1) n`
+
+// JobNextDue implements [errand.Store].
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+	if len(p.Queues) == 0 {
+		return 0, false, nil
+	}
+	var kinds []string // NULL: every kind
+	if len(p.Kinds) > 0 {
+		kinds = p.Kinds
+	}
+	var next *time.Time
+	var now time.Time
+	err := s.pool.QueryRow(ctx, s.sql(nextDueSQL), s.nowArg(), p.Queues, kinds).Scan(&next, &now)
+	if err != nil {
+		return 0, false, fmt.Errorf("next due: %w", err)
+	}
+	if next == nil {
+		return 0, false, nil
+	}
+	return next.Sub(now), true, nil
+}
+
 // JobHeartbeatMany implements [errand.Store]: one statement for the batch,
 // each lease fenced by its own token.
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {

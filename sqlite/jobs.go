@@ -206,26 +206,14 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 			return err
 		}
 		args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
-		filter := "queue IN (" + placeholders(len(p.Queues)) + ")"
 		for _, q := range p.Queues {
 			args = append(args, q)
 		}
-		if len(p.Kinds) > 0 {
-			filter += " AND kind IN (" + placeholders(len(p.Kinds)) + ")"
-			for _, k := range p.Kinds {
-				args = append(args, k)
-			}
+		for _, k := range p.Kinds {
+			args = append(args, k)
 		}
 		args = append(args, p.Limit)
-		// Each row gets its own token: randomblob is evaluated per row.
-		rows, err := tx.QueryContext(ctx, `UPDATE errand_jobs SET
-				state = 'running', attempt = attempt + 1, attempted_at = ?,
-				lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
-			WHERE seq IN (SELECT j.seq FROM errand_jobs j
-				WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND `+filter+`
-					AND `+orderingFree("errand_jobs")+`
-				ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
-			RETURNING `+jobColumns, args...)
+		rows, err := tx.QueryContext(ctx, claimSQL(len(p.Queues), len(p.Kinds)), args...)
 		if err != nil {
 			return err
 		}
@@ -237,6 +225,68 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	}
 	errand.SortClaimOrder(jobs)
 	return jobs, nil
+}
+
+// claimSQL is the claim of JobClaimMany for that many queues and kinds (no
+// kinds: every kind). Its parameters are attempted_at, lease_until,
+// lease_owner, now, the queues, the kinds and the limit. The pick walks the
+// claim index, which holds waiting rows in claim order: named, because the
+// errand_jobs_due index also matches queue and available_at, and a pick
+// through it would read and sort every ready job of the queue to take a
+// few. Each row gets its own token: randomblob is evaluated per row.
+func claimSQL(queues, kinds int) string {
+	filter := "queue IN (" + placeholders(queues) + ")"
+	if kinds > 0 {
+		filter += " AND kind IN (" + placeholders(kinds) + ")"
+	}
+	return `UPDATE errand_jobs SET
+			state = 'running', attempt = attempt + 1, attempted_at = ?,
+			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
+		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
+			WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND ` + filter + `
+				AND ` + orderingFree("errand_jobs") + `
+			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
+		RETURNING ` + jobColumns
+}
+
+// nextDueSQL finds the earliest job of one queue that comes due after now,
+// walking the errand_jobs_due index from now: one seek, then rows of other
+// kinds, when Kinds excludes them, until one matches.
+const nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
+	WHERE queue = ? AND state IN ('queued', 'retrying') AND available_at > ?`
+
+// JobNextDue implements [errand.Store]. It asks once per queue: each
+// question is one seek of the errand_jobs_due index.
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+	now := micros(s.clock.Now())
+	q := nextDueSQL
+	var kinds []any
+	if len(p.Kinds) > 0 {
+		q += " AND kind IN (" + placeholders(len(p.Kinds)) + ")"
+		for _, k := range p.Kinds {
+			kinds = append(kinds, k)
+		}
+	}
+	q += " ORDER BY available_at LIMIT 1"
+	var next int64
+	found := false
+	for _, queue := range p.Queues {
+		var at int64
+		err := s.read.QueryRowContext(ctx, q, append([]any{queue, now}, kinds...)...).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("next due: %w", err)
+		}
+		if !found || at < next {
+			next, found = at, true
+		}
+	}
+	if !found {
+		return 0, false, nil
+	}
+	return time.Duration(next-now) * time.Microsecond, true, nil
 }
 
 // orderingFree is the claim condition for per-key ordering, on a candidate

@@ -1,0 +1,7 @@
+-- When the next job comes due: an idle worker asks for the earliest
+-- available_at still ahead among a queue's waiting jobs (JobNextDue) and
+-- sleeps until then instead of a whole poll. The claim index cannot answer
+-- that (priority comes before available_at); this one answers with one seek
+-- per queue, reading waiting rows only.
+CREATE INDEX errand_jobs_due ON errand_jobs (queue, available_at)
+    WHERE state IN ('queued', 'retrying');
