@@ -84,13 +84,16 @@
 // once, lets running jobs finish until its context ends, then gives the rest
 // back without counting their attempt.
 //
-// An idle queue waits for a wake-up or its poll interval, whichever comes
-// first. An enqueue wakes the workers of its process at once ([Client.Wake]
-// after [Client.EnqueueTx]); when the store is a [Notifier], it also wakes
-// workers in other processes, announced after the commit and coalesced.
-// Polling stays the floor: a lost announcement delays a job by one poll at
-// most. A client whose store is a Notifier should be closed with
-// [Client.Close].
+// An idle queue waits for a wake-up, its poll interval, or the moment its
+// next scheduled or retrying job comes due, whichever comes first: it asks
+// the store when that is (on the store's clock), so delayed jobs and retries
+// start on time, not up to a poll late. An enqueue wakes the workers of its
+// process at once ([Client.Wake] after [Client.EnqueueTx]); when the store
+// is a [Notifier], it also wakes workers in other processes, announced after
+// the commit and coalesced. A worker that retries or snoozes a job, or
+// finishes one with an ordering key, wakes its queue to ask again. Polling
+// stays the floor: a lost announcement delays a job by one poll at most. A
+// client whose store is a Notifier should be closed with [Client.Close].
 //
 // One worker of the cluster leads ([Worker.Leading], [Client.Leader]): it
 // holds a lease of [WorkerConfig].LeaderTTL on the store's clock and sweeps
