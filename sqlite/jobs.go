@@ -294,10 +294,12 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (tim
 // ahead of it. Jobs of one key run one at a time, in seq order; finished
 // jobs (succeeded, dead, cancelled) hold nothing back. Within one claim the
 // second job of a key sees the first still queued, so a batch takes at most
-// one job per key.
+// one job per key. The state term repeats the errand_jobs_ordering index's
+// condition word for word: SQLite uses a partial index only then, and would
+// otherwise read every running and waiting job for each candidate.
 func orderingFree(jobs string) string {
 	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
-		WHERE o.ordering_key = j.ordering_key
+		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
 			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
 }
 

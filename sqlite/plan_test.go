@@ -22,10 +22,13 @@ func TestQueryPlans(t *testing.T) {
 		notWant []string
 	}{
 		{
-			name:    "claim from one queue",
-			query:   strings.SplitN(claimSQL(1, 2), "RETURNING", 2)[0],
-			want:    []string{"SEARCH j USING INDEX errand_jobs_claim (queue=?)"},
-			notWant: []string{"TEMP B-TREE", "errand_jobs_due"},
+			name:  "claim from one queue",
+			query: strings.SplitN(claimSQL(1, 2), "RETURNING", 2)[0],
+			want: []string{
+				"SEARCH j USING INDEX errand_jobs_claim (queue=?)",
+				"SEARCH o USING INDEX errand_jobs_ordering (ordering_key=?)",
+			},
+			notWant: []string{"TEMP B-TREE", "errand_jobs_due", "errand_jobs_state"},
 		},
 		{
 			name:    "next due",
