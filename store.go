@@ -48,11 +48,18 @@ type Store interface {
 	// writes nothing.
 	JobInsertManyTx(ctx context.Context, tx any, params []*JobInsertParams) ([]JobInsertResult, error)
 
-	// JobGet returns one job, or ErrNotFound.
+	// JobGet returns one job, or ErrNotFound. It fills HeldBy: for a
+	// queued or retrying job with an ordering key that a claim would skip,
+	// the id of the first job of that key, in seq order, that is running,
+	// or is queued or retrying with a lower seq (normally the key's running
+	// job, else the earliest waiting one ahead); nil otherwise. A job has a
+	// HeldBy exactly when the ordering condition of JobClaimMany excludes
+	// it.
 	JobGet(ctx context.Context, id string) (*Job, error)
 
 	// JobList returns jobs matching the filters in ascending Seq order,
-	// starting after AfterSeq, at most Limit of them.
+	// starting after AfterSeq, at most Limit of them, with HeldBy filled as
+	// JobGet fills it.
 	JobList(ctx context.Context, params *JobListParams) ([]*Job, error)
 
 	// JobClaimMany claims up to Limit available jobs in one transaction.
@@ -412,7 +419,9 @@ type QueueStats struct {
 	Queue  string           `json:"queue"`
 	Counts map[JobState]int `json:"counts"`
 	// OldestReadyAgeSeconds is how long the oldest claimable job has been
-	// available, or 0 when none is.
+	// available, or 0 when none is. A job held back by its ordering key
+	// (see Job.HeldBy) is not claimable: its wait is its key's, not the
+	// workers'.
 	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
 	// Dead is the dead-letter size (Counts[StateDead]).
 	Dead int `json:"dead"`

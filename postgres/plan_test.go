@@ -52,6 +52,8 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"claim from one queue", claimOneSQL, []any{nil, int64(1e6), "w", errand.DefaultQueue, []string{"k"}, 10},
 			[]string{"Index Scan using errand_jobs_claim"}},
+		{"job with what holds it", `SELECT ` + readColumns + ` FROM {jobs} j WHERE id = $1`, []any{"j0-7"},
+			[]string{"Index Scan using errand_jobs_ordering"}},
 		{"next due", nextDueSQL, []any{nil, []string{errand.DefaultQueue}, []string{"k"}},
 			[]string{"Index Scan using errand_jobs_due"}},
 	} {

@@ -18,9 +18,36 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags`
 
+// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
+// its key, in seq order, that is running or waits ahead of it. It walks the
+// errand_jobs_ordering index of the key (the state term repeats the index's
+// condition, as orderingFree's does) and stops at the first match, which
+// for a held job is the key's first row.
+const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
+		SELECT o.id FROM errand_jobs o
+		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
+			AND (o.state = 'running' OR o.seq < j.seq)
+		ORDER BY o.seq LIMIT 1) END`
+
+// readColumns are what operators' reads (JobGet, JobList) select from the
+// jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
+const readColumns = jobColumns + `, ` + heldBy
+
 type scanner interface{ Scan(dest ...any) error }
 
-func scanJob(row scanner) (*errand.Job, error) {
+// scanReadJob reads a row of readColumns.
+func scanReadJob(row scanner) (*errand.Job, error) {
+	var held sql.NullString
+	j, err := scanJob(row, &held)
+	if err != nil {
+		return nil, err
+	}
+	j.HeldBy = nullString(held)
+	return j, nil
+}
+
+// scanJob reads a row of jobColumns, and any extra columns after them.
+func scanJob(row scanner, extra ...any) (*errand.Job, error) {
 	var (
 		j                                   errand.Job
 		args, state, errs, tags             string
@@ -30,9 +57,10 @@ func scanJob(row scanner) (*errand.Job, error) {
 		token, owner, ukey, okey, progress  sql.NullString
 		lastErr                             sql.NullString
 	)
-	err := row.Scan(&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
 		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &avail, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags)
+		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
+		extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +88,14 @@ func scanJob(row scanner) (*errand.Job, error) {
 }
 
 func scanJobs(rows *sql.Rows) ([]*errand.Job, error) {
+	return scanJobsWith(rows, func(row scanner) (*errand.Job, error) { return scanJob(row) })
+}
+
+func scanJobsWith(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
 	defer rows.Close()
 	var js []*errand.Job
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +188,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 
 // JobGet implements [errand.Store].
 func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
-	j, err := scanJob(s.read.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE id = ?`, id))
+	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errand.ErrNotFound
 	}
@@ -186,12 +218,12 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 		limit = 100
 	}
 	args = append(args, limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE `+
+	rows, err := s.read.QueryContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, err
 	}
-	return scanJobs(rows)
+	return scanJobsWith(rows, scanReadJob)
 }
 
 // JobClaimMany implements [errand.Store].
@@ -584,8 +616,9 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
 	now := micros(s.clock.Now())
 	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, count(*),
-			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ? THEN available_at END)
-		FROM errand_jobs GROUP BY queue, state ORDER BY queue`, now)
+			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ?
+				AND `+orderingFree("errand_jobs")+` THEN available_at END)
+		FROM errand_jobs j GROUP BY queue, state ORDER BY queue`, now)
 	if err != nil {
 		return nil, err
 	}
