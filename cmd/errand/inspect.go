@@ -100,6 +100,9 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	if j.OrderingKey != nil {
 		field("ordering key", *j.OrderingKey)
 	}
+	if j.HeldBy != nil {
+		field("held by", *j.HeldBy)
+	}
 	if len(j.Progress) > 0 {
 		field("progress", string(j.Progress))
 	}
@@ -154,12 +157,22 @@ func indent(s, prefix string) string {
 func nextSentence(j *errand.Job, now time.Time) string {
 	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	replay := "errand replay " + j.ID + " --reason \"...\""
+	held := ""
+	if j.HeldBy != nil && j.OrderingKey != nil {
+		held = fmt.Sprintf("held by job %s of ordering key %s (jobs of one key run one at a time, in order)",
+			*j.HeldBy, *j.OrderingKey)
+	}
 	var s string
 	switch j.State {
 	case errand.StateQueued:
 		switch {
 		case j.AvailableAt.After(now):
 			s = "scheduled for " + at(j.AvailableAt)
+			if held != "" {
+				s += "; " + held
+			}
+		case held != "":
+			s = "queued: " + held + "; available since " + at(j.AvailableAt)
 		default:
 			s = "queued: waiting for a worker since " + at(j.AvailableAt)
 		}
@@ -169,9 +182,15 @@ func nextSentence(j *errand.Job, now time.Time) string {
 			class = j.LastError.Class
 		}
 		s = fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
-		if j.AvailableAt.After(now) {
+		switch {
+		case j.AvailableAt.After(now):
 			s += "runs again at " + at(j.AvailableAt)
-		} else {
+			if held != "" {
+				s += " at the earliest; " + held
+			}
+		case held != "":
+			s += held + "; due since " + at(j.AvailableAt)
+		default:
 			s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
 		}
 	case errand.StateRunning:
