@@ -81,8 +81,9 @@
 // lease lost cancels the handler and writes nothing. Outcomes are recorded
 // in batches, each fenced by its own token. The worker records itself in a
 // registry ([Client.Workers]) and heartbeats there. Stop stops claiming at
-// once, lets running jobs finish until its context ends, then gives the rest
-// back without counting their attempt.
+// once, shows the worker draining in the registry, lets running jobs finish
+// until its context ends, then gives the rest back without counting their
+// attempt.
 //
 // An idle queue waits for a wake-up, its poll interval, or the moment its
 // next scheduled or retrying job comes due, whichever comes first: it asks

@@ -166,14 +166,15 @@ type Store interface {
 	// WorkerRegister records a starting worker: host, pid, queues and
 	// declared heartbeat interval, with started_at and heartbeat_at now. A
 	// registration is a fresh start: when a row with the ID exists it is
-	// replaced, counters zeroed, last_completed_at and stopped_at cleared.
+	// replaced, counters zeroed, last_completed_at, draining_at and
+	// stopped_at cleared.
 	// An empty ID or a heartbeat interval that is not positive is an
 	// *InputError and nothing is written. The record has status alive.
 	WorkerRegister(ctx context.Context, params *WorkerRegisterParams) (*WorkerRecord, error)
 
 	// WorkerHeartbeat records that worker id is alive: heartbeat_at now and
-	// the counters in stats (see [WorkerStats] for last_completed_at and
-	// the clock skew). A worker that is not registered, or that stopped, is
+	// the counters in stats (see [WorkerStats] for last_completed_at, the
+	// clock skew and draining_at). A worker that is not registered, or that stopped, is
 	// ErrNotFound and nothing is written: the worker registers again.
 	// Negative counts or LastCompletedAgo are an *InputError.
 	WorkerHeartbeat(ctx context.Context, id string, stats WorkerStats) (*WorkerRecord, error)
@@ -191,8 +192,8 @@ type Store interface {
 	// WorkerPrune deletes the workers that are stopped or gone (by their
 	// own staleness window) and whose last sign of life (stopped_at, or
 	// heartbeat_at for a gone worker) is at least olderThan before now, and
-	// returns how many it deleted. An alive worker is never pruned. A
-	// negative olderThan is an *InputError.
+	// returns how many it deleted. An alive or draining worker is never
+	// pruned. A negative olderThan is an *InputError.
 	WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error)
 
 	// LeaderElect makes holder the leader of name until now+TTL, on the

@@ -177,10 +177,11 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop drains the worker: it stops claiming at once, lets running jobs finish
 // until ctx ends (the grace period), then cancels what is left and gives
 // those jobs back (queued, available at once, the interrupted attempt not
-// counted). A leader resigns as soon as claiming stops, so another worker
-// takes over without waiting for the lease to expire. Stop returns when
-// every job has been recorded, and marks the worker stopped in the registry.
-// Stop is idempotent.
+// counted). The registry shows it draining from the start (a heartbeat sent
+// at once) until it stops. A leader resigns as soon as claiming stops, so
+// another worker takes over without waiting for the lease to expire. Stop
+// returns when every job has been recorded, and marks the worker stopped in
+// the registry. Stop is idempotent.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	switch w.state {
@@ -198,6 +199,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Unlock()
 
 	w.stopLoops()
+	w.markDraining()
 	w.loops.Wait()
 	finished := make(chan struct{})
 	go func() {

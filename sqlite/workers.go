@@ -12,7 +12,7 @@ import (
 )
 
 const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at,
-	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms`
+	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms, draining_at`
 
 // scanWorker reads one registry row; the caller sets its status.
 func scanWorker(row scanner) (*errand.WorkerRecord, error) {
@@ -21,9 +21,10 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 		queues                string
 		interval, start, beat int64
 		stopped, completed    sql.NullInt64
+		draining              sql.NullInt64
 	)
 	err := row.Scan(&w.ID, &w.Host, &w.PID, &queues, &interval, &start, &beat,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS)
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining)
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +39,7 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	w.HeartbeatAt = fromMicros(beat)
 	w.StoppedAt = nullMicros(stopped)
 	w.LastCompletedAt = nullMicros(completed)
+	w.DrainingAt = nullMicros(draining)
 	return &w, nil
 }
 
@@ -64,7 +66,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 				queues = excluded.queues, heartbeat_interval_us = excluded.heartbeat_interval_us,
 				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 				stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-				jobs_completed = 0, clock_skew_ms = 0
+				jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
 			RETURNING `+workerColumns,
 			p.ID, p.Host, p.PID, string(queuesJSON), p.HeartbeatInterval.Microseconds(), now, now)
 		var err error
@@ -102,10 +104,11 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 					WHEN ? IS NULL THEN NULL
 					WHEN last_completed_at IS NULL OR jobs_completed <> ? THEN ?
 					ELSE last_completed_at END,
-				jobs_running = ?, jobs_completed = ?
+				jobs_running = ?, jobs_completed = ?,
+				draining_at = CASE WHEN ? THEN coalesce(draining_at, ?) ELSE draining_at END
 			WHERE id = ? AND stopped_at IS NULL
 			RETURNING `+workerColumns,
-			now, last, st.JobsCompleted, last, st.JobsRunning, st.JobsCompleted, id)
+			now, last, st.JobsCompleted, last, st.JobsRunning, st.JobsCompleted, st.Draining, now, id)
 		var err error
 		w, err = scanWorker(row)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -17,13 +17,14 @@ import (
 var workersCommand = &command{
 	name:    "workers",
 	args:    "[--json]",
-	summary: "list worker processes: queues, heartbeat, last job, leader, alive/gone/stopped",
+	summary: "list worker processes: queues, heartbeat, last job, leader, alive/draining/gone/stopped",
 	detail: `
 Every errand work (and every errand.Worker) records itself in the database:
 its id (the lease_owner of the jobs it claims), host, pid, queues and start
-time, and heartbeats while it runs. A worker that drained shows as stopped;
-one that missed three heartbeats without stopping (killed, frozen, cut off)
-shows as gone, and the leases of its jobs expire as usual.
+time, and heartbeats while it runs. A worker told to stop shows as draining
+while it finishes its jobs (it claims no more), then as stopped; one that
+missed three heartbeats without stopping (killed, frozen, cut off) shows as
+gone, draining or not, and the leases of its jobs expire as usual.
 
 LEADER marks the worker that holds the cluster's leadership lease (it sweeps
 expired leases and prunes this list); none does for a moment after a leader

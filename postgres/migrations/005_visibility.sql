@@ -7,3 +7,7 @@
 -- of waiting jobs, enqueues wait for the build (seconds).
 CREATE INDEX errand_jobs_due ON errand_jobs (queue, available_at)
     WHERE state IN ('queued', 'retrying');
+
+-- When a worker began to drain: it claims nothing more and finishes its
+-- jobs. Set by the heartbeat Stop sends at once; a registration clears it.
+ALTER TABLE errand_workers ADD COLUMN draining_at timestamptz;
