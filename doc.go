@@ -80,7 +80,9 @@
 // renewed every third of [WorkerConfig].Lease; a renewal that finds the
 // lease lost cancels the handler and writes nothing. Outcomes are recorded
 // in batches, each fenced by its own token. The worker records itself in a
-// registry ([Client.Workers]) and heartbeats there. Stop stops claiming at
+// registry ([Client.Workers]), with its queues and the kinds it has handlers
+// for, and heartbeats there; [Client.Stats] names the waiting kinds that no
+// live worker handles, such as a misspelt one. Stop stops claiming at
 // once, shows the worker draining in the registry, lets running jobs finish
 // until its context ends, then gives the rest back without counting their
 // attempt.

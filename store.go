@@ -133,7 +133,8 @@ type Store interface {
 	// Claims sweep first; a leader may also call it between claims.
 	JobSweep(ctx context.Context) (SweepResult, error)
 
-	// QueueStats summarises every queue that holds jobs, ordered by name.
+	// QueueStats summarises every queue that holds jobs, ordered by name,
+	// with a non-nil Counts (every state) and WaitingByKind.
 	QueueStats(ctx context.Context) ([]QueueStats, error)
 
 	// EffectRecordTx records, inside the caller's transaction, that the
@@ -163,7 +164,7 @@ type Store interface {
 	// EffectGet returns a ledger entry, or ErrNotFound.
 	EffectGet(ctx context.Context, key string) (*Effect, error)
 
-	// WorkerRegister records a starting worker: host, pid, queues and
+	// WorkerRegister records a starting worker: host, pid, queues, kinds and
 	// declared heartbeat interval, with started_at and heartbeat_at now. A
 	// registration is a fresh start: when a row with the ID exists it is
 	// replaced, counters zeroed, last_completed_at, draining_at and
@@ -419,6 +420,14 @@ type SweepResult struct {
 type QueueStats struct {
 	Queue  string           `json:"queue"`
 	Counts map[JobState]int `json:"counts"`
+	// WaitingByKind counts the queue's waiting jobs (queued or retrying,
+	// due or not) per kind. Kinds with none are absent.
+	WaitingByKind map[string]int `json:"waiting_by_kind"`
+	// UnhandledKinds lists, by kind, the waiting jobs of kinds that no live
+	// worker handles in this queue (see [KindHandled]): jobs that will not
+	// run until one does. [Client.Stats] fills it from the worker registry;
+	// a store leaves it nil.
+	UnhandledKinds []KindCount `json:"unhandled_kinds"`
 	// OldestReadyAgeSeconds is how long the oldest claimable job has been
 	// available, or 0 when none is. A job held back by its ordering key
 	// (see Job.HeldBy) is not claimable: its wait is its key's, not the
@@ -426,6 +435,12 @@ type QueueStats struct {
 	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
 	// Dead is the dead-letter size (Counts[StateDead]).
 	Dead int `json:"dead"`
+}
+
+// KindCount is how many jobs of one kind wait.
+type KindCount struct {
+	Kind    string `json:"kind"`
+	Waiting int    `json:"waiting"`
 }
 
 // EffectState is where a ledger entry for a remote effect is.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,10 @@ type WorkerRecord struct {
 	PID  int    `json:"pid"`
 	// Queues the worker runs, by name.
 	Queues []WorkerQueue `json:"queues"`
+	// Kinds the worker has handlers for, sorted: the only kinds it claims.
+	// Empty for a worker registered without them (by an older errand),
+	// which [WorkerRecord.Handles] takes to handle every kind.
+	Kinds []string `json:"kinds"`
 	// HeartbeatInterval is how often the worker declared it would heartbeat.
 	HeartbeatInterval Duration `json:"heartbeat_interval"`
 	// StartedAt is when the worker registered.
@@ -100,6 +105,9 @@ type WorkerRegisterParams struct {
 	PID  int
 	// Queues the worker runs. The store keeps them in the order given.
 	Queues []WorkerQueue
+	// Kinds the worker has handlers for. The store keeps them in the order
+	// given.
+	Kinds []string
 	// HeartbeatInterval is how often the worker will heartbeat; positive.
 	// The registry shows the worker as gone after WorkerMissedHeartbeats
 	// intervals without one.
@@ -162,6 +170,30 @@ func WorkerStatusAt(r *WorkerRecord, now time.Time, staleAfter time.Duration) Wo
 	return WorkerAlive
 }
 
+// Handles reports whether worker r claims jobs of kind from queue now: it
+// is alive (a draining, stopped or gone worker claims nothing), runs queue,
+// and has a handler for kind. A record without kinds, from an errand that
+// did not record them, counts as handling every kind, so that it raises no
+// false alarm.
+func (r *WorkerRecord) Handles(queue, kind string) bool {
+	if r.Status != WorkerAlive {
+		return false
+	}
+	if !slices.ContainsFunc(r.Queues, func(q WorkerQueue) bool { return q.Name == queue }) {
+		return false
+	}
+	return len(r.Kinds) == 0 || slices.Contains(r.Kinds, kind)
+}
+
+// KindHandled reports whether any worker of workers (a registry listing,
+// [Client.Workers]) handles kind in queue; see [WorkerRecord.Handles]. A job
+// whose kind is not handled waits until a worker with a handler for it
+// runs its queue: a misspelt kind waits forever. [Client.Stats] and the
+// CLI's inspect use it to say so.
+func KindHandled(workers []*WorkerRecord, queue, kind string) bool {
+	return slices.ContainsFunc(workers, func(r *WorkerRecord) bool { return r.Handles(queue, kind) })
+}
+
 // Workers lists the worker registry, newest first: every worker that has
 // not been pruned, alive, draining, stopped or gone by the store's clock.
 func (c *Client) Workers(ctx context.Context) ([]*WorkerRecord, error) {
@@ -219,7 +251,7 @@ func (w *Worker) registerParams() *WorkerRegisterParams {
 	if err != nil {
 		host = "unknown"
 	}
-	p := &WorkerRegisterParams{ID: w.ID(), Host: host, PID: os.Getpid(), HeartbeatInterval: w.cfg.HeartbeatInterval}
+	p := &WorkerRegisterParams{ID: w.ID(), Host: host, PID: os.Getpid(), Kinds: w.kinds, HeartbeatInterval: w.cfg.HeartbeatInterval}
 	for _, q := range w.queues {
 		p.Queues = append(p.Queues, WorkerQueue{Name: q, Concurrency: w.cfg.Queues[q]})
 	}

@@ -107,6 +107,9 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 		if !slices.Equal(r.Queues, c.queues) {
 			t.Errorf("worker %s: queues %v, want %v", r.ID, r.Queues, c.queues)
 		}
+		if !slices.Equal(r.Kinds, []string{"noop"}) {
+			t.Errorf("worker %s: kinds %v, want the kinds it has handlers for, [noop]", r.ID, r.Kinds)
+		}
 		if r.Host != host || r.PID != os.Getpid() || time.Duration(r.HeartbeatInterval) != time.Second {
 			t.Errorf("worker %s: host %q pid %d interval %s; want %q %d 1s", r.ID, r.Host, r.PID, time.Duration(r.HeartbeatInterval), host, os.Getpid())
 		}

@@ -775,38 +775,24 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 
 // QueueStats implements [errand.Store].
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, count(*),
-			extract(epoch FROM {now} - min(available_at)
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, kind, count(*),
+			coalesce(extract(epoch FROM {now} - min(available_at)
 				FILTER (WHERE state IN ('queued', 'retrying') AND available_at <= {now}
-					AND `+orderingFree+`))::float8
-		FROM {jobs} j GROUP BY queue, state ORDER BY queue`), s.nowArg())
+					AND `+orderingFree+`))::float8, 0)
+		FROM {jobs} j GROUP BY queue, state, kind`), s.nowArg())
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	out := []errand.QueueStats{}
-	var queue, state string
-	var n int
-	var age *float64
-	_, err = pgx.ForEachRow(rows, []any{&queue, &state, &n, &age}, func() error {
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			counts := make(map[errand.JobState]int, len(errand.JobStates))
-			for _, st := range errand.JobStates {
-				counts[st] = 0
-			}
-			out = append(out, errand.QueueStats{Queue: queue, Counts: counts})
-		}
-		q := &out[len(out)-1]
-		q.Counts[errand.JobState(state)] = n
-		if age != nil && *age > q.OldestReadyAgeSeconds {
-			q.OldestReadyAgeSeconds = *age
-		}
+	var counts []errand.QueueCount
+	var c errand.QueueCount
+	var state string
+	_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs, &c.OldestReadyAgeSeconds}, func() error {
+		c.State = errand.JobState(state)
+		counts = append(counts, c)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	for i := range out {
-		out[i].Dead = out[i].Counts[errand.StateDead]
-	}
-	return out, nil
+	return errand.AssembleQueueStats(counts), nil
 }

@@ -615,46 +615,28 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 // QueueStats implements [errand.Store].
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
 	now := micros(s.clock.Now())
-	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, count(*),
+	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, kind, count(*),
 			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ?
 				AND `+orderingFree("errand_jobs")+` THEN available_at END)
-		FROM errand_jobs j GROUP BY queue, state ORDER BY queue`, now)
+		FROM errand_jobs j GROUP BY queue, state, kind`, now)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []errand.QueueStats
+	var counts []errand.QueueCount
 	for rows.Next() {
-		var queue, state string
-		var n int
+		var c errand.QueueCount
 		var oldest sql.NullInt64
-		if err := rows.Scan(&queue, &state, &n, &oldest); err != nil {
+		if err := rows.Scan(&c.Queue, &c.State, &c.Kind, &c.Jobs, &oldest); err != nil {
 			return nil, err
 		}
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			counts := make(map[errand.JobState]int, len(errand.JobStates))
-			for _, st := range errand.JobStates {
-				counts[st] = 0
-			}
-			out = append(out, errand.QueueStats{Queue: queue, Counts: counts})
-		}
-		q := &out[len(out)-1]
-		q.Counts[errand.JobState(state)] = n
 		if oldest.Valid {
-			age := time.Duration(now-oldest.Int64) * time.Microsecond
-			if age.Seconds() > q.OldestReadyAgeSeconds {
-				q.OldestReadyAgeSeconds = age.Seconds()
-			}
+			c.OldestReadyAgeSeconds = (time.Duration(now-oldest.Int64) * time.Microsecond).Seconds()
 		}
+		counts = append(counts, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for i := range out {
-		out[i].Dead = out[i].Counts[errand.StateDead]
-	}
-	if out == nil {
-		out = []errand.QueueStats{}
-	}
-	return out, nil
+	return errand.AssembleQueueStats(counts), nil
 }

@@ -35,6 +35,7 @@ func registerParams(id string) *errand.WorkerRegisterParams {
 		Host:              "host-7",
 		PID:               4242,
 		Queues:            []errand.WorkerQueue{{Name: "default", Concurrency: 10}, {Name: "reports", Concurrency: 2}},
+		Kinds:             []string{"send_receipt", "build_report"},
 		HeartbeatInterval: beat,
 	}
 }
@@ -45,8 +46,12 @@ func registered(p *errand.WorkerRegisterParams, now time.Time) *errand.WorkerRec
 	if qs == nil {
 		qs = []errand.WorkerQueue{}
 	}
+	ks := slices.Clone(p.Kinds)
+	if ks == nil {
+		ks = []string{}
+	}
 	return &errand.WorkerRecord{
-		ID: p.ID, Host: p.Host, PID: p.PID, Queues: qs,
+		ID: p.ID, Host: p.Host, PID: p.PID, Queues: qs, Kinds: ks,
 		HeartbeatInterval: errand.Duration(p.HeartbeatInterval),
 		StartedAt:         now, HeartbeatAt: now,
 		Status: errand.WorkerAlive,
@@ -184,15 +189,15 @@ func testWorkerRegister(t *testing.T, h Harness) {
 	}
 	sameWorker(t, "listed worker", want, ws[0])
 
-	// No queues is stored as an empty list, not null.
+	// No queues or kinds are stored as empty lists, not null.
 	e.clock.Advance(time.Second)
 	bare := &errand.WorkerRegisterParams{ID: "bare", HeartbeatInterval: time.Second}
 	got := e.register(bare)
-	if got.Queues == nil || len(got.Queues) != 0 {
-		t.Errorf("worker registered without queues: Queues = %#v, want empty and non-nil", got.Queues)
+	if got.Queues == nil || len(got.Queues) != 0 || got.Kinds == nil || len(got.Kinds) != 0 {
+		t.Errorf("worker registered without queues and kinds: Queues = %#v, Kinds = %#v, want empty and non-nil", got.Queues, got.Kinds)
 	}
-	if got := e.worker("bare"); got.Queues == nil || len(got.Queues) != 0 {
-		t.Errorf("listed worker without queues: Queues = %#v, want empty and non-nil", got.Queues)
+	if got := e.worker("bare"); got.Queues == nil || len(got.Queues) != 0 || got.Kinds == nil || len(got.Kinds) != 0 {
+		t.Errorf("listed worker without queues and kinds: Queues = %#v, Kinds = %#v, want empty and non-nil", got.Queues, got.Kinds)
 	}
 }
 
@@ -211,7 +216,8 @@ func testWorkerRegisterAgain(t *testing.T, h Harness) {
 
 	now := e.clock.Advance(time.Minute)
 	p2 := &errand.WorkerRegisterParams{ID: "w", Host: "host-8", PID: 99,
-		Queues: []errand.WorkerQueue{{Name: "otp", Concurrency: 4}}, HeartbeatInterval: 2 * time.Second}
+		Queues: []errand.WorkerQueue{{Name: "otp", Concurrency: 4}}, Kinds: []string{"send_otp"},
+		HeartbeatInterval: 2 * time.Second}
 	want := registered(p2, now)
 	sameWorker(t, "registered again", want, e.register(p2))
 	ws := e.workers()
@@ -565,6 +571,7 @@ func testWorkerJSON(t *testing.T, h Harness) {
 			map[string]any{"name": "default", "concurrency": float64(10)},
 			map[string]any{"name": "reports", "concurrency": float64(2)},
 		},
+		"kinds":              []any{"send_receipt", "build_report"},
 		"heartbeat_interval": "5s",
 		"started_at":         ts,
 		"heartbeat_at":       ts,

@@ -9,3 +9,8 @@ CREATE INDEX errand_jobs_due ON errand_jobs (queue, available_at)
 -- When a worker began to drain: it claims nothing more and finishes its
 -- jobs. Set by the heartbeat Stop sends at once; a registration clears it.
 ALTER TABLE errand_workers ADD COLUMN draining_at INTEGER;
+
+-- The kinds a worker has handlers for (a JSON array of names), so that a
+-- kind no live worker handles can be named. '[]' for a worker registered by
+-- an errand before this column: taken to handle every kind.
+ALTER TABLE errand_workers ADD COLUMN kinds TEXT NOT NULL DEFAULT '[]';
