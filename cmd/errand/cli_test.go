@@ -289,7 +289,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Fatalf("stats --json = %s (%v)", r.stdout, err)
 	}
 	q := stats.Queues[0]
-	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "oldest_ready_age_seconds", "queue"}) {
+	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "oldest_ready_age_seconds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
 		t.Errorf("stats queue fields %v", got)
 	}
 	counts, _ := q["counts"].(map[string]any)

@@ -47,6 +47,15 @@ happens next, in words).`,
 				return err
 			}
 			next := nextSentence(j, now)
+			if j.State == errand.StateQueued || j.State == errand.StateRetrying {
+				ws, err := c.Workers(ctx)
+				if err != nil {
+					return err
+				}
+				if !errand.KindHandled(ws, j.Queue, j.Kind) {
+					next = unhandledSentence(j, next)
+				}
+			}
 			if *asJSON {
 				return writeJSON(e.stdout, struct {
 					*errand.Job
@@ -151,6 +160,18 @@ func indent(s, prefix string) string {
 		return ""
 	}
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix) + "\n"
+}
+
+// unhandledSentence is next for a waiting job whose kind no live worker
+// handles in its queue: it says so instead of "waiting for a worker", and
+// after what would happen once a worker does.
+func unhandledSentence(j *errand.Job, next string) string {
+	nobody := fmt.Sprintf("no live worker handles kind %s in queue %s, so it waits until one does (a misspelt kind waits forever)",
+		j.Kind, j.Queue)
+	if rest, ok := strings.CutPrefix(next, "queued: waiting for a worker since "); ok {
+		return "queued since " + rest + ", but " + nobody
+	}
+	return next + "; but " + nobody
 }
 
 // nextSentence says in words what happens to the job next.
