@@ -439,11 +439,21 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
 	return j, nil
 }
 
-// Stats summarises every queue.
+// Stats summarises every queue. Each queue's UnhandledKinds names the
+// kinds of its waiting jobs that no live worker in the registry handles
+// (see [KindHandled]): jobs that wait until one does, forever for a
+// misspelt kind.
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	s, err := c.store.QueueStats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	ws, err := c.store.WorkerList(ctx, &WorkerListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	for i := range s {
+		s[i].UnhandledKinds = unhandledKinds(&s[i], ws)
 	}
 	return s, nil
 }

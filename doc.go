@@ -80,17 +80,23 @@
 // renewed every third of [WorkerConfig].Lease; a renewal that finds the
 // lease lost cancels the handler and writes nothing. Outcomes are recorded
 // in batches, each fenced by its own token. The worker records itself in a
-// registry ([Client.Workers]) and heartbeats there. Stop stops claiming at
-// once, lets running jobs finish until its context ends, then gives the rest
-// back without counting their attempt.
+// registry ([Client.Workers]), with its queues and the kinds it has handlers
+// for, and heartbeats there; [Client.Stats] names the waiting kinds that no
+// live worker handles, such as a misspelt one. Stop stops claiming at
+// once, shows the worker draining in the registry, lets running jobs finish
+// until its context ends, then gives the rest back without counting their
+// attempt.
 //
-// An idle queue waits for a wake-up or its poll interval, whichever comes
-// first. An enqueue wakes the workers of its process at once ([Client.Wake]
-// after [Client.EnqueueTx]); when the store is a [Notifier], it also wakes
-// workers in other processes, announced after the commit and coalesced.
-// Polling stays the floor: a lost announcement delays a job by one poll at
-// most. A client whose store is a Notifier should be closed with
-// [Client.Close].
+// An idle queue waits for a wake-up, its poll interval, or the moment its
+// next scheduled or retrying job comes due, whichever comes first: it asks
+// the store when that is (on the store's clock), so delayed jobs and retries
+// start on time, not up to a poll late. An enqueue wakes the workers of its
+// process at once ([Client.Wake] after [Client.EnqueueTx]); when the store
+// is a [Notifier], it also wakes workers in other processes, announced after
+// the commit and coalesced. A worker that retries or snoozes a job, or
+// finishes one with an ordering key, wakes its queue to ask again. Polling
+// stays the floor: a lost announcement delays a job by one poll at most. A
+// client whose store is a Notifier should be closed with [Client.Close].
 //
 // One worker of the cluster leads ([Worker.Leading], [Client.Leader]): it
 // holds a lease of [WorkerConfig].LeaderTTL on the store's clock and sweeps

@@ -104,6 +104,13 @@ type Job struct {
 	UniqueKey *string `json:"unique_key"`
 	// OrderingKey groups jobs that must run one at a time in sequence order.
 	OrderingKey *string `json:"ordering_key"`
+	// HeldBy names the job that holds this one back, for a queued or
+	// retrying job that may not run yet because of its ordering key: the
+	// first job of its key, in enqueue order, that is running or is
+	// waiting ahead of it. Nil for every other job. It is computed when a
+	// job is read for operators ([Client.Get], [Client.List]); jobs
+	// returned by other calls leave it nil.
+	HeldBy *string `json:"held_by"`
 	// Progress is the handler's last recorded checkpoint, raw JSON.
 	Progress json.RawMessage `json:"progress"`
 	// CreatedAt is when the job was enqueued.

@@ -48,11 +48,18 @@ type Store interface {
 	// writes nothing.
 	JobInsertManyTx(ctx context.Context, tx any, params []*JobInsertParams) ([]JobInsertResult, error)
 
-	// JobGet returns one job, or ErrNotFound.
+	// JobGet returns one job, or ErrNotFound. It fills HeldBy: for a
+	// queued or retrying job with an ordering key that a claim would skip,
+	// the id of the first job of that key, in seq order, that is running,
+	// or is queued or retrying with a lower seq (normally the key's running
+	// job, else the earliest waiting one ahead); nil otherwise. A job has a
+	// HeldBy exactly when the ordering condition of JobClaimMany excludes
+	// it.
 	JobGet(ctx context.Context, id string) (*Job, error)
 
 	// JobList returns jobs matching the filters in ascending Seq order,
-	// starting after AfterSeq, at most Limit of them.
+	// starting after AfterSeq, at most Limit of them, with HeldBy filled as
+	// JobGet fills it.
 	JobList(ctx context.Context, params *JobListParams) ([]*Job, error)
 
 	// JobClaimMany claims up to Limit available jobs in one transaction.
@@ -67,6 +74,17 @@ type Store interface {
 	// time in seq order, and finished jobs hold nothing back. An empty
 	// result is not an error.
 	JobClaimMany(ctx context.Context, params *JobClaimParams) ([]*Job, error)
+
+	// JobNextDue reports how long, on the store's clock, until the earliest
+	// queued or retrying job in one of Queues (and, when Kinds is set, of
+	// one of Kinds) that is not yet available becomes available: a
+	// scheduled job, a retry waiting out its backoff, a snoozed job. ok is
+	// false when no such job waits, or Queues is empty. Jobs available
+	// already are none of its business, claimable or held back by an
+	// ordering key. An idle worker sleeps until then instead of a whole
+	// poll. The answer is a duration, not a time, so that a worker whose
+	// clock is off still wakes when the job is due on the store's clock.
+	JobNextDue(ctx context.Context, params *JobNextDueParams) (wait time.Duration, ok bool, err error)
 
 	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each
 	// fenced by its token. The result has one entry per lease, in order: the
@@ -115,7 +133,8 @@ type Store interface {
 	// Claims sweep first; a leader may also call it between claims.
 	JobSweep(ctx context.Context) (SweepResult, error)
 
-	// QueueStats summarises every queue that holds jobs, ordered by name.
+	// QueueStats summarises every queue that holds jobs, ordered by name,
+	// with a non-nil Counts (every state) and WaitingByKind.
 	QueueStats(ctx context.Context) ([]QueueStats, error)
 
 	// EffectRecordTx records, inside the caller's transaction, that the
@@ -145,17 +164,18 @@ type Store interface {
 	// EffectGet returns a ledger entry, or ErrNotFound.
 	EffectGet(ctx context.Context, key string) (*Effect, error)
 
-	// WorkerRegister records a starting worker: host, pid, queues and
+	// WorkerRegister records a starting worker: host, pid, queues, kinds and
 	// declared heartbeat interval, with started_at and heartbeat_at now. A
 	// registration is a fresh start: when a row with the ID exists it is
-	// replaced, counters zeroed, last_completed_at and stopped_at cleared.
+	// replaced, counters zeroed, last_completed_at, draining_at and
+	// stopped_at cleared.
 	// An empty ID or a heartbeat interval that is not positive is an
 	// *InputError and nothing is written. The record has status alive.
 	WorkerRegister(ctx context.Context, params *WorkerRegisterParams) (*WorkerRecord, error)
 
 	// WorkerHeartbeat records that worker id is alive: heartbeat_at now and
-	// the counters in stats (see [WorkerStats] for last_completed_at and
-	// the clock skew). A worker that is not registered, or that stopped, is
+	// the counters in stats (see [WorkerStats] for last_completed_at, the
+	// clock skew and draining_at). A worker that is not registered, or that stopped, is
 	// ErrNotFound and nothing is written: the worker registers again.
 	// Negative counts or LastCompletedAgo are an *InputError.
 	WorkerHeartbeat(ctx context.Context, id string, stats WorkerStats) (*WorkerRecord, error)
@@ -173,8 +193,8 @@ type Store interface {
 	// WorkerPrune deletes the workers that are stopped or gone (by their
 	// own staleness window) and whose last sign of life (stopped_at, or
 	// heartbeat_at for a gone worker) is at least olderThan before now, and
-	// returns how many it deleted. An alive worker is never pruned. A
-	// negative olderThan is an *InputError.
+	// returns how many it deleted. An alive or draining worker is never
+	// pruned. A negative olderThan is an *InputError.
 	WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error)
 
 	// LeaderElect makes holder the leader of name until now+TTL, on the
@@ -301,6 +321,15 @@ type JobClaimParams struct {
 	Owner string
 }
 
+// JobNextDueParams asks when the next job comes due.
+type JobNextDueParams struct {
+	// Queues to look in.
+	Queues []string
+	// Kinds, when not empty, restricts the question to these kinds, as it
+	// restricts a claim.
+	Kinds []string
+}
+
 // JobLease names a running job and the token of its claim.
 type JobLease struct {
 	ID         string
@@ -391,11 +420,27 @@ type SweepResult struct {
 type QueueStats struct {
 	Queue  string           `json:"queue"`
 	Counts map[JobState]int `json:"counts"`
+	// WaitingByKind counts the queue's waiting jobs (queued or retrying,
+	// due or not) per kind. Kinds with none are absent.
+	WaitingByKind map[string]int `json:"waiting_by_kind"`
+	// UnhandledKinds lists, by kind, the waiting jobs of kinds that no live
+	// worker handles in this queue (see [KindHandled]): jobs that will not
+	// run until one does. [Client.Stats] fills it from the worker registry;
+	// a store leaves it nil.
+	UnhandledKinds []KindCount `json:"unhandled_kinds"`
 	// OldestReadyAgeSeconds is how long the oldest claimable job has been
-	// available, or 0 when none is.
+	// available, or 0 when none is. A job held back by its ordering key
+	// (see Job.HeldBy) is not claimable: its wait is its key's, not the
+	// workers'.
 	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
 	// Dead is the dead-letter size (Counts[StateDead]).
 	Dead int `json:"dead"`
+}
+
+// KindCount is how many jobs of one kind wait.
+type KindCount struct {
+	Kind    string `json:"kind"`
+	Waiting int    `json:"waiting"`
 }
 
 // EffectState is where a ledger entry for a remote effect is.

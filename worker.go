@@ -11,7 +11,9 @@ import (
 )
 
 // DefaultPollInterval is how often an idle worker looks for jobs it was not
-// woken for: jobs enqueued by other processes and scheduled jobs coming due.
+// woken for and could not foresee: jobs enqueued by other processes, and
+// jobs another process's finished job released. Scheduled jobs and retries
+// coming due wake it when they are due.
 const DefaultPollInterval = time.Second
 
 // WorkerConfig configures a long-running Worker.
@@ -24,7 +26,8 @@ type WorkerConfig struct {
 	// handler runs. Default: DefaultLease.
 	Lease time.Duration
 	// PollInterval is how often an idle queue looks for work it was not
-	// woken for. Default: DefaultPollInterval.
+	// woken for. An idle queue also sleeps no longer than until its next
+	// scheduled or retrying job comes due. Default: DefaultPollInterval.
 	PollInterval time.Duration
 	// PollOnly turns off listening for the store's wake-ups (see
 	// [Notifier]), leaving polling alone to find jobs from other
@@ -176,10 +179,11 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop drains the worker: it stops claiming at once, lets running jobs finish
 // until ctx ends (the grace period), then cancels what is left and gives
 // those jobs back (queued, available at once, the interrupted attempt not
-// counted). A leader resigns as soon as claiming stops, so another worker
-// takes over without waiting for the lease to expire. Stop returns when
-// every job has been recorded, and marks the worker stopped in the registry.
-// Stop is idempotent.
+// counted). The registry shows it draining from the start (a heartbeat sent
+// at once) until it stops. A leader resigns as soon as claiming stops, so
+// another worker takes over without waiting for the lease to expire. Stop
+// returns when every job has been recorded, and marks the worker stopped in
+// the registry. Stop is idempotent.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	switch w.state {
@@ -197,6 +201,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Unlock()
 
 	w.stopLoops()
+	w.markDraining()
 	w.loops.Wait()
 	finished := make(chan struct{})
 	go func() {
@@ -244,12 +249,51 @@ func (w *Worker) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
-// runQueue claims and runs jobs of one queue with at most n at once.
+// minDueWait is the shortest sleep until a job comes due.
+const minDueWait = time.Millisecond
+
+// nextDue returns when, on this process's monotonic clock, the next job of
+// queue comes due, or the zero time when none waits or the store cannot
+// say (the poll covers it). The store answers with a duration on its own
+// clock, so a skewed wall clock here does not matter.
+func (w *Worker) nextDue(ctx context.Context, queue string) time.Time {
+	wait, ok, err := w.c.store.JobNextDue(ctx, &JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.c.logger.Warn("ask when the next job is due failed; polling", "queue", queue, "err", err)
+		}
+		return time.Time{}
+	}
+	if !ok {
+		return time.Time{}
+	}
+	return time.Now().Add(wait)
+}
+
+// changesSchedule reports whether recording res changed when a job of the
+// queue next comes due: this worker's retry or snooze of job, or the end of
+// a job with an ordering key, which may let the next job of that key run.
+// The queue loop is woken to ask again. The next job of a key in another
+// queue, or another process's, is found by that queue's poll.
+func changesSchedule(job *Job, res *WorkResult) bool {
+	switch res.Result {
+	case ResultRetrying, ResultSnoozed:
+		return true
+	case ResultSucceeded, ResultDead:
+		return job.OrderingKey != nil
+	}
+	return false
+}
+
+// runQueue claims and runs jobs of one queue with at most n at once. An
+// idle queue sleeps until a wake-up, its poll interval, or the time its next
+// scheduled or retrying job comes due, whichever comes first.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
 	slots := make(chan struct{}, n) // a token per running job
 	freed := make(chan struct{}, 1)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	idle := false // the last claim came up short
 	for {
 		free := n - len(slots)
 		if free == 0 {
@@ -263,6 +307,14 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		wake := w.c.wakeChan(queue)
 		if loopCtx.Err() != nil {
 			return
+		}
+		// An idle queue asks when its next job comes due before it claims:
+		// a job that comes due meanwhile is then either taken by the claim
+		// or not earlier than the answer, so the sleep below never passes
+		// a due job.
+		var due time.Time
+		if idle {
+			due = w.nextDue(loopCtx, queue)
 		}
 		// A claim, once sent, is not cancelled by a stop: a cancelled
 		// commit can succeed on the server while the client sees an error,
@@ -313,12 +365,29 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				}
 				w.noteResult(res)
 				w.stats.countResult(res)
+				if changesSchedule(job, res) {
+					w.c.wakeLocal([]string{queue})
+				}
 			})
 		}
 		if err == nil && len(jobs) == free {
+			idle = false
 			continue // there may be more
 		}
-		poll.Reset(w.cfg.PollInterval)
+		if !idle {
+			// The first short claim after work: ask now. A job that came
+			// due between the claim and this question waits for a wake-up
+			// or the next poll, as every job did before.
+			due = w.nextDue(loopCtx, queue)
+			idle = true
+		}
+		wait := w.cfg.PollInterval
+		if !due.IsZero() {
+			// The floor keeps a store clock that stands still (a test's)
+			// from spinning the loop on a job forever a moment away.
+			wait = min(wait, max(time.Until(due), minDueWait))
+		}
+		poll.Reset(wait)
 		select {
 		case <-loopCtx.Done():
 			return

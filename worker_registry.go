@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,10 @@ type WorkerStatus string
 const (
 	// WorkerAlive: the worker heartbeat within its staleness window.
 	WorkerAlive WorkerStatus = "alive"
+	// WorkerDraining: the worker began to stop: it claims nothing more and
+	// finishes the jobs it holds, and still heartbeats. A draining worker
+	// whose heartbeats go stale is gone.
+	WorkerDraining WorkerStatus = "draining"
 	// WorkerStopped: the worker drained and said so.
 	WorkerStopped WorkerStatus = "stopped"
 	// WorkerGone: the worker stopped heartbeating without stopping. Its
@@ -58,12 +63,19 @@ type WorkerRecord struct {
 	PID  int    `json:"pid"`
 	// Queues the worker runs, by name.
 	Queues []WorkerQueue `json:"queues"`
+	// Kinds the worker has handlers for, sorted: the only kinds it claims.
+	// Empty for a worker registered without them (by an older errand),
+	// which [WorkerRecord.Handles] takes to handle every kind.
+	Kinds []string `json:"kinds"`
 	// HeartbeatInterval is how often the worker declared it would heartbeat.
 	HeartbeatInterval Duration `json:"heartbeat_interval"`
 	// StartedAt is when the worker registered.
 	StartedAt time.Time `json:"started_at"`
 	// HeartbeatAt is the worker's last heartbeat (or its registration).
 	HeartbeatAt time.Time `json:"heartbeat_at"`
+	// DrainingAt is when the worker began to drain (stopped claiming to
+	// finish its jobs), or nil.
+	DrainingAt *time.Time `json:"draining_at"`
 	// StoppedAt is when the worker drained and stopped, or nil.
 	StoppedAt *time.Time `json:"stopped_at"`
 	// LastCompletedAt is when the worker last finished a job, or nil when
@@ -93,6 +105,9 @@ type WorkerRegisterParams struct {
 	PID  int
 	// Queues the worker runs. The store keeps them in the order given.
 	Queues []WorkerQueue
+	// Kinds the worker has handlers for. The store keeps them in the order
+	// given.
+	Kinds []string
 	// HeartbeatInterval is how often the worker will heartbeat; positive.
 	// The registry shows the worker as gone after WorkerMissedHeartbeats
 	// intervals without one.
@@ -117,6 +132,11 @@ type WorkerStats struct {
 	// SentAt is the worker's wall clock when it sent the heartbeat. A store
 	// whose clock is not the worker's records now - SentAt as ClockSkewMS.
 	SentAt time.Time
+	// Draining reports that the worker has begun to stop: it claims
+	// nothing more and finishes the jobs it holds. The store records
+	// draining_at = now at the first heartbeat that says so and keeps it
+	// (a worker does not stop draining); only a registration clears it.
+	Draining bool
 }
 
 // WorkerListParams filter WorkerList.
@@ -129,9 +149,11 @@ type WorkerListParams struct {
 
 // WorkerStatusAt is the status of worker r at time now on the store's clock,
 // with a staleness window of staleAfter (zero: WorkerMissedHeartbeats times
-// r's declared interval). A stopped worker is stopped. A worker is gone once now reaches heartbeatAt + window, the
-// same rule as a lease: alive strictly before, gone from that instant.
-// Stores use it so that they agree at the boundary.
+// r's declared interval). A stopped worker is stopped. A worker is gone once
+// now reaches heartbeatAt + window, the same rule as a lease: alive (or
+// draining) strictly before, gone from that instant, draining or not. A
+// worker with a draining_at that is not gone is draining. Stores use it so
+// that they agree at the boundary.
 func WorkerStatusAt(r *WorkerRecord, now time.Time, staleAfter time.Duration) WorkerStatus {
 	if r.StoppedAt != nil {
 		return WorkerStopped
@@ -142,11 +164,38 @@ func WorkerStatusAt(r *WorkerRecord, now time.Time, staleAfter time.Duration) Wo
 	if !now.Before(r.HeartbeatAt.Add(staleAfter)) {
 		return WorkerGone
 	}
+	if r.DrainingAt != nil {
+		return WorkerDraining
+	}
 	return WorkerAlive
 }
 
+// Handles reports whether worker r claims jobs of kind from queue now: it
+// is alive (a draining, stopped or gone worker claims nothing), runs queue,
+// and has a handler for kind. A record without kinds, from an errand that
+// did not record them, counts as handling every kind, so that it raises no
+// false alarm.
+func (r *WorkerRecord) Handles(queue, kind string) bool {
+	if r.Status != WorkerAlive {
+		return false
+	}
+	if !slices.ContainsFunc(r.Queues, func(q WorkerQueue) bool { return q.Name == queue }) {
+		return false
+	}
+	return len(r.Kinds) == 0 || slices.Contains(r.Kinds, kind)
+}
+
+// KindHandled reports whether any worker of workers (a registry listing,
+// [Client.Workers]) handles kind in queue; see [WorkerRecord.Handles]. A job
+// whose kind is not handled waits until a worker with a handler for it
+// runs its queue: a misspelt kind waits forever. [Client.Stats] and the
+// CLI's inspect use it to say so.
+func KindHandled(workers []*WorkerRecord, queue, kind string) bool {
+	return slices.ContainsFunc(workers, func(r *WorkerRecord) bool { return r.Handles(queue, kind) })
+}
+
 // Workers lists the worker registry, newest first: every worker that has
-// not been pruned, alive, stopped or gone by the store's clock.
+// not been pruned, alive, draining, stopped or gone by the store's clock.
 func (c *Client) Workers(ctx context.Context) ([]*WorkerRecord, error) {
 	ws, err := c.store.WorkerList(ctx, &WorkerListParams{})
 	if err != nil {
@@ -169,6 +218,8 @@ type workerRegistration struct {
 	lastCompleted atomic.Int64 // time.Since(born) at the last completion
 	stopBeats     context.CancelFunc
 	beats         sync.WaitGroup
+	draining      atomic.Bool   // Stop has begun; heartbeats say so
+	beatNow       chan struct{} // asks the heartbeat goroutine for a beat at once
 
 	// wallClock reads the worker's wall clock for a heartbeat's SentAt, the
 	// one place a Worker uses its own wall time: only to report the clock
@@ -188,6 +239,7 @@ func (w *Worker) register(ctx context.Context) error {
 		return fmt.Errorf("start worker: register %s: %w", w.ID(), err)
 	}
 	w.reg.born = time.Now()
+	w.reg.beatNow = make(chan struct{}, 1)
 	beatCtx, stop := context.WithCancel(ctx)
 	w.reg.stopBeats = stop
 	w.reg.beats.Go(func() { w.heartbeats(beatCtx) })
@@ -199,7 +251,7 @@ func (w *Worker) registerParams() *WorkerRegisterParams {
 	if err != nil {
 		host = "unknown"
 	}
-	p := &WorkerRegisterParams{ID: w.ID(), Host: CleanText(host, MaxNameBytes), PID: os.Getpid(), HeartbeatInterval: w.cfg.HeartbeatInterval}
+	p := &WorkerRegisterParams{ID: w.ID(), Host: CleanText(host, MaxNameBytes), PID: os.Getpid(), Kinds: w.kinds, HeartbeatInterval: w.cfg.HeartbeatInterval}
 	for _, q := range w.queues {
 		p.Queues = append(p.Queues, WorkerQueue{Name: q, Concurrency: w.cfg.Queues[q]})
 	}
@@ -222,6 +274,7 @@ func (w *Worker) workerStats() WorkerStats {
 		JobsRunning:   int(w.stats.running.Load()),
 		JobsCompleted: completed,
 		SentAt:        time.Now(),
+		Draining:      w.reg.draining.Load(),
 	}
 	if w.reg.wallClock != nil {
 		st.SentAt = w.reg.wallClock()
@@ -232,10 +285,11 @@ func (w *Worker) workerStats() WorkerStats {
 	return st
 }
 
-// heartbeats records that the worker is alive every HeartbeatInterval until
-// ctx ends. A failed heartbeat is logged and work goes on: the registry is
-// for operators, and leases are renewed separately. A worker whose row is
-// gone (pruned, or marked stopped) registers again.
+// heartbeats records that the worker is alive every HeartbeatInterval, and
+// at once when markDraining asks, until ctx ends. A failed heartbeat is
+// logged and work goes on: the registry is for operators, and leases are
+// renewed separately. A worker whose row is gone (pruned, or marked
+// stopped) registers again.
 func (w *Worker) heartbeats(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -244,6 +298,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.reg.beatNow:
 		}
 		_, err := w.c.store.WorkerHeartbeat(ctx, w.ID(), w.workerStats())
 		if errors.Is(err, ErrNotFound) {
@@ -255,6 +310,17 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.c.logger.Error("worker heartbeat failed", "worker_id", w.ID(), "err", err)
 		}
+	}
+}
+
+// markDraining makes every later heartbeat say that the worker is draining,
+// and asks for one at once, so the registry shows it draining while its
+// jobs finish rather than alive. It does not wait for the write.
+func (w *Worker) markDraining() {
+	w.reg.draining.Store(true)
+	select {
+	case w.reg.beatNow <- struct{}{}:
+	default: // a beat is already asked for
 	}
 }
 

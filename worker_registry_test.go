@@ -107,6 +107,9 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 		if !slices.Equal(r.Queues, c.queues) {
 			t.Errorf("worker %s: queues %v, want %v", r.ID, r.Queues, c.queues)
 		}
+		if !slices.Equal(r.Kinds, []string{"noop"}) {
+			t.Errorf("worker %s: kinds %v, want the kinds it has handlers for, [noop]", r.ID, r.Kinds)
+		}
 		if r.Host != host || r.PID != os.Getpid() || time.Duration(r.HeartbeatInterval) != time.Second {
 			t.Errorf("worker %s: host %q pid %d interval %s; want %q %d 1s", r.ID, r.Host, r.PID, time.Duration(r.HeartbeatInterval), host, os.Getpid())
 		}
@@ -252,5 +255,52 @@ func TestWorkerConfigHeartbeatInterval(t *testing.T) {
 	_, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: -time.Second})
 	if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "HeartbeatInterval") {
 		t.Errorf("NewWorker with a negative heartbeat interval: %v, want an InputError naming HeartbeatInterval", err)
+	}
+}
+
+// TestWorkerRegistryShowsDraining: a worker that is stopping while a job
+// runs is shown draining, at once (its heartbeat interval is an hour), until
+// the job finishes and it stops.
+func TestWorkerRegistryShowsDraining(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	c := handlerClient(t, s, func(ctx context.Context, j *errand.Job) error {
+		close(started)
+		<-release
+		return nil
+	})
+	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: time.Hour, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	job := enqueue(t, c, "task", nil)
+	<-started
+	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerAlive || r.DrainingAt != nil {
+		t.Fatalf("while running a job: status %s, draining_at %v; want alive, null", r.Status, r.DrainingAt)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(ctx) }()
+	workerWaitFor(t, 10*time.Second, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerDraining })
+	if r := registryRecord(t, c, w.ID()); r.DrainingAt == nil || r.StoppedAt != nil || r.JobsRunning != 1 {
+		t.Errorf("draining: draining_at %v, stopped_at %v, jobs_running %d; want a time, null, 1", r.DrainingAt, r.StoppedAt, r.JobsRunning)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a job ran", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerStopped {
+		t.Errorf("after the drain: status %s, want stopped", r.Status)
+	}
+	if got := getJob(t, c, job.ID); got.State != errand.StateSucceeded {
+		t.Errorf("the job drained with state %s, want succeeded", got.State)
 	}
 }

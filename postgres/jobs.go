@@ -22,9 +22,35 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
 	errors::text, replays, tags::text`
 
+// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
+// its key, in seq order, that is running or waits ahead of it. It walks the
+// errand_jobs_ordering index of the key and stops at the first match, which
+// for a held job is the key's first row.
+const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
+		SELECT o.id FROM {jobs} o
+		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
+			AND (o.state = 'running' OR o.seq < j.seq)
+		ORDER BY o.seq LIMIT 1) END`
+
+// readColumns are what operators' reads (JobGet, JobList) select from the
+// jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
+const readColumns = jobColumns + `, ` + heldBy
+
 type scanner interface{ Scan(dest ...any) error }
 
-func scanJob(row scanner) (*errand.Job, error) {
+// scanReadJob reads a row of readColumns.
+func scanReadJob(row scanner) (*errand.Job, error) {
+	var held *string
+	j, err := scanJob(row, &held)
+	if err != nil {
+		return nil, err
+	}
+	j.HeldBy = held
+	return j, nil
+}
+
+// scanJob reads a row of jobColumns, and any extra columns after them.
+func scanJob(row scanner, extra ...any) (*errand.Job, error) {
 	var (
 		j                                  errand.Job
 		args, state, errs, tags            string
@@ -34,9 +60,10 @@ func scanJob(row scanner) (*errand.Job, error) {
 		token, owner, ukey, okey, progress *string
 		lastErr                            *string
 	)
-	err := row.Scan(&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
 		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &j.AvailableAt, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &j.CreatedAt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags)
+		&owner, &ukey, &okey, &progress, &j.CreatedAt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
+		extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +91,14 @@ func scanJob(row scanner) (*errand.Job, error) {
 }
 
 func scanJobs(rs rows) ([]*errand.Job, error) {
+	return scanJobsWith(rs, func(row scanner) (*errand.Job, error) { return scanJob(row) })
+}
+
+func scanJobsWith(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
 	defer rs.Close()
 	var js []*errand.Job
 	for rs.Next() {
-		j, err := scanJob(rs)
+		j, err := scan(rs)
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +271,7 @@ func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
 	if !errand.StorableText(id) {
 		return nil, errand.ErrNotFound // no job can have it; PostgreSQL would refuse the query
 	}
-	j, err := scanJob(s.pool.QueryRow(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE id = $1`), id))
+	j, err := scanReadJob(s.pool.QueryRow(ctx, s.sql(`SELECT `+readColumns+` FROM {jobs} j WHERE id = $1`), id))
 	if isNoRows(err) {
 		return nil, errand.ErrNotFound
 	}
@@ -278,12 +309,12 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	if limit <= 0 {
 		limit = 100
 	}
-	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE `+
+	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+readColumns+` FROM {jobs} j WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT `+arg(limit)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	js, err := scanJobs(rs)
+	js, err := scanJobsWith(rs, scanReadJob)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -376,6 +407,38 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	}
 	errand.SortClaimOrder(jobs)
 	return jobs, nil
+}
+
+// nextDueSQL finds the earliest job that comes due after now: for each
+// queue, the errand_jobs_due index walked from now to the first row of a
+// wanted kind, then the earliest of those. It returns NULL when none waits,
+// and the statement's now, so that the wait is measured on one clock.
+const nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
+		SELECT available_at AS at FROM {jobs}
+		WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at > {now}
+			AND ($3::text[] IS NULL OR kind = ANY($3))
+		ORDER BY available_at
+		LIMIT 1) n`
+
+// JobNextDue implements [errand.Store].
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+	if len(p.Queues) == 0 {
+		return 0, false, nil
+	}
+	var kinds []string // NULL: every kind
+	if len(p.Kinds) > 0 {
+		kinds = p.Kinds
+	}
+	var next *time.Time
+	var now time.Time
+	err := s.pool.QueryRow(ctx, s.sql(nextDueSQL), s.nowArg(), p.Queues, kinds).Scan(&next, &now)
+	if err != nil {
+		return 0, false, fmt.Errorf("next due: %w", err)
+	}
+	if next == nil {
+		return 0, false, nil
+	}
+	return next.Sub(now), true, nil
 }
 
 // JobHeartbeatMany implements [errand.Store]: one statement for the batch,
@@ -724,37 +787,24 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 
 // QueueStats implements [errand.Store].
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, count(*),
-			extract(epoch FROM {now} - min(available_at)
-				FILTER (WHERE state IN ('queued', 'retrying') AND available_at <= {now}))::float8
-		FROM {jobs} GROUP BY queue, state ORDER BY queue`), s.nowArg())
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, kind, count(*),
+			coalesce(extract(epoch FROM {now} - min(available_at)
+				FILTER (WHERE state IN ('queued', 'retrying') AND available_at <= {now}
+					AND `+orderingFree+`))::float8, 0)
+		FROM {jobs} j GROUP BY queue, state, kind`), s.nowArg())
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	out := []errand.QueueStats{}
-	var queue, state string
-	var n int
-	var age *float64
-	_, err = pgx.ForEachRow(rows, []any{&queue, &state, &n, &age}, func() error {
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			counts := make(map[errand.JobState]int, len(errand.JobStates))
-			for _, st := range errand.JobStates {
-				counts[st] = 0
-			}
-			out = append(out, errand.QueueStats{Queue: queue, Counts: counts})
-		}
-		q := &out[len(out)-1]
-		q.Counts[errand.JobState(state)] = n
-		if age != nil && *age > q.OldestReadyAgeSeconds {
-			q.OldestReadyAgeSeconds = *age
-		}
+	var counts []errand.QueueCount
+	var c errand.QueueCount
+	var state string
+	_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs, &c.OldestReadyAgeSeconds}, func() error {
+		c.State = errand.JobState(state)
+		counts = append(counts, c)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	for i := range out {
-		out[i].Dead = out[i].Counts[errand.StateDead]
-	}
-	return out, nil
+	return errand.AssembleQueueStats(counts), nil
 }

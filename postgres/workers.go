@@ -11,19 +11,20 @@ import (
 )
 
 const workerColumns = `id, host, pid, queues::text, heartbeat_interval_us, started_at, heartbeat_at,
-	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms`
+	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms, draining_at, kinds::text`
 
 // scanWorker reads one registry row, and any extra columns after it; the
 // caller sets its status.
 func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 	var (
 		w                  errand.WorkerRecord
-		queues             string
+		queues, kinds      string
 		interval           int64
 		stopped, completed *time.Time
+		draining           *time.Time
 	)
 	dest := append([]any{&w.ID, &w.Host, &w.PID, &queues, &interval, &w.StartedAt, &w.HeartbeatAt,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS}, extra...)
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining, &kinds}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -33,11 +34,18 @@ func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 	if w.Queues == nil {
 		w.Queues = []errand.WorkerQueue{}
 	}
+	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
+		return nil, fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
+	}
+	if w.Kinds == nil {
+		w.Kinds = []string{}
+	}
 	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
 	w.StartedAt = w.StartedAt.UTC()
 	w.HeartbeatAt = w.HeartbeatAt.UTC()
 	w.StoppedAt = utc(stopped)
 	w.LastCompletedAt = utc(completed)
+	w.DrainingAt = utc(draining)
 	return &w, nil
 }
 
@@ -54,16 +62,25 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
-	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues,
+	kinds := p.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	kindsJSON, err := json.Marshal(kinds)
+	if err != nil {
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+	}
+	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues, kinds,
 			heartbeat_interval_us, started_at, heartbeat_at)
-		VALUES ($2, $3, $4, $5::jsonb, $6, {now}, {now})
+		VALUES ($2, $3, $4, $5::jsonb, $7::jsonb, $6, {now}, {now})
 		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-			queues = excluded.queues, heartbeat_interval_us = excluded.heartbeat_interval_us,
+			queues = excluded.queues, kinds = excluded.kinds,
+			heartbeat_interval_us = excluded.heartbeat_interval_us,
 			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 			stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-			jobs_completed = 0, clock_skew_ms = 0
+			jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
 		RETURNING `+workerColumns),
-		s.nowArg(), p.ID, p.Host, p.PID, string(queuesJSON), us(p.HeartbeatInterval)))
+		s.nowArg(), p.ID, p.Host, p.PID, string(queuesJSON), us(p.HeartbeatInterval), string(kindsJSON)))
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
@@ -98,10 +115,11 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 				ELSE last_completed_at END,
 			jobs_running = $4, jobs_completed = $3,
 			clock_skew_ms = CASE WHEN $5::timestamptz IS NULL THEN clock_skew_ms
-				ELSE trunc(extract(epoch FROM {now} - $5::timestamptz) * 1000)::bigint END
+				ELSE trunc(extract(epoch FROM {now} - $5::timestamptz) * 1000)::bigint END,
+			draining_at = CASE WHEN $7 THEN coalesce(draining_at, {now}) ELSE draining_at END
 		WHERE id = $6 AND stopped_at IS NULL
 		RETURNING `+workerColumns),
-		s.nowArg(), ago, st.JobsCompleted, st.JobsRunning, sent, id))
+		s.nowArg(), ago, st.JobsCompleted, st.JobsRunning, sent, id, st.Draining))
 	if isNoRows(err) {
 		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errand.ErrNotFound)
 	}

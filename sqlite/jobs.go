@@ -18,9 +18,36 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags`
 
+// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
+// its key, in seq order, that is running or waits ahead of it. It walks the
+// errand_jobs_ordering index of the key (the state term repeats the index's
+// condition, as orderingFree's does) and stops at the first match, which
+// for a held job is the key's first row.
+const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
+		SELECT o.id FROM errand_jobs o
+		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
+			AND (o.state = 'running' OR o.seq < j.seq)
+		ORDER BY o.seq LIMIT 1) END`
+
+// readColumns are what operators' reads (JobGet, JobList) select from the
+// jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
+const readColumns = jobColumns + `, ` + heldBy
+
 type scanner interface{ Scan(dest ...any) error }
 
-func scanJob(row scanner) (*errand.Job, error) {
+// scanReadJob reads a row of readColumns.
+func scanReadJob(row scanner) (*errand.Job, error) {
+	var held sql.NullString
+	j, err := scanJob(row, &held)
+	if err != nil {
+		return nil, err
+	}
+	j.HeldBy = nullString(held)
+	return j, nil
+}
+
+// scanJob reads a row of jobColumns, and any extra columns after them.
+func scanJob(row scanner, extra ...any) (*errand.Job, error) {
 	var (
 		j                                   errand.Job
 		args, state, errs, tags             string
@@ -30,9 +57,10 @@ func scanJob(row scanner) (*errand.Job, error) {
 		token, owner, ukey, okey, progress  sql.NullString
 		lastErr                             sql.NullString
 	)
-	err := row.Scan(&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
 		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &avail, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags)
+		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
+		extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +88,14 @@ func scanJob(row scanner) (*errand.Job, error) {
 }
 
 func scanJobs(rows *sql.Rows) ([]*errand.Job, error) {
+	return scanJobsWith(rows, func(row scanner) (*errand.Job, error) { return scanJob(row) })
+}
+
+func scanJobsWith(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
 	defer rows.Close()
 	var js []*errand.Job
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +188,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 
 // JobGet implements [errand.Store].
 func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
-	j, err := scanJob(s.read.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE id = ?`, id))
+	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errand.ErrNotFound
 	}
@@ -186,12 +218,12 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 		limit = 100
 	}
 	args = append(args, limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE `+
+	rows, err := s.read.QueryContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, err
 	}
-	return scanJobs(rows)
+	return scanJobsWith(rows, scanReadJob)
 }
 
 // JobClaimMany implements [errand.Store].
@@ -206,26 +238,14 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 			return err
 		}
 		args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
-		filter := "queue IN (" + placeholders(len(p.Queues)) + ")"
 		for _, q := range p.Queues {
 			args = append(args, q)
 		}
-		if len(p.Kinds) > 0 {
-			filter += " AND kind IN (" + placeholders(len(p.Kinds)) + ")"
-			for _, k := range p.Kinds {
-				args = append(args, k)
-			}
+		for _, k := range p.Kinds {
+			args = append(args, k)
 		}
 		args = append(args, p.Limit)
-		// Each row gets its own token: randomblob is evaluated per row.
-		rows, err := tx.QueryContext(ctx, `UPDATE errand_jobs SET
-				state = 'running', attempt = attempt + 1, attempted_at = ?,
-				lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
-			WHERE seq IN (SELECT j.seq FROM errand_jobs j
-				WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND `+filter+`
-					AND `+orderingFree("errand_jobs")+`
-				ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
-			RETURNING `+jobColumns, args...)
+		rows, err := tx.QueryContext(ctx, claimSQL(len(p.Queues), len(p.Kinds)), args...)
 		if err != nil {
 			return err
 		}
@@ -239,15 +259,79 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	return jobs, nil
 }
 
+// claimSQL is the claim of JobClaimMany for that many queues and kinds (no
+// kinds: every kind). Its parameters are attempted_at, lease_until,
+// lease_owner, now, the queues, the kinds and the limit. The pick walks the
+// claim index, which holds waiting rows in claim order: named, because the
+// errand_jobs_due index also matches queue and available_at, and a pick
+// through it would read and sort every ready job of the queue to take a
+// few. Each row gets its own token: randomblob is evaluated per row.
+func claimSQL(queues, kinds int) string {
+	filter := "queue IN (" + placeholders(queues) + ")"
+	if kinds > 0 {
+		filter += " AND kind IN (" + placeholders(kinds) + ")"
+	}
+	return `UPDATE errand_jobs SET
+			state = 'running', attempt = attempt + 1, attempted_at = ?,
+			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
+		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
+			WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND ` + filter + `
+				AND ` + orderingFree("errand_jobs") + `
+			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
+		RETURNING ` + jobColumns
+}
+
+// nextDueSQL finds the earliest job of one queue that comes due after now,
+// walking the errand_jobs_due index from now: one seek, then rows of other
+// kinds, when Kinds excludes them, until one matches.
+const nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
+	WHERE queue = ? AND state IN ('queued', 'retrying') AND available_at > ?`
+
+// JobNextDue implements [errand.Store]. It asks once per queue: each
+// question is one seek of the errand_jobs_due index.
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+	now := micros(s.clock.Now())
+	q := nextDueSQL
+	var kinds []any
+	if len(p.Kinds) > 0 {
+		q += " AND kind IN (" + placeholders(len(p.Kinds)) + ")"
+		for _, k := range p.Kinds {
+			kinds = append(kinds, k)
+		}
+	}
+	q += " ORDER BY available_at LIMIT 1"
+	var next int64
+	found := false
+	for _, queue := range p.Queues {
+		var at int64
+		err := s.read.QueryRowContext(ctx, q, append([]any{queue, now}, kinds...)...).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("next due: %w", err)
+		}
+		if !found || at < next {
+			next, found = at, true
+		}
+	}
+	if !found {
+		return 0, false, nil
+	}
+	return time.Duration(next-now) * time.Microsecond, true, nil
+}
+
 // orderingFree is the claim condition for per-key ordering, on a candidate
 // aliased j: no other job with its ordering key is running, and none waits
 // ahead of it. Jobs of one key run one at a time, in seq order; finished
 // jobs (succeeded, dead, cancelled) hold nothing back. Within one claim the
 // second job of a key sees the first still queued, so a batch takes at most
-// one job per key.
+// one job per key. The state term repeats the errand_jobs_ordering index's
+// condition word for word: SQLite uses a partial index only then, and would
+// otherwise read every running and waiting job for each candidate.
 func orderingFree(jobs string) string {
 	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
-		WHERE o.ordering_key = j.ordering_key
+		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
 			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
 }
 
@@ -531,45 +615,28 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 // QueueStats implements [errand.Store].
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
 	now := micros(s.clock.Now())
-	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, count(*),
-			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ? THEN available_at END)
-		FROM errand_jobs GROUP BY queue, state ORDER BY queue`, now)
+	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, kind, count(*),
+			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ?
+				AND `+orderingFree("errand_jobs")+` THEN available_at END)
+		FROM errand_jobs j GROUP BY queue, state, kind`, now)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []errand.QueueStats
+	var counts []errand.QueueCount
 	for rows.Next() {
-		var queue, state string
-		var n int
+		var c errand.QueueCount
 		var oldest sql.NullInt64
-		if err := rows.Scan(&queue, &state, &n, &oldest); err != nil {
+		if err := rows.Scan(&c.Queue, &c.State, &c.Kind, &c.Jobs, &oldest); err != nil {
 			return nil, err
 		}
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			counts := make(map[errand.JobState]int, len(errand.JobStates))
-			for _, st := range errand.JobStates {
-				counts[st] = 0
-			}
-			out = append(out, errand.QueueStats{Queue: queue, Counts: counts})
-		}
-		q := &out[len(out)-1]
-		q.Counts[errand.JobState(state)] = n
 		if oldest.Valid {
-			age := time.Duration(now-oldest.Int64) * time.Microsecond
-			if age.Seconds() > q.OldestReadyAgeSeconds {
-				q.OldestReadyAgeSeconds = age.Seconds()
-			}
+			c.OldestReadyAgeSeconds = (time.Duration(now-oldest.Int64) * time.Microsecond).Seconds()
 		}
+		counts = append(counts, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for i := range out {
-		out[i].Dead = out[i].Counts[errand.StateDead]
-	}
-	if out == nil {
-		out = []errand.QueueStats{}
-	}
-	return out, nil
+	return errand.AssembleQueueStats(counts), nil
 }

@@ -12,18 +12,19 @@ import (
 )
 
 const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at,
-	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms`
+	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms, draining_at, kinds`
 
 // scanWorker reads one registry row; the caller sets its status.
 func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	var (
 		w                     errand.WorkerRecord
-		queues                string
+		queues, kinds         string
 		interval, start, beat int64
 		stopped, completed    sql.NullInt64
+		draining              sql.NullInt64
 	)
 	err := row.Scan(&w.ID, &w.Host, &w.PID, &queues, &interval, &start, &beat,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS)
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining, &kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -33,11 +34,18 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	if w.Queues == nil {
 		w.Queues = []errand.WorkerQueue{}
 	}
+	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
+		return nil, fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
+	}
+	if w.Kinds == nil {
+		w.Kinds = []string{}
+	}
 	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
 	w.StartedAt = fromMicros(start)
 	w.HeartbeatAt = fromMicros(beat)
 	w.StoppedAt = nullMicros(stopped)
 	w.LastCompletedAt = nullMicros(completed)
+	w.DrainingAt = nullMicros(draining)
 	return &w, nil
 }
 
@@ -54,19 +62,28 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
 	}
+	kinds := p.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	kindsJSON, err := json.Marshal(kinds)
+	if err != nil {
+		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+	}
 	var w *errand.WorkerRecord
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
-		row := tx.QueryRowContext(ctx, `INSERT INTO errand_workers (id, host, pid, queues,
+		row := tx.QueryRowContext(ctx, `INSERT INTO errand_workers (id, host, pid, queues, kinds,
 				heartbeat_interval_us, started_at, heartbeat_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-				queues = excluded.queues, heartbeat_interval_us = excluded.heartbeat_interval_us,
+				queues = excluded.queues, kinds = excluded.kinds,
+				heartbeat_interval_us = excluded.heartbeat_interval_us,
 				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 				stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-				jobs_completed = 0, clock_skew_ms = 0
+				jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
 			RETURNING `+workerColumns,
-			p.ID, p.Host, p.PID, string(queuesJSON), p.HeartbeatInterval.Microseconds(), now, now)
+			p.ID, p.Host, p.PID, string(queuesJSON), string(kindsJSON), p.HeartbeatInterval.Microseconds(), now, now)
 		var err error
 		w, err = scanWorker(row)
 		if err != nil {
@@ -102,10 +119,11 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 					WHEN ? IS NULL THEN NULL
 					WHEN last_completed_at IS NULL OR jobs_completed <> ? THEN ?
 					ELSE last_completed_at END,
-				jobs_running = ?, jobs_completed = ?
+				jobs_running = ?, jobs_completed = ?,
+				draining_at = CASE WHEN ? THEN coalesce(draining_at, ?) ELSE draining_at END
 			WHERE id = ? AND stopped_at IS NULL
 			RETURNING `+workerColumns,
-			now, last, st.JobsCompleted, last, st.JobsRunning, st.JobsCompleted, id)
+			now, last, st.JobsCompleted, last, st.JobsRunning, st.JobsCompleted, st.Draining, now, id)
 		var err error
 		w, err = scanWorker(row)
 		if errors.Is(err, sql.ErrNoRows) {

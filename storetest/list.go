@@ -19,6 +19,46 @@ var listCases = []testCase{
 var statsCases = []testCase{
 	{"Queues", testStats},
 	{"Empty", testStatsEmpty},
+	{"HeldNotReady", testStatsHeldNotReady},
+}
+
+// oldestReady returns the oldest ready age QueueStats reports for queue.
+func (e *env) oldestReady(queue string) float64 {
+	e.t.Helper()
+	qs, err := e.s.QueueStats(e.ctx)
+	if err != nil {
+		e.t.Fatalf("QueueStats: %v", err)
+	}
+	for _, q := range qs {
+		if q.Queue == queue {
+			return q.OldestReadyAgeSeconds
+		}
+	}
+	e.t.Fatalf("QueueStats: no queue %s in %+v", queue, qs)
+	return 0
+}
+
+// testStatsHeldNotReady: a job held back by its ordering key is not ready,
+// however long ago it became available: the oldest ready age is the age of
+// jobs a worker could take.
+func testStatsHeldNotReady(t *testing.T, h Harness) {
+	e := open(t, h)
+	first := keyed("first", "key")
+	first.RunAt = T0.Add(-time.Minute)
+	second := keyed("second", "key") // after first, though available longer
+	second.RunAt = T0.Add(-2 * time.Minute)
+	e.insert(first, second)
+	if got := e.oldestReady(errand.DefaultQueue); got != 60 {
+		t.Errorf("first waiting, second held behind it: oldest ready age %v, want 60", got)
+	}
+	j := e.claimOne("first")
+	if got := e.oldestReady(errand.DefaultQueue); got != 0 {
+		t.Errorf("first running, second held: oldest ready age %v, want 0", got)
+	}
+	e.recordOK(succeeded(j))
+	if got := e.oldestReady(errand.DefaultQueue); got != 120 {
+		t.Errorf("first succeeded, second free: oldest ready age %v, want 120", got)
+	}
 }
 
 func (e *env) list(p *errand.JobListParams) []*errand.Job {
@@ -201,11 +241,15 @@ func testStats(t *testing.T, h Harness) {
 			errand.StateSucceeded: succeeded, errand.StateDead: dead, errand.StateCancelled: cancelled,
 		}
 	}
+	// Waiting jobs per kind count queued and retrying jobs, due or not.
 	want := []errand.QueueStats{
-		{Queue: "alpha", Counts: counts(2, 1, 1, 1, 2, 1), OldestReadyAgeSeconds: 90, Dead: 2},
-		{Queue: "beta", Counts: counts(1, 0, 0, 0, 0, 0), OldestReadyAgeSeconds: 130},
-		{Queue: "delta", Counts: counts(0, 0, 1, 0, 0, 0), OldestReadyAgeSeconds: 60},
-		{Queue: "gamma", Counts: counts(1, 0, 0, 0, 0, 0)},
+		{Queue: "alpha", Counts: counts(2, 1, 1, 1, 2, 1), OldestReadyAgeSeconds: 90, Dead: 2,
+			WaitingByKind: map[string]int{"email": 2, "report": 1}},
+		{Queue: "beta", Counts: counts(1, 0, 0, 0, 0, 0), OldestReadyAgeSeconds: 130,
+			WaitingByKind: map[string]int{"email": 1}},
+		{Queue: "delta", Counts: counts(0, 0, 1, 0, 0, 0), OldestReadyAgeSeconds: 60,
+			WaitingByKind: map[string]int{"email": 1}},
+		{Queue: "gamma", Counts: counts(1, 0, 0, 0, 0, 0), WaitingByKind: map[string]int{"email": 1}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("QueueStats:\n got %+v\nwant %+v", got, want)

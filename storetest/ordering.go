@@ -15,6 +15,83 @@ var orderingCases = []testCase{
 	{"FinishedHoldNothing", testOrderingFinishedHoldNothing},
 	{"KeysIndependent", testOrderingKeysIndependent},
 	{"ConcurrentClaims", testOrderingConcurrentClaims},
+	{"HeldBy", testOrderingHeldBy},
+}
+
+// heldBy returns, by id, the HeldBy that JobGet and JobList report for
+// every job ("" for nil), failing the test when the two disagree.
+func (e *env) heldBy() map[string]string {
+	e.t.Helper()
+	got := map[string]string{}
+	for _, j := range e.list(&errand.JobListParams{}) {
+		byGet := e.get(j.ID).HeldBy
+		if (byGet == nil) != (j.HeldBy == nil) || byGet != nil && *byGet != *j.HeldBy {
+			e.t.Errorf("job %s: JobList says held by %v, JobGet by %v", j.ID, j.HeldBy, byGet)
+		}
+		got[j.ID] = ""
+		if j.HeldBy != nil {
+			got[j.ID] = *j.HeldBy
+		}
+	}
+	return got
+}
+
+func (e *env) wantHeldBy(what string, want map[string]string) {
+	e.t.Helper()
+	got := e.heldBy()
+	for id, w := range want {
+		if got[id] != w {
+			e.t.Errorf("%s: job %s held by %q, want %q", what, id, got[id], w)
+		}
+	}
+}
+
+// testOrderingHeldBy: HeldBy names what holds a job back, exactly when a
+// claim would skip it: the running job of its key, else the earliest job of
+// the key waiting ahead of it; nobody holds a key's first job, a running or
+// finished job, or a job without a key.
+func testOrderingHeldBy(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insert(keyed("k1", "key"), keyed("k2", "key"), keyed("k3", "key"), newJob("free"), keyed("b1", "other"))
+	e.wantHeldBy("all queued", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
+	other := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"email"},
+		Limit: 10, Lease: time.Hour, Owner: owner})
+	if got := ids(other); !slices.Equal(got, []string{"k1", "free", "b1"}) {
+		t.Fatalf("claim: %v, want [k1 free b1]", got)
+	}
+	e.wantHeldBy("k1, free and b1 running", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
+	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(other[0]), Kind: errand.OutcomeSnooze})
+	e.recordOK(succeeded(other[1]))
+	e.recordOK(succeeded(other[2]))
+	e.wantHeldBy("k1 snoozed", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
+
+	j1 := e.claimOne("k1")
+	e.wantHeldBy("k1 running", map[string]string{"k1": "", "k2": "k1", "k3": "k1"})
+	e.recordOK(retry(j1, time.Minute))
+	e.wantHeldBy("k1 waiting out a retry", map[string]string{"k1": "", "k2": "k1", "k3": "k1"})
+	e.clock.Advance(time.Minute)
+	e.recordOK(succeeded(e.claimOne("k1")))
+	e.wantHeldBy("k1 succeeded", map[string]string{"k1": "", "k2": "", "k3": "k2"})
+	if _, err := e.s.JobCancel(e.ctx, "k2"); err != nil {
+		t.Fatal(err)
+	}
+	e.wantHeldBy("k2 cancelled", map[string]string{"k2": "", "k3": ""})
+
+	// A replay puts k2 back ahead of k3, which is running: k2 waits for
+	// k3, and a job enqueued after both waits for k2, the first of the
+	// key in line.
+	j3 := e.claimOne("k3")
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "k2", Operator: "op", Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	e.insert(keyed("k4", "key"))
+	e.wantHeldBy("k2 replayed while k3 runs", map[string]string{"k2": "k3", "k3": "", "k4": "k2"})
+	e.claimNone()
+	e.recordOK(succeeded(j3))
+	e.wantHeldBy("k3 succeeded", map[string]string{"k2": "", "k4": "k2"})
+	e.claimOne("k2")
+	e.wantHeldBy("k2 running", map[string]string{"k2": "", "k4": "k2"})
+	e.claimNone()
 }
 
 func keyed(id, key string) *errand.JobInsertParams {

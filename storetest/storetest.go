@@ -89,6 +89,7 @@ func Exercise(t *testing.T, h Harness) {
 	}{
 		{"Insert", insertCases},
 		{"Claim", claimCases},
+		{"NextDue", nextDueCases},
 		{"Fencing", fencingCases},
 		{"Outcome", outcomeCases},
 		{"Sweep", sweepCases},

@@ -19,6 +19,7 @@ var workerCases = []testCase{
 	{"GoneAfterMissedHeartbeats", testWorkerGone},
 	{"StaleAfter", testWorkerStaleAfter},
 	{"Stop", testWorkerStop},
+	{"Draining", testWorkerDraining},
 	{"ListOrder", testWorkerListOrder},
 	{"Prune", testWorkerPrune},
 	{"InvalidParams", testWorkerInvalidParams},
@@ -34,6 +35,7 @@ func registerParams(id string) *errand.WorkerRegisterParams {
 		Host:              "host-7",
 		PID:               4242,
 		Queues:            []errand.WorkerQueue{{Name: "default", Concurrency: 10}, {Name: "reports", Concurrency: 2}},
+		Kinds:             []string{"send_receipt", "build_report"},
 		HeartbeatInterval: beat,
 	}
 }
@@ -44,8 +46,12 @@ func registered(p *errand.WorkerRegisterParams, now time.Time) *errand.WorkerRec
 	if qs == nil {
 		qs = []errand.WorkerQueue{}
 	}
+	ks := slices.Clone(p.Kinds)
+	if ks == nil {
+		ks = []string{}
+	}
 	return &errand.WorkerRecord{
-		ID: p.ID, Host: p.Host, PID: p.PID, Queues: qs,
+		ID: p.ID, Host: p.Host, PID: p.PID, Queues: qs, Kinds: ks,
 		HeartbeatInterval: errand.Duration(p.HeartbeatInterval),
 		StartedAt:         now, HeartbeatAt: now,
 		Status: errand.WorkerAlive,
@@ -65,6 +71,12 @@ func (e *env) register(p *errand.WorkerRegisterParams) *errand.WorkerRecord {
 // that measures clock skew measures 0.
 func (e *env) stats(running int, completed int64, ago time.Duration) errand.WorkerStats {
 	return errand.WorkerStats{JobsRunning: running, JobsCompleted: completed, LastCompletedAgo: ago, SentAt: e.now()}
+}
+
+// draining returns st with Draining set.
+func (e *env) draining(st errand.WorkerStats) errand.WorkerStats {
+	st.Draining = true
+	return st
 }
 
 func (e *env) workerBeat(id string, st errand.WorkerStats) *errand.WorkerRecord {
@@ -177,15 +189,15 @@ func testWorkerRegister(t *testing.T, h Harness) {
 	}
 	sameWorker(t, "listed worker", want, ws[0])
 
-	// No queues is stored as an empty list, not null.
+	// No queues or kinds are stored as empty lists, not null.
 	e.clock.Advance(time.Second)
 	bare := &errand.WorkerRegisterParams{ID: "bare", HeartbeatInterval: time.Second}
 	got := e.register(bare)
-	if got.Queues == nil || len(got.Queues) != 0 {
-		t.Errorf("worker registered without queues: Queues = %#v, want empty and non-nil", got.Queues)
+	if got.Queues == nil || len(got.Queues) != 0 || got.Kinds == nil || len(got.Kinds) != 0 {
+		t.Errorf("worker registered without queues and kinds: Queues = %#v, Kinds = %#v, want empty and non-nil", got.Queues, got.Kinds)
 	}
-	if got := e.worker("bare"); got.Queues == nil || len(got.Queues) != 0 {
-		t.Errorf("listed worker without queues: Queues = %#v, want empty and non-nil", got.Queues)
+	if got := e.worker("bare"); got.Queues == nil || len(got.Queues) != 0 || got.Kinds == nil || len(got.Kinds) != 0 {
+		t.Errorf("listed worker without queues and kinds: Queues = %#v, Kinds = %#v, want empty and non-nil", got.Queues, got.Kinds)
 	}
 }
 
@@ -198,11 +210,14 @@ func testWorkerRegisterAgain(t *testing.T, h Harness) {
 	e.clock.Advance(beat)
 	e.workerBeat("w", e.stats(2, 7, time.Second))
 	e.clock.Advance(beat)
+	e.workerBeat("w", e.draining(e.stats(2, 7, time.Second)))
+	e.clock.Advance(beat)
 	e.workerStop("w")
 
 	now := e.clock.Advance(time.Minute)
 	p2 := &errand.WorkerRegisterParams{ID: "w", Host: "host-8", PID: 99,
-		Queues: []errand.WorkerQueue{{Name: "otp", Concurrency: 4}}, HeartbeatInterval: 2 * time.Second}
+		Queues: []errand.WorkerQueue{{Name: "otp", Concurrency: 4}}, Kinds: []string{"send_otp"},
+		HeartbeatInterval: 2 * time.Second}
 	want := registered(p2, now)
 	sameWorker(t, "registered again", want, e.register(p2))
 	ws := e.workers()
@@ -377,6 +392,59 @@ func testWorkerStop(t *testing.T, h Harness) {
 	}
 }
 
+// testWorkerDraining checks that a heartbeat saying the worker drains
+// records when it began, once; that the worker is draining until it stops
+// or its heartbeats go stale; and that a registration starts afresh.
+func testWorkerDraining(t *testing.T, h Harness) {
+	e := open(t, h)
+	start := e.now()
+	p := registerParams("w")
+	e.register(p)
+	e.register(registerParams("other"))
+	drainAt := e.clock.Advance(time.Second)
+	want := registered(p, start)
+	want.HeartbeatAt, want.JobsRunning = drainAt, 2
+	want.DrainingAt = ptr(drainAt)
+	want.Status = errand.WorkerDraining
+	sameWorker(t, "heartbeat that says it drains", want, e.workerBeat("w", e.draining(e.stats(2, 0, 0))))
+	sameWorker(t, "listed while draining", want, e.worker("w"))
+	if got := e.worker("other").Status; got != errand.WorkerAlive {
+		t.Errorf("the other worker: status %s, want alive", got)
+	}
+
+	// Later heartbeats, whether they say so or not, keep when it began.
+	now := e.clock.Advance(beat)
+	want.HeartbeatAt, want.JobsRunning, want.JobsCompleted = now, 1, 1
+	want.LastCompletedAt = ptr(now)
+	sameWorker(t, "draining, a job done", want, e.workerBeat("w", e.draining(e.stats(1, 1, 0))))
+	now = e.clock.Advance(beat)
+	want.HeartbeatAt = now
+	sameWorker(t, "a heartbeat that does not say it drains", want, e.workerBeat("w", e.stats(1, 1, beat)))
+
+	// A draining worker whose heartbeats stop is gone, and is not pruned
+	// before then.
+	e.clock.Advance(errand.WorkerMissedHeartbeats*beat - time.Microsecond)
+	if _, err := e.s.WorkerPrune(e.ctx, 0); err != nil {
+		t.Fatalf("WorkerPrune(0): %v", err)
+	}
+	if got := e.worker("w").Status; got != errand.WorkerDraining {
+		t.Errorf("a microsecond before its window ends: status %s, want draining", got)
+	}
+	e.clock.Advance(time.Microsecond)
+	if got := e.worker("w").Status; got != errand.WorkerGone {
+		t.Errorf("when its window ends: status %s, want gone", got)
+	}
+	// A draining worker that stops is stopped.
+	e.workerBeat("w", e.stats(0, 1, 0))
+	e.workerStop("w")
+	if got := e.worker("w"); got.Status != errand.WorkerStopped || got.DrainingAt == nil || !got.DrainingAt.Equal(drainAt) {
+		t.Errorf("stopped after draining: status %s, draining_at %v; want stopped, %v", got.Status, got.DrainingAt, drainAt)
+	}
+	// Registering again is a fresh start: not draining.
+	now = e.clock.Advance(time.Second)
+	sameWorker(t, "registered again", registered(p, now), e.register(p))
+}
+
 // testWorkerListOrder checks newest first, then id.
 func testWorkerListOrder(t *testing.T, h Harness) {
 	e := open(t, h)
@@ -503,10 +571,12 @@ func testWorkerJSON(t *testing.T, h Harness) {
 			map[string]any{"name": "default", "concurrency": float64(10)},
 			map[string]any{"name": "reports", "concurrency": float64(2)},
 		},
+		"kinds":              []any{"send_receipt", "build_report"},
 		"heartbeat_interval": "5s",
 		"started_at":         ts,
 		"heartbeat_at":       ts,
 		"stopped_at":         nil,
+		"draining_at":        nil,
 		"last_completed_at":  nil,
 		"jobs_running":       float64(0),
 		"jobs_completed":     float64(0),

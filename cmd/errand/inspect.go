@@ -49,6 +49,15 @@ happens next, in words).`,
 				return err
 			}
 			next := nextSentence(j, now)
+			if j.State == errand.StateQueued || j.State == errand.StateRetrying {
+				ws, err := c.Workers(ctx)
+				if err != nil {
+					return err
+				}
+				if !errand.KindHandled(ws, j.Queue, j.Kind) {
+					next = unhandledSentence(j, next)
+				}
+			}
 			if *asJSON {
 				return writeJSON(e.stdout, struct {
 					*errand.Job
@@ -104,6 +113,9 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	field("unique key", optString(j.UniqueKey))
 	if j.OrderingKey != nil {
 		field("ordering key", *j.OrderingKey)
+	}
+	if j.HeldBy != nil {
+		field("held by", *j.HeldBy)
 	}
 	if len(j.Progress) > 0 {
 		field("progress", compactJSON(j.Progress))
@@ -166,16 +178,38 @@ func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix) + "\n"
 }
 
+// unhandledSentence is next for a waiting job whose kind no live worker
+// handles in its queue: it says so instead of "waiting for a worker", and
+// after what would happen once a worker does.
+func unhandledSentence(j *errand.Job, next string) string {
+	nobody := fmt.Sprintf("no live worker handles kind %s in queue %s, so it waits until one does (a misspelt kind waits forever)",
+		j.Kind, j.Queue)
+	if rest, ok := strings.CutPrefix(next, "queued: waiting for a worker since "); ok {
+		return "queued since " + rest + ", but " + nobody
+	}
+	return next + "; but " + nobody
+}
+
 // nextSentence says in words what happens to the job next.
 func nextSentence(j *errand.Job, now time.Time) string {
 	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	replay := "errand replay " + j.ID + " --reason \"...\""
+	held := ""
+	if j.HeldBy != nil && j.OrderingKey != nil {
+		held = fmt.Sprintf("held by job %s of ordering key %s (jobs of one key run one at a time, in order)",
+			*j.HeldBy, *j.OrderingKey)
+	}
 	var s string
 	switch j.State {
 	case errand.StateQueued:
 		switch {
 		case j.AvailableAt.After(now):
 			s = "scheduled for " + at(j.AvailableAt)
+			if held != "" {
+				s += "; " + held
+			}
+		case held != "":
+			s = "queued: " + held + "; available since " + at(j.AvailableAt)
 		default:
 			s = "queued: waiting for a worker since " + at(j.AvailableAt)
 		}
@@ -185,9 +219,15 @@ func nextSentence(j *errand.Job, now time.Time) string {
 			class = j.LastError.Class
 		}
 		s = fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
-		if j.AvailableAt.After(now) {
+		switch {
+		case j.AvailableAt.After(now):
 			s += "runs again at " + at(j.AvailableAt)
-		} else {
+			if held != "" {
+				s += " at the earliest; " + held
+			}
+		case held != "":
+			s += held + "; due since " + at(j.AvailableAt)
+		default:
 			s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
 		}
 	case errand.StateRunning:

@@ -99,6 +99,9 @@ func writeJobsTable(w io.Writer, jobs []*errand.Job, now time.Time) error {
 func nextRun(j *errand.Job, now time.Time) string {
 	switch j.State {
 	case errand.StateQueued, errand.StateRetrying:
+		if j.HeldBy != nil {
+			return "held by " + printable(*j.HeldBy)
+		}
 		if j.AvailableAt.After(now) {
 			return "in " + approx(j.AvailableAt.Sub(now))
 		}

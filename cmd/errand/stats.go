@@ -17,8 +17,15 @@ var statsCommand = &command{
 	args:    "[flags]",
 	summary: "summarise each queue: jobs per state, oldest ready age, dead letters",
 	detail: `
+A job held back by its ordering key is not ready: it does not count in the
+oldest ready age. Below the table, a line names each kind whose jobs wait in
+a queue that no live worker handles (no alive worker runs the queue with a
+handler for the kind): they will not run until one does, and a misspelt kind
+never will.
+
 With --json, prints {"queues": [{"queue", "counts": {STATE: N},
-"oldest_ready_age_seconds", "dead"}]}.`,
+"oldest_ready_age_seconds", "dead", "waiting_by_kind": {KIND: N},
+"unhandled_kinds": [{"kind", "waiting"}]}]}.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print the summary as one JSON object")
@@ -71,5 +78,20 @@ func writeStatsTable(w io.Writer, stats []errand.QueueStats) error {
 		}
 		fmt.Fprintf(tw, "\t%s\n", oldest)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, q := range stats {
+		for _, k := range q.UnhandledKinds {
+			jobs := "jobs"
+			if k.Waiting == 1 {
+				jobs = "job"
+			}
+			if _, err := fmt.Fprintf(w, "%d %s of kind %s in queue %s: no live worker handles this kind\n",
+				k.Waiting, jobs, printable(k.Kind), printable(q.Queue)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -17,13 +17,15 @@ import (
 var workersCommand = &command{
 	name:    "workers",
 	args:    "[--json]",
-	summary: "list worker processes: queues, heartbeat, last job, leader, alive/gone/stopped",
+	summary: "list worker processes: queues, kinds, heartbeat, last job, leader, alive/draining/gone/stopped",
 	detail: `
 Every errand work (and every errand.Worker) records itself in the database:
-its id (the lease_owner of the jobs it claims), host, pid, queues and start
-time, and heartbeats while it runs. A worker that drained shows as stopped;
-one that missed three heartbeats without stopping (killed, frozen, cut off)
-shows as gone, and the leases of its jobs expire as usual.
+its id (the lease_owner of the jobs it claims), host, pid, queues, the kinds
+it has handlers for (the only kinds it claims) and start time, and
+heartbeats while it runs. A worker told to stop shows as draining
+while it finishes its jobs (it claims no more), then as stopped; one that
+missed three heartbeats without stopping (killed, frozen, cut off) shows as
+gone, draining or not, and the leases of its jobs expire as usual.
 
 LEADER marks the worker that holds the cluster's leadership lease (it sweeps
 expired leases and prunes this list); none does for a moment after a leader
@@ -92,7 +94,7 @@ type workerJSON struct {
 
 func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, leader string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tHOST\tPID\tQUEUES\tSTARTED\tHEARTBEAT\tLAST JOB\tSKEW\tLEADER\tSTATUS")
+	fmt.Fprintln(tw, "ID\tHOST\tPID\tQUEUES\tKINDS\tSTARTED\tHEARTBEAT\tLAST JOB\tSKEW\tLEADER\tSTATUS")
 	for _, r := range ws {
 		qs := make([]string, len(r.Queues))
 		for i, q := range r.Queues {
@@ -106,8 +108,12 @@ func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, le
 		if leader != "" && r.ID == leader {
 			lead = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(r.ID), printable(r.Host), r.PID, strings.Join(qs, ","),
-			formatTime(r.StartedAt), relative(now, r.HeartbeatAt), last, skew(r.ClockSkewMS), lead, printable(string(r.Status)))
+		kinds := strings.Join(r.Kinds, ",")
+		if kinds == "" {
+			kinds = "-" // not recorded: an older errand's worker
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(r.ID), printable(r.Host), r.PID, strings.Join(qs, ","),
+			printable(kinds), formatTime(r.StartedAt), relative(now, r.HeartbeatAt), last, skew(r.ClockSkewMS), lead, printable(string(r.Status)))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestQueryPlans pins the plans of the queries on the hot path and of those
+// that must stay cheap on a large table: each reads the index made for it,
+// in the order it needs, with no sort.
+func TestQueryPlans(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct {
+		name    string
+		query   string
+		want    []string
+		notWant []string
+	}{
+		{
+			name:  "claim from one queue",
+			query: strings.SplitN(claimSQL(1, 2), "RETURNING", 2)[0],
+			want: []string{
+				"SEARCH j USING INDEX errand_jobs_claim (queue=?)",
+				"SEARCH o USING INDEX errand_jobs_ordering (ordering_key=?)",
+			},
+			notWant: []string{"TEMP B-TREE", "errand_jobs_due", "errand_jobs_state"},
+		},
+		{
+			name:    "next due",
+			query:   nextDueSQL + " AND kind IN (?, ?) ORDER BY available_at LIMIT 1",
+			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_due (queue=? AND available_at>?)"},
+			notWant: []string{"TEMP B-TREE"},
+		},
+	} {
+		plan := explain(t, s, c.query)
+		for _, w := range c.want {
+			if !strings.Contains(plan, w) {
+				t.Errorf("%s: plan lacks %q:\n%s", c.name, w, plan)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(plan, w) {
+				t.Errorf("%s: plan has %q:\n%s", c.name, w, plan)
+			}
+		}
+	}
+}
+
+// explain returns the query plan of q, one step a line, with every
+// parameter bound to a placeholder value.
+func explain(t *testing.T, s *Store, q string) string {
+	t.Helper()
+	args := make([]any, strings.Count(q, "?"))
+	for i := range args {
+		args[i] = i
+	}
+	rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", q, err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}

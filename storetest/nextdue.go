@@ -1,0 +1,152 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var nextDueCases = []testCase{
+	{"NothingWaiting", testNextDueNothing},
+	{"ScheduledRetryingSnoozed", testNextDueStates},
+	{"QueuesAndKinds", testNextDueFilters},
+	{"Boundary", testNextDueBoundary},
+}
+
+// nextDue asks JobNextDue and fails the test on an error.
+func (e *env) nextDue(p *errand.JobNextDueParams) (time.Duration, bool) {
+	e.t.Helper()
+	d, ok, err := e.s.JobNextDue(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("JobNextDue(%+v): %v", p, err)
+	}
+	return d, ok
+}
+
+// wantNextDue checks JobNextDue's answer for the default queue.
+func (e *env) wantNextDue(what string, want time.Duration, wantOK bool) {
+	e.t.Helper()
+	e.wantNextDueWith(what, &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}}, want, wantOK)
+}
+
+func (e *env) wantNextDueWith(what string, p *errand.JobNextDueParams, want time.Duration, wantOK bool) {
+	e.t.Helper()
+	got, ok := e.nextDue(p)
+	if ok != wantOK || got != want {
+		if wantOK {
+			e.t.Errorf("%s: JobNextDue = %s, %v; want %s, true", what, got, ok, want)
+		} else {
+			e.t.Errorf("%s: JobNextDue = %s, %v; want nothing due", what, got, ok)
+		}
+	}
+}
+
+func scheduled(id string, at time.Time) *errand.JobInsertParams {
+	p := newJob(id)
+	p.RunAt = at
+	return p
+}
+
+// testNextDueNothing: no job, jobs available already, running and finished
+// jobs, and no queue at all are nothing due.
+func testNextDueNothing(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.wantNextDue("empty store", 0, false)
+	e.insert(newJob("run"), newJob("done"), newJob("ready"))
+	e.wantNextDue("only available jobs", 0, false)
+	js := e.claim(2)
+	e.recordOK(succeeded(js[1]))
+	e.insert(scheduled("cancelled", T0.Add(time.Minute)))
+	e.wantNextDue("a scheduled job", time.Minute, true)
+	if _, err := e.s.JobCancel(e.ctx, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	// A running job's lease ending is the sweep's business, not a schedule.
+	e.wantNextDue("running, succeeded and cancelled jobs", 0, false)
+	e.insert(scheduled("later", T0.Add(time.Hour)))
+	e.wantNextDueWith("no queue", &errand.JobNextDueParams{}, 0, false)
+}
+
+// testNextDueStates: a scheduled job, a retry waiting out its backoff and
+// a snoozed job each come due, on the store's clock, earliest first; a job
+// that came due is no longer the answer.
+func testNextDueStates(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insert(newJob("to-retry"), newJob("to-snooze"), scheduled("scheduled", T0.Add(90*time.Second)))
+	e.wantNextDue("a job scheduled in 90s", 90*time.Second, true)
+	js := e.claim(2)
+	if len(js) != 2 {
+		t.Fatalf("claim: %v", ids(js))
+	}
+	e.recordOK(retry(js[0], 30*time.Second))
+	e.wantNextDue("a retry due in 30s", 30*time.Second, true)
+	e.clock.Advance(10 * time.Second)
+	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(js[1]), Kind: errand.OutcomeSnooze, Delay: 5 * time.Second})
+	e.wantNextDue("a snooze due in 5s", 5*time.Second, true)
+	e.clock.Advance(5 * time.Second)
+	e.wantNextDue("the snoozed job due now", 15*time.Second, true)
+	e.clock.Advance(15 * time.Second)
+	e.wantNextDue("the retry due now", 60*time.Second, true)
+	e.clock.Advance(time.Hour)
+	e.wantNextDue("everything due", 0, false)
+}
+
+// testNextDueFilters: the answer is the earliest over the queues asked
+// about, among the kinds asked about.
+func testNextDueFilters(t *testing.T, h Harness) {
+	e := open(t, h)
+	mk := func(id, queue, kind string, in time.Duration) *errand.JobInsertParams {
+		p := scheduled(id, T0.Add(in))
+		p.Queue, p.Kind = queue, kind
+		return p
+	}
+	e.insert(
+		mk("a-email", "a", "email", 40*time.Second),
+		mk("a-report", "a", "report", 10*time.Second),
+		mk("b-email", "b", "email", 20*time.Second),
+		mk("c-sms", "c", "sms", time.Second),
+	)
+	for _, c := range []struct {
+		queues, kinds []string
+		want          time.Duration
+		ok            bool
+	}{
+		{[]string{"a"}, nil, 10 * time.Second, true},
+		{[]string{"a"}, []string{"email"}, 40 * time.Second, true},
+		{[]string{"a"}, []string{"email", "report"}, 10 * time.Second, true},
+		{[]string{"a"}, []string{"sms"}, 0, false},
+		{[]string{"a", "b"}, []string{"email"}, 20 * time.Second, true},
+		{[]string{"b", "a", "c"}, nil, time.Second, true},
+		{[]string{"b", "a", "c"}, []string{"email", "report"}, 10 * time.Second, true},
+		{[]string{"nowhere"}, nil, 0, false},
+	} {
+		e.wantNextDueWith("queues "+join(c.queues)+" kinds "+join(c.kinds),
+			&errand.JobNextDueParams{Queues: c.queues, Kinds: c.kinds}, c.want, c.ok)
+	}
+}
+
+// testNextDueBoundary: a job is due when the clock reaches its
+// available_at, the same instant a claim takes it; a microsecond before, it
+// is a microsecond away.
+func testNextDueBoundary(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.insert(scheduled("j", T0.Add(time.Second)))
+	e.clock.Advance(time.Second - time.Microsecond)
+	e.wantNextDue("a microsecond before", time.Microsecond, true)
+	e.claimNone()
+	e.clock.Advance(time.Microsecond)
+	e.wantNextDue("at available_at", 0, false)
+	e.claimOne("j")
+}
+
+func join(ss []string) string {
+	if len(ss) == 0 {
+		return "(all)"
+	}
+	out := ss[0]
+	for _, s := range ss[1:] {
+		out += "," + s
+	}
+	return out
+}
