@@ -28,7 +28,7 @@ func TestQueryPlans(t *testing.T) {
 		ps := make([]*errand.JobInsertParams, 1000)
 		for i := range ps {
 			p := &errand.JobInsertParams{ID: fmt.Sprintf("j%d-%d", b, i), Queue: errand.DefaultQueue,
-				Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3}
+				Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3}
 			if b%2 == 1 {
 				p.Delay = time.Duration(i) * time.Second
 			}
