@@ -119,7 +119,7 @@ func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duratio
 func callHandler(ctx context.Context, h Handler, job *Job) (err error, stack string) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &JobError{Class: ClassPanic, Err: fmt.Errorf("panic: %v", r)}
+			err = &JobError{class: ClassPanic, err: fmt.Errorf("panic: %v", r)}
 			stack = string(debug.Stack())
 		}
 	}()
@@ -196,33 +196,33 @@ func (c *Client) outcome(a *attempt) *JobOutcome {
 	}
 	je := classified(a.err)
 	if a.timedOut {
-		je = &JobError{Class: ClassTimeout, Err: fmt.Errorf("attempt exceeded its %s timeout", c.kind(job.Kind).Timeout)}
+		je = &JobError{class: ClassTimeout, err: fmt.Errorf("attempt exceeded its %s timeout", c.kind(job.Kind).Timeout)}
 		if a.err != nil {
-			je.Err = fmt.Errorf("attempt exceeded its %s timeout: %w", c.kind(job.Kind).Timeout, a.err)
+			je.err = fmt.Errorf("attempt exceeded its %s timeout: %w", c.kind(job.Kind).Timeout, a.err)
 		}
 	}
-	if je.Snooze > 0 {
+	if je.snooze > 0 {
 		o.Kind = OutcomeSnooze
-		o.Delay = je.Snooze
+		o.Delay = je.snooze
 		return o
 	}
-	if !ValidClass(je.Class) {
-		je.Class = ClassError // a JobError built by hand may name anything
+	if !ValidClass(je.class) {
+		je.class = ClassError // a zero JobError names no class
 	}
-	msg := je.Class
-	if je.Err != nil {
-		msg = je.Err.Error()
+	msg := je.class
+	if je.err != nil {
+		msg = je.err.Error()
 	}
 	// Messages and stacks come from handlers and commands: clean them into
 	// text that every store keeps, so that no failure is lost for a byte.
-	o.Error = &AttemptError{Attempt: job.Attempt, Class: je.Class,
+	o.Error = &AttemptError{Attempt: job.Attempt, Class: je.class,
 		Message: CleanText(msg, MaxMessageBytes), Stack: CleanText(a.stack, MaxStackBytes)}
 	switch {
-	case je.Permanent, job.Attempt >= job.MaxAttempts:
+	case je.permanent, job.Attempt >= job.MaxAttempts:
 		o.Kind = OutcomeDead
-	case je.RetryAfter > 0:
+	case je.retryAfter > 0:
 		o.Kind = OutcomeRetry
-		o.Delay = je.RetryAfter
+		o.Delay = je.retryAfter
 	default:
 		o.Kind = OutcomeRetry
 		o.Delay = c.policyFor(job.Kind).delayFor(job)
@@ -232,9 +232,8 @@ func (c *Client) outcome(a *attempt) *JobOutcome {
 
 // WorkResult reports what one claimed job did.
 type WorkResult struct {
-	// Result is idle (nothing to claim), succeeded, retrying, dead, snoozed
-	// or lease_lost.
-	Result string `json:"result"`
+	// Result is what became of the attempt.
+	Result Result `json:"result"`
 	// JobID is the claimed job, or null when idle.
 	JobID *string `json:"job_id"`
 	// Attempt is the claimed attempt, or 0 when idle.
@@ -251,15 +250,28 @@ type WorkResult struct {
 	Duration time.Duration `json:"-"`
 }
 
-// Results of WorkOne.
+// Result is what became of one claim: the state its outcome moved the job
+// to, or why nothing was recorded.
+type Result string
+
 const (
-	ResultIdle      = "idle"
-	ResultSucceeded = "succeeded"
-	ResultRetrying  = "retrying"
-	ResultDead      = "dead"
-	ResultSnoozed   = "snoozed"
-	ResultLeaseLost = "lease_lost"
-	ResultRequeued  = "interrupted"
+	// ResultIdle: there was nothing to claim.
+	ResultIdle Result = "idle"
+	// ResultSucceeded: the handler returned nil; the job succeeded.
+	ResultSucceeded Result = "succeeded"
+	// ResultRetrying: the attempt failed and the job waits out its backoff.
+	ResultRetrying Result = "retrying"
+	// ResultDead: the attempt failed for good; the job is dead.
+	ResultDead Result = "dead"
+	// ResultSnoozed: the handler snoozed; the job is queued again, the
+	// attempt not counted.
+	ResultSnoozed Result = "snoozed"
+	// ResultLeaseLost: the worker lost the job's lease; nothing was
+	// recorded, and the job is another worker's now.
+	ResultLeaseLost Result = "lease_lost"
+	// ResultInterrupted: a stopping worker gave the job back, queued and
+	// available at once, the attempt not counted.
+	ResultInterrupted Result = "interrupted"
 )
 
 // writeUntilLeaseEnds writes an outcome, retrying a failed write (a dropped
@@ -351,7 +363,7 @@ func (c *Client) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	case StateQueued:
 		res.Result = ResultSnoozed
 		if o.Kind == OutcomeInterrupted {
-			res.Result = ResultRequeued
+			res.Result = ResultInterrupted
 		}
 	}
 	if r.State == StateRetrying || r.State == StateQueued {
@@ -371,5 +383,5 @@ func (c *Client) logOutcome(r *WorkResult) {
 	if r.Result != ResultSucceeded && r.Result != ResultSnoozed {
 		level = slog.LevelWarn
 	}
-	c.logger.Log(context.Background(), level, "job "+r.Result, attrs...)
+	c.logger.Log(context.Background(), level, "job "+string(r.Result), attrs...)
 }

@@ -104,49 +104,66 @@ func ValidClass(class string) bool { return classPattern.MatchString(class) }
 
 // JobError is a classified handler failure. Build it with [Permanent],
 // [RetryAfter], [WithClass] or [Snooze]; any other error a handler returns is
-// retryable with class "error".
+// retryable with class "error". Its fields are unexported so that one error
+// cannot say two things at once (a snooze that is also permanent): read them
+// with its methods.
 type JobError struct {
-	// Class is recorded with the attempt.
-	Class string
-	// Permanent dead-letters the job at once.
-	Permanent bool
-	// RetryAfter, when non-zero, replaces the policy's backoff delay.
-	RetryAfter time.Duration
-	// Snooze, when non-zero, reschedules the job without using an attempt.
-	Snooze time.Duration
-	Err    error
+	class      string
+	permanent  bool
+	retryAfter time.Duration
+	snooze     time.Duration
+	err        error
 }
+
+// Class is the failure class recorded with the attempt.
+func (e *JobError) Class() string { return e.class }
+
+// IsPermanent reports whether the job is dead-lettered at once.
+func (e *JobError) IsPermanent() bool { return e.permanent }
+
+// RetryDelay is the delay that replaces the policy's backoff, or zero.
+func (e *JobError) RetryDelay() time.Duration { return e.retryAfter }
+
+// SnoozeDelay is how long a snoozed job waits, or zero when e is not a
+// snooze.
+func (e *JobError) SnoozeDelay() time.Duration { return e.snooze }
 
 func (e *JobError) Error() string {
 	switch {
-	case e.Snooze > 0:
-		return fmt.Sprintf("snooze %s", e.Snooze)
-	case e.Err == nil:
-		return e.Class
+	case e.snooze > 0:
+		return fmt.Sprintf("snooze %s", e.snooze)
+	case e.err == nil:
+		return e.class
 	}
-	return e.Err.Error()
+	return e.err.Error()
 }
 
-func (e *JobError) Unwrap() error { return e.Err }
+func (e *JobError) Unwrap() error { return e.err }
 
 // Permanent marks err as not worth retrying: the job is dead-lettered at
 // once. A class given earlier with WithClass is kept; otherwise the class is
-// "permanent".
+// "permanent". A snooze stays a snooze.
 func Permanent(err error) error {
 	je := classified(err)
-	je.Permanent = true
-	if je.Class == ClassError || je.Class == "" {
-		je.Class = ClassPermanent
+	if je.snooze > 0 {
+		return je
+	}
+	je.permanent = true
+	je.retryAfter = 0
+	if je.class == ClassError || je.class == "" {
+		je.class = ClassPermanent
 	}
 	return je
 }
 
 // RetryAfter retries err after d instead of the policy's backoff, as when a
 // provider says when to come back. The attempt counts; if it was the last,
-// the job is dead-lettered.
+// the job is dead-lettered. RetryAfter of a permanent error stays permanent.
 func RetryAfter(d time.Duration, err error) error {
 	je := classified(err)
-	je.RetryAfter = d
+	if !je.permanent && je.snooze == 0 && d > 0 {
+		je.retryAfter = d
+	}
 	return je
 }
 
@@ -155,8 +172,8 @@ func RetryAfter(d time.Duration, err error) error {
 // Permanent. An invalid class is recorded as "error".
 func WithClass(class string, err error) error {
 	je := classified(err)
-	if ValidClass(class) {
-		je.Class = class
+	if ValidClass(class) && je.snooze == 0 {
+		je.class = class
 	}
 	return je
 }
@@ -167,7 +184,7 @@ func Snooze(d time.Duration) error {
 	if d <= 0 {
 		d = time.Millisecond
 	}
-	return &JobError{Class: "snooze", Snooze: d}
+	return &JobError{class: "snooze", snooze: d}
 }
 
 // classified returns a copy of err when it is a *JobError, or a new
@@ -178,10 +195,10 @@ func classified(err error) *JobError {
 		c := *je
 		return &c
 	}
-	c := &JobError{Class: ClassError, Err: err}
+	c := &JobError{class: ClassError, err: err}
 	var inner *JobError
 	if errors.As(err, &inner) {
-		c.Class, c.Permanent, c.RetryAfter, c.Snooze = inner.Class, inner.Permanent, inner.RetryAfter, inner.Snooze
+		c.class, c.permanent, c.retryAfter, c.snooze = inner.class, inner.permanent, inner.retryAfter, inner.snooze
 	}
 	return c
 }

@@ -27,7 +27,8 @@ const (
 	// replay brings it back.
 	StateDead JobState = "dead"
 	// StateCancelled is terminal: an operator or the application cancelled the
-	// job before it ran. Only a replay brings it back.
+	// job while it waited, queued or retrying; a running job cannot be
+	// cancelled. Only a replay brings it back.
 	StateCancelled JobState = "cancelled"
 )
 
@@ -44,7 +45,9 @@ func (s JobState) Valid() bool {
 	return false
 }
 
-// Terminal reports whether s changes only by an explicit replay.
+// Terminal reports whether s is final: succeeded, dead or cancelled. No
+// worker or sweep moves a job out of a terminal state; a dead or cancelled
+// job changes only by an explicit replay, and a succeeded job never does.
 func (s JobState) Terminal() bool {
 	return s == StateSucceeded || s == StateDead || s == StateCancelled
 }

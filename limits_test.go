@@ -44,7 +44,7 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 		}{
 			{"nul", errand.WithClass("receipt_unavailable", errors.New("bad\x00byte")), "bad\uFFFDbyte"},
 			{"invalid-utf8", errand.WithClass("receipt_unavailable", errors.New("\xff")), "\uFFFD"},
-			{"hand-built-class", &errand.JobError{Class: "Not A\x00Class", Err: errors.New("x")}, "x"},
+			{"zero-job-error", fmt.Errorf("wrapped: %w", &errand.JobError{}), "wrapped: "},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
@@ -61,7 +61,7 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 				}
 				j := getJob(t, c, job.ID)
 				wantClass := "receipt_unavailable"
-				if tt.name == "hand-built-class" {
+				if tt.name == "zero-job-error" {
 					wantClass = errand.ClassError
 				}
 				if j.State != errand.StateRetrying || len(j.Errors) != 1 || j.Errors[0].Message != tt.want || j.Errors[0].Class != wantClass {

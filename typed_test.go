@@ -60,7 +60,7 @@ func TestTyped(t *testing.T) {
 				return
 			}
 			var je *errand.JobError
-			if !errors.As(err, &je) || je.Class != tt.class || !je.Permanent {
+			if !errors.As(err, &je) || je.Class() != tt.class || !je.IsPermanent() {
 				t.Fatalf("err %v (%+v); want permanent class %s", err, je, tt.class)
 			}
 			if len(got) != 0 {

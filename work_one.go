@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/errandhq/errand/internal/ids"
 )
 
 // DefaultLease is how long a claim holds before it must be renewed.
@@ -23,7 +25,7 @@ type WorkOneOpts struct {
 	// Lease is the claim's lease, renewed every third of it while the
 	// handler runs. Default: DefaultLease.
 	Lease time.Duration
-	// Owner names this worker in lease_owner. Default: host:pid.
+	// Owner names this worker in lease_owner. Default: a new DefaultOwner.
 	Owner string
 }
 
@@ -83,11 +85,13 @@ func (c *Client) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, er
 	return c.record(ctx, a, nil)
 }
 
-// DefaultOwner names this process as host:pid.
+// DefaultOwner returns a new owner id, host:pid:random, for a worker or a
+// claim that names none. The random part keeps two Workers in one process,
+// or a pid reused after a restart, from sharing an id.
 func DefaultOwner() string {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown"
 	}
-	return fmt.Sprintf("%s:%d", host, os.Getpid())
+	return fmt.Sprintf("%s:%d:%s", CleanText(host, MaxNameBytes), os.Getpid(), ids.NewToken()[:8])
 }

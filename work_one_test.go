@@ -18,7 +18,7 @@ func TestWorkOneClassifiesHandlerErrors(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
-		wantResult string
+		wantResult errand.Result
 		wantState  errand.JobState
 		wantClass  string
 	}{

@@ -120,7 +120,7 @@ func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, &InputError{Field: "HeartbeatInterval", Message: "must be positive, e.g. 5s"}
 	}
 	if cfg.Owner == "" {
-		cfg.Owner = defaultWorkerID()
+		cfg.Owner = DefaultOwner()
 	} else if err := checkIdentifier("Owner", cfg.Owner, MaxIDBytes); err != nil {
 		return nil, err
 	}

@@ -194,7 +194,7 @@ func (s *workerCounters) countResult(res *WorkResult) {
 	switch res.Result {
 	case ResultLeaseLost:
 		s.leasesLost.Add(1)
-	case ResultRequeued:
+	case ResultInterrupted:
 		s.givenBack.Add(1)
 	default:
 		s.completed.Add(1)

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/errandhq/errand/internal/ids"
 )
 
 // The worker registry: every long-running [Worker] records itself in the
@@ -204,13 +203,6 @@ func (c *Client) Workers(ctx context.Context) ([]*WorkerRecord, error) {
 	return ws, nil
 }
 
-// defaultWorkerID names a worker host:pid:random. The random part keeps two
-// Workers in one process, or a pid reused after a restart, from sharing a
-// registry row.
-func defaultWorkerID() string {
-	return DefaultOwner() + ":" + ids.NewToken()[:8]
-}
-
 // workerRegistration is a Worker's side of the registry: its heartbeat
 // goroutine and when it last finished a job.
 type workerRegistration struct {
@@ -262,7 +254,7 @@ func (w *Worker) registerParams() *WorkerRegisterParams {
 // The Worker calls it before counting the result, so that a heartbeat that
 // sees the new count also sees this time.
 func (w *Worker) noteResult(res *WorkResult) {
-	if res.Result == ResultLeaseLost || res.Result == ResultRequeued {
+	if res.Result == ResultLeaseLost || res.Result == ResultInterrupted {
 		return
 	}
 	w.reg.lastCompleted.Store(int64(time.Since(w.reg.born)))

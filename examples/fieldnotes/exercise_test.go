@@ -69,7 +69,7 @@ func TestOutageExercise(t *testing.T) {
 	mustRun(t, dir, "init", db)
 	id := strings.TrimSpace(mustRun(t, dir, "pay", db))
 
-	for attempt, want := range []string{errand.ResultRetrying, errand.ResultRetrying, errand.ResultDead} {
+	for attempt, want := range []errand.Result{errand.ResultRetrying, errand.ResultRetrying, errand.ResultDead} {
 		checkWork(t, work(t, dir, db, "--unavailable"), want, id, attempt+1)
 		time.Sleep(time.Second)
 	}

@@ -86,7 +86,7 @@ func decodeWorkLine(t *testing.T, out string) workLine {
 	return l
 }
 
-func checkWork(t *testing.T, got workLine, result, jobID string, attempt int) {
+func checkWork(t *testing.T, got workLine, result errand.Result, jobID string, attempt int) {
 	t.Helper()
 	gotID := "<null>"
 	if got.JobID != nil {

@@ -69,8 +69,8 @@ func (d *deliverer) Work(ctx context.Context, job *errand.Job) error {
 // workLine is the one line work prints.
 type workLine struct {
 	// Result is errand's: idle, succeeded, retrying, dead or lease_lost.
-	Result string  `json:"result"`
-	JobID  *string `json:"job_id"`
+	Result errand.Result `json:"result"`
+	JobID  *string       `json:"job_id"`
 	// Attempt is the attempt that ran, 0 when idle.
 	Attempt int `json:"attempt"`
 	// Acknowledged reports that errand recorded the job as succeeded.

@@ -180,8 +180,8 @@ func TestExitClassification(t *testing.T) {
 			if !errors.As(err, &je) {
 				t.Fatalf("Work = %v (%T), want a classified *errand.JobError", err, err)
 			}
-			if je.Class != tt.class || je.Permanent != tt.permanent {
-				t.Errorf("class %q permanent %v, want %q %v (err %v)", je.Class, je.Permanent, tt.class, tt.permanent, err)
+			if je.Class() != tt.class || je.IsPermanent() != tt.permanent {
+				t.Errorf("class %q permanent %v, want %q %v (err %v)", je.Class(), je.IsPermanent(), tt.class, tt.permanent, err)
 			}
 			if !strings.Contains(err.Error(), tt.message) {
 				t.Errorf("message %q lacks %q", err.Error(), tt.message)
