@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/jobcodec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -84,7 +83,7 @@ func scanJob(row scanner, extra ...any) (*errand.Job, error) {
 	j.CreatedAt = j.CreatedAt.UTC()
 	j.AttemptedAt = utc(attempted)
 	j.FinishedAt = utc(finished)
-	if err := jobcodec.DecodeJSON(&j, lastErr, errs, tags); err != nil {
+	if err := j.DecodeJSONColumns(lastErr, errs, tags); err != nil {
 		return nil, err
 	}
 	return &j, nil
@@ -179,15 +178,11 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		t := p.Tags
-		if t == nil {
-			t = []string{}
-		}
-		tagsJSON, err := json.Marshal(t)
+		tagsJSON, err := p.TagsJSON()
 		if err != nil {
 			return nil, err
 		}
-		ids[i], queues[i], kinds[i], args[i], tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), string(tagsJSON)
+		ids[i], queues[i], kinds[i], args[i], tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), tagsJSON
 		versions[i], prios[i], maxAttempts[i] = int32(p.ArgsVersion), int32(p.Priority), int32(p.MaxAttempts)
 		bases[i], maxes[i], ages[i], delays[i] = us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge), us(p.Delay)
 		if !p.RunAt.IsZero() {

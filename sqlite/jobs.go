@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/jobcodec"
 )
 
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
@@ -81,7 +80,7 @@ func scanJob(row scanner, extra ...any) (*errand.Job, error) {
 	j.CreatedAt = fromMicros(crt)
 	j.AttemptedAt = nullMicros(attempted)
 	j.FinishedAt = nullMicros(finished)
-	if err := jobcodec.DecodeJSON(&j, nullString(lastErr), errs, tags); err != nil {
+	if err := j.DecodeJSONColumns(nullString(lastErr), errs, tags); err != nil {
 		return nil, err
 	}
 	return &j, nil
@@ -147,11 +146,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		if p.MaxAge > 0 {
 			deadline = micros(now.Add(p.MaxAge))
 		}
-		tags := p.Tags
-		if tags == nil {
-			tags = []string{}
-		}
-		tagsJSON, err := json.Marshal(tags)
+		tagsJSON, err := p.TagsJSON()
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +159,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 			p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
-			micros(now), string(tagsJSON))
+			micros(now), tagsJSON)
 		j, err := scanJob(row)
 		if err == nil {
 			rs[i] = errand.JobInsertResult{Job: j}

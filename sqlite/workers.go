@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -28,17 +27,8 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
-		return nil, fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
-	}
-	if w.Queues == nil {
-		w.Queues = []errand.WorkerQueue{}
-	}
-	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
-		return nil, fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
-	}
-	if w.Kinds == nil {
-		w.Kinds = []string{}
+	if err := w.DecodeJSONColumns(queues, kinds); err != nil {
+		return nil, err
 	}
 	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
 	w.StartedAt = fromMicros(start)
@@ -54,19 +44,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	queues := p.Queues
-	if queues == nil {
-		queues = []errand.WorkerQueue{}
-	}
-	queuesJSON, err := json.Marshal(queues)
-	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
-	}
-	kinds := p.Kinds
-	if kinds == nil {
-		kinds = []string{}
-	}
-	kindsJSON, err := json.Marshal(kinds)
+	queuesJSON, kindsJSON, err := p.JSONColumns()
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
 	}
@@ -83,7 +61,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 				stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
 				jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
 			RETURNING `+workerColumns,
-			p.ID, p.Host, p.PID, string(queuesJSON), string(kindsJSON), p.HeartbeatInterval.Microseconds(), now, now)
+			p.ID, p.Host, p.PID, queuesJSON, kindsJSON, p.HeartbeatInterval.Microseconds(), now, now)
 		var err error
 		w, err = scanWorker(row)
 		if err != nil {

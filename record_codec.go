@@ -1,0 +1,85 @@
+package errand
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// The JSON columns of the job record and of the worker registry: how every
+// store writes and reads them, so that a third-party store keeps records a
+// reader cannot tell from errand's own. Times inside the history are RFC
+// 3339 in UTC, at the microsecond precision of the other columns.
+
+// DecodeJSONColumns fills j's LastError, Errors and Tags from their
+// columns as a store reads them: lastError is the last_error document, nil
+// for a job that never failed; errs is the error history (a JSON array of
+// AttemptError) and tags a JSON array of strings. Errors and Tags are never
+// nil afterwards, so they marshal as [] when empty, as the storage contract
+// requires.
+func (j *Job) DecodeJSONColumns(lastError *string, errs, tags string) error {
+	if lastError != nil {
+		j.LastError = new(LastError)
+		if err := json.Unmarshal([]byte(*lastError), j.LastError); err != nil {
+			return fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+		return fmt.Errorf("job %s: decode errors: %w", j.ID, err)
+	}
+	if j.Errors == nil {
+		j.Errors = []AttemptError{}
+	}
+	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
+		return fmt.Errorf("job %s: decode tags: %w", j.ID, err)
+	}
+	if j.Tags == nil {
+		j.Tags = []string{}
+	}
+	return nil
+}
+
+// TagsJSON is the tags column of a job inserted with p: a JSON array, []
+// when p has no tags.
+func (p *JobInsertParams) TagsJSON() (string, error) {
+	return jsonArray(p.Tags)
+}
+
+// JSONColumns are the queues and kinds columns of a worker registered with
+// p: JSON arrays, [] when empty.
+func (p *WorkerRegisterParams) JSONColumns() (queues, kinds string, err error) {
+	if queues, err = jsonArray(p.Queues); err != nil {
+		return "", "", fmt.Errorf("encode queues: %w", err)
+	}
+	if kinds, err = jsonArray(p.Kinds); err != nil {
+		return "", "", fmt.Errorf("encode kinds: %w", err)
+	}
+	return queues, kinds, nil
+}
+
+// DecodeJSONColumns fills w's Queues and Kinds from their columns, JSON
+// arrays as [WorkerRegisterParams.JSONColumns] writes them. Neither is nil
+// afterwards.
+func (w *WorkerRecord) DecodeJSONColumns(queues, kinds string) error {
+	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
+		return fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
+	}
+	if w.Queues == nil {
+		w.Queues = []WorkerQueue{}
+	}
+	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
+		return fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
+	}
+	if w.Kinds == nil {
+		w.Kinds = []string{}
+	}
+	return nil
+}
+
+// jsonArray encodes s as a JSON array, [] when s is empty.
+func jsonArray[T any](s []T) (string, error) {
+	if s == nil {
+		s = []T{}
+	}
+	b, err := json.Marshal(s)
+	return string(b), err
+}
