@@ -49,6 +49,10 @@ func (s JobState) Terminal() bool {
 	return s == StateSucceeded || s == StateDead || s == StateCancelled
 }
 
+// Waiting reports whether a job in state s waits for a worker: claimable
+// once available, cancellable.
+func (s JobState) Waiting() bool { return s == StateQueued || s == StateRetrying }
+
 // ParseJobState returns the state named s, or an error listing the valid
 // names.
 func ParseJobState(s string) (JobState, error) {

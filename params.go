@@ -3,6 +3,7 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -110,10 +111,12 @@ func (p *JobHeartbeatParams) Validate() error {
 
 // Validate checks that an outcome has what its kind needs.
 func (o *JobOutcome) Validate() error {
-	switch o.Kind {
-	case OutcomeSucceeded, OutcomeSnooze:
+	switch {
+	case !slices.Contains(OutcomeKinds, o.Kind):
+		return &InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
+	case !o.Kind.AppendsError():
 		return nil
-	case OutcomeRetry, OutcomeDead, OutcomeInterrupted:
+	default:
 		if o.Error == nil {
 			return &InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
 		}
@@ -125,7 +128,6 @@ func (o *JobOutcome) Validate() error {
 		}
 		return checkText("outcome stack", o.Error.Stack)
 	}
-	return &InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
 }
 
 // Validate checks that a ledger entry and its lease are named.

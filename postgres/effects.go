@@ -95,49 +95,25 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 			ON CONFLICT (key) DO NOTHING
 			RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
 		if err == nil {
-			e.Status = errand.EffectBegun
+			e.Status = errand.EffectBegun // there was no entry
 			return nil
 		}
 		if !isNoRows(err) {
 			return err
 		}
-		prev, err := scanEffect(tx.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects}
+		found, err := scanEffect(tx.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects}
 			WHERE key = $1 FOR UPDATE`), p.Key))
 		if err != nil {
 			return err
 		}
-		var status errand.EffectStatus
-		switch {
-		case prev.State == errand.EffectCompleted:
-			e = prev
-			e.Status = errand.EffectAlreadyCompleted
-			return nil
-		case prev.State == errand.EffectFailed:
-			status = errand.EffectRetaken
-		case prev.LeaseToken == p.LeaseToken:
-			e = prev
-			e.Status = errand.EffectBegun
-			return nil
-		default:
-			held, err := s.ownsJob(ctx, tx, now, prev.JobID, prev.LeaseToken)
-			if err != nil {
-				return err
-			}
-			if held {
-				e = prev
-				e.Status = errand.EffectHeldElsewhere
-				return nil
-			}
-			status = errand.EffectAbandoned
-		}
-		e, err = scanEffect(tx.QueryRow(ctx, s.sql(`UPDATE {effects}
-			SET job_id = $3, state = 'in_progress', lease_token = $4, updated_at = {now}
-			WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
-		if err != nil {
-			return err
-		}
-		e.Status = status
-		return nil
+		e, err = errand.BeginEffect(found, p.LeaseToken, func() (bool, error) {
+			return s.ownsJob(ctx, tx, now, found.JobID, found.LeaseToken)
+		}, func() (*errand.Effect, error) {
+			return scanEffect(tx.QueryRow(ctx, s.sql(`UPDATE {effects}
+				SET job_id = $3, state = 'in_progress', lease_token = $4, updated_at = {now}
+				WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -21,19 +21,12 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
 	errors::text, replays, tags::text`
 
-// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
-// its key, in seq order, that is running or waits ahead of it. It walks the
-// errand_jobs_ordering index of the key and stops at the first match, which
-// for a held job is the key's first row.
-const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
-		SELECT o.id FROM {jobs} o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
-			AND (o.state = 'running' OR o.seq < j.seq)
-		ORDER BY o.seq LIMIT 1) END`
-
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-const readColumns = jobColumns + `, ` + heldBy
+var readColumns = jobColumns + `, ` + errand.HeldBySQL("{jobs}")
+
+// waiting is errand.WaitingStates as a SQL list, for IN (...).
+var waiting = errand.SQLStates(errand.WaitingStates)
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -328,19 +321,14 @@ const claimSQL = `UPDATE {jobs} SET
 	WHERE seq IN ({pick})
 	RETURNING ` + jobColumns
 
-// orderingFree is the claim condition for per-key ordering, on a candidate
-// aliased j: no other job with its ordering key is running, and none waits
-// ahead of it (lower seq, queued or retrying). Jobs of one key run one at a
-// time, in seq order; finished jobs hold nothing back. A concurrent claimer
-// sees a job another has just locked as still queued, so it never takes the
-// next job of that key early; a batch takes at most one job per key.
-const orderingFree = `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM {jobs} o
-		WHERE o.ordering_key = j.ordering_key
-			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
+// orderingFree is errand's ordering-key rule on a candidate aliased j. A
+// concurrent claimer sees a job another has just locked as still queued, so
+// it never takes the next job of that key early.
+var orderingFree = errand.OrderingFreeSQL("{jobs}")
 
 // claimOneQueue picks from one queue (the worker's claims).
-const claimOneQueue = `SELECT seq FROM {jobs} j
-		WHERE queue = $4::text AND state IN ('queued', 'retrying') AND available_at <= {now}
+var claimOneQueue = `SELECT seq FROM {jobs} j
+		WHERE queue = $4::text AND state IN (` + waiting + `) AND available_at <= {now}
 			AND ($5::text[] IS NULL OR kind = ANY($5))
 			AND ` + orderingFree + `
 		ORDER BY priority, available_at, seq
@@ -352,9 +340,9 @@ const claimOneQueue = `SELECT seq FROM {jobs} j
 // queue's index is walked for its first Limit jobs, and the best Limit of
 // those are claimed. The other rows it locked stay locked (and skipped by
 // other claimers) only until this short transaction ends.
-const claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
+var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
 			SELECT seq, priority, available_at FROM {jobs} j
-			WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at <= {now}
+			WHERE queue = q.name AND state IN (` + waiting + `) AND available_at <= {now}
 				AND ($5::text[] IS NULL OR kind = ANY($5))
 				AND ` + orderingFree + `
 			ORDER BY priority, available_at, seq
@@ -408,9 +396,9 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 // queue, the errand_jobs_due index walked from now to the first row of a
 // wanted kind, then the earliest of those. It returns NULL when none waits,
 // and the statement's now, so that the wait is measured on one clock.
-const nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
+var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
 		SELECT available_at AS at FROM {jobs}
-		WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at > {now}
+		WHERE queue = q.name AND state IN (` + waiting + `) AND available_at > {now}
 			AND ($3::text[] IS NULL OR kind = ANY($3))
 		ORDER BY available_at
 		LIMIT 1) n`
@@ -519,16 +507,16 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 var outcomesSQL = func() string {
 	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
 	return `UPDATE {jobs} j SET
-		state = CASE o.kind
-			WHEN 'succeeded' THEN 'succeeded' WHEN 'retry' THEN 'retrying'
-			WHEN 'dead' THEN 'dead' ELSE 'queued' END,
-		attempt = CASE WHEN o.kind IN ('snooze', 'interrupted') THEN j.attempt - 1 ELSE j.attempt END,
-		available_at = CASE o.kind
-			WHEN 'retry' THEN {now} + o.delay_us * interval '1 microsecond'
-			WHEN 'snooze' THEN {now} + o.delay_us * interval '1 microsecond'
-			WHEN 'interrupted' THEN {now}
+		state = ` + errand.OutcomeStateSQL("o.kind") + `,
+		attempt = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return !k.CountsAttempt() }) + `)
+			THEN j.attempt - 1 ELSE j.attempt END,
+		available_at = CASE
+			WHEN o.kind IN (` + errand.SQLOutcomeKinds(errand.OutcomeKind.Delayed) + `)
+				THEN {now} + o.delay_us * interval '1 microsecond'
+			WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Waiting() }) + `) THEN {now}
 			ELSE j.available_at END,
-		finished_at = CASE WHEN o.kind IN ('succeeded', 'dead') THEN {now} ELSE j.finished_at END,
+		finished_at = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Terminal() }) + `)
+			THEN {now} ELSE j.finished_at END,
 		errors = CASE WHEN o.class IS NULL THEN j.errors ELSE j.errors || ` + entry + ` END,
 		last_error = CASE WHEN o.class IS NULL THEN j.last_error ELSE ` + last + ` END,
 		lease_token = NULL, lease_until = NULL
@@ -558,7 +546,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
-		if o.Error != nil && o.Kind != errand.OutcomeSucceeded && o.Kind != errand.OutcomeSnooze {
+		if o.Kind.AppendsError() {
 			e = *o.Error
 			class = &e.Class
 		}
@@ -656,7 +644,7 @@ var sweepDeadlinesSQL = func() string {
 		last_error = ` + last + `,
 		state = 'dead', finished_at = {now}
 	WHERE seq IN (SELECT seq FROM {jobs}
-		WHERE state IN ('queued', 'retrying') AND deadline IS NOT NULL AND deadline <= {now}
+		WHERE state IN (` + waiting + `) AND deadline IS NOT NULL AND deadline <= {now}
 		FOR UPDATE SKIP LOCKED)`
 }()
 
@@ -686,11 +674,6 @@ func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now any) (errand.SweepResu
 	return r, nil
 }
 
-var (
-	replayable  = []errand.JobState{errand.StateDead, errand.StateCancelled}
-	cancellable = []errand.JobState{errand.StateQueued, errand.StateRetrying}
-)
-
 // lockJob locks job id for the rest of tx and returns its state.
 func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (errand.JobState, error) {
 	if !errand.StorableText(id) {
@@ -713,8 +696,8 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 		if err != nil {
 			return err
 		}
-		if st != errand.StateDead && st != errand.StateCancelled {
-			return &errand.StateError{Op: "replay", ID: p.ID, State: st, Allowed: replayable}
+		if err := errand.CheckReplay(p.ID, st); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET
 				state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
@@ -767,8 +750,8 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 		if err != nil {
 			return err
 		}
-		if st != errand.StateQueued && st != errand.StateRetrying {
-			return &errand.StateError{Op: "cancel", ID: id, State: st, Allowed: cancellable}
+		if err := errand.CheckCancel(id, st); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
 			WHERE id = $2 RETURNING `+jobColumns), s.nowArg(), id))
@@ -784,7 +767,7 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, kind, count(*),
 			coalesce(extract(epoch FROM {now} - min(available_at)
-				FILTER (WHERE state IN ('queued', 'retrying') AND available_at <= {now}
+				FILTER (WHERE state IN (`+waiting+`) AND available_at <= {now}
 					AND `+orderingFree+`))::float8, 0)
 		FROM {jobs} j GROUP BY queue, state, kind`), s.nowArg())
 	if err != nil {

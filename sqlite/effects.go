@@ -78,46 +78,24 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 		if !owns {
 			return errand.ErrLeaseLost
 		}
-		prev, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
-		var status errand.EffectStatus
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			status = errand.EffectBegun
-		case err != nil:
-			return err
-		case prev.State == errand.EffectCompleted:
-			e = prev
-			e.Status = errand.EffectAlreadyCompleted
-			return nil
-		case prev.State == errand.EffectFailed:
-			status = errand.EffectRetaken
-		case prev.LeaseToken == p.LeaseToken:
-			e = prev
-			e.Status = errand.EffectBegun
-			return nil
-		default:
-			held, err := ownsJob(ctx, tx, prev.JobID, prev.LeaseToken, now)
-			if err != nil {
-				return err
-			}
-			if held {
-				e = prev
-				e.Status = errand.EffectHeldElsewhere
-				return nil
-			}
-			status = errand.EffectAbandoned
+		found, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			found, err = nil, nil
 		}
-		e, err = scanEffect(tx.QueryRowContext(ctx, `INSERT INTO errand_effects
-				(key, job_id, state, lease_token, message, created_at, updated_at)
-			VALUES (?, ?, 'in_progress', ?, '', ?, ?)
-			ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, state = 'in_progress',
-				lease_token = excluded.lease_token, updated_at = excluded.updated_at
-			RETURNING `+effectColumns, p.Key, p.JobID, p.LeaseToken, micros(now), micros(now)))
 		if err != nil {
 			return err
 		}
-		e.Status = status
-		return nil
+		e, err = errand.BeginEffect(found, p.LeaseToken, func() (bool, error) {
+			return ownsJob(ctx, tx, found.JobID, found.LeaseToken, now)
+		}, func() (*errand.Effect, error) {
+			return scanEffect(tx.QueryRowContext(ctx, `INSERT INTO errand_effects
+					(key, job_id, state, lease_token, message, created_at, updated_at)
+				VALUES (?, ?, 'in_progress', ?, '', ?, ?)
+				ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, state = 'in_progress',
+					lease_token = excluded.lease_token, updated_at = excluded.updated_at
+				RETURNING `+effectColumns, p.Key, p.JobID, p.LeaseToken, micros(now), micros(now)))
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -17,20 +17,12 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags`
 
-// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
-// its key, in seq order, that is running or waits ahead of it. It walks the
-// errand_jobs_ordering index of the key (the state term repeats the index's
-// condition, as orderingFree's does) and stops at the first match, which
-// for a held job is the key's first row.
-const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
-		SELECT o.id FROM errand_jobs o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
-			AND (o.state = 'running' OR o.seq < j.seq)
-		ORDER BY o.seq LIMIT 1) END`
-
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-const readColumns = jobColumns + `, ` + heldBy
+var readColumns = jobColumns + `, ` + errand.HeldBySQL("errand_jobs")
+
+// waiting is errand.WaitingStates as a SQL list, for IN (...).
+var waiting = errand.SQLStates(errand.WaitingStates)
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -270,8 +262,8 @@ func claimSQL(queues, kinds int) string {
 			state = 'running', attempt = attempt + 1, attempted_at = ?,
 			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
 		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
-			WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND ` + filter + `
-				AND ` + orderingFree("errand_jobs") + `
+			WHERE j.state IN (` + waiting + `) AND j.available_at <= ? AND ` + filter + `
+				AND ` + errand.OrderingFreeSQL("errand_jobs") + `
 			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
 		RETURNING ` + jobColumns
 }
@@ -279,8 +271,8 @@ func claimSQL(queues, kinds int) string {
 // nextDueSQL finds the earliest job of one queue that comes due after now,
 // walking the errand_jobs_due index from now: one seek, then rows of other
 // kinds, when Kinds excludes them, until one matches.
-const nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
-	WHERE queue = ? AND state IN ('queued', 'retrying') AND available_at > ?`
+var nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
+	WHERE queue = ? AND state IN (` + waiting + `) AND available_at > ?`
 
 // JobNextDue implements [errand.Store]. It asks once per queue: each
 // question is one seek of the errand_jobs_due index.
@@ -314,20 +306,6 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (tim
 		return 0, false, nil
 	}
 	return time.Duration(next-now) * time.Microsecond, true, nil
-}
-
-// orderingFree is the claim condition for per-key ordering, on a candidate
-// aliased j: no other job with its ordering key is running, and none waits
-// ahead of it. Jobs of one key run one at a time, in seq order; finished
-// jobs (succeeded, dead, cancelled) hold nothing back. Within one claim the
-// second job of a key sees the first still queued, so a batch takes at most
-// one job per key. The state term repeats the errand_jobs_ordering index's
-// condition word for word: SQLite uses a partial index only then, and would
-// otherwise read every running and waiting job for each candidate.
-func orderingFree(jobs string) string {
-	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
-			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
 }
 
 // JobHeartbeatMany implements [errand.Store].
@@ -436,26 +414,30 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 	return rs, nil
 }
 
-// outcomeSet returns the SET clause and its arguments for one outcome.
+// outcomeSet returns the SET clause and its arguments for one outcome,
+// from what errand says each outcome kind does.
 func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 	if err := o.Validate(); err != nil {
 		return "", nil, err
 	}
-	switch o.Kind {
-	case errand.OutcomeSucceeded:
-		return `state = 'succeeded', finished_at = ?`, []any{micros(now)}, nil
-	case errand.OutcomeRetry:
-		return `state = 'retrying', available_at = ?, ` + appendError,
-			append([]any{micros(now.Add(o.Delay))}, errorArgs(o.Error, now)...), nil
-	case errand.OutcomeDead:
-		return `state = 'dead', finished_at = ?, ` + appendError,
-			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
-	case errand.OutcomeSnooze:
-		return `state = 'queued', attempt = attempt - 1, available_at = ?`, []any{micros(now.Add(o.Delay))}, nil
-	default: // OutcomeInterrupted
-		return `state = 'queued', attempt = attempt - 1, available_at = ?, ` + appendError,
-			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
+	k, state := o.Kind, o.Kind.State()
+	set, args := `state = ?`, []any{string(state)}
+	if !k.CountsAttempt() {
+		set += `, attempt = attempt - 1`
 	}
+	switch {
+	case k.Delayed():
+		set, args = set+`, available_at = ?`, append(args, micros(now.Add(o.Delay)))
+	case state.Waiting():
+		set, args = set+`, available_at = ?`, append(args, micros(now))
+	}
+	if state.Terminal() {
+		set, args = set+`, finished_at = ?`, append(args, micros(now))
+	}
+	if k.AppendsError() {
+		set, args = set+`, `+appendError, append(args, errorArgs(o.Error, now)...)
+	}
+	return set, args, nil
 }
 
 // JobSweep implements [errand.Store].
@@ -504,7 +486,7 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 	r.Retried += int(n)
 	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
 			state = 'dead', finished_at = ?4
-		WHERE state IN ('queued', 'retrying') AND deadline IS NOT NULL AND deadline <= ?4`,
+		WHERE state IN (`+waiting+`) AND deadline IS NOT NULL AND deadline <= ?4`,
 		at, errand.ClassExpired, "deadline passed before the job could run", us)
 	if err != nil {
 		return r, err
@@ -515,8 +497,6 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 }
 
 var (
-	replayable    = []errand.JobState{errand.StateDead, errand.StateCancelled}
-	cancellable   = []errand.JobState{errand.StateQueued, errand.StateRetrying}
 	errNoSuchJob  = errand.ErrNotFound
 	stateOfJobSQL = `SELECT state, replays FROM errand_jobs WHERE id = ?`
 )
@@ -535,9 +515,8 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 		if err != nil {
 			return err
 		}
-		st := errand.JobState(state)
-		if st != errand.StateDead && st != errand.StateCancelled {
-			return &errand.StateError{Op: "replay", ID: p.ID, State: st, Allowed: replayable}
+		if err := errand.CheckReplay(p.ID, errand.JobState(state)); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET
 				state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
@@ -593,9 +572,8 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 		if err != nil {
 			return err
 		}
-		st := errand.JobState(state)
-		if st != errand.StateQueued && st != errand.StateRetrying {
-			return &errand.StateError{Op: "cancel", ID: id, State: st, Allowed: cancellable}
+		if err := errand.CheckCancel(id, errand.JobState(state)); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
 			WHERE id = ? RETURNING `+jobColumns, micros(s.clock.Now()), id))
@@ -611,8 +589,8 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
 	now := micros(s.clock.Now())
 	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, kind, count(*),
-			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ?
-				AND `+orderingFree("errand_jobs")+` THEN available_at END)
+			min(CASE WHEN state IN (`+waiting+`) AND available_at <= ?
+				AND `+errand.OrderingFreeSQL("errand_jobs")+` THEN available_at END)
 		FROM errand_jobs j GROUP BY queue, state, kind`, now)
 	if err != nil {
 		return nil, err
