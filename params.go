@@ -93,6 +93,23 @@ func ValidateProgress(progress json.RawMessage) error {
 	return checkJSONText("progress", progress)
 }
 
+// Validate checks a checkpoint: see [ValidateProgress].
+func (p *JobSetProgressParams) Validate() error { return ValidateProgress(p.Progress) }
+
+// Validate checks an effect record's key.
+func (p *EffectRecordParams) Validate() error { return ValidateEffectKey(p.Key) }
+
+// Validate checks a heartbeat's counts.
+func (p *WorkerHeartbeatParams) Validate() error { return p.Stats.Validate() }
+
+// Validate checks a prune's parameters.
+func (p *WorkerPruneParams) Validate() error {
+	if p.OlderThan < 0 {
+		return &InputError{Field: "older than", Message: "must not be negative"}
+	}
+	return nil
+}
+
 // Validate checks a claim's parameters.
 func (p *JobClaimParams) Validate() error {
 	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {

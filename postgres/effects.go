@@ -13,17 +13,19 @@ import (
 const ownsJobSQL = `SELECT EXISTS (SELECT 1 FROM {jobs}
 	WHERE id = $2 AND state = 'running' AND lease_token = $3 AND lease_until > {now})`
 
-// EffectRecordTx implements [errand.Store]. tx is a pgx.Tx or a *sql.Tx
-// (database/sql with the pgx driver). The lease is checked against
-// statement_timestamp(), not the start of the caller's transaction.
-func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error) {
-	q, err := callerTx(tx)
-	if err != nil {
+// EffectRecordTx implements [errand.TxStore]: tx is a pgx.Tx on the
+// store's database. The lease is checked against statement_timestamp(), not
+// the start of the caller's transaction.
+func (s *Store) EffectRecordTx(ctx context.Context, tx pgx.Tx, p *errand.EffectRecordParams) (bool, error) {
+	return s.recordEffect(ctx, pgxQuerier{tx}, p)
+}
+
+// recordEffect is EffectRecordTx in the caller's transaction q.
+func (s *Store) recordEffect(ctx context.Context, q querier, p *errand.EffectRecordParams) (bool, error) {
+	if err := p.Validate(); err != nil {
 		return false, err
 	}
-	if err := errand.ValidateEffectKey(key); err != nil {
-		return false, err
-	}
+	key, jobID, leaseToken := p.Key, p.JobID, p.LeaseToken
 	now := s.nowArg()
 	if leaseToken != "" {
 		rs, err := q.query(ctx, s.inTx.Replace(ownsJobSQL), now, jobID, leaseToken)
@@ -72,7 +74,7 @@ func (s *Store) ownsJob(ctx context.Context, tx pgx.Tx, now any, id, token strin
 	return owns, err
 }
 
-// EffectBegin implements [errand.Store]. It inserts the entry first: two
+// EffectBegin implements [errand.EffectStore]. It inserts the entry first: two
 // deliveries beginning one key at once then meet on its primary key, and
 // the second waits for the first and reads what it wrote, locked.
 func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
@@ -121,14 +123,14 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 	return e, nil
 }
 
-// EffectComplete implements [errand.Store].
+// EffectComplete implements [errand.EffectStore].
 func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
 	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
 }
 
-// EffectRelease implements [errand.Store].
-func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectParams, message string) (*errand.Effect, error) {
-	return s.effectFinish(ctx, p, errand.EffectFailed, message)
+// EffectRelease implements [errand.EffectStore].
+func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+	return s.effectFinish(ctx, &p.EffectParams, errand.EffectFailed, p.Message)
 }
 
 // effectFinish ends a begun effect in one statement, fenced by the entry's
@@ -149,8 +151,9 @@ func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state 
 	return e, nil
 }
 
-// EffectGet implements [errand.Store].
-func (s *Store) EffectGet(ctx context.Context, key string) (*errand.Effect, error) {
+// EffectGet implements [errand.EffectStore].
+func (s *Store) EffectGet(ctx context.Context, p *errand.EffectGetParams) (*errand.Effect, error) {
+	key := p.Key
 	if !errand.StorableText(key) {
 		return nil, errand.ErrNotFound
 	}

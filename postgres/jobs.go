@@ -114,27 +114,22 @@ func nullIfEmpty(s string) *string {
 	return &s
 }
 
-// JobInsertMany implements [errand.Store].
-func (s *Store) JobInsertMany(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+// JobInsertMany implements [errand.JobStore].
+func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
 	var rs []errand.JobInsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, params)
+		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, p.Jobs)
 		return err
 	})
 	return rs, err
 }
 
-// JobInsertManyTx implements [errand.Store]. tx is a pgx.Tx or a *sql.Tx
-// (database/sql with the pgx driver, github.com/jackc/pgx/v5/stdlib) on the
-// store's database. Times come from statement_timestamp(), not the start of
-// the caller's transaction.
-func (s *Store) JobInsertManyTx(ctx context.Context, tx any, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
-	q, err := callerTx(tx)
-	if err != nil {
-		return nil, err
-	}
-	return s.insert(ctx, q, s.inTx, params)
+// JobInsertManyTx implements [errand.TxStore]: tx is a pgx.Tx on the
+// store's database, from any pgx connection or pool. Times come from
+// statement_timestamp(), not the start of the caller's transaction.
+func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+	return s.insert(ctx, pgxQuerier{tx}, s.inTx, p.Jobs)
 }
 
 // insertSQL inserts the whole batch in one statement, in the batch's order
@@ -254,8 +249,9 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	return out, nil
 }
 
-// JobGet implements [errand.Store].
-func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
+// JobGet implements [errand.JobStore].
+func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+	id := p.ID
 	if !errand.StorableText(id) {
 		return nil, errand.ErrNotFound // no job can have it; PostgreSQL would refuse the query
 	}
@@ -269,7 +265,7 @@ func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
 	return j, nil
 }
 
-// JobList implements [errand.Store].
+// JobList implements [errand.JobStore].
 func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
 	if !errand.StorableText(p.Queue) || !errand.StorableText(p.Kind) {
 		return []*errand.Job{}, nil // no job is in such a queue or of such a kind
@@ -356,7 +352,7 @@ var (
 	claimManySQL = strings.Replace(claimSQL, "{pick}", claimManyQueues, 1)
 )
 
-// JobClaimMany implements [errand.Store].
+// JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -403,10 +399,10 @@ var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CRO
 		ORDER BY available_at
 		LIMIT 1) n`
 
-// JobNextDue implements [errand.Store].
-func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+// JobNextDue implements [errand.JobStore].
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
 	if len(p.Queues) == 0 {
-		return 0, false, nil
+		return errand.JobNextDueResult{}, nil
 	}
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
@@ -416,15 +412,15 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (tim
 	var now time.Time
 	err := s.pool.QueryRow(ctx, s.sql(nextDueSQL), s.nowArg(), p.Queues, kinds).Scan(&next, &now)
 	if err != nil {
-		return 0, false, fmt.Errorf("next due: %w", err)
+		return errand.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
 	}
 	if next == nil {
-		return 0, false, nil
+		return errand.JobNextDueResult{}, nil
 	}
-	return next.Sub(now), true, nil
+	return errand.JobNextDueResult{Wait: next.Sub(now), Found: true}, nil
 }
 
-// JobHeartbeatMany implements [errand.Store]: one statement for the batch,
+// JobHeartbeatMany implements [errand.JobStore]: one statement for the batch,
 // each lease fenced by its own token.
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
 	if err := p.Validate(); err != nil {
@@ -465,14 +461,15 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	return rs, nil
 }
 
-// JobSetProgress implements [errand.Store].
-func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
-	if err := errand.ValidateProgress(progress); err != nil {
+// JobSetProgress implements [errand.JobStore].
+func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressParams) error {
+	if err := p.Validate(); err != nil {
 		return err
 	}
+	id := p.ID
 	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET progress = $2::jsonb
 		WHERE id = $3 AND state = 'running' AND lease_token = $4 AND lease_until > {now}`),
-		s.nowArg(), string(progress), id, leaseToken)
+		s.nowArg(), string(p.Progress), id, p.LeaseToken)
 	if err != nil {
 		return fmt.Errorf("set progress of job %s: %w", id, badValue(err))
 	}
@@ -527,9 +524,10 @@ var outcomesSQL = func() string {
 	RETURNING o.ord, j.state, j.available_at`
 }()
 
-// JobRecordOutcomes implements [errand.Store]: one statement for the
+// JobRecordOutcomes implements [errand.JobStore]: one statement for the
 // batch, each outcome fenced by its own token.
-func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
+func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+	outcomes := p.Outcomes
 	var (
 		ords               []int32 // each row's index in outcomes
 		ids, tokens, kinds []string
@@ -599,8 +597,8 @@ func byID(n int, id func(i int) string) []int {
 	return idx
 }
 
-// JobSweep implements [errand.Store].
-func (s *Store) JobSweep(ctx context.Context) (errand.SweepResult, error) {
+// JobSweep implements [errand.JobStore].
+func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
 	var r errand.SweepResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -687,7 +685,7 @@ func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (errand.JobSt
 	return errand.JobState(state), err
 }
 
-// JobReplay implements [errand.Store].
+// JobReplay implements [errand.JobStore].
 func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
 	var j *errand.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -717,8 +715,9 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 	return j, nil
 }
 
-// JobReplayAudit implements [errand.Store].
-func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+// JobReplayAudit implements [errand.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
+	jobID := p.JobID
 	if !errand.StorableText(jobID) {
 		return []errand.ReplayRecord{}, nil
 	}
@@ -742,8 +741,9 @@ func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.Repl
 	return out, nil
 }
 
-// JobCancel implements [errand.Store].
-func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
+// JobCancel implements [errand.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	id := p.ID
 	var j *errand.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		st, err := s.lockJob(ctx, tx, id)
@@ -763,8 +763,8 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 	return j, nil
 }
 
-// QueueStats implements [errand.Store].
-func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
+// QueueStats implements [errand.JobStore].
+func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, kind, count(*),
 			coalesce(extract(epoch FROM {now} - min(available_at)
 				FILTER (WHERE state IN (`+waiting+`) AND available_at <= {now}

@@ -33,10 +33,13 @@
 //
 // # Transactions
 //
-// [Store.JobInsertManyTx] and [Store.EffectRecordTx] join the caller's
-// transaction: a [pgx.Tx] (from any pgx connection or pool on the same
-// database) or a *sql.Tx from database/sql with the pgx driver
-// (github.com/jackc/pgx/v5/stdlib, sql.Open("pgx", url)).
+// A Store is an [errand.TxStore] of [pgx.Tx]: [Store.JobInsertManyTx] and
+// [Store.EffectRecordTx] join the caller's pgx transaction (from any pgx
+// connection or pool on the same database), and [Store.InTx] begins one on
+// the store's pool. An application on database/sql uses the store's
+// [SQLStore] view instead ([Store.SQL]), an errand.TxStore of *sql.Tx of the
+// pgx driver (github.com/jackc/pgx/v5/stdlib, sql.Open("pgx", url)), so
+// that a client of either takes only the transaction type it can join.
 //
 // # JSON
 //
@@ -110,7 +113,8 @@ type Options struct {
 	NoMigrate bool
 }
 
-// Store is errand's PostgreSQL store. It implements [errand.Store].
+// Store is errand's PostgreSQL store. It implements [errand.TxStore] with
+// [pgx.Tx]; [Store.SQL] views it with *sql.Tx.
 type Store struct {
 	pool     *pgxpool.Pool // every method's connections
 	ownsPool bool          // Close closes pool
@@ -124,7 +128,7 @@ type Store struct {
 	own, inTx *strings.Replacer
 }
 
-var _ errand.Store = (*Store)(nil)
+var _ errand.TxStore[pgx.Tx] = (*Store)(nil)
 
 // Open connects to the database at url (postgres://user@host:port/db?...),
 // applies errand's migrations (unless [Options.NoMigrate]), and returns the
@@ -253,6 +257,13 @@ func (s *Store) table(name string) string { return s.schema + "." + name }
 
 // sql expands a statement that runs in errand's own transaction.
 func (s *Store) sql(q string) string { return s.own.Replace(q) }
+
+// InTx implements [errand.TxStore]: it begins a transaction on the store's
+// pool, runs fn with it and commits, or rolls back when fn returns an error
+// or panics.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+}
 
 // Pool returns the store's connection pool, for the application's own
 // queries and transactions ([Store.JobInsertManyTx] takes a pgx.Tx begun on
@@ -497,21 +508,6 @@ func (q sqlQuerier) query(ctx context.Context, sql string, args ...any) (rows, e
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
-
-// callerTx adapts the transaction a caller passed to a Tx method.
-func callerTx(tx any) (querier, error) {
-	switch t := tx.(type) {
-	case pgx.Tx:
-		if t != nil {
-			return pgxQuerier{t}, nil
-		}
-	case *sql.Tx:
-		if t != nil {
-			return sqlQuerier{t}, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: postgres takes a pgx.Tx or a *sql.Tx (database/sql with the pgx driver), got %T", errand.ErrUnsupportedTx, tx)
-}
 
 // isNoRows reports a QueryRow that found nothing.
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -39,7 +39,7 @@ func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 	return &w, nil
 }
 
-// WorkerRegister implements [errand.Store].
+// WorkerRegister implements [errand.WorkerRegistry].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -66,13 +66,14 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	return w, nil
 }
 
-// WorkerHeartbeat implements [errand.Store]. When stats.SentAt is set it
+// WorkerHeartbeat implements [errand.WorkerRegistry]. When stats.SentAt is set it
 // records the clock skew: the database's clock minus the worker's, in
 // milliseconds (including the heartbeat's transit time).
-func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
-	if err := st.Validate(); err != nil {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatParams) (*errand.WorkerRecord, error) {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	id, st := p.ID, p.Stats
 	var ago *int64 // NULL when nothing completed
 	if st.JobsCompleted > 0 {
 		v := us(st.LastCompletedAgo)
@@ -108,8 +109,9 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 	return w, nil
 }
 
-// WorkerStop implements [errand.Store].
-func (s *Store) WorkerStop(ctx context.Context, id string) error {
+// WorkerStop implements [errand.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+	id := p.ID
 	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
 		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
 	if err != nil {
@@ -121,7 +123,7 @@ func (s *Store) WorkerStop(ctx context.Context, id string) error {
 	return nil
 }
 
-// WorkerList implements [errand.Store].
+// WorkerList implements [errand.WorkerRegistry].
 func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
 	if p == nil {
 		p = &errand.WorkerListParams{}
@@ -152,17 +154,17 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	return ws, nil
 }
 
-// WorkerPrune implements [errand.Store].
-func (s *Store) WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error) {
-	if olderThan < 0 {
-		return 0, &errand.InputError{Field: "older than", Message: "must not be negative"}
+// WorkerPrune implements [errand.WorkerRegistry].
+func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {workers} WHERE
 		(stopped_at IS NOT NULL AND stopped_at <= {now} - $2 * interval '1 microsecond')
 		OR (stopped_at IS NULL
 			AND heartbeat_at + $3 * heartbeat_interval_us * interval '1 microsecond' <= {now}
 			AND heartbeat_at <= {now} - $2 * interval '1 microsecond')`),
-		s.nowArg(), us(olderThan), errand.WorkerMissedHeartbeats)
+		s.nowArg(), us(p.OlderThan), errand.WorkerMissedHeartbeats)
 	if err != nil {
 		return 0, fmt.Errorf("prune workers: %w", err)
 	}

@@ -102,25 +102,21 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
-// JobInsertMany implements [errand.Store].
-func (s *Store) JobInsertMany(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+// JobInsertMany implements [errand.JobStore].
+func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
 	var rs []errand.JobInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		rs, err = s.insert(ctx, tx, params)
+		rs, err = s.insert(ctx, tx, p.Jobs)
 		return err
 	})
 	return rs, err
 }
 
-// JobInsertManyTx implements [errand.Store]. tx must be a *sql.Tx from
+// JobInsertManyTx implements [errand.TxStore]. tx is a transaction on
 // [Store.DB].
-func (s *Store) JobInsertManyTx(ctx context.Context, tx any, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
-	t, ok := tx.(*sql.Tx)
-	if !ok {
-		return nil, fmt.Errorf("%w: sqlite takes a *sql.Tx from Store.DB, got %T", errand.ErrUnsupportedTx, tx)
-	}
-	return s.insert(ctx, t, params)
+func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+	return s.insert(ctx, tx, p.Jobs)
 }
 
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
@@ -173,16 +169,16 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 	return rs, nil
 }
 
-// JobGet implements [errand.Store].
-func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
-	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, id))
+// JobGet implements [errand.JobStore].
+func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errand.ErrNotFound
 	}
 	return j, err
 }
 
-// JobList implements [errand.Store].
+// JobList implements [errand.JobStore].
 func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
 	where := []string{"seq > ?"}
 	args := []any{p.AfterSeq}
@@ -213,7 +209,7 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	return scanJobsWith(rows, scanReadJob)
 }
 
-// JobClaimMany implements [errand.Store].
+// JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -274,9 +270,9 @@ func claimSQL(queues, kinds int) string {
 var nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
 	WHERE queue = ? AND state IN (` + waiting + `) AND available_at > ?`
 
-// JobNextDue implements [errand.Store]. It asks once per queue: each
+// JobNextDue implements [errand.JobStore]. It asks once per queue: each
 // question is one seek of the errand_jobs_due index.
-func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
 	now := micros(s.clock.Now())
 	q := nextDueSQL
 	var kinds []any
@@ -296,19 +292,19 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (tim
 			continue
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("next due: %w", err)
+			return errand.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
 		}
 		if !found || at < next {
 			next, found = at, true
 		}
 	}
 	if !found {
-		return 0, false, nil
+		return errand.JobNextDueResult{}, nil
 	}
-	return time.Duration(next-now) * time.Microsecond, true, nil
+	return errand.JobNextDueResult{Wait: time.Duration(next-now) * time.Microsecond, Found: true}, nil
 }
 
-// JobHeartbeatMany implements [errand.Store].
+// JobHeartbeatMany implements [errand.JobStore].
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -340,16 +336,16 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	return rs, nil
 }
 
-// JobSetProgress implements [errand.Store].
-func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
-	if err := errand.ValidateProgress(progress); err != nil {
+// JobSetProgress implements [errand.JobStore].
+func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressParams) error {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET progress = ?
 			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
-			string(progress), id, leaseToken, micros(now))
+			string(p.Progress), p.ID, p.LeaseToken, micros(now))
 		if err != nil {
 			return err
 		}
@@ -380,12 +376,12 @@ func historyTime(t time.Time) string {
 	return fromMicros(micros(t)).Format(time.RFC3339Nano)
 }
 
-// JobRecordOutcomes implements [errand.Store].
-func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
-	rs := make([]errand.OutcomeResult, len(outcomes))
+// JobRecordOutcomes implements [errand.JobStore].
+func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+	rs := make([]errand.OutcomeResult, len(p.Outcomes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
-		for i, o := range outcomes {
+		for i, o := range p.Outcomes {
 			set, args, err := outcomeSet(o, now)
 			if err != nil {
 				return err
@@ -440,8 +436,8 @@ func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 	return set, args, nil
 }
 
-// JobSweep implements [errand.Store].
-func (s *Store) JobSweep(ctx context.Context) (errand.SweepResult, error) {
+// JobSweep implements [errand.JobStore].
+func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
 	var r errand.SweepResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -501,7 +497,7 @@ var (
 	stateOfJobSQL = `SELECT state, replays FROM errand_jobs WHERE id = ?`
 )
 
-// JobReplay implements [errand.Store].
+// JobReplay implements [errand.JobStore].
 func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
 	var j *errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -536,10 +532,10 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 	return j, nil
 }
 
-// JobReplayAudit implements [errand.Store].
-func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+// JobReplayAudit implements [errand.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT id, job_id, replay, prior_state, operator, reason, at
-		FROM errand_replays WHERE job_id = ? ORDER BY id`, jobID)
+		FROM errand_replays WHERE job_id = ? ORDER BY id`, p.JobID)
 	if err != nil {
 		return nil, err
 	}
@@ -559,8 +555,9 @@ func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.Repl
 	return rs, rows.Err()
 }
 
-// JobCancel implements [errand.Store].
-func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
+// JobCancel implements [errand.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	id := p.ID
 	var j *errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var state string
@@ -585,8 +582,8 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 	return j, nil
 }
 
-// QueueStats implements [errand.Store].
-func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
+// QueueStats implements [errand.JobStore].
+func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
 	now := micros(s.clock.Now())
 	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, kind, count(*),
 			min(CASE WHEN state IN (`+waiting+`) AND available_at <= ?

@@ -74,7 +74,8 @@ type Options struct {
 	NoMigrate bool
 }
 
-// Store is errand's SQLite store. It implements [errand.Store].
+// Store is errand's SQLite store. It implements [errand.TxStore] with
+// *sql.Tx: transactions on [Store.DB].
 type Store struct {
 	db    *sql.DB // the single writer; also the application's handle
 	read  *sql.DB // read-only pool for operator queries
@@ -85,7 +86,7 @@ type Store struct {
 	busyTimeout time.Duration
 }
 
-var _ errand.Store = (*Store)(nil)
+var _ errand.TxStore[*sql.Tx] = (*Store)(nil)
 
 type systemClock struct{}
 
@@ -332,6 +333,15 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // errand's (Client.Enqueue rather than Client.EnqueueTx) waits for itself.
 var ErrWriterBusy = errors.New("the SQLite writer connection is busy")
 
+// InTx implements [errand.TxStore]: it runs fn in an immediate
+// transaction on the writer, committing when fn returns nil and rolling
+// back when it returns an error or panics. Do not call errand methods that
+// write outside the transaction from fn: they would wait for the writer fn
+// holds.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.tx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx) })
+}
+
 // tx runs fn in an immediate transaction on the writer. It waits for the
 // writer connection no longer than the busy timeout, as SQLite waits for
 // another process's lock: a wait past that is almost always a transaction
@@ -347,10 +357,16 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback() // after an error or a panic
+		}
+	}()
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
 		return err
 	}
+	committed = true
 	return tx.Commit()
 }
 

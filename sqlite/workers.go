@@ -39,7 +39,7 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	return &w, nil
 }
 
-// WorkerRegister implements [errand.Store].
+// WorkerRegister implements [errand.WorkerRegistry].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -76,12 +76,13 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	return w, nil
 }
 
-// WorkerHeartbeat implements [errand.Store]. SQLite's clock is the worker's
+// WorkerHeartbeat implements [errand.WorkerRegistry]. SQLite's clock is the worker's
 // machine's, so it records no clock skew.
-func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
-	if err := st.Validate(); err != nil {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatParams) (*errand.WorkerRecord, error) {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	id, st := p.ID, p.Stats
 	var w *errand.WorkerRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
@@ -119,8 +120,9 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 	return w, nil
 }
 
-// WorkerStop implements [errand.Store].
-func (s *Store) WorkerStop(ctx context.Context, id string) error {
+// WorkerStop implements [errand.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+	id := p.ID
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE errand_workers
 			SET stopped_at = coalesce(stopped_at, ?), jobs_running = 0 WHERE id = ?`,
@@ -141,7 +143,7 @@ func (s *Store) WorkerStop(ctx context.Context, id string) error {
 	return nil
 }
 
-// WorkerList implements [errand.Store].
+// WorkerList implements [errand.WorkerRegistry].
 func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
 	if p == nil {
 		p = &errand.WorkerListParams{}
@@ -171,15 +173,15 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	return ws, nil
 }
 
-// WorkerPrune implements [errand.Store].
-func (s *Store) WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error) {
-	if olderThan < 0 {
-		return 0, &errand.InputError{Field: "older than", Message: "must not be negative"}
+// WorkerPrune implements [errand.WorkerRegistry].
+func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
 	}
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
-		cut := now - olderThan.Microseconds()
+		cut := now - p.OlderThan.Microseconds()
 		res, err := tx.ExecContext(ctx, `DELETE FROM errand_workers WHERE
 			(stopped_at IS NOT NULL AND stopped_at <= ?)
 			OR (stopped_at IS NULL AND heartbeat_at + ? * heartbeat_interval_us <= ? AND heartbeat_at <= ?)`,
