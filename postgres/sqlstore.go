@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -58,17 +59,7 @@ func (s *SQLStore) InTx(ctx context.Context, fn func(ctx context.Context, tx *sq
 	if err != nil {
 		return err
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback() // after an error or a panic
-		}
-	}()
-	if err := fn(ctx, tx); err != nil {
-		return err
-	}
-	committed = true
-	return tx.Commit()
+	return sqltx.Run(tx, func(tx *sql.Tx) error { return fn(ctx, tx) })
 }
 
 // Close closes the handle the view opened, if it opened one, and the
