@@ -3,6 +3,7 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // The JSON columns of the job record and of the worker registry: how every
@@ -10,26 +11,54 @@ import (
 // reader cannot tell from errand's own. Times inside the history are RFC
 // 3339 in UTC, at the microsecond precision of the other columns.
 
-// DecodeJSONColumns fills j's LastError, Errors and Tags from their
-// columns as a store reads them: lastError is the last_error document, nil
-// for a job that never failed; errs is the error history (a JSON array of
-// AttemptError) and tags a JSON array of strings. Errors and Tags are never
-// nil afterwards, so they marshal as [] when empty, as the storage contract
+// JobColumns are the columns of a job row whose encoding errand defines,
+// as a store reads them: text, microseconds and JSON. A store scans a row
+// into them (with the other columns straight into the Job) and calls
+// [Job.DecodeColumns].
+type JobColumns struct {
+	// Args is the args document, raw JSON.
+	Args string
+	// State is the job's state.
+	State string
+	// BackoffBaseUS and BackoffMaxUS are the job's backoff overrides in
+	// microseconds, 0 when unset.
+	BackoffBaseUS, BackoffMaxUS int64
+	// Progress is the checkpoint document, nil when the column is NULL.
+	Progress *string
+	// LastError is the last_error document, nil for a job that never
+	// failed.
+	LastError *string
+	// Errors is the error history, a JSON array of AttemptError.
+	Errors string
+	// Tags is a JSON array of strings.
+	Tags string
+}
+
+// DecodeColumns fills j's Args, State, BackoffBase, BackoffMax, Progress,
+// LastError, Errors and Tags from c. Errors and Tags are never nil
+// afterwards, so they marshal as [] when empty, as the storage contract
 // requires.
-func (j *Job) DecodeJSONColumns(lastError *string, errs, tags string) error {
-	if lastError != nil {
+func (j *Job) DecodeColumns(c *JobColumns) error {
+	j.Args = json.RawMessage(c.Args)
+	j.State = JobState(c.State)
+	j.BackoffBase = Duration(time.Duration(c.BackoffBaseUS) * time.Microsecond)
+	j.BackoffMax = Duration(time.Duration(c.BackoffMaxUS) * time.Microsecond)
+	if c.Progress != nil {
+		j.Progress = json.RawMessage(*c.Progress)
+	}
+	if c.LastError != nil {
 		j.LastError = new(LastError)
-		if err := json.Unmarshal([]byte(*lastError), j.LastError); err != nil {
+		if err := json.Unmarshal([]byte(*c.LastError), j.LastError); err != nil {
 			return fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
 		}
 	}
-	if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
+	if err := json.Unmarshal([]byte(c.Errors), &j.Errors); err != nil {
 		return fmt.Errorf("job %s: decode errors: %w", j.ID, err)
 	}
 	if j.Errors == nil {
 		j.Errors = []AttemptError{}
 	}
-	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
+	if err := json.Unmarshal([]byte(c.Tags), &j.Tags); err != nil {
 		return fmt.Errorf("job %s: decode tags: %w", j.ID, err)
 	}
 	if j.Tags == nil {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -28,12 +28,40 @@ var readColumns = jobColumns + `, ` + errand.HeldBySQL("{jobs}")
 // waiting is errand.WaitingStates as a SQL list, for IN (...).
 var waiting = errand.SQLStates(errand.WaitingStates)
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = rowscan.Row
+
+// scanJob reads a row of jobColumns.
+func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
+
+// scanJobAnd reads a row of jobColumns, and any extra columns after them.
+func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
+	var (
+		j errand.Job
+		c errand.JobColumns
+	)
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
+		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
+		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
+		extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	// pgx returns times in the local zone; the contract's are UTC.
+	j.AvailableAt, j.CreatedAt = j.AvailableAt.UTC(), j.CreatedAt.UTC()
+	for _, t := range []**time.Time{&j.Deadline, &j.LeaseUntil, &j.AttemptedAt, &j.FinishedAt} {
+		*t = utc(*t)
+	}
+	if err := j.DecodeColumns(&c); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
 
 // scanReadJob reads a row of readColumns.
 func scanReadJob(row scanner) (*errand.Job, error) {
 	var held *string
-	j, err := scanJob(row, &held)
+	j, err := scanJobAnd(row, &held)
 	if err != nil {
 		return nil, err
 	}
@@ -41,62 +69,11 @@ func scanReadJob(row scanner) (*errand.Job, error) {
 	return j, nil
 }
 
-// scanJob reads a row of jobColumns, and any extra columns after them.
-func scanJob(row scanner, extra ...any) (*errand.Job, error) {
-	var (
-		j                                  errand.Job
-		args, state, errs, tags            string
-		backoffBase, backoffMax            int64
-		deadline, leaseUntil, attempted    *time.Time
-		finished                           *time.Time
-		token, owner, ukey, okey, progress *string
-		lastErr                            *string
-	)
-	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
-		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &j.AvailableAt, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &j.CreatedAt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
-		extra...)...)
-	if err != nil {
-		return nil, err
-	}
-	j.Args = json.RawMessage(args)
-	j.State = errand.JobState(state)
-	j.BackoffBase = errand.Duration(time.Duration(backoffBase) * time.Microsecond)
-	j.BackoffMax = errand.Duration(time.Duration(backoffMax) * time.Microsecond)
-	j.AvailableAt = j.AvailableAt.UTC()
-	j.Deadline = utc(deadline)
-	j.LeaseToken = token
-	j.LeaseUntil = utc(leaseUntil)
-	j.LeaseOwner = owner
-	j.UniqueKey = ukey
-	j.OrderingKey = okey
-	if progress != nil {
-		j.Progress = json.RawMessage(*progress)
-	}
-	j.CreatedAt = j.CreatedAt.UTC()
-	j.AttemptedAt = utc(attempted)
-	j.FinishedAt = utc(finished)
-	if err := j.DecodeJSONColumns(lastErr, errs, tags); err != nil {
-		return nil, err
-	}
-	return &j, nil
-}
-
-func scanJobs(rs rows) ([]*errand.Job, error) {
-	return scanJobsWith(rs, func(row scanner) (*errand.Job, error) { return scanJob(row) })
-}
-
-func scanJobsWith(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
+// scanJobs reads every row of rs with scan (scanJob or scanReadJob) and
+// closes rs.
+func scanJobs(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
 	defer rs.Close()
-	var js []*errand.Job
-	for rs.Next() {
-		j, err := scan(rs)
-		if err != nil {
-			return nil, err
-		}
-		js = append(js, j)
-	}
-	return js, rs.Err()
+	return rowscan.All(rs, scan)
 }
 
 func utc(t *time.Time) *time.Time {
@@ -187,7 +164,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
-	inserted, err := scanJobs(rs)
+	inserted, err := scanJobs(rs, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -223,7 +200,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
-	existing, err := scanJobs(rs)
+	existing, err := scanJobs(rs, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
@@ -298,7 +275,7 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	js, err := scanJobsWith(rs, scanReadJob)
+	js, err := scanJobs(rs, scanReadJob)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -378,13 +355,13 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil {
 			return err
 		}
-		jobs, err = scanJobs(rs)
+		jobs, err = scanJobs(rs, scanJob)
+		errand.SortClaimOrder(jobs)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	errand.SortClaimOrder(jobs)
 	return jobs, nil
 }
 

@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/rowscan"
 )
 
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
@@ -24,12 +24,19 @@ var readColumns = jobColumns + `, ` + errand.HeldBySQL("errand_jobs")
 // waiting is errand.WaitingStates as a SQL list, for IN (...).
 var waiting = errand.SQLStates(errand.WaitingStates)
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = rowscan.Row
+
+// scanJobs reads every row of rows with scan (scanJob or scanReadJob) and
+// closes rows.
+func scanJobs(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
+	defer rows.Close()
+	return rowscan.All(rows, scan)
+}
 
 // scanReadJob reads a row of readColumns.
 func scanReadJob(row scanner) (*errand.Job, error) {
 	var held sql.NullString
-	j, err := scanJob(row, &held)
+	j, err := scanJobAnd(row, &held)
 	if err != nil {
 		return nil, err
 	}
@@ -37,62 +44,36 @@ func scanReadJob(row scanner) (*errand.Job, error) {
 	return j, nil
 }
 
-// scanJob reads a row of jobColumns, and any extra columns after them.
-func scanJob(row scanner, extra ...any) (*errand.Job, error) {
+// scanJob reads a row of jobColumns.
+func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
+
+// scanJobAnd reads a row of jobColumns and the extra columns after them.
+// Times are microseconds since the epoch.
+func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	var (
-		j                                   errand.Job
-		args, state, errs, tags             string
-		backoffBase, backoffMax, avail, crt int64
-		deadline, leaseUntil, attempted     sql.NullInt64
-		finished                            sql.NullInt64
-		token, owner, ukey, okey, progress  sql.NullString
-		lastErr                             sql.NullString
+		j                               errand.Job
+		c                               errand.JobColumns
+		avail, crt                      int64
+		deadline, leaseUntil, attempted sql.NullInt64
+		finished                        sql.NullInt64
+		token, owner, ukey, okey        sql.NullString
 	)
-	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
-		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &avail, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
+		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
+		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
 		extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	j.Args = json.RawMessage(args)
-	j.State = errand.JobState(state)
-	j.BackoffBase = errand.Duration(time.Duration(backoffBase) * time.Microsecond)
-	j.BackoffMax = errand.Duration(time.Duration(backoffMax) * time.Microsecond)
-	j.AvailableAt = fromMicros(avail)
-	j.Deadline = nullMicros(deadline)
-	j.LeaseToken = nullString(token)
-	j.LeaseUntil = nullMicros(leaseUntil)
-	j.LeaseOwner = nullString(owner)
-	j.UniqueKey = nullString(ukey)
-	j.OrderingKey = nullString(okey)
-	if progress.Valid {
-		j.Progress = json.RawMessage(progress.String)
-	}
-	j.CreatedAt = fromMicros(crt)
-	j.AttemptedAt = nullMicros(attempted)
-	j.FinishedAt = nullMicros(finished)
-	if err := j.DecodeJSONColumns(nullString(lastErr), errs, tags); err != nil {
+	j.AvailableAt, j.CreatedAt = fromMicros(avail), fromMicros(crt)
+	j.Deadline, j.LeaseUntil = nullMicros(deadline), nullMicros(leaseUntil)
+	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
+	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
+	j.UniqueKey, j.OrderingKey = nullString(ukey), nullString(okey)
+	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
 	return &j, nil
-}
-
-func scanJobs(rows *sql.Rows) ([]*errand.Job, error) {
-	return scanJobsWith(rows, func(row scanner) (*errand.Job, error) { return scanJob(row) })
-}
-
-func scanJobsWith(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
-	defer rows.Close()
-	var js []*errand.Job
-	for rows.Next() {
-		j, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		js = append(js, j)
-	}
-	return js, rows.Err()
 }
 
 func nullIfEmpty(s string) any {
@@ -206,7 +187,7 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	if err != nil {
 		return nil, err
 	}
-	return scanJobsWith(rows, scanReadJob)
+	return scanJobs(rows, scanReadJob)
 }
 
 // JobClaimMany implements [errand.JobStore].
@@ -232,7 +213,7 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil {
 			return err
 		}
-		jobs, err = scanJobs(rows)
+		jobs, err = scanJobs(rows, scanJob)
 		return err
 	})
 	if err != nil {
