@@ -73,34 +73,47 @@ func (p *JobInsertParams) TagsJSON() (string, error) {
 	return jsonArray(p.Tags)
 }
 
-// JSONColumns are the queues and kinds columns of a worker registered with
-// p: JSON arrays, [] when empty.
-func (p *WorkerRegisterParams) JSONColumns() (queues, kinds string, err error) {
-	if queues, err = jsonArray(p.Queues); err != nil {
-		return "", "", fmt.Errorf("encode queues: %w", err)
-	}
-	if kinds, err = jsonArray(p.Kinds); err != nil {
-		return "", "", fmt.Errorf("encode kinds: %w", err)
-	}
-	return queues, kinds, nil
+// WorkerColumns are the columns of a worker registry row whose encoding
+// errand defines: queues and kinds as JSON arrays, the heartbeat interval
+// in microseconds.
+type WorkerColumns struct {
+	Queues, Kinds       string
+	HeartbeatIntervalUS int64
 }
 
-// DecodeJSONColumns fills w's Queues and Kinds from their columns, JSON
-// arrays as [WorkerRegisterParams.JSONColumns] writes them. Neither is nil
-// afterwards.
-func (w *WorkerRecord) DecodeJSONColumns(queues, kinds string) error {
-	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
+// Columns validates p and returns the columns a store writes for it.
+// Queues and kinds are [] when empty.
+func (p *WorkerRegisterParams) Columns() (*WorkerColumns, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	c := &WorkerColumns{HeartbeatIntervalUS: p.HeartbeatInterval.Microseconds()}
+	var err error
+	if c.Queues, err = jsonArray(p.Queues); err != nil {
+		return nil, fmt.Errorf("register worker %s: encode queues: %w", p.ID, err)
+	}
+	if c.Kinds, err = jsonArray(p.Kinds); err != nil {
+		return nil, fmt.Errorf("register worker %s: encode kinds: %w", p.ID, err)
+	}
+	return c, nil
+}
+
+// DecodeColumns fills w's Queues, Kinds and HeartbeatInterval from c.
+// Neither Queues nor Kinds is nil afterwards.
+func (w *WorkerRecord) DecodeColumns(c *WorkerColumns) error {
+	if err := json.Unmarshal([]byte(c.Queues), &w.Queues); err != nil {
 		return fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
 	}
 	if w.Queues == nil {
 		w.Queues = []WorkerQueue{}
 	}
-	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
+	if err := json.Unmarshal([]byte(c.Kinds), &w.Kinds); err != nil {
 		return fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
 	}
 	if w.Kinds == nil {
 		w.Kinds = []string{}
 	}
+	w.HeartbeatInterval = Duration(time.Duration(c.HeartbeatIntervalUS) * time.Microsecond)
 	return nil
 }
 

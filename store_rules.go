@@ -161,6 +161,18 @@ func withStatus(e *Effect, status EffectStatus) *Effect {
 	return e
 }
 
+// WorkerReregisterSQL is the conflict clause of a worker registration's
+// INSERT in a SQL store, the rule that a registration is a fresh start: a
+// row with the worker's id is replaced, its counters zeroed and its
+// last_completed_at, draining_at and stopped_at cleared. The new row is
+// "excluded", as SQLite and PostgreSQL name it.
+const WorkerReregisterSQL = `ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+	queues = excluded.queues, kinds = excluded.kinds,
+	heartbeat_interval_us = excluded.heartbeat_interval_us,
+	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+	stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
+	jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL`
+
 // OutcomeKinds lists every outcome kind.
 var OutcomeKinds = []OutcomeKind{OutcomeSucceeded, OutcomeRetry, OutcomeDead, OutcomeSnooze, OutcomeInterrupted}
 

@@ -16,49 +16,37 @@ const workerColumns = `id, host, pid, queues::text, heartbeat_interval_us, start
 // caller sets its status.
 func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 	var (
-		w                  errand.WorkerRecord
-		queues, kinds      string
-		interval           int64
-		stopped, completed *time.Time
-		draining           *time.Time
+		w errand.WorkerRecord
+		c errand.WorkerColumns
 	)
-	dest := append([]any{&w.ID, &w.Host, &w.PID, &queues, &interval, &w.StartedAt, &w.HeartbeatAt,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining, &kinds}, extra...)
+	dest := append([]any{&w.ID, &w.Host, &w.PID, &c.Queues, &c.HeartbeatIntervalUS, &w.StartedAt, &w.HeartbeatAt,
+		&w.StoppedAt, &w.LastCompletedAt, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &w.DrainingAt, &c.Kinds}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	if err := w.DecodeJSONColumns(queues, kinds); err != nil {
+	// pgx returns times in the local zone; the contract's are UTC.
+	w.StartedAt, w.HeartbeatAt = w.StartedAt.UTC(), w.HeartbeatAt.UTC()
+	for _, t := range []**time.Time{&w.StoppedAt, &w.LastCompletedAt, &w.DrainingAt} {
+		*t = utc(*t)
+	}
+	if err := w.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
-	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
-	w.StartedAt = w.StartedAt.UTC()
-	w.HeartbeatAt = w.HeartbeatAt.UTC()
-	w.StoppedAt = utc(stopped)
-	w.LastCompletedAt = utc(completed)
-	w.DrainingAt = utc(draining)
 	return &w, nil
 }
 
 // WorkerRegister implements [errand.WorkerRegistry].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	queuesJSON, kindsJSON, err := p.JSONColumns()
+	c, err := p.Columns()
 	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+		return nil, err
 	}
 	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues, kinds,
 			heartbeat_interval_us, started_at, heartbeat_at)
 		VALUES ($2, $3, $4, $5::jsonb, $7::jsonb, $6, {now}, {now})
-		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-			queues = excluded.queues, kinds = excluded.kinds,
-			heartbeat_interval_us = excluded.heartbeat_interval_us,
-			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
-			stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-			jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
+		`+errand.WorkerReregisterSQL+`
 		RETURNING `+workerColumns),
-		s.nowArg(), p.ID, p.Host, p.PID, queuesJSON, us(p.HeartbeatInterval), kindsJSON))
+		s.nowArg(), p.ID, p.Host, p.PID, c.Queues, c.HeartbeatIntervalUS, c.Kinds))
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
@@ -109,25 +97,8 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatPa
 	return w, nil
 }
 
-// WorkerStop implements [errand.WorkerRegistry].
-func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
-	id := p.ID
-	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
-		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
-	if err != nil {
-		return fmt.Errorf("stop worker %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound)
-	}
-	return nil
-}
-
 // WorkerList implements [errand.WorkerRegistry].
 func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
-	if p == nil {
-		p = &errand.WorkerListParams{}
-	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -152,6 +123,20 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 		ws = []*errand.WorkerRecord{}
 	}
 	return ws, nil
+}
+
+// WorkerStop implements [errand.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+	id := p.ID
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
+		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
+	if err != nil {
+		return fmt.Errorf("stop worker %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound)
+	}
+	return nil
 }
 
 // WorkerPrune implements [errand.WorkerRegistry].

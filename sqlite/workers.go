@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -13,40 +12,30 @@ import (
 const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at,
 	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms, draining_at, kinds`
 
-// scanWorker reads one registry row; the caller sets its status.
+// scanWorker reads one registry row; the caller sets its status. Times are
+// microseconds since the epoch.
 func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	var (
-		w                     errand.WorkerRecord
-		queues, kinds         string
-		interval, start, beat int64
-		stopped, completed    sql.NullInt64
-		draining              sql.NullInt64
+		w                           errand.WorkerRecord
+		c                           errand.WorkerColumns
+		start, beat                 int64
+		stopped, completed, drained sql.NullInt64
 	)
-	err := row.Scan(&w.ID, &w.Host, &w.PID, &queues, &interval, &start, &beat,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining, &kinds)
+	err := row.Scan(&w.ID, &w.Host, &w.PID, &c.Queues, &c.HeartbeatIntervalUS, &start, &beat,
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &drained, &c.Kinds)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.DecodeJSONColumns(queues, kinds); err != nil {
-		return nil, err
-	}
-	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
-	w.StartedAt = fromMicros(start)
-	w.HeartbeatAt = fromMicros(beat)
-	w.StoppedAt = nullMicros(stopped)
-	w.LastCompletedAt = nullMicros(completed)
-	w.DrainingAt = nullMicros(draining)
-	return &w, nil
+	w.StartedAt, w.HeartbeatAt = fromMicros(start), fromMicros(beat)
+	w.StoppedAt, w.LastCompletedAt, w.DrainingAt = nullMicros(stopped), nullMicros(completed), nullMicros(drained)
+	return &w, w.DecodeColumns(&c)
 }
 
 // WorkerRegister implements [errand.WorkerRegistry].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	queuesJSON, kindsJSON, err := p.JSONColumns()
+	c, err := p.Columns()
 	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
+		return nil, err
 	}
 	var w *errand.WorkerRecord
 	err = s.tx(ctx, func(tx *sql.Tx) error {
@@ -54,14 +43,9 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 		row := tx.QueryRowContext(ctx, `INSERT INTO errand_workers (id, host, pid, queues, kinds,
 				heartbeat_interval_us, started_at, heartbeat_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-				queues = excluded.queues, kinds = excluded.kinds,
-				heartbeat_interval_us = excluded.heartbeat_interval_us,
-				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
-				stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-				jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
+			`+errand.WorkerReregisterSQL+`
 			RETURNING `+workerColumns,
-			p.ID, p.Host, p.PID, queuesJSON, kindsJSON, p.HeartbeatInterval.Microseconds(), now, now)
+			p.ID, p.Host, p.PID, c.Queues, c.Kinds, c.HeartbeatIntervalUS, now, now)
 		var err error
 		w, err = scanWorker(row)
 		if err != nil {
@@ -145,9 +129,6 @@ func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) erro
 
 // WorkerList implements [errand.WorkerRegistry].
 func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
-	if p == nil {
-		p = &errand.WorkerListParams{}
-	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
