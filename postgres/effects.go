@@ -82,7 +82,7 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 		return nil, err
 	}
 	var e *errand.Effect
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
 		owns, err := s.ownsJob(ctx, tx, now, p.JobID, p.LeaseToken)
 		if err != nil {
@@ -116,32 +116,32 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 				WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
 		})
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// EffectComplete implements [errand.EffectStore].
+// EffectComplete implements [errand.EffectStore] in one statement, fenced
+// by the entry's token and by the job's live lease under it.
 func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
-	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
+	return s.effectFinish(ctx, errand.EffectCompleted, &errand.EffectReleaseParams{EffectParams: *p})
 }
 
-// EffectRelease implements [errand.EffectStore].
+// EffectRelease implements [errand.EffectStore] in one statement, fenced by
+// the entry's token and by the job's live lease under it.
 func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
-	return s.effectFinish(ctx, &p.EffectParams, errand.EffectFailed, p.Message)
+	return s.effectFinish(ctx, errand.EffectFailed, p)
 }
 
-// effectFinish ends a begun effect in one statement, fenced by the entry's
-// token and by the job's live lease under it.
-func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state errand.EffectState, message string) (*errand.Effect, error) {
+// effectFinish ends a begun effect as state, with p's message.
+func (s *Store) effectFinish(ctx context.Context, state errand.EffectState, p *errand.EffectReleaseParams) (*errand.Effect, error) {
 	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`UPDATE {effects}
 		SET state = $2, message = $3, updated_at = {now}
 		WHERE key = $4 AND lease_token = $5 AND state = 'in_progress'
 			AND EXISTS (SELECT 1 FROM {jobs} WHERE id = $6 AND state = 'running'
 				AND lease_token = $5 AND lease_until > {now})
-		RETURNING `+effectColumns), s.nowArg(), string(state), message, p.Key, p.LeaseToken, p.JobID))
+		RETURNING `+effectColumns), s.nowArg(), string(state), p.Message, p.Key, p.LeaseToken, p.JobID))
 	if isNoRows(err) {
 		return nil, errand.ErrLeaseLost
 	}
