@@ -392,7 +392,7 @@ func (c *Client[TTx]) List(ctx context.Context, params *JobListParams) ([]*Job, 
 	}
 	for _, s := range params.States {
 		if !s.Valid() {
-			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of queued, running, retrying, succeeded, dead, cancelled", s)}
+			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of %s", s, StateNames())}
 		}
 	}
 	if params.Limit < 0 {

@@ -3,6 +3,7 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,9 +59,19 @@ func (s JobState) Waiting() bool { return s == StateQueued || s == StateRetrying
 func ParseJobState(s string) (JobState, error) {
 	st := JobState(s)
 	if !st.Valid() {
-		return "", fmt.Errorf("unknown state %q: use one of queued, running, retrying, succeeded, dead, cancelled", s)
+		return "", fmt.Errorf("unknown state %q: use one of %s", s, StateNames())
 	}
 	return st, nil
+}
+
+// StateNames lists every state's name, comma-separated, for messages and
+// usage text.
+func StateNames() string {
+	names := make([]string, len(JobStates))
+	for i, s := range JobStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Job is the durable record of one unit of work. Its ID is stable across
