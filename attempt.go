@@ -36,7 +36,7 @@ func SetProgress(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
-	if err := a.store.JobSetProgress(ctx, a.job.ID, *a.job.LeaseToken, b); err != nil {
+	if err := a.store.JobSetProgress(ctx, &JobSetProgressParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Progress: b}); err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
 	return nil
@@ -60,7 +60,7 @@ type attempt struct {
 // lost cancels the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
 // later than the store's own start of it.
-func (c *Client) runAttempt(parent context.Context, job *Job, lease time.Duration, claimSent time.Time) *attempt {
+func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duration, claimSent time.Time) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -131,7 +131,7 @@ func callHandler(ctx context.Context, h Handler, job *Job) (err error, stack str
 // store says the lease is gone, or when no renewal has succeeded for a whole
 // lease: each call is bounded by that moment, so a store that hangs cannot
 // keep a handler running past a lease that another worker may take.
-func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, renewed time.Time) (time.Time, error) {
+func (c *engine) heartbeat(ctx context.Context, job *Job, lease time.Duration, renewed time.Time) (time.Time, error) {
 	interval := lease / 3
 	if interval <= 0 {
 		interval = time.Millisecond
@@ -179,7 +179,7 @@ func (c *Client) heartbeat(ctx context.Context, job *Job, lease time.Duration, r
 
 // outcome turns a finished attempt into the outcome to record, applying the
 // job's retry policy.
-func (c *Client) outcome(a *attempt) *JobOutcome {
+func (c *engine) outcome(a *attempt) *JobOutcome {
 	job := a.job
 	o := &JobOutcome{JobLease: JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
 	if a.err == nil {
@@ -280,7 +280,7 @@ const (
 // is gone the store answers ErrLeaseLost instead. Giving up early would let
 // the lease expire on an attempt that finished, and on a final attempt turn a
 // success into a dead job.
-func (c *Client) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
+func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		wctx, cancel := context.WithDeadline(ctx, a.renewed.Add(a.lease))
@@ -304,8 +304,8 @@ func (c *Client) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutc
 type outcomeWriter func(ctx context.Context, o *JobOutcome) (OutcomeResult, error)
 
 // writeOutcome records one outcome in a transaction of its own.
-func (c *Client) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
-	rs, err := c.store.JobRecordOutcomes(ctx, []*JobOutcome{o})
+func (c *engine) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
+	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}})
 	if err != nil {
 		return OutcomeResult{}, err
 	}
@@ -314,7 +314,7 @@ func (c *Client) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult
 
 // record writes an attempt's outcome with write (nil: one transaction per
 // outcome) and builds its result. A lost lease writes nothing.
-func (c *Client) record(ctx context.Context, a *attempt, write outcomeWriter) (*WorkResult, error) {
+func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*WorkResult, error) {
 	job := a.job
 	id := job.ID
 	res := &WorkResult{JobID: &id, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
@@ -374,7 +374,7 @@ func (c *Client) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	return res, nil
 }
 
-func (c *Client) logOutcome(r *WorkResult) {
+func (c *engine) logOutcome(r *WorkResult) {
 	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
 	if r.Class != "" {
 		attrs = append(attrs, "class", r.Class, "error", r.Error)

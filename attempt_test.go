@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // troubledStore wraps a real store with the faults a network or a busy
 // database produces.
 type troubledStore struct {
-	errand.Store
+	errand.TxStore[*sql.Tx]
 	hangHeartbeats atomic.Bool  // heartbeats block until their context ends
 	failOutcomes   atomic.Int64 // this many outcome writes fail first
 	hangOutcomes   atomic.Bool  // outcome writes block until their context ends
@@ -24,10 +25,10 @@ func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeart
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return s.Store.JobHeartbeatMany(ctx, p)
+	return s.TxStore.JobHeartbeatMany(ctx, p)
 }
 
-func (s *troubledStore) JobRecordOutcomes(ctx context.Context, os []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
+func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
 	if s.failOutcomes.Add(-1) >= 0 {
 		return nil, errors.New("connection reset by peer")
 	}
@@ -35,14 +36,14 @@ func (s *troubledStore) JobRecordOutcomes(ctx context.Context, os []*errand.JobO
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return s.Store.JobRecordOutcomes(ctx, os)
+	return s.TxStore.JobRecordOutcomes(ctx, p)
 }
 
 // A heartbeat that hangs in the store must not let the handler run on past
 // its lease, where another worker may already run the job: the handler is
 // cancelled once a whole lease passed without a renewal.
 func TestHangingHeartbeatCancelsHandler(t *testing.T) {
-	st := &troubledStore{Store: openStore(t, nil)}
+	st := &troubledStore{TxStore: openStore(t, nil)}
 	st.hangHeartbeats.Store(true)
 	cancelled := make(chan time.Duration, 1)
 	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
@@ -92,7 +93,7 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 // A failed acknowledgment write is retried while the lease lasts: one lost
 // write must not turn a finished final attempt into a dead job.
 func TestOutcomeWriteRetried(t *testing.T) {
-	st := &troubledStore{Store: openStore(t, nil)}
+	st := &troubledStore{TxStore: openStore(t, nil)}
 	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error { return nil })
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	st.failOutcomes.Store(2)
@@ -108,7 +109,7 @@ func TestOutcomeWriteRetried(t *testing.T) {
 // the worker: each write is bounded by the lease, so Stop returns, and the
 // job, whose outcome could not be recorded, is left to its lease.
 func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
-	st := &troubledStore{Store: openStore(t, nil)}
+	st := &troubledStore{TxStore: openStore(t, nil)}
 	st.hangOutcomes.Store(true)
 	ran := make(chan struct{}, 1)
 	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {

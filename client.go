@@ -73,11 +73,24 @@ type HandlerFunc func(ctx context.Context, job *Job) error
 // Work calls f.
 func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
 
-// Client enqueues, inspects and runs jobs through a Store. It is safe for
+// Client enqueues, inspects and runs jobs through a store. It is safe for
 // concurrent use. When its store is a [Notifier], the client announces new
 // jobs to other processes in the background: call [Client.Close] when done
 // with it, before closing the store.
-type Client struct {
+//
+// TTx is the store's transaction type (see [TxStore]): *sql.Tx for
+// errand/sqlite, pgx.Tx for errand/postgres. [Client.EnqueueTx] and [Once]
+// take only that type, so that passing a transaction the store cannot join
+// does not compile.
+type Client[TTx any] struct {
+	*engine
+	txStore TxStore[TTx]
+}
+
+// engine is the part of a Client that does not depend on the transaction
+// type: the store, the kinds, the logger, the wake-ups, and running and
+// recording attempts. A Worker holds it.
+type engine struct {
 	store       Store
 	kinds       map[string]*Kind
 	retry       *RetryPolicy
@@ -93,12 +106,13 @@ type Client struct {
 }
 
 // NewClient returns a client over store. It returns an error naming the
-// field to fix when cfg is invalid.
-func NewClient(store Store, cfg Config) (*Client, error) {
+// field to fix when cfg is invalid. TTx is inferred from the store:
+// errand.NewClient(sqliteStore, cfg) returns a *Client[*sql.Tx].
+func NewClient[TTx any](store TxStore[TTx], cfg Config) (*Client[TTx], error) {
 	if store == nil {
 		return nil, &InputError{Field: "store", Message: "is nil; open one with sqlite.Open"}
 	}
-	c := &Client{
+	c := &engine{
 		store:       store,
 		kinds:       make(map[string]*Kind, len(cfg.Kinds)),
 		retry:       cfg.RetryPolicy,
@@ -138,11 +152,11 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		}
 		c.kinds[k.Name] = &k
 	}
-	return c, nil
+	return &Client[TTx]{engine: c, txStore: store}, nil
 }
 
 // Store returns the client's store.
-func (c *Client) Store() Store { return c.store }
+func (c *Client[TTx]) Store() TxStore[TTx] { return c.txStore }
 
 // EnqueueOpts are the optional settings of one job. The zero value enqueues
 // into DefaultQueue, available now, with the kind's attempt budget.
@@ -197,7 +211,7 @@ type EnqueueParams struct {
 type EnqueueResult = JobInsertResult
 
 // Enqueue inserts one job in a transaction of its own.
-func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
+func (c *Client[TTx]) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
 	rs, err := c.EnqueueMany(ctx, []EnqueueParams{enqueueParams(kind, args, opts)})
 	if err != nil {
 		return nil, err
@@ -209,7 +223,7 @@ func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *Enque
 // exists if and only if tx commits. On SQLite tx is a *sql.Tx from the
 // database sqlite.Open returned. Call [Client.Wake] after tx commits, so
 // that idle workers start the job at once rather than at their next poll.
-func (c *Client) EnqueueTx(ctx context.Context, tx any, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
+func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
 	rs, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{enqueueParams(kind, args, opts)})
 	if err != nil {
 		return nil, err
@@ -219,12 +233,12 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, kind string, args any, o
 
 // EnqueueMany inserts jobs in one transaction: all new jobs commit or none
 // does. Results are in the order of params.
-func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
+func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
 	ps, err := c.insertParams(params)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.store.JobInsertMany(ctx, ps)
+	rs, err := c.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: ps})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -243,12 +257,12 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enq
 // EnqueueManyTx inserts jobs inside the caller's transaction. Call
 // [Client.Wake] after the transaction commits, so that idle workers start
 // the jobs at once rather than at their next poll.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueueParams) ([]EnqueueResult, error) {
+func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
 	ps, err := c.insertParams(params)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.store.JobInsertManyTx(ctx, tx, ps)
+	rs, err := c.txStore.JobInsertManyTx(ctx, tx, &JobInsertManyParams{Jobs: ps})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -266,7 +280,7 @@ func enqueueParams(kind string, args any, opts *EnqueueOpts) EnqueueParams {
 	return p
 }
 
-func (c *Client) insertParams(params []EnqueueParams) ([]*JobInsertParams, error) {
+func (c *engine) insertParams(params []EnqueueParams) ([]*JobInsertParams, error) {
 	if len(params) == 0 {
 		return nil, &InputError{Field: "jobs", Message: "nothing to enqueue"}
 	}
@@ -284,7 +298,7 @@ func (c *Client) insertParams(params []EnqueueParams) ([]*JobInsertParams, error
 	return out, nil
 }
 
-func (c *Client) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
+func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	o := &p.Opts
 	if err := checkName("kind", p.Kind); err != nil {
 		return nil, err
@@ -362,8 +376,8 @@ func marshalArgs(args any) (json.RawMessage, error) {
 }
 
 // Get returns one job, or an error wrapping ErrNotFound.
-func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
-	j, err := c.store.JobGet(ctx, id)
+func (c *Client[TTx]) Get(ctx context.Context, id string) (*Job, error) {
+	j, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
@@ -372,13 +386,13 @@ func (c *Client) Get(ctx context.Context, id string) (*Job, error) {
 
 // List returns jobs matching params, in insertion order. To page, pass the
 // Seq of the last job returned as AfterSeq.
-func (c *Client) List(ctx context.Context, params *JobListParams) ([]*Job, error) {
+func (c *Client[TTx]) List(ctx context.Context, params *JobListParams) ([]*Job, error) {
 	if params == nil {
 		params = &JobListParams{}
 	}
 	for _, s := range params.States {
 		if !s.Valid() {
-			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of queued, running, retrying, succeeded, dead, cancelled", s)}
+			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of %s", s, StateNames())}
 		}
 	}
 	if params.Limit < 0 {
@@ -400,7 +414,7 @@ type ReplayOpts struct {
 // Replay starts a new delivery cycle for a dead or cancelled job, keeping
 // its id and error history, and records the operator and reason in the
 // replay audit. Any other state returns a *StateError and writes nothing.
-func (c *Client) Replay(ctx context.Context, id string, opts ReplayOpts) (*Job, error) {
+func (c *Client[TTx]) Replay(ctx context.Context, id string, opts ReplayOpts) (*Job, error) {
 	if strings.TrimSpace(opts.Operator) == "" {
 		return nil, &InputError{Field: "operator", Message: "is empty; say who is replaying the job"}
 	}
@@ -421,8 +435,8 @@ func (c *Client) Replay(ctx context.Context, id string, opts ReplayOpts) (*Job, 
 }
 
 // ReplayAudit returns the replays of one job, oldest first.
-func (c *Client) ReplayAudit(ctx context.Context, id string) ([]ReplayRecord, error) {
-	rs, err := c.store.JobReplayAudit(ctx, id)
+func (c *Client[TTx]) ReplayAudit(ctx context.Context, id string) ([]ReplayRecord, error) {
+	rs, err := c.store.JobReplayAudit(ctx, &JobReplayAuditParams{JobID: id})
 	if err != nil {
 		return nil, fmt.Errorf("replay audit of job %s: %w", id, err)
 	}
@@ -431,8 +445,8 @@ func (c *Client) ReplayAudit(ctx context.Context, id string) ([]ReplayRecord, er
 
 // Cancel cancels a queued or retrying job. Any other state returns a
 // *StateError and writes nothing.
-func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
-	j, err := c.store.JobCancel(ctx, id)
+func (c *Client[TTx]) Cancel(ctx context.Context, id string) (*Job, error) {
+	j, err := c.store.JobCancel(ctx, &JobCancelParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
@@ -443,8 +457,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
 // kinds of its waiting jobs that no live worker in the registry handles
 // (see [KindHandled]): jobs that wait until one does, forever for a
 // misspelt kind.
-func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
-	s, err := c.store.QueueStats(ctx)
+func (c *Client[TTx]) Stats(ctx context.Context) ([]QueueStats, error) {
+	s, err := c.store.QueueStats(ctx, &QueueStatsParams{})
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
@@ -459,10 +473,10 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 }
 
 // kind returns the declared kind, or nil.
-func (c *Client) kind(name string) *Kind { return c.kinds[name] }
+func (c *engine) kind(name string) *Kind { return c.kinds[name] }
 
 // policyFor returns the retry policy of a kind.
-func (c *Client) policyFor(kind string) *RetryPolicy {
+func (c *engine) policyFor(kind string) *RetryPolicy {
 	if k := c.kinds[kind]; k != nil && k.RetryPolicy != nil {
 		return k.RetryPolicy
 	}
@@ -470,7 +484,7 @@ func (c *Client) policyFor(kind string) *RetryPolicy {
 }
 
 // kindNames lists the declared kinds, sorted.
-func (c *Client) kindNames() []string {
+func (c *engine) kindNames() []string {
 	names := make([]string, 0, len(c.kinds))
 	for name := range c.kinds {
 		names = append(names, name)
@@ -480,7 +494,7 @@ func (c *Client) kindNames() []string {
 }
 
 // handlerKinds lists the kinds that have handlers.
-func (c *Client) handlerKinds() []string {
+func (c *engine) handlerKinds() []string {
 	var ks []string
 	for name, k := range c.kinds {
 		if k.Handler != nil {

@@ -16,8 +16,8 @@
 //  2. At-least-once attempts, not exactly-once execution. A handler may run
 //     again after a crash between its effect and the acknowledgment. Every
 //     job has a stable identity (its id, unchanged across retries and
-//     replays) for effects to be keyed on, and an effect ledger ([Client.Once]
-//     for effects in the same database, [Client.RemoteEffect] for remote
+//     replays) for effects to be keyed on, and an effect ledger ([Once]
+//     for effects in the same database, [RemoteEffect] for remote
 //     ones) so that the effect happens once.
 //  3. Fenced ownership. Each claim writes a fresh lease token. Heartbeats,
 //     acknowledgments, failures, snoozes and progress writes succeed only for

@@ -6,37 +6,35 @@ import (
 	"fmt"
 )
 
-// Once performs an effect in the same database as the queue at most once per
-// key. It records key inside tx, the caller's transaction, and calls fn only
-// when the key was not recorded before; fn does its writes in the same tx.
-// If tx commits, both the effect and its record are durable; if it rolls
-// back, neither is. A repeated delivery after a crash finds the key and
-// skips fn, so the effect happens once even though the handler ran twice.
-//
-// key defaults to the job's id. The record is fenced by the job's lease:
-// when the worker no longer owns the job, Once returns ErrLeaseLost and the
-// caller must roll back. ran reports whether fn was called.
-func (c *Client) Once(ctx context.Context, tx any, job *Job, key string, fn func() error) (ran bool, err error) {
-	return once(ctx, c.store, tx, job, key, fn)
-}
-
 // RemoteEffectKeyPrefix starts RemoteEffect's default key. Once and
 // RemoteEffect share one ledger; distinct defaults keep one from taking the
 // other's entry for its own.
 const RemoteEffectKeyPrefix = "remote:"
 
-// Once is [Client.Once] for use inside a handler, which need not hold the
-// client: it finds the store through the handler's context. Outside a
-// handler it returns an error.
-func Once(ctx context.Context, tx any, job *Job, key string, fn func() error) (ran bool, err error) {
+// Once performs an effect in the same database as the queue at most once per
+// key, inside a handler. It records key inside tx, the caller's
+// transaction, and calls fn only when the key was not recorded before; fn
+// does its writes in the same tx. If tx commits, both the effect and its
+// record are durable; if it rolls back, neither is. A repeated delivery
+// after a crash finds the key and skips fn, so the effect happens once even
+// though the handler ran twice.
+//
+// key defaults to the job's id. The record is fenced by the job's lease:
+// when the worker no longer owns the job, Once returns ErrLeaseLost and the
+// caller must roll back. ran reports whether fn was called.
+//
+// Once finds the store through the handler's context: outside a handler it
+// returns an error. The store must take transactions of type TTx (see
+// [TxStore]); otherwise the error wraps ErrUnsupportedTx.
+func Once[TTx any](ctx context.Context, tx TTx, job *Job, key string, fn func() error) (ran bool, err error) {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
-		return false, errors.New("once: no errand job in this context; use Client.Once")
+		return false, errors.New("once: no errand job in this context; call it inside a handler")
 	}
-	return once(ctx, a.store, tx, job, key, fn)
-}
-
-func once(ctx context.Context, store Store, tx any, job *Job, key string, fn func() error) (bool, error) {
+	store, ok := a.store.(TxStore[TTx])
+	if !ok {
+		return false, fmt.Errorf("once: %w: the store (%T) does not take a %T", ErrUnsupportedTx, a.store, tx)
+	}
 	if key == "" {
 		key = job.ID
 	}
@@ -44,7 +42,7 @@ func once(ctx context.Context, store Store, tx any, job *Job, key string, fn fun
 	if job.LeaseToken != nil {
 		token = *job.LeaseToken
 	}
-	first, err := store.EffectRecordTx(ctx, tx, key, job.ID, token)
+	first, err := store.EffectRecordTx(ctx, tx, &EffectRecordParams{Key: key, JobID: job.ID, LeaseToken: token})
 	if err != nil {
 		return false, fmt.Errorf("record effect %s: %w", key, err)
 	}
@@ -72,17 +70,12 @@ func once(ctx context.Context, store Store, tx any, job *Job, key string, fn fun
 //     releases it, so a later delivery may try again, and is returned.
 //
 // Pass the key to the remote side as its idempotency key where it takes
-// one.
-func (c *Client) RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
-	return remoteEffect(ctx, c.store, job, key, fn)
-}
-
-// RemoteEffect is [Client.RemoteEffect] for use inside a handler, which need
-// not hold the client: it finds the store through the handler's context.
+// one. RemoteEffect finds the store through the handler's context: outside
+// a handler it returns an error.
 func RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
-		return errors.New("remote effect: no errand job in this context; use Client.RemoteEffect")
+		return errors.New("remote effect: no errand job in this context; call it inside a handler")
 	}
 	return remoteEffect(ctx, a.store, job, key, fn)
 }
@@ -106,7 +99,7 @@ func remoteEffect(ctx context.Context, store Store, job *Job, key string, fn fun
 		return WithClass("effect_held", fmt.Errorf("effect %s: %w", key, ErrEffectHeld))
 	}
 	if ferr := fn(ctx, e.Status); ferr != nil {
-		if _, err := store.EffectRelease(context.WithoutCancel(ctx), p, CleanText(ferr.Error(), MaxMessageBytes)); err != nil {
+		if _, err := store.EffectRelease(context.WithoutCancel(ctx), &EffectReleaseParams{EffectParams: *p, Message: CleanText(ferr.Error(), MaxMessageBytes)}); err != nil {
 			return fmt.Errorf("release effect %s after %v: %w", key, ferr, err)
 		}
 		return ferr

@@ -17,13 +17,13 @@ const createSink = `CREATE TABLE receipts (job_id TEXT NOT NULL, attempt INTEGER
 // sendReceipt is an application effect in the queue's database: a row in
 // receipts, recorded through Once in the application's own transaction.
 // commit decides whether that transaction commits.
-func sendReceipt(ctx context.Context, c *errand.Client, db *sql.DB, job *errand.Job, commit bool) (ran bool, err error) {
+func sendReceipt(ctx context.Context, c *errand.Client[*sql.Tx], db *sql.DB, job *errand.Job, commit bool) (ran bool, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	ran, err = c.Once(ctx, tx, job, "", func() error {
+	ran, err = errand.Once(ctx, tx, job, "", func() error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO receipts (job_id, attempt) VALUES (?, ?)`, job.ID, job.Attempt)
 		return err
 	})
@@ -37,7 +37,7 @@ func TestOnceSkipsTheEffectOnARepeatedDelivery(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	mustExec(t, st.DB(), createSink)
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	var ranLog []bool
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
 		ran, err := sendReceipt(ctx, c, st.DB(), j, true)
@@ -73,7 +73,7 @@ func TestOnceSkipsTheEffectOnARepeatedDelivery(t *testing.T) {
 func TestOnceKeysAreIndependent(t *testing.T) {
 	st := openStore(t, newTestClock())
 	mustExec(t, st.DB(), createSink)
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	var ran []bool
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
 		tx, err := st.DB().BeginTx(ctx, nil)
@@ -82,7 +82,7 @@ func TestOnceKeysAreIndependent(t *testing.T) {
 		}
 		defer tx.Rollback() // a no-op after Commit
 		for _, key := range []string{"receipt:" + j.ID, "ledger:" + j.ID, "receipt:" + j.ID} {
-			r, err := c.Once(ctx, tx, j, key, func() error { return nil })
+			r, err := errand.Once(ctx, tx, j, key, func() error { return nil })
 			if err != nil {
 				return err
 			}
@@ -103,7 +103,7 @@ func TestOnceRolledBackLeavesNoRecord(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	mustExec(t, st.DB(), createSink)
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	var ranLog []bool
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
 		commit := j.Attempt > 1 // the first delivery's transaction rolls back
@@ -141,7 +141,7 @@ func TestOnceWithAStaleLeaseIsLeaseLost(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	mustExec(t, st.DB(), createSink)
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	var onceErr error
 	fnRan := false
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
@@ -151,7 +151,7 @@ func TestOnceWithAStaleLeaseIsLeaseLost(t *testing.T) {
 			return err
 		}
 		defer tx.Rollback() // a no-op after Commit
-		_, onceErr = c.Once(ctx, tx, j, "", func() error {
+		_, onceErr = errand.Once(ctx, tx, j, "", func() error {
 			fnRan = true
 			_, err := tx.ExecContext(ctx, `INSERT INTO receipts (job_id, attempt) VALUES (?, ?)`, j.ID, j.Attempt)
 			return err
@@ -176,10 +176,10 @@ func TestOnceWithAStaleLeaseIsLeaseLost(t *testing.T) {
 func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	calls := 0
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
-		err := c.RemoteEffect(ctx, j, "", func(ctx context.Context, status errand.EffectStatus) error {
+		err := errand.RemoteEffect(ctx, j, "", func(ctx context.Context, status errand.EffectStatus) error {
 			calls++
 			if status != errand.EffectBegun {
 				t.Errorf("first try has status %q, want begun", status)
@@ -203,7 +203,7 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("remote effect ran %d times, want once", calls)
 	}
-	e, err := st.EffectGet(context.Background(), errand.RemoteEffectKeyPrefix+job.ID)
+	e, err := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
 	if err != nil || e.State != errand.EffectCompleted || e.JobID != job.ID {
 		t.Fatalf("ledger entry %+v, %v; want completed for job %s", e, err, job.ID)
 	}
@@ -212,10 +212,10 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	var statuses []errand.EffectStatus
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
-		return c.RemoteEffect(ctx, j, "charge:"+j.ID, func(ctx context.Context, status errand.EffectStatus) error {
+		return errand.RemoteEffect(ctx, j, "charge:"+j.ID, func(ctx context.Context, status errand.EffectStatus) error {
 			statuses = append(statuses, status)
 			if j.Attempt == 1 {
 				return errand.WithClass("provider_down", errors.New("503 from provider"))
@@ -227,7 +227,7 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultRetrying || r.Class != "provider_down" {
 		t.Fatalf("first delivery: %+v, want retrying with the handler's class", r)
 	}
-	e, err := st.EffectGet(context.Background(), "charge:"+job.ID)
+	e, err := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: "charge:" + job.ID})
 	if err != nil || e.State != errand.EffectFailed || e.Message != "503 from provider" {
 		t.Fatalf("after a failure: %+v, %v; want failed with the message", e, err)
 	}
@@ -238,7 +238,7 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 	if len(statuses) != 2 || statuses[0] != errand.EffectBegun || statuses[1] != errand.EffectRetaken {
 		t.Fatalf("statuses %v, want [begun retaken]", statuses)
 	}
-	if e, _ := st.EffectGet(context.Background(), "charge:"+job.ID); e.State != errand.EffectCompleted {
+	if e, _ := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: "charge:" + job.ID}); e.State != errand.EffectCompleted {
 		t.Fatalf("after the retake: %s, want completed", e.State)
 	}
 }
@@ -247,10 +247,10 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	clock := newTestClock()
 	path := filepath.Join(t.TempDir(), "errand.db")
 	started, release := make(chan struct{}), make(chan struct{})
-	var first, second *errand.Client
+	var first, second *errand.Client[*sql.Tx]
 	var firstErr error
 	first = handlerClient(t, openStoreAt(t, path, clock), func(ctx context.Context, j *errand.Job) error {
-		firstErr = first.RemoteEffect(ctx, j, "", func(context.Context, errand.EffectStatus) error {
+		firstErr = errand.RemoteEffect(ctx, j, "", func(context.Context, errand.EffectStatus) error {
 			close(started)
 			<-release // the request to the provider hangs past the lease
 			return nil
@@ -260,7 +260,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	var secondStatus errand.EffectStatus
 	secondStore := openStoreAt(t, path, clock)
 	second = handlerClient(t, secondStore, func(ctx context.Context, j *errand.Job) error {
-		return second.RemoteEffect(ctx, j, "", func(_ context.Context, status errand.EffectStatus) error {
+		return errand.RemoteEffect(ctx, j, "", func(_ context.Context, status errand.EffectStatus) error {
 			secondStatus = status
 			return nil
 		})
@@ -290,7 +290,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	if !errors.Is(firstErr, errand.ErrLeaseLost) {
 		t.Fatalf("first delivery's RemoteEffect: %v, want ErrLeaseLost", firstErr)
 	}
-	e, err := secondStore.EffectGet(context.Background(), errand.RemoteEffectKeyPrefix+job.ID)
+	e, err := secondStore.EffectGet(context.Background(), &errand.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
 	if err != nil || e.State != errand.EffectCompleted {
 		t.Fatalf("ledger %+v, %v; want the second delivery's completion to stand", e, err)
 	}
@@ -303,10 +303,10 @@ func TestRemoteEffectHeldByAnotherJob(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	started, release := make(chan struct{}), make(chan struct{})
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
 		// Both jobs act on one remote object under one key.
-		return c.RemoteEffect(ctx, j, "refund:order-9", func(context.Context, errand.EffectStatus) error {
+		return errand.RemoteEffect(ctx, j, "refund:order-9", func(context.Context, errand.EffectStatus) error {
 			if j.ID == "holder" {
 				close(started)
 				<-release
@@ -365,5 +365,25 @@ func TestOnceAndRemoteEffectDefaultsDoNotCollide(t *testing.T) {
 	}
 	if local != 1 || remote != 1 {
 		t.Fatalf("local effect ran %d times, remote %d; want each once", local, remote)
+	}
+}
+
+// Once takes only the transaction type of the handler's store: another is
+// an error wrapping ErrUnsupportedTx, and nothing is recorded.
+func TestOnceRefusesAnotherTransactionType(t *testing.T) {
+	st := openStore(t, nil)
+	type otherTx struct{}
+	var onceErr error
+	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+		_, onceErr = errand.Once(ctx, otherTx{}, j, "", func() error { return nil })
+		return nil
+	})
+	job := enqueue(t, c, "task", nil)
+	workOne(t, c, errand.WorkOneOpts{})
+	if !errors.Is(onceErr, errand.ErrUnsupportedTx) {
+		t.Fatalf("Once with another transaction type: %v, want ErrUnsupportedTx", onceErr)
+	}
+	if n := count(t, st.DB(), `SELECT count(*) FROM errand_effects WHERE job_id = ?`, job.ID); n != 0 {
+		t.Fatalf("%d ledger entries, want none", n)
 	}
 }

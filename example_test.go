@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,7 +139,7 @@ func ExampleClient_EnqueueTx() {
 
 // A worker crashes after its effect committed and before it acknowledged
 // the job. The job runs again, and the ledger makes the effect happen once.
-func ExampleClient_Once() {
+func ExampleOnce() {
 	ctx := context.Background()
 	store, closeStore := openExampleStore()
 	defer closeStore()
@@ -147,14 +148,14 @@ func ExampleClient_Once() {
 		log.Fatal(err)
 	}
 
-	var client *errand.Client
+	var client *errand.Client[*sql.Tx]
 	handler := func(ctx context.Context, job *errand.Job) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback() // a no-op after Commit
-		ran, err := client.Once(ctx, tx, job, "", func() error {
+		ran, err := errand.Once(ctx, tx, job, "", func() error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO receipts (payment_id) VALUES ('pay_42')`)
 			return err
 		})

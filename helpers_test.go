@@ -63,7 +63,7 @@ func openStoreAt(t testing.TB, path string, clock errand.Clock) *sqlite.Store {
 	return st
 }
 
-func newClient(t testing.TB, st errand.Store, cfg errand.Config) *errand.Client {
+func newClient(t testing.TB, st errand.TxStore[*sql.Tx], cfg errand.Config) *errand.Client[*sql.Tx] {
 	t.Helper()
 	c, err := errand.NewClient(st, cfg)
 	if err != nil {
@@ -73,12 +73,12 @@ func newClient(t testing.TB, st errand.Store, cfg errand.Config) *errand.Client 
 }
 
 // handlerClient returns a client with one kind, "task", run by h.
-func handlerClient(t testing.TB, st errand.Store, h errand.HandlerFunc) *errand.Client {
+func handlerClient(t testing.TB, st errand.TxStore[*sql.Tx], h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
 	return newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "task", Handler: h}}})
 }
 
-func enqueue(t testing.TB, c *errand.Client, kind string, opts *errand.EnqueueOpts) *errand.Job {
+func enqueue(t testing.TB, c *errand.Client[*sql.Tx], kind string, opts *errand.EnqueueOpts) *errand.Job {
 	t.Helper()
 	r, err := c.Enqueue(context.Background(), kind, nil, opts)
 	if err != nil {
@@ -87,7 +87,7 @@ func enqueue(t testing.TB, c *errand.Client, kind string, opts *errand.EnqueueOp
 	return r.Job
 }
 
-func getJob(t testing.TB, c *errand.Client, id string) *errand.Job {
+func getJob(t testing.TB, c *errand.Client[*sql.Tx], id string) *errand.Job {
 	t.Helper()
 	j, err := c.Get(context.Background(), id)
 	if err != nil {
@@ -96,7 +96,7 @@ func getJob(t testing.TB, c *errand.Client, id string) *errand.Job {
 	return j
 }
 
-func workOne(t testing.TB, c *errand.Client, opts errand.WorkOneOpts) *errand.WorkResult {
+func workOne(t testing.TB, c *errand.Client[*sql.Tx], opts errand.WorkOneOpts) *errand.WorkResult {
 	t.Helper()
 	r, err := c.WorkOne(context.Background(), opts)
 	if err != nil {

@@ -3,6 +3,7 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -52,14 +53,28 @@ func (s JobState) Terminal() bool {
 	return s == StateSucceeded || s == StateDead || s == StateCancelled
 }
 
+// Waiting reports whether a job in state s waits for a worker: claimable
+// once available, cancellable.
+func (s JobState) Waiting() bool { return s == StateQueued || s == StateRetrying }
+
 // ParseJobState returns the state named s, or an error listing the valid
 // names.
 func ParseJobState(s string) (JobState, error) {
 	st := JobState(s)
 	if !st.Valid() {
-		return "", fmt.Errorf("unknown state %q: use one of queued, running, retrying, succeeded, dead, cancelled", s)
+		return "", fmt.Errorf("unknown state %q: use one of %s", s, StateNames())
 	}
 	return st, nil
+}
+
+// StateNames lists every state's name, comma-separated, for messages and
+// usage text.
+func StateNames() string {
+	names := make([]string, len(JobStates))
+	for i, s := range JobStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Job is the durable record of one unit of work. Its ID is stable across

@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -18,7 +19,7 @@ import (
 
 // bothStores runs f on a fresh SQLite store and, when the PostgreSQL tests
 // are enabled, on a fresh PostgreSQL schema.
-func bothStores(t *testing.T, f func(t *testing.T, st errand.Store)) {
+func bothStores(t *testing.T, f func(t *testing.T, st errand.TxStore[*sql.Tx])) {
 	t.Run("sqlite", func(t *testing.T) { f(t, openStore(t, nil)) })
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
@@ -26,8 +27,9 @@ func bothStores(t *testing.T, f func(t *testing.T, st errand.Store)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { st.Close() })
-		f(t, st)
+		v := st.SQL(nil)
+		t.Cleanup(func() { v.Close() })
+		f(t, v)
 	})
 }
 
@@ -36,7 +38,7 @@ func bothStores(t *testing.T, f func(t *testing.T, st errand.Store)) {
 // cleaned, with its class: PostgreSQL refuses such text, and an outcome
 // retried on that refusal would be lost when the lease ran out.
 func TestHostileFailureTextIsRecorded(t *testing.T) {
-	bothStores(t, func(t *testing.T, st errand.Store) {
+	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
 		for _, tt := range []struct {
 			name string
 			err  error
@@ -76,7 +78,7 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 // outcome is recorded at once in plain ASCII, never retried until the lease
 // runs out and lost.
 func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
-	st := &refusingStore{Store: openStore(t, nil)}
+	st := &refusingStore{TxStore: openStore(t, nil)}
 	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
 		Name:    "k",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("café ☕") }),
@@ -102,24 +104,24 @@ func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
 // refusingStore refuses outcome text that is not ASCII, as a store with a
 // narrower encoding might.
 type refusingStore struct {
-	errand.Store
+	errand.TxStore[*sql.Tx]
 	refused atomic.Int64
 }
 
-func (s *refusingStore) JobRecordOutcomes(ctx context.Context, os []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
-	for _, o := range os {
+func (s *refusingStore) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+	for _, o := range p.Outcomes {
 		if o.Error != nil && strings.ContainsFunc(o.Error.Message, func(r rune) bool { return r > 127 }) {
 			s.refused.Add(1)
 			return nil, fmt.Errorf("record outcomes: %w", &errand.InputError{Field: "value", Message: "not ASCII"})
 		}
 	}
-	return s.Store.JobRecordOutcomes(ctx, os)
+	return s.TxStore.JobRecordOutcomes(ctx, p)
 }
 
 // The client refuses what a store could not keep the same way as the
 // others, naming the field and its range, before writing anything.
 func TestEnqueueLimits(t *testing.T) {
-	bothStores(t, func(t *testing.T, st errand.Store) {
+	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
 		c := newClient(t, st, errand.Config{})
 		ctx := t.Context()
 		for _, tt := range []struct {
@@ -184,7 +186,7 @@ func TestMinimumLease(t *testing.T) {
 // the lease (a busy database) still returns its jobs, and the fenced writes
 // that follow decide what becomes of them.
 func TestSlowClaimIsNotCutAtTheLease(t *testing.T) {
-	st := &slowClaimStore{Store: openStore(t, nil), delay: errand.MinLease + 500*time.Millisecond}
+	st := &slowClaimStore{TxStore: openStore(t, nil), delay: errand.MinLease + 500*time.Millisecond}
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
 	job := enqueue(t, c, "task", nil)
 	// The worker times the lease from when it sent the claim, so it may
@@ -205,7 +207,7 @@ func TestSlowClaimIsNotCutAtTheLease(t *testing.T) {
 // slowClaimStore delays every claim by delay, then claims unless the
 // claim's context ended meanwhile.
 type slowClaimStore struct {
-	errand.Store
+	errand.TxStore[*sql.Tx]
 	delay time.Duration
 }
 
@@ -215,7 +217,7 @@ func (s *slowClaimStore) JobClaimMany(ctx context.Context, p *errand.JobClaimPar
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return s.Store.JobClaimMany(ctx, p)
+	return s.TxStore.JobClaimMany(ctx, p)
 }
 
 // A client that declares kinds refuses to enqueue one it does not know, so

@@ -3,6 +3,7 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -92,6 +93,23 @@ func ValidateProgress(progress json.RawMessage) error {
 	return checkJSONText("progress", progress)
 }
 
+// Validate checks a checkpoint: see [ValidateProgress].
+func (p *JobSetProgressParams) Validate() error { return ValidateProgress(p.Progress) }
+
+// Validate checks an effect record's key.
+func (p *EffectRecordParams) Validate() error { return ValidateEffectKey(p.Key) }
+
+// Validate checks a heartbeat's counts.
+func (p *WorkerHeartbeatParams) Validate() error { return p.Stats.Validate() }
+
+// Validate checks a prune's parameters.
+func (p *WorkerPruneParams) Validate() error {
+	if p.OlderThan < 0 {
+		return &InputError{Field: "older than", Message: "must not be negative"}
+	}
+	return nil
+}
+
 // Validate checks a claim's parameters.
 func (p *JobClaimParams) Validate() error {
 	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
@@ -110,10 +128,12 @@ func (p *JobHeartbeatParams) Validate() error {
 
 // Validate checks that an outcome has what its kind needs.
 func (o *JobOutcome) Validate() error {
-	switch o.Kind {
-	case OutcomeSucceeded, OutcomeSnooze:
+	switch {
+	case !slices.Contains(OutcomeKinds, o.Kind):
+		return &InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
+	case !o.Kind.AppendsError():
 		return nil
-	case OutcomeRetry, OutcomeDead, OutcomeInterrupted:
+	default:
 		if o.Error == nil {
 			return &InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome needs an error entry", o.Kind)}
 		}
@@ -125,7 +145,6 @@ func (o *JobOutcome) Validate() error {
 		}
 		return checkText("outcome stack", o.Error.Stack)
 	}
-	return &InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
 }
 
 // Validate checks that a ledger entry and its lease are named.

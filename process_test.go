@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -71,7 +72,7 @@ func workerMain() int {
 	}
 	defer st.Close()
 	db := st.DB()
-	var c *errand.Client
+	var c *errand.Client[*sql.Tx]
 	handler := func(ctx context.Context, job *errand.Job) error {
 		if mode == modeKill {
 			killSelf()
@@ -81,7 +82,7 @@ func workerMain() int {
 			return err
 		}
 		defer tx.Rollback() // a no-op after Commit
-		_, err = c.Once(ctx, tx, job, "", func() error {
+		_, err = errand.Once(ctx, tx, job, "", func() error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO sink (job_id, pid) VALUES (?, ?)`, job.ID, os.Getpid())
 			return err
 		})
@@ -231,7 +232,7 @@ func runWorker(t *testing.T, path, mode string, lease time.Duration) *worker {
 
 // processStore opens, for the parent, the database the workers share. It
 // runs on the real clock: so do the workers.
-func processStore(t *testing.T) (string, *sqlite.Store, *errand.Client) {
+func processStore(t *testing.T) (string, *sqlite.Store, *errand.Client[*sql.Tx]) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	st := openStoreAt(t, path, nil)
@@ -240,7 +241,7 @@ func processStore(t *testing.T) (string, *sqlite.Store, *errand.Client) {
 }
 
 // waitPastLease sleeps until the job's lease has expired on the real clock.
-func waitPastLease(t *testing.T, c *errand.Client, id string) {
+func waitPastLease(t *testing.T, c *errand.Client[*sql.Tx], id string) {
 	t.Helper()
 	j := getJob(t, c, id)
 	if j.State != errand.StateRunning || j.LeaseUntil == nil {

@@ -34,7 +34,7 @@ func AssembleQueueStats(counts []QueueCount) []QueueStats {
 			byQueue[c.Queue] = q
 		}
 		q.Counts[c.State] += c.Jobs
-		if (c.State == StateQueued || c.State == StateRetrying) && c.Jobs > 0 {
+		if c.State.Waiting() && c.Jobs > 0 {
 			q.WaitingByKind[c.Kind] += c.Jobs
 		}
 		q.OldestReadyAgeSeconds = max(q.OldestReadyAgeSeconds, c.OldestReadyAgeSeconds)

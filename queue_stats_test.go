@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"reflect"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestAssembleQueueStats(t *testing.T) {
 // no live worker handles, from the registry: a misspelt kind, a queue no
 // worker runs, and every kind once the only worker stops.
 func TestStatsNamesUnhandledKinds(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.Store) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		c := newClient(t, s, errand.Config{Kinds: []errand.Kind{
 			{Name: "export_order", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })},

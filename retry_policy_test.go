@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -123,7 +124,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 
 // failAndCheckDelay runs one attempt of the only claimable job, which fails,
 // and checks that the job waits within [cap/2, cap) of the clock.
-func failAndCheckDelay(t *testing.T, c *errand.Client, clock *testClock, id string, limit time.Duration) {
+func failAndCheckDelay(t *testing.T, c *errand.Client[*sql.Tx], clock *testClock, id string, limit time.Duration) {
 	t.Helper()
 	r := workOne(t, c, errand.WorkOneOpts{})
 	if r.Result != errand.ResultRetrying || *r.JobID != id {

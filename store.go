@@ -6,9 +6,23 @@ import (
 	"time"
 )
 
-// Store is the storage contract every backend implements: errand/sqlite (the
-// embedded default) and errand/postgres. The package errand/storetest holds
-// the conformance suite that every implementation must pass unchanged.
+// The storage contract, split by capability as database/sql/driver splits
+// a driver's: [JobStore] (jobs), [EffectStore] (the effect ledger),
+// [WorkerRegistry], [LeaderElector] and [Migrator], each an interface of
+// its own; [Store] embeds those every store must have, and [TxStore] adds
+// the caller's transactions, typed by the store's own transaction type.
+// Optional capabilities, such as [Notifier], are found by type assertion.
+// errand/sqlite (the embedded default) and errand/postgres implement it;
+// the package errand/storetest holds the conformance suite that every
+// implementation must pass unchanged.
+//
+// Every method takes a context and a pointer to its parameters and returns
+// its result and an error. Where a parameter type has a Validate method,
+// the store calls it before writing anything. Decisions that are the same
+// for every store (which states wait, hold an ordering key or may be
+// replayed; what an outcome does; the effect ledger's try-begin table; the
+// JSON columns of a record; queue statistics) live in this package, and a
+// store calls them: see store_rules.go, record_codec.go and queue_stats.go.
 //
 // Time: every lease, schedule and expiry decision uses the store's own clock
 // (the process clock on SQLite, the database's now() on PostgreSQL), never the
@@ -30,7 +44,50 @@ import (
 // returns has non-nil Errors and Tags, so that they marshal as [] when empty.
 // Ending a lease (an outcome, a sweep, a replay) clears lease_token and
 // lease_until; lease_owner keeps the last worker, for operators.
+
+// Store is what every store implements: every capability but the caller's
+// transactions, which [TxStore] adds with the store's transaction type.
 type Store interface {
+	JobStore
+	EffectStore
+	WorkerRegistry
+	LeaderElector
+	Migrator
+
+	// Close releases the store's resources. It does not close a database
+	// handle the caller passed in.
+	Close() error
+}
+
+// TxStore is a Store that joins its caller's transactions, of type TTx:
+// *sql.Tx for errand/sqlite, pgx.Tx for errand/postgres (and *sql.Tx for
+// its database/sql view). The type is checked when the program compiles: a
+// [Client] of a TxStore[TTx] takes only a TTx.
+type TxStore[TTx any] interface {
+	Store
+
+	// JobInsertManyTx inserts jobs as JobInsertMany does, but inside tx,
+	// the caller's transaction, so that they commit or roll back with the
+	// caller's own writes.
+	JobInsertManyTx(ctx context.Context, tx TTx, params *JobInsertManyParams) ([]JobInsertResult, error)
+
+	// EffectRecordTx records, inside tx, that the effect identified by
+	// Key is being performed. It returns false when the key was already
+	// recorded (the effect happened; skip it). When LeaseToken is not empty
+	// the write is fenced like any other job write: it fails with
+	// ErrLeaseLost unless job JobID is running under that token with a live
+	// lease. The entry it writes is completed.
+	EffectRecordTx(ctx context.Context, tx TTx, params *EffectRecordParams) (bool, error)
+
+	// InTx begins a transaction on the store's own database, runs fn with
+	// it and commits; it rolls back when fn returns an error or panics,
+	// and returns fn's error (or re-panics).
+	InTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
+}
+
+// JobStore keeps the jobs: insert, read, claim, renew, record, replay,
+// cancel, sweep.
+type JobStore interface {
 	// Now returns the store's current time. Callers use it to display ages
 	// and to reason about schedules; decisions are still made by the store.
 	Now(ctx context.Context) (time.Time, error)
@@ -38,24 +95,16 @@ type Store interface {
 	// JobInsertMany inserts jobs in one transaction of its own. A job whose
 	// ID or UniqueKey matches an existing job is not inserted: its result
 	// holds the existing job with Duplicate set. Either every new job is
-	// committed or none is.
-	JobInsertMany(ctx context.Context, params []*JobInsertParams) ([]JobInsertResult, error)
-
-	// JobInsertManyTx inserts jobs inside the caller's transaction, so they
-	// commit or roll back with the caller's own writes. Which transaction
-	// types a store accepts is part of its documentation (*sql.Tx for
-	// SQLite); any other type returns an error wrapping ErrUnsupportedTx and
-	// writes nothing.
-	JobInsertManyTx(ctx context.Context, tx any, params []*JobInsertParams) ([]JobInsertResult, error)
+	// committed or none is. Results are in the order of Jobs.
+	JobInsertMany(ctx context.Context, params *JobInsertManyParams) ([]JobInsertResult, error)
 
 	// JobGet returns one job, or ErrNotFound. It fills HeldBy: for a
-	// queued or retrying job with an ordering key that a claim would skip,
-	// the id of the first job of that key, in seq order, that is running,
-	// or is queued or retrying with a lower seq (normally the key's running
-	// job, else the earliest waiting one ahead); nil otherwise. A job has a
+	// waiting job with an ordering key that a claim would skip, the id of
+	// the first job of that key, in seq order, that is running, or waits
+	// with a lower seq (see [HeldBySQL]); nil otherwise. A job has a
 	// HeldBy exactly when the ordering condition of JobClaimMany excludes
 	// it.
-	JobGet(ctx context.Context, id string) (*Job, error)
+	JobGet(ctx context.Context, params *JobGetParams) (*Job, error)
 
 	// JobList returns jobs matching the filters in ascending Seq order,
 	// starting after AfterSeq, at most Limit of them, with HeldBy filled as
@@ -63,28 +112,27 @@ type Store interface {
 	JobList(ctx context.Context, params *JobListParams) ([]*Job, error)
 
 	// JobClaimMany claims up to Limit available jobs in one transaction.
-	// First it sweeps, as JobSweep does. Then it picks claimable jobs (state
-	// queued or retrying, available_at <= now, in one of Queues and, when
-	// Kinds is set, of one of Kinds) ordered by priority, available_at and
-	// seq, and for each writes state running, attempt+1, a fresh lease token,
-	// lease_until = now+Lease, lease_owner and attempted_at. Two concurrent
-	// claims never return the same job. A job with an ordering key is
-	// claimable only while no other job with that key is running and none
-	// with a lower seq is queued or retrying: jobs of one key run one at a
-	// time in seq order, and finished jobs hold nothing back. An empty
-	// result is not an error.
+	// First it sweeps, as JobSweep does. Then it picks claimable jobs (a
+	// state of [WaitingStates], available_at <= now, in one of Queues and,
+	// when Kinds is set, of one of Kinds) ordered by priority, available_at
+	// and seq, and for each writes state running, attempt+1, a fresh lease
+	// token, lease_until = now+Lease, lease_owner and attempted_at. Two
+	// concurrent claims never return the same job. A job with an ordering
+	// key is claimable only as the ordering-key rule allows (see
+	// [OrderingFreeSQL]). The result is in claim order ([SortClaimOrder]).
+	// An empty result is not an error.
 	JobClaimMany(ctx context.Context, params *JobClaimParams) ([]*Job, error)
 
 	// JobNextDue reports how long, on the store's clock, until the earliest
-	// queued or retrying job in one of Queues (and, when Kinds is set, of
-	// one of Kinds) that is not yet available becomes available: a
-	// scheduled job, a retry waiting out its backoff, a snoozed job. ok is
-	// false when no such job waits, or Queues is empty. Jobs available
-	// already are none of its business, claimable or held back by an
-	// ordering key. An idle worker sleeps until then instead of a whole
-	// poll. The answer is a duration, not a time, so that a worker whose
-	// clock is off still wakes when the job is due on the store's clock.
-	JobNextDue(ctx context.Context, params *JobNextDueParams) (wait time.Duration, ok bool, err error)
+	// waiting job in one of Queues (and, when Kinds is set, of one of
+	// Kinds) that is not yet available becomes available: a scheduled job,
+	// a retry waiting out its backoff, a snoozed job. Found is false when
+	// no such job waits, or Queues is empty. Jobs available already are
+	// none of its business, claimable or held back by an ordering key. An
+	// idle worker sleeps until then instead of a whole poll. The answer is
+	// a duration, not a time, so that a worker whose clock is off still
+	// wakes when the job is due on the store's clock.
+	JobNextDue(ctx context.Context, params *JobNextDueParams) (JobNextDueResult, error)
 
 	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each
 	// fenced by its token. The result has one entry per lease, in order: the
@@ -95,61 +143,60 @@ type Store interface {
 	// JobSetProgress records a handler's checkpoint, fenced by the token.
 	// The checkpoint stays on the job, so the next attempt can resume from
 	// it. Progress that is not valid JSON is an *InputError.
-	JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error
+	JobSetProgress(ctx context.Context, params *JobSetProgressParams) error
 
 	// JobRecordOutcomes applies the outcomes of finished attempts in one
 	// transaction, each fenced by its own token. The result has one entry per
 	// outcome, in order: the job's new state, or ErrLeaseLost with nothing
-	// written for that job. The store applies the outcome it is given; the
-	// caller has already applied the retry policy. An outcome that lacks
-	// what its kind needs (an Error for Retry, Dead and Interrupted) or of
-	// an unknown kind is an *InputError, and nothing in the batch is written.
-	JobRecordOutcomes(ctx context.Context, outcomes []*JobOutcome) ([]OutcomeResult, error)
+	// written for that job. The store applies the outcome it is given (see
+	// [OutcomeKind.State] and the methods beside it); the caller has already
+	// applied the retry policy. An outcome that lacks what its kind needs
+	// (an Error for the kinds that append one) or of an unknown kind is an
+	// *InputError, and nothing in the batch is written.
+	JobRecordOutcomes(ctx context.Context, params *JobRecordOutcomesParams) ([]OutcomeResult, error)
 
-	// JobReplay starts a new delivery cycle for a dead or cancelled job:
-	// state queued, attempt 0, available now, replays+1, lease cleared, error
-	// history kept, finished_at cleared; a job with a maximum age gets a new
-	// deadline, now+MaxAge. It records the operator, reason, prior state, the
-	// new replay number and the time in the replay audit in the same
-	// transaction. Any other state is a *StateError and nothing is written.
+	// JobReplay starts a new delivery cycle for a job in one of
+	// [ReplayableStates]: state queued, attempt 0, available now, replays+1,
+	// lease cleared, error history kept, finished_at cleared; a job with a
+	// maximum age gets a new deadline, now+MaxAge. It records the operator,
+	// reason, prior state, the new replay number and the time in the replay
+	// audit in the same transaction. Any other state is the *StateError of
+	// [CheckReplay] and nothing is written.
 	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
 
 	// JobReplayAudit returns the replay audit of one job, oldest first. A
 	// job never replayed, or unknown, has an empty audit.
-	JobReplayAudit(ctx context.Context, jobID string) ([]ReplayRecord, error)
+	JobReplayAudit(ctx context.Context, params *JobReplayAuditParams) ([]ReplayRecord, error)
 
-	// JobCancel moves a queued or retrying job to cancelled, with
-	// finished_at now. Any other state is a *StateError and nothing is
-	// written.
-	JobCancel(ctx context.Context, id string) (*Job, error)
+	// JobCancel moves a job in one of [CancellableStates] to cancelled, with
+	// finished_at now. Any other state is the *StateError of [CheckCancel]
+	// and nothing is written.
+	JobCancel(ctx context.Context, params *JobCancelParams) (*Job, error)
 
 	// JobSweep applies the rules that time alone triggers: a running job
 	// whose lease expired becomes retrying (available now) with a
 	// lease_expired entry in its history, or dead on its final attempt; a
-	// queued or retrying job past its deadline becomes dead with class
-	// expired. Each new history entry carries the job's attempt (0 for a job
-	// never claimed). Leases are swept before deadlines, so a job whose
-	// worker died past the job's deadline gets both entries and dies.
-	// Claims sweep first; a leader may also call it between claims.
-	JobSweep(ctx context.Context) (SweepResult, error)
+	// waiting job past its deadline becomes dead with class expired. Each
+	// new history entry carries the job's attempt (0 for a job never
+	// claimed). Leases are swept before deadlines, so a job whose worker
+	// died past the job's deadline gets both entries and dies. Claims sweep
+	// first; a leader may also call it between claims.
+	JobSweep(ctx context.Context, params *JobSweepParams) (SweepResult, error)
 
 	// QueueStats summarises every queue that holds jobs, ordered by name,
-	// with a non-nil Counts (every state) and WaitingByKind.
-	QueueStats(ctx context.Context) ([]QueueStats, error)
+	// with a non-nil Counts (every state) and WaitingByKind: a store
+	// counts jobs per queue, state and kind and passes the counts to
+	// [AssembleQueueStats].
+	QueueStats(ctx context.Context, params *QueueStatsParams) ([]QueueStats, error)
+}
 
-	// EffectRecordTx records, inside the caller's transaction, that the
-	// effect identified by key is being performed. It returns false when the
-	// key was already recorded (the effect happened; skip it). When
-	// leaseToken is not empty the write is fenced like any other job write:
-	// it fails with ErrLeaseLost unless job jobID is running under that token
-	// with a live lease. A tx of a type the store does not accept is an
-	// error wrapping ErrUnsupportedTx. The entry it writes is completed.
-	EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error)
-
+// EffectStore is the effect ledger's try-begin / complete / release
+// protocol for remote effects. (Effects in the store's own database are
+// recorded inside the caller's transaction: see [TxStore.EffectRecordTx].)
+type EffectStore interface {
 	// EffectBegin opens, or takes over, the ledger entry for a remote effect.
-	// It is fenced by the job's lease token. See [EffectStatus] for what it
-	// reports; beginning again under the lease that holds the entry reports
-	// EffectBegun. A takeover keeps the entry's created_at.
+	// It is fenced by the job's lease token, then answers as [BeginEffect]
+	// decides. A takeover keeps the entry's created_at.
 	EffectBegin(ctx context.Context, params *EffectParams) (*Effect, error)
 
 	// EffectComplete marks a begun effect done, fenced by the job's lease and
@@ -157,13 +204,18 @@ type Store interface {
 	// is in progress under this live lease.
 	EffectComplete(ctx context.Context, params *EffectParams) (*Effect, error)
 
-	// EffectRelease marks a begun effect failed so a later delivery may try
-	// it again, fenced like EffectComplete.
-	EffectRelease(ctx context.Context, params *EffectParams, message string) (*Effect, error)
+	// EffectRelease marks a begun effect failed, with Message, so a later
+	// delivery may try it again; fenced like EffectComplete.
+	EffectRelease(ctx context.Context, params *EffectReleaseParams) (*Effect, error)
 
 	// EffectGet returns a ledger entry, or ErrNotFound.
-	EffectGet(ctx context.Context, key string) (*Effect, error)
+	EffectGet(ctx context.Context, params *EffectGetParams) (*Effect, error)
+}
 
+// WorkerRegistry records the workers, for operators: no lease or claim
+// decision reads it. A record's status is [WorkerStatusAt] on the store's
+// clock.
+type WorkerRegistry interface {
 	// WorkerRegister records a starting worker: host, pid, queues, kinds and
 	// declared heartbeat interval, with started_at and heartbeat_at now. A
 	// registration is a fresh start: when a row with the ID exists it is
@@ -173,17 +225,17 @@ type Store interface {
 	// *InputError and nothing is written. The record has status alive.
 	WorkerRegister(ctx context.Context, params *WorkerRegisterParams) (*WorkerRecord, error)
 
-	// WorkerHeartbeat records that worker id is alive: heartbeat_at now and
-	// the counters in stats (see [WorkerStats] for last_completed_at, the
-	// clock skew and draining_at). A worker that is not registered, or that stopped, is
-	// ErrNotFound and nothing is written: the worker registers again.
-	// Negative counts or LastCompletedAgo are an *InputError.
-	WorkerHeartbeat(ctx context.Context, id string, stats WorkerStats) (*WorkerRecord, error)
+	// WorkerHeartbeat records that worker ID is alive: heartbeat_at now and
+	// the counters in Stats (see [WorkerStats] for last_completed_at, the
+	// clock skew and draining_at). A worker that is not registered, or that
+	// stopped, is ErrNotFound and nothing is written: the worker registers
+	// again. Negative counts or LastCompletedAgo are an *InputError.
+	WorkerHeartbeat(ctx context.Context, params *WorkerHeartbeatParams) (*WorkerRecord, error)
 
-	// WorkerStop marks worker id stopped, with stopped_at now and
+	// WorkerStop marks worker ID stopped, with stopped_at now and
 	// jobs_running 0 (a worker stops after its jobs are recorded). Stopping
 	// again keeps the first stopped_at. An unknown id is ErrNotFound.
-	WorkerStop(ctx context.Context, id string) error
+	WorkerStop(ctx context.Context, params *WorkerStopParams) error
 
 	// WorkerList returns every registered worker, newest first (started_at
 	// descending, then id), each with its status computed from the store's
@@ -192,31 +244,44 @@ type Store interface {
 
 	// WorkerPrune deletes the workers that are stopped or gone (by their
 	// own staleness window) and whose last sign of life (stopped_at, or
-	// heartbeat_at for a gone worker) is at least olderThan before now, and
+	// heartbeat_at for a gone worker) is at least OlderThan before now, and
 	// returns how many it deleted. An alive or draining worker is never
-	// pruned. A negative olderThan is an *InputError.
-	WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error)
+	// pruned. A negative OlderThan is an *InputError.
+	WorkerPrune(ctx context.Context, params *WorkerPruneParams) (int, error)
+}
 
-	// LeaderElect makes holder the leader of name until now+TTL, on the
+// LeaderElector keeps leadership leases in the store, on its clock.
+// Leadership decides what must run once per cluster: sweeps between
+// claims, registry cleanup, later retention and cron.
+type LeaderElector interface {
+	// LeaderElect makes Holder the leader of Name until now+TTL, on the
 	// store's clock, when nobody leads or the current lease has expired or
-	// holder already leads (a renewal). It reports whether holder leads
-	// after the call and the lease's end. Leadership decides what must run
-	// once per cluster: sweeps between claims, registry cleanup, later
-	// retention and cron.
+	// Holder already leads (a renewal). It reports whether Holder leads
+	// after the call and the lease's end.
 	LeaderElect(ctx context.Context, params *LeaderElectParams) (*Leader, error)
 
-	// LeaderResign ends holder's lease on name at once, so another process
+	// LeaderResign ends Holder's lease on Name at once, so another process
 	// may lead without waiting for it to expire. Resigning a lease one does
 	// not hold changes nothing and is not an error.
-	LeaderResign(ctx context.Context, name, holder string) error
+	LeaderResign(ctx context.Context, params *LeaderResignParams) error
 
-	// LeaderGet returns the current leader of name, or ErrNotFound when no
+	// LeaderGet returns the current leader of Name, or ErrNotFound when no
 	// lease is live.
-	LeaderGet(ctx context.Context, name string) (*Leader, error)
+	LeaderGet(ctx context.Context, params *LeaderGetParams) (*Leader, error)
+}
 
-	// Close releases the store's resources. It does not close a database
-	// handle the caller passed in.
-	Close() error
+// Migrator applies and reports the store's schema. Stores migrate when
+// they open unless told not to; Migrate is for deployments that migrate
+// separately.
+type Migrator interface {
+	// Migrate applies the store's pending migrations: numbered,
+	// forward-only, each applied once however many processes migrate at
+	// once. A schema that a newer errand migrated is refused before
+	// anything is applied.
+	Migrate(ctx context.Context) error
+
+	// SchemaVersion returns the newest applied migration.
+	SchemaVersion(ctx context.Context) (int, error)
 }
 
 // Notifier is an optional capability of a Store: waking workers in other
@@ -236,6 +301,17 @@ type Notifier interface {
 	// means "look at every queue now", so nothing enqueued while it was
 	// disconnected waits for the next poll.
 	ListenQueues(ctx context.Context) (<-chan string, error)
+}
+
+// LeaderResignParams names the lease to end.
+type LeaderResignParams struct {
+	Name   string
+	Holder string
+}
+
+// LeaderGetParams names a leadership.
+type LeaderGetParams struct {
+	Name string
 }
 
 // LeaderElectParams describes an election attempt.
@@ -288,12 +364,51 @@ type JobInsertParams struct {
 	Tags        []string
 }
 
+// JobInsertManyParams are the jobs of one insert.
+type JobInsertManyParams struct {
+	Jobs []*JobInsertParams
+}
+
 // JobInsertResult is the outcome of inserting one job.
 type JobInsertResult struct {
 	Job *Job
 	// Duplicate reports that a job with the same ID or UniqueKey existed and
 	// Job is that job, unchanged.
 	Duplicate bool
+}
+
+// JobGetParams names a job.
+type JobGetParams struct {
+	ID string
+}
+
+// JobCancelParams names the job to cancel.
+type JobCancelParams struct {
+	ID string
+}
+
+// JobReplayAuditParams names the job whose audit to read.
+type JobReplayAuditParams struct {
+	JobID string
+}
+
+// JobSweepParams asks for a sweep. It has no fields yet.
+type JobSweepParams struct{}
+
+// QueueStatsParams asks for queue statistics. It has no fields yet.
+type QueueStatsParams struct{}
+
+// JobSetProgressParams describe a handler's checkpoint.
+type JobSetProgressParams struct {
+	ID         string
+	LeaseToken string
+	// Progress is the checkpoint, raw JSON.
+	Progress json.RawMessage
+}
+
+// JobRecordOutcomesParams are the outcomes to record in one transaction.
+type JobRecordOutcomesParams struct {
+	Outcomes []*JobOutcome
 }
 
 // JobListParams filters JobList. Zero fields do not filter.
@@ -328,6 +443,14 @@ type JobNextDueParams struct {
 	// Kinds, when not empty, restricts the question to these kinds, as it
 	// restricts a claim.
 	Kinds []string
+}
+
+// JobNextDueResult is when the next job comes due.
+type JobNextDueResult struct {
+	// Wait is how long until it comes due, on the store's clock.
+	Wait time.Duration
+	// Found is false when no job waits to come due; Wait is then 0.
+	Found bool
 }
 
 // JobLease names a running job and the token of its claim.
@@ -478,6 +601,27 @@ const (
 
 // EffectParams names a ledger entry and the lease that touches it.
 type EffectParams struct {
+	Key        string
+	JobID      string
+	LeaseToken string
+}
+
+// EffectReleaseParams name a begun entry to release after a failure.
+type EffectReleaseParams struct {
+	EffectParams
+	// Message says why the effect failed.
+	Message string
+}
+
+// EffectGetParams name a ledger entry.
+type EffectGetParams struct {
+	Key string
+}
+
+// EffectRecordParams name the effect a transaction performs and the lease
+// it runs under. An empty LeaseToken records without fencing, for an effect
+// outside any job.
+type EffectRecordParams struct {
 	Key        string
 	JobID      string
 	LeaseToken string

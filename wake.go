@@ -27,7 +27,7 @@ const notifyCoalesce = 10 * time.Millisecond
 const notifyTimeout = 5 * time.Second
 
 // wakeChan returns a channel closed at the next wake-up of queue.
-func (c *Client) wakeChan(queue string) <-chan struct{} {
+func (c *engine) wakeChan(queue string) <-chan struct{} {
 	c.wakeMu.Lock()
 	defer c.wakeMu.Unlock()
 	if c.wakes == nil {
@@ -43,7 +43,7 @@ func (c *Client) wakeChan(queue string) <-chan struct{} {
 
 // wakeLocal wakes this process's idle queue loops of queues, or of every
 // queue when queues is empty.
-func (c *Client) wakeLocal(queues []string) {
+func (c *engine) wakeLocal(queues []string) {
 	c.wakeMu.Lock()
 	defer c.wakeMu.Unlock()
 	if len(queues) == 0 {
@@ -73,7 +73,7 @@ func (c *Client) wakeLocal(queues []string) {
 // named, it announces the queues that EnqueueTx and EnqueueManyTx have
 // written to since the last Wake. Wake never blocks on the store, and a
 // failed announcement is logged, not returned: polling finds the jobs.
-func (c *Client) Wake(queues ...string) {
+func (c *Client[TTx]) Wake(queues ...string) {
 	queues = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return q == "" })
 	c.wakeLocal(queues)
 	if c.notifier == nil {
@@ -91,7 +91,7 @@ func (c *Client) Wake(queues ...string) {
 // but no longer announces new jobs to other processes: their workers find
 // them at their next poll. Close is idempotent and always returns nil.
 // A client whose store is not a [Notifier] holds nothing to close.
-func (c *Client) Close() error {
+func (c *Client[TTx]) Close() error {
 	if c.notifier != nil {
 		c.notifier.close()
 	}
@@ -105,7 +105,7 @@ func (c *Client) Close() error {
 // Client owns it: Close flushes it and waits for the sender.
 type queueNotifier struct {
 	n      Notifier
-	client *Client
+	client *engine
 	window time.Duration // notifyCoalesce; tests widen it
 
 	mu       sync.Mutex
@@ -117,7 +117,7 @@ type queueNotifier struct {
 	sender   sync.WaitGroup
 }
 
-func newQueueNotifier(c *Client, n Notifier) *queueNotifier {
+func newQueueNotifier(c *engine, n Notifier) *queueNotifier {
 	return &queueNotifier{
 		n:        n,
 		client:   c,

@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -81,7 +82,7 @@ func (s *notifyingStore) ListenQueues(ctx context.Context) (<-chan string, error
 // notifyProcess opens the SQLite file at path as a separate process would,
 // with the hub's notifications, and returns a client whose "ping" handler
 // sends each job's id to ran (when ran is not nil).
-func notifyProcess(t *testing.T, path string, hub *notifyHub, ran chan<- string) (*errand.Client, *notifyingStore) {
+func notifyProcess(t *testing.T, path string, hub *notifyHub, ran chan<- string) (*errand.Client[*sql.Tx], *notifyingStore) {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), path, nil)
 	if err != nil {
@@ -107,7 +108,7 @@ func notifyProcess(t *testing.T, path string, hub *notifyHub, ran chan<- string)
 
 // idleWorker starts a worker that polls once an hour, and waits until each
 // of its queues has looked for work once and gone idle.
-func idleWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *errand.Worker {
+func idleWorker(t *testing.T, c *errand.Client[*sql.Tx], cfg errand.WorkerConfig) *errand.Worker {
 	t.Helper()
 	cfg.PollInterval = time.Hour
 	w, err := c.NewWorker(cfg)

@@ -59,7 +59,7 @@ type WorkerConfig struct {
 // many jobs as it has free slots, so one process never hoards work that
 // others could run. Create it with [Client.NewWorker].
 type Worker struct {
-	c      *Client
+	c      *engine
 	cfg    WorkerConfig
 	queues []string
 	kinds  []string
@@ -81,7 +81,7 @@ type Worker struct {
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
-func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
+func (c *Client[TTx]) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	kinds := c.handlerKinds()
 	if len(kinds) == 0 {
 		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}
@@ -127,7 +127,7 @@ func (c *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := checkLeaderConfig(&cfg); err != nil {
 		return nil, err
 	}
-	return &Worker{c: c, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}, nil
+	return &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}, nil
 }
 
 // Start registers the worker in the worker registry and begins claiming and
@@ -257,7 +257,8 @@ const minDueWait = time.Millisecond
 // say (the poll covers it). The store answers with a duration on its own
 // clock, so a skewed wall clock here does not matter.
 func (w *Worker) nextDue(ctx context.Context, queue string) time.Time {
-	wait, ok, err := w.c.store.JobNextDue(ctx, &JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds})
+	next, err := w.c.store.JobNextDue(ctx, &JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds})
+	wait, ok := next.Wait, next.Found
 	if err != nil {
 		if ctx.Err() == nil {
 			w.c.logger.Warn("ask when the next job is due failed; polling", "queue", queue, "err", err)

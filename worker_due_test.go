@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 // eachJobStore runs body on a fresh SQLite store and, when
 // ERRAND_TEST_POSTGRES_URL is set, a fresh PostgreSQL schema; both on the
 // real clock.
-func eachJobStore(t *testing.T, body func(t *testing.T, s errand.Store)) {
+func eachJobStore(t *testing.T, body func(t *testing.T, s errand.TxStore[*sql.Tx])) {
 	t.Run("sqlite", func(t *testing.T) { body(t, openStore(t, nil)) })
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
@@ -27,14 +28,15 @@ func eachJobStore(t *testing.T, body func(t *testing.T, s errand.Store)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
-		body(t, s)
+		v := s.SQL(nil)
+		t.Cleanup(func() { v.Close() })
+		body(t, v)
 	})
 }
 
 // startHourlyWorker starts a worker of c on the default queue with two
 // slots that polls once an hour and listens for nothing.
-func startHourlyWorker(t *testing.T, c *errand.Client) *errand.Worker {
+func startHourlyWorker(t *testing.T, c *errand.Client[*sql.Tx]) *errand.Worker {
 	t.Helper()
 	w, err := c.NewWorker(errand.WorkerConfig{
 		Queues:       map[string]int{errand.DefaultQueue: 2},
@@ -77,7 +79,7 @@ func waitAttempt(t *testing.T, ran <-chan string, id string, limit time.Duration
 // later. The worker has a free slot while the job runs, so its queue loop
 // is idle when the outcome is recorded: the outcome has to wake it.
 func TestWorkerRetryRunsWhenDue(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.Store) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		for _, c := range []struct {
 			name  string
 			first error
@@ -112,7 +114,7 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 // client, which wakes nobody, runs when it comes due: the worker asked the
 // store when that is.
 func TestWorkerFindsDelayedJobWhenDue(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.Store) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		ran := make(chan string, 2)
 		worker := newClient(t, s, errand.Config{Kinds: []errand.Kind{{Name: "later",
 			Handler: attempts(ran, func(*errand.Job) error { return nil })}}})
@@ -130,7 +132,7 @@ func TestWorkerFindsDelayedJobWhenDue(t *testing.T) {
 // ordering key, held back while the first runs, runs as soon as the first
 // succeeds: finishing an ordered job wakes the queue.
 func TestWorkerRunsNextOrderedJobWhenPredecessorEnds(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.Store) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		ran := make(chan string, 4)
 		release := make(chan struct{})
 		worker := newClient(t, s, errand.Config{Kinds: []errand.Kind{{Name: "ordered",

@@ -9,7 +9,7 @@ func UnbatchOutcomes(w *Worker) { w.unbatched = true }
 
 // SetNotifyCoalesce sets how long c's notifier gathers queue names between
 // notifications. Call it before the first enqueue.
-func SetNotifyCoalesce(c *Client, d time.Duration) {
+func SetNotifyCoalesce[TTx any](c *Client[TTx], d time.Duration) {
 	if c.notifier != nil {
 		c.notifier.window = d
 	}

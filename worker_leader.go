@@ -45,8 +45,8 @@ const minLeaderTTL = 30 * time.Millisecond
 // Leader returns the current holder of the cluster's leadership (a worker
 // id, see [Worker.ID]), or an error wrapping ErrNotFound when no worker
 // leads.
-func (c *Client) Leader(ctx context.Context) (*Leader, error) {
-	l, err := c.store.LeaderGet(ctx, LeaderName)
+func (c *Client[TTx]) Leader(ctx context.Context) (*Leader, error) {
+	l, err := c.store.LeaderGet(ctx, &LeaderGetParams{Name: LeaderName})
 	if err != nil {
 		return nil, fmt.Errorf("get leader: %w", err)
 	}
@@ -190,7 +190,7 @@ func (w *Worker) resign(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaderTTL)
 	defer cancel()
-	if err := w.c.store.LeaderResign(rctx, LeaderName, w.ID()); err != nil {
+	if err := w.c.store.LeaderResign(rctx, &LeaderResignParams{Name: LeaderName, Holder: w.ID()}); err != nil {
 		w.c.logger.Warn("resign leadership failed; another worker leads once the lease expires",
 			"worker_id", w.ID(), "err", err)
 	}
@@ -225,7 +225,7 @@ func (w *Worker) leaderSweep(ctx context.Context) {
 	if !w.Leading() {
 		return
 	}
-	r, err := w.c.store.JobSweep(ctx)
+	r, err := w.c.store.JobSweep(ctx, &JobSweepParams{})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		w.c.logger.Error("leader sweep failed", "worker_id", w.ID(), "err", err)
@@ -238,7 +238,7 @@ func (w *Worker) leaderPrune(ctx context.Context) {
 	if !w.Leading() {
 		return
 	}
-	n, err := w.c.store.WorkerPrune(ctx, WorkerPruneAfter)
+	n, err := w.c.store.WorkerPrune(ctx, &WorkerPruneParams{OlderThan: WorkerPruneAfter})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		w.c.logger.Error("prune worker registry failed", "worker_id", w.ID(), "err", err)

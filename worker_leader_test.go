@@ -160,7 +160,7 @@ func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	l, err := observer.LeaderGet(ctx, errand.LeaderName)
+	l, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName})
 	if err != nil {
 		t.Fatalf("the lease ended before the leader stopped leading: %v", err)
 	}
@@ -176,7 +176,7 @@ func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 		if w.Leading() {
 			t.Fatal("the worker leads again while its renewals fail")
 		}
-		_, err := observer.LeaderGet(ctx, errand.LeaderName)
+		_, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName})
 		if errors.Is(err, errand.ErrNotFound) {
 			break
 		}
@@ -239,7 +239,7 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 		if _, err := st.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: id, HeartbeatInterval: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.WorkerStop(ctx, id); err != nil {
+		if err := st.WorkerStop(ctx, &errand.WorkerStopParams{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(2 * time.Hour)

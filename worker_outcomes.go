@@ -80,7 +80,7 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome) (OutcomeResul
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
 		wctx, cancel := context.WithTimeout(ctx, b.timeout)
-		rs, err := b.store.JobRecordOutcomes(wctx, []*JobOutcome{o})
+		rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}})
 		cancel()
 		if err != nil {
 			return OutcomeResult{}, err
@@ -118,7 +118,7 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 		outcomes[i] = req.o
 	}
 	wctx, cancel := context.WithTimeout(ctx, b.timeout)
-	rs, err := b.store.JobRecordOutcomes(wctx, outcomes)
+	rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: outcomes})
 	cancel()
 	b.stats.outcomeWrites.Add(1)
 	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalid) {

@@ -138,6 +138,23 @@ type WorkerStats struct {
 	Draining bool
 }
 
+// WorkerHeartbeatParams are one worker's heartbeat.
+type WorkerHeartbeatParams struct {
+	ID    string
+	Stats WorkerStats
+}
+
+// WorkerStopParams name the worker that stops.
+type WorkerStopParams struct {
+	ID string
+}
+
+// WorkerPruneParams say which workers to prune.
+type WorkerPruneParams struct {
+	// OlderThan is how long a stopped or gone worker is kept.
+	OlderThan time.Duration
+}
+
 // WorkerListParams filter WorkerList.
 type WorkerListParams struct {
 	// StaleAfter, when non-zero, overrides each worker's staleness window:
@@ -195,7 +212,7 @@ func KindHandled(workers []*WorkerRecord, queue, kind string) bool {
 
 // Workers lists the worker registry, newest first: every worker that has
 // not been pruned, alive, draining, stopped or gone by the store's clock.
-func (c *Client) Workers(ctx context.Context) ([]*WorkerRecord, error) {
+func (c *Client[TTx]) Workers(ctx context.Context) ([]*WorkerRecord, error) {
 	ws, err := c.store.WorkerList(ctx, &WorkerListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -292,11 +309,11 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-t.C:
 		case <-w.reg.beatNow:
 		}
-		_, err := w.c.store.WorkerHeartbeat(ctx, w.ID(), w.workerStats())
+		_, err := w.c.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{ID: w.ID(), Stats: w.workerStats()})
 		if errors.Is(err, ErrNotFound) {
 			w.c.logger.Warn("worker missing from the registry; registering again", "worker_id", w.ID())
 			if _, err = w.c.store.WorkerRegister(ctx, w.registerParams()); err == nil {
-				_, err = w.c.store.WorkerHeartbeat(ctx, w.ID(), w.workerStats())
+				_, err = w.c.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{ID: w.ID(), Stats: w.workerStats()})
 			}
 		}
 		if err != nil && ctx.Err() == nil {
@@ -324,7 +341,7 @@ func (w *Worker) deregister(ctx context.Context) {
 	w.reg.beats.Wait()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.HeartbeatInterval)
 	defer cancel()
-	if err := w.c.store.WorkerStop(stopCtx, w.ID()); err != nil {
+	if err := w.c.store.WorkerStop(stopCtx, &WorkerStopParams{ID: w.ID()}); err != nil {
 		w.c.logger.Error("mark worker stopped failed; the registry will show it as gone", "worker_id", w.ID(), "err", err)
 	}
 }

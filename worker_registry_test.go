@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 
 // registryClient opens its own store on path, as a separate worker process
 // would, and returns a client with a handler for "noop".
-func registryClient(t *testing.T, path string) (*errand.Client, *sqlite.Store) {
+func registryClient(t *testing.T, path string) (*errand.Client[*sql.Tx], *sqlite.Store) {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), path, nil)
 	if err != nil {
@@ -33,7 +34,7 @@ func registryClient(t *testing.T, path string) (*errand.Client, *sqlite.Store) {
 	return c, s
 }
 
-func startRegistryWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *errand.Worker {
+func startRegistryWorker(t *testing.T, c *errand.Client[*sql.Tx], cfg errand.WorkerConfig) *errand.Worker {
 	t.Helper()
 	w, err := c.NewWorker(cfg)
 	if err != nil {
@@ -47,7 +48,7 @@ func startRegistryWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig
 }
 
 // registryRecord returns worker id's record from c's registry, or nil.
-func registryRecord(t *testing.T, c *errand.Client, id string) *errand.WorkerRecord {
+func registryRecord(t *testing.T, c *errand.Client[*sql.Tx], id string) *errand.WorkerRecord {
 	t.Helper()
 	ws, err := c.Workers(context.Background())
 	if err != nil {
@@ -208,12 +209,12 @@ func TestWorkerRegistryRegistersAgain(t *testing.T) {
 	c, s := registryClient(t, path)
 	w := startRegistryWorker(t, c, errand.WorkerConfig{HeartbeatInterval: 20 * time.Millisecond})
 	first := registryRecord(t, c, w.ID())
-	if err := s.WorkerStop(ctx, w.ID()); err != nil {
+	if err := s.WorkerStop(ctx, &errand.WorkerStopParams{ID: w.ID()}); err != nil {
 		t.Fatal(err)
 	}
 	// The worker may find out between the stop and the prune, or after the
 	// prune; either way it registers again, with a new start time.
-	if _, err := s.WorkerPrune(ctx, 0); err != nil {
+	if _, err := s.WorkerPrune(ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil {
 		t.Fatal(err)
 	}
 	workerWaitFor(t, 10*time.Second, func() bool {

@@ -62,10 +62,10 @@ func BenchmarkClaimAck(b *testing.B) {
 			if err != nil || len(js) != 1 {
 				b.Fatalf("claim: %v, %v", js, err)
 			}
-			rs, err := s.JobRecordOutcomes(ctx, []*errand.JobOutcome{{
+			rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
 				JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken},
 				Kind:     errand.OutcomeSucceeded,
-			}})
+			}}})
 			if err != nil || rs[0].Err != nil {
 				b.Fatalf("ack: %+v, %v", rs, err)
 			}

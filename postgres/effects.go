@@ -13,17 +13,19 @@ import (
 const ownsJobSQL = `SELECT EXISTS (SELECT 1 FROM {jobs}
 	WHERE id = $2 AND state = 'running' AND lease_token = $3 AND lease_until > {now})`
 
-// EffectRecordTx implements [errand.Store]. tx is a pgx.Tx or a *sql.Tx
-// (database/sql with the pgx driver). The lease is checked against
-// statement_timestamp(), not the start of the caller's transaction.
-func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error) {
-	q, err := callerTx(tx)
-	if err != nil {
+// EffectRecordTx implements [errand.TxStore]: tx is a pgx.Tx on the
+// store's database. The lease is checked against statement_timestamp(), not
+// the start of the caller's transaction.
+func (s *Store) EffectRecordTx(ctx context.Context, tx pgx.Tx, p *errand.EffectRecordParams) (bool, error) {
+	return s.recordEffect(ctx, pgxQuerier{tx}, p)
+}
+
+// recordEffect is EffectRecordTx in the caller's transaction q.
+func (s *Store) recordEffect(ctx context.Context, q querier, p *errand.EffectRecordParams) (bool, error) {
+	if err := p.Validate(); err != nil {
 		return false, err
 	}
-	if err := errand.ValidateEffectKey(key); err != nil {
-		return false, err
-	}
+	key, jobID, leaseToken := p.Key, p.JobID, p.LeaseToken
 	now := s.nowArg()
 	if leaseToken != "" {
 		rs, err := q.query(ctx, s.inTx.Replace(ownsJobSQL), now, jobID, leaseToken)
@@ -72,7 +74,7 @@ func (s *Store) ownsJob(ctx context.Context, tx pgx.Tx, now any, id, token strin
 	return owns, err
 }
 
-// EffectBegin implements [errand.Store]. It inserts the entry first: two
+// EffectBegin implements [errand.EffectStore]. It inserts the entry first: two
 // deliveries beginning one key at once then meet on its primary key, and
 // the second waits for the first and reads what it wrote, locked.
 func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
@@ -80,7 +82,7 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 		return nil, err
 	}
 	var e *errand.Effect
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
 		owns, err := s.ownsJob(ctx, tx, now, p.JobID, p.LeaseToken)
 		if err != nil {
@@ -95,75 +97,51 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 			ON CONFLICT (key) DO NOTHING
 			RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
 		if err == nil {
-			e.Status = errand.EffectBegun
+			e.Status = errand.EffectBegun // there was no entry
 			return nil
 		}
 		if !isNoRows(err) {
 			return err
 		}
-		prev, err := scanEffect(tx.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects}
+		found, err := scanEffect(tx.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects}
 			WHERE key = $1 FOR UPDATE`), p.Key))
 		if err != nil {
 			return err
 		}
-		var status errand.EffectStatus
-		switch {
-		case prev.State == errand.EffectCompleted:
-			e = prev
-			e.Status = errand.EffectAlreadyCompleted
-			return nil
-		case prev.State == errand.EffectFailed:
-			status = errand.EffectRetaken
-		case prev.LeaseToken == p.LeaseToken:
-			e = prev
-			e.Status = errand.EffectBegun
-			return nil
-		default:
-			held, err := s.ownsJob(ctx, tx, now, prev.JobID, prev.LeaseToken)
-			if err != nil {
-				return err
-			}
-			if held {
-				e = prev
-				e.Status = errand.EffectHeldElsewhere
-				return nil
-			}
-			status = errand.EffectAbandoned
-		}
-		e, err = scanEffect(tx.QueryRow(ctx, s.sql(`UPDATE {effects}
-			SET job_id = $3, state = 'in_progress', lease_token = $4, updated_at = {now}
-			WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
-		if err != nil {
-			return err
-		}
-		e.Status = status
-		return nil
-	})
-	if err != nil {
+		e, err = errand.BeginEffect(found, p.LeaseToken, func() (bool, error) {
+			return s.ownsJob(ctx, tx, now, found.JobID, found.LeaseToken)
+		}, func() (*errand.Effect, error) {
+			return scanEffect(tx.QueryRow(ctx, s.sql(`UPDATE {effects}
+				SET job_id = $3, state = 'in_progress', lease_token = $4, updated_at = {now}
+				WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
+		})
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// EffectComplete implements [errand.Store].
+// EffectComplete implements [errand.EffectStore] in one statement, fenced
+// by the entry's token and by the job's live lease under it.
 func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
-	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
+	return s.effectFinish(ctx, errand.EffectCompleted, &errand.EffectReleaseParams{EffectParams: *p})
 }
 
-// EffectRelease implements [errand.Store].
-func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectParams, message string) (*errand.Effect, error) {
-	return s.effectFinish(ctx, p, errand.EffectFailed, message)
+// EffectRelease implements [errand.EffectStore] in one statement, fenced by
+// the entry's token and by the job's live lease under it.
+func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+	return s.effectFinish(ctx, errand.EffectFailed, p)
 }
 
-// effectFinish ends a begun effect in one statement, fenced by the entry's
-// token and by the job's live lease under it.
-func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state errand.EffectState, message string) (*errand.Effect, error) {
+// effectFinish ends a begun effect as state, with p's message.
+func (s *Store) effectFinish(ctx context.Context, state errand.EffectState, p *errand.EffectReleaseParams) (*errand.Effect, error) {
 	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`UPDATE {effects}
 		SET state = $2, message = $3, updated_at = {now}
 		WHERE key = $4 AND lease_token = $5 AND state = 'in_progress'
 			AND EXISTS (SELECT 1 FROM {jobs} WHERE id = $6 AND state = 'running'
 				AND lease_token = $5 AND lease_until > {now})
-		RETURNING `+effectColumns), s.nowArg(), string(state), message, p.Key, p.LeaseToken, p.JobID))
+		RETURNING `+effectColumns), s.nowArg(), string(state), p.Message, p.Key, p.LeaseToken, p.JobID))
 	if isNoRows(err) {
 		return nil, errand.ErrLeaseLost
 	}
@@ -173,8 +151,9 @@ func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state 
 	return e, nil
 }
 
-// EffectGet implements [errand.Store].
-func (s *Store) EffectGet(ctx context.Context, key string) (*errand.Effect, error) {
+// EffectGet implements [errand.EffectStore].
+func (s *Store) EffectGet(ctx context.Context, p *errand.EffectGetParams) (*errand.Effect, error) {
+	key := p.Key
 	if !errand.StorableText(key) {
 		return nil, errand.ErrNotFound
 	}

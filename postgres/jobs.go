@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,7 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/jobcodec"
+	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -22,26 +21,47 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
 	errors::text, replays, tags::text`
 
-// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
-// its key, in seq order, that is running or waits ahead of it. It walks the
-// errand_jobs_ordering index of the key and stops at the first match, which
-// for a held job is the key's first row.
-const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
-		SELECT o.id FROM {jobs} o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
-			AND (o.state = 'running' OR o.seq < j.seq)
-		ORDER BY o.seq LIMIT 1) END`
-
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-const readColumns = jobColumns + `, ` + heldBy
+var readColumns = jobColumns + `, ` + errand.HeldBySQL("{jobs}")
 
-type scanner interface{ Scan(dest ...any) error }
+// waiting is errand.WaitingStates as a SQL list, for IN (...).
+var waiting = errand.SQLStates(errand.WaitingStates)
+
+type scanner = rowscan.Row
+
+// scanJob reads a row of jobColumns.
+func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
+
+// scanJobAnd reads a row of jobColumns, and any extra columns after them.
+func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
+	var (
+		j errand.Job
+		c errand.JobColumns
+	)
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
+		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
+		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
+		extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	// pgx returns times in the local zone; the contract's are UTC.
+	j.AvailableAt, j.CreatedAt = j.AvailableAt.UTC(), j.CreatedAt.UTC()
+	for _, t := range []**time.Time{&j.Deadline, &j.LeaseUntil, &j.AttemptedAt, &j.FinishedAt} {
+		*t = utc(*t)
+	}
+	if err := j.DecodeColumns(&c); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
 
 // scanReadJob reads a row of readColumns.
 func scanReadJob(row scanner) (*errand.Job, error) {
 	var held *string
-	j, err := scanJob(row, &held)
+	j, err := scanJobAnd(row, &held)
 	if err != nil {
 		return nil, err
 	}
@@ -49,62 +69,11 @@ func scanReadJob(row scanner) (*errand.Job, error) {
 	return j, nil
 }
 
-// scanJob reads a row of jobColumns, and any extra columns after them.
-func scanJob(row scanner, extra ...any) (*errand.Job, error) {
-	var (
-		j                                  errand.Job
-		args, state, errs, tags            string
-		backoffBase, backoffMax            int64
-		deadline, leaseUntil, attempted    *time.Time
-		finished                           *time.Time
-		token, owner, ukey, okey, progress *string
-		lastErr                            *string
-	)
-	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
-		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &j.AvailableAt, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &j.CreatedAt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
-		extra...)...)
-	if err != nil {
-		return nil, err
-	}
-	j.Args = json.RawMessage(args)
-	j.State = errand.JobState(state)
-	j.BackoffBase = errand.Duration(time.Duration(backoffBase) * time.Microsecond)
-	j.BackoffMax = errand.Duration(time.Duration(backoffMax) * time.Microsecond)
-	j.AvailableAt = j.AvailableAt.UTC()
-	j.Deadline = utc(deadline)
-	j.LeaseToken = token
-	j.LeaseUntil = utc(leaseUntil)
-	j.LeaseOwner = owner
-	j.UniqueKey = ukey
-	j.OrderingKey = okey
-	if progress != nil {
-		j.Progress = json.RawMessage(*progress)
-	}
-	j.CreatedAt = j.CreatedAt.UTC()
-	j.AttemptedAt = utc(attempted)
-	j.FinishedAt = utc(finished)
-	if err := jobcodec.DecodeJSON(&j, lastErr, errs, tags); err != nil {
-		return nil, err
-	}
-	return &j, nil
-}
-
-func scanJobs(rs rows) ([]*errand.Job, error) {
-	return scanJobsWith(rs, func(row scanner) (*errand.Job, error) { return scanJob(row) })
-}
-
-func scanJobsWith(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
+// scanJobs reads every row of rs with scan (scanJob or scanReadJob) and
+// closes rs.
+func scanJobs(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
 	defer rs.Close()
-	var js []*errand.Job
-	for rs.Next() {
-		j, err := scan(rs)
-		if err != nil {
-			return nil, err
-		}
-		js = append(js, j)
-	}
-	return js, rs.Err()
+	return rowscan.All(rs, scan)
 }
 
 func utc(t *time.Time) *time.Time {
@@ -122,27 +91,22 @@ func nullIfEmpty(s string) *string {
 	return &s
 }
 
-// JobInsertMany implements [errand.Store].
-func (s *Store) JobInsertMany(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+// JobInsertMany implements [errand.JobStore].
+func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
 	var rs []errand.JobInsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, params)
+		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, p.Jobs)
 		return err
 	})
 	return rs, err
 }
 
-// JobInsertManyTx implements [errand.Store]. tx is a pgx.Tx or a *sql.Tx
-// (database/sql with the pgx driver, github.com/jackc/pgx/v5/stdlib) on the
-// store's database. Times come from statement_timestamp(), not the start of
-// the caller's transaction.
-func (s *Store) JobInsertManyTx(ctx context.Context, tx any, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
-	q, err := callerTx(tx)
-	if err != nil {
-		return nil, err
-	}
-	return s.insert(ctx, q, s.inTx, params)
+// JobInsertManyTx implements [errand.TxStore]: tx is a pgx.Tx on the
+// store's database, from any pgx connection or pool. Times come from
+// statement_timestamp(), not the start of the caller's transaction.
+func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+	return s.insert(ctx, pgxQuerier{tx}, s.inTx, p.Jobs)
 }
 
 // insertSQL inserts the whole batch in one statement, in the batch's order
@@ -179,15 +143,11 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		t := p.Tags
-		if t == nil {
-			t = []string{}
-		}
-		tagsJSON, err := json.Marshal(t)
+		tagsJSON, err := p.TagsJSON()
 		if err != nil {
 			return nil, err
 		}
-		ids[i], queues[i], kinds[i], args[i], tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), string(tagsJSON)
+		ids[i], queues[i], kinds[i], args[i], tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), tagsJSON
 		versions[i], prios[i], maxAttempts[i] = int32(p.ArgsVersion), int32(p.Priority), int32(p.MaxAttempts)
 		bases[i], maxes[i], ages[i], delays[i] = us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge), us(p.Delay)
 		if !p.RunAt.IsZero() {
@@ -204,7 +164,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
-	inserted, err := scanJobs(rs)
+	inserted, err := scanJobs(rs, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -240,7 +200,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
-	existing, err := scanJobs(rs)
+	existing, err := scanJobs(rs, scanJob)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
@@ -266,8 +226,9 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	return out, nil
 }
 
-// JobGet implements [errand.Store].
-func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
+// JobGet implements [errand.JobStore].
+func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+	id := p.ID
 	if !errand.StorableText(id) {
 		return nil, errand.ErrNotFound // no job can have it; PostgreSQL would refuse the query
 	}
@@ -281,7 +242,7 @@ func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
 	return j, nil
 }
 
-// JobList implements [errand.Store].
+// JobList implements [errand.JobStore].
 func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
 	if !errand.StorableText(p.Queue) || !errand.StorableText(p.Kind) {
 		return []*errand.Job{}, nil // no job is in such a queue or of such a kind
@@ -314,7 +275,7 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	js, err := scanJobsWith(rs, scanReadJob)
+	js, err := scanJobs(rs, scanReadJob)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -333,19 +294,14 @@ const claimSQL = `UPDATE {jobs} SET
 	WHERE seq IN ({pick})
 	RETURNING ` + jobColumns
 
-// orderingFree is the claim condition for per-key ordering, on a candidate
-// aliased j: no other job with its ordering key is running, and none waits
-// ahead of it (lower seq, queued or retrying). Jobs of one key run one at a
-// time, in seq order; finished jobs hold nothing back. A concurrent claimer
-// sees a job another has just locked as still queued, so it never takes the
-// next job of that key early; a batch takes at most one job per key.
-const orderingFree = `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM {jobs} o
-		WHERE o.ordering_key = j.ordering_key
-			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
+// orderingFree is errand's ordering-key rule on a candidate aliased j. A
+// concurrent claimer sees a job another has just locked as still queued, so
+// it never takes the next job of that key early.
+var orderingFree = errand.OrderingFreeSQL("{jobs}")
 
 // claimOneQueue picks from one queue (the worker's claims).
-const claimOneQueue = `SELECT seq FROM {jobs} j
-		WHERE queue = $4::text AND state IN ('queued', 'retrying') AND available_at <= {now}
+var claimOneQueue = `SELECT seq FROM {jobs} j
+		WHERE queue = $4::text AND state IN (` + waiting + `) AND available_at <= {now}
 			AND ($5::text[] IS NULL OR kind = ANY($5))
 			AND ` + orderingFree + `
 		ORDER BY priority, available_at, seq
@@ -357,9 +313,9 @@ const claimOneQueue = `SELECT seq FROM {jobs} j
 // queue's index is walked for its first Limit jobs, and the best Limit of
 // those are claimed. The other rows it locked stay locked (and skipped by
 // other claimers) only until this short transaction ends.
-const claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
+var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
 			SELECT seq, priority, available_at FROM {jobs} j
-			WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at <= {now}
+			WHERE queue = q.name AND state IN (` + waiting + `) AND available_at <= {now}
 				AND ($5::text[] IS NULL OR kind = ANY($5))
 				AND ` + orderingFree + `
 			ORDER BY priority, available_at, seq
@@ -373,7 +329,7 @@ var (
 	claimManySQL = strings.Replace(claimSQL, "{pick}", claimManyQueues, 1)
 )
 
-// JobClaimMany implements [errand.Store].
+// JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -399,13 +355,13 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil {
 			return err
 		}
-		jobs, err = scanJobs(rs)
+		jobs, err = scanJobs(rs, scanJob)
+		errand.SortClaimOrder(jobs)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	errand.SortClaimOrder(jobs)
 	return jobs, nil
 }
 
@@ -413,17 +369,17 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 // queue, the errand_jobs_due index walked from now to the first row of a
 // wanted kind, then the earliest of those. It returns NULL when none waits,
 // and the statement's now, so that the wait is measured on one clock.
-const nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
+var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
 		SELECT available_at AS at FROM {jobs}
-		WHERE queue = q.name AND state IN ('queued', 'retrying') AND available_at > {now}
+		WHERE queue = q.name AND state IN (` + waiting + `) AND available_at > {now}
 			AND ($3::text[] IS NULL OR kind = ANY($3))
 		ORDER BY available_at
 		LIMIT 1) n`
 
-// JobNextDue implements [errand.Store].
-func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+// JobNextDue implements [errand.JobStore].
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
 	if len(p.Queues) == 0 {
-		return 0, false, nil
+		return errand.JobNextDueResult{}, nil
 	}
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
@@ -433,15 +389,15 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (tim
 	var now time.Time
 	err := s.pool.QueryRow(ctx, s.sql(nextDueSQL), s.nowArg(), p.Queues, kinds).Scan(&next, &now)
 	if err != nil {
-		return 0, false, fmt.Errorf("next due: %w", err)
+		return errand.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
 	}
 	if next == nil {
-		return 0, false, nil
+		return errand.JobNextDueResult{}, nil
 	}
-	return next.Sub(now), true, nil
+	return errand.JobNextDueResult{Wait: next.Sub(now), Found: true}, nil
 }
 
-// JobHeartbeatMany implements [errand.Store]: one statement for the batch,
+// JobHeartbeatMany implements [errand.JobStore]: one statement for the batch,
 // each lease fenced by its own token.
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
 	if err := p.Validate(); err != nil {
@@ -482,14 +438,15 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	return rs, nil
 }
 
-// JobSetProgress implements [errand.Store].
-func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
-	if err := errand.ValidateProgress(progress); err != nil {
+// JobSetProgress implements [errand.JobStore].
+func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressParams) error {
+	if err := p.Validate(); err != nil {
 		return err
 	}
+	id := p.ID
 	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET progress = $2::jsonb
 		WHERE id = $3 AND state = 'running' AND lease_token = $4 AND lease_until > {now}`),
-		s.nowArg(), string(progress), id, leaseToken)
+		s.nowArg(), string(p.Progress), id, p.LeaseToken)
 	if err != nil {
 		return fmt.Errorf("set progress of job %s: %w", id, badValue(err))
 	}
@@ -524,16 +481,16 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 var outcomesSQL = func() string {
 	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
 	return `UPDATE {jobs} j SET
-		state = CASE o.kind
-			WHEN 'succeeded' THEN 'succeeded' WHEN 'retry' THEN 'retrying'
-			WHEN 'dead' THEN 'dead' ELSE 'queued' END,
-		attempt = CASE WHEN o.kind IN ('snooze', 'interrupted') THEN j.attempt - 1 ELSE j.attempt END,
-		available_at = CASE o.kind
-			WHEN 'retry' THEN {now} + o.delay_us * interval '1 microsecond'
-			WHEN 'snooze' THEN {now} + o.delay_us * interval '1 microsecond'
-			WHEN 'interrupted' THEN {now}
+		state = ` + errand.OutcomeStateSQL("o.kind") + `,
+		attempt = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return !k.CountsAttempt() }) + `)
+			THEN j.attempt - 1 ELSE j.attempt END,
+		available_at = CASE
+			WHEN o.kind IN (` + errand.SQLOutcomeKinds(errand.OutcomeKind.Delayed) + `)
+				THEN {now} + o.delay_us * interval '1 microsecond'
+			WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Waiting() }) + `) THEN {now}
 			ELSE j.available_at END,
-		finished_at = CASE WHEN o.kind IN ('succeeded', 'dead') THEN {now} ELSE j.finished_at END,
+		finished_at = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Terminal() }) + `)
+			THEN {now} ELSE j.finished_at END,
 		errors = CASE WHEN o.class IS NULL THEN j.errors ELSE j.errors || ` + entry + ` END,
 		last_error = CASE WHEN o.class IS NULL THEN j.last_error ELSE ` + last + ` END,
 		lease_token = NULL, lease_until = NULL
@@ -544,9 +501,10 @@ var outcomesSQL = func() string {
 	RETURNING o.ord, j.state, j.available_at`
 }()
 
-// JobRecordOutcomes implements [errand.Store]: one statement for the
+// JobRecordOutcomes implements [errand.JobStore]: one statement for the
 // batch, each outcome fenced by its own token.
-func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
+func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+	outcomes := p.Outcomes
 	var (
 		ords               []int32 // each row's index in outcomes
 		ids, tokens, kinds []string
@@ -563,7 +521,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
-		if o.Error != nil && o.Kind != errand.OutcomeSucceeded && o.Kind != errand.OutcomeSnooze {
+		if o.Kind.AppendsError() {
 			e = *o.Error
 			class = &e.Class
 		}
@@ -616,8 +574,8 @@ func byID(n int, id func(i int) string) []int {
 	return idx
 }
 
-// JobSweep implements [errand.Store].
-func (s *Store) JobSweep(ctx context.Context) (errand.SweepResult, error) {
+// JobSweep implements [errand.JobStore].
+func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
 	var r errand.SweepResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -661,7 +619,7 @@ var sweepDeadlinesSQL = func() string {
 		last_error = ` + last + `,
 		state = 'dead', finished_at = {now}
 	WHERE seq IN (SELECT seq FROM {jobs}
-		WHERE state IN ('queued', 'retrying') AND deadline IS NOT NULL AND deadline <= {now}
+		WHERE state IN (` + waiting + `) AND deadline IS NOT NULL AND deadline <= {now}
 		FOR UPDATE SKIP LOCKED)`
 }()
 
@@ -691,11 +649,6 @@ func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now any) (errand.SweepResu
 	return r, nil
 }
 
-var (
-	replayable  = []errand.JobState{errand.StateDead, errand.StateCancelled}
-	cancellable = []errand.JobState{errand.StateQueued, errand.StateRetrying}
-)
-
 // lockJob locks job id for the rest of tx and returns its state.
 func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (errand.JobState, error) {
 	if !errand.StorableText(id) {
@@ -709,7 +662,7 @@ func (s *Store) lockJob(ctx context.Context, tx pgx.Tx, id string) (errand.JobSt
 	return errand.JobState(state), err
 }
 
-// JobReplay implements [errand.Store].
+// JobReplay implements [errand.JobStore].
 func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
 	var j *errand.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -718,8 +671,8 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 		if err != nil {
 			return err
 		}
-		if st != errand.StateDead && st != errand.StateCancelled {
-			return &errand.StateError{Op: "replay", ID: p.ID, State: st, Allowed: replayable}
+		if err := errand.CheckReplay(p.ID, st); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET
 				state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
@@ -739,8 +692,9 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 	return j, nil
 }
 
-// JobReplayAudit implements [errand.Store].
-func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+// JobReplayAudit implements [errand.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
+	jobID := p.JobID
 	if !errand.StorableText(jobID) {
 		return []errand.ReplayRecord{}, nil
 	}
@@ -764,16 +718,17 @@ func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.Repl
 	return out, nil
 }
 
-// JobCancel implements [errand.Store].
-func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
+// JobCancel implements [errand.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	id := p.ID
 	var j *errand.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		st, err := s.lockJob(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if st != errand.StateQueued && st != errand.StateRetrying {
-			return &errand.StateError{Op: "cancel", ID: id, State: st, Allowed: cancellable}
+		if err := errand.CheckCancel(id, st); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
 			WHERE id = $2 RETURNING `+jobColumns), s.nowArg(), id))
@@ -785,11 +740,11 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 	return j, nil
 }
 
-// QueueStats implements [errand.Store].
-func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
+// QueueStats implements [errand.JobStore].
+func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, kind, count(*),
 			coalesce(extract(epoch FROM {now} - min(available_at)
-				FILTER (WHERE state IN ('queued', 'retrying') AND available_at <= {now}
+				FILTER (WHERE state IN (`+waiting+`) AND available_at <= {now}
 					AND `+orderingFree+`))::float8, 0)
 		FROM {jobs} j GROUP BY queue, state, kind`), s.nowArg())
 	if err != nil {

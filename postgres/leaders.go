@@ -7,7 +7,7 @@ import (
 	"github.com/errandhq/errand"
 )
 
-// LeaderElect implements [errand.Store]. One statement takes the lease when
+// LeaderElect implements [errand.LeaderElector]. One statement takes the lease when
 // it is free or expired and renews it when the candidate holds it; the row
 // lock it takes serialises candidates on every host, and the database's
 // clock decides expiry.
@@ -39,16 +39,17 @@ func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*
 	return &l, nil
 }
 
-// LeaderResign implements [errand.Store].
-func (s *Store) LeaderResign(ctx context.Context, name, holder string) error {
-	if _, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {leaders} WHERE name = $1 AND holder = $2`), name, holder); err != nil {
+// LeaderResign implements [errand.LeaderElector].
+func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) error {
+	if _, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {leaders} WHERE name = $1 AND holder = $2`), p.Name, p.Holder); err != nil {
 		return fmt.Errorf("resign leader: %w", err)
 	}
 	return nil
 }
 
-// LeaderGet implements [errand.Store].
-func (s *Store) LeaderGet(ctx context.Context, name string) (*errand.Leader, error) {
+// LeaderGet implements [errand.LeaderElector].
+func (s *Store) LeaderGet(ctx context.Context, p *errand.LeaderGetParams) (*errand.Leader, error) {
+	name := p.Name
 	l := errand.Leader{Name: name}
 	err := s.pool.QueryRow(ctx, s.sql(`SELECT holder, elected_at, until FROM {leaders}
 		WHERE name = $2 AND until > {now}`), s.nowArg(), name).Scan(&l.Holder, &l.Elected, &l.Until)

@@ -248,7 +248,7 @@ func openForWorker(t *testing.T, url, schema string) *postgres.Store {
 
 // countingClient returns a client on s whose "ping" handler reports the id
 // of each job it runs on ran.
-func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.Client {
+func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.Client[pgx.Tx] {
 	t.Helper()
 	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
 		Name: "ping",
@@ -266,7 +266,7 @@ func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.
 
 // startWorker starts a worker on c and waits for its first idle claim, so
 // that a job enqueued afterwards is found only by a wake-up or a poll.
-func startWorker(t *testing.T, c *errand.Client, cfg errand.WorkerConfig) *errand.Worker {
+func startWorker(t *testing.T, c *errand.Client[pgx.Tx], cfg errand.WorkerConfig) *errand.Worker {
 	t.Helper()
 	w, err := c.NewWorker(cfg)
 	if err != nil {

@@ -147,7 +147,7 @@ func TestNoMigrateCreatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrated schema: %v", err)
 	}
-	if _, err := s.JobGet(ctx, "none"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: "none"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Errorf("JobGet on a migrated schema: %v, want ErrNotFound", err)
 	}
 	v, err := s.SchemaVersion(ctx)

@@ -37,7 +37,7 @@ func TestQueryPlans(t *testing.T) {
 			}
 			ps[i] = p
 		}
-		if _, err := s.JobInsertMany(ctx, ps); err != nil {
+		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: ps}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -33,10 +33,13 @@
 //
 // # Transactions
 //
-// [Store.JobInsertManyTx] and [Store.EffectRecordTx] join the caller's
-// transaction: a [pgx.Tx] (from any pgx connection or pool on the same
-// database) or a *sql.Tx from database/sql with the pgx driver
-// (github.com/jackc/pgx/v5/stdlib, sql.Open("pgx", url)).
+// A Store is an [errand.TxStore] of [pgx.Tx]: [Store.JobInsertManyTx] and
+// [Store.EffectRecordTx] join the caller's pgx transaction (from any pgx
+// connection or pool on the same database), and [Store.InTx] begins one on
+// the store's pool. An application on database/sql uses the store's
+// [SQLStore] view instead ([Store.SQL]), an errand.TxStore of *sql.Tx of the
+// pgx driver (github.com/jackc/pgx/v5/stdlib, sql.Open("pgx", url)), so
+// that a client of either takes only the transaction type it can join.
 //
 // # JSON
 //
@@ -54,10 +57,8 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -66,7 +67,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/migration"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -110,7 +110,8 @@ type Options struct {
 	NoMigrate bool
 }
 
-// Store is errand's PostgreSQL store. It implements [errand.Store].
+// Store is errand's PostgreSQL store. It implements [errand.TxStore] with
+// [pgx.Tx]; [Store.SQL] views it with *sql.Tx.
 type Store struct {
 	pool     *pgxpool.Pool // every method's connections
 	ownsPool bool          // Close closes pool
@@ -124,7 +125,7 @@ type Store struct {
 	own, inTx *strings.Replacer
 }
 
-var _ errand.Store = (*Store)(nil)
+var _ errand.TxStore[pgx.Tx] = (*Store)(nil)
 
 // Open connects to the database at url (postgres://user@host:port/db?...),
 // applies errand's migrations (unless [Options.NoMigrate]), and returns the
@@ -254,6 +255,13 @@ func (s *Store) table(name string) string { return s.schema + "." + name }
 // sql expands a statement that runs in errand's own transaction.
 func (s *Store) sql(q string) string { return s.own.Replace(q) }
 
+// InTx implements [errand.TxStore]: it begins a transaction on the store's
+// pool, runs fn with it and commits, or rolls back when fn returns an error
+// or panics.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+}
+
 // Pool returns the store's connection pool, for the application's own
 // queries and transactions ([Store.JobInsertManyTx] takes a pgx.Tx begun on
 // it).
@@ -298,151 +306,6 @@ func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // us is d in whole microseconds, the unit of durations in SQL.
 func us(d time.Duration) int64 { return d.Microseconds() }
-
-//go:embed migrations/*.sql
-var migrationFS embed.FS
-
-// migrations returns the store's numbered migrations.
-func migrations() ([]migration.Migration, error) {
-	return migration.Load(migrationFS, "migrations")
-}
-
-// migrationLock is the advisory lock key that serialises migrations of one
-// schema: the schema name hashed with FNV-1a, stable across releases and
-// PostgreSQL versions (unlike hashtext).
-func migrationLock(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("errand.migrate:" + schema))
-	return int64(h.Sum64())
-}
-
-// Migrate applies errand's pending migrations. Open and New call it; it is
-// exported for deployments that migrate separately.
-func (s *Store) Migrate(ctx context.Context) error { return s.migrate(ctx) }
-
-// migrate applies the pending migrations in one transaction that holds an
-// advisory lock on the schema: a process that opens the store while another
-// migrates waits, then finds the work done. Migrations are numbered and
-// forward-only. The schema and the migrations table are created only when
-// missing, so a role without CREATE on the database can open a migrated
-// store.
-func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations()
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	known := ms[len(ms)-1].Version
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock(s.name)); err != nil {
-			return err
-		}
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table("errand_migrations")).Scan(&exists); err != nil {
-			return err
-		}
-		applied := map[int]bool{}
-		if !exists {
-			var schemaExists bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.name).Scan(&schemaExists); err != nil {
-				return err
-			}
-			if !schemaExists {
-				if _, err := tx.Exec(ctx, `CREATE SCHEMA `+s.schema); err != nil {
-					return fmt.Errorf("create schema %s: %w", s.schema, err)
-				}
-			}
-			if _, err := tx.Exec(ctx, s.sql(`CREATE TABLE {migrations} (
-				version    integer     PRIMARY KEY,
-				name       text        NOT NULL,
-				applied_at timestamptz NOT NULL DEFAULT now())`)); err != nil {
-				return err
-			}
-		} else {
-			rows, err := tx.Query(ctx, s.sql(`SELECT version FROM {migrations}`))
-			if err != nil {
-				return err
-			}
-			vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
-			if err != nil {
-				return err
-			}
-			for _, v := range vs {
-				if v > known {
-					return fmt.Errorf("database schema %s is at version %d but this errand knows only up to %d; upgrade errand", s.schema, v, known)
-				}
-				applied[v] = true
-			}
-		}
-		pending := false
-		for _, m := range ms {
-			if !applied[m.Version] {
-				pending = true
-			}
-		}
-		if !pending {
-			return nil
-		}
-		// The migration files name tables unqualified.
-		if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+s.schema); err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if applied[m.Version] {
-				continue
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {migrations} (version, name) VALUES ($1, $2)`), m.Version, m.Name); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return nil
-}
-
-// checkSchema checks, reading only, that the schema holds errand's tables at
-// the version this errand knows.
-func (s *Store) checkSchema(ctx context.Context) error {
-	ms, err := migrations()
-	if err != nil {
-		return fmt.Errorf("load migrations: %w", err)
-	}
-	known := ms[len(ms)-1].Version
-	var schemaExists, tableExists bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), to_regclass($2) IS NOT NULL`,
-		s.name, s.table("errand_migrations")).Scan(&schemaExists, &tableExists); err != nil {
-		return fmt.Errorf("read schema %s: %w", s.schema, err)
-	}
-	switch {
-	case !schemaExists:
-		return fmt.Errorf("schema %s does not exist: %w", s.schema, errand.ErrNoSchema)
-	case !tableExists:
-		return fmt.Errorf("schema %s has no errand tables: %w", s.schema, errand.ErrNoSchema)
-	}
-	var newest int
-	if err := s.pool.QueryRow(ctx, s.sql(`SELECT coalesce(max(version), 0) FROM {migrations}`)).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	switch {
-	case newest > known:
-		return fmt.Errorf("database schema %s is at version %d but this errand knows only up to %d; upgrade errand", s.schema, newest, known)
-	case newest < known:
-		return fmt.Errorf("database schema %s is at version %d but this errand needs %d; run errand migrate (or open it with migrations) first", s.schema, newest, known)
-	}
-	return nil
-}
-
-// SchemaVersion returns the newest applied migration.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := s.pool.QueryRow(ctx, s.sql(`SELECT coalesce(max(version), 0) FROM {migrations}`)).Scan(&v)
-	return v, err
-}
 
 // querier is what the statements that may run in a caller's transaction
 // need, so that they are written once for pgx and database/sql.
@@ -497,21 +360,6 @@ func (q sqlQuerier) query(ctx context.Context, sql string, args ...any) (rows, e
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
-
-// callerTx adapts the transaction a caller passed to a Tx method.
-func callerTx(tx any) (querier, error) {
-	switch t := tx.(type) {
-	case pgx.Tx:
-		if t != nil {
-			return pgxQuerier{t}, nil
-		}
-	case *sql.Tx:
-		if t != nil {
-			return sqlQuerier{t}, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: postgres takes a pgx.Tx or a *sql.Tx (database/sql with the pgx driver), got %T", errand.ErrUnsupportedTx, tx)
-}
 
 // isNoRows reports a QueryRow that found nothing.
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

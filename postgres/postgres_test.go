@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -33,47 +32,55 @@ var schemaOf sync.Map
 // TestStore runs the conformance suite, each case on a schema of its own.
 func TestStore(t *testing.T) {
 	url := pgtest.URL(t)
-	storetest.Exercise(t, storetest.Harness{
-		Open: func(t *testing.T, clock errand.Clock) errand.Store {
-			schema := pgtest.Schema(t, url)
-			s := open(t, url, schema, clock)
-			schemaOf.Store(s, schema)
-			return s
+	storetest.Exercise(t, storetest.Harness[pgx.Tx]{
+		Open: func(t *testing.T, clock errand.Clock) errand.TxStore[pgx.Tx] {
+			return openSchema(t, url, clock)
 		},
-		OpenSecond: func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store {
-			schema, ok := schemaOf.Load(first)
-			if !ok {
-				t.Fatal("OpenSecond: the first store was not opened by this harness")
-			}
-			return open(t, url, schema.(string), clock)
-		},
-		BeginTx: func(ctx context.Context, s errand.Store) (storetest.Tx, error) {
-			tx, err := s.(*postgres.Store).Pool().Begin(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("begin: %w", err)
-			}
-			return pgxTx{ctx, tx}, nil
+		OpenSecond: func(t *testing.T, first errand.TxStore[pgx.Tx], clock errand.Clock) errand.TxStore[pgx.Tx] {
+			return openSecond(t, url, first.(*postgres.Store), clock)
 		},
 	})
 }
 
-// pgxTx adapts a pgx.Tx to storetest.Tx.
-type pgxTx struct {
-	ctx context.Context
-	tx  pgx.Tx
+// TestSQLStore runs the conformance suite on the database/sql view, whose
+// transactions are *sql.Tx of the pgx driver.
+func TestSQLStore(t *testing.T) {
+	url := pgtest.URL(t)
+	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
+		Open: func(t *testing.T, clock errand.Clock) errand.TxStore[*sql.Tx] {
+			return openSchema(t, url, clock).SQL(nil)
+		},
+		OpenSecond: func(t *testing.T, first errand.TxStore[*sql.Tx], clock errand.Clock) errand.TxStore[*sql.Tx] {
+			return openSecond(t, url, first.(*postgres.SQLStore).Store, clock).SQL(nil)
+		},
+	})
 }
 
-func (t pgxTx) Tx() any         { return t.tx }
-func (t pgxTx) Commit() error   { return t.tx.Commit(t.ctx) }
-func (t pgxTx) Rollback() error { return t.tx.Rollback(t.ctx) }
+// openSchema opens a store on a new schema of its own.
+func openSchema(t *testing.T, url string, clock errand.Clock) *postgres.Store {
+	schema := pgtest.Schema(t, url)
+	s := open(t, url, schema, clock)
+	schemaOf.Store(s, schema)
+	return s
+}
+
+// openSecond opens another store on first's schema.
+func openSecond(t *testing.T, url string, first *postgres.Store, clock errand.Clock) *postgres.Store {
+	schema, ok := schemaOf.Load(first)
+	if !ok {
+		t.Fatal("OpenSecond: the first store was not opened by this harness")
+	}
+	return open(t, url, schema.(string), clock)
+}
 
 func job(id string) *errand.JobInsertParams {
 	return &errand.JobInsertParams{ID: id, Queue: errand.DefaultQueue, Kind: "email",
 		Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
 }
 
-// TestInsertSQLTx checks that JobInsertManyTx joins a database/sql
-// transaction of the pgx stdlib driver: the job exists iff it commits.
+// TestInsertSQLTx checks that the database/sql view's JobInsertManyTx joins
+// a transaction of the application's own handle, opened with the pgx stdlib
+// driver: the job exists iff it commits.
 func TestInsertSQLTx(t *testing.T) {
 	url := pgtest.URL(t)
 	s := open(t, url, pgtest.Schema(t, url), nil)
@@ -83,6 +90,7 @@ func TestInsertSQLTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	v := s.SQL(db)
 	ctx := t.Context()
 	for _, commit := range []bool{true, false} {
 		id := fmt.Sprintf("sql-tx-%v", commit)
@@ -90,7 +98,7 @@ func TestInsertSQLTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := s.JobInsertManyTx(ctx, tx, []*errand.JobInsertParams{job(id), job(id)})
+		rs, err := v.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job(id), job(id)}})
 		if err != nil {
 			_ = tx.Rollback()
 			t.Fatalf("JobInsertManyTx(*sql.Tx): %v", err)
@@ -98,11 +106,11 @@ func TestInsertSQLTx(t *testing.T) {
 		if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate || rs[1].Job.ID != id || rs[0].Job.State != errand.StateQueued {
 			t.Errorf("results %+v: want %s new and queued, then a duplicate of it", rs, id)
 		}
-		if _, err := s.JobGet(ctx, id); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: id}); !errors.Is(err, errand.ErrNotFound) {
 			t.Errorf("job %s visible before its transaction ended: %v", id, err)
 		}
 		// The effect ledger joins the same transaction.
-		if first, err := s.EffectRecordTx(ctx, tx, "effect-"+id, id, ""); err != nil || !first {
+		if first, err := v.EffectRecordTx(ctx, tx, &errand.EffectRecordParams{Key: "effect-" + id, JobID: id, LeaseToken: ""}); err != nil || !first {
 			t.Errorf("EffectRecordTx(*sql.Tx) = %v, %v; want true", first, err)
 		}
 		if commit {
@@ -113,8 +121,8 @@ func TestInsertSQLTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := s.JobGet(ctx, id)
-		_, effErr := s.EffectGet(ctx, "effect-"+id)
+		j, err := s.JobGet(ctx, &errand.JobGetParams{ID: id})
+		_, effErr := s.EffectGet(ctx, &errand.EffectGetParams{Key: "effect-" + id})
 		switch {
 		case commit && (err != nil || j.ID != id || effErr != nil):
 			t.Errorf("after commit: job %v, %v; effect %v", j, err, effErr)
@@ -177,7 +185,7 @@ func TestConcurrentOpen(t *testing.T) {
 	}
 	// Every store works on the result.
 	for i, s := range stores {
-		if _, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job(fmt.Sprintf("j%d", i))}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job(fmt.Sprintf("j%d", i))}}); err != nil {
 			t.Errorf("insert through store %d: %v", i, err)
 		}
 	}
@@ -237,7 +245,7 @@ func TestDatabaseClock(t *testing.T) {
 	t0 := now()
 	delayed := job("later")
 	delayed.Delay = time.Hour
-	rs, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job("a"), delayed})
+	rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job("a"), delayed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +271,12 @@ func TestDatabaseClock(t *testing.T) {
 	}
 	between("renewed lease", hb[0].LeaseUntil, t2.Add(time.Hour), now().Add(time.Hour))
 
-	out, err := s.JobRecordOutcomes(ctx, []*errand.JobOutcome{{JobLease: errand.JobLease{ID: "a", LeaseToken: *a.LeaseToken},
-		Kind: errand.OutcomeRetry, Error: &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}}})
+	out, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{JobLease: errand.JobLease{ID: "a", LeaseToken: *a.LeaseToken},
+		Kind: errand.OutcomeRetry, Error: &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}}}})
 	if err != nil || out[0].Err != nil || out[0].State != errand.StateRetrying {
 		t.Fatalf("retry outcome: %+v, %v", out, err)
 	}
-	got, err := s.JobGet(ctx, "a")
+	got, err := s.JobGet(ctx, &errand.JobGetParams{ID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +311,7 @@ func TestDatabaseClock(t *testing.T) {
 	if _, err := s.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: "w", HeartbeatInterval: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.WorkerHeartbeat(ctx, "w", errand.WorkerStats{SentAt: now().Add(-time.Hour)})
+	w, err := s.WorkerHeartbeat(ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: errand.WorkerStats{SentAt: now().Add(-time.Hour)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +319,7 @@ func TestDatabaseClock(t *testing.T) {
 		t.Errorf("worker an hour behind: clock_skew_ms %d, want about 3600000", w.ClockSkewMS)
 	}
 	skew := w.ClockSkewMS
-	w, err = s.WorkerHeartbeat(ctx, "w", errand.WorkerStats{})
+	w, err = s.WorkerHeartbeat(ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: errand.WorkerStats{}})
 	if err != nil || w.ClockSkewMS != skew {
 		t.Errorf("heartbeat without SentAt: %+v, %v; want the last skew, %d, kept", w, err, skew)
 	}
@@ -331,7 +339,7 @@ func TestOutcomeBatchFirstWins(t *testing.T) {
 	s := open(t, url, pgtest.Schema(t, url), nil)
 	defer s.Close()
 	ctx := t.Context()
-	if _, err := s.JobInsertMany(ctx, []*errand.JobInsertParams{job("b"), job("a")}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job("b"), job("a")}}); err != nil {
 		t.Fatal(err)
 	}
 	js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: time.Minute, Owner: "w"})
@@ -348,12 +356,12 @@ func TestOutcomeBatchFirstWins(t *testing.T) {
 		return errand.JobLease{}
 	}
 	fail := &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
-	rs, err := s.JobRecordOutcomes(ctx, []*errand.JobOutcome{
+	rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{
 		{JobLease: lease("b"), Kind: errand.OutcomeSucceeded},
 		{JobLease: lease("a"), Kind: errand.OutcomeRetry, Error: fail},
 		{JobLease: lease("a"), Kind: errand.OutcomeDead, Error: fail},
 		{JobLease: errand.JobLease{ID: "a", LeaseToken: "stale"}, Kind: errand.OutcomeSucceeded},
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +371,7 @@ func TestOutcomeBatchFirstWins(t *testing.T) {
 			t.Errorf("outcome %d: state %q err %v; want state %q", i, r.State, r.Err, want[i])
 		}
 	}
-	if a, err := s.JobGet(ctx, "a"); err != nil || a.State != errand.StateRetrying || len(a.Errors) != 1 {
+	if a, err := s.JobGet(ctx, &errand.JobGetParams{ID: "a"}); err != nil || a.State != errand.StateRetrying || len(a.Errors) != 1 {
 		t.Errorf("job a: %+v, %v; want retrying with one history entry", a, err)
 	}
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -17,70 +16,37 @@ const workerColumns = `id, host, pid, queues::text, heartbeat_interval_us, start
 // caller sets its status.
 func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 	var (
-		w                  errand.WorkerRecord
-		queues, kinds      string
-		interval           int64
-		stopped, completed *time.Time
-		draining           *time.Time
+		w errand.WorkerRecord
+		c errand.WorkerColumns
 	)
-	dest := append([]any{&w.ID, &w.Host, &w.PID, &queues, &interval, &w.StartedAt, &w.HeartbeatAt,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining, &kinds}, extra...)
+	dest := append([]any{&w.ID, &w.Host, &w.PID, &c.Queues, &c.HeartbeatIntervalUS, &w.StartedAt, &w.HeartbeatAt,
+		&w.StoppedAt, &w.LastCompletedAt, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &w.DrainingAt, &c.Kinds}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
-		return nil, fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
+	// pgx returns times in the local zone; the contract's are UTC.
+	w.StartedAt, w.HeartbeatAt = w.StartedAt.UTC(), w.HeartbeatAt.UTC()
+	for _, t := range []**time.Time{&w.StoppedAt, &w.LastCompletedAt, &w.DrainingAt} {
+		*t = utc(*t)
 	}
-	if w.Queues == nil {
-		w.Queues = []errand.WorkerQueue{}
+	if err := w.DecodeColumns(&c); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
-		return nil, fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
-	}
-	if w.Kinds == nil {
-		w.Kinds = []string{}
-	}
-	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
-	w.StartedAt = w.StartedAt.UTC()
-	w.HeartbeatAt = w.HeartbeatAt.UTC()
-	w.StoppedAt = utc(stopped)
-	w.LastCompletedAt = utc(completed)
-	w.DrainingAt = utc(draining)
 	return &w, nil
 }
 
-// WorkerRegister implements [errand.Store].
+// WorkerRegister implements [errand.WorkerRegistry].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
-	if err := p.Validate(); err != nil {
+	c, err := p.Columns()
+	if err != nil {
 		return nil, err
-	}
-	queues := p.Queues
-	if queues == nil {
-		queues = []errand.WorkerQueue{}
-	}
-	queuesJSON, err := json.Marshal(queues)
-	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
-	}
-	kinds := p.Kinds
-	if kinds == nil {
-		kinds = []string{}
-	}
-	kindsJSON, err := json.Marshal(kinds)
-	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
 	}
 	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues, kinds,
 			heartbeat_interval_us, started_at, heartbeat_at)
 		VALUES ($2, $3, $4, $5::jsonb, $7::jsonb, $6, {now}, {now})
-		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-			queues = excluded.queues, kinds = excluded.kinds,
-			heartbeat_interval_us = excluded.heartbeat_interval_us,
-			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
-			stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-			jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
+		`+errand.WorkerReregisterSQL+`
 		RETURNING `+workerColumns),
-		s.nowArg(), p.ID, p.Host, p.PID, string(queuesJSON), us(p.HeartbeatInterval), string(kindsJSON)))
+		s.nowArg(), p.ID, p.Host, p.PID, c.Queues, c.HeartbeatIntervalUS, c.Kinds))
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
@@ -88,13 +54,14 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	return w, nil
 }
 
-// WorkerHeartbeat implements [errand.Store]. When stats.SentAt is set it
+// WorkerHeartbeat implements [errand.WorkerRegistry]. When stats.SentAt is set it
 // records the clock skew: the database's clock minus the worker's, in
 // milliseconds (including the heartbeat's transit time).
-func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
-	if err := st.Validate(); err != nil {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatParams) (*errand.WorkerRecord, error) {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	id, st := p.ID, p.Stats
 	var ago *int64 // NULL when nothing completed
 	if st.JobsCompleted > 0 {
 		v := us(st.LastCompletedAgo)
@@ -130,24 +97,8 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 	return w, nil
 }
 
-// WorkerStop implements [errand.Store].
-func (s *Store) WorkerStop(ctx context.Context, id string) error {
-	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
-		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
-	if err != nil {
-		return fmt.Errorf("stop worker %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound)
-	}
-	return nil
-}
-
-// WorkerList implements [errand.Store].
+// WorkerList implements [errand.WorkerRegistry].
 func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
-	if p == nil {
-		p = &errand.WorkerListParams{}
-	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -174,17 +125,31 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	return ws, nil
 }
 
-// WorkerPrune implements [errand.Store].
-func (s *Store) WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error) {
-	if olderThan < 0 {
-		return 0, &errand.InputError{Field: "older than", Message: "must not be negative"}
+// WorkerStop implements [errand.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+	id := p.ID
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
+		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
+	if err != nil {
+		return fmt.Errorf("stop worker %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound)
+	}
+	return nil
+}
+
+// WorkerPrune implements [errand.WorkerRegistry].
+func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {workers} WHERE
 		(stopped_at IS NOT NULL AND stopped_at <= {now} - $2 * interval '1 microsecond')
 		OR (stopped_at IS NULL
 			AND heartbeat_at + $3 * heartbeat_interval_us * interval '1 microsecond' <= {now}
 			AND heartbeat_at <= {now} - $2 * interval '1 microsecond')`),
-		s.nowArg(), us(olderThan), errand.WorkerMissedHeartbeats)
+		s.nowArg(), us(p.OlderThan), errand.WorkerMissedHeartbeats)
 	if err != nil {
 		return 0, fmt.Errorf("prune workers: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -19,19 +18,15 @@ func ownsJob(ctx context.Context, tx *sql.Tx, id, token string, now time.Time) (
 	return n > 0, err
 }
 
-// EffectRecordTx implements [errand.Store]. tx must be a *sql.Tx from
+// EffectRecordTx implements [errand.TxStore]. tx is a transaction on
 // [Store.DB].
-func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseToken string) (bool, error) {
-	t, ok := tx.(*sql.Tx)
-	if !ok {
-		return false, fmt.Errorf("%w: sqlite takes a *sql.Tx from Store.DB, got %T", errand.ErrUnsupportedTx, tx)
-	}
-	if err := errand.ValidateEffectKey(key); err != nil {
+func (s *Store) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errand.EffectRecordParams) (bool, error) {
+	if err := p.Validate(); err != nil {
 		return false, err
 	}
 	now := s.clock.Now()
-	if leaseToken != "" {
-		owns, err := ownsJob(ctx, t, jobID, leaseToken, now)
+	if p.LeaseToken != "" {
+		owns, err := ownsJob(ctx, tx, p.JobID, p.LeaseToken, now)
 		if err != nil {
 			return false, err
 		}
@@ -39,9 +34,9 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx any, key, jobID, leaseTok
 			return false, errand.ErrLeaseLost
 		}
 	}
-	res, err := t.ExecContext(ctx, `INSERT INTO errand_effects (key, job_id, state, lease_token, created_at, updated_at)
+	res, err := tx.ExecContext(ctx, `INSERT INTO errand_effects (key, job_id, state, lease_token, created_at, updated_at)
 		VALUES (?, ?, 'completed', ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
-		key, jobID, leaseToken, micros(now), micros(now))
+		p.Key, p.JobID, p.LeaseToken, micros(now), micros(now))
 	if err != nil {
 		return false, err
 	}
@@ -63,7 +58,7 @@ func scanEffect(row scanner) (*errand.Effect, error) {
 	return &e, nil
 }
 
-// EffectBegin implements [errand.Store].
+// EffectBegin implements [errand.EffectStore].
 func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -78,46 +73,24 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 		if !owns {
 			return errand.ErrLeaseLost
 		}
-		prev, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
-		var status errand.EffectStatus
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			status = errand.EffectBegun
-		case err != nil:
-			return err
-		case prev.State == errand.EffectCompleted:
-			e = prev
-			e.Status = errand.EffectAlreadyCompleted
-			return nil
-		case prev.State == errand.EffectFailed:
-			status = errand.EffectRetaken
-		case prev.LeaseToken == p.LeaseToken:
-			e = prev
-			e.Status = errand.EffectBegun
-			return nil
-		default:
-			held, err := ownsJob(ctx, tx, prev.JobID, prev.LeaseToken, now)
-			if err != nil {
-				return err
-			}
-			if held {
-				e = prev
-				e.Status = errand.EffectHeldElsewhere
-				return nil
-			}
-			status = errand.EffectAbandoned
+		found, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			found, err = nil, nil
 		}
-		e, err = scanEffect(tx.QueryRowContext(ctx, `INSERT INTO errand_effects
-				(key, job_id, state, lease_token, message, created_at, updated_at)
-			VALUES (?, ?, 'in_progress', ?, '', ?, ?)
-			ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, state = 'in_progress',
-				lease_token = excluded.lease_token, updated_at = excluded.updated_at
-			RETURNING `+effectColumns, p.Key, p.JobID, p.LeaseToken, micros(now), micros(now)))
 		if err != nil {
 			return err
 		}
-		e.Status = status
-		return nil
+		e, err = errand.BeginEffect(found, p.LeaseToken, func() (bool, error) {
+			return ownsJob(ctx, tx, found.JobID, found.LeaseToken, now)
+		}, func() (*errand.Effect, error) {
+			return scanEffect(tx.QueryRowContext(ctx, `INSERT INTO errand_effects
+					(key, job_id, state, lease_token, message, created_at, updated_at)
+				VALUES (?, ?, 'in_progress', ?, '', ?, ?)
+				ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, state = 'in_progress',
+					lease_token = excluded.lease_token, updated_at = excluded.updated_at
+				RETURNING `+effectColumns, p.Key, p.JobID, p.LeaseToken, micros(now), micros(now)))
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -125,14 +98,14 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 	return e, nil
 }
 
-// EffectComplete implements [errand.Store].
+// EffectComplete implements [errand.EffectStore].
 func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
 	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
 }
 
-// EffectRelease implements [errand.Store].
-func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectParams, message string) (*errand.Effect, error) {
-	return s.effectFinish(ctx, p, errand.EffectFailed, message)
+// EffectRelease implements [errand.EffectStore].
+func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+	return s.effectFinish(ctx, &p.EffectParams, errand.EffectFailed, p.Message)
 }
 
 func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state errand.EffectState, message string) (*errand.Effect, error) {
@@ -161,9 +134,9 @@ func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state 
 	return e, nil
 }
 
-// EffectGet implements [errand.Store].
-func (s *Store) EffectGet(ctx context.Context, key string) (*errand.Effect, error) {
-	e, err := scanEffect(s.read.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, key))
+// EffectGet implements [errand.EffectStore].
+func (s *Store) EffectGet(ctx context.Context, p *errand.EffectGetParams) (*errand.Effect, error) {
+	e, err := scanEffect(s.read.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errand.ErrNotFound
 	}

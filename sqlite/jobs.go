@@ -3,14 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/jobcodec"
+	"github.com/errandhq/errand/internal/rowscan"
 )
 
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
@@ -18,27 +17,26 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags`
 
-// heldBy is the SQL of Job.HeldBy for the row aliased j: the first job of
-// its key, in seq order, that is running or waits ahead of it. It walks the
-// errand_jobs_ordering index of the key (the state term repeats the index's
-// condition, as orderingFree's does) and stops at the first match, which
-// for a held job is the key's first row.
-const heldBy = `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN ('queued', 'retrying') THEN (
-		SELECT o.id FROM errand_jobs o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
-			AND (o.state = 'running' OR o.seq < j.seq)
-		ORDER BY o.seq LIMIT 1) END`
-
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-const readColumns = jobColumns + `, ` + heldBy
+var readColumns = jobColumns + `, ` + errand.HeldBySQL("errand_jobs")
 
-type scanner interface{ Scan(dest ...any) error }
+// waiting is errand.WaitingStates as a SQL list, for IN (...).
+var waiting = errand.SQLStates(errand.WaitingStates)
+
+type scanner = rowscan.Row
+
+// scanJobs reads every row of rows with scan (scanJob or scanReadJob) and
+// closes rows.
+func scanJobs(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
+	defer rows.Close()
+	return rowscan.All(rows, scan)
+}
 
 // scanReadJob reads a row of readColumns.
 func scanReadJob(row scanner) (*errand.Job, error) {
 	var held sql.NullString
-	j, err := scanJob(row, &held)
+	j, err := scanJobAnd(row, &held)
 	if err != nil {
 		return nil, err
 	}
@@ -46,62 +44,36 @@ func scanReadJob(row scanner) (*errand.Job, error) {
 	return j, nil
 }
 
-// scanJob reads a row of jobColumns, and any extra columns after them.
-func scanJob(row scanner, extra ...any) (*errand.Job, error) {
+// scanJob reads a row of jobColumns.
+func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
+
+// scanJobAnd reads a row of jobColumns and the extra columns after them.
+// Times are microseconds since the epoch.
+func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	var (
-		j                                   errand.Job
-		args, state, errs, tags             string
-		backoffBase, backoffMax, avail, crt int64
-		deadline, leaseUntil, attempted     sql.NullInt64
-		finished                            sql.NullInt64
-		token, owner, ukey, okey, progress  sql.NullString
-		lastErr                             sql.NullString
+		j                               errand.Job
+		c                               errand.JobColumns
+		avail, crt                      int64
+		deadline, leaseUntil, attempted sql.NullInt64
+		finished                        sql.NullInt64
+		token, owner, ukey, okey        sql.NullString
 	)
-	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &args, &j.ArgsVersion, &j.Priority, &state,
-		&j.Attempt, &j.MaxAttempts, &backoffBase, &backoffMax, &avail, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &progress, &crt, &attempted, &finished, &lastErr, &errs, &j.Replays, &tags},
+	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
+		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
+		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
 		extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	j.Args = json.RawMessage(args)
-	j.State = errand.JobState(state)
-	j.BackoffBase = errand.Duration(time.Duration(backoffBase) * time.Microsecond)
-	j.BackoffMax = errand.Duration(time.Duration(backoffMax) * time.Microsecond)
-	j.AvailableAt = fromMicros(avail)
-	j.Deadline = nullMicros(deadline)
-	j.LeaseToken = nullString(token)
-	j.LeaseUntil = nullMicros(leaseUntil)
-	j.LeaseOwner = nullString(owner)
-	j.UniqueKey = nullString(ukey)
-	j.OrderingKey = nullString(okey)
-	if progress.Valid {
-		j.Progress = json.RawMessage(progress.String)
-	}
-	j.CreatedAt = fromMicros(crt)
-	j.AttemptedAt = nullMicros(attempted)
-	j.FinishedAt = nullMicros(finished)
-	if err := jobcodec.DecodeJSON(&j, nullString(lastErr), errs, tags); err != nil {
+	j.AvailableAt, j.CreatedAt = fromMicros(avail), fromMicros(crt)
+	j.Deadline, j.LeaseUntil = nullMicros(deadline), nullMicros(leaseUntil)
+	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
+	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
+	j.UniqueKey, j.OrderingKey = nullString(ukey), nullString(okey)
+	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
 	return &j, nil
-}
-
-func scanJobs(rows *sql.Rows) ([]*errand.Job, error) {
-	return scanJobsWith(rows, func(row scanner) (*errand.Job, error) { return scanJob(row) })
-}
-
-func scanJobsWith(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
-	defer rows.Close()
-	var js []*errand.Job
-	for rows.Next() {
-		j, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		js = append(js, j)
-	}
-	return js, rows.Err()
 }
 
 func nullIfEmpty(s string) any {
@@ -111,25 +83,21 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
-// JobInsertMany implements [errand.Store].
-func (s *Store) JobInsertMany(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+// JobInsertMany implements [errand.JobStore].
+func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
 	var rs []errand.JobInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		rs, err = s.insert(ctx, tx, params)
+		rs, err = s.insert(ctx, tx, p.Jobs)
 		return err
 	})
 	return rs, err
 }
 
-// JobInsertManyTx implements [errand.Store]. tx must be a *sql.Tx from
+// JobInsertManyTx implements [errand.TxStore]. tx is a transaction on
 // [Store.DB].
-func (s *Store) JobInsertManyTx(ctx context.Context, tx any, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
-	t, ok := tx.(*sql.Tx)
-	if !ok {
-		return nil, fmt.Errorf("%w: sqlite takes a *sql.Tx from Store.DB, got %T", errand.ErrUnsupportedTx, tx)
-	}
-	return s.insert(ctx, t, params)
+func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+	return s.insert(ctx, tx, p.Jobs)
 }
 
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
@@ -147,11 +115,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		if p.MaxAge > 0 {
 			deadline = micros(now.Add(p.MaxAge))
 		}
-		tags := p.Tags
-		if tags == nil {
-			tags = []string{}
-		}
-		tagsJSON, err := json.Marshal(tags)
+		tagsJSON, err := p.TagsJSON()
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +128,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 			p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
-			micros(now), string(tagsJSON))
+			micros(now), tagsJSON)
 		j, err := scanJob(row)
 		if err == nil {
 			rs[i] = errand.JobInsertResult{Job: j}
@@ -186,16 +150,16 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 	return rs, nil
 }
 
-// JobGet implements [errand.Store].
-func (s *Store) JobGet(ctx context.Context, id string) (*errand.Job, error) {
-	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, id))
+// JobGet implements [errand.JobStore].
+func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errand.ErrNotFound
 	}
 	return j, err
 }
 
-// JobList implements [errand.Store].
+// JobList implements [errand.JobStore].
 func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
 	where := []string{"seq > ?"}
 	args := []any{p.AfterSeq}
@@ -223,10 +187,10 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	if err != nil {
 		return nil, err
 	}
-	return scanJobsWith(rows, scanReadJob)
+	return scanJobs(rows, scanReadJob)
 }
 
-// JobClaimMany implements [errand.Store].
+// JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -249,7 +213,7 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil {
 			return err
 		}
-		jobs, err = scanJobs(rows)
+		jobs, err = scanJobs(rows, scanJob)
 		return err
 	})
 	if err != nil {
@@ -275,8 +239,8 @@ func claimSQL(queues, kinds int) string {
 			state = 'running', attempt = attempt + 1, attempted_at = ?,
 			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
 		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
-			WHERE j.state IN ('queued', 'retrying') AND j.available_at <= ? AND ` + filter + `
-				AND ` + orderingFree("errand_jobs") + `
+			WHERE j.state IN (` + waiting + `) AND j.available_at <= ? AND ` + filter + `
+				AND ` + errand.OrderingFreeSQL("errand_jobs") + `
 			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
 		RETURNING ` + jobColumns
 }
@@ -284,12 +248,12 @@ func claimSQL(queues, kinds int) string {
 // nextDueSQL finds the earliest job of one queue that comes due after now,
 // walking the errand_jobs_due index from now: one seek, then rows of other
 // kinds, when Kinds excludes them, until one matches.
-const nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
-	WHERE queue = ? AND state IN ('queued', 'retrying') AND available_at > ?`
+var nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
+	WHERE queue = ? AND state IN (` + waiting + `) AND available_at > ?`
 
-// JobNextDue implements [errand.Store]. It asks once per queue: each
+// JobNextDue implements [errand.JobStore]. It asks once per queue: each
 // question is one seek of the errand_jobs_due index.
-func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (time.Duration, bool, error) {
+func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
 	now := micros(s.clock.Now())
 	q := nextDueSQL
 	var kinds []any
@@ -309,33 +273,19 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (tim
 			continue
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("next due: %w", err)
+			return errand.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
 		}
 		if !found || at < next {
 			next, found = at, true
 		}
 	}
 	if !found {
-		return 0, false, nil
+		return errand.JobNextDueResult{}, nil
 	}
-	return time.Duration(next-now) * time.Microsecond, true, nil
+	return errand.JobNextDueResult{Wait: time.Duration(next-now) * time.Microsecond, Found: true}, nil
 }
 
-// orderingFree is the claim condition for per-key ordering, on a candidate
-// aliased j: no other job with its ordering key is running, and none waits
-// ahead of it. Jobs of one key run one at a time, in seq order; finished
-// jobs (succeeded, dead, cancelled) hold nothing back. Within one claim the
-// second job of a key sees the first still queued, so a batch takes at most
-// one job per key. The state term repeats the errand_jobs_ordering index's
-// condition word for word: SQLite uses a partial index only then, and would
-// otherwise read every running and waiting job for each candidate.
-func orderingFree(jobs string) string {
-	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN ('queued', 'running', 'retrying')
-			AND (o.state = 'running' OR (o.state IN ('queued', 'retrying') AND o.seq < j.seq))))`
-}
-
-// JobHeartbeatMany implements [errand.Store].
+// JobHeartbeatMany implements [errand.JobStore].
 func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -367,16 +317,16 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	return rs, nil
 }
 
-// JobSetProgress implements [errand.Store].
-func (s *Store) JobSetProgress(ctx context.Context, id, leaseToken string, progress json.RawMessage) error {
-	if err := errand.ValidateProgress(progress); err != nil {
+// JobSetProgress implements [errand.JobStore].
+func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressParams) error {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET progress = ?
 			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
-			string(progress), id, leaseToken, micros(now))
+			string(p.Progress), p.ID, p.LeaseToken, micros(now))
 		if err != nil {
 			return err
 		}
@@ -407,12 +357,12 @@ func historyTime(t time.Time) string {
 	return fromMicros(micros(t)).Format(time.RFC3339Nano)
 }
 
-// JobRecordOutcomes implements [errand.Store].
-func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOutcome) ([]errand.OutcomeResult, error) {
-	rs := make([]errand.OutcomeResult, len(outcomes))
+// JobRecordOutcomes implements [errand.JobStore].
+func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+	rs := make([]errand.OutcomeResult, len(p.Outcomes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
-		for i, o := range outcomes {
+		for i, o := range p.Outcomes {
 			set, args, err := outcomeSet(o, now)
 			if err != nil {
 				return err
@@ -441,30 +391,34 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, outcomes []*errand.JobOut
 	return rs, nil
 }
 
-// outcomeSet returns the SET clause and its arguments for one outcome.
+// outcomeSet returns the SET clause and its arguments for one outcome,
+// from what errand says each outcome kind does.
 func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 	if err := o.Validate(); err != nil {
 		return "", nil, err
 	}
-	switch o.Kind {
-	case errand.OutcomeSucceeded:
-		return `state = 'succeeded', finished_at = ?`, []any{micros(now)}, nil
-	case errand.OutcomeRetry:
-		return `state = 'retrying', available_at = ?, ` + appendError,
-			append([]any{micros(now.Add(o.Delay))}, errorArgs(o.Error, now)...), nil
-	case errand.OutcomeDead:
-		return `state = 'dead', finished_at = ?, ` + appendError,
-			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
-	case errand.OutcomeSnooze:
-		return `state = 'queued', attempt = attempt - 1, available_at = ?`, []any{micros(now.Add(o.Delay))}, nil
-	default: // OutcomeInterrupted
-		return `state = 'queued', attempt = attempt - 1, available_at = ?, ` + appendError,
-			append([]any{micros(now)}, errorArgs(o.Error, now)...), nil
+	k, state := o.Kind, o.Kind.State()
+	set, args := `state = ?`, []any{string(state)}
+	if !k.CountsAttempt() {
+		set += `, attempt = attempt - 1`
 	}
+	switch {
+	case k.Delayed():
+		set, args = set+`, available_at = ?`, append(args, micros(now.Add(o.Delay)))
+	case state.Waiting():
+		set, args = set+`, available_at = ?`, append(args, micros(now))
+	}
+	if state.Terminal() {
+		set, args = set+`, finished_at = ?`, append(args, micros(now))
+	}
+	if k.AppendsError() {
+		set, args = set+`, `+appendError, append(args, errorArgs(o.Error, now)...)
+	}
+	return set, args, nil
 }
 
-// JobSweep implements [errand.Store].
-func (s *Store) JobSweep(ctx context.Context) (errand.SweepResult, error) {
+// JobSweep implements [errand.JobStore].
+func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
 	var r errand.SweepResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -509,7 +463,7 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 	r.Retried += int(n)
 	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
 			state = 'dead', finished_at = ?4
-		WHERE state IN ('queued', 'retrying') AND deadline IS NOT NULL AND deadline <= ?4`,
+		WHERE state IN (`+waiting+`) AND deadline IS NOT NULL AND deadline <= ?4`,
 		at, errand.ClassExpired, "deadline passed before the job could run", us)
 	if err != nil {
 		return r, err
@@ -520,13 +474,11 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 }
 
 var (
-	replayable    = []errand.JobState{errand.StateDead, errand.StateCancelled}
-	cancellable   = []errand.JobState{errand.StateQueued, errand.StateRetrying}
 	errNoSuchJob  = errand.ErrNotFound
 	stateOfJobSQL = `SELECT state, replays FROM errand_jobs WHERE id = ?`
 )
 
-// JobReplay implements [errand.Store].
+// JobReplay implements [errand.JobStore].
 func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
 	var j *errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -540,9 +492,8 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 		if err != nil {
 			return err
 		}
-		st := errand.JobState(state)
-		if st != errand.StateDead && st != errand.StateCancelled {
-			return &errand.StateError{Op: "replay", ID: p.ID, State: st, Allowed: replayable}
+		if err := errand.CheckReplay(p.ID, errand.JobState(state)); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET
 				state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
@@ -562,10 +513,10 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 	return j, nil
 }
 
-// JobReplayAudit implements [errand.Store].
-func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.ReplayRecord, error) {
+// JobReplayAudit implements [errand.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT id, job_id, replay, prior_state, operator, reason, at
-		FROM errand_replays WHERE job_id = ? ORDER BY id`, jobID)
+		FROM errand_replays WHERE job_id = ? ORDER BY id`, p.JobID)
 	if err != nil {
 		return nil, err
 	}
@@ -585,8 +536,9 @@ func (s *Store) JobReplayAudit(ctx context.Context, jobID string) ([]errand.Repl
 	return rs, rows.Err()
 }
 
-// JobCancel implements [errand.Store].
-func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
+// JobCancel implements [errand.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	id := p.ID
 	var j *errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var state string
@@ -598,9 +550,8 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 		if err != nil {
 			return err
 		}
-		st := errand.JobState(state)
-		if st != errand.StateQueued && st != errand.StateRetrying {
-			return &errand.StateError{Op: "cancel", ID: id, State: st, Allowed: cancellable}
+		if err := errand.CheckCancel(id, errand.JobState(state)); err != nil {
+			return err
 		}
 		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
 			WHERE id = ? RETURNING `+jobColumns, micros(s.clock.Now()), id))
@@ -612,12 +563,12 @@ func (s *Store) JobCancel(ctx context.Context, id string) (*errand.Job, error) {
 	return j, nil
 }
 
-// QueueStats implements [errand.Store].
-func (s *Store) QueueStats(ctx context.Context) ([]errand.QueueStats, error) {
+// QueueStats implements [errand.JobStore].
+func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
 	now := micros(s.clock.Now())
 	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, kind, count(*),
-			min(CASE WHEN state IN ('queued', 'retrying') AND available_at <= ?
-				AND `+orderingFree("errand_jobs")+` THEN available_at END)
+			min(CASE WHEN state IN (`+waiting+`) AND available_at <= ?
+				AND `+errand.OrderingFreeSQL("errand_jobs")+` THEN available_at END)
 		FROM errand_jobs j GROUP BY queue, state, kind`, now)
 	if err != nil {
 		return nil, err

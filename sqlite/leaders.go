@@ -9,7 +9,7 @@ import (
 	"github.com/errandhq/errand"
 )
 
-// LeaderElect implements [errand.Store].
+// LeaderElect implements [errand.LeaderElector].
 func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -44,16 +44,17 @@ func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*
 	return &l, nil
 }
 
-// LeaderResign implements [errand.Store].
-func (s *Store) LeaderResign(ctx context.Context, name, holder string) error {
+// LeaderResign implements [errand.LeaderElector].
+func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM errand_leaders WHERE name = ? AND holder = ?`, name, holder)
+		_, err := tx.ExecContext(ctx, `DELETE FROM errand_leaders WHERE name = ? AND holder = ?`, p.Name, p.Holder)
 		return err
 	})
 }
 
-// LeaderGet implements [errand.Store].
-func (s *Store) LeaderGet(ctx context.Context, name string) (*errand.Leader, error) {
+// LeaderGet implements [errand.LeaderElector].
+func (s *Store) LeaderGet(ctx context.Context, p *errand.LeaderGetParams) (*errand.Leader, error) {
+	name := p.Name
 	var l errand.Leader
 	var elected, until int64
 	err := s.read.QueryRowContext(ctx, `SELECT holder, elected_at, until FROM errand_leaders

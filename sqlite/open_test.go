@@ -110,7 +110,7 @@ func TestNoMigrateLeavesOtherDatabasesAlone(t *testing.T) {
 func TestNoMigrateOpensAMigratedDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	s := open(t, path, nil)
-	if _, err := s.JobInsertMany(t.Context(), []*errand.JobInsertParams{{ID: "j1", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}); err != nil {
+	if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{ID: "j1", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -120,10 +120,10 @@ func TestNoMigrateOpensAMigratedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if j, err := s.JobGet(t.Context(), "j1"); err != nil || j.ID != "j1" {
+	if j, err := s.JobGet(t.Context(), &errand.JobGetParams{ID: "j1"}); err != nil || j.ID != "j1" {
 		t.Fatalf("JobGet = %v, %v", j, err)
 	}
-	if _, err := s.JobCancel(t.Context(), "j1"); err != nil {
+	if _, err := s.JobCancel(t.Context(), &errand.JobCancelParams{ID: "j1"}); err != nil {
 		t.Fatalf("JobCancel: %v", err)
 	}
 }

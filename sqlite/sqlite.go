@@ -28,7 +28,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -39,8 +38,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/migration"
-	"github.com/ncruces/go-sqlite3"
+	"github.com/errandhq/errand/internal/sqltx"
 	_ "github.com/ncruces/go-sqlite3/driver" // registers the "sqlite3" driver
 )
 
@@ -74,7 +72,8 @@ type Options struct {
 	NoMigrate bool
 }
 
-// Store is errand's SQLite store. It implements [errand.Store].
+// Store is errand's SQLite store. It implements [errand.TxStore] with
+// *sql.Tx: transactions on [Store.DB].
 type Store struct {
 	db    *sql.DB // the single writer; also the application's handle
 	read  *sql.DB // read-only pool for operator queries
@@ -85,7 +84,7 @@ type Store struct {
 	busyTimeout time.Duration
 }
 
-var _ errand.Store = (*Store)(nil)
+var _ errand.TxStore[*sql.Tx] = (*Store)(nil)
 
 type systemClock struct{}
 
@@ -162,47 +161,6 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// checkSchema checks, without writing anything, that the file at path holds
-// errand's schema at the version this errand knows. It opens a connection
-// of its own with mode=ro: the writer's pragmas would switch another
-// application's database to WAL for good.
-func checkSchema(ctx context.Context, path string, o Options) error {
-	known, err := knownVersion()
-	if err != nil {
-		return err
-	}
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
-	q.Add("_pragma", "query_only(1)")
-	db, err := sql.Open("sqlite3", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	var tables int
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'errand_migrations'`).Scan(&tables)
-	switch {
-	case errors.Is(err, sqlite3.NOTADB):
-		return fmt.Errorf("%s is not a SQLite database: %w", path, err)
-	case err != nil:
-		return fmt.Errorf("read %s: %w", path, err)
-	case tables == 0:
-		return fmt.Errorf("%s has no errand tables: %w", path, errand.ErrNoSchema)
-	}
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	switch {
-	case newest > known:
-		return newerSchemaError(newest, known)
-	case newest < known:
-		return fmt.Errorf("database is at schema version %d but this errand needs %d; run errand migrate (or open it with migrations) first", newest, known)
-	}
-	return nil
-}
-
 // dsn builds a connection string for the ncruces driver. Pragmas run on every
 // new connection.
 func dsn(path string, o Options, readOnly bool) string {
@@ -245,92 +203,20 @@ func (s *Store) Close() error {
 // Now returns the store's clock.
 func (s *Store) Now(context.Context) (time.Time, error) { return s.clock.Now().UTC(), nil }
 
-//go:embed migrations/*.sql
-var migrationFS embed.FS
-
-// migrations returns the store's numbered migrations.
-func migrations() ([]migration.Migration, error) {
-	return migration.Load(migrationFS, "migrations")
-}
-
-// knownVersion is the newest schema version this errand knows.
-func knownVersion() (int, error) {
-	ms, err := migrations()
-	if err != nil {
-		return 0, fmt.Errorf("load migrations: %w", err)
-	}
-	return ms[len(ms)-1].Version, nil
-}
-
-// Migrate applies errand's pending migrations. Open calls it; it is exported
-// for deployments that migrate separately. Migrations are numbered and
-// forward-only; each runs in its own immediate transaction, so processes that
-// open the same file at once apply each migration exactly once. A database
-// that a newer errand migrated is refused before anything is applied.
-func (s *Store) Migrate(ctx context.Context) error { return s.migrate(ctx) }
-
-func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations()
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	known := ms[len(ms)-1].Version
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS errand_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	for _, m := range ms {
-		var newer error
-		err := s.tx(ctx, func(tx *sql.Tx) error {
-			// Each transaction reads the newest version first, so that a
-			// newer errand's schema, even one migrated by another process
-			// a moment ago, is refused before this migration is applied.
-			var newest, applied int
-			if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ?)
-				FROM errand_migrations`, m.Version).Scan(&newest, &applied); err != nil {
-				return err
-			}
-			if newest > known {
-				newer = newerSchemaError(newest, known)
-				return newer
-			}
-			if applied > 0 {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO errand_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.Version, m.Name, micros(s.clock.Now()))
-			return err
-		})
-		if newer != nil {
-			return fmt.Errorf("migrate: %w", newer)
-		}
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", m.Name, err)
-		}
-	}
-	return nil
-}
-
-// newerSchemaError refuses a database that a newer errand migrated.
-func newerSchemaError(newest, known int) error {
-	return fmt.Errorf("database is at schema version %d but this errand knows only up to %d; upgrade errand", newest, known)
-}
-
-// SchemaVersion returns the newest applied migration.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	err := s.read.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&v)
-	return v, err
-}
-
 // ErrWriterBusy reports that the store's single writer connection stayed
 // taken for a whole busy timeout. Most often the caller itself holds it: a
 // goroutine with an open transaction on [Store.DB] that calls a method of
 // errand's (Client.Enqueue rather than Client.EnqueueTx) waits for itself.
 var ErrWriterBusy = errors.New("the SQLite writer connection is busy")
+
+// InTx implements [errand.TxStore]: it runs fn in an immediate
+// transaction on the writer, committing when fn returns nil and rolling
+// back when it returns an error or panics. Do not call errand methods that
+// write outside the transaction from fn: they would wait for the writer fn
+// holds.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.tx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx) })
+}
 
 // tx runs fn in an immediate transaction on the writer. It waits for the
 // writer connection no longer than the busy timeout, as SQLite waits for
@@ -347,11 +233,7 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return sqltx.Run(tx, fn)
 }
 
 // writer takes the writer connection, waiting at most the busy timeout.

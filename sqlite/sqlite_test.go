@@ -1,8 +1,7 @@
 package sqlite_test
 
 import (
-	"context"
-	"fmt"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -13,19 +12,12 @@ import (
 
 // TestStore runs the conformance suite on real database files.
 func TestStore(t *testing.T) {
-	storetest.Exercise(t, storetest.Harness{
-		Open: func(t *testing.T, clock errand.Clock) errand.Store {
+	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
+		Open: func(t *testing.T, clock errand.Clock) errand.TxStore[*sql.Tx] {
 			return open(t, filepath.Join(t.TempDir(), "errand.db"), clock)
 		},
-		OpenSecond: func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store {
+		OpenSecond: func(t *testing.T, first errand.TxStore[*sql.Tx], clock errand.Clock) errand.TxStore[*sql.Tx] {
 			return open(t, first.(*sqlite.Store).Path(), clock)
-		},
-		BeginTx: func(ctx context.Context, s errand.Store) (storetest.Tx, error) {
-			tx, err := s.(*sqlite.Store).DB().BeginTx(ctx, nil)
-			if err != nil {
-				return nil, fmt.Errorf("begin: %w", err)
-			}
-			return storetest.SQLTx(tx), nil
 		},
 	})
 }

@@ -3,10 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -14,61 +12,30 @@ import (
 const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at,
 	stopped_at, last_completed_at, jobs_running, jobs_completed, clock_skew_ms, draining_at, kinds`
 
-// scanWorker reads one registry row; the caller sets its status.
+// scanWorker reads one registry row; the caller sets its status. Times are
+// microseconds since the epoch.
 func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	var (
-		w                     errand.WorkerRecord
-		queues, kinds         string
-		interval, start, beat int64
-		stopped, completed    sql.NullInt64
-		draining              sql.NullInt64
+		w                           errand.WorkerRecord
+		c                           errand.WorkerColumns
+		start, beat                 int64
+		stopped, completed, drained sql.NullInt64
 	)
-	err := row.Scan(&w.ID, &w.Host, &w.PID, &queues, &interval, &start, &beat,
-		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &draining, &kinds)
+	err := row.Scan(&w.ID, &w.Host, &w.PID, &c.Queues, &c.HeartbeatIntervalUS, &start, &beat,
+		&stopped, &completed, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &drained, &c.Kinds)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(queues), &w.Queues); err != nil {
-		return nil, fmt.Errorf("worker %s: decode queues: %w", w.ID, err)
-	}
-	if w.Queues == nil {
-		w.Queues = []errand.WorkerQueue{}
-	}
-	if err := json.Unmarshal([]byte(kinds), &w.Kinds); err != nil {
-		return nil, fmt.Errorf("worker %s: decode kinds: %w", w.ID, err)
-	}
-	if w.Kinds == nil {
-		w.Kinds = []string{}
-	}
-	w.HeartbeatInterval = errand.Duration(time.Duration(interval) * time.Microsecond)
-	w.StartedAt = fromMicros(start)
-	w.HeartbeatAt = fromMicros(beat)
-	w.StoppedAt = nullMicros(stopped)
-	w.LastCompletedAt = nullMicros(completed)
-	w.DrainingAt = nullMicros(draining)
-	return &w, nil
+	w.StartedAt, w.HeartbeatAt = fromMicros(start), fromMicros(beat)
+	w.StoppedAt, w.LastCompletedAt, w.DrainingAt = nullMicros(stopped), nullMicros(completed), nullMicros(drained)
+	return &w, w.DecodeColumns(&c)
 }
 
-// WorkerRegister implements [errand.Store].
+// WorkerRegister implements [errand.WorkerRegistry].
 func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
-	if err := p.Validate(); err != nil {
+	c, err := p.Columns()
+	if err != nil {
 		return nil, err
-	}
-	queues := p.Queues
-	if queues == nil {
-		queues = []errand.WorkerQueue{}
-	}
-	queuesJSON, err := json.Marshal(queues)
-	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
-	}
-	kinds := p.Kinds
-	if kinds == nil {
-		kinds = []string{}
-	}
-	kindsJSON, err := json.Marshal(kinds)
-	if err != nil {
-		return nil, fmt.Errorf("register worker %s: %w", p.ID, err)
 	}
 	var w *errand.WorkerRecord
 	err = s.tx(ctx, func(tx *sql.Tx) error {
@@ -76,14 +43,9 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 		row := tx.QueryRowContext(ctx, `INSERT INTO errand_workers (id, host, pid, queues, kinds,
 				heartbeat_interval_us, started_at, heartbeat_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-				queues = excluded.queues, kinds = excluded.kinds,
-				heartbeat_interval_us = excluded.heartbeat_interval_us,
-				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
-				stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
-				jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL
+			`+errand.WorkerReregisterSQL+`
 			RETURNING `+workerColumns,
-			p.ID, p.Host, p.PID, string(queuesJSON), string(kindsJSON), p.HeartbeatInterval.Microseconds(), now, now)
+			p.ID, p.Host, p.PID, c.Queues, c.Kinds, c.HeartbeatIntervalUS, now, now)
 		var err error
 		w, err = scanWorker(row)
 		if err != nil {
@@ -98,12 +60,13 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	return w, nil
 }
 
-// WorkerHeartbeat implements [errand.Store]. SQLite's clock is the worker's
+// WorkerHeartbeat implements [errand.WorkerRegistry]. SQLite's clock is the worker's
 // machine's, so it records no clock skew.
-func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.WorkerStats) (*errand.WorkerRecord, error) {
-	if err := st.Validate(); err != nil {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatParams) (*errand.WorkerRecord, error) {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	id, st := p.ID, p.Stats
 	var w *errand.WorkerRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
@@ -141,8 +104,9 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, id string, st errand.Worker
 	return w, nil
 }
 
-// WorkerStop implements [errand.Store].
-func (s *Store) WorkerStop(ctx context.Context, id string) error {
+// WorkerStop implements [errand.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+	id := p.ID
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE errand_workers
 			SET stopped_at = coalesce(stopped_at, ?), jobs_running = 0 WHERE id = ?`,
@@ -163,11 +127,8 @@ func (s *Store) WorkerStop(ctx context.Context, id string) error {
 	return nil
 }
 
-// WorkerList implements [errand.Store].
+// WorkerList implements [errand.WorkerRegistry].
 func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
-	if p == nil {
-		p = &errand.WorkerListParams{}
-	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -193,15 +154,15 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	return ws, nil
 }
 
-// WorkerPrune implements [errand.Store].
-func (s *Store) WorkerPrune(ctx context.Context, olderThan time.Duration) (int, error) {
-	if olderThan < 0 {
-		return 0, &errand.InputError{Field: "older than", Message: "must not be negative"}
+// WorkerPrune implements [errand.WorkerRegistry].
+func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
 	}
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
-		cut := now - olderThan.Microseconds()
+		cut := now - p.OlderThan.Microseconds()
 		res, err := tx.ExecContext(ctx, `DELETE FROM errand_workers WHERE
 			(stopped_at IS NOT NULL AND stopped_at <= ?)
 			OR (stopped_at IS NULL AND heartbeat_at + ? * heartbeat_interval_us <= ? AND heartbeat_at <= ?)`,

@@ -21,7 +21,7 @@ var claimCases = []testCase{
 
 // testClaimOrder checks the claim order: priority, then available_at, then
 // insertion order.
-func testClaimOrder(t *testing.T, h Harness) {
+func testClaimOrder(t *testing.T, h harness) {
 	e := open(t, h)
 	now := e.now()
 	mk := func(id string, prio int, avail time.Time) *errand.JobInsertParams {
@@ -48,7 +48,7 @@ func testClaimOrder(t *testing.T, h Harness) {
 
 // testClaimBatchLimit checks that a batch claim honours its limit and
 // returns the jobs in claim order.
-func testClaimBatchLimit(t *testing.T, h Harness) {
+func testClaimBatchLimit(t *testing.T, h harness) {
 	e := open(t, h)
 	var ps []*errand.JobInsertParams
 	for i, id := range []string{"e", "d", "c", "b", "a"} {
@@ -66,7 +66,7 @@ func testClaimBatchLimit(t *testing.T, h Harness) {
 	e.claimNone()
 }
 
-func testClaimFilters(t *testing.T, h Harness) {
+func testClaimFilters(t *testing.T, h harness) {
 	e := open(t, h)
 	mk := func(id, queue, kind string) *errand.JobInsertParams {
 		p := newJob(id)
@@ -113,7 +113,7 @@ func testClaimFilters(t *testing.T, h Harness) {
 }
 
 // testClaimWrites checks the whole record a claim writes.
-func testClaimWrites(t *testing.T, h Harness) {
+func testClaimWrites(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.UniqueKey, p.Tags = "u", []string{"t"}
@@ -134,7 +134,7 @@ func testClaimWrites(t *testing.T, h Harness) {
 
 // testClaimFreshTokens checks that every claim writes a token no other claim
 // wrote.
-func testClaimFreshTokens(t *testing.T, h Harness) {
+func testClaimFreshTokens(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b", "c", "d", "e", "f", "g", "h")
 	seen := map[string]string{}
@@ -169,7 +169,7 @@ func testClaimFreshTokens(t *testing.T, h Harness) {
 
 // testClaimNotBeforeDue checks that scheduled and retrying jobs become
 // claimable exactly when due, and not a microsecond before.
-func testClaimNotBeforeDue(t *testing.T, h Harness) {
+func testClaimNotBeforeDue(t *testing.T, h harness) {
 	for _, c := range []struct {
 		name  string
 		setup func(e *env) time.Duration // returns the wait until due
@@ -208,7 +208,7 @@ func testClaimNotBeforeDue(t *testing.T, h Harness) {
 	}
 }
 
-func testClaimInvalidParams(t *testing.T, h Harness) {
+func testClaimInvalidParams(t *testing.T, h harness) {
 	e := open(t, h)
 	before := e.insertIDs("a")[0]
 	for _, c := range []struct {

@@ -16,7 +16,7 @@ var concurrentCases = []testCase{
 // testConcurrentClaims checks that claimers on two stores, with their own
 // connections to one database, never claim the same job and together claim
 // every job once.
-func testConcurrentClaims(t *testing.T, h Harness) {
+func testConcurrentClaims(t *testing.T, h harness) {
 	e := open(t, h)
 	other := e.second()
 	const n = 200
@@ -89,7 +89,7 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 
 // testConcurrentUniqueKey checks that racing inserts of one unique key, from
 // two stores, make exactly one job and tell every other inserter so.
-func testConcurrentUniqueKey(t *testing.T, h Harness) {
+func testConcurrentUniqueKey(t *testing.T, h harness) {
 	e := open(t, h)
 	other := e.second()
 	const keys, perStore = 5, 3
@@ -113,7 +113,7 @@ func testConcurrentUniqueKey(t *testing.T, h Harness) {
 			for k := range keys {
 				p := newJob(fmt.Sprintf("w%d-k%d", w, k))
 				p.UniqueKey = fmt.Sprintf("key-%d", k)
-				rs, err := s.JobInsertMany(e.ctx, []*errand.JobInsertParams{p})
+				rs, err := s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
 				if err != nil {
 					t.Errorf("insert %s: %v", p.ID, err)
 					return

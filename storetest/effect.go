@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 var effectCases = []testCase{
 	{"RecordTx", testEffectRecordTx},
 	{"RecordTxFenced", testEffectRecordTxFenced},
-	{"RecordTxUnsupported", testEffectRecordTxUnsupported},
 	{"BeginCompleteRelease", testEffectBeginCompleteRelease},
 	{"Abandoned", testEffectAbandoned},
 	{"HeldElsewhere", testEffectHeldElsewhere},
@@ -33,7 +33,7 @@ func sameEffect(t *testing.T, what string, want, got *errand.Effect) {
 
 func (e *env) effect(key string) *errand.Effect {
 	e.t.Helper()
-	f, err := e.s.EffectGet(e.ctx, key)
+	f, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: key})
 	if err != nil {
 		e.t.Fatalf("EffectGet(%s): %v", key, err)
 	}
@@ -42,7 +42,7 @@ func (e *env) effect(key string) *errand.Effect {
 
 func (e *env) noEffect(key string) {
 	e.t.Helper()
-	if f, err := e.s.EffectGet(e.ctx, key); !errors.Is(err, errand.ErrNotFound) {
+	if f, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: key}); !errors.Is(err, errand.ErrNotFound) {
 		e.t.Errorf("EffectGet(%s) = %+v, %v; want ErrNotFound", key, f, err)
 	}
 }
@@ -50,21 +50,19 @@ func (e *env) noEffect(key string) {
 // recordTx records key for j in a transaction of its own and ends it.
 func (e *env) recordTx(key string, j *errand.Job, tok string, commit bool) (bool, error) {
 	e.t.Helper()
-	tx, err := e.h.BeginTx(e.ctx, e.s)
-	if err != nil {
-		e.t.Fatalf("BeginTx: %v", err)
-	}
-	first, err := e.s.EffectRecordTx(e.ctx, tx.Tx(), key, j.ID, tok)
-	if err != nil || !commit {
-		if rerr := tx.Rollback(); rerr != nil {
-			e.t.Fatalf("rollback: %v", rerr)
+	var first bool
+	err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+		var err error
+		first, err = tx.EffectRecord(ctx, &errand.EffectRecordParams{Key: key, JobID: j.ID, LeaseToken: tok})
+		if err == nil && !commit {
+			err = errRollback
 		}
-		return first, err
+		return err
+	})
+	if errors.Is(err, errRollback) {
+		err = nil
 	}
-	if err := tx.Commit(); err != nil {
-		e.t.Fatalf("commit: %v", err)
-	}
-	return first, nil
+	return first, err
 }
 
 func (e *env) begin(key string, j *errand.Job) *errand.Effect {
@@ -79,7 +77,7 @@ func (e *env) begin(key string, j *errand.Job) *errand.Effect {
 // testEffectRecordTx checks guarantee 2's ledger: an effect recorded in its
 // own transaction happens once, and not at all if that transaction rolls
 // back.
-func testEffectRecordTx(t *testing.T, h Harness) {
+func testEffectRecordTx(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
@@ -117,7 +115,7 @@ func testEffectRecordTx(t *testing.T, h Harness) {
 	}
 }
 
-func testEffectRecordTxFenced(t *testing.T, h Harness) {
+func testEffectRecordTxFenced(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b")
 	j := e.claimOne("a")
@@ -138,20 +136,9 @@ func testEffectRecordTxFenced(t *testing.T, h Harness) {
 	sameEffect(t, "unfenced effect", &errand.Effect{Key: "k2", JobID: "b", State: errand.EffectCompleted, CreatedAt: e.now(), UpdatedAt: e.now()}, e.effect("k2"))
 }
 
-func testEffectRecordTxUnsupported(t *testing.T, h Harness) {
-	e := open(t, h)
-	e.insertIDs("a")
-	for _, tx := range []any{nil, struct{}{}} {
-		if _, err := e.s.EffectRecordTx(e.ctx, tx, "k", "a", ""); !errors.Is(err, errand.ErrUnsupportedTx) {
-			t.Errorf("EffectRecordTx with a %T: %v, want ErrUnsupportedTx", tx, err)
-		}
-	}
-	e.noEffect("k")
-}
-
 // testEffectBeginCompleteRelease walks the remote-effect protocol: begin,
 // complete, and release-then-retake on a later delivery.
-func testEffectBeginCompleteRelease(t *testing.T, h Harness) {
+func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	e.noEffect("charge")
@@ -168,7 +155,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h Harness) {
 	}
 
 	t1 := e.clock.Advance(time.Second)
-	f, err := e.s.EffectRelease(e.ctx, &errand.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j)}, "provider said 503")
+	f, err := e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: errand.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j)}, Message: "provider said 503"})
 	if err != nil {
 		t.Fatalf("EffectRelease: %v", err)
 	}
@@ -207,7 +194,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h Harness) {
 // testEffectAbandoned checks that a delivery that began an effect and lost
 // its lease leaves it for the next delivery to take over, flagged as
 // abandoned, and cannot finish it afterwards.
-func testEffectAbandoned(t *testing.T, h Harness) {
+func testEffectAbandoned(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
@@ -226,7 +213,7 @@ func testEffectAbandoned(t *testing.T, h Harness) {
 		if finish == "complete" {
 			_, err = e.s.EffectComplete(e.ctx, p)
 		} else {
-			_, err = e.s.EffectRelease(e.ctx, p, "late")
+			_, err = e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: *p, Message: "late"})
 		}
 		if !errors.Is(err, errand.ErrLeaseLost) {
 			t.Errorf("%s by the old delivery: %v, want ErrLeaseLost", finish, err)
@@ -237,7 +224,7 @@ func testEffectAbandoned(t *testing.T, h Harness) {
 
 // testEffectHeldElsewhere checks that an effect shared by two jobs is held
 // by whichever began it while its lease lives.
-func testEffectHeldElsewhere(t *testing.T, h Harness) {
+func testEffectHeldElsewhere(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b")
 	a := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: owner})[0]
@@ -269,7 +256,7 @@ func testEffectHeldElsewhere(t *testing.T, h Harness) {
 
 // testEffectStaleFinish checks that complete and release are fenced by the
 // job's lease and change nothing when it is gone.
-func testEffectStaleFinish(t *testing.T, h Harness) {
+func testEffectStaleFinish(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
@@ -279,7 +266,7 @@ func testEffectStaleFinish(t *testing.T, h Harness) {
 	finish := func(tok string) []error {
 		p := &errand.EffectParams{Key: "k", JobID: "a", LeaseToken: tok}
 		_, err1 := e.s.EffectComplete(e.ctx, p)
-		_, err2 := e.s.EffectRelease(e.ctx, p, "x")
+		_, err2 := e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: *p, Message: "x"})
 		return []error{err1, err2}
 	}
 	for _, err := range finish("stale") {

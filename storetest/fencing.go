@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,7 +60,7 @@ var fencedOps = []fencedOp{
 		return rs[0].Err
 	}},
 	{name: "progress", do: func(e *env, id, token string) error {
-		return e.s.JobSetProgress(e.ctx, id, token, json.RawMessage(`{"page":9}`))
+		return e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: id, LeaseToken: token, Progress: json.RawMessage(`{"page":9}`)})
 	}},
 	outcomeOp(errand.OutcomeSucceeded),
 	outcomeOp(errand.OutcomeRetry),
@@ -71,19 +72,17 @@ var fencedOps = []fencedOp{
 		return err
 	}},
 	{name: "effect-record-tx", effectKey: "record", do: func(e *env, id, token string) error {
-		tx, err := e.h.BeginTx(e.ctx, e.s)
-		if err != nil {
-			return fmt.Errorf("begin tx: %w", err)
-		}
-		defer tx.Rollback()
-		_, err = e.s.EffectRecordTx(e.ctx, tx.Tx(), "record", id, token)
+		err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+			_, err := tx.EffectRecord(ctx, &errand.EffectRecordParams{Key: "record", JobID: id, LeaseToken: token})
+			return err
+		})
 		return err
 	}},
 }
 
 // testFencingStaleWrites checks guarantee 3: every fenced write by a worker
 // that does not hold a live lease reports ErrLeaseLost and changes nothing.
-func testFencingStaleWrites(t *testing.T, h Harness) {
+func testFencingStaleWrites(t *testing.T, h harness) {
 	for _, c := range []struct {
 		name string
 		// stale makes the claimed jobs' leases stale and returns the token
@@ -147,7 +146,7 @@ func testFencingStaleWrites(t *testing.T, h Harness) {
 				}
 				e.unchanged(op.name, before)
 				if op.effectKey != "" {
-					if eff, err := e.s.EffectGet(e.ctx, op.effectKey); !errors.Is(err, errand.ErrNotFound) {
+					if eff, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: op.effectKey}); !errors.Is(err, errand.ErrNotFound) {
 						t.Errorf("%s: ledger entry %+v, %v after a stale write; want ErrNotFound", op.name, eff, err)
 					}
 				}
@@ -159,7 +158,7 @@ func testFencingStaleWrites(t *testing.T, h Harness) {
 // testFencingClaimAtExactExpiry checks that a claim at the instant a lease
 // expires takes the job over, and the old holder's acknowledgment then
 // changes nothing.
-func testFencingClaimAtExactExpiry(t *testing.T, h Harness) {
+func testFencingClaimAtExactExpiry(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	first := e.claimOne("a")
@@ -190,7 +189,7 @@ func testFencingClaimAtExactExpiry(t *testing.T, h Harness) {
 	}
 }
 
-func testFencingHeartbeatExtends(t *testing.T, h Harness) {
+func testFencingHeartbeatExtends(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b", "c")
 	js := e.claim(3)
@@ -227,7 +226,7 @@ func testFencingHeartbeatExtends(t *testing.T, h Harness) {
 	// Past the first lease, inside the renewed one, the holder still owns
 	// the job; b, not renewed, is lost.
 	e.clock.Advance(30 * time.Second)
-	if err := e.s.JobSetProgress(e.ctx, a.ID, token(a), json.RawMessage(`1`)); err != nil {
+	if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: a.ID, LeaseToken: token(a), Progress: json.RawMessage(`1`)}); err != nil {
 		t.Errorf("progress inside the renewed lease: %v", err)
 	}
 	if r := e.record(succeeded(b))[0]; !errors.Is(r.Err, errand.ErrLeaseLost) {
@@ -244,19 +243,19 @@ func testFencingHeartbeatExtends(t *testing.T, h Harness) {
 	}
 }
 
-func testFencingProgress(t *testing.T, h Harness) {
+func testFencingProgress(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
 	for _, p := range []string{`{"page": 3, "cursor": "x"}`, `{"page": 4}`} {
-		if err := e.s.JobSetProgress(e.ctx, j.ID, token(j), json.RawMessage(p)); err != nil {
+		if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(p)}); err != nil {
 			t.Fatalf("JobSetProgress: %v", err)
 		}
 		want := *j
 		want.Progress = json.RawMessage(p)
 		same(t, "job after progress "+p, &want, e.get("a"))
 	}
-	if err := e.s.JobSetProgress(e.ctx, j.ID, token(j), json.RawMessage(`{"page":`)); !errors.Is(err, errand.ErrInvalid) {
+	if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(`{"page":`)}); !errors.Is(err, errand.ErrInvalid) {
 		t.Errorf("progress that is not JSON: %v, want ErrInvalid", err)
 	}
 	// The checkpoint survives into the next attempt, which resumes from it.

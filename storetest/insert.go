@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,14 +18,13 @@ var insertCases = []testCase{
 	{"DuplicateUniqueKey", testInsertDuplicateUniqueKey},
 	{"BatchAtomic", testInsertBatchAtomic},
 	{"Tx", testInsertTx},
-	{"TxUnsupported", testInsertTxUnsupported},
 	{"TimePrecision", testInsertTimePrecision},
 	{"Now", testNow},
 }
 
 // testInsertDefaults checks that every field of a new job round-trips, and
 // that unset fields read back as null.
-func testInsertDefaults(t *testing.T, h Harness) {
+func testInsertDefaults(t *testing.T, h harness) {
 	e := open(t, h)
 	now := e.now()
 	full := &errand.JobInsertParams{
@@ -80,7 +81,7 @@ func testInsertDefaults(t *testing.T, h Harness) {
 	}
 }
 
-func testInsertSchedule(t *testing.T, h Harness) {
+func testInsertSchedule(t *testing.T, h harness) {
 	e := open(t, h)
 	now := e.now()
 	zone := time.FixedZone("UTC+5", 5*3600)
@@ -115,7 +116,7 @@ func testInsertSchedule(t *testing.T, h Harness) {
 	}
 }
 
-func testInsertDuplicateID(t *testing.T, h Harness) {
+func testInsertDuplicateID(t *testing.T, h harness) {
 	e := open(t, h)
 	orig := e.insertIDs("a")[0]
 	e.clock.Advance(time.Minute)
@@ -147,7 +148,7 @@ func testInsertDuplicateID(t *testing.T, h Harness) {
 	}
 }
 
-func testInsertDuplicateUniqueKey(t *testing.T, h Harness) {
+func testInsertDuplicateUniqueKey(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("first")
 	p.UniqueKey = "digest:2026-11-29"
@@ -187,7 +188,7 @@ func testInsertDuplicateUniqueKey(t *testing.T, h Harness) {
 }
 
 // testInsertBatchAtomic checks that a batch with a bad job inserts nothing.
-func testInsertBatchAtomic(t *testing.T, h Harness) {
+func testInsertBatchAtomic(t *testing.T, h harness) {
 	for _, c := range []struct {
 		name string
 		bad  func(p *errand.JobInsertParams)
@@ -201,7 +202,7 @@ func testInsertBatchAtomic(t *testing.T, h Harness) {
 			e := open(t, h)
 			bad := newJob("bad")
 			c.bad(bad)
-			rs, err := e.s.JobInsertMany(e.ctx, []*errand.JobInsertParams{newJob("good"), bad})
+			rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("good"), bad}})
 			if !errors.Is(err, errand.ErrInvalid) {
 				t.Fatalf("JobInsertMany with a bad job = %v, %v; want an error wrapping ErrInvalid", rs, err)
 			}
@@ -212,7 +213,7 @@ func testInsertBatchAtomic(t *testing.T, h Harness) {
 
 // testInsertTx checks guarantee 1: a job exists iff the transaction that
 // inserted it committed.
-func testInsertTx(t *testing.T, h Harness) {
+func testInsertTx(t *testing.T, h harness) {
 	for _, commit := range []bool{true, false} {
 		name := "rollback"
 		if commit {
@@ -221,36 +222,34 @@ func testInsertTx(t *testing.T, h Harness) {
 		t.Run(name, func(t *testing.T) {
 			e := open(t, h)
 			existing := e.insertIDs("existing")[0]
-			tx, err := h.BeginTx(e.ctx, e.s)
-			if err != nil {
-				t.Fatalf("BeginTx: %v", err)
-			}
-			rs, err := e.s.JobInsertManyTx(e.ctx, tx.Tx(), []*errand.JobInsertParams{newJob("in-tx"), newJob("existing")})
-			if err != nil {
-				_ = tx.Rollback()
-				t.Fatalf("JobInsertManyTx: %v", err)
-			}
-			if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate {
-				_ = tx.Rollback()
-				t.Fatalf("JobInsertManyTx results %+v: want in-tx new, existing a duplicate", rs)
-			}
-			same(t, "duplicate inside a transaction", existing, rs[1].Job)
-			// Not visible outside the transaction before it ends.
-			if j, err := e.s.JobGet(e.ctx, "in-tx"); !errors.Is(err, errand.ErrNotFound) {
-				_ = tx.Rollback()
-				t.Fatalf("JobGet of an uncommitted job = %v, %v; want ErrNotFound", j, err)
+			var rs []errand.JobInsertResult
+			err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+				var err error
+				rs, err = tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("in-tx"), newJob("existing")}})
+				if err != nil {
+					return fmt.Errorf("JobInsertManyTx: %w", err)
+				}
+				if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate {
+					return fmt.Errorf("JobInsertManyTx results %+v: want in-tx new, existing a duplicate", rs)
+				}
+				same(t, "duplicate inside a transaction", existing, rs[1].Job)
+				// Not visible outside the transaction before it ends.
+				if j, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: "in-tx"}); !errors.Is(err, errand.ErrNotFound) {
+					return fmt.Errorf("JobGet of an uncommitted job = %v, %v; want ErrNotFound", j, err)
+				}
+				if !commit {
+					return errRollback
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, errRollback) {
+				t.Fatal(err)
 			}
 			if commit {
-				if err := tx.Commit(); err != nil {
-					t.Fatalf("commit: %v", err)
-				}
 				same(t, "committed job", rs[0].Job, e.get("in-tx"))
 				e.claimOne("existing")
 				e.claimOne("in-tx")
 				return
-			}
-			if err := tx.Rollback(); err != nil {
-				t.Fatalf("rollback: %v", err)
 			}
 			e.notFound("in-tx")
 			e.claimOne("existing")
@@ -261,21 +260,10 @@ func testInsertTx(t *testing.T, h Harness) {
 	}
 }
 
-func testInsertTxUnsupported(t *testing.T, h Harness) {
-	e := open(t, h)
-	for _, tx := range []any{nil, struct{}{}, "tx"} {
-		_, err := e.s.JobInsertManyTx(e.ctx, tx, []*errand.JobInsertParams{newJob("a")})
-		if !errors.Is(err, errand.ErrUnsupportedTx) {
-			t.Errorf("JobInsertManyTx with a %T: %v, want an error wrapping ErrUnsupportedTx", tx, err)
-		}
-	}
-	e.notFound("a")
-}
-
 // testInsertTimePrecision checks that stores keep times at microsecond
 // precision, truncating, and do so in every field alike: the history's
 // timestamps must match the columns'.
-func testInsertTimePrecision(t *testing.T, h Harness) {
+func testInsertTimePrecision(t *testing.T, h harness) {
 	e := open(t, h)
 	e.clock.Set(T0.Add(789 * time.Nanosecond))
 	now := T0
@@ -308,7 +296,7 @@ func testInsertTimePrecision(t *testing.T, h Harness) {
 	}
 }
 
-func testNow(t *testing.T, h Harness) {
+func testNow(t *testing.T, h harness) {
 	e := open(t, h)
 	for _, at := range []time.Time{T0, T0.Add(time.Hour)} {
 		e.clock.Set(at)

@@ -36,10 +36,10 @@ func wantLeader(t *testing.T, got *errand.Leader, holder string, leading bool, e
 	}
 }
 
-func testLeaderElectRenewExpire(t *testing.T, h Harness) {
+func testLeaderElectRenewExpire(t *testing.T, h harness) {
 	e := open(t, h)
 	t0 := e.now()
-	if _, err := e.s.LeaderGet(e.ctx, "errand"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("LeaderGet with no leader: %v, want ErrNotFound", err)
 	}
 	wantLeader(t, e.elect("errand", "a"), "a", true, t0, t0.Add(leaderTTL))
@@ -52,7 +52,7 @@ func testLeaderElectRenewExpire(t *testing.T, h Harness) {
 	// The holder renews: same election time, later end.
 	t1 := e.now()
 	wantLeader(t, e.elect("errand", "a"), "a", true, t0, t1.Add(leaderTTL))
-	got, err := e.s.LeaderGet(e.ctx, "errand")
+	got, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func testLeaderElectRenewExpire(t *testing.T, h Harness) {
 
 	// At exactly the lease's end it is expired: another candidate takes it.
 	e.clock.Set(t1.Add(leaderTTL))
-	if _, err := e.s.LeaderGet(e.ctx, "errand"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("LeaderGet at expiry: %v, want ErrNotFound", err)
 	}
 	t2 := e.now()
@@ -69,40 +69,40 @@ func testLeaderElectRenewExpire(t *testing.T, h Harness) {
 	wantLeader(t, e.elect("errand", "a"), "b", false, t2, t2.Add(leaderTTL))
 }
 
-func testLeaderResign(t *testing.T, h Harness) {
+func testLeaderResign(t *testing.T, h harness) {
 	e := open(t, h)
 	e.elect("errand", "a")
 	// Resigning someone else's lease changes nothing.
-	if err := e.s.LeaderResign(e.ctx, "errand", "b"); err != nil {
+	if err := e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "errand", Holder: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	if l := e.elect("errand", "b"); l.Leading {
 		t.Fatal("b leads after resigning a lease it did not hold")
 	}
-	if err := e.s.LeaderResign(e.ctx, "errand", "a"); err != nil {
+	if err := e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "errand", Holder: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.LeaderGet(e.ctx, "errand"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("LeaderGet after resign: %v, want ErrNotFound", err)
 	}
 	t0 := e.now()
 	wantLeader(t, e.elect("errand", "b"), "b", true, t0, t0.Add(leaderTTL))
 	// Resigning twice is not an error.
 	for range 2 {
-		if err := e.s.LeaderResign(e.ctx, "errand", "b"); err != nil {
+		if err := e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "errand", Holder: "b"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func testLeaderNames(t *testing.T, h Harness) {
+func testLeaderNames(t *testing.T, h harness) {
 	e := open(t, h)
 	t0 := e.now()
 	wantLeader(t, e.elect("errand", "a"), "a", true, t0, t0.Add(leaderTTL))
 	wantLeader(t, e.elect("cron", "b"), "b", true, t0, t0.Add(leaderTTL))
 }
 
-func testLeaderInvalidParams(t *testing.T, h Harness) {
+func testLeaderInvalidParams(t *testing.T, h harness) {
 	e := open(t, h)
 	for _, p := range []*errand.LeaderElectParams{
 		{Name: "", Holder: "a", TTL: leaderTTL},
@@ -113,13 +113,13 @@ func testLeaderInvalidParams(t *testing.T, h Harness) {
 			t.Errorf("LeaderElect(%+v): %v, want ErrInvalid", p, err)
 		}
 	}
-	if _, err := e.s.LeaderGet(e.ctx, "errand"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("an invalid election left a leader: %v", err)
 	}
 }
 
 // testLeaderAcrossStores races candidates on two stores: exactly one leads.
-func testLeaderAcrossStores(t *testing.T, h Harness) {
+func testLeaderAcrossStores(t *testing.T, h harness) {
 	e := open(t, h)
 	stores := []errand.Store{e.s, e.second()}
 	var (
@@ -149,7 +149,7 @@ func testLeaderAcrossStores(t *testing.T, h Harness) {
 	if len(leaders) != 1 {
 		t.Fatalf("leaders %v, want exactly one", leaders)
 	}
-	got, err := e.s.LeaderGet(e.ctx, "errand")
+	got, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"})
 	if err != nil {
 		t.Fatal(err)
 	}

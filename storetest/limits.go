@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -24,7 +25,7 @@ var limitCases = []testCase{
 
 // testLimitsRefused checks that every store refuses the same bad values with
 // an *InputError and writes nothing of the batch.
-func testLimitsRefused(t *testing.T, h Harness) {
+func testLimitsRefused(t *testing.T, h harness) {
 	for _, c := range []struct {
 		name string
 		bad  func(p *errand.JobInsertParams)
@@ -60,7 +61,7 @@ func testLimitsRefused(t *testing.T, h Harness) {
 			e := open(t, h)
 			bad := newJob("bad")
 			c.bad(bad)
-			rs, err := e.s.JobInsertMany(e.ctx, []*errand.JobInsertParams{newJob("good"), bad})
+			rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("good"), bad}})
 			var ie *errand.InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("JobInsertMany = %v, %v; want an *InputError", rs, err)
@@ -69,16 +70,13 @@ func testLimitsRefused(t *testing.T, h Harness) {
 			if bad.ID != "bad" {
 				e.notFound(bad.ID)
 			}
-			tx, err := h.BeginTx(e.ctx, e.s)
-			if err != nil {
-				t.Fatalf("BeginTx: %v", err)
-			}
-			_, err = e.s.JobInsertManyTx(e.ctx, tx.Tx(), []*errand.JobInsertParams{bad})
+			err = e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+				_, err := tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{bad}})
+				return err
+			})
 			if !errors.As(err, &ie) {
-				_ = tx.Rollback()
 				t.Fatalf("JobInsertManyTx = %v; want an *InputError", err)
 			}
-			_ = tx.Rollback()
 		})
 	}
 }
@@ -86,7 +84,7 @@ func testLimitsRefused(t *testing.T, h Harness) {
 // testLimitsExtremes checks that the largest and smallest values inside the
 // limits read back unchanged: no store truncates a number to fewer bits or
 // moves a far-off time.
-func testLimitsExtremes(t *testing.T, h Harness) {
+func testLimitsExtremes(t *testing.T, h harness) {
 	e := open(t, h)
 	far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	hi := newJob("hi")
@@ -125,7 +123,7 @@ func testLimitsExtremes(t *testing.T, h Harness) {
 // testLimitsOutcomeText checks that a store refuses outcome text it could
 // not keep, with an *InputError and nothing written, so that a caller knows
 // not to retry it.
-func testLimitsOutcomeText(t *testing.T, h Harness) {
+func testLimitsOutcomeText(t *testing.T, h harness) {
 	for _, c := range []struct{ name, class, message, stack string }{
 		{"message-nul", errand.ClassError, "bad\x00byte", ""},
 		{"message-invalid-utf8", errand.ClassError, "bad\xffbyte", ""},
@@ -138,7 +136,7 @@ func testLimitsOutcomeText(t *testing.T, h Harness) {
 			j := e.claimOne("a")
 			o := retry(j, time.Second)
 			o.Error.Class, o.Error.Message, o.Error.Stack = c.class, c.message, c.stack
-			rs, err := e.s.JobRecordOutcomes(e.ctx, []*errand.JobOutcome{o})
+			rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{o}})
 			var ie *errand.InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("JobRecordOutcomes = %v, %v; want an *InputError", rs, err)
@@ -150,7 +148,7 @@ func testLimitsOutcomeText(t *testing.T, h Harness) {
 
 // testLimitsCleanText checks that text cleaned by errand.CleanText, which is
 // what the Client sends for handlers' messages, is kept exactly.
-func testLimitsCleanText(t *testing.T, h Harness) {
+func testLimitsCleanText(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
@@ -169,15 +167,15 @@ func testLimitsCleanText(t *testing.T, h Harness) {
 }
 
 // testLimitsProgressAndKeys checks the checkpoint and effect-key rules.
-func testLimitsProgressAndKeys(t *testing.T, h Harness) {
+func testLimitsProgressAndKeys(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
 	var ie *errand.InputError
-	if err := e.s.JobSetProgress(e.ctx, j.ID, token(j), json.RawMessage(`{"at": "\u0000"}`)); !errors.As(err, &ie) {
+	if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(`{"at": "\u0000"}`)}); !errors.As(err, &ie) {
 		t.Errorf("JobSetProgress with \\u0000 = %v; want an *InputError", err)
 	}
-	if err := e.s.JobSetProgress(e.ctx, j.ID, token(j), json.RawMessage("{\"at\": \"\xff\"}")); !errors.As(err, &ie) {
+	if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage("{\"at\": \"\xff\"}")}); !errors.As(err, &ie) {
 		t.Errorf("JobSetProgress with invalid UTF-8 = %v; want an *InputError", err)
 	}
 	e.unchanged("refused progress", j)
@@ -185,7 +183,7 @@ func testLimitsProgressAndKeys(t *testing.T, h Harness) {
 		if _, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: key, JobID: j.ID, LeaseToken: token(j)}); !errors.As(err, &ie) {
 			t.Errorf("EffectBegin with key %q = %v; want an *InputError", key, err)
 		}
-		if _, err := e.s.EffectGet(e.ctx, key); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: key}); !errors.Is(err, errand.ErrNotFound) {
 			t.Errorf("EffectGet %q after a refused begin = %v; want ErrNotFound", key, err)
 		}
 	}

@@ -25,7 +25,7 @@ var statsCases = []testCase{
 // oldestReady returns the oldest ready age QueueStats reports for queue.
 func (e *env) oldestReady(queue string) float64 {
 	e.t.Helper()
-	qs, err := e.s.QueueStats(e.ctx)
+	qs, err := e.s.QueueStats(e.ctx, &errand.QueueStatsParams{})
 	if err != nil {
 		e.t.Fatalf("QueueStats: %v", err)
 	}
@@ -41,7 +41,7 @@ func (e *env) oldestReady(queue string) float64 {
 // testStatsHeldNotReady: a job held back by its ordering key is not ready,
 // however long ago it became available: the oldest ready age is the age of
 // jobs a worker could take.
-func testStatsHeldNotReady(t *testing.T, h Harness) {
+func testStatsHeldNotReady(t *testing.T, h harness) {
 	e := open(t, h)
 	first := keyed("first", "key")
 	first.RunAt = T0.Add(-time.Minute)
@@ -70,7 +70,7 @@ func (e *env) list(p *errand.JobListParams) []*errand.Job {
 	return js
 }
 
-func testListFilters(t *testing.T, h Harness) {
+func testListFilters(t *testing.T, h harness) {
 	e := open(t, h)
 	mk := func(id, queue, kind string) *errand.JobInsertParams {
 		p := newJob(id)
@@ -93,7 +93,7 @@ func testListFilters(t *testing.T, h Harness) {
 	}
 	e.recordOK(succeeded(ok[0]))
 	e.recordOK(dead(die[0]))
-	if _, err := e.s.JobCancel(e.ctx, "5"); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "5"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -123,7 +123,7 @@ func testListFilters(t *testing.T, h Harness) {
 
 // testListPaging checks that walking a filtered list page by page with
 // AfterSeq visits every match once, in order.
-func testListPaging(t *testing.T, h Harness) {
+func testListPaging(t *testing.T, h harness) {
 	e := open(t, h)
 	var ps []*errand.JobInsertParams
 	var all, even []string
@@ -175,7 +175,7 @@ func testListPaging(t *testing.T, h Harness) {
 	}
 }
 
-func testListDefaultLimit(t *testing.T, h Harness) {
+func testListDefaultLimit(t *testing.T, h harness) {
 	e := open(t, h)
 	var ps []*errand.JobInsertParams
 	for i := range 101 {
@@ -188,7 +188,7 @@ func testListDefaultLimit(t *testing.T, h Harness) {
 	}
 }
 
-func testStats(t *testing.T, h Harness) {
+func testStats(t *testing.T, h harness) {
 	e := open(t, h)
 	mk := func(id, queue string, runAt time.Time) *errand.JobInsertParams {
 		p := newJob(id)
@@ -218,7 +218,7 @@ func testStats(t *testing.T, h Harness) {
 	e.recordOK(succeeded(js[2]))
 	e.recordOK(dead(js[3]))
 	e.recordOK(dead(js[4]))
-	if _, err := e.s.JobCancel(e.ctx, "to-cancel"); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "to-cancel"}); err != nil {
 		t.Fatal(err)
 	}
 	d := e.claimWith(&errand.JobClaimParams{Queues: []string{"delta"}, Limit: 1, Lease: time.Hour, Owner: owner})
@@ -231,7 +231,7 @@ func testStats(t *testing.T, h Harness) {
 	// beta's since T0-30s, delta's retry since T0+40s, and gamma has nothing
 	// ready.
 	e.clock.Set(T0.Add(100 * time.Second))
-	got, err := e.s.QueueStats(e.ctx)
+	got, err := e.s.QueueStats(e.ctx, &errand.QueueStatsParams{})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
@@ -256,9 +256,9 @@ func testStats(t *testing.T, h Harness) {
 	}
 }
 
-func testStatsEmpty(t *testing.T, h Harness) {
+func testStatsEmpty(t *testing.T, h harness) {
 	e := open(t, h)
-	got, err := e.s.QueueStats(e.ctx)
+	got, err := e.s.QueueStats(e.ctx, &errand.QueueStatsParams{})
 	if err != nil || len(got) != 0 {
 		t.Errorf("QueueStats of an empty store = %+v, %v; want none", got, err)
 	}

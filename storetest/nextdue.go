@@ -17,7 +17,8 @@ var nextDueCases = []testCase{
 // nextDue asks JobNextDue and fails the test on an error.
 func (e *env) nextDue(p *errand.JobNextDueParams) (time.Duration, bool) {
 	e.t.Helper()
-	d, ok, err := e.s.JobNextDue(e.ctx, p)
+	r, err := e.s.JobNextDue(e.ctx, p)
+	d, ok := r.Wait, r.Found
 	if err != nil {
 		e.t.Fatalf("JobNextDue(%+v): %v", p, err)
 	}
@@ -50,7 +51,7 @@ func scheduled(id string, at time.Time) *errand.JobInsertParams {
 
 // testNextDueNothing: no job, jobs available already, running and finished
 // jobs, and no queue at all are nothing due.
-func testNextDueNothing(t *testing.T, h Harness) {
+func testNextDueNothing(t *testing.T, h harness) {
 	e := open(t, h)
 	e.wantNextDue("empty store", 0, false)
 	e.insert(newJob("run"), newJob("done"), newJob("ready"))
@@ -59,7 +60,7 @@ func testNextDueNothing(t *testing.T, h Harness) {
 	e.recordOK(succeeded(js[1]))
 	e.insert(scheduled("cancelled", T0.Add(time.Minute)))
 	e.wantNextDue("a scheduled job", time.Minute, true)
-	if _, err := e.s.JobCancel(e.ctx, "cancelled"); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "cancelled"}); err != nil {
 		t.Fatal(err)
 	}
 	// A running job's lease ending is the sweep's business, not a schedule.
@@ -71,7 +72,7 @@ func testNextDueNothing(t *testing.T, h Harness) {
 // testNextDueStates: a scheduled job, a retry waiting out its backoff and
 // a snoozed job each come due, on the store's clock, earliest first; a job
 // that came due is no longer the answer.
-func testNextDueStates(t *testing.T, h Harness) {
+func testNextDueStates(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(newJob("to-retry"), newJob("to-snooze"), scheduled("scheduled", T0.Add(90*time.Second)))
 	e.wantNextDue("a job scheduled in 90s", 90*time.Second, true)
@@ -94,7 +95,7 @@ func testNextDueStates(t *testing.T, h Harness) {
 
 // testNextDueFilters: the answer is the earliest over the queues asked
 // about, among the kinds asked about.
-func testNextDueFilters(t *testing.T, h Harness) {
+func testNextDueFilters(t *testing.T, h harness) {
 	e := open(t, h)
 	mk := func(id, queue, kind string, in time.Duration) *errand.JobInsertParams {
 		p := scheduled(id, T0.Add(in))
@@ -129,7 +130,7 @@ func testNextDueFilters(t *testing.T, h Harness) {
 // testNextDueBoundary: a job is due when the clock reaches its
 // available_at, the same instant a claim takes it; a microsecond before, it
 // is a microsecond away.
-func testNextDueBoundary(t *testing.T, h Harness) {
+func testNextDueBoundary(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(scheduled("j", T0.Add(time.Second)))
 	e.clock.Advance(time.Second - time.Microsecond)

@@ -50,7 +50,7 @@ func (e *env) wantHeldBy(what string, want map[string]string) {
 // claim would skip it: the running job of its key, else the earliest job of
 // the key waiting ahead of it; nobody holds a key's first job, a running or
 // finished job, or a job without a key.
-func testOrderingHeldBy(t *testing.T, h Harness) {
+func testOrderingHeldBy(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("k1", "key"), keyed("k2", "key"), keyed("k3", "key"), newJob("free"), keyed("b1", "other"))
 	e.wantHeldBy("all queued", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
@@ -72,7 +72,7 @@ func testOrderingHeldBy(t *testing.T, h Harness) {
 	e.clock.Advance(time.Minute)
 	e.recordOK(succeeded(e.claimOne("k1")))
 	e.wantHeldBy("k1 succeeded", map[string]string{"k1": "", "k2": "", "k3": "k2"})
-	if _, err := e.s.JobCancel(e.ctx, "k2"); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "k2"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wantHeldBy("k2 cancelled", map[string]string{"k2": "", "k3": ""})
@@ -102,7 +102,7 @@ func keyed(id, key string) *errand.JobInsertParams {
 
 // testOrderingOneAtATime: jobs of one key run one at a time in seq order,
 // even when a claim asks for all of them at once.
-func testOrderingOneAtATime(t *testing.T, h Harness) {
+func testOrderingOneAtATime(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("k1", "customer-9"), keyed("k2", "customer-9"), keyed("k3", "customer-9"))
 	for _, id := range []string{"k1", "k2", "k3"} {
@@ -120,7 +120,7 @@ func testOrderingOneAtATime(t *testing.T, h Harness) {
 // testOrderingRetryHoldsBack: a failed job waiting out its backoff, or a
 // snoozed one, holds back the jobs after it; so does an expired lease that
 // the sweep turns into a retry.
-func testOrderingRetryHoldsBack(t *testing.T, h Harness) {
+func testOrderingRetryHoldsBack(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("k1", "key"), keyed("k2", "key"))
 	j1 := e.claimOne("k1")
@@ -138,11 +138,11 @@ func testOrderingRetryHoldsBack(t *testing.T, h Harness) {
 
 // testOrderingFinishedHoldNothing: dead and cancelled jobs do not hold back
 // the rest of their key.
-func testOrderingFinishedHoldNothing(t *testing.T, h Harness) {
+func testOrderingFinishedHoldNothing(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("k1", "key"), keyed("k2", "key"), keyed("k3", "key"))
 	e.recordOK(dead(e.claimOne("k1")))
-	if _, err := e.s.JobCancel(e.ctx, "k2"); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "k2"}); err != nil {
 		t.Fatal(err)
 	}
 	e.claimOne("k3")
@@ -150,7 +150,7 @@ func testOrderingFinishedHoldNothing(t *testing.T, h Harness) {
 
 // testOrderingKeysIndependent: different keys, and jobs without a key, do
 // not wait for each other.
-func testOrderingKeysIndependent(t *testing.T, h Harness) {
+func testOrderingKeysIndependent(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("a1", "a"), keyed("a2", "a"), keyed("b1", "b"), newJob("free1"), newJob("free2"))
 	got := ids(e.claim(10))
@@ -162,7 +162,7 @@ func testOrderingKeysIndependent(t *testing.T, h Harness) {
 
 // testOrderingConcurrentClaims: claimers on two stores racing over one
 // key's jobs never run two of them at once, and run them in order.
-func testOrderingConcurrentClaims(t *testing.T, h Harness) {
+func testOrderingConcurrentClaims(t *testing.T, h harness) {
 	e := open(t, h)
 	const n = 12
 	var ps []*errand.JobInsertParams
@@ -211,7 +211,7 @@ func testOrderingConcurrentClaims(t *testing.T, h Harness) {
 					order = append(order, j.ID)
 					ackSent[j.ID] = true
 					mu.Unlock()
-					rs, err := s.JobRecordOutcomes(e.ctx, []*errand.JobOutcome{succeeded(j)})
+					rs, err := s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{succeeded(j)}})
 					if err != nil || rs[0].Err != nil {
 						t.Errorf("ack %s: %v %v", j.ID, err, rs)
 					}

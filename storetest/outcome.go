@@ -16,7 +16,7 @@ var outcomeCases = []testCase{
 }
 
 // testOutcomeKinds checks the whole record each outcome kind writes.
-func testOutcomeKinds(t *testing.T, h Harness) {
+func testOutcomeKinds(t *testing.T, h harness) {
 	const stack = "goroutine 7 [running]:\nmain.handler(...)\n\t/src/main.go:42 +0x1d"
 	for _, c := range []struct {
 		kind    errand.OutcomeKind
@@ -108,7 +108,7 @@ func testOutcomeKinds(t *testing.T, h Harness) {
 }
 
 // testOutcomeBatch checks that outcomes in one call are fenced one by one.
-func testOutcomeBatch(t *testing.T, h Harness) {
+func testOutcomeBatch(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b", "c", "d")
 	js := e.claim(4)
@@ -161,7 +161,7 @@ func testOutcomeBatch(t *testing.T, h Harness) {
 // testOutcomeAttemptsBounded runs a job with three attempts to the dead
 // letter the way errand's client does: retry while attempts are left, dead
 // on the last.
-func testOutcomeAttemptsBounded(t *testing.T, h Harness) {
+func testOutcomeAttemptsBounded(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAttempts = 3
@@ -207,7 +207,7 @@ func testOutcomeAttemptsBounded(t *testing.T, h Harness) {
 	e.claimNone()
 }
 
-func testOutcomeInvalid(t *testing.T, h Harness) {
+func testOutcomeInvalid(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
@@ -217,7 +217,7 @@ func testOutcomeInvalid(t *testing.T, h Harness) {
 		{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted}, // no error entry
 		{JobLease: leaseOf(j), Kind: "vanished"},
 	} {
-		rs, err := e.s.JobRecordOutcomes(e.ctx, []*errand.JobOutcome{o})
+		rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{o}})
 		if !errors.Is(err, errand.ErrInvalid) {
 			t.Errorf("outcome %q without what it needs: %+v, %v; want ErrInvalid", o.Kind, rs, err)
 		}

@@ -48,7 +48,7 @@ func (e *env) jobInState(id string, st errand.JobState) *errand.Job {
 	case errand.StateDead:
 		e.recordOK(dead(claim()))
 	case errand.StateCancelled:
-		if _, err := e.s.JobCancel(e.ctx, id); err != nil {
+		if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id}); err != nil {
 			e.t.Fatalf("cancel %s: %v", id, err)
 		}
 	}
@@ -61,7 +61,7 @@ func (e *env) jobInState(id string, st errand.JobState) *errand.Job {
 
 func (e *env) audit(id string) []errand.ReplayRecord {
 	e.t.Helper()
-	rs, err := e.s.JobReplayAudit(e.ctx, id)
+	rs, err := e.s.JobReplayAudit(e.ctx, &errand.JobReplayAuditParams{JobID: id})
 	if err != nil {
 		e.t.Fatalf("JobReplayAudit(%s): %v", id, err)
 	}
@@ -100,7 +100,7 @@ func checkAudit(t *testing.T, got []errand.ReplayRecord, want []errand.ReplayRec
 
 // testReplayDead checks guarantee 5's replay: a new delivery cycle for the
 // same job, its history kept and tagged, the replay audited.
-func testReplayDead(t *testing.T, h Harness) {
+func testReplayDead(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAttempts = 2
@@ -160,7 +160,7 @@ func testReplayDead(t *testing.T, h Harness) {
 	})
 }
 
-func testReplayCancelled(t *testing.T, h Harness) {
+func testReplayCancelled(t *testing.T, h harness) {
 	e := open(t, h)
 	c := e.jobInState("a", errand.StateCancelled)
 	now := e.clock.Advance(time.Minute)
@@ -174,7 +174,7 @@ func testReplayCancelled(t *testing.T, h Harness) {
 	})
 }
 
-func testReplayWrongState(t *testing.T, h Harness) {
+func testReplayWrongState(t *testing.T, h harness) {
 	e := open(t, h)
 	for _, st := range []errand.JobState{errand.StateQueued, errand.StateRunning, errand.StateRetrying, errand.StateSucceeded} {
 		id := string(st)
@@ -196,7 +196,7 @@ func testReplayWrongState(t *testing.T, h Harness) {
 	}
 }
 
-func testReplayNotFound(t *testing.T, h Harness) {
+func testReplayNotFound(t *testing.T, h harness) {
 	e := open(t, h)
 	j, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "missing", Operator: "ana", Reason: "r"})
 	if !errors.Is(err, errand.ErrNotFound) {
@@ -209,7 +209,7 @@ func testReplayNotFound(t *testing.T, h Harness) {
 
 // testReplayRenewsDeadline checks that a job with a maximum age gets a new
 // deadline from its replay, or it would die again before a worker saw it.
-func testReplayRenewsDeadline(t *testing.T, h Harness) {
+func testReplayRenewsDeadline(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAge = time.Minute
@@ -232,7 +232,7 @@ func testReplayRenewsDeadline(t *testing.T, h Harness) {
 	e.claimOne("a")
 }
 
-func testCancel(t *testing.T, h Harness) {
+func testCancel(t *testing.T, h harness) {
 	e := open(t, h)
 	sched := newJob("scheduled")
 	sched.Delay = time.Hour
@@ -246,7 +246,7 @@ func testCancel(t *testing.T, h Harness) {
 			before = e.jobInState(id, errand.JobState(id))
 		}
 		now := e.clock.Advance(time.Second)
-		got, err := e.s.JobCancel(e.ctx, id)
+		got, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id})
 		if err != nil {
 			t.Fatalf("cancel %s job: %v", id, err)
 		}
@@ -264,12 +264,12 @@ func testCancel(t *testing.T, h Harness) {
 	}
 }
 
-func testCancelWrongState(t *testing.T, h Harness) {
+func testCancelWrongState(t *testing.T, h harness) {
 	e := open(t, h)
 	for _, st := range []errand.JobState{errand.StateRunning, errand.StateSucceeded, errand.StateDead, errand.StateCancelled} {
 		id := string(st)
 		before := e.jobInState(id, st)
-		j, err := e.s.JobCancel(e.ctx, id)
+		j, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id})
 		var se *errand.StateError
 		if !errors.As(err, &se) || !errors.Is(err, errand.ErrWrongState) {
 			t.Errorf("cancel of a %s job = %v, %v; want a *StateError", st, j, err)
@@ -283,9 +283,9 @@ func testCancelWrongState(t *testing.T, h Harness) {
 	}
 }
 
-func testCancelNotFound(t *testing.T, h Harness) {
+func testCancelNotFound(t *testing.T, h harness) {
 	e := open(t, h)
-	if j, err := e.s.JobCancel(e.ctx, "missing"); !errors.Is(err, errand.ErrNotFound) {
+	if j, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "missing"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Errorf("cancel of an unknown job = %v, %v; want ErrNotFound", j, err)
 	}
 }

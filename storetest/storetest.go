@@ -1,34 +1,30 @@
-// Package storetest is the conformance suite for [errand.Store]. Every store
-// runs it unchanged: errand's own (errand/sqlite, errand/postgres) and any
-// third party's. A behaviour difference between stores is a bug in one of
-// them, so the suite pins exact values and compares whole job records.
+// Package storetest is the conformance suite for [errand.TxStore]. Every
+// store runs it unchanged: errand's own (errand/sqlite, errand/postgres) and
+// any third party's. A behaviour difference between stores is a bug in one
+// of them, so the suite pins exact values and compares whole job records.
 //
 // A store's test supplies a [Harness] and calls [Exercise]:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Exercise(t, storetest.Harness{
-//			Open: func(t *testing.T, clock errand.Clock) errand.Store {
+//		storetest.Exercise(t, storetest.Harness[*sql.Tx]{
+//			Open: func(t *testing.T, clock errand.Clock) errand.TxStore[*sql.Tx] {
 //				s, err := mystore.Open(t.Context(), filepath.Join(t.TempDir(), "db"), &mystore.Options{Clock: clock})
 //				if err != nil {
 //					t.Fatal(err)
 //				}
 //				return s
 //			},
-//			BeginTx: func(ctx context.Context, s errand.Store) (storetest.Tx, error) {
-//				tx, err := s.(*mystore.Store).DB().BeginTx(ctx, nil)
-//				return storetest.SQLTx(tx), err
-//			},
 //		})
 //	}
 //
-// Time is the injected [Clock]: no case sleeps to let time pass. The
-// concurrency cases run real goroutines against two stores on one database
-// and need [Harness.OpenSecond].
+// The transaction cases run in the store's own transactions
+// ([errand.TxStore.InTx]). Time is the injected [Clock]: no case sleeps to
+// let time pass. The concurrency cases run real goroutines against two
+// stores on one database and need [Harness.OpenSecond].
 package storetest
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,48 +37,78 @@ import (
 	"github.com/errandhq/errand"
 )
 
-// Harness opens stores for the suite.
-type Harness struct {
+// Harness opens stores for the suite. TTx is the stores' transaction type.
+type Harness[TTx any] struct {
 	// Open returns a new store on a fresh, empty database whose clock is
 	// clock. Every case opens its own. The suite closes the store when the
 	// test ends; Open registers with t.Cleanup whatever else must go (the
 	// database itself, say).
-	Open func(t *testing.T, clock errand.Clock) errand.Store
+	Open func(t *testing.T, clock errand.Clock) errand.TxStore[TTx]
 
 	// OpenSecond returns another store on the same database as first, with
 	// connections of its own, as a second worker process would have. The
 	// concurrency cases use it; when it is nil they are skipped.
-	OpenSecond func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store
-
-	// BeginTx begins a transaction that s's Tx methods (JobInsertManyTx,
-	// EffectRecordTx) accept.
-	BeginTx func(ctx context.Context, s errand.Store) (Tx, error)
+	OpenSecond func(t *testing.T, first errand.TxStore[TTx], clock errand.Clock) errand.TxStore[TTx]
 }
-
-// Tx is a transaction the harness began.
-type Tx interface {
-	// Tx returns the value to pass as the tx argument of the store's Tx
-	// methods: a *sql.Tx for a database/sql store.
-	Tx() any
-	Commit() error
-	Rollback() error
-}
-
-// SQLTx adapts a *sql.Tx to [Tx].
-func SQLTx(tx *sql.Tx) Tx { return sqlTx{tx} }
-
-type sqlTx struct{ tx *sql.Tx }
-
-func (t sqlTx) Tx() any         { return t.tx }
-func (t sqlTx) Commit() error   { return t.tx.Commit() }
-func (t sqlTx) Rollback() error { return t.tx.Rollback() }
 
 // Exercise runs the conformance suite against the stores h opens.
-func Exercise(t *testing.T, h Harness) {
+func Exercise[TTx any](t *testing.T, h Harness[TTx]) {
 	t.Helper()
-	if h.Open == nil || h.BeginTx == nil {
-		t.Fatal("storetest: Harness.Open and Harness.BeginTx are required")
+	if h.Open == nil {
+		t.Fatal("storetest: Harness.Open is required")
 	}
+	exercise(t, erase(h))
+}
+
+// harness is a Harness with its transaction type erased, so that the cases
+// need not be generic: inTx runs fn in a transaction of s, which the
+// harness opened, with what the cases do inside one.
+type harness struct {
+	open       func(t *testing.T, clock errand.Clock) errand.Store
+	openSecond func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store
+	inTx       func(ctx context.Context, s errand.Store, fn func(ctx context.Context, tx txOps) error) error
+}
+
+// txOps are a store's writes inside one of its transactions.
+type txOps interface {
+	JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error)
+	EffectRecord(ctx context.Context, p *errand.EffectRecordParams) (bool, error)
+}
+
+type boundTx[TTx any] struct {
+	s  errand.TxStore[TTx]
+	tx TTx
+}
+
+func (b boundTx[TTx]) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+	return b.s.JobInsertManyTx(ctx, b.tx, p)
+}
+
+func (b boundTx[TTx]) EffectRecord(ctx context.Context, p *errand.EffectRecordParams) (bool, error) {
+	return b.s.EffectRecordTx(ctx, b.tx, p)
+}
+
+func erase[TTx any](h Harness[TTx]) harness {
+	e := harness{
+		open: func(t *testing.T, clock errand.Clock) errand.Store { return h.Open(t, clock) },
+		inTx: func(ctx context.Context, s errand.Store, fn func(ctx context.Context, tx txOps) error) error {
+			ts := s.(errand.TxStore[TTx])
+			return ts.InTx(ctx, func(ctx context.Context, tx TTx) error { return fn(ctx, boundTx[TTx]{ts, tx}) })
+		},
+	}
+	if h.OpenSecond != nil {
+		e.openSecond = func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store {
+			return h.OpenSecond(t, first.(errand.TxStore[TTx]), clock)
+		}
+	}
+	return e
+}
+
+// errRollback makes a case's transaction roll back.
+var errRollback = errors.New("storetest: roll back")
+
+func exercise(t *testing.T, h harness) {
+	t.Helper()
 	groups := []struct {
 		name  string
 		cases []testCase
@@ -115,7 +141,7 @@ func Exercise(t *testing.T, h Harness) {
 
 type testCase struct {
 	name string
-	run  func(t *testing.T, h Harness)
+	run  func(t *testing.T, h harness)
 }
 
 // T0 is where every case's clock starts. It is a whole microsecond, the
@@ -130,16 +156,16 @@ const (
 // env is one case's store and clock.
 type env struct {
 	t     *testing.T
-	h     Harness
+	h     harness
 	ctx   context.Context
 	clock *Clock
 	s     errand.Store
 }
 
-func open(t *testing.T, h Harness) *env {
+func open(t *testing.T, h harness) *env {
 	t.Helper()
 	clock := NewClock(T0)
-	s := h.Open(t, clock)
+	s := h.open(t, clock)
 	if s == nil {
 		t.Fatal("Harness.Open returned nil")
 	}
@@ -155,10 +181,10 @@ func open(t *testing.T, h Harness) *env {
 // harness cannot.
 func (e *env) second() errand.Store {
 	e.t.Helper()
-	if e.h.OpenSecond == nil {
+	if e.h.openSecond == nil {
 		e.t.Skip("Harness.OpenSecond is nil")
 	}
-	s := e.h.OpenSecond(e.t, e.s, e.clock)
+	s := e.h.openSecond(e.t, e.s, e.clock)
 	if s == nil {
 		e.t.Fatal("Harness.OpenSecond returned nil")
 	}
@@ -186,7 +212,7 @@ func newJob(id string) *errand.JobInsertParams {
 
 func (e *env) insertResults(ps ...*errand.JobInsertParams) []errand.JobInsertResult {
 	e.t.Helper()
-	rs, err := e.s.JobInsertMany(e.ctx, ps)
+	rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: ps})
 	if err != nil {
 		e.t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -222,7 +248,7 @@ func (e *env) insertIDs(ids ...string) []*errand.Job {
 
 func (e *env) get(id string) *errand.Job {
 	e.t.Helper()
-	j, err := e.s.JobGet(e.ctx, id)
+	j, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: id})
 	if err != nil {
 		e.t.Fatalf("JobGet(%s): %v", id, err)
 	}
@@ -231,7 +257,7 @@ func (e *env) get(id string) *errand.Job {
 
 func (e *env) notFound(id string) {
 	e.t.Helper()
-	j, err := e.s.JobGet(e.ctx, id)
+	j, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: id})
 	if !errors.Is(err, errand.ErrNotFound) {
 		e.t.Fatalf("JobGet(%s) = %v, %v; want ErrNotFound", id, j, err)
 	}
@@ -274,7 +300,7 @@ func (e *env) claimNone() {
 
 func (e *env) record(os ...*errand.JobOutcome) []errand.OutcomeResult {
 	e.t.Helper()
-	rs, err := e.s.JobRecordOutcomes(e.ctx, os)
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: os})
 	if err != nil {
 		e.t.Fatalf("JobRecordOutcomes: %v", err)
 	}

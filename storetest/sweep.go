@@ -34,7 +34,7 @@ func expiredEntry(t *testing.T, got *errand.Job, attempt, replay int, at time.Ti
 // testSweepFinalAttemptCrash checks guarantee 4: a worker that dies on the
 // final attempt leaves a job that the next claim dead-letters instead of
 // running again.
-func testSweepFinalAttemptCrash(t *testing.T, h Harness) {
+func testSweepFinalAttemptCrash(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAttempts = 2
@@ -74,7 +74,7 @@ func testSweepFinalAttemptCrash(t *testing.T, h Harness) {
 
 // testSweepExpiredLeaseAtClaim checks that a job whose worker died with
 // attempts left is claimable at once, by the claim that sweeps it.
-func testSweepExpiredLeaseAtClaim(t *testing.T, h Harness) {
+func testSweepExpiredLeaseAtClaim(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	first := e.claimOne("a")
@@ -89,7 +89,7 @@ func testSweepExpiredLeaseAtClaim(t *testing.T, h Harness) {
 }
 
 // testSweepExpiredLease checks JobSweep on expired leases, final and not.
-func testSweepExpiredLease(t *testing.T, h Harness) {
+func testSweepExpiredLease(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("last")
 	p.MaxAttempts = 1
@@ -99,7 +99,7 @@ func testSweepExpiredLease(t *testing.T, h Harness) {
 		t.Fatalf("claimed %d of 2", len(js))
 	}
 	now := e.clock.Advance(lease)
-	r, err := e.s.JobSweep(e.ctx)
+	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
 	if err != nil {
 		t.Fatalf("JobSweep: %v", err)
 	}
@@ -123,7 +123,7 @@ func testSweepExpiredLease(t *testing.T, h Harness) {
 		same(t, "swept job "+j.ID, &want, got)
 	}
 	// A second sweep finds nothing; the retried job is claimable now.
-	if r, err := e.s.JobSweep(e.ctx); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
 		t.Errorf("second JobSweep = %+v, %v; want nothing", r, err)
 	}
 	if j := e.claimOne("more"); j.Attempt != 2 {
@@ -131,7 +131,7 @@ func testSweepExpiredLease(t *testing.T, h Harness) {
 	}
 }
 
-func testSweepLiveLease(t *testing.T, h Harness) {
+func testSweepLiveLease(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAge = time.Hour
@@ -139,7 +139,7 @@ func testSweepLiveLease(t *testing.T, h Harness) {
 	j := e.claimOne("a")
 	queued := e.get("b")
 	e.clock.Advance(lease - time.Microsecond)
-	r, err := e.s.JobSweep(e.ctx)
+	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
 	if err != nil || r != (errand.SweepResult{}) {
 		t.Errorf("JobSweep inside the lease = %+v, %v; want nothing", r, err)
 	}
@@ -149,7 +149,7 @@ func testSweepLiveLease(t *testing.T, h Harness) {
 
 // testSweepDeadline checks that queued and retrying jobs past their deadline
 // die with class expired, and not a microsecond before.
-func testSweepDeadline(t *testing.T, h Harness) {
+func testSweepDeadline(t *testing.T, h harness) {
 	e := open(t, h)
 	scheduled := newJob("scheduled")
 	scheduled.MaxAge, scheduled.Delay = 10*time.Minute, 20*time.Minute
@@ -165,12 +165,12 @@ func testSweepDeadline(t *testing.T, h Harness) {
 	before := []*errand.Job{e.get("scheduled"), e.get("retrying")}
 
 	e.clock.Set(T0.Add(10*time.Minute - time.Microsecond))
-	if r, err := e.s.JobSweep(e.ctx); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
 		t.Errorf("JobSweep before the deadline = %+v, %v; want nothing", r, err)
 	}
 	now := T0.Add(10 * time.Minute)
 	e.clock.Set(now)
-	r, err := e.s.JobSweep(e.ctx)
+	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
 	if err != nil || r != (errand.SweepResult{Dead: 2}) {
 		t.Errorf("JobSweep at the deadline = %+v, %v; want 2 dead", r, err)
 	}
@@ -194,7 +194,7 @@ func testSweepDeadline(t *testing.T, h Harness) {
 	}
 }
 
-func testSweepDeadlineAtClaim(t *testing.T, h Harness) {
+func testSweepDeadlineAtClaim(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAge = 5 * time.Minute
@@ -211,19 +211,19 @@ func testSweepDeadlineAtClaim(t *testing.T, h Harness) {
 // testSweepDeadlineRunning checks that a deadline does not take a job from
 // the worker running it; if that worker dies, the sweep that expires the
 // lease then finds the job past its deadline.
-func testSweepDeadlineRunning(t *testing.T, h Harness) {
+func testSweepDeadlineRunning(t *testing.T, h harness) {
 	e := open(t, h)
 	p := newJob("a")
 	p.MaxAge = lease / 2
 	e.insert(p)
 	j := e.claimOne("a")
 	e.clock.Advance(lease - time.Microsecond)
-	if r, err := e.s.JobSweep(e.ctx); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
 		t.Errorf("JobSweep of a running job past its deadline = %+v, %v; want nothing", r, err)
 	}
 	e.unchanged("running job past its deadline", j)
 	now := e.clock.Advance(time.Microsecond)
-	r, err := e.s.JobSweep(e.ctx)
+	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
 	if err != nil || r != (errand.SweepResult{Retried: 1, Dead: 1}) {
 		t.Errorf("JobSweep at lease expiry = %+v, %v; want the lease retried, then the job dead", r, err)
 	}

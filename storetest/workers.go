@@ -81,7 +81,7 @@ func (e *env) draining(st errand.WorkerStats) errand.WorkerStats {
 
 func (e *env) workerBeat(id string, st errand.WorkerStats) *errand.WorkerRecord {
 	e.t.Helper()
-	w, err := e.s.WorkerHeartbeat(e.ctx, id, st)
+	w, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: id, Stats: st})
 	if err != nil {
 		e.t.Fatalf("WorkerHeartbeat(%s): %v", id, err)
 	}
@@ -90,7 +90,7 @@ func (e *env) workerBeat(id string, st errand.WorkerStats) *errand.WorkerRecord 
 
 func (e *env) workerStop(id string) {
 	e.t.Helper()
-	if err := e.s.WorkerStop(e.ctx, id); err != nil {
+	if err := e.s.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: id}); err != nil {
 		e.t.Fatalf("WorkerStop(%s): %v", id, err)
 	}
 }
@@ -174,7 +174,7 @@ func workerFields(w *errand.WorkerRecord) map[string]any {
 }
 
 // testWorkerRegister checks the whole record a registration writes.
-func testWorkerRegister(t *testing.T, h Harness) {
+func testWorkerRegister(t *testing.T, h harness) {
 	e := open(t, h)
 	if ws := e.workers(); ws == nil || len(ws) != 0 {
 		t.Fatalf("WorkerList on an empty registry = %#v, want an empty, non-nil list", ws)
@@ -203,7 +203,7 @@ func testWorkerRegister(t *testing.T, h Harness) {
 
 // testWorkerRegisterAgain checks that registering an id again is a fresh
 // start, not a second row.
-func testWorkerRegisterAgain(t *testing.T, h Harness) {
+func testWorkerRegisterAgain(t *testing.T, h harness) {
 	e := open(t, h)
 	p := registerParams("w")
 	e.register(p)
@@ -229,7 +229,7 @@ func testWorkerRegisterAgain(t *testing.T, h Harness) {
 
 // testWorkerHeartbeat checks what a heartbeat writes, and that
 // last_completed_at moves only when the completed count does.
-func testWorkerHeartbeat(t *testing.T, h Harness) {
+func testWorkerHeartbeat(t *testing.T, h harness) {
 	e := open(t, h)
 	start := e.now()
 	p := registerParams("w")
@@ -267,9 +267,9 @@ func testWorkerHeartbeat(t *testing.T, h Harness) {
 
 // testWorkerHeartbeatUnknown checks that a heartbeat for a worker that is
 // not registered, or that stopped, is ErrNotFound and writes nothing.
-func testWorkerHeartbeatUnknown(t *testing.T, h Harness) {
+func testWorkerHeartbeatUnknown(t *testing.T, h harness) {
 	e := open(t, h)
-	w, err := e.s.WorkerHeartbeat(e.ctx, "nobody", e.stats(1, 1, 0))
+	w, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "nobody", Stats: e.stats(1, 1, 0)})
 	if !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("WorkerHeartbeat(unknown) = %v, %v; want ErrNotFound", w, err)
 	}
@@ -282,7 +282,7 @@ func testWorkerHeartbeatUnknown(t *testing.T, h Harness) {
 	e.workerStop("w")
 	before := e.worker("w")
 	e.clock.Advance(time.Second)
-	w, err = e.s.WorkerHeartbeat(e.ctx, "w", e.stats(1, 1, 0))
+	w, err = e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: e.stats(1, 1, 0)})
 	if !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("WorkerHeartbeat(stopped worker) = %v, %v; want ErrNotFound", w, err)
 	}
@@ -292,7 +292,7 @@ func testWorkerHeartbeatUnknown(t *testing.T, h Harness) {
 // testWorkerGone checks the staleness rule: a worker is alive until
 // WorkerMissedHeartbeats intervals after its last heartbeat and gone from
 // that instant, and a heartbeat brings it back.
-func testWorkerGone(t *testing.T, h Harness) {
+func testWorkerGone(t *testing.T, h harness) {
 	e := open(t, h)
 	e.register(registerParams("w"))
 	p := registerParams("slow")
@@ -329,7 +329,7 @@ func testWorkerGone(t *testing.T, h Harness) {
 
 // testWorkerStaleAfter checks that WorkerList's StaleAfter overrides each
 // worker's window.
-func testWorkerStaleAfter(t *testing.T, h Harness) {
+func testWorkerStaleAfter(t *testing.T, h harness) {
 	e := open(t, h)
 	e.register(registerParams("w"))
 	e.clock.Advance(10 * time.Second)
@@ -351,7 +351,7 @@ func testWorkerStaleAfter(t *testing.T, h Harness) {
 
 // testWorkerStop checks that a stopped worker is stopped whatever its
 // heartbeat age, and that stopping twice keeps the first time.
-func testWorkerStop(t *testing.T, h Harness) {
+func testWorkerStop(t *testing.T, h harness) {
 	e := open(t, h)
 	start := e.now()
 	p := registerParams("w")
@@ -384,7 +384,7 @@ func testWorkerStop(t *testing.T, h Harness) {
 	e.workerStop("w")
 	sameWorker(t, "stopped twice", want, e.worker("w"))
 
-	if err := e.s.WorkerStop(e.ctx, "nobody"); !errors.Is(err, errand.ErrNotFound) {
+	if err := e.s.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: "nobody"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Errorf("WorkerStop(unknown) = %v, want ErrNotFound", err)
 	}
 	if ws := e.workers(); len(ws) != 2 {
@@ -395,7 +395,7 @@ func testWorkerStop(t *testing.T, h Harness) {
 // testWorkerDraining checks that a heartbeat saying the worker drains
 // records when it began, once; that the worker is draining until it stops
 // or its heartbeats go stale; and that a registration starts afresh.
-func testWorkerDraining(t *testing.T, h Harness) {
+func testWorkerDraining(t *testing.T, h harness) {
 	e := open(t, h)
 	start := e.now()
 	p := registerParams("w")
@@ -424,7 +424,7 @@ func testWorkerDraining(t *testing.T, h Harness) {
 	// A draining worker whose heartbeats stop is gone, and is not pruned
 	// before then.
 	e.clock.Advance(errand.WorkerMissedHeartbeats*beat - time.Microsecond)
-	if _, err := e.s.WorkerPrune(e.ctx, 0); err != nil {
+	if _, err := e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil {
 		t.Fatalf("WorkerPrune(0): %v", err)
 	}
 	if got := e.worker("w").Status; got != errand.WorkerDraining {
@@ -446,7 +446,7 @@ func testWorkerDraining(t *testing.T, h Harness) {
 }
 
 // testWorkerListOrder checks newest first, then id.
-func testWorkerListOrder(t *testing.T, h Harness) {
+func testWorkerListOrder(t *testing.T, h harness) {
 	e := open(t, h)
 	e.register(registerParams("b"))
 	e.register(registerParams("a")) // same started_at as b
@@ -464,7 +464,7 @@ func testWorkerListOrder(t *testing.T, h Harness) {
 
 // testWorkerPrune checks that prune deletes only stopped and gone workers
 // whose last sign of life is old enough.
-func testWorkerPrune(t *testing.T, h Harness) {
+func testWorkerPrune(t *testing.T, h harness) {
 	e := open(t, h)
 	t0 := e.now()
 	for _, id := range []string{"stopped-old", "stopped-new", "gone-old", "gone-new", "alive"} {
@@ -483,7 +483,7 @@ func testWorkerPrune(t *testing.T, h Harness) {
 	// beat 60m ago, gone-new 20m ago; alive beat now; alive-slow beat 60m
 	// ago but its window is 3h.
 
-	n, err := e.s.WorkerPrune(e.ctx, 30*time.Minute)
+	n, err := e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 30 * time.Minute})
 	if err != nil {
 		t.Fatalf("WorkerPrune(30m): %v", err)
 	}
@@ -497,7 +497,7 @@ func testWorkerPrune(t *testing.T, h Harness) {
 	}
 
 	// Zero prunes every stopped and gone worker, and no alive one.
-	if n, err = e.s.WorkerPrune(e.ctx, 0); err != nil || n != 2 {
+	if n, err = e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil || n != 2 {
 		t.Errorf("WorkerPrune(0) = %d, %v; want 2", n, err)
 	}
 	got = workerIDs(e.workers())
@@ -505,16 +505,16 @@ func testWorkerPrune(t *testing.T, h Harness) {
 	if want := []string{"alive", "alive-slow"}; !slices.Equal(got, want) {
 		t.Errorf("after WorkerPrune(0): %v, want %v", got, want)
 	}
-	if n, err = e.s.WorkerPrune(e.ctx, 0); err != nil || n != 0 {
+	if n, err = e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil || n != 0 {
 		t.Errorf("WorkerPrune(0) again = %d, %v; want 0", n, err)
 	}
 	// A pruned worker's heartbeat is ErrNotFound, so it registers again.
-	if _, err := e.s.WorkerHeartbeat(e.ctx, "gone-old", e.stats(0, 0, 0)); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "gone-old", Stats: e.stats(0, 0, 0)}); !errors.Is(err, errand.ErrNotFound) {
 		t.Errorf("heartbeat of a pruned worker = %v, want ErrNotFound", err)
 	}
 }
 
-func testWorkerInvalidParams(t *testing.T, h Harness) {
+func testWorkerInvalidParams(t *testing.T, h harness) {
 	e := open(t, h)
 	before := e.register(registerParams("w"))
 	for name, p := range map[string]*errand.WorkerRegisterParams{
@@ -532,14 +532,14 @@ func testWorkerInvalidParams(t *testing.T, h Harness) {
 		"negative-completed": {JobsCompleted: -1},
 		"negative-ago":       {JobsCompleted: 1, LastCompletedAgo: -time.Second},
 	} {
-		if w, err := e.s.WorkerHeartbeat(e.ctx, "w", st); !errors.Is(err, errand.ErrInvalid) {
+		if w, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: st}); !errors.Is(err, errand.ErrInvalid) {
 			t.Errorf("WorkerHeartbeat %s = %v, %v; want an error wrapping ErrInvalid", name, w, err)
 		}
 	}
 	if ws, err := e.s.WorkerList(e.ctx, &errand.WorkerListParams{StaleAfter: -time.Second}); !errors.Is(err, errand.ErrInvalid) {
 		t.Errorf("WorkerList with a negative StaleAfter = %v, %v; want an error wrapping ErrInvalid", workerIDs(ws), err)
 	}
-	if n, err := e.s.WorkerPrune(e.ctx, -time.Second); !errors.Is(err, errand.ErrInvalid) {
+	if n, err := e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: -time.Second}); !errors.Is(err, errand.ErrInvalid) {
 		t.Errorf("WorkerPrune(-1s) = %d, %v; want an error wrapping ErrInvalid", n, err)
 	}
 	ws := e.workers()
@@ -551,7 +551,7 @@ func testWorkerInvalidParams(t *testing.T, h Harness) {
 
 // testWorkerJSON pins the record's JSON: the field names the CLI and the
 // API print, times in RFC 3339 UTC, unset fields null.
-func testWorkerJSON(t *testing.T, h Harness) {
+func testWorkerJSON(t *testing.T, h harness) {
 	e := open(t, h)
 	e.register(registerParams("w"))
 	b, err := json.Marshal(e.worker("w"))
@@ -612,7 +612,7 @@ func mustJSON(v any) []byte {
 }
 
 // testWorkerSecondStore checks that another process sees the registry.
-func testWorkerSecondStore(t *testing.T, h Harness) {
+func testWorkerSecondStore(t *testing.T, h harness) {
 	e := open(t, h)
 	s2 := e.second()
 	w1 := e.register(registerParams("first"))
@@ -628,7 +628,7 @@ func testWorkerSecondStore(t *testing.T, h Harness) {
 		t.Fatalf("second store lists %v, want [second first]", got)
 	}
 	sameWorker(t, "first worker seen by the second store", w1, ws[1])
-	if err := s2.WorkerStop(e.ctx, "first"); err != nil {
+	if err := s2.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: "first"}); err != nil {
 		t.Fatalf("WorkerStop on the second store: %v", err)
 	}
 	if got := e.worker("first").Status; got != errand.WorkerStopped {

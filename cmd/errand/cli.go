@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -390,12 +391,6 @@ const (
 	mayCreate
 )
 
-// store is what the subcommands need of either backend.
-type store interface {
-	errand.Store
-	SchemaVersion(ctx context.Context) (int, error)
-}
-
 // isPostgres reports whether the database names a PostgreSQL server.
 func isPostgres(db string) bool {
 	lower := strings.ToLower(db)
@@ -404,8 +399,12 @@ func isPostgres(db string) bool {
 
 // openStore opens the database named by --db or ERRAND_DB: a postgres://
 // URL opens the PostgreSQL store (in the schema ERRAND_SCHEMA names, default
-// errand), anything else a SQLite file.
-func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (store, error) {
+// errand), anything else a SQLite file. Both are seen with *sql.Tx
+// transactions, PostgreSQL through its database/sql view, so that one
+// client type serves every subcommand; the CLI never enqueues inside a
+// transaction of its own, and the view opens no connection of its own
+// until one is used.
+func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (errand.TxStore[*sql.Tx], error) {
 	db := dbPath(flagValue)
 	if isPostgres(db) {
 		schema := os.Getenv("ERRAND_SCHEMA")
@@ -420,7 +419,7 @@ func openStore(ctx context.Context, flagValue string, mode openMode, logger *slo
 		if err != nil {
 			return nil, fmt.Errorf("database %s: %w", redactURL(db), err)
 		}
-		return st, nil
+		return st.SQL(nil), nil
 	}
 	return openSQLite(ctx, db, mode)
 }
@@ -455,7 +454,7 @@ func redactURL(db string) string {
 }
 
 // openClient opens the store and a client over it with the given config.
-func openClient(ctx context.Context, flagValue string, mode openMode, cfg errand.Config) (*errand.Client, func(), error) {
+func openClient(ctx context.Context, flagValue string, mode openMode, cfg errand.Config) (*errand.Client[*sql.Tx], func(), error) {
 	st, err := openStore(ctx, flagValue, mode, cfg.Logger)
 	if err != nil {
 		return nil, nil, err

@@ -207,8 +207,8 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 
 // untilNextDue returns how long until the next queued or retrying job is
 // due, and whether there is one.
-func untilNextDue(ctx context.Context, c *errand.Client) (time.Duration, bool, error) {
-	waiting, err := c.List(ctx, &errand.JobListParams{States: []errand.JobState{errand.StateQueued, errand.StateRetrying}})
+func untilNextDue(ctx context.Context, c *errand.Client[*sql.Tx]) (time.Duration, bool, error) {
+	waiting, err := c.List(ctx, &errand.JobListParams{States: errand.WaitingStates})
 	if err != nil || len(waiting) == 0 {
 		return 0, false, err
 	}

@@ -49,7 +49,7 @@ happens next, in words).`,
 				return err
 			}
 			next := nextSentence(j, now)
-			if j.State == errand.StateQueued || j.State == errand.StateRetrying {
+			if j.State.Waiting() {
 				ws, err := c.Workers(ctx)
 				if err != nil {
 					return err
@@ -262,7 +262,7 @@ func nextSentence(j *errand.Job, now time.Time) string {
 	default:
 		s = "in unknown state " + string(j.State)
 	}
-	if j.Deadline != nil && (j.State == errand.StateQueued || j.State == errand.StateRetrying) {
+	if j.Deadline != nil && j.State.Waiting() {
 		s += "; expires (class expired) at " + at(*j.Deadline)
 	}
 	return s

@@ -22,7 +22,7 @@ With --json, prints one JSON array of job records ([] when none match),
 field names as in the job record, times in RFC 3339 UTC.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		state := fs.String("state", "", "only jobs in `STATE` (queued, running, retrying, succeeded, dead, cancelled; comma-separate several)")
+		state := fs.String("state", "", "only jobs in `STATE` ("+errand.StateNames()+"; comma-separate several)")
 		queue := fs.String("queue", "", "only jobs in `QUEUE`")
 		kind := fs.String("kind", "", "only jobs of `KIND`")
 		limit := intFlag(fs, "limit", 100, "at most `N` jobs (default 100)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -161,7 +162,7 @@ With --once it claims one job, runs it, prints one JSON line:
 }
 
 // workOnce claims, runs and records one job, and prints what happened.
-func workOnce(ctx context.Context, c *errand.Client, qs queueFlags, lease time.Duration, e *env) error {
+func workOnce(ctx context.Context, c *errand.Client[*sql.Tx], qs queueFlags, lease time.Duration, e *env) error {
 	res, err := c.WorkOne(ctx, errand.WorkOneOpts{Queues: qs.names, Lease: lease})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,10 +63,10 @@ func workerDB(t *testing.T, store string) string {
 }
 
 // openTestClient opens db with errand's library, the way the CLI does.
-func openTestClient(t *testing.T, db string) *errand.Client {
+func openTestClient(t *testing.T, db string) *errand.Client[*sql.Tx] {
 	t.Helper()
 	if _, ok := pgSchemaOf(db); ok {
-		c, err := errand.NewClient(openPGStore(t, db), errand.Config{})
+		c, err := errand.NewClient(openPGStore(t, db).SQL(nil), errand.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

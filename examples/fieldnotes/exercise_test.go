@@ -54,7 +54,7 @@ func TestWorkerCrashExercise(t *testing.T) {
 		t.Fatalf("receipts = %+v; want one, written by attempt 1 of %s", rs, id)
 	}
 	a := openTestApp(t, filepath.Join(dir, db), nil)
-	e, err := a.store.EffectGet(context.Background(), id)
+	e, err := a.store.EffectGet(context.Background(), &errand.EffectGetParams{Key: id})
 	if err != nil || e.JobID != id || e.State != errand.EffectCompleted {
 		t.Fatalf("effect ledger entry for %s: %+v, %v; want it completed, keyed by the job id", id, e, err)
 	}

@@ -5,7 +5,7 @@
 //
 // Each payment and its receipt job commit in one SQLite transaction
 // ([errand.Client.EnqueueTx]); the worker writes the receipt to a sink table
-// through errand's effect ledger ([errand.Client.Once]) in a transaction of
+// through errand's effect ledger ([errand.Once]) in a transaction of
 // its own, committed before the queue acknowledgment, so the crash window
 // between effect and acknowledgment is real and the ledger is what keeps the
 // receipt single. See README.md for the two exercises.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,7 +205,7 @@ func openTestApp(t *testing.T, path string, clk errand.Clock) *app {
 }
 
 // receiptWorker returns a worker client over a's store with deliverer d.
-func receiptWorker(t *testing.T, a *app, d *deliverer) *errand.Client {
+func receiptWorker(t *testing.T, a *app, d *deliverer) *errand.Client[*sql.Tx] {
 	t.Helper()
 	d.db = a.db
 	c, err := newReceiptClient(a.store, d)

@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS receipts (
 type app struct {
 	store  *sqlite.Store
 	db     *sql.DB
-	client *errand.Client
+	client *errand.Client[*sql.Tx]
 }
 
 // openApp opens the database at path. Every command but init requires a
@@ -125,7 +125,7 @@ func (a *app) close() error { return a.store.Close() }
 
 // newReceiptClient returns an errand client that knows the send_receipt
 // kind, running it with h when h is not nil.
-func newReceiptClient(store errand.Store, h errand.Handler) (*errand.Client, error) {
+func newReceiptClient(store errand.TxStore[*sql.Tx], h errand.Handler) (*errand.Client[*sql.Tx], error) {
 	return errand.NewClient(store, errand.Config{
 		Kinds: []errand.Kind{{
 			Name:        receiptKind,

@@ -52,3 +52,27 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	}
 	return ms, nil
 }
+
+// Latest is the newest version of ms, which Load returned.
+func Latest(ms []Migration) int { return ms[len(ms)-1].Version }
+
+// Check compares a database's newest applied version with latest, the
+// newest this errand knows, and returns nil when they are equal, or the
+// error that says what to do: upgrade errand for a newer schema, migrate
+// an older one. where names the database ("database", "database schema
+// \"errand\"").
+func Check(where string, newest, latest int) error {
+	if newest > latest {
+		return Newer(where, newest, latest)
+	}
+	if newest < latest {
+		return fmt.Errorf("%s is at schema version %d but this errand needs %d; run errand migrate (or open it with migrations) first", where, newest, latest)
+	}
+	return nil
+}
+
+// Newer is the error for a database that a newer errand migrated: it is
+// refused before anything is applied.
+func Newer(where string, newest, latest int) error {
+	return fmt.Errorf("%s is at schema version %d but this errand knows only up to %d; upgrade errand", where, newest, latest)
+}

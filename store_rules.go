@@ -1,0 +1,238 @@
+package errand
+
+import (
+	"slices"
+	"strings"
+)
+
+// The rules below are the same for every store. Each store calls them, or
+// renders its SQL from them, so that the stores agree by construction and a
+// new state, outcome or rule is written down once, here. A store holds
+// only what its SQL dialect forces.
+
+// WaitingStates are the states of a job that waits for a worker: claimable
+// once its available_at has passed, cancellable, and held back by its
+// ordering key while the key is taken.
+var WaitingStates = statesWhere(JobState.Waiting)
+
+// UnfinishedStates are the states of a job not yet finished: waiting or
+// running. Only unfinished jobs take part in the ordering-key rule (see
+// [OrderingFreeSQL]); a finished one holds nothing back.
+var UnfinishedStates = statesWhere(func(s JobState) bool { return s.Waiting() || s == StateRunning })
+
+// TerminalStates are the states a job leaves only by an explicit replay.
+var TerminalStates = statesWhere(JobState.Terminal)
+
+// ReplayableStates are the states JobReplay accepts.
+var ReplayableStates = statesWhere(func(s JobState) bool { return s == StateDead || s == StateCancelled })
+
+// CancellableStates are the states JobCancel accepts.
+var CancellableStates = WaitingStates
+
+// CheckReplay returns nil when a job in state st may be replayed, and
+// otherwise the *StateError a store returns, having written nothing.
+func CheckReplay(id string, st JobState) error {
+	if !slices.Contains(ReplayableStates, st) {
+		return &StateError{Op: "replay", ID: id, State: st, Allowed: ReplayableStates}
+	}
+	return nil
+}
+
+// CheckCancel returns nil when a job in state st may be cancelled, and
+// otherwise the *StateError a store returns, having written nothing.
+func CheckCancel(id string, st JobState) error {
+	if !slices.Contains(CancellableStates, st) {
+		return &StateError{Op: "cancel", ID: id, State: st, Allowed: CancellableStates}
+	}
+	return nil
+}
+
+// statesWhere lists the states for which keep is true, in the order of
+// JobStates, so that a rendered list reads the same everywhere (SQLite uses
+// a partial index only when a query repeats its condition word for word).
+func statesWhere(keep func(JobState) bool) []JobState {
+	var out []JobState
+	for _, s := range JobStates {
+		if keep(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SQLStates renders states as the list of SQL string literals inside an
+// IN (...): 'queued', 'retrying'. Stores write their state conditions with
+// it rather than spell the states out, so that a state is added in one
+// place. Job states are plain lowercase words; nothing needs quoting.
+func SQLStates(states []JobState) string {
+	quoted := make([]string, len(states))
+	for i, s := range states {
+		quoted[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// The ordering-key rule: a job with an ordering key is claimable only while
+// no other job of its key is running and none with a lower seq is waiting.
+// Jobs of one key run one at a time, in seq order, and finished jobs hold
+// nothing back. Within one claim the second job of a key sees the first
+// still waiting, so a batch takes at most one job per key. Job.HeldBy names
+// the job a held job waits for: the first of its key, in seq order, that is
+// running or waits ahead of it.
+//
+// The two functions below render the rule in SQL that every SQL store
+// runs as it is. jobs is the jobs table's name as the store's SQL spells
+// it; the candidate row is aliased j and the rows of its key o. The state
+// terms repeat the condition of the ordering index (ordering_key IS NOT
+// NULL AND state IN UnfinishedStates): SQLite uses a partial index only
+// when a query repeats its condition, and would otherwise read every
+// unfinished job for each candidate.
+
+// OrderingFreeSQL is the claim condition of the ordering-key rule on a
+// candidate aliased j: true when nothing of its key holds it back.
+func OrderingFreeSQL(jobs string) string {
+	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
+		WHERE o.ordering_key = j.ordering_key AND o.state IN (` + SQLStates(UnfinishedStates) + `)
+			AND (o.state = '` + string(StateRunning) + `' OR (o.state IN (` + SQLStates(WaitingStates) + `) AND o.seq < j.seq))))`
+}
+
+// HeldBySQL is the SQL of Job.HeldBy for the row aliased j: NULL unless j
+// waits and has an ordering key; else the id of the first job of its key,
+// in seq order, that is running or waits ahead of it. It walks the ordering
+// index of the key and stops at the first match, which for a held job is
+// the key's first row. HeldBy is non-NULL exactly when OrderingFreeSQL is
+// false for a waiting job.
+func HeldBySQL(jobs string) string {
+	return `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN (` + SQLStates(WaitingStates) + `) THEN (
+		SELECT o.id FROM ` + jobs + ` o
+		WHERE o.ordering_key = j.ordering_key AND o.state IN (` + SQLStates(UnfinishedStates) + `)
+			AND (o.state = '` + string(StateRunning) + `' OR o.seq < j.seq)
+		ORDER BY o.seq LIMIT 1) END`
+}
+
+// BeginEffect is the try-begin decision table of the effect ledger, which
+// every store's EffectBegin applies once it has checked the caller's own
+// lease. found is the entry for the key, or nil when there is none;
+// leaseToken is the caller's. heldElsewhere reports whether the job named
+// by found still runs under found's lease token with a live lease: it is
+// called only when the answer matters (an in-progress entry of another
+// lease). take writes the entry in progress under the caller's job and
+// lease token (inserting it, or updating the one found and keeping its
+// created_at) and returns it. BeginEffect returns the entry with Status
+// set:
+//
+//	entry                              Status                  written by take
+//	none                               EffectBegun             yes
+//	completed                          EffectAlreadyCompleted  no
+//	failed (released)                  EffectRetaken           yes
+//	in progress, this lease            EffectBegun             no
+//	in progress, another live lease    EffectHeldElsewhere     no
+//	in progress, another lease ended   EffectAbandoned         yes
+func BeginEffect(found *Effect, leaseToken string, heldElsewhere func() (bool, error), take func() (*Effect, error)) (*Effect, error) {
+	var status EffectStatus
+	switch {
+	case found == nil:
+		status = EffectBegun
+	case found.State == EffectCompleted:
+		return withStatus(found, EffectAlreadyCompleted), nil
+	case found.State == EffectFailed:
+		status = EffectRetaken
+	case found.LeaseToken == leaseToken:
+		return withStatus(found, EffectBegun), nil
+	default:
+		held, err := heldElsewhere()
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			return withStatus(found, EffectHeldElsewhere), nil
+		}
+		status = EffectAbandoned
+	}
+	e, err := take()
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(e, status), nil
+}
+
+func withStatus(e *Effect, status EffectStatus) *Effect {
+	e.Status = status
+	return e
+}
+
+// WorkerReregisterSQL is the conflict clause of a worker registration's
+// INSERT in a SQL store, the rule that a registration is a fresh start: a
+// row with the worker's id is replaced, its counters zeroed and its
+// last_completed_at, draining_at and stopped_at cleared. The new row is
+// "excluded", as SQLite and PostgreSQL name it.
+const WorkerReregisterSQL = `ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+	queues = excluded.queues, kinds = excluded.kinds,
+	heartbeat_interval_us = excluded.heartbeat_interval_us,
+	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+	stopped_at = NULL, last_completed_at = NULL, jobs_running = 0,
+	jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL`
+
+// OutcomeKinds lists every outcome kind.
+var OutcomeKinds = []OutcomeKind{OutcomeSucceeded, OutcomeRetry, OutcomeDead, OutcomeSnooze, OutcomeInterrupted}
+
+// State is the state a job takes when an outcome of kind k is recorded.
+func (k OutcomeKind) State() JobState {
+	switch k {
+	case OutcomeSucceeded:
+		return StateSucceeded
+	case OutcomeRetry:
+		return StateRetrying
+	case OutcomeDead:
+		return StateDead
+	}
+	return StateQueued // OutcomeSnooze, OutcomeInterrupted
+}
+
+// CountsAttempt reports whether the attempt that ends with k counts
+// against the job's attempts. A snoozed job and a job given back on a drain
+// get their attempt back.
+func (k OutcomeKind) CountsAttempt() bool {
+	return k != OutcomeSnooze && k != OutcomeInterrupted
+}
+
+// AppendsError reports whether k appends its Error to the job's history
+// and sets last_error.
+func (k OutcomeKind) AppendsError() bool {
+	return k == OutcomeRetry || k == OutcomeDead || k == OutcomeInterrupted
+}
+
+// Delayed reports whether k makes the job available its Delay after now;
+// otherwise a waiting job is available now and a finished one keeps its
+// available_at.
+func (k OutcomeKind) Delayed() bool { return k == OutcomeRetry || k == OutcomeSnooze }
+
+// outcomeKindsWhere lists the kinds for which keep is true.
+func outcomeKindsWhere(keep func(OutcomeKind) bool) []OutcomeKind {
+	return slices.DeleteFunc(slices.Clone(OutcomeKinds), func(k OutcomeKind) bool { return !keep(k) })
+}
+
+// OutcomeStateSQL renders, as a SQL CASE on the expression kind (an
+// outcome kind), the state each outcome kind leads to.
+func OutcomeStateSQL(kind string) string {
+	var b strings.Builder
+	b.WriteString("CASE " + kind)
+	for _, k := range OutcomeKinds {
+		b.WriteString(" WHEN '" + string(k) + "' THEN '" + string(k.State()) + "'")
+	}
+	b.WriteString(" END")
+	return b.String()
+}
+
+// SQLOutcomeKinds renders the outcome kinds for which keep is true as the
+// list of SQL string literals inside an IN (...), as SQLStates does for
+// states. keep is one of OutcomeKind's predicates, such as
+// OutcomeKind.Delayed.
+func SQLOutcomeKinds(keep func(OutcomeKind) bool) string {
+	ks := outcomeKindsWhere(keep)
+	quoted := make([]string, len(ks))
+	for i, k := range ks {
+		quoted[i] = "'" + string(k) + "'"
+	}
+	return strings.Join(quoted, ", ")
+}
