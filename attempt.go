@@ -67,7 +67,7 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{store: c.store, job: job})
 
 	k := c.kind(job.Kind)
-	if k == nil || k.Handler == nil {
+	if k == nil || k.handler == nil {
 		a.err = WithClass(ClassUnknownKind, fmt.Errorf("no handler for kind %q", job.Kind))
 		return a
 	}
@@ -93,7 +93,7 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 	})
 
 	start := time.Now()
-	a.err, a.stack = callHandler(hctx, k.Handler, job)
+	a.err, a.stack = callHandler(hctx, k.handler, job)
 	a.took = time.Since(start)
 	timedOut := stopTimer()
 	stopBeats()
@@ -320,7 +320,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	res := &WorkResult{JobID: &id, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
 	if a.leaseErr != nil {
 		res.Result = ResultLeaseLost
-		c.logOutcome(res)
+		c.logOutcome(job, res)
 		return res, nil
 	}
 	o := c.outcome(a)
@@ -350,7 +350,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	if r.Err != nil {
 		res.Result = ResultLeaseLost
 		c.logger.Warn("lease lost", "job_id", id, "kind", job.Kind, "attempt", job.Attempt, "outcome", string(o.Kind))
-		c.logOutcome(res)
+		c.logOutcome(job, res)
 		return res, nil
 	}
 	switch r.State {
@@ -370,11 +370,13 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		at := r.AvailableAt
 		res.AvailableAt = &at
 	}
-	c.logOutcome(res)
+	c.logOutcome(job, res)
 	return res, nil
 }
 
-func (c *engine) logOutcome(r *WorkResult) {
+// logOutcome logs an attempt's result and tells subscribers.
+func (c *engine) logOutcome(job *Job, r *WorkResult) {
+	c.publish(job, r)
 	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
 	if r.Class != "" {
 		attrs = append(attrs, "class", r.Class, "error", r.Error)

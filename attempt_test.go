@@ -72,7 +72,7 @@ func TestHangingHeartbeatCancelsHandler(t *testing.T) {
 // attempt succeeded, and running it again would repeat the effect.
 func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 	st := openStore(t, nil)
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
+	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "k",
 		Timeout: 50 * time.Millisecond,
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
@@ -80,7 +80,7 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			return nil // ...and the handler finishes its work anyway
 		}),
-	}}})
+	}})})
 	j := enqueue(t, c, "k", nil)
 	if res := workOne(t, c, errand.WorkOneOpts{}); res.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded", res)

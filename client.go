@@ -1,6 +1,7 @@
 package errand
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,10 +20,11 @@ const DefaultQueue = "default"
 // Config configures a Client. The zero value is a producer with the default
 // retry budget.
 type Config struct {
-	// Kinds declares each kind's handler and policies. A producer-only
-	// client may declare kinds without handlers to give their jobs a
-	// kind-wide maximum of attempts.
-	Kinds []Kind
+	// Kinds are the kinds this client knows: their handlers, for a worker,
+	// and their policies. Build it with [NewKinds] and [Handle]. A client
+	// that declares kinds refuses to enqueue any other (see
+	// AllowUnknownKinds).
+	Kinds *Kinds
 	// RetryPolicy is the backoff for kinds that declare none. Nil means
 	// equal jitter from DefaultBackoffBase to DefaultBackoffMax.
 	RetryPolicy *RetryPolicy
@@ -38,40 +40,6 @@ type Config struct {
 	// client that declares no kinds (a producer only) accepts any kind.
 	AllowUnknownKinds bool
 }
-
-// Kind declares how jobs of one kind run. Its settings sit next to its
-// handler so a reader sees the whole policy in one place.
-type Kind struct {
-	// Name is the kind, as jobs carry it.
-	Name string
-	// Handler runs the jobs. Nil for a kind this client only enqueues.
-	Handler Handler
-	// MaxAttempts is the attempt budget of new jobs of this kind unless the
-	// job sets its own. Zero means the Config's.
-	MaxAttempts int
-	// RetryPolicy is this kind's backoff. Nil means the Config's.
-	RetryPolicy *RetryPolicy
-	// Timeout bounds one attempt: past it the handler's context is
-	// cancelled and the attempt fails with class "timeout". Zero means no
-	// limit beyond the lease, which heartbeats keep alive.
-	Timeout time.Duration
-}
-
-// Handler runs jobs of one kind. A nil error acknowledges the job; any other
-// error is a failure, classified with [Permanent], [RetryAfter], [WithClass]
-// or [Snooze], or retryable with class "error" when not.
-//
-// The context is cancelled when the attempt's timeout passes, when the
-// worker loses the lease, or when a draining worker runs out of grace.
-type Handler interface {
-	Work(ctx context.Context, job *Job) error
-}
-
-// HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, job *Job) error
-
-// Work calls f.
-func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
 // concurrent use. When its store is a [Notifier], the client announces new
@@ -92,7 +60,7 @@ type Client[TTx any] struct {
 // recording attempts. A Worker holds it.
 type engine struct {
 	store       Store
-	kinds       map[string]*Kind
+	kinds       map[string]*kind
 	retry       *RetryPolicy
 	maxAttempts int
 	logger      *slog.Logger
@@ -103,6 +71,8 @@ type engine struct {
 	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
 
 	notifier *queueNotifier // nil unless the store is a Notifier
+
+	subs subscribers // see subscribe.go
 }
 
 // NewClient returns a client over store. It returns an error naming the
@@ -114,7 +84,7 @@ func NewClient[TTx any](store TxStore[TTx], cfg Config) (*Client[TTx], error) {
 	}
 	c := &engine{
 		store:       store,
-		kinds:       make(map[string]*Kind, len(cfg.Kinds)),
+		kinds:       map[string]*kind{},
 		retry:       cfg.RetryPolicy,
 		maxAttempts: cfg.MaxAttempts,
 		logger:      cfg.Logger,
@@ -136,21 +106,13 @@ func NewClient[TTx any](store TxStore[TTx], cfg Config) (*Client[TTx], error) {
 	if n, ok := store.(Notifier); ok {
 		c.notifier = newQueueNotifier(c, n)
 	}
-	for i := range cfg.Kinds {
-		k := cfg.Kinds[i]
-		if err := checkName("kind", k.Name); err != nil {
-			return nil, err
+	if cfg.Kinds != nil {
+		if cfg.Kinds.err != nil {
+			return nil, cfg.Kinds.err
 		}
-		if _, dup := c.kinds[k.Name]; dup {
-			return nil, &InputError{Field: "Kinds", Message: fmt.Sprintf("kind %q is declared twice", k.Name)}
+		for name, k := range cfg.Kinds.m {
+			c.kinds[name] = k
 		}
-		if k.MaxAttempts < 0 || k.MaxAttempts > MaxAttemptsLimit {
-			return nil, &InputError{Field: "Kinds." + k.Name + ".MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the default)", MaxAttemptsLimit)}
-		}
-		if k.Timeout < 0 {
-			return nil, &InputError{Field: "Kinds." + k.Name + ".Timeout", Message: "must not be negative"}
-		}
-		c.kinds[k.Name] = &k
 	}
 	return &Client[TTx]{engine: c, txStore: store}, nil
 }
@@ -192,27 +154,31 @@ type EnqueueOpts struct {
 	// retry. A job that ends dead or cancelled no longer holds the rest
 	// back.
 	OrderingKey string
-	// ArgsVersion is the schema version of the args. Default 1.
-	ArgsVersion int
 	// Tags are free-form labels for operators.
 	Tags []string
 }
 
 // EnqueueParams describes one job for EnqueueMany.
 type EnqueueParams struct {
-	Kind string
-	// Args is marshalled to JSON; a json.RawMessage or []byte is used as is
-	// after validation. Nil means {}.
-	Args any
-	Opts EnqueueOpts
+	// Args are the job's args; their type names the kind.
+	Args JobArgs
+	// Opts are the job's options; nil for the defaults.
+	Opts *EnqueueOpts
 }
 
 // EnqueueResult is the outcome of enqueueing one job.
-type EnqueueResult = JobInsertResult
+type EnqueueResult struct {
+	// Job is the new job, or the existing one when Duplicate.
+	Job *Job
+	// Duplicate reports that a job with the same ID or UniqueKey existed:
+	// Job is that job, unchanged, and nothing was enqueued.
+	Duplicate bool
+}
 
-// Enqueue inserts one job in a transaction of its own.
-func (c *Client[TTx]) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
-	rs, err := c.EnqueueMany(ctx, []EnqueueParams{enqueueParams(kind, args, opts)})
+// Enqueue inserts one job in a transaction of its own. The kind is the
+// args' (see [JobArgs]).
+func (c *Client[TTx]) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	rs, err := c.EnqueueMany(ctx, []EnqueueParams{{Args: args, Opts: opts}})
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +189,8 @@ func (c *Client[TTx]) Enqueue(ctx context.Context, kind string, args any, opts *
 // exists if and only if tx commits. On SQLite tx is a *sql.Tx from the
 // database sqlite.Open returned. Call [Client.Wake] after tx commits, so
 // that idle workers start the job at once rather than at their next poll.
-func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
-	rs, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{enqueueParams(kind, args, opts)})
+func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	rs, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{{Args: args, Opts: opts}})
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +217,7 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 	if len(fresh) > 0 {
 		c.Wake(queuesOf(fresh)...)
 	}
-	return rs, nil
+	return enqueueResults(rs), nil
 }
 
 // EnqueueManyTx inserts jobs inside the caller's transaction. Call
@@ -269,15 +235,15 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	if c.notifier != nil {
 		c.notifier.noteTx(queuesOf(ps))
 	}
-	return rs, nil
+	return enqueueResults(rs), nil
 }
 
-func enqueueParams(kind string, args any, opts *EnqueueOpts) EnqueueParams {
-	p := EnqueueParams{Kind: kind, Args: args}
-	if opts != nil {
-		p.Opts = *opts
+func enqueueResults(rs []JobInsertResult) []EnqueueResult {
+	out := make([]EnqueueResult, len(rs))
+	for i, r := range rs {
+		out[i] = EnqueueResult{Job: r.Job, Duplicate: r.Duplicate}
 	}
-	return p
+	return out
 }
 
 func (c *engine) insertParams(params []EnqueueParams) ([]*JobInsertParams, error) {
@@ -299,12 +265,19 @@ func (c *engine) insertParams(params []EnqueueParams) ([]*JobInsertParams, error
 }
 
 func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
-	o := &p.Opts
-	if err := checkName("kind", p.Kind); err != nil {
+	if p.Args == nil {
+		return nil, &InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
+	}
+	o := p.Opts
+	if o == nil {
+		o = &EnqueueOpts{}
+	}
+	kind := p.Args.Kind()
+	if err := checkName("kind", kind); err != nil {
 		return nil, err
 	}
-	if !c.allowUnknownKinds && len(c.kinds) > 0 && c.kinds[p.Kind] == nil {
-		return nil, &InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", p.Kind, strings.Join(c.kindNames(), ", "))}
+	if !c.allowUnknownKinds && len(c.kinds) > 0 && c.kinds[kind] == nil {
+		return nil, &InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", kind, strings.Join(c.kindNames(), ", "))}
 	}
 	args, err := marshalArgs(p.Args)
 	if err != nil {
@@ -313,9 +286,9 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	ip := &JobInsertParams{
 		ID:          o.ID,
 		Queue:       o.Queue,
-		Kind:        p.Kind,
+		Kind:        kind,
 		Args:        args,
-		ArgsVersion: o.ArgsVersion,
+		ArgsVersion: argsVersion(p.Args),
 		Priority:    o.Priority,
 		MaxAttempts: o.MaxAttempts,
 		BackoffBase: o.BackoffBase,
@@ -333,12 +306,9 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	if ip.Queue == "" {
 		ip.Queue = DefaultQueue
 	}
-	if ip.ArgsVersion == 0 {
-		ip.ArgsVersion = 1
-	}
 	if ip.MaxAttempts == 0 {
 		ip.MaxAttempts = c.maxAttempts
-		if k := c.kinds[p.Kind]; k != nil && k.MaxAttempts > 0 {
+		if k := c.kinds[kind]; k != nil && k.MaxAttempts > 0 {
 			ip.MaxAttempts = k.MaxAttempts
 		}
 	}
@@ -351,20 +321,18 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 // maxArgsBytes bounds a job's args. Jobs should carry ids, not documents.
 const maxArgsBytes = 1 << 20
 
-func marshalArgs(args any) (json.RawMessage, error) {
+func marshalArgs(args JobArgs) (json.RawMessage, error) {
 	var b []byte
-	switch a := args.(type) {
-	case nil:
-		b = []byte("{}")
-	case json.RawMessage:
-		b = a
-	case []byte:
-		b = a
-	default:
-		var err error
-		if b, err = json.Marshal(args); err != nil {
+	if raw, ok := args.(RawArgs); ok {
+		b, _ = raw.MarshalJSON() // kept as given, once checked below
+	} else {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // "<" stays "<": args are data, not HTML
+		if err := enc.Encode(args); err != nil {
 			return nil, &InputError{Field: "args", Message: "cannot be encoded as JSON: " + err.Error()}
 		}
+		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	if !json.Valid(b) {
 		return nil, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
@@ -384,20 +352,35 @@ func (c *Client[TTx]) Get(ctx context.Context, id string) (*Job, error) {
 	return j, nil
 }
 
-// List returns jobs matching params, in insertion order. To page, pass the
-// Seq of the last job returned as AfterSeq.
-func (c *Client[TTx]) List(ctx context.Context, params *JobListParams) ([]*Job, error) {
-	if params == nil {
-		params = &JobListParams{}
+// ListOpts filter and page a listing. Zero fields do not filter.
+type ListOpts struct {
+	// States keeps jobs in any of these states.
+	States []JobState
+	// Queue and Kind keep jobs of that queue and kind.
+	Queue string
+	Kind  string
+	// AfterSeq starts the listing after the job with this Seq: pass the
+	// last Seq of a page to get the next one.
+	AfterSeq int64
+	// Limit bounds the page; zero means 100.
+	Limit int
+}
+
+// List returns jobs matching opts (nil for all), in insertion order. To
+// page, pass the Seq of the last job returned as AfterSeq.
+func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*Job, error) {
+	if opts == nil {
+		opts = &ListOpts{}
 	}
-	for _, s := range params.States {
+	for _, s := range opts.States {
 		if !s.Valid() {
 			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of %s", s, StateNames())}
 		}
 	}
-	if params.Limit < 0 {
+	if opts.Limit < 0 {
 		return nil, &InputError{Field: "limit", Message: "must be at least 1"}
 	}
+	params := &JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit}
 	js, err := c.store.JobList(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -473,7 +456,7 @@ func (c *Client[TTx]) Stats(ctx context.Context) ([]QueueStats, error) {
 }
 
 // kind returns the declared kind, or nil.
-func (c *engine) kind(name string) *Kind { return c.kinds[name] }
+func (c *engine) kind(name string) *kind { return c.kinds[name] }
 
 // policyFor returns the retry policy of a kind.
 func (c *engine) policyFor(kind string) *RetryPolicy {
@@ -497,7 +480,7 @@ func (c *engine) kindNames() []string {
 func (c *engine) handlerKinds() []string {
 	var ks []string
 	for name, k := range c.kinds {
-		if k.Handler != nil {
+		if k.handler != nil {
 			ks = append(ks, name)
 		}
 	}

@@ -45,7 +45,7 @@ func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 		{"negative backoff max", "task", nil, errand.EnqueueOpts{BackoffMax: -time.Second}, "backoff"},
 		{"backoff max below base", "task", nil, errand.EnqueueOpts{BackoffBase: time.Minute, BackoffMax: time.Second}, "backoff_max"},
 		{"negative max attempts", "task", nil, errand.EnqueueOpts{MaxAttempts: -1}, "max_attempts"},
-		{"negative args version", "task", nil, errand.EnqueueOpts{ArgsVersion: -1}, "args_version"},
+		{"negative args version", "task", errand.RawArgs{KindName: "task", Version: -1}, errand.EnqueueOpts{}, "args_version"},
 		{"id with surrounding spaces", "task", nil, errand.EnqueueOpts{ID: " pay_1"}, "id"},
 		{"id with a control character", "task", nil, errand.EnqueueOpts{ID: "pay\n1"}, "id"},
 		{"unique key too long", "task", nil, errand.EnqueueOpts{UniqueKey: strings.Repeat("u", 256)}, "unique_key"},
@@ -64,18 +64,19 @@ func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 			}
 			before := rowCounts(t, st.DB())
 
-			_, err := c.Enqueue(ctx, tt.kind, tt.args, &tt.opts)
+			args := argsOf(tt.kind, tt.args)
+			_, err := c.Enqueue(ctx, args, &tt.opts)
 			check("Enqueue", err)
 
 			// In a batch, one bad job rejects the whole batch.
-			_, err = c.EnqueueMany(ctx, []errand.EnqueueParams{{Kind: "task"}, {Kind: tt.kind, Args: tt.args, Opts: tt.opts}})
+			_, err = c.EnqueueMany(ctx, []errand.EnqueueParams{{Args: errand.RawArgs{KindName: "task"}}, {Args: args, Opts: &tt.opts}})
 			check("EnqueueMany", err)
 
 			tx, err := st.DB().BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.EnqueueTx(ctx, tx, tt.kind, tt.args, &tt.opts)
+			_, err = c.EnqueueTx(ctx, tx, args, &tt.opts)
 			check("EnqueueTx", err)
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
@@ -87,6 +88,31 @@ func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// argsOf makes args of kind from v: raw JSON as it is, a JobArgs as it is,
+// any other value marshalled.
+func argsOf(kind string, v any) errand.JobArgs {
+	switch a := v.(type) {
+	case nil:
+		return errand.RawArgs{KindName: kind}
+	case errand.JobArgs:
+		return a
+	case json.RawMessage:
+		return errand.RawArgs{KindName: kind, JSON: a}
+	case []byte:
+		return errand.RawArgs{KindName: kind, JSON: a}
+	}
+	return valueArgs{kind, v}
+}
+
+// valueArgs are args of a kind named at run time, marshalled from any value.
+type valueArgs struct {
+	kind string
+	v    any
+}
+
+func (a valueArgs) Kind() string                 { return a.kind }
+func (a valueArgs) MarshalJSON() ([]byte, error) { return json.Marshal(a.v) }
 
 func fieldOf(err error) string {
 	var ie *errand.InputError
@@ -101,10 +127,10 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 	h := errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })
 	for name, cfg := range map[string]errand.Config{
 		"negative max attempts":      {MaxAttempts: -1},
-		"kind without a name":        {Kinds: []errand.Kind{{Handler: h}}},
-		"kind declared twice":        {Kinds: []errand.Kind{{Name: "a", Handler: h}, {Name: "a"}}},
-		"kind negative max attempts": {Kinds: []errand.Kind{{Name: "a", MaxAttempts: -2}}},
-		"kind negative timeout":      {Kinds: []errand.Kind{{Name: "a", Timeout: -time.Second}}},
+		"kind without a name":        {Kinds: kindsOf([]testKind{{Handler: h}})},
+		"kind declared twice":        {Kinds: kindsOf([]testKind{{Name: "a", Handler: h}, {Name: "a"}})},
+		"kind negative max attempts": {Kinds: kindsOf([]testKind{{Name: "a", MaxAttempts: -2}})},
+		"kind negative timeout":      {Kinds: kindsOf([]testKind{{Name: "a", Timeout: -time.Second}})},
 	} {
 		if _, err := errand.NewClient(st, cfg); !errors.Is(err, errand.ErrInvalid) {
 			t.Errorf("%s: error %v, want ErrInvalid", name, err)
@@ -143,7 +169,7 @@ func TestEnqueueTxCommitsWithTheApplication(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO payments (id, amount) VALUES (?, 1250)`, id); err != nil {
 			t.Fatal(err)
 		}
-		r, err := c.EnqueueTx(ctx, tx, "send_receipt", map[string]string{"payment_id": id}, &errand.EnqueueOpts{ID: "receipt:" + id})
+		r, err := c.EnqueueTx(ctx, tx, argsOf("send_receipt", map[string]string{"payment_id": id}), &errand.EnqueueOpts{ID: "receipt:" + id})
 		if err != nil {
 			t.Fatalf("enqueue in tx: %v", err)
 		}
@@ -193,12 +219,12 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 	st := openStore(t, clock)
 	c := newClient(t, st, errand.Config{})
 
-	first, err := c.Enqueue(ctx, "charge", map[string]int{"amount": 1}, &errand.EnqueueOpts{ID: "pay_1"})
+	first, err := c.Enqueue(ctx, argsOf("charge", map[string]int{"amount": 1}), &errand.EnqueueOpts{ID: "pay_1"})
 	if err != nil || first.Duplicate {
 		t.Fatalf("first enqueue: %+v, %v", first, err)
 	}
 	clock.Advance(time.Minute)
-	again, err := c.Enqueue(ctx, "charge", map[string]int{"amount": 2}, &errand.EnqueueOpts{ID: "pay_1", Priority: 9})
+	again, err := c.Enqueue(ctx, argsOf("charge", map[string]int{"amount": 2}), &errand.EnqueueOpts{ID: "pay_1", Priority: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +233,7 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 		t.Fatalf("duplicate id: %+v, want the first job unchanged with Duplicate set", again)
 	}
 
-	byKey, err := c.Enqueue(ctx, "digest", nil, &errand.EnqueueOpts{UniqueKey: "digest:2026-11-29"})
+	byKey, err := c.Enqueue(ctx, errand.RawArgs{KindName: "digest"}, &errand.EnqueueOpts{UniqueKey: "digest:2026-11-29"})
 	if err != nil || byKey.Duplicate {
 		t.Fatalf("first keyed enqueue: %+v, %v", byKey, err)
 	}
@@ -217,7 +243,7 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dup, err := c.EnqueueTx(ctx, tx, "digest", nil, &errand.EnqueueOpts{ID: "other-id", UniqueKey: "digest:2026-11-29"})
+	dup, err := c.EnqueueTx(ctx, tx, errand.RawArgs{KindName: "digest"}, &errand.EnqueueOpts{ID: "other-id", UniqueKey: "digest:2026-11-29"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,13 +260,13 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 	if _, err := c.Cancel(ctx, byKey.Job.ID); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := c.Enqueue(ctx, "digest", nil, &errand.EnqueueOpts{UniqueKey: "digest:2026-11-29"}); err != nil || !r.Duplicate {
+	if r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "digest"}, &errand.EnqueueOpts{UniqueKey: "digest:2026-11-29"}); err != nil || !r.Duplicate {
 		t.Fatalf("key of a cancelled job: %+v, %v; want a duplicate", r, err)
 	}
 
 	rs, err := c.EnqueueMany(ctx, []errand.EnqueueParams{
-		{Kind: "charge", Opts: errand.EnqueueOpts{ID: "pay_1"}},
-		{Kind: "charge", Opts: errand.EnqueueOpts{ID: "pay_2"}},
+		{Args: errand.RawArgs{KindName: "charge"}, Opts: &errand.EnqueueOpts{ID: "pay_1"}},
+		{Args: errand.RawArgs{KindName: "charge"}, Opts: &errand.EnqueueOpts{ID: "pay_2"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +292,7 @@ func TestConcurrentEnqueuesOfOneUniqueKeyMakeOneJob(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			results[i], errs[i] = clients[i%2].Enqueue(context.Background(), "digest", nil,
+			results[i], errs[i] = clients[i%2].Enqueue(context.Background(), errand.RawArgs{KindName: "digest"},
 				&errand.EnqueueOpts{UniqueKey: "digest:2026-11-29"})
 		})
 	}
@@ -422,7 +448,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	var got []string
 	after := int64(0)
 	for {
-		page, err := c.List(ctx, &errand.JobListParams{Limit: 2, AfterSeq: after})
+		page, err := c.List(ctx, &errand.ListOpts{Limit: 2, AfterSeq: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,15 +466,15 @@ func TestListFiltersAndPages(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Fatalf("paged list %v, want %v", got, ids)
 	}
-	bs, err := c.List(ctx, &errand.JobListParams{Kind: "b"})
+	bs, err := c.List(ctx, &errand.ListOpts{Kind: "b"})
 	if err != nil || len(bs) != 2 || bs[0].ID != ids[1] || bs[1].ID != ids[3] {
 		t.Fatalf("kind b: %d jobs, %v", len(bs), err)
 	}
-	cs, err := c.List(ctx, &errand.JobListParams{States: []errand.JobState{errand.StateCancelled}})
+	cs, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateCancelled}})
 	if err != nil || len(cs) != 1 || cs[0].ID != ids[0] {
 		t.Fatalf("cancelled: %d jobs, %v", len(cs), err)
 	}
-	if _, err := c.List(ctx, &errand.JobListParams{States: []errand.JobState{"sleeping"}}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{"sleeping"}}); !errors.Is(err, errand.ErrInvalid) {
 		t.Fatalf("unknown state: %v, want ErrInvalid", err)
 	}
 }

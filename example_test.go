@@ -2,7 +2,6 @@ package errand_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,36 +31,37 @@ func openExampleStore() (store *sqlite.Store, cleanup func()) {
 	}
 }
 
-// A job is enqueued, then a one-shot worker claims it, runs its handler and
-// records the outcome.
-func ExampleClient_WorkOne() {
+// ReceiptArgs are the args of a send_receipt job. The type names its kind,
+// so a job's kind and its args cannot disagree.
+type ReceiptArgs struct {
+	PaymentID string `json:"payment_id"`
+}
+
+func (ReceiptArgs) Kind() string { return "send_receipt" }
+
+// A handler is registered for an args type; the worker decodes each job's
+// args into it. A job is enqueued with its args, then a one-shot worker
+// claims it, runs the handler and records the outcome.
+func ExampleHandle() {
 	ctx := context.Background()
 	store, closeStore := openExampleStore()
 	defer closeStore()
 
-	type receiptArgs struct {
-		PaymentID string `json:"payment_id"`
-	}
-	client, err := errand.NewClient(store, errand.Config{Kinds: []errand.Kind{{
-		Name: "send_receipt",
-		Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
-			var args receiptArgs
-			if err := json.Unmarshal(job.Args, &args); err != nil {
-				return errand.Permanent(err) // malformed args never get better
-			}
-			fmt.Printf("sending the receipt for %s, attempt %d\n", args.PaymentID, job.Attempt)
-			return nil
-		}),
-	}}})
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
+		fmt.Printf("sending the receipt for %s, attempt %d\n", args.PaymentID, job.Attempt)
+		return nil
+	}, &errand.KindOpts{MaxAttempts: 5, Timeout: 30 * time.Second})
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	r, err := client.Enqueue(ctx, "send_receipt", receiptArgs{PaymentID: "pay_42"}, nil)
+	r, err := client.Enqueue(ctx, ReceiptArgs{PaymentID: "pay_42"}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("enqueued:", r.Job.Kind, r.Job.State, string(r.Job.Args))
+	fmt.Println("enqueued:", r.Job.Kind, r.Job.State, string(r.Job.Args), "max attempts", r.Job.MaxAttempts)
 
 	for range 2 {
 		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
@@ -71,11 +71,132 @@ func ExampleClient_WorkOne() {
 		fmt.Println("work one:", res.Result)
 	}
 	// Output:
-	// enqueued: send_receipt queued {"payment_id":"pay_42"}
+	// enqueued: send_receipt queued {"payment_id":"pay_42"} max attempts 5
 	// sending the receipt for pay_42, attempt 1
 	// work one: succeeded
 	// work one: idle
 }
+
+// InvoiceArgs is at version 2 of its JSON: version 1 named the customer
+// "client". Jobs enqueued by an older producer are upgraded before they are
+// decoded; a job from a newer producer is dead-lettered with class
+// "unknown_version" rather than misread.
+type InvoiceArgs struct {
+	Customer string `json:"customer"`
+}
+
+func (InvoiceArgs) Kind() string     { return "send_invoice" }
+func (InvoiceArgs) ArgsVersion() int { return 2 }
+
+func (InvoiceArgs) UpgradeArgs(from int, args json.RawMessage) (json.RawMessage, error) {
+	var v1 struct {
+		Client string `json:"client"`
+	}
+	if err := json.Unmarshal(args, &v1); err != nil {
+		return nil, err
+	}
+	return json.Marshal(InvoiceArgs{Customer: v1.Client})
+}
+
+// Args carry a version: a handler reads older versions through the args
+// type's upgrade and refuses newer ones.
+func ExampleVersionedArgs() {
+	ctx := context.Background()
+	store, closeStore := openExampleStore()
+	defer closeStore()
+
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args InvoiceArgs) error {
+		fmt.Printf("invoice for %s (enqueued at version %d)\n", args.Customer, job.ArgsVersion)
+		return nil
+	}, nil)
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Jobs as older and newer producers would have enqueued them.
+	for _, args := range []errand.RawArgs{
+		{KindName: "send_invoice", JSON: json.RawMessage(`{"client": "Ada"}`), Version: 1},
+		{KindName: "send_invoice", JSON: json.RawMessage(`{"customer": "Grace"}`), Version: 2},
+		{KindName: "send_invoice", JSON: json.RawMessage(`{"customer": {"id": 7}}`), Version: 3},
+	} {
+		if _, err := client.Enqueue(ctx, args, nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range 3 {
+		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		line := "work one: " + string(res.Result)
+		if res.Class != "" {
+			line += ", class " + res.Class
+		}
+		fmt.Println(line)
+	}
+	// Output:
+	// invoice for Ada (enqueued at version 1)
+	// work one: succeeded
+	// invoice for Grace (enqueued at version 2)
+	// work one: succeeded
+	// work one: dead, class unknown_version
+}
+
+// A handler's error decides what happens next: Permanent dead-letters at
+// once, WithClass names the failure, RetryAfter honours a provider's hint,
+// Snooze comes back later without using an attempt, and a plain error is
+// retried with backoff.
+func Example_failures() {
+	ctx := context.Background()
+	store, closeStore := openExampleStore()
+	defer closeStore()
+
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args chargeArgs) error {
+		switch args.Outcome {
+		case "declined":
+			return errand.Permanent(errand.WithClass("card_declined", errors.New("the card was declined")))
+		case "rate_limited":
+			return errand.RetryAfter(time.Minute, errand.WithClass("rate_limited", errors.New("429: try again in 60s")))
+		case "not_yet":
+			return errand.Snooze(time.Hour)
+		case "flaky":
+			return errors.New("connection reset")
+		}
+		return nil
+	}, nil)
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, outcome := range []string{"ok", "declined", "rate_limited", "not_yet", "flaky"} {
+		if _, err := client.Enqueue(ctx, chargeArgs{Outcome: outcome}, nil); err != nil {
+			log.Fatal(err)
+		}
+		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		job, err := client.Get(ctx, *res.JobID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%-12s -> %-9s class %-13q attempt %d\n", outcome, res.Result, res.Class, job.Attempt)
+	}
+	// Output:
+	// ok           -> succeeded class ""            attempt 1
+	// declined     -> dead      class "card_declined" attempt 1
+	// rate_limited -> retrying  class "rate_limited" attempt 1
+	// not_yet      -> snoozed   class ""            attempt 0
+	// flaky        -> retrying  class "error"       attempt 1
+}
+
+type chargeArgs struct {
+	Outcome string `json:"outcome"`
+}
+
+func (chargeArgs) Kind() string { return "charge" }
 
 // The job is enqueued in the application's own transaction: it exists if and
 // only if the payment does.
@@ -103,8 +224,7 @@ func ExampleClient_EnqueueTx() {
 		}
 		// The job's id is derived from the payment's, so a retried request
 		// cannot enqueue a second receipt.
-		_, err = client.EnqueueTx(ctx, tx, "send_receipt", map[string]string{"payment_id": id},
-			&errand.EnqueueOpts{ID: "receipt:" + id})
+		_, err = client.EnqueueTx(ctx, tx, ReceiptArgs{PaymentID: id}, &errand.EnqueueOpts{ID: "receipt:" + id})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -148,15 +268,15 @@ func ExampleOnce() {
 		log.Fatal(err)
 	}
 
-	var client *errand.Client[*sql.Tx]
-	handler := func(ctx context.Context, job *errand.Job) error {
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback() // a no-op after Commit
 		ran, err := errand.Once(ctx, tx, job, "", func() error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO receipts (payment_id) VALUES ('pay_42')`)
+			_, err := tx.ExecContext(ctx, `INSERT INTO receipts (payment_id) VALUES (?)`, args.PaymentID)
 			return err
 		})
 		if err != nil {
@@ -170,16 +290,14 @@ func ExampleOnce() {
 			return errors.New("worker lost before acknowledging")
 		}
 		return nil
-	}
-	client, err := errand.NewClient(store, errand.Config{Kinds: []errand.Kind{
-		{Name: "send_receipt", Handler: errand.HandlerFunc(handler)},
-	}})
+	}, nil)
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// A short backoff so that the example's retry is due at once.
 	opts := &errand.EnqueueOpts{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}
-	if _, err := client.Enqueue(ctx, "send_receipt", nil, opts); err != nil {
+	if _, err := client.Enqueue(ctx, ReceiptArgs{PaymentID: "pay_42"}, opts); err != nil {
 		log.Fatal(err)
 	}
 	for range 2 {
@@ -203,6 +321,57 @@ func ExampleOnce() {
 	// receipts: 1
 }
 
+// An effect outside the database (an email provider, a payment API) is
+// begun, completed or released in the ledger, fenced by the job's lease. A
+// delivery after a crash learns whether an earlier one finished the effect,
+// or began it and vanished (then it asks the remote side before acting
+// again).
+func ExampleRemoteEffect() {
+	ctx := context.Background()
+	store, closeStore := openExampleStore()
+	defer closeStore()
+
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
+		err := errand.RemoteEffect(ctx, job, "email:"+args.PaymentID, func(ctx context.Context, status errand.EffectStatus) error {
+			if status == errand.EffectAbandoned {
+				fmt.Println("an earlier delivery vanished: checking the provider for email:" + args.PaymentID)
+			}
+			fmt.Printf("attempt %d sends the email (%s)\n", job.Attempt, status)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if job.Attempt == 1 {
+			return errors.New("worker lost before acknowledging")
+		}
+		fmt.Printf("attempt %d: the email went out already\n", job.Attempt)
+		return nil
+	}, nil)
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	if err != nil {
+		log.Fatal(err)
+	}
+	opts := &errand.EnqueueOpts{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}
+	if _, err := client.Enqueue(ctx, ReceiptArgs{PaymentID: "pay_7"}, opts); err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("work one:", res.Result)
+		time.Sleep(2 * time.Millisecond) // wait out the backoff
+	}
+	// Output:
+	// attempt 1 sends the email (begun)
+	// work one: retrying
+	// attempt 2: the email went out already
+	// work one: succeeded
+}
+
 // A job that failed permanently is replayed by an operator once the cause is
 // fixed. The replay keeps the job's id and history and is audited.
 func ExampleClient_Replay() {
@@ -211,19 +380,18 @@ func ExampleClient_Replay() {
 	defer closeStore()
 
 	cardUpdated := false
-	client, err := errand.NewClient(store, errand.Config{Kinds: []errand.Kind{{
-		Name: "charge",
-		Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
-			if !cardUpdated {
-				return errand.Permanent(errand.WithClass("card_expired", errors.New("card expired in 10/2026")))
-			}
-			return nil
-		}),
-	}}})
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args chargeArgs) error {
+		if !cardUpdated {
+			return errand.Permanent(errand.WithClass("card_expired", errors.New("card expired in 10/2026")))
+		}
+		return nil
+	}, nil)
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := client.Enqueue(ctx, "charge", nil, &errand.EnqueueOpts{ID: "charge:pay_42"}); err != nil {
+	if _, err := client.Enqueue(ctx, chargeArgs{}, &errand.EnqueueOpts{ID: "charge:pay_42"}); err != nil {
 		log.Fatal(err)
 	}
 	res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
@@ -266,23 +434,23 @@ func ExampleClient_Replay() {
 
 // A long-running worker runs jobs until stopped, and one worker of the
 // cluster leads: it sweeps expired leases and prunes the worker registry.
-// Stop drains the worker and resigns its leadership.
+// Subscribe delivers each outcome as it is recorded; Stop drains the worker
+// and resigns its leadership.
 func ExampleWorker() {
 	ctx := context.Background()
 	store, closeStore := openExampleStore()
 	defer closeStore()
-	done := make(chan string, 1)
-	client, err := errand.NewClient(store, errand.Config{Kinds: []errand.Kind{{
-		Name: "send_receipt",
-		Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
-			done <- job.ID
-			return nil
-		}),
-	}}})
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
+		return nil
+	}, nil)
+	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer client.Close()
+	events, cancel := client.Subscribe()
+	defer cancel()
 	worker, err := client.NewWorker(errand.WorkerConfig{Queues: map[string]int{"default": 4}})
 	if err != nil {
 		log.Fatal(err)
@@ -290,10 +458,11 @@ func ExampleWorker() {
 	if err := worker.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := client.Enqueue(ctx, "send_receipt", nil, &errand.EnqueueOpts{ID: "receipt:pay_1"}); err != nil {
+	if _, err := client.Enqueue(ctx, ReceiptArgs{PaymentID: "pay_1"}, &errand.EnqueueOpts{ID: "receipt:pay_1"}); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("ran", <-done)
+	e := <-events
+	fmt.Println(e.Job.ID, e.Result, "on attempt", e.Attempt)
 
 	for !worker.Leading() {
 		time.Sleep(10 * time.Millisecond)
@@ -304,8 +473,8 @@ func ExampleWorker() {
 	}
 	fmt.Println("this worker leads:", leader.Holder == worker.ID())
 
-	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // the grace period
-	defer cancel()
+	stopCtx, stop := context.WithTimeout(ctx, 30*time.Second) // the grace period
+	defer stop()
 	if err := worker.Stop(stopCtx); err != nil {
 		log.Fatal(err)
 	}
@@ -313,7 +482,39 @@ func ExampleWorker() {
 		fmt.Println("no leader once it stopped")
 	}
 	// Output:
-	// ran receipt:pay_1
+	// receipt:pay_1 succeeded on attempt 1
 	// this worker leads: true
 	// no leader once it stopped
+}
+
+// A producer that relays jobs it does not define (a command line, an HTTP
+// API) enqueues raw JSON with the kind named at run time. A client that
+// declares no kinds accepts any; one that declares kinds refuses others,
+// so a typo fails at once.
+func ExampleRawArgs() {
+	ctx := context.Background()
+	store, closeStore := openExampleStore()
+	defer closeStore()
+
+	producer, err := errand.NewClient(store, errand.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "export_order", JSON: json.RawMessage(`{"order": 7}`)}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(r.Job.Kind, string(r.Job.Args))
+
+	kinds := errand.NewKinds()
+	errand.Declare[ReceiptArgs](kinds, nil)
+	strict, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = strict.Enqueue(ctx, errand.RawArgs{KindName: "send_reciept"}, nil)
+	fmt.Println(err)
+	// Output:
+	// export_order {"order": 7}
+	// kind: "send_reciept" is not one of this client's kinds (send_receipt); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs
 }

@@ -3,6 +3,7 @@ package errand_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -72,15 +73,44 @@ func newClient(t testing.TB, st errand.TxStore[*sql.Tx], cfg errand.Config) *err
 	return c
 }
 
+// testKind is one kind of a test's client, by name: the tests' jobs are
+// raw, so that one handler can serve kinds named at run time.
+type testKind struct {
+	Name        string
+	Handler     errand.Handler // nil: declared only
+	MaxAttempts int
+	RetryPolicy *errand.RetryPolicy
+	Timeout     time.Duration
+}
+
+// kindsOf builds a client's Kinds from ks.
+func kindsOf(ks []testKind) *errand.Kinds {
+	kinds := errand.NewKinds()
+	for _, k := range ks {
+		kinds.HandleRaw(k.Name, k.Handler, &errand.KindOpts{MaxAttempts: k.MaxAttempts, RetryPolicy: k.RetryPolicy, Timeout: k.Timeout})
+	}
+	return kinds
+}
+
+// rawArgs are args of kind with v's JSON.
+func rawArgs(t testing.TB, kind string, v any) errand.RawArgs {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return errand.RawArgs{KindName: kind, JSON: b}
+}
+
 // handlerClient returns a client with one kind, "task", run by h.
 func handlerClient(t testing.TB, st errand.TxStore[*sql.Tx], h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
-	return newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "task", Handler: h}}})
+	return newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
 }
 
 func enqueue(t testing.TB, c *errand.Client[*sql.Tx], kind string, opts *errand.EnqueueOpts) *errand.Job {
 	t.Helper()
-	r, err := c.Enqueue(context.Background(), kind, nil, opts)
+	r, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: kind}, opts)
 	if err != nil {
 		t.Fatalf("enqueue %s: %v", kind, err)
 	}

@@ -49,10 +49,10 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 			{"zero-job-error", fmt.Errorf("wrapped: %w", &errand.JobError{}), "wrapped: "},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
+				c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
 					Name:    "k",
 					Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return tt.err }),
-				}}})
+				}})})
 				job := enqueue(t, c, "k", &errand.EnqueueOpts{Queue: "q-" + tt.name})
 				r, err := c.WorkOne(t.Context(), errand.WorkOneOpts{Queues: []string{"q-" + tt.name}, Lease: 5 * time.Second})
 				if err != nil {
@@ -79,10 +79,10 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 // runs out and lost.
 func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
 	st := &refusingStore{TxStore: openStore(t, nil)}
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
+	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "k",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("café ☕") }),
-	}}})
+	}})})
 	job := enqueue(t, c, "k", nil)
 	start := time.Now()
 	r := workOne(t, c, errand.WorkOneOpts{Lease: time.Minute})
@@ -125,22 +125,23 @@ func TestEnqueueLimits(t *testing.T) {
 		c := newClient(t, st, errand.Config{})
 		ctx := t.Context()
 		for _, tt := range []struct {
-			name  string
-			opts  errand.EnqueueOpts
-			field string
+			name    string
+			opts    errand.EnqueueOpts
+			field   string
+			version int
 		}{
-			{"max-attempts-past-32-bits", errand.EnqueueOpts{MaxAttempts: 1<<32 + 1}, "max_attempts"},
-			{"priority-past-32-bits", errand.EnqueueOpts{Priority: math.MaxInt32 + 1}, "priority"},
-			{"args-version-past-32-bits", errand.EnqueueOpts{ArgsVersion: 1<<32 + 5}, "args_version"},
-			{"run-at-year-300000", errand.EnqueueOpts{RunAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(290000, 0, 0)}, "run_at"},
-			{"max-age-under-a-microsecond", errand.EnqueueOpts{MaxAge: time.Nanosecond}, "max_age"},
-			{"id-invalid-utf8", errand.EnqueueOpts{ID: "pay\xff"}, "id"},
-			{"id-escape", errand.EnqueueOpts{ID: "\x1b]0;pwned\x07"}, "id"},
-			{"ordering-key-control", errand.EnqueueOpts{OrderingKey: "c\x00"}, "ordering_key"},
-			{"tag-invalid-utf8", errand.EnqueueOpts{Tags: []string{"\xc3"}}, "tag"},
+			{"max-attempts-past-32-bits", errand.EnqueueOpts{MaxAttempts: 1<<32 + 1}, "max_attempts", 0},
+			{"priority-past-32-bits", errand.EnqueueOpts{Priority: math.MaxInt32 + 1}, "priority", 0},
+			{"args-version-past-32-bits", errand.EnqueueOpts{}, "args_version", 1<<32 + 5},
+			{"run-at-year-300000", errand.EnqueueOpts{RunAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(290000, 0, 0)}, "run_at", 0},
+			{"max-age-under-a-microsecond", errand.EnqueueOpts{MaxAge: time.Nanosecond}, "max_age", 0},
+			{"id-invalid-utf8", errand.EnqueueOpts{ID: "pay\xff"}, "id", 0},
+			{"id-escape", errand.EnqueueOpts{ID: "\x1b]0;pwned\x07"}, "id", 0},
+			{"ordering-key-control", errand.EnqueueOpts{OrderingKey: "c\x00"}, "ordering_key", 0},
+			{"tag-invalid-utf8", errand.EnqueueOpts{Tags: []string{"\xc3"}}, "tag", 0},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := c.Enqueue(ctx, "task", nil, &tt.opts)
+				_, err := c.Enqueue(ctx, errand.RawArgs{KindName: "task", Version: tt.version}, &tt.opts)
 				var ie *errand.InputError
 				if !errors.As(err, &ie) || ie.Field != tt.field {
 					t.Fatalf("Enqueue = %v; want an *InputError naming %s", err, tt.field)
@@ -226,13 +227,13 @@ func (s *slowClaimStore) JobClaimMany(ctx context.Context, p *errand.JobClaimPar
 func TestEnqueueOfAnUnknownKind(t *testing.T) {
 	st := openStore(t, nil)
 	ctx := t.Context()
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "export_order"}}})
-	_, err := c.Enqueue(ctx, "export_ordr", nil, nil)
+	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}})})
+	_, err := c.Enqueue(ctx, errand.RawArgs{KindName: "export_ordr"}, nil)
 	var ie *errand.InputError
 	if !errors.As(err, &ie) || ie.Field != "kind" || !strings.Contains(err.Error(), "export_order") {
 		t.Fatalf("Enqueue of a typo = %v; want an input error on kind listing the declared kinds", err)
 	}
-	if _, err := c.EnqueueMany(ctx, []errand.EnqueueParams{{Kind: "export_order"}, {Kind: "export_ordr"}}); !errors.As(err, &ie) {
+	if _, err := c.EnqueueMany(ctx, []errand.EnqueueParams{{Args: errand.RawArgs{KindName: "export_order"}}, {Args: errand.RawArgs{KindName: "export_ordr"}}}); !errors.As(err, &ie) {
 		t.Fatalf("EnqueueMany with a typo = %v; want an input error", err)
 	}
 	if js, _ := c.List(ctx, nil); len(js) != 0 {
@@ -240,7 +241,7 @@ func TestEnqueueOfAnUnknownKind(t *testing.T) {
 	}
 	enqueue(t, c, "export_order", nil)
 	enqueue(t, newClient(t, st, errand.Config{}), "anything", nil)
-	enqueue(t, newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "export_order"}}, AllowUnknownKinds: true}), "other_program_kind", nil)
+	enqueue(t, newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}}), AllowUnknownKinds: true}), "other_program_kind", nil)
 }
 
 // Enqueue, rather than EnqueueTx, while this goroutine holds a transaction
@@ -261,7 +262,7 @@ func TestEnqueueWhileHoldingTheWriterFailsFast(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Enqueue(ctx, "task", nil, nil)
+		_, err := c.Enqueue(ctx, errand.RawArgs{KindName: "task"}, nil)
 		done <- err
 	}()
 	select {
@@ -272,7 +273,7 @@ func TestEnqueueWhileHoldingTheWriterFailsFast(t *testing.T) {
 	if !errors.Is(err, sqlite.ErrWriterBusy) || !strings.Contains(err.Error(), "EnqueueTx") {
 		t.Fatalf("Enqueue = %v; want ErrWriterBusy advising EnqueueTx", err)
 	}
-	if _, err := c.EnqueueTx(ctx, tx, "task", nil, nil); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, errand.RawArgs{KindName: "task"}, nil); err != nil {
 		t.Fatalf("EnqueueTx in the held transaction: %v", err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -101,7 +101,7 @@ func workerMain() int {
 		time.Sleep(10 * time.Millisecond)
 		return nil
 	}
-	c, err = errand.NewClient(st, errand.Config{Kinds: []errand.Kind{{Name: "effect", Handler: errand.HandlerFunc(handler)}}})
+	c, err = errand.NewClient(st, errand.Config{Kinds: kindsOf([]testKind{{Name: "effect", Handler: errand.HandlerFunc(handler)}})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -255,7 +255,7 @@ func TestProcessesShareOneDatabase(t *testing.T) {
 	path, st, c := processStore(t)
 	var ps []errand.EnqueueParams
 	for range jobs {
-		ps = append(ps, errand.EnqueueParams{Kind: "effect"})
+		ps = append(ps, errand.EnqueueParams{Args: errand.RawArgs{KindName: "effect"}})
 	}
 	if _, err := c.EnqueueMany(context.Background(), ps); err != nil {
 		t.Fatal(err)

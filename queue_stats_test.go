@@ -75,9 +75,9 @@ func TestAssembleQueueStats(t *testing.T) {
 func TestStatsNamesUnhandledKinds(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		ctx := context.Background()
-		c := newClient(t, s, errand.Config{Kinds: []errand.Kind{
+		c := newClient(t, s, errand.Config{Kinds: kindsOf([]testKind{
 			{Name: "export_order", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })},
-		}})
+		})})
 		w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour, PollOnly: true})
 		if err != nil {
 			t.Fatal(err)

@@ -106,7 +106,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 
 	// New jobs get the Config's, then the kind's, then their own budget.
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{Name: "budgeted", MaxAttempts: 4}}, AllowUnknownKinds: true})
+	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "budgeted", MaxAttempts: 4}}), AllowUnknownKinds: true})
 	if j := enqueue(t, c, "plain", nil); j.MaxAttempts != errand.DefaultMaxAttempts {
 		t.Errorf("default max attempts = %d, want %d", j.MaxAttempts, errand.DefaultMaxAttempts)
 	}
@@ -145,11 +145,11 @@ func TestPerJobBackoffOverridesPolicy(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	failing := func(context.Context, *errand.Job) error { return errors.New("upstream down") }
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
+	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "task", Handler: errand.HandlerFunc(failing),
 		// The kind's policy would wait hours; the job's own settings win.
 		RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: 10 * time.Hour},
-	}}})
+	}})})
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{BackoffBase: 10 * time.Second, BackoffMax: 40 * time.Second, MaxAttempts: 10})
 	if time.Duration(j.BackoffBase) != 10*time.Second || time.Duration(j.BackoffMax) != 40*time.Second {
 		t.Fatalf("job backoff = %v/%v, want 10s/40s", j.BackoffBase, j.BackoffMax)
@@ -165,10 +165,10 @@ func TestPerKindRetryPolicy(t *testing.T) {
 	failing := errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("nope") })
 	c := newClient(t, st, errand.Config{
 		RetryPolicy: &errand.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond},
-		Kinds: []errand.Kind{
+		Kinds: kindsOf([]testKind{
 			{Name: "slow", Handler: failing, RetryPolicy: &errand.RetryPolicy{Base: time.Minute, Max: 3 * time.Minute}},
 			{Name: "fast", Handler: failing},
-		},
+		}),
 	})
 	slow := enqueue(t, c, "slow", nil)
 	for _, limit := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute} {

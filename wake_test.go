@@ -90,7 +90,7 @@ func notifyProcess(t *testing.T, path string, hub *notifyHub, ran chan<- string)
 	}
 	t.Cleanup(func() { s.Close() })
 	ns := &notifyingStore{Store: s, hub: hub}
-	c, err := errand.NewClient(ns, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(ns, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			if ran != nil {
@@ -98,7 +98,7 @@ func notifyProcess(t *testing.T, path string, hub *notifyHub, ran chan<- string)
 			}
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestNotifyWakesWorkerInAnotherProcess(t *testing.T) {
 	if n := hub.listens.Load(); n != 1 {
 		t.Fatalf("worker listened %d times, want 1", n)
 	}
-	r, err := producer.Enqueue(ctx, "ping", nil, nil)
+	r, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestNotifyAfterEnqueueTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := producer.EnqueueTx(ctx, tx, "ping", nil, &errand.EnqueueOpts{Queue: "mail"})
+	r, err := producer.EnqueueTx(ctx, tx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: "mail"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestNotifyAfterEnqueueTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = producer.EnqueueTx(ctx, tx, "ping", nil, &errand.EnqueueOpts{Queue: "mail"})
+	r, err = producer.EnqueueTx(ctx, tx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: "mail"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestNotifyCoalescesBurst(t *testing.T) {
 	start := time.Now()
 	const n = 100
 	for range n {
-		if _, err := producer.Enqueue(ctx, "ping", nil, nil); err != nil {
+		if _, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,7 +235,7 @@ func TestNotifyCoalescesBurst(t *testing.T) {
 	if err := producer.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := producer.Enqueue(ctx, "ping", nil, nil); err != nil {
+	if _, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := hub.notifies.Load(); got != sent {
@@ -244,7 +244,7 @@ func TestNotifyCoalescesBurst(t *testing.T) {
 
 	hub.fail.Store(true)
 	failing, _ := notifyProcess(t, path, hub, nil)
-	if _, err := failing.Enqueue(ctx, "ping", nil, nil); err != nil {
+	if _, err := failing.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatalf("enqueue failed with the notification: %v", err)
 	}
 	failing.Close()
@@ -264,7 +264,7 @@ func TestPollOnlyIgnoresNotifier(t *testing.T) {
 	if n := hub.listens.Load(); n != 0 {
 		t.Fatalf("a PollOnly worker listened %d times", n)
 	}
-	if _, err := producer.Enqueue(ctx, "ping", nil, nil); err != nil {
+	if _, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	producer.Close()
@@ -296,7 +296,7 @@ func TestListenReconnectWakesEveryQueue(t *testing.T) {
 	silent := newClient(t, openStoreAt(t, path, nil), errand.Config{})
 	ids := map[string]bool{}
 	for _, q := range []string{"a", "b"} {
-		r, err := silent.Enqueue(ctx, "ping", nil, &errand.EnqueueOpts{Queue: q})
+		r, err := silent.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: q})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +327,7 @@ func TestNotifySkipsDuplicates(t *testing.T) {
 	hub := newNotifyHub()
 	for i, want := range []int64{1, 1} {
 		producer, _ := notifyProcess(t, path, hub, nil)
-		r, err := producer.Enqueue(ctx, "ping", nil, &errand.EnqueueOpts{ID: "pay_1"})
+		r, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{ID: "pay_1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -171,7 +171,7 @@ func TestWorkOneRecoversPanicsWithTheirStack(t *testing.T) {
 
 func TestWorkOneKindTimeout(t *testing.T) {
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{Kinds: []errand.Kind{{
+	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "task",
 		Timeout: 50 * time.Millisecond,
 		Handler: errand.HandlerFunc(func(ctx context.Context, _ *errand.Job) error {
@@ -182,7 +182,7 @@ func TestWorkOneKindTimeout(t *testing.T) {
 				return errors.New("the timeout did not cancel the handler's context")
 			}
 		}),
-	}}})
+	}})})
 	job := enqueue(t, c, "task", nil)
 	start := time.Now()
 	r := workOne(t, c, errand.WorkOneOpts{})

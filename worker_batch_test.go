@@ -20,20 +20,20 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	// reach the batcher together.
 	var all sync.WaitGroup
 	all.Add(n)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "together",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			all.Done()
 			all.Wait()
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := make([]errand.EnqueueParams, n)
 	for i := range ps {
-		ps[i] = errand.EnqueueParams{Kind: "together"}
+		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "together"}}
 	}
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	if st.Claims <= st.IdleClaims {
 		t.Errorf("claims %d, idle claims %d: want some claims to have found jobs", st.Claims, st.IdleClaims)
 	}
-	js, err := c.List(ctx, &errand.JobListParams{Limit: n + 1})
+	js, err := c.List(ctx, &errand.ListOpts{Limit: n + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,19 +80,19 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	s := openWorkerStore(t)
 	started := make(chan struct{}, 5)
 	release := make(chan struct{})
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "held",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
 			<-release
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if _, err := c.Enqueue(ctx, "held", nil, nil); err != nil {
+		if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "held"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -37,10 +37,10 @@ func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
-	}}})
+	}})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
 		n := min(left, 1000)
 		ps := make([]errand.EnqueueParams, n)
 		for i := range ps {
-			ps[i] = errand.EnqueueParams{Kind: "noop"}
+			ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "noop"}}
 		}
 		if _, err := c.EnqueueMany(ctx, ps); err != nil {
 			b.Fatal(err)

@@ -62,7 +62,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 		}
 		return started[id]
 	}
-	c, err := errand.NewClient(real, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(real, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "hold",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			select {
@@ -77,7 +77,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 				return ctx.Err()
 			}
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 
 	enqueue := func() string {
 		t.Helper()
-		r, err := c.Enqueue(ctx, "hold", nil, &errand.EnqueueOpts{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+		r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "hold"}, &errand.EnqueueOpts{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

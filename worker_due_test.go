@@ -89,13 +89,13 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				ran := make(chan string, 4)
-				cl := newClient(t, s, errand.Config{Kinds: []errand.Kind{{Name: "flaky_" + c.name,
+				cl := newClient(t, s, errand.Config{Kinds: kindsOf([]testKind{{Name: "flaky_" + c.name,
 					Handler: attempts(ran, func(j *errand.Job) error {
 						if j.Attempt == 1 && len(j.Errors) == 0 && j.AvailableAt.Equal(j.CreatedAt) {
 							return c.first
 						}
 						return nil
-					})}}})
+					})}})})
 				startHourlyWorker(t, cl)
 				j := enqueue(t, cl, "flaky_"+c.name, &errand.EnqueueOpts{ID: "flaky-" + c.name})
 				waitAttempt(t, ran, j.ID, 10*time.Second, "first attempt")
@@ -116,8 +116,8 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 func TestWorkerFindsDelayedJobWhenDue(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		ran := make(chan string, 2)
-		worker := newClient(t, s, errand.Config{Kinds: []errand.Kind{{Name: "later",
-			Handler: attempts(ran, func(*errand.Job) error { return nil })}}})
+		worker := newClient(t, s, errand.Config{Kinds: kindsOf([]testKind{{Name: "later",
+			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
 		other := newClient(t, s, errand.Config{})
 		j := enqueue(t, other, "later", &errand.EnqueueOpts{Delay: 300 * time.Millisecond})
 		startHourlyWorker(t, worker)
@@ -135,13 +135,13 @@ func TestWorkerRunsNextOrderedJobWhenPredecessorEnds(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
 		ran := make(chan string, 4)
 		release := make(chan struct{})
-		worker := newClient(t, s, errand.Config{Kinds: []errand.Kind{{Name: "ordered",
+		worker := newClient(t, s, errand.Config{Kinds: kindsOf([]testKind{{Name: "ordered",
 			Handler: attempts(ran, func(j *errand.Job) error {
 				if j.ID == "first" {
 					<-release
 				}
 				return nil
-			})}}})
+			})}})})
 		other := newClient(t, s, errand.Config{})
 		for _, id := range []string{"first", "second"} {
 			enqueue(t, other, "ordered", &errand.EnqueueOpts{ID: id, OrderingKey: "account-7"})

@@ -43,10 +43,10 @@ func leaderProcess(t *testing.T, path string, cfg errand.WorkerConfig) (*errand.
 	}
 	t.Cleanup(func() { s.Close() })
 	fs := &flakyLeaderStore{Store: s}
-	c, err := errand.NewClient(fs, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(fs, errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}

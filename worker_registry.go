@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // The worker registry: every long-running [Worker] records itself in the

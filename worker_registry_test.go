@@ -24,10 +24,10 @@ func registryClient(t *testing.T, path string) (*errand.Client[*sql.Tx], *sqlite
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 	// before is read ahead of the enqueue: w2 may run the job before
 	// Enqueue returns.
 	before := time.Now()
-	res, err := c1.Enqueue(ctx, "noop", nil, &errand.EnqueueOpts{Queue: "otp"})
+	res, err := c1.Enqueue(ctx, errand.RawArgs{KindName: "noop"}, &errand.EnqueueOpts{Queue: "otp"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,13 +25,13 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	ctx := context.Background()
 	s := openWorkerStore(t)
 	var runs atomic.Int64
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "count",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			runs.Add(1)
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		if i%2 == 1 {
 			q = "b"
 		}
-		ps = append(ps, errand.EnqueueParams{Kind: "count", Opts: errand.EnqueueOpts{Queue: q}})
+		ps = append(ps, errand.EnqueueParams{Args: errand.RawArgs{KindName: "count"}, Opts: &errand.EnqueueOpts{Queue: q}})
 	}
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	workerWaitFor(t, 20*time.Second, func() bool {
-		js, err := c.List(ctx, &errand.JobListParams{States: []errand.JobState{errand.StateSucceeded}, Limit: n})
+		js, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateSucceeded}, Limit: n})
 		return err == nil && len(js) == n
 	})
 	if err := w.Stop(ctx); err != nil {
@@ -64,7 +64,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	if got := runs.Load(); got != n {
 		t.Fatalf("handler ran %d times, want %d", got, n)
 	}
-	js, err := c.List(ctx, &errand.JobListParams{Limit: n})
+	js, err := c.List(ctx, &errand.ListOpts{Limit: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,19 +79,19 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	ctx := context.Background()
 	s := openWorkerStore(t)
 	started := make(chan string, 10)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- j.ID
 			<-ctx.Done()
 			return ctx.Err()
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := c.Enqueue(ctx, "slow", nil, nil); err != nil {
+		if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "slow"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,13 +135,13 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	ctx := context.Background()
 	s := openWorkerStore(t)
 	ran := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			ran <- struct{}{}
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	}
 	defer w.Stop(ctx)
 	time.Sleep(50 * time.Millisecond) // let the worker go idle
-	if _, err := c.Enqueue(ctx, "ping", nil, nil); err != nil {
+	if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -181,18 +181,18 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	ctx := context.Background()
 	s := openWorkerStore(t)
 	started := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Enqueue(ctx, "slow", nil, nil)
+	r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "slow"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

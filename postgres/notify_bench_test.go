@@ -30,13 +30,13 @@ func BenchmarkWake(b *testing.B) {
 	defer producerStore.Close()
 
 	started := make(chan time.Time, 1)
-	worker, err := errand.NewClient(workerStore, errand.Config{Kinds: []errand.Kind{{
+	worker, err := errand.NewClient(workerStore, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error {
 			started <- time.Now()
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func BenchmarkWake(b *testing.B) {
 
 	var latencies []time.Duration
 	for b.Loop() {
-		if _, err := producer.Enqueue(ctx, "ping", nil, nil); err != nil {
+		if _, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 			b.Fatal(err)
 		}
 		committed := time.Now()

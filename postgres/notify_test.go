@@ -250,13 +250,13 @@ func openForWorker(t *testing.T, url, schema string) *postgres.Store {
 // of each job it runs on ran.
 func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.Client[pgx.Tx] {
 	t.Helper()
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			ran <- j.ID
 			return nil
 		}),
-	}}})
+	}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestWakeAcrossStores(t *testing.T) {
 	producer := countingClient(t, producerStore, nil)
 
 	start := time.Now()
-	r, err := producer.Enqueue(t.Context(), "ping", nil, nil)
+	r, err := producer.Enqueue(t.Context(), errand.RawArgs{KindName: "ping"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestPollOnlyAcrossStores(t *testing.T) {
 		t.Errorf("a PollOnly worker listens: backends %v", pids)
 	}
 	producer := countingClient(t, producerStore, nil)
-	if _, err := producer.Enqueue(t.Context(), "ping", nil, nil); err != nil {
+	if _, err := producer.Enqueue(t.Context(), errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {

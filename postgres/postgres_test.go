@@ -375,3 +375,18 @@ func TestOutcomeBatchFirstWins(t *testing.T) {
 		t.Errorf("job a: %+v, %v; want retrying with one history entry", a, err)
 	}
 }
+
+// testKind is one kind of a test's client, by name, run by Handler.
+type testKind struct {
+	Name    string
+	Handler errand.Handler
+}
+
+// kindsOf builds a client's Kinds from ks.
+func kindsOf(ks []testKind) *errand.Kinds {
+	kinds := errand.NewKinds()
+	for _, k := range ks {
+		kinds.HandleRaw(k.Name, k.Handler, nil)
+	}
+	return kinds
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -92,45 +91,61 @@ func isDemoDB(ctx context.Context, path string) (bool, error) {
 }
 
 // The demo's kinds run in this process: errand work --exec does the same
-// with an external command.
-var demoKinds = []errand.Kind{
-	{Name: "greet", Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+// with an external command. Each args type names its kind.
+
+type greetArgs struct {
+	Name string `json:"name"`
+}
+
+func (greetArgs) Kind() string { return "greet" }
+
+type flakyArgs struct {
+	FailTimes int `json:"fail_times"`
+}
+
+func (flakyArgs) Kind() string { return "flaky" }
+
+type chargeArgs struct {
+	Card string `json:"card"`
+}
+
+func (chargeArgs) Kind() string { return "charge" }
+
+func demoKinds() *errand.Kinds {
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args greetArgs) error {
 		return nil
-	})},
-	{Name: "flaky", Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
-		var args struct {
-			FailTimes int `json:"fail_times"`
-		}
-		if err := json.Unmarshal(job.Args, &args); err != nil {
-			return errand.Permanent(fmt.Errorf("decode args: %w", err))
-		}
+	}, nil)
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args flakyArgs) error {
 		if job.Attempt <= args.FailTimes {
 			return errand.WithClass("upstream_unavailable", errors.New("the upstream service answered 503"))
 		}
 		return nil
-	})},
-	{Name: "charge", Handler: errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+	}, nil)
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args chargeArgs) error {
 		return errand.Permanent(errand.WithClass("card_declined", errors.New("the card was declined: retrying cannot change that")))
-	})},
+	}, nil)
+	return kinds
 }
 
 func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) error {
-	c, err := errand.NewClient(st, errand.Config{Kinds: demoKinds, Logger: slog.New(slog.DiscardHandler)})
+	c, err := errand.NewClient(st, errand.Config{Kinds: demoKinds(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
 	// A short backoff so the retry comes round within the demo.
-	fast := errand.EnqueueOpts{BackoffBase: 300 * time.Millisecond, BackoffMax: time.Second}
+	fast := &errand.EnqueueOpts{BackoffBase: 300 * time.Millisecond, BackoffMax: time.Second}
 	jobs := []struct {
-		kind, args, about string
+		args  errand.JobArgs
+		about string
 	}{
-		{"greet", `{"name": "Ada"}`, "succeeds"},
-		{"flaky", `{"fail_times": 1}`, "fails once with a retryable error, then succeeds"},
-		{"charge", `{"card": "4000-0000-0000-0002"}`, "fails permanently and is dead-lettered"},
+		{greetArgs{Name: "Ada"}, "succeeds"},
+		{flakyArgs{FailTimes: 1}, "fails once with a retryable error, then succeeds"},
+		{chargeArgs{Card: "4000-0000-0000-0002"}, "fails permanently and is dead-lettered"},
 	}
 	params := make([]errand.EnqueueParams, len(jobs))
 	for i, j := range jobs {
-		params[i] = errand.EnqueueParams{Kind: j.kind, Args: json.RawMessage(j.args), Opts: fast}
+		params[i] = errand.EnqueueParams{Args: j.args, Opts: fast}
 	}
 	res, err := c.EnqueueMany(ctx, params)
 	if err != nil {
@@ -139,7 +154,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 	fmt.Fprintf(w, "errand demo: a fresh database at %s\n\nenqueued %d jobs:\n", path, len(res))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, r := range res {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", jobs[i].kind, r.Job.ID, jobs[i].about)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", jobs[i].args.Kind(), r.Job.ID, jobs[i].about)
 	}
 	tw.Flush()
 
@@ -208,7 +223,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 // untilNextDue returns how long until the next queued or retrying job is
 // due, and whether there is one.
 func untilNextDue(ctx context.Context, c *errand.Client[*sql.Tx]) (time.Duration, bool, error) {
-	waiting, err := c.List(ctx, &errand.JobListParams{States: errand.WaitingStates})
+	waiting, err := c.List(ctx, &errand.ListOpts{States: errand.WaitingStates})
 	if err != nil || len(waiting) == 0 {
 		return 0, false, err
 	}

@@ -85,7 +85,7 @@ existing job's id and exits 0.`,
 				return err
 			}
 			defer closeDB()
-			res, err := c.Enqueue(ctx, pos[0], args, opts)
+			res, err := c.Enqueue(ctx, errand.RawArgs{KindName: pos[0], JSON: args}, opts)
 			if err != nil {
 				return flagInputError(err)
 			}

@@ -35,7 +35,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 			if *limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			params := &errand.JobListParams{Queue: *queue, Kind: *kind, Limit: *limit}
+			params := &errand.ListOpts{Queue: *queue, Kind: *kind, Limit: *limit}
 			if *state != "" {
 				for _, s := range strings.Split(*state, ",") {
 					st, err := errand.ParseJobState(strings.TrimSpace(s))

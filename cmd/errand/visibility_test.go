@@ -24,7 +24,7 @@ func TestHeldJobsShowWhatHoldsThem(t *testing.T) {
 		db := workerDB(t, store)
 		c := openTestClient(t, db)
 		for _, id := range []string{"first", "second"} {
-			if _, err := c.Enqueue(context.Background(), "sync", nil, &errand.EnqueueOpts{ID: id, OrderingKey: "acct-1"}); err != nil {
+			if _, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: "sync"}, &errand.EnqueueOpts{ID: id, OrderingKey: "acct-1"}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -113,7 +113,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			kinds, handlers, err := execKinds(*execs, *timeouts, e)
+			kinds, kindNames, handlers, err := execKinds(*execs, *timeouts, e)
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			err = runWorker(ctx, w, cfg, qs, kinds, *grace, handlers, e)
+			err = runWorker(ctx, w, cfg, qs, kindNames, *grace, handlers, e)
 			forced = errors.Is(err, errSecondSignal)
 			return err
 		}
@@ -181,17 +181,13 @@ var errSecondSignal = errors.New("second signal")
 // runWorker runs w until ctx ends, then drains it for grace. It returns nil
 // after a drain, whether or not jobs had to be given back; it returns an
 // error when a second signal (forceStop) cut the drain short.
-func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, qs queueFlags, kinds []errand.Kind, grace time.Duration, handlers []*exechandler.Handler, e *env) error {
+func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, qs queueFlags, kinds []string, grace time.Duration, handlers []*exechandler.Handler, e *env) error {
 	// The worker's own context never ends: a stop is always a drain.
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	start := time.Now()
-	names := make([]string, len(kinds))
-	for i, k := range kinds {
-		names[i] = k.Name
-	}
-	e.logger.Info("worker started", "worker_id", w.ID(), "queues", qs.String(), "kinds", strings.Join(names, ","),
+	e.logger.Info("worker started", "worker_id", w.ID(), "queues", qs.String(), "kinds", strings.Join(kinds, ","),
 		"poll", cfg.PollInterval.String(), "poll_only", cfg.PollOnly, "lease", cfg.Lease.String(), "grace", grace.String())
 
 	<-ctx.Done()
@@ -280,45 +276,46 @@ func parseQueues(specs []string) (queueFlags, error) {
 }
 
 // execKinds builds a kind with an exec handler for every --exec, with the
-// timeouts --timeout gives, and returns the handlers too.
-func execKinds(execs, timeouts []string, e *env) ([]errand.Kind, []*exechandler.Handler, error) {
-	byName := map[string]*errand.Kind{}
+// timeouts --timeout gives, and returns their names, in flag order, and the
+// handlers too.
+func execKinds(execs, timeouts []string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+	byName := map[string]*exechandler.Handler{}
 	var order []string
 	var handlers []*exechandler.Handler
 	for _, spec := range execs {
 		kind, command, ok := strings.Cut(spec, "=")
 		if !ok || kind == "" || strings.TrimSpace(command) == "" {
-			return nil, nil, usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
+			return nil, nil, nil, usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
 		}
 		if _, dup := byName[kind]; dup {
-			return nil, nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
+			return nil, nil, nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
 		}
 		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger})
 		if err != nil {
-			return nil, nil, usagef("--exec %q: %v", spec, err)
+			return nil, nil, nil, usagef("--exec %q: %v", spec, err)
 		}
-		byName[kind] = &errand.Kind{Name: kind, Handler: h}
+		byName[kind] = h
 		order = append(order, kind)
 		handlers = append(handlers, h)
 	}
+	timeoutOf := map[string]time.Duration{}
 	for _, spec := range timeouts {
 		kind, dur, ok := strings.Cut(spec, "=")
 		if !ok || kind == "" {
-			return nil, nil, usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
+			return nil, nil, nil, usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
 		}
-		k := byName[kind]
-		if k == nil {
-			return nil, nil, usagef("--timeout names kind %q, which no --exec maps", kind)
+		if byName[kind] == nil {
+			return nil, nil, nil, usagef("--timeout names kind %q, which no --exec maps", kind)
 		}
 		d, err := time.ParseDuration(dur)
 		if err != nil || d <= 0 {
-			return nil, nil, usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
+			return nil, nil, nil, usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
 		}
-		k.Timeout = d
+		timeoutOf[kind] = d
 	}
-	kinds := make([]errand.Kind, len(order))
-	for i, name := range order {
-		kinds[i] = *byName[name]
+	kinds := errand.NewKinds()
+	for _, name := range order {
+		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name]})
 	}
-	return kinds, handlers, nil
+	return kinds, order, handlers, nil
 }

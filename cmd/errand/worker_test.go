@@ -89,7 +89,7 @@ func enqueueN(t *testing.T, db, kind, queue string, n int, opts errand.EnqueueOp
 	opts.Queue = queue
 	ps := make([]errand.EnqueueParams, n)
 	for i := range ps {
-		ps[i] = errand.EnqueueParams{Kind: kind, Opts: opts}
+		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: kind}, Opts: &opts}
 	}
 	rs, err := c.EnqueueMany(context.Background(), ps)
 	if err != nil {

@@ -85,7 +85,7 @@ func runJobs(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	views := []jobView{}
-	params := &errand.JobListParams{Kind: receiptKind, Limit: 100}
+	params := &errand.ListOpts{Kind: receiptKind, Limit: 100}
 	for {
 		js, err := a.client.List(ctx, params)
 		if err != nil {

@@ -20,6 +20,9 @@ type receiptArgs struct {
 	AmountCents int64  `json:"amount_cents"`
 }
 
+// Kind names the job kind these args belong to.
+func (receiptArgs) Kind() string { return receiptKind }
+
 // purchaseResponse is the body of a successful purchase.
 type purchaseResponse struct {
 	PaymentID    string `json:"payment_id"`
@@ -109,7 +112,7 @@ func (a *app) purchase(ctx context.Context, documentID, key string) (*purchase, 
 		paymentID, documentID, price, now); err != nil {
 		return nil, fmt.Errorf("record payment: %w", err)
 	}
-	res, err := a.client.EnqueueTx(ctx, tx, receiptKind,
+	res, err := a.client.EnqueueTx(ctx, tx,
 		receiptArgs{PaymentID: paymentID, DocumentID: documentID, AmountCents: price},
 		&errand.EnqueueOpts{
 			ID:          paymentID,

@@ -124,16 +124,19 @@ func openApp(ctx context.Context, path string, opts *sqlite.Options, requireInit
 func (a *app) close() error { return a.store.Close() }
 
 // newReceiptClient returns an errand client that knows the send_receipt
-// kind, running it with h when h is not nil.
-func newReceiptClient(store errand.TxStore[*sql.Tx], h errand.Handler) (*errand.Client[*sql.Tx], error) {
-	return errand.NewClient(store, errand.Config{
-		Kinds: []errand.Kind{{
-			Name:        receiptKind,
-			Handler:     h,
-			MaxAttempts: receiptMaxAttempts,
-			RetryPolicy: &errand.RetryPolicy{Base: receiptBackoffBase, Max: receiptBackoffMax},
-		}},
-	})
+// kind, delivering receipts with d when d is not nil.
+func newReceiptClient(store errand.TxStore[*sql.Tx], d *deliverer) (*errand.Client[*sql.Tx], error) {
+	kinds := errand.NewKinds()
+	opts := &errand.KindOpts{
+		MaxAttempts: receiptMaxAttempts,
+		RetryPolicy: &errand.RetryPolicy{Base: receiptBackoffBase, Max: receiptBackoffMax},
+	}
+	if d != nil {
+		errand.Handle(kinds, d.deliver, opts)
+	} else {
+		errand.Declare[receiptArgs](kinds, opts)
+	}
+	return errand.NewClient(store, errand.Config{Kinds: kinds})
 }
 
 // migrate creates the application's tables and seeds them once.

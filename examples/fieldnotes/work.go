@@ -27,14 +27,25 @@ type deliverer struct {
 	// afterEffect runs once the receipt has committed and before the
 	// handler returns (before the acknowledgment).
 	afterEffect func()
+	// beforeDelivery runs first, as the handler starts; delivered hears
+	// what the handler returns. Tests set them.
+	beforeDelivery func()
+	delivered      func(err error)
 }
 
-// Work implements errand.Handler.
-func (d *deliverer) Work(ctx context.Context, job *errand.Job) error {
-	var args receiptArgs
-	if err := json.Unmarshal(job.Args, &args); err != nil {
-		return errand.Permanent(fmt.Errorf("decode receipt args: %w", err))
+// deliver is the send_receipt handler.
+func (d *deliverer) deliver(ctx context.Context, job *errand.Job, args receiptArgs) error {
+	if d.beforeDelivery != nil {
+		d.beforeDelivery()
 	}
+	err := d.deliverOnce(ctx, job, args)
+	if d.delivered != nil {
+		d.delivered(err)
+	}
+	return err
+}
+
+func (d *deliverer) deliverOnce(ctx context.Context, job *errand.Job, args receiptArgs) error {
 	if d.unavailable {
 		return errand.WithClass("receipt_unavailable", errors.New("receipt service unavailable (--unavailable)"))
 	}

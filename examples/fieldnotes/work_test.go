@@ -189,10 +189,7 @@ func TestStaleFailure(t *testing.T) {
 	a, b, clk, id := staleSetup(t)
 	failing := &deliverer{unavailable: true}
 	receiptWorker(t, a, failing)
-	wrapped, err := newReceiptClient(a.store, errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
-		takeOver(t, b, clk, id)
-		return failing.Work(ctx, job)
-	}))
+	wrapped, err := newReceiptClient(a.store, &deliverer{unavailable: true, beforeDelivery: func() { takeOver(t, b, clk, id) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,17 +218,12 @@ func TestStaleFailure(t *testing.T) {
 func TestStaleEffect(t *testing.T) {
 	ctx := context.Background()
 	a, _, clk, id := staleSetup(t)
-	d := &deliverer{}
-	receiptWorker(t, a, d)
 	var deliverErr error
-	c, err := newReceiptClient(a.store, errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
-		clk.Add(2 * receiptLease)
-		deliverErr = d.Work(ctx, job)
-		return deliverErr
-	}))
-	if err != nil {
-		t.Fatal(err)
+	d := &deliverer{
+		beforeDelivery: func() { clk.Add(2 * receiptLease) },
+		delivered:      func(err error) { deliverErr = err },
 	}
+	c := receiptWorker(t, a, d)
 	l, err := workOne(ctx, c)
 	if err != nil {
 		t.Fatal(err)
