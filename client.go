@@ -220,7 +220,8 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 	return enqueueResults(rs), nil
 }
 
-// EnqueueManyTx inserts jobs inside the caller's transaction. Call
+// EnqueueManyTx inserts jobs inside the caller's transaction. Inside
+// [Client.InTx] workers are woken after the commit; otherwise call
 // [Client.Wake] after the transaction commits, so that idle workers start
 // the jobs at once rather than at their next poll.
 func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
@@ -232,10 +233,55 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
-	if c.notifier != nil {
+	if w, ok := ctx.Value(txWakesKey{}).(*txWakes); ok && w.c == c.engine {
+		w.add(queuesOf(ps))
+	} else if c.notifier != nil {
 		c.notifier.noteTx(queuesOf(ps))
 	}
 	return enqueueResults(rs), nil
+}
+
+// InTx runs fn in a transaction on the store's database and commits it, or
+// rolls it back when fn returns an error or panics. Jobs that fn enqueues
+// with [Client.EnqueueTx] (passing it fn's ctx) commit or vanish with the
+// application's writes in tx; after the commit, InTx wakes the workers of
+// their queues, so nobody has to remember [Client.Wake]:
+//
+//	err := client.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+//		if err := debit(ctx, tx, paymentID); err != nil {
+//			return err
+//		}
+//		_, err := client.EnqueueTx(ctx, tx, ReceiptArgs{PaymentID: paymentID}, nil)
+//		return err
+//	})
+func (c *Client[TTx]) InTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error {
+	w := &txWakes{c: c.engine, queues: map[string]struct{}{}}
+	if err := c.txStore.InTx(context.WithValue(ctx, txWakesKey{}, w), fn); err != nil {
+		return err
+	}
+	if qs := setNames(w.queues); len(qs) > 0 {
+		c.Wake(qs...)
+	}
+	return nil
+}
+
+// txWakesKey carries the queues an InTx transaction enqueued into.
+type txWakesKey struct{}
+
+// txWakes collects, for one InTx call of one client, the queues to wake
+// once the transaction commits.
+type txWakes struct {
+	c      *engine
+	mu     sync.Mutex
+	queues map[string]struct{}
+}
+
+func (w *txWakes) add(queues []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range queues {
+		w.queues[q] = struct{}{}
+	}
 }
 
 func enqueueResults(rs []JobInsertResult) []EnqueueResult {
