@@ -6,8 +6,28 @@
 // operator to inspect and replay deliberately.
 //
 // errand runs embedded on SQLite (package [github.com/errandhq/errand/sqlite])
-// with no setup. Every backend implements [Store] and passes the conformance
-// suite in package [github.com/errandhq/errand/storetest].
+// with no setup, and on PostgreSQL (package
+// [github.com/errandhq/errand/postgres]) when workers spread over many
+// hosts. Every backend implements [Store], split by capability as
+// database/sql/driver is, and passes the conformance suite in package
+// [github.com/errandhq/errand/storetest]; a third-party store can run it on
+// itself.
+//
+// # Jobs, args and handlers
+//
+// A job's args are a type that names its kind ([JobArgs]), so a kind and its
+// args cannot disagree. [Handle] registers a handler for an args type in a
+// [Kinds] set; the worker decodes each job's args into it, upgrading older
+// versions ([VersionedArgs], [ArgsUpgrader]) and dead-lettering newer ones.
+// [Client.Enqueue] takes the args value; [RawArgs] carries JSON with its kind
+// named at run time, for producers that relay jobs they do not define.
+//
+// A [Client] is typed by its store's transaction type: *sql.Tx on SQLite,
+// pgx.Tx (or *sql.Tx through a database/sql view) on PostgreSQL, so
+// [Client.EnqueueTx] and [Once] accept only a transaction the store can join.
+// [Client.InTx] runs a function in a transaction, commits, and wakes the
+// workers of the jobs it enqueued. [Client.Subscribe] delivers each outcome
+// this client records.
 //
 // # Guarantees
 //
@@ -69,7 +89,7 @@
 // the existing job, as does a second job with the same
 // [EnqueueOpts].UniqueKey. Jobs with the same [EnqueueOpts].OrderingKey run
 // one at a time in the order they were enqueued; a dead or cancelled one
-// stops holding the rest back. [Typed] handlers decode versioned args.
+// stops holding the rest back.
 //
 // # Workers
 //
@@ -91,7 +111,8 @@
 // next scheduled or retrying job comes due, whichever comes first: it asks
 // the store when that is (on the store's clock), so delayed jobs and retries
 // start on time, not up to a poll late. An enqueue wakes the workers of its
-// process at once ([Client.Wake] after [Client.EnqueueTx]); when the store
+// process at once ([Client.InTx] wakes them after its commit, or call
+// [Client.Wake] after committing a transaction of your own); when the store
 // is a [Notifier], it also wakes workers in other processes, announced after
 // the commit and coalesced. A worker that retries or snoozes a job, or
 // finishes one with an ordering key, wakes its queue to ask again. Polling
