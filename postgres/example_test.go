@@ -61,8 +61,8 @@ func Example_databaseSQL() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	view := store.SQL(db) // a TxStore[*sql.Tx] over the same schema
-	defer view.Close()    // closes the store too, not db
+	view := store.SQL(db)                                  // a TxStore[*sql.Tx] over the same schema
+	defer view.Close()                                     // closes the store too, not db
 	client, err := errand.NewClient(view, errand.Config{}) // *errand.Client[*sql.Tx]
 	if err != nil {
 		log.Fatal(err)
