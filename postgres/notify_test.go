@@ -43,15 +43,8 @@ func listenerPIDs(t *testing.T, s *postgres.Store, schema string) []int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int32
-	var pid int32
-	for rows.Next() {
-		if err := rows.Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	if err := rows.Err(); err != nil {
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
 		t.Fatal(err)
 	}
 	return pids
