@@ -100,7 +100,8 @@ func (c *Clock) earliestDue() *timer {
 }
 
 // Armed returns the times at which the armed timers and tickers fire next,
-// earliest first, for a test's failure message.
+// earliest first, for a test's failure message. Functions of AfterFunc are
+// left out, as BlockUntil leaves them out.
 func (c *Clock) Armed() []time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -108,9 +109,11 @@ func (c *Clock) Armed() []time.Time {
 }
 
 func (c *Clock) armedTimes() []time.Time {
-	ts := make([]time.Time, len(c.armed))
-	for i, tm := range c.armed {
-		ts[i] = tm.when
+	var ts []time.Time
+	for _, tm := range c.armed {
+		if tm.f == nil {
+			ts = append(ts, tm.when)
+		}
 	}
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	return ts
@@ -118,20 +121,22 @@ func (c *Clock) armedTimes() []time.Time {
 
 // BlockUntil waits until at least n timers and tickers are armed, or ctx
 // ends. A timer is armed from its creation or Reset until it fires or is
-// stopped; a ticker until it is stopped.
+// stopped; a ticker until it is stopped. Only timers with a channel count,
+// which a goroutine waits on: a function of AfterFunc, such as the deadline
+// of a call in flight, is not a goroutine blocked on the clock.
 func (c *Clock) BlockUntil(ctx context.Context, n int) error {
-	return c.blockUntil(ctx, fmt.Sprintf("%d armed", n), func() bool { return len(c.armed) >= n })
+	return c.blockUntil(ctx, fmt.Sprintf("%d armed", n), func() bool { return len(c.armedTimes()) >= n })
 }
 
 // BlockUntilAt waits until at least n timers and tickers are armed to fire
-// at t, or ctx ends. With distinct intervals a test can tell what it waits
-// for: a worker polling hourly has gone idle once a timer is armed for an
-// hour from now.
+// at t, or ctx ends; functions of AfterFunc do not count. With distinct
+// intervals a test can tell what it waits for: a worker polling hourly has
+// gone idle once a timer is armed for an hour from now.
 func (c *Clock) BlockUntilAt(ctx context.Context, t time.Time, n int) error {
 	return c.blockUntil(ctx, fmt.Sprintf("%d armed at %s", n, t.Format(time.RFC3339Nano)), func() bool {
 		k := 0
-		for _, tm := range c.armed {
-			if tm.when.Equal(t) {
+		for _, at := range c.armedTimes() {
+			if at.Equal(t) {
 				k++
 			}
 		}

@@ -138,6 +138,10 @@ func TestBlockUntilWaitsForTimersToBeArmed(t *testing.T) {
 	if err := c.BlockUntilAt(ended, t0.Add(time.Hour), 2); err == nil {
 		t.Fatal("BlockUntilAt found two timers armed at an hour, with one")
 	}
+	c.AfterFunc(time.Hour, func() {}) // no goroutine waits for it
+	if err := c.BlockUntilAt(ended, t0.Add(time.Hour), 2); err == nil {
+		t.Fatal("BlockUntilAt counted a function of AfterFunc")
+	}
 	c.NewTicker(time.Hour)
 	if err := <-armed; err != nil {
 		t.Fatal(err)
