@@ -106,7 +106,6 @@ func (c *Client) Close() error {
 type queueNotifier struct {
 	n      Notifier
 	client *Client
-	window time.Duration // notifyCoalesce; tests widen it
 
 	mu       sync.Mutex
 	pending  map[string]struct{}
@@ -121,7 +120,6 @@ func newQueueNotifier(c *Client, n Notifier) *queueNotifier {
 	return &queueNotifier{
 		n:        n,
 		client:   c,
-		window:   notifyCoalesce,
 		pending:  map[string]struct{}{},
 		txQueues: map[string]struct{}{},
 		closing:  make(chan struct{}),
@@ -185,7 +183,7 @@ func (qn *queueNotifier) send() {
 			qn.client.logger.Warn("notify workers of new jobs failed; they will find them at their next poll",
 				"queues", queues, "err", err)
 		}
-		t := qn.client.clock.NewTimer(qn.window)
+		t := qn.client.clock.NewTimer(notifyCoalesce)
 		select {
 		case <-t.C():
 		case <-qn.closing:

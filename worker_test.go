@@ -21,11 +21,18 @@ func openWorkerStore(t *testing.T) *sqlite.Store {
 	return s
 }
 
+// The workers here run on a fake clock that the store shares. Where a test
+// does not move it, no timer of the worker ever fires: what the worker does
+// it does without polling.
+
+// TestWorkerRunsEveryJobOnce: a worker runs a backlog across its queues,
+// each job once, claiming as slots free up rather than at its polls.
 func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	var runs atomic.Int64
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: []errand.Kind{{
 		Name: "count",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			runs.Add(1)
@@ -47,7 +54,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{"a": 3, "b": 2}, PollInterval: 20 * time.Millisecond})
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{"a": 3, "b": 2}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +84,10 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 
 func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	started := make(chan string, 10)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: []errand.Kind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- j.ID
@@ -105,8 +113,10 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	for range 3 {
 		<-started
 	}
-	grace, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
+	// A grace period that is over already: the handlers, which run until
+	// cancelled, are cancelled at once.
+	grace, cancel := context.WithCancel(ctx)
+	cancel()
 	if err := w.Stop(grace); err == nil {
 		t.Fatal("Stop returned nil after the grace period ran out; want an error saying so")
 	}
@@ -133,9 +143,10 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 
 func TestWorkerWakesOnEnqueue(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	ran := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: []errand.Kind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			ran <- struct{}{}
@@ -145,8 +156,8 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A poll interval far beyond the test's timeout: only the wake-up can
-	// start the job in time.
+	// The worker polls hourly on a clock that never moves: only the
+	// wake-up can start the job.
 	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -155,13 +166,14 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(ctx)
-	time.Sleep(50 * time.Millisecond) // let the worker go idle
+	// Idle: its first claim found nothing, and it waits on its poll.
+	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
 	if _, err := c.Enqueue(ctx, "ping", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-ran:
-	case <-time.After(10 * time.Second):
+	case <-time.After(clockWait):
 		t.Fatal("enqueue did not wake the idle worker")
 	}
 }
@@ -179,9 +191,10 @@ func workerWaitFor(t *testing.T, limit time.Duration, cond func() bool) {
 
 func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	started := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Kinds: []errand.Kind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: []errand.Kind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
@@ -205,9 +218,9 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	}
 	<-started
 	w.Abandon()
-	grace, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	_ = w.Stop(grace) // the grace runs out: the handler is cancelled
+	grace, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = w.Stop(grace) // no grace: the handler is cancelled
 	j, err := c.Get(ctx, r.Job.ID)
 	if err != nil {
 		t.Fatal(err)
