@@ -232,3 +232,118 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 		t.Fatalf("job %s attempt %d errors %+v; want running, attempt 1, no history", j.State, j.Attempt, j.Errors)
 	}
 }
+
+// TestWorkerNeverHoldsMoreJobsThanSlots: a worker claims only as many jobs
+// as it has free slots, so that at no moment does the store show more of
+// its jobs running than it has slots. A claim of the whole concurrency
+// would leave the extra jobs claimed, waiting for a slot, their leases
+// unrenewed.
+func TestWorkerNeverHoldsMoreJobsThanSlots(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := openStore(t, clock)
+	started, release := make(chan string, 10), make(chan struct{})
+	quit := make(chan struct{}) // ends every handler, for Stop to return after a failure
+	c := newClient(t, s, errand.Config{Clock: clock, Kinds: []errand.Kind{{Name: "hold",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			started <- j.ID
+			select {
+			case <-release:
+			case <-quit:
+			}
+			return nil
+		})}}})
+	const slots, n = 2, 6
+	for range n {
+		enqueue(t, c, "hold", nil)
+	}
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: slots}, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	defer close(quit)
+	// held counts the jobs running in the store under the worker's leases.
+	held := func() int {
+		js, err := c.List(ctx, &errand.JobListParams{States: []errand.JobState{errand.StateRunning}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for _, j := range js {
+			if j.LeaseOwner != nil && *j.LeaseOwner == w.ID() {
+				k++
+			}
+		}
+		return k
+	}
+	waitStarted := func() {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(clockWait):
+			t.Fatal("no job started")
+		}
+	}
+	for range slots {
+		waitStarted()
+	}
+	if got := held(); got != slots {
+		t.Fatalf("%d jobs running with every slot busy, want %d", got, slots)
+	}
+	// Each finished job frees one slot: the worker claims one job for it,
+	// and the job starts once claimed.
+	for i := slots; i < n; i++ {
+		release <- struct{}{}
+		waitStarted()
+		if got := held(); got > slots {
+			t.Fatalf("after %d jobs finished: %d jobs running for a worker of %d slots", i-slots+1, got, slots)
+		}
+	}
+	for range slots {
+		release <- struct{}{}
+	}
+	workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == n })
+}
+
+// TestWorkerLeavesUnhandledKindsQueued: a worker claims only the kinds it
+// has handlers for. A job of a kind no worker handles (a new kind, during
+// a rolling deploy that has not reached this worker) stays queued with
+// none of its attempts used, while the worker runs the jobs around it.
+func TestWorkerLeavesUnhandledKindsQueued(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := openStore(t, clock)
+	c := newClient(t, s, errand.Config{Clock: clock, Kinds: []errand.Kind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}}})
+	producer := newClient(t, s, errand.Config{})
+	// Enqueued first: a claim that ignored kinds would take it first.
+	unhandled := enqueue(t, producer, "new_kind", nil)
+	handled := enqueue(t, c, "task", nil)
+	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	workerWaitFor(t, clockWait, func() bool { return getJob(t, c, handled.ID).State == errand.StateSucceeded })
+	// Idle, and then idle again after a poll: two claims found nothing.
+	for range 2 {
+		blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+		clock.Advance(time.Hour)
+	}
+	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+	j := getJob(t, c, unhandled.ID)
+	if j.State != errand.StateQueued || j.Attempt != 0 || len(j.Errors) != 0 || j.LeaseOwner != nil {
+		t.Fatalf("job of a kind without a handler: %s, attempt %d, history %v, owner %v; want queued, attempt 0, untouched",
+			j.State, j.Attempt, classes(j.Errors), j.LeaseOwner)
+	}
+	if st := w.Stats(); st.JobsCompleted != 1 {
+		t.Errorf("worker completed %d jobs, want only the handled one", st.JobsCompleted)
+	}
+}
