@@ -75,7 +75,7 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 	stopTimer := func() bool { return false }
 	if k.Timeout > 0 {
 		var stop context.CancelFunc
-		hctx, stop = context.WithTimeoutCause(ctx, k.Timeout, errTimeout)
+		hctx, stop = withTimeout(ctx, c.clock, k.Timeout, errTimeout)
 		defer stop()
 		stopTimer = func() bool { stop(); return context.Cause(hctx) == errTimeout }
 	}
@@ -92,9 +92,9 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 		}
 	})
 
-	start := time.Now()
+	start := c.clock.Now()
 	a.err, a.stack = callHandler(hctx, k.handler, job)
-	a.took = time.Since(start)
+	a.took = c.clock.Now().Sub(start)
 	timedOut := stopTimer()
 	stopBeats()
 	wg.Wait()
@@ -136,22 +136,22 @@ func (c *engine) heartbeat(ctx context.Context, job *Job, lease time.Duration, r
 	if interval <= 0 {
 		interval = time.Millisecond
 	}
-	t := time.NewTicker(interval)
+	t := c.clock.NewTicker(interval)
 	defer t.Stop()
-	expiry := time.NewTimer(time.Until(renewed.Add(lease)))
+	expiry := c.clock.NewTimer(renewed.Add(lease).Sub(c.clock.Now()))
 	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return renewed, nil
-		case <-expiry.C:
+		case <-expiry.C():
 			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
 				"reason", "no renewal for a whole lease")
 			return renewed, ErrLeaseLost
-		case <-t.C:
+		case <-t.C():
 		}
-		sent := time.Now()
-		callCtx, cancelCall := context.WithDeadline(ctx, renewed.Add(lease))
+		sent := c.clock.Now()
+		callCtx, cancelCall := withDeadline(ctx, c.clock, renewed.Add(lease), nil)
 		rs, err := c.store.JobHeartbeatMany(callCtx, &JobHeartbeatParams{
 			Leases: []JobLease{{ID: job.ID, LeaseToken: *job.LeaseToken}},
 			Lease:  lease,
@@ -162,13 +162,13 @@ func (c *engine) heartbeat(ctx context.Context, job *Job, lease time.Duration, r
 			return renewed, nil
 		case err == nil && rs[0].Err == nil:
 			renewed = sent
-			expiry.Reset(time.Until(renewed.Add(lease)))
+			expiry.Reset(renewed.Add(lease).Sub(c.clock.Now()))
 		case err == nil:
 			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
 			return renewed, ErrLeaseLost
 		default:
 			c.logger.Warn("heartbeat failed", "job_id", job.ID, "err", err)
-			if time.Since(renewed) >= lease {
+			if c.clock.Now().Sub(renewed) >= lease {
 				c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
 					"reason", "no renewal for a whole lease")
 				return renewed, ErrLeaseLost
@@ -283,19 +283,19 @@ const (
 func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		wctx, cancel := context.WithDeadline(ctx, a.renewed.Add(a.lease))
+		wctx, cancel := withDeadline(ctx, c.clock, a.renewed.Add(a.lease), nil)
 		r, err := write(wctx, o)
 		cancel()
 		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
 			return r, err
 		}
-		left := a.lease - time.Since(a.renewed)
+		left := a.lease - c.clock.Now().Sub(a.renewed)
 		if left <= 0 {
 			return r, err
 		}
 		c.logger.Warn("record outcome failed; retrying while the lease lasts", "job_id", a.job.ID,
 			"outcome", string(o.Kind), "lease_left", left.Round(time.Millisecond).String(), "err", err)
-		time.Sleep(min(backoff, left))
+		sleep(c.clock, min(backoff, left))
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }

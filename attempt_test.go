@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 )
 
 // troubledStore wraps a real store with the faults a network or a busy
@@ -18,12 +19,23 @@ type troubledStore struct {
 	hangHeartbeats atomic.Bool  // heartbeats block until their context ends
 	failOutcomes   atomic.Int64 // this many outcome writes fail first
 	hangOutcomes   atomic.Bool  // outcome writes block until their context ends
+	// hanging, when set, hears of a call that begins to hang.
+	hanging chan string
+}
+
+// hang blocks until ctx ends, after telling s.hanging that call hangs.
+func (s *troubledStore) hang(ctx context.Context, call string) error {
+	select {
+	case s.hanging <- call:
+	default: // nobody listens, or the test heard of one already
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
 	if s.hangHeartbeats.Load() {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, s.hang(ctx, "heartbeat")
 	}
 	return s.TxStore.JobHeartbeatMany(ctx, p)
 }
@@ -33,31 +45,63 @@ func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 		return nil, errors.New("connection reset by peer")
 	}
 	if s.hangOutcomes.Load() {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, s.hang(ctx, "outcome")
 	}
 	return s.TxStore.JobRecordOutcomes(ctx, p)
 }
 
+// clockClient returns a client on clock with one kind, "task", run by h.
+func clockClient(t testing.TB, st errand.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
+	t.Helper()
+	return newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
+}
+
+// workOneAsync runs WorkOne in a goroutine, for a test that moves the
+// clock while it runs.
+func workOneAsync(t *testing.T, c *errand.Client[*sql.Tx], opts errand.WorkOneOpts) <-chan *errand.WorkResult {
+	t.Helper()
+	done := make(chan *errand.WorkResult, 1)
+	go func() {
+		r, err := c.WorkOne(context.Background(), opts)
+		if err != nil {
+			t.Errorf("work one: %v", err)
+		}
+		done <- r
+	}()
+	return done
+}
+
 // A heartbeat that hangs in the store must not let the handler run on past
 // its lease, where another worker may already run the job: the handler is
-// cancelled once a whole lease passed without a renewal.
+// cancelled once a whole lease passed without a renewal, not before.
 func TestHangingHeartbeatCancelsHandler(t *testing.T) {
-	st := &troubledStore{TxStore: openStore(t, nil)}
+	clock := newTestClock()
+	st := &troubledStore{TxStore: openStore(t, clock), hanging: make(chan string, 1)}
 	st.hangHeartbeats.Store(true)
-	cancelled := make(chan time.Duration, 1)
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
-		start := time.Now()
-		select {
-		case <-ctx.Done():
-			cancelled <- time.Since(start)
-			return ctx.Err()
-		case <-time.After(30 * time.Second):
-			return nil
-		}
+	cancelled := make(chan struct{})
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error {
+		<-ctx.Done()
+		close(cancelled)
+		return ctx.Err()
 	})
 	enqueue(t, c, "task", nil)
-	res := workOne(t, c, errand.WorkOneOpts{Lease: errand.MinLease})
+	const lease = time.Minute
+	claimed := clock.Now()
+	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: lease})
+	// The first heartbeat is sent a third of the lease on, and hangs.
+	blockUntilAt(t, clock, claimed.Add(lease/3), 1)
+	clock.Advance(lease / 3)
+	<-st.hanging
+	clock.Set(claimed.Add(lease - time.Microsecond))
+	select {
+	case <-cancelled:
+		t.Fatal("the handler was cancelled before a whole lease passed")
+	case r := <-done:
+		t.Fatalf("work one returned %+v before a whole lease passed", r)
+	default:
+	}
+	clock.Set(claimed.Add(lease))
+	res := <-done
 	select {
 	case <-cancelled:
 	default:
@@ -71,18 +115,22 @@ func TestHangingHeartbeatCancelsHandler(t *testing.T) {
 // A handler that returns nil after its timeout passed did its work: the
 // attempt succeeded, and running it again would repeat the effect.
 func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
-	st := openStore(t, nil)
-	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "k",
-		Timeout: 50 * time.Millisecond,
+		Timeout: time.Second,
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			<-ctx.Done() // the timeout fires...
-			time.Sleep(20 * time.Millisecond)
-			return nil // ...and the handler finishes its work anyway
+			return nil   // ...and the handler finishes its work anyway
 		}),
 	}})})
 	j := enqueue(t, c, "k", nil)
-	if res := workOne(t, c, errand.WorkOneOpts{}); res.Result != errand.ResultSucceeded {
+	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: time.Minute})
+	// The attempt has begun once its lease's heartbeats are scheduled.
+	blockUntilAt(t, clock, clock.Now().Add(20*time.Second), 1)
+	clock.Advance(time.Second)
+	if res := <-done; res.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded", res)
 	}
 	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || len(got.Errors) != 0 {
@@ -90,14 +138,21 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 	}
 }
 
-// A failed acknowledgment write is retried while the lease lasts: one lost
-// write must not turn a finished final attempt into a dead job.
+// A failed acknowledgment write is retried while the lease lasts, backing
+// off 50ms and then twice that: one lost write must not turn a finished
+// final attempt into a dead job.
 func TestOutcomeWriteRetried(t *testing.T) {
-	st := &troubledStore{TxStore: openStore(t, nil)}
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error { return nil })
+	clock := newTestClock()
+	st := &troubledStore{TxStore: openStore(t, clock)}
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	st.failOutcomes.Store(2)
-	if res := workOne(t, c, errand.WorkOneOpts{Lease: 5 * time.Second}); res.Result != errand.ResultSucceeded {
+	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: 5 * time.Second})
+	for _, backoff := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond} {
+		blockUntilAt(t, clock, clock.Now().Add(backoff), 1)
+		clock.Advance(backoff)
+	}
+	if res := <-done; res.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded after the write was retried", res)
 	}
 	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.Attempt != 1 {
@@ -106,35 +161,39 @@ func TestOutcomeWriteRetried(t *testing.T) {
 }
 
 // A write that hangs (a connection cut off without a reset) must not hang
-// the worker: each write is bounded by the lease, so Stop returns, and the
-// job, whose outcome could not be recorded, is left to its lease.
+// the worker: each write is bounded by the lease, so Stop returns once the
+// lease has passed, and the job, whose outcome could not be recorded, is
+// left to its lease.
 func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
-	st := &troubledStore{TxStore: openStore(t, nil)}
+	clock := newTestClock()
+	st := &troubledStore{TxStore: openStore(t, clock), hanging: make(chan string, 1)}
 	st.hangOutcomes.Store(true)
 	ran := make(chan struct{}, 1)
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error {
 		ran <- struct{}{}
 		return nil
 	})
 	j := enqueue(t, c, "task", nil)
-	// The lease bounds the hung write, so Stop takes about that long. It is
-	// long enough that the leader's sweep at its election, at about the
-	// time of the claim, cannot find the lease already expired and move the
-	// job on before Stop ends the leader's duties.
-	w, err := c.NewWorker(errand.WorkerConfig{Lease: time.Second, PollInterval: time.Hour})
+	// The sweeps and the leadership renewals come hourly: none moves the
+	// job on while the clock passes its lease.
+	const lease = time.Minute
+	w, err := c.NewWorker(errand.WorkerConfig{Lease: lease, PollInterval: time.Hour, LeaderTTL: 3 * time.Hour, SweepInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	claimed := clock.Now()
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	<-ran
+	<-st.hanging
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(context.Background()) }()
+	clock.Set(claimed.Add(lease))
 	select {
 	case <-stopped:
-	case <-time.After(20 * time.Second):
-		t.Fatal("Stop still waiting on a hung outcome write")
+	case <-time.After(clockWait):
+		t.Fatal("Stop still waiting on a hung outcome write after the lease")
 	}
 	if got := getJob(t, c, j.ID); got.State != errand.StateRunning {
 		t.Fatalf("job %s; want running, left to its lease", got.State)

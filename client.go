@@ -39,6 +39,11 @@ type Config struct {
 	// in a kind fails at once instead of waiting forever for a worker. A
 	// client that declares no kinds (a producer only) accepts any kind.
 	AllowUnknownKinds bool
+	// Clock is the time of the client and its workers: polls, lease
+	// renewals, timeouts, leadership and registry heartbeats. Nil means the
+	// system clock. Tests pass a fake one (errandtest.Clock), the same one
+	// they give the store, so that leases and timers agree.
+	Clock TimeSource
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -66,6 +71,7 @@ type engine struct {
 	logger      *slog.Logger
 	// allowUnknownKinds: enqueue kinds not in kinds (Config.AllowUnknownKinds).
 	allowUnknownKinds bool
+	clock             TimeSource // Config.Clock, or the system clock
 
 	wakeMu sync.Mutex
 	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
@@ -90,6 +96,10 @@ func NewClient[TTx any](store TxStore[TTx], cfg Config) (*Client[TTx], error) {
 		logger:      cfg.Logger,
 
 		allowUnknownKinds: cfg.AllowUnknownKinds,
+		clock:             cfg.Clock,
+	}
+	if c.clock == nil {
+		c.clock = systemTime{}
 	}
 	if c.retry == nil {
 		c.retry = &RetryPolicy{}

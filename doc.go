@@ -54,7 +54,9 @@
 //     attempt's error, class, stack and time. [Client.Replay] is explicit,
 //     audited, keeps the job's id, and applies only to dead or cancelled jobs.
 //  6. One time authority. Lease and schedule decisions use the store's clock:
-//     the database's on PostgreSQL, the machine's on SQLite. Tests inject it.
+//     the database's on PostgreSQL, the machine's on SQLite. Tests inject it,
+//     and give the client the same one ([Config].Clock), so that the
+//     workers' timers move with it.
 //
 // # States
 //

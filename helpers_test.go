@@ -5,41 +5,36 @@ import (
 	"database/sql"
 	"encoding/json"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/sqlite"
 )
 
-// testClock is a clock the test moves by hand. It starts on a whole second
-// so that times survive the store's microsecond precision unchanged.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
+// newTestClock returns a fake clock for a store and a client to share. It
+// starts on a whole second so that times survive the store's microsecond
+// precision unchanged.
+func newTestClock() *errandtest.Clock {
+	return errandtest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
-func newTestClock() *testClock {
-	return &testClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-}
+// clockWait is how long a test waits for the code under test to react to
+// the fake clock, or to block on it: generous, since the machines are
+// shared and slow; a passing test never waits it out.
+const clockWait = 10 * time.Second
 
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
+// blockUntilAt waits until n of clock's timers are armed to fire at at: a
+// worker whose poll interval is an hour has gone idle once its poll timer
+// is armed for an hour from now.
+func blockUntilAt(t testing.TB, clock *errandtest.Clock, at time.Time, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clockWait)
+	defer cancel()
+	if err := clock.BlockUntilAt(ctx, at, n); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // openStore opens a fresh SQLite file in a temporary directory. A nil clock

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 )
 
 func TestWorkerRecordHandles(t *testing.T) {
@@ -73,9 +74,9 @@ func TestAssembleQueueStats(t *testing.T) {
 // no live worker handles, from the registry: a misspelt kind, a queue no
 // worker runs, and every kind once the only worker stops.
 func TestStatsNamesUnhandledKinds(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx]) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		c := newClient(t, s, errand.Config{Kinds: kindsOf([]testKind{
+		c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{
 			{Name: "export_order", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })},
 		})})
 		w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour, PollOnly: true})

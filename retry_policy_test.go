@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 )
 
 // wantCap computes min(max, base*2^(attempt-1)) in floating point, a
@@ -124,7 +125,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 
 // failAndCheckDelay runs one attempt of the only claimable job, which fails,
 // and checks that the job waits within [cap/2, cap) of the clock.
-func failAndCheckDelay(t *testing.T, c *errand.Client[*sql.Tx], clock *testClock, id string, limit time.Duration) {
+func failAndCheckDelay(t *testing.T, c *errand.Client[*sql.Tx], clock *errandtest.Clock, id string, limit time.Duration) {
 	t.Helper()
 	r := workOne(t, c, errand.WorkOneOpts{})
 	if r.Result != errand.ResultRetrying || *r.JobID != id {

@@ -23,7 +23,7 @@ import (
 const notifyCoalesce = 10 * time.Millisecond
 
 // notifyTimeout bounds one NotifyQueues call, so that a hung connection
-// cannot hold Close for long.
+// cannot hold Close for long. Like claimTimeout, it runs on real time.
 const notifyTimeout = 5 * time.Second
 
 // wakeChan returns a channel closed at the next wake-up of queue.
@@ -121,7 +121,6 @@ func newQueueNotifier(c *engine, n Notifier) *queueNotifier {
 	return &queueNotifier{
 		n:        n,
 		client:   c,
-		window:   notifyCoalesce,
 		pending:  map[string]struct{}{},
 		txQueues: map[string]struct{}{},
 		closing:  make(chan struct{}),
@@ -185,9 +184,9 @@ func (qn *queueNotifier) send() {
 			qn.client.logger.Warn("notify workers of new jobs failed; they will find them at their next poll",
 				"queues", queues, "err", err)
 		}
-		t := time.NewTimer(qn.window)
+		t := qn.client.clock.NewTimer(notifyCoalesce)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-qn.closing:
 			t.Stop()
 		}

@@ -15,7 +15,9 @@ const DefaultLease = 30 * time.Second
 // claimTimeout bounds one claim. It is not the lease: a short lease must not
 // make every claim on a slow database time out. A claim that returns after
 // its lease ended is harmless, since every write about its jobs is fenced
-// and the first heartbeat finds the lease gone.
+// and the first heartbeat finds the lease gone. It runs on real time, not
+// the client's clock: it bounds a call to the database, which a fake clock
+// cannot slow down (see clock.go).
 const claimTimeout = 30 * time.Second
 
 // WorkOneOpts configure WorkOne.
@@ -66,7 +68,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResul
 	// Once sent, the claim is not cancelled (see Worker.runQueue): its
 	// jobs would be stranded until their leases expire.
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	claimSent := time.Now() // the store's lease starts no earlier than this
+	claimSent := c.clock.Now() // the store's lease starts no earlier than this
 	defer cancelClaim()
 	jobs, err := c.store.JobClaimMany(claimCtx, &JobClaimParams{
 		Queues: opts.Queues,

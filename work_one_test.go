@@ -170,24 +170,34 @@ func TestWorkOneRecoversPanicsWithTheirStack(t *testing.T) {
 }
 
 func TestWorkOneKindTimeout(t *testing.T) {
-	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "task",
-		Timeout: 50 * time.Millisecond,
+		Timeout: time.Second,
 		Handler: errand.HandlerFunc(func(ctx context.Context, _ *errand.Job) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(10 * time.Second):
+			case <-time.After(clockWait):
 				return errors.New("the timeout did not cancel the handler's context")
 			}
 		}),
 	}})})
 	job := enqueue(t, c, "task", nil)
-	start := time.Now()
-	r := workOne(t, c, errand.WorkOneOpts{})
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("work one took %v; the timeout did not stop the handler", took)
+	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: time.Minute})
+	// The attempt has begun once its lease's heartbeats are scheduled.
+	blockUntilAt(t, clock, clock.Now().Add(20*time.Second), 1)
+	clock.Advance(time.Second - time.Microsecond)
+	select {
+	case r := <-done:
+		t.Fatalf("work one returned %+v before the timeout", r)
+	default:
+	}
+	clock.Advance(time.Microsecond)
+	r := <-done
+	if r.Duration != time.Second {
+		t.Errorf("handler ran %v, want the timeout, 1s", r.Duration)
 	}
 	if r.Result != errand.ResultRetrying || r.Class != errand.ClassTimeout {
 		t.Fatalf("result %+v, want retrying with class timeout", r)
@@ -401,6 +411,8 @@ func TestSetProgressIsSeenByTheNextAttempt(t *testing.T) {
 }
 
 func TestSetProgressIsFenced(t *testing.T) {
+	// The client keeps real time, so that no heartbeat notices the lease
+	// end that the store's clock passes: the fenced writes must.
 	clock := newTestClock()
 	st := openStore(t, clock)
 	var progressErr error
@@ -447,7 +459,10 @@ func TestWorkOneLeaseLostWritesNothing(t *testing.T) {
 			second := handlerClient(t, openStoreAt(t, path, clock), func(context.Context, *errand.Job) error { return nil })
 			job := enqueue(t, first, "task", nil)
 
-			const lease = 30 * time.Second // far longer than the test: no heartbeat fires
+			// The clients keep real time, and the lease is far longer than
+			// the test: no heartbeat notices that the store's clock passed
+			// it, so the stale attempt writes, and the store must fence it.
+			const lease = 30 * time.Second
 			type outcome struct {
 				r   *errand.WorkResult
 				err error
@@ -488,35 +503,30 @@ func TestWorkOneLeaseLostWritesNothing(t *testing.T) {
 }
 
 func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
-	clock := newTestClock()
-	st := openStore(t, clock)
+	// The store's clock and the worker's are apart here: the store's
+	// passes the lease while the worker's has come only to its first
+	// heartbeat, so that it is the store's answer that ends the attempt.
+	storeClock, workerClock := newTestClock(), newTestClock()
+	st := openStore(t, storeClock)
 	started := make(chan struct{})
-	c := handlerClient(t, st, func(ctx context.Context, _ *errand.Job) error {
+	c := clockClient(t, st, workerClock, func(ctx context.Context, _ *errand.Job) error {
 		close(started)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(10 * time.Second):
+		case <-time.After(clockWait):
 			return nil
 		}
 	})
 	job := enqueue(t, c, "task", nil)
-	done := make(chan *errand.WorkResult, 1)
-	go func() {
-		r, err := c.WorkOne(context.Background(), errand.WorkOneOpts{Lease: errand.MinLease})
-		if err != nil {
-			t.Errorf("work one: %v", err)
-		}
-		done <- r
-	}()
+	const lease = time.Minute
+	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: lease})
 	<-started
 	claimed := getJob(t, c, job.ID)
-	clock.Advance(2 * errand.MinLease) // the next heartbeat finds the lease expired
-	start := time.Now()
+	storeClock.Advance(lease) // the lease has expired in the store
+	blockUntilAt(t, workerClock, workerClock.Now().Add(lease/3), 1)
+	workerClock.Advance(lease / 3) // the first heartbeat finds it so
 	r := <-done
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("handler ran %v after the lease was lost", took)
-	}
 	if r == nil || r.Result != errand.ResultLeaseLost {
 		t.Fatalf("result %+v, want lease_lost", r)
 	}
@@ -529,25 +539,37 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 }
 
 func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
-	st := openStore(t, nil) // the real clock: heartbeats race real time
-	c := handlerClient(t, st, func(ctx context.Context, _ *errand.Job) error {
+	clock := newTestClock()
+	st := openStore(t, clock)
+	release := make(chan struct{})
+	c := clockClient(t, st, clock, func(ctx context.Context, _ *errand.Job) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(3 * time.Second):
+		case <-release:
 			return nil
 		}
 	})
 	job := enqueue(t, c, "task", nil)
-	// A lease of a second (renewed every third of it): a shorter one is lost
-	// whenever a busy machine delays a renewal by a few hundred
-	// milliseconds, although the heartbeats work.
-	r := workOne(t, c, errand.WorkOneOpts{Lease: time.Second})
+	const lease = 30 * time.Second
+	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: lease})
+	// Three leases pass, a renewal every third of one: each renewal moves
+	// the lease's end, in the store and in the worker.
+	blockUntilAt(t, clock, clock.Now().Add(lease/3), 1)
+	for range 9 {
+		now := clock.Advance(lease / 3)
+		blockUntilAt(t, clock, now.Add(lease), 1) // the worker's end of the lease, renewed
+		if j := getJob(t, c, job.ID); j.State != errand.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
+			t.Fatalf("at %v: job %s until %v, want running until %v", now, j.State, j.LeaseUntil, now.Add(lease))
+		}
+	}
+	close(release)
+	r := <-done
 	if r.Result != errand.ResultSucceeded || r.Attempt != 1 {
 		t.Fatalf("result %+v, want succeeded on attempt 1", r)
 	}
-	if r.Duration < 3*time.Second {
-		t.Fatalf("handler ran %v, want at least 3s (three leases)", r.Duration)
+	if r.Duration != 3*lease {
+		t.Fatalf("handler ran %v, want 3 leases, %v", r.Duration, 3*lease)
 	}
 	if j := getJob(t, c, job.ID); j.State != errand.StateSucceeded || j.Attempt != 1 || len(j.Errors) != 0 {
 		t.Fatalf("job %s attempt %d history %v, want succeeded on attempt 1", j.State, j.Attempt, j.Errors)

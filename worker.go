@@ -164,6 +164,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
 	w.outcomes.abandoned = &w.abandoned
 	w.outcomes.timeout = w.cfg.Lease
+	w.outcomes.clock = w.c.clock
 	w.outcomes.start(ctx)
 	// Listen before the first claim, so no notification falls between them.
 	if notes := w.listen(loopCtx); notes != nil {
@@ -268,7 +269,7 @@ func (w *Worker) nextDue(ctx context.Context, queue string) time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	return time.Now().Add(wait)
+	return w.c.clock.Now().Add(wait)
 }
 
 // changesSchedule reports whether recording res changed when a job of the
@@ -292,7 +293,7 @@ func changesSchedule(job *Job, res *WorkResult) bool {
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
 	slots := make(chan struct{}, n) // a token per running job
 	freed := make(chan struct{}, 1)
-	poll := time.NewTimer(0)
+	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	idle := false // the last claim came up short
 	for {
@@ -322,7 +323,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// stranding the claimed jobs until their leases expire. The jobs
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		claimSent := time.Now() // the store's lease starts no earlier than this
+		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
 		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
 			Queues: []string{queue},
 			Kinds:  w.kinds,
@@ -386,14 +387,17 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		if !due.IsZero() {
 			// The floor keeps a store clock that stands still (a test's)
 			// from spinning the loop on a job forever a moment away.
-			wait = min(wait, max(time.Until(due), minDueWait))
+			wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 		}
 		poll.Reset(wait)
 		select {
 		case <-loopCtx.Done():
 			return
 		case <-wake:
-		case <-poll.C:
+			// Disarmed while the queue works, so that an armed poll
+			// means an idle queue (a fake clock's tests wait for that).
+			poll.Stop()
+		case <-poll.C():
 		}
 	}
 }

@@ -14,13 +14,14 @@ import (
 // the worker did.
 func TestWorkerBatchesOutcomes(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	const n = 40
 	// Every handler waits until all n are running, so that their outcomes
 	// reach the batcher together.
 	var all sync.WaitGroup
 	all.Add(n)
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "together",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			all.Done()
@@ -38,7 +39,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: 20 * time.Millisecond})
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,9 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	}
 	workerWaitFor(t, 20*time.Second, func() bool { return w.Stats().JobsCompleted == n })
 	// Idle now: the poll keeps looking and finds nothing.
-	workerWaitFor(t, 10*time.Second, func() bool { return w.Stats().IdleClaims >= 2 })
+	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+	clock.Advance(time.Hour)
+	workerWaitFor(t, clockWait, func() bool { return w.Stats().IdleClaims >= 2 })
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +80,11 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 // stops only after the last job has returned.
 func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	started := make(chan struct{}, 5)
 	release := make(chan struct{})
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "held",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
@@ -108,7 +112,9 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(ctx) }()
-	time.Sleep(50 * time.Millisecond) // Stop is now waiting for the jobs
+	// The registry shows the worker draining once Stop has stopped
+	// claiming: Stop is now waiting for the jobs.
+	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerDraining })
 	close(release)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func (c *Client[TTx]) Leader(ctx context.Context) (*Leader, error) {
 func (w *Worker) Leading() bool {
 	w.leader.mu.Lock()
 	defer w.leader.mu.Unlock()
-	return w.leader.leading && time.Now().Before(w.leader.until)
+	return w.leader.leading && w.c.clock.Now().Before(w.leader.until)
 }
 
 // workerLeadership is a Worker's candidacy.
@@ -81,25 +81,25 @@ func (w *Worker) lead(ctx context.Context) {
 	every := ttl / 3
 	margin := ttl / 3
 	defer w.resign(ctx)
-	t := time.NewTimer(0)
+	t := w.c.clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
-		if until, ok := w.leadingUntil(); ok && !time.Now().Before(until) {
+		if until, ok := w.leadingUntil(); ok && !w.c.clock.Now().Before(until) {
 			w.stopLeading("could not renew the lease in time")
 		}
-		start := time.Now()
+		start := w.c.clock.Now()
 		deadline := start.Add(ttl)
 		if until, ok := w.leadingUntil(); ok {
 			// A call that would return after our share of the lease is
 			// worthless: cut it off there.
 			deadline = until
 		}
-		callCtx, cancel := context.WithDeadline(ctx, deadline)
+		callCtx, cancel := withDeadline(ctx, w.c.clock, deadline, nil)
 		l, err := w.c.store.LeaderElect(callCtx, &LeaderElectParams{Name: LeaderName, Holder: w.ID(), TTL: ttl})
 		cancel()
 		if ctx.Err() != nil {
@@ -122,7 +122,7 @@ func (w *Worker) lead(ctx context.Context) {
 			}
 		}
 		if until, ok := w.leadingUntil(); ok {
-			left := time.Until(until)
+			left := until.Sub(w.c.clock.Now())
 			if left <= 0 {
 				w.stopLeading("could not renew the lease in time")
 			} else {
@@ -203,9 +203,9 @@ func (w *Worker) resign(ctx context.Context) {
 // sweep every SweepInterval and registry cleanup every workerPruneEvery,
 // each at once on election.
 func (w *Worker) leaderDuties(ctx context.Context) {
-	sweep := time.NewTicker(w.cfg.SweepInterval)
+	sweep := w.c.clock.NewTicker(w.cfg.SweepInterval)
 	defer sweep.Stop()
-	prune := time.NewTicker(workerPruneEvery)
+	prune := w.c.clock.NewTicker(workerPruneEvery)
 	defer prune.Stop()
 	w.leaderSweep(ctx)
 	w.leaderPrune(ctx)
@@ -213,9 +213,9 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-sweep.C:
+		case <-sweep.C():
 			w.leaderSweep(ctx)
-		case <-prune.C:
+		case <-prune.C():
 			w.leaderPrune(ctx)
 		}
 	}

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/sqlite"
 )
 
-// testLeaderTTL is long enough that a leader stalled for a while on a busy
-// machine (the race detector, shared cores) still renews in time: a shorter
-// TTL lets leadership move between workers in the middle of a test.
-const testLeaderTTL = 1500 * time.Millisecond
+// testLeaderTTL is the leadership's TTL in these tests, on a fake clock: a
+// worker elects every third of it, and leads for two thirds of it after the
+// start of its last successful election.
+const testLeaderTTL = 15 * time.Second
 
 // flakyLeaderStore is a real SQLite store whose leadership renewals fail
 // once failing is set, as when a leader is cut off from its database.
@@ -32,18 +33,21 @@ func (s *flakyLeaderStore) LeaderElect(ctx context.Context, p *errand.LeaderElec
 }
 
 // leaderProcess opens the SQLite file at path as a separate worker process
-// would, and starts a worker that serves queue "work", polls once an hour
-// (so that no claim sweeps behind the leader's back) and competes for
-// leadership with cfg's TTL (default testLeaderTTL).
-func leaderProcess(t *testing.T, path string, cfg errand.WorkerConfig) (*errand.Worker, *flakyLeaderStore) {
+// on the same machine would, with clock for its time, and starts a worker
+// that serves queue "work" and competes for leadership with cfg's TTL
+// (default testLeaderTTL). Its polls, registry heartbeats and sweeps come
+// hourly unless cfg says otherwise, so that the only timers due within the
+// TTL are its elections (and the sweeps a test asks for), and no claim
+// sweeps behind the leader's back.
+func leaderProcess(t *testing.T, path string, clock *errandtest.Clock, cfg errand.WorkerConfig) (*errand.Worker, *flakyLeaderStore) {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), path, nil)
+	s, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	fs := &flakyLeaderStore{Store: s}
-	c, err := errand.NewClient(fs, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(fs, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
 	}})})
@@ -52,11 +56,12 @@ func leaderProcess(t *testing.T, path string, cfg errand.WorkerConfig) (*errand.
 	}
 	cfg.Queues = map[string]int{"work": 1}
 	cfg.PollInterval = time.Hour
+	cfg.HeartbeatInterval = time.Hour
 	if cfg.LeaderTTL == 0 {
 		cfg.LeaderTTL = testLeaderTTL
 	}
 	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = 50 * time.Millisecond
+		cfg.SweepInterval = time.Hour
 	}
 	w, err := c.NewWorker(cfg)
 	if err != nil {
@@ -82,27 +87,26 @@ func leaders(ws ...*errand.Worker) []*errand.Worker {
 func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
-	a, _ := leaderProcess(t, path, errand.WorkerConfig{})
-	b, _ := leaderProcess(t, path, errand.WorkerConfig{})
-	observer := newClient(t, openStoreAt(t, path, nil), errand.Config{})
+	clock := newTestClock()
+	a, _ := leaderProcess(t, path, clock, errand.WorkerConfig{})
+	b, _ := leaderProcess(t, path, clock, errand.WorkerConfig{})
+	observer := newClient(t, openStoreAt(t, path, clock), errand.Config{})
+	every := testLeaderTTL / 3
 
-	// Over two TTLs (six renewals), never two leaders; and one as soon as
-	// the first election is through.
-	var first *errand.Worker
-	for end := time.Now().Add(2 * testLeaderTTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		ls := leaders(a, b)
-		if len(ls) > 1 {
-			t.Fatal("both workers lead at once")
-		}
-		if len(ls) == 1 && first == nil {
-			first = ls[0]
-		}
-		if first != nil && len(ls) == 1 && ls[0] != first {
-			t.Fatal("leadership moved although the leader kept renewing")
-		}
+	// Both have held their first election once both wait for the next.
+	blockUntilAt(t, clock, clock.Now().Add(every), 2)
+	ls := leaders(a, b)
+	if len(ls) != 1 {
+		t.Fatalf("%d workers lead after the first elections, want 1", len(ls))
 	}
-	if first == nil {
-		t.Fatalf("no worker led within %s", 2*testLeaderTTL)
+	first := ls[0]
+	// Over two TTLs (six renewals), never two leaders, and no change.
+	for i := range 6 {
+		clock.Advance(every)
+		blockUntilAt(t, clock, clock.Now().Add(every), 2)
+		if ls := leaders(a, b); len(ls) != 1 || ls[0] != first {
+			t.Fatalf("election %d: leaders %v, want only the first leader %s", i+2, ls, first.ID())
+		}
 	}
 	l, err := observer.Leader(ctx)
 	if err != nil {
@@ -119,79 +123,88 @@ func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 	if err := first.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stopped := time.Now()
 	if first.Leading() {
 		t.Error("a stopped worker still leads")
 	}
 	// A clean stop resigns: the other worker takes over at its next
-	// election, not when the lease would have expired.
-	workerWaitFor(t, 10*time.Second, other.Leading)
-	t.Logf("handover took %s", time.Since(stopped).Round(time.Millisecond))
+	// election, a third of the TTL on, not when the lease would have
+	// expired, a whole TTL on.
+	clock.Advance(every)
+	blockUntilAt(t, clock, clock.Now().Add(every), 1)
+	if !other.Leading() {
+		t.Fatal("the other worker does not lead after the leader resigned")
+	}
 	if l, err := observer.Leader(ctx); err != nil || l.Holder != other.ID() {
 		t.Errorf("store's leader %+v (%v), want %s", l, err, other.ID())
 	}
 }
 
 // TestLeaderStopsBeforeLeaseEndsWhenRenewalFails: a leader that cannot
-// renew gives up while the store still shows its lease, so no other worker
-// can be elected while it still believes it leads.
+// renew gives up a third of the TTL before the store's lease ends, so no
+// other worker can be elected while it still believes it leads.
 func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
-	// The worker stops leading a third of the TTL before the store's lease
-	// ends: the TTL is long enough that this margin outlasts a stall of
-	// the test between seeing the worker stop and reading the lease.
-	const ttl = 1500 * time.Millisecond
-	w, fs := leaderProcess(t, path, errand.WorkerConfig{LeaderTTL: ttl})
-	observer := openStoreAt(t, path, nil)
-	workerWaitFor(t, 10*time.Second, w.Leading)
-
-	fs.failing.Store(true)
-	cut := time.Now()
-	for {
-		// The time is read before Leading, so that a stall between the two
-		// cannot make a worker that stopped in time look late.
-		now := time.Now()
-		if !w.Leading() {
-			break
-		}
-		if now.Sub(cut) > ttl {
-			t.Fatalf("still leading %s after renewals began to fail, a whole TTL", now.Sub(cut))
-		}
-		time.Sleep(2 * time.Millisecond)
+	clock := newTestClock()
+	elected := clock.Now()
+	w, fs := leaderProcess(t, path, clock, errand.WorkerConfig{})
+	observer := openStoreAt(t, path, clock)
+	every := testLeaderTTL / 3
+	blockUntilAt(t, clock, elected.Add(every), 1)
+	if !w.Leading() {
+		t.Fatal("a lone worker does not lead")
 	}
+
+	// Every renewal from now on fails. The worker leads on until two
+	// thirds of the TTL after its election, by its own clock...
+	fs.failing.Store(true)
+	clock.Set(elected.Add(testLeaderTTL - every - time.Microsecond))
+	if !w.Leading() {
+		t.Fatal("the worker stopped leading before its share of the lease ended")
+	}
+	clock.Set(elected.Add(testLeaderTTL - every))
+	if w.Leading() {
+		t.Fatal("still leading two thirds of the TTL after the last election, with renewals failing")
+	}
+	// ...while the store still holds its lease for a third of the TTL.
 	l, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName})
 	if err != nil {
 		t.Fatalf("the lease ended before the leader stopped leading: %v", err)
 	}
-	if l.Holder != w.ID() {
-		t.Fatalf("store's leader is %s, want the cut-off worker %s", l.Holder, w.ID())
-	}
-	margin := time.Until(l.Until)
-	t.Logf("stopped leading %s before the lease's end", margin.Round(time.Millisecond))
-
-	// The lease then expires in the store, and the worker never claimed to
-	// lead meanwhile.
-	for {
-		if w.Leading() {
-			t.Fatal("the worker leads again while its renewals fail")
-		}
-		_, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName})
-		if errors.Is(err, errand.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if time.Since(cut) > 5*ttl {
-			t.Fatal("the lease never expired")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if l.Holder != w.ID() || !l.Until.Equal(elected.Add(testLeaderTTL)) {
+		t.Fatalf("store's leader %s until %v, want the cut-off worker %s until %v", l.Holder, l.Until, w.ID(), elected.Add(testLeaderTTL))
 	}
 
-	// Once the store answers again, the worker is elected again.
+	// The lease then expires in the store, and the worker has not led
+	// meanwhile.
+	clock.Set(elected.Add(testLeaderTTL))
+	if _, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName}); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("leader after the lease's end: %v, want ErrNotFound", err)
+	}
+	if w.Leading() {
+		t.Fatal("the worker leads again while its renewals fail")
+	}
+
+	// Once the store answers again, the worker is elected again at one of
+	// its next elections.
 	fs.failing.Store(false)
-	workerWaitFor(t, 10*time.Second, w.Leading)
+	advanceUntil(t, clock, every, w.Leading)
+}
+
+// advanceUntil moves clock on by step until cond holds, giving the code
+// under test a moment to react after each step.
+func advanceUntil(t *testing.T, clock *errandtest.Clock, step time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(clockWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s of real time; clock at %v, armed %v", clockWait, clock.Now(), clock.Armed())
+		}
+		clock.Advance(step)
+		for end := time.Now().Add(100 * time.Millisecond); !cond() && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // TestLeaderSweepsQueueNobodyClaims: the leader recovers an expired lease
@@ -199,22 +212,32 @@ func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
-	w, _ := leaderProcess(t, path, errand.WorkerConfig{})
-	workerWaitFor(t, 10*time.Second, func() bool { return w.Leading() && w.Stats().IdleClaims == 1 })
+	clock := newTestClock()
+	start := clock.Now()
+	// A TTL of an hour: the worker leads throughout without renewing.
+	const sweepEvery = 10 * time.Second
+	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery})
+	// Leading, with its sweeps scheduled.
+	blockUntilAt(t, clock, start.Add(sweepEvery), 1)
+	if !w.Leading() {
+		t.Fatal("a lone worker does not lead")
+	}
 
 	// Another process enqueues into "orphans" and claims two jobs there
-	// under a short lease, then dies.
-	st := openStoreAt(t, path, nil)
+	// under a lease of a minute, then dies.
+	st := openStoreAt(t, path, clock)
 	producer := newClient(t, st, errand.Config{})
 	retried := enqueue(t, producer, "noop", &errand.EnqueueOpts{Queue: "orphans", MaxAttempts: 3})
 	final := enqueue(t, producer, "noop", &errand.EnqueueOpts{Queue: "orphans", MaxAttempts: 1})
-	claimed, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"orphans"}, Limit: 2, Lease: 100 * time.Millisecond, Owner: "dead-process"})
+	claimed, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"orphans"}, Limit: 2, Lease: time.Minute, Owner: "dead-process"})
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %d jobs, %v", len(claimed), err)
 	}
 	claims := w.Stats().Claims
 
-	workerWaitFor(t, 10*time.Second, func() bool {
+	// The lease ends a minute on, at a sweep.
+	clock.Set(start.Add(time.Minute))
+	workerWaitFor(t, clockWait, func() bool {
 		return getJob(t, producer, retried.ID).State == errand.StateRetrying && getJob(t, producer, final.ID).State == errand.StateDead
 	})
 	if got := w.Stats().Claims; got != claims {
@@ -246,10 +269,11 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 	}
 	clock.Advance(errand.WorkerPruneAfter - 3*time.Hour) // old: stopped 24h+1h ago; recent: 24h-1h ago
 
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
-	// A long TTL: the store's clock stands still, and the check below that
-	// the worker leads must not catch it between a late renewal and the next.
-	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour, LeaderTTL: 10 * time.Second})
+	c := newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	// The clock stands still: the worker leads from its first election on,
+	// and prunes at once.
+	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +281,7 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(ctx)
-	workerWaitFor(t, 10*time.Second, func() bool { return registryRecord(t, c, "old") == nil })
+	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, "old") == nil })
 	if registryRecord(t, c, "recent") == nil || registryRecord(t, c, w.ID()) == nil {
 		t.Error("the leader pruned a worker it should have kept")
 	}

@@ -27,6 +27,7 @@ type outcomeBatcher struct {
 	// Stop with them; after the timeout the caller retries it on another
 	// connection while the lease lasts.
 	timeout time.Duration
+	clock   TimeSource // times the timeout
 	// abandoned, when set, makes flush write nothing (see Worker.Abandon).
 	abandoned *atomic.Bool
 	reqs      chan outcomeRequest
@@ -79,7 +80,7 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
-		wctx, cancel := context.WithTimeout(ctx, b.timeout)
+		wctx, cancel := withTimeout(ctx, b.clock, b.timeout, nil)
 		rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}})
 		cancel()
 		if err != nil {
@@ -117,7 +118,7 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 	for i, req := range batch {
 		outcomes[i] = req.o
 	}
-	wctx, cancel := context.WithTimeout(ctx, b.timeout)
+	wctx, cancel := withTimeout(ctx, b.clock, b.timeout, nil)
 	rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: outcomes})
 	cancel()
 	b.stats.outcomeWrites.Add(1)

@@ -223,7 +223,7 @@ func (c *Client[TTx]) Workers(ctx context.Context) ([]*WorkerRecord, error) {
 // goroutine and when it last finished a job.
 type workerRegistration struct {
 	born          time.Time    // monotonic origin for lastCompleted
-	lastCompleted atomic.Int64 // time.Since(born) at the last completion
+	lastCompleted atomic.Int64 // time since born at the last completion, on the client's clock
 	stopBeats     context.CancelFunc
 	beats         sync.WaitGroup
 	draining      atomic.Bool   // Stop has begun; heartbeats say so
@@ -232,7 +232,7 @@ type workerRegistration struct {
 	// wallClock reads the worker's wall clock for a heartbeat's SentAt, the
 	// one place a Worker uses its own wall time: only to report the clock
 	// skew to operators, never for a lease or schedule decision. Nil means
-	// time.Now; tests shift it to play a host whose clock is off.
+	// the client's clock; tests shift it to play a host whose clock is off.
 	wallClock func() time.Time
 }
 
@@ -246,7 +246,7 @@ func (w *Worker) register(ctx context.Context) error {
 	if _, err := w.c.store.WorkerRegister(ctx, w.registerParams()); err != nil {
 		return fmt.Errorf("start worker: register %s: %w", w.ID(), err)
 	}
-	w.reg.born = time.Now()
+	w.reg.born = w.c.clock.Now()
 	w.reg.beatNow = make(chan struct{}, 1)
 	beatCtx, stop := context.WithCancel(ctx)
 	w.reg.stopBeats = stop
@@ -273,22 +273,23 @@ func (w *Worker) noteResult(res *WorkResult) {
 	if res.Result == ResultLeaseLost || res.Result == ResultInterrupted {
 		return
 	}
-	w.reg.lastCompleted.Store(int64(time.Since(w.reg.born)))
+	w.reg.lastCompleted.Store(int64(w.c.clock.Now().Sub(w.reg.born)))
 }
 
 func (w *Worker) workerStats() WorkerStats {
 	completed := w.stats.completed.Load() // before the time: see noteResult
+	now := w.c.clock.Now()
 	st := WorkerStats{
 		JobsRunning:   int(w.stats.running.Load()),
 		JobsCompleted: completed,
-		SentAt:        time.Now(),
+		SentAt:        now,
 		Draining:      w.reg.draining.Load(),
 	}
 	if w.reg.wallClock != nil {
 		st.SentAt = w.reg.wallClock()
 	}
 	if completed > 0 {
-		st.LastCompletedAgo = max(0, time.Since(w.reg.born)-time.Duration(w.reg.lastCompleted.Load()))
+		st.LastCompletedAgo = max(0, now.Sub(w.reg.born)-time.Duration(w.reg.lastCompleted.Load()))
 	}
 	return st
 }
@@ -299,13 +300,13 @@ func (w *Worker) workerStats() WorkerStats {
 // renewed separately. A worker whose row is gone (pruned, or marked
 // stopped) registers again.
 func (w *Worker) heartbeats(ctx context.Context) {
-	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	t := w.c.clock.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-w.reg.beatNow:
 		}
 		_, err := w.c.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{ID: w.ID(), Stats: w.workerStats()})

@@ -12,19 +12,28 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/sqlite"
 )
 
 // registryClient opens its own store on path, as a separate worker process
-// would, and returns a client with a handler for "noop".
-func registryClient(t *testing.T, path string) (*errand.Client[*sql.Tx], *sqlite.Store) {
+// on the same machine would, with clock for its time (nil: the system
+// clock), and returns a client with a handler for "noop".
+func registryClient(t *testing.T, path string, clock *errandtest.Clock) (*errand.Client[*sql.Tx], *sqlite.Store) {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), path, nil)
+	var (
+		storeClock errand.Clock
+		timeSource errand.TimeSource
+	)
+	if clock != nil {
+		storeClock, timeSource = clock, clock
+	}
+	s, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: storeClock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: timeSource, Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
 	}})})
@@ -65,16 +74,18 @@ func registryRecord(t *testing.T, c *errand.Client[*sql.Tx], id string) *errand.
 func TestWorkerRegistryListsWorkers(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
-	c1, _ := registryClient(t, path)
-	c2, _ := registryClient(t, path)
-	// A one-second interval makes a three-second window: wide enough that
-	// a slow machine does not see a live worker as gone.
+	clock := newTestClock()
+	c1, _ := registryClient(t, path, clock)
+	c2, _ := registryClient(t, path, clock)
 	w1 := startRegistryWorker(t, c1, errand.WorkerConfig{
-		Queues: map[string]int{"default": 3, "reports": 1}, HeartbeatInterval: time.Second, PollInterval: 20 * time.Millisecond,
+		Queues: map[string]int{"default": 3, "reports": 1}, HeartbeatInterval: time.Second, PollInterval: time.Hour,
 	})
+	blockUntilAt(t, clock, clock.Now().Add(time.Second), 1) // w1's heartbeat ticker
+	clock.Advance(time.Millisecond)                         // w2 starts later
 	w2 := startRegistryWorker(t, c2, errand.WorkerConfig{
-		Queues: map[string]int{"otp": 5}, HeartbeatInterval: time.Second, PollInterval: 20 * time.Millisecond,
+		Queues: map[string]int{"otp": 5}, HeartbeatInterval: time.Second, PollInterval: time.Hour,
 	})
+	blockUntilAt(t, clock, clock.Now().Add(time.Second), 1) // w2's
 	if w1.ID() == w2.ID() {
 		t.Fatalf("two workers share the id %s", w1.ID())
 	}
@@ -119,32 +130,31 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 		}
 	}
 
-	// Heartbeats move heartbeat_at on.
-	workerWaitFor(t, 10*time.Second, func() bool {
+	// Heartbeats move heartbeat_at on, a heartbeat interval after the
+	// start.
+	beat := clock.Advance(time.Second)
+	workerWaitFor(t, clockWait, func() bool {
 		r := registryRecord(t, c1, w2.ID())
-		return r.HeartbeatAt.After(r.StartedAt)
+		return r.HeartbeatAt.Equal(beat)
 	})
 
 	// A job run by w2 shows in its counts at its next heartbeat, with the
 	// time it finished (not the time of the heartbeat, nor the worker's
 	// start), and its lease_owner names the registered worker.
-	// before is read ahead of the enqueue: w2 may run the job before
-	// Enqueue returns.
-	before := time.Now()
-	res, err := c1.Enqueue(ctx, errand.RawArgs{KindName: "noop"}, &errand.EnqueueOpts{Queue: "otp"})
+	ran := clock.Advance(100 * time.Millisecond)
+	res, err := c2.Enqueue(ctx, errand.RawArgs{KindName: "noop"}, &errand.EnqueueOpts{Queue: "otp"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	workerWaitFor(t, 10*time.Second, func() bool {
+	workerWaitFor(t, clockWait, func() bool { return getJob(t, c1, res.Job.ID).State == errand.StateSucceeded })
+	beat = clock.Advance(900 * time.Millisecond)
+	workerWaitFor(t, clockWait, func() bool {
 		r := registryRecord(t, c1, w2.ID())
 		return r != nil && r.JobsCompleted == 1
 	})
 	r := registryRecord(t, c1, w2.ID())
-	if r.LastCompletedAt == nil || r.LastCompletedAt.Before(before.Add(-50*time.Millisecond)) || !r.LastCompletedAt.Before(r.HeartbeatAt) {
-		t.Errorf("worker %s: last_completed_at %v, want when the job ran: after %v, before the heartbeat at %v", r.ID, r.LastCompletedAt, before, r.HeartbeatAt)
-	}
-	if !r.HeartbeatAt.After(r.StartedAt) {
-		t.Errorf("worker %s: heartbeat_at %v not after started_at %v", r.ID, r.HeartbeatAt, r.StartedAt)
+	if r.LastCompletedAt == nil || !r.LastCompletedAt.Equal(ran) || !r.HeartbeatAt.Equal(beat) {
+		t.Errorf("worker %s: last_completed_at %v, heartbeat_at %v; want the job's end %v, and the heartbeat's time %v", r.ID, r.LastCompletedAt, r.HeartbeatAt, ran, beat)
 	}
 	j, err := c1.Get(ctx, res.Job.ID)
 	if err != nil {
@@ -173,8 +183,9 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 // that.)
 func TestWorkerRegistryStoppedWhenContextEnds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
-	c, _ := registryClient(t, path)
-	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: 20 * time.Millisecond})
+	clock := newTestClock()
+	c, _ := registryClient(t, path, clock)
+	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +193,16 @@ func TestWorkerRegistryStoppedWhenContextEnds(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	workerWaitFor(t, 10*time.Second, func() bool {
+	blockUntilAt(t, clock, clock.Now().Add(time.Second), 1) // the heartbeat ticker
+	clock.Advance(time.Second)
+	workerWaitFor(t, clockWait, func() bool {
 		r := registryRecord(t, c, w.ID())
 		return r != nil && r.HeartbeatAt.After(r.StartedAt)
 	})
 	cancel()
 	select {
 	case <-w.Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(clockWait):
 		t.Fatal("Done did not close after the worker's context ended")
 	}
 	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerStopped {
@@ -206,18 +219,24 @@ func TestWorkerRegistryStoppedWhenContextEnds(t *testing.T) {
 func TestWorkerRegistryRegistersAgain(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "errand.db")
-	c, s := registryClient(t, path)
-	w := startRegistryWorker(t, c, errand.WorkerConfig{HeartbeatInterval: 20 * time.Millisecond})
+	clock := newTestClock()
+	c, s := registryClient(t, path, clock)
+	w := startRegistryWorker(t, c, errand.WorkerConfig{HeartbeatInterval: time.Second})
+	blockUntilAt(t, clock, clock.Now().Add(time.Second), 1) // the heartbeat ticker
 	first := registryRecord(t, c, w.ID())
 	if err := s.WorkerStop(ctx, &errand.WorkerStopParams{ID: w.ID()}); err != nil {
 		t.Fatal(err)
 	}
-	// The worker may find out between the stop and the prune, or after the
-	// prune; either way it registers again, with a new start time.
-	if _, err := s.WorkerPrune(ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil {
+	// The worker finds out at its next heartbeat, and registers again, with
+	// a new start time.
+	if _, err := s.WorkerPrune(ctx, &errand.WorkerPruneParams{}); err != nil {
 		t.Fatal(err)
 	}
-	workerWaitFor(t, 10*time.Second, func() bool {
+	if registryRecord(t, c, w.ID()) != nil {
+		t.Fatal("the prune left the stopped worker's row")
+	}
+	clock.Advance(time.Second)
+	workerWaitFor(t, clockWait, func() bool {
 		r := registryRecord(t, c, w.ID())
 		return r != nil && r.Status == errand.WorkerAlive && r.StartedAt.After(first.StartedAt)
 	})
@@ -227,7 +246,7 @@ func TestWorkerRegistryRegistersAgain(t *testing.T) {
 // not start, and says why.
 func TestWorkerStartFailsWithoutRegistry(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
-	c, s := registryClient(t, path)
+	c, s := registryClient(t, path, nil)
 	w, err := c.NewWorker(errand.WorkerConfig{Owner: "w-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +271,7 @@ func TestWorkerStartFailsWithoutRegistry(t *testing.T) {
 }
 
 func TestWorkerConfigHeartbeatInterval(t *testing.T) {
-	c, _ := registryClient(t, filepath.Join(t.TempDir(), "errand.db"))
+	c, _ := registryClient(t, filepath.Join(t.TempDir(), "errand.db"), nil)
 	_, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: -time.Second})
 	if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "HeartbeatInterval") {
 		t.Errorf("NewWorker with a negative heartbeat interval: %v, want an InputError naming HeartbeatInterval", err)
@@ -264,13 +283,15 @@ func TestWorkerConfigHeartbeatInterval(t *testing.T) {
 // the job finishes and it stops.
 func TestWorkerRegistryShowsDraining(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t, nil)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	started, release := make(chan struct{}), make(chan struct{})
-	c := handlerClient(t, s, func(ctx context.Context, j *errand.Job) error {
-		close(started)
-		<-release
-		return nil
-	})
+	c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			close(started)
+			<-release
+			return nil
+		})}})})
 	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: time.Hour, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -285,14 +306,14 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(ctx) }()
-	workerWaitFor(t, 10*time.Second, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerDraining })
+	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerDraining })
 	if r := registryRecord(t, c, w.ID()); r.DrainingAt == nil || r.StoppedAt != nil || r.JobsRunning != 1 {
 		t.Errorf("draining: draining_at %v, stopped_at %v, jobs_running %d; want a time, null, 1", r.DrainingAt, r.StoppedAt, r.JobsRunning)
 	}
 	select {
 	case err := <-stopped:
 		t.Fatalf("Stop returned (%v) while a job ran", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	close(release)
 	if err := <-stopped; err != nil {

@@ -21,11 +21,18 @@ func openWorkerStore(t *testing.T) *sqlite.Store {
 	return s
 }
 
+// The workers here run on a fake clock that the store shares. Where a test
+// does not move it, no timer of the worker ever fires: what the worker does
+// it does without polling.
+
+// TestWorkerRunsEveryJobOnce: a worker runs a backlog across its queues,
+// each job once, claiming as slots free up rather than at its polls.
 func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	var runs atomic.Int64
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "count",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			runs.Add(1)
@@ -47,7 +54,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{"a": 3, "b": 2}, PollInterval: 20 * time.Millisecond})
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{"a": 3, "b": 2}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +84,10 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 
 func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	started := make(chan string, 10)
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- j.ID
@@ -105,8 +113,10 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	for range 3 {
 		<-started
 	}
-	grace, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
+	// A grace period that is over already: the handlers, which run until
+	// cancelled, are cancelled at once.
+	grace, cancel := context.WithCancel(ctx)
+	cancel()
 	if err := w.Stop(grace); err == nil {
 		t.Fatal("Stop returned nil after the grace period ran out; want an error saying so")
 	}
@@ -133,9 +143,10 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 
 func TestWorkerWakesOnEnqueue(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	ran := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			ran <- struct{}{}
@@ -145,8 +156,8 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A poll interval far beyond the test's timeout: only the wake-up can
-	// start the job in time.
+	// The worker polls hourly on a clock that never moves: only the
+	// wake-up can start the job.
 	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -155,13 +166,14 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(ctx)
-	time.Sleep(50 * time.Millisecond) // let the worker go idle
+	// Idle: its first claim found nothing, and it waits on its poll.
+	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
 	if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-ran:
-	case <-time.After(10 * time.Second):
+	case <-time.After(clockWait):
 		t.Fatal("enqueue did not wake the idle worker")
 	}
 }
@@ -179,9 +191,10 @@ func workerWaitFor(t *testing.T, limit time.Duration, cond func() bool) {
 
 func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	ctx := context.Background()
-	s := openWorkerStore(t)
+	clock := newTestClock()
+	s := openStore(t, clock)
 	started := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
@@ -205,9 +218,9 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	}
 	<-started
 	w.Abandon()
-	grace, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	_ = w.Stop(grace) // the grace runs out: the handler is cancelled
+	grace, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = w.Stop(grace) // no grace: the handler is cancelled
 	j, err := c.Get(ctx, r.Job.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -217,5 +230,120 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	// process would leave it: running until its lease expires.
 	if j.State != errand.StateRunning || j.Attempt != 1 || len(j.Errors) != 0 {
 		t.Fatalf("job %s attempt %d errors %+v; want running, attempt 1, no history", j.State, j.Attempt, j.Errors)
+	}
+}
+
+// TestWorkerNeverHoldsMoreJobsThanSlots: a worker claims only as many jobs
+// as it has free slots, so that at no moment does the store show more of
+// its jobs running than it has slots. A claim of the whole concurrency
+// would leave the extra jobs claimed, waiting for a slot, their leases
+// unrenewed.
+func TestWorkerNeverHoldsMoreJobsThanSlots(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := openStore(t, clock)
+	started, release := make(chan string, 10), make(chan struct{})
+	quit := make(chan struct{}) // ends every handler, for Stop to return after a failure
+	c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "hold",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			started <- j.ID
+			select {
+			case <-release:
+			case <-quit:
+			}
+			return nil
+		})}})})
+	const slots, n = 2, 6
+	for range n {
+		enqueue(t, c, "hold", nil)
+	}
+	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: slots}, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	defer close(quit)
+	// held counts the jobs running in the store under the worker's leases.
+	held := func() int {
+		js, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateRunning}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for _, j := range js {
+			if j.LeaseOwner != nil && *j.LeaseOwner == w.ID() {
+				k++
+			}
+		}
+		return k
+	}
+	waitStarted := func() {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(clockWait):
+			t.Fatal("no job started")
+		}
+	}
+	for range slots {
+		waitStarted()
+	}
+	if got := held(); got != slots {
+		t.Fatalf("%d jobs running with every slot busy, want %d", got, slots)
+	}
+	// Each finished job frees one slot: the worker claims one job for it,
+	// and the job starts once claimed.
+	for i := slots; i < n; i++ {
+		release <- struct{}{}
+		waitStarted()
+		if got := held(); got > slots {
+			t.Fatalf("after %d jobs finished: %d jobs running for a worker of %d slots", i-slots+1, got, slots)
+		}
+	}
+	for range slots {
+		release <- struct{}{}
+	}
+	workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == n })
+}
+
+// TestWorkerLeavesUnhandledKindsQueued: a worker claims only the kinds it
+// has handlers for. A job of a kind no worker handles (a new kind, during
+// a rolling deploy that has not reached this worker) stays queued with
+// none of its attempts used, while the worker runs the jobs around it.
+func TestWorkerLeavesUnhandledKindsQueued(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := openStore(t, clock)
+	c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	producer := newClient(t, s, errand.Config{})
+	// Enqueued first: a claim that ignored kinds would take it first.
+	unhandled := enqueue(t, producer, "new_kind", nil)
+	handled := enqueue(t, c, "task", nil)
+	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	workerWaitFor(t, clockWait, func() bool { return getJob(t, c, handled.ID).State == errand.StateSucceeded })
+	// Idle, and then idle again after a poll: two claims found nothing.
+	for range 2 {
+		blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+		clock.Advance(time.Hour)
+	}
+	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+	j := getJob(t, c, unhandled.ID)
+	if j.State != errand.StateQueued || j.Attempt != 0 || len(j.Errors) != 0 || j.LeaseOwner != nil {
+		t.Fatalf("job of a kind without a handler: %s, attempt %d, history %v, owner %v; want queued, attempt 0, untouched",
+			j.State, j.Attempt, classes(j.Errors), j.LeaseOwner)
+	}
+	if st := w.Stats(); st.JobsCompleted != 1 {
+		t.Errorf("worker completed %d jobs, want only the handled one", st.JobsCompleted)
 	}
 }
