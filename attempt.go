@@ -80,6 +80,9 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 		stopTimer = func() bool { stop(); return context.Cause(hctx) == errTimeout }
 	}
 
+	// Read before the heartbeats start, so that a test that waits for them
+	// to be scheduled on its fake clock, and then moves it, moves it after.
+	start := c.clock.Now()
 	// Heartbeats stop the moment the handler returns, even in the middle of
 	// a store call, so a slow store never delays the outcome.
 	hbCtx, stopBeats := context.WithCancel(ctx)
@@ -92,7 +95,6 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 		}
 	})
 
-	start := c.clock.Now()
 	a.err, a.stack = callHandler(hctx, k.handler, job)
 	a.took = c.clock.Now().Sub(start)
 	timedOut := stopTimer()
