@@ -53,12 +53,12 @@ func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 // clockClient returns a client on clock with one kind, "task", run by h.
 func clockClient(t testing.TB, st errand.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
-	return newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
+	return newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
 }
 
 // workOneAsync runs WorkOne in a goroutine, for a test that moves the
 // clock while it runs.
-func workOneAsync(t *testing.T, c *errand.Client[*sql.Tx], opts errand.WorkOneOpts) <-chan *errand.WorkResult {
+func workOneAsync(t *testing.T, c *errand.Client[*sql.Tx], opts *errand.WorkOneOpts) <-chan *errand.WorkResult {
 	t.Helper()
 	done := make(chan *errand.WorkResult, 1)
 	go func() {
@@ -87,7 +87,7 @@ func TestHangingHeartbeatCancelsHandler(t *testing.T) {
 	enqueue(t, c, "task", nil)
 	const lease = time.Minute
 	claimed := clock.Now()
-	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: lease})
+	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: lease})
 	// The first heartbeat is sent a third of the lease on, and hangs.
 	blockUntilAt(t, clock, claimed.Add(lease/3), 1)
 	clock.Advance(lease / 3)
@@ -117,7 +117,7 @@ func TestHangingHeartbeatCancelsHandler(t *testing.T) {
 func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	c := newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "k",
 		Timeout: time.Second,
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
@@ -126,7 +126,7 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 		}),
 	}})})
 	j := enqueue(t, c, "k", nil)
-	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: time.Minute})
+	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: time.Minute})
 	// The attempt has begun once its lease's heartbeats are scheduled.
 	blockUntilAt(t, clock, clock.Now().Add(20*time.Second), 1)
 	clock.Advance(time.Second)
@@ -147,7 +147,7 @@ func TestOutcomeWriteRetried(t *testing.T) {
 	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	st.failOutcomes.Store(2)
-	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: 5 * time.Second})
+	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: 5 * time.Second})
 	for _, backoff := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond} {
 		blockUntilAt(t, clock, clock.Now().Add(backoff), 1)
 		clock.Advance(backoff)
@@ -177,7 +177,7 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 	// The sweeps and the leadership renewals come hourly: none moves the
 	// job on while the clock passes its lease.
 	const lease = time.Minute
-	w, err := c.NewWorker(errand.WorkerConfig{Lease: lease, PollInterval: time.Hour, LeaderTTL: 3 * time.Hour, SweepInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{Lease: lease, PollInterval: time.Hour, LeaderTTL: 3 * time.Hour, SweepInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,10 @@ type engine struct {
 // NewClient returns a client over store. It returns an error naming the
 // field to fix when cfg is invalid. TTx is inferred from the store:
 // errand.NewClient(sqliteStore, cfg) returns a *Client[*sql.Tx].
-func NewClient[TTx any](store TxStore[TTx], cfg Config) (*Client[TTx], error) {
+func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
 	if store == nil {
 		return nil, &InputError{Field: "store", Message: "is nil; open one with sqlite.Open"}
 	}
@@ -453,7 +456,10 @@ type ReplayOpts struct {
 // Replay starts a new delivery cycle for a dead or cancelled job, keeping
 // its id and error history, and records the operator and reason in the
 // replay audit. Any other state returns a *StateError and writes nothing.
-func (c *Client[TTx]) Replay(ctx context.Context, id string, opts ReplayOpts) (*Job, error) {
+func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*Job, error) {
+	if opts == nil {
+		opts = &ReplayOpts{}
+	}
 	if strings.TrimSpace(opts.Operator) == "" {
 		return nil, &InputError{Field: "operator", Message: "is empty; say who is replaying the job"}
 	}

@@ -17,7 +17,7 @@ import (
 func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	c := newClient(t, st, errand.Config{})
+	c := newClient(t, st, &errand.Config{})
 	ctx := context.Background()
 	enqueue(t, c, "task", nil) // so "nothing written" is not just an empty table
 
@@ -125,7 +125,7 @@ func fieldOf(err error) string {
 func TestNewClientRejectsBadConfig(t *testing.T) {
 	st := openStore(t, newTestClock())
 	h := errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })
-	for name, cfg := range map[string]errand.Config{
+	for name, cfg := range map[string]*errand.Config{
 		"negative max attempts":      {MaxAttempts: -1},
 		"kind without a name":        {Kinds: kindsOf([]testKind{{Handler: h}})},
 		"kind declared twice":        {Kinds: kindsOf([]testKind{{Name: "a", Handler: h}, {Name: "a"}})},
@@ -136,15 +136,15 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 			t.Errorf("%s: error %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := errand.NewClient[*sql.Tx](nil, errand.Config{}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := errand.NewClient[*sql.Tx](nil, &errand.Config{}); !errors.Is(err, errand.ErrInvalid) {
 		t.Errorf("nil store: error %v, want ErrInvalid", err)
 	}
-	producer := newClient(t, st, errand.Config{})
-	if _, err := producer.WorkOne(context.Background(), errand.WorkOneOpts{}); !errors.Is(err, errand.ErrInvalid) {
+	producer := newClient(t, st, &errand.Config{})
+	if _, err := producer.WorkOne(context.Background(), &errand.WorkOneOpts{}); !errors.Is(err, errand.ErrInvalid) {
 		t.Errorf("WorkOne without handlers: error %v, want ErrInvalid", err)
 	}
 	worker := handlerClient(t, st, h)
-	for name, opts := range map[string]errand.WorkOneOpts{
+	for name, opts := range map[string]*errand.WorkOneOpts{
 		"negative lease": {Lease: -time.Second},
 		"bad queue":      {Queues: []string{"two words"}},
 	} {
@@ -157,7 +157,7 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 func TestEnqueueTxCommitsWithTheApplication(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{})
+	c := newClient(t, st, &errand.Config{})
 	mustExec(t, st.DB(), `CREATE TABLE payments (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)`)
 
 	pay := func(id string, commit bool) {
@@ -217,7 +217,7 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
 	st := openStore(t, clock)
-	c := newClient(t, st, errand.Config{})
+	c := newClient(t, st, &errand.Config{})
 
 	first, err := c.Enqueue(ctx, argsOf("charge", map[string]int{"amount": 1}), &errand.EnqueueOpts{ID: "pay_1"})
 	if err != nil || first.Duplicate {
@@ -283,8 +283,8 @@ func TestConcurrentEnqueuesOfOneUniqueKeyMakeOneJob(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	// Two stores on one file: two writers, as two processes would have.
 	clients := []*errand.Client[*sql.Tx]{
-		newClient(t, openStoreAt(t, path, nil), errand.Config{}),
-		newClient(t, openStoreAt(t, path, nil), errand.Config{}),
+		newClient(t, openStoreAt(t, path, nil), &errand.Config{}),
+		newClient(t, openStoreAt(t, path, nil), &errand.Config{}),
 	}
 	const n = 16
 	results := make([]*errand.EnqueueResult, n)
@@ -332,25 +332,25 @@ func TestReplay(t *testing.T) {
 
 	// Not dead yet: replay is refused and writes nothing.
 	before := rowCounts(t, st.DB())
-	_, err := c.Replay(ctx, job.ID, errand.ReplayOpts{Operator: "ana", Reason: "retry"})
+	_, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "retry"})
 	var se *errand.StateError
 	if !errors.Is(err, errand.ErrWrongState) || !errors.As(err, &se) || se.State != errand.StateQueued {
 		t.Fatalf("replay of a queued job: %v, want a StateError naming queued", err)
 	}
-	if _, err := c.Replay(ctx, "no-such-job", errand.ReplayOpts{Operator: "ana", Reason: "retry"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Replay(ctx, "no-such-job", &errand.ReplayOpts{Operator: "ana", Reason: "retry"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("replay of a missing job: %v, want ErrNotFound", err)
 	}
 	if after := rowCounts(t, st.DB()); after != before {
 		t.Fatalf("refused replays wrote rows: %v to %v", before, after)
 	}
 
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultDead {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultDead {
 		t.Fatalf("result %+v, want dead", r)
 	}
 	dead := getJob(t, c, job.ID)
 
 	// Without an operator or a reason, replay is bad input.
-	for _, opts := range []errand.ReplayOpts{{Reason: "card updated"}, {Operator: "ana"}, {Operator: " ", Reason: "x"}, {Operator: "ana", Reason: "\t"}} {
+	for _, opts := range []*errand.ReplayOpts{{Reason: "card updated"}, {Operator: "ana"}, {Operator: " ", Reason: "x"}, {Operator: "ana", Reason: "\t"}} {
 		before := rowCounts(t, st.DB())
 		if _, err := c.Replay(ctx, job.ID, opts); !errors.Is(err, errand.ErrInvalid) {
 			t.Fatalf("replay with %+v: %v, want ErrInvalid", opts, err)
@@ -364,7 +364,7 @@ func TestReplay(t *testing.T) {
 	}
 
 	clock.Advance(time.Hour)
-	replayed, err := c.Replay(ctx, job.ID, errand.ReplayOpts{Operator: "ana", Reason: "card updated"})
+	replayed, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "card updated"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,21 +387,21 @@ func TestReplay(t *testing.T) {
 
 	// A replayed, running job cannot be replayed again.
 	fail = false
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 1 {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 1 {
 		t.Fatalf("after replay: %+v, want succeeded on attempt 1 of the new cycle", r)
 	}
-	if _, err := c.Replay(ctx, job.ID, errand.ReplayOpts{Operator: "ana", Reason: "again"}); !errors.Is(err, errand.ErrWrongState) {
+	if _, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "again"}); !errors.Is(err, errand.ErrWrongState) {
 		t.Fatalf("replay of a succeeded job: %v, want ErrWrongState", err)
 	}
 
 	// A failure in the new cycle is tagged with the replay number.
 	fail = true
 	second := enqueue(t, c, "task", nil)
-	workOne(t, c, errand.WorkOneOpts{})
-	if _, err := c.Replay(ctx, second.ID, errand.ReplayOpts{Operator: "bo", Reason: "one more"}); err != nil {
+	workOne(t, c, &errand.WorkOneOpts{})
+	if _, err := c.Replay(ctx, second.ID, &errand.ReplayOpts{Operator: "bo", Reason: "one more"}); err != nil {
 		t.Fatal(err)
 	}
-	workOne(t, c, errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{})
 	j := getJob(t, c, second.ID)
 	if len(j.Errors) != 2 || j.Errors[0].Replay != 0 || j.Errors[1].Replay != 1 || j.Errors[1].Attempt != 1 {
 		t.Fatalf("history %+v, want attempt 1 of replay 0 and attempt 1 of replay 1", j.Errors)
@@ -411,7 +411,7 @@ func TestReplay(t *testing.T) {
 func TestReplayOfACancelledJob(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{})
+	c := newClient(t, st, &errand.Config{})
 	job := enqueue(t, c, "task", nil)
 	cancelled, err := c.Cancel(ctx, job.ID)
 	if err != nil || cancelled.State != errand.StateCancelled || cancelled.FinishedAt == nil {
@@ -420,7 +420,7 @@ func TestReplayOfACancelledJob(t *testing.T) {
 	if _, err := c.Cancel(ctx, job.ID); !errors.Is(err, errand.ErrWrongState) {
 		t.Fatalf("second cancel: %v, want ErrWrongState", err)
 	}
-	j, err := c.Replay(ctx, job.ID, errand.ReplayOpts{Operator: "ana", Reason: "cancelled by mistake"})
+	j, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "cancelled by mistake"})
 	if err != nil || j.State != errand.StateQueued || j.Replays != 1 {
 		t.Fatalf("replay: %+v, %v", j, err)
 	}
@@ -433,7 +433,7 @@ func TestReplayOfACancelledJob(t *testing.T) {
 func TestListFiltersAndPages(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{})
+	c := newClient(t, st, &errand.Config{})
 	var ids []string
 	for i := range 5 {
 		kind := "a"

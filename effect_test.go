@@ -51,9 +51,9 @@ func TestOnceSkipsTheEffectOnARepeatedDelivery(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	workOne(t, c, errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{})
 	clock.Advance(time.Hour)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
 		t.Fatalf("second delivery: %+v, want succeeded on attempt 2", r)
 	}
 	if len(ranLog) != 2 || !ranLog[0] || ranLog[1] {
@@ -91,7 +91,7 @@ func TestOnceKeysAreIndependent(t *testing.T) {
 		return tx.Commit()
 	})
 	enqueue(t, c, "task", nil)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("%+v", r)
 	}
 	if len(ran) != 3 || !ran[0] || !ran[1] || ran[2] {
@@ -118,7 +118,7 @@ func TestOnceRolledBackLeavesNoRecord(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	workOne(t, c, errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{})
 	if n := count(t, st.DB(), `SELECT count(*) FROM errand_effects`); n != 0 {
 		t.Fatalf("%d ledger entries after a rollback, want 0", n)
 	}
@@ -126,7 +126,7 @@ func TestOnceRolledBackLeavesNoRecord(t *testing.T) {
 		t.Fatalf("%d receipts after a rollback, want 0", n)
 	}
 	clock.Advance(time.Hour)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("second delivery: %+v", r)
 	}
 	if len(ranLog) != 2 || !ranLog[0] || !ranLog[1] {
@@ -162,7 +162,7 @@ func TestOnceWithAStaleLeaseIsLeaseLost(t *testing.T) {
 		return tx.Commit()
 	})
 	enqueue(t, c, "task", nil)
-	if r := workOne(t, c, errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultLeaseLost {
+	if r := workOne(t, c, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultLeaseLost {
 		t.Fatalf("result %+v, want lease_lost", r)
 	}
 	if !errors.Is(onceErr, errand.ErrLeaseLost) || fnRan {
@@ -195,9 +195,9 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	workOne(t, c, errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{})
 	clock.Advance(time.Hour)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
 		t.Fatalf("second delivery: %+v", r)
 	}
 	if calls != 1 {
@@ -224,7 +224,7 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 		})
 	})
 	job := enqueue(t, c, "task", nil)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultRetrying || r.Class != "provider_down" {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultRetrying || r.Class != "provider_down" {
 		t.Fatalf("first delivery: %+v, want retrying with the handler's class", r)
 	}
 	e, err := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: "charge:" + job.ID})
@@ -232,7 +232,7 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 		t.Fatalf("after a failure: %+v, %v; want failed with the message", e, err)
 	}
 	clock.Advance(time.Hour)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("second delivery: %+v", r)
 	}
 	if len(statuses) != 2 || statuses[0] != errand.EffectBegun || statuses[1] != errand.EffectRetaken {
@@ -269,7 +269,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 
 	done := make(chan *errand.WorkResult, 1)
 	go func() {
-		r, err := first.WorkOne(context.Background(), errand.WorkOneOpts{Lease: time.Minute})
+		r, err := first.WorkOne(context.Background(), &errand.WorkOneOpts{Lease: time.Minute})
 		if err != nil {
 			t.Errorf("first worker: %v", err)
 		}
@@ -277,7 +277,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	}()
 	<-started
 	clock.Advance(time.Minute)
-	if r := workOne(t, second, errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
+	if r := workOne(t, second, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
 		t.Fatalf("second worker: %+v, want succeeded on attempt 2", r)
 	}
 	if secondStatus != errand.EffectAbandoned {
@@ -318,12 +318,12 @@ func TestRemoteEffectHeldByAnotherJob(t *testing.T) {
 	enqueue(t, c, "task", &errand.EnqueueOpts{ID: "waiter"})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if r, err := c.WorkOne(context.Background(), errand.WorkOneOpts{}); err != nil || r.Result != errand.ResultSucceeded {
+		if r, err := c.WorkOne(context.Background(), &errand.WorkOneOpts{}); err != nil || r.Result != errand.ResultSucceeded {
 			t.Errorf("holder: %+v, %v; want succeeded", r, err)
 		}
 	})
 	<-started
-	r := workOne(t, c, errand.WorkOneOpts{})
+	r := workOne(t, c, &errand.WorkOneOpts{})
 	close(release)
 	wg.Wait()
 	if *r.JobID != "waiter" || r.Result != errand.ResultRetrying || r.Class != "effect_held" {
@@ -360,7 +360,7 @@ func TestOnceAndRemoteEffectDefaultsDoNotCollide(t *testing.T) {
 		})
 	})
 	enqueue(t, c, "task", nil)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded", r)
 	}
 	if local != 1 || remote != 1 {
@@ -379,7 +379,7 @@ func TestOnceRefusesAnotherTransactionType(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	workOne(t, c, errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{})
 	if !errors.Is(onceErr, errand.ErrUnsupportedTx) {
 		t.Fatalf("Once with another transaction type: %v, want ErrUnsupportedTx", onceErr)
 	}

@@ -52,7 +52,7 @@ func ExampleHandle() {
 		fmt.Printf("sending the receipt for %s, attempt %d\n", args.PaymentID, job.Attempt)
 		return nil
 	}, &errand.KindOpts{MaxAttempts: 5, Timeout: 30 * time.Second})
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func ExampleHandle() {
 	fmt.Println("enqueued:", r.Job.Kind, r.Job.State, string(r.Job.Args), "max attempts", r.Job.MaxAttempts)
 
 	for range 2 {
-		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		res, err := client.WorkOne(ctx, &errand.WorkOneOpts{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func ExampleVersionedArgs() {
 		fmt.Printf("invoice for %s (enqueued at version %d)\n", args.Customer, job.ArgsVersion)
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func ExampleVersionedArgs() {
 		}
 	}
 	for range 3 {
-		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		res, err := client.WorkOne(ctx, &errand.WorkOneOpts{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func Example_failures() {
 		}
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func Example_failures() {
 		if _, err := client.Enqueue(ctx, chargeArgs{Outcome: outcome}, nil); err != nil {
 			log.Fatal(err)
 		}
-		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		res, err := client.WorkOne(ctx, &errand.WorkOneOpts{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func ExampleClient_EnqueueTx() {
 	ctx := context.Background()
 	store, closeStore := openExampleStore()
 	defer closeStore()
-	client, err := errand.NewClient(store, errand.Config{})
+	client, err := errand.NewClient(store, &errand.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func ExampleOnce() {
 		}
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func ExampleOnce() {
 		log.Fatal(err)
 	}
 	for range 2 {
-		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		res, err := client.WorkOne(ctx, &errand.WorkOneOpts{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -349,7 +349,7 @@ func ExampleRemoteEffect() {
 		fmt.Printf("attempt %d: the email went out already\n", job.Attempt)
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func ExampleRemoteEffect() {
 		log.Fatal(err)
 	}
 	for range 2 {
-		res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+		res, err := client.WorkOne(ctx, &errand.WorkOneOpts{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -387,27 +387,27 @@ func ExampleClient_Replay() {
 		}
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := client.Enqueue(ctx, chargeArgs{}, &errand.EnqueueOpts{ID: "charge:pay_42"}); err != nil {
 		log.Fatal(err)
 	}
-	res, err := client.WorkOne(ctx, errand.WorkOneOpts{})
+	res, err := client.WorkOne(ctx, &errand.WorkOneOpts{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("work one: %s (%s: %s)\n", res.Result, res.Class, res.Error)
 
 	cardUpdated = true
-	job, err := client.Replay(ctx, "charge:pay_42", errand.ReplayOpts{Operator: "ana", Reason: "customer updated the card"})
+	job, err := client.Replay(ctx, "charge:pay_42", &errand.ReplayOpts{Operator: "ana", Reason: "customer updated the card"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("replayed %s: %s, attempt %d, replays %d, %d error(s) kept\n", job.ID, job.State, job.Attempt, job.Replays, len(job.Errors))
 
-	res, err = client.WorkOne(ctx, errand.WorkOneOpts{})
+	res, err = client.WorkOne(ctx, &errand.WorkOneOpts{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func ExampleClient_Replay() {
 	}
 
 	// Only dead or cancelled jobs can be replayed.
-	_, err = client.Replay(ctx, "charge:pay_42", errand.ReplayOpts{Operator: "ana", Reason: "again"})
+	_, err = client.Replay(ctx, "charge:pay_42", &errand.ReplayOpts{Operator: "ana", Reason: "again"})
 	fmt.Println(errors.Is(err, errand.ErrWrongState))
 	// Output:
 	// work one: dead (card_expired: card expired in 10/2026)
@@ -444,14 +444,14 @@ func ExampleWorker() {
 	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer client.Close()
 	events, cancel := client.Subscribe()
 	defer cancel()
-	worker, err := client.NewWorker(errand.WorkerConfig{Queues: map[string]int{"default": 4}})
+	worker, err := client.NewWorker(&errand.WorkerConfig{Queues: map[string]int{"default": 4}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -496,7 +496,7 @@ func ExampleRawArgs() {
 	store, closeStore := openExampleStore()
 	defer closeStore()
 
-	producer, err := errand.NewClient(store, errand.Config{})
+	producer, err := errand.NewClient(store, &errand.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func ExampleRawArgs() {
 
 	kinds := errand.NewKinds()
 	errand.Declare[ReceiptArgs](kinds, nil)
-	strict, err := errand.NewClient(store, errand.Config{Kinds: kinds})
+	strict, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func openStoreAt(t testing.TB, path string, clock errand.Clock) *sqlite.Store {
 	return st
 }
 
-func newClient(t testing.TB, st errand.TxStore[*sql.Tx], cfg errand.Config) *errand.Client[*sql.Tx] {
+func newClient(t testing.TB, st errand.TxStore[*sql.Tx], cfg *errand.Config) *errand.Client[*sql.Tx] {
 	t.Helper()
 	c, err := errand.NewClient(st, cfg)
 	if err != nil {
@@ -100,7 +100,7 @@ func rawArgs(t testing.TB, kind string, v any) errand.RawArgs {
 // handlerClient returns a client with one kind, "task", run by h.
 func handlerClient(t testing.TB, st errand.TxStore[*sql.Tx], h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
-	return newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
+	return newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
 }
 
 func enqueue(t testing.TB, c *errand.Client[*sql.Tx], kind string, opts *errand.EnqueueOpts) *errand.Job {
@@ -121,7 +121,7 @@ func getJob(t testing.TB, c *errand.Client[*sql.Tx], id string) *errand.Job {
 	return j
 }
 
-func workOne(t testing.TB, c *errand.Client[*sql.Tx], opts errand.WorkOneOpts) *errand.WorkResult {
+func workOne(t testing.TB, c *errand.Client[*sql.Tx], opts *errand.WorkOneOpts) *errand.WorkResult {
 	t.Helper()
 	r, err := c.WorkOne(context.Background(), opts)
 	if err != nil {

@@ -20,7 +20,7 @@ func TestInTx(t *testing.T) {
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
 	events, cancel := c.Subscribe()
 	defer cancel()
-	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestHandleDecodesVersionedArgs(t *testing.T) {
 		got = append(got, args)
 		return nil
 	}, nil)
-	c := newClient(t, st, errand.Config{Kinds: kinds})
+	c := newClient(t, st, &errand.Config{Kinds: kinds})
 
 	// A typed enqueue records the type's kind and version.
 	r, err := c.Enqueue(ctx, greetArgs{Name: "ada", Greet: "hi"}, nil)
@@ -54,7 +54,7 @@ func TestHandleDecodesVersionedArgs(t *testing.T) {
 	if r.Job.Kind != "greet" || r.Job.ArgsVersion != 2 || !sameJSON(r.Job.Args, `{"name":"ada","greet":"hi"}`) {
 		t.Fatalf("enqueued %s version %d args %s", r.Job.Kind, r.Job.ArgsVersion, r.Job.Args)
 	}
-	if res := workOne(t, c, errand.WorkOneOpts{}); res.Result != errand.ResultSucceeded || len(got) != 1 || got[0] != (greetArgs{"ada", "hi"}) {
+	if res := workOne(t, c, &errand.WorkOneOpts{}); res.Result != errand.ResultSucceeded || len(got) != 1 || got[0] != (greetArgs{"ada", "hi"}) {
 		t.Fatalf("result %+v, handler got %+v", res, got)
 	}
 
@@ -76,7 +76,7 @@ func TestHandleDecodesVersionedArgs(t *testing.T) {
 			if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "greet", JSON: json.RawMessage(tt.args), Version: tt.version}, nil); err != nil {
 				t.Fatal(err)
 			}
-			res := workOne(t, c, errand.WorkOneOpts{})
+			res := workOne(t, c, &errand.WorkOneOpts{})
 			if tt.want != nil {
 				if res.Result != errand.ResultSucceeded || len(got) != 1 || got[0] != *tt.want {
 					t.Fatalf("result %+v, got %+v; want %+v", res, got, *tt.want)
@@ -127,7 +127,7 @@ func TestKindsMistakes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ks := errand.NewKinds()
 			tt.build(ks)
-			_, err := errand.NewClient(st, errand.Config{Kinds: ks})
+			_, err := errand.NewClient(st, &errand.Config{Kinds: ks})
 			if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("NewClient = %v; want an input error mentioning %q", err, tt.want)
 			}
@@ -150,9 +150,9 @@ func TestSubscribe(t *testing.T) {
 	retries, cancelRetries := c.Subscribe(errand.ResultRetrying)
 	ok := enqueue(t, c, "task", &errand.EnqueueOpts{ID: "ok"})
 	flaky := enqueue(t, c, "task", &errand.EnqueueOpts{ID: "flaky-1"})
-	workOne(t, c, errand.WorkOneOpts{})
-	workOne(t, c, errand.WorkOneOpts{})
-	workOne(t, c, errand.WorkOneOpts{}) // idle: no event
+	workOne(t, c, &errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{})
+	workOne(t, c, &errand.WorkOneOpts{}) // idle: no event
 
 	for _, want := range []struct {
 		id     string

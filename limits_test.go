@@ -49,12 +49,12 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 			{"zero-job-error", fmt.Errorf("wrapped: %w", &errand.JobError{}), "wrapped: "},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
+				c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{
 					Name:    "k",
 					Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return tt.err }),
 				}})})
 				job := enqueue(t, c, "k", &errand.EnqueueOpts{Queue: "q-" + tt.name})
-				r, err := c.WorkOne(t.Context(), errand.WorkOneOpts{Queues: []string{"q-" + tt.name}, Lease: 5 * time.Second})
+				r, err := c.WorkOne(t.Context(), &errand.WorkOneOpts{Queues: []string{"q-" + tt.name}, Lease: 5 * time.Second})
 				if err != nil {
 					t.Fatalf("work one: %v", err)
 				}
@@ -79,13 +79,13 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 // runs out and lost.
 func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
 	st := &refusingStore{TxStore: openStore(t, nil)}
-	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
+	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "k",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("café ☕") }),
 	}})})
 	job := enqueue(t, c, "k", nil)
 	start := time.Now()
-	r := workOne(t, c, errand.WorkOneOpts{Lease: time.Minute})
+	r := workOne(t, c, &errand.WorkOneOpts{Lease: time.Minute})
 	if took := time.Since(start); took > 30*time.Second {
 		t.Fatalf("recording took %v: the refusal was retried as an outage", took)
 	}
@@ -122,7 +122,7 @@ func (s *refusingStore) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 // others, naming the field and its range, before writing anything.
 func TestEnqueueLimits(t *testing.T) {
 	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
-		c := newClient(t, st, errand.Config{})
+		c := newClient(t, st, &errand.Config{})
 		ctx := t.Context()
 		for _, tt := range []struct {
 			name    string
@@ -170,11 +170,11 @@ func TestMinimumLease(t *testing.T) {
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
 	job := enqueue(t, c, "task", nil)
 	for _, lease := range []time.Duration{time.Millisecond, errand.MinLease - time.Microsecond} {
-		_, err := c.WorkOne(t.Context(), errand.WorkOneOpts{Lease: lease})
+		_, err := c.WorkOne(t.Context(), &errand.WorkOneOpts{Lease: lease})
 		if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), errand.MinLease.String()) {
 			t.Errorf("WorkOne with lease %v = %v; want an input error naming %v", lease, err, errand.MinLease)
 		}
-		if _, err := c.NewWorker(errand.WorkerConfig{Lease: lease}); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := c.NewWorker(&errand.WorkerConfig{Lease: lease}); !errors.Is(err, errand.ErrInvalid) {
 			t.Errorf("NewWorker with lease %v = %v; want an input error", lease, err)
 		}
 	}
@@ -193,7 +193,7 @@ func TestSlowClaimIsNotCutAtTheLease(t *testing.T) {
 	// The worker times the lease from when it sent the claim, so it may
 	// find the lease over before it records the outcome: what matters here
 	// is that the claim itself went through.
-	r, err := c.WorkOne(t.Context(), errand.WorkOneOpts{Lease: errand.MinLease})
+	r, err := c.WorkOne(t.Context(), &errand.WorkOneOpts{Lease: errand.MinLease})
 	if err != nil && strings.Contains(err.Error(), "claim job") {
 		t.Fatalf("work one with a claim slower than the lease: %v", err)
 	}
@@ -227,7 +227,7 @@ func (s *slowClaimStore) JobClaimMany(ctx context.Context, p *errand.JobClaimPar
 func TestEnqueueOfAnUnknownKind(t *testing.T) {
 	st := openStore(t, nil)
 	ctx := t.Context()
-	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}})})
+	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}})})
 	_, err := c.Enqueue(ctx, errand.RawArgs{KindName: "export_ordr"}, nil)
 	var ie *errand.InputError
 	if !errors.As(err, &ie) || ie.Field != "kind" || !strings.Contains(err.Error(), "export_order") {
@@ -240,8 +240,8 @@ func TestEnqueueOfAnUnknownKind(t *testing.T) {
 		t.Fatalf("%d jobs written, want none", len(js))
 	}
 	enqueue(t, c, "export_order", nil)
-	enqueue(t, newClient(t, st, errand.Config{}), "anything", nil)
-	enqueue(t, newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}}), AllowUnknownKinds: true}), "other_program_kind", nil)
+	enqueue(t, newClient(t, st, &errand.Config{}), "anything", nil)
+	enqueue(t, newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}}), AllowUnknownKinds: true}), "other_program_kind", nil)
 }
 
 // Enqueue, rather than EnqueueTx, while this goroutine holds a transaction
@@ -254,7 +254,7 @@ func TestEnqueueWhileHoldingTheWriterFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	c := newClient(t, st, errand.Config{})
+	c := newClient(t, st, &errand.Config{})
 	ctx := t.Context()
 	tx, err := st.DB().BeginTx(ctx, nil)
 	if err != nil {

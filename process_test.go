@@ -101,7 +101,7 @@ func workerMain() int {
 		time.Sleep(10 * time.Millisecond)
 		return nil
 	}
-	c, err = errand.NewClient(st, errand.Config{Kinds: kindsOf([]testKind{{Name: "effect", Handler: errand.HandlerFunc(handler)}})})
+	c, err = errand.NewClient(st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "effect", Handler: errand.HandlerFunc(handler)}})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -115,7 +115,7 @@ func workerMain() int {
 	owner := fmt.Sprintf("worker-%d", os.Getpid())
 	for {
 		start := time.Now()
-		r, err := c.WorkOne(ctx, errand.WorkOneOpts{Lease: lease, Owner: owner})
+		r, err := c.WorkOne(ctx, &errand.WorkOneOpts{Lease: lease, Owner: owner})
 		slowest = max(slowest, time.Since(start))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
@@ -237,7 +237,7 @@ func processStore(t *testing.T) (string, *sqlite.Store, *errand.Client[*sql.Tx])
 	path := filepath.Join(t.TempDir(), "shared.db")
 	st := openStoreAt(t, path, nil)
 	mustExec(t, st.DB(), createProcessSink)
-	return path, st, newClient(t, st, errand.Config{})
+	return path, st, newClient(t, st, &errand.Config{})
 }
 
 // waitPastLease sleeps until the job's lease has expired on the real clock.

@@ -76,10 +76,10 @@ func TestAssembleQueueStats(t *testing.T) {
 func TestStatsNamesUnhandledKinds(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{
 			{Name: "export_order", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })},
 		})})
-		w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour, PollOnly: true})
+		w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, PollOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestStatsNamesUnhandledKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Stop(ctx)
-		producer := newClient(t, s, errand.Config{})
+		producer := newClient(t, s, &errand.Config{})
 		for range 3 {
 			enqueue(t, producer, "export_ordr", nil)
 		}

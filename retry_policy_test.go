@@ -107,7 +107,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 
 	// New jobs get the Config's, then the kind's, then their own budget.
 	st := openStore(t, newTestClock())
-	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{Name: "budgeted", MaxAttempts: 4}}), AllowUnknownKinds: true})
+	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "budgeted", MaxAttempts: 4}}), AllowUnknownKinds: true})
 	if j := enqueue(t, c, "plain", nil); j.MaxAttempts != errand.DefaultMaxAttempts {
 		t.Errorf("default max attempts = %d, want %d", j.MaxAttempts, errand.DefaultMaxAttempts)
 	}
@@ -117,7 +117,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 	if j := enqueue(t, c, "budgeted", &errand.EnqueueOpts{MaxAttempts: 2}); j.MaxAttempts != 2 {
 		t.Errorf("job max attempts = %d, want 2", j.MaxAttempts)
 	}
-	c2 := newClient(t, st, errand.Config{MaxAttempts: 7})
+	c2 := newClient(t, st, &errand.Config{MaxAttempts: 7})
 	if j := enqueue(t, c2, "plain", nil); j.MaxAttempts != 7 {
 		t.Errorf("config max attempts = %d, want 7", j.MaxAttempts)
 	}
@@ -127,7 +127,7 @@ func TestRetryPolicyDefaults(t *testing.T) {
 // and checks that the job waits within [cap/2, cap) of the clock.
 func failAndCheckDelay(t *testing.T, c *errand.Client[*sql.Tx], clock *errandtest.Clock, id string, limit time.Duration) {
 	t.Helper()
-	r := workOne(t, c, errand.WorkOneOpts{})
+	r := workOne(t, c, &errand.WorkOneOpts{})
 	if r.Result != errand.ResultRetrying || *r.JobID != id {
 		t.Fatalf("work one: %+v, want job %s retrying", r, id)
 	}
@@ -146,7 +146,7 @@ func TestPerJobBackoffOverridesPolicy(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	failing := func(context.Context, *errand.Job) error { return errors.New("upstream down") }
-	c := newClient(t, st, errand.Config{Kinds: kindsOf([]testKind{{
+	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "task", Handler: errand.HandlerFunc(failing),
 		// The kind's policy would wait hours; the job's own settings win.
 		RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: 10 * time.Hour},
@@ -164,7 +164,7 @@ func TestPerKindRetryPolicy(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	failing := errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("nope") })
-	c := newClient(t, st, errand.Config{
+	c := newClient(t, st, &errand.Config{
 		RetryPolicy: &errand.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond},
 		Kinds: kindsOf([]testKind{
 			{Name: "slow", Handler: failing, RetryPolicy: &errand.RetryPolicy{Base: time.Minute, Max: 3 * time.Minute}},

@@ -92,7 +92,7 @@ func notifyProcess(t *testing.T, path string, hub *notifyHub, clock *errandtest.
 	}
 	t.Cleanup(func() { s.Close() })
 	ns := &notifyingStore{Store: s, hub: hub}
-	c, err := errand.NewClient(ns, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(ns, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			if ran != nil {
@@ -115,7 +115,7 @@ func notifyProcess(t *testing.T, path string, hub *notifyHub, clock *errandtest.
 func idleWorker(t *testing.T, c *errand.Client[*sql.Tx], clock *errandtest.Clock, cfg errand.WorkerConfig) *errand.Worker {
 	t.Helper()
 	cfg.PollInterval = time.Hour
-	w, err := c.NewWorker(cfg)
+	w, err := c.NewWorker(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestListenReconnectWakesEveryQueue(t *testing.T) {
 	// A producer that announces nothing, like one whose notification was
 	// lost while the listener was disconnected. The worker polls hourly
 	// and the clock stands still: only the reconnect can start the jobs.
-	silent := newClient(t, openStoreAt(t, path, clock), errand.Config{Clock: clock})
+	silent := newClient(t, openStoreAt(t, path, clock), &errand.Config{Clock: clock})
 	ids := map[string]bool{}
 	for _, q := range []string{"a", "b"} {
 		r, err := silent.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: q})

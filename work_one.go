@@ -38,7 +38,11 @@ type WorkOneOpts struct {
 // A returned error means the claim or the outcome write failed; a job whose
 // outcome could not be written keeps its lease until it expires, and is then
 // claimed again.
-func (c *Client[TTx]) WorkOne(ctx context.Context, opts WorkOneOpts) (*WorkResult, error) {
+func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult, error) {
+	var opts WorkOneOpts
+	if o != nil {
+		opts = *o
+	}
 	kinds := c.handlerKinds()
 	if len(kinds) == 0 {
 		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}

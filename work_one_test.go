@@ -38,7 +38,7 @@ func TestWorkOneClassifiesHandlerErrors(t *testing.T) {
 			c := handlerClient(t, st, func(context.Context, *errand.Job) error { return tt.err })
 			job := enqueue(t, c, "task", nil)
 
-			r := workOne(t, c, errand.WorkOneOpts{})
+			r := workOne(t, c, &errand.WorkOneOpts{})
 			if r.Result != tt.wantResult || r.Class != tt.wantClass || r.Attempt != 1 || *r.JobID != job.ID {
 				t.Fatalf("result %+v, want %s with class %s on attempt 1", r, tt.wantResult, tt.wantClass)
 			}
@@ -80,7 +80,7 @@ func TestWorkOneRetryAfterUsesTheHint(t *testing.T) {
 		return errand.RetryAfter(hint, errand.WithClass("rate_limited", errUpstream))
 	})
 	job := enqueue(t, c, "task", nil)
-	r := workOne(t, c, errand.WorkOneOpts{})
+	r := workOne(t, c, &errand.WorkOneOpts{})
 	want := clock.Now().Add(hint)
 	if r.Result != errand.ResultRetrying || r.AvailableAt == nil || !r.AvailableAt.Equal(want) {
 		t.Fatalf("result %+v, want retrying at %v", r, want)
@@ -96,7 +96,7 @@ func TestWorkOneRetryAfterOnTheLastAttemptDies(t *testing.T) {
 	st := openStore(t, newTestClock())
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return errand.RetryAfter(time.Minute, errUpstream) })
 	job := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultDead {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultDead {
 		t.Fatalf("result %s, want dead: the hint cannot add attempts", r.Result)
 	}
 	if j := getJob(t, c, job.ID); j.State != errand.StateDead {
@@ -120,7 +120,7 @@ func TestWorkOneSnoozeDoesNotUseAnAttempt(t *testing.T) {
 	})
 	job := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	for i := range 2 {
-		r := workOne(t, c, errand.WorkOneOpts{})
+		r := workOne(t, c, &errand.WorkOneOpts{})
 		want := clock.Now().Add(time.Minute)
 		if r.Result != errand.ResultSnoozed || r.AvailableAt == nil || !r.AvailableAt.Equal(want) {
 			t.Fatalf("run %d: result %+v, want snoozed until %v", i+1, r, want)
@@ -130,13 +130,13 @@ func TestWorkOneSnoozeDoesNotUseAnAttempt(t *testing.T) {
 			t.Fatalf("run %d: job %s attempt %d errors %v available %v; want queued, attempt 0, no history, available %v",
 				i+1, j.State, j.Attempt, j.Errors, j.AvailableAt, want)
 		}
-		if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+		if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 			t.Fatalf("run %d: a snoozed job was claimed before its time: %+v", i+1, r)
 		}
 		clock.Advance(time.Minute)
 	}
 	// Two snoozes on a one-attempt budget, and the job still runs.
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded", r)
 	}
 }
@@ -152,7 +152,7 @@ func TestWorkOneRecoversPanicsWithTheirStack(t *testing.T) {
 	st := openStore(t, newTestClock())
 	c := handlerClient(t, st, panickingHandler)
 	job := enqueue(t, c, "task", nil)
-	r := workOne(t, c, errand.WorkOneOpts{})
+	r := workOne(t, c, &errand.WorkOneOpts{})
 	if r.Result != errand.ResultRetrying || r.Class != errand.ClassPanic {
 		t.Fatalf("result %+v, want retrying with class panic", r)
 	}
@@ -172,7 +172,7 @@ func TestWorkOneRecoversPanicsWithTheirStack(t *testing.T) {
 func TestWorkOneKindTimeout(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	c := newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "task",
 		Timeout: time.Second,
 		Handler: errand.HandlerFunc(func(ctx context.Context, _ *errand.Job) error {
@@ -185,7 +185,7 @@ func TestWorkOneKindTimeout(t *testing.T) {
 		}),
 	}})})
 	job := enqueue(t, c, "task", nil)
-	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: time.Minute})
+	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: time.Minute})
 	// The attempt has begun once its lease's heartbeats are scheduled.
 	blockUntilAt(t, clock, clock.Now().Add(20*time.Second), 1)
 	clock.Advance(time.Second - time.Microsecond)
@@ -221,13 +221,13 @@ func TestWorkOneLastAttemptDeadLettersWithWholeHistory(t *testing.T) {
 		if attempt == 3 {
 			want = errand.ResultDead
 		}
-		r := workOne(t, c, errand.WorkOneOpts{})
+		r := workOne(t, c, &errand.WorkOneOpts{})
 		if r.Result != want || r.Attempt != attempt {
 			t.Fatalf("attempt %d: result %+v, want %s", attempt, r, want)
 		}
 		clock.Advance(2 * time.Hour) // past any backoff
 	}
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("a dead job was claimed: %+v", r)
 	}
 	if runs.Load() != 3 {
@@ -263,11 +263,11 @@ func TestWorkOneExpiredJobDiesWithoutRunning(t *testing.T) {
 
 	clock.Advance(time.Minute)
 	// The claim sweeps the expired job, then runs the one still in time.
-	r := workOne(t, c, errand.WorkOneOpts{})
+	r := workOne(t, c, &errand.WorkOneOpts{})
 	if r.Result != errand.ResultSucceeded || *r.JobID != fresh.ID {
 		t.Fatalf("result %+v, want the unexpired job %s to succeed", r, fresh.ID)
 	}
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("result %+v, want idle", r)
 	}
 	if runs.Load() != 1 {
@@ -292,7 +292,7 @@ func TestScheduledRetryIsNotClaimableBeforeItIsDue(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	r := workOne(t, c, errand.WorkOneOpts{})
+	r := workOne(t, c, &errand.WorkOneOpts{})
 	if r.Result != errand.ResultRetrying {
 		t.Fatalf("result %+v, want retrying", r)
 	}
@@ -304,12 +304,12 @@ func TestScheduledRetryIsNotClaimableBeforeItIsDue(t *testing.T) {
 	wait := due.Sub(failedAt)
 	for _, elapsed := range []time.Duration{0, wait / 2, wait - time.Microsecond} {
 		clock.Set(failedAt.Add(elapsed))
-		if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+		if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 			t.Fatalf("at %v (due %v): result %+v, want idle", clock.Now(), due, r)
 		}
 	}
 	clock.Set(due)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
 		t.Fatalf("at the due time: result %+v, want succeeded on attempt 2", r)
 	}
 }
@@ -324,14 +324,14 @@ func TestScheduledJobWaitsForRunAtAndDelay(t *testing.T) {
 		t.Fatalf("delayed job available at %v, want %v", later.AvailableAt, clock.Now().Add(2*time.Hour))
 	}
 	clock.Advance(time.Hour - time.Microsecond)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("before run-at: %+v, want idle", r)
 	}
 	clock.Advance(time.Microsecond)
-	if r := workOne(t, c, errand.WorkOneOpts{}); *r.JobID != at.ID {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); *r.JobID != at.ID {
 		t.Fatalf("at run-at: %+v, want job %s", r, at.ID)
 	}
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("before the delay passed: %+v, want idle", r)
 	}
 }
@@ -339,15 +339,15 @@ func TestScheduledJobWaitsForRunAtAndDelay(t *testing.T) {
 func TestWorkOneClaimsOnlyHandledKindsAndQueues(t *testing.T) {
 	st := openStore(t, newTestClock())
 	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
-	other := enqueue(t, newClient(t, st, errand.Config{}), "unhandled", nil) // a producer of another program's kind
+	other := enqueue(t, newClient(t, st, &errand.Config{}), "unhandled", nil) // a producer of another program's kind
 	elsewhere := enqueue(t, c, "task", &errand.EnqueueOpts{Queue: "mail"})
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("result %+v, want idle: the only default-queue job has no handler", r)
 	}
 	if j := getJob(t, c, other.ID); j.State != errand.StateQueued || j.Attempt != 0 {
 		t.Fatalf("unhandled job %s attempt %d, want untouched", j.State, j.Attempt)
 	}
-	if r := workOne(t, c, errand.WorkOneOpts{Queues: []string{"mail"}}); r.Result != errand.ResultSucceeded || *r.JobID != elsewhere.ID {
+	if r := workOne(t, c, &errand.WorkOneOpts{Queues: []string{"mail"}}); r.Result != errand.ResultSucceeded || *r.JobID != elsewhere.ID {
 		t.Fatalf("result %+v, want job %s from queue mail", r, elsewhere.ID)
 	}
 }
@@ -366,7 +366,7 @@ func TestWorkOneClaimOrder(t *testing.T) {
 		enqueue(t, c, "task", &errand.EnqueueOpts{ID: p.id, Priority: p.priority})
 	}
 	for range 4 {
-		workOne(t, c, errand.WorkOneOpts{})
+		workOne(t, c, &errand.WorkOneOpts{})
 	}
 	want := "d-urgent a-first b-second c-low"
 	if got := strings.Join(order, " "); got != want {
@@ -392,14 +392,14 @@ func TestSetProgressIsSeenByTheNextAttempt(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultRetrying {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultRetrying {
 		t.Fatalf("first attempt: %+v, want retrying", r)
 	}
 	if j := getJob(t, c, job.ID); string(j.Progress) != `{"page":3}` {
 		t.Fatalf("stored progress %q, want {\"page\":3}", j.Progress)
 	}
 	clock.Advance(2 * time.Hour)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("second attempt: %+v, want succeeded", r)
 	}
 	if len(seen) != 2 || seen[0] != "" || seen[1] != `{"page":3}` {
@@ -422,7 +422,7 @@ func TestSetProgressIsFenced(t *testing.T) {
 		return nil
 	})
 	job := enqueue(t, c, "task", nil)
-	if r := workOne(t, c, errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultLeaseLost {
+	if r := workOne(t, c, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultLeaseLost {
 		t.Fatalf("result %+v, want lease_lost", r)
 	}
 	if !errors.Is(progressErr, errand.ErrLeaseLost) {
@@ -469,12 +469,12 @@ func TestWorkOneLeaseLostWritesNothing(t *testing.T) {
 			}
 			done := make(chan outcome, 1)
 			go func() {
-				r, err := first.WorkOne(context.Background(), errand.WorkOneOpts{Lease: lease, Owner: "first"})
+				r, err := first.WorkOne(context.Background(), &errand.WorkOneOpts{Lease: lease, Owner: "first"})
 				done <- outcome{r, err}
 			}()
 			<-started
 			clock.Advance(lease)
-			r2 := workOne(t, second, errand.WorkOneOpts{Lease: lease, Owner: "second"})
+			r2 := workOne(t, second, &errand.WorkOneOpts{Lease: lease, Owner: "second"})
 			if r2.Result != errand.ResultSucceeded || r2.Attempt != 2 {
 				t.Fatalf("second worker: %+v, want succeeded on attempt 2", r2)
 			}
@@ -520,7 +520,7 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 	})
 	job := enqueue(t, c, "task", nil)
 	const lease = time.Minute
-	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: lease})
+	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: lease})
 	<-started
 	claimed := getJob(t, c, job.ID)
 	storeClock.Advance(lease) // the lease has expired in the store
@@ -552,7 +552,7 @@ func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 	})
 	job := enqueue(t, c, "task", nil)
 	const lease = 30 * time.Second
-	done := workOneAsync(t, c, errand.WorkOneOpts{Lease: lease})
+	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: lease})
 	// Three leases pass, a renewal every third of one: each renewal moves
 	// the lease's end, in the store and in the worker.
 	blockUntilAt(t, clock, clock.Now().Add(lease/3), 1)
@@ -590,7 +590,7 @@ func TestFinalAttemptCrashIsDeadAtTheNextClaim(t *testing.T) {
 		t.Fatalf("claim: %v, %d jobs", err, len(claimed))
 	}
 	clock.Advance(time.Minute)
-	if r := workOne(t, c, errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("result %+v, want idle: a final attempt that crashed must not run again", r)
 	}
 	j := getJob(t, c, job.ID)

@@ -81,7 +81,11 @@ type Worker struct {
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
-func (c *Client[TTx]) NewWorker(cfg WorkerConfig) (*Worker, error) {
+func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
+	var cfg WorkerConfig
+	if config != nil {
+		cfg = *config
+	}
 	kinds := c.handlerKinds()
 	if len(kinds) == 0 {
 		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}

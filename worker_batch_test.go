@@ -21,7 +21,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	// reach the batcher together.
 	var all sync.WaitGroup
 	all.Add(n)
-	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "together",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			all.Done()
@@ -39,7 +39,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	s := openStore(t, clock)
 	started := make(chan struct{}, 5)
 	release := make(chan struct{})
-	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "held",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
@@ -100,7 +100,7 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 5}})
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
 	}})})
@@ -55,7 +55,7 @@ func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
 		}
 		left -= n
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: concurrency}})
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: concurrency}})
 	if err != nil {
 		b.Fatal(err)
 	}

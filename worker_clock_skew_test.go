@@ -62,7 +62,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 		}
 		return started[id]
 	}
-	c, err := errand.NewClient(real, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(real, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "hold",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			select {
@@ -89,7 +89,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 	const lease = 3 * time.Second
 	newWorker := func(queue string, offset time.Duration) *errand.Worker {
 		t.Helper()
-		w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{queue: 1}, Lease: lease,
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{queue: 1}, Lease: lease,
 			PollInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

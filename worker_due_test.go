@@ -42,7 +42,7 @@ func eachJobStore(t *testing.T, body func(t *testing.T, s errand.TxStore[*sql.Tx
 // slots that polls once an hour and listens for nothing.
 func startHourlyWorker(t *testing.T, c *errand.Client[*sql.Tx]) *errand.Worker {
 	t.Helper()
-	w, err := c.NewWorker(errand.WorkerConfig{
+	w, err := c.NewWorker(&errand.WorkerConfig{
 		Queues:       map[string]int{errand.DefaultQueue: 2},
 		PollInterval: time.Hour,
 		PollOnly:     true,
@@ -104,7 +104,7 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				ran := make(chan string, 4)
-				cl := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky_" + c.name,
+				cl := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky_" + c.name,
 					Handler: attempts(ran, func(j *errand.Job) error {
 						if j.Attempt == 1 && len(j.Errors) == 0 && j.AvailableAt.Equal(j.CreatedAt) {
 							return c.first
@@ -135,9 +135,9 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 func TestWorkerFindsDelayedJobWhenDue(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 2)
-		worker := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "later",
+		worker := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "later",
 			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
-		other := newClient(t, s, errand.Config{})
+		other := newClient(t, s, &errand.Config{})
 		j := enqueue(t, other, "later", &errand.EnqueueOpts{Delay: 300 * time.Millisecond})
 		startHourlyWorker(t, worker)
 		blockUntilAt(t, clock, j.AvailableAt, 1)
@@ -157,14 +157,14 @@ func TestWorkerRunsNextOrderedJobWhenPredecessorEnds(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 4)
 		release := make(chan struct{})
-		worker := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "ordered",
+		worker := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "ordered",
 			Handler: attempts(ran, func(j *errand.Job) error {
 				if j.ID == "first" {
 					<-release
 				}
 				return nil
 			})}})})
-		other := newClient(t, s, errand.Config{})
+		other := newClient(t, s, &errand.Config{})
 		for _, id := range []string{"first", "second"} {
 			enqueue(t, other, "ordered", &errand.EnqueueOpts{ID: id, OrderingKey: "account-7"})
 		}

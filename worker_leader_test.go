@@ -47,7 +47,7 @@ func leaderProcess(t *testing.T, path string, clock *errandtest.Clock, cfg erran
 	}
 	t.Cleanup(func() { s.Close() })
 	fs := &flakyLeaderStore{Store: s}
-	c, err := errand.NewClient(fs, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(fs, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
 	}})})
@@ -63,7 +63,7 @@ func leaderProcess(t *testing.T, path string, clock *errandtest.Clock, cfg erran
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Hour
 	}
-	w, err := c.NewWorker(cfg)
+	w, err := c.NewWorker(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestLeadershipOneAtATimeAndHandover(t *testing.T) {
 	clock := newTestClock()
 	a, _ := leaderProcess(t, path, clock, errand.WorkerConfig{})
 	b, _ := leaderProcess(t, path, clock, errand.WorkerConfig{})
-	observer := newClient(t, openStoreAt(t, path, clock), errand.Config{})
+	observer := newClient(t, openStoreAt(t, path, clock), &errand.Config{})
 	every := testLeaderTTL / 3
 
 	// Both have held their first election once both wait for the next.
@@ -226,7 +226,7 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	// Another process enqueues into "orphans" and claims two jobs there
 	// under a lease of a minute, then dies.
 	st := openStoreAt(t, path, clock)
-	producer := newClient(t, st, errand.Config{})
+	producer := newClient(t, st, &errand.Config{})
 	retried := enqueue(t, producer, "noop", &errand.EnqueueOpts{Queue: "orphans", MaxAttempts: 3})
 	final := enqueue(t, producer, "noop", &errand.EnqueueOpts{Queue: "orphans", MaxAttempts: 1})
 	claimed, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"orphans"}, Limit: 2, Lease: time.Minute, Owner: "dead-process"})
@@ -269,11 +269,11 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 	}
 	clock.Advance(errand.WorkerPruneAfter - 3*time.Hour) // old: stopped 24h+1h ago; recent: 24h-1h ago
 
-	c := newClient(t, st, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
 	// The clock stands still: the worker leads from its first election on,
 	// and prunes at once.
-	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 
 func TestWorkerConfigLeadership(t *testing.T) {
 	c := handlerClient(t, openStore(t, nil), func(context.Context, *errand.Job) error { return nil })
-	for _, cfg := range []errand.WorkerConfig{
+	for _, cfg := range []*errand.WorkerConfig{
 		{LeaderTTL: -time.Second},
 		{LeaderTTL: 10 * time.Millisecond},
 		{SweepInterval: -time.Second},

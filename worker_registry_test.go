@@ -33,7 +33,7 @@ func registryClient(t *testing.T, path string, clock *errandtest.Clock) (*errand
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c, err := errand.NewClient(s, errand.Config{Clock: timeSource, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: timeSource, Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
 	}})})
@@ -45,7 +45,7 @@ func registryClient(t *testing.T, path string, clock *errandtest.Clock) (*errand
 
 func startRegistryWorker(t *testing.T, c *errand.Client[*sql.Tx], cfg errand.WorkerConfig) *errand.Worker {
 	t.Helper()
-	w, err := c.NewWorker(cfg)
+	w, err := c.NewWorker(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestWorkerRegistryStoppedWhenContextEnds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	clock := newTestClock()
 	c, _ := registryClient(t, path, clock)
-	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: time.Second})
+	w, err := c.NewWorker(&errand.WorkerConfig{HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestWorkerRegistryRegistersAgain(t *testing.T) {
 func TestWorkerStartFailsWithoutRegistry(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	c, s := registryClient(t, path, nil)
-	w, err := c.NewWorker(errand.WorkerConfig{Owner: "w-1"})
+	w, err := c.NewWorker(&errand.WorkerConfig{Owner: "w-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestWorkerStartFailsWithoutRegistry(t *testing.T) {
 
 func TestWorkerConfigHeartbeatInterval(t *testing.T) {
 	c, _ := registryClient(t, filepath.Join(t.TempDir(), "errand.db"), nil)
-	_, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: -time.Second})
+	_, err := c.NewWorker(&errand.WorkerConfig{HeartbeatInterval: -time.Second})
 	if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "HeartbeatInterval") {
 		t.Errorf("NewWorker with a negative heartbeat interval: %v, want an InputError naming HeartbeatInterval", err)
 	}
@@ -286,13 +286,13 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	started, release := make(chan struct{}), make(chan struct{})
-	c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			close(started)
 			<-release
 			return nil
 		})}})})
-	w, err := c.NewWorker(errand.WorkerConfig{HeartbeatInterval: time.Hour, PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{HeartbeatInterval: time.Hour, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	var runs atomic.Int64
-	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "count",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			runs.Add(1)
@@ -54,7 +54,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	if _, err := c.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{"a": 3, "b": 2}, PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{"a": 3, "b": 2}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	started := make(chan string, 10)
-	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- j.ID
@@ -103,7 +103,7 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 3}})
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	ran := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			ran <- struct{}{}
@@ -158,7 +158,7 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	}
 	// The worker polls hourly on a clock that never moves: only the
 	// wake-up can start the job.
-	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	started := make(chan struct{}, 1)
-	c, err := errand.NewClient(s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "slow",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
@@ -209,7 +209,7 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{})
+	w, err := c.NewWorker(&errand.WorkerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestWorkerNeverHoldsMoreJobsThanSlots(t *testing.T) {
 	s := openStore(t, clock)
 	started, release := make(chan string, 10), make(chan struct{})
 	quit := make(chan struct{}) // ends every handler, for Stop to return after a failure
-	c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "hold",
+	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "hold",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			started <- j.ID
 			select {
@@ -257,7 +257,7 @@ func TestWorkerNeverHoldsMoreJobsThanSlots(t *testing.T) {
 	for range n {
 		enqueue(t, c, "hold", nil)
 	}
-	w, err := c.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: slots}, PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: slots}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,13 +317,13 @@ func TestWorkerLeavesUnhandledKindsQueued(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
 	s := openStore(t, clock)
-	c := newClient(t, s, errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
-	producer := newClient(t, s, errand.Config{})
+	producer := newClient(t, s, &errand.Config{})
 	// Enqueued first: a claim that ignored kinds would take it first.
 	unhandled := enqueue(t, producer, "new_kind", nil)
 	handled := enqueue(t, c, "task", nil)
-	w, err := c.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

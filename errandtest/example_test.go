@@ -40,11 +40,11 @@ func Example() {
 		ran <- clock.Now()
 		return nil
 	}, nil)
-	client, err := errand.NewClient(store, errand.Config{Clock: clock, Kinds: kinds})
+	client, err := errand.NewClient(store, &errand.Config{Clock: clock, Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
-	worker, err := client.NewWorker(errand.WorkerConfig{PollInterval: time.Hour})
+	worker, err := client.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func Example_pgxTx() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	client, err := errand.NewClient(store, errand.Config{}) // *errand.Client[pgx.Tx]
+	client, err := errand.NewClient(store, &errand.Config{}) // *errand.Client[pgx.Tx]
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,9 +61,9 @@ func Example_databaseSQL() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	view := store.SQL(db)                                  // a TxStore[*sql.Tx] over the same schema
-	defer view.Close()                                     // closes the store too, not db
-	client, err := errand.NewClient(view, errand.Config{}) // *errand.Client[*sql.Tx]
+	view := store.SQL(db)                                   // a TxStore[*sql.Tx] over the same schema
+	defer view.Close()                                      // closes the store too, not db
+	client, err := errand.NewClient(view, &errand.Config{}) // *errand.Client[*sql.Tx]
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func BenchmarkWake(b *testing.B) {
 	defer producerStore.Close()
 
 	started := make(chan time.Time, 1)
-	worker, err := errand.NewClient(workerStore, errand.Config{Kinds: kindsOf([]testKind{{
+	worker, err := errand.NewClient(workerStore, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error {
 			started <- time.Now()
@@ -43,7 +43,7 @@ func BenchmarkWake(b *testing.B) {
 	defer worker.Close()
 	// Ten slots, so a running job never keeps the queue from waiting for
 	// the next wake-up.
-	w, err := worker.NewWorker(errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 10}, PollInterval: time.Hour})
+	w, err := worker.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 10}, PollInterval: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func BenchmarkWake(b *testing.B) {
 	for w.Stats().IdleClaims == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	producer, err := errand.NewClient(producerStore, errand.Config{})
+	producer, err := errand.NewClient(producerStore, &errand.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -243,7 +243,7 @@ func openForWorker(t *testing.T, url, schema string) *postgres.Store {
 // of each job it runs on ran.
 func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.Client[pgx.Tx] {
 	t.Helper()
-	c, err := errand.NewClient(s, errand.Config{Kinds: kindsOf([]testKind{{
+	c, err := errand.NewClient(s, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			ran <- j.ID
@@ -261,7 +261,7 @@ func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.
 // that a job enqueued afterwards is found only by a wake-up or a poll.
 func startWorker(t *testing.T, c *errand.Client[pgx.Tx], cfg errand.WorkerConfig) *errand.Worker {
 	t.Helper()
-	w, err := c.NewWorker(cfg)
+	w, err := c.NewWorker(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ cancelled: its worker holds it until it finishes or its lease expires.`,
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}

@@ -454,7 +454,7 @@ func redactURL(db string) string {
 }
 
 // openClient opens the store and a client over it with the given config.
-func openClient(ctx context.Context, flagValue string, mode openMode, cfg errand.Config) (*errand.Client[*sql.Tx], func(), error) {
+func openClient(ctx context.Context, flagValue string, mode openMode, cfg *errand.Config) (*errand.Client[*sql.Tx], func(), error) {
 	st, err := openStore(ctx, flagValue, mode, cfg.Logger)
 	if err != nil {
 		return nil, nil, err

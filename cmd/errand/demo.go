@@ -129,7 +129,7 @@ func demoKinds() *errand.Kinds {
 }
 
 func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) error {
-	c, err := errand.NewClient(st, errand.Config{Kinds: demoKinds(), Logger: slog.New(slog.DiscardHandler)})
+	c, err := errand.NewClient(st, &errand.Config{Kinds: demoKinds(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 	fmt.Fprintf(w, "\nworking them one at a time:\n")
 	var deadID string
 	for range 20 {
-		r, err := c.WorkOne(ctx, errand.WorkOneOpts{Lease: 10 * time.Second})
+		r, err := c.WorkOne(ctx, &errand.WorkOneOpts{Lease: 10 * time.Second})
 		if err != nil {
 			return err
 		}

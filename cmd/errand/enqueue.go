@@ -80,7 +80,7 @@ existing job's id and exits 0.`,
 				}
 			}
 
-			c, closeDB, err := openClient(ctx, *db, mayCreate, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mayCreate, &errand.Config{})
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@ happens next, in words).`,
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}

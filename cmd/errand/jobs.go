@@ -45,7 +45,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 					params.States = append(params.States, st)
 				}
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}

@@ -40,12 +40,12 @@ shows it). Only dead and cancelled jobs can be replayed.`,
 			if op == "" {
 				op = currentUser()
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			j, err := c.Replay(ctx, id, errand.ReplayOpts{Operator: op, Reason: *reason})
+			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason})
 			if err != nil {
 				return jobError(id, err)
 			}

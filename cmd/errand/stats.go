@@ -34,7 +34,7 @@ With --json, prints {"queues": [{"queue", "counts": {STATE: N},
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; stats takes only flags", pos[0])
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}

@@ -117,7 +117,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mayCreate, errand.Config{Kinds: kinds, Logger: e.logger})
+			c, closeDB, err := openClient(ctx, *db, mayCreate, &errand.Config{Kinds: kinds, Logger: e.logger})
 			if err != nil {
 				return err
 			}
@@ -139,7 +139,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			if *once {
 				return workOnce(ctx, c, qs, *lease, e)
 			}
-			cfg := errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
+			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
 				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
@@ -163,7 +163,7 @@ With --once it claims one job, runs it, prints one JSON line:
 
 // workOnce claims, runs and records one job, and prints what happened.
 func workOnce(ctx context.Context, c *errand.Client[*sql.Tx], qs queueFlags, lease time.Duration, e *env) error {
-	res, err := c.WorkOne(ctx, errand.WorkOneOpts{Queues: qs.names, Lease: lease})
+	res, err := c.WorkOne(ctx, &errand.WorkOneOpts{Queues: qs.names, Lease: lease})
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ var errSecondSignal = errors.New("second signal")
 // runWorker runs w until ctx ends, then drains it for grace. It returns nil
 // after a drain, whether or not jobs had to be given back; it returns an
 // error when a second signal (forceStop) cut the drain short.
-func runWorker(ctx context.Context, w *errand.Worker, cfg errand.WorkerConfig, qs queueFlags, kinds []string, grace time.Duration, handlers []*exechandler.Handler, e *env) error {
+func runWorker(ctx context.Context, w *errand.Worker, cfg *errand.WorkerConfig, qs queueFlags, kinds []string, grace time.Duration, handlers []*exechandler.Handler, e *env) error {
 	// The worker's own context never ends: a stop is always a drain.
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		return err

@@ -66,14 +66,14 @@ func workerDB(t *testing.T, store string) string {
 func openTestClient(t *testing.T, db string) *errand.Client[*sql.Tx] {
 	t.Helper()
 	if _, ok := pgSchemaOf(db); ok {
-		c, err := errand.NewClient(openPGStore(t, db).SQL(nil), errand.Config{})
+		c, err := errand.NewClient(openPGStore(t, db).SQL(nil), &errand.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	c, closeDB, err := openClient(context.Background(), db, mayCreate, errand.Config{})
+	c, closeDB, err := openClient(context.Background(), db, mayCreate, &errand.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ since_last_completed_seconds added (null before the first finished job) and
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; errand workers takes no arguments", pos[0])
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, errand.Config{})
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}

@@ -198,7 +198,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer a.close()
 	id := pos[1]
-	j, err := a.client.Replay(ctx, id, errand.ReplayOpts{Operator: operator(), Reason: *reason})
+	j, err := a.client.Replay(ctx, id, &errand.ReplayOpts{Operator: operator(), Reason: *reason})
 	var se *errand.StateError
 	switch {
 	case errors.As(err, &se):

@@ -136,7 +136,7 @@ func newReceiptClient(store errand.TxStore[*sql.Tx], d *deliverer) (*errand.Clie
 	} else {
 		errand.Declare[receiptArgs](kinds, opts)
 	}
-	return errand.NewClient(store, errand.Config{Kinds: kinds})
+	return errand.NewClient(store, &errand.Config{Kinds: kinds})
 }
 
 // migrate creates the application's tables and seeds them once.

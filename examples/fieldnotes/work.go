@@ -91,7 +91,7 @@ type workLine struct {
 // workOne claims at most one receipt job with a one-second lease, runs it
 // and records the outcome.
 func workOne(ctx context.Context, client *errand.Client[*sql.Tx]) (*workLine, error) {
-	r, err := client.WorkOne(ctx, errand.WorkOneOpts{Lease: receiptLease})
+	r, err := client.WorkOne(ctx, &errand.WorkOneOpts{Lease: receiptLease})
 	if err != nil {
 		return nil, err
 	}
