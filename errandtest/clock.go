@@ -54,19 +54,18 @@ func (c *Clock) Now() time.Time {
 // the new time.
 func (c *Clock) Advance(d time.Duration) time.Time {
 	c.mu.Lock()
-	t := c.now.Add(d)
+	t := c.now.Add(d) // read and moved under one lock: concurrent advances add up
+	funcs := c.setLocked(t)
 	c.mu.Unlock()
-	c.Set(t)
+	for _, f := range funcs {
+		f()
+	}
 	return t
 }
 
-// Set moves the clock to t. Moving forward fires the timers and tickers due
-// by t, earliest first; a ticker more than one period behind ticks once, as
-// a real one drops ticks for a slow receiver. Moving backward fires
-// nothing, and the timers then fire when the clock reaches their time
-// again.
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
+// setLocked moves the clock to t and fires what is due, returning the
+// AfterFunc functions to run once c.mu is released. c.mu is held.
+func (c *Clock) setLocked(t time.Time) []func() {
 	c.now = t
 	var funcs []func()
 	for {
@@ -79,6 +78,17 @@ func (c *Clock) Set(t time.Time) {
 		}
 	}
 	c.notify()
+	return funcs
+}
+
+// Set moves the clock to t. Moving forward fires the timers and tickers due
+// by t, earliest first; a ticker more than one period behind ticks once, as
+// a real one drops ticks for a slow receiver. Moving backward fires
+// nothing, and the timers then fire when the clock reaches their time
+// again.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	funcs := c.setLocked(t)
 	c.mu.Unlock()
 	for _, f := range funcs {
 		f()
