@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -56,6 +57,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
 	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,6 +72,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *jobs < 1 || *reps < 1 || *samples < 1 {
 		return fmt.Errorf("-jobs, -reps and -samples must be at least 1")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var rows []row
 	for _, s := range stores {
@@ -215,7 +228,6 @@ type row struct {
 	errand, river  string
 	ratio          string // errand ÷ River
 	better         string // which way is better
-	ratioValue     float64
 }
 
 func measureStore(ctx context.Context, e *env, jobs, reps, samples int) ([]row, error) {
@@ -250,10 +262,17 @@ func measureStore(ctx context.Context, e *env, jobs, reps, samples int) ([]row, 
 	for i, m := range list {
 		p := got[i]
 		if p.errand[0].latencies == nil {
-			ev, rv := medianRate(p.errand), medianRate(p.river)
+			// The ratio is the median of each repetition's ratio: the two
+			// runs of a repetition are adjacent, so they share whatever
+			// load the machine had then.
+			ratios := make([]float64, len(p.errand))
+			for j := range ratios {
+				ratios[j] = p.errand[j].perSec / p.river[j].perSec
+			}
+			ev, rv, ratio := median(rates(p.errand)), median(rates(p.river)), median(ratios)
 			rows = append(rows, row{store: e.store, measure: m.name,
 				errand: fmt.Sprintf("%.0f", ev), river: fmt.Sprintf("%.0f", rv),
-				ratio: fmt.Sprintf("%.2f×", ev/rv), ratioValue: ev / rv, better: "higher"})
+				ratio: fmt.Sprintf("%.2f×", ratio), better: "higher"})
 			continue
 		}
 		el, rl := pooled(p.errand), pooled(p.river)
@@ -264,7 +283,7 @@ func measureStore(ctx context.Context, e *env, jobs, reps, samples int) ([]row, 
 			ev, rv := ms(percentile(el, q.p)), ms(percentile(rl, q.p))
 			rows = append(rows, row{store: e.store, measure: strings.Replace(m.name, "(ms)", q.name+" (ms)", 1),
 				errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
-				ratio: fmt.Sprintf("%.2f×", ev/rv), ratioValue: ev / rv, better: "lower"})
+				ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
 		}
 	}
 	return rows, nil
@@ -279,11 +298,16 @@ func (r result) String() string {
 	return fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", ms(percentile(l, 0.5)), ms(percentile(l, 0.99)))
 }
 
-func medianRate(rs []result) float64 {
+func rates(rs []result) []float64 {
 	v := make([]float64, len(rs))
 	for i, r := range rs {
 		v[i] = r.perSec
 	}
+	return v
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
 	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]
