@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/sqlite"
+)
+
+// noopArgs is the job both systems run: it does nothing but note when it
+// was enqueued, for the latency measure.
+type noopArgs struct {
+	EnqueuedAt int64 `json:"enqueued_at"`
+}
+
+func (noopArgs) Kind() string { return "noop" }
+
+// errandKinds declares the no-op kind; started, when not nil, receives each
+// job's enqueue-to-start delay.
+func errandKinds(started chan<- time.Duration) *errand.Kinds {
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args noopArgs) error {
+		if started != nil && args.EnqueuedAt != 0 {
+			started <- time.Since(time.Unix(0, args.EnqueuedAt))
+		}
+		return nil
+	}, nil)
+	return kinds
+}
+
+// withErrand opens errand on a fresh database of env and calls fn with a
+// client, closing everything afterwards.
+func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn func(c errandClient) (result, error)) (result, error) {
+	cfg := &errand.Config{Kinds: errandKinds(started)}
+	switch env.store {
+	case "sqlite":
+		dir, cleanup, err := env.freshDir()
+		if err != nil {
+			return result{}, err
+		}
+		defer cleanup()
+		store, err := sqlite.Open(ctx, filepath.Join(dir, "errand.db"), &sqlite.Options{Synchronous: "NORMAL"})
+		if err != nil {
+			return result{}, err
+		}
+		defer store.Close()
+		client, err := errand.NewClient(store, cfg)
+		if err != nil {
+			return result{}, err
+		}
+		defer client.Close()
+		return fn(errandOps[sqlTx]{client})
+	default:
+		schema, drop, err := env.freshSchema(ctx, "errand")
+		if err != nil {
+			return result{}, err
+		}
+		defer drop()
+		pool, err := env.pool(ctx)
+		if err != nil {
+			return result{}, err
+		}
+		defer pool.Close()
+		store, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
+		if err != nil {
+			return result{}, err
+		}
+		defer store.Close()
+		client, err := errand.NewClient(store, cfg)
+		if err != nil {
+			return result{}, err
+		}
+		defer client.Close()
+		return fn(errandOps[pgxTx]{client})
+	}
+}
+
+// errandClient hides the client's transaction type from the measures.
+type errandClient interface {
+	enqueueMany(ctx context.Context, n int) error
+	enqueueOne(ctx context.Context) error
+	work(ctx context.Context, n int) (time.Duration, error)
+	idleWorker(ctx context.Context) (stop func(), err error)
+}
+
+type errandOps[TTx any] struct{ c *errand.Client[TTx] }
+
+func (o errandOps[TTx]) enqueueMany(ctx context.Context, n int) error {
+	for done := 0; done < n; done += batchSize {
+		params := make([]errand.EnqueueParams, min(batchSize, n-done))
+		for i := range params {
+			params[i] = errand.EnqueueParams{Args: noopArgs{}}
+		}
+		if _, err := o.c.EnqueueMany(ctx, params); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o errandOps[TTx]) enqueueOne(ctx context.Context) error {
+	_, err := o.c.Enqueue(ctx, noopArgs{EnqueuedAt: time.Now().UnixNano()}, nil)
+	return err
+}
+
+func (o errandOps[TTx]) newWorker() (*errand.Worker, error) {
+	return o.c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{"default": workers}})
+}
+
+// work starts a worker on n queued jobs and times it until the client has
+// recorded n outcomes.
+func (o errandOps[TTx]) work(ctx context.Context, n int) (time.Duration, error) {
+	events, cancel := o.c.Subscribe(errand.ResultSucceeded)
+	defer cancel()
+	w, err := o.newWorker()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer w.Stop(context.Background())
+	seen := 0
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(workTimeout)
+	for seen+int(o.c.DroppedEvents()) < n {
+		select {
+		case <-events:
+			seen++
+		case <-tick.C:
+		case <-timeout:
+			return 0, fmt.Errorf("errand: %d of %d jobs done after %s", seen, n, workTimeout)
+		}
+	}
+	return time.Since(start), nil
+}
+
+func (o errandOps[TTx]) idleWorker(ctx context.Context) (func(), error) {
+	w, err := o.newWorker()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
+	return func() { w.Stop(context.Background()) }, nil
+}

@@ -1,0 +1,393 @@
+// Command compare runs errand and River on the same kind of fresh database,
+// interleaved, and prints each measure for both and their ratio.
+//
+//	go run ./cmd/compare -store both -jobs 20000 -reps 3 -markdown results.md
+//
+// Every measure of every repetition gets a fresh database (a SQLite file in a
+// temporary directory, or a PostgreSQL schema that is dropped afterwards),
+// and within a repetition the two systems alternate which goes first, so
+// that whatever else the machine is doing falls on both.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+type (
+	sqlTx = *sql.Tx
+	pgxTx = pgx.Tx
+)
+
+const (
+	batchSize    = 1000 // jobs per EnqueueMany / InsertMany call
+	workers      = 1000 // errand: one queue of this concurrency
+	workersRiver = 1000 // River: MaxWorkers of its one queue
+	workTimeout  = 5 * time.Minute
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	jobs := fs.Int("jobs", 20000, "jobs per throughput measure")
+	store := fs.String("store", "both", "sqlite, postgres or both")
+	reps := fs.Int("reps", 3, "repetitions of every measure")
+	samples := fs.Int("samples", 200, "single enqueues per latency measure")
+	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
+	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var stores []string
+	switch *store {
+	case "sqlite", "postgres":
+		stores = []string{*store}
+	case "both":
+		stores = []string{"sqlite", "postgres"}
+	default:
+		return fmt.Errorf("-store %q: use sqlite, postgres or both", *store)
+	}
+	if *jobs < 1 || *reps < 1 || *samples < 1 {
+		return fmt.Errorf("-jobs, -reps and -samples must be at least 1")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var rows []row
+	for _, s := range stores {
+		e := &env{store: s, url: *pgURL}
+		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, *jobs, *reps)
+		rs, err := measureStore(ctx, e, *jobs, *reps, *samples)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		rows = append(rows, rs...)
+	}
+	printTable(out, rows)
+	if *markdown != "" {
+		var b strings.Builder
+		writeMarkdown(&b, rows)
+		if err := os.WriteFile(*markdown, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// result is one run of one measure by one system.
+type result struct {
+	perSec    float64         // throughput measures
+	latencies []time.Duration // latency measures
+}
+
+// measure is one line of the comparison: how errand and River each do it.
+type measure struct {
+	name          string
+	errand, river func(ctx context.Context, e *env) (result, error)
+}
+
+func measures(jobs, samples int) []measure {
+	throughput := func(n int, d time.Duration) result { return result{perSec: float64(n) / d.Seconds()} }
+	timed := func(n int, f func(ctx context.Context) error) func(ctx context.Context) (result, error) {
+		return func(ctx context.Context) (result, error) {
+			start := time.Now()
+			if err := f(ctx); err != nil {
+				return result{}, err
+			}
+			return throughput(n, time.Since(start)), nil
+		}
+	}
+	return []measure{
+		{
+			name: "work: claim, run, ack (jobs/s)",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+					if err := c.enqueueMany(ctx, jobs); err != nil {
+						return result{}, err
+					}
+					d, err := c.work(ctx, jobs)
+					return throughput(jobs, d), err
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
+					if err := c.insertMany(ctx, jobs); err != nil {
+						return result{}, err
+					}
+					d, err := c.work(ctx, jobs)
+					return throughput(jobs, d), err
+				})
+			},
+		},
+		{
+			name: "bulk enqueue: EnqueueMany vs InsertMany (jobs/s)",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+					return timed(jobs, func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) })(ctx)
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
+					return timed(jobs, func(ctx context.Context) error { return c.insertMany(ctx, jobs) })(ctx)
+				})
+			},
+		},
+		{
+			name: "bulk enqueue: EnqueueMany vs InsertManyFast (jobs/s)",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+					return timed(jobs, func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) })(ctx)
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
+					return timed(jobs, func(ctx context.Context) error { return c.insertManyFast(ctx, jobs) })(ctx)
+				})
+			},
+		},
+		{
+			name: "latency: enqueue to start, idle worker (ms)",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				started := make(chan time.Duration, 1)
+				return withErrand(ctx, e, started, func(c errandClient) (result, error) {
+					return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				started := make(chan time.Duration, 1)
+				return withRiver(ctx, e, started, func(c riverClient) (result, error) {
+					return latency(ctx, samples, started, c.idleWorker, c.insertOne)
+				})
+			},
+		},
+	}
+}
+
+// latency starts an idle worker, then enqueues one job at a time, waiting
+// for each to start (the handler reports the delay from just before the
+// enqueue call) and pausing so the worker is idle again.
+func latency(ctx context.Context, samples int, started <-chan time.Duration, start func(context.Context) (func(), error), enqueue func(context.Context) error) (result, error) {
+	stop, err := start(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer stop()
+	time.Sleep(200 * time.Millisecond) // let the worker settle into idling
+	var r result
+	for range samples {
+		if err := enqueue(ctx); err != nil {
+			return result{}, err
+		}
+		select {
+		case d := <-started:
+			r.latencies = append(r.latencies, d)
+		case <-time.After(10 * time.Second):
+			return result{}, fmt.Errorf("a job did not start within 10s")
+		case <-ctx.Done():
+			return result{}, ctx.Err()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return r, nil
+}
+
+// row is one line of the table.
+type row struct {
+	store, measure string
+	errand, river  string
+	ratio          string // errand ÷ River
+	better         string // which way is better
+}
+
+func measureStore(ctx context.Context, e *env, jobs, reps, samples int) ([]row, error) {
+	list := measures(jobs, samples)
+	type pair struct{ errand, river []result }
+	got := make([]pair, len(list))
+	for rep := range reps {
+		for i, m := range list {
+			order := []string{"errand", "river"}
+			if (rep+i)%2 == 1 {
+				order = []string{"river", "errand"}
+			}
+			for _, sys := range order {
+				f := m.errand
+				if sys == "river" {
+					f = m.river
+				}
+				r, err := f(ctx, e)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %s: %w", m.name, sys, err)
+				}
+				if sys == "errand" {
+					got[i].errand = append(got[i].errand, r)
+				} else {
+					got[i].river = append(got[i].river, r)
+				}
+				fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-6s %s\n", rep+1, m.name, sys, r)
+			}
+		}
+	}
+	var rows []row
+	for i, m := range list {
+		p := got[i]
+		if p.errand[0].latencies == nil {
+			// The ratio is the median of each repetition's ratio: the two
+			// runs of a repetition are adjacent, so they share whatever
+			// load the machine had then.
+			ratios := make([]float64, len(p.errand))
+			for j := range ratios {
+				ratios[j] = p.errand[j].perSec / p.river[j].perSec
+			}
+			ev, rv, ratio := median(rates(p.errand)), median(rates(p.river)), median(ratios)
+			rows = append(rows, row{store: e.store, measure: m.name,
+				errand: fmt.Sprintf("%.0f", ev), river: fmt.Sprintf("%.0f", rv),
+				ratio: fmt.Sprintf("%.2f×", ratio), better: "higher"})
+			continue
+		}
+		el, rl := pooled(p.errand), pooled(p.river)
+		for _, q := range []struct {
+			name string
+			p    float64
+		}{{"p50", 0.50}, {"p99", 0.99}} {
+			ev, rv := ms(percentile(el, q.p)), ms(percentile(rl, q.p))
+			rows = append(rows, row{store: e.store, measure: strings.Replace(m.name, "(ms)", q.name+" (ms)", 1),
+				errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
+				ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
+		}
+	}
+	return rows, nil
+}
+
+func (r result) String() string {
+	if r.latencies == nil {
+		return fmt.Sprintf("%.0f jobs/s", r.perSec)
+	}
+	l := slices.Clone(r.latencies)
+	slices.Sort(l)
+	return fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", ms(percentile(l, 0.5)), ms(percentile(l, 0.99)))
+}
+
+func rates(rs []result) []float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = r.perSec
+	}
+	return v
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func pooled(rs []result) []time.Duration {
+	var all []time.Duration
+	for _, r := range rs {
+		all = append(all, r.latencies...)
+	}
+	slices.Sort(all)
+	return all
+}
+
+// percentile of sorted, nearest rank.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func printTable(out io.Writer, rows []row) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "store\tmeasure\terrand\tRiver\terrand ÷ River\tbetter")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.store, r.measure, r.errand, r.river, r.ratio, r.better)
+	}
+	tw.Flush()
+}
+
+func writeMarkdown(b *strings.Builder, rows []row) {
+	b.WriteString("| store | measure | errand | River | errand ÷ River | better |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | --- |\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", r.store, r.measure, r.errand, r.river, r.ratio, r.better)
+	}
+}
+
+// env makes fresh databases of one store.
+type env struct {
+	store string // sqlite or postgres
+	url   string
+}
+
+var schemaSeq atomic.Int64
+
+func (e *env) freshDir() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "errand-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// pool is a PostgreSQL pool of 4 connections, as the comparison uses.
+func (e *env) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(e.url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 4
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// freshSchema creates an empty schema; drop removes it and everything in it.
+func (e *env) freshSchema(ctx context.Context, prefix string) (string, func(), error) {
+	name := fmt.Sprintf("bench_%s_%d_%d", prefix, os.Getpid(), schemaSeq.Add(1))
+	conn, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		conn.Close(ctx)
+		return "", nil, err
+	}
+	return name, func() {
+		defer conn.Close(context.Background())
+		conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
+	}, nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	_ "modernc.org/sqlite" // River's documented SQLite driver
+)
+
+// noopWorker is River's worker for noopArgs.
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	started chan<- time.Duration
+}
+
+func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
+	if w.started != nil && job.Args.EnqueuedAt != 0 {
+		w.started <- time.Since(time.Unix(0, job.Args.EnqueuedAt))
+	}
+	return nil
+}
+
+// riverConfig is River at the fastest settings the comparison uses.
+func riverConfig(schema string, started chan<- time.Duration) *river.Config {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{started: started})
+	return &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workersRiver}},
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Workers:           workers,
+		Schema:            schema,
+		Logger:            slog.New(slog.DiscardHandler),
+	}
+}
+
+// withRiver opens River on a fresh database of env, migrated, and calls fn
+// with a client, closing everything afterwards.
+func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn func(c riverClient) (result, error)) (result, error) {
+	switch env.store {
+	case "sqlite":
+		dir, cleanup, err := env.freshDir()
+		if err != nil {
+			return result{}, err
+		}
+		defer cleanup()
+		q := url.Values{}
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Set("_txlock", "immediate")
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "river.db")+"?"+q.Encode())
+		if err != nil {
+			return result{}, err
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1) // one writer, as River's driver documentation advises
+		var mode string
+		if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+			return result{}, fmt.Errorf("river's sqlite database: journal_mode %q, want wal (%v)", mode, err)
+		}
+		driver := riversqlite.New(db)
+		if err := riverMigrate(ctx, driver, ""); err != nil {
+			return result{}, err
+		}
+		client, err := river.NewClient(driver, riverConfig("", started))
+		if err != nil {
+			return result{}, err
+		}
+		return fn(riverOps[sqlTx]{client})
+	default:
+		schema, drop, err := env.freshSchema(ctx, "river")
+		if err != nil {
+			return result{}, err
+		}
+		defer drop()
+		pool, err := env.pool(ctx)
+		if err != nil {
+			return result{}, err
+		}
+		defer pool.Close()
+		driver := riverpgxv5.New(pool)
+		if err := riverMigrate(ctx, driver, schema); err != nil {
+			return result{}, err
+		}
+		client, err := river.NewClient(driver, riverConfig(schema, started))
+		if err != nil {
+			return result{}, err
+		}
+		return fn(riverOps[pgxTx]{client})
+	}
+}
+
+func riverMigrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string) error {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	return err
+}
+
+// riverClient hides the client's transaction type from the measures.
+type riverClient interface {
+	insertMany(ctx context.Context, n int) error
+	insertManyFast(ctx context.Context, n int) error
+	insertOne(ctx context.Context) error
+	work(ctx context.Context, n int) (time.Duration, error)
+	idleWorker(ctx context.Context) (stop func(), err error)
+}
+
+type riverOps[TTx any] struct{ c *river.Client[TTx] }
+
+func riverParams(n int) []river.InsertManyParams {
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: noopArgs{}}
+	}
+	return params
+}
+
+func (o riverOps[TTx]) insertMany(ctx context.Context, n int) error {
+	for done := 0; done < n; done += batchSize {
+		if _, err := o.c.InsertMany(ctx, riverParams(min(batchSize, n-done))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o riverOps[TTx]) insertManyFast(ctx context.Context, n int) error {
+	for done := 0; done < n; done += batchSize {
+		if _, err := o.c.InsertManyFast(ctx, riverParams(min(batchSize, n-done))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o riverOps[TTx]) insertOne(ctx context.Context) error {
+	_, err := o.c.Insert(ctx, noopArgs{EnqueuedAt: time.Now().UnixNano()}, nil)
+	return err
+}
+
+// work starts the client on n queued jobs and times it until River reports
+// n of them completed.
+func (o riverOps[TTx]) work(ctx context.Context, n int) (time.Duration, error) {
+	events, cancel := o.c.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: n + 1000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted},
+	})
+	defer cancel()
+	start := time.Now()
+	if err := o.c.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer o.c.Stop(context.Background())
+	timeout := time.After(workTimeout)
+	for seen := 0; seen < n; {
+		select {
+		case <-events:
+			seen++
+		case <-timeout:
+			return 0, fmt.Errorf("river: %d of %d jobs done after %s", seen, n, workTimeout)
+		}
+	}
+	return time.Since(start), nil
+}
+
+func (o riverOps[TTx]) idleWorker(ctx context.Context) (func(), error) {
+	if err := o.c.Start(ctx); err != nil {
+		return nil, err
+	}
+	return func() { o.c.Stop(context.Background()) }, nil
+}
