@@ -463,34 +463,49 @@ const sweepError = `errors = json_insert(errors, '$[#]', json_object(
 		'attempt', attempt, 'replay', replays, 'at', ?1, 'class', ?2, 'message', ?3, 'stack', '')),
 	last_error = json_object('class', ?2, 'message', ?3, 'at', ?1)`
 
+// The sweep's statements. Their parameters are ?1 the history time, ?2
+// the class, ?3 the message and ?4 now. Each names the partial index that
+// holds exactly the rows it may change, so that a sweep reads only the
+// expired rows. Without INDEXED BY the planner, lacking statistics, chose
+// errand_jobs_state for all three: the deadline sweep read every waiting
+// row of the table, in every claim, and the lease sweeps every running
+// row.
+var (
+	// sweepLeaseDeadSQL ends expired final attempts: dead, so a job that
+	// kills its worker cannot crash-loop.
+	sweepLeaseDeadSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET ` + sweepError + `,
+			state = 'dead', finished_at = ?4, lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts`
+	// sweepLeaseRetrySQL makes the other expired attempts retrying, available
+	// now.
+	sweepLeaseRetrySQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET ` + sweepError + `,
+			state = 'retrying', available_at = ?4, lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4`
+	// sweepDeadlineSQL ends waiting jobs past their deadline.
+	sweepDeadlineSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_deadline SET ` + sweepError + `,
+			state = 'dead', finished_at = ?4
+		WHERE state IN (` + waiting + `) AND deadline IS NOT NULL AND deadline <= ?4`
+)
+
 func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.SweepResult, error) {
 	var r errand.SweepResult
 	at := historyTime(now)
 	us := micros(now)
 	leaseMsg := "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
-	// Expired final attempts: dead, so a job that kills its worker cannot
-	// crash-loop.
-	res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-			state = 'dead', finished_at = ?4, lease_token = NULL, lease_until = NULL
-		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts`,
+	res, err := tx.ExecContext(ctx, sweepLeaseDeadSQL,
 		at, errand.ClassLeaseExpired, leaseMsg+" on the final attempt", us)
 	if err != nil {
 		return r, err
 	}
 	n, _ := res.RowsAffected()
 	r.Dead += int(n)
-	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-			state = 'retrying', available_at = ?4, lease_token = NULL, lease_until = NULL
-		WHERE state = 'running' AND lease_until <= ?4`,
-		at, errand.ClassLeaseExpired, leaseMsg, us)
+	res, err = tx.ExecContext(ctx, sweepLeaseRetrySQL, at, errand.ClassLeaseExpired, leaseMsg, us)
 	if err != nil {
 		return r, err
 	}
 	n, _ = res.RowsAffected()
 	r.Retried += int(n)
-	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-			state = 'dead', finished_at = ?4
-		WHERE state IN (`+waiting+`) AND deadline IS NOT NULL AND deadline <= ?4`,
+	res, err = tx.ExecContext(ctx, sweepDeadlineSQL,
 		at, errand.ClassExpired, "deadline passed before the job could run", us)
 	if err != nil {
 		return r, err
