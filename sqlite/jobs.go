@@ -100,8 +100,26 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobIn
 	return s.insert(ctx, tx, p.Jobs)
 }
 
+// insertSQL inserts one job, or nothing when its id or unique key is
+// taken. Its parameters are the columns it names but state.
+const insertSQL = `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
+	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
+	unique_key, ordering_key, created_at, tags)
+	VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING
+	RETURNING ` + jobColumns
+
+// duplicateSQL finds the job that holds an insert's id or unique key,
+// preferring the id match. Its parameters are the id, the unique key and
+// the id again.
+const duplicateSQL = `SELECT ` + jobColumns + ` FROM errand_jobs
+	WHERE id = ? OR (unique_key IS NOT NULL AND unique_key = ?)
+	ORDER BY id = ? DESC LIMIT 1`
+
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
 	now := s.clock.Now()
+	st := newStmts(tx)
+	defer st.Close()
 	rs := make([]errand.JobInsertResult, len(params))
 	for i, p := range params {
 		if err := p.Validate(); err != nil {
@@ -119,13 +137,11 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		if err != nil {
 			return nil, err
 		}
-		row := tx.QueryRowContext(ctx, `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
-			state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-			unique_key, ordering_key, created_at, tags)
-			VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT DO NOTHING
-			RETURNING `+jobColumns,
-			p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
+		ins, err := st.get(ctx, insertSQL)
+		if err != nil {
+			return nil, fmt.Errorf("insert job %s: %w", p.ID, err)
+		}
+		row := ins.QueryRowContext(ctx, p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON)
@@ -137,12 +153,12 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		if !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("insert job %s: %w", p.ID, err)
 		}
-		// A conflict on id or unique_key: return the job that holds it,
-		// preferring the id match.
-		row = tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs
-			WHERE id = ? OR (unique_key IS NOT NULL AND unique_key = ?)
-			ORDER BY id = ? DESC LIMIT 1`, p.ID, nullIfEmpty(p.UniqueKey), p.ID)
-		if j, err = scanJob(row); err != nil {
+		// A conflict on id or unique_key: return the job that holds it.
+		dup, err := st.get(ctx, duplicateSQL)
+		if err != nil {
+			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
+		}
+		if j, err = scanJob(dup.QueryRowContext(ctx, p.ID, nullIfEmpty(p.UniqueKey), p.ID)); err != nil {
 			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
 		}
 		rs[i] = errand.JobInsertResult{Job: j, Duplicate: true}
@@ -294,10 +310,14 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		until := micros(now.Add(p.Lease))
+		renew, err := tx.PrepareContext(ctx, `UPDATE errand_jobs SET lease_until = ?
+			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`)
+		if err != nil {
+			return err
+		}
+		defer renew.Close()
 		for i, l := range p.Leases {
-			res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET lease_until = ?
-				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
-				until, l.ID, l.LeaseToken, micros(now))
+			res, err := renew.ExecContext(ctx, until, l.ID, l.LeaseToken, micros(now))
 			if err != nil {
 				return err
 			}
@@ -362,18 +382,25 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	rs := make([]errand.OutcomeResult, len(p.Outcomes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
+		// Outcomes of one kind share their statement: prepared once each.
+		st := newStmts(tx)
+		defer st.Close()
 		for i, o := range p.Outcomes {
 			set, args, err := outcomeSet(o, now)
 			if err != nil {
 				return err
 			}
 			args = append(args, o.ID, o.LeaseToken, micros(now))
-			var state string
-			var avail int64
-			err = tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+set+`,
+			update, err := st.get(ctx, `UPDATE errand_jobs SET `+set+`,
 					lease_token = NULL, lease_until = NULL
 				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
-				RETURNING state, available_at`, args...).Scan(&state, &avail)
+				RETURNING state, available_at`)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", o.ID, err)
+			}
+			var state string
+			var avail int64
+			err = update.QueryRowContext(ctx, args...).Scan(&state, &avail)
 			if errors.Is(err, sql.ErrNoRows) {
 				rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
 				continue
@@ -436,34 +463,49 @@ const sweepError = `errors = json_insert(errors, '$[#]', json_object(
 		'attempt', attempt, 'replay', replays, 'at', ?1, 'class', ?2, 'message', ?3, 'stack', '')),
 	last_error = json_object('class', ?2, 'message', ?3, 'at', ?1)`
 
+// The sweep's statements. Their parameters are ?1 the history time, ?2
+// the class, ?3 the message and ?4 now. Each names the partial index that
+// holds exactly the rows it may change, so that a sweep reads only the
+// expired rows. Without INDEXED BY the planner, lacking statistics, chose
+// errand_jobs_state for all three: the deadline sweep read every waiting
+// row of the table, in every claim, and the lease sweeps every running
+// row.
+var (
+	// sweepLeaseDeadSQL ends expired final attempts: dead, so a job that
+	// kills its worker cannot crash-loop.
+	sweepLeaseDeadSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET ` + sweepError + `,
+			state = 'dead', finished_at = ?4, lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts`
+	// sweepLeaseRetrySQL makes the other expired attempts retrying, available
+	// now.
+	sweepLeaseRetrySQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET ` + sweepError + `,
+			state = 'retrying', available_at = ?4, lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4`
+	// sweepDeadlineSQL ends waiting jobs past their deadline.
+	sweepDeadlineSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_deadline SET ` + sweepError + `,
+			state = 'dead', finished_at = ?4
+		WHERE state IN (` + waiting + `) AND deadline IS NOT NULL AND deadline <= ?4`
+)
+
 func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.SweepResult, error) {
 	var r errand.SweepResult
 	at := historyTime(now)
 	us := micros(now)
 	leaseMsg := "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
-	// Expired final attempts: dead, so a job that kills its worker cannot
-	// crash-loop.
-	res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-			state = 'dead', finished_at = ?4, lease_token = NULL, lease_until = NULL
-		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts`,
+	res, err := tx.ExecContext(ctx, sweepLeaseDeadSQL,
 		at, errand.ClassLeaseExpired, leaseMsg+" on the final attempt", us)
 	if err != nil {
 		return r, err
 	}
 	n, _ := res.RowsAffected()
 	r.Dead += int(n)
-	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-			state = 'retrying', available_at = ?4, lease_token = NULL, lease_until = NULL
-		WHERE state = 'running' AND lease_until <= ?4`,
-		at, errand.ClassLeaseExpired, leaseMsg, us)
+	res, err = tx.ExecContext(ctx, sweepLeaseRetrySQL, at, errand.ClassLeaseExpired, leaseMsg, us)
 	if err != nil {
 		return r, err
 	}
 	n, _ = res.RowsAffected()
 	r.Retried += int(n)
-	res, err = tx.ExecContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-			state = 'dead', finished_at = ?4
-		WHERE state IN (`+waiting+`) AND deadline IS NOT NULL AND deadline <= ?4`,
+	res, err = tx.ExecContext(ctx, sweepDeadlineSQL,
 		at, errand.ClassExpired, "deadline passed before the job could run", us)
 	if err != nil {
 		return r, err

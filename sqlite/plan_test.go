@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,6 +38,26 @@ func TestQueryPlans(t *testing.T) {
 			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_due (queue=? AND available_at>?)"},
 			notWant: []string{"TEMP B-TREE"},
 		},
+		// A claim sweeps first: each sweep statement must seek the partial
+		// index of the rows it may change, never read the waiting rows.
+		{
+			name:    "sweep expired final attempts",
+			query:   sweepLeaseDeadSQL,
+			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_lease (lease_until<?)"},
+			notWant: []string{"errand_jobs_state", "SCAN"},
+		},
+		{
+			name:    "sweep expired attempts",
+			query:   sweepLeaseRetrySQL,
+			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_lease (lease_until<?)"},
+			notWant: []string{"errand_jobs_state", "SCAN"},
+		},
+		{
+			name:    "sweep deadlines",
+			query:   sweepDeadlineSQL,
+			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_deadline (deadline>? AND deadline<?)"},
+			notWant: []string{"errand_jobs_state", "SCAN"},
+		},
 	} {
 		plan := explain(t, s, c.query)
 		for _, w := range c.want {
@@ -55,7 +77,16 @@ func TestQueryPlans(t *testing.T) {
 // parameter bound to a placeholder value.
 func explain(t *testing.T, s *Store, q string) string {
 	t.Helper()
-	args := make([]any, strings.Count(q, "?"))
+	n := strings.Count(q, "?")
+	// A query with numbered parameters (?1, ?2) has as many as its highest.
+	if ms := regexp.MustCompile(`\?(\d+)`).FindAllStringSubmatch(q, -1); ms != nil {
+		n = 0
+		for _, m := range ms {
+			i, _ := strconv.Atoi(m[1])
+			n = max(n, i)
+		}
+	}
+	args := make([]any, n)
 	for i := range args {
 		args[i] = i
 	}
