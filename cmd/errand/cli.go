@@ -85,7 +85,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		enqueueCommand, workCommand, workersCommand, jobsCommand, inspectCommand, replayCommand,
-		cancelCommand, statsCommand, migrateCommand, demoCommand,
+		cancelCommand, statsCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }
 
@@ -179,8 +179,8 @@ subcommands:
 	fmt.Fprint(w, `
 Flags may come before or after arguments; -- ends the flags.
 Database: --db PATH or ERRAND_DB (default ./errand.db), or a postgres:// URL
-(schema ERRAND_SCHEMA, default errand). enqueue, work and migrate create and
-migrate it; jobs, inspect, stats, workers, replay and cancel never do: they
+(schema ERRAND_SCHEMA, default errand). enqueue, work, migrate and bench
+create and migrate it; jobs, inspect, stats, workers, replay and cancel never do: they
 open only a database that errand has migrated.
 Exit status: 0 success, 1 runtime error, 2 usage error.
 `)
@@ -387,7 +387,7 @@ const (
 	// database, or a mistyped one, into an empty queue.
 	mustExist openMode = iota
 	// mayCreate is for subcommands that start a database's life: enqueue,
-	// work (a worker may start before any job exists) and migrate.
+	// work (a worker may start before any job exists), migrate and bench.
 	mayCreate
 )
 
