@@ -100,6 +100,25 @@ func TestBenchTable(t *testing.T) {
 	}
 }
 
+// TestBenchNoSamples: --samples 0 skips the latency measure, whose fields
+// are then null.
+func TestBenchNoSamples(t *testing.T) {
+	t.Parallel()
+	r := ok(t, bin(t, "bench", "--db", tempDB(t), "--jobs", "20", "--workers", "2", "--samples", "0", "--json"))
+	var got map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+	}
+	for _, field := range []string{"latency_p50_ms", "latency_p99_ms"} {
+		if v, ok := got[field]; !ok || v != nil {
+			t.Errorf("%s = %#v (present %v), want null", field, v, ok)
+		}
+	}
+	if v, _ := got["work_per_sec"].(float64); v <= 0 {
+		t.Errorf("work_per_sec = %#v, want a positive number", got["work_per_sec"])
+	}
+}
+
 // TestBenchUsage: bad flags exit 2 with one line that says what to change,
 // before any database is created.
 func TestBenchUsage(t *testing.T) {
