@@ -74,8 +74,10 @@ type Options struct {
 	// checks whether another connection or process has committed to the
 	// database, so that a job enqueued by another process starts within
 	// about this long rather than at the worker's next poll. Each check
-	// is one PRAGMA data_version on an idle connection. Default 2ms.
-	// Workers with PollOnly do not check at all.
+	// is one PRAGMA data_version on an idle connection, about 4µs; waking
+	// that often is what costs, about 4% of a core for an idle worker at
+	// 2ms (see the README). Default 2ms. Workers with PollOnly do not check
+	// at all.
 	WakeInterval time.Duration
 }
 
