@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/errandhq/errand/sqlite"
 )
 
 // TestListenQueuesSeesOtherConnections: a listener delivers "" after another
@@ -71,29 +69,6 @@ func TestListenQueuesSeesOtherConnections(t *testing.T) {
 		case <-deadline:
 			t.Fatal("channel still open 10s after ctx ended")
 		}
-	}
-}
-
-// TestListenQueuesHonoursItsInterval: a listener checking hourly does not
-// see a commit within seconds, so the check, not something else, delivers.
-func TestListenQueuesHonoursItsInterval(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "errand.db")
-	s, err := sqlite.Open(t.Context(), path, &sqlite.Options{WakeInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ch, err := s.ListenQueues(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.DB().ExecContext(t.Context(), `CREATE TABLE app (x)`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case q := <-ch:
-		t.Fatalf("delivered %q before the first hourly check", q)
-	case <-time.After(200 * time.Millisecond):
 	}
 }
 

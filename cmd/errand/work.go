@@ -46,7 +46,7 @@ every third of --lease while the command runs, and looks for jobs every
 --poll when idle. Jobs enqueued in this process start at once, and so do
 jobs enqueued by other processes: PostgreSQL announces them with
 LISTEN/NOTIFY, and on SQLite the worker checks the file for other
-processes' commits every 2ms. --poll-only turns listening off, for a
+processes' commits (every 2ms, on Linux only after a write to the WAL). --poll-only turns listening off, for a
 PostgreSQL pooler in transaction mode where LISTEN is unavailable, or to
 spend no CPU on those checks; polling alone then finds every job.
 
