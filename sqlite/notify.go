@@ -61,6 +61,10 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 	events := make(chan struct{}, 1)
 	stopWatch, err := watchWAL(s.path, events)
 	watching := err == nil // else check every interval, always
+	if watching && s.opts.pollWAL {
+		stopWatch()
+		watching = false
+	}
 	fail := func(err error) (<-chan string, error) {
 		if watching {
 			stopWatch()

@@ -80,6 +80,10 @@ type Options struct {
 	// inotify reports, so an idle worker makes almost none (see the
 	// README). Default 2ms. Workers with PollOnly do not check at all.
 	WakeInterval time.Duration
+
+	// pollWAL makes ListenQueues check every WakeInterval, as it does where
+	// inotify is unavailable, so tests on Linux cover that path too.
+	pollWAL bool
 }
 
 // Store is errand's SQLite store. It implements [errand.TxStore] with
