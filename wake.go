@@ -68,7 +68,8 @@ func (c *engine) wakeLocal(queues []string) {
 // poll.
 //
 // It wakes this process's workers at once. When the store is a [Notifier]
-// (PostgreSQL), it also announces the queues to workers in other processes,
+// that sends announcements (PostgreSQL; on SQLite the commit itself is the
+// announcement), it also announces the queues to workers in other processes,
 // in the background and coalesced with other announcements; with no queue
 // named, it announces the queues that EnqueueTx and EnqueueManyTx have
 // written to since the last Wake. Wake never blocks on the store, and a

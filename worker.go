@@ -32,7 +32,8 @@ type WorkerConfig struct {
 	// PollOnly turns off listening for the store's wake-ups (see
 	// [Notifier]), leaving polling alone to find jobs from other
 	// processes: for PostgreSQL behind a pooler in transaction mode, where
-	// LISTEN is unavailable.
+	// LISTEN is unavailable, or for a SQLite worker that should not check
+	// the file for other processes' commits while idle.
 	PollOnly bool
 	// HeartbeatInterval is how often the worker records in the worker
 	// registry that it is alive, with its running and completed counts.

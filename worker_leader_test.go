@@ -215,8 +215,10 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	clock := newTestClock()
 	start := clock.Now()
 	// A TTL of an hour: the worker leads throughout without renewing.
+	// PollOnly: the other process's commits below would otherwise wake it
+	// to claim, and this test counts its claims.
 	const sweepEvery = 10 * time.Second
-	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery})
+	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery, PollOnly: true})
 	// Leading, with its sweeps scheduled.
 	blockUntilAt(t, clock, start.Add(sweepEvery), 1)
 	if !w.Leading() {

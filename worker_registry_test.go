@@ -147,6 +147,9 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	workerWaitFor(t, clockWait, func() bool { return getJob(t, c1, res.Job.ID).State == errand.StateSucceeded })
+	// The outcome is written before the worker counts it: let it count
+	// before the heartbeat that must report it.
+	workerWaitFor(t, clockWait, func() bool { return w2.Stats().JobsCompleted == 1 })
 	beat = clock.Advance(900 * time.Millisecond)
 	workerWaitFor(t, clockWait, func() bool {
 		r := registryRecord(t, c1, w2.ID())

@@ -43,11 +43,12 @@ queue NAME with at most N jobs at once, with slots of its own, so a backlog
 in one queue cannot starve another (default: default=10; NAME alone means
 N=10). It claims only as many jobs as it has free slots, renews each lease
 every third of --lease while the command runs, and looks for jobs every
---poll when idle. Jobs enqueued in this process start at once; on a
-database that can announce new jobs (PostgreSQL, with LISTEN/NOTIFY) so do
-jobs enqueued by other processes, which otherwise wait for the next poll.
---poll-only turns listening off, for a PostgreSQL pooler in transaction
-mode where LISTEN is unavailable; polling alone then finds every job.
+--poll when idle. Jobs enqueued in this process start at once, and so do
+jobs enqueued by other processes: PostgreSQL announces them with
+LISTEN/NOTIFY, and on SQLite the worker checks the file for other
+processes' commits (every 2ms, on Linux only after a write to the WAL). --poll-only turns listening off, for a
+PostgreSQL pooler in transaction mode where LISTEN is unavailable, or to
+spend no CPU on those checks; polling alone then finds every job.
 
 Every worker competes for the cluster's leadership, a lease on the
 database's clock that the leader renews every third of --leader-ttl
@@ -79,7 +80,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		lease := durationFlag(fs, "lease", "lease `DUR`, renewed every third of it while the command runs (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let running jobs finish for `DUR` before giving them back (default 30s)")
 		poll := durationFlag(fs, "poll", "when idle, look for jobs every `DUR` (default 1s)")
-		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN (for poolers in transaction mode)")
+		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN or SQLite's checks for commits")
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 

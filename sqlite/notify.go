@@ -1,0 +1,144 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Wake-ups across processes need no server and no message: every commit to
+// the file is the signal. A listener keeps one read-only connection of its
+// own and asks it for PRAGMA data_version, which SQLite changes whenever
+// another connection, in this process or any other, has committed to the
+// database since the last call. On a change the listener delivers "",
+// "look at every queue": the number does not say which table or queue
+// changed. In WAL mode the pragma reads the shared WAL index in memory and
+// touches no page of the file, so a check costs about 4µs.
+//
+// When to check: on Linux, an idle listener waits on inotify for a write to
+// the WAL file, which every commit makes, and then checks every
+// WakeInterval for walWriteWindow, because the write comes before the
+// commit is visible (SQLite syncs the WAL, with synchronous=FULL, and then
+// publishes the commit in the WAL index, which inotify does not see). An
+// idle worker thus wakes for nothing at all. Elsewhere, or when inotify is
+// unavailable, it checks every WakeInterval, always: waking that often is
+// what costs (see the README).
+
+var _ errand.Notifier = (*Store)(nil)
+
+// defaultWakeInterval is Options.WakeInterval's default.
+const defaultWakeInterval = 2 * time.Millisecond
+
+// walWriteWindow is how long a listener checks every WakeInterval after a
+// write to the WAL file: longer than a commit's sync on a slow disk.
+const walWriteWindow = time.Second
+
+// NotifyQueues implements [errand.Notifier]. It does nothing: on SQLite the
+// enqueue's commit is itself the notification, which ListenQueues sees.
+func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
+
+// ListenQueues implements [errand.Notifier]. It opens a read-only
+// connection of its own (none of the read pool's) and returns once it has
+// read the database's data_version: a commit made after it returns, by any
+// other connection, is delivered.
+//
+// The returned channel delivers "" (look at every queue) after other
+// connections have committed, including this process's writer, so a
+// worker's own claims and acknowledgments wake it too; an idle worker
+// writes nothing, so it is not woken by itself. Commits made while a ""
+// waits to be read are gathered into it: at most one is pending. A failed
+// check is retried at the next interval and followed by a "", in case it
+// hid a commit. On Linux, checks run only in the second after a write to
+// the WAL file. The listener closes its connection and then the channel
+// when ctx ends; ctx, not [Store.Close], ends it. The interval runs on real
+// time, not on Options.Clock.
+func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
+	// Watch before reading the first version, so that no commit falls
+	// between them unseen.
+	events := make(chan struct{}, 1)
+	stopWatch, err := watchWAL(s.path, events)
+	watching := err == nil // else check every interval, always
+	if watching && s.opts.pollWAL {
+		stopWatch()
+		watching = false
+	}
+	fail := func(err error) (<-chan string, error) {
+		if watching {
+			stopWatch()
+		}
+		return nil, fmt.Errorf("listen for queues: %w", err)
+	}
+	db, err := sql.Open("sqlite3", dsn(s.path, s.opts, true))
+	if err != nil {
+		return fail(err)
+	}
+	db.SetMaxOpenConns(1)
+	stmt, err := db.PrepareContext(ctx, `PRAGMA data_version`)
+	if err != nil {
+		db.Close()
+		return fail(err)
+	}
+	version, err := dataVersion(ctx, stmt)
+	if err != nil {
+		stmt.Close()
+		db.Close()
+		return fail(err)
+	}
+	out := make(chan string, 1)
+	go func() {
+		defer close(out)
+		defer db.Close()
+		defer stmt.Close()
+		if watching {
+			defer stopWatch()
+		}
+		timer := time.NewTimer(s.opts.WakeInterval)
+		defer timer.Stop()
+		// With a watch, check until then. It starts as a window, for a
+		// commit whose write came before the watch and whose publication
+		// came after the first version.
+		until := time.Now().Add(walWriteWindow)
+		armed := true // the timer runs: a check is coming
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-events:
+				until = time.Now().Add(walWriteWindow)
+				if armed {
+					// A busy writer's events come faster than the
+					// interval; the coming check covers them.
+					continue
+				}
+			case <-timer.C:
+				armed = false
+			}
+			v, err := dataVersion(ctx, stmt)
+			switch {
+			case err != nil:
+				version = -1 // the next successful check delivers ""
+			case v != version:
+				version = v
+				select {
+				case out <- "":
+				default: // one is pending already: it covers this commit too
+				}
+			}
+			if !watching || err != nil || time.Now().Before(until) {
+				timer.Reset(s.opts.WakeInterval)
+				armed = true
+			}
+		}
+	}()
+	return out, nil
+}
+
+// dataVersion reads PRAGMA data_version through stmt.
+func dataVersion(ctx context.Context, stmt *sql.Stmt) (int64, error) {
+	var v int64
+	err := stmt.QueryRowContext(ctx).Scan(&v)
+	return v, err
+}

@@ -1,0 +1,76 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestListenQueuesSeesOtherConnections: a listener delivers "" after another
+// store on the same file commits, stays silent while nobody writes, and
+// closes its channel when its context ends.
+func TestListenQueuesSeesOtherConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	other := open(t, path, nil)
+	defer other.Close()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := s.ListenQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Nobody writes: a hundred checks find nothing to deliver.
+	select {
+	case q := <-ch:
+		t.Fatalf("delivered %q with no commit", q)
+	case <-time.After(100 * sqliteWakeInterval):
+	}
+
+	for i := range 3 {
+		if _, err := other.DB().ExecContext(t.Context(), `CREATE TABLE IF NOT EXISTS app (x)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.DB().ExecContext(t.Context(), `INSERT INTO app VALUES (?)`, i); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case q := <-ch:
+			if q != "" {
+				t.Fatalf("delivered %q, want \"\" (every queue)", q)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("commit %d by another connection was not delivered", i)
+		}
+	}
+
+	// The store's own writer is another connection to the listener too.
+	if _, err := s.DB().ExecContext(t.Context(), `INSERT INTO app VALUES (9)`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit by the store's own writer was not delivered")
+	}
+
+	cancel()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("channel still open 10s after ctx ended")
+		}
+	}
+}
+
+// sqliteWakeInterval is the default Options.WakeInterval.
+const sqliteWakeInterval = 2 * time.Millisecond
