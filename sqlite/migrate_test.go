@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -40,15 +41,10 @@ func query(t *testing.T, path, q string) []string {
 		t.Fatalf("%s: %v", q, err)
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := rowscan.All(rows, func(row rowscan.Row) (v string, err error) {
+		return v, row.Scan(&v)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out
