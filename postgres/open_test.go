@@ -3,9 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,46 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// silentServer listens on a loopback port, accepts connections and never
-// writes a byte: a server that hangs every client. It returns host:port.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // TestOpenNamesTheServerThatDoesNotAnswer opens a store on a server that
 // accepts the connection and then says nothing: Open gives up after the
 // URL's connect_timeout and names the address that did not answer.
 func TestOpenNamesTheServerThatDoesNotAnswer(t *testing.T) {
-	addr := silentServer(t)
+	addr := pgtest.SilentServer(t)
 	for _, query := range []string{"connect_timeout=1", "connect_timeout=1&sslmode=disable"} {
 		// The bound only keeps a broken Open from hanging the test.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

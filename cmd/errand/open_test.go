@@ -6,14 +6,13 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/errandhq/errand/internal/rowscan"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -146,35 +145,7 @@ func TestPostgresMistypedSchema(t *testing.T) {
 // line naming the address.
 func TestSilentPostgresServer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	addr := ln.Addr().String()
+	addr := pgtest.SilentServer(t)
 	r := bin(t, "stats", "--db", "postgres://u@"+addr+"/app?connect_timeout=1")
 	if r.code != 1 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "no answer from "+addr) {
 		t.Errorf("stats on a silent server: %s\nwant exit 1 and one line saying there was no answer from %s", r, addr)
