@@ -1,0 +1,92 @@
+package errandhttp
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// nextStep says in words what happens next to j, as of now on the store's
+// clock: when it runs or retries and with which attempt, whose lease it runs
+// under, or that only a replay runs it again. handled reports whether a
+// live worker handles the job's kind in its queue; a waiting job of a kind
+// nobody handles says so, since it waits until one does.
+func nextStep(j *errand.Job, now time.Time, handled bool) string {
+	at := func(t time.Time) string { return clockTime(t, now) }
+	held := ""
+	if j.HeldBy != nil {
+		key := ""
+		if j.OrderingKey != nil {
+			key = " of ordering key " + *j.OrderingKey
+		}
+		held = fmt.Sprintf("held back by job %s%s (one job of a key runs at a time, in order)", *j.HeldBy, key)
+	}
+	attempt := fmt.Sprintf("attempt %d of %d", j.Attempt+1, j.MaxAttempts)
+	var s string
+	switch j.State {
+	case errand.StateQueued:
+		switch {
+		case j.AvailableAt.After(now):
+			s = "runs at " + at(j.AvailableAt) + ", " + attempt
+		case held != "":
+			s = "ready since " + at(j.AvailableAt) + " but " + held + "; then " + attempt
+		default:
+			s = "waiting for a worker since " + at(j.AvailableAt) + ", " + attempt
+		}
+	case errand.StateRetrying:
+		switch {
+		case j.AvailableAt.After(now):
+			s = "retries at " + at(j.AvailableAt) + ", " + attempt
+		case held != "":
+			s = "due to retry since " + at(j.AvailableAt) + " but " + held + "; then " + attempt
+		default:
+			s = "retries as soon as a worker claims it (due since " + at(j.AvailableAt) + "), " + attempt
+		}
+	case errand.StateRunning:
+		owner := "an unnamed worker"
+		if j.LeaseOwner != nil {
+			owner = *j.LeaseOwner
+		}
+		switch {
+		case j.LeaseUntil == nil:
+			s = fmt.Sprintf("running under lease of %s, attempt %d of %d", owner, j.Attempt, j.MaxAttempts)
+		case j.LeaseUntil.After(now):
+			s = fmt.Sprintf("running under lease of %s until %s, attempt %d of %d", owner, at(*j.LeaseUntil), j.Attempt, j.MaxAttempts)
+		case j.Attempt >= j.MaxAttempts:
+			s = fmt.Sprintf("the lease of %s expired at %s on the final attempt; the next sweep makes it dead (class lease_expired)", owner, at(*j.LeaseUntil))
+		default:
+			s = fmt.Sprintf("the lease of %s expired at %s; the next sweep retries it, attempt %d of %d", owner, at(*j.LeaseUntil), j.Attempt+1, j.MaxAttempts)
+		}
+	case errand.StateSucceeded:
+		s = "succeeded"
+		if j.FinishedAt != nil {
+			s += " at " + at(*j.FinishedAt)
+		}
+		s += "; it will not run again"
+	case errand.StateDead:
+		s = "dead"
+		if j.LastError != nil {
+			s += fmt.Sprintf(" after attempt %d of %d (class %s)", j.Attempt, j.MaxAttempts, j.LastError.Class)
+		}
+		s += ": replay to run again"
+	case errand.StateCancelled:
+		s = "cancelled: replay to run again"
+	default:
+		s = "in unknown state " + string(j.State)
+	}
+	if j.State.Waiting() && !handled {
+		s += fmt.Sprintf("; no live worker handles kind %s in queue %s, so it waits until one does", j.Kind, j.Queue)
+	}
+	return s
+}
+
+// clockTime formats t in UTC: the time of day alone when t falls on now's
+// day, with the date otherwise.
+func clockTime(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return t.Format("15:04:05 UTC")
+	}
+	return t.Format("2006-01-02 15:04:05 UTC")
+}

@@ -1,0 +1,106 @@
+package errandhttp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+)
+
+func TestNextStep(t *testing.T) {
+	clk := errandtest.NewClock(time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC))
+	now := clk.Now()
+	later := clk.Advance(2*time.Minute + 7*time.Second) // 14:02:07
+	clk.Set(now)
+	str := func(s string) *string { return &s }
+	tomorrow := now.Add(26 * time.Hour)
+	earlier := now.Add(-5 * time.Minute)
+	tests := []struct {
+		name    string
+		job     errand.Job
+		handled bool
+		want    string
+	}{
+		{
+			name:    "scheduled",
+			job:     errand.Job{State: errand.StateQueued, AvailableAt: later, MaxAttempts: 5},
+			handled: true,
+			want:    "runs at 14:02:07 UTC, attempt 1 of 5",
+		},
+		{
+			name:    "scheduled another day",
+			job:     errand.Job{State: errand.StateQueued, AvailableAt: tomorrow, MaxAttempts: 5},
+			handled: true,
+			want:    "runs at 2026-12-01 16:00:00 UTC, attempt 1 of 5",
+		},
+		{
+			name:    "ready",
+			job:     errand.Job{State: errand.StateQueued, AvailableAt: earlier, MaxAttempts: 3},
+			handled: true,
+			want:    "waiting for a worker since 13:55:00 UTC, attempt 1 of 3",
+		},
+		{
+			name:    "held by its ordering key",
+			job:     errand.Job{State: errand.StateQueued, AvailableAt: earlier, MaxAttempts: 3, HeldBy: str("first"), OrderingKey: str("acct-1")},
+			handled: true,
+			want:    "ready since 13:55:00 UTC but held back by job first of ordering key acct-1 (one job of a key runs at a time, in order); then attempt 1 of 3",
+		},
+		{
+			name:    "retrying",
+			job:     errand.Job{State: errand.StateRetrying, AvailableAt: later, Attempt: 2, MaxAttempts: 5},
+			handled: true,
+			want:    "retries at 14:02:07 UTC, attempt 3 of 5",
+		},
+		{
+			name:    "retrying and due",
+			job:     errand.Job{State: errand.StateRetrying, AvailableAt: earlier, Attempt: 1, MaxAttempts: 5},
+			handled: true,
+			want:    "retries as soon as a worker claims it (due since 13:55:00 UTC), attempt 2 of 5",
+		},
+		{
+			name:    "waiting with no worker for the kind",
+			job:     errand.Job{State: errand.StateQueued, Kind: "emial", Queue: "default", AvailableAt: earlier, MaxAttempts: 3},
+			handled: false,
+			want:    "waiting for a worker since 13:55:00 UTC, attempt 1 of 3; no live worker handles kind emial in queue default, so it waits until one does",
+		},
+		{
+			name:    "running",
+			job:     errand.Job{State: errand.StateRunning, Attempt: 2, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &later},
+			handled: false, // a running job says nothing about workers
+			want:    "running under lease of web-1:812 until 14:02:07 UTC, attempt 2 of 5",
+		},
+		{
+			name: "running with an expired lease",
+			job:  errand.Job{State: errand.StateRunning, Attempt: 2, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &earlier},
+			want: "the lease of web-1:812 expired at 13:55:00 UTC; the next sweep retries it, attempt 3 of 5",
+		},
+		{
+			name: "running with an expired lease on the final attempt",
+			job:  errand.Job{State: errand.StateRunning, Attempt: 5, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &earlier},
+			want: "the lease of web-1:812 expired at 13:55:00 UTC on the final attempt; the next sweep makes it dead (class lease_expired)",
+		},
+		{
+			name: "succeeded",
+			job:  errand.Job{State: errand.StateSucceeded, FinishedAt: &earlier},
+			want: "succeeded at 13:55:00 UTC; it will not run again",
+		},
+		{
+			name: "dead",
+			job:  errand.Job{State: errand.StateDead, Attempt: 5, MaxAttempts: 5, LastError: &errand.LastError{Class: "timeout"}},
+			want: "dead after attempt 5 of 5 (class timeout): replay to run again",
+		},
+		{
+			name: "cancelled",
+			job:  errand.Job{State: errand.StateCancelled},
+			want: "cancelled: replay to run again",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextStep(&tt.job, clk.Now(), tt.handled); got != tt.want {
+				t.Errorf("nextStep:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
