@@ -1,0 +1,416 @@
+package errandhttp
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Dashboard defaults and bounds.
+const (
+	// DefaultDashboardPageSize is how many jobs a list page shows unless
+	// DashboardOptions.PageSize says otherwise.
+	DefaultDashboardPageSize = 50
+	// MaxDashboardPageSize bounds PageSize and the limit a visitor asks for.
+	MaxDashboardPageSize = 500
+	// DefaultDashboardRefresh is how often the reading pages reload
+	// themselves in a browser that runs the dashboard's script.
+	DefaultDashboardRefresh = 10 * time.Second
+	// DefaultDashboardMaxBatch bounds how many jobs one replay or cancel
+	// from the dashboard may name.
+	DefaultDashboardMaxBatch = 100
+	// AnonymousOperator is the operator recorded for dashboard actions when
+	// DashboardOptions.Identity is nil.
+	AnonymousOperator = "anonymous"
+)
+
+// DashboardOptions configure [NewDashboard]. The zero value (or nil) shows
+// args, lets every visitor act as AnonymousOperator, and serves from "/".
+type DashboardOptions struct {
+	// Identity names the operator behind a request and says whether they
+	// may change anything (replay, cancel). The server's authentication
+	// sits in front of the dashboard and answers it; nil means every
+	// request comes from AnonymousOperator, who may write: for tests and
+	// for applications that protect the dashboard themselves.
+	Identity func(r *http.Request) (operator string, canWrite bool)
+	// HideArgs shows "hidden" in place of every job's args, for queues
+	// whose args carry data operators should not see.
+	HideArgs bool
+	// PathPrefix is the path the dashboard is mounted under when the
+	// caller strips it (http.StripPrefix("/ops", dash) has PathPrefix
+	// "/ops"), so that links and forms point back into the dashboard.
+	// Empty means the dashboard is served from "/".
+	PathPrefix string
+	// PageSize is how many jobs a list page shows; 0 means
+	// DefaultDashboardPageSize, and at most MaxDashboardPageSize.
+	PageSize int
+	// Refresh is how often the overview, job list and job pages reload in a
+	// browser running the dashboard's script; 0 means
+	// DefaultDashboardRefresh, negative turns reloading off. Pages with a
+	// form to fill in never reload.
+	Refresh time.Duration
+	// MaxBatch bounds how many jobs one replay or cancel may name; 0 means
+	// DefaultDashboardMaxBatch.
+	MaxBatch int
+	// Logger receives one line per operator action (who, what, which job,
+	// why, the outcome). Nil discards.
+	Logger *slog.Logger
+}
+
+//go:embed dashboard/templates/*.html dashboard/static/*
+var dashboardFiles embed.FS
+
+// dashboardClient is what the dashboard uses of an errand.Client, whatever
+// its transaction type.
+type dashboardClient interface {
+	Stats(ctx context.Context) ([]errand.QueueStats, error)
+	Workers(ctx context.Context) ([]*errand.WorkerRecord, error)
+	List(ctx context.Context, opts *errand.ListOpts) ([]*errand.Job, error)
+	Get(ctx context.Context, id string) (*errand.Job, error)
+	ReplayAudit(ctx context.Context, id string) ([]errand.ReplayRecord, error)
+	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errand.Job, error)
+	Cancel(ctx context.Context, id string) (*errand.Job, error)
+}
+
+// dashboard serves the operator pages. See NewDashboard.
+type dashboard struct {
+	c     dashboardClient
+	now   func(ctx context.Context) (time.Time, error) // the store's clock
+	opts  DashboardOptions                             // with defaults applied
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+// NewDashboard returns the operator dashboard over c: server-rendered HTML
+// pages that read and act on the jobs of c's store.
+//
+//   - "/": every queue's jobs by state, oldest ready age, dead letters and
+//     waiting kinds no live worker handles; the workers.
+//   - "/jobs": jobs filtered by state, queue and kind, a page at a time.
+//   - "/jobs/ID": one job: args, every failed attempt with its class,
+//     message and stack, its lease, its replays, and what happens next.
+//   - "/dead": dead letters, to select and replay with a reason.
+//
+// Replays and cancels are two POSTs: the first shows what will change and
+// asks for confirmation, the second does it, recording the operator that
+// [DashboardOptions.Identity] names. The pages need no script and load
+// nothing from elsewhere; the one small script (auto-refresh) and the style
+// sheet are served by the dashboard itself, so a Content-Security-Policy of
+// "default-src 'self'" holds. Every response carries such a policy.
+//
+// The dashboard does not authenticate: mount it behind the server's
+// authentication. It does refuse cross-origin form posts
+// ([http.CrossOriginProtection]).
+func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.Handler {
+	d := &dashboard{c: c, now: c.Store().Now, opts: dashboardDefaults(opts)}
+	d.pages = parseDashboardPages(d.opts.PathPrefix)
+	static, err := fs.Sub(dashboardFiles, "dashboard/static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	protect := http.NewCrossOriginProtection()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", d.overview)
+	mux.HandleFunc("GET /jobs", d.jobList)
+	mux.HandleFunc("GET /jobs/{id...}", d.jobDetail)
+	mux.HandleFunc("GET /dead", d.deadList)
+	mux.Handle("POST /replay/confirm", protect.Handler(d.action(replayAction, false)))
+	mux.Handle("POST /replay", protect.Handler(d.action(replayAction, true)))
+	mux.Handle("POST /cancel/confirm", protect.Handler(d.action(cancelAction, false)))
+	mux.Handle("POST /cancel", protect.Handler(d.action(cancelAction, true)))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	d.mux = mux
+	return d
+}
+
+func dashboardDefaults(opts *DashboardOptions) DashboardOptions {
+	var o DashboardOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Identity == nil {
+		o.Identity = func(*http.Request) (string, bool) { return AnonymousOperator, true }
+	}
+	o.PathPrefix = strings.TrimSuffix(o.PathPrefix, "/")
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultDashboardPageSize
+	}
+	o.PageSize = min(o.PageSize, MaxDashboardPageSize)
+	if o.Refresh == 0 {
+		o.Refresh = DefaultDashboardRefresh
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultDashboardMaxBatch
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// dashboardCSP allows the dashboard's own script, style sheet and forms
+// and nothing else: no inline script or style, no framing.
+const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", dashboardCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	d.mux.ServeHTTP(w, r)
+}
+
+// page is what every page template gets: the layout's needs, and the
+// page's own data in Data.
+type page struct {
+	Prefix   string
+	Title    string
+	Nav      string // which navigation entry is current
+	Operator string
+	CanWrite bool
+	// RefreshSeconds, when positive, makes the page reload itself that
+	// often (see static/refresh.js).
+	RefreshSeconds int
+	Now            time.Time
+	HideArgs       bool
+	Data           any
+}
+
+func (d *dashboard) newPage(r *http.Request, title, nav string, now time.Time, refresh bool) *page {
+	op, canWrite := d.opts.Identity(r)
+	p := &page{Prefix: d.opts.PathPrefix, Title: title, Nav: nav, Operator: op, CanWrite: canWrite, Now: now, HideArgs: d.opts.HideArgs}
+	if refresh && d.opts.Refresh > 0 {
+		p.RefreshSeconds = max(1, int(d.opts.Refresh/time.Second))
+	}
+	return p
+}
+
+func (d *dashboard) render(w http.ResponseWriter, status int, name string, p *page) {
+	var b strings.Builder
+	if err := d.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
+		d.opts.Logger.Error("dashboard: render page", "page", name, "err", err)
+		http.Error(w, "render page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// problem renders an error page: what went wrong and what to change.
+func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	p := d.newPage(r, http.StatusText(status), "", time.Now().UTC(), false)
+	p.Data = msg
+	d.render(w, status, "problem", p)
+}
+
+// fail renders err: a bad request for an *errand.InputError, not found for
+// errand.ErrNotFound, otherwise a server error.
+func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var in *errand.InputError
+	switch {
+	case errors.As(err, &in):
+		d.problem(w, r, http.StatusBadRequest, err.Error())
+	case errors.Is(err, errand.ErrNotFound):
+		d.problem(w, r, http.StatusNotFound, err.Error())
+	default:
+		d.opts.Logger.Error("dashboard: read the store", "path", r.URL.Path, "err", err)
+		d.problem(w, r, http.StatusInternalServerError, err.Error())
+	}
+}
+
+// overviewData is the queues overview.
+type overviewData struct {
+	Queues  []errand.QueueStats
+	States  []errand.JobState
+	Workers []*errand.WorkerRecord
+	// Totals sums Counts over the queues, by state.
+	Totals map[errand.JobState]int
+	Dead   int
+}
+
+func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	now, err := d.now(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	stats, err := d.c.Stats(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	workers, err := d.c.Workers(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{}}
+	for _, q := range stats {
+		for st, n := range q.Counts {
+			data.Totals[st] += n
+		}
+		data.Dead += q.Dead
+	}
+	p := d.newPage(r, "Queues", "overview", now, true)
+	p.Data = data
+	d.render(w, http.StatusOK, "overview", p)
+}
+
+// listData is one page of a job listing.
+type listData struct {
+	Jobs   []*errand.Job
+	States []errand.JobState
+	// Filter is the listing's filter as the visitor gave it.
+	State, Queue, Kind string
+	Limit              int
+	// After is the cursor of this page; Next the cursor of the next page,
+	// 0 when this is the last.
+	After, Next int64
+	MaxBatch    int
+}
+
+// QueryNext is the query string of the next page.
+func (l *listData) QueryNext() template.URL { return l.query(l.Next) }
+
+// QueryFirst is the query string of the first page.
+func (l *listData) QueryFirst() template.URL { return l.query(0) }
+
+// query encodes the listing's filter with the cursor after. Every value is
+// query-escaped by url.Values, which is what makes it a safe template.URL.
+func (l *listData) query(after int64) template.URL {
+	v := url.Values{}
+	for k, s := range map[string]string{"state": l.State, "queue": l.Queue, "kind": l.Kind} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	v.Set("limit", strconv.Itoa(l.Limit))
+	if after > 0 {
+		v.Set("after", strconv.FormatInt(after, 10))
+	}
+	return template.URL(v.Encode())
+}
+
+// listPage reads the filter and cursor of a listing from r's query and the
+// page of jobs they select; state, when not empty, fixes the state.
+func (d *dashboard) listPage(r *http.Request, state errand.JobState) (*listData, error) {
+	q := r.URL.Query()
+	l := &listData{States: errand.JobStates, State: q.Get("state"), Queue: strings.TrimSpace(q.Get("queue")),
+		Kind: strings.TrimSpace(q.Get("kind")), Limit: d.opts.PageSize, MaxBatch: d.opts.MaxBatch}
+	if state != "" {
+		l.State = string(state)
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxDashboardPageSize {
+			return nil, &errand.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)}
+		}
+		l.Limit = n
+	}
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return nil, &errand.InputError{Field: "after", Message: fmt.Sprintf("%q is not a cursor; follow the page links", s)}
+		}
+		l.After = n
+	}
+	opts := &errand.ListOpts{Queue: l.Queue, Kind: l.Kind, AfterSeq: l.After, Limit: l.Limit + 1}
+	if l.State != "" {
+		st, err := errand.ParseJobState(l.State)
+		if err != nil {
+			return nil, &errand.InputError{Field: "state", Message: err.Error()}
+		}
+		opts.States = []errand.JobState{st}
+	}
+	jobs, err := d.c.List(r.Context(), opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) > l.Limit {
+		jobs = jobs[:l.Limit]
+		l.Next = jobs[len(jobs)-1].Seq
+	}
+	l.Jobs = jobs
+	return l, nil
+}
+
+func (d *dashboard) jobList(w http.ResponseWriter, r *http.Request) {
+	d.listing(w, r, "", "Jobs", "jobs", "jobs")
+}
+
+func (d *dashboard) deadList(w http.ResponseWriter, r *http.Request) {
+	d.listing(w, r, errand.StateDead, "Dead letters", "dead", "dead")
+}
+
+func (d *dashboard) listing(w http.ResponseWriter, r *http.Request, state errand.JobState, title, nav, tmpl string) {
+	now, err := d.now(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	l, err := d.listPage(r, state)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	// The dead-letter page holds a selection to replay: reloading it
+	// would clear the visitor's checkboxes.
+	p := d.newPage(r, title, nav, now, state != errand.StateDead)
+	p.Data = l
+	d.render(w, http.StatusOK, tmpl, p)
+}
+
+// detailData is one job's page.
+type detailData struct {
+	Job   *errand.Job
+	Next  string
+	Audit []errand.ReplayRecord
+}
+
+func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	now, err := d.now(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	j, err := d.c.Get(ctx, id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	audit, err := d.c.ReplayAudit(ctx, id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	handled := true
+	if j.State.Waiting() {
+		ws, err := d.c.Workers(ctx)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		handled = errand.KindHandled(ws, j.Queue, j.Kind)
+	}
+	p := d.newPage(r, "Job "+j.ID, "jobs", now, true)
+	p.Data = &detailData{Job: j, Next: nextStep(j, now, handled), Audit: audit}
+	d.render(w, http.StatusOK, "job", p)
+}

@@ -1,0 +1,172 @@
+package errandhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/errandhq/errand"
+)
+
+// dashboardAction is a change an operator makes to jobs from the dashboard.
+type dashboardAction struct {
+	Name    string // "replay" or "cancel", also the form's path
+	Verb    string // for people: "Replay", "Cancel"
+	Applies func(errand.JobState) bool
+	// Explain says which states the action applies to, for a job in
+	// another.
+	Explain string
+}
+
+var (
+	replayAction = &dashboardAction{
+		Name: "replay", Verb: "Replay",
+		Applies: func(s errand.JobState) bool { return s == errand.StateDead || s == errand.StateCancelled },
+		Explain: "only dead and cancelled jobs can be replayed",
+	}
+	cancelAction = &dashboardAction{
+		Name: "cancel", Verb: "Cancel",
+		Applies: errand.JobState.Waiting,
+		Explain: "only queued and retrying jobs can be cancelled",
+	}
+)
+
+// maxActionBody bounds an action's form: ids and a reason.
+const maxActionBody = 256 << 10
+
+// actionJob is one job an action names, and what became of it.
+type actionJob struct {
+	ID  string
+	Job *errand.Job // nil when the job was not found
+	// Problem says why the action does not or did not apply, or is empty.
+	Problem string
+	Done    bool
+}
+
+// actionData is the confirmation page of an action, or its result.
+type actionData struct {
+	Action *dashboardAction
+	Reason string
+	Jobs   []*actionJob
+	// Applicable counts the jobs the action applies to (on the confirm
+	// page) or was applied to (on the result page).
+	Applicable int
+	Committed  bool
+}
+
+// action serves the two POSTs of an action. The first (commit false)
+// shows the jobs named and asks for confirmation; it changes nothing. The
+// second does the action, one job at a time, and shows what happened to
+// each.
+func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		operator, canWrite := d.opts.Identity(r)
+		if !canWrite {
+			d.problem(w, r, http.StatusForbidden, "your token may read but not change jobs; sign in with an operator token to "+a.Name+" jobs")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxActionBody)
+		if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				d.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is over %d bytes; select fewer jobs or shorten the reason", maxActionBody))
+				return
+			}
+			d.problem(w, r, http.StatusBadRequest, "read form: "+err.Error())
+			return
+		}
+		ids := formIDs(r.PostForm["id"])
+		reason := strings.TrimSpace(r.PostForm.Get("reason"))
+		switch {
+		case len(ids) == 0:
+			d.problem(w, r, http.StatusBadRequest, "no job selected; tick at least one job to "+a.Name)
+			return
+		case len(ids) > d.opts.MaxBatch:
+			d.problem(w, r, http.StatusBadRequest, fmt.Sprintf("%d jobs selected; %s at most %d at a time", len(ids), a.Name, d.opts.MaxBatch))
+			return
+		case reason == "":
+			d.problem(w, r, http.StatusBadRequest, "no reason given; say why you "+a.Name+" these jobs, for the audit")
+			return
+		}
+		data := &actionData{Action: a, Reason: reason, Committed: commit}
+		ctx := r.Context()
+		for _, id := range ids {
+			aj := &actionJob{ID: id}
+			data.Jobs = append(data.Jobs, aj)
+			if !commit {
+				j, err := d.c.Get(ctx, id)
+				switch {
+				case errors.Is(err, errand.ErrNotFound):
+					aj.Problem = "no such job"
+				case err != nil:
+					d.fail(w, r, err)
+					return
+				case !a.Applies(j.State):
+					aj.Job, aj.Problem = j, fmt.Sprintf("%s: %s", j.State, a.Explain)
+				default:
+					aj.Job = j
+					data.Applicable++
+				}
+				continue
+			}
+			var j *errand.Job
+			var err error
+			if a == replayAction {
+				j, err = d.c.Replay(ctx, id, &errand.ReplayOpts{Operator: operator, Reason: reason})
+			} else {
+				j, err = d.c.Cancel(ctx, id)
+			}
+			var in *errand.InputError
+			if errors.As(err, &in) {
+				// The operator or the reason is at fault, for every job
+				// alike: stop before trying the rest.
+				d.problem(w, r, http.StatusBadRequest, err.Error())
+				return
+			}
+			d.opts.Logger.Info("dashboard: "+a.Name, "operator", operator, "job", id, "reason", reason, "err", err)
+			if err != nil {
+				aj.Problem = problemText(err)
+				continue
+			}
+			aj.Job, aj.Done = j, true
+			data.Applicable++
+		}
+		status := http.StatusOK
+		if commit && data.Applicable < len(data.Jobs) {
+			status = http.StatusConflict
+		}
+		title := a.Verb + " jobs?"
+		if commit {
+			title = a.Verb + ": done"
+		}
+		p := d.newPage(r, title, "", d.timeNow(r), false)
+		p.Data = data
+		d.render(w, status, "action", p)
+	})
+}
+
+// formIDs returns the ids of a form, each once, in the order given.
+func formIDs(values []string) []string {
+	var ids []string
+	for _, v := range values {
+		if v = strings.TrimSpace(v); v != "" && !slices.Contains(ids, v) {
+			ids = append(ids, v)
+		}
+	}
+	return ids
+}
+
+// problemText says why an action failed for one job.
+func problemText(err error) string {
+	var se *errand.StateError
+	switch {
+	case errors.Is(err, errand.ErrNotFound):
+		return "no such job"
+	case errors.As(err, &se):
+		return se.Error()
+	default:
+		return err.Error()
+	}
+}

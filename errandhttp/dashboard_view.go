@@ -1,0 +1,127 @@
+package errandhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// dashboardPages names the page templates under dashboard/templates; each
+// defines "content" for layout.html.
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem"}
+
+// parseDashboardPages parses each page with the layout. Links in the pages
+// start with prefix.
+func parseDashboardPages(prefix string) map[string]*template.Template {
+	funcs := template.FuncMap{
+		"jobURL":     func(id string) string { return prefix + "/jobs/" + url.PathEscape(id) },
+		"path":       func(p string) string { return prefix + p },
+		"time":       formatTime,
+		"optTime":    formatOptTime,
+		"since":      since,
+		"ageSeconds": ageSeconds,
+		"prettyJSON": prettyJSON,
+		"deref":      deref,
+		"count":      func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
+		"join":       strings.Join,
+		"canReplay":  replayAction.Applies,
+		"canCancel":  cancelAction.Applies,
+		"queueNames": queueNames,
+	}
+	pages := make(map[string]*template.Template, len(dashboardPages))
+	for _, name := range dashboardPages {
+		pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(dashboardFiles,
+			"dashboard/templates/layout.html", "dashboard/templates/"+name+".html"))
+	}
+	return pages
+}
+
+// timeNow is the store's time for r, or the process's when the store
+// cannot say.
+func (d *dashboard) timeNow(r *http.Request) time.Time {
+	if now, err := d.now(r.Context()); err == nil {
+		return now
+	}
+	return time.Now().UTC()
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+func formatOptTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return formatTime(*t)
+}
+
+// since says how long before now t was ("3m ago"), or how long after
+// ("in 3m").
+func since(now, t time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + roughDuration(-d)
+	}
+	return roughDuration(d) + " ago"
+}
+
+// ageSeconds formats an age given in seconds; "-" for none.
+func ageSeconds(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	return roughDuration(time.Duration(s * float64(time.Second)))
+}
+
+// roughDuration rounds d to what a person needs: seconds under a minute,
+// then minutes and seconds, hours and minutes, days and hours.
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		return fmt.Sprintf("%dd%02dh", int(math.Floor(d.Hours()/24)), int(d%(24*time.Hour)/time.Hour))
+	}
+}
+
+// prettyJSON indents a JSON document for reading; anything else is shown
+// as it is.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// queueNames lists a worker's queues with their concurrency: "default×4".
+func queueNames(qs []errand.WorkerQueue) string {
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = fmt.Sprintf("%s×%d", q.Name, q.Concurrency)
+	}
+	return strings.Join(names, ", ")
+}
