@@ -7,6 +7,9 @@
   if (!(seconds > 0)) {
     return;
   }
+  // Says the script ran: the browser test checks it, so a policy that
+  // blocks the script cannot go unnoticed.
+  document.body.setAttribute("data-refreshing", "on");
   function tick() {
     var el = document.activeElement;
     var busy = el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA");

@@ -1,0 +1,132 @@
+package errandhttp
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand/errandtest"
+)
+
+// chromiumNames are the browsers the browser test looks for on PATH.
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome"}
+
+// TestDashboardInChromium loads the dashboard in a real headless Chromium,
+// as an operator's browser would, with its style sheet, its script and its
+// Content-Security-Policy: it checks the rendered DOM of the queues overview
+// and the dead letters, that the browser reported no refused resource, and
+// that the screenshots are not blank. The screenshots go to
+// $ERRAND_SCREENSHOT_DIR when set, for a person to look at. The test
+// installs nothing: without a Chromium on PATH it skips.
+func TestDashboardInChromium(t *testing.T) {
+	browser := ""
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no " + strings.Join(chromiumNames, ", ") + " on PATH: the browser test needs one (apt-get install chromium)")
+	}
+	c := newSQLiteClient(t, errandtest.NewClock(time.Now().UTC().Truncate(time.Second)))
+	seed(t, c)
+	srv := httptest.NewServer(NewDashboard(c, nil)) // loopback
+	defer srv.Close()
+
+	dir := os.Getenv("ERRAND_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, path string
+		want       []string
+	}{
+		{"overview", "/", []string{`href="/jobs?queue=mail"`, `href="/jobs?queue=billing"`, "dead letters", "dash_nobody (1 waiting)", `data-refreshing="on"`}},
+		{"dead", "/dead", []string{`value="dead-1"`, `value="panic-1"`, "card declined", "Replay selected"}},
+		{"job", "/jobs/dead-1", []string{"dead after attempt 1 of 20 (class permanent): replay to run again", "card declined"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shot := filepath.Join(dir, "dashboard-"+tc.name+".png")
+			dom, logs := runChromium(t, browser, srv.URL+tc.path, shot)
+			wantContains(t, "DOM of "+tc.path, dom, tc.want...)
+			for _, line := range strings.Split(logs, "\n") {
+				if strings.Contains(line, "Content Security Policy") || strings.Contains(line, "violates") || strings.Contains(line, "Refused to") || strings.Contains(line, "Failed to load resource") {
+					t.Errorf("Chromium reported: %s", line)
+				}
+			}
+			checkScreenshot(t, shot)
+		})
+	}
+}
+
+// runChromium loads url in a fresh headless Chromium profile, saves a
+// 1280×800 screenshot to shot, and returns the DOM after the page loaded
+// and the browser's log.
+func runChromium(t *testing.T, browser, url, shot string) (dom, logs string) {
+	t.Helper()
+	// Not a speed check: a bound for a browser that hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--window-size=1280,800",
+		"--enable-logging=stderr", "--v=0",
+		"--screenshot="+shot, "--dump-dom", url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
+	}
+	return stdout.String(), stderr.String()
+}
+
+// checkScreenshot fails the test unless shot is a PNG of 1280×800 whose
+// pixels vary: a blank or failed render is one colour.
+func checkScreenshot(t *testing.T, shot string) {
+	t.Helper()
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("decode screenshot %s: %v", shot, err)
+	}
+	b := img.Bounds()
+	if b.Dx() != 1280 || b.Dy() != 800 {
+		t.Errorf("screenshot is %dx%d, want 1280x800", b.Dx(), b.Dy())
+	}
+	var n, sum, sumSq float64
+	colours := map[uint32]bool{}
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			lum := (0.299*float64(r) + 0.587*float64(g) + 0.114*float64(bl)) / 257
+			n++
+			sum += lum
+			sumSq += lum * lum
+			colours[r>>11<<10|g>>11<<5|bl>>11] = true
+		}
+	}
+	mean := sum / n
+	variance := sumSq/n - mean*mean
+	t.Logf("screenshot %s: luminance mean %.1f, variance %.1f, %d colours", shot, mean, variance, len(colours))
+	// A blank page has variance 0 and one colour; dark text and the
+	// header bar on a white page give hundreds of variance.
+	if variance < 100 || len(colours) < 8 {
+		t.Errorf("screenshot %s looks blank: luminance variance %.1f, %d colours", shot, variance, len(colours))
+	}
+}
