@@ -104,3 +104,31 @@ func TestNextStep(t *testing.T) {
 		})
 	}
 }
+
+func TestSince(t *testing.T) {
+	now := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+	tests := []struct {
+		ago  time.Duration
+		want string
+	}{
+		{0, "0s ago"},
+		{400 * time.Millisecond, "0s ago"},
+		{42 * time.Second, "42s ago"},
+		{3*time.Minute + 7*time.Second, "3m07s ago"},
+		{5*time.Hour + 4*time.Minute, "5h04m ago"},
+		{47 * time.Hour, "47h00m ago"},
+		{3*24*time.Hour + 5*time.Hour, "3d05h ago"},
+		{-90 * time.Second, "in 1m30s"},
+	}
+	for _, tt := range tests {
+		if got := since(now, now.Add(-tt.ago)); got != tt.want {
+			t.Errorf("since(%s ago) = %q, want %q", tt.ago, got, tt.want)
+		}
+	}
+	if got := ageSeconds(0); got != "-" {
+		t.Errorf("ageSeconds(0) = %q, want -", got)
+	}
+	if got := ageSeconds(61.5); got != "1m01s" {
+		t.Errorf("ageSeconds(61.5) = %q, want 1m01s", got)
+	}
+}
