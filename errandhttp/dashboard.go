@@ -106,8 +106,9 @@ type dashboard struct {
 // asks for confirmation, the second does it, recording the operator that
 // [DashboardOptions.Identity] names. The pages need no script and load
 // nothing from elsewhere; the one small script (auto-refresh) and the style
-// sheet are served by the dashboard itself, so a Content-Security-Policy of
-// "default-src 'self'" holds. Every response carries such a policy.
+// sheet are files the dashboard serves itself, never inline, so every
+// response carries a strict Content-Security-Policy ("script-src 'self';
+// style-src 'self'", everything else 'none').
 //
 // The dashboard does not authenticate: mount it behind the server's
 // authentication. It does refuse cross-origin form posts
