@@ -33,6 +33,8 @@ type MetricsOptions struct {
 	// serves, so that an application can add its own metrics and serve
 	// one page. Nil means a new registry, with the Go runtime and process
 	// collectors. The global prometheus.DefaultRegisterer is never used.
+	// A registry holds one NewMetrics: a second panics, as registering any
+	// metric twice does.
 	Registry *prometheus.Registry
 	// CacheFor is how long the queue statistics read from the database are
 	// reused between scrapes, so that frequent or concurrent scrapes cannot
@@ -95,7 +97,7 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 	if o.Observer != nil {
 		reg.MustRegister(o.Observer)
 	}
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
 // Descriptions of the gauges read from the database.
