@@ -62,6 +62,9 @@ type attempt struct {
 // later than the store's own start of it.
 func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duration, claimSent time.Time) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
+	if c.observer != nil {
+		c.observer.JobStarted(job)
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{store: c.store, job: job})
@@ -378,6 +381,9 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 
 // logOutcome logs an attempt's result and tells subscribers.
 func (c *engine) logOutcome(job *Job, r *WorkResult) {
+	if c.observer != nil {
+		c.observer.JobFinished(job, r)
+	}
 	c.publish(job, r)
 	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
 	if r.Class != "" {

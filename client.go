@@ -44,6 +44,10 @@ type Config struct {
 	// system clock. Tests pass a fake one (errandtest.Clock), the same one
 	// they give the store, so that leases and timers agree.
 	Clock TimeSource
+	// Observer, when set, is told about the jobs this client enqueues and
+	// the attempts its workers start and finish, for metrics (see
+	// errandhttp.NewMetrics). Nil observes nothing.
+	Observer Observer
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -72,6 +76,7 @@ type engine struct {
 	// allowUnknownKinds: enqueue kinds not in kinds (Config.AllowUnknownKinds).
 	allowUnknownKinds bool
 	clock             TimeSource // Config.Clock, or the system clock
+	observer          Observer   // Config.Observer; nil: none
 
 	wakeMu sync.Mutex
 	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
@@ -100,6 +105,7 @@ func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 
 		allowUnknownKinds: cfg.AllowUnknownKinds,
 		clock:             cfg.Clock,
+		observer:          cfg.Observer,
 	}
 	if c.clock == nil {
 		c.clock = systemTime{}
@@ -230,6 +236,9 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 	if len(fresh) > 0 {
 		c.Wake(queuesOf(fresh)...)
 	}
+	if c.observer != nil {
+		c.observer.JobsEnqueued(freshJobs(rs))
+	}
 	return enqueueResults(rs), nil
 }
 
@@ -248,8 +257,16 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	}
 	if w, ok := ctx.Value(txWakesKey{}).(*txWakes); ok && w.c == c.engine {
 		w.add(queuesOf(ps))
-	} else if c.notifier != nil {
-		c.notifier.noteTx(queuesOf(ps))
+		if c.observer != nil {
+			w.addJobs(freshJobs(rs))
+		}
+	} else {
+		if c.notifier != nil {
+			c.notifier.noteTx(queuesOf(ps))
+		}
+		if c.observer != nil {
+			c.observer.JobsEnqueued(freshJobs(rs))
+		}
 	}
 	return enqueueResults(rs), nil
 }
@@ -275,6 +292,9 @@ func (c *Client[TTx]) InTx(ctx context.Context, fn func(ctx context.Context, tx 
 	if qs := setNames(w.queues); len(qs) > 0 {
 		c.Wake(qs...)
 	}
+	if len(w.jobs) > 0 {
+		c.observer.JobsEnqueued(w.jobs)
+	}
 	return nil
 }
 
@@ -287,6 +307,7 @@ type txWakes struct {
 	c      *engine
 	mu     sync.Mutex
 	queues map[string]struct{}
+	jobs   []*Job // new jobs, for the client's Observer
 }
 
 func (w *txWakes) add(queues []string) {
@@ -295,6 +316,23 @@ func (w *txWakes) add(queues []string) {
 	for _, q := range queues {
 		w.queues[q] = struct{}{}
 	}
+}
+
+func (w *txWakes) addJobs(jobs []*Job) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.jobs = append(w.jobs, jobs...)
+}
+
+// freshJobs returns the jobs of rs that were inserted, not duplicates.
+func freshJobs(rs []JobInsertResult) []*Job {
+	out := make([]*Job, 0, len(rs))
+	for _, r := range rs {
+		if !r.Duplicate {
+			out = append(out, r.Job)
+		}
+	}
+	return out
 }
 
 func enqueueResults(rs []JobInsertResult) []EnqueueResult {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/internal/exechandler"
 )
 
@@ -24,7 +25,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--once]",
+	args:    "--exec KIND=COMMAND... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -58,6 +59,13 @@ prunes workers stopped for a day from the registry. A leader that cannot
 renew stops leading before its lease ends; a draining leader resigns at
 once. errand workers shows the leader.
 
+With --metrics-addr it serves, on ADDR (a port alone means 127.0.0.1),
+/metrics for Prometheus (this worker's counters of jobs started and
+finished by outcome, run times and failures by class, and the queue gauges
+read from the database), /healthz and /readyz; --ready-max-oldest-age and
+--ready-max-dead-growth make /readyz answer 503 past those thresholds. See
+docs/scaling.md.
+
 It logs to stderr: one line per job outcome with job_id, kind, attempt,
 duration and class, leadership changes, and a summary at exit.
 
@@ -83,6 +91,8 @@ With --once it claims one job, runs it, prints one JSON line:
 		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN or SQLite's checks for commits")
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
+		metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on `ADDR` (HOST:PORT, or a port alone for 127.0.0.1; default: off)")
+		readyF := addReadyFlags(fs)
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
@@ -104,11 +114,28 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
 				}
+			}
+			for _, name := range []string{"ready-max-oldest-age", "ready-max-dead-growth"} {
+				if isSet(fs, name) && *metricsAddr == "" {
+					return usagef("--%s sets a threshold of /readyz, which only --metrics-addr serves; add --metrics-addr 9464", name)
+				}
+			}
+			readyOpts, err := readyF.options(fs)
+			if err != nil {
+				return err
+			}
+			var listen string
+			var obs *errandhttp.MetricsObserver
+			if *metricsAddr != "" {
+				if listen, err = metricsListenAddr(*metricsAddr); err != nil {
+					return err
+				}
+				obs = errandhttp.NewMetricsObserver()
 			}
 			qs, err := parseQueues(*queues)
 			if err != nil {
@@ -118,7 +145,11 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mayCreate, &errand.Config{Kinds: kinds, Logger: e.logger})
+			clientCfg := &errand.Config{Kinds: kinds, Logger: e.logger}
+			if obs != nil {
+				clientCfg.Observer = obs // a nil *MetricsObserver would make a non-nil Observer
+			}
+			c, closeDB, err := openClient(ctx, *db, mayCreate, clientCfg)
 			if err != nil {
 				return err
 			}
@@ -139,6 +170,13 @@ With --once it claims one job, runs it, prints one JSON line:
 			}()
 			if *once {
 				return workOnce(ctx, c, qs, *lease, e)
+			}
+			if listen != "" {
+				m, err := startMetrics(c, obs, readyOpts, listen, e)
+				if err != nil {
+					return fmt.Errorf("serve metrics: %w", err)
+				}
+				defer m.stop()
 			}
 			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
 				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL}

@@ -1,0 +1,143 @@
+package errandhttp
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/errandhq/errand"
+)
+
+// Defaults of MetricsOptions.
+const (
+	// DefaultMetricsCacheFor is how long /metrics reuses the queue
+	// statistics it read from the database.
+	DefaultMetricsCacheFor = 5 * time.Second
+	// DefaultMetricsTimeout bounds the database query of one scrape.
+	DefaultMetricsTimeout = 5 * time.Second
+)
+
+// MetricsOptions configure [NewMetrics]. The zero value serves the
+// database gauges only, on a registry of its own.
+type MetricsOptions struct {
+	// Observer, when set, adds its process-local counters (jobs enqueued,
+	// started and finished, run time, failures by class): give the same
+	// one to the client's Config.Observer. Nil serves the database gauges
+	// alone, for a process that runs no workers.
+	Observer *MetricsObserver
+	// Registry is where the metrics are registered and what the handler
+	// serves, so that an application can add its own metrics and serve
+	// one page. Nil means a new registry, with the Go runtime and process
+	// collectors. The global prometheus.DefaultRegisterer is never used.
+	// A registry holds one NewMetrics: a second panics, as registering any
+	// metric twice does.
+	Registry *prometheus.Registry
+	// CacheFor is how long the queue statistics read from the database are
+	// reused between scrapes, so that frequent or concurrent scrapes cannot
+	// load the database. Zero means DefaultMetricsCacheFor.
+	CacheFor time.Duration
+	// Timeout bounds the statistics query of one scrape. Zero means
+	// DefaultMetricsTimeout.
+	Timeout time.Duration
+	// Clock times the cache. Nil means the system clock.
+	Clock errand.Clock
+}
+
+// NewMetrics returns the handler of /metrics: Prometheus's text format,
+// with the gauges read from c's database at scrape time and, when
+// opts.Observer is set, the counters of this process's client:
+//
+//	errand_queue_jobs{queue,state}                    jobs per queue and state (running, dead, ...)
+//	errand_queue_oldest_ready_age_seconds{queue}      how long the oldest claimable job has waited
+//	errand_queue_unhandled_jobs{queue,kind}           waiting jobs of kinds no live worker handles
+//	errand_store_up                                   1 when the last statistics query succeeded, else 0
+//	errand_jobs_enqueued_total{queue,kind}            jobs this process enqueued
+//	errand_jobs_started_total{queue,kind}             attempts this process started
+//	errand_jobs_finished_total{queue,kind,outcome}    attempts ended: succeeded, retrying, dead, snoozed, interrupted, lease_lost
+//	errand_job_failures_total{queue,kind,class,outcome}  failed attempts by class; outcome retrying or dead
+//	errand_job_run_seconds{queue,kind}                handler run time (histogram)
+//
+// The running jobs are errand_queue_jobs{state="running"}, the dead-letter
+// size errand_queue_jobs{state="dead"}, and lease losses
+// errand_jobs_finished_total{outcome="lease_lost"}. The gauges count every
+// process's jobs; the counters only this process's, so sum them over the
+// processes that run workers.
+//
+// The handler does not authenticate: mount it behind the server's
+// authentication, or on a loopback address.
+func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handler {
+	o := MetricsOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.CacheFor <= 0 {
+		o.CacheFor = DefaultMetricsCacheFor
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultMetricsTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	reg.MustRegister(&queueCollector{cache: &statsCache{
+		read:    c.Stats,
+		clock:   o.Clock,
+		maxAge:  o.CacheFor,
+		timeout: o.Timeout,
+	}})
+	if o.Observer != nil {
+		reg.MustRegister(o.Observer)
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// Descriptions of the gauges read from the database.
+var (
+	queueJobsDesc = prometheus.NewDesc("errand_queue_jobs",
+		"Jobs in the queue, by state, read from the database.", []string{"queue", "state"}, nil)
+	oldestReadyDesc = prometheus.NewDesc("errand_queue_oldest_ready_age_seconds",
+		"How long the queue's oldest claimable job has been available, or 0 when none is.", []string{"queue"}, nil)
+	unhandledDesc = prometheus.NewDesc("errand_queue_unhandled_jobs",
+		"Waiting jobs of a kind that no live worker handles in the queue.", []string{"queue", "kind"}, nil)
+	storeUpDesc = prometheus.NewDesc("errand_store_up",
+		"1 when the last queue statistics query succeeded, 0 when it failed.", nil, nil)
+)
+
+// queueCollector reports the queue statistics as gauges at scrape time.
+type queueCollector struct {
+	cache *statsCache
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueJobsDesc
+	ch <- oldestReadyDesc
+	ch <- unhandledDesc
+	ch <- storeUpDesc
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	stats, _, err := q.cache.get(context.Background())
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
+	for _, s := range stats {
+		for state, n := range s.Counts {
+			ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(n), s.Queue, string(state))
+		}
+		ch <- prometheus.MustNewConstMetric(oldestReadyDesc, prometheus.GaugeValue, s.OldestReadyAgeSeconds, s.Queue)
+		for _, k := range s.UnhandledKinds {
+			ch <- prometheus.MustNewConstMetric(unhandledDesc, prometheus.GaugeValue, float64(k.Waiting), s.Queue, k.Kind)
+		}
+	}
+}

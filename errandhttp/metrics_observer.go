@@ -1,0 +1,134 @@
+package errandhttp
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/errandhq/errand"
+)
+
+// RunTimeBuckets are the upper bounds, in seconds, of the run-time
+// histogram: from 5ms, for jobs that write a row, to 30 minutes, for
+// reports.
+var RunTimeBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+
+// MetricsObserver counts a client's jobs for /metrics. It is an
+// [errand.Observer]: give it to the client's Config.Observer and to
+// MetricsOptions.Observer. Each event costs a few atomic additions.
+type MetricsObserver struct {
+	enqueued *prometheus.CounterVec
+	started  *prometheus.CounterVec
+	finished *prometheus.CounterVec
+	failures *prometheus.CounterVec
+	runTime  *prometheus.HistogramVec
+
+	// byKind holds, per queueKind, the series an attempt touches, so that
+	// an attempt costs one map lookup instead of one per series.
+	byKind sync.Map
+}
+
+type queueKind struct{ queue, kind string }
+
+// kindSeries are the series of one queue and kind.
+type kindSeries struct {
+	started  prometheus.Counter
+	runTime  prometheus.Observer
+	finished map[errand.Result]prometheus.Counter
+}
+
+// outcomes are the results an attempt ends with; each gets its series at
+// the first attempt of a queue and kind, so that rates over them start
+// from zero.
+var outcomes = []errand.Result{errand.ResultSucceeded, errand.ResultRetrying, errand.ResultDead,
+	errand.ResultSnoozed, errand.ResultInterrupted, errand.ResultLeaseLost}
+
+func (m *MetricsObserver) series(job *errand.Job) *kindSeries {
+	key := queueKind{job.Queue, job.Kind}
+	if s, ok := m.byKind.Load(key); ok {
+		return s.(*kindSeries)
+	}
+	s := &kindSeries{
+		started:  m.started.WithLabelValues(job.Queue, job.Kind),
+		runTime:  m.runTime.WithLabelValues(job.Queue, job.Kind),
+		finished: make(map[errand.Result]prometheus.Counter, len(outcomes)),
+	}
+	for _, r := range outcomes {
+		s.finished[r] = m.finished.WithLabelValues(job.Queue, job.Kind, string(r))
+	}
+	actual, _ := m.byKind.LoadOrStore(key, s)
+	return actual.(*kindSeries)
+}
+
+var _ errand.Observer = (*MetricsObserver)(nil)
+
+// NewMetricsObserver returns an observer with every counter at zero.
+func NewMetricsObserver() *MetricsObserver {
+	return &MetricsObserver{
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "errand_jobs_enqueued_total",
+			Help: "Jobs this process enqueued (duplicates not counted).",
+		}, []string{"queue", "kind"}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "errand_jobs_started_total",
+			Help: "Attempts this process's workers claimed and started.",
+		}, []string{"queue", "kind"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "errand_jobs_finished_total",
+			Help: "Attempts this process's workers ended, by outcome: succeeded, retrying, dead, snoozed, interrupted, lease_lost.",
+		}, []string{"queue", "kind", "outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "errand_job_failures_total",
+			Help: "Failed attempts by error class; outcome is retrying (a retry is scheduled) or dead.",
+		}, []string{"queue", "kind", "class", "outcome"}),
+		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "errand_job_run_seconds",
+			Help:    "How long handlers ran, per attempt.",
+			Buckets: RunTimeBuckets,
+		}, []string{"queue", "kind"}),
+	}
+}
+
+// JobsEnqueued implements errand.Observer.
+func (m *MetricsObserver) JobsEnqueued(jobs []*errand.Job) {
+	for _, j := range jobs {
+		m.enqueued.WithLabelValues(j.Queue, j.Kind).Inc()
+	}
+}
+
+// JobStarted implements errand.Observer.
+func (m *MetricsObserver) JobStarted(job *errand.Job) {
+	m.series(job).started.Inc()
+}
+
+// JobFinished implements errand.Observer.
+func (m *MetricsObserver) JobFinished(job *errand.Job, res *errand.WorkResult) {
+	s := m.series(job)
+	if c := s.finished[res.Result]; c != nil {
+		c.Inc()
+	} else {
+		m.finished.WithLabelValues(job.Queue, job.Kind, string(res.Result)).Inc()
+	}
+	if res.Class != "" && (res.Result == errand.ResultRetrying || res.Result == errand.ResultDead) {
+		m.failures.WithLabelValues(job.Queue, job.Kind, res.Class, string(res.Result)).Inc()
+	}
+	s.runTime.Observe(res.Duration.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *MetricsObserver) Describe(ch chan<- *prometheus.Desc) {
+	m.enqueued.Describe(ch)
+	m.started.Describe(ch)
+	m.finished.Describe(ch)
+	m.failures.Describe(ch)
+	m.runTime.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *MetricsObserver) Collect(ch chan<- prometheus.Metric) {
+	m.enqueued.Collect(ch)
+	m.started.Collect(ch)
+	m.finished.Collect(ch)
+	m.failures.Collect(ch)
+	m.runTime.Collect(ch)
+}

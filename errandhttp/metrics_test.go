@@ -1,0 +1,61 @@
+package errandhttp_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
+)
+
+// The gauges are read from the database: jobs per queue and state, the
+// oldest ready age, the dead-letter size, the unhandled kinds; a scrape
+// within CacheFor of the last reuses its reading.
+func TestMetricsQueueGauges(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testMetricsQueueGauges(t, sqliteEnv(t)) })
+	t.Run("postgres", func(t *testing.T) { testMetricsQueueGauges(t, postgresEnv(t)) })
+}
+
+func testMetricsQueueGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
+	c := e.client(t, nil)
+	h := errandhttp.NewMetrics(c, &errandhttp.MetricsOptions{Clock: e.clock, CacheFor: 5 * time.Second})
+	enqueue(t, c, "ok", nil)
+	enqueue(t, c, "ok", nil)
+	enqueue(t, c, "fail", &errand.EnqueueOpts{Queue: "mail"})
+	enqueue(t, c, "idle", &errand.EnqueueOpts{Queue: "mail", Delay: time.Hour})
+	workOne(t, c, "mail", errand.ResultDead)
+	e.clock.Advance(90 * time.Second)
+
+	fams := scrape(t, h)
+	wantSeries(t, fams, "errand_store_up", "", 1)
+	wantSeries(t, fams, "errand_queue_jobs", "queue=default,state=queued", 2)
+	wantSeries(t, fams, "errand_queue_jobs", "queue=default,state=dead", 0)
+	wantSeries(t, fams, "errand_queue_jobs", "queue=mail,state=dead", 1)
+	wantSeries(t, fams, "errand_queue_jobs", "queue=mail,state=queued", 1)
+	wantSeries(t, fams, "errand_queue_jobs", "queue=mail,state=running", 0)
+	wantSeries(t, fams, "errand_queue_oldest_ready_age_seconds", "queue=default", 90)
+	wantSeries(t, fams, "errand_queue_oldest_ready_age_seconds", "queue=mail", 0) // scheduled: not ready
+	// No worker is registered: every waiting kind is unhandled.
+	wantSeries(t, fams, "errand_queue_unhandled_jobs", "queue=default,kind=ok", 2)
+	wantSeries(t, fams, "errand_queue_unhandled_jobs", "queue=mail,kind=idle", 1)
+
+	// Within CacheFor the database is not asked again.
+	enqueue(t, c, "ok", nil)
+	e.clock.Advance(time.Second)
+	wantSeries(t, scrape(t, h), "errand_queue_jobs", "queue=default,state=queued", 2)
+	e.clock.Advance(5 * time.Second)
+	fams = scrape(t, h)
+	wantSeries(t, fams, "errand_queue_jobs", "queue=default,state=queued", 3)
+	wantSeries(t, fams, "errand_queue_oldest_ready_age_seconds", "queue=default", 96)
+
+	// A database that does not answer: errand_store_up 0, no stale gauges.
+	if err := e.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(5 * time.Second)
+	fams = scrape(t, h)
+	wantSeries(t, fams, "errand_store_up", "", 0)
+	if _, ok := fams["errand_queue_jobs"]; ok {
+		t.Error("errand_queue_jobs served while the database is closed")
+	}
+}
