@@ -2,6 +2,7 @@ package errandhttp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -476,7 +477,11 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request) error {
 		name, _ := Identity(r)
 		owner = "http:" + name
 	}
-	js, err := a.c.Claim(r.Context(), &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
+	// A claim is not cancelled once sent, even if the caller hangs up: a
+	// claim cut off half-way could commit with nobody to hand the jobs to,
+	// and they would wait out their lease. The store's own timeouts bound
+	// it.
+	js, err := a.c.Claim(context.WithoutCancel(r.Context()), &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
 		Lease: time.Duration(req.Lease), Limit: req.MaxJobs, Owner: owner})
 	if err != nil {
 		return err
