@@ -26,6 +26,9 @@ const (
 	MaxListLimit = 1000
 )
 
+// claimTimeout bounds one claim, which runs on when its caller hangs up.
+const claimTimeout = 30 * time.Second
+
 // APIOptions configure [NewAPI].
 type APIOptions struct {
 	// Logger receives a line per operator action and per internal error.
@@ -479,9 +482,10 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A claim is not cancelled once sent, even if the caller hangs up: a
 	// claim cut off half-way could commit with nobody to hand the jobs to,
-	// and they would wait out their lease. The store's own timeouts bound
-	// it.
-	js, err := a.c.Claim(context.WithoutCancel(r.Context()), &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
+	// and they would wait out their lease. claimTimeout bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimTimeout)
+	defer cancel()
+	js, err := a.c.Claim(ctx, &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
 		Lease: time.Duration(req.Lease), Limit: req.MaxJobs, Owner: owner})
 	if err != nil {
 		return err
