@@ -330,7 +330,9 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if res.Duplicate && key != "" && !sameRequest(res.Job, &req, args) {
+	// A duplicate under the key's id is the first request's job; one found
+	// by its unique key instead is that job, as without a key.
+	if res.Duplicate && key != "" && res.Job.ID == key && !sameRequest(res.Job, &req, args) {
 		return &httpError{http.StatusConflict, "idempotency_conflict",
 			fmt.Sprintf("%s %q was used for a different job (kind, queue, args, priority, keys or tags differ); use a new key for a new job", IdempotencyHeader, key)}
 	}

@@ -123,6 +123,19 @@ func TestAPIIdempotencyKey(t *testing.T) {
 	if n := s.jobCount(t); n != 1 {
 		t.Fatalf("%d jobs, want 1", n)
 	}
+
+	// A unique key that another job holds answers with that job, key or
+	// no key: it is not a reused key.
+	want(t, "unique", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "unique_key": "u1"}), http.StatusCreated, "")
+	held := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret,
+		body: map[string]any{"kind": "task", "unique_key": "u1", "args": map[string]any{"other": true}}, header: map[string]string{"Idempotency-Key": "order-78"}})
+	want(t, "unique key held", held, http.StatusOK, "")
+	if j := held.json(t)["job"].(map[string]any); j["unique_key"] != "u1" || j["id"] == "order-78" {
+		t.Fatalf("unique key held: %s", held.body)
+	}
+	if n := s.jobCount(t); n != 2 {
+		t.Fatalf("%d jobs, want 2", n)
+	}
 }
 
 func TestAPIBadInputWritesNothing(t *testing.T) {
