@@ -418,7 +418,10 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: DefaultListLimit}
 	for _, v := range q["state"] {
 		for _, s := range strings.Split(v, ",") {
-			st, err := errand.ParseJobState(strings.TrimSpace(s))
+			if s = strings.TrimSpace(s); s == "" {
+				continue // ?state= filters nothing, like the other filters
+			}
+			st, err := errand.ParseJobState(s)
 			if err != nil {
 				return badRequest("state: %v", err)
 			}

@@ -64,7 +64,7 @@ func TestAPIEnqueueGetList(t *testing.T) {
 		if pages > 5 {
 			t.Fatal("paging does not end")
 		}
-		path := "/api/v1/jobs?kind=task&state=queued,retrying&limit=2"
+		path := "/api/v1/jobs?kind=task&state=queued,retrying&queue=&limit=2"
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
