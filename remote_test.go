@@ -241,3 +241,52 @@ func TestRemoteWorkerBadInput(t *testing.T) {
 		t.Fatalf("refused input changed the job: %s", b)
 	}
 }
+
+func TestRemoteWorkerInTheRegistry(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := remoteClient(t, s, clock)
+		enqueue(t, c, "task", nil)
+		enqueue(t, c, "task", nil)
+		claimOne(t, c, "node-7") // lease 30s
+
+		ws, err := c.Workers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) != 1 || ws[0].ID != "node-7" || ws[0].Status != errand.WorkerAlive ||
+			!reflect.DeepEqual(ws[0].Kinds, []string{"task"}) || len(ws[0].Queues) != 1 || ws[0].Queues[0].Name != errand.DefaultQueue {
+			t.Fatalf("registry %+v", ws)
+		}
+		stats, err := c.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) != 1 || len(stats[0].UnhandledKinds) != 0 {
+			t.Fatalf("a kind a remote worker claims is reported unhandled: %+v", stats)
+		}
+
+		// Silent for three leases: gone. A claim brings it back, and one
+		// from another queue, of another kind, adds them to its record.
+		clock.Advance(91 * time.Second)
+		if ws, _ := c.Workers(ctx); ws[0].Status != errand.WorkerGone {
+			t.Fatalf("after three silent leases: %s, want gone", ws[0].Status)
+		}
+		if _, err := c.Claim(ctx, &errand.ClaimOpts{Queue: "mail", Kinds: []string{"email"}, Owner: "node-7", Lease: 30 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		ws, err = c.Workers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) != 1 || ws[0].Status != errand.WorkerAlive || !reflect.DeepEqual(ws[0].Kinds, []string{"email", "task"}) || len(ws[0].Queues) != 2 {
+			t.Fatalf("registry after a claim elsewhere: %+v", ws[0])
+		}
+		clock.Advance(80 * time.Second)
+		claimOne(t, c, "node-7") // a heartbeat, nothing new
+		clock.Advance(80 * time.Second)
+		if ws, _ := c.Workers(ctx); ws[0].Status != errand.WorkerAlive {
+			t.Fatalf("a claim 80s ago did not count as a heartbeat: %s", ws[0].Status)
+		}
+	})
+}
