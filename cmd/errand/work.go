@@ -34,16 +34,16 @@ command gets the job's args on stdin and ERRAND_JOB_ID, ERRAND_ATTEMPT,
 ERRAND_LEASE_TOKEN in its environment; its output goes to this log. Exit 0
 succeeds; 75 retries (class tempfail); 65 dead-letters (class permanent);
 any other status N retries (class exit_N); a signal retries (class signal).
+Past its --timeout the command's whole process group is killed and the
+attempt retries with class timeout. On Unix, if this worker dies, even by
+SIGKILL, each command's process group is killed with it; a process that
+left the group (setsid) runs on.
 
 Each --http maps a kind to a webhook: the job's envelope (id, kind, args,
 attempt, lease_token, ...) is POSTed as JSON to URL, which is fixed here
 and never taken from a job. 2xx succeeds; 429 and 503 retry after their
 Retry-After; 408 and other 5xx retry; other 4xx dead-letter the job (class
 http_NNN); a timeout (--timeout, default 30s) retries with class timeout.
-Past its --timeout the command's whole process group is killed and the
-attempt retries with class timeout. On Unix, if this worker dies, even by
-SIGKILL, each command's process group is killed with it; a process that
-left the group (setsid) runs on.
 
 Without --once, errand work runs until stopped. Each --queue NAME=N runs
 queue NAME with at most N jobs at once, with slots of its own, so a backlog
