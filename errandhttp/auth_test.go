@@ -1,6 +1,7 @@
 package errandhttp_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -254,5 +255,41 @@ func TestReadTokenFile(t *testing.T) {
 	}
 	if _, err := errandhttp.ReadTokenFile(path); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("a short line: %v", err)
+	}
+}
+
+// TestNewMountsOtherHandlersBehindAuth plugs handlers in where the
+// dashboard, /metrics and the health checks go: each is behind the
+// middleware and sees the caller through Identity.
+func TestNewMountsOtherHandlersBehindAuth(t *testing.T) {
+	clock := newTestClock()
+	named := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			op, canWrite := errandhttp.Identity(r)
+			fmt.Fprintf(w, "%s %s %s %v", name, r.URL.Path, op, canWrite)
+		})
+	}
+	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{
+		Auth:      &errandhttp.AuthOptions{Tokens: testTokens},
+		Dashboard: named("dashboard"), Metrics: named("metrics"), Healthz: named("healthz"), Readyz: named("readyz"),
+	})
+	for path, body := range map[string]string{
+		"/":           "dashboard / grafana false",
+		"/jobs/x":     "dashboard /jobs/x grafana false",
+		"/metrics":    "metrics /metrics grafana false",
+		"/healthz":    "healthz /healthz grafana false",
+		"/readyz":     "readyz /readyz grafana false",
+		"/api/v1/nil": "",
+	} {
+		r := s.do(t, req{method: "GET", path: path, token: readerSecret})
+		if body != "" && (r.status != http.StatusOK || string(r.body) != body) {
+			t.Errorf("GET %s: %d %q, want %q", path, r.status, r.body, body)
+		}
+		if r := s.do(t, req{method: "GET", path: path}); r.status != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token: %d", path, r.status)
+		}
+	}
+	if r := s.do(t, req{method: "POST", path: "/", token: operatorSecret, header: map[string]string{"Origin": "https://evil.example"}}); r.status != http.StatusForbidden {
+		t.Errorf("a cross-site post to the dashboard: %d", r.status)
 	}
 }
