@@ -37,7 +37,7 @@ func newTestClock() *errandtest.Clock {
 	return errandtest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
-func openSQLite(t *testing.T, clock errand.Clock) *sqlite.Store {
+func openSQLite(t testing.TB, clock errand.Clock) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clock})
 	if err != nil {
@@ -73,7 +73,7 @@ type server struct {
 	c *errand.Client[*sql.Tx]
 }
 
-func newServer(t *testing.T, s errand.TxStore[*sql.Tx], clock errand.TimeSource, opts *errandhttp.Options) *server {
+func newServer(t testing.TB, s errand.TxStore[*sql.Tx], clock errand.TimeSource, opts *errandhttp.Options) *server {
 	t.Helper()
 	kinds := errand.NewKinds()
 	kinds.HandleRaw("task", nil, &errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: 10 * time.Second, Max: 10 * time.Second}})
@@ -132,7 +132,7 @@ type req struct {
 	header       map[string]string
 }
 
-func (s *server) do(t *testing.T, q req) response {
+func (s *server) do(t testing.TB, q req) response {
 	t.Helper()
 	var body io.Reader
 	switch b := q.body.(type) {
@@ -173,7 +173,7 @@ func (s *server) do(t *testing.T, q req) response {
 }
 
 // op sends a request with the operator's token.
-func (s *server) op(t *testing.T, method, path string, body any) response {
+func (s *server) op(t testing.TB, method, path string, body any) response {
 	t.Helper()
 	return s.do(t, req{method: method, path: path, token: operatorSecret, body: body})
 }
