@@ -227,6 +227,29 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 	return c.recordRemote(ctx, "ack", o)
 }
 
+// AckMany records, in one transaction, that a remote worker finished the
+// jobs of leases: each succeeds, fenced by its own token. The result has
+// one entry per lease, in order: state succeeded, or Err ErrLeaseLost with
+// nothing written for that job. At most MaxClaimJobs leases at once.
+// Acknowledging a batch costs one commit instead of one per job.
+func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]OutcomeResult, error) {
+	if len(leases) == 0 || len(leases) > MaxClaimJobs {
+		return nil, &InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; acknowledge 1 to %d at once", len(leases), MaxClaimJobs)}
+	}
+	outs := make([]*JobOutcome, len(leases))
+	for i, l := range leases {
+		if err := checkLeaseRef(l.ID, l.LeaseToken); err != nil {
+			return nil, fmt.Errorf("lease %d: %w", i, err)
+		}
+		outs[i] = &JobOutcome{JobLease: l, Kind: OutcomeSucceeded}
+	}
+	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs})
+	if err != nil {
+		return nil, fmt.Errorf("ack jobs: %w", err)
+	}
+	return rs, nil
+}
+
 // FailOpts describe a remote worker's failed attempt.
 type FailOpts struct {
 	// Class is the failure class, a short snake_case word. Default

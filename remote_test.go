@@ -290,3 +290,40 @@ func TestRemoteWorkerInTheRegistry(t *testing.T) {
 		}
 	})
 }
+
+func TestRemoteWorkerAckMany(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := remoteClient(t, s, clock)
+		for range 3 {
+			enqueue(t, c, "task", nil)
+		}
+		js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "node-1", Limit: 3})
+		if err != nil || len(js) != 3 {
+			t.Fatalf("claim: %d jobs, %v", len(js), err)
+		}
+		leases := []errand.JobLease{
+			{ID: js[0].ID, LeaseToken: *js[0].LeaseToken},
+			{ID: js[1].ID, LeaseToken: "stale"},
+			{ID: js[2].ID, LeaseToken: *js[2].LeaseToken},
+		}
+		rs, err := c.AckMany(ctx, leases)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs[0].State != errand.StateSucceeded || !errors.Is(rs[1].Err, errand.ErrLeaseLost) || rs[2].State != errand.StateSucceeded {
+			t.Fatalf("results %+v", rs)
+		}
+		if j := getJob(t, c, js[1].ID); j.State != errand.StateRunning || *j.LeaseToken != *js[1].LeaseToken {
+			t.Fatalf("the stale ack changed job %s: %s", j.ID, j.State)
+		}
+		for _, bad := range [][]errand.JobLease{nil, make([]errand.JobLease, errand.MaxClaimJobs+1), {{ID: js[1].ID}}} {
+			if _, err := c.AckMany(ctx, bad); !errors.Is(err, errand.ErrInvalid) {
+				t.Errorf("AckMany of %d leases: %v, want an input error", len(bad), err)
+			}
+		}
+		if j := getJob(t, c, js[1].ID); j.State != errand.StateRunning {
+			t.Fatalf("refused input changed job %s: %s", j.ID, j.State)
+		}
+	})
+}
