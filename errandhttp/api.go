@@ -124,6 +124,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/heartbeat", a.heartbeat},
 		{"POST /api/v1/jobs/{id}/ack", a.ack},
 		{"POST /api/v1/jobs/{id}/fail", a.fail},
+		{"POST /api/v1/ack", a.ackMany},
 		// Operators.
 		{"POST /api/v1/jobs/{id}/replay", a.replay},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
@@ -146,6 +147,9 @@ func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, "invalid_input", fmt.Sprintf(format, args...)}
 }
 
+// leaseLostMessage explains a 409 lease_lost.
+const leaseLostMessage = "the job is no longer running under this lease token; stop working on it (nothing was changed)"
+
 // writeErr answers err: the library's errors by their kind, anything else
 // as 500 without its text (which may name database internals), logged.
 func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
@@ -161,7 +165,7 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ie):
 		writeError(w, http.StatusBadRequest, "invalid_input", ie.Error())
 	case errors.Is(err, errand.ErrLeaseLost):
-		writeError(w, http.StatusConflict, "lease_lost", "the job is no longer running under this lease token; stop working on it (nothing was changed)")
+		writeError(w, http.StatusConflict, "lease_lost", leaseLostMessage)
 	case errors.As(err, &se):
 		writeError(w, http.StatusConflict, "wrong_state", se.Error())
 	case errors.Is(err, errand.ErrNotFound):
@@ -172,13 +176,15 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// errorBody is the value of an error's "error" field.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // writeError writes {"error": {"code", "message"}}.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	type body struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	writeJSON(w, status, map[string]body{"error": {code, message}})
+	writeJSON(w, status, map[string]errorBody{"error": {code, message}})
 }
 
 // writeJSON writes v as the response.
@@ -560,6 +566,47 @@ func (a *api[TTx]) ack(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, outcome(id, res))
+	return nil
+}
+
+// ackManyRequest is the body of POST /api/v1/ack: up to
+// errand.MaxClaimJobs leases to acknowledge in one transaction.
+type ackManyRequest struct {
+	Jobs []struct {
+		ID         string `json:"id"`
+		LeaseToken string `json:"lease_token"`
+	} `json:"jobs"`
+}
+
+// ackManyResult is one lease's outcome: a state, or an error (lease_lost)
+// with nothing written for that job.
+type ackManyResult struct {
+	ID    string          `json:"id"`
+	State errand.JobState `json:"state,omitempty"`
+	Error *errorBody      `json:"error,omitempty"`
+}
+
+func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request) error {
+	var req ackManyRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	leases := make([]errand.JobLease, len(req.Jobs))
+	for i, j := range req.Jobs {
+		leases[i] = errand.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}
+	}
+	rs, err := a.c.AckMany(r.Context(), leases)
+	if err != nil {
+		return err
+	}
+	out := make([]ackManyResult, len(rs))
+	for i, res := range rs {
+		out[i] = ackManyResult{ID: leases[i].ID, State: res.State}
+		if res.Err != nil {
+			out[i] = ackManyResult{ID: leases[i].ID, Error: &errorBody{Code: "lease_lost", Message: leaseLostMessage}}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
 	return nil
 }
 

@@ -11,10 +11,15 @@ import (
 )
 
 // BenchmarkAPIClaimAck measures a remote worker's round trips over HTTP on
-// SQLite: claim max_jobs jobs, then acknowledge each one.
+// SQLite: claim max_jobs jobs, then acknowledge each one, or all of them
+// with one POST /api/v1/ack.
 func BenchmarkAPIClaimAck(b *testing.B) {
-	for _, batch := range []int{1, 100} {
-		b.Run(fmt.Sprintf("max_jobs=%d", batch), func(b *testing.B) {
+	for _, tc := range []struct {
+		batch    int
+		batchAck bool
+	}{{1, false}, {100, false}, {100, true}} {
+		batch, batchAck := tc.batch, tc.batchAck
+		b.Run(fmt.Sprintf("max_jobs=%d/batch_ack=%v", batch, batchAck), func(b *testing.B) {
 			s := newServer(b, openSQLite(b, nil), nil, nil)
 			ps := make([]errand.EnqueueParams, b.N)
 			for i := range ps {
@@ -36,9 +41,19 @@ func BenchmarkAPIClaimAck(b *testing.B) {
 				if err := json.Unmarshal(r.body, &claimed); err != nil {
 					b.Fatal(err)
 				}
-				for _, j := range claimed.Jobs {
-					if r := s.op(b, "POST", "/api/v1/jobs/"+j.ID+"/ack", map[string]any{"lease_token": j.LeaseToken}); r.status != http.StatusOK {
+				if batchAck {
+					leases := make([]map[string]string, len(claimed.Jobs))
+					for i, j := range claimed.Jobs {
+						leases[i] = map[string]string{"id": j.ID, "lease_token": j.LeaseToken}
+					}
+					if r := s.op(b, "POST", "/api/v1/ack", map[string]any{"jobs": leases}); r.status != http.StatusOK {
 						b.Fatalf("ack: %d %s", r.status, r.body)
+					}
+				} else {
+					for _, j := range claimed.Jobs {
+						if r := s.op(b, "POST", "/api/v1/jobs/"+j.ID+"/ack", map[string]any{"lease_token": j.LeaseToken}); r.status != http.StatusOK {
+							b.Fatalf("ack: %d %s", r.status, r.body)
+						}
 					}
 				}
 				done += len(claimed.Jobs)

@@ -344,3 +344,55 @@ func TestAPIHideArgs(t *testing.T) {
 		t.Fatalf("a claim must carry the args: %s", c.body)
 	}
 }
+
+func TestAPIAckMany(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for range 3 {
+			s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"})
+		}
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": 3})
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 3 {
+			t.Fatalf("claim: %s", r.body)
+		}
+		js := claimed.Jobs
+		body := map[string]any{"jobs": []map[string]string{
+			{"id": js[0].ID, "lease_token": js[0].LeaseToken},
+			{"id": js[1].ID, "lease_token": "stale"},
+			{"id": js[2].ID, "lease_token": js[2].LeaseToken},
+		}}
+		ack := s.op(t, "POST", "/api/v1/ack", body)
+		want(t, "ack many", ack, http.StatusOK, "")
+		var res struct {
+			Results []struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+				Error *struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(ack.body, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Results) != 3 || res.Results[0].State != "succeeded" || res.Results[1].Error == nil ||
+			res.Results[1].Error.Code != "lease_lost" || res.Results[1].State != "" || res.Results[2].State != "succeeded" {
+			t.Fatalf("ack many: %s", ack.body)
+		}
+		if j := s.job(t, js[1].ID); j.State != errand.StateRunning {
+			t.Fatalf("the stale ack changed the job: %s", j.State)
+		}
+		many := make([]map[string]string, errand.MaxClaimJobs+1)
+		for i := range many {
+			many[i] = map[string]string{"id": js[1].ID, "lease_token": js[1].LeaseToken}
+		}
+		want(t, "too many", s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": many}), http.StatusBadRequest, "invalid_input")
+		want(t, "none", s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": []any{}}), http.StatusBadRequest, "invalid_input")
+		if j := s.job(t, js[1].ID); j.State != errand.StateRunning {
+			t.Fatalf("refused batches changed the job: %s", j.State)
+		}
+	})
+}
