@@ -21,6 +21,7 @@
 //	POST /api/v1/queues/{queue}/claim    {"kinds", "lease", "max_jobs", "worker"}; 204 when none
 //	POST /api/v1/jobs/{id}/heartbeat     {"lease_token", "lease"}
 //	POST /api/v1/jobs/{id}/ack           {"lease_token"}
+//	POST /api/v1/ack                     {"jobs": [{"id", "lease_token"}, ...]}: up to 100 in one transaction
 //	POST /api/v1/jobs/{id}/fail          {"lease_token", "class", "message", "retry_after", "permanent"}
 //	POST /api/v1/jobs/{id}/replay        {"reason"}
 //	POST /api/v1/jobs/{id}/cancel        {"reason"}
