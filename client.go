@@ -84,6 +84,8 @@ type engine struct {
 	notifier *queueNotifier // nil unless the store is a Notifier
 
 	subs subscribers // see subscribe.go
+
+	remotes remoteWorkers // remote workers seen by Claim; see remote.go
 }
 
 // NewClient returns a client over store. It returns an error naming the

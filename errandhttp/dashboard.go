@@ -30,9 +30,6 @@ const (
 	// DefaultDashboardMaxBatch bounds how many jobs one replay or cancel
 	// from the dashboard may name.
 	DefaultDashboardMaxBatch = 100
-	// AnonymousOperator is the operator recorded for dashboard actions when
-	// DashboardOptions.Identity is nil.
-	AnonymousOperator = "anonymous"
 )
 
 // DashboardOptions configure [NewDashboard]. The zero value (or nil) shows

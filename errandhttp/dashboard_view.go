@@ -110,13 +110,6 @@ func prettyJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 // queueNames lists a worker's queues with their concurrency: "default×4".
 func queueNames(qs []errand.WorkerQueue) string {
 	names := make([]string, len(qs))

@@ -29,15 +29,15 @@ type testEnv[TTx any] struct {
 	clock *errandtest.Clock
 }
 
-// newTestClock starts on a whole second, so times survive the stores'
+// newMetricsClock starts on a whole second, so times survive the stores'
 // microsecond precision.
-func newTestClock() *errandtest.Clock {
+func newMetricsClock() *errandtest.Clock {
 	return errandtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 func sqliteEnv(t *testing.T) *testEnv[*sql.Tx] {
 	t.Helper()
-	clock := newTestClock()
+	clock := newMetricsClock()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func sqliteEnv(t *testing.T) *testEnv[*sql.Tx] {
 func postgresEnv(t *testing.T) *testEnv[pgx.Tx] {
 	t.Helper()
 	url := pgtest.URL(t)
-	clock := newTestClock()
+	clock := newMetricsClock()
 	st, err := postgres.Open(context.Background(), url, &postgres.Options{Clock: clock, Schema: pgtest.Schema(t, url), MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)

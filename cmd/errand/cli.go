@@ -85,7 +85,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		enqueueCommand, workCommand, workersCommand, jobsCommand, inspectCommand, replayCommand,
-		cancelCommand, statsCommand, migrateCommand, benchCommand, demoCommand,
+		cancelCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }
 
@@ -179,7 +179,7 @@ subcommands:
 	fmt.Fprint(w, `
 Flags may come before or after arguments; -- ends the flags.
 Database: --db PATH or ERRAND_DB (default ./errand.db), or a postgres:// URL
-(schema ERRAND_SCHEMA, default errand). enqueue, work, migrate and bench
+(schema ERRAND_SCHEMA, default errand). enqueue, work, serve, migrate and bench
 create and migrate it; jobs, inspect, stats, workers, replay and cancel never do: they
 open only a database that errand has migrated.
 Exit status: 0 success, 1 runtime error, 2 usage error.

@@ -25,8 +25,8 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
-	summary: "run jobs of mapped kinds with commands until stopped, or one job with --once",
+	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
 shell, in a process group of its own. Only mapped kinds are claimed. The
@@ -38,6 +38,12 @@ Past its --timeout the command's whole process group is killed and the
 attempt retries with class timeout. On Unix, if this worker dies, even by
 SIGKILL, each command's process group is killed with it; a process that
 left the group (setsid) runs on.
+
+Each --http maps a kind to a webhook: the job's envelope (id, kind, args,
+attempt, lease_token, ...) is POSTed as JSON to URL, which is fixed here
+and never taken from a job. 2xx succeeds; 429 and 503 retry after their
+Retry-After; 408 and other 5xx retry; other 4xx dead-letter the job (class
+http_NNN); a timeout (--timeout, default 30s) retries with class timeout.
 
 Without --once, errand work runs until stopped. Each --queue NAME=N runs
 queue NAME with at most N jobs at once, with slots of its own, so a backlog
@@ -83,6 +89,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		db := dbFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
+		hooks := listFlag(fs, "http", "deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
 		queues := listFlag(fs, "queue", "work queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		lease := durationFlag(fs, "lease", "lease `DUR`, renewed every third of it while the command runs (default 30s)")
@@ -98,8 +105,8 @@ With --once it claims one job, runs it, prints one JSON line:
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; map kinds with --exec KIND=COMMAND", pos[0])
 			}
-			if len(*execs) == 0 {
-				return usagef("give at least one --exec KIND=COMMAND: errand work --exec send_receipt=./send_receipt.sh")
+			if len(*execs) == 0 && len(*hooks) == 0 {
+				return usagef("give at least one --exec KIND=COMMAND or --http KIND=URL: errand work --exec send_receipt=./send_receipt.sh")
 			}
 			if isSet(fs, "lease") && *lease < errand.MinLease {
 				return usagef("--lease %s is too short; give at least %s, e.g. 30s", *lease, errand.MinLease)
@@ -141,7 +148,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *timeouts, e)
+			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, e)
 			if err != nil {
 				return err
 			}
@@ -314,11 +321,11 @@ func parseQueues(specs []string) (queueFlags, error) {
 	return q, nil
 }
 
-// execKinds builds a kind with an exec handler for every --exec, with the
-// timeouts --timeout gives, and returns their names, in flag order, and the
-// handlers too.
-func execKinds(execs, timeouts []string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
-	byName := map[string]*exechandler.Handler{}
+// execKinds builds a kind with an exec handler for every --exec and a
+// webhook for every --http, with the timeouts --timeout gives, and returns
+// their names, in flag order, and the exec handlers too.
+func execKinds(execs, hooks, timeouts []string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+	byName := map[string]errand.Handler{}
 	var order []string
 	var handlers []*exechandler.Handler
 	for _, spec := range execs {
@@ -337,20 +344,43 @@ func execKinds(execs, timeouts []string, e *env) (*errand.Kinds, []string, []*ex
 		order = append(order, kind)
 		handlers = append(handlers, h)
 	}
+	hookKinds := map[string]string{}
+	for _, spec := range hooks {
+		kind, url, ok := strings.Cut(spec, "=")
+		if !ok || kind == "" || strings.TrimSpace(url) == "" {
+			return nil, nil, nil, usagef("--http %q: write KIND=URL, e.g. --http send_receipt=https://billing.internal/receipts", spec)
+		}
+		if _, dup := byName[kind]; dup {
+			return nil, nil, nil, usagef("--exec and --http map kind %q more than once; give one handler per kind", kind)
+		}
+		if _, err := errandhttp.NewWebhook(url, nil); err != nil {
+			return nil, nil, nil, usagef("--http %q: %v", spec, err)
+		}
+		byName[kind] = nil // built below, with its timeout
+		hookKinds[kind] = url
+		order = append(order, kind)
+	}
 	timeoutOf := map[string]time.Duration{}
 	for _, spec := range timeouts {
 		kind, dur, ok := strings.Cut(spec, "=")
 		if !ok || kind == "" {
 			return nil, nil, nil, usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
 		}
-		if byName[kind] == nil {
-			return nil, nil, nil, usagef("--timeout names kind %q, which no --exec maps", kind)
+		if _, known := byName[kind]; !known {
+			return nil, nil, nil, usagef("--timeout names kind %q, which no --exec or --http maps", kind)
 		}
 		d, err := time.ParseDuration(dur)
 		if err != nil || d <= 0 {
 			return nil, nil, nil, usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
 		}
 		timeoutOf[kind] = d
+	}
+	for kind, url := range hookKinds {
+		h, err := errandhttp.NewWebhook(url, &errandhttp.WebhookOptions{Timeout: timeoutOf[kind]})
+		if err != nil {
+			return nil, nil, nil, usagef("--http %s=%s: %v", kind, url, err)
+		}
+		byName[kind] = h
 	}
 	kinds := errand.NewKinds()
 	for _, name := range order {

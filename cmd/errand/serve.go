@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/internal/exechandler"
+)
+
+// defaultAddr is where errand serve listens unless told otherwise: the
+// loopback interface, so that nothing is exposed by accident.
+const defaultAddr = "127.0.0.1:8080"
+
+// Names given to the tokens of --token and --read-token, recorded as the
+// operator in the audit. A token file names each token itself.
+const (
+	flagOperatorName = "operator"
+	flagReaderName   = "reader"
+)
+
+var serveCommand = &command{
+	name:    "serve",
+	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [flags]",
+	summary: "serve the JSON API at /api/v1/ (and run a worker with --exec or --http)",
+	detail: `
+errand serve answers HTTP on --addr (default 127.0.0.1:8080, the loopback
+interface): the JSON API at /api/v1/, for producers and for workers in any
+language (claim, heartbeat, ack and fail by lease token), and /login and
+/logout for browsers.
+
+Tokens: --token-file PATH reads lines of ROLE NAME SECRET (role operator or
+read; the name is recorded as the operator in the audit; the file must not
+be readable by others). --token and --read-token (or ERRAND_TOKEN and
+ERRAND_READ_TOKEN) add one operator token named operator and one read-only
+token named reader; prefer the file or the environment, since other users
+can see a process's arguments. With any token, every request needs one:
+Authorization: Bearer SECRET, or the cookie /login sets. Without tokens
+every request is an operator named local, which errand serve allows only
+on a loopback address: a non-loopback --addr without tokens is refused.
+
+State-changing requests need an operator token, and browsers may send them
+only from this server's own pages (cross-origin protection). Bodies over
+--max-body are refused with 413.
+
+With --exec KIND=COMMAND or --http KIND=URL it also runs a worker for those
+kinds in this process, as errand work does (see errand help work for
+--queue, --lease, --timeout and --grace).
+
+SIGINT or SIGTERM stops accepting requests, lets requests in flight finish,
+drains the worker for --grace, and exits 0.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		addr := fs.String("addr", defaultAddr, "listen on `HOST:PORT`; a non-loopback address needs a token")
+		token := fs.String("token", "", "operator `SECRET` (named operator), also $ERRAND_TOKEN")
+		readToken := fs.String("read-token", "", "read-only `SECRET` (named reader), also $ERRAND_READ_TOKEN")
+		tokenFile := fs.String("token-file", "", "read tokens from `PATH`: lines of ROLE NAME SECRET")
+		origins := listFlag(fs, "trusted-origin", "also accept state-changing browser requests from `ORIGIN` (scheme://host[:port], repeatable), e.g. a proxy's public name")
+		hideArgs := fs.Bool("hide-args", false, "leave job args out of job reads and listings (claims still carry them)")
+		maxBody := fs.Int64("max-body", errandhttp.DefaultMaxBodyBytes, "refuse request bodies over `BYTES` with 413")
+		execs := listFlag(fs, "exec", "also run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
+		hooks := listFlag(fs, "http", "also deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
+		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
+		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
+		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
+		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; errand serve takes flags only", pos[0])
+			}
+			if *maxBody < 1 {
+				return usagef("--max-body must be positive, e.g. %d", errandhttp.DefaultMaxBodyBytes)
+			}
+			if isSet(fs, "lease") && *lease < errand.MinLease {
+				return usagef("--lease %s is too short; give at least %s, e.g. 30s", *lease, errand.MinLease)
+			}
+			tokens, err := serveTokens(*tokenFile, *token, *readToken)
+			if err != nil {
+				return err
+			}
+			loopback, err := isLoopback(*addr)
+			if err != nil {
+				return err
+			}
+			if !loopback && len(tokens) == 0 {
+				return usagef("--addr %s is not a loopback address: give --token-file (or --token) so that every request needs a token, or listen on 127.0.0.1", *addr)
+			}
+			if len(*execs) == 0 && len(*hooks) == 0 && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || isSet(fs, "grace")) {
+				return usagef("--queue, --timeout, --lease and --grace configure the worker; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			}
+			auth := &errandhttp.AuthOptions{Tokens: tokens, MaxBodyBytes: *maxBody, TrustedOrigins: *origins}
+			if _, err := errandhttp.NewAuth(auth); err != nil {
+				return usagef("%v", err)
+			}
+			qs, err := parseQueues(*queues)
+			if err != nil {
+				return err
+			}
+			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true}
+			var kindNames []string
+			var handlers []*exechandler.Handler
+			if len(*execs)+len(*hooks) > 0 {
+				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *hooks, *timeouts, e)
+				if err != nil {
+					return err
+				}
+			}
+			c, closeDB, err := openClient(ctx, *db, mayCreate, cfg)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			h, err := errandhttp.New(c, &errandhttp.Options{Auth: auth, API: &errandhttp.APIOptions{Logger: e.logger, HideArgs: *hideArgs}})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", *addr)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", *addr, err)
+			}
+			srv := &http.Server{
+				Handler:           h,
+				ReadHeaderTimeout: 10 * time.Second,
+				ReadTimeout:       time.Minute,
+				WriteTimeout:      time.Minute,
+				IdleTimeout:       2 * time.Minute,
+				MaxHeaderBytes:    64 << 10,
+				ErrorLog:          slog.NewLogLogger(e.logger.Handler(), slog.LevelWarn),
+			}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			e.logger.Info("serving", "addr", ln.Addr().String(), "api", "/api/v1/", "tokens", len(tokens), "kinds", strings.Join(kindNames, ","))
+
+			var wg sync.WaitGroup
+			var workErr error
+			stopWorker := func() {}
+			if len(kindNames) > 0 {
+				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease}
+				if wcfg.Lease == 0 {
+					wcfg.Lease = errand.DefaultLease
+				}
+				if !isSet(fs, "grace") {
+					*grace = defaultGrace
+				}
+				w, err := c.NewWorker(wcfg)
+				if err != nil {
+					srv.Close()
+					return err
+				}
+				// The worker drains when ctx ends, or when the server
+				// fails.
+				wctx, stopWork := context.WithCancel(ctx)
+				defer stopWork()
+				stopWorker = stopWork
+				wg.Go(func() { workErr = runWorker(wctx, w, wcfg, qs, kindNames, *grace, handlers, e) })
+			}
+
+			var serveErr error
+			select {
+			case <-ctx.Done():
+			case serveErr = <-served:
+			}
+			e.logger.Info("stopping: finishing requests in flight")
+			shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(shutCtx); err != nil {
+				srv.Close()
+			}
+			if serveErr != nil {
+				e.logger.Error("server failed", "err", serveErr)
+			}
+			stopWorker()
+			wg.Wait()
+			if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+				return fmt.Errorf("serve: %w", serveErr)
+			}
+			return workErr
+		}
+	},
+}
+
+// serveTokens gathers the tokens of --token-file, --token and --read-token
+// (or their environment variables).
+func serveTokens(file, operator, reader string) ([]errandhttp.Token, error) {
+	var ts []errandhttp.Token
+	if file != "" {
+		fts, err := errandhttp.ReadTokenFile(file)
+		if err != nil {
+			return nil, usagef("--token-file: %v", err)
+		}
+		ts = fts
+	}
+	if operator == "" {
+		operator = os.Getenv("ERRAND_TOKEN")
+	}
+	if reader == "" {
+		reader = os.Getenv("ERRAND_READ_TOKEN")
+	}
+	if operator != "" {
+		ts = append(ts, errandhttp.Token{Name: flagOperatorName, Secret: operator, Role: errandhttp.RoleOperator})
+	}
+	if reader != "" {
+		ts = append(ts, errandhttp.Token{Name: flagReaderName, Secret: reader, Role: errandhttp.RoleRead})
+	}
+	return ts, nil
+}
+
+// isLoopback reports whether addr listens on the loopback interface only:
+// 127.0.0.0/8, ::1 or localhost. An empty host means every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, usagef("--addr %q: write HOST:PORT, e.g. 127.0.0.1:8080", addr)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}

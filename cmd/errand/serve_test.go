@@ -1,0 +1,291 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const serveToken = "serve-test-token-0123456789"
+
+// served is a running errand serve process.
+type served struct {
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:PORT
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan error
+}
+
+var servingAddr = regexp.MustCompile(`msg=serving addr=(\S+)`)
+
+// startServe starts the errand binary's serve on a free loopback port and
+// waits until it listens.
+func startServe(t *testing.T, args ...string) *served {
+	t.Helper()
+	cmd := exec.Command(errandBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "ERRAND_DB=")
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &served{cmd: cmd, done: make(chan error, 1)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.done
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.stderr.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := servingAddr.FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+		}
+		s.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+	case <-time.After(30 * time.Second):
+		t.Fatalf("errand serve did not start:\n%s", s.log())
+	}
+	return s
+}
+
+func (s *served) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+// call sends a JSON request with the test's operator token and decodes
+// the answer into out (when not nil), returning the status.
+func (s *served) call(t *testing.T, method, path string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	r, err := http.NewRequest(method, s.base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Authorization", "Bearer "+serveToken)
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("errand serve exited with %v:\n%s", err, s.log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("errand serve did not stop on SIGTERM:\n%s", s.log())
+	}
+}
+
+// TestServeWorkerSession runs the real errand serve and works a job over
+// HTTP as a worker in another language would: enqueue, claim, heartbeat,
+// ack; then a failure, with the retry scheduled by the server.
+func TestServeWorkerSession(t *testing.T) {
+	db := tempDB(t)
+	s := startServe(t, "--db", db, "--token", serveToken)
+
+	// Without the token nothing is served.
+	resp, err := http.Get(s.base + "/api/v1/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", resp.StatusCode)
+	}
+
+	var created struct {
+		Job struct {
+			ID string `json:"id"`
+		} `json:"job"`
+	}
+	if code := s.call(t, "POST", "/api/v1/jobs", map[string]any{"kind": "resize", "args": map[string]int{"image": 7}}, &created); code != 201 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	var claimed struct {
+		Jobs []struct {
+			ID         string          `json:"id"`
+			Args       json.RawMessage `json:"args"`
+			LeaseToken string          `json:"lease_token"`
+		} `json:"jobs"`
+	}
+	if code := s.call(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"resize"}, "worker": "node-1"}, &claimed); code != 200 {
+		t.Fatalf("claim: %d", code)
+	}
+	if len(claimed.Jobs) != 1 || claimed.Jobs[0].ID != created.Job.ID || string(claimed.Jobs[0].Args) != `{"image":7}` {
+		t.Fatalf("claimed %+v", claimed)
+	}
+	job := claimed.Jobs[0]
+	var hb struct {
+		LeaseUntil time.Time `json:"lease_until"`
+	}
+	if code := s.call(t, "POST", "/api/v1/jobs/"+job.ID+"/heartbeat", map[string]any{"lease_token": job.LeaseToken, "lease": "1m"}, &hb); code != 200 || time.Until(hb.LeaseUntil) < 50*time.Second {
+		t.Fatalf("heartbeat: %d, lease until %s", code, hb.LeaseUntil)
+	}
+	if code := s.call(t, "POST", "/api/v1/jobs/"+job.ID+"/ack", map[string]any{"lease_token": "stale"}, nil); code != 409 {
+		t.Fatalf("ack with a stale token: %d, want 409", code)
+	}
+	var acked struct {
+		State string `json:"state"`
+	}
+	if code := s.call(t, "POST", "/api/v1/jobs/"+job.ID+"/ack", map[string]any{"lease_token": job.LeaseToken}, &acked); code != 200 || acked.State != "succeeded" {
+		t.Fatalf("ack: %d %s", code, acked.State)
+	}
+	if code := s.call(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"resize"}}, nil); code != 204 {
+		t.Fatalf("claim with nothing left: %d, want 204", code)
+	}
+	s.stop(t)
+
+	js := listJobs(t, db)
+	if len(js) != 1 || js[0].State != "succeeded" || js[0].Attempt != 1 {
+		t.Fatalf("jobs after the session: %+v", js)
+	}
+}
+
+// TestServeRunsWebhookWorker runs errand serve --http: a job enqueued over
+// the API is delivered to the webhook, and acknowledged.
+func TestServeRunsWebhookWorker(t *testing.T) {
+	got := make(chan string, 1)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			ID string `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		got <- env.ID
+	}))
+	defer hook.Close()
+	db := tempDB(t)
+	s := startServe(t, "--db", db, "--token", serveToken, "--http", "notify="+hook.URL, "--grace", "1s")
+	var created struct {
+		Job struct {
+			ID string `json:"id"`
+		} `json:"job"`
+	}
+	if code := s.call(t, "POST", "/api/v1/jobs", map[string]any{"kind": "notify"}, &created); code != 201 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	select {
+	case id := <-got:
+		if id != created.Job.ID {
+			t.Fatalf("delivered %s, want %s", id, created.Job.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the webhook was not called:\n%s", s.log())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var j struct {
+			State string `json:"state"`
+		}
+		s.call(t, "GET", "/api/v1/jobs/"+created.Job.ID, nil, &j)
+		if j.State == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job is %s, want succeeded:\n%s", j.State, s.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.stop(t)
+}
+
+func TestServeRefusesAnOpenPublicAddress(t *testing.T) {
+	db := tempDB(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:8080", "example.com:80"} {
+		r := cli(t, "serve", "--db", db, "--addr", addr)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "not a loopback address") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("serve --addr %s without a token: %s", addr, r)
+		}
+	}
+	for _, args := range [][]string{
+		{"--addr", "nonsense"},
+		{"--token", "short"},
+		{"--exec", "x"},
+		{"--queue", "q=1"},
+		{"--token-file", filepath.Join(t.TempDir(), "missing")},
+		{"extra"},
+	} {
+		r := cli(t, append([]string{"serve", "--db", db}, args...)...)
+		if r.code != exitUsage {
+			t.Errorf("serve %v: %s, want a usage error", args, r)
+		}
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused serve created the database: %v", err)
+	}
+}
+
+func TestWorkOnceDeliversToAWebhook(t *testing.T) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		io.WriteString(w, "unknown customer")
+	}))
+	defer hook.Close()
+	db := tempDB(t)
+	id := enqueue(t, db, "charge")
+	w := parseWork(t, cli(t, "work", "--once", "--db", db, "--http", "charge="+hook.URL))
+	if w.Result != "dead" || w.Class != "http_422" || w.JobID == nil || *w.JobID != id {
+		t.Fatalf("work --once --http: %+v", w)
+	}
+	if j := inspect(t, db, id); j.LastError == nil || !strings.Contains(j.LastError.Message, `"unknown customer"`) {
+		t.Fatalf("last error %+v", j.LastError)
+	}
+	for _, spec := range []string{"charge", "charge=ftp://x", "=http://x"} {
+		if r := cli(t, "work", "--once", "--db", db, "--http", spec); r.code != exitUsage {
+			t.Errorf("--http %s: %s", spec, r)
+		}
+	}
+}

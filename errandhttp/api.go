@@ -1,0 +1,736 @@
+package errandhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Limits of the API.
+const (
+	// DefaultListLimit is the page size of GET /api/v1/jobs without limit.
+	DefaultListLimit = 100
+	// MaxListLimit is the largest page; a larger limit is answered 400.
+	MaxListLimit = 1000
+)
+
+// claimTimeout bounds one claim, which runs on when its caller hangs up.
+const claimTimeout = 30 * time.Second
+
+// APIOptions configure [NewAPI].
+type APIOptions struct {
+	// Logger receives a line per operator action and per internal error.
+	// Nil discards.
+	Logger *slog.Logger
+	// HideArgs leaves args out (null) of jobs the API shows to readers: job
+	// reads and listings. Claims still carry them: a worker needs them.
+	HideArgs bool
+}
+
+// api serves /api/v1 for a client.
+type api[TTx any] struct {
+	c        *errand.Client[TTx]
+	log      *slog.Logger
+	hideArgs bool
+}
+
+// route is one endpoint: a Go 1.22 ServeMux pattern and its handler.
+type route struct {
+	pattern string
+	handle  func(w http.ResponseWriter, r *http.Request) error
+}
+
+// NewAPI returns the JSON API of c, to be mounted at /api/v1/ (it expects
+// full paths, such as /api/v1/jobs) behind [Auth.Wrap], which decides who
+// may call it. Requests and responses are JSON; an error is
+// {"error": {"code", "message"}}.
+func NewAPI[TTx any](c *errand.Client[TTx], opts *APIOptions) http.Handler {
+	if opts == nil {
+		opts = &APIOptions{}
+	}
+	a := &api[TTx]{c: c, log: opts.Logger, hideArgs: opts.HideArgs}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	for _, rt := range a.routes() {
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := rt.handle(w, r); err != nil {
+				a.writeErr(w, r, err)
+			}
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			// The mux answers 404 or 405 (with Allow) in plain text; say it
+			// in the API's JSON instead.
+			mux.ServeHTTP(&jsonStatusWriter{ResponseWriter: w, r: r}, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// jsonStatusWriter turns the mux's plain-text 404 and 405 into the API's
+// JSON errors.
+type jsonStatusWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	written bool
+}
+
+func (w *jsonStatusWriter) WriteHeader(code int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	setSecurityHeaders(w.Header())
+	if code == http.StatusMethodNotAllowed {
+		writeError(w.ResponseWriter, code, "method_not_allowed", w.r.Method+" is not allowed on "+w.r.URL.Path+"; use "+w.Header().Get("Allow"))
+		return
+	}
+	writeError(w.ResponseWriter, http.StatusNotFound, "not_found", "no such endpoint: "+w.r.Method+" "+w.r.URL.Path)
+}
+
+func (w *jsonStatusWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return len(b), nil
+}
+
+// routes lists the endpoints. An endpoint is one line here and one method
+// below.
+func (a *api[TTx]) routes() []route {
+	return []route{
+		// Producers.
+		{"POST /api/v1/jobs", a.enqueue},
+		{"GET /api/v1/jobs", a.list},
+		{"GET /api/v1/jobs/{id}", a.get},
+		// Workers in any language.
+		{"POST /api/v1/queues/{queue}/claim", a.claim},
+		{"POST /api/v1/jobs/{id}/heartbeat", a.heartbeat},
+		{"POST /api/v1/jobs/{id}/ack", a.ack},
+		{"POST /api/v1/jobs/{id}/fail", a.fail},
+		{"POST /api/v1/ack", a.ackMany},
+		// Operators.
+		{"POST /api/v1/jobs/{id}/replay", a.replay},
+		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
+		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
+		{"GET /api/v1/stats", a.stats},
+		{"GET /api/v1/workers", a.workers},
+	}
+}
+
+// httpError is an error with its status and code.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, "invalid_input", fmt.Sprintf(format, args...)}
+}
+
+// leaseLostMessage explains a 409 lease_lost.
+const leaseLostMessage = "the job is no longer running under this lease token; stop working on it (nothing was changed)"
+
+// writeErr answers err: the library's errors by their kind, anything else
+// as 500 without its text (which may name database internals), logged.
+func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	var he *httpError
+	var mbe *http.MaxBytesError
+	var ie *errand.InputError
+	var se *errand.StateError
+	switch {
+	case errors.As(err, &he):
+		writeError(w, he.status, he.code, he.message)
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is over the limit of %d bytes", mbe.Limit))
+	case errors.As(err, &ie):
+		writeError(w, http.StatusBadRequest, "invalid_input", ie.Error())
+	case errors.Is(err, errand.ErrLeaseLost):
+		writeError(w, http.StatusConflict, "lease_lost", leaseLostMessage)
+	case errors.As(err, &se):
+		writeError(w, http.StatusConflict, "wrong_state", se.Error())
+	case errors.Is(err, errand.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "no job with id "+strconv.Quote(r.PathValue("id")))
+	default:
+		a.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the server failed to answer; see its log")
+	}
+}
+
+// errorBody is the value of an error's "error" field.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError writes {"error": {"code", "message"}}.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]errorBody{"error": {code, message}})
+}
+
+// writeJSON writes v as the response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"error":{"code":"internal","message":"the response could not be encoded"}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// decode reads the request body into v strictly: it must be JSON
+// (Content-Type application/json), one object, no unknown fields. An empty
+// body reads as {}.
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err // *http.MaxBytesError: 413
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		b = []byte("{}")
+	} else if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as JSON with Content-Type: application/json"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("body is not valid: %s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("body holds more than one JSON value; send one object")
+	}
+	return nil
+}
+
+// jsonProblem says what is wrong with a body in the API's terms.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "JSON ends too early"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + "; see the API's field names"
+	}
+	return err.Error()
+}
+
+// checkQuery refuses query parameters the endpoint does not know, so that
+// a misspelt filter is an error instead of a listing of everything.
+func checkQuery(q url.Values, known ...string) error {
+	for k := range q {
+		found := false
+		for _, n := range known {
+			found = found || k == n
+		}
+		if !found {
+			return badRequest("unknown query parameter %q; use %s", k, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// show prepares a job for a reader: args hidden when configured.
+func (a *api[TTx]) show(j *errand.Job) *errand.Job {
+	if a.hideArgs && j != nil {
+		c := *j
+		c.Args = nil
+		return &c
+	}
+	return j
+}
+
+// enqueueRequest is the body of POST /api/v1/jobs. Field names are the job
+// record's.
+type enqueueRequest struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	Queue       string          `json:"queue"`
+	Priority    int             `json:"priority"`
+	RunAt       *time.Time      `json:"run_at"`
+	Delay       errand.Duration `json:"delay"`
+	MaxAttempts int             `json:"max_attempts"`
+	MaxAge      errand.Duration `json:"max_age"`
+	UniqueKey   string          `json:"unique_key"`
+	OrderingKey string          `json:"ordering_key"`
+	Tags        []string        `json:"tags"`
+}
+
+// enqueueResponse is the answer to POST /api/v1/jobs.
+type enqueueResponse struct {
+	Job *errand.Job `json:"job"`
+	// Duplicate: a job with this id (or Idempotency-Key), or unique key,
+	// existed; Job is that job and nothing was enqueued.
+	Duplicate bool `json:"duplicate"`
+}
+
+// IdempotencyHeader names the request header whose value makes a retried
+// POST /api/v1/jobs return the first request's job. The key becomes the
+// job's id, so it lasts as long as the job: retrying after the job was
+// pruned enqueues it again.
+const IdempotencyHeader = "Idempotency-Key"
+
+func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var req enqueueRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	key := r.Header.Get(IdempotencyHeader)
+	if key != "" {
+		if req.ID != "" && req.ID != key {
+			return badRequest("id %q and the %s %q differ; the key becomes the job's id, so send one of them", req.ID, IdempotencyHeader, key)
+		}
+		req.ID = key
+	}
+	if req.Kind == "" {
+		return badRequest("kind is missing; name the job's kind, e.g. \"send_receipt\"")
+	}
+	if req.RunAt != nil && req.Delay != 0 {
+		return badRequest("give run_at or delay, not both")
+	}
+	if req.Delay < 0 || req.MaxAge < 0 {
+		return badRequest("delay and max_age must not be negative")
+	}
+	args := req.Args
+	if len(bytes.TrimSpace(args)) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	opts := &errand.EnqueueOpts{
+		ID: req.ID, Queue: req.Queue, Priority: req.Priority, Delay: time.Duration(req.Delay),
+		MaxAttempts: req.MaxAttempts, MaxAge: time.Duration(req.MaxAge),
+		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, Tags: req.Tags,
+	}
+	if req.RunAt != nil {
+		opts.RunAt = *req.RunAt
+	}
+	res, err := a.c.Enqueue(r.Context(), errand.RawArgs{KindName: req.Kind, JSON: args}, opts)
+	if err != nil {
+		return err
+	}
+	// A duplicate under the key's id is the first request's job; one found
+	// by its unique key instead is that job, as without a key.
+	if res.Duplicate && key != "" && res.Job.ID == key && !sameRequest(res.Job, &req, args) {
+		return &httpError{http.StatusConflict, "idempotency_conflict",
+			fmt.Sprintf("%s %q was used for a different job (kind, queue, args, priority, keys or tags differ); use a new key for a new job", IdempotencyHeader, key)}
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+		if key != "" {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+	}
+	writeJSON(w, status, enqueueResponse{Job: res.Job, Duplicate: res.Duplicate})
+	return nil
+}
+
+// sameRequest reports whether job j is what req would have enqueued, as
+// far as a later request can tell: times are relative to when each request
+// came, so they are not compared.
+func sameRequest(j *errand.Job, req *enqueueRequest, args json.RawMessage) bool {
+	queue := req.Queue
+	if queue == "" {
+		queue = errand.DefaultQueue
+	}
+	if j.Kind != req.Kind || j.Queue != queue || j.Priority != req.Priority || !sameJSON(j.Args, args) {
+		return false
+	}
+	if req.MaxAttempts != 0 && j.MaxAttempts != req.MaxAttempts {
+		return false
+	}
+	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey {
+		return false
+	}
+	if len(j.Tags) != len(req.Tags) {
+		return false
+	}
+	for i := range j.Tags {
+		if j.Tags[i] != req.Tags[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// sameJSON compares two documents by value, not by spelling: a store may
+// reformat what it keeps (PostgreSQL's jsonb does).
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}
+
+func (a *api[TTx]) get(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.c.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a.show(j))
+	return nil
+}
+
+// listResponse is a page of jobs. NextCursor, when not null, fetches the
+// next page as ?cursor=.
+type listResponse struct {
+	Jobs       []*errand.Job `json:"jobs"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
+func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor"); err != nil {
+		return err
+	}
+	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: DefaultListLimit}
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue // ?state= filters nothing, like the other filters
+			}
+			st, err := errand.ParseJobState(s)
+			if err != nil {
+				return badRequest("state: %v", err)
+			}
+			opts.States = append(opts.States, st)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return badRequest("limit %q is out of range; give 1 to %d", v, MaxListLimit)
+		}
+		opts.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("cursor %q is not one this API returned; pass next_cursor from the previous page", v)
+		}
+		opts.AfterSeq = n
+	}
+	js, err := a.c.List(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	resp := listResponse{Jobs: make([]*errand.Job, len(js))}
+	for i, j := range js {
+		resp.Jobs[i] = a.show(j)
+	}
+	if len(js) == opts.Limit {
+		next := strconv.FormatInt(js[len(js)-1].Seq, 10)
+		resp.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// claimRequest is the body of POST /api/v1/queues/{queue}/claim.
+type claimRequest struct {
+	// Kinds the worker handles; at least one.
+	Kinds []string `json:"kinds"`
+	// Lease, in Go syntax ("30s"); default 30s.
+	Lease errand.Duration `json:"lease"`
+	// MaxJobs is how many jobs to take at most: 1 to 100, default 1.
+	MaxJobs int `json:"max_jobs"`
+	// Worker names the worker in lease_owner; default http:TOKEN_NAME.
+	Worker string `json:"worker"`
+}
+
+// claimResponse holds the claimed jobs' envelopes.
+type claimResponse struct {
+	Jobs []errand.Envelope `json:"jobs"`
+}
+
+func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request) error {
+	var req claimRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	owner := req.Worker
+	if owner == "" {
+		name, _ := Identity(r)
+		owner = "http:" + name
+	}
+	// A claim is not cancelled once sent, even if the caller hangs up: a
+	// claim cut off half-way could commit with nobody to hand the jobs to,
+	// and they would wait out their lease. claimTimeout bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimTimeout)
+	defer cancel()
+	js, err := a.c.Claim(ctx, &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
+		Lease: time.Duration(req.Lease), Limit: req.MaxJobs, Owner: owner})
+	if err != nil {
+		return err
+	}
+	if len(js) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	resp := claimResponse{Jobs: make([]errand.Envelope, len(js))}
+	for i, j := range js {
+		resp.Jobs[i] = j.Envelope()
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// heartbeatRequest is the body of POST /api/v1/jobs/{id}/heartbeat.
+type heartbeatRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Lease      errand.Duration `json:"lease"`
+}
+
+func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	var req heartbeatRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	until, err := a.c.Heartbeat(r.Context(), id, req.LeaseToken, time.Duration(req.Lease))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "lease_until": until.UTC()})
+	return nil
+}
+
+// ackRequest is the body of POST /api/v1/jobs/{id}/ack.
+type ackRequest struct {
+	LeaseToken string `json:"lease_token"`
+}
+
+// outcomeResponse is what an ack or a fail did.
+type outcomeResponse struct {
+	ID    string          `json:"id"`
+	State errand.JobState `json:"state"`
+	// AvailableAt is when a retried job runs next; null otherwise.
+	AvailableAt *time.Time `json:"available_at"`
+}
+
+func outcome(id string, r errand.OutcomeResult) outcomeResponse {
+	resp := outcomeResponse{ID: id, State: r.State}
+	if r.State == errand.StateRetrying || r.State == errand.StateQueued {
+		at := r.AvailableAt.UTC()
+		resp.AvailableAt = &at
+	}
+	return resp
+}
+
+func (a *api[TTx]) ack(w http.ResponseWriter, r *http.Request) error {
+	var req ackRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	res, err := a.c.Ack(r.Context(), id, req.LeaseToken)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, outcome(id, res))
+	return nil
+}
+
+// ackManyRequest is the body of POST /api/v1/ack: up to
+// errand.MaxClaimJobs leases to acknowledge in one transaction.
+type ackManyRequest struct {
+	Jobs []struct {
+		ID         string `json:"id"`
+		LeaseToken string `json:"lease_token"`
+	} `json:"jobs"`
+}
+
+// ackManyResult is one lease's outcome: a state, or an error (lease_lost)
+// with nothing written for that job.
+type ackManyResult struct {
+	ID    string          `json:"id"`
+	State errand.JobState `json:"state,omitempty"`
+	Error *errorBody      `json:"error,omitempty"`
+}
+
+func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request) error {
+	var req ackManyRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	leases := make([]errand.JobLease, len(req.Jobs))
+	for i, j := range req.Jobs {
+		leases[i] = errand.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}
+	}
+	rs, err := a.c.AckMany(r.Context(), leases)
+	if err != nil {
+		return err
+	}
+	out := make([]ackManyResult, len(rs))
+	for i, res := range rs {
+		out[i] = ackManyResult{ID: leases[i].ID, State: res.State}
+		if res.Err != nil {
+			out[i] = ackManyResult{ID: leases[i].ID, Error: &errorBody{Code: "lease_lost", Message: leaseLostMessage}}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+	return nil
+}
+
+// failRequest is the body of POST /api/v1/jobs/{id}/fail.
+type failRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Class      string          `json:"class"`
+	Message    string          `json:"message"`
+	Stack      string          `json:"stack"`
+	RetryAfter errand.Duration `json:"retry_after"`
+	Permanent  bool            `json:"permanent"`
+}
+
+func (a *api[TTx]) fail(w http.ResponseWriter, r *http.Request) error {
+	var req failRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	res, err := a.c.Fail(r.Context(), id, req.LeaseToken, &errand.FailOpts{Class: req.Class, Message: req.Message,
+		Stack: req.Stack, RetryAfter: time.Duration(req.RetryAfter), Permanent: req.Permanent})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, outcome(id, res))
+	return nil
+}
+
+// reasonRequest is the body of an operator action on one job.
+type reasonRequest struct {
+	// Reason says why, for the audit; required.
+	Reason string `json:"reason"`
+}
+
+// operatorReason reads the reason of an operator action and names the
+// operator from the caller's token.
+func operatorReason(r *http.Request) (operator, reason string, err error) {
+	var req reasonRequest
+	if err := decode(r, &req); err != nil {
+		return "", "", err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return "", "", badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"receipt service fixed\"}")
+	}
+	operator, _ = Identity(r)
+	return operator, req.Reason, nil
+}
+
+func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request) error {
+	operator, reason, err := operatorReason(r)
+	if err != nil {
+		return err
+	}
+	j, err := a.c.Replay(r.Context(), r.PathValue("id"), &errand.ReplayOpts{Operator: operator, Reason: reason})
+	if err != nil {
+		return err
+	}
+	a.log.Info("job replayed", "job_id", j.ID, "operator", operator, "reason", reason)
+	writeJSON(w, http.StatusOK, a.show(j))
+	return nil
+}
+
+// cancel cancels a waiting job. The client records no operator or reason
+// for a cancel yet, so both go to the server's log.
+func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
+	operator, reason, err := operatorReason(r)
+	if err != nil {
+		return err
+	}
+	j, err := a.c.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	a.log.Info("job cancelled", "job_id", j.ID, "operator", operator, "reason", reason)
+	writeJSON(w, http.StatusOK, a.show(j))
+	return nil
+}
+
+func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, err := a.c.Get(r.Context(), id); err != nil {
+		return err
+	}
+	rs, err := a.c.ReplayAudit(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if rs == nil {
+		rs = []errand.ReplayRecord{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"audit": rs})
+	return nil
+}
+
+func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	s, err := a.c.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		s = []errand.QueueStats{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": s})
+	return nil
+}
+
+func (a *api[TTx]) workers(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	ws, err := a.c.Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	if ws == nil {
+		ws = []*errand.WorkerRecord{}
+	}
+	leader, err := a.c.Leader(r.Context())
+	if err != nil && !errors.Is(err, errand.ErrNotFound) {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": ws, "leader": leader})
+	return nil
+}

@@ -1,0 +1,398 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtest"
+)
+
+func TestAPIEnqueueGetList(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+
+	r := s.op(t, "POST", "/api/v1/jobs", map[string]any{
+		"kind": "send_receipt", "args": map[string]any{"payment_id": "p1"}, "queue": "billing",
+		"priority": 3, "delay": "1m", "max_attempts": 4, "unique_key": "receipt:p1", "tags": []string{"a"},
+	})
+	want(t, "enqueue", r, http.StatusCreated, "")
+	var created struct {
+		Job       errand.Job `json:"job"`
+		Duplicate bool       `json:"duplicate"`
+	}
+	if err := json.Unmarshal(r.body, &created); err != nil {
+		t.Fatal(err)
+	}
+	j := created.Job
+	if j.Kind != "send_receipt" || j.Queue != "billing" || j.Priority != 3 || j.MaxAttempts != 4 || created.Duplicate ||
+		!j.AvailableAt.Equal(clock.Now().Add(time.Minute)) || string(j.Args) != `{"payment_id":"p1"}` {
+		t.Fatalf("created %s", r.body)
+	}
+	if !strings.Contains(string(r.body), `"available_at":"2026-11-29T12:01:00Z"`) {
+		t.Fatalf("times must be RFC 3339 in UTC: %s", r.body)
+	}
+
+	got := s.do(t, req{method: "GET", path: "/api/v1/jobs/" + j.ID, token: readerSecret})
+	want(t, "get", got, http.StatusOK, "")
+	if m := got.json(t); m["id"] != j.ID || m["state"] != "queued" || m["lease_token"] != nil {
+		t.Fatalf("get: %s", got.body)
+	}
+	want(t, "get unknown", s.op(t, "GET", "/api/v1/jobs/nope", nil), http.StatusNotFound, "not_found")
+
+	// A unique key already taken returns the first job.
+	dup := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "send_receipt", "unique_key": "receipt:p1"})
+	want(t, "duplicate", dup, http.StatusOK, "")
+	if m := dup.json(t); m["duplicate"] != true || m["job"].(map[string]any)["id"] != j.ID {
+		t.Fatalf("duplicate: %s", dup.body)
+	}
+
+	for i := 0; i < 4; i++ {
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+	}
+	// Pages of two, following next_cursor, see every task once.
+	var seen []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+		path := "/api/v1/jobs?kind=task&state=queued,retrying&queue=&limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		page := s.do(t, req{method: "GET", path: path, token: readerSecret})
+		want(t, "list", page, http.StatusOK, "")
+		var lr struct {
+			Jobs       []errand.Job `json:"jobs"`
+			NextCursor *string      `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(page.body, &lr); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range lr.Jobs {
+			seen = append(seen, j.ID)
+		}
+		if lr.NextCursor == nil {
+			break
+		}
+		cursor = *lr.NextCursor
+	}
+	if len(seen) != 4 {
+		t.Fatalf("paged through %d tasks, want 4", len(seen))
+	}
+	empty := s.op(t, "GET", "/api/v1/jobs?state=dead", nil)
+	if want(t, "empty list", empty, http.StatusOK, ""); !strings.Contains(string(empty.body), `"jobs":[]`) {
+		t.Fatalf("an empty listing must be []: %s", empty.body)
+	}
+	for _, path := range []string{
+		"/api/v1/jobs?limit=1001", "/api/v1/jobs?limit=0", "/api/v1/jobs?state=zombie",
+		"/api/v1/jobs?sate=dead", "/api/v1/jobs?cursor=x",
+	} {
+		want(t, path, s.op(t, "GET", path, nil), http.StatusBadRequest, "invalid_input")
+	}
+}
+
+func TestAPIIdempotencyKey(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	body := map[string]any{"kind": "task", "args": map[string]any{"n": 1, "s": "x"}}
+	key := map[string]string{"Idempotency-Key": "order-77"}
+
+	first := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: body, header: key})
+	want(t, "first", first, http.StatusCreated, "")
+	// The same request again, its args spelled differently.
+	again := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: `{"args": {"s": "x", "n": 1}, "kind": "task"}`, header: key})
+	want(t, "retried", again, http.StatusOK, "")
+	if again.header.Get("Idempotent-Replayed") != "true" || again.json(t)["job"].(map[string]any)["id"] != "order-77" {
+		t.Fatalf("retried: %s %v", again.body, again.header)
+	}
+	conflict := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret,
+		body: map[string]any{"kind": "task", "args": map[string]any{"n": 2}}, header: key})
+	want(t, "reused key", conflict, http.StatusConflict, "idempotency_conflict")
+	mismatch := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret,
+		body: map[string]any{"kind": "task", "id": "other"}, header: key})
+	want(t, "id and key differ", mismatch, http.StatusBadRequest, "invalid_input")
+	if n := s.jobCount(t); n != 1 {
+		t.Fatalf("%d jobs, want 1", n)
+	}
+
+	// A unique key that another job holds answers with that job, key or
+	// no key: it is not a reused key.
+	want(t, "unique", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "unique_key": "u1"}), http.StatusCreated, "")
+	held := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret,
+		body: map[string]any{"kind": "task", "unique_key": "u1", "args": map[string]any{"other": true}}, header: map[string]string{"Idempotency-Key": "order-78"}})
+	want(t, "unique key held", held, http.StatusOK, "")
+	if j := held.json(t)["job"].(map[string]any); j["unique_key"] != "u1" || j["id"] == "order-78" {
+		t.Fatalf("unique key held: %s", held.body)
+	}
+	if n := s.jobCount(t); n != 2 {
+		t.Fatalf("%d jobs, want 2", n)
+	}
+}
+
+func TestAPIBadInputWritesNothing(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: testTokens, MaxBodyBytes: 4096}})
+	for _, tc := range []struct {
+		name   string
+		body   string
+		ctype  string
+		status int
+		code   string
+	}{
+		{"malformed", `{"kind": "task",`, "", 400, "invalid_input"},
+		{"unknown field", `{"kind": "task", "prio": 1}`, "", 400, "invalid_input"},
+		{"two values", `{"kind": "task"} {"kind": "task"}`, "", 400, "invalid_input"},
+		{"wrong type", `{"kind": "task", "priority": "high"}`, "", 400, "invalid_input"},
+		{"not an object", `["task"]`, "", 400, "invalid_input"},
+		{"no kind", `{"args": {}}`, "", 400, "invalid_input"},
+		{"bad kind", `{"kind": "a b"}`, "", 400, "invalid_input"},
+		{"run_at and delay", `{"kind": "task", "run_at": "2026-12-01T00:00:00Z", "delay": "1m"}`, "", 400, "invalid_input"},
+		{"bad delay", `{"kind": "task", "delay": "soon"}`, "", 400, "invalid_input"},
+		{"args not JSON object", `{"kind": "task", "args": nul}`, "", 400, "invalid_input"},
+		{"priority past 32 bits", `{"kind": "task", "priority": 4294967296}`, "", 400, "invalid_input"},
+		{"form post", `kind=task`, "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+		{"too large", `{"kind": "task", "args": {"x": "` + strings.Repeat("a", 5000) + `"}}`, "", 413, "too_large"},
+	} {
+		h := map[string]string{}
+		if tc.ctype != "" {
+			h["Content-Type"] = tc.ctype
+		}
+		r := s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: tc.body, header: h})
+		want(t, tc.name, r, tc.status, tc.code)
+		if msg := r.json(t)["error"].(map[string]any)["message"]; msg == "" {
+			t.Errorf("%s: no message", tc.name)
+		}
+	}
+	if n := s.jobCount(t); n != 0 {
+		t.Fatalf("bad requests wrote %d jobs", n)
+	}
+}
+
+// TestAPIWorkerSession is a worker in another language: claim, heartbeat,
+// ack and fail by lease token, on both stores.
+func TestAPIWorkerSession(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		claimBody := map[string]any{"kinds": []string{"task"}, "lease": "30s", "max_jobs": 10, "worker": "node-7"}
+
+		want(t, "claim nothing", s.op(t, "POST", "/api/v1/queues/default/claim", claimBody), http.StatusNoContent, "")
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "args": map[string]int{"n": 1}, "max_attempts": 2}), http.StatusCreated, "")
+		want(t, "enqueue other", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "other"}), http.StatusCreated, "")
+
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", claimBody)
+		want(t, "claim", r, http.StatusOK, "")
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed.Jobs) != 1 || claimed.Jobs[0].Kind != "task" || claimed.Jobs[0].LeaseToken == "" ||
+			claimed.Jobs[0].Attempt != 1 || string(claimed.Jobs[0].Args) != `{"n":1}` {
+			t.Fatalf("claimed %s", r.body)
+		}
+		env := claimed.Jobs[0]
+		if j := s.job(t, env.ID); j.LeaseOwner == nil || *j.LeaseOwner != "node-7" {
+			t.Fatalf("lease owner %v, want node-7", j.LeaseOwner)
+		}
+
+		clock.Advance(20 * time.Second)
+		hb := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/heartbeat", map[string]any{"lease_token": env.LeaseToken, "lease": "1m"})
+		want(t, "heartbeat", hb, http.StatusOK, "")
+		if hb.json(t)["lease_until"] != clock.Now().Add(time.Minute).Format(time.RFC3339) {
+			t.Fatalf("heartbeat: %s", hb.body)
+		}
+
+		before := s.job(t, env.ID)
+		for _, action := range []string{"heartbeat", "ack", "fail"} {
+			stale := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/"+action, map[string]any{"lease_token": "stale-token"})
+			want(t, action+" with a stale token", stale, http.StatusConflict, "lease_lost")
+		}
+		want(t, "ack without a token", s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/ack", map[string]any{}), http.StatusBadRequest, "invalid_input")
+		if after := s.job(t, env.ID); !reflect.DeepEqual(before, after) {
+			t.Fatalf("refused calls changed the job:\n%+v\n%+v", before, after)
+		}
+
+		// A failure retries on the kind's policy (10s cap: 5s to 10s).
+		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken, "class": "upstream_down", "message": "503 from upstream"})
+		want(t, "fail", f, http.StatusOK, "")
+		var out struct {
+			State       errand.JobState `json:"state"`
+			AvailableAt *time.Time      `json:"available_at"`
+		}
+		if err := json.Unmarshal(f.body, &out); err != nil {
+			t.Fatal(err)
+		}
+		if d := out.AvailableAt.Sub(clock.Now()); out.State != errand.StateRetrying || d < 5*time.Second || d >= 10*time.Second {
+			t.Fatalf("fail: %s", f.body)
+		}
+		want(t, "ack after fail", s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/ack", map[string]any{"lease_token": env.LeaseToken}), http.StatusConflict, "lease_lost")
+
+		clock.Advance(10 * time.Second)
+		r = s.op(t, "POST", "/api/v1/queues/default/claim", claimBody)
+		want(t, "claim again", r, http.StatusOK, "")
+		if err := json.Unmarshal(r.body, &claimed); err != nil {
+			t.Fatal(err)
+		}
+		env = claimed.Jobs[0]
+		ack := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/ack", map[string]any{"lease_token": env.LeaseToken})
+		want(t, "ack", ack, http.StatusOK, "")
+		if m := ack.json(t); m["state"] != "succeeded" || m["available_at"] != nil {
+			t.Fatalf("ack: %s", ack.body)
+		}
+		j := s.job(t, env.ID)
+		if j.State != errand.StateSucceeded || j.Attempt != 2 || j.Errors[0].Class != "upstream_down" {
+			t.Fatalf("job %s attempt %d errors %+v", j.State, j.Attempt, j.Errors)
+		}
+		want(t, "claim past the maximum", s.op(t, "POST", "/api/v1/queues/default/claim",
+			map[string]any{"kinds": []string{"task"}, "max_jobs": errand.MaxClaimJobs + 1}), http.StatusBadRequest, "invalid_input")
+	})
+}
+
+func TestAPIOperatorActions(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	r := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "max_attempts": 1})
+	id := r.json(t)["job"].(map[string]any)["id"].(string)
+	js, err := s.c.Claim(t.Context(), &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "w"})
+	if err != nil || len(js) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	want(t, "fail", s.op(t, "POST", "/api/v1/jobs/"+id+"/fail", map[string]any{"lease_token": *js[0].LeaseToken, "message": "boom"}), http.StatusOK, "")
+
+	want(t, "replay without a reason", s.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{}), http.StatusBadRequest, "invalid_input")
+	want(t, "replay by a reader", s.do(t, req{method: "POST", path: "/api/v1/jobs/" + id + "/replay", token: readerSecret, body: map[string]any{"reason": "x"}}), http.StatusForbidden, "forbidden")
+	if j := s.job(t, id); j.State != errand.StateDead || j.Replays != 0 {
+		t.Fatalf("refused replays changed the job: %s, %d replays", j.State, j.Replays)
+	}
+	rep := s.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{"reason": "upstream fixed"})
+	want(t, "replay", rep, http.StatusOK, "")
+	if m := rep.json(t); m["state"] != "queued" || m["replays"] != 1.0 {
+		t.Fatalf("replay: %s", rep.body)
+	}
+	want(t, "replay a queued job", s.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{"reason": "again"}), http.StatusConflict, "wrong_state")
+
+	audit := s.do(t, req{method: "GET", path: "/api/v1/jobs/" + id + "/audit", token: readerSecret})
+	want(t, "audit", audit, http.StatusOK, "")
+	var ar struct {
+		Audit []errand.ReplayRecord `json:"audit"`
+	}
+	if err := json.Unmarshal(audit.body, &ar); err != nil {
+		t.Fatal(err)
+	}
+	if len(ar.Audit) != 1 || ar.Audit[0].Operator != "alice" || ar.Audit[0].Reason != "upstream fixed" || ar.Audit[0].PriorState != errand.StateDead {
+		t.Fatalf("audit: %s", audit.body)
+	}
+	want(t, "audit of an unknown job", s.op(t, "GET", "/api/v1/jobs/nope/audit", nil), http.StatusNotFound, "not_found")
+
+	want(t, "cancel without a reason", s.op(t, "POST", "/api/v1/jobs/"+id+"/cancel", nil), http.StatusBadRequest, "invalid_input")
+	c := s.op(t, "POST", "/api/v1/jobs/"+id+"/cancel", map[string]any{"reason": "customer left"})
+	if want(t, "cancel", c, http.StatusOK, ""); c.json(t)["state"] != "cancelled" {
+		t.Fatalf("cancel: %s", c.body)
+	}
+	want(t, "cancel again", s.op(t, "POST", "/api/v1/jobs/"+id+"/cancel", map[string]any{"reason": "x"}), http.StatusConflict, "wrong_state")
+	want(t, "cancel unknown", s.op(t, "POST", "/api/v1/jobs/nope/cancel", map[string]any{"reason": "x"}), http.StatusNotFound, "not_found")
+}
+
+func TestAPIStatsAndWorkers(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	for i := 0; i < 3; i++ {
+		s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "queue": fmt.Sprintf("q%d", i%2)})
+	}
+	r := s.do(t, req{method: "GET", path: "/api/v1/stats", token: readerSecret})
+	want(t, "stats", r, http.StatusOK, "")
+	var sr struct {
+		Queues []errand.QueueStats `json:"queues"`
+	}
+	if err := json.Unmarshal(r.body, &sr); err != nil {
+		t.Fatal(err)
+	}
+	if len(sr.Queues) != 2 || sr.Queues[0].Queue != "q0" || sr.Queues[0].Counts[errand.StateQueued] != 2 {
+		t.Fatalf("stats: %s", r.body)
+	}
+	w := s.do(t, req{method: "GET", path: "/api/v1/workers", token: readerSecret})
+	want(t, "workers", w, http.StatusOK, "")
+	if m := w.json(t); !reflect.DeepEqual(m["workers"], []any{}) || m["leader"] != nil {
+		t.Fatalf("workers: %s", w.body)
+	}
+	want(t, "unknown endpoint", s.op(t, "GET", "/api/v1/nothing", nil), http.StatusNotFound, "not_found")
+	want(t, "wrong method", s.op(t, "DELETE", "/api/v1/jobs/x", nil), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+func TestAPIHideArgs(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: true}})
+	r := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "args": map[string]string{"card": "4111"}})
+	id := r.json(t)["job"].(map[string]any)["id"].(string)
+	for _, path := range []string{"/api/v1/jobs/" + id, "/api/v1/jobs"} {
+		if g := s.op(t, "GET", path, nil); strings.Contains(string(g.body), "4111") {
+			t.Fatalf("%s shows hidden args: %s", path, g.body)
+		}
+	}
+	c := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}})
+	if !strings.Contains(string(c.body), "4111") {
+		t.Fatalf("a claim must carry the args: %s", c.body)
+	}
+}
+
+func TestAPIAckMany(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for range 3 {
+			s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"})
+		}
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": 3})
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 3 {
+			t.Fatalf("claim: %s", r.body)
+		}
+		js := claimed.Jobs
+		body := map[string]any{"jobs": []map[string]string{
+			{"id": js[0].ID, "lease_token": js[0].LeaseToken},
+			{"id": js[1].ID, "lease_token": "stale"},
+			{"id": js[2].ID, "lease_token": js[2].LeaseToken},
+		}}
+		ack := s.op(t, "POST", "/api/v1/ack", body)
+		want(t, "ack many", ack, http.StatusOK, "")
+		var res struct {
+			Results []struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+				Error *struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(ack.body, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Results) != 3 || res.Results[0].State != "succeeded" || res.Results[1].Error == nil ||
+			res.Results[1].Error.Code != "lease_lost" || res.Results[1].State != "" || res.Results[2].State != "succeeded" {
+			t.Fatalf("ack many: %s", ack.body)
+		}
+		if j := s.job(t, js[1].ID); j.State != errand.StateRunning {
+			t.Fatalf("the stale ack changed the job: %s", j.State)
+		}
+		many := make([]map[string]string, errand.MaxClaimJobs+1)
+		for i := range many {
+			many[i] = map[string]string{"id": js[1].ID, "lease_token": js[1].LeaseToken}
+		}
+		want(t, "too many", s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": many}), http.StatusBadRequest, "invalid_input")
+		want(t, "none", s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": []any{}}), http.StatusBadRequest, "invalid_input")
+		if j := s.job(t, js[1].ID); j.State != errand.StateRunning {
+			t.Fatalf("refused batches changed the job: %s", j.State)
+		}
+	})
+}

@@ -1,0 +1,58 @@
+// Package errandhttp is errand over HTTP: a JSON API that producers and
+// workers in any language use, the operator's dashboard, Prometheus
+// metrics and health checks, as http.Handlers that `errand serve` mounts
+// and that a Go application can mount in its own server. [New] composes
+// them behind one middleware; each is also available on its own.
+//
+// # The JSON API
+//
+// [NewAPI] serves /api/v1. Requests and responses are JSON (send
+// Content-Type: application/json); times are RFC 3339 in UTC; durations
+// are Go syntax ("30s"); a job is the job record, with its field names.
+// An error is {"error": {"code": "...", "message": "..."}} with a status
+// that says which kind: 400 invalid_input (nothing was written), 401
+// unauthorized, 403 forbidden or cross_origin, 404 not_found, 409
+// lease_lost, wrong_state or idempotency_conflict, 413 too_large, 415
+// unsupported_media_type.
+//
+//	POST /api/v1/jobs                    enqueue; Idempotency-Key header
+//	GET  /api/v1/jobs?state=&queue=&kind=&limit=&cursor=
+//	GET  /api/v1/jobs/{id}
+//	POST /api/v1/queues/{queue}/claim    {"kinds", "lease", "max_jobs", "worker"}; 204 when none
+//	POST /api/v1/jobs/{id}/heartbeat     {"lease_token", "lease"}
+//	POST /api/v1/jobs/{id}/ack           {"lease_token"}
+//	POST /api/v1/ack                     {"jobs": [{"id", "lease_token"}, ...]}: up to 100 in one transaction
+//	POST /api/v1/jobs/{id}/fail          {"lease_token", "class", "message", "retry_after", "permanent"}
+//	POST /api/v1/jobs/{id}/replay        {"reason"}
+//	POST /api/v1/jobs/{id}/cancel        {"reason"}
+//	GET  /api/v1/jobs/{id}/audit
+//	GET  /api/v1/stats
+//	GET  /api/v1/workers
+//
+// A worker's heartbeat, ack and fail are fenced by the lease token its
+// claim returned, as a Go worker's writes are: a stale or wrong token is
+// 409 lease_lost and changes nothing. A failure is scheduled by the
+// server's retry policy, exactly as a Go worker's would be.
+//
+// # Security
+//
+// [Auth] stands in front of everything. Tokens are named and have a role,
+// read or operator; a request presents one as Authorization: Bearer
+// TOKEN, or, from a browser, as the HttpOnly, SameSite=Strict cookie
+// errand_token that /login sets. Secrets are compared by their SHA-256
+// hashes in constant time. Every state-changing request needs the
+// operator role and passes Go's cross-origin protection
+// (http.CrossOriginProtection: a browser's Sec-Fetch-Site or Origin must
+// name this server). The token's name is the operator recorded in the
+// audit. Every response carries a strict Content-Security-Policy; bodies
+// are capped (413); listing limits and batch sizes past their maximum are
+// 400; malformed JSON and unknown fields are 400 with nothing written.
+// Without tokens every request is let in as an operator named "local":
+// errand serve allows that only on a loopback address.
+//
+// # Webhook handlers
+//
+// [NewWebhook] returns an errand.Handler that delivers a job by POSTing
+// its envelope to a fixed URL: what `errand serve --http KIND=URL` and
+// `errand work --http KIND=URL` run.
+package errandhttp

@@ -1,0 +1,336 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Remote workers: a process that is not a Go [Worker] (a Node.js service,
+// a script behind the JSON API of errand/errandhttp) works jobs through
+// these methods. It claims jobs with [Client.Claim], renews each lease with
+// [Client.Heartbeat] while it works, and reports the outcome with
+// [Client.Ack] or [Client.Fail]. Every call after the claim names the job
+// and the lease token its claim wrote, and is fenced exactly like a local
+// worker's: a stale or wrong token is ErrLeaseLost and nothing changes.
+// A failure is classified and scheduled by this client's retry policy for
+// the job's kind, exactly as a local worker would schedule it.
+
+// MaxClaimJobs bounds how many jobs one remote claim takes.
+const MaxClaimJobs = 100
+
+// ClaimOpts describe a remote worker's claim.
+type ClaimOpts struct {
+	// Queue to claim from. Default: DefaultQueue.
+	Queue string
+	// Kinds the remote worker has handlers for; at least one. A worker
+	// never claims a job it cannot run.
+	Kinds []string
+	// Lease is how long the claim holds unless renewed with
+	// [Client.Heartbeat]. Default: DefaultLease; at least MinLease.
+	Lease time.Duration
+	// Limit is the most jobs to claim: 1 to MaxClaimJobs. Default 1.
+	Limit int
+	// Owner names the remote worker, recorded as each job's lease_owner so
+	// that operators see who holds it. Required.
+	Owner string
+}
+
+// Claim claims up to opts.Limit available jobs for a remote worker and
+// returns them with their lease tokens (Job.LeaseToken, Job.LeaseUntil; see
+// [Job.Envelope]). An empty result means nothing was available.
+func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error) {
+	var o ClaimOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Queue == "" {
+		o.Queue = DefaultQueue
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Limit == 0 {
+		o.Limit = 1
+	}
+	if err := checkName("queue", o.Queue); err != nil {
+		return nil, err
+	}
+	if len(o.Kinds) == 0 {
+		return nil, &InputError{Field: "kinds", Message: "is empty; name the kinds this worker has handlers for"}
+	}
+	for _, k := range o.Kinds {
+		if err := checkName("kinds", k); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkLease("lease", o.Lease); err != nil {
+		return nil, err
+	}
+	if o.Limit < 1 || o.Limit > MaxClaimJobs {
+		return nil, &InputError{Field: "max_jobs", Message: fmt.Sprintf("%d is out of range; claim 1 to %d jobs at once", o.Limit, MaxClaimJobs)}
+	}
+	if err := checkIdentifier("worker", o.Owner, MaxIDBytes); err != nil {
+		return nil, err
+	}
+	jobs, err := c.store.JobClaimMany(ctx, &JobClaimParams{
+		Queues: []string{o.Queue},
+		Kinds:  o.Kinds,
+		Limit:  o.Limit,
+		Lease:  o.Lease,
+		Owner:  o.Owner,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	c.noteRemoteWorker(ctx, &o)
+	return jobs, nil
+}
+
+// Remote workers in the worker registry: each claim of a remote worker
+// counts as its heartbeat, so that `errand workers` lists it with the
+// queues and kinds it claims, and [Client.Stats] does not report its kinds
+// as handled by no live worker. Its declared heartbeat interval is its
+// lease: a remote worker that has not claimed for WorkerMissedHeartbeats
+// leases is shown as gone (a worker busy that long on one job included).
+// Its job counters are not tracked. The registry is for operators, so a
+// failed registry write is logged and the claim stands.
+
+// maxRemoteWorkers bounds how many remote workers a client remembers; past
+// it the memory is cleared, and workers register again at their next
+// claim.
+const maxRemoteWorkers = 1000
+
+// remoteWorkers remembers, per remote worker, what the registry holds and
+// when it was last written, so that a worker polling with claims writes the
+// registry at most once per DefaultWorkerHeartbeat.
+type remoteWorkers struct {
+	mu   sync.Mutex
+	seen map[string]*remoteWorker
+}
+
+type remoteWorker struct {
+	queues  []string
+	kinds   []string
+	lease   time.Duration
+	written time.Time // on the client's clock
+}
+
+// noteRemoteWorker records a claim of opts.Owner in the registry: a
+// registration when the worker is new to this client or claims from a
+// queue or of a kind its record lacks, else a heartbeat when the last
+// write is DefaultWorkerHeartbeat old.
+func (c *Client[TTx]) noteRemoteWorker(ctx context.Context, o *ClaimOpts) {
+	now := c.clock.Now()
+	r := &c.remotes
+	r.mu.Lock()
+	if r.seen == nil || len(r.seen) >= maxRemoteWorkers {
+		r.seen = map[string]*remoteWorker{}
+	}
+	w := r.seen[o.Owner]
+	register := w == nil || !slices.Contains(w.queues, o.Queue) || !containsAll(w.kinds, o.Kinds) || w.lease != o.Lease
+	if !register && now.Sub(w.written) < DefaultWorkerHeartbeat {
+		r.mu.Unlock()
+		return
+	}
+	if w == nil {
+		w = &remoteWorker{}
+		r.seen[o.Owner] = w
+	}
+	if register {
+		if !slices.Contains(w.queues, o.Queue) {
+			w.queues = append(w.queues, o.Queue)
+		}
+		for _, k := range o.Kinds {
+			if !slices.Contains(w.kinds, k) {
+				w.kinds = append(w.kinds, k)
+			}
+		}
+		slices.Sort(w.kinds)
+		w.lease = o.Lease
+	}
+	w.written = now
+	params := &WorkerRegisterParams{ID: o.Owner, Host: "remote", Kinds: slices.Clone(w.kinds), HeartbeatInterval: w.lease}
+	for _, q := range w.queues {
+		params.Queues = append(params.Queues, WorkerQueue{Name: q})
+	}
+	r.mu.Unlock()
+
+	var err error
+	if !register {
+		_, err = c.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{ID: o.Owner, Stats: WorkerStats{SentAt: now}})
+		register = errors.Is(err, ErrNotFound) // pruned, or stopped: it is back
+	}
+	if register {
+		_, err = c.store.WorkerRegister(ctx, params)
+	}
+	if err != nil {
+		c.logger.Warn("record remote worker", "worker_id", o.Owner, "err", err)
+	}
+}
+
+func containsAll(set, items []string) bool {
+	for _, it := range items {
+		if !slices.Contains(set, it) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLeaseRef validates the job id and lease token of a remote call.
+func checkLeaseRef(id, token string) error {
+	if id == "" {
+		return &InputError{Field: "id", Message: "is empty; name the claimed job"}
+	}
+	if token == "" {
+		return &InputError{Field: "lease_token", Message: "is empty; pass the lease_token the claim returned"}
+	}
+	return nil
+}
+
+// Heartbeat renews a remote worker's lease on job id to lease from now on
+// the store's clock (zero: DefaultLease) and returns the new lease_until.
+// It returns an error wrapping ErrLeaseLost when the job is no longer
+// running under token: stop working on it, since another worker may run it.
+func (c *Client[TTx]) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (time.Time, error) {
+	if err := checkLeaseRef(id, token); err != nil {
+		return time.Time{}, err
+	}
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	if err := checkLease("lease", lease); err != nil {
+		return time.Time{}, err
+	}
+	rs, err := c.store.JobHeartbeatMany(ctx, &JobHeartbeatParams{Leases: []JobLease{{ID: id, LeaseToken: token}}, Lease: lease})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat job %s: %w", id, err)
+	}
+	if rs[0].Err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat job %s: %w", id, rs[0].Err)
+	}
+	return rs[0].LeaseUntil, nil
+}
+
+// Ack records that a remote worker finished job id: it succeeds, fenced by
+// token. It returns an error wrapping ErrLeaseLost, with nothing written,
+// when the job is no longer running under token.
+func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult, error) {
+	if err := checkLeaseRef(id, token); err != nil {
+		return OutcomeResult{}, err
+	}
+	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
+	return c.recordRemote(ctx, "ack", o)
+}
+
+// AckMany records, in one transaction, that a remote worker finished the
+// jobs of leases: each succeeds, fenced by its own token. The result has
+// one entry per lease, in order: state succeeded, or Err ErrLeaseLost with
+// nothing written for that job. At most MaxClaimJobs leases at once.
+// Acknowledging a batch costs one commit instead of one per job.
+func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]OutcomeResult, error) {
+	if len(leases) == 0 || len(leases) > MaxClaimJobs {
+		return nil, &InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; acknowledge 1 to %d at once", len(leases), MaxClaimJobs)}
+	}
+	outs := make([]*JobOutcome, len(leases))
+	for i, l := range leases {
+		if err := checkLeaseRef(l.ID, l.LeaseToken); err != nil {
+			return nil, fmt.Errorf("lease %d: %w", i, err)
+		}
+		outs[i] = &JobOutcome{JobLease: l, Kind: OutcomeSucceeded}
+	}
+	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs})
+	if err != nil {
+		return nil, fmt.Errorf("ack jobs: %w", err)
+	}
+	return rs, nil
+}
+
+// FailOpts describe a remote worker's failed attempt.
+type FailOpts struct {
+	// Class is the failure class, a short snake_case word. Default
+	// ClassError (or ClassPermanent when Permanent).
+	Class string
+	// Message says what went wrong. It is cleaned with [CleanText].
+	Message string
+	// Stack is an optional stack trace, cleaned likewise.
+	Stack string
+	// RetryAfter, when positive, retries after it instead of the retry
+	// policy's backoff, as [RetryAfter] does. The attempt still counts.
+	RetryAfter time.Duration
+	// Permanent dead-letters the job at once, as [Permanent] does. It
+	// cannot be combined with RetryAfter.
+	Permanent bool
+}
+
+// Fail records a remote worker's failed attempt of job id, fenced by
+// token: the job retries on its kind's retry policy (this client's), or
+// after opts.RetryAfter, or dies when opts.Permanent or on its final
+// attempt, exactly as a local worker decides. The result holds the new
+// state and, for a retry, when it runs next. It returns an error wrapping
+// ErrLeaseLost, with nothing written, when the job is no longer running
+// under token.
+func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts) (OutcomeResult, error) {
+	var o FailOpts
+	if opts != nil {
+		o = *opts
+	}
+	if err := checkLeaseRef(id, token); err != nil {
+		return OutcomeResult{}, err
+	}
+	if o.Class != "" && !ValidClass(o.Class) {
+		return OutcomeResult{}, &InputError{Field: "class", Message: fmt.Sprintf("%q is not a short snake_case word; use e.g. \"receipt_unavailable\"", CleanText(o.Class, 80))}
+	}
+	if o.RetryAfter < 0 {
+		return OutcomeResult{}, &InputError{Field: "retry_after", Message: "is negative; give a positive duration such as 30s"}
+	}
+	if o.Permanent && o.RetryAfter > 0 {
+		return OutcomeResult{}, &InputError{Field: "retry_after", Message: "is set on a permanent failure; a permanent failure is never retried, so drop one of them"}
+	}
+	// The retry decision needs the attempt and the job's own backoff. The
+	// read is not fenced, but the write is: a job claimed again since has
+	// a new token, and the outcome is refused.
+	job, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
+	if errors.Is(err, ErrNotFound) {
+		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, ErrLeaseLost)
+	}
+	if err != nil {
+		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, err)
+	}
+	if job.State != StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
+		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, ErrLeaseLost)
+	}
+	je := &JobError{class: o.Class}
+	if je.class == "" {
+		je.class = ClassError
+	}
+	if o.Message != "" {
+		je.err = errors.New(o.Message)
+	}
+	var failure error = je
+	switch {
+	case o.Permanent:
+		failure = Permanent(je)
+	case o.RetryAfter > 0:
+		failure = RetryAfter(o.RetryAfter, je)
+	}
+	out := c.outcome(&attempt{job: job, err: failure, stack: o.Stack})
+	return c.recordRemote(ctx, "fail", out)
+}
+
+// recordRemote writes one remote outcome and turns a refused lease into
+// an error.
+func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome) (OutcomeResult, error) {
+	r, err := c.writeOutcome(ctx, o)
+	if err != nil {
+		return OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, err)
+	}
+	if r.Err != nil {
+		return OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, r.Err)
+	}
+	return r, nil
+}
