@@ -32,11 +32,13 @@ const (
 var serveCommand = &command{
 	name:    "serve",
 	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [flags]",
-	summary: "serve the JSON API at /api/v1/ (and run a worker with --exec or --http)",
+	summary: "serve the dashboard, the JSON API and /metrics (and run a worker with --exec or --http)",
 	detail: `
 errand serve answers HTTP on --addr (default 127.0.0.1:8080, the loopback
-interface): the JSON API at /api/v1/, for producers and for workers in any
-language (claim, heartbeat, ack and fail by lease token), and /login and
+interface): the operator dashboard at /, the JSON API at /api/v1/, for
+producers and for workers in any language (claim, heartbeat, ack and fail
+by lease token), /metrics for Prometheus, /healthz and /readyz (degraded
+past --ready-max-oldest-age or --ready-max-dead-growth), and /login and
 /logout for browsers.
 
 Tokens: --token-file PATH reads lines of ROLE NAME SECRET (role operator or
@@ -74,6 +76,7 @@ drains the worker for --grace, and exits 0.`,
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
+		ready := addReadyFlags(fs)
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
@@ -107,7 +110,12 @@ drains the worker for --grace, and exits 0.`,
 			if err != nil {
 				return err
 			}
-			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true}
+			readyOpts, err := ready.options(fs)
+			if err != nil {
+				return err
+			}
+			obs := errandhttp.NewMetricsObserver()
+			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true, Observer: obs}
 			var kindNames []string
 			var handlers []*exechandler.Handler
 			if len(*execs)+len(*hooks) > 0 {
@@ -121,7 +129,14 @@ drains the worker for --grace, and exits 0.`,
 				return err
 			}
 			defer closeDB()
-			h, err := errandhttp.New(c, &errandhttp.Options{Auth: auth, API: &errandhttp.APIOptions{Logger: e.logger, HideArgs: *hideArgs}})
+			h, err := errandhttp.New(c, &errandhttp.Options{
+				Auth:      auth,
+				API:       &errandhttp.APIOptions{Logger: e.logger, HideArgs: *hideArgs},
+				Dashboard: errandhttp.NewDashboard(c, &errandhttp.DashboardOptions{Identity: errandhttp.Identity, HideArgs: *hideArgs, Logger: e.logger}),
+				Metrics:   errandhttp.NewMetrics(c, &errandhttp.MetricsOptions{Observer: obs}),
+				Healthz:   errandhttp.NewHealthz(),
+				Readyz:    errandhttp.NewReadyz(c, readyOpts),
+			})
 			if err != nil {
 				return err
 			}

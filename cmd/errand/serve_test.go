@@ -289,3 +289,41 @@ func TestWorkOnceDeliversToAWebhook(t *testing.T) {
 		}
 	}
 }
+
+// TestServeMountsEverything checks that errand serve answers the dashboard,
+// /metrics, /healthz and /readyz, each behind the token like the API.
+func TestServeMountsEverything(t *testing.T) {
+	db := tempDB(t)
+	s := startServe(t, "--db", db, "--token", serveToken, "--ready-max-oldest-age", "1h")
+	defer s.stop(t)
+	if code := s.call(t, "POST", "/api/v1/jobs", map[string]any{"kind": "resize", "queue": "images", "args": map[string]int{"image": 7}}, nil); code != 201 {
+		t.Fatalf("enqueue: %d", code)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/", "images"},
+		{"/jobs?queue=images", "resize"},
+		{"/metrics", `errand_queue_jobs{queue="images",state="queued"} 1`},
+		{"/healthz", ""},
+		{"/readyz", `"ready"`},
+	} {
+		resp, err := http.Get(s.base + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token: %d, want 401", tc.path, resp.StatusCode)
+		}
+		req, _ := http.NewRequest("GET", s.base+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+serveToken)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("GET %s: %d, want 200 containing %q; got:\n%.500s", tc.path, resp.StatusCode, tc.want, body)
+		}
+	}
+}
