@@ -81,6 +81,9 @@ func (s *Schedule) Name() string { return s.name }
 // prefix when a time zone applies.
 func (s *Schedule) Spec() string { return s.spec }
 
+// Args returns the args of the schedule's jobs.
+func (s *Schedule) Args() JobArgs { return s.args }
+
 // Next returns the schedule's first tick after t.
 func (s *Schedule) Next(t time.Time) time.Time { return s.ticks.Next(t) }
 

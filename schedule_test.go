@@ -3,6 +3,7 @@ package errand_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -369,4 +370,44 @@ func TestWorkerRunsSchedules(t *testing.T) {
 		keysAt("digest", t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)); !slices.Equal(got, want) {
 		t.Fatalf("jobs = %v, want %v", got, want)
 	}
+}
+
+func TestParseScheduleFlag(t *testing.T) {
+	from := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		flag, name, spec, kind, args string
+		next                         time.Time
+	}{
+		{`nightly=0 3 * * * cleanup {"days": 30}`, "nightly", "0 3 * * *", "cleanup", `{"days":30}`, time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)},
+		{`heartbeat=@every 30s ping`, "heartbeat", "@every 30s", "ping", `{}`, from.Add(30 * time.Second)},
+		{`tick=*/5 * * * * * ping [1, 2]`, "tick", "*/5 * * * * *", "ping", `[1,2]`, from.Add(5 * time.Second)},
+		{`report=CRON_TZ=Europe/Paris 0 9 * * MON-FRI send_report`, "report", "CRON_TZ=Europe/Paris 0 9 * * MON-FRI", "send_report", `{}`, time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)},
+	} {
+		s, err := errand.ParseScheduleFlag(tc.flag, nil)
+		if err != nil {
+			t.Errorf("ParseScheduleFlag(%q): %v", tc.flag, err)
+			continue
+		}
+		if s.Name() != tc.name || s.Spec() != tc.spec || !s.Next(from).Equal(tc.next) {
+			t.Errorf("ParseScheduleFlag(%q) = name %q spec %q next %s; want %q %q %s", tc.flag, s.Name(), s.Spec(), s.Next(from), tc.name, tc.spec, tc.next)
+		}
+		if got := s.Args(); got.Kind() != tc.kind || string(mustJSON(t, got)) != tc.args {
+			t.Errorf("ParseScheduleFlag(%q) args = %s %s, want %s %s", tc.flag, got.Kind(), mustJSON(t, got), tc.kind, tc.args)
+		}
+	}
+	for _, bad := range []string{"", "nightly", "=@hourly k", "nightly=@hourly", "nightly=cleanup", "n=@hourly k {bad", "n=61 * * * * k"} {
+		var ie *errand.InputError
+		if _, err := errand.ParseScheduleFlag(bad, nil); !errors.As(err, &ie) {
+			t.Errorf("ParseScheduleFlag(%q) = %v, want an *InputError", bad, err)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
