@@ -45,6 +45,10 @@ const DefaultScheduleGrace = 10 * time.Second
 // stored schedules again, so that a spec changed by another process is seen.
 const scheduleResync = time.Minute
 
+// scheduleRetry is how long a scheduler waits after a schedule failed (the
+// store could not be reached, say) before it tries again.
+const scheduleRetry = time.Second
+
 // ScheduleOpts are the optional settings of a schedule.
 type ScheduleOpts struct {
 	// Location is the time zone of a cron spec that does not name one with
@@ -283,17 +287,26 @@ func (sc *scheduler) register(ctx context.Context) error {
 		return fmt.Errorf("register schedules: %w", err)
 	}
 	for _, s := range sc.schedules {
-		job, err := sc.c.scheduleJob(s, now, false)
-		if err != nil {
-			return fmt.Errorf("register schedule %s: %w", s.name, err)
+		if err := sc.registerAt(ctx, s, s.ticks.Next(now)); err != nil {
+			return err
 		}
-		r, err := sc.store.ScheduleUpsert(ctx, &ScheduleUpsertParams{Name: s.name, Spec: s.spec, Kind: job.Kind,
-			Queue: job.Queue, Missed: s.opts.Missed, NextFireAt: s.ticks.Next(now)})
-		if err != nil {
-			return fmt.Errorf("register schedule %s: %w", s.name, err)
-		}
-		sc.recs[s.name] = r
 	}
+	return nil
+}
+
+// registerAt records s with next as its next fire time if it is new or its
+// spec changed.
+func (sc *scheduler) registerAt(ctx context.Context, s *Schedule, next time.Time) error {
+	job, err := sc.c.scheduleJob(s, next, false)
+	if err != nil {
+		return fmt.Errorf("register schedule %s: %w", s.name, err)
+	}
+	r, err := sc.store.ScheduleUpsert(ctx, &ScheduleUpsertParams{Name: s.name, Spec: s.spec, Kind: job.Kind,
+		Queue: job.Queue, Missed: s.opts.Missed, NextFireAt: next})
+	if err != nil {
+		return fmt.Errorf("register schedule %s: %w", s.name, err)
+	}
+	sc.recs[s.name] = r
 	return nil
 }
 
@@ -326,21 +339,30 @@ func (sc *scheduler) ticksOf(spec string) (cron.Schedule, error) {
 
 // fire fires every due tick of every schedule, and returns the earliest
 // next fire time. A schedule that fails is logged and left for the next
-// pass.
-func (sc *scheduler) fire(ctx context.Context) (time.Time, error) {
+// pass, and failed reports it. A schedule whose row was deleted is
+// registered again.
+func (sc *scheduler) fire(ctx context.Context) (next time.Time, failed bool, err error) {
 	var earliest time.Time
 	for _, s := range sc.schedules {
-		if err := sc.fireOne(ctx, s); err != nil {
-			if ctx.Err() != nil {
-				return time.Time{}, ctx.Err()
+		err := sc.fireOne(ctx, s)
+		if errors.Is(err, ErrNotFound) {
+			// Insert it again from the tick it was about to fire.
+			if err = sc.registerAt(ctx, s, sc.recs[s.name].NextFireAt); err == nil {
+				err = sc.fireOne(ctx, s)
 			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return time.Time{}, false, ctx.Err()
+			}
+			failed = true
 			sc.c.logger.Error("schedule failed", "schedule", s.name, "err", err)
 		}
 		if n := sc.recs[s.name].NextFireAt; earliest.IsZero() || n.Before(earliest) {
 			earliest = n
 		}
 	}
-	return earliest, nil
+	return earliest, failed, nil
 }
 
 // fireOne fires s's due ticks: the missed ones as its policy says, and
@@ -413,7 +435,7 @@ func (sc *scheduler) run(ctx context.Context) {
 			}
 			lastSync = sc.c.clock.Now()
 		}
-		next, err := sc.fire(ctx)
+		next, failed, err := sc.fire(ctx)
 		if err != nil {
 			return
 		}
@@ -421,10 +443,12 @@ func (sc *scheduler) run(ctx context.Context) {
 		if now, err := sc.c.store.Now(ctx); err == nil {
 			wait = min(max(next.Sub(now), 0), scheduleResync)
 		}
-		if wait == 0 {
-			wait = 10 * time.Millisecond // a failing schedule: not a busy loop
+		if failed {
+			wait = max(wait, scheduleRetry) // not a busy loop against a failing store
 		}
-		sleepCtx(ctx, sc.c.clock, wait)
+		if wait > 0 {
+			sleepCtx(ctx, sc.c.clock, wait)
+		}
 	}
 }
 

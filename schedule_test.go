@@ -411,3 +411,21 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestScheduleDeletedRowIsRegisteredAgain: a schedule row deleted by hand
+// while a worker runs it comes back when its tick comes due, from that
+// tick: the tick still fires, once.
+func TestScheduleDeletedRowIsRegisteredAgain(t *testing.T) {
+	e := newScheduleEnv(t)
+	r := e.runner(e.schedule("s", "@every 1m", nil))
+	e.clock.Set(e.t0.Add(time.Minute))
+	e.fire(r)
+	mustExec(t, e.c.Store().(interface{ DB() *sql.DB }).DB(), `DELETE FROM errand_schedules`)
+	e.clock.Set(e.t0.Add(2 * time.Minute))
+	e.fire(r)
+	wantTime(t, "next fire after the row came back", e.record("s").NextFireAt, e.t0.Add(3*time.Minute))
+	keys, _ := e.ticksEnqueued()
+	if want := keysAt("s", e.t0.Add(time.Minute), e.t0.Add(2*time.Minute)); !slices.Equal(keys, want) {
+		t.Fatalf("jobs = %v, want %v", keys, want)
+	}
+}

@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -41,4 +42,11 @@ func NewScheduleRunner[TTx any](c *Client[TTx], ss []*Schedule) (*ScheduleRunner
 func (r *ScheduleRunner) Register(ctx context.Context) error { return r.sc.register(ctx) }
 
 // Fire fires every due tick and returns the earliest next fire time.
-func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) { return r.sc.fire(ctx) }
+// A schedule that failed is an error.
+func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
+	next, failed, err := r.sc.fire(ctx)
+	if err == nil && failed {
+		err = errors.New("a schedule failed; see the log")
+	}
+	return next, err
+}
