@@ -126,4 +126,17 @@
 // expired leases every SweepInterval, so a dead worker's jobs are recovered
 // even in a queue nobody claims from, and prunes the registry. A leader that
 // cannot renew stops leading before its lease ends; a draining one resigns.
+//
+// # Recurring jobs
+//
+// A [Schedule] ([NewSchedule], [ParseScheduleFlag]) enqueues a job on every
+// tick of a cron spec, a descriptor or @every, in UTC or a named time zone.
+// A Worker given schedules ([WorkerConfig].Schedules) runs them. Each tick
+// enqueues exactly one job however many workers run the schedule: the next
+// fire time lives in the store ([ScheduleStore]) and moves forward by
+// compare-and-set in the transaction that inserts the tick's job, whose
+// unique key names the tick ([ScheduleUniqueKey]). Ticks missed while no
+// worker ran are skipped or caught up once ([MissedPolicy]).
+// [Client.Schedules] lists every schedule's next fire, last fire and last
+// job.
 package errand

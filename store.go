@@ -303,6 +303,36 @@ type Notifier interface {
 	ListenQueues(ctx context.Context) (<-chan string, error)
 }
 
+// ScheduleStore is an optional capability of a Store: the durable state of
+// recurring jobs (see [Schedule]), found by type assertion. errand/sqlite and
+// errand/postgres implement it. A Worker with schedules needs it; a Worker
+// without schedules never touches it, so the claim path pays nothing for it.
+type ScheduleStore interface {
+	// ScheduleUpsert registers a schedule. A new name is inserted with
+	// NextFireAt. An existing name takes Kind, Queue and Missed; when its
+	// stored Spec differs from Spec it also takes Spec and NextFireAt (a
+	// changed spec starts afresh), and otherwise keeps its next_fire_at,
+	// last_fire_at and last_job_id, so that a restart neither skips nor
+	// repeats a tick. Bad parameters are an *InputError and nothing is
+	// written.
+	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) (*ScheduleRecord, error)
+
+	// ScheduleAdvance moves a schedule's next_fire_at from From to To, in one
+	// transaction with the insert of Job when Job is not nil: a
+	// compare-and-set, so that of any number of processes that read the same
+	// next_fire_at exactly one advances it and inserts the tick's job. When
+	// next_fire_at is not From (another process advanced it) nothing is
+	// written and Advanced is false. With a Job, last_fire_at becomes Tick
+	// and last_job_id the job's id; a Job whose unique key is taken is not
+	// inserted (the result says Duplicate) and last_job_id names the job that
+	// holds the key. An unknown name is ErrNotFound; To not after From, or a
+	// Job that fails [JobInsertParams.Validate], is an *InputError.
+	ScheduleAdvance(ctx context.Context, params *ScheduleAdvanceParams) (*ScheduleAdvanceResult, error)
+
+	// ScheduleList returns every schedule, ordered by name.
+	ScheduleList(ctx context.Context, params *ScheduleListParams) ([]*ScheduleRecord, error)
+}
+
 // LeaderResignParams names the lease to end.
 type LeaderResignParams struct {
 	Name   string

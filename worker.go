@@ -54,6 +54,12 @@ type WorkerConfig struct {
 	// passed deadlines, so a job whose worker died is recovered even when no
 	// worker claims from its queue. Default: DefaultSweepInterval.
 	SweepInterval time.Duration
+	// Schedules are recurring jobs this worker enqueues on every tick (see
+	// [NewSchedule]): one job per tick however many workers run the same
+	// schedule, in this process or others. Their kinds need not be handled
+	// by this worker, only known to its client. The store must be a
+	// [ScheduleStore]. A worker without schedules does no scheduling work.
+	Schedules []*Schedule
 }
 
 // Worker runs jobs from one or more queues until stopped. It claims only as
@@ -79,6 +85,7 @@ type Worker struct {
 	stats     workerCounters
 	reg       workerRegistration // see worker_registry.go
 	leader    workerLeadership   // see worker_leader.go
+	scheduler *scheduler         // nil without schedules; see schedule.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -132,7 +139,15 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if err := checkLeaderConfig(&cfg); err != nil {
 		return nil, err
 	}
-	return &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}, nil
+	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}
+	if len(cfg.Schedules) > 0 {
+		sc, err := newScheduler(c.engine, cfg.Schedules)
+		if err != nil {
+			return nil, err
+		}
+		w.scheduler = sc
+	}
+	return w, nil
 }
 
 // Start registers the worker in the worker registry and begins claiming and
@@ -176,6 +191,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
 	}
 	w.loops.Go(func() { w.lead(loopCtx) })
+	if w.scheduler != nil {
+		w.loops.Go(func() { w.scheduler.run(loopCtx) })
+	}
 	for _, q := range w.queues {
 		w.loops.Go(func() { w.runQueue(loopCtx, runCtx, q, w.cfg.Queues[q]) })
 	}

@@ -1,6 +1,10 @@
 package errand
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // UnbatchOutcomes makes w write each outcome in a transaction of its own, as
 // workers did before outcome batching, so that a benchmark can compare the
@@ -19,3 +23,30 @@ func SetNotifyCoalesce[TTx any](c *Client[TTx], d time.Duration) {
 // clock to the registry, so that a test can play a host whose clock is off.
 // Call it before Start.
 func SetWallClock(w *Worker, now func() time.Time) { w.reg.wallClock = now }
+
+// ScheduleRunner drives a worker's scheduler pass by pass, as a test
+// moves a fake clock.
+type ScheduleRunner struct{ sc *scheduler }
+
+// NewScheduleRunner returns the scheduler a Worker of c with schedules ss
+// would run.
+func NewScheduleRunner[TTx any](c *Client[TTx], ss []*Schedule) (*ScheduleRunner, error) {
+	sc, err := newScheduler(c.engine, ss)
+	if err != nil {
+		return nil, err
+	}
+	return &ScheduleRunner{sc}, nil
+}
+
+// Register records the schedules, as a starting worker does.
+func (r *ScheduleRunner) Register(ctx context.Context) error { return r.sc.register(ctx) }
+
+// Fire fires every due tick and returns the earliest next fire time.
+// A schedule that failed is an error.
+func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
+	next, failed, err := r.sc.fire(ctx)
+	if err == nil && failed {
+		err = errors.New("a schedule failed; see the log")
+	}
+	return next, err
+}

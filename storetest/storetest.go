@@ -126,6 +126,7 @@ func exercise(t *testing.T, h harness) {
 		{"Effect", effectCases},
 		{"Workers", workerCases},
 		{"Leader", leaderCases},
+		{"Schedule", scheduleCases},
 		{"Ordering", orderingCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},

@@ -84,7 +84,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		enqueueCommand, workCommand, workersCommand, jobsCommand, inspectCommand, replayCommand,
+		enqueueCommand, workCommand, workersCommand, schedulesCommand, jobsCommand, inspectCommand, replayCommand,
 		cancelCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }

@@ -405,8 +405,13 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if len(versions) != version || versions[len(versions)-1] != version {
-		t.Errorf("recorded migrations %v, want 1..%d", versions, version)
+	// The numbers may leave gaps; every migration file is recorded once.
+	files, err := filepath.Glob(filepath.Join("..", "..", "postgres", "migrations", "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != len(files) || versions[len(versions)-1] != version {
+		t.Errorf("recorded migrations %v, want the %d migration files up to %d", versions, len(files), version)
 	}
 }
 

@@ -25,7 +25,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--cron 'NAME=SPEC KIND [JSON]'...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -72,6 +72,18 @@ read from the database), /healthz and /readyz; --ready-max-oldest-age and
 --ready-max-dead-growth make /readyz answer 503 past those thresholds. See
 docs/scaling.md.
 
+Each --cron 'NAME=SPEC KIND [JSON]' is a recurring job: on every tick of
+SPEC the worker enqueues a job of KIND with JSON as its args (default {})
+into the default queue. SPEC is a cron expression of five fields, or six
+with seconds first ("0 3 * * *", "*/10 * * * * *"), a descriptor (@hourly,
+@daily, @weekly, @monthly, @yearly), or @every DURATION (at least 1s), with
+an optional CRON_TZ=ZONE prefix (UTC otherwise). KIND need not be one this
+worker runs. However many workers run the same NAME, each tick enqueues one
+job, and the next tick is kept in the database, so a restart neither loses
+nor repeats one; ticks missed while no worker ran are skipped (a tick up to
+10s late still runs). A changed SPEC for a NAME starts afresh from now.
+errand schedules lists them.
+
 It logs to stderr: one line per job outcome with job_id, kind, attempt,
 duration and class, leadership changes, and a summary at exit.
 
@@ -97,6 +109,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		poll := durationFlag(fs, "poll", "when idle, look for jobs every `DUR` (default 1s)")
 		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN or SQLite's checks for commits")
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
+		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 		metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on `ADDR` (HOST:PORT, or a port alone for 127.0.0.1; default: off)")
 		readyF := addReadyFlags(fs)
@@ -121,7 +134,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -152,7 +165,12 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			clientCfg := &errand.Config{Kinds: kinds, Logger: e.logger}
+			schedules, err := parseCrons(*crons)
+			if err != nil {
+				return err
+			}
+			// A schedule may enqueue kinds that other workers run.
+			clientCfg := &errand.Config{Kinds: kinds, Logger: e.logger, AllowUnknownKinds: len(schedules) > 0}
 			if obs != nil {
 				clientCfg.Observer = obs // a nil *MetricsObserver would make a non-nil Observer
 			}
@@ -186,7 +204,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				defer m.stop()
 			}
 			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
-				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL}
+				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
 			}
@@ -205,6 +223,24 @@ With --once it claims one job, runs it, prints one JSON line:
 			return err
 		}
 	},
+}
+
+// parseCrons reads the --cron flags.
+func parseCrons(flags []string) ([]*errand.Schedule, error) {
+	var out []*errand.Schedule
+	seen := map[string]bool{}
+	for _, f := range flags {
+		s, err := errand.ParseScheduleFlag(f, nil)
+		if err != nil {
+			return nil, usagef("--cron: %v", err)
+		}
+		if seen[s.Name()] {
+			return nil, usagef("--cron names schedule %q twice; give each its own name", s.Name())
+		}
+		seen[s.Name()] = true
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // workOnce claims, runs and records one job, and prints what happened.

@@ -21,8 +21,10 @@ type Migration struct {
 }
 
 // Load returns the *.sql files in dir of fsys, ordered by the number their
-// names start with. A file without a number, two files with one number, or
-// a gap in the numbering is an error: the migrations are a sequence.
+// names start with. A file without a number or two files with one number is
+// an error. The numbers may leave gaps: features developed side by side
+// reserve their numbers, and each store applies every migration it has not
+// applied, whatever its number, so a number filled in later is applied then.
 func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
 	if err != nil {
@@ -42,9 +44,9 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		ms = append(ms, Migration{Version: v, Name: base, SQL: string(b)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
-	for i, m := range ms {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected number %d; migrations are numbered 1, 2, 3... without gaps or repeats", m.Name, i+1)
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Version == ms[i-1].Version {
+			return nil, fmt.Errorf("migration %s: number %d is also %s's; give each migration its own number", ms[i].Name, ms[i].Version, ms[i-1].Name)
 		}
 	}
 	if len(ms) == 0 {

@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ errand.ScheduleStore = (*Store)(nil)
+
+const scheduleColumns = `name, spec, kind, queue, missed, next_fire_at, last_fire_at, last_job_id, created_at, updated_at`
+
+// schedSQL expands a schedule statement: {schedules} and what [Store.sql]
+// expands.
+func (s *Store) schedSQL(q string) string {
+	return s.sql(strings.ReplaceAll(q, "{schedules}", s.table("errand_schedules")))
+}
+
+func scanSchedule(row scanner) (*errand.ScheduleRecord, error) {
+	var r errand.ScheduleRecord
+	var missed string
+	if err := row.Scan(&r.Name, &r.Spec, &r.Kind, &r.Queue, &missed, &r.NextFireAt, &r.LastFireAt, &r.LastJobID,
+		&r.CreatedAt, &r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	r.Missed = errand.MissedPolicy(missed)
+	r.NextFireAt, r.CreatedAt, r.UpdatedAt = r.NextFireAt.UTC(), r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	r.LastFireAt = utc(r.LastFireAt)
+	return &r, nil
+}
+
+// ScheduleUpsert implements [errand.ScheduleStore].
+func (s *Store) ScheduleUpsert(ctx context.Context, p *errand.ScheduleUpsertParams) (*errand.ScheduleRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := scanSchedule(s.pool.QueryRow(ctx, s.schedSQL(`INSERT INTO {schedules} AS c
+		(name, spec, kind, queue, missed, next_fire_at, created_at, updated_at)
+		VALUES ($2, $3, $4, $5, $6, $7, {now}, {now})
+		ON CONFLICT (name) DO UPDATE SET
+			next_fire_at = CASE WHEN c.spec = excluded.spec THEN c.next_fire_at ELSE excluded.next_fire_at END,
+			spec = excluded.spec, kind = excluded.kind, queue = excluded.queue,
+			missed = excluded.missed, updated_at = excluded.updated_at
+		RETURNING `+scheduleColumns),
+		s.nowArg(), p.Name, p.Spec, p.Kind, p.Queue, string(p.Missed), micro(p.NextFireAt)))
+	if err != nil {
+		return nil, fmt.Errorf("upsert schedule %s: %w", p.Name, badValue(err))
+	}
+	return r, nil
+}
+
+// ScheduleAdvance implements [errand.ScheduleStore]. The UPDATE's row lock
+// serialises advances of one schedule; a process that waited for it reads
+// the row again (READ COMMITTED), finds next_fire_at moved, and updates
+// nothing.
+func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvanceParams) (*errand.ScheduleAdvanceResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	res := &errand.ScheduleAdvanceResult{}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.nowArg()
+		r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET next_fire_at = $2, updated_at = {now}
+			WHERE name = $3 AND next_fire_at = $4 RETURNING `+scheduleColumns),
+			now, micro(p.To), p.Name, micro(p.From)))
+		if isNoRows(err) {
+			res.Schedule, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} WHERE name = $1`), p.Name))
+			if isNoRows(err) {
+				return errand.ErrNotFound
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		res.Advanced, res.Schedule = true, r
+		if p.Job == nil {
+			return nil
+		}
+		rs, err := s.insert(ctx, pgxQuerier{tx}, s.own, []*errand.JobInsertParams{p.Job})
+		if err != nil {
+			return err
+		}
+		res.Job = &rs[0]
+		res.Schedule, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET last_fire_at = $1, last_job_id = $2
+			WHERE name = $3 RETURNING `+scheduleColumns), micro(p.Tick), rs[0].Job.ID, p.Name))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance schedule %s: %w", p.Name, err)
+	}
+	return res, nil
+}
+
+// ScheduleList implements [errand.ScheduleStore].
+func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) ([]*errand.ScheduleRecord, error) {
+	rows, err := s.pool.Query(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} ORDER BY name`))
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	out := []*errand.ScheduleRecord{}
+	for rows.Next() {
+		r, err := scanSchedule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,116 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/errandhq/errand"
+)
+
+var _ errand.ScheduleStore = (*Store)(nil)
+
+const scheduleColumns = `name, spec, kind, queue, missed, next_fire_at, last_fire_at, last_job_id, created_at, updated_at`
+
+func scanSchedule(row scanner) (*errand.ScheduleRecord, error) {
+	var r errand.ScheduleRecord
+	var next, created, updated int64
+	var last sql.NullInt64
+	var lastJob sql.NullString
+	if err := row.Scan(&r.Name, &r.Spec, &r.Kind, &r.Queue, &r.Missed, &next, &last, &lastJob, &created, &updated); err != nil {
+		return nil, err
+	}
+	r.NextFireAt, r.CreatedAt, r.UpdatedAt = fromMicros(next), fromMicros(created), fromMicros(updated)
+	r.LastFireAt, r.LastJobID = nullMicros(last), nullString(lastJob)
+	return &r, nil
+}
+
+// ScheduleUpsert implements [errand.ScheduleStore].
+func (s *Store) ScheduleUpsert(ctx context.Context, p *errand.ScheduleUpsertParams) (*errand.ScheduleRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var r *errand.ScheduleRecord
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		var err error
+		r, err = scanSchedule(tx.QueryRowContext(ctx, `INSERT INTO errand_schedules AS c
+			(name, spec, kind, queue, missed, next_fire_at, created_at, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+			ON CONFLICT (name) DO UPDATE SET
+				next_fire_at = CASE WHEN c.spec = excluded.spec THEN c.next_fire_at ELSE excluded.next_fire_at END,
+				spec = excluded.spec, kind = excluded.kind, queue = excluded.queue,
+				missed = excluded.missed, updated_at = excluded.updated_at
+			RETURNING `+scheduleColumns,
+			p.Name, p.Spec, p.Kind, p.Queue, string(p.Missed), micros(p.NextFireAt), now))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("upsert schedule %s: %w", p.Name, err)
+	}
+	return r, nil
+}
+
+// ScheduleAdvance implements [errand.ScheduleStore]. The writer
+// transaction serialises advances; the condition on next_fire_at is the
+// compare-and-set.
+func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvanceParams) (*errand.ScheduleAdvanceResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	res := &errand.ScheduleAdvanceResult{}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		r, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET next_fire_at = ?, updated_at = ?
+			WHERE name = ? AND next_fire_at = ? RETURNING `+scheduleColumns,
+			micros(p.To), now, p.Name, micros(p.From)))
+		if errors.Is(err, sql.ErrNoRows) {
+			res.Schedule, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules WHERE name = ?`, p.Name))
+			if errors.Is(err, sql.ErrNoRows) {
+				return errand.ErrNotFound
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		res.Advanced, res.Schedule = true, r
+		if p.Job == nil {
+			return nil
+		}
+		rs, err := s.insert(ctx, tx, []*errand.JobInsertParams{p.Job})
+		if err != nil {
+			return err
+		}
+		res.Job = &rs[0]
+		res.Schedule, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET last_fire_at = ?, last_job_id = ?
+			WHERE name = ? RETURNING `+scheduleColumns, micros(p.Tick), rs[0].Job.ID, p.Name))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance schedule %s: %w", p.Name, err)
+	}
+	return res, nil
+}
+
+// ScheduleList implements [errand.ScheduleStore].
+func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) ([]*errand.ScheduleRecord, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	out := []*errand.ScheduleRecord{}
+	for rows.Next() {
+		r, err := scanSchedule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}
