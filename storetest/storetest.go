@@ -121,6 +121,7 @@ func exercise(t *testing.T, h harness) {
 		{"Sweep", sweepCases},
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
+		{"Audit", auditCases},
 		{"List", listCases},
 		{"Stats", statsCases},
 		{"Effect", effectCases},
