@@ -196,12 +196,33 @@ type JobStore interface {
 }
 
 // OperatorStore is what operators' tools read and do beyond single jobs:
-// the audit of their actions.
+// the audit of their actions, bulk replays, retention.
 type OperatorStore interface {
 	// AuditList returns audit records matching the filters, newest first
 	// (id descending), at most [AuditLimit](Limit) of them. Every record
 	// has non-nil Details when its action records any.
 	AuditList(ctx context.Context, params *AuditListParams) ([]AuditRecord, error)
+
+	// JobReplayMany replays, in one transaction, the dead jobs that match
+	// Filter and have a seq after AfterSeq, in seq order, at most Limit of
+	// them, each as JobReplay replays one, each audited as
+	// [AuditBulkReplay] with the details of [BulkReplayDetails]. It returns
+	// the replayed jobs in seq order. With DryRun it writes nothing and
+	// returns the jobs it would replay, unchanged. Params that fail
+	// Validate are an *InputError and nothing is written.
+	JobReplayMany(ctx context.Context, params *JobReplayManyParams) ([]*Job, error)
+
+	// JobPrune deletes, in one transaction, up to Limit finished jobs:
+	// first succeeded and cancelled jobs whose finished_at is at least
+	// SucceededAge before now (when SucceededAge > 0), oldest first, then
+	// dead jobs that died at least DeadAge before now (when DeadAge > 0).
+	// It never deletes a job in any other state. When it deletes any, it
+	// appends one [AuditPrune] record (no job id, details from
+	// [PruneDetails]) in the same transaction. Audit records and effect
+	// ledger entries are kept. With DryRun it counts every job it would
+	// delete, without Limit, and writes nothing. Params that fail Validate
+	// are an *InputError and nothing is written.
+	JobPrune(ctx context.Context, params *JobPruneParams) (PruneResult, error)
 }
 
 // EffectStore is the effect ledger's try-begin / complete / release

@@ -54,6 +54,12 @@ type WorkerConfig struct {
 	// passed deadlines, so a job whose worker died is recovered even when no
 	// worker claims from its queue. Default: DefaultSweepInterval.
 	SweepInterval time.Duration
+	// Retention, when not nil, is applied by the leader every
+	// Retention.Interval (and once on election): finished jobs older than
+	// its ages are deleted, as [Client.Prune] deletes them. Nil, the
+	// default, deletes nothing: how long to keep jobs is the operator's
+	// decision.
+	Retention *RetentionPolicy
 }
 
 // Worker runs jobs from one or more queues until stopped. It claims only as
@@ -131,6 +137,13 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	}
 	if err := checkLeaderConfig(&cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Retention != nil {
+		r := *cfg.Retention
+		cfg.Retention = &r // defaults go on a copy, not the caller's policy
+		if err := checkRetention(cfg.Retention); err != nil {
+			return nil, err
+		}
 	}
 	return &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}, nil
 }

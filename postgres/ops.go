@@ -222,3 +222,152 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	}
 	return out, nil
 }
+
+// JobReplayMany implements [errand.OperatorStore].
+func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var args []any
+	var where []string
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	where = append(where, "state = 'dead'")
+	add("seq > ?", p.AfterSeq)
+	f := p.Filter
+	if f.Kind != "" {
+		add("kind = ?", f.Kind)
+	}
+	if f.Queue != "" {
+		add("queue = ?", f.Queue)
+	}
+	if f.Class != "" {
+		add("last_error ->> 'class' = ?", f.Class)
+	}
+	if !f.DiedSince.IsZero() {
+		add("finished_at >= ?", micro(f.DiedSince))
+	}
+	if !f.DiedUntil.IsZero() {
+		add("finished_at < ?", micro(f.DiedUntil))
+	}
+	args = append(args, p.Limit)
+	q := ` FROM {jobs} WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT $` + strconv.Itoa(len(args))
+	if p.DryRun {
+		rows, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+q), args...)
+		if err != nil {
+			return nil, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		js, err := scanJobs(rows, scanJob)
+		if err != nil {
+			return nil, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		return js, nil
+	}
+	out := []*errand.Job{}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql(`SELECT id`+q+` FOR UPDATE SKIP LOCKED`), args...)
+		if err != nil {
+			return err
+		}
+		jobIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		now := s.nowArg()
+		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
+		for _, id := range jobIDs {
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, details)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", id, err)
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay dead jobs: %w", err)
+	}
+	return out, nil
+}
+
+// pruneSQL deletes up to $3 jobs in state $1 finished before $2, oldest
+// first: one state at a time, so that errand_jobs_finished yields them in
+// order and a batch reads only the rows it deletes. A row another
+// transaction holds (a replay under way) is skipped, not waited for. The
+// victims are chosen once, in a materialised CTE: as a subquery of
+// "seq IN (...)" the planner may run the LIMIT more than once and delete
+// more than the batch.
+const pruneSQL = `WITH victims AS MATERIALIZED (
+		SELECT seq FROM {jobs}
+		WHERE state = $1 AND finished_at IS NOT NULL AND finished_at < $2
+		ORDER BY finished_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+	DELETE FROM {jobs} j USING victims v WHERE j.seq = v.seq AND j.state = $1
+	RETURNING j.state`
+
+// JobPrune implements [errand.OperatorStore].
+func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
+	r := errand.PruneResult{DryRun: p.DryRun}
+	if err := p.Validate(); err != nil {
+		return r, err
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return r, fmt.Errorf("prune: %w", err)
+	}
+	count := func(state string, n int) {
+		switch errand.JobState(state) {
+		case errand.StateSucceeded:
+			r.Succeeded += n
+		case errand.StateCancelled:
+			r.Cancelled += n
+		case errand.StateDead:
+			r.Dead += n
+		}
+	}
+	groups := errand.PruneGroups(p)
+	if p.DryRun {
+		for _, g := range groups {
+			var n int
+			err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM {jobs}
+				WHERE state = $1 AND finished_at IS NOT NULL AND finished_at < $2`),
+				string(g.State), micro(now.Add(-g.Age))).Scan(&n)
+			if err != nil {
+				return r, fmt.Errorf("prune: %w", err)
+			}
+			count(string(g.State), n)
+		}
+		return r, nil
+	}
+	nowArg := s.nowArg()
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		left := p.Limit
+		for _, g := range groups {
+			if left == 0 {
+				break
+			}
+			rows, err := tx.Query(ctx, s.sql(pruneSQL), string(g.State), micro(now.Add(-g.Age)), left)
+			if err != nil {
+				return err
+			}
+			states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, st := range states {
+				count(st, 1)
+			}
+			left -= len(states)
+		}
+		if r.Total() == 0 {
+			return nil
+		}
+		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errand.AuditPrune, operator: p.Operator,
+			reason: p.Reason, details: errand.PruneDetails(p, r)})
+	})
+	if err != nil {
+		return errand.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+	}
+	return r, nil
+}

@@ -206,3 +206,159 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	}
 	return out, nil
 }
+
+// JobReplayMany implements [errand.OperatorStore].
+func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	where := []string{"state = 'dead'", "seq > ?"}
+	args := []any{p.AfterSeq}
+	f := p.Filter
+	if f.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, f.Kind)
+	}
+	if f.Queue != "" {
+		where, args = append(where, "queue = ?"), append(args, f.Queue)
+	}
+	if f.Class != "" {
+		where, args = append(where, "last_error ->> '$.class' = ?"), append(args, f.Class)
+	}
+	if !f.DiedSince.IsZero() {
+		where, args = append(where, "finished_at >= ?"), append(args, micros(f.DiedSince))
+	}
+	if !f.DiedUntil.IsZero() {
+		where, args = append(where, "finished_at < ?"), append(args, micros(f.DiedUntil))
+	}
+	q := ` FROM errand_jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ?`
+	args = append(args, p.Limit)
+	if p.DryRun {
+		rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		return scanJobs(rows, scanJob)
+	}
+	out := []*errand.Job{}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id`+q, args...)
+		if err != nil {
+			return err
+		}
+		var jobIDs []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			jobIDs = append(jobIDs, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
+		for _, id := range jobIDs {
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, details)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", id, err)
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay dead jobs: %w", err)
+	}
+	return out, nil
+}
+
+// pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2, oldest
+// first: one state at a time, so that errand_jobs_finished yields them in
+// order and a batch reads only the rows it deletes.
+const pruneSQL = `DELETE FROM errand_jobs WHERE seq IN (
+		SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
+		WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at < ?2
+		ORDER BY finished_at LIMIT ?3)
+	RETURNING state`
+
+// JobPrune implements [errand.OperatorStore].
+func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
+	r := errand.PruneResult{DryRun: p.DryRun}
+	if err := p.Validate(); err != nil {
+		return r, err
+	}
+	now := s.clock.Now()
+	groups := errand.PruneGroups(p)
+	count := func(state string, n int) {
+		switch errand.JobState(state) {
+		case errand.StateSucceeded:
+			r.Succeeded += n
+		case errand.StateCancelled:
+			r.Cancelled += n
+		case errand.StateDead:
+			r.Dead += n
+		}
+	}
+	if p.DryRun {
+		for _, g := range groups {
+
+			rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_jobs INDEXED BY errand_jobs_finished
+				WHERE state = ? AND finished_at IS NOT NULL AND finished_at < ? GROUP BY state`,
+				string(g.State), micros(now.Add(-g.Age)))
+			if err != nil {
+				return r, fmt.Errorf("prune: %w", err)
+			}
+			for rows.Next() {
+				var st string
+				var n int
+				if err := rows.Scan(&st, &n); err != nil {
+					rows.Close()
+					return r, fmt.Errorf("prune: %w", err)
+				}
+				count(st, n)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return r, fmt.Errorf("prune: %w", err)
+			}
+		}
+		return r, nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		left := p.Limit
+		for _, g := range groups {
+			if left == 0 {
+				break
+			}
+			rows, err := tx.QueryContext(ctx, pruneSQL, string(g.State), micros(now.Add(-g.Age)), left)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var st string
+				if err := rows.Scan(&st); err != nil {
+					rows.Close()
+					return err
+				}
+				count(st, 1)
+				left--
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		if r.Total() == 0 {
+			return nil
+		}
+		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditPrune, operator: p.Operator, reason: p.Reason,
+			at: now, details: errand.PruneDetails(p, r)})
+	})
+	if err != nil {
+		return errand.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+	}
+	return r, nil
+}

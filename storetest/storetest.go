@@ -122,6 +122,8 @@ func exercise(t *testing.T, h harness) {
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
 		{"Audit", auditCases},
+		{"BulkReplay", bulkReplayCases},
+		{"Prune", pruneCases},
 		{"List", listCases},
 		{"Stats", statsCases},
 		{"Effect", effectCases},
