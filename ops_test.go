@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -125,5 +126,173 @@ func TestOperatorActionsNeedWhoAndWhy(t *testing.T) {
 		if _, err := c.Audit(ctx, &o); err == nil {
 			t.Errorf("Audit(%+v) succeeded, want an *InputError", o)
 		}
+	}
+}
+
+// TestReplayManyRateAndLimit checks a bulk replay through the client: the
+// limit, the rate (batches wait on the clock, never a sleep in the store),
+// one audit record per job, and refused options.
+func TestReplayManyRateAndLimit(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock})
+	for range 5 {
+		deadJob(t, c, st, errand.RawArgs{KindName: "mail"})
+	}
+	before := rowCounts(t, st.DB())
+	for _, o := range []errand.ReplayManyOpts{
+		{Operator: "ana"},
+		{Reason: "fixed"},
+		{Operator: "ana", Reason: "fixed", Limit: errand.MaxReplayMany + 1},
+		{Operator: "ana", Reason: "fixed", Limit: -1},
+		{Operator: "ana", Reason: "fixed", Rate: -1},
+		{Operator: "ana", Reason: "fixed", Filter: errand.DeadFilter{Queue: "no such queue"}},
+	} {
+		var ie *errand.InputError
+		if _, err := c.ReplayMany(ctx, &o); !errors.As(err, &ie) {
+			t.Errorf("ReplayMany(%+v): %v, want an *InputError", o, err)
+		}
+	}
+	if got := rowCounts(t, st.DB()); got != before {
+		t.Fatalf("refused bulk replays wrote rows: %v, before %v", got, before)
+	}
+
+	dry, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{DryRun: true, Filter: errand.DeadFilter{Kind: "mail"}})
+	if err != nil || len(dry.Jobs) != 5 || !dry.DryRun {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	start := clock.Now()
+	type result struct {
+		r   *errand.ReplayManyResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{Operator: "ana", Reason: "provider back", Limit: 4, Rate: 2})
+		done <- result{r, err}
+	}()
+	// Two jobs a second: a batch of two, then a wait until one second in.
+	blockUntilAt(t, clock, start.Add(time.Second), 1)
+	if n := countState(t, c, errand.StateQueued); n != 2 {
+		t.Fatalf("after the first batch %d jobs queued, want 2", n)
+	}
+	clock.Advance(time.Second)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(clockWait):
+		t.Fatal("ReplayMany did not return")
+	}
+	if r.err != nil || len(r.r.Jobs) != 4 {
+		t.Fatalf("ReplayMany: %+v, %v", r.r, r.err)
+	}
+	if n := countState(t, c, errand.StateDead); n != 1 {
+		t.Errorf("%d jobs dead after replaying 4 of 5, want 1", n)
+	}
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditBulkReplay})
+	if err != nil || len(audit) != 4 {
+		t.Fatalf("audit: %d records, %v; want 4", len(audit), err)
+	}
+	var d struct{ Bulk string }
+	if err := json.Unmarshal(audit[0].Details, &d); err != nil || d.Bulk != r.r.Bulk {
+		t.Errorf("audit details %s, want bulk %s", audit[0].Details, r.r.Bulk)
+	}
+}
+
+func countState(t *testing.T, c interface {
+	List(context.Context, *errand.ListOpts) ([]*errand.Job, error)
+}, st errand.JobState) int {
+	t.Helper()
+	js, err := c.List(context.Background(), &errand.ListOpts{States: []errand.JobState{st}, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(js)
+}
+
+// TestPruneInBatches checks that Prune keeps deleting batches until none
+// is left, and refuses bad ages.
+func TestPruneInBatches(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	for range 5 {
+		enqueue(t, c, "task", nil)
+		workOne(t, c, &errand.WorkOneOpts{})
+	}
+	queued := enqueue(t, c, "later", &errand.EnqueueOpts{Queue: "other"})
+	clock.Advance(48 * time.Hour)
+	for _, o := range []errand.PruneOpts{{}, {SucceededAge: -time.Hour}, {SucceededAge: time.Hour, DeadAge: time.Minute}, {SucceededAge: time.Hour, BatchSize: errand.MaxPruneBatch + 1}} {
+		var ie *errand.InputError
+		if _, err := c.Prune(ctx, &o); !errors.As(err, &ie) {
+			t.Errorf("Prune(%+v): %v, want an *InputError", o, err)
+		}
+	}
+	dry, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: 24 * time.Hour, DryRun: true})
+	if err != nil || dry != (errand.PruneResult{Succeeded: 5, DryRun: true}) {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: 24 * time.Hour, BatchSize: 2})
+	if err != nil || r != (errand.PruneResult{Succeeded: 5}) {
+		t.Fatalf("Prune: %+v, %v; want 5 succeeded", r, err)
+	}
+	if j := getJob(t, c, queued.ID); j.State != errand.StateQueued {
+		t.Errorf("queued job: %s", j.State)
+	}
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditPrune})
+	if err != nil || len(audit) != 3 || audit[0].Operator != errand.RetentionOperator {
+		t.Errorf("audit: %+v, %v; want 3 prune records by %s", audit, err, errand.RetentionOperator)
+	}
+}
+
+// TestLeaderAppliesRetention checks that a worker with a retention policy
+// prunes when it leads, and again every interval.
+func TestLeaderAppliesRetention(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	old := enqueue(t, c, "task", nil)
+	workOne(t, c, &errand.WorkOneOpts{})
+	clock.Advance(2 * time.Hour)
+	recent := enqueue(t, c, "task", nil)
+	workOne(t, c, &errand.WorkOneOpts{})
+	waiting := enqueue(t, c, "task", &errand.EnqueueOpts{Queue: "elsewhere"})
+
+	policy := &errand.RetentionPolicy{SucceededAge: time.Hour, DeadAge: 24 * time.Hour, Interval: 30 * time.Minute}
+	if _, err := c.NewWorker(&errand.WorkerConfig{Retention: &errand.RetentionPolicy{}}); err == nil {
+		t.Error("a retention policy without ages was accepted")
+	}
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, SweepInterval: time.Hour, HeartbeatInterval: time.Hour, Retention: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy.Interval != 30*time.Minute || policy.BatchSize != 0 {
+		t.Errorf("NewWorker changed the caller's policy: %+v", policy)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	gone := func(id string) bool {
+		_, err := c.Get(ctx, id)
+		return errors.Is(err, errand.ErrNotFound)
+	}
+	workerWaitFor(t, clockWait, func() bool { return gone(old.ID) })
+	if gone(recent.ID) || gone(waiting.ID) {
+		t.Fatal("the leader pruned a job younger than the policy's age")
+	}
+	// More than an hour later the recent job is old enough; the next run,
+	// due every 30 minutes, deletes it.
+	for range 3 {
+		clock.Advance(30 * time.Minute)
+	}
+	workerWaitFor(t, clockWait, func() bool { return gone(recent.ID) })
+	if gone(waiting.ID) {
+		t.Error("the leader pruned a waiting job")
 	}
 }

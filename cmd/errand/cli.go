@@ -85,7 +85,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		enqueueCommand, workCommand, workersCommand, jobsCommand, inspectCommand, replayCommand,
-		cancelCommand, statsCommand, migrateCommand, benchCommand, demoCommand,
+		cancelCommand, pruneCommand, auditCommand, statsCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }
 
