@@ -223,6 +223,11 @@ type OperatorStore interface {
 	// delete, without Limit, and writes nothing. Params that fail Validate
 	// are an *InputError and nothing is written.
 	JobPrune(ctx context.Context, params *JobPruneParams) (PruneResult, error)
+
+	// JobInsights reads the raw figures of [InsightsData] on the store's
+	// clock, each query bounded by a time window or by the unfinished and
+	// dead jobs, with at most [InsightsSample](SampleLimit) samples.
+	JobInsights(ctx context.Context, params *JobInsightsParams) (*InsightsData, error)
 }
 
 // EffectStore is the effect ledger's try-begin / complete / release

@@ -124,6 +124,7 @@ func exercise(t *testing.T, h harness) {
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
+		{"Insights", insightsCases},
 		{"List", listCases},
 		{"Stats", statsCases},
 		{"Effect", effectCases},
