@@ -106,4 +106,16 @@ func TestBulkReplayPruneAndAudit(t *testing.T) {
 	if !strings.Contains(r.stdout, "replay_args  d2") || !strings.Contains(r.stdout, "address fixed") {
 		t.Errorf("audit of d2 printed %q", r.stdout)
 	}
+
+	r = ok(t, cli(t, "stats", "--json", "--db", db))
+	var stats struct {
+		Queues []struct {
+			Queue string                `json:"queue"`
+			Kinds []errand.KindInsights `json:"kinds"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || len(stats.Queues) != 1 || len(stats.Queues[0].Kinds) != 1 ||
+		stats.Queues[0].Kinds[0].Kind != "mail" || stats.Queues[0].Kinds[0].Ready != 3 {
+		t.Errorf("stats --json: %s (%v); want kind mail with 3 ready", r.stdout, err)
+	}
 }

@@ -133,8 +133,9 @@ func TestHostileDataIsEscaped(t *testing.T) {
 	if r := run("jobs"); strings.Count(r.stdout, "\n") != 3 {
 		t.Errorf("jobs printed %d lines for 2 jobs:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
 	}
-	if r := run("stats"); strings.Count(r.stdout, "\n") != 2 {
-		t.Errorf("stats printed %d lines for 1 queue:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
+	// A table of one queue, a blank line, a table of one queue and kind.
+	if r := run("stats"); strings.Count(r.stdout, "\n") != 5 {
+		t.Errorf("stats printed %d lines for 1 queue and 1 kind:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
 	}
 	if r := run("workers"); strings.Count(r.stdout, "\n") != 2 {
 		t.Errorf("workers printed %d lines for 1 worker:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
