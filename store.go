@@ -8,8 +8,8 @@ import (
 
 // The storage contract, split by capability as database/sql/driver splits
 // a driver's: [JobStore] (jobs), [EffectStore] (the effect ledger),
-// [WorkerRegistry], [LeaderElector] and [Migrator], each an interface of
-// its own; [Store] embeds those every store must have, and [TxStore] adds
+// [WorkerRegistry], [LeaderElector], [OperatorStore] (the audit, bulk
+// replay, retention, insights) and [Migrator], each an interface of its own; [Store] embeds those every store must have, and [TxStore] adds
 // the caller's transactions, typed by the store's own transaction type.
 // Optional capabilities, such as [Notifier], are found by type assertion.
 // errand/sqlite (the embedded default) and errand/postgres implement it;
