@@ -302,7 +302,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Fatalf("stats --json = %s (%v)", r.stdout, err)
 	}
 	q := stats.Queues[0]
-	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "oldest_ready_age_seconds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
+	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "kinds", "oldest_ready_age_seconds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
 		t.Errorf("stats queue fields %v", got)
 	}
 	counts, _ := q["counts"].(map[string]any)
@@ -375,7 +375,7 @@ func TestCancelAndReplayCancelled(t *testing.T) {
 
 func TestMigratePrintsSchemaVersion(t *testing.T) {
 	db := tempDB(t)
-	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 5\n" {
+	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 6\n" {
 		t.Errorf("migrate printed %q", r.stdout)
 	}
 }
