@@ -267,7 +267,11 @@ func TestLeaderAppliesRetention(t *testing.T) {
 	if _, err := c.NewWorker(&errand.WorkerConfig{Retention: &errand.RetentionPolicy{}}); err == nil {
 		t.Error("a retention policy without ages was accepted")
 	}
-	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, SweepInterval: time.Hour, HeartbeatInterval: time.Hour, Retention: policy})
+	// A leadership lease of a day outlasts the hours the clock moves
+	// below, so the worker leads throughout and only the retention ticker
+	// matters.
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, SweepInterval: time.Hour, HeartbeatInterval: time.Hour,
+		LeaderTTL: 24 * time.Hour, Retention: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
