@@ -487,36 +487,84 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*Job, error) 
 	return js, nil
 }
 
-// ReplayOpts record who replays a job and why.
+// ReplayOpts record who replays a job and why, and optionally its
+// corrected args.
 type ReplayOpts struct {
+	// Operator and Reason are required: they go to the audit.
 	Operator string
 	Reason   string
+	// Args, when not nil, replaces the job's args (raw JSON) in the same
+	// transaction as the replay: the fix-and-replay case, for a job that
+	// died of bad input. It is checked as an enqueue checks args (valid
+	// JSON, size, text every store keeps) and, when this client handles
+	// the job's kind with [Handle], must decode into the kind's args type.
+	// The audit record keeps the old args and the new.
+	Args json.RawMessage
 }
 
 // Replay starts a new delivery cycle for a dead or cancelled job, keeping
 // its id and error history, and records the operator and reason in the
-// replay audit. Any other state returns a *StateError and writes nothing.
+// audit. Any other state returns a *StateError and writes nothing.
 func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*Job, error) {
 	if opts == nil {
 		opts = &ReplayOpts{}
 	}
-	if strings.TrimSpace(opts.Operator) == "" {
-		return nil, &InputError{Field: "operator", Message: "is empty; say who is replaying the job"}
-	}
-	if strings.TrimSpace(opts.Reason) == "" {
-		return nil, &InputError{Field: "reason", Message: "is empty; say why the job is being replayed"}
-	}
-	if err := checkIdentifier("operator", opts.Operator, MaxIDBytes); err != nil {
+	if err := checkOperatorAction(opts.Operator, opts.Reason, "replaying the job"); err != nil {
 		return nil, err
 	}
-	if err := checkReason(opts.Reason); err != nil {
-		return nil, err
+	var args json.RawMessage
+	if opts.Args != nil {
+		j, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
+		if err != nil {
+			return nil, fmt.Errorf("replay job %s: %w", id, err)
+		}
+		if args, err = c.checkReplayArgs(j.Kind, opts.Args); err != nil {
+			return nil, err
+		}
 	}
-	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason})
+	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args})
 	if err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
 	return j, nil
+}
+
+// checkOperatorAction validates who performs an operator action and why:
+// doing says what they do, for the message.
+func checkOperatorAction(operator, reason, doing string) error {
+	if strings.TrimSpace(operator) == "" {
+		return &InputError{Field: "operator", Message: "is empty; say who is " + doing}
+	}
+	if strings.TrimSpace(reason) == "" {
+		return &InputError{Field: "reason", Message: "is empty; say why you are " + doing}
+	}
+	if err := checkIdentifier("operator", operator, MaxIDBytes); err != nil {
+		return err
+	}
+	return checkReason(reason)
+}
+
+// checkReplayArgs validates corrected args for a job of kind as an enqueue
+// validates args, and returns them compacted.
+func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return nil, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
+	}
+	b := compactJSON(raw)
+	if len(b) > maxArgsBytes {
+		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
+	}
+	if err := checkJSONText("args", b); err != nil {
+		return nil, err
+	}
+	if k := c.kinds[kind]; k != nil {
+		if ck, ok := k.handler.(argsChecker); ok {
+			if err := ck.checkArgs(b); err != nil {
+				return nil, &InputError{Field: "args", Message: fmt.Sprintf("do not decode as %s args: %v; fix the JSON", kind, err)}
+			}
+		}
+	}
+	return b, nil
 }
 
 // ReplayAudit returns the replays of one job, oldest first.
@@ -528,10 +576,23 @@ func (c *Client[TTx]) ReplayAudit(ctx context.Context, id string) ([]ReplayRecor
 	return rs, nil
 }
 
-// Cancel cancels a queued or retrying job. Any other state returns a
-// *StateError and writes nothing.
-func (c *Client[TTx]) Cancel(ctx context.Context, id string) (*Job, error) {
-	j, err := c.store.JobCancel(ctx, &JobCancelParams{ID: id})
+// CancelOpts record who cancels a job and why. Both are required.
+type CancelOpts struct {
+	Operator string
+	Reason   string
+}
+
+// Cancel cancels a queued or retrying job and records the operator and
+// reason in the audit. Any other state returns a *StateError and writes
+// nothing; a missing operator or reason is an *InputError.
+func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (*Job, error) {
+	if opts == nil {
+		opts = &CancelOpts{}
+	}
+	if err := checkOperatorAction(opts.Operator, opts.Reason, "cancelling the job"); err != nil {
+		return nil, err
+	}
+	j, err := c.store.JobCancel(ctx, &JobCancelParams{ID: id, Operator: opts.Operator, Reason: opts.Reason})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}

@@ -257,7 +257,7 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 		t.Fatalf("the duplicate's id exists: %v", err)
 	}
 	// The key stays taken whatever the first job's state.
-	if _, err := c.Cancel(ctx, byKey.Job.ID); err != nil {
+	if _, err := c.Cancel(ctx, byKey.Job.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "digest"}, &errand.EnqueueOpts{UniqueKey: "digest:2026-11-29"}); err != nil || !r.Duplicate {
@@ -413,11 +413,11 @@ func TestReplayOfACancelledJob(t *testing.T) {
 	st := openStore(t, newTestClock())
 	c := newClient(t, st, &errand.Config{})
 	job := enqueue(t, c, "task", nil)
-	cancelled, err := c.Cancel(ctx, job.ID)
+	cancelled, err := c.Cancel(ctx, job.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"})
 	if err != nil || cancelled.State != errand.StateCancelled || cancelled.FinishedAt == nil {
 		t.Fatalf("cancel: %+v, %v", cancelled, err)
 	}
-	if _, err := c.Cancel(ctx, job.ID); !errors.Is(err, errand.ErrWrongState) {
+	if _, err := c.Cancel(ctx, job.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); !errors.Is(err, errand.ErrWrongState) {
 		t.Fatalf("second cancel: %v, want ErrWrongState", err)
 	}
 	j, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "cancelled by mistake"})
@@ -442,7 +442,7 @@ func TestListFiltersAndPages(t *testing.T) {
 		}
 		ids = append(ids, enqueue(t, c, kind, nil).ID)
 	}
-	if _, err := c.Cancel(ctx, ids[0]); err != nil {
+	if _, err := c.Cancel(ctx, ids[0], &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

@@ -126,6 +126,7 @@
 // expired leases every SweepInterval, so a dead worker's jobs are recovered
 // even in a queue nobody claims from, and prunes the registry. A leader that
 // cannot renew stops leading before its lease ends; a draining one resigns.
+// With [WorkerConfig].Retention it also deletes old finished jobs.
 //
 // # Recurring jobs
 //
@@ -139,4 +140,17 @@
 // worker ran are skipped or caught up once ([MissedPolicy]).
 // [Client.Schedules] lists every schedule's next fire, last fire and last
 // job.
+//
+// # Operating
+//
+// Operators act through the client, and every action lands in the audit
+// ([Client.Audit]) with who, what, which job, why and when:
+// [Client.Replay] (with corrected args, the fix-and-replay case, keeping the
+// old and new args), [Client.ReplayMany] (dead jobs by kind, queue, error
+// class and time of death, at a bounded rate), [Client.Cancel] (a reason
+// required) and [Client.Prune] (retention: succeeded and cancelled jobs
+// after one age, dead jobs after a longer one, never an unfinished job).
+// [Client.Insights] reads the figures a dashboard shows per queue and kind:
+// depth by bucket, oldest ready age, throughput, failure rates by class,
+// retries, dead letters and their growth, p50/p99 run and wait times.
 package errand

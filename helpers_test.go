@@ -146,7 +146,7 @@ func rowCounts(t testing.TB, db *sql.DB) [3]int {
 	t.Helper()
 	return [3]int{
 		count(t, db, `SELECT count(*) FROM errand_jobs`),
-		count(t, db, `SELECT count(*) FROM errand_replays`),
+		count(t, db, `SELECT count(*) FROM errand_audit`),
 		count(t, db, `SELECT count(*) FROM errand_effects`),
 	}
 }

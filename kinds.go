@@ -207,6 +207,17 @@ type typedHandler[T JobArgs] struct {
 	fn func(ctx context.Context, job *Job, args T) error
 }
 
+// argsChecker is a handler that can tell whether raw args would decode.
+type argsChecker interface {
+	checkArgs(raw json.RawMessage) error
+}
+
+// checkArgs decodes raw, args of the handler's current version, into a T.
+func (h *typedHandler[T]) checkArgs(raw json.RawMessage) error {
+	var args T
+	return json.Unmarshal(raw, &args)
+}
+
 func (h *typedHandler[T]) Work(ctx context.Context, job *Job) error {
 	var args T
 	version := argsVersion(args)

@@ -156,7 +156,7 @@ func TestEnqueueLimits(t *testing.T) {
 			if _, err := c.Get(ctx, id); !errors.Is(err, errand.ErrNotFound) {
 				t.Errorf("Get(%q) = %v; want ErrNotFound", id, err)
 			}
-			if _, err := c.Cancel(ctx, id); !errors.Is(err, errand.ErrNotFound) {
+			if _, err := c.Cancel(ctx, id, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); !errors.Is(err, errand.ErrNotFound) {
 				t.Errorf("Cancel(%q) = %v; want ErrNotFound", id, err)
 			}
 		}

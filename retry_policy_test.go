@@ -175,7 +175,7 @@ func TestPerKindRetryPolicy(t *testing.T) {
 	for _, limit := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute} {
 		failAndCheckDelay(t, c, clock, slow.ID, limit)
 	}
-	if _, err := c.Cancel(context.Background(), slow.ID); err != nil {
+	if _, err := c.Cancel(context.Background(), slow.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 	// A kind without a policy uses the Config's.

@@ -452,16 +452,6 @@ func (sc *scheduler) run(ctx context.Context) {
 	}
 }
 
-// sleepCtx waits for d on clock, or until ctx ends.
-func sleepCtx(ctx context.Context, clock TimeSource, d time.Duration) {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C():
-	}
-}
-
 // Schedules returns the stored state of every schedule any process
 // registered, ordered by name: spec, kind, queue, missed-tick policy, next
 // fire time, last fire time and last job id. A schedule no running process

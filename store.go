@@ -8,8 +8,8 @@ import (
 
 // The storage contract, split by capability as database/sql/driver splits
 // a driver's: [JobStore] (jobs), [EffectStore] (the effect ledger),
-// [WorkerRegistry], [LeaderElector] and [Migrator], each an interface of
-// its own; [Store] embeds those every store must have, and [TxStore] adds
+// [WorkerRegistry], [LeaderElector], [OperatorStore] (the audit, bulk
+// replay, retention, insights) and [Migrator], each an interface of its own; [Store] embeds those every store must have, and [TxStore] adds
 // the caller's transactions, typed by the store's own transaction type.
 // Optional capabilities, such as [Notifier], are found by type assertion.
 // errand/sqlite (the embedded default) and errand/postgres implement it;
@@ -53,6 +53,7 @@ type Store interface {
 	WorkerRegistry
 	LeaderElector
 	Migrator
+	OperatorStore
 
 	// Close releases the store's resources. It does not close a database
 	// handle the caller passed in.
@@ -158,19 +159,23 @@ type JobStore interface {
 	// JobReplay starts a new delivery cycle for a job in one of
 	// [ReplayableStates]: state queued, attempt 0, available now, replays+1,
 	// lease cleared, error history kept, finished_at cleared; a job with a
-	// maximum age gets a new deadline, now+MaxAge. It records the operator,
-	// reason, prior state, the new replay number and the time in the replay
-	// audit in the same transaction. Any other state is the *StateError of
-	// [CheckReplay] and nothing is written.
+	// maximum age gets a new deadline, now+MaxAge. When Args is set the job's
+	// args become Args. In the same transaction it appends an [AuditRecord]:
+	// action [AuditReplay] (or [AuditReplayArgs], with details from
+	// [ReplayArgsDetails] keeping the old and new args), the operator,
+	// reason, prior state, the new replay number and the time. Any other
+	// state is the *StateError of [CheckReplay] and nothing is written.
 	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
 
-	// JobReplayAudit returns the replay audit of one job, oldest first. A
-	// job never replayed, or unknown, has an empty audit.
+	// JobReplayAudit returns the replays of one job from the audit (actions
+	// [AuditReplay], [AuditReplayArgs] and [AuditBulkReplay]), oldest first.
+	// A job never replayed, or unknown, has an empty audit.
 	JobReplayAudit(ctx context.Context, params *JobReplayAuditParams) ([]ReplayRecord, error)
 
 	// JobCancel moves a job in one of [CancellableStates] to cancelled, with
-	// finished_at now. Any other state is the *StateError of [CheckCancel]
-	// and nothing is written.
+	// finished_at now, and appends an [AuditCancel] record with the
+	// operator, reason and prior state in the same transaction. Any other
+	// state is the *StateError of [CheckCancel] and nothing is written.
 	JobCancel(ctx context.Context, params *JobCancelParams) (*Job, error)
 
 	// JobSweep applies the rules that time alone triggers: a running job
@@ -188,6 +193,41 @@ type JobStore interface {
 	// counts jobs per queue, state and kind and passes the counts to
 	// [AssembleQueueStats].
 	QueueStats(ctx context.Context, params *QueueStatsParams) ([]QueueStats, error)
+}
+
+// OperatorStore is what operators' tools read and do beyond single jobs:
+// the audit of their actions, bulk replays, retention.
+type OperatorStore interface {
+	// AuditList returns audit records matching the filters, newest first
+	// (id descending), at most [AuditLimit](Limit) of them. Every record
+	// has non-nil Details when its action records any.
+	AuditList(ctx context.Context, params *AuditListParams) ([]AuditRecord, error)
+
+	// JobReplayMany replays, in one transaction, the dead jobs that match
+	// Filter and have a seq after AfterSeq, in seq order, at most Limit of
+	// them, each as JobReplay replays one, each audited as
+	// [AuditBulkReplay] with the details of [BulkReplayDetails]. It returns
+	// the replayed jobs in seq order. With DryRun it writes nothing and
+	// returns the jobs it would replay, unchanged. Params that fail
+	// Validate are an *InputError and nothing is written.
+	JobReplayMany(ctx context.Context, params *JobReplayManyParams) ([]*Job, error)
+
+	// JobPrune deletes, in one transaction, up to Limit finished jobs:
+	// first succeeded and cancelled jobs whose finished_at is at least
+	// SucceededAge before now (when SucceededAge > 0), oldest first, then
+	// dead jobs that died at least DeadAge before now (when DeadAge > 0).
+	// It never deletes a job in any other state. When it deletes any, it
+	// appends one [AuditPrune] record (no job id, details from
+	// [PruneDetails]) in the same transaction. Audit records and effect
+	// ledger entries are kept. With DryRun it counts every job it would
+	// delete, without Limit, and writes nothing. Params that fail Validate
+	// are an *InputError and nothing is written.
+	JobPrune(ctx context.Context, params *JobPruneParams) (PruneResult, error)
+
+	// JobInsights reads the raw figures of [InsightsData] on the store's
+	// clock, each query bounded by a time window or by the unfinished and
+	// dead jobs, with at most [InsightsSample](SampleLimit) samples.
+	JobInsights(ctx context.Context, params *JobInsightsParams) (*InsightsData, error)
 }
 
 // EffectStore is the effect ledger's try-begin / complete / release
@@ -412,9 +452,12 @@ type JobGetParams struct {
 	ID string
 }
 
-// JobCancelParams names the job to cancel.
+// JobCancelParams names the job to cancel, and who cancels it and why, for
+// the audit.
 type JobCancelParams struct {
-	ID string
+	ID       string
+	Operator string
+	Reason   string
 }
 
 // JobReplayAuditParams names the job whose audit to read.
@@ -547,6 +590,9 @@ type JobReplayParams struct {
 	ID       string
 	Operator string
 	Reason   string
+	// Args, when not nil, replaces the job's args (the fix-and-replay
+	// case). The Client has validated it as it validates an enqueue.
+	Args json.RawMessage
 }
 
 // ReplayRecord is one entry of the replay audit.

@@ -60,6 +60,12 @@ type WorkerConfig struct {
 	// by this worker, only known to its client. The store must be a
 	// [ScheduleStore]. A worker without schedules does no scheduling work.
 	Schedules []*Schedule
+	// Retention, when not nil, is applied by the leader every
+	// Retention.Interval (and once on election): finished jobs older than
+	// its ages are deleted, as [Client.Prune] deletes them. Nil, the
+	// default, deletes nothing: how long to keep jobs is the operator's
+	// decision.
+	Retention *RetentionPolicy
 }
 
 // Worker runs jobs from one or more queues until stopped. It claims only as
@@ -138,6 +144,13 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	}
 	if err := checkLeaderConfig(&cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Retention != nil {
+		r := *cfg.Retention
+		cfg.Retention = &r // defaults go on a copy, not the caller's policy
+		if err := checkRetention(cfg.Retention); err != nil {
+			return nil, err
+		}
 	}
 	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}
 	if len(cfg.Schedules) > 0 {

@@ -207,8 +207,15 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 	defer sweep.Stop()
 	prune := w.c.clock.NewTicker(workerPruneEvery)
 	defer prune.Stop()
+	var retain <-chan time.Time // nil without a retention policy: never fires
+	if w.cfg.Retention != nil {
+		t := w.c.clock.NewTicker(w.cfg.Retention.Interval)
+		defer t.Stop()
+		retain = t.C()
+	}
 	w.leaderSweep(ctx)
 	w.leaderPrune(ctx)
+	w.leaderRetention(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -217,6 +224,8 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 			w.leaderSweep(ctx)
 		case <-prune.C():
 			w.leaderPrune(ctx)
+		case <-retain:
+			w.leaderRetention(ctx)
 		}
 	}
 }

@@ -669,14 +669,13 @@ func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// cancel cancels a waiting job. The client records no operator or reason
-// for a cancel yet, so both go to the server's log.
+// cancel cancels a waiting job; the audit records the operator and reason.
 func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
 	operator, reason, err := operatorReason(r)
 	if err != nil {
 		return err
 	}
-	j, err := a.c.Cancel(r.Context(), r.PathValue("id"))
+	j, err := a.c.Cancel(r.Context(), r.PathValue("id"), &errand.CancelOpts{Operator: operator, Reason: reason})
 	if err != nil {
 		return err
 	}

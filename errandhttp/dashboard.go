@@ -77,7 +77,7 @@ type dashboardClient interface {
 	Get(ctx context.Context, id string) (*errand.Job, error)
 	ReplayAudit(ctx context.Context, id string) ([]errand.ReplayRecord, error)
 	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errand.Job, error)
-	Cancel(ctx context.Context, id string) (*errand.Job, error)
+	Cancel(ctx context.Context, id string, opts *errand.CancelOpts) (*errand.Job, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.

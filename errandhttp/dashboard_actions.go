@@ -116,7 +116,7 @@ func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
 			if a == replayAction {
 				j, err = d.c.Replay(ctx, id, &errand.ReplayOpts{Operator: operator, Reason: reason})
 			} else {
-				j, err = d.c.Cancel(ctx, id)
+				j, err = d.c.Cancel(ctx, id, &errand.CancelOpts{Operator: operator, Reason: reason})
 			}
 			var in *errand.InputError
 			if errors.As(err, &in) {

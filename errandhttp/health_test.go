@@ -82,7 +82,7 @@ func testReadyz[TTx any](t *testing.T, e *testEnv[TTx]) {
 	e.clock.Advance(2 * time.Minute)
 	wantProbe(t, h, http.StatusServiceUnavailable, "degraded", "oldest_ready_age:default")
 	wantProbe(t, plain, http.StatusOK, "ready") // no thresholds: only the database counts
-	if _, err := c.Cancel(t.Context(), mustList(t, c, errand.StateQueued)[0].ID); err != nil {
+	if _, err := c.Cancel(t.Context(), mustList(t, c, errand.StateQueued)[0].ID, &errand.CancelOpts{Operator: "test", Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Second)

@@ -14,7 +14,7 @@
 //
 // # Schema
 //
-// errand keeps its tables (errand_jobs, errand_replays, errand_effects,
+// errand keeps its tables (errand_jobs, errand_audit, errand_effects,
 // errand_workers, errand_leaders, errand_migrations) in one schema, "errand"
 // by default, so they stay apart from the application's own. [Options.Schema]
 // names another; the tables keep their errand_ prefix so that even "public"
@@ -241,7 +241,7 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 	return strings.NewReplacer(
 		"{now}", "coalesce($1::timestamptz, "+dbNow+")",
 		"{jobs}", s.table("errand_jobs"),
-		"{replays}", s.table("errand_replays"),
+		"{audit}", s.table("errand_audit"),
 		"{effects}", s.table("errand_effects"),
 		"{workers}", s.table("errand_workers"),
 		"{leaders}", s.table("errand_leaders"),

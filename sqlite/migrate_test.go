@@ -4,10 +4,13 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/errandhq/errand/sqlite"
 )
@@ -93,5 +96,52 @@ func TestNewerSchemaRefusedBeforeMigrating(t *testing.T) {
 	}
 	if tables := query(t, path, `SELECT name FROM sqlite_master WHERE name = 'errand_leaders'`); len(tables) > 0 {
 		t.Error("migration 3 ran on a refused database")
+	}
+}
+
+// TestAuditMigrationKeepsReplays opens a database whose replays an errand
+// before migration 6 recorded in errand_replays: they move to the audit
+// with their ids, and later actions follow them.
+func TestAuditMigrationKeepsReplays(t *testing.T) {
+	path := schemaAt(t, 5)
+	exec(t, path,
+		`INSERT INTO errand_replays (id, job_id, replay, prior_state, operator, reason, at) VALUES
+			(1, 'a', 1, 'dead', 'ana', 'fixed', 1000000), (2, 'b', 1, 'cancelled', 'bo', 'mistake', 2000000),
+			(3, 'a', 2, 'dead', 'cy', 'again', 3000000)`)
+	s, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.JobReplayAudit(t.Context(), &errand.JobReplayAuditParams{JobID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []errand.ReplayRecord{
+		{ID: 1, JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "fixed", At: time.UnixMicro(1000000).UTC()},
+		{ID: 3, JobID: "a", Replay: 2, PriorState: errand.StateDead, Operator: "cy", Reason: "again", At: time.UnixMicro(3000000).UTC()},
+	}
+	if !slices.Equal(rs, want) {
+		t.Errorf("replay audit after migrating:\n got %+v\nwant %+v", rs, want)
+	}
+	all, err := s.AuditList(t.Context(), &errand.AuditListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 || all[0].ID != 3 || all[2].ID != 1 || all[1].Action != errand.AuditReplay || *all[1].JobID != "b" {
+		t.Errorf("audit after migrating: %+v", all)
+	}
+	if tables := query(t, path, `SELECT name FROM sqlite_master WHERE name = 'errand_replays'`); len(tables) > 0 {
+		t.Error("errand_replays is still there")
+	}
+	if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+		{ID: "c", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobCancel(t.Context(), &errand.JobCancelParams{ID: "c", Operator: "dee", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if all, err = s.AuditList(t.Context(), &errand.AuditListParams{Limit: 1}); err != nil || len(all) != 1 || all[0].ID != 4 {
+		t.Errorf("the next record after migrating: %+v, %v; want id 4", all, err)
 	}
 }

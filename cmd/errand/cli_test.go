@@ -66,7 +66,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	db := tempDB(t)
 	enqueue(t, db, "seed", `{"n": 1}`, "--id", "seed-1")
 	enqueue(t, db, "seed", "--id", "seed-2")
-	ok(t, cli(t, "cancel", "seed-2", "--db", db))
+	ok(t, cli(t, "cancel", "seed-2", "--reason", "not needed", "--db", db))
 	before := ok(t, cli(t, "jobs", "--db", db, "--json")).stdout
 
 	missingDB := filepath.Join(t.TempDir(), "missing.db")
@@ -127,8 +127,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"replay", "seed-1", "--reason", "  "}, code: 2, line: "--reason"},
 		{args: []string{"replay", "seed-1", "--reason", "x"}, code: 1, line: "replay: job seed-1 is queued; only dead or cancelled jobs can be replayed"},
 		{args: []string{"replay", "no-such-id", "--reason", "x"}, code: 1, line: "no job with id no-such-id"},
-		{args: []string{"cancel", "no-such-id"}, code: 1, line: "no job with id no-such-id"},
-		{args: []string{"cancel", "seed-2"}, code: 1, line: "job seed-2 is cancelled; only queued or retrying jobs can be cancelled"},
+		{args: []string{"cancel", "seed-1"}, code: 2, line: "--reason"},
+		{args: []string{"cancel", "seed-1", "--reason", "x", "--operator", " "}, code: 2, line: "--operator is empty"},
+		{args: []string{"replay", "seed-1", "--reason", "x", "--args", "{bad"}, code: 2, line: "--args is not valid JSON"},
+		{args: []string{"replay", "seed-1", "--reason", "x", "--args", "@/no/such/file"}, code: 2, line: "--args @/no/such/file"},
+		{args: []string{"cancel", "no-such-id", "--reason", "x"}, code: 1, line: "no job with id no-such-id"},
+		{args: []string{"cancel", "seed-2", "--reason", "x"}, code: 1, line: "job seed-2 is cancelled; only queued or retrying jobs can be cancelled"},
 		{args: []string{"stats", "--bogus"}, code: 2, line: "unknown flag --bogus"},
 		{args: []string{"migrate", "extra"}, code: 2, line: "unexpected argument"},
 		{args: []string{"demo", "--db", db}, code: 1, line: "not a database an earlier demo made"},
@@ -162,7 +166,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 func TestReadOnlyCommandsDoNotCreateTheDatabase(t *testing.T) {
 	for _, args := range [][]string{
-		{"jobs"}, {"stats"}, {"workers"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x"},
+		{"jobs"}, {"stats"}, {"workers"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x", "--reason", "r"},
 	} {
 		db := tempDB(t)
 		r := cli(t, append(args, "--db", db)...)
@@ -298,7 +302,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Fatalf("stats --json = %s (%v)", r.stdout, err)
 	}
 	q := stats.Queues[0]
-	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "oldest_ready_age_seconds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
+	if got := keys(q); !reflect.DeepEqual(got, []string{"counts", "dead", "kinds", "oldest_ready_age_seconds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
 		t.Errorf("stats queue fields %v", got)
 	}
 	counts, _ := q["counts"].(map[string]any)
@@ -353,7 +357,7 @@ func TestHelp(t *testing.T) {
 func TestCancelAndReplayCancelled(t *testing.T) {
 	db := tempDB(t)
 	id := enqueue(t, db, "send", "--delay", "1h")
-	if r := ok(t, cli(t, "cancel", id, "--db", db)); r.stdout != "cancelled "+id+"\n" {
+	if r := ok(t, cli(t, "cancel", id, "--reason", "not needed", "--db", db)); r.stdout != "cancelled "+id+"\n" {
 		t.Errorf("cancel printed %q", r.stdout)
 	}
 	if j := inspect(t, db, id); j.State != "cancelled" || !strings.Contains(j.Next, "replay "+id) {

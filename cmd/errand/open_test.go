@@ -57,7 +57,7 @@ func sqliteExec(t *testing.T, path string, stmts ...string) {
 // readingCommands are the subcommands that open a database errand must
 // already have migrated.
 var readingCommands = [][]string{
-	{"jobs"}, {"stats"}, {"workers"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x"},
+	{"jobs"}, {"stats"}, {"workers"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x", "--reason", "r"},
 	{"jobs", "--json"}, {"stats", "--json"},
 }
 

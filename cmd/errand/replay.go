@@ -2,30 +2,80 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand"
 )
 
 var replayCommand = &command{
 	name:    "replay",
-	args:    "ID --reason TEXT [flags]",
-	summary: "run a dead or cancelled job again, keeping its id and history",
+	args:    "ID --reason TEXT [--args JSON|@FILE] | --state dead [filters] --reason TEXT [flags]",
+	summary: "run dead or cancelled jobs again, keeping their ids and history",
 	detail: `
 Replay starts a new delivery cycle: attempt 0, available now. The operator,
-reason, prior state and time go to the job's replay audit (errand inspect
-shows it). Only dead and cancelled jobs can be replayed.`,
+reason, prior state and time go to the audit (errand inspect and errand
+audit show it). Only dead and cancelled jobs can be replayed.
+
+With an ID it replays that job; --args replaces the job's args first (the
+fix-and-replay case), checked as an enqueue checks them, and the audit keeps
+the old and the new args.
+
+With --state dead and no ID it replays the dead jobs that --kind, --queue,
+--class (of the last error) and --since/--until (when they died; an RFC 3339
+time or a duration ago, e.g. 24h) select, oldest first, at most --limit
+(default 100, at most 1000), no faster than --rate (e.g. 10/s). Each job gets
+its own audit record naming the bulk run and its filter. --dry-run lists the
+jobs and changes nothing.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		reason := fs.String("reason", "", "why the job is replayed, for the audit (required)")
 		operator := fs.String("operator", "", "who replays it, for the audit (default the OS user)")
-		asJSON := fs.Bool("json", false, "print the replayed job record as JSON")
+		argsFlag := fs.String("args", "", "replace the job's args: JSON, or @FILE to read it from a file (the audit keeps the old and new args)")
+		asJSON := fs.Bool("json", false, "print the replayed job record as JSON (in bulk: the run, with its jobs)")
+		state := fs.String("state", "", "replay in bulk the jobs in `STATE` (only dead) that the filters select")
+		kind := fs.String("kind", "", "bulk: only jobs of `KIND`")
+		queue := fs.String("queue", "", "bulk: only jobs in `QUEUE`")
+		class := fs.String("class", "", "bulk: only jobs whose last error has `CLASS`")
+		since := fs.String("since", "", "bulk: only jobs that died at or after `TIME` (RFC 3339, or a duration ago such as 24h)")
+		until := fs.String("until", "", "bulk: only jobs that died before `TIME` (RFC 3339, or a duration ago)")
+		limit := intFlag(fs, "limit", 0, "bulk: at most `N` jobs (default 100, at most 1000)")
+		rate := fs.String("rate", "", "bulk: at most `R/s` jobs per second, e.g. 10/s (default no limit)")
+		dryRun := fs.Bool("dry-run", false, "bulk: list the jobs that would be replayed, change nothing")
 
 		return func(ctx context.Context, pos []string) error {
+			bulkFlags := []string{"state", "kind", "queue", "class", "since", "until", "limit", "rate", "dry-run"}
+			var bulk []string
+			for _, f := range bulkFlags {
+				if isSet(fs, f) {
+					bulk = append(bulk, "--"+f)
+				}
+			}
+			if len(bulk) > 0 {
+				if len(pos) > 0 {
+					return usagef("give an ID or %s, not both: errand replay ID replays one job, errand replay --state dead [filters] many", strings.Join(bulk, " "))
+				}
+				if isSet(fs, "args") {
+					return usagef("--args replaces one job's args; give an ID, not %s", strings.Join(bulk, " "))
+				}
+				if *state != string(errand.StateDead) {
+					return usagef("bulk replay needs --state dead: only dead jobs are replayed in bulk")
+				}
+				return replayMany(ctx, e, fs, &bulkReplay{db: *db, reason: *reason, operator: *operator, kind: *kind,
+					queue: *queue, class: *class, since: *since, until: *until, limit: *limit, rate: *rate,
+					dryRun: *dryRun, asJSON: *asJSON})
+			}
+			if len(pos) == 0 {
+				return usagef("give the id: errand replay ID, or select dead jobs with --state dead")
+			}
 			id, err := onePositional(pos, "id", "replay")
 			if err != nil {
 				return err
@@ -33,21 +83,24 @@ shows it). Only dead and cancelled jobs can be replayed.`,
 			if strings.TrimSpace(*reason) == "" {
 				return usagef("give --reason TEXT: the replay audit records why, e.g. --reason \"receipt service fixed\"")
 			}
-			op := *operator
-			if isSet(fs, "operator") && strings.TrimSpace(op) == "" {
-				return usagef("--operator is empty; name who replays the job or leave the flag out")
+			op, err := operatorFlag(fs, *operator, "replays the job")
+			if err != nil {
+				return err
 			}
-			if op == "" {
-				op = currentUser()
+			var newArgs json.RawMessage
+			if isSet(fs, "args") {
+				if newArgs, err = readArgsFlag(*argsFlag); err != nil {
+					return err
+				}
 			}
 			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason})
+			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason, Args: newArgs})
 			if err != nil {
-				return jobError(id, err)
+				return opsInputError(jobError(id, err))
 			}
 			if *asJSON {
 				return writeJSON(e.stdout, j)
@@ -56,6 +109,147 @@ shows it). Only dead and cancelled jobs can be replayed.`,
 			return err
 		}
 	},
+}
+
+// bulkReplay is the flags of a bulk replay.
+type bulkReplay struct {
+	db, reason, operator string
+	kind, queue, class   string
+	since, until         string
+	limit                int
+	rate                 string
+	dryRun, asJSON       bool
+}
+
+func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) error {
+	opts := &errand.ReplayManyOpts{
+		Filter: errand.DeadFilter{Kind: b.kind, Queue: b.queue, Class: b.class},
+		Limit:  b.limit, Reason: b.reason, DryRun: b.dryRun,
+	}
+	if !b.dryRun && strings.TrimSpace(b.reason) == "" {
+		return usagef("give --reason TEXT: the audit records why, e.g. --reason \"mail provider back up\"")
+	}
+	if isSet(fs, "limit") && (b.limit < 1 || b.limit > errand.MaxReplayMany) {
+		return usagef("--limit %d is out of range; give 1 to %d", b.limit, errand.MaxReplayMany)
+	}
+	op, err := operatorFlag(fs, b.operator, "replays the jobs")
+	if err != nil {
+		return err
+	}
+	opts.Operator = op
+	now := time.Now()
+	if opts.Filter.DiedSince, err = timeFlag("since", b.since, now); err != nil {
+		return err
+	}
+	if opts.Filter.DiedUntil, err = timeFlag("until", b.until, now); err != nil {
+		return err
+	}
+	if b.rate != "" {
+		r, err := strconv.ParseFloat(strings.TrimSuffix(b.rate, "/s"), 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) {
+			return usagef("--rate %q: give jobs per second, e.g. 10/s or 0.5/s", b.rate)
+		}
+		opts.Rate = r
+	}
+	c, closeDB, err := openClient(ctx, b.db, mustExist, &errand.Config{})
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	res, err := c.ReplayMany(ctx, opts)
+	if err != nil && res == nil {
+		return opsInputError(err)
+	}
+	if b.asJSON {
+		if werr := writeJSON(e.stdout, res); werr != nil {
+			return werr
+		}
+		return err
+	}
+	verb := "replayed"
+	if b.dryRun {
+		verb = "would replay"
+	}
+	fmt.Fprintf(e.stdout, "%s %d dead jobs", verb, len(res.Jobs))
+	if !b.dryRun {
+		fmt.Fprintf(e.stdout, " (bulk %s)", res.Bulk)
+	}
+	fmt.Fprintln(e.stdout)
+	for _, j := range res.Jobs {
+		fmt.Fprintf(e.stdout, "  %s  %s  %s\n", printable(j.ID), printable(j.Kind), printable(j.Queue))
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = errand.DefaultReplayMany
+	}
+	if len(res.Jobs) == limit {
+		e.logger.Info("more dead jobs may match; run again or raise --limit", "limit", len(res.Jobs))
+	}
+	return err
+}
+
+// opsFlags names the flag behind each field of the operator commands'
+// input errors.
+var opsFlags = map[string]string{
+	"kind": "--kind", "queue": "--queue", "class": "--class", "since": "--since", "until": "--until",
+	"limit": "--limit", "rate": "--rate", "args": "--args", "operator": "--operator", "reason": "--reason",
+	"succeeded_age": "--succeeded-after", "dead_age": "--dead-after", "action": "--action", "before_id": "--before",
+}
+
+// opsInputError makes a library's input error a usage error naming the
+// flag to change.
+func opsInputError(err error) error {
+	var ie *errand.InputError
+	if errors.As(err, &ie) {
+		if name, ok := opsFlags[ie.Field]; ok {
+			return usagef("%s: %s", name, ie.Message)
+		}
+		return usagef("%s", ie.Error())
+	}
+	return err
+}
+
+// timeFlag reads a time flag: RFC 3339, or a Go duration meaning that long
+// before now. Empty is the zero time.
+func timeFlag(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usagef("--%s %q: give an RFC 3339 time such as 2026-11-30T09:00:00Z, or a duration ago such as 24h", name, v)
+}
+
+// operatorFlag returns the operator for the audit: the --operator flag's
+// value, or the OS user when it is not given. doing says what the operator
+// does, for the message when the flag is given empty.
+func operatorFlag(fs *flag.FlagSet, value, doing string) (string, error) {
+	if isSet(fs, "operator") && strings.TrimSpace(value) == "" {
+		return "", usagef("--operator is empty; name who %s or leave the flag out", doing)
+	}
+	if value == "" {
+		return currentUser(), nil
+	}
+	return value, nil
+}
+
+// readArgsFlag reads --args: JSON, or @FILE naming a file that holds it.
+func readArgsFlag(v string) (json.RawMessage, error) {
+	b := []byte(v)
+	if name, ok := strings.CutPrefix(v, "@"); ok {
+		var err error
+		if b, err = os.ReadFile(name); err != nil {
+			return nil, usagef("--args %s: %v; give JSON or @FILE of a readable file", v, err)
+		}
+	}
+	if !json.Valid(b) {
+		return nil, usagef("--args is not valid JSON; give an object such as '{\"id\": 7}' or @FILE")
+	}
+	return json.RawMessage(b), nil
 }
 
 // currentUser names the operator for the audit when --operator is not

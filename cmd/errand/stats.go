@@ -15,7 +15,7 @@ import (
 var statsCommand = &command{
 	name:    "stats",
 	args:    "[flags]",
-	summary: "summarise each queue: jobs per state, oldest ready age, dead letters",
+	summary: "summarise each queue and kind: depth, throughput, failures, retries, dead letters, run and wait times",
 	detail: `
 A job held back by its ordering key is not ready: it does not count in the
 oldest ready age. Below the table, a line names each kind whose jobs wait in
@@ -23,9 +23,22 @@ a queue that no live worker handles (no alive worker runs the queue with a
 handler for the kind): they will not run until one does, and a misspelt kind
 never will.
 
+A second table has a row per queue and kind: jobs ready, scheduled,
+retrying, held by an ordering key and running; jobs finished (succeeded or
+dead) per minute over the last 5 minutes; the failure rate and the retries
+of the last hour; the dead letters and how many died in the last hour and
+day; p50 and p99 run and wait times of the last hour's successes.
+
 With --json, prints {"queues": [{"queue", "counts": {STATE: N},
 "oldest_ready_age_seconds", "dead", "waiting_by_kind": {KIND: N},
-"unhandled_kinds": [{"kind", "waiting"}]}]}.`,
+"unhandled_kinds": [{"kind", "waiting"}], "kinds": [KIND_INSIGHTS]}]}, where
+KIND_INSIGHTS is errand.KindInsights: {"queue", "kind", "ready",
+"scheduled", "retrying", "held", "running", "oldest_ready_age_seconds",
+"throughput_per_minute": {"last_1m", "last_5m", "last_1h"},
+"succeeded_last_hour", "failed_last_hour", "failure_rate",
+"failures_by_class": [{"class", "failures", "rate"}], "retries_last_hour",
+"dead", "dead_last_hour", "dead_last_day", "run_time" and "wait_time":
+{"samples", "p50_seconds", "p99_seconds"}}.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print the summary as one JSON object")
@@ -46,12 +59,32 @@ With --json, prints {"queues": [{"queue", "counts": {STATE: N},
 			if stats == nil {
 				stats = []errand.QueueStats{}
 			}
-			if *asJSON {
-				return writeJSON(e.stdout, struct {
-					Queues []errand.QueueStats `json:"queues"`
-				}{stats})
+			ins, err := c.Insights(ctx, nil)
+			if err != nil {
+				return err
 			}
-			return writeStatsTable(e.stdout, stats)
+			if *asJSON {
+				type queue struct {
+					errand.QueueStats
+					Kinds []errand.KindInsights `json:"kinds"`
+				}
+				qs := make([]queue, len(stats))
+				for i, q := range stats {
+					qs[i] = queue{QueueStats: q, Kinds: []errand.KindInsights{}}
+					for _, k := range ins.Kinds {
+						if k.Queue == q.Queue {
+							qs[i].Kinds = append(qs[i].Kinds, k)
+						}
+					}
+				}
+				return writeJSON(e.stdout, struct {
+					Queues []queue `json:"queues"`
+				}{qs})
+			}
+			if err := writeStatsTable(e.stdout, stats); err != nil {
+				return err
+			}
+			return writeInsightsTable(e.stdout, ins)
 		}
 	},
 }
@@ -94,4 +127,38 @@ func writeStatsTable(w io.Writer, stats []errand.QueueStats) error {
 		}
 	}
 	return nil
+}
+
+// writeInsightsTable prints a row of figures per queue and kind.
+func writeInsightsTable(w io.Writer, ins *errand.Insights) error {
+	if len(ins.Kinds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tKIND\tREADY\tSCHEDULED\tRETRYING\tHELD\tRUNNING\tDONE/MIN(5M)\tFAILED(1H)\tRETRIES(1H)\tDEAD\t+1H\t+1D\tRUN P50/P99\tWAIT P50/P99")
+	for _, k := range ins.Kinds {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n",
+			printable(k.Queue), printable(k.Kind), k.Ready, k.Scheduled, k.Retrying, k.Held, k.Running,
+			k.Throughput.Last5m, failedCell(k), k.RetriesLastHour, k.Dead, k.DeadLastHour, k.DeadLastDay,
+			percentileCell(k.RunTime), percentileCell(k.WaitTime))
+	}
+	return tw.Flush()
+}
+
+// failedCell is the failed attempts of the last hour, their rate, and the
+// most frequent class.
+func failedCell(k errand.KindInsights) string {
+	if k.FailedLastHour == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%.0f%%, %s)", k.FailedLastHour, k.FailureRate*100, printable(k.FailuresByClass[0].Class))
+}
+
+func percentileCell(p errand.Percentiles) string {
+	if p.Samples == 0 {
+		return "-"
+	}
+	d := func(s float64) string { return approx(time.Duration(s * float64(time.Second))) }
+	return d(p.P50Seconds) + "/" + d(p.P99Seconds)
 }

@@ -107,7 +107,7 @@ func TestHostileDataIsEscaped(t *testing.T) {
 			j.id, "q"+hostile, "k"+hostile, argsJSON, j.state, us, "w"+hostile, j.key, "o"+hostile, argsJSON, us,
 			marshal(lastErr), marshal(attempts), marshal([]string{"t" + hostile, "plain"}))
 	}
-	plant(`INSERT INTO errand_replays (job_id, replay, prior_state, operator, reason, at) VALUES (?, 1, 'dead', ?, ?, ?)`,
+	plant(`INSERT INTO errand_audit (action, job_id, replay, prior_state, operator, reason, at) VALUES ('replay', ?, 1, 'dead', ?, ?, ?)`,
 		deadID, "op"+hostile, "why"+hostile, us)
 	plant(`INSERT INTO errand_workers (id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at)
 		VALUES (?, ?, 42, ?, 1000000, ?, ?)`,
@@ -133,8 +133,9 @@ func TestHostileDataIsEscaped(t *testing.T) {
 	if r := run("jobs"); strings.Count(r.stdout, "\n") != 3 {
 		t.Errorf("jobs printed %d lines for 2 jobs:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
 	}
-	if r := run("stats"); strings.Count(r.stdout, "\n") != 2 {
-		t.Errorf("stats printed %d lines for 1 queue:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
+	// A table of one queue, a blank line, a table of one queue and kind.
+	if r := run("stats"); strings.Count(r.stdout, "\n") != 5 {
+		t.Errorf("stats printed %d lines for 1 queue and 1 kind:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
 	}
 	if r := run("workers"); strings.Count(r.stdout, "\n") != 2 {
 		t.Errorf("workers printed %d lines for 1 worker:\n%s", strings.Count(r.stdout, "\n"), r.stdout)
@@ -182,13 +183,13 @@ func TestHostileDataIsEscaped(t *testing.T) {
 	if r := run("enqueue", "k", "--key", "key-queued"); r.stdout != printable(queuedID)+"\n" {
 		t.Errorf("enqueue of a duplicate printed %q", r.stdout)
 	}
-	if r := run("cancel", queuedID); !strings.HasPrefix(r.stdout, "cancelled queued") {
+	if r := run("cancel", queuedID, "--reason", "r"); !strings.HasPrefix(r.stdout, "cancelled queued") {
 		t.Errorf("cancel printed %q", r.stdout)
 	}
 	if r := run("replay", deadID, "--reason", "r"); !strings.HasPrefix(r.stdout, "replayed dead") {
 		t.Errorf("replay printed %q", r.stdout)
 	}
-	cancelAgain := []string{"cancel", queuedID, "--db", db}
+	cancelAgain := []string{"cancel", queuedID, "--reason", "r", "--db", db}
 	r = cli(t, cancelAgain...)
 	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("cancel of a cancelled job: %s", r)

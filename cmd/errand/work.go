@@ -110,6 +110,8 @@ With --once it claims one job, runs it, prints one JSON line:
 		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN or SQLite's checks for commits")
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
+		retainSucceeded := durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)")
+		retainDead := durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)")
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 		metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on `ADDR` (HOST:PORT, or a port alone for 127.0.0.1; default: off)")
 		readyF := addReadyFlags(fs)
@@ -205,6 +207,9 @@ With --once it claims one job, runs it, prints one JSON line:
 			}
 			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
 				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules}
+			if *retainSucceeded > 0 || *retainDead > 0 {
+				cfg.Retention = &errand.RetentionPolicy{SucceededAge: *retainSucceeded, DeadAge: *retainDead}
+			}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
 			}
@@ -216,7 +221,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			}
 			w, err := c.NewWorker(cfg)
 			if err != nil {
-				return err
+				return retentionFlagError(err)
 			}
 			err = runWorker(ctx, w, cfg, qs, kindNames, *grace, handlers, e)
 			forced = errors.Is(err, errSecondSignal)
@@ -423,4 +428,19 @@ func execKinds(execs, hooks, timeouts []string, e *env) (*errand.Kinds, []string
 		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name]})
 	}
 	return kinds, order, handlers, nil
+}
+
+// retentionFlagError names the --retain flags in a retention policy's
+// input error.
+func retentionFlagError(err error) error {
+	var ie *errand.InputError
+	if errors.As(err, &ie) {
+		switch ie.Field {
+		case "Retention.succeeded_age":
+			return usagef("--retain-succeeded: %s", ie.Message)
+		case "Retention.dead_age":
+			return usagef("--retain-dead: %s", ie.Message)
+		}
+	}
+	return err
 }

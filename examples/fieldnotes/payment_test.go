@@ -138,7 +138,7 @@ func TestReplayRefusals(t *testing.T) {
 	}
 
 	a := openTestApp(t, filepath.Join(dir, db), nil)
-	if n := count(t, a, `SELECT count(*) FROM errand_replays`); n != 0 {
+	if n := count(t, a, `SELECT count(*) FROM errand_audit`); n != 0 {
 		t.Fatalf("%d replay audit entries after refusals; want 0", n)
 	}
 	if j := onlyJob(t, dir, db); j.State != errand.StateSucceeded || j.Replays != 0 || j.Receipts != 1 {
@@ -150,7 +150,7 @@ func TestReplayRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.client.Cancel(context.Background(), p.PaymentID); err != nil {
+	if _, err := a.client.Cancel(context.Background(), p.PaymentID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, dir, "replay", db, p.PaymentID, "--reason", "cancelled by mistake")

@@ -1,0 +1,323 @@
+package errand
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Insights are the figures an operator watches, per queue and kind: what
+// waits and why, how fast jobs finish, how often and why they fail, how much
+// is retried and dead-lettered, and how long jobs run and wait. Stores read
+// them from existing columns with queries bounded by time windows (the last
+// minute, five minutes, hour and day of finished_at, through an index on
+// (state, finished_at)); nothing extra is written when a job is claimed or
+// acknowledged. A store returns the raw counts and samples as
+// [InsightsData]; [AssembleInsights], shared by every store, turns them into
+// rates and percentiles.
+
+// DepthBucket is why a job of a queue is not finished: a partition of the
+// unfinished jobs, plus the dead.
+type DepthBucket string
+
+const (
+	// BucketReady: waiting, available now, claimable.
+	BucketReady DepthBucket = "ready"
+	// BucketScheduled: queued, available later (scheduled or snoozed).
+	BucketScheduled DepthBucket = "scheduled"
+	// BucketRetrying: retrying, waiting out its backoff.
+	BucketRetrying DepthBucket = "retrying"
+	// BucketHeld: available, but held back by its ordering key (see
+	// [Job.HeldBy]).
+	BucketHeld DepthBucket = "held"
+	// BucketRunning: running under a lease.
+	BucketRunning DepthBucket = "running"
+	// BucketDead: dead letters.
+	BucketDead DepthBucket = "dead"
+)
+
+// Windows of the insights.
+const (
+	// InsightsWindow is the window of failures, retries, succeeded counts
+	// and run and wait times: the last hour.
+	InsightsWindow = time.Hour
+	// DefaultInsightsSample is how many of the last hour's succeeded jobs,
+	// newest first, the run and wait time percentiles are computed from.
+	DefaultInsightsSample = 10000
+	// MaxInsightsSample bounds InsightsParams.SampleLimit.
+	MaxInsightsSample = 100000
+)
+
+// JobInsightsParams ask a store for the raw figures.
+type JobInsightsParams struct {
+	// SampleLimit bounds Samples: 0 means DefaultInsightsSample.
+	SampleLimit int
+}
+
+// InsightsData is what a store reads for [AssembleInsights]. Times are the
+// store's.
+type InsightsData struct {
+	// Now is the store's time when it read them.
+	Now time.Time
+	// Depth counts the unfinished and the dead jobs by queue, kind and
+	// bucket. OldestAvailableAt is the earliest available_at of the
+	// bucket's jobs (used for BucketReady).
+	Depth []DepthCount
+	// Finished counts jobs of the terminal states by when they finished:
+	// within the last minute, 5 minutes, hour and day of Now.
+	Finished []FinishedCount
+	// Failures counts, by queue, kind and class, the history entries of the
+	// last hour, except class interrupted (a job given back on drain did
+	// not fail). They are read from the jobs that finished in the last hour
+	// and the running and retrying ones: a failure within the hour left
+	// its job retrying, running again, or finished since.
+	Failures []FailureCount
+	// Samples are run and wait times of jobs that succeeded in the last
+	// hour, newest first, at most SampleLimit.
+	Samples []TimingSample
+}
+
+// DepthCount is one group of InsightsData.Depth.
+type DepthCount struct {
+	Queue, Kind       string
+	Bucket            DepthBucket
+	Jobs              int
+	OldestAvailableAt time.Time
+}
+
+// FinishedCount is one group of InsightsData.Finished.
+type FinishedCount struct {
+	Queue, Kind                     string
+	State                           JobState
+	Last1m, Last5m, Last1h, Last24h int
+}
+
+// FailureCount is one group of InsightsData.Failures.
+type FailureCount struct {
+	Queue, Kind, Class string
+	// Failures counts the entries; Retried those that did not kill their
+	// job (every entry but a dead job's last).
+	Failures int
+	Retried  int
+}
+
+// TimingSample is one succeeded job's latest attempt: Run is finished_at
+// minus attempted_at, Wait is attempted_at minus available_at (how long
+// it waited, claimable or held, before a worker started it).
+type TimingSample struct {
+	Queue, Kind string
+	Run, Wait   time.Duration
+}
+
+// Insights are the figures of every queue and kind that has jobs.
+type Insights struct {
+	At time.Time `json:"at"`
+	// Kinds are ordered by queue, then kind.
+	Kinds []KindInsights `json:"kinds"`
+}
+
+// KindInsights are the figures of one kind in one queue.
+type KindInsights struct {
+	Queue string `json:"queue"`
+	Kind  string `json:"kind"`
+	// Depth by bucket (see [DepthBucket]).
+	Ready     int `json:"ready"`
+	Scheduled int `json:"scheduled"`
+	Retrying  int `json:"retrying"`
+	Held      int `json:"held"`
+	Running   int `json:"running"`
+	// OldestReadyAgeSeconds is how long the oldest ready job has been
+	// available; 0 when none is ready.
+	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
+	// Throughput is jobs finished by workers (succeeded or dead) per
+	// minute, averaged over the last minute, 5 minutes and hour.
+	Throughput Throughput `json:"throughput_per_minute"`
+	// SucceededLastHour counts jobs that succeeded in the last hour.
+	SucceededLastHour int `json:"succeeded_last_hour"`
+	// FailedLastHour counts failed attempts in the last hour (see
+	// InsightsData.Failures), FailureRate is FailedLastHour over
+	// FailedLastHour + SucceededLastHour (0 when both are 0), and
+	// FailuresByClass splits them, most frequent first.
+	FailedLastHour  int             `json:"failed_last_hour"`
+	FailureRate     float64         `json:"failure_rate"`
+	FailuresByClass []ClassFailures `json:"failures_by_class"`
+	// RetriesLastHour counts the failed attempts of the last hour that
+	// errand scheduled to run again (every failure that did not
+	// dead-letter its job): the retry load, not only the jobs retrying now.
+	RetriesLastHour int `json:"retries_last_hour"`
+	// Dead is the dead-letter size; DeadLastHour and DeadLastDay count the
+	// jobs that died in the last hour and day, its growth.
+	Dead         int `json:"dead"`
+	DeadLastHour int `json:"dead_last_hour"`
+	DeadLastDay  int `json:"dead_last_day"`
+	// RunTime and WaitTime are percentiles over the last hour's succeeded
+	// jobs (see [TimingSample]).
+	RunTime  Percentiles `json:"run_time"`
+	WaitTime Percentiles `json:"wait_time"`
+}
+
+// Throughput is a rate per minute over three windows.
+type Throughput struct {
+	Last1m float64 `json:"last_1m"`
+	Last5m float64 `json:"last_5m"`
+	Last1h float64 `json:"last_1h"`
+}
+
+// ClassFailures counts one class's failures.
+type ClassFailures struct {
+	Class    string  `json:"class"`
+	Failures int     `json:"failures"`
+	Rate     float64 `json:"rate"`
+}
+
+// Percentiles of durations, nearest rank, in seconds; zero without
+// samples.
+type Percentiles struct {
+	Samples    int     `json:"samples"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P99Seconds float64 `json:"p99_seconds"`
+}
+
+// AssembleInsights turns a store's raw figures into Insights. Stores and
+// the Client call it, so that every store computes rates and percentiles
+// alike.
+func AssembleInsights(d *InsightsData) *Insights {
+	type key struct{ queue, kind string }
+	byKey := map[key]*KindInsights{}
+	get := func(queue, kind string) *KindInsights {
+		k := key{queue, kind}
+		if byKey[k] == nil {
+			byKey[k] = &KindInsights{Queue: queue, Kind: kind, FailuresByClass: []ClassFailures{}}
+		}
+		return byKey[k]
+	}
+	for _, c := range d.Depth {
+		ki := get(c.Queue, c.Kind)
+		switch c.Bucket {
+		case BucketReady:
+			ki.Ready += c.Jobs
+			if c.Jobs > 0 && !c.OldestAvailableAt.IsZero() {
+				ki.OldestReadyAgeSeconds = max(ki.OldestReadyAgeSeconds, d.Now.Sub(c.OldestAvailableAt).Seconds())
+			}
+		case BucketScheduled:
+			ki.Scheduled += c.Jobs
+		case BucketRetrying:
+			ki.Retrying += c.Jobs
+		case BucketHeld:
+			ki.Held += c.Jobs
+		case BucketRunning:
+			ki.Running += c.Jobs
+		case BucketDead:
+			ki.Dead += c.Jobs
+		}
+	}
+	finished := map[key]*[3]int{} // by worker outcome: last 1m, 5m, 1h
+	for _, c := range d.Finished {
+		ki := get(c.Queue, c.Kind)
+		switch c.State {
+		case StateSucceeded, StateDead:
+			k := key{c.Queue, c.Kind}
+			if finished[k] == nil {
+				finished[k] = &[3]int{}
+			}
+			finished[k][0] += c.Last1m
+			finished[k][1] += c.Last5m
+			finished[k][2] += c.Last1h
+		}
+		switch c.State {
+		case StateSucceeded:
+			ki.SucceededLastHour += c.Last1h
+		case StateDead:
+			ki.DeadLastHour += c.Last1h
+			ki.DeadLastDay += c.Last24h
+		}
+	}
+	for _, c := range d.Failures {
+		ki := get(c.Queue, c.Kind)
+		ki.FailedLastHour += c.Failures
+		ki.RetriesLastHour += c.Retried
+		ki.FailuresByClass = append(ki.FailuresByClass, ClassFailures{Class: c.Class, Failures: c.Failures})
+	}
+	runs := map[key][]time.Duration{}
+	waits := map[key][]time.Duration{}
+	for _, s := range d.Samples {
+		k := key{s.Queue, s.Kind}
+		get(s.Queue, s.Kind)
+		runs[k] = append(runs[k], s.Run)
+		waits[k] = append(waits[k], s.Wait)
+	}
+	out := &Insights{At: d.Now.UTC(), Kinds: make([]KindInsights, 0, len(byKey))}
+	for k, ki := range byKey {
+		if f := finished[k]; f != nil {
+			ki.Throughput = Throughput{Last1m: float64(f[0]), Last5m: float64(f[1]) / 5, Last1h: float64(f[2]) / 60}
+		}
+		if n := ki.FailedLastHour + ki.SucceededLastHour; n > 0 {
+			ki.FailureRate = float64(ki.FailedLastHour) / float64(n)
+			for i := range ki.FailuresByClass {
+				ki.FailuresByClass[i].Rate = float64(ki.FailuresByClass[i].Failures) / float64(n)
+			}
+		}
+		slices.SortFunc(ki.FailuresByClass, func(a, b ClassFailures) int {
+			return cmp.Or(cmp.Compare(b.Failures, a.Failures), cmp.Compare(a.Class, b.Class))
+		})
+		ki.RunTime = percentiles(runs[k])
+		ki.WaitTime = percentiles(waits[k])
+		out.Kinds = append(out.Kinds, *ki)
+	}
+	slices.SortFunc(out.Kinds, func(a, b KindInsights) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out
+}
+
+// percentiles returns the nearest-rank p50 and p99 of ds.
+func percentiles(ds []time.Duration) Percentiles {
+	if len(ds) == 0 {
+		return Percentiles{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := func(p float64) time.Duration {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return Percentiles{Samples: len(s), P50Seconds: rank(0.50).Seconds(), P99Seconds: rank(0.99).Seconds()}
+}
+
+// InsightsOpts tune [Client.Insights].
+type InsightsOpts struct {
+	// SampleLimit bounds how many of the last hour's succeeded jobs the
+	// run and wait time percentiles are computed from: zero means
+	// DefaultInsightsSample; at most MaxInsightsSample.
+	SampleLimit int
+}
+
+// Insights returns the operator's figures for every queue and kind with
+// jobs: depth by bucket, oldest ready age, throughput, failure rates by
+// class, retries, dead letters and their growth, and run and wait time
+// percentiles. The dashboard, the JSON API, /metrics and errand stats read
+// it.
+func (c *Client[TTx]) Insights(ctx context.Context, opts *InsightsOpts) (*Insights, error) {
+	if opts == nil {
+		opts = &InsightsOpts{}
+	}
+	if opts.SampleLimit < 0 || opts.SampleLimit > MaxInsightsSample {
+		return nil, &InputError{Field: "sample_limit", Message: fmt.Sprintf("%d is out of range; use 1 to %d (or 0 for %d)", opts.SampleLimit, MaxInsightsSample, DefaultInsightsSample)}
+	}
+	d, err := c.store.JobInsights(ctx, &JobInsightsParams{SampleLimit: opts.SampleLimit})
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
+	return AssembleInsights(d), nil
+}
+
+// InsightsSample is the sample bound a store uses for limit.
+func InsightsSample(limit int) int {
+	if limit <= 0 {
+		return DefaultInsightsSample
+	}
+	return min(limit, MaxInsightsSample)
+}

@@ -1,0 +1,302 @@
+package errand_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+type fixArgs struct {
+	To    string `json:"to"`
+	Count int    `json:"count"`
+}
+
+func (fixArgs) Kind() string { return "fix" }
+
+// deadJob enqueues a job of kind and makes it dead, as a permanent failure
+// would.
+func deadJob(t *testing.T, c interface {
+	Enqueue(context.Context, errand.JobArgs, *errand.EnqueueOpts) (*errand.EnqueueResult, error)
+}, st errand.Store, args errand.JobArgs) *errand.Job {
+	t.Helper()
+	ctx := context.Background()
+	r, err := c.Enqueue(ctx, args, &errand.EnqueueOpts{Queue: "q-" + args.Kind()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{r.Job.Queue}, Limit: 1, Lease: errand.DefaultLease, Owner: "w"})
+	if err != nil || len(js) != 1 {
+		t.Fatalf("claim: %v %v", js, err)
+	}
+	rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
+		JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeDead,
+		Error: &errand.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "bad address"}}}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("record dead: %v %v", rs, err)
+	}
+	return js[0]
+}
+
+// TestReplayWithArgs checks the fix-and-replay case through the client:
+// bad args are refused with nothing written, good ones replace the args
+// and the audit keeps both.
+func TestReplayWithArgs(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, newTestClock())
+	kinds := errand.NewKinds()
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args fixArgs) error { return nil }, nil)
+	c := newClient(t, st, &errand.Config{Kinds: kinds})
+	job := deadJob(t, c, st, fixArgs{To: "nobody@", Count: 1})
+	before := rowCounts(t, st.DB())
+
+	for _, tt := range []struct {
+		name, args, field string
+	}{
+		{"invalid JSON", `{"to":`, "args"},
+		{"not the kind's type", `{"to": 7}`, "args"},
+		{"NUL escape", `{"to": "a\u0000b"}`, "args"},
+		{"too big", `{"to": "` + strings.Repeat("x", 1<<20) + `"}`, "args"},
+	} {
+		_, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "fix", Args: json.RawMessage(tt.args)})
+		var ie *errand.InputError
+		if !errors.As(err, &ie) || ie.Field != tt.field {
+			t.Errorf("%s: %v, want an *InputError on %s", tt.name, err, tt.field)
+		}
+	}
+	if got := rowCounts(t, st.DB()); got != before {
+		t.Fatalf("refused replays wrote rows: %v, before %v", got, before)
+	}
+	if j := getJob(t, c, job.ID); j.State != errand.StateDead {
+		t.Fatalf("state %s after refused replays", j.State)
+	}
+
+	j, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "address fixed", Args: json.RawMessage(`{"to": "ana@example.com", "count": 1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(j.Args) != `{"to":"ana@example.com","count":1}` || j.State != errand.StateQueued {
+		t.Fatalf("replayed job: args %s state %s", j.Args, j.State)
+	}
+	audit, err := c.Audit(ctx, &errand.AuditOpts{JobID: job.ID})
+	if err != nil || len(audit) != 1 {
+		t.Fatalf("audit: %+v, %v", audit, err)
+	}
+	var d struct{ OldArgs, NewArgs fixArgs }
+	if err := json.Unmarshal(audit[0].Details, &struct {
+		OldArgs *fixArgs `json:"old_args"`
+		NewArgs *fixArgs `json:"new_args"`
+	}{&d.OldArgs, &d.NewArgs}); err != nil {
+		t.Fatal(err)
+	}
+	if audit[0].Action != errand.AuditReplayArgs || d.OldArgs.To != "nobody@" || d.NewArgs.To != "ana@example.com" {
+		t.Errorf("audit record %+v, details %s", audit[0], audit[0].Details)
+	}
+}
+
+// TestOperatorActionsNeedWhoAndWhy checks that a cancel or a replay
+// without an operator or a reason is refused with nothing written.
+func TestOperatorActionsNeedWhoAndWhy(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, newTestClock())
+	c := newClient(t, st, &errand.Config{})
+	job := enqueue(t, c, "task", nil)
+	before := rowCounts(t, st.DB())
+	for _, o := range []errand.CancelOpts{{}, {Operator: "ana"}, {Reason: "r"}, {Operator: " ana", Reason: "r"}, {Operator: "ana", Reason: "bell\a"}} {
+		_, err := c.Cancel(ctx, job.ID, &o)
+		var ie *errand.InputError
+		if !errors.As(err, &ie) {
+			t.Errorf("cancel with %+v: %v, want an *InputError", o, err)
+		}
+	}
+	if _, err := c.Cancel(ctx, job.ID, nil); err == nil {
+		t.Error("cancel with nil opts succeeded")
+	}
+	if got := rowCounts(t, st.DB()); got != before {
+		t.Fatalf("refused cancels wrote rows: %v, before %v", got, before)
+	}
+	if j := getJob(t, c, job.ID); j.State != errand.StateQueued {
+		t.Fatalf("state %s after refused cancels", j.State)
+	}
+	for _, o := range []errand.AuditOpts{{Limit: -1}, {Limit: errand.MaxAuditLimit + 1}, {Action: "delete"}, {BeforeID: -1}} {
+		if _, err := c.Audit(ctx, &o); err == nil {
+			t.Errorf("Audit(%+v) succeeded, want an *InputError", o)
+		}
+	}
+}
+
+// TestReplayManyRateAndLimit checks a bulk replay through the client: the
+// limit, the rate (batches wait on the clock, never a sleep in the store),
+// one audit record per job, and refused options.
+func TestReplayManyRateAndLimit(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock})
+	for range 5 {
+		deadJob(t, c, st, errand.RawArgs{KindName: "mail"})
+	}
+	before := rowCounts(t, st.DB())
+	for _, o := range []errand.ReplayManyOpts{
+		{Operator: "ana"},
+		{Reason: "fixed"},
+		{Operator: "ana", Reason: "fixed", Limit: errand.MaxReplayMany + 1},
+		{Operator: "ana", Reason: "fixed", Limit: -1},
+		{Operator: "ana", Reason: "fixed", Rate: -1},
+		{Operator: "ana", Reason: "fixed", Filter: errand.DeadFilter{Queue: "no such queue"}},
+	} {
+		var ie *errand.InputError
+		if _, err := c.ReplayMany(ctx, &o); !errors.As(err, &ie) {
+			t.Errorf("ReplayMany(%+v): %v, want an *InputError", o, err)
+		}
+	}
+	if got := rowCounts(t, st.DB()); got != before {
+		t.Fatalf("refused bulk replays wrote rows: %v, before %v", got, before)
+	}
+
+	dry, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{DryRun: true, Filter: errand.DeadFilter{Kind: "mail"}})
+	if err != nil || len(dry.Jobs) != 5 || !dry.DryRun {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	start := clock.Now()
+	type result struct {
+		r   *errand.ReplayManyResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{Operator: "ana", Reason: "provider back", Limit: 4, Rate: 2})
+		done <- result{r, err}
+	}()
+	// Two jobs a second: a batch of two, then a wait until one second in.
+	blockUntilAt(t, clock, start.Add(time.Second), 1)
+	if n := countState(t, c, errand.StateQueued); n != 2 {
+		t.Fatalf("after the first batch %d jobs queued, want 2", n)
+	}
+	clock.Advance(time.Second)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(clockWait):
+		t.Fatal("ReplayMany did not return")
+	}
+	if r.err != nil || len(r.r.Jobs) != 4 {
+		t.Fatalf("ReplayMany: %+v, %v", r.r, r.err)
+	}
+	if n := countState(t, c, errand.StateDead); n != 1 {
+		t.Errorf("%d jobs dead after replaying 4 of 5, want 1", n)
+	}
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditBulkReplay})
+	if err != nil || len(audit) != 4 {
+		t.Fatalf("audit: %d records, %v; want 4", len(audit), err)
+	}
+	var d struct{ Bulk string }
+	if err := json.Unmarshal(audit[0].Details, &d); err != nil || d.Bulk != r.r.Bulk {
+		t.Errorf("audit details %s, want bulk %s", audit[0].Details, r.r.Bulk)
+	}
+}
+
+func countState(t *testing.T, c interface {
+	List(context.Context, *errand.ListOpts) ([]*errand.Job, error)
+}, st errand.JobState) int {
+	t.Helper()
+	js, err := c.List(context.Background(), &errand.ListOpts{States: []errand.JobState{st}, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(js)
+}
+
+// TestPruneInBatches checks that Prune keeps deleting batches until none
+// is left, and refuses bad ages.
+func TestPruneInBatches(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	for range 5 {
+		enqueue(t, c, "task", nil)
+		workOne(t, c, &errand.WorkOneOpts{})
+	}
+	queued := enqueue(t, c, "later", &errand.EnqueueOpts{Queue: "other"})
+	clock.Advance(48 * time.Hour)
+	for _, o := range []errand.PruneOpts{{}, {SucceededAge: -time.Hour}, {SucceededAge: time.Hour, DeadAge: time.Minute}, {SucceededAge: time.Hour, BatchSize: errand.MaxPruneBatch + 1}} {
+		var ie *errand.InputError
+		if _, err := c.Prune(ctx, &o); !errors.As(err, &ie) {
+			t.Errorf("Prune(%+v): %v, want an *InputError", o, err)
+		}
+	}
+	dry, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: 24 * time.Hour, DryRun: true})
+	if err != nil || dry != (errand.PruneResult{Succeeded: 5, DryRun: true}) {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: 24 * time.Hour, BatchSize: 2})
+	if err != nil || r != (errand.PruneResult{Succeeded: 5}) {
+		t.Fatalf("Prune: %+v, %v; want 5 succeeded", r, err)
+	}
+	if j := getJob(t, c, queued.ID); j.State != errand.StateQueued {
+		t.Errorf("queued job: %s", j.State)
+	}
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditPrune})
+	if err != nil || len(audit) != 3 || audit[0].Operator != errand.RetentionOperator {
+		t.Errorf("audit: %+v, %v; want 3 prune records by %s", audit, err, errand.RetentionOperator)
+	}
+}
+
+// TestLeaderAppliesRetention checks that a worker with a retention policy
+// prunes when it leads, and again every interval.
+func TestLeaderAppliesRetention(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	old := enqueue(t, c, "task", nil)
+	workOne(t, c, &errand.WorkOneOpts{})
+	clock.Advance(2 * time.Hour)
+	recent := enqueue(t, c, "task", nil)
+	workOne(t, c, &errand.WorkOneOpts{})
+	waiting := enqueue(t, c, "task", &errand.EnqueueOpts{Queue: "elsewhere"})
+
+	policy := &errand.RetentionPolicy{SucceededAge: time.Hour, DeadAge: 24 * time.Hour, Interval: 30 * time.Minute}
+	if _, err := c.NewWorker(&errand.WorkerConfig{Retention: &errand.RetentionPolicy{}}); err == nil {
+		t.Error("a retention policy without ages was accepted")
+	}
+	// A leadership lease of a day outlasts the hours the clock moves
+	// below, so the worker leads throughout and only the retention ticker
+	// matters.
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, SweepInterval: time.Hour, HeartbeatInterval: time.Hour,
+		LeaderTTL: 24 * time.Hour, Retention: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy.Interval != 30*time.Minute || policy.BatchSize != 0 {
+		t.Errorf("NewWorker changed the caller's policy: %+v", policy)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	gone := func(id string) bool {
+		_, err := c.Get(ctx, id)
+		return errors.Is(err, errand.ErrNotFound)
+	}
+	workerWaitFor(t, clockWait, func() bool { return gone(old.ID) })
+	if gone(recent.ID) || gone(waiting.ID) {
+		t.Fatal("the leader pruned a job younger than the policy's age")
+	}
+	// More than an hour later the recent job is old enough; the next run,
+	// due every 30 minutes, deletes it.
+	for range 3 {
+		clock.Advance(30 * time.Minute)
+	}
+	workerWaitFor(t, clockWait, func() bool { return gone(recent.ID) })
+	if gone(waiting.ID) {
+		t.Error("the leader pruned a waiting job")
+	}
+}

@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+// insightsDepthSQL puts every unfinished or dead job in its bucket. $1 is
+// now.
+var insightsDepthSQL = `SELECT queue, kind,
+		CASE WHEN state = 'running' THEN 'running'
+			WHEN state = 'dead' THEN 'dead'
+			WHEN available_at > $1 THEN CASE WHEN state = 'retrying' THEN 'retrying' ELSE 'scheduled' END
+			WHEN NOT ` + orderingFree + ` THEN 'held'
+			ELSE 'ready' END AS bucket,
+		count(*), min(available_at)
+	FROM {jobs} j WHERE state IN ('queued', 'retrying', 'running', 'dead')
+	GROUP BY queue, kind, bucket`
+
+// insightsFinishedSQL counts the last day's finished jobs by window. $1 is
+// a minute ago, $2 five minutes, $3 an hour, $4 a day.
+const insightsFinishedSQL = `SELECT queue, kind, state,
+		count(*) FILTER (WHERE finished_at >= $1), count(*) FILTER (WHERE finished_at >= $2),
+		count(*) FILTER (WHERE finished_at >= $3), count(*)
+	FROM {jobs}
+	WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $4
+	GROUP BY queue, kind, state`
+
+// insightsFailuresSQL counts the last hour's failures by class, from the
+// jobs that finished in the hour and the running and retrying ones. $1 is
+// an hour ago.
+const insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
+		count(*) FILTER (WHERE NOT (j.state = 'dead' AND e.n = jsonb_array_length(j.errors)))
+	FROM (
+			SELECT * FROM {jobs}
+				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $1
+			UNION ALL
+			SELECT * FROM {jobs} WHERE state IN ('running', 'retrying')) j
+		CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(v, n)
+	WHERE e.v ->> 'class' <> 'interrupted' AND (e.v ->> 'at')::timestamptz >= $1
+	GROUP BY j.queue, j.kind, e.v ->> 'class'`
+
+// insightsSamplesSQL reads the last hour's succeeded jobs, newest first. $1
+// is an hour ago, $2 the limit. Durations are whole microseconds.
+const insightsSamplesSQL = `SELECT queue, kind,
+		(extract(epoch FROM finished_at - attempted_at) * 1000000)::bigint,
+		(extract(epoch FROM attempted_at - available_at) * 1000000)::bigint
+	FROM {jobs}
+	WHERE state = 'succeeded' AND finished_at IS NOT NULL AND finished_at >= $1 AND attempted_at IS NOT NULL
+	ORDER BY finished_at DESC LIMIT $2`
+
+// JobInsights implements [errand.OperatorStore]. The reads run in one
+// repeatable-read, read-only transaction, so that they see one snapshot.
+func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*errand.InsightsData, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
+	now = micro(now)
+	d := &errand.InsightsData{Now: now}
+	ago := func(w time.Duration) time.Time { return now.Add(-w) }
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql(insightsDepthSQL), now)
+		if err != nil {
+			return err
+		}
+		var dc errand.DepthCount
+		var bucket string
+		var oldest time.Time
+		_, err = pgx.ForEachRow(rows, []any{&dc.Queue, &dc.Kind, &bucket, &dc.Jobs, &oldest}, func() error {
+			c := dc
+			c.Bucket, c.OldestAvailableAt = errand.DepthBucket(bucket), oldest.UTC()
+			d.Depth = append(d.Depth, c)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, s.sql(insightsFinishedSQL), ago(time.Minute), ago(5*time.Minute), ago(time.Hour), ago(24*time.Hour))
+		if err != nil {
+			return err
+		}
+		var fc errand.FinishedCount
+		var state string
+		_, err = pgx.ForEachRow(rows, []any{&fc.Queue, &fc.Kind, &state, &fc.Last1m, &fc.Last5m, &fc.Last1h, &fc.Last24h}, func() error {
+			c := fc
+			c.State = errand.JobState(state)
+			d.Finished = append(d.Finished, c)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, s.sql(insightsFailuresSQL), ago(errand.InsightsWindow))
+		if err != nil {
+			return err
+		}
+		var xc errand.FailureCount
+		_, err = pgx.ForEachRow(rows, []any{&xc.Queue, &xc.Kind, &xc.Class, &xc.Failures, &xc.Retried}, func() error {
+			d.Failures = append(d.Failures, xc)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, s.sql(insightsSamplesSQL), ago(errand.InsightsWindow), errand.InsightsSample(p.SampleLimit))
+		if err != nil {
+			return err
+		}
+		var ts errand.TimingSample
+		var run, wait int64
+		_, err = pgx.ForEachRow(rows, []any{&ts.Queue, &ts.Kind, &run, &wait}, func() error {
+			c := ts
+			c.Run, c.Wait = time.Duration(run)*time.Microsecond, time.Duration(wait)*time.Microsecond
+			d.Samples = append(d.Samples, c)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
+	return d, nil
+}

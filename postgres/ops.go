@@ -1,0 +1,373 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+// Operators' actions: replays, cancels, the audit that records them.
+
+// auditEntry is one record to append to errand_audit, at the statement's
+// {now}.
+type auditEntry struct {
+	action     errand.AuditAction
+	jobID      string // "" for none
+	operator   string
+	reason     string
+	priorState errand.JobState
+	replay     int
+	details    json.RawMessage
+}
+
+// insertAudit appends a record; now is the operation's $1.
+func (s *Store) insertAudit(ctx context.Context, tx pgx.Tx, now any, a *auditEntry) error {
+	var details *string
+	if a.details != nil {
+		d := string(a.details)
+		details = &d
+	}
+	_, err := tx.Exec(ctx, s.sql(`INSERT INTO {audit}
+			(action, job_id, operator, reason, at, prior_state, replay, details)
+		VALUES ($2, $3, $4, $5, {now}, $6, $7, $8::jsonb)`), now,
+		string(a.action), nullIfEmpty(a.jobID), a.operator, a.reason,
+		nullIfEmpty(string(a.priorState)), a.replay, details)
+	return err
+}
+
+// replaySQL starts a new delivery cycle for job $2 at {now}, replacing its
+// args with $3 when that is not NULL.
+const replaySQL = `UPDATE {jobs} SET
+		state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
+		deadline = CASE WHEN max_age_us > 0 THEN {now} + max_age_us * interval '1 microsecond' END,
+		lease_token = NULL, lease_until = NULL, finished_at = NULL,
+		args = coalesce($3::jsonb, args)
+	WHERE id = $2 RETURNING ` + jobColumns
+
+// replay replays job id inside tx and audits it as action, with details
+// (nil for none). newArgs, when not nil, replaces the job's args, and the
+// details become the old and new args.
+func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, reason string,
+	action errand.AuditAction, newArgs, details json.RawMessage) (*errand.Job, error) {
+	if !errand.StorableText(id) {
+		return nil, errand.ErrNotFound
+	}
+	var state, oldArgs string
+	err := tx.QueryRow(ctx, s.sql(`SELECT state, args::text FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &oldArgs)
+	if isNoRows(err) {
+		return nil, errand.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
+		return nil, err
+	}
+	var argsArg *string
+	if newArgs != nil {
+		a := string(newArgs)
+		argsArg = &a
+		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
+	}
+	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg))
+	if err != nil {
+		return nil, err
+	}
+	err = s.insertAudit(ctx, tx, now, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
+		priorState: errand.JobState(state), replay: j.Replays, details: details})
+	return j, err
+}
+
+// JobReplay implements [errand.JobStore].
+func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+	var j *errand.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		action := errand.AuditReplay
+		if p.Args != nil {
+			action = errand.AuditReplayArgs
+		}
+		var err error
+		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// JobReplayAudit implements [errand.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
+	jobID := p.JobID
+	if !errand.StorableText(jobID) {
+		return []errand.ReplayRecord{}, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT id, job_id, replay, prior_state, operator, reason, at
+		FROM {audit} WHERE job_id = $1 AND action IN ($2, $3, $4) ORDER BY id`), jobID,
+		string(errand.AuditReplay), string(errand.AuditReplayArgs), string(errand.AuditBulkReplay))
+	if err != nil {
+		return nil, fmt.Errorf("replay audit of job %s: %w", jobID, err)
+	}
+	out := []errand.ReplayRecord{}
+	var r errand.ReplayRecord
+	var prior string
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.JobID, &r.Replay, &prior, &r.Operator, &r.Reason, &r.At}, func() error {
+		r.PriorState = errand.JobState(prior)
+		r.At = r.At.UTC()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay audit of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// JobCancel implements [errand.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	id := p.ID
+	var j *errand.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if !errand.StorableText(id) {
+			return errand.ErrNotFound
+		}
+		now := s.nowArg()
+		var state string
+		err := tx.QueryRow(ctx, s.sql(`SELECT state FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state)
+		if isNoRows(err) {
+			return errand.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := errand.CheckCancel(id, errand.JobState(state)); err != nil {
+			return err
+		}
+		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
+			WHERE id = $2 RETURNING `+jobColumns), now, id))
+		if err != nil {
+			return err
+		}
+		return s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditCancel, jobID: id,
+			operator: p.Operator, reason: p.Reason, priorState: errand.JobState(state)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// AuditList implements [errand.OperatorStore].
+func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
+	out := []errand.AuditRecord{}
+	if !errand.StorableText(p.JobID) {
+		return out, nil
+	}
+	var where []string
+	args := []any{}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if p.JobID != "" {
+		add("job_id = ?", p.JobID)
+	}
+	if p.Action != "" {
+		add("action = ?", string(p.Action))
+	}
+	if !p.Since.IsZero() {
+		add("at >= ?", micro(p.Since))
+	}
+	if !p.Until.IsZero() {
+		add("at < ?", micro(p.Until))
+	}
+	if p.BeforeID > 0 {
+		add("id < ?", p.BeforeID)
+	}
+	q := `SELECT id, action, job_id, operator, reason, at, coalesce(prior_state, ''), replay, details::text FROM {audit}`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, errand.AuditLimit(p.Limit))
+	q += ` ORDER BY id DESC LIMIT $` + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, s.sql(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	var r errand.AuditRecord
+	var action, prior string
+	var details *string
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &action, &r.JobID, &r.Operator, &r.Reason, &r.At, &prior, &r.Replay, &details}, func() error {
+		rec := r
+		rec.Action = errand.AuditAction(action)
+		rec.PriorState = errand.JobState(prior)
+		rec.At = r.At.UTC()
+		if r.JobID != nil {
+			id := *r.JobID
+			rec.JobID = &id
+		}
+		if details != nil {
+			rec.Details = json.RawMessage(*details)
+		}
+		out = append(out, rec)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return out, nil
+}
+
+// JobReplayMany implements [errand.OperatorStore].
+func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var args []any
+	var where []string
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	where = append(where, "state = 'dead'")
+	add("seq > ?", p.AfterSeq)
+	f := p.Filter
+	if f.Kind != "" {
+		add("kind = ?", f.Kind)
+	}
+	if f.Queue != "" {
+		add("queue = ?", f.Queue)
+	}
+	if f.Class != "" {
+		add("last_error ->> 'class' = ?", f.Class)
+	}
+	if !f.DiedSince.IsZero() {
+		add("finished_at >= ?", micro(f.DiedSince))
+	}
+	if !f.DiedUntil.IsZero() {
+		add("finished_at < ?", micro(f.DiedUntil))
+	}
+	args = append(args, p.Limit)
+	q := ` FROM {jobs} WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT $` + strconv.Itoa(len(args))
+	if p.DryRun {
+		rows, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+q), args...)
+		if err != nil {
+			return nil, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		js, err := scanJobs(rows, scanJob)
+		if err != nil {
+			return nil, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		return js, nil
+	}
+	out := []*errand.Job{}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql(`SELECT id`+q+` FOR UPDATE SKIP LOCKED`), args...)
+		if err != nil {
+			return err
+		}
+		jobIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		now := s.nowArg()
+		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
+		for _, id := range jobIDs {
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, details)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", id, err)
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay dead jobs: %w", err)
+	}
+	return out, nil
+}
+
+// pruneSQL deletes up to $3 jobs in state $1 finished before $2, oldest
+// first: one state at a time, so that errand_jobs_finished yields them in
+// order and a batch reads only the rows it deletes. A row another
+// transaction holds (a replay under way) is skipped, not waited for. The
+// victims are chosen once, in a materialised CTE: as a subquery of
+// "seq IN (...)" the planner may run the LIMIT more than once and delete
+// more than the batch.
+const pruneSQL = `WITH victims AS MATERIALIZED (
+		SELECT seq FROM {jobs}
+		WHERE state = $1 AND finished_at IS NOT NULL AND finished_at < $2
+		ORDER BY finished_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+	DELETE FROM {jobs} j USING victims v WHERE j.seq = v.seq AND j.state = $1
+	RETURNING j.state`
+
+// JobPrune implements [errand.OperatorStore].
+func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
+	r := errand.PruneResult{DryRun: p.DryRun}
+	if err := p.Validate(); err != nil {
+		return r, err
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return r, fmt.Errorf("prune: %w", err)
+	}
+	count := func(state string, n int) {
+		switch errand.JobState(state) {
+		case errand.StateSucceeded:
+			r.Succeeded += n
+		case errand.StateCancelled:
+			r.Cancelled += n
+		case errand.StateDead:
+			r.Dead += n
+		}
+	}
+	groups := errand.PruneGroups(p)
+	if p.DryRun {
+		for _, g := range groups {
+			var n int
+			err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM {jobs}
+				WHERE state = $1 AND finished_at IS NOT NULL AND finished_at < $2`),
+				string(g.State), micro(now.Add(-g.Age))).Scan(&n)
+			if err != nil {
+				return r, fmt.Errorf("prune: %w", err)
+			}
+			count(string(g.State), n)
+		}
+		return r, nil
+	}
+	nowArg := s.nowArg()
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		left := p.Limit
+		for _, g := range groups {
+			if left == 0 {
+				break
+			}
+			rows, err := tx.Query(ctx, s.sql(pruneSQL), string(g.State), micro(now.Add(-g.Age)), left)
+			if err != nil {
+				return err
+			}
+			states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, st := range states {
+				count(st, 1)
+			}
+			left -= len(states)
+		}
+		if r.Total() == 0 {
+			return nil
+		}
+		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errand.AuditPrune, operator: p.Operator,
+			reason: p.Reason, details: errand.PruneDetails(p, r)})
+	})
+	if err != nil {
+		return errand.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,216 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand/internal/ids"
+)
+
+// Bulk replay of dead jobs: an operator who fixed what killed them replays
+// the jobs a filter selects, in batches, at a rate the systems they call can
+// take.
+
+// Bounds of a bulk replay.
+const (
+	// MaxReplayMany is the most jobs one bulk replay replays.
+	MaxReplayMany = 1000
+	// DefaultReplayMany is how many it replays when no limit is given.
+	DefaultReplayMany = 100
+	// ReplayBatch is the most jobs replayed in one transaction.
+	ReplayBatch = 100
+)
+
+// DeadFilter selects dead jobs. Zero fields do not filter.
+type DeadFilter struct {
+	Kind  string `json:"kind,omitempty"`
+	Queue string `json:"queue,omitempty"`
+	// Class is the class of the job's last error (what killed it).
+	Class string `json:"class,omitempty"`
+	// DiedSince and DiedUntil keep jobs that died (finished_at) in
+	// [DiedSince, DiedUntil).
+	DiedSince time.Time `json:"died_since,omitzero"`
+	DiedUntil time.Time `json:"died_until,omitzero"`
+}
+
+// validate checks the filter's names and time range.
+func (f *DeadFilter) validate() error {
+	for _, n := range []struct{ field, v string }{{"kind", f.Kind}, {"queue", f.Queue}, {"class", f.Class}} {
+		if n.v != "" {
+			if err := checkName(n.field, n.v); err != nil {
+				return err
+			}
+		}
+	}
+	if !f.DiedSince.IsZero() && !f.DiedUntil.IsZero() && !f.DiedUntil.After(f.DiedSince) {
+		return &InputError{Field: "until", Message: "is not after since; give a time range that is not empty"}
+	}
+	for _, t := range []struct {
+		field string
+		v     time.Time
+	}{{"since", f.DiedSince}, {"until", f.DiedUntil}} {
+		if !t.v.IsZero() && (t.v.Before(minRunAt) || t.v.After(maxRunAt)) {
+			return &InputError{Field: t.field, Message: "is out of range; give a time between years 1 and 9999"}
+		}
+	}
+	return nil
+}
+
+// JobReplayManyParams describe one batch of a bulk replay.
+type JobReplayManyParams struct {
+	Filter DeadFilter
+	// AfterSeq starts after the job with this seq, so that a bulk replay
+	// visits each job once even when a replayed job dies again meanwhile.
+	AfterSeq int64
+	// Limit is the most jobs to replay: 1 to ReplayBatch.
+	Limit    int
+	Operator string
+	Reason   string
+	// Bulk identifies the bulk replay this batch belongs to, in the audit.
+	Bulk   string
+	DryRun bool
+}
+
+// Validate reports bad params as an *InputError.
+func (p *JobReplayManyParams) Validate() error {
+	if p.Limit < 1 || p.Limit > ReplayBatch {
+		return &InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per batch", p.Limit, ReplayBatch)}
+	}
+	if p.AfterSeq < 0 {
+		return &InputError{Field: "after_seq", Message: "must not be negative"}
+	}
+	if !p.DryRun {
+		if err := checkOperatorAction(p.Operator, p.Reason, "replaying the jobs"); err != nil {
+			return err
+		}
+		if err := checkIdentifier("bulk", p.Bulk, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	return p.Filter.validate()
+}
+
+// BulkReplayDetails is the details of an [AuditBulkReplay] record: the
+// bulk replay's id and filter.
+func BulkReplayDetails(bulk string, f DeadFilter) json.RawMessage {
+	return mustJSON(struct {
+		Bulk   string     `json:"bulk"`
+		Filter DeadFilter `json:"filter"`
+	}{bulk, utcFilter(f)})
+}
+
+func utcFilter(f DeadFilter) DeadFilter {
+	if !f.DiedSince.IsZero() {
+		f.DiedSince = f.DiedSince.UTC()
+	}
+	if !f.DiedUntil.IsZero() {
+		f.DiedUntil = f.DiedUntil.UTC()
+	}
+	return f
+}
+
+// ReplayManyOpts select dead jobs to replay and say how fast.
+type ReplayManyOpts struct {
+	// Filter selects the dead jobs; the zero filter selects every one.
+	Filter DeadFilter
+	// Limit is the most jobs to replay: zero means DefaultReplayMany; more
+	// than MaxReplayMany is an *InputError.
+	Limit int
+	// Rate, when positive, is the most jobs replayed per second, so that a
+	// recovering downstream service is not flooded. Zero means as fast as
+	// batches of ReplayBatch go.
+	Rate float64
+	// Operator and Reason are required: each replayed job's audit record
+	// keeps them.
+	Operator string
+	Reason   string
+	// DryRun lists the jobs that would be replayed and changes nothing.
+	DryRun bool
+}
+
+// ReplayManyResult is what a bulk replay did.
+type ReplayManyResult struct {
+	// Bulk identifies the run in the audit (details.bulk of each record).
+	Bulk   string `json:"bulk"`
+	DryRun bool   `json:"dry_run"`
+	// Jobs are the jobs replayed, in seq order, as the replay left them
+	// (with DryRun: the jobs that would be, unchanged).
+	Jobs []*Job `json:"jobs"`
+}
+
+// ReplayMany replays the dead jobs that opts.Filter selects, oldest (by
+// seq) first, at most opts.Limit of them, in transactions of up to
+// ReplayBatch jobs, no faster than opts.Rate. Each job keeps its id and
+// history, as with [Client.Replay], and gets its own audit record (action
+// bulk_replay) naming the run and its filter. Each job is visited once per
+// call. When ctx ends between batches, the result holds the jobs replayed
+// so far, with ctx's error.
+func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*ReplayManyResult, error) {
+	if opts == nil {
+		opts = &ReplayManyOpts{}
+	}
+	limit := opts.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultReplayMany
+	case limit < 0 || limit > MaxReplayMany:
+		return nil, &InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per call", limit, MaxReplayMany)}
+	}
+	if opts.Rate < 0 || opts.Rate != opts.Rate {
+		return nil, &InputError{Field: "rate", Message: "must be a positive number of jobs per second, or 0 for no limit"}
+	}
+	if !opts.DryRun {
+		if err := checkOperatorAction(opts.Operator, opts.Reason, "replaying the jobs"); err != nil {
+			return nil, err
+		}
+	}
+	if err := opts.Filter.validate(); err != nil {
+		return nil, err
+	}
+	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*Job{}}
+	batch := ReplayBatch
+	if opts.Rate > 0 {
+		batch = max(1, min(batch, int(opts.Rate))) // about one batch a second
+	}
+	start := c.clock.Now()
+	var after int64
+	for len(res.Jobs) < limit {
+		p := &JobReplayManyParams{
+			Filter: opts.Filter, AfterSeq: after, Limit: min(batch, limit-len(res.Jobs)),
+			Operator: opts.Operator, Reason: opts.Reason, Bulk: res.Bulk, DryRun: opts.DryRun,
+		}
+		js, err := c.store.JobReplayMany(ctx, p)
+		if err != nil {
+			return res, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		res.Jobs = append(res.Jobs, js...)
+		if len(js) < p.Limit {
+			break
+		}
+		after = js[len(js)-1].Seq
+		if opts.Rate > 0 && !opts.DryRun && len(res.Jobs) < limit {
+			due := start.Add(time.Duration(float64(len(res.Jobs)) / opts.Rate * float64(time.Second)))
+			if err := sleepCtx(ctx, c.clock, due.Sub(c.clock.Now())); err != nil {
+				return res, fmt.Errorf("replay dead jobs: %w", err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// sleepCtx waits for d on clock, or until ctx ends.
+func sleepCtx(ctx context.Context, clock TimeSource, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}

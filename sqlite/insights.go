@@ -1,0 +1,131 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// insightsDepthSQL puts every unfinished or dead job in its bucket. ?1 is
+// now.
+var insightsDepthSQL = `SELECT queue, kind,
+		CASE WHEN state = 'running' THEN 'running'
+			WHEN state = 'dead' THEN 'dead'
+			WHEN available_at > ?1 THEN CASE WHEN state = 'retrying' THEN 'retrying' ELSE 'scheduled' END
+			WHEN NOT ` + errand.OrderingFreeSQL("errand_jobs") + ` THEN 'held'
+			ELSE 'ready' END AS bucket,
+		count(*), min(available_at)
+	FROM errand_jobs j WHERE state IN ('queued', 'retrying', 'running', 'dead')
+	GROUP BY queue, kind, bucket`
+
+// insightsFinishedSQL counts the last day's finished jobs by window. ?1 is
+// a minute ago, ?2 five minutes, ?3 an hour, ?4 a day.
+const insightsFinishedSQL = `SELECT queue, kind, state,
+		sum(finished_at >= ?1), sum(finished_at >= ?2), sum(finished_at >= ?3), count(*)
+	FROM errand_jobs INDEXED BY errand_jobs_finished
+	WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?4
+	GROUP BY queue, kind, state`
+
+// insightsFailuresSQL counts the last hour's failures by class, from the
+// jobs that finished in the hour and the running and retrying ones. ?1 is
+// an hour ago in microseconds, ?2 in seconds (history times are text).
+const insightsFailuresSQL = `SELECT j.queue, j.kind, e.value ->> '$.class', count(*),
+		sum(CASE WHEN j.state = 'dead' AND e.key = json_array_length(j.errors) - 1 THEN 0 ELSE 1 END)
+	FROM errand_jobs j, json_each(j.errors) e
+	WHERE j.seq IN (
+			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
+				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?1
+			UNION ALL
+			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_state WHERE state IN ('running', 'retrying'))
+		AND e.value ->> '$.class' <> 'interrupted'
+		AND unixepoch(e.value ->> '$.at', 'subsec') >= ?2
+	GROUP BY j.queue, j.kind, e.value ->> '$.class'`
+
+// insightsSamplesSQL reads the last hour's succeeded jobs, newest first. ?1
+// is an hour ago, ?2 the limit.
+const insightsSamplesSQL = `SELECT queue, kind, finished_at - attempted_at, attempted_at - available_at
+	FROM errand_jobs INDEXED BY errand_jobs_finished
+	WHERE state = 'succeeded' AND finished_at IS NOT NULL AND finished_at >= ?1 AND attempted_at IS NOT NULL
+	ORDER BY finished_at DESC LIMIT ?2`
+
+// JobInsights implements [errand.OperatorStore]. The reads run in one read
+// transaction, so that they see one moment.
+func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*errand.InsightsData, error) {
+	now := s.clock.Now().UTC().Truncate(time.Microsecond)
+	d := &errand.InsightsData{Now: now}
+	ago := func(w time.Duration) int64 { return micros(now.Add(-w)) }
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
+	defer tx.Rollback()
+	err = each(ctx, tx, insightsDepthSQL, []any{micros(now)}, func(rows *sql.Rows) error {
+		var c errand.DepthCount
+		var bucket string
+		var oldest int64
+		if err := rows.Scan(&c.Queue, &c.Kind, &bucket, &c.Jobs, &oldest); err != nil {
+			return err
+		}
+		c.Bucket, c.OldestAvailableAt = errand.DepthBucket(bucket), fromMicros(oldest)
+		d.Depth = append(d.Depth, c)
+		return nil
+	})
+	if err == nil {
+		err = each(ctx, tx, insightsFinishedSQL, []any{ago(time.Minute), ago(5 * time.Minute), ago(time.Hour), ago(24 * time.Hour)},
+			func(rows *sql.Rows) error {
+				var c errand.FinishedCount
+				var state string
+				if err := rows.Scan(&c.Queue, &c.Kind, &state, &c.Last1m, &c.Last5m, &c.Last1h, &c.Last24h); err != nil {
+					return err
+				}
+				c.State = errand.JobState(state)
+				d.Finished = append(d.Finished, c)
+				return nil
+			})
+	}
+	if err == nil {
+		hour := now.Add(-errand.InsightsWindow)
+		err = each(ctx, tx, insightsFailuresSQL, []any{micros(hour), float64(hour.UnixMicro()) / 1e6}, func(rows *sql.Rows) error {
+			var c errand.FailureCount
+			if err := rows.Scan(&c.Queue, &c.Kind, &c.Class, &c.Failures, &c.Retried); err != nil {
+				return err
+			}
+			d.Failures = append(d.Failures, c)
+			return nil
+		})
+	}
+	if err == nil {
+		err = each(ctx, tx, insightsSamplesSQL, []any{ago(errand.InsightsWindow), errand.InsightsSample(p.SampleLimit)}, func(rows *sql.Rows) error {
+			var c errand.TimingSample
+			var run, wait int64
+			if err := rows.Scan(&c.Queue, &c.Kind, &run, &wait); err != nil {
+				return err
+			}
+			c.Run, c.Wait = time.Duration(run)*time.Microsecond, time.Duration(wait)*time.Microsecond
+			d.Samples = append(d.Samples, c)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
+	return d, nil
+}
+
+// each runs q and calls fn for every row.
+func each(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,364 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Operators' actions: replays, cancels, the audit that records them.
+
+var errNoSuchJob = errand.ErrNotFound
+
+// auditEntry is one record to append to errand_audit.
+type auditEntry struct {
+	action     errand.AuditAction
+	jobID      string // "" for none
+	operator   string
+	reason     string
+	at         time.Time
+	priorState errand.JobState
+	replay     int
+	details    json.RawMessage
+}
+
+func insertAudit(ctx context.Context, tx *sql.Tx, a *auditEntry) error {
+	var details any
+	if a.details != nil {
+		details = string(a.details)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO errand_audit
+			(action, job_id, operator, reason, at, prior_state, replay, details)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(a.action), nullIfEmpty(a.jobID), a.operator, a.reason, micros(a.at),
+		nullIfEmpty(string(a.priorState)), a.replay, details)
+	return err
+}
+
+// replaySQL starts a new delivery cycle for job ?2 at ?1, replacing its
+// args with ?3 when that is not NULL.
+const replaySQL = `UPDATE errand_jobs SET
+		state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
+		deadline = CASE WHEN max_age_us > 0 THEN ?1 + max_age_us END,
+		lease_token = NULL, lease_until = NULL, finished_at = NULL,
+		args = coalesce(?3, args)
+	WHERE id = ?2 RETURNING ` + jobColumns
+
+// replay replays job id inside tx and audits it as action, with details
+// (nil for none). newArgs, when not nil, replaces the job's args, and the
+// details become the old and new args.
+func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, operator, reason string,
+	action errand.AuditAction, newArgs, details json.RawMessage) (*errand.Job, error) {
+	var state, oldArgs string
+	err := tx.QueryRowContext(ctx, `SELECT state, args FROM errand_jobs WHERE id = ?`, id).Scan(&state, &oldArgs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoSuchJob
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
+		return nil, err
+	}
+	var argsArg any
+	if newArgs != nil {
+		argsArg = string(newArgs)
+		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
+	}
+	j, err := scanJob(tx.QueryRowContext(ctx, replaySQL, micros(now), id, argsArg))
+	if err != nil {
+		return nil, err
+	}
+	err = insertAudit(ctx, tx, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
+		at: now, priorState: errand.JobState(state), replay: j.Replays, details: details})
+	return j, err
+}
+
+// JobReplay implements [errand.JobStore].
+func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+	var j *errand.Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		action := errand.AuditReplay
+		if p.Args != nil {
+			action = errand.AuditReplayArgs
+		}
+		var err error
+		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// JobReplayAudit implements [errand.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id, job_id, replay, prior_state, operator, reason, at
+		FROM errand_audit WHERE job_id = ? AND action IN (?, ?, ?) ORDER BY id`,
+		p.JobID, errand.AuditReplay, errand.AuditReplayArgs, errand.AuditBulkReplay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	rs := []errand.ReplayRecord{}
+	for rows.Next() {
+		var r errand.ReplayRecord
+		var prior string
+		var at int64
+		if err := rows.Scan(&r.ID, &r.JobID, &r.Replay, &prior, &r.Operator, &r.Reason, &at); err != nil {
+			return nil, err
+		}
+		r.PriorState = errand.JobState(prior)
+		r.At = fromMicros(at)
+		rs = append(rs, r)
+	}
+	return rs, rows.Err()
+}
+
+// JobCancel implements [errand.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	id := p.ID
+	var j *errand.Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM errand_jobs WHERE id = ?`, id).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNoSuchJob
+		}
+		if err != nil {
+			return err
+		}
+		if err := errand.CheckCancel(id, errand.JobState(state)); err != nil {
+			return err
+		}
+		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
+			WHERE id = ? RETURNING `+jobColumns, micros(now), id))
+		if err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditCancel, jobID: id, operator: p.Operator,
+			reason: p.Reason, at: now, priorState: errand.JobState(state)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// AuditList implements [errand.OperatorStore].
+func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
+	var where []string
+	var args []any
+	if p.JobID != "" {
+		where, args = append(where, "job_id = ?"), append(args, p.JobID)
+	}
+	if p.Action != "" {
+		where, args = append(where, "action = ?"), append(args, string(p.Action))
+	}
+	if !p.Since.IsZero() {
+		where, args = append(where, "at >= ?"), append(args, micros(p.Since))
+	}
+	if !p.Until.IsZero() {
+		where, args = append(where, "at < ?"), append(args, micros(p.Until))
+	}
+	if p.BeforeID > 0 {
+		where, args = append(where, "id < ?"), append(args, p.BeforeID)
+	}
+	q := `SELECT id, action, job_id, operator, reason, at, prior_state, replay, details FROM errand_audit`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, errand.AuditLimit(p.Limit))
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	defer rows.Close()
+	out := []errand.AuditRecord{}
+	for rows.Next() {
+		var r errand.AuditRecord
+		var action string
+		var jobID, prior, details sql.NullString
+		var at int64
+		if err := rows.Scan(&r.ID, &action, &jobID, &r.Operator, &r.Reason, &at, &prior, &r.Replay, &details); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		r.Action = errand.AuditAction(action)
+		r.JobID = nullString(jobID)
+		r.PriorState = errand.JobState(prior.String)
+		r.At = fromMicros(at)
+		if details.Valid {
+			r.Details = json.RawMessage(details.String)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return out, nil
+}
+
+// JobReplayMany implements [errand.OperatorStore].
+func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	where := []string{"state = 'dead'", "seq > ?"}
+	args := []any{p.AfterSeq}
+	f := p.Filter
+	if f.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, f.Kind)
+	}
+	if f.Queue != "" {
+		where, args = append(where, "queue = ?"), append(args, f.Queue)
+	}
+	if f.Class != "" {
+		where, args = append(where, "last_error ->> '$.class' = ?"), append(args, f.Class)
+	}
+	if !f.DiedSince.IsZero() {
+		where, args = append(where, "finished_at >= ?"), append(args, micros(f.DiedSince))
+	}
+	if !f.DiedUntil.IsZero() {
+		where, args = append(where, "finished_at < ?"), append(args, micros(f.DiedUntil))
+	}
+	q := ` FROM errand_jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ?`
+	args = append(args, p.Limit)
+	if p.DryRun {
+		rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("replay dead jobs: %w", err)
+		}
+		return scanJobs(rows, scanJob)
+	}
+	out := []*errand.Job{}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id`+q, args...)
+		if err != nil {
+			return err
+		}
+		var jobIDs []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			jobIDs = append(jobIDs, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
+		for _, id := range jobIDs {
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, details)
+			if err != nil {
+				return fmt.Errorf("job %s: %w", id, err)
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay dead jobs: %w", err)
+	}
+	return out, nil
+}
+
+// pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2, oldest
+// first: one state at a time, so that errand_jobs_finished yields them in
+// order and a batch reads only the rows it deletes.
+const pruneSQL = `DELETE FROM errand_jobs WHERE seq IN (
+		SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
+		WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at < ?2
+		ORDER BY finished_at LIMIT ?3)
+	RETURNING state`
+
+// JobPrune implements [errand.OperatorStore].
+func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
+	r := errand.PruneResult{DryRun: p.DryRun}
+	if err := p.Validate(); err != nil {
+		return r, err
+	}
+	now := s.clock.Now()
+	groups := errand.PruneGroups(p)
+	count := func(state string, n int) {
+		switch errand.JobState(state) {
+		case errand.StateSucceeded:
+			r.Succeeded += n
+		case errand.StateCancelled:
+			r.Cancelled += n
+		case errand.StateDead:
+			r.Dead += n
+		}
+	}
+	if p.DryRun {
+		for _, g := range groups {
+
+			rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_jobs INDEXED BY errand_jobs_finished
+				WHERE state = ? AND finished_at IS NOT NULL AND finished_at < ? GROUP BY state`,
+				string(g.State), micros(now.Add(-g.Age)))
+			if err != nil {
+				return r, fmt.Errorf("prune: %w", err)
+			}
+			for rows.Next() {
+				var st string
+				var n int
+				if err := rows.Scan(&st, &n); err != nil {
+					rows.Close()
+					return r, fmt.Errorf("prune: %w", err)
+				}
+				count(st, n)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return r, fmt.Errorf("prune: %w", err)
+			}
+		}
+		return r, nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		left := p.Limit
+		for _, g := range groups {
+			if left == 0 {
+				break
+			}
+			rows, err := tx.QueryContext(ctx, pruneSQL, string(g.State), micros(now.Add(-g.Age)), left)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var st string
+				if err := rows.Scan(&st); err != nil {
+					rows.Close()
+					return err
+				}
+				count(st, 1)
+				left--
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		if r.Total() == 0 {
+			return nil
+		}
+		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditPrune, operator: p.Operator, reason: p.Reason,
+			at: now, details: errand.PruneDetails(p, r)})
+	})
+	if err != nil {
+		return errand.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,167 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var auditCases = []testCase{
+	{"Cancel", testAuditCancel},
+	{"ReplayArgs", testAuditReplayArgs},
+	{"ReplayArgsWrongState", testAuditReplayArgsWrongState},
+	{"ListFilters", testAuditListFilters},
+}
+
+// auditList reads the audit with p.
+func (e *env) auditList(p *errand.AuditListParams) []errand.AuditRecord {
+	e.t.Helper()
+	rs, err := e.s.AuditList(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("AuditList(%+v): %v", *p, err)
+	}
+	if rs == nil {
+		e.t.Fatalf("AuditList(%+v) returned nil, want a non-nil slice", *p)
+	}
+	return rs
+}
+
+// checkRecords compares audit records field by field, details by JSON
+// value; ids must be positive and descending.
+func checkRecords(t *testing.T, what string, got, want []errand.AuditRecord) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d records %+v, want %d", what, len(got), got, len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ID <= 0 || (i > 0 && g.ID >= got[i-1].ID) {
+			t.Errorf("%s: record %d has id %d; want positive ids, newest (greatest) first", what, i, g.ID)
+		}
+		jobOK := (g.JobID == nil) == (w.JobID == nil) && (g.JobID == nil || *g.JobID == *w.JobID)
+		detailsOK := (g.Details == nil) == (w.Details == nil) && (g.Details == nil || sameJSON(g.Details, w.Details))
+		if g.Action != w.Action || !jobOK || g.Operator != w.Operator || g.Reason != w.Reason ||
+			!g.At.Equal(w.At) || g.PriorState != w.PriorState || g.Replay != w.Replay || !detailsOK {
+			t.Errorf("%s: record %d:\n got %s\nwant %s", what, i, recordString(g), recordString(w))
+		}
+	}
+}
+
+func recordString(r errand.AuditRecord) string {
+	job := "<nil>"
+	if r.JobID != nil {
+		job = *r.JobID
+	}
+	return fmt.Sprintf("{%s job=%s op=%q reason=%q at=%s prior=%q replay=%d details=%s}",
+		r.Action, job, r.Operator, r.Reason, r.At.UTC().Format(time.RFC3339Nano), r.PriorState, r.Replay, r.Details)
+}
+
+// testAuditCancel checks that a cancel records who, why, the prior state
+// and when, and that a refused cancel records nothing.
+func testAuditCancel(t *testing.T, h harness) {
+	e := open(t, h)
+	e.jobInState("a", errand.StateRetrying)
+	e.jobInState("r", errand.StateRunning)
+	now := e.clock.Advance(time.Minute)
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "a", Operator: "ana", Reason: "order withdrawn"}); err != nil {
+		t.Fatalf("JobCancel: %v", err)
+	}
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "r", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrWrongState) {
+		t.Fatalf("cancel of a running job: %v, want ErrWrongState", err)
+	}
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "missing", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("cancel of an unknown job: %v, want ErrNotFound", err)
+	}
+	checkRecords(t, "audit after a cancel", e.auditList(&errand.AuditListParams{}), []errand.AuditRecord{
+		{Action: errand.AuditCancel, JobID: ptr("a"), Operator: "ana", Reason: "order withdrawn", At: now, PriorState: errand.StateRetrying},
+	})
+	if rs := e.audit("a"); len(rs) != 0 {
+		t.Errorf("a cancel is not a replay: JobReplayAudit = %+v", rs)
+	}
+}
+
+// testAuditReplayArgs checks the fix-and-replay case: the args replaced in
+// the replay's transaction, the old and new args both kept in the audit.
+func testAuditReplayArgs(t *testing.T, h harness) {
+	e := open(t, h)
+	deadJob := e.jobInState("a", errand.StateDead)
+	now := e.clock.Advance(time.Hour)
+	newArgs := json.RawMessage(`{"n":2,"fixed":true}`)
+	got, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "typo in the address", Args: newArgs})
+	if err != nil {
+		t.Fatalf("JobReplay with args: %v", err)
+	}
+	want := replayed(deadJob, now)
+	want.Args = newArgs
+	same(t, "job replayed with new args", want, got)
+	same(t, "JobGet after a replay with new args", want, e.get("a"))
+	details := json.RawMessage(`{"old_args":{"n":1},"new_args":{"n":2,"fixed":true}}`)
+	checkRecords(t, "audit of a replay with new args", e.auditList(&errand.AuditListParams{JobID: "a"}), []errand.AuditRecord{
+		{Action: errand.AuditReplayArgs, JobID: ptr("a"), Operator: "ana", Reason: "typo in the address", At: now,
+			PriorState: errand.StateDead, Replay: 1, Details: details},
+	})
+	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "typo in the address", At: now},
+	})
+}
+
+// testAuditReplayArgsWrongState checks that a refused replay with new args
+// changes neither the args nor the audit.
+func testAuditReplayArgsWrongState(t *testing.T, h harness) {
+	e := open(t, h)
+	before := e.jobInState("a", errand.StateRetrying)
+	_, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "r", Args: json.RawMessage(`{"n":9}`)})
+	if !errors.Is(err, errand.ErrWrongState) {
+		t.Fatalf("replay with args of a retrying job: %v, want ErrWrongState", err)
+	}
+	e.unchanged("refused replay with args", before)
+	checkRecords(t, "audit after a refused replay", e.auditList(&errand.AuditListParams{}), nil)
+}
+
+// testAuditListFilters checks the audit's filters, order and paging.
+func testAuditListFilters(t *testing.T, h harness) {
+	e := open(t, h)
+	e.jobInState("a", errand.StateDead)
+	e.jobInState("b", errand.StateQueued)
+	e.jobInState("c", errand.StateQueued)
+	t1 := e.clock.Advance(time.Minute)
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	t2 := e.clock.Advance(time.Minute)
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "b", Operator: "bo", Reason: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	t3 := e.clock.Advance(time.Minute)
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "c", Operator: "cy", Reason: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	t4 := e.clock.Advance(time.Minute)
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "b", Operator: "bo", Reason: "four"}); err != nil {
+		t.Fatal(err)
+	}
+	rA := errand.AuditRecord{Action: errand.AuditReplay, JobID: ptr("a"), Operator: "ana", Reason: "one", At: t1, PriorState: errand.StateDead, Replay: 1}
+	rB := errand.AuditRecord{Action: errand.AuditCancel, JobID: ptr("b"), Operator: "bo", Reason: "two", At: t2, PriorState: errand.StateQueued}
+	rC := errand.AuditRecord{Action: errand.AuditCancel, JobID: ptr("c"), Operator: "cy", Reason: "three", At: t3, PriorState: errand.StateQueued}
+	rD := errand.AuditRecord{Action: errand.AuditReplay, JobID: ptr("b"), Operator: "bo", Reason: "four", At: t4, PriorState: errand.StateCancelled, Replay: 1}
+
+	all := e.auditList(&errand.AuditListParams{})
+	checkRecords(t, "whole audit", all, []errand.AuditRecord{rD, rC, rB, rA})
+	checkRecords(t, "job b", e.auditList(&errand.AuditListParams{JobID: "b"}), []errand.AuditRecord{rD, rB})
+	checkRecords(t, "cancels", e.auditList(&errand.AuditListParams{Action: errand.AuditCancel}), []errand.AuditRecord{rC, rB})
+	checkRecords(t, "t2 <= at < t4", e.auditList(&errand.AuditListParams{Since: t2, Until: t4}), []errand.AuditRecord{rC, rB})
+	checkRecords(t, "replays of b", e.auditList(&errand.AuditListParams{JobID: "b", Action: errand.AuditReplay}), []errand.AuditRecord{rD})
+	checkRecords(t, "unknown job", e.auditList(&errand.AuditListParams{JobID: "zzz"}), nil)
+
+	page1 := e.auditList(&errand.AuditListParams{Limit: 3})
+	checkRecords(t, "page 1", page1, []errand.AuditRecord{rD, rC, rB})
+	page2 := e.auditList(&errand.AuditListParams{Limit: 3, BeforeID: page1[2].ID})
+	checkRecords(t, "page 2", page2, []errand.AuditRecord{rA})
+	if page2[0].ID != all[3].ID {
+		t.Errorf("page 2 id %d, want %d", page2[0].ID, all[3].ID)
+	}
+}

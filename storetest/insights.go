@@ -1,0 +1,146 @@
+package storetest
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var insightsCases = []testCase{
+	{"ExactFigures", testInsightsExact},
+	{"Empty", testInsightsEmpty},
+}
+
+func (e *env) insights() *errand.Insights {
+	e.t.Helper()
+	d, err := e.s.JobInsights(e.ctx, &errand.JobInsightsParams{})
+	if err != nil {
+		e.t.Fatalf("JobInsights: %v", err)
+	}
+	if !d.Now.Equal(e.now()) {
+		e.t.Errorf("JobInsights: Now %s, want the store's clock %s", d.Now, e.now())
+	}
+	return errand.AssembleInsights(d)
+}
+
+func testInsightsEmpty(t *testing.T, h harness) {
+	e := open(t, h)
+	got := e.insights()
+	if len(got.Kinds) != 0 {
+		t.Errorf("insights of an empty store: %+v", got.Kinds)
+	}
+}
+
+// testInsightsExact builds a queue whose every figure is known, on the
+// fake clock, and compares the whole result.
+func testInsightsExact(t *testing.T, h harness) {
+	e := open(t, h)
+	job := func(id, kind string) *errand.JobInsertParams {
+		p := newJob(id)
+		p.Queue, p.Kind = "q", kind
+		return p
+	}
+	claim := func(id string) *errand.Job {
+		js := e.claimWith(&errand.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
+		if len(js) != 1 || js[0].ID != id {
+			t.Fatalf("claim: got %v, want %s", ids(js), id)
+		}
+		return js[0]
+	}
+	fail := func(j *errand.Job, class string, delay time.Duration) {
+		e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeRetry, Delay: delay,
+			Error: &errand.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
+	}
+
+	// Two hours before: a job dies (in the last day, not the last hour).
+	e.insert(job("old", "a"))
+	e.recordOK(dead(claim("old")))
+	e.clock.Advance(2 * time.Hour)
+
+	// Two successes: waited 2s and ran 3s; waited 4s and ran 1s.
+	e.insert(job("ok1", "a"))
+	e.clock.Advance(2 * time.Second)
+	j := claim("ok1")
+	e.clock.Advance(3 * time.Second)
+	e.recordOK(succeeded(j))
+	e.insert(job("ok2", "a"))
+	e.clock.Advance(4 * time.Second)
+	j = claim("ok2")
+	e.clock.Advance(time.Second)
+	e.recordOK(succeeded(j))
+
+	// f1 fails with timeout, is retried at once, and dies.
+	p := job("f1", "a")
+	p.MaxAttempts = 2
+	e.insert(p)
+	fail(claim("f1"), "timeout", 0)
+	e.recordOK(dead(claim("f1")))
+	// rt fails and waits an hour; run is running.
+	e.insert(job("rt", "b"))
+	fail(claim("rt"), errand.ClassError, time.Hour)
+	e.insert(job("run", "b"))
+	claim("run")
+	// Waiting: a cancelled job, a scheduled one, two of one ordering key
+	// (the second held), and a ready one.
+	e.insert(job("can", "a"))
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "can", Operator: "ana", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	sch := job("sch", "b")
+	sch.Delay = time.Hour
+	k1, k2 := job("k1", "b"), job("k2", "b")
+	k1.OrderingKey, k2.OrderingKey = "x", "x"
+	e.insert(sch, k1, k2, job("rdy", "a"))
+	// 56s later: ok1 finished 61s ago, ok2 and f1 56s ago.
+	e.clock.Advance(56 * time.Second)
+
+	got := e.insights()
+	want := &errand.Insights{At: e.now(), Kinds: []errand.KindInsights{{
+		Queue: "q", Kind: "a",
+		Ready: 1, OldestReadyAgeSeconds: 56,
+		Throughput:        errand.Throughput{Last1m: 2, Last5m: 3.0 / 5, Last1h: 3.0 / 60},
+		SucceededLastHour: 2,
+		FailedLastHour:    2, FailureRate: 0.5,
+		FailuresByClass: []errand.ClassFailures{
+			{Class: errand.ClassPermanent, Failures: 1, Rate: 0.25},
+			{Class: "timeout", Failures: 1, Rate: 0.25},
+		},
+		RetriesLastHour: 1,
+		Dead:            2, DeadLastHour: 1, DeadLastDay: 2,
+		RunTime:  errand.Percentiles{Samples: 2, P50Seconds: 1, P99Seconds: 3},
+		WaitTime: errand.Percentiles{Samples: 2, P50Seconds: 2, P99Seconds: 4},
+	}, {
+		Queue: "q", Kind: "b",
+		Ready: 1, Scheduled: 1, Retrying: 1, Held: 1, Running: 1, OldestReadyAgeSeconds: 56,
+		FailedLastHour: 1, FailureRate: 1,
+		FailuresByClass: []errand.ClassFailures{{Class: errand.ClassError, Failures: 1, Rate: 1}},
+		RetriesLastHour: 1,
+	}}}
+	if !got.At.Equal(want.At) {
+		t.Errorf("At %s, want %s", got.At, want.At)
+	}
+	got.At = want.At
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("insights:\n got %s\nwant %s", g, w)
+	}
+
+	// An hour and a minute on, the last hour is empty; the day still
+	// counts both deaths.
+	e.clock.Advance(time.Hour + time.Minute)
+	later := e.insights()
+	a := later.Kinds[0]
+	if a.Kind != "a" || a.SucceededLastHour != 0 || a.FailedLastHour != 0 || a.DeadLastHour != 0 || a.DeadLastDay != 2 ||
+		a.Throughput != (errand.Throughput{}) || a.RunTime.Samples != 0 || len(a.FailuresByClass) != 0 {
+		t.Errorf("insights an hour later: %+v", a)
+	}
+	// rt is still retrying, so its failure stays visible until it is an
+	// hour old; now it is not.
+	if b := later.Kinds[1]; b.FailedLastHour != 0 || b.RetriesLastHour != 0 {
+		t.Errorf("kind b an hour later: %+v", b)
+	}
+}

@@ -1,0 +1,337 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var bulkReplayCases = []testCase{
+	{"Filters", testBulkReplayFilters},
+	{"PagesAndAudits", testBulkReplayPagesAndAudits},
+	{"DryRun", testBulkReplayDryRun},
+	{"BadParams", testBulkReplayBadParams},
+}
+
+var pruneCases = []testCase{
+	{"NeverLiveJobs", testPruneNeverLive},
+	{"Ages", testPruneAges},
+	{"Batches", testPruneBatches},
+	{"DryRun", testPruneDryRun},
+	{"BadParams", testPruneBadParams},
+}
+
+// deadWith makes a dead job of kind in queue, killed by class, now.
+func (e *env) deadWith(id, queue, kind, class string) *errand.Job {
+	e.t.Helper()
+	p := newJob(id)
+	p.Queue, p.Kind = queue, kind
+	e.insert(p)
+	js := e.claimWith(&errand.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
+	if len(js) != 1 || js[0].ID != id {
+		e.t.Fatalf("claim %s: got %v", id, ids(js))
+	}
+	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(js[0]), Kind: errand.OutcomeDead,
+		Error: &errand.AttemptError{Attempt: 1, Class: class, Message: "failed"}})
+	return e.get(id)
+}
+
+func (e *env) replayMany(p *errand.JobReplayManyParams) []*errand.Job {
+	e.t.Helper()
+	js, err := e.s.JobReplayMany(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("JobReplayMany(%+v): %v", *p, err)
+	}
+	return js
+}
+
+func bulk(f errand.DeadFilter) *errand.JobReplayManyParams {
+	return &errand.JobReplayManyParams{Filter: f, Limit: errand.ReplayBatch, Operator: "ana", Reason: "fixed", Bulk: "bulk-1"}
+}
+
+// testBulkReplayFilters checks that each filter selects exactly the dead
+// jobs it names, and that no other state is touched.
+func testBulkReplayFilters(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.now()
+	e.deadWith("a", "mail", "email", "timeout")
+	e.clock.Advance(time.Hour)
+	t1 := e.now()
+	e.deadWith("b", "mail", "sms", "timeout")
+	e.clock.Advance(time.Hour)
+	t2 := e.now()
+	e.deadWith("c", "bills", "email", errand.ClassPermanent)
+	e.clock.Advance(time.Hour)
+	live := []*errand.Job{e.jobInState("q", errand.StateQueued), e.jobInState("r", errand.StateRetrying),
+		e.jobInState("s", errand.StateSucceeded), e.jobInState("x", errand.StateCancelled)}
+
+	for _, tt := range []struct {
+		name   string
+		filter errand.DeadFilter
+		want   []string
+	}{
+		{"kind", errand.DeadFilter{Kind: "email"}, []string{"a", "c"}},
+		{"queue", errand.DeadFilter{Queue: "mail"}, []string{"a", "b"}},
+		{"class", errand.DeadFilter{Class: "timeout"}, []string{"a", "b"}},
+		{"died since", errand.DeadFilter{DiedSince: t1}, []string{"b", "c"}},
+		{"died until", errand.DeadFilter{DiedUntil: t1}, []string{"a"}},
+		{"range and kind", errand.DeadFilter{DiedSince: t0, DiedUntil: t2.Add(time.Microsecond), Kind: "email"}, []string{"a", "c"}},
+		{"nothing", errand.DeadFilter{Kind: "email", Queue: "mail", Class: errand.ClassPermanent}, nil},
+	} {
+		p := bulk(tt.filter)
+		p.DryRun = true
+		if got := ids(e.replayMany(p)); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+			t.Errorf("dry run by %s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	now := e.now()
+	got := e.replayMany(bulk(errand.DeadFilter{Class: "timeout"}))
+	if !slices.Equal(ids(got), []string{"a", "b"}) {
+		t.Fatalf("replayed %v, want [a b]", ids(got))
+	}
+	for _, j := range got {
+		if j.State != errand.StateQueued || j.Replays != 1 || j.Attempt != 0 || !j.AvailableAt.Equal(now) || j.FinishedAt != nil {
+			t.Errorf("replayed job %s: %+v", j.ID, j)
+		}
+		same(t, "JobGet of bulk-replayed "+j.ID, j, e.get(j.ID))
+	}
+	if c := e.get("c"); c.State != errand.StateDead {
+		t.Errorf("job c outside the filter: %s", c.State)
+	}
+	for _, j := range live {
+		e.unchanged("bulk replay", j)
+	}
+	// Everything dead now: only c, since a and b were replayed.
+	if rest := e.replayMany(bulk(errand.DeadFilter{})); !slices.Equal(ids(rest), []string{"c"}) {
+		t.Errorf("second bulk replay: %v, want [c]", ids(rest))
+	}
+}
+
+// testBulkReplayPagesAndAudits checks Limit and AfterSeq, and one audit
+// record per job with the bulk id and filter.
+func testBulkReplayPagesAndAudits(t *testing.T, h harness) {
+	e := open(t, h)
+	var seqs []int64
+	for _, id := range []string{"a", "b", "c"} {
+		seqs = append(seqs, e.deadWith(id, "mail", "email", "timeout").Seq)
+	}
+	now := e.clock.Advance(time.Minute)
+	f := errand.DeadFilter{Kind: "email", DiedSince: T0}
+	p := bulk(f)
+	p.Limit = 2
+	first := e.replayMany(p)
+	if !slices.Equal(ids(first), []string{"a", "b"}) {
+		t.Fatalf("first batch %v, want [a b]", ids(first))
+	}
+	p.AfterSeq = seqs[0]
+	p.Limit = 5
+	// a and b are queued now; after a's seq only c is dead.
+	if second := e.replayMany(p); !slices.Equal(ids(second), []string{"c"}) {
+		t.Fatalf("second batch %v, want [c]", ids(second))
+	}
+	details := errand.BulkReplayDetails("bulk-1", f)
+	var want []errand.AuditRecord
+	for _, id := range []string{"c", "b", "a"} {
+		want = append(want, errand.AuditRecord{Action: errand.AuditBulkReplay, JobID: ptr(id), Operator: "ana", Reason: "fixed",
+			At: now, PriorState: errand.StateDead, Replay: 1, Details: details})
+	}
+	checkRecords(t, "audit of a bulk replay", e.auditList(&errand.AuditListParams{}), want)
+	var d struct {
+		Bulk   string `json:"bulk"`
+		Filter struct {
+			Kind      string    `json:"kind"`
+			DiedSince time.Time `json:"died_since"`
+		} `json:"filter"`
+	}
+	if err := json.Unmarshal(details, &d); err != nil || d.Bulk != "bulk-1" || d.Filter.Kind != "email" || !d.Filter.DiedSince.Equal(T0) {
+		t.Errorf("details %s: %+v, %v", details, d, err)
+	}
+	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "fixed", At: now},
+	})
+}
+
+// testBulkReplayDryRun checks that a dry run returns the jobs unchanged
+// and writes nothing.
+func testBulkReplayDryRun(t *testing.T, h harness) {
+	e := open(t, h)
+	a := e.deadWith("a", "mail", "email", "timeout")
+	p := bulk(errand.DeadFilter{})
+	p.DryRun = true
+	p.Operator, p.Reason, p.Bulk = "", "", ""
+	got := e.replayMany(p)
+	if len(got) != 1 {
+		t.Fatalf("dry run: %v", ids(got))
+	}
+	same(t, "dry run result", a, got[0])
+	e.unchanged("dry run", a)
+	checkRecords(t, "audit after a dry run", e.auditList(&errand.AuditListParams{}), nil)
+}
+
+// testBulkReplayBadParams checks that bad params are an *InputError and
+// nothing is written.
+func testBulkReplayBadParams(t *testing.T, h harness) {
+	e := open(t, h)
+	a := e.deadWith("a", "mail", "email", "timeout")
+	for _, mod := range []func(p *errand.JobReplayManyParams){
+		func(p *errand.JobReplayManyParams) { p.Limit = 0 },
+		func(p *errand.JobReplayManyParams) { p.Limit = errand.ReplayBatch + 1 },
+		func(p *errand.JobReplayManyParams) { p.Operator = "" },
+		func(p *errand.JobReplayManyParams) { p.Reason = " " },
+		func(p *errand.JobReplayManyParams) { p.Bulk = "" },
+		func(p *errand.JobReplayManyParams) { p.AfterSeq = -1 },
+		func(p *errand.JobReplayManyParams) { p.Filter.Kind = "bad kind" },
+		func(p *errand.JobReplayManyParams) { p.Filter.DiedSince, p.Filter.DiedUntil = T0, T0 },
+	} {
+		p := bulk(errand.DeadFilter{})
+		mod(p)
+		js, err := e.s.JobReplayMany(e.ctx, p)
+		var ie *errand.InputError
+		if !errors.As(err, &ie) {
+			t.Errorf("JobReplayMany(%+v) = %v, %v; want an *InputError", *p, ids(js), err)
+		}
+	}
+	e.unchanged("refused bulk replays", a)
+	checkRecords(t, "audit after refused bulk replays", e.auditList(&errand.AuditListParams{}), nil)
+}
+
+func (e *env) prune(p *errand.JobPruneParams) errand.PruneResult {
+	e.t.Helper()
+	r, err := e.s.JobPrune(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("JobPrune(%+v): %v", *p, err)
+	}
+	return r
+}
+
+func pruneParams(succeeded, dead time.Duration) *errand.JobPruneParams {
+	return &errand.JobPruneParams{SucceededAge: succeeded, DeadAge: dead, Limit: errand.MaxPruneBatch,
+		Operator: "ana", Reason: "retention"}
+}
+
+// testPruneNeverLive checks that a prune old enough to catch every
+// finished job leaves every unfinished one alone, however old.
+func testPruneNeverLive(t *testing.T, h harness) {
+	e := open(t, h)
+	var live []*errand.Job
+	for _, st := range []errand.JobState{errand.StateQueued, errand.StateRunning, errand.StateRetrying} {
+		live = append(live, e.jobInState(string(st), st))
+	}
+	sched := newJob("scheduled")
+	sched.Delay = 1000 * time.Hour
+	live = append(live, e.insert(sched)...)
+	for _, st := range []errand.JobState{errand.StateSucceeded, errand.StateCancelled, errand.StateDead} {
+		e.jobInState(string(st), st)
+	}
+	e.clock.Advance(100 * time.Hour)
+	// Every running lease has expired by now; the prune must not care.
+	r := e.prune(pruneParams(time.Hour, time.Hour))
+	if r != (errand.PruneResult{Succeeded: 1, Cancelled: 1, Dead: 1}) {
+		t.Errorf("prune: %+v, want one of each finished state", r)
+	}
+	for _, j := range live {
+		e.unchanged("prune", j)
+	}
+	for _, id := range []string{"succeeded", "cancelled", "dead"} {
+		e.notFound(id)
+	}
+}
+
+// testPruneAges checks the two ages, each counted from finished_at: a job
+// exactly at its age stays, one older goes.
+func testPruneAges(t *testing.T, h harness) {
+	e := open(t, h)
+	e.jobInState("s", errand.StateSucceeded) // finished at T0
+	e.jobInState("d", errand.StateDead)      // died at T0
+	e.clock.Advance(time.Hour)
+	if r := e.prune(pruneParams(time.Hour, 2*time.Hour)); r.Total() != 0 {
+		t.Errorf("prune at exactly the succeeded age: %+v, want nothing", r)
+	}
+	e.clock.Advance(time.Microsecond)
+	if r := e.prune(pruneParams(time.Hour, 2*time.Hour)); r != (errand.PruneResult{Succeeded: 1}) {
+		t.Errorf("prune past the succeeded age: %+v, want the succeeded job", r)
+	}
+	e.notFound("s")
+	e.get("d")
+	e.clock.Advance(time.Hour)
+	if r := e.prune(pruneParams(0, 2*time.Hour)); r != (errand.PruneResult{Dead: 1}) {
+		t.Errorf("prune past the dead age: %+v, want the dead job", r)
+	}
+	e.notFound("d")
+}
+
+// testPruneBatches checks that Limit bounds one call, oldest first, and
+// that each deleting call is audited once.
+func testPruneBatches(t *testing.T, h harness) {
+	e := open(t, h)
+	for _, id := range []string{"s1", "s2", "s3"} {
+		e.jobInState(id, errand.StateSucceeded)
+		e.clock.Advance(time.Second)
+	}
+	e.jobInState("d1", errand.StateDead)
+	e.clock.Advance(time.Hour)
+	p := pruneParams(time.Minute, time.Minute)
+	p.Limit = 2
+	now := e.now()
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2}) {
+		t.Errorf("first batch: %+v, want 2 succeeded", r)
+	}
+	e.notFound("s1")
+	e.notFound("s2")
+	e.get("s3")
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1, Dead: 1}) {
+		t.Errorf("second batch: %+v, want 1 succeeded and 1 dead", r)
+	}
+	if r := e.prune(p); r.Total() != 0 {
+		t.Errorf("third batch: %+v, want nothing", r)
+	}
+	rec := func(s, d int) errand.AuditRecord {
+		return errand.AuditRecord{Action: errand.AuditPrune, Operator: "ana", Reason: "retention", At: now,
+			Details: errand.PruneDetails(p, errand.PruneResult{Succeeded: s, Dead: d})}
+	}
+	checkRecords(t, "audit of prunes", e.auditList(&errand.AuditListParams{}), []errand.AuditRecord{rec(1, 1), rec(2, 0)})
+}
+
+// testPruneDryRun checks that a dry run counts without a limit and writes
+// nothing.
+func testPruneDryRun(t *testing.T, h harness) {
+	e := open(t, h)
+	s := e.jobInState("s", errand.StateSucceeded)
+	c := e.jobInState("c", errand.StateCancelled)
+	e.clock.Advance(time.Hour)
+	p := &errand.JobPruneParams{SucceededAge: time.Minute, DryRun: true}
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1, Cancelled: 1, DryRun: true}) {
+		t.Errorf("dry run: %+v", r)
+	}
+	e.unchanged("dry run", s)
+	e.unchanged("dry run", c)
+	checkRecords(t, "audit after a dry run", e.auditList(&errand.AuditListParams{Action: errand.AuditPrune}), nil)
+}
+
+// testPruneBadParams checks that bad params are an *InputError and
+// nothing is deleted.
+func testPruneBadParams(t *testing.T, h harness) {
+	e := open(t, h)
+	s := e.jobInState("s", errand.StateSucceeded)
+	e.clock.Advance(time.Hour)
+	for _, p := range []*errand.JobPruneParams{
+		{Limit: 10, Operator: "ana", Reason: "r"},
+		{SucceededAge: -time.Minute, Limit: 10, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Minute, DeadAge: -time.Minute, Limit: 10, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Hour, DeadAge: time.Minute, Limit: 10, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Minute, Limit: 0, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Minute, Limit: errand.MaxPruneBatch + 1, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Minute, Limit: 10, Reason: "r"},
+	} {
+		r, err := e.s.JobPrune(e.ctx, p)
+		var ie *errand.InputError
+		if !errors.As(err, &ie) {
+			t.Errorf("JobPrune(%+v) = %+v, %v; want an *InputError", *p, r, err)
+		}
+	}
+	e.unchanged("refused prunes", s)
+}
