@@ -93,20 +93,14 @@ func nullIfEmpty(s string) *string {
 
 // JobInsertMany implements [errand.JobStore].
 func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
-	var rs []errand.JobInsertResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, p.Jobs)
-		return err
-	})
-	return rs, err
+	return s.insertOwnTx(ctx, p.Jobs)
 }
 
 // JobInsertManyTx implements [errand.TxStore]: tx is a pgx.Tx on the
 // store's database, from any pgx connection or pool. Times come from
 // statement_timestamp(), not the start of the caller's transaction.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
-	return s.insert(ctx, pgxQuerier{tx}, s.inTx, p.Jobs)
+	return s.insertCallerTx(ctx, tx, p.Jobs)
 }
 
 // insertSQL inserts the whole batch in one statement, in the batch's order
