@@ -220,6 +220,21 @@ func testInsertBatchAtomic(t *testing.T, h harness) {
 // are reported with their holder and write nothing, and a bad job at the
 // end of a large batch inserts nothing.
 func testInsertLargeBatch(t *testing.T, h harness) {
+	for _, c := range []struct {
+		name             string
+		uniqueKeys, dups bool
+	}{
+		{"unique-keys-and-duplicates", true, true},
+		{"duplicate-ids", false, true},
+		{"all-new", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) { testInsertLargeBatchOf(t, h, c.uniqueKeys, c.dups) })
+	}
+}
+
+// testInsertLargeBatchOf runs testInsertLargeBatch on a batch with or
+// without unique keys, and with or without duplicates.
+func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 	e := open(t, h)
 	held := newJob("held")
 	held.UniqueKey = "key-held"
@@ -238,22 +253,24 @@ func testInsertLargeBatch(t *testing.T, h harness) {
 		case 2:
 			p.OrderingKey, p.MaxAge = fmt.Sprintf("order-%d", i%3), time.Hour
 		case 3:
-			p.UniqueKey, p.Tags = fmt.Sprintf("unique-%d", i), []string{"bulk", fmt.Sprint(i)}
+			p.Tags = []string{"bulk", fmt.Sprint(i)}
+			if uniqueKeys {
+				p.UniqueKey = fmt.Sprintf("unique-%d", i)
+			}
 		case 4:
 			p.RunAt = now.Add(time.Duration(i) * time.Millisecond)
 		}
 		ps[i] = p
 	}
-	dupOf := map[int]string{ // batch index: the job that holds its id or key
-		7:     "existing",  // the id of an existing job
-		1234:  "held",      // the unique key of an existing job
-		2100:  "bulk-0042", // the id of an earlier job of the batch
-		n - 1: "bulk-0003", // the unique key of an earlier job of the batch
+	dupOf := map[int]string{} // batch index: the job that holds its id or key
+	if dups {
+		dupOf[7], ps[7] = "existing", newJob("existing")         // the id of an existing job
+		dupOf[2100], ps[2100] = "bulk-0042", newJob("bulk-0042") // the id of an earlier job of the batch
 	}
-	ps[7] = newJob("existing")
-	ps[1234].UniqueKey = "key-held"
-	ps[2100] = newJob("bulk-0042")
-	ps[n-1].UniqueKey = ps[3].UniqueKey
+	if dups && uniqueKeys {
+		dupOf[1234], ps[1234].UniqueKey = "held", "key-held"         // the unique key of an existing job
+		dupOf[n-1], ps[n-1].UniqueKey = "bulk-0003", ps[3].UniqueKey // the unique key of an earlier job
+	}
 
 	rs := e.insertResults(ps...)
 	byID := map[string]*errand.Job{}
@@ -292,8 +309,12 @@ func testInsertLargeBatch(t *testing.T, h harness) {
 			t.Errorf("job %d (%s): stored %+v, want the fields of %+v", i, p.ID, r.Job, p)
 		}
 	}
-	same(t, "duplicate of an existing job", existing[0], rs[7].Job)
-	same(t, "duplicate of an existing unique key", existing[1], rs[1234].Job)
+	if dups {
+		same(t, "duplicate of an existing job", existing[0], rs[7].Job)
+	}
+	if dups && uniqueKeys {
+		same(t, "duplicate of an existing unique key", existing[1], rs[1234].Job)
+	}
 
 	// A bad job at the end of a large batch: nothing of it is written.
 	bad := make([]*errand.JobInsertParams, 1500)
