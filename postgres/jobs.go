@@ -93,20 +93,14 @@ func nullIfEmpty(s string) *string {
 
 // JobInsertMany implements [errand.JobStore].
 func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
-	var rs []errand.JobInsertResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, p.Jobs)
-		return err
-	})
-	return rs, err
+	return s.insertOwnTx(ctx, p.Jobs)
 }
 
 // JobInsertManyTx implements [errand.TxStore]: tx is a pgx.Tx on the
 // store's database, from any pgx connection or pool. Times come from
 // statement_timestamp(), not the start of the caller's transaction.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
-	return s.insert(ctx, pgxQuerier{tx}, s.inTx, p.Jobs)
+	return s.insertCallerTx(ctx, tx, p.Jobs)
 }
 
 // insertSQL inserts the whole batch in one statement, in the batch's order
@@ -286,12 +280,18 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 // index of one queue in claim order and locks the first claimable rows,
 // skipping rows another claimer holds, so concurrent claimers never wait
 // for each other and never share a job; the cost is the batch's, however
-// many jobs wait. Each row gets its own token.
+// many jobs wait. Each row gets its own token. The picked seqs are
+// collected into an array first, so that the update reads them by primary
+// key whatever the planner guesses. With "seq IN (...)" it joined the pick
+// to a scan of the whole table in a generic plan (which assumes the limit
+// is a tenth of the rows) after stale statistics, and sorted a whole
+// never-analyzed table when claiming from several queues (see
+// TestClaimPlanWithoutStatistics).
 const claimSQL = `UPDATE {jobs} SET
 		state = 'running', attempt = attempt + 1, attempted_at = {now},
 		lease_token = replace(gen_random_uuid()::text, '-', ''),
 		lease_until = {now} + $2 * interval '1 microsecond', lease_owner = $3
-	WHERE seq IN ({pick})
+	WHERE seq = ANY(ARRAY({pick}))
 	RETURNING ` + jobColumns
 
 // orderingFree is errand's ordering-key rule on a candidate aliased j. A

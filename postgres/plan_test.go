@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestQueryPlans pins the plans of the queries on the hot path and of those
@@ -77,4 +78,99 @@ func TestQueryPlans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClaimPlanWithoutStatistics pins the claim's plan on a table that was
+// bulk-loaded and never analyzed, as a table is right after a large bulk
+// enqueue and before autovacuum gets to it: 200,000 ready jobs, in an
+// order uncorrelated with the claim order, and (in the second case) the
+// statistics of an ANALYZE taken when the table held a few jobs. Whether
+// the planner uses the values of the claim's parameters (a custom plan) or
+// not (the generic plan a prepared statement may switch to, which assumes
+// a LIMIT of a tenth of the rows), the claim must walk the partial claim
+// index in claim order and stop at the limit: no sort of what it reads
+// (only, for several queues, of each queue's first few), no scan of the
+// whole table.
+func TestClaimPlanWithoutStatistics(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	for _, staleStats := range []bool{false, true} {
+		name := "never-analyzed"
+		if staleStats {
+			name = "analyzed-when-small"
+		}
+		t.Run(name, func(t *testing.T) {
+			s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			load := func(prefix string, n int) string {
+				return fmt.Sprintf(`INSERT INTO {jobs} (id, queue, kind, args, priority, state, max_attempts, available_at, created_at)
+					SELECT '%s' || g, CASE WHEN g %% 10 = 0 THEN 'other' ELSE 'default' END, 'k', '{}',
+						(g::bigint * 7919) %% 3, 'queued', 3, now() - ((g::bigint * 104729) %% 86400) * interval '1 second', now()
+					FROM generate_series(1, %d) g`, prefix, n)
+			}
+			steps := []string{`ALTER TABLE {jobs} SET (autovacuum_enabled = false)`} // no analyze behind the test's back
+			if staleStats {
+				steps = append(steps, load("small-", 500), `ANALYZE {jobs}`)
+			}
+			steps = append(steps, load("bulk-", 200_000))
+			for _, q := range steps {
+				if _, err := s.pool.Exec(ctx, s.sql(q)); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			conn, err := s.pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			for _, c := range []struct {
+				name, query, types, args string
+			}{
+				{"one queue", claimOneSQL, "timestamptz, bigint, text, text, text[], integer", `NULL, 60000000, 'w', 'default', '{k}', 10`},
+				{"many queues", claimManySQL, "timestamptz, bigint, text, text[], text[], integer", `NULL, 60000000, 'w', '{default,other}', NULL, 10`},
+			} {
+				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+					plan := explainPrepared(t, conn.Conn(), mode, s.sql(c.query), c.types, c.args)
+					if !strings.Contains(plan, "Index Scan using errand_jobs_claim") {
+						t.Errorf("%s, %s: plan does not walk errand_jobs_claim:\n%s", c.name, mode, plan)
+					}
+					if strings.Contains(plan, "Seq Scan on errand_jobs") {
+						t.Errorf("%s, %s: plan reads the whole table:\n%s", c.name, mode, plan)
+					}
+					// The only sort allowed is of the candidates the
+					// per-queue walks return (at most the limit per queue).
+					for _, line := range strings.Split(plan, "\n") {
+						if strings.Contains(line, "Sort Key:") && !strings.Contains(line, "Sort Key: c.priority") {
+							t.Errorf("%s, %s: plan sorts jobs the index should deliver in order:\n%s", c.name, mode, plan)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// explainPrepared prepares query with parameter types under plan_cache_mode
+// mode and returns the plan EXPLAIN EXECUTE shows for args.
+func explainPrepared(t *testing.T, conn *pgx.Conn, mode, query, types, args string) string {
+	t.Helper()
+	ctx := t.Context()
+	for _, q := range []string{"DEALLOCATE ALL", "SET plan_cache_mode = " + mode,
+		"PREPARE claim_plan(" + types + ") AS " + query} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE claim_plan("+args+")", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -17,6 +17,7 @@ var insertCases = []testCase{
 	{"DuplicateID", testInsertDuplicateID},
 	{"DuplicateUniqueKey", testInsertDuplicateUniqueKey},
 	{"BatchAtomic", testInsertBatchAtomic},
+	{"LargeBatch", testInsertLargeBatch},
 	{"Tx", testInsertTx},
 	{"TimePrecision", testInsertTimePrecision},
 	{"Now", testNow},
@@ -209,6 +210,152 @@ func testInsertBatchAtomic(t *testing.T, h harness) {
 			e.notFound("good")
 		})
 	}
+}
+
+// testInsertLargeBatch checks a batch as large as a bulk enqueue sends,
+// which a store may write many jobs per statement or stream in bulk: the
+// results are in the batch's order, each new job reads back as its result
+// says with seq following the batch, duplicates anywhere in the batch (of
+// existing jobs or of an earlier job of the batch, by id or by unique key)
+// are reported with their holder and write nothing, and a bad job at the
+// end of a large batch inserts nothing.
+func testInsertLargeBatch(t *testing.T, h harness) {
+	for _, c := range []struct {
+		name             string
+		uniqueKeys, dups bool
+	}{
+		{"unique-keys-and-duplicates", true, true},
+		{"duplicate-ids", false, true},
+		{"all-new", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) { testInsertLargeBatchOf(t, h, c.uniqueKeys, c.dups) })
+	}
+}
+
+// testInsertLargeBatchOf runs testInsertLargeBatch on a batch with or
+// without unique keys, and with or without duplicates.
+func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
+	e := open(t, h)
+	held := newJob("held")
+	held.UniqueKey = "key-held"
+	existing := e.insert(newJob("existing"), held)
+	e.clock.Advance(time.Minute)
+	now := e.now()
+
+	const n = 2500
+	ps := make([]*errand.JobInsertParams, n)
+	for i := range ps {
+		p := newJob(fmt.Sprintf("bulk-%04d", i))
+		p.Args = json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))
+		switch i % 5 {
+		case 1:
+			p.Priority, p.Delay = i%7-3, time.Duration(i)*time.Second
+		case 2:
+			p.OrderingKey, p.MaxAge = fmt.Sprintf("order-%d", i%3), time.Hour
+		case 3:
+			p.Tags = []string{"bulk", fmt.Sprint(i)}
+			if uniqueKeys {
+				p.UniqueKey = fmt.Sprintf("unique-%d", i)
+			}
+		case 4:
+			p.RunAt = now.Add(time.Duration(i) * time.Millisecond)
+		}
+		ps[i] = p
+	}
+	dupOf := map[int]string{} // batch index: the job that holds its id or key
+	if dups {
+		dupOf[7], ps[7] = "existing", newJob("existing")         // the id of an existing job
+		dupOf[2100], ps[2100] = "bulk-0042", newJob("bulk-0042") // the id of an earlier job of the batch
+	}
+	if dups && uniqueKeys {
+		dupOf[1234], ps[1234].UniqueKey = "held", "key-held"         // the unique key of an existing job
+		dupOf[n-1], ps[n-1].UniqueKey = "bulk-0003", ps[3].UniqueKey // the unique key of an earlier job
+	}
+
+	rs := e.insertResults(ps...)
+	byID := map[string]*errand.Job{}
+	for _, j := range e.listAll() {
+		j.HeldBy = nil // not part of an insert's result
+		byID[j.ID] = j
+	}
+	if want := 2 + n - len(dupOf); len(byID) != want {
+		t.Errorf("%d jobs stored after the batch, want %d", len(byID), want)
+	}
+	var lastSeq int64
+	for i, r := range rs {
+		p := ps[i]
+		if holder, ok := dupOf[i]; ok {
+			if !r.Duplicate || r.Job == nil || r.Job.ID != holder {
+				t.Errorf("job %d (%s): result %+v, want a duplicate of %s", i, p.ID, r, holder)
+			}
+			continue
+		}
+		if r.Duplicate || r.Job == nil || r.Job.ID != p.ID {
+			t.Errorf("job %d (%s): result %+v, want the new job", i, p.ID, r)
+			continue
+		}
+		if r.Job.Seq <= lastSeq {
+			t.Errorf("job %d (%s): seq %d after %d; want seq in the batch's order", i, p.ID, r.Job.Seq, lastSeq)
+		}
+		lastSeq = r.Job.Seq
+		same(t, "stored job "+p.ID, byID[p.ID], r.Job)
+		wantAvail := now.Add(p.Delay)
+		if !p.RunAt.IsZero() {
+			wantAvail = p.RunAt
+		}
+		if !r.Job.AvailableAt.Equal(wantAvail) || r.Job.Priority != p.Priority || !sameJSON(r.Job.Args, p.Args) ||
+			deref(r.Job.UniqueKey) != p.UniqueKey || deref(r.Job.OrderingKey) != p.OrderingKey ||
+			(p.MaxAge > 0) != (r.Job.Deadline != nil) || len(r.Job.Tags) != len(p.Tags) {
+			t.Errorf("job %d (%s): stored %+v, want the fields of %+v", i, p.ID, r.Job, p)
+		}
+	}
+	if dups {
+		same(t, "duplicate of an existing job", existing[0], rs[7].Job)
+	}
+	if dups && uniqueKeys {
+		same(t, "duplicate of an existing unique key", existing[1], rs[1234].Job)
+	}
+
+	// A bad job at the end of a large batch: nothing of it is written.
+	bad := make([]*errand.JobInsertParams, 1500)
+	for i := range bad {
+		bad[i] = newJob(fmt.Sprintf("bad-batch-%04d", i))
+	}
+	bad[len(bad)-1].MaxAttempts = 0
+	if rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: bad}); !errors.Is(err, errand.ErrInvalid) {
+		t.Fatalf("JobInsertMany of a large batch with a bad job = %d results, %v; want an error wrapping ErrInvalid", len(rs), err)
+	}
+	e.notFound("bad-batch-0000")
+	if got, want := len(e.listAll()), len(byID); got != want {
+		t.Errorf("%d jobs stored after the rejected batch, want %d", got, want)
+	}
+}
+
+// listAll returns every job, in seq order.
+func (e *env) listAll() []*errand.Job {
+	e.t.Helper()
+	var all []*errand.Job
+	for {
+		p := &errand.JobListParams{Limit: 1000}
+		if len(all) > 0 {
+			p.AfterSeq = all[len(all)-1].Seq
+		}
+		js, err := e.s.JobList(e.ctx, p)
+		if err != nil {
+			e.t.Fatalf("JobList: %v", err)
+		}
+		all = append(all, js...)
+		if len(js) < p.Limit {
+			return all
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // testInsertTx checks guarantee 1: a job exists iff the transaction that

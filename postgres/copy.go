@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// copyMinJobs is the smallest batch inserted with COPY. COPY costs a
+// round trip more than insertSQL (taking the seqs first) and saves, per
+// job, insertSQL's speculative insertion, its RETURNING and the reading
+// of the returned rows; below this size the round trip dominates.
+const copyMinJobs = 64
+
+// copyColumns are the columns the COPY path writes; the rest take their
+// defaults, as they do in insertSQL.
+var copyColumns = []string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
+	"max_attempts", "backoff_base_us", "backoff_max_us", "max_age_us", "available_at", "deadline",
+	"unique_key", "ordering_key", "created_at", "tags"}
+
+// copySeqsSQL returns the statement's now and $2 new values of the jobs
+// table's seq ($3 names the table), ascending. COPY writes an identity
+// column as given: taking the seqs first keeps seq in the batch's order
+// and makes every column of the new rows known without reading them back.
+const copySeqsSQL = `SELECT {now}, array(SELECT nextval(q.seq)
+	FROM (SELECT pg_get_serial_sequence($3, 'seq')::regclass AS seq) q, generate_series(1, $2) ORDER BY 1)`
+
+// errCopyConflict reports that a COPY met an id already taken; the
+// transaction it ran in is aborted.
+var errCopyConflict = errors.New("copy jobs: an id is taken")
+
+// copyable reports whether a batch goes through COPY: at least copyMinJobs
+// jobs, none of them with a unique key. Unique keys are given to be
+// deduplicated, so a batch with them meets taken keys often, and a COPY
+// that meets one is wasted; ids are new unless the caller chose them.
+func copyable(params []*errand.JobInsertParams) bool {
+	return len(params) >= copyMinJobs && !slices.ContainsFunc(params, func(p *errand.JobInsertParams) bool { return p.UniqueKey != "" })
+}
+
+// insertOwnTx is JobInsertMany on the pool: a copyable batch is written
+// with COPY, the way River's InsertManyFast writes, and inserted with
+// insertSQL, in a new transaction, only if the COPY met a taken id.
+func (s *Store) insertOwnTx(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	var rs []errand.JobInsertResult
+	insert := func(tx pgx.Tx) error {
+		var err error
+		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, params)
+		return err
+	}
+	if !copyable(params) {
+		err := pgx.BeginFunc(ctx, s.pool, insert)
+		return rs, err
+	}
+	if err := validate(params); err != nil {
+		return nil, err
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		rs, err = s.copyJobs(ctx, tx, s.own, params)
+		return err
+	})
+	if errors.Is(err, errCopyConflict) {
+		err = pgx.BeginFunc(ctx, s.pool, insert)
+	}
+	return rs, err
+}
+
+// insertCallerTx is JobInsertManyTx: as insertOwnTx, but in the caller's
+// tx, with the COPY in a savepoint so that a conflict leaves tx usable.
+func (s *Store) insertCallerTx(ctx context.Context, tx pgx.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	if !copyable(params) {
+		return s.insert(ctx, pgxQuerier{tx}, s.inTx, params)
+	}
+	if err := validate(params); err != nil { // a bad job costs no savepoint
+		return nil, err
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	rs, err := s.copyJobs(ctx, sp, s.inTx, params)
+	if err != nil {
+		if rbErr := sp.Rollback(ctx); rbErr != nil {
+			return nil, fmt.Errorf("insert jobs: %w", rbErr)
+		}
+		if errors.Is(err, errCopyConflict) {
+			return s.insert(ctx, pgxQuerier{tx}, s.inTx, params)
+		}
+		return nil, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	return rs, nil
+}
+
+// copyJobs writes params, none with a unique key, with one COPY, and
+// returns the new jobs as insertSQL would: every column is known once the
+// seqs and the statement's now are, so nothing is read back. Args are
+// returned as given, the JSON value the jsonb column holds (which may
+// space or order its keys differently). It returns errCopyConflict, with
+// tx aborted, when an id is taken.
+func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	for _, p := range params {
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	var (
+		now  time.Time
+		seqs []int64
+	)
+	if err := tx.QueryRow(ctx, r.Replace(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs")).Scan(&now, &seqs); err != nil {
+		return nil, fmt.Errorf("insert jobs: take seqs: %w", err)
+	}
+	if len(seqs) != len(params) {
+		return nil, fmt.Errorf("insert jobs: took %d seqs for %d jobs", len(seqs), len(params))
+	}
+	slices.Sort(seqs)
+	now = now.UTC()
+	rows := make([][]any, len(params))
+	out := make([]errand.JobInsertResult, len(params))
+	for i, p := range params {
+		tags, err := p.TagsJSON()
+		if err != nil {
+			return nil, err
+		}
+		j := &errand.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
+			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errand.StateQueued, MaxAttempts: p.MaxAttempts,
+			BackoffBase: errand.Duration(microseconds(p.BackoffBase)), BackoffMax: errand.Duration(microseconds(p.BackoffMax)),
+			AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), CreatedAt: now,
+			Errors: []errand.AttemptError{}, Tags: slices.Clone(p.Tags)}
+		if !p.RunAt.IsZero() {
+			j.AvailableAt = micro(p.RunAt)
+		}
+		if p.MaxAge > 0 {
+			d := now.Add(microseconds(p.MaxAge))
+			j.Deadline = &d
+		}
+		if j.Tags == nil {
+			j.Tags = []string{}
+		}
+		rows[i] = []any{j.Seq, j.ID, j.Queue, j.Kind, string(p.Args), int32(j.ArgsVersion), int32(j.Priority),
+			string(j.State), int32(j.MaxAttempts), us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge),
+			j.AvailableAt, j.Deadline, nil, j.OrderingKey, now, tags}
+		out[i] = errand.JobInsertResult{Job: j}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+			return nil, errCopyConflict
+		}
+		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
+	}
+	return out, nil
+}
+
+func validate(params []*errand.JobInsertParams) error {
+	for _, p := range params {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// microseconds is d truncated to whole microseconds, as insertSQL and the
+// columns hold durations.
+func microseconds(d time.Duration) time.Duration { return time.Duration(us(d)) * time.Microsecond }

@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// copyTestJobs returns n jobs, without unique keys, whose fields vary as
+// an application's do: args not in jsonb's canonical form, delays and
+// run-at times finer than a microsecond, deadlines, priorities, ordering
+// keys and tags. Ids start with prefix.
+func copyTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams {
+	ps := make([]*errand.JobInsertParams, n)
+	for i := range ps {
+		p := &errand.JobInsertParams{ID: fmt.Sprintf("%s-%04d", prefix, i), Queue: errand.DefaultQueue, Kind: "k",
+			Args: json.RawMessage(fmt.Sprintf(`{"z": %d,  "a": [1, 2.50, "caf\u00e9"], "a": null}`, i)), ArgsVersion: 1 + i%2,
+			MaxAttempts: 1 + i%9, Priority: i%5 - 2}
+		switch i % 4 {
+		case 1:
+			p.Delay = time.Duration(i)*time.Second + 1500*time.Nanosecond
+		case 2:
+			p.RunAt = now.Add(time.Duration(i)*time.Minute + 999*time.Nanosecond).In(time.FixedZone("x", 3600))
+		case 3:
+			p.MaxAge, p.OrderingKey, p.Tags = time.Hour+700*time.Nanosecond, fmt.Sprintf("o-%d", i%3), []string{"t", fmt.Sprint(i)}
+			p.BackoffBase, p.BackoffMax = time.Second, time.Minute
+		}
+		ps[i] = p
+	}
+	return ps
+}
+
+// TestCopyMatchesInsert checks that the COPY path stores and returns what
+// insertSQL does for the same jobs, field by field, apart from id and seq.
+func TestCopyMatchesInsert(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	clock := errandtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC))
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 200
+	var copied, inserted []errand.JobInsertResult
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if copied, err = s.copyJobs(ctx, tx, s.own, copyTestJobs("copy", n, clock.Now())); err != nil {
+			return err
+		}
+		inserted, err = s.insert(ctx, pgxQuerier{tx}, s.own, copyTestJobs("insert", n, clock.Now()))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(copied) != n || len(inserted) != n {
+		t.Fatalf("%d results from COPY, %d from INSERT; want %d each", len(copied), len(inserted), n)
+	}
+	for i := range n {
+		c, in := copied[i].Job, inserted[i].Job
+		if copied[i].Duplicate || c.ID != fmt.Sprintf("copy-%04d", i) {
+			t.Fatalf("COPY result %d: %+v", i, copied[i])
+		}
+		if i > 0 && c.Seq <= copied[i-1].Job.Seq {
+			t.Errorf("COPY result %d: seq %d after %d, want seq in the batch's order", i, c.Seq, copied[i-1].Job.Seq)
+		}
+		stored, err := s.JobGet(ctx, &errand.JobGetParams{ID: c.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored.HeldBy = nil
+		if !sameArgs(stored.Args, c.Args) || !reflect.DeepEqual(withoutArgs(stored), withoutArgs(c)) {
+			t.Errorf("job %s: COPY returned\n\t%+v\nbut stored\n\t%+v", c.ID, c, stored)
+		}
+		cc, ic := withoutArgs(c), withoutArgs(in)
+		cc.ID, cc.Seq, ic.ID, ic.Seq = "", 0, "", 0
+		if !sameArgs(c.Args, in.Args) || !reflect.DeepEqual(cc, ic) {
+			t.Errorf("job %d: COPY returned\n\t%+v\nINSERT returned\n\t%+v", i, c, in)
+		}
+	}
+}
+
+// sameArgs reports whether a and b hold the same JSON value: COPY returns
+// args as given, insertSQL as jsonb prints them.
+func sameArgs(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+func withoutArgs(j *errand.Job) errand.Job {
+	c := *j
+	c.Args = nil
+	return c
+}
+
+// TestCopyConflict checks that a COPY meeting a taken id, inside the
+// caller's transaction, falls back to insertSQL and leaves the transaction
+// usable: the duplicates are reported, the rest inserted, and the caller's
+// later writes commit with them.
+func TestCopyConflict(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	existing, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: copyTestJobs("old", 1, time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := copyTestJobs("new", copyMinJobs*2, time.Now())
+	ps[10] = copyTestJobs("old", 1, time.Now())[0]  // an existing job's id
+	ps[100] = copyTestJobs("new", 6, time.Now())[5] // the id of job 5 of the batch
+	var rs []errand.JobInsertResult
+	err = s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if rs, err = s.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: ps}); err != nil {
+			return err
+		}
+		_, err = s.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: copyTestJobs("after", 1, time.Now())})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		switch i {
+		case 10:
+			if !r.Duplicate || r.Job.ID != "old-0000" || r.Job.Seq != existing[0].Job.Seq {
+				t.Errorf("job 10: %+v, want a duplicate of %+v", r, existing[0].Job)
+			}
+		case 100:
+			if !r.Duplicate || r.Job.ID != "new-0005" {
+				t.Errorf("job 100: %+v, want a duplicate of new-0005", r)
+			}
+		default:
+			if r.Duplicate || r.Job.ID != ps[i].ID {
+				t.Errorf("job %d: %+v, want new job %s", i, r, ps[i].ID)
+			}
+		}
+	}
+	for _, id := range []string{"new-0000", "new-0127", "after-0000"} {
+		if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: id}); err != nil {
+			t.Errorf("JobGet(%s) after commit: %v", id, err)
+		}
+	}
+}
