@@ -74,6 +74,7 @@ type Worker struct {
 	done      chan struct{}
 
 	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
+	leases    *leaseKeeper    // renews running jobs' leases in batches; see lease_keeper.go
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
 	abandoned atomic.Bool     // set by Abandon: record nothing more
 	stats     workerCounters
@@ -171,6 +172,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.outcomes.timeout = w.cfg.Lease
 	w.outcomes.clock = w.c.clock
 	w.outcomes.start(ctx)
+	w.leases = w.c.newLeaseKeeper(w.cfg.Lease)
 	// Listen before the first claim, so no notification falls between them.
 	if notes := w.listen(loopCtx); notes != nil {
 		w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
@@ -225,7 +227,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.stopRun()
 	// Every job has returned, its outcome handed to the batcher and
-	// written: nothing can send to it any more.
+	// written: nothing can send to it any more, and no lease is held.
+	w.leases.stop()
 	w.outcomes.stop()
 	w.deregister(ctx)
 	close(w.done)
@@ -358,7 +361,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 					default:
 					}
 				}()
-				a := w.c.runAttempt(runCtx, job, w.cfg.Lease, claimSent)
+				a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
 				res, err := w.c.record(runCtx, a, w.write)
 				if errors.Is(err, errAbandoned) {
 					w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
