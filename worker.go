@@ -77,9 +77,12 @@ type Worker struct {
 	leases    *leaseKeeper    // renews running jobs' leases in batches; see lease_keeper.go
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
 	abandoned atomic.Bool     // set by Abandon: record nothing more
-	stats     workerCounters
-	reg       workerRegistration // see worker_registry.go
-	leader    workerLeadership   // see worker_leader.go
+	// echoesSkipped counts notifications skipped as echoes of this client's
+	// own announcements (see notifyEchoes).
+	echoesSkipped atomic.Int64
+	stats         workerCounters
+	reg           workerRegistration // see worker_registry.go
+	leader        workerLeadership   // see worker_leader.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.

@@ -19,3 +19,7 @@ func SetNotifyCoalesce[TTx any](c *Client[TTx], d time.Duration) {
 // clock to the registry, so that a test can play a host whose clock is off.
 // Call it before Start.
 func SetWallClock(w *Worker, now func() time.Time) { w.reg.wallClock = now }
+
+// EchoesSkipped returns how many of the store's notifications w skipped as
+// echoes of its own client's announcements.
+func EchoesSkipped(w *Worker) int64 { return w.echoesSkipped.Load() }
