@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -55,12 +54,13 @@ type attempt struct {
 	took     time.Duration // wall time of the handler
 }
 
-// runAttempt runs the handler for a claimed job, renewing its lease every
-// third of lease until the handler returns. A heartbeat that finds the lease
-// lost cancels the handler's context.
+// runAttempt runs the handler for a claimed job while leases renews its
+// lease (with those of the other attempts it holds) every third of lease,
+// until the handler returns. A heartbeat that finds the lease lost cancels
+// the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
 // later than the store's own start of it.
-func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duration, claimSent time.Time) *attempt {
+func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Job, lease time.Duration, claimSent time.Time) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	if c.observer != nil {
 		c.observer.JobStarted(job)
@@ -83,26 +83,18 @@ func (c *engine) runAttempt(parent context.Context, job *Job, lease time.Duratio
 		stopTimer = func() bool { stop(); return context.Cause(hctx) == errTimeout }
 	}
 
-	// Read before the heartbeats start, so that a test that waits for them
-	// to be scheduled on its fake clock, and then moves it, moves it after.
+	// Read before the lease is held, so that a test that waits for its
+	// heartbeats to be scheduled on its fake clock, and then moves it,
+	// moves it after.
 	start := c.clock.Now()
 	// Heartbeats stop the moment the handler returns, even in the middle of
 	// a store call, so a slow store never delays the outcome.
-	hbCtx, stopBeats := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		renewed, err := c.heartbeat(hbCtx, job, lease, a.renewed)
-		a.renewed = renewed
-		if err != nil {
-			cancel(err)
-		}
-	})
+	release := leases.hold(job, a.renewed, cancel)
 
 	a.err, a.stack = callHandler(hctx, k.handler, job)
 	a.took = c.clock.Now().Sub(start)
 	timedOut := stopTimer()
-	stopBeats()
-	wg.Wait()
+	a.renewed = release()
 
 	switch {
 	case a.err == nil:
@@ -129,57 +121,6 @@ func callHandler(ctx context.Context, h Handler, job *Job) (err error, stack str
 		}
 	}()
 	return h.Work(ctx, job), ""
-}
-
-// heartbeat renews the job's lease every third of lease until ctx ends, and
-// returns when the lease was last renewed. It returns ErrLeaseLost when the
-// store says the lease is gone, or when no renewal has succeeded for a whole
-// lease: each call is bounded by that moment, so a store that hangs cannot
-// keep a handler running past a lease that another worker may take.
-func (c *engine) heartbeat(ctx context.Context, job *Job, lease time.Duration, renewed time.Time) (time.Time, error) {
-	interval := lease / 3
-	if interval <= 0 {
-		interval = time.Millisecond
-	}
-	t := c.clock.NewTicker(interval)
-	defer t.Stop()
-	expiry := c.clock.NewTimer(renewed.Add(lease).Sub(c.clock.Now()))
-	defer expiry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return renewed, nil
-		case <-expiry.C():
-			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
-				"reason", "no renewal for a whole lease")
-			return renewed, ErrLeaseLost
-		case <-t.C():
-		}
-		sent := c.clock.Now()
-		callCtx, cancelCall := withDeadline(ctx, c.clock, renewed.Add(lease), nil)
-		rs, err := c.store.JobHeartbeatMany(callCtx, &JobHeartbeatParams{
-			Leases: []JobLease{{ID: job.ID, LeaseToken: *job.LeaseToken}},
-			Lease:  lease,
-		})
-		cancelCall()
-		switch {
-		case ctx.Err() != nil:
-			return renewed, nil
-		case err == nil && rs[0].Err == nil:
-			renewed = sent
-			expiry.Reset(renewed.Add(lease).Sub(c.clock.Now()))
-		case err == nil:
-			c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
-			return renewed, ErrLeaseLost
-		default:
-			c.logger.Warn("heartbeat failed", "job_id", job.ID, "err", err)
-			if c.clock.Now().Sub(renewed) >= lease {
-				c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt,
-					"reason", "no renewal for a whole lease")
-				return renewed, ErrLeaseLost
-			}
-		}
-	}
 }
 
 // outcome turns a finished attempt into the outcome to record, applying the

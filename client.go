@@ -82,6 +82,7 @@ type engine struct {
 	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
 
 	notifier *queueNotifier // nil unless the store is a Notifier
+	echoes   notifyEchoes   // this client's own announcements; see wake.go
 
 	subs subscribers // see subscribe.go
 

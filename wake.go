@@ -178,10 +178,14 @@ func (qn *queueNotifier) send() {
 		}
 		qn.mu.Unlock()
 
+		// Counted before it is sent: the store may deliver it to this
+		// process's listeners before NotifyQueues returns.
+		qn.client.echoes.add(queues, 1, qn.client.clock.Now())
 		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 		err := qn.n.NotifyQueues(ctx, queues)
 		cancel()
 		if err != nil {
+			qn.client.echoes.add(queues, -1, qn.client.clock.Now())
 			qn.client.logger.Warn("notify workers of new jobs failed; they will find them at their next poll",
 				"queues", queues, "err", err)
 		}
@@ -224,6 +228,70 @@ func queuesOf(ps []*JobInsertParams) []string {
 	return setNames(set)
 }
 
+// notifyEchoes counts, per queue, the announcements a client has sent. Each
+// one follows a local wake-up of the same queues (see Client.Wake), so when
+// the store delivers it back to a worker of this same client, its echo
+// would only make the worker claim a second time for jobs it has claimed
+// already. A worker skips as many notifications of a queue as the client
+// sent, if they come within echoWindow of the last one sent. Notifications
+// carry no sender, and a store may merge several into one delivery, so one
+// from another process may be skipped in place of an echo: that job waits
+// for the next wake-up or poll. The window bounds how long a miscount can
+// last; a reconnect ("") resets the tally.
+type notifyEchoes struct {
+	mu   sync.Mutex
+	sent map[string]int64
+	last map[string]time.Time // when the last announcement of a queue was sent
+}
+
+// echoWindow is how long after sending an announcement a client's workers
+// take a notification of its queue for its echo. A store delivers an echo
+// in about a millisecond; one that comes later only costs a claim.
+const echoWindow = 100 * time.Millisecond
+
+func (e *notifyEchoes) add(queues []string, n int64, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sent == nil {
+		e.sent, e.last = map[string]int64{}, map[string]time.Time{}
+	}
+	for _, q := range queues {
+		e.sent[q] += n
+		if n > 0 {
+			e.last[q] = now
+		}
+	}
+}
+
+// snapshot returns how many announcements of each queue were sent so far.
+func (e *notifyEchoes) snapshot() map[string]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]int64, len(e.sent))
+	for q, n := range e.sent {
+		out[q] = n
+	}
+	return out
+}
+
+// echo reports whether a notification of queue, delivered at now to a
+// listener that has taken seen of its echoes, is one: then it counts it in
+// seen. Past the window, echoes still owed are forgotten.
+func (e *notifyEchoes) echo(queue string, seen map[string]int64, now time.Time) bool {
+	e.mu.Lock()
+	sent, last := e.sent[queue], e.last[queue]
+	e.mu.Unlock()
+	if seen[queue] >= sent {
+		return false
+	}
+	if now.Sub(last) > echoWindow {
+		seen[queue] = sent
+		return false
+	}
+	seen[queue]++
+	return true
+}
+
 // listen subscribes to the store's notifications, when it has them and the
 // worker is not PollOnly, and returns the channel to pass to wakeOnNotify,
 // or nil. A store that cannot listen leaves the worker polling.
@@ -246,6 +314,8 @@ func (w *Worker) listen(ctx context.Context) <-chan string {
 // it waits for that close, so Stop returns only after the store's listener
 // has let go of its connection.
 func (w *Worker) wakeOnNotify(ctx context.Context, ch <-chan string) {
+	// Announcements sent before the worker listened have no echo here.
+	seen := w.c.echoes.snapshot()
 	for {
 		select {
 		case <-ctx.Done():
@@ -260,9 +330,14 @@ func (w *Worker) wakeOnNotify(ctx context.Context, ch <-chan string) {
 				}
 				return
 			}
-			if q == "" {
+			switch _, mine := w.cfg.Queues[q]; {
+			case q == "":
+				// Echoes lost while the store reconnected never come.
+				seen = w.c.echoes.snapshot()
 				w.c.wakeLocal(w.queues)
-			} else if _, mine := w.cfg.Queues[q]; mine {
+			case w.c.echoes.echo(q, seen, w.c.clock.Now()):
+				w.echoesSkipped.Add(1)
+			case mine:
 				w.c.wakeLocal([]string{q})
 			}
 		}

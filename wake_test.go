@@ -347,3 +347,50 @@ func TestNotifySkipsDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnNotificationDoesNotWakeTwice: an enqueue wakes its own process's
+// worker at once; the store's delivery of the same announcement back to
+// that worker must not make it claim a second time. Another process's
+// announcement, delivered after it, still wakes the worker.
+func TestOwnNotificationDoesNotWakeTwice(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "errand.db")
+	hub := newNotifyHub()
+	clock := newTestClock()
+	ran := make(chan string, 10)
+	c, _ := notifyProcess(t, path, hub, clock, ran)
+	producer, _ := notifyProcess(t, path, hub, clock, nil)
+	// Two queues, each its own loop, so that the two notifications below
+	// cannot merge into one wake-up.
+	w := idleWorker(t, c, clock, errand.WorkerConfig{Queues: map[string]int{"a": 5, "b": 5}})
+	own, err := c.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRan(t, ran, own.Job.ID, clockWait)
+	// Close flushes the announcement: the hub has delivered its echo to
+	// the worker's listener when Close returns.
+	c.Close()
+	// The other process's announcement reaches the listener after the
+	// echo: once its job ran, the echo has been handled.
+	other, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRan(t, ran, other.Job.ID, clockWait)
+	if n := hub.notifies.Load(); n != 2 {
+		t.Fatalf("%d notifications sent, want 2 (one per enqueue)", n)
+	}
+	if got := errand.EchoesSkipped(w); got != 1 {
+		t.Fatalf("worker skipped %d echoes of its own announcements, want 1", got)
+	}
+	// a: the first look and the local wake-up; b: the first look and the
+	// other process's announcement. The echo added no claim.
+	workerWaitFor(t, clockWait, func() bool { return w.Stats().Claims >= 4 })
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Stats(); s.Claims != 4 {
+		t.Fatalf("worker claimed %d times, want 4: the echo of its own announcement woke it again", s.Claims)
+	}
+}

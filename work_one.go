@@ -87,7 +87,9 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	if len(jobs) == 0 {
 		return &WorkResult{Result: ResultIdle}, nil
 	}
-	a := c.runAttempt(ctx, jobs[0], opts.Lease, claimSent)
+	leases := c.newLeaseKeeper(opts.Lease)
+	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent)
+	leases.stop()
 	return c.record(ctx, a, nil)
 }
 

@@ -86,12 +86,16 @@ type Worker struct {
 	done      chan struct{}
 
 	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
+	leases    *leaseKeeper    // renews running jobs' leases in batches; see lease_keeper.go
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
 	abandoned atomic.Bool     // set by Abandon: record nothing more
-	stats     workerCounters
-	reg       workerRegistration // see worker_registry.go
-	leader    workerLeadership   // see worker_leader.go
-	scheduler *scheduler         // nil without schedules; see schedule.go
+	// echoesSkipped counts notifications skipped as echoes of this client's
+	// own announcements (see notifyEchoes).
+	echoesSkipped atomic.Int64
+	stats         workerCounters
+	reg           workerRegistration // see worker_registry.go
+	leader        workerLeadership   // see worker_leader.go
+	scheduler     *scheduler         // nil without schedules; see schedule.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -199,6 +203,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.outcomes.timeout = w.cfg.Lease
 	w.outcomes.clock = w.c.clock
 	w.outcomes.start(ctx)
+	w.leases = w.c.newLeaseKeeper(w.cfg.Lease)
 	// Listen before the first claim, so no notification falls between them.
 	if notes := w.listen(loopCtx); notes != nil {
 		w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
@@ -256,7 +261,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.stopRun()
 	// Every job has returned, its outcome handed to the batcher and
-	// written: nothing can send to it any more.
+	// written: nothing can send to it any more, and no lease is held.
+	w.leases.stop()
 	w.outcomes.stop()
 	w.deregister(ctx)
 	close(w.done)
@@ -389,7 +395,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 					default:
 					}
 				}()
-				a := w.c.runAttempt(runCtx, job, w.cfg.Lease, claimSent)
+				a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
 				res, err := w.c.record(runCtx, a, w.write)
 				if errors.Is(err, errAbandoned) {
 					w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",

@@ -2,6 +2,8 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +132,108 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	}
 	if got := w.Stats().JobsCompleted; got != 5 {
 		t.Errorf("JobsCompleted %d, want 5", got)
+	}
+}
+
+// heartbeatCounter records each JobHeartbeatMany call's job ids.
+type heartbeatCounter struct {
+	errand.TxStore[*sql.Tx]
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (s *heartbeatCounter) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+	ids := make([]string, len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i] = l.ID
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, ids)
+	s.mu.Unlock()
+	return s.TxStore.JobHeartbeatMany(ctx, p)
+}
+
+func (s *heartbeatCounter) snapshot() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// TestWorkerBatchesHeartbeats checks that a worker renews the leases of all
+// its running jobs with one heartbeat call per tick, every lease in it, and
+// that each renewal moves each job's lease in the store.
+func TestWorkerBatchesHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := &heartbeatCounter{TxStore: openStore(t, clock)}
+	const n = 25
+	const lease = 90 * time.Second // a heartbeat every 30s, unlike any other timer here
+	var started sync.WaitGroup
+	started.Add(n)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error {
+		started.Done()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	ps := make([]errand.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "task"}}
+	}
+	rs, err := c.EnqueueMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n},
+		Lease: lease, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		releaseAll() // a failed check must not leave Stop waiting on the handlers
+		w.Stop(ctx)
+	}()
+	started.Wait()
+	t0 := clock.Now()
+	blockUntilAt(t, clock, t0.Add(lease/3), 1) // the heartbeat ticker
+	for tick := 1; tick <= 2; tick++ {
+		now := clock.Advance(lease / 3)
+		// Renewed: the worker watches for the lease's new end.
+		blockUntilAt(t, clock, now.Add(lease), 1)
+		calls := st.snapshot()
+		if len(calls) != tick {
+			t.Fatalf("after %d ticks, %d heartbeat calls (%v); want one per tick", tick, len(calls), calls)
+		}
+		got := slices.Sorted(slices.Values(calls[tick-1]))
+		var want []string
+		for _, r := range rs {
+			want = append(want, r.Job.ID)
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("tick %d renewed %v; want all %d running jobs %v", tick, got, n, want)
+		}
+		for _, r := range rs {
+			if j := getJob(t, c, r.Job.ID); j.State != errand.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
+				t.Fatalf("tick %d: job %s %s until %v; want running until %v", tick, j.ID, j.State, j.LeaseUntil, now.Add(lease))
+			}
+		}
+	}
+	releaseAll()
+	workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == n })
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Stats(); s.LeasesLost != 0 || s.JobsCompleted != n {
+		t.Fatalf("stats %+v; want %d completed, no lease lost", s, n)
 	}
 }

@@ -50,3 +50,7 @@ func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
 	}
 	return next, err
 }
+
+// EchoesSkipped returns how many of the store's notifications w skipped as
+// echoes of its own client's announcements.
+func EchoesSkipped(w *Worker) int64 { return w.echoesSkipped.Load() }

@@ -81,3 +81,48 @@ func BenchmarkClaimAck(b *testing.B) {
 
 	b.Run("1M-finished", claimAck)
 }
+
+// BenchmarkClaimBatch measures a worker's steady state: claim 100 jobs in
+// one call, then acknowledge them in one call, on a table that holds only
+// the jobs still to claim. What it shows is mostly round trips: a claim is
+// one batch of statements (its sweeps and the claim) in one round trip.
+//
+//	ERRAND_TEST_POSTGRES_URL=... go test -run '^$' -bench ClaimBatch -count 6 ./postgres/
+func BenchmarkClaimBatch(b *testing.B) {
+	const batch = 100
+	url := pgtest.URL(b)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: pgtest.Schema(b, url), MaxConns: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	jobs := make([]*errand.JobInsertParams, b.N*batch)
+	for i := range jobs {
+		jobs[i] = &errand.JobInsertParams{ID: fmt.Sprintf("b%09d", i), Queue: errand.DefaultQueue, Kind: "bench",
+			Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 3}
+	}
+	for i := 0; i < len(jobs); i += 1000 {
+		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs[i:min(i+1000, len(jobs))]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	params := &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"bench"},
+		Limit: batch, Lease: time.Minute, Owner: "bench"}
+	b.ResetTimer()
+	for range b.N {
+		js, err := s.JobClaimMany(ctx, params)
+		if err != nil || len(js) != batch {
+			b.Fatalf("claim: %d jobs, %v", len(js), err)
+		}
+		outcomes := make([]*errand.JobOutcome, len(js))
+		for i, j := range js {
+			outcomes[i] = &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errand.OutcomeSucceeded}
+		}
+		rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+		if err != nil || rs[0].Err != nil {
+			b.Fatalf("ack: %v", err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	only := fs.String("measures", "", "run only the measures whose name starts with this text, e.g. work")
+	ceilingBatch := fs.Int("ceiling-batch", 100, "jobs per claim and per acknowledgment of the bare-SQL ceiling (PostgreSQL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,8 +72,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("-store %q: use sqlite, postgres or both", *store)
 	}
-	if *jobs < 1 || *reps < 1 || *samples < 1 {
-		return fmt.Errorf("-jobs, -reps and -samples must be at least 1")
+	if *jobs < 1 || *reps < 1 || *samples < 1 || *ceilingBatch < 1 {
+		return fmt.Errorf("-jobs, -reps, -samples and -ceiling-batch must be at least 1")
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -88,13 +90,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for _, s := range stores {
 		e := &env{store: s, url: *pgURL}
 		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, *jobs, *reps)
-		rs, err := measureStore(ctx, e, *jobs, *reps, *samples)
+		list := slices.DeleteFunc(measures(*jobs, *samples, *ceilingBatch), func(m measure) bool {
+			return !strings.HasPrefix(m.name, *only) || (m.store != "" && m.store != s)
+		})
+		rs, err := measureStore(ctx, e, list, *reps)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 		rows = append(rows, rs...)
 	}
 	printTable(out, rows)
+	if slices.ContainsFunc(rows, func(r row) bool { return strings.Contains(r.measure, "ceiling") }) {
+		fmt.Fprintln(out, "(in the ceiling row, the River column is the bare-SQL ceiling, measured interleaved with errand)")
+	}
 	if *markdown != "" {
 		var b strings.Builder
 		writeMarkdown(&b, rows)
@@ -112,12 +120,14 @@ type result struct {
 }
 
 // measure is one line of the comparison: how errand and River each do it.
+// In the ceiling measure, river is the bare-SQL ceiling instead.
 type measure struct {
 	name          string
+	store         string // only on this store, when not empty
 	errand, river func(ctx context.Context, e *env) (result, error)
 }
 
-func measures(jobs, samples int) []measure {
+func measures(jobs, samples, ceilingBatch int) []measure {
 	throughput := func(n int, d time.Duration) result { return result{perSec: float64(n) / d.Seconds()} }
 	timed := func(n int, f func(ctx context.Context) error) func(ctx context.Context) (result, error) {
 		return func(ctx context.Context) (result, error) {
@@ -148,6 +158,22 @@ func measures(jobs, samples int) []measure {
 					d, err := c.work(ctx, jobs)
 					return throughput(jobs, d), err
 				})
+			},
+		},
+		{
+			name:  fmt.Sprintf("work vs bare-SQL claim+ack ceiling, batch %d (jobs/s)", ceilingBatch),
+			store: "postgres",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+					if err := c.enqueueMany(ctx, jobs); err != nil {
+						return result{}, err
+					}
+					d, err := c.work(ctx, jobs)
+					return throughput(jobs, d), err
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				return ceilingWork(ctx, e, jobs, ceilingBatch)
 			},
 		},
 		{
@@ -230,8 +256,7 @@ type row struct {
 	better         string // which way is better
 }
 
-func measureStore(ctx context.Context, e *env, jobs, reps, samples int) ([]row, error) {
-	list := measures(jobs, samples)
+func measureStore(ctx context.Context, e *env, list []measure, reps int) ([]row, error) {
 	type pair struct{ errand, river []result }
 	got := make([]pair, len(list))
 	for rep := range reps {
@@ -254,7 +279,10 @@ func measureStore(ctx context.Context, e *env, jobs, reps, samples int) ([]row, 
 				} else {
 					got[i].river = append(got[i].river, r)
 				}
-				fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-6s %s\n", rep+1, m.name, sys, r)
+				if sys == "river" && strings.Contains(m.name, "ceiling") {
+					sys = "ceiling"
+				}
+				fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-7s %s\n", rep+1, m.name, sys, r)
 			}
 		}
 	}

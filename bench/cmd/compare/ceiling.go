@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The bare-SQL ceiling of PostgreSQL work: the least a queue on errand's
+// table must do per batch, in plain pgx. Each of as many loops as the pool
+// has connections claims up to ceilingBatch jobs in one statement (UPDATE
+// ... WHERE seq IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING,
+// a fresh token per row) and acknowledges them in one statement fenced by
+// those tokens, each an implicit transaction. No handler, no leases kept,
+// no sweeps, no events: what is left is the database's share, which a queue
+// can only add to. errand's work divided by it is how much of the database's
+// throughput errand reaches at the same batch size.
+
+const ceilingClaimSQL = `UPDATE %[1]s SET
+		state = 'running', attempt = attempt + 1, attempted_at = now(),
+		lease_token = replace(gen_random_uuid()::text, '-', ''),
+		lease_until = now() + interval '1 minute', lease_owner = 'ceiling'
+	WHERE seq IN (SELECT seq FROM %[1]s
+		WHERE queue = 'default' AND state IN ('queued', 'retrying') AND available_at <= now()
+		ORDER BY priority, available_at, seq
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED)
+	RETURNING id, lease_token`
+
+const ceilingAckSQL = `UPDATE %[1]s j SET
+		state = 'succeeded', finished_at = now(), lease_token = NULL, lease_until = NULL
+	FROM unnest($1::text[], $2::text[]) AS l(id, token)
+	WHERE j.id = l.id AND j.state = 'running' AND j.lease_token = l.token AND j.lease_until > now()`
+
+// ceilingWork enqueues n jobs with errand into a fresh schema (untimed) and
+// times the bare claim+ack loops until all n are acknowledged.
+func ceilingWork(ctx context.Context, env *env, n, batch int) (result, error) {
+	schema, drop, err := env.freshSchema(ctx, "ceiling")
+	if err != nil {
+		return result{}, err
+	}
+	defer drop()
+	pool, err := env.pool(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer pool.Close()
+	store, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
+	if err != nil {
+		return result{}, err
+	}
+	defer store.Close()
+	client, err := errand.NewClient(store, &errand.Config{Kinds: errandKinds(nil)})
+	if err != nil {
+		return result{}, err
+	}
+	defer client.Close()
+	if err := (errandOps[pgxTx]{client}).enqueueMany(ctx, n); err != nil {
+		return result{}, err
+	}
+	table := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
+	d, err := ceilingLoops(ctx, pool, table, n, batch)
+	if err != nil {
+		return result{}, err
+	}
+	return result{perSec: float64(n) / d.Seconds()}, nil
+}
+
+// ceilingLoops runs one claim+ack loop per pool connection until n jobs
+// are acknowledged, and returns how long that took.
+func ceilingLoops(ctx context.Context, pool *pgxpool.Pool, table string, n, batch int) (time.Duration, error) {
+	claimSQL, ackSQL := fmt.Sprintf(ceilingClaimSQL, table), fmt.Sprintf(ceilingAckSQL, table)
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, pool.Config().MaxConns)
+	start := time.Now()
+	for range pool.Config().MaxConns {
+		wg.Go(func() {
+			ids, tokens := make([]string, 0, batch), make([]string, 0, batch)
+			for acked.Load() < int64(n) {
+				ids, tokens = ids[:0], tokens[:0]
+				rows, err := pool.Query(ctx, claimSQL, batch)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var id, token string
+				_, err = pgx.ForEachRow(rows, []any{&id, &token}, func() error {
+					ids, tokens = append(ids, id), append(tokens, token)
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ids) == 0 {
+					continue // the other loops hold the last jobs
+				}
+				tag, err := pool.Exec(ctx, ackSQL, ids, tokens)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if int(tag.RowsAffected()) != len(ids) {
+					errs <- fmt.Errorf("ceiling: acknowledged %d of %d claimed jobs", tag.RowsAffected(), len(ids))
+					return
+				}
+				acked.Add(int64(len(ids)))
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	if got := acked.Load(); got != int64(n) {
+		return 0, fmt.Errorf("ceiling: %d of %d jobs acknowledged", got, n)
+	}
+	return d, nil
+}

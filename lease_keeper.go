@@ -1,0 +1,233 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// leaseKeeper renews the leases of every attempt a Worker (or one WorkOne)
+// is running, all with one JobHeartbeatMany call per tick, every third of the
+// lease, instead of a goroutine, a ticker and a transaction per attempt. The
+// store still fences each lease by its own token. An attempt whose lease the
+// store reports lost, or that went a whole lease without a renewal, has its
+// context cancelled with ErrLeaseLost. Its ticker runs only while it holds
+// leases, so an idle worker arms no heartbeat timer.
+type leaseKeeper struct {
+	c     *engine
+	lease time.Duration
+
+	mu      sync.Mutex
+	held    map[*heldLease]struct{}
+	armedAt time.Time // when the expiry timer fires; zero when disarmed
+
+	wake   chan struct{} // buffered: the loop re-arms its timers
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// heldLease is one running attempt's lease, as the keeper knows it.
+type heldLease struct {
+	job     *Job
+	renewed time.Time   // last renewal sent (or the claim); guarded by leaseKeeper.mu
+	lose    func(error) // cancels the attempt's context
+	gone    bool        // released or lost; guarded by leaseKeeper.mu
+}
+
+// errShortHeartbeat reports a store that answered a heartbeat with the
+// wrong number of results.
+var errShortHeartbeat = errors.New("heartbeat: store returned a result count unlike the leases sent")
+
+// newLeaseKeeper starts a keeper for leases of length lease. Call stop when
+// no attempt holds a lease any more.
+func (c *engine) newLeaseKeeper(lease time.Duration) *leaseKeeper {
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &leaseKeeper{c: c, lease: lease, held: map[*heldLease]struct{}{},
+		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go k.run(ctx)
+	return k
+}
+
+// stop ends the keeper and waits for it. An attempt still held is no longer
+// renewed.
+func (k *leaseKeeper) stop() {
+	k.cancel()
+	<-k.done
+}
+
+// hold starts renewing job's lease, last renewed (or claimed) at renewed.
+// lose is called at most once, with ErrLeaseLost, when the lease is lost.
+// The returned release stops renewing it and returns when it was last
+// renewed; it never waits for a store call.
+func (k *leaseKeeper) hold(job *Job, renewed time.Time, lose func(error)) (release func() time.Time) {
+	h := &heldLease{job: job, renewed: renewed, lose: lose}
+	k.mu.Lock()
+	first := len(k.held) == 0
+	k.held[h] = struct{}{}
+	// The loop re-arms when this lease must be watched sooner than it
+	// watches now, or when it was idle.
+	notify := first || k.armedAt.IsZero() || renewed.Add(k.lease).Before(k.armedAt)
+	k.mu.Unlock()
+	if notify {
+		k.poke()
+	}
+	return func() time.Time {
+		k.mu.Lock()
+		h.gone = true
+		delete(k.held, h)
+		renewed, empty := h.renewed, len(k.held) == 0
+		k.mu.Unlock()
+		if empty {
+			k.poke() // disarm: an idle keeper holds no timer
+		}
+		return renewed
+	}
+}
+
+func (k *leaseKeeper) poke() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run renews leases every third of the lease while any is held, and ends
+// leases that went a whole lease without a renewal.
+func (k *leaseKeeper) run(ctx context.Context) {
+	defer close(k.done)
+	interval := k.lease / 3
+	if interval <= 0 {
+		interval = time.Millisecond
+	}
+	var (
+		ticker  Ticker
+		tick    <-chan time.Time
+		expiry  Timer
+		expires <-chan time.Time
+	)
+	defer func() {
+		if expiry != nil {
+			expiry.Stop()
+		}
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	for {
+		k.mu.Lock()
+		var earliest time.Time
+		for h := range k.held {
+			if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
+				earliest = end
+			}
+		}
+		k.armedAt = earliest
+		k.mu.Unlock()
+		switch {
+		case earliest.IsZero():
+			if expiry != nil {
+				expiry.Stop()
+			}
+			if ticker != nil {
+				ticker.Stop()
+				ticker, tick = nil, nil
+			}
+		default:
+			if ticker == nil {
+				ticker = k.c.clock.NewTicker(interval)
+				tick = ticker.C()
+			}
+			if expiry == nil {
+				expiry = k.c.clock.NewTimer(earliest.Sub(k.c.clock.Now()))
+				expires = expiry.C()
+			} else {
+				expiry.Reset(earliest.Sub(k.c.clock.Now()))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.wake:
+		case <-expires:
+			k.expire()
+		case <-tick:
+			k.beat(ctx)
+			k.expire()
+		}
+	}
+}
+
+// beat renews every held lease in one call. The call is bounded by the
+// earliest end of a held lease, so that a store that hangs cannot keep a
+// handler running past a lease another worker may take.
+func (k *leaseKeeper) beat(ctx context.Context) {
+	k.mu.Lock()
+	held := make([]*heldLease, 0, len(k.held))
+	leases := make([]JobLease, 0, len(k.held))
+	var earliest time.Time
+	for h := range k.held {
+		held = append(held, h)
+		leases = append(leases, JobLease{ID: h.job.ID, LeaseToken: *h.job.LeaseToken})
+		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
+			earliest = end
+		}
+	}
+	k.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	sent := k.c.clock.Now()
+	callCtx, cancelCall := withDeadline(ctx, k.c.clock, earliest, nil)
+	rs, err := k.c.store.JobHeartbeatMany(callCtx, &JobHeartbeatParams{Leases: leases, Lease: k.lease})
+	cancelCall()
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil && len(rs) != len(held) {
+		err = errShortHeartbeat
+	}
+	if err != nil {
+		k.c.logger.Warn("heartbeat failed", "jobs", len(held), "err", err)
+		return // expire ends the leases that can wait no longer
+	}
+	var lost []*heldLease
+	k.mu.Lock()
+	for i, h := range held {
+		if h.gone {
+			continue // the attempt ended meanwhile; its outcome decides
+		}
+		if rs[i].Err == nil {
+			h.renewed = sent
+			continue
+		}
+		h.gone = true
+		delete(k.held, h)
+		lost = append(lost, h)
+	}
+	k.mu.Unlock()
+	for _, h := range lost {
+		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
+		h.lose(ErrLeaseLost)
+	}
+}
+
+// expire ends the leases not renewed for a whole lease.
+func (k *leaseKeeper) expire() {
+	now := k.c.clock.Now()
+	var lost []*heldLease
+	k.mu.Lock()
+	for h := range k.held {
+		if now.Sub(h.renewed) >= k.lease {
+			h.gone = true
+			delete(k.held, h)
+			lost = append(lost, h)
+		}
+	}
+	k.mu.Unlock()
+	for _, h := range lost {
+		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt,
+			"reason", "no renewal for a whole lease")
+		h.lose(ErrLeaseLost)
+	}
+}
