@@ -53,7 +53,7 @@ func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn 
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[sqlTx]{client, env.workers})
+		return fn(errandOps[sqlTx]{client, env.concurrency()})
 	default:
 		schema, drop, err := env.freshSchema(ctx, "errand")
 		if err != nil {
@@ -75,7 +75,7 @@ func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn 
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[pgxTx]{client, env.workers})
+		return fn(errandOps[pgxTx]{client, env.concurrency()})
 	}
 }
 

@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var rows []row
 	for _, s := range stores {
-		e := &env{store: s, url: *pgURL, workers: workers}
+		e := &env{store: s, url: *pgURL}
 		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, *jobs, *reps)
 		rs, err := measureStore(ctx, e, *jobs, *reps, *samples)
 		if err != nil {
@@ -371,7 +371,15 @@ func writeMarkdown(b *strings.Builder, rows []row) {
 type env struct {
 	store   string // sqlite or postgres
 	url     string
-	workers int // jobs each system runs at once
+	workers int // jobs each system runs at once; 0 means the comparison's workers
+}
+
+// concurrency is how many jobs each system runs at once.
+func (e *env) concurrency() int {
+	if e.workers > 0 {
+		return e.workers
+	}
+	return workers
 }
 
 var schemaSeq atomic.Int64

@@ -74,7 +74,7 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err := riverMigrate(ctx, driver, ""); err != nil {
 			return result{}, err
 		}
-		client, err := river.NewClient(driver, riverConfig("", env.workers, started))
+		client, err := river.NewClient(driver, riverConfig("", env.concurrency(), started))
 		if err != nil {
 			return result{}, err
 		}
@@ -94,7 +94,7 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err := riverMigrate(ctx, driver, schema); err != nil {
 			return result{}, err
 		}
-		client, err := river.NewClient(driver, riverConfig(schema, env.workers, started))
+		client, err := river.NewClient(driver, riverConfig(schema, env.concurrency(), started))
 		if err != nil {
 			return result{}, err
 		}

@@ -38,7 +38,6 @@ func parseConcurrency(s string) ([]int, error) {
 // concurrency: in each repetition, every point in turn, the two systems
 // back to back on fresh databases, alternating which goes first.
 func measureScaling(ctx context.Context, e *env, jobs, reps int, concurrency []int) ([]scalingPoint, error) {
-	work := measures(jobs, 1)[0]
 	points := make([]scalingPoint, len(concurrency))
 	for i, n := range concurrency {
 		points[i].workers = n
@@ -51,11 +50,11 @@ func measureScaling(ctx context.Context, e *env, jobs, reps int, concurrency []i
 				order = []string{"river", "errand"}
 			}
 			for _, sys := range order {
-				f := work.errand
+				f := workErrand
 				if sys == "river" {
-					f = work.river
+					f = workRiver
 				}
-				r, err := f(ctx, e)
+				r, err := f(ctx, e, jobs)
 				if err != nil {
 					return nil, fmt.Errorf("work at concurrency %d, %s: %w", n, sys, err)
 				}
@@ -69,6 +68,29 @@ func measureScaling(ctx context.Context, e *env, jobs, reps int, concurrency []i
 		}
 	}
 	return points, nil
+}
+
+// workErrand is the work measure of the main table for errand: jobs
+// queued, then timed from starting the worker until all are done.
+func workErrand(ctx context.Context, e *env, jobs int) (result, error) {
+	return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+		if err := c.enqueueMany(ctx, jobs); err != nil {
+			return result{}, err
+		}
+		d, err := c.work(ctx, jobs)
+		return result{perSec: float64(jobs) / d.Seconds()}, err
+	})
+}
+
+// workRiver is workErrand for River.
+func workRiver(ctx context.Context, e *env, jobs int) (result, error) {
+	return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
+		if err := c.insertMany(ctx, jobs); err != nil {
+			return result{}, err
+		}
+		d, err := c.work(ctx, jobs)
+		return result{perSec: float64(jobs) / d.Seconds()}, err
+	})
 }
 
 // scalingSeries is one store's points, for the table and the plot.
