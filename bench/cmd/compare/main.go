@@ -61,13 +61,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	jobs := fs.Int("jobs", 20000, "jobs per throughput measure")
 	store := fs.String("store", "both", "sqlite, postgres or both")
 	reps := fs.Int("reps", 3, "repetitions of every measure")
+	scaling := fs.Bool("scaling", false, "instead of the table, measure work throughput at each -concurrency")
+	concurrency := fs.String("concurrency", "1,10,50,100,500,1000", "with -scaling: the worker counts to measure, comma-separated")
+	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
 	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	scaling := fs.Bool("scaling", false, "instead of the table, measure work throughput at each -concurrency")
-	concurrency := fs.String("concurrency", "1,10,50,100,500,1000", "with -scaling: the worker counts to measure, comma-separated")
-	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
