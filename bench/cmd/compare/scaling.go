@@ -147,10 +147,11 @@ var storeTitle = map[string]string{"sqlite": "SQLite", "postgres": "PostgreSQL"}
 
 // writeScalingSVG draws one panel per store: work throughput against
 // concurrency (log scale), the median of the repetitions as a line, and
-// the range of the repetitions as a bar at each point.
-func writeScalingSVG(w io.Writer, series []scalingSeries, jobs, reps int, caption string) error {
+// the range of the repetitions as a bar at each point. notes are printed
+// beneath, a line each.
+func writeScalingSVG(w io.Writer, series []scalingSeries, jobs, reps int, notes []string) error {
 	width := panelW * float64(len(series))
-	height := panelH + 40
+	height := panelH + 22 + 18*float64(len(notes))
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -159,8 +160,8 @@ func writeScalingSVG(w io.Writer, series []scalingSeries, jobs, reps int, captio
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" fill="#444">%s</text>`+"\n", width/2, panelH+10,
 		xmlEscape(fmt.Sprintf("%d no-op jobs per point, median of %d interleaved repetition(s) (bars: their range), fresh database per run", jobs, reps)))
-	if caption != "" {
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" fill="#444">%s</text>`+"\n", width/2, panelH+28, xmlEscape(caption))
+	for i, note := range notes {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" fill="#444">%s</text>`+"\n", width/2, panelH+28+18*float64(i), xmlEscape(note))
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
@@ -282,6 +283,7 @@ func runScaling(ctx context.Context, out io.Writer, stores []string, pgURL strin
 	if err != nil {
 		return err
 	}
+	loadBefore := loadAverage()
 	var series []scalingSeries
 	for _, s := range stores {
 		e := &env{store: s, url: pgURL}
@@ -301,10 +303,13 @@ func runScaling(ctx context.Context, out io.Writer, stores []string, pgURL strin
 		}
 	}
 	if svgPath != "" {
-		caption := fmt.Sprintf("measured %s, %d CPUs, %s; errand: one queue of that concurrency; River: MaxWorkers, 2 ms fetch cooldown, 20 ms poll",
-			time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.Version())
+		notes := []string{
+			fmt.Sprintf("measured %s, %d CPUs, %s, one-minute load average %s before the run and %s after",
+				time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.Version(), loadBefore, loadAverage()),
+			"errand: one queue of that concurrency; River: MaxWorkers of that, 2 ms fetch cooldown, 20 ms poll",
+		}
 		var b strings.Builder
-		if err := writeScalingSVG(&b, series, jobs, reps, caption); err != nil {
+		if err := writeScalingSVG(&b, series, jobs, reps, notes); err != nil {
 			return err
 		}
 		if err := os.WriteFile(svgPath, []byte(b.String()), 0o644); err != nil {
@@ -312,4 +317,15 @@ func runScaling(ctx context.Context, out io.Writer, stores []string, pgURL strin
 		}
 	}
 	return nil
+}
+
+// loadAverage is the machine's one-minute load average, from /proc/loadavg,
+// or "unknown": the plot states it, since other work on the machine lowers
+// every point.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
