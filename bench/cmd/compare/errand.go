@@ -53,7 +53,7 @@ func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn 
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[sqlTx]{client})
+		return fn(errandOps[sqlTx]{client, env.concurrency()})
 	default:
 		schema, drop, err := env.freshSchema(ctx, "errand")
 		if err != nil {
@@ -75,7 +75,7 @@ func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn 
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[pgxTx]{client})
+		return fn(errandOps[pgxTx]{client, env.concurrency()})
 	}
 }
 
@@ -87,7 +87,10 @@ type errandClient interface {
 	idleWorker(ctx context.Context) (stop func(), err error)
 }
 
-type errandOps[TTx any] struct{ c *errand.Client[TTx] }
+type errandOps[TTx any] struct {
+	c       *errand.Client[TTx]
+	workers int // the queue's concurrency
+}
 
 func (o errandOps[TTx]) enqueueMany(ctx context.Context, n int) error {
 	for done := 0; done < n; done += batchSize {
@@ -108,7 +111,7 @@ func (o errandOps[TTx]) enqueueOne(ctx context.Context) error {
 }
 
 func (o errandOps[TTx]) newWorker() (*errand.Worker, error) {
-	return o.c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{"default": workers}})
+	return o.c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{"default": o.workers}})
 }
 
 // work starts a worker on n queued jobs and times it until the client has

@@ -3,6 +3,11 @@
 //
 //	go run ./cmd/compare -store both -jobs 20000 -reps 3 -markdown results.md
 //
+// With -scaling it measures instead only work throughput, at each worker
+// concurrency of -concurrency, and with -svg draws it:
+//
+//	go run ./cmd/compare -scaling -svg scaling.svg
+//
 // Every measure of every repetition gets a fresh database (a SQLite file in a
 // temporary directory, or a PostgreSQL schema that is dropped afterwards),
 // and within a repetition the two systems alternate which goes first, so
@@ -34,10 +39,12 @@ type (
 )
 
 const (
-	batchSize    = 1000 // jobs per EnqueueMany / InsertMany call
-	workers      = 1000 // errand: one queue of this concurrency
-	workersRiver = 1000 // River: MaxWorkers of its one queue
-	workTimeout  = 5 * time.Minute
+	batchSize = 1000 // jobs per EnqueueMany / InsertMany call
+	// workers is the comparison's concurrency: errand's one queue runs
+	// this many jobs at once, and it is River's MaxWorkers. -scaling
+	// varies it.
+	workers     = 1000
+	workTimeout = 5 * time.Minute
 )
 
 func main() {
@@ -54,6 +61,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	jobs := fs.Int("jobs", 20000, "jobs per throughput measure")
 	store := fs.String("store", "both", "sqlite, postgres or both")
 	reps := fs.Int("reps", 3, "repetitions of every measure")
+	scaling := fs.Bool("scaling", false, "instead of the table, measure work throughput at each -concurrency")
+	concurrency := fs.String("concurrency", "1,10,50,100,500,1000", "with -scaling: the worker counts to measure, comma-separated")
+	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
 	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
@@ -62,6 +72,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	ceilingBatch := fs.Int("ceiling-batch", 100, "jobs per claim and per acknowledgment of the bare-SQL ceiling (PostgreSQL)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	jobsSet := false
+	fs.Visit(func(f *flag.Flag) { jobsSet = jobsSet || f.Name == "jobs" })
+	if *scaling && !jobsSet {
+		*jobs = defaultScalingJobs
 	}
 	var stores []string
 	switch *store {
@@ -85,6 +100,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *scaling {
+		return runScaling(ctx, out, stores, *pgURL, *jobs, *reps, *concurrency, *svg, *markdown)
 	}
 	var rows []row
 	for _, s := range stores {
@@ -379,8 +397,17 @@ func writeMarkdown(b *strings.Builder, rows []row) {
 
 // env makes fresh databases of one store.
 type env struct {
-	store string // sqlite or postgres
-	url   string
+	store   string // sqlite or postgres
+	url     string
+	workers int // jobs each system runs at once; 0 means the comparison's workers
+}
+
+// concurrency is how many jobs each system runs at once.
+func (e *env) concurrency() int {
+	if e.workers > 0 {
+		return e.workers
+	}
+	return workers
 }
 
 var schemaSeq atomic.Int64

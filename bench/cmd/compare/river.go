@@ -30,12 +30,13 @@ func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
 	return nil
 }
 
-// riverConfig is River at the fastest settings the comparison uses.
-func riverConfig(schema string, started chan<- time.Duration) *river.Config {
+// riverConfig is River at the fastest settings the comparison uses, with
+// maxWorkers jobs at once in its one queue.
+func riverConfig(schema string, maxWorkers int, started chan<- time.Duration) *river.Config {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{started: started})
 	return &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workersRiver}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		FetchCooldown:     2 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
 		Workers:           workers,
@@ -73,7 +74,7 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err := riverMigrate(ctx, driver, ""); err != nil {
 			return result{}, err
 		}
-		client, err := river.NewClient(driver, riverConfig("", started))
+		client, err := river.NewClient(driver, riverConfig("", env.concurrency(), started))
 		if err != nil {
 			return result{}, err
 		}
@@ -93,7 +94,7 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err := riverMigrate(ctx, driver, schema); err != nil {
 			return result{}, err
 		}
-		client, err := river.NewClient(driver, riverConfig(schema, started))
+		client, err := river.NewClient(driver, riverConfig(schema, env.concurrency(), started))
 		if err != nil {
 			return result{}, err
 		}
