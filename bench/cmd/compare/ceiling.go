@@ -62,7 +62,7 @@ func ceilingWork(ctx context.Context, env *env, n, batch int) (result, error) {
 		return result{}, err
 	}
 	defer client.Close()
-	if err := (errandOps[pgxTx]{client}).enqueueMany(ctx, n); err != nil {
+	if err := (errandOps[pgxTx]{c: client}).enqueueMany(ctx, n); err != nil {
 		return result{}, err
 	}
 	table := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
