@@ -499,7 +499,7 @@ func TestDashboardCancelAfterConfirmation(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("confirm: status %d\n%s", code, body)
 	}
-	wantContains(t, "cancel confirm", body, "Cancel 1 of the 2 selected jobs as <strong>anonymous</strong>",
+	wantContains(t, "cancel confirm", body, "Cancel 1 of the 2 selected jobs as <strong>"+AnonymousOperator+"</strong>",
 		"dead: only queued and retrying jobs can be cancelled", `action="/cancel"`, "Cancel 1 job<")
 	if j, _ := replayed(t, c, "later-1"); j.State != errand.StateQueued {
 		t.Fatalf("the confirm page cancelled later-1")
