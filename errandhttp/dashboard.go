@@ -454,7 +454,10 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 		}
 		handled = errand.KindHandled(ws, j.Queue, j.Kind)
 	}
-	p := d.newPage(r, "Job "+j.ID, "jobs", now, true)
+	// A replayable job's page holds forms to fill in (a reason, corrected
+	// args): reloading it would lose them.
+	_, canWrite := d.opts.Identity(r)
+	p := d.newPage(r, "Job "+j.ID, "jobs", now, !(canWrite && replayAction.Applies(j.State)))
 	p.Data = &detailData{Job: j, Next: nextStep(j, now, handled), Audit: audit}
 	d.render(w, http.StatusOK, "job", p)
 }
