@@ -60,6 +60,14 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 	if resp.Audit == nil {
 		resp.Audit = []errand.AuditRecord{}
 	}
+	if a.hideArgs {
+		// A fix-and-replay's details are the job's old and new args.
+		for i := range resp.Audit {
+			if resp.Audit[i].Action == errand.AuditReplayArgs {
+				resp.Audit[i].Details = nil
+			}
+		}
+	}
 	if len(rs) == opts.Limit {
 		next := strconv.FormatInt(rs[len(rs)-1].ID, 10)
 		resp.NextCursor = &next

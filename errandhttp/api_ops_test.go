@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandtest"
 )
 
@@ -265,4 +266,29 @@ func TestAPIStatsInsightsAndSchedules(t *testing.T) {
 		}
 		want(t, "schedules with a query", s.op(t, "GET", "/api/v1/schedules?x=1", nil), http.StatusBadRequest, "invalid_input")
 	})
+}
+
+func TestAPIHideArgsInOperatorActions(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: true}})
+	id := s.deadJob(t, "charge", "default", "declined", map[string]string{"card": "4111"})
+	fixed := s.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{"reason": "new card", "args": map[string]string{"card": "5555"}})
+	want(t, "fix and replay", fixed, http.StatusOK, "")
+	if j := s.job(t, id); !strings.Contains(string(j.Args), "5555") {
+		t.Fatalf("args not replaced: %s", j.Args)
+	}
+	s.deadJob(t, "charge_again", "default", "declined", map[string]string{"card": "6666"})
+	bulk := s.op(t, "POST", "/api/v1/replay", map[string]any{"reason": "retry", "dry_run": true})
+	audit := s.op(t, "GET", "/api/v1/audit", nil)
+	want(t, "audit", audit, http.StatusOK, "")
+	for name, r := range map[string]response{"replay": fixed, "bulk replay": bulk, "audit": audit} {
+		for _, card := range []string{"4111", "5555", "6666"} {
+			if strings.Contains(string(r.body), card) {
+				t.Errorf("%s shows hidden args: %s", name, r.body)
+			}
+		}
+	}
+	if !strings.Contains(string(audit.body), `"action":"replay_args"`) {
+		t.Fatalf("audit lacks the fix-and-replay: %s", audit.body)
+	}
 }

@@ -181,7 +181,7 @@ func (d *dashboard) filterReplay(commit bool) http.Handler {
 			return
 		}
 		f := &filterReplayData{Kind: strings.TrimSpace(form.Get("kind")), Queue: strings.TrimSpace(form.Get("queue")),
-			Class: strings.TrimSpace(form.Get("class")), Reason: strings.TrimSpace(form.Get("reason")), MaxBatch: d.opts.MaxBatch, Committed: commit}
+			Class: strings.TrimSpace(form.Get("class")), Reason: strings.TrimSpace(form.Get("reason")), MaxBatch: min(d.opts.MaxBatch, errand.MaxReplayMany), Committed: commit}
 		if f.Reason == "" {
 			d.problem(w, r, http.StatusBadRequest, "no reason given; say why you replay these jobs, for the audit")
 			return
@@ -189,8 +189,8 @@ func (d *dashboard) filterReplay(commit bool) http.Handler {
 		limit := f.MaxBatch
 		if commit {
 			n, err := strconv.Atoi(form.Get("limit"))
-			if err != nil || n < 1 || n > d.opts.MaxBatch {
-				d.problem(w, r, http.StatusBadRequest, fmt.Sprintf("limit %q is out of range; replay 1 to %d jobs, from the confirmation page", form.Get("limit"), d.opts.MaxBatch))
+			if err != nil || n < 1 || n > f.MaxBatch {
+				d.problem(w, r, http.StatusBadRequest, fmt.Sprintf("limit %q is out of range; replay 1 to %d jobs, from the confirmation page", form.Get("limit"), f.MaxBatch))
 				return
 			}
 			until, err := time.Parse(time.RFC3339Nano, form.Get("until"))
