@@ -429,3 +429,43 @@ func TestScheduleDeletedRowIsRegisteredAgain(t *testing.T) {
 		t.Fatalf("jobs = %v, want %v", keys, want)
 	}
 }
+
+// TestWorkerWithoutHandlersRunsSchedules: a client that handles no kind
+// may run a worker for its schedules (or retention) alone; it registers
+// with no queue and fires the ticks. Without either it is refused.
+func TestWorkerWithoutHandlersRunsSchedules(t *testing.T) {
+	clock := newTestClock()
+	t0 := clock.Now()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "report"}})})
+	var ie *errand.InputError
+	if _, err := c.NewWorker(&errand.WorkerConfig{}); !errors.As(err, &ie) || ie.Field != "Kinds" {
+		t.Fatalf("NewWorker without handlers, schedules or retention: %v", err)
+	}
+	if _, err := c.NewWorker(&errand.WorkerConfig{Retention: &errand.RetentionPolicy{DeadAge: time.Hour}}); err != nil {
+		t.Fatalf("NewWorker with retention only: %v", err)
+	}
+	s, err := errand.NewSchedule("digest", "@every 1m", errand.RawArgs{KindName: "report"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.NewWorker(&errand.WorkerConfig{Schedules: []*errand.Schedule{s}, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	tick := t0.Add(time.Minute)
+	blockUntilAt(t, clock, tick, 1)
+	clock.Set(tick)
+	waitFor(t, clockWait, "the tick's job", func() bool {
+		js, err := c.List(t.Context(), &errand.ListOpts{Kind: "report"})
+		return err == nil && len(js) == 1 && js[0].State == errand.StateQueued
+	})
+	ws, err := c.Workers(t.Context())
+	if err != nil || len(ws) != 1 || len(ws[0].Queues) != 0 || ws[0].Handles(errand.DefaultQueue, "report") {
+		t.Fatalf("registry: %+v, %v", ws, err)
+	}
+}

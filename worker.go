@@ -99,14 +99,17 @@ type Worker struct {
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
+// A client without handlers may still run a worker that only fires
+// Schedules and applies Retention: it claims no job, registers with no
+// queue, and competes for the leadership like any other.
 func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	var cfg WorkerConfig
 	if config != nil {
 		cfg = *config
 	}
 	kinds := c.handlerKinds()
-	if len(kinds) == 0 {
-		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}
+	if len(kinds) == 0 && len(cfg.Schedules) == 0 && cfg.Retention == nil {
+		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler (or give the worker Schedules or a Retention policy to run)"}
 	}
 	sort.Strings(kinds)
 	if len(cfg.Queues) == 0 {
@@ -123,6 +126,9 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
+	if len(kinds) == 0 {
+		queues = nil // nothing to claim: no queue loop runs
+	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
@@ -204,9 +210,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.outcomes.clock = w.c.clock
 	w.outcomes.start(ctx)
 	w.leases = w.c.newLeaseKeeper(w.cfg.Lease)
-	// Listen before the first claim, so no notification falls between them.
-	if notes := w.listen(loopCtx); notes != nil {
-		w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
+	// Listen before the first claim, so no notification falls between them;
+	// a worker that claims nothing does not listen.
+	if len(w.queues) > 0 {
+		if notes := w.listen(loopCtx); notes != nil {
+			w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
+		}
 	}
 	w.loops.Go(func() { w.lead(loopCtx) })
 	if w.scheduler != nil {

@@ -129,7 +129,11 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/replay", a.replay},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
 		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
+		{"GET /api/v1/audit", a.audit},
+		{"POST /api/v1/replay", a.bulkReplay},
+		{"POST /api/v1/prune", a.prune},
 		{"GET /api/v1/stats", a.stats},
+		{"GET /api/v1/schedules", a.schedules},
 		{"GET /api/v1/workers", a.workers},
 	}
 }
@@ -655,20 +659,6 @@ func operatorReason(r *http.Request) (operator, reason string, err error) {
 	return operator, req.Reason, nil
 }
 
-func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request) error {
-	operator, reason, err := operatorReason(r)
-	if err != nil {
-		return err
-	}
-	j, err := a.c.Replay(r.Context(), r.PathValue("id"), &errand.ReplayOpts{Operator: operator, Reason: reason})
-	if err != nil {
-		return err
-	}
-	a.log.Info("job replayed", "job_id", j.ID, "operator", operator, "reason", reason)
-	writeJSON(w, http.StatusOK, a.show(j))
-	return nil
-}
-
 // cancel cancels a waiting job; the audit records the operator and reason.
 func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
 	operator, reason, err := operatorReason(r)
@@ -697,21 +687,6 @@ func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
 		rs = []errand.ReplayRecord{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"audit": rs})
-	return nil
-}
-
-func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	s, err := a.c.Stats(r.Context())
-	if err != nil {
-		return err
-	}
-	if s == nil {
-		s = []errand.QueueStats{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": s})
 	return nil
 }
 

@@ -78,6 +78,10 @@ type dashboardClient interface {
 	ReplayAudit(ctx context.Context, id string) ([]errand.ReplayRecord, error)
 	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errand.Job, error)
 	Cancel(ctx context.Context, id string, opts *errand.CancelOpts) (*errand.Job, error)
+	Insights(ctx context.Context, opts *errand.InsightsOpts) (*errand.Insights, error)
+	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errand.AuditRecord, error)
+	Schedules(ctx context.Context) ([]*errand.ScheduleRecord, error)
+	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.
@@ -92,12 +96,20 @@ type dashboard struct {
 // NewDashboard returns the operator dashboard over c: server-rendered HTML
 // pages that read and act on the jobs of c's store.
 //
-//   - "/": every queue's jobs by state, oldest ready age, dead letters and
-//     waiting kinds no live worker handles; the workers.
+//   - "/": every queue's jobs by state (queued split into ready, scheduled
+//     and held by an ordering key), oldest ready age, dead letters and
+//     waiting kinds no live worker handles; per queue and kind the
+//     throughput, failure rate by class, retries and dead letters of the
+//     last hour, and p50/p99 run and wait times; the workers.
 //   - "/jobs": jobs filtered by state, queue and kind, a page at a time.
 //   - "/jobs/ID": one job: args, every failed attempt with its class,
-//     message and stack, its lease, its replays, and what happens next.
-//   - "/dead": dead letters, to select and replay with a reason.
+//     message and stack, its lease, its audit, and what happens next; a
+//     dead or cancelled job can be replayed as it is or with corrected
+//     args.
+//   - "/dead": dead letters, to select and replay with a reason, or to
+//     replay by filter (kind, queue, error class).
+//   - "/audit": every operator action, filtered and paged.
+//   - "/schedules": the recurring jobs.
 //
 // Replays and cancels are two POSTs: the first shows what will change and
 // asks for confirmation, the second does it, recording the operator that
@@ -123,6 +135,12 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /jobs", d.jobList)
 	mux.HandleFunc("GET /jobs/{id...}", d.jobDetail)
 	mux.HandleFunc("GET /dead", d.deadList)
+	mux.HandleFunc("GET /audit", d.auditPage)
+	mux.HandleFunc("GET /schedules", d.schedulesPage)
+	mux.Handle("POST /replay-filter/confirm", protect.Handler(d.filterReplay(false)))
+	mux.Handle("POST /replay-filter", protect.Handler(d.filterReplay(true)))
+	mux.Handle("POST /replay-args/confirm", protect.Handler(d.fixReplay(false)))
+	mux.Handle("POST /replay-args", protect.Handler(d.fixReplay(true)))
 	mux.Handle("POST /replay/confirm", protect.Handler(d.action(replayAction, false)))
 	mux.Handle("POST /replay", protect.Handler(d.action(replayAction, true)))
 	mux.Handle("POST /cancel/confirm", protect.Handler(d.action(cancelAction, false)))
@@ -220,9 +238,12 @@ func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, 
 // errand.ErrNotFound, otherwise a server error.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var in *errand.InputError
+	var se *errand.StateError
 	switch {
 	case errors.As(err, &in):
 		d.problem(w, r, http.StatusBadRequest, err.Error())
+	case errors.As(err, &se):
+		d.problem(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, errand.ErrNotFound):
 		d.problem(w, r, http.StatusNotFound, err.Error())
 	default:
@@ -239,6 +260,19 @@ type overviewData struct {
 	// Totals sums Counts over the queues, by state.
 	Totals map[errand.JobState]int
 	Dead   int
+	// Insights are the figures per queue and kind; Depth splits each
+	// queue's queued jobs, and TotalDepth all of them.
+	Insights   *errand.Insights
+	Depth      map[string]*queueDepth
+	TotalDepth queueDepth
+}
+
+// QueueDepth is queue's split of its queued jobs.
+func (o *overviewData) QueueDepth(queue string) queueDepth {
+	if q := o.Depth[queue]; q != nil {
+		return *q
+	}
+	return queueDepth{}
 }
 
 func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
@@ -258,7 +292,18 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{}}
+	ins, err := d.c.Insights(ctx, nil)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
+		Insights: ins, Depth: insightsByQueue(ins)}
+	for _, q := range data.Depth {
+		data.TotalDepth.Ready += q.Ready
+		data.TotalDepth.Scheduled += q.Scheduled
+		data.TotalDepth.Held += q.Held
+	}
 	for _, q := range stats {
 		for st, n := range q.Counts {
 			data.Totals[st] += n
@@ -376,9 +421,10 @@ func (d *dashboard) listing(w http.ResponseWriter, r *http.Request, state errand
 
 // detailData is one job's page.
 type detailData struct {
-	Job   *errand.Job
-	Next  string
-	Audit []errand.ReplayRecord
+	Job  *errand.Job
+	Next string
+	// Audit is every operator action on the job, newest first.
+	Audit []errand.AuditRecord
 }
 
 func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
@@ -394,7 +440,7 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	audit, err := d.c.ReplayAudit(ctx, id)
+	audit, err := d.c.Audit(ctx, &errand.AuditOpts{JobID: id, Limit: errand.MaxAuditLimit})
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -408,7 +454,10 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 		}
 		handled = errand.KindHandled(ws, j.Queue, j.Kind)
 	}
-	p := d.newPage(r, "Job "+j.ID, "jobs", now, true)
+	// A replayable job's page holds forms to fill in (a reason, corrected
+	// args): reloading it would lose them.
+	_, canWrite := d.opts.Identity(r)
+	p := d.newPage(r, "Job "+j.ID, "jobs", now, !(canWrite && replayAction.Applies(j.State)))
 	p.Data = &detailData{Job: j, Next: nextStep(j, now, handled), Audit: audit}
 	d.render(w, http.StatusOK, "job", p)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
 )
 
@@ -21,7 +22,7 @@ var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome"}
 // TestDashboardInChromium loads the dashboard in a real headless Chromium,
 // as an operator's browser would, with its style sheet, its script and its
 // Content-Security-Policy: it checks the rendered DOM of the queues overview
-// and the dead letters, that the browser reported no refused resource, and
+// (with its rates panel), the dead letters, a job and the audit, that the browser reported no refused resource, and
 // that the screenshots are not blank. The screenshots go to
 // $ERRAND_SCREENSHOT_DIR when set, for a person to look at. The test
 // installs nothing: without a Chromium on PATH it skips.
@@ -38,6 +39,9 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	c := newSQLiteClient(t, errandtest.NewClock(time.Now().UTC().Truncate(time.Second)))
 	seed(t, c)
+	if _, err := c.Cancel(context.Background(), "later-1", &errand.CancelOpts{Operator: "ana", Reason: "customer left"}); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(NewDashboard(c, nil)) // loopback
 	defer srv.Close()
 
@@ -52,9 +56,13 @@ func TestDashboardInChromium(t *testing.T) {
 		name, path string
 		want       []string
 	}{
-		{"overview", "/", []string{`href="/jobs?queue=mail"`, `href="/jobs?queue=billing"`, "dead letters", "dash_nobody (1 waiting)", `data-refreshing="on"`}},
+		{"overview", "/", []string{`href="/jobs?queue=mail"`, `href="/jobs?queue=billing"`, "dead letters", "dash_nobody (1 waiting)", `data-refreshing="on"`,
+			// The rates panel with real figures: dash_fail's one failure
+			// of the hour, dash_ok's one success in the last minute.
+			`100.0% <span class="note">(1)</span>`, `<span class="class">permanent</span> 1`, `<td class="num">1.00</td><td class="num">0.20</td>`}},
 		{"dead", "/dead", []string{`value="dead-1"`, `value="panic-1"`, "card declined", "Replay selected"}},
-		{"job", "/jobs/dead-1", []string{"dead after attempt 1 of 20 (class permanent): replay to run again", "card declined"}},
+		{"job", "/jobs/dead-1", []string{"dead after attempt 1 of 20 (class permanent): replay to run again", "card declined", "Fix and replay"}},
+		{"audit", "/audit", []string{`aria-current="page">Audit`, "customer left", `href="/jobs/later-1"`, "cancel"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shot := filepath.Join(dir, "dashboard-"+tc.name+".png")

@@ -203,7 +203,22 @@ func checkOverview[TTx any](t *testing.T, c *errand.Client[TTx]) {
 		}
 	}
 	// Dead letters in all: 2; ready-1's kind has no worker.
-	wantContains(t, "overview", body, `<span class="n">2</span> dead letters`, `dash_nobody (1 waiting)`, `id="rates"`, `id="workers"`)
+	wantContains(t, "overview", body, `<span class="n">2</span> dead letters`, `dash_nobody (1 waiting)`, `id="rates"`, `id="workers"`,
+		`<span class="n">1</span> ready`, `<span class="n">1</span> scheduled`, `<span class="n">0</span> held by ordering key`)
+	wantLacks(t, "overview", body, "not reported")
+	// Queued split by why the jobs wait: billing has later-1 scheduled,
+	// mail has ready-1 ready.
+	billing := tableRow(t, body, `/jobs?queue=billing"`)
+	wantContains(t, "billing row", billing, `<td class="num">0</td><td class="num">1</td><td class="num">0</td>`)
+	// The rates panel: one row per queue and kind, with real figures.
+	rates := body[strings.Index(body, `id="rates"`):strings.Index(body, `id="workers"`)]
+	fail := tableRow(t, rates, `kind=dash_fail"`)
+	wantContains(t, "dash_fail rates", fail, `100.0% <span class="note">(1)</span>`, `<span class="class">permanent</span> 1`,
+		`?queue=mail&amp;kind=dash_fail">1</a>`, `<td class="num bad">1</td><td class="num">1</td>`)
+	flaky := tableRow(t, rates, `kind=dash_flaky"`)
+	wantContains(t, "dash_flaky rates", flaky, `<span class="class">upstream_down</span> 1`, `<td class="num">1</td>`)
+	ok := tableRow(t, rates, `kind=dash_ok"`)
+	wantContains(t, "dash_ok rates", ok, `<td class="num">1.00</td><td class="num">0.20</td><td class="num">0.02</td>`, `<td class="num">0ms</td>`)
 }
 
 // tableRow returns the table row of body that contains marker.
@@ -310,7 +325,7 @@ func TestDashboardJobDetail(t *testing.T) {
 		"dead after attempt 1 of 20 (class permanent): replay to run again",
 		"{\n  &#34;note&#34;: &#34;card declined&#34;\n}", // pretty-printed args
 		`<span class="class">permanent</span>`, "card declined",
-		"Never replayed.", `action="/replay/confirm"`, `Last worker</dt><dd>test-worker`)
+		"No operator action on this job.", `action="/replay/confirm"`, `action="/replay-args/confirm"`, `Last worker</dt><dd>test-worker`)
 	wantLacks(t, "dead job", body, `action="/cancel/confirm"`)
 
 	body = mustGet(t, h, "/jobs/panic-1")

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 
 // dashboardPages names the page templates under dashboard/templates; each
 // defines "content" for layout.html.
-var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem"}
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay"}
 
 // parseDashboardPages parses each page with the layout. Links in the pages
 // start with prefix.
@@ -35,6 +36,9 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"canReplay":  replayAction.Applies,
 		"canCancel":  cancelAction.Applies,
 		"queueNames": queueNames,
+		"perMinute":  perMinute,
+		"percent":    percent,
+		"seconds":    seconds,
 	}
 	pages := make(map[string]*template.Template, len(dashboardPages))
 	for _, name := range dashboardPages {
@@ -117,4 +121,42 @@ func queueNames(qs []errand.WorkerQueue) string {
 		names[i] = fmt.Sprintf("%s×%d", q.Name, q.Concurrency)
 	}
 	return strings.Join(names, ", ")
+}
+
+// perMinute formats a rate per minute.
+func perMinute(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// percent formats a ratio as a percentage.
+func percent(v float64) string {
+	if v == 0 {
+		return "0%"
+	}
+	return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
+}
+
+// seconds formats a duration given in seconds, to the millisecond under
+// a second; "-" without samples.
+func seconds(p errand.Percentiles, which string) string {
+	if p.Samples == 0 {
+		return "-"
+	}
+	s := p.P50Seconds
+	if which == "p99" {
+		s = p.P99Seconds
+	}
+	if s < 1 {
+		return strconv.FormatFloat(s*1000, 'f', 0, 64) + "ms"
+	}
+	if s < 60 {
+		return strconv.FormatFloat(s, 'f', 1, 64) + "s"
+	}
+	return roughDuration(time.Duration(s * float64(time.Second)))
 }

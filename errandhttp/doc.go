@@ -23,10 +23,14 @@
 //	POST /api/v1/jobs/{id}/ack           {"lease_token"}
 //	POST /api/v1/ack                     {"jobs": [{"id", "lease_token"}, ...]}: up to 100 in one transaction
 //	POST /api/v1/jobs/{id}/fail          {"lease_token", "class", "message", "retry_after", "permanent"}
-//	POST /api/v1/jobs/{id}/replay        {"reason"}
+//	POST /api/v1/jobs/{id}/replay        {"reason", "args"}: args (optional) replace the job's (fix-and-replay)
 //	POST /api/v1/jobs/{id}/cancel        {"reason"}
 //	GET  /api/v1/jobs/{id}/audit
-//	GET  /api/v1/stats
+//	POST /api/v1/replay                  {"reason", "kind", "queue", "class", "since", "until", "limit", "rate", "dry_run"}: dead jobs by filter
+//	GET  /api/v1/audit?job=&action=&since=&until=&limit=&cursor=
+//	POST /api/v1/prune                   {"reason", "succeeded_age", "dead_age", "batch", "dry_run"}
+//	GET  /api/v1/stats                   counts by queue and state, and the insights per queue and kind
+//	GET  /api/v1/schedules
 //	GET  /api/v1/workers
 //
 // A worker's heartbeat, ack and fail are fenced by the lease token its

@@ -95,11 +95,14 @@ func ParseDeadGrowth(s string) (DeadGrowth, error) {
 // problem: [{"check": "database"|"oldest_ready_age"|"dead_growth",
 // "queue": ..., "message": ...}].
 //
-// Dead-letter growth is the rise of a queue's dead count between the
-// checks' samples, taken at most every Per/60, over the last Per: the
-// handler keeps those samples, so it reports growth once it has run for a
-// while, and a replay or prune that removes dead jobs meanwhile hides as
-// many new ones.
+// Dead-letter growth over a Per of exactly an hour or a day is read from
+// [errand.Client.Insights]: the jobs of the queue that died (finished dead)
+// within the last hour or day and are dead still, counted by the database,
+// so it is right from the first probe. Over any other Per it is the rise of
+// a queue's dead count between the checks' samples, taken at most every
+// Per/60, over the last Per: the handler keeps those samples, so it reports
+// growth once it has run for a while, and a replay or prune that removes
+// dead jobs meanwhile hides as many new ones.
 func NewReadyz[TTx any](c *errand.Client[TTx], opts *ReadyOptions) http.Handler {
 	o := ReadyOptions{}
 	if opts != nil {
@@ -115,7 +118,23 @@ func NewReadyz[TTx any](c *errand.Client[TTx], opts *ReadyOptions) http.Handler 
 		o.Clock = systemClock{}
 	}
 	store := c.Store()
+	var died *readCache[map[string]int]
+	if per := o.MaxDeadGrowth.Per; o.MaxDeadGrowth.Jobs > 0 && (per == time.Hour || per == 24*time.Hour) {
+		died = &readCache[map[string]int]{
+			read: func(ctx context.Context) (map[string]int, error) {
+				// One sample is the least a store reads for the
+				// percentiles, which readiness does not use.
+				ins, err := c.Insights(ctx, &errand.InsightsOpts{SampleLimit: 1})
+				if err != nil {
+					return nil, err
+				}
+				return diedWithin(ins, per), nil
+			},
+			clock: o.Clock, maxAge: o.CacheFor, timeout: o.Timeout,
+		}
+	}
 	return &readyz{
+		died: died,
 		opts: o,
 		cache: &statsCache{
 			read: func(ctx context.Context) ([]errand.QueueStats, error) {
@@ -133,6 +152,25 @@ type readyz struct {
 	opts   ReadyOptions
 	cache  *statsCache
 	growth *deadGrowth
+	// died, when not nil, counts per queue the jobs that died within
+	// MaxDeadGrowth.Per, from the insights; growth samples otherwise.
+	died *readCache[map[string]int]
+}
+
+// diedWithin sums, per queue, the insights' jobs that died within per (an
+// hour or a day).
+func diedWithin(ins *errand.Insights, per time.Duration) map[string]int {
+	m := map[string]int{}
+	for _, k := range ins.Kinds {
+		n := k.DeadLastHour
+		if per == 24*time.Hour {
+			n = k.DeadLastDay
+		}
+		if n > 0 {
+			m[k.Queue] += n
+		}
+	}
+	return m
 }
 
 type readyReport struct {
@@ -165,7 +203,18 @@ func (h *readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if g := h.opts.MaxDeadGrowth; g.Jobs > 0 && g.Per > 0 {
-		grown := h.growth.observe(at, stats)
+		var grown map[string]int
+		if h.died != nil {
+			grown, _, err = h.died.get(r.Context())
+			if err != nil {
+				writeHealth(w, http.StatusServiceUnavailable, &readyReport{Status: "unavailable", Reasons: []readyReason{{
+					Check: "database", Message: "dead-letter growth query failed: " + err.Error(),
+				}}})
+				return
+			}
+		} else {
+			grown = h.growth.observe(at, stats)
+		}
 		for _, q := range sortedKeys(grown) {
 			if n := grown[q]; n > g.Jobs {
 				reasons = append(reasons, readyReason{Check: "dead_growth", Queue: q,

@@ -100,6 +100,26 @@ func testReadyz[TTx any](t *testing.T, e *testEnv[TTx]) {
 	// An hour after the deaths they are old news.
 	e.clock.Advance(20 * time.Minute)
 	wantProbe(t, h, http.StatusOK, "ready")
+	// Over a day, the growth comes from the database's count of the day's
+	// deaths: a handler started now sees them at its first probe. Over
+	// another period it samples, and sees only deaths after it started.
+	day := errandhttp.NewReadyz(c, &errandhttp.ReadyOptions{Clock: e.clock, MaxDeadGrowth: errandhttp.DeadGrowth{Jobs: 2, Per: 24 * time.Hour}})
+	wantProbe(t, day, http.StatusServiceUnavailable, "degraded", "dead_growth:mail")
+	sampled := errandhttp.NewReadyz(c, &errandhttp.ReadyOptions{Clock: e.clock, MaxDeadGrowth: errandhttp.DeadGrowth{Jobs: 2, Per: 2 * time.Hour}})
+	wantProbe(t, sampled, http.StatusOK, "ready")
+	for range 3 {
+		enqueue(t, c, "fail", &errand.EnqueueOpts{Queue: "mail"})
+		workOne(t, c, "mail", errand.ResultDead)
+	}
+	e.clock.Advance(time.Minute)
+	wantProbe(t, sampled, http.StatusServiceUnavailable, "degraded", "dead_growth:mail")
+	wantProbe(t, h, http.StatusServiceUnavailable, "degraded", "dead_growth:mail")
+	// A replay takes a job out of the hour's dead: 2 is not over 2.
+	if _, err := c.Replay(t.Context(), mustList(t, c, errand.StateDead)[5].ID, &errand.ReplayOpts{Operator: "test", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	wantProbe(t, h, http.StatusOK, "ready")
 
 	if err := e.store.Close(); err != nil {
 		t.Fatal(err)

@@ -8,26 +8,29 @@ import (
 	"github.com/errandhq/errand"
 )
 
-// statsCache reads queue statistics from the database at most once per
-// maxAge: however often /metrics is scraped or /readyz probed, the database
-// sees one statistics query per maxAge. Callers that arrive while a read is
-// in flight wait for it rather than starting their own.
-type statsCache struct {
-	read    func(ctx context.Context) ([]errand.QueueStats, error)
+// readCache reads a value from the database at most once per maxAge:
+// however often /metrics is scraped or /readyz probed, the database sees
+// one query per maxAge. Callers that arrive while a read is in flight wait
+// for it rather than starting their own.
+type readCache[T any] struct {
+	read    func(ctx context.Context) (T, error)
 	clock   errand.Clock
 	maxAge  time.Duration
 	timeout time.Duration
 
 	mu    sync.Mutex
 	at    time.Time // when stats (or err) were read; zero: never
-	stats []errand.QueueStats
+	stats T
 	err   error
 }
 
-// get returns the cached statistics, reading them again when they are
-// older than maxAge. A failed read is cached too, so that a database that
-// is down is not asked again by every scrape.
-func (s *statsCache) get(ctx context.Context) ([]errand.QueueStats, time.Time, error) {
+// statsCache caches queue statistics.
+type statsCache = readCache[[]errand.QueueStats]
+
+// get returns the cached value, reading it again when it is older than
+// maxAge. A failed read is cached too, so that a database that is down is
+// not asked again by every scrape.
+func (s *readCache[T]) get(ctx context.Context) (T, time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()

@@ -31,7 +31,7 @@ const (
 
 var serveCommand = &command{
 	name:    "serve",
-	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [flags]",
+	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
 	summary: "serve the dashboard, the JSON API and /metrics (and run a worker with --exec or --http)",
 	detail: `
 errand serve answers HTTP on --addr (default 127.0.0.1:8080, the loopback
@@ -57,7 +57,12 @@ only from this server's own pages (cross-origin protection). Bodies over
 
 With --exec KIND=COMMAND or --http KIND=URL it also runs a worker for those
 kinds in this process, as errand work does (see errand help work for
---queue, --lease, --timeout and --grace).
+--queue, --lease, --timeout and --grace). With --cron 'NAME=SPEC KIND
+[JSON]' (repeatable) the worker also enqueues a job of KIND on every tick
+of SPEC, and with --retain-succeeded AGE and --retain-dead AGE it deletes
+finished jobs past those ages every hour while it leads the cluster, as
+errand work does. --cron and --retain alone run a worker that claims no
+job: it fires the schedules and applies the retention only.
 
 SIGINT or SIGTERM stops accepting requests, lets requests in flight finish,
 drains the worker for --grace, and exits 0.`,
@@ -76,6 +81,9 @@ drains the worker for --grace, and exits 0.`,
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
+		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
+		retainSucceeded := durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)")
+		retainDead := durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)")
 		ready := addReadyFlags(fs)
 
 		return func(ctx context.Context, pos []string) error {
@@ -99,8 +107,17 @@ drains the worker for --grace, and exits 0.`,
 			if !loopback && len(tokens) == 0 {
 				return usagef("--addr %s is not a loopback address: give --token-file (or --token) so that every request needs a token, or listen on 127.0.0.1", *addr)
 			}
-			if len(*execs) == 0 && len(*hooks) == 0 && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || isSet(fs, "grace")) {
-				return usagef("--queue, --timeout, --lease and --grace configure the worker; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			handles := len(*execs)+len(*hooks) > 0
+			retain := *retainSucceeded > 0 || *retainDead > 0
+			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease")) {
+				return usagef("--queue, --timeout and --lease configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			}
+			if !handles && len(*crons) == 0 && !retain && isSet(fs, "grace") {
+				return usagef("--grace configures the worker; add --exec, --http, --cron or --retain-succeeded/--retain-dead, or drop it")
+			}
+			schedules, err := parseCrons(*crons)
+			if err != nil {
+				return err
 			}
 			auth := &errandhttp.AuthOptions{Tokens: tokens, MaxBodyBytes: *maxBody, TrustedOrigins: *origins}
 			if _, err := errandhttp.NewAuth(auth); err != nil {
@@ -160,8 +177,11 @@ drains the worker for --grace, and exits 0.`,
 			var wg sync.WaitGroup
 			var workErr error
 			stopWorker := func() {}
-			if len(kindNames) > 0 {
-				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease}
+			if handles || len(schedules) > 0 || retain {
+				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules}
+				if retain {
+					wcfg.Retention = &errand.RetentionPolicy{SucceededAge: *retainSucceeded, DeadAge: *retainDead}
+				}
 				if wcfg.Lease == 0 {
 					wcfg.Lease = errand.DefaultLease
 				}
@@ -171,7 +191,7 @@ drains the worker for --grace, and exits 0.`,
 				w, err := c.NewWorker(wcfg)
 				if err != nil {
 					srv.Close()
-					return err
+					return retentionFlagError(err)
 				}
 				// The worker drains when ctx ends, or when the server
 				// fails.

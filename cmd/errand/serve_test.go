@@ -327,3 +327,87 @@ func TestServeMountsEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRunsSchedulesAndRetention runs errand serve with --cron and
+// --retain-dead alone: its worker claims nothing, fires the schedule (a job
+// appears, and the schedule is listed by the API) and, on election, prunes
+// the dead job planted two days ago, recording it in the audit.
+func TestServeRunsSchedulesAndRetention(t *testing.T) {
+	db := tempDB(t)
+	enqueue(t, db, "mail", `{}`, "--id", "old-dead")
+	plantFinished(t, db, "old-dead", "dead", "timeout", time.Now().Add(-48*time.Hour))
+	enqueue(t, db, "mail", `{}`, "--id", "waiting")
+
+	s := startServe(t, "--db", db, "--token", serveToken, "--cron", `tick=@every 1s ping {"n": 1}`, "--retain-dead", "24h", "--grace", "1s")
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		// A bound for a hung server, not a speed check.
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not happen:\n%s", what, s.log())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitUntil("a scheduled job", func() bool {
+		var l struct {
+			Jobs []struct {
+				Args json.RawMessage `json:"args"`
+			} `json:"jobs"`
+		}
+		s.call(t, "GET", "/api/v1/jobs?kind=ping", nil, &l)
+		return len(l.Jobs) > 0 && string(l.Jobs[0].Args) == `{"n":1}`
+	})
+	var sl struct {
+		Schedules []struct {
+			Name, Spec, Kind string
+			LastJobID        *string `json:"last_job_id"`
+		} `json:"schedules"`
+	}
+	if code := s.call(t, "GET", "/api/v1/schedules", nil, &sl); code != 200 || len(sl.Schedules) != 1 ||
+		sl.Schedules[0].Name != "tick" || sl.Schedules[0].Spec != "@every 1s" || sl.Schedules[0].Kind != "ping" || sl.Schedules[0].LastJobID == nil {
+		t.Fatalf("schedules: %d %+v", code, sl)
+	}
+	waitUntil("the prune of the old dead job", func() bool {
+		return s.call(t, "GET", "/api/v1/jobs/old-dead", nil, nil) == http.StatusNotFound
+	})
+	var audit struct {
+		Audit []struct {
+			Action, Operator string
+		} `json:"audit"`
+	}
+	if code := s.call(t, "GET", "/api/v1/audit?action=prune", nil, &audit); code != 200 || len(audit.Audit) != 1 || audit.Audit[0].Operator != "errand-retention" {
+		t.Fatalf("audit: %d %+v", code, audit)
+	}
+	// The worker claims nothing: the waiting job still waits, and the
+	// registry shows the worker with no queue.
+	var ws struct {
+		Workers []struct {
+			Queues []any `json:"queues"`
+		} `json:"workers"`
+	}
+	if code := s.call(t, "GET", "/api/v1/workers", nil, &ws); code != 200 || len(ws.Workers) != 1 || len(ws.Workers[0].Queues) != 0 {
+		t.Fatalf("workers: %d %+v", code, ws)
+	}
+	s.stop(t)
+	for _, j := range listJobs(t, db) {
+		if j.ID == "waiting" && j.State != "queued" {
+			t.Fatalf("a worker without handlers ran job waiting: %s", j.State)
+		}
+	}
+}
+
+func TestServeRefusesBadScheduleAndRetentionFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--cron", "nospec"},
+		{"--cron", "a=@every 1s k", "--cron", "a=@every 2s k"},
+		{"--retain-succeeded", "48h", "--retain-dead", "24h"},
+		{"--queue", "default=2", "--cron", "a=@every 1s k"},
+	} {
+		r := bin(t, append([]string{"serve", "--db", tempDB(t)}, args...)...)
+		if r.code != 2 {
+			t.Errorf("errand serve %q: exit %d, want 2 (usage)\n%s", args, r.code, r.stderr)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package errandhttp
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// MaxBulkReplaySeconds bounds how long POST /api/v1/replay may take at its
+// rate (limit / rate): a request must end within the server's write
+// timeout. Slower runs belong to the CLI (errand replay --rate).
+const MaxBulkReplaySeconds = 50
+
+// auditResponse is a page of the audit, newest first. NextCursor, when not
+// null, fetches the next (older) page as ?cursor=.
+type auditResponse struct {
+	Audit      []errand.AuditRecord `json:"audit"`
+	NextCursor *string              `json:"next_cursor"`
+}
+
+// audit serves GET /api/v1/audit?job=&action=&since=&until=&limit=&cursor=.
+func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "job", "action", "since", "until", "limit", "cursor"); err != nil {
+		return err
+	}
+	opts := &errand.AuditOpts{JobID: q.Get("job"), Action: errand.AuditAction(q.Get("action")), Limit: errand.DefaultAuditLimit}
+	var err error
+	if opts.Since, err = queryTime(q, "since"); err != nil {
+		return err
+	}
+	if opts.Until, err = queryTime(q, "until"); err != nil {
+		return err
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > errand.MaxAuditLimit {
+			return badRequest("limit %q is out of range; give 1 to %d", v, errand.MaxAuditLimit)
+		}
+		opts.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return badRequest("cursor %q is not one this API returned; pass next_cursor from the previous page", v)
+		}
+		opts.BeforeID = n
+	}
+	rs, err := a.c.Audit(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	resp := auditResponse{Audit: rs}
+	if resp.Audit == nil {
+		resp.Audit = []errand.AuditRecord{}
+	}
+	if a.hideArgs {
+		// A fix-and-replay's details are the job's old and new args.
+		for i := range resp.Audit {
+			if resp.Audit[i].Action == errand.AuditReplayArgs {
+				resp.Audit[i].Details = nil
+			}
+		}
+	}
+	if len(rs) == opts.Limit {
+		next := strconv.FormatInt(rs[len(rs)-1].ID, 10)
+		resp.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// queryTime reads an RFC 3339 time from q; absent is the zero time.
+func queryTime(q url.Values, name string) (time.Time, error) {
+	v := q.Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, badRequest("%s %q is not an RFC 3339 time; write e.g. 2026-11-29T12:00:00Z", name, v)
+	}
+	return t, nil
+}
+
+// bulkReplayRequest is the body of POST /api/v1/replay: which dead jobs to
+// replay, how many, how fast, and why.
+type bulkReplayRequest struct {
+	Kind  string `json:"kind"`
+	Queue string `json:"queue"`
+	// Class is the error class that killed the jobs.
+	Class string `json:"class"`
+	// Since and Until keep jobs that died in [since, until).
+	Since *time.Time `json:"since"`
+	Until *time.Time `json:"until"`
+	// Limit is the most jobs to replay: 1 to errand.MaxReplayMany, default
+	// errand.DefaultReplayMany.
+	Limit int `json:"limit"`
+	// Rate is the most jobs replayed per second; 0 is no limit.
+	Rate   float64 `json:"rate"`
+	Reason string  `json:"reason"`
+	// DryRun lists the jobs that would be replayed and changes nothing.
+	DryRun bool `json:"dry_run"`
+}
+
+// bulkReplay serves POST /api/v1/replay.
+func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request) error {
+	var req bulkReplayRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"receipt service fixed\"}")
+	}
+	if req.Limit < 0 || req.Limit > errand.MaxReplayMany {
+		return badRequest("limit %d is out of range; replay 1 to %d jobs per request", req.Limit, errand.MaxReplayMany)
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = errand.DefaultReplayMany
+	}
+	if req.Rate < 0 {
+		return badRequest("rate must be a positive number of jobs per second, or 0 for no limit")
+	}
+	if req.Rate > 0 && !req.DryRun && float64(limit)/req.Rate > MaxBulkReplaySeconds {
+		return badRequest("limit %d at rate %g/s takes over %ds, longer than a request may last; raise the rate, lower the limit, or use errand replay --rate", limit, req.Rate, MaxBulkReplaySeconds)
+	}
+	operator, _ := Identity(r)
+	opts := &errand.ReplayManyOpts{
+		Filter: errand.DeadFilter{Kind: req.Kind, Queue: req.Queue, Class: req.Class},
+		Limit:  limit, Rate: req.Rate, Operator: operator, Reason: req.Reason, DryRun: req.DryRun,
+	}
+	if req.Since != nil {
+		opts.Filter.DiedSince = *req.Since
+	}
+	if req.Until != nil {
+		opts.Filter.DiedUntil = *req.Until
+	}
+	res, err := a.c.ReplayMany(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	for i, j := range res.Jobs {
+		res.Jobs[i] = a.show(j)
+	}
+	if !res.DryRun {
+		a.log.Info("dead jobs replayed", "bulk", res.Bulk, "jobs", len(res.Jobs), "operator", operator, "reason", req.Reason)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// replayRequest is the body of POST /api/v1/jobs/{id}/replay.
+type replayRequest struct {
+	// Reason says why, for the audit; required.
+	Reason string `json:"reason"`
+	// Args, when given, replace the job's args (fix-and-replay); the audit
+	// keeps the old and the new.
+	Args json.RawMessage `json:"args"`
+}
+
+func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request) error {
+	var req replayRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"receipt service fixed\"}")
+	}
+	if string(req.Args) == "null" {
+		req.Args = nil
+	}
+	operator, _ := Identity(r)
+	j, err := a.c.Replay(r.Context(), r.PathValue("id"), &errand.ReplayOpts{Operator: operator, Reason: req.Reason, Args: req.Args})
+	if err != nil {
+		return err
+	}
+	a.log.Info("job replayed", "job_id", j.ID, "operator", operator, "reason", req.Reason, "new_args", req.Args != nil)
+	writeJSON(w, http.StatusOK, a.show(j))
+	return nil
+}
+
+// schedules serves GET /api/v1/schedules.
+func (a *api[TTx]) schedules(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	rs, err := a.c.Schedules(r.Context())
+	if err != nil {
+		return err
+	}
+	if rs == nil {
+		rs = []*errand.ScheduleRecord{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": rs})
+	return nil
+}
+
+// pruneRequest is the body of POST /api/v1/prune, with the limits of
+// errand prune.
+type pruneRequest struct {
+	// SucceededAge and DeadAge, in Go syntax ("168h"); at least one.
+	SucceededAge errand.Duration `json:"succeeded_age"`
+	DeadAge      errand.Duration `json:"dead_age"`
+	// Batch is the most jobs per transaction: 1 to errand.MaxPruneBatch,
+	// default the most.
+	Batch  int    `json:"batch"`
+	Reason string `json:"reason"`
+	DryRun bool   `json:"dry_run"`
+}
+
+// prune serves POST /api/v1/prune: an operator action, so it needs the
+// operator role (as every POST does) and a reason, and lands in the audit.
+func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request) error {
+	var req pruneRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"monthly retention\"}")
+	}
+	if req.SucceededAge == 0 && req.DeadAge == 0 {
+		return badRequest("give succeeded_age, dead_age or both, e.g. {\"succeeded_age\": \"168h\", \"dead_age\": \"720h\"}")
+	}
+	if req.Batch < 0 || req.Batch > errand.MaxPruneBatch {
+		return badRequest("batch %d is out of range; give 1 to %d", req.Batch, errand.MaxPruneBatch)
+	}
+	operator, _ := Identity(r)
+	res, err := a.c.Prune(r.Context(), &errand.PruneOpts{SucceededAge: time.Duration(req.SucceededAge), DeadAge: time.Duration(req.DeadAge),
+		BatchSize: req.Batch, Operator: operator, Reason: req.Reason, DryRun: req.DryRun})
+	if err != nil {
+		return err
+	}
+	if !res.DryRun {
+		a.log.Info("jobs pruned", "jobs", res.Total(), "operator", operator, "reason", req.Reason)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// statsResponse is GET /api/v1/stats: counts by queue and state, and the
+// insights per queue and kind.
+type statsResponse struct {
+	Queues   []errand.QueueStats `json:"queues"`
+	Insights *errand.Insights    `json:"insights"`
+}
+
+func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	s, err := a.c.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		s = []errand.QueueStats{}
+	}
+	ins, err := a.c.Insights(r.Context(), nil)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	writeJSON(w, http.StatusOK, statsResponse{Queues: s, Insights: ins})
+	return nil
+}
