@@ -2,145 +2,39 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"testing"
-	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/errandhq/errand/storetest"
 )
 
-// The benchmarks below time one step of a job's life each: a client's
-// single enqueue, a worker's claim, and the acknowledgment of what it
-// claimed, with whatever the step needs done first outside the timer. Each
-// reports jobs/s beside ns/op, so benchstat compares both. Each runs in a
-// fresh schema of the database ERRAND_TEST_POSTGRES_URL names:
+// The hot-path benchmarks every store runs (storetest/bench.go), each
+// reporting jobs/s beside ns/op for benchstat. Each runs in a fresh schema
+// of the database ERRAND_TEST_POSTGRES_URL names:
 //
 //	ERRAND_TEST_POSTGRES_URL=... go test -run '^$' -bench 'EnqueueOne|ClaimOnly|AckOnly' -count 6 ./postgres/ > new.txt
 //	benchstat old.txt new.txt
 
-// BenchmarkEnqueueOne enqueues one job per operation through the client,
-// as an application does: each is its own transaction.
 func BenchmarkEnqueueOne(b *testing.B) {
-	ctx := context.Background()
-	c, err := errand.NewClient(openBench(b), &errand.Config{Kinds: errand.NewKinds()})
+	storetest.BenchmarkEnqueueOne(b, func(tb testing.TB) errand.TxStore[pgx.Tx] { return openBench(tb) })
+}
+
+func BenchmarkClaimOnly(b *testing.B) { storetest.BenchmarkClaimOnly(b, openBench) }
+
+func BenchmarkAckOnly(b *testing.B) { storetest.BenchmarkAckOnly(b, openBench) }
+
+// openBench opens the store on a fresh schema, dropped when tb ends.
+func openBench(tb testing.TB) *postgres.Store {
+	tb.Helper()
+	url := pgtest.URL(tb)
+	s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(tb, url)})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer c.Close()
-	args := errand.RawArgs{KindName: "noop", JSON: []byte(`{}`)}
-	start := time.Now()
-	for b.Loop() {
-		if _, err := c.Enqueue(ctx, args, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
-}
-
-// BenchmarkClaimOnly claims jobs=n queued jobs in one JobClaimMany per
-// operation; the jobs are inserted, and acknowledged afterwards, with the
-// timer stopped.
-func BenchmarkClaimOnly(b *testing.B) {
-	for _, n := range []int{1, 100} {
-		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			benchStep(b, n, true)
-		})
-	}
-}
-
-// BenchmarkAckOnly records jobs=n outcomes (succeeded) in one
-// JobRecordOutcomes per operation; the jobs are inserted and claimed with
-// the timer stopped.
-func BenchmarkAckOnly(b *testing.B) {
-	for _, n := range []int{1, 100} {
-		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			benchStep(b, n, false)
-		})
-	}
-}
-
-// benchStep inserts, claims and acknowledges n jobs per operation and times
-// only the claim (timeClaim) or only the acknowledgment.
-func benchStep(b *testing.B, n int, timeClaim bool) {
-	ctx := context.Background()
-	s := openBench(b)
-	seq := 0
-	var elapsed time.Duration
-	for b.Loop() {
-		b.StopTimer()
-		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
-			b.Fatal(err)
-		}
-		if timeClaim {
-			b.StartTimer()
-		}
-		start := time.Now()
-		jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{
-			Queues: []string{"work"}, Limit: n, Lease: time.Minute, Owner: "bench",
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(jobs) != n {
-			b.Fatalf("claimed %d jobs, want %d", len(jobs), n)
-		}
-		if timeClaim {
-			elapsed += time.Since(start)
-			b.StopTimer()
-		}
-		outcomes := make([]*errand.JobOutcome, n)
-		for i, j := range jobs {
-			outcomes[i] = &errand.JobOutcome{
-				JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
-				Kind:     errand.OutcomeSucceeded,
-			}
-		}
-		if !timeClaim {
-			b.StartTimer()
-		}
-		start = time.Now()
-		rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !timeClaim {
-			elapsed += time.Since(start)
-		}
-		for _, r := range rs {
-			if r.Err != nil {
-				b.Fatal(r.Err)
-			}
-		}
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(b.N*n)/elapsed.Seconds(), "jobs/s")
-}
-
-// openBench opens the store on a fresh schema, dropped when b ends.
-func openBench(b *testing.B) *postgres.Store {
-	b.Helper()
-	url := pgtest.URL(b)
-	s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(b, url)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	return s
-}
-
-// benchJobs returns n new no-op jobs for queue, numbering their ids from
-// *seq on.
-func benchJobs(queue string, seq *int, n int) []*errand.JobInsertParams {
-	jobs := make([]*errand.JobInsertParams, n)
-	for i := range jobs {
-		*seq++
-		jobs[i] = &errand.JobInsertParams{
-			ID: fmt.Sprintf("job-%08d", *seq), Queue: queue, Kind: "noop",
-			Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 25,
-		}
-	}
-	return jobs
 }

@@ -100,7 +100,7 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 	}
 }
 
-func openBench(b *testing.B) *sqlite.Store {
+func openBench(b testing.TB) *sqlite.Store {
 	b.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"),
 		&sqlite.Options{Synchronous: "NORMAL"})
