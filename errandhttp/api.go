@@ -262,11 +262,13 @@ func checkQuery(q url.Values, known ...string) error {
 	return nil
 }
 
-// show prepares a job for a reader: args hidden when configured.
+// show prepares a job for a reader: args, and the progress a handler
+// saved (often drawn from them), hidden when configured.
 func (a *api[TTx]) show(j *errand.Job) *errand.Job {
 	if a.hideArgs && j != nil {
 		c := *j
 		c.Args = nil
+		c.Progress = nil
 		return &c
 	}
 	return j
@@ -353,7 +355,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
 	}
-	writeJSON(w, status, enqueueResponse{Job: res.Job, Duplicate: res.Duplicate})
+	writeJSON(w, status, enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate})
 	return nil
 }
 

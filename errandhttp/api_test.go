@@ -331,17 +331,32 @@ func TestAPIStatsAndWorkers(t *testing.T) {
 
 func TestAPIHideArgs(t *testing.T) {
 	clock := newTestClock()
-	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: true}})
-	r := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "args": map[string]string{"card": "4111"}})
+	st := openSQLite(t, clock)
+	s := newServer(t, st, clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: true}})
+	r := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "unique_key": "u1", "args": map[string]string{"card": "4111"}})
 	id := r.json(t)["job"].(map[string]any)["id"].(string)
-	for _, path := range []string{"/api/v1/jobs/" + id, "/api/v1/jobs"} {
-		if g := s.op(t, "GET", path, nil); strings.Contains(string(g.body), "4111") {
-			t.Fatalf("%s shows hidden args: %s", path, g.body)
-		}
+	// A duplicate enqueue answers with the existing job: args hidden too.
+	if d := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "unique_key": "u1", "args": map[string]string{}}); strings.Contains(string(d.body), "4111") {
+		t.Fatalf("a duplicate enqueue shows hidden args: %s", d.body)
 	}
 	c := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}})
 	if !strings.Contains(string(c.body), "4111") {
 		t.Fatalf("a claim must carry the args: %s", c.body)
+	}
+	var claimed struct {
+		Jobs []errand.Envelope `json:"jobs"`
+	}
+	if err := json.Unmarshal(c.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+		t.Fatalf("claim: %s", c.body)
+	}
+	// Progress a handler saved is often drawn from the args: hidden too.
+	if err := st.JobSetProgress(t.Context(), &errand.JobSetProgressParams{ID: id, LeaseToken: claimed.Jobs[0].LeaseToken, Progress: json.RawMessage(`{"card":"4111"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/jobs/" + id, "/api/v1/jobs"} {
+		if g := s.op(t, "GET", path, nil); strings.Contains(string(g.body), "4111") {
+			t.Fatalf("%s shows hidden args or progress: %s", path, g.body)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -220,6 +221,13 @@ func (a *Auth) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+		if a.Open() && !loopbackHost(r.Host) {
+			// Without tokens only the local machine may call, and a page
+			// whose name an attacker rebinds to 127.0.0.1 is not the local
+			// machine: its requests name the attacker's host.
+			writeError(w, http.StatusForbidden, "forbidden_host", fmt.Sprintf("host %q refused: a server without tokens answers only requests addressed to localhost or a loopback address; configure tokens to serve other names", r.Host))
+			return
+		}
 		if !safeMethod(r.Method) {
 			if err := a.cop.Check(r); err != nil {
 				writeError(w, http.StatusForbidden, "cross_origin", "cross-origin request refused: send state-changing requests from this server's own pages or without a browser")
@@ -366,4 +374,18 @@ func parseTokens(r io.Reader, path string) ([]Token, error) {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
 	return ts, nil
+}
+
+// loopbackHost reports whether the Host header names this machine's
+// loopback interface: localhost or a loopback address, with any port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -204,11 +204,51 @@ func TestIdentityReachesTheHandler(t *testing.T) {
 		}
 	}
 	open, _ := errandhttp.NewAuth(nil)
+	local := httptest.NewRequest("GET", "/", nil)
+	local.Host = "127.0.0.1:8080"
 	open.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, canWrite = errandhttp.Identity(r)
-	})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	})).ServeHTTP(httptest.NewRecorder(), local)
 	if name != errandhttp.AnonymousOperator || !canWrite {
 		t.Errorf("without tokens: %q %v", name, canWrite)
+	}
+}
+
+// TestOpenServerRefusesOtherHosts: a server without tokens answers only
+// requests addressed to the loopback interface, so a page whose name an
+// attacker rebinds to 127.0.0.1 can neither read nor write through it.
+func TestOpenServerRefusesOtherHosts(t *testing.T) {
+	open, err := errandhttp.NewAuth(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := false
+	h := open.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:8080", http.StatusOK},
+		{"localhost:8080", http.StatusOK},
+		{"LOCALHOST", http.StatusOK},
+		{"[::1]:8080", http.StatusOK},
+		{"127.0.0.2", http.StatusOK},
+		{"rebind.attacker.example:8080", http.StatusForbidden},
+		{"localhost.attacker.example", http.StatusForbidden},
+		{"10.0.0.5:8080", http.StatusForbidden},
+	} {
+		for _, method := range []string{"GET", "POST"} {
+			reached = false
+			r := httptest.NewRequest(method, "/api/v1/jobs", strings.NewReader(`{}`))
+			r.Host = tc.host
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Sec-Fetch-Site", "same-origin")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.want || reached != (tc.want == http.StatusOK) {
+				t.Errorf("%s with Host %q: %d (handler reached %v), want %d", method, tc.host, w.Code, reached, tc.want)
+			}
+		}
 	}
 }
 
