@@ -3,8 +3,11 @@ package errandhttp
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -12,7 +15,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -78,7 +83,15 @@ type Auth struct {
 	tokens  []hashedToken
 	maxBody int64
 	cop     *http.CrossOriginProtection
+	// sessionKey signs the /login cookie, which names a token and an
+	// expiry rather than carrying the secret. It is new in every process,
+	// so a restart ends every browser session.
+	sessionKey [32]byte
+	now        func() time.Time
 }
+
+// sessionLifetime is how long a /login cookie is good for.
+const sessionLifetime = 12 * time.Hour
 
 type hashedToken struct {
 	name string
@@ -93,7 +106,10 @@ func NewAuth(opts *AuthOptions) (*Auth, error) {
 	if opts == nil {
 		opts = &AuthOptions{}
 	}
-	a := &Auth{maxBody: opts.MaxBodyBytes, cop: http.NewCrossOriginProtection()}
+	a := &Auth{maxBody: opts.MaxBodyBytes, cop: http.NewCrossOriginProtection(), now: time.Now}
+	if _, err := rand.Read(a.sessionKey[:]); err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -273,7 +289,7 @@ func (a *Auth) authenticate(r *http.Request) (caller, bool) {
 		}
 		secret = strings.TrimSpace(value)
 	} else if ck, err := r.Cookie(CookieName); err == nil {
-		secret = ck.Value
+		return a.session(ck.Value)
 	}
 	if secret == "" {
 		return caller{}, false
@@ -308,14 +324,15 @@ func (a *Auth) serveLogin(w http.ResponseWriter, r *http.Request) {
 		_ = loginPage.Execute(w, struct{ Failed bool }{})
 	case http.MethodPost:
 		secret := r.PostFormValue("token")
-		if _, ok := a.lookup(secret); !ok || a.Open() {
+		t, ok := a.lookup(secret)
+		if !ok || a.Open() {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = loginPage.Execute(w, struct{ Failed bool }{true})
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: secret, Path: "/", HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 60 * 60})
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: a.newSession(t), Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: secureRequest(r), MaxAge: int(sessionLifetime / time.Second)})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -332,7 +349,7 @@ func (a *Auth) serveLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: -1})
+		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r), MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -388,4 +405,55 @@ func loopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// newSession returns a /login cookie's value for token t: the token's
+// position, an expiry, and an HMAC of both under the process's session key.
+// The secret itself never goes into the cookie.
+func (a *Auth) newSession(t hashedToken) string {
+	for i := range a.tokens {
+		if a.tokens[i].sum == t.sum {
+			payload := strconv.Itoa(i) + "." + strconv.FormatInt(a.now().Add(sessionLifetime).Unix(), 10)
+			return payload + "." + a.sign(payload)
+		}
+	}
+	return ""
+}
+
+// session checks a /login cookie's value and returns its token's caller.
+func (a *Auth) session(v string) (caller, bool) {
+	payload, mac, ok := cutLast(v, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(a.sign(payload))) {
+		return caller{}, false
+	}
+	idx, exp, ok := strings.Cut(payload, ".")
+	if !ok {
+		return caller{}, false
+	}
+	i, err1 := strconv.Atoi(idx)
+	e, err2 := strconv.ParseInt(exp, 10, 64)
+	if err1 != nil || err2 != nil || i < 0 || i >= len(a.tokens) || a.now().Unix() >= e {
+		return caller{}, false
+	}
+	t := a.tokens[i]
+	return caller{name: t.name, canWrite: t.role == RoleOperator}, true
+}
+
+func (a *Auth) sign(payload string) string {
+	m := hmac.New(sha256.New, a.sessionKey[:])
+	m.Write([]byte(payload))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+// secureRequest reports whether the browser reached this server over TLS,
+// directly or through a proxy that says so, so the cookie is marked Secure.
+func secureRequest(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }

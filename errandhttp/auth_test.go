@@ -68,7 +68,13 @@ func TestReadTokenCannotChangeAnything(t *testing.T) {
 func TestCrossSiteRequestsAreRefused(t *testing.T) {
 	clock := newTestClock()
 	s := newServer(t, openSQLite(t, clock), clock, nil)
-	cookie := map[string]string{"Cookie": "errand_token=" + operatorSecret}
+	login := s.do(t, req{method: "POST", path: "/login", body: "token=" + url.QueryEscape(operatorSecret),
+		header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
+	session := (&http.Response{Header: login.header}).Cookies()
+	if len(session) != 1 {
+		t.Fatalf("login: %d %v", login.status, login.header)
+	}
+	cookie := map[string]string{"Cookie": "errand_token=" + session[0].Value}
 	for _, h := range []map[string]string{
 		{"Sec-Fetch-Site": "cross-site"},
 		{"Sec-Fetch-Site": "same-site"},
@@ -92,7 +98,7 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 		t.Fatalf("cross-site requests wrote %d jobs", n)
 	}
 	// The server's own pages may post, and reading cross-site is allowed.
-	same := map[string]string{"Sec-Fetch-Site": "same-origin", "Cookie": "errand_token=" + operatorSecret}
+	same := map[string]string{"Sec-Fetch-Site": "same-origin", "Cookie": "errand_token=" + session[0].Value}
 	want(t, "same-origin post", s.do(t, req{method: "POST", path: "/api/v1/jobs", body: map[string]any{"kind": "task"}, header: same}), http.StatusCreated, "")
 	want(t, "cross-site get", s.do(t, req{method: "GET", path: "/api/v1/jobs", token: readerSecret, header: map[string]string{"Sec-Fetch-Site": "cross-site"}}), http.StatusOK, "")
 }
@@ -120,11 +126,24 @@ func TestLoginSetsAStrictCookie(t *testing.T) {
 		t.Fatalf("cookies %v", ok.header.Values("Set-Cookie"))
 	}
 	c := cookies[0]
-	if c.Name != errandhttp.CookieName || c.Value != readerSecret || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
-		t.Fatalf("cookie %+v", c)
+	if c.Name != errandhttp.CookieName || strings.Contains(c.Value, readerSecret) || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
+		t.Fatalf("cookie %+v: want a signed session, HttpOnly, SameSite=Strict, never the secret", c)
 	}
 	withCookie := map[string]string{"Cookie": c.Name + "=" + c.Value}
 	want(t, "read by cookie", s.do(t, req{method: "GET", path: "/api/v1/jobs", header: withCookie}), http.StatusOK, "")
+	// A cookie is good only as the server signed it: not the raw secret,
+	// not another token's position under the same signature.
+	for _, forged := range []string{readerSecret, strings.Replace(c.Value, "1.", "0.", 1), c.Value + "0", "0.99999999999.00"} {
+		if forged == c.Value {
+			continue
+		}
+		h := map[string]string{"Cookie": c.Name + "=" + forged}
+		want(t, "forged cookie "+forged, s.do(t, req{method: "GET", path: "/api/v1/jobs", header: h}), http.StatusUnauthorized, "unauthorized")
+	}
+	tls := s.do(t, req{method: "POST", path: "/login", body: "token=" + url.QueryEscape(readerSecret), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-Proto": "https"}})
+	if sc := tls.header.Get("Set-Cookie"); !strings.Contains(sc, "Secure") {
+		t.Fatalf("login behind a TLS proxy: cookie %q, want Secure", sc)
+	}
 	want(t, "reader's cookie posts", s.do(t, req{method: "POST", path: "/api/v1/jobs", body: map[string]any{"kind": "task"}, header: withCookie}), http.StatusForbidden, "forbidden")
 
 	out := s.do(t, req{method: "POST", path: "/logout", header: withCookie})
