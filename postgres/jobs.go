@@ -339,20 +339,32 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		kinds = p.Kinds
 	}
 	queues := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
-	// The sweeps and the claim go in one batch: pgx pipelines them behind a
-	// single Sync, so they run as one implicit transaction (all or nothing,
-	// the claim seeing what the sweeps freed) in one round trip instead of
-	// five (BEGIN, two sweeps, the claim, COMMIT).
+	// The sweeps and the claim go in one pipelined batch behind an explicit
+	// BEGIN, so they take one round trip and the claim sees what the sweeps
+	// freed; COMMIT follows only once every claimed row has been read and
+	// decoded. A claim whose rows cannot be handed to the caller (a decode
+	// error, a cancelled context) is rolled back rather than left running
+	// with an attempt spent. Two round trips instead of five (BEGIN, two
+	// sweeps, the claim, COMMIT).
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer conn.Release()
 	now := s.nowArg()
 	b := &pgx.Batch{}
+	b.Queue("BEGIN")
 	s.queueSweep(b, now)
 	if len(queues) == 1 {
 		b.Queue(s.sql(claimOneSQL), now, us(p.Lease), p.Owner, queues[0], kinds, p.Limit)
 	} else {
 		b.Queue(s.sql(claimManySQL), now, us(p.Lease), p.Owner, queues, kinds, p.Limit)
 	}
-	br := s.pool.SendBatch(ctx, b)
+	br := conn.SendBatch(ctx, b)
 	jobs, err := func() ([]*errand.Job, error) {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 		if _, err := readSweep(br); err != nil {
 			return nil, err
 		}
@@ -365,7 +377,18 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "COMMIT")
+	}
 	if err != nil {
+		// Roll back on a context of its own: the caller's may be what
+		// ended the claim. A connection that cannot roll back is closed,
+		// which ends its transaction too.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(rctx)
+		}
+		cancel()
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	errand.SortClaimOrder(jobs)

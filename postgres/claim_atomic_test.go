@@ -1,0 +1,48 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres/pgtest"
+)
+
+// TestClaimIsAllOrNothing: a claim whose rows cannot all be handed to the
+// caller (here a row whose history does not decode) changes nothing, so no
+// job is left running with an attempt spent and nobody working it.
+func TestClaimIsAllOrNothing(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var jobs []*errand.JobInsertParams
+	for _, id := range []string{"good", "poison"} {
+		jobs = append(jobs, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
+	}
+	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET errors = '{"x": 1}'::jsonb WHERE id = 'poison'`)); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
+	if err == nil {
+		t.Fatalf("claim of an undecodable row succeeded: %d jobs", len(claimed))
+	}
+	for _, id := range []string{"good", "poison"} {
+		var state string
+		var attempt int
+		if err := s.pool.QueryRow(context.Background(), s.sql(`SELECT state, attempt FROM {jobs} WHERE id = $1`), id).Scan(&state, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		if state != "queued" || attempt != 0 {
+			t.Errorf("job %s after the failed claim: %s attempt %d, want queued attempt 0", id, state, attempt)
+		}
+	}
+}
