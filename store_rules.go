@@ -236,3 +236,16 @@ func SQLOutcomeKinds(keep func(OutcomeKind) bool) string {
 	}
 	return strings.Join(quoted, ", ")
 }
+
+// InsertedFor reports whether job j, which a bulk insert just wrote with
+// p's id, was written for p: its unique key is p's too. When a batch names
+// one id twice, the first of the two may lose on its unique key and the
+// second be the one written; a store matching its inserted rows to the
+// batch by id alone would report them the wrong way round.
+func InsertedFor(j *Job, p *JobInsertParams) bool {
+	key := ""
+	if j.UniqueKey != nil {
+		key = *j.UniqueKey
+	}
+	return key == p.UniqueKey
+}

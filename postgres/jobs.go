@@ -169,7 +169,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	out := make([]errand.JobInsertResult, n)
 	var dups []int
 	for i, p := range params {
-		if j, ok := byID[p.ID]; ok {
+		if j, ok := byID[p.ID]; ok && errand.InsertedFor(j, p) {
 			out[i] = errand.JobInsertResult{Job: j}
 			delete(byID, p.ID) // a second job with this id is its duplicate
 			continue

@@ -184,7 +184,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 	}
 	rs := make([]errand.JobInsertResult, len(params))
 	for i, p := range params {
-		if j, ok := inserted[p.ID]; ok {
+		if j, ok := inserted[p.ID]; ok && errand.InsertedFor(j, p) {
 			rs[i] = errand.JobInsertResult{Job: j}
 			delete(inserted, p.ID) // a later job with this id is its duplicate
 			continue

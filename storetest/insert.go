@@ -177,10 +177,25 @@ func testInsertDuplicateUniqueKey(t *testing.T, h harness) {
 	same(t, "duplicate of a succeeded job", done, r.Job)
 	e.notFound("third")
 
+	// One id twice in a batch, the first copy losing on a taken unique
+	// key: the second copy is the one written, and each result says so.
+	lose, win := newJob("twice"), newJob("twice")
+	lose.UniqueKey = "digest:2026-11-29"
+	win.Queue = "other"
+	rs := e.insertResults(lose, win)
+	// The first copy conflicts on both its key (held by first) and its id
+	// (now held by the second copy): a duplicate of either.
+	if !rs[0].Duplicate || (rs[0].Job.ID != "first" && rs[0].Job.Queue != "other") {
+		t.Errorf("first copy of a repeated id, its unique key taken: duplicate %v of %s, want a duplicate of first or of the second copy", rs[0].Duplicate, rs[0].Job.ID)
+	}
+	if rs[1].Duplicate || rs[1].Job.ID != "twice" || rs[1].Job.Queue != "other" || rs[1].Job.UniqueKey != nil {
+		t.Errorf("second copy of a repeated id: duplicate %v, job %s in %s, want it written", rs[1].Duplicate, rs[1].Job.ID, rs[1].Job.Queue)
+	}
+
 	// Within one batch the second job with a key is the duplicate.
 	a, b := newJob("x"), newJob("y")
 	a.UniqueKey, b.UniqueKey = "k", "k"
-	rs := e.insertResults(a, b)
+	rs = e.insertResults(a, b)
 	if rs[0].Duplicate || !rs[1].Duplicate || rs[1].Job.ID != "x" {
 		t.Errorf("batch with one key twice: got (%s, dup %v), (%s, dup %v); want x new, y a duplicate of x",
 			rs[0].Job.ID, rs[0].Duplicate, rs[1].Job.ID, rs[1].Duplicate)
