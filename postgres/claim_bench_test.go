@@ -85,7 +85,7 @@ func BenchmarkClaimAck(b *testing.B) {
 // BenchmarkClaimBatch measures a worker's steady state: claim 100 jobs in
 // one call, then acknowledge them in one call, on a table that holds only
 // the jobs still to claim. What it shows is mostly round trips: a claim is
-// one batch of statements (its sweeps and the claim) in one round trip.
+// one batch of statements (BEGIN, its sweeps and the claim), then COMMIT.
 //
 //	ERRAND_TEST_POSTGRES_URL=... go test -run '^$' -bench ClaimBatch -count 6 ./postgres/
 func BenchmarkClaimBatch(b *testing.B) {
