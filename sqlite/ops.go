@@ -304,7 +304,6 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 	}
 	if p.DryRun {
 		for _, g := range groups {
-
 			rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_jobs INDEXED BY errand_jobs_finished
 				WHERE state = ? AND finished_at IS NOT NULL AND finished_at < ? GROUP BY state`,
 				string(g.State), micros(now.Add(-g.Age)))
