@@ -147,6 +147,7 @@ func TestReplayManyRateAndLimit(t *testing.T) {
 		{Operator: "ana", Reason: "fixed", Limit: errand.MaxReplayMany + 1},
 		{Operator: "ana", Reason: "fixed", Limit: -1},
 		{Operator: "ana", Reason: "fixed", Rate: -1},
+		{Operator: "ana", Reason: "fixed", Rate: 1e-10}, // would overflow the pacing
 		{Operator: "ana", Reason: "fixed", Filter: errand.DeadFilter{Queue: "no such queue"}},
 	} {
 		var ie *errand.InputError

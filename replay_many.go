@@ -21,6 +21,9 @@ const (
 	DefaultReplayMany = 100
 	// ReplayBatch is the most jobs replayed in one transaction.
 	ReplayBatch = 100
+	// MinReplayRate is the slowest bulk replay rate, in jobs per second:
+	// one an hour. A slower one would pace a call over weeks.
+	MinReplayRate = 1.0 / 3600
 )
 
 // DeadFilter selects dead jobs. Zero fields do not filter.
@@ -158,8 +161,8 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 	case limit < 0 || limit > MaxReplayMany:
 		return nil, &InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per call", limit, MaxReplayMany)}
 	}
-	if opts.Rate < 0 || opts.Rate != opts.Rate {
-		return nil, &InputError{Field: "rate", Message: "must be a positive number of jobs per second, or 0 for no limit"}
+	if opts.Rate < 0 || opts.Rate != opts.Rate || (opts.Rate > 0 && opts.Rate < MinReplayRate) {
+		return nil, &InputError{Field: "rate", Message: fmt.Sprintf("%g jobs per second is out of range; give at least %g (one an hour), or 0 for no limit", opts.Rate, MinReplayRate)}
 	}
 	if !opts.DryRun {
 		if err := checkOperatorAction(opts.Operator, opts.Reason, "replaying the jobs"); err != nil {
