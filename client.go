@@ -514,16 +514,17 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 		return nil, err
 	}
 	var args json.RawMessage
+	var version int
 	if opts.Args != nil {
 		j, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
 		if err != nil {
 			return nil, fmt.Errorf("replay job %s: %w", id, err)
 		}
-		if args, err = c.checkReplayArgs(j.Kind, opts.Args); err != nil {
+		if args, version, err = c.checkReplayArgs(j.Kind, opts.Args); err != nil {
 			return nil, err
 		}
 	}
-	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args})
+	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version})
 	if err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
@@ -547,25 +548,32 @@ func checkOperatorAction(operator, reason, doing string) error {
 
 // checkReplayArgs validates corrected args for a job of kind as an enqueue
 // validates args, and returns them compacted.
-func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMessage, error) {
+//
+// It also returns the args version to record with them: the version the
+// kind's handler decodes, which the args were checked as (0, keep the
+// job's, when this client has no typed handler for the kind).
+func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMessage, int, error) {
 	if len(raw) == 0 || !json.Valid(raw) {
-		return nil, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
+		return nil, 0, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
 	}
 	b := compactJSON(raw)
 	if len(b) > maxArgsBytes {
-		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
+		return nil, 0, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
 	}
 	if err := checkJSONText("args", b); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	version := 0
 	if k := c.kinds[kind]; k != nil {
 		if ck, ok := k.handler.(argsChecker); ok {
-			if err := ck.checkArgs(b); err != nil {
-				return nil, &InputError{Field: "args", Message: fmt.Sprintf("do not decode as %s args: %v; fix the JSON", kind, err)}
+			v, err := ck.checkArgs(b)
+			if err != nil {
+				return nil, 0, &InputError{Field: "args", Message: fmt.Sprintf("do not decode as %s args: %v; fix the JSON", kind, err)}
 			}
+			version = v
 		}
 	}
-	return b, nil
+	return b, version, nil
 }
 
 // ReplayAudit returns the replays of one job, oldest first.

@@ -209,13 +209,15 @@ type typedHandler[T JobArgs] struct {
 
 // argsChecker is a handler that can tell whether raw args would decode.
 type argsChecker interface {
-	checkArgs(raw json.RawMessage) error
+	// checkArgs decodes raw as args of the handler's current version and
+	// returns that version.
+	checkArgs(raw json.RawMessage) (int, error)
 }
 
 // checkArgs decodes raw, args of the handler's current version, into a T.
-func (h *typedHandler[T]) checkArgs(raw json.RawMessage) error {
+func (h *typedHandler[T]) checkArgs(raw json.RawMessage) (int, error) {
 	var args T
-	return json.Unmarshal(raw, &args)
+	return argsVersion(args), json.Unmarshal(raw, &args)
 }
 
 func (h *typedHandler[T]) Work(ctx context.Context, job *Job) error {

@@ -301,3 +301,59 @@ func TestLeaderAppliesRetention(t *testing.T) {
 		t.Error("the leader pruned a waiting job")
 	}
 }
+
+// greetV2 is version 2 of the greet_v args: version 1 was {"name": ...}.
+type greetV2 struct {
+	First string `json:"first"`
+}
+
+func (greetV2) Kind() string     { return "greet_v" }
+func (greetV2) ArgsVersion() int { return 2 }
+func (greetV2) UpgradeArgs(from int, raw json.RawMessage) (json.RawMessage, error) {
+	var v1 struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &v1); err != nil {
+		return nil, err
+	}
+	return json.Marshal(greetV2{First: v1.Name})
+}
+
+// TestReplayWithArgsRecordsTheirVersion: corrected args are checked as the
+// handler's current version, so the job records that version with them and
+// a worker hands them over as they are, not "upgraded" from the job's old
+// version.
+func TestReplayWithArgsRecordsTheirVersion(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, newTestClock())
+	kinds := errand.NewKinds()
+	got := make(chan string, 1)
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args greetV2) error {
+		got <- args.First
+		return nil
+	}, nil)
+	c := newClient(t, st, &errand.Config{Kinds: kinds})
+	job := deadJob(t, c, st, errand.RawArgs{KindName: "greet_v", JSON: json.RawMessage(`{"name":"Anna"}`), Version: 1})
+	j, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "name fixed", Args: json.RawMessage(`{"first":"Ana"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ArgsVersion != 2 {
+		t.Fatalf("replayed with version-2 args: args_version %d, want 2", j.ArgsVersion)
+	}
+	r, err := c.WorkOne(ctx, &errand.WorkOneOpts{Queues: []string{job.Queue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Result != errand.ResultSucceeded {
+		t.Fatalf("work: %+v", r)
+	}
+	if first := <-got; first != "Ana" {
+		t.Fatalf("handler got first=%q, want the corrected %q", first, "Ana")
+	}
+	// A replay without new args keeps the version the job has.
+	dead := deadJob(t, c, st, errand.RawArgs{KindName: "greet_v", JSON: json.RawMessage(`{"name":"Bo"}`), Version: 1})
+	if j, err := c.Replay(ctx, dead.ID, &errand.ReplayOpts{Operator: "ana", Reason: "retry"}); err != nil || j.ArgsVersion != 1 {
+		t.Fatalf("plain replay: %+v, %v; want args_version 1 kept", j, err)
+	}
+}

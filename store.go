@@ -593,6 +593,10 @@ type JobReplayParams struct {
 	// Args, when not nil, replaces the job's args (the fix-and-replay
 	// case). The Client has validated it as it validates an enqueue.
 	Args json.RawMessage
+	// ArgsVersion, when positive, replaces the job's args_version with
+	// Args: the version Args were checked as, so that a worker does not
+	// upgrade corrected args from the job's old version. Zero keeps it.
+	ArgsVersion int
 }
 
 // ReplayRecord is one entry of the replay audit.

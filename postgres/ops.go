@@ -41,19 +41,21 @@ func (s *Store) insertAudit(ctx context.Context, tx pgx.Tx, now any, a *auditEnt
 }
 
 // replaySQL starts a new delivery cycle for job $2 at {now}, replacing its
+// args_version with $4 when that is positive and
 // args with $3 when that is not NULL.
 const replaySQL = `UPDATE {jobs} SET
 		state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
 		deadline = CASE WHEN max_age_us > 0 THEN {now} + max_age_us * interval '1 microsecond' END,
 		lease_token = NULL, lease_until = NULL, finished_at = NULL,
-		args = coalesce($3::jsonb, args)
+		args = coalesce($3::jsonb, args),
+		args_version = CASE WHEN $4::int > 0 THEN $4::int ELSE args_version END
 	WHERE id = $2 RETURNING ` + jobColumns
 
 // replay replays job id inside tx and audits it as action, with details
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, reason string,
-	action errand.AuditAction, newArgs, details json.RawMessage) (*errand.Job, error) {
+	action errand.AuditAction, newArgs json.RawMessage, newVersion int, details json.RawMessage) (*errand.Job, error) {
 	if !errand.StorableText(id) {
 		return nil, errand.ErrNotFound
 	}
@@ -74,7 +76,7 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 		argsArg = &a
 		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
 	}
-	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg))
+	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg, newVersion))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +94,7 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 			action = errand.AuditReplayArgs
 		}
 		var err error
-		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, nil)
+		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, nil)
 		return err
 	})
 	if err != nil {
@@ -278,7 +280,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		now := s.nowArg()
 		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
 		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, details)
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, details)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", id, err)
 			}

@@ -42,19 +42,21 @@ func insertAudit(ctx context.Context, tx *sql.Tx, a *auditEntry) error {
 }
 
 // replaySQL starts a new delivery cycle for job ?2 at ?1, replacing its
+// args_version with ?4 when that is positive and
 // args with ?3 when that is not NULL.
 const replaySQL = `UPDATE errand_jobs SET
 		state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
 		deadline = CASE WHEN max_age_us > 0 THEN ?1 + max_age_us END,
 		lease_token = NULL, lease_until = NULL, finished_at = NULL,
-		args = coalesce(?3, args)
+		args = coalesce(?3, args),
+		args_version = CASE WHEN ?4 > 0 THEN ?4 ELSE args_version END
 	WHERE id = ?2 RETURNING ` + jobColumns
 
 // replay replays job id inside tx and audits it as action, with details
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, operator, reason string,
-	action errand.AuditAction, newArgs, details json.RawMessage) (*errand.Job, error) {
+	action errand.AuditAction, newArgs json.RawMessage, newVersion int, details json.RawMessage) (*errand.Job, error) {
 	var state, oldArgs string
 	err := tx.QueryRowContext(ctx, `SELECT state, args FROM errand_jobs WHERE id = ?`, id).Scan(&state, &oldArgs)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -71,7 +73,7 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 		argsArg = string(newArgs)
 		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, replaySQL, micros(now), id, argsArg))
+	j, err := scanJob(tx.QueryRowContext(ctx, replaySQL, micros(now), id, argsArg, newVersion))
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 			action = errand.AuditReplayArgs
 		}
 		var err error
-		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, nil)
+		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, nil)
 		return err
 	})
 	if err != nil {
@@ -261,7 +263,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		now := s.clock.Now()
 		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
 		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, details)
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, details)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", id, err)
 			}
