@@ -93,3 +93,24 @@ func (m *metricsServer) stop() {
 	}
 	<-m.done // http.ErrServerClosed
 }
+
+// retentionFlags are --retain-succeeded and --retain-dead, shared by work
+// and serve: the leader's retention policy.
+type retentionFlags struct {
+	succeeded, dead *time.Duration
+}
+
+func addRetentionFlags(fs *flag.FlagSet) retentionFlags {
+	return retentionFlags{
+		succeeded: durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)"),
+		dead:      durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)"),
+	}
+}
+
+// policy is the retention policy the flags give, nil when neither is set.
+func (r retentionFlags) policy() *errand.RetentionPolicy {
+	if *r.succeeded <= 0 && *r.dead <= 0 {
+		return nil
+	}
+	return &errand.RetentionPolicy{SucceededAge: *r.succeeded, DeadAge: *r.dead}
+}

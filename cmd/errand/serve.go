@@ -82,8 +82,7 @@ drains the worker for --grace, and exits 0.`,
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
-		retainSucceeded := durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)")
-		retainDead := durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)")
+		retention := addRetentionFlags(fs)
 		ready := addReadyFlags(fs)
 
 		return func(ctx context.Context, pos []string) error {
@@ -108,7 +107,7 @@ drains the worker for --grace, and exits 0.`,
 				return usagef("--addr %s is not a loopback address: give --token-file (or --token) so that every request needs a token, or listen on 127.0.0.1", *addr)
 			}
 			handles := len(*execs)+len(*hooks) > 0
-			retain := *retainSucceeded > 0 || *retainDead > 0
+			retain := retention.policy() != nil
 			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease")) {
 				return usagef("--queue, --timeout and --lease configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
 			}
@@ -179,9 +178,7 @@ drains the worker for --grace, and exits 0.`,
 			stopWorker := func() {}
 			if handles || len(schedules) > 0 || retain {
 				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules}
-				if retain {
-					wcfg.Retention = &errand.RetentionPolicy{SucceededAge: *retainSucceeded, DeadAge: *retainDead}
-				}
+				wcfg.Retention = retention.policy()
 				if wcfg.Lease == 0 {
 					wcfg.Lease = errand.DefaultLease
 				}

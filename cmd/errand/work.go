@@ -110,8 +110,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		pollOnly := fs.Bool("poll-only", false, "find jobs from other processes by polling alone, without LISTEN or SQLite's checks for commits")
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
-		retainSucceeded := durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)")
-		retainDead := durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)")
+		retention := addRetentionFlags(fs)
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 		metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on `ADDR` (HOST:PORT, or a port alone for 127.0.0.1; default: off)")
 		readyF := addReadyFlags(fs)
@@ -206,10 +205,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				defer m.stop()
 			}
 			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
-				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules}
-			if *retainSucceeded > 0 || *retainDead > 0 {
-				cfg.Retention = &errand.RetentionPolicy{SucceededAge: *retainSucceeded, DeadAge: *retainDead}
-			}
+				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy()}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
 			}
