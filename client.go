@@ -167,15 +167,23 @@ type EnqueueOpts struct {
 	// dies with class "expired" instead of running.
 	MaxAge time.Duration
 	// UniqueKey, when set, is unique across all jobs, whatever their state:
-	// a second enqueue with the same key returns the first job. Put a
-	// period in the key ("digest:2026-11-29") for once-per-period jobs.
+	// a second enqueue with the same key returns the first job. It is
+	// short for Unique: &UniqueOpts{Key: UniqueKey}; set one or the other.
 	UniqueKey string
+	// Unique, when set, makes the job unique by key within a scope of
+	// states and, optionally, a time window: see [UniqueOpts]. A duplicate
+	// enqueue returns the job that holds the key, with Duplicate set.
+	Unique *UniqueOpts
 	// OrderingKey groups jobs that must run one at a time, in the order
 	// they were enqueued (a customer id, say): a job of the key waits while
 	// another is running, or while an earlier one is queued or waiting out a
-	// retry. A job that ends dead or cancelled no longer holds the rest
-	// back.
+	// retry. A job that ends cancelled no longer holds the rest back; one
+	// that ends dead does not either, unless OrderingOnDead says hold.
 	OrderingKey string
+	// OrderingOnDead says whether the job, should it end dead, holds its
+	// ordering key until it is replayed or cancelled; the default is the
+	// kind's choice ([KindOpts]), else release.
+	OrderingOnDead OrderingOnDead
 	// Tags are free-form labels for operators.
 	Tags []string
 }
@@ -399,6 +407,25 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 		UniqueKey:   o.UniqueKey,
 		OrderingKey: o.OrderingKey,
 		Tags:        o.Tags,
+	}
+	if u := o.Unique; u != nil {
+		if o.UniqueKey != "" {
+			return nil, &InputError{Field: "unique_key", Message: "is set twice, as UniqueKey and as Unique.Key; keep Unique"}
+		}
+		if u.Key == "" {
+			return nil, &InputError{Field: "unique_key", Message: "Unique is set without a Key; give the key"}
+		}
+		ip.UniqueKey, ip.UniqueScope, ip.UniqueWindow = u.Key, u.Scope, u.Window
+	}
+	if o.OrderingOnDead > OrderingHoldOnDead {
+		return nil, &InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", o.OrderingOnDead)}
+	}
+	if o.OrderingKey != "" {
+		var kindChoice OrderingOnDead
+		if k := c.kinds[kind]; k != nil {
+			kindChoice = k.OrderingOnDead
+		}
+		ip.OrderingHold = o.OrderingOnDead.holds(kindChoice)
 	}
 	if ip.ID == "" {
 		ip.ID = ids.NewJobID()

@@ -117,11 +117,21 @@ type Job struct {
 	LeaseUntil *time.Time `json:"lease_until"`
 	// LeaseOwner names the worker that holds the lease.
 	LeaseOwner *string `json:"lease_owner"`
-	// UniqueKey, when set, is unique across all jobs: enqueueing a second job
-	// with the same key returns the first.
+	// UniqueKey, when set, is the key the job holds while its state is in
+	// UniqueScope (and its enqueue fell in UniqueWindowStart's window):
+	// enqueueing another job with the key meanwhile returns this one.
 	UniqueKey *string `json:"unique_key"`
+	// UniqueScope is the set of states in which the job holds UniqueKey;
+	// nil without a key. See [UniqueOpts].
+	UniqueScope *UniqueScope `json:"unique_scope"`
+	// UniqueWindowStart is the start of the unique window the job was
+	// enqueued in; nil for a key without a window.
+	UniqueWindowStart *time.Time `json:"unique_window_start"`
 	// OrderingKey groups jobs that must run one at a time in sequence order.
 	OrderingKey *string `json:"ordering_key"`
+	// OrderingHold reports that the job holds its ordering key while dead,
+	// until it is replayed or cancelled ([OrderingHoldOnDead]).
+	OrderingHold bool `json:"ordering_hold"`
 	// HeldBy names the job that holds this one back, for a queued or
 	// retrying job that may not run yet because of its ordering key: the
 	// first job of its key, in enqueue order, that is running or is

@@ -89,6 +89,11 @@ type KindOpts struct {
 	// cancelled and the attempt fails with class "timeout". Zero means no
 	// limit beyond the lease, which heartbeats keep alive.
 	Timeout time.Duration
+	// OrderingOnDead is what a dead job of this kind with an ordering key
+	// does to the jobs behind it, unless the job says otherwise
+	// ([EnqueueOpts.OrderingOnDead]): release them (the default) or hold
+	// them until it is replayed or cancelled. It is fixed at enqueue.
+	OrderingOnDead OrderingOnDead
 }
 
 // Handler runs jobs of one kind whatever their args: what [Handle] builds

@@ -68,6 +68,15 @@ func (p *JobInsertParams) Validate() error {
 			return err
 		}
 	}
+	if err := p.UniqueScope.Validate(); err != nil {
+		return err
+	}
+	if p.UniqueWindow < 0 || (p.UniqueWindow > 0 && p.UniqueWindow < MinUniqueWindow) {
+		return &InputError{Field: "unique_window", Message: fmt.Sprintf("%s is too short; give at least %s, or none", p.UniqueWindow, MinUniqueWindow)}
+	}
+	if p.UniqueKey == "" && (p.UniqueScope != 0 || p.UniqueWindow != 0) {
+		return &InputError{Field: "unique_key", Message: "is empty, but a unique scope or window is set; give the key too"}
+	}
 	if p.OrderingKey != "" {
 		if err := checkIdentifier("ordering_key", p.OrderingKey, MaxIDBytes); err != nil {
 			return err

@@ -94,7 +94,9 @@ type JobStore interface {
 	Now(ctx context.Context) (time.Time, error)
 
 	// JobInsertMany inserts jobs in one transaction of its own. A job whose
-	// ID or UniqueKey matches an existing job is not inserted: its result
+	// ID matches an existing job, or whose UniqueKey is held by one (see
+	// [UniqueHeldSQL]; within the job's unique window, computed with
+	// [UniqueWindowStart] on the store's clock), is not inserted: its result
 	// holds the existing job with Duplicate set. Either every new job is
 	// committed or none is. Results are in the order of Jobs.
 	JobInsertMany(ctx context.Context, params *JobInsertManyParams) ([]JobInsertResult, error)
@@ -164,7 +166,10 @@ type JobStore interface {
 	// action [AuditReplay] (or [AuditReplayArgs], with details from
 	// [ReplayArgsDetails] keeping the old and new args), the operator,
 	// reason, prior state, the new replay number and the time. Any other
-	// state is the *StateError of [CheckReplay] and nothing is written.
+	// state is the *StateError of [CheckReplay] and nothing is written. A
+	// job whose replay would take back a unique key another job holds
+	// ([ReplayTakesKey]) is refused with a *UniqueConflictError and nothing
+	// is written.
 	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
 
 	// JobReplayAudit returns the replays of one job from the audit (actions
@@ -172,10 +177,11 @@ type JobStore interface {
 	// A job never replayed, or unknown, has an empty audit.
 	JobReplayAudit(ctx context.Context, params *JobReplayAuditParams) ([]ReplayRecord, error)
 
-	// JobCancel moves a job in one of [CancellableStates] to cancelled, with
-	// finished_at now, and appends an [AuditCancel] record with the
-	// operator, reason and prior state in the same transaction. Any other
-	// state is the *StateError of [CheckCancel] and nothing is written.
+	// JobCancel moves a job in one of [CancellableStates], or a dead job
+	// that holds its ordering key, to cancelled, with finished_at now, and
+	// appends an [AuditCancel] record with the operator, reason and prior
+	// state in the same transaction. Any other state is the *StateError of
+	// [CheckCancelJob] and nothing is written.
 	JobCancel(ctx context.Context, params *JobCancelParams) (*Job, error)
 
 	// JobSweep applies the rules that time alone triggers: a running job
@@ -430,8 +436,16 @@ type JobInsertParams struct {
 	// MaxAge, when non-zero, sets the deadline to created_at + MaxAge.
 	MaxAge      time.Duration
 	UniqueKey   string
-	OrderingKey string
-	Tags        []string
+	// UniqueScope is the set of states in which the job holds UniqueKey
+	// (zero: [UniqueAlways]); UniqueWindow, when non-zero, the length of
+	// its unique window. Both are ignored without a UniqueKey.
+	UniqueScope  UniqueScope
+	UniqueWindow time.Duration
+	OrderingKey  string
+	// OrderingHold makes the job hold its ordering key while dead
+	// ([OrderingHoldOnDead]).
+	OrderingHold bool
+	Tags         []string
 }
 
 // JobInsertManyParams are the jobs of one insert.

@@ -73,41 +73,73 @@ func SQLStates(states []JobState) string {
 }
 
 // The ordering-key rule: a job with an ordering key is claimable only while
-// no other job of its key is running and none with a lower seq is waiting.
-// Jobs of one key run one at a time, in seq order, and finished jobs hold
-// nothing back. Within one claim the second job of a key sees the first
-// still waiting, so a batch takes at most one job per key. Job.HeldBy names
-// the job a held job waits for: the first of its key, in seq order, that is
-// running or waits ahead of it.
+// no other job of its key is running and none with a lower seq is waiting,
+// or is dead and holds its key ([OrderingHoldOnDead]). Jobs of one key run
+// one at a time, in seq order; a finished job holds nothing back, except a
+// dead one that holds its key, until it is replayed (it then runs first,
+// having the lowest seq) or cancelled. Within one claim the second job of a
+// key sees the first still waiting, so a batch takes at most one job per
+// key. Job.HeldBy names the job a held job waits for: the first of its key,
+// in seq order, that is running or holds the key ahead of it.
 //
-// The two functions below render the rule in SQL that every SQL store
-// runs as it is. jobs is the jobs table's name as the store's SQL spells
-// it; the candidate row is aliased j and the rows of its key o. The state
-// terms repeat the condition of the ordering index (ordering_key IS NOT
-// NULL AND state IN UnfinishedStates): SQLite uses a partial index only
-// when a query repeats its condition, and would otherwise read every
-// unfinished job for each candidate.
+// The functions below render the rule in SQL that every SQL store runs as
+// it is. jobs is the jobs table's name as the store's SQL spells it; the
+// candidate row is aliased j and the rows of its key o. The terms on o
+// repeat the condition of the ordering index ([OrderingIndexSQL]) word for
+// word: SQLite uses a partial index only when a query repeats its
+// condition, and would otherwise read every unfinished job for each
+// candidate.
+
+// orderingHoldsSQL is the condition that the row whose columns are
+// prefixed by alias ("" or "o.") takes part in the ordering-key rule: it is
+// unfinished, or dead and holding its key.
+func orderingHoldsSQL(alias string) string {
+	return `(` + alias + `state IN (` + SQLStates(UnfinishedStates) + `) OR (` + alias + `state = '` +
+		string(StateDead) + `' AND ` + alias + `ordering_hold = 1))`
+}
+
+// OrderingIndexSQL is the predicate of the ordering index
+// errand_jobs_ordering on (ordering_key, seq), which every SQL store's
+// migration spells out word for word: the rows that take part in the
+// ordering-key rule.
+func OrderingIndexSQL() string { return `ordering_key IS NOT NULL AND ` + orderingHoldsSQL("") }
+
+// orderingAheadSQL is the condition on o, a row of j's key, that o holds
+// j back: it takes part in the rule and is running or comes before j.
+func orderingAheadSQL(jobs string) string {
+	return `FROM ` + jobs + ` o
+		WHERE o.ordering_key = j.ordering_key AND ` + orderingHoldsSQL("o.") + `
+			AND (o.state = '` + string(StateRunning) + `' OR o.seq < j.seq)`
+}
 
 // OrderingFreeSQL is the claim condition of the ordering-key rule on a
 // candidate aliased j: true when nothing of its key holds it back.
 func OrderingFreeSQL(jobs string) string {
-	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM ` + jobs + ` o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN (` + SQLStates(UnfinishedStates) + `)
-			AND (o.state = '` + string(StateRunning) + `' OR (o.state IN (` + SQLStates(WaitingStates) + `) AND o.seq < j.seq))))`
+	return `(j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 ` + orderingAheadSQL(jobs) + `))`
 }
 
 // HeldBySQL is the SQL of Job.HeldBy for the row aliased j: NULL unless j
 // waits and has an ordering key; else the id of the first job of its key,
-// in seq order, that is running or waits ahead of it. It walks the ordering
-// index of the key and stops at the first match, which for a held job is
-// the key's first row. HeldBy is non-NULL exactly when OrderingFreeSQL is
-// false for a waiting job.
+// in seq order, that is running or holds the key ahead of it. It walks the
+// ordering index of the key and stops at the first match, which for a held
+// job is the key's first row. HeldBy is non-NULL exactly when
+// OrderingFreeSQL is false for a waiting job.
 func HeldBySQL(jobs string) string {
 	return `CASE WHEN j.ordering_key IS NOT NULL AND j.state IN (` + SQLStates(WaitingStates) + `) THEN (
-		SELECT o.id FROM ` + jobs + ` o
-		WHERE o.ordering_key = j.ordering_key AND o.state IN (` + SQLStates(UnfinishedStates) + `)
-			AND (o.state = '` + string(StateRunning) + `' OR o.seq < j.seq)
+		SELECT o.id ` + orderingAheadSQL(jobs) + `
 		ORDER BY o.seq LIMIT 1) END`
+}
+
+// CheckCancelJob is CheckCancel for a job that may hold its ordering key
+// while dead: holdsKey reports that the job has an ordering key and
+// [OrderingHoldOnDead]. Such a job may be cancelled when dead too, which
+// releases its key to the jobs behind it; otherwise the rule is
+// CheckCancel's.
+func CheckCancelJob(id string, st JobState, holdsKey bool) error {
+	if st == StateDead && holdsKey {
+		return nil
+	}
+	return CheckCancel(id, st)
 }
 
 // BeginEffect is the try-begin decision table of the effect ledger, which

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -19,7 +20,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
-	errors::text, replays, tags::text`
+	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -36,13 +37,15 @@ func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
 // scanJobAnd reads a row of jobColumns, and any extra columns after them.
 func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	var (
-		j errand.Job
-		c errand.JobColumns
+		j                errand.Job
+		c                errand.JobColumns
+		ustates, uwindow int64
+		ohold            int16
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
-		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -52,6 +55,8 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	for _, t := range []**time.Time{&j.Deadline, &j.LeaseUntil, &j.AttemptedAt, &j.FinishedAt} {
 		*t = utc(*t)
 	}
+	j.SetUniqueColumns(ustates, uwindow)
+	j.OrderingHold = ohold == 1
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
@@ -105,21 +110,24 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobIns
 
 // insertSQL inserts the whole batch in one statement, in the batch's order
 // so that seq follows it. ON CONFLICT DO NOTHING covers both unique indexes
-// (id and unique_key), within the batch too; a conflicting insert of another
-// transaction that is still open makes this one wait for its outcome.
+// (id, and errand_jobs_unique, which holds only the rows that hold their
+// key), within the batch too; a conflicting insert of another transaction
+// that is still open makes this one wait for its outcome.
 const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-		unique_key, ordering_key, created_at, tags)
+		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
 		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
 		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
-		p.unique_key, p.ordering_key, {now}, p.tags::jsonb
+		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold
 	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
 			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
-			$13::bigint[], $14::text[], $15::text[], $16::text[]) WITH ORDINALITY
+			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
+			$19::smallint[]) WITH ORDINALITY
 		AS p(id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
-			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags, ord)
+			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
+			unique_states, unique_window_us, ordering_hold, ord)
 	ORDER BY p.ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -132,6 +140,9 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		bases, maxes, ages, delays     = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		runAt                          = make([]*time.Time, n)
 		ukeys, okeys                   = make([]*string, n), make([]*string, n)
+		ustates, holds                 = make([]int32, n), make([]int16, n)
+		uwindows                       = make([]int64, n)
+		windowed                       bool
 	)
 	for i, p := range params {
 		if err := p.Validate(); err != nil {
@@ -149,12 +160,32 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			runAt[i] = &t
 		}
 		ukeys[i], okeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey)
+		ustates[i] = int32(p.UniqueScopeColumn())
+		if p.OrderingHold {
+			holds[i] = 1
+		}
+		windowed = windowed || (p.UniqueKey != "" && p.UniqueWindow > 0)
 	}
 	if n == 0 {
 		return []errand.JobInsertResult{}, nil
 	}
-	rs, err := q.query(ctx, r.Replace(insertSQL), s.nowArg(), ids, queues, kinds, args, versions, prios,
-		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags)
+	now := s.nowArg()
+	if windowed {
+		// A unique window is computed from the time the jobs are inserted
+		// at, in Go as every store does: read it first and insert at it.
+		if now == nil {
+			t, err := s.readNow(ctx, q, r)
+			if err != nil {
+				return nil, fmt.Errorf("insert jobs: read the clock: %w", err)
+			}
+			now = t
+		}
+		for i, p := range params {
+			uwindows[i] = p.UniqueWindowColumn(now.(time.Time))
+		}
+	}
+	rs, err := q.query(ctx, r.Replace(insertSQL), now, ids, queues, kinds, args, versions, prios,
+		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, ustates, uwindows, holds)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -189,8 +220,8 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			dupKeys = append(dupKeys, params[i].UniqueKey)
 		}
 	}
-	rs, err = q.query(ctx, r.Replace(`SELECT `+jobColumns+` FROM {jobs}
-		WHERE id = ANY($1) OR unique_key = ANY($2)`), dupIDs, dupKeys)
+	rs, err = q.query(ctx, r.Replace(`SELECT `+jobColumns+` FROM {jobs} WHERE id = ANY($1)
+		UNION SELECT `+jobColumns+` FROM {jobs} WHERE unique_key = ANY($2) AND `+errand.UniqueHeldSQL()), dupIDs, dupKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
@@ -198,19 +229,27 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
+	type keyWindow struct {
+		key    string
+		window int64
+	}
 	holderOfID := map[string]*errand.Job{}
-	holderOfKey := map[string]*errand.Job{}
+	holderOfKey := map[keyWindow]*errand.Job{}
 	for _, j := range existing {
 		holderOfID[j.ID] = j
-		if j.UniqueKey != nil {
-			holderOfKey[*j.UniqueKey] = j
+		if j.UniqueKey != nil && j.UniqueScope != nil && j.UniqueScope.Holds(j.State) {
+			var w int64
+			if j.UniqueWindowStart != nil {
+				w = j.UniqueWindowStart.UnixMicro()
+			}
+			holderOfKey[keyWindow{*j.UniqueKey, w}] = j
 		}
 	}
 	for _, i := range dups {
 		p := params[i]
 		j := holderOfID[p.ID] // the id match first, as SQLite does
 		if j == nil && p.UniqueKey != "" {
-			j = holderOfKey[p.UniqueKey]
+			j = holderOfKey[keyWindow{p.UniqueKey, uwindows[i]}]
 		}
 		if j == nil {
 			return nil, fmt.Errorf("insert job %s: it conflicts with a job this transaction cannot see (a REPEATABLE READ or SERIALIZABLE snapshot); retry the transaction", p.ID)
@@ -218,6 +257,26 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		out[i] = errand.JobInsertResult{Job: j, Duplicate: true}
 	}
 	return out, nil
+}
+
+// readNow reads the time {now} stands for in statements of q.
+func (s *Store) readNow(ctx context.Context, q querier, r *strings.Replacer) (time.Time, error) {
+	rs, err := q.query(ctx, r.Replace(`SELECT {now}`), nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer rs.Close()
+	var t time.Time
+	if !rs.Next() {
+		if err := rs.Err(); err != nil {
+			return time.Time{}, err
+		}
+		return time.Time{}, errors.New("no row")
+	}
+	if err := rs.Scan(&t); err != nil {
+		return time.Time{}, err
+	}
+	return micro(t), rs.Err()
 }
 
 // JobGet implements [errand.JobStore].

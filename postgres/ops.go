@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgconn"
 	"strconv"
 	"strings"
 
@@ -51,6 +53,16 @@ const replaySQL = `UPDATE {jobs} SET
 		args_version = CASE WHEN $4::int > 0 THEN $4::int ELSE args_version END
 	WHERE id = $2 RETURNING ` + jobColumns
 
+// uniqueHolderSQL finds another job holding a unique key in a window.
+var uniqueHolderSQL = errand.UniqueReplayHolderSQL("{jobs}", func(n int) string { return "$" + strconv.Itoa(n) })
+
+// isUniqueViolation reports whether err is a violation of the unique
+// index named index.
+func isUniqueViolation(err error, index string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == index
+}
+
 // replay replays job id inside tx and audits it as action, with details
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
@@ -60,7 +72,10 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 		return nil, errand.ErrNotFound
 	}
 	var state, oldArgs string
-	err := tx.QueryRow(ctx, s.sql(`SELECT state, args::text FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &oldArgs)
+	var ukey *string
+	var ustates, uwindow int64
+	err := tx.QueryRow(ctx, s.sql(`SELECT state, args::text, unique_key, unique_states, unique_window_us
+		FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow)
 	if isNoRows(err) {
 		return nil, errand.ErrNotFound
 	}
@@ -70,13 +85,30 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
 		return nil, err
 	}
+	takesKey := ukey != nil && errand.ReplayTakesKey(errand.UniqueScope(ustates), errand.JobState(state))
+	if takesKey {
+		var holder string
+		err := tx.QueryRow(ctx, s.sql(uniqueHolderSQL), *ukey, uwindow, id).Scan(&holder)
+		switch {
+		case err == nil:
+			return nil, &errand.UniqueConflictError{ID: id, Key: *ukey, HeldBy: holder}
+		case !isNoRows(err):
+			return nil, err
+		}
+	}
 	var argsArg *string
 	if newArgs != nil {
 		a := string(newArgs)
 		argsArg = &a
 		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
 	}
+	// A job that enqueued the key since the check above, in a transaction
+	// that committed meanwhile, makes the update violate the unique index:
+	// the same refusal, its holder unnamed.
 	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg, newVersion))
+	if takesKey && isUniqueViolation(err, "errand_jobs_unique") {
+		return nil, &errand.UniqueConflictError{ID: id, Key: *ukey}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +172,16 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 		}
 		now := s.nowArg()
 		var state string
-		err := tx.QueryRow(ctx, s.sql(`SELECT state FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state)
+		var holds bool
+		err := tx.QueryRow(ctx, s.sql(`SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1
+			FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &holds)
 		if isNoRows(err) {
 			return errand.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		if err := errand.CheckCancel(id, errand.JobState(state)); err != nil {
+		if err := errand.CheckCancelJob(id, errand.JobState(state), holds); err != nil {
 			return err
 		}
 		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}

@@ -15,7 +15,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
-	replays, tags`
+	replays, tags, unique_states, unique_window_us, ordering_hold`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -57,10 +57,12 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 		deadline, leaseUntil, attempted sql.NullInt64
 		finished                        sql.NullInt64
 		token, owner, ukey, okey        sql.NullString
+		ustates, uwindow, ohold         int64
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
+		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
+		&ustates, &uwindow, &ohold},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -70,10 +72,19 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
 	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
 	j.UniqueKey, j.OrderingKey = nullString(ukey), nullString(okey)
+	j.SetUniqueColumns(ustates, uwindow)
+	j.OrderingHold = ohold == 1
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
 	return &j, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func nullIfEmpty(s string) any {
@@ -101,14 +112,16 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobIn
 }
 
 // insertRowsSQL inserts rows jobs in one statement, skipping a job whose
-// id or unique key is taken (by an earlier job of the same statement too).
+// id or unique key is taken (by an earlier job of the same statement too):
+// the unique index errand_jobs_unique holds only the rows that hold their
+// key, so a conflict there is a held key.
 // Each row's parameters are the columns it names but state. Rows are
 // inserted in the order given, so seq follows the batch.
 func insertRowsSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	return `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
 	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-	unique_key, ordering_key, created_at, tags)
+	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold)
 	VALUES ` + strings.Repeat(row+", ", rows-1) + row + `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -116,21 +129,24 @@ func insertRowsSQL(rows int) string {
 
 // insertParamsPerRow is the number of parameters of one row of
 // insertRowsSQL.
-const insertParamsPerRow = 16
+const insertParamsPerRow = 19
 
 // insertChunkRows is how many jobs one statement of a batch inserts: a
 // statement per job cost a VM start, a statement journal and a round
-// through database/sql for each. 100 rows (1,600 parameters, far below
+// through database/sql for each. 100 rows (1,900 parameters, far below
 // SQLite's limit of 32,766) is one statement for a small batch and ten for
 // a batch of 1,000.
 const insertChunkRows = 100
 
 // duplicateSQL finds the job that holds an insert's id or unique key,
 // preferring the id match. Its parameters are the id, the unique key and
-// the id again.
-const duplicateSQL = `SELECT ` + jobColumns + ` FROM errand_jobs
-	WHERE id = ? OR (unique_key IS NOT NULL AND unique_key = ?)
-	ORDER BY id = ? DESC LIMIT 1`
+// the unique window. Each arm reads one index: the id's, or
+// errand_jobs_unique, whose predicate the second arm repeats.
+var duplicateSQL = `SELECT ` + jobColumns + ` FROM (
+	SELECT 0 AS pref, * FROM errand_jobs WHERE id = ?1
+	UNION ALL
+	SELECT 1 AS pref, * FROM errand_jobs WHERE unique_key = ?2 AND unique_window_us = ?3 AND ` + errand.UniqueHeldSQL() + `
+	) ORDER BY pref LIMIT 1`
 
 // insert inserts params insertChunkRows jobs per statement, each distinct
 // statement prepared once per batch, then finds the job that holds the id
@@ -159,7 +175,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		args = append(args, p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
-			micros(now), tagsJSON)
+			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold))
 	}
 	st := newStmts(tx)
 	defer st.Close()
@@ -194,7 +210,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		if err != nil {
 			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
 		}
-		j, err := scanJob(dup.QueryRowContext(ctx, p.ID, nullIfEmpty(p.UniqueKey), p.ID))
+		j, err := scanJob(dup.QueryRowContext(ctx, p.ID, nullIfEmpty(p.UniqueKey), p.UniqueWindowColumn(now)))
 		if err != nil {
 			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
 		}

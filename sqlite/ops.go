@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,13 +53,19 @@ const replaySQL = `UPDATE errand_jobs SET
 		args_version = CASE WHEN ?4 > 0 THEN ?4 ELSE args_version END
 	WHERE id = ?2 RETURNING ` + jobColumns
 
+// uniqueHolderSQL finds another job holding a unique key in a window.
+var uniqueHolderSQL = errand.UniqueReplayHolderSQL("errand_jobs", func(n int) string { return "?" + strconv.Itoa(n) })
+
 // replay replays job id inside tx and audits it as action, with details
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, operator, reason string,
 	action errand.AuditAction, newArgs json.RawMessage, newVersion int, details json.RawMessage) (*errand.Job, error) {
 	var state, oldArgs string
-	err := tx.QueryRowContext(ctx, `SELECT state, args FROM errand_jobs WHERE id = ?`, id).Scan(&state, &oldArgs)
+	var ukey sql.NullString
+	var ustates, uwindow int64
+	err := tx.QueryRowContext(ctx, `SELECT state, args, unique_key, unique_states, unique_window_us
+		FROM errand_jobs WHERE id = ?`, id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoSuchJob
 	}
@@ -67,6 +74,17 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	}
 	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
 		return nil, err
+	}
+	if ukey.Valid && errand.ReplayTakesKey(errand.UniqueScope(ustates), errand.JobState(state)) {
+		// The one writer connection serializes this check and the update.
+		var holder string
+		err := tx.QueryRowContext(ctx, uniqueHolderSQL, ukey.String, uwindow, id).Scan(&holder)
+		switch {
+		case err == nil:
+			return nil, &errand.UniqueConflictError{ID: id, Key: ukey.String, HeldBy: holder}
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
 	}
 	var argsArg any
 	if newArgs != nil {
@@ -131,14 +149,16 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		var state string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM errand_jobs WHERE id = ?`, id).Scan(&state)
+		var holds bool
+		err := tx.QueryRowContext(ctx, `SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1
+			FROM errand_jobs WHERE id = ?`, id).Scan(&state, &holds)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errNoSuchJob
 		}
 		if err != nil {
 			return err
 		}
-		if err := errand.CheckCancel(id, errand.JobState(state)); err != nil {
+		if err := errand.CheckCancelJob(id, errand.JobState(state), holds); err != nil {
 			return err
 		}
 		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?

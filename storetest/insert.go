@@ -49,7 +49,7 @@ func testInsertDefaults(t *testing.T, h harness) {
 		ID: "pay_1", Queue: "receipts", Kind: "send_receipt", Args: full.Args, ArgsVersion: 2,
 		Priority: -3, State: errand.StateQueued, Attempt: 0, MaxAttempts: 7,
 		BackoffBase: errand.Duration(2 * time.Second), BackoffMax: errand.Duration(10 * time.Minute),
-		AvailableAt: now, UniqueKey: ptr("receipt:pay_1"), OrderingKey: ptr("customer:9"),
+		AvailableAt: now, UniqueKey: ptr("receipt:pay_1"), UniqueScope: ptr(errand.UniqueAlways), OrderingKey: ptr("customer:9"),
 		CreatedAt: now, Errors: []errand.AttemptError{}, Tags: []string{"billing", "eu"},
 	}
 	wantBare := &errand.Job{
