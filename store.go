@@ -434,8 +434,8 @@ type JobInsertParams struct {
 	RunAt time.Time
 	Delay time.Duration
 	// MaxAge, when non-zero, sets the deadline to created_at + MaxAge.
-	MaxAge      time.Duration
-	UniqueKey   string
+	MaxAge    time.Duration
+	UniqueKey string
 	// UniqueScope is the set of states in which the job holds UniqueKey
 	// (zero: [UniqueAlways]); UniqueWindow, when non-zero, the length of
 	// its unique window. Both are ignored without a UniqueKey.
