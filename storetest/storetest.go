@@ -132,6 +132,8 @@ func exercise(t *testing.T, h harness) {
 		{"Leader", leaderCases},
 		{"Schedule", scheduleCases},
 		{"Ordering", orderingCases},
+		{"OrderingHold", orderingHoldCases},
+		{"Unique", uniqueCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
 	}
