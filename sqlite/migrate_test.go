@@ -145,3 +145,53 @@ func TestAuditMigrationKeepsReplays(t *testing.T) {
 		t.Errorf("the next record after migrating: %+v, %v; want id 4", all, err)
 	}
 }
+
+// TestUniqueScopeMigrationKeepsBehaviour opens a database that an errand
+// before migration 8 filled: a finished job keeps holding its unique key
+// (every state, as before), a dead job holds nothing back of its ordering
+// key, the rows keep their seqs, and a new job's seq follows the highest
+// ever given, a pruned job's too.
+func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
+	path := schemaAt(t, 7)
+	exec(t, path,
+		`INSERT INTO errand_jobs (seq, id, queue, kind, args, state, max_attempts, available_at, created_at, unique_key, ordering_key, finished_at) VALUES
+			(5, 'old', 'default', 'k', '{}', 'succeeded', 1, 0, 0, 'digest:1', NULL, 10),
+			(6, 'head', 'default', 'k', '{}', 'dead', 1, 0, 0, NULL, 'acct', 10),
+			(7, 'next', 'default', 'k', '{}', 'queued', 1, 0, 0, NULL, 'acct', NULL),
+			(9, 'pruned', 'default', 'k', '{}', 'succeeded', 1, 0, 0, NULL, NULL, 10)`,
+		`DELETE FROM errand_jobs WHERE id = 'pruned'`)
+	s, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	old, err := s.JobGet(ctx, &errand.JobGetParams{ID: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Seq != 5 || old.UniqueScope == nil || *old.UniqueScope != errand.UniqueAlways || old.OrderingHold {
+		t.Errorf("old job after migrating: seq %d scope %v hold %v; want 5, always, false", old.Seq, old.UniqueScope, old.OrderingHold)
+	}
+	rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+		{ID: "new", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}})
+	if err != nil || rs[0].Job.Seq != 10 {
+		t.Fatalf("new job after migrating: seq %d, %v; want seq 10 (seqs %v)", rs[0].Job.Seq, err, query(t, path, `SELECT name || '=' || seq FROM sqlite_sequence`))
+	}
+	for _, scope := range []errand.UniqueScope{0, errand.UniqueUntilFinished} {
+		rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+			{ID: "again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "digest:1", UniqueScope: scope}}})
+		if err != nil || !rs[0].Duplicate || rs[0].Job.ID != "old" {
+			t.Fatalf("insert with the old job's key (scope %v): %+v, %v; want the duplicate of old", scope, rs, err)
+		}
+	}
+	if held, err := s.JobGet(ctx, &errand.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
+		t.Fatalf("job behind a dead head: %+v, %v; want it free", held, err)
+	}
+	idx := query(t, path, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'errand_jobs' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	want := []string{"errand_jobs_claim", "errand_jobs_deadline", "errand_jobs_due", "errand_jobs_finished",
+		"errand_jobs_lease", "errand_jobs_ordering", "errand_jobs_state", "errand_jobs_unique"}
+	if !slices.Equal(idx, want) {
+		t.Errorf("indexes after migrating: %v, want %v", idx, want)
+	}
+}

@@ -1,0 +1,89 @@
+package postgres_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestUniqueScopeMigrationKeepsBehaviour builds a schema as an errand
+// before migration 8 left it, with a finished job holding a unique key and
+// a dead job ahead of another of its ordering key, and opens it: the
+// finished job still holds its key whatever the new job's scope, and the
+// dead job holds nothing back, as before.
+func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) < 8 {
+		t.Fatalf("migrations: %v %v", files, err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	exec(`CREATE SCHEMA ` + ident)
+	exec(`SET LOCAL search_path TO ` + ident)
+	exec(`CREATE TABLE errand_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for i, f := range files[:7] {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(b))
+		exec(`INSERT INTO errand_migrations (version, name) VALUES ($1, $2)`, i+1, filepath.Base(f))
+	}
+	exec(`INSERT INTO errand_jobs (id, queue, kind, args, state, max_attempts, available_at, created_at, unique_key, ordering_key, finished_at) VALUES
+		('old', 'default', 'k', '{}', 'succeeded', 1, now(), now(), 'digest:1', NULL, now()),
+		('head', 'default', 'k', '{}', 'dead', 1, now(), now(), NULL, 'acct', now()),
+		('next', 'default', 'k', '{}', 'queued', 1, now(), now(), NULL, 'acct', NULL)`)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old, err := s.JobGet(ctx, &errand.JobGetParams{ID: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.UniqueScope == nil || *old.UniqueScope != errand.UniqueAlways || old.OrderingHold {
+		t.Errorf("old job after migrating: scope %v hold %v; want always, false", old.UniqueScope, old.OrderingHold)
+	}
+	for _, scope := range []errand.UniqueScope{0, errand.UniqueUntilFinished} {
+		rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+			{ID: "again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "digest:1", UniqueScope: scope}}})
+		if err != nil || !rs[0].Duplicate || rs[0].Job.ID != "old" {
+			t.Fatalf("insert with the old job's key (scope %v): %+v, %v; want the duplicate of old", scope, rs, err)
+		}
+	}
+	if held, err := s.JobGet(ctx, &errand.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
+		t.Fatalf("job behind a dead head: %+v, %v; want it free", held, err)
+	}
+	var constraints int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'u'`,
+		schema+".errand_jobs").Scan(&constraints); err != nil || constraints != 1 {
+		t.Errorf("unique constraints on errand_jobs after migrating: %d, %v; want 1 (the id's)", constraints, err)
+	}
+}
