@@ -122,9 +122,13 @@ func (s UniqueScope) String() string {
 
 // ParseUniqueScope reads a scope's name (always, until_finished,
 // until_succeeded; a dash may stand for the underscore) or a
-// comma-separated list of states, and checks it as Validate does.
+// comma-separated list of states, and checks it as Validate does. An
+// empty text is the zero scope, UniqueAlways.
 func ParseUniqueScope(text string) (UniqueScope, error) {
 	t := strings.ReplaceAll(strings.TrimSpace(text), "-", "_")
+	if t == "" {
+		return 0, nil
+	}
 	for s, name := range uniqueScopeNames {
 		if t == name {
 			return s, nil

@@ -161,6 +161,7 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	var ie *errand.InputError
 	var se *errand.StateError
+	var ue *errand.UniqueConflictError
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.status, he.code, he.message)
@@ -172,6 +173,8 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, "lease_lost", leaseLostMessage)
 	case errors.As(err, &se):
 		writeError(w, http.StatusConflict, "wrong_state", se.Error())
+	case errors.As(err, &ue):
+		writeError(w, http.StatusConflict, "unique_conflict", ue.Error())
 	case errors.Is(err, errand.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "no job with id "+strconv.Quote(r.PathValue("id")))
 	default:
@@ -287,8 +290,15 @@ type enqueueRequest struct {
 	MaxAttempts int             `json:"max_attempts"`
 	MaxAge      errand.Duration `json:"max_age"`
 	UniqueKey   string          `json:"unique_key"`
-	OrderingKey string          `json:"ordering_key"`
-	Tags        []string        `json:"tags"`
+	// UniqueScope names the states in which the job holds UniqueKey
+	// ("always", the default; "until_finished"; "until_succeeded"; or a
+	// comma-separated list of states), UniqueWindow its window ("1h").
+	UniqueScope  errand.UniqueScope `json:"unique_scope"`
+	UniqueWindow errand.Duration    `json:"unique_window"`
+	OrderingKey  string             `json:"ordering_key"`
+	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
+	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
+	Tags           []string              `json:"tags"`
 }
 
 // enqueueResponse is the answer to POST /api/v1/jobs.
@@ -333,7 +343,11 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
 	opts := &errand.EnqueueOpts{
 		ID: req.ID, Queue: req.Queue, Priority: req.Priority, Delay: time.Duration(req.Delay),
 		MaxAttempts: req.MaxAttempts, MaxAge: time.Duration(req.MaxAge),
-		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, Tags: req.Tags,
+		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, OrderingOnDead: req.OrderingOnDead, Tags: req.Tags,
+	}
+	if req.UniqueScope != 0 || req.UniqueWindow != 0 {
+		opts.UniqueKey = ""
+		opts.Unique = &errand.UniqueOpts{Key: req.UniqueKey, Scope: req.UniqueScope, Window: time.Duration(req.UniqueWindow)}
 	}
 	if req.RunAt != nil {
 		opts.RunAt = *req.RunAt
