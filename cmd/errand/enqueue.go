@@ -15,9 +15,17 @@ var enqueueCommand = &command{
 	args:    "KIND [JSON_ARGS] [flags]",
 	summary: "enqueue a job and print its id",
 	detail: `
-JSON_ARGS is the job's argument document (default {}). A job whose --id or
---key matches an existing job is not enqueued again: errand prints the
-existing job's id and exits 0.`,
+JSON_ARGS is the job's argument document (default {}). A job whose --id
+matches an existing job, or whose --unique-key another job holds, is not
+enqueued again: errand prints the existing job's id and exits 0.
+
+A unique key is held in every state of its job unless --unique-scope says
+otherwise: until_finished (queued, running or retrying: free again once the
+job succeeded, died or was cancelled), until_succeeded (also while dead), or
+a comma-separated list of states. --unique-window 1h holds it once per clock
+hour. A job with an --ordering-key runs after the earlier jobs of its key;
+--ordering-on-dead hold makes it, should it die, hold them back until it is
+replayed or cancelled.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		id := fs.String("id", "", "the job's `ID` (default a new UUIDv7); a duplicate id returns the existing job")
@@ -29,7 +37,12 @@ existing job's id and exits 0.`,
 		backoffBase := durationFlag(fs, "backoff-base", "retry delay cap after the first failure `DUR` (default 1s)")
 		backoffMax := durationFlag(fs, "backoff-max", "largest retry delay `DUR` (default 1h)")
 		maxAge := durationFlag(fs, "max-age", "dead-letter the job (class expired) if it has not succeeded `DUR` after enqueue")
-		key := fs.String("key", "", "unique `KEY` across all jobs; a duplicate key returns the existing job")
+		key := fs.String("unique-key", "", "unique `KEY`: while a job holds it, enqueueing it again returns that job")
+		legacyKey := fs.String("key", "", "the same as --unique-key (kept for scripts that use it)")
+		uniqueScope := fs.String("unique-scope", "", "`SCOPE` of --unique-key: always (default), until_finished, until_succeeded, or states like queued,running,retrying,succeeded")
+		uniqueWindow := durationFlag(fs, "unique-window", "hold --unique-key once per clock window of `DUR` (e.g. 1h)")
+		orderingKey := fs.String("ordering-key", "", "ordering `KEY`: jobs of a key run one at a time, in enqueue order")
+		orderingOnDead := fs.String("ordering-on-dead", "", "`hold` the --ordering-key while the job is dead, until replayed or cancelled, or `release` it (default the kind's, release)")
 		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
 
 		return func(ctx context.Context, pos []string) error {
@@ -56,8 +69,36 @@ existing job's id and exits 0.`,
 				BackoffBase: *backoffBase,
 				BackoffMax:  *backoffMax,
 				MaxAge:      *maxAge,
-				UniqueKey:   *key,
+				OrderingKey: *orderingKey,
 			}
+			if isSet(fs, "key") {
+				if isSet(fs, "unique-key") {
+					return usagef("give --unique-key or --key, not both")
+				}
+				*key = *legacyKey
+			}
+			u := &errand.UniqueOpts{Key: *key, Window: *uniqueWindow}
+			if *uniqueScope != "" {
+				sc, err := errand.ParseUniqueScope(*uniqueScope)
+				if err != nil {
+					return flagInputError(err)
+				}
+				u.Scope = sc
+			}
+			if (isSet(fs, "unique-scope") || isSet(fs, "unique-window")) && *key == "" {
+				return usagef("--unique-scope and --unique-window need --unique-key")
+			}
+			if *key != "" {
+				opts.Unique = u
+			}
+			hold, err := errand.ParseOrderingOnDead(*orderingOnDead)
+			if err != nil {
+				return flagInputError(err)
+			}
+			if isSet(fs, "ordering-on-dead") && *orderingKey == "" {
+				return usagef("--ordering-on-dead needs --ordering-key")
+			}
+			opts.OrderingOnDead = hold
 			if isSet(fs, "delay") && isSet(fs, "run-at") {
 				return usagef("give --delay or --run-at, not both")
 			}
@@ -74,7 +115,7 @@ existing job's id and exits 0.`,
 			if *priority < errand.MinPriority || *priority > errand.MaxPriority {
 				return usagef("--priority %d is out of range; give %d to %d", *priority, errand.MinPriority, errand.MaxPriority)
 			}
-			for _, name := range []string{"id", "queue", "key"} {
+			for _, name := range []string{"id", "queue", "key", "unique-key", "ordering-key"} {
 				if isSet(fs, name) && fs.Lookup(name).Value.String() == "" {
 					return usagef("--%s is empty; give a value or leave the flag out", name)
 				}
@@ -109,7 +150,9 @@ existing job's id and exits 0.`,
 var enqueueFlags = map[string]string{
 	"id": "--id", "queue": "--queue", "kind": "KIND", "args": "JSON_ARGS",
 	"priority": "--priority", "max_attempts": "--max-attempts", "delay": "--delay",
-	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--key",
+	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--unique-key",
+	"unique_scope": "--unique-scope", "unique_window": "--unique-window",
+	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
 }
 
