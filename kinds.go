@@ -174,6 +174,8 @@ func (ks *Kinds) add(name string, h Handler, opts *KindOpts) {
 		ks.fail(&InputError{Field: field + ".MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the client's)", MaxAttemptsLimit)})
 	case k.Timeout < 0:
 		ks.fail(&InputError{Field: field + ".Timeout", Message: "must not be negative"})
+	case k.OrderingOnDead > OrderingHoldOnDead:
+		ks.fail(&InputError{Field: field + ".OrderingOnDead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", k.OrderingOnDead)})
 	default:
 		ks.m[name] = k
 	}

@@ -123,6 +123,7 @@ func TestKindsMistakes(t *testing.T) {
 		{"raw name with a space", func(ks *errand.Kinds) { ks.HandleRaw("send receipt", nil, nil) }, "space"},
 		{"negative attempts", func(ks *errand.Kinds) { errand.Handle(ks, noop, &errand.KindOpts{MaxAttempts: -1}) }, "Kinds.greet.MaxAttempts"},
 		{"negative timeout", func(ks *errand.Kinds) { errand.Handle(ks, noop, &errand.KindOpts{Timeout: -time.Second}) }, "Kinds.greet.Timeout"},
+		{"unknown ordering choice", func(ks *errand.Kinds) { errand.Handle(ks, noop, &errand.KindOpts{OrderingOnDead: 9}) }, "Kinds.greet.OrderingOnDead"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ks := errand.NewKinds()
