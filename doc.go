@@ -88,10 +88,15 @@
 // # Identity, uniqueness and order
 //
 // A job's id may be the caller's (a payment id): enqueueing it again returns
-// the existing job, as does a second job with the same
-// [EnqueueOpts].UniqueKey. Jobs with the same [EnqueueOpts].OrderingKey run
-// one at a time in the order they were enqueued; a dead or cancelled one
-// stops holding the rest back.
+// the existing job. A unique key ([UniqueOpts]) does the same while its job
+// is in the key's scope of states ([UniqueAlways] by default, or
+// [UniqueUntilFinished], [UniqueUntilSucceeded]) and, optionally, time
+// window: the database enforces it, so concurrent enqueues make one job and
+// a job frees its key the moment it leaves its scope. Jobs with the same
+// [EnqueueOpts].OrderingKey run one at a time in the order they were
+// enqueued; a cancelled one stops holding the rest back, and so does a dead
+// one unless it holds its key until replayed or cancelled
+// ([OrderingHoldOnDead]).
 //
 // # Workers
 //

@@ -234,15 +234,16 @@ func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, 
 	d.render(w, status, "problem", p)
 }
 
-// fail renders err: a bad request for an *errand.InputError, not found for
-// errand.ErrNotFound, otherwise a server error.
+// fail renders err: a bad request for an *errand.InputError, a conflict
+// for a *errand.StateError or a unique key held by another job, not found
+// for errand.ErrNotFound, otherwise a server error.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var in *errand.InputError
 	var se *errand.StateError
 	switch {
 	case errors.As(err, &in):
 		d.problem(w, r, http.StatusBadRequest, err.Error())
-	case errors.As(err, &se):
+	case errors.As(err, &se), errors.Is(err, errand.ErrUniqueConflict):
 		d.problem(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, errand.ErrNotFound):
 		d.problem(w, r, http.StatusNotFound, err.Error())

@@ -31,6 +31,7 @@ func copyTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams
 			p.RunAt = now.Add(time.Duration(i)*time.Minute + 999*time.Nanosecond).In(time.FixedZone("x", 3600))
 		case 3:
 			p.MaxAge, p.OrderingKey, p.Tags = time.Hour+700*time.Nanosecond, fmt.Sprintf("o-%d", i%3), []string{"t", fmt.Sprint(i)}
+			p.OrderingHold = i%8 == 3
 			p.BackoffBase, p.BackoffMax = time.Second, time.Minute
 		}
 		ps[i] = p

@@ -38,6 +38,23 @@ func TestQueryPlans(t *testing.T) {
 			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_due (queue=? AND available_at>?)"},
 			notWant: []string{"TEMP B-TREE"},
 		},
+		// A duplicate's holder and a replay's conflicting holder are found
+		// by seeking the unique index, whose predicate both repeat.
+		{
+			name:  "find a duplicate",
+			query: duplicateSQL,
+			want: []string{
+				"USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
+				"USING INDEX errand_jobs_unique (unique_key=? AND unique_window_us=?)",
+			},
+			notWant: []string{"SCAN errand_jobs"},
+		},
+		{
+			name:    "find the holder of a key",
+			query:   uniqueHolderSQL,
+			want:    []string{"USING INDEX errand_jobs_unique (unique_key=? AND unique_window_us=?)"},
+			notWant: []string{"SCAN errand_jobs"},
+		},
 		// A claim sweeps first: each sweep statement must seek the partial
 		// index of the rows it may change, never read the waiting rows.
 		{
