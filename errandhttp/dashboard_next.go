@@ -70,6 +70,9 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 			s += fmt.Sprintf(" after attempt %d of %d (class %s)", j.Attempt, j.MaxAttempts, j.LastError.Class)
 		}
 		s += ": replay to run again"
+		if j.OrderingHold && j.OrderingKey != nil {
+			s += "; it holds ordering key " + *j.OrderingKey + ", so the later jobs of the key wait until it is replayed or cancelled"
+		}
 	case errand.StateCancelled:
 		s = "cancelled: replay to run again"
 	default:

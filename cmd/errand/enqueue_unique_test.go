@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,9 @@ func TestEnqueueUniqueScope(t *testing.T) {
 		t.Fatalf("enqueue --json = %s", r.stdout)
 	}
 	first := out.ID
+	if r := ok(t, cli(t, "inspect", first, "--db", db)); !strings.Contains(r.stdout, "until_finished") || !strings.Contains(r.stdout, "unique window") {
+		t.Errorf("inspect lacks the unique scope and window:\n%s", r.stdout)
+	}
 	if again := enqueue(t, db, args...); again != first {
 		t.Fatalf("a second enqueue while %s waits printed %s", first, again)
 	}

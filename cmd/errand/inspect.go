@@ -111,8 +111,18 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 		field("last worker", *j.LeaseOwner)
 	}
 	field("unique key", optString(j.UniqueKey))
+	if j.UniqueScope != nil {
+		field("unique scope", j.UniqueScope.String())
+	}
+	if j.UniqueWindowStart != nil {
+		field("unique window", "from "+optTime(j.UniqueWindowStart))
+	}
 	if j.OrderingKey != nil {
-		field("ordering key", *j.OrderingKey)
+		ordering := *j.OrderingKey
+		if j.OrderingHold {
+			ordering += " (held while dead, until replayed or cancelled)"
+		}
+		field("ordering key", ordering)
 	}
 	if j.HeldBy != nil {
 		field("held by", *j.HeldBy)

@@ -1,0 +1,27 @@
+package errandhttp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// TestDashboardJobDetailUniqueAndHold: a job's page shows its unique
+// key's scope and window, and a dead job that holds its ordering key says
+// that the rest of the key waits for it.
+func TestDashboardJobDetailUniqueAndHold(t *testing.T) {
+	clk := errandtest.NewClock(testStart)
+	c := newSQLiteClient(t, clk)
+	h := NewDashboard(c, nil)
+	enqueue(t, c, failArgs{Note: "bad entry"}, &errand.EnqueueOpts{ID: "head", Queue: "ledger", OrderingKey: "acct-7",
+		OrderingOnDead: errand.OrderingHoldOnDead,
+		Unique:         &errand.UniqueOpts{Key: "entry:1", Scope: errand.UniqueUntilSucceeded, Window: 24 * time.Hour}})
+	workOne(t, c, "ledger")
+	body := mustGet(t, h, "/jobs/head")
+	wantContains(t, "dead head", body,
+		"entry:1 (scope until_succeeded), in the window from",
+		"acct-7, held while dead until replayed or cancelled",
+		"it holds ordering key acct-7, so the later jobs of the key wait until it is replayed or cancelled")
+}
