@@ -200,8 +200,9 @@ type EnqueueParams struct {
 type EnqueueResult struct {
 	// Job is the new job, or the existing one when Duplicate.
 	Job *Job
-	// Duplicate reports that a job with the same ID or UniqueKey existed:
-	// Job is that job, unchanged, and nothing was enqueued.
+	// Duplicate reports that a job with the same ID existed, or one held
+	// the unique key (see [UniqueOpts]): Job is that job, unchanged, and
+	// nothing was enqueued.
 	Duplicate bool
 }
 

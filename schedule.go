@@ -63,8 +63,9 @@ type ScheduleOpts struct {
 	// ticks are missed. Default DefaultScheduleGrace.
 	Grace time.Duration
 	// Enqueue are the options of every job the schedule enqueues (queue,
-	// priority, attempts, tags...). ID and UniqueKey must be empty: a
-	// tick's job gets a fresh id and the tick's unique key.
+	// priority, attempts, tags...). ID, UniqueKey and Unique must be empty:
+	// a tick's job gets a fresh id and the tick's unique key, held in every
+	// state ([UniqueAlways]) so that a tick never enqueues twice.
 	Enqueue *EnqueueOpts
 }
 
@@ -135,8 +136,8 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 	if o.Enqueue == nil {
 		o.Enqueue = &EnqueueOpts{}
 	}
-	if o.Enqueue.ID != "" || o.Enqueue.UniqueKey != "" {
-		return nil, &InputError{Field: "Enqueue", Message: "sets ID or UniqueKey; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
+	if o.Enqueue.ID != "" || o.Enqueue.UniqueKey != "" || o.Enqueue.Unique != nil {
+		return nil, &InputError{Field: "Enqueue", Message: "sets ID, UniqueKey or Unique; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
 	}
 	if o.Location == time.Local {
 		return nil, &InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}

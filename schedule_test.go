@@ -307,6 +307,7 @@ func TestNewScheduleRefusesBadInput(t *testing.T) {
 		{"s", "@hourly", args, &errand.ScheduleOpts{Grace: -time.Second}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{UniqueKey: "k"}}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{ID: "j"}}},
+		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "k", Scope: errand.UniqueUntilFinished}}}},
 	} {
 		_, err := errand.NewSchedule(tc.name, tc.spec, tc.args, tc.opts)
 		var ie *errand.InputError

@@ -456,8 +456,9 @@ type JobInsertManyParams struct {
 // JobInsertResult is the outcome of inserting one job.
 type JobInsertResult struct {
 	Job *Job
-	// Duplicate reports that a job with the same ID or UniqueKey existed and
-	// Job is that job, unchanged.
+	// Duplicate reports that a job with the same ID existed, or one held
+	// the UniqueKey (in its scope and window), and Job is that job,
+	// unchanged.
 	Duplicate bool
 }
 
