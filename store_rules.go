@@ -16,8 +16,9 @@ import (
 var WaitingStates = statesWhere(JobState.Waiting)
 
 // UnfinishedStates are the states of a job not yet finished: waiting or
-// running. Only unfinished jobs take part in the ordering-key rule (see
-// [OrderingFreeSQL]); a finished one holds nothing back.
+// running. Unfinished jobs take part in the ordering-key rule (see
+// [OrderingFreeSQL]); a finished one holds nothing back, but for a dead job
+// that holds its key ([OrderingHoldOnDead]).
 var UnfinishedStates = statesWhere(func(s JobState) bool { return s.Waiting() || s == StateRunning })
 
 // TerminalStates are the states a job leaves only by an explicit replay.
@@ -104,8 +105,9 @@ func orderingHoldsSQL(alias string) string {
 // ordering-key rule.
 func OrderingIndexSQL() string { return `ordering_key IS NOT NULL AND ` + orderingHoldsSQL("") }
 
-// orderingAheadSQL is the condition on o, a row of j's key, that o holds
-// j back: it takes part in the rule and is running or comes before j.
+// orderingAheadSQL is the FROM and WHERE that select the rows o of j's key
+// that hold j back: they take part in the rule and are running or come
+// before j.
 func orderingAheadSQL(jobs string) string {
 	return `FROM ` + jobs + ` o
 		WHERE o.ordering_key = j.ordering_key AND ` + orderingHoldsSQL("o.") + `
