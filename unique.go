@@ -209,13 +209,9 @@ func UniqueHeldSQL() string {
 }
 
 // UniqueScopeColumn is the value of a job's unique_states column: its scope
-// with the default made explicit, or 0 for a job with no unique key.
-func (p *JobInsertParams) UniqueScopeColumn() int {
-	if p.UniqueKey == "" {
-		return 0
-	}
-	return int(p.UniqueScope.orDefault())
-}
+// with the default made explicit, as the column's default is too (a job
+// with no unique key holds nothing whatever its scope).
+func (p *JobInsertParams) UniqueScopeColumn() int { return int(p.UniqueScope.orDefault()) }
 
 // UniqueWindowColumn is the value of a job's unique_window_us column when
 // it is inserted at now: see [UniqueWindowStart].

@@ -7,8 +7,9 @@
 -- the window's start in Unix microseconds, 0 for none), and a partial
 -- unique index covers exactly the rows that hold their key: a job frees its
 -- key the moment its state leaves its scope, whatever moves it there, with
--- no write of its own. Existing keys get every state and no window, so
--- they behave as before.
+-- no write of its own. unique_states defaults to every state (63) and the
+-- window to none, so existing keys, and rows written without naming these
+-- columns, behave as before.
 --
 -- ordering_hold = 1 makes a dead job hold its ordering key until it is
 -- replayed or cancelled (errand.OrderingHoldOnDead); existing jobs release
@@ -48,7 +49,7 @@ CREATE TABLE errand_jobs_new (
     errors           TEXT    NOT NULL DEFAULT '[]',
     replays          INTEGER NOT NULL DEFAULT 0,
     tags             TEXT    NOT NULL DEFAULT '[]',
-    unique_states    INTEGER NOT NULL DEFAULT 0,
+    unique_states    INTEGER NOT NULL DEFAULT 63,
     unique_window_us INTEGER NOT NULL DEFAULT 0,
     ordering_hold    INTEGER NOT NULL DEFAULT 0 CHECK (ordering_hold IN (0, 1))
 );
@@ -56,12 +57,11 @@ CREATE TABLE errand_jobs_new (
 INSERT INTO errand_jobs_new (seq, id, queue, kind, args, args_version, priority, state, attempt,
         max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
         lease_token, lease_until, lease_owner, unique_key, ordering_key, progress, created_at,
-        attempted_at, finished_at, last_error, errors, replays, tags, unique_states)
+        attempted_at, finished_at, last_error, errors, replays, tags)
     SELECT seq, id, queue, kind, args, args_version, priority, state, attempt,
         max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
         lease_token, lease_until, lease_owner, unique_key, ordering_key, progress, created_at,
-        attempted_at, finished_at, last_error, errors, replays, tags,
-        CASE WHEN unique_key IS NOT NULL THEN 63 ELSE 0 END
+        attempted_at, finished_at, last_error, errors, replays, tags
     FROM errand_jobs ORDER BY seq;
 
 -- Keep the AUTOINCREMENT high-water mark: a pruned job's seq is never
