@@ -188,6 +188,15 @@ func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
 	if held, err := s.JobGet(ctx, &errand.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
 		t.Fatalf("job behind a dead head: %+v, %v; want it free", held, err)
 	}
+	// A row written without the new columns, as an older errand still
+	// running against the file would write it, holds its key as before.
+	exec(t, path, `INSERT INTO errand_jobs (id, queue, kind, args, state, max_attempts, available_at, created_at, unique_key)
+		VALUES ('raw', 'default', 'k', '{}', 'succeeded', 1, 0, 0, 'raw:1')`)
+	rs, err = s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+		{ID: "raw-again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "raw:1", UniqueScope: errand.UniqueUntilFinished}}})
+	if err != nil || !rs[0].Duplicate || rs[0].Job.ID != "raw" {
+		t.Fatalf("insert with the key of a row written without a scope: %+v, %v; want the duplicate of raw", rs, err)
+	}
 	idx := query(t, path, `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'errand_jobs' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
 	want := []string{"errand_jobs_claim", "errand_jobs_deadline", "errand_jobs_due", "errand_jobs_finished",
 		"errand_jobs_lease", "errand_jobs_ordering", "errand_jobs_state", "errand_jobs_unique"}
