@@ -109,6 +109,10 @@ type claimPlan struct {
 	// wait, when positive, is how long until a bucket that held back the
 	// queue, a kind or a kind's retries holds a token again.
 	wait time.Duration
+	// again: the claim's first attempts gave tokens to a retry budget
+	// that had none, whose retries the claim left out: claim again at
+	// once rather than wait for a poll.
+	again bool
 	// takes and grants, for settle.
 	takes  []LimiterTake
 	grants []LimiterGrant
@@ -220,6 +224,9 @@ func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPl
 			used = perKind[strings.TrimPrefix(t.Name, "kind:")]
 		default:
 			used = len(jobs)
+		}
+		if deposit > 0 && p.grants[i].Granted == 0 {
+			p.again = true
 		}
 		if amount := float64(p.grants[i].Granted-used) + deposit; amount > 0 {
 			gives = append(gives, LimiterGive{Name: t.Name, Amount: amount})

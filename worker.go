@@ -445,7 +445,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				}
 			})
 		}
-		if err == nil && len(jobs) == plan.limit {
+		if err == nil && (len(jobs) == plan.limit || plan.again) {
 			idle = false
 			continue // there may be more
 		}
