@@ -253,13 +253,14 @@ func (p *claimPlan) idleWait(wait time.Duration) time.Duration {
 }
 
 // waitForTokens sleeps a held-back queue until its buckets hold a token,
-// or the poll interval when they cannot say. It reports false when the
-// loop should end. Wake-ups are not waited for: a held-back queue cannot
-// claim before then whatever is enqueued.
+// and no longer than the poll interval, so that tokens other workers give
+// back, or a changed rule, are seen within a poll. It reports false when
+// the loop should end. Wake-ups are not waited for: a held-back queue
+// cannot claim before then whatever is enqueued.
 func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, p *claimPlan) bool {
 	wait := w.cfg.PollInterval
 	if p.wait > 0 {
-		wait = max(p.wait, minDueWait)
+		wait = min(wait, max(p.wait, minDueWait))
 	}
 	poll.Reset(wait)
 	select {

@@ -119,10 +119,20 @@ func TestWorkerLimitFlags(t *testing.T) {
 		{[]string{"--retry-budget", "k=0.1/1ms"}, "window"},
 		{[]string{"--retry-budget", "nope=0.1"}, "no handler"},
 		{[]string{"--once", "--rate-limit", "queue:default=5/s"}, "long-running"},
+		{[]string{"serve", "--rate-limit", "queue:default=5/s"}, "--rate-limit"},
+		{[]string{"serve", "--exec", "k=/bin/true", "--rate-limit", "kind:nope=5/s"}, "no handler"},
 	} {
 		args := append([]string{"work", "--db", db, "--exec", "k=/bin/true"}, c.args...)
+		if c.args[0] == "serve" {
+			args = append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, c.args[1:]...)
+		}
 		r := cli(t, args...)
-		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		stderr := strings.TrimSpace(r.stderr)
+		if c.args[0] == "serve" {
+			// errand serve logs that it serves before its worker starts.
+			stderr = stderr[strings.LastIndex(stderr, "\n")+1:]
+		}
+		if r.code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 0 || !strings.HasPrefix(stderr, "errand: ") {
 			t.Errorf("errand %s = exit %d, stderr %q; want exit 2 and one line with %q", strings.Join(c.args, " "), r.code, r.stderr, c.want)
 		}
 	}
