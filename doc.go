@@ -146,6 +146,17 @@
 // [Client.Schedules] lists every schedule's next fire, last fire and last
 // job.
 //
+// # Rate limits and retry budgets
+//
+// A [RateLimit] caps the starts of a queue's or a kind's jobs per interval
+// across the cluster; a [RetryBudget] caps a kind's retries to a fraction
+// of its first attempts. Both are token buckets held in the store
+// ([LimiterStore]), so every process draws on the same tokens. A Worker
+// given them ([WorkerConfig].RateLimits and RetryBudgets) takes tokens
+// before each claim and claims no job it has no token for: a job over a
+// limit waits, queued, with no attempt used. [Client.Limits] shows every
+// bucket's tokens.
+//
 // # Operating
 //
 // Operators act through the client, and every action lands in the audit

@@ -11,7 +11,8 @@ import (
 // [WorkerRegistry], [LeaderElector], [OperatorStore] (the audit, bulk
 // replay, retention, insights) and [Migrator], each an interface of its own; [Store] embeds those every store must have, and [TxStore] adds
 // the caller's transactions, typed by the store's own transaction type.
-// Optional capabilities, such as [Notifier], are found by type assertion.
+// Optional capabilities, such as [Notifier], [ScheduleStore] and
+// [LimiterStore], are found by type assertion.
 // errand/sqlite (the embedded default) and errand/postgres implement it;
 // the package errand/storetest holds the conformance suite that every
 // implementation must pass unchanged.
@@ -379,6 +380,36 @@ type ScheduleStore interface {
 	ScheduleList(ctx context.Context, params *ScheduleListParams) ([]*ScheduleRecord, error)
 }
 
+// LimiterStore is an optional capability of a Store: the token buckets of
+// cluster-wide rate limits and retry budgets (see [RateLimit] and
+// [RetryBudget]), one row per bucket name, on the store's clock, found by
+// type assertion. errand/sqlite and errand/postgres implement it. A Worker
+// configured with limits needs it; a Worker without limits never touches
+// it, so the claim path pays nothing for it. The arithmetic of a bucket is
+// [LimiterSpec]'s, the same for every store: a store locks the bucket's
+// row, applies it, and writes the result, in one transaction.
+type LimiterStore interface {
+	// LimiterTake takes up to Want tokens from each bucket of Takes, in one
+	// transaction: a bucket missing is created full ([LimiterSpec.Full]),
+	// an existing one takes the Spec given (the last writer's spec wins),
+	// then [LimiterSpec.Take] decides the grant as of now on the store's
+	// clock. A take that grants nothing of a positive Want adds one to the
+	// bucket's Denied count. The result has one grant per take, in order.
+	// Bad parameters are an *InputError and nothing is written.
+	LimiterTake(ctx context.Context, params *LimiterTakeParams) ([]LimiterGrant, error)
+
+	// LimiterGive adds tokens to buckets, in one transaction, as
+	// [LimiterSpec.Give] adds them: unused grants given back, a retry
+	// budget's deposits. A bucket that does not exist is left alone. Bad
+	// parameters are an *InputError and nothing is written.
+	LimiterGive(ctx context.Context, params *LimiterGiveParams) error
+
+	// LimiterList returns every bucket, ordered by name, with its tokens
+	// as of now on the store's clock ([LimiterSpec.Level]). It writes
+	// nothing.
+	LimiterList(ctx context.Context, params *LimiterListParams) ([]*LimiterRecord, error)
+}
+
 // LeaderResignParams names the lease to end.
 type LeaderResignParams struct {
 	Name   string
@@ -522,6 +553,11 @@ type JobClaimParams struct {
 	Lease time.Duration
 	// Owner names the claiming worker, recorded as lease_owner.
 	Owner string
+	// SkipRetryKinds, when not empty, leaves out of the claim the waiting
+	// jobs of these kinds that were attempted before (attempt > 0): the
+	// retries of a kind whose retry budget is spent (see [RetryBudget]).
+	// Empty, the claim is the one without it.
+	SkipRetryKinds []string
 }
 
 // JobNextDueParams asks when the next job comes due.

@@ -66,6 +66,14 @@ type WorkerConfig struct {
 	// default, deletes nothing: how long to keep jobs is the operator's
 	// decision.
 	Retention *RetentionPolicy
+	// RateLimits cap how many jobs of a queue or a kind start per
+	// interval across the cluster (see [RateLimit]); RetryBudgets cap a
+	// kind's retries to a fraction of its first attempts (see
+	// [RetryBudget]). Both are held in the store, which must be a
+	// [LimiterStore]. Each must name a queue this worker works or a kind
+	// it handles. A worker without them makes no call for them.
+	RateLimits   []RateLimit
+	RetryBudgets []RetryBudget
 }
 
 // Worker runs jobs from one or more queues until stopped. It claims only as
@@ -96,6 +104,7 @@ type Worker struct {
 	reg           workerRegistration // see worker_registry.go
 	leader        workerLeadership   // see worker_leader.go
 	scheduler     *scheduler         // nil without schedules; see schedule.go
+	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -162,7 +171,11 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 			return nil, err
 		}
 	}
-	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}
+	flow, err := newFlowLimits(c.store, &cfg, kinds)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow}
 	if len(cfg.Schedules) > 0 {
 		sc, err := newScheduler(c.engine, cfg.Schedules)
 		if err != nil {
@@ -361,6 +374,13 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		if loopCtx.Err() != nil {
 			return
 		}
+		plan := w.flow.plan(loopCtx, w.c.logger, queue, w.kinds, free) // rate limits, retry budgets
+		if plan.held {
+			if !w.waitForTokens(loopCtx, poll, &plan) {
+				return
+			}
+			continue
+		}
 		// An idle queue asks when its next job comes due before it claims:
 		// a job that comes due meanwhile is then either taken by the claim
 		// or not earlier than the answer, so the sleep below never passes
@@ -376,13 +396,15 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
 		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
-			Queues: []string{queue},
-			Kinds:  w.kinds,
-			Limit:  free,
-			Lease:  w.cfg.Lease,
-			Owner:  w.cfg.Owner,
+			Queues:         []string{queue},
+			Kinds:          plan.kinds,
+			Limit:          plan.limit,
+			Lease:          w.cfg.Lease,
+			Owner:          w.cfg.Owner,
+			SkipRetryKinds: plan.skipRetry,
 		})
 		cancelClaim()
+		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
 		if err != nil && loopCtx.Err() == nil {
 			w.c.logger.Error("claim failed", "queue", queue, "err", err)
 		}
@@ -423,7 +445,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				}
 			})
 		}
-		if err == nil && len(jobs) == free {
+		if err == nil && (len(jobs) == plan.limit || plan.again) {
 			idle = false
 			continue // there may be more
 		}
@@ -440,6 +462,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			// from spinning the loop on a job forever a moment away.
 			wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 		}
+		wait = plan.idleWait(wait)
 		poll.Reset(wait)
 		select {
 		case <-loopCtx.Done():

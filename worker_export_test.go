@@ -54,3 +54,6 @@ func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
 // EchoesSkipped returns how many of the store's notifications w skipped as
 // echoes of its own client's announcements.
 func EchoesSkipped(w *Worker) int64 { return w.echoesSkipped.Load() }
+
+// RateLimitSpec is the bucket rule of a rate limit, defaults applied.
+func RateLimitSpec(l RateLimit) (LimiterSpec, error) { return l.spec() }

@@ -134,6 +134,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/prune", a.prune},
 		{"GET /api/v1/stats", a.stats},
 		{"GET /api/v1/schedules", a.schedules},
+		{"GET /api/v1/limits", a.limits},
 		{"GET /api/v1/workers", a.workers},
 	}
 }

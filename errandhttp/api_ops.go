@@ -269,3 +269,17 @@ func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, statsResponse{Queues: s, Insights: ins})
 	return nil
 }
+
+// limits serves GET /api/v1/limits: the cluster's rate limits and retry
+// budgets, with their tokens now.
+func (a *api[TTx]) limits(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	rs, err := a.c.Limits(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"limits": rs})
+	return nil
+}

@@ -81,6 +81,7 @@ type dashboardClient interface {
 	Insights(ctx context.Context, opts *errand.InsightsOpts) (*errand.Insights, error)
 	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errand.AuditRecord, error)
 	Schedules(ctx context.Context) ([]*errand.ScheduleRecord, error)
+	Limits(ctx context.Context) ([]*errand.LimiterRecord, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 }
 
@@ -266,6 +267,9 @@ type overviewData struct {
 	Insights   *errand.Insights
 	Depth      map[string]*queueDepth
 	TotalDepth queueDepth
+	// Limits are the cluster's rate limits and retry budgets, with their
+	// tokens now.
+	Limits []*errand.LimiterRecord
 }
 
 // QueueDepth is queue's split of its queued jobs.
@@ -298,8 +302,13 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	limits, err := d.c.Limits(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
-		Insights: ins, Depth: insightsByQueue(ins)}
+		Insights: ins, Depth: insightsByQueue(ins), Limits: limits}
 	for _, q := range data.Depth {
 		data.TotalDepth.Ready += q.Ready
 		data.TotalDepth.Scheduled += q.Scheduled

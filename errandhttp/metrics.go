@@ -3,6 +3,7 @@ package errandhttp
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +56,12 @@ type MetricsOptions struct {
 //	errand_queue_oldest_ready_age_seconds{queue}      how long the oldest claimable job has waited
 //	errand_queue_unhandled_jobs{queue,kind}           waiting jobs of kinds no live worker handles
 //	errand_store_up                                   1 when the last statistics query succeeded, else 0
+//	errand_rate_limit_tokens{limit}                   a rate limit's tokens now: jobs that may start at once
+//	errand_rate_limit_per_second{limit}               a rate limit's rate
+//	errand_rate_limited_total{limit}                  claims held back for want of a token, by every process
+//	errand_retry_budget_tokens{kind}                  a retry budget's tokens now: retries that may start
+//	errand_retry_budget_exhausted{kind}               1 while the kind's retries wait for the budget, else 0
+//	errand_retry_budget_held_back_total{kind}         claims that left the kind's retries out
 //	errand_jobs_enqueued_total{queue,kind}            jobs this process enqueued
 //	errand_jobs_started_total{queue,kind}             attempts this process started
 //	errand_jobs_finished_total{queue,kind,outcome}    attempts ended: succeeded, retrying, dead, snoozed, interrupted, lease_lost
@@ -90,6 +97,12 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 	}
 	reg.MustRegister(&queueCollector{cache: &statsCache{
 		read:    c.Stats,
+		clock:   o.Clock,
+		maxAge:  o.CacheFor,
+		timeout: o.Timeout,
+	}})
+	reg.MustRegister(&limitCollector{cache: &readCache[[]*errand.LimiterRecord]{
+		read:    c.Limits,
 		clock:   o.Clock,
 		maxAge:  o.CacheFor,
 		timeout: o.Timeout,
@@ -139,5 +152,57 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, k := range s.UnhandledKinds {
 			ch <- prometheus.MustNewConstMetric(unhandledDesc, prometheus.GaugeValue, float64(k.Waiting), s.Queue, k.Kind)
 		}
+	}
+}
+
+// Descriptions of the rate limit and retry budget gauges, read from the
+// database (see errand.Client.Limits).
+var (
+	rateTokensDesc = prometheus.NewDesc("errand_rate_limit_tokens",
+		"Tokens a cluster-wide rate limit holds now: jobs of its queue or kind that may start at once.", []string{"limit"}, nil)
+	ratePerSecondDesc = prometheus.NewDesc("errand_rate_limit_per_second",
+		"Starts per second a cluster-wide rate limit allows.", []string{"limit"}, nil)
+	rateLimitedDesc = prometheus.NewDesc("errand_rate_limited_total",
+		"Claims that a cluster-wide rate limit held back for want of a token, by every process.", []string{"limit"}, nil)
+	budgetTokensDesc = prometheus.NewDesc("errand_retry_budget_tokens",
+		"Tokens a kind's retry budget holds now: retries that may start.", []string{"kind"}, nil)
+	budgetExhaustedDesc = prometheus.NewDesc("errand_retry_budget_exhausted",
+		"1 while a kind's retries wait for its retry budget, else 0.", []string{"kind"}, nil)
+	budgetHeldDesc = prometheus.NewDesc("errand_retry_budget_held_back_total",
+		"Claims that left a kind's retries out because its retry budget was spent, by every process.", []string{"kind"}, nil)
+)
+
+// limitCollector reports the rate limits and retry budgets at scrape time.
+// A failed read reports nothing: errand_store_up says whether the
+// database answers.
+type limitCollector struct {
+	cache *readCache[[]*errand.LimiterRecord]
+}
+
+func (l *limitCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{rateTokensDesc, ratePerSecondDesc, rateLimitedDesc, budgetTokensDesc, budgetExhaustedDesc, budgetHeldDesc} {
+		ch <- d
+	}
+}
+
+func (l *limitCollector) Collect(ch chan<- prometheus.Metric) {
+	rs, _, err := l.cache.get(context.Background())
+	if err != nil {
+		return
+	}
+	for _, r := range rs {
+		if kind, ok := strings.CutPrefix(r.Name, "retry:"); ok && r.Spec.Mode == errand.LimiterModeRetryBudget {
+			exhausted := 0.0
+			if r.Tokens <= 0 {
+				exhausted = 1
+			}
+			ch <- prometheus.MustNewConstMetric(budgetTokensDesc, prometheus.GaugeValue, r.Tokens, kind)
+			ch <- prometheus.MustNewConstMetric(budgetExhaustedDesc, prometheus.GaugeValue, exhausted, kind)
+			ch <- prometheus.MustNewConstMetric(budgetHeldDesc, prometheus.CounterValue, float64(r.Denied), kind)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(rateTokensDesc, prometheus.GaugeValue, r.Tokens, r.Name)
+		ch <- prometheus.MustNewConstMetric(ratePerSecondDesc, prometheus.GaugeValue, r.Spec.Rate, r.Name)
+		ch <- prometheus.MustNewConstMetric(rateLimitedDesc, prometheus.CounterValue, float64(r.Denied), r.Name)
 	}
 }

@@ -386,7 +386,19 @@ var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOI
 var (
 	claimOneSQL  = strings.Replace(claimSQL, "{pick}", claimOneQueue, 1)
 	claimManySQL = strings.Replace(claimSQL, "{pick}", claimManyQueues, 1)
+	// The claims that leave out the retries of some kinds ($7), for a
+	// worker with a spent retry budget: the others are unchanged.
+	claimOneSkipSQL  = skipRetries(claimOneSQL)
+	claimManySkipSQL = skipRetries(claimManySQL)
 )
+
+func skipRetries(q string) string {
+	const kinds = "AND ($5::text[] IS NULL OR kind = ANY($5))"
+	if !strings.Contains(q, kinds) {
+		panic("postgres: the claim has no kind filter to extend")
+	}
+	return strings.Replace(q, kinds, kinds+" AND NOT (attempt > 0 AND kind = ANY($7::text[]))", 1)
+}
 
 // JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
@@ -414,9 +426,14 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	s.queueSweep(b, now)
-	if len(queues) == 1 {
+	switch {
+	case len(p.SkipRetryKinds) > 0 && len(queues) == 1:
+		b.Queue(s.sql(claimOneSkipSQL), now, us(p.Lease), p.Owner, queues[0], kinds, p.Limit, p.SkipRetryKinds)
+	case len(p.SkipRetryKinds) > 0:
+		b.Queue(s.sql(claimManySkipSQL), now, us(p.Lease), p.Owner, queues, kinds, p.Limit, p.SkipRetryKinds)
+	case len(queues) == 1:
 		b.Queue(s.sql(claimOneSQL), now, us(p.Lease), p.Owner, queues[0], kinds, p.Limit)
-	} else {
+	default:
 		b.Queue(s.sql(claimManySQL), now, us(p.Lease), p.Owner, queues, kinds, p.Limit)
 	}
 	br := conn.SendBatch(ctx, b)

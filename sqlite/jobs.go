@@ -277,8 +277,11 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		for _, k := range p.Kinds {
 			args = append(args, k)
 		}
+		for _, k := range p.SkipRetryKinds {
+			args = append(args, k)
+		}
 		args = append(args, p.Limit)
-		rows, err := tx.QueryContext(ctx, claimSQL(len(p.Queues), len(p.Kinds)), args...)
+		rows, err := tx.QueryContext(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)), args...)
 		if err != nil {
 			return err
 		}
@@ -293,16 +296,20 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 }
 
 // claimSQL is the claim of JobClaimMany for that many queues and kinds (no
-// kinds: every kind). Its parameters are attempted_at, lease_until,
-// lease_owner, now, the queues, the kinds and the limit. The pick walks the
+// kinds: every kind), leaving out the retries of skipRetry kinds. Its
+// parameters are attempted_at, lease_until, lease_owner, now, the queues,
+// the kinds, the kinds whose retries to skip and the limit. The pick walks the
 // claim index, which holds waiting rows in claim order: named, because the
 // errand_jobs_due index also matches queue and available_at, and a pick
 // through it would read and sort every ready job of the queue to take a
 // few. Each row gets its own token: randomblob is evaluated per row.
-func claimSQL(queues, kinds int) string {
+func claimSQL(queues, kinds, skipRetry int) string {
 	filter := "queue IN (" + placeholders(queues) + ")"
 	if kinds > 0 {
 		filter += " AND kind IN (" + placeholders(kinds) + ")"
+	}
+	if skipRetry > 0 {
+		filter += " AND NOT (j.attempt > 0 AND j.kind IN (" + placeholders(skipRetry) + "))"
 	}
 	return `UPDATE errand_jobs SET
 			state = 'running', attempt = attempt + 1, attempted_at = ?,

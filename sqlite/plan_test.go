@@ -25,10 +25,18 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{
 			name:  "claim from one queue",
-			query: strings.SplitN(claimSQL(1, 2), "RETURNING", 2)[0],
+			query: strings.SplitN(claimSQL(1, 2, 0), "RETURNING", 2)[0],
 			want: []string{
 				"SEARCH j USING INDEX errand_jobs_claim (queue=?)",
 				"SEARCH o USING INDEX errand_jobs_ordering (ordering_key=?)",
+			},
+			notWant: []string{"TEMP B-TREE", "errand_jobs_due", "errand_jobs_state"},
+		},
+		{
+			name:  "claim leaving out a kind's retries",
+			query: strings.SplitN(claimSQL(1, 2, 1), "RETURNING", 2)[0],
+			want: []string{
+				"SEARCH j USING INDEX errand_jobs_claim (queue=?)",
 			},
 			notWant: []string{"TEMP B-TREE", "errand_jobs_due", "errand_jobs_state"},
 		},

@@ -131,6 +131,7 @@ func exercise(t *testing.T, h harness) {
 		{"Workers", workerCases},
 		{"Leader", leaderCases},
 		{"Schedule", scheduleCases},
+		{"Limiter", limiterCases},
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},

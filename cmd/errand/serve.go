@@ -62,7 +62,9 @@ kinds in this process, as errand work does (see errand help work for
 of SPEC, and with --retain-succeeded AGE and --retain-dead AGE it deletes
 finished jobs past those ages every hour while it leads the cluster, as
 errand work does. --cron and --retain alone run a worker that claims no
-job: it fires the schedules and applies the retention only.
+job: it fires the schedules and applies the retention only. --rate-limit
+and --retry-budget limit the worker's claims as they limit errand work's;
+the dashboard and /api/v1/limits show every limit's tokens.
 
 SIGINT or SIGTERM stops accepting requests, lets requests in flight finish,
 drains the worker for --grace, and exits 0.`,
@@ -83,6 +85,7 @@ drains the worker for --grace, and exits 0.`,
 		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
+		limits := addLimitFlags(fs)
 		ready := addReadyFlags(fs)
 
 		return func(ctx context.Context, pos []string) error {
@@ -108,8 +111,12 @@ drains the worker for --grace, and exits 0.`,
 			}
 			handles := len(*execs)+len(*hooks) > 0
 			retain := retention.policy() != nil
-			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease")) {
-				return usagef("--queue, --timeout and --lease configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || limits.set()) {
+				return usagef("--queue, --timeout, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			}
+			rates, budgets, err := limits.parse()
+			if err != nil {
+				return err
 			}
 			if !handles && len(*crons) == 0 && !retain && isSet(fs, "grace") {
 				return usagef("--grace configures the worker; add --exec, --http, --cron or --retain-succeeded/--retain-dead, or drop it")
@@ -179,6 +186,7 @@ drains the worker for --grace, and exits 0.`,
 			if handles || len(schedules) > 0 || retain {
 				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules}
 				wcfg.Retention = retention.policy()
+				wcfg.RateLimits, wcfg.RetryBudgets = rates, budgets
 				if wcfg.Lease == 0 {
 					wcfg.Lease = errand.DefaultLease
 				}
@@ -188,7 +196,7 @@ drains the worker for --grace, and exits 0.`,
 				w, err := c.NewWorker(wcfg)
 				if err != nil {
 					srv.Close()
-					return retentionFlagError(err)
+					return workerConfigError(err)
 				}
 				// The worker drains when ctx ends, or when the server
 				// fails.

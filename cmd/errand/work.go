@@ -25,7 +25,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--cron 'NAME=SPEC KIND [JSON]'...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -84,6 +84,19 @@ nor repeats one; ticks missed while no worker ran are skipped (a tick up to
 10s late still runs). A changed SPEC for a NAME starts afresh from now.
 errand schedules lists them.
 
+Each --rate-limit queue:NAME=N/PER or kind:NAME=N/PER starts at most N
+jobs of queue NAME, or of kind NAME, per PER (s, m, h or a duration) across
+every worker of the database: the tokens are held in the database, so two
+workers share the rate. A job over the limit is not claimed: it stays
+queued, its attempt unused, and the queue sleeps until a token is due.
+,burst=B lets B start at once after a quiet spell (default a tenth of a
+second's worth, at least 1). Each --retry-budget KIND=RATIO[/WINDOW][,min=N]
+lets KIND's retries start only while they stay within RATIO of its first
+attempts over about WINDOW (default 1m), plus N per window (default 10) so
+that a quiet kind can still retry; over budget its retries wait, queued,
+and its first attempts still run. Give every worker the same limits: a
+limit follows the last worker that used it. errand limits shows them.
+
 It logs to stderr: one line per job outcome with job_id, kind, attempt,
 duration and class, leadership changes, and a summary at exit.
 
@@ -111,6 +124,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
+		limits := addLimitFlags(fs)
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 		metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on `ADDR` (HOST:PORT, or a port alone for 127.0.0.1; default: off)")
 		readyF := addReadyFlags(fs)
@@ -135,7 +149,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -167,6 +181,10 @@ With --once it claims one job, runs it, prints one JSON line:
 				return err
 			}
 			schedules, err := parseCrons(*crons)
+			if err != nil {
+				return err
+			}
+			rates, budgets, err := limits.parse()
 			if err != nil {
 				return err
 			}
@@ -205,7 +223,8 @@ With --once it claims one job, runs it, prints one JSON line:
 				defer m.stop()
 			}
 			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
-				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy()}
+				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy(),
+				RateLimits: rates, RetryBudgets: budgets}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
 			}
@@ -217,7 +236,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			}
 			w, err := c.NewWorker(cfg)
 			if err != nil {
-				return retentionFlagError(err)
+				return workerConfigError(err)
 			}
 			err = runWorker(ctx, w, cfg, qs, kindNames, *grace, handlers, e)
 			forced = errors.Is(err, errSecondSignal)

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/errandhq/errand"
+)
+
+var limitsCommand = &command{
+	name:    "limits",
+	args:    "[--json]",
+	summary: "list rate limits and retry budgets: tokens now, rule, claims held back",
+	detail: `
+Lists every rate limit and retry budget that a worker has taken tokens from
+(errand work --rate-limit and --retry-budget, or
+errand.WorkerConfig.RateLimits and RetryBudgets in a program), from the
+database, where the cluster's tokens are held: the bucket's name
+(queue:NAME, kind:NAME, retry:KIND), its tokens now, its rule as the last
+worker to use it gave it, how many takes it held back (in every process),
+and when it was last used. A rate limit's tokens are the jobs that may
+start at once; a retry budget's, the retries that may start (0 or less:
+the kind's retries wait).
+
+With --json, prints one JSON array ordered by name: {"name", "spec":
+{"mode", "rate", "burst", "min", "ratio", "window_seconds"}, "tokens",
+"denied", "updated_at"}.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		asJSON := fs.Bool("json", false, "print a JSON array of limit records")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; errand limits takes no arguments", pos[0])
+			}
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			rs, err := c.Limits(ctx)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(e.stdout, rs)
+			}
+			if len(rs) == 0 {
+				_, err := fmt.Fprintln(e.stdout, "no rate limits or retry budgets")
+				return err
+			}
+			return writeLimitsTable(e.stdout, rs)
+		}
+	},
+}
+
+func writeLimitsTable(w io.Writer, rs []*errand.LimiterRecord) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTOKENS\tRULE\tHELD BACK\tUPDATED")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(r.Name), strconv.FormatFloat(r.Tokens, 'f', 2, 64),
+			limitRule(r.Spec), r.Denied, formatTime(r.UpdatedAt))
+	}
+	return tw.Flush()
+}
+
+// limitRule describes a bucket's rule for a person.
+func limitRule(s errand.LimiterSpec) string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+	if s.Mode == errand.LimiterModeRate {
+		return f(s.Rate) + "/s, burst " + f(s.Burst)
+	}
+	return f(s.Ratio) + " per first attempt over " + s.Window.String() + ", min " + f(s.Min)
+}
+
+// limitFlags are the --rate-limit and --retry-budget flags of errand work
+// and errand serve.
+type limitFlags struct {
+	rates   *[]string
+	budgets *[]string
+}
+
+func addLimitFlags(fs *flag.FlagSet) limitFlags {
+	return limitFlags{
+		rates: listFlag(fs, "rate-limit", "start at most N jobs of a queue or kind per PER across every worker "+
+			"(`queue:NAME=N/PER` or kind:NAME=N/PER, PER s, m, h or a duration, optional ,burst=B; repeatable)"),
+		budgets: listFlag(fs, "retry-budget", "let KIND retry at most RATIO per first attempt over WINDOW (default 1m), "+
+			"plus N a window (default 10) (`KIND=RATIO[/WINDOW][,min=N]`; repeatable)"),
+	}
+}
+
+// set reports whether any limit was given.
+func (l limitFlags) set() bool { return len(*l.rates) > 0 || len(*l.budgets) > 0 }
+
+// parse reads the flags.
+func (l limitFlags) parse() ([]errand.RateLimit, []errand.RetryBudget, error) {
+	var rates []errand.RateLimit
+	for _, f := range *l.rates {
+		r, err := errand.ParseRateLimit(f)
+		if err != nil {
+			return nil, nil, usagef("--rate-limit: %v", err)
+		}
+		rates = append(rates, r)
+	}
+	var budgets []errand.RetryBudget
+	for _, f := range *l.budgets {
+		b, err := errand.ParseRetryBudget(f)
+		if err != nil {
+			return nil, nil, usagef("--retry-budget: %v", err)
+		}
+		budgets = append(budgets, b)
+	}
+	return rates, budgets, nil
+}
+
+// workerConfigError names the flag to fix for a worker configuration
+// that NewWorker refused.
+func workerConfigError(err error) error {
+	var ie *errand.InputError
+	if errors.As(err, &ie) {
+		switch {
+		case strings.HasPrefix(ie.Field, "RateLimits"):
+			return usagef("--rate-limit: %s", ie.Message)
+		case strings.HasPrefix(ie.Field, "RetryBudgets"):
+			return usagef("--retry-budget: %s", ie.Message)
+		}
+	}
+	return retentionFlagError(err)
+}

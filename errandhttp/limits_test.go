@@ -1,0 +1,75 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// TestLimitsVisible: the cluster's rate limits and retry budgets, as the
+// workers left them in the database, are in the API, the metrics and the
+// dashboard's overview.
+func TestLimitsVisible(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		ls, ok := st.(errand.LimiterStore)
+		if !ok {
+			t.Fatalf("%T keeps no limits", st)
+		}
+		rate := errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 20, Burst: 2}
+		budget := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Min: 3, Window: time.Minute}
+		for _, want := range []int{5, 1} {
+			if _, err := ls.LimiterTake(t.Context(), &errand.LimiterTakeParams{Takes: []errand.LimiterTake{
+				{Name: "queue:default", Spec: rate, Want: want}, {Name: "retry:mail", Spec: budget, Want: want}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		r := s.do(t, req{method: "GET", path: "/api/v1/limits", token: readerSecret})
+		want(t, "limits", r, http.StatusOK, "")
+		var body struct {
+			Limits []errand.LimiterRecord `json:"limits"`
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if len(body.Limits) != 2 || body.Limits[0].Name != "queue:default" || body.Limits[0].Spec != rate || body.Limits[0].Denied != 1 ||
+			body.Limits[1].Name != "retry:mail" || body.Limits[1].Spec != budget || body.Limits[1].Denied != 1 {
+			t.Fatalf("GET /api/v1/limits = %s", r.body)
+		}
+		if !strings.Contains(string(r.body), `"window_seconds":60`) {
+			t.Errorf("a budget's window is not in seconds: %s", r.body)
+		}
+
+		fams := scrape(t, errandhttp.NewMetrics(s.c, &errandhttp.MetricsOptions{Clock: clock}))
+		wantSeries(t, fams, "errand_rate_limit_tokens", "limit=queue:default", 0)
+		wantSeries(t, fams, "errand_rate_limit_per_second", "limit=queue:default", 20)
+		wantSeries(t, fams, "errand_rate_limited_total", "limit=queue:default", 1)
+		wantSeries(t, fams, "errand_retry_budget_tokens", "kind=mail", 0)
+		wantSeries(t, fams, "errand_retry_budget_exhausted", "kind=mail", 1)
+		wantSeries(t, fams, "errand_retry_budget_held_back_total", "kind=mail", 1)
+
+		dash := httptest.NewServer(errandhttp.NewDashboard(s.c, nil))
+		t.Cleanup(dash.Close)
+		res, err := http.Get(dash.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, part := range []string{"Rate limits and retry budgets", "queue:default", "20/s, burst 2", "retry:mail", "0.1 per first attempt over 1m0s, min 3"} {
+			if !strings.Contains(string(page), part) {
+				t.Errorf("the overview lacks %q", part)
+			}
+		}
+	})
+}

@@ -1,0 +1,324 @@
+package errand
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Token buckets. Rate limits and retry budgets are both buckets of tokens
+// held in the database, one row per name, so that every process of a
+// cluster draws on the same tokens. The arithmetic below is the one rule
+// for every store: a store locks the bucket's row, calls [LimiterSpec.Take]
+// or [LimiterSpec.Give] with the row's tokens, its updated_at and now on
+// the store's clock, and writes the result back.
+
+// LimiterMode says how a bucket's tokens come back.
+type LimiterMode string
+
+const (
+	// LimiterModeRate is a rate limit's bucket: it refills at Rate tokens a
+	// second up to Burst, and every start of a job takes one token.
+	LimiterModeRate LimiterMode = "rate"
+	// LimiterModeRetryBudget is a retry budget's bucket: each first
+	// attempt deposits Ratio tokens, each retry takes one, and the level
+	// relaxes exponentially, with time constant Window, towards Min. The
+	// level is thus Min plus Ratio times the first attempts of about the
+	// last Window, less the retries of about the last Window.
+	LimiterModeRetryBudget LimiterMode = "retry_budget"
+)
+
+// limiterEpsilon absorbs the rounding of float arithmetic: a level within
+// it of a whole token holds that token.
+const limiterEpsilon = 1e-9
+
+// Bounds of a bucket's numbers, so that every store keeps them exactly and
+// no level overflows.
+const (
+	// MaxLimiterTokens bounds a rate's Burst, a budget's Min and the
+	// tokens a Rate refills in a second.
+	MaxLimiterTokens = 1e9
+	// MaxRetryRatio bounds a retry budget's Ratio.
+	MaxRetryRatio = 1000
+	// MinLimiterWindow and MaxLimiterWindow bound a retry budget's Window.
+	MinLimiterWindow = time.Second
+	MaxLimiterWindow = 30 * 24 * time.Hour
+	// maxLimiterNameBytes bounds a bucket's name: a scope prefix and a
+	// queue or kind name.
+	maxLimiterNameBytes = MaxNameBytes + 16
+)
+
+// LimiterSpec is the rule of one bucket.
+type LimiterSpec struct {
+	Mode LimiterMode
+	// Rate is how many tokens a rate bucket regains a second.
+	Rate float64
+	// Burst is the most tokens a rate bucket holds: the most jobs that may
+	// start at once after a quiet spell.
+	Burst float64
+	// Min is the level a retry budget's tokens return to: the retries a
+	// quiet kind may make in about a Window.
+	Min float64
+	// Ratio is the tokens a retry budget gains per first attempt.
+	Ratio float64
+	// Window is a retry budget's memory: first attempts and retries older
+	// than it count less and less (by e^-age/Window).
+	Window time.Duration
+}
+
+// Validate checks that a spec is one every store keeps exactly.
+func (s LimiterSpec) Validate() error {
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch s.Mode {
+	case LimiterModeRate:
+		if !finite(s.Rate) || s.Rate <= 0 || s.Rate > MaxLimiterTokens {
+			return &InputError{Field: "rate", Message: fmt.Sprintf("must be above 0 and at most %g tokens a second, e.g. 20/s", float64(MaxLimiterTokens))}
+		}
+		if !finite(s.Burst) || s.Burst < 1 || s.Burst > MaxLimiterTokens {
+			return &InputError{Field: "burst", Message: fmt.Sprintf("must be 1 to %g", float64(MaxLimiterTokens))}
+		}
+		if s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
+			return &InputError{Field: "rate", Message: "a rate bucket takes Rate and Burst only"}
+		}
+	case LimiterModeRetryBudget:
+		if !finite(s.Ratio) || s.Ratio < 0 || s.Ratio > MaxRetryRatio {
+			return &InputError{Field: "ratio", Message: fmt.Sprintf("must be 0 to %d retries per first attempt, e.g. 0.1", MaxRetryRatio)}
+		}
+		if !finite(s.Min) || s.Min < 0 || s.Min > MaxLimiterTokens {
+			return &InputError{Field: "min", Message: fmt.Sprintf("must be 0 to %g", float64(MaxLimiterTokens))}
+		}
+		if s.Window < MinLimiterWindow || s.Window > MaxLimiterWindow || s.Window%time.Microsecond != 0 {
+			return &InputError{Field: "window", Message: fmt.Sprintf("must be %s to %s in whole microseconds, e.g. 1m", MinLimiterWindow, MaxLimiterWindow)}
+		}
+		if s.Rate != 0 || s.Burst != 0 {
+			return &InputError{Field: "ratio", Message: "a retry budget takes Ratio, Min and Window only"}
+		}
+	default:
+		return &InputError{Field: "mode", Message: fmt.Sprintf("unknown limiter mode %q; use %q or %q", s.Mode, LimiterModeRate, LimiterModeRetryBudget)}
+	}
+	return nil
+}
+
+// Full is the tokens of a new bucket: a rate bucket starts full, a retry
+// budget at Min.
+func (s LimiterSpec) Full() float64 {
+	if s.Mode == LimiterModeRate {
+		return s.Burst
+	}
+	return s.Min
+}
+
+// LimiterState is a bucket's stored state: its tokens at At.
+type LimiterState struct {
+	Tokens float64
+	At     time.Time
+}
+
+// Level returns the bucket's tokens at now. A clock that went back refills
+// nothing.
+func (s LimiterSpec) Level(st LimiterState, now time.Time) float64 {
+	d := max(now.Sub(st.At), 0)
+	if s.Mode == LimiterModeRate {
+		return min(s.Burst, st.Tokens+s.Rate*d.Seconds())
+	}
+	return s.Min + (st.Tokens-s.Min)*math.Exp(-float64(d)/float64(s.Window))
+}
+
+// after is the state of a bucket that holds level at now: At never moves
+// back, so that a clock that went back cannot refill the same time twice.
+func after(st LimiterState, now time.Time, level float64) LimiterState {
+	if now.Before(st.At) {
+		now = st.At
+	}
+	return LimiterState{Tokens: level, At: now}
+}
+
+// Take takes up to want tokens at now. It returns the bucket's new state,
+// the grant, and how long until the bucket next holds a whole token (0
+// when it holds one now; negative when only a deposit can give it one: a
+// retry budget with Min 0). A rate bucket grants whole tokens it holds. A
+// retry budget grants while its level is above zero, so that a budget of
+// Min retries per Window grants them although its level only nears Min:
+// it may go up to one token below zero, which the next grant waits out.
+func (s LimiterSpec) Take(st LimiterState, now time.Time, want int) (LimiterState, int, time.Duration) {
+	level := s.Level(st, now)
+	grant := 0
+	if want > 0 {
+		var avail float64
+		if s.Mode == LimiterModeRate {
+			avail = math.Floor(level + limiterEpsilon)
+		} else if level > limiterEpsilon {
+			avail = math.Ceil(level - limiterEpsilon)
+		}
+		grant = int(min(float64(want), max(avail, 0)))
+	}
+	level -= float64(grant)
+	return after(st, now, level), grant, s.wait(level)
+}
+
+// wait is how long until a bucket at level next grants a token.
+func (s LimiterSpec) wait(level float64) time.Duration {
+	if s.Mode == LimiterModeRate {
+		if level >= 1-limiterEpsilon {
+			return 0
+		}
+		return ceilMicros((1 - level) / s.Rate)
+	}
+	if level > limiterEpsilon {
+		return 0
+	}
+	if s.Min <= 2*limiterEpsilon {
+		return -1
+	}
+	// Min + (level-Min)·e^(-t/W) = 2ε, solved for t.
+	return ceilMicros(s.Window.Seconds() * math.Log((s.Min-level)/(s.Min-2*limiterEpsilon)))
+}
+
+// ceilMicros is sec seconds, rounded up to a whole microsecond, the
+// precision stores keep.
+func ceilMicros(sec float64) time.Duration {
+	us := math.Ceil(sec * 1e6)
+	if us > float64(math.MaxInt64/int64(time.Microsecond)) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// Give adds amount tokens at now and returns the bucket's new state. A
+// rate bucket holds no more than Burst; a retry budget's deposits fade
+// with its Window instead.
+func (s LimiterSpec) Give(st LimiterState, now time.Time, amount float64) LimiterState {
+	level := s.Level(st, now) + amount
+	if s.Mode == LimiterModeRate {
+		level = min(level, s.Burst)
+	}
+	return after(st, now, level)
+}
+
+// LimiterTake is one bucket's part of a [LimiterStore.LimiterTake].
+type LimiterTake struct {
+	// Name is the bucket's: "queue:NAME", "kind:NAME" or "retry:KIND".
+	Name string
+	// Spec is the bucket's rule; it replaces the stored one.
+	Spec LimiterSpec
+	// Want is the most tokens to take; 0 takes none (and records the
+	// spec).
+	Want int
+}
+
+// LimiterTakeParams are the takes of one transaction.
+type LimiterTakeParams struct {
+	Takes []LimiterTake
+}
+
+// Validate checks the takes.
+func (p *LimiterTakeParams) Validate() error {
+	seen := make(map[string]bool, len(p.Takes))
+	for _, t := range p.Takes {
+		if err := checkLimiterName(t.Name); err != nil {
+			return err
+		}
+		if seen[t.Name] {
+			return &InputError{Field: "limiter", Message: fmt.Sprintf("%q is taken from twice in one call; take from each bucket once", t.Name)}
+		}
+		seen[t.Name] = true
+		if err := t.Spec.Validate(); err != nil {
+			return fmt.Errorf("limiter %s: %w", t.Name, err)
+		}
+		if t.Want < 0 || t.Want > math.MaxInt32 {
+			return &InputError{Field: "want", Message: fmt.Sprintf("limiter %s: want %d; give 0 to %d", t.Name, t.Want, math.MaxInt32)}
+		}
+	}
+	return nil
+}
+
+// LimiterGrant is what one take got.
+type LimiterGrant struct {
+	// Granted is how many tokens were taken: at most Want.
+	Granted int
+	// Tokens is what the bucket holds after the take.
+	Tokens float64
+	// Wait is how long, on the store's clock, until the bucket next holds
+	// a token: 0 when it holds one now, negative when only a retry
+	// budget's deposit can give it one.
+	Wait time.Duration
+}
+
+// LimiterGive is tokens to add to one bucket.
+type LimiterGive struct {
+	Name   string
+	Amount float64
+}
+
+// LimiterGiveParams are the gives of one transaction.
+type LimiterGiveParams struct {
+	Gives []LimiterGive
+}
+
+// Validate checks the gives.
+func (p *LimiterGiveParams) Validate() error {
+	for _, g := range p.Gives {
+		if err := checkLimiterName(g.Name); err != nil {
+			return err
+		}
+		if math.IsNaN(g.Amount) || g.Amount < 0 || g.Amount > MaxLimiterTokens {
+			return &InputError{Field: "amount", Message: fmt.Sprintf("limiter %s: give 0 to %g tokens", g.Name, float64(MaxLimiterTokens))}
+		}
+	}
+	return nil
+}
+
+// LimiterListParams asks for every bucket. It has no fields yet.
+type LimiterListParams struct{}
+
+// LimiterRecord is one bucket as [Client.Limits], errand limits, the API
+// and the dashboard show it.
+type LimiterRecord struct {
+	// Name is "queue:NAME", "kind:NAME" (rate limits) or "retry:KIND"
+	// (retry budgets).
+	Name string `json:"name"`
+	// Spec is the rule the last worker to take from it gave.
+	Spec LimiterSpec `json:"spec"`
+	// Tokens is the bucket's level now: the starts a rate limit allows at
+	// once, the retries a retry budget allows.
+	Tokens float64 `json:"tokens"`
+	// Denied counts the takes that got no token: claims a limit held
+	// back, in every process.
+	Denied int64 `json:"denied"`
+	// UpdatedAt is when a worker last took from it or gave to it.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// specJSON is a spec as JSON: the window in seconds.
+type specJSON struct {
+	Mode          LimiterMode `json:"mode"`
+	Rate          float64     `json:"rate"`
+	Burst         float64     `json:"burst"`
+	Min           float64     `json:"min"`
+	Ratio         float64     `json:"ratio"`
+	WindowSeconds float64     `json:"window_seconds"`
+}
+
+// MarshalJSON writes the spec with its window in seconds.
+func (s LimiterSpec) MarshalJSON() ([]byte, error) {
+	return json.Marshal(specJSON{s.Mode, s.Rate, s.Burst, s.Min, s.Ratio, s.Window.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *LimiterSpec) UnmarshalJSON(b []byte) error {
+	var j specJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = LimiterSpec{Mode: j.Mode, Rate: j.Rate, Burst: j.Burst, Min: j.Min, Ratio: j.Ratio,
+		Window: time.Duration(math.Round(j.WindowSeconds*1e6)) * time.Microsecond}
+	return nil
+}
+
+func checkLimiterName(name string) error {
+	if name == "" || len(name) > maxLimiterNameBytes {
+		return &InputError{Field: "limiter", Message: fmt.Sprintf("name %q must be 1 to %d bytes, e.g. \"queue:emails\"", name, maxLimiterNameBytes)}
+	}
+	return checkText("limiter", name)
+}

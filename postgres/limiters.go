@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ errand.LimiterStore = (*Store)(nil)
+
+const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at`
+
+// limSQL expands a limiter statement: {limiters} and what [Store.sql]
+// expands.
+func (s *Store) limSQL(q string) string {
+	return s.sql(strings.ReplaceAll(q, "{limiters}", s.table("errand_limiters")))
+}
+
+func scanLimiter(row scanner) (*errand.LimiterRecord, errand.LimiterState, error) {
+	var r errand.LimiterRecord
+	var mode string
+	var window int64
+	var st errand.LimiterState
+	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
+		&st.Tokens, &r.Denied, &st.At); err != nil {
+		return nil, st, err
+	}
+	r.Spec.Mode, r.Spec.Window = errand.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	st.At = st.At.UTC()
+	r.UpdatedAt = st.At
+	return &r, st, nil
+}
+
+// LimiterTake implements [errand.LimiterStore]. The upsert locks each
+// bucket's row until the transaction ends, so concurrent takers, in this
+// process or others, take from it one after the other, each from what the
+// last one left. Rows are locked in name order, so that two takes of
+// several buckets cannot deadlock.
+func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([]errand.LimiterGrant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	grants := make([]errand.LimiterGrant, len(p.Takes))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, i := range limiterOrder(p.Takes) {
+			t := p.Takes[i]
+			sp := t.Spec
+			var st errand.LimiterState
+			var now time.Time
+			err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
+				VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now})
+				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, rate = excluded.rate,
+					burst = excluded.burst, min_tokens = excluded.min_tokens, ratio = excluded.ratio,
+					window_us = excluded.window_us
+				RETURNING tokens, updated_at, {now}`),
+				s.nowArg(), t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
+			).Scan(&st.Tokens, &st.At, &now)
+			if err != nil {
+				return badValue(err)
+			}
+			st.At, now = st.At.UTC(), micro(now)
+			next, granted, wait := sp.Take(st, now, t.Want)
+			denied := 0
+			if granted == 0 && t.Want > 0 {
+				denied = 1
+			}
+			if _, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3 WHERE name = $4`),
+				next.Tokens, next.At, denied, t.Name); err != nil {
+				return err
+			}
+			grants[i] = errand.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take limiter tokens: %w", err)
+	}
+	return grants, nil
+}
+
+// LimiterGive implements [errand.LimiterStore]. Rows are locked in name
+// order, as LimiterTake locks them.
+func (s *Store) LimiterGive(ctx context.Context, p *errand.LimiterGiveParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	gives := slices.Clone(p.Gives)
+	slices.SortStableFunc(gives, func(a, b errand.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, g := range gives {
+			var now time.Time
+			var r *errand.LimiterRecord
+			var st errand.LimiterState
+			var err error
+			row := tx.QueryRow(ctx, s.limSQL(`SELECT `+limiterColumns+`, {now} FROM {limiters} WHERE name = $2 FOR UPDATE`), s.nowArg(), g.Name)
+			r, st, err = scanLimiter(nowScanner{row, &now})
+			if isNoRows(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			next := r.Spec.Give(st, micro(now), g.Amount)
+			if _, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2 WHERE name = $3`),
+				next.Tokens, next.At, g.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("give limiter tokens: %w", err)
+	}
+	return nil
+}
+
+// nowScanner scans a row whose last column is {now} into now, and the
+// others as the wrapped scan asks.
+type nowScanner struct {
+	row pgx.Row
+	now *time.Time
+}
+
+func (n nowScanner) Scan(dest ...any) error { return n.row.Scan(append(dest, n.now)...) }
+
+// LimiterList implements [errand.LimiterStore].
+func (s *Store) LimiterList(ctx context.Context, _ *errand.LimiterListParams) ([]*errand.LimiterRecord, error) {
+	rows, err := s.pool.Query(ctx, s.limSQL(`SELECT `+limiterColumns+`, {now} FROM {limiters} ORDER BY name`), s.nowArg())
+	if err != nil {
+		return nil, fmt.Errorf("list limiters: %w", err)
+	}
+	defer rows.Close()
+	out := []*errand.LimiterRecord{}
+	for rows.Next() {
+		var now time.Time
+		r, st, err := scanLimiter(nowScanner{rows, &now})
+		if err != nil {
+			return nil, fmt.Errorf("list limiters: %w", err)
+		}
+		r.Tokens = r.Spec.Level(st, micro(now))
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list limiters: %w", err)
+	}
+	return out, nil
+}
+
+// limiterOrder is the order to take from buckets in: by name, so that
+// transactions that lock several rows lock them in one order.
+func limiterOrder(takes []errand.LimiterTake) []int {
+	order := make([]int, len(takes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
+	return order
+}

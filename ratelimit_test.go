@@ -1,0 +1,235 @@
+package errand_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// Workers here poll once an hour on a fake clock: only a token coming due
+// (or a wake-up) can start a held-back job, and time passes only when the
+// test moves it.
+
+func startLimitedWorker(t *testing.T, c *errand.Client[*sql.Tx], slots int, rates []errand.RateLimit, budgets []errand.RetryBudget) {
+	t.Helper()
+	w, err := c.NewWorker(&errand.WorkerConfig{
+		Queues:       map[string]int{errand.DefaultQueue: slots},
+		PollInterval: time.Hour,
+		PollOnly:     true,
+		RateLimits:   rates,
+		RetryBudgets: budgets,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+}
+
+// ranSoFar collects the ids that run until none has for quiet.
+func ranSoFar(ran <-chan string, quiet time.Duration) []string {
+	var ids []string
+	for {
+		select {
+		case id := <-ran:
+			ids = append(ids, id)
+		case <-time.After(quiet):
+			return ids
+		}
+	}
+}
+
+func wantJob(t *testing.T, c *errand.Client[*sql.Tx], id string, state errand.JobState, attempt int) {
+	t.Helper()
+	j, err := c.Store().JobGet(context.Background(), &errand.JobGetParams{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != state || j.Attempt != attempt {
+		t.Fatalf("job %s is %s at attempt %d, want %s at attempt %d", id, j.State, j.Attempt, state, attempt)
+	}
+}
+
+// TestWorkerQueueRateLimit: a queue limited to one start a second starts
+// one job, then sleeps until the next token is due (not a whole poll), and
+// the jobs it holds back wait queued with no attempt used.
+func TestWorkerQueueRateLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ran := make(chan string, 10)
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "k",
+			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
+		for i := range 3 {
+			enqueue(t, c, "k", &errand.EnqueueOpts{ID: fmt.Sprintf("j%d", i), Priority: i})
+		}
+		startLimitedWorker(t, c, 5, []errand.RateLimit{{Queue: errand.DefaultQueue, Limit: 1, Per: time.Second}}, nil)
+		waitAttempt(t, ran, "j0", "first token")
+		// Held back: the queue sleeps for exactly the token's second.
+		blockUntilAt(t, clock, clock.Now().Add(time.Second), 1)
+		notYet(t, ran, "before the next token")
+		wantJob(t, c, "j1", errand.StateQueued, 0)
+		wantJob(t, c, "j2", errand.StateQueued, 0)
+		clock.Advance(time.Second)
+		waitAttempt(t, ran, "j1", "second token")
+		blockUntilAt(t, clock, clock.Now().Add(time.Second), 1)
+		notYet(t, ran, "before the third token")
+		clock.Advance(time.Second)
+		waitAttempt(t, ran, "j2", "third token")
+	})
+}
+
+// TestWorkerKindRateLimit: a kind out of tokens is left out of the claim,
+// and other kinds run meanwhile; it runs again when its token is due.
+func TestWorkerKindRateLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ran := make(chan string, 10)
+		ok := attempts(ran, func(*errand.Job) error { return nil })
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "slow", Handler: ok}, {Name: "fast", Handler: ok}})})
+		for i := range 3 {
+			enqueue(t, c, "slow", &errand.EnqueueOpts{ID: fmt.Sprintf("slow%d", i), Priority: -1})
+		}
+		for i := range 3 {
+			enqueue(t, c, "fast", &errand.EnqueueOpts{ID: fmt.Sprintf("fast%d", i)})
+		}
+		startLimitedWorker(t, c, 10, []errand.RateLimit{{Kind: "slow", Limit: 1, Per: time.Minute}}, nil)
+		// One slow job (the claim takes no more than the slow kind's one
+		// token), then the fast ones, with slow left out of the claim.
+		got := map[string]bool{}
+		for range 4 {
+			select {
+			case id := <-ran:
+				got[id] = true
+			case <-time.After(clockWait):
+				t.Fatalf("ran %v, want one slow job and every fast one", got)
+			}
+		}
+		if !got["slow0"] || !got["fast0"] || !got["fast1"] || !got["fast2"] {
+			t.Fatalf("ran %v, want slow0 and every fast job", got)
+		}
+		// Idle, it sleeps until the slow kind's next token, a minute away.
+		blockUntilAt(t, clock, clock.Now().Add(time.Minute), 1)
+		notYet(t, ran, "before the slow kind's next token")
+		wantJob(t, c, "slow1", errand.StateQueued, 0)
+		clock.Advance(time.Minute)
+		waitAttempt(t, ran, "slow1", "the slow kind's second token")
+	})
+}
+
+// TestWorkerRetryBudget: with a budget of half a retry per first attempt
+// and no minimum, four failing first attempts allow two retries: the other
+// two wait, retrying, their attempts unused, until more first attempts
+// give the budget a token.
+func TestWorkerRetryBudget(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ran := make(chan string, 20)
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
+			Handler: attempts(ran, func(j *errand.Job) error {
+				if j.Attempt == 1 && j.ID[0] == 'f' {
+					return errand.RetryAfter(200*time.Millisecond, errors.New("downstream is down"))
+				}
+				return nil
+			})}})})
+		for i := range 4 {
+			enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: fmt.Sprintf("f%d", i)})
+		}
+		startLimitedWorker(t, c, 4, nil, []errand.RetryBudget{{Kind: "flaky", Ratio: 0.5, Window: time.Minute, Min: -1}})
+		if ids := ranN(t, ran, 4); len(ids) != 4 {
+			t.Fatalf("first attempts ran %v, want 4", ids)
+		}
+		// The retries come due in 200ms.
+		blockUntilAt(t, clock, clock.Now().Add(200*time.Millisecond), 1)
+		clock.Advance(200 * time.Millisecond)
+		retried := ranN(t, ran, 2)
+		// Over budget: the queue goes idle for a whole poll.
+		blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+		if more := ranSoFar(ran, 200*time.Millisecond); len(more) != 0 {
+			t.Fatalf("retries past the budget ran: %v (after %v)", more, retried)
+		}
+		waiting := 0
+		for i := range 4 {
+			id := fmt.Sprintf("f%d", i)
+			j, err := c.Store().JobGet(context.Background(), &errand.JobGetParams{ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State == errand.StateRetrying {
+				waiting++
+				if j.Attempt != 1 {
+					t.Errorf("held-back retry %s is at attempt %d, want 1", id, j.Attempt)
+				}
+			}
+		}
+		if waiting != 2 {
+			t.Fatalf("%d retries wait, want 2", waiting)
+		}
+		// Two first attempts that succeed give the budget one token: one
+		// more retry runs, at once.
+		enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: "ok1"})
+		enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: "ok2"})
+		got := ranN(t, ran, 3)
+		retries := 0
+		for _, id := range got {
+			if id[0] == 'f' {
+				retries++
+			}
+		}
+		if retries != 1 {
+			t.Fatalf("after two more first attempts ran %v, want them and one retry", got)
+		}
+		blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+		if more := ranSoFar(ran, 200*time.Millisecond); len(more) != 0 {
+			t.Fatalf("retries past the budget ran: %v", more)
+		}
+		ls, err := c.Limits(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) != 1 || ls[0].Name != "retry:flaky" || ls[0].Tokens > 0 || ls[0].Denied == 0 {
+			t.Fatalf("Limits = %+v, want retry:flaky spent, with claims held back", ls)
+		}
+	})
+}
+
+// ranN waits for n attempts and returns their ids.
+func ranN(t *testing.T, ran <-chan string, n int) []string {
+	t.Helper()
+	var ids []string
+	for len(ids) < n {
+		select {
+		case id := <-ran:
+			ids = append(ids, id)
+		case <-time.After(clockWait):
+			t.Fatalf("ran %v, want %d attempts", ids, n)
+		}
+	}
+	return ids
+}
+
+// TestWorkerLimitsNeedTheirTargets: a limit on a queue the worker does not
+// work, or a kind it does not handle, is refused, as is a store that keeps
+// no limits.
+func TestWorkerLimitsNeedTheirTargets(t *testing.T) {
+	c := newClient(t, openStore(t, nil), &errand.Config{Kinds: kindsOf([]testKind{{Name: "k",
+		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	for _, cfg := range []errand.WorkerConfig{
+		{RateLimits: []errand.RateLimit{{Queue: "other", Limit: 1, Per: time.Second}}},
+		{RateLimits: []errand.RateLimit{{Kind: "nope", Limit: 1, Per: time.Second}}},
+		{RateLimits: []errand.RateLimit{{Kind: "k", Queue: "default", Limit: 1, Per: time.Second}}},
+		{RateLimits: []errand.RateLimit{{Kind: "k", Limit: 0, Per: time.Second}}},
+		{RateLimits: []errand.RateLimit{{Kind: "k", Limit: 1, Per: time.Second}, {Kind: "k", Limit: 2, Per: time.Second}}},
+		{RetryBudgets: []errand.RetryBudget{{Kind: "nope", Ratio: 0.1}}},
+		{RetryBudgets: []errand.RetryBudget{{Kind: "k", Ratio: -1}}},
+	} {
+		var ie *errand.InputError
+		if _, err := c.NewWorker(&cfg); !errors.As(err, &ie) {
+			t.Errorf("NewWorker(%+v) = %v, want an *InputError", cfg, err)
+		}
+	}
+}

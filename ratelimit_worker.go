@@ -1,0 +1,272 @@
+package errand
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// A worker's rate limits and retry budgets gate its claims. Before a claim
+// it takes tokens, in one transaction, from every bucket that applies to
+// the queue: the queue's limit, the limits and budgets of the kinds it
+// handles, each wanting as many tokens as the claim has slots. Then:
+//
+//   - a queue limit with no token holds the claim back;
+//   - a kind limit with no token takes that kind out of the claim;
+//   - a retry budget with no token takes that kind's retries out of the
+//     claim (first attempts still run);
+//   - otherwise the claim claims at most the smallest grant, so that no
+//     kind or queue starts more jobs than it got tokens for.
+//
+// After the claim it gives back, in one transaction, the tokens it did not
+// use, and a retry budget's deposits for the first attempts it claimed. A
+// job held back this way stays queued: no attempt is used. A held-back
+// queue sleeps until the first of its buckets holds a token again.
+//
+// A worker without limits has no flowLimits (nil) and makes no call here.
+
+// limitTimeout bounds one take or give. Like claimTimeout it stands for a
+// connection that may hang, not for a rule of errand's.
+const limitTimeout = 30 * time.Second
+
+// limitRetry is how long a queue whose take failed waits before it tries
+// again. A take that fails holds the claim back: limits protect what the
+// jobs call, so they fail closed.
+const limitRetry = time.Second
+
+// flowLimits are one worker's limits, by what they apply to.
+type flowLimits struct {
+	store   LimiterStore
+	queues  map[string]flowRule // queue -> its rate limit
+	kinds   map[string]flowRule // kind -> its rate limit
+	budgets map[string]flowRule // kind -> its retry budget
+}
+
+type flowRule struct {
+	name string
+	spec LimiterSpec
+}
+
+// newFlowLimits checks a worker's limits against what it works: a limit
+// on a queue it does not work, or a kind it has no handler for, is a
+// mistake (it would limit nothing). It returns nil without limits.
+func newFlowLimits(store Store, cfg *WorkerConfig, kinds []string) (*flowLimits, error) {
+	if len(cfg.RateLimits) == 0 && len(cfg.RetryBudgets) == 0 {
+		return nil, nil
+	}
+	ls, ok := store.(LimiterStore)
+	if !ok {
+		return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("the store (%T) keeps no limits: it is not an errand.LimiterStore; drop RateLimits and RetryBudgets", store)}
+	}
+	f := &flowLimits{store: ls, queues: map[string]flowRule{}, kinds: map[string]flowRule{}, budgets: map[string]flowRule{}}
+	for _, l := range cfg.RateLimits {
+		spec, err := l.spec()
+		if err != nil {
+			return nil, err
+		}
+		m, key := f.kinds, l.Kind
+		if l.Queue != "" {
+			m, key = f.queues, l.Queue
+			if _, ok := cfg.Queues[l.Queue]; !ok {
+				return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a queue this worker does not work; add it to Queues or drop the limit", l.Name())}
+			}
+		} else if !slices.Contains(kinds, l.Kind) {
+			return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a kind this worker has no handler for; drop the limit or handle the kind", l.Name())}
+		}
+		if _, dup := m[key]; dup {
+			return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s is limited twice; give each queue or kind one limit", l.Name())}
+		}
+		m[key] = flowRule{l.Name(), spec}
+	}
+	for _, b := range cfg.RetryBudgets {
+		spec, err := b.spec()
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(kinds, b.Kind) {
+			return nil, &InputError{Field: "RetryBudgets", Message: fmt.Sprintf("retry budget of %s: this worker has no handler for the kind; drop the budget or handle the kind", b.Kind)}
+		}
+		if _, dup := f.budgets[b.Kind]; dup {
+			return nil, &InputError{Field: "RetryBudgets", Message: fmt.Sprintf("kind %s has two retry budgets; give it one", b.Kind)}
+		}
+		f.budgets[b.Kind] = flowRule{b.Name(), spec}
+	}
+	return f, nil
+}
+
+// claimPlan is what the limits allow one claim.
+type claimPlan struct {
+	kinds     []string // the kinds to claim
+	limit     int      // the most jobs to claim
+	skipRetry []string // kinds whose retries to leave out
+	// held: claim nothing; sleep for wait (or the poll interval when wait
+	// is 0) and take again.
+	held bool
+	// wait, when positive, is how long until a bucket that held back the
+	// queue, a kind or a kind's retries holds a token again.
+	wait time.Duration
+	// again: the claim's first attempts gave tokens to a retry budget
+	// that had none, whose retries the claim left out: claim again at
+	// once rather than wait for a poll.
+	again bool
+	// takes and grants, for settle.
+	takes  []LimiterTake
+	grants []LimiterGrant
+}
+
+// plan takes the tokens of a claim of up to free jobs of kinds from queue.
+// Without limits it returns at once, with the claim unchanged.
+func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string, kinds []string, free int) claimPlan {
+	p := claimPlan{kinds: kinds, limit: free}
+	if f == nil {
+		return p
+	}
+	var takes []LimiterTake
+	queueRule, queueLimited := f.queues[queue]
+	if queueLimited {
+		takes = append(takes, LimiterTake{Name: queueRule.name, Spec: queueRule.spec, Want: free})
+	}
+	for _, k := range kinds {
+		if r, ok := f.kinds[k]; ok {
+			takes = append(takes, LimiterTake{Name: r.name, Spec: r.spec, Want: free})
+		}
+		if r, ok := f.budgets[k]; ok {
+			takes = append(takes, LimiterTake{Name: r.name, Spec: r.spec, Want: free})
+		}
+	}
+	if len(takes) == 0 {
+		return p
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitTimeout)
+	grants, err := f.store.LimiterTake(tctx, &LimiterTakeParams{Takes: takes})
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Warn("take rate limit tokens failed; holding the claim back", "queue", queue, "err", err)
+		}
+		return claimPlan{held: true, wait: limitRetry}
+	}
+	p.takes, p.grants = takes, grants
+	note := func(w time.Duration) {
+		if w > 0 && (p.wait == 0 || w < p.wait) {
+			p.wait = w
+		}
+	}
+	var out map[string]bool // kinds taken out of the claim
+	for i, t := range takes {
+		g := grants[i]
+		switch {
+		case g.Granted > 0:
+			p.limit = min(p.limit, g.Granted)
+		case queueLimited && i == 0:
+			p.held = true
+		case t.Spec.Mode == LimiterModeRetryBudget:
+			p.skipRetry = append(p.skipRetry, strings.TrimPrefix(t.Name, "retry:"))
+			note(g.Wait)
+		default:
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[strings.TrimPrefix(t.Name, "kind:")] = true
+			note(g.Wait)
+		}
+	}
+	if queueLimited && grants[0].Granted == 0 {
+		// Only the queue's own tokens end the hold.
+		p.wait = max(grants[0].Wait, 0)
+	} else if out != nil {
+		p.kinds = nil
+		for _, k := range kinds {
+			if !out[k] {
+				p.kinds = append(p.kinds, k)
+			}
+		}
+		p.held = len(p.kinds) == 0
+	}
+	if p.held {
+		// Give back what the other buckets granted.
+		f.settle(ctx, logger, &p, nil, nil)
+	}
+	return p
+}
+
+// settle gives back what a claim did not use, and deposits a retry
+// budget's tokens for the first attempts it claimed. A failed claim gives
+// nothing back: it may have claimed jobs the worker never saw, and a lost
+// token only slows the queue.
+func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPlan, jobs []*Job, claimErr error) {
+	if f == nil || len(p.takes) == 0 || claimErr != nil {
+		return
+	}
+	perKind := map[string]int{}
+	retries, firsts := map[string]int{}, map[string]int{}
+	for _, j := range jobs {
+		perKind[j.Kind]++
+		if j.Attempt > 1 {
+			retries[j.Kind]++
+		} else {
+			firsts[j.Kind]++
+		}
+	}
+	var gives []LimiterGive
+	for i, t := range p.takes {
+		var used int
+		var deposit float64
+		switch {
+		case t.Spec.Mode == LimiterModeRetryBudget:
+			k := strings.TrimPrefix(t.Name, "retry:")
+			used, deposit = retries[k], t.Spec.Ratio*float64(firsts[k])
+		case strings.HasPrefix(t.Name, "kind:"):
+			used = perKind[strings.TrimPrefix(t.Name, "kind:")]
+		default:
+			used = len(jobs)
+		}
+		if deposit > 0 && p.grants[i].Granted == 0 {
+			p.again = true
+		}
+		if amount := float64(p.grants[i].Granted-used) + deposit; amount > 0 {
+			gives = append(gives, LimiterGive{Name: t.Name, Amount: amount})
+		}
+	}
+	if len(gives) == 0 {
+		return
+	}
+	sort.Slice(gives, func(a, b int) bool { return gives[a].Name < gives[b].Name })
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitTimeout)
+	defer cancel()
+	if err := f.store.LimiterGive(gctx, &LimiterGiveParams{Gives: gives}); err != nil {
+		logger.Warn("give back unused rate limit tokens failed", "err", err)
+	}
+}
+
+// idleWait shortens an idle queue's sleep to when a bucket that held back
+// part of its claim holds a token again.
+func (p *claimPlan) idleWait(wait time.Duration) time.Duration {
+	if p.wait > 0 && p.wait < wait {
+		return max(p.wait, minDueWait)
+	}
+	return wait
+}
+
+// waitForTokens sleeps a held-back queue until its buckets hold a token,
+// and no longer than the poll interval, so that tokens other workers give
+// back, or a changed rule, are seen within a poll. It reports false when
+// the loop should end. Wake-ups are not waited for: a held-back queue
+// cannot claim before then whatever is enqueued.
+func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, p *claimPlan) bool {
+	wait := w.cfg.PollInterval
+	if p.wait > 0 {
+		wait = min(wait, max(p.wait, minDueWait))
+	}
+	poll.Reset(wait)
+	select {
+	case <-loopCtx.Done():
+		return false
+	case <-poll.C():
+		return true
+	}
+}

@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var _ errand.LimiterStore = (*Store)(nil)
+
+const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at`
+
+func scanLimiter(row scanner) (*errand.LimiterRecord, errand.LimiterState, error) {
+	var r errand.LimiterRecord
+	var mode string
+	var window, updated int64
+	var st errand.LimiterState
+	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
+		&st.Tokens, &r.Denied, &updated); err != nil {
+		return nil, st, err
+	}
+	r.Spec.Mode, r.Spec.Window = errand.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	st.At = fromMicros(updated)
+	r.UpdatedAt = st.At
+	return &r, st, nil
+}
+
+// LimiterTake implements [errand.LimiterStore]. The writer transaction
+// serialises takes, in this process and every other on the file.
+func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([]errand.LimiterGrant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	grants := make([]errand.LimiterGrant, len(p.Takes))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := fromMicros(micros(s.clock.Now()))
+		for _, i := range limiterOrder(p.Takes) {
+			t := p.Takes[i]
+			sp := t.Spec
+			var st errand.LimiterState
+			var at int64
+			err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
+				VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
+				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, rate = excluded.rate,
+					burst = excluded.burst, min_tokens = excluded.min_tokens, ratio = excluded.ratio,
+					window_us = excluded.window_us
+				RETURNING tokens, updated_at`,
+				t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
+			).Scan(&st.Tokens, &at)
+			if err != nil {
+				return err
+			}
+			st.At = fromMicros(at)
+			next, granted, wait := sp.Take(st, now, t.Want)
+			denied := 0
+			if granted == 0 && t.Want > 0 {
+				denied = 1
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
+				next.Tokens, micros(next.At), denied, t.Name); err != nil {
+				return err
+			}
+			grants[i] = errand.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take limiter tokens: %w", err)
+	}
+	return grants, nil
+}
+
+// LimiterGive implements [errand.LimiterStore].
+func (s *Store) LimiterGive(ctx context.Context, p *errand.LimiterGiveParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	gives := slices.Clone(p.Gives)
+	slices.SortStableFunc(gives, func(a, b errand.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := fromMicros(micros(s.clock.Now()))
+		for _, g := range gives {
+			r, st, err := scanLimiter(tx.QueryRowContext(ctx, `SELECT `+limiterColumns+` FROM errand_limiters WHERE name = ?`, g.Name))
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			next := r.Spec.Give(st, now, g.Amount)
+			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ? WHERE name = ?`,
+				next.Tokens, micros(next.At), g.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("give limiter tokens: %w", err)
+	}
+	return nil
+}
+
+// LimiterList implements [errand.LimiterStore].
+func (s *Store) LimiterList(ctx context.Context, _ *errand.LimiterListParams) ([]*errand.LimiterRecord, error) {
+	now := fromMicros(micros(s.clock.Now()))
+	rows, err := s.read.QueryContext(ctx, `SELECT `+limiterColumns+` FROM errand_limiters ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list limiters: %w", err)
+	}
+	defer rows.Close()
+	out := []*errand.LimiterRecord{}
+	for rows.Next() {
+		r, st, err := scanLimiter(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list limiters: %w", err)
+		}
+		r.Tokens = r.Spec.Level(st, now)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list limiters: %w", err)
+	}
+	return out, nil
+}
+
+// limiterOrder is the order to take from buckets in: by name, so that
+// transactions that lock several rows lock them in one order.
+func limiterOrder(takes []errand.LimiterTake) []int {
+	order := make([]int, len(takes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
+	return order
+}
