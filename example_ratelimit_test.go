@@ -10,12 +10,12 @@ import (
 	"github.com/errandhq/errand"
 )
 
-// SyncArgs are the args of a job that calls a partner's rate-limited API.
-type SyncArgs struct {
+// PartnerSyncArgs are the args of a job that calls a partner's rate-limited API.
+type PartnerSyncArgs struct {
 	Account string `json:"account"`
 }
 
-func (SyncArgs) Kind() string { return "partner_sync" }
+func (PartnerSyncArgs) Kind() string { return "partner_sync" }
 
 // A rate limit is held in the database, so every worker of the cluster
 // shares it. Here two jobs a minute may start: the third waits, queued,
@@ -26,7 +26,7 @@ func ExampleRateLimit() {
 
 	started := make(chan string, 3)
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args SyncArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args PartnerSyncArgs) error {
 		started <- args.Account
 		return nil
 	}, nil)
@@ -36,7 +36,7 @@ func ExampleRateLimit() {
 	}
 	ctx := context.Background()
 	for i, account := range []string{"a-1", "a-2", "a-3"} {
-		if _, err := client.Enqueue(ctx, SyncArgs{Account: account}, &errand.EnqueueOpts{ID: account, Priority: i}); err != nil {
+		if _, err := client.Enqueue(ctx, PartnerSyncArgs{Account: account}, &errand.EnqueueOpts{ID: account, Priority: i}); err != nil {
 			log.Fatal(err)
 		}
 	}
