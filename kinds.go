@@ -89,6 +89,11 @@ type KindOpts struct {
 	// cancelled and the attempt fails with class "timeout". Zero means no
 	// limit beyond the lease, which heartbeats keep alive.
 	Timeout time.Duration
+	// Dependency names what this kind's jobs call ("smtp", "payments-api"),
+	// which several kinds may share: its circuit breaker stops workers
+	// claiming them while it is down (see [BreakerPolicy]), cluster-wide,
+	// without using their attempts. Empty: no breaker.
+	Dependency string
 }
 
 // Handler runs jobs of one kind whatever their args: what [Handle] builds
@@ -169,6 +174,8 @@ func (ks *Kinds) add(name string, h Handler, opts *KindOpts) {
 		ks.fail(&InputError{Field: field + ".MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the client's)", MaxAttemptsLimit)})
 	case k.Timeout < 0:
 		ks.fail(&InputError{Field: field + ".Timeout", Message: "must not be negative"})
+	case k.Dependency != "" && checkName(field+".Dependency", k.Dependency) != nil:
+		ks.fail(checkName(field+".Dependency", k.Dependency))
 	default:
 		ks.m[name] = k
 	}

@@ -96,6 +96,7 @@ type Worker struct {
 	reg           workerRegistration // see worker_registry.go
 	leader        workerLeadership   // see worker_leader.go
 	scheduler     *scheduler         // nil without schedules; see schedule.go
+	breakers      *breakerGate       // nil unless a kind names a dependency; see breaker.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -163,6 +164,11 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		}
 	}
 	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{})}
+	gate, err := newBreakerGate(c.engine, kinds)
+	if err != nil {
+		return nil, err
+	}
+	w.breakers = gate
 	if len(cfg.Schedules) > 0 {
 		sc, err := newScheduler(c.engine, cfg.Schedules)
 		if err != nil {
@@ -374,14 +380,8 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// stranding the claimed jobs until their leases expire. The jobs
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
-			Queues: []string{queue},
-			Kinds:  w.kinds,
-			Limit:  free,
-			Lease:  w.cfg.Lease,
-			Owner:  w.cfg.Owner,
-		})
+		claimSent := w.c.clock.Now()                // the store's lease starts no earlier than this
+		jobs, err := w.claim(claimCtx, queue, free) // through the circuit breakers; see breaker.go
 		cancelClaim()
 		if err != nil && loopCtx.Err() == nil {
 			w.c.logger.Error("claim failed", "queue", queue, "err", err)
@@ -411,6 +411,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 						"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
 					return
 				}
+				w.breakers.observe(runCtx, a, res)
 				if err != nil {
 					w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
 						"job_id", job.ID, "err", err)
@@ -440,6 +441,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			// from spinning the loop on a job forever a moment away.
 			wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 		}
+		wait = w.breakers.capWait(wait)
 		poll.Reset(wait)
 		select {
 		case <-loopCtx.Done():

@@ -131,6 +131,7 @@ func exercise(t *testing.T, h harness) {
 		{"Workers", workerCases},
 		{"Leader", leaderCases},
 		{"Schedule", scheduleCases},
+		{"Breaker", breakerCases},
 		{"Ordering", orderingCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
