@@ -2,7 +2,6 @@ package errand
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -140,11 +139,11 @@ func checkBreakers(m map[string]*BreakerPolicy) error {
 
 // Breakers returns the circuit breakers of dependencies that have had one
 // (every breaker that ever counted a failure or was reset), ordered by
-// dependency. The store must be a [BreakerStore].
+// dependency: none when the store keeps no breakers.
 func (c *Client[TTx]) Breakers(ctx context.Context) ([]*BreakerRecord, error) {
 	bs, ok := c.store.(BreakerStore)
 	if !ok {
-		return nil, errNoBreakerStore
+		return []*BreakerRecord{}, nil
 	}
 	r, err := bs.BreakerList(ctx, &BreakerListParams{})
 	if err != nil {
@@ -153,9 +152,20 @@ func (c *Client[TTx]) Breakers(ctx context.Context) ([]*BreakerRecord, error) {
 	return r.Breakers, nil
 }
 
+// Dependency returns the dependency that kind declares (see
+// [KindOpts].Dependency), or "" when it declares none or this client does
+// not know it.
+func (c *Client[TTx]) Dependency(kind string) string {
+	if k := c.kinds[kind]; k != nil {
+		return k.Dependency
+	}
+	return ""
+}
+
 // ResetBreaker closes the breaker of dep at once, an operator's decision
 // recorded in the audit with operator and reason: its jobs are claimed again
-// without waiting for the cool-down and a probe.
+// without waiting for the cool-down and a probe. A dependency that has no
+// breaker (see [Client.Breakers]) is ErrNotFound.
 func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason string) (*BreakerRecord, error) {
 	bs, ok := c.store.(BreakerStore)
 	if !ok {
@@ -169,7 +179,7 @@ func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason st
 	return r.Breaker, nil
 }
 
-var errNoBreakerStore = errors.New("the store keeps no circuit breakers (it is not an errand.BreakerStore)")
+var errNoBreakerStore = &InputError{Field: "store", Message: "keeps no circuit breakers; use errand/sqlite or errand/postgres"}
 
 // breakerGate is a Worker's circuit breakers: nil when none of its kinds
 // names a dependency, so that its claims cost what they did without it.

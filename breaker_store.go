@@ -24,7 +24,8 @@ type BreakerStore interface {
 	// A breaker that has no row is closed with no failures; only an event
 	// that changes it writes a row. A [BreakerReset] appends an
 	// [AuditBreakerReset] record in the same transaction, with the details
-	// of [BreakerResetDetails]. Params that fail Validate are an
+	// of [BreakerResetDetails]; resetting a breaker that has no row is
+	// ErrNotFound, so that a mistyped name does not create one. Params that fail Validate are an
 	// *InputError and nothing is written.
 	BreakerUpdate(ctx context.Context, params *BreakerUpdateParams) (*BreakerUpdateResult, error)
 
@@ -207,7 +208,8 @@ type BreakerTransition struct {
 //     and holds a slot until ProbeUntil (now + Cooldown), after which an
 //     unreported slot is free again.
 //   - release: a half-open breaker's running probes drop by one.
-//   - reset: closed, with no failures, whatever it was.
+//   - reset: closed, with no failures, whatever it was (a breaker with no
+//     row is not changed: the store answers ErrNotFound).
 func ApplyBreakerEvent(cur *BreakerRecord, p *BreakerUpdateParams, now time.Time) BreakerTransition {
 	pol := p.Policy.withDefaults()
 	var b BreakerRecord
@@ -273,6 +275,9 @@ func ApplyBreakerEvent(cur *BreakerRecord, p *BreakerUpdateParams, now time.Time
 			}
 		}
 	case BreakerReset:
+		if cur == nil {
+			return BreakerTransition{Next: &b}
+		}
 		b.State, b.Failures, b.FailingSince, b.OpenUntil = BreakerClosed, 0, nil, nil
 		b.Probes, b.ProbeUntil = 0, nil
 		applied = true

@@ -88,6 +88,9 @@ func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerU
 	}
 	now = micro(now)
 	cur := row.record()
+	if cur == nil && p.Event == errand.BreakerReset {
+		return nil, false, errand.ErrNotFound
+	}
 	tr := errand.ApplyBreakerEvent(cur, p, now)
 	res = &errand.BreakerUpdateResult{Breaker: tr.Next, Applied: tr.Applied}
 	if !tr.Changed {
@@ -113,11 +116,7 @@ func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerU
 	if p.Event != errand.BreakerReset {
 		return res, true, nil
 	}
-	prior := errand.BreakerRecord{State: errand.BreakerClosed}
-	if cur != nil {
-		prior = *cur
-	}
-	details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: prior.State, Failures: prior.Failures})
+	details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
 	if err != nil {
 		return nil, false, err
 	}

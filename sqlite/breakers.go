@@ -55,6 +55,9 @@ func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams
 		if err != nil {
 			return err
 		}
+		if cur == nil && p.Event == errand.BreakerReset {
+			return errand.ErrNotFound
+		}
 		tr := errand.ApplyBreakerEvent(cur, p, now)
 		res.Breaker, res.Applied = tr.Next, tr.Applied
 		if !tr.Changed {
@@ -74,11 +77,7 @@ func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams
 		if p.Event != errand.BreakerReset {
 			return nil
 		}
-		prior := errand.BreakerRecord{State: errand.BreakerClosed}
-		if cur != nil {
-			prior = *cur
-		}
-		details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: prior.State, Failures: prior.Failures})
+		details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
 		if err != nil {
 			return err
 		}

@@ -357,6 +357,17 @@ func testBreakerRefusals(t *testing.T, h harness) {
 	if b := e.breaker("smtp"); b != nil {
 		t.Errorf("a refused update wrote %+v", *b)
 	}
+	_, err := e.breakers().BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "smpt", Event: errand.BreakerReset,
+		Operator: "ana", Reason: "typo"})
+	if !errors.Is(err, errand.ErrNotFound) {
+		t.Errorf("reset of a dependency without a breaker: %v, want ErrNotFound", err)
+	}
+	if b := e.breaker("smpt"); b != nil {
+		t.Errorf("a reset of an unknown dependency wrote %+v", *b)
+	}
+	if recs := e.auditList(&errand.AuditListParams{Action: errand.AuditBreakerReset}); len(recs) != 0 {
+		t.Errorf("a refused reset was audited: %+v", recs)
+	}
 }
 
 func testBreakerProbeAcrossStores(t *testing.T, h harness) {
