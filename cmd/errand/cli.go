@@ -84,7 +84,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		enqueueCommand, workCommand, workersCommand, schedulesCommand, jobsCommand, inspectCommand, replayCommand,
+		enqueueCommand, workCommand, workersCommand, schedulesCommand, breakersCommand, jobsCommand, inspectCommand, replayCommand,
 		cancelCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }
