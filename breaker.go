@@ -97,7 +97,9 @@ const maxScheduleDelay = 100 * 365 * 24 * time.Hour
 // dep being down: it counts as a failure of dep's circuit breaker, whatever
 // dependency the job's kind declares (or none). The job itself retries as
 // err says (class "dependency_down" unless err names one); wrap it in
-// [Permanent] to dead-letter the job and still count the failure.
+// [Permanent] to dead-letter the job and still count the failure. Jobs of
+// the kinds that declare dep (see [KindOpts].Dependency) are the ones its
+// open breaker holds back.
 func DependencyDown(dep string, err error) error {
 	je := classified(err)
 	if je.snooze > 0 {
@@ -181,8 +183,9 @@ func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason st
 
 var errNoBreakerStore = &InputError{Field: "store", Message: "keeps no circuit breakers; use errand/sqlite or errand/postgres"}
 
-// breakerGate is a Worker's circuit breakers: nil when none of its kinds
-// names a dependency, so that its claims cost what they did without it.
+// breakerGate is a Worker's circuit breakers: nil when its store keeps none.
+// When none of its kinds names a dependency its claims go straight to the
+// store, costing what they did without breakers.
 type breakerGate struct {
 	e     *engine
 	store BreakerStore
@@ -201,8 +204,8 @@ type breakerGate struct {
 	recheck time.Time
 }
 
-// newBreakerGate returns the gate of a worker of kinds, or nil when no kind
-// names a dependency.
+// newBreakerGate returns the gate of a worker of kinds, or nil when the
+// store keeps no breakers (an error when a kind names a dependency).
 func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, probes: map[string]string{}}
 	for _, k := range kinds {
@@ -213,14 +216,17 @@ func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 			}
 		}
 	}
-	if len(g.deps) == 0 {
-		return nil, nil
-	}
 	slices.Sort(g.deps)
 	bs, ok := e.store.(BreakerStore)
-	if !ok {
+	switch {
+	case !ok && len(g.deps) > 0:
 		return nil, &InputError{Field: "Kinds", Message: fmt.Sprintf("kinds name dependencies (%v) but the store keeps no circuit breakers; use errand/sqlite or errand/postgres", g.deps)}
+	case !ok:
+		return nil, nil
 	}
+	// A gate without dependencies claims as a worker without breakers
+	// does; it only records the failures handlers blame on a dependency
+	// with DependencyDown.
 	g.store = bs
 	return g, nil
 }
@@ -429,7 +435,7 @@ func (g *breakerGate) update(ctx context.Context, dep string, event BreakerEvent
 // the worker's kinds name dependencies.
 func (w *Worker) claim(ctx context.Context, queue string, free int) ([]*Job, error) {
 	p := &JobClaimParams{Queues: []string{queue}, Kinds: w.kinds, Limit: free, Lease: w.cfg.Lease, Owner: w.cfg.Owner}
-	if w.breakers == nil {
+	if w.breakers == nil || len(w.breakers.deps) == 0 {
 		return w.c.store.JobClaimMany(ctx, p)
 	}
 	return w.breakers.claim(ctx, p)

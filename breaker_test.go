@@ -188,3 +188,91 @@ func TestBreakerNeedsNoStoreWithoutDependencies(t *testing.T) {
 		t.Fatalf("worker with a dependency on a store without breakers: %v, want an *InputError", err)
 	}
 }
+
+// TestBreakerDependencyDown: a handler of a kind that declares no
+// dependency blames one with errand.DependencyDown; its failures count, and
+// the open breaker holds back the jobs of the kind that declares it.
+func TestBreakerDependencyDown(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		var refunds atomic.Int32
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+			return errand.DependencyDown("payments", errors.New("payments api: 503"))
+		}), &errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}})
+		kinds.HandleRaw("refund", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+			refunds.Add(1)
+			return nil
+		}), &errand.KindOpts{Dependency: "payments"})
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds,
+			Breakers: map[string]*errand.BreakerPolicy{"payments": {Threshold: 2, Cooldown: 47 * time.Second}}})
+		charge1 := enqueue(t, c, "charge", nil)
+		enqueue(t, c, "charge", nil)
+		refund := enqueue(t, c, "refund", nil)
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 1},
+			PollInterval: time.Hour, PollOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop(context.Background()) })
+		blockUntilAt(t, clock, clock.Now().Add(47*time.Second), 1)
+		if n := refunds.Load(); n != 0 {
+			t.Errorf("%d refunds ran with payments' breaker open, want 0", n)
+		}
+		if j := getJob(t, c, refund.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+			t.Errorf("refund is %s at attempt %d, want queued at 0", j.State, j.Attempt)
+		}
+		if j := getJob(t, c, charge1.ID); j.State != errand.StateRetrying || j.LastError.Class != errand.ClassDependencyDown {
+			t.Errorf("charge is %s with %+v, want retrying with class dependency_down", j.State, j.LastError)
+		}
+	})
+}
+
+// TestBreakerConfigRefusals: bad breaker settings are refused when the
+// client is made, naming the field to fix.
+func TestBreakerConfigRefusals(t *testing.T) {
+	st := openStore(t, nil)
+	for _, c := range []struct {
+		name  string
+		cfg   *errand.Config
+		field string
+	}{
+		{"negative threshold", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: -1}}}, "Breakers.smtp.Threshold"},
+		{"sub-millisecond cool-down", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {Cooldown: time.Microsecond}}}, "Breakers.smtp.Cooldown"},
+		{"nil policy", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": nil}}, "Breakers.smtp"},
+		{"bad dependency name", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"s m t p": {}}}, "Breakers key"},
+		{"bad kind dependency", func() *errand.Config {
+			ks := errand.NewKinds()
+			ks.HandleRaw("send", nil, &errand.KindOpts{Dependency: "has space"})
+			return &errand.Config{Kinds: ks}
+		}(), "Kinds.send.Dependency"},
+	} {
+		_, err := errand.NewClient(st, c.cfg)
+		var ie *errand.InputError
+		if !errors.As(err, &ie) || ie.Field != c.field {
+			t.Errorf("%s: %v, want an *InputError for %s", c.name, err, c.field)
+		}
+	}
+	if _, err := errand.NewClient(st, &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {}}}); err != nil {
+		t.Errorf("a zero policy (the defaults): %v", err)
+	}
+}
+
+// TestDependencyDownKeepsClassification: DependencyDown names the
+// dependency and keeps what else the error says.
+func TestDependencyDownKeepsClassification(t *testing.T) {
+	var je *errand.JobError
+	err := errand.DependencyDown("smtp", errors.New("refused"))
+	if !errors.As(err, &je) || je.Dependency() != "smtp" || je.Class() != errand.ClassDependencyDown || je.IsPermanent() {
+		t.Errorf("DependencyDown: %+v", je)
+	}
+	err = errand.Permanent(errand.DependencyDown("smtp", errand.WithClass("relay_gone", errors.New("gone"))))
+	if !errors.As(err, &je) || je.Dependency() != "smtp" || je.Class() != "relay_gone" || !je.IsPermanent() {
+		t.Errorf("Permanent(DependencyDown(WithClass)): class %s permanent %v dependency %q", je.Class(), je.IsPermanent(), je.Dependency())
+	}
+	if err := errand.DependencyDown("smtp", errand.Snooze(time.Second)); !errors.As(err, &je) || je.Dependency() != "" || je.SnoozeDelay() != time.Second {
+		t.Errorf("DependencyDown of a snooze: %+v", je)
+	}
+}
