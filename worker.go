@@ -96,7 +96,7 @@ type Worker struct {
 	reg           workerRegistration // see worker_registry.go
 	leader        workerLeadership   // see worker_leader.go
 	scheduler     *scheduler         // nil without schedules; see schedule.go
-	breakers      *breakerGate       // nil unless a kind names a dependency; see breaker.go
+	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -380,8 +380,8 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// stranding the claimed jobs until their leases expire. The jobs
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		claimSent := w.c.clock.Now()                // the store's lease starts no earlier than this
-		jobs, err := w.claim(claimCtx, queue, free) // through the circuit breakers; see breaker.go
+		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
+		jobs, err := w.claim(claimCtx, queue, free)
 		cancelClaim()
 		if err != nil && loopCtx.Err() == nil {
 			w.c.logger.Error("claim failed", "queue", queue, "err", err)
