@@ -27,10 +27,14 @@ const (
 	// deleting transaction, without a job id, its details counting what
 	// went (see [PruneDetails]).
 	AuditPrune AuditAction = "prune"
+	// AuditBreakerReset: an operator closed a dependency's circuit breaker;
+	// no job id, its details naming the dependency and what the breaker was
+	// (see [BreakerResetDetails]).
+	AuditBreakerReset AuditAction = "breaker_reset"
 )
 
 // AuditActions lists every action, in the order of their constants.
-var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune}
+var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune, AuditBreakerReset}
 
 // Valid reports whether a is one of AuditActions.
 func (a AuditAction) Valid() bool { return slices.Contains(AuditActions, a) }

@@ -48,6 +48,10 @@ type Config struct {
 	// the attempts its workers start and finish, for metrics (see
 	// errandhttp.NewMetrics). Nil observes nothing.
 	Observer Observer
+	// Breakers are the circuit breaker policies of dependencies that
+	// kinds name (see [KindOpts].Dependency), by dependency. A dependency
+	// without one takes the defaults of [BreakerPolicy].
+	Breakers map[string]*BreakerPolicy
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -75,8 +79,9 @@ type engine struct {
 	logger      *slog.Logger
 	// allowUnknownKinds: enqueue kinds not in kinds (Config.AllowUnknownKinds).
 	allowUnknownKinds bool
-	clock             TimeSource // Config.Clock, or the system clock
-	observer          Observer   // Config.Observer; nil: none
+	clock             TimeSource                // Config.Clock, or the system clock
+	observer          Observer                  // Config.Observer; nil: none
+	breakers          map[string]*BreakerPolicy // Config.Breakers
 
 	wakeMu sync.Mutex
 	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
@@ -125,6 +130,10 @@ func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	if err := checkBreakers(cfg.Breakers); err != nil {
+		return nil, err
+	}
+	c.breakers = cfg.Breakers
 	if n, ok := store.(Notifier); ok {
 		c.notifier = newQueueNotifier(c, n)
 	}

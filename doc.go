@@ -157,6 +157,18 @@
 // limit waits, queued, with no attempt used. [Client.Limits] shows every
 // bucket's tokens.
 //
+// # Circuit breakers
+//
+// A kind that names the dependency its jobs call ([KindOpts].Dependency)
+// gets a circuit breaker for it, shared with every kind naming the same one
+// and kept in the store ([BreakerStore]) for the whole cluster. After
+// [BreakerPolicy].Threshold failures in a row within Window, workers stop
+// claiming the dependency's jobs, which wait without using attempts; after
+// Cooldown, on the store's clock, up to Probes jobs test it, and a success
+// closes the breaker. [DependencyDown] blames a dependency from any
+// handler; [Client.Breakers] and [Client.ResetBreaker] show and close them.
+// A worker whose kinds name no dependency claims exactly as without them.
+//
 // # Operating
 //
 // Operators act through the client, and every action lands in the audit

@@ -112,6 +112,7 @@ type JobError struct {
 	permanent  bool
 	retryAfter time.Duration
 	snooze     time.Duration
+	dependency string // named by DependencyDown
 	err        error
 }
 
@@ -199,6 +200,7 @@ func classified(err error) *JobError {
 	var inner *JobError
 	if errors.As(err, &inner) {
 		c.class, c.permanent, c.retryAfter, c.snooze = inner.class, inner.permanent, inner.retryAfter, inner.snooze
+		c.dependency = inner.dependency
 	}
 	return c
 }

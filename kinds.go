@@ -94,6 +94,11 @@ type KindOpts struct {
 	// ([EnqueueOpts.OrderingOnDead]): release them (the default) or hold
 	// them until it is replayed or cancelled. It is fixed at enqueue.
 	OrderingOnDead OrderingOnDead
+	// Dependency names what this kind's jobs call ("smtp", "payments-api"),
+	// which several kinds may share: its circuit breaker stops workers
+	// claiming them while it is down (see [BreakerPolicy]), cluster-wide,
+	// without using their attempts. Empty: no breaker.
+	Dependency string
 }
 
 // Handler runs jobs of one kind whatever their args: what [Handle] builds
@@ -176,6 +181,8 @@ func (ks *Kinds) add(name string, h Handler, opts *KindOpts) {
 		ks.fail(&InputError{Field: field + ".Timeout", Message: "must not be negative"})
 	case k.OrderingOnDead > OrderingHoldOnDead:
 		ks.fail(&InputError{Field: field + ".OrderingOnDead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", k.OrderingOnDead)})
+	case k.Dependency != "" && checkName(field+".Dependency", k.Dependency) != nil:
+		ks.fail(checkName(field+".Dependency", k.Dependency))
 	default:
 		ks.m[name] = k
 	}

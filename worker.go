@@ -105,6 +105,7 @@ type Worker struct {
 	leader        workerLeadership   // see worker_leader.go
 	scheduler     *scheduler         // nil without schedules; see schedule.go
 	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
+	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -176,6 +177,11 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow}
+	gate, err := newBreakerGate(c.engine, kinds)
+	if err != nil {
+		return nil, err
+	}
+	w.breakers = gate
 	if len(cfg.Schedules) > 0 {
 		sc, err := newScheduler(c.engine, cfg.Schedules)
 		if err != nil {
@@ -395,7 +401,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		jobs, err := w.c.store.JobClaimMany(claimCtx, &JobClaimParams{
+		jobs, err := w.claim(claimCtx, &JobClaimParams{
 			Queues:         []string{queue},
 			Kinds:          plan.kinds,
 			Limit:          plan.limit,
@@ -433,6 +439,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 						"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
 					return
 				}
+				w.breakers.observe(runCtx, a, res)
 				if err != nil {
 					w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
 						"job_id", job.ID, "err", err)
@@ -462,7 +469,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			// from spinning the loop on a job forever a moment away.
 			wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 		}
-		wait = plan.idleWait(wait)
+		wait = w.breakers.capWait(plan.idleWait(wait))
 		poll.Reset(wait)
 		select {
 		case <-loopCtx.Done():

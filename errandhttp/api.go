@@ -135,6 +135,8 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/stats", a.stats},
 		{"GET /api/v1/schedules", a.schedules},
 		{"GET /api/v1/limits", a.limits},
+		{"GET /api/v1/breakers", a.breakers},
+		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"GET /api/v1/workers", a.workers},
 	}
 }

@@ -2,6 +2,7 @@ package errandhttp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -199,6 +200,40 @@ func (a *api[TTx]) schedules(w http.ResponseWriter, r *http.Request) error {
 		rs = []*errand.ScheduleRecord{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schedules": rs})
+	return nil
+}
+
+// breakers serves GET /api/v1/breakers: {"breakers": [...]}, each as
+// errand.BreakerRecord marshals, ordered by dependency.
+func (a *api[TTx]) breakers(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	bs, err := a.c.Breakers(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"breakers": bs})
+	return nil
+}
+
+// resetBreaker serves POST /api/v1/breakers/{dependency}/reset: an
+// operator closes a breaker at once, with a reason, for the audit.
+func (a *api[TTx]) resetBreaker(w http.ResponseWriter, r *http.Request) error {
+	operator, reason, err := operatorReason(r)
+	if err != nil {
+		return err
+	}
+	dep := r.PathValue("dependency")
+	b, err := a.c.ResetBreaker(r.Context(), dep, operator, reason)
+	if errors.Is(err, errand.ErrNotFound) {
+		return &httpError{http.StatusNotFound, "not_found", "no circuit breaker for dependency " + strconv.Quote(dep) + "; GET /api/v1/breakers lists them"}
+	}
+	if err != nil {
+		return err
+	}
+	a.log.Info("circuit breaker reset", "dependency", dep, "operator", operator, "reason", reason)
+	writeJSON(w, http.StatusOK, b)
 	return nil
 }
 

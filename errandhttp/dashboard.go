@@ -82,6 +82,8 @@ type dashboardClient interface {
 	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errand.AuditRecord, error)
 	Schedules(ctx context.Context) ([]*errand.ScheduleRecord, error)
 	Limits(ctx context.Context) ([]*errand.LimiterRecord, error)
+	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
+	Dependency(kind string) string
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 }
 
@@ -101,7 +103,8 @@ type dashboard struct {
 //     and held by an ordering key), oldest ready age, dead letters and
 //     waiting kinds no live worker handles; per queue and kind the
 //     throughput, failure rate by class, retries and dead letters of the
-//     last hour, and p50/p99 run and wait times; the workers.
+//     last hour, and p50/p99 run and wait times; the circuit breakers of
+//     dependencies; the workers.
 //   - "/jobs": jobs filtered by state, queue and kind, a page at a time.
 //   - "/jobs/ID": one job: args, every failed attempt with its class,
 //     message and stack, its lease, its audit, and what happens next; a
@@ -270,6 +273,8 @@ type overviewData struct {
 	// Limits are the cluster's rate limits and retry budgets, with their
 	// tokens now.
 	Limits []*errand.LimiterRecord
+	// Breakers are the circuit breakers of dependencies.
+	Breakers []*errand.BreakerRecord
 }
 
 // QueueDepth is queue's split of its queued jobs.
@@ -307,8 +312,13 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	breakers, err := d.c.Breakers(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
-		Insights: ins, Depth: insightsByQueue(ins), Limits: limits}
+		Insights: ins, Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers}
 	for _, q := range data.Depth {
 		data.TotalDepth.Ready += q.Ready
 		data.TotalDepth.Scheduled += q.Scheduled
@@ -468,6 +478,19 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 	// args): reloading it would lose them.
 	_, canWrite := d.opts.Identity(r)
 	p := d.newPage(r, "Job "+j.ID, "jobs", now, !(canWrite && replayAction.Applies(j.State)))
-	p.Data = &detailData{Job: j, Next: nextStep(j, now, handled), Audit: audit}
+	next := nextStep(j, now, handled)
+	if dep := d.c.Dependency(j.Kind); dep != "" && j.State.Waiting() {
+		bs, err := d.c.Breakers(ctx)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		for _, b := range bs {
+			if b.Dependency == dep {
+				next += breakerStep(b, now)
+			}
+		}
+	}
+	p.Data = &detailData{Job: j, Next: next, Audit: audit}
 	d.render(w, http.StatusOK, "job", p)
 }

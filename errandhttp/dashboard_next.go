@@ -84,6 +84,22 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 	return s
 }
 
+// breakerStep is what a waiting job's dependency's circuit breaker adds to
+// its next step: nothing while the breaker is closed. The dashboard knows a
+// kind's dependency when its own client declares the kind.
+func breakerStep(b *errand.BreakerRecord, now time.Time) string {
+	switch b.State {
+	case errand.BreakerOpen:
+		if b.OpenUntil != nil && b.OpenUntil.After(now) {
+			return fmt.Sprintf("; but its dependency %s is down (circuit breaker open until %s), so workers leave it waiting, its attempts unused; then one probe tests %s", b.Dependency, clockTime(*b.OpenUntil, now), b.Dependency)
+		}
+		return fmt.Sprintf("; but its dependency %s is down (circuit breaker open, cool-down over): it waits for a probe job to succeed", b.Dependency)
+	case errand.BreakerHalfOpen:
+		return fmt.Sprintf("; but its dependency %s is being tested (circuit breaker half-open): it waits until a probe job succeeds", b.Dependency)
+	}
+	return ""
+}
+
 // clockTime formats t in UTC: the time of day alone when t falls on now's
 // day, with the date otherwise.
 func clockTime(t, now time.Time) string {

@@ -32,6 +32,8 @@
 //	GET  /api/v1/stats                   counts by queue and state, and the insights per queue and kind
 //	GET  /api/v1/schedules
 //	GET  /api/v1/limits                  rate limits and retry budgets: tokens now, rule, claims held back
+//	GET  /api/v1/breakers                 every dependency's circuit breaker: state, failures, open_until, trips
+//	POST /api/v1/breakers/{dep}/reset     {"reason"}: close it now (audited as breaker_reset)
 //	GET  /api/v1/workers
 //
 // A worker's heartbeat, ack and fail are fenced by the lease token its

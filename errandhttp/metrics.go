@@ -62,6 +62,9 @@ type MetricsOptions struct {
 //	errand_retry_budget_tokens{kind}                  a retry budget's tokens now: retries that may start
 //	errand_retry_budget_exhausted{kind}               1 while the kind's retries wait for the budget, else 0
 //	errand_retry_budget_held_back_total{kind}         claims that left the kind's retries out
+//	errand_breaker_state{dependency}                  circuit breaker: 0 closed, 1 half-open, 2 open
+//	errand_breaker_failures{dependency}               failures in the breaker's current run
+//	errand_breaker_trips_total{dependency}            times the breaker opened, cluster-wide
 //	errand_jobs_enqueued_total{queue,kind}            jobs this process enqueued
 //	errand_jobs_started_total{queue,kind}             attempts this process started
 //	errand_jobs_finished_total{queue,kind,outcome}    attempts ended: succeeded, retrying, dead, snoozed, interrupted, lease_lost
@@ -103,6 +106,12 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 	}})
 	reg.MustRegister(&limitCollector{cache: &readCache[[]*errand.LimiterRecord]{
 		read:    c.Limits,
+		clock:   o.Clock,
+		maxAge:  o.CacheFor,
+		timeout: o.Timeout,
+	}})
+	reg.MustRegister(&breakerCollector{cache: &readCache[[]*errand.BreakerRecord]{
+		read:    c.Breakers,
 		clock:   o.Clock,
 		maxAge:  o.CacheFor,
 		timeout: o.Timeout,
@@ -204,5 +213,39 @@ func (l *limitCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(rateTokensDesc, prometheus.GaugeValue, r.Tokens, r.Name)
 		ch <- prometheus.MustNewConstMetric(ratePerSecondDesc, prometheus.GaugeValue, r.Spec.Rate, r.Name)
 		ch <- prometheus.MustNewConstMetric(rateLimitedDesc, prometheus.CounterValue, float64(r.Denied), r.Name)
+	}
+}
+
+// Descriptions of the circuit breakers' metrics, read from the database.
+var (
+	breakerStateDesc = prometheus.NewDesc("errand_breaker_state",
+		"State of the dependency's circuit breaker: 0 closed, 1 half-open, 2 open.", []string{"dependency"}, nil)
+	breakerFailuresDesc = prometheus.NewDesc("errand_breaker_failures",
+		"Failures in the current run of the dependency's circuit breaker (reset by a success).", []string{"dependency"}, nil)
+	breakerTripsDesc = prometheus.NewDesc("errand_breaker_trips_total",
+		"Times the dependency's circuit breaker opened, in every process.", []string{"dependency"}, nil)
+)
+
+// breakerCollector reports every circuit breaker at scrape time. A failed
+// read reports none (errand_store_up says whether the database answers).
+type breakerCollector struct {
+	cache *readCache[[]*errand.BreakerRecord]
+}
+
+func (b *breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerStateDesc
+	ch <- breakerFailuresDesc
+	ch <- breakerTripsDesc
+}
+
+func (b *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	bs, _, err := b.cache.get(context.Background())
+	if err != nil {
+		return
+	}
+	for _, r := range bs {
+		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(r.State.Gauge()), r.Dependency)
+		ch <- prometheus.MustNewConstMetric(breakerFailuresDesc, prometheus.GaugeValue, float64(r.Failures), r.Dependency)
+		ch <- prometheus.MustNewConstMetric(breakerTripsDesc, prometheus.CounterValue, float64(r.Trips), r.Dependency)
 	}
 }

@@ -132,6 +132,7 @@ func exercise(t *testing.T, h harness) {
 		{"Leader", leaderCases},
 		{"Schedule", scheduleCases},
 		{"Limiter", limiterCases},
+		{"Breaker", breakerCases},
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},

@@ -84,7 +84,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		enqueueCommand, workCommand, workersCommand, schedulesCommand, limitsCommand, jobsCommand, inspectCommand, replayCommand,
+		enqueueCommand, workCommand, workersCommand, schedulesCommand, limitsCommand, breakersCommand, jobsCommand, inspectCommand, replayCommand,
 		cancelCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }

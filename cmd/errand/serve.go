@@ -31,7 +31,7 @@ const (
 
 var serveCommand = &command{
 	name:    "serve",
-	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
+	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [--dependency KIND=DEP...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
 	summary: "serve the dashboard, the JSON API and /metrics (and run a worker with --exec or --http)",
 	detail: `
 errand serve answers HTTP on --addr (default 127.0.0.1:8080, the loopback
@@ -86,6 +86,7 @@ drains the worker for --grace, and exits 0.`,
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
 		limits := addLimitFlags(fs)
+		breakers := addBreakerFlags(fs)
 		ready := addReadyFlags(fs)
 
 		return func(ctx context.Context, pos []string) error {
@@ -111,10 +112,14 @@ drains the worker for --grace, and exits 0.`,
 			}
 			handles := len(*execs)+len(*hooks) > 0
 			retain := retention.policy() != nil
-			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || limits.set()) {
-				return usagef("--queue, --timeout, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || limits.set() || isSet(fs, "dependency") || isSet(fs, "breaker")) {
+				return usagef("--queue, --timeout, --lease, --rate-limit, --retry-budget, --dependency and --breaker configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
 			}
 			rates, budgets, err := limits.parse()
+			if err != nil {
+				return err
+			}
+			deps, policies, err := breakers.parse()
 			if err != nil {
 				return err
 			}
@@ -138,11 +143,11 @@ drains the worker for --grace, and exits 0.`,
 				return err
 			}
 			obs := errandhttp.NewMetricsObserver()
-			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true, Observer: obs}
+			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true, Observer: obs, Breakers: policies}
 			var kindNames []string
 			var handlers []*exechandler.Handler
 			if len(*execs)+len(*hooks) > 0 {
-				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *hooks, *timeouts, e)
+				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *hooks, *timeouts, deps, e)
 				if err != nil {
 					return err
 				}

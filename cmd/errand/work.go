@@ -25,7 +25,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -107,6 +107,16 @@ counted. Then errand work exits 0. A second signal exits at once with status
 1: running commands are killed and nothing is given back; their leases
 expire and another worker runs the jobs again.
 
+--dependency KIND=DEP says that jobs of KIND call DEP (an SMTP relay, a
+payment API), which several kinds may share. When DEP's jobs fail N times
+in a row within WINDOW (exit 75 or any other retryable failure, or a
+timeout; not exit 65), DEP's circuit breaker opens for COOLDOWN in the
+database: no worker, in this process or another, claims jobs of its kinds,
+which wait with their attempts unused. Then up to PROBES jobs test DEP: a
+success closes the breaker, a failure opens it again. --breaker
+DEP=N/WINDOW/COOLDOWN[/PROBES] sets the policy (default 5/1m/30s/1); errand
+breakers shows the breakers and resets one.
+
 With --once it claims one job, runs it, prints one JSON line:
 {"result": "idle"|"succeeded"|"retrying"|"dead"|"lease_lost", "job_id": ...,
 "attempt": N}, and exits 0 whenever an outcome was recorded.`,
@@ -125,6 +135,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
 		limits := addLimitFlags(fs)
+		breakers := addBreakerFlags(fs)
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
 		metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on `ADDR` (HOST:PORT, or a port alone for 127.0.0.1; default: off)")
 		readyF := addReadyFlags(fs)
@@ -149,7 +160,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "dependency", "breaker"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -176,7 +187,11 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, e)
+			deps, policies, err := breakers.parse()
+			if err != nil {
+				return err
+			}
+			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, e)
 			if err != nil {
 				return err
 			}
@@ -189,7 +204,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return err
 			}
 			// A schedule may enqueue kinds that other workers run.
-			clientCfg := &errand.Config{Kinds: kinds, Logger: e.logger, AllowUnknownKinds: len(schedules) > 0}
+			clientCfg := &errand.Config{Kinds: kinds, Logger: e.logger, AllowUnknownKinds: len(schedules) > 0, Breakers: policies}
 			if obs != nil {
 				clientCfg.Observer = obs // a nil *MetricsObserver would make a non-nil Observer
 			}
@@ -380,7 +395,7 @@ func parseQueues(specs []string) (queueFlags, error) {
 // execKinds builds a kind with an exec handler for every --exec and a
 // webhook for every --http, with the timeouts --timeout gives, and returns
 // their names, in flag order, and the exec handlers too.
-func execKinds(execs, hooks, timeouts []string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
 	byName := map[string]errand.Handler{}
 	var order []string
 	var handlers []*exechandler.Handler
@@ -431,6 +446,11 @@ func execKinds(execs, hooks, timeouts []string, e *env) (*errand.Kinds, []string
 		}
 		timeoutOf[kind] = d
 	}
+	for kind := range deps {
+		if _, known := byName[kind]; !known {
+			return nil, nil, nil, usagef("--dependency names kind %q, which no --exec or --http maps", kind)
+		}
+	}
 	for kind, url := range hookKinds {
 		h, err := errandhttp.NewWebhook(url, &errandhttp.WebhookOptions{Timeout: timeoutOf[kind]})
 		if err != nil {
@@ -440,7 +460,7 @@ func execKinds(execs, hooks, timeouts []string, e *env) (*errand.Kinds, []string
 	}
 	kinds := errand.NewKinds()
 	for _, name := range order {
-		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name]})
+		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name], Dependency: deps[name]})
 	}
 	return kinds, order, handlers, nil
 }

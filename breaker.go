@@ -1,0 +1,441 @@
+package errand
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Circuit breakers. A kind names the dependency its jobs call
+// ([KindOpts].Dependency, e.g. "smtp"); several kinds may share one. When
+// jobs of a dependency fail Threshold times in a row within Window, its
+// breaker opens, in the database, for every process: workers stop claiming
+// the jobs of its kinds, which wait queued or retrying with their attempts
+// intact, instead of spending them on a dependency that is down. After
+// Cooldown, on the store's clock, the breaker lets up to Probes jobs through
+// (half-open): a success closes it, a counted failure opens it again.
+//
+// What counts as a failure of the dependency: a retryable failure (whatever
+// its class, other than a panic) and a timeout, including one on a job's
+// last attempt. A permanent failure, a panic, a snooze, a job given back on
+// drain and a lost lease say nothing about the dependency and do not count.
+// A handler can name the dependency explicitly with [DependencyDown], which
+// counts whatever the kind declares.
+
+// Defaults of a [BreakerPolicy].
+const (
+	DefaultBreakerThreshold = 5
+	DefaultBreakerWindow    = time.Minute
+	DefaultBreakerCooldown  = 30 * time.Second
+	DefaultBreakerProbes    = 1
+)
+
+// ClassDependencyDown is the class of a [DependencyDown] failure that names
+// no class of its own.
+const ClassDependencyDown = "dependency_down"
+
+// BreakerPolicy is when a dependency's circuit breaker opens and how it
+// recovers. Zero fields take the defaults. Give a dependency its own in
+// [Config].Breakers.
+type BreakerPolicy struct {
+	// Threshold is how many failures in a row, with no success between
+	// them, open the breaker. Default: DefaultBreakerThreshold.
+	Threshold int
+	// Window bounds a run of failures: a failure more than Window after
+	// the run's first starts a new run. Default: DefaultBreakerWindow.
+	Window time.Duration
+	// Cooldown is how long the breaker stays open before it lets probes
+	// through; it is also how long a probe may take to report before its
+	// slot is presumed lost and given to another. Default:
+	// DefaultBreakerCooldown.
+	Cooldown time.Duration
+	// Probes is how many jobs may run at once, cluster-wide, while the
+	// breaker is half-open. Default: DefaultBreakerProbes.
+	Probes int
+}
+
+func (p BreakerPolicy) withDefaults() BreakerPolicy {
+	if p.Threshold == 0 {
+		p.Threshold = DefaultBreakerThreshold
+	}
+	if p.Window == 0 {
+		p.Window = DefaultBreakerWindow
+	}
+	if p.Cooldown == 0 {
+		p.Cooldown = DefaultBreakerCooldown
+	}
+	if p.Probes == 0 {
+		p.Probes = DefaultBreakerProbes
+	}
+	return p
+}
+
+// check validates a policy; field names it in the error.
+func (p BreakerPolicy) check(field string) error {
+	switch {
+	case p.Threshold < 0 || p.Threshold > MaxAttemptsLimit:
+		return &InputError{Field: field + ".Threshold", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxAttemptsLimit, DefaultBreakerThreshold)}
+	case p.Probes < 0 || p.Probes > MaxAttemptsLimit:
+		return &InputError{Field: field + ".Probes", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxAttemptsLimit, DefaultBreakerProbes)}
+	case p.Window != 0 && p.Window < time.Millisecond:
+		return &InputError{Field: field + ".Window", Message: "must be at least 1ms (or 0 for 1m)"}
+	case p.Cooldown != 0 && p.Cooldown < time.Millisecond:
+		return &InputError{Field: field + ".Cooldown", Message: "must be at least 1ms (or 0 for 30s)"}
+	case p.Window > maxScheduleDelay || p.Cooldown > maxScheduleDelay:
+		return &InputError{Field: field, Message: "Window and Cooldown must be under 100 years"}
+	}
+	return nil
+}
+
+// maxScheduleDelay keeps a breaker's times inside the years every store
+// represents.
+const maxScheduleDelay = 100 * 365 * 24 * time.Hour
+
+// DependencyDown reports that the failure err is the fault of dependency
+// dep being down: it counts as a failure of dep's circuit breaker, whatever
+// dependency the job's kind declares (or none). The job itself retries as
+// err says (class "dependency_down" unless err names one); wrap it in
+// [Permanent] to dead-letter the job and still count the failure. Jobs of
+// the kinds that declare dep (see [KindOpts].Dependency) are the ones its
+// open breaker holds back.
+func DependencyDown(dep string, err error) error {
+	je := classified(err)
+	if je.snooze > 0 {
+		return je
+	}
+	je.dependency = dep
+	if je.class == ClassError || je.class == "" {
+		je.class = ClassDependencyDown
+	}
+	return je
+}
+
+// Dependency is the dependency that [DependencyDown] named, or "".
+func (e *JobError) Dependency() string { return e.dependency }
+
+// breakerPolicy returns the policy of dep: Config.Breakers' or the defaults.
+func (c *engine) breakerPolicy(dep string) BreakerPolicy {
+	if p := c.breakers[dep]; p != nil {
+		return p.withDefaults()
+	}
+	return BreakerPolicy{}.withDefaults()
+}
+
+// checkBreakers validates Config.Breakers.
+func checkBreakers(m map[string]*BreakerPolicy) error {
+	for dep, p := range m {
+		if err := checkName("Breakers key", dep); err != nil {
+			return err
+		}
+		if p == nil {
+			return &InputError{Field: "Breakers." + dep, Message: "is nil; give a BreakerPolicy (its zero value takes the defaults)"}
+		}
+		if err := p.check("Breakers." + dep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Breakers returns the circuit breakers of dependencies that have had one
+// (every breaker that ever counted a failure or was reset), ordered by
+// dependency: none when the store keeps no breakers.
+func (c *Client[TTx]) Breakers(ctx context.Context) ([]*BreakerRecord, error) {
+	bs, ok := c.store.(BreakerStore)
+	if !ok {
+		return []*BreakerRecord{}, nil
+	}
+	r, err := bs.BreakerList(ctx, &BreakerListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	return r.Breakers, nil
+}
+
+// Dependency returns the dependency that kind declares (see
+// [KindOpts].Dependency), or "" when it declares none or this client does
+// not know it.
+func (c *Client[TTx]) Dependency(kind string) string {
+	if k := c.kinds[kind]; k != nil {
+		return k.Dependency
+	}
+	return ""
+}
+
+// ResetBreaker closes the breaker of dep at once, an operator's decision
+// recorded in the audit with operator and reason: its jobs are claimed again
+// without waiting for the cool-down and a probe. A dependency that has no
+// breaker (see [Client.Breakers]) is ErrNotFound.
+func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason string) (*BreakerRecord, error) {
+	bs, ok := c.store.(BreakerStore)
+	if !ok {
+		return nil, errNoBreakerStore
+	}
+	r, err := bs.BreakerUpdate(ctx, &BreakerUpdateParams{Dependency: dep, Event: BreakerReset, Operator: operator, Reason: reason})
+	if err != nil {
+		return nil, fmt.Errorf("reset breaker %s: %w", dep, err)
+	}
+	c.wakeLocal(nil)
+	return r.Breaker, nil
+}
+
+var errNoBreakerStore = &InputError{Field: "store", Message: "keeps no circuit breakers; use errand/sqlite or errand/postgres"}
+
+// breakerGate is a Worker's circuit breakers: nil when its store keeps none.
+// When none of its kinds names a dependency its claims go straight to the
+// store, costing what they did without breakers.
+type breakerGate struct {
+	e     *engine
+	store BreakerStore
+	kinds []string          // the worker's kinds
+	dep   map[string]string // kind -> dependency, for kinds that name one
+	deps  []string          // the dependencies, sorted
+
+	mu sync.Mutex
+	// dirty holds the dependencies whose last read showed failures or a
+	// breaker not closed: only their successes are worth a write.
+	dirty map[string]bool
+	// probes holds the jobs claimed as half-open probes, by id.
+	probes map[string]string
+	// recheck is when, on the worker's clock, a blocked dependency may next
+	// let a job through; zero when none is blocked.
+	recheck time.Time
+}
+
+// newBreakerGate returns the gate of a worker of kinds, or nil when the
+// store keeps no breakers (an error when a kind names a dependency).
+func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
+	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, probes: map[string]string{}}
+	for _, k := range kinds {
+		if d := e.kinds[k].Dependency; d != "" {
+			g.dep[k] = d
+			if !slices.Contains(g.deps, d) {
+				g.deps = append(g.deps, d)
+			}
+		}
+	}
+	slices.Sort(g.deps)
+	bs, ok := e.store.(BreakerStore)
+	switch {
+	case !ok && len(g.deps) > 0:
+		return nil, &InputError{Field: "Kinds", Message: fmt.Sprintf("kinds name dependencies (%v) but the store keeps no circuit breakers; use errand/sqlite or errand/postgres", g.deps)}
+	case !ok:
+		return nil, nil
+	}
+	// A gate without dependencies claims as a worker without breakers
+	// does; it only records the failures handlers blame on a dependency
+	// with DependencyDown.
+	g.store = bs
+	return g, nil
+}
+
+// claim claims jobs as params ask, leaving out the kinds whose breaker is
+// open and claiming at most one job per probe slot it gets for a breaker
+// whose cool-down is over.
+func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams) ([]*Job, error) {
+	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: g.deps})
+	if err != nil {
+		return nil, fmt.Errorf("read breakers: %w", err)
+	}
+	blocked := map[string]bool{}
+	var probe []*BreakerRecord
+	var wait time.Duration // until the nearest blocked breaker may change
+	note := func(at *time.Time) {
+		if at != nil && at.After(read.Now) && (wait == 0 || at.Sub(read.Now) < wait) {
+			wait = at.Sub(read.Now)
+		}
+	}
+	g.mu.Lock()
+	clear(g.dirty)
+	for _, b := range read.Breakers {
+		g.dirty[b.Dependency] = b.State != BreakerClosed || b.Failures > 0
+		switch b.State {
+		case BreakerOpen:
+			blocked[b.Dependency] = true
+			if b.OpenUntil != nil && !read.Now.Before(*b.OpenUntil) {
+				probe = append(probe, b)
+			}
+			note(b.OpenUntil)
+		case BreakerHalfOpen:
+			blocked[b.Dependency] = true
+			if b.Probes < g.e.breakerPolicy(b.Dependency).Probes || b.ProbeUntil == nil || !read.Now.Before(*b.ProbeUntil) {
+				probe = append(probe, b)
+			}
+			note(b.ProbeUntil)
+		}
+	}
+	g.recheck = time.Time{}
+	if wait > 0 {
+		g.recheck = g.e.clock.Now().Add(wait)
+	}
+	g.mu.Unlock()
+	if len(blocked) == 0 {
+		return g.e.store.JobClaimMany(ctx, params)
+	}
+
+	var jobs []*Job
+	limit := params.Limit
+	for _, b := range probe {
+		if limit == 0 {
+			break
+		}
+		j, err := g.claimProbe(ctx, params, b.Dependency)
+		if err != nil {
+			return jobs, err
+		}
+		if j != nil {
+			jobs = append(jobs, j)
+			limit--
+		}
+	}
+	var open []string
+	for _, k := range params.Kinds {
+		if !blocked[g.dep[k]] {
+			open = append(open, k)
+		}
+	}
+	if limit == 0 || len(open) == 0 {
+		return jobs, nil // every kind waits for its breaker: claim nothing
+	}
+	p := *params
+	p.Kinds, p.Limit = open, limit
+	more, err := g.e.store.JobClaimMany(ctx, &p)
+	return append(jobs, more...), err
+}
+
+// claimProbe asks for a probe slot of dep and, granted one, claims one job
+// of dep's kinds; a slot that finds no job is given back at once.
+func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, dep string) (*Job, error) {
+	r, err := g.store.BreakerUpdate(ctx, &BreakerUpdateParams{Dependency: dep, Event: BreakerProbe, Policy: g.e.breakerPolicy(dep)})
+	if err != nil {
+		return nil, fmt.Errorf("probe breaker %s: %w", dep, err)
+	}
+	if !r.Applied {
+		return nil, nil
+	}
+	var kinds []string
+	for _, k := range params.Kinds {
+		if g.dep[k] == dep {
+			kinds = append(kinds, k)
+		}
+	}
+	p := *params
+	p.Kinds, p.Limit = kinds, 1
+	var jobs []*Job
+	if len(kinds) > 0 {
+		jobs, err = g.e.store.JobClaimMany(ctx, &p)
+	}
+	if err != nil || len(jobs) == 0 {
+		g.update(ctx, dep, BreakerRelease, "")
+		return nil, err
+	}
+	g.mu.Lock()
+	g.probes[jobs[0].ID] = dep
+	g.mu.Unlock()
+	g.e.logger.Info("circuit breaker half-open; probing", "dependency", dep, "job_id", jobs[0].ID, "kind", jobs[0].Kind)
+	return jobs[0], nil
+}
+
+// capWait shortens an idle queue's sleep to the time a blocked breaker may
+// let a job through. Nil-safe.
+func (g *breakerGate) capWait(wait time.Duration) time.Duration {
+	if g == nil {
+		return wait
+	}
+	g.mu.Lock()
+	at := g.recheck
+	g.mu.Unlock()
+	if at.IsZero() {
+		return wait
+	}
+	return min(wait, max(at.Sub(g.e.clock.Now()), minDueWait))
+}
+
+// observe reports a finished attempt of job to its dependency's breaker.
+// res is nil when the outcome could not be recorded. Nil-safe.
+func (g *breakerGate) observe(ctx context.Context, a *attempt, res *WorkResult) {
+	if g == nil {
+		return
+	}
+	job := a.job
+	g.mu.Lock()
+	probeDep, probe := g.probes[job.ID]
+	delete(g.probes, job.ID)
+	g.mu.Unlock()
+	dep := g.dep[job.Kind]
+	var je *JobError
+	if a.err != nil {
+		je = classified(a.err)
+		if je.dependency != "" {
+			dep = je.dependency
+		}
+	}
+	event := BreakerRelease
+	msg := ""
+	switch {
+	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
+	case res.Result == ResultSucceeded:
+		event = BreakerSuccess
+	case a.timedOut:
+		event, msg = BreakerFailure, res.Error
+	case je != nil && (je.dependency != "" || !je.permanent && je.class != ClassPanic):
+		event, msg = BreakerFailure, res.Error
+	}
+	if probe && dep != probeDep && event != BreakerRelease {
+		// The probe's job blamed another dependency: its own learned
+		// nothing.
+		g.update(ctx, probeDep, BreakerRelease, "")
+		probe = false
+	}
+	switch {
+	case dep == "":
+	case event == BreakerRelease && !probe:
+	case event == BreakerSuccess && !probe && !g.isDirty(dep):
+		// The common case: a success of a healthy dependency writes nothing.
+	default:
+		g.update(ctx, dep, event, msg)
+	}
+}
+
+func (g *breakerGate) isDirty(dep string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dirty[dep]
+}
+
+// update applies one event, logging what it changed; a failed write is
+// logged and dropped (the breaker is advisory: the jobs' own outcomes are
+// recorded already).
+func (g *breakerGate) update(ctx context.Context, dep string, event BreakerEvent, msg string) {
+	r, err := g.store.BreakerUpdate(context.WithoutCancel(ctx), &BreakerUpdateParams{
+		Dependency: dep, Event: event, Policy: g.e.breakerPolicy(dep), Message: CleanText(msg, MaxMessageBytes)})
+	if err != nil {
+		g.e.logger.Warn("record circuit breaker event failed", "dependency", dep, "event", string(event), "err", err)
+		return
+	}
+	g.mu.Lock()
+	g.dirty[dep] = r.Breaker.State != BreakerClosed || r.Breaker.Failures > 0
+	g.mu.Unlock()
+	if !r.Applied {
+		return
+	}
+	switch event {
+	case BreakerFailure:
+		g.e.logger.Warn("circuit breaker opened; jobs of the dependency wait", "dependency", dep,
+			"until", r.Breaker.OpenUntil, "trips", r.Breaker.Trips, "last_error", r.Breaker.LastError)
+	case BreakerSuccess:
+		g.e.logger.Info("circuit breaker closed; jobs of the dependency run again", "dependency", dep)
+		g.e.wakeLocal(nil)
+	}
+}
+
+// claim claims as p says, through the circuit breakers when the worker's
+// kinds name dependencies.
+func (w *Worker) claim(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+	if w.breakers == nil || len(w.breakers.deps) == 0 {
+		return w.c.store.JobClaimMany(ctx, p)
+	}
+	return w.breakers.claim(ctx, p)
+}

@@ -1,0 +1,299 @@
+package errand
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// BreakerStore is an optional capability of a Store: the cluster-wide state
+// of circuit breakers (see [KindOpts].Dependency), found by type assertion.
+// errand/sqlite and errand/postgres implement it. A Worker whose kinds name
+// a dependency needs it; a Worker without one never touches it, so the claim
+// path pays nothing for it.
+//
+// Every transition is decided by [ApplyBreakerEvent], once for every store:
+// a store reads the breaker's row under a lock (the writer transaction on
+// SQLite, FOR UPDATE on PostgreSQL), applies the event on its own clock and
+// writes the result in the same transaction. That makes each event a
+// compare-and-set, so that however many processes ask for a half-open probe
+// at once, no more than the policy's Probes are granted.
+type BreakerStore interface {
+	// BreakerUpdate applies one event to the breaker of Dependency, as
+	// [ApplyBreakerEvent] decides on the store's clock, in one transaction.
+	// A breaker that has no row is closed with no failures; only an event
+	// that changes it writes a row. A [BreakerReset] appends an
+	// [AuditBreakerReset] record in the same transaction, with the details
+	// of [BreakerResetDetails]; resetting a breaker that has no row is
+	// ErrNotFound, so that a mistyped name does not create one. Params that fail Validate are an
+	// *InputError and nothing is written.
+	BreakerUpdate(ctx context.Context, params *BreakerUpdateParams) (*BreakerUpdateResult, error)
+
+	// BreakerList returns the breakers of Dependencies (every breaker when
+	// Dependencies is empty) that have a row, ordered by dependency, and
+	// the store's time of the read.
+	BreakerList(ctx context.Context, params *BreakerListParams) (*BreakerListResult, error)
+}
+
+// BreakerState is where a circuit breaker is.
+type BreakerState string
+
+const (
+	// BreakerClosed: jobs of the dependency run; failures are counted.
+	BreakerClosed BreakerState = "closed"
+	// BreakerOpen: jobs of the dependency are not claimed until OpenUntil;
+	// they wait, queued or retrying, with their attempts intact.
+	BreakerOpen BreakerState = "open"
+	// BreakerHalfOpen: the cool-down passed and up to the policy's Probes
+	// jobs run to test the dependency. A success closes the breaker, a
+	// counted failure opens it again.
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// Gauge is the state as a number, for metrics: 0 closed, 1 half-open, 2
+// open.
+func (s BreakerState) Gauge() int {
+	switch s {
+	case BreakerOpen:
+		return 2
+	case BreakerHalfOpen:
+		return 1
+	}
+	return 0
+}
+
+// BreakerRecord is the stored state of one dependency's circuit breaker.
+type BreakerRecord struct {
+	// Dependency names what the breaker protects, e.g. "smtp".
+	Dependency string       `json:"dependency"`
+	State      BreakerState `json:"state"`
+	// Failures counts the failures of the current run: failures with no
+	// success between them, the first at FailingSince.
+	Failures     int        `json:"failures"`
+	FailingSince *time.Time `json:"failing_since"`
+	// OpenedAt is when the breaker last opened; nil if it never did.
+	OpenedAt *time.Time `json:"opened_at"`
+	// OpenUntil, while open, is when the cool-down ends and the breaker lets
+	// a probe through; nil otherwise.
+	OpenUntil *time.Time `json:"open_until"`
+	// Probes counts the probes running while half-open; ProbeUntil is when
+	// probes that have not reported are presumed lost and their slots free.
+	Probes     int        `json:"probes"`
+	ProbeUntil *time.Time `json:"probe_until"`
+	// Trips counts every time the breaker opened, since it was created.
+	Trips int `json:"trips"`
+	// LastError is the message of the last counted failure.
+	LastError string    `json:"last_error"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// BreakerEvent is what happened to a dependency.
+type BreakerEvent string
+
+const (
+	// BreakerFailure: a job of the dependency failed in a way that counts
+	// (see [KindOpts].Dependency).
+	BreakerFailure BreakerEvent = "failure"
+	// BreakerSuccess: a job of the dependency succeeded.
+	BreakerSuccess BreakerEvent = "success"
+	// BreakerProbe asks for a half-open probe slot. Applied reports whether
+	// it was granted.
+	BreakerProbe BreakerEvent = "probe"
+	// BreakerRelease gives back a probe slot whose job said nothing about
+	// the dependency (it found no job, snoozed, failed permanently, was
+	// given back).
+	BreakerRelease BreakerEvent = "release"
+	// BreakerReset closes the breaker at once, an operator's decision,
+	// audited.
+	BreakerReset BreakerEvent = "reset"
+)
+
+// BreakerUpdateParams describe one event for [BreakerStore.BreakerUpdate].
+type BreakerUpdateParams struct {
+	Dependency string
+	Event      BreakerEvent
+	// Policy decides failures and probes; its zero fields take the
+	// defaults of [BreakerPolicy].
+	Policy BreakerPolicy
+	// Message is a failure's message, kept as LastError.
+	Message string
+	// Operator and Reason say who reset the breaker and why, for the audit.
+	Operator string
+	Reason   string
+}
+
+// Validate checks the parameters of BreakerUpdate.
+func (p *BreakerUpdateParams) Validate() error {
+	if err := checkName("dependency", p.Dependency); err != nil {
+		return err
+	}
+	switch p.Event {
+	case BreakerFailure, BreakerSuccess, BreakerProbe, BreakerRelease:
+	case BreakerReset:
+		if err := checkIdentifier("operator", p.Operator, MaxIDBytes); err != nil {
+			return err
+		}
+		if p.Reason == "" {
+			return &InputError{Field: "reason", Message: "is empty; say why the breaker is reset, e.g. \"smtp relay fixed\""}
+		}
+		if err := checkText("reason", p.Reason); err != nil {
+			return err
+		}
+	default:
+		return &InputError{Field: "event", Message: fmt.Sprintf("%q is not a breaker event; use failure, success, probe, release or reset", p.Event)}
+	}
+	if len(p.Message) > MaxMessageBytes*2 {
+		return &InputError{Field: "message", Message: fmt.Sprintf("is %d bytes; clean it with errand.CleanText(msg, errand.MaxMessageBytes)", len(p.Message))}
+	}
+	if err := checkText("message", p.Message); err != nil {
+		return err
+	}
+	return p.Policy.check("policy")
+}
+
+// BreakerUpdateResult is what an event did.
+type BreakerUpdateResult struct {
+	// Breaker is the breaker after the event: a closed one with no failures
+	// when it has no row.
+	Breaker *BreakerRecord
+	// Applied reports that the event did what it asks: a probe was granted,
+	// a failure opened the breaker, a success closed a half-open one, a
+	// reset closed it.
+	Applied bool
+}
+
+// BreakerListParams select breakers. Empty Dependencies means every one.
+type BreakerListParams struct {
+	Dependencies []string
+}
+
+// BreakerListResult are breakers and the store's time of the read, by
+// which their times are judged.
+type BreakerListResult struct {
+	Now      time.Time
+	Breakers []*BreakerRecord
+}
+
+// BreakerResetDetails are the details of an [AuditBreakerReset] record.
+type BreakerResetDetails struct {
+	Dependency string       `json:"dependency"`
+	PriorState BreakerState `json:"prior_state"`
+	Failures   int          `json:"failures"`
+}
+
+// BreakerTransition is what [ApplyBreakerEvent] decided.
+type BreakerTransition struct {
+	// Next is the breaker after the event.
+	Next *BreakerRecord
+	// Applied is [BreakerUpdateResult].Applied.
+	Applied bool
+	// Changed reports that Next differs from the stored breaker and must be
+	// written.
+	Changed bool
+}
+
+// ApplyBreakerEvent decides what event p does to the breaker cur (nil: no
+// row, a closed breaker with no failures) at now, the store's time. Both
+// stores call it; it is the whole state machine:
+//
+//   - failure, closed: counted, in a run that starts afresh when its first
+//     failure is Window old or older; at Threshold the breaker opens for
+//     Cooldown.
+//   - failure, half-open: it opens again for Cooldown.
+//   - failure, open: nothing (a job that started before it opened).
+//   - success, closed: the run of failures ends. Half-open: it closes.
+//     Open: nothing.
+//   - probe: granted when the breaker is open with its cool-down over, or
+//     half-open with fewer than Probes running; a grant makes it half-open
+//     and holds a slot until ProbeUntil (now + Cooldown), after which an
+//     unreported slot is free again.
+//   - release: a half-open breaker's running probes drop by one.
+//   - reset: closed, with no failures, whatever it was (a breaker with no
+//     row is not changed: the store answers ErrNotFound).
+func ApplyBreakerEvent(cur *BreakerRecord, p *BreakerUpdateParams, now time.Time) BreakerTransition {
+	pol := p.Policy.withDefaults()
+	var b BreakerRecord
+	if cur != nil {
+		b = *cur
+	} else {
+		b = BreakerRecord{Dependency: p.Dependency, State: BreakerClosed}
+	}
+	if b.State == BreakerHalfOpen && b.ProbeUntil != nil && !now.Before(*b.ProbeUntil) {
+		b.Probes, b.ProbeUntil = 0, nil // the probes never reported
+	}
+	open := func() {
+		until := now.Add(pol.Cooldown)
+		at := now
+		b.State, b.OpenedAt, b.OpenUntil = BreakerOpen, &at, &until
+		b.Probes, b.ProbeUntil = 0, nil
+		b.Trips++
+	}
+	applied := false
+	switch p.Event {
+	case BreakerFailure:
+		switch b.State {
+		case BreakerClosed:
+			if b.Failures == 0 || b.FailingSince == nil || !now.Before(b.FailingSince.Add(pol.Window)) {
+				at := now
+				b.Failures, b.FailingSince = 0, &at
+			}
+			b.Failures++
+			b.LastError = p.Message
+			if b.Failures >= pol.Threshold {
+				open()
+				applied = true
+			}
+		case BreakerHalfOpen:
+			b.LastError = p.Message
+			open()
+			applied = true
+		}
+	case BreakerSuccess:
+		switch b.State {
+		case BreakerClosed:
+			b.Failures, b.FailingSince = 0, nil
+		case BreakerHalfOpen:
+			b.State, b.Failures, b.FailingSince, b.OpenUntil = BreakerClosed, 0, nil, nil
+			b.Probes, b.ProbeUntil = 0, nil
+			applied = true
+		}
+	case BreakerProbe:
+		if b.State == BreakerOpen && b.OpenUntil != nil && !now.Before(*b.OpenUntil) {
+			b.State, b.OpenUntil, b.Probes = BreakerHalfOpen, nil, 0
+		}
+		if b.State == BreakerHalfOpen && b.Probes < pol.Probes {
+			until := now.Add(pol.Cooldown)
+			b.Probes++
+			b.ProbeUntil = &until
+			applied = true
+		}
+	case BreakerRelease:
+		if b.State == BreakerHalfOpen && b.Probes > 0 {
+			b.Probes--
+			if b.Probes == 0 {
+				b.ProbeUntil = nil
+			}
+		}
+	case BreakerReset:
+		if cur == nil {
+			return BreakerTransition{Next: &b}
+		}
+		b.State, b.Failures, b.FailingSince, b.OpenUntil = BreakerClosed, 0, nil, nil
+		b.Probes, b.ProbeUntil = 0, nil
+		applied = true
+	}
+	changed := cur == nil && b.State != BreakerClosed || cur == nil && b.Failures > 0 ||
+		cur != nil && !sameBreaker(cur, &b) || p.Event == BreakerReset
+	if changed {
+		b.UpdatedAt = now
+	}
+	return BreakerTransition{Next: &b, Applied: applied, Changed: changed}
+}
+
+// sameBreaker reports whether a and b hold the same state, UpdatedAt aside.
+func sameBreaker(a, b *BreakerRecord) bool {
+	eq := func(x, y *time.Time) bool { return x == nil && y == nil || x != nil && y != nil && x.Equal(*y) }
+	return a.State == b.State && a.Failures == b.Failures && eq(a.FailingSince, b.FailingSince) &&
+		eq(a.OpenedAt, b.OpenedAt) && eq(a.OpenUntil, b.OpenUntil) && a.Probes == b.Probes &&
+		eq(a.ProbeUntil, b.ProbeUntil) && a.Trips == b.Trips && a.LastError == b.LastError
+}

@@ -1,0 +1,278 @@
+package errand_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// smtpClient returns a client whose kind "send_email" depends on "smtp",
+// run by h, with a breaker that opens after 3 failures for 47 seconds (a
+// time no other timer of a worker is armed for) and a backoff of 30 to 60
+// minutes, so that no failed job comes due while the breaker decides.
+func smtpClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
+	t.Helper()
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("send_email", h, &errand.KindOpts{Dependency: "smtp", MaxAttempts: 10,
+		RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}})
+	kinds.HandleRaw("audit_log", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), nil)
+	return newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds,
+		Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}})
+}
+
+// TestBreakerStopsAttemptsUntilDependencyRecovers: with smtp down, jobs of
+// its kind fail until the breaker opens, after 3 failures; then no worker,
+// this one or another process's, attempts them, and the rest keep every
+// attempt. Once smtp is back and the cool-down is over, one probe runs,
+// succeeds and closes the breaker, and every job succeeds with attempts
+// left.
+func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		var down atomic.Bool
+		down.Store(true)
+		var mu sync.Mutex
+		attempts := map[string]int{}
+		h := errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			mu.Lock()
+			attempts[j.ID]++
+			mu.Unlock()
+			if down.Load() {
+				return errors.New("dial smtp: connection refused")
+			}
+			return nil
+		})
+		total := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, a := range attempts {
+				n += a
+			}
+			return n
+		}
+		c := smtpClient(t, s, clock, h)
+		var ids []string
+		for range 6 {
+			ids = append(ids, enqueue(t, c, "send_email", nil).ID)
+		}
+		t0 := clock.Now()
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 1},
+			PollInterval: time.Hour, PollOnly: true, Owner: "w1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop(context.Background()) })
+
+		// The third failure opens the breaker; the idle queue then sleeps
+		// until the cool-down ends, not a whole poll.
+		openUntil := t0.Add(47 * time.Second)
+		blockUntilAt(t, clock, openUntil, 1)
+		if n := total(); n != 3 {
+			t.Fatalf("%d attempts before the breaker opened, want 3", n)
+		}
+		bs, err := c.Breakers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || bs[0].Dependency != "smtp" || bs[0].State != errand.BreakerOpen || !bs[0].OpenUntil.Equal(openUntil) {
+			t.Fatalf("breakers %+v, want smtp open until %s", bs, openUntil)
+		}
+
+		// Another process's worker sees the breaker too: woken, it claims
+		// nothing of smtp's, and sleeps until the same time. A job of a kind
+		// without the dependency still runs.
+		c2 := smtpClient(t, s, clock, h)
+		other := enqueue(t, c2, "audit_log", nil)
+		w2, err := c2.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 4},
+			PollInterval: time.Hour, PollOnly: true, Owner: "w2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w2.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w2.Stop(context.Background()) })
+		workerWaitFor(t, clockWait, func() bool { return getJob(t, c, other.ID).State == errand.StateSucceeded })
+		c.Wake()
+		blockUntilAt(t, clock, openUntil, 2)
+		// Within the cool-down, w2 claims again (for a new job of another
+		// kind, which it runs) and still leaves smtp's jobs alone, though
+		// they come first in the queue.
+		clock.Advance(30 * time.Second)
+		another := enqueue(t, c2, "audit_log", nil)
+		workerWaitFor(t, clockWait, func() bool { return getJob(t, c, another.ID).State == errand.StateSucceeded })
+		blockUntilAt(t, clock, openUntil, 2)
+		if n := total(); n != 3 {
+			t.Fatalf("%d attempts while the breaker was open, want still 3", n)
+		}
+		failed := 0
+		for _, id := range ids {
+			j := getJob(t, c, id)
+			switch {
+			case j.State == errand.StateRetrying && j.Attempt == 1:
+				failed++
+			case j.State == errand.StateQueued && j.Attempt == 0:
+			default:
+				t.Errorf("job %s is %s at attempt %d while the breaker is open", id, j.State, j.Attempt)
+			}
+		}
+		if failed != 3 {
+			t.Errorf("%d jobs failed once, want 3", failed)
+		}
+
+		// smtp recovers; at the end of the cool-down a probe runs and
+		// closes the breaker, and the queued jobs run.
+		down.Store(false)
+		clock.Set(openUntil)
+		workerWaitFor(t, clockWait, func() bool {
+			n := 0
+			for _, id := range ids {
+				if getJob(t, c, id).State == errand.StateSucceeded {
+					n++
+				}
+			}
+			return n == 3
+		})
+		bs, err = c.Breakers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs[0].State != errand.BreakerClosed || bs[0].Trips != 1 {
+			t.Errorf("breaker after the probe: %+v, want closed after 1 trip", *bs[0])
+		}
+		// The jobs that failed run when their backoff ends.
+		clock.Advance(time.Hour)
+		workerWaitFor(t, clockWait, func() bool {
+			for _, id := range ids {
+				if getJob(t, c, id).State != errand.StateSucceeded {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range ids {
+			j := getJob(t, c, id)
+			if j.Attempt > 2 || j.Attempt >= j.MaxAttempts {
+				t.Errorf("job %s succeeded at attempt %d of %d", id, j.Attempt, j.MaxAttempts)
+			}
+		}
+		if n := total(); n != 9 {
+			t.Errorf("%d attempts in all, want 9 (3 failures, 6 successes)", n)
+		}
+	})
+}
+
+// TestBreakerNeedsNoStoreWithoutDependencies: a worker whose kinds name no
+// dependency never asks its store about breakers, so a store without them
+// serves it; one whose kinds name a dependency is refused such a store.
+func TestBreakerNeedsNoStoreWithoutDependencies(t *testing.T) {
+	st := struct{ errand.TxStore[*sql.Tx] }{openStore(t, nil)} // hides BreakerStore
+	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	if _, err := c.NewWorker(nil); err != nil {
+		t.Fatalf("worker without dependencies: %v", err)
+	}
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("send_email", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), &errand.KindOpts{Dependency: "smtp"})
+	c = newClient(t, st, &errand.Config{Kinds: kinds})
+	if _, err := c.NewWorker(nil); !errors.Is(err, errand.ErrInvalid) {
+		t.Fatalf("worker with a dependency on a store without breakers: %v, want an *InputError", err)
+	}
+}
+
+// TestBreakerDependencyDown: a handler of a kind that declares no
+// dependency blames one with errand.DependencyDown; its failures count, and
+// the open breaker holds back the jobs of the kind that declares it.
+func TestBreakerDependencyDown(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		var refunds atomic.Int32
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+			return errand.DependencyDown("payments", errors.New("payments api: 503"))
+		}), &errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}})
+		kinds.HandleRaw("refund", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+			refunds.Add(1)
+			return nil
+		}), &errand.KindOpts{Dependency: "payments"})
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds,
+			Breakers: map[string]*errand.BreakerPolicy{"payments": {Threshold: 2, Cooldown: 47 * time.Second}}})
+		charge1 := enqueue(t, c, "charge", nil)
+		enqueue(t, c, "charge", nil)
+		refund := enqueue(t, c, "refund", nil)
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 1},
+			PollInterval: time.Hour, PollOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop(context.Background()) })
+		blockUntilAt(t, clock, clock.Now().Add(47*time.Second), 1)
+		if n := refunds.Load(); n != 0 {
+			t.Errorf("%d refunds ran with payments' breaker open, want 0", n)
+		}
+		if j := getJob(t, c, refund.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+			t.Errorf("refund is %s at attempt %d, want queued at 0", j.State, j.Attempt)
+		}
+		if j := getJob(t, c, charge1.ID); j.State != errand.StateRetrying || j.LastError.Class != errand.ClassDependencyDown {
+			t.Errorf("charge is %s with %+v, want retrying with class dependency_down", j.State, j.LastError)
+		}
+	})
+}
+
+// TestBreakerConfigRefusals: bad breaker settings are refused when the
+// client is made, naming the field to fix.
+func TestBreakerConfigRefusals(t *testing.T) {
+	st := openStore(t, nil)
+	for _, c := range []struct {
+		name  string
+		cfg   *errand.Config
+		field string
+	}{
+		{"negative threshold", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: -1}}}, "Breakers.smtp.Threshold"},
+		{"sub-millisecond cool-down", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {Cooldown: time.Microsecond}}}, "Breakers.smtp.Cooldown"},
+		{"nil policy", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": nil}}, "Breakers.smtp"},
+		{"bad dependency name", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"s m t p": {}}}, "Breakers key"},
+		{"bad kind dependency", func() *errand.Config {
+			ks := errand.NewKinds()
+			ks.HandleRaw("send", nil, &errand.KindOpts{Dependency: "has space"})
+			return &errand.Config{Kinds: ks}
+		}(), "Kinds.send.Dependency"},
+	} {
+		_, err := errand.NewClient(st, c.cfg)
+		var ie *errand.InputError
+		if !errors.As(err, &ie) || ie.Field != c.field {
+			t.Errorf("%s: %v, want an *InputError for %s", c.name, err, c.field)
+		}
+	}
+	if _, err := errand.NewClient(st, &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {}}}); err != nil {
+		t.Errorf("a zero policy (the defaults): %v", err)
+	}
+}
+
+// TestDependencyDownKeepsClassification: DependencyDown names the
+// dependency and keeps what else the error says.
+func TestDependencyDownKeepsClassification(t *testing.T) {
+	var je *errand.JobError
+	err := errand.DependencyDown("smtp", errors.New("refused"))
+	if !errors.As(err, &je) || je.Dependency() != "smtp" || je.Class() != errand.ClassDependencyDown || je.IsPermanent() {
+		t.Errorf("DependencyDown: %+v", je)
+	}
+	err = errand.Permanent(errand.DependencyDown("smtp", errand.WithClass("relay_gone", errors.New("gone"))))
+	if !errors.As(err, &je) || je.Dependency() != "smtp" || je.Class() != "relay_gone" || !je.IsPermanent() {
+		t.Errorf("Permanent(DependencyDown(WithClass)): class %s permanent %v dependency %q", je.Class(), je.IsPermanent(), je.Dependency())
+	}
+	if err := errand.DependencyDown("smtp", errand.Snooze(time.Second)); !errors.As(err, &je) || je.Dependency() != "" || je.SnoozeDelay() != time.Second {
+		t.Errorf("DependencyDown of a snooze: %+v", je)
+	}
+}

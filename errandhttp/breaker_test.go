@@ -1,0 +1,107 @@
+package errandhttp_test
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// breakerServer serves the API, the dashboard and /metrics of a client
+// whose kind send_email depends on smtp, with smtp's breaker open: three
+// failures at the clock's time, opening it for 30 seconds.
+func breakerServer(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) (*server, *errand.Job) {
+	t.Helper()
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("send_email", nil, &errand.KindOpts{Dependency: "smtp"})
+	c, err := errand.NewClient(s, &errand.Config{Kinds: kinds, Clock: clock,
+		Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: 3, Cooldown: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := s.(errand.BreakerStore)
+	for range 3 {
+		if _, err := bs.BreakerUpdate(context.Background(), &errand.BreakerUpdateParams{Dependency: "smtp",
+			Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: 3, Cooldown: 30 * time.Second},
+			Message: "dial smtp: connection refused"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := errandhttp.New(c, &errandhttp.Options{
+		Auth:      &errandhttp.AuthOptions{Tokens: testTokens},
+		Dashboard: errandhttp.NewDashboard(c, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	r, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: "send_email"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &server{Server: srv, c: c}, r.Job
+}
+
+// Breakers are visible in the API, the dashboard (the overview and a
+// waiting job's next step) and /metrics, and an operator can reset one,
+// with a reason, audited.
+func TestBreakerVisibility(t *testing.T) {
+	eachStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		srv, job := breakerServer(t, s, clock)
+		until := clock.Now().Add(30 * time.Second).UTC().Format(time.RFC3339)
+
+		r := srv.op(t, http.MethodGet, "/api/v1/breakers", nil)
+		want(t, "GET /api/v1/breakers", r, http.StatusOK, "")
+		list := r.json(t)["breakers"].([]any)
+		if len(list) != 1 {
+			t.Fatalf("breakers: %s", r.body)
+		}
+		b := list[0].(map[string]any)
+		if b["dependency"] != "smtp" || b["state"] != "open" || b["failures"] != 3.0 || b["trips"] != 1.0 || b["open_until"] != until ||
+			b["last_error"] != "dial smtp: connection refused" {
+			t.Errorf("breaker %s", r.body)
+		}
+
+		home := srv.op(t, http.MethodGet, "/", nil)
+		want(t, "GET /", home, http.StatusOK, "")
+		for _, s := range []string{"Circuit breakers", "smtp", "st-open", "dial smtp: connection refused"} {
+			if !strings.Contains(string(home.body), s) {
+				t.Errorf("overview lacks %q", s)
+			}
+		}
+		page := srv.op(t, http.MethodGet, "/jobs/"+job.ID, nil)
+		want(t, "GET job", page, http.StatusOK, "")
+		if !strings.Contains(string(page.body), "its dependency smtp is down (circuit breaker open until") {
+			t.Errorf("job page does not say the job waits for its breaker:\n%s", page.body)
+		}
+
+		fams := scrape(t, errandhttp.NewMetrics(srv.c, &errandhttp.MetricsOptions{Clock: clock}))
+		wantSeries(t, fams, "errand_breaker_state", "dependency=smtp", 2)
+		wantSeries(t, fams, "errand_breaker_failures", "dependency=smtp", 3)
+		wantSeries(t, fams, "errand_breaker_trips_total", "dependency=smtp", 1)
+
+		want(t, "reset without a reason", srv.op(t, http.MethodPost, "/api/v1/breakers/smtp/reset", map[string]any{}), http.StatusBadRequest, "invalid_input")
+		want(t, "reset of an unknown dependency", srv.op(t, http.MethodPost, "/api/v1/breakers/smpt/reset", map[string]any{"reason": "typo"}), http.StatusNotFound, "not_found")
+		r = srv.op(t, http.MethodPost, "/api/v1/breakers/smtp/reset", map[string]any{"reason": "relay fixed"})
+		want(t, "reset", r, http.StatusOK, "")
+		if r.json(t)["state"] != "closed" {
+			t.Errorf("reset answered %s", r.body)
+		}
+		audit := srv.op(t, http.MethodGet, "/api/v1/audit?action=breaker_reset", nil)
+		if !strings.Contains(string(audit.body), `"operator":"alice"`) || !strings.Contains(string(audit.body), `"reason":"relay fixed"`) {
+			t.Errorf("audit after the reset: %s", audit.body)
+		}
+		page = srv.op(t, http.MethodGet, "/jobs/"+job.ID, nil)
+		if strings.Contains(string(page.body), "circuit breaker") {
+			t.Errorf("job page still mentions the closed breaker")
+		}
+	})
+}

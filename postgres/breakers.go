@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ errand.BreakerStore = (*Store)(nil)
+
+const breakerColumns = `dependency, state, failures, failing_since, opened_at, open_until, probes, probe_until, trips, last_error, updated_at`
+
+// breakerSQL expands a breaker statement: {breakers} and what [Store.sql]
+// expands.
+func (s *Store) breakerSQL(q string) string {
+	return s.sql(strings.ReplaceAll(q, "{breakers}", s.table("errand_breakers")))
+}
+
+// breakerRow scans a breaker whose columns may all be NULL (the outer side
+// of a join): ok is false when they are.
+type breakerRow struct {
+	dependency, state, lastError                  *string
+	failures, probes, trips                       *int
+	failingSince, openedAt, openUntil, probeUntil *time.Time
+	updatedAt                                     *time.Time
+}
+
+func (r *breakerRow) dest() []any {
+	return []any{&r.dependency, &r.state, &r.failures, &r.failingSince, &r.openedAt, &r.openUntil, &r.probes,
+		&r.probeUntil, &r.trips, &r.lastError, &r.updatedAt}
+}
+
+func (r *breakerRow) record() *errand.BreakerRecord {
+	if r.dependency == nil {
+		return nil
+	}
+	return &errand.BreakerRecord{
+		Dependency: *r.dependency, State: errand.BreakerState(*r.state), Failures: *r.failures,
+		FailingSince: utc(r.failingSince), OpenedAt: utc(r.openedAt), OpenUntil: utc(r.openUntil),
+		Probes: *r.probes, ProbeUntil: utc(r.probeUntil), Trips: *r.trips, LastError: *r.lastError,
+		UpdatedAt: r.updatedAt.UTC(),
+	}
+}
+
+// BreakerUpdate implements [errand.BreakerStore]. The row lock (FOR UPDATE)
+// serialises events on one breaker; the first event of a dependency inserts
+// its row only if no other did meanwhile, and otherwise decides again on
+// the row the other wrote.
+func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams) (*errand.BreakerUpdateResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var res *errand.BreakerUpdateResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for {
+			var err error
+			var inserted bool
+			res, inserted, err = s.breakerUpdate(ctx, tx, p)
+			if err != nil || inserted {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update breaker %s: %w", p.Dependency, badValue(err))
+	}
+	return res, nil
+}
+
+// breakerUpdate applies p once. done is false when it lost the race to
+// insert the breaker's first row and must decide again.
+func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerUpdateParams) (res *errand.BreakerUpdateResult, done bool, err error) {
+	nowArg := s.nowArg()
+	var row breakerRow
+	var now time.Time
+	err = tx.QueryRow(ctx, s.breakerSQL(`SELECT `+breakerColumns+`, {now} FROM {breakers} WHERE dependency = $2 FOR UPDATE`),
+		nowArg, p.Dependency).Scan(append(row.dest(), &now)...)
+	if isNoRows(err) {
+		err = tx.QueryRow(ctx, s.sql(`SELECT {now}`), nowArg).Scan(&now)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	now = micro(now)
+	cur := row.record()
+	if cur == nil && p.Event == errand.BreakerReset {
+		return nil, false, errand.ErrNotFound
+	}
+	tr := errand.ApplyBreakerEvent(cur, p, now)
+	res = &errand.BreakerUpdateResult{Breaker: tr.Next, Applied: tr.Applied}
+	if !tr.Changed {
+		return res, true, nil
+	}
+	b := tr.Next
+	args := []any{b.Dependency, string(b.State), b.Failures, b.FailingSince, b.OpenedAt, b.OpenUntil,
+		b.Probes, b.ProbeUntil, b.Trips, b.LastError, b.UpdatedAt}
+	if cur == nil {
+		n, err := tx.Exec(ctx, s.breakerSQL(`INSERT INTO {breakers} (`+breakerColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (dependency) DO NOTHING`), args...)
+		if err != nil {
+			return nil, false, err
+		}
+		if n.RowsAffected() == 0 {
+			return nil, false, nil
+		}
+	} else if _, err := tx.Exec(ctx, s.breakerSQL(`UPDATE {breakers} SET state = $2, failures = $3, failing_since = $4,
+			opened_at = $5, open_until = $6, probes = $7, probe_until = $8, trips = $9, last_error = $10, updated_at = $11
+			WHERE dependency = $1`), args...); err != nil {
+		return nil, false, err
+	}
+	if p.Event != errand.BreakerReset {
+		return res, true, nil
+	}
+	details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
+	if err != nil {
+		return nil, false, err
+	}
+	err = s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditBreakerReset, operator: p.Operator, reason: p.Reason, details: details})
+	return res, err == nil, err
+}
+
+// BreakerList implements [errand.BreakerStore]. The store's time comes with
+// the rows, from a one-row table they are joined to, so that an empty list
+// has it too.
+func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
+	var deps []string
+	if len(p.Dependencies) > 0 {
+		deps = p.Dependencies
+	}
+	rows, err := s.pool.Query(ctx, s.breakerSQL(`SELECT n.now, b.dependency, b.state, b.failures, b.failing_since,
+			b.opened_at, b.open_until, b.probes, b.probe_until, b.trips, b.last_error, b.updated_at
+		FROM (SELECT {now} AS now) n
+		LEFT JOIN {breakers} b ON $2::text[] IS NULL OR b.dependency = ANY($2::text[])
+		ORDER BY b.dependency`), s.nowArg(), deps)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	defer rows.Close()
+	res := &errand.BreakerListResult{Breakers: []*errand.BreakerRecord{}}
+	for rows.Next() {
+		var row breakerRow
+		var now time.Time
+		if err := rows.Scan(append([]any{&now}, row.dest()...)...); err != nil {
+			return nil, fmt.Errorf("list breakers: %w", err)
+		}
+		res.Now = micro(now)
+		if b := row.record(); b != nil {
+			res.Breakers = append(res.Breakers, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,120 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+var _ errand.BreakerStore = (*Store)(nil)
+
+const breakerColumns = `dependency, state, failures, failing_since, opened_at, open_until, probes, probe_until, trips, last_error, updated_at`
+
+func scanBreaker(row scanner) (*errand.BreakerRecord, error) {
+	var b errand.BreakerRecord
+	var state string
+	var since, opened, until, probeUntil sql.NullInt64
+	var updated int64
+	if err := row.Scan(&b.Dependency, &state, &b.Failures, &since, &opened, &until, &b.Probes, &probeUntil,
+		&b.Trips, &b.LastError, &updated); err != nil {
+		return nil, err
+	}
+	b.State = errand.BreakerState(state)
+	b.FailingSince, b.OpenedAt, b.OpenUntil, b.ProbeUntil = nullMicros(since), nullMicros(opened), nullMicros(until), nullMicros(probeUntil)
+	b.UpdatedAt = fromMicros(updated)
+	return &b, nil
+}
+
+// optMicros is t in microseconds, or NULL.
+func optMicros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return micros(*t)
+}
+
+// BreakerUpdate implements [errand.BreakerStore]. The writer transaction
+// serialises events: the read, the decision and the write are one
+// compare-and-set.
+func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams) (*errand.BreakerUpdateResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	res := &errand.BreakerUpdateResult{}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now().UTC().Truncate(time.Microsecond)
+		cur, err := scanBreaker(tx.QueryRowContext(ctx, `SELECT `+breakerColumns+` FROM errand_breakers WHERE dependency = ?`, p.Dependency))
+		if errors.Is(err, sql.ErrNoRows) {
+			cur, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur == nil && p.Event == errand.BreakerReset {
+			return errand.ErrNotFound
+		}
+		tr := errand.ApplyBreakerEvent(cur, p, now)
+		res.Breaker, res.Applied = tr.Next, tr.Applied
+		if !tr.Changed {
+			return nil
+		}
+		b := tr.Next
+		if _, err := tx.ExecContext(ctx, `INSERT INTO errand_breakers (`+breakerColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (dependency) DO UPDATE SET state = excluded.state, failures = excluded.failures,
+				failing_since = excluded.failing_since, opened_at = excluded.opened_at,
+				open_until = excluded.open_until, probes = excluded.probes, probe_until = excluded.probe_until,
+				trips = excluded.trips, last_error = excluded.last_error, updated_at = excluded.updated_at`,
+			b.Dependency, string(b.State), b.Failures, optMicros(b.FailingSince), optMicros(b.OpenedAt),
+			optMicros(b.OpenUntil), b.Probes, optMicros(b.ProbeUntil), b.Trips, b.LastError, micros(b.UpdatedAt)); err != nil {
+			return err
+		}
+		if p.Event != errand.BreakerReset {
+			return nil
+		}
+		details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
+		if err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditBreakerReset, operator: p.Operator, reason: p.Reason,
+			at: now, details: details})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update breaker %s: %w", p.Dependency, err)
+	}
+	return res, nil
+}
+
+// BreakerList implements [errand.BreakerStore].
+func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
+	q := `SELECT ` + breakerColumns + ` FROM errand_breakers`
+	var args []any
+	if len(p.Dependencies) > 0 {
+		q += ` WHERE dependency IN (` + placeholders(len(p.Dependencies)) + `)`
+		for _, d := range p.Dependencies {
+			args = append(args, d)
+		}
+	}
+	res := &errand.BreakerListResult{Now: s.clock.Now().UTC().Truncate(time.Microsecond), Breakers: []*errand.BreakerRecord{}}
+	rows, err := s.read.QueryContext(ctx, q+` ORDER BY dependency`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		b, err := scanBreaker(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list breakers: %w", err)
+		}
+		res.Breakers = append(res.Breakers, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	return res, nil
+}

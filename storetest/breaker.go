@@ -1,0 +1,419 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// The breaker cases run on stores that implement the optional
+// [errand.BreakerStore]; others skip them. Every time is the fake clock's.
+var breakerCases = []testCase{
+	{"ThresholdWithinWindowOpens", testBreakerThreshold},
+	{"WindowExpiryStartsANewRun", testBreakerWindow},
+	{"SuccessEndsTheRun", testBreakerSuccessEndsRun},
+	{"ProbeWaitsForCooldown", testBreakerProbeCooldown},
+	{"HalfOpenProbeLimit", testBreakerProbeLimit},
+	{"ProbeSuccessCloses", testBreakerProbeCloses},
+	{"ProbeFailureReopens", testBreakerProbeReopens},
+	{"LostProbesExpire", testBreakerProbeExpiry},
+	{"ResetIsAudited", testBreakerReset},
+	{"List", testBreakerList},
+	{"Refusals", testBreakerRefusals},
+	{"ProbeLimitAcrossStores", testBreakerProbeAcrossStores},
+}
+
+// breakerPolicy is the cases' policy: 3 failures within a minute open the
+// breaker for 30 seconds; one probe at a time.
+var breakerPolicy = errand.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 30 * time.Second, Probes: 1}
+
+func (e *env) breakers() errand.BreakerStore {
+	e.t.Helper()
+	bs, ok := e.s.(errand.BreakerStore)
+	if !ok {
+		e.t.Skip("the store is not an errand.BreakerStore")
+	}
+	return bs
+}
+
+func (e *env) breakerEvent(dep string, ev errand.BreakerEvent, pol errand.BreakerPolicy) *errand.BreakerUpdateResult {
+	e.t.Helper()
+	r, err := e.breakers().BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: dep, Event: ev, Policy: pol,
+		Message: "connection refused"})
+	if err != nil {
+		e.t.Fatalf("BreakerUpdate(%s, %s): %v", dep, ev, err)
+	}
+	return r
+}
+
+// breaker reads one breaker back, nil when it has no row.
+func (e *env) breaker(dep string) *errand.BreakerRecord {
+	e.t.Helper()
+	r, err := e.breakers().BreakerList(e.ctx, &errand.BreakerListParams{Dependencies: []string{dep}})
+	if err != nil {
+		e.t.Fatalf("BreakerList(%s): %v", dep, err)
+	}
+	switch len(r.Breakers) {
+	case 0:
+		return nil
+	case 1:
+		return r.Breakers[0]
+	}
+	e.t.Fatalf("BreakerList(%s) returned %d breakers", dep, len(r.Breakers))
+	return nil
+}
+
+// checkBreaker compares the stored breaker, and the one an update returned,
+// with want.
+func (e *env) checkBreaker(what string, got *errand.BreakerRecord, want errand.BreakerRecord) {
+	e.t.Helper()
+	stored := e.breaker(want.Dependency)
+	if !reflect.DeepEqual(got, &want) {
+		e.t.Errorf("%s: update returned\n%+v\nwant\n%+v", what, *got, want)
+	}
+	if stored == nil || !reflect.DeepEqual(stored, &want) {
+		e.t.Errorf("%s: stored\n%+v\nwant\n%+v", what, stored, want)
+	}
+}
+
+func at(t time.Time) *time.Time { return &t }
+
+func testBreakerThreshold(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.now()
+	r := e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	if r.Applied {
+		t.Error("the first failure reported the breaker opened")
+	}
+	e.checkBreaker("one failure", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerClosed,
+		Failures: 1, FailingSince: at(t0), LastError: "connection refused", UpdatedAt: t0})
+	e.clock.Advance(10 * time.Second)
+	e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	e.clock.Advance(49 * time.Second) // 59s after the first: still within the window
+	t2 := e.now()
+	r = e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	if !r.Applied {
+		t.Error("the third failure within the window did not report the breaker opened")
+	}
+	e.checkBreaker("three failures", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerOpen,
+		Failures: 3, FailingSince: at(t0), OpenedAt: at(t2), OpenUntil: at(t2.Add(30 * time.Second)), Trips: 1,
+		LastError: "connection refused", UpdatedAt: t2})
+	// A failure while open (a job that started before) changes nothing.
+	e.clock.Advance(time.Second)
+	r = e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	if r.Applied || r.Breaker.UpdatedAt != t2 || r.Breaker.Trips != 1 {
+		t.Errorf("a failure while open changed the breaker: %+v", *r.Breaker)
+	}
+}
+
+func testBreakerWindow(t *testing.T, h harness) {
+	e := open(t, h)
+	e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	e.clock.Advance(time.Minute) // the run's first failure is a window old
+	t1 := e.now()
+	r := e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	if r.Applied {
+		t.Error("a failure a window after the run began opened the breaker")
+	}
+	e.checkBreaker("new run", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerClosed,
+		Failures: 1, FailingSince: at(t1), LastError: "connection refused", UpdatedAt: t1})
+}
+
+func testBreakerSuccessEndsRun(t *testing.T, h harness) {
+	e := open(t, h)
+	// A success of a dependency without a breaker writes nothing.
+	if r := e.breakerEvent("smtp", errand.BreakerSuccess, breakerPolicy); r.Applied || r.Breaker.State != errand.BreakerClosed {
+		t.Errorf("success on no breaker: %+v", *r.Breaker)
+	}
+	if b := e.breaker("smtp"); b != nil {
+		t.Fatalf("a success created a breaker: %+v", *b)
+	}
+	t0 := e.now()
+	e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	e.clock.Advance(time.Second)
+	t1 := e.now()
+	r := e.breakerEvent("smtp", errand.BreakerSuccess, breakerPolicy)
+	e.checkBreaker("success", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerClosed,
+		LastError: "connection refused", UpdatedAt: t1})
+	_ = t0
+	r = e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	if r.Breaker.Failures != 1 || r.Breaker.State != errand.BreakerClosed {
+		t.Errorf("the failure after a success: %+v, want a run of 1", *r.Breaker)
+	}
+}
+
+// trip opens dep's breaker at the clock's time and returns that time.
+func (e *env) trip(dep string, pol errand.BreakerPolicy) time.Time {
+	e.t.Helper()
+	for range pol.Threshold {
+		e.breakerEvent(dep, errand.BreakerFailure, pol)
+	}
+	b := e.breaker(dep)
+	if b == nil || b.State != errand.BreakerOpen {
+		e.t.Fatalf("breaker %s after %d failures: %+v, want open", dep, pol.Threshold, b)
+	}
+	return e.now()
+}
+
+func testBreakerProbeCooldown(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.trip("smtp", breakerPolicy)
+	e.clock.Set(t0.Add(30*time.Second - time.Microsecond))
+	if r := e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy); r.Applied || r.Breaker.State != errand.BreakerOpen {
+		t.Errorf("probe a microsecond before the cool-down ends: applied %v, %+v", r.Applied, *r.Breaker)
+	}
+	e.clock.Set(t0.Add(30 * time.Second))
+	t1 := e.now()
+	r := e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy)
+	if !r.Applied {
+		t.Fatal("probe at the end of the cool-down was refused")
+	}
+	e.checkBreaker("probing", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerHalfOpen,
+		Failures: 3, FailingSince: at(t0), OpenedAt: at(t0), Probes: 1, ProbeUntil: at(t1.Add(30 * time.Second)),
+		Trips: 1, LastError: "connection refused", UpdatedAt: t1})
+	// A closed breaker grants no probe: its jobs need none.
+	if r := e.breakerEvent("imap", errand.BreakerProbe, breakerPolicy); r.Applied {
+		t.Error("a closed breaker granted a probe")
+	}
+	if b := e.breaker("imap"); b != nil {
+		t.Errorf("a refused probe wrote a breaker: %+v", *b)
+	}
+}
+
+func testBreakerProbeLimit(t *testing.T, h harness) {
+	e := open(t, h)
+	two := breakerPolicy
+	two.Probes = 2
+	t0 := e.trip("smtp", two)
+	e.clock.Set(t0.Add(time.Minute))
+	granted := 0
+	for range 4 {
+		if e.breakerEvent("smtp", errand.BreakerProbe, two).Applied {
+			granted++
+		}
+	}
+	if granted != 2 {
+		t.Fatalf("granted %d probes, want 2", granted)
+	}
+	// A released slot is granted again, once.
+	e.breakerEvent("smtp", errand.BreakerRelease, two)
+	if b := e.breaker("smtp"); b.Probes != 1 || b.State != errand.BreakerHalfOpen {
+		t.Errorf("after a release: %+v, want half-open with 1 probe", *b)
+	}
+	if !e.breakerEvent("smtp", errand.BreakerProbe, two).Applied {
+		t.Error("the released slot was not granted")
+	}
+	if e.breakerEvent("smtp", errand.BreakerProbe, two).Applied {
+		t.Error("a third probe was granted")
+	}
+}
+
+func testBreakerProbeCloses(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.trip("smtp", breakerPolicy)
+	e.clock.Set(t0.Add(30 * time.Second))
+	e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy)
+	e.clock.Advance(time.Second)
+	t1 := e.now()
+	r := e.breakerEvent("smtp", errand.BreakerSuccess, breakerPolicy)
+	if !r.Applied {
+		t.Error("the probe's success did not report the breaker closed")
+	}
+	e.checkBreaker("closed", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerClosed,
+		OpenedAt: at(t0), Trips: 1, LastError: "connection refused", UpdatedAt: t1})
+	if e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy).Applied {
+		t.Error("a closed breaker granted a probe")
+	}
+}
+
+func testBreakerProbeReopens(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.trip("smtp", breakerPolicy)
+	e.clock.Set(t0.Add(30 * time.Second))
+	e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy)
+	e.clock.Advance(time.Second)
+	t1 := e.now()
+	r := e.breakerEvent("smtp", errand.BreakerFailure, breakerPolicy)
+	if !r.Applied {
+		t.Error("the probe's failure did not report the breaker opened")
+	}
+	e.checkBreaker("reopened", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerOpen,
+		Failures: 3, FailingSince: at(t0), OpenedAt: at(t1), OpenUntil: at(t1.Add(30 * time.Second)), Trips: 2,
+		LastError: "connection refused", UpdatedAt: t1})
+	if e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy).Applied {
+		t.Error("a reopened breaker granted a probe before its new cool-down ended")
+	}
+}
+
+func testBreakerProbeExpiry(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.trip("smtp", breakerPolicy)
+	e.clock.Set(t0.Add(30 * time.Second))
+	e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy)
+	e.clock.Advance(30*time.Second - time.Microsecond)
+	if e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy).Applied {
+		t.Error("a second probe was granted while the first may still report")
+	}
+	e.clock.Advance(time.Microsecond)
+	if !e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy).Applied {
+		t.Error("a probe that never reported kept its slot past its time")
+	}
+	if b := e.breaker("smtp"); b.Probes != 1 {
+		t.Errorf("probes after the lost one expired: %d, want 1", b.Probes)
+	}
+}
+
+func testBreakerReset(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.trip("smtp", breakerPolicy)
+	e.clock.Advance(time.Second)
+	t1 := e.now()
+	r, err := e.breakers().BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "smtp", Event: errand.BreakerReset,
+		Operator: "ana", Reason: "relay fixed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Applied {
+		t.Error("a reset did not report itself applied")
+	}
+	e.checkBreaker("reset", r.Breaker, errand.BreakerRecord{Dependency: "smtp", State: errand.BreakerClosed,
+		OpenedAt: at(t0), Trips: 1, LastError: "connection refused", UpdatedAt: t1})
+	recs := e.auditList(&errand.AuditListParams{Action: errand.AuditBreakerReset})
+	if len(recs) != 1 {
+		t.Fatalf("audit has %d breaker resets, want 1", len(recs))
+	}
+	a := recs[0]
+	if a.JobID != nil || a.Operator != "ana" || a.Reason != "relay fixed" || !a.At.Equal(t1) {
+		t.Errorf("audit record %+v", a)
+	}
+	var d errand.BreakerResetDetails
+	if err := json.Unmarshal(a.Details, &d); err != nil {
+		t.Fatalf("details %s: %v", a.Details, err)
+	}
+	if d != (errand.BreakerResetDetails{Dependency: "smtp", PriorState: errand.BreakerOpen, Failures: 3}) {
+		t.Errorf("details %+v", d)
+	}
+}
+
+func testBreakerList(t *testing.T, h harness) {
+	e := open(t, h)
+	r, err := e.breakers().BreakerList(e.ctx, &errand.BreakerListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Breakers == nil || len(r.Breakers) != 0 || !r.Now.Equal(e.now()) {
+		t.Errorf("empty list: %+v, want no breakers (non-nil) and now %s", r, e.now())
+	}
+	for _, d := range []string{"smtp", "billing", "imap"} {
+		e.breakerEvent(d, errand.BreakerFailure, breakerPolicy)
+	}
+	e.clock.Advance(time.Second)
+	r, err = e.breakers().BreakerList(e.ctx, &errand.BreakerListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range r.Breakers {
+		names = append(names, b.Dependency)
+	}
+	if !reflect.DeepEqual(names, []string{"billing", "imap", "smtp"}) || !r.Now.Equal(e.now()) {
+		t.Errorf("list: %v at %s, want billing, imap, smtp at %s", names, r.Now, e.now())
+	}
+	r, err = e.breakers().BreakerList(e.ctx, &errand.BreakerListParams{Dependencies: []string{"smtp", "billing", "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = nil
+	for _, b := range r.Breakers {
+		names = append(names, b.Dependency)
+	}
+	if !reflect.DeepEqual(names, []string{"billing", "smtp"}) {
+		t.Errorf("filtered list: %v, want billing, smtp", names)
+	}
+}
+
+func testBreakerRefusals(t *testing.T, h harness) {
+	e := open(t, h)
+	bad := []*errand.BreakerUpdateParams{
+		{Dependency: "", Event: errand.BreakerFailure},
+		{Dependency: "smtp", Event: "explode"},
+		{Dependency: "smtp", Event: errand.BreakerFailure, Message: "nul\x00byte"},
+		{Dependency: "smtp", Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: -1}},
+		{Dependency: "smtp", Event: errand.BreakerReset, Operator: "ana"},
+		{Dependency: "smtp", Event: errand.BreakerReset, Reason: "why"},
+	}
+	for _, p := range bad {
+		if _, err := e.breakers().BreakerUpdate(e.ctx, p); !errors.Is(err, errand.ErrInvalid) {
+			t.Errorf("BreakerUpdate(%+v): %v, want an *InputError", *p, err)
+		}
+	}
+	if b := e.breaker("smtp"); b != nil {
+		t.Errorf("a refused update wrote %+v", *b)
+	}
+	_, err := e.breakers().BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "smpt", Event: errand.BreakerReset,
+		Operator: "ana", Reason: "typo"})
+	if !errors.Is(err, errand.ErrNotFound) {
+		t.Errorf("reset of a dependency without a breaker: %v, want ErrNotFound", err)
+	}
+	if b := e.breaker("smpt"); b != nil {
+		t.Errorf("a reset of an unknown dependency wrote %+v", *b)
+	}
+	if recs := e.auditList(&errand.AuditListParams{Action: errand.AuditBreakerReset}); len(recs) != 0 {
+		t.Errorf("a refused reset was audited: %+v", recs)
+	}
+}
+
+func testBreakerProbeAcrossStores(t *testing.T, h harness) {
+	e := open(t, h)
+	s2, ok := e.second().(errand.BreakerStore)
+	if !ok {
+		t.Fatal("the second store is not an errand.BreakerStore")
+	}
+	stores := []errand.BreakerStore{e.breakers(), s2}
+	two := breakerPolicy
+	two.Probes = 2
+	t0 := e.trip("smtp", two)
+	e.clock.Set(t0.Add(30 * time.Second))
+	const racers = 8
+	var mu sync.Mutex
+	granted := 0
+	var wg sync.WaitGroup
+	for r := range racers {
+		wg.Go(func() {
+			res, err := stores[r%2].BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "smtp", Event: errand.BreakerProbe, Policy: two})
+			if err != nil {
+				t.Errorf("BreakerUpdate: %v", err)
+				return
+			}
+			if res.Applied {
+				mu.Lock()
+				granted++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if granted != 2 {
+		t.Errorf("%d racers were granted a probe, want 2", granted)
+	}
+	// The first failures of a new dependency, racing, are all counted.
+	for r := range racers {
+		wg.Go(func() {
+			if _, err := stores[r%2].BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "imap", Event: errand.BreakerFailure,
+				Policy: errand.BreakerPolicy{Threshold: 100}}); err != nil {
+				t.Errorf("BreakerUpdate: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if b := e.breaker("imap"); b == nil || b.Failures != racers {
+		t.Errorf("racing first failures: %+v, want %d failures", b, racers)
+	}
+}
