@@ -233,3 +233,20 @@ func TestWorkerLimitsNeedTheirTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerWithoutLimitsTakesNoTokens: a worker without limits never
+// touches the buckets (a take would create one).
+func TestWorkerWithoutLimitsTakesNoTokens(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ran := make(chan string, 1)
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "k",
+			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
+		enqueue(t, c, "k", &errand.EnqueueOpts{ID: "j"})
+		startLimitedWorker(t, c, 2, nil, nil)
+		waitAttempt(t, ran, "j", "the job")
+		ls, err := c.Limits(context.Background())
+		if err != nil || len(ls) != 0 {
+			t.Fatalf("Limits after a worker without limits = %v, %v; want none", ls, err)
+		}
+	})
+}
