@@ -124,6 +124,10 @@ const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, prio
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
 
+// insert writes params with insertSQL, then reads the jobs holding the ids
+// and keys that conflicted. Its one write is that single statement:
+// insertOwnTx runs it on the pool, outside any transaction, relying on
+// the statement's own atomicity; a second write here would need one.
 func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
 	n := len(params)
 	var (
