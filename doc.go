@@ -71,8 +71,9 @@
 // A queued job whose available_at is in the future is a scheduled job. A
 // retrying job is a failed job waiting out its backoff. succeeded, dead and
 // cancelled are terminal; only an explicit replay changes them. Expired
-// leases are swept inside every claim transaction, and between claims by the
-// leader (see Workers).
+// leases are swept inside a claim transaction at most once a second per
+// store handle ([ClaimSweepInterval]), and between claims by the leader (see
+// Workers); a job past its deadline is never claimed, swept yet or not.
 //
 // # Failures
 //

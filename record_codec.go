@@ -52,13 +52,19 @@ func (j *Job) DecodeColumns(c *JobColumns) error {
 			return fmt.Errorf("job %s: decode last_error: %w", j.ID, err)
 		}
 	}
-	if err := json.Unmarshal([]byte(c.Errors), &j.Errors); err != nil {
+	// Most claimed jobs have no history and no tags: their empty arrays
+	// skip the decoder, which a busy worker otherwise runs twice per job.
+	if c.Errors == "[]" {
+		j.Errors = []AttemptError{}
+	} else if err := json.Unmarshal([]byte(c.Errors), &j.Errors); err != nil {
 		return fmt.Errorf("job %s: decode errors: %w", j.ID, err)
 	}
 	if j.Errors == nil {
 		j.Errors = []AttemptError{}
 	}
-	if err := json.Unmarshal([]byte(c.Tags), &j.Tags); err != nil {
+	if c.Tags == "[]" {
+		j.Tags = []string{}
+	} else if err := json.Unmarshal([]byte(c.Tags), &j.Tags); err != nil {
 		return fmt.Errorf("job %s: decode tags: %w", j.ID, err)
 	}
 	if j.Tags == nil {

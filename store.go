@@ -116,10 +116,11 @@ type JobStore interface {
 	JobList(ctx context.Context, params *JobListParams) ([]*Job, error)
 
 	// JobClaimMany claims up to Limit available jobs in one transaction.
-	// First it sweeps, as JobSweep does. Then it picks claimable jobs (a
-	// state of [WaitingStates], available_at <= now, in one of Queues and,
-	// when Kinds is set, of one of Kinds) ordered by priority, available_at
-	// and seq, and for each writes state running, attempt+1, a fresh lease
+	// First, when its store handle has not swept for [ClaimSweepInterval]
+	// (as [ClaimSweeps] decides), it sweeps, as JobSweep does. Then it picks
+	// claimable jobs (a state of [WaitingStates], available_at <= now, no
+	// deadline or a deadline after now, in one of Queues and, when Kinds is
+	// set, of one of Kinds) ordered by priority, available_at and seq, and for each writes state running, attempt+1, a fresh lease
 	// token, lease_until = now+Lease, lease_owner and attempted_at. Two
 	// concurrent claims never return the same job. A job with an ordering
 	// key is claimable only as the ordering-key rule allows (see
@@ -192,7 +193,10 @@ type JobStore interface {
 	// new history entry carries the job's attempt (0 for a job never
 	// claimed). Leases are swept before deadlines, so a job whose worker
 	// died past the job's deadline gets both entries and dies. Claims sweep
-	// first; a leader may also call it between claims.
+	// first, at most once per [ClaimSweepInterval] for each store handle; a
+	// leader also calls it between claims. A job past its deadline is never
+	// claimed, swept yet or not, and an expired lease waits for the next
+	// sweep.
 	JobSweep(ctx context.Context, params *JobSweepParams) (SweepResult, error)
 
 	// QueueStats summarises every queue that holds jobs, ordered by name,

@@ -17,7 +17,8 @@ const maxOutcomeBatch = 100
 // job (commits are what a store runs out of first; see DESIGN.md, Storage).
 // The store still fences each outcome by its own lease token. Nothing waits
 // to fill a batch: a lone outcome is written at once, and outcomes batch up
-// only while a write is in flight, so batching adds no latency.
+// only while a write is in flight, so batching adds no latency. Under load,
+// up to maxOutcomeWrites full batches are written at once.
 type outcomeBatcher struct {
 	store  Store
 	stats  *workerCounters
@@ -48,6 +49,21 @@ func newOutcomeBatcher(store Store, stats *workerCounters, direct bool) *outcome
 	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest), done: make(chan struct{})}
 }
 
+// maxOutcomeWrites bounds how many batches are written at once. A second
+// write starts only while one is in flight and a full batch waits, that is
+// when the outcomes arrive faster than one connection records them: on
+// PostgreSQL the writes then overlap their round trips (a busy worker was
+// measured waiting on its one outcome writer with every batch full, its pool
+// mostly idle). A lone or partial batch still waits for the write in flight,
+// gathering more outcomes meanwhile, so a lightly loaded worker writes as few
+// batches as before. Two leaves the default pool of four connections room
+// for claims and heartbeats. On SQLite, whose one writer serialises them, the
+// overlapping writes are the same full batches in the same order of
+// commits: nothing changes. Concurrent batches never hold the same job (a
+// lease has one outcome), and each store locks a batch's rows in id order,
+// so two writes cannot deadlock.
+const maxOutcomeWrites = 2
+
 // start runs the batcher until stop. ctx carries values to the store; its
 // cancellation is ignored, since a recorded outcome is what lets a job move
 // on without waiting for its lease to expire.
@@ -55,22 +71,37 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer close(b.done)
-		batch := make([]outcomeRequest, 0, maxOutcomeBatch)
-		for req := range b.reqs {
-			batch = append(batch[:0], req)
-		fill:
-			for len(batch) < maxOutcomeBatch {
-				select {
-				case req, ok := <-b.reqs:
-					if !ok {
-						break fill
-					}
-					batch = append(batch, req)
-				default:
-					break fill
-				}
+		written := make(chan struct{}, maxOutcomeWrites) // a write ended
+		inFlight := 0
+		var batch []outcomeRequest
+		reqs := b.reqs
+		for reqs != nil || len(batch) > 0 || inFlight > 0 {
+			full := len(batch) == maxOutcomeBatch
+			if len(batch) > 0 && (inFlight == 0 || full && inFlight < maxOutcomeWrites) {
+				inFlight++
+				go func(batch []outcomeRequest) {
+					b.flush(ctx, batch)
+					written <- struct{}{}
+				}(batch)
+				batch, full = nil, false
 			}
-			b.flush(ctx, batch)
+			in := reqs
+			if full {
+				in = nil // back-pressure: senders wait until a write ends
+			}
+			select {
+			case req, ok := <-in:
+				if !ok {
+					reqs = nil
+					continue
+				}
+				if batch == nil {
+					batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+				}
+				batch = append(batch, req)
+			case <-written:
+				inFlight--
+			}
 		}
 	}()
 }

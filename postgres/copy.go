@@ -46,30 +46,73 @@ func copyable(params []*errand.JobInsertParams) bool {
 
 // insertOwnTx is JobInsertMany on the pool: a copyable batch is written
 // with COPY, the way River's InsertManyFast writes, and inserted with
-// insertSQL, in a new transaction, only if the COPY met a taken id.
+// insertSQL only if the COPY met a taken id.
 func (s *Store) insertOwnTx(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
-	var rs []errand.JobInsertResult
-	insert := func(tx pgx.Tx) error {
-		var err error
-		rs, err = s.insert(ctx, pgxQuerier{tx}, s.own, params)
-		return err
+	// insert's one INSERT statement is a transaction of its own: all the
+	// batch or none of it, committed when the statement ends. Sent on the
+	// pool, without BEGIN and COMMIT, it costs one round trip instead of
+	// three, which is most of what enqueueing one job costs.
+	insert := func() ([]errand.JobInsertResult, error) {
+		return s.insert(ctx, pgxQuerier{s.pool}, s.own, params)
 	}
 	if !copyable(params) {
-		err := pgx.BeginFunc(ctx, s.pool, insert)
-		return rs, err
+		return insert()
 	}
 	if err := validate(params); err != nil {
 		return nil, err
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		rs, err = s.copyJobs(ctx, tx, s.own, params)
-		return err
-	})
+	rs, err := s.copyOwnTx(ctx, params)
 	if errors.Is(err, errCopyConflict) {
-		err = pgx.BeginFunc(ctx, s.pool, insert)
+		return insert()
 	}
 	return rs, err
+}
+
+// copyOwnTx is copyJobs in a transaction of its own on one of the pool's
+// connections: BEGIN goes in one pipelined batch with the query for the
+// seqs, so the whole costs three round trips (BEGIN and the seqs, COPY,
+// COMMIT) rather than four. Anything that fails rolls the transaction
+// back.
+func (s *Store) copyOwnTx(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.sql(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs"))
+	br := conn.SendBatch(ctx, b)
+	var taken takenSeqs
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&taken.now, &taken.seqs)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var rs []errand.JobInsertResult
+	if err != nil {
+		err = fmt.Errorf("insert jobs: take seqs: %w", err)
+	} else {
+		rs, err = s.copyWith(ctx, conn.Conn(), params, taken)
+	}
+	if err == nil {
+		if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
+			err = fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	if err != nil {
+		// As a claim does: roll back on a context of its own, and close a
+		// connection that cannot.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(rctx)
+		}
+		cancel()
+		return nil, err
+	}
+	return rs, nil
 }
 
 // insertCallerTx is JobInsertManyTx: as insertOwnTx, but in the caller's
@@ -113,13 +156,25 @@ func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, pa
 			return nil, err
 		}
 	}
-	var (
-		now  time.Time
-		seqs []int64
-	)
-	if err := tx.QueryRow(ctx, r.Replace(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs")).Scan(&now, &seqs); err != nil {
+	var taken takenSeqs
+	if err := tx.QueryRow(ctx, r.Replace(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs")).Scan(&taken.now, &taken.seqs); err != nil {
 		return nil, fmt.Errorf("insert jobs: take seqs: %w", err)
 	}
+	return s.copyWith(ctx, tx, params, taken)
+}
+
+// takenSeqs is what copySeqsSQL returns: the statement's now and the seqs.
+type takenSeqs struct {
+	now  time.Time
+	seqs []int64
+}
+
+// copyWith is copyJobs once the seqs are taken, writing through dst (the
+// transaction, or a connection inside one).
+func (s *Store) copyWith(ctx context.Context, dst interface {
+	CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
+}, params []*errand.JobInsertParams, taken takenSeqs) ([]errand.JobInsertResult, error) {
+	now, seqs := taken.now, taken.seqs
 	if len(seqs) != len(params) {
 		return nil, fmt.Errorf("insert jobs: took %d seqs for %d jobs", len(seqs), len(params))
 	}
@@ -152,7 +207,7 @@ func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, pa
 			j.AvailableAt, j.Deadline, nil, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold))}
 		out[i] = errand.JobInsertResult{Job: j}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := dst.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 			return nil, errCopyConflict

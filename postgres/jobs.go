@@ -132,6 +132,10 @@ const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, prio
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
 
+// insert writes params with insertSQL, then reads the jobs holding the ids
+// and keys that conflicted. Its one write is that single statement:
+// insertOwnTx runs it on the pool, outside any transaction, relying on
+// the statement's own atomicity; a second write here would need one.
 func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
 	n := len(params)
 	var (
@@ -361,6 +365,7 @@ var orderingFree = errand.OrderingFreeSQL("{jobs}")
 // claimOneQueue picks from one queue (the worker's claims).
 var claimOneQueue = `SELECT seq FROM {jobs} j
 		WHERE queue = $4::text AND state IN (` + waiting + `) AND available_at <= {now}
+			AND (deadline IS NULL OR deadline > {now})
 			AND ($5::text[] IS NULL OR kind = ANY($5))
 			AND ` + orderingFree + `
 		ORDER BY priority, available_at, seq
@@ -375,6 +380,7 @@ var claimOneQueue = `SELECT seq FROM {jobs} j
 var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
 			SELECT seq, priority, available_at FROM {jobs} j
 			WHERE queue = q.name AND state IN (` + waiting + `) AND available_at <= {now}
+				AND (deadline IS NULL OR deadline > {now})
 				AND ($5::text[] IS NULL OR kind = ANY($5))
 				AND ` + orderingFree + `
 			ORDER BY priority, available_at, seq
@@ -410,13 +416,13 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		kinds = p.Kinds
 	}
 	queues := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
-	// The sweeps and the claim go in one pipelined batch behind an explicit
-	// BEGIN, so they take one round trip and the claim sees what the sweeps
-	// freed; COMMIT follows only once every claimed row has been read and
-	// decoded. A claim whose rows cannot be handed to the caller (a decode
-	// error, a cancelled context) is rolled back rather than left running
-	// with an attempt spent. Two round trips instead of five (BEGIN, two
-	// sweeps, the claim, COMMIT).
+	// The sweeps (when due, see errand.ClaimSweeps) and the claim go in one
+	// pipelined batch behind an explicit BEGIN, so they take one round trip
+	// and the claim sees what the sweeps freed; COMMIT follows only once
+	// every claimed row has been read and decoded. A claim whose rows
+	// cannot be handed to the caller (a decode error, a cancelled context)
+	// is rolled back rather than left running with an attempt spent. Two
+	// round trips instead of five (BEGIN, two sweeps, the claim, COMMIT).
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -425,7 +431,10 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	now := s.nowArg()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	s.queueSweep(b, now)
+	sweep := s.sweeps.Due(s.paceNow())
+	if sweep {
+		s.queueSweep(b, now)
+	}
 	switch {
 	case len(p.SkipRetryKinds) > 0 && len(queues) == 1:
 		b.Queue(s.sql(claimOneSkipSQL), now, us(p.Lease), p.Owner, queues[0], kinds, p.Limit, p.SkipRetryKinds)
@@ -441,8 +450,10 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
-		if _, err := readSweep(br); err != nil {
-			return nil, err
+		if sweep {
+			if _, err := readSweep(br); err != nil {
+				return nil, err
+			}
 		}
 		rs, err := br.Query()
 		if err != nil {
@@ -457,6 +468,9 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		_, err = conn.Exec(ctx, "COMMIT")
 	}
 	if err != nil {
+		if sweep {
+			s.sweeps.Failed()
+		}
 		// Roll back on a context of its own: the caller's may be what
 		// ended the claim. A connection that cannot roll back is closed,
 		// which ends its transaction too.
@@ -684,6 +698,7 @@ func byID(n int, id func(i int) string) []int {
 // one implicit transaction, as a claim sends them.
 func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
 	b := &pgx.Batch{}
+	started := s.paceNow()
 	s.queueSweep(b, s.nowArg())
 	br := s.pool.SendBatch(ctx, b)
 	r, err := readSweep(br)
@@ -693,6 +708,7 @@ func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.
 	if err != nil {
 		return errand.SweepResult{}, fmt.Errorf("sweep: %w", err)
 	}
+	s.sweeps.Swept(started)
 	return r, nil
 }
 

@@ -119,6 +119,7 @@ type Store struct {
 	name     string        // the schema's name, unquoted
 	clock    errand.Clock  // nil: the database's clock
 	logger   *slog.Logger  // never nil
+	sweeps   errand.ClaimSweeps
 
 	// own expands the {name} placeholders of SQL that runs in errand's own
 	// short transactions; inTx of SQL that runs in a caller's.
@@ -276,6 +277,15 @@ func (s *Store) Close() error {
 		s.pool.Close()
 	}
 	return nil
+}
+
+// paceNow is the time ClaimSweeps paces claims by: the injected clock's,
+// or this process's when the database keeps time.
+func (s *Store) paceNow() time.Time {
+	if s.clock == nil {
+		return time.Now()
+	}
+	return s.clock.Now()
 }
 
 // nowArg is the $1 of every statement: the injected clock's time at the

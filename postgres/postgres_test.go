@@ -306,8 +306,9 @@ func TestDatabaseClock(t *testing.T) {
 		t.Errorf("history time stored as %q, want %q", raw, want)
 	}
 
-	// A short lease expires on the database's clock and the next claim
-	// sweeps it, then claims the job again.
+	// A short lease expires on the database's clock: a sweep ends it (a
+	// claim sweeps only once a second, and the last claim just did), and a
+	// claim takes the job again.
 	js = claim(time.Hour)
 	if len(js) != 1 || js[0].Attempt != 2 {
 		t.Fatalf("second claim: %v", js)
@@ -315,6 +316,9 @@ func TestDatabaseClock(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `UPDATE `+pgx.Identifier{schema, "errand_jobs"}.Sanitize()+
 		` SET lease_until = now() - interval '1 second' WHERE id = 'a'`); err != nil {
 		t.Fatal(err)
+	}
+	if r, err := s.JobSweep(ctx, &errand.JobSweepParams{}); err != nil || r.Retried != 1 {
+		t.Fatalf("sweep after the lease expired: %+v, %v", r, err)
 	}
 	js = claim(time.Minute)
 	if len(js) != 1 || js[0].Attempt != 3 || len(js[0].Errors) != 2 || js[0].Errors[1].Class != errand.ClassLeaseExpired {

@@ -265,10 +265,14 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		return nil, err
 	}
 	var jobs []*errand.Job
+	swept := false // this claim sweeps (see errand.ClaimSweeps)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
-		if _, err := s.sweep(ctx, tx, now); err != nil {
-			return err
+		if s.sweeps.Due(now) {
+			swept = true
+			if _, err := s.sweep(ctx, tx, now); err != nil {
+				return err
+			}
 		}
 		args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
 		for _, q := range p.Queues {
@@ -289,6 +293,9 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		return err
 	})
 	if err != nil {
+		if swept {
+			s.sweeps.Failed()
+		}
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	errand.SortClaimOrder(jobs)
@@ -315,7 +322,8 @@ func claimSQL(queues, kinds, skipRetry int) string {
 			state = 'running', attempt = attempt + 1, attempted_at = ?,
 			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
 		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
-			WHERE j.state IN (` + waiting + `) AND j.available_at <= ? AND ` + filter + `
+			WHERE j.state IN (` + waiting + `) AND j.available_at <= ?
+				AND (j.deadline IS NULL OR j.deadline > ?4) AND ` + filter + `
 				AND ` + errand.OrderingFreeSQL("errand_jobs") + `
 			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
 		RETURNING ` + jobColumns
@@ -507,14 +515,16 @@ func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 // JobSweep implements [errand.JobStore].
 func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
 	var r errand.SweepResult
+	now := s.clock.Now()
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		r, err = s.sweep(ctx, tx, s.clock.Now())
+		r, err = s.sweep(ctx, tx, now)
 		return err
 	})
 	if err != nil {
 		return r, fmt.Errorf("sweep: %w", err)
 	}
+	s.sweeps.Swept(now)
 	return r, nil
 }
 

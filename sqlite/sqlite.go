@@ -89,11 +89,12 @@ type Options struct {
 // Store is errand's SQLite store. It implements [errand.TxStore] with
 // *sql.Tx: transactions on [Store.DB].
 type Store struct {
-	db    *sql.DB // the single writer; also the application's handle
-	read  *sql.DB // read-only pool for operator queries
-	clock errand.Clock
-	path  string
-	opts  Options // with defaults applied
+	db     *sql.DB // the single writer; also the application's handle
+	read   *sql.DB // read-only pool for operator queries
+	clock  errand.Clock
+	sweeps errand.ClaimSweeps // paces the claims' sweeps
+	path   string
+	opts   Options // with defaults applied
 	// busyTimeout bounds every wait for the writer: SQLite's, for another
 	// process's lock, and tx's, for the writer connection in this one.
 	busyTimeout time.Duration

@@ -15,6 +15,60 @@ var sweepCases = []testCase{
 	{"Deadline", testSweepDeadline},
 	{"DeadlineAtClaim", testSweepDeadlineAtClaim},
 	{"DeadlineOfRunningJob", testSweepDeadlineRunning},
+	{"ClaimSweepsOncePerInterval", testSweepClaimPace},
+	{"SweepCountsForClaims", testSweepCountsForClaims},
+	{"DeadlinePassedNeverClaimed", testSweepDeadlineBeforeSweep},
+}
+
+// shortLease ends within errand.ClaimSweepInterval of a claim.
+const shortLease = errand.ClaimSweepInterval / 4
+
+// testSweepClaimPace checks that claims through one store handle sweep at
+// most once per errand.ClaimSweepInterval on the store's clock, and that a
+// handle's first claim, and the first after the interval, do sweep: a lease
+// that expires between two sweeps is recovered by the first claim after
+// the interval, and a new handle (another process) sweeps at once.
+func testSweepClaimPace(t *testing.T, h harness) {
+	e := open(t, h)
+	p := newJob("a")
+	p.MaxAttempts = 10 // a runs three times
+	e.insert(p)
+	start := e.now()
+	first := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: shortLease, Owner: owner})
+	if len(first) != 1 {
+		t.Fatalf("first claim: %d jobs, want a", len(first))
+	}
+	// The lease has expired, but this handle swept at start, less than an
+	// interval ago: the claim does not sweep and a stays running.
+	e.clock.Advance(2 * shortLease)
+	e.claimNone()
+	e.unchanged("expired lease between two sweeps", first[0])
+	// A claim an interval after the last sweep sweeps, and takes a again.
+	now := e.clock.Advance(start.Add(errand.ClaimSweepInterval).Sub(e.now()))
+	again := e.claimOne("a")
+	if again.Attempt != 2 || len(again.Errors) != 1 || again.Errors[0].Class != errand.ClassLeaseExpired ||
+		!again.Errors[0].At.Equal(now) {
+		t.Fatalf("claim an interval later: attempt %d, history %+v; want attempt 2 after a lease_expired entry at %v",
+			again.Attempt, again.Errors, now)
+	}
+
+	// Another handle on the database paces its own claims: its first one
+	// sweeps, whatever this handle did.
+	e.clock.Advance(lease + time.Second) // again's lease expired; a sweep of e.s is due
+	e.insertIDs("b")
+	third := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: shortLease, Owner: owner})
+	if len(third) != 2 {
+		t.Fatalf("claim of a and b: %d jobs", len(third))
+	}
+	e.clock.Advance(2 * shortLease)
+	s2 := e.second()
+	js, err := s2.JobClaimMany(e.ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: lease, Owner: "worker-2"})
+	if err != nil {
+		t.Fatalf("claim on a second handle: %v", err)
+	}
+	if len(js) != 2 {
+		t.Errorf("first claim of a second handle took %d jobs; want a and b, swept at once", len(js))
+	}
 }
 
 // expiredEntry is the history entry a sweep writes for job j's lease; the
@@ -232,5 +286,53 @@ func testSweepDeadlineRunning(t *testing.T, h harness) {
 		got.Errors[0].Class != errand.ClassLeaseExpired || got.Errors[1].Class != errand.ClassExpired ||
 		got.LastError == nil || got.LastError.Class != errand.ClassExpired || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
 		t.Errorf("job: %+v; want dead with a lease_expired then an expired entry", got)
+	}
+}
+
+// testSweepCountsForClaims checks that a JobSweep counts as the handle's
+// last sweep: a claim within errand.ClaimSweepInterval of it does not sweep
+// again.
+func testSweepCountsForClaims(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: lease, Owner: owner})[0]
+	e.clock.Advance(lease - shortLease)
+	swept := e.now()
+	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
+		t.Fatalf("JobSweep inside the lease = %+v, %v; want nothing", r, err)
+	}
+	e.clock.Advance(2 * shortLease) // the lease has expired
+	e.claimNone()
+	e.unchanged("expired lease within an interval of a JobSweep", j)
+	e.clock.Advance(swept.Add(errand.ClaimSweepInterval).Sub(e.now()))
+	if got := e.claimOne("a"); got.Attempt != 2 {
+		t.Errorf("claim an interval after the sweep: attempt %d, want 2", got.Attempt)
+	}
+}
+
+// testSweepDeadlineBeforeSweep checks that a waiting job whose deadline has
+// passed is never claimed, even by a claim that does not sweep: it waits,
+// queued, for the next sweep, which dead-letters it.
+func testSweepDeadlineBeforeSweep(t *testing.T, h harness) {
+	e := open(t, h)
+	e.claimNone() // this handle sweeps now
+	start := e.now()
+	p := newJob("a")
+	p.MaxAge = shortLease
+	e.insert(p)
+	e.insertIDs("b")
+	e.clock.Advance(2 * shortLease)
+	if got := e.claim(2); len(got) != 1 || got[0].ID != "b" {
+		t.Fatalf("claim past a's deadline took %v; want b alone", got)
+	}
+	if got := e.get("a"); got.State != errand.StateQueued || len(got.Errors) != 0 {
+		t.Fatalf("job past its deadline before a sweep: state %s, history %+v; want queued, untouched", got.State, got.Errors)
+	}
+	now := e.clock.Advance(start.Add(errand.ClaimSweepInterval).Sub(e.now()))
+	e.claimNone()
+	got := e.get("a")
+	if got.State != errand.StateDead || len(got.Errors) != 1 || got.Errors[0].Class != errand.ClassExpired ||
+		got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+		t.Errorf("job past its deadline after the next sweep: %+v; want dead at %v with an expired entry", got, now)
 	}
 }

@@ -1,0 +1,103 @@
+package errand
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// heldOutcomes is a store whose JobRecordOutcomes waits until the test
+// releases it, reporting each call on started.
+type heldOutcomes struct {
+	Store
+	started chan heldCall
+}
+
+type heldCall struct {
+	size    int
+	release chan struct{}
+}
+
+func (s *heldOutcomes) JobRecordOutcomes(ctx context.Context, p *JobRecordOutcomesParams) ([]OutcomeResult, error) {
+	c := heldCall{size: len(p.Outcomes), release: make(chan struct{})}
+	s.started <- c
+	<-c.release
+	rs := make([]OutcomeResult, len(p.Outcomes))
+	for i := range rs {
+		rs[i] = OutcomeResult{State: StateSucceeded}
+	}
+	return rs, nil
+}
+
+// TestOutcomeBatcherOverlapsFullBatches checks that a lone outcome is
+// written at once, that while a write is in flight another starts only with
+// a full batch, that no more than maxOutcomeWrites run at once, and that
+// every outcome is written exactly once.
+func TestOutcomeBatcherOverlapsFullBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const later = 2*maxOutcomeBatch + 50
+		store := &heldOutcomes{started: make(chan heldCall, later+1)}
+		b := newOutcomeBatcher(store, &workerCounters{}, false)
+		b.clock = systemTime{}
+		b.timeout = time.Hour
+		b.start(t.Context())
+
+		var senders sync.WaitGroup
+		send := func(i int) {
+			senders.Go(func() {
+				o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%03d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
+				if _, err := b.write(t.Context(), o); err != nil {
+					t.Errorf("write: %v", err)
+				}
+			})
+		}
+		// started returns the writes begun since it was last called, once
+		// every goroutine waits.
+		started := func() []heldCall {
+			synctest.Wait()
+			var cs []heldCall
+			for len(store.started) > 0 {
+				cs = append(cs, <-store.started)
+			}
+			return cs
+		}
+
+		send(0)
+		inFlight := started()
+		if len(inFlight) != 1 || inFlight[0].size != 1 {
+			t.Fatalf("writes for a lone outcome: %+v, want one of it alone", inFlight)
+		}
+		for i := 1; i <= later; i++ {
+			send(i)
+		}
+		written := 0
+		for len(inFlight) > 0 {
+			for _, c := range started() {
+				if len(inFlight) > 0 && c.size != maxOutcomeBatch {
+					t.Fatalf("a write of %d outcomes started beside another; want only full batches of %d to", c.size, maxOutcomeBatch)
+				}
+				inFlight = append(inFlight, c)
+			}
+			if len(inFlight) > maxOutcomeWrites {
+				t.Fatalf("%d writes in flight, want at most %d", len(inFlight), maxOutcomeWrites)
+			}
+			if written == 0 && len(inFlight) != maxOutcomeWrites {
+				t.Fatalf("%d writes in flight with %d outcomes waiting, want %d", len(inFlight), later, maxOutcomeWrites)
+			}
+			written += inFlight[0].size
+			close(inFlight[0].release)
+			inFlight = inFlight[1:]
+			if len(inFlight) == 0 {
+				inFlight = started()
+			}
+		}
+		senders.Wait()
+		b.stop()
+		if written != later+1 {
+			t.Errorf("wrote %d outcomes, want %d", written, later+1)
+		}
+	})
+}
