@@ -29,6 +29,12 @@ var (
 	// in which errand's tables were never created. Opening it with
 	// migrations, as errand migrate does, creates them.
 	ErrNoSchema = errors.New("no errand schema")
+	// ErrJobCancelled is the cause (see [context.Cause]) with which a
+	// running handler's context is cancelled when an operator cancels its
+	// job. A handler that sees it should stop and return; the attempt ends
+	// cancelled whatever error it returns, unless it returns nil, which
+	// records the job as succeeded: the work was done.
+	ErrJobCancelled = errors.New("job cancelled by an operator")
 )
 
 // StateError reports a transition that a job's current state forbids. Its

@@ -121,6 +121,7 @@ func exercise(t *testing.T, h harness) {
 		{"Sweep", sweepCases},
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
+		{"CancelRunning", cancelRunningCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
@@ -446,6 +447,7 @@ func jobFields(j *errand.Job) map[string]any {
 	c.LeaseUntil = utc(c.LeaseUntil)
 	c.AttemptedAt = utc(c.AttemptedAt)
 	c.FinishedAt = utc(c.FinishedAt)
+	c.CancelRequestedAt = utc(c.CancelRequestedAt)
 	if c.LastError != nil {
 		le := *c.LastError
 		le.At = le.At.UTC()
