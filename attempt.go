@@ -24,8 +24,10 @@ type attemptInfo struct {
 }
 
 // SetProgress records a checkpoint for the job running in ctx, fenced by its
-// lease. A later attempt finds it in Job.Progress and can resume from there.
-// It returns ErrLeaseLost when the worker no longer owns the job.
+// lease: v, as JSON. Every later attempt finds it in Job.Progress and
+// resumes from there (see [Checkpoint]); operators see it in the job's
+// record. It returns an error wrapping ErrLeaseLost when the worker no
+// longer owns the job: stop, since another attempt may be running it.
 func SetProgress(ctx context.Context, v any) error {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
