@@ -51,17 +51,23 @@ type StateError struct {
 
 func (e *StateError) Error() string {
 	return fmt.Sprintf("job is %s; only %s jobs can be %s",
-		e.State, joinStates(e.Allowed, " or "), pastTense(e.Op))
+		e.State, joinStates(e.Allowed, "or"), pastTense(e.Op))
 }
 
 // Is makes errors.Is(err, ErrWrongState) true.
 func (e *StateError) Is(target error) bool { return target == ErrWrongState }
 
-func joinStates(states []JobState, sep string) string {
+// joinStates lists states as prose: "a", "a or b", "a, b or c", with
+// conj the last joint.
+func joinStates(states []JobState, conj string) string {
 	s := ""
 	for i, st := range states {
-		if i > 0 {
-			s += sep
+		switch {
+		case i == 0:
+		case i == len(states)-1:
+			s += " " + conj + " "
+		default:
+			s += ", "
 		}
 		s += string(st)
 	}

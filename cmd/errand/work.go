@@ -95,7 +95,7 @@ counted. Then errand work exits 0. A second signal exits at once with status
 expire and another worker runs the jobs again.
 
 With --once it claims one job, runs it, prints one JSON line:
-{"result": "idle"|"succeeded"|"retrying"|"dead"|"lease_lost", "job_id": ...,
+{"result": "idle"|"succeeded"|"retrying"|"dead"|"cancelled"|"lease_lost", "job_id": ...,
 "attempt": N}, and exits 0 whenever an outcome was recorded.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
