@@ -291,3 +291,41 @@ func testCancelRunningListen(t *testing.T, h harness) {
 		}
 	}
 }
+
+// checkpointCases check that a checkpoint is the next attempt's resume
+// point whatever ended the attempt.
+var checkpointCases = []testCase{
+	{"KeptForNextAttempt", testCheckpointKept},
+}
+
+// testCheckpointKept checks that a retry, a snooze, a drain and an expired
+// lease keep the job's checkpoint, and the next claim returns it.
+func testCheckpointKept(t *testing.T, h harness) {
+	ends := map[string]func(e *env, j *errand.Job){
+		"retry": func(e *env, j *errand.Job) { e.recordOK(retry(j, 0)) },
+		"snooze": func(e *env, j *errand.Job) {
+			e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze})
+		},
+		"interrupted": func(e *env, j *errand.Job) {
+			e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted,
+				Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassInterrupted, Message: "worker draining"}})
+		},
+		"lease-expired": func(e *env, _ *errand.Job) { e.clock.Advance(lease + time.Second) },
+	}
+	for name, end := range ends {
+		e := open(t, h)
+		e.insertIDs("a")
+		j := e.claimOne("a")
+		if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: "a", LeaseToken: token(j),
+			Progress: json.RawMessage(`{"next":3000}`)}); err != nil {
+			t.Fatalf("%s: JobSetProgress: %v", name, err)
+		}
+		end(e, j)
+		e.clock.Advance(time.Second)
+		next := e.claimOne("a")
+		var cp struct{ Next int }
+		if err := json.Unmarshal(next.Progress, &cp); err != nil || cp.Next != 3000 {
+			t.Errorf("%s: the next attempt's progress is %s; want the checkpoint {\"next\":3000}", name, next.Progress)
+		}
+	}
+}

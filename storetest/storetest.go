@@ -122,6 +122,7 @@ func exercise(t *testing.T, h harness) {
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
 		{"CancelRunning", cancelRunningCases},
+		{"Checkpoint", checkpointCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
