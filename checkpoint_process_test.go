@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -275,5 +276,48 @@ func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 				t.Errorf("final checkpoint %+v, want next %d", cp, chunkRows)
 			}
 		})
+	}
+}
+
+// TestReplayCheckpoint: a replay keeps the checkpoint, so the job resumes;
+// Restart, or corrected args, clear it.
+func TestReplayCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := openStore(t, clock)
+	var seen []string
+	c := handlerClient(t, s, func(ctx context.Context, j *errand.Job) error {
+		seen = append(seen, string(j.Progress))
+		if err := errand.SetProgress(ctx, chunkCheckpoint{Next: 7}); err != nil {
+			return err
+		}
+		return errand.Permanent(errors.New("stop"))
+	})
+	id := enqueue(t, c, "task", nil).ID
+	run := func() {
+		t.Helper()
+		if r := workOne(t, c, nil); r.Result != errand.ResultDead {
+			t.Fatalf("attempt: %s", r.Result)
+		}
+	}
+	run()
+	for _, opts := range []*errand.ReplayOpts{
+		{Operator: "ana", Reason: "resume"},
+		{Operator: "ana", Reason: "start over", Restart: true},
+		{Operator: "ana", Reason: "fixed args", Args: []byte(`{"fixed":true}`)},
+	} {
+		if _, err := c.Replay(ctx, id, opts); err != nil {
+			t.Fatal(err)
+		}
+		run()
+	}
+	want := []string{"", `{"next":7}`, "", ""}
+	if len(seen) != len(want) {
+		t.Fatalf("attempts saw %q, want %q", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Errorf("attempt %d saw progress %q, want %q", i+1, seen[i], want[i])
+		}
 	}
 }
