@@ -24,8 +24,10 @@ type attemptInfo struct {
 }
 
 // SetProgress records a checkpoint for the job running in ctx, fenced by its
-// lease. A later attempt finds it in Job.Progress and can resume from there.
-// It returns ErrLeaseLost when the worker no longer owns the job.
+// lease: v, as JSON. Every later attempt finds it in Job.Progress and
+// resumes from there (see [Checkpoint]); operators see it in the job's
+// record. It returns an error wrapping ErrLeaseLost when the worker no
+// longer owns the job: stop, since another attempt may be running it.
 func SetProgress(ctx context.Context, v any) error {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
@@ -44,14 +46,21 @@ func SetProgress(ctx context.Context, v any) error {
 // attempt is one run of a handler on a claimed job.
 type attempt struct {
 	job      *Job
-	err      error         // what the handler returned, or the recovered panic
-	stack    string        // stack of a recovered panic
-	leaseErr error         // ErrLeaseLost when a heartbeat found the lease gone
-	timedOut bool          // the kind's timeout cancelled the handler
-	stopped  bool          // the worker's own context ended (shutdown)
-	lease    time.Duration // the claim's lease
-	renewed  time.Time     // when the lease was last renewed (or claimed)
-	took     time.Duration // wall time of the handler
+	err      error  // what the handler returned, or the recovered panic
+	stack    string // stack of a recovered panic
+	leaseErr error  // ErrLeaseLost when a heartbeat found the lease gone
+	timedOut bool   // the kind's timeout cancelled the handler
+	stopped  bool   // the worker's own context ended (shutdown)
+	// cancelled: an operator cancelled the job while the handler ran.
+	cancelled bool
+	// abandoned: the handler ignored the cancellation past its kind's
+	// timeout; the attempt ended without it, and handlerDone is closed
+	// when it finally returns.
+	abandoned   bool
+	handlerDone chan struct{}
+	lease       time.Duration // the claim's lease
+	renewed     time.Time     // when the lease was last renewed (or claimed)
+	took        time.Duration // wall time of the handler
 }
 
 // runAttempt runs the handler for a claimed job while leases renews its
@@ -91,7 +100,11 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 	// a store call, so a slow store never delays the outcome.
 	release := leases.hold(job, a.renewed, cancel)
 
-	a.err, a.stack = callHandler(hctx, k.handler, job)
+	if k.Timeout > 0 {
+		a.err, a.stack = c.callHandlerUntilCancelled(ctx, hctx, k, job, a)
+	} else {
+		a.err, a.stack = callHandler(hctx, k.handler, job)
+	}
 	a.took = c.clock.Now().Sub(start)
 	timedOut := stopTimer()
 	a.renewed = release()
@@ -100,8 +113,12 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 	case a.err == nil:
 		// Success is recorded whatever a heartbeat presumed: the write is
 		// fenced, so the store decides whether this worker still owns it.
+		// A handler that finished its work despite a cancel request
+		// succeeded: the record says what happened.
 	case errors.Is(context.Cause(ctx), ErrLeaseLost):
 		a.leaseErr = ErrLeaseLost
+	case errors.Is(context.Cause(ctx), ErrJobCancelled):
+		a.cancelled = true
 	case timedOut:
 		a.timedOut = true
 	case parent.Err() != nil && (errors.Is(a.err, context.Canceled) || errors.Is(a.err, context.DeadlineExceeded)):
@@ -110,6 +127,54 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 		a.stopped = true
 	}
 	return a
+}
+
+// callHandlerUntilCancelled runs the handler of kind k, which has a
+// Timeout, and returns what it returned, as callHandler does. When its job
+// is cancelled (ctx's cause is ErrJobCancelled) and the handler is still
+// running at its timeout, having ignored the cancellation, it stops waiting:
+// it returns ErrJobCancelled, marks the attempt abandoned, and leaves
+// a.handlerDone to be closed when the handler returns. The attempt then
+// ends cancelled and its lease with it, so whatever the handler still
+// writes under the lease is refused; Go cannot stop the goroutine, so the
+// worker keeps its slot until it returns (see attempt.waitHandler).
+func (c *engine) callHandlerUntilCancelled(ctx, hctx context.Context, k *kind, job *Job, a *attempt) (error, string) {
+	var (
+		err   error
+		stack string
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		err, stack = callHandler(hctx, k.handler, job)
+	}()
+	timer := c.clock.NewTimer(k.Timeout)
+	defer timer.Stop()
+	expired, ctxDone := timer.C(), ctx.Done()
+	for {
+		select {
+		case <-done:
+			return err, stack
+		case <-expired:
+			expired = nil
+		case <-ctxDone:
+			ctxDone = nil
+		}
+		if expired == nil && errors.Is(context.Cause(ctx), ErrJobCancelled) {
+			c.logger.Error("handler ignored its job's cancellation past its timeout; the attempt ends cancelled without it, and its slot stays taken until it returns",
+				"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "timeout", k.Timeout.String())
+			a.abandoned, a.handlerDone = true, done
+			return fmt.Errorf("handler still running at its %s timeout: %w", k.Timeout, ErrJobCancelled), ""
+		}
+	}
+}
+
+// waitHandler returns when the attempt's handler has returned: at once,
+// unless the attempt was abandoned at its timeout after a cancel.
+func (a *attempt) waitHandler() {
+	if a.handlerDone != nil {
+		<-a.handlerDone
+	}
 }
 
 // callHandler runs h, turning a panic into an error with its stack.
@@ -138,6 +203,17 @@ func (c *engine) outcome(a *attempt) *JobOutcome {
 		o.Kind = OutcomeInterrupted
 		o.Error = &AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
 			Message: CleanText("worker stopped before the attempt finished: "+a.err.Error(), MaxMessageBytes)}
+		return o
+	}
+	if a.cancelled {
+		// An operator's cancel, whatever the handler returned on its way
+		// out: the job ends cancelled, fenced like every outcome.
+		msg := CancelledByRequestMessage
+		if a.abandoned {
+			msg += fmt.Sprintf("; the handler ignored the cancellation and was abandoned at its %s timeout", c.kind(job.Kind).Timeout)
+		}
+		o.Kind = OutcomeCancelled
+		o.Error = &AttemptError{Attempt: job.Attempt, Class: ClassCancelled, Message: msg}
 		return o
 	}
 	je := classified(a.err)
@@ -218,6 +294,9 @@ const (
 	// ResultInterrupted: a stopping worker gave the job back, queued and
 	// available at once, the attempt not counted.
 	ResultInterrupted Result = "interrupted"
+	// ResultCancelled: an operator cancelled the job while it ran; the
+	// attempt ended and the job is cancelled.
+	ResultCancelled Result = "cancelled"
 )
 
 // writeUntilLeaseEnds writes an outcome, retrying a failed write (a dropped
@@ -306,6 +385,8 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		res.Result = ResultRetrying
 	case StateDead:
 		res.Result = ResultDead
+	case StateCancelled:
+		res.Result = ResultCancelled
 	case StateQueued:
 		res.Result = ResultSnoozed
 		if o.Kind == OutcomeInterrupted {

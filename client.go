@@ -536,13 +536,21 @@ type ReplayOpts struct {
 	// died of bad input. It is checked as an enqueue checks args (valid
 	// JSON, size, text every store keeps) and, when this client handles
 	// the job's kind with [Handle], must decode into the kind's args type.
-	// The audit record keeps the old args and the new.
+	// The audit record keeps the old args and the new. Corrected args also
+	// clear the job's checkpoint: progress made over the old args says
+	// nothing about the new ones.
 	Args json.RawMessage
+	// Restart clears the job's checkpoint (Job.Progress), so that the
+	// replay starts from the beginning. Without it, and without Args, the
+	// replay resumes from the last checkpoint, as a retry does: replaying a
+	// cancelled or dead import goes on where it stopped.
+	Restart bool
 }
 
 // Replay starts a new delivery cycle for a dead or cancelled job, keeping
-// its id and error history, and records the operator and reason in the
-// audit. Any other state returns a *StateError and writes nothing.
+// its id, error history and, unless opts.Restart or opts.Args, its
+// checkpoint, and records the operator and reason in the audit. Any other
+// state returns a *StateError and writes nothing.
 func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*Job, error) {
 	if opts == nil {
 		opts = &ReplayOpts{}
@@ -561,7 +569,8 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 			return nil, err
 		}
 	}
-	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version})
+	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version,
+		ClearProgress: opts.Restart || args != nil})
 	if err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
@@ -628,9 +637,15 @@ type CancelOpts struct {
 	Reason   string
 }
 
-// Cancel cancels a queued or retrying job and records the operator and
-// reason in the audit. Any other state returns a *StateError and writes
-// nothing; a missing operator or reason is an *InputError.
+// Cancel cancels a job and records the operator and reason in the audit. A
+// queued or retrying job is cancelled at once. A running job gets a cancel
+// request (the returned job is still running, with CancelRequestedAt set):
+// its worker cancels the handler's context with cause [ErrJobCancelled],
+// within a fraction of a second when the store is a [CancelListener] and at
+// the next lease renewal otherwise, and the attempt ends cancelled (see
+// [Job.CancelPending]). Cancelling a job whose request is pending returns it
+// unchanged. A finished job returns a *StateError and writes nothing; a
+// missing operator or reason is an *InputError.
 func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (*Job, error) {
 	if opts == nil {
 		opts = &CancelOpts{}

@@ -64,7 +64,8 @@
 //	   ^                            │ ├─ retryable error, attempts left ──> retrying ──due──> (claimable)
 //	   │                            │ ├─ permanent error / attempts exhausted / past deadline ──> dead
 //	   │                            │ ├─ snooze, or given back on drain (attempt not counted) ──> queued
-//	   │                            │ └─ lease expired ──> retrying (claimable at once); on the final attempt: dead
+//	   │                            │ ├─ lease expired ──> retrying (claimable at once); on the final attempt: dead
+//	   │                            │ └─ cancel requested ──(worker ends the attempt, or the lease expires)──> cancelled
 //	   └──── replay (attempt=0, replays+1) ──── dead, cancelled
 //	queued / retrying ──cancel──> cancelled
 //
@@ -82,9 +83,38 @@
 // a provider's hint; [WithClass] names the class ("receipt_unavailable");
 // [Snooze] reschedules without using an attempt. A panic is recovered with
 // its stack (class "panic"), an attempt past its kind's timeout fails with
-// class "timeout", and a job past its deadline dies with class "expired".
+// class "timeout", a job past its deadline dies with class "expired", and
+// an attempt an operator cancelled ends with class "cancelled".
 // Retries wait with equal jitter (see [RetryPolicy]) and stop after
 // max_attempts, default [DefaultMaxAttempts].
+//
+// # Resumable jobs
+//
+// A handler that works through something large in steps checkpoints after
+// each with [SetProgress] (fenced by its lease, like every write about a
+// running job). The checkpoint stays on the job, and every later attempt
+// (after a failure, a crash, a timeout, a lost lease, a drain, a replay)
+// receives it in Job.Progress: [Checkpoint] decodes it, and the handler
+// starts from there. Commit each step's effects before its checkpoint, so
+// that a crash redoes at most the step it was in: a job over a million rows
+// in chunks of a thousand redoes at most a thousand rows. A replay keeps the
+// checkpoint, unless it corrects the args or restarts ([ReplayOpts]).
+// Operators see the checkpoint in the job's record, the API and the
+// dashboard.
+//
+// # Cancelling a running job
+//
+// [Client.Cancel] of a running job records a cancel request; the job stays
+// running until its worker ends the attempt. The worker learns of it at
+// once when the store is a [CancelListener] (PostgreSQL's NOTIFY; on SQLite
+// the commit itself), and at the latest at its next lease renewal: it
+// cancels the handler's context with cause [ErrJobCancelled], and the
+// attempt ends cancelled, fenced like every outcome. A handler that ignores
+// the cancellation is abandoned at its kind's timeout and the job ends
+// cancelled anyway. A job whose worker died with a cancel pending is
+// cancelled by the sweep of its lease, not retried; a failure, snooze or
+// drain recorded while a cancel is pending ends the job cancelled too. A
+// handler that finishes its work regardless (returns nil) succeeds.
 //
 // # Identity, uniqueness and order
 //

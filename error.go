@@ -29,6 +29,12 @@ var (
 	// in which errand's tables were never created. Opening it with
 	// migrations, as errand migrate does, creates them.
 	ErrNoSchema = errors.New("no errand schema")
+	// ErrJobCancelled is the cause (see [context.Cause]) with which a
+	// running handler's context is cancelled when an operator cancels its
+	// job. A handler that sees it should stop and return; the attempt ends
+	// cancelled whatever error it returns, unless it returns nil, which
+	// records the job as succeeded: the work was done.
+	ErrJobCancelled = errors.New("job cancelled by an operator")
 )
 
 // StateError reports a transition that a job's current state forbids. Its
@@ -45,17 +51,23 @@ type StateError struct {
 
 func (e *StateError) Error() string {
 	return fmt.Sprintf("job is %s; only %s jobs can be %s",
-		e.State, joinStates(e.Allowed, " or "), pastTense(e.Op))
+		e.State, joinStates(e.Allowed, "or"), pastTense(e.Op))
 }
 
 // Is makes errors.Is(err, ErrWrongState) true.
 func (e *StateError) Is(target error) bool { return target == ErrWrongState }
 
-func joinStates(states []JobState, sep string) string {
+// joinStates lists states as prose: "a", "a or b", "a, b or c", with
+// conj the last joint.
+func joinStates(states []JobState, conj string) string {
 	s := ""
 	for i, st := range states {
-		if i > 0 {
-			s += sep
+		switch {
+		case i == 0:
+		case i == len(states)-1:
+			s += " " + conj + " "
+		default:
+			s += ", "
 		}
 		s += string(st)
 	}

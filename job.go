@@ -28,8 +28,9 @@ const (
 	// replay brings it back.
 	StateDead JobState = "dead"
 	// StateCancelled is terminal: an operator or the application cancelled the
-	// job while it waited, queued or retrying; a running job cannot be
-	// cancelled. Only a replay brings it back.
+	// job. A waiting job (queued or retrying) is cancelled at once; a running
+	// job gets a cancel request (Job.CancelRequestedAt) and becomes cancelled
+	// when its attempt ends. Only a replay brings it back.
 	StateCancelled JobState = "cancelled"
 )
 
@@ -157,6 +158,12 @@ type Job struct {
 	Tags []string `json:"tags"`
 	// Seq is the insertion order, used for FIFO within a priority.
 	Seq int64 `json:"seq"`
+	// CancelRequestedAt is when an operator asked to cancel the job while it
+	// ran, or nil. The job stays running until its worker ends the attempt,
+	// cancelled. The request stays on a finished job, for operators (a job
+	// may have succeeded before the request reached it); a replay clears it.
+	// Who asked and why are in the audit ([AuditCancel]).
+	CancelRequestedAt *time.Time `json:"cancel_requested_at"`
 }
 
 // LastError is the summary of a job's most recent failure.
@@ -246,4 +253,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// CancelPending reports whether an operator asked to cancel the job while it
+// runs and the attempt has not ended yet.
+func (j *Job) CancelPending() bool {
+	return j.State == StateRunning && j.CancelRequestedAt != nil
 }

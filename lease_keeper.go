@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,11 @@ import (
 // lease, instead of a goroutine, a ticker and a transaction per attempt. The
 // store still fences each lease by its own token. An attempt whose lease the
 // store reports lost, or that went a whole lease without a renewal, has its
-// context cancelled with ErrLeaseLost. Its ticker runs only while it holds
+// context cancelled with ErrLeaseLost. An attempt whose job an operator
+// cancelled (the renewal's answer says so) has its context cancelled with
+// ErrJobCancelled and stays held, so that its lease lives until its outcome
+// is written. A cancel notification makes the keeper renew at once (see
+// checkNow) instead of at its next tick. Its ticker runs only while it holds
 // leases, so an idle worker arms no heartbeat timer.
 type leaseKeeper struct {
 	c     *engine
@@ -23,6 +28,7 @@ type leaseKeeper struct {
 	armedAt time.Time // when the expiry timer fires; zero when disarmed
 
 	wake   chan struct{} // buffered: the loop re-arms its timers
+	urgent atomic.Bool   // checkNow asked for a renewal at once
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -33,6 +39,9 @@ type heldLease struct {
 	renewed time.Time   // last renewal sent (or the claim); guarded by leaseKeeper.mu
 	lose    func(error) // cancels the attempt's context
 	gone    bool        // released or lost; guarded by leaseKeeper.mu
+	// cancelled: the attempt's context was cancelled with ErrJobCancelled;
+	// guarded by leaseKeeper.mu.
+	cancelled bool
 }
 
 // errShortHeartbeat reports a store that answered a heartbeat with the
@@ -83,6 +92,26 @@ func (k *leaseKeeper) hold(job *Job, renewed time.Time, lose func(error)) (relea
 		}
 		return renewed
 	}
+}
+
+// holds reports whether the keeper renews a lease on job id.
+func (k *leaseKeeper) holds(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for h := range k.held {
+		if h.job.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNow makes the keeper renew every held lease at once, so that a cancel
+// request a notification announced reaches its attempt without waiting for
+// the next tick. The renewal's answer decides; the notification is a hint.
+func (k *leaseKeeper) checkNow() {
+	k.urgent.Store(true)
+	k.poke()
 }
 
 func (k *leaseKeeper) poke() {
@@ -149,6 +178,9 @@ func (k *leaseKeeper) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-k.wake:
+			if k.urgent.Swap(false) {
+				k.beat(ctx)
+			}
 		case <-expires:
 			k.expire()
 		case <-tick:
@@ -191,7 +223,7 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		k.c.logger.Warn("heartbeat failed", "jobs", len(held), "err", err)
 		return // expire ends the leases that can wait no longer
 	}
-	var lost []*heldLease
+	var lost, cancelled []*heldLease
 	k.mu.Lock()
 	for i, h := range held {
 		if h.gone {
@@ -199,6 +231,10 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		}
 		if rs[i].Err == nil {
 			h.renewed = sent
+			if rs[i].CancelRequested && !h.cancelled {
+				h.cancelled = true
+				cancelled = append(cancelled, h)
+			}
 			continue
 		}
 		h.gone = true
@@ -206,6 +242,10 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		lost = append(lost, h)
 	}
 	k.mu.Unlock()
+	for _, h := range cancelled {
+		k.c.logger.Info("cancel requested; cancelling the handler", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
+		h.lose(ErrJobCancelled)
+	}
 	for _, h := range lost {
 		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
 		h.lose(ErrLeaseLost)

@@ -51,6 +51,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) == "1" {
 		os.Exit(workerMain())
 	}
+	if os.Getenv(envChunkWorker) == "1" {
+		os.Exit(chunkWorkerMain())
+	}
 	os.Exit(m.Run())
 }
 

@@ -197,23 +197,34 @@ func checkLeaseRef(id, token string) error {
 // It returns an error wrapping ErrLeaseLost when the job is no longer
 // running under token: stop working on it, since another worker may run it.
 func (c *Client[TTx]) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (time.Time, error) {
+	r, err := c.HeartbeatJob(ctx, id, token, lease)
+	return r.LeaseUntil, err
+}
+
+// HeartbeatJob renews a remote worker's lease as [Client.Heartbeat] does and
+// also reports, in CancelRequested, that an operator asked to cancel the
+// job. A remote worker that sees it stops working on the job and reports
+// the attempt with [Client.Fail]: a failure reported while a cancel is
+// pending ends the job cancelled (or with [Client.Ack], when the work was
+// done anyway: it succeeds).
+func (c *Client[TTx]) HeartbeatJob(ctx context.Context, id, token string, lease time.Duration) (HeartbeatResult, error) {
 	if err := checkLeaseRef(id, token); err != nil {
-		return time.Time{}, err
+		return HeartbeatResult{}, err
 	}
 	if lease == 0 {
 		lease = DefaultLease
 	}
 	if err := checkLease("lease", lease); err != nil {
-		return time.Time{}, err
+		return HeartbeatResult{}, err
 	}
 	rs, err := c.store.JobHeartbeatMany(ctx, &JobHeartbeatParams{Leases: []JobLease{{ID: id, LeaseToken: token}}, Lease: lease})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("heartbeat job %s: %w", id, err)
+		return HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", id, err)
 	}
 	if rs[0].Err != nil {
-		return time.Time{}, fmt.Errorf("heartbeat job %s: %w", id, rs[0].Err)
+		return HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", id, rs[0].Err)
 	}
-	return rs[0].LeaseUntil, nil
+	return rs[0], nil
 }
 
 // Ack records that a remote worker finished job id: it succeeds, fenced by
@@ -303,6 +314,12 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	}
 	if job.State != StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
 		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, ErrLeaseLost)
+	}
+	if job.CancelRequestedAt != nil {
+		// The worker stops because an operator cancelled the job: the
+		// attempt ends the job cancelled, whatever it says of itself.
+		a := &attempt{job: job, err: ErrJobCancelled, cancelled: true}
+		return c.recordRemote(ctx, "fail", c.outcome(a))
 	}
 	je := &JobError{class: o.Class}
 	if je.class == "" {

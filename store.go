@@ -141,8 +141,8 @@ type JobStore interface {
 
 	// JobHeartbeatMany extends the leases of running jobs to now+Lease, each
 	// fenced by its token. The result has one entry per lease, in order: the
-	// new lease_until, or ErrLeaseLost with nothing written for that job (an
-	// unknown job included).
+	// new lease_until and whether a cancel was requested, or ErrLeaseLost
+	// with nothing written for that job (an unknown job included).
 	JobHeartbeatMany(ctx context.Context, params *JobHeartbeatParams) ([]HeartbeatResult, error)
 
 	// JobSetProgress records a handler's checkpoint, fenced by the token.
@@ -162,7 +162,8 @@ type JobStore interface {
 
 	// JobReplay starts a new delivery cycle for a job in one of
 	// [ReplayableStates]: state queued, attempt 0, available now, replays+1,
-	// lease cleared, error history kept, finished_at cleared; a job with a
+	// lease cleared, error history kept, finished_at and any cancel request
+	// cleared, progress kept unless ClearProgress; a job with a
 	// maximum age gets a new deadline, now+MaxAge. When Args is set the job's
 	// args become Args. In the same transaction it appends an [AuditRecord]:
 	// action [AuditReplay] (or [AuditReplayArgs], with details from
@@ -179,16 +180,23 @@ type JobStore interface {
 	// A job never replayed, or unknown, has an empty audit.
 	JobReplayAudit(ctx context.Context, params *JobReplayAuditParams) ([]ReplayRecord, error)
 
-	// JobCancel moves a job in one of [CancellableStates], or a dead job
-	// that holds its ordering key, to cancelled, with finished_at now, and
-	// appends an [AuditCancel] record with the operator, reason and prior
-	// state in the same transaction. Any other state is the *StateError of
-	// [CheckCancelJob] and nothing is written.
+	// JobCancel moves a waiting job, or a dead job that holds its ordering
+	// key, to cancelled, with finished_at now, and appends an [AuditCancel]
+	// record with the operator, reason and prior state in the same
+	// transaction. A job in one of [CancelRequestStates] (running) instead
+	// gets cancel_requested_at now and stays running, audited alike; its
+	// worker learns of it from its next heartbeat (see [HeartbeatResult])
+	// or, sooner, from a [CancelListener]. Asking again while a request is
+	// pending changes nothing, is not audited again, and returns the job.
+	// Any other state is the *StateError of [CheckCancelJob] and nothing is
+	// written.
 	JobCancel(ctx context.Context, params *JobCancelParams) (*Job, error)
 
 	// JobSweep applies the rules that time alone triggers: a running job
 	// whose lease expired becomes retrying (available now) with a
-	// lease_expired entry in its history, or dead on its final attempt; a
+	// lease_expired entry in its history, or dead on its final attempt, or,
+	// when a cancel was requested, cancelled with a cancelled entry
+	// ([CancelledBySweepMessage]) and counted in Cancelled; a
 	// waiting job past its deadline becomes dead with class expired. Each
 	// new history entry carries the job's attempt (0 for a job never
 	// claimed). Leases are swept before deadlines, so a job whose worker
@@ -352,6 +360,21 @@ type Notifier interface {
 	// means "look at every queue now", so nothing enqueued while it was
 	// disconnected waits for the next poll.
 	ListenQueues(ctx context.Context) (<-chan string, error)
+}
+
+// CancelListener is an optional capability of a Store: telling workers in
+// every process, within a fraction of a second, that an operator asked to
+// cancel a running job, so that they need not wait for their next lease
+// renewal. The renewal's answer ([HeartbeatResult.CancelRequested]) is the
+// floor and the authority; a notification is a hint that makes a worker
+// renew at once.
+type CancelListener interface {
+	// ListenCancels delivers the id of each job whose cancel is requested
+	// (JobCancel of a running job) after the request commits, until ctx
+	// ends, then closes the channel. An id may be delivered more than once.
+	// After a reconnect, or a failed check, it delivers the empty id "",
+	// which means "check every job you hold now".
+	ListenCancels(ctx context.Context) (<-chan string, error)
 }
 
 // ScheduleStore is an optional capability of a Store: the durable state of
@@ -596,6 +619,11 @@ type JobHeartbeatParams struct {
 // HeartbeatResult is the outcome of renewing one lease.
 type HeartbeatResult struct {
 	LeaseUntil time.Time
+	// CancelRequested reports that an operator asked to cancel the job
+	// (Job.CancelRequestedAt is set): the worker should cancel the
+	// handler's context and end the attempt as cancelled. Read in the
+	// renewal's own statement.
+	CancelRequested bool
 	// Err is nil or ErrLeaseLost.
 	Err error
 }
@@ -617,6 +645,10 @@ const (
 	// (class interrupted) appended. Used when a draining worker gives a job
 	// back.
 	OutcomeInterrupted OutcomeKind = "interrupted"
+	// OutcomeCancelled: state cancelled, finished_at now, Error (class
+	// cancelled) appended. Used when an operator's cancel request reached
+	// the running attempt.
+	OutcomeCancelled OutcomeKind = "cancelled"
 )
 
 // JobOutcome is the result of one attempt, to be recorded while the worker
@@ -648,6 +680,10 @@ type JobReplayParams struct {
 	// Args, when not nil, replaces the job's args (the fix-and-replay
 	// case). The Client has validated it as it validates an enqueue.
 	Args json.RawMessage
+	// ClearProgress clears the job's checkpoint, so that the replay starts
+	// from the beginning. The Client sets it when Args is set: a checkpoint
+	// taken over the old args says nothing about the corrected ones.
+	ClearProgress bool
 	// ArgsVersion, when positive, replaces the job's args_version with
 	// Args: the version Args were checked as, so that a worker does not
 	// upgrade corrected args from the job's old version. Zero keeps it.
@@ -672,6 +708,9 @@ type SweepResult struct {
 	// Dead counts jobs dead-lettered: expired final attempts and jobs past
 	// their deadline.
 	Dead int
+	// Cancelled counts running jobs whose lease expired with a cancel
+	// request pending.
+	Cancelled int
 }
 
 // QueueStats summarises one queue.

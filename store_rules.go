@@ -27,8 +27,29 @@ var TerminalStates = statesWhere(JobState.Terminal)
 // ReplayableStates are the states JobReplay accepts.
 var ReplayableStates = statesWhere(func(s JobState) bool { return s == StateDead || s == StateCancelled })
 
-// CancellableStates are the states JobCancel accepts.
-var CancellableStates = WaitingStates
+// CancellableStates are the states JobCancel accepts: a waiting job is
+// cancelled at once, a running one gets a cancel request (see
+// [CancelRequestStates]).
+var CancellableStates = statesWhere(func(s JobState) bool { return s.Waiting() || s == StateRunning })
+
+// CancelRequestStates are the states in which JobCancel records a cancel
+// request instead of cancelling: the job is held by a worker, which ends the
+// attempt as cancelled ([OutcomeCancelled]) when the request reaches it. A
+// job whose worker died with a request pending is cancelled by the sweep of
+// its expired lease rather than retried: a cancel request wins.
+var CancelRequestStates = []JobState{StateRunning}
+
+// CancelRequests reports whether JobCancel on a job in state st records a
+// cancel request rather than cancelling it at once.
+func CancelRequests(st JobState) bool { return slices.Contains(CancelRequestStates, st) }
+
+// CancelledByRequestMessage is the history message of an attempt ended by a
+// cancel request, and CancelledBySweepMessage of a job whose worker stopped
+// renewing its lease with a request pending.
+const (
+	CancelledByRequestMessage = "cancelled by an operator while running"
+	CancelledBySweepMessage   = "cancelled by an operator while running; the worker stopped renewing its lease before it ended the attempt"
+)
 
 // CheckReplay returns nil when a job in state st may be replayed, and
 // otherwise the *StateError a store returns, having written nothing.
@@ -208,7 +229,7 @@ const WorkerReregisterSQL = `ON CONFLICT (id) DO UPDATE SET host = excluded.host
 	jobs_completed = 0, clock_skew_ms = 0, draining_at = NULL`
 
 // OutcomeKinds lists every outcome kind.
-var OutcomeKinds = []OutcomeKind{OutcomeSucceeded, OutcomeRetry, OutcomeDead, OutcomeSnooze, OutcomeInterrupted}
+var OutcomeKinds = []OutcomeKind{OutcomeSucceeded, OutcomeRetry, OutcomeDead, OutcomeSnooze, OutcomeInterrupted, OutcomeCancelled}
 
 // State is the state a job takes when an outcome of kind k is recorded.
 func (k OutcomeKind) State() JobState {
@@ -219,6 +240,8 @@ func (k OutcomeKind) State() JobState {
 		return StateRetrying
 	case OutcomeDead:
 		return StateDead
+	case OutcomeCancelled:
+		return StateCancelled
 	}
 	return StateQueued // OutcomeSnooze, OutcomeInterrupted
 }
@@ -233,8 +256,16 @@ func (k OutcomeKind) CountsAttempt() bool {
 // AppendsError reports whether k appends its Error to the job's history
 // and sets last_error.
 func (k OutcomeKind) AppendsError() bool {
-	return k == OutcomeRetry || k == OutcomeDead || k == OutcomeInterrupted
+	return k == OutcomeRetry || k == OutcomeDead || k == OutcomeInterrupted || k == OutcomeCancelled
 }
+
+// YieldsToCancel reports whether a cancel request pending on the job
+// overrides an outcome of kind k: an attempt that ends in a retry, a snooze
+// or a drain while a cancel is requested ends the job cancelled instead (its
+// own history entry kept), so that a request the attempt did not hear of in
+// time still stops the job. A success and a death are recorded as they are:
+// they end the job anyway, and say truly what the attempt did.
+func (k OutcomeKind) YieldsToCancel() bool { return k.State().Waiting() }
 
 // Delayed reports whether k makes the job available its Delay after now;
 // otherwise a waiting job is available now and a finished one keeps its

@@ -90,6 +90,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	leases := c.newLeaseKeeper(opts.Lease)
 	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent)
 	leases.stop()
+	defer a.waitHandler()
 	return c.record(ctx, a, nil)
 }
 

@@ -95,6 +95,7 @@ type Worker struct {
 
 	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
 	leases    *leaseKeeper    // renews running jobs' leases in batches; see lease_keeper.go
+	cancels   *cancelWatch    // nil unless the store notifies cancels; see cancel.go
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
 	abandoned atomic.Bool     // set by Abandon: record nothing more
 	// echoesSkipped counts notifications skipped as echoes of this client's
@@ -229,6 +230,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.outcomes.clock = w.c.clock
 	w.outcomes.start(ctx)
 	w.leases = w.c.newLeaseKeeper(w.cfg.Lease)
+	w.cancels = w.watchCancels(ctx)
 	// Listen before the first claim, so no notification falls between them;
 	// a worker that claims nothing does not listen.
 	if len(w.queues) > 0 {
@@ -290,6 +292,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopRun()
 	// Every job has returned, its outcome handed to the batcher and
 	// written: nothing can send to it any more, and no lease is held.
+	w.cancels.stop()
 	w.leases.stop()
 	w.outcomes.stop()
 	w.deregister(ctx)
@@ -351,7 +354,7 @@ func changesSchedule(job *Job, res *WorkResult) bool {
 	switch res.Result {
 	case ResultRetrying, ResultSnoozed:
 		return true
-	case ResultSucceeded, ResultDead:
+	case ResultSucceeded, ResultDead, ResultCancelled:
 		return job.OrderingKey != nil
 	}
 	return false
@@ -433,6 +436,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 					}
 				}()
 				a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
+				defer a.waitHandler() // the slot is the handler's until it returns
 				res, err := w.c.record(runCtx, a, w.write)
 				if errors.Is(err, errAbandoned) {
 					w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",

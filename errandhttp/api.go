@@ -548,11 +548,13 @@ func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	until, err := a.c.Heartbeat(r.Context(), id, req.LeaseToken, time.Duration(req.Lease))
+	hb, err := a.c.HeartbeatJob(r.Context(), id, req.LeaseToken, time.Duration(req.Lease))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "lease_until": until.UTC()})
+	// cancel_requested: an operator cancelled the job; stop working on it
+	// and report the attempt with fail, which ends the job cancelled.
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "lease_until": hb.LeaseUntil.UTC(), "cancel_requested": hb.CancelRequested})
 	return nil
 }
 
@@ -678,7 +680,9 @@ func operatorReason(r *http.Request) (operator, reason string, err error) {
 	return operator, req.Reason, nil
 }
 
-// cancel cancels a waiting job; the audit records the operator and reason.
+// cancel cancels a waiting job, or requests the cancel of a running one
+// (the job comes back running, with cancel_requested_at set); the audit
+// records the operator and reason.
 func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
 	operator, reason, err := operatorReason(r)
 	if err != nil {
@@ -688,7 +692,11 @@ func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.log.Info("job cancelled", "job_id", j.ID, "operator", operator, "reason", reason)
+	msg := "job cancelled"
+	if j.CancelPending() {
+		msg = "job cancel requested"
+	}
+	a.log.Info(msg, "job_id", j.ID, "operator", operator, "reason", reason)
 	writeJSON(w, http.StatusOK, a.show(j))
 	return nil
 }

@@ -411,3 +411,43 @@ func TestAPIAckMany(t *testing.T) {
 		}
 	})
 }
+
+// TestAPICancelRunning is an operator cancelling a job a remote worker
+// runs: the cancel is a request, the worker's next heartbeat says
+// cancel_requested, and its fail ends the job cancelled, on both stores.
+func TestAPICancelRunning(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "max_attempts": 5}), http.StatusCreated, "")
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "lease": "30s", "worker": "node-7"})
+		want(t, "claim", r, http.StatusOK, "")
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil {
+			t.Fatal(err)
+		}
+		env := claimed.Jobs[0]
+		hb := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/heartbeat", map[string]any{"lease_token": env.LeaseToken})
+		if m := hb.json(t); m["cancel_requested"] != false {
+			t.Fatalf("heartbeat before a cancel: %s", hb.body)
+		}
+		c := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/cancel", map[string]any{"reason": "runaway import"})
+		want(t, "cancel a running job", c, http.StatusOK, "")
+		if m := c.json(t); m["state"] != "running" || m["cancel_requested_at"] == nil {
+			t.Fatalf("cancel of a running job: %s", c.body)
+		}
+		hb = s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/heartbeat", map[string]any{"lease_token": env.LeaseToken})
+		if m := hb.json(t); m["cancel_requested"] != true {
+			t.Fatalf("heartbeat after a cancel: %s", hb.body)
+		}
+		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken, "message": "stopped"})
+		want(t, "fail after a cancel", f, http.StatusOK, "")
+		if m := f.json(t); m["state"] != "cancelled" {
+			t.Fatalf("fail after a cancel: %s", f.body)
+		}
+		if j := s.job(t, env.ID); j.State != errand.StateCancelled || j.Errors[0].Class != errand.ClassCancelled {
+			t.Fatalf("job %s, history %+v", j.State, j.Errors)
+		}
+	})
+}

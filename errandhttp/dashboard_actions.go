@@ -28,8 +28,10 @@ var (
 	}
 	cancelAction = &dashboardAction{
 		Name: "cancel", Verb: "Cancel",
-		Applies: errand.JobState.Waiting,
-		Explain: "only queued and retrying jobs can be cancelled",
+		// A running job gets a cancel request: its worker cancels the
+		// handler and ends the attempt cancelled.
+		Applies: func(s errand.JobState) bool { return s.Waiting() || s == errand.StateRunning },
+		Explain: "only queued, retrying and running jobs can be cancelled",
 	}
 )
 

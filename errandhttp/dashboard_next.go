@@ -49,6 +49,12 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 			owner = *j.LeaseOwner
 		}
 		switch {
+		case j.CancelRequestedAt != nil && (j.LeaseUntil == nil || j.LeaseUntil.After(now)):
+			s = fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled (attempt %d of %d)",
+				at(*j.CancelRequestedAt), owner, j.Attempt, j.MaxAttempts)
+		case j.CancelRequestedAt != nil:
+			s = fmt.Sprintf("cancel requested at %s, and the lease of %s expired at %s; the next sweep makes it cancelled",
+				at(*j.CancelRequestedAt), owner, at(*j.LeaseUntil))
 		case j.LeaseUntil == nil:
 			s = fmt.Sprintf("running under lease of %s, attempt %d of %d", owner, j.Attempt, j.MaxAttempts)
 		case j.LeaseUntil.After(now):

@@ -515,7 +515,7 @@ func TestDashboardCancelAfterConfirmation(t *testing.T) {
 		t.Fatalf("confirm: status %d\n%s", code, body)
 	}
 	wantContains(t, "cancel confirm", body, "Cancel 1 of the 2 selected jobs as <strong>"+AnonymousOperator+"</strong>",
-		"dead: only queued and retrying jobs can be cancelled", `action="/cancel"`, "Cancel 1 job<")
+		"dead: only queued, retrying and running jobs can be cancelled", `action="/cancel"`, "Cancel 1 job<")
 	if j, _ := replayed(t, c, "later-1"); j.State != errand.StateQueued {
 		t.Fatalf("the confirm page cancelled later-1")
 	}
@@ -616,4 +616,39 @@ func TestDashboardStaticFilesAndPrefix(t *testing.T) {
 	wantContains(t, "overview", body, `data-refresh="10"`)
 	off := NewDashboard(c, &DashboardOptions{Refresh: -1})
 	wantLacks(t, "overview without refresh", mustGet(t, off, "/"), "refresh.js")
+}
+
+// TestDashboardCancelRunning: a running job's page shows its checkpoint and
+// a cancel button; cancelling it records a request, which the job page and
+// the list show while the job runs.
+func TestDashboardCancelRunning(t *testing.T) {
+	ctx := context.Background()
+	c := newSQLiteClient(t, errandtest.NewClock(testStart))
+	enqueue(t, c, errand.RawArgs{KindName: "import"}, &errand.EnqueueOpts{ID: "import-1", Queue: "bulk"})
+	js, err := c.Claim(ctx, &errand.ClaimOpts{Queue: "bulk", Kinds: []string{"import"}, Owner: "node-3"})
+	if err != nil || len(js) != 1 {
+		t.Fatalf("claim: %v, %v", js, err)
+	}
+	if err := c.Store().JobSetProgress(ctx, &errand.JobSetProgressParams{ID: "import-1", LeaseToken: *js[0].LeaseToken,
+		Progress: []byte(`{"next_row": 42000}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h := NewDashboard(c, nil)
+	body := mustGet(t, h, "/jobs/import-1")
+	wantContains(t, "running job", body, "Progress", "next_row", "42000", `action="/cancel/confirm"`, "The running handler is cancelled")
+	wantContains(t, "job list", mustGet(t, h, "/jobs?queue=bulk"), `{&#34;next_row&#34;:42000}`)
+
+	code, body := post(t, h, "/cancel", url.Values{"id": {"import-1"}, "reason": {"wrong file"}})
+	if code != http.StatusOK {
+		t.Fatalf("cancel: status %d\n%s", code, body)
+	}
+	wantContains(t, "cancel result", body, "cancel requested")
+	j, err := c.Get(ctx, "import-1")
+	if err != nil || j.State != errand.StateRunning || !j.CancelPending() {
+		t.Fatalf("after cancel: %+v, %v; want running with a request", j, err)
+	}
+	body = mustGet(t, h, "/jobs/import-1")
+	wantContains(t, "job with a cancel request", body, "Cancel requested", "cancel requested at")
+	wantLacks(t, "job with a cancel request", body, `action="/cancel/confirm"`)
+	wantContains(t, "job list", mustGet(t, h, "/jobs?queue=bulk"), "cancel requested")
 }

@@ -30,6 +30,7 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"since":      since,
 		"ageSeconds": ageSeconds,
 		"prettyJSON": prettyJSON,
+		"shortJSON":  shortJSON,
 		"deref":      deref,
 		"count":      func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
 		"join":       strings.Join,
@@ -112,6 +113,23 @@ func prettyJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// shortJSONRunes bounds a checkpoint shown in a list row.
+const shortJSONRunes = 60
+
+// shortJSON is a JSON document on one line, compacted and cut at
+// shortJSONRunes with an ellipsis: a checkpoint in a row of the job list.
+func shortJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	s := string(raw)
+	if err := json.Compact(&b, raw); err == nil {
+		s = b.String()
+	}
+	if r := []rune(s); len(r) > shortJSONRunes {
+		s = string(r[:shortJSONRunes-1]) + "…"
+	}
+	return s
 }
 
 // queueNames lists a worker's queues with their concurrency: "default×4".

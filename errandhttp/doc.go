@@ -19,12 +19,12 @@
 //	GET  /api/v1/jobs?state=&queue=&kind=&limit=&cursor=
 //	GET  /api/v1/jobs/{id}
 //	POST /api/v1/queues/{queue}/claim    {"kinds", "lease", "max_jobs", "worker"}; 204 when none
-//	POST /api/v1/jobs/{id}/heartbeat     {"lease_token", "lease"}
+//	POST /api/v1/jobs/{id}/heartbeat     {"lease_token", "lease"}; answers {"id", "lease_until", "cancel_requested"}
 //	POST /api/v1/jobs/{id}/ack           {"lease_token"}
 //	POST /api/v1/ack                     {"jobs": [{"id", "lease_token"}, ...]}: up to 100 in one transaction
 //	POST /api/v1/jobs/{id}/fail          {"lease_token", "class", "message", "retry_after", "permanent"}
 //	POST /api/v1/jobs/{id}/replay        {"reason", "args"}: args (optional) replace the job's (fix-and-replay)
-//	POST /api/v1/jobs/{id}/cancel        {"reason"}
+//	POST /api/v1/jobs/{id}/cancel        {"reason"}: a running job gets a cancel request
 //	GET  /api/v1/jobs/{id}/audit
 //	POST /api/v1/replay                  {"reason", "kind", "queue", "class", "since", "until", "limit", "rate", "dry_run"}: dead jobs by filter
 //	GET  /api/v1/audit?job=&action=&since=&until=&limit=&cursor=
@@ -39,7 +39,9 @@
 // A worker's heartbeat, ack and fail are fenced by the lease token its
 // claim returned, as a Go worker's writes are: a stale or wrong token is
 // 409 lease_lost and changes nothing. A failure is scheduled by the
-// server's retry policy, exactly as a Go worker's would be.
+// server's retry policy, exactly as a Go worker's would be. A heartbeat
+// answering "cancel_requested": true means an operator cancelled the job:
+// the worker stops and reports fail, which ends the job cancelled.
 //
 // # Security
 //

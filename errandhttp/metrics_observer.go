@@ -41,7 +41,7 @@ type kindSeries struct {
 // the first attempt of a queue and kind, so that rates over them start
 // from zero.
 var outcomes = []errand.Result{errand.ResultSucceeded, errand.ResultRetrying, errand.ResultDead,
-	errand.ResultSnoozed, errand.ResultInterrupted, errand.ResultLeaseLost}
+	errand.ResultSnoozed, errand.ResultInterrupted, errand.ResultCancelled, errand.ResultLeaseLost}
 
 func (m *MetricsObserver) series(job *errand.Job) *kindSeries {
 	key := queueKind{job.Queue, job.Kind}

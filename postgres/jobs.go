@@ -20,7 +20,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
-	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold`
+	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -45,14 +45,14 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
-		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold},
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold, &j.CancelRequestedAt},
 		extra...)...)
 	if err != nil {
 		return nil, err
 	}
 	// pgx returns times in the local zone; the contract's are UTC.
 	j.AvailableAt, j.CreatedAt = j.AvailableAt.UTC(), j.CreatedAt.UTC()
-	for _, t := range []**time.Time{&j.Deadline, &j.LeaseUntil, &j.AttemptedAt, &j.FinishedAt} {
+	for _, t := range []**time.Time{&j.Deadline, &j.LeaseUntil, &j.AttemptedAt, &j.FinishedAt, &j.CancelRequestedAt} {
 		*t = utc(*t)
 	}
 	j.SetUniqueColumns(ustates, uwindow)
@@ -534,23 +534,24 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	rows, err := s.pool.Query(ctx, s.sql(`UPDATE {jobs} j SET lease_until = {now} + $2 * interval '1 microsecond'
 		FROM unnest($3::text[], $4::text[]) AS l(id, token)
 		WHERE j.id = l.id AND j.state = 'running' AND j.lease_token = l.token AND j.lease_until > {now}
-		RETURNING j.id, j.lease_token, j.lease_until`), s.nowArg(), us(p.Lease), ids, tokens)
+		RETURNING j.id, j.lease_token, j.lease_until, j.cancel_requested_at IS NOT NULL`), s.nowArg(), us(p.Lease), ids, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	renewed := map[[2]string]time.Time{}
+	renewed := map[[2]string]errand.HeartbeatResult{}
 	var id, tok string
 	var until time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &tok, &until}, func() error {
-		renewed[[2]string{id, tok}] = until.UTC()
+	var cancel bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &tok, &until, &cancel}, func() error {
+		renewed[[2]string{id, tok}] = errand.HeartbeatResult{LeaseUntil: until.UTC(), CancelRequested: cancel}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
 	for i, l := range p.Leases {
-		if u, ok := renewed[[2]string{l.ID, l.LeaseToken}]; ok {
-			rs[i] = errand.HeartbeatResult{LeaseUntil: u}
+		if r, ok := renewed[[2]string{l.ID, l.LeaseToken}]; ok {
+			rs[i] = r
 		} else {
 			rs[i] = errand.HeartbeatResult{Err: errand.ErrLeaseLost}
 		}
@@ -600,8 +601,12 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 // token); JobRecordOutcomes sends a lease's first outcome only.
 var outcomesSQL = func() string {
 	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
+	yields := errand.SQLOutcomeKinds(errand.OutcomeKind.YieldsToCancel)
+	// A cancel request that the attempt did not hear of in time still wins
+	// over an outcome that would leave the job waiting.
 	return `UPDATE {jobs} j SET
-		state = ` + errand.OutcomeStateSQL("o.kind") + `,
+		state = CASE WHEN j.cancel_requested_at IS NOT NULL AND o.kind IN (` + yields + `)
+			THEN '` + string(errand.StateCancelled) + `' ELSE ` + errand.OutcomeStateSQL("o.kind") + ` END,
 		attempt = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return !k.CountsAttempt() }) + `)
 			THEN j.attempt - 1 ELSE j.attempt END,
 		available_at = CASE
@@ -610,6 +615,7 @@ var outcomesSQL = func() string {
 			WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Waiting() }) + `) THEN {now}
 			ELSE j.available_at END,
 		finished_at = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Terminal() }) + `)
+				OR (j.cancel_requested_at IS NOT NULL AND o.kind IN (` + yields + `))
 			THEN {now} ELSE j.finished_at END,
 		errors = CASE WHEN o.class IS NULL THEN j.errors ELSE j.errors || ` + entry + ` END,
 		last_error = CASE WHEN o.class IS NULL THEN j.last_error ELSE ` + last + ` END,
@@ -715,22 +721,29 @@ func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.
 const leaseExpiredMessage = "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
 
 // sweepLeasesSQL ends expired leases: retrying, available now, or dead on
-// the final attempt so that a job that kills its worker cannot crash-loop.
-// Rows another sweeper or claimer holds are skipped; it sweeps them.
+// the final attempt so that a job that kills its worker cannot crash-loop,
+// or cancelled when a cancel was requested (a request wins over a retry).
+// $4 and $5 are the cancelled entry's class and message. Rows another
+// sweeper or claimer holds are skipped; it sweeps them.
 var sweepLeasesSQL = func() string {
-	entry, last := historyEntry("attempt", "$2::text", "m.message", "''")
+	entry, last := historyEntry("attempt", "m.class", "m.message", "''")
 	return `UPDATE {jobs} SET
 		errors = errors || ` + entry + `,
 		last_error = ` + last + `,
-		state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'retrying' END,
-		finished_at = CASE WHEN attempt >= max_attempts THEN {now} ELSE finished_at END,
-		available_at = CASE WHEN attempt >= max_attempts THEN available_at ELSE {now} END,
+		state = m.state,
+		finished_at = CASE WHEN m.state = 'retrying' THEN finished_at ELSE {now} END,
+		available_at = CASE WHEN m.state = 'retrying' THEN {now} ELSE available_at END,
 		lease_token = NULL, lease_until = NULL
-	FROM (SELECT CASE WHEN attempt >= max_attempts THEN $3 || ' on the final attempt' ELSE $3 END AS message, seq AS mseq
+	FROM (SELECT CASE WHEN cancel_requested_at IS NOT NULL THEN $5::text
+				WHEN attempt >= max_attempts THEN $3 || ' on the final attempt' ELSE $3 END AS message,
+			CASE WHEN cancel_requested_at IS NOT NULL THEN $4::text ELSE $2::text END AS class,
+			CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
+				WHEN attempt >= max_attempts THEN 'dead' ELSE 'retrying' END AS state,
+			seq AS mseq
 		FROM {jobs} WHERE state = 'running' AND lease_until <= {now}
 		FOR UPDATE SKIP LOCKED) m
 	WHERE seq = m.mseq
-	RETURNING state`
+	RETURNING m.state`
 }()
 
 // sweepDeadlinesSQL dead-letters queued and retrying jobs past their
@@ -750,7 +763,8 @@ var sweepDeadlinesSQL = func() string {
 // queueSweep adds the sweep's statements to b: leases first, then
 // deadlines. readSweep reads their results.
 func (s *Store) queueSweep(b *pgx.Batch, now any) {
-	b.Queue(s.sql(sweepLeasesSQL), now, errand.ClassLeaseExpired, leaseExpiredMessage)
+	b.Queue(s.sql(sweepLeasesSQL), now, errand.ClassLeaseExpired, leaseExpiredMessage,
+		errand.ClassCancelled, errand.CancelledBySweepMessage)
 	b.Queue(s.sql(sweepDeadlinesSQL), now, errand.ClassExpired, "deadline passed before the job could run")
 }
 
@@ -763,9 +777,12 @@ func readSweep(br pgx.BatchResults) (errand.SweepResult, error) {
 	}
 	var state string
 	_, err = pgx.ForEachRow(rows, []any{&state}, func() error {
-		if state == string(errand.StateDead) {
+		switch state {
+		case string(errand.StateDead):
 			r.Dead++
-		} else {
+		case string(errand.StateCancelled):
+			r.Cancelled++
+		default:
 			r.Retried++
 		}
 		return nil

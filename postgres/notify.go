@@ -54,8 +54,17 @@ const (
 // different schemas of one database do not wake each other. A name that would
 // pass PostgreSQL's 63-byte identifier limit keeps its first bytes and ends
 // with a hash of the whole name.
-func notifyChannel(schema string) string {
-	const prefix, maxLen = "errand_jobs_", 63
+func notifyChannel(schema string) string { return schemaChannel("errand_jobs_", schema) }
+
+// cancelChannel is the channel of the schema's cancel requests: the payload
+// is the id of a running job whose cancel an operator requested. JobCancel
+// sends it inside its transaction, so it arrives when the request commits.
+func cancelChannel(schema string) string { return schemaChannel("errand_cancel_", schema) }
+
+// schemaChannel is a channel name of prefix and the schema's name, within
+// PostgreSQL's identifier limit.
+func schemaChannel(prefix, schema string) string {
+	const maxLen = 63
 	ch := prefix + schema
 	if len(ch) <= maxLen {
 		return ch
@@ -99,14 +108,39 @@ func (s *Store) NotifyQueues(ctx context.Context, queues []string) error {
 // notifications sent while it was away are lost. It closes its connection
 // and then the channel when ctx ends; ctx, not [Store.Close], ends it.
 func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
-	conn, err := s.listenConn(ctx)
+	out, err := s.listen(ctx, notifyChannel(s.name))
+	if err != nil {
+		return nil, fmt.Errorf("listen for queues: %w", err)
+	}
+	return out, nil
+}
+
+var _ errand.CancelListener = (*Store)(nil)
+
+// ListenCancels implements [errand.CancelListener]: it listens, as
+// ListenQueues does and on a connection of its own, on the schema's cancel
+// channel, and delivers the ids that JobCancel notifies, "" after a
+// reconnect.
+func (s *Store) ListenCancels(ctx context.Context) (<-chan string, error) {
+	out, err := s.listen(ctx, cancelChannel(s.name))
+	if err != nil {
+		return nil, fmt.Errorf("listen for cancels: %w", err)
+	}
+	return out, nil
+}
+
+// listen delivers the payloads of channel's notifications as ListenQueues
+// describes.
+func (s *Store) listen(ctx context.Context, channel string) (<-chan string, error) {
+	conn, err := s.listenConn(ctx, channel)
 	if err != nil {
 		return nil, err
 	}
 	l := &listener{
-		store: s,
-		ready: make(chan struct{}, 1),
-		names: map[string]struct{}{},
+		store:   s,
+		channel: channel,
+		ready:   make(chan struct{}, 1),
+		names:   map[string]struct{}{},
 	}
 	out := make(chan string)
 	connDone := make(chan struct{})
@@ -122,8 +156,8 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 	return out, nil
 }
 
-// listenConn opens a connection that listens on the schema's channel.
-func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+// listenConn opens a connection that listens on channel.
+func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	if app := cfg.RuntimeParams["application_name"]; app != "" {
 		cfg.RuntimeParams["application_name"] = app + "/listener"
@@ -132,18 +166,18 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen for queues: %w", err)
+		return nil, err
 	}
-	if _, err := conn.Exec(ctx, s.listenSQL()); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL(channel)); err != nil {
 		closeConn(conn)
-		return nil, fmt.Errorf("listen for queues: %w", err)
+		return nil, err
 	}
 	return conn, nil
 }
 
-// listenSQL is the statement that listens on the schema's channel.
-func (s *Store) listenSQL() string {
-	return `LISTEN ` + pgx.Identifier{notifyChannel(s.name)}.Sanitize()
+// listenSQL is the statement that listens on channel.
+func listenSQL(channel string) string {
+	return `LISTEN ` + pgx.Identifier{channel}.Sanitize()
 }
 
 // closeConn closes conn, waiting at most a second for the server to hear it.
@@ -156,8 +190,9 @@ func closeConn(conn *pgx.Conn) {
 // listener is one ListenQueues subscription: read receives notifications
 // into a set of pending names, forward hands them to the reader.
 type listener struct {
-	store *Store
-	ready chan struct{} // holds a token while names are pending
+	store   *Store
+	channel string
+	ready   chan struct{} // holds a token while names are pending
 
 	mu    sync.Mutex
 	names map[string]struct{} // pending queue names
@@ -230,13 +265,13 @@ func (l *listener) read(ctx context.Context, conn *pgx.Conn) {
 			return
 		}
 		// The connection failed; polling finds jobs meanwhile.
-		l.store.logger.Warn("listener for new jobs lost its connection; reconnecting", "schema", l.store.name)
+		l.store.logger.Warn("listener lost its connection; reconnecting", "channel", l.channel)
 		closeConn(conn)
 		conn = l.reconnect(ctx)
 		if conn == nil {
 			return // ctx ended
 		}
-		l.store.logger.Info("listener for new jobs reconnected", "schema", l.store.name)
+		l.store.logger.Info("listener reconnected", "channel", l.channel)
 		l.add("") // whatever was notified meanwhile is lost: look everywhere
 	}
 }
@@ -257,7 +292,7 @@ func (l *listener) receive(ctx context.Context, conn *pgx.Conn) {
 			return
 		}
 		pingCtx, cancel := context.WithTimeout(ctx, listenPingTimeout)
-		_, err = conn.Exec(pingCtx, l.store.listenSQL())
+		_, err = conn.Exec(pingCtx, listenSQL(l.channel))
 		cancel()
 		if err != nil {
 			return
@@ -281,7 +316,7 @@ func (l *listener) reconnect(ctx context.Context) *pgx.Conn {
 		case <-t.C:
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, listenConnectTimeout)
-		conn, err := l.store.listenConn(attemptCtx)
+		conn, err := l.store.listenConn(attemptCtx, l.channel)
 		cancel()
 		if err == nil {
 			return conn

@@ -44,11 +44,12 @@ func (s *Store) insertAudit(ctx context.Context, tx pgx.Tx, now any, a *auditEnt
 
 // replaySQL starts a new delivery cycle for job $2 at {now}, replacing its
 // args_version with $4 when that is positive and
-// args with $3 when that is not NULL.
+// args with $3 when that is not NULL, and clearing its progress when $5.
 const replaySQL = `UPDATE {jobs} SET
 		state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
 		deadline = CASE WHEN max_age_us > 0 THEN {now} + max_age_us * interval '1 microsecond' END,
-		lease_token = NULL, lease_until = NULL, finished_at = NULL,
+		lease_token = NULL, lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL,
+		progress = CASE WHEN $5::boolean THEN NULL ELSE progress END,
 		args = coalesce($3::jsonb, args),
 		args_version = CASE WHEN $4::int > 0 THEN $4::int ELSE args_version END
 	WHERE id = $2 RETURNING ` + jobColumns
@@ -67,7 +68,7 @@ func isUniqueViolation(err error, index string) bool {
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, reason string,
-	action errand.AuditAction, newArgs json.RawMessage, newVersion int, details json.RawMessage) (*errand.Job, error) {
+	action errand.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errand.Job, error) {
 	if !errand.StorableText(id) {
 		return nil, errand.ErrNotFound
 	}
@@ -105,7 +106,7 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	// A job that enqueued the key since the check above, in a transaction
 	// that committed meanwhile, makes the update violate the unique index:
 	// the same refusal, its holder unnamed.
-	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg, newVersion))
+	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg, newVersion, clearProgress))
 	if takesKey && isUniqueViolation(err, "errand_jobs_unique") {
 		return nil, &errand.UniqueConflictError{ID: id, Key: *ukey}
 	}
@@ -126,7 +127,7 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 			action = errand.AuditReplayArgs
 		}
 		var err error
-		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, nil)
+		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, p.ClearProgress, nil)
 		return err
 	})
 	if err != nil {
@@ -172,9 +173,9 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 		}
 		now := s.nowArg()
 		var state string
-		var holds bool
-		err := tx.QueryRow(ctx, s.sql(`SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1
-			FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &holds)
+		var holds, pending bool
+		err := tx.QueryRow(ctx, s.sql(`SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1, cancel_requested_at IS NOT NULL
+			FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &holds, &pending)
 		if isNoRows(err) {
 			return errand.ErrNotFound
 		}
@@ -184,10 +185,30 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 		if err := errand.CheckCancelJob(id, errand.JobState(state), holds); err != nil {
 			return err
 		}
-		j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
-			WHERE id = $2 RETURNING `+jobColumns), now, id))
-		if err != nil {
-			return err
+		if errand.CancelRequests(errand.JobState(state)) {
+			// A running job: record the request; its worker ends the
+			// attempt. The notification goes inside the transaction, so
+			// it is delivered exactly when the request commits; cancels
+			// are rare, so the commit lock a NOTIFY takes costs nothing
+			// that matters. A request already pending is left as it is.
+			if pending {
+				j, err = scanJob(tx.QueryRow(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE id = $1`), id))
+				return err
+			}
+			j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET cancel_requested_at = {now}
+				WHERE id = $2 RETURNING `+jobColumns), now, id))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, cancelChannel(s.name), id); err != nil {
+				return err
+			}
+		} else {
+			j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
+				WHERE id = $2 RETURNING `+jobColumns), now, id))
+			if err != nil {
+				return err
+			}
 		}
 		return s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditCancel, jobID: id,
 			operator: p.Operator, reason: p.Reason, priorState: errand.JobState(state)})
@@ -314,7 +335,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		now := s.nowArg()
 		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
 		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, details)
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", id, err)
 			}

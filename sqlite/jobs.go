@@ -15,7 +15,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
-	replays, tags, unique_states, unique_window_us, ordering_hold`
+	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -55,14 +55,14 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 		c                               errand.JobColumns
 		avail, crt                      int64
 		deadline, leaseUntil, attempted sql.NullInt64
-		finished                        sql.NullInt64
+		finished, cancelReq             sql.NullInt64
 		token, owner, ukey, okey        sql.NullString
 		ustates, uwindow, ohold         int64
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
 		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
-		&ustates, &uwindow, &ohold},
+		&ustates, &uwindow, &ohold, &cancelReq},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -70,6 +70,7 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	j.AvailableAt, j.CreatedAt = fromMicros(avail), fromMicros(crt)
 	j.Deadline, j.LeaseUntil = nullMicros(deadline), nullMicros(leaseUntil)
 	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
+	j.CancelRequestedAt = nullMicros(cancelReq)
 	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
 	j.UniqueKey, j.OrderingKey = nullString(ukey), nullString(okey)
 	j.SetUniqueColumns(ustates, uwindow)
@@ -378,24 +379,26 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		until := micros(now.Add(p.Lease))
+		// The renewal reads the cancel request of its own row: no
+		// statement more for it.
 		renew, err := tx.PrepareContext(ctx, `UPDATE errand_jobs SET lease_until = ?
-			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`)
+			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+			RETURNING cancel_requested_at IS NOT NULL`)
 		if err != nil {
 			return err
 		}
 		defer renew.Close()
 		for i, l := range p.Leases {
-			res, err := renew.ExecContext(ctx, until, l.ID, l.LeaseToken, micros(now))
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
+			var cancel bool
+			err := renew.QueryRowContext(ctx, until, l.ID, l.LeaseToken, micros(now)).Scan(&cancel)
+			if errors.Is(err, sql.ErrNoRows) {
 				rs[i] = errand.HeartbeatResult{Err: errand.ErrLeaseLost}
 				continue
 			}
-			rs[i] = errand.HeartbeatResult{LeaseUntil: fromMicros(until)}
+			if err != nil {
+				return err
+			}
+			rs[i] = errand.HeartbeatResult{LeaseUntil: fromMicros(until), CancelRequested: cancel}
 		}
 		return nil
 	})
@@ -494,6 +497,13 @@ func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 	}
 	k, state := o.Kind, o.Kind.State()
 	set, args := `state = ?`, []any{string(state)}
+	if k.YieldsToCancel() {
+		// A cancel request that the attempt did not hear of in time
+		// still wins: the job does not wait to run again.
+		set = `state = CASE WHEN cancel_requested_at IS NULL THEN ? ELSE '` + string(errand.StateCancelled) + `' END,
+			finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END`
+		args = append(args, micros(now))
+	}
 	if !k.CountsAttempt() {
 		set += `, attempt = attempt - 1`
 	}
@@ -542,15 +552,27 @@ const sweepError = `errors = json_insert(errors, '$[#]', json_object(
 // row.
 var (
 	// sweepLeaseDeadSQL ends expired final attempts: dead, so a job that
-	// kills its worker cannot crash-loop.
+	// kills its worker cannot crash-loop. A job with a cancel request is
+	// left to the next statement.
 	sweepLeaseDeadSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET ` + sweepError + `,
 			state = 'dead', finished_at = ?4, lease_token = NULL, lease_until = NULL
-		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts`
+		WHERE state = 'running' AND lease_until <= ?4 AND attempt >= max_attempts
+			AND cancel_requested_at IS NULL`
 	// sweepLeaseRetrySQL makes the other expired attempts retrying, available
-	// now.
-	sweepLeaseRetrySQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET ` + sweepError + `,
-			state = 'retrying', available_at = ?4, lease_token = NULL, lease_until = NULL
-		WHERE state = 'running' AND lease_until <= ?4`
+	// now, or cancelled when a cancel was requested: a cancel request wins
+	// over a retry. ?5 and ?6 are the cancelled entry's class and message.
+	sweepLeaseRetrySQL = `UPDATE errand_jobs INDEXED BY errand_jobs_lease SET
+			errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'replay', replays, 'at', ?1,
+				'class', iif(cancel_requested_at IS NULL, ?2, ?5),
+				'message', iif(cancel_requested_at IS NULL, ?3, ?6), 'stack', '')),
+			last_error = json_object('class', iif(cancel_requested_at IS NULL, ?2, ?5),
+				'message', iif(cancel_requested_at IS NULL, ?3, ?6), 'at', ?1),
+			state = iif(cancel_requested_at IS NULL, 'retrying', 'cancelled'),
+			available_at = iif(cancel_requested_at IS NULL, ?4, available_at),
+			finished_at = iif(cancel_requested_at IS NULL, finished_at, ?4),
+			lease_token = NULL, lease_until = NULL
+		WHERE state = 'running' AND lease_until <= ?4
+		RETURNING state`
 	// sweepDeadlineSQL ends waiting jobs past their deadline.
 	sweepDeadlineSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_deadline SET ` + sweepError + `,
 			state = 'dead', finished_at = ?4
@@ -569,12 +591,27 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 	}
 	n, _ := res.RowsAffected()
 	r.Dead += int(n)
-	res, err = tx.ExecContext(ctx, sweepLeaseRetrySQL, at, errand.ClassLeaseExpired, leaseMsg, us)
+	rows, err := tx.QueryContext(ctx, sweepLeaseRetrySQL, at, errand.ClassLeaseExpired, leaseMsg, us,
+		errand.ClassCancelled, errand.CancelledBySweepMessage)
 	if err != nil {
 		return r, err
 	}
-	n, _ = res.RowsAffected()
-	r.Retried += int(n)
+	for rows.Next() {
+		var st string
+		if err := rows.Scan(&st); err != nil {
+			rows.Close()
+			return r, err
+		}
+		if st == string(errand.StateCancelled) {
+			r.Cancelled++
+		} else {
+			r.Retried++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, err
+	}
 	res, err = tx.ExecContext(ctx, sweepDeadlineSQL,
 		at, errand.ClassExpired, "deadline passed before the job could run", us)
 	if err != nil {

@@ -56,6 +56,84 @@ func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
 // when ctx ends; ctx, not [Store.Close], ends it. The interval runs on real
 // time, not on Options.Clock.
 func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
+	out := make(chan string, 1)
+	err := s.watchCommits(ctx, func(context.Context, *sql.DB) {
+		select {
+		case out <- "":
+		default: // one is pending already: it covers this commit too
+		}
+	}, func() { close(out) })
+	if err != nil {
+		return nil, fmt.Errorf("listen for queues: %w", err)
+	}
+	return out, nil
+}
+
+var _ errand.CancelListener = (*Store)(nil)
+
+// pendingCancelsSQL lists the running jobs with a cancel request. It reads
+// the errand_jobs_cancel index, which holds exactly those rows: none, almost
+// always.
+const pendingCancelsSQL = `SELECT id FROM errand_jobs INDEXED BY errand_jobs_cancel
+	WHERE state = 'running' AND cancel_requested_at IS NOT NULL`
+
+// ListenCancels implements [errand.CancelListener]. It watches commits as
+// ListenQueues does and, after each, reads the running jobs with a cancel
+// request on its own read-only connection: one seek of an index that is
+// empty unless a cancel is pending. It delivers each id once while its
+// request stays pending, and "" after a failed read. The channel is closed
+// when ctx ends.
+func (s *Store) ListenCancels(ctx context.Context) (<-chan string, error) {
+	out := make(chan string, 16)
+	delivered := map[string]bool{}
+	send := func(ctx context.Context, id string) bool {
+		select {
+		case out <- id:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	err := s.watchCommits(ctx, func(ctx context.Context, db *sql.DB) {
+		rows, err := db.QueryContext(ctx, pendingCancelsSQL)
+		if err != nil {
+			send(ctx, "")
+			return
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				ids = append(ids, id)
+			}
+		}
+		rows.Close()
+		if rows.Err() != nil {
+			send(ctx, "")
+			return
+		}
+		now := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			now[id] = true
+			if !delivered[id] && !send(ctx, id) {
+				return
+			}
+		}
+		delivered = now // a request no longer pending may be delivered again if made again
+	}, func() { close(out) })
+	if err != nil {
+		return nil, fmt.Errorf("listen for cancels: %w", err)
+	}
+	return out, nil
+}
+
+// watchCommits calls changed, from a goroutine of its own, after other
+// connections commit to the database (see ListenQueues for how and when it
+// checks), and after a failed check; it calls done when ctx ends, after it
+// has closed its connection. It returns once it has read the database's
+// data_version, so a commit made after it returns is seen. changed gets
+// the watcher's own read-only connection.
+func (s *Store) watchCommits(ctx context.Context, changed func(context.Context, *sql.DB), done func()) error {
 	// Watch before reading the first version, so that no commit falls
 	// between them unseen.
 	events := make(chan struct{}, 1)
@@ -65,11 +143,11 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 		stopWatch()
 		watching = false
 	}
-	fail := func(err error) (<-chan string, error) {
+	fail := func(err error) error {
 		if watching {
 			stopWatch()
 		}
-		return nil, fmt.Errorf("listen for queues: %w", err)
+		return err
 	}
 	db, err := sql.Open("sqlite3", dsn(s.path, s.opts, true))
 	if err != nil {
@@ -87,9 +165,8 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 		db.Close()
 		return fail(err)
 	}
-	out := make(chan string, 1)
 	go func() {
-		defer close(out)
+		defer done()
 		defer db.Close()
 		defer stmt.Close()
 		if watching {
@@ -122,10 +199,7 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 				version = -1 // the next successful check delivers ""
 			case v != version:
 				version = v
-				select {
-				case out <- "":
-				default: // one is pending already: it covers this commit too
-				}
+				changed(ctx, db)
 			}
 			if !watching || err != nil || time.Now().Before(until) {
 				timer.Reset(s.opts.WakeInterval)
@@ -133,7 +207,7 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 			}
 		}
 	}()
-	return out, nil
+	return nil
 }
 
 // dataVersion reads PRAGMA data_version through stmt.

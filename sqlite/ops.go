@@ -44,11 +44,12 @@ func insertAudit(ctx context.Context, tx *sql.Tx, a *auditEntry) error {
 
 // replaySQL starts a new delivery cycle for job ?2 at ?1, replacing its
 // args_version with ?4 when that is positive and
-// args with ?3 when that is not NULL.
+// args with ?3 when that is not NULL, and clearing its progress when ?5.
 const replaySQL = `UPDATE errand_jobs SET
 		state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
 		deadline = CASE WHEN max_age_us > 0 THEN ?1 + max_age_us END,
-		lease_token = NULL, lease_until = NULL, finished_at = NULL,
+		lease_token = NULL, lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL,
+		progress = iif(?5, NULL, progress),
 		args = coalesce(?3, args),
 		args_version = CASE WHEN ?4 > 0 THEN ?4 ELSE args_version END
 	WHERE id = ?2 RETURNING ` + jobColumns
@@ -60,7 +61,7 @@ var uniqueHolderSQL = errand.UniqueReplayHolderSQL("errand_jobs", func(n int) st
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, operator, reason string,
-	action errand.AuditAction, newArgs json.RawMessage, newVersion int, details json.RawMessage) (*errand.Job, error) {
+	action errand.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errand.Job, error) {
 	var state, oldArgs string
 	var ukey sql.NullString
 	var ustates, uwindow int64
@@ -91,7 +92,7 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 		argsArg = string(newArgs)
 		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, replaySQL, micros(now), id, argsArg, newVersion))
+	j, err := scanJob(tx.QueryRowContext(ctx, replaySQL, micros(now), id, argsArg, newVersion, clearProgress))
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 			action = errand.AuditReplayArgs
 		}
 		var err error
-		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, nil)
+		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, p.ClearProgress, nil)
 		return err
 	})
 	if err != nil {
@@ -149,9 +150,9 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		var state string
-		var holds bool
-		err := tx.QueryRowContext(ctx, `SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1
-			FROM errand_jobs WHERE id = ?`, id).Scan(&state, &holds)
+		var holds, pending bool
+		err := tx.QueryRowContext(ctx, `SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1, cancel_requested_at IS NOT NULL
+			FROM errand_jobs WHERE id = ?`, id).Scan(&state, &holds, &pending)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errNoSuchJob
 		}
@@ -161,10 +162,25 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 		if err := errand.CheckCancelJob(id, errand.JobState(state), holds); err != nil {
 			return err
 		}
-		j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
-			WHERE id = ? RETURNING `+jobColumns, micros(now), id))
-		if err != nil {
-			return err
+		if errand.CancelRequests(errand.JobState(state)) {
+			// A running job: record the request; its worker ends the
+			// attempt. The commit is the notification (see ListenCancels).
+			// A request already pending is left as it is.
+			if pending {
+				j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE id = ?`, id))
+				return err
+			}
+			j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET cancel_requested_at = ?
+				WHERE id = ? RETURNING `+jobColumns, micros(now), id))
+			if err != nil {
+				return err
+			}
+		} else {
+			j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
+				WHERE id = ? RETURNING `+jobColumns, micros(now), id))
+			if err != nil {
+				return err
+			}
 		}
 		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditCancel, jobID: id, operator: p.Operator,
 			reason: p.Reason, at: now, priorState: errand.JobState(state)})
@@ -283,7 +299,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		now := s.clock.Now()
 		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
 		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, details)
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", id, err)
 			}

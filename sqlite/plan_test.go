@@ -72,10 +72,20 @@ func TestQueryPlans(t *testing.T) {
 			notWant: []string{"errand_jobs_state", "SCAN"},
 		},
 		{
+			// With RETURNING, SQLite collects the rows to change from
+			// the index alone, then updates them.
 			name:    "sweep expired attempts",
 			query:   sweepLeaseRetrySQL,
-			want:    []string{"SEARCH errand_jobs USING INDEX errand_jobs_lease (lease_until<?)"},
+			want:    []string{"SEARCH errand_jobs USING COVERING INDEX errand_jobs_lease (lease_until<?)"},
 			notWant: []string{"errand_jobs_state", "SCAN"},
+		},
+		{
+			// Read after every commit by a listening worker: only the
+			// pending requests, never the running jobs.
+			name:    "pending cancel requests",
+			query:   pendingCancelsSQL,
+			want:    []string{"SCAN errand_jobs USING INDEX errand_jobs_cancel"},
+			notWant: []string{"errand_jobs_state", "errand_jobs_lease"},
 		},
 		{
 			name:    "sweep deadlines",

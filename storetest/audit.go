@@ -70,13 +70,18 @@ func testAuditCancel(t *testing.T, h harness) {
 	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "a", Operator: "ana", Reason: "order withdrawn"}); err != nil {
 		t.Fatalf("JobCancel: %v", err)
 	}
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "r", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrWrongState) {
-		t.Fatalf("cancel of a running job: %v, want ErrWrongState", err)
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "r", Operator: "bo", Reason: "runaway import"}); err != nil {
+		t.Fatalf("cancel of a running job: %v", err)
+	}
+	e.succeed("a-done")
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "a-done", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrWrongState) {
+		t.Fatalf("cancel of a succeeded job: %v, want ErrWrongState", err)
 	}
 	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "missing", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrNotFound) {
 		t.Fatalf("cancel of an unknown job: %v, want ErrNotFound", err)
 	}
 	checkRecords(t, "audit after a cancel", e.auditList(&errand.AuditListParams{}), []errand.AuditRecord{
+		{Action: errand.AuditCancel, JobID: ptr("r"), Operator: "bo", Reason: "runaway import", At: now, PriorState: errand.StateRunning},
 		{Action: errand.AuditCancel, JobID: ptr("a"), Operator: "ana", Reason: "order withdrawn", At: now, PriorState: errand.StateRetrying},
 	})
 	if rs := e.audit("a"); len(rs) != 0 {

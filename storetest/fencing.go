@@ -32,8 +32,11 @@ func outcomeOp(kind errand.OutcomeKind) fencedOp {
 		o := &errand.JobOutcome{JobLease: errand.JobLease{ID: id, LeaseToken: token}, Kind: kind, Delay: time.Minute}
 		if kind != errand.OutcomeSucceeded && kind != errand.OutcomeSnooze {
 			class := errand.ClassError
-			if kind == errand.OutcomeInterrupted {
+			switch kind {
+			case errand.OutcomeInterrupted:
 				class = errand.ClassInterrupted
+			case errand.OutcomeCancelled:
+				class = errand.ClassCancelled
 			}
 			o.Error = &errand.AttemptError{Attempt: 1, Class: class, Message: "stale"}
 		}
@@ -67,6 +70,7 @@ var fencedOps = []fencedOp{
 	outcomeOp(errand.OutcomeDead),
 	outcomeOp(errand.OutcomeSnooze),
 	outcomeOp(errand.OutcomeInterrupted),
+	outcomeOp(errand.OutcomeCancelled),
 	{name: "effect-begin", effectKey: "begin", do: func(e *env, id, token string) error {
 		_, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: "begin", JobID: id, LeaseToken: token})
 		return err

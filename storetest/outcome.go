@@ -77,6 +77,16 @@ func testOutcomeKinds(t *testing.T, h harness) {
 			},
 			nextRun: func(now time.Time) time.Time { return now },
 		},
+		{
+			kind:  errand.OutcomeCancelled,
+			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassCancelled, Message: errand.CancelledByRequestMessage},
+			state: errand.StateCancelled,
+			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+				w.FinishedAt = ptr(now)
+				w.Errors = []errand.AttemptError{*e}
+				w.LastError = lastErr(*e)
+			},
+		},
 	} {
 		t.Run(string(c.kind), func(t *testing.T) {
 			e := open(t, h)

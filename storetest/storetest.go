@@ -121,6 +121,8 @@ func exercise(t *testing.T, h harness) {
 		{"Sweep", sweepCases},
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
+		{"CancelRunning", cancelRunningCases},
+		{"Checkpoint", checkpointCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
@@ -450,6 +452,7 @@ func jobFields(j *errand.Job) map[string]any {
 	c.LeaseUntil = utc(c.LeaseUntil)
 	c.AttemptedAt = utc(c.AttemptedAt)
 	c.FinishedAt = utc(c.FinishedAt)
+	c.CancelRequestedAt = utc(c.CancelRequestedAt)
 	if c.LastError != nil {
 		le := *c.LastError
 		le.At = le.At.UTC()

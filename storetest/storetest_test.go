@@ -45,7 +45,7 @@ func fullJob() *errand.Job {
 		OrderingKey: ptr("o"), OrderingHold: true, HeldBy: ptr("h"), Progress: json.RawMessage(`{"p": 1}`), CreatedAt: T0,
 		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errand.LastError{Class: "c", Message: "m", At: T0},
 		Errors:  []errand.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
-		Replays: 1, Tags: []string{"x"}, Seq: 1,
+		Replays: 1, Tags: []string{"x"}, Seq: 1, CancelRequestedAt: ptr(T0),
 	}
 }
 
@@ -84,9 +84,10 @@ func TestJobDiff(t *testing.T) {
 		"Errors": func(j *errand.Job) {
 			j.Errors = []errand.AttemptError{{Attempt: 1, Replay: 1, At: T0, Class: "c", Message: "m", Stack: "s"}}
 		},
-		"Replays": func(j *errand.Job) { j.Replays = 0 },
-		"Tags":    func(j *errand.Job) { j.Tags = []string{} },
-		"Seq":     func(j *errand.Job) { j.Seq = 2 },
+		"Replays":           func(j *errand.Job) { j.Replays = 0 },
+		"Tags":              func(j *errand.Job) { j.Tags = []string{} },
+		"Seq":               func(j *errand.Job) { j.Seq = 2 },
+		"CancelRequestedAt": func(j *errand.Job) { j.CancelRequestedAt = ptr(later) },
 	}
 	if n := reflect.TypeFor[errand.Job]().NumField(); n != len(changes) {
 		t.Fatalf("errand.Job has %d fields and this test changes %d: cover the new field", n, len(changes))

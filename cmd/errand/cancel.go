@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -12,22 +14,29 @@ import (
 var cancelCommand = &command{
 	name:    "cancel",
 	args:    "ID --reason TEXT [flags]",
-	summary: "cancel a queued or retrying job",
+	summary: "cancel a job; a running one is stopped by its worker",
 	detail: `
-A cancelled job does not run unless replayed. A running job cannot be
-cancelled: its worker holds it until it finishes or its lease expires. The
-operator (--operator, default the OS user), the reason and the time go to
-the audit (errand audit shows it).`,
+A cancelled job does not run unless replayed. A queued or retrying job is
+cancelled at once. A running job gets a cancel request: its worker cancels
+the handler (within a second when it listens for notifications, at its
+next lease renewal otherwise) and ends the attempt cancelled; the command
+prints "cancel requested" and, with --wait, waits until the job has left
+running. The operator (--operator, default the OS user), the reason and
+the time go to the audit (errand audit shows it).`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		reason := fs.String("reason", "", "why the job is cancelled, for the audit (required)")
 		operator := fs.String("operator", "", "who cancels it, for the audit (default the OS user)")
-		asJSON := fs.Bool("json", false, "print the cancelled job record as JSON")
+		asJSON := fs.Bool("json", false, "print the job record as JSON (after the wait, with --wait)")
+		wait := fs.Duration("wait", 0, "for a running job, wait up to this long (e.g. 10s) until its worker has ended it")
 
 		return func(ctx context.Context, pos []string) error {
 			id, err := onePositional(pos, "id", "cancel")
 			if err != nil {
 				return err
+			}
+			if *wait < 0 {
+				return usagef("--wait is negative; give a duration such as 10s, or leave it out")
 			}
 			if strings.TrimSpace(*reason) == "" {
 				return usagef("give --reason TEXT: the audit records why, e.g. --reason \"customer withdrew the order\"")
@@ -45,11 +54,49 @@ the audit (errand audit shows it).`,
 			if err != nil {
 				return jobError(id, err)
 			}
+			if j.CancelPending() && *wait > 0 {
+				if j, err = waitLeavesRunning(ctx, c, j, *wait); err != nil {
+					return err
+				}
+			}
 			if *asJSON {
 				return writeJSON(e.stdout, j)
 			}
-			_, err = fmt.Fprintf(e.stdout, "cancelled %s\n", printable(j.ID))
+			switch {
+			case j.CancelPending():
+				_, err = fmt.Fprintf(e.stdout, "cancel requested %s: its worker stops it and ends the attempt cancelled\n", printable(j.ID))
+			case j.State == errand.StateCancelled:
+				_, err = fmt.Fprintf(e.stdout, "cancelled %s\n", printable(j.ID))
+			default: // it finished otherwise before the request reached it
+				_, err = fmt.Fprintf(e.stdout, "cancel requested %s, but it ended %s first\n", printable(j.ID), j.State)
+			}
 			return err
 		}
 	},
+}
+
+// cancelWaitPoll is how often cancel --wait reads the job.
+const cancelWaitPoll = 100 * time.Millisecond
+
+// waitLeavesRunning reads job j until it is no longer running, for at most
+// limit, and returns it. Still running at the limit is an error that says
+// so.
+func waitLeavesRunning(ctx context.Context, c *errand.Client[*sql.Tx], j *errand.Job, limit time.Duration) (*errand.Job, error) {
+	id := j.ID
+	deadline := time.Now().Add(limit)
+	for j.State == errand.StateRunning {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("job %s is still running after %s with its cancel requested; its worker may be gone (the lease expiry ends it cancelled) or its handler ignores cancellation", printable(j.ID), limit)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(cancelWaitPoll):
+		}
+		var err error
+		if j, err = c.Get(ctx, id); err != nil {
+			return nil, jobError(id, err)
+		}
+	}
+	return j, nil
 }

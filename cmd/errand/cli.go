@@ -482,11 +482,15 @@ func jobError(id string, err error) error {
 		for i, s := range se.Allowed {
 			names[i] = string(s)
 		}
+		list := strings.Join(names, " or ")
+		if n := len(names); n > 2 {
+			list = strings.Join(names[:n-1], ", ") + " or " + names[n-1]
+		}
 		verb := map[string]string{"replay": "replayed", "cancel": "cancelled"}[se.Op]
 		if verb == "" {
 			verb = se.Op + "ed"
 		}
-		return fmt.Errorf("job %s is %s; only %s jobs can be %s", id, se.State, strings.Join(names, " or "), verb)
+		return fmt.Errorf("job %s is %s; only %s jobs can be %s", id, se.State, list, verb)
 	}
 	return err
 }

@@ -136,7 +136,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"replay", "seed-1", "--reason", "x", "--args", "{bad"}, code: 2, line: "--args is not valid JSON"},
 		{args: []string{"replay", "seed-1", "--reason", "x", "--args", "@/no/such/file"}, code: 2, line: "--args @/no/such/file"},
 		{args: []string{"cancel", "no-such-id", "--reason", "x"}, code: 1, line: "no job with id no-such-id"},
-		{args: []string{"cancel", "seed-2", "--reason", "x"}, code: 1, line: "job seed-2 is cancelled; only queued or retrying jobs can be cancelled"},
+		{args: []string{"cancel", "seed-2", "--reason", "x"}, code: 1, line: "job seed-2 is cancelled; only queued, running or retrying jobs can be cancelled"},
 		{args: []string{"stats", "--bogus"}, code: 2, line: "unknown flag --bogus"},
 		{args: []string{"migrate", "extra"}, code: 2, line: "unexpected argument"},
 		{args: []string{"demo", "--db", db}, code: 1, line: "not a database an earlier demo made"},

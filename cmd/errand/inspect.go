@@ -130,6 +130,9 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	if len(j.Progress) > 0 {
 		field("progress", compactJSON(j.Progress))
 	}
+	if j.CancelRequestedAt != nil {
+		field("cancel requested", optTime(j.CancelRequestedAt))
+	}
 	if len(j.Tags) > 0 {
 		field("tags", strings.Join(j.Tags, ", "))
 	}
@@ -246,6 +249,10 @@ func nextSentence(j *errand.Job, now time.Time) string {
 			owner = *j.LeaseOwner
 		}
 		switch {
+		case j.CancelRequestedAt != nil && (j.LeaseUntil == nil || j.LeaseUntil.After(now)):
+			s = fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled", at(*j.CancelRequestedAt), owner)
+		case j.CancelRequestedAt != nil:
+			s = fmt.Sprintf("cancel requested at %s, and its worker's lease expired at %s; the next claim or sweep cancels it", at(*j.CancelRequestedAt), at(*j.LeaseUntil))
 		case j.LeaseUntil == nil:
 			s = "running under lease of " + owner
 		case j.LeaseUntil.After(now):

@@ -18,16 +18,18 @@ import (
 
 var replayCommand = &command{
 	name:    "replay",
-	args:    "ID --reason TEXT [--args JSON|@FILE] | --state dead [filters] --reason TEXT [flags]",
+	args:    "ID --reason TEXT [--args JSON|@FILE] [--restart] | --state dead [filters] --reason TEXT [flags]",
 	summary: "run dead or cancelled jobs again, keeping their ids and history",
 	detail: `
 Replay starts a new delivery cycle: attempt 0, available now. The operator,
 reason, prior state and time go to the audit (errand inspect and errand
 audit show it). Only dead and cancelled jobs can be replayed.
 
-With an ID it replays that job; --args replaces the job's args first (the
-fix-and-replay case), checked as an enqueue checks them, and the audit keeps
-the old and the new args.
+With an ID it replays that job. A job's checkpoint (its progress) is kept,
+so a job that checkpoints resumes where it stopped; --restart clears it.
+--args replaces the job's args first (the fix-and-replay case), checked as
+an enqueue checks them, and clears the checkpoint; the audit keeps the old
+and the new args.
 
 With --state dead and no ID it replays the dead jobs that --kind, --queue,
 --class (of the last error) and --since/--until (when they died; an RFC 3339
@@ -41,6 +43,7 @@ jobs and changes nothing.`,
 		operator := fs.String("operator", "", "who replays it, for the audit (default the OS user)")
 		argsFlag := fs.String("args", "", "replace the job's args: JSON, or @FILE to read it from a file (the audit keeps the old and new args)")
 		asJSON := fs.Bool("json", false, "print the replayed job record as JSON (in bulk: the run, with its jobs)")
+		restart := fs.Bool("restart", false, "clear the job's checkpoint (progress), so it starts from the beginning")
 		state := fs.String("state", "", "replay in bulk the jobs in `STATE` (only dead) that the filters select")
 		kind := fs.String("kind", "", "bulk: only jobs of `KIND`")
 		queue := fs.String("queue", "", "bulk: only jobs in `QUEUE`")
@@ -65,6 +68,9 @@ jobs and changes nothing.`,
 				}
 				if isSet(fs, "args") {
 					return usagef("--args replaces one job's args; give an ID, not %s", strings.Join(bulk, " "))
+				}
+				if *restart {
+					return usagef("--restart clears one job's checkpoint; give an ID, not %s", strings.Join(bulk, " "))
 				}
 				if *state != string(errand.StateDead) {
 					return usagef("bulk replay needs --state dead: only dead jobs are replayed in bulk")
@@ -98,7 +104,7 @@ jobs and changes nothing.`,
 				return err
 			}
 			defer closeDB()
-			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason, Args: newArgs})
+			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason, Args: newArgs, Restart: *restart})
 			if err != nil {
 				return opsInputError(jobError(id, err))
 			}

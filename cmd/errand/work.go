@@ -118,7 +118,7 @@ DEP=N/WINDOW/COOLDOWN[/PROBES] sets the policy (default 5/1m/30s/1); errand
 breakers shows the breakers and resets one.
 
 With --once it claims one job, runs it, prints one JSON line:
-{"result": "idle"|"succeeded"|"retrying"|"dead"|"lease_lost", "job_id": ...,
+{"result": "idle"|"succeeded"|"retrying"|"dead"|"cancelled"|"lease_lost", "job_id": ...,
 "attempt": N}, and exits 0 whenever an outcome was recorded.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
