@@ -176,6 +176,14 @@ type EnqueueOpts struct {
 	// retry. A job that ends dead or cancelled no longer holds the rest
 	// back.
 	OrderingKey string
+	// FairnessKey names who the job is for (a tenant, an account, a
+	// customer id) so that workers share its queue fairly among keys: one
+	// key's burst of thousands of jobs does not delay another key's job
+	// behind it. A worker claims such a queue round-robin across keys
+	// within each priority; jobs without a key share one turn. Unlike
+	// OrderingKey it does not serialize: jobs of one key still run
+	// concurrently. Empty: no key.
+	FairnessKey string
 	// Tags are free-form labels for operators.
 	Tags []string
 }
@@ -398,6 +406,7 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 		MaxAge:      o.MaxAge,
 		UniqueKey:   o.UniqueKey,
 		OrderingKey: o.OrderingKey,
+		FairnessKey: o.FairnessKey,
 		Tags:        o.Tags,
 	}
 	if ip.ID == "" {

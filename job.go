@@ -122,6 +122,9 @@ type Job struct {
 	UniqueKey *string `json:"unique_key"`
 	// OrderingKey groups jobs that must run one at a time in sequence order.
 	OrderingKey *string `json:"ordering_key"`
+	// FairnessKey is the job's group for fair claims: a queue whose jobs
+	// carry keys is shared among them in turn (see [EnqueueOpts]).
+	FairnessKey *string `json:"fairness_key"`
 	// HeldBy names the job that holds this one back, for a queued or
 	// retrying job that may not run yet because of its ordering key: the
 	// first job of its key, in enqueue order, that is running or is

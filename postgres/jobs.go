@@ -19,7 +19,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
-	errors::text, replays, tags::text`
+	errors::text, replays, tags::text, fairness_key`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -42,7 +42,7 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
-		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &j.FairnessKey},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -109,17 +109,17 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobIns
 // transaction that is still open makes this one wait for its outcome.
 const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-		unique_key, ordering_key, created_at, tags)
+		unique_key, ordering_key, created_at, tags, fairness_key)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
 		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
 		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
-		p.unique_key, p.ordering_key, {now}, p.tags::jsonb
+		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.fairness_key
 	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
 			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
-			$13::bigint[], $14::text[], $15::text[], $16::text[]) WITH ORDINALITY
+			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[]) WITH ORDINALITY
 		AS p(id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
-			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags, ord)
+			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags, fairness_key, ord)
 	ORDER BY p.ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -131,7 +131,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		versions, prios, maxAttempts   = make([]int32, n), make([]int32, n), make([]int32, n)
 		bases, maxes, ages, delays     = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		runAt                          = make([]*time.Time, n)
-		ukeys, okeys                   = make([]*string, n), make([]*string, n)
+		ukeys, okeys, fkeys            = make([]*string, n), make([]*string, n), make([]*string, n)
 	)
 	for i, p := range params {
 		if err := p.Validate(); err != nil {
@@ -148,13 +148,13 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			t := micro(p.RunAt)
 			runAt[i] = &t
 		}
-		ukeys[i], okeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey)
+		ukeys[i], okeys[i], fkeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey), nullIfEmpty(p.FairnessKey)
 	}
 	if n == 0 {
 		return []errand.JobInsertResult{}, nil
 	}
 	rs, err := q.query(ctx, r.Replace(insertSQL), s.nowArg(), ids, queues, kinds, args, versions, prios,
-		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags)
+		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, fkeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -325,9 +325,12 @@ var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOI
 		LIMIT $6`
 
 var (
-	claimOneSQL  = strings.Replace(claimSQL, "{pick}", claimOneQueue, 1)
-	claimManySQL = strings.Replace(claimSQL, "{pick}", claimManyQueues, 1)
+	claimOneSQL  = replacePick(claimSQL, claimOneQueue)
+	claimManySQL = replacePick(claimSQL, claimManyQueues)
 )
+
+// replacePick puts a pick, a query of the seqs to claim, into claimSQL.
+func replacePick(claim, pick string) string { return strings.Replace(claim, "{pick}", pick, 1) }
 
 // JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {

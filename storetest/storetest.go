@@ -132,6 +132,7 @@ func exercise(t *testing.T, h harness) {
 		{"Leader", leaderCases},
 		{"Schedule", scheduleCases},
 		{"Ordering", orderingCases},
+		{"Fairness", fairnessCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
 	}
