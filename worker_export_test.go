@@ -54,3 +54,12 @@ func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
 // EchoesSkipped returns how many of the store's notifications w skipped as
 // echoes of its own client's announcements.
 func EchoesSkipped(w *Worker) int64 { return w.echoesSkipped.Load() }
+
+// WaitingForCapacity returns how many of w's queue loops wait for a slot of
+// its shared capacity (MaxWorkers); 0 without one.
+func WaitingForCapacity(w *Worker) int {
+	if w.share == nil {
+		return 0
+	}
+	return w.share.waiting()
+}
