@@ -30,6 +30,7 @@ existing job's id and exits 0.`,
 		backoffMax := durationFlag(fs, "backoff-max", "largest retry delay `DUR` (default 1h)")
 		maxAge := durationFlag(fs, "max-age", "dead-letter the job (class expired) if it has not succeeded `DUR` after enqueue")
 		key := fs.String("key", "", "unique `KEY` across all jobs; a duplicate key returns the existing job")
+		fairnessKey := fs.String("fairness-key", "", "who the job is for (`KEY`, e.g. tenant:42): workers share its queue fairly among keys")
 		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
 
 		return func(ctx context.Context, pos []string) error {
@@ -57,6 +58,7 @@ existing job's id and exits 0.`,
 				BackoffMax:  *backoffMax,
 				MaxAge:      *maxAge,
 				UniqueKey:   *key,
+				FairnessKey: *fairnessKey,
 			}
 			if isSet(fs, "delay") && isSet(fs, "run-at") {
 				return usagef("give --delay or --run-at, not both")
@@ -74,7 +76,7 @@ existing job's id and exits 0.`,
 			if *priority < errand.MinPriority || *priority > errand.MaxPriority {
 				return usagef("--priority %d is out of range; give %d to %d", *priority, errand.MinPriority, errand.MaxPriority)
 			}
-			for _, name := range []string{"id", "queue", "key"} {
+			for _, name := range []string{"id", "queue", "key", "fairness-key"} {
 				if isSet(fs, name) && fs.Lookup(name).Value.String() == "" {
 					return usagef("--%s is empty; give a value or leave the flag out", name)
 				}
@@ -109,7 +111,7 @@ existing job's id and exits 0.`,
 var enqueueFlags = map[string]string{
 	"id": "--id", "queue": "--queue", "kind": "KIND", "args": "JSON_ARGS",
 	"priority": "--priority", "max_attempts": "--max-attempts", "delay": "--delay",
-	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--key",
+	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--key", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
 }
 

@@ -114,6 +114,9 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	if j.OrderingKey != nil {
 		field("ordering key", *j.OrderingKey)
 	}
+	if j.FairnessKey != nil {
+		field("fairness key", *j.FairnessKey)
+	}
 	if j.HeldBy != nil {
 		field("held by", *j.HeldBy)
 	}
