@@ -2,6 +2,8 @@ package errand
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"sort"
 )
@@ -143,4 +145,34 @@ func TopFairnessKeys(counts []FairnessKeyCount, limit int) []FairnessKeyCount {
 		kept = []FairnessKeyCount{}
 	}
 	return kept
+}
+
+// FairnessKeysOpts filters [Client.FairnessKeys].
+type FairnessKeysOpts struct {
+	// Queue, when set, restricts the answer to one queue.
+	Queue string
+	// Limit is the most keys per queue; zero means
+	// DefaultFairnessKeysLimit.
+	Limit int
+}
+
+// FairnessKeys returns, per queue, the fairness keys with the most waiting
+// jobs, most first: who fills a queue. It is empty on a store without fair
+// claims ([FairClaimer]).
+func (c *Client[TTx]) FairnessKeys(ctx context.Context, opts *FairnessKeysOpts) ([]FairnessKeyCount, error) {
+	if opts == nil {
+		opts = &FairnessKeysOpts{}
+	}
+	if opts.Limit < 0 {
+		return nil, &InputError{Field: "limit", Message: fmt.Sprintf("%d is negative; give a positive limit, or 0 for %d", opts.Limit, DefaultFairnessKeysLimit)}
+	}
+	f, ok := c.store.(FairClaimer)
+	if !ok {
+		return []FairnessKeyCount{}, nil
+	}
+	keys, err := f.FairnessKeysWaiting(ctx, &FairnessKeysParams{Queue: opts.Queue, Limit: opts.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("fairness keys: %w", err)
+	}
+	return keys, nil
 }

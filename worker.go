@@ -368,7 +368,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
-	idle := false                   // the last claim came up short
+	idle := false                  // the last claim came up short
 	for {
 		free := n - len(slots)
 		if free == 0 {

@@ -288,6 +288,7 @@ type enqueueRequest struct {
 	MaxAge      errand.Duration `json:"max_age"`
 	UniqueKey   string          `json:"unique_key"`
 	OrderingKey string          `json:"ordering_key"`
+	FairnessKey string          `json:"fairness_key"`
 	Tags        []string        `json:"tags"`
 }
 
@@ -333,7 +334,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
 	opts := &errand.EnqueueOpts{
 		ID: req.ID, Queue: req.Queue, Priority: req.Priority, Delay: time.Duration(req.Delay),
 		MaxAttempts: req.MaxAttempts, MaxAge: time.Duration(req.MaxAge),
-		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, Tags: req.Tags,
+		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, FairnessKey: req.FairnessKey, Tags: req.Tags,
 	}
 	if req.RunAt != nil {
 		opts.RunAt = *req.RunAt
@@ -373,7 +374,7 @@ func sameRequest(j *errand.Job, req *enqueueRequest, args json.RawMessage) bool 
 	if req.MaxAttempts != 0 && j.MaxAttempts != req.MaxAttempts {
 		return false
 	}
-	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey {
+	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey || deref(j.FairnessKey) != req.FairnessKey {
 		return false
 	}
 	if len(j.Tags) != len(req.Tags) {
