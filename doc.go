@@ -91,13 +91,17 @@
 // the existing job, as does a second job with the same
 // [EnqueueOpts].UniqueKey. Jobs with the same [EnqueueOpts].OrderingKey run
 // one at a time in the order they were enqueued; a dead or cancelled one
-// stops holding the rest back.
+// stops holding the rest back. Jobs with a [EnqueueOpts].FairnessKey (a
+// tenant) share their queue fairly: workers take the keys in turn, so one
+// key's burst does not delay another key's jobs (see [FairClaimer]).
 //
 // # Workers
 //
 // A [Worker] ([Client.NewWorker]) runs jobs for days: [Worker.Start] begins,
 // [Worker.Stop] drains. Each queue in [WorkerConfig].Queues has its own
-// slots, so a backlog in one cannot starve another, and a worker claims only
+// slots, so a backlog in one cannot starve another; with
+// [WorkerConfig].MaxWorkers the queues also share a total capacity by
+// [WorkerConfig].QueueWeights when all are busy, and a worker claims only
 // as many jobs as it has free slots. While a handler runs, its lease is
 // renewed every third of [WorkerConfig].Lease; a renewal that finds the
 // lease lost cancels the handler and writes nothing. Outcomes are recorded
