@@ -135,6 +135,7 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/stats", a.stats},
 		{"GET /api/v1/schedules", a.schedules},
 		{"GET /api/v1/workers", a.workers},
+		{"GET /api/v1/fairness-keys", a.fairnessKeys},
 	}
 }
 

@@ -21,3 +21,20 @@ func TestAPIEnqueueFairnessKey(t *testing.T) {
 		t.Fatalf("a bad fairness key: %d %s", bad.status, bad.body)
 	}
 }
+
+// TestAPIFairnessKeys: GET /api/v1/fairness-keys lists the busiest keys per
+// queue, filtered by queue and limited.
+func TestAPIFairnessKeys(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	for _, k := range []string{"a", "a", "b", "c", "c", "c"} {
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "queue": "q", "fairness_key": k}), http.StatusCreated, "")
+	}
+	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "queue": "other", "fairness_key": "z"}), http.StatusCreated, "")
+	r := s.do(t, req{method: "GET", path: "/api/v1/fairness-keys?queue=q&limit=2", token: readerSecret})
+	want(t, "fairness keys", r, http.StatusOK, "")
+	if got := strings.TrimSpace(string(r.body)); got != `{"fairness_keys":[{"queue":"q","fairness_key":"c","waiting":3},{"queue":"q","fairness_key":"a","waiting":2}]}` {
+		t.Fatalf("fairness keys: %s", got)
+	}
+	want(t, "bad limit", s.do(t, req{method: "GET", path: "/api/v1/fairness-keys?limit=0", token: readerSecret}), http.StatusBadRequest, "invalid_input")
+}
