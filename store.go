@@ -93,12 +93,14 @@ type TxStore[TTx any] interface {
 // claims every queue in plain claim order.
 type FairClaimer interface {
 	// JobClaimFair claims as JobClaimMany does, from the one queue of
-	// Queues, but picks across fairness keys in turn: the order of the
-	// fair-claim rule ([SortFairClaimOrder]): priority first, then each
-	// job's rank within its key (the key's first job, its second, ...),
-	// then available_at and seq. Jobs without a key are one group of
-	// their own. The ordering-key rule applies as in JobClaimMany. The
-	// result is in that order. A store reads only the first Limit
+	// Queues, but picks across fairness keys in turn, by the fair-claim
+	// rule (see [FairPickSQL]): priority first, then each job's rank
+	// within its key (the key's first claimable job, its second, ...),
+	// then the key served longest ago by a fair claim of the queue, then
+	// available_at and seq. Jobs without a key are one group of their own.
+	// It records the keys it served as the queue's latest turn. The
+	// ordering-key rule applies as in JobClaimMany. The result is sorted
+	// by [SortFairClaimOrder]. A store reads only the first Limit
 	// claimable jobs of each key, never a key's whole backlog.
 	JobClaimFair(ctx context.Context, params *JobClaimParams) ([]*Job, error)
 
