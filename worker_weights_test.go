@@ -127,13 +127,14 @@ func TestQueueWeights(t *testing.T) {
 }
 
 // TestQueueWeightsNoStarvation: a queue of weight 1 beside one of 100 still
-// gets its one start in 101: two in 202.
+// gets its one start in 101: at least two in 303, whichever queue took the
+// first slots.
 func TestQueueWeightsNoStarvation(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		got := weightRun(t, s, 2, map[string]int{"bulk": 100, "rare": 1},
-			map[string]int{"bulk": 220, "rare": 20}, 202)
+			map[string]int{"bulk": 330, "rare": 20}, 303)
 		if got["rare"] < 2 {
-			t.Fatalf("the queue of weight 1 got %d of 202 starts beside weight 100, want at least 2: %v", got["rare"], got)
+			t.Fatalf("the queue of weight 1 got %d of 303 starts beside weight 100, want at least 2: %v", got["rare"], got)
 		}
 	})
 }
