@@ -234,7 +234,7 @@ func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 // claim claims jobs as params ask, leaving out the kinds whose breaker is
 // open and claiming at most one job per probe slot it gets for a breaker
 // whose cool-down is over.
-func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams) ([]*Job, error) {
+func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim claimFunc) ([]*Job, error) {
 	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: g.deps})
 	if err != nil {
 		return nil, fmt.Errorf("read breakers: %w", err)
@@ -272,7 +272,7 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams) ([]*Job
 	}
 	g.mu.Unlock()
 	if len(blocked) == 0 {
-		return g.e.store.JobClaimMany(ctx, params)
+		return claim(ctx, params)
 	}
 
 	var jobs []*Job
@@ -281,7 +281,7 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams) ([]*Job
 		if limit == 0 {
 			break
 		}
-		j, err := g.claimProbe(ctx, params, b.Dependency)
+		j, err := g.claimProbe(ctx, params, b.Dependency, claim)
 		if err != nil {
 			return jobs, err
 		}
@@ -301,13 +301,13 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams) ([]*Job
 	}
 	p := *params
 	p.Kinds, p.Limit = open, limit
-	more, err := g.e.store.JobClaimMany(ctx, &p)
+	more, err := claim(ctx, &p)
 	return append(jobs, more...), err
 }
 
 // claimProbe asks for a probe slot of dep and, granted one, claims one job
 // of dep's kinds; a slot that finds no job is given back at once.
-func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, dep string) (*Job, error) {
+func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, dep string, claim claimFunc) (*Job, error) {
 	r, err := g.store.BreakerUpdate(ctx, &BreakerUpdateParams{Dependency: dep, Event: BreakerProbe, Policy: g.e.breakerPolicy(dep)})
 	if err != nil {
 		return nil, fmt.Errorf("probe breaker %s: %w", dep, err)
@@ -325,7 +325,7 @@ func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, de
 	p.Kinds, p.Limit = kinds, 1
 	var jobs []*Job
 	if len(kinds) > 0 {
-		jobs, err = g.e.store.JobClaimMany(ctx, &p)
+		jobs, err = claim(ctx, &p)
 	}
 	if err != nil || len(jobs) == 0 {
 		g.update(ctx, dep, BreakerRelease, "")
@@ -431,11 +431,16 @@ func (g *breakerGate) update(ctx context.Context, dep string, event BreakerEvent
 	}
 }
 
-// claim claims as p says, through the circuit breakers when the worker's
-// kinds name dependencies.
-func (w *Worker) claim(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+// claimFunc claims the jobs p asks for.
+type claimFunc func(ctx context.Context, p *JobClaimParams) ([]*Job, error)
+
+// claim claims as p says, through qc (fairly while the queue has fairness
+// keys), and through the circuit breakers when the worker's kinds name
+// dependencies.
+func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *JobClaimParams) ([]*Job, error) {
+	claim := func(ctx context.Context, p *JobClaimParams) ([]*Job, error) { return qc.claim(ctx, w.c.store, p) }
 	if w.breakers == nil || len(w.breakers.deps) == 0 {
-		return w.c.store.JobClaimMany(ctx, p)
+		return claim(ctx, p)
 	}
-	return w.breakers.claim(ctx, p)
+	return w.breakers.claim(ctx, p, claim)
 }

@@ -193,6 +193,14 @@ type EnqueueOpts struct {
 	// ordering key until it is replayed or cancelled; the default is the
 	// kind's choice ([KindOpts]), else release.
 	OrderingOnDead OrderingOnDead
+	// FairnessKey names who the job is for (a tenant, an account, a
+	// customer id) so that workers share its queue fairly among keys: one
+	// key's burst of thousands of jobs does not delay another key's job
+	// behind it. A worker claims such a queue round-robin across keys
+	// within each priority; jobs without a key share one turn. Unlike
+	// OrderingKey it does not serialize: jobs of one key still run
+	// concurrently. Empty: no key.
+	FairnessKey string
 	// Tags are free-form labels for operators.
 	Tags []string
 }
@@ -416,6 +424,7 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 		MaxAge:      o.MaxAge,
 		UniqueKey:   o.UniqueKey,
 		OrderingKey: o.OrderingKey,
+		FairnessKey: o.FairnessKey,
 		Tags:        o.Tags,
 	}
 	if u := o.Unique; u != nil {

@@ -127,13 +127,17 @@
 // [EnqueueOpts].OrderingKey run one at a time in the order they were
 // enqueued; a cancelled one stops holding the rest back, and so does a dead
 // one unless it holds its key until replayed or cancelled
-// ([OrderingHoldOnDead]).
+// ([OrderingHoldOnDead]). Jobs with a [EnqueueOpts].FairnessKey (a tenant)
+// share their queue fairly: workers take the keys in turn, so one key's
+// burst does not delay another key's jobs (see [FairClaimer]).
 //
 // # Workers
 //
 // A [Worker] ([Client.NewWorker]) runs jobs for days: [Worker.Start] begins,
 // [Worker.Stop] drains. Each queue in [WorkerConfig].Queues has its own
-// slots, so a backlog in one cannot starve another, and a worker claims only
+// slots, so a backlog in one cannot starve another; with
+// [WorkerConfig].MaxWorkers the queues also share a total capacity by
+// [WorkerConfig].QueueWeights when all are busy, and a worker claims only
 // as many jobs as it has free slots. While a handler runs, its lease is
 // renewed every third of [WorkerConfig].Lease; a renewal that finds the
 // lease lost cancels the handler and writes nothing. Outcomes are recorded

@@ -133,6 +133,9 @@ type Job struct {
 	// OrderingHold reports that the job holds its ordering key while dead,
 	// until it is replayed or cancelled ([OrderingHoldOnDead]).
 	OrderingHold bool `json:"ordering_hold"`
+	// FairnessKey is the job's group for fair claims: a queue whose jobs
+	// carry keys is shared among them in turn (see [EnqueueOpts]).
+	FairnessKey *string `json:"fairness_key"`
 	// HeldBy names the job that holds this one back, for a queued or
 	// retrying job that may not run yet because of its ordering key: the
 	// first job of its key, in enqueue order, that is running or is

@@ -82,6 +82,11 @@ func (p *JobInsertParams) Validate() error {
 			return err
 		}
 	}
+	if p.FairnessKey != "" {
+		if err := checkIdentifier("fairness_key", p.FairnessKey, MaxIDBytes); err != nil {
+			return err
+		}
+	}
 	if len(p.Tags) > MaxTags {
 		return &InputError{Field: "tags", Message: fmt.Sprintf("%d tags; give at most %d", len(p.Tags), MaxTags)}
 	}

@@ -87,6 +87,47 @@ type TxStore[TTx any] interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
 }
 
+// FairClaimer is the optional capability of fair claims: sharing a queue
+// round-robin among fairness keys (see [EnqueueOpts].FairnessKey), so that
+// one key's burst does not delay another key's jobs behind it. A [Worker]
+// uses it for a queue whose jobs carry fairness keys; a store without it
+// claims every queue in plain claim order.
+type FairClaimer interface {
+	// JobClaimFair claims as JobClaimMany does, from the one queue of
+	// Queues, but picks across fairness keys in turn, by the fair-claim
+	// rule (see [FairPickSQL]): priority first, then each job's rank
+	// within its key (the key's first claimable job, its second, ...),
+	// then the key served longest ago by a fair claim of the queue, then
+	// available_at and seq. Jobs without a key are one group of their own.
+	// It records the keys it served as the queue's latest turn. The
+	// ordering-key rule applies as in JobClaimMany. The result is sorted
+	// by [SortFairClaimOrder]. A store reads only the first Limit
+	// claimable jobs of each key, never a key's whole backlog.
+	JobClaimFair(ctx context.Context, params *JobClaimParams) ([]*Job, error)
+
+	// FairnessKeysWaiting returns, for each queue with waiting jobs that
+	// carry a fairness key, the keys with the most waiting jobs (at most
+	// Limit per queue; zero means 10), most first, then by key; queues in
+	// name order. Waiting is a state of [WaitingStates], scheduled or
+	// not. Operators read it to see who fills a queue.
+	FairnessKeysWaiting(ctx context.Context, params *FairnessKeysParams) ([]FairnessKeyCount, error)
+}
+
+// FairnessKeysParams asks for the busiest fairness keys.
+type FairnessKeysParams struct {
+	// Queue, when set, restricts the answer to one queue.
+	Queue string
+	// Limit is the most keys per queue; zero means 10.
+	Limit int
+}
+
+// FairnessKeyCount is how many jobs of one fairness key wait in a queue.
+type FairnessKeyCount struct {
+	Queue   string `json:"queue"`
+	Key     string `json:"fairness_key"`
+	Waiting int64  `json:"waiting"`
+}
+
 // JobStore keeps the jobs: insert, read, claim, renew, record, replay,
 // cancel, sweep.
 type JobStore interface {
@@ -503,7 +544,10 @@ type JobInsertParams struct {
 	// OrderingHold makes the job hold its ordering key while dead
 	// ([OrderingHoldOnDead]).
 	OrderingHold bool
-	Tags         []string
+	// FairnessKey, when set, is the job's group for fair claims (see
+	// [FairClaimer]): a tenant, an account, a customer.
+	FairnessKey string
+	Tags        []string
 }
 
 // JobInsertManyParams are the jobs of one insert.

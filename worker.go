@@ -22,6 +22,18 @@ type WorkerConfig struct {
 	// once. Each queue has its own slots, so a flood of slow jobs in one
 	// cannot starve another. Default: {"default": 10}.
 	Queues map[string]int
+	// MaxWorkers, when positive, bounds the jobs the worker runs at once
+	// over all its queues, each queue still within its own slots. While
+	// the queues together have more ready work than that, freed capacity
+	// goes to them by QueueWeights; a queue without ready work leaves its
+	// share to the others. Zero, the default: each queue has only its own
+	// slots.
+	MaxWorkers int
+	// QueueWeights shares MaxWorkers among the queues of Queues when they
+	// are all busy: with critical 6, default 3 and low 1, starts split
+	// 6:3:1, and the lowest weight still gets its share, never starved. A
+	// queue without a weight has weight 1. Needs MaxWorkers.
+	QueueWeights map[string]int
 	// Lease is each claim's lease, renewed every third of it while the
 	// handler runs. Default: DefaultLease.
 	Lease time.Duration
@@ -102,6 +114,8 @@ type Worker struct {
 	// own announcements (see notifyEchoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
+	share         *capacityShare     // nil without MaxWorkers; see worker_weights.go
+	weights       map[string]int     // each queue's weight; nil without MaxWorkers
 	reg           workerRegistration // see worker_registry.go
 	leader        workerLeadership   // see worker_leader.go
 	scheduler     *scheduler         // nil without schedules; see schedule.go
@@ -140,6 +154,10 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if len(kinds) == 0 {
 		queues = nil // nothing to claim: no queue loop runs
 	}
+	weights, err := checkWeights(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
@@ -177,7 +195,10 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow}
+	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow, weights: weights}
+	if weights != nil {
+		w.share = newCapacityShare(cfg.MaxWorkers, weights)
+	}
 	gate, err := newBreakerGate(c.engine, kinds)
 	if err != nil {
 		return nil, err
@@ -368,7 +389,8 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	freed := make(chan struct{}, 1)
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
-	idle := false // the last claim came up short
+	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
+	idle := false                  // the last claim came up short
 	for {
 		free := n - len(slots)
 		if free == 0 {
@@ -379,12 +401,26 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				continue
 			}
 		}
+		if w.share != nil {
+			// The worker's shared capacity, by weight: wait for a slot.
+			if free = w.share.acquire(loopCtx, queue, free); free == 0 {
+				return
+			}
+		}
 		wake := w.c.wakeChan(queue)
 		if loopCtx.Err() != nil {
+			if w.share != nil {
+				w.share.giveBack(queue, free)
+			}
 			return
 		}
 		plan := w.flow.plan(loopCtx, w.c.logger, queue, w.kinds, free) // rate limits, retry budgets
 		if plan.held {
+			if w.share != nil {
+				// Over its rate limit, the queue's capacity goes to others.
+				w.share.giveBack(queue, free)
+				w.share.rest(queue)
+			}
 			if !w.waitForTokens(loopCtx, poll, &plan) {
 				return
 			}
@@ -404,7 +440,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		jobs, err := w.claim(claimCtx, &JobClaimParams{
+		jobs, err := w.claim(claimCtx, claimer, &JobClaimParams{
 			Queues:         []string{queue},
 			Kinds:          plan.kinds,
 			Limit:          plan.limit,
@@ -414,6 +450,12 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		})
 		cancelClaim()
 		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
+		if w.share != nil {
+			w.share.giveBack(queue, free-len(jobs))
+			if len(jobs) < free {
+				w.share.rest(queue)
+			}
+		}
 		if err != nil && loopCtx.Err() == nil {
 			w.c.logger.Error("claim failed", "queue", queue, "err", err)
 		}
@@ -429,6 +471,9 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			w.running.Go(func() {
 				defer func() {
 					w.stats.running.Add(-1)
+					if w.share != nil {
+						w.share.release()
+					}
 					<-slots
 					select {
 					case freed <- struct{}{}:

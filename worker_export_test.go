@@ -57,3 +57,12 @@ func EchoesSkipped(w *Worker) int64 { return w.echoesSkipped.Load() }
 
 // RateLimitSpec is the bucket rule of a rate limit, defaults applied.
 func RateLimitSpec(l RateLimit) (LimiterSpec, error) { return l.spec() }
+
+// WaitingForCapacity returns how many of w's queue loops wait for a slot of
+// its shared capacity (MaxWorkers); 0 without one.
+func WaitingForCapacity(w *Worker) int {
+	if w.share == nil {
+		return 0
+	}
+	return w.share.waiting()
+}

@@ -49,6 +49,10 @@ const (
 type WorkerQueue struct {
 	Name        string `json:"name"`
 	Concurrency int    `json:"concurrency"`
+	// Weight is the queue's share of the worker's MaxWorkers (see
+	// [WorkerConfig].QueueWeights), or 0 when the worker shares no
+	// capacity among its queues.
+	Weight int `json:"weight,omitempty"`
 }
 
 // WorkerRecord is one worker's entry in the registry. Times are on the
@@ -261,7 +265,7 @@ func (w *Worker) registerParams() *WorkerRegisterParams {
 	}
 	p := &WorkerRegisterParams{ID: w.ID(), Host: CleanText(host, MaxNameBytes), PID: os.Getpid(), Kinds: w.kinds, HeartbeatInterval: w.cfg.HeartbeatInterval}
 	for _, q := range w.queues {
-		p.Queues = append(p.Queues, WorkerQueue{Name: q, Concurrency: w.cfg.Queues[q]})
+		p.Queues = append(p.Queues, WorkerQueue{Name: q, Concurrency: w.cfg.Queues[q], Weight: w.weights[q]})
 	}
 	return p
 }

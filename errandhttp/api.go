@@ -138,6 +138,7 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/breakers", a.breakers},
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"GET /api/v1/workers", a.workers},
+		{"GET /api/v1/fairness-keys", a.fairnessKeys},
 	}
 }
 
@@ -301,6 +302,7 @@ type enqueueRequest struct {
 	OrderingKey  string             `json:"ordering_key"`
 	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
+	FairnessKey    string                `json:"fairness_key"`
 	Tags           []string              `json:"tags"`
 }
 
@@ -346,7 +348,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
 	opts := &errand.EnqueueOpts{
 		ID: req.ID, Queue: req.Queue, Priority: req.Priority, Delay: time.Duration(req.Delay),
 		MaxAttempts: req.MaxAttempts, MaxAge: time.Duration(req.MaxAge),
-		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, OrderingOnDead: req.OrderingOnDead, Tags: req.Tags,
+		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, OrderingOnDead: req.OrderingOnDead, FairnessKey: req.FairnessKey, Tags: req.Tags,
 	}
 	if req.UniqueScope != 0 || req.UniqueWindow != 0 {
 		opts.UniqueKey = ""
@@ -390,7 +392,7 @@ func sameRequest(j *errand.Job, req *enqueueRequest, args json.RawMessage) bool 
 	if req.MaxAttempts != 0 && j.MaxAttempts != req.MaxAttempts {
 		return false
 	}
-	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey {
+	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey || deref(j.FairnessKey) != req.FairnessKey {
 		return false
 	}
 	if len(j.Tags) != len(req.Tags) {

@@ -85,6 +85,7 @@ type dashboardClient interface {
 	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
 	Dependency(kind string) string
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
+	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errand.FairnessKeyCount, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.
@@ -101,10 +102,11 @@ type dashboard struct {
 //
 //   - "/": every queue's jobs by state (queued split into ready, scheduled
 //     and held by an ordering key), oldest ready age, dead letters and
-//     waiting kinds no live worker handles; per queue and kind the
+//     waiting kinds no live worker handles, the fairness keys with the
+//     most waiting jobs; per queue and kind the
 //     throughput, failure rate by class, retries and dead letters of the
 //     last hour, and p50/p99 run and wait times; the circuit breakers of
-//     dependencies; the workers.
+//     dependencies; the workers, with their queues' slots and weights.
 //   - "/jobs": jobs filtered by state, queue and kind, a page at a time.
 //   - "/jobs/ID": one job: args, every failed attempt with its class,
 //     message and stack, its lease, its audit, and what happens next; a
@@ -275,7 +277,17 @@ type overviewData struct {
 	Limits []*errand.LimiterRecord
 	// Breakers are the circuit breakers of dependencies.
 	Breakers []*errand.BreakerRecord
+	// FairKeys are each queue's fairness keys with the most waiting jobs.
+	FairKeys map[string][]errand.FairnessKeyCount
 }
+
+// QueueFairKeys is queue's top fairness keys.
+func (o *overviewData) QueueFairKeys(queue string) []errand.FairnessKeyCount {
+	return o.FairKeys[queue]
+}
+
+// overviewFairKeys is how many fairness keys the overview shows per queue.
+const overviewFairKeys = 5
 
 // QueueDepth is queue's split of its queued jobs.
 func (o *overviewData) QueueDepth(queue string) queueDepth {
@@ -317,8 +329,17 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	keys, err := d.c.FairnessKeys(ctx, &errand.FairnessKeysOpts{Limit: overviewFairKeys})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
-		Insights: ins, Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers}
+		Insights: ins, Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
+		FairKeys: map[string][]errand.FairnessKeyCount{}}
+	for _, k := range keys {
+		data.FairKeys[k.Queue] = append(data.FairKeys[k.Queue], k)
+	}
 	for _, q := range data.Depth {
 		data.TotalDepth.Ready += q.Ready
 		data.TotalDepth.Scheduled += q.Scheduled

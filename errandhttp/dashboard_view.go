@@ -137,6 +137,9 @@ func queueNames(qs []errand.WorkerQueue) string {
 	names := make([]string, len(qs))
 	for i, q := range qs {
 		names[i] = fmt.Sprintf("%s×%d", q.Name, q.Concurrency)
+		if q.Weight > 0 {
+			names[i] += fmt.Sprintf(" (weight %d)", q.Weight)
+		}
 	}
 	return strings.Join(names, ", ")
 }

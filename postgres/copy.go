@@ -23,7 +23,7 @@ const copyMinJobs = 64
 // defaults, as they do in insertSQL.
 var copyColumns = []string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
 	"max_attempts", "backoff_base_us", "backoff_max_us", "max_age_us", "available_at", "deadline",
-	"unique_key", "ordering_key", "created_at", "tags", "ordering_hold"}
+	"unique_key", "ordering_key", "created_at", "tags", "ordering_hold", "fairness_key"}
 
 // copySeqsSQL returns the statement's now and $2 new values of the jobs
 // table's seq ($3 names the table), ascending. COPY writes an identity
@@ -190,7 +190,7 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 		j := &errand.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
 			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errand.StateQueued, MaxAttempts: p.MaxAttempts,
 			BackoffBase: errand.Duration(microseconds(p.BackoffBase)), BackoffMax: errand.Duration(microseconds(p.BackoffMax)),
-			AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), CreatedAt: now,
+			AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), FairnessKey: nullIfEmpty(p.FairnessKey), CreatedAt: now,
 			Errors: []errand.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold}
 		if !p.RunAt.IsZero() {
 			j.AvailableAt = micro(p.RunAt)
@@ -204,7 +204,7 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 		}
 		rows[i] = []any{j.Seq, j.ID, j.Queue, j.Kind, string(p.Args), int32(j.ArgsVersion), int32(j.Priority),
 			string(j.State), int32(j.MaxAttempts), us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge),
-			j.AvailableAt, j.Deadline, nil, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold))}
+			j.AvailableAt, j.Deadline, nil, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold)), j.FairnessKey}
 		out[i] = errand.JobInsertResult{Job: j}
 	}
 	if _, err := dst.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {

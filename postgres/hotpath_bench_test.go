@@ -38,3 +38,6 @@ func openBench(tb testing.TB) *postgres.Store {
 	tb.Cleanup(func() { s.Close() })
 	return s
 }
+
+// BenchmarkClaimFair is a fair claim behind one key's backlog of 10,000.
+func BenchmarkClaimFair(b *testing.B) { storetest.BenchmarkClaimFair(b, openBench) }

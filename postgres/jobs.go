@@ -20,7 +20,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
-	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at`
+	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -45,7 +45,7 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
-		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold, &j.CancelRequestedAt},
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold, &j.CancelRequestedAt, &j.FairnessKey},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -115,19 +115,19 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobIns
 // that is still open makes this one wait for its outcome.
 const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold)
+		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
 		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
 		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
-		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold
+		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key
 	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
 			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
 			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
-			$19::smallint[]) WITH ORDINALITY
+			$19::smallint[], $20::text[]) WITH ORDINALITY
 		AS p(id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
 			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
-			unique_states, unique_window_us, ordering_hold, ord)
+			unique_states, unique_window_us, ordering_hold, fairness_key, ord)
 	ORDER BY p.ord
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -143,7 +143,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		versions, prios, maxAttempts   = make([]int32, n), make([]int32, n), make([]int32, n)
 		bases, maxes, ages, delays     = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		runAt                          = make([]*time.Time, n)
-		ukeys, okeys                   = make([]*string, n), make([]*string, n)
+		ukeys, okeys, fkeys            = make([]*string, n), make([]*string, n), make([]*string, n)
 		ustates, holds                 = make([]int32, n), make([]int16, n)
 		uwindows                       = make([]int64, n)
 		windowed                       bool
@@ -163,7 +163,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			t := micro(p.RunAt)
 			runAt[i] = &t
 		}
-		ukeys[i], okeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey)
+		ukeys[i], okeys[i], fkeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey), nullIfEmpty(p.FairnessKey)
 		ustates[i] = int32(p.UniqueScopeColumn())
 		if p.OrderingHold {
 			holds[i] = 1
@@ -189,7 +189,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 		}
 	}
 	rs, err := q.query(ctx, r.Replace(insertSQL), now, ids, queues, kinds, args, versions, prios,
-		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, ustates, uwindows, holds)
+		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, ustates, uwindows, holds, fkeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -390,13 +390,16 @@ var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOI
 		LIMIT $6`
 
 var (
-	claimOneSQL  = strings.Replace(claimSQL, "{pick}", claimOneQueue, 1)
-	claimManySQL = strings.Replace(claimSQL, "{pick}", claimManyQueues, 1)
+	claimOneSQL  = replacePick(claimSQL, claimOneQueue)
+	claimManySQL = replacePick(claimSQL, claimManyQueues)
 	// The claims that leave out the retries of some kinds ($7), for a
 	// worker with a spent retry budget: the others are unchanged.
 	claimOneSkipSQL  = skipRetries(claimOneSQL)
 	claimManySkipSQL = skipRetries(claimManySQL)
 )
+
+// replacePick puts a pick, a query of the seqs to claim, into claimSQL.
+func replacePick(claim, pick string) string { return strings.Replace(claim, "{pick}", pick, 1) }
 
 func skipRetries(q string) string {
 	const kinds = "AND ($5::text[] IS NULL OR kind = ANY($5))"

@@ -246,6 +246,7 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 		"{effects}", s.table("errand_effects"),
 		"{workers}", s.table("errand_workers"),
 		"{leaders}", s.table("errand_leaders"),
+		"{fair_turns}", s.table("errand_fair_turns"),
 		"{migrations}", s.table("errand_migrations"),
 	)
 }

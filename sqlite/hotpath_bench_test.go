@@ -21,3 +21,6 @@ func BenchmarkEnqueueOne(b *testing.B) {
 func BenchmarkClaimOnly(b *testing.B) { storetest.BenchmarkClaimOnly(b, openBench) }
 
 func BenchmarkAckOnly(b *testing.B) { storetest.BenchmarkAckOnly(b, openBench) }
+
+// BenchmarkClaimFair is a fair claim behind one key's backlog of 10,000.
+func BenchmarkClaimFair(b *testing.B) { storetest.BenchmarkClaimFair(b, openBench) }

@@ -15,7 +15,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
-	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at`
+	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -56,13 +56,13 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 		avail, crt                      int64
 		deadline, leaseUntil, attempted sql.NullInt64
 		finished, cancelReq             sql.NullInt64
-		token, owner, ukey, okey        sql.NullString
+		token, owner, ukey, okey, fkey  sql.NullString
 		ustates, uwindow, ohold         int64
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
 		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
-		&ustates, &uwindow, &ohold, &cancelReq},
+		&ustates, &uwindow, &ohold, &cancelReq, &fkey},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
 	j.CancelRequestedAt = nullMicros(cancelReq)
 	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
-	j.UniqueKey, j.OrderingKey = nullString(ukey), nullString(okey)
+	j.UniqueKey, j.OrderingKey, j.FairnessKey = nullString(ukey), nullString(okey), nullString(fkey)
 	j.SetUniqueColumns(ustates, uwindow)
 	j.OrderingHold = ohold == 1
 	if err := j.DecodeColumns(&c); err != nil {
@@ -119,10 +119,10 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobIn
 // Each row's parameters are the columns it names but state. Rows are
 // inserted in the order given, so seq follows the batch.
 func insertRowsSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	return `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
 	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold)
+	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key)
 	VALUES ` + strings.Repeat(row+", ", rows-1) + row + `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -130,11 +130,11 @@ func insertRowsSQL(rows int) string {
 
 // insertParamsPerRow is the number of parameters of one row of
 // insertRowsSQL.
-const insertParamsPerRow = 19
+const insertParamsPerRow = 20
 
 // insertChunkRows is how many jobs one statement of a batch inserts: a
 // statement per job cost a VM start, a statement journal and a round
-// through database/sql for each. 100 rows (1,900 parameters, far below
+// through database/sql for each. 100 rows (2,000 parameters, far below
 // SQLite's limit of 32,766) is one statement for a small batch and ten for
 // a batch of 1,000.
 const insertChunkRows = 100
@@ -176,7 +176,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 		args = append(args, p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
-			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold))
+			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey))
 	}
 	st := newStmts(tx)
 	defer st.Close()

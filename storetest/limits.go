@@ -40,6 +40,8 @@ func testLimitsRefused(t *testing.T, h harness) {
 		{"queue-control", func(p *errand.JobInsertParams) { p.Queue = "mail\x07" }},
 		{"unique-key-nul", func(p *errand.JobInsertParams) { p.UniqueKey = "k\x00" }},
 		{"ordering-key-invalid-utf8", func(p *errand.JobInsertParams) { p.OrderingKey = "\xfe" }},
+		{"fairness-key-nul", func(p *errand.JobInsertParams) { p.FairnessKey = "tenant\x00a" }},
+		{"fairness-key-too-long", func(p *errand.JobInsertParams) { p.FairnessKey = strings.Repeat("t", errand.MaxIDBytes+1) }},
 		{"tag-control", func(p *errand.JobInsertParams) { p.Tags = []string{"ok", "bad\n"} }},
 		{"tag-empty", func(p *errand.JobInsertParams) { p.Tags = []string{""} }},
 		{"too-many-tags", func(p *errand.JobInsertParams) { p.Tags = make([]string, errand.MaxTags+1) }},

@@ -138,6 +138,7 @@ func exercise(t *testing.T, h harness) {
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},
+		{"Fairness", fairnessCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
 	}

@@ -43,6 +43,7 @@ replayed or cancelled.`,
 		uniqueWindow := durationFlag(fs, "unique-window", "hold --unique-key once per clock window of `DUR` (e.g. 1h)")
 		orderingKey := fs.String("ordering-key", "", "ordering `KEY`: jobs of a key run one at a time, in enqueue order")
 		orderingOnDead := fs.String("ordering-on-dead", "", "`hold` the --ordering-key while the job is dead, until replayed or cancelled, or `release` it (default the kind's, release)")
+		fairnessKey := fs.String("fairness-key", "", "who the job is for (`KEY`, e.g. tenant:42): workers share its queue fairly among keys")
 		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
 
 		return func(ctx context.Context, pos []string) error {
@@ -70,6 +71,7 @@ replayed or cancelled.`,
 				BackoffMax:  *backoffMax,
 				MaxAge:      *maxAge,
 				OrderingKey: *orderingKey,
+				FairnessKey: *fairnessKey,
 			}
 			if isSet(fs, "key") {
 				if isSet(fs, "unique-key") {
@@ -115,7 +117,7 @@ replayed or cancelled.`,
 			if *priority < errand.MinPriority || *priority > errand.MaxPriority {
 				return usagef("--priority %d is out of range; give %d to %d", *priority, errand.MinPriority, errand.MaxPriority)
 			}
-			for _, name := range []string{"id", "queue", "key", "unique-key", "ordering-key"} {
+			for _, name := range []string{"id", "queue", "key", "unique-key", "ordering-key", "fairness-key"} {
 				if isSet(fs, name) && fs.Lookup(name).Value.String() == "" {
 					return usagef("--%s is empty; give a value or leave the flag out", name)
 				}
@@ -152,7 +154,7 @@ var enqueueFlags = map[string]string{
 	"priority": "--priority", "max_attempts": "--max-attempts", "delay": "--delay",
 	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--unique-key",
 	"unique_scope": "--unique-scope", "unique_window": "--unique-window",
-	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead",
+	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
 }
 

@@ -124,6 +124,9 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 		}
 		field("ordering key", ordering)
 	}
+	if j.FairnessKey != nil {
+		field("fairness key", *j.FairnessKey)
+	}
 	if j.HeldBy != nil {
 		field("held by", *j.HeldBy)
 	}

@@ -142,17 +142,3 @@ func TestWorkerLimitFlags(t *testing.T) {
 	}
 }
 
-// schemaVersionLine is what errand migrate prints for db: the newest
-// migration's number, whichever feature brought it, and at least 9 (the
-// limiters).
-func schemaVersionLine(t *testing.T, db string) string {
-	t.Helper()
-	v, err := openTestClient(t, db).Store().SchemaVersion(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v < 9 {
-		t.Fatalf("schema version %d; the limiters are migration 9", v)
-	}
-	return fmt.Sprintf("schema version %d\n", v)
-}

@@ -57,7 +57,7 @@ only from this server's own pages (cross-origin protection). Bodies over
 
 With --exec KIND=COMMAND or --http KIND=URL it also runs a worker for those
 kinds in this process, as errand work does (see errand help work for
---queue, --lease, --timeout and --grace). With --cron 'NAME=SPEC KIND
+--queue, --max-workers, --weight, --lease, --timeout and --grace). With --cron 'NAME=SPEC KIND
 [JSON]' (repeatable) the worker also enqueues a job of KIND on every tick
 of SPEC, and with --retain-succeeded AGE and --retain-dead AGE it deletes
 finished jobs past those ages every hour while it leads the cluster, as
@@ -81,6 +81,7 @@ drains the worker for --grace, and exits 0.`,
 		hooks := listFlag(fs, "http", "also deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
+		weights := addWeightFlags(fs)
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
@@ -112,8 +113,8 @@ drains the worker for --grace, and exits 0.`,
 			}
 			handles := len(*execs)+len(*hooks) > 0
 			retain := retention.policy() != nil
-			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || limits.set() || isSet(fs, "dependency") || isSet(fs, "breaker")) {
-				return usagef("--queue, --timeout, --lease, --rate-limit, --retry-budget, --dependency and --breaker configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set() || isSet(fs, "dependency") || isSet(fs, "breaker")) {
+				return usagef("--queue, --max-workers, --weight, --timeout, --lease, --rate-limit, --retry-budget, --dependency and --breaker configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
 			}
 			rates, budgets, err := limits.parse()
 			if err != nil {
@@ -136,6 +137,10 @@ drains the worker for --grace, and exits 0.`,
 			}
 			qs, err := parseQueues(*queues)
 			if err != nil {
+				return err
+			}
+			var shared errand.WorkerConfig // --max-workers and --weight
+			if err := weights.apply(fs, qs, &shared); err != nil {
 				return err
 			}
 			readyOpts, err := ready.options(fs)
@@ -189,7 +194,8 @@ drains the worker for --grace, and exits 0.`,
 			var workErr error
 			stopWorker := func() {}
 			if handles || len(schedules) > 0 || retain {
-				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules}
+				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules,
+					MaxWorkers: shared.MaxWorkers, QueueWeights: shared.QueueWeights}
 				wcfg.Retention = retention.policy()
 				wcfg.RateLimits, wcfg.RetryBudgets = rates, budgets
 				if wcfg.Lease == 0 {

@@ -25,7 +25,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -48,7 +48,12 @@ http_NNN); a timeout (--timeout, default 30s) retries with class timeout.
 Without --once, errand work runs until stopped. Each --queue NAME=N runs
 queue NAME with at most N jobs at once, with slots of its own, so a backlog
 in one queue cannot starve another (default: default=10; NAME alone means
-N=10). It claims only as many jobs as it has free slots, renews each lease
+N=10). With --max-workers N the worker runs at most N jobs at once over
+all its queues, each still within its own slots; while the queues together
+have more ready work than N, freed capacity goes to them by --weight
+NAME=W (default 1): with critical=6, default=3 and low=1, starts split
+6:3:1, the lowest weight is never starved, and an idle queue's share goes
+to the others. It claims only as many jobs as it has free slots, renews each lease
 every third of --lease while the command runs, and looks for jobs every
 --poll when idle. Jobs enqueued in this process start at once, and so do
 jobs enqueued by other processes: PostgreSQL announces them with
@@ -127,6 +132,7 @@ With --once it claims one job, runs it, prints one JSON line:
 		hooks := listFlag(fs, "http", "deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
 		queues := listFlag(fs, "queue", "work queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
+		weights := addWeightFlags(fs)
 		lease := durationFlag(fs, "lease", "lease `DUR`, renewed every third of it while the command runs (default 30s)")
 		grace := durationFlag(fs, "grace", "on SIGTERM, let running jobs finish for `DUR` before giving them back (default 30s)")
 		poll := durationFlag(fs, "poll", "when idle, look for jobs every `DUR` (default 1s)")
@@ -160,7 +166,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "dependency", "breaker"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "dependency", "breaker", "max-workers", "weight"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -187,19 +193,25 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			deps, policies, err := breakers.parse()
-			if err != nil {
-				return err
-			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, e)
-			if err != nil {
-				return err
-			}
 			schedules, err := parseCrons(*crons)
 			if err != nil {
 				return err
 			}
 			rates, budgets, err := limits.parse()
+			if err != nil {
+				return err
+			}
+			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
+				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy(),
+				RateLimits: rates, RetryBudgets: budgets}
+			if err := weights.apply(fs, qs, cfg); err != nil {
+				return err
+			}
+			deps, policies, err := breakers.parse()
+			if err != nil {
+				return err
+			}
+			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, e)
 			if err != nil {
 				return err
 			}
@@ -237,9 +249,6 @@ With --once it claims one job, runs it, prints one JSON line:
 				}
 				defer m.stop()
 			}
-			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
-				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy(),
-				RateLimits: rates, RetryBudgets: budgets}
 			if cfg.Lease == 0 {
 				cfg.Lease = errand.DefaultLease
 			}
@@ -305,7 +314,8 @@ func runWorker(ctx context.Context, w *errand.Worker, cfg *errand.WorkerConfig, 
 	}
 	start := time.Now()
 	e.logger.Info("worker started", "worker_id", w.ID(), "queues", qs.String(), "kinds", strings.Join(kinds, ","),
-		"poll", cfg.PollInterval.String(), "poll_only", cfg.PollOnly, "lease", cfg.Lease.String(), "grace", grace.String())
+		"poll", cfg.PollInterval.String(), "poll_only", cfg.PollOnly, "lease", cfg.Lease.String(), "grace", grace.String(),
+		"max_workers", cfg.MaxWorkers, "weights", weightsString(cfg.QueueWeights))
 
 	<-ctx.Done()
 	e.logger.Info("draining: claiming stopped, waiting for running jobs", "running", w.Stats().JobsRunning, "grace", grace.String())
@@ -344,6 +354,16 @@ func logSummary(e *env, w *errand.Worker, start time.Time, msg string) {
 		"claims", st.Claims, "idle_claims", st.IdleClaims,
 		"idle_claims_per_second", strconv.FormatFloat(idleRate, 'f', 2, 64),
 		"outcome_writes", st.OutcomeWrites)
+}
+
+// weightsString shows queue weights as NAME=W,..., sorted by name.
+func weightsString(weights map[string]int) string {
+	parts := make([]string, 0, len(weights))
+	for q, w := range weights {
+		parts = append(parts, fmt.Sprintf("%s=%d", q, w))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // queueFlags are the --queue flags: names in the order given, and each

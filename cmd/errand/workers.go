@@ -99,6 +99,9 @@ func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, le
 		qs := make([]string, len(r.Queues))
 		for i, q := range r.Queues {
 			qs[i] = printable(q.Name) + "=" + strconv.Itoa(q.Concurrency)
+			if q.Weight > 0 {
+				qs[i] += " (weight " + strconv.Itoa(q.Weight) + ")"
+			}
 		}
 		last := "-"
 		if r.LastCompletedAt != nil {

@@ -1,0 +1,136 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+// fairClaimable is what a fair claim's candidate j must be, besides being
+// of the queue ($4): waiting, available, of a wanted kind ($5, NULL: every
+// kind), and free by the ordering-key rule.
+var fairClaimable = `state IN (` + waiting + `) AND available_at <= {now}
+			AND ($5::text[] IS NULL OR kind = ANY($5))
+			AND ` + orderingFree
+
+// fairPick picks a fair claim's jobs. fair_keys walks the fair index from
+// key to key, one seek each (a loose index scan, which PostgreSQL does not
+// do by itself), without reading a key's jobs. For each key a LATERAL
+// reads and locks its first Limit claimable jobs in claim order, skipping
+// rows another claimer holds; those without a key come from the seek
+// fairness_key IS NULL, ordered by the fair index's own order (fairness_key
+// first, all NULL here) so that the planner cannot prefer the claim index,
+// whose walk would wade through every keyed job of the queue. errand.FairPickSQL ranks them and takes Limit.
+// Rows locked but not picked stay locked only until this short transaction
+// ends.
+var fairPick = `WITH RECURSIVE fair_keys(k) AS (
+			(SELECT fairness_key FROM {jobs}
+				WHERE queue = $4::text AND state IN (` + waiting + `) AND fairness_key IS NOT NULL
+				ORDER BY fairness_key LIMIT 1)
+			UNION ALL
+			SELECT (SELECT fairness_key FROM {jobs}
+				WHERE queue = $4::text AND state IN (` + waiting + `) AND fairness_key > fair_keys.k
+				ORDER BY fairness_key LIMIT 1)
+			FROM fair_keys WHERE fair_keys.k IS NOT NULL)
+		` + errand.FairPickSQL(`SELECT c.* FROM fair_keys CROSS JOIN LATERAL (
+				SELECT seq, priority, available_at, fairness_key FROM {jobs} j
+				WHERE queue = $4::text AND fairness_key = fair_keys.k AND `+fairClaimable+`
+				ORDER BY priority, available_at, seq
+				LIMIT $6
+				FOR UPDATE SKIP LOCKED) c
+			WHERE fair_keys.k IS NOT NULL
+			UNION ALL
+			SELECT * FROM (SELECT seq, priority, available_at, fairness_key FROM {jobs} j
+				WHERE queue = $4::text AND fairness_key IS NULL AND `+fairClaimable+`
+				ORDER BY fairness_key, priority, available_at, seq
+				LIMIT $6
+				FOR UPDATE SKIP LOCKED) n`, "{fair_turns}", "$4::text", "$6")
+
+// fairClaimSQL claims as claimSQL does and, in the same statement, gives
+// the keys it served the queue's next turn, in key order so that
+// concurrent claims lock turn rows in one order and cannot deadlock.
+var fairClaimSQL = `WITH claimed AS (` + replacePick(claimSQL, fairPick) + `),
+	served AS (INSERT INTO {fair_turns} (queue, fairness_key, turn)
+		SELECT $4::text, k.key, (SELECT coalesce(max(turn), 0) + 1 FROM {fair_turns} WHERE queue = $4::text)
+		FROM (SELECT DISTINCT coalesce(fairness_key, '` + errand.FairTurnKey + `') AS key FROM claimed) k
+		ORDER BY k.key
+		ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn)
+	SELECT * FROM claimed`
+
+// JobClaimFair implements [errand.FairClaimer]: the sweeps and the fair
+// claim in one pipelined batch, as JobClaimMany sends them.
+func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+	if err := errand.ValidateFairClaim(p); err != nil {
+		return nil, err
+	}
+	var kinds []string // NULL: every kind
+	if len(p.Kinds) > 0 {
+		kinds = p.Kinds
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fair claim: %w", err)
+	}
+	defer conn.Release()
+	now := s.nowArg()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	s.queueSweep(b, now)
+	b.Queue(s.sql(fairClaimSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit)
+	br := conn.SendBatch(ctx, b)
+	jobs, err := func() ([]*errand.Job, error) {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		if _, err := readSweep(br); err != nil {
+			return nil, err
+		}
+		rs, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		return scanJobs(rs, scanJob)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "COMMIT")
+	}
+	if err != nil {
+		// As in JobClaimMany: roll back on a context of its own, or close
+		// the connection, which ends its transaction too.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(rctx)
+		}
+		cancel()
+		return nil, fmt.Errorf("fair claim: %w", err)
+	}
+	errand.SortFairClaimOrder(jobs)
+	return jobs, nil
+}
+
+// FairnessKeysWaiting implements [errand.FairClaimer].
+func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysParams) ([]errand.FairnessKeyCount, error) {
+	rs, err := s.pool.Query(ctx, s.sql(`SELECT queue, fairness_key, count(*) FROM {jobs}
+		WHERE state IN (`+waiting+`) AND fairness_key IS NOT NULL AND ($1::text = '' OR queue = $1)
+		GROUP BY queue, fairness_key`), p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("fairness keys: %w", err)
+	}
+	counts, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (errand.FairnessKeyCount, error) {
+		var c errand.FairnessKeyCount
+		err := row.Scan(&c.Queue, &c.Key, &c.Waiting)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fairness keys: %w", err)
+	}
+	return errand.TopFairnessKeys(counts, p.Limit), nil
+}
+
+var _ errand.FairClaimer = (*Store)(nil)

@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand/postgres/pgtest"
+)
+
+// TestFairClaimPlan pins the fair claim's plan on a never-analyzed table
+// where one key has a backlog of 20,000 ready jobs and 50 keys one job each,
+// in both plan-cache modes: every read of jobs goes through the fair
+// index, and nothing reads the whole table or sorts a key's backlog (only
+// the candidates, at most the limit per key, and the keys served are
+// sorted).
+func TestFairClaimPlan(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, q := range []string{
+		`ALTER TABLE {jobs} SET (autovacuum_enabled = false)`,
+		`INSERT INTO {jobs} (id, queue, kind, args, priority, state, max_attempts, available_at, created_at, fairness_key)
+			SELECT 'hot-' || g, 'default', 'k', '{}', 0, 'queued', 3, now() - g * interval '1 millisecond', now(), 'hot'
+			FROM generate_series(1, 20000) g`,
+		`INSERT INTO {jobs} (id, queue, kind, args, priority, state, max_attempts, available_at, created_at, fairness_key)
+			SELECT 't-' || g, 'default', 'k', '{}', 0, 'queued', 3, now(), now(), 'tenant-' || g
+			FROM generate_series(1, 50) g`,
+	} {
+		if _, err := s.pool.Exec(ctx, s.sql(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		plan := explainPrepared(t, conn.Conn(), mode, s.sql(fairClaimSQL),
+			"timestamptz, bigint, text, text, text[], integer", `NULL, 60000000, 'w', 'default', '{k}', 10`)
+		if strings.Contains(plan, "Seq Scan on errand_jobs") || strings.Contains(plan, "errand_jobs_claim") {
+			t.Errorf("%s: plan reads jobs other than through errand_jobs_fair:\n%s", mode, plan)
+		}
+		if !strings.Contains(plan, "errand_jobs_fair") {
+			t.Errorf("%s: plan does not read errand_jobs_fair:\n%s", mode, plan)
+		}
+		for _, line := range strings.Split(plan, "\n") {
+			if strings.Contains(line, "Sort Key: j.") || strings.Contains(line, "Sort Key: j_") {
+				t.Errorf("%s: plan sorts jobs the index should deliver in order (%s):\n%s", mode, strings.TrimSpace(line), plan)
+			}
+		}
+	}
+	// Run it: the claim takes the backlog's first job and one of each of
+	// nine other keys.
+	rows, err := s.pool.Query(ctx, s.sql(fairClaimSQL), nil, int64(60e6), "w", "default", nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := scanJobs(rows, scanJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := 0
+	for _, j := range jobs {
+		if *j.FairnessKey == "hot" {
+			hot++
+		}
+	}
+	if len(jobs) != 10 || hot != 1 {
+		t.Fatalf("fair claim took %d jobs, %d of the hot key; want 10, 1", len(jobs), hot)
+	}
+}

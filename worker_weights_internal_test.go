@@ -1,0 +1,104 @@
+package errand
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// shareRace hands one slot of s back and forth between queues that all
+// wait for it, rounds times, and returns which queue got it each round. The
+// slot is held when it starts (by hold).
+func shareRace(t *testing.T, s *capacityShare, queues []string, rounds int) []string {
+	t.Helper()
+	won := make(chan string, len(queues))
+	waiting := map[string]bool{}
+	var got []string
+	for range rounds {
+		for _, q := range queues {
+			if !waiting[q] {
+				waiting[q] = true
+				go func() {
+					if s.acquire(t.Context(), q, 1) == 1 {
+						won <- q
+					}
+				}()
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for s.waiting() < len(queues) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d queues wait, want %d", s.waiting(), len(queues))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		s.release()
+		q := <-won
+		waiting[q] = false
+		got = append(got, q)
+	}
+	return got
+}
+
+func count(qs []string, q string) int {
+	n := 0
+	for _, x := range qs {
+		if x == q {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCapacityShareRejoin: a queue back from idle gets no credit for the
+// time it wanted nothing: it shares with the busy queue at once instead of
+// taking every slot until its pass catches up.
+func TestCapacityShareRejoin(t *testing.T) {
+	s := newCapacityShare(1, map[string]int{"a": 1, "b": 1})
+	ctx := context.Background()
+	for range 20 { // b works alone while a is idle
+		if s.acquire(ctx, "b", 1) != 1 {
+			t.Fatal("no slot")
+		}
+		s.release()
+	}
+	s.rest("a")
+	if s.acquire(ctx, "b", 1) != 1 { // b holds the slot
+		t.Fatal("no slot")
+	}
+	got := shareRace(t, s, []string{"a", "b"}, 10)
+	if a := count(got, "a"); a < 4 || a > 6 {
+		t.Fatalf("after b worked alone, a got %d of 10 slots (%v), want about half", a, got)
+	}
+}
+
+// TestCapacityShareWeights: slots go by weight, one at a time, to the queue
+// furthest behind its share.
+func TestCapacityShareWeights(t *testing.T) {
+	s := newCapacityShare(1, map[string]int{"a": 3, "b": 1})
+	if s.acquire(context.Background(), "a", 1) != 1 {
+		t.Fatal("no slot")
+	}
+	got := shareRace(t, s, []string{"a", "b"}, 40)
+	if a, b := count(got, "a"), count(got, "b"); a != 30 || b != 10 {
+		t.Fatalf("a got %d and b %d of 40 slots (%v), want 30 and 10", a, b, got)
+	}
+}
+
+// TestCapacityShareGiveBack: slots a claim did not use go back with the
+// pass they cost, so a queue with little work is not charged for slots it
+// could not use.
+func TestCapacityShareGiveBack(t *testing.T) {
+	s := newCapacityShare(4, map[string]int{"a": 1, "b": 1})
+	ctx := context.Background()
+	if n := s.acquire(ctx, "a", 4); n != 4 {
+		t.Fatalf("a was granted %d of 4 free slots", n)
+	}
+	s.giveBack("a", 3) // its claim took one job
+	if s.pass["a"] != 1 || s.free != 3 {
+		t.Fatalf("after giving 3 back: pass %v, free %d; want 1, 3", s.pass["a"], s.free)
+	}
+	if n := s.acquire(ctx, "b", 3); n != 3 {
+		t.Fatalf("b was granted %d of 3 free slots", n)
+	}
+}
