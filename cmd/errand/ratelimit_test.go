@@ -140,4 +140,3 @@ func TestWorkerLimitFlags(t *testing.T) {
 		}
 	}
 }
-
