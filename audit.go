@@ -27,10 +27,13 @@ const (
 	// deleting transaction, without a job id, its details counting what
 	// went (see [PruneDetails]).
 	AuditPrune AuditAction = "prune"
+	// AuditScheduleDelete: a schedule deleted; a record without a job id,
+	// its details the schedule as it was (see [ScheduleDeleteDetails]).
+	AuditScheduleDelete AuditAction = "schedule_delete"
 )
 
 // AuditActions lists every action, in the order of their constants.
-var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune}
+var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune, AuditScheduleDelete}
 
 // Valid reports whether a is one of AuditActions.
 func (a AuditAction) Valid() bool { return slices.Contains(AuditActions, a) }

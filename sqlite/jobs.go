@@ -15,7 +15,7 @@ import (
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
-	replays, tags`
+	replays, tags, batch_id`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -56,11 +56,11 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 		avail, crt                      int64
 		deadline, leaseUntil, attempted sql.NullInt64
 		finished                        sql.NullInt64
-		token, owner, ukey, okey        sql.NullString
+		token, owner, ukey, okey, batch sql.NullString
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
-		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags},
+		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &batch},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -70,6 +70,7 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
 	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
 	j.UniqueKey, j.OrderingKey = nullString(ukey), nullString(okey)
+	j.BatchID = nullString(batch)
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
