@@ -160,15 +160,28 @@ const readyBatchesSQL = `SELECT b.id FROM errand_batches b
 // serialises completions; the condition on completed_at is the
 // compare-and-set.
 func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams) ([]*errand.Batch, error) {
-	ids := p.IDs
-	if len(ids) == 0 {
+	// Read from the reader first: a member's outcome while others are
+	// unfinished, and an idle reconcile pass, cost no write transaction
+	// (the writer is the store's one scarce resource). A read begun after
+	// the caller's outcome committed sees every outcome committed before
+	// it, so the last of two racing members still finds the batch ready.
+	var ids []string
+	q, args := fmt.Sprintf(readyBatchesSQL, unfinished), []any{}
+	if len(p.IDs) > 0 {
+		q += ` AND b.id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(p.IDs)), ", ") + `)`
+		for _, id := range p.IDs {
+			args = append(args, id)
+		}
+	} else {
 		limit := p.Limit
 		if limit <= 0 {
 			limit = 100
 		}
-		// Read from the reader first: an idle system's reconcile pass
-		// costs no write transaction.
-		rows, err := s.read.QueryContext(ctx, fmt.Sprintf(readyBatchesSQL, unfinished)+` ORDER BY b.created_at, b.id LIMIT ?`, limit)
+		q += ` ORDER BY b.created_at, b.id LIMIT ?`
+		args = append(args, limit)
+	}
+	{
+		rows, err := s.read.QueryContext(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("complete batches: %w", err)
 		}
