@@ -190,7 +190,7 @@ func parseSpec(spec string) (cron.Schedule, error) {
 	if cs, ok := s.(*cron.SpecSchedule); ok && cs.Location == time.Local {
 		cs.Location = time.UTC // no zone named: UTC, whatever the host's
 	}
-	return s, nil
+	return withDST(s), nil // see schedule_dst.go
 }
 
 // everySchedule ticks at the multiples of its duration since the zero
