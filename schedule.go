@@ -389,6 +389,13 @@ func (sc *scheduler) fireOne(ctx context.Context, s *Schedule) error {
 			}
 		}
 		res, err := sc.store.ScheduleAdvance(ctx, p)
+		if errors.Is(err, ErrNotFound) {
+			// Deleted (errand schedules delete) while this process still
+			// declares it: the declaration wins, from the next tick on.
+			sc.c.logger.Warn("schedule was deleted but this worker still runs it: registering it again; remove it from the worker's schedules to stop it",
+				"schedule", s.name)
+			return sc.registerAt(ctx, s, s.ticks.Next(now))
+		}
 		if err != nil {
 			return err
 		}
@@ -467,4 +474,39 @@ func (c *Client[TTx]) Schedules(ctx context.Context) ([]*ScheduleRecord, error) 
 		return nil, err
 	}
 	return rs, nil
+}
+
+// DeleteScheduleOpts record who deletes a schedule and why. Both are
+// required.
+type DeleteScheduleOpts struct {
+	Operator string
+	Reason   string
+}
+
+// DeleteSchedule deletes the schedule name and records the operator, the
+// reason and the schedule as it was in the audit ([AuditScheduleDelete]).
+// Jobs it already enqueued stay. It returns the deleted schedule, or an
+// error wrapping ErrNotFound.
+//
+// A schedule lives in the code of the workers that run it: a worker still
+// running with the schedule in WorkerConfig.Schedules (or errand work
+// --cron) registers it again within a minute, from now, and it goes on
+// firing. Remove it from every worker's configuration first, then delete
+// it.
+func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *DeleteScheduleOpts) (*ScheduleRecord, error) {
+	if opts == nil {
+		opts = &DeleteScheduleOpts{}
+	}
+	if err := checkOperatorAction(opts.Operator, opts.Reason, "deleting the schedule"); err != nil {
+		return nil, err
+	}
+	ss, ok := c.store.(ScheduleStore)
+	if !ok {
+		return nil, fmt.Errorf("delete schedule: the store (%T) keeps no schedules", c.store)
+	}
+	r, err := ss.ScheduleDelete(ctx, &ScheduleDeleteParams{Name: name, Operator: opts.Operator, Reason: opts.Reason})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
