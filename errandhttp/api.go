@@ -134,6 +134,8 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/prune", a.prune},
 		{"GET /api/v1/stats", a.stats},
 		{"GET /api/v1/schedules", a.schedules},
+		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
+		{"GET /api/v1/batches/{id}", a.batch},
 		{"GET /api/v1/workers", a.workers},
 	}
 }

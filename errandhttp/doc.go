@@ -31,6 +31,8 @@
 //	POST /api/v1/prune                   {"reason", "succeeded_age", "dead_age", "batch", "dry_run"}
 //	GET  /api/v1/stats                   counts by queue and state, and the insights per queue and kind
 //	GET  /api/v1/schedules
+//	DELETE /api/v1/schedules/{name}      {"reason"}: audited; a worker still declaring it registers it again
+//	GET  /api/v1/batches/{id}            a batch: members' counts now, final counts, callback job
 //	GET  /api/v1/workers
 //
 // A worker's heartbeat, ack and fail are fenced by the lease token its
