@@ -93,8 +93,11 @@ func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
 		for i := range 8 {
 			c := newWorkerClient(stores[i%len(stores)])
 			w, err := c.NewWorker(&errand.WorkerConfig{
-				Queues:       map[string]int{errand.DefaultQueue: 4, "callbacks": 1},
-				PollInterval: 50 * time.Millisecond,
+				// One queue, polled every 200ms: on SQLite every claim is a
+				// write transaction, and idle polls of eight workers would
+				// crowd the single writer on a loaded machine.
+				Queues:       map[string]int{errand.DefaultQueue: 4},
+				PollInterval: 200 * time.Millisecond,
 				Owner:        fmt.Sprintf("worker-%d", i),
 			})
 			if err != nil {
@@ -117,7 +120,7 @@ func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
 
 		producer := newWorkerClient(stores[0])
 		res, err := producer.EnqueueBatch(ctx, memberParams(1000), &errand.BatchOpts{
-			ID: "import-42", Callback: doneArgs{Import: 42}, CallbackOpts: &errand.EnqueueOpts{Queue: "callbacks"},
+			ID: "import-42", Callback: doneArgs{Import: 42}, CallbackOpts: &errand.EnqueueOpts{Priority: 1},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -46,7 +46,9 @@ const deadHookPage = 200
 // nil args for none. job is the dead job as it was claimed or read (its
 // last error may not be on it yet when a worker found it dead itself: use
 // its id to read it again if the hook needs the history). The hook job's
-// id is [DeadHookJobID] whatever opts say; other options apply.
+// id is [DeadHookJobID] whatever opts say; other options apply. The
+// hook's kind must be one the client may enqueue: declare it (with
+// [Declare], or a handler) in the worker's Kinds.
 type OnDeadFunc func(job *Job) (JobArgs, *EnqueueOpts)
 
 // fireDeadHook enqueues the hook job of dead job, when its kind has a

@@ -188,29 +188,34 @@ func (s *Store) BatchGet(ctx context.Context, p *errand.BatchGetParams) (*errand
 // so of two workers that finish a batch's last two members at once, the
 // later to commit sees both finished.
 func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams) ([]*errand.Batch, error) {
-	ids := p.IDs
-	if len(ids) == 0 {
-		limit := p.Limit
-		if limit <= 0 {
-			limit = 100
+	// One read first: a member's outcome while others are unfinished, and
+	// an idle reconcile pass, cost one round trip and no transaction.
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var only []string
+	for _, id := range p.IDs {
+		if errand.StorableText(id) {
+			only = append(only, id)
 		}
-		rs, err := s.pool.Query(ctx, s.batchSQL(s.own, `SELECT b.id FROM {batches} b
-			WHERE b.completed_at IS NULL AND NOT EXISTS (
-				SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
-			ORDER BY b.created_at, b.id LIMIT $1`), limit)
-		if err != nil {
-			return nil, fmt.Errorf("complete batches: %w", err)
-		}
-		ids, err = pgx.CollectRows(rs, pgx.RowTo[string])
-		if err != nil {
-			return nil, fmt.Errorf("complete batches: %w", err)
-		}
+	}
+	if len(p.IDs) > 0 && len(only) == 0 {
+		return nil, nil
+	}
+	rs, err := s.pool.Query(ctx, s.batchSQL(s.own, `SELECT b.id FROM {batches} b
+		WHERE b.completed_at IS NULL AND ($1::text[] IS NULL OR b.id = ANY($1)) AND NOT EXISTS (
+			SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
+		ORDER BY b.created_at, b.id LIMIT $2`), only, max(limit, len(only)))
+	if err != nil {
+		return nil, fmt.Errorf("complete batches: %w", err)
+	}
+	ids, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("complete batches: %w", err)
 	}
 	var out []*errand.Batch
 	for _, id := range ids {
-		if !errand.StorableText(id) {
-			continue
-		}
 		var done *errand.Batch
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{tx}
