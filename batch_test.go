@@ -414,3 +414,47 @@ func TestEnqueueBatchRefusals(t *testing.T) {
 		t.Fatalf("refused batches wrote %d jobs (%v)", len(js), err)
 	}
 }
+
+// TestOnDeadHookOncePerDeathUnderConcurrentScans: several processes that
+// notice the same deaths at once enqueue one hook job per death.
+func TestOnDeadHookOncePerDeathUnderConcurrentScans(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := t.Context()
+		var clients []*errand.Client[*sql.Tx]
+		for range 4 {
+			clients = append(clients, hookClient(t, st, clock))
+		}
+		for i := range 20 {
+			if _, err := clients[0].Enqueue(ctx, errand.RawArgs{KindName: "charge"}, &errand.EnqueueOpts{ID: fmt.Sprintf("c%d", i), MaxAttempts: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Claimed by a worker that dies: the sweep kills them all.
+		if _, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 20, Lease: 30 * time.Second, Owner: "crashed"}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(31 * time.Second)
+		if r, err := st.JobSweep(ctx, &errand.JobSweepParams{}); err != nil || r.Dead != 20 {
+			t.Fatalf("sweep: %+v %v", r, err)
+		}
+		errs := make(chan error, len(clients))
+		for _, c := range clients {
+			go func() {
+				_, err := errand.ScanDeadHooks(ctx, c)
+				errs <- err
+			}()
+		}
+		for range clients {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		refunds, err := clients[0].List(ctx, &errand.ListOpts{Kind: "refund", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refunds) != 20 {
+			t.Fatalf("%d hook jobs for 20 deaths noticed by 4 scanners, want 20", len(refunds))
+		}
+	})
+}
