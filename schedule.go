@@ -346,7 +346,11 @@ func (sc *scheduler) fire(ctx context.Context) (next time.Time, failed bool, err
 	for _, s := range sc.schedules {
 		err := sc.fireOne(ctx, s)
 		if errors.Is(err, ErrNotFound) {
-			// Insert it again from the tick it was about to fire.
+			// Deleted (errand schedules delete, or by hand) while this
+			// process still declares it: the declaration wins. Insert it
+			// again from the tick it was about to fire.
+			sc.c.logger.Warn("schedule was deleted but this worker still runs it: registering it again; remove it from the worker's schedules to stop it",
+				"schedule", s.name)
 			if err = sc.registerAt(ctx, s, sc.recs[s.name].NextFireAt); err == nil {
 				err = sc.fireOne(ctx, s)
 			}
@@ -389,13 +393,6 @@ func (sc *scheduler) fireOne(ctx context.Context, s *Schedule) error {
 			}
 		}
 		res, err := sc.store.ScheduleAdvance(ctx, p)
-		if errors.Is(err, ErrNotFound) {
-			// Deleted (errand schedules delete) while this process still
-			// declares it: the declaration wins, from the next tick on.
-			sc.c.logger.Warn("schedule was deleted but this worker still runs it: registering it again; remove it from the worker's schedules to stop it",
-				"schedule", s.name)
-			return sc.registerAt(ctx, s, s.ticks.Next(now))
-		}
 		if err != nil {
 			return err
 		}
@@ -490,8 +487,8 @@ type DeleteScheduleOpts struct {
 //
 // A schedule lives in the code of the workers that run it: a worker still
 // running with the schedule in WorkerConfig.Schedules (or errand work
-// --cron) registers it again within a minute, from now, and it goes on
-// firing. Remove it from every worker's configuration first, then delete
+// --cron) registers it again when its next tick comes due, fires that
+// tick, and goes on firing. Remove it from every worker's configuration first, then delete
 // it.
 func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *DeleteScheduleOpts) (*ScheduleRecord, error) {
 	if opts == nil {

@@ -36,7 +36,8 @@ errand schedules delete NAME --reason TEXT deletes a schedule; the operator
 (--operator, default the OS user), the reason and the schedule as it was go
 to the audit. Jobs it enqueued stay. A worker still running with the
 schedule (errand work --cron, or WorkerConfig.Schedules) registers it again
-at its next tick and it goes on firing: remove it from every worker first.
+when its next tick comes due and goes on firing: remove it from every worker
+first.
 With --json, prints the deleted schedule record.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
