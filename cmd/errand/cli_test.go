@@ -375,7 +375,7 @@ func TestCancelAndReplayCancelled(t *testing.T) {
 
 func TestMigratePrintsSchemaVersion(t *testing.T) {
 	db := tempDB(t)
-	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 7\n" {
+	if r := ok(t, cli(t, "migrate", "--db", db)); r.stdout != "schema version 12\n" {
 		t.Errorf("migrate printed %q", r.stdout)
 	}
 }
