@@ -398,6 +398,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		res.AvailableAt = &at
 	}
 	c.logOutcome(job, res)
+	c.afterOutcome(ctx, job, res) // on-dead hooks and batches: see ondead.go
 	return res, nil
 }
 

@@ -31,10 +31,13 @@ const (
 	// no job id, its details naming the dependency and what the breaker was
 	// (see [BreakerResetDetails]).
 	AuditBreakerReset AuditAction = "breaker_reset"
+	// AuditScheduleDelete: a schedule deleted; a record without a job id,
+	// its details the schedule as it was (see [ScheduleDeleteDetails]).
+	AuditScheduleDelete AuditAction = "schedule_delete"
 )
 
 // AuditActions lists every action, in the order of their constants.
-var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune, AuditBreakerReset}
+var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune, AuditBreakerReset, AuditScheduleDelete}
 
 // Valid reports whether a is one of AuditActions.
 func (a AuditAction) Valid() bool { return slices.Contains(AuditActions, a) }

@@ -666,6 +666,7 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
+	c.afterMemberFinished(ctx, j)
 	return j, nil
 }
 

@@ -179,7 +179,21 @@
 // unique key names the tick ([ScheduleUniqueKey]). Ticks missed while no
 // worker ran are skipped or caught up once ([MissedPolicy]).
 // [Client.Schedules] lists every schedule's next fire, last fire and last
-// job.
+// job; [Client.DeleteSchedule] deletes one, audited. A fixed-hour spec runs
+// once a day across daylight saving changes; an every-hour spec follows
+// elapsed time (see the README).
+//
+// # Batches and on-dead hooks
+//
+// [Client.EnqueueBatch] enqueues jobs as a batch whose callback job is
+// enqueued exactly once, when every member has finished, with the counts
+// ([BatchResult]); its id is fixed ([BatchCallbackJobID]) and it is
+// inserted by a compare-and-set on the batch's completion. [KindOpts].OnDead
+// enqueues a job each time a job of the kind is dead-lettered, by any path,
+// under a fixed id per death ([DeadHookJobID]). For both, detection right
+// after an outcome is backed by a periodic pass that catches the paths no
+// handler sees (sweeps, cancels, a crash), so they are at-least-once to
+// notice and once to enqueue.
 //
 // # Rate limits and retry budgets
 //

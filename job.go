@@ -159,6 +159,9 @@ type Job struct {
 	Replays int `json:"replays"`
 	// Tags are free-form labels for operators.
 	Tags []string `json:"tags"`
+	// BatchID names the batch the job is a member of (see
+	// [Client.EnqueueBatch]), or nil.
+	BatchID *string `json:"batch_id"`
 	// Seq is the insertion order, used for FIFO within a priority.
 	Seq int64 `json:"seq"`
 	// CancelRequestedAt is when an operator asked to cancel the job while it

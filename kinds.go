@@ -99,6 +99,12 @@ type KindOpts struct {
 	// claiming them while it is down (see [BreakerPolicy]), cluster-wide,
 	// without using their attempts. Empty: no breaker.
 	Dependency string
+	// OnDead, when set, names the job to enqueue each time a job of this
+	// kind is dead-lettered, by any path: a compensation or a
+	// notification. The hook job's id is [DeadHookJobID], so one death
+	// enqueues one. Only a Worker with this kind's handler enqueues it;
+	// see [OnDeadFunc].
+	OnDead OnDeadFunc
 }
 
 // Handler runs jobs of one kind whatever their args: what [Handle] builds

@@ -191,7 +191,7 @@ func parseSpec(spec string) (cron.Schedule, error) {
 	if cs, ok := s.(*cron.SpecSchedule); ok && cs.Location == time.Local {
 		cs.Location = time.UTC // no zone named: UTC, whatever the host's
 	}
-	return s, nil
+	return withDST(s), nil // see schedule_dst.go
 }
 
 // everySchedule ticks at the multiples of its duration since the zero
@@ -347,7 +347,11 @@ func (sc *scheduler) fire(ctx context.Context) (next time.Time, failed bool, err
 	for _, s := range sc.schedules {
 		err := sc.fireOne(ctx, s)
 		if errors.Is(err, ErrNotFound) {
-			// Insert it again from the tick it was about to fire.
+			// Deleted (errand schedules delete, or by hand) while this
+			// process still declares it: the declaration wins. Insert it
+			// again from the tick it was about to fire.
+			sc.c.logger.Warn("schedule was deleted but this worker still runs it: registering it again; remove it from the worker's schedules to stop it",
+				"schedule", s.name)
 			if err = sc.registerAt(ctx, s, sc.recs[s.name].NextFireAt); err == nil {
 				err = sc.fireOne(ctx, s)
 			}
@@ -468,4 +472,39 @@ func (c *Client[TTx]) Schedules(ctx context.Context) ([]*ScheduleRecord, error) 
 		return nil, err
 	}
 	return rs, nil
+}
+
+// DeleteScheduleOpts record who deletes a schedule and why. Both are
+// required.
+type DeleteScheduleOpts struct {
+	Operator string
+	Reason   string
+}
+
+// DeleteSchedule deletes the schedule name and records the operator, the
+// reason and the schedule as it was in the audit ([AuditScheduleDelete]).
+// Jobs it already enqueued stay. It returns the deleted schedule, or an
+// error wrapping ErrNotFound.
+//
+// A schedule lives in the code of the workers that run it: a worker still
+// running with the schedule in WorkerConfig.Schedules (or errand work
+// --cron) registers it again when its next tick comes due, fires that
+// tick, and goes on firing. Remove it from every worker's configuration first, then delete
+// it.
+func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *DeleteScheduleOpts) (*ScheduleRecord, error) {
+	if opts == nil {
+		opts = &DeleteScheduleOpts{}
+	}
+	if err := checkOperatorAction(opts.Operator, opts.Reason, "deleting the schedule"); err != nil {
+		return nil, err
+	}
+	ss, ok := c.store.(ScheduleStore)
+	if !ok {
+		return nil, fmt.Errorf("delete schedule: the store (%T) keeps no schedules", c.store)
+	}
+	r, err := ss.ScheduleDelete(ctx, &ScheduleDeleteParams{Name: name, Operator: opts.Operator, Reason: opts.Reason})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }

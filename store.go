@@ -446,6 +446,65 @@ type ScheduleStore interface {
 
 	// ScheduleList returns every schedule, ordered by name.
 	ScheduleList(ctx context.Context, params *ScheduleListParams) ([]*ScheduleRecord, error)
+
+	// ScheduleDelete deletes a schedule and, in the same transaction,
+	// appends an [AuditScheduleDelete] record (no job id; details from
+	// [ScheduleDeleteDetails]) with the operator and reason. Jobs the
+	// schedule enqueued stay. An unknown name is ErrNotFound and nothing
+	// is written. A process still running the schedule registers it again.
+	ScheduleDelete(ctx context.Context, params *ScheduleDeleteParams) (*ScheduleRecord, error)
+}
+
+// BatchStore is an optional capability of a Store: batches of jobs whose
+// callback job is enqueued once every member is finished (see
+// [Client.EnqueueBatch]), found by type assertion. errand/sqlite and
+// errand/postgres implement it. Nothing on the claim path reads batches: a
+// member carries its batch id, and only finishing a member looks further.
+type BatchStore interface {
+	// BatchInsert inserts a batch and its jobs in one transaction of its
+	// own. When a batch with the ID exists nothing is inserted and the
+	// result holds that batch with Duplicate set. A job whose id or unique
+	// key is taken is an *InputError and nothing is inserted: a batch's
+	// members are its own. Inserted jobs have BatchID set.
+	BatchInsert(ctx context.Context, params *BatchInsertParams) (*BatchInsertResult, error)
+
+	// BatchGet returns a batch with the current counts of its members, or
+	// ErrNotFound.
+	BatchGet(ctx context.Context, params *BatchGetParams) (*Batch, error)
+
+	// BatchComplete completes the batches among IDs (every open batch when
+	// IDs is empty, at most Limit) that are open and have no unfinished
+	// member: in one transaction per batch it sets completed_at now and
+	// the final counts, and inserts the callback job of
+	// [Batch.CallbackJob] under the duplicate-id rule. Completing is a
+	// compare-and-set on completed_at, so that of any number of concurrent
+	// calls exactly one completes a batch. It returns the batches it
+	// completed; a batch that another call completed, or that has an
+	// unfinished member, is not among them.
+	BatchComplete(ctx context.Context, params *BatchCompleteParams) ([]*Batch, error)
+}
+
+// BatchTxStore is a BatchStore that inserts batches in its caller's
+// transactions, of type TTx, as [TxStore] inserts jobs.
+type BatchTxStore[TTx any] interface {
+	BatchStore
+
+	// BatchInsertTx inserts a batch as BatchInsert does, but inside tx.
+	// After an error the caller rolls tx back.
+	BatchInsertTx(ctx context.Context, tx TTx, params *BatchInsertParams) (*BatchInsertResult, error)
+}
+
+// DeadHookStore is an optional capability of a Store: finding the dead jobs
+// whose on-dead job (see [KindOpts].OnDead) was never enqueued, for the
+// paths to dead that no handler sees (a lease swept on the final attempt, a
+// deadline passed) and for a worker that crashed between a job's death and
+// its hook. errand/sqlite and errand/postgres implement it.
+type DeadHookStore interface {
+	// JobListDeadUnhooked returns dead jobs of one of Kinds whose
+	// finished_at is at or after Since and for which no job with the id
+	// [DeadHookJobID](id, replays) exists, oldest finished_at first (then
+	// seq), at most Limit of them.
+	JobListDeadUnhooked(ctx context.Context, params *JobListDeadUnhookedParams) ([]*Job, error)
 }
 
 // LimiterStore is an optional capability of a Store: the token buckets of

@@ -66,3 +66,20 @@ func WaitingForCapacity(w *Worker) int {
 	}
 	return w.share.waiting()
 }
+
+// ScanDeadHooks runs one look of the dead-hook scanner a Worker of c would
+// run, as a worker that has just started: it looks back DeadHookLookback.
+// It returns how many dead jobs without a hook it found.
+func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
+	s := c.newDeadHookScanner(time.Hour)
+	if s == nil {
+		return 0, errors.New("no hooked kinds, or the store is not a DeadHookStore")
+	}
+	return s.scan(ctx)
+}
+
+// CompleteOpenBatches runs the leader's batch pass once and returns how
+// many batches it completed.
+func CompleteOpenBatches[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
+	return c.completeBatches(ctx, nil)
+}

@@ -214,6 +214,7 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 		retain = t.C()
 	}
 	w.leaderSweep(ctx)
+	w.leaderBatches(ctx)
 	w.leaderPrune(ctx)
 	w.leaderRetention(ctx)
 	for {
@@ -222,6 +223,7 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 			return
 		case <-sweep.C():
 			w.leaderSweep(ctx)
+			w.leaderBatches(ctx) // see batch.go
 		case <-prune.C():
 			w.leaderPrune(ctx)
 		case <-retain:

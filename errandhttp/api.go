@@ -137,6 +137,8 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/limits", a.limits},
 		{"GET /api/v1/breakers", a.breakers},
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
+		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
+		{"GET /api/v1/batches/{id}", a.batch},
 		{"GET /api/v1/workers", a.workers},
 		{"GET /api/v1/fairness-keys", a.fairnessKeys},
 	}

@@ -84,6 +84,7 @@ type dashboardClient interface {
 	Limits(ctx context.Context) ([]*errand.LimiterRecord, error)
 	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
 	Dependency(kind string) string
+	Batch(ctx context.Context, id string) (*errand.Batch, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errand.FairnessKeyCount, error)
 }
@@ -116,6 +117,8 @@ type dashboard struct {
 //     replay by filter (kind, queue, error class).
 //   - "/audit": every operator action, filtered and paged.
 //   - "/schedules": the recurring jobs.
+//   - "/batches/ID": one batch: its members' states, its completion and
+//     its callback job; a member's page links to it.
 //
 // Replays and cancels are two POSTs: the first shows what will change and
 // asks for confirmation, the second does it, recording the operator that
@@ -143,6 +146,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /dead", d.deadList)
 	mux.HandleFunc("GET /audit", d.auditPage)
 	mux.HandleFunc("GET /schedules", d.schedulesPage)
+	mux.HandleFunc("GET /batches/{id...}", d.batchPage)
 	mux.Handle("POST /replay-filter/confirm", protect.Handler(d.filterReplay(false)))
 	mux.Handle("POST /replay-filter", protect.Handler(d.filterReplay(true)))
 	mux.Handle("POST /replay-args/confirm", protect.Handler(d.fixReplay(false)))

@@ -338,3 +338,22 @@ func compact(b []byte) json.RawMessage {
 	}
 	return buf.Bytes()
 }
+
+// batchPage shows one batch: its members by state now, the final counts
+// once it completed, and its callback job.
+func (d *dashboard) batchPage(w http.ResponseWriter, r *http.Request) {
+	now, err := d.now(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	b, err := d.c.Batch(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	p := d.newPage(r, "Batch "+id, "", now, true)
+	p.Data = b
+	d.render(w, http.StatusOK, "batch", p)
+}

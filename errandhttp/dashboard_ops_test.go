@@ -219,3 +219,30 @@ func TestDashboardSchedulesPage(t *testing.T) {
 	wantContains(t, "schedule row", row, "0 3 * * *", "dash_ok", "reports", "2026-12-01 03:00:00 UTC", "in 13h00m", "none yet", string(errand.MissedCatchUp))
 	wantLacks(t, "schedules", body, "nightly-<b>")
 }
+
+func TestDashboardBatchPage(t *testing.T) {
+	clk := errandtest.NewClock(testStart)
+	c := newSQLiteClient(t, clk)
+	h := NewDashboard(c, nil)
+	if code, _ := get(t, h, "/batches/nope"); code != http.StatusNotFound {
+		t.Fatalf("unknown batch: status %d, want 404", code)
+	}
+	ctx := context.Background()
+	if _, err := c.EnqueueBatch(ctx, []errand.EnqueueParams{
+		{Args: errand.RawArgs{KindName: "dash_ok"}, Opts: &errand.EnqueueOpts{ID: "m-1"}},
+		{Args: errand.RawArgs{KindName: "dash_ok"}, Opts: &errand.EnqueueOpts{ID: "m-2"}},
+	}, &errand.BatchOpts{ID: "imp<1>", Callback: errand.RawArgs{KindName: "dash_ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "member links its batch", mustGet(t, h, "/jobs/m-1"), `href="/batches/imp%3C1%3E"`)
+	body := mustGet(t, h, "/batches/imp%3C1%3E")
+	wantContains(t, "open batch", body, "imp&lt;1&gt;", "not yet: 2 of 2 unfinished", "enqueued when the batch completes")
+	wantLacks(t, "batch page", body, "imp<1>")
+	for _, id := range []string{"m-1", "m-2"} {
+		if _, err := c.Cancel(ctx, id, &errand.CancelOpts{Operator: "ops", Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantContains(t, "completed batch", mustGet(t, h, "/batches/imp%3C1%3E"), "0 succeeded, 0 dead, 2 cancelled",
+		`href="/jobs/imp%3C1%3E.callback"`)
+}

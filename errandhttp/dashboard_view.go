@@ -17,7 +17,7 @@ import (
 
 // dashboardPages names the page templates under dashboard/templates; each
 // defines "content" for layout.html.
-var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay"}
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batch"}
 
 // parseDashboardPages parses each page with the layout. Links in the pages
 // start with prefix.
@@ -25,6 +25,8 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 	funcs := template.FuncMap{
 		"jobURL":     func(id string) string { return prefix + "/jobs/" + url.PathEscape(id) },
 		"path":       func(p string) string { return prefix + p },
+		"batchURL":   func(id string) string { return prefix + "/batches/" + url.PathEscape(id) },
+		"states":     func() []errand.JobState { return errand.JobStates },
 		"time":       formatTime,
 		"optTime":    formatOptTime,
 		"since":      since,

@@ -34,6 +34,8 @@
 //	GET  /api/v1/limits                  rate limits and retry budgets: tokens now, rule, claims held back
 //	GET  /api/v1/breakers                 every dependency's circuit breaker: state, failures, open_until, trips
 //	POST /api/v1/breakers/{dep}/reset     {"reason"}: close it now (audited as breaker_reset)
+//	DELETE /api/v1/schedules/{name}      {"reason"}: audited; a worker still declaring it registers it again
+//	GET  /api/v1/batches/{id}            a batch: members' counts now, final counts, callback job
 //	GET  /api/v1/workers
 //
 // A worker's heartbeat, ack and fail are fenced by the lease token its

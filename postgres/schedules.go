@@ -115,3 +115,28 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) 
 	}
 	return out, nil
 }
+
+// ScheduleDelete implements [errand.ScheduleStore].
+func (s *Store) ScheduleDelete(ctx context.Context, p *errand.ScheduleDeleteParams) (*errand.ScheduleRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var r *errand.ScheduleRecord
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.nowArg()
+		var err error
+		r, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`DELETE FROM {schedules} WHERE name = $1 RETURNING `+scheduleColumns), p.Name))
+		if isNoRows(err) {
+			return errand.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
+			details: errand.ScheduleDeleteDetails(r)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)
+	}
+	return r, nil
+}

@@ -114,3 +114,27 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) 
 	}
 	return out, nil
 }
+
+// ScheduleDelete implements [errand.ScheduleStore].
+func (s *Store) ScheduleDelete(ctx context.Context, p *errand.ScheduleDeleteParams) (*errand.ScheduleRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var r *errand.ScheduleRecord
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		r, err = scanSchedule(tx.QueryRowContext(ctx, `DELETE FROM errand_schedules WHERE name = ? RETURNING `+scheduleColumns, p.Name))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errand.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
+			at: s.clock.Now(), details: errand.ScheduleDeleteDetails(r)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)
+	}
+	return r, nil
+}

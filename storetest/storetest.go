@@ -88,6 +88,23 @@ func (b boundTx[TTx]) EffectRecord(ctx context.Context, p *errand.EffectRecordPa
 	return b.s.EffectRecordTx(ctx, b.tx, p)
 }
 
+// batchTxOps are the batch writes inside one of a store's transactions;
+// BatchInsert returns errNoBatchTx for a store that is not an
+// [errand.BatchTxStore] of its transaction type.
+type batchTxOps interface {
+	BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error)
+}
+
+var errNoBatchTx = errors.New("storetest: not a BatchTxStore")
+
+func (b boundTx[TTx]) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	bs, ok := any(b.s).(errand.BatchTxStore[TTx])
+	if !ok {
+		return nil, errNoBatchTx
+	}
+	return bs.BatchInsertTx(ctx, b.tx, p)
+}
+
 func erase[TTx any](h Harness[TTx]) harness {
 	e := harness{
 		open: func(t *testing.T, clock errand.Clock) errand.Store { return h.Open(t, clock) },
@@ -135,6 +152,7 @@ func exercise(t *testing.T, h harness) {
 		{"Schedule", scheduleCases},
 		{"Limiter", limiterCases},
 		{"Breaker", breakerCases},
+		{"Batch", batchCases},
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},

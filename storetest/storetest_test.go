@@ -45,7 +45,7 @@ func fullJob() *errand.Job {
 		OrderingKey: ptr("o"), OrderingHold: true, FairnessKey: ptr("f"), HeldBy: ptr("h"), Progress: json.RawMessage(`{"p": 1}`), CreatedAt: T0,
 		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errand.LastError{Class: "c", Message: "m", At: T0},
 		Errors:  []errand.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
-		Replays: 1, Tags: []string{"x"}, Seq: 1, CancelRequestedAt: ptr(T0),
+		Replays: 1, Tags: []string{"x"}, BatchID: ptr("b"), Seq: 1, CancelRequestedAt: ptr(T0),
 	}
 }
 
@@ -87,6 +87,7 @@ func TestJobDiff(t *testing.T) {
 		},
 		"Replays":           func(j *errand.Job) { j.Replays = 0 },
 		"Tags":              func(j *errand.Job) { j.Tags = []string{} },
+		"BatchID":           func(j *errand.Job) { j.BatchID = nil },
 		"Seq":               func(j *errand.Job) { j.Seq = 2 },
 		"CancelRequestedAt": func(j *errand.Job) { j.CancelRequestedAt = ptr(later) },
 	}

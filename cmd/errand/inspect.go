@@ -130,6 +130,9 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	if j.HeldBy != nil {
 		field("held by", *j.HeldBy)
 	}
+	if j.BatchID != nil {
+		field("batch", *j.BatchID+" (errand batch "+*j.BatchID+")")
+	}
 	if len(j.Progress) > 0 {
 		field("progress", compactJSON(j.Progress))
 	}

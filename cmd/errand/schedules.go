@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,8 +15,8 @@ import (
 
 var schedulesCommand = &command{
 	name:    "schedules",
-	args:    "[--json]",
-	summary: "list recurring jobs: spec, next fire, last fire, last job, missed-tick policy",
+	args:    "[--json] | delete NAME --reason TEXT [--operator NAME]",
+	summary: "list recurring jobs (spec, next fire, last fire, last job, missed-tick policy), or delete one",
 	detail: `
 Lists every schedule a worker registered (errand work --cron, or
 errand.WorkerConfig.Schedules in a program), from the database: its name,
@@ -28,12 +30,28 @@ stays listed; its next fire time then lies in the past.
 With --json, prints one JSON array of schedule records ordered by name:
 {"name", "spec", "kind", "queue", "missed", "next_fire_at", "last_fire_at",
 "last_job_id", "created_at", "updated_at"}, times RFC 3339 in UTC, null
-before the first fire.`,
+before the first fire.
+
+errand schedules delete NAME --reason TEXT deletes a schedule; the operator
+(--operator, default the OS user), the reason and the schedule as it was go
+to the audit. Jobs it enqueued stay. A worker still running with the
+schedule (errand work --cron, or WorkerConfig.Schedules) registers it again
+when its next tick comes due and goes on firing: remove it from every worker
+first.
+With --json, prints the deleted schedule record.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		asJSON := fs.Bool("json", false, "print a JSON array of schedule records")
+		asJSON := fs.Bool("json", false, "print a JSON array of schedule records (with delete: the deleted record)")
+		reason := fs.String("reason", "", "with delete: why the schedule is deleted, for the audit (required)")
+		operator := fs.String("operator", "", "with delete: who deletes it, for the audit (default the OS user)")
 
 		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 && pos[0] == "delete" {
+				return deleteSchedule(ctx, fs, e, *db, pos[1:], *reason, *operator, *asJSON)
+			}
+			if *reason != "" || *operator != "" {
+				return usagef("--reason and --operator go with delete: errand schedules delete NAME --reason TEXT")
+			}
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; errand schedules takes no arguments", pos[0])
 			}
@@ -77,4 +95,36 @@ func writeSchedulesTable(w io.Writer, rs []*errand.ScheduleRecord, now time.Time
 			formatTime(r.NextFireAt)+" ("+relative(now, r.NextFireAt)+")", last, job, printable(string(r.Missed)))
 	}
 	return tw.Flush()
+}
+
+// deleteSchedule is errand schedules delete NAME.
+func deleteSchedule(ctx context.Context, fs *flag.FlagSet, e *env, db string, pos []string, reason, operator string, asJSON bool) error {
+	name, err := onePositional(pos, "name", "schedules delete")
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return usagef("give --reason TEXT: the audit records why, e.g. --reason \"report retired\"")
+	}
+	op, err := operatorFlag(fs, operator, "deletes the schedule")
+	if err != nil {
+		return err
+	}
+	c, closeDB, err := openClient(ctx, db, mustExist, &errand.Config{})
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	r, err := c.DeleteSchedule(ctx, name, &errand.DeleteScheduleOpts{Operator: op, Reason: reason})
+	if errors.Is(err, errand.ErrNotFound) {
+		return fmt.Errorf("no schedule named %s; errand schedules lists them", name)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(e.stdout, r)
+	}
+	_, err = fmt.Fprintf(e.stdout, "deleted schedule %s (%s); a worker still running it registers it again\n", printable(r.Name), printable(r.Spec))
+	return err
 }

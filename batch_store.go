@@ -1,0 +1,321 @@
+package errand
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// MaxBatchJobs bounds the members of one batch, as one enqueue call gives
+// them: a larger fan-out is several batches, or a batch of jobs that each
+// enqueue more.
+const MaxBatchJobs = 10000
+
+// batchCallbackSuffix makes a batch's callback job id from its batch id.
+const batchCallbackSuffix = ".callback"
+
+// MaxBatchIDBytes bounds a batch id, so that its callback job id (see
+// [BatchCallbackJobID]) is a valid job id.
+const MaxBatchIDBytes = MaxIDBytes - len(batchCallbackSuffix)
+
+// BatchCallbackJobID is the id of the callback job of batch id: "ID.callback".
+// The id is what makes the callback exactly-once: however many processes
+// notice that a batch finished, only one job can have it.
+func BatchCallbackJobID(batchID string) string { return batchID + batchCallbackSuffix }
+
+// DeadHookJobID is the id of the on-dead job of job id when it died in its
+// delivery cycle replays (the job's Replays when it died): "ID.dead.N". A
+// job replayed and dead again gets a new on-dead job; one death never gets
+// two, however many processes notice it.
+func DeadHookJobID(jobID string, replays int) string {
+	return jobID + ".dead." + strconv.Itoa(replays)
+}
+
+// DeadHookJobIDSQL renders DeadHookJobID of the jobs row aliased alias as a
+// SQL expression that both stores evaluate to the same text.
+func DeadHookJobIDSQL(alias string) string {
+	return alias + ".id || '.dead.' || CAST(" + alias + ".replays AS TEXT)"
+}
+
+// Batch is a group of jobs enqueued together (see [Client.EnqueueBatch]),
+// with the callback job enqueued once every member has finished.
+type Batch struct {
+	// ID identifies the batch; the caller may choose it.
+	ID string `json:"id"`
+	// Total is how many jobs the batch was enqueued with.
+	Total int `json:"total"`
+	// Counts are the members' states now, every state present (0 when no
+	// member is in it). Members deleted by retention are not counted, so
+	// the counts may add up to less than Total. A member replayed after
+	// the batch completed is counted in its new state here, but not in
+	// Final.
+	Counts map[JobState]int `json:"counts"`
+	// Callback is the job enqueued when the batch completes; nil for a
+	// batch without one.
+	Callback *BatchCallback `json:"callback"`
+	// CallbackJobID is the id of the callback job once it is enqueued
+	// ([BatchCallbackJobID]), nil before.
+	CallbackJobID *string   `json:"callback_job_id"`
+	CreatedAt     time.Time `json:"created_at"`
+	// CompletedAt is when the last member was found finished, nil while
+	// the batch is open. A batch completes once.
+	CompletedAt *time.Time `json:"completed_at"`
+	// Final are the counts when the batch completed, nil while it is
+	// open; they do not change afterwards.
+	Final *BatchResult `json:"final"`
+}
+
+// Pending is how many members are not finished: queued, running or
+// retrying.
+func (b *Batch) Pending() int {
+	n := 0
+	for st, c := range b.Counts {
+		if !st.Terminal() {
+			n += c
+		}
+	}
+	return n
+}
+
+// BatchResult is how a batch ended: what its callback job finds in the
+// "batch" field of its args, and [Batch].Final.
+type BatchResult struct {
+	// ID is the batch's id.
+	ID string `json:"id"`
+	// Total is how many jobs the batch was enqueued with.
+	Total int `json:"total"`
+	// Succeeded, Dead and Cancelled count the members in each terminal
+	// state when the batch completed.
+	Succeeded int `json:"succeeded"`
+	Dead      int `json:"dead"`
+	Cancelled int `json:"cancelled"`
+	// CompletedAt is when the batch completed.
+	CompletedAt time.Time `json:"completed_at"`
+}
+
+// BatchCallback is the job a batch enqueues when it completes.
+type BatchCallback struct {
+	Kind  string `json:"kind"`
+	Queue string `json:"queue"`
+	// Args are the callback's args as enqueued, a JSON object; the job
+	// gets them with the field "batch" set to the [BatchResult].
+	Args        json.RawMessage `json:"args"`
+	ArgsVersion int             `json:"args_version"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts"`
+	// BackoffBaseUS, BackoffMaxUS, MaxAgeUS and DelayUS are the callback's
+	// options in microseconds, 0 when unset.
+	BackoffBaseUS int64    `json:"backoff_base_us,omitempty"`
+	BackoffMaxUS  int64    `json:"backoff_max_us,omitempty"`
+	MaxAgeUS      int64    `json:"max_age_us,omitempty"`
+	DelayUS       int64    `json:"delay_us,omitempty"`
+	OrderingKey   string   `json:"ordering_key,omitempty"`
+	Tags          []string `json:"tags,omitempty"`
+}
+
+// EncodeBatchCallback is the callback column of a batch: cb as JSON, or
+// nil for none. Stores keep it as text and give it back to
+// [DecodeBatchCallback].
+func EncodeBatchCallback(cb *BatchCallback) (*string, error) {
+	if cb == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(cb)
+	if err != nil {
+		return nil, fmt.Errorf("encode batch callback: %w", err)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+// DecodeBatchCallback reads a batch's callback column; nil stays nil.
+func DecodeBatchCallback(s *string) (*BatchCallback, error) {
+	if s == nil {
+		return nil, nil
+	}
+	var cb BatchCallback
+	if err := json.Unmarshal([]byte(*s), &cb); err != nil {
+		return nil, fmt.Errorf("decode batch callback: %w", err)
+	}
+	return &cb, nil
+}
+
+// CallbackJob is the callback job of a completed batch b (one with Final
+// set): its id is [BatchCallbackJobID], its args the callback's with the
+// field "batch" set to b.Final. It returns nil for a batch without a
+// callback. A store inserts it in the transaction that completes b.
+func (b *Batch) CallbackJob() (*JobInsertParams, error) {
+	cb := b.Callback
+	if cb == nil {
+		return nil, nil
+	}
+	final := b.Final
+	if final == nil {
+		final = &BatchResult{ID: b.ID, Total: b.Total}
+	}
+	args, err := batchCallbackArgs(cb.Args, final)
+	if err != nil {
+		return nil, err
+	}
+	return &JobInsertParams{
+		ID:          BatchCallbackJobID(b.ID),
+		Queue:       cb.Queue,
+		Kind:        cb.Kind,
+		Args:        args,
+		ArgsVersion: cb.ArgsVersion,
+		Priority:    cb.Priority,
+		MaxAttempts: cb.MaxAttempts,
+		BackoffBase: time.Duration(cb.BackoffBaseUS) * time.Microsecond,
+		BackoffMax:  time.Duration(cb.BackoffMaxUS) * time.Microsecond,
+		MaxAge:      time.Duration(cb.MaxAgeUS) * time.Microsecond,
+		Delay:       time.Duration(cb.DelayUS) * time.Microsecond,
+		OrderingKey: cb.OrderingKey,
+		Tags:        cb.Tags,
+	}, nil
+}
+
+// batchCallbackArgs sets the field "batch" of the JSON object args to r.
+func batchCallbackArgs(args json.RawMessage, r *BatchResult) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil || m == nil {
+		return nil, &InputError{Field: "callback args", Message: "must be a JSON object; errand sets its field \"batch\" to the batch's result"}
+	}
+	rb, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	m["batch"] = rb
+	return json.Marshal(m)
+}
+
+// BatchInsertParams describe a batch to insert (see [BatchStore]).
+type BatchInsertParams struct {
+	ID   string
+	Jobs []*JobInsertParams
+	// Callback is the job to enqueue when every member has finished; nil
+	// for none.
+	Callback *BatchCallback
+}
+
+// Validate checks the parameters of BatchInsert: the id, 1 to
+// MaxBatchJobs jobs each valid, and a callback that makes a valid job.
+func (p *BatchInsertParams) Validate() error {
+	if err := checkIdentifier("batch id", p.ID, MaxBatchIDBytes); err != nil {
+		return err
+	}
+	if len(p.Jobs) == 0 || len(p.Jobs) > MaxBatchJobs {
+		return &InputError{Field: "batch jobs", Message: fmt.Sprintf("%d jobs; a batch has 1 to %d", len(p.Jobs), MaxBatchJobs)}
+	}
+	for i, j := range p.Jobs {
+		if err := j.Validate(); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+	}
+	b := &Batch{ID: p.ID, Total: len(p.Jobs), Callback: p.Callback}
+	cj, err := b.CallbackJob()
+	if err != nil {
+		return err
+	}
+	if cj != nil {
+		if err := cj.Validate(); err != nil {
+			return fmt.Errorf("callback: %w", err)
+		}
+	}
+	return nil
+}
+
+// BatchInsertResult is what inserting a batch did.
+type BatchInsertResult struct {
+	// Batch is the new batch, or the existing one when Duplicate.
+	Batch *Batch
+	// Jobs are the inserted jobs, in the order given; nil when Duplicate.
+	Jobs []*Job
+	// Duplicate reports that a batch with the id existed: nothing was
+	// inserted.
+	Duplicate bool
+}
+
+// BatchMemberTakenError is the *InputError of a batch whose job's id or
+// unique key is taken by a job that exists already.
+func BatchMemberTakenError(jobID string) error {
+	return &InputError{Field: "batch jobs", Message: fmt.Sprintf("job %s: its id or unique key is taken by an existing job; a batch's jobs must be new, so give it another id or key, or leave it out", jobID)}
+}
+
+// BatchGetParams name a batch.
+type BatchGetParams struct {
+	ID string
+}
+
+// BatchCompleteParams name the batches to complete.
+type BatchCompleteParams struct {
+	// IDs are the batches to look at; empty means every open batch.
+	IDs []string
+	// Limit bounds how many open batches an empty IDs looks at, oldest
+	// first; zero means 100.
+	Limit int
+}
+
+// JobListDeadUnhookedParams ask for dead jobs without their on-dead job
+// (see [DeadHookStore]).
+type JobListDeadUnhookedParams struct {
+	Kinds []string
+	// Since bounds finished_at from below, on the store's clock.
+	Since time.Time
+	// Limit bounds the result; zero means 100.
+	Limit int
+}
+
+// ScheduleDeleteParams name the schedule to delete, and who deletes it and
+// why, for the audit.
+type ScheduleDeleteParams struct {
+	Name     string
+	Operator string
+	Reason   string
+}
+
+// Validate checks the parameters of ScheduleDelete.
+func (p *ScheduleDeleteParams) Validate() error {
+	if err := checkName("schedule name", p.Name); err != nil {
+		return err
+	}
+	if err := checkText("operator", p.Operator); err != nil {
+		return err
+	}
+	return checkText("reason", p.Reason)
+}
+
+// ScheduleDeleteDetails are the details of an [AuditScheduleDelete] record:
+// the schedule as it was.
+func ScheduleDeleteDetails(r *ScheduleRecord) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Name  string `json:"name"`
+		Spec  string `json:"spec"`
+		Kind  string `json:"kind"`
+		Queue string `json:"queue"`
+	}{r.Name, r.Spec, r.Kind, r.Queue})
+	return b
+}
+
+// NewBatchCounts returns counts with every state at 0, for a store to add
+// its members' counts to.
+func NewBatchCounts() map[JobState]int {
+	m := make(map[JobState]int, len(JobStates))
+	for _, s := range JobStates {
+		m[s] = 0
+	}
+	return m
+}
+
+// Finish marks b completed at at, its Final taken from Counts. A store
+// calls it, in the transaction that completes b, with the counts read in
+// that transaction, then writes CompletedAt and Final and inserts
+// b.CallbackJob().
+func (b *Batch) Finish(at time.Time) {
+	b.CompletedAt = &at
+	b.Final = &BatchResult{
+		ID: b.ID, Total: b.Total,
+		Succeeded: b.Counts[StateSucceeded], Dead: b.Counts[StateDead], Cancelled: b.Counts[StateCancelled],
+		CompletedAt: at,
+	}
+}

@@ -1,0 +1,299 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	_ errand.BatchTxStore[pgx.Tx]  = (*Store)(nil)
+	_ errand.BatchTxStore[*sql.Tx] = (*SQLStore)(nil)
+	_ errand.DeadHookStore         = (*Store)(nil)
+)
+
+// unfinished is errand.UnfinishedStates as a SQL list, for IN (...).
+var unfinished = errand.SQLStates(errand.UnfinishedStates)
+
+const batchColumns = `id, total, callback, callback_job_id, created_at, completed_at, succeeded, dead, cancelled`
+
+// batchSQL expands a batch statement: {batches} and what r expands.
+func (s *Store) batchSQL(r *strings.Replacer, q string) string {
+	return r.Replace(strings.ReplaceAll(q, "{batches}", s.table("errand_batches")))
+}
+
+func scanBatch(row scanner) (*errand.Batch, error) {
+	var (
+		b                    errand.Batch
+		cb                   *string
+		succeeded, dead, cnc int
+	)
+	if err := row.Scan(&b.ID, &b.Total, &cb, &b.CallbackJobID, &b.CreatedAt, &b.CompletedAt, &succeeded, &dead, &cnc); err != nil {
+		return nil, err
+	}
+	var err error
+	if b.Callback, err = errand.DecodeBatchCallback(cb); err != nil {
+		return nil, err
+	}
+	b.CreatedAt, b.CompletedAt = b.CreatedAt.UTC(), utc(b.CompletedAt)
+	if b.CompletedAt != nil {
+		b.Final = &errand.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
+	}
+	return &b, nil
+}
+
+// queryBatch reads one batch row with q, or reports found false.
+func queryBatch(ctx context.Context, q querier, sql string, args ...any) (*errand.Batch, bool, error) {
+	rs, err := q.query(ctx, sql, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rs.Close()
+	if !rs.Next() {
+		return nil, false, rs.Err()
+	}
+	b, err := scanBatch(rs)
+	if err != nil {
+		return nil, false, err
+	}
+	rs.Close()
+	return b, true, rs.Err()
+}
+
+// batchCounts fills b.Counts from its members' states.
+func (s *Store) batchCounts(ctx context.Context, q querier, b *errand.Batch) error {
+	rs, err := q.query(ctx, s.sql(`SELECT state, count(*) FROM {jobs} WHERE batch_id = $1 GROUP BY state`), b.ID)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	b.Counts = errand.NewBatchCounts()
+	for rs.Next() {
+		var st string
+		var n int
+		if err := rs.Scan(&st, &n); err != nil {
+			return err
+		}
+		b.Counts[errand.JobState(st)] = n
+	}
+	return rs.Err()
+}
+
+// BatchInsert implements [errand.BatchStore].
+func (s *Store) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	var res *errand.BatchInsertResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.insertBatch(ctx, pgxQuerier{tx}, s.own, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+			return s.insert(ctx, pgxQuerier{tx}, s.own, jobs)
+		})
+		return err
+	})
+	return res, err
+}
+
+// BatchInsertTx implements [errand.BatchTxStore]: tx is a pgx.Tx on the
+// store's database.
+func (s *Store) BatchInsertTx(ctx context.Context, tx pgx.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	return s.insertBatch(ctx, pgxQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		return s.insertCallerTx(ctx, tx, jobs)
+	})
+}
+
+// BatchInsertTx implements [errand.BatchTxStore]: tx is a *sql.Tx of the
+// pgx driver on the store's database.
+func (s *SQLStore) BatchInsertTx(ctx context.Context, tx *sql.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	return s.insertBatch(ctx, sqlQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		return s.insert(ctx, sqlQuerier{tx}, s.inTx, jobs)
+	})
+}
+
+func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer, p *errand.BatchInsertParams,
+	insert func([]*errand.JobInsertParams) ([]errand.JobInsertResult, error)) (*errand.BatchInsertResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	cb, err := errand.EncodeBatchCallback(p.Callback)
+	if err != nil {
+		return nil, err
+	}
+	b, found, err := queryBatch(ctx, q, s.batchSQL(r, `INSERT INTO {batches} (id, total, callback, created_at)
+		VALUES ($2, $3, $4, {now}) ON CONFLICT (id) DO NOTHING RETURNING `+batchColumns), s.nowArg(), p.ID, len(p.Jobs), cb)
+	if err != nil {
+		return nil, fmt.Errorf("insert batch %s: %w", p.ID, badValue(err))
+	}
+	if !found {
+		b, found, err = queryBatch(ctx, q, s.batchSQL(r, `SELECT `+batchColumns+` FROM {batches} WHERE id = $1`), p.ID)
+		if err == nil && !found {
+			err = errand.ErrNotFound
+		}
+		if err == nil {
+			err = s.batchCounts(ctx, q, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
+		}
+		return &errand.BatchInsertResult{Batch: b, Duplicate: true}, nil
+	}
+	rs, err := insert(p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*errand.Job, len(rs))
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		if r.Duplicate {
+			return nil, errand.BatchMemberTakenError(p.Jobs[i].ID)
+		}
+		jobs[i], ids[i] = r.Job, r.Job.ID
+	}
+	if _, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET batch_id = $1 WHERE id = ANY($2)`), p.ID, ids); err != nil {
+		return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
+	}
+	for _, j := range jobs {
+		j.BatchID = &p.ID
+	}
+	b.Counts = errand.NewBatchCounts()
+	b.Counts[errand.StateQueued] = len(jobs)
+	return &errand.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+}
+
+// BatchGet implements [errand.BatchStore].
+func (s *Store) BatchGet(ctx context.Context, p *errand.BatchGetParams) (*errand.Batch, error) {
+	if !errand.StorableText(p.ID) {
+		return nil, errand.ErrNotFound
+	}
+	q := pgxQuerier{s.pool}
+	b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `SELECT `+batchColumns+` FROM {batches} WHERE id = $1`), p.ID)
+	if err == nil && !found {
+		return nil, errand.ErrNotFound
+	}
+	if err == nil {
+		err = s.batchCounts(ctx, q, b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get batch %s: %w", p.ID, err)
+	}
+	return b, nil
+}
+
+// BatchComplete implements [errand.BatchStore]. The UPDATE's row lock
+// serialises completions of one batch; a process that waited for it reads
+// the row again (READ COMMITTED), finds completed_at set, and updates
+// nothing. Each completion reads the members after its own statement began,
+// so of two workers that finish a batch's last two members at once, the
+// later to commit sees both finished.
+func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams) ([]*errand.Batch, error) {
+	// One read first: a member's outcome while others are unfinished, and
+	// an idle reconcile pass, cost one round trip and no transaction.
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var only []string
+	for _, id := range p.IDs {
+		if errand.StorableText(id) {
+			only = append(only, id)
+		}
+	}
+	if len(p.IDs) > 0 && len(only) == 0 {
+		return nil, nil
+	}
+	rs, err := s.pool.Query(ctx, s.batchSQL(s.own, `SELECT b.id FROM {batches} b
+		WHERE b.completed_at IS NULL AND ($1::text[] IS NULL OR b.id = ANY($1)) AND NOT EXISTS (
+			SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
+		ORDER BY b.created_at, b.id LIMIT $2`), only, max(limit, len(only)))
+	if err != nil {
+		return nil, fmt.Errorf("complete batches: %w", err)
+	}
+	ids, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("complete batches: %w", err)
+	}
+	var out []*errand.Batch
+	for _, id := range ids {
+		var done *errand.Batch
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			q := pgxQuerier{tx}
+			now := s.nowArg()
+			b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `UPDATE {batches} b SET completed_at = {now}
+				WHERE b.id = $2 AND b.completed_at IS NULL AND NOT EXISTS (
+					SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
+				RETURNING `+batchColumns), now, id)
+			if err != nil || !found {
+				return err // not found: completed already, unknown, or not finished
+			}
+			if err := s.batchCounts(ctx, q, b); err != nil {
+				return err
+			}
+			b.Finish(*b.CompletedAt)
+			cj, err := b.CallbackJob()
+			if err != nil {
+				return err
+			}
+			var cbID *string
+			if cj != nil {
+				rs, err := s.insert(ctx, q, s.own, []*errand.JobInsertParams{cj})
+				if err != nil {
+					return err
+				}
+				cbID = &rs[0].Job.ID
+				b.CallbackJobID = cbID
+			}
+			if _, err := tx.Exec(ctx, s.batchSQL(s.own, `UPDATE {batches} SET succeeded = $1, dead = $2, cancelled = $3, callback_job_id = $4
+				WHERE id = $5`), b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, id); err != nil {
+				return err
+			}
+			done = b
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("complete batch %s: %w", id, err)
+		}
+		if done != nil {
+			out = append(out, done)
+		}
+	}
+	return out, nil
+}
+
+// JobListDeadUnhooked implements [errand.DeadHookStore].
+func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUnhookedParams) ([]*errand.Job, error) {
+	if len(p.Kinds) == 0 {
+		return []*errand.Job{}, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+prefixed("j", jobColumns)+` FROM {jobs} j
+		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= $1
+			AND j.kind = ANY($2)
+			AND NOT EXISTS (SELECT 1 FROM {jobs} c WHERE c.id = `+errand.DeadHookJobIDSQL("j")+`)
+		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), p.Kinds, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
+	}
+	jobs, err := scanJobs(rs, scanJob)
+	if err != nil {
+		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*errand.Job{}
+	}
+	return jobs, nil
+}
+
+// prefixed qualifies each column of a column list with alias, keeping a
+// column's cast (args::text becomes j.args::text).
+func prefixed(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,289 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand"
+)
+
+var (
+	_ errand.BatchTxStore[*sql.Tx] = (*Store)(nil)
+	_ errand.DeadHookStore         = (*Store)(nil)
+)
+
+// unfinished is errand.UnfinishedStates as a SQL list, for IN (...).
+var unfinished = errand.SQLStates(errand.UnfinishedStates)
+
+const batchColumns = `id, total, callback, callback_job_id, created_at, completed_at, succeeded, dead, cancelled`
+
+func scanBatch(row scanner) (*errand.Batch, error) {
+	var (
+		b                    errand.Batch
+		cb, cbJob            sql.NullString
+		created              int64
+		completed            sql.NullInt64
+		succeeded, dead, cnc int
+	)
+	if err := row.Scan(&b.ID, &b.Total, &cb, &cbJob, &created, &completed, &succeeded, &dead, &cnc); err != nil {
+		return nil, err
+	}
+	var err error
+	if b.Callback, err = errand.DecodeBatchCallback(nullString(cb)); err != nil {
+		return nil, err
+	}
+	b.CallbackJobID, b.CreatedAt, b.CompletedAt = nullString(cbJob), fromMicros(created), nullMicros(completed)
+	if b.CompletedAt != nil {
+		b.Final = &errand.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
+	}
+	return &b, nil
+}
+
+// batchCounts fills b.Counts from its members' states.
+func batchCounts(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, b *errand.Batch) error {
+	rows, err := q.QueryContext(ctx, `SELECT state, count(*) FROM errand_jobs WHERE batch_id = ? GROUP BY state`, b.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	b.Counts = errand.NewBatchCounts()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return err
+		}
+		b.Counts[errand.JobState(st)] = n
+	}
+	return rows.Err()
+}
+
+// BatchInsert implements [errand.BatchStore].
+func (s *Store) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	var res *errand.BatchInsertResult
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.insertBatch(ctx, tx, p)
+		return err
+	})
+	return res, err
+}
+
+// BatchInsertTx implements [errand.BatchTxStore]. tx is a transaction on
+// [Store.DB].
+func (s *Store) BatchInsertTx(ctx context.Context, tx *sql.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	return s.insertBatch(ctx, tx, p)
+}
+
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	cb, err := errand.EncodeBatchCallback(p.Callback)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	b, err := scanBatch(tx.QueryRowContext(ctx, `INSERT INTO errand_batches (id, total, callback, created_at)
+		VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING `+batchColumns, p.ID, len(p.Jobs), cb, micros(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		b, err = scanBatch(tx.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM errand_batches WHERE id = ?`, p.ID))
+		if err != nil {
+			return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
+		}
+		if err := batchCounts(ctx, tx, b); err != nil {
+			return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
+		}
+		return &errand.BatchInsertResult{Batch: b, Duplicate: true}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
+	}
+	rs, err := s.insert(ctx, tx, p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*errand.Job, len(rs))
+	ids := make([]any, 0, len(rs)+1)
+	ids = append(ids, p.ID)
+	for i, r := range rs {
+		if r.Duplicate {
+			return nil, errand.BatchMemberTakenError(p.Jobs[i].ID)
+		}
+		jobs[i] = r.Job
+		ids = append(ids, r.Job.ID)
+	}
+	// Members are marked in chunks far below SQLite's parameter limit.
+	const chunk = 1000
+	for start := 1; start < len(ids); start += chunk {
+		end := min(start+chunk, len(ids))
+		args := append([]any{p.ID}, ids[start:end]...)
+		if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET batch_id = ? WHERE id IN (`+
+			strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...); err != nil {
+			return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
+		}
+	}
+	for _, j := range jobs {
+		j.BatchID = &p.ID
+	}
+	b.Counts = errand.NewBatchCounts()
+	b.Counts[errand.StateQueued] = len(jobs)
+	return &errand.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+}
+
+// BatchGet implements [errand.BatchStore].
+func (s *Store) BatchGet(ctx context.Context, p *errand.BatchGetParams) (*errand.Batch, error) {
+	b, err := scanBatch(s.read.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM errand_batches WHERE id = ?`, p.ID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errand.ErrNotFound
+	}
+	if err == nil {
+		err = batchCounts(ctx, s.read, b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get batch %s: %w", p.ID, err)
+	}
+	return b, nil
+}
+
+// readyBatchesSQL finds open batches without an unfinished member.
+const readyBatchesSQL = `SELECT b.id FROM errand_batches b
+	WHERE b.completed_at IS NULL AND NOT EXISTS (
+		SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND j.state IN (` + "%s" + `))`
+
+// BatchComplete implements [errand.BatchStore]. The single writer
+// serialises completions; the condition on completed_at is the
+// compare-and-set.
+func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams) ([]*errand.Batch, error) {
+	// Read from the reader first: a member's outcome while others are
+	// unfinished, and an idle reconcile pass, cost no write transaction
+	// (the writer is the store's one scarce resource). A read begun after
+	// the caller's outcome committed sees every outcome committed before
+	// it, so the last of two racing members still finds the batch ready.
+	var ids []string
+	q, args := fmt.Sprintf(readyBatchesSQL, unfinished), []any{}
+	if len(p.IDs) > 0 {
+		q += ` AND b.id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(p.IDs)), ", ") + `)`
+		for _, id := range p.IDs {
+			args = append(args, id)
+		}
+	} else {
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		q += ` ORDER BY b.created_at, b.id LIMIT ?`
+		args = append(args, limit)
+	}
+	{
+		rows, err := s.read.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("complete batches: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("complete batches: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("complete batches: %w", err)
+		}
+	}
+	var out []*errand.Batch
+	for _, id := range ids {
+		var done *errand.Batch
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			now := s.clock.Now()
+			b, err := scanBatch(tx.QueryRowContext(ctx, `UPDATE errand_batches SET completed_at = ?
+				WHERE id = ? AND completed_at IS NULL AND NOT EXISTS (
+					SELECT 1 FROM errand_jobs j WHERE j.batch_id = errand_batches.id AND j.state IN (`+unfinished+`))
+				RETURNING `+batchColumns, micros(now), id))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // completed already, unknown, or not finished
+			}
+			if err != nil {
+				return err
+			}
+			if err := batchCounts(ctx, tx, b); err != nil {
+				return err
+			}
+			b.Finish(fromMicros(micros(now)))
+			cj, err := b.CallbackJob()
+			if err != nil {
+				return err
+			}
+			var cbID any
+			if cj != nil {
+				rs, err := s.insert(ctx, tx, []*errand.JobInsertParams{cj})
+				if err != nil {
+					return err
+				}
+				cbID = rs[0].Job.ID
+				b.CallbackJobID = &rs[0].Job.ID
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE errand_batches SET succeeded = ?, dead = ?, cancelled = ?, callback_job_id = ?
+				WHERE id = ?`, b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, id); err != nil {
+				return err
+			}
+			done = b
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("complete batch %s: %w", id, err)
+		}
+		if done != nil {
+			out = append(out, done)
+		}
+	}
+	return out, nil
+}
+
+// JobListDeadUnhooked implements [errand.DeadHookStore].
+func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUnhookedParams) ([]*errand.Job, error) {
+	if len(p.Kinds) == 0 {
+		return []*errand.Job{}, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args := []any{micros(p.Since)}
+	for _, k := range p.Kinds {
+		args = append(args, k)
+	}
+	args = append(args, limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT `+prefixed("j", jobColumns)+` FROM errand_jobs j
+		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= ?
+			AND j.kind IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(p.Kinds)), ", ")+`)
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs c WHERE c.id = `+errand.DeadHookJobIDSQL("j")+`)
+		ORDER BY j.finished_at, j.seq LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
+	}
+	jobs, err := scanJobs(rows, scanJob)
+	if err != nil {
+		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*errand.Job{}
+	}
+	return jobs, nil
+}
+
+// prefixed qualifies each column of a column list with alias.
+func prefixed(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,392 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// The batch cases run on stores that implement the optional
+// [errand.BatchStore]; the dead-hook cases on [errand.DeadHookStore]
+// stores; others skip them.
+var batchCases = []testCase{
+	{"InsertGetComplete", testBatchLifecycle},
+	{"DuplicatesAndRefusals", testBatchDuplicates},
+	{"InsertTxRollsBack", testBatchInsertTx},
+	{"CompleteOnceAcrossStores", testBatchCompleteOnce},
+	{"ReplayAfterCompletion", testBatchReplayAfterCompletion},
+	{"DeadUnhooked", testDeadUnhooked},
+	{"ScheduleDelete", testScheduleDelete},
+}
+
+func (e *env) batches() errand.BatchStore {
+	e.t.Helper()
+	bs, ok := e.s.(errand.BatchStore)
+	if !ok {
+		e.t.Skip("the store is not an errand.BatchStore")
+	}
+	return bs
+}
+
+func batchParams(id string, n int) *errand.BatchInsertParams {
+	p := &errand.BatchInsertParams{ID: id, Callback: &errand.BatchCallback{Kind: "import_done", Queue: "callbacks",
+		Args: json.RawMessage(`{"import":7}`), ArgsVersion: 1, MaxAttempts: 5, Tags: []string{"fan-in"}}}
+	for i := range n {
+		p.Jobs = append(p.Jobs, newJob(fmt.Sprintf("%s-m%d", id, i)))
+	}
+	return p
+}
+
+func (e *env) insertBatch(p *errand.BatchInsertParams) *errand.BatchInsertResult {
+	e.t.Helper()
+	r, err := e.batches().BatchInsert(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("BatchInsert(%s): %v", p.ID, err)
+	}
+	return r
+}
+
+func (e *env) batch(id string) *errand.Batch {
+	e.t.Helper()
+	b, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: id})
+	if err != nil {
+		e.t.Fatalf("BatchGet(%s): %v", id, err)
+	}
+	return b
+}
+
+func (e *env) completeBatches(ids ...string) []*errand.Batch {
+	e.t.Helper()
+	bs, err := e.batches().BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: ids})
+	if err != nil {
+		e.t.Fatalf("BatchComplete(%v): %v", ids, err)
+	}
+	return bs
+}
+
+func counts(kv ...any) map[errand.JobState]int {
+	m := errand.NewBatchCounts()
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(errand.JobState)] = kv[i+1].(int)
+	}
+	return m
+}
+
+func testBatchLifecycle(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.now()
+	r := e.insertBatch(batchParams("b1", 3))
+	if r.Duplicate || len(r.Jobs) != 3 {
+		t.Fatalf("BatchInsert = duplicate %v, %d jobs; want a new batch of 3", r.Duplicate, len(r.Jobs))
+	}
+	for _, j := range r.Jobs {
+		if j.BatchID == nil || *j.BatchID != "b1" {
+			t.Fatalf("inserted job %s has batch %v, want b1", j.ID, j.BatchID)
+		}
+		if g := e.get(j.ID); g.BatchID == nil || *g.BatchID != "b1" {
+			t.Fatalf("stored job %s has batch %v, want b1", j.ID, g.BatchID)
+		}
+	}
+	want := &errand.Batch{ID: "b1", Total: 3, Counts: counts(errand.StateQueued, 3),
+		Callback: batchParams("b1", 0).Callback, CreatedAt: t0}
+	if !reflect.DeepEqual(r.Batch, want) {
+		t.Fatalf("BatchInsert batch =\n  %+v\nwant\n  %+v", r.Batch, want)
+	}
+	if got := e.batch("b1"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("BatchGet =\n  %+v\nwant\n  %+v", got, want)
+	}
+	if _, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: "nope"}); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("BatchGet(unknown) = %v, want ErrNotFound", err)
+	}
+
+	// Claimed members are running; one succeeds, one dies.
+	e.clock.Advance(time.Second)
+	js := e.claim(3)
+	if len(js) != 3 || js[0].BatchID == nil {
+		t.Fatalf("claim: got %v, want the 3 members with their batch", ids(js))
+	}
+	e.recordOK(succeeded(js[0]))
+	e.recordOK(dead(js[1]))
+	if got := e.batch("b1").Counts; !reflect.DeepEqual(got, counts(errand.StateRunning, 1, errand.StateSucceeded, 1, errand.StateDead, 1)) {
+		t.Fatalf("counts with one running = %v", got)
+	}
+	if done := e.completeBatches("b1"); len(done) != 0 {
+		t.Fatalf("BatchComplete with a member running completed %d batches", len(done))
+	}
+	if done := e.completeBatches(); len(done) != 0 {
+		t.Fatalf("BatchComplete of every open batch with a member running completed %d", len(done))
+	}
+	e.notFound(errand.BatchCallbackJobID("b1"))
+
+	// The last member finishes: the batch completes once, with the
+	// callback job.
+	e.clock.Advance(time.Second)
+	t2 := e.now()
+	e.recordOK(succeeded(js[2]))
+	done := e.completeBatches()
+	if len(done) != 1 || done[0].ID != "b1" {
+		t.Fatalf("BatchComplete = %v, want b1", done)
+	}
+	final := &errand.BatchResult{ID: "b1", Total: 3, Succeeded: 2, Dead: 1, CompletedAt: t2}
+	if !reflect.DeepEqual(done[0].Final, final) || done[0].CompletedAt == nil || !done[0].CompletedAt.Equal(t2) {
+		t.Fatalf("completed batch final = %+v at %v, want %+v", done[0].Final, done[0].CompletedAt, final)
+	}
+	cb := e.get(errand.BatchCallbackJobID("b1"))
+	if cb.Kind != "import_done" || cb.Queue != "callbacks" || cb.MaxAttempts != 5 || cb.State != errand.StateQueued || cb.BatchID != nil {
+		t.Fatalf("callback job = %+v", cb)
+	}
+	var args struct {
+		Import int                `json:"import"`
+		Batch  errand.BatchResult `json:"batch"`
+	}
+	if err := json.Unmarshal(cb.Args, &args); err != nil {
+		t.Fatal(err)
+	}
+	if args.Import != 7 || !reflect.DeepEqual(args.Batch, *final) {
+		t.Fatalf("callback args = %s, want the callback's args with the batch result %+v", cb.Args, final)
+	}
+	got := e.batch("b1")
+	if got.CallbackJobID == nil || *got.CallbackJobID != cb.ID || !reflect.DeepEqual(got.Final, final) {
+		t.Fatalf("completed batch = %+v", got)
+	}
+	if again := e.completeBatches("b1"); len(again) != 0 {
+		t.Fatalf("a second BatchComplete completed %d batches", len(again))
+	}
+	if again := e.completeBatches(); len(again) != 0 {
+		t.Fatalf("a second BatchComplete of every open batch completed %d", len(again))
+	}
+}
+
+func testBatchDuplicates(t *testing.T, h harness) {
+	e := open(t, h)
+	first := e.insertBatch(batchParams("b1", 2))
+	e.clock.Advance(time.Second)
+	r := e.insertBatch(batchParams("b1", 5))
+	if !r.Duplicate || r.Jobs != nil || r.Batch.Total != 2 || !r.Batch.CreatedAt.Equal(first.Batch.CreatedAt) {
+		t.Fatalf("second BatchInsert(b1) = %+v, want the first batch as a duplicate", r)
+	}
+	if n := len(e.listAll()); n != 2 {
+		t.Fatalf("%d jobs after a duplicate batch, want 2", n)
+	}
+
+	// A member whose id is taken refuses the whole batch.
+	e.insertIDs("taken")
+	p := batchParams("b2", 2)
+	p.Jobs = append(p.Jobs, newJob("taken"))
+	var ie *errand.InputError
+	if _, err := e.batches().BatchInsert(e.ctx, p); !errors.As(err, &ie) {
+		t.Fatalf("BatchInsert with a taken id = %v, want an *InputError", err)
+	}
+	if _, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: "b2"}); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("refused batch exists: %v", err)
+	}
+	e.notFound("b2-m0")
+	if e.get("taken").BatchID != nil {
+		t.Fatal("the job holding the taken id joined the refused batch")
+	}
+
+	for name, bad := range map[string]*errand.BatchInsertParams{
+		"no jobs":          {ID: "b3"},
+		"no id":            {Jobs: []*errand.JobInsertParams{newJob("x")}},
+		"callback array":   {ID: "b4", Jobs: []*errand.JobInsertParams{newJob("y")}, Callback: &errand.BatchCallback{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}},
+		"callback no kind": {ID: "b5", Jobs: []*errand.JobInsertParams{newJob("z")}, Callback: &errand.BatchCallback{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}},
+	} {
+		if _, err := e.batches().BatchInsert(e.ctx, bad); !errors.As(err, &ie) {
+			t.Errorf("BatchInsert(%s) = %v, want an *InputError", name, err)
+		}
+	}
+}
+
+func testBatchInsertTx(t *testing.T, h harness) {
+	e := open(t, h)
+	e.batches()
+	err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+		_, err := tx.(batchTxOps).BatchInsert(ctx, batchParams("b1", 2))
+		if err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if errors.Is(err, errNoBatchTx) {
+		t.Skip("the store is not an errand.BatchTxStore of its transaction type")
+	}
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("InTx = %v", err)
+	}
+	if _, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: "b1"}); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("batch of a rolled back transaction: %v", err)
+	}
+	e.notFound("b1-m0")
+
+	err = e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+		_, err := tx.(batchTxOps).BatchInsert(ctx, batchParams("b1", 2))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := e.batch("b1"); b.Total != 2 || b.Counts[errand.StateQueued] != 2 {
+		t.Fatalf("committed batch = %+v", b)
+	}
+}
+
+// testBatchCompleteOnce finishes a batch and has many goroutines on two
+// stores complete it at once: exactly one completes it.
+func testBatchCompleteOnce(t *testing.T, h harness) {
+	e := open(t, h)
+	e.batches()
+	other := e.second().(errand.BatchStore)
+	e.insertBatch(batchParams("b1", 4))
+	for _, j := range e.claim(4) {
+		e.recordOK(succeeded(j))
+	}
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		completed int
+	)
+	for i := range 8 {
+		s := e.batches()
+		if i%2 == 1 {
+			s = other
+		}
+		wg.Go(func() {
+			var ids []string
+			if i%4 < 2 {
+				ids = []string{"b1"}
+			}
+			done, err := s.BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: ids})
+			if err != nil {
+				t.Errorf("BatchComplete: %v", err)
+				return
+			}
+			mu.Lock()
+			completed += len(done)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if completed != 1 {
+		t.Fatalf("%d completions, want exactly 1", completed)
+	}
+	e.get(errand.BatchCallbackJobID("b1"))
+}
+
+// testBatchReplayAfterCompletion: a batch completes once; a member replayed
+// afterwards is counted in its new state, and the final counts stay.
+func testBatchReplayAfterCompletion(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertBatch(batchParams("b1", 2))
+	js := e.claim(2)
+	e.recordOK(succeeded(js[0]))
+	e.recordOK(dead(js[1]))
+	if done := e.completeBatches("b1"); len(done) != 1 {
+		t.Fatalf("completed %d", len(done))
+	}
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: js[1].ID, Operator: "ops", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.batch("b1")
+	if b.Final.Dead != 1 || b.Counts[errand.StateQueued] != 1 || b.Counts[errand.StateDead] != 0 || b.Pending() != 1 {
+		t.Fatalf("batch after a replay = final %+v, counts %v", b.Final, b.Counts)
+	}
+	j := e.claimOne(js[1].ID)
+	e.recordOK(succeeded(j))
+	if done := e.completeBatches(); len(done) != 0 {
+		t.Fatalf("a completed batch completed again: %d", len(done))
+	}
+}
+
+func testDeadUnhooked(t *testing.T, h harness) {
+	e := open(t, h)
+	ds, ok := e.s.(errand.DeadHookStore)
+	if !ok {
+		t.Skip("the store is not an errand.DeadHookStore")
+	}
+	list := func(since time.Time, kinds ...string) []string {
+		t.Helper()
+		js, err := ds.JobListDeadUnhooked(e.ctx, &errand.JobListDeadUnhookedParams{Kinds: kinds, Since: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(js)
+	}
+	t0 := e.now()
+	e.deadWith("a", "q", "charge", "permanent")
+	e.clock.Advance(time.Minute)
+	t1 := e.now()
+	e.deadWith("b", "q", "charge", "permanent")
+	e.deadWith("c", "q", "other", "permanent")
+	e.insertIDs("running")
+	if got := list(t0, "charge"); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("dead without hook = %v, want [a b]", got)
+	}
+	if got := list(t1, "charge", "other"); !reflect.DeepEqual(got, []string{"b", "c"}) {
+		t.Fatalf("dead since t1 = %v, want [b c]", got)
+	}
+	if got := list(t0); len(got) != 0 {
+		t.Fatalf("no kinds = %v, want none", got)
+	}
+	// a's hook job exists: a is no longer listed. After a replay, a's next
+	// death needs a hook of its own.
+	hook := newJob(errand.DeadHookJobID("a", 0))
+	e.insert(hook)
+	if got := list(t0, "charge"); !reflect.DeepEqual(got, []string{"b"}) {
+		t.Fatalf("dead without hook after a's hook = %v, want [b]", got)
+	}
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ops", Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	j := e.claimWith(&errand.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
+	if len(j) != 1 || j[0].ID != "a" {
+		t.Fatalf("claim replayed a: %v", ids(j))
+	}
+	e.recordOK(dead(j[0]))
+	if got := list(t0, "charge"); !reflect.DeepEqual(got, []string{"b", "a"}) {
+		t.Fatalf("dead without hook after a died again = %v, want [b a]", got)
+	}
+}
+
+func testScheduleDelete(t *testing.T, h harness) {
+	e := open(t, h)
+	n1 := e.now().Add(time.Minute)
+	e.upsertSchedule(scheduleParams("digest", "@every 1m", n1))
+	e.upsertSchedule(scheduleParams("other", "@hourly", n1))
+	e.clock.Advance(time.Second)
+	r, err := e.schedules().ScheduleDelete(e.ctx, &errand.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "retired"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "digest" || r.Spec != "@every 1m" {
+		t.Fatalf("deleted schedule = %+v", r)
+	}
+	list, err := e.schedules().ScheduleList(e.ctx, &errand.ScheduleListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Name != "other" {
+		t.Fatalf("schedules after delete = %v", list)
+	}
+	recs := e.auditList(&errand.AuditListParams{Action: errand.AuditScheduleDelete})
+	if len(recs) != 1 || recs[0].JobID != nil || recs[0].Operator != "ops" || recs[0].Reason != "retired" || !recs[0].At.Equal(e.now()) {
+		t.Fatalf("audit = %+v", recs)
+	}
+	var d map[string]string
+	if err := json.Unmarshal(recs[0].Details, &d); err != nil || d["name"] != "digest" || d["spec"] != "@every 1m" {
+		t.Fatalf("audit details = %s (%v)", recs[0].Details, err)
+	}
+	if _, err := e.schedules().ScheduleDelete(e.ctx, &errand.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("deleting again = %v, want ErrNotFound", err)
+	}
+	if n := len(e.auditList(&errand.AuditListParams{Action: errand.AuditScheduleDelete})); n != 1 {
+		t.Fatalf("%d audit records after a failed delete, want 1", n)
+	}
+}
