@@ -117,7 +117,11 @@ func (s UniqueScope) String() string {
 	if s&uniqueInvalid != 0 {
 		return fmt.Sprintf("UniqueScope(%d)", uint8(s))
 	}
-	return joinStates(s.States(), ",")
+	names := make([]string, 0, len(JobStates))
+	for _, st := range s.States() {
+		names = append(names, string(st))
+	}
+	return strings.Join(names, ",")
 }
 
 // ParseUniqueScope reads a scope's name (always, until_finished,
