@@ -41,7 +41,11 @@ type ClaimOpts struct {
 
 // Claim claims up to opts.Limit available jobs for a remote worker and
 // returns them with their lease tokens (Job.LeaseToken, Job.LeaseUntil; see
-// [Job.Envelope]). An empty result means nothing was available.
+// [Job.Envelope]). An empty result means nothing was available. The
+// cluster's rate limits and retry budgets, kept in the store by the Workers
+// that configure them, bind these claims too: a claim takes at most as
+// many jobs as their buckets hold tokens for, and none while the queue's
+// limit is spent.
 func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error) {
 	var o ClaimOpts
 	if opts != nil {
@@ -76,13 +80,26 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error
 	if err := checkIdentifier("worker", o.Owner, MaxIDBytes); err != nil {
 		return nil, err
 	}
+	// The cluster's rate limits and retry budgets bind a remote claim as
+	// they bind a Worker's (see remote_limits.go).
+	flow, err := storedFlowLimits(ctx, c.store, o.Queue, o.Kinds)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: read rate limits: %w", err)
+	}
+	plan := flow.plan(ctx, c.logger, o.Queue, o.Kinds, o.Limit)
+	if plan.held {
+		c.noteRemoteWorker(ctx, &o)
+		return []*Job{}, nil // over a limit: nothing is ready for now
+	}
 	jobs, err := c.store.JobClaimMany(ctx, &JobClaimParams{
-		Queues: []string{o.Queue},
-		Kinds:  o.Kinds,
-		Limit:  o.Limit,
-		Lease:  o.Lease,
-		Owner:  o.Owner,
+		Queues:         []string{o.Queue},
+		Kinds:          plan.kinds,
+		Limit:          plan.limit,
+		Lease:          o.Lease,
+		Owner:          o.Owner,
+		SkipRetryKinds: plan.skipRetry,
 	})
+	flow.settle(ctx, c.logger, &plan, jobs, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}

@@ -1,0 +1,49 @@
+package errand
+
+import (
+	"context"
+	"slices"
+	"strings"
+)
+
+// A claim made outside a Worker, by a worker in another language through
+// the HTTP API ([Client.Claim]), draws on the same rate limits and retry
+// budgets as every Worker: the cluster's limits are the rules the Workers
+// wrote into the store with their takes (the last writer's rule wins, see
+// [LimiterStore]), so a remote worker needs no configuration of its own and
+// cannot start more jobs than the cluster's limit allows. A queue or kind no
+// Worker limits has no bucket, and its remote claims are not limited.
+
+// storedFlowLimits returns the limits that bind a claim of queue for kinds:
+// the stored buckets of the queue, of each kind and of each kind's retries.
+// It returns nil when none applies or the store keeps no limits.
+func storedFlowLimits(ctx context.Context, store Store, queue string, kinds []string) (*flowLimits, error) {
+	ls, ok := store.(LimiterStore)
+	if !ok {
+		return nil, nil
+	}
+	rs, err := ls.LimiterList(ctx, &LimiterListParams{})
+	if err != nil {
+		return nil, err
+	}
+	var f *flowLimits
+	for _, r := range rs {
+		scope, name, _ := strings.Cut(r.Name, ":")
+		var m func(*flowLimits) map[string]flowRule
+		switch {
+		case scope == "queue" && name == queue && r.Spec.Mode != LimiterModeRetryBudget:
+			m = func(f *flowLimits) map[string]flowRule { return f.queues }
+		case scope == "kind" && slices.Contains(kinds, name) && r.Spec.Mode != LimiterModeRetryBudget:
+			m = func(f *flowLimits) map[string]flowRule { return f.kinds }
+		case scope == "retry" && slices.Contains(kinds, name) && r.Spec.Mode == LimiterModeRetryBudget:
+			m = func(f *flowLimits) map[string]flowRule { return f.budgets }
+		default:
+			continue
+		}
+		if f == nil {
+			f = &flowLimits{store: ls, queues: map[string]flowRule{}, kinds: map[string]flowRule{}, budgets: map[string]flowRule{}}
+		}
+		m(f)[name] = flowRule{name: r.Name, spec: r.Spec}
+	}
+	return f, nil
+}
