@@ -26,24 +26,27 @@ func storedFlowLimits(ctx context.Context, store Store, queue string, kinds []st
 	if err != nil {
 		return nil, err
 	}
-	var f *flowLimits
+	f := &flowLimits{store: ls, queues: map[string]flowRule{}, kinds: map[string]flowRule{}, budgets: map[string]flowRule{}}
+	n := 0
 	for _, r := range rs {
 		scope, name, _ := strings.Cut(r.Name, ":")
-		var m func(*flowLimits) map[string]flowRule
+		budget := r.Spec.Mode == LimiterModeRetryBudget
+		var m map[string]flowRule
 		switch {
-		case scope == "queue" && name == queue && r.Spec.Mode != LimiterModeRetryBudget:
-			m = func(f *flowLimits) map[string]flowRule { return f.queues }
-		case scope == "kind" && slices.Contains(kinds, name) && r.Spec.Mode != LimiterModeRetryBudget:
-			m = func(f *flowLimits) map[string]flowRule { return f.kinds }
-		case scope == "retry" && slices.Contains(kinds, name) && r.Spec.Mode == LimiterModeRetryBudget:
-			m = func(f *flowLimits) map[string]flowRule { return f.budgets }
+		case scope == "queue" && name == queue && !budget:
+			m = f.queues
+		case scope == "kind" && slices.Contains(kinds, name) && !budget:
+			m = f.kinds
+		case scope == "retry" && slices.Contains(kinds, name) && budget:
+			m = f.budgets
 		default:
 			continue
 		}
-		if f == nil {
-			f = &flowLimits{store: ls, queues: map[string]flowRule{}, kinds: map[string]flowRule{}, budgets: map[string]flowRule{}}
-		}
-		m(f)[name] = flowRule{name: r.Name, spec: r.Spec}
+		m[name] = flowRule{name: r.Name, spec: r.Spec}
+		n++
+	}
+	if n == 0 {
+		return nil, nil
 	}
 	return f, nil
 }
