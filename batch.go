@@ -168,13 +168,7 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchIns
 		if err != nil {
 			return nil, fmt.Errorf("callback: %w", err)
 		}
-		p.Callback = &BatchCallback{
-			Kind: ip.Kind, Queue: ip.Queue, Args: ip.Args, ArgsVersion: ip.ArgsVersion,
-			Priority: ip.Priority, MaxAttempts: ip.MaxAttempts,
-			BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
-			MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
-			OrderingKey: ip.OrderingKey, Tags: ip.Tags,
-		}
+		p.Callback = templateOf(ip)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -94,25 +94,9 @@ type BatchResult struct {
 	CompletedAt time.Time `json:"completed_at"`
 }
 
-// BatchCallback is the job a batch enqueues when it completes.
-type BatchCallback struct {
-	Kind  string `json:"kind"`
-	Queue string `json:"queue"`
-	// Args are the callback's args as enqueued, a JSON object; the job
-	// gets them with the field "batch" set to the [BatchResult].
-	Args        json.RawMessage `json:"args"`
-	ArgsVersion int             `json:"args_version"`
-	Priority    int             `json:"priority"`
-	MaxAttempts int             `json:"max_attempts"`
-	// BackoffBaseUS, BackoffMaxUS, MaxAgeUS and DelayUS are the callback's
-	// options in microseconds, 0 when unset.
-	BackoffBaseUS int64    `json:"backoff_base_us,omitempty"`
-	BackoffMaxUS  int64    `json:"backoff_max_us,omitempty"`
-	MaxAgeUS      int64    `json:"max_age_us,omitempty"`
-	DelayUS       int64    `json:"delay_us,omitempty"`
-	OrderingKey   string   `json:"ordering_key,omitempty"`
-	Tags          []string `json:"tags,omitempty"`
-}
+// BatchCallback is the job a batch enqueues when it completes. Its args
+// get the field "batch" set to the [BatchResult].
+type BatchCallback = JobTemplate
 
 // EncodeBatchCallback is the callback column of a batch: cb as JSON, or
 // nil for none. Stores keep it as text and give it back to
@@ -154,39 +138,11 @@ func (b *Batch) CallbackJob() (*JobInsertParams, error) {
 	if final == nil {
 		final = &BatchResult{ID: b.ID, Total: b.Total}
 	}
-	args, err := batchCallbackArgs(cb.Args, final)
+	ip, err := cb.insertParams(BatchCallbackJobID(b.ID), "batch", final)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("callback: %w", err)
 	}
-	return &JobInsertParams{
-		ID:          BatchCallbackJobID(b.ID),
-		Queue:       cb.Queue,
-		Kind:        cb.Kind,
-		Args:        args,
-		ArgsVersion: cb.ArgsVersion,
-		Priority:    cb.Priority,
-		MaxAttempts: cb.MaxAttempts,
-		BackoffBase: time.Duration(cb.BackoffBaseUS) * time.Microsecond,
-		BackoffMax:  time.Duration(cb.BackoffMaxUS) * time.Microsecond,
-		MaxAge:      time.Duration(cb.MaxAgeUS) * time.Microsecond,
-		Delay:       time.Duration(cb.DelayUS) * time.Microsecond,
-		OrderingKey: cb.OrderingKey,
-		Tags:        cb.Tags,
-	}, nil
-}
-
-// batchCallbackArgs sets the field "batch" of the JSON object args to r.
-func batchCallbackArgs(args json.RawMessage, r *BatchResult) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(args, &m); err != nil || m == nil {
-		return nil, &InputError{Field: "callback args", Message: "must be a JSON object; errand sets its field \"batch\" to the batch's result"}
-	}
-	rb, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	m["batch"] = rb
-	return json.Marshal(m)
+	return ip, nil
 }
 
 // BatchInsertParams describe a batch to insert (see [BatchStore]).

@@ -583,6 +583,7 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 	if err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
+	c.afterWorkflowJob(ctx, j)
 	return j, nil
 }
 
@@ -667,6 +668,7 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
 	c.afterMemberFinished(ctx, j)
+	c.afterWorkflowJob(ctx, j)
 	return j, nil
 }
 

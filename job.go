@@ -162,6 +162,12 @@ type Job struct {
 	// BatchID names the batch the job is a member of (see
 	// [Client.EnqueueBatch]), or nil.
 	BatchID *string `json:"batch_id"`
+	// WorkflowID names the workflow the job is a step or a compensation of
+	// (see [Client.EnqueueWorkflow]), or nil.
+	WorkflowID *string `json:"workflow_id"`
+	// Output is what the handler recorded with [SetOutput], raw JSON, or
+	// nil.
+	Output json.RawMessage `json:"output"`
 	// Seq is the insertion order, used for FIFO within a priority.
 	Seq int64 `json:"seq"`
 	// CancelRequestedAt is when an operator asked to cancel the job while it

@@ -85,9 +85,9 @@ func (c *engine) fireDeadHook(ctx context.Context, job *Job) (bool, error) {
 	return true, nil
 }
 
-// afterOutcome runs what follows a recorded outcome: the dead job's hook
-// and the completion of its batch. It costs nothing for a job outside a
-// batch whose kind has no hook.
+// afterOutcome runs what follows a recorded outcome: the dead job's hook,
+// the completion of its batch and the advance of its workflow. It costs
+// nothing for a job outside a batch and a workflow whose kind has no hook.
 func (c *engine) afterOutcome(ctx context.Context, job *Job, res *WorkResult) {
 	switch res.Result {
 	case ResultDead:
@@ -99,8 +99,10 @@ func (c *engine) afterOutcome(ctx context.Context, job *Job, res *WorkResult) {
 			cancel()
 		}
 		c.afterMemberFinished(ctx, job)
-	case ResultSucceeded:
+		c.afterWorkflowJob(ctx, job)
+	case ResultSucceeded, ResultCancelled:
 		c.afterMemberFinished(ctx, job)
+		c.afterWorkflowJob(ctx, job)
 	}
 }
 

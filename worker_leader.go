@@ -215,6 +215,7 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 	}
 	w.leaderSweep(ctx)
 	w.leaderBatches(ctx)
+	w.leaderWorkflows(ctx)
 	w.leaderPrune(ctx)
 	w.leaderRetention(ctx)
 	for {
@@ -223,7 +224,8 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 			return
 		case <-sweep.C():
 			w.leaderSweep(ctx)
-			w.leaderBatches(ctx) // see batch.go
+			w.leaderBatches(ctx)   // see batch.go
+			w.leaderWorkflows(ctx) // see workflow.go
 		case <-prune.C():
 			w.leaderPrune(ctx)
 		case <-retain:

@@ -1,0 +1,304 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/errandhq/errand/internal/ids"
+)
+
+// WorkflowStep is one step of a workflow (see [Client.EnqueueWorkflow]).
+type WorkflowStep struct {
+	// Name names the step within its workflow: 1 to MaxStepNameBytes
+	// bytes, no spaces. The step's job id is [WorkflowStepJobID].
+	Name string
+	// Args are the step's job. They must marshal to a JSON object: errand
+	// sets its field "workflow" to a [WorkflowContext], so declare one in
+	// the args type to read the dependencies' outputs.
+	Args JobArgs
+	// Opts are the job's options; nil for the defaults. ID, RunAt, Unique
+	// and UniqueKey must be empty: the step's id is fixed and it runs when
+	// its dependencies succeed (Delay after that, when set).
+	Opts *EnqueueOpts
+	// DependsOn names the steps that must succeed before this one is
+	// enqueued. Each must be declared before this step.
+	DependsOn []string
+	// Compensate, when set, is the job that undoes the step: should a later
+	// step fail, it is enqueued once the step has succeeded and the
+	// compensations of the steps declared after it have run. Its args get
+	// the field "workflow" too, with Compensating set and the outputs of
+	// every step that succeeded. Nil for a step with nothing to undo.
+	Compensate JobArgs
+	// CompensateOpts are the compensation's options, as Opts.
+	CompensateOpts *EnqueueOpts
+}
+
+// WorkflowOpts are the options of a workflow. The zero value is a workflow
+// with a generated id and no name.
+type WorkflowOpts struct {
+	// ID, when set, is the workflow's id: a duplicate returns the existing
+	// workflow and enqueues nothing, so a retried request cannot start a
+	// workflow twice. At most MaxWorkflowIDBytes.
+	ID string
+	// Name is a label for operators ("checkout", "onboarding"); optional.
+	Name string
+}
+
+// EnqueueWorkflow enqueues a workflow in a transaction of its own: a graph
+// of steps, each an ordinary job with retries, timeouts and a dead letter,
+// enqueued once the steps it depends on have succeeded. A step reads its
+// dependencies' outputs (see [SetOutput] and [StepOutput]) from the field
+// "workflow" of its args.
+//
+// When a step ends dead (or is cancelled) the workflow stops: no further
+// step starts and, once the steps in flight finish, the compensations of the
+// steps that succeeded run one at a time, latest declared first, each a
+// retried job; then the workflow is failed. Replaying the failed step once
+// the compensations have run resumes the workflow: it runs again from that
+// step. Replaying a dead compensation goes on compensating.
+//
+// The store must be a [WorkflowStore].
+func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertResult, error) {
+	ws, ok := c.store.(WorkflowStore)
+	if !ok {
+		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
+	}
+	p, err := c.workflowParams(steps, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ws.WorkflowInsert(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue workflow: %w", err)
+	}
+	if !res.Duplicate {
+		c.Wake(queuesOfJobs(res.Jobs)...)
+		if c.observer != nil && len(res.Jobs) > 0 {
+			c.observer.JobsEnqueued(res.Jobs)
+		}
+	}
+	return res, nil
+}
+
+// EnqueueWorkflowTx enqueues a workflow inside tx, the caller's
+// transaction: the workflow exists if and only if tx commits. After an
+// error, roll tx back. Inside [Client.InTx] workers are woken after the
+// commit; otherwise call [Client.Wake] once tx commits.
+func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertResult, error) {
+	ws, ok := c.txStore.(WorkflowTxStore[TTx])
+	if !ok {
+		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
+	}
+	p, err := c.workflowParams(steps, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ws.WorkflowInsertTx(ctx, tx, p)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue workflow: %w", err)
+	}
+	if res.Duplicate || len(res.Jobs) == 0 {
+		return res, nil
+	}
+	queues := queuesOfJobs(res.Jobs)
+	if w, ok := ctx.Value(txWakesKey{}).(*txWakes); ok && w.c == c.engine {
+		w.add(queues)
+		if c.observer != nil {
+			w.addJobs(res.Jobs)
+		}
+	} else {
+		if c.notifier != nil {
+			c.notifier.noteTx(queues)
+		}
+		if c.observer != nil {
+			c.observer.JobsEnqueued(res.Jobs)
+		}
+	}
+	return res, nil
+}
+
+// Workflow returns a workflow with its steps' current states, or an error
+// wrapping ErrNotFound.
+func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*Workflow, error) {
+	ws, ok := c.store.(WorkflowStore)
+	if !ok {
+		return nil, fmt.Errorf("get workflow: %w", errNoWorkflowStore)
+	}
+	w, err := ws.WorkflowGet(ctx, &WorkflowGetParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("get workflow %s: %w", id, err)
+	}
+	return w, nil
+}
+
+// Workflows lists workflows, newest first.
+func (c *Client[TTx]) Workflows(ctx context.Context, p *WorkflowListParams) ([]*Workflow, error) {
+	ws, ok := c.store.(WorkflowStore)
+	if !ok {
+		return nil, fmt.Errorf("list workflows: %w", errNoWorkflowStore)
+	}
+	if p == nil {
+		p = &WorkflowListParams{}
+	}
+	for _, s := range p.States {
+		if !s.Valid() {
+			return nil, &InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", s, WorkflowStates)}
+		}
+	}
+	w, err := ws.WorkflowList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	return w, nil
+}
+
+var errNoWorkflowStore = &InputError{Field: "store", Message: "does not keep workflows (it is not an errand.WorkflowStore); use errand/sqlite or errand/postgres"}
+
+// workflowParams builds and checks a workflow's insert parameters.
+func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertParams, error) {
+	if opts == nil {
+		opts = &WorkflowOpts{}
+	}
+	p := &WorkflowInsertParams{ID: opts.ID, Name: opts.Name, Steps: make([]WorkflowStepDef, len(steps))}
+	if p.ID == "" {
+		p.ID = ids.NewJobID()
+	}
+	for i := range steps {
+		s := &steps[i]
+		job, err := c.workflowTemplate(s.Args, s.Opts)
+		if err != nil {
+			return nil, fmt.Errorf("workflow step %s: %w", s.Name, err)
+		}
+		p.Steps[i] = WorkflowStepDef{Name: s.Name, DependsOn: s.DependsOn, Job: job}
+		if s.Compensate != nil {
+			if p.Steps[i].Compensation, err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
+				return nil, fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
+			}
+		} else if s.CompensateOpts != nil {
+			return nil, &InputError{Field: "workflow step " + s.Name, Message: "has CompensateOpts but no Compensate; set both or neither"}
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// workflowTemplate checks a workflow job's args and options and returns its
+// template.
+func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*JobTemplate, error) {
+	o := EnqueueOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.ID != "":
+		return nil, &InputError{Field: "ID", Message: "must be empty: a workflow's jobs have fixed ids (ID.step.NAME, ID.undo.NAME)"}
+	case !o.RunAt.IsZero():
+		return nil, &InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
+	case o.UniqueKey != "" || o.Unique != nil:
+		return nil, &InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
+	}
+	ip, err := c.insertParam(&EnqueueParams{Args: args, Opts: &o})
+	if err != nil {
+		return nil, err
+	}
+	return templateOf(ip), nil
+}
+
+// SetOutput records v, marshalled to JSON, as the output of the job the
+// handler's ctx runs: what the steps that depend on it in a workflow
+// receive (see [WorkflowContext]), and what the job's page shows. The write
+// is fenced by the job's lease, as [SetProgress] is; record the output
+// before returning nil. At most MaxOutputBytes: keep large results
+// elsewhere and record their key. The store must be a [WorkflowStore].
+func SetOutput(ctx context.Context, v any) error {
+	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
+	if !ok {
+		return errors.New("set output: no errand job in this context")
+	}
+	ws, ok := a.store.(WorkflowStore)
+	if !ok {
+		return fmt.Errorf("set output: %w", errNoWorkflowStore)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("set output: %w", err)
+	}
+	p := &JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("set output: %w", err)
+	}
+	if err := ws.JobSetOutput(ctx, p); err != nil {
+		return fmt.Errorf("set output: %w", err)
+	}
+	return nil
+}
+
+// advanceWorkflows asks the store to advance workflows ids (the open
+// workflows with news when ids is empty), wakes the queues of the jobs it
+// enqueued, and returns how many changed. A store without workflows
+// advances none.
+func (c *engine) advanceWorkflows(ctx context.Context, ids []string) (int, error) {
+	ws, ok := c.store.(WorkflowStore)
+	if !ok {
+		return 0, nil
+	}
+	rs, err := ws.WorkflowAdvance(ctx, &WorkflowAdvanceParams{IDs: ids})
+	var jobs []*Job
+	changed := 0
+	for _, r := range rs {
+		if !r.Changed {
+			continue
+		}
+		changed++
+		jobs = append(jobs, r.Jobs...)
+		attrs := []any{"workflow_id", r.Workflow.ID, "state", r.Workflow.State}
+		for _, j := range r.Jobs {
+			attrs = append(attrs, "enqueued", j.ID)
+		}
+		c.logger.Info("workflow advanced", attrs...)
+	}
+	c.wakeQueues(queuesOfJobs(jobs)...)
+	if c.observer != nil && len(jobs) > 0 {
+		c.observer.JobsEnqueued(jobs)
+	}
+	return changed, err
+}
+
+// afterWorkflowJob advances job's workflow when job, one of its steps or
+// compensations, has just finished, been cancelled or replayed. A failure
+// is logged: the leader's pass advances the workflow later.
+func (c *engine) afterWorkflowJob(ctx context.Context, job *Job) {
+	if job == nil || job.WorkflowID == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
+	defer cancel()
+	if _, err := c.advanceWorkflows(ctx, []string{*job.WorkflowID}); err != nil {
+		c.logger.Warn("advance workflow failed; the leader advances it on its next sweep",
+			"workflow_id", *job.WorkflowID, "job_id", job.ID, "err", err)
+	}
+}
+
+// leaderWorkflows advances the open workflows whose jobs have all finished
+// since they were last looked at, by whatever path.
+func (w *Worker) leaderWorkflows(ctx context.Context) {
+	if !w.Leading() {
+		return
+	}
+	if _, err := w.c.advanceWorkflows(ctx, nil); err != nil && ctx.Err() == nil {
+		w.c.logger.Error("leader workflow advance failed", "worker_id", w.ID(), "err", err)
+	}
+}
+
+// queuesOfJobs lists, sorted, the queues of jobs.
+func queuesOfJobs(jobs []*Job) []string {
+	set := make(map[string]struct{}, 1)
+	for _, j := range jobs {
+		set[j.Queue] = struct{}{}
+	}
+	return setNames(set)
+}

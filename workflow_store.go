@@ -1,0 +1,691 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Workflows: a graph of steps, each an ordinary job (see
+// [Client.EnqueueWorkflow]). The store keeps a workflow's definition in one
+// row and enqueues each step's job, with a fixed id, once the steps it
+// depends on have succeeded. Deciding what to enqueue next is one pure
+// function, [PlanWorkflow], that both stores call inside the transaction
+// that advances a workflow, with the workflow's row locked and its jobs read
+// in that transaction.
+//
+// Exactly once: a step's job has the fixed id [WorkflowStepJobID] and a
+// compensation's [WorkflowCompensationJobID], and the row records every job
+// it ever enqueued, so a job is enqueued at most once per workflow even
+// after retention deletes it. Detection is at-least-once and racy, as for
+// batches:
+//
+//   - a worker that records a step's last outcome (succeeded or dead), or a
+//     compensation's, advances the step's workflow at once;
+//   - cancelling or replaying a step through the Client does the same;
+//   - the leader advances every open workflow whose jobs are all finished
+//     and one of them finished since it was last looked at, which catches
+//     the paths no worker sees and a worker that crashed between the
+//     outcome and the advance.
+
+// Limits of a workflow.
+const (
+	// MaxWorkflowSteps bounds the steps of one workflow.
+	MaxWorkflowSteps = 100
+	// MaxStepNameBytes bounds a step's name.
+	MaxStepNameBytes = 64
+	// MaxOutputBytes bounds a job's recorded output (see [SetOutput]).
+	MaxOutputBytes = 64 << 10
+)
+
+const (
+	workflowStepInfix = ".step."
+	workflowUndoInfix = ".undo."
+)
+
+// MaxWorkflowIDBytes bounds a workflow id, so that its jobs' ids (see
+// [WorkflowStepJobID]) are valid job ids.
+const MaxWorkflowIDBytes = MaxIDBytes - len(workflowStepInfix) - MaxStepNameBytes
+
+// WorkflowStepJobID is the id of the job of step step of workflow id:
+// "ID.step.STEP".
+func WorkflowStepJobID(id, step string) string { return id + workflowStepInfix + step }
+
+// WorkflowCompensationJobID is the id of the job that compensates step step
+// of workflow id: "ID.undo.STEP".
+func WorkflowCompensationJobID(id, step string) string { return id + workflowUndoInfix + step }
+
+// WorkflowState is where a workflow is.
+type WorkflowState string
+
+const (
+	// WorkflowRunning: no step has failed; steps run as their dependencies
+	// succeed.
+	WorkflowRunning WorkflowState = "running"
+	// WorkflowCompensating: a step ended dead or cancelled. No new step
+	// starts; once the steps in flight finish, the compensations of the
+	// steps that succeeded run one at a time, in reverse order of the
+	// steps' declaration. A dead compensation holds the workflow here
+	// until it is replayed.
+	WorkflowCompensating WorkflowState = "compensating"
+	// WorkflowSucceeded is final: every step succeeded.
+	WorkflowSucceeded WorkflowState = "succeeded"
+	// WorkflowFailed: a step failed and every compensation has succeeded.
+	// Replaying the failed step resumes the workflow (it is running again).
+	WorkflowFailed WorkflowState = "failed"
+)
+
+// WorkflowStates lists every workflow state.
+var WorkflowStates = []WorkflowState{WorkflowRunning, WorkflowCompensating, WorkflowSucceeded, WorkflowFailed}
+
+// Open reports whether the workflow may still enqueue jobs on its own.
+func (s WorkflowState) Open() bool { return s == WorkflowRunning || s == WorkflowCompensating }
+
+// Valid reports whether s is a workflow state.
+func (s WorkflowState) Valid() bool { return slices.Contains(WorkflowStates, s) }
+
+// JobTemplate is a job to enqueue later, as its options were given: a
+// batch's callback, a workflow's step or compensation.
+type JobTemplate struct {
+	Kind  string `json:"kind"`
+	Queue string `json:"queue"`
+	// Args are the job's args as enqueued, a JSON object; errand sets one
+	// field of them when it enqueues the job ("batch" for a batch's
+	// callback, "workflow" for a workflow's jobs).
+	Args        json.RawMessage `json:"args"`
+	ArgsVersion int             `json:"args_version"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts"`
+	// BackoffBaseUS, BackoffMaxUS, MaxAgeUS and DelayUS are the job's
+	// options in microseconds, 0 when unset.
+	BackoffBaseUS int64    `json:"backoff_base_us,omitempty"`
+	BackoffMaxUS  int64    `json:"backoff_max_us,omitempty"`
+	MaxAgeUS      int64    `json:"max_age_us,omitempty"`
+	DelayUS       int64    `json:"delay_us,omitempty"`
+	OrderingKey   string   `json:"ordering_key,omitempty"`
+	OrderingHold  bool     `json:"ordering_hold,omitempty"`
+	FairnessKey   string   `json:"fairness_key,omitempty"`
+	Tags          []string `json:"tags,omitempty"`
+}
+
+// templateOf returns the template of ip, a job's checked insert parameters.
+func templateOf(ip *JobInsertParams) *JobTemplate {
+	return &JobTemplate{
+		Kind: ip.Kind, Queue: ip.Queue, Args: ip.Args, ArgsVersion: ip.ArgsVersion,
+		Priority: ip.Priority, MaxAttempts: ip.MaxAttempts,
+		BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
+		MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
+		OrderingKey: ip.OrderingKey, OrderingHold: ip.OrderingHold, FairnessKey: ip.FairnessKey, Tags: ip.Tags,
+	}
+}
+
+// insertParams returns the template's job with id id, its args the
+// template's with field set to v.
+func (t *JobTemplate) insertParams(id, field string, v any) (*JobInsertParams, error) {
+	args, err := setArgsField(t.Args, field, v)
+	if err != nil {
+		return nil, err
+	}
+	return &JobInsertParams{
+		ID:           id,
+		Queue:        t.Queue,
+		Kind:         t.Kind,
+		Args:         args,
+		ArgsVersion:  t.ArgsVersion,
+		Priority:     t.Priority,
+		MaxAttempts:  t.MaxAttempts,
+		BackoffBase:  time.Duration(t.BackoffBaseUS) * time.Microsecond,
+		BackoffMax:   time.Duration(t.BackoffMaxUS) * time.Microsecond,
+		MaxAge:       time.Duration(t.MaxAgeUS) * time.Microsecond,
+		Delay:        time.Duration(t.DelayUS) * time.Microsecond,
+		OrderingKey:  t.OrderingKey,
+		OrderingHold: t.OrderingHold,
+		FairnessKey:  t.FairnessKey,
+		Tags:         t.Tags,
+	}, nil
+}
+
+// setArgsField sets field of the JSON object args to v.
+func setArgsField(args json.RawMessage, field string, v any) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil || m == nil {
+		return nil, &InputError{Field: "args", Message: fmt.Sprintf("must be a JSON object; errand sets its field %q", field)}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m[field] = b
+	return json.Marshal(m)
+}
+
+// WorkflowStepDef is a step as a store keeps it.
+type WorkflowStepDef struct {
+	Name string `json:"name"`
+	// DependsOn names the steps, declared before this one, that must
+	// succeed before it is enqueued.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// Job is the step's job.
+	Job *JobTemplate `json:"job"`
+	// Compensation is the job that undoes the step, enqueued when a later
+	// step fails; nil for a step with nothing to undo.
+	Compensation *JobTemplate `json:"compensation,omitempty"`
+}
+
+// WorkflowContext is what errand sets in the field "workflow" of the args
+// of a workflow's jobs: declare it in the args type of a step's kind to
+// read its dependencies' outputs (see [StepOutput]):
+//
+//	type ReserveStock struct {
+//		OrderID  int                    `json:"order_id"`
+//		Workflow errand.WorkflowContext `json:"workflow"`
+//	}
+type WorkflowContext struct {
+	// ID is the workflow's id.
+	ID string `json:"id"`
+	// Step is the step the job runs, or undoes when Compensating.
+	Step string `json:"step"`
+	// Compensating is set in the args of a compensation.
+	Compensating bool `json:"compensating,omitempty"`
+	// Outputs are recorded outputs (see [SetOutput]) by step name: of the
+	// step's dependencies for a step; of every step that succeeded for a
+	// compensation. A step that recorded none is absent.
+	Outputs map[string]json.RawMessage `json:"outputs,omitempty"`
+}
+
+// StepOutput decodes the output step recorded (see [SetOutput]); ok is false
+// when it recorded none or is not among wc's outputs.
+func StepOutput[T any](wc WorkflowContext, step string) (v T, ok bool, err error) {
+	raw, ok := wc.Outputs[step]
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return v, false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, false, fmt.Errorf("output of step %s: %w", step, err)
+	}
+	return v, true, nil
+}
+
+// WorkflowRecord is a workflow's row, as a store keeps it.
+type WorkflowRecord struct {
+	ID    string
+	Name  string
+	State WorkflowState
+	// FailedStep is the step whose failure stopped the workflow, nil while
+	// none has.
+	FailedStep *string
+	Steps      []WorkflowStepDef
+	// Enqueued lists the id of every job the workflow enqueued, in order,
+	// so that none is enqueued twice, even after retention deleted it.
+	Enqueued  []string
+	CreatedAt time.Time
+	// UpdatedAt is when the state last changed or a job was enqueued.
+	UpdatedAt time.Time
+	// CheckedAt is when the workflow was last advanced, changed or not: the
+	// leader looks again only at workflows with a job finished since.
+	CheckedAt time.Time
+	// FinishedAt is when it became succeeded or failed; nil while open.
+	FinishedAt *time.Time
+}
+
+// EncodeWorkflowSteps is the steps column of a workflow: its steps as JSON.
+func EncodeWorkflowSteps(steps []WorkflowStepDef) (string, error) {
+	b, err := json.Marshal(steps)
+	if err != nil {
+		return "", fmt.Errorf("encode workflow steps: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeWorkflowSteps reads a workflow's steps column.
+func DecodeWorkflowSteps(s string) ([]WorkflowStepDef, error) {
+	var steps []WorkflowStepDef
+	if err := json.Unmarshal([]byte(s), &steps); err != nil {
+		return nil, fmt.Errorf("decode workflow steps: %w", err)
+	}
+	return steps, nil
+}
+
+// EncodeWorkflowEnqueued is the enqueued column of a workflow: job ids as a
+// JSON array.
+func EncodeWorkflowEnqueued(ids []string) string {
+	if ids == nil {
+		ids = []string{}
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
+
+// DecodeWorkflowEnqueued reads a workflow's enqueued column.
+func DecodeWorkflowEnqueued(s string) ([]string, error) {
+	var ids []string
+	if err := json.Unmarshal([]byte(s), &ids); err != nil {
+		return nil, fmt.Errorf("decode workflow enqueued jobs: %w", err)
+	}
+	return ids, nil
+}
+
+// WorkflowJob is what a store reads of one of a workflow's jobs (those with
+// its workflow_id) to plan and show the workflow.
+type WorkflowJob struct {
+	ID          string
+	State       JobState
+	Attempts    int
+	MaxAttempts int
+	// Output is the job's recorded output, nil for none.
+	Output json.RawMessage
+}
+
+// WorkflowPlan is what advancing a workflow does: the jobs to insert and
+// the row's new values.
+type WorkflowPlan struct {
+	// Insert are the jobs to insert, under the duplicate-id rule, each
+	// with workflow_id set to the workflow's id.
+	Insert []*JobInsertParams
+	// State, FailedStep and Enqueued are the row's new values.
+	State      WorkflowState
+	FailedStep *string
+	Enqueued   []string
+	// Changed reports that the row's state, failed step or enqueued jobs
+	// differ from before: the store sets updated_at (and finished_at when
+	// State is final, clears it otherwise). Without it the store sets only
+	// checked_at.
+	Changed bool
+}
+
+// PlanWorkflow decides what advancing workflow w does, given jobs, its
+// jobs by id as read in the advancing transaction:
+//
+//   - while no step is dead or cancelled, it enqueues each step not yet
+//     enqueued whose dependencies have all succeeded, with the field
+//     "workflow" of its args set to a [WorkflowContext] holding their
+//     outputs; once every step succeeded, the workflow succeeded;
+//   - once a step is dead or cancelled, it enqueues no further step and,
+//     when no step is in flight, enqueues the compensation of the
+//     succeeded steps one at a time, latest declared first, each once its
+//     predecessor succeeded; once all succeeded, the workflow failed;
+//   - a replayed step is no longer dead, so a compensating or failed
+//     workflow whose failed steps were all replayed runs again.
+//
+// A job in Enqueued but missing from jobs (deleted by retention) is never
+// enqueued again; the workflow waits on it.
+func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPlan, error) {
+	p := &WorkflowPlan{Enqueued: slices.Clone(w.Enqueued)}
+	enqueued := make(map[string]bool, len(w.Enqueued))
+	for _, id := range w.Enqueued {
+		enqueued[id] = true
+	}
+	step := func(name string) *WorkflowJob { return jobs[WorkflowStepJobID(w.ID, name)] }
+	succeeded := func(name string) bool {
+		j := step(name)
+		return j != nil && j.State == StateSucceeded
+	}
+	enqueue := func(id string, t *JobTemplate, wc *WorkflowContext) error {
+		ip, err := t.insertParams(id, "workflow", wc)
+		if err != nil {
+			return fmt.Errorf("workflow %s: job %s: %w", w.ID, id, err)
+		}
+		p.Insert = append(p.Insert, ip)
+		p.Enqueued = append(p.Enqueued, id)
+		enqueued[id] = true
+		return nil
+	}
+
+	var failed *string
+	inFlight := false
+	for i := range w.Steps {
+		j := step(w.Steps[i].Name)
+		if j == nil {
+			continue
+		}
+		if j.State == StateDead || j.State == StateCancelled {
+			if failed == nil {
+				failed = &w.Steps[i].Name
+			}
+		} else if !j.State.Terminal() {
+			inFlight = true
+		}
+	}
+
+	if failed == nil {
+		p.State = WorkflowSucceeded
+		for i := range w.Steps {
+			s := &w.Steps[i]
+			if succeeded(s.Name) {
+				continue
+			}
+			p.State = WorkflowRunning
+			id := WorkflowStepJobID(w.ID, s.Name)
+			if enqueued[id] || !allOf(s.DependsOn, succeeded) {
+				continue
+			}
+			wc := &WorkflowContext{ID: w.ID, Step: s.Name, Outputs: outputsOf(w.ID, s.DependsOn, jobs)}
+			if err := enqueue(id, s.Job, wc); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		p.State, p.FailedStep = WorkflowCompensating, failed
+		if !inFlight {
+			p.State = WorkflowFailed
+			var done []string // the steps that succeeded, in declaration order
+			for i := range w.Steps {
+				if succeeded(w.Steps[i].Name) {
+					done = append(done, w.Steps[i].Name)
+				}
+			}
+			for i := len(w.Steps) - 1; i >= 0; i-- {
+				s := &w.Steps[i]
+				if s.Compensation == nil || !succeeded(s.Name) {
+					continue
+				}
+				id := WorkflowCompensationJobID(w.ID, s.Name)
+				if c := jobs[id]; c != nil && c.State == StateSucceeded {
+					continue
+				}
+				p.State = WorkflowCompensating
+				if !enqueued[id] {
+					wc := &WorkflowContext{ID: w.ID, Step: s.Name, Compensating: true, Outputs: outputsOf(w.ID, done, jobs)}
+					if err := enqueue(id, s.Compensation, wc); err != nil {
+						return nil, err
+					}
+				}
+				break // one at a time: the next waits for this one
+			}
+		}
+	}
+	p.Changed = p.State != w.State || len(p.Insert) > 0 || !equalPtr(p.FailedStep, w.FailedStep)
+	return p, nil
+}
+
+func allOf(names []string, f func(string) bool) bool {
+	for _, n := range names {
+		if !f(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// outputsOf returns the recorded outputs of steps by name, nil for none.
+func outputsOf(id string, steps []string, jobs map[string]*WorkflowJob) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	for _, name := range steps {
+		if j := jobs[WorkflowStepJobID(id, name)]; j != nil && len(j.Output) > 0 {
+			if m == nil {
+				m = make(map[string]json.RawMessage)
+			}
+			m[name] = j.Output
+		}
+	}
+	return m
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Workflow is a workflow as operators see it: its state and each step's.
+type Workflow struct {
+	ID    string        `json:"id"`
+	Name  string        `json:"name"`
+	State WorkflowState `json:"state"`
+	// FailedStep is the step whose failure stopped the workflow, nil while
+	// none has.
+	FailedStep *string            `json:"failed_step"`
+	Steps      []WorkflowStepView `json:"steps"`
+	CreatedAt  time.Time          `json:"created_at"`
+	UpdatedAt  time.Time          `json:"updated_at"`
+	FinishedAt *time.Time         `json:"finished_at"`
+}
+
+// WorkflowStepView is one step of a [Workflow].
+type WorkflowStepView struct {
+	Name      string   `json:"name"`
+	DependsOn []string `json:"depends_on"`
+	Kind      string   `json:"kind"`
+	// JobID is the step's job id ([WorkflowStepJobID]), whether or not it
+	// was enqueued yet.
+	JobID string `json:"job_id"`
+	// State is the job's state; nil before it is enqueued, or when it was
+	// enqueued and has since been deleted (Enqueued tells which).
+	State       *JobState `json:"state"`
+	Enqueued    bool      `json:"enqueued"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+	// Output is the step's recorded output, nil for none.
+	Output json.RawMessage `json:"output"`
+	// Compensation is the step's compensation, nil for a step without one.
+	Compensation *WorkflowCompensationView `json:"compensation"`
+}
+
+// WorkflowCompensationView is a step's compensation in a [Workflow].
+type WorkflowCompensationView struct {
+	Kind  string `json:"kind"`
+	JobID string `json:"job_id"`
+	// State is the compensation job's state; nil while it was never
+	// enqueued.
+	State    *JobState `json:"state"`
+	Enqueued bool      `json:"enqueued"`
+	Attempts int       `json:"attempts"`
+}
+
+// ViewWorkflow builds the [Workflow] of w from its jobs by id.
+func ViewWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) *Workflow {
+	enqueued := make(map[string]bool, len(w.Enqueued))
+	for _, id := range w.Enqueued {
+		enqueued[id] = true
+	}
+	v := &Workflow{ID: w.ID, Name: w.Name, State: w.State, FailedStep: w.FailedStep,
+		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, FinishedAt: w.FinishedAt,
+		Steps: make([]WorkflowStepView, len(w.Steps))}
+	for i := range w.Steps {
+		s := &w.Steps[i]
+		sv := WorkflowStepView{Name: s.Name, DependsOn: s.DependsOn, Kind: s.Job.Kind, JobID: WorkflowStepJobID(w.ID, s.Name)}
+		if sv.DependsOn == nil {
+			sv.DependsOn = []string{}
+		}
+		sv.Enqueued = enqueued[sv.JobID]
+		if j := jobs[sv.JobID]; j != nil {
+			st := j.State
+			sv.State, sv.Attempts, sv.MaxAttempts, sv.Output = &st, j.Attempts, j.MaxAttempts, j.Output
+		}
+		if s.Compensation != nil {
+			cv := &WorkflowCompensationView{Kind: s.Compensation.Kind, JobID: WorkflowCompensationJobID(w.ID, s.Name)}
+			cv.Enqueued = enqueued[cv.JobID]
+			if j := jobs[cv.JobID]; j != nil {
+				st := j.State
+				cv.State, cv.Attempts = &st, j.Attempts
+			}
+			sv.Compensation = cv
+		}
+		v.Steps[i] = sv
+	}
+	return v
+}
+
+// WorkflowInsertParams describe a workflow to insert (see [WorkflowStore]).
+type WorkflowInsertParams struct {
+	ID    string
+	Name  string
+	Steps []WorkflowStepDef
+}
+
+// Validate checks the parameters of WorkflowInsert: the id and name, 1 to
+// MaxWorkflowSteps steps with unique names, each depending only on steps
+// declared before it (so the graph has no cycle), and templates that make
+// valid jobs.
+func (p *WorkflowInsertParams) Validate() error {
+	if err := checkIdentifier("workflow id", p.ID, MaxWorkflowIDBytes); err != nil {
+		return err
+	}
+	if p.Name != "" {
+		if err := checkIdentifier("workflow name", p.Name, MaxNameBytes); err != nil {
+			return err
+		}
+	}
+	if len(p.Steps) == 0 || len(p.Steps) > MaxWorkflowSteps {
+		return &InputError{Field: "workflow steps", Message: fmt.Sprintf("%d steps; a workflow has 1 to %d", len(p.Steps), MaxWorkflowSteps)}
+	}
+	seen := make(map[string]bool, len(p.Steps))
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		field := fmt.Sprintf("workflow step %d", i)
+		if err := checkName(field+" name", s.Name); err != nil {
+			return err
+		}
+		if len(s.Name) > MaxStepNameBytes {
+			return &InputError{Field: field + " name", Message: fmt.Sprintf("is %d bytes; use at most %d", len(s.Name), MaxStepNameBytes)}
+		}
+		if seen[s.Name] {
+			return &InputError{Field: field + " name", Message: fmt.Sprintf("%q names two steps; give each step its own name", s.Name)}
+		}
+		deps := make(map[string]bool, len(s.DependsOn))
+		for _, d := range s.DependsOn {
+			switch {
+			case d == s.Name:
+				return &InputError{Field: "workflow step " + s.Name, Message: "depends on itself; remove it from DependsOn"}
+			case !seen[d]:
+				return &InputError{Field: "workflow step " + s.Name, Message: fmt.Sprintf("depends on %q, which is not a step declared before it; declare steps after the steps they depend on", d)}
+			case deps[d]:
+				return &InputError{Field: "workflow step " + s.Name, Message: fmt.Sprintf("depends on %q twice; name it once", d)}
+			}
+			deps[d] = true
+		}
+		seen[s.Name] = true
+		if s.Job == nil {
+			return &InputError{Field: "workflow step " + s.Name, Message: "has no job"}
+		}
+		if err := checkTemplate(s.Job, WorkflowStepJobID(p.ID, s.Name)); err != nil {
+			return fmt.Errorf("workflow step %s: %w", s.Name, err)
+		}
+		if s.Compensation != nil {
+			if err := checkTemplate(s.Compensation, WorkflowCompensationJobID(p.ID, s.Name)); err != nil {
+				return fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkTemplate checks that t makes a valid job with id id.
+func checkTemplate(t *JobTemplate, id string) error {
+	ip, err := t.insertParams(id, "workflow", &WorkflowContext{})
+	if err != nil {
+		return err
+	}
+	return ip.Validate()
+}
+
+// WorkflowInsertResult is what inserting a workflow did.
+type WorkflowInsertResult struct {
+	// Workflow is the new workflow, or the existing one when Duplicate.
+	Workflow *Workflow
+	// Jobs are the jobs inserted with it: its first steps, those without
+	// dependencies. Nil when Duplicate.
+	Jobs []*Job
+	// Duplicate reports that a workflow with the id existed: nothing was
+	// inserted.
+	Duplicate bool
+}
+
+// WorkflowGetParams name a workflow.
+type WorkflowGetParams struct {
+	ID string
+}
+
+// WorkflowListParams select workflows to list, newest first.
+type WorkflowListParams struct {
+	// States, when set, keeps the workflows in these states.
+	States []WorkflowState
+	// Limit bounds the result; zero means 100.
+	Limit int
+}
+
+// WorkflowAdvanceParams name the workflows to advance.
+type WorkflowAdvanceParams struct {
+	// IDs are the workflows to advance; empty means the open workflows
+	// whose jobs are all finished and one of which finished after the
+	// workflow's CheckedAt, at most Limit, oldest first.
+	IDs   []string
+	Limit int
+}
+
+// WorkflowAdvanceResult is what advancing one workflow did.
+type WorkflowAdvanceResult struct {
+	// Workflow is the workflow after the advance.
+	Workflow *Workflow
+	// Jobs are the jobs the advance inserted.
+	Jobs []*Job
+	// Changed reports that its state changed or it inserted jobs.
+	Changed bool
+}
+
+// JobSetOutputParams describe a handler's output.
+type JobSetOutputParams struct {
+	ID         string
+	LeaseToken string
+	// Output is the output, raw JSON, at most MaxOutputBytes.
+	Output json.RawMessage
+}
+
+// Validate checks the parameters of JobSetOutput.
+func (p *JobSetOutputParams) Validate() error {
+	switch {
+	case !json.Valid(p.Output):
+		return &InputError{Field: "output", Message: "is not valid JSON"}
+	case len(p.Output) > MaxOutputBytes:
+		return &InputError{Field: "output", Message: fmt.Sprintf("is %d bytes; record at most %d, and keep large results elsewhere (a table, an object store) with their key in the output", len(p.Output), MaxOutputBytes)}
+	case !StorableText(string(p.Output)):
+		return &InputError{Field: "output", Message: "contains a NUL character or invalid UTF-8, which PostgreSQL cannot store; escape it in the JSON"}
+	}
+	return nil
+}
+
+// WorkflowStore is an optional capability of a Store: workflows of jobs
+// (see [Client.EnqueueWorkflow]), found by type assertion. errand/sqlite and
+// errand/postgres implement it. Nothing on the claim path reads workflows: a
+// step's job carries its workflow id, and only finishing it looks further.
+type WorkflowStore interface {
+	// WorkflowInsert inserts a workflow and the jobs of its first steps
+	// (as [PlanWorkflow] plans them with no jobs yet) in one transaction
+	// of its own. When a workflow with the ID exists nothing is inserted
+	// and the result holds it with Duplicate set. A job whose id or unique
+	// key is taken is an *InputError and nothing is inserted.
+	WorkflowInsert(ctx context.Context, params *WorkflowInsertParams) (*WorkflowInsertResult, error)
+
+	// WorkflowGet returns a workflow with its steps' current states, or
+	// ErrNotFound.
+	WorkflowGet(ctx context.Context, params *WorkflowGetParams) (*Workflow, error)
+
+	// WorkflowList returns workflows, newest first.
+	WorkflowList(ctx context.Context, params *WorkflowListParams) ([]*Workflow, error)
+
+	// WorkflowAdvance advances the workflows IDs names (see
+	// [WorkflowAdvanceParams]), each in one transaction: it locks the
+	// workflow's row, reads its jobs, calls [PlanWorkflow], inserts the
+	// planned jobs (with workflow_id set) and writes the row. Concurrent
+	// advances of one workflow are serialised by the row lock, so a job is
+	// never planned twice. A finished workflow whose failed step was
+	// replayed is advanced too (it runs again). A missing id is skipped.
+	WorkflowAdvance(ctx context.Context, params *WorkflowAdvanceParams) ([]*WorkflowAdvanceResult, error)
+
+	// JobSetOutput records a handler's output, fenced by the token as
+	// JobSetProgress is: a lost lease is ErrLeaseLost and writes nothing.
+	JobSetOutput(ctx context.Context, params *JobSetOutputParams) error
+}
+
+// WorkflowTxStore is a WorkflowStore that inserts workflows in its caller's
+// transactions, of type TTx, as [TxStore] inserts jobs.
+type WorkflowTxStore[TTx any] interface {
+	WorkflowStore
+
+	// WorkflowInsertTx inserts a workflow as WorkflowInsert does, but
+	// inside tx. After an error the caller rolls tx back.
+	WorkflowInsertTx(ctx context.Context, tx TTx, params *WorkflowInsertParams) (*WorkflowInsertResult, error)
+}
