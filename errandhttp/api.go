@@ -125,6 +125,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/ack", a.ack},
 		{"POST /api/v1/jobs/{id}/fail", a.fail},
 		{"POST /api/v1/ack", a.ackMany},
+		{"POST /api/v1/jobs/{id}/output", a.output},
 		// Operators.
 		{"POST /api/v1/jobs/{id}/replay", a.replay},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
@@ -139,6 +140,9 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
 		{"GET /api/v1/batches/{id}", a.batch},
+		{"POST /api/v1/workflows", a.enqueueWorkflow},
+		{"GET /api/v1/workflows", a.workflows},
+		{"GET /api/v1/workflows/{id}", a.workflow},
 		{"GET /api/v1/workers", a.workers},
 		{"GET /api/v1/fairness-keys", a.fairnessKeys},
 	}
@@ -271,13 +275,14 @@ func checkQuery(q url.Values, known ...string) error {
 	return nil
 }
 
-// show prepares a job for a reader: args, and the progress a handler
-// saved (often drawn from them), hidden when configured.
+// show prepares a job for a reader: args, and the progress and output a
+// handler saved (often drawn from them), hidden when configured.
 func (a *api[TTx]) show(j *errand.Job) *errand.Job {
 	if a.hideArgs && j != nil {
 		c := *j
 		c.Args = nil
 		c.Progress = nil
+		c.Output = nil
 		return &c
 	}
 	return j

@@ -23,6 +23,7 @@
 //	POST /api/v1/jobs/{id}/ack           {"lease_token"}
 //	POST /api/v1/ack                     {"jobs": [{"id", "lease_token"}, ...]}: up to 100 in one transaction
 //	POST /api/v1/jobs/{id}/fail          {"lease_token", "class", "message", "retry_after", "permanent"}
+//	POST /api/v1/jobs/{id}/output        {"lease_token", "output"}: the job's output, what its workflow's later steps receive
 //	POST /api/v1/jobs/{id}/replay        {"reason", "args"}: args (optional) replace the job's (fix-and-replay)
 //	POST /api/v1/jobs/{id}/cancel        {"reason"}: a running job gets a cancel request
 //	GET  /api/v1/jobs/{id}/audit
@@ -36,6 +37,9 @@
 //	POST /api/v1/breakers/{dep}/reset     {"reason"}: close it now (audited as breaker_reset)
 //	DELETE /api/v1/schedules/{name}      {"reason"}: audited; a worker still declaring it registers it again
 //	GET  /api/v1/batches/{id}            a batch: members' counts now, final counts, callback job
+//	POST /api/v1/workflows               {"id", "name", "steps": [{"name", "kind", "args", "depends_on", "compensate": {"kind", "args", ...}, ...}]}; Idempotency-Key header
+//	GET  /api/v1/workflows?state=&limit= newest first
+//	GET  /api/v1/workflows/{id}          a workflow: its state, failed step, and each step's job and compensation
 //	GET  /api/v1/workers
 //
 // A worker's heartbeat, ack and fail are fenced by the lease token its
@@ -43,7 +47,16 @@
 // 409 lease_lost and changes nothing. A failure is scheduled by the
 // server's retry policy, exactly as a Go worker's would be. A heartbeat
 // answering "cancel_requested": true means an operator cancelled the job:
-// the worker stops and reports fail, which ends the job cancelled.
+// the worker stops and reports fail, which ends the job cancelled. A worker
+// of a workflow's step records the step's output (POST .../output, fenced
+// the same way) before its ack; the steps that depend on it find it in the
+// field "workflow" of their args.
+//
+// A workflow's step takes the job fields of POST /api/v1/jobs but id,
+// run_at and the unique fields (its job's id is WFID.step.NAME and it runs
+// when the steps it depends_on have succeeded); a kind needs no handler on
+// the server. A workflow's answer is {"workflow", "jobs", "duplicate"},
+// 201 when it was enqueued, 200 when one with its id existed.
 //
 // # Security
 //

@@ -1,0 +1,169 @@
+package errandhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/workflowjson"
+)
+
+// workflowResponse is the answer to POST /api/v1/workflows.
+type workflowResponse struct {
+	Workflow *errand.Workflow `json:"workflow"`
+	// Jobs are the jobs enqueued with it, its first steps; [] when
+	// Duplicate.
+	Jobs []*errand.Job `json:"jobs"`
+	// Duplicate: a workflow with this id (or Idempotency-Key) existed;
+	// Workflow is that workflow and nothing was enqueued.
+	Duplicate bool `json:"duplicate"`
+}
+
+// enqueueWorkflow serves POST /api/v1/workflows: a workflow from any
+// language, in the JSON form of internal/workflowjson. Kinds need no Go
+// handler on the server, as for POST /api/v1/jobs. An Idempotency-Key
+// header becomes the workflow's id.
+func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request) error {
+	var req workflowjson.Request
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if key := r.Header.Get(IdempotencyHeader); key != "" {
+		if req.ID != "" && req.ID != key {
+			return badRequest("id %q and the %s %q differ; the key becomes the workflow's id, so send one of them", req.ID, IdempotencyHeader, key)
+		}
+		req.ID = key
+	}
+	steps, opts, err := req.Workflow()
+	if err != nil {
+		return err
+	}
+	res, err := a.c.EnqueueWorkflow(r.Context(), steps, opts)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+		if r.Header.Get(IdempotencyHeader) != "" {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+	}
+	resp := workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: make([]*errand.Job, len(res.Jobs)), Duplicate: res.Duplicate}
+	for i, j := range res.Jobs {
+		resp.Jobs[i] = a.show(j)
+	}
+	writeJSON(w, status, resp)
+	return nil
+}
+
+// workflow serves GET /api/v1/workflows/{id}: the workflow of errand
+// workflow --json, with its steps' current states.
+func (a *api[TTx]) workflow(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	wf, err := a.c.Workflow(r.Context(), id)
+	if errors.Is(err, errand.ErrNotFound) {
+		return &httpError{http.StatusNotFound, "not_found", "no workflow with id " + strconv.Quote(id)}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a.showWorkflow(wf))
+	return nil
+}
+
+// workflows serves GET /api/v1/workflows?state=&limit=: workflows, newest
+// first, as {"workflows": [...]}.
+func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "state", "limit"); err != nil {
+		return err
+	}
+	p := &errand.WorkflowListParams{Limit: DefaultListLimit}
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			st := errand.WorkflowState(s)
+			if !st.Valid() {
+				return badRequest("state %q is not a workflow state; use one of %v", s, errand.WorkflowStates)
+			}
+			p.States = append(p.States, st)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return badRequest("limit %q is out of range; give 1 to %d", v, MaxListLimit)
+		}
+		p.Limit = n
+	}
+	ws, err := a.c.Workflows(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := make([]*errand.Workflow, len(ws))
+	for i, wf := range ws {
+		out[i] = a.showWorkflow(wf)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
+	return nil
+}
+
+// showWorkflow prepares a workflow for a reader: its steps' outputs,
+// drawn from the jobs' data as progress is, hidden when args are.
+func (a *api[TTx]) showWorkflow(wf *errand.Workflow) *errand.Workflow {
+	if !a.hideArgs || wf == nil {
+		return wf
+	}
+	c := *wf
+	c.Steps = make([]errand.WorkflowStepView, len(wf.Steps))
+	for i, s := range wf.Steps {
+		s.Output = nil
+		c.Steps[i] = s
+	}
+	return &c
+}
+
+// outputRequest is the body of POST /api/v1/jobs/{id}/output.
+type outputRequest struct {
+	LeaseToken string `json:"lease_token"`
+	// Output is any JSON value, at most errand.MaxOutputBytes.
+	Output json.RawMessage `json:"output"`
+}
+
+// output serves POST /api/v1/jobs/{id}/output: a worker records what its
+// job produced, as errand.SetOutput does in Go, fenced by its lease token
+// (409 lease_lost writes nothing). The steps that depend on the job in a
+// workflow receive it.
+func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request) error {
+	var req outputRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(req.Output)) == 0 {
+		return badRequest("output is missing; send the job's output as any JSON value, e.g. {\"lease_token\": \"...\", \"output\": {\"charge_id\": \"ch_1\"}}")
+	}
+	ws, ok := a.c.Store().(errand.WorkflowStore)
+	if !ok {
+		return badRequest("the server's store does not keep outputs (it is not an errand.WorkflowStore)")
+	}
+	id := r.PathValue("id")
+	p := &errand.JobSetOutputParams{ID: id, LeaseToken: req.LeaseToken, Output: req.Output}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := ws.JobSetOutput(r.Context(), p); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id})
+	return nil
+}

@@ -1,0 +1,112 @@
+// Package workflowjson is the JSON form of a workflow to enqueue, which
+// POST /api/v1/workflows and errand workflow enqueue --file both take:
+//
+//	{"id": "order-7", "name": "checkout", "steps": [
+//	  {"name": "charge", "kind": "charge_card", "args": {"order": 7},
+//	   "compensate": {"kind": "refund_card", "args": {"order": 7}}},
+//	  {"name": "ship", "kind": "ship_order", "depends_on": ["charge"],
+//	   "queue": "shipping", "max_attempts": 5}
+//	]}
+//
+// A step's job fields, and its compensation's, are those of
+// POST /api/v1/jobs that a workflow's job may have: no id, run_at or unique
+// key, since a workflow's jobs have fixed ids and run when their
+// dependencies succeed.
+package workflowjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Request is a workflow to enqueue.
+type Request struct {
+	// ID is the workflow's id; empty means a new one. A duplicate id
+	// returns the existing workflow and enqueues nothing.
+	ID string `json:"id"`
+	// Name is a label for operators; optional.
+	Name  string `json:"name"`
+	Steps []Step `json:"steps"`
+}
+
+// Step is one step: its name, the steps it depends on, its job and the
+// job that compensates it.
+type Step struct {
+	Name      string   `json:"name"`
+	DependsOn []string `json:"depends_on"`
+	Job
+	// Compensate is the job that undoes the step; null for none.
+	Compensate *Job `json:"compensate"`
+}
+
+// Job is a step's job or a compensation: the job fields of
+// POST /api/v1/jobs that a workflow's job may have.
+type Job struct {
+	Kind string `json:"kind"`
+	// Args must be a JSON object (errand sets its field "workflow"); null
+	// or absent means {}.
+	Args        json.RawMessage `json:"args"`
+	Queue       string          `json:"queue"`
+	Priority    int             `json:"priority"`
+	Delay       errand.Duration `json:"delay"`
+	MaxAttempts int             `json:"max_attempts"`
+	MaxAge      errand.Duration `json:"max_age"`
+	OrderingKey string          `json:"ordering_key"`
+	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
+	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
+	FairnessKey    string                `json:"fairness_key"`
+	Tags           []string              `json:"tags"`
+}
+
+// Workflow returns the steps and options of errand.Client.EnqueueWorkflow.
+// A missing kind or args that are not a JSON object is an
+// *errand.InputError naming the step; the client checks the rest.
+func (r *Request) Workflow() ([]errand.WorkflowStep, *errand.WorkflowOpts, error) {
+	if len(r.Steps) == 0 {
+		return nil, nil, &errand.InputError{Field: "steps", Message: fmt.Sprintf("are missing; give 1 to %d steps, each {\"name\", \"kind\", \"args\", \"depends_on\", \"compensate\"}", errand.MaxWorkflowSteps)}
+	}
+	steps := make([]errand.WorkflowStep, len(r.Steps))
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		field := fmt.Sprintf("steps[%d]", i)
+		if s.Name != "" {
+			field = fmt.Sprintf("steps[%d] (%s)", i, s.Name)
+		}
+		args, opts, err := s.Job.params(field)
+		if err != nil {
+			return nil, nil, err
+		}
+		steps[i] = errand.WorkflowStep{Name: s.Name, DependsOn: s.DependsOn, Args: args, Opts: opts}
+		if s.Compensate != nil {
+			if steps[i].Compensate, steps[i].CompensateOpts, err = s.Compensate.params(field + ".compensate"); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return steps, &errand.WorkflowOpts{ID: r.ID, Name: r.Name}, nil
+}
+
+// params returns the job's args and options; field names it in errors.
+func (j *Job) params(field string) (errand.RawArgs, *errand.EnqueueOpts, error) {
+	if j.Kind == "" {
+		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".kind", Message: "is missing; name the job's kind, e.g. \"charge_card\""}
+	}
+	if j.Delay < 0 || j.MaxAge < 0 {
+		return errand.RawArgs{}, nil, &errand.InputError{Field: field, Message: "delay and max_age must not be negative"}
+	}
+	args := j.Args
+	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
+		args = json.RawMessage("{}")
+	} else if t[0] != '{' {
+		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".args", Message: "must be a JSON object; errand sets its field \"workflow\""}
+	}
+	return errand.RawArgs{KindName: j.Kind, JSON: args}, &errand.EnqueueOpts{
+		Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay), MaxAttempts: j.MaxAttempts,
+		MaxAge: time.Duration(j.MaxAge), OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
+		FairnessKey: j.FairnessKey, Tags: j.Tags,
+	}, nil
+}
