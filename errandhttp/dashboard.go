@@ -85,6 +85,8 @@ type dashboardClient interface {
 	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
 	Dependency(kind string) string
 	Batch(ctx context.Context, id string) (*errand.Batch, error)
+	Workflow(ctx context.Context, id string) (*errand.Workflow, error)
+	Workflows(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errand.FairnessKeyCount, error)
 }
@@ -119,6 +121,10 @@ type dashboard struct {
 //   - "/schedules": the recurring jobs.
 //   - "/batches/ID": one batch: its members' states, its completion and
 //     its callback job; a member's page links to it.
+//   - "/workflows": workflows, newest first, by state.
+//   - "/workflows/ID": one workflow: its state and failed step, each step
+//     with its dependencies, job, state, attempts and compensation, and
+//     what happens next; a step's page links to it.
 //
 // Replays and cancels are two POSTs: the first shows what will change and
 // asks for confirmation, the second does it, recording the operator that
@@ -147,6 +153,8 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /audit", d.auditPage)
 	mux.HandleFunc("GET /schedules", d.schedulesPage)
 	mux.HandleFunc("GET /batches/{id...}", d.batchPage)
+	mux.HandleFunc("GET /workflows", d.workflowsPage)
+	mux.HandleFunc("GET /workflows/{id...}", d.workflowPage)
 	mux.Handle("POST /replay-filter/confirm", protect.Handler(d.filterReplay(false)))
 	mux.Handle("POST /replay-filter", protect.Handler(d.filterReplay(true)))
 	mux.Handle("POST /replay-args/confirm", protect.Handler(d.fixReplay(false)))

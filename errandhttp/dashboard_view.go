@@ -17,31 +17,32 @@ import (
 
 // dashboardPages names the page templates under dashboard/templates; each
 // defines "content" for layout.html.
-var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batch"}
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batch", "workflows", "workflow"}
 
 // parseDashboardPages parses each page with the layout. Links in the pages
 // start with prefix.
 func parseDashboardPages(prefix string) map[string]*template.Template {
 	funcs := template.FuncMap{
-		"jobURL":     func(id string) string { return prefix + "/jobs/" + url.PathEscape(id) },
-		"path":       func(p string) string { return prefix + p },
-		"batchURL":   func(id string) string { return prefix + "/batches/" + url.PathEscape(id) },
-		"states":     func() []errand.JobState { return errand.JobStates },
-		"time":       formatTime,
-		"optTime":    formatOptTime,
-		"since":      since,
-		"ageSeconds": ageSeconds,
-		"prettyJSON": prettyJSON,
-		"shortJSON":  shortJSON,
-		"deref":      deref,
-		"count":      func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
-		"join":       strings.Join,
-		"canReplay":  replayAction.Applies,
-		"canCancel":  cancelAction.Applies,
-		"queueNames": queueNames,
-		"perMinute":  perMinute,
-		"percent":    percent,
-		"seconds":    seconds,
+		"jobURL":      func(id string) string { return prefix + "/jobs/" + url.PathEscape(id) },
+		"path":        func(p string) string { return prefix + p },
+		"batchURL":    func(id string) string { return prefix + "/batches/" + url.PathEscape(id) },
+		"workflowURL": func(id string) string { return prefix + "/workflows/" + url.PathEscape(id) },
+		"states":      func() []errand.JobState { return errand.JobStates },
+		"time":        formatTime,
+		"optTime":     formatOptTime,
+		"since":       since,
+		"ageSeconds":  ageSeconds,
+		"prettyJSON":  prettyJSON,
+		"shortJSON":   shortJSON,
+		"deref":       deref,
+		"count":       func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
+		"join":        strings.Join,
+		"canReplay":   replayAction.Applies,
+		"canCancel":   cancelAction.Applies,
+		"queueNames":  queueNames,
+		"perMinute":   perMinute,
+		"percent":     percent,
+		"seconds":     seconds,
 	}
 	pages := make(map[string]*template.Template, len(dashboardPages))
 	for _, name := range dashboardPages {

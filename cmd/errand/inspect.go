@@ -133,6 +133,12 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	if j.BatchID != nil {
 		field("batch", *j.BatchID+" (errand batch "+*j.BatchID+")")
 	}
+	if j.WorkflowID != nil {
+		field("workflow", *j.WorkflowID+" (errand workflow "+*j.WorkflowID+")")
+	}
+	if len(j.Output) > 0 {
+		field("output", compactJSON(j.Output))
+	}
 	if len(j.Progress) > 0 {
 		field("progress", compactJSON(j.Progress))
 	}

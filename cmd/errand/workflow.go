@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/workflowjson"
+)
+
+var workflowsCommand = &command{
+	name:    "workflows",
+	args:    "[--state STATE] [--limit N] [--json]",
+	summary: "list workflows, newest first: state, failed step, steps",
+	detail: `
+A workflow is a graph of steps, each an ordinary job, enqueued once the
+steps it depends on have succeeded (errand.Client.EnqueueWorkflow, POST
+/api/v1/workflows, or errand workflow enqueue). Its state is running,
+compensating (a step failed; the compensations of the steps that succeeded
+run, latest first), succeeded or failed. errand workflow ID shows one.
+
+With --json, prints one JSON array of workflows ([] when none match), each
+as errand workflow ID --json prints it.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		state := fs.String("state", "", "only workflows in `STATE` ("+workflowStateNames()+"; comma-separate several)")
+		limit := intFlag(fs, "limit", 100, "at most `N` workflows (default 100)")
+		asJSON := fs.Bool("json", false, "print a JSON array of workflows")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; errand workflow ID shows one workflow", pos[0])
+			}
+			if *limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			p := &errand.WorkflowListParams{Limit: *limit}
+			if *state != "" {
+				for _, s := range strings.Split(*state, ",") {
+					st := errand.WorkflowState(strings.TrimSpace(s))
+					if !st.Valid() {
+						return usagef("--state: %q is not a workflow state; use one of %s", s, workflowStateNames())
+					}
+					p.States = append(p.States, st)
+				}
+			}
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			ws, err := c.Workflows(ctx, p)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				if ws == nil {
+					ws = []*errand.Workflow{}
+				}
+				return writeJSON(e.stdout, ws)
+			}
+			if len(ws) == 0 {
+				_, err := fmt.Fprintln(e.stdout, "no workflows")
+				return err
+			}
+			now, err := c.Store().Now(ctx)
+			if err != nil {
+				return err
+			}
+			if err := writeWorkflowsTable(e.stdout, ws, now); err != nil {
+				return err
+			}
+			if len(ws) == *limit {
+				e.logger.Info("more workflows may match; raise --limit or narrow --state", "limit", *limit)
+			}
+			return nil
+		}
+	},
+}
+
+func workflowStateNames() string {
+	names := make([]string, len(errand.WorkflowStates))
+	for i, s := range errand.WorkflowStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func writeWorkflowsTable(w io.Writer, ws []*errand.Workflow, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tFAILED STEP\tSTEPS\tCREATED")
+	for _, wf := range ws {
+		name, failed := "-", "-"
+		if wf.Name != "" {
+			name = printable(wf.Name)
+		}
+		if wf.FailedStep != nil {
+			failed = printable(*wf.FailedStep)
+		}
+		succeeded := 0
+		for _, s := range wf.Steps {
+			if s.State != nil && *s.State == errand.StateSucceeded {
+				succeeded++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(wf.ID), name, printable(string(wf.State)), failed,
+			fmt.Sprintf("%d/%d succeeded", succeeded, len(wf.Steps)), relative(now, wf.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+var workflowCommand = &command{
+	name:    "workflow",
+	args:    "ID [--json] | enqueue --file FILE.json [--json]",
+	summary: "show a workflow: its state, each step's job and compensation; or enqueue one from JSON",
+	detail: `
+Shows a workflow's state, the step whose failure stopped it, and each step
+in declaration order: the steps it depends on, its kind, its job (ID.step.NAME,
+see errand inspect), the job's state and attempts, and its compensation's
+job (ID.undo.NAME) and state. A step's job is enqueued once the steps it
+depends on have succeeded. When a step ends dead or cancelled no further
+step starts and, once the steps in flight finish, the compensations of the
+steps that succeeded run one at a time, latest declared first; then the
+workflow is failed. errand replay of a dead compensation goes on
+compensating; errand replay of the failed step once the workflow failed
+resumes it from that step.
+
+With --json, prints the workflow: {"id", "name", "state", "failed_step",
+"steps": [{"name", "depends_on", "kind", "job_id", "state", "enqueued",
+"attempts", "max_attempts", "output", "compensation": {"kind", "job_id",
+"state", "enqueued", "attempts"} or null}], "created_at", "updated_at",
+"finished_at"}, times RFC 3339 in UTC; a step's state is null before its
+job is enqueued.
+
+errand workflow enqueue --file FILE.json enqueues a workflow (FILE - reads
+standard input), written as POST /api/v1/workflows takes it:
+
+  {"id": "order-7", "name": "checkout", "steps": [
+    {"name": "charge", "kind": "charge_card", "args": {"order": 7},
+     "compensate": {"kind": "refund_card", "args": {"order": 7}}},
+    {"name": "ship", "kind": "ship_order", "args": {"order": 7},
+     "depends_on": ["charge"], "queue": "shipping", "max_attempts": 5}]}
+
+A step and its compensation take the job fields kind, args (a JSON
+object), queue, priority, delay, max_attempts, max_age, ordering_key,
+ordering_on_dead, fairness_key and tags. A workflow whose id exists is not
+enqueued again: errand prints its id and exits 0. It prints the workflow's
+id, or with --json {"workflow", "jobs", "duplicate"}.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		asJSON := fs.Bool("json", false, "print the workflow as one JSON object")
+		file := fs.String("file", "", "with enqueue: the workflow to enqueue, a JSON `FILE` (- for standard input)")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 && pos[0] == "enqueue" {
+				return enqueueWorkflow(ctx, e, *db, pos[1:], *file, *asJSON)
+			}
+			if *file != "" {
+				return usagef("--file goes with enqueue: errand workflow enqueue --file FILE.json")
+			}
+			id, err := onePositional(pos, "id", "workflow")
+			if err != nil {
+				return err
+			}
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			wf, err := c.Workflow(ctx, id)
+			if errors.Is(err, errand.ErrNotFound) {
+				return fmt.Errorf("no workflow with id %s; errand workflows lists them", id)
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(e.stdout, wf)
+			}
+			now, err := c.Store().Now(ctx)
+			if err != nil {
+				return err
+			}
+			return writeWorkflow(e.stdout, wf, now)
+		}
+	},
+}
+
+// enqueueWorkflow is errand workflow enqueue --file FILE.
+func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q; give the workflow with --file FILE.json", pos[0])
+	}
+	if file == "" {
+		return usagef("give --file FILE.json (or --file - for standard input): the workflow as POST /api/v1/workflows takes it")
+	}
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return usagef("--file: %v", err)
+	}
+	var req workflowjson.Request
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return usagef("--file %s is not a workflow: %v; see errand help workflow", file, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return usagef("--file %s holds more than one JSON value; give one workflow object", file)
+	}
+	steps, opts, err := req.Workflow()
+	if err != nil {
+		return err
+	}
+	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	res, err := c.EnqueueWorkflow(ctx, steps, opts)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		e.logger.Info("workflow already exists; not enqueued again", "id", res.Workflow.ID, "state", string(res.Workflow.State))
+	}
+	if asJSON {
+		jobs := res.Jobs
+		if jobs == nil {
+			jobs = []*errand.Job{}
+		}
+		return writeJSON(e.stdout, struct {
+			Workflow  *errand.Workflow `json:"workflow"`
+			Jobs      []*errand.Job    `json:"jobs"`
+			Duplicate bool             `json:"duplicate"`
+		}{res.Workflow, jobs, res.Duplicate})
+	}
+	_, err = fmt.Fprintln(e.stdout, printable(res.Workflow.ID))
+	return err
+}
+
+// writeWorkflow prints a workflow: its fields, then a table of its steps.
+func writeWorkflow(w io.Writer, wf *errand.Workflow, now time.Time) error {
+	fmt.Fprintf(w, "workflow %s\n", printable(wf.ID))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
+	if wf.Name != "" {
+		field("name", wf.Name)
+	}
+	field("state", string(wf.State))
+	if wf.FailedStep != nil {
+		field("failed step", *wf.FailedStep)
+	}
+	field("created", formatTime(wf.CreatedAt)+" ("+relative(now, wf.CreatedAt)+")")
+	if wf.FinishedAt != nil {
+		field("finished", formatTime(*wf.FinishedAt)+" ("+relative(now, *wf.FinishedAt)+")")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tDEPENDS ON\tKIND\tJOB\tSTATE\tATTEMPTS\tCOMPENSATION\tCOMPENSATION STATE")
+	for _, s := range wf.Steps {
+		deps := "-"
+		if len(s.DependsOn) > 0 {
+			deps = strings.Join(s.DependsOn, ",")
+		}
+		job, state, attempts := "-", stepState(s.State, s.Enqueued), "-"
+		if s.Enqueued {
+			job = s.JobID
+		}
+		if s.State != nil {
+			attempts = strconv.Itoa(s.Attempts) + "/" + strconv.Itoa(s.MaxAttempts)
+		}
+		comp, compState := "-", "-"
+		if c := s.Compensation; c != nil {
+			comp = c.Kind
+			if c.Enqueued {
+				comp += " " + c.JobID
+			}
+			if c.Enqueued || c.State != nil {
+				compState = stepState(c.State, c.Enqueued)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Name), printable(deps), printable(s.Kind), printable(job),
+			state, attempts, printable(comp), compState)
+	}
+	return tw.Flush()
+}
+
+// stepState names the state of a workflow's job: its job's, "waiting"
+// before it is enqueued, "deleted" once retention removed it.
+func stepState(s *errand.JobState, enqueued bool) string {
+	switch {
+	case s != nil:
+		return string(*s)
+	case enqueued:
+		return "deleted"
+	}
+	return "waiting"
+}
