@@ -43,6 +43,11 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	res, err := a.c.EnqueueWorkflow(r.Context(), steps, opts)
+	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
+		// The whole message: it names the step (and compensation) whose
+		// field is wrong.
+		return badRequest("%s", err)
+	}
 	if err != nil {
 		return err
 	}

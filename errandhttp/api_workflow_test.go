@@ -1,0 +1,214 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// checkoutBody is a three-step workflow in the API's JSON: kinds no Go
+// handler knows, as any language would send them.
+func checkoutBody(id string) map[string]any {
+	return map[string]any{"id": id, "name": "checkout", "steps": []map[string]any{
+		{"name": "charge", "kind": "charge_card", "args": map[string]int{"order": 7}, "max_attempts": 3,
+			"compensate": map[string]any{"kind": "refund_card", "args": map[string]int{"order": 7}, "queue": "refunds"}},
+		{"name": "reserve", "kind": "reserve_stock", "depends_on": []string{"charge"}},
+		{"name": "ship", "kind": "ship_order", "depends_on": []string{"charge", "reserve"}, "queue": "shipping"},
+	}}
+}
+
+func TestAPIWorkflowEnqueue(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for _, tt := range []struct {
+			name string
+			body any
+			line string
+		}{
+			{"no steps", map[string]any{"id": "w"}, "steps"},
+			{"no kind", map[string]any{"steps": []map[string]any{{"name": "a"}}}, "steps[0] (a).kind"},
+			{"args not an object", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "args": []int{1}}}}, "must be a JSON object"},
+			{"unknown field", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "run_at": "2026-01-01T00:00:00Z"}}}, "unknown field"},
+			{"unknown dependency", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "depends_on": []string{"b"}}}}, `depends on \"b\"`},
+			{"two steps of a name", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k"}, {"name": "a", "kind": "k"}}}, "names two steps"},
+			{"bad compensation", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "compensate": map[string]any{"kind": "u", "max_attempts": -1}}}}, "workflow step a: compensation: max_attempts"},
+			{"id too long", map[string]any{"id": strings.Repeat("x", errand.MaxWorkflowIDBytes+1), "steps": []map[string]any{{"name": "a", "kind": "k"}}}, "workflow id"},
+		} {
+			r := s.op(t, "POST", "/api/v1/workflows", tt.body)
+			want(t, tt.name, r, http.StatusBadRequest, "invalid_input")
+			if !strings.Contains(string(r.body), tt.line) {
+				t.Errorf("%s: %s; want a message containing %q", tt.name, r.body, tt.line)
+			}
+		}
+		if n := s.jobCount(t); n != 0 {
+			t.Fatalf("bad workflows wrote %d jobs", n)
+		}
+		if ws, err := s.c.Workflows(t.Context(), nil); err != nil || len(ws) != 0 {
+			t.Fatalf("bad workflows wrote workflows: %v (%v)", ws, err)
+		}
+		if r := s.do(t, req{method: "POST", path: "/api/v1/workflows", token: readerSecret, body: checkoutBody("w1")}); r.status != http.StatusForbidden {
+			t.Fatalf("a reader enqueued a workflow: %d %s", r.status, r.body)
+		}
+
+		r := s.op(t, "POST", "/api/v1/workflows", checkoutBody("order-7"))
+		want(t, "enqueue", r, http.StatusCreated, "")
+		var res struct {
+			Workflow  errand.Workflow `json:"workflow"`
+			Jobs      []*errand.Job   `json:"jobs"`
+			Duplicate bool            `json:"duplicate"`
+		}
+		if err := json.Unmarshal(r.body, &res); err != nil {
+			t.Fatal(err)
+		}
+		wf := res.Workflow
+		if res.Duplicate || wf.ID != "order-7" || wf.Name != "checkout" || wf.State != errand.WorkflowRunning || len(wf.Steps) != 3 ||
+			len(res.Jobs) != 1 || res.Jobs[0].ID != "order-7.step.charge" {
+			t.Fatalf("enqueue answered %s", r.body)
+		}
+		if c := wf.Steps[0].Compensation; c == nil || c.Kind != "refund_card" || c.JobID != "order-7.undo.charge" || c.Enqueued {
+			t.Fatalf("charge's compensation = %+v", c)
+		}
+		j := s.job(t, "order-7.step.charge")
+		if j.MaxAttempts != 3 || j.WorkflowID == nil || *j.WorkflowID != "order-7" || !strings.Contains(string(j.Args), `"order":7`) ||
+			!strings.Contains(string(j.Args), `"workflow"`) {
+			t.Fatalf("charge's job = %+v, args %s", j, j.Args)
+		}
+		// The same id again, or the same Idempotency-Key: the existing
+		// workflow, nothing enqueued.
+		want(t, "enqueue again", s.op(t, "POST", "/api/v1/workflows", checkoutBody("order-7")), http.StatusOK, "")
+		again := s.do(t, req{method: "POST", path: "/api/v1/workflows", token: operatorSecret,
+			body: checkoutBody(""), header: map[string]string{errandhttp.IdempotencyHeader: "order-7"}})
+		want(t, "enqueue with the key", again, http.StatusOK, "")
+		if again.header.Get("Idempotent-Replayed") != "true" || again.json(t)["duplicate"] != true {
+			t.Fatalf("enqueue with the key: %v %s", again.header, again.body)
+		}
+		want(t, "key and id differ", s.do(t, req{method: "POST", path: "/api/v1/workflows", token: operatorSecret,
+			body: checkoutBody("x"), header: map[string]string{errandhttp.IdempotencyHeader: "y"}}), http.StatusBadRequest, "invalid_input")
+		if n := s.jobCount(t); n != 1 {
+			t.Fatalf("%d jobs after the duplicates, want 1", n)
+		}
+	})
+}
+
+func TestAPIWorkflowGetAndList(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		want(t, "unknown workflow", s.do(t, req{method: "GET", path: "/api/v1/workflows/nope", token: readerSecret}), http.StatusNotFound, "not_found")
+		r := s.do(t, req{method: "GET", path: "/api/v1/workflows", token: readerSecret})
+		want(t, "empty list", r, http.StatusOK, "")
+		if strings.TrimSpace(string(r.body)) != `{"workflows":[]}` {
+			t.Fatalf("empty list: %s", r.body)
+		}
+		want(t, "enqueue w1", s.op(t, "POST", "/api/v1/workflows", checkoutBody("w1")), http.StatusCreated, "")
+		clock.Advance(1e9)
+		want(t, "enqueue w2", s.op(t, "POST", "/api/v1/workflows", checkoutBody("w2")), http.StatusCreated, "")
+		if _, err := s.c.Cancel(t.Context(), "w1.step.charge", &errand.CancelOpts{Operator: "ops", Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+
+		r = s.do(t, req{method: "GET", path: "/api/v1/workflows/w1", token: readerSecret})
+		want(t, "get", r, http.StatusOK, "")
+		var wf errand.Workflow
+		if err := json.Unmarshal(r.body, &wf); err != nil {
+			t.Fatal(err)
+		}
+		if wf.ID != "w1" || wf.State != errand.WorkflowFailed || wf.FailedStep == nil || *wf.FailedStep != "charge" ||
+			wf.Steps[0].State == nil || *wf.Steps[0].State != errand.StateCancelled || wf.Steps[1].State != nil {
+			t.Fatalf("get after cancelling the first step: %s", r.body)
+		}
+		want(t, "get with a query", s.do(t, req{method: "GET", path: "/api/v1/workflows/w1?x=1", token: readerSecret}), http.StatusBadRequest, "invalid_input")
+
+		list := func(query string) []string {
+			t.Helper()
+			r := s.do(t, req{method: "GET", path: "/api/v1/workflows" + query, token: readerSecret})
+			want(t, "list "+query, r, http.StatusOK, "")
+			var l struct {
+				Workflows []errand.Workflow `json:"workflows"`
+			}
+			if err := json.Unmarshal(r.body, &l); err != nil {
+				t.Fatal(err)
+			}
+			ids := []string{}
+			for _, w := range l.Workflows {
+				ids = append(ids, w.ID)
+			}
+			return ids
+		}
+		for _, tt := range []struct{ query, want string }{
+			{"", "w2 w1"},
+			{"?limit=1", "w2"},
+			{"?state=failed", "w1"},
+			{"?state=running", "w2"},
+			{"?state=running,failed", "w2 w1"},
+			{"?state=succeeded", ""},
+		} {
+			if got := strings.Join(list(tt.query), " "); got != tt.want {
+				t.Errorf("list%s = %q, want %q", tt.query, got, tt.want)
+			}
+		}
+		for _, q := range []string{"?state=dead", "?limit=0", "?limit=x", "?sate=running"} {
+			want(t, "list"+q, s.do(t, req{method: "GET", path: "/api/v1/workflows" + q, token: readerSecret}), http.StatusBadRequest, "invalid_input")
+		}
+	})
+}
+
+func TestAPIJobOutput(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/workflows", checkoutBody("o1")), http.StatusCreated, "")
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"charge_card"}})
+		want(t, "claim", r, http.StatusOK, "")
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+			t.Fatalf("claimed %s (%v)", r.body, err)
+		}
+		env := claimed.Jobs[0]
+		path := "/api/v1/jobs/" + env.ID + "/output"
+
+		want(t, "wrong token", s.op(t, "POST", path, map[string]any{"lease_token": "nope", "output": map[string]string{"charge": "ch_1"}}),
+			http.StatusConflict, "lease_lost")
+		want(t, "no output", s.op(t, "POST", path, map[string]any{"lease_token": env.LeaseToken}), http.StatusBadRequest, "invalid_input")
+		want(t, "too large", s.op(t, "POST", path, map[string]any{"lease_token": env.LeaseToken,
+			"output": strings.Repeat("x", errand.MaxOutputBytes)}), http.StatusBadRequest, "invalid_input")
+		if j := s.job(t, env.ID); j.Output != nil {
+			t.Fatalf("refused outputs wrote %s", j.Output)
+		}
+		if r := s.do(t, req{method: "POST", path: path, token: readerSecret, body: map[string]any{"lease_token": env.LeaseToken, "output": 1}}); r.status != http.StatusForbidden {
+			t.Fatalf("a reader recorded an output: %d %s", r.status, r.body)
+		}
+		want(t, "output", s.op(t, "POST", path, map[string]any{"lease_token": env.LeaseToken, "output": map[string]string{"charge": "ch_1"}}), http.StatusOK, "")
+		if j := s.job(t, env.ID); !strings.Contains(string(j.Output), `"ch_1"`) {
+			t.Fatalf("output recorded as %s", j.Output)
+		}
+		want(t, "ack", s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/ack", map[string]any{"lease_token": env.LeaseToken}), http.StatusOK, "")
+		want(t, "output after the ack", s.op(t, "POST", path, map[string]any{"lease_token": env.LeaseToken, "output": 2}), http.StatusConflict, "lease_lost")
+
+		// The next step receives the output in its args once the workflow
+		// advances.
+		if _, err := st.(errand.WorkflowStore).WorkflowAdvance(t.Context(), &errand.WorkflowAdvanceParams{IDs: []string{"o1"}}); err != nil {
+			t.Fatal(err)
+		}
+		var args struct {
+			Workflow errand.WorkflowContext `json:"workflow"`
+		}
+		if err := json.Unmarshal(s.job(t, "o1.step.reserve").Args, &args); err != nil {
+			t.Fatal(err)
+		}
+		out, ok, err := errand.StepOutput[map[string]string](args.Workflow, "charge")
+		if err != nil || !ok || out["charge"] != "ch_1" {
+			t.Fatalf("reserve's workflow context = %+v (%v, %v)", args.Workflow, ok, err)
+		}
+		r = s.do(t, req{method: "GET", path: "/api/v1/workflows/o1", token: readerSecret})
+		if !strings.Contains(string(r.body), `"ch_1"`) {
+			t.Fatalf("workflow does not show the step's output: %s", r.body)
+		}
+	})
+}

@@ -1,0 +1,158 @@
+package errandhttp
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/sqlite"
+)
+
+// The workflow tests' kinds: wfCharge records an output, wfBook fails
+// permanently, wfRefund succeeds.
+type wfCharge struct{}
+
+func (wfCharge) Kind() string { return "wf_charge" }
+
+type wfBook struct{}
+
+func (wfBook) Kind() string { return "wf_book" }
+
+type wfRefund struct{}
+
+func (wfRefund) Kind() string { return "wf_refund" }
+
+func newWorkflowClient(t *testing.T) *errand.Client[*sql.Tx] {
+	t.Helper()
+	clk := errandtest.NewClock(testStart)
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ks := errand.NewKinds()
+	errand.Handle(ks, func(ctx context.Context, _ *errand.Job, _ wfCharge) error {
+		return errand.SetOutput(ctx, map[string]string{"charge_id": "ch_'1'"})
+	}, nil)
+	errand.Handle(ks, func(context.Context, *errand.Job, wfBook) error { return errand.Permanent(errors.New("no seats")) }, nil)
+	errand.Handle(ks, func(context.Context, *errand.Job, wfRefund) error { return nil }, nil)
+	c, err := errand.NewClient(st, &errand.Config{Kinds: ks, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestDashboardWorkflowPages(t *testing.T) {
+	c := newWorkflowClient(t)
+	h := NewDashboard(c, nil)
+	ctx := context.Background()
+	if code, _ := get(t, h, "/workflows/nope"); code != http.StatusNotFound {
+		t.Fatalf("unknown workflow: status %d, want 404", code)
+	}
+	wantContains(t, "no workflows", mustGet(t, h, "/workflows"), "No workflows", `aria-current="page">Workflows`)
+	if code, _ := get(t, h, "/workflows?state=dead"); code != http.StatusBadRequest {
+		t.Fatalf("a job state as a workflow state: status %d, want 400", code)
+	}
+	if _, err := c.EnqueueWorkflow(ctx, []errand.WorkflowStep{
+		{Name: "charge", Args: wfCharge{}, Compensate: wfRefund{}},
+		{Name: "book", Args: wfBook{}, DependsOn: []string{"charge"}},
+		{Name: "mail", Args: wfRefund{}, DependsOn: []string{"book"}},
+	}, &errand.WorkflowOpts{ID: "trip<1>", Name: "trip"}); err != nil {
+		t.Fatal(err)
+	}
+	const page = "/workflows/trip%3C1%3E"
+	body := mustGet(t, h, page)
+	wantContains(t, "new workflow", body, "trip&lt;1&gt;", "waiting for step charge (queued)",
+		`href="/jobs/trip%3C1%3E.step.charge"`, "not enqueued yet")
+	wantLacks(t, "workflow page", body, "trip<1>")
+	wantContains(t, "charge row", tableRow(t, body, ">charge<"), "wf_charge", "queued", "wf_refund", "not enqueued")
+	wantContains(t, "mail row", tableRow(t, body, ">mail<"), "book", "waiting", "none")
+	wantContains(t, "listing", mustGet(t, h, "/workflows"), `href="/workflows/trip%3C1%3E"`, "running")
+
+	workOne(t, c, errand.DefaultQueue) // charge succeeds, book is enqueued
+	job := mustGet(t, h, "/jobs/trip%3C1%3E.step.charge")
+	wantContains(t, "step's job page", job, `href="/workflows/trip%3C1%3E"`, "Output", "ch_&#39;1&#39;")
+	wantLacks(t, "step's job page", job, "ch_'1'")
+	wantContains(t, "after charge", mustGet(t, h, page), "waiting for step book (queued)", "1/20", "ch_&#39;1&#39;")
+
+	workOne(t, c, errand.DefaultQueue) // book is dead: undo charge is enqueued
+	body = mustGet(t, h, page)
+	wantContains(t, "compensating", body, "compensating: undo charge is queued", `href="/jobs/trip%3C1%3E.undo.charge"`)
+	wantContains(t, "failed step", body, "<dt>Failed step</dt><dd>book</dd>")
+	wantContains(t, "compensating listing", mustGet(t, h, "/workflows?state=compensating"), "trip&lt;1&gt;")
+	wantContains(t, "running listing", mustGet(t, h, "/workflows?state=running"), "No workflows in state running")
+
+	workOne(t, c, errand.DefaultQueue) // undo charge succeeds: failed
+	body = mustGet(t, h, page)
+	wantContains(t, "failed", body, "failed: step book is dead; replay it to resume")
+	wantContains(t, "charge row after compensation", tableRow(t, body, ">charge<"), "succeeded", "wf_refund", "trip&lt;1&gt;.undo.charge")
+
+	// HideArgs hides outputs too.
+	hidden := NewDashboard(c, &DashboardOptions{HideArgs: true})
+	wantLacks(t, "hidden output", mustGet(t, hidden, page), "ch_&#39;1&#39;")
+	wantLacks(t, "hidden output on the job page", mustGet(t, hidden, "/jobs/trip%3C1%3E.step.charge"), "ch_&#39;1&#39;")
+}
+
+func TestWorkflowNext(t *testing.T) {
+	st := func(s errand.JobState) *errand.JobState { return &s }
+	name := func(s string) *string { return &s }
+	comp := func(s *errand.JobState, enqueued bool) *errand.WorkflowCompensationView {
+		return &errand.WorkflowCompensationView{Kind: "refund", State: s, Enqueued: enqueued}
+	}
+	steps := func(charge, reserve, book *errand.JobState, undoCharge, undoReserve *errand.WorkflowCompensationView) []errand.WorkflowStepView {
+		return []errand.WorkflowStepView{
+			{Name: "charge", State: charge, Enqueued: charge != nil, Compensation: undoCharge},
+			{Name: "reserve", State: reserve, Enqueued: reserve != nil, Compensation: undoReserve},
+			{Name: "book", State: book, Enqueued: book != nil},
+		}
+	}
+	ok, dead, running := st(errand.StateSucceeded), st(errand.StateDead), st(errand.StateRunning)
+	for _, tt := range []struct {
+		name string
+		wf   errand.Workflow
+		want string
+	}{
+		{"a step runs", errand.Workflow{State: errand.WorkflowRunning, Steps: steps(ok, running, nil, comp(nil, false), nil)},
+			"waiting for step reserve (running)"},
+		{"two steps wait", errand.Workflow{State: errand.WorkflowRunning, Steps: steps(running, st(errand.StateRetrying), nil, nil, nil)},
+			"waiting for steps charge (running), reserve (retrying)"},
+		{"a step died, not yet seen", errand.Workflow{State: errand.WorkflowRunning, Steps: steps(ok, dead, nil, nil, nil)},
+			"running, but step reserve is dead; the next pass stops the workflow and starts compensating"},
+		{"a step in flight holds the compensations", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			Steps: steps(ok, running, dead, comp(nil, false), nil)},
+			"compensating after step book failed: waiting for step reserve (running) to finish; then the compensations run, latest step first"},
+		{"a compensation runs", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			Steps: steps(ok, ok, dead, comp(running, true), comp(ok, true))},
+			"compensating: undo charge is running"},
+		{"the latest compensation first", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			Steps: steps(ok, ok, dead, comp(nil, false), comp(nil, false))},
+			"compensating: the next pass enqueues undo reserve"},
+		{"a dead compensation", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			Steps: steps(ok, ok, dead, comp(dead, true), comp(ok, true))},
+			"stopped: compensation undo charge is dead; replay it to go on"},
+		{"failed", errand.Workflow{State: errand.WorkflowFailed, FailedStep: name("book"), Steps: steps(ok, ok, dead, comp(ok, true), nil)},
+			"failed: step book is dead; replay it to resume"},
+		{"succeeded", errand.Workflow{State: errand.WorkflowSucceeded, Steps: steps(ok, ok, ok, nil, nil)},
+			"succeeded: every step succeeded; nothing more runs"},
+	} {
+		if got := workflowNext(&tt.wf); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// The JSON of a workflow round-trips: what the API and the CLI print.
+func TestWorkflowJSONShape(t *testing.T) {
+	b, err := json.Marshal(&errand.Workflow{Steps: []errand.WorkflowStepView{{Name: "a", DependsOn: []string{}}}})
+	if err != nil || !strings.Contains(string(b), `"failed_step":null`) || !strings.Contains(string(b), `"compensation":null`) {
+		t.Fatalf("workflow JSON %s (%v)", b, err)
+	}
+}
