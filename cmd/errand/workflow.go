@@ -16,6 +16,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/workflowjson"
+	"github.com/errandhq/errand/internal/workflowview"
 )
 
 var workflowsCommand = &command{
@@ -263,6 +264,7 @@ func writeWorkflow(w io.Writer, wf *errand.Workflow, now time.Time) error {
 		field("name", wf.Name)
 	}
 	field("state", string(wf.State))
+	field("next", workflowview.Next(wf))
 	if wf.FailedStep != nil {
 		field("failed step", *wf.FailedStep)
 	}

@@ -1,0 +1,129 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand"
+)
+
+// checkoutJSON is a workflow whose second step fails at once.
+const checkoutJSON = `{"id": "order-7", "name": "checkout", "steps": [
+  {"name": "charge", "kind": "charge", "args": {"order": 7}, "compensate": {"kind": "refund"}},
+  {"name": "book", "kind": "book", "depends_on": ["charge"], "max_attempts": 1},
+  {"name": "mail", "kind": "mail", "depends_on": ["book"]}]}`
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "workflow.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestWorkflowCommands(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cli(t, "migrate", "--db", db))
+	for _, tt := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"workflow", "nope"}, 1, "no workflow with id nope"},
+		{[]string{"workflow"}, 2, "give the id"},
+		{[]string{"workflow", "a", "b"}, 2, "unexpected argument"},
+		{[]string{"workflow", "a", "--file", "x.json"}, 2, "--file goes with enqueue"},
+		{[]string{"workflows", "--state", "dead"}, 2, "not a workflow state"},
+		{[]string{"workflows", "x"}, 2, "unexpected argument"},
+		{[]string{"workflow", "enqueue"}, 2, "give --file"},
+		{[]string{"workflow", "enqueue", "--file", "/nonexistent/w.json"}, 2, "--file"},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, `{"steps": [{"name": "a", "kind": "k", "id": "x"}]}`)}, 2, "unknown field"},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, `{"steps": [{"name": "a"}]}`)}, 2, "steps[0] (a).kind"},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, `{"steps": [{"name": "a", "kind": "k", "depends_on": ["b"]}]}`)}, 2, `depends on "b"`},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, `{"steps": []} {}`)}, 2, "more than one JSON value"},
+	} {
+		r := cli(t, append(tt.args, "--db", db)...)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.line) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%v: %s; want exit %d with one line containing %q", tt.args, r, tt.code, tt.line)
+		}
+	}
+	if r := ok(t, cli(t, "workflows", "--db", db)); r.stdout != "no workflows\n" {
+		t.Fatalf("workflows of an empty store printed %q", r.stdout)
+	}
+	if r := ok(t, cli(t, "workflows", "--json", "--db", db)); strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("workflows --json of an empty store printed %q", r.stdout)
+	}
+
+	file := writeFile(t, checkoutJSON)
+	if r := ok(t, cli(t, "workflow", "enqueue", "--file", file, "--db", db)); r.stdout != "order-7\n" {
+		t.Fatalf("enqueue printed %q", r.stdout)
+	}
+	var res struct {
+		Workflow  errand.Workflow `json:"workflow"`
+		Jobs      []*errand.Job   `json:"jobs"`
+		Duplicate bool            `json:"duplicate"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "enqueue", "--file", file, "--json", "--db", db)).stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Duplicate || res.Workflow.ID != "order-7" || len(res.Jobs) != 0 {
+		t.Fatalf("enqueue again = %+v", res)
+	}
+	r := ok(t, cli(t, "workflows", "--db", db))
+	for _, want := range []string{"order-7", "checkout", "running", "0/3 succeeded"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("workflows printed\n%s\nwant %q", r.stdout, want)
+		}
+	}
+
+	ok(t, cli(t, "work", "--once", "--exec", "charge=true", "--db", db))
+	ok(t, cli(t, "work", "--once", "--exec", "book=false", "--db", db))
+	r = ok(t, cli(t, "workflow", "order-7", "--db", db))
+	for _, want := range []string{"workflow order-7", "compensating", "failed step  book", "charge  -", "order-7.step.charge", "succeeded",
+		"refund order-7.undo.charge", "book    charge", "dead", "1/1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("workflow printed\n%s\nwant %q", r.stdout, want)
+		}
+	}
+	if !strings.Contains(r.stdout, "next         compensating: undo charge is queued") {
+		t.Fatalf("workflow does not say what happens next:\n%s", r.stdout)
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "mail" && strings.Join(f, " ") != "mail book mail - waiting - - -" {
+			t.Fatalf("mail's row %q: want it waiting, not enqueued", line)
+		}
+	}
+	if r := ok(t, cli(t, "inspect", "order-7.step.charge", "--db", db)); !strings.Contains(r.stdout, "order-7 (errand workflow order-7)") {
+		t.Fatalf("inspect of a step does not name its workflow:\n%s", r.stdout)
+	}
+
+	ok(t, cli(t, "work", "--once", "--exec", "refund=true", "--db", db))
+	var wf errand.Workflow
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout), &wf); err != nil {
+		t.Fatal(err)
+	}
+	c := wf.Steps[0].Compensation
+	if wf.State != errand.WorkflowFailed || wf.FailedStep == nil || *wf.FailedStep != "book" || c == nil || c.State == nil ||
+		*c.State != errand.StateSucceeded || wf.Steps[2].State != nil || wf.Steps[2].Enqueued {
+		t.Fatalf("workflow --json after the compensation = %+v", wf)
+	}
+	var ws []errand.Workflow
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflows", "--state", "failed", "--json", "--db", db)).stdout), &ws); err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 || ws[0].ID != "order-7" {
+		t.Fatalf("workflows --state failed = %+v", ws)
+	}
+	if r := ok(t, cli(t, "workflows", "--state", "running", "--db", db)); r.stdout != "no workflows\n" {
+		t.Fatalf("workflows --state running printed %q", r.stdout)
+	}
+	if r := ok(t, cli(t, "help", "workflow")); !strings.Contains(r.stdout, "errand workflow enqueue --file FILE.json") {
+		t.Fatalf("help workflow:\n%s", r.stdout)
+	}
+}
