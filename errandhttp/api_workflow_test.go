@@ -75,8 +75,15 @@ func TestAPIWorkflowEnqueue(t *testing.T) {
 			t.Fatalf("charge's compensation = %+v", c)
 		}
 		j := s.job(t, "order-7.step.charge")
-		if j.MaxAttempts != 3 || j.WorkflowID == nil || *j.WorkflowID != "order-7" || !strings.Contains(string(j.Args), `"order":7`) ||
-			!strings.Contains(string(j.Args), `"workflow"`) {
+		var args struct {
+			Order    int                    `json:"order"`
+			Workflow errand.WorkflowContext `json:"workflow"`
+		}
+		if err := json.Unmarshal(j.Args, &args); err != nil {
+			t.Fatal(err)
+		}
+		if j.MaxAttempts != 3 || j.WorkflowID == nil || *j.WorkflowID != "order-7" || args.Order != 7 ||
+			args.Workflow.ID != "order-7" || args.Workflow.Step != "charge" {
 			t.Fatalf("charge's job = %+v, args %s", j, j.Args)
 		}
 		// The same id again, or the same Idempotency-Key: the existing

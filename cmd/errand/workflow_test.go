@@ -27,8 +27,17 @@ func writeFile(t *testing.T, body string) string {
 	return path
 }
 
-func TestWorkflowCommands(t *testing.T) {
-	db := tempDB(t)
+func TestWorkflowCommands(t *testing.T) { testWorkflowCommands(t, tempDB(t)) }
+
+// TestPostgresWorkflowCommands runs the same commands on PostgreSQL.
+func TestPostgresWorkflowCommands(t *testing.T) {
+	db, _ := pgDB(t)
+	testWorkflowCommands(t, db)
+}
+
+// testWorkflowCommands enqueues a workflow from a file, fails its second
+// step, runs the compensation, and reads it at each stage.
+func testWorkflowCommands(t *testing.T, db string) {
 	ok(t, cli(t, "migrate", "--db", db))
 	for _, tt := range []struct {
 		args []string
