@@ -22,7 +22,8 @@ var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome"}
 // TestDashboardInChromium loads the dashboard in a real headless Chromium,
 // as an operator's browser would, with its style sheet, its script and its
 // Content-Security-Policy: it checks the rendered DOM of the queues overview
-// (with its rates panel), the dead letters, a job and the audit, that the browser reported no refused resource, and
+// (with its rates panel), the dead letters, a job, the workflows, a
+// workflow and the audit, that the browser reported no refused resource, and
 // that the screenshots are not blank. The screenshots go to
 // $ERRAND_SCREENSHOT_DIR when set, for a person to look at. The test
 // installs nothing: without a Chromium on PATH it skips.
@@ -40,6 +41,12 @@ func TestDashboardInChromium(t *testing.T) {
 	c := newSQLiteClient(t, errandtest.NewClock(time.Now().UTC().Truncate(time.Second)))
 	seed(t, c)
 	if _, err := c.Cancel(context.Background(), "later-1", &errand.CancelOpts{Operator: "ana", Reason: "customer left"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueWorkflow(context.Background(), []errand.WorkflowStep{
+		{Name: "charge", Args: okArgs{}, Compensate: okArgs{}},
+		{Name: "book", Args: okArgs{}, DependsOn: []string{"charge"}},
+	}, &errand.WorkflowOpts{ID: "trip-1", Name: "trip"}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(NewDashboard(c, nil)) // loopback
@@ -62,6 +69,8 @@ func TestDashboardInChromium(t *testing.T) {
 			`100.0% <span class="note">(1)</span>`, `<span class="class">permanent</span> 1`, `<td class="num">1.00</td><td class="num">0.20</td>`}},
 		{"dead", "/dead", []string{`value="dead-1"`, `value="panic-1"`, "card declined", "Replay selected"}},
 		{"job", "/jobs/dead-1", []string{"dead after attempt 1 of 20 (class permanent): replay to run again", "card declined", "Fix and replay"}},
+		{"workflows", "/workflows", []string{`aria-current="page">Workflows`, `href="/workflows/trip-1"`, "running"}},
+		{"workflow", "/workflows/trip-1", []string{"waiting for step charge (queued)", `href="/jobs/trip-1.step.charge"`, "not enqueued yet"}},
 		{"audit", "/audit", []string{`aria-current="page">Audit`, "customer left", `href="/jobs/later-1"`, "cancel"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
