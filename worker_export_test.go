@@ -83,3 +83,6 @@ func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 func CompleteOpenBatches[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	return c.completeBatches(ctx, nil)
 }
+
+// RetryBudgetSpec is the bucket rule of a retry budget, defaults applied.
+func RetryBudgetSpec(b RetryBudget) (LimiterSpec, error) { return b.spec() }

@@ -124,7 +124,11 @@ breakers shows the breakers and resets one.
 
 With --once it claims one job, runs it, prints one JSON line:
 {"result": "idle"|"succeeded"|"retrying"|"dead"|"cancelled"|"lease_lost", "job_id": ...,
-"attempt": N}, and exits 0 whenever an outcome was recorded.`,
+"attempt": N}, and exits 0 whenever an outcome was recorded. The claim
+honours the rate limits and retry budgets the workers keep in the database
+(nothing within them is ready: result "idle") and the circuit breakers of
+--dependency: a kind whose DEP's breaker is open is not claimed, and the
+outcome counts toward its breaker.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
@@ -166,7 +170,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "dependency", "breaker", "max-workers", "weight"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "max-workers", "weight"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
