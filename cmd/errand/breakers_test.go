@@ -114,7 +114,7 @@ func TestBreakersCommandErrors(t *testing.T) {
 		{[]string{"work", "--db", db, "--exec", "send=true", "--dependency", "mail=smtp"}, 2, "which no --exec or --http maps"},
 		{[]string{"work", "--db", db, "--exec", "send=true", "--dependency", "send=smtp", "--breaker", "smtp=5/1m"}, 2, "DEP=N/WINDOW/COOLDOWN"},
 		{[]string{"work", "--db", db, "--exec", "send=true", "--dependency", "send=smtp", "--breaker", "smtp=0/1m/30s"}, 2, "at least 1"},
-		{[]string{"serve", "--db", db, "--dependency", "send=smtp"}, 2, "--dependency"},
+		{[]string{"serve", "--db", db, "--breaker", "smtp=5/1m/30s"}, 2, "no --dependency"},
 	} {
 		r := cli(t, c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 || r.stdout != "" {

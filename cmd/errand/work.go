@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -215,7 +216,7 @@ outcome counts toward its breaker.`,
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, e)
+			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, false, e)
 			if err != nil {
 				return err
 			}
@@ -419,7 +420,11 @@ func parseQueues(specs []string) (queueFlags, error) {
 // execKinds builds a kind with an exec handler for every --exec and a
 // webhook for every --http, with the timeouts --timeout gives, and returns
 // their names, in flag order, and the exec handlers too.
-func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+//
+// A --dependency of a kind that no --exec or --http maps is a usage error,
+// unless declare: then the kind is declared with its dependency, for the
+// claims of remote workers through errand serve's API.
+func execKinds(execs, hooks, timeouts []string, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
 	byName := map[string]errand.Handler{}
 	var order []string
 	var handlers []*exechandler.Handler
@@ -470,11 +475,16 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) 
 		}
 		timeoutOf[kind] = d
 	}
+	var declared []string
 	for kind := range deps {
 		if _, known := byName[kind]; !known {
-			return nil, nil, nil, usagef("--dependency names kind %q, which no --exec or --http maps", kind)
+			if !declare {
+				return nil, nil, nil, usagef("--dependency names kind %q, which no --exec or --http maps", kind)
+			}
+			declared = append(declared, kind)
 		}
 	}
+	slices.Sort(declared)
 	for kind, url := range hookKinds {
 		h, err := errandhttp.NewWebhook(url, &errandhttp.WebhookOptions{Timeout: timeoutOf[kind]})
 		if err != nil {
@@ -486,7 +496,10 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) 
 	for _, name := range order {
 		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name], Dependency: deps[name]})
 	}
-	return kinds, order, handlers, nil
+	for _, name := range declared {
+		kinds.HandleRaw(name, nil, &errand.KindOpts{Dependency: deps[name]})
+	}
+	return kinds, append(order, declared...), handlers, nil
 }
 
 // retentionFlagError names the --retain flags in a retention policy's
