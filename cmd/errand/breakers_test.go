@@ -122,3 +122,27 @@ func TestBreakersCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkOnceBreaker: errand work --once counts its command's failures
+// toward its kind's dependency and, with the breaker open, claims none of
+// the kind's jobs (idle) while they wait.
+func TestWorkOnceBreaker(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	s := script(t, `echo "smtp refused" >&2; exit 75`)
+	enqueueN(t, db, "send", errand.DefaultQueue, 2, errand.EnqueueOpts{MaxAttempts: 10})
+	once := func() string {
+		t.Helper()
+		return parseWork(t, cli(t, "work", "--once", "--db", db, "--exec", "send="+s,
+			"--dependency", "send=smtp", "--breaker", "smtp=1/1m/1h")).Result
+	}
+	if r := once(); r != "retrying" {
+		t.Fatalf("first --once: %s; want retrying", r)
+	}
+	if bs := breakersJSON(t, db); len(bs) != 1 || bs[0].State != errand.BreakerOpen {
+		t.Fatalf("breakers after one failure at threshold 1: %+v; want smtp open", bs)
+	}
+	if r := once(); r != "idle" {
+		t.Fatalf("--once with the breaker open: %s; want idle, the other job waiting", r)
+	}
+}
