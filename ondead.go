@@ -38,6 +38,11 @@ import (
 // wrote into finished_at.
 const deadHookOverlap = 5 * time.Minute
 
+// deadHookCursorEvery is how far a worker's looks move before it writes
+// its kinds' cursors again: a worker that restarts looks again at most
+// that much more, and a look every SweepInterval writes rarely.
+const deadHookCursorEvery = time.Minute
+
 // deadHookPage is how many dead jobs one look reads at a time.
 const deadHookPage = 200
 
@@ -124,6 +129,7 @@ type deadHookScanner struct {
 	kinds   []string
 	every   time.Duration
 	since   time.Time // zero before the first look
+	written time.Time // the cursor this worker last wrote; zero: none yet
 }
 
 // newDeadHookScanner returns nil when the worker has no hooked kinds or the
@@ -227,11 +233,12 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 		}
 		since = last
 	}
-	if s.cursors != nil && !to.IsZero() {
+	if s.cursors != nil && !to.IsZero() && (s.written.IsZero() || to.Sub(s.written) >= deadHookCursorEvery) {
 		err := s.cursors.DeadHookCursorAdvance(ctx, &DeadHookCursorAdvanceParams{Kinds: s.kinds, To: to})
 		if err != nil {
 			return seen, fmt.Errorf("advance dead-hook cursors: %w", err)
 		}
+		s.written = to
 	}
 	s.since = to
 	return seen, nil

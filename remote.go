@@ -256,12 +256,12 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 		return c.recordRemote(ctx, "ack", o) // the write says whether the lease holds
 	}
 	r, err := c.writeOutcome(ctx, o)
-	g.observeRemote(ctx, &attempt{job: job}, o, r, cmpErr(err, r.Err))
+	g.observeRemote(ctx, &attempt{job: job}, o, r, firstErr(err, r.Err))
 	return c.remoteResult("ack", o, r, err)
 }
 
-// cmpErr returns the first error that is not nil.
-func cmpErr(errs ...error) error {
+// firstErr returns the first error that is not nil.
+func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -401,7 +401,7 @@ func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome
 // reports its own attempts.
 func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *JobOutcome) (OutcomeResult, error) {
 	r, err := c.writeOutcome(ctx, o)
-	c.outsideGate().observeRemote(ctx, a, o, r, cmpErr(err, r.Err))
+	c.outsideGate().observeRemote(ctx, a, o, r, firstErr(err, r.Err))
 	return c.remoteResult(op, o, r, err)
 }
 
