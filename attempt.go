@@ -378,21 +378,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		c.logOutcome(job, res)
 		return res, nil
 	}
-	switch r.State {
-	case StateSucceeded:
-		res.Result = ResultSucceeded
-	case StateRetrying:
-		res.Result = ResultRetrying
-	case StateDead:
-		res.Result = ResultDead
-	case StateCancelled:
-		res.Result = ResultCancelled
-	case StateQueued:
-		res.Result = ResultSnoozed
-		if o.Kind == OutcomeInterrupted {
-			res.Result = ResultInterrupted
-		}
-	}
+	res.Result = resultOfState(r.State, o.Kind)
 	if r.State == StateRetrying || r.State == StateQueued {
 		at := r.AvailableAt
 		res.AvailableAt = &at

@@ -222,6 +222,47 @@ type JobListDeadUnhookedParams struct {
 	Limit int
 }
 
+// DeadHookCursorsParams name the kinds whose cursors to read (see
+// [DeadHookCursorStore]).
+type DeadHookCursorsParams struct {
+	Kinds []string
+}
+
+// DeadHookCursorAdvanceParams move the cursors of Kinds to To (see
+// [DeadHookCursorStore]).
+type DeadHookCursorAdvanceParams struct {
+	Kinds []string
+	To    time.Time
+}
+
+// Validate checks the parameters of DeadHookCursorAdvance.
+func (p *DeadHookCursorAdvanceParams) Validate() error {
+	for _, k := range p.Kinds {
+		if err := checkName("kinds", k); err != nil {
+			return err
+		}
+	}
+	if p.To.IsZero() {
+		return &InputError{Field: "to", Message: "is zero; give the finished_at up to which every dead job has its hook"}
+	}
+	return nil
+}
+
+// FairTurnPruneParams bound the turns to delete (see [FairTurnPruner]).
+type FairTurnPruneParams struct {
+	// IdleFor is how long, on the store's clock, a key must have gone
+	// unserved; at least a second.
+	IdleFor time.Duration
+}
+
+// Validate checks the parameters of FairTurnPrune.
+func (p *FairTurnPruneParams) Validate() error {
+	if p.IdleFor < time.Second {
+		return &InputError{Field: "idle_for", Message: fmt.Sprintf("%s is too short; give at least 1s", p.IdleFor)}
+	}
+	return nil
+}
+
 // ScheduleDeleteParams name the schedule to delete, and who deletes it and
 // why, for the audit.
 type ScheduleDeleteParams struct {

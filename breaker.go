@@ -235,7 +235,11 @@ func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 // open and claiming at most one job per probe slot it gets for a breaker
 // whose cool-down is over.
 func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim claimFunc) ([]*Job, error) {
-	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: g.deps})
+	deps := g.depsOf(params.Kinds)
+	if len(deps) == 0 {
+		return claim(ctx, params) // no kind claimed names a dependency
+	}
+	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: deps})
 	if err != nil {
 		return nil, fmt.Errorf("read breakers: %w", err)
 	}
@@ -248,7 +252,9 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 		}
 	}
 	g.mu.Lock()
-	clear(g.dirty)
+	for _, d := range deps {
+		delete(g.dirty, d)
+	}
 	for _, b := range read.Breakers {
 		g.dirty[b.Dependency] = b.State != BreakerClosed || b.Failures > 0
 		switch b.State {
@@ -303,6 +309,18 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 	p.Kinds, p.Limit = open, limit
 	more, err := claim(ctx, &p)
 	return append(jobs, more...), err
+}
+
+// depsOf returns the dependencies that kinds name, sorted.
+func (g *breakerGate) depsOf(kinds []string) []string {
+	var deps []string
+	for _, k := range kinds {
+		if d := g.dep[k]; d != "" && !slices.Contains(deps, d) {
+			deps = append(deps, d)
+		}
+	}
+	slices.Sort(deps)
+	return deps
 }
 
 // claimProbe asks for a probe slot of dep and, granted one, claims one job
@@ -438,9 +456,17 @@ type claimFunc func(ctx context.Context, p *JobClaimParams) ([]*Job, error)
 // keys), and through the circuit breakers when the worker's kinds name
 // dependencies.
 func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *JobClaimParams) ([]*Job, error) {
-	claim := func(ctx context.Context, p *JobClaimParams) ([]*Job, error) { return qc.claim(ctx, w.c.store, p) }
-	if w.breakers == nil || len(w.breakers.deps) == 0 {
+	return w.c.claimThrough(ctx, w.breakers, qc, p)
+}
+
+// claimThrough claims as p says, through qc (fairly while the queue has
+// fairness keys), and through the circuit breakers of g when its kinds name
+// dependencies. Workers and the claims made outside them (see
+// remote_flow.go) share it.
+func (c *engine) claimThrough(ctx context.Context, g *breakerGate, qc *queueClaimer, p *JobClaimParams) ([]*Job, error) {
+	claim := func(ctx context.Context, p *JobClaimParams) ([]*Job, error) { return qc.claim(ctx, c.store, p) }
+	if g == nil || len(g.deps) == 0 {
 		return claim(ctx, p)
 	}
-	return w.breakers.claim(ctx, p, claim)
+	return g.claim(ctx, p, claim)
 }

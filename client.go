@@ -92,6 +92,7 @@ type engine struct {
 	subs subscribers // see subscribe.go
 
 	remotes remoteWorkers // remote workers seen by Claim; see remote.go
+	outside outsideClaims // breakers and fair modes of claims outside a Worker; see remote_flow.go
 }
 
 // NewClient returns a client over store. It returns an error naming the

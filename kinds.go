@@ -97,7 +97,10 @@ type KindOpts struct {
 	// Dependency names what this kind's jobs call ("smtp", "payments-api"),
 	// which several kinds may share: its circuit breaker stops workers
 	// claiming them while it is down (see [BreakerPolicy]), cluster-wide,
-	// without using their attempts. Empty: no breaker.
+	// without using their attempts; so it stops [Client.WorkOne] and the
+	// claims of remote workers through this client ([Client.Claim]). A
+	// kind only remote workers run may be declared with no handler to
+	// name its dependency. Empty: no breaker.
 	Dependency string
 	// OnDead, when set, names the job to enqueue each time a job of this
 	// kind is dead-lettered, by any path: a compensation or a

@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,21 +24,24 @@ import (
 //     SweepInterval, for dead jobs of its hooked kinds that have no hook job:
 //     jobs swept to dead (a lease expired on the final attempt, a deadline
 //     passed while waiting) and jobs whose worker died between the outcome
-//     and the hook. A worker starting looks back DeadHookLookback; after
-//     that it looks at the deaths since its last look, with a margin.
-//
-// A job that died while no worker with its kind's hook ran for longer than
-// DeadHookLookback gets no hook job: replay it, or enqueue the compensation
-// yourself.
-
-// DeadHookLookback is how far back a starting worker looks for dead jobs of
-// its hooked kinds that have no hook job.
-const DeadHookLookback = 7 * 24 * time.Hour
+//     and the hook. Where to look from is kept in the store, per kind (see
+//     [DeadHookCursorStore]): a worker starting looks from where the
+//     cluster last finished looking, however long no worker with the hook
+//     ran, and a kind never looked at is looked at from its first dead job.
+//     A look moves the cursors forward only past deaths whose hooks are
+//     enqueued; after the first look a worker looks at the deaths since its
+//     last look, with a margin. Each look reads the finished-jobs index from
+//     the cursor on, so its cost follows the deaths since, not the table.
 
 // deadHookOverlap is how far before its last look a worker looks again: a
 // transaction that dead-lettered a job may commit a moment after the time it
 // wrote into finished_at.
 const deadHookOverlap = 5 * time.Minute
+
+// deadHookCursorEvery is how far a worker's looks move before it writes
+// its kinds' cursors again: a worker that restarts looks again at most
+// that much more, and a look every SweepInterval writes rarely.
+const deadHookCursorEvery = time.Minute
 
 // deadHookPage is how many dead jobs one look reads at a time.
 const deadHookPage = 200
@@ -121,11 +125,13 @@ func (c *engine) hookedKinds() []string {
 // deadHookScanner finds the dead jobs of a worker's hooked kinds that have
 // no hook job and enqueues their hooks.
 type deadHookScanner struct {
-	c     *engine
-	store DeadHookStore
-	kinds []string
-	every time.Duration
-	since time.Time // zero before the first look
+	c       *engine
+	store   DeadHookStore
+	cursors DeadHookCursorStore // nil: the store keeps none; a start looks from the first death
+	kinds   []string
+	every   time.Duration
+	since   time.Time // zero before the first look
+	written time.Time // the cursor this worker last wrote; zero: none yet
 }
 
 // newDeadHookScanner returns nil when the worker has no hooked kinds or the
@@ -136,7 +142,8 @@ func (c *engine) newDeadHookScanner(every time.Duration) *deadHookScanner {
 	if len(kinds) == 0 || !ok {
 		return nil
 	}
-	return &deadHookScanner{c: c, store: ds, kinds: kinds, every: every}
+	cs, _ := c.store.(DeadHookCursorStore)
+	return &deadHookScanner{c: c, store: ds, cursors: cs, kinds: kinds, every: every}
 }
 
 // run looks at once, then every interval, until ctx ends.
@@ -155,8 +162,33 @@ func (s *deadHookScanner) run(ctx context.Context) {
 	}
 }
 
+// start returns where a worker's first look starts: the earliest cursor of
+// its kinds, or the zero time (every death) when one of them has none.
+func (s *deadHookScanner) start(ctx context.Context) (time.Time, error) {
+	if s.cursors == nil {
+		return time.Time{}, nil
+	}
+	cs, err := s.cursors.DeadHookCursors(ctx, &DeadHookCursorsParams{Kinds: s.kinds})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read dead-hook cursors: %w", err)
+	}
+	var from time.Time
+	for i, k := range s.kinds {
+		at, ok := cs[k]
+		if !ok {
+			return time.Time{}, nil
+		}
+		if i == 0 || at.Before(from) {
+			from = at
+		}
+	}
+	return from, nil
+}
+
 // scan enqueues the hooks of the dead jobs found since the last look, and
-// returns how many jobs it looked at.
+// returns how many jobs it looked at. It moves the cursors up to the
+// earliest death whose hook could not be enqueued for a reason that may
+// pass (the store's), else to the margin before now.
 func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 	now, err := s.c.store.Now(ctx)
 	if err != nil {
@@ -164,7 +196,15 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 	}
 	since := s.since
 	if since.IsZero() {
-		since = now.Add(-DeadHookLookback)
+		if since, err = s.start(ctx); err != nil {
+			return 0, err
+		}
+	}
+	to := now.Add(-deadHookOverlap)
+	held := func(at time.Time) { // the look is not done past at
+		if at.Before(to) {
+			to = at
+		}
 	}
 	seen := 0
 	for {
@@ -176,8 +216,13 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 		for _, j := range jobs {
 			if _, err := s.c.fireDeadHook(ctx, j); err != nil {
 				// One hook that cannot be enqueued (its args do not
-				// marshal, say) must not stop the others.
+				// marshal, say) must not stop the others; one the store
+				// refused is looked for again.
 				s.c.logger.Error("on-dead hook failed", "job_id", j.ID, "err", err)
+				var ie *InputError
+				if !errors.As(err, &ie) && !errors.Is(err, ErrInvalid) {
+					held(*j.FinishedAt)
+				}
 			}
 		}
 		if len(jobs) < deadHookPage {
@@ -185,10 +230,18 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 		}
 		last := *jobs[len(jobs)-1].FinishedAt
 		if !last.After(since) {
-			break // a page of one instant: the next look goes on
+			held(since) // a page of one instant: the next look goes on
+			break
 		}
 		since = last
 	}
-	s.since = now.Add(-deadHookOverlap)
+	if s.cursors != nil && !to.IsZero() && (s.written.IsZero() || to.Sub(s.written) >= deadHookCursorEvery) {
+		err := s.cursors.DeadHookCursorAdvance(ctx, &DeadHookCursorAdvanceParams{Kinds: s.kinds, To: to})
+		if err != nil {
+			return seen, fmt.Errorf("advance dead-hook cursors: %w", err)
+		}
+		s.written = to
+	}
+	s.since = to
 	return seen, nil
 }

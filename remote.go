@@ -45,7 +45,11 @@ type ClaimOpts struct {
 // cluster's rate limits and retry budgets, kept in the store by the Workers
 // that configure them, bind these claims too: a claim takes at most as
 // many jobs as their buckets hold tokens for, and none while the queue's
-// limit is spent.
+// limit is spent. So do the circuit breakers of the dependencies this
+// client's kinds name ([KindOpts].Dependency): no job of a kind whose
+// dependency's breaker is open is claimed, and a half-open breaker lets
+// through only its probes, counted across the cluster. A queue with
+// fairness keys waiting is claimed fairly, as a Worker claims it.
 func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error) {
 	var o ClaimOpts
 	if opts != nil {
@@ -80,26 +84,16 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error
 	if err := checkIdentifier("worker", o.Owner, MaxIDBytes); err != nil {
 		return nil, err
 	}
-	// The cluster's rate limits and retry budgets bind a remote claim as
-	// they bind a Worker's (see remote_limits.go).
-	flow, err := storedFlowLimits(ctx, c.store, o.Queue, o.Kinds)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: read rate limits: %w", err)
-	}
-	plan := flow.plan(ctx, c.logger, o.Queue, o.Kinds, o.Limit)
-	if plan.held {
-		c.noteRemoteWorker(ctx, &o)
-		return []*Job{}, nil // over a limit: nothing is ready for now
-	}
-	jobs, err := c.store.JobClaimMany(ctx, &JobClaimParams{
-		Queues:         []string{o.Queue},
-		Kinds:          plan.kinds,
-		Limit:          plan.limit,
-		Lease:          o.Lease,
-		Owner:          o.Owner,
-		SkipRetryKinds: plan.skipRetry,
+	// The cluster's rate limits, retry budgets and circuit breakers bind a
+	// remote claim as they bind a Worker's, and a queue with fairness keys
+	// is claimed fairly (see remote_flow.go).
+	jobs, err := c.claimOutside(ctx, &JobClaimParams{
+		Queues: []string{o.Queue},
+		Kinds:  o.Kinds,
+		Limit:  o.Limit,
+		Lease:  o.Lease,
+		Owner:  o.Owner,
 	})
-	flow.settle(ctx, c.logger, &plan, jobs, err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -252,7 +246,28 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 		return OutcomeResult{}, err
 	}
 	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
-	return c.recordRemote(ctx, "ack", o)
+	g := c.outsideGate()
+	if !g.needsKind(id) {
+		return c.recordRemote(ctx, "ack", o)
+	}
+	// The success may close a breaker: its job's kind names the dependency.
+	job, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
+	if err != nil {
+		return c.recordRemote(ctx, "ack", o) // the write says whether the lease holds
+	}
+	r, err := c.writeOutcome(ctx, o)
+	g.observeRemote(ctx, &attempt{job: job}, o, r, firstErr(err, r.Err))
+	return c.remoteResult("ack", o, r, err)
+}
+
+// firstErr returns the first error that is not nil.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AckMany records, in one transaction, that a remote worker finished the
@@ -271,9 +286,27 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 		}
 		outs[i] = &JobOutcome{JobLease: l, Kind: OutcomeSucceeded}
 	}
+	g := c.outsideGate()
+	var jobs map[string]*Job // of the leases whose success may change a breaker
+	for _, l := range leases {
+		if !g.needsKind(l.ID) {
+			continue
+		}
+		if j, err := c.store.JobGet(ctx, &JobGetParams{ID: l.ID}); err == nil {
+			if jobs == nil {
+				jobs = map[string]*Job{}
+			}
+			jobs[l.ID] = j
+		}
+	}
 	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs})
 	if err != nil {
 		return nil, fmt.Errorf("ack jobs: %w", err)
+	}
+	for i, o := range outs {
+		if j := jobs[o.ID]; j != nil {
+			g.observeRemote(ctx, &attempt{job: j}, o, rs[i], rs[i].Err)
+		}
 	}
 	return rs, nil
 }
@@ -336,7 +369,7 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 		// The worker stops because an operator cancelled the job: the
 		// attempt ends the job cancelled, whatever it says of itself.
 		a := &attempt{job: job, err: ErrJobCancelled, cancelled: true}
-		return c.recordRemote(ctx, "fail", c.outcome(a))
+		return c.recordObserved(ctx, "fail", a, c.outcome(a))
 	}
 	je := &JobError{class: o.Class}
 	if je.class == "" {
@@ -352,14 +385,29 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	case o.RetryAfter > 0:
 		failure = RetryAfter(o.RetryAfter, je)
 	}
-	out := c.outcome(&attempt{job: job, err: failure, stack: o.Stack})
-	return c.recordRemote(ctx, "fail", out)
+	a := &attempt{job: job, err: failure, stack: o.Stack}
+	return c.recordObserved(ctx, "fail", a, c.outcome(a))
 }
 
 // recordRemote writes one remote outcome and turns a refused lease into
 // an error.
 func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome) (OutcomeResult, error) {
 	r, err := c.writeOutcome(ctx, o)
+	return c.remoteResult(op, o, r, err)
+}
+
+// recordObserved writes the outcome o of a remote attempt a, as
+// recordRemote does, and reports it to the circuit breakers as a Worker
+// reports its own attempts.
+func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *JobOutcome) (OutcomeResult, error) {
+	r, err := c.writeOutcome(ctx, o)
+	c.outsideGate().observeRemote(ctx, a, o, r, firstErr(err, r.Err))
+	return c.remoteResult(op, o, r, err)
+}
+
+// remoteResult turns what writing a remote outcome returned into the
+// caller's result, a refused lease into an error.
+func (c *Client[TTx]) remoteResult(op string, o *JobOutcome, r OutcomeResult, err error) (OutcomeResult, error) {
 	if err != nil {
 		return OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, err)
 	}

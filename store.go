@@ -507,6 +507,32 @@ type DeadHookStore interface {
 	JobListDeadUnhooked(ctx context.Context, params *JobListDeadUnhookedParams) ([]*Job, error)
 }
 
+// DeadHookCursorStore is an optional capability of a [DeadHookStore]: the
+// durable cursors of the look for dead jobs without their hook job, one per
+// hooked kind, so that a worker starting after any downtime looks from
+// where the cluster last finished looking, and never further back.
+// errand/sqlite and errand/postgres implement it.
+type DeadHookCursorStore interface {
+	// DeadHookCursors returns the cursor of each of Kinds that has one:
+	// every job of the kind that died (finished_at, on the store's clock)
+	// before it has its hook job. A kind never looked at has none.
+	DeadHookCursors(ctx context.Context, params *DeadHookCursorsParams) (map[string]time.Time, error)
+	// DeadHookCursorAdvance moves the cursors of Kinds forward to To,
+	// creating those missing; a cursor already past To stays.
+	DeadHookCursorAdvance(ctx context.Context, params *DeadHookCursorAdvanceParams) error
+}
+
+// FairTurnPruner is an optional capability of a [FairClaimer]: deleting
+// the turns of fairness keys that no job waits for and that no fair claim
+// served for IdleFor, so that the turns kept grow with the keys in use,
+// not with every key ever served. A key whose turn is deleted counts, when
+// its jobs come back, as served longest ago, which it was. errand/sqlite
+// and errand/postgres implement it.
+type FairTurnPruner interface {
+	// FairTurnPrune deletes those turns and returns how many it deleted.
+	FairTurnPrune(ctx context.Context, params *FairTurnPruneParams) (int, error)
+}
+
 // LimiterStore is an optional capability of a Store: the token buckets of
 // cluster-wide rate limits and retry budgets (see [RateLimit] and
 // [RetryBudget]), one row per bucket name, on the store's clock, found by

@@ -34,6 +34,10 @@ type WorkOneOpts struct {
 // WorkOne claims one job of a kind this client has a handler for, runs it
 // under its lease, records the outcome while it still owns the job, and
 // returns what happened. With nothing to claim it returns result "idle".
+// The claim honours what binds a Worker's: the cluster's rate limits and
+// retry budgets kept in the store, and the circuit breakers of the
+// dependencies this client's kinds name (the outcome counts toward them);
+// a job held back by them is not claimed, and the result is "idle".
 //
 // A returned error means the claim or the outcome write failed; a job whose
 // outcome could not be written keeps its lease until it expires, and is then
@@ -74,7 +78,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	claimSent := c.clock.Now() // the store's lease starts no earlier than this
 	defer cancelClaim()
-	jobs, err := c.store.JobClaimMany(claimCtx, &JobClaimParams{
+	jobs, err := c.claimAcross(claimCtx, &JobClaimParams{
 		Queues: opts.Queues,
 		Kinds:  kinds,
 		Limit:  1,
@@ -91,7 +95,43 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent)
 	leases.stop()
 	defer a.waitHandler()
-	return c.record(ctx, a, nil)
+	res, err := c.record(ctx, a, nil)
+	c.outsideGate().observe(ctx, a, res)
+	return res, err
+}
+
+// claimAcross claims the jobs p asks for from its queues as a Worker would
+// (see remote_flow.go): a single queue through claimOutside; several in one
+// claim, through the circuit breakers, unless a stored rate limit or retry
+// budget binds one of them, in which case each queue is claimed in turn,
+// within its limits, until one gives a job.
+func (c *engine) claimAcross(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+	if len(p.Queues) == 1 {
+		return c.claimOutside(ctx, p)
+	}
+	limited := false
+	for _, q := range p.Queues {
+		flow, err := storedFlowLimits(ctx, c.store, q, p.Kinds)
+		if err != nil {
+			return nil, fmt.Errorf("read rate limits: %w", err)
+		}
+		if flow != nil {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		return c.claimThrough(ctx, c.outsideGate(), &queueClaimer{}, p)
+	}
+	for _, q := range p.Queues {
+		qp := *p
+		qp.Queues = []string{q}
+		jobs, err := c.claimOutside(ctx, &qp)
+		if err != nil || len(jobs) > 0 {
+			return jobs, err
+		}
+	}
+	return []*Job{}, nil
 }
 
 // DefaultOwner returns a new owner id, host:pid:random, for a worker or a

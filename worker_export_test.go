@@ -68,7 +68,8 @@ func WaitingForCapacity(w *Worker) int {
 }
 
 // ScanDeadHooks runs one look of the dead-hook scanner a Worker of c would
-// run, as a worker that has just started: it looks back DeadHookLookback.
+// run, as a worker that has just started: it looks from the cursors kept
+// in the store, or from the first death of a kind without one.
 // It returns how many dead jobs without a hook it found.
 func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	s := c.newDeadHookScanner(time.Hour)
@@ -83,3 +84,6 @@ func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 func CompleteOpenBatches[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	return c.completeBatches(ctx, nil)
 }
+
+// RetryBudgetSpec is the bucket rule of a retry budget, defaults applied.
+func RetryBudgetSpec(b RetryBudget) (LimiterSpec, error) { return b.spec() }

@@ -3,6 +3,7 @@ package errand
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 )
 
 // A worker claims a queue fairly ([FairClaimer]) while it sees jobs with a
@@ -18,7 +19,7 @@ import (
 // being claimed fairly.
 type queueClaimer struct {
 	store FairClaimer // nil: the store has no fair claims
-	fair  bool
+	fair  atomic.Bool // claims made outside a Worker share one per queue
 }
 
 func (w *Worker) newQueueClaimer() *queueClaimer {
@@ -29,16 +30,16 @@ func (w *Worker) newQueueClaimer() *queueClaimer {
 // claim claims p's jobs, fairly when the queue is in fair mode, and updates
 // the mode from what it got.
 func (qc *queueClaimer) claim(ctx context.Context, s JobStore, p *JobClaimParams) ([]*Job, error) {
-	if !qc.fair || qc.store == nil {
+	if !qc.fair.Load() || qc.store == nil {
 		jobs, err := s.JobClaimMany(ctx, p)
 		if err == nil && qc.store != nil && hasFairnessKey(jobs) {
-			qc.fair = true
+			qc.fair.Store(true)
 		}
 		return jobs, err
 	}
 	jobs, err := qc.store.JobClaimFair(ctx, p)
 	if err == nil && !hasFairnessKey(jobs) {
-		qc.fair = false
+		qc.fair.Store(false)
 	}
 	return jobs, err
 }

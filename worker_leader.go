@@ -36,8 +36,15 @@ const DefaultSweepInterval = 5 * time.Second
 // the registry, from their last sign of life, before deleting them.
 const WorkerPruneAfter = 24 * time.Hour
 
-// workerPruneEvery is how often the leader prunes the registry.
+// workerPruneEvery is how often the leader prunes the registry, and the
+// turns of idle fairness keys.
 const workerPruneEvery = 5 * time.Minute
+
+// FairTurnPruneAfter is how long a fairness key with no waiting job keeps
+// its turn (see [FairTurnPruner]) after a fair claim last served it; then
+// the leader deletes it. A key that comes back after that counts as served
+// longest ago, which it was.
+const FairTurnPruneAfter = time.Hour
 
 // minLeaderTTL keeps the election interval (a third of the TTL) meaningful.
 const minLeaderTTL = 30 * time.Millisecond
@@ -257,6 +264,15 @@ func (w *Worker) leaderPrune(ctx context.Context) {
 		w.c.logger.Error("prune worker registry failed", "worker_id", w.ID(), "err", err)
 	case err == nil && n > 0:
 		w.c.logger.Info("pruned worker registry", "worker_id", w.ID(), "removed", n, "older_than", WorkerPruneAfter.String())
+	}
+	if p, ok := w.c.store.(FairTurnPruner); ok {
+		n, err := p.FairTurnPrune(ctx, &FairTurnPruneParams{IdleFor: FairTurnPruneAfter})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.c.logger.Error("prune fair turns failed", "worker_id", w.ID(), "err", err)
+		case err == nil && n > 0:
+			w.c.logger.Info("pruned the turns of idle fairness keys", "worker_id", w.ID(), "removed", n, "idle_for", FairTurnPruneAfter.String())
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync/atomic"
@@ -305,4 +306,69 @@ func TestWorkerConfigLeadership(t *testing.T) {
 			t.Errorf("NewWorker(%+v): %v, want an InputError", cfg, err)
 		}
 	}
+}
+
+// pruneWatchStore reports each prune of fair turns its leader makes.
+type pruneWatchStore struct {
+	errand.TxStore[*sql.Tx]
+	pruner errand.FairTurnPruner
+	pruned chan int
+}
+
+func (s *pruneWatchStore) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams) (int, error) {
+	n, err := s.pruner.FairTurnPrune(ctx, p)
+	if err == nil {
+		select {
+		case s.pruned <- n:
+		default:
+		}
+	}
+	return n, err
+}
+
+// TestLeaderPrunesIdleFairTurns: the leader deletes the turn of a fairness
+// key with no waiting job that no claim served for FairTurnPruneAfter, and
+// keeps the turn of a key whose job waits.
+func TestLeaderPrunesIdleFairTurns(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		fair := st.(errand.FairClaimer)
+		raw := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true})
+		for _, key := range []string{"idle", "busy", "busy"} {
+			enqueue(t, raw, "tenant_job", &errand.EnqueueOpts{Queue: "tenants", FairnessKey: key})
+		}
+		js, err := fair.JobClaimFair(ctx, &errand.JobClaimParams{Queues: []string{"tenants"}, Limit: 2, Lease: time.Minute, Owner: "w"})
+		if err != nil || len(js) != 2 {
+			t.Fatalf("fair claim: %d jobs, %v; want 2", len(js), err)
+		}
+		for _, j := range js {
+			if _, err := raw.Ack(ctx, j.ID, *j.LeaseToken); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(errand.FairTurnPruneAfter + time.Minute)
+
+		ws := &pruneWatchStore{TxStore: st, pruner: st.(errand.FairTurnPruner), pruned: make(chan int, 1)}
+		c := newClient(t, ws, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+			Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, PollOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop(ctx)
+		select {
+		case n := <-ws.pruned:
+			if n != 1 {
+				t.Fatalf("the leader pruned %d turns; want 1, the idle key's", n)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the leader did not prune the fair turns")
+		}
+		if n, err := st.(errand.FairTurnPruner).FairTurnPrune(ctx, &errand.FairTurnPruneParams{IdleFor: errand.FairTurnPruneAfter}); err != nil || n != 0 {
+			t.Fatalf("prune after the leader's: %d, %v; want 0 (busy's turn kept)", n, err)
+		}
+	})
 }

@@ -116,27 +116,29 @@ func (w *jsonStatusWriter) Write(b []byte) (int, error) {
 func (a *api[TTx]) routes() []route {
 	return []route{
 		// Producers.
-		{"POST /api/v1/jobs", a.enqueue},
+		{"POST /api/v1/jobs", withBody(a.enqueue)},
 		{"GET /api/v1/jobs", a.list},
 		{"GET /api/v1/jobs/{id}", a.get},
 		// Workers in any language.
-		{"POST /api/v1/queues/{queue}/claim", a.claim},
-		{"POST /api/v1/jobs/{id}/heartbeat", a.heartbeat},
-		{"POST /api/v1/jobs/{id}/ack", a.ack},
-		{"POST /api/v1/jobs/{id}/fail", a.fail},
-		{"POST /api/v1/ack", a.ackMany},
+		{"POST /api/v1/queues/{queue}/claim", withBody(a.claim)},
+		{"POST /api/v1/jobs/{id}/heartbeat", withBody(a.heartbeat)},
+		{"POST /api/v1/jobs/{id}/ack", withBody(a.ack)},
+		{"POST /api/v1/jobs/{id}/fail", withBody(a.fail)},
+		{"POST /api/v1/ack", withBody(a.ackMany)},
 		{"POST /api/v1/jobs/{id}/output", a.output},
 		// Operators.
-		{"POST /api/v1/jobs/{id}/replay", a.replay},
+		{"POST /api/v1/jobs/{id}/replay", withBody(a.replay)},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
 		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
 		{"GET /api/v1/audit", a.audit},
-		{"POST /api/v1/replay", a.bulkReplay},
-		{"POST /api/v1/prune", a.prune},
+		{"POST /api/v1/replay", withBody(a.bulkReplay)},
+		{"POST /api/v1/prune", withBody(a.prune)},
 		{"GET /api/v1/stats", a.stats},
-		{"GET /api/v1/schedules", a.schedules},
-		{"GET /api/v1/limits", a.limits},
-		{"GET /api/v1/breakers", a.breakers},
+		{"GET /api/v1/schedules", listing("schedules", a.c.Schedules)},
+		// The cluster's rate limits and retry budgets, with their tokens now.
+		{"GET /api/v1/limits", listing("limits", a.c.Limits)},
+		// Each as errand.BreakerRecord marshals, ordered by dependency.
+		{"GET /api/v1/breakers", listing("breakers", a.c.Breakers)},
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
 		{"GET /api/v1/batches/{id}", a.batch},
@@ -243,6 +245,94 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// handler is an endpoint's handler: an error it returns is answered by
+// writeErr.
+type handler = func(w http.ResponseWriter, r *http.Request) error
+
+// withBody makes the handler of an endpoint with a JSON body: the body is
+// decoded (see decode) into a new T, which handle gets.
+func withBody[T any](handle func(w http.ResponseWriter, r *http.Request, req *T) error) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var req T
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		return handle(w, r, &req)
+	}
+}
+
+// reply answers 200 with v.
+func reply(w http.ResponseWriter, v any) error {
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// listing makes the handler of a GET without query parameters that answers
+// {field: [...]}, the list fetch returns ([] for none).
+func listing[T any](field string, fetch func(context.Context) ([]T, error)) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := checkQuery(r.URL.Query()); err != nil {
+			return err
+		}
+		xs, err := fetch(r.Context())
+		if err != nil {
+			return err
+		}
+		if xs == nil {
+			xs = []T{}
+		}
+		return reply(w, map[string]any{field: xs})
+	}
+}
+
+// notFound turns ErrNotFound into a 404 not_found that says message; any
+// other error passes.
+func notFound(err error, message string) error {
+	if errors.Is(err, errand.ErrNotFound) {
+		return &httpError{http.StatusNotFound, "not_found", message}
+	}
+	return err
+}
+
+// requireReason refuses an operator action without a reason, showing
+// example as one.
+func requireReason(reason, example string) error {
+	if strings.TrimSpace(reason) == "" {
+		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": %q}", example)
+	}
+	return nil
+}
+
+// reasonExample is the reason the refusal of an action without one shows.
+const reasonExample = "receipt service fixed"
+
+// queryLimit reads the query parameter limit, 1 to max; absent, def.
+func queryLimit(q url.Values, def, max int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, badRequest("limit %q is out of range; give 1 to %d", v, max)
+	}
+	return n, nil
+}
+
+// queryCursor reads the query parameter cursor, a position a page of this
+// API returned, at least min; absent, 0.
+func queryCursor(q url.Values, min int64) (int64, error) {
+	v := q.Get("cursor")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < min {
+		return 0, badRequest("cursor %q is not one this API returned; pass next_cursor from the previous page", v)
+	}
+	return n, nil
+}
+
 // jsonProblem says what is wrong with a body in the API's terms.
 func jsonProblem(err error) string {
 	var se *json.SyntaxError
@@ -327,11 +417,7 @@ type enqueueResponse struct {
 // pruned enqueues it again.
 const IdempotencyHeader = "Idempotency-Key"
 
-func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
-	var req enqueueRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueRequest) error {
 	key := r.Header.Get(IdempotencyHeader)
 	if key != "" {
 		if req.ID != "" && req.ID != key {
@@ -370,7 +456,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A duplicate under the key's id is the first request's job; one found
 	// by its unique key instead is that job, as without a key.
-	if res.Duplicate && key != "" && res.Job.ID == key && !sameRequest(res.Job, &req, args) {
+	if res.Duplicate && key != "" && res.Job.ID == key && !sameRequest(res.Job, req, args) {
 		return &httpError{http.StatusConflict, "idempotency_conflict",
 			fmt.Sprintf("%s %q was used for a different job (kind, queue, args, priority, keys or tags differ); use a new key for a new job", IdempotencyHeader, key)}
 	}
@@ -437,8 +523,7 @@ func (a *api[TTx]) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, a.show(j))
-	return nil
+	return reply(w, a.show(j))
 }
 
 // listResponse is a page of jobs. NextCursor, when not null, fetches the
@@ -453,7 +538,7 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor"); err != nil {
 		return err
 	}
-	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: DefaultListLimit}
+	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind")}
 	for _, v := range q["state"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {
@@ -466,19 +551,12 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 			opts.States = append(opts.States, st)
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return badRequest("limit %q is out of range; give 1 to %d", v, MaxListLimit)
-		}
-		opts.Limit = n
+	var err error
+	if opts.Limit, err = queryLimit(q, DefaultListLimit, MaxListLimit); err != nil {
+		return err
 	}
-	if v := q.Get("cursor"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return badRequest("cursor %q is not one this API returned; pass next_cursor from the previous page", v)
-		}
-		opts.AfterSeq = n
+	if opts.AfterSeq, err = queryCursor(q, 0); err != nil {
+		return err
 	}
 	js, err := a.c.List(r.Context(), opts)
 	if err != nil {
@@ -492,8 +570,7 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 		next := strconv.FormatInt(js[len(js)-1].Seq, 10)
 		resp.NextCursor = &next
 	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return reply(w, resp)
 }
 
 // claimRequest is the body of POST /api/v1/queues/{queue}/claim.
@@ -513,11 +590,7 @@ type claimResponse struct {
 	Jobs []errand.Envelope `json:"jobs"`
 }
 
-func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request) error {
-	var req claimRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimRequest) error {
 	owner := req.Worker
 	if owner == "" {
 		name, _ := Identity(r)
@@ -541,8 +614,7 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request) error {
 	for i, j := range js {
 		resp.Jobs[i] = j.Envelope()
 	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return reply(w, resp)
 }
 
 // heartbeatRequest is the body of POST /api/v1/jobs/{id}/heartbeat.
@@ -551,11 +623,7 @@ type heartbeatRequest struct {
 	Lease      errand.Duration `json:"lease"`
 }
 
-func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request) error {
-	var req heartbeatRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request, req *heartbeatRequest) error {
 	id := r.PathValue("id")
 	hb, err := a.c.HeartbeatJob(r.Context(), id, req.LeaseToken, time.Duration(req.Lease))
 	if err != nil {
@@ -563,8 +631,7 @@ func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	// cancel_requested: an operator cancelled the job; stop working on it
 	// and report the attempt with fail, which ends the job cancelled.
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "lease_until": hb.LeaseUntil.UTC(), "cancel_requested": hb.CancelRequested})
-	return nil
+	return reply(w, map[string]any{"id": id, "lease_until": hb.LeaseUntil.UTC(), "cancel_requested": hb.CancelRequested})
 }
 
 // ackRequest is the body of POST /api/v1/jobs/{id}/ack.
@@ -589,18 +656,13 @@ func outcome(id string, r errand.OutcomeResult) outcomeResponse {
 	return resp
 }
 
-func (a *api[TTx]) ack(w http.ResponseWriter, r *http.Request) error {
-	var req ackRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) ack(w http.ResponseWriter, r *http.Request, req *ackRequest) error {
 	id := r.PathValue("id")
 	res, err := a.c.Ack(r.Context(), id, req.LeaseToken)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, outcome(id, res))
-	return nil
+	return reply(w, outcome(id, res))
 }
 
 // ackManyRequest is the body of POST /api/v1/ack: up to
@@ -620,11 +682,7 @@ type ackManyResult struct {
 	Error *errorBody      `json:"error,omitempty"`
 }
 
-func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request) error {
-	var req ackManyRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request, req *ackManyRequest) error {
 	leases := make([]errand.JobLease, len(req.Jobs))
 	for i, j := range req.Jobs {
 		leases[i] = errand.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}
@@ -640,8 +698,7 @@ func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request) error {
 			out[i] = ackManyResult{ID: leases[i].ID, Error: &errorBody{Code: "lease_lost", Message: leaseLostMessage}}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": out})
-	return nil
+	return reply(w, map[string]any{"results": out})
 }
 
 // failRequest is the body of POST /api/v1/jobs/{id}/fail.
@@ -654,19 +711,14 @@ type failRequest struct {
 	Permanent  bool            `json:"permanent"`
 }
 
-func (a *api[TTx]) fail(w http.ResponseWriter, r *http.Request) error {
-	var req failRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) fail(w http.ResponseWriter, r *http.Request, req *failRequest) error {
 	id := r.PathValue("id")
 	res, err := a.c.Fail(r.Context(), id, req.LeaseToken, &errand.FailOpts{Class: req.Class, Message: req.Message,
 		Stack: req.Stack, RetryAfter: time.Duration(req.RetryAfter), Permanent: req.Permanent})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, outcome(id, res))
-	return nil
+	return reply(w, outcome(id, res))
 }
 
 // reasonRequest is the body of an operator action on one job.
@@ -682,8 +734,8 @@ func operatorReason(r *http.Request) (operator, reason string, err error) {
 	if err := decode(r, &req); err != nil {
 		return "", "", err
 	}
-	if strings.TrimSpace(req.Reason) == "" {
-		return "", "", badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"receipt service fixed\"}")
+	if err := requireReason(req.Reason, reasonExample); err != nil {
+		return "", "", err
 	}
 	operator, _ = Identity(r)
 	return operator, req.Reason, nil
@@ -706,8 +758,7 @@ func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
 		msg = "job cancel requested"
 	}
 	a.log.Info(msg, "job_id", j.ID, "operator", operator, "reason", reason)
-	writeJSON(w, http.StatusOK, a.show(j))
-	return nil
+	return reply(w, a.show(j))
 }
 
 func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
@@ -722,8 +773,7 @@ func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
 	if rs == nil {
 		rs = []errand.ReplayRecord{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"audit": rs})
-	return nil
+	return reply(w, map[string]any{"audit": rs})
 }
 
 func (a *api[TTx]) workers(w http.ResponseWriter, r *http.Request) error {
@@ -741,6 +791,5 @@ func (a *api[TTx]) workers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && !errors.Is(err, errand.ErrNotFound) {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": ws, "leader": leader})
-	return nil
+	return reply(w, map[string]any{"workers": ws, "leader": leader})
 }

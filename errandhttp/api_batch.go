@@ -1,7 +1,6 @@
 package errandhttp
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -16,19 +15,15 @@ func (a *api[TTx]) batch(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	b, err := a.c.Batch(r.Context(), id)
-	if errors.Is(err, errand.ErrNotFound) {
-		return &httpError{http.StatusNotFound, "not_found", "no batch with id " + strconv.Quote(id)}
-	}
 	if err != nil {
-		return err
+		return notFound(err, "no batch with id "+strconv.Quote(id))
 	}
 	if a.hideArgs && b.Callback != nil {
 		cb := *b.Callback
 		cb.Args = nil
 		b.Callback = &cb
 	}
-	writeJSON(w, http.StatusOK, b)
-	return nil
+	return reply(w, b)
 }
 
 // deleteSchedule serves DELETE /api/v1/schedules/{name} with a body
@@ -41,13 +36,9 @@ func (a *api[TTx]) deleteSchedule(w http.ResponseWriter, r *http.Request) error 
 	}
 	name := r.PathValue("name")
 	rec, err := a.c.DeleteSchedule(r.Context(), name, &errand.DeleteScheduleOpts{Operator: operator, Reason: reason})
-	if errors.Is(err, errand.ErrNotFound) {
-		return &httpError{http.StatusNotFound, "not_found", "no schedule named " + strconv.Quote(name)}
-	}
 	if err != nil {
-		return err
+		return notFound(err, "no schedule named "+strconv.Quote(name))
 	}
 	a.log.Info("schedule deleted", "schedule", rec.Name, "spec", rec.Spec, "operator", operator, "reason", reason)
-	writeJSON(w, http.StatusOK, rec)
-	return nil
+	return reply(w, rec)
 }

@@ -2,7 +2,6 @@ package errandhttp
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/errandhq/errand"
 )
@@ -19,18 +18,13 @@ func (a *api[TTx]) fairnessKeys(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "queue", "limit"); err != nil {
 		return err
 	}
-	opts := &errand.FairnessKeysOpts{Queue: q.Get("queue")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxFairnessKeysLimit {
-			return badRequest("limit %q is out of range; give 1 to %d", v, maxFairnessKeysLimit)
-		}
-		opts.Limit = n
-	}
-	keys, err := a.c.FairnessKeys(r.Context(), opts)
+	limit, err := queryLimit(q, 0, maxFairnessKeysLimit)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"fairness_keys": keys})
-	return nil
+	keys, err := a.c.FairnessKeys(r.Context(), &errand.FairnessKeysOpts{Queue: q.Get("queue"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	return reply(w, map[string]any{"fairness_keys": keys})
 }

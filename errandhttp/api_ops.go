@@ -2,12 +2,10 @@ package errandhttp
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -31,7 +29,7 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "job", "action", "since", "until", "limit", "cursor"); err != nil {
 		return err
 	}
-	opts := &errand.AuditOpts{JobID: q.Get("job"), Action: errand.AuditAction(q.Get("action")), Limit: errand.DefaultAuditLimit}
+	opts := &errand.AuditOpts{JobID: q.Get("job"), Action: errand.AuditAction(q.Get("action"))}
 	var err error
 	if opts.Since, err = queryTime(q, "since"); err != nil {
 		return err
@@ -39,19 +37,11 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 	if opts.Until, err = queryTime(q, "until"); err != nil {
 		return err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > errand.MaxAuditLimit {
-			return badRequest("limit %q is out of range; give 1 to %d", v, errand.MaxAuditLimit)
-		}
-		opts.Limit = n
+	if opts.Limit, err = queryLimit(q, errand.DefaultAuditLimit, errand.MaxAuditLimit); err != nil {
+		return err
 	}
-	if v := q.Get("cursor"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return badRequest("cursor %q is not one this API returned; pass next_cursor from the previous page", v)
-		}
-		opts.BeforeID = n
+	if opts.BeforeID, err = queryCursor(q, 1); err != nil {
+		return err
 	}
 	rs, err := a.c.Audit(r.Context(), opts)
 	if err != nil {
@@ -73,8 +63,7 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 		next := strconv.FormatInt(rs[len(rs)-1].ID, 10)
 		resp.NextCursor = &next
 	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return reply(w, resp)
 }
 
 // queryTime reads an RFC 3339 time from q; absent is the zero time.
@@ -111,13 +100,9 @@ type bulkReplayRequest struct {
 }
 
 // bulkReplay serves POST /api/v1/replay.
-func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request) error {
-	var req bulkReplayRequest
-	if err := decode(r, &req); err != nil {
+func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request, req *bulkReplayRequest) error {
+	if err := requireReason(req.Reason, reasonExample); err != nil {
 		return err
-	}
-	if strings.TrimSpace(req.Reason) == "" {
-		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"receipt service fixed\"}")
 	}
 	if req.Limit < 0 || req.Limit > errand.MaxReplayMany {
 		return badRequest("limit %d is out of range; replay 1 to %d jobs per request", req.Limit, errand.MaxReplayMany)
@@ -153,8 +138,7 @@ func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if !res.DryRun {
 		a.log.Info("dead jobs replayed", "bulk", res.Bulk, "jobs", len(res.Jobs), "operator", operator, "reason", req.Reason)
 	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return reply(w, res)
 }
 
 // replayRequest is the body of POST /api/v1/jobs/{id}/replay.
@@ -166,13 +150,9 @@ type replayRequest struct {
 	Args json.RawMessage `json:"args"`
 }
 
-func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request) error {
-	var req replayRequest
-	if err := decode(r, &req); err != nil {
+func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request, req *replayRequest) error {
+	if err := requireReason(req.Reason, reasonExample); err != nil {
 		return err
-	}
-	if strings.TrimSpace(req.Reason) == "" {
-		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"receipt service fixed\"}")
 	}
 	if string(req.Args) == "null" {
 		req.Args = nil
@@ -183,38 +163,7 @@ func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.log.Info("job replayed", "job_id", j.ID, "operator", operator, "reason", req.Reason, "new_args", req.Args != nil)
-	writeJSON(w, http.StatusOK, a.show(j))
-	return nil
-}
-
-// schedules serves GET /api/v1/schedules.
-func (a *api[TTx]) schedules(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	rs, err := a.c.Schedules(r.Context())
-	if err != nil {
-		return err
-	}
-	if rs == nil {
-		rs = []*errand.ScheduleRecord{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"schedules": rs})
-	return nil
-}
-
-// breakers serves GET /api/v1/breakers: {"breakers": [...]}, each as
-// errand.BreakerRecord marshals, ordered by dependency.
-func (a *api[TTx]) breakers(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	bs, err := a.c.Breakers(r.Context())
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"breakers": bs})
-	return nil
+	return reply(w, a.show(j))
 }
 
 // resetBreaker serves POST /api/v1/breakers/{dependency}/reset: an
@@ -226,15 +175,11 @@ func (a *api[TTx]) resetBreaker(w http.ResponseWriter, r *http.Request) error {
 	}
 	dep := r.PathValue("dependency")
 	b, err := a.c.ResetBreaker(r.Context(), dep, operator, reason)
-	if errors.Is(err, errand.ErrNotFound) {
-		return &httpError{http.StatusNotFound, "not_found", "no circuit breaker for dependency " + strconv.Quote(dep) + "; GET /api/v1/breakers lists them"}
-	}
 	if err != nil {
-		return err
+		return notFound(err, "no circuit breaker for dependency "+strconv.Quote(dep)+"; GET /api/v1/breakers lists them")
 	}
 	a.log.Info("circuit breaker reset", "dependency", dep, "operator", operator, "reason", reason)
-	writeJSON(w, http.StatusOK, b)
-	return nil
+	return reply(w, b)
 }
 
 // pruneRequest is the body of POST /api/v1/prune, with the limits of
@@ -252,13 +197,9 @@ type pruneRequest struct {
 
 // prune serves POST /api/v1/prune: an operator action, so it needs the
 // operator role (as every POST does) and a reason, and lands in the audit.
-func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request) error {
-	var req pruneRequest
-	if err := decode(r, &req); err != nil {
+func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneRequest) error {
+	if err := requireReason(req.Reason, "monthly retention"); err != nil {
 		return err
-	}
-	if strings.TrimSpace(req.Reason) == "" {
-		return badRequest("reason is missing; say why, for the audit, e.g. {\"reason\": \"monthly retention\"}")
 	}
 	if req.SucceededAge == 0 && req.DeadAge == 0 {
 		return badRequest("give succeeded_age, dead_age or both, e.g. {\"succeeded_age\": \"168h\", \"dead_age\": \"720h\"}")
@@ -275,8 +216,7 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request) error {
 	if !res.DryRun {
 		a.log.Info("jobs pruned", "jobs", res.Total(), "operator", operator, "reason", req.Reason)
 	}
-	writeJSON(w, http.StatusOK, res)
-	return nil
+	return reply(w, res)
 }
 
 // statsResponse is GET /api/v1/stats: counts by queue and state, and the
@@ -301,20 +241,5 @@ func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
-	writeJSON(w, http.StatusOK, statsResponse{Queues: s, Insights: ins})
-	return nil
-}
-
-// limits serves GET /api/v1/limits: the cluster's rate limits and retry
-// budgets, with their tokens now.
-func (a *api[TTx]) limits(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	rs, err := a.c.Limits(r.Context())
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"limits": rs})
-	return nil
+	return reply(w, statsResponse{Queues: s, Insights: ins})
 }

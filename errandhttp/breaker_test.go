@@ -105,3 +105,39 @@ func TestBreakerVisibility(t *testing.T) {
 		}
 	})
 }
+
+// TestAPIClaimsHonourBreakers: with smtp's breaker open, a remote worker's
+// claim through the API gets nothing of send_email (204); after the
+// cool-down it gets one probe, however many jobs wait, and the probe's
+// failure reported through the API opens the breaker again, until an
+// operator resets it.
+func TestAPIClaimsHonourBreakers(t *testing.T) {
+	eachStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		srv, _ := breakerServer(t, s, clock)
+		if _, err := srv.c.Enqueue(context.Background(), errand.RawArgs{KindName: "send_email"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		claim := func() response {
+			t.Helper()
+			return srv.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"send_email"}, "max_jobs": 10})
+		}
+		want(t, "claim with the breaker open", claim(), http.StatusNoContent, "")
+		clock.Advance(30 * time.Second)
+		r := claim()
+		want(t, "claim after the cool-down", r, http.StatusOK, "")
+		jobs := r.json(t)["jobs"].([]any)
+		if len(jobs) != 1 {
+			t.Fatalf("claim after the cool-down took %d jobs; want 1 probe", len(jobs))
+		}
+		probe := jobs[0].(map[string]any)
+		want(t, "claim while the probe runs", claim(), http.StatusNoContent, "")
+		want(t, "fail the probe", srv.op(t, "POST", "/api/v1/jobs/"+probe["id"].(string)+"/fail",
+			map[string]any{"lease_token": probe["lease_token"], "message": "dial smtp: connection refused"}), http.StatusOK, "")
+		if st := srv.op(t, "GET", "/api/v1/breakers", nil).String(); !strings.Contains(st, `"state":"open"`) {
+			t.Fatalf("breakers after the probe failed: %s; want smtp open", st)
+		}
+		want(t, "claim after the probe failed", claim(), http.StatusNoContent, "")
+		want(t, "reset", srv.op(t, "POST", "/api/v1/breakers/smtp/reset", map[string]any{"reason": "relay fixed"}), http.StatusOK, "")
+		want(t, "claim after the reset", claim(), http.StatusOK, "")
+	})
+}

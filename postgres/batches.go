@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/jackc/pgx/v5"
@@ -14,6 +16,7 @@ var (
 	_ errand.BatchTxStore[pgx.Tx]  = (*Store)(nil)
 	_ errand.BatchTxStore[*sql.Tx] = (*SQLStore)(nil)
 	_ errand.DeadHookStore         = (*Store)(nil)
+	_ errand.DeadHookCursorStore   = (*Store)(nil)
 )
 
 // unfinished is errand.UnfinishedStates as a SQL list, for IN (...).
@@ -296,4 +299,51 @@ func prefixed(alias, cols string) string {
 		parts[i] = alias + "." + strings.TrimSpace(c)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// DeadHookCursors implements [errand.DeadHookCursorStore].
+func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsParams) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(p.Kinds) == 0 {
+		return out, nil
+	}
+	rs, err := s.pool.Query(ctx, s.sql(`SELECT kind, finished_at FROM {dead_hook_cursors} WHERE kind = ANY($1)`), p.Kinds)
+	if err != nil {
+		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var kind string
+		var at time.Time
+		if err := rs.Scan(&kind, &at); err != nil {
+			return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+		}
+		out[kind] = at.UTC()
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+	}
+	return out, nil
+}
+
+// DeadHookCursorAdvance implements [errand.DeadHookCursorStore]. Kinds are
+// written in order, so that two workers advancing the same kinds lock
+// their rows in one order.
+func (s *Store) DeadHookCursorAdvance(ctx context.Context, p *errand.DeadHookCursorAdvanceParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if len(p.Kinds) == 0 {
+		return nil
+	}
+	kinds := slices.Clone(p.Kinds)
+	slices.Sort(kinds)
+	_, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {dead_hook_cursors} (kind, finished_at)
+		SELECT DISTINCT k, $2::timestamptz FROM unnest($1::text[]) k ORDER BY k
+		ON CONFLICT (kind) DO UPDATE SET finished_at = greatest({dead_hook_cursors}.finished_at, excluded.finished_at)`),
+		kinds, micro(p.To))
+	if err != nil {
+		return fmt.Errorf("advance dead-hook cursors: %w", err)
+	}
+	return nil
 }

@@ -53,11 +53,11 @@ var fairPick = `WITH RECURSIVE fair_keys(k) AS (
 // the keys it served the queue's next turn, in key order so that
 // concurrent claims lock turn rows in one order and cannot deadlock.
 var fairClaimSQL = `WITH claimed AS (` + replacePick(claimSQL, fairPick) + `),
-	served AS (INSERT INTO {fair_turns} (queue, fairness_key, turn)
-		SELECT $4::text, k.key, (SELECT coalesce(max(turn), 0) + 1 FROM {fair_turns} WHERE queue = $4::text)
+	served AS (INSERT INTO {fair_turns} (queue, fairness_key, turn, served_at)
+		SELECT $4::text, k.key, (SELECT coalesce(max(turn), 0) + 1 FROM {fair_turns} WHERE queue = $4::text), {now}
 		FROM (SELECT DISTINCT coalesce(fairness_key, '` + errand.FairTurnKey + `') AS key FROM claimed) k
 		ORDER BY k.key
-		ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn)
+		ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn, served_at = excluded.served_at)
 	SELECT * FROM claimed`
 
 // JobClaimFair implements [errand.FairClaimer]: the sweeps and the fair
@@ -134,3 +134,23 @@ func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysP
 }
 
 var _ errand.FairClaimer = (*Store)(nil)
+
+// FairTurnPrune implements [errand.FairTurnPruner]. Whether a key has a
+// waiting job is one seek of the fair index; the turn of the jobs without
+// a key, one row per queue, is kept.
+func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {fair_turns} t
+		WHERE t.served_at <= {now} - $2 * interval '1 microsecond' AND t.fairness_key <> '`+errand.FairTurnKey+`'
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j
+				WHERE j.queue = t.queue AND j.fairness_key = t.fairness_key AND j.state IN (`+waiting+`))`),
+		s.nowArg(), us(p.IdleFor))
+	if err != nil {
+		return 0, fmt.Errorf("prune fair turns: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+var _ errand.FairTurnPruner = (*Store)(nil)

@@ -247,6 +247,7 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 		"{workers}", s.table("errand_workers"),
 		"{leaders}", s.table("errand_leaders"),
 		"{fair_turns}", s.table("errand_fair_turns"),
+		"{dead_hook_cursors}", s.table("errand_dead_hook_cursors"),
 		"{migrations}", s.table("errand_migrations"),
 	)
 }

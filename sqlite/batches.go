@@ -3,9 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -13,6 +15,7 @@ import (
 var (
 	_ errand.BatchTxStore[*sql.Tx] = (*Store)(nil)
 	_ errand.DeadHookStore         = (*Store)(nil)
+	_ errand.DeadHookCursorStore   = (*Store)(nil)
 )
 
 // unfinished is errand.UnfinishedStates as a SQL list, for IN (...).
@@ -286,4 +289,58 @@ func prefixed(alias, cols string) string {
 		parts[i] = alias + "." + strings.TrimSpace(c)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// DeadHookCursors implements [errand.DeadHookCursorStore].
+func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsParams) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(p.Kinds) == 0 {
+		return out, nil
+	}
+	kinds, err := json.Marshal(p.Kinds)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT kind, finished_at FROM errand_dead_hook_cursors
+		WHERE kind IN (SELECT value FROM json_each(?))`, string(kinds))
+	if err != nil {
+		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var at int64
+		if err := rows.Scan(&kind, &at); err != nil {
+			return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+		}
+		out[kind] = fromMicros(at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+	}
+	return out, nil
+}
+
+// DeadHookCursorAdvance implements [errand.DeadHookCursorStore].
+func (s *Store) DeadHookCursorAdvance(ctx context.Context, p *errand.DeadHookCursorAdvanceParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if len(p.Kinds) == 0 {
+		return nil
+	}
+	kinds, err := json.Marshal(p.Kinds)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO errand_dead_hook_cursors (kind, finished_at)
+			SELECT k.value, ?2 FROM json_each(?1) k WHERE true
+			ON CONFLICT (kind) DO UPDATE SET finished_at = max(finished_at, excluded.finished_at)`, string(kinds), micros(p.To))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("advance dead-hook cursors: %w", err)
+	}
+	return nil
 }

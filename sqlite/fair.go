@@ -56,12 +56,12 @@ func fairClaimSQL(kinds int) string {
 }
 
 // fairTurnSQL gives the keys a fair claim served (?2, a JSON array) the
-// queue's (?1) next turn. "WHERE true" tells the parser that ON CONFLICT
-// is the upsert's, not a join's.
-const fairTurnSQL = `INSERT INTO errand_fair_turns (queue, fairness_key, turn)
-	SELECT ?1, k.value, (SELECT coalesce(max(turn), 0) + 1 FROM errand_fair_turns WHERE queue = ?1)
+// queue's (?1) next turn, served at ?3. "WHERE true" tells the parser that
+// ON CONFLICT is the upsert's, not a join's.
+const fairTurnSQL = `INSERT INTO errand_fair_turns (queue, fairness_key, turn, served_at)
+	SELECT ?1, k.value, (SELECT coalesce(max(turn), 0) + 1 FROM errand_fair_turns WHERE queue = ?1), ?3
 	FROM json_each(?2) k WHERE true
-	ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn`
+	ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn, served_at = excluded.served_at`
 
 // JobClaimFair implements [errand.FairClaimer]: the sweep and the claim in
 // one write transaction, as JobClaimMany.
@@ -91,7 +91,7 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, fairTurnSQL, p.Queues[0], string(keys))
+		_, err = tx.ExecContext(ctx, fairTurnSQL, p.Queues[0], string(keys), micros(now))
 		return err
 	})
 	if err != nil {
@@ -130,4 +130,34 @@ func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysP
 	return errand.TopFairnessKeys(counts, p.Limit), nil
 }
 
-var _ errand.FairClaimer = (*Store)(nil)
+// FairTurnPrune implements [errand.FairTurnPruner]. Whether a key has a
+// waiting job is one seek of the fair index; the turn of the jobs without
+// a key, one row per queue, is kept.
+func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cut := micros(s.clock.Now()) - p.IdleFor.Microseconds()
+		res, err := tx.ExecContext(ctx, `DELETE FROM errand_fair_turns
+			WHERE served_at <= ? AND fairness_key <> '`+errand.FairTurnKey+`'
+				AND NOT EXISTS (SELECT 1 FROM errand_jobs j INDEXED BY errand_jobs_fair
+					WHERE j.queue = errand_fair_turns.queue AND j.fairness_key = errand_fair_turns.fairness_key
+						AND j.state IN (`+waiting+`))`, cut)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune fair turns: %w", err)
+	}
+	return int(n), nil
+}
+
+var (
+	_ errand.FairClaimer    = (*Store)(nil)
+	_ errand.FairTurnPruner = (*Store)(nil)
+)

@@ -23,6 +23,7 @@ var batchCases = []testCase{
 	{"CompleteOnceAcrossStores", testBatchCompleteOnce},
 	{"ReplayAfterCompletion", testBatchReplayAfterCompletion},
 	{"DeadUnhooked", testDeadUnhooked},
+	{"DeadHookCursors", testDeadHookCursors},
 	{"ScheduleDelete", testScheduleDelete},
 }
 
@@ -352,6 +353,55 @@ func testDeadUnhooked(t *testing.T, h harness) {
 	e.recordOK(dead(j[0]))
 	if got := list(t0, "charge"); !reflect.DeepEqual(got, []string{"b", "a"}) {
 		t.Fatalf("dead without hook after a died again = %v, want [b a]", got)
+	}
+}
+
+// testDeadHookCursors: a kind has no cursor until one is advanced; a cursor
+// only moves forward; bad parameters write nothing.
+func testDeadHookCursors(t *testing.T, h harness) {
+	e := open(t, h)
+	cs, ok := e.s.(errand.DeadHookCursorStore)
+	if !ok {
+		t.Skip("the store is not an errand.DeadHookCursorStore")
+	}
+	read := func(kinds ...string) map[string]time.Time {
+		t.Helper()
+		m, err := cs.DeadHookCursors(e.ctx, &errand.DeadHookCursorsParams{Kinds: kinds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	advance := func(to time.Time, kinds ...string) {
+		t.Helper()
+		if err := cs.DeadHookCursorAdvance(e.ctx, &errand.DeadHookCursorAdvanceParams{Kinds: kinds, To: to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := read("charge", "ship"); len(m) != 0 {
+		t.Fatalf("cursors before any look = %v, want none", m)
+	}
+	t0 := e.now().Add(-30 * 24 * time.Hour).Truncate(time.Microsecond)
+	t1 := e.now().Truncate(time.Microsecond)
+	advance(t1, "charge")
+	advance(t0, "charge", "ship")
+	m := read("charge", "ship", "other")
+	if len(m) != 2 || !m["charge"].Equal(t1) || !m["ship"].Equal(t0) {
+		t.Fatalf("cursors = %v, want charge at %v (not moved back) and ship at %v", m, t1, t0)
+	}
+	t2 := t1.Add(time.Hour)
+	advance(t2, "ship")
+	if m := read("ship"); !m["ship"].Equal(t2) {
+		t.Fatalf("ship's cursor = %v, want %v", m["ship"], t2)
+	}
+	var ie *errand.InputError
+	for _, bad := range []*errand.DeadHookCursorAdvanceParams{{Kinds: []string{"charge"}}, {Kinds: []string{""}, To: t2}} {
+		if err := cs.DeadHookCursorAdvance(e.ctx, bad); !errors.As(err, &ie) {
+			t.Fatalf("advance %+v: %v, want an InputError", bad, err)
+		}
+	}
+	if m := read("charge"); !m["charge"].Equal(t1) {
+		t.Fatalf("charge's cursor after refusals = %v, want %v", m["charge"], t1)
 	}
 }
 

@@ -25,6 +25,7 @@ var fairnessCases = []testCase{
 	{"OneQueue", testFairOneQueue},
 	{"ConcurrentClaims", testFairConcurrent},
 	{"KeysWaiting", testFairKeysWaiting},
+	{"TurnPrune", testFairTurnPrune},
 }
 
 func (e *env) fair() errand.FairClaimer {
@@ -343,4 +344,67 @@ func testFairTurns(t *testing.T, h harness) {
 		t.Fatalf("claims of one took %v, want %v", got, want)
 	}
 	e.claimNone()
+}
+
+// testFairTurnPrune: the turn of a key with no waiting job, unserved for
+// longer than the bound, is deleted; a key with a waiting job keeps its
+// turn however long ago it was served, and so does the turn of the jobs
+// without a key. A pruned key that comes back counts as served longest
+// ago, and an active key's turn still orders the claims.
+func testFairTurnPrune(t *testing.T, h harness) {
+	e := open(t, h)
+	e.fair()
+	p, ok := e.s.(errand.FairTurnPruner)
+	if !ok {
+		t.Skip("the store is not an errand.FairTurnPruner")
+	}
+	prune := func(idle time.Duration) int {
+		t.Helper()
+		n, err := p.FairTurnPrune(e.ctx, &errand.FairTurnPruneParams{IdleFor: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e.insert(tenant("a1", "a"), tenant("b1", "b"), tenant("b2", "b"), newJob("n1"))
+	var got []string
+	for range 3 {
+		js := e.claimFair(1)
+		if len(js) != 1 {
+			t.Fatalf("fair claim took %v", ids(js))
+		}
+		got = append(got, js[0].ID)
+		e.recordOK(succeeded(js[0]))
+	}
+	if want := []string{"a1", "b1", "n1"}; !slices.Equal(got, want) {
+		t.Fatalf("claims took %v, want %v", got, want)
+	}
+	if n := prune(time.Hour); n != 0 {
+		t.Fatalf("prune of turns served just now deleted %d, want 0", n)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if n := prune(time.Hour); n != 1 {
+		t.Fatalf("prune deleted %d turns, want 1: a's (b has a job waiting, the keyless turn stays)", n)
+	}
+	if n := prune(time.Hour); n != 0 {
+		t.Fatalf("a second prune deleted %d, want 0", n)
+	}
+	// b's turn (served) is kept: a (pruned) and c (new) go before b2,
+	// although b2 waited longest.
+	e.insert(tenant("a2", "a"), tenant("c1", "c"))
+	got = nil
+	for range 3 {
+		js := e.claimFair(1)
+		if len(js) != 1 {
+			t.Fatalf("fair claim took %v", ids(js))
+		}
+		got = append(got, js[0].ID)
+	}
+	if want := []string{"a2", "c1", "b2"}; !slices.Equal(got, want) {
+		t.Fatalf("claims after the prune took %v, want %v", got, want)
+	}
+	var ie *errand.InputError
+	if _, err := p.FairTurnPrune(e.ctx, &errand.FairTurnPruneParams{}); !errors.As(err, &ie) {
+		t.Fatalf("prune with no bound: %v, want an InputError", err)
+	}
 }

@@ -114,11 +114,35 @@ func TestBreakersCommandErrors(t *testing.T) {
 		{[]string{"work", "--db", db, "--exec", "send=true", "--dependency", "mail=smtp"}, 2, "which no --exec or --http maps"},
 		{[]string{"work", "--db", db, "--exec", "send=true", "--dependency", "send=smtp", "--breaker", "smtp=5/1m"}, 2, "DEP=N/WINDOW/COOLDOWN"},
 		{[]string{"work", "--db", db, "--exec", "send=true", "--dependency", "send=smtp", "--breaker", "smtp=0/1m/30s"}, 2, "at least 1"},
-		{[]string{"serve", "--db", db, "--dependency", "send=smtp"}, 2, "--dependency"},
+		{[]string{"serve", "--db", db, "--breaker", "smtp=5/1m/30s"}, 2, "no --dependency"},
 	} {
 		r := cli(t, c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 || r.stdout != "" {
 			t.Errorf("errand %v: %s\nwant exit %d and one line with %q", c.args, r, c.code, c.want)
 		}
+	}
+}
+
+// TestWorkOnceBreaker: errand work --once counts its command's failures
+// toward its kind's dependency and, with the breaker open, claims none of
+// the kind's jobs (idle) while they wait.
+func TestWorkOnceBreaker(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	s := script(t, `echo "smtp refused" >&2; exit 75`)
+	enqueueN(t, db, "send", errand.DefaultQueue, 2, errand.EnqueueOpts{MaxAttempts: 10})
+	once := func() string {
+		t.Helper()
+		return parseWork(t, cli(t, "work", "--once", "--db", db, "--exec", "send="+s,
+			"--dependency", "send=smtp", "--breaker", "smtp=1/1m/1h")).Result
+	}
+	if r := once(); r != "retrying" {
+		t.Fatalf("first --once: %s; want retrying", r)
+	}
+	if bs := breakersJSON(t, db); len(bs) != 1 || bs[0].State != errand.BreakerOpen {
+		t.Fatalf("breakers after one failure at threshold 1: %+v; want smtp open", bs)
+	}
+	if r := once(); r != "idle" {
+		t.Fatalf("--once with the breaker open: %s; want idle, the other job waiting", r)
 	}
 }

@@ -66,6 +66,14 @@ job: it fires the schedules and applies the retention only. --rate-limit
 and --retry-budget limit the worker's claims as they limit errand work's;
 the dashboard and /api/v1/limits show every limit's tokens.
 
+Claims through the API follow the same rules as a worker's: the rate limits
+and retry budgets the workers keep in the database, fair claims of a queue
+with fairness keys, and circuit breakers. --dependency KIND=DEP (with
+--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]) names the dependency of a kind,
+whether this process runs it or only remote workers do: while DEP's breaker
+is open the API claims no job of KIND, and remote workers' failures and
+acknowledgments of its jobs count toward the breaker.
+
 SIGINT or SIGTERM stops accepting requests, lets requests in flight finish,
 drains the worker for --grace, and exits 0.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
@@ -113,8 +121,8 @@ drains the worker for --grace, and exits 0.`,
 			}
 			handles := len(*execs)+len(*hooks) > 0
 			retain := retention.policy() != nil
-			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set() || isSet(fs, "dependency") || isSet(fs, "breaker")) {
-				return usagef("--queue, --max-workers, --weight, --timeout, --lease, --rate-limit, --retry-budget, --dependency and --breaker configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set()) {
+				return usagef("--queue, --max-workers, --weight, --timeout, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
 			}
 			rates, budgets, err := limits.parse()
 			if err != nil {
@@ -151,8 +159,10 @@ drains the worker for --grace, and exits 0.`,
 			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true, Observer: obs, Breakers: policies}
 			var kindNames []string
 			var handlers []*exechandler.Handler
-			if len(*execs)+len(*hooks) > 0 {
-				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *hooks, *timeouts, deps, e)
+			if len(*execs)+len(*hooks)+len(deps) > 0 {
+				// A --dependency of a kind no --exec maps binds the API's
+				// claims of it by remote workers.
+				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *hooks, *timeouts, deps, true, e)
 				if err != nil {
 					return err
 				}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,7 +125,11 @@ breakers shows the breakers and resets one.
 
 With --once it claims one job, runs it, prints one JSON line:
 {"result": "idle"|"succeeded"|"retrying"|"dead"|"cancelled"|"lease_lost", "job_id": ...,
-"attempt": N}, and exits 0 whenever an outcome was recorded.`,
+"attempt": N}, and exits 0 whenever an outcome was recorded. The claim
+honours the rate limits and retry budgets the workers keep in the database
+(nothing within them is ready: result "idle") and the circuit breakers of
+--dependency: a kind whose DEP's breaker is open is not claimed, and the
+outcome counts toward its breaker.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
@@ -166,7 +171,7 @@ With --once it claims one job, runs it, prints one JSON line:
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "dependency", "breaker", "max-workers", "weight"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "max-workers", "weight"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -211,7 +216,7 @@ With --once it claims one job, runs it, prints one JSON line:
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, e)
+			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, false, e)
 			if err != nil {
 				return err
 			}
@@ -415,7 +420,11 @@ func parseQueues(specs []string) (queueFlags, error) {
 // execKinds builds a kind with an exec handler for every --exec and a
 // webhook for every --http, with the timeouts --timeout gives, and returns
 // their names, in flag order, and the exec handlers too.
-func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+//
+// A --dependency of a kind that no --exec or --http maps is a usage error,
+// unless declare: then the kind is declared with its dependency, for the
+// claims of remote workers through errand serve's API.
+func execKinds(execs, hooks, timeouts []string, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
 	byName := map[string]errand.Handler{}
 	var order []string
 	var handlers []*exechandler.Handler
@@ -466,11 +475,16 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) 
 		}
 		timeoutOf[kind] = d
 	}
+	var declared []string
 	for kind := range deps {
 		if _, known := byName[kind]; !known {
-			return nil, nil, nil, usagef("--dependency names kind %q, which no --exec or --http maps", kind)
+			if !declare {
+				return nil, nil, nil, usagef("--dependency names kind %q, which no --exec or --http maps", kind)
+			}
+			declared = append(declared, kind)
 		}
 	}
+	slices.Sort(declared)
 	for kind, url := range hookKinds {
 		h, err := errandhttp.NewWebhook(url, &errandhttp.WebhookOptions{Timeout: timeoutOf[kind]})
 		if err != nil {
@@ -482,7 +496,10 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, e *env) 
 	for _, name := range order {
 		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name], Dependency: deps[name]})
 	}
-	return kinds, order, handlers, nil
+	for _, name := range declared {
+		kinds.HandleRaw(name, nil, &errand.KindOpts{Dependency: deps[name]})
+	}
+	return kinds, append(order, declared...), handlers, nil
 }
 
 // retentionFlagError names the --retain flags in a retention policy's

@@ -1,0 +1,172 @@
+package errand
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Claims made outside a Worker, a remote worker's through the HTTP API
+// ([Client.Claim]) and [Client.WorkOne]'s, follow a Worker's rules: the
+// cluster's rate limits and retry budgets (see remote_limits.go), the
+// circuit breakers of the dependencies that this client's kinds name
+// ([KindOpts].Dependency, with the policies of [Config].Breakers), and fair
+// claims of a queue while jobs with fairness keys wait in it. They go
+// through the Worker's own claim path (engine.claimThrough); what a Worker
+// keeps per queue loop (fair mode) and per process (probes in flight) the
+// client keeps here, shared by all its callers. Their outcomes count toward
+// the breakers as a Worker's do. A client whose kinds name no dependency
+// claims a queue without fairness keys exactly as it did without these
+// rules: one claim, no read added.
+
+// maxOutsideQueues bounds how many queues' fair modes a client remembers;
+// past it the memory is cleared, and a queue with fairness keys costs one
+// plain claim to be found fair again.
+const maxOutsideQueues = 1000
+
+// outsideClaims is what a client keeps for the claims made outside a
+// Worker.
+type outsideClaims struct {
+	gateOnce sync.Once
+	gate     *breakerGate // nil: no kind names a dependency (or no store keeps breakers)
+
+	mu     sync.Mutex
+	queues map[string]*queueClaimer
+}
+
+// outsideGate returns the client's circuit breakers for claims outside a
+// Worker, over every kind it knows, or nil when none names a dependency.
+func (c *engine) outsideGate() *breakerGate {
+	o := &c.outside
+	o.gateOnce.Do(func() {
+		kinds := make([]string, 0, len(c.kinds))
+		for k := range c.kinds {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		g, err := newBreakerGate(c, kinds)
+		if err != nil {
+			c.logger.Warn("circuit breakers do not apply to claims outside a worker", "err", err)
+			return
+		}
+		if g != nil && len(g.deps) > 0 {
+			o.gate = g
+		}
+	})
+	return o.gate
+}
+
+// outsideClaimer returns the fair-mode memory of queue.
+func (c *engine) outsideClaimer(queue string) *queueClaimer {
+	f, ok := c.store.(FairClaimer)
+	if !ok {
+		return &queueClaimer{}
+	}
+	o := &c.outside
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.queues == nil || len(o.queues) >= maxOutsideQueues {
+		o.queues = map[string]*queueClaimer{}
+	}
+	qc := o.queues[queue]
+	if qc == nil {
+		qc = &queueClaimer{store: f}
+		o.queues[queue] = qc
+	}
+	return qc
+}
+
+// claimOutside claims the jobs p asks for from its one queue, as a Worker
+// would: within the stored rate limits and retry budgets, through the
+// circuit breakers, fairly while the queue has fairness keys.
+func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+	queue := p.Queues[0]
+	flow, err := storedFlowLimits(ctx, c.store, queue, p.Kinds)
+	if err != nil {
+		return nil, fmt.Errorf("read rate limits: %w", err)
+	}
+	plan := flow.plan(ctx, c.logger, queue, p.Kinds, p.Limit)
+	if plan.held {
+		return []*Job{}, nil // over a limit: nothing is ready for now
+	}
+	q := *p
+	q.Kinds, q.Limit, q.SkipRetryKinds = plan.kinds, plan.limit, plan.skipRetry
+	jobs, err := c.claimThrough(ctx, c.outsideGate(), c.outsideClaimer(queue), &q)
+	flow.settle(ctx, c.logger, &plan, jobs, err)
+	if jobs == nil && err == nil {
+		jobs = []*Job{}
+	}
+	return jobs, err
+}
+
+// needsKind reports whether the outcome of job id may change a breaker, so
+// that a remote acknowledgment, which names no kind, must read the job: it
+// was claimed as a probe, or a dependency's last read showed it failing or
+// not closed. A success of a healthy dependency writes nothing, and needs
+// no read. Nil-safe.
+func (g *breakerGate) needsKind(id string) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.probes[id]; ok {
+		return true
+	}
+	for _, dirty := range g.dirty {
+		if dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// observeRemote reports a remote worker's outcome of a's job to its
+// dependency's breaker, as a Worker reports its own: r and err are what
+// recording outcome o returned. Nil-safe.
+func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *JobOutcome, r OutcomeResult, err error) {
+	if g == nil {
+		return
+	}
+	res := &WorkResult{Kind: a.job.Kind}
+	if o.Error != nil {
+		res.Error = o.Error.Message
+	}
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		res.Result = ResultLeaseLost
+	case err != nil:
+		res = nil // not recorded
+	default:
+		res.Result = resultOfState(r.State, o.Kind)
+	}
+	if a.cancelled {
+		// An operator's cancel says nothing about the dependency; a
+		// probe's slot is given back.
+		a = &attempt{job: a.job}
+	}
+	g.observe(ctx, a, res)
+}
+
+// resultOfState names the result of an outcome of kind that left a job in
+// state.
+func resultOfState(state JobState, kind OutcomeKind) Result {
+	switch state {
+	case StateSucceeded:
+		return ResultSucceeded
+	case StateRetrying:
+		return ResultRetrying
+	case StateDead:
+		return ResultDead
+	case StateCancelled:
+		return ResultCancelled
+	case StateQueued:
+		if kind == OutcomeInterrupted {
+			return ResultInterrupted
+		}
+		return ResultSnoozed
+	}
+	return ""
+}
