@@ -252,7 +252,11 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 		return OutcomeResult{}, err
 	}
 	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
-	return c.recordRemote(ctx, "ack", o)
+	r, err := c.recordRemote(ctx, "ack", o)
+	if err == nil {
+		c.afterRemoteOutcome(ctx, id, nil, r)
+	}
+	return r, err
 }
 
 // AckMany records, in one transaction, that a remote worker finished the
@@ -274,6 +278,9 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs})
 	if err != nil {
 		return nil, fmt.Errorf("ack jobs: %w", err)
+	}
+	for i, r := range rs {
+		c.afterRemoteOutcome(ctx, leases[i].ID, nil, r)
 	}
 	return rs, nil
 }
@@ -336,7 +343,11 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 		// The worker stops because an operator cancelled the job: the
 		// attempt ends the job cancelled, whatever it says of itself.
 		a := &attempt{job: job, err: ErrJobCancelled, cancelled: true}
-		return c.recordRemote(ctx, "fail", c.outcome(a))
+		r, err := c.recordRemote(ctx, "fail", c.outcome(a))
+		if err == nil {
+			c.afterRemoteOutcome(ctx, id, job, r)
+		}
+		return r, err
 	}
 	je := &JobError{class: o.Class}
 	if je.class == "" {
@@ -353,7 +364,48 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 		failure = RetryAfter(o.RetryAfter, je)
 	}
 	out := c.outcome(&attempt{job: job, err: failure, stack: o.Stack})
-	return c.recordRemote(ctx, "fail", out)
+	r, err := c.recordRemote(ctx, "fail", out)
+	if err == nil {
+		c.afterRemoteOutcome(ctx, id, job, r)
+	}
+	return r, err
+}
+
+// afterRemoteOutcome runs, after a remote worker's outcome of job id, what
+// follows it in a worker (see [engine.afterOutcome]): when the job ended
+// (succeeded, dead, cancelled), its on-dead hook, the completion of its
+// batch and the advance of its workflow. job is the job as read before the
+// outcome, or nil to read it now: an acknowledgement does not read the job
+// otherwise. A failed read is logged; the leader's pass completes the
+// batch and advances the workflow later.
+func (c *Client[TTx]) afterRemoteOutcome(ctx context.Context, id string, job *Job, r OutcomeResult) {
+	var res WorkResult
+	switch {
+	case r.Err != nil:
+		return
+	case r.State == StateSucceeded:
+		res.Result = ResultSucceeded
+	case r.State == StateDead:
+		res.Result = ResultDead
+	case r.State == StateCancelled:
+		res.Result = ResultCancelled
+	default:
+		return
+	}
+	if job == nil {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
+		j, err := c.store.JobGet(gctx, &JobGetParams{ID: id})
+		cancel()
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				c.logger.Warn("read of an acknowledged job failed; the leader completes its batch and advances its workflow on its next sweep", "job_id", id, "err", err)
+			}
+			return
+		}
+		job = j
+	}
+	res.JobID, res.Kind, res.Attempt = &job.ID, job.Kind, job.Attempt
+	c.afterOutcome(ctx, job, &res)
 }
 
 // recordRemote writes one remote outcome and turns a refused lease into
