@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,7 +21,8 @@ import (
 const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
-	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id`
+	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
+	workflow_id, output`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -41,11 +43,13 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 		c                errand.JobColumns
 		ustates, uwindow int64
 		ohold            int16
+		output           *string
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
-		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID},
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID,
+		&j.WorkflowID, &output},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -57,6 +61,9 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	}
 	j.SetUniqueColumns(ustates, uwindow)
 	j.OrderingHold = ohold == 1
+	if output != nil {
+		j.Output = json.RawMessage(*output)
+	}
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}

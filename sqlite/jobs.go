@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,7 +16,8 @@ import (
 const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, attempt, max_attempts,
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
-	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id`
+	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
+	workflow_id, output`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -57,12 +59,13 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 		deadline, leaseUntil, attempted       sql.NullInt64
 		finished, cancelReq                   sql.NullInt64
 		token, owner, ukey, okey, fkey, batch sql.NullString
+		workflow, output                      sql.NullString
 		ustates, uwindow, ohold               int64
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
 		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
-		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch},
+		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -75,7 +78,10 @@ func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
 	j.UniqueKey, j.OrderingKey, j.FairnessKey = nullString(ukey), nullString(okey), nullString(fkey)
 	j.SetUniqueColumns(ustates, uwindow)
 	j.OrderingHold = ohold == 1
-	j.BatchID = nullString(batch)
+	j.BatchID, j.WorkflowID = nullString(batch), nullString(workflow)
+	if output.Valid {
+		j.Output = json.RawMessage(output.String)
+	}
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}

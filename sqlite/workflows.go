@@ -1,0 +1,446 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/rowscan"
+)
+
+var _ errand.WorkflowTxStore[*sql.Tx] = (*Store)(nil)
+
+const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at`
+
+// openWorkflows is errand's open workflow states as a SQL list.
+var openWorkflows = `'` + string(errand.WorkflowRunning) + `', '` + string(errand.WorkflowCompensating) + `'`
+
+func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
+	var (
+		w                         errand.WorkflowRecord
+		state, steps, enqueued    string
+		failed                    sql.NullString
+		created, updated, checked int64
+		finished                  sql.NullInt64
+	)
+	if err := row.Scan(&w.ID, &w.Name, &state, &failed, &steps, &enqueued, &created, &updated, &checked, &finished); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.Steps, err = errand.DecodeWorkflowSteps(steps); err != nil {
+		return nil, err
+	}
+	if w.Enqueued, err = errand.DecodeWorkflowEnqueued(enqueued); err != nil {
+		return nil, err
+	}
+	w.State, w.FailedStep = errand.WorkflowState(state), nullString(failed)
+	w.CreatedAt, w.UpdatedAt, w.CheckedAt = fromMicros(created), fromMicros(updated), fromMicros(checked)
+	w.FinishedAt = nullMicros(finished)
+	return &w, nil
+}
+
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// workflowJobs reads the jobs of the workflows ids, by workflow id and job
+// id, in chunks far below SQLite's parameter limit.
+func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map[string]*errand.WorkflowJob, error) {
+	out := make(map[string]map[string]*errand.WorkflowJob, len(ids))
+	const chunk = 500
+	for start := 0; start < len(ids); start += chunk {
+		end := min(start+chunk, len(ids))
+		args := make([]any, 0, end-start)
+		for _, id := range ids[start:end] {
+			args = append(args, id)
+		}
+		rows, err := q.QueryContext(ctx, `SELECT workflow_id, id, state, attempt, max_attempts, output FROM errand_jobs
+			WHERE workflow_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var (
+				wf, state string
+				output    sql.NullString
+				j         errand.WorkflowJob
+			)
+			if err := rows.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			j.State = errand.JobState(state)
+			if output.Valid {
+				j.Output = []byte(output.String)
+			}
+			if out[wf] == nil {
+				out[wf] = make(map[string]*errand.WorkflowJob)
+			}
+			out[wf][j.ID] = &j
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// workflowJobOf is what a workflow reads of its job j.
+func workflowJobOf(j *errand.Job) *errand.WorkflowJob {
+	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output}
+}
+
+// workflowJobTakenError is the *InputError of a workflow whose first job's
+// id or unique key is taken by a job that exists already.
+func workflowJobTakenError(jobID string) error {
+	return &errand.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
+}
+
+// markWorkflowJobs sets the workflow_id of jobs to id.
+func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errand.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	args := make([]any, 0, len(jobs)+1)
+	args = append(args, id)
+	for _, j := range jobs {
+		args = append(args, j.ID)
+	}
+	// A workflow has at most MaxWorkflowSteps steps and as many
+	// compensations: far below SQLite's parameter limit.
+	if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET workflow_id = ? WHERE id IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(jobs)), ", ")+`)`, args...); err != nil {
+		return fmt.Errorf("mark jobs: %w", err)
+	}
+	for _, j := range jobs {
+		j.WorkflowID = &id
+	}
+	return nil
+}
+
+// WorkflowInsert implements [errand.WorkflowStore].
+func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	var res *errand.WorkflowInsertResult
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.insertWorkflow(ctx, tx, p)
+		return err
+	})
+	return res, err
+}
+
+// WorkflowInsertTx implements [errand.WorkflowTxStore]. tx is a transaction
+// on [Store.DB].
+func (s *Store) WorkflowInsertTx(ctx context.Context, tx *sql.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	return s.insertWorkflow(ctx, tx, p)
+}
+
+func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	steps, err := errand.EncodeWorkflowSteps(p.Steps)
+	if err != nil {
+		return nil, err
+	}
+	now := fromMicros(micros(s.clock.Now()))
+	w := &errand.WorkflowRecord{ID: p.ID, Name: p.Name, State: errand.WorkflowRunning, Steps: p.Steps,
+		CreatedAt: now, UpdatedAt: now, CheckedAt: now}
+	plan, err := errand.PlanWorkflow(w, nil)
+	if err != nil {
+		return nil, err
+	}
+	w.State, w.Enqueued = plan.State, plan.Enqueued
+	res, err := tx.ExecContext(ctx, `INSERT INTO errand_workflows (id, name, state, steps, enqueued, created_at, updated_at, checked_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		p.ID, p.Name, string(w.State), steps, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), micros(now))
+	if err != nil {
+		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
+	} else if n == 0 {
+		v, err := getWorkflow(ctx, tx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
+		}
+		return &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}, nil
+	}
+	rs, err := s.insert(ctx, tx, plan.Insert)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*errand.Job, len(rs))
+	byID := make(map[string]*errand.WorkflowJob, len(rs))
+	for i, r := range rs {
+		if r.Duplicate {
+			return nil, workflowJobTakenError(plan.Insert[i].ID)
+		}
+		jobs[i] = r.Job
+		byID[r.Job.ID] = workflowJobOf(r.Job)
+	}
+	if err := markWorkflowJobs(ctx, tx, p.ID, jobs); err != nil {
+		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
+	}
+	return &errand.WorkflowInsertResult{Workflow: errand.ViewWorkflow(w, byID), Jobs: jobs}, nil
+}
+
+// getWorkflow reads workflow id and its jobs with q, or ErrNotFound.
+func getWorkflow(ctx context.Context, q interface {
+	queryer
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, id string) (*errand.Workflow, error) {
+	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errand.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := workflowJobs(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	return errand.ViewWorkflow(w, jobs[id]), nil
+}
+
+// WorkflowGet implements [errand.WorkflowStore].
+func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*errand.Workflow, error) {
+	v, err := getWorkflow(ctx, s.read, p.ID)
+	if err != nil && !errors.Is(err, errand.ErrNotFound) {
+		return nil, fmt.Errorf("get workflow %s: %w", p.ID, err)
+	}
+	return v, err
+}
+
+// checkWorkflowStates refuses a state that is not a workflow state.
+func checkWorkflowStates(states []errand.WorkflowState) error {
+	for _, st := range states {
+		if !st.Valid() {
+			return &errand.InputError{Field: "states", Message: fmt.Sprintf("%q is not a workflow state; use running, compensating, succeeded or failed", st)}
+		}
+	}
+	return nil
+}
+
+// WorkflowList implements [errand.WorkflowStore]: the rows in one query,
+// the jobs of all of them in another.
+func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
+	if err := checkWorkflowStates(p.States); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q, args := `SELECT `+workflowColumns+` FROM errand_workflows`, []any{}
+	if len(p.States) > 0 {
+		q += ` WHERE state IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(p.States)), ", ") + `)`
+		for _, st := range p.States {
+			args = append(args, string(st))
+		}
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	ws, err := scanRows(rows, scanWorkflow)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
+	}
+	jobs, err := workflowJobs(ctx, s.read, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	out := make([]*errand.Workflow, len(ws))
+	for i, w := range ws {
+		out[i] = errand.ViewWorkflow(w, jobs[w.ID])
+	}
+	return out, nil
+}
+
+// scanRows reads every row of rows with scan and closes rows.
+func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	return rowscan.All(rows, scan)
+}
+
+// readyWorkflowsSQL finds the open workflows without an unfinished job and
+// with a job finished since they were last advanced, oldest first.
+var readyWorkflowsSQL = `SELECT w.id FROM errand_workflows w
+	WHERE w.state IN (` + openWorkflows + `)
+		AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.state IN (` + unfinished + `))
+		AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
+	ORDER BY w.created_at, w.id LIMIT ?`
+
+// WorkflowAdvance implements [errand.WorkflowStore]. The single writer
+// serialises advances: each reads the row and the jobs and writes them in
+// one write transaction.
+func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvanceParams) ([]*errand.WorkflowAdvanceResult, error) {
+	ids := p.IDs
+	named := len(ids) > 0
+	if !named {
+		// The leader's pass reads from the reader first: an idle pass
+		// costs no write transaction.
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, limit)
+		if err != nil {
+			return nil, fmt.Errorf("advance workflows: %w", err)
+		}
+		if ids, err = scanRows(rows, func(row scanner) (id string, err error) { return id, row.Scan(&id) }); err != nil {
+			return nil, fmt.Errorf("advance workflows: %w", err)
+		}
+	}
+	var out []*errand.WorkflowAdvanceResult
+	for _, id := range ids {
+		if named {
+			// A worker's advance after an outcome that changes nothing
+			// (a step succeeded while its siblings run) costs one read
+			// and no write transaction. A read begun after the caller's
+			// outcome committed sees every outcome committed before it;
+			// a later outcome's process advances the workflow itself.
+			r, err := s.planWorkflow(ctx, s.read, id)
+			if err != nil {
+				return out, fmt.Errorf("advance workflow %s: %w", id, err)
+			}
+			if r == nil {
+				continue // unknown id
+			}
+			if !r.plan.Changed {
+				out = append(out, &errand.WorkflowAdvanceResult{Workflow: errand.ViewWorkflow(r.w, r.jobs)})
+				continue
+			}
+		}
+		var res *errand.WorkflowAdvanceResult
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			var err error
+			res, err = s.advanceWorkflow(ctx, tx, id)
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("advance workflow %s: %w", id, err)
+		}
+		if res != nil {
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// plannedWorkflow is a workflow's row, its jobs and their plan.
+type plannedWorkflow struct {
+	w    *errand.WorkflowRecord
+	jobs map[string]*errand.WorkflowJob
+	plan *errand.WorkflowPlan
+}
+
+// planWorkflow reads workflow id and its jobs with q and plans its advance;
+// nil for an unknown id.
+func (s *Store) planWorkflow(ctx context.Context, q interface {
+	queryer
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, id string) (*plannedWorkflow, error) {
+	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := workflowJobs(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	byID := jobs[id]
+	if byID == nil {
+		byID = make(map[string]*errand.WorkflowJob)
+	}
+	plan, err := errand.PlanWorkflow(w, byID)
+	if err != nil {
+		return nil, err
+	}
+	return &plannedWorkflow{w: w, jobs: byID, plan: plan}, nil
+}
+
+// advanceWorkflow advances workflow id in tx; nil for an unknown id.
+func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*errand.WorkflowAdvanceResult, error) {
+	r, err := s.planWorkflow(ctx, tx, id)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	w, plan := r.w, r.plan
+	var jobs []*errand.Job
+	if len(plan.Insert) > 0 {
+		rs, err := s.insert(ctx, tx, plan.Insert)
+		if err != nil {
+			return nil, err
+		}
+		for _, ir := range rs {
+			// A job whose id is taken counts as enqueued: enqueued
+			// records it, and the workflow waits on whatever has it.
+			if !ir.Duplicate {
+				jobs = append(jobs, ir.Job)
+				r.jobs[ir.Job.ID] = workflowJobOf(ir.Job)
+			}
+		}
+		if err := markWorkflowJobs(ctx, tx, id, jobs); err != nil {
+			return nil, err
+		}
+	}
+	now := fromMicros(micros(s.clock.Now()))
+	w.CheckedAt = now
+	if plan.Changed {
+		w.State, w.FailedStep, w.Enqueued, w.UpdatedAt, w.FinishedAt = plan.State, plan.FailedStep, plan.Enqueued, now, nil
+		if !plan.State.Open() {
+			w.FinishedAt = &now
+		}
+		var finished any
+		if w.FinishedAt != nil {
+			finished = micros(*w.FinishedAt)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET state = ?, failed_step = ?, enqueued = ?,
+			updated_at = ?, checked_at = ?, finished_at = ? WHERE id = ?`,
+			string(w.State), w.FailedStep, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), finished, id)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET checked_at = ? WHERE id = ?`, micros(now), id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &errand.WorkflowAdvanceResult{Workflow: errand.ViewWorkflow(w, r.jobs), Jobs: jobs, Changed: plan.Changed}, nil
+}
+
+// JobSetOutput implements [errand.WorkflowStore].
+func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET output = ?
+			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
+			string(p.Output), p.ID, p.LeaseToken, micros(now))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errand.ErrLeaseLost
+		}
+		return nil
+	})
+}
