@@ -83,3 +83,9 @@ func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 func CompleteOpenBatches[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	return c.completeBatches(ctx, nil)
 }
+
+// AdvanceOpenWorkflows runs the leader's workflow pass once and returns how
+// many workflows it changed.
+func AdvanceOpenWorkflows[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
+	return c.advanceWorkflows(ctx, nil)
+}
