@@ -23,8 +23,8 @@ CREATE TABLE errand_workflows (
     checked_at  timestamptz NOT NULL,
     finished_at timestamptz
 );
--- The open workflows, which the leader's pass reads.
-CREATE INDEX errand_workflows_open ON errand_workflows (checked_at)
+-- The open workflows, which the leader's pass reads, oldest first.
+CREATE INDEX errand_workflows_open ON errand_workflows (created_at)
     WHERE state IN ('running', 'compensating');
 -- Listing, newest first.
 CREATE INDEX errand_workflows_created ON errand_workflows (created_at);

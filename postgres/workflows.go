@@ -1,0 +1,412 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	_ errand.WorkflowTxStore[pgx.Tx]  = (*Store)(nil)
+	_ errand.WorkflowTxStore[*sql.Tx] = (*SQLStore)(nil)
+)
+
+const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at`
+
+// openWorkflows is errand's open workflow states as a SQL list.
+var openWorkflows = `'` + string(errand.WorkflowRunning) + `', '` + string(errand.WorkflowCompensating) + `'`
+
+// workflowSQL expands a workflow statement: {workflows} and what r expands.
+func (s *Store) workflowSQL(r *strings.Replacer, q string) string {
+	return r.Replace(strings.ReplaceAll(q, "{workflows}", s.table("errand_workflows")))
+}
+
+func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
+	var (
+		w                      errand.WorkflowRecord
+		state, steps, enqueued string
+	)
+	if err := row.Scan(&w.ID, &w.Name, &state, &w.FailedStep, &steps, &enqueued, &w.CreatedAt, &w.UpdatedAt,
+		&w.CheckedAt, &w.FinishedAt); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.Steps, err = errand.DecodeWorkflowSteps(steps); err != nil {
+		return nil, err
+	}
+	if w.Enqueued, err = errand.DecodeWorkflowEnqueued(enqueued); err != nil {
+		return nil, err
+	}
+	w.State = errand.WorkflowState(state)
+	w.CreatedAt, w.UpdatedAt, w.CheckedAt, w.FinishedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC(), w.CheckedAt.UTC(), utc(w.FinishedAt)
+	return &w, nil
+}
+
+// queryWorkflows reads the workflow rows a query returns.
+func queryWorkflows(ctx context.Context, q querier, sql string, args ...any) ([]*errand.WorkflowRecord, error) {
+	rs, err := q.query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []*errand.WorkflowRecord
+	for rs.Next() {
+		w, err := scanWorkflow(rs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rs.Err()
+}
+
+// workflowJobs reads the jobs of the workflows ids, by workflow id and job
+// id.
+func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map[string]map[string]*errand.WorkflowJob, error) {
+	out := make(map[string]map[string]*errand.WorkflowJob, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rs, err := q.query(ctx, s.sql(`SELECT workflow_id, id, state, attempt, max_attempts, output FROM {jobs}
+		WHERE workflow_id = ANY($1)`), ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			wf, state string
+			output    *string
+			j         errand.WorkflowJob
+		)
+		if err := rs.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output); err != nil {
+			return nil, err
+		}
+		j.State = errand.JobState(state)
+		if output != nil {
+			j.Output = []byte(*output)
+		}
+		if out[wf] == nil {
+			out[wf] = make(map[string]*errand.WorkflowJob)
+		}
+		out[wf][j.ID] = &j
+	}
+	return out, rs.Err()
+}
+
+// workflowJobOf is what a workflow reads of its job j.
+func workflowJobOf(j *errand.Job) *errand.WorkflowJob {
+	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output}
+}
+
+// workflowJobTakenError is the *InputError of a workflow whose first job's
+// id or unique key is taken by a job that exists already.
+func workflowJobTakenError(jobID string) error {
+	return &errand.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
+}
+
+// markWorkflowJobs sets the workflow_id of jobs to id.
+func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, jobs []*errand.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	if _, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET workflow_id = $1 WHERE id = ANY($2)`), id, ids); err != nil {
+		return fmt.Errorf("mark jobs: %w", err)
+	}
+	for _, j := range jobs {
+		j.WorkflowID = &id
+	}
+	return nil
+}
+
+// WorkflowInsert implements [errand.WorkflowStore].
+func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	var res *errand.WorkflowInsertResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.insertWorkflow(ctx, pgxQuerier{tx}, s.own, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+			return s.insert(ctx, pgxQuerier{tx}, s.own, jobs)
+		})
+		return err
+	})
+	return res, err
+}
+
+// WorkflowInsertTx implements [errand.WorkflowTxStore]: tx is a pgx.Tx on
+// the store's database.
+func (s *Store) WorkflowInsertTx(ctx context.Context, tx pgx.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	return s.insertWorkflow(ctx, pgxQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		return s.insertCallerTx(ctx, tx, jobs)
+	})
+}
+
+// WorkflowInsertTx implements [errand.WorkflowTxStore]: tx is a *sql.Tx of
+// the pgx driver on the store's database.
+func (s *SQLStore) WorkflowInsertTx(ctx context.Context, tx *sql.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	return s.insertWorkflow(ctx, sqlQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		return s.insert(ctx, sqlQuerier{tx}, s.inTx, jobs)
+	})
+}
+
+func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replacer, p *errand.WorkflowInsertParams,
+	insert func([]*errand.JobInsertParams) ([]errand.JobInsertResult, error)) (*errand.WorkflowInsertResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	steps, err := errand.EncodeWorkflowSteps(p.Steps)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := errand.PlanWorkflow(&errand.WorkflowRecord{ID: p.ID, Name: p.Name, State: errand.WorkflowRunning, Steps: p.Steps}, nil)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := queryWorkflows(ctx, q, s.workflowSQL(r, `INSERT INTO {workflows} (id, name, state, steps, enqueued, created_at, updated_at, checked_at)
+		VALUES ($2, $3, $4, $5, $6, {now}, {now}, {now}) ON CONFLICT (id) DO NOTHING RETURNING `+workflowColumns),
+		s.nowArg(), p.ID, p.Name, string(plan.State), steps, errand.EncodeWorkflowEnqueued(plan.Enqueued))
+	if err != nil {
+		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, badValue(err))
+	}
+	if len(ws) == 0 {
+		v, err := s.getWorkflow(ctx, q, r, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
+		}
+		return &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}, nil
+	}
+	rs, err := insert(plan.Insert)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*errand.Job, len(rs))
+	byID := make(map[string]*errand.WorkflowJob, len(rs))
+	for i, res := range rs {
+		if res.Duplicate {
+			return nil, workflowJobTakenError(plan.Insert[i].ID)
+		}
+		jobs[i] = res.Job
+		byID[res.Job.ID] = workflowJobOf(res.Job)
+	}
+	if err := markWorkflowJobs(ctx, q, r, p.ID, jobs); err != nil {
+		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
+	}
+	return &errand.WorkflowInsertResult{Workflow: errand.ViewWorkflow(ws[0], byID), Jobs: jobs}, nil
+}
+
+// getWorkflow reads workflow id and its jobs with q, or ErrNotFound.
+func (s *Store) getWorkflow(ctx context.Context, q querier, r *strings.Replacer, id string) (*errand.Workflow, error) {
+	ws, err := queryWorkflows(ctx, q, s.workflowSQL(r, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1`), id)
+	if err != nil {
+		return nil, err
+	}
+	if len(ws) == 0 {
+		return nil, errand.ErrNotFound
+	}
+	jobs, err := s.workflowJobs(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	return errand.ViewWorkflow(ws[0], jobs[id]), nil
+}
+
+// WorkflowGet implements [errand.WorkflowStore].
+func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*errand.Workflow, error) {
+	if !errand.StorableText(p.ID) {
+		return nil, errand.ErrNotFound
+	}
+	v, err := s.getWorkflow(ctx, pgxQuerier{s.pool}, s.own, p.ID)
+	if err != nil && !errors.Is(err, errand.ErrNotFound) {
+		return nil, fmt.Errorf("get workflow %s: %w", p.ID, err)
+	}
+	return v, err
+}
+
+// WorkflowList implements [errand.WorkflowStore]: the rows in one query,
+// the jobs of all of them in another.
+func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
+	var states []string
+	for _, st := range p.States {
+		if !st.Valid() {
+			return nil, &errand.InputError{Field: "states", Message: fmt.Sprintf("%q is not a workflow state; use running, compensating, succeeded or failed", st)}
+		}
+		states = append(states, string(st))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := pgxQuerier{s.pool}
+	ws, err := queryWorkflows(ctx, q, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows}
+		WHERE ($1::text[] IS NULL OR state = ANY($1)) ORDER BY created_at DESC, id DESC LIMIT $2`), states, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
+	}
+	jobs, err := s.workflowJobs(ctx, q, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	out := make([]*errand.Workflow, len(ws))
+	for i, w := range ws {
+		out[i] = errand.ViewWorkflow(w, jobs[w.ID])
+	}
+	return out, nil
+}
+
+// WorkflowAdvance implements [errand.WorkflowStore]. Each workflow is
+// advanced in a transaction that locks its row (SELECT ... FOR UPDATE)
+// before it reads the jobs: a second advance of the workflow waits for the
+// first to commit, then reads the row it wrote and the jobs it inserted
+// (READ COMMITTED takes a new snapshot per statement), so it plans none of
+// them again.
+func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvanceParams) ([]*errand.WorkflowAdvanceResult, error) {
+	var ids []string
+	for _, id := range p.IDs {
+		if errand.StorableText(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(p.IDs) == 0 {
+		// The leader's pass reads first: an idle pass costs one round
+		// trip and no transaction.
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		rs, err := s.pool.Query(ctx, s.workflowSQL(s.own, `SELECT w.id FROM {workflows} w
+			WHERE w.state IN (`+openWorkflows+`)
+				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.state IN (`+unfinished+`))
+				AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
+			ORDER BY w.created_at, w.id LIMIT $1`), limit)
+		if err != nil {
+			return nil, fmt.Errorf("advance workflows: %w", err)
+		}
+		if ids, err = pgx.CollectRows(rs, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("advance workflows: %w", err)
+		}
+	}
+	var out []*errand.WorkflowAdvanceResult
+	for _, id := range ids {
+		var res *errand.WorkflowAdvanceResult
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			res, err = s.advanceWorkflow(ctx, tx, id)
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("advance workflow %s: %w", id, err)
+		}
+		if res != nil {
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// advanceWorkflow advances workflow id in tx; nil for an unknown id.
+func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*errand.WorkflowAdvanceResult, error) {
+	q := pgxQuerier{tx}
+	ws, err := queryWorkflows(ctx, q, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR UPDATE`), id)
+	if err != nil || len(ws) == 0 {
+		return nil, err
+	}
+	w := ws[0]
+	all, err := s.workflowJobs(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	byID := all[id]
+	if byID == nil {
+		byID = make(map[string]*errand.WorkflowJob)
+	}
+	plan, err := errand.PlanWorkflow(w, byID)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []*errand.Job
+	if len(plan.Insert) > 0 {
+		rs, err := s.insert(ctx, q, s.own, plan.Insert)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			// A job whose id is taken counts as enqueued: enqueued
+			// records it, and the workflow waits on whatever has it.
+			if !r.Duplicate {
+				jobs = append(jobs, r.Job)
+				byID[r.Job.ID] = workflowJobOf(r.Job)
+			}
+		}
+		if err := markWorkflowJobs(ctx, q, s.own, id, jobs); err != nil {
+			return nil, err
+		}
+	}
+	// The row's times come back from the statement: {now} is the
+	// database's clock unless the store has one of its own.
+	var (
+		rs  pgx.Rows
+		now = s.nowArg()
+	)
+	if plan.Changed {
+		rs, err = tx.Query(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = $3, failed_step = $4, enqueued = $5,
+				updated_at = {now}, checked_at = {now}, finished_at = CASE WHEN $6 THEN {now} END
+			WHERE id = $2 RETURNING checked_at, updated_at, finished_at`),
+			now, id, string(plan.State), plan.FailedStep, errand.EncodeWorkflowEnqueued(plan.Enqueued), !plan.State.Open())
+	} else {
+		rs, err = tx.Query(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET checked_at = {now}
+			WHERE id = $2 RETURNING checked_at, updated_at, finished_at`), now, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var (
+		checked, updated time.Time
+		fin              *time.Time
+	)
+	if rs.Next() {
+		err = rs.Scan(&checked, &updated, &fin)
+	}
+	rs.Close()
+	if err == nil {
+		err = rs.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.CheckedAt, w.UpdatedAt, w.FinishedAt = checked.UTC(), updated.UTC(), utc(fin)
+	if plan.Changed {
+		w.State, w.FailedStep, w.Enqueued = plan.State, plan.FailedStep, plan.Enqueued
+	}
+	return &errand.WorkflowAdvanceResult{Workflow: errand.ViewWorkflow(w, byID), Jobs: jobs, Changed: plan.Changed}, nil
+}
+
+// JobSetOutput implements [errand.WorkflowStore].
+func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	id := p.ID
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET output = $2
+		WHERE id = $3 AND state = 'running' AND lease_token = $4 AND lease_until > {now}`),
+		s.nowArg(), string(p.Output), id, p.LeaseToken)
+	if err != nil {
+		return fmt.Errorf("set output of job %s: %w", id, badValue(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return errand.ErrLeaseLost
+	}
+	return nil
+}
