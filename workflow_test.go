@@ -574,3 +574,78 @@ func TestEnqueueWorkflowRefusals(t *testing.T) {
 		t.Fatalf("refused workflow: %v", err)
 	}
 }
+
+// TestWorkflowFailureWaitsForParallelStep: on each store, a step that dies
+// while a parallel step runs starts no compensation until the parallel
+// step has finished; then the compensations run latest declared first. A
+// step cancelled through the client stops its workflow as a dead one does.
+func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := t.Context()
+		tr := &trip{}
+		tr.bookFails.Store(true)
+		c := tripClient(t, st, tr, clock)
+		args := func(kind string) errand.JobArgs { return rawArgs(t, kind, map[string]int{"order": 14}) }
+		steps := []errand.WorkflowStep{
+			{Name: "charge", Args: args("trip_charge"), Compensate: args("trip_refund")},
+			{Name: "reserve", Args: args("trip_reserve"), DependsOn: []string{"charge"}, Compensate: args("trip_release")},
+			{Name: "book", Args: args("trip_book"), DependsOn: []string{"charge"}},
+			{Name: "confirm", Args: args("trip_confirm"), DependsOn: []string{"reserve", "book"}},
+		}
+		if _, err := c.EnqueueWorkflow(ctx, steps, &errand.WorkflowOpts{ID: "trip-14"}); err != nil {
+			t.Fatal(err)
+		}
+		workTrip(t, c, "trip-14.step.charge", errand.ResultSucceeded)
+		// reserve and book are both queued: a crashed worker holds
+		// reserve while book dies.
+		js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "slow", Kinds: []string{"trip_reserve"}})
+		if err != nil || len(js) != 1 {
+			t.Fatalf("claim reserve: %v %v", js, err)
+		}
+		workTrip(t, c, "trip-14.step.book", errand.ResultDead)
+		w := workflowState(t, c, "trip-14")
+		if w.State != errand.WorkflowCompensating || compensationState(w, "charge") != "<none>" || compensationState(w, "reserve") != "<none>" {
+			t.Fatalf("workflow %s, undo.charge %s, undo.reserve %s; want compensating and none yet", w.State, compensationState(w, "charge"), compensationState(w, "reserve"))
+		}
+		if r := workOne(t, c, nil); r.JobID != nil {
+			t.Fatalf("worked %s while reserve runs", *r.JobID)
+		}
+		// reserve's slow worker records its success, and dies before the
+		// advance: the leader's pass starts the compensations, reserve's
+		// first, then charge's.
+		clock.Advance(time.Second)
+		if rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
+			JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeSucceeded}}}); err != nil || rs[0].Err != nil {
+			t.Fatalf("record reserve: %v %v", rs, err)
+		}
+		if n, err := errand.AdvanceOpenWorkflows(ctx, c); err != nil || n != 1 {
+			t.Fatalf("leader pass changed %d (%v), want 1", n, err)
+		}
+		workTrip(t, c, "trip-14.undo.reserve", errand.ResultSucceeded)
+		workTrip(t, c, "trip-14.undo.charge", errand.ResultSucceeded)
+		w = workflowState(t, c, "trip-14")
+		if w.State != errand.WorkflowFailed || *w.FailedStep != "book" || stepState(w, "confirm") != "<none>" {
+			t.Fatalf("workflow %s, failed step %v, confirm %s", w.State, *w.FailedStep, stepState(w, "confirm"))
+		}
+		if got, want := tr.order(), []string{"trip_charge", "trip_book:failed", "trip_release", "trip_refund"}; !slices.Equal(got, want) {
+			t.Fatalf("handlers ran %v, want %v", got, want)
+		}
+
+		// Cancelled through the client: compensations follow at once.
+		if _, err := c.EnqueueWorkflow(ctx, tripSteps(t, 15), &errand.WorkflowOpts{ID: "trip-15"}); err != nil {
+			t.Fatal(err)
+		}
+		workTrip(t, c, "trip-15.step.charge", errand.ResultSucceeded)
+		if _, err := c.Cancel(ctx, "trip-15.step.reserve", &errand.CancelOpts{Operator: "ops", Reason: "customer left"}); err != nil {
+			t.Fatal(err)
+		}
+		w = workflowState(t, c, "trip-15")
+		if w.State != errand.WorkflowCompensating || *w.FailedStep != "reserve" || compensationState(w, "charge") != "queued" {
+			t.Fatalf("workflow %s, failed step %v, undo.charge %s", w.State, w.FailedStep, compensationState(w, "charge"))
+		}
+		workTrip(t, c, "trip-15.undo.charge", errand.ResultSucceeded)
+		if w := workflowState(t, c, "trip-15"); w.State != errand.WorkflowFailed {
+			t.Fatalf("workflow %s, want failed", w.State)
+		}
+	})
+}
