@@ -153,6 +153,7 @@ func exercise(t *testing.T, h harness) {
 		{"Limiter", limiterCases},
 		{"Breaker", breakerCases},
 		{"Batch", batchCases},
+		{"Workflow", workflowCases},
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},

@@ -1,0 +1,743 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// The workflow cases run on stores that implement the optional
+// [errand.WorkflowStore]; others skip them. Each step's job runs in a queue
+// named after the step ("undo-" and the step's name for its compensation),
+// so that a case claims exactly the job it means to finish.
+var workflowCases = []testCase{
+	{"InsertGetRefusals", testWorkflowInsert},
+	{"InsertTxRollsBack", testWorkflowInsertTx},
+	{"OutputsReachDependants", testWorkflowOutputs},
+	{"DiamondRunsJoinOnce", testWorkflowDiamond},
+	{"ConcurrentAdvancesEnqueueOnce", testWorkflowConcurrentAdvance},
+	{"CompensateThenReplay", testWorkflowCompensateReplay},
+	{"DeletedJobNotEnqueuedAgain", testWorkflowDeletedJob},
+	{"LeaderPicksNews", testWorkflowLeader},
+	{"SetOutputFenced", testWorkflowSetOutput},
+	{"ListOrderAndFilter", testWorkflowList},
+}
+
+func (e *env) workflows() errand.WorkflowStore {
+	e.t.Helper()
+	ws, ok := e.s.(errand.WorkflowStore)
+	if !ok {
+		e.t.Skip("the store is not an errand.WorkflowStore")
+	}
+	return ws
+}
+
+// wfTemplate is a job template in queue queue.
+func wfTemplate(kind, queue string) *errand.JobTemplate {
+	return &errand.JobTemplate{Kind: kind, Queue: queue, Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
+}
+
+// wfStep is step name, depending on deps, its job in the queue name.
+func wfStep(name string, deps ...string) errand.WorkflowStepDef {
+	return errand.WorkflowStepDef{Name: name, DependsOn: deps, Job: wfTemplate("step_"+name, name)}
+}
+
+// wfUndoStep is wfStep with a compensation in the queue "undo-" + name.
+func wfUndoStep(name string, deps ...string) errand.WorkflowStepDef {
+	s := wfStep(name, deps...)
+	s.Compensation = wfTemplate("undo_"+name, "undo-"+name)
+	return s
+}
+
+func wfParams(id string, steps ...errand.WorkflowStepDef) *errand.WorkflowInsertParams {
+	return &errand.WorkflowInsertParams{ID: id, Name: "order", Steps: steps}
+}
+
+func (e *env) insertWorkflow(p *errand.WorkflowInsertParams) *errand.WorkflowInsertResult {
+	e.t.Helper()
+	r, err := e.workflows().WorkflowInsert(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("WorkflowInsert(%s): %v", p.ID, err)
+	}
+	return r
+}
+
+func (e *env) workflow(id string) *errand.Workflow {
+	e.t.Helper()
+	w, err := e.workflows().WorkflowGet(e.ctx, &errand.WorkflowGetParams{ID: id})
+	if err != nil {
+		e.t.Fatalf("WorkflowGet(%s): %v", id, err)
+	}
+	return w
+}
+
+func (e *env) noWorkflow(id string) {
+	e.t.Helper()
+	if w, err := e.workflows().WorkflowGet(e.ctx, &errand.WorkflowGetParams{ID: id}); !errors.Is(err, errand.ErrNotFound) {
+		e.t.Fatalf("WorkflowGet(%s) = %+v, %v; want ErrNotFound", id, w, err)
+	}
+}
+
+func (e *env) advanceWorkflows(p *errand.WorkflowAdvanceParams) []*errand.WorkflowAdvanceResult {
+	e.t.Helper()
+	rs, err := e.workflows().WorkflowAdvance(e.ctx, p)
+	if err != nil {
+		e.t.Fatalf("WorkflowAdvance(%+v): %v", *p, err)
+	}
+	return rs
+}
+
+// advanceOne advances workflow id by name and returns its result.
+func (e *env) advanceOne(id string) *errand.WorkflowAdvanceResult {
+	e.t.Helper()
+	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{IDs: []string{id}})
+	if len(rs) != 1 || rs[0].Workflow.ID != id {
+		e.t.Fatalf("WorkflowAdvance(%s) = %d results, want its own", id, len(rs))
+	}
+	return rs[0]
+}
+
+// wantAdvance advances workflow id and checks the jobs it inserted, each
+// with the workflow's id, and its state after.
+func (e *env) wantAdvance(id string, state errand.WorkflowState, jobIDs ...string) *errand.WorkflowAdvanceResult {
+	e.t.Helper()
+	r := e.advanceOne(id)
+	if got := ids(r.Jobs); !slices.Equal(got, jobIDs) && !(len(got) == 0 && len(jobIDs) == 0) {
+		e.t.Fatalf("advance of %s inserted %v, want %v", id, got, jobIDs)
+	}
+	for _, j := range r.Jobs {
+		if j.WorkflowID == nil || *j.WorkflowID != id {
+			e.t.Fatalf("inserted job %s has workflow %v, want %s", j.ID, j.WorkflowID, id)
+		}
+		if g := e.get(j.ID); g.WorkflowID == nil || *g.WorkflowID != id {
+			e.t.Fatalf("stored job %s has workflow %v, want %s", j.ID, g.WorkflowID, id)
+		}
+	}
+	if r.Workflow.State != state {
+		e.t.Fatalf("workflow %s after advance is %s, want %s", id, r.Workflow.State, state)
+	}
+	if len(jobIDs) > 0 && !r.Changed {
+		e.t.Fatalf("advance of %s inserted %v but reports no change", id, jobIDs)
+	}
+	return r
+}
+
+// claimIn claims the next job of queue, which must be id.
+func (e *env) claimIn(queue, id string) *errand.Job {
+	e.t.Helper()
+	js := e.claimWith(&errand.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
+	if len(js) != 1 || js[0].ID != id {
+		e.t.Fatalf("claim from %s: got %v, want job %s", queue, ids(js), id)
+	}
+	return js[0]
+}
+
+// finishStep claims the job of step (of workflow wf) and records its
+// outcome: success after recording output (when not empty), or death.
+func (e *env) finishStep(wf, step, output string, ok bool) {
+	e.t.Helper()
+	j := e.claimIn(step, errand.WorkflowStepJobID(wf, step))
+	if output != "" {
+		if err := e.workflows().JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(output)}); err != nil {
+			e.t.Fatalf("JobSetOutput(%s): %v", j.ID, err)
+		}
+	}
+	if ok {
+		e.recordOK(succeeded(j))
+	} else {
+		e.recordOK(dead(j))
+	}
+}
+
+// finishUndo claims the compensation of step and records its outcome.
+func (e *env) finishUndo(wf, step string, ok bool) *errand.Job {
+	e.t.Helper()
+	j := e.claimIn("undo-"+step, errand.WorkflowCompensationJobID(wf, step))
+	if ok {
+		e.recordOK(succeeded(j))
+	} else {
+		e.recordOK(dead(j))
+	}
+	return j
+}
+
+// stepView returns the view of step name of w.
+func stepView(t *testing.T, w *errand.Workflow, name string) *errand.WorkflowStepView {
+	t.Helper()
+	for i := range w.Steps {
+		if w.Steps[i].Name == name {
+			return &w.Steps[i]
+		}
+	}
+	t.Fatalf("workflow %s has no step %s", w.ID, name)
+	return nil
+}
+
+func wantStepState(t *testing.T, w *errand.Workflow, name string, want errand.JobState) {
+	t.Helper()
+	if s := stepView(t, w, name); s.State == nil || *s.State != want {
+		t.Fatalf("step %s of %s is %v, want %s", name, w.ID, s.State, want)
+	}
+}
+
+// sameOutputs compares outputs by step, each JSON document by value: a
+// store may keep args as a JSON value rather than its spelling.
+func sameOutputs(got, want map[string]json.RawMessage) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || !sameJSON(g, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// wfArgs decodes the args of a workflow job.
+func wfArgs(t *testing.T, j *errand.Job) (n int, wc errand.WorkflowContext) {
+	t.Helper()
+	var a struct {
+		N        int                    `json:"n"`
+		Workflow errand.WorkflowContext `json:"workflow"`
+	}
+	if err := json.Unmarshal(j.Args, &a); err != nil {
+		t.Fatalf("args of %s: %v", j.ID, err)
+	}
+	return a.N, a.Workflow
+}
+
+func testWorkflowInsert(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.now()
+	r := e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a"), wfStep("c")))
+	if r.Duplicate || !slices.Equal(ids(r.Jobs), []string{"w1.step.a", "w1.step.c"}) {
+		t.Fatalf("WorkflowInsert = duplicate %v, jobs %v; want a new workflow with jobs a and c", r.Duplicate, ids(r.Jobs))
+	}
+	for _, j := range r.Jobs {
+		if j.WorkflowID == nil || *j.WorkflowID != "w1" || j.State != errand.StateQueued || j.Output != nil {
+			t.Fatalf("inserted job %s: workflow %v, state %s, output %s", j.ID, j.WorkflowID, j.State, j.Output)
+		}
+		g := e.get(j.ID)
+		if g.WorkflowID == nil || *g.WorkflowID != "w1" {
+			t.Fatalf("stored job %s has workflow %v, want w1", j.ID, g.WorkflowID)
+		}
+		if _, wc := wfArgs(t, g); wc.ID != "w1" || wc.Compensating || wc.Outputs != nil || "w1.step."+wc.Step != j.ID {
+			t.Fatalf("job %s's workflow context = %+v", j.ID, wc)
+		}
+	}
+	queued := errand.StateQueued
+	want := &errand.Workflow{ID: "w1", Name: "order", State: errand.WorkflowRunning, CreatedAt: t0, UpdatedAt: t0,
+		Steps: []errand.WorkflowStepView{
+			{Name: "a", DependsOn: []string{}, Kind: "step_a", JobID: "w1.step.a", State: &queued, Enqueued: true, MaxAttempts: 3,
+				Compensation: &errand.WorkflowCompensationView{Kind: "undo_a", JobID: "w1.undo.a"}},
+			{Name: "b", DependsOn: []string{"a"}, Kind: "step_b", JobID: "w1.step.b"},
+			{Name: "c", DependsOn: []string{}, Kind: "step_c", JobID: "w1.step.c", State: &queued, Enqueued: true, MaxAttempts: 3},
+		}}
+	if !reflect.DeepEqual(r.Workflow, want) {
+		t.Fatalf("WorkflowInsert workflow =\n  %+v\nwant\n  %+v", r.Workflow, want)
+	}
+	if got := e.workflow("w1"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("WorkflowGet =\n  %+v\nwant\n  %+v", got, want)
+	}
+	e.noWorkflow("nope")
+	e.noWorkflow("bad\x00id")
+
+	// The same id again: the first workflow, nothing inserted.
+	e.clock.Advance(time.Second)
+	dup := e.insertWorkflow(wfParams("w1", wfStep("x"), wfStep("y")))
+	if !dup.Duplicate || dup.Jobs != nil || !reflect.DeepEqual(dup.Workflow, want) {
+		t.Fatalf("second WorkflowInsert(w1) = %+v, want the first as a duplicate", dup)
+	}
+	if n := len(e.listAll()); n != 2 {
+		t.Fatalf("%d jobs after a duplicate workflow, want 2", n)
+	}
+
+	// A first step whose job id is taken refuses the whole workflow.
+	e.insertIDs("w2.step.b")
+	var ie *errand.InputError
+	if _, err := e.workflows().WorkflowInsert(e.ctx, wfParams("w2", wfStep("a"), wfStep("b"))); !errors.As(err, &ie) {
+		t.Fatalf("WorkflowInsert with a taken job id = %v, want an *InputError", err)
+	}
+	e.noWorkflow("w2")
+	e.notFound("w2.step.a")
+	if e.get("w2.step.b").WorkflowID != nil {
+		t.Fatal("the job holding the taken id joined the refused workflow")
+	}
+
+	for name, bad := range map[string]*errand.WorkflowInsertParams{
+		"no steps":       wfParams("w3"),
+		"no id":          wfParams("", wfStep("a")),
+		"later dep":      wfParams("w4", wfStep("a", "b"), wfStep("b")),
+		"self dep":       wfParams("w5", wfStep("a", "a")),
+		"twice named":    wfParams("w6", wfStep("a"), wfStep("a")),
+		"args not {}":    {ID: "w7", Steps: []errand.WorkflowStepDef{{Name: "a", Job: &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}}}},
+		"no job":         {ID: "w8", Steps: []errand.WorkflowStepDef{{Name: "a"}}},
+		"bad undo":       {ID: "w9", Steps: []errand.WorkflowStepDef{{Name: "a", Job: wfTemplate("k", "q"), Compensation: &errand.JobTemplate{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}},
+		"step name NUL":  wfParams("w10", wfStep("a\x00")),
+		"id with spaces": wfParams(" w11", wfStep("a")),
+	} {
+		if _, err := e.workflows().WorkflowInsert(e.ctx, bad); !errors.As(err, &ie) {
+			t.Errorf("WorkflowInsert(%s) = %v, want an *InputError", name, err)
+		}
+		if bad.ID != "" {
+			e.noWorkflow(bad.ID)
+		}
+	}
+	if n := len(e.listAll()); n != 3 {
+		t.Fatalf("%d jobs after refused workflows, want 3", n)
+	}
+	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{IDs: []string{"nope", "bad\x00id"}}); len(rs) != 0 {
+		t.Fatalf("advancing unknown workflows = %d results, want none", len(rs))
+	}
+}
+
+// workflowTxOps is the workflow write inside one of a store's
+// transactions; WorkflowInsert returns errNoWorkflowTx for a store that is
+// not an [errand.WorkflowTxStore] of its transaction type.
+type workflowTxOps interface {
+	WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error)
+}
+
+var errNoWorkflowTx = errors.New("storetest: not a WorkflowTxStore")
+
+func (b boundTx[TTx]) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+	ws, ok := any(b.s).(errand.WorkflowTxStore[TTx])
+	if !ok {
+		return nil, errNoWorkflowTx
+	}
+	return ws.WorkflowInsertTx(ctx, b.tx, p)
+}
+
+func testWorkflowInsertTx(t *testing.T, h harness) {
+	e := open(t, h)
+	e.workflows()
+	err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+		if _, err := tx.(workflowTxOps).WorkflowInsert(ctx, wfParams("w1", wfStep("a"))); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if errors.Is(err, errNoWorkflowTx) {
+		t.Skip("the store is not an errand.WorkflowTxStore of its transaction type")
+	}
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("InTx = %v", err)
+	}
+	e.noWorkflow("w1")
+	e.notFound("w1.step.a")
+
+	err = e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+		_, err := tx.(workflowTxOps).WorkflowInsert(ctx, wfParams("w1", wfStep("a")))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStepState(t, e.workflow("w1"), "a", errand.StateQueued)
+	if j := e.get("w1.step.a"); j.WorkflowID == nil || *j.WorkflowID != "w1" {
+		t.Fatalf("job of a workflow inserted in a transaction: workflow %v", j.WorkflowID)
+	}
+}
+
+func testWorkflowOutputs(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c", "a"), wfStep("d")))
+	// Advancing with nothing finished changes nothing.
+	e.clock.Advance(time.Second)
+	e.wantAdvance("w1", errand.WorkflowRunning)
+
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "a", `{"sku":"x-1","qty":2}`, true)
+	if got := e.get("w1.step.a").Output; string(got) != `{"sku":"x-1","qty":2}` {
+		t.Fatalf("output of a = %s", got)
+	}
+	r := e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
+	for _, id := range []string{"w1.step.b", "w1.step.c"} {
+		n, wc := wfArgs(t, e.get(id))
+		if n != 1 || wc.ID != "w1" || "w1.step."+wc.Step != id || wc.Compensating {
+			t.Fatalf("args of %s: n %d, workflow %+v", id, n, wc)
+		}
+		if len(wc.Outputs) != 1 || !sameJSON(wc.Outputs["a"], []byte(`{"sku":"x-1","qty":2}`)) {
+			t.Fatalf("outputs in the args of %s = %v, want a's", id, wc.Outputs)
+		}
+	}
+	if v := stepView(t, r.Workflow, "a"); string(v.Output) != `{"sku":"x-1","qty":2}` || *v.State != errand.StateSucceeded || v.Attempts != 1 {
+		t.Fatalf("view of a = %+v", v)
+	}
+	if !r.Workflow.UpdatedAt.Equal(e.now()) || r.Workflow.FinishedAt != nil {
+		t.Fatalf("workflow after an advance: updated %v, finished %v", r.Workflow.UpdatedAt, r.Workflow.FinishedAt)
+	}
+	if got := e.workflow("w1"); !reflect.DeepEqual(got, r.Workflow) {
+		t.Fatalf("WorkflowGet =\n  %+v\nwant the advance's\n  %+v", got, r.Workflow)
+	}
+	// Again: nothing new.
+	e.wantAdvance("w1", errand.WorkflowRunning)
+
+	// A step without output: its dependants get no outputs for it.
+	e.finishStep("w1", "b", "", true)
+	e.finishStep("w1", "c", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "d", `"done"`, true)
+	r = e.wantAdvance("w1", errand.WorkflowSucceeded)
+	if r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) || r.Workflow.FailedStep != nil {
+		t.Fatalf("succeeded workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
+	}
+	e.wantAdvance("w1", errand.WorkflowSucceeded)
+}
+
+func testWorkflowDiamond(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c", "a"), wfStep("d", "b", "c")))
+	e.finishStep("w1", "a", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
+	e.finishStep("w1", "b", `1`, true)
+	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.finishStep("w1", "c", `2`, true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.d")
+	e.wantAdvance("w1", errand.WorkflowRunning)
+	_, wc := wfArgs(t, e.get("w1.step.d"))
+	if want := map[string]json.RawMessage{"b": json.RawMessage(`1`), "c": json.RawMessage(`2`)}; !sameOutputs(wc.Outputs, want) {
+		t.Fatalf("outputs in d's args = %v, want b's and c's", wc.Outputs)
+	}
+	e.finishStep("w1", "d", "", true)
+	e.wantAdvance("w1", errand.WorkflowSucceeded)
+	n := 0
+	for _, j := range e.listAll() {
+		if j.ID == "w1.step.d" {
+			n++
+		}
+	}
+	if n != 1 || len(e.listAll()) != 4 {
+		t.Fatalf("%d jobs of d among %d, want one of 4", n, len(e.listAll()))
+	}
+}
+
+// testWorkflowConcurrentAdvance finishes a step with eight dependants and
+// has many goroutines on two stores advance the workflow at once, by name
+// and as the leader: each dependant is enqueued exactly once.
+func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
+	e := open(t, h)
+	e.workflows()
+	other, ok := e.second().(errand.WorkflowStore)
+	if !ok {
+		t.Fatal("the second store is not an errand.WorkflowStore")
+	}
+	steps := []errand.WorkflowStepDef{wfStep("a")}
+	for i := range 8 {
+		steps = append(steps, wfStep(fmt.Sprintf("b%d", i), "a"))
+	}
+	e.insertWorkflow(wfParams("w1", steps...))
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "a", `{"ok":true}`, true)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		inserted []string
+		changed  int
+	)
+	for i := range 16 {
+		s := e.workflows()
+		if i%2 == 1 {
+			s = other
+		}
+		wg.Go(func() {
+			var p errand.WorkflowAdvanceParams
+			if i%4 < 2 {
+				p.IDs = []string{"w1"}
+			}
+			rs, err := s.WorkflowAdvance(e.ctx, &p)
+			if err != nil {
+				t.Errorf("WorkflowAdvance: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range rs {
+				inserted = append(inserted, ids(r.Jobs)...)
+				if r.Changed {
+					changed++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(inserted)
+	var want []string
+	for i := range 8 {
+		want = append(want, fmt.Sprintf("w1.step.b%d", i))
+	}
+	if !slices.Equal(inserted, want) || changed != 1 {
+		t.Fatalf("concurrent advances inserted %v in %d changes, want %v in one", inserted, changed, want)
+	}
+	if n := len(e.listAll()); n != 9 {
+		t.Fatalf("%d jobs, want 9", n)
+	}
+	w := e.workflow("w1")
+	for _, s := range w.Steps {
+		if !s.Enqueued || s.State == nil {
+			t.Fatalf("step %s: enqueued %v, state %v", s.Name, s.Enqueued, s.State)
+		}
+	}
+}
+
+// testWorkflowCompensateReplay is the four-step workflow whose third step
+// dies: the compensations of the second and then the first step run, each
+// only after the one before succeeded, and the workflow fails; replaying
+// the third step resumes it, and it succeeds.
+func testWorkflowCompensateReplay(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfUndoStep("s1"), wfUndoStep("s2", "s1"), wfUndoStep("s3", "s2"), wfUndoStep("s4", "s3")))
+	e.finishStep("w1", "s1", `{"reserved":7}`, true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s2")
+	e.finishStep("w1", "s2", `{"charge":"ch_1"}`, true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s3")
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "s3", "", false)
+
+	r := e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s2")
+	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt != nil {
+		t.Fatalf("compensating workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
+	}
+	if s4 := stepView(t, r.Workflow, "s4"); s4.Enqueued || s4.State != nil {
+		t.Fatalf("s4 after s3 died: %+v", s4)
+	}
+	_, wc := wfArgs(t, e.get("w1.undo.s2"))
+	wantOut := map[string]json.RawMessage{"s1": json.RawMessage(`{"reserved":7}`), "s2": json.RawMessage(`{"charge":"ch_1"}`)}
+	if wc.ID != "w1" || wc.Step != "s2" || !wc.Compensating || !sameOutputs(wc.Outputs, wantOut) {
+		t.Fatalf("compensation's workflow context = %+v", wc)
+	}
+	// The first compensation only after the second succeeded; a retried
+	// attempt does not count.
+	e.wantAdvance("w1", errand.WorkflowCompensating)
+	j := e.claimIn("undo-s2", "w1.undo.s2")
+	e.recordOK(retry(j, 0))
+	e.wantAdvance("w1", errand.WorkflowCompensating)
+	e.notFound("w1.undo.s1")
+	e.clock.Advance(time.Second)
+	e.finishUndo("w1", "s2", true)
+	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s1")
+	e.clock.Advance(time.Second)
+	e.finishUndo("w1", "s1", true)
+	r = e.wantAdvance("w1", errand.WorkflowFailed)
+	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) {
+		t.Fatalf("failed workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
+	}
+	for _, s := range []string{"s1", "s2"} {
+		if c := stepView(t, r.Workflow, s).Compensation; c == nil || c.State == nil || *c.State != errand.StateSucceeded || !c.Enqueued {
+			t.Fatalf("compensation of %s: %+v", s, c)
+		}
+	}
+	if c := stepView(t, r.Workflow, "s3").Compensation; c.Enqueued || c.State != nil {
+		t.Fatalf("the dead step's compensation ran: %+v", c)
+	}
+	e.wantAdvance("w1", errand.WorkflowFailed)
+
+	// Fixed and replayed, the dead step runs again: the workflow is
+	// running, then completes.
+	e.clock.Advance(time.Minute)
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.s3", Operator: "ops", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.wantAdvance("w1", errand.WorkflowRunning)
+	if r.Workflow.FailedStep != nil || r.Workflow.FinishedAt != nil || !r.Changed {
+		t.Fatalf("replayed workflow: failed step %v, finished %v, changed %v", r.Workflow.FailedStep, r.Workflow.FinishedAt, r.Changed)
+	}
+	e.finishStep("w1", "s3", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s4")
+	e.finishStep("w1", "s4", "", true)
+	r = e.wantAdvance("w1", errand.WorkflowSucceeded)
+	if r.Workflow.FinishedAt == nil || r.Workflow.FailedStep != nil {
+		t.Fatalf("completed workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
+	}
+	if c := stepView(t, r.Workflow, "s1").Compensation; c.State == nil || *c.State != errand.StateSucceeded {
+		t.Fatalf("a compensation that ran is no longer shown: %+v", c)
+	}
+	if n := len(e.listAll()); n != 6 {
+		t.Fatalf("%d jobs, want 6 (four steps, two compensations)", n)
+	}
+}
+
+// testWorkflowDeletedJob: a step's job deleted by retention before the
+// workflow advanced is never enqueued again; the workflow waits.
+func testWorkflowDeletedJob(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a")))
+	e.finishStep("w1", "a", "", true)
+	e.clock.Advance(2 * time.Hour)
+	if r := e.prune(pruneParams(time.Hour, 0)); r.Succeeded != 1 {
+		t.Fatalf("prune deleted %d succeeded jobs, want a", r.Succeeded)
+	}
+	r := e.wantAdvance("w1", errand.WorkflowRunning)
+	e.notFound("w1.step.a")
+	e.notFound("w1.step.b")
+	if a := stepView(t, r.Workflow, "a"); !a.Enqueued || a.State != nil {
+		t.Fatalf("deleted step's view = %+v, want enqueued without a state", a)
+	}
+}
+
+// testWorkflowLeader checks the leader's form (no IDs): it advances the
+// open workflows whose jobs are all finished and one of them finished since
+// the last advance, and looks at a stuck one once.
+func testWorkflowLeader(t *testing.T, h harness) {
+	e := open(t, h)
+	leader := func() []string {
+		t.Helper()
+		var out []string
+		for _, r := range e.advanceWorkflows(&errand.WorkflowAdvanceParams{}) {
+			out = append(out, r.Workflow.ID)
+		}
+		return out
+	}
+	e.insertWorkflow(wfParams("w1", wfStep("a")))
+	e.clock.Advance(time.Second)
+	e.insertWorkflow(wfParams("w2", wfStep("a")))
+	e.clock.Advance(time.Second)
+	e.insertWorkflow(wfParams("w3", wfUndoStep("a"), wfStep("b", "a")))
+	e.clock.Advance(time.Second)
+	e.insertWorkflow(wfParams("w4", wfStep("a")))
+	if got := leader(); len(got) != 0 {
+		t.Fatalf("leader with nothing finished advanced %v", got)
+	}
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "a", "", true) // news
+	e.claimIn("a", "w2.step.a")       // running: not all finished
+	e.finishStep("w3", "a", "", true)
+	e.wantAdvance("w3", errand.WorkflowRunning, "w3.step.b")
+	e.finishStep("w3", "b", "", false)
+	e.wantAdvance("w3", errand.WorkflowCompensating, "w3.undo.a")
+	e.finishStep("w4", "a", "", true) // news too, but past the limit below
+	e.clock.Advance(time.Second)
+	e.finishUndo("w3", "a", false) // a dead compensation holds w3
+
+	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{Limit: 1}); len(rs) != 1 || rs[0].Workflow.ID != "w1" || rs[0].Workflow.State != errand.WorkflowSucceeded {
+		t.Fatalf("leader with limit 1 = %d results, want w1 succeeded", len(rs))
+	}
+	if got := leader(); !slices.Equal(got, []string{"w3", "w4"}) {
+		t.Fatalf("leader advanced %v, want [w3 w4]", got)
+	}
+	if w := e.workflow("w3"); w.State != errand.WorkflowCompensating {
+		t.Fatalf("w3 with a dead compensation is %s", w.State)
+	}
+	if got := leader(); len(got) != 0 {
+		t.Fatalf("leader advanced %v again, want none", got)
+	}
+
+	// The compensation replayed and succeeded: news again.
+	e.clock.Advance(time.Second)
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w3.undo.a", Operator: "ops", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	e.finishUndo("w3", "a", true)
+	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+		t.Fatalf("leader after the compensation succeeded advanced %v, want [w3]", got)
+	}
+	if w := e.workflow("w3"); w.State != errand.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "b" {
+		t.Fatalf("w3 = %s, failed step %v; want failed at b", w.State, w.FailedStep)
+	}
+	if got := leader(); len(got) != 0 {
+		t.Fatalf("leader advanced %v after every workflow settled", got)
+	}
+}
+
+func testWorkflowSetOutput(t *testing.T, h harness) {
+	e := open(t, h)
+	ws := e.workflows()
+	e.insertWorkflow(wfParams("w1", wfStep("a")))
+	j := e.claimIn("a", "w1.step.a")
+	before := e.get(j.ID)
+	err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: "not-the-token", Output: json.RawMessage(`1`)})
+	if !errors.Is(err, errand.ErrLeaseLost) {
+		t.Fatalf("JobSetOutput with a wrong token = %v, want ErrLeaseLost", err)
+	}
+	var ie *errand.InputError
+	for name, out := range map[string]string{"not JSON": `{`, "NUL byte": "\"a\x00b\""} {
+		if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(out)}); !errors.As(err, &ie) {
+			t.Fatalf("JobSetOutput(%s) = %v, want an *InputError", name, err)
+		}
+	}
+	e.unchanged("job after refused outputs", before)
+
+	if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{"a":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{"a":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(j.ID).Output; string(got) != `{"a":2}` {
+		t.Fatalf("output = %s, want the last recorded", got)
+	}
+	e.recordOK(succeeded(j))
+	err = ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`3`)})
+	if !errors.Is(err, errand.ErrLeaseLost) {
+		t.Fatalf("JobSetOutput after the outcome = %v, want ErrLeaseLost", err)
+	}
+	if got := e.get(j.ID).Output; string(got) != `{"a":2}` {
+		t.Fatalf("output after a lost lease = %s", got)
+	}
+	if got := e.insertIDs("plain")[0]; got.Output != nil || got.WorkflowID != nil {
+		t.Fatalf("a plain job: workflow %v, output %s", got.WorkflowID, got.Output)
+	}
+}
+
+func testWorkflowList(t *testing.T, h harness) {
+	e := open(t, h)
+	list := func(p *errand.WorkflowListParams) []string {
+		t.Helper()
+		ws, err := e.workflows().WorkflowList(e.ctx, p)
+		if err != nil {
+			t.Fatalf("WorkflowList(%+v): %v", *p, err)
+		}
+		out := []string{}
+		for _, w := range ws {
+			if len(w.Steps) != 2 || w.Steps[0].State == nil {
+				t.Fatalf("listed workflow %s without its steps' view: %+v", w.ID, w.Steps)
+			}
+			out = append(out, w.ID)
+		}
+		return out
+	}
+	if got := list(&errand.WorkflowListParams{}); len(got) != 0 {
+		t.Fatalf("list of none = %v", got)
+	}
+	for _, id := range []string{"w1", "w2", "w3"} {
+		e.insertWorkflow(wfParams(id, wfStep("a"), wfStep("b", "a")))
+		e.clock.Advance(time.Second)
+	}
+	e.finishStep("w1", "a", "", true)
+	e.advanceOne("w1")
+	e.finishStep("w1", "b", "", true)
+	e.advanceOne("w1")
+	e.finishStep("w2", "a", "", false)
+	e.advanceOne("w2")
+	for _, c := range []struct {
+		p    errand.WorkflowListParams
+		want []string
+	}{
+		{errand.WorkflowListParams{}, []string{"w3", "w2", "w1"}},
+		{errand.WorkflowListParams{Limit: 2}, []string{"w3", "w2"}},
+		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowRunning}}, []string{"w3"}},
+		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowSucceeded, errand.WorkflowFailed}}, []string{"w2", "w1"}},
+		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowCompensating}}, []string{}},
+	} {
+		if got := list(&c.p); !slices.Equal(got, c.want) {
+			t.Errorf("WorkflowList(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if ws, err := e.workflows().WorkflowList(e.ctx, &errand.WorkflowListParams{}); err == nil {
+		for _, w := range ws {
+			if got := e.workflow(w.ID); !reflect.DeepEqual(got, w) {
+				t.Errorf("listed %s =\n  %+v\nWorkflowGet\n  %+v", w.ID, w, got)
+			}
+		}
+	}
+}
