@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -647,5 +648,45 @@ func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
 		if w := workflowState(t, c, "trip-15"); w.State != errand.WorkflowFailed {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}
+	})
+}
+
+// TestWorkflowLeadingWorkerAdvances: a leading Worker's sweep advances a
+// workflow whose step's outcome was recorded by a process that died before
+// advancing it.
+func TestWorkflowLeadingWorkerAdvances(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "errand.db")
+	clock := newTestClock()
+	start := clock.Now()
+	const sweepEvery = 10 * time.Second
+	// The leader serves another queue: the workflow's jobs wait for it.
+	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery, PollOnly: true})
+	blockUntilAt(t, clock, start.Add(sweepEvery), 1)
+	if !w.Leading() {
+		t.Fatal("a lone worker does not lead")
+	}
+
+	st := openStoreAt(t, path, clock)
+	c := tripClient(t, st, &trip{}, clock)
+	if _, err := c.EnqueueWorkflow(ctx, tripSteps(t, 16), &errand.WorkflowOpts{ID: "trip-16"}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "crashed"})
+	if err != nil || len(js) != 1 || js[0].ID != "trip-16.step.charge" {
+		t.Fatalf("claim: %v %v", js, err)
+	}
+	clock.Advance(time.Second)
+	if rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
+		JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeSucceeded}}}); err != nil || rs[0].Err != nil {
+		t.Fatalf("record: %v %v", rs, err)
+	}
+	if _, err := c.Get(ctx, "trip-16.step.reserve"); !errors.Is(err, errand.ErrNotFound) {
+		t.Fatalf("reserve before the leader's sweep: %v", err)
+	}
+	clock.Set(start.Add(sweepEvery))
+	workerWaitFor(t, clockWait, func() bool {
+		_, err := c.Get(ctx, "trip-16.step.reserve")
+		return err == nil
 	})
 }
