@@ -46,6 +46,7 @@ func fullJob() *errand.Job {
 		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errand.LastError{Class: "c", Message: "m", At: T0},
 		Errors:  []errand.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
 		Replays: 1, Tags: []string{"x"}, BatchID: ptr("b"), Seq: 1, CancelRequestedAt: ptr(T0),
+		WorkflowID: ptr("wf"), Output: json.RawMessage(`{"o": 1}`),
 	}
 }
 
@@ -90,6 +91,8 @@ func TestJobDiff(t *testing.T) {
 		"BatchID":           func(j *errand.Job) { j.BatchID = nil },
 		"Seq":               func(j *errand.Job) { j.Seq = 2 },
 		"CancelRequestedAt": func(j *errand.Job) { j.CancelRequestedAt = ptr(later) },
+		"WorkflowID":        func(j *errand.Job) { j.WorkflowID = ptr("wf2") },
+		"Output":            func(j *errand.Job) { j.Output = nil },
 	}
 	if n := reflect.TypeFor[errand.Job]().NumField(); n != len(changes) {
 		t.Fatalf("errand.Job has %d fields and this test changes %d: cover the new field", n, len(changes))
