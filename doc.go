@@ -196,12 +196,13 @@
 // succeeded, latest first, each a retried job; replaying the failed step
 // resumes it. Its jobs' ids are fixed ([WorkflowStepJobID],
 // [WorkflowCompensationJobID]) and the workflow's row records each job it
-// enqueued, so none is enqueued twice. [KindOpts].OnDead
-// enqueues a job each time a job of the kind is dead-lettered, by any path,
-// under a fixed id per death ([DeadHookJobID]). For all three, detection
-// right after an outcome is backed by a periodic pass that catches the
-// paths no handler sees (sweeps, cancels, a crash), so they are
-// at-least-once to notice and once to enqueue.
+// enqueued, so none is enqueued twice; [Client.Workflow] shows every
+// step's state. [KindOpts].OnDead enqueues a job each time a job of the
+// kind is dead-lettered, by any path, under a fixed id per death
+// ([DeadHookJobID]). For all three, detection right after an outcome is
+// backed by a periodic pass that catches the paths no handler sees
+// (sweeps, cancels, a crash), so they are at-least-once to notice and
+// once to enqueue.
 //
 // # Rate limits and retry budgets
 //
