@@ -378,7 +378,7 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 // outcome, or nil to read it now: an acknowledgement does not read the job
 // otherwise. A failed read is logged; the leader's pass completes the
 // batch and advances the workflow later.
-func (c *Client[TTx]) afterRemoteOutcome(ctx context.Context, id string, job *Job, r OutcomeResult) {
+func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r OutcomeResult) {
 	var res WorkResult
 	switch {
 	case r.Err != nil:
