@@ -561,6 +561,13 @@ type ReplayOpts struct {
 // its id, error history and, unless opts.Restart or opts.Args, its
 // checkpoint, and records the operator and reason in the audit. Any other
 // state returns a *StateError and writes nothing.
+//
+// A workflow's step or compensation replayed resumes its workflow (see
+// [Client.EnqueueWorkflow]); corrected args keep the field "workflow"
+// errand set in the old ones. A dead or cancelled step of a workflow that
+// is compensating returns a *StateError and writes nothing: replay it once
+// the compensations have run, or replay the dead compensation that holds
+// the workflow.
 func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*Job, error) {
 	if opts == nil {
 		opts = &ReplayOpts{}
@@ -568,14 +575,20 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 	if err := checkOperatorAction(opts.Operator, opts.Reason, "replaying the job"); err != nil {
 		return nil, err
 	}
+	old, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("replay job %s: %w", id, err)
+	}
+	if err := c.checkReplayWorkflow(ctx, old); err != nil {
+		return nil, fmt.Errorf("replay job %s: %w", id, err)
+	}
 	var args json.RawMessage
 	var version int
 	if opts.Args != nil {
-		j, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
-		if err != nil {
-			return nil, fmt.Errorf("replay job %s: %w", id, err)
+		if args, version, err = c.checkReplayArgs(old.Kind, opts.Args); err != nil {
+			return nil, err
 		}
-		if args, version, err = c.checkReplayArgs(j.Kind, opts.Args); err != nil {
+		if args, err = keepWorkflowField(old, args); err != nil {
 			return nil, err
 		}
 	}

@@ -183,17 +183,26 @@
 // once a day across daylight saving changes; an every-hour spec follows
 // elapsed time (see the README).
 //
-// # Batches and on-dead hooks
+// # Batches, workflows and on-dead hooks
 //
 // [Client.EnqueueBatch] enqueues jobs as a batch whose callback job is
 // enqueued exactly once, when every member has finished, with the counts
 // ([BatchResult]); its id is fixed ([BatchCallbackJobID]) and it is
-// inserted by a compare-and-set on the batch's completion. [KindOpts].OnDead
-// enqueues a job each time a job of the kind is dead-lettered, by any path,
-// under a fixed id per death ([DeadHookJobID]). For both, detection right
-// after an outcome is backed by a periodic pass that catches the paths no
-// handler sees (sweeps, cancels, a crash), so they are at-least-once to
-// notice and once to enqueue.
+// inserted by a compare-and-set on the batch's completion.
+// [Client.EnqueueWorkflow] enqueues a workflow: a graph of steps, each an
+// ordinary job enqueued once the steps it depends on have succeeded, that
+// reads their outputs ([SetOutput], [StepOutput]). A step that fails for
+// good stops the workflow and runs the compensations of the steps that
+// succeeded, latest first, each a retried job; replaying the failed step
+// resumes it. Its jobs' ids are fixed ([WorkflowStepJobID],
+// [WorkflowCompensationJobID]) and the workflow's row records each job it
+// enqueued, so none is enqueued twice; [Client.Workflow] shows every
+// step's state. [KindOpts].OnDead enqueues a job each time a job of the
+// kind is dead-lettered, by any path, under a fixed id per death
+// ([DeadHookJobID]). For all three, detection right after an outcome is
+// backed by a periodic pass that catches the paths no handler sees
+// (sweeps, cancels, a crash), so they are at-least-once to notice and
+// once to enqueue.
 //
 // # Rate limits and retry budgets
 //

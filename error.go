@@ -47,9 +47,16 @@ type StateError struct {
 	State JobState
 	// Allowed lists the states the operation accepts.
 	Allowed []JobState
+	// Reason, when set, says why a job in an allowed state is refused
+	// all the same, and what to do instead: a dead step of a workflow
+	// that is compensating is not replayed.
+	Reason string
 }
 
 func (e *StateError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("job is %s; %s", e.State, e.Reason)
+	}
 	return fmt.Sprintf("job is %s; only %s jobs can be %s",
 		e.State, joinStates(e.Allowed, "or"), pastTense(e.Op))
 }

@@ -248,7 +248,11 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
 	g := c.outsideGate()
 	if !g.needsKind(id) {
-		return c.recordRemote(ctx, "ack", o)
+		r, err := c.recordRemote(ctx, "ack", o)
+		if err == nil {
+			c.afterRemoteOutcome(ctx, id, nil, r)
+		}
+		return r, err
 	}
 	// The success may close a breaker: its job's kind names the dependency.
 	job, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
@@ -257,7 +261,11 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 	}
 	r, err := c.writeOutcome(ctx, o)
 	g.observeRemote(ctx, &attempt{job: job}, o, r, firstErr(err, r.Err))
-	return c.remoteResult("ack", o, r, err)
+	r, err = c.remoteResult("ack", o, r, err)
+	if err == nil {
+		c.afterRemoteOutcome(ctx, id, job, r)
+	}
+	return r, err
 }
 
 // firstErr returns the first error that is not nil.
@@ -304,9 +312,11 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 		return nil, fmt.Errorf("ack jobs: %w", err)
 	}
 	for i, o := range outs {
-		if j := jobs[o.ID]; j != nil {
+		j := jobs[o.ID]
+		if j != nil {
 			g.observeRemote(ctx, &attempt{job: j}, o, rs[i], rs[i].Err)
 		}
+		c.afterRemoteOutcome(ctx, o.ID, j, rs[i])
 	}
 	return rs, nil
 }
@@ -369,7 +379,11 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 		// The worker stops because an operator cancelled the job: the
 		// attempt ends the job cancelled, whatever it says of itself.
 		a := &attempt{job: job, err: ErrJobCancelled, cancelled: true}
-		return c.recordObserved(ctx, "fail", a, c.outcome(a))
+		r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
+		if err == nil {
+			c.afterRemoteOutcome(ctx, id, job, r)
+		}
+		return r, err
 	}
 	je := &JobError{class: o.Class}
 	if je.class == "" {
@@ -386,7 +400,48 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 		failure = RetryAfter(o.RetryAfter, je)
 	}
 	a := &attempt{job: job, err: failure, stack: o.Stack}
-	return c.recordObserved(ctx, "fail", a, c.outcome(a))
+	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
+	if err == nil {
+		c.afterRemoteOutcome(ctx, id, job, r)
+	}
+	return r, err
+}
+
+// afterRemoteOutcome runs, after a remote worker's outcome of job id, what
+// follows it in a worker (see [engine.afterOutcome]): when the job ended
+// (succeeded, dead, cancelled), its on-dead hook, the completion of its
+// batch and the advance of its workflow. job is the job as read before the
+// outcome, or nil to read it now: an acknowledgement does not read the job
+// otherwise. A failed read is logged; the leader's pass completes the
+// batch and advances the workflow later.
+func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r OutcomeResult) {
+	var res WorkResult
+	switch {
+	case r.Err != nil:
+		return
+	case r.State == StateSucceeded:
+		res.Result = ResultSucceeded
+	case r.State == StateDead:
+		res.Result = ResultDead
+	case r.State == StateCancelled:
+		res.Result = ResultCancelled
+	default:
+		return
+	}
+	if job == nil {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
+		j, err := c.store.JobGet(gctx, &JobGetParams{ID: id})
+		cancel()
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				c.logger.Warn("read of an acknowledged job failed; the leader completes its batch and advances its workflow on its next sweep", "job_id", id, "err", err)
+			}
+			return
+		}
+		job = j
+	}
+	res.JobID, res.Kind, res.Attempt = &job.ID, job.Kind, job.Attempt
+	c.afterOutcome(ctx, job, &res)
 }
 
 // recordRemote writes one remote outcome and turns a refused lease into

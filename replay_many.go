@@ -148,8 +148,12 @@ type ReplayManyResult struct {
 // ReplayBatch jobs, no faster than opts.Rate. Each job keeps its id and
 // history, as with [Client.Replay], and gets its own audit record (action
 // bulk_replay) naming the run and its filter. Each job is visited once per
-// call. When ctx ends between batches, the result holds the jobs replayed
-// so far, with ctx's error.
+// call. The workflows of the replayed jobs are advanced, as after
+// [Client.Replay]; unlike Client.Replay, a bulk replay does not hold back
+// a dead step of a workflow that is compensating, which then runs beside
+// the compensations: narrow the filter (kind, time range) to leave such
+// steps out. When ctx ends between batches, the result holds the jobs
+// replayed so far, with ctx's error.
 func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*ReplayManyResult, error) {
 	if opts == nil {
 		opts = &ReplayManyOpts{}
@@ -189,6 +193,9 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 			return res, fmt.Errorf("replay dead jobs: %w", err)
 		}
 		res.Jobs = append(res.Jobs, js...)
+		if !opts.DryRun {
+			c.advanceWorkflowsOf(ctx, js)
+		}
 		if len(js) < p.Limit {
 			break
 		}

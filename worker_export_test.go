@@ -87,3 +87,9 @@ func CompleteOpenBatches[TTx any](ctx context.Context, c *Client[TTx]) (int, err
 
 // RetryBudgetSpec is the bucket rule of a retry budget, defaults applied.
 func RetryBudgetSpec(b RetryBudget) (LimiterSpec, error) { return b.spec() }
+
+// AdvanceOpenWorkflows runs the leader's workflow pass once and returns how
+// many workflows it changed.
+func AdvanceOpenWorkflows[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
+	return c.advanceWorkflows(ctx, nil)
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/errandhq/errand/internal/ids"
 )
@@ -301,4 +303,86 @@ func queuesOfJobs(jobs []*Job) []string {
 		set[j.Queue] = struct{}{}
 	}
 	return setNames(set)
+}
+
+// checkReplayWorkflow refuses to replay job, a dead or cancelled step of a
+// workflow that is compensating: the compensations undo the steps the
+// replayed step would build on. Once they have run (the workflow is
+// failed) the step may be replayed, and a dead compensation holding the
+// workflow may be replayed at any time. The check reads the workflow
+// before the replay: a step that died a moment ago, whose workflow no
+// advance has marked compensating yet, has no compensation started either.
+func (c *engine) checkReplayWorkflow(ctx context.Context, job *Job) error {
+	if job.WorkflowID == nil || !slices.Contains(ReplayableStates, job.State) ||
+		!strings.HasPrefix(job.ID, *job.WorkflowID+workflowStepInfix) {
+		return nil
+	}
+	ws, ok := c.store.(WorkflowStore)
+	if !ok {
+		return nil
+	}
+	w, err := ws.WorkflowGet(ctx, &WorkflowGetParams{ID: *job.WorkflowID})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if w.State != WorkflowCompensating {
+		return nil
+	}
+	reason := fmt.Sprintf("its workflow %s is compensating: wait until the compensations have run (the workflow is failed), then replay the step", w.ID)
+	if dead := deadCompensation(w); dead != "" {
+		reason += fmt.Sprintf("; compensation %s is dead and holds the workflow: replay it first", dead)
+	}
+	return &StateError{Op: "replay", ID: job.ID, State: job.State, Allowed: ReplayableStates, Reason: reason}
+}
+
+// deadCompensation returns the job id of a dead compensation of w, or "".
+func deadCompensation(w *Workflow) string {
+	for _, s := range w.Steps {
+		if c := s.Compensation; c != nil && c.State != nil && *c.State == StateDead {
+			return c.JobID
+		}
+	}
+	return ""
+}
+
+// keepWorkflowField returns args, the corrected args of a replay of job,
+// with the field "workflow" that errand set in job's args: a workflow's job
+// keeps its workflow and its dependencies' outputs whatever the new args
+// say.
+func keepWorkflowField(job *Job, args json.RawMessage) (json.RawMessage, error) {
+	if job.WorkflowID == nil {
+		return args, nil
+	}
+	var old map[string]json.RawMessage
+	if json.Unmarshal(job.Args, &old) != nil {
+		return args, nil // stored args that are not an object have no field to keep
+	}
+	wc, ok := old["workflow"]
+	if !ok {
+		return args, nil
+	}
+	return setArgsField(args, "workflow", wc)
+}
+
+// advanceWorkflowsOf advances the workflows of jobs, just replayed. A
+// failure is logged: the leader's pass advances them later.
+func (c *engine) advanceWorkflowsOf(ctx context.Context, jobs []*Job) {
+	set := make(map[string]struct{})
+	for _, j := range jobs {
+		if j.WorkflowID != nil {
+			set[*j.WorkflowID] = struct{}{}
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	ids := setNames(set)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
+	defer cancel()
+	if _, err := c.advanceWorkflows(ctx, ids); err != nil {
+		c.logger.Warn("advance workflows failed; the leader advances them on its next sweep", "workflow_ids", ids, "err", err)
+	}
 }

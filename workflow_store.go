@@ -333,6 +333,7 @@ func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPla
 		return nil
 	}
 
+	stopped := func(j *WorkflowJob) bool { return j != nil && (j.State == StateDead || j.State == StateCancelled) }
 	var failed *string
 	inFlight := false
 	for i := range w.Steps {
@@ -340,13 +341,18 @@ func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPla
 		if j == nil {
 			continue
 		}
-		if j.State == StateDead || j.State == StateCancelled {
+		if stopped(j) {
 			if failed == nil {
 				failed = &w.Steps[i].Name
 			}
 		} else if !j.State.Terminal() {
 			inFlight = true
 		}
+	}
+	if failed != nil && w.FailedStep != nil && stopped(step(*w.FailedStep)) {
+		// The step that stopped the workflow stays the one named, though
+		// a step declared before it failed since.
+		failed = w.FailedStep
 	}
 
 	if failed == nil {
