@@ -478,6 +478,10 @@ func jobError(id string, err error) error {
 	switch {
 	case errors.Is(err, errand.ErrNotFound):
 		return fmt.Errorf("no job with id %s", id)
+	case errors.As(err, &se) && se.Reason != "":
+		// A job in a state the operation accepts, refused all the same:
+		// the reason says why and what to do instead.
+		return fmt.Errorf("job %s is %s; %s", id, se.State, se.Reason)
 	case errors.As(err, &se):
 		names := make([]string, len(se.Allowed))
 		for i, s := range se.Allowed {

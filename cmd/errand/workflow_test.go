@@ -136,3 +136,42 @@ func testWorkflowCommands(t *testing.T, db string) {
 		t.Fatalf("help workflow:\n%s", r.stdout)
 	}
 }
+
+// TestReplayOfACompensatingStep replays the dead step of a workflow that is
+// still compensating: errand refuses with the reason (wait for the
+// compensations, then replay), exits 1 and writes nothing.
+func TestReplayOfACompensatingStep(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cli(t, "migrate", "--db", db))
+	ok(t, cli(t, "workflow", "enqueue", "--file", writeFile(t, checkoutJSON), "--db", db))
+	ok(t, cli(t, "work", "--once", "--exec", "charge=true", "--db", db))
+	ok(t, cli(t, "work", "--once", "--exec", "book=false", "--db", db))
+	jobBefore := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout
+	wfBefore := ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout
+	var wf errand.Workflow
+	if err := json.Unmarshal([]byte(wfBefore), &wf); err != nil {
+		t.Fatal(err)
+	}
+	if wf.State != errand.WorkflowCompensating {
+		t.Fatalf("workflow is %s after its step died; want compensating", wf.State)
+	}
+
+	r := bin(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db)
+	want := "errand: replay: job order-7.step.book is dead; its workflow order-7 is compensating: wait until the compensations have run (the workflow is failed), then replay the step\n"
+	if r.code != 1 || r.stderr != want || r.stdout != "" {
+		t.Fatalf("replay of the dead step of a compensating workflow: %s\nwant exit 1 and stderr %q", r, want)
+	}
+	if after := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout; after != jobBefore {
+		t.Fatalf("the refused replay changed the job:\nbefore %s\nafter  %s", jobBefore, after)
+	}
+	if after := ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout; after != wfBefore {
+		t.Fatalf("the refused replay changed the workflow:\nbefore %s\nafter  %s", wfBefore, after)
+	}
+	if r := ok(t, cli(t, "audit", "--db", db)); strings.Contains(r.stdout, "order-7.step.book") {
+		t.Fatalf("the refused replay was audited:\n%s", r.stdout)
+	}
+
+	// Once the compensation has run the same replay resumes the workflow.
+	ok(t, cli(t, "work", "--once", "--exec", "refund=true", "--db", db))
+	ok(t, cli(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db))
+}
