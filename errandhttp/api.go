@@ -125,7 +125,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/ack", withBody(a.ack)},
 		{"POST /api/v1/jobs/{id}/fail", withBody(a.fail)},
 		{"POST /api/v1/ack", withBody(a.ackMany)},
-		{"POST /api/v1/jobs/{id}/output", a.output},
+		{"POST /api/v1/jobs/{id}/output", withBody(a.output)},
 		// Operators.
 		{"POST /api/v1/jobs/{id}/replay", withBody(a.replay)},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
@@ -142,7 +142,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
 		{"GET /api/v1/batches/{id}", a.batch},
-		{"POST /api/v1/workflows", a.enqueueWorkflow},
+		{"POST /api/v1/workflows", withBody(a.enqueueWorkflow)},
 		{"GET /api/v1/workflows", a.workflows},
 		{"GET /api/v1/workflows/{id}", a.workflow},
 		{"GET /api/v1/workers", a.workers},

@@ -2,9 +2,12 @@ package errandhttp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,13 +29,11 @@ type workflowResponse struct {
 // enqueueWorkflow serves POST /api/v1/workflows: a workflow from any
 // language, in the JSON form of internal/workflowjson. Kinds need no Go
 // handler on the server, as for POST /api/v1/jobs. An Idempotency-Key
-// header becomes the workflow's id.
-func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request) error {
-	var req workflowjson.Request
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if key := r.Header.Get(IdempotencyHeader); key != "" {
+// header becomes the workflow's id; reused for a different workflow it is
+// answered 409 idempotency_conflict, as on POST /api/v1/jobs.
+func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *workflowjson.Request) error {
+	key := r.Header.Get(IdempotencyHeader)
+	if key != "" {
 		if req.ID != "" && req.ID != key {
 			return badRequest("id %q and the %s %q differ; the key becomes the workflow's id, so send one of them", req.ID, IdempotencyHeader, key)
 		}
@@ -53,10 +54,18 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request) error
 	}
 	status := http.StatusCreated
 	if res.Duplicate {
-		status = http.StatusOK
-		if r.Header.Get(IdempotencyHeader) != "" {
+		if key != "" {
+			same, err := a.sameWorkflow(r.Context(), res.Workflow, req)
+			if err != nil {
+				return err
+			}
+			if !same {
+				return &httpError{http.StatusConflict, "idempotency_conflict",
+					fmt.Sprintf("%s %q was used for a different workflow (name, steps, kinds, dependencies, compensations or a started step's job differ); use a new key for a new workflow", IdempotencyHeader, key)}
+			}
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
+		status = http.StatusOK
 	}
 	resp := workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: make([]*errand.Job, len(res.Jobs)), Duplicate: res.Duplicate}
 	for i, j := range res.Jobs {
@@ -64,6 +73,89 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request) error
 	}
 	writeJSON(w, status, resp)
 	return nil
+}
+
+// sameWorkflow reports whether wf, the workflow an Idempotency-Key names,
+// is what req would have enqueued, as far as a later request can tell: its
+// name and graph (steps, kinds, dependencies, compensations' kinds), and
+// the job of every step and compensation enqueued and not yet deleted
+// (queue, priority, args without the field "workflow", keys and tags). A
+// step's args are kept only in its job, so those of a step not yet enqueued
+// are not compared.
+func (a *api[TTx]) sameWorkflow(ctx context.Context, wf *errand.Workflow, req *workflowjson.Request) (bool, error) {
+	if wf.Name != req.Name || len(wf.Steps) != len(req.Steps) {
+		return false, nil
+	}
+	for i := range req.Steps {
+		rs, ws := &req.Steps[i], &wf.Steps[i]
+		if rs.Name != ws.Name || rs.Kind != ws.Kind || !slices.Equal(rs.DependsOn, ws.DependsOn) ||
+			(rs.Compensate == nil) != (ws.Compensation == nil) ||
+			(rs.Compensate != nil && rs.Compensate.Kind != ws.Compensation.Kind) {
+			return false, nil
+		}
+		if same, err := a.sameJob(ctx, ws.JobID, ws.State, &rs.Job); !same || err != nil {
+			return false, err
+		}
+		if c := ws.Compensation; c != nil {
+			if same, err := a.sameJob(ctx, c.JobID, c.State, rs.Compensate); !same || err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// sameJob reports whether the workflow's job id, in state (nil when it is
+// not enqueued or was deleted), is what req would have enqueued; true when
+// there is no job to compare.
+func (a *api[TTx]) sameJob(ctx context.Context, id string, state *errand.JobState, req *workflowjson.Job) (bool, error) {
+	if state == nil {
+		return true, nil
+	}
+	j, err := a.c.Get(ctx, id)
+	if errors.Is(err, errand.ErrNotFound) {
+		return true, nil // deleted since
+	}
+	if err != nil {
+		return false, err
+	}
+	return sameStepJob(j, req), nil
+}
+
+// sameStepJob reports whether j, a step's job or compensation, is what
+// req would have enqueued, leaving out the field "workflow" errand set in its
+// args.
+func sameStepJob(j *errand.Job, req *workflowjson.Job) bool {
+	queue := req.Queue
+	if queue == "" {
+		queue = errand.DefaultQueue
+	}
+	if j.Kind != req.Kind || j.Queue != queue || j.Priority != req.Priority ||
+		(req.MaxAttempts != 0 && j.MaxAttempts != req.MaxAttempts) ||
+		deref(j.OrderingKey) != req.OrderingKey || deref(j.FairnessKey) != req.FairnessKey ||
+		!slices.Equal(j.Tags, req.Tags) {
+		return false
+	}
+	return sameJSON(withoutField(j.Args, "workflow"), withoutField(req.Args, "workflow"))
+}
+
+// withoutField returns the JSON object doc without its field name; null or
+// nothing reads as {}. A document that is not an object is returned as it
+// is.
+func withoutField(doc json.RawMessage, name string) json.RawMessage {
+	if t := bytes.TrimSpace(doc); len(t) == 0 || string(t) == "null" {
+		return json.RawMessage("{}")
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(doc, &m) != nil {
+		return doc
+	}
+	delete(m, name)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return doc
+	}
+	return b
 }
 
 // workflow serves GET /api/v1/workflows/{id}: the workflow of errand
@@ -74,14 +166,10 @@ func (a *api[TTx]) workflow(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	wf, err := a.c.Workflow(r.Context(), id)
-	if errors.Is(err, errand.ErrNotFound) {
-		return &httpError{http.StatusNotFound, "not_found", "no workflow with id " + strconv.Quote(id)}
-	}
 	if err != nil {
-		return err
+		return notFound(err, "no workflow with id "+strconv.Quote(id))
 	}
-	writeJSON(w, http.StatusOK, a.showWorkflow(wf))
-	return nil
+	return reply(w, a.showWorkflow(wf))
 }
 
 // workflows serves GET /api/v1/workflows?state=&limit=: workflows, newest
@@ -91,7 +179,7 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "state", "limit"); err != nil {
 		return err
 	}
-	p := &errand.WorkflowListParams{Limit: DefaultListLimit}
+	p := &errand.WorkflowListParams{}
 	for _, v := range q["state"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {
@@ -104,12 +192,9 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 			p.States = append(p.States, st)
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return badRequest("limit %q is out of range; give 1 to %d", v, MaxListLimit)
-		}
-		p.Limit = n
+	var err error
+	if p.Limit, err = queryLimit(q, DefaultListLimit, MaxListLimit); err != nil {
+		return err
 	}
 	ws, err := a.c.Workflows(r.Context(), p)
 	if err != nil {
@@ -119,8 +204,7 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	for i, wf := range ws {
 		out[i] = a.showWorkflow(wf)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
-	return nil
+	return reply(w, map[string]any{"workflows": out})
 }
 
 // showWorkflow prepares a workflow for a reader: its steps' outputs,
@@ -149,11 +233,7 @@ type outputRequest struct {
 // job produced, as errand.SetOutput does in Go, fenced by its lease token
 // (409 lease_lost writes nothing). The steps that depend on the job in a
 // workflow receive it.
-func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request) error {
-	var req outputRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
+func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request, req *outputRequest) error {
 	if len(bytes.TrimSpace(req.Output)) == 0 {
 		return badRequest("output is missing; send the job's output as any JSON value, e.g. {\"lease_token\": \"...\", \"output\": {\"charge_id\": \"ch_1\"}}")
 	}
@@ -169,6 +249,5 @@ func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request) error {
 	if err := ws.JobSetOutput(r.Context(), p); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id})
-	return nil
+	return reply(w, map[string]any{"id": id})
 }

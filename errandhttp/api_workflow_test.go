@@ -103,6 +103,86 @@ func TestAPIWorkflowEnqueue(t *testing.T) {
 	})
 }
 
+// TestAPIWorkflowIdempotencyConflict reuses an Idempotency-Key: for the
+// same workflow it answers the existing one, for a different one 409
+// idempotency_conflict, writing nothing either way.
+func TestAPIWorkflowIdempotencyConflict(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		post := func(body map[string]any) response {
+			return s.do(t, req{method: "POST", path: "/api/v1/workflows", token: operatorSecret,
+				body: body, header: map[string]string{errandhttp.IdempotencyHeader: "order-8"}})
+		}
+		want(t, "first", post(checkoutBody("")), http.StatusCreated, "")
+		// Run the first step, then cancel the second: the first step's job
+		// and its compensation's are there to compare.
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"charge_card"}})
+		want(t, "claim", r, http.StatusOK, "")
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+			t.Fatalf("claimed %s (%v)", r.body, err)
+		}
+		want(t, "ack", s.op(t, "POST", "/api/v1/jobs/order-8.step.charge/ack", map[string]any{"lease_token": claimed.Jobs[0].LeaseToken}), http.StatusOK, "")
+		if _, err := st.(errand.WorkflowStore).WorkflowAdvance(t.Context(), &errand.WorkflowAdvanceParams{IDs: []string{"order-8"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.c.Cancel(t.Context(), "order-8.step.reserve", &errand.CancelOpts{Operator: "ops", Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if j := s.job(t, "order-8.undo.charge"); j.Queue != "refunds" {
+			t.Fatalf("charge's compensation = %+v", j)
+		}
+		same := post(checkoutBody(""))
+		want(t, "same workflow", same, http.StatusOK, "")
+		if same.header.Get("Idempotent-Replayed") != "true" || same.json(t)["duplicate"] != true {
+			t.Fatalf("same workflow: %v %s", same.header, same.body)
+		}
+		// Written in another order, with the defaults spelt out: the same.
+		spelt := checkoutBody("")
+		spelt["steps"].([]map[string]any)[0]["args"] = map[string]any{"order": 7, "workflow": nil}
+		spelt["steps"].([]map[string]any)[0]["queue"] = errand.DefaultQueue
+		want(t, "same workflow, defaults spelt out", post(spelt), http.StatusOK, "")
+
+		for _, tt := range []struct {
+			name   string
+			change func(b map[string]any)
+		}{
+			{"other name", func(b map[string]any) { b["name"] = "refund" }},
+			{"other args of a started step", func(b map[string]any) { b["steps"].([]map[string]any)[0]["args"] = map[string]int{"order": 8} }},
+			{"other queue of a started step", func(b map[string]any) { b["steps"].([]map[string]any)[0]["queue"] = "fast" }},
+			{"other kind", func(b map[string]any) { b["steps"].([]map[string]any)[1]["kind"] = "hold_stock" }},
+			{"other dependencies", func(b map[string]any) { b["steps"].([]map[string]any)[2]["depends_on"] = []string{"reserve"} }},
+			{"no compensation", func(b map[string]any) { delete(b["steps"].([]map[string]any)[0], "compensate") }},
+			{"other compensation", func(b map[string]any) {
+				b["steps"].([]map[string]any)[0]["compensate"] = map[string]any{"kind": "void_card"}
+			}},
+			{"other args of a started compensation", func(b map[string]any) {
+				b["steps"].([]map[string]any)[0]["compensate"] = map[string]any{"kind": "refund_card", "args": map[string]int{"order": 8}, "queue": "refunds"}
+			}},
+			{"one step more", func(b map[string]any) {
+				b["steps"] = append(b["steps"].([]map[string]any), map[string]any{"name": "mail", "kind": "mail"})
+			}},
+		} {
+			b := checkoutBody("")
+			tt.change(b)
+			r := post(b)
+			want(t, tt.name, r, http.StatusConflict, "idempotency_conflict")
+			if !strings.Contains(string(r.body), `Idempotency-Key \"order-8\" was used for a different workflow`) {
+				t.Errorf("%s: %s", tt.name, r.body)
+			}
+		}
+		if n := s.jobCount(t); n != 3 {
+			t.Fatalf("%d jobs after the reused keys, want 3 (charge, reserve and charge's compensation)", n)
+		}
+		ws, err := s.c.Workflows(t.Context(), nil)
+		if err != nil || len(ws) != 1 || ws[0].Name != "checkout" || len(ws[0].Steps) != 3 || ws[0].State != errand.WorkflowCompensating {
+			t.Fatalf("workflows after the reused keys: %v (%v)", ws, err)
+		}
+	})
+}
+
 func TestAPIWorkflowGetAndList(t *testing.T) {
 	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
