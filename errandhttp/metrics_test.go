@@ -59,3 +59,56 @@ func testMetricsQueueGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
 		t.Error("errand_queue_jobs served while the database is closed")
 	}
 }
+
+// The workflow gauges count the open workflows by state and say how long
+// the one unchanged the longest has waited, read from the database.
+func TestMetricsWorkflowGauges(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testMetricsWorkflowGauges(t, sqliteEnv(t)) })
+	t.Run("postgres", func(t *testing.T) { testMetricsWorkflowGauges(t, postgresEnv(t)) })
+}
+
+func testMetricsWorkflowGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
+	ctx := t.Context()
+	c := e.client(t, nil)
+	h := errandhttp.NewMetrics(c, &errandhttp.MetricsOptions{Clock: e.clock, CacheFor: 5 * time.Second})
+	fams := scrape(t, h)
+	for _, st := range []string{"running", "compensating"} {
+		wantSeries(t, fams, "errand_workflows", "state="+st, 0)
+		wantSeries(t, fams, "errand_workflow_stalled_seconds", "state="+st, 0)
+	}
+
+	// w1's second step dies, so it compensates its first; w2 waits on a
+	// kind nobody runs.
+	if _, err := c.EnqueueWorkflow(ctx, []errand.WorkflowStep{
+		{Name: "a", Args: errand.RawArgs{KindName: "ok"}, Compensate: errand.RawArgs{KindName: "ok"}},
+		{Name: "b", Args: errand.RawArgs{KindName: "fail"}, DependsOn: []string{"a"}},
+	}, &errand.WorkflowOpts{ID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueWorkflow(ctx, []errand.WorkflowStep{
+		{Name: "a", Args: errand.RawArgs{KindName: "idle"}, Opts: &errand.EnqueueOpts{Queue: "idle"}},
+	}, &errand.WorkflowOpts{ID: "w2"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Second)
+	workOne(t, c, errand.DefaultQueue, errand.ResultSucceeded)
+	e.clock.Advance(10 * time.Second)
+	workOne(t, c, errand.DefaultQueue, errand.ResultDead)
+	if w, err := c.Workflow(ctx, "w1"); err != nil || w.State != errand.WorkflowCompensating {
+		t.Fatalf("w1 = %+v (%v); want it compensating", w, err)
+	}
+	e.clock.Advance(30 * time.Second)
+	fams = scrape(t, h)
+	wantSeries(t, fams, "errand_workflows", "state=running", 1)
+	wantSeries(t, fams, "errand_workflows", "state=compensating", 1)
+	wantSeries(t, fams, "errand_workflow_stalled_seconds", "state=running", 50)
+	wantSeries(t, fams, "errand_workflow_stalled_seconds", "state=compensating", 30)
+
+	// The compensation runs: w1 is failed, no longer counted.
+	workOne(t, c, errand.DefaultQueue, errand.ResultSucceeded)
+	e.clock.Advance(5 * time.Second)
+	fams = scrape(t, h)
+	wantSeries(t, fams, "errand_workflows", "state=running", 1)
+	wantSeries(t, fams, "errand_workflows", "state=compensating", 0)
+	wantSeries(t, fams, "errand_workflow_stalled_seconds", "state=compensating", 0)
+}
