@@ -98,6 +98,8 @@ type dashboard struct {
 	opts  DashboardOptions                             // with defaults applied
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	// workflows: the store keeps workflows (is an errand.WorkflowStore).
+	workflows bool
 }
 
 // NewDashboard returns the operator dashboard over c: server-rendered HTML
@@ -108,8 +110,9 @@ type dashboard struct {
 //     waiting kinds no live worker handles, the fairness keys with the
 //     most waiting jobs; per queue and kind the
 //     throughput, failure rate by class, retries and dead letters of the
-//     last hour, and p50/p99 run and wait times; the circuit breakers of
-//     dependencies; the workers, with their queues' slots and weights.
+//     last hour, and p50/p99 run and wait times; the workflows by state;
+//     the circuit breakers of dependencies; the workers, with their
+//     queues' slots and weights.
 //   - "/jobs": jobs filtered by state, queue and kind, a page at a time.
 //   - "/jobs/ID": one job: args, every failed attempt with its class,
 //     message and stack, its lease, its audit, and what happens next; a
@@ -139,6 +142,7 @@ type dashboard struct {
 // ([http.CrossOriginProtection]).
 func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.Handler {
 	d := &dashboard{c: c, now: c.Store().Now, opts: dashboardDefaults(opts)}
+	_, d.workflows = c.Store().(errand.WorkflowStore)
 	d.pages = parseDashboardPages(d.opts.PathPrefix)
 	static, err := fs.Sub(dashboardFiles, "dashboard/static")
 	if err != nil {
@@ -291,6 +295,52 @@ type overviewData struct {
 	Breakers []*errand.BreakerRecord
 	// FairKeys are each queue's fairness keys with the most waiting jobs.
 	FairKeys map[string][]errand.FairnessKeyCount
+	// Workflows counts the workflows of each state; nil when the store
+	// keeps none.
+	Workflows []workflowCount
+}
+
+// workflowCount is how many workflows are in State: N, or more than N
+// when More (the overview counts at most overviewWorkflows of a state).
+type workflowCount struct {
+	State errand.WorkflowState
+	N     int
+	More  bool
+}
+
+// overviewWorkflows is how many workflows of each state the overview
+// counts: the store has no query that only counts them, and the finished
+// ones accumulate until retention deletes them.
+const overviewWorkflows = 100
+
+// WorkflowCap is how many workflows of a state the overview counts.
+func (o *overviewData) WorkflowCap() int { return overviewWorkflows }
+
+// AnyWorkflows reports whether a workflow was counted.
+func (o *overviewData) AnyWorkflows() bool {
+	for _, c := range o.Workflows {
+		if c.N > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// countWorkflows counts the workflows of each state, at most
+// overviewWorkflows each; nil when the store keeps no workflows.
+func (d *dashboard) countWorkflows(ctx context.Context) ([]workflowCount, error) {
+	if !d.workflows {
+		return nil, nil
+	}
+	out := make([]workflowCount, len(errand.WorkflowStates))
+	for i, st := range errand.WorkflowStates {
+		ws, err := d.c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{st}, Limit: overviewWorkflows + 1})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = workflowCount{State: st, N: min(len(ws), overviewWorkflows), More: len(ws) > overviewWorkflows}
+	}
+	return out, nil
 }
 
 // QueueFairKeys is queue's top fairness keys.
@@ -346,9 +396,14 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	wfs, err := d.countWorkflows(ctx)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
 		Insights: ins, Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
-		FairKeys: map[string][]errand.FairnessKeyCount{}}
+		FairKeys: map[string][]errand.FairnessKeyCount{}, Workflows: wfs}
 	for _, k := range keys {
 		data.FairKeys[k.Queue] = append(data.FairKeys[k.Queue], k)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,7 @@ func TestDashboardWorkflowPages(t *testing.T) {
 		t.Fatalf("unknown workflow: status %d, want 404", code)
 	}
 	wantContains(t, "no workflows", mustGet(t, h, "/workflows"), "No workflows", `aria-current="page">Workflows`)
+	wantContains(t, "overview without workflows", mustGet(t, h, "/"), `<section id="workflows">`, "No workflows yet.")
 	if code, _ := get(t, h, "/workflows?state=dead"); code != http.StatusBadRequest {
 		t.Fatalf("a job state as a workflow state: status %d, want 400", code)
 	}
@@ -89,11 +91,18 @@ func TestDashboardWorkflowPages(t *testing.T) {
 	wantContains(t, "failed step", body, "<dt>Failed step</dt><dd>book</dd>")
 	wantContains(t, "compensating listing", mustGet(t, h, "/workflows?state=compensating"), "trip&lt;1&gt;")
 	wantContains(t, "running listing", mustGet(t, h, "/workflows?state=running"), "No workflows in state running")
+	wantContains(t, "overview while compensating", mustGet(t, h, "/"),
+		`<a class="tile" href="/workflows?state=running"><span class="n">0</span> running</a>`,
+		`<a class="tile bad" href="/workflows?state=compensating"><span class="n">1</span> compensating</a>`,
+		`<a class="tile" href="/workflows?state=failed"><span class="n">0</span> failed</a>`)
 
 	workOne(t, c, errand.DefaultQueue) // undo charge succeeds: failed
 	body = mustGet(t, h, page)
 	wantContains(t, "failed", body, "failed: step book is dead; replay it to resume")
 	wantContains(t, "charge row after compensation", tableRow(t, body, ">charge<"), "succeeded", "wf_refund", "trip&lt;1&gt;.undo.charge")
+	wantContains(t, "overview after the compensation", mustGet(t, h, "/"),
+		`<a class="tile" href="/workflows?state=compensating"><span class="n">0</span> compensating</a>`,
+		`<a class="tile bad" href="/workflows?state=failed"><span class="n">1</span> failed</a>`)
 
 	// HideArgs hides outputs too.
 	hidden := NewDashboard(c, &DashboardOptions{HideArgs: true})
@@ -107,4 +116,21 @@ func TestWorkflowJSONShape(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"failed_step":null`) || !strings.Contains(string(b), `"compensation":null`) {
 		t.Fatalf("workflow JSON %s (%v)", b, err)
 	}
+}
+
+// The overview counts up to 100 workflows of a state and says when there
+// are more.
+func TestDashboardOverviewCountsWorkflows(t *testing.T) {
+	c := newWorkflowClient(t)
+	h := NewDashboard(c, nil)
+	for i := range 101 {
+		if _, err := c.EnqueueWorkflow(context.Background(), []errand.WorkflowStep{{Name: "charge", Args: wfCharge{}}},
+			&errand.WorkflowOpts{ID: fmt.Sprintf("w%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantContains(t, "overview", mustGet(t, h, "/"),
+		`<a class="tile" href="/workflows?state=running"><span class="n">100+</span> running</a>`,
+		`<a class="tile" href="/workflows?state=succeeded"><span class="n">0</span> succeeded</a>`,
+		"counted up to 100")
 }
