@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand"
 )
 
 const serveToken = "serve-test-token-0123456789"
@@ -409,5 +411,62 @@ func TestServeRefusesBadScheduleAndRetentionFlags(t *testing.T) {
 		if r.code != 2 {
 			t.Errorf("errand serve %q: exit %d, want 2 (usage)\n%s", args, r.code, r.stderr)
 		}
+	}
+}
+
+// TestServeDependencyWithoutExec runs errand serve --dependency KIND=DEP
+// with no --exec: the kind is run only by remote workers, whose failures
+// through the API open DEP's breaker; a claim then leaves the kind's jobs
+// waiting while it takes other kinds, and errand breakers shows it open.
+func TestServeDependencyWithoutExec(t *testing.T) {
+	db := tempDB(t)
+	s := startServe(t, "--db", db, "--token", serveToken, "--dependency", "send=smtp", "--breaker", "smtp=2/1m/1h")
+	type claimed struct {
+		Jobs []struct {
+			ID         string `json:"id"`
+			Kind       string `json:"kind"`
+			LeaseToken string `json:"lease_token"`
+		} `json:"jobs"`
+	}
+	ids := map[string]string{}
+	for _, j := range []struct{ id, kind string }{{"s1", "send"}, {"s2", "send"}, {"s3", "send"}, {"r1", "resize"}} {
+		if code := s.call(t, "POST", "/api/v1/jobs", map[string]any{"id": j.id, "kind": j.kind, "max_attempts": 10}, nil); code != 201 {
+			t.Fatalf("enqueue %s: %d", j.id, code)
+		}
+		ids[j.id] = j.kind
+	}
+	for i := range 2 {
+		var c claimed
+		if code := s.call(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"send"}, "worker": "node-1"}, &c); code != 200 || len(c.Jobs) != 1 {
+			t.Fatalf("claim %d of send: %d %+v\n%s", i, code, c, s.log())
+		}
+		var out struct {
+			State string `json:"state"`
+		}
+		if code := s.call(t, "POST", "/api/v1/jobs/"+c.Jobs[0].ID+"/fail", map[string]any{"lease_token": c.Jobs[0].LeaseToken,
+			"class": "smtp_refused", "message": "dial smtp: connection refused"}, &out); code != 200 || out.State != "retrying" {
+			t.Fatalf("fail %s: %d %s", c.Jobs[0].ID, code, out.State)
+		}
+	}
+
+	// s3 waits, claimable but for the breaker; r1's kind has no dependency.
+	var c claimed
+	if code := s.call(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"send", "resize"}, "max_jobs": 10}, &c); code != 200 ||
+		len(c.Jobs) != 1 || c.Jobs[0].ID != "r1" {
+		t.Fatalf("claim of send and resize with smtp's breaker open: %d %+v; want r1 alone", code, c)
+	}
+	if code := s.call(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"send"}}, nil); code != 204 {
+		t.Fatalf("claim of send with smtp's breaker open: %d, want 204", code)
+	}
+	bs := breakersJSON(t, db)
+	if len(bs) != 1 || bs[0].Dependency != "smtp" || bs[0].State != errand.BreakerOpen || bs[0].Trips != 1 || bs[0].LastError != "dial smtp: connection refused" {
+		t.Fatalf("errand breakers --json = %+v; want smtp open, tripped once", bs)
+	}
+	if r := ok(t, cli(t, "breakers", "--db", db)); !strings.Contains(r.stdout, "smtp") || !strings.Contains(r.stdout, "open") {
+		t.Fatalf("errand breakers:\n%s", r.stdout)
+	}
+	s.stop(t)
+	if j := jobsByID(t, db)["s3"]; j.State != "queued" || j.Attempt != 0 {
+		t.Fatalf("s3 is %s at attempt %d; want queued, never attempted", j.State, j.Attempt)
 	}
 }
