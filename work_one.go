@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand/internal/ids"
@@ -29,6 +31,13 @@ type WorkOneOpts struct {
 	Lease time.Duration
 	// Owner names this worker in lease_owner. Default: a new DefaultOwner.
 	Owner string
+	// RateLimits and RetryBudgets are recorded in the store before the
+	// claim, as a Worker's are (the last rule given for a bucket wins; a
+	// new bucket starts full), so the claim stays within them as within
+	// every stored limit. A limit on a queue not in Queues, or a kind
+	// without a handler, is an *InputError and nothing is written.
+	RateLimits   []RateLimit
+	RetryBudgets []RetryBudget
 }
 
 // WorkOne claims one job of a kind this client has a handler for, runs it
@@ -38,6 +47,7 @@ type WorkOneOpts struct {
 // retry budgets kept in the store, and the circuit breakers of the
 // dependencies this client's kinds name (the outcome counts toward them);
 // a job held back by them is not claimed, and the result is "idle".
+// Opts' RateLimits and RetryBudgets are recorded in the store first.
 //
 // A returned error means the claim or the outcome write failed; a job whose
 // outcome could not be written keeps its lease until it expires, and is then
@@ -73,6 +83,9 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("claim job: %w", err)
 	}
+	if err := c.recordLimits(ctx, &opts, kinds); err != nil {
+		return nil, err
+	}
 	// Once sent, the claim is not cancelled (see Worker.runQueue): its
 	// jobs would be stranded until their leases expire.
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
@@ -98,6 +111,33 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	res, err := c.record(ctx, a, nil)
 	c.outsideGate().observe(ctx, a, res)
 	return res, err
+}
+
+// recordLimits writes the rules of opts' rate limits and retry budgets to
+// their buckets, taking no token, so that the claim that follows honours
+// them. It checks them as a Worker's are checked, first.
+func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []string) error {
+	queues := make(map[string]int, len(opts.Queues))
+	for _, q := range opts.Queues {
+		queues[q] = 1
+	}
+	f, err := newFlowLimits(c.store, &WorkerConfig{Queues: queues, RateLimits: opts.RateLimits, RetryBudgets: opts.RetryBudgets}, kinds)
+	if err != nil || f == nil {
+		return err
+	}
+	var takes []LimiterTake
+	for _, m := range []map[string]flowRule{f.queues, f.kinds, f.budgets} {
+		for _, r := range m {
+			takes = append(takes, LimiterTake{Name: r.name, Spec: r.spec})
+		}
+	}
+	// In name order, as every take is, so that two writers lock the
+	// buckets in the same order.
+	slices.SortFunc(takes, func(a, b LimiterTake) int { return strings.Compare(a.Name, b.Name) })
+	if _, err := f.store.LimiterTake(ctx, &LimiterTakeParams{Takes: takes}); err != nil {
+		return fmt.Errorf("record rate limits: %w", err)
+	}
+	return nil
 }
 
 // claimAcross claims the jobs p asks for from its queues as a Worker would

@@ -598,3 +598,44 @@ func TestFinalAttemptCrashIsDeadAtTheNextClaim(t *testing.T) {
 		t.Fatalf("job %s attempt %d history %+v; want dead with one lease_expired entry for attempt 1", j.State, j.Attempt, j.Errors)
 	}
 }
+
+// WorkOne records the limits it is given, so that its claim and every
+// later one stay within them; a bad limit writes nothing.
+func TestWorkOneRecordsItsLimits(t *testing.T) {
+	st := openStore(t, newTestClock())
+	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	first := enqueue(t, c, "task", nil)
+	second := enqueue(t, c, "task", nil)
+	for _, o := range []*errand.WorkOneOpts{
+		{RateLimits: []errand.RateLimit{{Queue: "mail", Limit: 1, Per: time.Hour}}},
+		{RateLimits: []errand.RateLimit{{Kind: "nope", Limit: 1, Per: time.Hour}}},
+		{RetryBudgets: []errand.RetryBudget{{Kind: "task", Ratio: -1}}},
+	} {
+		if _, err := c.WorkOne(t.Context(), o); !errors.Is(err, errand.ErrInvalid) {
+			t.Fatalf("WorkOne(%+v) = %v; want an input error", o, err)
+		}
+	}
+	if ls, err := c.Limits(t.Context()); err != nil || len(ls) != 0 {
+		t.Fatalf("bad limits wrote %v (%v)", ls, err)
+	}
+
+	once := &errand.WorkOneOpts{RateLimits: []errand.RateLimit{{Queue: errand.DefaultQueue, Limit: 1, Per: time.Hour}},
+		RetryBudgets: []errand.RetryBudget{{Kind: "task", Ratio: 0.1}}}
+	if r := workOne(t, c, once); r.Result != errand.ResultSucceeded || *r.JobID != first.ID {
+		t.Fatalf("first WorkOne = %+v; want %s run", r, first.ID)
+	}
+	if r := workOne(t, c, once); r.Result != errand.ResultIdle {
+		t.Fatalf("second WorkOne within the hour = %+v; want idle, the limit spent", r)
+	}
+	// The limit is stored: a WorkOne that names none honours it too.
+	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
+		t.Fatalf("WorkOne without limits = %+v; want idle, the stored limit spent", r)
+	}
+	if j := getJob(t, c, second.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+		t.Fatalf("second job %s at attempt %d; want queued, untouched", j.State, j.Attempt)
+	}
+	ls, err := c.Limits(t.Context())
+	if err != nil || len(ls) != 2 || ls[0].Name != "queue:default" || ls[1].Name != "retry:task" {
+		t.Fatalf("limits = %v (%v); want queue:default and retry:task", ls, err)
+	}
+}

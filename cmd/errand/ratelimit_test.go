@@ -121,7 +121,8 @@ func TestWorkerLimitFlags(t *testing.T) {
 		{[]string{"--retry-budget", "k=lots"}, "RATIO"},
 		{[]string{"--retry-budget", "k=0.1/1ms"}, "window"},
 		{[]string{"--retry-budget", "nope=0.1"}, "no handler"},
-		{[]string{"--once", "--rate-limit", "queue:default=5/s"}, "long-running"},
+		{[]string{"--once", "--rate-limit", "queue:other=5/s"}, "does not work"},
+		{[]string{"--once", "--retry-budget", "nope=0.1"}, "no handler"},
 		{[]string{"serve", "--rate-limit", "queue:default=5/s"}, "--rate-limit"},
 		{[]string{"serve", "--exec", "k=/bin/true", "--rate-limit", "kind:nope=5/s"}, "no handler"},
 	} {
@@ -137,6 +138,32 @@ func TestWorkerLimitFlags(t *testing.T) {
 		}
 		if r.code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 0 || !strings.HasPrefix(stderr, "errand: ") {
 			t.Errorf("errand %s = exit %d, stderr %q; want exit 2 and one line with %q", strings.Join(c.args, " "), r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// TestWorkOnceRecordsLimits: errand work --once --rate-limit records the
+// limit, as a long-running worker does, and claims within it: a second run
+// within the period finds nothing it may start.
+func TestWorkOnceRecordsLimits(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cli(t, "migrate", "--db", db))
+	first := enqueue(t, db, "k")
+	second := enqueue(t, db, "k")
+	once := []string{"work", "--once", "--db", db, "--exec", "k=true", "--rate-limit", "queue:default=1/h", "--retry-budget", "k=0.1"}
+	if r := parseWork(t, ok(t, cli(t, once...))); r.Result != "succeeded" || r.JobID == nil || *r.JobID != first {
+		t.Fatalf("first work --once = %+v; want %s run", r, first)
+	}
+	if r := parseWork(t, ok(t, cli(t, once...))); r.Result != "idle" {
+		t.Fatalf("second work --once within the hour = %+v; want idle", r)
+	}
+	if j := jobsByID(t, db)[second]; j.State != "queued" || j.Attempt != 0 {
+		t.Fatalf("second job is %s at attempt %d; want queued, untouched", j.State, j.Attempt)
+	}
+	r := ok(t, cli(t, "limits", "--db", db))
+	for _, want := range []string{"queue:default", "0.0002778/s, burst 1", "retry:k", "0.1 per first attempt"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("errand limits lacks %q:\n%s", want, r.stdout)
 		}
 	}
 }

@@ -129,7 +129,9 @@ With --once it claims one job, runs it, prints one JSON line:
 honours the rate limits and retry budgets the workers keep in the database
 (nothing within them is ready: result "idle") and the circuit breakers of
 --dependency: a kind whose DEP's breaker is open is not claimed, and the
-outcome counts toward its breaker.`,
+outcome counts toward its breaker. --rate-limit and --retry-budget with
+--once record those limits in the database first, as a long-running worker
+does, so the claim stays within them.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
@@ -171,7 +173,7 @@ outcome counts toward its breaker.`,
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "rate-limit", "retry-budget", "max-workers", "weight"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -245,7 +247,7 @@ outcome counts toward its breaker.`,
 				}
 			}()
 			if *once {
-				return workOnce(ctx, c, qs, *lease, e)
+				return workOnce(ctx, c, &errand.WorkOneOpts{Queues: qs.names, Lease: *lease, RateLimits: rates, RetryBudgets: budgets}, e)
 			}
 			if listen != "" {
 				m, err := startMetrics(c, obs, readyOpts, listen, e)
@@ -293,10 +295,10 @@ func parseCrons(flags []string) ([]*errand.Schedule, error) {
 }
 
 // workOnce claims, runs and records one job, and prints what happened.
-func workOnce(ctx context.Context, c *errand.Client[*sql.Tx], qs queueFlags, lease time.Duration, e *env) error {
-	res, err := c.WorkOne(ctx, &errand.WorkOneOpts{Queues: qs.names, Lease: lease})
+func workOnce(ctx context.Context, c *errand.Client[*sql.Tx], opts *errand.WorkOneOpts, e *env) error {
+	res, err := c.WorkOne(ctx, opts)
 	if err != nil {
-		return err
+		return workerConfigError(err)
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
