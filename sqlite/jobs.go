@@ -101,7 +101,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams
 	var rs []errand.JobInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		rs, err = s.insert(ctx, tx, p.Jobs)
+		rs, err = s.insertWith(ctx, s.ownStmts(tx), p.Jobs)
 		return err
 	})
 	return rs, err
@@ -154,6 +154,12 @@ var duplicateSQL = `SELECT ` + jobColumns + ` FROM (
 // statement prepared once per batch, then finds the job that holds the id
 // or unique key of each job that was not inserted.
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	return s.insertWith(ctx, newStmts(tx), params)
+}
+
+// insertWith is insert with the statements of st, which it closes.
+func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	defer st.Close()
 	now := s.clock.Now()
 	// Every job is checked before any is written, so that a bad job in a
 	// caller's transaction leaves nothing of its batch behind.
@@ -179,8 +185,6 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey))
 	}
-	st := newStmts(tx)
-	defer st.Close()
 	inserted := make(map[string]*errand.Job, len(params))
 	for start := 0; start < len(params); start += insertChunkRows {
 		rowsN := min(insertChunkRows, len(params)-start)
@@ -287,7 +291,13 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 			args = append(args, k)
 		}
 		args = append(args, p.Limit)
-		rows, err := tx.QueryContext(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)), args...)
+		st := s.ownStmts(tx)
+		defer st.Close()
+		claim, err := st.get(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)))
+		if err != nil {
+			return err
+		}
+		rows, err := claim.QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}
@@ -454,8 +464,9 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	rs := make([]errand.OutcomeResult, len(p.Outcomes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
-		// Outcomes of one kind share their statement: prepared once each.
-		st := newStmts(tx)
+		// Outcomes of one kind share their statement: prepared once each,
+		// and kept for later batches.
+		st := s.ownStmts(tx)
 		defer st.Close()
 		for i, o := range p.Outcomes {
 			set, args, err := outcomeSet(o, now)
