@@ -87,6 +87,20 @@ type TxStore[TTx any] interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
 }
 
+// NextDueClaimer is an optional capability of a JobStore: a claim that
+// also answers JobNextDue, in the claim's own round trip. An idle [Worker]
+// asks when its queue's next job comes due before each claim; with it, the
+// question costs no round trip of its own, and a job enqueued into an idle
+// queue starts one round trip sooner. errand/postgres implements it.
+type NextDueClaimer interface {
+	// JobClaimManyNextDue claims as JobClaimMany does and answers
+	// JobNextDue for next, asked before the claim (after any sweep the
+	// claim makes), so that a job that comes due between the two is either
+	// claimed or not earlier than the answer. On an error nothing is
+	// claimed.
+	JobClaimManyNextDue(ctx context.Context, params *JobClaimParams, next *JobNextDueParams) ([]*Job, JobNextDueResult, error)
+}
+
 // FairClaimer is the optional capability of fair claims: sharing a queue
 // round-robin among fairness keys (see [EnqueueOpts].FairnessKey), so that
 // one key's burst does not delay another key's jobs behind it. A [Worker]

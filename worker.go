@@ -355,7 +355,19 @@ const minDueWait = time.Millisecond
 // say (the poll covers it). The store answers with a duration on its own
 // clock, so a skewed wall clock here does not matter.
 func (w *Worker) nextDue(ctx context.Context, queue string) time.Time {
-	next, err := w.c.store.JobNextDue(ctx, &JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds})
+	next, err := w.c.store.JobNextDue(ctx, w.nextDueParams(queue))
+	return w.dueAt(ctx, queue, w.c.clock.Now(), next, err)
+}
+
+// nextDueParams asks when the next job of queue that this worker handles
+// comes due.
+func (w *Worker) nextDueParams(queue string) *JobNextDueParams {
+	return &JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds}
+}
+
+// dueAt is nextDue's answer from the store's, asked no earlier than asked
+// on this process's clock.
+func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next JobNextDueResult, err error) time.Time {
 	wait, ok := next.Wait, next.Found
 	if err != nil {
 		if ctx.Err() == nil {
@@ -366,7 +378,7 @@ func (w *Worker) nextDue(ctx context.Context, queue string) time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	return w.c.clock.Now().Add(wait)
+	return asked.Add(wait)
 }
 
 // changesSchedule reports whether recording res changed when a job of the
@@ -432,9 +444,11 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// An idle queue asks when its next job comes due before it claims:
 		// a job that comes due meanwhile is then either taken by the claim
 		// or not earlier than the answer, so the sleep below never passes
-		// a due job.
+		// a due job. A store that can (NextDueClaimer) answers in the
+		// claim's own round trip, asked before the claim there.
 		var due time.Time
-		if idle {
+		askDue := idle && w.claimAsksDue(claimer)
+		if idle && !askDue {
 			due = w.nextDue(loopCtx, queue)
 		}
 		// A claim, once sent, is not cancelled by a stop: a cancelled
@@ -443,14 +457,25 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		jobs, err := w.claim(claimCtx, claimer, &JobClaimParams{
+		params := &JobClaimParams{
 			Queues:         []string{queue},
 			Kinds:          plan.kinds,
 			Limit:          plan.limit,
 			Lease:          w.cfg.Lease,
 			Owner:          w.cfg.Owner,
 			SkipRetryKinds: plan.skipRetry,
-		})
+		}
+		var jobs []*Job
+		var err error
+		if askDue {
+			var next JobNextDueResult
+			jobs, next, err = claimer.claimNextDue(claimCtx, params, w.nextDueParams(queue))
+			if err == nil { // a failed claim is logged below; the poll covers it
+				due = w.dueAt(loopCtx, queue, claimSent, next, nil)
+			}
+		} else {
+			jobs, err = w.claim(claimCtx, claimer, params)
+		}
 		cancelClaim()
 		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
 		if w.share != nil {

@@ -19,12 +19,31 @@ import (
 // being claimed fairly.
 type queueClaimer struct {
 	store FairClaimer // nil: the store has no fair claims
-	fair  atomic.Bool // claims made outside a Worker share one per queue
+	fair  atomic.Bool    // claims made outside a Worker share one per queue
+	due   NextDueClaimer // nil: the store answers JobNextDue on its own only
 }
 
 func (w *Worker) newQueueClaimer() *queueClaimer {
 	f, _ := w.c.store.(FairClaimer)
-	return &queueClaimer{store: f}
+	d, _ := w.c.store.(NextDueClaimer)
+	return &queueClaimer{store: f, due: d}
+}
+
+// claimAsksDue reports whether the queue's next claim can answer when its
+// next job comes due (see NextDueClaimer): a plain claim, with no breaker
+// gate between the loop and the store.
+func (w *Worker) claimAsksDue(qc *queueClaimer) bool {
+	return qc.due != nil && !qc.fair.Load() && (w.breakers == nil || len(w.breakers.deps) == 0)
+}
+
+// claimNextDue is claim's plain claim, answering next as well; the worker
+// calls it only when claimAsksDue.
+func (qc *queueClaimer) claimNextDue(ctx context.Context, p *JobClaimParams, next *JobNextDueParams) ([]*Job, JobNextDueResult, error) {
+	jobs, due, err := qc.due.JobClaimManyNextDue(ctx, p, next)
+	if err == nil && qc.store != nil && hasFairnessKey(jobs) {
+		qc.fair.Store(true)
+	}
+	return jobs, due, err
 }
 
 // claim claims p's jobs, fairly when the queue is in fair mode, and updates

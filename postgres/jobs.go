@@ -418,8 +418,31 @@ func skipRetries(q string) string {
 
 // JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+	jobs, _, err := s.claim(ctx, p, nil)
+	return jobs, err
+}
+
+var _ errand.NextDueClaimer = (*Store)(nil)
+
+// JobClaimManyNextDue implements [errand.NextDueClaimer]: the next-due
+// query goes in the claim's pipelined batch, after its sweeps and before
+// the claim, in its transaction, so that both statements compare
+// available_at with the same now.
+func (s *Store) JobClaimManyNextDue(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
+	return s.claim(ctx, p, next)
+}
+
+// claim is JobClaimMany, answering JobNextDue for next too unless it is
+// nil.
+func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
+	var due errand.JobNextDueResult
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, due, err
+	}
+	askDue := next != nil && len(next.Queues) > 0
+	var dueKinds []string // NULL: every kind
+	if askDue && len(next.Kinds) > 0 {
+		dueKinds = next.Kinds
 	}
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
@@ -435,7 +458,7 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	// round trips instead of five (BEGIN, two sweeps, the claim, COMMIT).
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, due, fmt.Errorf("claim: %w", err)
 	}
 	defer conn.Release()
 	now := s.nowArg()
@@ -444,6 +467,9 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 	sweep := s.sweeps.Due(s.paceNow())
 	if sweep {
 		s.queueSweep(b, now)
+	}
+	if askDue {
+		b.Queue(s.sql(nextDueSQL), now, next.Queues, dueKinds)
 	}
 	switch {
 	case len(p.SkipRetryKinds) > 0 && len(queues) == 1:
@@ -463,6 +489,16 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if sweep {
 			if _, err := readSweep(br); err != nil {
 				return nil, err
+			}
+		}
+		if askDue {
+			var at *time.Time
+			var dueNow time.Time
+			if err := br.QueryRow().Scan(&at, &dueNow); err != nil {
+				return nil, fmt.Errorf("next due: %w", err)
+			}
+			if at != nil {
+				due = errand.JobNextDueResult{Wait: at.Sub(dueNow), Found: true}
 			}
 		}
 		rs, err := br.Query()
@@ -489,10 +525,10 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 			conn.Conn().Close(rctx)
 		}
 		cancel()
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, errand.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
 	}
 	errand.SortClaimOrder(jobs)
-	return jobs, nil
+	return jobs, due, nil
 }
 
 // nextDueSQL finds the earliest job that comes due after now: for each

@@ -95,18 +95,22 @@ func (s *Store) NotifyQueues(ctx context.Context, queues []string) error {
 	return nil
 }
 
-// ListenQueues implements [errand.Notifier]. It listens on a connection of
-// its own, opened with the pool's settings but outside the pool so that it
-// holds none of the pool's slots, and returns once LISTEN is in place: a
-// notification sent after it returns is delivered.
+// ListenQueues implements [errand.Notifier]. It listens on the store's one
+// listening connection, opened with the pool's settings but outside the pool
+// so that it holds none of the pool's slots and shared with every other
+// ListenQueues and ListenCancels of this Store, and returns once LISTEN is in
+// place: a notification sent after it returns is delivered (or, when the
+// connection is being re-established at that moment, the "" that follows the
+// reconnect stands for it).
 //
 // The returned channel delivers each queue name notified, names that arrive
 // while the reader is busy gathered and delivered once each, so that a slow
-// reader never holds up the connection. When the connection drops, the
-// listener reconnects with backoff (100ms doubling to 5s, jittered) and then
-// delivers "", asking the reader to look at every queue, since
-// notifications sent while it was away are lost. It closes its connection
-// and then the channel when ctx ends; ctx, not [Store.Close], ends it.
+// reader never holds up the connection or the other subscriptions. When the
+// connection drops, the listener reconnects with backoff (100ms doubling to
+// 5s, jittered) and then delivers "", asking the reader to look at every
+// queue, since notifications sent while it was away are lost. It closes the
+// channel when ctx ends; ctx, not [Store.Close], ends it. The connection is
+// closed when the last subscription ends, before that subscription's channel.
 func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 	out, err := s.listen(ctx, notifyChannel(s.name))
 	if err != nil {
@@ -118,7 +122,7 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 var _ errand.CancelListener = (*Store)(nil)
 
 // ListenCancels implements [errand.CancelListener]: it listens, as
-// ListenQueues does and on a connection of its own, on the schema's cancel
+// ListenQueues does and on the same connection, on the schema's cancel
 // channel, and delivers the ids that JobCancel notifies, "" after a
 // reconnect.
 func (s *Store) ListenCancels(ctx context.Context) (<-chan string, error) {
@@ -129,35 +133,89 @@ func (s *Store) ListenCancels(ctx context.Context) (<-chan string, error) {
 	return out, nil
 }
 
+// listenHub is a Store's listening connection: one connection, LISTENing on
+// both of the schema's channels, for every subscription of the Store, so
+// that a worker, which listens for wake-ups and for cancels, holds one
+// connection on the server rather than two. It is opened by the first
+// subscription and closed when the last one ends.
+type listenHub struct {
+	mu   sync.Mutex
+	subs map[*listener]struct{} // the subscriptions; nil while no connection is open
+	stop context.CancelFunc     // ends the connection's reader
+	done chan struct{}          // closed once the reader has closed the connection
+}
+
 // listen delivers the payloads of channel's notifications as ListenQueues
 // describes.
 func (s *Store) listen(ctx context.Context, channel string) (<-chan string, error) {
-	conn, err := s.listenConn(ctx, channel)
-	if err != nil {
-		return nil, err
-	}
 	l := &listener{
-		store:   s,
 		channel: channel,
 		ready:   make(chan struct{}, 1),
 		names:   map[string]struct{}{},
 	}
+	h := &s.hub
+	h.mu.Lock()
+	if h.subs == nil {
+		// Connecting under the lock makes a second subscriber wait for
+		// this connection rather than open its own.
+		conn, err := s.listenConn(ctx)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		readCtx, stop := context.WithCancel(context.Background())
+		h.subs, h.stop, h.done = map[*listener]struct{}{}, stop, make(chan struct{})
+		go func(done chan struct{}) {
+			defer close(done)
+			s.readListen(readCtx, conn)
+		}(h.done)
+	}
+	h.subs[l] = struct{}{}
+	h.mu.Unlock()
 	out := make(chan string)
-	connDone := make(chan struct{})
-	go func() {
-		defer close(connDone)
-		l.read(ctx, conn)
-	}()
 	go func() {
 		defer close(out)
 		l.forward(ctx, out)
-		<-connDone // close the channel only once the connection is closed
+		if done := s.unlisten(l); done != nil {
+			<-done // close the channel only once the connection is closed
+		}
 	}()
 	return out, nil
 }
 
-// listenConn opens a connection that listens on channel.
-func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, error) {
+// unlisten ends l's subscription. When it was the last, it stops the
+// connection's reader and returns the channel closed once the connection
+// is; otherwise nil.
+func (s *Store) unlisten(l *listener) <-chan struct{} {
+	h := &s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, l)
+	if len(h.subs) > 0 {
+		return nil
+	}
+	done := h.done
+	h.stop()
+	h.subs, h.stop, h.done = nil, nil, nil
+	return done
+}
+
+// deliver passes a payload of channel to the subscriptions on channel, every
+// subscription when channel is "" (the payload is then "": after a
+// reconnect, look at everything).
+func (s *Store) deliver(channel, payload string) {
+	h := &s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.subs {
+		if channel == "" || l.channel == channel {
+			l.add(payload)
+		}
+	}
+}
+
+// listenConn opens a connection that listens on the schema's channels.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	if app := cfg.RuntimeParams["application_name"]; app != "" {
 		cfg.RuntimeParams["application_name"] = app + "/listener"
@@ -168,16 +226,19 @@ func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, listenSQL(channel)); err != nil {
+	if _, err := conn.Exec(ctx, s.listenSQL()); err != nil {
 		closeConn(conn)
 		return nil, err
 	}
 	return conn, nil
 }
 
-// listenSQL is the statement that listens on channel.
-func listenSQL(channel string) string {
-	return `LISTEN ` + pgx.Identifier{channel}.Sanitize()
+// listenSQL is the statement that listens on the schema's channels: one
+// round trip (the simple protocol, as Exec without arguments uses, sends
+// both statements at once).
+func (s *Store) listenSQL() string {
+	return `LISTEN ` + pgx.Identifier{notifyChannel(s.name)}.Sanitize() +
+		`; LISTEN ` + pgx.Identifier{cancelChannel(s.name)}.Sanitize()
 }
 
 // closeConn closes conn, waiting at most a second for the server to hear it.
@@ -187,10 +248,10 @@ func closeConn(conn *pgx.Conn) {
 	_ = conn.Close(ctx)
 }
 
-// listener is one ListenQueues subscription: read receives notifications
-// into a set of pending names, forward hands them to the reader.
+// listener is one ListenQueues or ListenCancels subscription: the hub's
+// reader adds notifications of its channel into a set of pending names,
+// forward hands them to the reader.
 type listener struct {
-	store   *Store
 	channel string
 	ready   chan struct{} // holds a token while names are pending
 
@@ -251,48 +312,50 @@ func (l *listener) forward(ctx context.Context, out chan<- string) {
 	}
 }
 
-// read waits for notifications on conn, replacing it when it drops, until
-// ctx ends; then it closes the connection.
-func (l *listener) read(ctx context.Context, conn *pgx.Conn) {
+// readListen waits for notifications on conn, replacing it when it drops,
+// until ctx ends; then it closes the connection.
+func (s *Store) readListen(ctx context.Context, conn *pgx.Conn) {
 	defer func() {
 		if conn != nil {
 			closeConn(conn)
 		}
 	}()
 	for {
-		l.receive(ctx, conn)
+		s.receive(ctx, conn)
 		if ctx.Err() != nil {
 			return
 		}
-		// The connection failed; polling finds jobs meanwhile.
-		l.store.logger.Warn("listener lost its connection; reconnecting", "channel", l.channel)
+		// The connection failed; polling finds jobs meanwhile, and lease
+		// renewals deliver cancels.
+		s.logger.Warn("listener lost its connection; reconnecting", "schema", s.name)
 		closeConn(conn)
-		conn = l.reconnect(ctx)
+		conn = s.reconnectListen(ctx)
 		if conn == nil {
 			return // ctx ended
 		}
-		l.store.logger.Info("listener reconnected", "channel", l.channel)
-		l.add("") // whatever was notified meanwhile is lost: look everywhere
+		s.logger.Info("listener reconnected", "schema", s.name)
+		s.deliver("", "") // whatever was notified meanwhile is lost: look everywhere
 	}
 }
 
-// receive passes conn's notifications to add until conn fails or ctx ends.
-// After listenIdlePing of silence it checks the connection by listening
-// again: a no-op round trip that leaves pg_stat_activity showing the LISTEN.
-func (l *listener) receive(ctx context.Context, conn *pgx.Conn) {
+// receive passes conn's notifications to the subscriptions until conn fails
+// or ctx ends. After listenIdlePing of silence it checks the connection by
+// listening again: a no-op round trip that leaves pg_stat_activity showing
+// the LISTEN.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn) {
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, listenIdlePing)
 		n, err := conn.WaitForNotification(waitCtx)
 		cancel()
 		switch {
 		case err == nil:
-			l.add(n.Payload)
+			s.deliver(n.Channel, n.Payload)
 			continue
 		case ctx.Err() != nil, !errors.Is(err, context.DeadlineExceeded), conn.IsClosed():
 			return
 		}
 		pingCtx, cancel := context.WithTimeout(ctx, listenPingTimeout)
-		_, err = conn.Exec(pingCtx, listenSQL(l.channel))
+		_, err = conn.Exec(pingCtx, s.listenSQL())
 		cancel()
 		if err != nil {
 			return
@@ -302,7 +365,7 @@ func (l *listener) receive(ctx context.Context, conn *pgx.Conn) {
 
 // reconnect opens a new listening connection, waiting with backoff between
 // attempts. It returns nil when ctx ends first.
-func (l *listener) reconnect(ctx context.Context) *pgx.Conn {
+func (s *Store) reconnectListen(ctx context.Context) *pgx.Conn {
 	backoff := listenBackoffMin
 	for {
 		// Equal jitter: half the backoff, plus up to as much again at random,
@@ -316,7 +379,7 @@ func (l *listener) reconnect(ctx context.Context) *pgx.Conn {
 		case <-t.C:
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, listenConnectTimeout)
-		conn, err := l.store.listenConn(attemptCtx, l.channel)
+		conn, err := s.listenConn(attemptCtx)
 		cancel()
 		if err == nil {
 			return conn

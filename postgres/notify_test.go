@@ -380,3 +380,98 @@ func TestNotifyLongSchemaNames(t *testing.T) {
 		t.Errorf("listener on a schema differing in its last byte got %q", got)
 	}
 }
+
+// TestOneListenConnection checks that a store's queue and cancel
+// subscriptions share one connection: each gets only its own channel's
+// notifications, both hear "" after that connection drops, and the
+// connection closes when the last of them ends, not before.
+func TestOneListenConnection(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
+	s, sender := open(t, url, schema, nil), open(t, url, schema, nil)
+	defer s.Close()
+	defer sender.Close()
+	queuesCtx, endQueues := context.WithCancel(t.Context())
+	defer endQueues()
+	cancelsCtx, endCancels := context.WithCancel(t.Context())
+	defer endCancels()
+	queues, err := s.ListenQueues(queuesCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancels, err := s.ListenCancels(cancelsCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := listenerPIDs(t, sender, schema)
+	if len(pids) != 1 {
+		t.Fatalf("listener backends %v for a queue and a cancel subscription, want one", pids)
+	}
+	notifyCancel := func(id string) {
+		t.Helper()
+		if _, err := sender.Pool().Exec(t.Context(), `SELECT pg_notify($1, $2)`, "errand_cancel_"+schema, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	notifyCancel("job-1")
+	if id := receive(t, cancels, "a cancel"); id != "job-1" {
+		t.Errorf("cancel subscription got %q, want job-1", id)
+	}
+	if err := sender.NotifyQueues(t.Context(), []string{"q"}); err != nil {
+		t.Fatal(err)
+	}
+	// The flush's markers are queue notifications: the queue subscription
+	// got no cancel id before them, and the cancel subscription none of them.
+	if got := flush(t, sender, queues); !slices.Equal(got, []string{"q"}) {
+		t.Errorf("queue subscription got %q, want q", got)
+	}
+	notifyCancel("job-2")
+	if id := receive(t, cancels, "a second cancel"); id != "job-2" {
+		t.Errorf("cancel subscription got %q, want job-2 (queue names crossed over?)", id)
+	}
+
+	var killed bool
+	if err := sender.Pool().QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, pids[0]).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pids[0], killed, err)
+	}
+	if q := receive(t, queues, "queues after the drop"); q != "" {
+		t.Errorf("queue subscription's first delivery after the drop %q, want \"\"", q)
+	}
+	if id := receive(t, cancels, "cancels after the drop"); id != "" {
+		t.Errorf("cancel subscription's first delivery after the drop %q, want \"\"", id)
+	}
+
+	endQueues()
+	for range queues {
+	}
+	notifyCancel("job-3")
+	if id := receive(t, cancels, "a cancel after the queue subscription ended"); id != "job-3" {
+		t.Errorf("cancel subscription got %q, want job-3", id)
+	}
+	if pids := listenerPIDs(t, sender, schema); len(pids) != 1 {
+		t.Errorf("listener backends %v with the cancel subscription left, want one", pids)
+	}
+	endCancels()
+	for range cancels {
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(listenerPIDs(t, sender, schema)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("listener's connection still open 15s after its last subscription ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWorkerListensOnOneConnection checks that a worker, which listens for
+// wake-ups and for cancel requests, holds one listening connection.
+func TestWorkerListensOnOneConnection(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
+	s := openForWorker(t, url, schema)
+	startWorker(t, countingClient(t, s, nil), errand.WorkerConfig{PollInterval: time.Hour})
+	if pids := listenerPIDs(t, s, schema); len(pids) != 1 {
+		t.Errorf("listener backends %v of one worker, want one", pids)
+	}
+}

@@ -120,6 +120,7 @@ type Store struct {
 	clock    errand.Clock  // nil: the database's clock
 	logger   *slog.Logger  // never nil
 	sweeps   errand.ClaimSweeps
+	hub      listenHub // the listening connection; see notify.go
 
 	// own expands the {name} placeholders of SQL that runs in errand's own
 	// short transactions; inTx of SQL that runs in a caller's.

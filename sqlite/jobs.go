@@ -107,7 +107,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams
 	var rs []errand.JobInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		rs, err = s.insert(ctx, tx, p.Jobs)
+		rs, err = s.insertWith(ctx, s.ownStmts(tx), p.Jobs)
 		return err
 	})
 	return rs, err
@@ -160,6 +160,12 @@ var duplicateSQL = `SELECT ` + jobColumns + ` FROM (
 // statement prepared once per batch, then finds the job that holds the id
 // or unique key of each job that was not inserted.
 func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	return s.insertWith(ctx, newStmts(tx), params)
+}
+
+// insertWith is insert with the statements of st, which it closes.
+func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	defer st.Close()
 	now := s.clock.Now()
 	// Every job is checked before any is written, so that a bad job in a
 	// caller's transaction leaves nothing of its batch behind.
@@ -185,8 +191,6 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInse
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey))
 	}
-	st := newStmts(tx)
-	defer st.Close()
 	inserted := make(map[string]*errand.Job, len(params))
 	for start := 0; start < len(params); start += insertChunkRows {
 		rowsN := min(insertChunkRows, len(params)-start)
@@ -293,7 +297,13 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 			args = append(args, k)
 		}
 		args = append(args, p.Limit)
-		rows, err := tx.QueryContext(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)), args...)
+		st := s.ownStmts(tx)
+		defer st.Close()
+		claim, err := st.get(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)))
+		if err != nil {
+			return err
+		}
+		rows, err := claim.QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}
@@ -460,10 +470,18 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	rs := make([]errand.OutcomeResult, len(p.Outcomes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
-		// Outcomes of one kind share their statement: prepared once each.
-		st := newStmts(tx)
+		// Outcomes of one kind share their statement: prepared once each,
+		// and kept for later batches.
+		st := s.ownStmts(tx)
 		defer st.Close()
+		grouped, err := s.recordGroups(ctx, st, p.Outcomes, now, rs)
+		if err != nil {
+			return err
+		}
 		for i, o := range p.Outcomes {
+			if grouped != nil && grouped[i] {
+				continue
+			}
 			set, args, err := outcomeSet(o, now)
 			if err != nil {
 				return err
@@ -494,6 +512,98 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	return rs, nil
+}
+
+// outcomeGroupMin is the fewest outcomes of one kind written by one
+// statement (recordGroups); fewer are written one by one.
+const outcomeGroupMin = 4
+
+// outcomeGroupSQL writes a group of outcomes whose SET clause and arguments
+// are the same (the first placeholders), each fenced by its own token: the
+// group is a JSON array of [id, token] pairs, then now. The unary plus keeps
+// the planner from walking every running job through errand_jobs_state or
+// errand_jobs_lease: each job of the group is sought by its id.
+func outcomeGroupSQL(set string) string {
+	return `UPDATE errand_jobs SET ` + set + `,
+			lease_token = NULL, lease_until = NULL
+		FROM (SELECT json_extract(value, '$[0]') AS oid, json_extract(value, '$[1]') AS otoken FROM json_each(?)) AS o
+		WHERE errand_jobs.id = o.oid AND +errand_jobs.state = 'running' AND errand_jobs.lease_token = o.otoken
+			AND +errand_jobs.lease_until > ?
+		RETURNING errand_jobs.id, errand_jobs.state, errand_jobs.available_at`
+}
+
+// recordGroups writes, one statement per kind, the outcomes whose SET
+// arguments do not depend on the outcome (no error to append, no delay:
+// succeeded, above all), and reports which it wrote, their results in rs.
+// A job named by more than one outcome of the batch is left out of the
+// groups, so that its outcomes apply one by one in batch order. Executing
+// one statement per outcome cost more than the rows it changed.
+func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.JobOutcome, now time.Time, rs []errand.OutcomeResult) ([]bool, error) {
+	if len(outcomes) < outcomeGroupMin {
+		return nil, nil
+	}
+	seen := make(map[string]int, len(outcomes))
+	for _, o := range outcomes {
+		seen[o.ID]++
+	}
+	groups := map[errand.OutcomeKind][]int{}
+	for i, o := range outcomes {
+		if seen[o.ID] == 1 && !o.Kind.AppendsError() && !o.Kind.Delayed() && o.Validate() == nil {
+			groups[o.Kind] = append(groups[o.Kind], i)
+		}
+	}
+	var grouped []bool
+	for _, idx := range groups {
+		if len(idx) < outcomeGroupMin {
+			continue
+		}
+		set, args, err := outcomeSet(outcomes[idx[0]], now)
+		if err != nil {
+			return nil, err
+		}
+		pairs := make([][2]string, len(idx))
+		byID := make(map[string]int, len(idx))
+		for k, i := range idx {
+			pairs[k] = [2]string{outcomes[i].ID, outcomes[i].LeaseToken}
+			byID[outcomes[i].ID] = i
+		}
+		group, err := json.Marshal(pairs)
+		if err != nil {
+			return nil, err
+		}
+		update, err := st.get(ctx, outcomeGroupSQL(set))
+		if err != nil {
+			return nil, err
+		}
+		rows, err := update.QueryContext(ctx, append(args, string(group), micros(now))...)
+		if err != nil {
+			return nil, err
+		}
+		if grouped == nil {
+			grouped = make([]bool, len(outcomes))
+		}
+		for _, i := range idx {
+			grouped[i] = true
+			rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
+		}
+		for rows.Next() {
+			var id, state string
+			var avail int64
+			if err := rows.Scan(&id, &state, &avail); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			rs[byID[id]] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: fromMicros(avail)}
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return grouped, nil
 }
 
 // outcomeSet returns the SET clause and its arguments for one outcome,

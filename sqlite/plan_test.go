@@ -63,6 +63,14 @@ func TestQueryPlans(t *testing.T) {
 			want:    []string{"USING INDEX errand_jobs_unique (unique_key=? AND unique_window_us=?)"},
 			notWant: []string{"SCAN errand_jobs"},
 		},
+		// A batch of outcomes of one kind is one statement: each job
+		// found by its id, never a scan.
+		{
+			name:    "outcomes of one kind",
+			query:   strings.SplitN(outcomeGroupSQL("state = ?, finished_at = ?"), "RETURNING", 2)[0],
+			want:    []string{"SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"},
+			notWant: []string{"SCAN errand_jobs"},
+		},
 		// A claim sweeps first: each sweep statement must seek the partial
 		// index of the rows it may change, never read the waiting rows.
 		{

@@ -98,6 +98,7 @@ type Store struct {
 	// busyTimeout bounds every wait for the writer: SQLite's, for another
 	// process's lock, and tx's, for the writer connection in this one.
 	busyTimeout time.Duration
+	cache       stmtCache // statements prepared on the writer; see stmts.go
 }
 
 var _ errand.TxStore[*sql.Tx] = (*Store)(nil)
@@ -212,6 +213,7 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
+	s.cache.close()
 	err := s.db.Close()
 	if s.read != nil {
 		err = errors.Join(err, s.read.Close())
@@ -247,12 +249,18 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	return sqltx.Run(tx, fn)
+	err = func() error {
+		defer conn.Close()
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		return sqltx.Run(tx, fn)
+	}()
+	// With the writer released, prepare what the transaction had to
+	// prepare for itself, for the next.
+	s.cache.prepareMissed(ctx, s.db)
+	return err
 }
 
 // writer takes the writer connection, waiting at most the busy timeout.

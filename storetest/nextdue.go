@@ -12,6 +12,7 @@ var nextDueCases = []testCase{
 	{"ScheduledRetryingSnoozed", testNextDueStates},
 	{"QueuesAndKinds", testNextDueFilters},
 	{"Boundary", testNextDueBoundary},
+	{"InClaim", testNextDueInClaim},
 }
 
 // nextDue asks JobNextDue and fails the test on an error.
@@ -150,4 +151,42 @@ func join(ss []string) string {
 		out += "," + s
 	}
 	return out
+}
+
+// testNextDueInClaim: a store that is a NextDueClaimer claims as
+// JobClaimMany does and answers as JobNextDue does, on the same clock: a
+// job at its available_at is claimed and not the answer; a microsecond
+// before, it is the answer and not claimed.
+func testNextDueInClaim(t *testing.T, h harness) {
+	e := open(t, h)
+	dc, ok := e.s.(errand.NextDueClaimer)
+	if !ok {
+		t.Skip("the store is not a NextDueClaimer")
+	}
+	claim := func(what string, next *errand.JobNextDueParams, wantIDs []string, want time.Duration, wantOK bool) {
+		t.Helper()
+		js, due, err := dc.JobClaimManyNextDue(e.ctx, claimParams(10), next)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := ids(js); join(got) != join(wantIDs) {
+			t.Errorf("%s: claimed %v, want %v", what, got, wantIDs)
+		}
+		if due.Wait != want || due.Found != wantOK {
+			t.Errorf("%s: next due %s, %v; want %s, %v", what, due.Wait, due.Found, want, wantOK)
+		}
+	}
+	dflt := &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}}
+	claim("empty store", dflt, nil, 0, false)
+	e.insert(newJob("ready"), scheduled("soon", T0.Add(time.Second)), scheduled("later", T0.Add(20*time.Second)))
+	claim("a ready job, two scheduled", dflt, []string{"ready"}, time.Second, true)
+	e.clock.Advance(time.Second - time.Microsecond)
+	claim("a microsecond before", dflt, nil, time.Microsecond, true)
+	e.clock.Advance(time.Microsecond)
+	claim("at available_at", dflt, []string{"soon"}, 19*time.Second, true)
+	claim("another kind", &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"other"}}, nil, 0, false)
+	claim("no queue", &errand.JobNextDueParams{}, nil, 0, false)
+	claim("no question", nil, nil, 0, false)
+	e.clock.Advance(19 * time.Second) // within the claimed jobs' leases
+	claim("everything due", dflt, []string{"later"}, 0, false)
 }

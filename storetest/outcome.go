@@ -11,6 +11,7 @@ import (
 var outcomeCases = []testCase{
 	{"Kinds", testOutcomeKinds},
 	{"Batch", testOutcomeBatch},
+	{"BatchOfOneKind", testOutcomeBatchOfOneKind},
 	{"AttemptsBounded", testOutcomeAttemptsBounded},
 	{"Invalid", testOutcomeInvalid},
 }
@@ -166,6 +167,41 @@ func testOutcomeBatch(t *testing.T, h harness) {
 	if r := e.recordOK(succeeded(b)); r.State != errand.StateSucceeded {
 		t.Errorf("job b with its own token: state %s", r.State)
 	}
+}
+
+// testOutcomeBatchOfOneKind: a batch of many outcomes of one kind (which a
+// store may write in one statement) is still fenced outcome by outcome: a
+// stale token and a finished job are lease lost, with nothing written, and
+// every other job takes its outcome.
+func testOutcomeBatchOfOneKind(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b", "c", "d", "e", "f", "g")
+	js := e.claim(7)
+	if len(js) != 7 {
+		t.Fatalf("claimed %d of 7", len(js))
+	}
+	e.recordOK(succeeded(js[6])) // g is finished before the batch
+	beforeB, beforeG := e.get("b"), e.get("g")
+	staleB := succeeded(js[1])
+	staleB.LeaseToken = "stale"
+	now := e.clock.Advance(time.Second)
+	rs := e.record(succeeded(js[0]), staleB, succeeded(js[2]), succeeded(js[3]), succeeded(js[4]), succeeded(js[5]), succeeded(js[6]))
+	for i, r := range rs {
+		lost := i == 1 || i == 6
+		switch {
+		case lost && !errors.Is(r.Err, errand.ErrLeaseLost):
+			t.Errorf("outcome %d: %+v, want lease lost", i, r)
+		case !lost && (r.Err != nil || r.State != errand.StateSucceeded):
+			t.Errorf("outcome %d: %+v, want succeeded", i, r)
+		}
+	}
+	for _, id := range []string{"a", "c", "d", "e", "f"} {
+		if got := e.get(id); got.State != errand.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.LeaseToken != nil {
+			t.Errorf("job %s: state %s finished_at %v lease %v, want succeeded at %v with no lease", id, got.State, got.FinishedAt, got.LeaseToken, now)
+		}
+	}
+	e.unchanged("job b with a stale outcome", beforeB)
+	e.unchanged("job g finished before", beforeG)
 }
 
 // testOutcomeAttemptsBounded runs a job with three attempts to the dead
