@@ -18,7 +18,7 @@ import (
 // queueClaimer claims for one queue loop, remembering whether the queue is
 // being claimed fairly.
 type queueClaimer struct {
-	store FairClaimer // nil: the store has no fair claims
+	store FairClaimer    // nil: the store has no fair claims
 	fair  atomic.Bool    // claims made outside a Worker share one per queue
 	due   NextDueClaimer // nil: the store answers JobNextDue on its own only
 }
