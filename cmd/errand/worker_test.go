@@ -273,6 +273,23 @@ func jobsByID(t *testing.T, db string) map[string]jobJSON {
 	return m
 }
 
+// scriptGroup is the process group id of the script that expands it, for
+// the script to write to its marks (unquoted: ps pads it). A command's group
+// is not named after its pid (it is its guard's, see internal/exechandler),
+// so the scripts report it.
+const scriptGroup = `$(ps -o pgid= -p $$)`
+
+// atoiPositive parses a pid or a process group id a script wrote. It never
+// returns 0 or less, which kill would take as this process's own group.
+func atoiPositive(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("a script wrote %q, want a pid", s)
+	}
+	return n
+}
+
 // groupGone reports whether no live process is left in process group pgid.
 // Zombies count as gone: they run nothing, and a container's init may never
 // reap them.
@@ -325,7 +342,7 @@ func TestWorkerDrain(t *testing.T) {
 			t.Run("grace="+tt.grace, func(t *testing.T) {
 				db := workerDB(t, store)
 				marks := filepath.Join(t.TempDir(), "marks")
-				s := script(t, `echo "start $$" >> `+marks+`; sleep `+tt.sleep+`; echo "done $ERRAND_JOB_ID" >> `+marks)
+				s := script(t, `echo "start" `+scriptGroup+` >> `+marks+`; sleep `+tt.sleep+`; echo "done $ERRAND_JOB_ID" >> `+marks)
 				ids := enqueueN(t, db, "slow", "default", 8, errand.EnqueueOpts{})
 				w := startWorker(t, db, "--queue", "default=8", "--grace", tt.grace, "--poll", "200ms", "--exec", "slow="+s).ready()
 				waitUntil(t, 20*time.Second, "eight jobs running", func() bool { return countPrefix(t, marks, "start") == 8 })
@@ -355,8 +372,8 @@ func TestWorkerDrain(t *testing.T) {
 					// A killed process may take a moment to be scheduled
 					// and die; the commands would run for thirty seconds.
 					for _, l := range lines(t, marks) {
-						if pid, ok := strings.CutPrefix(l, "start_"); ok {
-							pgid, _ := strconv.Atoi(pid)
+						if g, ok := strings.CutPrefix(l, "start_"); ok {
+							pgid := atoiPositive(t, g)
 							waitUntil(t, 10*time.Second, fmt.Sprintf("process group %d of an interrupted command to be gone", pgid),
 								func() bool { return groupGone(t, pgid) })
 						}
@@ -374,7 +391,7 @@ func TestWorkerForcedStop(t *testing.T) {
 	eachStore(t, false, func(t *testing.T, store string) {
 		db := workerDB(t, store)
 		marks := filepath.Join(t.TempDir(), "marks")
-		s := script(t, `echo "start $$" >> `+marks+`; sleep 30`)
+		s := script(t, `echo "start" `+scriptGroup+` >> `+marks+`; sleep 30`)
 		ids := enqueueN(t, db, "stuck", "default", 2, errand.EnqueueOpts{})
 		w := startWorker(t, db, "--queue", "default=2", "--grace", "1m", "--exec", "stuck="+s).ready()
 		waitUntil(t, 20*time.Second, "two jobs running", func() bool { return countPrefix(t, marks, "start") == 2 })
@@ -394,7 +411,7 @@ func TestWorkerForcedStop(t *testing.T) {
 			}
 		}
 		for _, l := range lines(t, marks) {
-			pgid, _ := strconv.Atoi(strings.TrimPrefix(l, "start_"))
+			pgid := atoiPositive(t, strings.TrimPrefix(l, "start_"))
 			waitUntil(t, 15*time.Second, fmt.Sprintf("process group %d killed", pgid), func() bool { return groupGone(t, pgid) })
 		}
 	})
@@ -407,27 +424,28 @@ func TestWorkerKilledTakesItsCommands(t *testing.T) {
 	eachStore(t, false, func(t *testing.T, store string) {
 		db := workerDB(t, store)
 		pids := filepath.Join(t.TempDir(), "pids")
-		s := script(t, `sleep 300 & echo "grandchild $!" >> `+pids+`; echo "script $$" >> `+pids+`; sleep 300`)
+		s := script(t, `sleep 300 & echo "grandchild $!" >> `+pids+`; echo "group" `+scriptGroup+` >> `+pids+`; echo "script $$" >> `+pids+`; sleep 300`)
 		enqueueN(t, db, "k", "default", 2, errand.EnqueueOpts{})
 		w := startWorker(t, db, "--queue", "default=2", "--exec", "k="+s).ready()
-		// Each script writes its child's pid before its own.
+		// Each script writes its child's pid and its group before its pid.
 		waitUntil(t, 20*time.Second, "both commands to start", func() bool { return countPrefix(t, pids, "script") == 2 })
-		var all, scripts []int
+		var all, groups []int
 		for _, l := range lines(t, pids) {
 			name, p, _ := strings.Cut(l, "_")
-			pid, _ := strconv.Atoi(p)
-			all = append(all, pid)
-			if name == "script" {
-				scripts = append(scripts, pid)
-				// A failing run leaves nothing behind.
-				t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+			id := atoiPositive(t, p)
+			if name != "group" {
+				all = append(all, id)
+				continue
 			}
+			groups = append(groups, id)
+			// A failing run leaves nothing behind.
+			t.Cleanup(func() { _ = syscall.Kill(-id, syscall.SIGKILL) })
 		}
 
 		w.signal(syscall.SIGKILL)
 		w.wait(10 * time.Second)
 		waitGone(t, all...)
-		for _, pgid := range scripts {
+		for _, pgid := range groups {
 			waitUntil(t, 10*time.Second, fmt.Sprintf("process group %d to be gone", pgid), func() bool { return groupGone(t, pgid) })
 		}
 	})
@@ -514,10 +532,10 @@ func TestWorkerTimeout(t *testing.T) {
 		db := workerDB(t, store)
 		dir := t.TempDir()
 		pids := filepath.Join(dir, "pids")
-		s := script(t, `sleep 30 & echo "grandchild $!" >> `+pids+`; echo "script $$" >> `+pids+`; sleep 30`)
+		s := script(t, `sleep 30 & echo "grandchild $!" >> `+pids+`; echo "group" `+scriptGroup+` >> `+pids+`; echo "script $$" >> `+pids+`; sleep 30`)
 		id := enqueue(t, db, "k", "--backoff-base", "1h")
 		// The timeout leaves a busy machine time to start the script and
-		// let it write both pids before the kill.
+		// let it write its pids and group before the kill.
 		w := startWorker(t, db, "--timeout", "k=2s", "--poll", "200ms", "--exec", "k="+s).ready()
 		waitUntil(t, 20*time.Second, "the job to time out", func() bool { return jobsByID(t, db)[id].State == "retrying" })
 		j := inspect(t, db, id)
@@ -527,13 +545,13 @@ func TestWorkerTimeout(t *testing.T) {
 		got := map[string]int{}
 		for _, l := range lines(t, pids) {
 			name, pid, _ := strings.Cut(l, "_")
-			got[name], _ = strconv.Atoi(pid)
+			got[name] = atoiPositive(t, pid)
 		}
-		if got["script"] == 0 || got["grandchild"] == 0 {
+		if got["script"] == 0 || got["grandchild"] == 0 || got["group"] == 0 {
 			t.Fatalf("pids file: %v", lines(t, pids))
 		}
-		waitUntil(t, 15*time.Second, "the command's process group to be gone", func() bool { return groupGone(t, got["script"]) })
-		waitGone(t, got["grandchild"])
+		waitUntil(t, 15*time.Second, "the command's process group to be gone", func() bool { return groupGone(t, got["group"]) })
+		waitGone(t, got["script"], got["grandchild"])
 		w.signal(syscall.SIGTERM)
 		if code := w.wait(20 * time.Second); code != 0 {
 			t.Errorf("worker exited %d, want 0", code)

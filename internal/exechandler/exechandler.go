@@ -5,7 +5,9 @@
 // with scripts written in any language:
 //
 //   - COMMAND is split on spaces into argv and run without a shell, as a
-//     direct child of the worker, in a process group of its own.
+//     direct child of the worker, in a process group of its own (shared
+//     only with its guard, see below, whose pid is the group's id: a
+//     script kills its group with kill 0, not kill -- -$$).
 //   - The job's args (JSON) arrive on stdin; ERRAND_JOB_ID, ERRAND_JOB_KIND,
 //     ERRAND_ATTEMPT, ERRAND_MAX_ATTEMPTS and ERRAND_LEASE_TOKEN are added to
 //     the worker's environment.
@@ -36,8 +38,11 @@
 //     child), blocked reading a pipe whose other end only the worker holds.
 //     However the worker dies, the kernel closes that end and the guard
 //     kills the whole group with SIGKILL, the command's children included.
-//     The guard ignores SIGHUP, SIGINT, SIGQUIT and SIGTERM, so a script
-//     that signals its own group does not remove it.
+//     The guard starts first, in a new group, and the command joins that
+//     group as it starts, so the command never runs unguarded, even for
+//     the instant after its start. The guard ignores SIGHUP, SIGINT,
+//     SIGQUIT and SIGTERM, so a script that signals its own group does not
+//     remove it.
 //   - On Linux, the parent-death signal: the kernel sends the command itself
 //     SIGKILL when the worker dies, even where the guard could not start.
 //
@@ -54,8 +59,6 @@
 //   - The kernel clears the parent-death signal of a command that is, or
 //     execs, a set-user-ID or set-group-ID program or one with file
 //     capabilities: only its guard covers it.
-//   - If the worker dies in the instant between starting a command and
-//     starting its guard, the guard never runs.
 //   - Windows has no process groups, guard or parent-death signal: a
 //     command outlives a worker that dies, and when an attempt ends only
 //     the command itself is killed, not its children.
@@ -122,10 +125,20 @@ type Handler struct {
 	waitDelay time.Duration
 
 	mu      sync.Mutex
-	running map[int]*os.Process // commands started and not yet reaped, by pid
+	running map[int]started // commands started and not yet reaped, by pid
 
 	noGuard sync.Once // warns once that startGuard failed
 }
+
+// started is a command started and not yet reaped, and its process group.
+type started struct {
+	p    *os.Process
+	pgid int // 0: the group the command leads, whose id is its pid
+}
+
+// commandStarted runs right after each command starts: tests stall the
+// worker there, to kill it at the first moment its command runs.
+var commandStarted = func() {}
 
 // Options configure a Handler.
 type Options struct {
@@ -154,7 +167,7 @@ func New(command string, opts *Options) (*Handler, error) {
 	if o.WaitDelay <= 0 {
 		o.WaitDelay = DefaultWaitDelay
 	}
-	return &Handler{argv: argv, logger: o.Logger, waitDelay: o.WaitDelay, running: map[int]*os.Process{}}, nil
+	return &Handler{argv: argv, logger: o.Logger, waitDelay: o.WaitDelay, running: map[int]started{}}, nil
 }
 
 // KillAll kills the process group of every command this handler is running
@@ -165,8 +178,8 @@ func (h *Handler) KillAll() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for _, p := range h.running {
-		if killGroup(p) == nil {
+	for _, c := range h.running {
+		if killGroup(c.p, c.pgid) == nil {
 			n++
 		}
 	}
@@ -181,9 +194,11 @@ func (h *Handler) Argv() []string { return append([]string(nil), h.argv...) }
 func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	name := h.argv[0]
 	cmd := exec.CommandContext(ctx, name, h.argv[1:]...)
+	if cmd.Err != nil {
+		// Not found: no guard to start, nothing to run.
+		return startError(name, cmd.Err)
+	}
 	cmd.Env = append(os.Environ(), jobEnv(job)...)
-	cmd.SysProcAttr = newProcessGroup()
-	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = h.waitDelay
 
 	// The handler owns the pipes rather than handing io.Writers to exec, so
@@ -205,6 +220,19 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 
+	// The guard starts before the command, which joins its process group,
+	// so that no moment exists when the command runs unguarded.
+	guard, err := startGuard()
+	if err != nil {
+		h.noGuard.Do(func() {
+			h.logger.Warn("exec guard did not start: if this worker dies, the processes of its commands may outlive it",
+				"error", err.Error())
+		})
+	}
+	pgid := guard.pgid()
+	cmd.SysProcAttr = newProcessGroup(pgid)
+	cmd.Cancel = func() error { return killGroup(cmd.Process, pgid) }
+
 	// On Linux the command is killed when the thread that starts it ends:
 	// that thread must outlive the command (pinThread).
 	unpin := pinThread()
@@ -212,19 +240,14 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	closeAll(stdinR, stdoutW, stderrW) // the child holds its own copies
 	if err != nil {
 		unpin()
+		guard.stop()
 		closeAll(stdinW, stdoutR, stderrR)
 		return startError(name, err)
 	}
-	guard, err := startGuard(cmd.Process.Pid)
-	if err != nil {
-		h.noGuard.Do(func() {
-			h.logger.Warn("exec guard did not start: if this worker dies, the processes of its commands may outlive it",
-				"error", err.Error())
-		})
-	}
+	commandStarted()
 
 	h.mu.Lock()
-	h.running[cmd.Process.Pid] = cmd.Process
+	h.running[cmd.Process.Pid] = started{p: cmd.Process, pgid: pgid}
 	h.mu.Unlock()
 
 	log := h.logger.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "pid", cmd.Process.Pid)
@@ -249,7 +272,7 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	waitErr := cmd.Wait()
 	unpin()
 	h.mu.Lock()
-	_ = killGroup(cmd.Process)
+	_ = killGroup(cmd.Process, pgid)
 	delete(h.running, cmd.Process.Pid)
 	h.mu.Unlock()
 	guard.stop()

@@ -5,14 +5,15 @@ import (
 	"syscall"
 )
 
-// newProcessGroup puts the command in a process group of its own, whose id
-// is the command's pid, so that the group can be killed as one, and asks
-// the kernel to kill the command when its worker dies, however it dies.
+// newProcessGroup puts the command in process group pgid, that of its
+// guard, or in a group of its own, whose id is the command's pid, when pgid
+// is 0 (no guard), so that the group can be killed as one; and asks the
+// kernel to kill the command when its worker dies, however it dies.
 //
 // The kernel sends the parent-death signal when the thread that started
 // the child exits, not the process: see pinThread.
-func newProcessGroup() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+func newProcessGroup(pgid int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
 }
 
 // pinThread keeps the calling goroutine, and nothing else, on its thread

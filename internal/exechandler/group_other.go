@@ -9,9 +9,10 @@ import (
 
 // newProcessGroup returns nil: process groups are a Unix feature, so here
 // only the command itself is killed when its attempt ends.
-func newProcessGroup() *syscall.SysProcAttr { return nil }
+func newProcessGroup(int) *syscall.SysProcAttr { return nil }
 
-func killGroup(p *os.Process) error {
+// killGroup kills the command p: there is no group to kill with it.
+func killGroup(p *os.Process, _ int) error {
 	if p == nil {
 		return nil
 	}
@@ -25,6 +26,8 @@ func pinThread() (unpin func()) { return func() {} }
 // guard does nothing here: nothing kills a command when its worker dies.
 type guard struct{}
 
-func startGuard(int) (*guard, error) { return nil, nil }
+func startGuard() (*guard, error) { return nil, nil }
+
+func (*guard) pgid() int { return 0 }
 
 func (*guard) stop() {}

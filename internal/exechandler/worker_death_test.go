@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Environment of the test binary run as a worker process (see TestMain).
@@ -19,6 +20,8 @@ const (
 	testWorkerCommand = "EXECHANDLER_TEST_WORKER_COMMAND"
 	// testWorkerNoGuard takes the guard's shell away from that worker.
 	testWorkerNoGuard = "EXECHANDLER_TEST_WORKER_NO_GUARD"
+	// testWorkerStall stalls that worker as soon as its command starts.
+	testWorkerStall = "EXECHANDLER_TEST_WORKER_STALL"
 )
 
 func TestMain(m *testing.M) {
@@ -32,6 +35,9 @@ func TestMain(m *testing.M) {
 func runTestWorker(command string) int {
 	if os.Getenv(testWorkerNoGuard) != "" {
 		guardShell = "/nonexistent/sh"
+	}
+	if os.Getenv(testWorkerStall) != "" {
+		commandStarted = func() { time.Sleep(time.Hour) }
 	}
 	h, err := New(command, nil)
 	if err != nil {
@@ -67,9 +73,15 @@ func startTestWorker(t *testing.T, command string, env ...string) *os.Process {
 	return cmd.Process
 }
 
-// killLeftovers kills, when the test ends, whatever is left of process
-// group pgid, so that a failing run leaves nothing behind.
-func killLeftovers(t *testing.T, pgid int) {
+// killLeftovers kills, when the test ends, whatever is left of the process
+// group of pid, a running command, so that a failing run leaves nothing
+// behind. (The group is its guard's, not named after the command.)
+func killLeftovers(t *testing.T, pid int) {
+	t.Helper()
+	pgid, err := syscall.Getpgid(pid)
+	if err != nil {
+		t.Fatalf("process group of %d: %v", pid, err)
+	}
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 }
 
@@ -78,6 +90,20 @@ func killLeftovers(t *testing.T, pgid int) {
 func TestWorkerDeathKillsTheGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	worker := startTestWorker(t, groupScript(t, pidFile, "sleep 300"))
+	pids := readPids(t, pidFile)
+	killLeftovers(t, pids[0])
+	if err := worker.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pids...)
+}
+
+// TestWorkerDeathRightAfterStart: a worker that dies the moment its command
+// has started, before it does anything more, still takes the command's
+// child with it: the command never runs without its guard.
+func TestWorkerDeathRightAfterStart(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	worker := startTestWorker(t, groupScript(t, pidFile, "sleep 300"), testWorkerStall+"=1")
 	pids := readPids(t, pidFile)
 	killLeftovers(t, pids[0])
 	if err := worker.Kill(); err != nil {
