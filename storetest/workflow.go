@@ -27,6 +27,7 @@ var workflowCases = []testCase{
 	{"CompensateThenReplay", testWorkflowCompensateReplay},
 	{"DeletedJobNotEnqueuedAgain", testWorkflowDeletedJob},
 	{"LeaderPicksNews", testWorkflowLeader},
+	{"LeaderSeesLateOutcomes", testWorkflowLeaderLateOutcome},
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
 }
@@ -628,6 +629,16 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	if w := e.workflow("w3"); w.State != errand.WorkflowCompensating {
 		t.Fatalf("w3 with a dead compensation is %s", w.State)
 	}
+	// Held, w3 is looked at again while its last look was within the
+	// margin of its last finish, and no more after.
+	e.clock.Advance(errand.WorkflowRecheckOverlap - 2*time.Second)
+	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+		t.Fatalf("leader within the margin advanced %v, want [w3]", got)
+	}
+	e.clock.Advance(3 * time.Second)
+	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+		t.Fatalf("leader after a look within the margin advanced %v, want [w3]", got)
+	}
 	if got := leader(); len(got) != 0 {
 		t.Fatalf("leader advanced %v again, want none", got)
 	}
@@ -646,6 +657,37 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	}
 	if got := leader(); len(got) != 0 {
 		t.Fatalf("leader advanced %v after every workflow settled", got)
+	}
+}
+
+// testWorkflowLeaderLateOutcome: an outcome whose finish time is before
+// the workflow's CheckedAt (its transaction began before an advance read
+// the jobs and committed after it, and its worker died before advancing)
+// is still news to the leader, within [errand.WorkflowRecheckOverlap].
+func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c"), wfStep("d", "c")))
+	a := e.claimIn("a", "w1.step.a")
+	t0 := e.now()
+	// c succeeds and its advance enqueues d at t0+10s: checked_at.
+	e.clock.Set(t0.Add(10 * time.Second))
+	e.finishStep("w1", "c", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.d")
+	d := e.claimIn("d", "w1.step.d")
+	// a and d finish at t0+5s, the time their transactions began.
+	e.clock.Set(t0.Add(5 * time.Second))
+	e.recordOK(succeeded(a))
+	e.recordOK(succeeded(d))
+
+	e.clock.Set(t0.Add(11 * time.Second))
+	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{})
+	if len(rs) != 1 || rs[0].Workflow.ID != "w1" || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.b"}) {
+		t.Fatalf("leader after late outcomes = %d results, want w1 enqueueing b", len(rs))
+	}
+	e.finishStep("w1", "b", "", true)
+	e.clock.Set(t0.Add(12 * time.Second))
+	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowSucceeded {
+		t.Fatalf("leader after b = %d results, want w1 succeeded", len(rs))
 	}
 }
 
