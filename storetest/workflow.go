@@ -28,6 +28,7 @@ var workflowCases = []testCase{
 	{"DeletedJobNotEnqueuedAgain", testWorkflowDeletedJob},
 	{"LeaderPicksNews", testWorkflowLeader},
 	{"LeaderSeesLateOutcomes", testWorkflowLeaderLateOutcome},
+	{"BulkReplaySkipsHeldSteps", testWorkflowBulkReplay},
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
 }
@@ -688,6 +689,56 @@ func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
 	e.clock.Set(t0.Add(12 * time.Second))
 	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowSucceeded {
 		t.Fatalf("leader after b = %d results, want w1 succeeded", len(rs))
+	}
+}
+
+// testWorkflowBulkReplay: a bulk replay leaves out the dead steps of
+// workflows that are compensating, as a single replay refuses them, and
+// replays the steps of failed workflows and dead compensations.
+func testWorkflowBulkReplay(t *testing.T, h harness) {
+	e := open(t, h)
+	// w1 compensates for its dead step s2.
+	e.insertWorkflow(wfParams("w1", wfUndoStep("s1"), wfStep("s2", "s1")))
+	e.finishStep("w1", "s1", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s2")
+	e.finishStep("w1", "s2", "", false)
+	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s1")
+	// w2 failed: nothing to compensate.
+	e.insertWorkflow(wfParams("w2", wfStep("s1")))
+	e.finishStep("w2", "s1", "", false)
+	e.wantAdvance("w2", errand.WorkflowFailed)
+	// w3 is held by its dead compensation.
+	e.insertWorkflow(wfParams("w3", wfUndoStep("u1"), wfStep("u2", "u1")))
+	e.finishStep("w3", "u1", "", true)
+	e.wantAdvance("w3", errand.WorkflowRunning, "w3.step.u2")
+	e.finishStep("w3", "u2", "", false)
+	e.wantAdvance("w3", errand.WorkflowCompensating, "w3.undo.u1")
+	e.finishUndo("w3", "u1", false)
+	e.wantAdvance("w3", errand.WorkflowCompensating)
+	e.deadWith("plain", "default", "k", errand.ClassPermanent)
+	held := []*errand.Job{e.get("w1.step.s2"), e.get("w3.step.u2")}
+
+	want := []string{"w2.step.s1", "w3.undo.u1", "plain"}
+	dry := bulk(errand.DeadFilter{})
+	dry.DryRun = true
+	if got := ids(e.replayMany(dry)); !slices.Equal(got, want) {
+		t.Fatalf("dry run would replay %v, want %v", got, want)
+	}
+	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, want) {
+		t.Fatalf("bulk replay replayed %v, want %v", got, want)
+	}
+	for _, j := range held {
+		e.unchanged("held step after a bulk replay", j)
+	}
+	if n := len(e.auditList(&errand.AuditListParams{JobID: "w1.step.s2"})); n != 0 {
+		t.Fatalf("held step has %d audit records", n)
+	}
+
+	// Once w1's compensation ran, w1 failed and its step is replayed.
+	e.finishUndo("w1", "s1", true)
+	e.wantAdvance("w1", errand.WorkflowFailed)
+	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, []string{"w1.step.s2"}) {
+		t.Fatalf("bulk replay after w1 failed replayed %v, want [w1.step.s2]", got)
 	}
 }
 
