@@ -281,7 +281,9 @@ type OperatorStore interface {
 	// Filter and have a seq after AfterSeq, in seq order, at most Limit of
 	// them, each as JobReplay replays one, each audited as
 	// [AuditBulkReplay] with the details of [BulkReplayDetails]. It returns
-	// the replayed jobs in seq order. With DryRun it writes nothing and
+	// the replayed jobs in seq order. It leaves out a dead step (id
+	// [WorkflowStepJobID]) of a workflow in state compensating, as
+	// [Client.Replay] refuses one. With DryRun it writes nothing and
 	// returns the jobs it would replay, unchanged. Params that fail
 	// Validate are an *InputError and nothing is written.
 	JobReplayMany(ctx context.Context, params *JobReplayManyParams) ([]*Job, error)

@@ -286,7 +286,8 @@ func (c *engine) afterWorkflowJob(ctx context.Context, job *Job) {
 }
 
 // leaderWorkflows advances the open workflows whose jobs have all finished
-// since they were last looked at, by whatever path.
+// since they were last looked at (less [WorkflowRecheckOverlap]), by
+// whatever path.
 func (w *Worker) leaderWorkflows(ctx context.Context) {
 	if !w.Leading() {
 		return

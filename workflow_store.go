@@ -28,7 +28,10 @@ import (
 //   - the leader advances every open workflow whose jobs are all finished
 //     and one of them finished since it was last looked at, which catches
 //     the paths no worker sees and a worker that crashed between the
-//     outcome and the advance.
+//     outcome and the advance. "Since" has a margin,
+//     [WorkflowRecheckOverlap]: an outcome whose transaction took its time
+//     before a concurrent advance read the jobs, but committed after it,
+//     wrote a finish time before the workflow's CheckedAt.
 
 // Limits of a workflow.
 const (
@@ -48,6 +51,15 @@ const (
 // MaxWorkflowIDBytes bounds a workflow id, so that its jobs' ids (see
 // [WorkflowStepJobID]) are valid job ids.
 const MaxWorkflowIDBytes = MaxIDBytes - len(workflowStepInfix) - MaxStepNameBytes
+
+// WorkflowRecheckOverlap is how far before an open workflow's CheckedAt the
+// leader's pass (a [WorkflowAdvanceParams] without IDs) still counts a
+// job's finish as news: a transaction that recorded an outcome may commit a
+// while after the time it wrote into finished_at (PostgreSQL's now() is the
+// transaction's start), after an advance that read the jobs without it. A
+// workflow that stays open with all its jobs finished (a dead compensation
+// holds it) is looked at again only until its last finish is that old.
+const WorkflowRecheckOverlap = 5 * time.Minute
 
 // WorkflowStepJobID is the id of the job of step step of workflow id:
 // "ID.step.STEP".
@@ -617,7 +629,8 @@ type WorkflowListParams struct {
 type WorkflowAdvanceParams struct {
 	// IDs are the workflows to advance; empty means the open workflows
 	// whose jobs are all finished and one of which finished after the
-	// workflow's CheckedAt, at most Limit, oldest first.
+	// workflow's CheckedAt less [WorkflowRecheckOverlap], at most Limit,
+	// oldest first.
 	IDs   []string
 	Limit int
 }

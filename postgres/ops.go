@@ -280,6 +280,14 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
+// replayManyNotHeldSQL leaves out of a bulk replay the dead steps of
+// workflows that are compensating, as Client.Replay refuses them: the
+// compensations undo what such a step would build on. Compensations, and
+// the steps of workflows that failed, are replayed.
+var replayManyNotHeldSQL = `NOT (workflow_id IS NOT NULL
+		AND starts_with(id, workflow_id || '` + errand.WorkflowStepJobID("", "") + `')
+		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+
 // JobReplayMany implements [errand.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
@@ -291,7 +299,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	where = append(where, "state = 'dead'")
+	where = append(where, "state = 'dead'", replayManyNotHeldSQL)
 	add("seq > ?", p.AfterSeq)
 	f := p.Filter
 	if f.Kind != "" {
@@ -311,6 +319,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	}
 	args = append(args, p.Limit)
 	q := ` FROM {jobs} WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT $` + strconv.Itoa(len(args))
+	q = strings.ReplaceAll(q, "{workflows}", s.table("errand_workflows"))
 	if p.DryRun {
 		rows, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+q), args...)
 		if err != nil {

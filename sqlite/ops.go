@@ -245,12 +245,20 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
+// replayManyNotHeldSQL leaves out of a bulk replay the dead steps of
+// workflows that are compensating, as Client.Replay refuses them: the
+// compensations undo what such a step would build on. Compensations, and
+// the steps of workflows that failed, are replayed.
+var replayManyNotHeldSQL = `NOT (workflow_id IS NOT NULL
+		AND substr(id, 1, length(workflow_id) + length('` + errand.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errand.WorkflowStepJobID("", "") + `'
+		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+
 // JobReplayMany implements [errand.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	where := []string{"state = 'dead'", "seq > ?"}
+	where := []string{"state = 'dead'", "seq > ?", replayManyNotHeldSQL}
 	args := []any{p.AfterSeq}
 	f := p.Filter
 	if f.Kind != "" {

@@ -276,11 +276,13 @@ func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error)
 }
 
 // readyWorkflowsSQL finds the open workflows without an unfinished job and
-// with a job finished since they were last advanced, oldest first.
+// with a job finished since they were last advanced, less
+// [errand.WorkflowRecheckOverlap] (the first parameter, in microseconds),
+// oldest first.
 var readyWorkflowsSQL = `SELECT w.id FROM errand_workflows w
 	WHERE w.state IN (` + openWorkflows + `)
 		AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.state IN (` + unfinished + `))
-		AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
+		AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - ?)
 	ORDER BY w.created_at, w.id LIMIT ?`
 
 // WorkflowAdvance implements [errand.WorkflowStore]. The single writer
@@ -296,7 +298,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 		if limit <= 0 {
 			limit = 100
 		}
-		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, limit)
+		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, errand.WorkflowRecheckOverlap.Microseconds(), limit)
 		if err != nil {
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
