@@ -697,6 +697,21 @@ type WorkflowStore interface {
 	// JobSetOutput records a handler's output, fenced by the token as
 	// JobSetProgress is: a lost lease is ErrLeaseLost and writes nothing.
 	JobSetOutput(ctx context.Context, params *JobSetOutputParams) error
+
+	// WorkflowCounts returns how many workflows are in each state, every
+	// state of [WorkflowStates] present (0 when none), in one grouped
+	// count of errand_workflows that reads no job.
+	WorkflowCounts(ctx context.Context) (map[WorkflowState]int, error)
+}
+
+// NewWorkflowCounts returns counts with every workflow state at 0, for a
+// store to add its counts to.
+func NewWorkflowCounts() map[WorkflowState]int {
+	m := make(map[WorkflowState]int, len(WorkflowStates))
+	for _, s := range WorkflowStates {
+		m[s] = 0
+	}
+	return m
 }
 
 // WorkflowTxStore is a WorkflowStore that inserts workflows in its caller's

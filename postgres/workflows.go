@@ -231,6 +231,25 @@ func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*
 	return v, err
 }
 
+// WorkflowCounts implements [errand.WorkflowStore].
+func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
+	rows, err := s.pool.Query(ctx, s.workflowSQL(s.own, `SELECT state, count(*) FROM {workflows} GROUP BY state`))
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	m := errand.NewWorkflowCounts()
+	var st string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error {
+		m[errand.WorkflowState(st)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	return m, nil
+}
+
 // WorkflowList implements [errand.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
 func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {

@@ -227,6 +227,28 @@ func checkWorkflowStates(states []errand.WorkflowState) error {
 	return nil
 }
 
+// WorkflowCounts implements [errand.WorkflowStore].
+func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_workflows GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	defer rows.Close()
+	m := errand.NewWorkflowCounts()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count workflows: %w", err)
+		}
+		m[errand.WorkflowState(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	return m, nil
+}
+
 // WorkflowList implements [errand.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
 func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {

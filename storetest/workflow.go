@@ -31,6 +31,7 @@ var workflowCases = []testCase{
 	{"BulkReplaySkipsHeldSteps", testWorkflowBulkReplay},
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
+	{"CountsByState", testWorkflowCounts},
 }
 
 func (e *env) workflows() errand.WorkflowStore {
@@ -832,5 +833,44 @@ func testWorkflowList(t *testing.T, h harness) {
 				t.Errorf("listed %s =\n  %+v\nWorkflowGet\n  %+v", w.ID, w, got)
 			}
 		}
+	}
+}
+
+func (e *env) workflowCounts() map[errand.WorkflowState]int {
+	e.t.Helper()
+	m, err := e.workflows().WorkflowCounts(e.ctx)
+	if err != nil {
+		e.t.Fatalf("WorkflowCounts: %v", err)
+	}
+	return m
+}
+
+// testWorkflowCounts: every state is counted, 0 when none is in it.
+func testWorkflowCounts(t *testing.T, h harness) {
+	e := open(t, h)
+	want := map[errand.WorkflowState]int{errand.WorkflowRunning: 0, errand.WorkflowCompensating: 0,
+		errand.WorkflowSucceeded: 0, errand.WorkflowFailed: 0}
+	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts with no workflow = %v, want %v", got, want)
+	}
+	e.insertWorkflow(wfParams("w-run1", wfStep("a")))
+	e.insertWorkflow(wfParams("w-run2", wfStep("a")))
+	e.insertWorkflow(wfParams("w-ok", wfStep("o")))
+	e.finishStep("w-ok", "o", "", true)
+	e.wantAdvance("w-ok", errand.WorkflowSucceeded)
+	e.insertWorkflow(wfParams("w-comp", wfUndoStep("c1"), wfStep("c2", "c1")))
+	e.finishStep("w-comp", "c1", "", true)
+	e.wantAdvance("w-comp", errand.WorkflowRunning, "w-comp.step.c2")
+	e.finishStep("w-comp", "c2", "", false)
+	e.wantAdvance("w-comp", errand.WorkflowCompensating, "w-comp.undo.c1")
+	want[errand.WorkflowRunning], want[errand.WorkflowSucceeded], want[errand.WorkflowCompensating] = 2, 1, 1
+	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts = %v, want %v", got, want)
+	}
+	e.finishUndo("w-comp", "c1", true)
+	e.wantAdvance("w-comp", errand.WorkflowFailed)
+	want[errand.WorkflowCompensating], want[errand.WorkflowFailed] = 0, 1
+	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts after the compensation = %v, want %v", got, want)
 	}
 }
