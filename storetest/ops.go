@@ -26,6 +26,7 @@ var pruneCases = []testCase{
 	{"DryRun", testPruneDryRun},
 	{"BadParams", testPruneBadParams},
 	{"BatchesAndWorkflowsWithLastJob", testPruneBatchesAndWorkflows},
+	{"BatchesLimitedAndAged", testPruneBatchesLimited},
 }
 
 // deadWith makes a dead job of kind in queue, killed by class, now.
@@ -436,4 +437,46 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 		!reflect.DeepEqual(got, want) {
 		t.Errorf("audit of prunes: %d records, newest %s", len(recs), recs[0].Details)
 	}
+}
+
+// testPruneBatchesLimited: batches whose jobs are gone go at most Limit
+// per call, oldest first, and only once they completed before the shorter
+// age: one completed since its members finished waits.
+func testPruneBatchesLimited(t *testing.T, h harness) {
+	e := open(t, h)
+	e.batches()
+	ids := []string{"b1", "b2", "b3"}
+	for _, id := range ids {
+		p := batchParams(id, 1)
+		p.Callback = nil
+		e.insertBatch(p)
+		e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, id+"-m0")))
+	}
+	// Completed half an hour after their members finished.
+	e.clock.Advance(30 * time.Minute)
+	for _, id := range ids {
+		e.completeBatches(id)
+		e.clock.Advance(time.Second)
+	}
+	e.clock.Advance(31 * time.Minute)
+	p := pruneParams(time.Hour, 0)
+	p.Limit = 2
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2}) {
+		t.Errorf("first prune: %+v, want 2 members and no batch (completed within the hour)", r)
+	}
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1}) {
+		t.Errorf("second prune: %+v, want the last member and no batch", r)
+	}
+	e.batch("b1")
+	e.clock.Advance(time.Hour)
+	if r := e.prune(p); r != (errand.PruneResult{Batches: 2}) {
+		t.Errorf("prune an hour on: %+v, want 2 batches", r)
+	}
+	e.noBatch("b1")
+	e.noBatch("b2")
+	e.batch("b3")
+	if r := e.prune(p); r != (errand.PruneResult{Batches: 1}) {
+		t.Errorf("last prune: %+v, want b3", r)
+	}
+	e.noBatch("b3")
 }
