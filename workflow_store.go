@@ -19,8 +19,10 @@ import (
 // Exactly once: a step's job has the fixed id [WorkflowStepJobID] and a
 // compensation's [WorkflowCompensationJobID], and the row records every job
 // it ever enqueued, so a job is enqueued at most once per workflow even
-// after retention deletes it. Detection is at-least-once and racy, as for
-// batches:
+// after retention deletes it. Retention deletes the row itself only once
+// the workflow is finished and none of its jobs is left (see
+// [Client.Prune]); its id may then be used again, as a pruned job's may.
+// Detection is at-least-once and racy, as for batches:
 //
 //   - a worker that records a step's last outcome (succeeded or dead), or a
 //     compensation's, advances the step's workflow at once;
