@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +247,59 @@ func TestPruneInBatches(t *testing.T) {
 	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditPrune})
 	if err != nil || len(audit) != 3 || audit[0].Operator != errand.RetentionOperator {
 		t.Errorf("audit: %+v, %v; want 3 prune records by %s", audit, err, errand.RetentionOperator)
+	}
+}
+
+// TestPruneGoesOnForBatches checks that Prune keeps going while a
+// transaction deletes a full batch of errand batches, even with no job
+// left to delete, and that a batch completed since its members finished
+// waits for the age.
+func TestPruneGoesOnForBatches(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	c := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true})
+	for i := range 5 {
+		id := fmt.Sprintf("b%d", i)
+		if _, err := st.BatchInsert(ctx, &errand.BatchInsertParams{ID: id, Jobs: []*errand.JobInsertParams{{ID: id + "-m",
+			Queue: errand.DefaultQueue, Kind: "task", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 5, Lease: time.Minute, Owner: "w"})
+	if err != nil || len(js) != 5 {
+		t.Fatalf("claim: %d jobs, %v", len(js), err)
+	}
+	var outs []*errand.JobOutcome
+	for _, j := range js {
+		outs = append(outs, &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errand.OutcomeSucceeded})
+	}
+	if _, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outs}); err != nil {
+		t.Fatal(err)
+	}
+	// The batches complete half an hour after their members finished.
+	clock.Advance(30 * time.Minute)
+	if bs, err := st.BatchComplete(ctx, &errand.BatchCompleteParams{}); err != nil || len(bs) != 5 {
+		t.Fatalf("BatchComplete: %d, %v", len(bs), err)
+	}
+	clock.Advance(31 * time.Minute)
+	if r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour}); err != nil || r != (errand.PruneResult{Succeeded: 5}) {
+		t.Fatalf("Prune: %+v, %v; want the 5 members and no batch yet", r, err)
+	}
+	clock.Advance(time.Hour)
+	dry, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour, DryRun: true})
+	if err != nil || dry != (errand.PruneResult{Batches: 5, DryRun: true}) {
+		t.Fatalf("dry run: %+v, %v; want 5 batches", dry, err)
+	}
+	if r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour, BatchSize: 2}); err != nil || r != (errand.PruneResult{Batches: 5}) {
+		t.Fatalf("Prune: %+v, %v; want the 5 batches", r, err)
+	}
+	if _, err := c.Batch(ctx, "b4"); !errors.Is(err, errand.ErrNotFound) {
+		t.Errorf("Batch(b4) after the prune: %v, want ErrNotFound", err)
+	}
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditPrune})
+	if err != nil || len(audit) != 4 {
+		t.Errorf("audit: %d prune records, %v; want 4 (one, then three of at most 2 batches)", len(audit), err)
 	}
 }
 

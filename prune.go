@@ -10,7 +10,10 @@ import (
 // Retention: succeeded and cancelled jobs are deleted some time after they
 // finish, dead jobs (the evidence of what went wrong) after a separate,
 // longer time counted from when they died. A queued, scheduled, retrying or
-// running job is never deleted. Deletion goes in small transactions so that
+// running job is never deleted. A completed batch and a finished workflow
+// (succeeded or failed) go with the last of their jobs: in the transaction
+// that deletes it, or a later one, never while an operator can still see or
+// replay one of their jobs. Deletion goes in small transactions so that
 // no lock is held long. The audit is kept: it is the record of what
 // operators did, including the prunes themselves. Effect ledger entries are
 // kept too: they are what makes an effect happen once, and a job id may be
@@ -18,7 +21,8 @@ import (
 
 // Bounds of retention.
 const (
-	// MaxPruneBatch is the most jobs deleted in one transaction.
+	// MaxPruneBatch is the most jobs deleted in one transaction, and the
+	// most batches and the most workflows.
 	MaxPruneBatch = 1000
 	// DefaultRetentionInterval is how often a worker's leader applies a
 	// RetentionPolicy.
@@ -35,7 +39,8 @@ type JobPruneParams struct {
 	// DeadAge: dead jobs that died at least this long ago go. Zero keeps
 	// them.
 	DeadAge time.Duration
-	// Limit is the most jobs to delete: 1 to MaxPruneBatch.
+	// Limit is the most jobs to delete: 1 to MaxPruneBatch. It bounds the
+	// batches and the workflows deleted in the same transaction alike.
 	Limit    int
 	Operator string
 	Reason   string
@@ -92,19 +97,34 @@ func PruneGroups(p *JobPruneParams) []PruneGroup {
 	return gs
 }
 
-// PruneResult counts the jobs a prune deleted (or, dry, would delete).
+// PruneResult counts the jobs a prune deleted (or, dry, would delete), and
+// the batches and workflows that went with their last jobs.
 type PruneResult struct {
-	Succeeded int  `json:"succeeded"`
-	Cancelled int  `json:"cancelled"`
-	Dead      int  `json:"dead"`
+	Succeeded int `json:"succeeded"`
+	Cancelled int `json:"cancelled"`
+	Dead      int `json:"dead"`
+	// Batches counts the completed batches deleted because none of their
+	// jobs (members and callback) was left; Workflows the finished
+	// workflows deleted because none of their jobs was left. A dry run
+	// counts those whose every job this prune would delete.
+	Batches   int  `json:"batches"`
+	Workflows int  `json:"workflows"`
 	DryRun    bool `json:"dry_run"`
 }
 
 // Total is the number of jobs.
 func (r PruneResult) Total() int { return r.Succeeded + r.Cancelled + r.Dead }
 
+// more reports whether a prune of limit per transaction that returned r
+// may have left something to delete: a full batch of jobs, batches or
+// workflows.
+func (r PruneResult) more(limit int) bool {
+	return r.Total() >= limit || r.Batches >= limit || r.Workflows >= limit
+}
+
 // PruneDetails is the details of an [AuditPrune] record: the ages applied
-// and what one transaction deleted.
+// and what one transaction deleted (batches and workflows only when some
+// went).
 func PruneDetails(p *JobPruneParams, r PruneResult) json.RawMessage {
 	return mustJSON(struct {
 		SucceededAge string `json:"succeeded_age"`
@@ -112,7 +132,23 @@ func PruneDetails(p *JobPruneParams, r PruneResult) json.RawMessage {
 		Succeeded    int    `json:"succeeded"`
 		Cancelled    int    `json:"cancelled"`
 		Dead         int    `json:"dead"`
-	}{p.SucceededAge.String(), p.DeadAge.String(), r.Succeeded, r.Cancelled, r.Dead})
+		Batches      int    `json:"batches,omitempty"`
+		Workflows    int    `json:"workflows,omitempty"`
+	}{p.SucceededAge.String(), p.DeadAge.String(), r.Succeeded, r.Cancelled, r.Dead, r.Batches, r.Workflows})
+}
+
+// PruneBatchCutoff is the time before which a completed batch or finished
+// workflow must have finished for a prune to delete it once its jobs are
+// gone: the shorter of p's ages (those not 0) before now. A batch or
+// workflow finishes no earlier than its jobs (a replayed job finishes later
+// still), so one that finished since cannot have lost all its jobs to this
+// prune; the bound keeps a store from looking at recent ones at all.
+func PruneBatchCutoff(p *JobPruneParams, now time.Time) time.Time {
+	age := p.DeadAge
+	if p.SucceededAge > 0 && (age == 0 || p.SucceededAge < age) {
+		age = p.SucceededAge
+	}
+	return now.Add(-age)
 }
 
 // PruneOpts say which finished jobs to delete.
@@ -137,7 +173,9 @@ type PruneOpts struct {
 
 // Prune deletes finished jobs older than opts' ages, in transactions of at
 // most BatchSize jobs, until none is left, and returns how many of each
-// state went. Each transaction appends one audit record. When ctx ends
+// state went. Completed batches and finished workflows none of whose jobs
+// is left go too, at most BatchSize of each per transaction, and are
+// counted in the result. Each transaction appends one audit record. When ctx ends
 // between batches the result counts what went so far.
 func (c *Client[TTx]) Prune(ctx context.Context, opts *PruneOpts) (PruneResult, error) {
 	return c.prune(ctx, opts)
@@ -172,7 +210,9 @@ func (c *engine) prune(ctx context.Context, opts *PruneOpts) (PruneResult, error
 		total.Succeeded += r.Succeeded
 		total.Cancelled += r.Cancelled
 		total.Dead += r.Dead
-		if opts.DryRun || r.Total() < p.Limit {
+		total.Batches += r.Batches
+		total.Workflows += r.Workflows
+		if opts.DryRun || !r.more(p.Limit) {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -229,8 +269,8 @@ func (w *Worker) leaderRetention(ctx context.Context) {
 	switch {
 	case err != nil && ctx.Err() == nil:
 		w.c.logger.Error("retention failed", "worker_id", w.ID(), "err", err)
-	case r.Total() > 0:
+	case r.Total() > 0 || r.Batches > 0 || r.Workflows > 0:
 		w.c.logger.Info("pruned finished jobs", "worker_id", w.ID(), "succeeded", r.Succeeded,
-			"cancelled", r.Cancelled, "dead", r.Dead)
+			"cancelled", r.Cancelled, "dead", r.Dead, "batches", r.Batches, "workflows", r.Workflows)
 	}
 }

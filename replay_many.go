@@ -149,11 +149,10 @@ type ReplayManyResult struct {
 // history, as with [Client.Replay], and gets its own audit record (action
 // bulk_replay) naming the run and its filter. Each job is visited once per
 // call. The workflows of the replayed jobs are advanced, as after
-// [Client.Replay]; unlike Client.Replay, a bulk replay does not hold back
-// a dead step of a workflow that is compensating, which then runs beside
-// the compensations: narrow the filter (kind, time range) to leave such
-// steps out. When ctx ends between batches, the result holds the jobs
-// replayed so far, with ctx's error.
+// [Client.Replay]. The dead steps of workflows that are compensating, which
+// Client.Replay refuses, are left out (and not listed by DryRun): replay
+// them once their workflow failed. When ctx ends between batches, the
+// result holds the jobs replayed so far, with ctx's error.
 func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*ReplayManyResult, error) {
 	if opts == nil {
 		opts = &ReplayManyOpts{}

@@ -281,7 +281,9 @@ type OperatorStore interface {
 	// Filter and have a seq after AfterSeq, in seq order, at most Limit of
 	// them, each as JobReplay replays one, each audited as
 	// [AuditBulkReplay] with the details of [BulkReplayDetails]. It returns
-	// the replayed jobs in seq order. With DryRun it writes nothing and
+	// the replayed jobs in seq order. It leaves out a dead step (id
+	// [WorkflowStepJobID]) of a workflow in state compensating, as
+	// [Client.Replay] refuses one. With DryRun it writes nothing and
 	// returns the jobs it would replay, unchanged. Params that fail
 	// Validate are an *InputError and nothing is written.
 	JobReplayMany(ctx context.Context, params *JobReplayManyParams) ([]*Job, error)
@@ -290,11 +292,16 @@ type OperatorStore interface {
 	// first succeeded and cancelled jobs whose finished_at is at least
 	// SucceededAge before now (when SucceededAge > 0), oldest first, then
 	// dead jobs that died at least DeadAge before now (when DeadAge > 0).
-	// It never deletes a job in any other state. When it deletes any, it
+	// It never deletes a job in any other state. In the same transaction it
+	// deletes up to Limit completed batches with no member and no callback
+	// job left, and up to Limit finished (succeeded or failed) workflows
+	// with no job left, each finished before [PruneBatchCutoff], oldest
+	// first, reading errand_jobs by index only. When it deletes any, it
 	// appends one [AuditPrune] record (no job id, details from
 	// [PruneDetails]) in the same transaction. Audit records and effect
 	// ledger entries are kept. With DryRun it counts every job it would
-	// delete, without Limit, and writes nothing. Params that fail Validate
+	// delete, without Limit, and the batches and workflows whose every job
+	// it would delete, and writes nothing. Params that fail Validate
 	// are an *InputError and nothing is written.
 	JobPrune(ctx context.Context, params *JobPruneParams) (PruneResult, error)
 

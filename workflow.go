@@ -156,6 +156,20 @@ func (c *Client[TTx]) Workflows(ctx context.Context, p *WorkflowListParams) ([]*
 	return w, nil
 }
 
+// WorkflowCounts returns how many workflows are in each state, every state
+// present: one grouped count, cheap enough for metrics and dashboards.
+func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[WorkflowState]int, error) {
+	ws, ok := c.store.(WorkflowStore)
+	if !ok {
+		return nil, fmt.Errorf("count workflows: %w", errNoWorkflowStore)
+	}
+	m, err := ws.WorkflowCounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	return m, nil
+}
+
 var errNoWorkflowStore = &InputError{Field: "store", Message: "does not keep workflows (it is not an errand.WorkflowStore); use errand/sqlite or errand/postgres"}
 
 // workflowParams builds and checks a workflow's insert parameters.
@@ -286,7 +300,8 @@ func (c *engine) afterWorkflowJob(ctx context.Context, job *Job) {
 }
 
 // leaderWorkflows advances the open workflows whose jobs have all finished
-// since they were last looked at, by whatever path.
+// since they were last looked at (less [WorkflowRecheckOverlap]), by
+// whatever path.
 func (w *Worker) leaderWorkflows(ctx context.Context) {
 	if !w.Leading() {
 		return

@@ -19,8 +19,10 @@ import (
 // Exactly once: a step's job has the fixed id [WorkflowStepJobID] and a
 // compensation's [WorkflowCompensationJobID], and the row records every job
 // it ever enqueued, so a job is enqueued at most once per workflow even
-// after retention deletes it. Detection is at-least-once and racy, as for
-// batches:
+// after retention deletes it. Retention deletes the row itself only once
+// the workflow is finished and none of its jobs is left (see
+// [Client.Prune]); its id may then be used again, as a pruned job's may.
+// Detection is at-least-once and racy, as for batches:
 //
 //   - a worker that records a step's last outcome (succeeded or dead), or a
 //     compensation's, advances the step's workflow at once;
@@ -28,7 +30,10 @@ import (
 //   - the leader advances every open workflow whose jobs are all finished
 //     and one of them finished since it was last looked at, which catches
 //     the paths no worker sees and a worker that crashed between the
-//     outcome and the advance.
+//     outcome and the advance. "Since" has a margin,
+//     [WorkflowRecheckOverlap]: an outcome whose transaction took its time
+//     before a concurrent advance read the jobs, but committed after it,
+//     wrote a finish time before the workflow's CheckedAt.
 
 // Limits of a workflow.
 const (
@@ -48,6 +53,15 @@ const (
 // MaxWorkflowIDBytes bounds a workflow id, so that its jobs' ids (see
 // [WorkflowStepJobID]) are valid job ids.
 const MaxWorkflowIDBytes = MaxIDBytes - len(workflowStepInfix) - MaxStepNameBytes
+
+// WorkflowRecheckOverlap is how far before an open workflow's CheckedAt the
+// leader's pass (a [WorkflowAdvanceParams] without IDs) still counts a
+// job's finish as news: a transaction that recorded an outcome may commit a
+// while after the time it wrote into finished_at (PostgreSQL's now() is the
+// transaction's start), after an advance that read the jobs without it. A
+// workflow that stays open with all its jobs finished (a dead compensation
+// holds it) is looked at again only until its last finish is that old.
+const WorkflowRecheckOverlap = 5 * time.Minute
 
 // WorkflowStepJobID is the id of the job of step step of workflow id:
 // "ID.step.STEP".
@@ -617,7 +631,8 @@ type WorkflowListParams struct {
 type WorkflowAdvanceParams struct {
 	// IDs are the workflows to advance; empty means the open workflows
 	// whose jobs are all finished and one of which finished after the
-	// workflow's CheckedAt, at most Limit, oldest first.
+	// workflow's CheckedAt less [WorkflowRecheckOverlap], at most Limit,
+	// oldest first.
 	IDs   []string
 	Limit int
 }
@@ -684,6 +699,21 @@ type WorkflowStore interface {
 	// JobSetOutput records a handler's output, fenced by the token as
 	// JobSetProgress is: a lost lease is ErrLeaseLost and writes nothing.
 	JobSetOutput(ctx context.Context, params *JobSetOutputParams) error
+
+	// WorkflowCounts returns how many workflows are in each state, every
+	// state of [WorkflowStates] present (0 when none), in one grouped
+	// count of errand_workflows that reads no job.
+	WorkflowCounts(ctx context.Context) (map[WorkflowState]int, error)
+}
+
+// NewWorkflowCounts returns counts with every workflow state at 0, for a
+// store to add its counts to.
+func NewWorkflowCounts() map[WorkflowState]int {
+	m := make(map[WorkflowState]int, len(WorkflowStates))
+	for _, s := range WorkflowStates {
+		m[s] = 0
+	}
+	return m
 }
 
 // WorkflowTxStore is a WorkflowStore that inserts workflows in its caller's

@@ -214,7 +214,8 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneReque
 		return err
 	}
 	if !res.DryRun {
-		a.log.Info("jobs pruned", "jobs", res.Total(), "operator", operator, "reason", req.Reason)
+		a.log.Info("jobs pruned", "jobs", res.Total(), "batches", res.Batches, "workflows", res.Workflows,
+			"operator", operator, "reason", req.Reason)
 	}
 	return reply(w, res)
 }

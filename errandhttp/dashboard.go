@@ -87,6 +87,7 @@ type dashboardClient interface {
 	Batch(ctx context.Context, id string) (*errand.Batch, error)
 	Workflow(ctx context.Context, id string) (*errand.Workflow, error)
 	Workflows(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error)
+	WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errand.FairnessKeyCount, error)
 }
@@ -300,21 +301,11 @@ type overviewData struct {
 	Workflows []workflowCount
 }
 
-// workflowCount is how many workflows are in State: N, or more than N
-// when More (the overview counts at most overviewWorkflows of a state).
+// workflowCount is how many workflows are in State.
 type workflowCount struct {
 	State errand.WorkflowState
 	N     int
-	More  bool
 }
-
-// overviewWorkflows is how many workflows of each state the overview
-// counts: the store has no query that only counts them, and the finished
-// ones accumulate until retention deletes them.
-const overviewWorkflows = 100
-
-// WorkflowCap is how many workflows of a state the overview counts.
-func (o *overviewData) WorkflowCap() int { return overviewWorkflows }
 
 // AnyWorkflows reports whether a workflow was counted.
 func (o *overviewData) AnyWorkflows() bool {
@@ -326,19 +317,19 @@ func (o *overviewData) AnyWorkflows() bool {
 	return false
 }
 
-// countWorkflows counts the workflows of each state, at most
-// overviewWorkflows each; nil when the store keeps no workflows.
+// countWorkflows counts the workflows of each state, in the order of
+// errand.WorkflowStates; nil when the store keeps no workflows.
 func (d *dashboard) countWorkflows(ctx context.Context) ([]workflowCount, error) {
 	if !d.workflows {
 		return nil, nil
 	}
+	counts, err := d.c.WorkflowCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]workflowCount, len(errand.WorkflowStates))
 	for i, st := range errand.WorkflowStates {
-		ws, err := d.c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{st}, Limit: overviewWorkflows + 1})
-		if err != nil {
-			return nil, err
-		}
-		out[i] = workflowCount{State: st, N: min(len(ws), overviewWorkflows), More: len(ws) > overviewWorkflows}
+		out[i] = workflowCount{State: st, N: counts[st]}
 	}
 	return out, nil
 }

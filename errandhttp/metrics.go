@@ -65,7 +65,7 @@ type MetricsOptions struct {
 //	errand_breaker_state{dependency}                  circuit breaker: 0 closed, 1 half-open, 2 open
 //	errand_breaker_failures{dependency}               failures in the breaker's current run
 //	errand_breaker_trips_total{dependency}            times the breaker opened, cluster-wide
-//	errand_workflows{state}                           open workflows: running, compensating (see below)
+//	errand_workflows{state}                           workflows by state: running, compensating, succeeded, failed
 //	errand_workflow_stalled_seconds{state}            longest an open workflow in the state has gone unchanged
 //	errand_jobs_enqueued_total{queue,kind}            jobs this process enqueued
 //	errand_jobs_started_total{queue,kind}             attempts this process started
@@ -79,11 +79,11 @@ type MetricsOptions struct {
 // process's jobs; the counters only this process's, so sum them over the
 // processes that run workers.
 //
-// errand_workflows counts the open workflows of each state, up to
-// MaxListLimit per state (a larger count reads as MaxListLimit); finished
-// workflows (succeeded, failed) are not counted, since the store keeps them
-// until retention deletes them and counting them would read them all. A
-// store without workflows reports neither workflow gauge.
+// errand_workflows counts the workflows of every state exactly, by one
+// grouped count (finished workflows stay until retention deletes them with
+// their last job). errand_workflow_stalled_seconds is reported for the open
+// states, from the newest MaxListLimit workflows of each. A store without
+// workflows reports neither workflow gauge.
 //
 // The handler does not authenticate: mount it behind the server's
 // authentication, or on a loopback address.
@@ -126,7 +126,7 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 	}})
 	if _, ok := c.Store().(errand.WorkflowStore); ok {
 		reg.MustRegister(&workflowCollector{cache: &readCache[[]workflowGauge]{
-			read:    func(ctx context.Context) ([]workflowGauge, error) { return openWorkflows(ctx, c, o.Clock) },
+			read:    func(ctx context.Context) ([]workflowGauge, error) { return readWorkflowGauges(ctx, c, o.Clock) },
 			clock:   o.Clock,
 			maxAge:  o.CacheFor,
 			timeout: o.Timeout,
@@ -269,38 +269,47 @@ func (b *breakerCollector) Collect(ch chan<- prometheus.Metric) {
 // Descriptions of the workflow gauges, read from the database.
 var (
 	workflowsDesc = prometheus.NewDesc("errand_workflows",
-		"Open workflows by state (running, compensating), read from the database; counted up to 1000 per state.", []string{"state"}, nil)
+		"Workflows by state (running, compensating, succeeded, failed), read from the database.", []string{"state"}, nil)
 	workflowStalledDesc = prometheus.NewDesc("errand_workflow_stalled_seconds",
 		"Longest time an open workflow in the state has gone without changing state or enqueueing a job, or 0 when none is open.", []string{"state"}, nil)
 )
 
-// workflowGauge is what the workflow gauges report of one open state.
+// workflowGauge is what the workflow gauges report of one state: stalled
+// only for an open state.
 type workflowGauge struct {
 	state   errand.WorkflowState
 	count   int
+	open    bool
 	stalled time.Duration
 }
 
-// openWorkflows reads the open workflows of each open state, at most
-// MaxListLimit each: there is no store query that only counts them.
-func openWorkflows[TTx any](ctx context.Context, c *errand.Client[TTx], clock errand.Clock) ([]workflowGauge, error) {
+// readWorkflowGauges counts the workflows of every state, and reads the
+// open workflows of each open state that has any, at most MaxListLimit
+// each, for how long they have stalled.
+func readWorkflowGauges[TTx any](ctx context.Context, c *errand.Client[TTx], clock errand.Clock) ([]workflowGauge, error) {
+	counts, err := c.WorkflowCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := clock.Now()
 	var out []workflowGauge
-	for _, st := range []errand.WorkflowState{errand.WorkflowRunning, errand.WorkflowCompensating} {
-		ws, err := c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{st}, Limit: MaxListLimit})
-		if err != nil {
-			return nil, err
-		}
-		g := workflowGauge{state: st, count: len(ws)}
-		for _, w := range ws {
-			g.stalled = max(g.stalled, now.Sub(w.UpdatedAt))
+	for _, st := range errand.WorkflowStates {
+		g := workflowGauge{state: st, count: counts[st], open: st.Open()}
+		if g.open && g.count > 0 {
+			ws, err := c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{st}, Limit: MaxListLimit})
+			if err != nil {
+				return nil, err
+			}
+			for _, w := range ws {
+				g.stalled = max(g.stalled, now.Sub(w.UpdatedAt))
+			}
 		}
 		out = append(out, g)
 	}
 	return out, nil
 }
 
-// workflowCollector reports the open workflows at scrape time. A failed
+// workflowCollector reports the workflows at scrape time. A failed
 // read reports none (errand_store_up says whether the database answers).
 type workflowCollector struct {
 	cache *readCache[[]workflowGauge]
@@ -318,6 +327,8 @@ func (w *workflowCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, g := range gs {
 		ch <- prometheus.MustNewConstMetric(workflowsDesc, prometheus.GaugeValue, float64(g.count), string(g.state))
-		ch <- prometheus.MustNewConstMetric(workflowStalledDesc, prometheus.GaugeValue, max(g.stalled, 0).Seconds(), string(g.state))
+		if g.open {
+			ch <- prometheus.MustNewConstMetric(workflowStalledDesc, prometheus.GaugeValue, max(g.stalled, 0).Seconds(), string(g.state))
+		}
 	}
 }

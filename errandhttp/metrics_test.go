@@ -60,8 +60,8 @@ func testMetricsQueueGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
 	}
 }
 
-// The workflow gauges count the open workflows by state and say how long
-// the one unchanged the longest has waited, read from the database.
+// The workflow gauges count the workflows of every state and say how long
+// the open one unchanged the longest has waited, read from the database.
 func TestMetricsWorkflowGauges(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { testMetricsWorkflowGauges(t, sqliteEnv(t)) })
 	t.Run("postgres", func(t *testing.T) { testMetricsWorkflowGauges(t, postgresEnv(t)) })
@@ -72,9 +72,16 @@ func testMetricsWorkflowGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
 	c := e.client(t, nil)
 	h := errandhttp.NewMetrics(c, &errandhttp.MetricsOptions{Clock: e.clock, CacheFor: 5 * time.Second})
 	fams := scrape(t, h)
-	for _, st := range []string{"running", "compensating"} {
+	for _, st := range []string{"running", "compensating", "succeeded", "failed"} {
 		wantSeries(t, fams, "errand_workflows", "state="+st, 0)
+	}
+	for _, st := range []string{"running", "compensating"} {
 		wantSeries(t, fams, "errand_workflow_stalled_seconds", "state="+st, 0)
+	}
+	for _, st := range []string{"succeeded", "failed"} {
+		if _, ok := seriesValue(fams, "errand_workflow_stalled_seconds", "state="+st); ok {
+			t.Errorf("errand_workflow_stalled_seconds{state=%s} served for a finished state", st)
+		}
 	}
 
 	// w1's second step dies, so it compensates its first; w2 waits on a
@@ -104,11 +111,13 @@ func testMetricsWorkflowGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
 	wantSeries(t, fams, "errand_workflow_stalled_seconds", "state=running", 50)
 	wantSeries(t, fams, "errand_workflow_stalled_seconds", "state=compensating", 30)
 
-	// The compensation runs: w1 is failed, no longer counted.
+	// The compensation runs: w1 is failed.
 	workOne(t, c, errand.DefaultQueue, errand.ResultSucceeded)
 	e.clock.Advance(5 * time.Second)
 	fams = scrape(t, h)
 	wantSeries(t, fams, "errand_workflows", "state=running", 1)
 	wantSeries(t, fams, "errand_workflows", "state=compensating", 0)
+	wantSeries(t, fams, "errand_workflows", "state=failed", 1)
+	wantSeries(t, fams, "errand_workflows", "state=succeeded", 0)
 	wantSeries(t, fams, "errand_workflow_stalled_seconds", "state=compensating", 0)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/jackc/pgx/v5"
@@ -280,6 +281,14 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
+// replayManyNotHeldSQL leaves out of a bulk replay the dead steps of
+// workflows that are compensating, as Client.Replay refuses them: the
+// compensations undo what such a step would build on. Compensations, and
+// the steps of workflows that failed, are replayed.
+var replayManyNotHeldSQL = `NOT (workflow_id IS NOT NULL
+		AND starts_with(id, workflow_id || '` + errand.WorkflowStepJobID("", "") + `')
+		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+
 // JobReplayMany implements [errand.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
@@ -291,7 +300,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	where = append(where, "state = 'dead'")
+	where = append(where, "state = 'dead'", replayManyNotHeldSQL)
 	add("seq > ?", p.AfterSeq)
 	f := p.Filter
 	if f.Kind != "" {
@@ -311,6 +320,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	}
 	args = append(args, p.Limit)
 	q := ` FROM {jobs} WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT $` + strconv.Itoa(len(args))
+	q = strings.ReplaceAll(q, "{workflows}", s.table("errand_workflows"))
 	if p.DryRun {
 		rows, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+q), args...)
 		if err != nil {
@@ -363,6 +373,49 @@ const pruneSQL = `WITH victims AS MATERIALIZED (
 	DELETE FROM {jobs} j USING victims v WHERE j.seq = v.seq AND j.state = $1
 	RETURNING j.state`
 
+// finishedWorkflows is errand's finished workflow states as a SQL list, as
+// errand_workflows_finished's predicate spells it.
+var finishedWorkflows = `'` + string(errand.WorkflowSucceeded) + `', '` + string(errand.WorkflowFailed) + `'`
+
+// pruneBatchesSQL deletes up to $2 completed batches that completed before
+// $1 and have no job left: no member (errand_jobs_batch) and no callback job
+// (its unique id; NULL, for a batch without one, matches none), oldest
+// first, from errand_batches_completed.
+// Each candidate costs index seeks only; the open batches are not read. A
+// batch another transaction holds is skipped, not waited for.
+const pruneBatchesSQL = `WITH victims AS MATERIALIZED (
+		SELECT b.id FROM {batches} b
+		WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id)
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id)
+		ORDER BY b.completed_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+	DELETE FROM {batches} b USING victims v WHERE b.id = v.id`
+
+// pruneWorkflowsSQL deletes up to $2 finished workflows that finished
+// before $1 and have no job left (errand_jobs_workflow), oldest first, from
+// errand_workflows_finished. A workflow being advanced (its row locked) is
+// skipped; the state is checked again on the locked row.
+var pruneWorkflowsSQL = `WITH victims AS MATERIALIZED (
+		SELECT w.id FROM {workflows} w
+		WHERE w.state IN (` + finishedWorkflows + `) AND w.finished_at < $1
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id)
+		ORDER BY w.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+	DELETE FROM {workflows} w USING victims v WHERE w.id = v.id AND w.state IN (` + finishedWorkflows + `)`
+
+// prunedJobsKept is the condition on a job j that a prune of groups at now
+// keeps it, with placeholders from $first on, and its arguments: a dry run
+// counts the batches and workflows with no such job.
+func prunedJobsKept(groups []errand.PruneGroup, now time.Time, first int) (string, []any) {
+	var or []string
+	var args []any
+	for _, g := range groups {
+		n := first + len(args)
+		or = append(or, fmt.Sprintf(`(j.state = $%d AND j.finished_at IS NOT NULL AND j.finished_at < $%d)`, n, n+1))
+		args = append(args, string(g.State), micro(now.Add(-g.Age)))
+	}
+	return `NOT (` + strings.Join(or, ` OR `) + `)`, args
+}
+
 // JobPrune implements [errand.OperatorStore].
 func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
 	r := errand.PruneResult{DryRun: p.DryRun}
@@ -395,6 +448,21 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 			}
 			count(string(g.State), n)
 		}
+		kept, args := prunedJobsKept(groups, now, 2)
+		args = append([]any{micro(errand.PruneBatchCutoff(p, now))}, args...)
+		err := s.pool.QueryRow(ctx, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
+			WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
+				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
+				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`), args...).Scan(&r.Batches)
+		if err != nil {
+			return r, fmt.Errorf("prune: %w", err)
+		}
+		err = s.pool.QueryRow(ctx, s.workflowSQL(s.own, `SELECT count(*) FROM {workflows} w
+			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
+				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`), args...).Scan(&r.Workflows)
+		if err != nil {
+			return r, fmt.Errorf("prune: %w", err)
+		}
 		return r, nil
 	}
 	nowArg := s.nowArg()
@@ -417,7 +485,17 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 			}
 			left -= len(states)
 		}
-		if r.Total() == 0 {
+		cut := micro(errand.PruneBatchCutoff(p, now))
+		tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)
+		if err != nil {
+			return err
+		}
+		r.Batches = int(tag.RowsAffected())
+		if tag, err = tx.Exec(ctx, s.workflowSQL(s.own, pruneWorkflowsSQL), cut, p.Limit); err != nil {
+			return err
+		}
+		r.Workflows = int(tag.RowsAffected())
+		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 			return nil
 		}
 		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errand.AuditPrune, operator: p.Operator,

@@ -57,6 +57,12 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"Index Scan using errand_jobs_ordering"}},
 		{"next due", nextDueSQL, []any{nil, []string{errand.DefaultQueue}, []string{"k"}},
 			[]string{"Index Scan using errand_jobs_due"}},
+		// Retention's look for batches and workflows with no job left
+		// seeks each one's jobs: no scan of errand_jobs.
+		{"prune batches with no job left", s.batchSQL(s.own, pruneBatchesSQL), []any{time.Now(), 1000},
+			[]string{"errand_jobs_batch", "errand_jobs_id_key"}},
+		{"prune workflows with no job left", s.workflowSQL(s.own, pruneWorkflowsSQL), []any{time.Now(), 1000},
+			[]string{"errand_jobs_workflow"}},
 	} {
 		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(c.query), c.args...)
 		if err != nil {
@@ -72,6 +78,9 @@ func TestQueryPlans(t *testing.T) {
 		}
 		rows.Close()
 		plan := b.String()
+		if strings.Contains(plan, "Seq Scan on errand_jobs") {
+			t.Errorf("%s: plan scans errand_jobs:\n%s", c.name, plan)
+		}
 		for _, w := range c.want {
 			if !strings.Contains(plan, w) {
 				t.Errorf("%s: plan lacks %q:\n%s", c.name, w, plan)

@@ -231,6 +231,25 @@ func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*
 	return v, err
 }
 
+// WorkflowCounts implements [errand.WorkflowStore].
+func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
+	rows, err := s.pool.Query(ctx, s.workflowSQL(s.own, `SELECT state, count(*) FROM {workflows} GROUP BY state`))
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	m := errand.NewWorkflowCounts()
+	var st string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error {
+		m[errand.WorkflowState(st)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	return m, nil
+}
+
 // WorkflowList implements [errand.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
 func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
@@ -281,7 +300,9 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 	}
 	if len(p.IDs) == 0 {
 		// The leader's pass reads first: an idle pass costs one round
-		// trip and no transaction.
+		// trip and no transaction. A finish counts as news a margin
+		// before checked_at: {now} is an outcome's transaction start,
+		// and it may commit after an advance that read the jobs.
 		limit := p.Limit
 		if limit <= 0 {
 			limit = 100
@@ -289,8 +310,8 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 		rs, err := s.pool.Query(ctx, s.workflowSQL(s.own, `SELECT w.id FROM {workflows} w
 			WHERE w.state IN (`+openWorkflows+`)
 				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.state IN (`+unfinished+`))
-				AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
-			ORDER BY w.created_at, w.id LIMIT $1`), limit)
+				AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - $2 * interval '1 microsecond')
+			ORDER BY w.created_at, w.id LIMIT $1`), limit, errand.WorkflowRecheckOverlap.Microseconds())
 		if err != nil {
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}

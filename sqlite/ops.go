@@ -245,12 +245,20 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
+// replayManyNotHeldSQL leaves out of a bulk replay the dead steps of
+// workflows that are compensating, as Client.Replay refuses them: the
+// compensations undo what such a step would build on. Compensations, and
+// the steps of workflows that failed, are replayed.
+var replayManyNotHeldSQL = `NOT (workflow_id IS NOT NULL
+		AND substr(id, 1, length(workflow_id) + length('` + errand.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errand.WorkflowStepJobID("", "") + `'
+		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+
 // JobReplayMany implements [errand.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	where := []string{"state = 'dead'", "seq > ?"}
+	where := []string{"state = 'dead'", "seq > ?", replayManyNotHeldSQL}
 	args := []any{p.AfterSeq}
 	f := p.Filter
 	if f.Kind != "" {
@@ -322,6 +330,42 @@ const pruneSQL = `DELETE FROM errand_jobs WHERE seq IN (
 		ORDER BY finished_at LIMIT ?3)
 	RETURNING state`
 
+// finishedWorkflows is errand's finished workflow states as a SQL list, as
+// errand_workflows_finished's predicate spells it.
+var finishedWorkflows = `'` + string(errand.WorkflowSucceeded) + `', '` + string(errand.WorkflowFailed) + `'`
+
+// pruneBatchesSQL deletes up to ?2 completed batches that completed before
+// ?1 and have no job left: no member (errand_jobs_batch) and no callback job
+// (its unique id; NULL, for a batch without one, matches none), oldest first. Each candidate costs index
+// seeks only; the open batches are not read.
+const pruneBatchesSQL = `DELETE FROM errand_batches WHERE id IN (
+		SELECT b.id FROM errand_batches b INDEXED BY errand_batches_completed
+		WHERE b.completed_at IS NOT NULL AND b.completed_at < ?1
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id)
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.id = b.callback_job_id)
+		ORDER BY b.completed_at LIMIT ?2)`
+
+// pruneWorkflowsSQL deletes up to ?2 finished workflows that finished before
+// ?1 and have no job left (errand_jobs_workflow), oldest first.
+var pruneWorkflowsSQL = `DELETE FROM errand_workflows WHERE id IN (
+		SELECT w.id FROM errand_workflows w INDEXED BY errand_workflows_finished
+		WHERE w.state IN (` + finishedWorkflows + `) AND w.finished_at < ?1
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id)
+		ORDER BY w.finished_at LIMIT ?2)`
+
+// prunedJobsKept is the condition on a job j that a prune of groups at now
+// keeps it, and its arguments: a dry run counts the batches and workflows
+// with no such job.
+func prunedJobsKept(groups []errand.PruneGroup, now time.Time) (string, []any) {
+	var or []string
+	var args []any
+	for _, g := range groups {
+		or = append(or, `(j.state = ? AND j.finished_at IS NOT NULL AND j.finished_at < ?)`)
+		args = append(args, string(g.State), micros(now.Add(-g.Age)))
+	}
+	return `NOT (` + strings.Join(or, ` OR `) + `)`, args
+}
+
 // JobPrune implements [errand.OperatorStore].
 func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
 	r := errand.PruneResult{DryRun: p.DryRun}
@@ -362,6 +406,23 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 				return r, fmt.Errorf("prune: %w", err)
 			}
 		}
+		kept, args := prunedJobsKept(groups, now)
+		cut := micros(errand.PruneBatchCutoff(p, now))
+		err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_batches b INDEXED BY errand_batches_completed
+			WHERE b.completed_at IS NOT NULL AND b.completed_at < ?
+				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND `+kept+`)
+				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.id = b.callback_job_id AND `+kept+`)`,
+			append(append([]any{cut}, args...), args...)...).Scan(&r.Batches)
+		if err != nil {
+			return r, fmt.Errorf("prune: %w", err)
+		}
+		err = s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_workflows w INDEXED BY errand_workflows_finished
+			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < ?
+				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND `+kept+`)`,
+			append([]any{cut}, args...)...).Scan(&r.Workflows)
+		if err != nil {
+			return r, fmt.Errorf("prune: %w", err)
+		}
 		return r, nil
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -388,7 +449,24 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 				return err
 			}
 		}
-		if r.Total() == 0 {
+		cut := micros(errand.PruneBatchCutoff(p, now))
+		res, err := tx.ExecContext(ctx, pruneBatchesSQL, cut, p.Limit)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		r.Batches = int(n)
+		if res, err = tx.ExecContext(ctx, pruneWorkflowsSQL, cut, p.Limit); err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		r.Workflows = int(n)
+		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 			return nil
 		}
 		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditPrune, operator: p.Operator, reason: p.Reason,

@@ -95,6 +95,27 @@ func TestQueryPlans(t *testing.T) {
 			want:    []string{"SCAN errand_jobs USING INDEX errand_jobs_cancel"},
 			notWant: []string{"errand_jobs_state", "errand_jobs_lease"},
 		},
+		// Retention looks at the finished batches and workflows oldest
+		// first, and for each seeks its jobs: no scan of errand_jobs.
+		{
+			name:  "prune batches with no job left",
+			query: pruneBatchesSQL,
+			want: []string{
+				"SEARCH b USING INDEX errand_batches_completed (completed_at>? AND completed_at<?)",
+				"USING COVERING INDEX errand_jobs_batch (batch_id=?)",
+				"USING COVERING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
+			},
+			notWant: []string{"SCAN", "TEMP B-TREE"},
+		},
+		{
+			name:  "prune workflows with no job left",
+			query: pruneWorkflowsSQL,
+			want: []string{
+				"SEARCH w USING INDEX errand_workflows_finished (finished_at<?)",
+				"USING COVERING INDEX errand_jobs_workflow (workflow_id=?)",
+			},
+			notWant: []string{"SCAN", "TEMP B-TREE"},
+		},
 		{
 			name:    "sweep deadlines",
 			query:   sweepDeadlineSQL,

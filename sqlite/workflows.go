@@ -227,6 +227,28 @@ func checkWorkflowStates(states []errand.WorkflowState) error {
 	return nil
 }
 
+// WorkflowCounts implements [errand.WorkflowStore].
+func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_workflows GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	defer rows.Close()
+	m := errand.NewWorkflowCounts()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count workflows: %w", err)
+		}
+		m[errand.WorkflowState(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count workflows: %w", err)
+	}
+	return m, nil
+}
+
 // WorkflowList implements [errand.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
 func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
@@ -276,11 +298,13 @@ func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error)
 }
 
 // readyWorkflowsSQL finds the open workflows without an unfinished job and
-// with a job finished since they were last advanced, oldest first.
+// with a job finished since they were last advanced, less
+// [errand.WorkflowRecheckOverlap] (the first parameter, in microseconds),
+// oldest first.
 var readyWorkflowsSQL = `SELECT w.id FROM errand_workflows w
 	WHERE w.state IN (` + openWorkflows + `)
 		AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.state IN (` + unfinished + `))
-		AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
+		AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - ?)
 	ORDER BY w.created_at, w.id LIMIT ?`
 
 // WorkflowAdvance implements [errand.WorkflowStore]. The single writer
@@ -296,7 +320,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 		if limit <= 0 {
 			limit = 100
 		}
-		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, limit)
+		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, errand.WorkflowRecheckOverlap.Microseconds(), limit)
 		if err != nil {
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}

@@ -3,6 +3,8 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -23,6 +25,8 @@ var pruneCases = []testCase{
 	{"Batches", testPruneBatches},
 	{"DryRun", testPruneDryRun},
 	{"BadParams", testPruneBadParams},
+	{"BatchesAndWorkflowsWithLastJob", testPruneBatchesAndWorkflows},
+	{"BatchesLimitedAndAged", testPruneBatchesLimited},
 }
 
 // deadWith makes a dead job of kind in queue, killed by class, now.
@@ -334,4 +338,145 @@ func testPruneBadParams(t *testing.T, h harness) {
 		}
 	}
 	e.unchanged("refused prunes", s)
+}
+
+// finishedBatch inserts batch id with members that each succeed (ok) or
+// die, completes it and, when callbackDone, runs its callback job.
+func (e *env) finishedBatch(id string, callbackDone bool, ok ...bool) {
+	e.t.Helper()
+	e.insertBatch(batchParams(id, len(ok)))
+	for i, good := range ok {
+		j := e.claimIn(errand.DefaultQueue, fmt.Sprintf("%s-m%d", id, i))
+		if good {
+			e.recordOK(succeeded(j))
+		} else {
+			e.recordOK(dead(j))
+		}
+	}
+	if done := e.completeBatches(id); len(done) != 1 {
+		e.t.Fatalf("BatchComplete(%s) completed %d batches", id, len(done))
+	}
+	if callbackDone {
+		e.recordOK(succeeded(e.claimIn("callbacks", errand.BatchCallbackJobID(id))))
+	}
+}
+
+func (e *env) noBatch(id string) {
+	e.t.Helper()
+	if b, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: id}); !errors.Is(err, errand.ErrNotFound) {
+		e.t.Fatalf("BatchGet(%s) = %+v, %v; want ErrNotFound", id, b, err)
+	}
+}
+
+// testPruneBatchesAndWorkflows: a completed batch and a finished workflow
+// go in the prune that deletes their last job, counted; a batch with a
+// member or its callback job left, an open workflow (even with no job
+// left) and a failed workflow whose dead step dead-job retention keeps
+// stay, until their jobs go too.
+func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
+	e := open(t, h)
+	e.batches()
+	e.workflows()
+	e.finishedBatch("b-done", true, true, true)
+	e.finishedBatch("b-dead", true, true, false)
+	e.finishedBatch("b-callback", false, true)
+	e.insertWorkflow(wfParams("w-done", wfStep("one")))
+	e.finishStep("w-done", "one", "", true)
+	e.wantAdvance("w-done", errand.WorkflowSucceeded)
+	// Open, and its only job goes with this prune: it must stay.
+	e.insertWorkflow(wfParams("w-open", wfStep("p"), wfStep("q", "p")))
+	e.finishStep("w-open", "p", "", true)
+	e.insertWorkflow(wfParams("w-failed", wfUndoStep("r"), wfStep("s", "r")))
+	e.finishStep("w-failed", "r", "", true)
+	e.wantAdvance("w-failed", errand.WorkflowRunning, "w-failed.step.s")
+	e.finishStep("w-failed", "s", "", false)
+	e.wantAdvance("w-failed", errand.WorkflowCompensating, "w-failed.undo.r")
+	e.finishUndo("w-failed", "r", true)
+	e.wantAdvance("w-failed", errand.WorkflowFailed)
+
+	e.clock.Advance(2 * time.Hour)
+	p := pruneParams(time.Hour, 1000*time.Hour)
+	dry := *p
+	dry.DryRun = true
+	if r := e.prune(&dry); r.Batches != 1 || r.Workflows != 1 {
+		t.Errorf("dry run: %+v, want 1 batch (b-done) and 1 workflow (w-done)", r)
+	}
+	e.batch("b-done")
+	e.workflow("w-done")
+	r := e.prune(p)
+	if want := (errand.PruneResult{Succeeded: 10, Batches: 1, Workflows: 1}); r != want {
+		t.Errorf("prune: %+v, want %+v", r, want)
+	}
+	e.noBatch("b-done")
+	e.noWorkflow("w-done")
+	e.batch("b-dead")
+	e.batch("b-callback")
+	if w := e.workflow("w-open"); w.State != errand.WorkflowRunning {
+		t.Errorf("w-open after the prune is %s", w.State)
+	}
+	e.workflow("w-failed")
+	e.get("w-failed.step.s")
+	if r := e.prune(p); r.Total() != 0 || r.Batches != 0 || r.Workflows != 0 {
+		t.Errorf("second prune: %+v, want nothing", r)
+	}
+
+	// Past the dead age, the dead jobs go, and their batch and workflow
+	// with them.
+	e.clock.Advance(1000 * time.Hour)
+	if r := e.prune(p); r != (errand.PruneResult{Dead: 2, Batches: 1, Workflows: 1}) {
+		t.Errorf("prune past the dead age: %+v, want 2 dead, b-dead and w-failed", r)
+	}
+	e.noBatch("b-dead")
+	e.noWorkflow("w-failed")
+	e.batch("b-callback")
+	e.workflow("w-open")
+	recs := e.auditList(&errand.AuditListParams{Action: errand.AuditPrune})
+	var got, want map[string]any
+	if len(recs) != 2 || json.Unmarshal(recs[0].Details, &got) != nil ||
+		json.Unmarshal(errand.PruneDetails(p, errand.PruneResult{Dead: 2, Batches: 1, Workflows: 1}), &want) != nil ||
+		!reflect.DeepEqual(got, want) {
+		t.Errorf("audit of prunes: %d records, newest %s", len(recs), recs[0].Details)
+	}
+}
+
+// testPruneBatchesLimited: batches whose jobs are gone go at most Limit
+// per call, oldest first, and only once they completed before the shorter
+// age: one completed since its members finished waits.
+func testPruneBatchesLimited(t *testing.T, h harness) {
+	e := open(t, h)
+	e.batches()
+	ids := []string{"b1", "b2", "b3"}
+	for _, id := range ids {
+		p := batchParams(id, 1)
+		p.Callback = nil
+		e.insertBatch(p)
+		e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, id+"-m0")))
+	}
+	// Completed half an hour after their members finished.
+	e.clock.Advance(30 * time.Minute)
+	for _, id := range ids {
+		e.completeBatches(id)
+		e.clock.Advance(time.Second)
+	}
+	e.clock.Advance(31 * time.Minute)
+	p := pruneParams(time.Hour, 0)
+	p.Limit = 2
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2}) {
+		t.Errorf("first prune: %+v, want 2 members and no batch (completed within the hour)", r)
+	}
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1}) {
+		t.Errorf("second prune: %+v, want the last member and no batch", r)
+	}
+	e.batch("b1")
+	e.clock.Advance(time.Hour)
+	if r := e.prune(p); r != (errand.PruneResult{Batches: 2}) {
+		t.Errorf("prune an hour on: %+v, want 2 batches", r)
+	}
+	e.noBatch("b1")
+	e.noBatch("b2")
+	e.batch("b3")
+	if r := e.prune(p); r != (errand.PruneResult{Batches: 1}) {
+		t.Errorf("last prune: %+v, want b3", r)
+	}
+	e.noBatch("b3")
 }

@@ -27,8 +27,11 @@ var workflowCases = []testCase{
 	{"CompensateThenReplay", testWorkflowCompensateReplay},
 	{"DeletedJobNotEnqueuedAgain", testWorkflowDeletedJob},
 	{"LeaderPicksNews", testWorkflowLeader},
+	{"LeaderSeesLateOutcomes", testWorkflowLeaderLateOutcome},
+	{"BulkReplaySkipsHeldSteps", testWorkflowBulkReplay},
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
+	{"CountsByState", testWorkflowCounts},
 }
 
 func (e *env) workflows() errand.WorkflowStore {
@@ -628,6 +631,16 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	if w := e.workflow("w3"); w.State != errand.WorkflowCompensating {
 		t.Fatalf("w3 with a dead compensation is %s", w.State)
 	}
+	// Held, w3 is looked at again while its last look was within the
+	// margin of its last finish, and no more after.
+	e.clock.Advance(errand.WorkflowRecheckOverlap - 2*time.Second)
+	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+		t.Fatalf("leader within the margin advanced %v, want [w3]", got)
+	}
+	e.clock.Advance(3 * time.Second)
+	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+		t.Fatalf("leader after a look within the margin advanced %v, want [w3]", got)
+	}
 	if got := leader(); len(got) != 0 {
 		t.Fatalf("leader advanced %v again, want none", got)
 	}
@@ -646,6 +659,87 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	}
 	if got := leader(); len(got) != 0 {
 		t.Fatalf("leader advanced %v after every workflow settled", got)
+	}
+}
+
+// testWorkflowLeaderLateOutcome: an outcome whose finish time is before
+// the workflow's CheckedAt (its transaction began before an advance read
+// the jobs and committed after it, and its worker died before advancing)
+// is still news to the leader, within [errand.WorkflowRecheckOverlap].
+func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c"), wfStep("d", "c")))
+	a := e.claimIn("a", "w1.step.a")
+	t0 := e.now()
+	// c succeeds and its advance enqueues d at t0+10s: checked_at.
+	e.clock.Set(t0.Add(10 * time.Second))
+	e.finishStep("w1", "c", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.d")
+	d := e.claimIn("d", "w1.step.d")
+	// a and d finish at t0+5s, the time their transactions began.
+	e.clock.Set(t0.Add(5 * time.Second))
+	e.recordOK(succeeded(a))
+	e.recordOK(succeeded(d))
+
+	e.clock.Set(t0.Add(11 * time.Second))
+	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{})
+	if len(rs) != 1 || rs[0].Workflow.ID != "w1" || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.b"}) {
+		t.Fatalf("leader after late outcomes = %d results, want w1 enqueueing b", len(rs))
+	}
+	e.finishStep("w1", "b", "", true)
+	e.clock.Set(t0.Add(12 * time.Second))
+	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowSucceeded {
+		t.Fatalf("leader after b = %d results, want w1 succeeded", len(rs))
+	}
+}
+
+// testWorkflowBulkReplay: a bulk replay leaves out the dead steps of
+// workflows that are compensating, as a single replay refuses them, and
+// replays the steps of failed workflows and dead compensations.
+func testWorkflowBulkReplay(t *testing.T, h harness) {
+	e := open(t, h)
+	// w1 compensates for its dead step s2.
+	e.insertWorkflow(wfParams("w1", wfUndoStep("s1"), wfStep("s2", "s1")))
+	e.finishStep("w1", "s1", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s2")
+	e.finishStep("w1", "s2", "", false)
+	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s1")
+	// w2 failed: nothing to compensate.
+	e.insertWorkflow(wfParams("w2", wfStep("s1")))
+	e.finishStep("w2", "s1", "", false)
+	e.wantAdvance("w2", errand.WorkflowFailed)
+	// w3 is held by its dead compensation.
+	e.insertWorkflow(wfParams("w3", wfUndoStep("u1"), wfStep("u2", "u1")))
+	e.finishStep("w3", "u1", "", true)
+	e.wantAdvance("w3", errand.WorkflowRunning, "w3.step.u2")
+	e.finishStep("w3", "u2", "", false)
+	e.wantAdvance("w3", errand.WorkflowCompensating, "w3.undo.u1")
+	e.finishUndo("w3", "u1", false)
+	e.wantAdvance("w3", errand.WorkflowCompensating)
+	e.deadWith("plain", "default", "k", errand.ClassPermanent)
+	held := []*errand.Job{e.get("w1.step.s2"), e.get("w3.step.u2")}
+
+	want := []string{"w2.step.s1", "w3.undo.u1", "plain"}
+	dry := bulk(errand.DeadFilter{})
+	dry.DryRun = true
+	if got := ids(e.replayMany(dry)); !slices.Equal(got, want) {
+		t.Fatalf("dry run would replay %v, want %v", got, want)
+	}
+	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, want) {
+		t.Fatalf("bulk replay replayed %v, want %v", got, want)
+	}
+	for _, j := range held {
+		e.unchanged("held step after a bulk replay", j)
+	}
+	if n := len(e.auditList(&errand.AuditListParams{JobID: "w1.step.s2"})); n != 0 {
+		t.Fatalf("held step has %d audit records", n)
+	}
+
+	// Once w1's compensation ran, w1 failed and its step is replayed.
+	e.finishUndo("w1", "s1", true)
+	e.wantAdvance("w1", errand.WorkflowFailed)
+	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, []string{"w1.step.s2"}) {
+		t.Fatalf("bulk replay after w1 failed replayed %v, want [w1.step.s2]", got)
 	}
 }
 
@@ -739,5 +833,44 @@ func testWorkflowList(t *testing.T, h harness) {
 				t.Errorf("listed %s =\n  %+v\nWorkflowGet\n  %+v", w.ID, w, got)
 			}
 		}
+	}
+}
+
+func (e *env) workflowCounts() map[errand.WorkflowState]int {
+	e.t.Helper()
+	m, err := e.workflows().WorkflowCounts(e.ctx)
+	if err != nil {
+		e.t.Fatalf("WorkflowCounts: %v", err)
+	}
+	return m
+}
+
+// testWorkflowCounts: every state is counted, 0 when none is in it.
+func testWorkflowCounts(t *testing.T, h harness) {
+	e := open(t, h)
+	want := map[errand.WorkflowState]int{errand.WorkflowRunning: 0, errand.WorkflowCompensating: 0,
+		errand.WorkflowSucceeded: 0, errand.WorkflowFailed: 0}
+	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts with no workflow = %v, want %v", got, want)
+	}
+	e.insertWorkflow(wfParams("w-run1", wfStep("a")))
+	e.insertWorkflow(wfParams("w-run2", wfStep("a")))
+	e.insertWorkflow(wfParams("w-ok", wfStep("o")))
+	e.finishStep("w-ok", "o", "", true)
+	e.wantAdvance("w-ok", errand.WorkflowSucceeded)
+	e.insertWorkflow(wfParams("w-comp", wfUndoStep("c1"), wfStep("c2", "c1")))
+	e.finishStep("w-comp", "c1", "", true)
+	e.wantAdvance("w-comp", errand.WorkflowRunning, "w-comp.step.c2")
+	e.finishStep("w-comp", "c2", "", false)
+	e.wantAdvance("w-comp", errand.WorkflowCompensating, "w-comp.undo.c1")
+	want[errand.WorkflowRunning], want[errand.WorkflowSucceeded], want[errand.WorkflowCompensating] = 2, 1, 1
+	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts = %v, want %v", got, want)
+	}
+	e.finishUndo("w-comp", "c1", true)
+	e.wantAdvance("w-comp", errand.WorkflowFailed)
+	want[errand.WorkflowCompensating], want[errand.WorkflowFailed] = 0, 1
+	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts after the compensation = %v, want %v", got, want)
 	}
 }

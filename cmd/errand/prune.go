@@ -21,8 +21,10 @@ Prune deletes succeeded and cancelled jobs that finished at least
 scheduled, retrying and running jobs are never deleted. It deletes in
 transactions of at most --batch jobs (default and most 1000), so no lock is
 held long, and records each transaction in the audit; the audit itself and
-the effect ledger are kept. --dry-run counts what would go. A worker can
-prune on its own (errand work --retain-succeeded, --retain-dead).`,
+the effect ledger are kept. A completed batch and a finished workflow go
+with their last job, once none of their jobs is left (at most --batch of
+each per transaction). --dry-run counts what would go. A worker can prune on
+its own (errand work --retain-succeeded, --retain-dead).`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		succeeded := durationFlag(fs, "succeeded-after", "delete succeeded and cancelled jobs finished at least `AGE` ago, e.g. 168h")
@@ -31,7 +33,7 @@ prune on its own (errand work --retain-succeeded, --retain-dead).`,
 		reason := fs.String("reason", "manual prune", "why, for the audit")
 		operator := fs.String("operator", "", "who prunes, for the audit (default the OS user)")
 		dryRun := fs.Bool("dry-run", false, "count the jobs that would be deleted, delete nothing")
-		asJSON := fs.Bool("json", false, `print {"succeeded", "cancelled", "dead", "dry_run"} as JSON`)
+		asJSON := fs.Bool("json", false, `print {"succeeded", "cancelled", "dead", "batches", "workflows", "dry_run"} as JSON`)
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
@@ -67,7 +69,8 @@ prune on its own (errand work --retain-succeeded, --retain-dead).`,
 			if r.DryRun {
 				verb = "would prune"
 			}
-			_, err = fmt.Fprintf(e.stdout, "%s %d jobs: %d succeeded, %d cancelled, %d dead\n", verb, r.Total(), r.Succeeded, r.Cancelled, r.Dead)
+			_, err = fmt.Fprintf(e.stdout, "%s %d jobs: %d succeeded, %d cancelled, %d dead; %d batches, %d workflows\n",
+				verb, r.Total(), r.Succeeded, r.Cancelled, r.Dead, r.Batches, r.Workflows)
 			return err
 		}
 	},

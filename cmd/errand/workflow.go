@@ -30,6 +30,9 @@ steps it depends on have succeeded (errand.Client.EnqueueWorkflow, POST
 compensating (a step failed; the compensations of the steps that succeeded
 run, latest first), succeeded or failed. errand workflow ID shows one.
 
+When --limit cuts the list short, a line on stderr says so with how many
+workflows are in each state.
+
 With --json, prints one JSON array of workflows ([] when none match), each
 as errand workflow ID --json prints it.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
@@ -82,7 +85,14 @@ as errand workflow ID --json prints it.`,
 				return err
 			}
 			if len(ws) == *limit {
-				e.logger.Info("more workflows may match; raise --limit or narrow --state", "limit", *limit)
+				// How many there are, by state: one grouped count.
+				attrs := []any{"limit", *limit}
+				if counts, err := c.WorkflowCounts(ctx); err == nil {
+					for _, st := range errand.WorkflowStates {
+						attrs = append(attrs, string(st), counts[st])
+					}
+				}
+				e.logger.Info("more workflows may match; raise --limit or narrow --state", attrs...)
 			}
 			return nil
 		}

@@ -132,6 +132,10 @@ func testWorkflowCommands(t *testing.T, db string) {
 	if r := ok(t, cli(t, "workflows", "--state", "running", "--db", db)); r.stdout != "no workflows\n" {
 		t.Fatalf("workflows --state running printed %q", r.stdout)
 	}
+	if r := ok(t, cli(t, "workflows", "--limit", "1", "--db", db)); !strings.Contains(r.stderr, "more workflows may match") ||
+		!strings.Contains(r.stderr, "running=0 compensating=0 succeeded=0 failed=1") {
+		t.Fatalf("workflows --limit 1 said on stderr %q; want the counts by state", r.stderr)
+	}
 	if r := ok(t, cli(t, "help", "workflow")); !strings.Contains(r.stdout, "errand workflow enqueue --file FILE.json") {
 		t.Fatalf("help workflow:\n%s", r.stdout)
 	}
