@@ -19,16 +19,8 @@ func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*er
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT ` + batchColumns + ` FROM {batches}`
-	switch p.State {
-	case errand.BatchOpen:
-		q += ` WHERE completed_at IS NULL`
-	case errand.BatchCompleted:
-		q += ` WHERE completed_at IS NOT NULL`
-	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT $1`
 	db := pgxQuerier{s.pool}
-	rs, err := db.query(ctx, s.batchSQL(s.own, q), limit)
+	rs, err := db.query(ctx, s.batchSQL(s.own, batchListSQL(p.State)), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
@@ -64,8 +56,7 @@ func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Bat
 	if len(bs) == 0 {
 		return nil
 	}
-	rs, err := q.query(ctx, s.sql(`SELECT batch_id, state, count(*) FROM {jobs}
-		WHERE batch_id = ANY($1) GROUP BY batch_id, state`), ids)
+	rs, err := q.query(ctx, s.sql(batchListCountsSQL), ids)
 	if err != nil {
 		return err
 	}
@@ -82,3 +73,20 @@ func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Bat
 	}
 	return rs.Err()
 }
+
+// batchListSQL lists the batches in state (every batch when empty), newest
+// first, at most $1 of them.
+func batchListSQL(state errand.BatchState) string {
+	q := `SELECT ` + batchColumns + ` FROM {batches}`
+	switch state {
+	case errand.BatchOpen:
+		q += ` WHERE completed_at IS NULL`
+	case errand.BatchCompleted:
+		q += ` WHERE completed_at IS NOT NULL`
+	}
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT $1`
+}
+
+// batchListCountsSQL counts the members of the batches $1 by state.
+const batchListCountsSQL = `SELECT batch_id, state, count(*) FROM {jobs}
+	WHERE batch_id = ANY($1) GROUP BY batch_id, state`
