@@ -493,6 +493,11 @@ type BatchStore interface {
 	// ErrNotFound.
 	BatchGet(ctx context.Context, params *BatchGetParams) (*Batch, error)
 
+	// BatchList returns batches, newest first (created_at, then id,
+	// descending), each with the current counts of its members as
+	// BatchGet returns it.
+	BatchList(ctx context.Context, params *BatchListParams) ([]*Batch, error)
+
 	// BatchComplete completes the batches among IDs (every open batch when
 	// IDs is empty, at most Limit) that are open and have no unfinished
 	// member: in one transaction per batch it sets completed_at now and

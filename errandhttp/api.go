@@ -141,6 +141,8 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/breakers", listing("breakers", a.c.Breakers)},
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
+		{"POST /api/v1/batches", withBody(a.enqueueBatch)},
+		{"GET /api/v1/batches", a.batches},
 		{"GET /api/v1/batches/{id}", a.batch},
 		{"POST /api/v1/workflows", withBody(a.enqueueWorkflow)},
 		{"GET /api/v1/workflows", a.workflows},

@@ -1,10 +1,16 @@
 package errandhttp
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/batchjson"
 )
 
 // batch serves GET /api/v1/batches/{id}: the batch record of errand batch
@@ -18,12 +24,162 @@ func (a *api[TTx]) batch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "no batch with id "+strconv.Quote(id))
 	}
-	if a.hideArgs && b.Callback != nil {
-		cb := *b.Callback
-		cb.Args = nil
-		b.Callback = &cb
+	return reply(w, a.showBatch(b))
+}
+
+// showBatch prepares a batch for a reader: its callback's args hidden when
+// args are.
+func (a *api[TTx]) showBatch(b *errand.Batch) *errand.Batch {
+	if !a.hideArgs || b == nil || b.Callback == nil {
+		return b
 	}
-	return reply(w, b)
+	c := *b
+	cb := *b.Callback
+	cb.Args = nil
+	c.Callback = &cb
+	return &c
+}
+
+// batches serves GET /api/v1/batches?state=open|completed&limit=: batches,
+// newest first, each as GET /api/v1/batches/{id} answers it, as
+// {"batches": [...]}.
+func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "state", "limit"); err != nil {
+		return err
+	}
+	p := &errand.BatchListParams{}
+	if v := q.Get("state"); v != "" {
+		st, err := errand.ParseBatchState(v)
+		if err != nil {
+			return badRequest("state %q is not a batch state; use open or completed", v)
+		}
+		p.State = st
+	}
+	var err error
+	if p.Limit, err = queryLimit(q, DefaultListLimit, MaxListLimit); err != nil {
+		return err
+	}
+	bs, err := a.c.Batches(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := make([]*errand.Batch, len(bs))
+	for i, b := range bs {
+		out[i] = a.showBatch(b)
+	}
+	return reply(w, map[string]any{"batches": out})
+}
+
+// batchResponse is the answer to POST /api/v1/batches.
+type batchResponse struct {
+	Batch *errand.Batch `json:"batch"`
+	// Jobs are the batch's members as enqueued, in the order given; []
+	// when Duplicate.
+	Jobs []*errand.Job `json:"jobs"`
+	// Duplicate: a batch with this id (or Idempotency-Key) existed; Batch
+	// is that batch and nothing was enqueued.
+	Duplicate bool `json:"duplicate"`
+}
+
+// enqueueBatch serves POST /api/v1/batches: a batch from any language, in
+// the JSON form of internal/batchjson. Kinds need no Go handler on the
+// server, as for POST /api/v1/jobs. An Idempotency-Key header becomes the
+// batch's id; reused for a different batch it is answered 409
+// idempotency_conflict, as on POST /api/v1/jobs and /api/v1/workflows.
+func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *batchjson.Request) error {
+	key := r.Header.Get(IdempotencyHeader)
+	if key != "" {
+		if req.ID != "" && req.ID != key {
+			return badRequest("id %q and the %s %q differ; the key becomes the batch's id, so send one of them", req.ID, IdempotencyHeader, key)
+		}
+		req.ID = key
+	}
+	params, opts, err := req.Batch()
+	if err != nil {
+		return err
+	}
+	res, err := a.c.EnqueueBatch(r.Context(), params, opts)
+	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
+		// The whole message: it names the job (or the callback) whose
+		// field is wrong.
+		return badRequest("%s", err)
+	}
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		if key != "" {
+			same, err := a.sameBatch(r.Context(), res.Batch, req)
+			if err != nil {
+				return err
+			}
+			if !same {
+				return &httpError{http.StatusConflict, "idempotency_conflict",
+					fmt.Sprintf("%s %q was used for a different batch (number of jobs, callback, or a member with an id differ); use a new key for a new batch", IdempotencyHeader, key)}
+			}
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		status = http.StatusOK
+	}
+	resp := batchResponse{Batch: a.showBatch(res.Batch), Jobs: make([]*errand.Job, len(res.Jobs)), Duplicate: res.Duplicate}
+	for i, j := range res.Jobs {
+		resp.Jobs[i] = a.show(j)
+	}
+	writeJSON(w, status, resp)
+	return nil
+}
+
+// sameBatch reports whether b, the batch an Idempotency-Key names, is what
+// req would have enqueued, as far as a later request can tell: its number
+// of jobs, its callback, and each member the request gives an id that
+// still exists (kind, queue, args, priority, keys and tags, in the batch).
+// Members without an id cannot be told apart, so they are not compared.
+func (a *api[TTx]) sameBatch(ctx context.Context, b *errand.Batch, req *batchjson.Request) (bool, error) {
+	if b.Total != len(req.Jobs) || (b.Callback == nil) != (req.Callback == nil) {
+		return false, nil
+	}
+	if cb := req.Callback; cb != nil && !sameCallback(b.Callback, cb) {
+		return false, nil
+	}
+	for i := range req.Jobs {
+		rj := &req.Jobs[i]
+		if rj.ID == "" {
+			continue
+		}
+		j, err := a.c.Get(ctx, rj.ID)
+		if errors.Is(err, errand.ErrNotFound) {
+			continue // deleted since
+		}
+		if err != nil {
+			return false, err
+		}
+		args := rj.Args
+		if p, err := rj.Params(""); err == nil {
+			args = p.Args.(errand.RawArgs).JSON
+		}
+		// batchjson.Job is the body of POST /api/v1/jobs field for field,
+		// so the conversion compiles only while they agree.
+		if j.BatchID == nil || *j.BatchID != b.ID || !sameRequest(j, (*enqueueRequest)(rj), args) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameCallback reports whether t, a batch's callback, is what req would
+// have made.
+func sameCallback(t *errand.BatchCallback, req *batchjson.Callback) bool {
+	queue := req.Queue
+	if queue == "" {
+		queue = errand.DefaultQueue
+	}
+	return t.Kind == req.Kind && t.Queue == queue && t.Priority == req.Priority &&
+		(req.MaxAttempts == 0 || t.MaxAttempts == req.MaxAttempts) &&
+		t.DelayUS == time.Duration(req.Delay).Microseconds() &&
+		t.OrderingKey == req.OrderingKey && t.FairnessKey == req.FairnessKey &&
+		slices.Equal(t.Tags, req.Tags) && sameJSON(withoutField(t.Args, "batch"), withoutField(req.Args, "batch"))
 }
 
 // deleteSchedule serves DELETE /api/v1/schedules/{name} with a body

@@ -85,6 +85,7 @@ type dashboardClient interface {
 	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
 	Dependency(kind string) string
 	Batch(ctx context.Context, id string) (*errand.Batch, error)
+	Batches(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error)
 	Workflow(ctx context.Context, id string) (*errand.Workflow, error)
 	Workflows(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error)
 	WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error)
@@ -123,6 +124,8 @@ type dashboard struct {
 //     replay by filter (kind, queue, error class).
 //   - "/audit": every operator action, filtered and paged.
 //   - "/schedules": the recurring jobs.
+//   - "/batches": batches, newest first, open or completed, with their
+//     members' outcomes.
 //   - "/batches/ID": one batch: its members' states, its completion and
 //     its callback job; a member's page links to it.
 //   - "/workflows": workflows, newest first, by state.
@@ -157,6 +160,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /dead", d.deadList)
 	mux.HandleFunc("GET /audit", d.auditPage)
 	mux.HandleFunc("GET /schedules", d.schedulesPage)
+	mux.HandleFunc("GET /batches", d.batchesPage)
 	mux.HandleFunc("GET /batches/{id...}", d.batchPage)
 	mux.HandleFunc("GET /workflows", d.workflowsPage)
 	mux.HandleFunc("GET /workflows/{id...}", d.workflowPage)

@@ -353,7 +353,7 @@ func (d *dashboard) batchPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	p := d.newPage(r, "Batch "+id, "", now, true)
+	p := d.newPage(r, "Batch "+id, "batches", now, true)
 	p.Data = b
 	d.render(w, http.StatusOK, "batch", p)
 }

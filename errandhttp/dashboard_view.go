@@ -17,7 +17,7 @@ import (
 
 // dashboardPages names the page templates under dashboard/templates; each
 // defines "content" for layout.html.
-var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batch", "workflows", "workflow"}
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batches", "batch", "workflows", "workflow"}
 
 // parseDashboardPages parses each page with the layout. Links in the pages
 // start with prefix.

@@ -36,6 +36,8 @@
 //	GET  /api/v1/breakers                 every dependency's circuit breaker: state, failures, open_until, trips
 //	POST /api/v1/breakers/{dep}/reset     {"reason"}: close it now (audited as breaker_reset)
 //	DELETE /api/v1/schedules/{name}      {"reason"}: audited; a worker still declaring it registers it again
+//	POST /api/v1/batches                 {"id", "jobs": [job as POST /api/v1/jobs takes it, ...], "callback": {"kind", "args", ...}}; Idempotency-Key header
+//	GET  /api/v1/batches?state=open|completed&limit= newest first, with members' counts
 //	GET  /api/v1/batches/{id}            a batch: members' counts now, final counts, callback job
 //	POST /api/v1/workflows               {"id", "name", "steps": [{"name", "kind", "args", "depends_on", "compensate": {"kind", "args", ...}, ...}]}; Idempotency-Key header
 //	GET  /api/v1/workflows?state=&limit= newest first
@@ -51,6 +53,13 @@
 // of a workflow's step records the step's output (POST .../output, fenced
 // the same way) before its ack; the steps that depend on it find it in the
 // field "workflow" of their args.
+//
+// A batch's jobs are job objects exactly as POST /api/v1/jobs takes them;
+// its callback takes the same fields but id, run_at and the unique fields
+// (its id is BATCHID.callback and it is enqueued once every member has
+// finished; its args get the field "batch", the final counts). A batch's
+// answer is {"batch", "jobs", "duplicate"}, 201 when it was enqueued, 200
+// when one with its id existed.
 //
 // A workflow's step takes the job fields of POST /api/v1/jobs but id,
 // run_at and the unique fields (its job's id is WFID.step.NAME and it runs

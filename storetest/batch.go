@@ -22,6 +22,7 @@ var batchCases = []testCase{
 	{"InsertTxRollsBack", testBatchInsertTx},
 	{"CompleteOnceAcrossStores", testBatchCompleteOnce},
 	{"ReplayAfterCompletion", testBatchReplayAfterCompletion},
+	{"List", testBatchList},
 	{"DeadUnhooked", testDeadUnhooked},
 	{"DeadHookCursors", testDeadHookCursors},
 	{"ScheduleDelete", testScheduleDelete},

@@ -1,20 +1,120 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/batchjson"
 )
+
+var batchesCommand = &command{
+	name:    "batches",
+	args:    "[--state open|completed] [--limit N] [--json]",
+	summary: "list batches, newest first: members by outcome, completion, callback job",
+	detail: `
+A batch is jobs enqueued together (errand.Client.EnqueueBatch, POST
+/api/v1/batches, or errand batch enqueue) whose callback job is enqueued
+once every member has finished. A batch is open until then, completed
+after. errand batch ID shows one.
+
+The table shows each batch's members now: SUCCEEDED, DEAD, CANCELLED and
+PENDING (queued, running or retrying), when it was created and completed,
+and its callback job (its id once enqueued; the kind it will have while the
+batch is open; - for none).
+
+With --json, prints one JSON array of batches ([] when none match), each as
+errand batch ID --json prints it.`,
+	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+		db := dbFlag(fs)
+		state := fs.String("state", "", "only batches in `STATE`: open or completed")
+		limit := intFlag(fs, "limit", 100, "at most `N` batches (default 100)")
+		asJSON := fs.Bool("json", false, "print a JSON array of batches")
+
+		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 {
+				return usagef("unexpected argument %q; errand batch ID shows one batch", pos[0])
+			}
+			if *limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			p := &errand.BatchListParams{Limit: *limit}
+			if *state != "" {
+				st, err := errand.ParseBatchState(*state)
+				if err != nil {
+					return usagef("--state: %q is not a batch state; use open or completed", *state)
+				}
+				p.State = st
+			}
+			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			bs, err := c.Batches(ctx, p)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				if bs == nil {
+					bs = []*errand.Batch{}
+				}
+				return writeJSON(e.stdout, bs)
+			}
+			if len(bs) == 0 {
+				_, err := fmt.Fprintln(e.stdout, "no batches")
+				return err
+			}
+			now, err := c.Store().Now(ctx)
+			if err != nil {
+				return err
+			}
+			if err := writeBatchesTable(e.stdout, bs, now); err != nil {
+				return err
+			}
+			if len(bs) == *limit {
+				e.logger.Info("more batches may match; raise --limit or narrow --state", "limit", *limit)
+			}
+			return nil
+		}
+	},
+}
+
+// writeBatchesTable prints one line a batch.
+func writeBatchesTable(w io.Writer, bs []*errand.Batch, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTOTAL\tSUCCEEDED\tDEAD\tCANCELLED\tPENDING\tCREATED\tCOMPLETED\tCALLBACK JOB")
+	for _, b := range bs {
+		completed := "-"
+		if b.CompletedAt != nil {
+			completed = relative(now, *b.CompletedAt)
+		}
+		callback := "-"
+		switch {
+		case b.CallbackJobID != nil:
+			callback = *b.CallbackJobID
+		case b.Callback != nil:
+			callback = b.Callback.Kind + " (when completed)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", printable(b.ID), b.Total,
+			b.Counts[errand.StateSucceeded], b.Counts[errand.StateDead], b.Counts[errand.StateCancelled], b.Pending(),
+			relative(now, b.CreatedAt), completed, printable(callback))
+	}
+	return tw.Flush()
+}
 
 var batchCommand = &command{
 	name:    "batch",
-	args:    "ID [--json]",
-	summary: "show a batch: its members' states, its completion and its callback job",
+	args:    "ID [--json] | enqueue --file FILE.json [--json]",
+	summary: "show a batch: its members' states, its completion and its callback job; or enqueue one from JSON",
 	detail: `
 A batch is jobs enqueued together (errand.Client.EnqueueBatch) whose
 callback job is enqueued once, when every member has finished: succeeded,
@@ -26,12 +126,36 @@ nor the callback.
 With --json, prints the batch record: {"id", "total", "counts": {STATE: N},
 "callback": {"kind", "queue", "args", ...} or null, "callback_job_id",
 "created_at", "completed_at", "final": {"id", "total", "succeeded", "dead",
-"cancelled", "completed_at"} or null}, times RFC 3339 in UTC.`,
+"cancelled", "completed_at"} or null}, times RFC 3339 in UTC. errand
+batches lists them.
+
+errand batch enqueue --file FILE.json enqueues a batch (FILE - reads
+standard input), written as POST /api/v1/batches takes it:
+
+  {"id": "import-7", "jobs": [
+    {"kind": "import_row", "args": {"row": 1}},
+    {"kind": "import_row", "args": {"row": 2}, "queue": "imports"}],
+   "callback": {"kind": "import_done", "args": {"import": 7}}}
+
+A job takes the fields of errand enqueue's JSON (POST /api/v1/jobs): id,
+kind, args, queue, priority, run_at, delay, max_attempts, max_age,
+unique_key, unique_scope, unique_window, ordering_key, ordering_on_dead,
+fairness_key and tags; the callback the same but id, run_at and the unique
+fields, and its args must be a JSON object. A batch whose id exists is not
+enqueued again: errand prints its id and exits 0. It prints the batch's id,
+or with --json {"batch", "jobs", "duplicate"}.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print the batch record as one JSON object")
+		file := fs.String("file", "", "with enqueue: the batch to enqueue, a JSON `FILE` (- for standard input)")
 
 		return func(ctx context.Context, pos []string) error {
+			if len(pos) > 0 && pos[0] == "enqueue" {
+				return enqueueBatch(ctx, e, *db, pos[1:], *file, *asJSON)
+			}
+			if *file != "" {
+				return usagef("--file goes with enqueue: errand batch enqueue --file FILE.json")
+			}
 			id, err := onePositional(pos, "id", "batch")
 			if err != nil {
 				return err
@@ -43,7 +167,7 @@ With --json, prints the batch record: {"id", "total", "counts": {STATE: N},
 			defer closeDB()
 			b, err := c.Batch(ctx, id)
 			if errors.Is(err, errand.ErrNotFound) {
-				return fmt.Errorf("no batch with id %s", id)
+				return fmt.Errorf("no batch with id %s; errand batches lists them", id)
 			}
 			if err != nil {
 				return err
@@ -58,6 +182,64 @@ With --json, prints the batch record: {"id", "total", "counts": {STATE: N},
 			return writeBatch(e, b, now)
 		}
 	},
+}
+
+// enqueueBatch is errand batch enqueue --file FILE.
+func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q; give the batch with --file FILE.json", pos[0])
+	}
+	if file == "" {
+		return usagef("give --file FILE.json (or --file - for standard input): the batch as POST /api/v1/batches takes it")
+	}
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return usagef("--file: %v", err)
+	}
+	var req batchjson.Request
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return usagef("--file %s is not a batch: %v; see errand help batch", file, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return usagef("--file %s holds more than one JSON value; give one batch object", file)
+	}
+	params, opts, err := req.Batch()
+	if err != nil {
+		return err
+	}
+	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	res, err := c.EnqueueBatch(ctx, params, opts)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		e.logger.Info("batch already exists; not enqueued again", "id", res.Batch.ID, "total", res.Batch.Total)
+	}
+	if asJSON {
+		jobs := res.Jobs
+		if jobs == nil {
+			jobs = []*errand.Job{}
+		}
+		return writeJSON(e.stdout, struct {
+			Batch     *errand.Batch `json:"batch"`
+			Jobs      []*errand.Job `json:"jobs"`
+			Duplicate bool          `json:"duplicate"`
+		}{res.Batch, jobs, res.Duplicate})
+	}
+	_, err = fmt.Fprintln(e.stdout, printable(res.Batch.ID))
+	return err
 }
 
 func writeBatch(e *env, b *errand.Batch, now time.Time) error {

@@ -85,7 +85,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		enqueueCommand, workCommand, workersCommand, schedulesCommand, limitsCommand, breakersCommand, jobsCommand, inspectCommand, replayCommand,
-		cancelCommand, batchCommand, workflowsCommand, workflowCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
+		cancelCommand, batchesCommand, batchCommand, workflowsCommand, workflowCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }
 

@@ -1,0 +1,150 @@
+// Package batchjson is the JSON form of a batch to enqueue, which
+// POST /api/v1/batches and errand batch enqueue --file both take:
+//
+//	{"id": "import-7", "jobs": [
+//	  {"kind": "import_row", "args": {"row": 1}},
+//	  {"kind": "import_row", "args": {"row": 2}, "queue": "imports", "max_attempts": 5}
+//	], "callback": {"kind": "import_done", "args": {"import": 7}}}
+//
+// A member is a job object exactly as POST /api/v1/jobs takes it. The
+// callback is a job object without id, run_at or unique fields: its id is
+// "ID.callback" and it runs when the batch completes (delay after that,
+// when set).
+package batchjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// Request is a batch to enqueue.
+type Request struct {
+	// ID is the batch's id; empty means a new one. A duplicate id returns
+	// the existing batch and enqueues nothing.
+	ID   string `json:"id"`
+	Jobs []Job  `json:"jobs"`
+	// Callback is the job enqueued once every member has finished; null
+	// for none.
+	Callback *Callback `json:"callback"`
+}
+
+// Job is a member: the body of POST /api/v1/jobs, field for field.
+type Job struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	Queue       string          `json:"queue"`
+	Priority    int             `json:"priority"`
+	RunAt       *time.Time      `json:"run_at"`
+	Delay       errand.Duration `json:"delay"`
+	MaxAttempts int             `json:"max_attempts"`
+	MaxAge      errand.Duration `json:"max_age"`
+	UniqueKey   string          `json:"unique_key"`
+	// UniqueScope names the states in which the job holds UniqueKey
+	// ("always", the default; "until_finished"; "until_succeeded"; or a
+	// comma-separated list of states), UniqueWindow its window ("1h").
+	UniqueScope  errand.UniqueScope `json:"unique_scope"`
+	UniqueWindow errand.Duration    `json:"unique_window"`
+	OrderingKey  string             `json:"ordering_key"`
+	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
+	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
+	FairnessKey    string                `json:"fairness_key"`
+	Tags           []string              `json:"tags"`
+}
+
+// Callback is the batch's callback job: the job fields of
+// POST /api/v1/jobs without id, run_at and the unique fields.
+type Callback struct {
+	Kind string `json:"kind"`
+	// Args must be a JSON object (errand sets its field "batch"); null or
+	// absent means {}.
+	Args        json.RawMessage `json:"args"`
+	Queue       string          `json:"queue"`
+	Priority    int             `json:"priority"`
+	Delay       errand.Duration `json:"delay"`
+	MaxAttempts int             `json:"max_attempts"`
+	MaxAge      errand.Duration `json:"max_age"`
+	OrderingKey string          `json:"ordering_key"`
+	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
+	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
+	FairnessKey    string                `json:"fairness_key"`
+	Tags           []string              `json:"tags"`
+}
+
+// Batch returns the jobs and options of errand.Client.EnqueueBatch. A
+// missing kind, run_at with delay, a negative duration or a callback whose
+// args are not a JSON object is an *errand.InputError naming the field
+// (jobs[3].kind, callback.args); the client checks the rest.
+func (r *Request) Batch() ([]errand.EnqueueParams, *errand.BatchOpts, error) {
+	if len(r.Jobs) == 0 {
+		return nil, nil, &errand.InputError{Field: "jobs", Message: fmt.Sprintf("are missing; give 1 to %d jobs, each as POST /api/v1/jobs takes it, e.g. {\"kind\": \"import_row\", \"args\": {\"row\": 1}}", errand.MaxBatchJobs)}
+	}
+	if len(r.Jobs) > errand.MaxBatchJobs {
+		return nil, nil, &errand.InputError{Field: "jobs", Message: fmt.Sprintf("%d jobs; a batch has 1 to %d, so split it into several batches", len(r.Jobs), errand.MaxBatchJobs)}
+	}
+	params := make([]errand.EnqueueParams, len(r.Jobs))
+	for i := range r.Jobs {
+		p, err := r.Jobs[i].Params(fmt.Sprintf("jobs[%d]", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		params[i] = p
+	}
+	opts := &errand.BatchOpts{ID: r.ID}
+	if cb := r.Callback; cb != nil {
+		if cb.Kind == "" {
+			return nil, nil, &errand.InputError{Field: "callback.kind", Message: "is missing; name the callback job's kind, e.g. \"import_done\""}
+		}
+		if cb.Delay < 0 || cb.MaxAge < 0 {
+			return nil, nil, &errand.InputError{Field: "callback", Message: "delay and max_age must not be negative"}
+		}
+		args := cb.Args
+		if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
+			args = json.RawMessage("{}")
+		} else if t[0] != '{' {
+			return nil, nil, &errand.InputError{Field: "callback.args", Message: "must be a JSON object; errand sets its field \"batch\" to the batch's final counts"}
+		}
+		opts.Callback = errand.RawArgs{KindName: cb.Kind, JSON: args}
+		opts.CallbackOpts = &errand.EnqueueOpts{
+			Queue: cb.Queue, Priority: cb.Priority, Delay: time.Duration(cb.Delay), MaxAttempts: cb.MaxAttempts,
+			MaxAge: time.Duration(cb.MaxAge), OrderingKey: cb.OrderingKey, OrderingOnDead: cb.OrderingOnDead,
+			FairnessKey: cb.FairnessKey, Tags: cb.Tags,
+		}
+	}
+	return params, opts, nil
+}
+
+// Params returns the job's enqueue parameters, checked as POST /api/v1/jobs
+// checks them; field names the job in errors.
+func (j *Job) Params(field string) (errand.EnqueueParams, error) {
+	switch {
+	case j.Kind == "":
+		return errand.EnqueueParams{}, &errand.InputError{Field: field + ".kind", Message: "is missing; name the job's kind, e.g. \"import_row\""}
+	case j.RunAt != nil && j.Delay != 0:
+		return errand.EnqueueParams{}, &errand.InputError{Field: field, Message: "give run_at or delay, not both"}
+	case j.Delay < 0 || j.MaxAge < 0:
+		return errand.EnqueueParams{}, &errand.InputError{Field: field, Message: "delay and max_age must not be negative"}
+	}
+	args := j.Args
+	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
+		args = json.RawMessage("{}")
+	}
+	opts := &errand.EnqueueOpts{
+		ID: j.ID, Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay),
+		MaxAttempts: j.MaxAttempts, MaxAge: time.Duration(j.MaxAge),
+		UniqueKey: j.UniqueKey, OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
+		FairnessKey: j.FairnessKey, Tags: j.Tags,
+	}
+	if j.UniqueScope != 0 || j.UniqueWindow != 0 {
+		opts.UniqueKey = ""
+		opts.Unique = &errand.UniqueOpts{Key: j.UniqueKey, Scope: j.UniqueScope, Window: time.Duration(j.UniqueWindow)}
+	}
+	if j.RunAt != nil {
+		opts.RunAt = *j.RunAt
+	}
+	return errand.EnqueueParams{Args: errand.RawArgs{KindName: j.Kind, JSON: args}, Opts: opts}, nil
+}

@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/errandhq/errand"
+)
+
+// BatchList implements [errand.BatchStore]: the rows in one query, read
+// from an index on created_at (errand_batches_open for open batches,
+// errand_batches_created otherwise), and the counts of all their members
+// in another, from the members' index on (batch_id, state).
+func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	db := pgxQuerier{s.pool}
+	rs, err := db.query(ctx, s.batchSQL(s.own, batchListSQL(p.State)), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	bs := []*errand.Batch{}
+	for rs.Next() {
+		b, err := scanBatch(rs)
+		if err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("list batches: %w", err)
+		}
+		bs = append(bs, b)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	if err := s.batchListCounts(ctx, db, bs); err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	return bs, nil
+}
+
+// batchListCounts fills the Counts of bs from their members' states, in
+// one query.
+func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Batch) error {
+	byID := make(map[string]*errand.Batch, len(bs))
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		b.Counts = errand.NewBatchCounts()
+		byID[b.ID] = b
+		ids[i] = b.ID
+	}
+	if len(bs) == 0 {
+		return nil
+	}
+	rs, err := q.query(ctx, s.sql(batchListCountsSQL), ids)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var id, st string
+		var n int
+		if err := rs.Scan(&id, &st, &n); err != nil {
+			return err
+		}
+		if b := byID[id]; b != nil {
+			b.Counts[errand.JobState(st)] = n
+		}
+	}
+	return rs.Err()
+}
+
+// batchListSQL lists the batches in state (every batch when empty), newest
+// first, at most $1 of them.
+func batchListSQL(state errand.BatchState) string {
+	q := `SELECT ` + batchColumns + ` FROM {batches}`
+	switch state {
+	case errand.BatchOpen:
+		q += ` WHERE completed_at IS NULL`
+	case errand.BatchCompleted:
+		q += ` WHERE completed_at IS NOT NULL`
+	}
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT $1`
+}
+
+// batchListCountsSQL counts the members of the batches $1 by state.
+const batchListCountsSQL = `SELECT batch_id, state, count(*) FROM {jobs}
+	WHERE batch_id = ANY($1) GROUP BY batch_id, state`

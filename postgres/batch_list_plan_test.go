@@ -1,0 +1,58 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres/pgtest"
+)
+
+// TestBatchListPlans pins the plans of the batch listing on a table of
+// 20,000 batches, most of them completed, after ANALYZE: each page walks
+// an index on created_at backwards and stops at the limit, without a sort.
+func TestBatchListPlans(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.pool.Exec(ctx, s.batchSQL(s.own, `INSERT INTO {batches} (id, total, created_at, completed_at)
+		SELECT 'b' || i, 10, now() - i * interval '1 second',
+			CASE WHEN i % 50 = 0 THEN NULL ELSE now() END
+		FROM generate_series(1, 20000) i`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.batchSQL(s.own, `ANALYZE {batches}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		query string
+		want  string
+	}{
+		{"every batch", batchListSQL(""), "Index Scan Backward using errand_batches_created"},
+		{"open batches", batchListSQL(errand.BatchOpen), "Index Scan Backward using errand_batches_open"},
+		{"completed batches", batchListSQL(errand.BatchCompleted), "Index Scan Backward using errand_batches_created"},
+	} {
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.batchSQL(s.own, c.query), 100)
+		if err != nil {
+			t.Fatalf("%s: explain: %v", c.name, err)
+		}
+		var b strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(line + "\n")
+		}
+		rows.Close()
+		plan := b.String()
+		if !strings.Contains(plan, c.want) || strings.Contains(plan, "Sort") {
+			t.Errorf("%s: plan lacks %q or sorts:\n%s", c.name, c.want, plan)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/errandhq/errand"
+)
+
+// BatchList implements [errand.BatchStore]: the rows in one query, read
+// from an index on created_at (errand_batches_open for open batches,
+// errand_batches_created otherwise), and the counts of all their members
+// in another, from the members' index on (batch_id, state).
+func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	bs, err := scanRows(rows, scanBatch)
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	if err := s.batchListCounts(ctx, bs); err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
+	}
+	if bs == nil {
+		bs = []*errand.Batch{}
+	}
+	return bs, nil
+}
+
+// batchListCounts fills the Counts of bs from their members' states, in
+// one query.
+func (s *Store) batchListCounts(ctx context.Context, bs []*errand.Batch) error {
+	byID := make(map[string]*errand.Batch, len(bs))
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		b.Counts = errand.NewBatchCounts()
+		byID[b.ID] = b
+		ids[i] = b.ID
+	}
+	if len(bs) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	rows, err := s.read.QueryContext(ctx, batchListCountsSQL, string(list))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, st string
+		var n int
+		if err := rows.Scan(&id, &st, &n); err != nil {
+			return err
+		}
+		if b := byID[id]; b != nil {
+			b.Counts[errand.JobState(st)] = n
+		}
+	}
+	return rows.Err()
+}
+
+// batchListSQL lists the batches in state (every batch when empty), newest
+// first, at most ? of them.
+func batchListSQL(state errand.BatchState) string {
+	q := `SELECT ` + batchColumns + ` FROM errand_batches`
+	switch state {
+	case errand.BatchOpen:
+		q += ` WHERE completed_at IS NULL`
+	case errand.BatchCompleted:
+		q += ` WHERE completed_at IS NOT NULL`
+	}
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+}
+
+// batchListCountsSQL counts the members of the batches in the JSON array
+// ? by state.
+const batchListCountsSQL = `SELECT batch_id, state, count(*) FROM errand_jobs
+	WHERE batch_id IN (SELECT value FROM json_each(?)) GROUP BY batch_id, state`

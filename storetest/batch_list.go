@@ -1,0 +1,89 @@
+package storetest
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// testBatchList checks BatchList: newest first with ties broken by id,
+// the open and completed filters, the limit, and each batch as BatchGet
+// returns it.
+func testBatchList(t *testing.T, h harness) {
+	e := open(t, h)
+	list := func(p *errand.BatchListParams) []string {
+		t.Helper()
+		bs, err := e.batches().BatchList(e.ctx, p)
+		if err != nil {
+			t.Fatalf("BatchList(%+v): %v", *p, err)
+		}
+		if bs == nil {
+			t.Fatalf("BatchList(%+v) = nil, want an empty list", *p)
+		}
+		out := []string{}
+		for _, b := range bs {
+			if got := e.batch(b.ID); !reflect.DeepEqual(got, b) {
+				t.Errorf("listed %s =\n  %+v\nBatchGet\n  %+v", b.ID, b, got)
+			}
+			out = append(out, b.ID)
+		}
+		return out
+	}
+	if got := list(&errand.BatchListParams{}); len(got) != 0 {
+		t.Fatalf("list of none = %v", got)
+	}
+	e.insertBatch(batchParams("b1", 2))
+	e.clock.Advance(time.Second)
+	e.insertBatch(batchParams("b2", 1))
+	e.clock.Advance(time.Second)
+	e.insertBatch(batchParams("b4", 1))
+	e.insertBatch(batchParams("b3", 1)) // at b4's time: the id orders them
+
+	// b1's members finish and it completes; b2's member runs.
+	js := e.claim(3)
+	if len(js) != 3 || *js[0].BatchID != "b1" || *js[1].BatchID != "b1" || *js[2].BatchID != "b2" {
+		t.Fatalf("claimed %v, want b1's members then b2's", ids(js))
+	}
+	e.recordOK(succeeded(js[0]))
+	e.recordOK(dead(js[1]))
+	if done := e.completeBatches("b1"); len(done) != 1 {
+		t.Fatalf("BatchComplete(b1) completed %d batches, want 1", len(done))
+	}
+	for _, c := range []struct {
+		p    errand.BatchListParams
+		want []string
+	}{
+		{errand.BatchListParams{}, []string{"b4", "b3", "b2", "b1"}},
+		{errand.BatchListParams{Limit: 2}, []string{"b4", "b3"}},
+		{errand.BatchListParams{State: errand.BatchOpen}, []string{"b4", "b3", "b2"}},
+		{errand.BatchListParams{State: errand.BatchOpen, Limit: 1}, []string{"b4"}},
+		{errand.BatchListParams{State: errand.BatchCompleted}, []string{"b1"}},
+	} {
+		if got := list(&c.p); !slices.Equal(got, c.want) {
+			t.Errorf("BatchList(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	bs, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*errand.Batch{}
+	for _, b := range bs {
+		byID[b.ID] = b
+	}
+	if b := byID["b1"]; b.Final == nil || b.Final.Succeeded != 1 || b.Final.Dead != 1 || b.CallbackJobID == nil ||
+		!reflect.DeepEqual(b.Counts, counts(errand.StateSucceeded, 1, errand.StateDead, 1)) {
+		t.Errorf("listed completed b1 = %+v, want 1 succeeded, 1 dead and its callback job", b)
+	}
+	if b := byID["b2"]; b.Final != nil || b.CompletedAt != nil || !reflect.DeepEqual(b.Counts, counts(errand.StateRunning, 1)) {
+		t.Errorf("listed open b2 = %+v, want its member running", b)
+	}
+	var ie *errand.InputError
+	if _, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{State: "done"}); !errors.As(err, &ie) {
+		t.Errorf("BatchList(state done) = %v, want an *InputError", err)
+	}
+}
