@@ -461,6 +461,10 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		// Outcomes of one kind share their statement: prepared once each.
+		followed := ""
+		if p.Follow {
+			followed = ", kind, batch_id, workflow_id"
+		}
 		st := newStmts(tx)
 		defer st.Close()
 		for i, o := range p.Outcomes {
@@ -472,13 +476,26 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 			update, err := st.get(ctx, `UPDATE errand_jobs SET `+set+`,
 					lease_token = NULL, lease_until = NULL
 				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
-				RETURNING state, available_at`)
+				RETURNING state, available_at`+followed)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
-			var state string
-			var avail int64
-			err = update.QueryRowContext(ctx, args...).Scan(&state, &avail)
+			var (
+				r     errand.OutcomeResult
+				state string
+				avail int64
+			)
+			row := update.QueryRowContext(ctx, args...)
+			if p.Follow {
+				// Declared here: the worker's outcomes, without
+				// Follow, allocate none of them.
+				var kind string
+				var batch, workflow sql.NullString
+				err = row.Scan(&state, &avail, &kind, &batch, &workflow)
+				r.Kind, r.BatchID, r.WorkflowID = kind, nullString(batch), nullString(workflow)
+			} else {
+				err = row.Scan(&state, &avail)
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
 				continue
@@ -486,7 +503,8 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 			if err != nil {
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
-			rs[i] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: fromMicros(avail)}
+			r.State, r.AvailableAt = errand.JobState(state), fromMicros(avail)
+			rs[i] = r
 		}
 		return nil
 	})
