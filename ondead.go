@@ -95,7 +95,7 @@ func (c *engine) fireDeadHook(ctx context.Context, job *Job) (bool, error) {
 func (c *engine) afterOutcome(ctx context.Context, job *Job, res *WorkResult) {
 	switch res.Result {
 	case ResultDead:
-		if k := c.kinds[job.Kind]; k != nil && k.OnDead != nil {
+		if c.hasDeadHook(job.Kind) {
 			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
 			if _, err := c.fireDeadHook(hctx, job); err != nil {
 				c.logger.Warn("on-dead hook failed; a worker's next look for dead jobs enqueues it", "job_id", job.ID, "err", err)
@@ -108,6 +108,12 @@ func (c *engine) afterOutcome(ctx context.Context, job *Job, res *WorkResult) {
 		c.afterMemberFinished(ctx, job)
 		c.afterWorkflowJob(ctx, job)
 	}
+}
+
+// hasDeadHook reports whether kind has an OnDead hook.
+func (c *engine) hasDeadHook(kind string) bool {
+	k := c.kinds[kind]
+	return k != nil && k.OnDead != nil
 }
 
 // hookedKinds lists, sorted, the kinds of handlers with an OnDead hook.

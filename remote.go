@@ -307,7 +307,7 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 			jobs[l.ID] = j
 		}
 	}
-	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs})
+	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs, Follow: true})
 	if err != nil {
 		return nil, fmt.Errorf("ack jobs: %w", err)
 	}
@@ -411,9 +411,11 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 // follows it in a worker (see [engine.afterOutcome]): when the job ended
 // (succeeded, dead, cancelled), its on-dead hook, the completion of its
 // batch and the advance of its workflow. job is the job as read before the
-// outcome, or nil to read it now: an acknowledgement does not read the job
-// otherwise. A failed read is logged; the leader's pass completes the
-// batch and advances the workflow later.
+// outcome, or nil: an acknowledgement does not read the job. Without it,
+// the job's kind, batch and workflow come from r, and the job is read only
+// when its on-dead hook needs it (or the store does not report them in r).
+// A failed read is logged; the leader's pass completes the batch and
+// advances the workflow later.
 func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r OutcomeResult) {
 	var res WorkResult
 	switch {
@@ -427,6 +429,9 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r 
 		res.Result = ResultCancelled
 	default:
 		return
+	}
+	if job == nil && r.Kind != "" && !(res.Result == ResultDead && c.hasDeadHook(r.Kind)) {
+		job = &Job{ID: id, Kind: r.Kind, State: r.State, BatchID: r.BatchID, WorkflowID: r.WorkflowID}
 	}
 	if job == nil {
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
@@ -444,10 +449,15 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r 
 	c.afterOutcome(ctx, job, &res)
 }
 
-// recordRemote writes one remote outcome and turns a refused lease into
-// an error.
+// recordRemote writes one remote outcome, with what its follow-ups need
+// (JobRecordOutcomesParams.Follow), and turns a refused lease into an
+// error.
 func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome) (OutcomeResult, error) {
-	r, err := c.writeOutcome(ctx, o)
+	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}, Follow: true})
+	var r OutcomeResult
+	if err == nil {
+		r = rs[0]
+	}
 	return c.remoteResult(op, o, r, err)
 }
 

@@ -207,8 +207,10 @@ type JobStore interface {
 
 	// JobRecordOutcomes applies the outcomes of finished attempts in one
 	// transaction, each fenced by its own token. The result has one entry per
-	// outcome, in order: the job's new state, or ErrLeaseLost with nothing
-	// written for that job. The store applies the outcome it is given (see
+	// outcome, in order: the job's new state (and with Follow its kind,
+	// batch and workflow: see [OutcomeResult]), or ErrLeaseLost with
+	// nothing written for that job.
+	// The store applies the outcome it is given (see
 	// [OutcomeKind.State] and the methods beside it); the caller has already
 	// applied the retry policy. An outcome that lacks what its kind needs
 	// (an Error for the kinds that append one) or of an unknown kind is an
@@ -710,6 +712,10 @@ type JobSetProgressParams struct {
 // JobRecordOutcomesParams are the outcomes to record in one transaction.
 type JobRecordOutcomesParams struct {
 	Outcomes []*JobOutcome
+	// Follow asks for each result's Kind, BatchID and WorkflowID: what
+	// the follow-ups of a remote worker's outcome need. A Worker, which
+	// holds the jobs it records outcomes of, leaves it false.
+	Follow bool
 }
 
 // JobListParams filters JobList. Zero fields do not filter.
@@ -823,6 +829,13 @@ type OutcomeResult struct {
 	State JobState
 	// AvailableAt is when a retried or snoozed job runs next.
 	AvailableAt time.Time
+	// Kind, BatchID and WorkflowID are the job's, when Err is nil and the
+	// params asked for them (Follow): what the follow-ups of an outcome (a
+	// batch's completion, a workflow's advance) need, without reading the
+	// job again. A store that leaves Kind empty does not report them, and
+	// the caller reads the job.
+	Kind                string
+	BatchID, WorkflowID *string
 	// Err is nil or ErrLeaseLost.
 	Err error
 }

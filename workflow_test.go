@@ -442,12 +442,32 @@ func TestWorkflowLeaderCoversCrashedWorker(t *testing.T) {
 	})
 }
 
+// jobGetCounter is a workflow store that counts its JobGet calls.
+type jobGetCounter struct {
+	errand.TxStore[*sql.Tx]
+	errand.WorkflowStore
+	gets atomic.Int64
+}
+
+func (s *jobGetCounter) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+	s.gets.Add(1)
+	return s.TxStore.JobGet(ctx, p)
+}
+
 // TestWorkflowRemoteOutcomes: outcomes that remote workers record through
-// the Client (Ack, AckMany, Fail) advance the workflow as a Worker's do.
+// the Client (Ack, AckMany, Fail) advance the workflow as a Worker's do;
+// an acknowledgment reads no job to do it.
 func TestWorkflowRemoteOutcomes(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, inner errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
+		st := &jobGetCounter{TxStore: inner, WorkflowStore: inner.(errand.WorkflowStore)}
 		c := tripClient(t, st, &trip{}, clock)
+		acked := func() {
+			t.Helper()
+			if n := st.gets.Swap(0); n != 0 {
+				t.Fatalf("the acknowledgment read %d jobs, want none", n)
+			}
+		}
 		if _, err := c.EnqueueWorkflow(ctx, tripSteps(t, 12), &errand.WorkflowOpts{ID: "trip-12"}); err != nil {
 			t.Fatal(err)
 		}
@@ -459,13 +479,18 @@ func TestWorkflowRemoteOutcomes(t *testing.T) {
 			}
 			return *js[0].LeaseToken
 		}
-		if _, err := c.Ack(ctx, "trip-12.step.charge", claim("trip-12.step.charge")); err != nil {
+		tok := claim("trip-12.step.charge")
+		st.gets.Store(0)
+		if _, err := c.Ack(ctx, "trip-12.step.charge", tok); err != nil {
 			t.Fatal(err)
 		}
-		tok := claim("trip-12.step.reserve")
+		acked()
+		tok = claim("trip-12.step.reserve")
+		st.gets.Store(0)
 		if rs, err := c.AckMany(ctx, []errand.JobLease{{ID: "trip-12.step.reserve", LeaseToken: tok}}); err != nil || rs[0].Err != nil {
 			t.Fatalf("ack many: %v %v", rs, err)
 		}
+		acked()
 		if _, err := c.Fail(ctx, "trip-12.step.book", claim("trip-12.step.book"), &errand.FailOpts{Permanent: true, Message: "no seats"}); err != nil {
 			t.Fatal(err)
 		}
@@ -475,9 +500,12 @@ func TestWorkflowRemoteOutcomes(t *testing.T) {
 		if _, err := c.Ack(ctx, "trip-12.undo.reserve", claim("trip-12.undo.reserve")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Ack(ctx, "trip-12.undo.charge", claim("trip-12.undo.charge")); err != nil {
+		tok = claim("trip-12.undo.charge")
+		st.gets.Store(0)
+		if _, err := c.Ack(ctx, "trip-12.undo.charge", tok); err != nil {
 			t.Fatal(err)
 		}
+		acked()
 		if w := workflowState(t, c, "trip-12"); w.State != errand.WorkflowFailed {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}

@@ -673,6 +673,10 @@ var outcomesSQL = func() string {
 	RETURNING o.ord, j.state, j.available_at`
 }()
 
+// outcomesFollowSQL is outcomesSQL returning what the follow-ups of a
+// remote outcome need too (JobRecordOutcomesParams.Follow).
+var outcomesFollowSQL = outcomesSQL + `, j.kind, j.batch_id, j.workflow_id`
+
 // JobRecordOutcomes implements [errand.JobStore]: one statement for the
 // batch, each outcome fenced by its own token.
 func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
@@ -716,6 +720,9 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	if len(ids) == 0 {
 		return rs, nil
 	}
+	if p.Follow {
+		return s.recordOutcomesFollowed(ctx, rs, ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
+	}
 	rows, err := s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
@@ -725,6 +732,31 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	var avail time.Time
 	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
 		rs[ord] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC()}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
+	}
+	return rs, nil
+}
+
+// recordOutcomesFollowed is JobRecordOutcomes with Follow: each result
+// names its job's kind, batch and workflow too.
+func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errand.OutcomeResult, args ...any) ([]errand.OutcomeResult, error) {
+	rows, err := s.pool.Query(ctx, s.sql(outcomesFollowSQL), append([]any{s.nowArg()}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
+	}
+	var (
+		ord             int
+		state, kind     string
+		avail           time.Time
+		batch, workflow *string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow}, func() error {
+		rs[ord] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC(),
+			Kind: kind, BatchID: batch, WorkflowID: workflow}
+		batch, workflow = nil, nil // a new string for the next row's
 		return nil
 	})
 	if err != nil {

@@ -472,9 +472,13 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 		now := s.clock.Now()
 		// Outcomes of one kind share their statement: prepared once each,
 		// and kept for later batches.
+		followed := ""
+		if p.Follow {
+			followed = ", kind, batch_id, workflow_id"
+		}
 		st := s.ownStmts(tx)
 		defer st.Close()
-		grouped, err := s.recordGroups(ctx, st, p.Outcomes, now, rs)
+		grouped, err := s.recordGroups(ctx, st, p.Outcomes, now, rs, followed)
 		if err != nil {
 			return err
 		}
@@ -490,13 +494,26 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 			update, err := st.get(ctx, `UPDATE errand_jobs SET `+set+`,
 					lease_token = NULL, lease_until = NULL
 				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
-				RETURNING state, available_at`)
+				RETURNING state, available_at`+followed)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
-			var state string
-			var avail int64
-			err = update.QueryRowContext(ctx, args...).Scan(&state, &avail)
+			var (
+				r     errand.OutcomeResult
+				state string
+				avail int64
+			)
+			row := update.QueryRowContext(ctx, args...)
+			if p.Follow {
+				// Declared here: the worker's outcomes, without
+				// Follow, allocate none of them.
+				var kind string
+				var batch, workflow sql.NullString
+				err = row.Scan(&state, &avail, &kind, &batch, &workflow)
+				r.Kind, r.BatchID, r.WorkflowID = kind, nullString(batch), nullString(workflow)
+			} else {
+				err = row.Scan(&state, &avail)
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
 				continue
@@ -504,7 +521,8 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 			if err != nil {
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
-			rs[i] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: fromMicros(avail)}
+			r.State, r.AvailableAt = errand.JobState(state), fromMicros(avail)
+			rs[i] = r
 		}
 		return nil
 	})
@@ -523,22 +541,24 @@ const outcomeGroupMin = 4
 // group is a JSON array of [id, token] pairs, then now. The unary plus keeps
 // the planner from walking every running job through errand_jobs_state or
 // errand_jobs_lease: each job of the group is sought by its id.
-func outcomeGroupSQL(set string) string {
+func outcomeGroupSQL(set, followed string) string {
 	return `UPDATE errand_jobs SET ` + set + `,
 			lease_token = NULL, lease_until = NULL
 		FROM (SELECT json_extract(value, '$[0]') AS oid, json_extract(value, '$[1]') AS otoken FROM json_each(?)) AS o
 		WHERE errand_jobs.id = o.oid AND +errand_jobs.state = 'running' AND errand_jobs.lease_token = o.otoken
 			AND +errand_jobs.lease_until > ?
-		RETURNING errand_jobs.id, errand_jobs.state, errand_jobs.available_at`
+		RETURNING errand_jobs.id, errand_jobs.state, errand_jobs.available_at` + followed
 }
 
 // recordGroups writes, one statement per kind, the outcomes whose SET
 // arguments do not depend on the outcome (no error to append, no delay:
 // succeeded, above all), and reports which it wrote, their results in rs.
+// followed is JobRecordOutcomes' extra RETURNING columns: "" or kind,
+// batch_id and workflow_id.
 // A job named by more than one outcome of the batch is left out of the
 // groups, so that its outcomes apply one by one in batch order. Executing
 // one statement per outcome cost more than the rows it changed.
-func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.JobOutcome, now time.Time, rs []errand.OutcomeResult) ([]bool, error) {
+func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.JobOutcome, now time.Time, rs []errand.OutcomeResult, followed string) ([]bool, error) {
 	if len(outcomes) < outcomeGroupMin {
 		return nil, nil
 	}
@@ -571,7 +591,7 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.
 		if err != nil {
 			return nil, err
 		}
-		update, err := st.get(ctx, outcomeGroupSQL(set))
+		update, err := st.get(ctx, outcomeGroupSQL(set, followed))
 		if err != nil {
 			return nil, err
 		}
@@ -589,11 +609,21 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.
 		for rows.Next() {
 			var id, state string
 			var avail int64
-			if err := rows.Scan(&id, &state, &avail); err != nil {
+			var r errand.OutcomeResult
+			var err error
+			if followed != "" {
+				var batch, workflow sql.NullString
+				err = rows.Scan(&id, &state, &avail, &r.Kind, &batch, &workflow)
+				r.BatchID, r.WorkflowID = nullString(batch), nullString(workflow)
+			} else {
+				err = rows.Scan(&id, &state, &avail)
+			}
+			if err != nil {
 				rows.Close()
 				return nil, err
 			}
-			rs[byID[id]] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: fromMicros(avail)}
+			r.State, r.AvailableAt = errand.JobState(state), fromMicros(avail)
+			rs[byID[id]] = r
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()

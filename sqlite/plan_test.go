@@ -67,7 +67,7 @@ func TestQueryPlans(t *testing.T) {
 		// found by its id, never a scan.
 		{
 			name:    "outcomes of one kind",
-			query:   strings.SplitN(outcomeGroupSQL("state = ?, finished_at = ?"), "RETURNING", 2)[0],
+			query:   strings.SplitN(outcomeGroupSQL("state = ?, finished_at = ?", ""), "RETURNING", 2)[0],
 			want:    []string{"SEARCH errand_jobs USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)"},
 			notWant: []string{"SCAN errand_jobs"},
 		},

@@ -29,6 +29,7 @@ var workflowCases = []testCase{
 	{"LeaderPicksNews", testWorkflowLeader},
 	{"LeaderSeesLateOutcomes", testWorkflowLeaderLateOutcome},
 	{"BulkReplaySkipsHeldSteps", testWorkflowBulkReplay},
+	{"OutcomeNamesKindBatchWorkflow", testWorkflowOutcomeResult},
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
 	{"CountsByState", testWorkflowCounts},
@@ -740,6 +741,63 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 	e.wantAdvance("w1", errand.WorkflowFailed)
 	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, []string{"w1.step.s2"}) {
 		t.Fatalf("bulk replay after w1 failed replayed %v, want [w1.step.s2]", got)
+	}
+}
+
+// testWorkflowOutcomeResult: asked to (Follow), the result of an outcome
+// names the job's kind, batch and workflow, so that what follows it needs
+// no read of the job.
+func testWorkflowOutcomeResult(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a")))
+	e.insertBatch(batchParams("b1", 1))
+	e.insertIDs("plain")
+	wf := e.claimIn("a", "w1.step.a")
+	js := e.claim(2)
+	if got := ids(js); !slices.Equal(got, []string{"b1-m0", "plain"}) {
+		t.Fatalf("claimed %v, want [b1-m0 plain]", got)
+	}
+	stale := succeeded(js[1])
+	stale.LeaseToken = "stale"
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Follow: true, Outcomes: []*errand.JobOutcome{
+		succeeded(wf), dead(js[0]), stale, {JobLease: leaseOf(js[1]), Kind: errand.OutcomeSnooze, Delay: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "<nil>"
+		}
+		return *p
+	}
+	for i, w := range []struct{ state, kind, batch, workflow string }{
+		{"succeeded", "step_a", "<nil>", "w1"},
+		{"dead", "email", "b1", "<nil>"},
+		{"", "", "<nil>", "<nil>"},
+		{"queued", "email", "<nil>", "<nil>"},
+	} {
+		r := rs[i]
+		if string(r.State) != w.state || r.Kind != w.kind || str(r.BatchID) != w.batch || str(r.WorkflowID) != w.workflow {
+			t.Errorf("result %d = state %q, kind %q, batch %s, workflow %s; want %+v", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID), w)
+		}
+	}
+
+	// Enough successes of one kind for a store to write them with one
+	// statement: each result still names its kind and batch.
+	e.insertBatch(batchParams("b2", 5))
+	ms := e.claim(5)
+	outs := make([]*errand.JobOutcome, len(ms))
+	for i, j := range ms {
+		outs[i] = succeeded(j)
+	}
+	rs, err = e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.State != errand.StateSucceeded || r.Kind != "email" || str(r.BatchID) != "b2" || r.WorkflowID != nil {
+			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID))
+		}
 	}
 }
 
