@@ -253,10 +253,17 @@ type writerState struct {
 	version, appChanges int64
 }
 
+// writerStateWait bounds how long a check waits for the writer connection
+// while a transaction holds it (an application's on Store.DB may hold it
+// long); past it the check delivers, as a failed check does.
+const writerStateWait = 20 * time.Millisecond
+
 // writerState reads the writer's state, waiting for the writer connection
-// if a transaction holds it.
+// at most writerStateWait if a transaction holds it.
 func (s *Store) writerState(ctx context.Context) (writerState, error) {
-	conn, err := s.db.Conn(ctx)
+	wctx, cancel := context.WithTimeout(ctx, writerStateWait)
+	defer cancel()
+	conn, err := s.db.Conn(wctx)
 	if err != nil {
 		return writerState{}, err
 	}
