@@ -251,9 +251,6 @@ func (w *Worker) leaderSweep(ctx context.Context) {
 		w.c.logger.Error("leader sweep failed", "worker_id", w.ID(), "err", err)
 	case err == nil && r.Retried+r.Dead > 0:
 		w.c.logger.Info("swept expired leases and deadlines", "worker_id", w.ID(), "retrying", r.Retried, "dead", r.Dead)
-		if r.Retried > 0 {
-			w.c.wakeLocal(nil) // their retries may come due before the queues' next look
-		}
 	}
 }
 
