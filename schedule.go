@@ -407,6 +407,7 @@ func (sc *scheduler) fireOne(ctx context.Context, s *Schedule) error {
 			sc.c.logger.Info("tick's job exists already", "schedule", s.name, "tick", step.Tick, "job_id", res.Job.Job.ID)
 		default:
 			sc.c.logger.Debug("enqueued scheduled job", "schedule", s.name, "tick", step.Tick, "job_id", res.Job.Job.ID, "catch_up", step.CatchUp)
+			sc.c.wakeQueues(res.Job.Job.Queue)
 		}
 	}
 }

@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/ncruces/go-sqlite3"
 )
 
 // Wake-ups across processes need no server and no message: every commit to
@@ -46,10 +48,16 @@ func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
 // other connection, is delivered.
 //
 // The returned channel delivers "" (look at every queue) after other
-// connections have committed, including this process's writer, so a
-// worker's own claims and acknowledgments wake it too; an idle worker
-// writes nothing, so it is not woken by itself. Commits made while a ""
-// waits to be read are gathered into it: at most one is pending. A failed
+// connections have committed, and after the application's commits on
+// [Store.DB], but not after the store's own transactions alone: a
+// worker's claims and acknowledgments do not wake it (what they make
+// claimable, the worker wakes for itself), nor do this process's
+// enqueues, which wake its workers directly. To tell them apart, a check
+// that finds the database changed asks the writer connection, whose
+// data_version changes with other connections' commits only, and how many
+// rows it changed beyond those of the store's own transactions. Commits
+// made while a "" waits to be read are gathered into it: at most one is
+// pending. A failed
 // check is retried at the next interval and followed by a "", in case it
 // hid a commit. On Linux, checks run only in the second after a write to
 // the WAL file. The listener closes its connection and then the channel
@@ -57,7 +65,7 @@ func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
 // time, not on Options.Clock.
 func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 	out := make(chan string, 1)
-	err := s.watchCommits(ctx, func(context.Context, *sql.DB) {
+	err := s.watchCommits(ctx, true, func(context.Context, *sql.DB) {
 		select {
 		case out <- "":
 		default: // one is pending already: it covers this commit too
@@ -94,7 +102,7 @@ func (s *Store) ListenCancels(ctx context.Context) (<-chan string, error) {
 			return false
 		}
 	}
-	err := s.watchCommits(ctx, func(ctx context.Context, db *sql.DB) {
+	err := s.watchCommits(ctx, false, func(ctx context.Context, db *sql.DB) {
 		rows, err := db.QueryContext(ctx, pendingCancelsSQL)
 		if err != nil {
 			send(ctx, "")
@@ -132,8 +140,9 @@ func (s *Store) ListenCancels(ctx context.Context) (<-chan string, error) {
 // checks), and after a failed check; it calls done when ctx ends, after it
 // has closed its connection. It returns once it has read the database's
 // data_version, so a commit made after it returns is seen. changed gets
-// the watcher's own read-only connection.
-func (s *Store) watchCommits(ctx context.Context, changed func(context.Context, *sql.DB), done func()) error {
+// the watcher's own read-only connection. With skipOwn, commits of the
+// store's own transactions alone (tx) call nothing.
+func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(context.Context, *sql.DB), done func()) error {
 	// Watch before reading the first version, so that no commit falls
 	// between them unseen.
 	events := make(chan struct{}, 1)
@@ -154,6 +163,14 @@ func (s *Store) watchCommits(ctx context.Context, changed func(context.Context, 
 		return fail(err)
 	}
 	db.SetMaxOpenConns(1)
+	// The writer's state is read before the watcher's version, so that a
+	// commit after both changes the version and is then told apart.
+	var own writerState
+	if skipOwn {
+		if own, err = s.writerState(ctx); err != nil {
+			own = writerState{version: -1}
+		}
+	}
 	stmt, err := db.PrepareContext(ctx, `PRAGMA data_version`)
 	if err != nil {
 		db.Close()
@@ -199,6 +216,16 @@ func (s *Store) watchCommits(ctx context.Context, changed func(context.Context, 
 				version = -1 // the next successful check delivers ""
 			case v != version:
 				version = v
+				if skipOwn {
+					o, werr := s.writerState(ctx)
+					if werr == nil && o == own {
+						break // the store's own transactions only
+					}
+					if werr != nil {
+						o = writerState{version: -1}
+					}
+					own = o
+				}
 				changed(ctx, db)
 			}
 			if !watching || err != nil || time.Now().Before(until) {
@@ -215,4 +242,55 @@ func dataVersion(ctx context.Context, stmt *sql.Stmt) (int64, error) {
 	var v int64
 	err := stmt.QueryRowContext(ctx).Scan(&v)
 	return v, err
+}
+
+// writerState is what the writer connection tells of the commits it did
+// not make as the store's own transactions: its data_version, which
+// changes with other connections' commits only, and the rows it changed
+// beyond those of the store's transactions (the application's, through
+// Store.DB). version -1: unknown, unequal to any state read.
+type writerState struct {
+	version, appChanges int64
+}
+
+// writerStateWait bounds how long a check waits for the writer connection
+// while a transaction holds it (an application's on Store.DB may hold it
+// long); past it the check delivers, as a failed check does.
+const writerStateWait = 20 * time.Millisecond
+
+// writerState reads the writer's state, waiting for the writer connection
+// at most writerStateWait if a transaction holds it.
+func (s *Store) writerState(ctx context.Context) (writerState, error) {
+	wctx, cancel := context.WithTimeout(ctx, writerStateWait)
+	defer cancel()
+	conn, err := s.db.Conn(wctx)
+	if err != nil {
+		return writerState{}, err
+	}
+	defer conn.Close()
+	var st writerState
+	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&st.version); err != nil {
+		return writerState{}, err
+	}
+	total, ok := totalChanges(conn)
+	if !ok {
+		return writerState{}, errors.New("sqlite: no total_changes on the writer")
+	}
+	st.appChanges = total - s.ownChanges.Load()
+	return st, nil
+}
+
+// totalChanges returns the rows conn changed since it opened
+// (sqlite3_total_changes64): inserted, updated or deleted, rolled back or
+// not.
+func totalChanges(conn *sql.Conn) (n int64, ok bool) {
+	err := conn.Raw(func(dc any) error {
+		c, is := dc.(interface{ Raw() *sqlite3.Conn })
+		if !is {
+			return errors.New("not an ncruces connection")
+		}
+		n = c.Raw().TotalChanges()
+		return nil
+	})
+	return n, err == nil
 }

@@ -2,9 +2,13 @@ package sqlite_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/errandhq/errand"
 )
 
 // TestListenQueuesSeesOtherConnections: a listener delivers "" after another
@@ -68,6 +72,59 @@ func TestListenQueuesSeesOtherConnections(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatal("channel still open 10s after ctx ended")
+		}
+	}
+}
+
+// TestListenQueuesSkipsOwnTransactions: the store's own transactions (an
+// insert, a claim) deliver nothing to its listener, whose process wakes
+// its workers directly; a commit by the application on Store.DB, or by
+// another store, right after them is delivered.
+func TestListenQueuesSkipsOwnTransactions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	other := open(t, path, nil)
+	defer other.Close()
+	if _, err := s.DB().ExecContext(t.Context(), `CREATE TABLE app (x)`); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.ListenQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ownTransactions := func() {
+		t.Helper()
+		n++
+		if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{
+			ID: "j" + strconv.Itoa(n), Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3,
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.JobClaimMany(t.Context(), &errand.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: time.Minute, Owner: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, commit := range []func() error{
+		func() error { _, err := s.DB().ExecContext(t.Context(), `INSERT INTO app VALUES (1)`); return err },
+		func() error { _, err := other.DB().ExecContext(t.Context(), `INSERT INTO app VALUES (2)`); return err },
+	} {
+		ownTransactions()
+		// A hundred checks within the window after the writes find only
+		// the store's own commits.
+		select {
+		case <-ch:
+			t.Fatalf("round %d: delivered after the store's own transactions only", i)
+		case <-time.After(100 * sqliteWakeInterval):
+		}
+		if err := commit(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a commit after the store's own was not delivered", i)
 		}
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -98,7 +99,11 @@ type Store struct {
 	// busyTimeout bounds every wait for the writer: SQLite's, for another
 	// process's lock, and tx's, for the writer connection in this one.
 	busyTimeout time.Duration
-	cache       stmtCache // statements prepared on the writer; see stmts.go
+	// ownChanges counts the rows the store's own transactions (tx) changed
+	// through the writer: ListenQueues subtracts it from the writer's total
+	// to tell the application's commits on Store.DB from the store's own.
+	ownChanges atomic.Int64
+	cache      stmtCache // statements prepared on the writer; see stmts.go
 }
 
 var _ errand.TxStore[*sql.Tx] = (*Store)(nil)
@@ -251,6 +256,13 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	err = func() error {
 		defer conn.Close()
+		if before, ok := totalChanges(conn); ok {
+			defer func() { // before conn goes back: a watcher reads both at once
+				if after, ok := totalChanges(conn); ok {
+					s.ownChanges.Add(after - before)
+				}
+			}()
+		}
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
