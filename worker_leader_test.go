@@ -225,7 +225,7 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	// to claim, and this test counts its claims.
 	const sweepEvery = 10 * time.Second
 	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery, PollOnly: true})
-	// Leading, with its sweeps scheduled.
+	// Leading, its sweep on election done and the next scheduled.
 	blockUntilAt(t, clock, start.Add(sweepEvery), 1)
 	if !w.Leading() {
 		t.Fatal("a lone worker does not lead")
