@@ -174,10 +174,11 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 		return nil
 	})
 	j := enqueue(t, c, "task", nil)
-	// The sweeps and the leadership renewals come hourly: none moves the
-	// job on while the clock passes its lease.
+	// The leadership renewals come hourly and the sweeps every two hours:
+	// none moves the job on while the clock passes its lease.
 	const lease = time.Minute
-	w, err := c.NewWorker(&errand.WorkerConfig{Lease: lease, PollInterval: time.Hour, LeaderTTL: 3 * time.Hour, SweepInterval: time.Hour})
+	const sweepEvery = 2 * time.Hour
+	w, err := c.NewWorker(&errand.WorkerConfig{Lease: lease, PollInterval: time.Hour, LeaderTTL: 3 * time.Hour, SweepInterval: sweepEvery})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +188,9 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 	}
 	<-ran
 	<-st.hanging
+	// The sweep on election is done, and the next one two hours away: the
+	// lease's end below is not swept.
+	blockUntilAt(t, clock, claimed.Add(sweepEvery), 1)
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(context.Background()) }()
 	clock.Set(claimed.Add(lease))

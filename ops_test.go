@@ -345,6 +345,8 @@ func TestLeaderAppliesRetention(t *testing.T) {
 	if gone(recent.ID) || gone(waiting.ID) {
 		t.Fatal("the leader pruned a job younger than the policy's age")
 	}
+	// The retention ticker starts once the duties on election are done.
+	blockUntilAt(t, clock, clock.Now().Add(policy.Interval), 1)
 	// More than an hour later the recent job is old enough; the next run,
 	// due every 30 minutes, deletes it.
 	for range 3 {

@@ -208,8 +208,15 @@ func (w *Worker) resign(ctx context.Context) {
 
 // leaderDuties runs what must happen once per cluster until ctx ends: the
 // sweep every SweepInterval and registry cleanup every workerPruneEvery,
-// each at once on election.
+// each at once on election. The tickers start after the duties done on
+// election, so that an armed sweep ticker means the leader waits for its
+// next sweep (a fake clock's tests wait for that).
 func (w *Worker) leaderDuties(ctx context.Context) {
+	w.leaderSweep(ctx)
+	w.leaderBatches(ctx)
+	w.leaderWorkflows(ctx)
+	w.leaderPrune(ctx)
+	w.leaderRetention(ctx)
 	sweep := w.c.clock.NewTicker(w.cfg.SweepInterval)
 	defer sweep.Stop()
 	prune := w.c.clock.NewTicker(workerPruneEvery)
@@ -220,11 +227,6 @@ func (w *Worker) leaderDuties(ctx context.Context) {
 		defer t.Stop()
 		retain = t.C()
 	}
-	w.leaderSweep(ctx)
-	w.leaderBatches(ctx)
-	w.leaderWorkflows(ctx)
-	w.leaderPrune(ctx)
-	w.leaderRetention(ctx)
 	for {
 		select {
 		case <-ctx.Done():

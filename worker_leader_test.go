@@ -39,7 +39,8 @@ func (s *flakyLeaderStore) LeaderElect(ctx context.Context, p *errand.LeaderElec
 // (default testLeaderTTL). Its polls, registry heartbeats and sweeps come
 // hourly unless cfg says otherwise, so that the only timers due within the
 // TTL are its elections (and the sweeps a test asks for), and no claim
-// sweeps behind the leader's back.
+// sweeps behind the leader's back. It returns once the worker has made its
+// first claim, so that it claims no more unless woken or an hour on.
 func leaderProcess(t *testing.T, path string, clock *errandtest.Clock, cfg errand.WorkerConfig) (*errand.Worker, *flakyLeaderStore) {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock})
@@ -72,6 +73,10 @@ func leaderProcess(t *testing.T, path string, clock *errandtest.Clock, cfg erran
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Stop(context.Background()) })
+	// Its first claim finds "work" empty; the next waits for the hourly
+	// poll. (Its poll timer is no signal here: the sweep ticker and the
+	// other processes' timers may be armed for the same hour.)
+	workerWaitFor(t, clockWait, func() bool { return w.Stats().Claims >= 1 })
 	return w, fs
 }
 
@@ -220,7 +225,7 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	// to claim, and this test counts its claims.
 	const sweepEvery = 10 * time.Second
 	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery, PollOnly: true})
-	// Leading, with its sweeps scheduled.
+	// Leading, its sweep on election done and the next scheduled.
 	blockUntilAt(t, clock, start.Add(sweepEvery), 1)
 	if !w.Leading() {
 		t.Fatal("a lone worker does not lead")

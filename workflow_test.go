@@ -690,6 +690,8 @@ func TestWorkflowLeadingWorkerAdvances(t *testing.T) {
 	const sweepEvery = 10 * time.Second
 	// The leader serves another queue: the workflow's jobs wait for it.
 	w, _ := leaderProcess(t, path, clock, errand.WorkerConfig{LeaderTTL: time.Hour, SweepInterval: sweepEvery, PollOnly: true})
+	// Its sweep on election is done (the sweep ticker starts after it),
+	// before the workflow below exists.
 	blockUntilAt(t, clock, start.Add(sweepEvery), 1)
 	if !w.Leading() {
 		t.Fatal("a lone worker does not lead")
