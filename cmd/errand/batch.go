@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -186,30 +183,9 @@ or with --json {"batch", "jobs", "duplicate"}.`,
 
 // enqueueBatch is errand batch enqueue --file FILE.
 func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q; give the batch with --file FILE.json", pos[0])
-	}
-	if file == "" {
-		return usagef("give --file FILE.json (or --file - for standard input): the batch as POST /api/v1/batches takes it")
-	}
-	var b []byte
-	var err error
-	if file == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(file)
-	}
-	if err != nil {
-		return usagef("--file: %v", err)
-	}
 	var req batchjson.Request
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return usagef("--file %s is not a batch: %v; see errand help batch", file, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return usagef("--file %s holds more than one JSON value; give one batch object", file)
+	if err := readEnqueueFile(pos, file, "batch", "/api/v1/batches", &req); err != nil {
+		return err
 	}
 	params, opts, err := req.Batch()
 	if err != nil {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -209,30 +206,9 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 
 // enqueueWorkflow is errand workflow enqueue --file FILE.
 func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q; give the workflow with --file FILE.json", pos[0])
-	}
-	if file == "" {
-		return usagef("give --file FILE.json (or --file - for standard input): the workflow as POST /api/v1/workflows takes it")
-	}
-	var b []byte
-	var err error
-	if file == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(file)
-	}
-	if err != nil {
-		return usagef("--file: %v", err)
-	}
 	var req workflowjson.Request
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return usagef("--file %s is not a workflow: %v; see errand help workflow", file, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return usagef("--file %s holds more than one JSON value; give one workflow object", file)
+	if err := readEnqueueFile(pos, file, "workflow", "/api/v1/workflows", &req); err != nil {
+		return err
 	}
 	steps, opts, err := req.Workflow()
 	if err != nil {
