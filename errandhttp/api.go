@@ -380,6 +380,15 @@ func (a *api[TTx]) show(j *errand.Job) *errand.Job {
 	return j
 }
 
+// showJobs prepares jobs for a reader as show does; nil becomes [].
+func (a *api[TTx]) showJobs(js []*errand.Job) []*errand.Job {
+	out := make([]*errand.Job, len(js))
+	for i, j := range js {
+		out[i] = a.show(j)
+	}
+	return out
+}
+
 // enqueueRequest is the body of POST /api/v1/jobs. Field names are the job
 // record's.
 type enqueueRequest struct {
@@ -419,13 +428,48 @@ type enqueueResponse struct {
 // pruned enqueues it again.
 const IdempotencyHeader = "Idempotency-Key"
 
-func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueRequest) error {
+// idempotencyKey returns the request's Idempotency-Key, which becomes *id,
+// the id of the job, batch or workflow (what) it enqueues. An id in the
+// body that differs from the key is a 400.
+func idempotencyKey(r *http.Request, id *string, what string) (string, error) {
 	key := r.Header.Get(IdempotencyHeader)
 	if key != "" {
-		if req.ID != "" && req.ID != key {
-			return badRequest("id %q and the %s %q differ; the key becomes the job's id, so send one of them", req.ID, IdempotencyHeader, key)
+		if *id != "" && *id != key {
+			return "", badRequest("id %q and the %s %q differ; the key becomes the %s's id, so send one of them", *id, IdempotencyHeader, key, what)
 		}
-		req.ID = key
+		*id = key
+	}
+	return key, nil
+}
+
+// replayStatus is the status of an answer to POST /api/v1/batches or
+// /api/v1/workflows: 201 when the batch or workflow (what) was enqueued,
+// 200 when it existed. When it existed under the request's Idempotency-Key
+// it sets Idempotent-Replayed, unless same reports that the request would
+// have enqueued something else: that is 409 idempotency_conflict, saying
+// what may differ.
+func replayStatus(w http.ResponseWriter, duplicate bool, key, what, differ string, same func() (bool, error)) (int, error) {
+	if !duplicate {
+		return http.StatusCreated, nil
+	}
+	if key != "" {
+		ok, err := same()
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return 0, &httpError{http.StatusConflict, "idempotency_conflict",
+				fmt.Sprintf("%s %q was used for a different %s (%s); use a new key for a new %s", IdempotencyHeader, key, what, differ, what)}
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	return http.StatusOK, nil
+}
+
+func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueRequest) error {
+	key, err := idempotencyKey(r, &req.ID, "job")
+	if err != nil {
+		return err
 	}
 	if req.Kind == "" {
 		return badRequest("kind is missing; name the job's kind, e.g. \"send_receipt\"")

@@ -3,7 +3,6 @@ package errandhttp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -88,12 +87,9 @@ type batchResponse struct {
 // batch's id; reused for a different batch it is answered 409
 // idempotency_conflict, as on POST /api/v1/jobs and /api/v1/workflows.
 func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *batchjson.Request) error {
-	key := r.Header.Get(IdempotencyHeader)
-	if key != "" {
-		if req.ID != "" && req.ID != key {
-			return badRequest("id %q and the %s %q differ; the key becomes the batch's id, so send one of them", req.ID, IdempotencyHeader, key)
-		}
-		req.ID = key
+	key, err := idempotencyKey(r, &req.ID, "batch")
+	if err != nil {
+		return err
 	}
 	params, opts, err := req.Batch()
 	if err != nil {
@@ -108,26 +104,13 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *bat
 	if err != nil {
 		return err
 	}
-	status := http.StatusCreated
-	if res.Duplicate {
-		if key != "" {
-			same, err := a.sameBatch(r.Context(), res.Batch, req)
-			if err != nil {
-				return err
-			}
-			if !same {
-				return &httpError{http.StatusConflict, "idempotency_conflict",
-					fmt.Sprintf("%s %q was used for a different batch (number of jobs, callback, or a member with an id differ); use a new key for a new batch", IdempotencyHeader, key)}
-			}
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-		status = http.StatusOK
+	status, err := replayStatus(w, res.Duplicate, key, "batch", "number of jobs, callback, or a member with an id differ", func() (bool, error) {
+		return a.sameBatch(r.Context(), res.Batch, req)
+	})
+	if err != nil {
+		return err
 	}
-	resp := batchResponse{Batch: a.showBatch(res.Batch), Jobs: make([]*errand.Job, len(res.Jobs)), Duplicate: res.Duplicate}
-	for i, j := range res.Jobs {
-		resp.Jobs[i] = a.show(j)
-	}
-	writeJSON(w, status, resp)
+	writeJSON(w, status, batchResponse{Batch: a.showBatch(res.Batch), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
 	return nil
 }
 

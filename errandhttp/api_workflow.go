@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,12 +31,9 @@ type workflowResponse struct {
 // header becomes the workflow's id; reused for a different workflow it is
 // answered 409 idempotency_conflict, as on POST /api/v1/jobs.
 func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *workflowjson.Request) error {
-	key := r.Header.Get(IdempotencyHeader)
-	if key != "" {
-		if req.ID != "" && req.ID != key {
-			return badRequest("id %q and the %s %q differ; the key becomes the workflow's id, so send one of them", req.ID, IdempotencyHeader, key)
-		}
-		req.ID = key
+	key, err := idempotencyKey(r, &req.ID, "workflow")
+	if err != nil {
+		return err
 	}
 	steps, opts, err := req.Workflow()
 	if err != nil {
@@ -52,26 +48,13 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *
 	if err != nil {
 		return err
 	}
-	status := http.StatusCreated
-	if res.Duplicate {
-		if key != "" {
-			same, err := a.sameWorkflow(r.Context(), res.Workflow, req)
-			if err != nil {
-				return err
-			}
-			if !same {
-				return &httpError{http.StatusConflict, "idempotency_conflict",
-					fmt.Sprintf("%s %q was used for a different workflow (name, steps, kinds, dependencies, compensations or a started step's job differ); use a new key for a new workflow", IdempotencyHeader, key)}
-			}
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-		status = http.StatusOK
+	status, err := replayStatus(w, res.Duplicate, key, "workflow", "name, steps, kinds, dependencies, compensations or a started step's job differ", func() (bool, error) {
+		return a.sameWorkflow(r.Context(), res.Workflow, req)
+	})
+	if err != nil {
+		return err
 	}
-	resp := workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: make([]*errand.Job, len(res.Jobs)), Duplicate: res.Duplicate}
-	for i, j := range res.Jobs {
-		resp.Jobs[i] = a.show(j)
-	}
-	writeJSON(w, status, resp)
+	writeJSON(w, status, workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
 	return nil
 }
 
