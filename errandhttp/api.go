@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/batchjson"
 )
 
 // Limits of the API.
@@ -484,18 +485,9 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueR
 	if len(bytes.TrimSpace(args)) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	opts := &errand.EnqueueOpts{
-		ID: req.ID, Queue: req.Queue, Priority: req.Priority, Delay: time.Duration(req.Delay),
-		MaxAttempts: req.MaxAttempts, MaxAge: time.Duration(req.MaxAge),
-		UniqueKey: req.UniqueKey, OrderingKey: req.OrderingKey, OrderingOnDead: req.OrderingOnDead, FairnessKey: req.FairnessKey, Tags: req.Tags,
-	}
-	if req.UniqueScope != 0 || req.UniqueWindow != 0 {
-		opts.UniqueKey = ""
-		opts.Unique = &errand.UniqueOpts{Key: req.UniqueKey, Scope: req.UniqueScope, Window: time.Duration(req.UniqueWindow)}
-	}
-	if req.RunAt != nil {
-		opts.RunAt = *req.RunAt
-	}
+	// batchjson.Job is this body field for field (sameBatch relies on it
+	// too), so they make the same options.
+	opts := (*batchjson.Job)(req).Opts()
 	res, err := a.c.Enqueue(r.Context(), errand.RawArgs{KindName: req.Kind, JSON: args}, opts)
 	if err != nil {
 		return err

@@ -133,6 +133,13 @@ func (j *Job) Params(field string) (errand.EnqueueParams, error) {
 	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
 		args = json.RawMessage("{}")
 	}
+	return errand.EnqueueParams{Args: errand.RawArgs{KindName: j.Kind, JSON: args}, Opts: j.Opts()}, nil
+}
+
+// Opts returns the job's enqueue options as they are, unchecked: unique
+// scope or window make them errand.UniqueOpts, else the unique key stays a
+// plain key.
+func (j *Job) Opts() *errand.EnqueueOpts {
 	opts := &errand.EnqueueOpts{
 		ID: j.ID, Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay),
 		MaxAttempts: j.MaxAttempts, MaxAge: time.Duration(j.MaxAge),
@@ -146,5 +153,5 @@ func (j *Job) Params(field string) (errand.EnqueueParams, error) {
 	if j.RunAt != nil {
 		opts.RunAt = *j.RunAt
 	}
-	return errand.EnqueueParams{Args: errand.RawArgs{KindName: j.Kind, JSON: args}, Opts: opts}, nil
+	return opts
 }
