@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/jobjson"
 )
 
 // Request is a batch to enqueue.
@@ -57,23 +58,9 @@ type Job struct {
 }
 
 // Callback is the batch's callback job: the job fields of
-// POST /api/v1/jobs without id, run_at and the unique fields.
-type Callback struct {
-	Kind string `json:"kind"`
-	// Args must be a JSON object (errand sets its field "batch"); null or
-	// absent means {}.
-	Args        json.RawMessage `json:"args"`
-	Queue       string          `json:"queue"`
-	Priority    int             `json:"priority"`
-	Delay       errand.Duration `json:"delay"`
-	MaxAttempts int             `json:"max_attempts"`
-	MaxAge      errand.Duration `json:"max_age"`
-	OrderingKey string          `json:"ordering_key"`
-	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
-	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
-	FairnessKey    string                `json:"fairness_key"`
-	Tags           []string              `json:"tags"`
-}
+// POST /api/v1/jobs without id, run_at and the unique fields. Its args must
+// be a JSON object (errand sets its field "batch"); null or absent means {}.
+type Callback = jobjson.Job
 
 // Batch returns the jobs and options of errand.Client.EnqueueBatch. A
 // missing kind, run_at with delay, a negative duration or a callback whose
@@ -96,24 +83,12 @@ func (r *Request) Batch() ([]errand.EnqueueParams, *errand.BatchOpts, error) {
 	}
 	opts := &errand.BatchOpts{ID: r.ID}
 	if cb := r.Callback; cb != nil {
-		if cb.Kind == "" {
-			return nil, nil, &errand.InputError{Field: "callback.kind", Message: "is missing; name the callback job's kind, e.g. \"import_done\""}
+		args, cbOpts, err := cb.Params("callback", "name the callback job's kind, e.g. \"import_done\"",
+			"errand sets its field \"batch\" to the batch's final counts")
+		if err != nil {
+			return nil, nil, err
 		}
-		if cb.Delay < 0 || cb.MaxAge < 0 {
-			return nil, nil, &errand.InputError{Field: "callback", Message: "delay and max_age must not be negative"}
-		}
-		args := cb.Args
-		if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
-			args = json.RawMessage("{}")
-		} else if t[0] != '{' {
-			return nil, nil, &errand.InputError{Field: "callback.args", Message: "must be a JSON object; errand sets its field \"batch\" to the batch's final counts"}
-		}
-		opts.Callback = errand.RawArgs{KindName: cb.Kind, JSON: args}
-		opts.CallbackOpts = &errand.EnqueueOpts{
-			Queue: cb.Queue, Priority: cb.Priority, Delay: time.Duration(cb.Delay), MaxAttempts: cb.MaxAttempts,
-			MaxAge: time.Duration(cb.MaxAge), OrderingKey: cb.OrderingKey, OrderingOnDead: cb.OrderingOnDead,
-			FairnessKey: cb.FairnessKey, Tags: cb.Tags,
-		}
+		opts.Callback, opts.CallbackOpts = args, cbOpts
 	}
 	return params, opts, nil
 }

@@ -15,12 +15,10 @@
 package workflowjson
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/jobjson"
 )
 
 // Request is a workflow to enqueue.
@@ -44,23 +42,9 @@ type Step struct {
 }
 
 // Job is a step's job or a compensation: the job fields of
-// POST /api/v1/jobs that a workflow's job may have.
-type Job struct {
-	Kind string `json:"kind"`
-	// Args must be a JSON object (errand sets its field "workflow"); null
-	// or absent means {}.
-	Args        json.RawMessage `json:"args"`
-	Queue       string          `json:"queue"`
-	Priority    int             `json:"priority"`
-	Delay       errand.Duration `json:"delay"`
-	MaxAttempts int             `json:"max_attempts"`
-	MaxAge      errand.Duration `json:"max_age"`
-	OrderingKey string          `json:"ordering_key"`
-	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
-	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
-	FairnessKey    string                `json:"fairness_key"`
-	Tags           []string              `json:"tags"`
-}
+// POST /api/v1/jobs that a workflow's job may have. Its args must be a JSON
+// object (errand sets its field "workflow"); null or absent means {}.
+type Job = jobjson.Job
 
 // Workflow returns the steps and options of errand.Client.EnqueueWorkflow.
 // A missing kind or args that are not a JSON object is an
@@ -76,13 +60,13 @@ func (r *Request) Workflow() ([]errand.WorkflowStep, *errand.WorkflowOpts, error
 		if s.Name != "" {
 			field = fmt.Sprintf("steps[%d] (%s)", i, s.Name)
 		}
-		args, opts, err := s.Job.params(field)
+		args, opts, err := jobParams(&s.Job, field)
 		if err != nil {
 			return nil, nil, err
 		}
 		steps[i] = errand.WorkflowStep{Name: s.Name, DependsOn: s.DependsOn, Args: args, Opts: opts}
 		if s.Compensate != nil {
-			if steps[i].Compensate, steps[i].CompensateOpts, err = s.Compensate.params(field + ".compensate"); err != nil {
+			if steps[i].Compensate, steps[i].CompensateOpts, err = jobParams(s.Compensate, field+".compensate"); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -90,23 +74,8 @@ func (r *Request) Workflow() ([]errand.WorkflowStep, *errand.WorkflowOpts, error
 	return steps, &errand.WorkflowOpts{ID: r.ID, Name: r.Name}, nil
 }
 
-// params returns the job's args and options; field names it in errors.
-func (j *Job) params(field string) (errand.RawArgs, *errand.EnqueueOpts, error) {
-	if j.Kind == "" {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".kind", Message: "is missing; name the job's kind, e.g. \"charge_card\""}
-	}
-	if j.Delay < 0 || j.MaxAge < 0 {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field, Message: "delay and max_age must not be negative"}
-	}
-	args := j.Args
-	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
-		args = json.RawMessage("{}")
-	} else if t[0] != '{' {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".args", Message: "must be a JSON object; errand sets its field \"workflow\""}
-	}
-	return errand.RawArgs{KindName: j.Kind, JSON: args}, &errand.EnqueueOpts{
-		Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay), MaxAttempts: j.MaxAttempts,
-		MaxAge: time.Duration(j.MaxAge), OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
-		FairnessKey: j.FairnessKey, Tags: j.Tags,
-	}, nil
+// jobParams returns the args and options of a step's job or compensation;
+// field names it in errors.
+func jobParams(j *Job, field string) (errand.RawArgs, *errand.EnqueueOpts, error) {
+	return j.Params(field, "name the job's kind, e.g. \"charge_card\"", "errand sets its field \"workflow\"")
 }
