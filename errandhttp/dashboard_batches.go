@@ -1,12 +1,7 @@
 package errandhttp
 
 import (
-	"fmt"
-	"html/template"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/errandhq/errand"
 )
@@ -15,21 +10,7 @@ import (
 type batchesData struct {
 	Batches []*errand.Batch
 	States  []errand.BatchState
-	// State and Limit are the filter as the visitor gave it.
-	State string
-	Limit int
-}
-
-// QueryMore is the query string of the listing with a page twice as long.
-// Every value is query-escaped by url.Values, which is what makes it a safe
-// template.URL.
-func (l *batchesData) QueryMore() template.URL {
-	v := url.Values{}
-	if l.State != "" {
-		v.Set("state", l.State)
-	}
-	v.Set("limit", strconv.Itoa(min(2*l.Limit, MaxDashboardPageSize)))
-	return template.URL(v.Encode())
+	stateFilter
 }
 
 // batchesPage lists batches, newest first, open or completed.
@@ -39,16 +20,12 @@ func (d *dashboard) batchesPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
-	l := &batchesData{States: errand.BatchStates, State: strings.TrimSpace(q.Get("state")), Limit: d.opts.PageSize}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxDashboardPageSize {
-			d.fail(w, r, &errand.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)})
-			return
-		}
-		l.Limit = n
+	f, err := d.stateFilter(r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
 	}
+	l := &batchesData{States: errand.BatchStates, stateFilter: f}
 	p := &errand.BatchListParams{Limit: l.Limit}
 	if l.State != "" {
 		st, err := errand.ParseBatchState(l.State)

@@ -2,11 +2,7 @@ package errandhttp
 
 import (
 	"fmt"
-	"html/template"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/workflowview"
@@ -16,21 +12,7 @@ import (
 type workflowsData struct {
 	Workflows []*errand.Workflow
 	States    []errand.WorkflowState
-	// State and Limit are the filter as the visitor gave it.
-	State string
-	Limit int
-}
-
-// QueryMore is the query string of the listing with a page twice as long.
-// Every value is query-escaped by url.Values, which is what makes it a safe
-// template.URL.
-func (l *workflowsData) QueryMore() template.URL {
-	v := url.Values{}
-	if l.State != "" {
-		v.Set("state", l.State)
-	}
-	v.Set("limit", strconv.Itoa(min(2*l.Limit, MaxDashboardPageSize)))
-	return template.URL(v.Encode())
+	stateFilter
 }
 
 // workflowsPage lists workflows, newest first, filtered by state.
@@ -40,16 +22,12 @@ func (d *dashboard) workflowsPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
-	l := &workflowsData{States: errand.WorkflowStates, State: strings.TrimSpace(q.Get("state")), Limit: d.opts.PageSize}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxDashboardPageSize {
-			d.fail(w, r, &errand.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)})
-			return
-		}
-		l.Limit = n
+	f, err := d.stateFilter(r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
 	}
+	l := &workflowsData{States: errand.WorkflowStates, stateFilter: f}
 	p := &errand.WorkflowListParams{Limit: l.Limit}
 	if l.State != "" {
 		st := errand.WorkflowState(l.State)
