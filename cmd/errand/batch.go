@@ -60,21 +60,7 @@ errand batch ID --json prints it.`,
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				if bs == nil {
-					bs = []*errand.Batch{}
-				}
-				return writeJSON(e.stdout, bs)
-			}
-			if len(bs) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "no batches")
-				return err
-			}
-			now, err := c.Store().Now(ctx)
-			if err != nil {
-				return err
-			}
-			if err := writeBatchesTable(e.stdout, bs, now); err != nil {
+			if err := printList(ctx, e, c.Store(), bs, *asJSON, "batches", writeBatchesTable); err != nil || *asJSON {
 				return err
 			}
 			if len(bs) == *limit {

@@ -64,21 +64,7 @@ as errand workflow ID --json prints it.`,
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				if ws == nil {
-					ws = []*errand.Workflow{}
-				}
-				return writeJSON(e.stdout, ws)
-			}
-			if len(ws) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "no workflows")
-				return err
-			}
-			now, err := c.Store().Now(ctx)
-			if err != nil {
-				return err
-			}
-			if err := writeWorkflowsTable(e.stdout, ws, now); err != nil {
+			if err := printList(ctx, e, c.Store(), ws, *asJSON, "workflows", writeWorkflowsTable); err != nil || *asJSON {
 				return err
 			}
 			if len(ws) == *limit {
