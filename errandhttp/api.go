@@ -391,29 +391,8 @@ func (a *api[TTx]) showJobs(js []*errand.Job) []*errand.Job {
 }
 
 // enqueueRequest is the body of POST /api/v1/jobs. Field names are the job
-// record's.
-type enqueueRequest struct {
-	ID          string          `json:"id"`
-	Kind        string          `json:"kind"`
-	Args        json.RawMessage `json:"args"`
-	Queue       string          `json:"queue"`
-	Priority    int             `json:"priority"`
-	RunAt       *time.Time      `json:"run_at"`
-	Delay       errand.Duration `json:"delay"`
-	MaxAttempts int             `json:"max_attempts"`
-	MaxAge      errand.Duration `json:"max_age"`
-	UniqueKey   string          `json:"unique_key"`
-	// UniqueScope names the states in which the job holds UniqueKey
-	// ("always", the default; "until_finished"; "until_succeeded"; or a
-	// comma-separated list of states), UniqueWindow its window ("1h").
-	UniqueScope  errand.UniqueScope `json:"unique_scope"`
-	UniqueWindow errand.Duration    `json:"unique_window"`
-	OrderingKey  string             `json:"ordering_key"`
-	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
-	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
-	FairnessKey    string                `json:"fairness_key"`
-	Tags           []string              `json:"tags"`
-}
+// record's. A batch's member, in POST /api/v1/batches, is the same object.
+type enqueueRequest = batchjson.Job
 
 // enqueueResponse is the answer to POST /api/v1/jobs.
 type enqueueResponse struct {
@@ -485,10 +464,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueR
 	if len(bytes.TrimSpace(args)) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	// batchjson.Job is this body field for field (sameBatch relies on it
-	// too), so they make the same options.
-	opts := (*batchjson.Job)(req).Opts()
-	res, err := a.c.Enqueue(r.Context(), errand.RawArgs{KindName: req.Kind, JSON: args}, opts)
+	res, err := a.c.Enqueue(r.Context(), errand.RawArgs{KindName: req.Kind, JSON: args}, req.Opts())
 	if err != nil {
 		return err
 	}

@@ -142,9 +142,7 @@ func (a *api[TTx]) sameBatch(ctx context.Context, b *errand.Batch, req *batchjso
 		if p, err := rj.Params(""); err == nil {
 			args = p.Args.(errand.RawArgs).JSON
 		}
-		// batchjson.Job is the body of POST /api/v1/jobs field for field,
-		// so the conversion compiles only while they agree.
-		if j.BatchID == nil || *j.BatchID != b.ID || !sameRequest(j, (*enqueueRequest)(rj), args) {
+		if j.BatchID == nil || *j.BatchID != b.ID || !sameRequest(j, rj, args) {
 			return false, nil
 		}
 	}
