@@ -1,56 +1,21 @@
 package postgres_test
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
-	"github.com/errandhq/errand/postgres/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestAuditMigrationKeepsReplays builds a schema as an errand before
 // migration 6 left it, with replays in errand_replays, and opens it: the
 // replays move to the audit with their ids, and later records follow them.
 func TestAuditMigrationKeepsReplays(t *testing.T) {
-	url := pgtest.URL(t)
-	schema := pgtest.Schema(t, url)
+	o := newOldSchema(t, 5)
+	url, schema, conn, tx, exec := o.url, o.name, o.conn, o.tx, o.exec
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil || len(files) < 6 {
-		t.Fatalf("migrations: %v %v", files, err)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	ident := pgx.Identifier{schema}.Sanitize()
-	exec(`CREATE SCHEMA ` + ident)
-	exec(`SET LOCAL search_path TO ` + ident)
-	exec(`CREATE TABLE errand_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for i, f := range files[:5] {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(b))
-		exec(`INSERT INTO errand_migrations (version, name) VALUES ($1, $2)`, i+1, filepath.Base(f))
-	}
 	at := func(s int64) time.Time { return time.Unix(s, 0).UTC() }
 	exec(`INSERT INTO errand_replays (id, job_id, replay, prior_state, operator, reason, at) OVERRIDING SYSTEM VALUE VALUES
 		(1, 'a', 1, 'dead', 'ana', 'fixed', $1), (2, 'b', 1, 'cancelled', 'bo', 'mistake', $2),

@@ -1,14 +1,10 @@
 package postgres_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
-	"github.com/errandhq/errand/postgres/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestUniqueScopeMigrationKeepsBehaviour builds a schema as an errand
@@ -17,40 +13,9 @@ import (
 // finished job still holds its key whatever the new job's scope, and the
 // dead job holds nothing back, as before.
 func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
-	url := pgtest.URL(t)
-	schema := pgtest.Schema(t, url)
+	o := newOldSchema(t, 7)
+	url, schema, conn, tx, exec := o.url, o.name, o.conn, o.tx, o.exec
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil || len(files) < 8 {
-		t.Fatalf("migrations: %v %v", files, err)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	ident := pgx.Identifier{schema}.Sanitize()
-	exec(`CREATE SCHEMA ` + ident)
-	exec(`SET LOCAL search_path TO ` + ident)
-	exec(`CREATE TABLE errand_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for i, f := range files[:7] {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(b))
-		exec(`INSERT INTO errand_migrations (version, name) VALUES ($1, $2)`, i+1, filepath.Base(f))
-	}
 	exec(`INSERT INTO errand_jobs (id, queue, kind, args, state, max_attempts, available_at, created_at, unique_key, ordering_key, finished_at) VALUES
 		('old', 'default', 'k', '{}', 'succeeded', 1, now(), now(), 'digest:1', NULL, now()),
 		('head', 'default', 'k', '{}', 'dead', 1, now(), now(), NULL, 'acct', now()),

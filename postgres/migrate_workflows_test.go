@@ -1,15 +1,12 @@
 package postgres_test
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres"
-	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,40 +16,9 @@ import (
 // and each that may run again is claimed (the running one, whose lease
 // expired, at once; the dead and cancelled ones once replayed).
 func TestWorkflowMigrationKeepsJobs(t *testing.T) {
-	url := pgtest.URL(t)
-	schema := pgtest.Schema(t, url)
+	o := newOldSchema(t, 13)
+	url, schema, conn, tx, exec := o.url, o.name, o.conn, o.tx, o.exec
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil || len(files) < 14 {
-		t.Fatalf("migrations: %v %v", files, err)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	ident := pgx.Identifier{schema}.Sanitize()
-	exec(`CREATE SCHEMA ` + ident)
-	exec(`SET LOCAL search_path TO ` + ident)
-	exec(`CREATE TABLE errand_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for i, f := range files[:13] {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(b))
-		exec(`INSERT INTO errand_migrations (version, name) VALUES ($1, $2)`, i+1, filepath.Base(f))
-	}
 	exec(`INSERT INTO errand_batches (id, total, created_at) VALUES ('b1', 2, now())`)
 	exec(`INSERT INTO errand_jobs (id, queue, kind, args, state, attempt, max_attempts, available_at, created_at,
 			lease_token, lease_until, lease_owner, attempted_at, finished_at, batch_id) VALUES
@@ -72,7 +38,7 @@ func TestWorkflowMigrationKeepsJobs(t *testing.T) {
 	}
 	defer s.Close()
 	var applied int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+ident+`.errand_migrations WHERE version = 14`).Scan(&applied); err != nil || applied != 1 {
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+`.errand_migrations WHERE version = 14`).Scan(&applied); err != nil || applied != 1 {
 		t.Fatalf("migration 14 recorded %d times, %v; want once", applied, err)
 	}
 	checkMigratedJobs(t, s)
