@@ -43,7 +43,11 @@ func TestWorkWeights(t *testing.T) {
 	eachStore(t, false, func(t *testing.T, store string) {
 		db := workerDB(t, store)
 		marks := filepath.Join(t.TempDir(), "marks")
-		s := script(t, `echo "$ERRAND_JOB_KIND" >> `+marks+`; sleep 0.05`)
+		// Jobs of different lengths (the script's pid picks 100 to 250 ms):
+		// jobs of one length started together end together, and of two
+		// slots freed at once the second goes to whichever queue is
+		// waiting, not claiming, which is not the weights' doing.
+		s := script(t, `echo "$ERRAND_JOB_KIND" >> `+marks+`; sleep 0.$(( $$ % 4 * 5 + 10 ))`)
 		enqueueN(t, db, "hi", "hi", 60, errand.EnqueueOpts{})
 		enqueueN(t, db, "lo", "lo", 60, errand.EnqueueOpts{})
 		w := startWorker(t, db, "--queue", "hi=4", "--queue", "lo=4", "--max-workers", "2", "--weight", "hi=4",
