@@ -21,6 +21,8 @@ type troubledStore struct {
 	hangOutcomes   atomic.Bool  // outcome writes block until their context ends
 	// hanging, when set, hears of a call that begins to hang.
 	hanging chan string
+	// renewed, when set, hears of each renewal the store committed.
+	renewed chan errand.HeartbeatResult
 }
 
 // hang blocks until ctx ends, after telling s.hanging that call hangs.
@@ -37,7 +39,13 @@ func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeart
 	if s.hangHeartbeats.Load() {
 		return nil, s.hang(ctx, "heartbeat")
 	}
-	return s.TxStore.JobHeartbeatMany(ctx, p)
+	rs, err := s.TxStore.JobHeartbeatMany(ctx, p)
+	if s.renewed != nil && err == nil {
+		for _, r := range rs {
+			s.renewed <- r
+		}
+	}
+	return rs, err
 }
 
 func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {

@@ -540,7 +540,7 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 
 func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 	clock := newTestClock()
-	st := openStore(t, clock)
+	st := &troubledStore{TxStore: openStore(t, clock), renewed: make(chan errand.HeartbeatResult, 16)}
 	release := make(chan struct{})
 	c := clockClient(t, st, clock, func(ctx context.Context, _ *errand.Job) error {
 		select {
@@ -554,11 +554,19 @@ func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 	const lease = 30 * time.Second
 	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: lease})
 	// Three leases pass, a renewal every third of one: each renewal moves
-	// the lease's end, in the store and in the worker.
+	// the lease's end in the store, and the clock moves on only once the
+	// store has committed it.
 	blockUntilAt(t, clock, clock.Now().Add(lease/3), 1)
 	for range 9 {
 		now := clock.Advance(lease / 3)
-		blockUntilAt(t, clock, now.Add(lease), 1) // the worker's end of the lease, renewed
+		select {
+		case r := <-st.renewed:
+			if r.Err != nil || !r.LeaseUntil.Equal(now.Add(lease)) {
+				t.Fatalf("at %v: renewal %+v, want the lease until %v", now, r, now.Add(lease))
+			}
+		case <-time.After(clockWait):
+			t.Fatalf("at %v: no renewal within %v", now, clockWait)
+		}
 		if j := getJob(t, c, job.ID); j.State != errand.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
 			t.Fatalf("at %v: job %s until %v, want running until %v", now, j.State, j.LeaseUntil, now.Add(lease))
 		}
