@@ -197,7 +197,7 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow, weights: weights}
 	if weights != nil {
-		w.share = newCapacityShare(cfg.MaxWorkers, weights)
+		w.share = newCapacityShare(cfg.MaxWorkers, weights, cfg.Queues)
 	}
 	gate, err := newBreakerGate(c.engine, kinds)
 	if err != nil {
@@ -425,7 +425,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		wake := w.c.wakeChan(queue)
 		if loopCtx.Err() != nil {
 			if w.share != nil {
-				w.share.giveBack(queue, free)
+				w.share.rest(queue, free)
 			}
 			return
 		}
@@ -433,8 +433,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		if plan.held {
 			if w.share != nil {
 				// Over its rate limit, the queue's capacity goes to others.
-				w.share.giveBack(queue, free)
-				w.share.rest(queue)
+				w.share.rest(queue, free)
 			}
 			if !w.waitForTokens(loopCtx, poll, &plan) {
 				return
@@ -478,11 +477,8 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		}
 		cancelClaim()
 		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
-		if w.share != nil {
-			w.share.giveBack(queue, free-len(jobs))
-			if len(jobs) < free {
-				w.share.rest(queue)
-			}
+		if w.share != nil && len(jobs) < free {
+			w.share.rest(queue, free-len(jobs))
 		}
 		if err != nil && loopCtx.Err() == nil {
 			w.c.logger.Error("claim failed", "queue", queue, "err", err)
@@ -500,7 +496,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				defer func() {
 					w.stats.running.Add(-1)
 					if w.share != nil {
-						w.share.release()
+						w.share.release(queue)
 					}
 					<-slots
 					select {

@@ -57,138 +57,174 @@ func checkWeights(cfg *WorkerConfig) (map[string]int, error) {
 // weight (see above). Queue loops ask for slots before they claim
 // (acquire), give back what the claim did not use, and give back a slot
 // when a job ends (release).
+//
+// A queue's demand stands from its acquire until its claim comes up short
+// (rest), including while its loop claims: a slot freed meanwhile is
+// granted to it by pass like any other, kept for it (pending), and taken by
+// its next acquire at once. Were the demand registered only while the loop
+// waits in acquire, a queue whose loop happens to be claiming when a slot
+// frees would lose that slot to whichever queue waits, and with jobs of
+// equal length, whose slots free together, the shares would drift toward
+// even whatever the weights.
 type capacityShare struct {
-	mu      sync.Mutex
-	free    int // capacity not granted
-	weight  map[string]int
-	pass    map[string]float64
-	rested  map[string]bool // the queue's last claim came up short
-	vtime   float64         // the pass of the latest grant
-	waiters []*shareWaiter
+	mu     sync.Mutex
+	free   int // capacity granted to no queue
+	queues map[string]*shareQueue
+	vtime  float64 // the pass of the latest grant
 }
 
-type shareWaiter struct {
-	queue   string
-	want    int
-	granted int
-	ready   chan struct{} // closed on the first grant
+// shareQueue is one queue's standing in a capacityShare.
+type shareQueue struct {
+	name   string
+	weight int
+	slots  int     // the queue's own bound (WorkerConfig.Queues)
+	pass   float64 // advanced by 1/weight per slot granted
+	// active: the queue wants slots, from its acquire until it rests.
+	active bool
+	// held: slots granted to the queue and not yet given back: its running
+	// jobs, those its loop took to claim with, and pending.
+	held int
+	// pending: granted, not yet taken by the loop's acquire.
+	pending int
+	waiting bool          // the loop waits in acquire
+	ready   chan struct{} // buffered 1: a grant to a waiting loop
 }
 
-func newCapacityShare(capacity int, weights map[string]int) *capacityShare {
-	s := &capacityShare{free: capacity, weight: weights, pass: map[string]float64{}, rested: map[string]bool{}}
+// newCapacityShare shares capacity among queues of the given weights, each
+// queue within slots[queue] (no bound when absent).
+func newCapacityShare(capacity int, weights map[string]int, slots map[string]int) *capacityShare {
+	s := &capacityShare{free: capacity, queues: make(map[string]*shareQueue, len(weights))}
+	for q, w := range weights {
+		n, ok := slots[q]
+		if !ok || n <= 0 {
+			n = capacity
+		}
+		s.queues[q] = &shareQueue{name: q, weight: w, slots: n, ready: make(chan struct{}, 1)}
+	}
 	return s
 }
 
 // acquire waits until queue is granted at least one slot and returns how
-// many it was granted, at most want; 0 when ctx ended first.
+// many it takes, at most want; 0 when ctx ended first.
 func (s *capacityShare) acquire(ctx context.Context, queue string, want int) int {
 	s.mu.Lock()
-	if s.rested[queue] {
+	q := s.queues[queue]
+	if !q.active {
 		// Back from idle: no credit for the time it wanted nothing.
-		s.pass[queue] = math.Max(s.pass[queue], s.vtime)
-		s.rested[queue] = false
+		q.pass = math.Max(q.pass, s.vtime)
+		q.active = true
+		s.dispatch()
 	}
-	wt := &shareWaiter{queue: queue, want: want, ready: make(chan struct{})}
-	s.waiters = append(s.waiters, wt)
-	s.dispatch()
+	for q.pending == 0 {
+		q.waiting = true
+		s.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		q.waiting = false
+		if ctx.Err() != nil {
+			// The loop stops: its demand goes with it.
+			q.active = false
+			if q.pending > 0 {
+				s.returnLocked(q, q.pending)
+				q.pending = 0
+				s.dispatch()
+			}
+			s.mu.Unlock()
+			return 0
+		}
+	}
+	n := min(q.pending, want)
+	q.pending -= n
 	s.mu.Unlock()
-
-	var done bool
-	select {
-	case <-wt.ready:
-	case <-ctx.Done():
-		done = true
-	}
-	s.mu.Lock()
-	s.remove(wt)
-	n := wt.granted
-	s.mu.Unlock()
-	if done && n > 0 {
-		s.giveBack(queue, n)
-		return 0
-	}
 	return n
 }
 
-// giveBack returns n slots granted to queue that it did not use, and the
-// pass they cost it.
-func (s *capacityShare) giveBack(queue string, n int) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.pass[queue] -= float64(n) / float64(s.weight[queue])
+// returnLocked takes n slots back from q. Called with mu held.
+func (s *capacityShare) returnLocked(q *shareQueue, n int) {
+	q.pass -= float64(n) / float64(q.weight)
+	q.held -= n
 	s.free += n
-	s.dispatch()
-	s.mu.Unlock()
 }
 
 // release returns the slot of a job of queue that ended.
-func (s *capacityShare) release() {
+func (s *capacityShare) release(queue string) {
 	s.mu.Lock()
+	s.queues[queue].held--
 	s.free++
 	s.dispatch()
 	s.mu.Unlock()
 }
 
-// rest records that queue's last claim came up short: it has no more ready
-// work, and rejoins without credit when it next asks.
-func (s *capacityShare) rest(queue string) {
+// rest records that queue's claim came up short, or was not sent: it has
+// no more ready work, or may not claim it now. It gives back the unused
+// slots it took for the claim and what was kept for it meanwhile, with the
+// pass they cost, and wants nothing until its next acquire, where it
+// rejoins without credit.
+func (s *capacityShare) rest(queue string, unused int) {
 	s.mu.Lock()
-	s.rested[queue] = true
+	q := s.queues[queue]
+	q.active = false
+	if n := unused + q.pending; n > 0 {
+		s.returnLocked(q, n)
+		q.pending = 0
+		s.dispatch()
+	}
 	s.mu.Unlock()
 }
 
-// dispatch grants free slots one at a time to the waiting queue with the
-// lowest pass (ties: the higher weight, then the name). Called with mu
-// held.
+// dispatch grants free slots one at a time to the active queue with room
+// and the lowest pass (ties: the higher weight, then the name). Called
+// with mu held.
 func (s *capacityShare) dispatch() {
 	for s.free > 0 {
-		var best *shareWaiter
-		for _, wt := range s.waiters {
-			if wt.granted >= wt.want {
+		var best *shareQueue
+		for _, q := range s.queues {
+			if !q.active || q.held >= q.slots {
 				continue
 			}
-			if best == nil || s.before(wt.queue, best.queue) {
-				best = wt
+			if best == nil || before(q, best) {
+				best = q
 			}
 		}
 		if best == nil {
 			return
 		}
-		q := best.queue
-		s.vtime = s.pass[q]
-		s.pass[q] += 1 / float64(s.weight[q])
+		s.vtime = best.pass
+		best.pass += 1 / float64(best.weight)
+		best.held++
+		best.pending++
 		s.free--
-		best.granted++
-		if best.granted == 1 {
-			close(best.ready)
+		if best.waiting {
+			select {
+			case best.ready <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
 
-func (s *capacityShare) before(a, b string) bool {
-	if s.pass[a] != s.pass[b] {
-		return s.pass[a] < s.pass[b]
+func before(a, b *shareQueue) bool {
+	if a.pass != b.pass {
+		return a.pass < b.pass
 	}
-	if s.weight[a] != s.weight[b] {
-		return s.weight[a] > s.weight[b]
+	if a.weight != b.weight {
+		return a.weight > b.weight
 	}
-	return a < b
-}
-
-func (s *capacityShare) remove(wt *shareWaiter) {
-	for i, o := range s.waiters {
-		if o == wt {
-			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
-			return
-		}
-	}
+	return a.name < b.name
 }
 
 // waiting returns how many queue loops wait for capacity.
 func (s *capacityShare) waiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.waiters)
+	n := 0
+	for _, q := range s.queues {
+		if q.waiting {
+			n++
+		}
+	}
+	return n
 }
