@@ -134,6 +134,12 @@ func (k *leaseKeeper) run(ctx context.Context) {
 		tick    <-chan time.Time
 		expiry  Timer
 		expires <-chan time.Time
+		// armedFor is the end of a lease the expiry timer is armed for;
+		// zero when it is not armed. The timer is armed as a duration from
+		// now, so it is re-armed only when that end moves: each re-arming
+		// would put it late by the time between reading the clock and
+		// arming it.
+		armedFor time.Time
 	)
 	defer func() {
 		if expiry != nil {
@@ -157,6 +163,7 @@ func (k *leaseKeeper) run(ctx context.Context) {
 		case earliest.IsZero():
 			if expiry != nil {
 				expiry.Stop()
+				armedFor = time.Time{}
 			}
 			if ticker != nil {
 				ticker.Stop()
@@ -167,12 +174,14 @@ func (k *leaseKeeper) run(ctx context.Context) {
 				ticker = k.c.clock.NewTicker(interval)
 				tick = ticker.C()
 			}
-			if expiry == nil {
+			switch {
+			case expiry == nil:
 				expiry = k.c.clock.NewTimer(earliest.Sub(k.c.clock.Now()))
 				expires = expiry.C()
-			} else {
+			case !earliest.Equal(armedFor):
 				expiry.Reset(earliest.Sub(k.c.clock.Now()))
 			}
+			armedFor = earliest
 		}
 		select {
 		case <-ctx.Done():
@@ -182,6 +191,7 @@ func (k *leaseKeeper) run(ctx context.Context) {
 				k.beat(ctx)
 			}
 		case <-expires:
+			armedFor = time.Time{}
 			k.expire()
 		case <-tick:
 			k.beat(ctx)
