@@ -74,10 +74,16 @@ type JobReplayManyParams struct {
 	// Bulk identifies the bulk replay this batch belongs to, in the audit.
 	Bulk   string
 	DryRun bool
+	// Held selects, instead, the dead steps a replay leaves out: those of
+	// workflows that are compensating. Only with DryRun.
+	Held bool
 }
 
 // Validate reports bad params as an *InputError.
 func (p *JobReplayManyParams) Validate() error {
+	if p.Held && !p.DryRun {
+		return &InputError{Field: "held", Message: "lists the steps a replay leaves out, and replays nothing; set DryRun too"}
+	}
 	if p.Limit < 1 || p.Limit > ReplayBatch {
 		return &InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per batch", p.Limit, ReplayBatch)}
 	}
@@ -141,6 +147,11 @@ type ReplayManyResult struct {
 	// Jobs are the jobs replayed, in seq order, as the replay left them
 	// (with DryRun: the jobs that would be, unchanged).
 	Jobs []*Job `json:"jobs"`
+	// Held are the ids of dead jobs the filter selects that the replay
+	// left out, in seq order, at most ReplayBatch of them: steps of
+	// workflows that are compensating, to replay once the workflow has
+	// failed (see Client.Replay).
+	Held []string `json:"held"`
 }
 
 // ReplayMany replays the dead jobs that opts.Filter selects, oldest (by
@@ -175,7 +186,7 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 	if err := opts.Filter.validate(); err != nil {
 		return nil, err
 	}
-	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*Job{}}
+	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*Job{}, Held: []string{}}
 	batch := ReplayBatch
 	if opts.Rate > 0 {
 		batch = max(1, min(batch, int(opts.Rate))) // about one batch a second
@@ -205,6 +216,15 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 				return res, fmt.Errorf("replay dead jobs: %w", err)
 			}
 		}
+	}
+	// What the filter selects and the replay left out, so that the
+	// operator is told rather than left to wonder.
+	held, err := c.store.JobReplayMany(ctx, &JobReplayManyParams{Filter: opts.Filter, Limit: ReplayBatch, DryRun: true, Held: true})
+	if err != nil {
+		return res, fmt.Errorf("list the steps left out: %w", err)
+	}
+	for _, j := range held {
+		res.Held = append(res.Held, j.ID)
 	}
 	return res, nil
 }

@@ -308,6 +308,11 @@ func TestWorkflowReplayRules(t *testing.T) {
 		if rs, err := c.ReplayAudit(ctx, "trip-8.step.book"); err != nil || len(rs) != 0 {
 			t.Fatalf("refused replay audited: %v %v", rs, err)
 		}
+		// A bulk replay leaves the step out, and says so.
+		rm, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errand.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
+		if err != nil || len(rm.Jobs) != 0 || !slices.Equal(rm.Held, []string{"trip-8.step.book"}) {
+			t.Fatalf("bulk replay while compensating: %+v, %v; want nothing replayed and the step reported held", rm, err)
+		}
 
 		// The dead compensation is replayed: compensating goes on.
 		tr.compensationFails.Delete("trip_release")
@@ -360,7 +365,7 @@ func TestWorkflowReplayRules(t *testing.T) {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}
 		tr.bookFails.Store(false)
-		rm, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errand.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
+		rm, err = c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errand.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
 		if err != nil || len(rm.Jobs) != 1 || rm.Jobs[0].ID != "trip-10.step.book" {
 			t.Fatalf("replay many: %+v %v", rm, err)
 		}

@@ -165,6 +165,7 @@ type filterReplayData struct {
 	MaxBatch  int
 	Committed bool
 	Bulk      string
+	Held      []string // steps of compensating workflows left out
 }
 
 // UntilValue is Until for the confirmation form.
@@ -221,7 +222,7 @@ func (d *dashboard) filterReplay(commit bool) http.Handler {
 			d.fail(w, r, err)
 			return
 		}
-		f.Jobs, f.Bulk = res.Jobs, res.Bulk
+		f.Jobs, f.Bulk, f.Held = res.Jobs, res.Bulk, res.Held
 		title := "Replay dead jobs by filter?"
 		if commit {
 			title = "Replay by filter: done"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +92,12 @@ func TestDashboardWorkflowPages(t *testing.T) {
 	wantContains(t, "failed step", body, "<dt>Failed step</dt><dd>book</dd>")
 	wantContains(t, "compensating listing", mustGet(t, h, "/workflows?state=compensating"), "trip&lt;1&gt;")
 	wantContains(t, "running listing", mustGet(t, h, "/workflows?state=running"), "No workflows in state running")
+	code, confirm := post(t, h, "/replay-filter/confirm", url.Values{"kind": {"wf_book"}, "reason": {"seats added"}})
+	if code != http.StatusOK {
+		t.Fatalf("replay by filter while compensating: status %d\n%s", code, confirm)
+	}
+	wantContains(t, "replay by filter while compensating", confirm, "No dead job matches",
+		"Left out: 1 dead step of workflows that are compensating", `href="/jobs/trip%3C1%3E.step.book"`)
 	wantContains(t, "overview while compensating", mustGet(t, h, "/"),
 		`<a class="tile" href="/workflows?state=running"><span class="n">0</span> running</a>`,
 		`<a class="tile bad" href="/workflows?state=compensating"><span class="n">1</span> compensating</a>`,

@@ -281,13 +281,15 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
-// replayManyNotHeldSQL leaves out of a bulk replay the dead steps of
+// replayManyHeldSQL selects the dead steps a bulk replay leaves out, of
 // workflows that are compensating, as Client.Replay refuses them: the
 // compensations undo what such a step would build on. Compensations, and
 // the steps of workflows that failed, are replayed.
-var replayManyNotHeldSQL = `NOT (workflow_id IS NOT NULL
+var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND starts_with(id, workflow_id || '` + errand.WorkflowStepJobID("", "") + `')
 		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+
+var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
 
 // JobReplayMany implements [errand.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
@@ -300,7 +302,11 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	where = append(where, "state = 'dead'", replayManyNotHeldSQL)
+	if p.Held {
+		where = append(where, "state = 'dead'", replayManyHeldSQL)
+	} else {
+		where = append(where, "state = 'dead'", replayManyNotHeldSQL)
+	}
 	add("seq > ?", p.AfterSeq)
 	f := p.Filter
 	if f.Kind != "" {

@@ -245,13 +245,15 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
-// replayManyNotHeldSQL leaves out of a bulk replay the dead steps of
+// replayManyHeldSQL selects the dead steps a bulk replay leaves out, of
 // workflows that are compensating, as Client.Replay refuses them: the
 // compensations undo what such a step would build on. Compensations, and
 // the steps of workflows that failed, are replayed.
-var replayManyNotHeldSQL = `NOT (workflow_id IS NOT NULL
+var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND substr(id, 1, length(workflow_id) + length('` + errand.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errand.WorkflowStepJobID("", "") + `'
 		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+
+var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
 
 // JobReplayMany implements [errand.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
@@ -259,6 +261,9 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		return nil, err
 	}
 	where := []string{"state = 'dead'", "seq > ?", replayManyNotHeldSQL}
+	if p.Held {
+		where[2] = replayManyHeldSQL
+	}
 	args := []any{p.AfterSeq}
 	f := p.Filter
 	if f.Kind != "" {

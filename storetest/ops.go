@@ -190,6 +190,7 @@ func testBulkReplayBadParams(t *testing.T, h harness) {
 		func(p *errand.JobReplayManyParams) { p.AfterSeq = -1 },
 		func(p *errand.JobReplayManyParams) { p.Filter.Kind = "bad kind" },
 		func(p *errand.JobReplayManyParams) { p.Filter.DiedSince, p.Filter.DiedUntil = T0, T0 },
+		func(p *errand.JobReplayManyParams) { p.Held = true }, // lists only: needs DryRun
 	} {
 		p := bulk(errand.DeadFilter{})
 		mod(p)

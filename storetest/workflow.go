@@ -726,6 +726,14 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 	if got := ids(e.replayMany(dry)); !slices.Equal(got, want) {
 		t.Fatalf("dry run would replay %v, want %v", got, want)
 	}
+	dry.Held = true
+	if got := ids(e.replayMany(dry)); !slices.Equal(got, ids(held)) {
+		t.Fatalf("the steps left out are listed as %v, want %v", got, ids(held))
+	}
+	dry.Filter.Kind = "plain"
+	if got := ids(e.replayMany(dry)); len(got) != 0 {
+		t.Fatalf("the steps left out of a replay of kind plain are listed as %v, want none", got)
+	}
 	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, want) {
 		t.Fatalf("bulk replay replayed %v, want %v", got, want)
 	}

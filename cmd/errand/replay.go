@@ -184,6 +184,12 @@ func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) er
 	for _, j := range res.Jobs {
 		fmt.Fprintf(e.stdout, "  %s  %s  %s\n", printable(j.ID), printable(j.Kind), printable(j.Queue))
 	}
+	if len(res.Held) > 0 {
+		fmt.Fprintf(e.stdout, "left out %d dead steps of workflows that are compensating; replay them once the workflow has failed:\n", len(res.Held))
+		for _, id := range res.Held {
+			fmt.Fprintf(e.stdout, "  %s\n", printable(id))
+		}
+	}
 	limit := opts.Limit
 	if limit == 0 {
 		limit = errand.DefaultReplayMany

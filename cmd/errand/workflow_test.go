@@ -175,6 +175,16 @@ func TestReplayOfACompensatingStep(t *testing.T) {
 		t.Fatalf("the refused replay was audited:\n%s", r.stdout)
 	}
 
+	// A bulk replay leaves the step out, and says which.
+	r = ok(t, cli(t, "replay", "--state", "dead", "--kind", "book", "--reason", "booking fixed", "--db", db))
+	if !strings.Contains(r.stdout, "replayed 0 dead jobs") ||
+		!strings.Contains(r.stdout, "left out 1 dead steps of workflows that are compensating; replay them once the workflow has failed:\n  order-7.step.book\n") {
+		t.Fatalf("bulk replay while compensating:\n%s", r.stdout)
+	}
+	if after := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout; after != jobBefore {
+		t.Fatalf("the bulk replay changed the held step:\nbefore %s\nafter  %s", jobBefore, after)
+	}
+
 	// Once the compensation has run the same replay resumes the workflow.
 	ok(t, cli(t, "work", "--once", "--exec", "refund=true", "--db", db))
 	ok(t, cli(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db))
