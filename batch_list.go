@@ -39,10 +39,16 @@ type BatchListParams struct {
 	State BatchState
 	// Limit bounds the result; zero means 100.
 	Limit int
+	// Before pages: only batches listed after this position, the CreatedAt
+	// and ID of the last batch of the previous page.
+	Before *ListCursor
 }
 
 // Validate checks the parameters of BatchList.
 func (p *BatchListParams) Validate() error {
+	if err := p.Before.validate("before"); err != nil {
+		return err
+	}
 	if p.State != "" && !p.State.Valid() {
 		return &InputError{Field: "state", Message: fmt.Sprintf("%q is not a batch state; use open or completed", p.State)}
 	}

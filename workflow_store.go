@@ -625,6 +625,22 @@ type WorkflowListParams struct {
 	States []WorkflowState
 	// Limit bounds the result; zero means 100.
 	Limit int
+	// Before pages: only workflows listed after this position, the
+	// CreatedAt and ID of the last workflow of the previous page.
+	Before *ListCursor
+}
+
+// Validate checks the parameters of WorkflowList.
+func (p *WorkflowListParams) Validate() error {
+	for _, st := range p.States {
+		if !st.Valid() {
+			return &InputError{Field: "states", Message: fmt.Sprintf("%q is not a workflow state; use running, compensating, succeeded or failed", st)}
+		}
+	}
+	if p.Limit < 0 {
+		return &InputError{Field: "limit", Message: fmt.Sprintf("%d is negative; give at least 1, or 0 for 100", p.Limit)}
+	}
+	return p.Before.validate("before")
 }
 
 // WorkflowAdvanceParams name the workflows to advance.

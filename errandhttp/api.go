@@ -336,6 +336,26 @@ func queryCursor(q url.Values, min int64) (int64, error) {
 	return n, nil
 }
 
+// queryListCursor reads the cursor of a listing that runs newest first
+// (batches, workflows): a next_cursor of nextCursor; absent is nil.
+func queryListCursor(q url.Values) (*errand.ListCursor, error) {
+	v := q.Get("cursor")
+	if v == "" {
+		return nil, nil
+	}
+	c, err := errand.ParseListCursor(v)
+	if err != nil {
+		return nil, badRequest("cursor %q is not one this API returned; pass next_cursor from the previous page", v)
+	}
+	return c, nil
+}
+
+// nextCursor is the next_cursor after an item created at at with id id.
+func nextCursor(at time.Time, id string) *string {
+	s := errand.ListCursor{CreatedAt: at, ID: id}.String()
+	return &s
+}
+
 // jsonProblem says what is wrong with a body in the API's terms.
 func jsonProblem(err error) string {
 	var se *json.SyntaxError

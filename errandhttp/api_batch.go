@@ -44,7 +44,7 @@ func (a *api[TTx]) showBatch(b *errand.Batch) *errand.Batch {
 // {"batches": [...]}.
 func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "state", "limit"); err != nil {
+	if err := checkQuery(q, "state", "limit", "cursor"); err != nil {
 		return err
 	}
 	p := &errand.BatchListParams{}
@@ -59,6 +59,9 @@ func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
 	if p.Limit, err = queryLimit(q, DefaultListLimit, MaxListLimit); err != nil {
 		return err
 	}
+	if p.Before, err = queryListCursor(q); err != nil {
+		return err
+	}
 	bs, err := a.c.Batches(r.Context(), p)
 	if err != nil {
 		return err
@@ -67,7 +70,12 @@ func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
 	for i, b := range bs {
 		out[i] = a.showBatch(b)
 	}
-	return reply(w, map[string]any{"batches": out})
+	var next *string
+	if len(bs) == p.Limit {
+		last := bs[len(bs)-1]
+		next = nextCursor(last.CreatedAt, last.ID)
+	}
+	return reply(w, map[string]any{"batches": out, "next_cursor": next})
 }
 
 // batchResponse is the answer to POST /api/v1/batches.

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,7 +178,7 @@ func TestAPIBatchList(t *testing.T) {
 		s := newServer(t, st, clock, nil)
 		r := s.do(t, req{method: "GET", path: "/api/v1/batches", token: readerSecret})
 		want(t, "empty list", r, http.StatusOK, "")
-		if strings.TrimSpace(string(r.body)) != `{"batches":[]}` {
+		if strings.TrimSpace(string(r.body)) != `{"batches":[],"next_cursor":null}` {
 			t.Fatalf("empty list: %s", r.body)
 		}
 		want(t, "enqueue b1", s.op(t, "POST", "/api/v1/batches", map[string]any{"id": "b1", "jobs": []map[string]any{{"kind": "k"}}}), http.StatusCreated, "")
@@ -224,7 +226,36 @@ func TestAPIBatchList(t *testing.T) {
 		if b := bs[1]; b.Final == nil || b.Final.Cancelled != 1 || b.Counts[errand.StateCancelled] != 1 {
 			t.Errorf("listed b1 = %+v", b)
 		}
-		for _, q := range []string{"?state=running", "?state=open,completed", "?limit=0", "?limit=x", "?sate=open"} {
+		// Pages: a full page has a next_cursor, which continues the list.
+		page := func(query string) (ids []string, next *string) {
+			t.Helper()
+			r := s.do(t, req{method: "GET", path: "/api/v1/batches" + query, token: readerSecret})
+			want(t, "page "+query, r, http.StatusOK, "")
+			var l struct {
+				Batches []errand.Batch `json:"batches"`
+				Next    *string        `json:"next_cursor"`
+			}
+			if err := json.Unmarshal(r.body, &l); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range l.Batches {
+				ids = append(ids, b.ID)
+			}
+			return ids, l.Next
+		}
+		ids, next := page("?limit=1")
+		if !slices.Equal(ids, []string{"b2"}) || next == nil {
+			t.Fatalf("first page: %v, next %v", ids, next)
+		}
+		if ids, last := page("?limit=1&cursor=" + url.QueryEscape(*next)); !slices.Equal(ids, []string{"b1"}) || last == nil {
+			t.Fatalf("second page: %v, next %v", ids, last)
+		} else if ids, end := page("?limit=1&cursor=" + url.QueryEscape(*last)); len(ids) != 0 || end != nil {
+			t.Fatalf("past the last: %v, next %v", ids, end)
+		}
+		if _, next := page("?limit=5"); next != nil {
+			t.Fatalf("a short page has next_cursor %q", *next)
+		}
+		for _, q := range []string{"?state=running", "?state=open,completed", "?limit=0", "?limit=x", "?sate=open", "?cursor=b2", "?cursor=12.", "?cursor=x.b2"} {
 			want(t, "list"+q, s.do(t, req{method: "GET", path: "/api/v1/batches" + q, token: readerSecret}), http.StatusBadRequest, "invalid_input")
 		}
 	})

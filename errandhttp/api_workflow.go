@@ -159,7 +159,7 @@ func (a *api[TTx]) workflow(w http.ResponseWriter, r *http.Request) error {
 // first, as {"workflows": [...]}.
 func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "state", "limit"); err != nil {
+	if err := checkQuery(q, "state", "limit", "cursor"); err != nil {
 		return err
 	}
 	p := &errand.WorkflowListParams{}
@@ -179,6 +179,9 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	if p.Limit, err = queryLimit(q, DefaultListLimit, MaxListLimit); err != nil {
 		return err
 	}
+	if p.Before, err = queryListCursor(q); err != nil {
+		return err
+	}
 	ws, err := a.c.Workflows(r.Context(), p)
 	if err != nil {
 		return err
@@ -187,7 +190,12 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	for i, wf := range ws {
 		out[i] = a.showWorkflow(wf)
 	}
-	return reply(w, map[string]any{"workflows": out})
+	var next *string
+	if len(ws) == p.Limit {
+		last := ws[len(ws)-1]
+		next = nextCursor(last.CreatedAt, last.ID)
+	}
+	return reply(w, map[string]any{"workflows": out, "next_cursor": next})
 }
 
 // showWorkflow prepares a workflow for a reader: its steps' outputs,

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -189,7 +190,7 @@ func TestAPIWorkflowGetAndList(t *testing.T) {
 		want(t, "unknown workflow", s.do(t, req{method: "GET", path: "/api/v1/workflows/nope", token: readerSecret}), http.StatusNotFound, "not_found")
 		r := s.do(t, req{method: "GET", path: "/api/v1/workflows", token: readerSecret})
 		want(t, "empty list", r, http.StatusOK, "")
-		if strings.TrimSpace(string(r.body)) != `{"workflows":[]}` {
+		if strings.TrimSpace(string(r.body)) != `{"next_cursor":null,"workflows":[]}` {
 			t.Fatalf("empty list: %s", r.body)
 		}
 		want(t, "enqueue w1", s.op(t, "POST", "/api/v1/workflows", checkoutBody("w1")), http.StatusCreated, "")
@@ -239,7 +240,19 @@ func TestAPIWorkflowGetAndList(t *testing.T) {
 				t.Errorf("list%s = %q, want %q", tt.query, got, tt.want)
 			}
 		}
-		for _, q := range []string{"?state=dead", "?limit=0", "?limit=x", "?sate=running"} {
+		// Pages: a full page has a next_cursor, which continues the list.
+		r = s.do(t, req{method: "GET", path: "/api/v1/workflows?limit=1", token: readerSecret})
+		var first struct {
+			Workflows []errand.Workflow `json:"workflows"`
+			Next      *string           `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(r.body, &first); err != nil || len(first.Workflows) != 1 || first.Next == nil {
+			t.Fatalf("first page: %s (%v)", r.body, err)
+		}
+		if got := strings.Join(list("?limit=1&cursor="+url.QueryEscape(*first.Next)), " "); got != "w1" {
+			t.Fatalf("second page = %q, want w1", got)
+		}
+		for _, q := range []string{"?state=dead", "?limit=0", "?limit=x", "?sate=running", "?cursor=w2"} {
 			want(t, "list"+q, s.do(t, req{method: "GET", path: "/api/v1/workflows" + q, token: readerSecret}), http.StatusBadRequest, "invalid_input")
 		}
 	})

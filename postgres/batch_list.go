@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/errandhq/errand"
 )
@@ -20,7 +21,11 @@ func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*er
 		limit = 100
 	}
 	db := pgxQuerier{s.pool}
-	rs, err := db.query(ctx, s.batchSQL(s.own, batchListSQL(p.State)), limit)
+	args := []any{limit}
+	if c := p.Before; c != nil {
+		args = append(args, c.CreatedAt, c.ID)
+	}
+	rs, err := db.query(ctx, s.batchSQL(s.own, batchListSQL(p.State, p.Before != nil)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
@@ -75,14 +80,22 @@ func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Bat
 }
 
 // batchListSQL lists the batches in state (every batch when empty), newest
-// first, at most $1 of them.
-func batchListSQL(state errand.BatchState) string {
-	q := `SELECT ` + batchColumns + ` FROM {batches}`
+// first, at most $1 of them; with before, only those before the position
+// ($2, $3), a creation time and an id.
+func batchListSQL(state errand.BatchState, before bool) string {
+	var where []string
 	switch state {
 	case errand.BatchOpen:
-		q += ` WHERE completed_at IS NULL`
+		where = append(where, `completed_at IS NULL`)
 	case errand.BatchCompleted:
-		q += ` WHERE completed_at IS NOT NULL`
+		where = append(where, `completed_at IS NOT NULL`)
+	}
+	if before {
+		where = append(where, `(created_at, id) < ($2, $3)`)
+	}
+	q := `SELECT ` + batchColumns + ` FROM {batches}`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	return q + ` ORDER BY created_at DESC, id DESC LIMIT $1`
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres/pgtest"
@@ -33,11 +34,17 @@ func TestBatchListPlans(t *testing.T) {
 		query string
 		want  string
 	}{
-		{"every batch", batchListSQL(""), "Index Scan Backward using errand_batches_created"},
-		{"open batches", batchListSQL(errand.BatchOpen), "Index Scan Backward using errand_batches_open"},
-		{"completed batches", batchListSQL(errand.BatchCompleted), "Index Scan Backward using errand_batches_created"},
+		{"every batch", batchListSQL("", false), "Index Scan Backward using errand_batches_created"},
+		{"open batches", batchListSQL(errand.BatchOpen, false), "Index Scan Backward using errand_batches_open"},
+		{"completed batches", batchListSQL(errand.BatchCompleted, false), "Index Scan Backward using errand_batches_created"},
+		{"a next page", batchListSQL("", true), "Index Scan Backward using errand_batches_created"},
+		{"a next page of open batches", batchListSQL(errand.BatchOpen, true), "Index Scan Backward using errand_batches_open"},
 	} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.batchSQL(s.own, c.query), 100)
+		args := []any{100}
+		if strings.Contains(c.query, "$3") { // a next page, from the middle
+			args = append(args, time.Now().Add(-5000*time.Second), "b5000")
+		}
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.batchSQL(s.own, c.query), args...)
 		if err != nil {
 			t.Fatalf("%s: explain: %v", c.name, err)
 		}

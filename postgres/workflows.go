@@ -253,11 +253,11 @@ func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]in
 // WorkflowList implements [errand.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
 func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var states []string
 	for _, st := range p.States {
-		if !st.Valid() {
-			return nil, &errand.InputError{Field: "states", Message: fmt.Sprintf("%q is not a workflow state; use running, compensating, succeeded or failed", st)}
-		}
 		states = append(states, string(st))
 	}
 	limit := p.Limit
@@ -265,8 +265,15 @@ func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) 
 		limit = 100
 	}
 	q := pgxQuerier{s.pool}
+	var at *time.Time
+	var after *string
+	if c := p.Before; c != nil {
+		at, after = &c.CreatedAt, &c.ID
+	}
 	ws, err := queryWorkflows(ctx, q, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows}
-		WHERE ($1::text[] IS NULL OR state = ANY($1)) ORDER BY created_at DESC, id DESC LIMIT $2`), states, limit)
+		WHERE ($1::text[] IS NULL OR state = ANY($1))
+			AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::text))
+		ORDER BY created_at DESC, id DESC LIMIT $2`), states, limit, at, after)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}

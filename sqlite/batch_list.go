@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/errandhq/errand"
 )
@@ -20,7 +21,11 @@ func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*er
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State), limit)
+	var args []any
+	if c := p.Before; c != nil {
+		args = append(args, micros(c.CreatedAt), c.ID)
+	}
+	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State, p.Before != nil), append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
@@ -74,13 +79,20 @@ func (s *Store) batchListCounts(ctx context.Context, bs []*errand.Batch) error {
 
 // batchListSQL lists the batches in state (every batch when empty), newest
 // first, at most ? of them.
-func batchListSQL(state errand.BatchState) string {
-	q := `SELECT ` + batchColumns + ` FROM errand_batches`
+func batchListSQL(state errand.BatchState, before bool) string {
+	var where []string
 	switch state {
 	case errand.BatchOpen:
-		q += ` WHERE completed_at IS NULL`
+		where = append(where, `completed_at IS NULL`)
 	case errand.BatchCompleted:
-		q += ` WHERE completed_at IS NOT NULL`
+		where = append(where, `completed_at IS NOT NULL`)
+	}
+	if before {
+		where = append(where, `(created_at, id) < (?, ?)`)
+	}
+	q := `SELECT ` + batchColumns + ` FROM errand_batches`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }

@@ -22,9 +22,11 @@ func TestBatchListPlans(t *testing.T) {
 		query string
 		want  string
 	}{
-		{"every batch", batchListSQL(""), "SCAN errand_batches USING INDEX errand_batches_created"},
-		{"open batches", batchListSQL(errand.BatchOpen), "SCAN errand_batches USING INDEX errand_batches_open"},
-		{"completed batches", batchListSQL(errand.BatchCompleted), "SCAN errand_batches USING INDEX errand_batches_created"},
+		{"every batch", batchListSQL("", false), "SCAN errand_batches USING INDEX errand_batches_created"},
+		{"open batches", batchListSQL(errand.BatchOpen, false), "SCAN errand_batches USING INDEX errand_batches_open"},
+		{"completed batches", batchListSQL(errand.BatchCompleted, false), "SCAN errand_batches USING INDEX errand_batches_created"},
+		{"a next page", batchListSQL("", true), "SEARCH errand_batches USING INDEX errand_batches_created ((created_at,id)<(?,?))"},
+		{"a next page of open batches", batchListSQL(errand.BatchOpen, true), "SEARCH errand_batches USING INDEX errand_batches_open ((created_at,id)<(?,?))"},
 		{"members' counts", batchListCountsSQL, "USING COVERING INDEX errand_jobs_batch (batch_id=?)"},
 	} {
 		plan := explain(t, s, c.query)

@@ -217,16 +217,6 @@ func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*
 	return v, err
 }
 
-// checkWorkflowStates refuses a state that is not a workflow state.
-func checkWorkflowStates(states []errand.WorkflowState) error {
-	for _, st := range states {
-		if !st.Valid() {
-			return &errand.InputError{Field: "states", Message: fmt.Sprintf("%q is not a workflow state; use running, compensating, succeeded or failed", st)}
-		}
-	}
-	return nil
-}
-
 // WorkflowCounts implements [errand.WorkflowStore].
 func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_workflows GROUP BY state`)
@@ -252,19 +242,28 @@ func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]in
 // WorkflowList implements [errand.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
 func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
-	if err := checkWorkflowStates(p.States); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	q, args := `SELECT `+workflowColumns+` FROM errand_workflows`, []any{}
+	var where []string
+	var args []any
 	if len(p.States) > 0 {
-		q += ` WHERE state IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(p.States)), ", ") + `)`
+		where = append(where, `state IN (`+placeholders(len(p.States))+`)`)
 		for _, st := range p.States {
 			args = append(args, string(st))
 		}
+	}
+	if c := p.Before; c != nil {
+		where = append(where, `(created_at, id) < (?, ?)`)
+		args = append(args, micros(c.CreatedAt), c.ID)
+	}
+	q := `SELECT ` + workflowColumns + ` FROM errand_workflows`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)

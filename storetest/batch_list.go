@@ -62,6 +62,13 @@ func testBatchList(t *testing.T, h harness) {
 		{errand.BatchListParams{State: errand.BatchOpen}, []string{"b4", "b3", "b2"}},
 		{errand.BatchListParams{State: errand.BatchOpen, Limit: 1}, []string{"b4"}},
 		{errand.BatchListParams{State: errand.BatchCompleted}, []string{"b1"}},
+		// Pages: after b4 (its time and id), after b3, and after a
+		// position between them whose batch does not exist.
+		{errand.BatchListParams{Limit: 2, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
+		{errand.BatchListParams{Limit: 2, Before: cursorOf(e.batch("b3").CreatedAt, "b3")}, []string{"b2", "b1"}},
+		{errand.BatchListParams{Before: cursorOf(e.batch("b4").CreatedAt, "b35")}, []string{"b3", "b2", "b1"}},
+		{errand.BatchListParams{Before: cursorOf(e.batch("b1").CreatedAt, "b1")}, []string{}},
+		{errand.BatchListParams{State: errand.BatchOpen, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
 	} {
 		if got := list(&c.p); !slices.Equal(got, c.want) {
 			t.Errorf("BatchList(%+v) = %v, want %v", c.p, got, c.want)
@@ -85,5 +92,8 @@ func testBatchList(t *testing.T, h harness) {
 	var ie *errand.InputError
 	if _, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{State: "done"}); !errors.As(err, &ie) {
 		t.Errorf("BatchList(state done) = %v, want an *InputError", err)
+	}
+	if _, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{Before: &errand.ListCursor{CreatedAt: T0}}); !errors.As(err, &ie) {
+		t.Errorf("BatchList(a cursor without an id) = %v, want an *InputError", err)
 	}
 }

@@ -873,6 +873,9 @@ func testWorkflowList(t *testing.T, h harness) {
 		e.insertWorkflow(wfParams(id, wfStep("a"), wfStep("b", "a")))
 		e.clock.Advance(time.Second)
 	}
+	e.clock.Advance(-time.Second)
+	e.insertWorkflow(wfParams("w0", wfStep("a"), wfStep("b", "a"))) // at w3's time: the id orders them
+	e.clock.Advance(time.Second)
 	e.finishStep("w1", "a", "", true)
 	e.advanceOne("w1")
 	e.finishStep("w1", "b", "", true)
@@ -883,9 +886,16 @@ func testWorkflowList(t *testing.T, h harness) {
 		p    errand.WorkflowListParams
 		want []string
 	}{
-		{errand.WorkflowListParams{}, []string{"w3", "w2", "w1"}},
-		{errand.WorkflowListParams{Limit: 2}, []string{"w3", "w2"}},
-		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowRunning}}, []string{"w3"}},
+		{errand.WorkflowListParams{}, []string{"w3", "w0", "w2", "w1"}},
+		{errand.WorkflowListParams{Limit: 2}, []string{"w3", "w0"}},
+		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowRunning}}, []string{"w3", "w0"}},
+		// Pages: after w3 (its time and id), after w0, and after a
+		// position between them whose workflow does not exist.
+		{errand.WorkflowListParams{Limit: 2, Before: cursorOf(e.workflow("w3").CreatedAt, "w3")}, []string{"w0", "w2"}},
+		{errand.WorkflowListParams{Limit: 2, Before: cursorOf(e.workflow("w0").CreatedAt, "w0")}, []string{"w2", "w1"}},
+		{errand.WorkflowListParams{Before: cursorOf(e.workflow("w3").CreatedAt, "w1")}, []string{"w0", "w2", "w1"}},
+		{errand.WorkflowListParams{Before: cursorOf(e.workflow("w1").CreatedAt, "w1")}, []string{}},
+		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowRunning}, Before: cursorOf(e.workflow("w3").CreatedAt, "w3")}, []string{"w0"}},
 		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowSucceeded, errand.WorkflowFailed}}, []string{"w2", "w1"}},
 		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowCompensating}}, []string{}},
 	} {
@@ -900,6 +910,11 @@ func testWorkflowList(t *testing.T, h harness) {
 			}
 		}
 	}
+}
+
+// cursorOf is the position of an item created at at with id id.
+func cursorOf(at time.Time, id string) *errand.ListCursor {
+	return &errand.ListCursor{CreatedAt: at, ID: id}
 }
 
 func (e *env) workflowCounts() map[errand.WorkflowState]int {

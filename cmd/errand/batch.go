@@ -15,7 +15,7 @@ import (
 
 var batchesCommand = &command{
 	name:    "batches",
-	args:    "[--state open|completed] [--limit N] [--json]",
+	args:    "[--state open|completed] [--limit N] [--before ID] [--json]",
 	summary: "list batches, newest first: members by outcome, completion, callback job",
 	detail: `
 A batch is jobs enqueued together (errand.Client.EnqueueBatch, POST
@@ -28,12 +28,15 @@ PENDING (queued, running or retrying), when it was created and completed,
 and its callback job (its id once enqueued; the kind it will have while the
 batch is open; - for none).
 
+To page, pass the id of the last batch printed as --before.
+
 With --json, prints one JSON array of batches ([] when none match), each as
 errand batch ID --json prints it.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		state := fs.String("state", "", "only batches in `STATE`: open or completed")
 		limit := intFlag(fs, "limit", 100, "at most `N` batches (default 100)")
+		before := fs.String("before", "", "only batches listed after batch `ID`, the last of the previous page")
 		asJSON := fs.Bool("json", false, "print a JSON array of batches")
 
 		return func(ctx context.Context, pos []string) error {
@@ -56,6 +59,16 @@ errand batch ID --json prints it.`,
 				return err
 			}
 			defer closeDB()
+			if *before != "" {
+				b, err := c.Batch(ctx, *before)
+				if errors.Is(err, errand.ErrNotFound) {
+					return fmt.Errorf("--before: no batch with id %s (retention may have deleted it); list again from the newest", *before)
+				}
+				if err != nil {
+					return err
+				}
+				p.Before = &errand.ListCursor{CreatedAt: b.CreatedAt, ID: b.ID}
+			}
 			bs, err := c.Batches(ctx, p)
 			if err != nil {
 				return err
@@ -64,7 +77,7 @@ errand batch ID --json prints it.`,
 				return err
 			}
 			if len(bs) == *limit {
-				e.logger.Info("more batches may match; raise --limit or narrow --state", "limit", *limit)
+				e.logger.Info("more batches may match; for the next page pass --before with the last id", "limit", *limit, "before", bs[len(bs)-1].ID)
 			}
 			return nil
 		}

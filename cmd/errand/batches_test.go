@@ -124,8 +124,17 @@ func testBatchesCommands(t *testing.T, db string) {
 		t.Fatalf("open batches printed\n%s", r.stdout)
 	}
 	if r := ok(t, cli(t, "batches", "--limit", "1", "--db", db)); !strings.Contains(r.stdout, "export-1") || strings.Contains(r.stdout, "import-7") ||
-		!strings.Contains(r.stderr, "more batches may match") {
+		!strings.Contains(r.stderr, "more batches may match") || !strings.Contains(r.stderr, "before=export-1") {
 		t.Fatalf("batches --limit 1 printed\n%s\n%s", r.stdout, r.stderr)
+	}
+	if r := ok(t, cli(t, "batches", "--limit", "1", "--before", "export-1", "--db", db)); !strings.Contains(r.stdout, "import-7") || strings.Contains(r.stdout, "export-1") {
+		t.Fatalf("batches --before export-1 printed\n%s\n%s", r.stdout, r.stderr)
+	}
+	if r := ok(t, cli(t, "batches", "--before", "import-7", "--db", db)); r.stdout != "no batches\n" {
+		t.Fatalf("batches --before the oldest printed %q", r.stdout)
+	}
+	if r := cli(t, "batches", "--before", "gone", "--db", db); r.code != 1 || !strings.Contains(r.stderr, "--before: no batch with id gone") {
+		t.Fatalf("batches --before an unknown id: %s", r)
 	}
 }
 

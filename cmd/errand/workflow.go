@@ -18,7 +18,7 @@ import (
 
 var workflowsCommand = &command{
 	name:    "workflows",
-	args:    "[--state STATE] [--limit N] [--json]",
+	args:    "[--state STATE] [--limit N] [--before ID] [--json]",
 	summary: "list workflows, newest first: state, failed step, steps",
 	detail: `
 A workflow is a graph of steps, each an ordinary job, enqueued once the
@@ -28,7 +28,8 @@ compensating (a step failed; the compensations of the steps that succeeded
 run, latest first), succeeded or failed. errand workflow ID shows one.
 
 When --limit cuts the list short, a line on stderr says so with how many
-workflows are in each state.
+workflows are in each state. To page, pass the id of the last workflow
+printed as --before.
 
 With --json, prints one JSON array of workflows ([] when none match), each
 as errand workflow ID --json prints it.`,
@@ -36,6 +37,7 @@ as errand workflow ID --json prints it.`,
 		db := dbFlag(fs)
 		state := fs.String("state", "", "only workflows in `STATE` ("+workflowStateNames()+"; comma-separate several)")
 		limit := intFlag(fs, "limit", 100, "at most `N` workflows (default 100)")
+		before := fs.String("before", "", "only workflows listed after workflow `ID`, the last of the previous page")
 		asJSON := fs.Bool("json", false, "print a JSON array of workflows")
 
 		return func(ctx context.Context, pos []string) error {
@@ -60,6 +62,16 @@ as errand workflow ID --json prints it.`,
 				return err
 			}
 			defer closeDB()
+			if *before != "" {
+				w, err := c.Workflow(ctx, *before)
+				if errors.Is(err, errand.ErrNotFound) {
+					return fmt.Errorf("--before: no workflow with id %s (retention may have deleted it); list again from the newest", *before)
+				}
+				if err != nil {
+					return err
+				}
+				p.Before = &errand.ListCursor{CreatedAt: w.CreatedAt, ID: w.ID}
+			}
 			ws, err := c.Workflows(ctx, p)
 			if err != nil {
 				return err
@@ -69,13 +81,13 @@ as errand workflow ID --json prints it.`,
 			}
 			if len(ws) == *limit {
 				// How many there are, by state: one grouped count.
-				attrs := []any{"limit", *limit}
+				attrs := []any{"limit", *limit, "before", ws[len(ws)-1].ID}
 				if counts, err := c.WorkflowCounts(ctx); err == nil {
 					for _, st := range errand.WorkflowStates {
 						attrs = append(attrs, string(st), counts[st])
 					}
 				}
-				e.logger.Info("more workflows may match; raise --limit or narrow --state", attrs...)
+				e.logger.Info("more workflows may match; for the next page pass --before with the last id", attrs...)
 			}
 			return nil
 		}

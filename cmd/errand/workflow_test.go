@@ -132,6 +132,12 @@ func testWorkflowCommands(t *testing.T, db string) {
 	if r := ok(t, cli(t, "workflows", "--state", "running", "--db", db)); r.stdout != "no workflows\n" {
 		t.Fatalf("workflows --state running printed %q", r.stdout)
 	}
+	if r := ok(t, cli(t, "workflows", "--before", "order-7", "--db", db)); r.stdout != "no workflows\n" {
+		t.Fatalf("workflows --before the only one printed %q", r.stdout)
+	}
+	if r := cli(t, "workflows", "--before", "gone", "--db", db); r.code != 1 || !strings.Contains(r.stderr, "--before: no workflow with id gone") {
+		t.Fatalf("workflows --before an unknown id: %s", r)
+	}
 	if r := ok(t, cli(t, "workflows", "--limit", "1", "--db", db)); !strings.Contains(r.stderr, "more workflows may match") ||
 		!strings.Contains(r.stderr, "running=0 compensating=0 succeeded=0 failed=1") {
 		t.Fatalf("workflows --limit 1 said on stderr %q; want the counts by state", r.stderr)
