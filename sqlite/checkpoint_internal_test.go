@@ -80,10 +80,14 @@ func TestCheckpointOffTheCommit(t *testing.T) {
 // TestCheckpointWALStaysBounded: under a steady stream of commits, with the
 // checkpointer running or stopped, and with two stores (as two processes)
 // writing one file, the WAL file stays within forcePages and a commit's
-// worth of pages: the writer checkpoints inside a commit when it must.
+// few commits' worth of pages: the writer checkpoints inside a commit when
+// it must.
 func TestCheckpointWALStaysBounded(t *testing.T) {
 	const force = 200
-	bound := int64(32 + (force+20)*walFrame)
+	// A few commits past force: another store's checkpoint in progress
+	// fails the writer's at once, and the next commit tries again.
+	const slack = 60
+	bound := int64(32 + (force+slack)*walFrame)
 	for _, tc := range []struct {
 		name         string
 		stopped      bool
@@ -110,7 +114,7 @@ func TestCheckpointWALStaysBounded(t *testing.T) {
 			}
 			t.Logf("largest %d pages, inline %d, background %d", (largest-32)/walFrame, stores[0].ckpt.inline.Load(), stores[0].ckpt.background.Load())
 			if largest > bound {
-				t.Errorf("the WAL file reached %d bytes; want at most %d (%d pages)", largest, bound, force+20)
+				t.Errorf("the WAL file reached %d bytes; want at most %d (%d pages)", largest, bound, force+slack)
 			}
 			var inline int64
 			for _, s := range stores {
