@@ -79,9 +79,9 @@ func TestCheckpointOffTheCommit(t *testing.T) {
 
 // TestCheckpointWALStaysBounded: under a steady stream of commits, with the
 // checkpointer running or stopped, and with two stores (as two processes)
-// writing one file, the WAL file stays within forcePages and a commit's
-// few commits' worth of pages: the writer checkpoints inside a commit when
-// it must.
+// writing one file, the WAL file stays within forcePages and a few
+// commits' worth of pages: the writer checkpoints inside a commit when it
+// must.
 func TestCheckpointWALStaysBounded(t *testing.T) {
 	const force = 200
 	// A few commits past force: another store's checkpoint in progress
