@@ -50,6 +50,13 @@ const (
 	// checkpointQuiet is how long the writer must have committed nothing
 	// before the checkpointer copies what its last checkpoint left.
 	checkpointQuiet = 2 * time.Millisecond
+	// forceWait bounds how long the writer's checkpoint inside a commit
+	// waits for readers still in the WAL. A reader that holds its snapshot
+	// longer (an application's long query on Store.ReadDB) keeps the WAL
+	// from starting over whatever the writer does, so the writer does not
+	// wait it out: it tries again once the WAL has grown walCheckpointPages
+	// more, and a long reader costs a commit at most forceWait that often.
+	forceWait = 50 * time.Millisecond
 )
 
 // checkpointer runs passive checkpoints on a connection of its own when the
@@ -66,18 +73,25 @@ type checkpointer struct {
 	stop    context.CancelFunc
 	done    sync.WaitGroup
 
+	busy time.Duration // the writer's busy timeout, restored after a forced checkpoint
+	// retryAt is the WAL length at which the writer next checkpoints
+	// inside a commit, after one that readers held off; 0 when none did.
+	retryAt atomic.Int64
+
 	// For tests: checkpoints the checkpointer ran, those the writer ran
-	// inside a commit, and the WAL's length at the last commit.
-	background, inline, walPages atomic.Int64
-	commits                      atomic.Int64 // the writer's, counted by its WAL hook
+	// inside a commit, the writer's tries that readers held off, and the
+	// WAL's length at the last commit.
+	background, inline, heldOff, walPages atomic.Int64
+	commits                               atomic.Int64 // the writer's, counted by its WAL hook
 }
 
-func newCheckpointer(dsn string, pages, force int) *checkpointer {
+func newCheckpointer(dsn string, pages, force int, busy time.Duration) *checkpointer {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &checkpointer{
 		dsn:    dsn,
 		pages:  pages,
 		force:  force,
+		busy:   busy,
 		wanted: make(chan struct{}, 1),
 		ctx:    ctx,
 		stop:   cancel,
@@ -96,15 +110,29 @@ func (c *checkpointer) initWriter(conn *sqlite3.Conn) error {
 func (c *checkpointer) committed(conn *sqlite3.Conn, schema string, pages int) error {
 	c.walPages.Store(int64(pages))
 	c.commits.Add(1)
-	if pages >= c.force {
+	if pages >= c.force && int64(pages) >= c.retryAt.Load() {
 		// The checkpointer's own checkpoint would fail this one, so it
-		// waits for that first. An error would be reported as the
-		// commit's, which has happened: the next commit tries again.
+		// waits for that first. It waits for readers at most forceWait.
+		// An error would be reported as the commit's, which has happened:
+		// a later commit tries again.
 		c.running.Lock()
+		conn.BusyTimeout(forceWait)
+		start := time.Now()
 		_, _, err := conn.WALCheckpoint(schema, sqlite3.CHECKPOINT_RESTART)
+		waited := time.Since(start)
+		conn.BusyTimeout(c.busy)
 		c.running.Unlock()
-		if err == nil {
+		switch {
+		case err == nil:
 			c.inline.Add(1)
+			c.retryAt.Store(0)
+		case waited >= forceWait:
+			// Readers held it off: wait for more growth.
+			c.heldOff.Add(1)
+			c.retryAt.Store(int64(pages + c.pages))
+		default:
+			// Another process's checkpoint was running, which fails this
+			// one at once: the next commit tries again.
 		}
 		return nil
 	}

@@ -126,3 +126,46 @@ func TestCheckpointWALStaysBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointLongReader: a reader that holds its snapshot keeps the WAL
+// from starting over. The writer's checkpoint inside a commit does not
+// wait it out on every commit: held off once, it tries again only after
+// another checkpointPages of growth. Once the reader is done, the WAL
+// starts over.
+func TestCheckpointLongReader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	s := openForCheckpoints(t, path, Options{
+		Synchronous: "NORMAL", checkpointPages: 50, forcePages: 100, noCheckpointer: true,
+	})
+	writeOne(t, s)
+	tx, err := s.ReadDB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRowContext(t.Context(), `SELECT count(*) FROM app`).Scan(&n); err != nil { // the snapshot is taken
+		t.Fatal(err)
+	}
+	for range 300 {
+		writeOne(t, s)
+	}
+	// The writer tried at 100 pages and then every 50 more, not at each
+	// commit past 100.
+	pages := s.ckpt.walPages.Load()
+	if tries, most := s.ckpt.heldOff.Load(), (pages-100)/50+1; tries < 1 || tries > most {
+		t.Errorf("with a reader in the WAL the writer tried %d checkpoints as the WAL grew to %d pages; want 1 to %d", tries, pages, most)
+	}
+	if s.ckpt.heldOff.Load() == 0 {
+		t.Error("no checkpoint was held off by the reader")
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		writeOne(t, s)
+		if s.ckpt.walPages.Load() < 50 {
+			return // the WAL started over
+		}
+	}
+	t.Fatalf("the WAL holds %d pages 100 commits after the reader ended; want it started over", s.ckpt.walPages.Load())
+}

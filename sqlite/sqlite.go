@@ -173,7 +173,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if o.forcePages <= 0 {
 		o.forcePages = walForcePages
 	}
-	ckpt := newCheckpointer(dsn(abs, o, false), o.checkpointPages, o.forcePages)
+	ckpt := newCheckpointer(dsn(abs, o, false), o.checkpointPages, o.forcePages, o.BusyTimeout)
 	db, err := driver.Open(dsn(abs, o, false), ckpt.initWriter)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
