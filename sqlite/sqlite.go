@@ -40,7 +40,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/sqltx"
-	_ "github.com/ncruces/go-sqlite3/driver" // registers the "sqlite3" driver
+	"github.com/ncruces/go-sqlite3/driver" // also registers the "sqlite3" driver
 )
 
 // Options configure a Store. The zero value is durable and sensible.
@@ -85,6 +85,11 @@ type Options struct {
 	// pollWAL makes ListenQueues check every WakeInterval, as it does where
 	// inotify is unavailable, so tests on Linux cover that path too.
 	pollWAL bool
+	// checkpointPages and forcePages replace walCheckpointPages and
+	// walForcePages, so tests reach them with fewer writes; noCheckpointer
+	// leaves the checkpointer stopped, so they see the writer's fallback.
+	checkpointPages, forcePages int
+	noCheckpointer              bool
 }
 
 // Store is errand's SQLite store. It implements [errand.TxStore] with
@@ -104,6 +109,7 @@ type Store struct {
 	// to tell the application's commits on Store.DB from the store's own.
 	ownChanges atomic.Int64
 	cache      stmtCache // statements prepared on the writer; see stmts.go
+	ckpt       *checkpointer
 }
 
 var _ errand.TxStore[*sql.Tx] = (*Store)(nil)
@@ -161,23 +167,35 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		}
 	}
 
-	db, err := sql.Open("sqlite3", dsn(abs, o, false))
+	if o.checkpointPages <= 0 {
+		o.checkpointPages = walCheckpointPages
+	}
+	if o.forcePages <= 0 {
+		o.forcePages = walForcePages
+	}
+	ckpt := newCheckpointer(dsn(abs, o, false), o.checkpointPages, o.forcePages, o.BusyTimeout)
+	db, err := driver.Open(dsn(abs, o, false), ckpt.initWriter)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	if !o.noCheckpointer {
+		ckpt.start()
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, clock: o.Clock, path: abs, opts: o, busyTimeout: o.BusyTimeout}
+	s := &Store{db: db, clock: o.Clock, path: abs, opts: o, busyTimeout: o.BusyTimeout, ckpt: ckpt}
 	if !o.NoMigrate {
 		if err := s.migrate(ctx); err != nil {
+			ckpt.close()
 			db.Close()
 			return nil, err
 		}
 	}
 	read, err := sql.Open("sqlite3", dsn(abs, o, true))
 	if err != nil {
+		ckpt.close()
 		db.Close()
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
@@ -216,8 +234,9 @@ func (s *Store) ReadDB() *sql.DB { return s.read }
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close closes both connection pools.
+// Close stops the checkpointer and closes both connection pools.
 func (s *Store) Close() error {
+	s.ckpt.close()
 	s.cache.close()
 	err := s.db.Close()
 	if s.read != nil {
