@@ -394,13 +394,18 @@ func (c *engine) logOutcome(job *Job, r *WorkResult) {
 		c.observer.JobFinished(job, r)
 	}
 	c.publish(job, r)
-	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
-	if r.Class != "" {
-		attrs = append(attrs, "class", r.Class, "error", r.Error)
-	}
 	level := slog.LevelInfo
 	if r.Result != ResultSucceeded && r.Result != ResultSnoozed {
 		level = slog.LevelWarn
+	}
+	// Asked first, so that a logger that drops the line (the default
+	// discards every line) costs no formatting per job.
+	if !c.logger.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
+	if r.Class != "" {
+		attrs = append(attrs, "class", r.Class, "error", r.Error)
 	}
 	c.logger.Log(context.Background(), level, "job "+string(r.Result), attrs...)
 }
