@@ -308,9 +308,7 @@ const (
 func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		wctx, cancel := withDeadline(ctx, c.clock, a.renewed.Add(a.lease), nil)
-		r, err := write(wctx, o)
-		cancel()
+		r, err := write(ctx, o, a.renewed.Add(a.lease))
 		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
 			return r, err
 		}
@@ -325,8 +323,19 @@ func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutc
 	}
 }
 
-// outcomeWriter records one outcome; a Worker batches them.
-type outcomeWriter func(ctx context.Context, o *JobOutcome) (OutcomeResult, error)
+// outcomeWriter records one outcome, giving up at until (when the lease
+// ends, on the engine's clock); a Worker batches them. The deadline is
+// passed rather than set on ctx so that a writer that does not wait (a
+// batcher with room) sets no timer for it.
+type outcomeWriter func(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error)
+
+// writeOutcomeUntil is writeOutcome giving up at until: the outcomeWriter
+// of an attempt run outside a Worker.
+func (c *engine) writeOutcomeUntil(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error) {
+	ctx, cancel := withDeadline(ctx, c.clock, until, nil)
+	defer cancel()
+	return c.writeOutcome(ctx, o)
+}
 
 // writeOutcome records one outcome in a transaction of its own.
 func (c *engine) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
@@ -353,7 +362,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		res.Class, res.Error = o.Error.Class, o.Error.Message
 	}
 	if write == nil {
-		write = c.writeOutcome
+		write = c.writeOutcomeUntil
 	}
 	r, err := c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
 	if errors.Is(err, ErrInvalid) && o.Error != nil {
@@ -394,13 +403,18 @@ func (c *engine) logOutcome(job *Job, r *WorkResult) {
 		c.observer.JobFinished(job, r)
 	}
 	c.publish(job, r)
-	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
-	if r.Class != "" {
-		attrs = append(attrs, "class", r.Class, "error", r.Error)
-	}
 	level := slog.LevelInfo
 	if r.Result != ResultSucceeded && r.Result != ResultSnoozed {
 		level = slog.LevelWarn
+	}
+	// Asked first, so that a logger that drops the line (the default
+	// discards every line) costs no formatting per job.
+	if !c.logger.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"job_id", *r.JobID, "kind", r.Kind, "attempt", r.Attempt, "duration", r.Duration.Round(time.Microsecond).String()}
+	if r.Class != "" {
+		attrs = append(attrs, "class", r.Class, "error", r.Error)
 	}
 	c.logger.Log(context.Background(), level, "job "+string(r.Result), attrs...)
 }

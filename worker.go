@@ -337,11 +337,11 @@ func (w *Worker) Abandon() { w.abandoned.Store(true) }
 
 // write records an outcome through the batcher unless the worker abandoned
 // its jobs.
-func (w *Worker) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
+func (w *Worker) write(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error) {
 	if w.abandoned.Load() {
 		return OutcomeResult{}, errAbandoned
 	}
-	return w.outcomes.write(ctx, o)
+	return w.outcomes.write(ctx, o, until)
 }
 
 // Done is closed when the worker has stopped.

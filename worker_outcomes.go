@@ -107,13 +107,17 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 }
 
 // write is the Worker's outcomeWriter: it hands o to the batcher and waits
-// for the batch that holds it to be written.
-func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
+// for the batch that holds it to be written. It stops waiting for the
+// batcher to take o at until (or when ctx ends); once taken, o is written
+// under the batcher's own timeout.
+func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error) {
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
-		wctx, cancel := withTimeout(ctx, b.clock, b.timeout, nil)
+		dctx, cancelDeadline := withDeadline(ctx, b.clock, until, nil)
+		wctx, cancel := withTimeout(dctx, b.clock, b.timeout, nil)
 		rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}})
 		cancel()
+		cancelDeadline()
 		if err != nil {
 			return OutcomeResult{}, err
 		}
@@ -122,8 +126,19 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome) (OutcomeResul
 	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
 	select {
 	case b.reqs <- req:
-	case <-ctx.Done():
-		return OutcomeResult{}, context.Cause(ctx)
+		// Taken at once: no timer was needed.
+	default:
+		// The batcher is busy (a full batch waits for a write to end):
+		// wait, but not past the lease.
+		wctx, cancel := withDeadline(ctx, b.clock, until, nil)
+		select {
+		case b.reqs <- req:
+			cancel()
+		case <-wctx.Done():
+			err := context.Cause(wctx)
+			cancel()
+			return OutcomeResult{}, err
+		}
 	}
 	rep := <-req.reply
 	return rep.r, rep.err

@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ func TestOutcomeBatcherOverlapsFullBatches(t *testing.T) {
 		send := func(i int) {
 			senders.Go(func() {
 				o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%03d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
-				if _, err := b.write(t.Context(), o); err != nil {
+				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
 			})
@@ -99,5 +100,68 @@ func TestOutcomeBatcherOverlapsFullBatches(t *testing.T) {
 		if written != later+1 {
 			t.Errorf("wrote %d outcomes, want %d", written, later+1)
 		}
+	})
+}
+
+// TestOutcomeBatcherWaitEndsWithLease checks that an outcome the batcher
+// cannot take yet (every write in flight and a full batch waiting) is given
+// up at its lease's end, and that one it can take is written whatever its
+// deadline.
+func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &heldOutcomes{started: make(chan heldCall, 4*maxOutcomeBatch)}
+		b := newOutcomeBatcher(store, &workerCounters{}, false)
+		b.clock = systemTime{}
+		b.timeout = time.Hour
+		b.start(t.Context())
+		var senders sync.WaitGroup
+		send := func(i int) {
+			senders.Go(func() {
+				o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%04d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
+				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
+					t.Errorf("write: %v", err)
+				}
+			})
+		}
+		// A lone write in flight, then a full batch beside it, then a full
+		// batch waiting: the batcher takes nothing more.
+		send(0)
+		synctest.Wait()
+		queued := 1 + maxOutcomeWrites*maxOutcomeBatch
+		for i := 1; i < queued; i++ {
+			send(i)
+		}
+		synctest.Wait()
+
+		start := time.Now()
+		o := &JobOutcome{JobLease: JobLease{ID: "late", LeaseToken: "t"}, Kind: OutcomeSucceeded}
+		_, err := b.write(t.Context(), o, start.Add(time.Minute))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("write to a busy batcher: %v, want %v", err, context.DeadlineExceeded)
+		}
+		if waited := time.Since(start); waited != time.Minute {
+			t.Errorf("gave up after %s, want the lease's minute", waited)
+		}
+
+		written := 0
+		for written < queued {
+			c := <-store.started
+			written += c.size
+			close(c.release)
+		}
+		senders.Wait()
+		// With room again, an outcome is taken even at its deadline; the
+		// store, which fences by lease, decides.
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.write(t.Context(), &JobOutcome{JobLease: JobLease{ID: "last", LeaseToken: "t"}, Kind: OutcomeSucceeded}, time.Now())
+			done <- err
+		}()
+		c := <-store.started
+		close(c.release)
+		if err := <-done; err != nil {
+			t.Errorf("write with room at its deadline: %v", err)
+		}
+		b.stop()
 	})
 }

@@ -645,7 +645,21 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 // under the outcome's token with a live lease; an outcome that matches no
 // row lost its lease. At most one outcome per job can match (its current
 // token); JobRecordOutcomes sends a lease's first outcome only.
-var outcomesSQL = func() string {
+var outcomesSQL = outcomesUpdate(`unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::integer[], $7::text[],
+			$8::text[], $9::text[], $10::integer[])
+		AS o(id, token, kind, delay_us, attempt, class, message, stack, ord)`)
+
+// outcomesPlainSQL is outcomesSQL for a batch whose outcomes append no
+// error and wait no delay (successes, above all): the columns that would
+// be the same for every row are constants, the values outcomesSQL would be
+// sent for them, so only the ids, tokens, kinds and order travel.
+var outcomesPlainSQL = outcomesUpdate(`(SELECT u.id, u.token, u.kind, 0::bigint AS delay_us, 0::integer AS attempt,
+			NULL::text AS class, ''::text AS message, ''::text AS stack, u.ord
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::integer[]) AS u(id, token, kind, ord)) AS o`)
+
+// outcomesUpdate is the statement of outcomesSQL reading its outcomes, o,
+// from from.
+func outcomesUpdate(from string) string {
 	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
 	yields := errand.SQLOutcomeKinds(errand.OutcomeKind.YieldsToCancel)
 	// A cancel request that the attempt did not hear of in time still wins
@@ -666,12 +680,10 @@ var outcomesSQL = func() string {
 		errors = CASE WHEN o.class IS NULL THEN j.errors ELSE j.errors || ` + entry + ` END,
 		last_error = CASE WHEN o.class IS NULL THEN j.last_error ELSE ` + last + ` END,
 		lease_token = NULL, lease_until = NULL
-	FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::integer[], $7::text[],
-			$8::text[], $9::text[], $10::integer[])
-		AS o(id, token, kind, delay_us, attempt, class, message, stack, ord)
+	FROM ` + from + `
 	WHERE j.id = o.id AND j.state = 'running' AND j.lease_token = o.token AND j.lease_until > {now}
 	RETURNING o.ord, j.state, j.available_at`
-}()
+}
 
 // outcomesFollowSQL is outcomesSQL returning what the follow-ups of a
 // remote outcome need too (JobRecordOutcomesParams.Follow).
@@ -689,6 +701,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 		classes            []*string // NULL: no history entry
 		messages, stacks   []string
 		sent               = map[errand.JobLease]bool{}
+		plain              = true // no error, no delay: outcomesPlainSQL
 	)
 	for _, i := range byID(len(outcomes), func(i int) string { return outcomes[i].ID }) {
 		o := outcomes[i]
@@ -708,6 +721,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 			continue
 		}
 		sent[o.JobLease] = true
+		plain = plain && class == nil && o.Delay == 0
 		ords = append(ords, int32(i))
 		ids, tokens, kinds = append(ids, o.ID), append(tokens, o.LeaseToken), append(kinds, string(o.Kind))
 		delays, attempts, classes = append(delays, us(o.Delay)), append(attempts, int32(e.Attempt)), append(classes, class)
@@ -723,7 +737,13 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	if p.Follow {
 		return s.recordOutcomesFollowed(ctx, rs, ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
 	}
-	rows, err := s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
+	var rows pgx.Rows
+	var err error
+	if plain {
+		rows, err = s.pool.Query(ctx, s.sql(outcomesPlainSQL), s.nowArg(), ids, tokens, kinds, ords)
+	} else {
+		rows, err = s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}

@@ -150,6 +150,9 @@ func testCancelRunningWinsOverWaiting(t *testing.T, h harness) {
 			return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze, Delay: time.Minute}
 		},
 		func(j *errand.Job) *errand.JobOutcome {
+			return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze}
+		},
+		func(j *errand.Job) *errand.JobOutcome {
 			return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted,
 				Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassInterrupted, Message: "worker draining"}}
 		},

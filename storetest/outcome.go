@@ -67,6 +67,17 @@ func testOutcomeKinds(t *testing.T, h harness) {
 			nextRun: func(now time.Time) time.Time { return now.Add(10 * time.Minute) },
 		},
 		{
+			// No delay and no error: a store may write it as it writes
+			// successes, and it is still a snooze.
+			kind:  errand.OutcomeSnooze,
+			state: errand.StateQueued,
+			expect: func(w *errand.Job, now time.Time, _ *errand.AttemptError) {
+				w.Attempt = 0
+				w.AvailableAt = now
+			},
+			nextRun: func(now time.Time) time.Time { return now },
+		},
+		{
 			kind:  errand.OutcomeInterrupted,
 			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassInterrupted, Message: "worker draining"},
 			state: errand.StateQueued,
