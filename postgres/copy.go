@@ -29,8 +29,12 @@ var copyColumns = []string{"seq", "id", "queue", "kind", "args", "args_version",
 // table's seq ($3 names the table), ascending. COPY writes an identity
 // column as given: taking the seqs first keeps seq in the batch's order
 // and makes every column of the new rows known without reading them back.
-const copySeqsSQL = `SELECT {now}, array(SELECT nextval(q.seq)
-	FROM (SELECT pg_get_serial_sequence($3, 'seq')::regclass AS seq) q, generate_series(1, $2) ORDER BY 1)`
+// The sequence is looked up once, in a scalar subquery (an InitPlan): a
+// subquery in FROM is pulled up into the join, and pg_get_serial_sequence
+// then ran once per seq, a catalog lookup costing several times the
+// nextval it named.
+const copySeqsSQL = `SELECT {now}, array(SELECT nextval((SELECT pg_get_serial_sequence($3, 'seq')::regclass))
+	FROM generate_series(1, $2) ORDER BY 1)`
 
 // errCopyConflict reports that a COPY met an id already taken; the
 // transaction it ran in is aborted.

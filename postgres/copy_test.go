@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +155,43 @@ func TestCopyConflict(t *testing.T) {
 		if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: id}); err != nil {
 			t.Errorf("JobGet(%s) after commit: %v", id, err)
 		}
+	}
+}
+
+// TestCopySeqsPlan checks that the query taking a COPY's seqs looks the
+// sequence up once, not once per seq: nextval's argument is a parameter
+// of the plan, not pg_get_serial_sequence's call.
+func TestCopySeqsPlan(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+s.sql(copySeqsSQL), s.nowArg(), 100, s.table("errand_jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "nextval(") {
+		t.Fatalf("no nextval in the plan:\n%s", plan)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "nextval(") && strings.Contains(l, "pg_get_serial_sequence") {
+			t.Errorf("the sequence is looked up for every nextval:\n%s", plan)
+			break
+		}
+	}
+	var seqs []int64
+	if err := s.pool.QueryRow(ctx, s.sql(copySeqsSQL), s.nowArg(), 100, s.table("errand_jobs")).Scan(new(time.Time), &seqs); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 100 || seqs[0] >= seqs[99] {
+		t.Errorf("took %d seqs, %v..., want 100 ascending", len(seqs), seqs[:min(len(seqs), 3)])
 	}
 }
