@@ -19,11 +19,30 @@ import (
 // of the returned rows; below this size the round trip dominates.
 const copyMinJobs = 64
 
-// copyColumns are the columns the COPY path writes; the rest take their
-// defaults, as they do in insertSQL.
-var copyColumns = []string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
+// copyColumns are the columns the COPY path may write; the rest take their
+// defaults, as they do in insertSQL. unique_key stays NULL: a job with a
+// unique key never goes through COPY.
+var copyColumns = [...]string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
 	"max_attempts", "backoff_base_us", "backoff_max_us", "max_age_us", "available_at", "deadline",
-	"unique_key", "ordering_key", "created_at", "tags", "ordering_hold", "fairness_key"}
+	"ordering_key", "created_at", "tags", "ordering_hold", "fairness_key"}
+
+// copyOptional reports, for each of copyColumns, whether a job's value may
+// be the column's default (NULL for a nullable column without one). A
+// column whose value is the default for every job of a batch is left out
+// of its COPY: fewer values to encode, send and parse, and the rows hold
+// what they would have held.
+var copyOptional = [len(copyColumns)]func(p *errand.JobInsertParams, tags string) bool{
+	5:  func(p *errand.JobInsertParams, _ string) bool { return p.ArgsVersion == 1 },
+	6:  func(p *errand.JobInsertParams, _ string) bool { return p.Priority == 0 },
+	9:  func(p *errand.JobInsertParams, _ string) bool { return us(p.BackoffBase) == 0 },
+	10: func(p *errand.JobInsertParams, _ string) bool { return us(p.BackoffMax) == 0 },
+	11: func(p *errand.JobInsertParams, _ string) bool { return us(p.MaxAge) == 0 },
+	13: func(p *errand.JobInsertParams, _ string) bool { return p.MaxAge <= 0 },
+	14: func(p *errand.JobInsertParams, _ string) bool { return p.OrderingKey == "" },
+	16: func(_ *errand.JobInsertParams, tags string) bool { return tags == "[]" },
+	17: func(p *errand.JobInsertParams, _ string) bool { return !p.OrderingHold },
+	18: func(p *errand.JobInsertParams, _ string) bool { return p.FairnessKey == "" },
+}
 
 // copySeqsSQL returns the statement's now and $2 new values of the jobs
 // table's seq ($3 names the table), ascending. COPY writes an identity
@@ -184,13 +203,28 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 	}
 	slices.Sort(seqs)
 	now = now.UTC()
-	rows := make([][]any, len(params))
-	out := make([]errand.JobInsertResult, len(params))
+	tagsJSON := make([]string, len(params))
+	var keep [len(copyColumns)]bool
 	for i, p := range params {
 		tags, err := p.TagsJSON()
 		if err != nil {
 			return nil, err
 		}
+		tagsJSON[i] = tags
+		for c, isDefault := range copyOptional {
+			keep[c] = keep[c] || isDefault == nil || !isDefault(p, tags)
+		}
+	}
+	var cols []string
+	for c, name := range copyColumns {
+		if keep[c] {
+			cols = append(cols, name)
+		}
+	}
+	rows := make([][]any, len(params))
+	out := make([]errand.JobInsertResult, len(params))
+	for i, p := range params {
+		tags := tagsJSON[i]
 		j := &errand.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
 			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errand.StateQueued, MaxAttempts: p.MaxAttempts,
 			BackoffBase: errand.Duration(microseconds(p.BackoffBase)), BackoffMax: errand.Duration(microseconds(p.BackoffMax)),
@@ -206,12 +240,19 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 		if j.Tags == nil {
 			j.Tags = []string{}
 		}
-		rows[i] = []any{j.Seq, j.ID, j.Queue, j.Kind, string(p.Args), int32(j.ArgsVersion), int32(j.Priority),
+		all := [len(copyColumns)]any{j.Seq, j.ID, j.Queue, j.Kind, string(p.Args), int32(j.ArgsVersion), int32(j.Priority),
 			string(j.State), int32(j.MaxAttempts), us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge),
-			j.AvailableAt, j.Deadline, nil, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold)), j.FairnessKey}
+			j.AvailableAt, j.Deadline, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold)), j.FairnessKey}
+		row := make([]any, 0, len(cols))
+		for c, v := range all {
+			if keep[c] {
+				row = append(row, v)
+			}
+		}
+		rows[i] = row
 		out[i] = errand.JobInsertResult{Job: j}
 	}
-	if _, err := dst.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := dst.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, cols, pgx.CopyFromRows(rows)); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 			return nil, errCopyConflict
