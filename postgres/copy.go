@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -118,7 +120,7 @@ func (s *Store) copyOwnTx(ctx context.Context, params []*errand.JobInsertParams)
 	if err != nil {
 		err = fmt.Errorf("insert jobs: take seqs: %w", err)
 	} else {
-		rs, err = s.copyWith(ctx, conn.Conn(), params, taken)
+		rs, err = s.copyWith(ctx, conn.Conn().PgConn(), params, taken)
 	}
 	if err == nil {
 		if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
@@ -183,7 +185,7 @@ func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, pa
 	if err := tx.QueryRow(ctx, r.Replace(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs")).Scan(&taken.now, &taken.seqs); err != nil {
 		return nil, fmt.Errorf("insert jobs: take seqs: %w", err)
 	}
-	return s.copyWith(ctx, tx, params, taken)
+	return s.copyWith(ctx, tx.Conn().PgConn(), params, taken)
 }
 
 // takenSeqs is what copySeqsSQL returns: the statement's now and the seqs.
@@ -192,11 +194,11 @@ type takenSeqs struct {
 	seqs []int64
 }
 
-// copyWith is copyJobs once the seqs are taken, writing through dst (the
-// transaction, or a connection inside one).
-func (s *Store) copyWith(ctx context.Context, dst interface {
-	CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
-}, params []*errand.JobInsertParams, taken takenSeqs) ([]errand.JobInsertResult, error) {
+// copyWith is copyJobs once the seqs are taken, writing through conn, a
+// connection inside a transaction. It encodes the rows in COPY's binary
+// format itself: every column's type is known, and pgx's CopyFrom would
+// look up an encode plan for each of the batch's values.
+func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*errand.JobInsertParams, taken takenSeqs) ([]errand.JobInsertResult, error) {
 	now, seqs := taken.now, taken.seqs
 	if len(seqs) != len(params) {
 		return nil, fmt.Errorf("insert jobs: took %d seqs for %d jobs", len(seqs), len(params))
@@ -221,7 +223,9 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 			cols = append(cols, name)
 		}
 	}
-	rows := make([][]any, len(params))
+	buf := make([]byte, 0, 4096)
+	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
+	buf = binary.BigEndian.AppendUint64(buf, 0) // no flags, no header extension
 	out := make([]errand.JobInsertResult, len(params))
 	for i, p := range params {
 		tags := tagsJSON[i]
@@ -240,19 +244,58 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 		if j.Tags == nil {
 			j.Tags = []string{}
 		}
-		all := [len(copyColumns)]any{j.Seq, j.ID, j.Queue, j.Kind, string(p.Args), int32(j.ArgsVersion), int32(j.Priority),
-			string(j.State), int32(j.MaxAttempts), us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge),
-			j.AvailableAt, j.Deadline, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold)), j.FairnessKey}
-		row := make([]any, 0, len(cols))
-		for c, v := range all {
-			if keep[c] {
-				row = append(row, v)
+		buf = binary.BigEndian.AppendUint16(buf, uint16(len(cols)))
+		for c := range copyColumns {
+			if !keep[c] {
+				continue
+			}
+			switch c {
+			case 0:
+				buf = copyInt8(buf, j.Seq)
+			case 1:
+				buf = copyText(buf, j.ID)
+			case 2:
+				buf = copyText(buf, j.Queue)
+			case 3:
+				buf = copyText(buf, j.Kind)
+			case 4:
+				buf = copyJSONB(buf, p.Args)
+			case 5:
+				buf = copyInt4(buf, int32(j.ArgsVersion))
+			case 6:
+				buf = copyInt4(buf, int32(j.Priority))
+			case 7:
+				buf = copyText(buf, string(j.State))
+			case 8:
+				buf = copyInt4(buf, int32(j.MaxAttempts))
+			case 9:
+				buf = copyInt8(buf, us(p.BackoffBase))
+			case 10:
+				buf = copyInt8(buf, us(p.BackoffMax))
+			case 11:
+				buf = copyInt8(buf, us(p.MaxAge))
+			case 12:
+				buf = copyTime(buf, &j.AvailableAt)
+			case 13:
+				buf = copyTime(buf, j.Deadline)
+			case 14:
+				buf = copyNullText(buf, j.OrderingKey)
+			case 15:
+				buf = copyTime(buf, &now)
+			case 16:
+				buf = copyJSONB(buf, tags)
+			case 17:
+				buf = binary.BigEndian.AppendUint32(buf, 2)
+				buf = binary.BigEndian.AppendUint16(buf, uint16(boolInt(p.OrderingHold)))
+			case 18:
+				buf = copyNullText(buf, j.FairnessKey)
 			}
 		}
-		rows[i] = row
 		out[i] = errand.JobInsertResult{Job: j}
 	}
-	if _, err := dst.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, cols, pgx.CopyFromRows(rows)); err != nil {
+	buf = append(buf, 0xff, 0xff) // the trailer: a row of -1 columns
+	copySQL := "COPY " + pgx.Identifier{s.name, "errand_jobs"}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)"
+	if _, err := conn.CopyFrom(ctx, bytes.NewReader(buf), copySQL); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 			return nil, errCopyConflict
@@ -261,6 +304,51 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 	}
 	return out, nil
 }
+
+// The fields of COPY's binary format: a length (-1 for NULL), then the
+// value as the type's binary receive function reads it.
+
+func copyInt4(b []byte, v int32) []byte {
+	b = binary.BigEndian.AppendUint32(b, 4)
+	return binary.BigEndian.AppendUint32(b, uint32(v))
+}
+
+func copyInt8(b []byte, v int64) []byte {
+	b = binary.BigEndian.AppendUint32(b, 8)
+	return binary.BigEndian.AppendUint64(b, uint64(v))
+}
+
+func copyText(b []byte, v string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+func copyNullText(b []byte, v *string) []byte {
+	if v == nil {
+		return copyNull(b)
+	}
+	return copyText(b, *v)
+}
+
+// copyJSONB writes a jsonb value: format version 1, then the JSON text.
+func copyJSONB[T ~string | ~[]byte](b []byte, v T) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)+1))
+	b = append(b, 1)
+	return append(b, v...)
+}
+
+// pgEpochMicros is PostgreSQL's epoch, 2000-01-01 UTC, in Unix microseconds.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// copyTime writes a timestamptz: microseconds since PostgreSQL's epoch.
+func copyTime(b []byte, t *time.Time) []byte {
+	if t == nil {
+		return copyNull(b)
+	}
+	return copyInt8(b, t.UnixMicro()-pgEpochMicros)
+}
+
+func copyNull(b []byte) []byte { return binary.BigEndian.AppendUint32(b, 0xffffffff) }
 
 func boolInt(b bool) int {
 	if b {
