@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,18 +21,41 @@ import (
 // of the returned rows; below this size the round trip dominates.
 const copyMinJobs = 64
 
-// copyColumns are the columns the COPY path writes; the rest take their
-// defaults, as they do in insertSQL.
-var copyColumns = []string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
+// copyColumns are the columns the COPY path may write; the rest take their
+// defaults, as they do in insertSQL. unique_key stays NULL: a job with a
+// unique key never goes through COPY.
+var copyColumns = [...]string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
 	"max_attempts", "backoff_base_us", "backoff_max_us", "max_age_us", "available_at", "deadline",
-	"unique_key", "ordering_key", "created_at", "tags", "ordering_hold", "fairness_key"}
+	"ordering_key", "created_at", "tags", "ordering_hold", "fairness_key"}
+
+// copyOptional reports, for each of copyColumns, whether a job's value may
+// be the column's default (NULL for a nullable column without one). A
+// column whose value is the default for every job of a batch is left out
+// of its COPY: fewer values to encode, send and parse, and the rows hold
+// what they would have held.
+var copyOptional = [len(copyColumns)]func(p *errand.JobInsertParams, tags string) bool{
+	5:  func(p *errand.JobInsertParams, _ string) bool { return p.ArgsVersion == 1 },
+	6:  func(p *errand.JobInsertParams, _ string) bool { return p.Priority == 0 },
+	9:  func(p *errand.JobInsertParams, _ string) bool { return us(p.BackoffBase) == 0 },
+	10: func(p *errand.JobInsertParams, _ string) bool { return us(p.BackoffMax) == 0 },
+	11: func(p *errand.JobInsertParams, _ string) bool { return us(p.MaxAge) == 0 },
+	13: func(p *errand.JobInsertParams, _ string) bool { return p.MaxAge <= 0 },
+	14: func(p *errand.JobInsertParams, _ string) bool { return p.OrderingKey == "" },
+	16: func(_ *errand.JobInsertParams, tags string) bool { return tags == "[]" },
+	17: func(p *errand.JobInsertParams, _ string) bool { return !p.OrderingHold },
+	18: func(p *errand.JobInsertParams, _ string) bool { return p.FairnessKey == "" },
+}
 
 // copySeqsSQL returns the statement's now and $2 new values of the jobs
 // table's seq ($3 names the table), ascending. COPY writes an identity
 // column as given: taking the seqs first keeps seq in the batch's order
 // and makes every column of the new rows known without reading them back.
-const copySeqsSQL = `SELECT {now}, array(SELECT nextval(q.seq)
-	FROM (SELECT pg_get_serial_sequence($3, 'seq')::regclass AS seq) q, generate_series(1, $2) ORDER BY 1)`
+// The sequence is looked up once, in a scalar subquery (an InitPlan): a
+// subquery in FROM is pulled up into the join, and pg_get_serial_sequence
+// then ran once per seq, a catalog lookup costing several times the
+// nextval it named.
+const copySeqsSQL = `SELECT {now}, array(SELECT nextval((SELECT pg_get_serial_sequence($3, 'seq')::regclass))
+	FROM generate_series(1, $2) ORDER BY 1)`
 
 // errCopyConflict reports that a COPY met an id already taken; the
 // transaction it ran in is aborted.
@@ -95,7 +120,7 @@ func (s *Store) copyOwnTx(ctx context.Context, params []*errand.JobInsertParams)
 	if err != nil {
 		err = fmt.Errorf("insert jobs: take seqs: %w", err)
 	} else {
-		rs, err = s.copyWith(ctx, conn.Conn(), params, taken)
+		rs, err = s.copyWith(ctx, conn.Conn().PgConn(), params, taken)
 	}
 	if err == nil {
 		if _, err = conn.Exec(ctx, "COMMIT"); err != nil {
@@ -160,7 +185,7 @@ func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, pa
 	if err := tx.QueryRow(ctx, r.Replace(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs")).Scan(&taken.now, &taken.seqs); err != nil {
 		return nil, fmt.Errorf("insert jobs: take seqs: %w", err)
 	}
-	return s.copyWith(ctx, tx, params, taken)
+	return s.copyWith(ctx, tx.Conn().PgConn(), params, taken)
 }
 
 // takenSeqs is what copySeqsSQL returns: the statement's now and the seqs.
@@ -169,24 +194,41 @@ type takenSeqs struct {
 	seqs []int64
 }
 
-// copyWith is copyJobs once the seqs are taken, writing through dst (the
-// transaction, or a connection inside one).
-func (s *Store) copyWith(ctx context.Context, dst interface {
-	CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
-}, params []*errand.JobInsertParams, taken takenSeqs) ([]errand.JobInsertResult, error) {
+// copyWith is copyJobs once the seqs are taken, writing through conn, a
+// connection inside a transaction. It encodes the rows in COPY's binary
+// format itself: every column's type is known, and pgx's CopyFrom would
+// look up an encode plan for each of the batch's values.
+func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*errand.JobInsertParams, taken takenSeqs) ([]errand.JobInsertResult, error) {
 	now, seqs := taken.now, taken.seqs
 	if len(seqs) != len(params) {
 		return nil, fmt.Errorf("insert jobs: took %d seqs for %d jobs", len(seqs), len(params))
 	}
 	slices.Sort(seqs)
 	now = now.UTC()
-	rows := make([][]any, len(params))
-	out := make([]errand.JobInsertResult, len(params))
+	tagsJSON := make([]string, len(params))
+	var keep [len(copyColumns)]bool
 	for i, p := range params {
 		tags, err := p.TagsJSON()
 		if err != nil {
 			return nil, err
 		}
+		tagsJSON[i] = tags
+		for c, isDefault := range copyOptional {
+			keep[c] = keep[c] || isDefault == nil || !isDefault(p, tags)
+		}
+	}
+	var cols []string
+	for c, name := range copyColumns {
+		if keep[c] {
+			cols = append(cols, name)
+		}
+	}
+	buf := make([]byte, 0, 4096)
+	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
+	buf = binary.BigEndian.AppendUint64(buf, 0) // no flags, no header extension
+	out := make([]errand.JobInsertResult, len(params))
+	for i, p := range params {
+		tags := tagsJSON[i]
 		j := &errand.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
 			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errand.StateQueued, MaxAttempts: p.MaxAttempts,
 			BackoffBase: errand.Duration(microseconds(p.BackoffBase)), BackoffMax: errand.Duration(microseconds(p.BackoffMax)),
@@ -202,12 +244,58 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 		if j.Tags == nil {
 			j.Tags = []string{}
 		}
-		rows[i] = []any{j.Seq, j.ID, j.Queue, j.Kind, string(p.Args), int32(j.ArgsVersion), int32(j.Priority),
-			string(j.State), int32(j.MaxAttempts), us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge),
-			j.AvailableAt, j.Deadline, nil, j.OrderingKey, now, tags, int16(boolInt(p.OrderingHold)), j.FairnessKey}
+		buf = binary.BigEndian.AppendUint16(buf, uint16(len(cols)))
+		for c := range copyColumns {
+			if !keep[c] {
+				continue
+			}
+			switch c {
+			case 0:
+				buf = copyInt8(buf, j.Seq)
+			case 1:
+				buf = copyText(buf, j.ID)
+			case 2:
+				buf = copyText(buf, j.Queue)
+			case 3:
+				buf = copyText(buf, j.Kind)
+			case 4:
+				buf = copyJSONB(buf, p.Args)
+			case 5:
+				buf = copyInt4(buf, int32(j.ArgsVersion))
+			case 6:
+				buf = copyInt4(buf, int32(j.Priority))
+			case 7:
+				buf = copyText(buf, string(j.State))
+			case 8:
+				buf = copyInt4(buf, int32(j.MaxAttempts))
+			case 9:
+				buf = copyInt8(buf, us(p.BackoffBase))
+			case 10:
+				buf = copyInt8(buf, us(p.BackoffMax))
+			case 11:
+				buf = copyInt8(buf, us(p.MaxAge))
+			case 12:
+				buf = copyTime(buf, &j.AvailableAt)
+			case 13:
+				buf = copyTime(buf, j.Deadline)
+			case 14:
+				buf = copyNullText(buf, j.OrderingKey)
+			case 15:
+				buf = copyTime(buf, &now)
+			case 16:
+				buf = copyJSONB(buf, tags)
+			case 17:
+				buf = binary.BigEndian.AppendUint32(buf, 2)
+				buf = binary.BigEndian.AppendUint16(buf, uint16(boolInt(p.OrderingHold)))
+			case 18:
+				buf = copyNullText(buf, j.FairnessKey)
+			}
+		}
 		out[i] = errand.JobInsertResult{Job: j}
 	}
-	if _, err := dst.CopyFrom(ctx, pgx.Identifier{s.name, "errand_jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+	buf = append(buf, 0xff, 0xff) // the trailer: a row of -1 columns
+	copySQL := "COPY " + pgx.Identifier{s.name, "errand_jobs"}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)"
+	if _, err := conn.CopyFrom(ctx, bytes.NewReader(buf), copySQL); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 			return nil, errCopyConflict
@@ -216,6 +304,51 @@ func (s *Store) copyWith(ctx context.Context, dst interface {
 	}
 	return out, nil
 }
+
+// The fields of COPY's binary format: a length (-1 for NULL), then the
+// value as the type's binary receive function reads it.
+
+func copyInt4(b []byte, v int32) []byte {
+	b = binary.BigEndian.AppendUint32(b, 4)
+	return binary.BigEndian.AppendUint32(b, uint32(v))
+}
+
+func copyInt8(b []byte, v int64) []byte {
+	b = binary.BigEndian.AppendUint32(b, 8)
+	return binary.BigEndian.AppendUint64(b, uint64(v))
+}
+
+func copyText(b []byte, v string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+func copyNullText(b []byte, v *string) []byte {
+	if v == nil {
+		return copyNull(b)
+	}
+	return copyText(b, *v)
+}
+
+// copyJSONB writes a jsonb value: format version 1, then the JSON text.
+func copyJSONB[T ~string | ~[]byte](b []byte, v T) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)+1))
+	b = append(b, 1)
+	return append(b, v...)
+}
+
+// pgEpochMicros is PostgreSQL's epoch, 2000-01-01 UTC, in Unix microseconds.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// copyTime writes a timestamptz: microseconds since PostgreSQL's epoch.
+func copyTime(b []byte, t *time.Time) []byte {
+	if t == nil {
+		return copyNull(b)
+	}
+	return copyInt8(b, t.UnixMicro()-pgEpochMicros)
+}
+
+func copyNull(b []byte) []byte { return binary.BigEndian.AppendUint32(b, 0xffffffff) }
 
 func boolInt(b bool) int {
 	if b {

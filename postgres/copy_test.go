@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +40,57 @@ func copyTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams
 	return ps
 }
 
+// plainTestJobs returns n jobs, ids starting with prefix, that give every
+// column COPY may leave out its default: the batches COPY writes with the
+// fewest columns.
+func plainTestJobs(prefix string, n int, _ time.Time) []*errand.JobInsertParams {
+	ps := make([]*errand.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = &errand.JobInsertParams{ID: fmt.Sprintf("%s-%04d", prefix, i), Queue: errand.DefaultQueue, Kind: "k",
+			Args: json.RawMessage(`{"b": 1, "a": 2}`), ArgsVersion: 1, MaxAttempts: 25}
+	}
+	return ps
+}
+
+// oneOfEachTestJobs returns plain jobs but for one that sets each column
+// COPY may leave out: a batch that needs every column, though most of its
+// jobs hold defaults.
+func oneOfEachTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams {
+	ps := plainTestJobs(prefix, n, now)
+	for i, set := range []func(p *errand.JobInsertParams){
+		func(p *errand.JobInsertParams) { p.ArgsVersion = 3 },
+		func(p *errand.JobInsertParams) { p.Priority = -1 },
+		func(p *errand.JobInsertParams) { p.BackoffBase = time.Second },
+		func(p *errand.JobInsertParams) { p.BackoffMax = time.Minute },
+		func(p *errand.JobInsertParams) { p.MaxAge = time.Hour },
+		func(p *errand.JobInsertParams) { p.OrderingKey = "o" },
+		func(p *errand.JobInsertParams) { p.Tags = []string{"t"} },
+		func(p *errand.JobInsertParams) { p.OrderingKey, p.OrderingHold = "o", true },
+		func(p *errand.JobInsertParams) { p.FairnessKey = "f" },
+		func(p *errand.JobInsertParams) { p.Delay = time.Minute },
+	} {
+		set(ps[7*i+3])
+	}
+	return ps
+}
+
 // TestCopyMatchesInsert checks that the COPY path stores and returns what
-// insertSQL does for the same jobs, field by field, apart from id and seq.
+// insertSQL does for the same jobs, field by field, apart from id and seq,
+// whichever columns a batch leaves out of its COPY.
 func TestCopyMatchesInsert(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		jobs func(prefix string, n int, now time.Time) []*errand.JobInsertParams
+	}{
+		{"varied", copyTestJobs},
+		{"plain", plainTestJobs},
+		{"one of each", oneOfEachTestJobs},
+	} {
+		t.Run(c.name, func(t *testing.T) { testCopyMatchesInsert(t, c.jobs) })
+	}
+}
+
+func testCopyMatchesInsert(t *testing.T, jobs func(prefix string, n int, now time.Time) []*errand.JobInsertParams) {
 	url := pgtest.URL(t)
 	ctx := t.Context()
 	clock := errandtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC))
@@ -54,10 +103,10 @@ func TestCopyMatchesInsert(t *testing.T) {
 	var copied, inserted []errand.JobInsertResult
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if copied, err = s.copyJobs(ctx, tx, s.own, copyTestJobs("copy", n, clock.Now())); err != nil {
+		if copied, err = s.copyJobs(ctx, tx, s.own, jobs("copy", n, clock.Now())); err != nil {
 			return err
 		}
-		inserted, err = s.insert(ctx, pgxQuerier{tx}, s.own, copyTestJobs("insert", n, clock.Now()))
+		inserted, err = s.insert(ctx, pgxQuerier{tx}, s.own, jobs("insert", n, clock.Now()))
 		return err
 	})
 	if err != nil {
@@ -154,5 +203,43 @@ func TestCopyConflict(t *testing.T) {
 		if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: id}); err != nil {
 			t.Errorf("JobGet(%s) after commit: %v", id, err)
 		}
+	}
+}
+
+// TestCopySeqsPlan checks that the query taking a COPY's seqs looks the
+// sequence up once, not once per seq: nextval's argument is a parameter
+// of the plan, not pg_get_serial_sequence's call.
+func TestCopySeqsPlan(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+s.sql(copySeqsSQL), s.nowArg(), 100, s.table("errand_jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "nextval(") {
+		t.Fatalf("no nextval in the plan:\n%s", plan)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "nextval(") && strings.Contains(l, "pg_get_serial_sequence") {
+			t.Errorf("the sequence is looked up for every nextval:\n%s", plan)
+			break
+		}
+	}
+	var seqs []int64
+	if err := s.pool.QueryRow(ctx, s.sql(copySeqsSQL), s.nowArg(), 100, s.table("errand_jobs")).Scan(new(time.Time), &seqs); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 100 || seqs[0] >= seqs[99] {
+		t.Errorf("took %d seqs, %v..., want 100 ascending", len(seqs), seqs[:min(len(seqs), 3)])
 	}
 }

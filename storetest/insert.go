@@ -19,6 +19,7 @@ var insertCases = []testCase{
 	{"BatchAtomic", testInsertBatchAtomic},
 	{"LargeBatch", testInsertLargeBatch},
 	{"Tx", testInsertTx},
+	{"LargeBatchTx", testInsertLargeBatchTx},
 	{"TimePrecision", testInsertTimePrecision},
 	{"Now", testNow},
 }
@@ -419,6 +420,85 @@ func testInsertTx(t *testing.T, h harness) {
 			// The id is free again.
 			e.insertIDs("in-tx")
 		})
+	}
+}
+
+// testInsertLargeBatchTx checks a batch large enough for a store's bulk
+// path (PostgreSQL's COPY) inside the caller's transaction: all new, with
+// one job's id taken (the bulk path meets it and falls back), and with
+// unique keys (which take the other path). The results are what is stored
+// once the transaction commits, a duplicate leaves the transaction usable
+// for the caller's next insert, and a rollback leaves no job behind.
+func testInsertLargeBatchTx(t *testing.T, h harness) {
+	for _, c := range []struct{ uniqueKeys, dup bool }{{false, false}, {false, true}, {true, true}} {
+		for _, commit := range []bool{true, false} {
+			uniqueKeys, dup := c.uniqueKeys, c.dup
+			name := fmt.Sprintf("unique-keys-%t-taken-id-%t-commit-%t", uniqueKeys, dup, commit)
+			t.Run(name, func(t *testing.T) {
+				e := open(t, h)
+				existing := e.insertIDs("existing")[0]
+				const n = 300
+				ps := make([]*errand.JobInsertParams, n)
+				for i := range ps {
+					ps[i] = newJob(fmt.Sprintf("big-%03d", i))
+					ps[i].Priority = i % 3
+					if uniqueKeys {
+						ps[i].UniqueKey = fmt.Sprintf("key-%03d", i)
+					}
+				}
+				if dup {
+					ps[n/2] = newJob("existing")
+				}
+				var rs []errand.JobInsertResult
+				err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+					var err error
+					if rs, err = tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: ps}); err != nil {
+						return fmt.Errorf("JobInsertManyTx: %w", err)
+					}
+					if _, err := tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("after")}}); err != nil {
+						return fmt.Errorf("JobInsertManyTx after the batch: %w", err)
+					}
+					if !commit {
+						return errRollback
+					}
+					return nil
+				})
+				if err != nil && !errors.Is(err, errRollback) {
+					t.Fatal(err)
+				}
+				if len(rs) != n {
+					t.Fatalf("%d results for %d jobs", len(rs), n)
+				}
+				for i, r := range rs {
+					if dup && i == n/2 {
+						if !r.Duplicate {
+							t.Fatalf("job %d: a new job with the taken id %s", i, r.Job.ID)
+						}
+						same(t, "duplicate", existing, r.Job)
+						continue
+					}
+					if r.Duplicate || r.Job.ID != ps[i].ID {
+						t.Fatalf("job %d: %+v, want new job %s", i, r, ps[i].ID)
+					}
+					if i > 0 && !(dup && i == n/2+1) && r.Job.Seq <= rs[i-1].Job.Seq {
+						t.Fatalf("job %d: seq %d after %d, want the batch's order", i, r.Job.Seq, rs[i-1].Job.Seq)
+					}
+					if commit {
+						same(t, "committed job "+r.Job.ID, r.Job, e.get(r.Job.ID))
+					} else {
+						e.notFound(r.Job.ID)
+					}
+				}
+				if commit {
+					e.get("after")
+					return
+				}
+				e.notFound("after")
+				same(t, "existing job after the rollback", existing, e.get("existing"))
+				// The ids and keys are free again.
+				e.insert(ps[0], ps[n-1])
+			})
+		}
 	}
 }
 
