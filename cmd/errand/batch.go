@@ -59,15 +59,14 @@ errand batch ID --json prints it.`,
 				return err
 			}
 			defer closeDB()
-			if *before != "" {
-				b, err := c.Batch(ctx, *before)
-				if errors.Is(err, errand.ErrNotFound) {
-					return fmt.Errorf("--before: no batch with id %s (retention may have deleted it); list again from the newest", *before)
-				}
+			if p.Before, err = beforeCursor(ctx, "batch", *before, func(ctx context.Context, id string) (time.Time, error) {
+				b, err := c.Batch(ctx, id)
 				if err != nil {
-					return err
+					return time.Time{}, err
 				}
-				p.Before = &errand.ListCursor{CreatedAt: b.CreatedAt, ID: b.ID}
+				return b.CreatedAt, nil
+			}); err != nil {
+				return err
 			}
 			bs, err := c.Batches(ctx, p)
 			if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -29,4 +30,21 @@ func printList[T any](ctx context.Context, e *env, st errand.Store, rows []T, as
 		return err
 	}
 	return table(e.stdout, rows, now)
+}
+
+// beforeCursor is the position in a listing, newest first, after the row
+// id of a noun (batch, workflow) whose creation time created reads: the
+// value of a --before flag. Empty id is no position.
+func beforeCursor(ctx context.Context, noun, id string, created func(context.Context, string) (time.Time, error)) (*errand.ListCursor, error) {
+	if id == "" {
+		return nil, nil
+	}
+	at, err := created(ctx, id)
+	if errors.Is(err, errand.ErrNotFound) {
+		return nil, fmt.Errorf("--before: no %s with id %s (retention may have deleted it); list again from the newest", noun, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &errand.ListCursor{CreatedAt: at, ID: id}, nil
 }

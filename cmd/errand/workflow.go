@@ -62,15 +62,14 @@ as errand workflow ID --json prints it.`,
 				return err
 			}
 			defer closeDB()
-			if *before != "" {
-				w, err := c.Workflow(ctx, *before)
-				if errors.Is(err, errand.ErrNotFound) {
-					return fmt.Errorf("--before: no workflow with id %s (retention may have deleted it); list again from the newest", *before)
-				}
+			if p.Before, err = beforeCursor(ctx, "workflow", *before, func(ctx context.Context, id string) (time.Time, error) {
+				w, err := c.Workflow(ctx, id)
 				if err != nil {
-					return err
+					return time.Time{}, err
 				}
-				p.Before = &errand.ListCursor{CreatedAt: w.CreatedAt, ID: w.ID}
+				return w.CreatedAt, nil
+			}); err != nil {
+				return err
 			}
 			ws, err := c.Workflows(ctx, p)
 			if err != nil {
