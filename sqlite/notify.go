@@ -55,7 +55,9 @@ func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
 // enqueues, which wake its workers directly. To tell them apart, a check
 // that finds the database changed asks the writer connection, whose
 // data_version changes with other connections' commits only, and how many
-// rows it changed beyond those of the store's own transactions. Commits
+// rows it changed beyond those of the store's own transactions; while a
+// transaction holds the writer, the check is retried at each interval
+// until it is free (see writerHeldDefer). Commits
 // made while a "" waits to be read are gathered into it: at most one is
 // pending. A failed
 // check is retried at the next interval and followed by a "", in case it
@@ -196,6 +198,9 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 		// came after the first version.
 		until := time.Now().Add(walWriteWindow)
 		armed := true // the timer runs: a check is coming
+		// heldSince is when a check first found the writer held by a
+		// transaction; zero while it is not.
+		var heldSince time.Time
 		for {
 			select {
 			case <-ctx.Done():
@@ -211,13 +216,26 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 				armed = false
 			}
 			v, err := dataVersion(ctx, stmt)
+			retry := false
 			switch {
 			case err != nil:
 				version = -1 // the next successful check delivers ""
 			case v != version:
-				version = v
 				if skipOwn {
 					o, werr := s.writerState(ctx)
+					if errors.Is(werr, errWriterHeld) {
+						if heldSince.IsZero() {
+							heldSince = time.Now()
+						}
+						if time.Since(heldSince) < writerHeldDefer {
+							// Version unchanged: the next check tells
+							// this change apart once the writer is free.
+							retry = true
+							break
+						}
+					}
+					heldSince = time.Time{}
+					version = v
 					if werr == nil && o == own {
 						break // the store's own transactions only
 					}
@@ -226,9 +244,10 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 					}
 					own = o
 				}
+				version = v
 				changed(ctx, db)
 			}
-			if !watching || err != nil || time.Now().Before(until) {
+			if retry || !watching || err != nil || time.Now().Before(until) {
 				timer.Reset(s.opts.WakeInterval)
 				armed = true
 			}
@@ -258,13 +277,29 @@ type writerState struct {
 // long); past it the check delivers, as a failed check does.
 const writerStateWait = 20 * time.Millisecond
 
+// writerHeldDefer bounds how long a listener puts off a change while the
+// writer stays held, before it delivers as after a failed check. Putting
+// it off costs no latency: a worker's claim needs the writer too, and
+// would wait for the same transaction. A change seen during one of the
+// store's own transactions (an insert, a claim, under load longer than
+// writerStateWait) is thus told apart once it ends instead of waking the
+// workers for nothing.
+const writerHeldDefer = time.Second
+
+// errWriterHeld reports that a transaction held the writer connection for
+// all of writerStateWait.
+var errWriterHeld = errors.New("sqlite: the writer connection is held")
+
 // writerState reads the writer's state, waiting for the writer connection
-// at most writerStateWait if a transaction holds it.
+// at most writerStateWait if a transaction holds it (errWriterHeld).
 func (s *Store) writerState(ctx context.Context) (writerState, error) {
 	wctx, cancel := context.WithTimeout(ctx, writerStateWait)
 	defer cancel()
 	conn, err := s.db.Conn(wctx)
 	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return writerState{}, errWriterHeld
+		}
 		return writerState{}, err
 	}
 	defer conn.Close()
