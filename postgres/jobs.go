@@ -531,16 +531,30 @@ func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *erran
 	return jobs, due, nil
 }
 
-// nextDueSQL finds the earliest job that comes due after now: for each
-// queue, the errand_jobs_due index walked from now to the first row of a
-// wanted kind, then the earliest of those. It returns NULL when none waits,
-// and the statement's now, so that the wait is measured on one clock.
+// nextDueSQL finds the earliest job that comes due after now. For each
+// queue it walks the claim index (queue, priority, available_at, seq) from
+// priority to priority, one seek each (a loose index scan, which
+// PostgreSQL does not do by itself), and in each priority from now to the
+// first row of a wanted kind; then it takes the earliest of those. Its
+// cost grows with the number of distinct priorities waiting in a queue,
+// not with the number of jobs. It returns NULL when none waits, and the
+// statement's now, so that the wait is measured on one clock.
 var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
-		SELECT available_at AS at FROM {jobs}
-		WHERE queue = q.name AND state IN (` + waiting + `) AND available_at > {now}
-			AND ($3::text[] IS NULL OR kind = ANY($3))
-		ORDER BY available_at
-		LIMIT 1) n`
+		WITH RECURSIVE prio(p) AS (
+			(SELECT priority FROM {jobs}
+				WHERE queue = q.name AND state IN (` + waiting + `)
+				ORDER BY priority LIMIT 1)
+			UNION ALL
+			SELECT (SELECT priority FROM {jobs}
+				WHERE queue = q.name AND state IN (` + waiting + `) AND priority > prio.p
+				ORDER BY priority LIMIT 1)
+			FROM prio WHERE prio.p IS NOT NULL)
+		SELECT (SELECT available_at FROM {jobs}
+				WHERE queue = q.name AND priority = prio.p AND state IN (` + waiting + `) AND available_at > {now}
+					AND ($3::text[] IS NULL OR kind = ANY($3))
+				ORDER BY available_at
+				LIMIT 1) AS at
+		FROM prio WHERE prio.p IS NOT NULL) n`
 
 // JobNextDue implements [errand.JobStore].
 func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {

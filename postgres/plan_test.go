@@ -56,7 +56,7 @@ func TestQueryPlans(t *testing.T) {
 		{"job with what holds it", `SELECT ` + readColumns + ` FROM {jobs} j WHERE id = $1`, []any{"j0-7"},
 			[]string{"Index Scan using errand_jobs_ordering"}},
 		{"next due", nextDueSQL, []any{nil, []string{errand.DefaultQueue}, []string{"k"}},
-			[]string{"Index Scan using errand_jobs_due"}},
+			[]string{"Index Only Scan using errand_jobs_claim", "Index Scan using errand_jobs_claim"}},
 		// Retention's look for batches and workflows with no job left
 		// seeks each one's jobs: no scan of errand_jobs.
 		{"prune batches with no job left", s.batchSQL(s.own, pruneBatchesSQL), []any{time.Now(), 1000},
@@ -140,6 +140,7 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 			}{
 				{"one queue", claimOneSQL, "timestamptz, bigint, text, text, text[], integer", `NULL, 60000000, 'w', 'default', '{k}', 10`},
 				{"many queues", claimManySQL, "timestamptz, bigint, text, text[], text[], integer", `NULL, 60000000, 'w', '{default,other}', NULL, 10`},
+				{"next due", nextDueSQL, "timestamptz, text[], text[]", `NULL, '{default,other}', '{k}'`},
 			} {
 				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 					plan := explainPrepared(t, conn.Conn(), mode, s.sql(c.query), c.types, c.args)

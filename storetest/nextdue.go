@@ -11,6 +11,7 @@ var nextDueCases = []testCase{
 	{"NothingWaiting", testNextDueNothing},
 	{"ScheduledRetryingSnoozed", testNextDueStates},
 	{"QueuesAndKinds", testNextDueFilters},
+	{"Priorities", testNextDuePriorities},
 	{"Boundary", testNextDueBoundary},
 	{"InClaim", testNextDueInClaim},
 }
@@ -125,6 +126,42 @@ func testNextDueFilters(t *testing.T, h harness) {
 	} {
 		e.wantNextDueWith("queues "+join(c.queues)+" kinds "+join(c.kinds),
 			&errand.JobNextDueParams{Queues: c.queues, Kinds: c.kinds}, c.want, c.ok)
+	}
+}
+
+// testNextDuePriorities: the answer is the earliest over every priority,
+// whichever comes first in claim order, past jobs available already and
+// jobs of other kinds in each.
+func testNextDuePriorities(t *testing.T, h harness) {
+	e := open(t, h)
+	mk := func(id, kind string, priority int, in time.Duration) *errand.JobInsertParams {
+		p := newJob(id)
+		if in > 0 {
+			p.RunAt = T0.Add(in)
+		}
+		p.Kind, p.Priority = kind, priority
+		return p
+	}
+	e.insert(
+		mk("ready-high", "k", -5, 0),
+		mk("ready-low", "k", 9, 0),
+		mk("high-later", "k", -5, time.Hour),
+		mk("mid-other-kind", "other", 0, 5*time.Second),
+		mk("mid", "k", 0, 50*time.Second),
+		mk("low-soon", "k", 9, 30*time.Second),
+		mk("lowest", "rare", errand.MaxPriority, 20*time.Second),
+		mk("highest", "rare", errand.MinPriority, 40*time.Second),
+	)
+	for _, c := range []struct {
+		kinds []string
+		want  time.Duration
+	}{
+		{nil, 5 * time.Second},
+		{[]string{"k"}, 30 * time.Second},
+		{[]string{"rare"}, 20 * time.Second},
+		{[]string{"k", "other"}, 5 * time.Second},
+	} {
+		e.wantNextDueWith("kinds "+join(c.kinds), &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}, Kinds: c.kinds}, c.want, true)
 	}
 }
 
