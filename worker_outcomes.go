@@ -129,15 +129,18 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Ti
 		// Taken at once: no timer was needed.
 	default:
 		// The batcher is busy (a full batch waits for a write to end):
-		// wait, but not past the lease.
-		wctx, cancel := withDeadline(ctx, b.clock, until, nil)
+		// wait, but not past the lease. A timer, not a context with a
+		// deadline: this wait is common under load, and deriving a
+		// context costs the attempt's goroutine a larger stack.
+		t := b.clock.NewTimer(until.Sub(b.clock.Now()))
 		select {
 		case b.reqs <- req:
-			cancel()
-		case <-wctx.Done():
-			err := context.Cause(wctx)
-			cancel()
-			return OutcomeResult{}, err
+			t.Stop()
+		case <-t.C():
+			return OutcomeResult{}, context.DeadlineExceeded
+		case <-ctx.Done():
+			t.Stop()
+			return OutcomeResult{}, context.Cause(ctx)
 		}
 	}
 	rep := <-req.reply
