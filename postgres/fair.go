@@ -20,10 +20,9 @@ var fairClaimable = `state IN (` + waiting + `) AND available_at <= {now}
 // key to key, one seek each (a loose index scan, which PostgreSQL does not
 // do by itself), without reading a key's jobs. For each key a LATERAL
 // reads and locks its first Limit claimable jobs in claim order, skipping
-// rows another claimer holds; those without a key come from the seek
-// fairness_key IS NULL, ordered by the fair index's own order (fairness_key
-// first, all NULL here) so that the planner cannot prefer the claim index,
-// whose walk would wade through every keyed job of the queue. errand.FairPickSQL ranks them and takes Limit.
+// rows another claimer holds; those without a key come from the claim
+// index's range of them (the fair index holds only jobs with a key).
+// errand.FairPickSQL ranks them and takes Limit.
 // Rows locked but not picked stay locked only until this short transaction
 // ends.
 var fairPick = `WITH RECURSIVE fair_keys(k) AS (
@@ -45,7 +44,7 @@ var fairPick = `WITH RECURSIVE fair_keys(k) AS (
 			UNION ALL
 			SELECT * FROM (SELECT seq, priority, available_at, fairness_key FROM {jobs} j
 				WHERE queue = $4::text AND fairness_key IS NULL AND `+fairClaimable+`
-				ORDER BY fairness_key, priority, available_at, seq
+				ORDER BY priority, available_at, seq
 				LIMIT $6
 				FOR UPDATE SKIP LOCKED) n`, "{fair_turns}", "$4::text", "$6")
 

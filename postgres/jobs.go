@@ -369,24 +369,41 @@ const claimSQL = `UPDATE {jobs} SET
 // it never takes the next job of that key early.
 var orderingFree = errand.OrderingFreeSQL("{jobs}")
 
-// claimOneQueue picks from one queue (the worker's claims).
-var claimOneQueue = `SELECT seq FROM {jobs} j
-		WHERE queue = $4::text AND state IN (` + waiting + `) AND available_at <= {now}
-			AND (deadline IS NULL OR deadline > {now})
-			AND ($5::text[] IS NULL OR kind = ANY($5))
-			AND ` + orderingFree + `
-		ORDER BY priority, available_at, seq
-		LIMIT $6
-		FOR UPDATE SKIP LOCKED`
+// The claim index (queue, fairness_key IS NULL, priority, available_at,
+// seq) holds a queue's waiting jobs in two ranges: those without a
+// fairness key, then those with one, each in claim order. A plain claim
+// walks both, through keyRanges (a set-returning function, so that the
+// planner cannot fold a range's constant into "fairness_key IS NOT NULL",
+// which the index does not match), and merges what they return.
+const (
+	keyRanges = `unnest('{true,false}'::boolean[]) AS k(unkeyed)`
+	inRange   = `(fairness_key IS NULL) = k.unkeyed`
+)
+
+// claimOneQueue picks from one queue (the worker's claims): the first
+// Limit claimable jobs of each range, and the best Limit of those. The
+// other rows it locked stay locked (and skipped by other claimers) only
+// until this short transaction ends; a queue whose jobs carry no key has
+// nothing in the second range.
+var claimOneQueue = `SELECT c.seq FROM ` + keyRanges + ` CROSS JOIN LATERAL (
+			SELECT seq, priority, available_at FROM {jobs} j
+			WHERE queue = $4::text AND ` + inRange + ` AND state IN (` + waiting + `) AND available_at <= {now}
+				AND (deadline IS NULL OR deadline > {now})
+				AND ($5::text[] IS NULL OR kind = ANY($5))
+				AND ` + orderingFree + `
+			ORDER BY priority, available_at, seq
+			LIMIT $6
+			FOR UPDATE SKIP LOCKED) c
+		ORDER BY c.priority, c.available_at, c.seq
+		LIMIT $6`
 
 // claimManyQueues picks from several queues. queue = ANY(...) would read
 // and sort every ready job of those queues before the limit; instead each
-// queue's index is walked for its first Limit jobs, and the best Limit of
-// those are claimed. The other rows it locked stay locked (and skipped by
-// other claimers) only until this short transaction ends.
-var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN LATERAL (
+// range of each queue's index is walked for its first Limit jobs, and the
+// best Limit of those are claimed, as claimOneQueue does for one.
+var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN ` + keyRanges + ` CROSS JOIN LATERAL (
 			SELECT seq, priority, available_at FROM {jobs} j
-			WHERE queue = q.name AND state IN (` + waiting + `) AND available_at <= {now}
+			WHERE queue = q.name AND ` + inRange + ` AND state IN (` + waiting + `) AND available_at <= {now}
 				AND (deadline IS NULL OR deadline > {now})
 				AND ($5::text[] IS NULL OR kind = ANY($5))
 				AND ` + orderingFree + `
@@ -532,26 +549,27 @@ func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *erran
 }
 
 // nextDueSQL finds the earliest job that comes due after now. For each
-// queue it walks the claim index (queue, priority, available_at, seq) from
-// priority to priority, one seek each (a loose index scan, which
-// PostgreSQL does not do by itself), and in each priority from now to the
-// first row of a wanted kind; then it takes the earliest of those. Its
-// cost grows with the number of distinct priorities waiting in a queue,
-// not with the number of jobs. It returns NULL when none waits, and the
-// statement's now, so that the wait is measured on one clock.
-var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN LATERAL (
+// queue and each range of the claim index (jobs without a fairness key,
+// jobs with one) it walks the index from priority to priority, one seek
+// each (a loose index scan, which PostgreSQL does not do by itself), and in
+// each priority from now to the first row of a wanted kind; then it takes
+// the earliest of those. Its cost grows with the number of distinct
+// priorities waiting in a queue, not with the number of jobs. It returns
+// NULL when none waits, and the statement's now, so that the wait is
+// measured on one clock.
+var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CROSS JOIN ` + keyRanges + ` CROSS JOIN LATERAL (
 		WITH RECURSIVE prio(p) AS (
 			(SELECT priority FROM {jobs}
-				WHERE queue = q.name AND state IN (` + waiting + `)
+				WHERE queue = q.name AND ` + inRange + ` AND state IN (` + waiting + `)
 				ORDER BY priority LIMIT 1)
 			UNION ALL
 			SELECT (SELECT priority FROM {jobs}
-				WHERE queue = q.name AND state IN (` + waiting + `) AND priority > prio.p
+				WHERE queue = q.name AND ` + inRange + ` AND state IN (` + waiting + `) AND priority > prio.p
 				ORDER BY priority LIMIT 1)
 			FROM prio WHERE prio.p IS NOT NULL)
 		SELECT (SELECT available_at FROM {jobs}
-				WHERE queue = q.name AND priority = prio.p AND state IN (` + waiting + `) AND available_at > {now}
-					AND ($3::text[] IS NULL OR kind = ANY($3))
+				WHERE queue = q.name AND ` + inRange + ` AND priority = prio.p AND state IN (` + waiting + `)
+					AND available_at > {now} AND ($3::text[] IS NULL OR kind = ANY($3))
 				ORDER BY available_at
 				LIMIT 1) AS at
 		FROM prio WHERE prio.p IS NOT NULL) n`
