@@ -17,7 +17,8 @@ import (
 // table must do per batch, in plain pgx. Each of as many loops as the pool
 // has connections claims up to ceilingBatch jobs in one statement (UPDATE
 // ... WHERE seq IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING,
-// a fresh token per row) and acknowledges them in one statement fenced by
+// a fresh token per row; the jobs have no fairness key, so it walks the
+// claim index's range of such jobs alone) and acknowledges them in one statement fenced by
 // those tokens, each an implicit transaction. No handler, no leases kept,
 // no sweeps, no events: what is left is the database's share, which a queue
 // can only add to. errand's work divided by it is how much of the database's
@@ -28,7 +29,7 @@ const ceilingClaimSQL = `UPDATE %[1]s SET
 		lease_token = replace(gen_random_uuid()::text, '-', ''),
 		lease_until = now() + interval '1 minute', lease_owner = 'ceiling'
 	WHERE seq IN (SELECT seq FROM %[1]s
-		WHERE queue = 'default' AND state IN ('queued', 'retrying') AND available_at <= now()
+		WHERE queue = 'default' AND fairness_key IS NULL AND state IN ('queued', 'retrying') AND available_at <= now()
 		ORDER BY priority, available_at, seq
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED)
