@@ -380,28 +380,13 @@ const (
 	inRange   = `(fairness_key IS NULL) = k.unkeyed`
 )
 
-// claimOneQueue picks from one queue (the worker's claims): the first
-// Limit claimable jobs of each range, and the best Limit of those. The
-// other rows it locked stay locked (and skipped by other claimers) only
-// until this short transaction ends; a queue whose jobs carry no key has
-// nothing in the second range.
-var claimOneQueue = `SELECT c.seq FROM ` + keyRanges + ` CROSS JOIN LATERAL (
-			SELECT seq, priority, available_at FROM {jobs} j
-			WHERE queue = $4::text AND ` + inRange + ` AND state IN (` + waiting + `) AND available_at <= {now}
-				AND (deadline IS NULL OR deadline > {now})
-				AND ($5::text[] IS NULL OR kind = ANY($5))
-				AND ` + orderingFree + `
-			ORDER BY priority, available_at, seq
-			LIMIT $6
-			FOR UPDATE SKIP LOCKED) c
-		ORDER BY c.priority, c.available_at, c.seq
-		LIMIT $6`
-
-// claimManyQueues picks from several queues. queue = ANY(...) would read
-// and sort every ready job of those queues before the limit; instead each
-// range of each queue's index is walked for its first Limit jobs, and the
-// best Limit of those are claimed, as claimOneQueue does for one.
-var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOIN ` + keyRanges + ` CROSS JOIN LATERAL (
+// claimPick picks from the queues of from, a FROM item q(name): the first
+// Limit claimable jobs of each range of each queue, and the best Limit of
+// those. The other rows it locked stay locked (and skipped by other
+// claimers) only until this short transaction ends; a queue whose jobs
+// carry no key has nothing in the second range.
+func claimPick(from string) string {
+	return `SELECT c.seq FROM ` + from + ` CROSS JOIN ` + keyRanges + ` CROSS JOIN LATERAL (
 			SELECT seq, priority, available_at FROM {jobs} j
 			WHERE queue = q.name AND ` + inRange + ` AND state IN (` + waiting + `) AND available_at <= {now}
 				AND (deadline IS NULL OR deadline > {now})
@@ -412,6 +397,16 @@ var claimManyQueues = `SELECT c.seq FROM unnest($4::text[]) AS q(name) CROSS JOI
 			FOR UPDATE SKIP LOCKED) c
 		ORDER BY c.priority, c.available_at, c.seq
 		LIMIT $6`
+}
+
+var (
+	// claimOneQueue picks from one queue ($4, the worker's claims).
+	claimOneQueue = claimPick(`(SELECT $4::text AS name) q`)
+	// claimManyQueues picks from several ($4). queue = ANY(...) would read
+	// and sort every ready job of those queues before the limit; instead
+	// each range of each queue's index is walked for its first Limit jobs.
+	claimManyQueues = claimPick(`unnest($4::text[]) AS q(name)`)
+)
 
 var (
 	claimOneSQL  = replacePick(claimSQL, claimOneQueue)
