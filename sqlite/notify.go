@@ -57,11 +57,10 @@ func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
 // data_version changes with other connections' commits only, and how many
 // rows it changed beyond those of the store's own transactions; while a
 // transaction holds the writer, the check is retried at each interval
-// until it is free (see writerHeldDefer). Commits
-// made while a "" waits to be read are gathered into it: at most one is
-// pending. A failed
-// check is retried at the next interval and followed by a "", in case it
-// hid a commit. On Linux, checks run only in the second after a write to
+// until it is free (see writerHeldDefer). Commits made while a "" waits
+// to be read are gathered into it: at most one is pending. A failed check
+// is retried at the next interval and followed by a "", in case it hid a
+// commit. On Linux, checks run only in the second after a write to
 // the WAL file. The listener closes its connection and then the channel
 // when ctx ends; ctx, not [Store.Close], ends it. The interval runs on real
 // time, not on Options.Clock.
@@ -221,8 +220,10 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 			case err != nil:
 				version = -1 // the next successful check delivers ""
 			case v != version:
+				var o writerState
+				var werr error
 				if skipOwn {
-					o, werr := s.writerState(ctx)
+					o, werr = s.writerState(ctx)
 					if errors.Is(werr, errWriterHeld) {
 						if heldSince.IsZero() {
 							heldSince = time.Now()
@@ -235,7 +236,9 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 						}
 					}
 					heldSince = time.Time{}
-					version = v
+				}
+				version = v
+				if skipOwn {
 					if werr == nil && o == own {
 						break // the store's own transactions only
 					}
@@ -244,7 +247,6 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 					}
 					own = o
 				}
-				version = v
 				changed(ctx, db)
 			}
 			if retry || !watching || err != nil || time.Now().Before(until) {
@@ -274,7 +276,7 @@ type writerState struct {
 
 // writerStateWait bounds how long a check waits for the writer connection
 // while a transaction holds it (an application's on Store.DB may hold it
-// long); past it the check delivers, as a failed check does.
+// long); past it the check is retried, for at most writerHeldDefer.
 const writerStateWait = 20 * time.Millisecond
 
 // writerHeldDefer bounds how long a listener puts off a change while the

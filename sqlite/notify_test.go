@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"strconv"
@@ -125,6 +126,39 @@ func TestListenQueuesSkipsOwnTransactions(t *testing.T) {
 		case <-ch:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("round %d: a commit after the store's own was not delivered", i)
+		}
+	}
+}
+
+// TestListenQueuesWaitsOutAHeldWriter: a check that finds the store's own
+// commit while another transaction holds the writer past the check's wait
+// for it tells the commit apart once the writer is free, instead of
+// delivering as if the check had failed.
+func TestListenQueuesWaitsOutAHeldWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "errand.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	ch, err := s.ListenQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{
+			ID: "j" + strconv.Itoa(i), Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3,
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The writer stays held well past the check's 20ms wait for it.
+		if err := s.InTx(t.Context(), func(context.Context, *sql.Tx) error {
+			time.Sleep(150 * time.Millisecond)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+			t.Fatalf("round %d: delivered after the store's own transactions only", i)
+		case <-time.After(100 * sqliteWakeInterval):
 		}
 	}
 }
