@@ -613,7 +613,10 @@ func TestWorkerPoisonJob(t *testing.T) {
 		marks := filepath.Join(t.TempDir(), "marks")
 		s := script(t, `echo "start $ERRAND_ATTEMPT" >> `+marks+`; kill -9 $PPID`)
 		id := enqueue(t, db, "poison", "--max-attempts", "3")
-		args := []string{"--lease", "1s", "--poll", "200ms", "--exec", "poison=" + s}
+		// A lease long enough that a claim slowed by a loaded machine
+		// still starts its attempt inside it (the lease counts from the
+		// claim's sending), and short enough to expire three times.
+		args := []string{"--lease", "3s", "--poll", "200ms", "--exec", "poison=" + s}
 		for attempt := 1; attempt <= 3; attempt++ {
 			// The supervisor restarts the worker at once; it idles until the
 			// killed attempt's lease expires, then claims the job again.
