@@ -5,7 +5,10 @@
 -- a plain claim reads its two ranges (jobs without a key, jobs with one)
 -- and merges them, a fair claim reads the first range alone. The fair
 -- index keeps only the jobs with a key: a job without one is written into
--- one index of claim order instead of two.
+-- one index of claim order instead of two. Like every migration it runs in
+-- a transaction, so both are built without CONCURRENTLY: they read waiting
+-- rows only, but on a table of millions of waiting jobs, enqueues and
+-- claims wait for the builds (seconds).
 CREATE INDEX errand_jobs_claim_by_key ON errand_jobs (queue, (fairness_key IS NULL), priority, available_at, seq)
     WHERE state IN ('queued', 'retrying');
 DROP INDEX errand_jobs_claim;
