@@ -128,3 +128,61 @@ func ceilingLoops(ctx context.Context, pool *pgxpool.Pool, table string, n, batc
 	}
 	return d, nil
 }
+
+// The bare-SQL floor of PostgreSQL latency: the least a queue on errand's
+// table must do between an enqueue and the start of its job, in plain pgx.
+// Each sample inserts one job in its own implicit transaction (a durable
+// commit, as an enqueue must be) and at once claims it with the ceiling's
+// claim (another durable commit, as a claim that counts the attempt must
+// be), on the same connection, with no wake-up, no listener and no
+// handler between them. The delay runs from before the insert to the end
+// of the claim, and the samples pause as the latency measure's do, so the
+// database is as idle before each. errand's latency divided by it is how
+// much errand adds to the two commits it cannot avoid.
+
+const floorInsertSQL = `INSERT INTO %[1]s (id, queue, kind, args, state, max_attempts, available_at, created_at)
+	VALUES ($1, 'default', 'noop', '{}', 'queued', 25, now(), now())`
+
+// floorLatency times samples insert-then-claim pairs into a fresh schema.
+func floorLatency(ctx context.Context, env *env, samples int) (result, error) {
+	schema, drop, err := env.freshSchema(ctx, "floor")
+	if err != nil {
+		return result{}, err
+	}
+	defer drop()
+	pool, err := env.pool(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer pool.Close()
+	store, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
+	if err != nil {
+		return result{}, err
+	}
+	defer store.Close()
+	table := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
+	insertSQL, claimSQL := fmt.Sprintf(floorInsertSQL, table), fmt.Sprintf(ceilingClaimSQL, table)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer conn.Release()
+	time.Sleep(200 * time.Millisecond) // as the latency measure lets its worker settle
+	var r result
+	for i := range samples {
+		start := time.Now()
+		if _, err := conn.Exec(ctx, insertSQL, fmt.Sprintf("floor-%d", i)); err != nil {
+			return result{}, err
+		}
+		tag, err := conn.Exec(ctx, claimSQL, 1)
+		if err != nil {
+			return result{}, err
+		}
+		if tag.RowsAffected() != 1 {
+			return result{}, fmt.Errorf("floor: claimed %d jobs, want 1", tag.RowsAffected())
+		}
+		r.latencies = append(r.latencies, time.Since(start))
+		time.Sleep(5 * time.Millisecond)
+	}
+	return r, nil
+}

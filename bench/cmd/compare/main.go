@@ -121,6 +121,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if slices.ContainsFunc(rows, func(r row) bool { return strings.Contains(r.measure, "ceiling") }) {
 		fmt.Fprintln(out, "(in the ceiling row, the River column is the bare-SQL ceiling, measured interleaved with errand)")
 	}
+	if slices.ContainsFunc(rows, func(r row) bool { return strings.Contains(r.measure, "floor") }) {
+		fmt.Fprintln(out, "(in the floor rows, the River column is the bare-SQL floor, measured interleaved with errand)")
+	}
 	if *markdown != "" {
 		var b strings.Builder
 		writeMarkdown(&b, rows)
@@ -221,6 +224,19 @@ func measures(jobs, samples, ceilingBatch int) []measure {
 			},
 		},
 		{
+			name:  "latency vs bare-SQL floor: insert commit, then claim commit (ms)",
+			store: "postgres",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				started := make(chan time.Duration, 1)
+				return withErrand(ctx, e, started, func(c errandClient) (result, error) {
+					return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				return floorLatency(ctx, e, samples)
+			},
+		},
+		{
 			name: "latency: enqueue to start, idle worker (ms)",
 			errand: func(ctx context.Context, e *env) (result, error) {
 				started := make(chan time.Duration, 1)
@@ -299,6 +315,9 @@ func measureStore(ctx context.Context, e *env, list []measure, reps int) ([]row,
 				}
 				if sys == "river" && strings.Contains(m.name, "ceiling") {
 					sys = "ceiling"
+				}
+				if sys == "river" && strings.Contains(m.name, "floor") {
+					sys = "floor"
 				}
 				fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-7s %s\n", rep+1, m.name, sys, r)
 			}
