@@ -281,7 +281,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUn
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}
-	jobs, err := scanJobs(rs, scanJob)
+	jobs, err := scanJobs(rs, jobScanner())
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}

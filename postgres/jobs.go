@@ -34,54 +34,79 @@ var waiting = errand.SQLStates(errand.WaitingStates)
 type scanner = rowscan.Row
 
 // scanJob reads a row of jobColumns.
-func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
-
-// scanJobAnd reads a row of jobColumns, and any extra columns after them.
-func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
-	var (
-		j                errand.Job
-		c                errand.JobColumns
-		ustates, uwindow int64
-		ohold            int16
-		output           *string
-	)
-	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
-		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
-		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
-		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &ustates, &uwindow, &ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID,
-		&j.WorkflowID, &output},
-		extra...)...)
-	if err != nil {
-		return nil, err
-	}
-	// pgx returns times in the local zone; the contract's are UTC.
-	j.AvailableAt, j.CreatedAt = j.AvailableAt.UTC(), j.CreatedAt.UTC()
-	for _, t := range []**time.Time{&j.Deadline, &j.LeaseUntil, &j.AttemptedAt, &j.FinishedAt, &j.CancelRequestedAt} {
-		*t = utc(*t)
-	}
-	j.SetUniqueColumns(ustates, uwindow)
-	j.OrderingHold = ohold == 1
-	if output != nil {
-		j.Output = json.RawMessage(*output)
-	}
-	if err := j.DecodeColumns(&c); err != nil {
-		return nil, err
-	}
-	return &j, nil
-}
+func scanJob(row scanner) (*errand.Job, error) { return newJobRow().scan(row) }
 
 // scanReadJob reads a row of readColumns.
-func scanReadJob(row scanner) (*errand.Job, error) {
-	var held *string
-	j, err := scanJobAnd(row, &held)
-	if err != nil {
+func scanReadJob(row scanner) (*errand.Job, error) { return newReadJobRow().scan(row) }
+
+// jobScanner and readJobScanner return scans for scanJobs of jobColumns and
+// of readColumns, which reuse their destinations from row to row.
+func jobScanner() func(scanner) (*errand.Job, error)     { return newJobRow().scan }
+func readJobScanner() func(scanner) (*errand.Job, error) { return newReadJobRow().scan }
+
+// jobRow holds the destinations of a row of jobColumns. One jobRow reads
+// every row of a result, so that a claim of a thousand jobs does not make
+// a thousand lists of 35 destinations and the columns they point to: each
+// row costs the Job it becomes.
+type jobRow struct {
+	j                errand.Job
+	c                errand.JobColumns
+	ustates, uwindow int64
+	ohold            int16
+	output           *string
+	held             *string // readColumns' HeldBy
+	dest             []any
+}
+
+func newJobRow() *jobRow {
+	r := &jobRow{}
+	j, c := &r.j, &r.c
+	r.dest = []any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
+		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
+		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
+		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &r.ustates, &r.uwindow, &r.ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID,
+		&j.WorkflowID, &r.output}
+	return r
+}
+
+func newReadJobRow() *jobRow {
+	r := newJobRow()
+	r.dest = append(r.dest, &r.held)
+	return r
+}
+
+// scan reads one row into a new Job.
+func (r *jobRow) scan(row scanner) (*errand.Job, error) {
+	// Every pointer is nil before the scan, so that the drivers set each
+	// to a value of its own (or leave it nil for NULL), never one an
+	// earlier row's Job still points to.
+	r.j, r.c, r.output, r.held = errand.Job{}, errand.JobColumns{}, nil, nil
+	if err := row.Scan(r.dest...); err != nil {
 		return nil, err
 	}
-	j.HeldBy = held
+	j := new(errand.Job)
+	*j = r.j
+	// pgx returns times in the local zone; the contract's are UTC. The
+	// pointed-to times are this row's own, so they change in place.
+	j.AvailableAt, j.CreatedAt = j.AvailableAt.UTC(), j.CreatedAt.UTC()
+	for _, t := range [...]*time.Time{j.Deadline, j.LeaseUntil, j.AttemptedAt, j.FinishedAt, j.CancelRequestedAt} {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
+	j.SetUniqueColumns(r.ustates, r.uwindow)
+	j.OrderingHold = r.ohold == 1
+	if r.output != nil {
+		j.Output = json.RawMessage(*r.output)
+	}
+	j.HeldBy = r.held
+	if err := j.DecodeColumns(&r.c); err != nil {
+		return nil, err
+	}
 	return j, nil
 }
 
-// scanJobs reads every row of rs with scan (scanJob or scanReadJob) and
+// scanJobs reads every row of rs with scan (jobScanner or readJobScanner) and
 // closes rs.
 func scanJobs(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
 	defer rs.Close()
@@ -200,7 +225,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
-	inserted, err := scanJobs(rs, scanJob)
+	inserted, err := scanJobs(rs, jobScanner())
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -236,7 +261,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
-	existing, err := scanJobs(rs, scanJob)
+	existing, err := scanJobs(rs, jobScanner())
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
@@ -339,7 +364,7 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	js, err := scanJobs(rs, scanReadJob)
+	js, err := scanJobs(rs, readJobScanner())
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -534,7 +559,7 @@ func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *erran
 		if err != nil {
 			return nil, err
 		}
-		return scanJobs(rs, scanJob)
+		return scanJobs(rs, jobScanner())
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -745,17 +770,19 @@ var outcomesFollowSQL = outcomesSQL + `, j.kind, j.batch_id, j.workflow_id`
 // batch, each outcome fenced by its own token.
 func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
 	outcomes := p.Outcomes
+	n := len(outcomes)
 	var (
-		ords               []int32 // each row's index in outcomes
-		ids, tokens, kinds []string
-		delays             []int64
-		attempts           []int32
-		classes            []*string // NULL: no history entry
-		messages, stacks   []string
-		sent               = map[errand.JobLease]bool{}
+		ords               = make([]int32, 0, n) // each row's index in outcomes
+		ids, tokens, kinds = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		delays             = make([]int64, 0, n)
+		attempts           = make([]int32, 0, n)
+		classes            = make([]*string, 0, n) // NULL: no history entry
+		messages, stacks   = make([]string, 0, n), make([]string, 0, n)
 		plain              = true // no error, no delay: outcomesPlainSQL
+		order              = byID(n, func(i int) string { return outcomes[i].ID })
+		sameID             = 0 // where in order the run of outcomes of this id began
 	)
-	for _, i := range byID(len(outcomes), func(i int) string { return outcomes[i].ID }) {
+	for k, i := range order {
 		o := outcomes[i]
 		var class *string
 		var e errand.AttemptError
@@ -768,11 +795,13 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 		}
 		// A later outcome under the same lease finds it ended by the
 		// first (or as dead as the first found it): lease lost. byID
-		// keeps equal ids in batch order.
-		if sent[o.JobLease] {
+		// keeps equal ids together, in batch order.
+		if outcomes[order[sameID]].ID != o.ID {
+			sameID = k
+		}
+		if slices.ContainsFunc(order[sameID:k], func(j int) bool { return outcomes[j].JobLease == o.JobLease }) {
 			continue
 		}
-		sent[o.JobLease] = true
 		plain = plain && class == nil && o.Delay == 0
 		ords = append(ords, int32(i))
 		ids, tokens, kinds = append(ids, o.ID), append(tokens, o.LeaseToken), append(kinds, string(o.Kind))

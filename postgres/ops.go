@@ -332,7 +332,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		if err != nil {
 			return nil, fmt.Errorf("replay dead jobs: %w", err)
 		}
-		js, err := scanJobs(rows, scanJob)
+		js, err := scanJobs(rows, jobScanner())
 		if err != nil {
 			return nil, fmt.Errorf("replay dead jobs: %w", err)
 		}

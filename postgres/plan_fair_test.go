@@ -67,7 +67,7 @@ func TestFairClaimPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := scanJobs(rows, scanJob)
+	jobs, err := scanJobs(rows, jobScanner())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -125,7 +127,15 @@ type Store struct {
 	// own expands the {name} placeholders of SQL that runs in errand's own
 	// short transactions; inTx of SQL that runs in a caller's.
 	own, inTx *strings.Replacer
+	// expanded keeps what sql expanded, up to maxExpanded statements.
+	expanded  sync.Map // statement -> its expansion
+	nExpanded atomic.Int64
 }
+
+// maxExpanded bounds the statements sql keeps expanded. errand's statements
+// are a few hundred texts; the bound only guards against a caller that
+// would build a new text for each call.
+const maxExpanded = 4096
 
 var _ errand.TxStore[pgx.Tx] = (*Store)(nil)
 
@@ -256,8 +266,19 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 // table returns the qualified name of one of errand's tables.
 func (s *Store) table(name string) string { return s.schema + "." + name }
 
-// sql expands a statement that runs in errand's own transaction.
-func (s *Store) sql(q string) string { return s.own.Replace(q) }
+// sql expands a statement that runs in errand's own transaction. It keeps
+// each expansion: the claim's and the outcomes' statements are long, and
+// expanding them anew cost an allocation of their length each time.
+func (s *Store) sql(q string) string {
+	if e, ok := s.expanded.Load(q); ok {
+		return e.(string)
+	}
+	e := s.own.Replace(q)
+	if s.nExpanded.Add(1) <= maxExpanded {
+		s.expanded.Store(q, e)
+	}
+	return e
+}
 
 // InTx implements [errand.TxStore]: it begins a transaction on the store's
 // pool, runs fn with it and commits, or rolls back when fn returns an error
