@@ -45,8 +45,16 @@ type outcomeReply struct {
 	err error
 }
 
+// outcomeQueue is how many outcomes may wait to be taken by the batcher
+// while it holds a full batch of its own (see start). A job finishing
+// hands its outcome over at once unless that many are already waiting:
+// without the room, a burst of finishing jobs (the batch of a claim)
+// found the batcher busy every time, and each paid for a timer to bound
+// its wait.
+const outcomeQueue = maxOutcomeBatch
+
 func newOutcomeBatcher(store Store, stats *workerCounters, direct bool) *outcomeBatcher {
-	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest), done: make(chan struct{})}
+	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest, outcomeQueue), done: make(chan struct{})}
 }
 
 // maxOutcomeWrites bounds how many batches are written at once. A second
@@ -128,8 +136,9 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Ti
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
 	default:
-		// The batcher is busy (a full batch waits for a write to end):
-		// wait, but not past the lease. A timer, not a context with a
+		// The batcher is busy (a full batch waits for a write to end,
+		// and outcomeQueue more wait to be taken): wait, but not past
+		// the lease. A timer, not a context with a
 		// deadline: this wait is common under load, and a timer costs
 		// fewer allocations than a derived context.
 		t := b.clock.NewTimer(until.Sub(b.clock.Now()))

@@ -124,10 +124,11 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 			})
 		}
 		// A lone write in flight, then a full batch beside it, then a full
-		// batch waiting: the batcher takes nothing more.
+		// batch waiting and outcomeQueue more waiting to be taken: the
+		// batcher takes nothing more.
 		send(0)
 		synctest.Wait()
-		queued := 1 + maxOutcomeWrites*maxOutcomeBatch
+		queued := 1 + maxOutcomeWrites*maxOutcomeBatch + outcomeQueue
 		for i := 1; i < queued; i++ {
 			send(i)
 		}
