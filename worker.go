@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/errandhq/errand/internal/growstack"
 )
 
 // DefaultPollInterval is how often an idle worker looks for jobs it was not
@@ -493,6 +495,10 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			slots <- struct{}{}
 			w.stats.running.Add(1)
 			w.running.Go(func() {
+				// At once to the size a handler's JSON decode reaches:
+				// growing there, from deep frames, was a sixth of a
+				// busy worker's CPU (see internal/growstack).
+				growstack.Grow()
 				defer func() {
 					w.stats.running.Add(-1)
 					if w.share != nil {
