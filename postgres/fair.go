@@ -91,7 +91,7 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil {
 			return nil, err
 		}
-		return scanJobs(rs, jobScanner())
+		return scanClaimedJobs(rs)
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr

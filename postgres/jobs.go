@@ -559,7 +559,7 @@ func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *erran
 		if err != nil {
 			return nil, err
 		}
-		return scanJobs(rs, jobScanner())
+		return scanClaimedJobs(rs)
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
