@@ -351,15 +351,10 @@ func (c *engine) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult
 func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*WorkResult, error) {
 	job := a.job
 	id := job.ID
-	res := &WorkResult{JobID: &id, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
-	if a.leaseErr != nil {
-		res.Result = ResultLeaseLost
+	res, o := c.startRecord(a)
+	if o == nil {
 		c.logOutcome(job, res)
 		return res, nil
-	}
-	o := c.outcome(a)
-	if o.Error != nil {
-		res.Class, res.Error = o.Error.Class, o.Error.Message
 	}
 	if write == nil {
 		write = c.writeOutcomeUntil
@@ -381,11 +376,37 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	if err != nil {
 		return nil, fmt.Errorf("record outcome of job %s: %w", id, err)
 	}
+	c.endRecord(ctx, a, o, res, r)
+	return res, nil
+}
+
+// startRecord begins recording a finished attempt: its result so far, and
+// the outcome to write, nil when the lease was lost and nothing is to be
+// written.
+func (c *engine) startRecord(a *attempt) (*WorkResult, *JobOutcome) {
+	job := a.job
+	id := job.ID
+	res := &WorkResult{JobID: &id, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
+	if a.leaseErr != nil {
+		res.Result = ResultLeaseLost
+		return res, nil
+	}
+	o := c.outcome(a)
+	if o.Error != nil {
+		res.Class, res.Error = o.Error.Class, o.Error.Message
+	}
+	return res, o
+}
+
+// endRecord completes res with what writing o found, r, and tells the
+// attempt's subscribers and observer.
+func (c *engine) endRecord(ctx context.Context, a *attempt, o *JobOutcome, res *WorkResult, r OutcomeResult) {
+	job := a.job
 	if r.Err != nil {
 		res.Result = ResultLeaseLost
-		c.logger.Warn("lease lost", "job_id", id, "kind", job.Kind, "attempt", job.Attempt, "outcome", string(o.Kind))
+		c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", string(o.Kind))
 		c.logOutcome(job, res)
-		return res, nil
+		return
 	}
 	res.Result = resultOfState(r.State, o.Kind)
 	if r.State == StateRetrying || r.State == StateQueued {
@@ -394,7 +415,6 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	}
 	c.logOutcome(job, res)
 	c.afterOutcome(ctx, job, res) // on-dead hooks and batches: see ondead.go
-	return res, nil
 }
 
 // logOutcome logs an attempt's result and tells subscribers.

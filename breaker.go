@@ -417,6 +417,12 @@ func (g *breakerGate) observe(ctx context.Context, a *attempt, res *WorkResult) 
 	}
 }
 
+// guards reports whether kind has a dependency under a breaker, so that
+// its attempts' results are events of it.
+func (g *breakerGate) guards(kind string) bool {
+	return g != nil && g.dep[kind] != ""
+}
+
 func (g *breakerGate) isDirty(dep string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -494,41 +494,30 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		for _, job := range jobs {
 			slots <- struct{}{}
 			w.stats.running.Add(1)
+			release := func() {
+				w.stats.running.Add(-1)
+				if w.share != nil {
+					w.share.release(queue)
+				}
+				<-slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}
 			w.running.Go(func() {
 				// At once to the size a handler's JSON decode reaches:
 				// growing there, from deep frames, was a sixth of a
 				// busy worker's CPU (see internal/growstack).
 				growstack.Grow()
-				defer func() {
-					w.stats.running.Add(-1)
-					if w.share != nil {
-						w.share.release(queue)
-					}
-					<-slots
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
-				}()
 				a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
+				if w.recordLater(runCtx, queue, a, release) {
+					return
+				}
+				defer release()
 				defer a.waitHandler() // the slot is the handler's until it returns
 				res, err := w.c.record(runCtx, a, w.write)
-				if errors.Is(err, errAbandoned) {
-					w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
-						"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
-					return
-				}
-				w.breakers.observe(runCtx, a, res)
-				if err != nil {
-					w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
-						"job_id", job.ID, "err", err)
-					return
-				}
-				w.noteResult(res)
-				w.stats.countResult(res)
-				if changesSchedule(job, res) {
-					w.c.wakeLocal([]string{queue})
-				}
+				w.finishRecord(runCtx, queue, a, res, err)
 			})
 		}
 		if err == nil && (len(jobs) == plan.limit || plan.again) {
@@ -560,4 +549,75 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		case <-poll.C():
 		}
 	}
+}
+
+// finishRecord does a worker's part once record has recorded a's outcome
+// as res, or failed to with err.
+func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res *WorkResult, err error) {
+	job := a.job
+	if errors.Is(err, errAbandoned) {
+		w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
+			"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+		return
+	}
+	w.breakers.observe(ctx, a, res)
+	if err != nil {
+		w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
+			"job_id", job.ID, "err", err)
+		return
+	}
+	w.noteResult(res)
+	w.stats.countResult(res)
+	if changesSchedule(job, res) {
+		w.c.wakeLocal([]string{queue})
+	}
+}
+
+// recordLater hands the outcome of a, a successful attempt of a job that
+// needs nothing more than its outcome recorded, to the outcome batcher
+// without waiting for it to be written, and reports whether it did. The
+// rest (the result to subscribers and the observer, the counters, and
+// release, which frees the job's slot) runs once its batch is written, on
+// the goroutine that wrote it. The attempt's own goroutine ends at once: a
+// busy worker no longer keeps a goroutine waiting for each outcome in
+// flight, for the garbage collector to scan and the scheduler to wake.
+// Every other attempt (a failure, a lost lease, a job of a batch or a
+// workflow or of a kind with a dependency, whose outcome leads to more
+// writes) is recorded by record, waiting, as is an outcome the batcher
+// could not write.
+func (w *Worker) recordLater(ctx context.Context, queue string, a *attempt, release func()) bool {
+	job := a.job
+	if a.err != nil || a.leaseErr != nil || a.handlerDone != nil || w.outcomes.direct || w.abandoned.Load() ||
+		job.BatchID != nil || job.WorkflowID != nil || w.breakers.guards(job.Kind) {
+		return false
+	}
+	res, o := w.c.startRecord(a)
+	w.running.Add(1) // Stop waits for the outcome as for the attempt
+	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), func(r OutcomeResult, err error) {
+		defer w.running.Done()
+		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
+			// Nothing to try again, as record would find.
+			defer release()
+			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
+			return
+		}
+		if err != nil {
+			// The write failed: record it as any other outcome, with
+			// retries while the lease lasts, on a goroutine of its own.
+			w.running.Go(func() {
+				defer release()
+				res, err := w.c.record(ctx, a, w.write)
+				w.finishRecord(ctx, queue, a, res, err)
+			})
+			return
+		}
+		defer release()
+		w.c.endRecord(ctx, a, o, res, r)
+		w.finishRecord(ctx, queue, a, res, nil)
+	})
+	if err != nil {
+		w.running.Done()
+		return false
+	}
+	return true
 }

@@ -42,6 +42,18 @@ type outcomeBatcher struct {
 type outcomeRequest struct {
 	o     *JobOutcome
 	reply chan outcomeReply // buffered: the batcher never blocks on a sender
+	// done, when not nil, is called with the outcome's result instead of
+	// a reply: see submit.
+	done func(OutcomeResult, error)
+}
+
+// answer hands the result of req's outcome to its sender.
+func (req *outcomeRequest) answer(r OutcomeResult, err error) {
+	if req.done != nil {
+		req.done(r, err)
+		return
+	}
+	req.reply <- outcomeReply{r: r, err: err}
 }
 
 type outcomeReply struct {
@@ -136,28 +148,48 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Ti
 		return rs[0], nil
 	}
 	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
-	select {
-	case b.reqs <- req:
-		// Taken at once: no timer was needed.
-	default:
-		// The batcher is busy (a full batch waits for a write to end,
-		// and outcomeQueue more wait to be taken): wait, but not past
-		// the lease. A timer, not a context with a
-		// deadline: this wait is common under load, and a timer costs
-		// fewer allocations than a derived context.
-		t := b.clock.NewTimer(until.Sub(b.clock.Now()))
-		select {
-		case b.reqs <- req:
-			t.Stop()
-		case <-t.C():
-			return OutcomeResult{}, context.DeadlineExceeded
-		case <-ctx.Done():
-			t.Stop()
-			return OutcomeResult{}, context.Cause(ctx)
-		}
+	if err := b.hand(ctx, req, until); err != nil {
+		return OutcomeResult{}, err
 	}
 	rep := <-req.reply
 	return rep.r, rep.err
+}
+
+// submit hands o to the batcher as write does, but does not wait for it to
+// be written: done is called with its result, on the goroutine that wrote
+// its batch, so it must not block. An error means that o was not taken
+// (the lease ended, or ctx did, before the batcher had room) and done will
+// not be called. A Worker submits the outcomes of the attempts that need
+// nothing more than to be recorded, so that their goroutines end with
+// their handlers instead of waiting, by the hundred, for their batches.
+func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.Time, done func(OutcomeResult, error)) error {
+	return b.hand(ctx, outcomeRequest{o: o, done: done}, until)
+}
+
+// hand gives req to the batcher, waiting for room until the lease ends
+// (until) or ctx does.
+func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
+	select {
+	case b.reqs <- req:
+		// Taken at once: no timer was needed.
+		return nil
+	default:
+	}
+	// The batcher is busy (a full batch waits for a write to end, and
+	// outcomeQueue more wait to be taken): wait, but not past the lease.
+	// A timer, not a context with a deadline: this wait is common under
+	// load, and a timer costs fewer allocations than a derived context.
+	t := b.clock.NewTimer(until.Sub(b.clock.Now()))
+	select {
+	case b.reqs <- req:
+		t.Stop()
+		return nil
+	case <-t.C():
+		return context.DeadlineExceeded
+	case <-ctx.Done():
+		t.Stop()
+		return context.Cause(ctx)
+	}
 }
 
 // stop ends the batcher once every outcome handed to it is written. The
@@ -172,7 +204,7 @@ func (b *outcomeBatcher) stop() {
 func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 	if b.abandoned != nil && b.abandoned.Load() {
 		for _, req := range batch {
-			req.reply <- outcomeReply{err: errAbandoned}
+			req.answer(OutcomeResult{}, errAbandoned)
 		}
 		return
 	}
@@ -194,10 +226,10 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 	}
 	for i, req := range batch {
 		if err != nil {
-			req.reply <- outcomeReply{err: err}
+			req.answer(OutcomeResult{}, err)
 			continue
 		}
-		req.reply <- outcomeReply{r: rs[i]}
+		req.answer(rs[i], nil)
 	}
 }
 
