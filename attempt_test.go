@@ -168,6 +168,52 @@ func TestOutcomeWriteRetried(t *testing.T) {
 	}
 }
 
+// A Worker hands a successful attempt's outcome to its batcher and lets
+// the attempt's goroutine end; when that write fails, the outcome is
+// written again while the lease lasts, and the job succeeds once, with one
+// result for its subscribers.
+func TestWorkerOutcomeWriteRetried(t *testing.T) {
+	clock := newTestClock()
+	st := &troubledStore{TxStore: openStore(t, clock)}
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
+	events, cancel := c.Subscribe()
+	defer cancel()
+	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
+	st.failOutcomes.Store(1)
+	w, err := c.NewWorker(&errand.WorkerConfig{Lease: time.Minute, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Result != errand.ResultSucceeded || *ev.JobID != j.ID {
+			t.Fatalf("event %+v, want job %s succeeded", ev.WorkResult, j.ID)
+		}
+	case <-time.After(clockWait):
+		t.Fatal("no result after a failed outcome write")
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("a second result: %+v", ev.WorkResult)
+	default:
+	}
+	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.Attempt != 1 {
+		t.Fatalf("job %s attempt %d, want succeeded attempt 1", got.State, got.Attempt)
+	}
+	if n := st.failOutcomes.Load(); n >= 0 {
+		t.Fatalf("the failing write was never made (%d left to fail)", n+1)
+	}
+	if s := w.Stats(); s.JobsCompleted != 1 || s.JobsRunning != 0 || s.OutcomeWrites < 2 {
+		t.Fatalf("worker stats %+v, want 1 completed in 2 writes or more, none running", s)
+	}
+}
+
 // A write that hangs (a connection cut off without a reset) must not hang
 // the worker: each write is bounded by the lease, so Stop returns once the
 // lease has passed, and the job, whose outcome could not be recorded, is
