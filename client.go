@@ -462,6 +462,7 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	if err := ip.Validate(); err != nil {
 		return nil, err
 	}
+	ip.checked = true
 	return ip, nil
 }
 

@@ -13,8 +13,13 @@ import (
 
 // Validate checks a job before it is written: the Client fills in the
 // defaults, then calls it, and stores call it again. See limits.go for the
-// rules.
+// rules. Params the Client built pass the store's call at once: the
+// Client checked them, and nobody else holds them to change them (the
+// checks were a third of a bulk enqueue's CPU, half of it repeated).
 func (p *JobInsertParams) Validate() error {
+	if p.checked {
+		return nil
+	}
 	if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts == 0 || p.ArgsVersion == 0 {
 		return &InputError{Field: "job", Message: "id, queue, kind, max_attempts and args_version are required; enqueue through errand.Client"}
 	}

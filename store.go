@@ -661,6 +661,10 @@ type JobInsertParams struct {
 	// [FairClaimer]): a tenant, an account, a customer.
 	FairnessKey string
 	Tags        []string
+
+	// checked is set by the Client on the params it built and validated,
+	// so that Validate, when the store calls it, does not check them again.
+	checked bool
 }
 
 // JobInsertManyParams are the jobs of one insert.
