@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	only := fs.String("measures", "", "run only the measures whose name starts with this text, e.g. work")
-	ceilingBatch := fs.Int("ceiling-batch", 100, "jobs per claim and per acknowledgment of the bare-SQL ceiling (PostgreSQL)")
+	ceilingBatch := fs.Int("ceiling-batch", 500, "jobs per claim and per acknowledgment of the bare-SQL ceiling (PostgreSQL); the default is the most outcomes an errand worker records at once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
