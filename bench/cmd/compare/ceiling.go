@@ -43,21 +43,12 @@ const ceilingAckSQL = `UPDATE %[1]s j SET
 // ceilingWork enqueues n jobs with errand into a fresh schema (untimed) and
 // times the bare claim+ack loops until all n are acknowledged.
 func ceilingWork(ctx context.Context, env *env, n, batch int) (result, error) {
-	schema, drop, err := env.freshSchema(ctx, "ceiling")
+	b, err := newBareSchema(ctx, env, "ceiling")
 	if err != nil {
 		return result{}, err
 	}
-	defer drop()
-	pool, err := env.pool(ctx)
-	if err != nil {
-		return result{}, err
-	}
-	defer pool.Close()
-	store, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
-	if err != nil {
-		return result{}, err
-	}
-	defer store.Close()
+	defer b.close()
+	pool, store, table := b.pool, b.store, b.table
 	client, err := errand.NewClient(store, &errand.Config{Kinds: errandKinds(nil)})
 	if err != nil {
 		return result{}, err
@@ -66,7 +57,6 @@ func ceilingWork(ctx context.Context, env *env, n, batch int) (result, error) {
 	if err := (errandOps[pgxTx]{c: client}).enqueueMany(ctx, n); err != nil {
 		return result{}, err
 	}
-	table := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
 	d, err := ceilingLoops(ctx, pool, table, n, batch)
 	if err != nil {
 		return result{}, err
@@ -145,22 +135,12 @@ const floorInsertSQL = `INSERT INTO %[1]s (id, queue, kind, args, state, max_att
 
 // floorLatency times samples insert-then-claim pairs into a fresh schema.
 func floorLatency(ctx context.Context, env *env, samples int) (result, error) {
-	schema, drop, err := env.freshSchema(ctx, "floor")
+	b, err := newBareSchema(ctx, env, "floor")
 	if err != nil {
 		return result{}, err
 	}
-	defer drop()
-	pool, err := env.pool(ctx)
-	if err != nil {
-		return result{}, err
-	}
-	defer pool.Close()
-	store, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
-	if err != nil {
-		return result{}, err
-	}
-	defer store.Close()
-	table := pgx.Identifier{schema, "errand_jobs"}.Sanitize()
+	defer b.close()
+	pool, table := b.pool, b.table
 	insertSQL, claimSQL := fmt.Sprintf(floorInsertSQL, table), fmt.Sprintf(ceilingClaimSQL, table)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -185,4 +165,38 @@ func floorLatency(ctx context.Context, env *env, samples int) (result, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return r, nil
+}
+
+// bareSchema is a fresh schema migrated by errand, with a pool of its own,
+// for the bare-SQL measures to run their statements on.
+type bareSchema struct {
+	pool  *pgxpool.Pool
+	store *postgres.Store
+	table string // errand_jobs, qualified
+	drop  func()
+}
+
+func newBareSchema(ctx context.Context, env *env, prefix string) (*bareSchema, error) {
+	schema, drop, err := env.freshSchema(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := env.pool(ctx)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	store, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
+	if err != nil {
+		pool.Close()
+		drop()
+		return nil, err
+	}
+	return &bareSchema{pool: pool, store: store, table: pgx.Identifier{schema, "errand_jobs"}.Sanitize(), drop: drop}, nil
+}
+
+func (b *bareSchema) close() {
+	b.store.Close()
+	b.pool.Close()
+	b.drop()
 }
