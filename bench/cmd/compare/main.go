@@ -159,6 +159,13 @@ func measures(jobs, samples, ceilingBatch int) []measure {
 			return throughput(n, time.Since(start)), nil
 		}
 	}
+	// errandLatency is errand's side of both latency measures.
+	errandLatency := func(ctx context.Context, e *env) (result, error) {
+		started := make(chan time.Duration, 1)
+		return withErrand(ctx, e, started, func(c errandClient) (result, error) {
+			return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
+		})
+	}
 	return []measure{
 		{
 			name: "work: claim, run, ack (jobs/s)",
@@ -224,26 +231,16 @@ func measures(jobs, samples, ceilingBatch int) []measure {
 			},
 		},
 		{
-			name:  "latency vs bare-SQL floor: insert commit, then claim commit (ms)",
-			store: "postgres",
-			errand: func(ctx context.Context, e *env) (result, error) {
-				started := make(chan time.Duration, 1)
-				return withErrand(ctx, e, started, func(c errandClient) (result, error) {
-					return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
-				})
-			},
+			name:   "latency vs bare-SQL floor: insert commit, then claim commit (ms)",
+			store:  "postgres",
+			errand: errandLatency,
 			river: func(ctx context.Context, e *env) (result, error) {
 				return floorLatency(ctx, e, samples)
 			},
 		},
 		{
-			name: "latency: enqueue to start, idle worker (ms)",
-			errand: func(ctx context.Context, e *env) (result, error) {
-				started := make(chan time.Duration, 1)
-				return withErrand(ctx, e, started, func(c errandClient) (result, error) {
-					return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
-				})
-			},
+			name:   "latency: enqueue to start, idle worker (ms)",
+			errand: errandLatency,
 			river: func(ctx context.Context, e *env) (result, error) {
 				started := make(chan time.Duration, 1)
 				return withRiver(ctx, e, started, func(c riverClient) (result, error) {
