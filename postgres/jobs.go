@@ -739,10 +739,50 @@ var outcomesSQL = outcomesUpdate(`unnest($2::text[], $3::text[], $4::text[], $5:
 // outcomesPlainSQL is outcomesSQL for a batch whose outcomes append no
 // error and wait no delay (successes, above all): the columns that would
 // be the same for every row are constants, the values outcomesSQL would be
-// sent for them, so only the ids, tokens, kinds and order travel.
+// sent for them, so only the ids, tokens and kinds travel, as array
+// literals (see textArray). Each row's ord is its place in them, from 1.
 var outcomesPlainSQL = outcomesUpdate(`(SELECT u.id, u.token, u.kind, 0::bigint AS delay_us, 0::integer AS attempt,
 			NULL::text AS class, ''::text AS message, ''::text AS stack, u.ord
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::integer[]) AS u(id, token, kind, ord)) AS o`)
+		FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, token, kind, ord)) AS o`)
+
+// textArray spells vals as the literal of a PostgreSQL text array, every
+// element quoted. pgx sends a string argument in the text format whatever
+// the parameter's type, so the server parses the literal into the text[]
+// the statement declares. The plain outcome write sends its ids, tokens
+// and kinds so: encoding a []string in the binary format boxes each
+// element and grows the message's buffer by doubling, and those
+// allocations were a third of the bytes a busy worker allocated per job.
+// The values hold no NUL (Validate refuses one), the one byte a literal
+// cannot carry.
+func textArray(vals []string) string {
+	n := 2
+	for _, v := range vals {
+		n += len(v) + 3
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for {
+			k := strings.IndexAny(v, `"\`)
+			if k < 0 {
+				break
+			}
+			b.WriteString(v[:k])
+			b.WriteByte('\\')
+			b.WriteByte(v[k])
+			v = v[k+1:]
+		}
+		b.WriteString(v)
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
 
 // outcomesUpdate is the statement of outcomesSQL reading its outcomes, o,
 // from from.
@@ -831,7 +871,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	var rows pgx.Rows
 	var err error
 	if plain {
-		rows, err = s.pool.Query(ctx, s.sql(outcomesPlainSQL), s.nowArg(), ids, tokens, kinds, ords)
+		rows, err = s.pool.Query(ctx, s.sql(outcomesPlainSQL), s.nowArg(), textArray(ids), textArray(tokens), textArray(kinds))
 	} else {
 		rows, err = s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
 	}
@@ -842,6 +882,12 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	var state string
 	var avail time.Time
 	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
+		if plain { // the row's place in the arrays, from 1
+			if ord < 1 || ord > len(ords) {
+				return fmt.Errorf("outcome row %d of %d", ord, len(ords))
+			}
+			ord = int(ords[ord-1])
+		}
 		rs[ord] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC()}
 		return nil
 	})
