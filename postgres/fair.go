@@ -13,7 +13,7 @@ import (
 // of the queue ($4): waiting, available, of a wanted kind ($5, NULL: every
 // kind), and free by the ordering-key rule.
 var fairClaimable = `state IN (` + waiting + `) AND available_at <= {now}
-			AND ($5::text[] IS NULL OR kind = ANY($5))
+			` + wantedKind + `
 			AND ` + orderingFree
 
 // fairPick picks a fair claim's jobs. fair_keys walks the fair index from
