@@ -402,19 +402,18 @@ func changesSchedule(job *Job, res *WorkResult) bool {
 // idle queue sleeps until a wake-up, its poll interval, or the time its next
 // scheduled or retrying job comes due, whichever comes first.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
-	slots := make(chan struct{}, n) // a token per running job
-	freed := make(chan struct{}, 1)
+	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
 	idle := false                  // the last claim came up short
 	for {
-		free := n - len(slots)
+		free := n - len(slots.tokens)
 		if free == 0 {
 			select {
 			case <-loopCtx.Done():
 				return
-			case <-freed:
+			case <-slots.freed:
 				continue
 			}
 		}
@@ -491,30 +490,21 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				w.stats.idleClaims.Add(1)
 			}
 		}
+		// Counted before any starts, so that the first to finish sees the
+		// others running (see outcomeLinger).
+		w.stats.running.Add(int64(len(jobs)))
 		for _, job := range jobs {
-			slots <- struct{}{}
-			w.stats.running.Add(1)
-			release := func() {
-				w.stats.running.Add(-1)
-				if w.share != nil {
-					w.share.release(queue)
-				}
-				<-slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}
+			slots.tokens <- struct{}{}
 			w.running.Go(func() {
 				// At once to the size a handler's JSON decode reaches:
 				// growing there, from deep frames, was a sixth of a
 				// busy worker's CPU (see internal/growstack).
 				growstack.Grow()
 				a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
-				if w.recordLater(runCtx, queue, a, release) {
+				if w.recordLater(runCtx, a, slots) {
 					return
 				}
-				defer release()
+				defer slots.release()
 				defer a.waitHandler() // the slot is the handler's until it returns
 				res, err := w.c.record(runCtx, a, w.write)
 				w.finishRecord(runCtx, queue, a, res, err)
@@ -551,6 +541,41 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	}
 }
 
+// queueSlots are the slots of one queue of a Worker: a token in tokens for
+// each job the queue holds, and freed to wake its claim loop when a job
+// gives its slot back.
+type queueSlots struct {
+	w      *Worker
+	queue  string
+	tokens chan struct{}
+	freed  chan struct{}
+}
+
+// free gives a job's slot back without waking the claim loop: the outcome
+// batcher frees the slots of a batch first and wakes the loop after, so
+// that it claims for all of them at once.
+func (s *queueSlots) free() {
+	s.w.stats.running.Add(-1)
+	if s.w.share != nil {
+		s.w.share.release(s.queue)
+	}
+	<-s.tokens
+}
+
+// wake wakes the claim loop to the slots freed.
+func (s *queueSlots) wake() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// release gives a job's slot back and wakes the claim loop.
+func (s *queueSlots) release() {
+	s.free()
+	s.wake()
+}
+
 // finishRecord does a worker's part once record has recorded a's outcome
 // as res, or failed to with err.
 func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res *WorkResult, err error) {
@@ -585,7 +610,7 @@ func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res
 // workflow or of a kind with a dependency, whose outcome leads to more
 // writes) is recorded by record, waiting, as is an outcome the batcher
 // could not write.
-func (w *Worker) recordLater(ctx context.Context, queue string, a *attempt, release func()) bool {
+func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots) bool {
 	job := a.job
 	if a.err != nil || a.leaseErr != nil || a.handlerDone != nil || w.outcomes.direct || w.abandoned.Load() ||
 		job.BatchID != nil || job.WorkflowID != nil || w.breakers.guards(job.Kind) {
@@ -593,28 +618,29 @@ func (w *Worker) recordLater(ctx context.Context, queue string, a *attempt, rele
 	}
 	res, o := w.c.startRecord(a)
 	w.running.Add(1) // Stop waits for the outcome as for the attempt
-	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), func(r OutcomeResult, err error) {
+	queue := slots.queue
+	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), func(r OutcomeResult, err error) bool {
 		defer w.running.Done()
 		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
 			// Nothing to try again, as record would find.
-			defer release()
 			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
-			return
+			return true
 		}
 		if err != nil {
 			// The write failed: record it as any other outcome, with
-			// retries while the lease lasts, on a goroutine of its own.
+			// retries while the lease lasts, on a goroutine of its own,
+			// which frees the slot.
 			w.running.Go(func() {
-				defer release()
+				defer slots.release()
 				res, err := w.c.record(ctx, a, w.write)
 				w.finishRecord(ctx, queue, a, res, err)
 			})
-			return
+			return false
 		}
-		defer release()
 		w.c.endRecord(ctx, a, o, res, r)
 		w.finishRecord(ctx, queue, a, res, nil)
-	})
+		return true
+	}, slots)
 	if err != nil {
 		w.running.Done()
 		return false

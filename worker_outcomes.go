@@ -19,10 +19,11 @@ const maxOutcomeBatch = 500
 // maxOutcomeBatch) and writes them with one JobRecordOutcomes call, so a
 // worker running many short jobs commits once per batch instead of once per
 // job (commits are what a store runs out of first; see DESIGN.md, Storage).
-// The store still fences each outcome by its own lease token. Nothing waits
-// to fill a batch: a lone outcome is written at once, and outcomes batch up
-// only while a write is in flight, so batching adds no latency. Under load,
-// up to maxOutcomeWrites full batches are written at once.
+// The store still fences each outcome by its own lease token. A lone
+// outcome waits to be written only while other jobs of the worker are
+// still running, and then no longer than outcomeLinger (see there); with
+// a write in flight, outcomes batch up behind it. Under load, up to
+// maxOutcomeWrites full batches are written at once.
 type outcomeBatcher struct {
 	store  Store
 	stats  *workerCounters
@@ -37,23 +38,31 @@ type outcomeBatcher struct {
 	abandoned *atomic.Bool
 	reqs      chan outcomeRequest
 	done      chan struct{}
+	// waiting counts the outcomes handed over and not yet answered: with
+	// stats.running, the jobs held, it tells whether other jobs are still
+	// running (see outcomeLinger).
+	waiting atomic.Int64
 }
 
 type outcomeRequest struct {
 	o     *JobOutcome
 	reply chan outcomeReply // buffered: the batcher never blocks on a sender
 	// done, when not nil, is called with the outcome's result instead of
-	// a reply: see submit.
-	done func(OutcomeResult, error)
+	// a reply, and reports whether the job's slot in slots is to be given
+	// back: see submit.
+	done  func(OutcomeResult, error) bool
+	slots *queueSlots
 }
 
-// answer hands the result of req's outcome to its sender.
-func (req *outcomeRequest) answer(r OutcomeResult, err error) {
+// answer hands the result of req's outcome to its sender, and reports
+// whether req's slot is to be given back.
+func (req *outcomeRequest) answer(b *outcomeBatcher, r OutcomeResult, err error) bool {
+	b.waiting.Add(-1)
 	if req.done != nil {
-		req.done(r, err)
-		return
+		return req.done(r, err) && req.slots != nil
 	}
 	req.reply <- outcomeReply{r: r, err: err}
+	return false
 }
 
 type outcomeReply struct {
@@ -88,6 +97,19 @@ func newOutcomeBatcher(store Store, stats *workerCounters, direct bool) *outcome
 // so two writes cannot deadlock.
 const maxOutcomeWrites = 2
 
+// outcomeLinger is the longest a lone outcome waits for others to join its
+// batch, and it waits only while other jobs of the worker are still
+// running (held, and their outcomes not handed over): the jobs of one
+// claim that finish together then go in one write, and free their slots
+// for one claim, rather than the first alone and the rest behind it. In
+// the bench/ comparison (5,000 no-op jobs, alternated with the code before)
+// work at 10 jobs at once went from 4.5–4.9k to 5.4–5.6k jobs/s on
+// PostgreSQL and from 6.9–7.1k to 10.6–10.8k on SQLite, at 50 from
+// 12.7–13.8k to 16.6–16.9k on PostgreSQL. It runs on real time, as the
+// claim's timeout does: a wait this short is no decision for a test's
+// clock to hold back.
+const outcomeLinger = 200 * time.Microsecond
+
 // start runs the batcher until stop. ctx carries values to the store; its
 // cancellation is ignored, since a recorded outcome is what lets a job move
 // on without waiting for its lease to expire.
@@ -99,19 +121,35 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 		inFlight := 0
 		var batch []outcomeRequest
 		reqs := b.reqs
+		linger := time.NewTimer(outcomeLinger)
+		linger.Stop()
+		lingering, lingered := false, false // the timer runs; it ran out for this batch
 		for reqs != nil || len(batch) > 0 || inFlight > 0 {
 			full := len(batch) == maxOutcomeBatch
-			if len(batch) > 0 && (inFlight == 0 || full && inFlight < maxOutcomeWrites) {
+			wait := len(batch) > 0 && inFlight == 0 && !full && !lingered && reqs != nil && b.othersRunning()
+			if wait && !lingering {
+				linger.Reset(outcomeLinger)
+				lingering = true
+			}
+			if !wait && lingering {
+				linger.Stop()
+				lingering = false
+			}
+			if len(batch) > 0 && !wait && (inFlight == 0 || full && inFlight < maxOutcomeWrites) {
 				inFlight++
 				go func(batch []outcomeRequest) {
 					b.flush(ctx, batch)
 					written <- struct{}{}
 				}(batch)
-				batch, full = nil, false
+				batch, full, lingered = nil, false, false
 			}
 			in := reqs
 			if full {
 				in = nil // back-pressure: senders wait until a write ends
+			}
+			var ranOut <-chan time.Time
+			if lingering {
+				ranOut = linger.C
 			}
 			select {
 			case req, ok := <-in:
@@ -125,9 +163,17 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 				batch = append(batch, req)
 			case <-written:
 				inFlight--
+			case <-ranOut:
+				lingering, lingered = false, true
 			}
 		}
 	}()
+}
+
+// othersRunning reports whether the worker holds jobs whose outcomes have
+// not been handed over yet.
+func (b *outcomeBatcher) othersRunning() bool {
+	return b.stats.running.Load() > b.waiting.Load()
 }
 
 // write is the Worker's outcomeWriter: it hands o to the batcher and waits
@@ -157,18 +203,23 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Ti
 
 // submit hands o to the batcher as write does, but does not wait for it to
 // be written: done is called with its result, on the goroutine that wrote
-// its batch, so it must not block. An error means that o was not taken
-// (the lease ended, or ctx did, before the batcher had room) and done will
-// not be called. A Worker submits the outcomes of the attempts that need
-// nothing more than to be recorded, so that their goroutines end with
-// their handlers instead of waiting, by the hundred, for their batches.
-func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.Time, done func(OutcomeResult, error)) error {
-	return b.hand(ctx, outcomeRequest{o: o, done: done}, until)
+// its batch, so it must not block. When done reports true, the job's slot
+// in slots is given back too, once every outcome of the batch has been
+// answered: the slots a batch frees are freed together, and the claim
+// loops woken after, for each to fill them with one claim. An error means
+// that o was not taken (the lease ended, or ctx did, before the batcher
+// had room) and done will not be called. A Worker submits the
+// outcomes of the attempts that need nothing more than to be recorded, so
+// that their goroutines end with their handlers instead of waiting, by the
+// hundred, for their batches.
+func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.Time, done func(OutcomeResult, error) bool, slots *queueSlots) error {
+	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots}, until)
 }
 
 // hand gives req to the batcher, waiting for room until the lease ends
 // (until) or ctx does.
 func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
+	b.waiting.Add(1) // before the batcher can answer it
 	select {
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
@@ -185,9 +236,11 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 		t.Stop()
 		return nil
 	case <-t.C():
+		b.waiting.Add(-1)
 		return context.DeadlineExceeded
 	case <-ctx.Done():
 		t.Stop()
+		b.waiting.Add(-1)
 		return context.Cause(ctx)
 	}
 }
@@ -202,9 +255,25 @@ func (b *outcomeBatcher) stop() {
 
 // flush writes one batch and replies to every sender.
 func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
+	var freed []*queueSlots // a job's queue for each slot to give back
+	defer func() {
+		for _, s := range freed {
+			s.free()
+		}
+		for i, s := range freed {
+			if i == 0 || s != freed[i-1] {
+				s.wake()
+			}
+		}
+	}()
+	answer := func(req *outcomeRequest, r OutcomeResult, err error) {
+		if req.answer(b, r, err) {
+			freed = append(freed, req.slots)
+		}
+	}
 	if b.abandoned != nil && b.abandoned.Load() {
-		for _, req := range batch {
-			req.answer(OutcomeResult{}, errAbandoned)
+		for i := range batch {
+			answer(&batch[i], OutcomeResult{}, errAbandoned)
 		}
 		return
 	}
@@ -224,12 +293,12 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 		}
 		return
 	}
-	for i, req := range batch {
+	for i := range batch {
 		if err != nil {
-			req.answer(OutcomeResult{}, err)
+			answer(&batch[i], OutcomeResult{}, err)
 			continue
 		}
-		req.answer(rs[i], nil)
+		answer(&batch[i], rs[i], nil)
 	}
 }
 

@@ -166,3 +166,95 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 		b.stop()
 	})
 }
+
+// TestOutcomeBatcherLingersForRunningJobs checks that a lone outcome waits
+// for the outcomes of the worker's other running jobs, is written with them
+// as soon as the last arrives, and waits no longer than outcomeLinger for a
+// job that is still running.
+func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &heldOutcomes{started: make(chan heldCall, 8)}
+		stats := &workerCounters{}
+		b := newOutcomeBatcher(store, stats, false)
+		b.clock = systemTime{}
+		b.timeout = time.Hour
+		b.start(t.Context())
+		var senders sync.WaitGroup
+		send := func(id string) {
+			senders.Go(func() {
+				o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: "t"}, Kind: OutcomeSucceeded}
+				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
+					t.Errorf("write: %v", err)
+				}
+			})
+		}
+		write := func() heldCall {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case c := <-store.started:
+				return c
+			default:
+				t.Fatal("no write started")
+				return heldCall{}
+			}
+		}
+		noWrite := func(when string) {
+			t.Helper()
+			synctest.Wait()
+			if len(store.started) > 0 {
+				t.Fatalf("%s: a write of %d outcomes started", when, (<-store.started).size)
+			}
+		}
+
+		// Three jobs held: the first outcome waits for the other two, and
+		// the three go in one write the moment the last arrives.
+		stats.running.Store(3)
+		start := time.Now()
+		send("a")
+		noWrite("one outcome of three running jobs")
+		send("b")
+		noWrite("two outcomes of three running jobs")
+		send("c")
+		if c := write(); c.size != 3 {
+			t.Fatalf("wrote %d outcomes, want the three together", c.size)
+		} else {
+			if waited := time.Since(start); waited != 0 {
+				t.Errorf("the batch waited %v with every job's outcome in it, want no wait", waited)
+			}
+			close(c.release)
+		}
+		senders.Wait()
+
+		// Two jobs held, one of them still running: the other's outcome
+		// is written after outcomeLinger, alone.
+		stats.running.Store(2)
+		start = time.Now()
+		send("d")
+		noWrite("one outcome of two running jobs")
+		time.Sleep(outcomeLinger - time.Microsecond)
+		noWrite("just before the linger's end")
+		time.Sleep(time.Microsecond)
+		c := write()
+		if c.size != 1 {
+			t.Fatalf("wrote %d outcomes, want the lone one", c.size)
+		}
+		if waited := time.Since(start); waited != outcomeLinger {
+			t.Errorf("the lone outcome waited %v, want %v", waited, outcomeLinger)
+		}
+		close(c.release)
+		senders.Wait()
+
+		// No other job held: written at once.
+		stats.running.Store(1)
+		start = time.Now()
+		send("e")
+		c = write()
+		if waited := time.Since(start); c.size != 1 || waited != 0 {
+			t.Errorf("a lone outcome with no other job running: a write of %d after %v, want one at once", c.size, waited)
+		}
+		close(c.release)
+		senders.Wait()
+		b.stop()
+	})
+}
