@@ -51,23 +51,28 @@ func TestCheckpointOffTheCommit(t *testing.T) {
 	s := openForCheckpoints(t, filepath.Join(t.TempDir(), "errand.db"), Options{
 		Synchronous: "NORMAL", checkpointPages: 50, forcePages: 1 << 30,
 	})
-	for range 100 { // past 50 pages: the checkpointer is asked
-		writeOne(t, s)
-	}
-	if s.ckpt.walPages.Load() < 50 {
-		t.Fatalf("the WAL holds %d pages after 100 commits; want at least 50", s.ckpt.walPages.Load())
-	}
+	// Commit until the WAL starts over. How far past 50 pages it grows
+	// before the checkpointer catches up depends on scheduling, so the
+	// test watches for the restart rather than counting commits.
+	var most int64
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		writeOne(t, s)
-		if s.ckpt.walPages.Load() < 50 {
+		w := s.ckpt.walPages.Load()
+		if w < most {
 			break // the WAL started over: everything in it was copied
 		}
+		most = w
 		if time.Now().After(deadline) {
-			t.Fatalf("the WAL holds %d pages 10s after reaching 50; no checkpoint emptied it (background checkpoints: %d)",
-				s.ckpt.walPages.Load(), s.ckpt.background.Load())
+			t.Fatalf("the WAL holds %d pages after 10s of commits; no checkpoint emptied it (background checkpoints: %d)",
+				w, s.ckpt.background.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
+		if w >= 50 {
+			time.Sleep(time.Millisecond) // give the checkpointer room
+		}
+	}
+	if most < 50 {
+		t.Errorf("the WAL started over at %d pages; want no checkpoint before 50", most)
 	}
 	if s.ckpt.background.Load() == 0 {
 		t.Error("the WAL started over, but the checkpointer ran no checkpoint")
