@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -25,18 +27,39 @@ func BenchmarkWorkerDrain(b *testing.B) {
 			if batched {
 				name = fmt.Sprintf("concurrency=%d/outcomes=batched", concurrency)
 			}
-			b.Run(name, func(b *testing.B) { benchWorkerDrain(b, concurrency, batched) })
+			b.Run(name, func(b *testing.B) {
+				s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				benchWorkerDrain(b, s, concurrency, batched)
+			})
 		}
 	}
 }
 
-func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), nil)
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkWorkerDrainPostgres is BenchmarkWorkerDrain on a fresh schema of
+// the database ERRAND_TEST_POSTGRES_URL names, with a pool of 4 and
+// outcomes batched, at the concurrencies bench/ compares:
+//
+//	go test -run '^$' -bench WorkerDrainPostgres -benchtime 20000x -benchmem -count 6 .
+func BenchmarkWorkerDrainPostgres(b *testing.B) {
+	for _, concurrency := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("concurrency=%d", concurrency), func(b *testing.B) {
+			url := pgtest.URL(b)
+			s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(b, url), MaxConns: 4})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			benchWorkerDrain(b, s, concurrency, true)
+		})
 	}
-	defer s.Close()
+}
+
+func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency int, batched bool) {
+	ctx := context.Background()
 	c, err := errand.NewClient(s, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "noop",
 		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
@@ -63,6 +86,7 @@ func benchWorkerDrain(b *testing.B, concurrency int, batched bool) {
 		errand.UnbatchOutcomes(w)
 	}
 
+	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
