@@ -117,7 +117,11 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer close(b.done)
-		written := make(chan struct{}, maxOutcomeWrites) // a write ended
+		// A write that ends hands its batch back, emptied, to be filled
+		// again: a batch has room for maxOutcomeBatch, and allocating one
+		// per write would cost more than the few outcomes it often holds.
+		written := make(chan []outcomeRequest, maxOutcomeWrites)
+		var spare [][]outcomeRequest
 		inFlight := 0
 		var batch []outcomeRequest
 		reqs := b.reqs
@@ -139,7 +143,8 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 				inFlight++
 				go func(batch []outcomeRequest) {
 					b.flush(ctx, batch)
-					written <- struct{}{}
+					clear(batch) // drop the outcomes and their callbacks
+					written <- batch[:0]
 				}(batch)
 				batch, full, lingered = nil, false, false
 			}
@@ -158,11 +163,16 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 					continue
 				}
 				if batch == nil {
-					batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+					if n := len(spare); n > 0 {
+						batch, spare = spare[n-1], spare[:n-1]
+					} else {
+						batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+					}
 				}
 				batch = append(batch, req)
-			case <-written:
+			case done := <-written:
 				inFlight--
+				spare = append(spare, done)
 			case <-ranOut:
 				lingering, lingered = false, true
 			}
