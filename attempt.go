@@ -61,6 +61,11 @@ type attempt struct {
 	lease       time.Duration // the claim's lease
 	renewed     time.Time     // when the lease was last renewed (or claimed)
 	took        time.Duration // wall time of the handler
+
+	// Kept here, so that an attempt costs one allocation for them: what
+	// the handler's context carries, and the lease keeper's record.
+	info attemptInfo
+	held heldLease
 }
 
 // runAttempt runs the handler for a claimed job while leases renews its
@@ -76,7 +81,8 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{store: c.store, job: job})
+	a.info = attemptInfo{store: c.store, job: job}
+	ctx = context.WithValue(ctx, attemptKey{}, &a.info)
 
 	k := c.kind(job.Kind)
 	if k == nil || k.handler == nil {
@@ -98,7 +104,8 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 	start := c.clock.Now()
 	// Heartbeats stop the moment the handler returns, even in the middle of
 	// a store call, so a slow store never delays the outcome.
-	release := leases.hold(job, a.renewed, cancel)
+	a.held = heldLease{job: job, renewed: a.renewed, lose: cancel}
+	leases.hold(&a.held)
 
 	if k.Timeout > 0 {
 		a.err, a.stack = c.callHandlerUntilCancelled(ctx, hctx, k, job, a)
@@ -107,7 +114,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 	}
 	a.took = c.clock.Now().Sub(start)
 	timedOut := stopTimer()
-	a.renewed = release()
+	a.renewed = leases.release(&a.held)
 
 	switch {
 	case a.err == nil:
@@ -385,8 +392,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 // written.
 func (c *engine) startRecord(a *attempt) (*WorkResult, *JobOutcome) {
 	job := a.job
-	id := job.ID
-	res := &WorkResult{JobID: &id, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
+	res := &WorkResult{JobID: &job.ID, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
 	if a.leaseErr != nil {
 		res.Result = ResultLeaseLost
 		return res, nil

@@ -65,33 +65,35 @@ func (k *leaseKeeper) stop() {
 	<-k.done
 }
 
-// hold starts renewing job's lease, last renewed (or claimed) at renewed.
-// lose is called at most once, with ErrLeaseLost, when the lease is lost.
-// The returned release stops renewing it and returns when it was last
-// renewed; it never waits for a store call.
-func (k *leaseKeeper) hold(job *Job, renewed time.Time, lose func(error)) (release func() time.Time) {
-	h := &heldLease{job: job, renewed: renewed, lose: lose}
+// hold starts renewing h.job's lease, last renewed (or claimed) at
+// h.renewed; h.lose is called at most once, with ErrLeaseLost, when the
+// lease is lost. The caller owns h (an attempt holds its own), and must
+// not touch it until release.
+func (k *leaseKeeper) hold(h *heldLease) {
 	k.mu.Lock()
 	first := len(k.held) == 0
 	k.held[h] = struct{}{}
 	// The loop re-arms when this lease must be watched sooner than it
 	// watches now, or when it was idle.
-	notify := first || k.armedAt.IsZero() || renewed.Add(k.lease).Before(k.armedAt)
+	notify := first || k.armedAt.IsZero() || h.renewed.Add(k.lease).Before(k.armedAt)
 	k.mu.Unlock()
 	if notify {
 		k.poke()
 	}
-	return func() time.Time {
-		k.mu.Lock()
-		h.gone = true
-		delete(k.held, h)
-		renewed, empty := h.renewed, len(k.held) == 0
-		k.mu.Unlock()
-		if empty {
-			k.poke() // disarm: an idle keeper holds no timer
-		}
-		return renewed
+}
+
+// release stops renewing h's lease and returns when it was last renewed;
+// it never waits for a store call.
+func (k *leaseKeeper) release(h *heldLease) time.Time {
+	k.mu.Lock()
+	h.gone = true
+	delete(k.held, h)
+	renewed, empty := h.renewed, len(k.held) == 0
+	k.mu.Unlock()
+	if empty {
+		k.poke() // disarm: an idle keeper holds no timer
 	}
+	return renewed
 }
 
 // holds reports whether the keeper renews a lease on job id.
