@@ -407,7 +407,17 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	defer poll.Stop()
 	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
 	idle := false                  // the last claim came up short
+	busy := busyClaims{n: n, results: make(chan claimResult, maxClaimsInFlight)}
+	defer w.drainClaims(runCtx, &busy, slots)
 	for {
+		if busy.inFlight > 0 || !idle && w.pipelines(claimer) {
+			switch w.claimAhead(loopCtx, runCtx, &busy, slots, claimer, poll, &idle) {
+			case aheadStop:
+				return
+			case aheadAgain:
+				continue
+			}
+		}
 		free := n - len(slots.tokens)
 		if free == 0 {
 			select {
@@ -481,35 +491,8 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		if w.share != nil && len(jobs) < free {
 			w.share.rest(queue, free-len(jobs))
 		}
-		if err != nil && loopCtx.Err() == nil {
-			w.c.logger.Error("claim failed", "queue", queue, "err", err)
-		}
-		if err == nil {
-			w.stats.claims.Add(1)
-			if len(jobs) == 0 {
-				w.stats.idleClaims.Add(1)
-			}
-		}
-		// Counted before any starts, so that the first to finish sees the
-		// others running (see outcomeLinger).
-		w.stats.running.Add(int64(len(jobs)))
-		for _, job := range jobs {
-			slots.tokens <- struct{}{}
-			w.running.Go(func() {
-				// At once to the size a handler's JSON decode reaches:
-				// growing there, from deep frames, was a sixth of a
-				// busy worker's CPU (see internal/growstack).
-				growstack.Grow()
-				a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
-				if w.recordLater(runCtx, a, slots) {
-					return
-				}
-				defer slots.release()
-				defer a.waitHandler() // the slot is the handler's until it returns
-				res, err := w.c.record(runCtx, a, w.write)
-				w.finishRecord(runCtx, queue, a, res, err)
-			})
-		}
+		w.claimed(loopCtx, queue, len(jobs), err)
+		w.startJobs(runCtx, slots, jobs, claimSent)
 		if err == nil && (len(jobs) == plan.limit || plan.again) {
 			idle = false
 			continue // there may be more
@@ -521,23 +504,71 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			due = w.nextDue(loopCtx, queue)
 			idle = true
 		}
-		wait := w.cfg.PollInterval
-		if !due.IsZero() {
-			// The floor keeps a store clock that stands still (a test's)
-			// from spinning the loop on a job forever a moment away.
-			wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
-		}
-		wait = w.breakers.capWait(plan.idleWait(wait))
-		poll.Reset(wait)
-		select {
-		case <-loopCtx.Done():
+		if !w.sleepIdle(loopCtx, poll, wake, due, &plan) {
 			return
-		case <-wake:
-			// Disarmed while the queue works, so that an armed poll
-			// means an idle queue (a fake clock's tests wait for that).
-			poll.Stop()
-		case <-poll.C():
 		}
+	}
+}
+
+// sleepIdle sleeps an idle queue loop until a wake-up, its poll interval,
+// or due (when not zero), whichever comes first, and reports false when
+// the loop should end instead.
+func (w *Worker) sleepIdle(loopCtx context.Context, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
+	wait := w.cfg.PollInterval
+	if !due.IsZero() {
+		// The floor keeps a store clock that stands still (a test's)
+		// from spinning the loop on a job forever a moment away.
+		wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
+	}
+	wait = w.breakers.capWait(plan.idleWait(wait))
+	poll.Reset(wait)
+	select {
+	case <-loopCtx.Done():
+		return false
+	case <-wake:
+		// Disarmed while the queue works, so that an armed poll
+		// means an idle queue (a fake clock's tests wait for that).
+		poll.Stop()
+	case <-poll.C():
+	}
+	return true
+}
+
+// claimed logs a failed claim of queue and counts a successful one.
+func (w *Worker) claimed(loopCtx context.Context, queue string, jobs int, err error) {
+	if err != nil && loopCtx.Err() == nil {
+		w.c.logger.Error("claim failed", "queue", queue, "err", err)
+	}
+	if err == nil {
+		w.stats.claims.Add(1)
+		if jobs == 0 {
+			w.stats.idleClaims.Add(1)
+		}
+	}
+}
+
+// startJobs runs the jobs a claim sent at claimSent returned, each in a
+// slot of slots.
+func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*Job, claimSent time.Time) {
+	// Counted before any starts, so that the first to finish sees the
+	// others running (see outcomeLinger).
+	w.stats.running.Add(int64(len(jobs)))
+	for _, job := range jobs {
+		slots.tokens <- struct{}{}
+		w.running.Go(func() {
+			// At once to the size a handler's JSON decode reaches:
+			// growing there, from deep frames, was a sixth of a
+			// busy worker's CPU (see internal/growstack).
+			growstack.Grow()
+			a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
+			if w.recordLater(runCtx, a, slots) {
+				return
+			}
+			defer slots.release()
+			defer a.waitHandler() // the slot is the handler's until it returns
+			res, err := w.c.record(runCtx, a, w.write)
+			w.finishRecord(runCtx, slots.queue, a, res, err)
+		})
 	}
 }
 

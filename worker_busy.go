@@ -1,0 +1,156 @@
+package errand
+
+import (
+	"context"
+	"time"
+)
+
+// maxClaimsInFlight is how many claims a busy queue keeps in flight at
+// once. A queue whose last claim came back full is busy: its loop sends a
+// claim for the slots that are free without waiting for the claim in
+// flight to return, so that the slots an outcome write has just freed are
+// claimed for while the previous claim's jobs are still on their way. On
+// PostgreSQL the two claims run on two connections at once and keep the
+// server busy while the worker runs the jobs of the last; on SQLite's one
+// writer they run one after the other, as before. A worker draining a
+// PostgreSQL queue at concurrency 1,000 did about a tenth more jobs per
+// second with a second claim in flight (bench/RESULTS.md), and a third
+// added nothing.
+const maxClaimsInFlight = 2
+
+// busyClaims are the claims a busy queue loop has sent and not received
+// back yet. Each reserves the slots it claims for, so that the queue never
+// holds more jobs than its slots, counting each claim in flight at its
+// limit.
+type busyClaims struct {
+	n        int              // the queue's slots
+	results  chan claimResult // room for maxClaimsInFlight
+	inFlight int
+	reserved int
+	// short: a claim came back short (the queue ran dry) or failed; once
+	// none is in flight, the loop sleeps as after any short claim,
+	// waking on wake, the queue's wake-ups as they stood when that claim
+	// was sent.
+	short bool
+	wake  <-chan struct{}
+}
+
+type claimResult struct {
+	jobs  []*Job
+	err   error
+	limit int
+	sent  time.Time // the store's leases start no earlier than this
+	wake  <-chan struct{}
+}
+
+// room reports whether a claim for free slots may be sent now: the first
+// at once, and a second beside it only for at least a quarter of the
+// queue's slots, so that the claims stay large (a claim's cost on the
+// store is mostly per statement, not per job).
+func (b *busyClaims) room(free int) bool {
+	switch {
+	case free <= 0:
+		return false
+	case b.inFlight == 0:
+		return true
+	case b.inFlight >= maxClaimsInFlight:
+		return false
+	}
+	return free >= max(1, b.n/4)
+}
+
+// The next step of a queue loop after claimAhead.
+const (
+	aheadPlain = iota // no claim in flight: claim as an idle queue does
+	aheadAgain        // loop again
+	aheadStop         // the loop ends
+)
+
+// claimAhead is a busy queue loop's step: it sends a claim for the free
+// slots when there is room (see maxClaimsInFlight), or waits for a slot to
+// free or a claim to return and starts its jobs. After a short claim, once
+// none is in flight, it sleeps the loop until its next wake-up, poll or
+// due job, and marks it idle.
+func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, qc *queueClaimer, poll Timer, idle *bool) int {
+	free := b.n - len(slots.tokens) - b.reserved
+	if !*idle && b.room(free) && w.pipelines(qc) && loopCtx.Err() == nil {
+		b.send(w, loopCtx, qc, slots.queue, free)
+		return aheadAgain
+	}
+	if b.inFlight > 0 {
+		select {
+		case <-loopCtx.Done():
+			return aheadStop
+		case <-slots.freed:
+			return aheadAgain
+		case r := <-b.results:
+			b.inFlight--
+			b.reserved -= r.limit
+			w.claimed(loopCtx, slots.queue, len(r.jobs), r.err)
+			w.startJobs(runCtx, slots, r.jobs, r.sent)
+			if r.err == nil && len(r.jobs) == r.limit {
+				*idle, b.short = false, false
+				return aheadAgain
+			}
+			*idle, b.short, b.wake = true, true, r.wake
+			if b.inFlight > 0 {
+				return aheadAgain
+			}
+		}
+	}
+	if !b.short {
+		return aheadPlain
+	}
+	// The first short claim after work: ask when the next job comes due,
+	// as the plain loop does, and sleep.
+	b.short = false
+	due := w.nextDue(loopCtx, slots.queue)
+	if !w.sleepIdle(loopCtx, poll, b.wake, due, &claimPlan{}) {
+		return aheadStop
+	}
+	return aheadAgain
+}
+
+// send claims up to free jobs of queue on a goroutine of its own; the
+// result arrives on b.results. Like every claim, it is not cancelled by a
+// stop once sent (see drainClaims).
+func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, queue string, free int) {
+	b.inFlight++
+	b.reserved += free
+	wake := w.c.wakeChan(queue)
+	sent := w.c.clock.Now()
+	params := &JobClaimParams{
+		Queues: []string{queue},
+		Kinds:  w.kinds,
+		Limit:  free,
+		Lease:  w.cfg.Lease,
+		Owner:  w.cfg.Owner,
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
+		jobs, err := w.claim(ctx, qc, params)
+		cancel()
+		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
+	}()
+}
+
+// drainClaims waits, as a queue loop ends, for the claims it still has in
+// flight, and starts their jobs: a claim that was sent may have committed,
+// and its jobs run (Stop waits for them) rather than wait out their
+// leases.
+func (w *Worker) drainClaims(runCtx context.Context, b *busyClaims, slots *queueSlots) {
+	for ; b.inFlight > 0; b.inFlight-- {
+		r := <-b.results
+		w.startJobs(runCtx, slots, r.jobs, r.sent)
+	}
+}
+
+// pipelines reports whether the queue's claims may be sent ahead (see
+// maxClaimsInFlight): a plain claim of the worker's kinds, with no rate
+// limit or retry budget to take tokens from first, no capacity shared by
+// weight to acquire, no fairness turns and no circuit breaker in its way.
+// Those claims are made one at a time, each after the last returned, as
+// before.
+func (w *Worker) pipelines(qc *queueClaimer) bool {
+	return w.share == nil && w.flow == nil && !qc.fair.Load() && (w.breakers == nil || len(w.breakers.deps) == 0)
+}
