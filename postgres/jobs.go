@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -831,28 +830,32 @@ var outcomesFollowSQL = outcomesSQL + `, j.kind, j.batch_id, j.workflow_id`
 func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
 	outcomes := p.Outcomes
 	n := len(outcomes)
-	var (
-		ords               = make([]int32, 0, n) // each row's index in outcomes
-		ids, tokens, kinds = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		delays             = make([]int64, 0, n)
-		attempts           = make([]int32, 0, n)
-		classes            = make([]*string, 0, n) // NULL: no history entry
-		messages, stacks   = make([]string, 0, n), make([]string, 0, n)
-		plain              = true // no error, no delay: outcomesPlainSQL
-		order              = byID(n, func(i int) string { return outcomes[i].ID })
-		sameID             = 0 // where in order the run of outcomes of this id began
-	)
-	for k, i := range order {
-		o := outcomes[i]
-		var class *string
-		var e errand.AttemptError
+	// A batch whose outcomes append no error and wait no delay (successes,
+	// above all) goes as outcomesPlainSQL, which needs only the ids,
+	// tokens and kinds.
+	plain := !p.Follow
+	for _, o := range outcomes {
 		if err := o.Validate(); err != nil {
 			return nil, err
 		}
-		if o.Kind.AppendsError() {
-			e = *o.Error
-			class = &e.Class
-		}
+		plain = plain && !o.Kind.AppendsError() && o.Delay == 0
+	}
+	var (
+		ords               = make([]int32, 0, n) // each row's index in outcomes
+		ids, tokens, kinds = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		delays             []int64
+		attempts           []int32
+		classes            []*string // NULL: no history entry
+		messages, stacks   []string
+		order              = byID(n, func(i int) string { return outcomes[i].ID })
+		sameID             = 0 // where in order the run of outcomes of this id began
+	)
+	if !plain {
+		delays, attempts, classes = make([]int64, 0, n), make([]int32, 0, n), make([]*string, 0, n)
+		messages, stacks = make([]string, 0, n), make([]string, 0, n)
+	}
+	for k, i := range order {
+		o := outcomes[i]
 		// A later outcome under the same lease finds it ended by the
 		// first (or as dead as the first found it): lease lost. byID
 		// keeps equal ids together, in batch order.
@@ -862,9 +865,17 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 		if slices.ContainsFunc(order[sameID:k], func(j int) bool { return outcomes[j].JobLease == o.JobLease }) {
 			continue
 		}
-		plain = plain && class == nil && o.Delay == 0
 		ords = append(ords, int32(i))
 		ids, tokens, kinds = append(ids, o.ID), append(tokens, o.LeaseToken), append(kinds, string(o.Kind))
+		if plain {
+			continue
+		}
+		var class *string
+		var e errand.AttemptError
+		if o.Kind.AppendsError() {
+			e = *o.Error
+			class = &e.Class
+		}
 		delays, attempts, classes = append(delays, us(o.Delay)), append(attempts, int32(e.Attempt)), append(classes, class)
 		messages, stacks = append(messages, e.Message), append(stacks, e.Stack)
 	}
@@ -888,20 +899,21 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
-	var ord int
-	var state string
-	var avail time.Time
-	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
-		if plain { // the row's place in the arrays, from 1
-			if ord < 1 || ord > len(ords) {
-				return fmt.Errorf("outcome row %d of %d", ord, len(ords))
+	// A plain batch's rows name their place in the arrays, from 1; the
+	// others, their outcome's index.
+	index := func(ord int64) (int, error) {
+		if plain {
+			if ord < 1 || ord > int64(len(ords)) {
+				return 0, fmt.Errorf("outcome row %d of %d", ord, len(ords))
 			}
-			ord = int(ords[ord-1])
+			return int(ords[ord-1]), nil
 		}
-		rs[ord] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC()}
-		return nil
-	})
-	if err != nil {
+		if ord < 0 || ord >= int64(len(rs)) {
+			return 0, fmt.Errorf("outcome row for outcome %d of %d", ord, len(rs))
+		}
+		return int(ord), nil
+	}
+	if err := scanOutcomeRows(rows, rs, index); err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
 	return rs, nil
@@ -941,7 +953,7 @@ func byID(n int, id func(i int) string) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return id(idx[a]) < id(idx[b]) })
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(id(a), id(b)) })
 	return idx
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // awkward are values a text array literal must quote or escape to keep.
@@ -96,5 +97,98 @@ func TestPlainOutcomesOfAwkwardIDs(t *testing.T) {
 		if got.State != want {
 			t.Errorf("job %q is %s, want %s", j.ID, got.State, want)
 		}
+	}
+}
+
+// TestOutcomeRowsDecodeAsStored: the results of a mixed batch (a success,
+// a retry and a snooze after a delay, a death, a stale token), decoded
+// from the rows' wire values, say what the jobs now hold; and the rows
+// read through Scan, in the text format, decode the same.
+func TestOutcomeRowsDecodeAsStored(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var params []*errand.JobInsertParams
+	for _, id := range []string{"ok", "again", "later", "gone", "stale"} {
+		params = append(params, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
+	}
+	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: params}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"q"}, Limit: len(params), Lease: time.Minute, Owner: "w"})
+	if err != nil || len(jobs) != len(params) {
+		t.Fatalf("claimed %d jobs (%v), want %d", len(jobs), err, len(params))
+	}
+	fail := &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
+	kinds := map[string]*errand.JobOutcome{
+		"ok":    {Kind: errand.OutcomeSucceeded},
+		"again": {Kind: errand.OutcomeRetry, Delay: 90 * time.Second, Error: fail},
+		"later": {Kind: errand.OutcomeSnooze, Delay: time.Hour},
+		"gone":  {Kind: errand.OutcomeDead, Error: fail},
+		"stale": {Kind: errand.OutcomeSucceeded},
+	}
+	var outcomes []*errand.JobOutcome
+	for _, j := range jobs {
+		o := kinds[j.ID]
+		o.JobLease = errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
+		if j.ID == "stale" {
+			o.LeaseToken = "not-the-token"
+		}
+		outcomes = append(outcomes, o)
+	}
+	rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outcomes {
+		got, err := s.JobGet(ctx, &errand.JobGetParams{ID: o.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.ID == "stale" {
+			if !errors.Is(rs[i].Err, errand.ErrLeaseLost) {
+				t.Errorf("%s: %+v, want its lease lost", o.ID, rs[i])
+			}
+			continue
+		}
+		if rs[i].Err != nil || rs[i].State != got.State || !rs[i].AvailableAt.Equal(got.AvailableAt) || rs[i].AvailableAt.Location() != time.UTC {
+			t.Errorf("%s: result %+v, the job holds %s available at %s", o.ID, rs[i], got.State, got.AvailableAt)
+		}
+	}
+
+	// The same rows in the text format go through Scan.
+	query := `SELECT o.ord, o.state, o.at FROM (VALUES (2::bigint, 'retrying', '2001-02-03 04:05:06.7Z'::timestamptz), (1, 'succeeded', '2026-12-03 10:00:00.123456Z'::timestamptz)) AS o(ord, state, at)`
+	decode := func(formats pgx.QueryResultFormats) []errand.OutcomeResult {
+		t.Helper()
+		rows, err := s.pool.Query(ctx, query, formats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]errand.OutcomeResult, 2)
+		if err := scanOutcomeRows(rows, got, func(ord int64) (int, error) { return int(ord) - 1, nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	binary, text := decode(pgx.QueryResultFormats{pgx.BinaryFormatCode}), decode(pgx.QueryResultFormats{pgx.TextFormatCode})
+	for i := range binary {
+		if binary[i].State != text[i].State || !binary[i].AvailableAt.Equal(text[i].AvailableAt) || binary[i].State == "" {
+			t.Errorf("row %d: %+v from the wire values, %+v through Scan", i, binary[i], text[i])
+		}
+	}
+	if want := time.Date(2026, 12, 3, 10, 0, 0, 123456000, time.UTC); !binary[0].AvailableAt.Equal(want) || binary[0].State != errand.StateSucceeded {
+		t.Errorf("row 1: %+v, want succeeded at %s", binary[0], want)
+	}
+	// A state the store does not have is an error, not a result.
+	rows, err := s.pool.Query(ctx, `SELECT 1::bigint, 'lost', now()`, pgx.QueryResultFormats{pgx.BinaryFormatCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scanOutcomeRows(rows, make([]errand.OutcomeResult, 1), func(int64) (int, error) { return 0, nil }); err == nil {
+		t.Error("a row with state 'lost' decoded without an error")
 	}
 }

@@ -228,3 +228,68 @@ func decodeJobRow(vals [][]byte, text *[]byte) (*errand.Job, error) {
 // postgresEpochUS is PostgreSQL's epoch for timestamps, 2000-01-01 UTC, in
 // Unix microseconds.
 const postgresEpochUS = 946_684_800_000_000
+
+// scanOutcomeRows reads the rows of an outcome write (outcomesSQL or
+// outcomesPlainSQL: ord, state, available_at) into rs, at the index each
+// row's ord gives. Like a claim's rows, they are decoded from their wire
+// values when they come as expected, and scanned otherwise: a batch of 500
+// successes returns 500 rows, and Scan allocated each state's string.
+func scanOutcomeRows(rows pgx.Rows, rs []errand.OutcomeResult, index func(ord int64) (int, error)) error {
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	if len(fds) != 3 || fds[0].Format != pgtype.BinaryFormatCode || fds[2].Format != pgtype.BinaryFormatCode ||
+		fds[0].DataTypeOID != pgtype.Int4OID && fds[0].DataTypeOID != pgtype.Int8OID ||
+		fds[1].DataTypeOID != pgtype.TextOID || fds[2].DataTypeOID != pgtype.TimestamptzOID {
+		var ord int64
+		var state string
+		var avail time.Time
+		_, err := pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
+			i, err := index(ord)
+			if err != nil {
+				return err
+			}
+			rs[i] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC()}
+			return nil
+		})
+		return err
+	}
+	for rows.Next() {
+		vals := rows.RawValues()
+		var ord int64
+		switch v := vals[0]; len(v) {
+		case 4:
+			ord = int64(int32(binary.BigEndian.Uint32(v)))
+		case 8:
+			ord = int64(binary.BigEndian.Uint64(v))
+		default:
+			return fmt.Errorf("outcome row: ord of %d bytes", len(v))
+		}
+		i, err := index(ord)
+		if err != nil {
+			return err
+		}
+		state, ok := knownState(vals[1])
+		if !ok {
+			return fmt.Errorf("outcome row: state %q", vals[1])
+		}
+		if len(vals[2]) != 8 {
+			return fmt.Errorf("outcome row: available_at of %d bytes", len(vals[2]))
+		}
+		us := int64(binary.BigEndian.Uint64(vals[2]))
+		if us == math.MaxInt64 || us == math.MinInt64 {
+			return errors.New("outcome row: an infinite available_at")
+		}
+		rs[i] = errand.OutcomeResult{State: state, AvailableAt: time.UnixMicro(us + postgresEpochUS).UTC()}
+	}
+	return rows.Err()
+}
+
+// knownState is the job state spelled b, without allocating its string.
+func knownState(b []byte) (errand.JobState, bool) {
+	for _, s := range errand.JobStates {
+		if string(b) == string(s) {
+			return s, true
+		}
+	}
+	return "", false
+}
