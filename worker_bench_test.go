@@ -87,6 +87,7 @@ func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency in
 	}
 
 	b.ReportAllocs()
+	cpu0, cpuOK := processCPU()
 	b.ResetTimer()
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
@@ -97,6 +98,7 @@ func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency in
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cpu1, ok := processCPU()
 
 	if err := w.Stop(ctx); err != nil {
 		b.Fatal(err)
@@ -108,4 +110,9 @@ func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency in
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(st.JobsCompleted)/float64(st.OutcomeWrites), "jobs/write")
 	b.ReportMetric(float64(st.JobsCompleted)/float64(st.Claims-st.IdleClaims), "jobs/claim")
+	if cpuOK && ok {
+		// The process's CPU per job: on PostgreSQL the worker's alone,
+		// the server being another process; on SQLite the store's too.
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-µs/job")
+	}
 }
