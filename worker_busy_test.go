@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,7 +90,11 @@ type busyQueueTest struct {
 	ids     []string
 }
 
-const busySlots, busyJobs = 8, 40
+const (
+	busySlots, busyJobs = 8, 40
+	busyPoll            = 300 * time.Millisecond
+	maxBusyClaims       = 2 // errand's maxClaimsInFlight
+)
 
 func newBusyQueueTest(t *testing.T, cfg *errand.WorkerConfig) (*busyQueueTest, *errand.Worker) {
 	b := &busyQueueTest{t: t, started: make(chan string, busyJobs), finish: make(chan struct{}, busyJobs), quit: make(chan struct{})}
@@ -112,7 +115,7 @@ func newBusyQueueTest(t *testing.T, cfg *errand.WorkerConfig) (*busyQueueTest, *
 		cfg = &errand.WorkerConfig{}
 	}
 	cfg.Queues = map[string]int{errand.DefaultQueue: busySlots}
-	cfg.PollInterval = 50 * time.Millisecond
+	cfg.PollInterval = busyPoll
 	w, err := b.c.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +140,19 @@ func (b *busyQueueTest) waitStarted(n int) {
 			b.t.Fatalf("a job did not start within %s", clockWait)
 		}
 	}
+}
+
+// finishAll lets every handler return at once from now on.
+func (b *busyQueueTest) finishAll() {
+	go func() {
+		for {
+			select {
+			case b.finish <- struct{}{}:
+			case <-b.quit:
+				return
+			}
+		}
+	}()
 }
 
 // finishJobs lets n running handlers return.
@@ -258,15 +274,7 @@ func TestBusyQueueStopRunsClaimsInFlight(t *testing.T) {
 	go func() { stopped <- w.Stop(context.Background()) }()
 	// The jobs the held claims return start after the stop began; they
 	// finish at once.
-	go func() {
-		for {
-			select {
-			case b.finish <- struct{}{}:
-			case <-b.quit:
-				return
-			}
-		}
-	}()
+	b.finishAll()
 	select {
 	case c := <-b.gate.arrived:
 		held = append(held, c)
@@ -299,34 +307,36 @@ func TestBusyQueueStopRunsClaimsInFlight(t *testing.T) {
 	}
 }
 
-// TestBusyQueueClaimErrorSleeps: a busy queue's failed claim is logged and
-// the queue sleeps until its poll, then claims again; nothing is lost.
+// TestBusyQueueClaimErrorSleeps: a busy queue's failed claims are logged
+// and the queue sleeps until its poll, then claims again; nothing is lost.
 func TestBusyQueueClaimErrorSleeps(t *testing.T) {
 	b, w := newBusyQueueTest(t, nil)
 	b.waitStarted(busySlots)
 	b.gate.holding.Store(true)
 	b.finishJobs(busySlots)
-	failed := time.Now()
+	// Fail the claim that comes, and the one beside it if it was in
+	// flight already.
 	b.gate.next(t, clockWait, "after every slot freed").release <- errors.New("connection reset")
-	next := b.gate.next(t, clockWait, "after a failed claim")
-	if waited := time.Since(failed); waited < 40*time.Millisecond {
-		t.Errorf("claimed again %v after a failed claim, want a poll interval's sleep first", waited)
+	failed := time.Now()
+	var next *gatedClaim
+	for failures := 1; next == nil; {
+		c := b.gate.next(t, clockWait, "after a failed claim")
+		if failures == maxBusyClaims || time.Since(failed) > busyPoll/2 {
+			next = c
+			break
+		}
+		// Sent before the failure: it fails too.
+		c.release <- errors.New("connection reset")
+		failed = time.Now()
+		failures++
+	}
+	if waited := time.Since(failed); waited < busyPoll*8/10 {
+		t.Errorf("claimed again %v after a failed claim, want a poll interval's sleep (%v) first", waited, busyPoll)
 	}
 	next.release <- nil
 	b.gate.holding.Store(false)
-	go func() {
-		for {
-			select {
-			case b.finish <- struct{}{}:
-			case <-b.quit:
-				return
-			}
-		}
-	}()
-	var mu sync.Mutex
+	b.finishAll()
 	workerWaitFor(t, clockWait, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
 		for _, id := range b.ids {
 			if getJob(t, b.c, id).State != errand.StateSucceeded {
 				return false
