@@ -6,20 +6,14 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // TestBatchListPlans pins the plans of the batch listing on a table of
 // 20,000 batches, most of them completed, after ANALYZE: each page walks
 // an index on created_at backwards and stops at the limit, without a sort.
 func TestBatchListPlans(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	if _, err := s.pool.Exec(ctx, s.batchSQL(s.own, `INSERT INTO {batches} (id, total, created_at, completed_at)
 		SELECT 'b' || i, 10, now() - i * interval '1 second',
 			CASE WHEN i % 50 = 0 THEN NULL ELSE now() END

@@ -7,20 +7,14 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // TestClaimIsAllOrNothing: a claim whose rows cannot all be handed to the
 // caller (here a row whose history does not decode) changes nothing, so no
 // job is left running with an attempt spent and nobody working it.
 func TestClaimIsAllOrNothing(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	var jobs []*errand.JobInsertParams
 	for _, id := range []string{"good", "poison"} {
 		jobs = append(jobs, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})

@@ -157,13 +157,8 @@ func withoutArgs(j *errand.Job) errand.Job {
 // usable: the duplicates are reported, the rest inserted, and the caller's
 // later writes commit with them.
 func TestCopyConflict(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	existing, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: copyTestJobs("old", 1, time.Now())})
 	if err != nil {
 		t.Fatal(err)
@@ -210,13 +205,8 @@ func TestCopyConflict(t *testing.T) {
 // sequence up once, not once per seq: nextval's argument is a parameter
 // of the plan, not pg_get_serial_sequence's call.
 func TestCopySeqsPlan(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	rows, err := s.pool.Query(ctx, "EXPLAIN (VERBOSE, COSTS OFF) "+s.sql(copySeqsSQL), s.nowArg(), 100, s.table("errand_jobs"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,13 +18,8 @@ var awkward = []string{"", "plain", `a"quote`, `back\slash`, `\"`, "comma,brace{
 // TestTextArrayReadsBack: the server reads textArray's literal as the
 // strings it was made of, in their order.
 func TestTextArrayReadsBack(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	for _, vals := range [][]string{{}, {""}, awkward} {
 		var got []string
 		if err := s.pool.QueryRow(ctx, `SELECT coalesce($1::text[], '{}')`, textArray(vals)).Scan(&got); err != nil {
@@ -37,33 +31,34 @@ func TestTextArrayReadsBack(t *testing.T) {
 	}
 }
 
-// TestPlainOutcomesOfAwkwardIDs: a batch of successes, whose ids travel
-// as array literals, records each outcome on its own job and answers it
-// in the batch's order, whatever the ids hold; a stale token in the batch
-// loses its lease alone.
-func TestPlainOutcomesOfAwkwardIDs(t *testing.T) {
-	url := pgtest.URL(t)
-	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ids := []string{"plain", `a"quote`, `back\slash`, `\"`, "comma,brace{}", "NULL", "ünï©ødé"}
+// claimJobs enqueues a job of each id in queue q and claims them all.
+func claimJobs(t *testing.T, s *Store, ids ...string) []*errand.Job {
+	t.Helper()
 	var params []*errand.JobInsertParams
 	for _, id := range ids {
 		params = append(params, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: params}); err != nil {
+	if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: params}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"q"}, Limit: len(ids), Lease: time.Minute, Owner: "w"})
+	jobs, err := s.JobClaimMany(t.Context(), &errand.JobClaimParams{Queues: []string{"q"}, Limit: len(ids), Lease: time.Minute, Owner: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(jobs) != len(ids) {
 		t.Fatalf("claimed %d jobs, want %d", len(jobs), len(ids))
 	}
+	return jobs
+}
+
+// TestPlainOutcomesOfAwkwardIDs: a batch of successes, whose ids travel
+// as array literals, records each outcome on its own job and answers it
+// in the batch's order, whatever the ids hold; a stale token in the batch
+// loses its lease alone.
+func TestPlainOutcomesOfAwkwardIDs(t *testing.T) {
+	ctx := t.Context()
+	s := openTestStore(t)
+	jobs := claimJobs(t, s, "plain", `a"quote`, `back\slash`, `\"`, "comma,brace{}", "NULL", "ünï©ødé")
 	// In reverse order of id, so that the store's sorting by id matters,
 	// with a stale token for the second.
 	slices.SortFunc(jobs, func(a, b *errand.Job) int { return strings.Compare(b.ID, a.ID) })
@@ -105,24 +100,9 @@ func TestPlainOutcomesOfAwkwardIDs(t *testing.T) {
 // from the rows' wire values, say what the jobs now hold; and the rows
 // read through Scan, in the text format, decode the same.
 func TestOutcomeRowsDecodeAsStored(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var params []*errand.JobInsertParams
-	for _, id := range []string{"ok", "again", "later", "gone", "stale"} {
-		params = append(params, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
-	}
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: params}); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"q"}, Limit: len(params), Lease: time.Minute, Owner: "w"})
-	if err != nil || len(jobs) != len(params) {
-		t.Fatalf("claimed %d jobs (%v), want %d", len(jobs), err, len(params))
-	}
+	s := openTestStore(t)
+	jobs := claimJobs(t, s, "ok", "again", "later", "gone", "stale")
 	fail := &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
 	kinds := map[string]*errand.JobOutcome{
 		"ok":    {Kind: errand.OutcomeSucceeded},

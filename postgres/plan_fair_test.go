@@ -3,8 +3,6 @@ package postgres
 import (
 	"strings"
 	"testing"
-
-	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // TestFairClaimPlan pins the fair claim's plan on a never-analyzed table
@@ -14,13 +12,8 @@ import (
 // nothing reads the whole table or sorts a key's backlog (only the
 // candidates, at most the limit per key, and the keys served are sorted).
 func TestFairClaimPlan(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	for _, q := range []string{
 		`ALTER TABLE {jobs} SET (autovacuum_enabled = false)`,
 		`INSERT INTO {jobs} (id, queue, kind, args, priority, state, max_attempts, available_at, created_at, fairness_key)

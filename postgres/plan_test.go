@@ -16,13 +16,8 @@ import (
 // that must stay cheap on a large table, after a bulk load and ANALYZE:
 // each reads the index made for it.
 func TestQueryPlans(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	// 20,000 waiting jobs: half ready, half scheduled over the next hours,
 	// a quarter with one of 50 ordering keys.
 	for b := range 20 {

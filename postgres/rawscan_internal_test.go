@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -17,13 +16,8 @@ import (
 // set and for one with none, and the text-format results it cannot read
 // fall back to Scan with the same jobs.
 func TestClaimedJobsDecodeAsScanned(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t)
 	params := []*errand.JobInsertParams{
 		{ID: "bare", Queue: "q", Kind: "k", Args: json.RawMessage(`{"a":1}`), ArgsVersion: 1, MaxAttempts: 3},
 		{ID: "full", Queue: "q", Kind: "k", Args: json.RawMessage(`{"é":"ü"}`), ArgsVersion: 2, Priority: -3, MaxAttempts: 7,
