@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/cputime"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -87,7 +88,7 @@ func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency in
 	}
 
 	b.ReportAllocs()
-	cpu0, cpuOK := processCPU()
+	cpu0, cpuOK := cputime.Process()
 	b.ResetTimer()
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
@@ -98,7 +99,7 @@ func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency in
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu1, ok := processCPU()
+	cpu1, ok := cputime.Process()
 
 	if err := w.Stop(ctx); err != nil {
 		b.Fatal(err)

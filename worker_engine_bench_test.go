@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/cputime"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkWorkerEngine(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			cpu0, cpuOK := processCPU()
+			cpu0, cpuOK := cputime.Process()
 			b.ResetTimer()
 			if err := w.Start(ctx); err != nil {
 				b.Fatal(err)
@@ -55,7 +56,7 @@ func BenchmarkWorkerEngine(b *testing.B) {
 				time.Sleep(time.Millisecond)
 			}
 			b.StopTimer()
-			cpu1, ok := processCPU()
+			cpu1, ok := cputime.Process()
 			if err := w.Stop(ctx); err != nil {
 				b.Fatal(err)
 			}

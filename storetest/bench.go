@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/cputime"
 )
 
 // The hot-path benchmarks below time one step of a job's life each, the
@@ -154,7 +155,7 @@ func BenchmarkInsertMany[TTx any](b *testing.B, open func(testing.TB) errand.TxS
 	}
 	defer c.Close()
 	ps := make([]errand.EnqueueParams, batch)
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Process()
 	start := time.Now()
 	for b.Loop() {
 		for i := range ps {
@@ -165,7 +166,7 @@ func BenchmarkInsertMany[TTx any](b *testing.B, open func(testing.TB) errand.TxS
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "jobs/s")
-	if cpu1, ok := cpuTime(); ok && cpuOK {
+	if cpu1, ok := cputime.Process(); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N*batch), "cpu-ns/job")
 	}
 }
