@@ -18,7 +18,8 @@ type gatedClaims struct {
 	errand.TxStore[*sql.Tx]
 	holding    atomic.Bool
 	arrived    chan *gatedClaim
-	inFlight   atomic.Int32 // claims inside JobClaimMany now
+	over       chan struct{} // closed when the test ends: held claims fail
+	inFlight   atomic.Int32  // claims inside JobClaimMany now
 	mostAtOnce atomic.Int32
 }
 
@@ -28,7 +29,7 @@ type gatedClaim struct {
 }
 
 func newGatedClaims(s errand.TxStore[*sql.Tx]) *gatedClaims {
-	return &gatedClaims{TxStore: s, arrived: make(chan *gatedClaim, 16)}
+	return &gatedClaims{TxStore: s, arrived: make(chan *gatedClaim, 16), over: make(chan struct{})}
 }
 
 func (g *gatedClaims) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
@@ -43,8 +44,13 @@ func (g *gatedClaims) JobClaimMany(ctx context.Context, p *errand.JobClaimParams
 	if g.holding.Load() {
 		c := &gatedClaim{limit: p.Limit, release: make(chan error, 1)}
 		g.arrived <- c
-		if err := <-c.release; err != nil {
-			return nil, err
+		select {
+		case err := <-c.release:
+			if err != nil {
+				return nil, err
+			}
+		case <-g.over:
+			return nil, errors.New("the test is over")
 		}
 	}
 	return g.TxStore.JobClaimMany(ctx, p)
@@ -124,6 +130,7 @@ func newBusyQueueTest(t *testing.T, cfg *errand.WorkerConfig) (*busyQueueTest, *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		close(b.gate.over) // a test that failed holding claims does not hang its Stop
 		close(b.quit)
 		w.Stop(context.Background())
 	})
