@@ -139,7 +139,10 @@
 // [WorkerConfig].MaxWorkers the queues also share a total capacity by
 // [WorkerConfig].QueueWeights when all are busy, and a worker claims only
 // as many jobs as it has free slots (a busy queue keeps up to two claims in
-// flight, each for slots it reserves). While a handler runs, its lease is
+// flight, each for slots it reserves). A slot is a running handler's: on a
+// store that writes in parallel ([ParallelWriter], PostgreSQL), a job that
+// succeeded gives its slot back when its outcome is handed over to be
+// written, at most one such outcome per slot. While a handler runs, its lease is
 // renewed every third of [WorkerConfig].Lease; a renewal that finds the
 // lease lost cancels the handler and writes nothing. Outcomes are recorded
 // in batches, each fenced by its own token. The worker records itself in a

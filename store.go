@@ -101,6 +101,21 @@ type NextDueClaimer interface {
 	JobClaimManyNextDue(ctx context.Context, params *JobClaimParams, next *JobNextDueParams) ([]*Job, JobNextDueResult, error)
 }
 
+// ParallelWriter is an optional capability of a Store: it reports whether
+// the store runs write transactions side by side, as PostgreSQL does, rather
+// than one at a time, as SQLite's one writer does. A [Worker] on a store
+// that writes in parallel frees a successful job's slot as soon as its
+// outcome is handed over to be written, so that the next job is claimed
+// while the write is in flight; at most one such outcome per slot waits
+// with its slot freed, so a queue of n slots runs at most n handlers and
+// holds at most 2n jobs. On a store that writes one at a time those small
+// claims would queue behind the very writes they were meant to overlap,
+// so there a slot frees once its job's outcome is written. errand/postgres
+// implements it.
+type ParallelWriter interface {
+	WritesInParallel() bool
+}
+
 // FairClaimer is the optional capability of fair claims: sharing a queue
 // round-robin among fairness keys (see [EnqueueOpts].FairnessKey), so that
 // one key's burst does not delay another key's jobs behind it. A [Worker]

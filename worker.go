@@ -403,6 +403,9 @@ func changesSchedule(job *Job, res *WorkResult) bool {
 // scheduled or retrying job comes due, whichever comes first.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
 	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
+	if pw, ok := w.c.store.(ParallelWriter); ok && pw.WritesInParallel() {
+		slots.early = make(chan struct{}, n)
+	}
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
@@ -580,6 +583,24 @@ type queueSlots struct {
 	queue  string
 	tokens chan struct{}
 	freed  chan struct{}
+	// early, when not nil, holds a token for each job whose slot was
+	// given back before its outcome was written (see ParallelWriter): at
+	// most one per slot, so that the queue holds at most twice its slots.
+	early chan struct{}
+}
+
+// releaseEarly takes an early token for a job whose outcome is about to
+// be handed over, and reports whether it got one.
+func (s *queueSlots) releaseEarly() bool {
+	if s.early == nil {
+		return false
+	}
+	select {
+	case s.early <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 // free gives a job's slot back without waking the claim loop: the outcome
@@ -634,7 +655,9 @@ func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res
 // without waiting for it to be written, and reports whether it did. The
 // rest (the result to subscribers and the observer, the counters, and
 // release, which frees the job's slot) runs once its batch is written, on
-// the goroutine that wrote it. The attempt's own goroutine ends at once: a
+// the goroutine that wrote it; on a store that writes in parallel the slot
+// frees at the handover instead, while the queue has an early token left
+// (see ParallelWriter). The attempt's own goroutine ends at once: a
 // busy worker no longer keeps a goroutine waiting for each outcome in
 // flight, for the garbage collector to scan and the scheduler to wake.
 // Every other attempt (a failure, a lost lease, a job of a batch or a
@@ -650,19 +673,33 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 	res, o := w.c.startRecord(a)
 	w.running.Add(1) // Stop waits for the outcome as for the attempt
 	queue := slots.queue
-	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), func(r OutcomeResult, err error) bool {
+	early := slots.releaseEarly()
+	// held gives back what the job holds once its outcome is recorded: its
+	// slot, or its early token when the slot went back at the handover.
+	held := func() bool {
+		if early {
+			<-slots.early
+			return false
+		}
+		return true
+	}
+	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r OutcomeResult, err error) bool {
 		defer w.running.Done()
 		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
 			// Nothing to try again, as record would find.
 			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
-			return true
+			return held()
 		}
 		if err != nil {
 			// The write failed: record it as any other outcome, with
 			// retries while the lease lasts, on a goroutine of its own,
-			// which frees the slot.
+			// which frees what the job holds.
 			w.running.Go(func() {
-				defer slots.release()
+				defer func() {
+					if held() {
+						slots.release()
+					}
+				}()
 				res, err := w.c.record(ctx, a, w.write)
 				w.finishRecord(ctx, queue, a, res, err)
 			})
@@ -670,11 +707,17 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 		}
 		w.c.endRecord(ctx, a, o, res, r)
 		w.finishRecord(ctx, queue, a, res, nil)
-		return true
+		return held()
 	}, slots)
 	if err != nil {
+		if early {
+			<-slots.early
+		}
 		w.running.Done()
 		return false
+	}
+	if early {
+		slots.release()
 	}
 	return true
 }

@@ -52,12 +52,17 @@ type outcomeRequest struct {
 	// back: see submit.
 	done  func(OutcomeResult, error) bool
 	slots *queueSlots
+	// detached: the job's slot was given back at the handover, so the
+	// outcome does not count among those of jobs still held (waiting).
+	detached bool
 }
 
 // answer hands the result of req's outcome to its sender, and reports
 // whether req's slot is to be given back.
 func (req *outcomeRequest) answer(b *outcomeBatcher, r OutcomeResult, err error) bool {
-	b.waiting.Add(-1)
+	if !req.detached {
+		b.waiting.Add(-1)
+	}
 	if req.done != nil {
 		return req.done(r, err) && req.slots != nil
 	}
@@ -222,14 +227,18 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Ti
 // outcomes of the attempts that need nothing more than to be recorded, so
 // that their goroutines end with their handlers instead of waiting, by the
 // hundred, for their batches.
-func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.Time, done func(OutcomeResult, error) bool, slots *queueSlots) error {
-	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots}, until)
+func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.Time, detached bool, done func(OutcomeResult, error) bool, slots *queueSlots) error {
+	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots, detached: detached}, until)
 }
 
 // hand gives req to the batcher, waiting for room until the lease ends
 // (until) or ctx does.
 func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
-	b.waiting.Add(1) // before the batcher can answer it
+	held := int64(1) // the outcomes of jobs still held count in waiting
+	if req.detached {
+		held = 0
+	}
+	b.waiting.Add(held) // before the batcher can answer it
 	select {
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
@@ -246,11 +255,11 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 		t.Stop()
 		return nil
 	case <-t.C():
-		b.waiting.Add(-1)
+		b.waiting.Add(-held)
 		return context.DeadlineExceeded
 	case <-ctx.Done():
 		t.Stop()
-		b.waiting.Add(-1)
+		b.waiting.Add(-held)
 		return context.Cause(ctx)
 	}
 }
@@ -332,7 +341,10 @@ type WorkerRunStats struct {
 	// worker puts on the store, governed by the poll interval.
 	Claims     int64
 	IdleClaims int64
-	// JobsRunning is how many jobs the worker holds now.
+	// JobsRunning is how many jobs hold one of the worker's slots now:
+	// their handlers run, or their outcomes wait to be written (on a store
+	// that writes in parallel, a successful job's slot frees as soon as
+	// its outcome is handed over; see [ParallelWriter]).
 	JobsRunning int64
 	// JobsCompleted counts attempts finished and recorded, whatever the
 	// outcome (succeeded, retrying, dead, snoozed).

@@ -410,3 +410,9 @@ func badValue(err error) error {
 	}
 	return err
 }
+
+var _ errand.ParallelWriter = (*Store)(nil)
+
+// WritesInParallel implements [errand.ParallelWriter]: PostgreSQL's
+// transactions lock rows, not the database.
+func (s *Store) WritesInParallel() bool { return true }
