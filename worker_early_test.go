@@ -51,23 +51,30 @@ func (g *gatedOutcomes) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 	return g.TxStore.JobRecordOutcomes(ctx, p)
 }
 
-// earlyTest is a worker of one queue of one slot whose no-op jobs report
-// their start, on a store whose outcome writes are held.
+// earlyTest is a worker of one queue of one slot whose jobs report their
+// start and return when the test lets them, on a store whose outcome
+// writes are held.
 type earlyTest struct {
 	t       *testing.T
 	gate    *gatedOutcomes
 	c       *errand.Client[*sql.Tx]
 	w       *errand.Worker
 	started chan string
+	finish  chan struct{}
+	quit    chan struct{}
 }
 
 func newEarlyTest(t *testing.T, parallel bool, jobs int) (*earlyTest, []string) {
-	e := &earlyTest{t: t, started: make(chan string, 16)}
+	e := &earlyTest{t: t, started: make(chan string, 16), finish: make(chan struct{}), quit: make(chan struct{})}
 	e.gate = &gatedOutcomes{TxStore: openStore(t, nil), parallel: parallel, arrived: make(chan *gatedWrite, 16), over: make(chan struct{})}
 	e.gate.holding.Store(true)
 	e.c = newClient(t, e.gate, &errand.Config{Kinds: kindsOf([]testKind{{Name: "step",
 		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
 			e.started <- j.ID
+			select {
+			case <-e.finish:
+			case <-e.quit:
+			}
 			return nil
 		})}})})
 	ids := e.enqueue(jobs)
@@ -84,6 +91,7 @@ func newEarlyTest(t *testing.T, parallel bool, jobs int) (*earlyTest, []string) 
 		// held writes fail, and the retries go through.
 		e.gate.holding.Store(false)
 		close(e.gate.over)
+		close(e.quit)
 		ctx, cancel := context.WithTimeout(context.Background(), clockWait)
 		defer cancel()
 		w.Stop(ctx)
@@ -99,8 +107,8 @@ func (e *earlyTest) enqueue(n int) []string {
 	return ids
 }
 
-// start waits for the job id to start.
-func (e *earlyTest) start(id, when string) {
+// run waits for the job id to start, and lets it return.
+func (e *earlyTest) run(id, when string) {
 	e.t.Helper()
 	select {
 	case got := <-e.started:
@@ -110,6 +118,7 @@ func (e *earlyTest) start(id, when string) {
 	case <-time.After(clockWait):
 		e.t.Fatalf("%s: job %s did not start within %s", when, id, clockWait)
 	}
+	e.finish <- struct{}{}
 }
 
 // noStart checks that no job starts for a while: a job that a slot let
@@ -164,9 +173,9 @@ func (e *earlyTest) succeeded(ids []string) {
 // two jobs.
 func TestParallelWriterFreesSlotAtHandover(t *testing.T) {
 	e, ids := newEarlyTest(t, true, 3)
-	e.start(ids[0], "first")
+	e.run(ids[0], "first")
 	w1 := e.write("the first job's outcome", ids[0])
-	e.start(ids[1], "while the first job's outcome is written")
+	e.run(ids[1], "while the first job's outcome is written")
 	// The second job's outcome waits behind the write in flight and keeps
 	// its slot: the third job must wait.
 	e.noStart("with one outcome written and one waiting")
@@ -174,7 +183,7 @@ func TestParallelWriterFreesSlotAtHandover(t *testing.T) {
 	w2 := e.write("the second job's outcome", ids[1])
 	e.noStart("while the second job's outcome, which kept its slot, is written")
 	w2.release <- nil
-	e.start(ids[2], "once the second job's outcome is written")
+	e.run(ids[2], "once the second job's outcome is written")
 	e.write("the third job's outcome", ids[2]).release <- nil
 	e.succeeded(ids)
 }
@@ -183,11 +192,11 @@ func TestParallelWriterFreesSlotAtHandover(t *testing.T) {
 // time, a job's slot frees only once its outcome is written.
 func TestSerialWriterFreesSlotOnceWritten(t *testing.T) {
 	e, ids := newEarlyTest(t, false, 2)
-	e.start(ids[0], "first")
+	e.run(ids[0], "first")
 	w1 := e.write("the first job's outcome", ids[0])
 	e.noStart("while the first job's outcome is written")
 	w1.release <- nil
-	e.start(ids[1], "once the first job's outcome is written")
+	e.run(ids[1], "once the first job's outcome is written")
 	e.write("the second job's outcome", ids[1]).release <- nil
 	e.succeeded(ids)
 }
@@ -198,9 +207,9 @@ func TestSerialWriterFreesSlotOnceWritten(t *testing.T) {
 // holds none, and the next job's slot still frees at its handover.
 func TestParallelWriterFailedWriteKeepsAccounts(t *testing.T) {
 	e, ids := newEarlyTest(t, true, 2)
-	e.start(ids[0], "first")
+	e.run(ids[0], "first")
 	w1 := e.write("the first job's outcome", ids[0])
-	e.start(ids[1], "while the first job's outcome is written")
+	e.run(ids[1], "while the first job's outcome is written")
 	w1.release <- errors.New("connection reset by peer")
 	// The first job's outcome is written again, and the second's: in one
 	// write or two, in either order.
@@ -218,9 +227,9 @@ func TestParallelWriterFailedWriteKeepsAccounts(t *testing.T) {
 
 	more := e.enqueue(2)
 	e.c.Wake(errand.DefaultQueue)
-	e.start(more[0], "after the failed write")
+	e.run(more[0], "after the failed write")
 	w3 := e.write("the next job's outcome", more[0])
-	e.start(more[1], "while the next job's outcome is written")
+	e.run(more[1], "while the next job's outcome is written")
 	w3.release <- nil
 	e.write("the last job's outcome", more[1]).release <- nil
 	e.succeeded(append(ids, more...))
