@@ -105,12 +105,13 @@ type NextDueClaimer interface {
 // the store runs write transactions side by side, as PostgreSQL does, rather
 // than one at a time, as SQLite's one writer does. A [Worker] on a store
 // that writes in parallel frees a successful job's slot as soon as its
-// outcome is handed over to be written, so that the next job is claimed
-// while the write is in flight; at most one such outcome per slot waits
+// outcome is handed over to be written, and wakes its claim loop as the
+// batch's write starts, so that one claim for every slot the batch's jobs
+// freed runs beside the write; at most one such outcome per slot waits
 // with its slot freed, so a queue of n slots runs at most n handlers and
-// holds at most 2n jobs. On a store that writes one at a time those small
-// claims would queue behind the very writes they were meant to overlap,
-// so there a slot frees once its job's outcome is written. errand/postgres
+// holds at most 2n jobs. On a store that writes one at a time the claims
+// would queue behind the very writes they were meant to overlap, so there
+// a slot frees once its job's outcome is written. errand/postgres
 // implements it.
 type ParallelWriter interface {
 	WritesInParallel() bool

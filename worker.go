@@ -656,8 +656,9 @@ func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res
 // rest (the result to subscribers and the observer, the counters, and
 // release, which frees the job's slot) runs once its batch is written, on
 // the goroutine that wrote it; on a store that writes in parallel the slot
-// frees at the handover instead, while the queue has an early token left
-// (see ParallelWriter). The attempt's own goroutine ends at once: a
+// frees at the handover instead, while the queue has an early token left,
+// and the batcher wakes the claim loop as the batch's write starts (see
+// ParallelWriter). The attempt's own goroutine ends at once: a
 // busy worker no longer keeps a goroutine waiting for each outcome in
 // flight, for the garbage collector to scan and the scheduler to wake.
 // Every other attempt (a failure, a lost lease, a job of a batch or a
@@ -682,6 +683,12 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 			return false
 		}
 		return true
+	}
+	if early {
+		// Freed before the handover, so that the batcher, which wakes the
+		// claim loop when it starts the write, never wakes it for a slot
+		// not yet free.
+		slots.free()
 	}
 	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r OutcomeResult, err error) bool {
 		defer w.running.Done()
@@ -709,15 +716,19 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 		w.finishRecord(ctx, queue, a, res, nil)
 		return held()
 	}, slots)
+	if err != nil && early {
+		// Not handed over, and the slot already free: record it here,
+		// holding the early token until it is.
+		slots.wake()
+		res, err := w.c.record(ctx, a, w.write)
+		w.finishRecord(ctx, queue, a, res, err)
+		<-slots.early
+		w.running.Done()
+		return true
+	}
 	if err != nil {
-		if early {
-			<-slots.early
-		}
 		w.running.Done()
 		return false
-	}
-	if early {
-		slots.release()
 	}
 	return true
 }

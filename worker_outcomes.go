@@ -146,6 +146,7 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 			}
 			if len(batch) > 0 && !wait && (inFlight == 0 || full && inFlight < maxOutcomeWrites) {
 				inFlight++
+				wakeDetached(batch)
 				go func(batch []outcomeRequest) {
 					b.flush(ctx, batch)
 					clear(batch) // drop the outcomes and their callbacks
@@ -183,6 +184,21 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// wakeDetached wakes the claim loops of the queues whose jobs gave their
+// slots back when they handed over an outcome of batch (detached), as the
+// batch's write starts: their next claim goes out beside the write, for
+// every slot the batch's jobs freed, rather than one claim for each job
+// as it finished.
+func wakeDetached(batch []outcomeRequest) {
+	var last *queueSlots
+	for i := range batch {
+		if s := batch[i].slots; batch[i].detached && s != nil && s != last {
+			s.wake()
+			last = s
+		}
+	}
 }
 
 // othersRunning reports whether the worker holds jobs whose outcomes have
