@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // gatedOutcomes is a store whose outcome writes the test can hold at a
@@ -233,4 +236,97 @@ func TestParallelWriterFailedWriteKeepsAccounts(t *testing.T) {
 	w3.release <- nil
 	e.write("the last job's outcome", more[1]).release <- nil
 	e.succeeded(append(ids, more...))
+}
+
+// TestPostgresDrainRunsEachJobOnce: on PostgreSQL, where a job's slot frees
+// when its outcome is handed over, a worker stopped in the middle of a
+// drain records every outcome it handed over before Stop returns, and a
+// second worker finishes the rest: every job runs exactly once and ends
+// succeeded.
+func TestPostgresDrainRunsEachJobOnce(t *testing.T) {
+	url := pgtest.URL(t)
+	s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgtest.Schema(t, url), MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.SQL(nil)
+	t.Cleanup(func() { v.Close() })
+	if pw, ok := errand.TxStore[*sql.Tx](v).(errand.ParallelWriter); !ok || !pw.WritesInParallel() {
+		t.Fatal("the PostgreSQL store does not say that it writes in parallel")
+	}
+	const jobs = 3000
+	var mu sync.Mutex
+	runs := make(map[string]int, jobs)
+	var ran atomic.Int64
+	// Closed when a third of the jobs have run, and when all have.
+	third, all := make(chan struct{}), make(chan struct{})
+	c := handlerClient(t, v, func(ctx context.Context, j *errand.Job) error {
+		mu.Lock()
+		runs[j.ID]++
+		mu.Unlock()
+		switch ran.Add(1) {
+		case jobs / 3:
+			close(third)
+		case jobs:
+			close(all)
+		}
+		return nil
+	})
+	params := make([]errand.EnqueueParams, jobs)
+	for i := range params {
+		params[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "task"}}
+	}
+	enqueued, err := c.EnqueueMany(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	work := func(until <-chan struct{}) errand.WorkerRunStats {
+		t.Helper()
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 100}, PollInterval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-until:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%d of %d jobs ran within 2m", ran.Load(), jobs)
+		}
+		if err := w.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return w.Stats()
+	}
+	// Stopped with jobs still waiting, and outcomes in flight.
+	first := work(third)
+	if first.JobsCompleted >= jobs {
+		t.Fatalf("the first worker ran all %d jobs before its Stop", jobs)
+	}
+	if first.JobsRunning != 0 {
+		t.Errorf("the stopped worker holds %d jobs, want none", first.JobsRunning)
+	}
+	if first.JobsCompleted != ran.Load() {
+		t.Errorf("the stopped worker recorded %d outcomes of the %d jobs it ran", first.JobsCompleted, ran.Load())
+	}
+	second := work(all)
+	if lost := first.LeasesLost + second.LeasesLost; lost != 0 {
+		t.Errorf("%d leases lost", lost)
+	}
+	js, err := c.List(context.Background(), &errand.ListOpts{States: []errand.JobState{errand.StateSucceeded}, Limit: jobs + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != jobs {
+		t.Errorf("%d jobs succeeded, want %d", len(js), jobs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range enqueued {
+		if n := runs[r.Job.ID]; n != 1 {
+			t.Errorf("job %s ran %d times, want once", r.Job.ID, n)
+		}
+	}
 }
