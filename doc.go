@@ -142,16 +142,16 @@
 // flight, each for slots it reserves). A slot is a running handler's: on a
 // store that writes in parallel ([ParallelWriter], PostgreSQL), a job that
 // succeeded gives its slot back when its outcome is handed over to be
-// written, at most one such outcome per slot. While a handler runs, its lease is
-// renewed every third of [WorkerConfig].Lease; a renewal that finds the
-// lease lost cancels the handler and writes nothing. Outcomes are recorded
-// in batches, each fenced by its own token. The worker records itself in a
-// registry ([Client.Workers]), with its queues and the kinds it has handlers
-// for, and heartbeats there; [Client.Stats] names the waiting kinds that no
-// live worker handles, such as a misspelt one. Stop stops claiming at
-// once, shows the worker draining in the registry, lets running jobs finish
-// until its context ends, then gives the rest back without counting their
-// attempt.
+// written, at most one such outcome per slot. While a handler runs, its
+// lease is renewed every third of [WorkerConfig].Lease; a renewal that
+// finds the lease lost cancels the handler and writes nothing. Outcomes are
+// recorded in batches, each fenced by its own token. The worker records
+// itself in a registry ([Client.Workers]), with its queues and the kinds it
+// has handlers for, and heartbeats there; [Client.Stats] names the waiting
+// kinds that no live worker handles, such as a misspelt one. Stop stops
+// claiming at once, shows the worker draining in the registry, lets running
+// jobs finish until its context ends, then gives the rest back without
+// counting their attempt.
 //
 // An idle queue waits for a wake-up, its poll interval, or the moment its
 // next scheduled or retrying job comes due, whichever comes first: it asks

@@ -569,8 +569,7 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*Jo
 			}
 			defer slots.release()
 			defer a.waitHandler() // the slot is the handler's until it returns
-			res, err := w.c.record(runCtx, a, w.write)
-			w.finishRecord(runCtx, slots.queue, a, res, err)
+			w.recordNow(runCtx, slots.queue, a)
 		})
 	}
 }
@@ -626,6 +625,13 @@ func (s *queueSlots) wake() {
 func (s *queueSlots) release() {
 	s.free()
 	s.wake()
+}
+
+// recordNow records a's outcome, retrying while the lease lasts, and
+// finishes it.
+func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
+	res, err := w.c.record(ctx, a, w.write)
+	w.finishRecord(ctx, queue, a, res, err)
 }
 
 // finishRecord does a worker's part once record has recorded a's outcome
@@ -707,8 +713,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 						slots.release()
 					}
 				}()
-				res, err := w.c.record(ctx, a, w.write)
-				w.finishRecord(ctx, queue, a, res, err)
+				w.recordNow(ctx, queue, a)
 			})
 			return false
 		}
@@ -720,8 +725,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 		// Not handed over, and the slot already free: record it here,
 		// holding the early token until it is.
 		slots.wake()
-		res, err := w.c.record(ctx, a, w.write)
-		w.finishRecord(ctx, queue, a, res, err)
+		w.recordNow(ctx, queue, a)
 		<-slots.early
 		w.running.Done()
 		return true
