@@ -14,7 +14,7 @@ import (
 // server busy while the worker runs the jobs of the last; on SQLite's one
 // writer they run one after the other, as before. A worker draining a
 // PostgreSQL queue at concurrency 1,000 did about a tenth more jobs per
-// second with a second claim in flight (bench/RESULTS.md), and a third
+// second with a second claim in flight (bench/HISTORY.md), and a third
 // added nothing.
 const maxClaimsInFlight = 2
 
