@@ -1,0 +1,92 @@
+package errand_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+)
+
+// TestClaimedJobsStartWhateverTheOthersDo: a handler that waits never
+// holds up the jobs claimed with it. In a claim of 300, either every job
+// waits until all 300 have started, or the first waits until the other 299
+// have ended: a worker that ran a claim's jobs one after another, or on
+// fewer goroutines than they need, would finish none of them.
+func TestClaimedJobsStartWhateverTheOthersDo(t *testing.T) {
+	const n = 300
+	const bound = 30 * time.Second // for a loaded machine, not a speed check
+	for _, everyWaits := range []bool{true, false} {
+		name := "the first waits for the others to end"
+		if everyWaits {
+			name = "every job waits for all to start"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newTestClock()
+			s := openStore(t, clock)
+			var started, ended atomic.Int64
+			all := make(chan struct{})
+			handler := func(ctx context.Context, j *errand.Job) error {
+				i := started.Add(1)
+				defer ended.Add(1)
+				if i == n {
+					close(all)
+				}
+				switch {
+				case everyWaits:
+					select {
+					case <-all:
+					case <-time.After(bound):
+						return errand.Permanent(fmt.Errorf("%d of %d jobs started", started.Load(), n))
+					}
+				case i == 1:
+					for deadline := time.Now().Add(bound); ended.Load() < n-1; time.Sleep(time.Millisecond) {
+						if time.Now().After(deadline) {
+							return errand.Permanent(fmt.Errorf("%d of %d other jobs ended", ended.Load(), n-1))
+						}
+					}
+				}
+				return nil
+			}
+			c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+				Name: "gather", Handler: errand.HandlerFunc(handler),
+			}})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := make([]errand.EnqueueParams, n)
+			for i := range ps {
+				ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "gather"}}
+			}
+			if _, err := c.EnqueueMany(ctx, ps); err != nil {
+				t.Fatal(err)
+			}
+			w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			workerWaitFor(t, time.Minute, func() bool { return w.Stats().JobsCompleted >= n })
+			if err := w.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			js, err := c.List(ctx, &errand.ListOpts{Limit: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js) != n {
+				t.Fatalf("listed %d jobs, want %d", len(js), n)
+			}
+			for _, j := range js {
+				if j.State != errand.StateSucceeded {
+					t.Fatalf("job %s: %s (%+v), want succeeded", j.ID, j.State, j.LastError)
+				}
+			}
+		})
+	}
+}
