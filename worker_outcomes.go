@@ -38,9 +38,14 @@ type outcomeBatcher struct {
 	abandoned *atomic.Bool
 	reqs      chan outcomeRequest
 	done      chan struct{}
-	// waiting counts the outcomes handed over and not yet answered: with
-	// stats.running, the jobs held, it tells whether other jobs are still
-	// running (see outcomeLinger).
+	// waiting counts the outcomes the batcher has taken and not yet
+	// answered: with stats.running, the jobs held, it tells whether other
+	// jobs are still running (see outcomeLinger). An outcome is counted
+	// when the batcher takes it, not when it is handed over, so that the
+	// batcher never finds a job ended whose outcome it has not seen: a
+	// batch written without that outcome would free its slot alone, and
+	// the claim for it alone would split the jobs of later claims into
+	// writes of their own for as long as the queue stays busy.
 	waiting atomic.Int64
 }
 
@@ -133,7 +138,30 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 		linger := time.NewTimer(outcomeLinger)
 		linger.Stop()
 		lingering, lingered := false, false // the timer runs; it ran out for this batch
+		add := func(req outcomeRequest) {
+			if !req.detached {
+				b.waiting.Add(1)
+			}
+			if batch == nil {
+				if n := len(spare); n > 0 {
+					batch, spare = spare[n-1], spare[:n-1]
+				} else {
+					batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+				}
+			}
+			batch = append(batch, req)
+		}
 		for reqs != nil || len(batch) > 0 || inFlight > 0 {
+			// The outcomes already handed over join the batch at once,
+			// before the batcher decides whether to write it.
+			for len(batch) < maxOutcomeBatch && reqs != nil && len(reqs) > 0 {
+				req, ok := <-reqs
+				if !ok {
+					reqs = nil
+					break
+				}
+				add(req)
+			}
 			full := len(batch) == maxOutcomeBatch
 			wait := len(batch) > 0 && inFlight == 0 && !full && !lingered && reqs != nil && b.othersRunning()
 			if wait && !lingering {
@@ -168,14 +196,7 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 					reqs = nil
 					continue
 				}
-				if batch == nil {
-					if n := len(spare); n > 0 {
-						batch, spare = spare[n-1], spare[:n-1]
-					} else {
-						batch = make([]outcomeRequest, 0, maxOutcomeBatch)
-					}
-				}
-				batch = append(batch, req)
+				add(req)
 			case done := <-written:
 				inFlight--
 				spare = append(spare, done)
@@ -201,8 +222,8 @@ func wakeDetached(batch []outcomeRequest) {
 	}
 }
 
-// othersRunning reports whether the worker holds jobs whose outcomes have
-// not been handed over yet.
+// othersRunning reports whether the worker holds jobs whose outcomes the
+// batcher has not taken yet.
 func (b *outcomeBatcher) othersRunning() bool {
 	return b.stats.running.Load() > b.waiting.Load()
 }
@@ -250,11 +271,6 @@ func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.T
 // hand gives req to the batcher, waiting for room until the lease ends
 // (until) or ctx does.
 func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
-	held := int64(1) // the outcomes of jobs still held count in waiting
-	if req.detached {
-		held = 0
-	}
-	b.waiting.Add(held) // before the batcher can answer it
 	select {
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
@@ -271,11 +287,9 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 		t.Stop()
 		return nil
 	case <-t.C():
-		b.waiting.Add(-held)
 		return context.DeadlineExceeded
 	case <-ctx.Done():
 		t.Stop()
-		b.waiting.Add(-held)
 		return context.Cause(ctx)
 	}
 }

@@ -258,3 +258,48 @@ func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
 		b.stop()
 	})
 }
+
+// TestOutcomeBatcherTakesEveryHandedOutcome: the outcomes of jobs held
+// that have been handed over all go in one write, even when the batcher
+// finds them already waiting as it starts. A batcher that counted an
+// outcome as seen once it was handed over, not once it had taken it,
+// wrote the first alone (no other job seemed to be running) and the rest
+// after it: at concurrency 10 a busy worker's claims then split into one
+// job and nine for as long as it stayed busy.
+func TestOutcomeBatcherTakesEveryHandedOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3
+		store := &heldOutcomes{started: make(chan heldCall, n)}
+		stats := &workerCounters{}
+		stats.running.Store(n) // the n jobs whose outcomes these are
+		b := newOutcomeBatcher(store, stats, false)
+		b.clock = systemTime{}
+		b.timeout = time.Hour
+		answered := make(chan struct{}, n)
+		for i := range n {
+			o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
+			err := b.submit(t.Context(), o, time.Now().Add(time.Hour), false, func(OutcomeResult, error) bool {
+				answered <- struct{}{}
+				return false
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.start(t.Context())
+		synctest.Wait()
+		var sizes []int
+		for len(store.started) > 0 {
+			c := <-store.started
+			sizes = append(sizes, c.size)
+			close(c.release)
+		}
+		if len(sizes) != 1 || sizes[0] != n {
+			t.Fatalf("writes began: %v outcomes each, want one of %d", sizes, n)
+		}
+		for range n {
+			<-answered
+		}
+		b.stop()
+	})
+}
