@@ -586,6 +586,9 @@ type queueSlots struct {
 	// given back before its outcome was written (see ParallelWriter): at
 	// most one per slot, so that the queue holds at most twice its slots.
 	early chan struct{}
+	// writing counts the jobs that hold a slot and whose outcome is with
+	// the outcome batcher: their slots free when its write ends.
+	writing atomic.Int64
 }
 
 // releaseEarly takes an early token for a job whose outcome is about to
@@ -695,9 +698,14 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 		// claim loop when it starts the write, never wakes it for a slot
 		// not yet free.
 		slots.free()
+	} else {
+		slots.writing.Add(1)
 	}
 	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r OutcomeResult, err error) bool {
 		defer w.running.Done()
+		if !early {
+			slots.writing.Add(-1)
+		}
 		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
 			// Nothing to try again, as record would find.
 			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
@@ -731,6 +739,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 		return true
 	}
 	if err != nil {
+		slots.writing.Add(-1)
 		w.running.Done()
 		return false
 	}

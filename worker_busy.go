@@ -59,6 +59,20 @@ func (b *busyClaims) room(free int) bool {
 	return free >= max(1, b.n/4)
 }
 
+// freeingSoon reports whether a busy queue with free slots and no claim in
+// flight should wait for more to free before it claims: when fewer than a
+// quarter of its slots are free and the jobs whose outcomes are being
+// written hold enough to make a quarter. Their slots free as the write
+// ends, so one claim then takes them all, rather than a claim for the few
+// free now and another behind it; the outcomes of those two claims would
+// then be written apart, and the split would last. Slots held by running
+// handlers never hold a claim back: they free when the handler returns,
+// which may be a long time.
+func (b *busyClaims) freeingSoon(free int, slots *queueSlots) bool {
+	quarter := max(1, b.n/4)
+	return free < quarter && free+int(slots.writing.Load()) >= quarter
+}
+
 // The next step of a queue loop after claimAhead.
 const (
 	aheadPlain = iota // no claim in flight: claim as an idle queue does
@@ -74,6 +88,14 @@ const (
 func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, qc *queueClaimer, poll Timer, idle *bool) int {
 	free := b.n - len(slots.tokens) - b.reserved
 	if !*idle && b.room(free) && w.pipelines(qc) && loopCtx.Err() == nil {
+		if b.inFlight == 0 && b.freeingSoon(free, slots) {
+			select {
+			case <-loopCtx.Done():
+				return aheadStop
+			case <-slots.freed:
+				return aheadAgain
+			}
+		}
 		b.send(w, loopCtx, qc, slots.queue, free)
 		return aheadAgain
 	}
