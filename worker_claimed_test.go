@@ -90,3 +90,62 @@ func TestClaimedJobsStartWhateverTheOthersDo(t *testing.T) {
 		})
 	}
 }
+
+// TestBusyQueueClaimsBesideWaitingHandlers: a busy queue waits for more
+// slots to free before it claims only when outcome writes hold them, never
+// for handlers still running. Here seven of a queue's eight slots hold
+// handlers that wait until the test ends; the eighth job's slot frees and
+// the ninth job must run in it.
+func TestBusyQueueClaimsBesideWaitingHandlers(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	s := openStore(t, clock)
+	var started atomic.Int64
+	ninth := make(chan struct{})
+	end := make(chan struct{})
+	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
+		Name: "wait",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			switch started.Add(1) {
+			case 8:
+				return nil
+			case 9:
+				close(ninth)
+				return nil
+			}
+			select {
+			case <-end:
+			case <-ctx.Done():
+			}
+			return nil
+		}),
+	}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]errand.EnqueueParams, 9)
+	for i := range ps {
+		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "wait"}}
+	}
+	if _, err := c.EnqueueMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 8}, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(end)
+		if err := w.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-ninth:
+	case <-time.After(30 * time.Second): // a bound for a loaded machine
+		t.Fatalf("the ninth job did not run beside seven waiting handlers: %d jobs started", started.Load())
+	}
+}
