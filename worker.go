@@ -723,9 +723,10 @@ func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res
 // the goroutine that wrote it; on a store that writes in parallel the slot
 // frees at the handover instead, while the queue has an early token left,
 // and the batcher wakes the claim loop as the batch's write starts (see
-// ParallelWriter). The attempt's own goroutine ends at once: a
-// busy worker no longer keeps a goroutine waiting for each outcome in
-// flight, for the garbage collector to scan and the scheduler to wake.
+// ParallelWriter). The attempt's goroutine moves on at once, to the next
+// job of its claim or to its end: a busy worker keeps no goroutine waiting
+// for each outcome in flight, for the garbage collector to scan and the
+// scheduler to wake.
 // Every other attempt (a failure, a lost lease, a job of a batch or a
 // workflow or of a kind with a dependency, whose outcome leads to more
 // writes) is recorded by record, waiting, as is an outcome the batcher
