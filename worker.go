@@ -553,6 +553,9 @@ func (w *Worker) claimed(loopCtx context.Context, queue string, jobs int, err er
 // startJobs runs the jobs a claim sent at claimSent returned, each in a
 // slot of slots, each at once whatever the others do (see claimedJobs).
 func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*Job, claimSent time.Time) {
+	if len(jobs) == 0 {
+		return
+	}
 	// Counted before any starts, so that the first to finish sees the
 	// others running (see outcomeLinger).
 	w.stats.running.Add(int64(len(jobs)))
