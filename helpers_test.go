@@ -112,6 +112,20 @@ func enqueue(t testing.TB, c *errand.Client[*sql.Tx], kind string, opts *errand.
 	return r.Job
 }
 
+// enqueueN enqueues n jobs of kind with empty args in one EnqueueMany call.
+func enqueueN(t testing.TB, c *errand.Client[*sql.Tx], kind string, n int) []errand.EnqueueResult {
+	t.Helper()
+	ps := make([]errand.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: kind}}
+	}
+	rs, err := c.EnqueueMany(context.Background(), ps)
+	if err != nil {
+		t.Fatalf("enqueue %d %s: %v", n, kind, err)
+	}
+	return rs
+}
+
 func getJob(t testing.TB, c *errand.Client[*sql.Tx], id string) *errand.Job {
 	t.Helper()
 	j, err := c.Get(context.Background(), id)

@@ -34,13 +34,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := make([]errand.EnqueueParams, n)
-	for i := range ps {
-		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "together"}}
-	}
-	if _, err := c.EnqueueMany(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	enqueueN(t, c, "together", n)
 	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -182,14 +176,7 @@ func TestWorkerBatchesHeartbeats(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	ps := make([]errand.EnqueueParams, n)
-	for i := range ps {
-		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "task"}}
-	}
-	rs, err := c.EnqueueMany(ctx, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := enqueueN(t, c, "task", n)
 	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n},
 		Lease: lease, PollInterval: time.Hour})
 	if err != nil {

@@ -57,13 +57,7 @@ func TestClaimedJobsStartWhateverTheOthersDo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ps := make([]errand.EnqueueParams, n)
-			for i := range ps {
-				ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "gather"}}
-			}
-			if _, err := c.EnqueueMany(ctx, ps); err != nil {
-				t.Fatal(err)
-			}
+			enqueueN(t, c, "gather", n)
 			w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: n}, PollInterval: time.Hour})
 			if err != nil {
 				t.Fatal(err)
@@ -123,13 +117,7 @@ func TestBusyQueueClaimsBesideWaitingHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := make([]errand.EnqueueParams, 9)
-	for i := range ps {
-		ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "wait"}}
-	}
-	if _, err := c.EnqueueMany(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	enqueueN(t, c, "wait", 9)
 	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 8}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
