@@ -107,7 +107,6 @@ func (c *Client[TTx]) Close() error {
 type queueNotifier struct {
 	n      Notifier
 	client *engine
-	window time.Duration // notifyCoalesce; tests widen it
 
 	mu       sync.Mutex
 	pending  map[string]struct{}

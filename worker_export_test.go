@@ -11,14 +11,6 @@ import (
 // two in one run. Call it before Start.
 func UnbatchOutcomes(w *Worker) { w.unbatched = true }
 
-// SetNotifyCoalesce sets how long c's notifier gathers queue names between
-// notifications. Call it before the first enqueue.
-func SetNotifyCoalesce[TTx any](c *Client[TTx], d time.Duration) {
-	if c.notifier != nil {
-		c.notifier.window = d
-	}
-}
-
 // SetWallClock makes w read now as its wall clock when it reports its
 // clock to the registry, so that a test can play a host whose clock is off.
 // Call it before Start.
