@@ -144,7 +144,29 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobIns
 // (id, and errand_jobs_unique, which holds only the rows that hold their
 // key), within the batch too; a conflicting insert of another transaction
 // that is still open makes this one wait for its outcome.
-const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
+//
+// A batch of one, what Enqueue and EnqueueTx send, reads its values from
+// one row of scalar parameters (insertOneSQL) instead of unnesting twenty
+// arrays of one element: the server's function scan over the arrays cost
+// about 0.3 ms of a single enqueue's 1.1 ms, and the row of scalars a few
+// microseconds. Both forms share everything else, so they write the same
+// row.
+var (
+	insertSQL = insertHead + `FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
+			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
+			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
+			$19::smallint[], $20::text[]) WITH ORDINALITY
+		AS p(` + insertNames + `, ord)
+	ORDER BY p.ord` + insertTail
+	insertOneSQL = insertHead + `FROM (VALUES ($2::text, $3::text, $4::text, $5::text, $6::integer, $7::integer,
+			$8::integer, $9::bigint, $10::bigint, $11::bigint, $12::timestamptz,
+			$13::bigint, $14::text, $15::text, $16::text, $17::integer, $18::bigint,
+			$19::smallint, $20::text))
+		AS p(` + insertNames + `)` + insertTail
+)
+
+const (
+	insertHead = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
 		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
@@ -152,16 +174,14 @@ const insertSQL = `INSERT INTO {jobs} (id, queue, kind, args, args_version, prio
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
 		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
 		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key
-	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
-			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
-			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
-			$19::smallint[], $20::text[]) WITH ORDINALITY
-		AS p(id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
+	`
+	insertNames = `id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
 			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
-			unique_states, unique_window_us, ordering_hold, fairness_key, ord)
-	ORDER BY p.ord
+			unique_states, unique_window_us, ordering_hold, fairness_key`
+	insertTail = `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
+)
 
 // insert writes params with insertSQL, then reads the jobs holding the ids
 // and keys that conflicted. Its one write is that single statement:
@@ -219,8 +239,15 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			uwindows[i] = p.UniqueWindowColumn(now.(time.Time))
 		}
 	}
-	rs, err := q.query(ctx, r.Replace(insertSQL), now, ids, queues, kinds, args, versions, prios,
-		maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, ustates, uwindows, holds, fkeys)
+	var rs rows
+	var err error
+	if n == 1 {
+		rs, err = q.query(ctx, r.Replace(insertOneSQL), now, ids[0], queues[0], kinds[0], args[0], versions[0], prios[0],
+			maxAttempts[0], bases[0], maxes[0], ages[0], runAt[0], delays[0], ukeys[0], okeys[0], tags[0], ustates[0], uwindows[0], holds[0], fkeys[0])
+	} else {
+		rs, err = q.query(ctx, r.Replace(insertSQL), now, ids, queues, kinds, args, versions, prios,
+			maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, ustates, uwindows, holds, fkeys)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
