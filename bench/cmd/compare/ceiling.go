@@ -126,15 +126,15 @@ func ceilingLoops(ctx context.Context, pool *pgxpool.Pool, table string, n, batc
 // claim (another durable commit, as a claim that counts the attempt must
 // be), on the same connection, with no wake-up, no listener and no
 // handler between them. The delay runs from before the insert to the end
-// of the claim, and the samples pause as the latency measure's do, so the
-// database is as idle before each. errand's latency divided by it is how
+// of the claim, and the samples pause, and warm up, as the latency
+// measure's do, so the database is as idle before each. errand's latency divided by it is how
 // much errand adds to the two commits it cannot avoid.
 
 const floorInsertSQL = `INSERT INTO %[1]s (id, queue, kind, args, state, max_attempts, available_at, created_at)
 	VALUES ($1, 'default', 'noop', '{}', 'queued', 25, now(), now())`
 
 // floorLatency times samples insert-then-claim pairs into a fresh schema.
-func floorLatency(ctx context.Context, env *env, samples int) (result, error) {
+func floorLatency(ctx context.Context, env *env, samples sampling) (result, error) {
 	b, err := newBareSchema(ctx, env, "floor")
 	if err != nil {
 		return result{}, err
@@ -149,7 +149,7 @@ func floorLatency(ctx context.Context, env *env, samples int) (result, error) {
 	defer conn.Release()
 	time.Sleep(200 * time.Millisecond) // as the latency measure lets its worker settle
 	var r result
-	for i := range samples {
+	for i := range samples.warmup + samples.samples {
 		start := time.Now()
 		if _, err := conn.Exec(ctx, insertSQL, fmt.Sprintf("floor-%d", i)); err != nil {
 			return result{}, err
@@ -161,7 +161,7 @@ func floorLatency(ctx context.Context, env *env, samples int) (result, error) {
 		if tag.RowsAffected() != 1 {
 			return result{}, fmt.Errorf("floor: claimed %d jobs, want 1", tag.RowsAffected())
 		}
-		r.latencies = append(r.latencies, time.Since(start))
+		r.add(i, samples, time.Since(start))
 		time.Sleep(5 * time.Millisecond)
 	}
 	return r, nil

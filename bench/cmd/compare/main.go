@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	concurrency := fs.String("concurrency", "1,10,50,100,500,1000", "with -scaling: the worker counts to measure, comma-separated")
 	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
+	warmup := fs.Int("warmup", 20, "single enqueues before a latency measure's samples, not counted in them")
 	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -90,6 +91,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *jobs < 1 || *reps < 1 || *samples < 1 || *ceilingBatch < 1 {
 		return fmt.Errorf("-jobs, -reps, -samples and -ceiling-batch must be at least 1")
 	}
+	if *warmup < 0 {
+		return fmt.Errorf("-warmup must be at least 0")
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -108,7 +112,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for _, s := range stores {
 		e := &env{store: s, url: *pgURL}
 		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, *jobs, *reps)
-		list := slices.DeleteFunc(measures(*jobs, *samples, *ceilingBatch), func(m measure) bool {
+		list := slices.DeleteFunc(measures(*jobs, sampling{*warmup, *samples}, *ceilingBatch), func(m measure) bool {
 			return !strings.HasPrefix(m.name, *only) || (m.store != "" && m.store != s)
 		})
 		rs, err := measureStore(ctx, e, list, *reps)
@@ -137,7 +141,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // result is one run of one measure by one system.
 type result struct {
 	perSec    float64         // throughput measures
-	latencies []time.Duration // latency measures
+	latencies []time.Duration // latency measures, after the warm-up
+	first     time.Duration   // latency measures: the first job's, on a fresh database and pool
+}
+
+// sampling is how a latency measure samples: warmup single enqueues whose
+// latency is not counted (but for the first's, reported apart), then
+// samples that are.
+type sampling struct{ warmup, samples int }
+
+// add records the latency of the i-th job of a latency measure.
+func (r *result) add(i int, s sampling, d time.Duration) {
+	if i == 0 {
+		r.first = d
+	}
+	if i >= s.warmup {
+		r.latencies = append(r.latencies, d)
+	}
 }
 
 // measure is one line of the comparison: how errand and River each do it.
@@ -148,7 +168,7 @@ type measure struct {
 	errand, river func(ctx context.Context, e *env) (result, error)
 }
 
-func measures(jobs, samples, ceilingBatch int) []measure {
+func measures(jobs int, samples sampling, ceilingBatch int) []measure {
 	throughput := func(n int, d time.Duration) result { return result{perSec: float64(n) / d.Seconds()} }
 	timed := func(n int, f func(ctx context.Context) error) func(ctx context.Context) (result, error) {
 		return func(ctx context.Context) (result, error) {
@@ -253,8 +273,14 @@ func measures(jobs, samples, ceilingBatch int) []measure {
 
 // latency starts an idle worker, then enqueues one job at a time, waiting
 // for each to start (the handler reports the delay from just before the
-// enqueue call) and pausing so the worker is idle again.
-func latency(ctx context.Context, samples int, started <-chan time.Duration, start func(context.Context) (func(), error), enqueue func(context.Context) error) (result, error) {
+// enqueue call) and pausing so the worker is idle again. The first
+// samples.warmup jobs are not counted: each runs statements on a pool
+// connection that has not run them yet, in a server backend that has not
+// read the fresh schema's tables yet, which costs an enqueue or a claim
+// 3 to 7 ms the first time (bench/RESULTS.md), and a fresh pool has four
+// such connections. That is a start-up cost, reported apart as the first
+// job's latency, not the latency of a queue that runs.
+func latency(ctx context.Context, samples sampling, started <-chan time.Duration, start func(context.Context) (func(), error), enqueue func(context.Context) error) (result, error) {
 	stop, err := start(ctx)
 	if err != nil {
 		return result{}, err
@@ -262,13 +288,13 @@ func latency(ctx context.Context, samples int, started <-chan time.Duration, sta
 	defer stop()
 	time.Sleep(200 * time.Millisecond) // let the worker settle into idling
 	var r result
-	for range samples {
+	for i := range samples.warmup + samples.samples {
 		if err := enqueue(ctx); err != nil {
 			return result{}, err
 		}
 		select {
 		case d := <-started:
-			r.latencies = append(r.latencies, d)
+			r.add(i, samples, d)
 		case <-time.After(10 * time.Second):
 			return result{}, fmt.Errorf("a job did not start within 10s")
 		case <-ctx.Done():
@@ -347,6 +373,12 @@ func measureStore(ctx context.Context, e *env, list []measure, reps int) ([]row,
 				errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
 				ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
 		}
+		// The first job of each repetition, before the warm-up ends: the
+		// median over the repetitions.
+		ev, rv := ms(time.Duration(median(firsts(p.errand)))), ms(time.Duration(median(firsts(p.river))))
+		rows = append(rows, row{store: e.store, measure: strings.Replace(m.name, "(ms)", "first job, median (ms)", 1),
+			errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
+			ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
 	}
 	return rows, nil
 }
@@ -357,13 +389,21 @@ func (r result) String() string {
 	}
 	l := slices.Clone(r.latencies)
 	slices.Sort(l)
-	return fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", ms(percentile(l, 0.5)), ms(percentile(l, 0.99)))
+	return fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, first %.2f ms", ms(percentile(l, 0.5)), ms(percentile(l, 0.99)), ms(r.first))
 }
 
 func rates(rs []result) []float64 {
 	v := make([]float64, len(rs))
 	for i, r := range rs {
 		v[i] = r.perSec
+	}
+	return v
+}
+
+func firsts(rs []result) []float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = float64(r.first)
 	}
 	return v
 }
