@@ -232,8 +232,8 @@ func (c *engine) wakeQueues(queues ...string) {
 	if len(queues) == 0 {
 		return
 	}
-	c.wakeLocal(queues)
+	claims := c.wakeLocal(queues)
 	if c.notifier != nil {
-		c.notifier.notify(queues)
+		c.notifier.notify(queues, claims)
 	}
 }

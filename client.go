@@ -84,7 +84,7 @@ type engine struct {
 	breakers          map[string]*BreakerPolicy // Config.Breakers
 
 	wakeMu sync.Mutex
-	wakes  map[string]chan struct{} // per queue, closed by a wake-up; see wake.go
+	wakes  map[string]*queueWakes // per queue; see wake.go
 
 	notifier *queueNotifier // nil unless the store is a Notifier
 	echoes   notifyEchoes   // this client's own announcements; see wake.go

@@ -26,39 +26,92 @@ const notifyCoalesce = 10 * time.Millisecond
 // cannot hold Close for long. Like claimTimeout, it runs on real time.
 const notifyTimeout = 5 * time.Second
 
+// localClaimWait bounds how long an announcement waits for the claims of
+// the idle queue loops its enqueue woke in this process (see Wake). Like
+// notifyTimeout, it runs on real time.
+const localClaimWait = 10 * time.Millisecond
+
+// queueWakes is the wake-up state of one queue's loops in this process.
+type queueWakes struct {
+	ch      chan struct{} // closed at the next wake-up; nil until a loop asks for it
+	idle    int           // loops sleeping in sleepIdle on ch
+	claimed chan struct{} // closed when a claim returns; nil when nobody waits for one
+}
+
+// wakesOf returns queue's wake-up state; c.wakeMu must be held.
+func (c *engine) wakesOf(queue string) *queueWakes {
+	if c.wakes == nil {
+		c.wakes = make(map[string]*queueWakes)
+	}
+	w := c.wakes[queue]
+	if w == nil {
+		w = &queueWakes{}
+		c.wakes[queue] = w
+	}
+	return w
+}
+
 // wakeChan returns a channel closed at the next wake-up of queue.
 func (c *engine) wakeChan(queue string) <-chan struct{} {
 	c.wakeMu.Lock()
 	defer c.wakeMu.Unlock()
-	if c.wakes == nil {
-		c.wakes = make(map[string]chan struct{})
+	w := c.wakesOf(queue)
+	if w.ch == nil {
+		w.ch = make(chan struct{})
 	}
-	ch := c.wakes[queue]
-	if ch == nil {
-		ch = make(chan struct{})
-		c.wakes[queue] = ch
+	return w.ch
+}
+
+// sleeping counts a loop of queue as sleeping in sleepIdle (n = 1) or no
+// longer (n = -1).
+func (c *engine) sleeping(queue string, n int) {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	c.wakesOf(queue).idle += n
+}
+
+// claimReturned tells whoever waits for a claim of queue in this process
+// (an announcement, see Wake) that one has returned.
+func (c *engine) claimReturned(queue string) {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	if w := c.wakes[queue]; w != nil && w.claimed != nil {
+		close(w.claimed)
+		w.claimed = nil
 	}
-	return ch
 }
 
 // wakeLocal wakes this process's idle queue loops of queues, or of every
-// queue when queues is empty.
-func (c *engine) wakeLocal(queues []string) {
+// queue when queues is empty. It returns, for each queue that had a loop
+// asleep, a channel closed when that queue's next claim returns.
+func (c *engine) wakeLocal(queues []string) []<-chan struct{} {
 	c.wakeMu.Lock()
 	defer c.wakeMu.Unlock()
-	if len(queues) == 0 {
-		for q, ch := range c.wakes {
-			close(ch)
-			delete(c.wakes, q)
+	var claims []<-chan struct{}
+	wake := func(w *queueWakes) {
+		if w.ch != nil {
+			close(w.ch)
+			w.ch = nil
 		}
-		return
+		if w.idle > 0 {
+			if w.claimed == nil {
+				w.claimed = make(chan struct{})
+			}
+			claims = append(claims, w.claimed)
+		}
+	}
+	if len(queues) == 0 {
+		for _, w := range c.wakes {
+			wake(w)
+		}
+		return claims
 	}
 	for _, q := range queues {
-		if ch := c.wakes[q]; ch != nil {
-			close(ch)
-			delete(c.wakes, q)
+		if w := c.wakes[q]; w != nil {
+			wake(w)
 		}
 	}
+	return claims
 }
 
 // Wake tells idle workers to look for jobs in queues now, or in every queue
@@ -74,16 +127,24 @@ func (c *engine) wakeLocal(queues []string) {
 // named, it announces the queues that EnqueueTx and EnqueueManyTx have
 // written to since the last Wake. Wake never blocks on the store, and a
 // failed announcement is logged, not returned: polling finds the jobs.
+//
+// When Wake wakes a queue loop of this process that was asleep, the
+// announcement waits for that queue's next claim here to return, at most
+// 10 ms. Sent beside that claim, the announcement's commit and its
+// delivery slowed the claim the job waits for: on PostgreSQL a lone job
+// took about a third longer to start (bench/RESULTS.md). Other processes
+// hear of the job up to that much later; a busy loop (no slot free) is not
+// woken, and its queue is announced at once.
 func (c *Client[TTx]) Wake(queues ...string) {
 	queues = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return q == "" })
-	c.wakeLocal(queues)
+	claims := c.wakeLocal(queues)
 	if c.notifier == nil {
 		return
 	}
 	if len(queues) == 0 {
 		queues = c.notifier.takeTxQueues()
 	}
-	c.notifier.notify(queues)
+	c.notifier.notify(queues, claims)
 }
 
 // Close sends the cross-process wake-ups still pending and stops the
@@ -110,11 +171,14 @@ type queueNotifier struct {
 
 	mu       sync.Mutex
 	pending  map[string]struct{}
+	claims   []<-chan struct{}   // local claims to wait for before sending pending
 	txQueues map[string]struct{} // written by EnqueueManyTx since the last Wake
 	sending  bool                // a sender goroutine is running
 	closed   bool
 	closing  chan struct{} // closed by close: the sender stops waiting
 	sender   sync.WaitGroup
+
+	claimWait time.Duration // localClaimWait; a test may lengthen it
 }
 
 func newQueueNotifier(c *engine, n Notifier) *queueNotifier {
@@ -124,11 +188,14 @@ func newQueueNotifier(c *engine, n Notifier) *queueNotifier {
 		pending:  map[string]struct{}{},
 		txQueues: map[string]struct{}{},
 		closing:  make(chan struct{}),
+
+		claimWait: localClaimWait,
 	}
 }
 
-// notify schedules an announcement of queues. It never blocks on the store.
-func (qn *queueNotifier) notify(queues []string) {
+// notify schedules an announcement of queues, sent once each of claims is
+// closed or localClaimWait has passed. It never blocks on the store.
+func (qn *queueNotifier) notify(queues []string, claims []<-chan struct{}) {
 	if len(queues) == 0 {
 		return
 	}
@@ -140,6 +207,7 @@ func (qn *queueNotifier) notify(queues []string) {
 	for _, q := range queues {
 		qn.pending[q] = struct{}{}
 	}
+	qn.claims = append(qn.claims, claims...)
 	if !qn.sending {
 		qn.sending = true
 		qn.sender.Go(qn.send)
@@ -170,12 +238,15 @@ func (qn *queueNotifier) send() {
 		qn.mu.Lock()
 		queues := setNames(qn.pending)
 		clear(qn.pending)
+		claims := qn.claims
+		qn.claims = nil
 		if len(queues) == 0 {
 			qn.sending = false
 			qn.mu.Unlock()
 			return
 		}
 		qn.mu.Unlock()
+		qn.waitClaims(claims)
 
 		// Counted before it is sent: the store may deliver it to this
 		// process's listeners before NotifyQueues returns.
@@ -193,6 +264,25 @@ func (qn *queueNotifier) send() {
 		case <-t.C():
 		case <-qn.closing:
 			t.Stop()
+		}
+	}
+}
+
+// waitClaims waits until every channel of claims is closed, localClaimWait
+// has passed, or the notifier is closing.
+func (qn *queueNotifier) waitClaims(claims []<-chan struct{}) {
+	if len(claims) == 0 {
+		return
+	}
+	t := time.NewTimer(qn.claimWait)
+	defer t.Stop()
+	for _, ch := range claims {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-qn.closing:
+			return
 		}
 	}
 }

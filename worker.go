@@ -490,6 +490,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			jobs, err = w.claim(claimCtx, claimer, params)
 		}
 		cancelClaim()
+		w.c.claimReturned(queue)
 		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
 		if w.share != nil && len(jobs) < free {
 			w.share.rest(queue, free-len(jobs))
@@ -507,7 +508,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			due = w.nextDue(loopCtx, queue)
 			idle = true
 		}
-		if !w.sleepIdle(loopCtx, poll, wake, due, &plan) {
+		if !w.sleepIdle(loopCtx, queue, poll, wake, due, &plan) {
 			return
 		}
 	}
@@ -516,7 +517,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 // sleepIdle sleeps an idle queue loop until a wake-up, its poll interval,
 // or due (when not zero), whichever comes first, and reports false when
 // the loop should end instead.
-func (w *Worker) sleepIdle(loopCtx context.Context, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
+func (w *Worker) sleepIdle(loopCtx context.Context, queue string, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
 	wait := w.cfg.PollInterval
 	if !due.IsZero() {
 		// The floor keeps a store clock that stands still (a test's)
@@ -525,6 +526,8 @@ func (w *Worker) sleepIdle(loopCtx context.Context, poll Timer, wake <-chan stru
 	}
 	wait = w.breakers.capWait(plan.idleWait(wait))
 	poll.Reset(wait)
+	w.c.sleeping(queue, 1)
+	defer w.c.sleeping(queue, -1)
 	select {
 	case <-loopCtx.Done():
 		return false

@@ -127,7 +127,7 @@ func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slot
 	// as the plain loop does, and sleep.
 	b.short = false
 	due := w.nextDue(loopCtx, slots.queue)
-	if !w.sleepIdle(loopCtx, poll, b.wake, due, &claimPlan{}) {
+	if !w.sleepIdle(loopCtx, slots.queue, poll, b.wake, due, &claimPlan{}) {
 		return aheadStop
 	}
 	return aheadAgain
@@ -152,6 +152,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, 
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		jobs, err := w.claim(ctx, qc, params)
 		cancel()
+		w.c.claimReturned(queue)
 		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
 	}()
 }

@@ -11,6 +11,16 @@ import (
 // two in one run. Call it before Start.
 func UnbatchOutcomes(w *Worker) { w.unbatched = true }
 
+// SetLocalClaimWait sets how long c's announcements wait for the claims of
+// the idle queue loops their enqueues woke here (localClaimWait), so that a
+// test can tell waiting for the claim from running out of time. Call it
+// before c enqueues.
+func SetLocalClaimWait[TTx any](c *Client[TTx], d time.Duration) {
+	if c.notifier != nil {
+		c.notifier.claimWait = d
+	}
+}
+
 // SetWallClock makes w read now as its wall clock when it reports its
 // clock to the registry, so that a test can play a host whose clock is off.
 // Call it before Start.
