@@ -160,7 +160,9 @@
 // process at once ([Client.InTx] wakes them after its commit, or call
 // [Client.Wake] after committing a transaction of your own); when the store
 // is a [Notifier], it also wakes workers in other processes, announced after
-// the commit and coalesced. A worker that retries or snoozes a job, or
+// the commit, coalesced, and after the claim of an idle worker of the
+// queue in this process (10 ms at most), so that the announcement does not
+// slow that claim. A worker that retries or snoozes a job, or
 // finishes one with an ordering key, wakes its queue to ask again. Polling
 // stays the floor: a lost announcement delays a job by one poll at most. A
 // client whose store is a Notifier should be closed with [Client.Close].
