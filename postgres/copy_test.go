@@ -91,17 +91,11 @@ func TestCopyMatchesInsert(t *testing.T) {
 }
 
 func testCopyMatchesInsert(t *testing.T, jobs func(prefix string, n int, now time.Time) []*errand.JobInsertParams) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	clock := errandtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC))
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, clock := openClocked(t)
 	const n = 200
 	var copied, inserted []errand.JobInsertResult
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		if copied, err = s.copyJobs(ctx, tx, s.own, jobs("copy", n, clock.Now())); err != nil {
 			return err
@@ -137,6 +131,21 @@ func testCopyMatchesInsert(t *testing.T, jobs func(prefix string, n int, now tim
 			t.Errorf("job %d: COPY returned\n\t%+v\nINSERT returned\n\t%+v", i, c, in)
 		}
 	}
+}
+
+// openClocked opens a store on a fresh schema whose clock stands at a time
+// with nanoseconds, which the store must truncate to microseconds as
+// PostgreSQL does; the store closes when t ends.
+func openClocked(t *testing.T) (*Store, *errandtest.Clock) {
+	t.Helper()
+	url := pgtest.URL(t)
+	clock := errandtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC))
+	s, err := Open(t.Context(), url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, clock
 }
 
 // sameArgs reports whether a and b hold the same JSON value: COPY returns

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"reflect"
@@ -9,7 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/errandhq/errand/postgres/pgtest"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver for database/sql
 )
@@ -21,14 +20,8 @@ import (
 // pgx and through database/sql; and that a lone duplicate is reported with
 // the job that holds its id or key.
 func TestInsertOneMatchesInsertMany(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := t.Context()
-	clock := errandtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC))
-	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, clock := openClocked(t)
 	jobs := func(prefix string) []*errand.JobInsertParams {
 		ps := append(copyTestJobs(prefix+"-v", 8, clock.Now()), oneOfEachTestJobs(prefix+"-o", 70, clock.Now())...)
 		for i, p := range ps[:4] {
@@ -44,7 +37,7 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("pgx", url)
+	db, err := sql.Open("pgx", pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +49,13 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 			got, err = s.insert(ctx, pgxQuerier{s.pool}, s.own, []*errand.JobInsertParams{p})
 		} else {
 			via = "database/sql"
-			err = sqlInTx(ctx, db, func(tx *sql.Tx) error {
-				got, err = s.insert(ctx, sqlQuerier{tx}, s.inTx, []*errand.JobInsertParams{p})
-				return err
-			})
+			var tx *sql.Tx
+			if tx, err = db.BeginTx(ctx, nil); err == nil {
+				err = sqltx.Run(tx, func(tx *sql.Tx) error {
+					got, err = s.insert(ctx, sqlQuerier{tx}, s.inTx, []*errand.JobInsertParams{p})
+					return err
+				})
+			}
 		}
 		if err != nil {
 			t.Fatalf("job %d through %s: %v", i, via, err)
@@ -108,17 +104,4 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 	if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: "fresh"}); err == nil {
 		t.Error("the duplicate of a unique key was written")
 	}
-}
-
-// sqlInTx runs fn in a transaction of db, committed if fn succeeds.
-func sqlInTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
