@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -152,31 +153,147 @@ func CleanText(s string, max int) string {
 	return s
 }
 
-// checkJSONText validates a JSON document for every store: valid UTF-8 and
-// no \u0000 escape, which PostgreSQL's jsonb cannot hold.
+// checkJSONText validates a JSON document, already known to be valid JSON,
+// for every store. SQLite keeps JSON as text; PostgreSQL's jsonb refuses
+// some valid JSON: the escape \u0000, an escaped half of a UTF-16
+// surrogate pair without its other half, and a number beyond its numeric
+// type (see jsonNumberProblem).
 func checkJSONText(field string, b []byte) error {
 	if !utf8.Valid(b) {
 		return &InputError{Field: field, Message: "is not valid UTF-8; encode the text as UTF-8"}
 	}
-	if hasNULEscape(b) {
-		return &InputError{Field: field, Message: `contains \u0000, which not every store can keep; remove the NUL character`}
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '"':
+			end, msg := scanJSONString(b, i+1)
+			if msg != "" {
+				return &InputError{Field: field, Message: msg}
+			}
+			i = end
+		case c == '-' || '0' <= c && c <= '9':
+			end := i + 1
+			for end < len(b) && strings.IndexByte("0123456789+-.eE", b[end]) >= 0 {
+				end++
+			}
+			if msg := jsonNumberProblem(b[i:end]); msg != "" {
+				return &InputError{Field: field, Message: msg}
+			}
+			i = end
+		default:
+			i++
+		}
 	}
 	return nil
 }
 
-// hasNULEscape reports whether a JSON document holds the escape \u0000 in a
-// string (a backslash that is itself escaped does not count).
-func hasNULEscape(b []byte) bool {
-	for i := 0; i+5 < len(b); i++ {
-		if b[i] != '\\' {
-			continue
+// scanJSONString scans the JSON string whose text starts at b[i], just
+// after its opening quote, and returns the index just past its closing
+// quote, or what in it not every store can keep.
+func scanJSONString(b []byte, i int) (end int, problem string) {
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			return i + 1, ""
+		case '\\':
+			if i+1 < len(b) && b[i+1] == 'u' {
+				r := jsonEscape(b, i)
+				switch {
+				case r == 0:
+					return 0, `contains \u0000, which not every store can keep; remove the NUL character`
+				case utf16.IsSurrogate(r) && r < 0xdc00 && utf16.IsSurrogate(jsonEscape(b, i+6)) && jsonEscape(b, i+6) >= 0xdc00:
+					i += 12 // a whole pair
+					continue
+				case utf16.IsSurrogate(r):
+					return 0, fmt.Sprintf(`contains %s, half of a UTF-16 surrogate pair without its other half, which not every store can keep; escape the whole character, or write it unescaped`, b[i:i+6])
+				}
+				i += 6
+				continue
+			}
+			i += 2 // the escaped character, so "\\u0000" is no escape
+		default:
+			i++
 		}
-		if b[i+1] == 'u' && string(b[i+2:i+6]) == "0000" {
-			return true
-		}
-		i++ // skip the escaped character, so "\\u0000" is not a NUL
 	}
-	return false
+	return len(b), ""
+}
+
+// jsonEscape returns the code unit of the escape \uXXXX at b[i], or -1
+// when there is none.
+func jsonEscape(b []byte, i int) rune {
+	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i+2 : i+6] {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(d)
+	}
+	return r
+}
+
+// PostgreSQL's numeric type, which jsonb keeps numbers in, holds up to
+// 131072 digits before the decimal point and 16383 after it, and refuses
+// an exponent of 2^30 - 1 or more either way, even on zero.
+const (
+	maxJSONIntDigits  = 131072
+	maxJSONFracDigits = 16383
+	maxJSONExponent   = 1<<30 - 2
+)
+
+// jsonNumberProblem says why a JSON number is beyond what every store can
+// keep, or returns "". Its digits after the decimal point count as written,
+// trailing zeros too (1.50 has two), less the exponent.
+func jsonNumberProblem(num []byte) string {
+	s := strings.TrimPrefix(string(num), "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	var e int64
+	if hasExp {
+		digits := strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(exp, "+"), "-"), "0")
+		if len(digits) > 10 {
+			e = maxJSONExponent + 1
+		} else {
+			for _, c := range digits {
+				e = e*10 + int64(c-'0')
+			}
+		}
+		if strings.HasPrefix(exp, "-") {
+			e = -e
+		}
+	}
+	tooBig := func() string {
+		return fmt.Sprintf("holds the number %s, beyond what every store can keep (up to %d digits before the decimal point and %d after); send it as a string", CleanText(string(num), 40), maxJSONIntDigits, maxJSONFracDigits)
+	}
+	if e > maxJSONExponent || e < -maxJSONExponent {
+		return tooBig()
+	}
+	if int64(len(frac))-e > maxJSONFracDigits {
+		return tooBig()
+	}
+	// The power of ten of the first digit that is not zero.
+	var lead int64
+	switch k := strings.IndexFunc(frac, func(r rune) bool { return r != '0' }); {
+	case strings.Trim(intPart, "0") != "":
+		lead = int64(len(intPart)) - 1 + e
+	case k >= 0:
+		lead = -int64(k) - 1 + e
+	default:
+		return "" // zero
+	}
+	if lead >= maxJSONIntDigits {
+		return tooBig()
+	}
+	return ""
 }
 
 // checkRunAt validates a scheduled time.
@@ -214,6 +331,20 @@ func checkReason(s string) error {
 		if unicode.IsControl(r) && r != '\n' && r != '\t' {
 			return &InputError{Field: "reason", Message: fmt.Sprintf("contains the control character %U; write plain text", r)}
 		}
+	}
+	return nil
+}
+
+// checkLeaseText refuses a lease whose job id or token is not text every
+// store can keep. Such a lease names no job; without the check, SQLite
+// would find nothing to change and PostgreSQL would refuse the write, so
+// every fenced write checks it, in the Client and in the stores.
+func checkLeaseText(id, token string) error {
+	if !StorableText(id) {
+		return &InputError{Field: "id", Message: "is not valid UTF-8 without NUL bytes, so it names no job; pass the id the claim returned"}
+	}
+	if !StorableText(token) {
+		return &InputError{Field: "lease_token", Message: "is not valid UTF-8 without NUL bytes, so it is no lease token; pass the lease_token the claim returned"}
 	}
 	return nil
 }

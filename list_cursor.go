@@ -38,7 +38,7 @@ func (c *ListCursor) validate(field string) error {
 	if c == nil {
 		return nil
 	}
-	if c.ID == "" || c.CreatedAt.IsZero() {
+	if c.ID == "" || c.CreatedAt.IsZero() || !StorableText(c.ID) {
 		return &InputError{Field: field, Message: "names no position; give the CreatedAt and ID of the last item of the previous page"}
 	}
 	return nil

@@ -113,10 +113,64 @@ func ValidateProgress(progress json.RawMessage) error {
 }
 
 // Validate checks a checkpoint: see [ValidateProgress].
-func (p *JobSetProgressParams) Validate() error { return ValidateProgress(p.Progress) }
+func (p *JobSetProgressParams) Validate() error {
+	if err := checkLeaseText(p.ID, p.LeaseToken); err != nil {
+		return err
+	}
+	return ValidateProgress(p.Progress)
+}
 
 // Validate checks an effect record's key.
-func (p *EffectRecordParams) Validate() error { return ValidateEffectKey(p.Key) }
+func (p *EffectRecordParams) Validate() error {
+	if p.LeaseToken != "" {
+		if err := checkLeaseText(p.JobID, p.LeaseToken); err != nil {
+			return err
+		}
+	}
+	return ValidateEffectKey(p.Key)
+}
+
+// Validate checks a release: its entry and lease as [EffectParams.Validate]
+// does, and a message every store keeps.
+func (p *EffectReleaseParams) Validate() error {
+	if err := p.EffectParams.Validate(); err != nil {
+		return err
+	}
+	return checkText("effect message", p.Message)
+}
+
+// Validate checks that the cancel's audit record is text every store keeps.
+func (p *JobCancelParams) Validate() error { return checkAuditText(p.Operator, p.Reason) }
+
+// Validate checks that the replay's audit record is text every store keeps.
+// Args, when set, the Client has checked as an enqueue checks them.
+func (p *JobReplayParams) Validate() error { return checkAuditText(p.Operator, p.Reason) }
+
+func checkAuditText(operator, reason string) error {
+	if err := checkText("operator", operator); err != nil {
+		return err
+	}
+	return checkText("reason", reason)
+}
+
+// Validate checks that the question names queues and kinds by text every
+// store keeps.
+func (p *JobNextDueParams) Validate() error {
+	if err := checkTexts("queues", p.Queues); err != nil {
+		return err
+	}
+	return checkTexts("kinds", p.Kinds)
+}
+
+// checkTexts checks a list of text that every store must keep.
+func checkTexts(field string, list []string) error {
+	for _, s := range list {
+		if err := checkText(field, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Validate checks a heartbeat's counts.
 func (p *WorkerHeartbeatParams) Validate() error { return p.Stats.Validate() }
@@ -134,7 +188,16 @@ func (p *JobClaimParams) Validate() error {
 	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
 		return &InputError{Field: "claim", Message: "needs at least one queue, a limit of at least 1 and a positive lease"}
 	}
-	return nil
+	if err := checkText("owner", p.Owner); err != nil {
+		return err
+	}
+	if err := checkTexts("queues", p.Queues); err != nil {
+		return err
+	}
+	if err := checkTexts("kinds", p.Kinds); err != nil {
+		return err
+	}
+	return checkTexts("skip retry kinds", p.SkipRetryKinds)
 }
 
 // Validate checks a heartbeat's parameters.
@@ -142,11 +205,19 @@ func (p *JobHeartbeatParams) Validate() error {
 	if p.Lease <= 0 {
 		return &InputError{Field: "lease", Message: "must be positive"}
 	}
+	for _, l := range p.Leases {
+		if err := checkLeaseText(l.ID, l.LeaseToken); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // Validate checks that an outcome has what its kind needs.
 func (o *JobOutcome) Validate() error {
+	if err := checkLeaseText(o.ID, o.LeaseToken); err != nil {
+		return err
+	}
 	switch {
 	case !slices.Contains(OutcomeKinds, o.Kind):
 		return &InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
@@ -171,6 +242,9 @@ func (p *EffectParams) Validate() error {
 	if p.Key == "" || p.JobID == "" || p.LeaseToken == "" {
 		return &InputError{Field: "effect", Message: "key, job id and lease token are required"}
 	}
+	if err := checkLeaseText(p.JobID, p.LeaseToken); err != nil {
+		return err
+	}
 	return checkIdentifier("effect key", p.Key, MaxEffectKeyBytes)
 }
 
@@ -179,7 +253,17 @@ func (p *LeaderElectParams) Validate() error {
 	if p.Name == "" || p.Holder == "" || p.TTL <= 0 {
 		return &InputError{Field: "leader", Message: "name, holder and a positive TTL are required"}
 	}
-	return nil
+	return checkLeaderText(p.Name, p.Holder)
+}
+
+// Validate checks that the lease to end is named by text every store keeps.
+func (p *LeaderResignParams) Validate() error { return checkLeaderText(p.Name, p.Holder) }
+
+func checkLeaderText(name, holder string) error {
+	if err := checkText("leader name", name); err != nil {
+		return err
+	}
+	return checkText("leader holder", holder)
 }
 
 // Validate checks a registration.
@@ -196,7 +280,12 @@ func (p *WorkerRegisterParams) Validate() error {
 	if p.HeartbeatInterval <= 0 {
 		return &InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
 	}
-	return nil
+	for _, q := range p.Queues {
+		if err := checkText("queue", q.Name); err != nil {
+			return err
+		}
+	}
+	return checkTexts("kinds", p.Kinds)
 }
 
 // Validate checks a heartbeat's counts.

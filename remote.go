@@ -200,7 +200,7 @@ func checkLeaseRef(id, token string) error {
 	if token == "" {
 		return &InputError{Field: "lease_token", Message: "is empty; pass the lease_token the claim returned"}
 	}
-	return nil
+	return checkLeaseText(id, token)
 }
 
 // Heartbeat renews a remote worker's lease on job id to lease from now on

@@ -526,7 +526,12 @@ func TestJobSetOutputParamsValidate(t *testing.T) {
 		{`"x"`, true},
 		{`{"id":`, false},
 		{`"` + strings.Repeat("x", errand.MaxOutputBytes) + `"`, false},
-		{`"a\u0000"`, true}, // escaped NUL is storable text
+		// Text every store keeps, but not args every store keeps, as it
+		// becomes in the steps that depend on it.
+		{`"a\u0000"`, false},
+		{`"\ud800"`, false},
+		{`[1e200000]`, false},
+		{`"\ud83d\ude00"`, true},
 		{"\"a\x00\"", false},
 	} {
 		err := (&errand.JobSetOutputParams{ID: "j", LeaseToken: "t", Output: json.RawMessage(c.out)}).Validate()

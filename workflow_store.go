@@ -673,6 +673,9 @@ type JobSetOutputParams struct {
 
 // Validate checks the parameters of JobSetOutput.
 func (p *JobSetOutputParams) Validate() error {
+	if err := checkLeaseText(p.ID, p.LeaseToken); err != nil {
+		return err
+	}
 	switch {
 	case !json.Valid(p.Output):
 		return &InputError{Field: "output", Message: "is not valid JSON"}
@@ -681,7 +684,9 @@ func (p *JobSetOutputParams) Validate() error {
 	case !StorableText(string(p.Output)):
 		return &InputError{Field: "output", Message: "contains a NUL character or invalid UTF-8, which PostgreSQL cannot store; escape it in the JSON"}
 	}
-	return nil
+	// A later step's args hold the output, so it must be args every store
+	// keeps: refused here, not when a worker's outcome enqueues that step.
+	return checkJSONText("output", p.Output)
 }
 
 // WorkflowStore is an optional capability of a Store: workflows of jobs

@@ -277,7 +277,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUn
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= $1
 			AND j.kind = ANY($2)
 			AND NOT EXISTS (SELECT 1 FROM {jobs} c WHERE c.id = `+errand.DeadHookJobIDSQL("j")+`)
-		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), p.Kinds, limit)
+		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), storableOnly(p.Kinds), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}
@@ -307,7 +307,7 @@ func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsPa
 	if len(p.Kinds) == 0 {
 		return out, nil
 	}
-	rs, err := s.pool.Query(ctx, s.sql(`SELECT kind, finished_at FROM {dead_hook_cursors} WHERE kind = ANY($1)`), p.Kinds)
+	rs, err := s.pool.Query(ctx, s.sql(`SELECT kind, finished_at FROM {dead_hook_cursors} WHERE kind = ANY($1)`), storableOnly(p.Kinds))
 	if err != nil {
 		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
 	}

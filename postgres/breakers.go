@@ -130,7 +130,7 @@ func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerU
 func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
 	var deps []string
 	if len(p.Dependencies) > 0 {
-		deps = p.Dependencies
+		deps = storableOnly(p.Dependencies) // not nil: every breaker
 	}
 	rows, err := s.pool.Query(ctx, s.breakerSQL(`SELECT n.now, b.dependency, b.state, b.failures, b.failing_since,
 			b.opened_at, b.open_until, b.probes, b.probe_until, b.trips, b.last_error, b.updated_at

@@ -125,12 +125,18 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 // EffectComplete implements [errand.EffectStore] in one statement, fenced
 // by the entry's token and by the job's live lease under it.
 func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	return s.effectFinish(ctx, errand.EffectCompleted, &errand.EffectReleaseParams{EffectParams: *p})
 }
 
 // EffectRelease implements [errand.EffectStore] in one statement, fenced by
 // the entry's token and by the job's live lease under it.
 func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	return s.effectFinish(ctx, errand.EffectFailed, p)
 }
 

@@ -115,6 +115,9 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 
 // FairnessKeysWaiting implements [errand.FairClaimer].
 func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysParams) ([]errand.FairnessKeyCount, error) {
+	if !errand.StorableText(p.Queue) {
+		return []errand.FairnessKeyCount{}, nil // no job is in such a queue
+	}
 	rs, err := s.pool.Query(ctx, s.sql(`SELECT queue, fairness_key, count(*) FROM {jobs}
 		WHERE state IN (`+waiting+`) AND fairness_key IS NOT NULL AND ($1::text = '' OR queue = $1)
 		GROUP BY queue, fairness_key`), p.Queue)

@@ -373,7 +373,7 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 		for i, st := range p.States {
 			states[i] = string(st)
 		}
-		where = append(where, "state = ANY("+arg(states)+")")
+		where = append(where, "state = ANY("+arg(storableOnly(states))+")") // no job is in another
 	}
 	if p.Queue != "" {
 		where = append(where, "queue = "+arg(p.Queue))
@@ -532,6 +532,11 @@ func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *erran
 		return nil, due, err
 	}
 	askDue := next != nil && len(next.Queues) > 0
+	if askDue {
+		if err := next.Validate(); err != nil {
+			return nil, due, err
+		}
+	}
 	var dueKinds []string // NULL: every kind
 	if askDue && len(next.Kinds) > 0 {
 		dueKinds = next.Kinds
@@ -659,6 +664,9 @@ var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CRO
 
 // JobNextDue implements [errand.JobStore].
 func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
+	if err := p.Validate(); err != nil {
+		return errand.JobNextDueResult{}, err
+	}
 	if len(p.Queues) == 0 {
 		return errand.JobNextDueResult{}, nil
 	}
@@ -705,7 +713,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 		WHERE j.id = l.id AND j.state = 'running' AND j.lease_token = l.token AND j.lease_until > {now}
 		RETURNING j.id, j.lease_token, j.lease_until, j.cancel_requested_at IS NOT NULL`), s.nowArg(), us(p.Lease), ids, tokens)
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat: %w", err)
+		return nil, fmt.Errorf("heartbeat: %w", badValue(err))
 	}
 	renewed := map[[2]string]errand.HeartbeatResult{}
 	var id, tok string
@@ -716,7 +724,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat: %w", err)
+		return nil, fmt.Errorf("heartbeat: %w", badValue(err))
 	}
 	for i, l := range p.Leases {
 		if r, ok := renewed[[2]string{l.ID, l.LeaseToken}]; ok {

@@ -41,6 +41,9 @@ func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*
 
 // LeaderResign implements [errand.LeaderElector].
 func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	if _, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {leaders} WHERE name = $1 AND holder = $2`), p.Name, p.Holder); err != nil {
 		return fmt.Errorf("resign leader: %w", err)
 	}
@@ -50,6 +53,9 @@ func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) 
 // LeaderGet implements [errand.LeaderElector].
 func (s *Store) LeaderGet(ctx context.Context, p *errand.LeaderGetParams) (*errand.Leader, error) {
 	name := p.Name
+	if !errand.StorableText(name) {
+		return nil, errand.ErrNotFound // no leadership has such a name
+	}
 	l := errand.Leader{Name: name}
 	err := s.pool.QueryRow(ctx, s.sql(`SELECT holder, elected_at, until FROM {leaders}
 		WHERE name = $2 AND until > {now}`), s.nowArg(), name).Scan(&l.Holder, &l.Elected, &l.Until)

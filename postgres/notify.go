@@ -87,7 +87,10 @@ func (s *Store) NotifyQueues(ctx context.Context, queues []string) error {
 	if len(queues) == 0 {
 		return nil
 	}
-	queues = slices.Compact(slices.Sorted(slices.Values(queues)))
+	queues = slices.Compact(slices.Sorted(slices.Values(storableOnly(queues)))) // no job is in another
+	if len(queues) == 0 {
+		return nil
+	}
 	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`,
 		notifyChannel(s.name), queues); err != nil {
 		return fmt.Errorf("notify queues: %w", err)

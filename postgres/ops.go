@@ -121,6 +121,9 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 
 // JobReplay implements [errand.JobStore].
 func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var j *errand.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		action := errand.AuditReplay
@@ -132,7 +135,7 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, badValue(err)
 	}
 	return j, nil
 }
@@ -166,6 +169,9 @@ func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditPara
 
 // JobCancel implements [errand.JobStore].
 func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	id := p.ID
 	var j *errand.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -223,8 +229,8 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 // AuditList implements [errand.OperatorStore].
 func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
 	out := []errand.AuditRecord{}
-	if !errand.StorableText(p.JobID) {
-		return out, nil
+	if !errand.StorableText(p.JobID) || !errand.StorableText(string(p.Action)) {
+		return out, nil // no record has such a job id or action
 	}
 	var where []string
 	args := []any{}

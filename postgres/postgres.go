@@ -398,6 +398,21 @@ func (r sqlRows) Close() { _ = r.Rows.Close() }
 // isNoRows reports a QueryRow that found nothing.
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
+// storableOnly returns the values of list that are text every store keeps
+// ([errand.StorableText]): the others name nothing, and PostgreSQL would
+// refuse the query outright where SQLite finds nothing. It is never nil, so
+// a filter of nothing but such values still matches nothing rather than
+// everything.
+func storableOnly(list []string) []string {
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		if errand.StorableText(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // badValue turns PostgreSQL's refusal of a value (SQLSTATE class 22, data
 // exception: a NUL byte in text, invalid UTF-8, a number out of range) into
 // an *errand.InputError. Such an error is a bug in the value, not an

@@ -62,6 +62,9 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatPa
 		return nil, err
 	}
 	id, st := p.ID, p.Stats
+	if !errand.StorableText(id) {
+		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errand.ErrNotFound) // no worker has such an id
+	}
 	var ago *int64 // NULL when nothing completed
 	if st.JobsCompleted > 0 {
 		v := us(st.LastCompletedAgo)
@@ -128,6 +131,9 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 // WorkerStop implements [errand.WorkerRegistry].
 func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
 	id := p.ID
+	if !errand.StorableText(id) {
+		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound) // no worker has such an id
+	}
 	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
 		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
 	if err != nil {

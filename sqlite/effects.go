@@ -100,11 +100,17 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 
 // EffectComplete implements [errand.EffectStore].
 func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
 }
 
 // EffectRelease implements [errand.EffectStore].
 func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	return s.effectFinish(ctx, &p.EffectParams, errand.EffectFailed, p.Message)
 }
 

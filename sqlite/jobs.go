@@ -356,6 +356,9 @@ var nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_du
 // JobNextDue implements [errand.JobStore]. It asks once per queue: each
 // question is one seek of the errand_jobs_due index.
 func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
+	if err := p.Validate(); err != nil {
+		return errand.JobNextDueResult{}, err
+	}
 	now := micros(s.clock.Now())
 	q := nextDueSQL
 	var kinds []any

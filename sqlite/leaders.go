@@ -46,6 +46,9 @@ func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*
 
 // LeaderResign implements [errand.LeaderElector].
 func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM errand_leaders WHERE name = ? AND holder = ?`, p.Name, p.Holder)
 		return err

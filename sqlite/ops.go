@@ -103,6 +103,9 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 
 // JobReplay implements [errand.JobStore].
 func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var j *errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		action := errand.AuditReplay
@@ -145,6 +148,9 @@ func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditPara
 
 // JobCancel implements [errand.JobStore].
 func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	id := p.ID
 	var j *errand.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {

@@ -21,6 +21,7 @@ var limitCases = []testCase{
 	{"OutcomeText", testLimitsOutcomeText},
 	{"CleanTextRoundTrips", testLimitsCleanText},
 	{"ProgressAndEffectKeys", testLimitsProgressAndKeys},
+	{"LeaseText", testLimitsLeaseText},
 }
 
 // testLimitsRefused checks that every store refuses the same bad values with
@@ -47,6 +48,8 @@ func testLimitsRefused(t *testing.T, h harness) {
 		{"too-many-tags", func(p *errand.JobInsertParams) { p.Tags = make([]string, errand.MaxTags+1) }},
 		{"args-nul-escape", func(p *errand.JobInsertParams) { p.Args = json.RawMessage(`{"note": "a\u0000b"}`) }},
 		{"args-invalid-utf8", func(p *errand.JobInsertParams) { p.Args = json.RawMessage("{\"note\": \"\xff\"}") }},
+		{"args-lone-surrogate", func(p *errand.JobInsertParams) { p.Args = json.RawMessage(`{"note": "\ud800"}`) }},
+		{"args-number-beyond-numeric", func(p *errand.JobInsertParams) { p.Args = json.RawMessage(`{"n": 1e200000}`) }},
 		{"priority-past-32-bits", func(p *errand.JobInsertParams) { p.Priority = math.MaxInt32 + 1 }},
 		{"priority-below-32-bits", func(p *errand.JobInsertParams) { p.Priority = math.MinInt32 - 1 }},
 		{"max-attempts-past-32-bits", func(p *errand.JobInsertParams) { p.MaxAttempts = 1<<32 + 1 }},
@@ -189,4 +192,44 @@ func testLimitsProgressAndKeys(t *testing.T, h harness) {
 			t.Errorf("EffectGet %q after a refused begin = %v; want ErrNotFound", key, err)
 		}
 	}
+}
+
+// testLimitsLeaseText checks that every fenced write refuses a lease whose
+// job id or token is not text every store keeps (SQLite would find nothing
+// to change, PostgreSQL would refuse the write) with an *InputError, and
+// writes nothing of the batch it came in.
+func testLimitsLeaseText(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b")
+	jobs := e.claim(2)
+	if len(jobs) != 2 {
+		t.Fatalf("claimed %d jobs, want 2", len(jobs))
+	}
+	a, b := jobs[0], jobs[1]
+	var ie *errand.InputError
+	for _, bad := range []errand.JobLease{
+		{ID: b.ID + "\x00", LeaseToken: token(b)},
+		{ID: b.ID + "\xff", LeaseToken: token(b)},
+		{ID: b.ID, LeaseToken: token(b) + "\x00"},
+		{ID: b.ID, LeaseToken: "\xc3" + token(b)},
+	} {
+		_, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{{ID: a.ID, LeaseToken: token(a)}, bad}, Lease: time.Minute})
+		if !errors.As(err, &ie) {
+			t.Errorf("JobHeartbeatMany with lease %q = %v; want an *InputError", bad, err)
+		}
+		o := succeeded(b)
+		o.JobLease = bad
+		rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{succeeded(a), o}})
+		if !errors.As(err, &ie) {
+			t.Errorf("JobRecordOutcomes with lease %q = %v, %v; want an *InputError", bad, rs, err)
+		}
+		if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: bad.ID, LeaseToken: bad.LeaseToken, Progress: json.RawMessage(`{}`)}); !errors.As(err, &ie) {
+			t.Errorf("JobSetProgress with lease %q = %v; want an *InputError", bad, err)
+		}
+		if _, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: "k", JobID: bad.ID, LeaseToken: bad.LeaseToken}); !errors.As(err, &ie) {
+			t.Errorf("EffectBegin with lease %q = %v; want an *InputError", bad, err)
+		}
+	}
+	e.unchanged("a, after the refused batches", a)
+	e.unchanged("b, after the refused writes", b)
 }

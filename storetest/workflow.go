@@ -820,7 +820,10 @@ func testWorkflowSetOutput(t *testing.T, h harness) {
 		t.Fatalf("JobSetOutput with a wrong token = %v, want ErrLeaseLost", err)
 	}
 	var ie *errand.InputError
-	for name, out := range map[string]string{"not JSON": `{`, "NUL byte": "\"a\x00b\""} {
+	for name, out := range map[string]string{
+		"not JSON": `{`, "NUL byte": "\"a\x00b\"", "NUL escape": `{"a": "x\u0000y"}`,
+		"lone surrogate": `"\ud800"`, "number beyond numeric": `[1e200000]`,
+	} {
 		if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(out)}); !errors.As(err, &ie) {
 			t.Fatalf("JobSetOutput(%s) = %v, want an *InputError", name, err)
 		}
