@@ -528,6 +528,18 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*Job, error) 
 	if opts.Limit < 0 {
 		return nil, &InputError{Field: "limit", Message: "must be at least 1"}
 	}
+	// A filter no job could match is a mistake to report, not an empty
+	// page: a queue or kind that breaks the naming rules never had a job.
+	if opts.Queue != "" {
+		if err := checkName("queue", opts.Queue); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Kind != "" {
+		if err := checkName("kind", opts.Kind); err != nil {
+			return nil, err
+		}
+	}
 	params := &JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit}
 	js, err := c.store.JobList(ctx, params)
 	if err != nil {

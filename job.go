@@ -2,7 +2,10 @@ package errand
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -255,13 +258,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		*d = 0
 		return nil
 	}
+	// Errors are *json.UnmarshalTypeError, to which a decoder adds the
+	// field's name.
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string like \"250ms\": %w", err)
+		value := "JSON"
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			value = te.Value
+		}
+		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeFor[Duration]()}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return err
+		return &json.UnmarshalTypeError{Value: "string " + strconv.Quote(s), Type: reflect.TypeFor[Duration]()}
 	}
 	*d = Duration(v)
 	return nil

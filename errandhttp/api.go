@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -363,6 +365,8 @@ func jsonProblem(err error) string {
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	case errors.As(err, &te) && te.Type == reflect.TypeFor[errand.Duration]():
+		return fmt.Sprintf("field %q must be a duration in Go syntax such as \"30s\" or \"1h\", not %s", te.Field, te.Value)
 	case errors.As(err, &te):
 		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -541,15 +545,70 @@ func deref(s *string) string {
 }
 
 // sameJSON compares two documents by value, not by spelling: a store may
-// reformat what it keeps (PostgreSQL's jsonb does).
+// reformat what it keeps (PostgreSQL's jsonb does: the order of an object's
+// keys, the space between tokens, 1e3 as 1000). Numbers compare by their
+// exact decimal value, not as float64, which would make 9007199254740993
+// equal 9007199254740992 and fail to decode 1e400 at all.
 func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
+	canon := func(doc json.RawMessage) ([]byte, bool) {
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return nil, false
+		}
+		out, err := json.Marshal(canonNumbers(v))
+		return out, err == nil
 	}
-	xb, _ := json.Marshal(x)
-	yb, _ := json.Marshal(y)
-	return bytes.Equal(xb, yb)
+	x, okX := canon(a)
+	y, okY := canon(b)
+	return okX && okY && bytes.Equal(x, y)
+}
+
+// canonNumbers replaces every number in a decoded document with
+// canonNumber's spelling of it.
+func canonNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return json.Number(canonNumber(string(v)))
+	case map[string]any:
+		for k, x := range v {
+			v[k] = canonNumbers(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = canonNumbers(x)
+		}
+	}
+	return v
+}
+
+// canonNumber spells a JSON number so that two numbers of the same value
+// are spelt alike: its significant digits, without leading or trailing
+// zeros, and the power of ten to multiply them by ("15e-1" for 1.50 and
+// 0.15e1). The exponent is a big.Int, so 1e99999999999999999999 costs no
+// more than 1e9.
+func canonNumber(n string) string {
+	sign, n := "", n
+	if rest, ok := strings.CutPrefix(n, "-"); ok {
+		sign, n = "-", rest
+	}
+	mant, expText, _ := strings.Cut(strings.ToLower(n), "e")
+	exp := new(big.Int)
+	if expText != "" {
+		if _, ok := exp.SetString(strings.TrimPrefix(expText, "+"), 10); !ok {
+			return sign + n // not a JSON number; compared as written
+		}
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp.Sub(exp, big.NewInt(int64(len(frac))))
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp.Add(exp, big.NewInt(int64(len(digits)-len(trimmed))))
+	return sign + trimmed + "e" + exp.String()
 }
 
 func (a *api[TTx]) get(w http.ResponseWriter, r *http.Request) error {

@@ -52,7 +52,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 			defer closeDB()
 			jobs, err := c.List(ctx, params)
 			if err != nil {
-				return err
+				return opsInputError(err)
 			}
 			if *asJSON {
 				if jobs == nil {

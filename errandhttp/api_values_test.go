@@ -1,0 +1,148 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// TestAPIRefusesWhatAStoreCouldNotKeep: JSON that SQLite would keep as
+// text and PostgreSQL's jsonb refuses (an escaped half of a surrogate pair,
+// a number past PostgreSQL's numeric, \u0000), and ids or lease tokens that
+// are not text every store keeps, get the same 400 on both stores, with
+// nothing written: never a 5xx, never accepted by one store and refused by
+// the other, and never accepted now only to be refused when a worker's
+// outcome enqueues the batch callback or workflow step that holds it.
+func TestAPIRefusesWhatAStoreCouldNotKeep(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for _, args := range []string{`{"a": "\ud800"}`, `{"a": "x\udc00"}`, `{"a": 1e200000}`, `{"a": [1e-20000]}`, `{"a": "\u0000"}`} {
+			for _, c := range []struct{ path, body string }{
+				{"/api/v1/jobs", `{"kind": "task", "args": ` + args + `}`},
+				{"/api/v1/batches", `{"id": "b1", "jobs": [{"kind": "task", "args": ` + args + `}]}`},
+				{"/api/v1/batches", `{"id": "b2", "jobs": [{"kind": "task"}], "callback": {"kind": "task", "args": ` + args + `}}`},
+				{"/api/v1/workflows", `{"id": "w1", "steps": [{"name": "a", "kind": "task"}, {"name": "b", "kind": "task", "depends_on": ["a"], "args": ` + args + `}]}`},
+			} {
+				r := s.op(t, "POST", c.path, c.body)
+				want(t, c.path+" with args "+args, r, http.StatusBadRequest, "invalid_input")
+				if !strings.Contains(r.String(), "args") {
+					t.Errorf("%s with args %s: the error names no field: %s", c.path, args, r)
+				}
+			}
+		}
+		if n := s.jobCount(t); n != 0 {
+			t.Fatalf("refused requests wrote %d jobs", n)
+		}
+
+		// A worker's calls with an id or token that is no text.
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j1"}), http.StatusCreated, "")
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j2"}), http.StatusCreated, "")
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "lease": "1m", "max_jobs": 2})
+		want(t, "claim", r, http.StatusOK, "")
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 2 {
+			t.Fatalf("claimed %s (%v)", r.body, err)
+		}
+		tok := claimed.Jobs[0].LeaseToken
+		j1, j2 := s.job(t, "j1"), s.job(t, "j2")
+		for _, action := range []string{"heartbeat", "ack", "fail", "output"} {
+			for _, c := range []struct{ id, body string }{
+				{"j1%00", `{"lease_token": "` + tok + `", "output": 1}`},
+				{"j1%FF", `{"lease_token": "` + tok + `", "output": 1}`},
+				{"j1", `{"lease_token": "` + tok + `\u0000", "output": 1}`},
+			} {
+				want(t, action+" of "+c.id+" "+c.body, s.op(t, "POST", "/api/v1/jobs/"+c.id+"/"+action, c.body), http.StatusBadRequest, "invalid_input")
+			}
+		}
+		bulk := `{"jobs": [{"id": "j1", "lease_token": "` + tok + `"}, {"id": "j2\u0000", "lease_token": "x"}]}`
+		want(t, "bulk ack with one id that is no text", s.op(t, "POST", "/api/v1/ack", bulk), http.StatusBadRequest, "invalid_input")
+		for _, out := range []string{`{"a": "x\u0000y"}`, `"\ud800"`, `[1e200000]`} {
+			want(t, "output "+out, s.op(t, "POST", "/api/v1/jobs/j1/output", `{"lease_token": "`+tok+`", "output": `+out+`}`), http.StatusBadRequest, "invalid_input")
+		}
+		if a, b := s.job(t, "j1"), s.job(t, "j2"); !reflect.DeepEqual(a, j1) || !reflect.DeepEqual(b, j2) {
+			t.Fatalf("refused calls changed the jobs:\n%+v\n%+v", a, b)
+		}
+
+		// Corrected args for a replay are held to the same rule.
+		f := s.op(t, "POST", "/api/v1/jobs/j1/fail", map[string]any{"lease_token": tok, "permanent": true, "message": "bad"})
+		want(t, "fail", f, http.StatusOK, "")
+		dead := s.job(t, "j1")
+		for _, args := range []string{`{"a": "\ud800"}`, `{"a": 1e200000}`} {
+			want(t, "replay with args "+args, s.op(t, "POST", "/api/v1/jobs/j1/replay", `{"reason": "fix", "args": `+args+`}`), http.StatusBadRequest, "invalid_input")
+		}
+		if after := s.job(t, "j1"); !reflect.DeepEqual(after, dead) {
+			t.Fatalf("refused replays changed the job:\n%+v\n%+v", dead, after)
+		}
+
+		// Reads: a queue that is no text has no fairness keys; a cursor,
+		// or a queue or kind to list jobs of, that is no text is refused.
+		keys := s.op(t, "GET", "/api/v1/fairness-keys?queue=a%00", nil)
+		want(t, "fairness keys of a queue that is no text", keys, http.StatusOK, "")
+		if !strings.Contains(keys.String(), `"fairness_keys":[]`) {
+			t.Errorf("fairness keys of a queue that is no text: %s", keys)
+		}
+		for _, path := range []string{"/api/v1/batches?cursor=1.a%00", "/api/v1/workflows?cursor=1.a%FF", "/api/v1/jobs?queue=a%00", "/api/v1/jobs?kind=a%FF"} {
+			want(t, path, s.op(t, "GET", path, nil), http.StatusBadRequest, "invalid_input")
+		}
+	})
+}
+
+// TestAPIDurationErrorsNameTheField: a duration sent as a number, or one
+// that does not parse, is refused with the field's name.
+func TestAPIDurationErrorsNameTheField(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	for _, body := range []string{`{"kind": "task", "delay": 30}`, `{"kind": "task", "delay": "9999999999h"}`, `{"kind": "task", "delay": true}`} {
+		r := s.op(t, "POST", "/api/v1/jobs", body)
+		want(t, body, r, http.StatusBadRequest, "invalid_input")
+		if !strings.Contains(r.String(), `field \"delay\" must be a duration`) {
+			t.Errorf("%s: %s; want the field named", body, r)
+		}
+	}
+	r := s.op(t, "POST", "/api/v1/queues/default/claim", `{"kinds": ["task"], "lease": 60}`)
+	if want(t, "claim", r, http.StatusBadRequest, "invalid_input"); !strings.Contains(r.String(), `field \"lease\"`) {
+		t.Errorf("claim with a numeric lease: %s; want the field named", r)
+	}
+}
+
+// TestAPIIdempotencyKeyComparesNumbersByValue: a retried request is the
+// same request whatever the store did to the spelling of its numbers
+// (PostgreSQL's jsonb keeps 1e3 as 1000), and numbers past float64's
+// precision or range are not taken for others.
+func TestAPIIdempotencyKeyComparesNumbersByValue(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		key := map[string]string{"Idempotency-Key": "order-9"}
+		send := func(body string) response {
+			return s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: body, header: key})
+		}
+		want(t, "first", send(`{"kind": "task", "args": {"a": 1e3, "big": 9007199254740993, "huge": 1e400, "f": 1.50}}`), http.StatusCreated, "")
+		for _, body := range []string{
+			`{"kind": "task", "args": {"a": 1e3, "big": 9007199254740993, "huge": 1e400, "f": 1.50}}`,
+			`{"kind": "task", "args": {"huge": 10e399, "f": 0.15e1, "big": 9007199254740993, "a": 1000.0}}`,
+		} {
+			r := send(body)
+			if want(t, "retried "+body, r, http.StatusOK, ""); r.header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("retried %s: %s %v", body, r, r.header)
+			}
+		}
+		for _, body := range []string{
+			`{"kind": "task", "args": {"a": 1e3, "big": 9007199254740992, "huge": 1e400, "f": 1.50}}`,
+			`{"kind": "task", "args": {"a": 1e3, "big": 9007199254740993, "huge": 1e401, "f": 1.50}}`,
+			`{"kind": "task", "args": {"a": -1e3, "big": 9007199254740993, "huge": 1e400, "f": 1.50}}`,
+		} {
+			want(t, "different "+body, send(body), http.StatusConflict, "idempotency_conflict")
+		}
+		if n := s.jobCount(t); n != 1 {
+			t.Fatalf("%d jobs, want 1", n)
+		}
+	})
+}
