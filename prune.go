@@ -68,9 +68,9 @@ func checkPruneAges(succeeded, dead time.Duration) error {
 	case dead < 0:
 		return &InputError{Field: "dead_age", Message: "must not be negative; give an age such as 720h, or 0 to keep dead jobs"}
 	case succeeded == 0 && dead == 0:
-		return &InputError{Field: "succeeded_age", Message: "and dead_age are both 0, which prunes nothing; give at least one age"}
+		return &InputError{Field: "succeeded_age", Message: "is 0 and so is the age for dead jobs, which prunes nothing; give at least one age"}
 	case dead > 0 && succeeded > 0 && dead < succeeded:
-		return &InputError{Field: "dead_age", Message: fmt.Sprintf("%s is shorter than succeeded_age %s; keep dead jobs, the evidence of failures, at least as long", dead, succeeded)}
+		return &InputError{Field: "dead_age", Message: fmt.Sprintf("%s is shorter than the age for succeeded jobs, %s; keep dead jobs, the evidence of failures, at least as long", dead, succeeded)}
 	}
 	return nil
 }

@@ -20,9 +20,9 @@ import (
 // credit saved up from its idle time, so it cannot take the whole capacity
 // in a burst.
 
-// maxQueueWeight bounds a queue's weight: weights are shares, and a ratio
+// MaxQueueWeight bounds a queue's weight: weights are shares, and a ratio
 // past a million to one is a mistake rather than a policy.
-const maxQueueWeight = 1_000_000
+const MaxQueueWeight = 1_000_000
 
 // checkWeights validates MaxWorkers and QueueWeights against the queues and
 // returns each queue's weight (1 when not given). It returns nil weights
@@ -45,8 +45,8 @@ func checkWeights(cfg *WorkerConfig) (map[string]int, error) {
 		if _, ok := cfg.Queues[q]; !ok {
 			return nil, &InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q is not among the worker's Queues; add it there or remove its weight", q)}
 		}
-		if wt < 1 || wt > maxQueueWeight {
-			return nil, &InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q has weight %d; use 1 to %d", q, wt, maxQueueWeight)}
+		if wt < 1 || wt > MaxQueueWeight {
+			return nil, &InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q has weight %d; use 1 to %d", q, wt, MaxQueueWeight)}
 		}
 		weights[q] = wt
 	}

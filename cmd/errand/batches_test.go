@@ -51,6 +51,9 @@ func testBatchesCommands(t *testing.T, db string) {
 		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k"}], "callback": {"kind": "d", "args": [1]}}`)}, 2, "callback.args"},
 		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k"}], "callback": {"kind": "d", "id": "x"}}`)}, 2, "unknown field"},
 		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k"}]} {}`)}, 2, "more than one JSON value"},
+		{[]string{"batch", "enqueue", "--file", writeFile(t, "{\"jobs\": [{\"kind\": \"k\xff\"}]}")}, 2, "is not valid UTF-8"},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, "{\"id\": \"w\xff\", \"steps\": [{\"name\": \"a\", \"kind\": \"k\"}]}")}, 2, "is not valid UTF-8"},
+		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k", "delay": 5}]}`)}, 2, "jobs.delay"},
 	} {
 		r := cli(t, append(tt.args, "--db", db)...)
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.line) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {

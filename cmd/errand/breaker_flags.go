@@ -2,7 +2,7 @@ package main
 
 import (
 	"flag"
-	"strconv"
+	"math"
 	"strings"
 	"time"
 
@@ -55,8 +55,8 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPoli
 		}
 		var p errand.BreakerPolicy
 		var err error
-		if p.Threshold, err = strconv.Atoi(parts[0]); err != nil || p.Threshold < 1 {
-			return nil, nil, usagef("--breaker %q: the failure threshold %q must be a whole number of at least 1", spec, parts[0])
+		if p.Threshold, err = atoi32(parts[0]); err != nil || p.Threshold < 1 {
+			return nil, nil, usagef("--breaker %q: the failure threshold %q must be a whole number of at least 1 and at most %d", spec, parts[0], math.MaxInt32)
 		}
 		if p.Window, err = time.ParseDuration(parts[1]); err != nil || p.Window <= 0 {
 			return nil, nil, usagef("--breaker %q: the window %q must be a positive Go duration such as 1m", spec, parts[1])
@@ -65,8 +65,8 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPoli
 			return nil, nil, usagef("--breaker %q: the cool-down %q must be a positive Go duration such as 30s", spec, parts[2])
 		}
 		if len(parts) == 4 {
-			if p.Probes, err = strconv.Atoi(parts[3]); err != nil || p.Probes < 1 {
-				return nil, nil, usagef("--breaker %q: the probes %q must be a whole number of at least 1", spec, parts[3])
+			if p.Probes, err = atoi32(parts[3]); err != nil || p.Probes < 1 {
+				return nil, nil, usagef("--breaker %q: the probes %q must be a whole number of at least 1 and at most %d", spec, parts[3], math.MaxInt32)
 			}
 		}
 		if policies == nil {

@@ -28,7 +28,7 @@ the time go to the audit (errand audit shows it).`,
 		reason := fs.String("reason", "", "why the job is cancelled, for the audit (required)")
 		operator := fs.String("operator", "", "who cancels it, for the audit (default the OS user)")
 		asJSON := fs.Bool("json", false, "print the job record as JSON (after the wait, with --wait)")
-		wait := fs.Duration("wait", 0, "for a running job, wait up to this long (e.g. 10s) until its worker has ended it")
+		wait := durationFlag(fs, "wait", "for a running job, wait up to this long (e.g. 10s) until its worker has ended it")
 
 		return func(ctx context.Context, pos []string) error {
 			id, err := onePositional(pos, "id", "cancel")

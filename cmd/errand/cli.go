@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -265,8 +266,11 @@ func flagError(cmd string, err error) error {
 		name := strings.TrimLeft(strings.TrimPrefix(msg, "flag needs an argument: "), "-")
 		return usagef("flag --%s needs a value%s", name, hint)
 	}
-	msg = strings.Replace(msg, " for flag -", " for --", 1)
-	msg = strings.Replace(msg, " for -", " for --", 1) // boolean flags
+	if m, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		msg = "invalid value " + strings.Replace(m, " for flag -", " for --", 1)
+	} else {
+		msg = strings.Replace(msg, " for -", " for --", 1) // boolean flags
+	}
 	if strings.HasPrefix(msg, "invalid boolean value") {
 		msg = strings.Replace(msg, ": parse error", ": want true or false", 1)
 	}
@@ -312,12 +316,24 @@ func (v intValue) String() string {
 }
 
 func (v intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
+	n, err := atoi32(s)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && strings.HasPrefix(s, "-"):
+		return fmt.Errorf("want a whole number down to %d", math.MinInt32)
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("want a whole number up to %d", math.MaxInt32)
+	case err != nil:
 		return errors.New("want a whole number")
 	}
 	*v.n = n
 	return nil
+}
+
+// atoi32 parses a whole number that fits in 32 bits, as the stores keep
+// counts and limits.
+func atoi32(s string) (int, error) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	return int(n), err
 }
 
 func intFlag(fs *flag.FlagSet, name string, value int, usage string) *int {
@@ -408,7 +424,13 @@ func isPostgres(db string) bool {
 func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (errand.TxStore[*sql.Tx], error) {
 	db := dbPath(flagValue)
 	if isPostgres(db) {
+		if _, err := url.Parse(db); err != nil {
+			return nil, usagef("the database URL in --db or ERRAND_DB does not parse (%v); write it as postgres://user@host:5432/dbname", errors.Unwrap(err))
+		}
 		schema := os.Getenv("ERRAND_SCHEMA")
+		if !errand.StorableText(schema) {
+			return nil, usagef("ERRAND_SCHEMA is not valid UTF-8 without NUL bytes; name the schema your application uses, e.g. errand")
+		}
 		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: schema, Logger: logger, NoMigrate: mode == mustExist})
 		if errors.Is(err, errand.ErrNoSchema) {
 			if schema == "" {
@@ -428,7 +450,7 @@ func openStore(ctx context.Context, flagValue string, mode openMode, logger *slo
 // openSQLite opens the SQLite file at path.
 func openSQLite(ctx context.Context, path string, mode openMode) (*sqlite.Store, error) {
 	if strings.Contains(path, "://") {
-		return nil, fmt.Errorf("database %q is neither a postgres:// URL nor a file path; give a SQLite file path such as %s", path, defaultDB)
+		return nil, usagef("database %q (--db or ERRAND_DB) is neither a postgres:// URL nor a file path; give a SQLite file path such as %s, or a postgres:// URL", path, defaultDB)
 	}
 	if mode == mustExist {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -497,7 +519,7 @@ func jobError(id string, err error) error {
 		}
 		return fmt.Errorf("job %s is %s; only %s jobs can be %s", id, se.State, list, verb)
 	}
-	return err
+	return opsInputError(err) // an input error names the flag to change
 }
 
 // onePositional checks for exactly one positional argument, named what.

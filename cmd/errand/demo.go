@@ -40,6 +40,9 @@ the other subcommands and --db.`,
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; demo takes only --db", pos[0])
 			}
+			if isPostgres(dbPath(*db)) {
+				return usagef("the demo runs on SQLite only; give --db a file path, or leave it out for %s", defaultDemoDB)
+			}
 			if err := removeDemoDB(ctx, *db); err != nil {
 				return err
 			}

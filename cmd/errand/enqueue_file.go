@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"unicode/utf8"
 )
 
 // readEnqueueFile is the --file of errand batch enqueue and errand
@@ -28,6 +29,11 @@ func readEnqueueFile(pos []string, file, what, endpoint string, req any) error {
 	}
 	if err != nil {
 		return usagef("--file: %v", err)
+	}
+	// The decoder would turn invalid UTF-8 into U+FFFD unseen, and a
+	// kind, queue or id would be stored other than written.
+	if !utf8.Valid(b) {
+		return usagef("--file %s is not valid UTF-8; save the %s as UTF-8", file, what)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -40,7 +40,7 @@ its own (errand work --retain-succeeded, --retain-dead).`,
 				return usagef("unexpected argument %q; give ages with --succeeded-after and --dead-after", pos[0])
 			}
 			if *succeeded == 0 && *dead == 0 {
-				return usagef("give --succeeded-after AGE, --dead-after AGE or both, e.g. --succeeded-after 168h --dead-after 720h")
+				return usagef("--succeeded-after and --dead-after are both missing or 0, which prunes nothing; give at least one, e.g. --succeeded-after 168h --dead-after 720h")
 			}
 			if *batch < 0 || *batch > errand.MaxPruneBatch {
 				return usagef("--batch %d is out of range; give 1 to %d", *batch, errand.MaxPruneBatch)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,7 +85,7 @@ drains the worker for --grace, and exits 0.`,
 		tokenFile := fs.String("token-file", "", "read tokens from `PATH`: lines of ROLE NAME SECRET")
 		origins := listFlag(fs, "trusted-origin", "also accept state-changing browser requests from `ORIGIN` (scheme://host[:port], repeatable), e.g. a proxy's public name")
 		hideArgs := fs.Bool("hide-args", false, "leave job args out of job reads and listings (claims still carry them)")
-		maxBody := fs.Int64("max-body", errandhttp.DefaultMaxBodyBytes, "refuse request bodies over `BYTES` with 413")
+		maxBody := intFlag(fs, "max-body", errandhttp.DefaultMaxBodyBytes, "refuse request bodies over `BYTES` with 413")
 		execs := listFlag(fs, "exec", "also run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
 		hooks := listFlag(fs, "http", "also deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
@@ -139,7 +140,7 @@ drains the worker for --grace, and exits 0.`,
 			if err != nil {
 				return err
 			}
-			auth := &errandhttp.AuthOptions{Tokens: tokens, MaxBodyBytes: *maxBody, TrustedOrigins: *origins}
+			auth := &errandhttp.AuthOptions{Tokens: tokens, MaxBodyBytes: int64(*maxBody), TrustedOrigins: *origins}
 			if _, err := errandhttp.NewAuth(auth); err != nil {
 				return usagef("%v", err)
 			}
@@ -280,9 +281,12 @@ func serveTokens(file, operator, reader string) ([]errandhttp.Token, error) {
 // isLoopback reports whether addr listens on the loopback interface only:
 // 127.0.0.0/8, ::1 or localhost. An empty host means every interface.
 func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false, usagef("--addr %q: write HOST:PORT, e.g. 127.0.0.1:8080", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); port == "" || errors.Is(err, strconv.ErrRange) {
+		return false, usagef("--addr %q: give a port from 0 to 65535, e.g. 127.0.0.1:8080", addr)
 	}
 	if strings.EqualFold(host, "localhost") {
 		return true, nil

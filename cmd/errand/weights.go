@@ -18,7 +18,7 @@ type weightFlags struct {
 
 func addWeightFlags(fs *flag.FlagSet) weightFlags {
 	return weightFlags{
-		maxWorkers: fs.Int("max-workers", 0, "run at most `N` jobs at once over all queues, shared by --weight when all are busy (default: no shared limit)"),
+		maxWorkers: intFlag(fs, "max-workers", 0, "run at most `N` jobs at once over all queues, shared by --weight when all are busy (default: no shared limit)"),
 		weights:    listFlag(fs, "weight", "give queue NAME weight W in the share of --max-workers (`NAME=W`, repeatable; default 1)"),
 	}
 }
@@ -45,8 +45,8 @@ func (f weightFlags) apply(fs *flag.FlagSet, qs queueFlags, cfg *errand.WorkerCo
 		}
 		name := spec[:i]
 		w, err := strconv.Atoi(spec[i+1:])
-		if err != nil || w < 1 {
-			return usagef("--weight %q: write NAME=W with W at least 1, e.g. --weight critical=6", spec)
+		if err != nil || w < 1 || w > errand.MaxQueueWeight {
+			return usagef("--weight %q: write NAME=W with W at least 1 and at most %d, e.g. --weight critical=6", spec, errand.MaxQueueWeight)
 		}
 		if _, ok := qs.concurrency[name]; !ok {
 			return usagef("--weight names queue %q, which no --queue runs; add --queue %s or drop the weight", name, name)

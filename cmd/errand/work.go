@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -401,11 +402,11 @@ func parseQueues(specs []string) (queueFlags, error) {
 	for _, spec := range specs {
 		name, n := spec, defaultConcurrency
 		if i := strings.LastIndexByte(spec, '='); i >= 0 {
-			v, err := strconv.Atoi(spec[i+1:])
+			v, err := strconv.ParseInt(spec[i+1:], 10, 32)
 			if err != nil || v < 1 {
-				return queueFlags{}, usagef("--queue %q: write NAME=N with N at least 1, e.g. --queue reports=2", spec)
+				return queueFlags{}, usagef("--queue %q: write NAME=N with N at least 1 and at most %d, e.g. --queue reports=2", spec, math.MaxInt32)
 			}
-			name, n = spec[:i], v
+			name, n = spec[:i], int(v)
 		}
 		if name == "" {
 			return queueFlags{}, usagef("--queue %q names no queue; write NAME=N, e.g. --queue reports=2", spec)
