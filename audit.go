@@ -63,6 +63,19 @@ type AuditRecord struct {
 	Details json.RawMessage `json:"details"`
 }
 
+// MarshalJSON writes a prune's prior state, which it has none of, as null.
+func (r AuditRecord) MarshalJSON() ([]byte, error) {
+	type plain AuditRecord
+	var prior *JobState
+	if r.PriorState != "" {
+		prior = &r.PriorState
+	}
+	return json.Marshal(struct {
+		plain
+		PriorState *JobState `json:"prior_state"`
+	}{plain(r), prior})
+}
+
 // AuditListParams filter and page the audit. Zero fields do not filter.
 type AuditListParams struct {
 	JobID  string

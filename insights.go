@@ -3,6 +3,7 @@ package errand
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -179,6 +180,21 @@ type Percentiles struct {
 	Samples    int     `json:"samples"`
 	P50Seconds float64 `json:"p50_seconds"`
 	P99Seconds float64 `json:"p99_seconds"`
+}
+
+// MarshalJSON writes the percentiles of no samples as null: there are none,
+// which 0 would hide.
+func (p Percentiles) MarshalJSON() ([]byte, error) {
+	type wire struct {
+		Samples    int      `json:"samples"`
+		P50Seconds *float64 `json:"p50_seconds"`
+		P99Seconds *float64 `json:"p99_seconds"`
+	}
+	w := wire{Samples: p.Samples}
+	if p.Samples > 0 {
+		w.P50Seconds, w.P99Seconds = &p.P50Seconds, &p.P99Seconds
+	}
+	return json.Marshal(w)
 }
 
 // AssembleInsights turns a store's raw figures into Insights. Stores and

@@ -206,6 +206,19 @@ type AttemptError struct {
 	Stack string `json:"stack,omitempty"`
 }
 
+// MarshalJSON writes an error without a stack with "stack": null.
+func (e AttemptError) MarshalJSON() ([]byte, error) {
+	type plain AttemptError
+	var stack *string
+	if e.Stack != "" {
+		stack = &e.Stack
+	}
+	return json.Marshal(struct {
+		plain
+		Stack *string `json:"stack"`
+	}{plain(e), stack})
+}
+
 // Envelope is the versioned form of a claimed job that crosses process and
 // language boundaries: what an external worker receives.
 type Envelope struct {

@@ -18,7 +18,7 @@ func TestDecodeColumnsArrays(t *testing.T) {
 		{errors: `[ ]`, tags: ` []`, wantErrors: `[]`, wantTags: `[]`},
 		{errors: `null`, tags: `null`, wantErrors: `[]`, wantTags: `[]`},
 		{errors: `[{"attempt":1,"replay":0,"at":"2026-01-02T03:04:05Z","class":"error","message":"boom","stack":""}]`, tags: `["a","b"]`,
-			wantErrors: `[{"attempt":1,"replay":0,"at":"2026-01-02T03:04:05Z","class":"error","message":"boom"}]`, wantTags: `["a","b"]`},
+			wantErrors: `[{"attempt":1,"replay":0,"at":"2026-01-02T03:04:05Z","class":"error","message":"boom","stack":null}]`, wantTags: `["a","b"]`},
 		{errors: `[`, tags: `[]`, bad: true},
 		{errors: `[]`, tags: `[1]`, bad: true},
 	} {

@@ -20,9 +20,13 @@ func TestEnqueueWorkList(t *testing.T) {
 
 	enq := ok(t, bin(t, "enqueue", "send_receipt", `{"payment": "p-1"}`, "--db", db))
 	id := strings.TrimSpace(enq.stdout)
-	w := parseWork(t, bin(t, "work", "--once", "--db", db, "--exec", "send_receipt="+s))
+	r := bin(t, "work", "--once", "--db", db, "--exec", "send_receipt="+s)
+	w := parseWork(t, r)
 	if w.Result != "succeeded" || w.JobID == nil || *w.JobID != id || w.Attempt != 1 {
 		t.Errorf("work = %+v, want succeeded %s attempt 1", w, id)
+	}
+	if want := `,"kind":"send_receipt","class":null,"error":null,"available_at":null}`; !strings.HasSuffix(strings.TrimSpace(r.stdout), want) {
+		t.Errorf("work printed %s; want every field, unset ones null, ending %s", r.stdout, want)
 	}
 	got, _ := os.ReadFile(out)
 	if want := `{"payment": "p-1"} ` + id + " 1\n"; string(got) != want {
@@ -36,8 +40,12 @@ func TestEnqueueWorkList(t *testing.T) {
 		t.Errorf("jobs table:\n%s", r.stdout)
 	}
 	// Nothing left: idle, still exit 0.
-	if w := parseWork(t, bin(t, "work", "--once", "--db", db, "--exec", "send_receipt="+s)); w.Result != "idle" || w.JobID != nil {
+	r = bin(t, "work", "--once", "--db", db, "--exec", "send_receipt="+s)
+	if w := parseWork(t, r); w.Result != "idle" || w.JobID != nil {
 		t.Errorf("second work = %+v, want idle", w)
+	}
+	if want := `{"result":"idle","job_id":null,"attempt":null,"kind":null,"class":null,"error":null,"available_at":null}`; strings.TrimSpace(r.stdout) != want {
+		t.Errorf("idle work printed %s, want %s", r.stdout, want)
 	}
 }
 

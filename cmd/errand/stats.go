@@ -64,16 +64,29 @@ KIND_INSIGHTS is errand.KindInsights: {"queue", "kind", "ready",
 				return err
 			}
 			if *asJSON {
+				// The oldest ready age is null, not 0, when no job
+				// is ready (the table's "-").
+				type kind struct {
+					errand.KindInsights
+					OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
+				}
 				type queue struct {
 					errand.QueueStats
-					Kinds []errand.KindInsights `json:"kinds"`
+					OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
+					Kinds                 []kind   `json:"kinds"`
+				}
+				age := func(s float64) *float64 {
+					if s <= 0 {
+						return nil
+					}
+					return &s
 				}
 				qs := make([]queue, len(stats))
 				for i, q := range stats {
-					qs[i] = queue{QueueStats: q, Kinds: []errand.KindInsights{}}
+					qs[i] = queue{QueueStats: q, OldestReadyAgeSeconds: age(q.OldestReadyAgeSeconds), Kinds: []kind{}}
 					for _, k := range ins.Kinds {
 						if k.Queue == q.Queue {
-							qs[i].Kinds = append(qs[i].Kinds, k)
+							qs[i].Kinds = append(qs[i].Kinds, kind{KindInsights: k, OldestReadyAgeSeconds: age(k.OldestReadyAgeSeconds)})
 						}
 					}
 				}

@@ -125,8 +125,9 @@ DEP=N/WINDOW/COOLDOWN[/PROBES] sets the policy (default 5/1m/30s/1); errand
 breakers shows the breakers and resets one.
 
 With --once it claims one job, runs it, prints one JSON line:
-{"result": "idle"|"succeeded"|"retrying"|"dead"|"cancelled"|"lease_lost", "job_id": ...,
-"attempt": N}, and exits 0 whenever an outcome was recorded. The claim
+{"result": "idle"|"succeeded"|"retrying"|"dead"|"cancelled"|"lease_lost", "job_id", "attempt",
+"kind", "class", "error", "available_at"} (null where it does not apply: an idle
+claim has no job), and exits 0 whenever an outcome was recorded. The claim
 honours the rate limits and retry budgets the workers keep in the database
 (nothing within them is ready: result "idle") and the circuit breakers of
 --dependency: a kind whose DEP's breaker is open is not claimed, and the
@@ -301,12 +302,39 @@ func workOnce(ctx context.Context, c *errand.Client[*sql.Tx], opts *errand.WorkO
 	if err != nil {
 		return workerConfigError(err)
 	}
-	b, err := json.Marshal(res)
+	b, err := json.Marshal(onceResultOf(res))
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(e.stdout, "%s\n", jsonForTerminal(b))
 	return err
+}
+
+// onceResult is what work --once prints: every field of the result, null
+// when it does not apply (an idle claim has no job, attempt or kind; a
+// success no class, error or next run).
+type onceResult struct {
+	Result      errand.Result `json:"result"`
+	JobID       *string       `json:"job_id"`
+	Attempt     *int          `json:"attempt"`
+	Kind        *string       `json:"kind"`
+	Class       *string       `json:"class"`
+	Error       *string       `json:"error"`
+	AvailableAt *time.Time    `json:"available_at"`
+}
+
+func onceResultOf(r *errand.WorkResult) onceResult {
+	text := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	out := onceResult{Result: r.Result, JobID: r.JobID, Kind: text(r.Kind), Class: text(r.Class), Error: text(r.Error), AvailableAt: r.AvailableAt}
+	if r.JobID != nil {
+		out.Attempt = &r.Attempt
+	}
+	return out
 }
 
 // errSecondSignal reports a stop that a second signal cut short.
