@@ -1,6 +1,7 @@
 package errand
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -254,6 +255,9 @@ const (
 // keep, or returns "". Its digits after the decimal point count as written,
 // trailing zeros too (1.50 has two), less the exponent.
 func jsonNumberProblem(num []byte) string {
+	if len(num) <= maxJSONFracDigits && bytes.IndexAny(num, "eE") < 0 {
+		return "" // too short to pass either limit without an exponent
+	}
 	s := strings.TrimPrefix(string(num), "-")
 	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
 	intPart, frac, _ := strings.Cut(mant, ".")
