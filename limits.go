@@ -54,6 +54,12 @@ const (
 	// times in microseconds; a shorter one would mean different things to
 	// different stores.
 	MinMaxAge = time.Millisecond
+	// MinInterval is the shortest PollInterval, HeartbeatInterval and
+	// SweepInterval a Worker takes, and the shortest heartbeat interval a
+	// worker may register with. A shorter one would make an idle worker
+	// query its store in a tight loop, and one under a microsecond, the
+	// stores' unit, would be kept as none at all.
+	MinInterval = time.Millisecond
 )
 
 // Times a job may be scheduled at: within the years that every store and
@@ -312,6 +318,15 @@ func checkRunAt(t time.Time) error {
 }
 
 // checkLease validates a claim's lease.
+// checkInterval refuses a worker's interval shorter than MinInterval;
+// example is a value to suggest instead.
+func checkInterval(field string, d time.Duration, example string) error {
+	if d < MinInterval {
+		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s, e.g. %s", d, MinInterval, example)}
+	}
+	return nil
+}
+
 func checkLease(field string, d time.Duration) error {
 	if d < MinLease {
 		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s (default %s)", d, MinLease, DefaultLease)}

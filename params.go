@@ -277,8 +277,8 @@ func (p *WorkerRegisterParams) Validate() error {
 	if err := checkText("host", p.Host); err != nil {
 		return err
 	}
-	if p.HeartbeatInterval <= 0 {
-		return &InputError{Field: "heartbeat interval", Message: "must be positive, e.g. 5s"}
+	if err := checkInterval("heartbeat interval", p.HeartbeatInterval, "5s"); err != nil {
+		return err
 	}
 	for _, q := range p.Queues {
 		if err := checkText("queue", q.Name); err != nil {

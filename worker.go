@@ -41,7 +41,8 @@ type WorkerConfig struct {
 	Lease time.Duration
 	// PollInterval is how often an idle queue looks for work it was not
 	// woken for. An idle queue also sleeps no longer than until its next
-	// scheduled or retrying job comes due. Default: DefaultPollInterval.
+	// scheduled or retrying job comes due. Default: DefaultPollInterval;
+	// at least MinInterval.
 	PollInterval time.Duration
 	// PollOnly turns off listening for the store's wake-ups (see
 	// [Notifier]), leaving polling alone to find jobs from other
@@ -52,7 +53,7 @@ type WorkerConfig struct {
 	// HeartbeatInterval is how often the worker records in the worker
 	// registry that it is alive, with its running and completed counts.
 	// After WorkerMissedHeartbeats intervals without one the registry shows
-	// it as gone. Default: DefaultWorkerHeartbeat.
+	// it as gone. Default: DefaultWorkerHeartbeat; at least MinInterval.
 	HeartbeatInterval time.Duration
 	// Owner is the worker's id: its row in the worker registry and the
 	// lease_owner of its claims. Give each running Worker its own.
@@ -66,7 +67,8 @@ type WorkerConfig struct {
 	LeaderTTL time.Duration
 	// SweepInterval is how often the leader sweeps expired leases and
 	// passed deadlines, so a job whose worker died is recovered even when no
-	// worker claims from its queue. Default: DefaultSweepInterval.
+	// worker claims from its queue. Default: DefaultSweepInterval; at
+	// least MinInterval.
 	SweepInterval time.Duration
 	// Schedules are recurring jobs this worker enqueues on every tick (see
 	// [NewSchedule]): one job per tick however many workers run the same
@@ -169,14 +171,14 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.PollInterval < 0 {
-		return nil, &InputError{Field: "PollInterval", Message: "must be positive, e.g. 1s"}
+	if err := checkInterval("PollInterval", cfg.PollInterval, "1s"); err != nil {
+		return nil, err
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = DefaultWorkerHeartbeat
 	}
-	if cfg.HeartbeatInterval < 0 {
-		return nil, &InputError{Field: "HeartbeatInterval", Message: "must be positive, e.g. 5s"}
+	if err := checkInterval("HeartbeatInterval", cfg.HeartbeatInterval, "5s"); err != nil {
+		return nil, err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = DefaultOwner()

@@ -289,8 +289,5 @@ func checkLeaderConfig(cfg *WorkerConfig) error {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
 	}
-	if cfg.SweepInterval < 0 {
-		return &InputError{Field: "SweepInterval", Message: "must be positive, e.g. 5s"}
-	}
-	return nil
+	return checkInterval("SweepInterval", cfg.SweepInterval, "5s")
 }

@@ -304,6 +304,7 @@ func TestWorkerConfigLeadership(t *testing.T) {
 		{LeaderTTL: -time.Second},
 		{LeaderTTL: 10 * time.Millisecond},
 		{SweepInterval: -time.Second},
+		{SweepInterval: time.Microsecond},
 	} {
 		_, err := c.NewWorker(cfg)
 		var ie *errand.InputError

@@ -110,7 +110,8 @@ type WorkerRegisterParams struct {
 	// Kinds the worker has handlers for. The store keeps them in the order
 	// given.
 	Kinds []string
-	// HeartbeatInterval is how often the worker will heartbeat; positive.
+	// HeartbeatInterval is how often the worker will heartbeat; at least
+	// MinInterval.
 	// The registry shows the worker as gone after WorkerMissedHeartbeats
 	// intervals without one.
 	HeartbeatInterval time.Duration

@@ -273,11 +273,35 @@ func TestWorkerStartFailsWithoutRegistry(t *testing.T) {
 	}
 }
 
-func TestWorkerConfigHeartbeatInterval(t *testing.T) {
+// TestWorkerConfigIntervals: NewWorker refuses a poll, heartbeat or sweep
+// interval under MinInterval, naming the field, and takes MinInterval
+// itself. A nanosecond's heartbeat interval used to reach the store, whose
+// microseconds keep it as zero, and fail there on a constraint.
+func TestWorkerConfigIntervals(t *testing.T) {
 	c, _ := registryClient(t, filepath.Join(t.TempDir(), "errand.db"), nil)
-	_, err := c.NewWorker(&errand.WorkerConfig{HeartbeatInterval: -time.Second})
-	if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "HeartbeatInterval") {
-		t.Errorf("NewWorker with a negative heartbeat interval: %v, want an InputError naming HeartbeatInterval", err)
+	for _, field := range []string{"PollInterval", "HeartbeatInterval", "SweepInterval"} {
+		with := func(d time.Duration) *errand.WorkerConfig {
+			cfg := &errand.WorkerConfig{}
+			switch field {
+			case "PollInterval":
+				cfg.PollInterval = d
+			case "HeartbeatInterval":
+				cfg.HeartbeatInterval = d
+			case "SweepInterval":
+				cfg.SweepInterval = d
+			}
+			return cfg
+		}
+		for _, d := range []time.Duration{-time.Second, time.Nanosecond, errand.MinInterval - time.Microsecond} {
+			_, err := c.NewWorker(with(d))
+			var ie *errand.InputError
+			if !errors.As(err, &ie) || ie.Field != field || !strings.Contains(err.Error(), "at least 1ms") {
+				t.Errorf("NewWorker with %s %s: %v, want an InputError naming %s and its minimum", field, d, err, field)
+			}
+		}
+		if _, err := c.NewWorker(with(errand.MinInterval)); err != nil {
+			t.Errorf("NewWorker with %s %s: %v", field, errand.MinInterval, err)
+		}
 	}
 }
 

@@ -521,7 +521,11 @@ func testWorkerInvalidParams(t *testing.T, h harness) {
 		"no-id":             {HeartbeatInterval: beat},
 		"zero-interval":     {ID: "x"},
 		"negative-interval": {ID: "x", HeartbeatInterval: -time.Second},
-		"replace-zero":      {ID: "w"},
+		// A nanosecond is none at all in the stores' microseconds;
+		// under MinInterval a worker would heartbeat in a tight loop.
+		"nanosecond-interval": {ID: "x", HeartbeatInterval: time.Nanosecond},
+		"under-min-interval":  {ID: "x", HeartbeatInterval: errand.MinInterval - time.Microsecond},
+		"replace-zero":        {ID: "w"},
 	} {
 		if w, err := e.s.WorkerRegister(e.ctx, p); !errors.Is(err, errand.ErrInvalid) {
 			t.Errorf("WorkerRegister %s = %v, %v; want an error wrapping ErrInvalid", name, w, err)

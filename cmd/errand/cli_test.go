@@ -118,7 +118,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"enqueue", "k", "--id", ""}, code: 2, line: "--id is empty"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "default=0"}, code: 2, line: "N at least 1"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "a=2", "--queue", "a=3"}, code: 2, line: "twice"},
-		{args: []string{"work", "--exec", "k=/bin/true", "--poll", "0s"}, code: 2, line: "--poll must be positive"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--poll", "0s"}, code: 2, line: "--poll 0s is too short; give at least 1ms"},
 		{args: []string{"work", "--once", "--exec", "k=/bin/true", "--grace", "1s"}, code: 2, line: "--grace applies to the long-running worker"},
 		{args: []string{"work", "--once", "--exec", "k=/bin/true", "--poll-only"}, code: 2, line: "--poll-only applies to the long-running worker"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--leader-ttl", "10ms"}, code: 2, line: "--leader-ttl must be at least 30ms"},

@@ -165,11 +165,11 @@ does, so the claim stays within them.`,
 			if isSet(fs, "lease") && *lease < errand.MinLease {
 				return usagef("--lease %s is too short; give at least %s, e.g. 30s", *lease, errand.MinLease)
 			}
-			if isSet(fs, "poll") && *poll == 0 {
-				return usagef("--poll must be positive, e.g. 1s")
+			if isSet(fs, "poll") && *poll < errand.MinInterval {
+				return usagef("--poll %s is too short; give at least %s, e.g. 1s", *poll, errand.MinInterval)
 			}
-			if isSet(fs, "heartbeat") && *heartbeat == 0 {
-				return usagef("--heartbeat must be positive, e.g. 5s")
+			if isSet(fs, "heartbeat") && *heartbeat < errand.MinInterval {
+				return usagef("--heartbeat %s is too short; give at least %s, e.g. 5s", *heartbeat, errand.MinInterval)
 			}
 			if isSet(fs, "leader-ttl") && *leaderTTL < 30*time.Millisecond {
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
