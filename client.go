@@ -391,6 +391,35 @@ func (c *engine) insertParams(params []EnqueueParams) ([]*JobInsertParams, error
 	return out, nil
 }
 
+// CheckEnqueue reports what Enqueue would refuse in a job of args with
+// opts, without a store: all that a client that declares no kinds refuses
+// (a client that declares kinds also refuses a kind it does not know). A
+// command line or a form can check its input with it before it opens, and
+// so perhaps creates, a database.
+func CheckEnqueue(args JobArgs, opts *EnqueueOpts) error {
+	_, err := checkingEngine().insertParam(&EnqueueParams{Args: args, Opts: opts})
+	return err
+}
+
+// CheckEnqueueBatch is CheckEnqueue for EnqueueBatch: what it would refuse
+// in params and opts, without a store.
+func CheckEnqueueBatch(params []EnqueueParams, opts *BatchOpts) error {
+	_, err := checkingEngine().batchParams(params, opts)
+	return err
+}
+
+// CheckEnqueueWorkflow is CheckEnqueue for EnqueueWorkflow: what it would
+// refuse in steps and opts, without a store.
+func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
+	_, err := checkingEngine().workflowParams(steps, opts)
+	return err
+}
+
+// checkingEngine is the engine of a client that declares no kinds and has
+// no store, for the Check functions: turning an enqueue's input into a
+// store's params touches no store.
+func checkingEngine() *engine { return &engine{maxAttempts: DefaultMaxAttempts} }
+
 func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	if p.Args == nil {
 		return nil, &InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}

@@ -77,6 +77,11 @@ const (
 	MaxStackBytes   = 64 << 10
 )
 
+// ValidateName reports what a Client or Worker would refuse in s as the
+// name of a queue, a kind or a dependency, for a program that checks a
+// name it was given before it opens, and so perhaps creates, a database.
+func ValidateName(s string) error { return checkName("name", s) }
+
 // checkName validates a kind or queue name: 1 to MaxNameBytes bytes of
 // valid UTF-8, printable, without spaces.
 func checkName(field, s string) error {

@@ -189,6 +189,11 @@ func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file str
 	if err != nil {
 		return err
 	}
+	// Checked before the database is opened, so that bad input creates
+	// none.
+	if err := errand.CheckEnqueueBatch(params, opts); err != nil {
+		return err
+	}
 	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
 	if err != nil {
 		return err

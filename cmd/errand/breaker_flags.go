@@ -34,6 +34,11 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPoli
 		if !ok || kind == "" || dep == "" {
 			return nil, nil, usagef("--dependency %q: write KIND=DEP, e.g. --dependency send_receipt=smtp", spec)
 		}
+		for _, name := range []string{kind, dep} {
+			if err := nameError("--dependency", name); err != nil {
+				return nil, nil, err
+			}
+		}
 		if _, dup := deps[kind]; dup {
 			return nil, nil, usagef("--dependency names kind %q twice; a kind calls one dependency", kind)
 		}

@@ -184,6 +184,52 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
+// TestUsageErrorsCreateNoDatabase: the subcommands that may create a
+// database refuse bad input before they open one, so a mistake leaves no
+// empty database behind, at the path given or at a mistyped one. Each of
+// these was once refused only after the file had been created and
+// migrated.
+func TestUsageErrorsCreateNoDatabase(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"enqueue", "bad kind"}, "KIND:"},
+		{[]string{"enqueue", "k", `{"a": "\u0000"}`}, "JSON_ARGS:"},
+		{[]string{"enqueue", "k", `{"a": "\ud800"}`}, "JSON_ARGS:"},
+		{[]string{"enqueue", "k", "--queue", "a b"}, "--queue:"},
+		{[]string{"enqueue", "k", "--id", " x"}, "--id:"},
+		{[]string{"enqueue", "k", "--unique-key", " x"}, "--unique-key:"},
+		{[]string{"enqueue", "k", "--fairness-key", "x\x07"}, "--fairness-key:"},
+		{[]string{"enqueue", "k", "--backoff-base", "1h", "--backoff-max", "1s"}, "--backoff-max:"},
+		{[]string{"enqueue", "k", "--max-age", "1us"}, "--max-age:"},
+		{[]string{"work", "--exec", "k=/bin/true", "--queue", "a b=1"}, "--queue:"},
+		{[]string{"work", "--once", "--exec", "k=/bin/true", "--queue", "a b=1"}, "--queue:"},
+		{[]string{"work", "--exec", "bad kind=/bin/true"}, "--exec:"},
+		{[]string{"work", "--http", "bad kind=http://127.0.0.1:1/"}, "--http:"},
+		{[]string{"work", "--exec", "k=/bin/true", "--dependency", "k=bad dep"}, "--dependency:"},
+		{[]string{"work", "--exec", "k=/bin/true", "--poll", "1ns"}, "--poll 1ns is too short; give at least 1ms"},
+		{[]string{"work", "--exec", "k=/bin/true", "--heartbeat", "999us"}, "--heartbeat 999µs is too short; give at least 1ms"},
+		{[]string{"serve", "--exec", "bad kind=/bin/true"}, "--exec:"},
+		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "bad kind"}]}`)}, "kind:"},
+		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k", "args": {"a": "\u0000"}}]}`)}, "args:"},
+		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k"}], "callback": {"kind": "do ne"}}`)}, "callback"},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, `{"steps": [{"name": "a b", "kind": "k"}]}`)}, "name"},
+		{[]string{"workflow", "enqueue", "--file", writeFile(t, `{"steps": [{"name": "a", "kind": "k", "args": {"x": "\ud800"}}]}`)}, "args:"},
+	} {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "errand.db")
+		args := append([]string{tt.args[0], "--db", db}, tt.args[1:]...)
+		r := bin(t, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tt.line) {
+			t.Errorf("errand %q: %s; want exit 2 with %q", args, r, tt.line)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Errorf("errand %q left %v in the database's directory (%v), want nothing", args, entries, err)
+		}
+	}
+}
+
 func TestReadOnlyCommandsDoNotCreateTheDatabase(t *testing.T) {
 	for _, args := range [][]string{
 		{"jobs"}, {"stats"}, {"workers"}, {"inspect", "x"}, {"replay", "x", "--reason", "r"}, {"cancel", "x", "--reason", "r"},

@@ -123,12 +123,18 @@ replayed or cancelled.`,
 				}
 			}
 
+			// Checked before the database is opened, so that bad input
+			// creates none.
+			job := errand.RawArgs{KindName: pos[0], JSON: args}
+			if err := errand.CheckEnqueue(job, opts); err != nil {
+				return flagInputError(err)
+			}
 			c, closeDB, err := openClient(ctx, *db, mayCreate, &errand.Config{})
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			res, err := c.Enqueue(ctx, errand.RawArgs{KindName: pos[0], JSON: args}, opts)
+			res, err := c.Enqueue(ctx, job, opts)
 			if err != nil {
 				return flagInputError(err)
 			}

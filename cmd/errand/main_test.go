@@ -65,14 +65,21 @@ func cli(t *testing.T, args ...string) result {
 	return result{stdout.String(), stderr.String(), code}
 }
 
-// bin runs the errand binary.
+// bin runs the errand binary, and fails the test if it runs for more than
+// binTimeout: a command that should have exited (a worker given bad input,
+// say) must not hang the suite.
 func bin(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(errandBin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), binTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, errandBin, args...)
 	cmd.Env = append(append(os.Environ(), "ERRAND_DB="), dbEnv(args)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("errand %q was still running after %s; killed it\nstderr: %s", args, binTimeout, stderr.String())
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -82,6 +89,8 @@ func bin(t *testing.T, args ...string) result {
 	}
 	return result{stdout.String(), stderr.String(), code}
 }
+
+const binTimeout = 2 * time.Minute
 
 // ok fails the test unless r exited 0.
 func ok(t *testing.T, r result) result {

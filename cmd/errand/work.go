@@ -439,6 +439,9 @@ func parseQueues(specs []string) (queueFlags, error) {
 		if name == "" {
 			return queueFlags{}, usagef("--queue %q names no queue; write NAME=N, e.g. --queue reports=2", spec)
 		}
+		if err := nameError("--queue", name); err != nil {
+			return queueFlags{}, err
+		}
 		if _, dup := q.concurrency[name]; dup {
 			return queueFlags{}, usagef("--queue names queue %q twice; give it once", name)
 		}
@@ -446,6 +449,18 @@ func parseQueues(specs []string) (queueFlags, error) {
 		q.concurrency[name] = n
 	}
 	return q, nil
+}
+
+// nameError is the usage error for a queue, kind or dependency name that
+// flag gave and the library would refuse, or nil.
+func nameError(flag, name string) error {
+	var ie *errand.InputError
+	if err := errand.ValidateName(name); errors.As(err, &ie) {
+		return usagef("%s: %s", flag, ie.Message)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // execKinds builds a kind with an exec handler for every --exec and a
@@ -464,6 +479,9 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, declare 
 		if !ok || kind == "" || strings.TrimSpace(command) == "" {
 			return nil, nil, nil, usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
 		}
+		if err := nameError("--exec", kind); err != nil {
+			return nil, nil, nil, err
+		}
 		if _, dup := byName[kind]; dup {
 			return nil, nil, nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
 		}
@@ -480,6 +498,9 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, declare 
 		kind, url, ok := strings.Cut(spec, "=")
 		if !ok || kind == "" || strings.TrimSpace(url) == "" {
 			return nil, nil, nil, usagef("--http %q: write KIND=URL, e.g. --http send_receipt=https://billing.internal/receipts", spec)
+		}
+		if err := nameError("--http", kind); err != nil {
+			return nil, nil, nil, err
 		}
 		if _, dup := byName[kind]; dup {
 			return nil, nil, nil, usagef("--exec and --http map kind %q more than once; give one handler per kind", kind)

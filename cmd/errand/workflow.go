@@ -211,6 +211,11 @@ func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file 
 	if err != nil {
 		return err
 	}
+	// Checked before the database is opened, so that bad input creates
+	// none.
+	if err := errand.CheckEnqueueWorkflow(steps, opts); err != nil {
+		return err
+	}
 	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
 	if err != nil {
 		return err
