@@ -9,6 +9,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/errandhq/errand/internal/jsonesc"
 )
 
 // The limits below are one rule for every store. SQLite would store values
@@ -208,11 +210,11 @@ func scanJSONString(b []byte, i int) (end int, problem string) {
 			return i + 1, ""
 		case '\\':
 			if i+1 < len(b) && b[i+1] == 'u' {
-				r := jsonEscape(b, i)
+				r := jsonesc.Unit(b, i)
 				switch {
 				case r == 0:
 					return 0, `contains \u0000, which not every store can keep; remove the NUL character`
-				case utf16.IsSurrogate(r) && r < 0xdc00 && utf16.IsSurrogate(jsonEscape(b, i+6)) && jsonEscape(b, i+6) >= 0xdc00:
+				case jsonesc.Pair(b, i):
 					i += 12 // a whole pair
 					continue
 				case utf16.IsSurrogate(r):
@@ -227,30 +229,6 @@ func scanJSONString(b []byte, i int) (end int, problem string) {
 		}
 	}
 	return len(b), ""
-}
-
-// jsonEscape returns the code unit of the escape \uXXXX at b[i], or -1
-// when there is none.
-func jsonEscape(b []byte, i int) rune {
-	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range b[i+2 : i+6] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(d)
-	}
-	return r
 }
 
 // PostgreSQL's numeric type, which jsonb keeps numbers in, holds up to

@@ -13,12 +13,15 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/batchjson"
+	"github.com/errandhq/errand/internal/jsonesc"
 )
 
 // Limits of the API.
@@ -230,6 +233,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // (Content-Type application/json), one object, no unknown fields. An empty
 // body reads as {}.
 func decode(r *http.Request, v any) error {
+	// Every endpoint with a body takes its options in the body: a query
+	// parameter (?dry_run=true, say) would be ignored, and the request
+	// do what its sender did not mean.
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return err // *http.MaxBytesError: 413
@@ -238,6 +247,15 @@ func decode(r *http.Request, v any) error {
 		b = []byte("{}")
 	} else if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		return &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as JSON with Content-Type: application/json"}
+	}
+	// The decoder would turn invalid UTF-8, and an escaped half of a
+	// surrogate pair, into U+FFFD unseen: an id, kind or queue would be
+	// stored other than sent, and two different ids taken for one.
+	if !utf8.Valid(b) {
+		return badRequest("body is not valid UTF-8; encode the text as UTF-8")
+	}
+	if i := jsonesc.LoneSurrogate(b); i >= 0 {
+		return badRequest("%s: contains %s, half of a UTF-16 surrogate pair without its other half, which no store keeps as sent; escape the whole character, or write it unescaped", fieldAt(b, i), b[i:i+6])
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -248,6 +266,71 @@ func decode(r *http.Request, v any) error {
 		return badRequest("body holds more than one JSON value; send one object")
 	}
 	return nil
+}
+
+// fieldAt names the field of the JSON document b whose key or value holds
+// the byte at off, as a path such as jobs[2].kind, or "body" when b does
+// not parse that far.
+func fieldAt(b []byte, off int) string {
+	type level struct {
+		object bool
+		key    string
+		index  int
+		value  bool // an object's next token is a value, not a key
+	}
+	var path []level
+	name := func() string {
+		var sb strings.Builder
+		for _, l := range path {
+			switch {
+			case l.object && sb.Len() > 0:
+				sb.WriteString("." + l.key)
+			case l.object:
+				sb.WriteString(l.key)
+			default:
+				fmt.Fprintf(&sb, "[%d]", l.index)
+			}
+		}
+		if sb.Len() == 0 {
+			return "body"
+		}
+		return sb.String()
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return "body"
+		}
+		end := dec.InputOffset()
+		top := len(path) - 1
+		if top >= 0 && path[top].object && !path[top].value {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				path = path[:top]
+			} else {
+				path[top].key, path[top].value = fmt.Sprint(tok), true
+				if start <= int64(off) && int64(off) < end {
+					return name()
+				}
+				continue
+			}
+		} else if start <= int64(off) && int64(off) < end {
+			return name()
+		} else if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+			path = append(path, level{object: d == '{'})
+			continue
+		} else if ok {
+			path = path[:top] // ] ends an array
+		}
+		// A value ended: the next token of an object is a key, of an
+		// array the next element.
+		if top = len(path) - 1; top >= 0 && path[top].object {
+			path[top].value = false
+		} else if top >= 0 {
+			path[top].index++
+		}
+	}
 }
 
 // handler is an endpoint's handler: an error it returns is answered by
@@ -381,11 +464,11 @@ func jsonProblem(err error) string {
 // a misspelt filter is an error instead of a listing of everything.
 func checkQuery(q url.Values, known ...string) error {
 	for k := range q {
-		found := false
-		for _, n := range known {
-			found = found || k == n
-		}
-		if !found {
+		switch {
+		case slices.Contains(known, k):
+		case len(known) == 0:
+			return badRequest("unknown query parameter %q; this endpoint takes none (an endpoint with a body takes its options in the body)", k)
+		default:
 			return badRequest("unknown query parameter %q; use %s", k, strings.Join(known, ", "))
 		}
 	}
@@ -612,6 +695,9 @@ func canonNumber(n string) string {
 }
 
 func (a *api[TTx]) get(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
 	j, err := a.c.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -855,6 +941,9 @@ func (a *api[TTx]) cancel(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	if _, err := a.c.Get(r.Context(), id); err != nil {
 		return err

@@ -146,3 +146,80 @@ func TestAPIIdempotencyKeyComparesNumbersByValue(t *testing.T) {
 		}
 	})
 }
+
+// TestAPIRefusesTextItWouldChange: invalid UTF-8 and escaped halves of
+// surrogate pairs anywhere in a body are refused, naming the field, with
+// nothing written. The decoder would have turned each into U+FFFD unseen,
+// stored an id, kind or queue other than sent, and taken "a\ud800" and
+// "a\udc00" for the same id.
+func TestAPIRefusesTextItWouldChange(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for _, c := range []struct{ path, body, field string }{
+			{"/api/v1/jobs", `{"kind": "task", "id": "a\ud800"}`, "id: contains \\\\ud800"},
+			{"/api/v1/jobs", `{"kind": "task", "id": "a\udc00"}`, "id: contains \\\\udc00"},
+			{"/api/v1/jobs", `{"kind": "task\udfff"}`, "kind: contains"},
+			{"/api/v1/jobs", `{"kind": "task", "queue": "q\ud800x"}`, "queue: contains"},
+			{"/api/v1/jobs", `{"kind": "task", "tags": ["a", "b\ud800"]}`, "tags[1]: contains"},
+			{"/api/v1/jobs", `{"kind": "task", "args": {"x": ["\ud800"]}}`, "args.x[0]: contains"},
+			{"/api/v1/batches", `{"jobs": [{"kind": "task"}, {"kind": "task", "queue": "\ud800"}]}`, "jobs[1].queue: contains"},
+			{"/api/v1/workflows", `{"name": "w\ud800", "steps": [{"name": "a", "kind": "task"}]}`, "name: contains"},
+			{"/api/v1/workflows", `{"steps": [{"name": "a", "kind": "task"}, {"name": "b\udc00", "kind": "task"}]}`, "steps[1].name: contains"},
+			{"/api/v1/jobs", "{\"kind\": \"task\", \"id\": \"a\xff\"}", "not valid UTF-8"},
+			{"/api/v1/jobs", "{\"kind\": \"task\xc3\"}", "not valid UTF-8"},
+		} {
+			r := s.op(t, "POST", c.path, c.body)
+			want(t, c.path+" "+c.body, r, http.StatusBadRequest, "invalid_input")
+			if !strings.Contains(r.String(), c.field) {
+				t.Errorf("%s %s: %s; want %q", c.path, c.body, r, c.field)
+			}
+		}
+		if n := s.jobCount(t); n != 0 {
+			t.Fatalf("refused requests wrote %d jobs", n)
+		}
+		// A whole pair, escaped, is a character like any other.
+		r := s.op(t, "POST", "/api/v1/jobs", `{"kind": "task", "id": "a\ud83d\ude00", "args": {"s": "\\ud800"}}`)
+		want(t, "an escaped whole pair", r, http.StatusCreated, "")
+		if j := s.job(t, "a\U0001F600"); j == nil || string(j.Args) != `{"s": "\\ud800"}` && string(j.Args) != `{"s":"\\ud800"}` {
+			t.Errorf("job with an escaped pair in its id: %+v", j)
+		}
+	})
+}
+
+// TestAPIRefusesQueryParametersItWouldIgnore: an endpoint with a body takes
+// its options in the body, and one without takes only the parameters it
+// lists; any other query parameter is refused, not ignored, so
+// POST /api/v1/replay?dry_run=true cannot replay for real.
+func TestAPIRefusesQueryParametersItWouldIgnore(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j1"}), http.StatusCreated, "")
+	before := s.job(t, "j1")
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/api/v1/replay?dry_run=true"},
+		{"POST", "/api/v1/prune?dry_run=true"},
+		{"POST", "/api/v1/jobs?queue=other"},
+		{"POST", "/api/v1/jobs/j1/cancel?force=1"},
+		{"GET", "/api/v1/jobs/j1?bogus=1"},
+		{"GET", "/api/v1/jobs/j1/audit?bogus=1"},
+	} {
+		body := any(nil)
+		if c.method == "POST" {
+			body = map[string]any{"reason": "preview", "kind": "task", "succeeded_age": "1h"}
+			if strings.HasPrefix(c.path, "/api/v1/jobs?") {
+				body = map[string]any{"kind": "task", "id": "j2"}
+			}
+		}
+		r := s.op(t, c.method, c.path, body)
+		want(t, c.method+" "+c.path, r, http.StatusBadRequest, "invalid_input")
+		if !strings.Contains(r.String(), "unknown query parameter") {
+			t.Errorf("%s %s: %s", c.method, c.path, r)
+		}
+	}
+	if n := s.jobCount(t); n != 1 {
+		t.Errorf("%d jobs after refused requests, want 1", n)
+	}
+	if after := s.job(t, "j1"); !reflect.DeepEqual(after, before) {
+		t.Errorf("refused requests changed the job:\n%+v\n%+v", before, after)
+	}
+}
