@@ -658,6 +658,21 @@ func checkOperatorAction(operator, reason, doing string) error {
 	return checkReason(reason)
 }
 
+// checkPreviewAudit checks the operator and reason a dry run was given,
+// if any, as the run itself would: a preview accepts nothing the run
+// would refuse. A dry run needs neither.
+func checkPreviewAudit(operator, reason string) error {
+	if operator != "" {
+		if err := checkIdentifier("operator", operator, MaxIDBytes); err != nil {
+			return err
+		}
+	}
+	if reason != "" {
+		return checkReason(reason)
+	}
+	return nil
+}
+
 // checkReplayArgs validates corrected args for a job of kind as an enqueue
 // validates args, and returns them compacted.
 //

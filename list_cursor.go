@@ -30,7 +30,11 @@ func ParseListCursor(s string) (*ListCursor, error) {
 	if !ok || err != nil || id == "" {
 		return nil, &InputError{Field: "cursor", Message: fmt.Sprintf("%q is not a cursor; pass the next_cursor of the previous page as it is", s)}
 	}
-	return &ListCursor{CreatedAt: time.UnixMicro(n).UTC(), ID: id}, nil
+	c := &ListCursor{CreatedAt: time.UnixMicro(n).UTC(), ID: id}
+	if err := c.validate("cursor"); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // validate checks a cursor given as field; nil is none.
@@ -38,7 +42,9 @@ func (c *ListCursor) validate(field string) error {
 	if c == nil {
 		return nil
 	}
-	if c.ID == "" || c.CreatedAt.IsZero() || !StorableText(c.ID) {
+	// A time outside the years every store keeps names no item: PostgreSQL
+	// would refuse it as out of range, and SQLite compare it as a number.
+	if c.ID == "" || c.CreatedAt.IsZero() || !StorableText(c.ID) || c.CreatedAt.Before(minRunAt) || c.CreatedAt.After(maxRunAt) {
 		return &InputError{Field: field, Message: "names no position; give the CreatedAt and ID of the last item of the previous page"}
 	}
 	return nil

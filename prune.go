@@ -58,7 +58,7 @@ func (p *JobPruneParams) Validate() error {
 	if !p.DryRun {
 		return checkOperatorAction(p.Operator, p.Reason, "pruning jobs")
 	}
-	return nil
+	return checkPreviewAudit(p.Operator, p.Reason)
 }
 
 func checkPruneAges(succeeded, dead time.Duration) error {

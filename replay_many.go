@@ -97,6 +97,8 @@ func (p *JobReplayManyParams) Validate() error {
 		if err := checkIdentifier("bulk", p.Bulk, MaxIDBytes); err != nil {
 			return err
 		}
+	} else if err := checkPreviewAudit(p.Operator, p.Reason); err != nil {
+		return err
 	}
 	return p.Filter.validate()
 }

@@ -89,7 +89,10 @@ func TestAPIRefusesWhatAStoreCouldNotKeep(t *testing.T) {
 		if !strings.Contains(keys.String(), `"fairness_keys":[]`) {
 			t.Errorf("fairness keys of a queue that is no text: %s", keys)
 		}
-		for _, path := range []string{"/api/v1/batches?cursor=1.a%00", "/api/v1/workflows?cursor=1.a%FF", "/api/v1/jobs?queue=a%00", "/api/v1/jobs?kind=a%FF"} {
+		// A cursor's time past the years every store keeps: PostgreSQL
+		// refused it (a 500), SQLite compared it as a number.
+		for _, path := range []string{"/api/v1/batches?cursor=1.a%00", "/api/v1/workflows?cursor=1.a%FF", "/api/v1/jobs?queue=a%00", "/api/v1/jobs?kind=a%FF",
+			"/api/v1/batches?cursor=-210866803200000001.x", "/api/v1/workflows?cursor=-9223372036854775808.x", "/api/v1/batches?cursor=253402300800000000.x"} {
 			want(t, path, s.op(t, "GET", path, nil), http.StatusBadRequest, "invalid_input")
 		}
 	})
@@ -221,5 +224,31 @@ func TestAPIRefusesQueryParametersItWouldIgnore(t *testing.T) {
 	}
 	if after := s.job(t, "j1"); !reflect.DeepEqual(after, before) {
 		t.Errorf("refused requests changed the job:\n%+v\n%+v", before, after)
+	}
+}
+
+// TestAPIDryRunRefusesWhatTheRunRefuses: a preview of a bulk replay or a
+// prune given a reason the run would refuse is refused too, rather than
+// answered as if the run would go ahead.
+func TestAPIDryRunRefusesWhatTheRunRefuses(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	long := strings.Repeat("r", errand.MaxReasonBytes+1)
+	for _, c := range []struct{ path, body string }{
+		{"/api/v1/replay", `{"reason": "a\u0001b", "dry_run": true}`},
+		{"/api/v1/replay", `{"reason": "` + long + `", "dry_run": true}`},
+		{"/api/v1/prune", `{"reason": "a\u0001b", "dead_age": "720h", "dry_run": true}`},
+		{"/api/v1/prune", `{"reason": "` + long + `", "dead_age": "720h", "dry_run": true}`},
+	} {
+		r := s.op(t, "POST", c.path, c.body)
+		want(t, c.path+" dry run", r, http.StatusBadRequest, "invalid_input")
+		if !strings.Contains(r.String(), "reason") {
+			t.Errorf("%s dry run: %s; want the reason named", c.path, r)
+		}
+		// Without the dry run, the same request is refused the same way.
+		real := strings.Replace(c.body, `"dry_run": true`, `"dry_run": false`, 1)
+		if rr := s.op(t, "POST", c.path, real); rr.status != r.status || rr.String() != r.String() {
+			t.Errorf("%s: the run answered %d %s, the dry run %d %s", c.path, rr.status, rr, r.status, r)
+		}
 	}
 }
