@@ -43,6 +43,10 @@ const (
 	MaxAttemptsLimit = math.MaxInt32
 	// MaxArgsVersion bounds a job's args version.
 	MaxArgsVersion = math.MaxInt32
+	// MaxClaimNames bounds the queues and kinds one claim names: a store
+	// may send each as a parameter of its statement, and SQLite takes at
+	// most 32766.
+	MaxClaimNames = 10000
 )
 
 // Limits on times and durations.

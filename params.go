@@ -188,6 +188,9 @@ func (p *JobClaimParams) Validate() error {
 	if len(p.Queues) == 0 || p.Limit < 1 || p.Lease <= 0 {
 		return &InputError{Field: "claim", Message: "needs at least one queue, a limit of at least 1 and a positive lease"}
 	}
+	if n := len(p.Queues) + len(p.Kinds) + len(p.SkipRetryKinds); n > MaxClaimNames {
+		return &InputError{Field: "kinds", Message: fmt.Sprintf("the claim names %d queues and kinds; name at most %d", n, MaxClaimNames)}
+	}
 	if err := checkText("owner", p.Owner); err != nil {
 		return err
 	}

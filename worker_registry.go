@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -179,7 +180,13 @@ func WorkerStatusAt(r *WorkerRecord, now time.Time, staleAfter time.Duration) Wo
 		return WorkerStopped
 	}
 	if staleAfter <= 0 {
-		staleAfter = WorkerMissedHeartbeats * time.Duration(r.HeartbeatInterval)
+		// Saturated, not wrapped: three intervals of a remote worker's
+		// lease of a million hours are past time.Duration's range, and
+		// wrapped around they were negative, the worker gone at once.
+		staleAfter = time.Duration(math.MaxInt64)
+		if d := time.Duration(r.HeartbeatInterval); d <= staleAfter/WorkerMissedHeartbeats {
+			staleAfter = WorkerMissedHeartbeats * d
+		}
 	}
 	if !now.Before(r.HeartbeatAt.Add(staleAfter)) {
 		return WorkerGone

@@ -353,3 +353,17 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 		t.Errorf("the job drained with state %s, want succeeded", got.State)
 	}
 }
+
+// TestWorkerStatusAtLongInterval: a worker whose interval is so long that
+// three of them pass time.Duration's range (a remote worker's lease of a
+// million hours) is alive a second after its heartbeat, not gone: the
+// window saturates instead of wrapping around to a negative one.
+func TestWorkerStatusAtLongInterval(t *testing.T) {
+	now := time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
+	for _, d := range []time.Duration{1_000_000 * time.Hour, 2_562_047 * time.Hour, time.Duration(1<<63 - 1)} {
+		r := &errand.WorkerRecord{ID: "w", HeartbeatAt: now.Add(-time.Second), HeartbeatInterval: errand.Duration(d)}
+		if got := errand.WorkerStatusAt(r, now, 0); got != errand.WorkerAlive {
+			t.Errorf("interval %s, a second after the heartbeat: %s, want alive", d, got)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -208,6 +209,15 @@ func testClaimNotBeforeDue(t *testing.T, h harness) {
 	}
 }
 
+// manyNames returns n distinct names.
+func manyNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("name-%d", i)
+	}
+	return names
+}
+
 func testClaimInvalidParams(t *testing.T, h harness) {
 	e := open(t, h)
 	before := e.insertIDs("a")[0]
@@ -219,6 +229,10 @@ func testClaimInvalidParams(t *testing.T, h harness) {
 		{"zero-limit", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Lease: lease}},
 		{"zero-lease", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1}},
 		{"negative-lease", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: -time.Second}},
+		// More names than SQLite binds parameters: refused alike on
+		// every store, not a store's error on one.
+		{"too-many-kinds", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: lease, Kinds: manyNames(errand.MaxClaimNames)}},
+		{"too-many-queues", errand.JobClaimParams{Queues: manyNames(errand.MaxClaimNames + 1), Limit: 1, Lease: lease}},
 	} {
 		js, err := e.s.JobClaimMany(e.ctx, &c.p)
 		if !errors.Is(err, errand.ErrInvalid) {
