@@ -199,9 +199,11 @@ func WithClass(class string, err error) error {
 }
 
 // Snooze puts the job back in the queue for d without using an attempt and
-// without recording a failure.
+// without recording a failure. A d under a millisecond waits a millisecond.
 func Snooze(d time.Duration) error {
-	if d <= 0 {
+	// Under a millisecond, as at zero: a snooze shorter than the stores'
+	// microsecond would be kept as none at all.
+	if d < time.Millisecond {
 		d = time.Millisecond
 	}
 	return &JobError{class: "snooze", snooze: d}

@@ -47,6 +47,11 @@ const (
 	// may send each as a parameter of its statement, and SQLite takes at
 	// most 32766.
 	MaxClaimNames = 10000
+	// MaxConcurrency bounds a worker queue's concurrency and a worker's
+	// MaxWorkers: far past what one process runs at once, and well inside
+	// what a claim may ask for and the worker's share of its slots hands
+	// out one by one.
+	MaxConcurrency = 1_000_000
 )
 
 // Limits on times and durations.

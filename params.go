@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // The Validate methods state what every store must refuse, so that stores
@@ -49,6 +50,16 @@ func (p *JobInsertParams) Validate() error {
 	}
 	if p.BackoffBase < 0 || p.BackoffMax < 0 {
 		return &InputError{Field: "backoff", Message: "backoff base and max must not be negative"}
+	}
+	// Stores keep them in microseconds, where less than one is none: the
+	// default, not the delay asked for.
+	for _, b := range []struct {
+		field string
+		d     time.Duration
+	}{{"backoff_base", p.BackoffBase}, {"backoff_max", p.BackoffMax}} {
+		if b.d > 0 && b.d < MinMaxAge {
+			return &InputError{Field: b.field, Message: fmt.Sprintf("%s is too short; give at least %s, or none for the default", b.d, MinMaxAge)}
+		}
 	}
 	if p.BackoffBase > 0 && p.BackoffMax > 0 && p.BackoffMax < p.BackoffBase {
 		return &InputError{Field: "backoff_max", Message: fmt.Sprintf("%s is less than the backoff base %s; raise it or lower the base", p.BackoffMax, p.BackoffBase)}

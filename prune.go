@@ -242,8 +242,8 @@ func checkRetention(p *RetentionPolicy) error {
 	if p.Interval == 0 {
 		p.Interval = DefaultRetentionInterval
 	}
-	if p.Interval < 0 {
-		return &InputError{Field: "Retention.Interval", Message: "must be positive, e.g. 1h"}
+	if p.Interval < MinInterval {
+		return &InputError{Field: "Retention.Interval", Message: fmt.Sprintf("%s is too short; give at least %s, e.g. 1h", p.Interval, MinInterval)}
 	}
 	if p.BatchSize < 0 || p.BatchSize > MaxPruneBatch {
 		return &InputError{Field: "Retention.BatchSize", Message: fmt.Sprintf("%d is out of range; use 1 to %d (or 0 for %d)", p.BatchSize, MaxPruneBatch, MaxPruneBatch)}

@@ -146,15 +146,26 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 	if err != nil {
 		return nil, err
 	}
+	if len(stored) > maxSpecBytes {
+		return nil, &InputError{Field: "spec", Message: fmt.Sprintf("is %d bytes as stored (with its zone); use at most %d, with ranges (0-30) and steps (*/5) rather than lists", len(stored), maxSpecBytes)}
+	}
 	ticks, err := parseSpec(stored)
 	if err != nil {
 		return nil, err
+	}
+	// A spec with no tick (the 30th of February) would be stored with no
+	// next fire time and fail on every turn of the scheduler.
+	if ticks.Next(time.Now()).IsZero() {
+		return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q never fires; check the day of the month against the month", spec)}
 	}
 	if err := checkName("kind", args.Kind()); err != nil {
 		return nil, err
 	}
 	return &Schedule{name: name, spec: stored, ticks: ticks, args: args, opts: o}, nil
 }
+
+// maxSpecBytes bounds a schedule's spec as stored (ScheduleUpsertParams).
+const maxSpecBytes = MaxNameBytes * 2
 
 // canonicalSpec returns spec as the store keeps it: trimmed, with loc as a
 // CRON_TZ= prefix when spec names no zone and loc is not nil or UTC.
@@ -181,6 +192,11 @@ func parseSpec(spec string) (cron.Schedule, error) {
 		every, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil || every < time.Second {
 			return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q: give @every a duration of at least a second, e.g. \"@every 1m\"", spec)}
+		}
+		// Stores keep fire times in microseconds: a tick between two
+		// would be kept before itself, and found due again at once.
+		if every%time.Microsecond != 0 {
+			return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q: give @every a whole number of microseconds, e.g. \"@every 1.5s\"", spec)}
 		}
 		return everySchedule(every), nil
 	}

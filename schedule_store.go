@@ -62,8 +62,8 @@ func (p *ScheduleUpsertParams) Validate() error {
 	if err := checkName("schedule name", p.Name); err != nil {
 		return err
 	}
-	if p.Spec == "" || len(p.Spec) > MaxNameBytes*2 {
-		return &InputError{Field: "spec", Message: fmt.Sprintf("must be 1 to %d bytes, e.g. \"@every 1m\"", MaxNameBytes*2)}
+	if p.Spec == "" || len(p.Spec) > maxSpecBytes {
+		return &InputError{Field: "spec", Message: fmt.Sprintf("must be 1 to %d bytes, e.g. \"@every 1m\"", maxSpecBytes)}
 	}
 	if err := checkText("spec", p.Spec); err != nil {
 		return err

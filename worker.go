@@ -149,8 +149,8 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		if err := checkName("queue", q); err != nil {
 			return nil, err
 		}
-		if n < 1 {
-			return nil, &InputError{Field: "Queues", Message: fmt.Sprintf("queue %q has concurrency %d; give at least 1", q, n)}
+		if n < 1 || n > MaxConcurrency {
+			return nil, &InputError{Field: "Queues", Message: fmt.Sprintf("queue %q has concurrency %d; give 1 to %d", q, n, MaxConcurrency)}
 		}
 		queues = append(queues, q)
 	}

@@ -28,8 +28,8 @@ const MaxQueueWeight = 1_000_000
 // returns each queue's weight (1 when not given). It returns nil weights
 // when MaxWorkers is zero: the queues share nothing.
 func checkWeights(cfg *WorkerConfig) (map[string]int, error) {
-	if cfg.MaxWorkers < 0 {
-		return nil, &InputError{Field: "MaxWorkers", Message: fmt.Sprintf("is %d; give at least 1, or 0 for no shared limit", cfg.MaxWorkers)}
+	if cfg.MaxWorkers < 0 || cfg.MaxWorkers > MaxConcurrency {
+		return nil, &InputError{Field: "MaxWorkers", Message: fmt.Sprintf("is %d; give 1 to %d, or 0 for no shared limit", cfg.MaxWorkers, MaxConcurrency)}
 	}
 	if cfg.MaxWorkers == 0 {
 		if len(cfg.QueueWeights) > 0 {

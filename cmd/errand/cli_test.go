@@ -93,7 +93,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"serve", "--max-body", "x"}, code: 2, line: `invalid value "x" for --max-body: want a whole number`},
 		{args: []string{"jobs", "--limit", "3000000000"}, code: 2, line: "want a whole number up to 2147483647"},
 		{args: []string{"enqueue", "k", "--priority", "-3000000000"}, code: 2, line: "want a whole number down to -2147483648"},
-		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "default=3000000000"}, code: 2, line: "at most 2147483647"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--queue", "default=3000000000"}, code: 2, line: "at most 1000000"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--max-workers", "3000000000"}, code: 2, line: "--max-workers: want a whole number up to 2147483647"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--max-workers", "2", "--weight", "default=3000000000"}, code: 2, line: "--weight"},
 		{args: []string{"enqueue", "k", "--delay", "-5s"}, code: 2, line: "negative"},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -215,6 +214,9 @@ does, so the claim stays within them.`,
 				RateLimits: rates, RetryBudgets: budgets}
 			if err := weights.apply(fs, qs, cfg); err != nil {
 				return err
+			}
+			if cfg.MaxWorkers > errand.MaxConcurrency {
+				return usagef("--max-workers %d is too many; give at most %d", cfg.MaxWorkers, errand.MaxConcurrency)
 			}
 			deps, policies, err := breakers.parse()
 			if err != nil {
@@ -431,8 +433,8 @@ func parseQueues(specs []string) (queueFlags, error) {
 		name, n := spec, defaultConcurrency
 		if i := strings.LastIndexByte(spec, '='); i >= 0 {
 			v, err := strconv.ParseInt(spec[i+1:], 10, 32)
-			if err != nil || v < 1 {
-				return queueFlags{}, usagef("--queue %q: write NAME=N with N at least 1 and at most %d, e.g. --queue reports=2", spec, math.MaxInt32)
+			if err != nil || v < 1 || v > errand.MaxConcurrency {
+				return queueFlags{}, usagef("--queue %q: write NAME=N with N at least 1 and at most %d, e.g. --queue reports=2", spec, errand.MaxConcurrency)
 			}
 			name, n = spec[:i], int(v)
 		}
