@@ -309,7 +309,6 @@ func checkRunAt(t time.Time) error {
 	return nil
 }
 
-// checkLease validates a claim's lease.
 // checkInterval refuses a worker's interval shorter than MinInterval;
 // example is a value to suggest instead.
 func checkInterval(field string, d time.Duration, example string) error {
@@ -319,6 +318,7 @@ func checkInterval(field string, d time.Duration, example string) error {
 	return nil
 }
 
+// checkLease validates a claim's lease.
 func checkLease(field string, d time.Duration) error {
 	if d < MinLease {
 		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s (default %s)", d, MinLease, DefaultLease)}

@@ -51,15 +51,11 @@ func (p *JobInsertParams) Validate() error {
 	if p.BackoffBase < 0 || p.BackoffMax < 0 {
 		return &InputError{Field: "backoff", Message: "backoff base and max must not be negative"}
 	}
-	// Stores keep them in microseconds, where less than one is none: the
-	// default, not the delay asked for.
-	for _, b := range []struct {
-		field string
-		d     time.Duration
-	}{{"backoff_base", p.BackoffBase}, {"backoff_max", p.BackoffMax}} {
-		if b.d > 0 && b.d < MinMaxAge {
-			return &InputError{Field: b.field, Message: fmt.Sprintf("%s is too short; give at least %s, or none for the default", b.d, MinMaxAge)}
-		}
+	if err := checkBackoff("backoff_base", p.BackoffBase); err != nil {
+		return err
+	}
+	if err := checkBackoff("backoff_max", p.BackoffMax); err != nil {
+		return err
 	}
 	if p.BackoffBase > 0 && p.BackoffMax > 0 && p.BackoffMax < p.BackoffBase {
 		return &InputError{Field: "backoff_max", Message: fmt.Sprintf("%s is less than the backoff base %s; raise it or lower the base", p.BackoffMax, p.BackoffBase)}
@@ -190,6 +186,16 @@ func (p *WorkerHeartbeatParams) Validate() error { return p.Stats.Validate() }
 func (p *WorkerPruneParams) Validate() error {
 	if p.OlderThan < 0 {
 		return &InputError{Field: "older than", Message: "must not be negative"}
+	}
+	return nil
+}
+
+// checkBackoff refuses a backoff of less than a millisecond but none:
+// stores keep it in microseconds, where less than one is none, the
+// default, not the delay asked for.
+func checkBackoff(field string, d time.Duration) error {
+	if d > 0 && d < MinMaxAge {
+		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s, or none for the default", d, MinMaxAge)}
 	}
 	return nil
 }

@@ -459,8 +459,6 @@ func nameError(flag, name string) error {
 	var ie *errand.InputError
 	if err := errand.ValidateName(name); errors.As(err, &ie) {
 		return usagef("%s: %s", flag, ie.Message)
-	} else if err != nil {
-		return err
 	}
 	return nil
 }
