@@ -42,7 +42,8 @@ const batchCompleteTimeout = 30 * time.Second
 type BatchOpts struct {
 	// ID, when set, is the batch's id: a duplicate returns the existing
 	// batch and enqueues nothing, so a retried request cannot enqueue a
-	// batch twice. At most MaxBatchIDBytes.
+	// batch twice. At most MaxBatchIDBytes, and not ending in ".step" or
+	// ".undo" (the callback's id would have a workflow job's shape).
 	ID string
 	// Callback, when set, is the job enqueued once every member is
 	// finished. Its args must marshal to a JSON object: errand sets its

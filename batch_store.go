@@ -157,7 +157,7 @@ type BatchInsertParams struct {
 // Validate checks the parameters of BatchInsert: the id, 1 to
 // MaxBatchJobs jobs each valid, and a callback that makes a valid job.
 func (p *BatchInsertParams) Validate() error {
-	if err := checkIdentifier("batch id", p.ID, MaxBatchIDBytes); err != nil {
+	if err := checkBatchID(p.ID); err != nil {
 		return err
 	}
 	if len(p.Jobs) == 0 || len(p.Jobs) > MaxBatchJobs {

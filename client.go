@@ -157,7 +157,9 @@ func (c *Client[TTx]) Store() TxStore[TTx] { return c.txStore }
 type EnqueueOpts struct {
 	// ID, when set, is the job's id: a duplicate returns the existing job.
 	// Use the id of the business object the job serves (a payment id) so a
-	// retried request cannot enqueue twice.
+	// retried request cannot enqueue twice. The shapes of the ids errand
+	// gives its own jobs are refused: "B.callback", "W.step.S", "W.undo.S"
+	// and "J.dead.N".
 	ID string
 	// Queue defaults to DefaultQueue.
 	Queue string
@@ -421,6 +423,13 @@ func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
 func checkingEngine() *engine { return &engine{maxAttempts: DefaultMaxAttempts} }
 
 func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
+	return c.ownInsertParam(p, "")
+}
+
+// ownInsertParam is insertParam for a job errand enqueues itself under id,
+// in one of the shapes a caller may not give (see checkCallerJobID), in
+// place of the id in p's options. With id empty the job is the caller's.
+func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, error) {
 	if p.Args == nil {
 		return nil, &InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
 	}
@@ -476,8 +485,13 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 		}
 		ip.OrderingHold = o.OrderingOnDead.holds(kindChoice)
 	}
-	if ip.ID == "" {
-		ip.ID = ids.NewJobID()
+	switch {
+	case id != "" || ip.ID == "":
+		ip.ID = ids.NewJobID() // errand's own id is set once the rest is checked
+	default:
+		if err := checkCallerJobID("id", ip.ID); err != nil {
+			return nil, err
+		}
 	}
 	if ip.Queue == "" {
 		ip.Queue = DefaultQueue
@@ -490,6 +504,11 @@ func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
 	}
 	if err := ip.Validate(); err != nil {
 		return nil, err
+	}
+	if id != "" {
+		// Made of a valid id, so valid, but it may be longer than
+		// MaxIDBytes: an on-dead job's id is its job's and ".dead.N".
+		ip.ID = id
 	}
 	ip.checked = true
 	return ip, nil

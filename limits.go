@@ -136,6 +136,58 @@ func checkIdentifier(field, s string, max int) error {
 	return nil
 }
 
+// The shapes of the ids errand gives the jobs it enqueues itself. A job a
+// caller enqueues under one of them would take the place of errand's own
+// job: the batch's callback, the workflow's step or the on-dead job would
+// find its id taken and never run. So a caller-given job id has none of
+// these shapes, a step's name has no dot (so "W.step.NAME" splits one way
+// only), and a batch id does not end in ".step" or ".undo" (so
+// "BATCH.callback" is never a step's id).
+//
+//   - BATCH.callback: a batch's callback ([BatchCallbackJobID]);
+//   - WORKFLOW.step.NAME and WORKFLOW.undo.NAME: a workflow's step and its
+//     compensation ([WorkflowStepJobID], [WorkflowCompensationJobID]);
+//   - JOB.dead.N: the on-dead job of a job that died ([DeadHookJobID]).
+func checkCallerJobID(field, id string) error {
+	if strings.HasSuffix(id, batchCallbackSuffix) {
+		return &InputError{Field: field, Message: fmt.Sprintf("%q ends in %q, the shape of a batch's callback job id (BATCH.callback), which errand keeps for that job; choose another id", id, batchCallbackSuffix)}
+	}
+	dot := strings.LastIndexByte(id, '.')
+	if dot < 0 || dot == len(id)-1 {
+		return nil
+	}
+	head, tail := id[:dot], id[dot+1:]
+	switch {
+	case len(head) > len(".step") && (strings.HasSuffix(head, ".step") || strings.HasSuffix(head, ".undo")):
+		return &InputError{Field: field, Message: fmt.Sprintf("%q has the shape of a workflow job's id (WORKFLOW.step.NAME or WORKFLOW.undo.NAME), which errand keeps for those jobs; choose another id", id)}
+	case len(head) > len(".dead") && strings.HasSuffix(head, ".dead") && allDigits(tail):
+		return &InputError{Field: field, Message: fmt.Sprintf("%q has the shape of an on-dead job's id (JOB.dead.N), which errand keeps for those jobs; choose another id", id)}
+	}
+	return nil
+}
+
+// checkBatchID validates a batch id: an identifier short enough for its
+// callback's id, and not ending in ".step" or ".undo", which would give the
+// callback a workflow job's id.
+func checkBatchID(id string) error {
+	if err := checkIdentifier("batch id", id, MaxBatchIDBytes); err != nil {
+		return err
+	}
+	if strings.HasSuffix(id, ".step") || strings.HasSuffix(id, ".undo") {
+		return &InputError{Field: "batch id", Message: fmt.Sprintf("%q ends in \".step\" or \".undo\", so its callback's id would have the shape of a workflow job's id; choose another id", id)}
+	}
+	return nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // checkRange validates a number that the stores keep in 32 bits.
 func checkRange(field string, v, lo, hi int) error {
 	if v < lo || v > hi {

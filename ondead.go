@@ -70,8 +70,8 @@ func (c *engine) fireDeadHook(ctx context.Context, job *Job) (bool, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.ID = DeadHookJobID(job.ID, job.Replays)
-	ip, err := c.insertParam(&EnqueueParams{Args: args, Opts: &o})
+	o.ID = ""
+	ip, err := c.ownInsertParam(&EnqueueParams{Args: args, Opts: &o}, DeadHookJobID(job.ID, job.Replays))
 	if err != nil {
 		return false, fmt.Errorf("on-dead hook of job %s: %w", job.ID, err)
 	}

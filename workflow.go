@@ -14,7 +14,7 @@ import (
 // WorkflowStep is one step of a workflow (see [Client.EnqueueWorkflow]).
 type WorkflowStep struct {
 	// Name names the step within its workflow: 1 to MaxStepNameBytes
-	// bytes, no spaces. The step's job id is [WorkflowStepJobID].
+	// bytes, no spaces and no dots. The step's job id is [WorkflowStepJobID].
 	Name string
 	// Args are the step's job. They must marshal to a JSON object: errand
 	// sets its field "workflow" to a [WorkflowContext], so declare one in

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -561,6 +562,9 @@ func (p *WorkflowInsertParams) Validate() error {
 		}
 		if len(s.Name) > MaxStepNameBytes {
 			return &InputError{Field: field + " name", Message: fmt.Sprintf("is %d bytes; use at most %d", len(s.Name), MaxStepNameBytes)}
+		}
+		if strings.Contains(s.Name, ".") {
+			return &InputError{Field: field + " name", Message: fmt.Sprintf("%q contains '.'; a step's name ends its job's id (ID.step.NAME), so use letters, digits, '-', '_' or ':'", s.Name)}
 		}
 		if seen[s.Name] {
 			return &InputError{Field: field + " name", Message: fmt.Sprintf("%q names two steps; give each step its own name", s.Name)}

@@ -288,6 +288,7 @@ func testWorkflowInsert(t *testing.T, h harness) {
 		"bad undo":       {ID: "w9", Steps: []errand.WorkflowStepDef{{Name: "a", Job: wfTemplate("k", "q"), Compensation: &errand.JobTemplate{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}},
 		"step name NUL":  wfParams("w10", wfStep("a\x00")),
 		"id with spaces": wfParams(" w11", wfStep("a")),
+		"step name dot":  wfParams("w12", wfStep("b.step.a")),
 	} {
 		if _, err := e.workflows().WorkflowInsert(e.ctx, bad); !errors.As(err, &ie) {
 			t.Errorf("WorkflowInsert(%s) = %v, want an *InputError", name, err)
