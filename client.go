@@ -119,6 +119,9 @@ func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 	if c.clock == nil {
 		c.clock = systemTime{}
 	}
+	if err := c.retry.check("RetryPolicy"); err != nil {
+		return nil, err
+	}
 	if c.retry == nil {
 		c.retry = &RetryPolicy{}
 	}

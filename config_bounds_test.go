@@ -65,6 +65,38 @@ func TestConfigBounds(t *testing.T) {
 		refused("a backoff under 1ms, enqueued", err, "backoff")
 	}
 
+	// A unique window longer than the time since 1970 started at the
+	// epoch, which the stores keep as no window: the job read back
+	// without one.
+	u := &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "k", Window: 100 * 365 * 24 * time.Hour}}
+	refused("a unique window of a century", errand.CheckEnqueue(args, u), "unique_window")
+	_, err = c.Enqueue(context.Background(), args, u)
+	refused("a unique window of a century, enqueued", err, "unique_window")
+	u.Unique.Window = errand.MaxUniqueWindow
+	if r, err := c.Enqueue(context.Background(), args, u); err != nil || r.Job.UniqueWindowStart == nil {
+		t.Errorf("a unique window of MaxUniqueWindow: %+v %v, want a window start", r, err)
+	}
+
+	// A negative retry policy fell back to the defaults without a word,
+	// and a Max below Base was raised to Base.
+	st := openStore(t, nil)
+	for name, p := range map[string]*errand.RetryPolicy{
+		"negative base":  {Base: -time.Second},
+		"negative max":   {Max: -time.Second},
+		"base under 1ms": {Base: time.Microsecond},
+		"max under base": {Base: time.Minute, Max: time.Second},
+	} {
+		_, err := errand.NewClient(st, &errand.Config{RetryPolicy: p})
+		refused("Config.RetryPolicy "+name, err, "RetryPolicy")
+		ks := errand.NewKinds()
+		ks.HandleRaw("task", nil, &errand.KindOpts{RetryPolicy: p})
+		_, err = errand.NewClient(st, &errand.Config{Kinds: ks})
+		refused("KindOpts.RetryPolicy "+name, err, "Kinds.task.RetryPolicy")
+	}
+	if _, err := errand.NewClient(st, &errand.Config{RetryPolicy: &errand.RetryPolicy{Base: 2 * time.Hour}}); err != nil {
+		t.Errorf("a Base past the default Max: %v", err)
+	}
+
 	// A snooze under a microsecond made the job available at once, where
 	// a snooze of zero waits a millisecond.
 	for _, d := range []time.Duration{0, time.Nanosecond, 500 * time.Nanosecond, 999 * time.Microsecond} {

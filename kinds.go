@@ -192,6 +192,8 @@ func (ks *Kinds) add(name string, h Handler, opts *KindOpts) {
 		ks.fail(&InputError{Field: field + ".OrderingOnDead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", k.OrderingOnDead)})
 	case k.Dependency != "" && checkName(field+".Dependency", k.Dependency) != nil:
 		ks.fail(checkName(field+".Dependency", k.Dependency))
+	case k.RetryPolicy.check(field+".RetryPolicy") != nil:
+		ks.fail(k.RetryPolicy.check(field + ".RetryPolicy"))
 	default:
 		ks.m[name] = k
 	}

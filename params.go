@@ -86,6 +86,9 @@ func (p *JobInsertParams) Validate() error {
 	if p.UniqueWindow < 0 || (p.UniqueWindow > 0 && p.UniqueWindow < MinUniqueWindow) {
 		return &InputError{Field: "unique_window", Message: fmt.Sprintf("%s is too short; give at least %s, or none", p.UniqueWindow, MinUniqueWindow)}
 	}
+	if p.UniqueWindow > MaxUniqueWindow {
+		return &InputError{Field: "unique_window", Message: fmt.Sprintf("%s is longer than %s (ten years); give a shorter one, or none to hold the key for as long as the scope says", p.UniqueWindow, MaxUniqueWindow)}
+	}
 	if p.UniqueKey == "" && (p.UniqueScope != 0 || p.UniqueWindow != 0) {
 		return &InputError{Field: "unique_key", Message: "is empty, but a unique scope or window is set; give the key too"}
 	}

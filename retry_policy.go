@@ -1,6 +1,7 @@
 package errand
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -22,13 +23,37 @@ const (
 type RetryPolicy struct {
 	// Base is the first attempt's cap. Zero means DefaultBackoffBase.
 	Base time.Duration
-	// Max caps every delay. Zero means DefaultBackoffMax.
+	// Max caps every delay. Zero means DefaultBackoffMax, or Base when
+	// Base is longer. Both are zero or at least a millisecond, and Max,
+	// when set, is at least Base: NewClient refuses other policies.
 	Max time.Duration
 	// Rand supplies randomness; nil means a process-wide source. Tests pass
 	// a seeded source for deterministic delays.
 	// It is used under a package-wide lock, so one source may serve many
 	// policies.
 	Rand *rand.Rand
+}
+
+// check refuses a policy whose delays would not be what it says: a negative
+// or sub-millisecond Base or Max (as a job's backoff, see [MinMaxAge]), or
+// a Max below Base. field names the policy in the error.
+func (p *RetryPolicy) check(field string) error {
+	if p == nil {
+		return nil
+	}
+	if p.Base < 0 || p.Max < 0 {
+		return &InputError{Field: field, Message: fmt.Sprintf("Base %s and Max %s must not be negative; give 0 for the defaults", p.Base, p.Max)}
+	}
+	if err := checkBackoff(field+".Base", p.Base); err != nil {
+		return err
+	}
+	if err := checkBackoff(field+".Max", p.Max); err != nil {
+		return err
+	}
+	if p.Base > 0 && p.Max > 0 && p.Max < p.Base {
+		return &InputError{Field: field + ".Max", Message: fmt.Sprintf("%s is less than Base %s; raise it or lower Base", p.Max, p.Base)}
+	}
+	return nil
 }
 
 // randMu guards every caller-supplied *rand.Rand, which is not safe for

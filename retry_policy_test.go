@@ -98,8 +98,8 @@ func TestRetryPolicyDefaults(t *testing.T) {
 			t.Errorf("nil policy: Cap(%d) = %v, want %v", attempt, got, want)
 		}
 	}
-	// Max below Base is raised to Base rather than producing a delay below
-	// the base.
+	// Used on its own (NewClient refuses it), a policy's Max below Base is
+	// raised to Base rather than producing a delay below the base.
 	p := errand.RetryPolicy{Base: time.Minute, Max: time.Second}
 	if got := p.Cap(5); got != time.Minute {
 		t.Errorf("Base 1m, Max 1s: Cap(5) = %v, want 1m", got)

@@ -27,7 +27,8 @@ type UniqueOpts struct {
 	// store's clock at enqueue, truncated to a multiple of Window since the
 	// Unix epoch, becomes part of the key. Window: time.Hour enqueues at
 	// most one job of the key per clock hour (within Scope); a job of the
-	// previous hour no longer counts. At least a millisecond.
+	// previous hour no longer counts. A millisecond to ten years
+	// ([MinUniqueWindow], [MaxUniqueWindow]).
 	Window time.Duration
 }
 
@@ -179,8 +180,14 @@ func (s *UniqueScope) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MinUniqueWindow is the shortest unique window.
-const MinUniqueWindow = time.Millisecond
+// MinUniqueWindow and MaxUniqueWindow bound a unique window. A window
+// longer than the time since the Unix epoch would start at the epoch,
+// which the stores keep as no window; a key meant to be held for good
+// needs no window.
+const (
+	MinUniqueWindow = time.Millisecond
+	MaxUniqueWindow = 10 * 365 * 24 * time.Hour
+)
 
 // UniqueWindowStart is the start, in Unix microseconds, of the window of
 // length window that holds now: now truncated to a multiple of window
