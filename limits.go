@@ -351,12 +351,13 @@ func jsonNumberProblem(num []byte) string {
 }
 
 // checkRunAt validates a scheduled time.
-func checkRunAt(t time.Time) error {
-	if t.IsZero() {
-		return nil
-	}
-	if t.Before(minRunAt) || t.After(maxRunAt) {
-		return &InputError{Field: "run_at", Message: fmt.Sprintf("%s is out of range; give a time between years 1 and 9999", t.UTC().Format(time.RFC3339))}
+func checkRunAt(t time.Time) error { return checkTime("run_at", t) }
+
+// checkTime refuses a time, other than zero (none), that the stores cannot
+// keep: before year 1 or past the last second of year 9999.
+func checkTime(field string, t time.Time) error {
+	if !t.IsZero() && (t.Before(minRunAt) || t.After(maxRunAt)) {
+		return &InputError{Field: field, Message: fmt.Sprintf("%s is out of range; give a time from %s to %s", t.UTC().Format(time.RFC3339Nano), minRunAt.Format(time.RFC3339), maxRunAt.Format(time.RFC3339))}
 	}
 	return nil
 }

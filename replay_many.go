@@ -54,8 +54,8 @@ func (f *DeadFilter) validate() error {
 		field string
 		v     time.Time
 	}{{"since", f.DiedSince}, {"until", f.DiedUntil}} {
-		if !t.v.IsZero() && (t.v.Before(minRunAt) || t.v.After(maxRunAt)) {
-			return &InputError{Field: t.field, Message: "is out of range; give a time between years 1 and 9999"}
+		if err := checkTime(t.field, t.v); err != nil {
+			return err
 		}
 	}
 	return nil

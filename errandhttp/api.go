@@ -21,6 +21,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/batchjson"
+	"github.com/errandhq/errand/internal/jobjson"
 	"github.com/errandhq/errand/internal/jsonesc"
 )
 
@@ -448,16 +449,57 @@ func jsonProblem(err error) string {
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
-	case errors.As(err, &te) && te.Type == reflect.TypeFor[errand.Duration]():
-		return fmt.Sprintf("field %q must be a duration in Go syntax such as \"30s\" or \"1h\", not %s", te.Field, te.Value)
 	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonType(te.Type), te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "JSON ends too early"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + "; see the API's field names"
 	}
 	return err.Error()
+}
+
+// jsonType names what a body's field of Go type t holds, in JSON's terms
+// and with an example where the text has a form of its own.
+func jsonType(t reflect.Type) string {
+	switch t {
+	case reflect.TypeFor[errand.Duration]():
+		return "a duration in Go syntax such as \"30s\" or \"1h\""
+	case reflect.TypeFor[jobjson.Time]():
+		return "a time in RFC 3339 such as \"2026-12-04T10:00:00Z\""
+	case reflect.TypeFor[errand.UniqueScope]():
+		return "a scope: \"always\", \"until_finished\", \"until_succeeded\" or a comma-separated list of states"
+	case reflect.TypeFor[errand.OrderingOnDead]():
+		return "\"hold\" or \"release\""
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + plural(jsonType(t.Elem()))
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another JSON type"
+}
+
+// plural turns "a string" into "strings" for "an array of strings".
+func plural(what string) string {
+	for _, article := range []string{"a ", "an "} {
+		if rest, ok := strings.CutPrefix(what, article); ok && !strings.Contains(rest, " ") {
+			return rest + "s"
+		}
+	}
+	return what
 }
 
 // checkQuery refuses query parameters the endpoint does not know, so that
@@ -558,20 +600,12 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueR
 	if err != nil {
 		return err
 	}
-	if req.Kind == "" {
-		return badRequest("kind is missing; name the job's kind, e.g. \"send_receipt\"")
+	p, err := req.Params("")
+	if err != nil {
+		return err
 	}
-	if req.RunAt != nil && req.Delay != 0 {
-		return badRequest("give run_at or delay, not both")
-	}
-	if req.Delay < 0 || req.MaxAge < 0 {
-		return badRequest("delay and max_age must not be negative")
-	}
-	args := req.Args
-	if len(bytes.TrimSpace(args)) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	res, err := a.c.Enqueue(r.Context(), errand.RawArgs{KindName: req.Kind, JSON: args}, req.Opts())
+	args := p.Args.(errand.RawArgs).JSON
+	res, err := a.c.Enqueue(r.Context(), p.Args, p.Opts)
 	if err != nil {
 		return err
 	}

@@ -41,8 +41,8 @@ func TestAPIBatchEnqueue(t *testing.T) {
 		}{
 			{"no jobs", map[string]any{"id": "b"}, "jobs: are missing"},
 			{"no kind", map[string]any{"jobs": []map[string]any{job, {"args": map[string]int{"n": 1}}}}, "jobs[1].kind"},
-			{"run_at and delay", map[string]any{"jobs": []map[string]any{{"kind": "k", "run_at": "2030-01-01T00:00:00Z", "delay": "1s"}}}, "jobs[0]: give run_at or delay"},
-			{"negative delay", map[string]any{"jobs": []map[string]any{{"kind": "k", "delay": "-1s"}}}, "jobs[0]: delay and max_age"},
+			{"run_at and delay", map[string]any{"jobs": []map[string]any{{"kind": "k", "run_at": "2030-01-01T00:00:00Z", "delay": "1s"}}}, "jobs[0].run_at: is set, and so is delay; give run_at or delay"},
+			{"negative delay", map[string]any{"jobs": []map[string]any{{"kind": "k", "delay": "-1s"}}}, "jobs[0].delay: must not be negative"},
 			{"bad member option", map[string]any{"jobs": []map[string]any{job, {"kind": "k", "max_attempts": -1}}}, "job 1: max_attempts"},
 			{"unknown member field", map[string]any{"jobs": []map[string]any{{"kind": "k", "steps": 1}}}, "unknown field"},
 			{"callback without kind", map[string]any{"jobs": []map[string]any{job}, "callback": map[string]any{"queue": "q"}}, "callback.kind"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/jobjson"
 )
 
 // MaxBulkReplaySeconds bounds how long POST /api/v1/replay may take at its
@@ -87,8 +88,8 @@ type bulkReplayRequest struct {
 	// Class is the error class that killed the jobs.
 	Class string `json:"class"`
 	// Since and Until keep jobs that died in [since, until).
-	Since *time.Time `json:"since"`
-	Until *time.Time `json:"until"`
+	Since *jobjson.Time `json:"since"`
+	Until *jobjson.Time `json:"until"`
 	// Limit is the most jobs to replay: 1 to errand.MaxReplayMany, default
 	// errand.DefaultReplayMany.
 	Limit int `json:"limit"`
@@ -123,10 +124,10 @@ func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request, req *bulkR
 		Limit:  limit, Rate: req.Rate, Operator: operator, Reason: req.Reason, DryRun: req.DryRun,
 	}
 	if req.Since != nil {
-		opts.Filter.DiedSince = *req.Since
+		opts.Filter.DiedSince = req.Since.Time
 	}
 	if req.Until != nil {
-		opts.Filter.DiedUntil = *req.Until
+		opts.Filter.DiedUntil = req.Until.Time
 	}
 	res, err := a.c.ReplayMany(r.Context(), opts)
 	if err != nil {

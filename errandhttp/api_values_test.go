@@ -252,3 +252,48 @@ func TestAPIDryRunRefusesWhatTheRunRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIErrorsNameTheFieldInJSONTerms: a body field of the wrong type or
+// form is refused with the field's name and what it must be in JSON's
+// terms, never Go's type names, and nothing is written.
+func TestAPIErrorsNameTheFieldInJSONTerms(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	for _, c := range []struct{ path, body, want string }{
+		{"/api/v1/jobs", `{"kind":"task","run_at":"tomorrow"}`, `"run_at" must be a time in RFC 3339`},
+		{"/api/v1/jobs", `{"kind":"task","run_at":5}`, `"run_at" must be a time in RFC 3339`},
+		{"/api/v1/jobs", `{"kind":"task","unique_key":"u","unique_scope":5}`, `"unique_scope" must be a scope`},
+		{"/api/v1/jobs", `{"kind":"task","unique_window":"1h"}`, `unique_key: is empty, but unique_scope or unique_window is set`},
+		{"/api/v1/jobs", `{"kind":"task","tags":"a"}`, `"tags" must be an array of strings`},
+		{"/api/v1/jobs", `{"kind":"task","priority":"high"}`, `"priority" must be an integer`},
+		{"/api/v1/jobs", `{"kind":"task","ordering_on_dead":1}`, `"ordering_on_dead" must be "hold" or "release"`},
+		{"/api/v1/jobs", `{"kind":"task","delay":"1s","run_at":"2030-01-01T00:00:00Z"}`, `run_at: is set, and so is delay`},
+		{"/api/v1/jobs", `{"kind":"task","run_at":"9999-12-31T23:59:59.999999999Z"}`, `9999-12-31T23:59:59.999999999Z is out of range; give a time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z`},
+		{"/api/v1/jobs", `{"kind":"task","id":"b.callback"}`, `id: "b.callback" ends in ".callback"`},
+		{"/api/v1/batches", `{"jobs":[1]}`, `"jobs" must be an object`},
+		{"/api/v1/batches", `{"jobs":{}}`, `"jobs" must be an array of objects`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task","run_at":"x"}]}`, `"jobs.run_at" must be a time in RFC 3339`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task","unique_scope":"always"}]}`, `jobs[0].unique_key: is empty`},
+		{"/api/v1/replay", `{"reason":"r","since":"yesterday"}`, `"since" must be a time in RFC 3339`},
+		{"/api/v1/replay", `{"reason":"r","until":5}`, `"until" must be a time in RFC 3339`},
+	} {
+		r := s.op(t, "POST", c.path, json.RawMessage(c.body))
+		want(t, c.body, r, http.StatusBadRequest, "invalid_input")
+		var body struct{ Error struct{ Message string } }
+		if err := json.Unmarshal([]byte(r.String()), &body); err != nil {
+			t.Fatalf("%s %s: %s: %v", c.path, c.body, r, err)
+		}
+		msg := body.Error.Message
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%s %s: %s, want %q", c.path, c.body, msg, c.want)
+		}
+		for _, goism := range []string{"errand.", "batchjson", "jobjson", "[]", "time.Time", "2006-01-02", "UnmarshalJSON", "Unique is set", " int,"} {
+			if strings.Contains(msg, goism) {
+				t.Errorf("%s %s: %s speaks Go (%q)", c.path, c.body, msg, goism)
+			}
+		}
+	}
+	if n := s.jobCount(t); n != 0 {
+		t.Errorf("%d jobs after refused requests, want 0", n)
+	}
+}

@@ -40,7 +40,7 @@ type Job struct {
 	Args        json.RawMessage `json:"args"`
 	Queue       string          `json:"queue"`
 	Priority    int             `json:"priority"`
-	RunAt       *time.Time      `json:"run_at"`
+	RunAt       *jobjson.Time   `json:"run_at"`
 	Delay       errand.Duration `json:"delay"`
 	MaxAttempts int             `json:"max_attempts"`
 	MaxAge      errand.Duration `json:"max_age"`
@@ -95,14 +95,25 @@ func (r *Request) Batch() ([]errand.EnqueueParams, *errand.BatchOpts, error) {
 
 // Params returns the job's enqueue parameters, checked as POST /api/v1/jobs
 // checks them; field names the job in errors.
+// A job of POST /api/v1/jobs, the body itself, has field "".
 func (j *Job) Params(field string) (errand.EnqueueParams, error) {
+	at := func(name string) string {
+		if field == "" {
+			return name
+		}
+		return field + "." + name
+	}
 	switch {
 	case j.Kind == "":
-		return errand.EnqueueParams{}, &errand.InputError{Field: field + ".kind", Message: "is missing; name the job's kind, e.g. \"import_row\""}
+		return errand.EnqueueParams{}, &errand.InputError{Field: at("kind"), Message: "is missing; name the job's kind, e.g. \"import_row\""}
 	case j.RunAt != nil && j.Delay != 0:
-		return errand.EnqueueParams{}, &errand.InputError{Field: field, Message: "give run_at or delay, not both"}
-	case j.Delay < 0 || j.MaxAge < 0:
-		return errand.EnqueueParams{}, &errand.InputError{Field: field, Message: "delay and max_age must not be negative"}
+		return errand.EnqueueParams{}, &errand.InputError{Field: at("run_at"), Message: "is set, and so is delay; give run_at or delay, not both"}
+	case j.Delay < 0:
+		return errand.EnqueueParams{}, &errand.InputError{Field: at("delay"), Message: "must not be negative"}
+	case j.MaxAge < 0:
+		return errand.EnqueueParams{}, &errand.InputError{Field: at("max_age"), Message: "must not be negative"}
+	case j.UniqueKey == "" && (j.UniqueScope != 0 || j.UniqueWindow != 0):
+		return errand.EnqueueParams{}, &errand.InputError{Field: at("unique_key"), Message: "is empty, but unique_scope or unique_window is set; give the key too"}
 	}
 	args := j.Args
 	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
@@ -126,7 +137,7 @@ func (j *Job) Opts() *errand.EnqueueOpts {
 		opts.Unique = &errand.UniqueOpts{Key: j.UniqueKey, Scope: j.UniqueScope, Window: time.Duration(j.UniqueWindow)}
 	}
 	if j.RunAt != nil {
-		opts.RunAt = *j.RunAt
+		opts.RunAt = j.RunAt.Time
 	}
 	return opts
 }

@@ -42,8 +42,11 @@ func (j *Job) Params(field, kindHint, argsHint string) (errand.RawArgs, *errand.
 	if j.Kind == "" {
 		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".kind", Message: "is missing; " + kindHint}
 	}
-	if j.Delay < 0 || j.MaxAge < 0 {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field, Message: "delay and max_age must not be negative"}
+	if j.Delay < 0 {
+		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".delay", Message: "must not be negative"}
+	}
+	if j.MaxAge < 0 {
+		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".max_age", Message: "must not be negative"}
 	}
 	args := j.Args
 	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
