@@ -65,6 +65,15 @@ func TestConfigBounds(t *testing.T) {
 		refused("a backoff under 1ms, enqueued", err, "backoff")
 	}
 
+	// A lease of days left a crashed worker's job waiting for days.
+	_, err = c.NewWorker(&errand.WorkerConfig{Lease: errand.MaxLease + time.Second})
+	refused("a lease past MaxLease", err, "Lease")
+	_, err = c.WorkOne(context.Background(), &errand.WorkOneOpts{Lease: 100 * time.Hour})
+	refused("WorkOne with a lease past MaxLease", err, "lease")
+	if _, err := c.NewWorker(&errand.WorkerConfig{Lease: errand.MaxLease}); err != nil {
+		t.Errorf("NewWorker with MaxLease: %v", err)
+	}
+
 	// A unique window longer than the time since 1970 started at the
 	// epoch, which the stores keep as no window: the job read back
 	// without one.

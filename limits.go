@@ -61,6 +61,10 @@ const (
 	// a second a loaded machine or a busy database loses leases to
 	// ordinary pauses, and every job dies of lease_expired.
 	MinLease = time.Second
+	// MaxLease is the longest lease a worker may claim with. The lease is
+	// how long a crashed worker's job waits before another worker takes
+	// it; a job that runs longer keeps a shorter lease and heartbeats.
+	MaxLease = 24 * time.Hour
 	// MinMaxAge is the shortest maximum age a job may have. Stores keep
 	// times in microseconds; a shorter one would mean different things to
 	// different stores.
@@ -375,6 +379,9 @@ func checkInterval(field string, d time.Duration, example string) error {
 func checkLease(field string, d time.Duration) error {
 	if d < MinLease {
 		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s (default %s)", d, MinLease, DefaultLease)}
+	}
+	if d > MaxLease {
+		return &InputError{Field: field, Message: fmt.Sprintf("%s is longer than %s, so a crashed worker's job would wait that long to run again; give at most %s and let the worker heartbeat (default %s)", d, MaxLease, MaxLease, DefaultLease)}
 	}
 	return nil
 }

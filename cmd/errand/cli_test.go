@@ -112,6 +112,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"enqueue", "k", `{"a": "\u0000"}`}, code: 2, line: "JSON_ARGS:"},
 		{args: []string{"work", "--exec", "k=/bin/true", "--lease", "1ms"}, code: 2, line: "--lease 1ms is too short; give at least 1s"},
 		{args: []string{"work", "--once", "--exec", "k=/bin/true", "--lease", "999ms"}, code: 2, line: "--lease 999ms is too short"},
+		{args: []string{"work", "--exec", "k=/bin/true", "--lease", "25h"}, code: 2, line: "--lease 25h0m0s is longer than 24h0m0s"},
+		{args: []string{"serve", "--exec", "k=/bin/true", "--lease", "100h"}, code: 2, line: "--lease 100h0m0s is longer than 24h0m0s"},
 		{args: []string{"enqueue", "k", "--priority", "high"}, code: 2, line: "whole number"},
 		{args: []string{"enqueue", "k", "--backoff-base", "1h", "--backoff-max", "1s"}, code: 2, line: "backoff base"},
 		{args: []string{"enqueue", "bad kind"}, code: 2, line: "kind"},

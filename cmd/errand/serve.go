@@ -106,8 +106,10 @@ drains the worker for --grace, and exits 0.`,
 			if *maxBody < 1 {
 				return usagef("--max-body must be positive, e.g. %d", errandhttp.DefaultMaxBodyBytes)
 			}
-			if isSet(fs, "lease") && *lease < errand.MinLease {
-				return usagef("--lease %s is too short; give at least %s, e.g. 30s", *lease, errand.MinLease)
+			if isSet(fs, "lease") {
+				if err := checkLeaseFlag(*lease); err != nil {
+					return err
+				}
 			}
 			tokens, err := serveTokens(*tokenFile, *token, *readToken)
 			if err != nil {

@@ -161,8 +161,10 @@ does, so the claim stays within them.`,
 			if len(*execs) == 0 && len(*hooks) == 0 {
 				return usagef("give at least one --exec KIND=COMMAND or --http KIND=URL: errand work --exec send_receipt=./send_receipt.sh")
 			}
-			if isSet(fs, "lease") && *lease < errand.MinLease {
-				return usagef("--lease %s is too short; give at least %s, e.g. 30s", *lease, errand.MinLease)
+			if isSet(fs, "lease") {
+				if err := checkLeaseFlag(*lease); err != nil {
+					return err
+				}
 			}
 			if isSet(fs, "poll") && *poll < errand.MinInterval {
 				return usagef("--poll %s is too short; give at least %s, e.g. 1s", *poll, errand.MinInterval)
@@ -567,4 +569,16 @@ func retentionFlagError(err error) error {
 		}
 	}
 	return err
+}
+
+// checkLeaseFlag refuses a --lease the worker would refuse, before any
+// database is opened.
+func checkLeaseFlag(d time.Duration) error {
+	switch {
+	case d < errand.MinLease:
+		return usagef("--lease %s is too short; give at least %s, e.g. 30s", d, errand.MinLease)
+	case d > errand.MaxLease:
+		return usagef("--lease %s is longer than %s, so a crashed worker's job would wait that long to run again; give at most %s, e.g. 30s: the lease is renewed every third of it while the command runs", d, errand.MaxLease, errand.MaxLease)
+	}
+	return nil
 }
