@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/errandhq/errand/internal/ids"
 )
@@ -325,11 +324,12 @@ func queuesOfJobs(jobs []*Job) []string {
 // replayed step would build on. Once they have run (the workflow is
 // failed) the step may be replayed, and a dead compensation holding the
 // workflow may be replayed at any time. The check reads the workflow
-// before the replay: a step that died a moment ago, whose workflow no
-// advance has marked compensating yet, has no compensation started either.
+// before the replay, for an error that names a dead compensation holding
+// it; the store checks again in the replay's transaction
+// ([CheckReplayInWorkflow]), where no advance can come between the check
+// and the replay.
 func (c *engine) checkReplayWorkflow(ctx context.Context, job *Job) error {
-	if job.WorkflowID == nil || !slices.Contains(ReplayableStates, job.State) ||
-		!strings.HasPrefix(job.ID, *job.WorkflowID+workflowStepInfix) {
+	if !ReplayHeldByWorkflow(job.ID, job.WorkflowID) || !slices.Contains(ReplayableStates, job.State) {
 		return nil
 	}
 	ws, ok := c.store.(WorkflowStore)
@@ -343,14 +343,14 @@ func (c *engine) checkReplayWorkflow(ctx context.Context, job *Job) error {
 	if err != nil {
 		return err
 	}
-	if w.State != WorkflowCompensating {
-		return nil
+	err = CheckReplayInWorkflow(job.ID, job.State, w.ID, w.State)
+	var se *StateError
+	if errors.As(err, &se) {
+		if dead := deadCompensation(w); dead != "" {
+			se.Reason += fmt.Sprintf("; compensation %s is dead and holds the workflow: replay it first", dead)
+		}
 	}
-	reason := fmt.Sprintf("its workflow %s is compensating: wait until the compensations have run (the workflow is failed), then replay the step", w.ID)
-	if dead := deadCompensation(w); dead != "" {
-		reason += fmt.Sprintf("; compensation %s is dead and holds the workflow: replay it first", dead)
-	}
-	return &StateError{Op: "replay", ID: job.ID, State: job.State, Allowed: ReplayableStates, Reason: reason}
+	return err
 }
 
 // deadCompensation returns the job id of a dead compensation of w, or "".

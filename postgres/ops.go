@@ -74,10 +74,10 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 		return nil, errand.ErrNotFound
 	}
 	var state, oldArgs string
-	var ukey *string
+	var ukey, workflowID *string
 	var ustates, uwindow int64
-	err := tx.QueryRow(ctx, s.sql(`SELECT state, args::text, unique_key, unique_states, unique_window_us
-		FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow)
+	err := tx.QueryRow(ctx, s.sql(`SELECT state, args::text, unique_key, unique_states, unique_window_us, workflow_id
+		FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow, &workflowID)
 	if isNoRows(err) {
 		return nil, errand.ErrNotFound
 	}
@@ -86,6 +86,22 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	}
 	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
 		return nil, err
+	}
+	if errand.ReplayHeldByWorkflow(id, workflowID) {
+		// FOR SHARE waits for an advance under way (it locks the row FOR
+		// UPDATE) and holds off the next until the replay commits: an
+		// advance never comes between this check and the replay.
+		var ws string
+		err := tx.QueryRow(ctx, s.workflowSQL(s.own, `SELECT state FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID).Scan(&ws)
+		switch {
+		case isNoRows(err): // retention deleted the workflow: nothing holds the step
+		case err != nil:
+			return nil, err
+		default:
+			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), *workflowID, errand.WorkflowState(ws)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	takesKey := ukey != nil && errand.ReplayTakesKey(errand.UniqueScope(ustates), errand.JobState(state))
 	if takesKey {
@@ -358,6 +374,11 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
 		for _, id := range jobIDs {
 			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
+			if errors.Is(err, errand.ErrWrongState) {
+				// Its workflow began compensating after the select:
+				// held, as the select would now find it.
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("job %s: %w", id, err)
 			}

@@ -64,9 +64,10 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	action errand.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errand.Job, error) {
 	var state, oldArgs string
 	var ukey sql.NullString
+	var workflowID *string
 	var ustates, uwindow int64
-	err := tx.QueryRowContext(ctx, `SELECT state, args, unique_key, unique_states, unique_window_us
-		FROM errand_jobs WHERE id = ?`, id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow)
+	err := tx.QueryRowContext(ctx, `SELECT state, args, unique_key, unique_states, unique_window_us, workflow_id
+		FROM errand_jobs WHERE id = ?`, id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow, &workflowID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoSuchJob
 	}
@@ -75,6 +76,21 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	}
 	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
 		return nil, err
+	}
+	if errand.ReplayHeldByWorkflow(id, workflowID) {
+		// The one writer connection serializes this check, the replay
+		// and any advance of the workflow.
+		var ws string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM errand_workflows WHERE id = ?`, *workflowID).Scan(&ws)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // retention deleted the workflow: nothing holds the step
+		case err != nil:
+			return nil, err
+		default:
+			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), *workflowID, errand.WorkflowState(ws)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if ukey.Valid && errand.ReplayTakesKey(errand.UniqueScope(ustates), errand.JobState(state)) {
 		// The one writer connection serializes this check and the update.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -743,6 +744,17 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 	}
 	if n := len(e.auditList(&errand.AuditListParams{JobID: "w1.step.s2"})); n != 0 {
 		t.Fatalf("held step has %d audit records", n)
+	}
+	// The store's own replay of one job refuses a held step too, in its
+	// transaction: a check before it, by the Client, could be overtaken
+	// by an advance that made the workflow compensating.
+	for _, j := range held {
+		_, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: j.ID, Operator: "ops", Reason: "retry"})
+		var se *errand.StateError
+		if !errors.As(err, &se) || !strings.Contains(se.Reason, "compensating") {
+			t.Fatalf("JobReplay(%s) of a held step = %v, want a *StateError saying its workflow is compensating", j.ID, err)
+		}
+		e.unchanged("held step after its replay was refused", j)
 	}
 
 	// Once w1's compensation ran, w1 failed and its step is replayed.

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestReplayWaitsForWorkflowAdvance: a replay of a dead step that meets an
+// advance of its workflow under way (the workflow's row locked FOR UPDATE)
+// waits for it, and when the advance made the workflow compensating,
+// refuses the step and writes nothing. Checked before the wait, the
+// replay would queue the step beside the compensations that undo what it
+// builds on.
+func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
+	ctx := t.Context()
+	s := openTestStore(t)
+	tmpl := &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
+	if _, err := s.WorkflowInsert(ctx, &errand.WorkflowInsertParams{ID: "w", Steps: []errand.WorkflowStepDef{{Name: "a", Job: tmpl}}}); err != nil {
+		t.Fatal(err)
+	}
+	step := errand.WorkflowStepJobID("w", "a")
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET state = 'dead', attempt = 1, finished_at = now() WHERE id = $1`), step); err != nil {
+		t.Fatal(err)
+	}
+
+	// The advance, on a connection of its own (the store's pool has two,
+	// for the replay): it has locked the workflow's row and is deciding.
+	// Another connection watches the replay wait.
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, pgtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	advance, err := conn().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := conn()
+	defer advance.Rollback(ctx)
+	var state string
+	if err := advance.QueryRow(ctx, s.workflowSQL(s.own, `SELECT state FROM {workflows} WHERE id = 'w' FOR UPDATE`)).Scan(&state); err != nil || state != "running" {
+		t.Fatalf("workflow %q (%v), want running", state, err)
+	}
+
+	replayed := make(chan error, 1)
+	go func() {
+		_, err := s.JobReplay(ctx, &errand.JobReplayParams{ID: step, Operator: "ops", Reason: "fixed"})
+		replayed <- err
+	}()
+	// Wait until the replay waits on a lock; until then it could not have
+	// got past the workflow.
+	for blocked := false; !blocked; {
+		select {
+		case err := <-replayed:
+			t.Fatalf("the replay returned (%v) while the advance held the workflow", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%')`).Scan(&blocked)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := advance.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a' WHERE id = 'w'`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := advance.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	err = <-replayed
+	var se *errand.StateError
+	if !errors.As(err, &se) {
+		t.Fatalf("replay after the workflow began compensating = %v, want a *StateError", err)
+	}
+	var replays int
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT state, replays FROM {jobs} WHERE id = $1`), step).Scan(&state, &replays); err != nil {
+		t.Fatal(err)
+	}
+	if state != "dead" || replays != 0 {
+		t.Fatalf("refused step is %s with %d replays, want dead with 0", state, replays)
+	}
+	var audits int
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM {audit} WHERE job_id = $1`), step).Scan(&audits); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	if audits != 0 {
+		t.Fatalf("refused replay left %d audit records", audits)
+	}
+}
