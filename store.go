@@ -245,7 +245,9 @@ type JobStore interface {
 	// state is the *StateError of [CheckReplay] and nothing is written. A
 	// job whose replay would take back a unique key another job holds
 	// ([ReplayTakesKey]) is refused with a *UniqueConflictError and nothing
-	// is written.
+	// is written. A workflow's step ([ReplayHeldByWorkflow]) is checked
+	// against its workflow's state read in the same transaction, its row
+	// locked against a concurrent advance ([CheckReplayInWorkflow]).
 	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
 
 	// JobReplayAudit returns the replays of one job from the audit (actions
