@@ -174,7 +174,7 @@ func checkCallerJobID(field, id string) error {
 // callback's id, and not ending in ".step" or ".undo", which would give the
 // callback a workflow job's id.
 func checkBatchID(id string) error {
-	if err := checkIdentifier("batch id", id, MaxBatchIDBytes); err != nil {
+	if err := checkID("batch id", id, MaxBatchIDBytes); err != nil {
 		return err
 	}
 	if strings.HasSuffix(id, ".step") || strings.HasSuffix(id, ".undo") {
@@ -190,6 +190,19 @@ func allDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// checkID validates the id of a job, a batch or a workflow: an identifier
+// that is not "." or "..", which a URL path (the API's, the dashboard's)
+// cannot hold, since clients and browsers resolve them as dot segments.
+func checkID(field, s string, max int) error {
+	if err := checkIdentifier(field, s, max); err != nil {
+		return err
+	}
+	if s == "." || s == ".." {
+		return &InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another id", s)}
+	}
+	return nil
 }
 
 // checkRange validates a number that the stores keep in 32 bits.

@@ -24,7 +24,7 @@ func (p *JobInsertParams) Validate() error {
 	if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts == 0 || p.ArgsVersion == 0 {
 		return &InputError{Field: "job", Message: "id, queue, kind, max_attempts and args_version are required; enqueue through errand.Client"}
 	}
-	if err := checkIdentifier("id", p.ID, MaxIDBytes); err != nil {
+	if err := checkID("id", p.ID, MaxIDBytes); err != nil {
 		return err
 	}
 	if err := checkName("queue", p.Queue); err != nil {

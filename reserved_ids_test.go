@@ -16,9 +16,10 @@ import (
 // job an id in a shape errand keeps for the jobs it enqueues itself (a
 // batch's callback, a workflow's step or compensation, a dead job's
 // on-dead job), nor a batch id or step name that would give two of
-// errand's jobs one id; nothing refused is written, near misses are
-// accepted, and the callback, the step and the hook then run as errand's
-// own, the hook even of a job whose id is as long as an id may be.
+// errand's jobs one id, nor an id "." or ".." that no URL can name;
+// nothing refused is written, near misses are accepted, and the callback,
+// the step and the hook then run as errand's own, the hook even of a job
+// whose id is as long as an id may be.
 func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
@@ -45,6 +46,7 @@ func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 			"b.callback", "a.b.callback",
 			"w.step.a", "w.undo.a", "a.b.step.c", "w.step.step",
 			"j.dead.0", "j.dead.12", "a.dead.b.dead.3",
+			".", "..", // dot segments: no URL path can name them
 		} {
 			opts := &errand.EnqueueOpts{ID: id}
 			_, err := c.Enqueue(ctx, work, opts)
@@ -53,7 +55,7 @@ func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 			_, err = c.EnqueueBatch(ctx, []errand.EnqueueParams{{Args: work}, {Args: work, Opts: opts}}, nil)
 			refused("batch member "+id, err, "id")
 		}
-		for _, id := range []string{"x.step", "x.undo", "a.b.step"} {
+		for _, id := range []string{"x.step", "x.undo", "a.b.step", ".", ".."} {
 			_, err := c.EnqueueBatch(ctx, []errand.EnqueueParams{{Args: work}}, &errand.BatchOpts{ID: id, Callback: doneArgs{}})
 			refused("batch id "+id, err, "batch id")
 		}
@@ -61,13 +63,17 @@ func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 			_, err := c.EnqueueWorkflow(ctx, []errand.WorkflowStep{{Name: name, Args: work}}, &errand.WorkflowOpts{ID: "w"})
 			refused("step name "+name, err, "workflow step 0 name")
 		}
+		for _, id := range []string{".", ".."} {
+			_, err := c.EnqueueWorkflow(ctx, []errand.WorkflowStep{{Name: "a", Args: work}}, &errand.WorkflowOpts{ID: id})
+			refused("workflow id "+id, err, "workflow id")
+		}
 		if js, err := c.List(ctx, &errand.ListOpts{Limit: 100}); err != nil || len(js) != 0 {
 			t.Fatalf("refused ids wrote %d jobs (%v)", len(js), err)
 		}
 
 		// Near misses are ordinary ids.
 		for _, id := range []string{"callback", "b.callbacks", "b.step", ".step.a", "w.step.", "w.steps.a",
-			"j.dead.x", "j.dead.", "dead.0", ".dead.0", "step.a"} {
+			"j.dead.x", "j.dead.", "dead.0", ".dead.0", "step.a", "...", "./a", ".a"} {
 			if _, err := c.Enqueue(ctx, work, &errand.EnqueueOpts{ID: id}); err != nil {
 				t.Errorf("Enqueue %q: %v", id, err)
 			}

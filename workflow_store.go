@@ -542,7 +542,7 @@ type WorkflowInsertParams struct {
 // declared before it (so the graph has no cycle), and templates that make
 // valid jobs.
 func (p *WorkflowInsertParams) Validate() error {
-	if err := checkIdentifier("workflow id", p.ID, MaxWorkflowIDBytes); err != nil {
+	if err := checkID("workflow id", p.ID, MaxWorkflowIDBytes); err != nil {
 		return err
 	}
 	if p.Name != "" {

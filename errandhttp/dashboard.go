@@ -273,10 +273,12 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &se), errors.Is(err, errand.ErrUniqueConflict):
 		d.problem(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, errand.ErrNotFound):
-		d.problem(w, r, http.StatusNotFound, err.Error())
+		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("nothing is at %q: it never existed, or retention has deleted it", r.URL.Path))
 	default:
+		// The store's error may name tables, files and addresses: it
+		// goes to the log, as the API's do, not to the page.
 		d.opts.Logger.Error("dashboard: read the store", "path", r.URL.Path, "err", err)
-		d.problem(w, r, http.StatusInternalServerError, err.Error())
+		d.problem(w, r, http.StatusInternalServerError, "the server failed to answer; see its log")
 	}
 }
 

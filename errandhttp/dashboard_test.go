@@ -657,3 +657,24 @@ func TestDashboardCancelRunning(t *testing.T) {
 	wantLacks(t, "job with a cancel request", body, `action="/cancel/confirm"`)
 	wantContains(t, "job list", mustGet(t, h, "/jobs?queue=bulk"), "cancel requested")
 }
+
+// TestDashboardHidesStoreErrors: a page whose read fails says so without
+// the store's error, which may name tables, files and addresses (it goes
+// to the log), and a page for nothing says what is missing, escaped.
+func TestDashboardHidesStoreErrors(t *testing.T) {
+	c := newSQLiteClient(t, errandtest.NewClock(testStart))
+	h := NewDashboard(c, nil)
+	db := c.Store().(*sqlite.Store).DB()
+	if _, err := db.Exec(`ALTER TABLE errand_audit RENAME TO errand_audit_gone`); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, h, "/audit")
+	if code != http.StatusInternalServerError || strings.Contains(body, "errand_audit") || strings.Contains(body, "sqlite") ||
+		!strings.Contains(body, "see its log") {
+		t.Errorf("GET /audit with its table gone: %d\n%s", code, body)
+	}
+	code, body = get(t, h, "/jobs/%FF")
+	if code != http.StatusNotFound || strings.Contains(body, "\xff") || !strings.Contains(body, `\xff`) {
+		t.Errorf("GET /jobs/%%FF: %d\n%s", code, body)
+	}
+}
