@@ -76,7 +76,7 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, 
 	}
 	res, err := bs.BatchInsert(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue batch: %w", err)
+		return nil, wrapStoreError("enqueue batch", err)
 	}
 	if !res.Duplicate {
 		c.Wake(queuesOf(p.Jobs)...)

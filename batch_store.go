@@ -163,10 +163,18 @@ func (p *BatchInsertParams) Validate() error {
 	if len(p.Jobs) == 0 || len(p.Jobs) > MaxBatchJobs {
 		return &InputError{Field: "batch jobs", Message: fmt.Sprintf("%d jobs; a batch has 1 to %d", len(p.Jobs), MaxBatchJobs)}
 	}
+	var given map[string]int // each id seen, and its job's index
 	for i, j := range p.Jobs {
 		if err := j.Validate(); err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
+		if first, ok := given[j.ID]; ok {
+			return &InputError{Field: "job " + strconv.Itoa(i), Message: fmt.Sprintf("has the id %q of job %d; give each job of a batch its own id", j.ID, first)}
+		}
+		if given == nil {
+			given = make(map[string]int, len(p.Jobs))
+		}
+		given[j.ID] = i
 	}
 	b := &Batch{ID: p.ID, Total: len(p.Jobs), Callback: p.Callback}
 	cj, err := b.CallbackJob()
@@ -192,10 +200,11 @@ type BatchInsertResult struct {
 	Duplicate bool
 }
 
-// BatchMemberTakenError is the *InputError of a batch whose job's id or
-// unique key is taken by a job that exists already.
-func BatchMemberTakenError(jobID string) error {
-	return &InputError{Field: "batch jobs", Message: fmt.Sprintf("job %s: its id or unique key is taken by an existing job; a batch's jobs must be new, so give it another id or key, or leave it out", jobID)}
+// BatchMemberTakenError is the *InputError of a batch whose job i, of id
+// jobID, has an id or unique key taken by a job that exists already (or
+// by an earlier job of the batch, for a unique key).
+func BatchMemberTakenError(i int, jobID string) error {
+	return &InputError{Field: "job " + strconv.Itoa(i), Message: fmt.Sprintf("its id (%s) or its unique key is taken, by an existing job or an earlier job of this batch; a batch's jobs must be new, so give it another id or key, or leave it out", jobID)}
 }
 
 // BatchGetParams name a batch.

@@ -225,3 +225,13 @@ func classified(err error) *JobError {
 	}
 	return c
 }
+
+// wrapStoreError wraps err, a store's, with what the client was doing; an
+// *InputError, which names the field to change, is returned as it is.
+func wrapStoreError(doing string, err error) error {
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}

@@ -72,7 +72,7 @@ func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep,
 	}
 	res, err := ws.WorkflowInsert(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue workflow: %w", err)
+		return nil, wrapStoreError("enqueue workflow", err)
 	}
 	if !res.Duplicate {
 		c.Wake(queuesOfJobs(res.Jobs)...)

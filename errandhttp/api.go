@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
@@ -261,7 +262,7 @@ func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest("body is not valid: %s", jsonProblem(err))
+		return badRequest("body is not valid: %s", jsonProblem(b, err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("body holds more than one JSON value; send one object")
@@ -273,6 +274,78 @@ func decode(r *http.Request, v any) error {
 // the byte at off, as a path such as jobs[2].kind, or "body" when b does
 // not parse that far.
 func fieldAt(b []byte, off int) string {
+	at := "body"
+	walkJSON(b, func(path string, start, end int64, _ json.Token, _ bool) bool {
+		if start <= int64(off) && int64(off) < end {
+			at = path
+			return true
+		}
+		return false
+	})
+	return at
+}
+
+// typeErrorField names the field of te, an error of decoding b, as the
+// sender wrote it (jobs[2].priority), where te.Field has no indices and
+// names the Go structs a field is promoted from (steps.Job.priority). The
+// value is the last at that path before te.Offset; an error of a type's
+// own UnmarshalJSON has no offset, and its value is the first at that
+// path that the type refuses.
+func typeErrorField(b []byte, te *json.UnmarshalTypeError) string {
+	var parts []string
+	for _, p := range strings.Split(te.Field, ".") {
+		if p != "" && !unicode.IsUpper(rune(p[0])) {
+			parts = append(parts, p)
+		}
+	}
+	want := strings.Join(parts, ".")
+	if want == "" {
+		want = "body"
+	}
+	at := want
+	walkJSON(b, func(path string, start, end int64, tok json.Token, key bool) bool {
+		if key || stripIndices(path) != want {
+			return false
+		}
+		if te.Offset > 0 {
+			if start >= te.Offset {
+				return true
+			}
+			at = path
+			return false
+		}
+		raw := bytes.TrimLeft(b[start:end], " \t\r\n:,")
+		if _, delim := tok.(json.Delim); delim || json.Unmarshal(raw, reflect.New(te.Type).Interface()) != nil {
+			at = path
+			return true
+		}
+		return false
+	})
+	return at
+}
+
+// stripIndices drops the array indices of a path: jobs[2].kind is
+// jobs.kind.
+func stripIndices(path string) string {
+	var sb strings.Builder
+	for i := 0; i < len(path); i++ {
+		if path[i] == '[' {
+			for i < len(path) && path[i] != ']' {
+				i++
+			}
+			continue
+		}
+		sb.WriteByte(path[i])
+	}
+	return sb.String()
+}
+
+// walkJSON reads the JSON document b token by token and calls visit with
+// each token's path (jobs[2].kind; "body" for the document itself), the
+// offsets around it (the start may include the separator before it), the
+// token, and whether it is an object's key, until visit returns true or b
+// ends or fails to parse.
+func walkJSON(b []byte, visit func(path string, start, end int64, tok json.Token, key bool) bool) {
 	type level struct {
 		object bool
 		key    string
@@ -302,7 +375,7 @@ func fieldAt(b []byte, off int) string {
 		start := dec.InputOffset()
 		tok, err := dec.Token()
 		if err != nil {
-			return "body"
+			return
 		}
 		end := dec.InputOffset()
 		top := len(path) - 1
@@ -311,18 +384,21 @@ func fieldAt(b []byte, off int) string {
 				path = path[:top]
 			} else {
 				path[top].key, path[top].value = fmt.Sprint(tok), true
-				if start <= int64(off) && int64(off) < end {
-					return name()
+				if visit(name(), start, end, tok, true) {
+					return
 				}
 				continue
 			}
-		} else if start <= int64(off) && int64(off) < end {
-			return name()
-		} else if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
-			path = append(path, level{object: d == '{'})
-			continue
-		} else if ok {
+		} else if d, ok := tok.(json.Delim); ok && (d == ']' || d == '}') {
 			path = path[:top] // ] ends an array
+		} else {
+			if visit(name(), start, end, tok, false) {
+				return
+			}
+			if ok {
+				path = append(path, level{object: d == '{'})
+				continue
+			}
 		}
 		// A value ended: the next token of an object is a key, of an
 		// array the next element.
@@ -443,14 +519,17 @@ func nextCursor(at time.Time, id string) *string {
 }
 
 // jsonProblem says what is wrong with a body in the API's terms.
-func jsonProblem(err error) string {
+func jsonProblem(b []byte, err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
 	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonType(te.Type), te.Value)
+		if f := typeErrorField(b, te); f != "body" {
+			return fmt.Sprintf("field %q must be %s, not %s", f, jsonType(te.Type), te.Value)
+		}
+		return fmt.Sprintf("the body must be %s, not %s", jsonType(te.Type), te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "JSON ends too early"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -793,7 +872,7 @@ type claimRequest struct {
 	// Lease, in Go syntax ("30s"); default 30s.
 	Lease errand.Duration `json:"lease"`
 	// MaxJobs is how many jobs to take at most: 1 to 100, default 1.
-	MaxJobs int `json:"max_jobs"`
+	MaxJobs *int `json:"max_jobs"`
 	// Worker names the worker in lease_owner; default http:TOKEN_NAME.
 	Worker string `json:"worker"`
 }
@@ -812,10 +891,14 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimReque
 	// A claim is not cancelled once sent, even if the caller hangs up: a
 	// claim cut off half-way could commit with nobody to hand the jobs to,
 	// and they would wait out their lease. claimTimeout bounds it.
+	limit, err := optCount("max_jobs", req.MaxJobs, errand.MaxClaimJobs, 0)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimTimeout)
 	defer cancel()
 	js, err := a.c.Claim(ctx, &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
-		Lease: time.Duration(req.Lease), Limit: req.MaxJobs, Owner: owner})
+		Lease: time.Duration(req.Lease), Limit: limit, Owner: owner})
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,9 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *bat
 // sameBatch reports whether b, the batch an Idempotency-Key names, is what
 // req would have enqueued, as far as a later request can tell: its number
 // of jobs, its callback, and each member the request gives an id that
-// still exists (kind, queue, args, priority, keys and tags, in the batch).
+// still exists (kind, queue, args, priority, keys and tags, in the batch);
+// an id no job has is a member deleted since only while the batch has lost
+// members.
 // Members without an id cannot be told apart, so they are not compared.
 func (a *api[TTx]) sameBatch(ctx context.Context, b *errand.Batch, req *batchjson.Request) (bool, error) {
 	if b.Total != len(req.Jobs) || (b.Callback == nil) != (req.Callback == nil) {
@@ -141,7 +143,10 @@ func (a *api[TTx]) sameBatch(ctx context.Context, b *errand.Batch, req *batchjso
 		}
 		j, err := a.c.Get(ctx, rj.ID)
 		if errors.Is(err, errand.ErrNotFound) {
-			continue // deleted since
+			if present(b) == b.Total {
+				return false, nil // every member is there: it never was one
+			}
+			continue // perhaps a member deleted since
 		}
 		if err != nil {
 			return false, err
@@ -155,6 +160,15 @@ func (a *api[TTx]) sameBatch(ctx context.Context, b *errand.Batch, req *batchjso
 		}
 	}
 	return true, nil
+}
+
+// present is how many of b's members exist still.
+func present(b *errand.Batch) int {
+	n := 0
+	for _, c := range b.Counts {
+		n += c
+	}
+	return n
 }
 
 // sameCallback reports whether t, a batch's callback, is what req would

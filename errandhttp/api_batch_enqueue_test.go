@@ -154,6 +154,9 @@ func TestAPIBatchIdempotencyConflict(t *testing.T) {
 			{"one job more", func(b map[string]any) { b["jobs"] = append(b["jobs"].([]map[string]any), map[string]any{"kind": "k"}) }},
 			{"other args of a member with an id", func(b map[string]any) { b["jobs"].([]map[string]any)[0]["args"] = map[string]int{"row": 9} }},
 			{"other kind of a member with an id", func(b map[string]any) { b["jobs"].([]map[string]any)[0]["kind"] = "export_row" }},
+			// No job has the id, and every member of the batch is there:
+			// it was never one of them.
+			{"a member's id never in the batch", func(b map[string]any) { b["jobs"].([]map[string]any)[1]["id"] = "imp-8-new" }},
 			{"no callback", func(b map[string]any) { delete(b, "callback") }},
 			{"other callback kind", func(b map[string]any) { b["callback"].(map[string]any)["kind"] = "export_done" }},
 			{"other callback args", func(b map[string]any) { b["callback"].(map[string]any)["args"] = map[string]int{"import": 8} }},

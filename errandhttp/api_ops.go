@@ -92,7 +92,7 @@ type bulkReplayRequest struct {
 	Until *jobjson.Time `json:"until"`
 	// Limit is the most jobs to replay: 1 to errand.MaxReplayMany, default
 	// errand.DefaultReplayMany.
-	Limit int `json:"limit"`
+	Limit *int `json:"limit"`
 	// Rate is the most jobs replayed per second; 0 is no limit.
 	Rate   float64 `json:"rate"`
 	Reason string  `json:"reason"`
@@ -105,12 +105,9 @@ func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request, req *bulkR
 	if err := requireReason(req.Reason, reasonExample); err != nil {
 		return err
 	}
-	if req.Limit < 0 || req.Limit > errand.MaxReplayMany {
-		return badRequest("limit %d is out of range; replay 1 to %d jobs per request", req.Limit, errand.MaxReplayMany)
-	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = errand.DefaultReplayMany
+	limit, err := optCount("limit", req.Limit, errand.MaxReplayMany, errand.DefaultReplayMany)
+	if err != nil {
+		return err
 	}
 	if req.Rate < 0 {
 		return badRequest("rate must be a positive number of jobs per second, or 0 for no limit")
@@ -191,7 +188,7 @@ type pruneRequest struct {
 	DeadAge      errand.Duration `json:"dead_age"`
 	// Batch is the most jobs per transaction: 1 to errand.MaxPruneBatch,
 	// default the most.
-	Batch  int    `json:"batch"`
+	Batch  *int   `json:"batch"`
 	Reason string `json:"reason"`
 	DryRun bool   `json:"dry_run"`
 }
@@ -205,12 +202,13 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneReque
 	if req.SucceededAge == 0 && req.DeadAge == 0 {
 		return badRequest("give succeeded_age, dead_age or both, e.g. {\"succeeded_age\": \"168h\", \"dead_age\": \"720h\"}")
 	}
-	if req.Batch < 0 || req.Batch > errand.MaxPruneBatch {
-		return badRequest("batch %d is out of range; give 1 to %d", req.Batch, errand.MaxPruneBatch)
+	batch, err := optCount("batch", req.Batch, errand.MaxPruneBatch, 0)
+	if err != nil {
+		return err
 	}
 	operator, _ := Identity(r)
 	res, err := a.c.Prune(r.Context(), &errand.PruneOpts{SucceededAge: time.Duration(req.SucceededAge), DeadAge: time.Duration(req.DeadAge),
-		BatchSize: req.Batch, Operator: operator, Reason: req.Reason, DryRun: req.DryRun})
+		BatchSize: batch, Operator: operator, Reason: req.Reason, DryRun: req.DryRun})
 	if err != nil {
 		return err
 	}
@@ -244,4 +242,17 @@ func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("stats: %w", err)
 	}
 	return reply(w, statsResponse{Queues: s, Insights: ins})
+}
+
+// optCount reads an optional count of a body, field: absent is def (0
+// leaves the default to the library), given it is 1 to max. A 0 given is
+// refused rather than taken for the default, as the README's range says.
+func optCount(field string, v *int, max, def int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < 1 || *v > max {
+		return 0, badRequest("%s %d is out of range; give 1 to %d, or leave it out for the default", field, *v, max)
+	}
+	return *v, nil
 }

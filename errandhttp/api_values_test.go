@@ -270,12 +270,22 @@ func TestAPIErrorsNameTheFieldInJSONTerms(t *testing.T) {
 		{"/api/v1/jobs", `{"kind":"task","delay":"1s","run_at":"2030-01-01T00:00:00Z"}`, `run_at: is set, and so is delay`},
 		{"/api/v1/jobs", `{"kind":"task","run_at":"9999-12-31T23:59:59.999999999Z"}`, `9999-12-31T23:59:59.999999999Z is out of range; give a time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z`},
 		{"/api/v1/jobs", `{"kind":"task","id":"b.callback"}`, `id: "b.callback" ends in ".callback"`},
-		{"/api/v1/batches", `{"jobs":[1]}`, `"jobs" must be an object`},
+		{"/api/v1/jobs", `[]`, `the body must be an object, not array`},
+		{"/api/v1/batches", `{"jobs":[1]}`, `"jobs[0]" must be an object`},
 		{"/api/v1/batches", `{"jobs":{}}`, `"jobs" must be an array of objects`},
-		{"/api/v1/batches", `{"jobs":[{"kind":"task","run_at":"x"}]}`, `"jobs.run_at" must be a time in RFC 3339`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task","run_at":"2030-01-01T00:00:00Z"}, {"kind":"task","run_at":"x"}]}`, `"jobs[1].run_at" must be a time in RFC 3339`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task"},{"kind":"task","priority":"high"}]}`, `"jobs[1].priority" must be an integer`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task"}],"callback":{"kind":"done","delay":5}}`, `"callback.delay" must be a duration`},
+		{"/api/v1/workflows", `{"steps":[{"name":"a","kind":"task"},{"name":"b","kind":"task","priority":"x"}]}`, `"steps[1].priority" must be an integer`},
+		{"/api/v1/workflows", `{"steps":[{"name":"a","kind":"task","delay":"1s"},{"name":"b","kind":"task","delay":5}]}`, `"steps[1].delay" must be a duration`},
 		{"/api/v1/batches", `{"jobs":[{"kind":"task","unique_scope":"always"}]}`, `jobs[0].unique_key: is empty`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task","id":"d"},{"kind":"task","id":"d"}]}`, `job 1: has the id "d" of job 0`},
 		{"/api/v1/replay", `{"reason":"r","since":"yesterday"}`, `"since" must be a time in RFC 3339`},
 		{"/api/v1/replay", `{"reason":"r","until":5}`, `"until" must be a time in RFC 3339`},
+		// An explicit 0 is out of the documented range, not the default.
+		{"/api/v1/replay", `{"reason":"r","limit":0}`, `limit 0 is out of range; give 1 to 1000`},
+		{"/api/v1/prune", `{"reason":"r","succeeded_age":"1h","batch":0}`, `batch 0 is out of range; give 1 to 1000`},
+		{"/api/v1/queues/default/claim", `{"kinds":["task"],"max_jobs":0}`, `max_jobs 0 is out of range; give 1 to 100`},
 	} {
 		r := s.op(t, "POST", c.path, json.RawMessage(c.body))
 		want(t, c.body, r, http.StatusBadRequest, "invalid_input")
@@ -287,7 +297,7 @@ func TestAPIErrorsNameTheFieldInJSONTerms(t *testing.T) {
 		if !strings.Contains(msg, c.want) {
 			t.Errorf("%s %s: %s, want %q", c.path, c.body, msg, c.want)
 		}
-		for _, goism := range []string{"errand.", "batchjson", "jobjson", "[]", "time.Time", "2006-01-02", "UnmarshalJSON", "Unique is set", " int,"} {
+		for _, goism := range []string{"errand.", "batchjson", "jobjson", "[]", "time.Time", "2006-01-02", "UnmarshalJSON", "Unique is set", " int,", "enqueue batch"} {
 			if strings.Contains(msg, goism) {
 				t.Errorf("%s %s: %s speaks Go (%q)", c.path, c.body, msg, goism)
 			}

@@ -170,7 +170,7 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 			}
 			st := errand.WorkflowState(s)
 			if !st.Valid() {
-				return badRequest("state %q is not a workflow state; use one of %v", s, errand.WorkflowStates)
+				return badRequest("state %q is not a workflow state; use one of %s", s, joinWorkflowStates())
 			}
 			p.States = append(p.States, st)
 		}
@@ -241,4 +241,13 @@ func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request, req *outputReq
 		return err
 	}
 	return reply(w, map[string]any{"id": id})
+}
+
+// joinWorkflowStates lists the workflow states for a message.
+func joinWorkflowStates() string {
+	names := make([]string, len(errand.WorkflowStates))
+	for i, st := range errand.WorkflowStates {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }

@@ -150,7 +150,7 @@ func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer,
 	ids := make([]string, len(rs))
 	for i, r := range rs {
 		if r.Duplicate {
-			return nil, errand.BatchMemberTakenError(p.Jobs[i].ID)
+			return nil, errand.BatchMemberTakenError(i, p.Jobs[i].ID)
 		}
 		jobs[i], ids[i] = r.Job, r.Job.ID
 	}

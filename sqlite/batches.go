@@ -116,7 +116,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errand.BatchInse
 	ids = append(ids, p.ID)
 	for i, r := range rs {
 		if r.Duplicate {
-			return nil, errand.BatchMemberTakenError(p.Jobs[i].ID)
+			return nil, errand.BatchMemberTakenError(i, p.Jobs[i].ID)
 		}
 		jobs[i] = r.Job
 		ids = append(ids, r.Job.ID)

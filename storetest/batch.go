@@ -199,6 +199,7 @@ func testBatchDuplicates(t *testing.T, h harness) {
 		"no id":            {Jobs: []*errand.JobInsertParams{newJob("x")}},
 		"callback array":   {ID: "b4", Jobs: []*errand.JobInsertParams{newJob("y")}, Callback: &errand.BatchCallback{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}},
 		"callback no kind": {ID: "b5", Jobs: []*errand.JobInsertParams{newJob("z")}, Callback: &errand.BatchCallback{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}},
+		"one id twice":     {ID: "b6", Jobs: []*errand.JobInsertParams{newJob("same"), newJob("same")}},
 		// Its callback's id, "w.step.callback", would be a workflow step's.
 		"id ending .step": {ID: "w.step", Jobs: []*errand.JobInsertParams{newJob("v")}},
 	} {
