@@ -229,6 +229,11 @@ func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*JobTemplate
 // is fenced by the job's lease, as [SetProgress] is; record the output
 // before returning nil. At most MaxOutputBytes: keep large results
 // elsewhere and record their key. The store must be a [WorkflowStore].
+//
+// An output stays until the next SetOutput replaces it, across attempts and
+// replays: an attempt that found its work done by an earlier one (see
+// [Once]) may leave the output that attempt recorded, and one whose
+// result differs records it again.
 func SetOutput(ctx context.Context, v any) error {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
