@@ -183,3 +183,40 @@ func TestValidateName(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckWorkerAgreesWithNewWorker: CheckWorker, which needs no store,
+// refuses what NewWorker of a client on a real store refuses, with the
+// same error, and accepts what it accepts.
+func TestCheckWorkerAgreesWithNewWorker(t *testing.T) {
+	st := openStore(t, nil)
+	ks := errand.NewKinds()
+	ks.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), &errand.KindOpts{Dependency: "smtp"})
+	cfg := &errand.Config{Kinds: ks}
+	c := newClient(t, st, cfg)
+	hourly, err := errand.NewSchedule("hourly", "@hourly", errand.RawArgs{KindName: "task"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		wc   *errand.WorkerConfig
+		ok   bool
+	}{
+		{"defaults", nil, true},
+		{"everything", &errand.WorkerConfig{Queues: map[string]int{"default": 4, "mail": 2}, Lease: time.Minute, PollInterval: time.Second,
+			Schedules: []*errand.Schedule{hourly}, Retention: &errand.RetentionPolicy{SucceededAge: time.Hour},
+			RateLimits:   []errand.RateLimit{{Queue: "mail", Limit: 10, Per: time.Second}, {Kind: "task", Limit: 5, Per: time.Second}},
+			RetryBudgets: []errand.RetryBudget{{Kind: "task", Ratio: 0.1}}}, true},
+		{"retention dead age under succeeded age", &errand.WorkerConfig{Retention: &errand.RetentionPolicy{SucceededAge: 720 * time.Hour, DeadAge: time.Hour}}, false},
+		{"rate limit of a queue not worked", &errand.WorkerConfig{RateLimits: []errand.RateLimit{{Queue: "zzz", Limit: 1, Per: time.Second}}}, false},
+		{"rate limit of a kind not handled", &errand.WorkerConfig{RateLimits: []errand.RateLimit{{Kind: "zzz", Limit: 1, Per: time.Second}}}, false},
+		{"retry budget of a kind not handled", &errand.WorkerConfig{RetryBudgets: []errand.RetryBudget{{Kind: "zzz", Ratio: 0.1}}}, false},
+		{"concurrency past the limit", &errand.WorkerConfig{Queues: map[string]int{"default": errand.MaxConcurrency + 1}}, false},
+		{"lease past the limit", &errand.WorkerConfig{Lease: errand.MaxLease + 1}, false},
+		{"a schedule twice", &errand.WorkerConfig{Schedules: []*errand.Schedule{hourly, hourly}}, false},
+	} {
+		checked := errand.CheckWorker(cfg, tt.wc)
+		_, made := c.NewWorker(tt.wc)
+		agree(t, tt.name, tt.ok, checked, made)
+	}
+}

@@ -810,3 +810,27 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 	}
 	return true
 }
+
+// CheckWorker reports what NewWorker, of a client made with cfg, would
+// refuse in config, without a store: a command line can check its flags
+// before it opens, and so perhaps creates, a database. The store is taken
+// to keep limits, breakers and schedules, as errand/sqlite and
+// errand/postgres do.
+func CheckWorker(cfg *Config, config *WorkerConfig) error {
+	c, err := NewClient[struct{}](capableStore{}, cfg)
+	if err != nil {
+		return err
+	}
+	_, err = c.NewWorker(config)
+	return err
+}
+
+// capableStore stands for a store with every capability a worker may
+// need, in a check that reads and writes nothing: NewClient and NewWorker
+// keep a store, and ask what it can do, but call none of its methods.
+type capableStore struct {
+	TxStore[struct{}]
+	LimiterStore
+	BreakerStore
+	ScheduleStore
+}
