@@ -12,7 +12,7 @@ import (
 var auditCommand = &command{
 	name:    "audit",
 	args:    "[flags]",
-	summary: "list operators' actions: replays, cancels, bulk replays, prunes",
+	summary: "list operators' actions: replays, cancels, bulk replays, prunes, breaker resets, schedule deletions",
 	detail: `
 Audit lists what operators did, newest first: who, what, which job, why and
 when, with the action's details (a replay's old and new args, a bulk
@@ -21,7 +21,7 @@ replay's filter, a prune's counts). To page, pass the last id printed as
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		job := fs.String("job", "", "only records of job `ID`")
-		action := fs.String("action", "", "only `ACTION` (replay, replay_args, bulk_replay, cancel, prune)")
+		action := fs.String("action", "", "only `ACTION` (replay, replay_args, bulk_replay, cancel, prune, breaker_reset, schedule_delete)")
 		since := fs.String("since", "", "only records at or after `TIME` (RFC 3339, or a duration ago such as 24h)")
 		until := fs.String("until", "", "only records before `TIME`")
 		before := intFlag(fs, "before", 0, "only records with an id below `ID`, for the next page")

@@ -26,6 +26,9 @@ const (
 	defaultBenchJobs    = 10000
 	defaultBenchWorkers = 100
 	defaultBenchSamples = 200
+	// maxBenchSamples bounds the latency measure: one enqueue after
+	// another, each waited for, and a buffer of a sample each.
+	maxBenchSamples = 1000000
 	// benchBatch is how many jobs one EnqueueMany call inserts.
 	benchBatch = 1000
 	// benchStall is how long the work measure waits without a single
@@ -71,11 +74,11 @@ With --json, prints {"store", "queue", "jobs", "workers", "samples",
 			if *jobs < 1 {
 				return usagef("--jobs %d: give at least 1, e.g. --jobs %d", *jobs, defaultBenchJobs)
 			}
-			if *workers < 1 {
-				return usagef("--workers %d: give at least 1, e.g. --workers %d", *workers, defaultBenchWorkers)
+			if *workers < 1 || *workers > errand.MaxConcurrency {
+				return usagef("--workers %d: give 1 to %d, e.g. --workers %d", *workers, errand.MaxConcurrency, defaultBenchWorkers)
 			}
-			if *samples < 0 {
-				return usagef("--samples %d: give 0 to skip the latency measure, or more, e.g. --samples %d", *samples, defaultBenchSamples)
+			if *samples < 0 || *samples > maxBenchSamples {
+				return usagef("--samples %d: give 0 to skip the latency measure, or up to %d, e.g. --samples %d", *samples, maxBenchSamples, defaultBenchSamples)
 			}
 			b := &benchRun{
 				queue:   "errand_bench_" + randomSuffix(),

@@ -180,10 +180,10 @@ subcommands:
 	fmt.Fprint(w, `
 Flags may come before or after arguments; -- ends the flags.
 Database: --db PATH or ERRAND_DB (default ./errand.db), or a postgres:// URL
-(schema ERRAND_SCHEMA, default errand). enqueue, workflow enqueue, work, serve,
-migrate and bench create and migrate it; jobs, inspect, stats, workers, workflows,
-workflow, replay and cancel never do: they open only a database that errand has
-migrated.
+(schema ERRAND_SCHEMA, default errand). enqueue, batch enqueue, workflow
+enqueue, work, serve, migrate and bench create and migrate it; the other
+subcommands never do: they open only a database that errand has migrated
+(demo makes its own, ./errand-demo.db).
 Exit status: 0 success, 1 runtime error, 2 usage error.
 `)
 }

@@ -213,6 +213,15 @@ func TestUsageErrorsCreateNoDatabase(t *testing.T) {
 		{[]string{"work", "--exec", "k=/bin/true", "--poll", "1ns"}, "--poll 1ns is too short; give at least 1ms"},
 		{[]string{"work", "--exec", "k=/bin/true", "--heartbeat", "999us"}, "--heartbeat 999µs is too short; give at least 1ms"},
 		{[]string{"serve", "--exec", "bad kind=/bin/true"}, "--exec:"},
+		{[]string{"work", "--exec", "k=/bin/true", "--retain-succeeded", "720h", "--retain-dead", "1h"}, "--retain-dead:"},
+		{[]string{"work", "--exec", "k=/bin/true", "--retry-budget", "nok=1"}, "--retry-budget:"},
+		{[]string{"work", "--exec", "k=/bin/true", "--rate-limit", "queue:zzz=1/s"}, "work it with --queue NAME=N"},
+		{[]string{"work", "--once", "--exec", "k=/bin/true", "--retry-budget", "zz=0.1"}, "--retry-budget:"},
+		{[]string{"work", "--once", "--exec", "k=/bin/true", "--retain-succeeded", "1h"}, "--retain-succeeded applies to the long-running worker"},
+		{[]string{"serve", "--retain-succeeded", "720h", "--retain-dead", "1h"}, "--retain-dead:"},
+		{[]string{"serve", "--addr", "127.0.0.1:abc"}, "give a port from 0 to 65535"},
+		{[]string{"bench", "--workers", "2000000", "--jobs", "1"}, "--workers 2000000: give 1 to 1000000"},
+		{[]string{"bench", "--samples", "2000000000"}, "--samples 2000000000: give 0"},
 		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "bad kind"}]}`)}, "kind:"},
 		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k", "args": {"a": "\u0000"}}]}`)}, "args:"},
 		{[]string{"batch", "enqueue", "--file", writeFile(t, `{"jobs": [{"kind": "k"}], "callback": {"kind": "do ne"}}`)}, "callback"},
@@ -490,6 +499,18 @@ func TestDemo(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(notes); string(b) != "keep me" {
 		t.Errorf("demo changed %s", notes)
+	}
+
+	// An empty --db is refused: it would fall back to $ERRAND_DB (or
+	// ./errand.db), whose jobs a later demo there would delete.
+	real := filepath.Join(t.TempDir(), "real.db")
+	enqueue(t, real, "payment", "--id", "pay-1")
+	t.Setenv("ERRAND_DB", real)
+	if r := cli(t, "demo", "--db", ""); r.code != 2 || !strings.Contains(r.stderr, "--db is empty") {
+		t.Errorf("demo --db \"\" with ERRAND_DB set: %s; want exit 2", r)
+	}
+	if js := listJobs(t, real); len(js) != 1 || js[0].ID != "pay-1" {
+		t.Errorf("the real database after demo --db \"\": %+v, want pay-1 alone", js)
 	}
 }
 

@@ -40,13 +40,18 @@ the other subcommands and --db.`,
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; demo takes only --db", pos[0])
 			}
-			if isPostgres(dbPath(*db)) {
+			if strings.TrimSpace(*db) == "" {
+				// Empty, --db would fall back to $ERRAND_DB or ./errand.db:
+				// real jobs, which the demo must never touch.
+				return usagef("--db is empty; give the demo's own file path, or leave --db out for %s", defaultDemoDB)
+			}
+			if isPostgres(*db) {
 				return usagef("the demo runs on SQLite only; give --db a file path, or leave it out for %s", defaultDemoDB)
 			}
 			if err := removeDemoDB(ctx, *db); err != nil {
 				return err
 			}
-			st, err := openSQLite(ctx, dbPath(*db), mayCreate)
+			st, err := openSQLite(ctx, *db, mayCreate)
 			if err != nil {
 				return err
 			}

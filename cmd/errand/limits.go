@@ -126,7 +126,7 @@ func workerConfigError(err error) error {
 	if errors.As(err, &ie) {
 		switch {
 		case strings.HasPrefix(ie.Field, "RateLimits"):
-			return usagef("--rate-limit: %s", ie.Message)
+			return usagef("--rate-limit: %s", strings.Replace(ie.Message, "add it to Queues", "work it with --queue NAME=N", 1))
 		case strings.HasPrefix(ie.Field, "RetryBudgets"):
 			return usagef("--retry-budget: %s", ie.Message)
 		}

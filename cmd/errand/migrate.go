@@ -11,11 +11,11 @@ var migrateCommand = &command{
 	args:    "[flags]",
 	summary: "apply errand's migrations and print the schema version",
 	detail: `
-enqueue and work also create and migrate the database when they open it;
-migrate is for deployments that apply migrations as a step of their own.
-The subcommands that read or change existing jobs (jobs, inspect, stats,
-workers, replay, cancel) never create or migrate anything: on a database
-errand has not migrated they say so and change nothing.`,
+enqueue, batch enqueue, workflow enqueue, work, serve and bench also create
+and migrate the database when they open it; migrate is for deployments
+that apply migrations as a step of their own. The other subcommands, which
+read or change existing jobs, never create or migrate anything: on a
+database errand has not migrated they say so and change nothing.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 

@@ -170,6 +170,22 @@ drains the worker for --grace, and exits 0.`,
 					return err
 				}
 			}
+			runsWorker := handles || len(schedules) > 0 || retain
+			var wcfg *errand.WorkerConfig
+			if runsWorker {
+				wcfg = &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules,
+					MaxWorkers: shared.MaxWorkers, QueueWeights: shared.QueueWeights}
+				wcfg.Retention = retention.policy()
+				wcfg.RateLimits, wcfg.RetryBudgets = rates, budgets
+				if wcfg.Lease == 0 {
+					wcfg.Lease = errand.DefaultLease
+				}
+				// What the worker would refuse is refused before the
+				// database is opened, and perhaps created.
+				if err := errand.CheckWorker(cfg, wcfg); err != nil {
+					return workerConfigError(err)
+				}
+			}
 			c, closeDB, err := openClient(ctx, *db, mayCreate, cfg)
 			if err != nil {
 				return err
@@ -206,14 +222,7 @@ drains the worker for --grace, and exits 0.`,
 			var wg sync.WaitGroup
 			var workErr error
 			stopWorker := func() {}
-			if handles || len(schedules) > 0 || retain {
-				wcfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules,
-					MaxWorkers: shared.MaxWorkers, QueueWeights: shared.QueueWeights}
-				wcfg.Retention = retention.policy()
-				wcfg.RateLimits, wcfg.RetryBudgets = rates, budgets
-				if wcfg.Lease == 0 {
-					wcfg.Lease = errand.DefaultLease
-				}
+			if runsWorker {
 				if !isSet(fs, "grace") {
 					*grace = defaultGrace
 				}
@@ -287,7 +296,7 @@ func isLoopback(addr string) (bool, error) {
 	if err != nil {
 		return false, usagef("--addr %q: write HOST:PORT, e.g. 127.0.0.1:8080", addr)
 	}
-	if _, err := strconv.ParseUint(port, 10, 16); port == "" || errors.Is(err, strconv.ErrRange) {
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return false, usagef("--addr %q: give a port from 0 to 65535, e.g. 127.0.0.1:8080", addr)
 	}
 	if strings.EqualFold(host, "localhost") {

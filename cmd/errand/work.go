@@ -176,7 +176,7 @@ does, so the claim stays within them.`,
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight", "retain-succeeded", "retain-dead"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -232,6 +232,11 @@ does, so the claim stays within them.`,
 			clientCfg := &errand.Config{Kinds: kinds, Logger: e.logger, AllowUnknownKinds: len(schedules) > 0, Breakers: policies}
 			if obs != nil {
 				clientCfg.Observer = obs // a nil *MetricsObserver would make a non-nil Observer
+			}
+			// What the worker would refuse is refused before the database
+			// is opened, and perhaps created.
+			if err := errand.CheckWorker(clientCfg, cfg); err != nil {
+				return workerConfigError(err)
 			}
 			c, closeDB, err := openClient(ctx, *db, mayCreate, clientCfg)
 			if err != nil {
