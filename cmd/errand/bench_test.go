@@ -129,7 +129,7 @@ func TestBenchUsage(t *testing.T) {
 		line string
 	}{
 		{[]string{"--jobs", "0"}, "--jobs 0: give at least 1"},
-		{[]string{"--workers", "0"}, "--workers 0: give at least 1"},
+		{[]string{"--workers", "0"}, "--workers 0: give 1 to 1000000"},
 		{[]string{"--samples", "-1"}, "--samples -1: give 0 to skip"},
 		{[]string{"--jobs", "many"}, "whole number"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
