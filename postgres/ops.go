@@ -329,7 +329,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	} else {
 		where = append(where, "state = 'dead'", replayManyNotHeldSQL)
 	}
-	add("seq > ?", p.AfterSeq)
+	add("seq > ?", p.AfterSeq) // $1, moved on by the replay below
 	f := p.Filter
 	if f.Kind != "" {
 		add("kind = ?", f.Kind)
@@ -362,29 +362,43 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	}
 	out := []*errand.Job{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.sql(`SELECT id`+q+` FOR UPDATE SKIP LOCKED`), args...)
-		if err != nil {
-			return err
-		}
-		jobIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
 		now := s.nowArg()
 		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
-		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
-			if errors.Is(err, errand.ErrWrongState) {
-				// Its workflow began compensating after the select:
-				// held, as the select would now find it.
-				continue
-			}
+		// A step whose workflow began compensating after the select is
+		// held, as the select would now find it, and skipped; the page is
+		// filled from the rows after it, since a short page tells the
+		// client there are no more.
+		after := p.AfterSeq
+		for {
+			want := p.Limit - len(out)
+			args[0], args[len(args)-1] = after, want
+			rows, err := tx.Query(ctx, s.sql(`SELECT id, seq`+q+` FOR UPDATE SKIP LOCKED`), args...)
 			if err != nil {
-				return fmt.Errorf("job %s: %w", id, err)
+				return err
 			}
-			out = append(out, j)
+			type picked struct {
+				ID  string
+				Seq int64
+			}
+			ps, err := pgx.CollectRows(rows, pgx.RowToStructByPos[picked])
+			if err != nil {
+				return err
+			}
+			for _, pk := range ps {
+				after = pk.Seq
+				j, err := s.replay(ctx, tx, now, pk.ID, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
+				if errors.Is(err, errand.ErrWrongState) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("job %s: %w", pk.ID, err)
+				}
+				out = append(out, j)
+			}
+			if len(ps) < want || len(out) == p.Limit {
+				return nil
+			}
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead jobs: %w", err)

@@ -98,3 +98,83 @@ func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
 		t.Fatalf("refused replay left %d audit records", audits)
 	}
 }
+
+// TestBulkReplayFillsPageAfterHeldStep: a bulk replay's page that meets a
+// step whose workflow began compensating after the page was selected skips
+// the step and fills the page from the jobs after it: a short page would
+// tell the client there were no more, and leave them dead.
+func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
+	ctx := t.Context()
+	s := openTestStore(t)
+	tmpl := &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
+	if _, err := s.WorkflowInsert(ctx, &errand.WorkflowInsertParams{ID: "w", Steps: []errand.WorkflowStepDef{{Name: "a", Job: tmpl}}}); err != nil {
+		t.Fatal(err)
+	}
+	var plain []*errand.JobInsertParams
+	for _, id := range []string{"p1", "p2", "p3"} {
+		plain = append(plain, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1})
+	}
+	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: plain}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET state = 'dead', attempt = 1, finished_at = now()`)); err != nil {
+		t.Fatal(err)
+	}
+	advance, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer advance.Close(context.Background())
+	watch, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(context.Background())
+	tx, err := advance.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, s.workflowSQL(s.own, `SELECT 1 FROM {workflows} WHERE id = 'w' FOR UPDATE`)); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		js  []*errand.Job
+		err error
+	}
+	replayed := make(chan result, 1)
+	go func() {
+		js, err := s.JobReplayMany(ctx, &errand.JobReplayManyParams{Limit: 2, Operator: "ops", Reason: "fixed", Bulk: "b1"})
+		replayed <- result{js, err}
+	}()
+	for blocked := false; !blocked; {
+		select {
+		case r := <-replayed:
+			t.Fatalf("the bulk replay returned (%v) while the advance held the workflow", r.err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%')`).Scan(&blocked)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a' WHERE id = 'w'`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-replayed
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var got []string
+	for _, j := range r.js {
+		got = append(got, j.ID)
+	}
+	if len(got) != 2 || got[0] != "p1" || got[1] != "p2" {
+		t.Fatalf("bulk replay of 2 replayed %v, want [p1 p2]", got)
+	}
+}
