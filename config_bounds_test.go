@@ -90,10 +90,11 @@ func TestConfigBounds(t *testing.T) {
 	// and a Max below Base was raised to Base.
 	st := openStore(t, nil)
 	for name, p := range map[string]*errand.RetryPolicy{
-		"negative base":  {Base: -time.Second},
-		"negative max":   {Max: -time.Second},
-		"base under 1ms": {Base: time.Microsecond},
-		"max under base": {Base: time.Minute, Max: time.Second},
+		"negative base":              {Base: -time.Second},
+		"negative max":               {Max: -time.Second},
+		"base under 1ms":             {Base: time.Microsecond},
+		"max under base":             {Base: time.Minute, Max: time.Second},
+		"max under the default base": {Max: 100 * time.Millisecond},
 	} {
 		_, err := errand.NewClient(st, &errand.Config{RetryPolicy: p})
 		refused("Config.RetryPolicy "+name, err, "RetryPolicy")

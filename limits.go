@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -153,7 +154,7 @@ func checkIdentifier(field, s string, max int) error {
 //     compensation ([WorkflowStepJobID], [WorkflowCompensationJobID]);
 //   - JOB.dead.N: the on-dead job of a job that died ([DeadHookJobID]).
 func checkCallerJobID(field, id string) error {
-	if strings.HasSuffix(id, batchCallbackSuffix) {
+	if len(id) > len(batchCallbackSuffix) && strings.HasSuffix(id, batchCallbackSuffix) {
 		return &InputError{Field: field, Message: fmt.Sprintf("%q ends in %q, the shape of a batch's callback job id (BATCH.callback), which errand keeps for that job; choose another id", id, batchCallbackSuffix)}
 	}
 	dot := strings.LastIndexByte(id, '.')
@@ -164,7 +165,7 @@ func checkCallerJobID(field, id string) error {
 	switch {
 	case len(head) > len(".step") && (strings.HasSuffix(head, ".step") || strings.HasSuffix(head, ".undo")):
 		return &InputError{Field: field, Message: fmt.Sprintf("%q has the shape of a workflow job's id (WORKFLOW.step.NAME or WORKFLOW.undo.NAME), which errand keeps for those jobs; choose another id", id)}
-	case len(head) > len(".dead") && strings.HasSuffix(head, ".dead") && allDigits(tail):
+	case len(head) > len(".dead") && strings.HasSuffix(head, ".dead") && isReplays(tail):
 		return &InputError{Field: field, Message: fmt.Sprintf("%q has the shape of an on-dead job's id (JOB.dead.N), which errand keeps for those jobs; choose another id", id)}
 	}
 	return nil
@@ -183,13 +184,11 @@ func checkBatchID(id string) error {
 	return nil
 }
 
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
+// isReplays reports whether s is a replay count as DeadHookJobID writes
+// it: a number of 32 bits in decimal, without leading zeros.
+func isReplays(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 32)
+	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
 }
 
 // checkID validates the id of a job, a batch or a workflow: an identifier

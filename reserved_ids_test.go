@@ -73,7 +73,8 @@ func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 
 		// Near misses are ordinary ids.
 		for _, id := range []string{"callback", "b.callbacks", "b.step", ".step.a", "w.step.", "w.steps.a",
-			"j.dead.x", "j.dead.", "dead.0", ".dead.0", "step.a", "...", "./a", ".a"} {
+			"j.dead.x", "j.dead.", "dead.0", ".dead.0", "step.a", "...", "./a", ".a",
+			".callback", "j.dead.007", "j.dead.99999999999"} {
 			if _, err := c.Enqueue(ctx, work, &errand.EnqueueOpts{ID: id}); err != nil {
 				t.Errorf("Enqueue %q: %v", id, err)
 			}

@@ -50,8 +50,8 @@ func (p *RetryPolicy) check(field string) error {
 	if err := checkBackoff(field+".Max", p.Max); err != nil {
 		return err
 	}
-	if p.Base > 0 && p.Max > 0 && p.Max < p.Base {
-		return &InputError{Field: field + ".Max", Message: fmt.Sprintf("%s is less than Base %s; raise it or lower Base", p.Max, p.Base)}
+	if base, _ := p.withDefaults(); p.Max > 0 && p.Max < base {
+		return &InputError{Field: field + ".Max", Message: fmt.Sprintf("%s is less than Base %s (the default when Base is 0); raise it or lower Base", p.Max, base)}
 	}
 	return nil
 }

@@ -650,6 +650,21 @@ func idempotencyKey(r *http.Request, id *string, what string) (string, error) {
 	return key, nil
 }
 
+// keyError names the Idempotency-Key in err, a refusal of the id the key
+// became (see idempotencyKey), so that the caller, who sent no id, learns
+// what to change.
+func keyError(err error, key string) error {
+	var ie *errand.InputError
+	if key == "" || !errors.As(err, &ie) || (ie.Field != "id" && ie.Field != "batch id" && ie.Field != "workflow id") {
+		return err
+	}
+	what := ie.Field
+	if what == "id" {
+		what = "job's id"
+	}
+	return badRequest("%s %q becomes the %s, and is refused: %s", IdempotencyHeader, key, what, ie.Message)
+}
+
 // replayStatus is the status of an answer to POST /api/v1/batches or
 // /api/v1/workflows: 201 when the batch or workflow (what) was enqueued,
 // 200 when it existed. When it existed under the request's Idempotency-Key
@@ -686,7 +701,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueR
 	args := p.Args.(errand.RawArgs).JSON
 	res, err := a.c.Enqueue(r.Context(), p.Args, p.Opts)
 	if err != nil {
-		return err
+		return keyError(err, key)
 	}
 	// A duplicate under the key's id is the first request's job; one found
 	// by its unique key instead is that job, as without a key.

@@ -104,6 +104,7 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *bat
 		return err
 	}
 	res, err := a.c.EnqueueBatch(r.Context(), params, opts)
+	err = keyError(err, key)
 	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the job (or the callback) whose
 		// field is wrong.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandtest"
 )
 
@@ -301,6 +302,19 @@ func TestAPIErrorsNameTheFieldInJSONTerms(t *testing.T) {
 			if strings.Contains(msg, goism) {
 				t.Errorf("%s %s: %s speaks Go (%q)", c.path, c.body, msg, goism)
 			}
+		}
+	}
+	// An Idempotency-Key becomes the id: its refusal names the header.
+	for _, c := range []struct{ path, body, key, want string }{
+		{"/api/v1/jobs", `{"kind":"task"}`, "order.callback", `Idempotency-Key "order.callback" becomes the job's id, and is refused: "order.callback" ends in ".callback"`},
+		{"/api/v1/batches", `{"jobs":[{"kind":"task"}]}`, "w.step", `Idempotency-Key "w.step" becomes the batch id, and is refused`},
+	} {
+		r := s.do(t, req{method: "POST", path: c.path, token: operatorSecret, body: json.RawMessage(c.body),
+			header: map[string]string{errandhttp.IdempotencyHeader: c.key}})
+		want(t, c.key, r, http.StatusBadRequest, "invalid_input")
+		var body struct{ Error struct{ Message string } }
+		if err := json.Unmarshal([]byte(r.String()), &body); err != nil || !strings.Contains(body.Error.Message, c.want) {
+			t.Errorf("%s with key %s: %s (%v), want %q", c.path, c.key, r, err, c.want)
 		}
 	}
 	if n := s.jobCount(t); n != 0 {

@@ -40,6 +40,7 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *
 		return err
 	}
 	res, err := a.c.EnqueueWorkflow(r.Context(), steps, opts)
+	err = keyError(err, key)
 	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the step (and compensation) whose
 		// field is wrong.
