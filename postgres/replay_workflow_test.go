@@ -53,24 +53,13 @@ func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
 	}
 
 	replayed := make(chan error, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_, err := s.JobReplay(ctx, &errand.JobReplayParams{ID: step, Operator: "ops", Reason: "fixed"})
 		replayed <- err
 	}()
-	// Wait until the replay waits on a lock; until then it could not have
-	// got past the workflow.
-	for blocked := false; !blocked; {
-		select {
-		case err := <-replayed:
-			t.Fatalf("the replay returned (%v) while the advance held the workflow", err)
-		case <-time.After(5 * time.Millisecond):
-		}
-		err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%')`).Scan(&blocked)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitForShareLock(t, watch, done)
 	if _, err := advance.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a' WHERE id = 'w'`)); err != nil {
 		t.Fatal(err)
 	}
@@ -144,22 +133,13 @@ func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
 		err error
 	}
 	replayed := make(chan result, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		js, err := s.JobReplayMany(ctx, &errand.JobReplayManyParams{Limit: 2, Operator: "ops", Reason: "fixed", Bulk: "b1"})
 		replayed <- result{js, err}
 	}()
-	for blocked := false; !blocked; {
-		select {
-		case r := <-replayed:
-			t.Fatalf("the bulk replay returned (%v) while the advance held the workflow", r.err)
-		case <-time.After(5 * time.Millisecond):
-		}
-		err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%')`).Scan(&blocked)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitForShareLock(t, watch, done)
 	if _, err := tx.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a' WHERE id = 'w'`)); err != nil {
 		t.Fatal(err)
 	}
@@ -176,5 +156,25 @@ func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "p1" || got[1] != "p2" {
 		t.Fatalf("bulk replay of 2 replayed %v, want [p1 p2]", got)
+	}
+}
+
+// waitForShareLock waits until a statement taking a FOR SHARE lock waits
+// for it, as a replay meeting an advance of its workflow does; until then
+// the replay could not have got past the workflow. It fails the test if
+// the replay ends (done) first.
+func waitForShareLock(t *testing.T, watch *pgx.Conn, done <-chan struct{}) {
+	t.Helper()
+	for blocked := false; !blocked; {
+		select {
+		case <-done:
+			t.Fatal("the replay returned while the advance held the workflow")
+		case <-time.After(5 * time.Millisecond):
+		}
+		err := watch.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%')`).Scan(&blocked)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
