@@ -174,7 +174,7 @@ func TestValidateName(t *testing.T) {
 			t.Errorf("ValidateName(%q) = %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "a b", "a\x00", "a\x07", "\xff", strings.Repeat("a", errand.MaxNameBytes+1)} {
+	for _, s := range []string{"", "a b", "a\x00", "a\x07", "\xff", ".", "..", strings.Repeat("a", errand.MaxNameBytes+1)} {
 		if err := errand.ValidateName(s); !isInvalid(err) {
 			t.Errorf("ValidateName(%q) = %v, want an InputError", s, err)
 		}

@@ -115,6 +115,9 @@ func checkName(field, s string) error {
 			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; use letters, digits, '.', '-', '_' or ':'", s)}
 		}
 	}
+	if s == "." || s == ".." {
+		return &InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another name", s)}
+	}
 	return nil
 }
 

@@ -65,7 +65,10 @@ type ScheduleOpts struct {
 	// Enqueue are the options of every job the schedule enqueues (queue,
 	// priority, attempts, tags...). ID, UniqueKey and Unique must be empty:
 	// a tick's job gets a fresh id and the tick's unique key, held in every
-	// state ([UniqueAlways]) so that a tick never enqueues twice.
+	// state ([UniqueAlways]) so that a tick never enqueues twice. RunAt
+	// must be empty too: Delay runs each tick's job that long after its
+	// tick. A catch-up job carries the tag "catch_up" besides Tags, so
+	// Tags may hold at most MaxTags-1 others.
 	Enqueue *EnqueueOpts
 }
 
@@ -138,6 +141,12 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 	}
 	if o.Enqueue.ID != "" || o.Enqueue.UniqueKey != "" || o.Enqueue.Unique != nil {
 		return nil, &InputError{Field: "Enqueue", Message: "sets ID, UniqueKey or Unique; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
+	}
+	if !o.Enqueue.RunAt.IsZero() {
+		return nil, &InputError{Field: "Enqueue", Message: "sets RunAt, which would hold every tick's job until that one moment; leave it empty, and set Delay to run each tick's job that long after its tick"}
+	}
+	if n := len(o.Enqueue.Tags); n >= MaxTags && !slices.Contains(o.Enqueue.Tags, catchUpTag) {
+		return nil, &InputError{Field: "Enqueue", Message: fmt.Sprintf("sets %d tags; a schedule's jobs may carry at most %d, since a catch-up job adds the tag %q", n, MaxTags-1, catchUpTag)}
 	}
 	if o.Location == time.Local {
 		return nil, &InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}
@@ -279,19 +288,26 @@ func newScheduler(c *engine, schedules []*Schedule) (*scheduler, error) {
 			return nil, &InputError{Field: "Schedules", Message: fmt.Sprintf("names %q twice; give each schedule its own name", s.name)}
 		}
 		seen[s.name] = true
-		if _, err := c.scheduleJob(s, time.Time{}, false); err != nil {
-			return nil, fmt.Errorf("schedule %s: %w", s.name, err)
+		// The catch-up job too: another process may have stored the
+		// catch-up policy.
+		for _, catchUp := range []bool{false, true} {
+			if _, err := c.scheduleJob(s, time.Time{}, catchUp); err != nil {
+				return nil, fmt.Errorf("schedule %s: %w", s.name, err)
+			}
 		}
 	}
 	return &scheduler{c: c, store: ss, schedules: schedules, recs: map[string]*ScheduleRecord{}, specs: map[string]cron.Schedule{}}, nil
 }
 
+// catchUpTag marks the job a schedule enqueues for its missed ticks.
+const catchUpTag = "catch_up"
+
 // scheduleJob returns the job of s's tick.
 func (c *engine) scheduleJob(s *Schedule, tick time.Time, catchUp bool) (*JobInsertParams, error) {
 	o := *s.opts.Enqueue
 	o.UniqueKey = ScheduleUniqueKey(s.name, tick)
-	if catchUp {
-		o.Tags = append(slices.Clip(o.Tags), "catch_up")
+	if catchUp && !slices.Contains(o.Tags, catchUpTag) {
+		o.Tags = append(slices.Clip(o.Tags), catchUpTag)
 	}
 	return c.insertParam(&EnqueueParams{Args: s.args, Opts: &o})
 }
@@ -403,7 +419,7 @@ func (sc *scheduler) fireOne(ctx context.Context, s *Schedule) error {
 		if err != nil || !due {
 			return err
 		}
-		p := &ScheduleAdvanceParams{Name: s.name, From: rec.NextFireAt, To: step.To, Tick: step.Tick}
+		p := &ScheduleAdvanceParams{Name: s.name, From: rec.NextFireAt, Spec: rec.Spec, To: step.To, Tick: step.Tick}
 		if !step.Skip {
 			if p.Job, err = sc.c.scheduleJob(s, step.Tick, step.CatchUp); err != nil {
 				return err

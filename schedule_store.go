@@ -99,6 +99,11 @@ type ScheduleAdvanceParams struct {
 	Name string
 	// From is the next_fire_at the caller read; To the one it writes.
 	From, To time.Time
+	// Spec, when not empty, is the stored spec the caller computed To
+	// from: the schedule moves only while it is still the stored one, so
+	// that a process that has not yet read a newer spec (a rolling deploy)
+	// cannot write a next fire time of the old one.
+	Spec string
 	// Tick is the tick Job stands for: last_fire_at when Job is inserted.
 	Tick time.Time
 	// Job is the tick's job, with the tick's unique key (see

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -308,11 +309,76 @@ func TestNewScheduleRefusesBadInput(t *testing.T) {
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{UniqueKey: "k"}}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{ID: "j"}}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "k", Scope: errand.UniqueUntilFinished}}}},
+		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}}},
+		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Tags: manyTags(errand.MaxTags)}}},
+		{".", "@hourly", args, nil},
+		{"..", "@hourly", args, nil},
 	} {
 		_, err := errand.NewSchedule(tc.name, tc.spec, tc.args, tc.opts)
 		var ie *errand.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("NewSchedule(%q, %q, %v, %+v) = %v, want an *InputError", tc.name, tc.spec, tc.args, tc.opts, err)
+		}
+	}
+}
+
+func manyTags(n int) []string {
+	tags := make([]string, n)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("t%d", i)
+	}
+	return tags
+}
+
+// TestScheduleFollowsTheStoredSpecInARollingDeploy: a process that has not
+// read the spec another registered since (a rolling deploy) cannot fire a
+// tick of its old spec, nor store a next fire time of it, even when the
+// two specs share the pending tick.
+func TestScheduleFollowsTheStoredSpecInARollingDeploy(t *testing.T) {
+	e := newScheduleEnv(t)                                 // 12:00
+	old := e.runner(e.schedule("s", "*/30 * * * *", nil))  // next 12:30
+	latest := e.runner(e.schedule("s", "30 * * * *", nil)) // next 12:30 too
+	if rec := e.record("s"); rec.Spec != "30 * * * *" {
+		t.Fatalf("stored spec %q, want the latest registered", rec.Spec)
+	}
+	e.clock.Set(e.t0.Add(30 * time.Minute))
+	e.fire(old) // the old process fires 12:30 first
+	e.fire(latest)
+	for _, m := range []time.Duration{60, 90} { // 13:00, no tick of the stored spec, and 13:30
+		e.clock.Set(e.t0.Add(m * time.Minute))
+		e.fire(latest)
+		e.fire(old)
+	}
+	keys, _ := e.ticksEnqueued()
+	if want := keysAt("s", e.t0.Add(30*time.Minute), e.t0.Add(90*time.Minute)); !slices.Equal(keys, want) {
+		t.Fatalf("jobs = %v, want %v: ticks of the stored spec %q alone", keys, want, e.record("s").Spec)
+	}
+}
+
+// TestScheduleCatchUpTag: the catch-up job's tag fits within MaxTags (a
+// schedule whose Tags would leave it no room is refused at NewSchedule),
+// and is not added twice when Tags has it already.
+func TestScheduleCatchUpTag(t *testing.T) {
+	e := newScheduleEnv(t)
+	tags := append(manyTags(errand.MaxTags-1), "catch_up")
+	r := e.runner(e.schedule("s", "@every 1m", &errand.ScheduleOpts{Missed: errand.MissedCatchUp,
+		Enqueue: &errand.EnqueueOpts{Tags: tags}}))
+	e.clock.Set(e.t0.Add(time.Minute))
+	e.fire(r)
+	e.clock.Set(e.t0.Add(6*time.Minute + 5*time.Second)) // every process was down; 12:06 is late, in its grace
+	e.fire(r)
+	// 12:02 to 12:05 caught up by one job, keyed by the first.
+	keys, _ := e.ticksEnqueued()
+	if want := keysAt("s", e.t0.Add(time.Minute), e.t0.Add(2*time.Minute), e.t0.Add(6*time.Minute)); !slices.Equal(keys, want) {
+		t.Fatalf("jobs = %v, want %v", keys, want)
+	}
+	js, err := e.c.List(e.ctx, &errand.ListOpts{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if !slices.Equal(j.Tags, tags) {
+			t.Errorf("job %s tagged %v; want the schedule's %d tags as given", *j.UniqueKey, j.Tags, len(tags))
 		}
 	}
 }

@@ -64,8 +64,8 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
 		r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET next_fire_at = $2, updated_at = {now}
-			WHERE name = $3 AND next_fire_at = $4 RETURNING `+scheduleColumns),
-			now, micro(p.To), p.Name, micro(p.From)))
+			WHERE name = $3 AND next_fire_at = $4 AND ($5 = '' OR spec = $5) RETURNING `+scheduleColumns),
+			now, micro(p.To), p.Name, micro(p.From), p.Spec))
 		if isNoRows(err) {
 			res.Schedule, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} WHERE name = $1`), p.Name))
 			if isNoRows(err) {

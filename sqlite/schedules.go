@@ -63,8 +63,8 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
 		r, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET next_fire_at = ?, updated_at = ?
-			WHERE name = ? AND next_fire_at = ? RETURNING `+scheduleColumns,
-			micros(p.To), now, p.Name, micros(p.From)))
+			WHERE name = ? AND next_fire_at = ? AND (?5 = '' OR spec = ?5) RETURNING `+scheduleColumns,
+			micros(p.To), now, p.Name, micros(p.From), p.Spec))
 		if errors.Is(err, sql.ErrNoRows) {
 			res.Schedule, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules WHERE name = ?`, p.Name))
 			if errors.Is(err, sql.ErrNoRows) {

@@ -15,6 +15,7 @@ import (
 var scheduleCases = []testCase{
 	{"UpsertKeepsStateUnlessSpecChanges", testScheduleUpsert},
 	{"AdvanceIsCompareAndSet", testScheduleAdvance},
+	{"AdvanceFencedBySpec", testScheduleAdvanceSpec},
 	{"AdvanceWithoutJob", testScheduleAdvanceSkip},
 	{"AdvanceTakenKey", testScheduleAdvanceTakenKey},
 	{"AdvanceRefusals", testScheduleAdvanceRefusals},
@@ -153,6 +154,30 @@ func testScheduleAdvance(t *testing.T, h harness) {
 	}
 	wantSchedule(t, r.Schedule, want)
 	e.notFound("j1-again")
+}
+
+// testScheduleAdvanceSpec: a process that planned its tick from a spec no
+// longer stored (another process registered a new one meanwhile) moves
+// nothing and inserts nothing; with the stored spec it advances.
+func testScheduleAdvanceSpec(t *testing.T, h harness) {
+	e := open(t, h)
+	n1 := e.now().Truncate(time.Hour).Add(time.Hour)
+	e.upsertSchedule(scheduleParams("s", "30 * * * *", n1))
+	e.clock.Set(n1)
+	r := e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, Spec: "*/30 * * * *", To: n1.Add(30 * time.Minute), Tick: n1,
+		Job: tickJob("s", n1, "stale")})
+	if r.Advanced || r.Job != nil {
+		t.Fatalf("advance planned from an old spec = %+v, want not advanced and no job", r)
+	}
+	if r.Schedule.Spec != "30 * * * *" || !r.Schedule.NextFireAt.Equal(n1) {
+		t.Fatalf("schedule after the refused advance: spec %q next %s; want the stored spec and %s", r.Schedule.Spec, r.Schedule.NextFireAt, n1)
+	}
+	e.notFound("stale")
+	r = e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, Spec: "30 * * * *", To: n1.Add(time.Hour), Tick: n1,
+		Job: tickJob("s", n1, "fresh")})
+	if !r.Advanced || r.Job == nil || r.Job.Job.ID != "fresh" || !r.Schedule.NextFireAt.Equal(n1.Add(time.Hour)) {
+		t.Fatalf("advance with the stored spec = %+v, want advanced to %s with job fresh", r, n1.Add(time.Hour))
+	}
 }
 
 func testScheduleAdvanceSkip(t *testing.T, h harness) {
