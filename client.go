@@ -452,6 +452,7 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, 
 		return nil, err
 	}
 	ip := &JobInsertParams{
+		argsChecked: true,
 		ID:          o.ID,
 		Queue:       o.Queue,
 		Kind:        kind,
@@ -538,6 +539,13 @@ func marshalArgs(args JobArgs) (json.RawMessage, error) {
 	}
 	if len(b) > maxArgsBytes {
 		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
+	}
+	rewrite, err := checkJSONText("args", b, maxArgsBytes)
+	if err != nil {
+		return nil, err
+	}
+	if rewrite {
+		b = plainJSON(b)
 	}
 	return json.RawMessage(b), nil
 }
@@ -709,8 +717,10 @@ func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMess
 	if len(b) > maxArgsBytes {
 		return nil, 0, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
 	}
-	if err := checkJSONText("args", b); err != nil {
+	if rewrite, err := checkJSONText("args", b, maxArgsBytes); err != nil {
 		return nil, 0, err
+	} else if rewrite {
+		b = plainJSON(b)
 	}
 	version := 0
 	if k := c.kinds[kind]; k != nil {

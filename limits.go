@@ -2,6 +2,7 @@ package errand
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -251,33 +252,221 @@ func CleanText(s string, max int) string {
 // for every store. SQLite keeps JSON as text; PostgreSQL's jsonb refuses
 // some valid JSON: the escape \u0000, an escaped half of a UTF-16
 // surrogate pair without its other half, and a number beyond its numeric
-// type (see jsonNumberProblem).
-func checkJSONText(field string, b []byte) error {
+// type (see jsonNumberProblem). jsonb also writes every number out in full
+// (see plainJSON): the document must fit max bytes (when max > 0) as it
+// does, so that 1e131071, 8 bytes given and 131072 kept, cannot turn a
+// small document into one PostgreSQL cannot read back. It reports whether
+// b holds a number plainJSON would rewrite.
+func checkJSONText(field string, b []byte, max int) (rewrite bool, err error) {
 	if !utf8.Valid(b) {
-		return &InputError{Field: field, Message: "is not valid UTF-8; encode the text as UTF-8"}
+		return false, &InputError{Field: field, Message: "is not valid UTF-8; encode the text as UTF-8"}
 	}
+	plain := int64(len(b))
+	var grown []byte // the first number that grows, for the message
 	for i := 0; i < len(b); {
 		switch c := b[i]; {
 		case c == '"':
 			end, msg := scanJSONString(b, i+1)
 			if msg != "" {
-				return &InputError{Field: field, Message: msg}
+				return false, &InputError{Field: field, Message: msg}
 			}
 			i = end
 		case c == '-' || '0' <= c && c <= '9':
-			end := i + 1
-			for end < len(b) && strings.IndexByte("0123456789+-.eE", b[end]) >= 0 {
-				end++
+			end := numberEnd(b, i)
+			num := b[i:end]
+			if msg := jsonNumberProblem(num); msg != "" {
+				return false, &InputError{Field: field, Message: msg}
 			}
-			if msg := jsonNumberProblem(b[i:end]); msg != "" {
-				return &InputError{Field: field, Message: msg}
+			if notPlain(num) {
+				rewrite = true
+				n := parseJSONNumber(num).plainLen()
+				if n > int64(len(num)) && grown == nil {
+					grown = num
+				}
+				plain += n - int64(len(num))
 			}
 			i = end
 		default:
 			i++
 		}
 	}
-	return nil
+	if max > 0 && plain > int64(max) {
+		return false, &InputError{Field: field, Message: fmt.Sprintf("is %d bytes with its numbers written out in full, as PostgreSQL keeps them (%s has %d digits); use at most %d, and send such a number as a string",
+			plain, CleanText(string(grown), 40), parseJSONNumber(grown).plainLen(), max)}
+	}
+	return rewrite, nil
+}
+
+// numberEnd returns the index just past the JSON number that starts at
+// b[i].
+func numberEnd(b []byte, i int) int {
+	end := i + 1
+	for end < len(b) && strings.IndexByte("0123456789+-.eE", b[end]) >= 0 {
+		end++
+	}
+	return end
+}
+
+// plainJSON returns b, a document checkJSONText accepts, with every number
+// written as PostgreSQL's jsonb writes it: in full, without an exponent
+// (1e2 as 100, 1.5E-3 as 0.0015, 2.50e1 as 25.0, keeping the digits after
+// the point as written less the exponent), and zero without a sign. SQLite
+// keeps a document as given, so a Client writes this form to both stores,
+// and every reader, a handler decoding 1e2 into an int among them, finds
+// the same text on either. It returns b itself when no number changes.
+func plainJSON(b []byte) []byte {
+	var out []byte
+	last := 0 // b[:last] is in out
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '"':
+			end, _ := scanJSONString(b, i+1)
+			i = end
+		case c == '-' || '0' <= c && c <= '9':
+			end := numberEnd(b, i)
+			if num := b[i:end]; notPlain(num) {
+				if out == nil {
+					out = make([]byte, 0, len(b)+16)
+				}
+				out = append(out, b[last:i]...)
+				out = parseJSONNumber(num).appendPlain(out)
+				last = end
+			}
+			i = end
+		default:
+			i++
+		}
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}
+
+// PlainJSON returns b, JSON that every store can keep and at most max bytes
+// written out (checkJSONText's rules; max <= 0 means 1 MiB, the bound of args),
+// with its numbers written as PostgreSQL's jsonb writes them: in full,
+// without an exponent (1e2 as 100, 1.5E-3 as 0.0015), and zero without a
+// sign. A Client writes args, progress and outputs in this form to either
+// store, so that SQLite keeps the same text PostgreSQL does; a program
+// that writes JSON to a store itself can do the same. Anything else is an
+// *InputError.
+func PlainJSON(b json.RawMessage, max int) (json.RawMessage, error) {
+	if !json.Valid(b) {
+		return nil, &InputError{Field: "json", Message: "is not valid JSON"}
+	}
+	if max <= 0 {
+		max = maxArgsBytes
+	}
+	if _, err := checkJSONText("json", b, max); err != nil {
+		return nil, err
+	}
+	return plainJSON(b), nil
+}
+
+// notPlain reports whether jsonb writes the number num otherwise than as
+// given: it has an exponent, or it is a negative zero.
+func notPlain(num []byte) bool {
+	if bytes.IndexAny(num, "eE") >= 0 {
+		return true
+	}
+	return num[0] == '-' && strings.Trim(string(num[1:]), "0.") == ""
+}
+
+// jsonNumber is a JSON number as PostgreSQL's numeric keeps it: its
+// digits, where its decimal point falls among them once the exponent is
+// applied (before the first digit at 0, possibly outside them), and how
+// many digits it shows after the point.
+type jsonNumber struct {
+	neg    bool
+	digits string
+	point  int64
+	scale  int64
+	first  int // index of the first digit that is not zero; -1 for zero
+}
+
+// parseJSONNumber reads num, a valid JSON number within jsonNumberProblem's
+// bounds.
+func parseJSONNumber(num []byte) jsonNumber {
+	s := string(num)
+	var n jsonNumber
+	if s[0] == '-' {
+		n.neg, s = true, s[1:]
+	}
+	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	var e int64
+	if exp != "" {
+		neg := exp[0] == '-'
+		for _, c := range strings.TrimLeft(exp, "+-") {
+			e = e*10 + int64(c-'0')
+		}
+		if neg {
+			e = -e
+		}
+	}
+	n.digits = intPart + frac
+	n.point = int64(len(intPart)) + e
+	n.scale = max(0, int64(len(frac))-e)
+	n.first = strings.IndexFunc(n.digits, func(r rune) bool { return r != '0' })
+	if n.first < 0 {
+		n.neg = false // numeric has no negative zero
+	}
+	return n
+}
+
+// intDigits returns the range of digits before the point that jsonb
+// writes, empty when it writes "0".
+func (n jsonNumber) intDigits() (from, to int64) {
+	if n.first < 0 || int64(n.first) >= n.point {
+		return 0, 0
+	}
+	return int64(n.first), n.point
+}
+
+// plainLen returns the length of n as jsonb writes it.
+func (n jsonNumber) plainLen() int64 {
+	l := int64(1) // "0"
+	if from, to := n.intDigits(); to > from {
+		l = to - from
+	}
+	if n.neg {
+		l++
+	}
+	if n.scale > 0 {
+		l += 1 + n.scale
+	}
+	return l
+}
+
+// digit returns the digit at index i, counted as n.digits are, with zeros
+// on either side of them.
+func (n jsonNumber) digit(i int64) byte {
+	if i < 0 || i >= int64(len(n.digits)) {
+		return '0'
+	}
+	return n.digits[i]
+}
+
+// appendPlain appends n as jsonb writes it.
+func (n jsonNumber) appendPlain(dst []byte) []byte {
+	if n.neg {
+		dst = append(dst, '-')
+	}
+	from, to := n.intDigits()
+	if to == from {
+		dst = append(dst, '0')
+	}
+	for i := from; i < to; i++ {
+		dst = append(dst, n.digit(i))
+	}
+	if n.scale > 0 {
+		dst = append(dst, '.')
+		for i := n.point; i < n.point+n.scale; i++ {
+			dst = append(dst, n.digit(i))
+		}
+	}
+	return dst
 }
 
 // scanJSONString scans the JSON string whose text starts at b[i], just

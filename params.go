@@ -36,8 +36,10 @@ func (p *JobInsertParams) Validate() error {
 	if !json.Valid(p.Args) {
 		return &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
 	}
-	if err := checkJSONText("args", p.Args); err != nil {
-		return err
+	if !p.argsChecked {
+		if _, err := checkJSONText("args", p.Args, maxArgsBytes); err != nil {
+			return err
+		}
 	}
 	if err := checkRange("max_attempts", p.MaxAttempts, 1, MaxAttemptsLimit); err != nil {
 		return err
@@ -114,12 +116,17 @@ func (p *JobInsertParams) Validate() error {
 }
 
 // ValidateProgress checks a handler's checkpoint before a store writes it:
-// valid JSON that every store can keep.
+// valid JSON that every store can keep, at most 1 MiB as PostgreSQL keeps
+// it (see [PlainJSON]).
 func ValidateProgress(progress json.RawMessage) error {
 	if !json.Valid(progress) {
 		return &InputError{Field: "progress", Message: "is not valid JSON"}
 	}
-	return checkJSONText("progress", progress)
+	if len(progress) > maxArgsBytes {
+		return &InputError{Field: "progress", Message: fmt.Sprintf("is %d bytes; keep a checkpoint under %d bytes: where the work is, not the work done", len(progress), maxArgsBytes)}
+	}
+	_, err := checkJSONText("progress", progress, maxArgsBytes)
+	return err
 }
 
 // Validate checks a checkpoint: see [ValidateProgress].

@@ -683,6 +683,9 @@ type JobInsertParams struct {
 	// checked is set by the Client on the params it built and validated,
 	// so that Validate, when the store calls it, does not check them again.
 	checked bool
+	// argsChecked is set by the Client on args it checked as Validate
+	// would, and wrote in plain form (see plainJSON), as it made them.
+	argsChecked bool
 }
 
 // JobInsertManyParams are the jobs of one insert.

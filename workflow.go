@@ -251,6 +251,7 @@ func SetOutput(ctx context.Context, v any) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
+	p.Output = plainJSON(p.Output)
 	if err := ws.JobSetOutput(ctx, p); err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}

@@ -690,7 +690,8 @@ func (p *JobSetOutputParams) Validate() error {
 	}
 	// A later step's args hold the output, so it must be args every store
 	// keeps: refused here, not when a worker's outcome enqueues that step.
-	return checkJSONText("output", p.Output)
+	_, err := checkJSONText("output", p.Output, MaxOutputBytes)
+	return err
 }
 
 // WorkflowStore is an optional capability of a Store: workflows of jobs

@@ -238,6 +238,7 @@ func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request, req *outputReq
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	p.Output, _ = errand.PlainJSON(p.Output, errand.MaxOutputBytes) // checked above
 	if err := ws.JobSetOutput(r.Context(), p); err != nil {
 		return err
 	}

@@ -45,7 +45,9 @@
 //
 // Args, progress, tags and the error history are jsonb: PostgreSQL keeps
 // their value, not their spelling (key order and whitespace may change, and
-// a string may not contain \u0000).
+// a string may not contain \u0000). Numbers are written out in full
+// (1e2 as 100); errand's Client writes them so to every store (see
+// errand.PlainJSON), so SQLite keeps the same numbers.
 //
 // # For code in this package
 //
