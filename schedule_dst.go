@@ -16,24 +16,33 @@ import (
 //     hour it fires once, at the first occurrence: a daily charge or report
 //     at 01:30 must not run twice because the clocks went back. In a skipped
 //     hour it fires once, at the moment the clocks jump (03:00 when 02:00 to
-//     03:00 is skipped): a daily job is late that day, not lost.
+//     03:00 is skipped): a daily job is late that day, not lost. Ticks
+//     that one jump skips together fire once, at the jump ("15 1,2 * * *"
+//     when 01:00 to 03:00 is skipped).
 //   - A spec whose hour field covers every hour ("*/15 * * * *",
 //     "0 * * * *") means an interval, and follows elapsed time: it fires
 //     in both passes of a repeated hour and not at all in a skipped one,
 //     so the jobs stay evenly spaced.
 //
 // robfig/cron alone fires a fixed-hour spec twice in a repeated hour and
-// skips it in a skipped one; dstSchedule corrects the fixed-hour case.
-// @every specs ignore zones altogether.
+// skips it in a skipped one, and steps hours by adding an hour, which a
+// 30-minute shift (Lord Howe Island) throws off. dstSchedule handles the
+// fixed-hour case itself, for a shift of any size. @every specs ignore
+// zones altogether.
 
 // allHours is a SpecSchedule's Hour bits when the field covers every hour.
 const allHours = 1<<24 - 1
 
-// dstSchedule is a zoned cron spec with the fixed-hour DST rules above.
+// dstSchedule is a zoned cron spec with the fixed-hour DST rules above. It
+// reads the spec on the wall clock, where no hour repeats or goes missing,
+// and maps each tick of the wall clock to the instant it fires at
+// (wallInstant). That mapping never goes backwards, so the first tick after
+// t's wall-clock reading that fires after t is the next one; ticks that
+// map to the same instant (two skipped by one jump) fire once.
 type dstSchedule struct {
-	spec *cron.SpecSchedule
-	// wall is spec read in naive wall-clock time (UTC standing for the
-	// zone's wall clock), to find ticks that fall in a skipped hour.
+	loc *time.Location
+	// wall is the spec read in naive wall-clock time: UTC standing for
+	// the zone's wall clock.
 	wall *cron.SpecSchedule
 }
 
@@ -46,61 +55,49 @@ func withDST(s cron.Schedule) cron.Schedule {
 	}
 	wall := *cs
 	wall.Location = time.UTC
-	return dstSchedule{spec: cs, wall: &wall}
+	return dstSchedule{loc: cs.Location, wall: &wall}
 }
 
 func (d dstSchedule) Next(t time.Time) time.Time {
-	loc := d.spec.Location
-	n := d.spec.Next(t)
-	if at, ok := d.skippedTick(t, n); ok {
-		return at
+	// A tick at or before t's reading maps to t or earlier: start after it.
+	for w := d.wall.Next(wallAsUTC(t.In(d.loc))); !w.IsZero(); w = d.wall.Next(w) {
+		// Ticks still behind t are those of the rest of a repeated
+		// hour, when t is in its second pass.
+		if at := wallInstant(w, d.loc); at.After(t) {
+			return at.In(t.Location())
+		}
 	}
-	for !n.IsZero() && repeatedPass(n.In(loc)) {
-		n = d.spec.Next(n)
-	}
-	return n
+	return time.Time{}
 }
 
-// skippedTick finds the first forward jump of the clocks after t and no
-// later than n (or, when n is zero, within a year) whose skipped wall-clock
-// times hold a tick of the spec; it returns the instant of the jump.
-func (d dstSchedule) skippedTick(t, n time.Time) (time.Time, bool) {
-	loc := d.spec.Location
-	limit := n
-	if limit.IsZero() {
-		limit = t.AddDate(1, 0, 0)
-	}
-	cur := t.In(loc)
+// wallInstant returns the first instant at which loc's clock reads w (a
+// wall-clock time given as UTC) or, when the clocks jump over w, the
+// instant of the jump.
+func wallInstant(w time.Time, loc *time.Location) time.Time {
+	// The instants reading w lie within a day of w, whatever the
+	// offsets; walk the zone's periods across that span, in order.
+	const span = 24 * time.Hour
+	cur := w.Add(-span).In(loc)
 	for {
-		_, end := cur.ZoneBounds()
-		if end.IsZero() || end.After(limit) {
-			return time.Time{}, false
+		start, end := cur.ZoneBounds()
+		_, offset := cur.Zone()
+		off := time.Duration(offset) * time.Second
+		if at := w.Add(-off); !at.Before(start) && (end.IsZero() || at.Before(end)) {
+			return at
 		}
-		_, before := end.Add(-time.Nanosecond).Zone()
-		_, after := end.Zone()
-		if gap := time.Duration(after-before) * time.Second; gap > 0 {
-			// The wall clock reads from..from+gap never happen.
-			from := wallAsUTC(end.Add(-time.Nanosecond)).Add(time.Nanosecond)
-			if tick := d.wall.Next(from.Add(-time.Second)); !tick.Before(from) && tick.Before(from.Add(gap)) && end.After(t) {
-				return end, true
-			}
+		if end.IsZero() || end.After(w.Add(span)) {
+			break
 		}
-		cur = end
+		// The clocks jump from end+off to end+next at end.
+		_, nextOffset := end.In(loc).Zone()
+		next := time.Duration(nextOffset) * time.Second
+		if !w.Before(end.Add(off)) && w.Before(end.Add(next)) {
+			return end
+		}
+		cur = end.In(loc)
 	}
-}
-
-// repeatedPass reports whether t, in its zone, falls in the second pass of
-// a repeated hour: its wall-clock time happened already, before the clocks
-// went back.
-func repeatedPass(t time.Time) bool {
-	start, _ := t.ZoneBounds()
-	if start.IsZero() {
-		return false
-	}
-	_, before := start.Add(-time.Nanosecond).Zone()
-	_, after := start.Zone()
-	back := time.Duration(before-after) * time.Second
-	return back > 0 && t.Sub(start) < back
+	// Not reached for a zone whose offsets stay within a day.
+	return time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc)
 }
 
 // wallAsUTC is t's wall-clock reading as a UTC time.

@@ -81,3 +81,29 @@ func TestScheduleDST(t *testing.T) {
 		})
 	}
 }
+
+// TestHalfHourDST: Lord Howe Island shifts its clocks by 30 minutes (on 6
+// April 2025 back from 02:00 to 01:30, on 5 October 2025 forward from 02:00
+// to 02:30); a fixed-hour spec still fires once a day.
+func TestHalfHourDST(t *testing.T) {
+	lh, err := time.LoadLocation("Australia/Lord_Howe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		spec       string
+		from, want time.Time
+	}{
+		{"0 3 * * *", time.Date(2025, 4, 5, 3, 0, 0, 0, lh), time.Date(2025, 4, 6, 3, 0, 0, 0, lh)},   // clocks back 30 min
+		{"0 3 * * *", time.Date(2025, 10, 4, 3, 0, 0, 0, lh), time.Date(2025, 10, 5, 3, 0, 0, 0, lh)}, // clocks forward 30 min
+		{"30 1 * * *", time.Date(2025, 10, 5, 1, 30, 0, 0, lh), time.Date(2025, 10, 6, 1, 30, 0, 0, lh)},
+	} {
+		s, err := errand.NewSchedule("s", c.spec, errand.RawArgs{KindName: "k"}, &errand.ScheduleOpts{Location: lh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Next(c.from); !got.Equal(c.want) {
+			t.Errorf("%q in Lord_Howe: next after %s = %s, want %s", c.spec, c.from.Format(time.RFC3339), got.In(lh).Format(time.RFC3339), c.want.Format(time.RFC3339))
+		}
+	}
+}
