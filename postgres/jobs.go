@@ -186,8 +186,14 @@ const (
 // insert writes params with insertSQL, then reads the jobs holding the ids
 // and keys that conflicted. Its one write is that single statement:
 // insertOwnTx runs it on the pool, outside any transaction, relying on
-// the statement's own atomicity; a second write here would need one.
+// the statement's own atomicity. Only jobs whose key's holder left it
+// between the two statements are written by a second (see insertTry).
 func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+	return s.insertTry(ctx, q, r, params, 1)
+}
+
+// insertTry is insert's tries-th try.
+func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams, tries int) ([]errand.JobInsertResult, error) {
 	n := len(params)
 	var (
 		ids, queues, kinds, args, tags = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -307,6 +313,7 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			holderOfKey[keyWindow{*j.UniqueKey, w}] = j
 		}
 	}
+	var again []int // conflicted with a job gone since
 	for _, i := range dups {
 		p := params[i]
 		j := holderOfID[p.ID] // the id match first, as SQLite does
@@ -314,12 +321,51 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 			j = holderOfKey[keyWindow{p.UniqueKey, uwindows[i]}]
 		}
 		if j == nil {
-			return nil, fmt.Errorf("insert job %s: it conflicts with a job this transaction cannot see (a REPEATABLE READ or SERIALIZABLE snapshot); retry the transaction", p.ID)
+			again = append(again, i)
+			continue
 		}
 		out[i] = errand.JobInsertResult{Job: j, Duplicate: true}
 	}
+	if len(again) == 0 {
+		return out, nil
+	}
+	// The job that held a key (or an id) left it between the INSERT and
+	// the look-up: a job of a unique key that finished, say. Under READ
+	// COMMITTED the next statement sees the key free or held, so insert
+	// those jobs again. Under a REPEATABLE READ or SERIALIZABLE snapshot
+	// it sees the same as before, and tries end. On the pool, outside a
+	// transaction, the jobs inserted by the first statement stay if the
+	// second fails: their ids are in the error, for a caller that retries
+	// to give them.
+	if tries >= maxInsertTries {
+		return nil, fmt.Errorf("insert job %s: it conflicts with a job this transaction cannot see (a REPEATABLE READ or SERIALIZABLE snapshot); retry the transaction", params[again[0]].ID)
+	}
+	sub := make([]*errand.JobInsertParams, len(again))
+	for k, i := range again {
+		sub[k] = params[i]
+	}
+	rs2, err := s.insertTry(ctx, q, r, sub, tries+1)
+	if err != nil {
+		var done []string
+		for i := range out {
+			if out[i].Job != nil && !out[i].Duplicate {
+				done = append(done, out[i].Job.ID)
+			}
+		}
+		if len(done) > 0 {
+			return nil, fmt.Errorf("insert jobs (%d of them inserted, %s first): %w", len(done), done[0], err)
+		}
+		return nil, err
+	}
+	for k, i := range again {
+		out[i] = rs2[k]
+	}
 	return out, nil
 }
+
+// maxInsertTries bounds how often insert writes jobs whose key's holder
+// keeps leaving it between the INSERT and the look-up.
+const maxInsertTries = 3
 
 // readNow reads the time {now} stands for in statements of q.
 func (s *Store) readNow(ctx context.Context, q querier, r *strings.Replacer) (time.Time, error) {
