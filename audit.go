@@ -91,6 +91,15 @@ type AuditListParams struct {
 	Limit int
 }
 
+// Validate checks the times of a listing: a store keeps none outside the
+// years 1 to 9999, and PostgreSQL refuses to compare with one.
+func (p *AuditListParams) Validate() error {
+	if err := checkTime("since", p.Since); err != nil {
+		return err
+	}
+	return checkTime("until", p.Until)
+}
+
 // Bounds of one page of the audit.
 const (
 	DefaultAuditLimit = 100
@@ -173,10 +182,14 @@ func (c *Client[TTx]) Audit(ctx context.Context, opts *AuditOpts) ([]AuditRecord
 	if !opts.Since.IsZero() && !opts.Until.IsZero() && !opts.Until.After(opts.Since) {
 		return nil, &InputError{Field: "until", Message: "is not after since; give a time range that is not empty"}
 	}
-	rs, err := c.store.AuditList(ctx, &AuditListParams{
+	p := &AuditListParams{
 		JobID: opts.JobID, Action: opts.Action, Since: opts.Since, Until: opts.Until,
 		BeforeID: opts.BeforeID, Limit: opts.Limit,
-	})
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	rs, err := c.store.AuditList(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}

@@ -3,6 +3,7 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -307,6 +308,9 @@ func (p *WorkerRegisterParams) Validate() error {
 	if err := checkText("host", p.Host); err != nil {
 		return err
 	}
+	if err := checkRange("pid", p.PID, 0, math.MaxInt32); err != nil {
+		return err
+	}
 	if err := checkInterval("heartbeat interval", p.HeartbeatInterval, "5s"); err != nil {
 		return err
 	}
@@ -323,7 +327,8 @@ func (st WorkerStats) Validate() error {
 	if st.JobsRunning < 0 || st.JobsCompleted < 0 || st.LastCompletedAgo < 0 {
 		return &InputError{Field: "worker stats", Message: "counts and last-completed age must not be negative"}
 	}
-	return nil
+	// Both stores keep the jobs running in 32 bits.
+	return checkRange("jobs running", int(st.JobsRunning), 0, math.MaxInt32)
 }
 
 // Validate checks a listing's parameters.

@@ -244,6 +244,9 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 
 // AuditList implements [errand.OperatorStore].
 func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	out := []errand.AuditRecord{}
 	if !errand.StorableText(p.JobID) || !errand.StorableText(string(p.Action)) {
 		return out, nil // no record has such a job id or action

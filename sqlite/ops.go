@@ -215,6 +215,9 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 
 // AuditList implements [errand.OperatorStore].
 func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	var where []string
 	var args []any
 	if p.JobID != "" {
