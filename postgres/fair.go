@@ -65,6 +65,17 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 	if err := errand.ValidateFairClaim(p); err != nil {
 		return nil, err
 	}
+	for try := 1; ; try++ {
+		jobs, err := s.claimFairOnce(ctx, p)
+		if try < claimTries && orderingRace(err) {
+			continue
+		}
+		return jobs, err
+	}
+}
+
+// claimFairOnce is one try of JobClaimFair.
+func (s *Store) claimFairOnce(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
 		kinds = p.Kinds

@@ -482,7 +482,10 @@ const claimSQL = `UPDATE {jobs} SET
 
 // orderingFree is errand's ordering-key rule on a candidate aliased j. A
 // concurrent claimer sees a job another has just locked as still queued, so
-// it never takes the next job of that key early.
+// it never takes the next job of that key early. It does not see a later
+// job of the key another claim is starting: the unique index
+// errand_jobs_ordering_running fails the second of two such claims, which
+// is tried again (see orderingRace).
 var orderingFree = errand.OrderingFreeSQL("{jobs}")
 
 // The claim index (queue, fairness_key IS NULL, priority, available_at,
@@ -570,9 +573,30 @@ func (s *Store) JobClaimManyNextDue(ctx context.Context, p *errand.JobClaimParam
 	return s.claim(ctx, p, next)
 }
 
+// claimTries bounds how often a claim is tried again after its update met a
+// job of an ordering key that a concurrent claim had just started (see
+// orderingRace).
+const claimTries = 3
+
+// orderingRace reports a claim that failed on errand_jobs_ordering_running:
+// a concurrent claim committed a job of the same ordering key after this
+// claim's snapshot was taken. Tried again, the claim sees the key held.
+func orderingRace(err error) bool { return isUniqueViolation(err, "errand_jobs_ordering_running") }
+
 // claim is JobClaimMany, answering JobNextDue for next too unless it is
 // nil.
 func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
+	for try := 1; ; try++ {
+		jobs, due, err := s.claimOnce(ctx, p, next)
+		if try < claimTries && orderingRace(err) {
+			continue
+		}
+		return jobs, due, err
+	}
+}
+
+// claimOnce is one try of claim.
+func (s *Store) claimOnce(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
 	var due errand.JobNextDueResult
 	if err := p.Validate(); err != nil {
 		return nil, due, err
