@@ -7,9 +7,12 @@ import (
 	"time"
 )
 
-// Retry defaults. A job that still fails after 20 attempts spread over about
-// seven hours needs a person, and the dead-letter set is where people look;
-// a bounded budget also keeps a poison job from occupying workers for days.
+// Retry defaults. A job that still fails after 20 attempts needs a person,
+// and the dead-letter set is where people look; a bounded budget also keeps
+// a poison job from occupying workers for days. The 19 delays between the
+// attempts have caps of 1s, 2s, ... 2048s, then seven of an hour: 8h08m in
+// all, so with the jitter below the retries last 4h04m to 8h08m, 6h06m on
+// average.
 const (
 	DefaultMaxAttempts = 20
 	DefaultBackoffBase = time.Second

@@ -98,6 +98,15 @@ func TestRetryPolicyDefaults(t *testing.T) {
 			t.Errorf("nil policy: Cap(%d) = %v, want %v", attempt, got, want)
 		}
 	}
+	// The docs say the default retries last 4h04m to 8h08m, 6h06m on
+	// average: the 19 delays between 20 attempts are each in [cap/2, cap).
+	var caps time.Duration
+	for attempt := 1; attempt < errand.DefaultMaxAttempts; attempt++ {
+		caps += zero.Cap(attempt)
+	}
+	if want := 8*time.Hour + 8*time.Minute + 15*time.Second; caps != want {
+		t.Errorf("the default delays' caps sum to %v, want %v; update the docs and this test together", caps, want)
+	}
 	// Used on its own (NewClient refuses it), a policy's Max below Base is
 	// raised to Base rather than producing a delay below the base.
 	p := errand.RetryPolicy{Base: time.Minute, Max: time.Second}
