@@ -75,8 +75,9 @@ type Options struct {
 	// checks whether another connection or process has committed to the
 	// database, so that a job enqueued by another process starts within
 	// about this long rather than at the worker's next poll. Each check
-	// is one PRAGMA data_version on an idle connection, about 4µs; waking
-	// that often is what costs, about 4% of a core at 2ms. On Linux the
+	// is one PRAGMA data_version on an idle connection, about 15µs of CPU
+	// (BenchmarkDataVersion, see the README); waking that often is what
+	// costs, about 4% of a core at 2ms. On Linux the
 	// checks run only in the second after a write to the WAL file, which
 	// inotify reports, so an idle worker makes almost none (see the
 	// README). Default 2ms. Workers with PollOnly do not check at all.
