@@ -75,7 +75,7 @@ func NewMetricsObserver() *MetricsObserver {
 		}, []string{"queue", "kind"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "errand_jobs_finished_total",
-			Help: "Attempts this process's workers ended, by outcome: succeeded, retrying, dead, snoozed, interrupted, lease_lost.",
+			Help: "Attempts this process's workers ended, by outcome: succeeded, retrying, dead, snoozed, interrupted, cancelled, lease_lost.",
 		}, []string{"queue", "kind", "outcome"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "errand_job_failures_total",
