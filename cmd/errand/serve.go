@@ -177,9 +177,7 @@ drains the worker for --grace, and exits 0.`,
 					MaxWorkers: shared.MaxWorkers, QueueWeights: shared.QueueWeights}
 				wcfg.Retention = retention.policy()
 				wcfg.RateLimits, wcfg.RetryBudgets = rates, budgets
-				if wcfg.Lease == 0 {
-					wcfg.Lease = errand.DefaultLease
-				}
+				workerDefaults(fs, wcfg, grace)
 				// What the worker would refuse is refused before the
 				// database is opened, and perhaps created.
 				if err := errand.CheckWorker(cfg, wcfg); err != nil {
@@ -223,9 +221,6 @@ drains the worker for --grace, and exits 0.`,
 			var workErr error
 			stopWorker := func() {}
 			if runsWorker {
-				if !isSet(fs, "grace") {
-					*grace = defaultGrace
-				}
 				w, err := c.NewWorker(wcfg)
 				if err != nil {
 					srv.Close()

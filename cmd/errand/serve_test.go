@@ -83,6 +83,24 @@ func (s *served) log() string {
 	return s.stderr.String()
 }
 
+// workerStarted waits for the worker's "worker started" line and returns
+// it.
+func (s *served) workerStarted(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a bound for a hung server
+	for {
+		for line := range strings.Lines(s.log()) {
+			if strings.Contains(line, `msg="worker started"`) {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not start:\n%s", s.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // call sends a JSON request with the test's operator token and decodes
 // the answer into out (when not nil), returning the status.
 func (s *served) call(t *testing.T, method, path string, body any, out any) int {
@@ -211,6 +229,14 @@ func TestServeRunsWebhookWorker(t *testing.T) {
 	defer hook.Close()
 	db := tempDB(t)
 	s := startServe(t, "--db", db, "--token", serveToken, "--http", "notify="+hook.URL, "--grace", "1s")
+	// The startup line reports the settings in effect, defaults included,
+	// as errand work's does.
+	line := s.workerStarted(t)
+	for _, want := range []string{`queues="default=10"`, "kinds=notify", "poll=1s", "lease=" + errand.DefaultLease.String(), "grace=1s"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("startup line lacks %s: %s", want, line)
+		}
+	}
 	var created struct {
 		Job struct {
 			ID string `json:"id"`
@@ -341,6 +367,10 @@ func TestServeRunsSchedulesAndRetention(t *testing.T) {
 	enqueue(t, db, "mail", `{}`, "--id", "waiting")
 
 	s := startServe(t, "--db", db, "--token", serveToken, "--cron", `tick=@every 1s ping {"n": 1}`, "--retain-dead", "24h", "--grace", "1s")
+	// A worker of schedules and retention alone claims from no queue.
+	if line := s.workerStarted(t); !strings.Contains(line, `queues="" kinds=""`) || !strings.Contains(line, "poll=1s") {
+		t.Errorf("startup line claims queues or lacks the poll interval: %s", line)
+	}
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
 		// A bound for a hung server, not a speed check.

@@ -267,15 +267,7 @@ does, so the claim stays within them.`,
 				}
 				defer m.stop()
 			}
-			if cfg.Lease == 0 {
-				cfg.Lease = errand.DefaultLease
-			}
-			if cfg.PollInterval == 0 {
-				cfg.PollInterval = errand.DefaultPollInterval
-			}
-			if !isSet(fs, "grace") {
-				*grace = defaultGrace
-			}
+			workerDefaults(fs, cfg, grace)
 			w, err := c.NewWorker(cfg)
 			if err != nil {
 				return workerConfigError(err)
@@ -346,6 +338,21 @@ func onceResultOf(r *errand.WorkResult) onceResult {
 	return out
 }
 
+// workerDefaults fills in the lease, the poll interval and the grace
+// period that the flags left unset, as the worker would, so that the
+// "worker started" line reports what is in effect.
+func workerDefaults(fs *flag.FlagSet, cfg *errand.WorkerConfig, grace *time.Duration) {
+	if cfg.Lease == 0 {
+		cfg.Lease = errand.DefaultLease
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = errand.DefaultPollInterval
+	}
+	if !isSet(fs, "grace") {
+		*grace = defaultGrace
+	}
+}
+
 // errSecondSignal reports a stop that a second signal cut short.
 var errSecondSignal = errors.New("second signal")
 
@@ -358,7 +365,11 @@ func runWorker(ctx context.Context, w *errand.Worker, cfg *errand.WorkerConfig, 
 		return err
 	}
 	start := time.Now()
-	e.logger.Info("worker started", "worker_id", w.ID(), "queues", qs.String(), "kinds", strings.Join(kinds, ","),
+	queues := qs.String()
+	if len(kinds) == 0 {
+		queues = "" // a worker of schedules or retention alone claims no job
+	}
+	e.logger.Info("worker started", "worker_id", w.ID(), "queues", queues, "kinds", strings.Join(kinds, ","),
 		"poll", cfg.PollInterval.String(), "poll_only", cfg.PollOnly, "lease", cfg.Lease.String(), "grace", grace.String(),
 		"max_workers", cfg.MaxWorkers, "weights", weightsString(cfg.QueueWeights))
 
