@@ -102,6 +102,36 @@ func ValidateName(s string) error { return checkName("name", s) }
 // checkName validates a kind or queue name: 1 to MaxNameBytes bytes of
 // valid UTF-8, printable, without spaces.
 func checkName(field, s string) error {
+	if err := checkNameChars(field, s, "use printable characters without spaces"); err != nil {
+		return err
+	}
+	if s == "." || s == ".." {
+		return &InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another name", s)}
+	}
+	return nil
+}
+
+// checkStepName validates a workflow step's name: a name of at most
+// MaxStepNameBytes, without '.', since it ends its job's id
+// (ID.step.NAME).
+func checkStepName(field, s string) error {
+	const rule = "use printable characters without spaces or '.'"
+	if err := checkNameChars(field, s, rule); err != nil {
+		return err
+	}
+	if len(s) > MaxStepNameBytes {
+		return &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), MaxStepNameBytes)}
+	}
+	if strings.Contains(s, ".") {
+		return &InputError{Field: field, Message: fmt.Sprintf("%q contains '.'; a step's name ends its job's id (ID.step.NAME), so %s", s, rule)}
+	}
+	return nil
+}
+
+// checkNameChars checks what every name shares: 1 to MaxNameBytes bytes of
+// valid UTF-8, printable, without spaces. rule says what a name may hold,
+// as the advice of a refusal.
+func checkNameChars(field, s, rule string) error {
 	if s == "" {
 		return &InputError{Field: field, Message: "is empty; name it, e.g. \"send_receipt\""}
 	}
@@ -109,15 +139,12 @@ func checkName(field, s string) error {
 		return &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), MaxNameBytes)}
 	}
 	if !utf8.ValidString(s) {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q is not valid UTF-8; use letters, digits, '.', '-', '_' or ':'", s)}
+		return &InputError{Field: field, Message: fmt.Sprintf("%q is not valid UTF-8; %s", s, rule)}
 	}
 	for _, r := range s {
 		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; use letters, digits, '.', '-', '_' or ':'", s)}
+			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; %s", s, rule)}
 		}
-	}
-	if s == "." || s == ".." {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another name", s)}
 	}
 	return nil
 }

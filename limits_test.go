@@ -3,6 +3,7 @@ package errand_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -281,5 +282,31 @@ func TestEnqueueWhileHoldingTheWriterFailsFast(t *testing.T) {
 	}
 	if js, _ := c.List(ctx, nil); len(js) != 1 {
 		t.Fatalf("%d jobs, want the one enqueued in the transaction", len(js))
+	}
+}
+
+// TestNameRefusalsSayTheRule: a refused name's message gives the rule
+// that names follow, a step name's its own.
+func TestNameRefusalsSayTheRule(t *testing.T) {
+	step := func(name string) error {
+		return errand.CheckEnqueueWorkflow([]errand.WorkflowStep{{Name: name, Args: errand.RawArgs{KindName: "k", JSON: json.RawMessage(`{}`)}}},
+			&errand.WorkflowOpts{ID: "w"})
+	}
+	for _, tt := range []struct {
+		what string
+		err  error
+		want string
+	}{
+		{"a name with a space", errand.ValidateName("send receipt"), "use printable characters without spaces"},
+		{"a name not UTF-8", errand.ValidateName("k\xff"), "use printable characters without spaces"},
+		{"a step name with a space", step("book flight"), "use printable characters without spaces or '.'"},
+		{"a step name with a dot", step("book.flight"), "use printable characters without spaces or '.'"},
+	} {
+		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) {
+			t.Errorf("%s: %v, want it to say %q", tt.what, tt.err, tt.want)
+		}
+	}
+	if err := errand.ValidateName("envoyer.reçu:v2"); err != nil {
+		t.Errorf("a printable name without spaces: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -557,14 +556,8 @@ func (p *WorkflowInsertParams) Validate() error {
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		field := fmt.Sprintf("workflow step %d", i)
-		if err := checkName(field+" name", s.Name); err != nil {
+		if err := checkStepName(field+" name", s.Name); err != nil {
 			return err
-		}
-		if len(s.Name) > MaxStepNameBytes {
-			return &InputError{Field: field + " name", Message: fmt.Sprintf("is %d bytes; use at most %d", len(s.Name), MaxStepNameBytes)}
-		}
-		if strings.Contains(s.Name, ".") {
-			return &InputError{Field: field + " name", Message: fmt.Sprintf("%q contains '.'; a step's name ends its job's id (ID.step.NAME), so use letters, digits, '-', '_' or ':'", s.Name)}
 		}
 		if seen[s.Name] {
 			return &InputError{Field: field + " name", Message: fmt.Sprintf("%q names two steps; give each step its own name", s.Name)}
