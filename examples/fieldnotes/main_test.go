@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,15 +88,22 @@ func decodeWorkLine(t *testing.T, out string) workLine {
 	return l
 }
 
+// checkWork checks a work line; attempt 0 means null, as job_id "<null>".
 func checkWork(t *testing.T, got workLine, result errand.Result, jobID string, attempt int) {
 	t.Helper()
-	gotID := "<null>"
+	gotID, gotAttempt, wantAttempt := "<null>", "<null>", "<null>"
 	if got.JobID != nil {
 		gotID = *got.JobID
 	}
-	if got.Result != result || gotID != jobID || got.Attempt != attempt || got.Acknowledged != (result == errand.ResultSucceeded) {
-		t.Fatalf("work = {result %s, job_id %s, attempt %d, acknowledged %v}; want {%s, %s, %d, %v}",
-			got.Result, gotID, got.Attempt, got.Acknowledged, result, jobID, attempt, result == errand.ResultSucceeded)
+	if got.Attempt != nil {
+		gotAttempt = strconv.Itoa(*got.Attempt)
+	}
+	if attempt != 0 {
+		wantAttempt = strconv.Itoa(attempt)
+	}
+	if got.Result != result || gotID != jobID || gotAttempt != wantAttempt || got.Acknowledged != (result == errand.ResultSucceeded) {
+		t.Fatalf("work = {result %s, job_id %s, attempt %s, acknowledged %v}; want {%s, %s, %s, %v}",
+			got.Result, gotID, gotAttempt, got.Acknowledged, result, jobID, wantAttempt, result == errand.ResultSucceeded)
 	}
 }
 

@@ -82,8 +82,8 @@ type workLine struct {
 	// Result is errand's: idle, succeeded, retrying, dead or lease_lost.
 	Result errand.Result `json:"result"`
 	JobID  *string       `json:"job_id"`
-	// Attempt is the attempt that ran, 0 when idle.
-	Attempt int `json:"attempt"`
+	// Attempt is the attempt that ran, null when idle (no job, as JobID).
+	Attempt *int `json:"attempt"`
 	// Acknowledged reports that errand recorded the job as succeeded.
 	Acknowledged bool `json:"acknowledged"`
 }
@@ -95,12 +95,15 @@ func workOne(ctx context.Context, client *errand.Client[*sql.Tx]) (*workLine, er
 	if err != nil {
 		return nil, err
 	}
-	return &workLine{
+	l := &workLine{
 		Result:       r.Result,
 		JobID:        r.JobID,
-		Attempt:      r.Attempt,
 		Acknowledged: r.Result == errand.ResultSucceeded,
-	}, nil
+	}
+	if r.JobID != nil {
+		l.Attempt = &r.Attempt
+	}
+	return l, nil
 }
 
 func runWork(ctx context.Context, args []string, stdout io.Writer) error {

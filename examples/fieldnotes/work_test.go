@@ -66,7 +66,7 @@ func TestCompetingWorkers(t *testing.T) {
 
 	seen := map[string]bool{}
 	for _, l := range done {
-		if l.Result != errand.ResultSucceeded || l.Attempt != 1 || !l.Acknowledged || l.JobID == nil || !ids[*l.JobID] || seen[*l.JobID] {
+		if l.Result != errand.ResultSucceeded || l.Attempt == nil || *l.Attempt != 1 || !l.Acknowledged || l.JobID == nil || !ids[*l.JobID] || seen[*l.JobID] {
 			t.Errorf("work = %+v; want each job succeeded once, on attempt 1", l)
 			continue
 		}
@@ -150,7 +150,7 @@ func takeOver(t *testing.T, b *app, clk *testClock, jobID string) {
 		t.Error(err)
 		return
 	}
-	if l.Result != errand.ResultSucceeded || l.Attempt != 2 || l.JobID == nil || *l.JobID != jobID {
+	if l.Result != errand.ResultSucceeded || l.Attempt == nil || *l.Attempt != 2 || l.JobID == nil || *l.JobID != jobID {
 		t.Errorf("second worker: %+v; want %s succeeded on attempt 2", l, jobID)
 	}
 }
