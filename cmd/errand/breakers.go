@@ -41,8 +41,8 @@ breaker's record.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print JSON: an array of breaker records, or the reset breaker's record")
-		reason := fs.String("reason", "", "why the breaker is reset, for the audit (required by reset)")
-		operator := fs.String("operator", "", "who resets it, for the audit (default the OS user)")
+		reason := fs.String("reason", "", "why the breaker is reset, for the audit (`TEXT`, required by reset)")
+		operator := fs.String("operator", "", "who resets it, for the audit (`NAME`, default the OS user)")
 
 		return func(ctx context.Context, pos []string) error {
 			switch {

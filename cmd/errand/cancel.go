@@ -25,10 +25,10 @@ running. The operator (--operator, default the OS user), the reason and
 the time go to the audit (errand audit shows it).`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		reason := fs.String("reason", "", "why the job is cancelled, for the audit (required)")
-		operator := fs.String("operator", "", "who cancels it, for the audit (default the OS user)")
+		reason := fs.String("reason", "", "why the job is cancelled, for the audit (`TEXT`, required)")
+		operator := fs.String("operator", "", "who cancels it, for the audit (`NAME`, default the OS user)")
 		asJSON := fs.Bool("json", false, "print the job record as JSON (after the wait, with --wait)")
-		wait := durationFlag(fs, "wait", "for a running job, wait up to this long (e.g. 10s) until its worker has ended it")
+		wait := durationFlag(fs, "wait", "for a running job, wait up to `DUR` (e.g. 10s) until its worker has ended it")
 
 		return func(ctx context.Context, pos []string) error {
 			id, err := onePositional(pos, "id", "cancel")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -427,6 +428,23 @@ func TestHelp(t *testing.T) {
 		r := ok(t, cli(t, args...))
 		if !strings.Contains(r.stdout, "usage: errand enqueue KIND") || !strings.Contains(r.stdout, "--backoff-base") {
 			t.Errorf("errand %v = %s", args, r)
+		}
+	}
+	// Every flag's value has a placeholder that says what to give, never
+	// the flag package's type name; errand work's usage line names every
+	// flag but --db.
+	typeName := regexp.MustCompile(`(?m)^  --\S+ (string|value|int|duration|float)\b`)
+	for _, c := range commands {
+		r := ok(t, cli(t, "help", c.name))
+		for _, m := range typeName.FindAllString(r.stdout, -1) {
+			t.Errorf("errand help %s shows %q", c.name, m)
+		}
+	}
+	work := ok(t, cli(t, "help", "work")).stdout
+	usage, _, _ := strings.Cut(work, "\n")
+	for _, m := range regexp.MustCompile(`(?m)^  (--[a-z-]+)`).FindAllStringSubmatch(work, -1) {
+		if m[1] != "--db" && !strings.Contains(usage+" ", m[1]+" ") && !strings.Contains(usage, m[1]+"]") {
+			t.Errorf("errand work's usage line lacks %s: %s", m[1], usage)
 		}
 	}
 }

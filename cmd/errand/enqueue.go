@@ -22,10 +22,13 @@ enqueued again: errand prints the existing job's id and exits 0.
 A unique key is held in every state of its job unless --unique-scope says
 otherwise: until_finished (queued, running or retrying: free again once the
 job succeeded, died or was cancelled), until_succeeded (also while dead), or
-a comma-separated list of states. --unique-window 1h holds it once per clock
-hour. A job with an --ordering-key runs after the earlier jobs of its key;
---ordering-on-dead hold makes it, should it die, hold them back until it is
-replayed or cancelled.`,
+a comma-separated list of states that names all of queued, running and
+retrying, plus any of succeeded, dead and cancelled, e.g.
+queued,running,retrying,succeeded (queued,succeeded is refused).
+--unique-window 1h holds it once per clock hour. A job with an
+--ordering-key runs after the earlier jobs of its key; --ordering-on-dead
+hold makes it, should it die, hold them back until it is replayed or
+cancelled.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		id := fs.String("id", "", "the job's `ID` (default a new UUIDv7); a duplicate id returns the existing job")
@@ -38,7 +41,7 @@ replayed or cancelled.`,
 		backoffMax := durationFlag(fs, "backoff-max", "largest retry delay `DUR` (default 1h)")
 		maxAge := durationFlag(fs, "max-age", "dead-letter the job (class expired) if it has not succeeded `DUR` after enqueue")
 		key := fs.String("unique-key", "", "unique `KEY`: while a job holds it, enqueueing it again returns that job")
-		legacyKey := fs.String("key", "", "the same as --unique-key (kept for scripts that use it)")
+		legacyKey := fs.String("key", "", "unique `KEY`, the same as --unique-key (kept for scripts that use it)")
 		uniqueScope := fs.String("unique-scope", "", "`SCOPE` of --unique-key: always (default), until_finished, until_succeeded, or states like queued,running,retrying,succeeded")
 		uniqueWindow := durationFlag(fs, "unique-window", "hold --unique-key once per clock window of `DUR` (e.g. 1h)")
 		orderingKey := fs.String("ordering-key", "", "ordering `KEY`: jobs of a key run one at a time, in enqueue order")

@@ -30,8 +30,8 @@ its own (errand work --retain-succeeded, --retain-dead).`,
 		succeeded := durationFlag(fs, "succeeded-after", "delete succeeded and cancelled jobs finished at least `AGE` ago, e.g. 168h")
 		dead := durationFlag(fs, "dead-after", "delete dead jobs that died at least `AGE` ago, e.g. 720h")
 		batch := intFlag(fs, "batch", 0, "at most `N` jobs per transaction (default 1000)")
-		reason := fs.String("reason", "manual prune", "why, for the audit")
-		operator := fs.String("operator", "", "who prunes, for the audit (default the OS user)")
+		reason := fs.String("reason", "manual prune", "why, for the audit (`TEXT`)")
+		operator := fs.String("operator", "", "who prunes, for the audit (`NAME`, default the OS user)")
 		dryRun := fs.Bool("dry-run", false, "count the jobs that would be deleted, delete nothing")
 		asJSON := fs.Bool("json", false, `print {"succeeded", "cancelled", "dead", "batches", "workflows", "dry_run"} as JSON`)
 

@@ -39,9 +39,9 @@ its own audit record naming the bulk run and its filter. --dry-run lists the
 jobs and changes nothing.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		reason := fs.String("reason", "", "why the job is replayed, for the audit (required)")
-		operator := fs.String("operator", "", "who replays it, for the audit (default the OS user)")
-		argsFlag := fs.String("args", "", "replace the job's args: JSON, or @FILE to read it from a file (the audit keeps the old and new args)")
+		reason := fs.String("reason", "", "why the job is replayed, for the audit (`TEXT`, required)")
+		operator := fs.String("operator", "", "who replays it, for the audit (`NAME`, default the OS user)")
+		argsFlag := fs.String("args", "", "replace the job's args: `JSON`, or @FILE to read it from a file (the audit keeps the old and new args)")
 		asJSON := fs.Bool("json", false, "print the replayed job record as JSON (in bulk: the run, with its jobs)")
 		restart := fs.Bool("restart", false, "clear the job's checkpoint (progress), so it starts from the beginning")
 		state := fs.String("state", "", "replay in bulk the jobs in `STATE` (only dead) that the filters select")

@@ -42,8 +42,8 @@ With --json, prints the deleted schedule record.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print a JSON array of schedule records (with delete: the deleted record)")
-		reason := fs.String("reason", "", "with delete: why the schedule is deleted, for the audit (required)")
-		operator := fs.String("operator", "", "with delete: who deletes it, for the audit (default the OS user)")
+		reason := fs.String("reason", "", "with delete: why the schedule is deleted, for the audit (`TEXT`, required)")
+		operator := fs.String("operator", "", "with delete: who deletes it, for the audit (`NAME`, default the OS user)")
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 && pos[0] == "delete" {
