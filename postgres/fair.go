@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -51,13 +52,22 @@ var fairPick = `WITH RECURSIVE fair_keys(k) AS (
 // fairClaimSQL claims as claimSQL does and, in the same statement, gives
 // the keys it served the queue's next turn, in key order so that
 // concurrent claims lock turn rows in one order and cannot deadlock.
-var fairClaimSQL = `WITH claimed AS (` + replacePick(claimSQL, fairPick) + `),
+// fairClaimSkipSQL leaves out the retries of the kinds $7, as
+// claimOneSkipSQL does.
+var (
+	fairClaimSQL     = fairClaimWith(fairPick)
+	fairClaimSkipSQL = fairClaimWith(strings.ReplaceAll(fairPick, wantedKind, wantedKind+skipRetryKinds))
+)
+
+func fairClaimWith(pick string) string {
+	return `WITH claimed AS (` + replacePick(claimSQL, pick) + `),
 	served AS (INSERT INTO {fair_turns} (queue, fairness_key, turn, served_at)
 		SELECT $4::text, k.key, (SELECT coalesce(max(turn), 0) + 1 FROM {fair_turns} WHERE queue = $4::text), {now}
 		FROM (SELECT DISTINCT coalesce(fairness_key, '` + errand.FairTurnKey + `') AS key FROM claimed) k
 		ORDER BY k.key
 		ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn, served_at = excluded.served_at)
 	SELECT * FROM claimed`
+}
 
 // JobClaimFair implements [errand.FairClaimer]: the sweeps and the fair
 // claim in one pipelined batch, as JobClaimMany sends them.
@@ -89,7 +99,11 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errand.JobClaimParams) ([]
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	s.queueSweep(b, now)
-	b.Queue(s.sql(fairClaimSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit)
+	if len(p.SkipRetryKinds) > 0 {
+		b.Queue(s.sql(fairClaimSkipSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit, p.SkipRetryKinds)
+	} else {
+		b.Queue(s.sql(fairClaimSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit)
+	}
 	br := conn.SendBatch(ctx, b)
 	jobs, err := func() ([]*errand.Job, error) {
 		if _, err := br.Exec(); err != nil {

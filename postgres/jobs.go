@@ -554,8 +554,11 @@ func skipRetries(q string) string {
 	if !strings.Contains(q, wantedKind) {
 		panic("postgres: the claim has no kind filter to extend")
 	}
-	return strings.Replace(q, wantedKind, wantedKind+" AND NOT (attempt > 0 AND kind = ANY($7::text[]))", 1)
+	return strings.Replace(q, wantedKind, wantedKind+skipRetryKinds, 1)
 }
+
+// skipRetryKinds leaves out the retries of the kinds $7.
+const skipRetryKinds = " AND NOT (attempt > 0 AND kind = ANY($7::text[]))"
 
 // JobClaimMany implements [errand.JobStore].
 func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {

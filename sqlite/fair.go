@@ -13,14 +13,15 @@ import (
 
 // fairClaimSQL is the claim of JobClaimFair for that many kinds (no kinds:
 // every kind). Its numbered parameters are attempted_at (?1), lease_until
-// (?2), lease_owner (?3), now (?4), the queue (?5), the limit (?6) and the
-// kinds (?7 on). fair_keys walks the fair index from key to key, one seek
+// (?2), lease_owner (?3), now (?4), the queue (?5), the limit (?6), the
+// kinds (?7 on), then the kinds whose retries are left out (skip of them,
+// for a worker whose retry budget is spent). fair_keys walks the fair index from key to key, one seek
 // each, without reading a key's jobs; each key's first limit claimable
 // jobs are then read in claim order through the same index, and those
 // without a key by the seek fairness_key IS NULL. The index is named, as
 // the claim's is: the claim and due indexes also match queue and state,
 // and a walk through either would read a key's whole backlog.
-func fairClaimSQL(kinds int) string {
+func fairClaimSQL(kinds, skip int) string {
 	kindFilter := ""
 	if kinds > 0 {
 		ps := make([]string, kinds)
@@ -28,6 +29,13 @@ func fairClaimSQL(kinds int) string {
 			ps[i] = "?" + strconv.Itoa(7+i)
 		}
 		kindFilter = " AND j.kind IN (" + strings.Join(ps, ", ") + ")"
+	}
+	if skip > 0 {
+		ps := make([]string, skip)
+		for i := range ps {
+			ps[i] = "?" + strconv.Itoa(7+kinds+i)
+		}
+		kindFilter += " AND NOT (j.attempt > 0 AND j.kind IN (" + strings.Join(ps, ", ") + "))"
 	}
 	claimable := `j.state IN (` + waiting + `) AND j.available_at <= ?4` + kindFilter + `
 				AND ` + errand.OrderingFreeSQL("errand_jobs")
@@ -79,7 +87,10 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 		for _, k := range p.Kinds {
 			args = append(args, k)
 		}
-		rows, err := tx.QueryContext(ctx, fairClaimSQL(len(p.Kinds)), args...)
+		for _, k := range p.SkipRetryKinds {
+			args = append(args, k)
+		}
+		rows, err := tx.QueryContext(ctx, fairClaimSQL(len(p.Kinds), len(p.SkipRetryKinds)), args...)
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ func TestFairClaimPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	plan := explain(t, s, strings.SplitN(fairClaimSQL(2), "RETURNING", 2)[0])
+	plan := explain(t, s, strings.SplitN(fairClaimSQL(2, 1), "RETURNING", 2)[0])
 	for _, w := range []string{
 		"SEARCH errand_jobs USING INDEX errand_jobs_fair (queue=? AND fairness_key>?)",
 		"SEARCH j USING INDEX errand_jobs_fair (queue=? AND fairness_key=?)",
