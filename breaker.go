@@ -289,7 +289,7 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 		}
 		j, err := g.claimProbe(ctx, params, b.Dependency, claim)
 		if err != nil {
-			return jobs, err
+			return g.claimedSoFar(jobs, err)
 		}
 		if j != nil {
 			jobs = append(jobs, j)
@@ -308,7 +308,24 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 	p := *params
 	p.Kinds, p.Limit = open, limit
 	more, err := claim(ctx, &p)
-	return append(jobs, more...), err
+	if err != nil {
+		return g.claimedSoFar(jobs, err)
+	}
+	return append(jobs, more...), nil
+}
+
+// claimedSoFar ends a claim that failed after it had claimed jobs (probes):
+// they are the caller's, their attempts counted and their leases running,
+// so they are returned without the error, which is logged; a caller that
+// drops jobs with an error (a remote claim, WorkOne) would strand them
+// until their leases ran out, and hold their breakers' probe slots. With
+// none claimed the error is returned.
+func (g *breakerGate) claimedSoFar(jobs []*Job, err error) ([]*Job, error) {
+	if len(jobs) == 0 {
+		return nil, err
+	}
+	g.e.logger.Warn("claim failed after claiming probes; returning those", "jobs", len(jobs), "err", err)
+	return jobs, nil
 }
 
 // depsOf returns the dependencies that kinds name, sorted.

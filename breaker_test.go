@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/sqlite"
 )
 
 // smtpClient returns a client whose kind "send_email" depends on "smtp",
@@ -274,5 +275,43 @@ func TestDependencyDownKeepsClassification(t *testing.T) {
 	}
 	if err := errand.DependencyDown("smtp", errand.Snooze(time.Second)); !errors.As(err, &je) || je.Dependency() != "" || je.SnoozeDelay() != time.Second {
 		t.Errorf("DependencyDown of a snooze: %+v", je)
+	}
+}
+
+// failingSecondClaim fails every claim after its first.
+type failingSecondClaim struct {
+	*sqlite.Store
+	claims atomic.Int32
+}
+
+func (f *failingSecondClaim) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+	if f.claims.Add(1) >= 2 {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.Store.JobClaimMany(ctx, p)
+}
+
+// TestClaimReturnsProbeWhenLaterClaimFails: a remote claim that took a
+// half-open breaker's probe job and then failed its other claim returns
+// the probe job rather than the error, which would leave the job running
+// under a lease nobody holds and its probe slot taken.
+func TestClaimReturnsProbeWhenLaterClaimFails(t *testing.T) {
+	clock := newTestClock()
+	st := &failingSecondClaim{Store: openStore(t, clock)}
+	c := smtpClient(t, st, clock, errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }))
+	ctx := context.Background()
+	for range 3 {
+		if _, err := st.BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "smtp", Event: errand.BreakerFailure,
+			Policy: errand.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(48 * time.Second) // half-open
+	probe := enqueue(t, c, "send_email", nil)
+	enqueue(t, c, "audit_log", nil)
+	jobs, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"send_email", "audit_log"}, Limit: 2, Owner: "remote-1"})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != probe.ID {
+		j := getJob(t, c, probe.ID)
+		t.Fatalf("Claim = %d jobs, %v; want the probe job %s alone (it is %s at attempt %d)", len(jobs), err, probe.ID, j.State, j.Attempt)
 	}
 }
