@@ -75,6 +75,10 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error
 			return nil, err
 		}
 	}
+	// A kind named twice is one kind: taken twice from a kind's rate
+	// limit, the claim's plan would be refused, and every claim come back
+	// empty.
+	o.Kinds = slices.Compact(slices.Sorted(slices.Values(o.Kinds)))
 	if err := checkLease("lease", o.Lease); err != nil {
 		return nil, err
 	}

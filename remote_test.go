@@ -327,3 +327,23 @@ func TestRemoteWorkerAckMany(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteClaimRepeatedKind: a remote claim that names a kind twice claims
+// as one that names it once, a kind rate limit in force; it used to take
+// from the limit twice, be refused, and come back empty every time.
+func TestRemoteClaimRepeatedKind(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "k",
+			Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		enqueue(t, c, "k", &errand.EnqueueOpts{ID: "j1"})
+		// A worker's run records the kind's rate limit in the store.
+		if _, err := c.WorkOne(context.Background(), &errand.WorkOneOpts{RateLimits: []errand.RateLimit{{Kind: "k", Limit: 100, Per: time.Second}}}); err != nil {
+			t.Fatal(err)
+		}
+		enqueue(t, c, "k", &errand.EnqueueOpts{ID: "j2"})
+		jobs, err := c.Claim(context.Background(), &errand.ClaimOpts{Kinds: []string{"k", "k"}, Owner: "remote-1"})
+		if err != nil || len(jobs) != 1 || jobs[0].ID != "j2" {
+			t.Fatalf("claim of kinds [k k] = %d jobs, %v; want j2", len(jobs), err)
+		}
+	})
+}
