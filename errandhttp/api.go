@@ -737,6 +737,9 @@ func sameRequest(j *errand.Job, req *enqueueRequest, args json.RawMessage) bool 
 	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey || deref(j.FairnessKey) != req.FairnessKey {
 		return false
 	}
+	if req.UniqueKey != "" && !sameUnique(j, req.UniqueScope, time.Duration(req.UniqueWindow)) {
+		return false
+	}
 	if len(j.Tags) != len(req.Tags) {
 		return false
 	}
@@ -746,6 +749,20 @@ func sameRequest(j *errand.Job, req *enqueueRequest, args json.RawMessage) bool 
 		}
 	}
 	return true
+}
+
+// sameUnique reports whether j, a job with a unique key, could have been
+// enqueued with scope and window: the same scope, a window when one is
+// given, and one whose start is a multiple of it (a job keeps the start of
+// its window, not its length).
+func sameUnique(j *errand.Job, scope errand.UniqueScope, window time.Duration) bool {
+	if j.UniqueScope == nil || j.UniqueScope.String() != scope.String() {
+		return false
+	}
+	if (j.UniqueWindowStart != nil) != (window > 0) {
+		return false
+	}
+	return window <= 0 || j.UniqueWindowStart.UnixMicro()%window.Microseconds() == 0
 }
 
 func deref(s *string) string {

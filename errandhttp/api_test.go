@@ -123,6 +123,34 @@ func TestAPIIdempotencyKey(t *testing.T) {
 	if n := s.jobCount(t); n != 1 {
 		t.Fatalf("%d jobs, want 1", n)
 	}
+	// A unique job retried with its key, then with another scope or
+	// window under the same Idempotency-Key.
+	ukey := map[string]string{"Idempotency-Key": "sync-7"}
+	ubody := map[string]any{"kind": "task", "unique_key": "sync:7", "unique_scope": "until_finished", "unique_window": "1h"}
+	want(t, "unique first", s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: ubody, header: ukey}), http.StatusCreated, "")
+	want(t, "unique retried", s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: ubody, header: ukey}), http.StatusOK, "")
+	for name, change := range map[string]map[string]any{
+		"another scope":   {"unique_scope": "always"},
+		"another window":  {"unique_window": "59m"},
+		"no window":       {"unique_window": nil},
+		"the default one": {"unique_scope": nil},
+	} {
+		b := map[string]any{}
+		for k, v := range ubody {
+			b[k] = v
+		}
+		for k, v := range change {
+			if v == nil {
+				delete(b, k)
+			} else {
+				b[k] = v
+			}
+		}
+		want(t, "unique key reused with "+name, s.do(t, req{method: "POST", path: "/api/v1/jobs", token: operatorSecret, body: b, header: ukey}), http.StatusConflict, "idempotency_conflict")
+	}
+	if n := s.jobCount(t); n != 2 {
+		t.Fatalf("%d jobs, want 2", n)
+	}
 
 	// A unique key that another job holds answers with that job, key or
 	// no key: it is not a reused key.
@@ -133,8 +161,8 @@ func TestAPIIdempotencyKey(t *testing.T) {
 	if j := held.json(t)["job"].(map[string]any); j["unique_key"] != "u1" || j["id"] == "order-78" {
 		t.Fatalf("unique key held: %s", held.body)
 	}
-	if n := s.jobCount(t); n != 2 {
-		t.Fatalf("%d jobs, want 2", n)
+	if n := s.jobCount(t); n != 3 {
+		t.Fatalf("%d jobs, want 3", n)
 	}
 }
 
