@@ -148,6 +148,11 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 	if n := len(o.Enqueue.Tags); n >= MaxTags && !slices.Contains(o.Enqueue.Tags, catchUpTag) {
 		return nil, &InputError{Field: "Enqueue", Message: fmt.Sprintf("sets %d tags; a schedule's jobs may carry at most %d, since a catch-up job adds the tag %q", n, MaxTags-1, catchUpTag)}
 	}
+	if o.Location != nil && o.Location != time.UTC && o.Location != time.Local {
+		if _, err := time.LoadLocation(o.Location.String()); err != nil {
+			return nil, &InputError{Field: "Location", Message: fmt.Sprintf("%q is not a zone of the time zone database (a time.FixedZone?); load a named zone with time.LoadLocation(\"Europe/Paris\") so every host reads the spec alike", o.Location.String())}
+		}
+	}
 	if o.Location == time.Local {
 		return nil, &InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}
 	}

@@ -44,6 +44,10 @@ func ParseScheduleFlag(s string, opts *ScheduleOpts) (*Schedule, error) {
 	spec, kind := strings.Join(words[:len(words)-1], " "), words[len(words)-1]
 	sched, err := NewSchedule(name, spec, RawArgs{KindName: kind, JSON: args}, opts)
 	if err != nil {
+		if last := words[len(words)-1]; args == nil && json.Valid([]byte(last)) && len(words) > 2 {
+			// "n=@hourly report 42": 42 was read as the kind.
+			return nil, &InputError{Field: "schedule", Message: fmt.Sprintf("%q: %s reads as JSON, but the args must be a JSON object or array, e.g. {\"n\": %s}; %s", s, last, last, form)}
+		}
 		return nil, fmt.Errorf("schedule %q: %w", s, err)
 	}
 	return sched, nil

@@ -120,6 +120,19 @@ func (p *ScheduleAdvanceParams) Validate() error {
 	if err := checkScheduleTime("to", p.To); err != nil {
 		return err
 	}
+	if err := checkScheduleTime("from", p.From); err != nil {
+		return err
+	}
+	if !p.Tick.IsZero() {
+		if err := checkScheduleTime("tick", p.Tick); err != nil {
+			return err
+		}
+	}
+	if p.Spec != "" {
+		if err := checkText("spec", p.Spec); err != nil {
+			return err
+		}
+	}
 	if !p.To.After(p.From) {
 		return &InputError{Field: "to", Message: fmt.Sprintf("%s is not after from %s; a schedule only moves forward", p.To.Format(time.RFC3339Nano), p.From.Format(time.RFC3339Nano))}
 	}

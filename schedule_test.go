@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -313,6 +314,7 @@ func TestNewScheduleRefusesBadInput(t *testing.T) {
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Tags: manyTags(errand.MaxTags)}}},
 		{".", "@hourly", args, nil},
 		{"..", "@hourly", args, nil},
+		{"s", "0 9 * * *", args, &errand.ScheduleOpts{Location: time.FixedZone("UTC+2", 2*3600)}},
 	} {
 		_, err := errand.NewSchedule(tc.name, tc.spec, tc.args, tc.opts)
 		var ie *errand.InputError
@@ -466,6 +468,14 @@ func TestParseScheduleFlag(t *testing.T) {
 		var ie *errand.InputError
 		if _, err := errand.ParseScheduleFlag(bad, nil); !errors.As(err, &ie) {
 			t.Errorf("ParseScheduleFlag(%q) = %v, want an *InputError", bad, err)
+		}
+	}
+	// Args that are JSON but no object or array are named as such, not
+	// taken for the kind with the real kind read into the spec.
+	for _, bad := range []string{`n=@hourly k 42`, `n=0 3 * * * k "x"`, `n=@daily k true`} {
+		_, err := errand.ParseScheduleFlag(bad, nil)
+		if err == nil || !strings.Contains(err.Error(), "must be a JSON object or array") {
+			t.Errorf("ParseScheduleFlag(%q) = %v; want it to say the args must be an object or array", bad, err)
 		}
 	}
 }
