@@ -416,13 +416,14 @@ func storableOnly(list []string) []string {
 }
 
 // badValue turns PostgreSQL's refusal of a value (SQLSTATE class 22, data
-// exception: a NUL byte in text, invalid UTF-8, a number out of range) into
+// exception: a NUL byte in text, invalid UTF-8, a number out of range; and
+// class 54, a program limit a value exceeded, such as jsonb's size) into
 // an *errand.InputError. Such an error is a bug in the value, not an
 // outage: callers must not retry it as they would a lost connection. The
 // Client checks values before writing, so this is the last line of defence.
 func badValue(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")) {
 		return &errand.InputError{Field: "value", Message: fmt.Sprintf("PostgreSQL refused it: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
 	}
 	return err
