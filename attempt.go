@@ -37,10 +37,14 @@ func SetProgress(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
-	if err := ValidateProgress(b); err != nil {
+	rewrite, err := checkProgress(b)
+	if err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
-	if err := a.store.JobSetProgress(ctx, &JobSetProgressParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Progress: plainJSON(b)}); err != nil {
+	if rewrite {
+		b = plainJSON(b)
+	}
+	if err := a.store.JobSetProgress(ctx, &JobSetProgressParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Progress: b}); err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
 	return nil

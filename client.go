@@ -540,12 +540,9 @@ func marshalArgs(args JobArgs) (json.RawMessage, error) {
 	if len(b) > maxArgsBytes {
 		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
 	}
-	rewrite, err := checkJSONText("args", b, maxArgsBytes)
+	b, err := plainChecked("args", b, maxArgsBytes)
 	if err != nil {
 		return nil, err
-	}
-	if rewrite {
-		b = plainJSON(b)
 	}
 	return json.RawMessage(b), nil
 }
@@ -717,10 +714,9 @@ func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMess
 	if len(b) > maxArgsBytes {
 		return nil, 0, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
 	}
-	if rewrite, err := checkJSONText("args", b, maxArgsBytes); err != nil {
+	b, err := plainChecked("args", b, maxArgsBytes)
+	if err != nil {
 		return nil, 0, err
-	} else if rewrite {
-		b = plainJSON(b)
 	}
 	version := 0
 	if k := c.kinds[kind]; k != nil {

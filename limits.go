@@ -317,7 +317,11 @@ func checkJSONText(field string, b []byte, max int) (rewrite bool, err error) {
 			i++
 		}
 	}
-	if max > 0 && plain > int64(max) {
+	switch {
+	case max <= 0 || plain <= int64(max):
+	case grown == nil:
+		return false, &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", plain, max)}
+	default:
 		return false, &InputError{Field: field, Message: fmt.Sprintf("is %d bytes with its numbers written out in full, as PostgreSQL keeps them (%s has %d digits); use at most %d, and send such a number as a string",
 			plain, CleanText(string(grown), 40), parseJSONNumber(grown).plainLen(), max)}
 	}
@@ -385,10 +389,20 @@ func PlainJSON(b json.RawMessage, max int) (json.RawMessage, error) {
 	if max <= 0 {
 		max = maxArgsBytes
 	}
-	if _, err := checkJSONText("json", b, max); err != nil {
+	return plainChecked("json", b, max)
+}
+
+// plainChecked checks b as checkJSONText does and returns it in plain form
+// (see plainJSON): one scan, and a copy only when a number changes.
+func plainChecked(field string, b []byte, max int) ([]byte, error) {
+	rewrite, err := checkJSONText(field, b, max)
+	if err != nil {
 		return nil, err
 	}
-	return plainJSON(b), nil
+	if rewrite {
+		b = plainJSON(b)
+	}
+	return b, nil
 }
 
 // notPlain reports whether jsonb writes the number num otherwise than as
@@ -397,7 +411,7 @@ func notPlain(num []byte) bool {
 	if bytes.IndexAny(num, "eE") >= 0 {
 		return true
 	}
-	return num[0] == '-' && strings.Trim(string(num[1:]), "0.") == ""
+	return num[0] == '-' && len(bytes.Trim(num[1:], "0.")) == 0
 }
 
 // jsonNumber is a JSON number as PostgreSQL's numeric keeps it: its
@@ -407,13 +421,14 @@ func notPlain(num []byte) bool {
 type jsonNumber struct {
 	neg    bool
 	digits string
+	exp    int64 // the exponent as written; past 10 digits, maxJSONExponent+1
 	point  int64
 	scale  int64
 	first  int // index of the first digit that is not zero; -1 for zero
 }
 
-// parseJSONNumber reads num, a valid JSON number within jsonNumberProblem's
-// bounds.
+// parseJSONNumber reads num, a valid JSON number. Only one within
+// jsonNumberProblem's bounds may be written out (appendPlain).
 func parseJSONNumber(num []byte) jsonNumber {
 	s := string(num)
 	var n jsonNumber
@@ -424,14 +439,19 @@ func parseJSONNumber(num []byte) jsonNumber {
 	intPart, frac, _ := strings.Cut(mant, ".")
 	var e int64
 	if exp != "" {
-		neg := exp[0] == '-'
-		for _, c := range strings.TrimLeft(exp, "+-") {
-			e = e*10 + int64(c-'0')
+		digits := strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
+		if len(digits) > 10 {
+			e = maxJSONExponent + 1
+		} else {
+			for _, c := range digits {
+				e = e*10 + int64(c-'0')
+			}
 		}
-		if neg {
+		if exp[0] == '-' {
 			e = -e
 		}
 	}
+	n.exp = e
 	n.digits = intPart + frac
 	n.point = int64(len(intPart)) + e
 	n.scale = max(0, int64(len(frac))-e)
@@ -543,44 +563,11 @@ func jsonNumberProblem(num []byte) string {
 	if len(num) <= maxJSONFracDigits && bytes.IndexAny(num, "eE") < 0 {
 		return "" // too short to pass either limit without an exponent
 	}
-	s := strings.TrimPrefix(string(num), "-")
-	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
-	intPart, frac, _ := strings.Cut(mant, ".")
-	var e int64
-	if hasExp {
-		digits := strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(exp, "+"), "-"), "0")
-		if len(digits) > 10 {
-			e = maxJSONExponent + 1
-		} else {
-			for _, c := range digits {
-				e = e*10 + int64(c-'0')
-			}
-		}
-		if strings.HasPrefix(exp, "-") {
-			e = -e
-		}
-	}
-	tooBig := func() string {
+	n := parseJSONNumber(num)
+	// lead is the power of ten of the first digit that is not zero.
+	if lead := n.point - 1 - int64(n.first); n.exp > maxJSONExponent || n.exp < -maxJSONExponent ||
+		n.scale > maxJSONFracDigits || n.first >= 0 && lead >= maxJSONIntDigits {
 		return fmt.Sprintf("holds the number %s, beyond what every store can keep (up to %d digits before the decimal point and %d after); send it as a string", CleanText(string(num), 40), maxJSONIntDigits, maxJSONFracDigits)
-	}
-	if e > maxJSONExponent || e < -maxJSONExponent {
-		return tooBig()
-	}
-	if int64(len(frac))-e > maxJSONFracDigits {
-		return tooBig()
-	}
-	// The power of ten of the first digit that is not zero.
-	var lead int64
-	switch k := strings.IndexFunc(frac, func(r rune) bool { return r != '0' }); {
-	case strings.Trim(intPart, "0") != "":
-		lead = int64(len(intPart)) - 1 + e
-	case k >= 0:
-		lead = -int64(k) - 1 + e
-	default:
-		return "" // zero
-	}
-	if lead >= maxJSONIntDigits {
-		return tooBig()
 	}
 	return ""
 }

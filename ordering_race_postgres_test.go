@@ -136,4 +136,7 @@ func TestOrderingKeyOneRunningAfterLateEnqueue(t *testing.T) {
 	if j1.State == errand.StateRunning && j2.State == errand.StateRunning {
 		t.Fatal("two jobs of ordering key acct-7 run at once: j1, enqueued first and committed last, and j2")
 	}
+	if j1.State != errand.StateRunning && j2.State != errand.StateRunning {
+		t.Fatalf("neither job runs (j1 %s, j2 %s); want one of them claimed", j1.State, j2.State)
+	}
 }

@@ -120,14 +120,20 @@ func (p *JobInsertParams) Validate() error {
 // valid JSON that every store can keep, at most 1 MiB as PostgreSQL keeps
 // it (see [PlainJSON]).
 func ValidateProgress(progress json.RawMessage) error {
+	_, err := checkProgress(progress)
+	return err
+}
+
+// checkProgress is ValidateProgress, reporting too whether the checkpoint
+// holds a number plainJSON would rewrite.
+func checkProgress(progress json.RawMessage) (rewrite bool, err error) {
 	if !json.Valid(progress) {
-		return &InputError{Field: "progress", Message: "is not valid JSON"}
+		return false, &InputError{Field: "progress", Message: "is not valid JSON"}
 	}
 	if len(progress) > maxArgsBytes {
-		return &InputError{Field: "progress", Message: fmt.Sprintf("is %d bytes; keep a checkpoint under %d bytes: where the work is, not the work done", len(progress), maxArgsBytes)}
+		return false, &InputError{Field: "progress", Message: fmt.Sprintf("is %d bytes; keep a checkpoint under %d bytes: where the work is, not the work done", len(progress), maxArgsBytes)}
 	}
-	_, err := checkJSONText("progress", progress, maxArgsBytes)
-	return err
+	return checkJSONText("progress", progress, maxArgsBytes)
 }
 
 // Validate checks a checkpoint: see [ValidateProgress].

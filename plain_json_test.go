@@ -38,6 +38,9 @@ func TestPlainJSONNumbers(t *testing.T) {
 	if string(got) != want {
 		t.Fatalf("PlainJSON(%s) =\n  %s\nwant\n  %s", given, got, want)
 	}
+	if _, err := errand.PlainJSON(json.RawMessage(`{"a":"a long string"}`), 10); err == nil || !strings.Contains(err.Error(), "use at most 10") || strings.Contains(err.Error(), "digits") {
+		t.Errorf("PlainJSON of 21 bytes with no number, at most 10: %v; want the size refused, with no word of numbers", err)
+	}
 	plain := json.RawMessage(`{"a":[1,2.5,"x"]}`)
 	if got, _ := errand.PlainJSON(plain, 0); &got[0] != &plain[0] {
 		t.Error("PlainJSON copied a document it had nothing to change in")

@@ -248,10 +248,13 @@ func SetOutput(ctx context.Context, v any) error {
 		return fmt.Errorf("set output: %w", err)
 	}
 	p := &JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b}
-	if err := p.Validate(); err != nil {
+	rewrite, err := p.check()
+	if err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
-	p.Output = plainJSON(p.Output)
+	if rewrite {
+		p.Output = plainJSON(p.Output)
+	}
 	if err := ws.JobSetOutput(ctx, p); err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}

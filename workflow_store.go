@@ -670,21 +670,27 @@ type JobSetOutputParams struct {
 
 // Validate checks the parameters of JobSetOutput.
 func (p *JobSetOutputParams) Validate() error {
+	_, err := p.check()
+	return err
+}
+
+// check is Validate, reporting too whether the output holds a number
+// plainJSON would rewrite.
+func (p *JobSetOutputParams) check() (rewrite bool, err error) {
 	if err := checkLeaseText(p.ID, p.LeaseToken); err != nil {
-		return err
+		return false, err
 	}
 	switch {
 	case !json.Valid(p.Output):
-		return &InputError{Field: "output", Message: "is not valid JSON"}
+		return false, &InputError{Field: "output", Message: "is not valid JSON"}
 	case len(p.Output) > MaxOutputBytes:
-		return &InputError{Field: "output", Message: fmt.Sprintf("is %d bytes; record at most %d, and keep large results elsewhere (a table, an object store) with their key in the output", len(p.Output), MaxOutputBytes)}
+		return false, &InputError{Field: "output", Message: fmt.Sprintf("is %d bytes; record at most %d, and keep large results elsewhere (a table, an object store) with their key in the output", len(p.Output), MaxOutputBytes)}
 	case !StorableText(string(p.Output)):
-		return &InputError{Field: "output", Message: "contains a NUL character or invalid UTF-8, which PostgreSQL cannot store; escape it in the JSON"}
+		return false, &InputError{Field: "output", Message: "contains a NUL character or invalid UTF-8, which PostgreSQL cannot store; escape it in the JSON"}
 	}
 	// A later step's args hold the output, so it must be args every store
 	// keeps: refused here, not when a worker's outcome enqueues that step.
-	_, err := checkJSONText("output", p.Output, MaxOutputBytes)
-	return err
+	return checkJSONText("output", p.Output, MaxOutputBytes)
 }
 
 // WorkflowStore is an optional capability of a Store: workflows of jobs

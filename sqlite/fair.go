@@ -15,27 +15,20 @@ import (
 // every kind). Its numbered parameters are attempted_at (?1), lease_until
 // (?2), lease_owner (?3), now (?4), the queue (?5), the limit (?6), the
 // kinds (?7 on), then the kinds whose retries are left out (skip of them,
-// for a worker whose retry budget is spent). fair_keys walks the fair index from key to key, one seek
-// each, without reading a key's jobs; each key's first limit claimable
-// jobs are then read in claim order through the same index, and those
-// without a key by the seek fairness_key IS NULL. The index is named, as
+// for a worker whose retry budget is spent). fair_keys walks the fair
+// index from key to key, one seek each, without reading a key's jobs;
+// each key's first limit claimable jobs are then read in claim order
+// through the same index, and those without a key by the seek
+// fairness_key IS NULL. The index is named, as
 // the claim's is: the claim and due indexes also match queue and state,
 // and a walk through either would read a key's whole backlog.
 func fairClaimSQL(kinds, skip int) string {
 	kindFilter := ""
 	if kinds > 0 {
-		ps := make([]string, kinds)
-		for i := range ps {
-			ps[i] = "?" + strconv.Itoa(7+i)
-		}
-		kindFilter = " AND j.kind IN (" + strings.Join(ps, ", ") + ")"
+		kindFilter = " AND j.kind IN (" + numbered(7, kinds) + ")"
 	}
 	if skip > 0 {
-		ps := make([]string, skip)
-		for i := range ps {
-			ps[i] = "?" + strconv.Itoa(7+kinds+i)
-		}
-		kindFilter += " AND NOT (j.attempt > 0 AND j.kind IN (" + strings.Join(ps, ", ") + "))"
+		kindFilter += " AND NOT (j.attempt > 0 AND j.kind IN (" + numbered(7+kinds, skip) + "))"
 	}
 	claimable := `j.state IN (` + waiting + `) AND j.available_at <= ?4` + kindFilter + `
 				AND ` + errand.OrderingFreeSQL("errand_jobs")
@@ -61,6 +54,15 @@ func fairClaimSQL(kinds, skip int) string {
 				FROM fair_keys WHERE fair_keys.k IS NOT NULL)
 			` + errand.FairPickSQL(candidates, "errand_fair_turns", "?5", "?6") + `)
 		RETURNING ` + jobColumns
+}
+
+// numbered returns n numbered parameters from ?from on: "?7, ?8".
+func numbered(from, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "?" + strconv.Itoa(from+i)
+	}
+	return strings.Join(ps, ", ")
 }
 
 // fairTurnSQL gives the keys a fair claim served (?2, a JSON array) the
