@@ -68,6 +68,9 @@ type attempt struct {
 	lease       time.Duration // the claim's lease
 	renewed     time.Time     // when the lease was last renewed (or claimed)
 	took        time.Duration // wall time of the handler
+	// writeFailed: a write of the outcome failed, and may have committed
+	// all the same (see writeUntilLeaseEnds).
+	writeFailed bool
 
 	// Kept here, so that an attempt costs one allocation for them: what
 	// the handler's context carries, and the lease keeper's record.
@@ -319,13 +322,23 @@ const (
 // is gone the store answers ErrLeaseLost instead. Giving up early would let
 // the lease expire on an attempt that finished, and on a final attempt turn a
 // success into a dead job.
+//
+// A failed write may have committed all the same (the connection dropped
+// after the commit, before the answer): its retry then finds the lease
+// ended, by this very outcome. So when a retry answers ErrLeaseLost, the
+// job is read once more, and an outcome found recorded as this attempt's
+// (see outcomeLanded) is reported as recorded, not as a lost lease.
 func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		r, err := write(ctx, o, a.renewed.Add(a.lease))
+		if err == nil && a.writeFailed && errors.Is(r.Err, ErrLeaseLost) {
+			return c.recordedBefore(ctx, a, o, r), nil
+		}
 		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
 			return r, err
 		}
+		a.writeFailed = true
 		left := a.lease - c.clock.Now().Sub(a.renewed)
 		if left <= 0 {
 			return r, err
@@ -335,6 +348,55 @@ func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutc
 		sleep(c.clock, min(backoff, left))
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// recordedBefore is the result of an outcome whose retry found the lease
+// lost, lost, after an earlier write of it failed: the job as recorded
+// when that write committed after all, lost otherwise.
+func (c *engine) recordedBefore(ctx context.Context, a *attempt, o *JobOutcome, lost OutcomeResult) OutcomeResult {
+	job, err := c.store.JobGet(ctx, &JobGetParams{ID: a.job.ID})
+	if err != nil {
+		c.logger.Warn("could not read the job to learn whether its outcome was recorded; reporting the lease lost",
+			"job_id", a.job.ID, "err", err)
+		return lost
+	}
+	if !outcomeLanded(job, a.job, o) {
+		return lost
+	}
+	c.logger.Info("outcome recorded by a write whose answer was lost", "job_id", a.job.ID, "outcome", string(o.Kind))
+	return OutcomeResult{State: job.State, AvailableAt: job.AvailableAt, Kind: job.Kind, BatchID: job.BatchID, WorkflowID: job.WorkflowID}
+}
+
+// outcomeLanded reports whether job, read after claimed's lease was found
+// ended, holds outcome o as claimed's attempt recorded it. An outcome that
+// did not land leaves the job running under claimed's lease until the lease
+// expires; what ends it then (a sweep for the expired lease, or its
+// deadline) appends an error of its own. So the job holds o when its
+// attempt is claimed's (one less for a snooze, which gives the attempt
+// back), its state is o's (or cancelled, for an outcome a cancel request
+// overrides), and, for an outcome that appends an error, the last error is
+// o's. A job that has moved on since (claimed again, replayed) is not
+// recognised, and the lease is reported lost.
+func outcomeLanded(job, claimed *Job, o *JobOutcome) bool {
+	attempt := claimed.Attempt
+	if !o.Kind.CountsAttempt() {
+		attempt--
+	}
+	if job.Attempt != attempt {
+		return false
+	}
+	cancelled := job.State == StateCancelled && o.Kind.YieldsToCancel() && job.CancelRequestedAt != nil
+	if job.State != o.Kind.State() && !cancelled {
+		return false
+	}
+	if !o.Kind.AppendsError() {
+		return true
+	}
+	if len(job.Errors) == 0 {
+		return false
+	}
+	e := job.Errors[len(job.Errors)-1]
+	return e.Replay == job.Replays && e.Attempt == o.Error.Attempt && e.Class == o.Error.Class && e.Message == o.Error.Message
 }
 
 // outcomeWriter records one outcome, giving up at until (when the lease

@@ -18,7 +18,10 @@ type troubledStore struct {
 	errand.TxStore[*sql.Tx]
 	hangHeartbeats atomic.Bool  // heartbeats block until their context ends
 	failOutcomes   atomic.Int64 // this many outcome writes fail first
-	hangOutcomes   atomic.Bool  // outcome writes block until their context ends
+	// lostReplies: this many outcome writes (after failOutcomes) commit,
+	// then fail as a connection dropped before the answer would.
+	lostReplies  atomic.Int64
+	hangOutcomes atomic.Bool // outcome writes block until their context ends
 	// hanging, when set, hears of a call that begins to hang.
 	hanging chan string
 	// renewed, when set, hears of each renewal the store committed.
@@ -55,7 +58,11 @@ func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 	if s.hangOutcomes.Load() {
 		return nil, s.hang(ctx, "outcome")
 	}
-	return s.TxStore.JobRecordOutcomes(ctx, p)
+	rs, err := s.TxStore.JobRecordOutcomes(ctx, p)
+	if err == nil && s.lostReplies.Add(-1) >= 0 {
+		return nil, errors.New("read tcp: connection reset by peer")
+	}
+	return rs, err
 }
 
 // clockClient returns a client on clock with one kind, "task", run by h.
@@ -255,5 +262,85 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 	}
 	if got := getJob(t, c, j.ID); got.State != errand.StateRunning {
 		t.Fatalf("job %s; want running, left to its lease", got.State)
+	}
+}
+
+// An outcome write that committed but whose answer was lost (the
+// connection dropped after the commit) is retried, and the retry finds the
+// lease ended, by that very outcome: the attempt's result is what was
+// recorded, not a lost lease, for a success and for a failure alike.
+func TestOutcomeRecordedDespiteLostAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler errand.HandlerFunc
+		want    errand.Result
+		state   errand.JobState
+	}{
+		{"succeeded", func(context.Context, *errand.Job) error { return nil }, errand.ResultSucceeded, errand.StateSucceeded},
+		{"retrying", func(context.Context, *errand.Job) error { return errors.New("upstream 503") }, errand.ResultRetrying, errand.StateRetrying},
+		{"dead", func(context.Context, *errand.Job) error { return errand.Permanent(errors.New("bad card")) }, errand.ResultDead, errand.StateDead},
+		{"snoozed", func(context.Context, *errand.Job) error { return errand.Snooze(time.Minute) }, errand.ResultSnoozed, errand.StateQueued},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newTestClock()
+			st := &troubledStore{TxStore: openStore(t, clock)}
+			c := clockClient(t, st, clock, tc.handler)
+			j := enqueue(t, c, "task", nil)
+			st.lostReplies.Store(1)
+			done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: 5 * time.Second})
+			blockUntilAt(t, clock, clock.Now().Add(50*time.Millisecond), 1)
+			clock.Advance(50 * time.Millisecond)
+			res := <-done
+			if res.Result != tc.want {
+				t.Fatalf("result %+v, want %s", res, tc.want)
+			}
+			if n := st.lostReplies.Load(); n >= 0 {
+				t.Fatalf("no write lost its answer (%d left)", n+1)
+			}
+			got := getJob(t, c, j.ID)
+			if got.State != tc.state {
+				t.Fatalf("job %s, want %s", got.State, tc.state)
+			}
+			if tc.state == errand.StateRetrying && (res.AvailableAt == nil || !res.AvailableAt.Equal(got.AvailableAt)) {
+				t.Fatalf("result available at %v, want the job's %v", res.AvailableAt, got.AvailableAt)
+			}
+		})
+	}
+}
+
+// A Worker's outcome handed to its batcher, whose write committed but
+// lost its answer, ends succeeded: one result for subscribers, and no lost
+// lease counted.
+func TestWorkerOutcomeRecordedDespiteLostAnswer(t *testing.T) {
+	clock := newTestClock()
+	st := &troubledStore{TxStore: openStore(t, clock)}
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
+	events, cancel := c.Subscribe()
+	defer cancel()
+	j := enqueue(t, c, "task", nil)
+	st.lostReplies.Store(1)
+	w, err := c.NewWorker(&errand.WorkerConfig{Lease: time.Minute, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Result != errand.ResultSucceeded || *ev.JobID != j.ID {
+			t.Fatalf("event %+v, want job %s succeeded", ev.WorkResult, j.ID)
+		}
+	case <-time.After(clockWait):
+		t.Fatal("no result after a write lost its answer")
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.lostReplies.Load(); n >= 0 {
+		t.Fatalf("no write lost its answer (%d left)", n+1)
+	}
+	if s := w.Stats(); s.JobsCompleted != 1 || s.LeasesLost != 0 {
+		t.Fatalf("worker stats %+v, want 1 completed and no lease lost", s)
 	}
 }

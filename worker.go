@@ -780,6 +780,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 			// The write failed: record it as any other outcome, with
 			// retries while the lease lasts, on a goroutine of its own,
 			// which frees what the job holds.
+			a.writeFailed = true
 			w.running.Go(func() {
 				defer func() {
 					if held() {
