@@ -19,8 +19,13 @@ import (
 //   - a kind limit with no token takes that kind out of the claim;
 //   - a retry budget with no token takes that kind's retries out of the
 //     claim (first attempts still run);
-//   - otherwise the claim claims at most the smallest grant, so that no
-//     kind or queue starts more jobs than it got tokens for.
+//   - otherwise the claim claims at most the smallest grant of a rate
+//     limit, so that no kind or queue starts more jobs than it got tokens
+//     for;
+//   - a retry budget that granted fewer tokens than the claim has room for
+//     splits it in two: a first claim of no more jobs than that grant,
+//     retries included, then the rest of the room with that kind's retries
+//     left out. A budget bounds retries, never first attempts.
 //
 // After the claim it gives back, in one transaction, the tokens it did not
 // use, and a retry budget's deposits for the first attempts it claimed. A
@@ -113,6 +118,12 @@ type claimPlan struct {
 	// that had none, whose retries the claim left out: claim again at
 	// once rather than wait for a poll.
 	again bool
+	// retryRoom, when positive, is less than limit: the fewest tokens a
+	// retry budget granted. Then the claim is split (see claim): its
+	// first part claims at most retryRoom jobs, retries included; the
+	// rest leaves out the retries of the kinds in retryCapped.
+	retryRoom   int
+	retryCapped []string
 	// takes and grants, for settle.
 	takes  []LimiterTake
 	grants []LimiterGrant
@@ -160,6 +171,8 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 	for i, t := range takes {
 		g := grants[i]
 		switch {
+		case g.Granted > 0 && t.Spec.Mode == LimiterModeRetryBudget:
+			// Bounds the kind's retries only; see retryRoom below.
 		case g.Granted > 0:
 			p.limit = min(p.limit, g.Granted)
 		case queueLimited && i == 0:
@@ -190,9 +203,51 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 	if p.held {
 		// Give back what the other buckets granted.
 		f.settle(ctx, logger, &p, nil, nil)
+		return p
+	}
+	for i, t := range takes {
+		k := strings.TrimPrefix(t.Name, "retry:")
+		if g := grants[i].Granted; t.Spec.Mode == LimiterModeRetryBudget && g > 0 && g < p.limit && slices.Contains(p.kinds, k) {
+			if p.retryRoom == 0 || g < p.retryRoom {
+				p.retryRoom = g
+			}
+			p.retryCapped = append(p.retryCapped, k)
+		}
 	}
 	return p
 }
+
+// claim claims the jobs params ask for (params.Limit is p.limit) with
+// claim, split in two when a retry budget granted fewer tokens than the
+// claim has room for: first at most retryRoom jobs, retries included, then,
+// when that part came back full, the rest with the retries of the budgets'
+// kinds left out, so that no kind claims more retries than its grant
+// while its first attempts fill the claim. A failure of the second part
+// returns the first's jobs without the error (logged): they are claimed,
+// their attempts counted.
+func (p *claimPlan) claim(ctx context.Context, logger *slog.Logger, params *JobClaimParams, claim claimFunc) ([]*Job, error) {
+	if p.retryRoom == 0 {
+		return claim(ctx, params)
+	}
+	first := *params
+	first.Limit = min(params.Limit, p.retryRoom)
+	jobs, err := claim(ctx, &first)
+	if err != nil || len(jobs) < first.Limit {
+		return jobs, err
+	}
+	rest := *params
+	rest.Limit = params.Limit - len(jobs)
+	rest.SkipRetryKinds = append(slices.Clone(params.SkipRetryKinds), p.retryCapped...)
+	more, err := claim(ctx, &rest)
+	if err != nil {
+		logger.Warn("claim of first attempts failed after a claim within a retry budget; returning that claim's jobs", "jobs", len(jobs), "err", err)
+		return jobs, nil
+	}
+	return append(jobs, more...), nil
+}
+
+// split reports whether the claim is made in two parts (see claim).
+func (p *claimPlan) split() bool { return p.retryRoom > 0 }
 
 // settle gives back what a claim did not use, and deposits a retry
 // budget's tokens for the first attempts it claimed. A failed claim gives

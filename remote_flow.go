@@ -93,7 +93,10 @@ func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, e
 	}
 	q := *p
 	q.Kinds, q.Limit, q.SkipRetryKinds = plan.kinds, plan.limit, plan.skipRetry
-	jobs, err := c.claimThrough(ctx, c.outsideGate(), c.outsideClaimer(queue), &q)
+	gate, qc := c.outsideGate(), c.outsideClaimer(queue)
+	jobs, err := plan.claim(ctx, c.logger, &q, func(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+		return c.claimThrough(ctx, gate, qc, p)
+	})
 	flow.settle(ctx, c.logger, &plan, jobs, err)
 	if jobs == nil && err == nil {
 		jobs = []*Job{}

@@ -59,3 +59,55 @@ func TestRemoteClaimsDrawOnTheClusterRateLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryBudgetLeavesFirstAttemptsAlone: a retry budget with 2 tokens
+// lets a claim take 2 retries, and as many first attempts as it asks for:
+// the budget bounds retries, not the claim.
+func TestRetryBudgetLeavesFirstAttemptsAlone(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := remoteClient(t, s, clock)
+		claim := func(n int) []*errand.Job {
+			t.Helper()
+			js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "node-7", Limit: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return js
+		}
+		for range 3 {
+			enqueue(t, c, "task", nil)
+		}
+		for _, j := range claim(3) {
+			if _, err := c.Fail(ctx, j.ID, *j.LeaseToken, &errand.FailOpts{Message: "downstream is down"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Minute) // the 3 retries are due
+		budget := errand.RetryBudget{Kind: "task", Ratio: 0, Window: time.Minute, Min: 2}
+		spec, err := errand.RetryBudgetSpec(budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.(errand.LimiterStore).LimiterTake(ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: budget.Name(), Spec: spec}}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			enqueue(t, c, "task", nil)
+		}
+		retries, firsts := 0, 0
+		for _, j := range claim(10) {
+			if j.Attempt > 1 {
+				retries++
+			} else {
+				firsts++
+			}
+		}
+		if retries != 2 || firsts != 6 {
+			t.Fatalf("claim of 10 took %d retries and %d first attempts; want the budget's 2 and all 6", retries, firsts)
+		}
+		if js := claim(10); len(js) != 0 {
+			t.Fatalf("claim with the budget spent took %d jobs; want none (a retry waits)", len(js))
+		}
+	})
+}

@@ -462,7 +462,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// a due job. A store that can (NextDueClaimer) answers in the
 		// claim's own round trip, asked before the claim there.
 		var due time.Time
-		askDue := idle && w.claimAsksDue(claimer)
+		askDue := idle && w.claimAsksDue(claimer) && !plan.split()
 		if idle && !askDue {
 			due = w.nextDue(loopCtx, queue)
 		}
@@ -489,7 +489,9 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 				due = w.dueAt(loopCtx, queue, claimSent, next, nil)
 			}
 		} else {
-			jobs, err = w.claim(claimCtx, claimer, params)
+			jobs, err = plan.claim(claimCtx, w.c.logger, params, func(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+				return w.claim(ctx, claimer, p)
+			})
 		}
 		cancelClaim()
 		w.c.claimReturned(queue)
