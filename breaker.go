@@ -198,16 +198,22 @@ type breakerGate struct {
 	// breaker not closed: only their successes are worth a write.
 	dirty map[string]bool
 	// probes holds the jobs claimed as half-open probes, by id.
-	probes map[string]string
+	probes map[string]probeSlot
 	// recheck is when, on the worker's clock, a blocked dependency may next
 	// let a job through; zero when none is blocked.
 	recheck time.Time
 }
 
+// probeSlot is a half-open breaker's slot granted to a probe.
+type probeSlot struct {
+	dep   string
+	until time.Time // the breaker's ProbeUntil when it granted the slot
+}
+
 // newBreakerGate returns the gate of a worker of kinds, or nil when the
 // store keeps no breakers (an error when a kind names a dependency).
 func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
-	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, probes: map[string]string{}}
+	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, probes: map[string]probeSlot{}}
 	for _, k := range kinds {
 		if d := e.kinds[k].Dependency; d != "" {
 			g.dep[k] = d
@@ -350,6 +356,10 @@ func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, de
 	if !r.Applied {
 		return nil, nil
 	}
+	slot := probeSlot{dep: dep}
+	if r.Breaker.ProbeUntil != nil {
+		slot.until = *r.Breaker.ProbeUntil
+	}
 	var kinds []string
 	for _, k := range params.Kinds {
 		if g.dep[k] == dep {
@@ -363,11 +373,11 @@ func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, de
 		jobs, err = claim(ctx, &p)
 	}
 	if err != nil || len(jobs) == 0 {
-		g.update(ctx, dep, BreakerRelease, "")
+		g.release(ctx, slot)
 		return nil, err
 	}
 	g.mu.Lock()
-	g.probes[jobs[0].ID] = dep
+	g.probes[jobs[0].ID] = slot
 	g.mu.Unlock()
 	g.e.logger.Info("circuit breaker half-open; probing", "dependency", dep, "job_id", jobs[0].ID, "kind", jobs[0].Kind)
 	return jobs[0], nil
@@ -396,7 +406,7 @@ func (g *breakerGate) observe(ctx context.Context, a *attempt, res *WorkResult) 
 	}
 	job := a.job
 	g.mu.Lock()
-	probeDep, probe := g.probes[job.ID]
+	slot, probe := g.probes[job.ID]
 	delete(g.probes, job.ID)
 	g.mu.Unlock()
 	dep := g.dep[job.Kind]
@@ -418,15 +428,15 @@ func (g *breakerGate) observe(ctx context.Context, a *attempt, res *WorkResult) 
 	case je != nil && (je.dependency != "" || !je.permanent && je.class != ClassPanic):
 		event, msg = BreakerFailure, res.Error
 	}
-	if probe && dep != probeDep && event != BreakerRelease {
-		// The probe's job blamed another dependency: its own learned
-		// nothing.
-		g.update(ctx, probeDep, BreakerRelease, "")
+	if probe && (event == BreakerRelease || dep != slot.dep) {
+		// The probe learned nothing of its dependency (or its job blamed
+		// another): its slot is given back.
+		g.release(ctx, slot)
 		probe = false
 	}
 	switch {
 	case dep == "":
-	case event == BreakerRelease && !probe:
+	case event == BreakerRelease:
 	case event == BreakerSuccess && !probe && !g.isDirty(dep):
 		// The common case: a success of a healthy dependency writes nothing.
 	default:
@@ -450,8 +460,20 @@ func (g *breakerGate) isDirty(dep string) bool {
 // logged and dropped (the breaker is advisory: the jobs' own outcomes are
 // recorded already).
 func (g *breakerGate) update(ctx context.Context, dep string, event BreakerEvent, msg string) {
-	r, err := g.store.BreakerUpdate(context.WithoutCancel(ctx), &BreakerUpdateParams{
-		Dependency: dep, Event: event, Policy: g.e.breakerPolicy(dep), Message: CleanText(msg, MaxMessageBytes)})
+	g.write(ctx, &BreakerUpdateParams{Dependency: dep, Event: event, Message: CleanText(msg, MaxMessageBytes)})
+}
+
+// release gives back the probe slot s, unless it is too late to: a slot
+// not reported within its time may be another probe's now.
+func (g *breakerGate) release(ctx context.Context, s probeSlot) {
+	g.write(ctx, &BreakerUpdateParams{Dependency: s.dep, Event: BreakerRelease, ProbeUntil: s.until})
+}
+
+// write applies the event p under the dependency's policy, as update says.
+func (g *breakerGate) write(ctx context.Context, p *BreakerUpdateParams) {
+	dep, event := p.Dependency, p.Event
+	p.Policy = g.e.breakerPolicy(dep)
+	r, err := g.store.BreakerUpdate(context.WithoutCancel(ctx), p)
 	if err != nil {
 		g.e.logger.Warn("record circuit breaker event failed", "dependency", dep, "event", string(event), "err", err)
 		return

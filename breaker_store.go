@@ -117,6 +117,11 @@ type BreakerUpdateParams struct {
 	Policy BreakerPolicy
 	// Message is a failure's message, kept as LastError.
 	Message string
+	// ProbeUntil, on a release, is the ProbeUntil of the breaker that
+	// granted the probe's slot. A release at or after it gives nothing
+	// back: the slot was presumed lost then and may hold another probe
+	// now. Zero releases a slot whenever the breaker is half-open.
+	ProbeUntil time.Time
 	// Operator and Reason say who reset the breaker and why, for the audit.
 	Operator string
 	Reason   string
@@ -207,7 +212,10 @@ type BreakerTransition struct {
 //     half-open with fewer than Probes running; a grant makes it half-open
 //     and holds a slot until ProbeUntil (now + Cooldown), after which an
 //     unreported slot is free again.
-//   - release: a half-open breaker's running probes drop by one.
+//   - release: a half-open breaker's running probes drop by one, unless
+//     the release comes at or after the ProbeUntil its slot was granted
+//     with (p.ProbeUntil): by then the slot was presumed lost and may be
+//     another probe's.
 //   - reset: closed, with no failures, whatever it was (a breaker with no
 //     row is not changed: the store answers ErrNotFound).
 func ApplyBreakerEvent(cur *BreakerRecord, p *BreakerUpdateParams, now time.Time) BreakerTransition {
@@ -268,7 +276,12 @@ func ApplyBreakerEvent(cur *BreakerRecord, p *BreakerUpdateParams, now time.Time
 			applied = true
 		}
 	case BreakerRelease:
-		if b.State == BreakerHalfOpen && b.Probes > 0 {
+		// Every later grant of a slot comes at or after the ProbeUntil of
+		// this one (the slots free up then, or the breaker opened since
+		// and had a Cooldown to wait out), so a release before it is this
+		// slot's. Stores keep microseconds.
+		late := !p.ProbeUntil.IsZero() && !now.Before(p.ProbeUntil.Truncate(time.Microsecond))
+		if b.State == BreakerHalfOpen && b.Probes > 0 && !late {
 			b.Probes--
 			if b.Probes == 0 {
 				b.ProbeUntil = nil

@@ -315,3 +315,118 @@ func TestClaimReturnsProbeWhenLaterClaimFails(t *testing.T) {
 		t.Fatalf("Claim = %d jobs, %v; want the probe job %s alone (it is %s at attempt %d)", len(jobs), err, probe.ID, j.State, j.Attempt)
 	}
 }
+
+// tripSMTP opens smtp's breaker as smtpClient's policy says: 3 failures.
+func tripSMTP(t *testing.T, s errand.TxStore[*sql.Tx]) {
+	t.Helper()
+	for range 3 {
+		if _, err := s.(errand.BreakerStore).BreakerUpdate(context.Background(), &errand.BreakerUpdateParams{Dependency: "smtp",
+			Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// smtpBreaker returns smtp's breaker.
+func smtpBreaker(t *testing.T, c *errand.Client[*sql.Tx]) errand.BreakerRecord {
+	t.Helper()
+	bs, err := c.Breakers(context.Background())
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("Breakers = %v, %v; want smtp's", bs, err)
+	}
+	return *bs[0]
+}
+
+// claimSMTP claims up to n jobs of send_email through c, as a remote
+// worker does, with a lease longer than the test.
+func claimSMTP(t *testing.T, c *errand.Client[*sql.Tx], n int) []*errand.Job {
+	t.Helper()
+	js, err := c.Claim(context.Background(), &errand.ClaimOpts{Kinds: []string{"send_email"}, Limit: n, Lease: time.Hour, Owner: "remote-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestLateProbeReleaseLeavesNewProbeItsSlot: a probe that reports after
+// the cool-down has had its slot presumed lost and given to another probe;
+// its report, one that says nothing of the dependency, gives back no slot,
+// so the breaker still runs no more than its one probe at a time.
+func TestLateProbeReleaseLeavesNewProbeItsSlot(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := smtpClient(t, s, clock, nil)
+		tripSMTP(t, s)
+		for range 4 {
+			enqueue(t, c, "send_email", nil)
+		}
+		clock.Advance(47 * time.Second)
+		first := claimSMTP(t, c, 1)
+		if len(first) != 1 {
+			t.Fatalf("claim after the cool-down took %d jobs; want the probe", len(first))
+		}
+		if n := len(claimSMTP(t, c, 1)); n != 0 {
+			t.Fatalf("claim beside a running probe took %d jobs; want none", n)
+		}
+		// The probe does not report within the cool-down: its slot goes to
+		// another probe.
+		clock.Advance(47 * time.Second)
+		if n := len(claimSMTP(t, c, 1)); n != 1 {
+			t.Fatalf("claim after the first probe's time took %d jobs; want a new probe", n)
+		}
+		// The first probe fails permanently, which says nothing of smtp.
+		if _, err := c.Fail(ctx, first[0].ID, *first[0].LeaseToken, &errand.FailOpts{Permanent: true, Message: "bad address"}); err != nil {
+			t.Fatal(err)
+		}
+		if b := smtpBreaker(t, c); b.State != errand.BreakerHalfOpen || b.Probes != 1 {
+			t.Fatalf("breaker after the late report: %s with %d probes; want half_open with the new probe's 1", b.State, b.Probes)
+		}
+		if n := len(claimSMTP(t, c, 1)); n != 0 {
+			t.Fatalf("claim beside the new probe took %d jobs; want none", n)
+		}
+	})
+}
+
+// TestProbeLosingLeaseGivesBackItsOwnSlot: a probe of smtp whose handler
+// blames another dependency, payments, and whose lease is then found lost
+// says nothing of either: the slot it gives back is smtp's, and payments'
+// running probe keeps its own.
+func TestProbeLosingLeaseGivesBackItsOwnSlot(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		bs := s.(errand.BreakerStore)
+		other := remoteClient(t, s, clock)
+		c := smtpClient(t, s, clock, func(ctx context.Context, j *errand.Job) error {
+			// Another worker's acknowledgment takes the job from this one.
+			if _, err := other.Ack(ctx, j.ID, *j.LeaseToken); err != nil {
+				return err
+			}
+			return errand.DependencyDown("payments", errors.New("payments: 503"))
+		})
+		tripSMTP(t, s)
+		for range errand.DefaultBreakerThreshold {
+			if _, err := bs.BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "payments", Event: errand.BreakerFailure}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(47 * time.Second)
+		if r, err := bs.BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "payments", Event: errand.BreakerProbe}); err != nil || !r.Applied {
+			t.Fatalf("probe of payments: %+v, %v; want granted", r, err)
+		}
+		enqueue(t, c, "send_email", nil)
+		if r := workOne(t, c, nil); r.Result != errand.ResultLeaseLost {
+			t.Fatalf("WorkOne of the probe: %s; want lease_lost", r.Result)
+		}
+		probes := map[string]int{}
+		list, err := c.Breakers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range list {
+			probes[b.Dependency] = b.Probes
+		}
+		if probes["smtp"] != 0 || probes["payments"] != 1 {
+			t.Fatalf("probes running after the lost probe: %v; want smtp 0, payments still 1", probes)
+		}
+	})
+}
