@@ -197,6 +197,9 @@ type breakerGate struct {
 	// dirty holds the dependencies whose last read showed failures or a
 	// breaker not closed: only their successes are worth a write.
 	dirty map[string]bool
+	// seen holds when, on the engine's clock, each dependency's breaker
+	// was last read or written.
+	seen map[string]time.Time
 	// probes holds the jobs claimed as half-open probes, by id.
 	probes map[string]probeSlot
 	// recheck is when, on the worker's clock, a blocked dependency may next
@@ -213,7 +216,7 @@ type probeSlot struct {
 // newBreakerGate returns the gate of a worker of kinds, or nil when the
 // store keeps no breakers (an error when a kind names a dependency).
 func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
-	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, probes: map[string]probeSlot{}}
+	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, seen: map[string]time.Time{}, probes: map[string]probeSlot{}}
 	for _, k := range kinds {
 		if d := e.kinds[k].Dependency; d != "" {
 			g.dep[k] = d
@@ -245,6 +248,7 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 	if len(deps) == 0 {
 		return claim(ctx, params) // no kind claimed names a dependency
 	}
+	readAt := g.e.clock.Now()
 	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: deps})
 	if err != nil {
 		return nil, fmt.Errorf("read breakers: %w", err)
@@ -258,11 +262,8 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 		}
 	}
 	g.mu.Lock()
-	for _, d := range deps {
-		delete(g.dirty, d)
-	}
+	g.saw(deps, read.Breakers, readAt)
 	for _, b := range read.Breakers {
-		g.dirty[b.Dependency] = b.State != BreakerClosed || b.Failures > 0
 		switch b.State {
 		case BreakerOpen:
 			blocked[b.Dependency] = true
@@ -332,6 +333,29 @@ func (g *breakerGate) claimedSoFar(jobs []*Job, err error) ([]*Job, error) {
 	}
 	g.e.logger.Warn("claim failed after claiming probes; returning those", "jobs", len(jobs), "err", err)
 	return jobs, nil
+}
+
+// saw notes a read at at of the breakers of deps, bs those that have a
+// row. g.mu is held.
+func (g *breakerGate) saw(deps []string, bs []*BreakerRecord, at time.Time) {
+	for _, d := range deps {
+		delete(g.dirty, d)
+		g.seen[d] = at
+	}
+	for _, b := range bs {
+		g.dirty[b.Dependency] = b.State != BreakerClosed || b.Failures > 0
+	}
+}
+
+// anyDirty reports whether a dependency's breaker was last seen failing or
+// not closed. g.mu is held.
+func (g *breakerGate) anyDirty() bool {
+	for _, dirty := range g.dirty {
+		if dirty {
+			return true
+		}
+	}
+	return false
 }
 
 // depsOf returns the dependencies that kinds name, sorted.
@@ -473,13 +497,14 @@ func (g *breakerGate) release(ctx context.Context, s probeSlot) {
 func (g *breakerGate) write(ctx context.Context, p *BreakerUpdateParams) {
 	dep, event := p.Dependency, p.Event
 	p.Policy = g.e.breakerPolicy(dep)
+	at := g.e.clock.Now()
 	r, err := g.store.BreakerUpdate(context.WithoutCancel(ctx), p)
 	if err != nil {
 		g.e.logger.Warn("record circuit breaker event failed", "dependency", dep, "event", string(event), "err", err)
 		return
 	}
 	g.mu.Lock()
-	g.dirty[dep] = r.Breaker.State != BreakerClosed || r.Breaker.Failures > 0
+	g.saw([]string{dep}, []*BreakerRecord{r.Breaker}, at)
 	g.mu.Unlock()
 	if !r.Applied {
 		return

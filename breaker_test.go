@@ -387,6 +387,39 @@ func TestLateProbeReleaseLeavesNewProbeItsSlot(t *testing.T) {
 	})
 }
 
+// TestProbeAckedThroughAnotherClientClosesBreaker: a remote worker's
+// probe, claimed through one API server and acknowledged through another
+// (one whose last look at the breaker found it closed), closes the
+// breaker.
+func TestProbeAckedThroughAnotherClientClosesBreaker(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		granting := smtpClient(t, s, clock, nil)
+		other := smtpClient(t, s, clock, nil)
+		enqueue(t, other, "send_email", nil)
+		js := claimSMTP(t, other, 1) // other sees smtp healthy
+		if len(js) != 1 {
+			t.Fatalf("claim took %d jobs; want 1", len(js))
+		}
+		if _, err := other.Ack(ctx, js[0].ID, *js[0].LeaseToken); err != nil {
+			t.Fatal(err)
+		}
+		tripSMTP(t, s)
+		enqueue(t, other, "send_email", nil)
+		clock.Advance(47 * time.Second)
+		probe := claimSMTP(t, granting, 1)
+		if len(probe) != 1 {
+			t.Fatalf("claim after the cool-down took %d jobs; want the probe", len(probe))
+		}
+		if _, err := other.Ack(ctx, probe[0].ID, *probe[0].LeaseToken); err != nil {
+			t.Fatal(err)
+		}
+		if b := smtpBreaker(t, granting); b.State != errand.BreakerClosed {
+			t.Fatalf("breaker after the probe succeeded: %s with %d probes; want closed", b.State, b.Probes)
+		}
+	})
+}
+
 // TestProbeLosingLeaseGivesBackItsOwnSlot: a probe of smtp whose handler
 // blames another dependency, payments, and whose lease is then found lost
 // says nothing of either: the slot it gives back is smtp's, and payments'
@@ -429,4 +462,49 @@ func TestProbeLosingLeaseGivesBackItsOwnSlot(t *testing.T) {
 			t.Fatalf("probes running after the lost probe: %v; want smtp 0, payments still 1", probes)
 		}
 	})
+}
+
+// countingStore counts the reads of breakers and of jobs.
+type countingStore struct {
+	*sqlite.Store
+	lists, gets atomic.Int32
+}
+
+func (s *countingStore) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
+	s.lists.Add(1)
+	return s.Store.BreakerList(ctx, p)
+}
+
+func (s *countingStore) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+	s.gets.Add(1)
+	return s.Store.JobGet(ctx, p)
+}
+
+// TestAcksOfHealthyDependencyReadBreakersOncePerCooldown: acknowledgments
+// while smtp is healthy read no job, and read the breakers only when this
+// client has not looked at them for a cool-down.
+func TestAcksOfHealthyDependencyReadBreakersOncePerCooldown(t *testing.T) {
+	clock := newTestClock()
+	st := &countingStore{Store: openStore(t, clock)}
+	c := smtpClient(t, st, clock, nil)
+	ctx := context.Background()
+	for range 4 {
+		enqueue(t, c, "send_email", nil)
+	}
+	js := claimSMTP(t, c, 4)
+	if len(js) != 4 {
+		t.Fatalf("claim took %d jobs; want 4", len(js))
+	}
+	st.lists.Store(0)
+	for i, j := range js {
+		if i == 2 {
+			clock.Advance(47 * time.Second)
+		}
+		if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, g := st.lists.Load(), st.gets.Load(); l != 1 || g != 0 {
+		t.Fatalf("4 acks over one cool-down read the breakers %d times and jobs %d times; want once and never", l, g)
+	}
 }

@@ -251,7 +251,7 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 	}
 	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
 	g := c.outsideGate()
-	if !g.needsKind(id) {
+	if !g.needsKind(ctx, id) {
 		r, err := c.recordRemote(ctx, "ack", o)
 		if err == nil {
 			c.afterRemoteOutcome(ctx, id, nil, r)
@@ -301,7 +301,7 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 	g := c.outsideGate()
 	var jobs map[string]*Job // of the leases whose success may change a breaker
 	for _, l := range leases {
-		if !g.needsKind(l.ID) {
+		if !g.needsKind(ctx, l.ID) {
 			continue
 		}
 		if j, err := c.store.JobGet(ctx, &JobGetParams{ID: l.ID}); err == nil {

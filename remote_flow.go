@@ -108,22 +108,38 @@ func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, e
 // that a remote acknowledgment, which names no kind, must read the job: it
 // was claimed as a probe, or a dependency's last read showed it failing or
 // not closed. A success of a healthy dependency writes nothing, and needs
-// no read. Nil-safe.
-func (g *breakerGate) needsKind(id string) bool {
+// no read of the job. A probe may have been granted by another client (an
+// API server beside this one) and be acknowledged here: so a view of the
+// breakers older than a dependency's Cooldown is read again first, which
+// is one small read per Cooldown while they stay healthy. A probe is
+// granted a Cooldown or more after its breaker opened, so a view that
+// young shows its breaker open or half-open. Nil-safe.
+func (g *breakerGate) needsKind(ctx context.Context, id string) bool {
 	if g == nil {
+		return false
+	}
+	now := g.e.clock.Now()
+	g.mu.Lock()
+	_, probe := g.probes[id]
+	dirty := g.anyDirty()
+	var stale bool
+	for _, d := range g.deps {
+		at, ok := g.seen[d]
+		stale = stale || !ok || now.Sub(at) >= g.e.breakerPolicy(d).Cooldown
+	}
+	g.mu.Unlock()
+	if probe || dirty || !stale {
+		return probe || dirty
+	}
+	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: g.deps})
+	if err != nil {
+		g.e.logger.Warn("read circuit breakers failed", "err", err)
 		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.probes[id]; ok {
-		return true
-	}
-	for _, dirty := range g.dirty {
-		if dirty {
-			return true
-		}
-	}
-	return false
+	g.saw(g.deps, read.Breakers, now)
+	return g.anyDirty()
 }
 
 // observeRemote reports a remote worker's outcome of a's job to its
