@@ -19,6 +19,7 @@ var breakerCases = []testCase{
 	{"SuccessEndsTheRun", testBreakerSuccessEndsRun},
 	{"ProbeWaitsForCooldown", testBreakerProbeCooldown},
 	{"HalfOpenProbeLimit", testBreakerProbeLimit},
+	{"LateProbeReleaseGivesNothingBack", testBreakerLateRelease},
 	{"ProbeSuccessCloses", testBreakerProbeCloses},
 	{"ProbeFailureReopens", testBreakerProbeReopens},
 	{"LostProbesExpire", testBreakerProbeExpiry},
@@ -212,6 +213,38 @@ func testBreakerProbeLimit(t *testing.T, h harness) {
 	}
 	if e.breakerEvent("smtp", errand.BreakerProbe, two).Applied {
 		t.Error("a third probe was granted")
+	}
+}
+
+// testBreakerLateRelease: a probe's slot not reported by its ProbeUntil
+// is granted to another probe; the first probe's release, fenced by the
+// ProbeUntil its grant returned, then gives back nothing, and the second's
+// gives back its slot.
+func testBreakerLateRelease(t *testing.T, h harness) {
+	e := open(t, h)
+	t0 := e.trip("smtp", breakerPolicy)
+	e.clock.Set(t0.Add(30 * time.Second))
+	first := e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy)
+	e.clock.Set(*first.Breaker.ProbeUntil)
+	second := e.breakerEvent("smtp", errand.BreakerProbe, breakerPolicy)
+	if !first.Applied || !second.Applied {
+		t.Fatalf("probes granted %v and %v, want both (the first's slot presumed lost)", first.Applied, second.Applied)
+	}
+	e.clock.Advance(time.Second)
+	release := func(until time.Time) {
+		t.Helper()
+		if _, err := e.breakers().BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "smtp",
+			Event: errand.BreakerRelease, Policy: breakerPolicy, ProbeUntil: until}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release(*first.Breaker.ProbeUntil)
+	if b := e.breaker("smtp"); b.Probes != 1 {
+		t.Errorf("after the late release of the first probe: %d probes, want the second's 1", b.Probes)
+	}
+	release(*second.Breaker.ProbeUntil)
+	if b := e.breaker("smtp"); b.Probes != 0 || b.State != errand.BreakerHalfOpen {
+		t.Errorf("after the second probe's release: %+v, want half-open with none", *b)
 	}
 }
 
