@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/sqlite"
 )
 
 // Workers here poll once an hour on a fake clock: only a token coming due
@@ -249,4 +252,50 @@ func TestWorkerWithoutLimitsTakesNoTokens(t *testing.T) {
 			t.Fatalf("Limits after a worker without limits = %v, %v; want none", ls, err)
 		}
 	})
+}
+
+// claimRecorder records the limit and the kinds left without retries of
+// every claim.
+type claimRecorder struct {
+	*sqlite.Store
+	mu     sync.Mutex
+	claims []string
+}
+
+func (s *claimRecorder) note(p *errand.JobClaimParams) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims = append(s.claims, fmt.Sprintf("%d%v", p.Limit, p.SkipRetryKinds))
+}
+
+func (s *claimRecorder) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+	s.note(p)
+	return s.Store.JobClaimMany(ctx, p)
+}
+
+// TestWorkerRetryBudgetSplitsClaim: a worker with 10 free slots and a
+// retry budget of 2 tokens claims 10 first attempts in one claim of 2
+// (retries allowed) and one of the other 8 (retries left out), not in
+// claims of 2.
+func TestWorkerRetryBudgetSplitsClaim(t *testing.T) {
+	clock := newTestClock()
+	st := &claimRecorder{Store: openStore(t, clock)}
+	ran := make(chan string, 10)
+	release := make(chan struct{})
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			ran <- j.ID
+			<-release
+			return nil
+		})}})})
+	enqueueN(t, c, "flaky", 10)
+	startLimitedWorker(t, c, 10, nil, []errand.RetryBudget{{Kind: "flaky", Ratio: 0.1, Window: time.Minute, Min: 2}})
+	ranN(t, ran, 10)
+	st.mu.Lock()
+	claims := slices.Clone(st.claims)
+	st.mu.Unlock()
+	close(release)
+	if want := []string{"2[]", "8[flaky]"}; !slices.Equal(claims, want) {
+		t.Fatalf("claims (limit, kinds without retries): %v; want %v", claims, want)
+	}
 }
