@@ -312,7 +312,9 @@ type OperatorStore interface {
 	// first succeeded and cancelled jobs whose finished_at is at least
 	// SucceededAge before now (when SucceededAge > 0), oldest first, then
 	// dead jobs that died at least DeadAge before now (when DeadAge > 0).
-	// It never deletes a job in any other state. In the same transaction it
+	// It never deletes a job in any other state, nor a job of an open
+	// workflow (running or compensating) or of an open batch: those read
+	// their finished jobs to go on. In the same transaction it
 	// deletes up to Limit completed batches with no member and no callback
 	// job left, and up to Limit finished (succeeded or failed) workflows
 	// with no job left, each finished before [PruneBatchCutoff], oldest

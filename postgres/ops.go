@@ -409,17 +409,28 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	return out, nil
 }
 
+// prunableJob is the condition on a finished job j that a prune may delete
+// it: it belongs to no open workflow and to no open batch. An open
+// workflow reads its finished jobs to start a step, to know it succeeded
+// and to compensate; an open batch counts them when it completes. Each
+// costs one primary-key lookup, and only for a job of a workflow or batch.
+var prunableJob = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {workflows} w
+			WHERE w.id = j.workflow_id AND w.state IN (` + openWorkflows + `)))
+		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {batches} b
+			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
+
 // pruneSQL deletes up to $3 jobs in state $1 finished before $2, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
-// order and a batch reads only the rows it deletes. A row another
+// order and a batch reads only the rows it deletes (and those of open
+// workflows and batches it keeps). A row another
 // transaction holds (a replay under way) is skipped, not waited for. The
 // victims are chosen once, in a materialised CTE: as a subquery of
 // "seq IN (...)" the planner may run the LIMIT more than once and delete
 // more than the batch.
-const pruneSQL = `WITH victims AS MATERIALIZED (
-		SELECT seq FROM {jobs}
-		WHERE state = $1 AND finished_at IS NOT NULL AND finished_at < $2
-		ORDER BY finished_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+var pruneSQL = `WITH victims AS MATERIALIZED (
+		SELECT j.seq FROM {jobs} j
+		WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND ` + prunableJob + `
+		ORDER BY j.finished_at LIMIT $3 FOR UPDATE OF j SKIP LOCKED)
 	DELETE FROM {jobs} j USING victims v WHERE j.seq = v.seq AND j.state = $1
 	RETURNING j.state`
 
@@ -490,8 +501,8 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 	if p.DryRun {
 		for _, g := range groups {
 			var n int
-			err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM {jobs}
-				WHERE state = $1 AND finished_at IS NOT NULL AND finished_at < $2`),
+			err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
+				WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunableJob)),
 				string(g.State), micro(now.Add(-g.Age))).Scan(&n)
 			if err != nil {
 				return r, fmt.Errorf("prune: %w", err)
@@ -522,7 +533,7 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 			if left == 0 {
 				break
 			}
-			rows, err := tx.Query(ctx, s.sql(pruneSQL), string(g.State), micro(now.Add(-g.Age)), left)
+			rows, err := tx.Query(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, pruneSQL)), string(g.State), micro(now.Add(-g.Age)), left)
 			if err != nil {
 				return err
 			}

@@ -52,6 +52,10 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"Index Scan using errand_jobs_ordering"}},
 		{"next due", nextDueSQL, []any{nil, []string{errand.DefaultQueue}, []string{"k"}},
 			[]string{"Index Scan using errand_jobs_claim"}},
+		// Retention deletes finished jobs oldest first, and seeks the
+		// workflow and the batch of each to keep those of open ones.
+		{"prune finished jobs", s.workflowSQL(s.own, s.batchSQL(s.own, pruneSQL)), []any{"succeeded", time.Now(), 1000},
+			[]string{"errand_jobs_finished"}},
 		// Retention's look for batches and workflows with no job left
 		// seeks each one's jobs: no scan of errand_jobs.
 		{"prune batches with no job left", s.batchSQL(s.own, pruneBatchesSQL), []any{time.Now(), 1000},

@@ -351,13 +351,24 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	return out, nil
 }
 
+// prunableJob is the condition on a finished job j that a prune may delete
+// it: it belongs to no open workflow and to no open batch. An open
+// workflow reads its finished jobs to start a step, to know it succeeded
+// and to compensate; an open batch counts them when it completes. Each
+// costs one primary-key lookup, and only for a job of a workflow or batch.
+var prunableJob = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_workflows w
+			WHERE w.id = j.workflow_id AND w.state IN (` + openWorkflows + `)))
+		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_batches b
+			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
+
 // pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
-// order and a batch reads only the rows it deletes.
-const pruneSQL = `DELETE FROM errand_jobs WHERE seq IN (
-		SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
-		WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at < ?2
-		ORDER BY finished_at LIMIT ?3)
+// order and a batch reads only the rows it deletes (and those of open
+// workflows and batches it keeps).
+var pruneSQL = `DELETE FROM errand_jobs WHERE seq IN (
+		SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_finished
+		WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND ` + prunableJob + `
+		ORDER BY j.finished_at LIMIT ?3)
 	RETURNING state`
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
@@ -416,8 +427,8 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 	}
 	if p.DryRun {
 		for _, g := range groups {
-			rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_jobs INDEXED BY errand_jobs_finished
-				WHERE state = ? AND finished_at IS NOT NULL AND finished_at < ? GROUP BY state`,
+			rows, err := s.read.QueryContext(ctx, `SELECT j.state, count(*) FROM errand_jobs j INDEXED BY errand_jobs_finished
+				WHERE j.state = ? AND j.finished_at IS NOT NULL AND j.finished_at < ? AND `+prunableJob+` GROUP BY j.state`,
 				string(g.State), micros(now.Add(-g.Age)))
 			if err != nil {
 				return r, fmt.Errorf("prune: %w", err)

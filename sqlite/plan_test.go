@@ -95,6 +95,18 @@ func TestQueryPlans(t *testing.T) {
 			want:    []string{"SCAN errand_jobs USING INDEX errand_jobs_cancel"},
 			notWant: []string{"errand_jobs_state", "errand_jobs_lease"},
 		},
+		// Retention deletes finished jobs oldest first, and seeks the
+		// workflow and the batch of each to keep those of open ones.
+		{
+			name:  "prune finished jobs",
+			query: strings.SplitN(pruneSQL, "RETURNING", 2)[0],
+			want: []string{
+				"SEARCH j USING INDEX errand_jobs_finished (state=? AND finished_at>? AND finished_at<?)",
+				"SEARCH w USING INDEX sqlite_autoindex_errand_workflows_1 (id=?)",
+				"SEARCH b USING INDEX sqlite_autoindex_errand_batches_1 (id=?)",
+			},
+			notWant: []string{"SCAN", "TEMP B-TREE"},
+		},
 		// Retention looks at the finished batches and workflows oldest
 		// first, and for each seeks its jobs: no scan of errand_jobs.
 		{

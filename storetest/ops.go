@@ -27,6 +27,8 @@ var pruneCases = []testCase{
 	{"BadParams", testPruneBadParams},
 	{"BatchesAndWorkflowsWithLastJob", testPruneBatchesAndWorkflows},
 	{"BatchesLimitedAndAged", testPruneBatchesLimited},
+	{"KeepsOpenWorkflowJobs", testPruneKeepsOpenWorkflowJobs},
+	{"KeepsOpenBatchMembers", testPruneKeepsOpenBatchMembers},
 }
 
 // deadWith makes a dead job of kind in queue, killed by class, now.
@@ -371,8 +373,8 @@ func (e *env) noBatch(id string) {
 
 // testPruneBatchesAndWorkflows: a completed batch and a finished workflow
 // go in the prune that deletes their last job, counted; a batch with a
-// member or its callback job left, an open workflow (even with no job
-// left) and a failed workflow whose dead step dead-job retention keeps
+// member or its callback job left, an open workflow (and its finished
+// jobs) and a failed workflow whose dead step dead-job retention keeps
 // stay, until their jobs go too.
 func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e := open(t, h)
@@ -384,7 +386,7 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w-done", wfStep("one")))
 	e.finishStep("w-done", "one", "", true)
 	e.wantAdvance("w-done", errand.WorkflowSucceeded)
-	// Open, and its only job goes with this prune: it must stay.
+	// Open: its job and itself stay, however old.
 	e.insertWorkflow(wfParams("w-open", wfStep("p"), wfStep("q", "p")))
 	e.finishStep("w-open", "p", "", true)
 	e.insertWorkflow(wfParams("w-failed", wfUndoStep("r"), wfStep("s", "r")))
@@ -405,7 +407,7 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e.batch("b-done")
 	e.workflow("w-done")
 	r := e.prune(p)
-	if want := (errand.PruneResult{Succeeded: 10, Batches: 1, Workflows: 1}); r != want {
+	if want := (errand.PruneResult{Succeeded: 9, Batches: 1, Workflows: 1}); r != want {
 		t.Errorf("prune: %+v, want %+v", r, want)
 	}
 	e.noBatch("b-done")
@@ -415,6 +417,7 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	if w := e.workflow("w-open"); w.State != errand.WorkflowRunning {
 		t.Errorf("w-open after the prune is %s", w.State)
 	}
+	e.get("w-open.step.p")
 	e.workflow("w-failed")
 	e.get("w-failed.step.s")
 	if r := e.prune(p); r.Total() != 0 || r.Batches != 0 || r.Workflows != 0 {
@@ -480,4 +483,82 @@ func testPruneBatchesLimited(t *testing.T, h harness) {
 		t.Errorf("last prune: %+v, want b3", r)
 	}
 	e.noBatch("b3")
+}
+
+// testPruneKeepsOpenWorkflowJobs: a prune leaves the finished jobs of an
+// open workflow, however old: the workflow still reads them to start a
+// step, to know it succeeded and to compensate a step should a later one
+// fail.
+func testPruneKeepsOpenWorkflowJobs(t *testing.T, h harness) {
+	e := open(t, h)
+	e.workflows()
+	e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a")))
+	e.finishStep("w1", "a", `{"charge":1}`, true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b")
+	e.insertWorkflow(wfParams("w2", wfStep("c"), wfStep("d"), wfStep("e", "c", "d")))
+	e.finishStep("w2", "c", "", true)
+	e.wantAdvance("w2", errand.WorkflowRunning)
+
+	e.clock.Advance(2 * time.Hour)
+	p := pruneParams(time.Hour, time.Hour)
+	dry := *p
+	dry.DryRun = true
+	if r := e.prune(&dry); r != (errand.PruneResult{DryRun: true}) {
+		t.Errorf("dry run: %+v, want nothing (every finished job belongs to an open workflow)", r)
+	}
+	if r := e.prune(p); r != (errand.PruneResult{}) {
+		t.Errorf("prune: %+v, want nothing (every finished job belongs to an open workflow)", r)
+	}
+	e.get("w1.step.a")
+	e.get("w2.step.c")
+
+	// A later step's failure still compensates the step that finished
+	// long ago.
+	e.finishStep("w1", "b", "", false)
+	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.a")
+	// A join on a step that finished long ago still starts, and the
+	// workflow succeeds.
+	e.finishStep("w2", "d", "", true)
+	e.wantAdvance("w2", errand.WorkflowRunning, "w2.step.e")
+	if _, wc := wfArgs(t, e.get("w2.step.e")); wc.Step != "e" {
+		t.Fatalf("w2.step.e's workflow context: %+v", wc)
+	}
+	e.finishStep("w2", "e", "", true)
+	e.wantAdvance("w2", errand.WorkflowSucceeded)
+
+	// Once the workflow finished, its old jobs go.
+	e.clock.Advance(2 * time.Hour)
+	if got := e.prune(p); got.Succeeded != 3 || got.Workflows != 1 {
+		t.Errorf("prune after w2 succeeded: %+v, want its 3 jobs and itself", got)
+	}
+}
+
+// testPruneKeepsOpenBatchMembers: a prune leaves the finished members of
+// an open batch, however old, so that the batch's final counts, and its
+// callback's, count every member.
+func testPruneKeepsOpenBatchMembers(t *testing.T, h harness) {
+	e := open(t, h)
+	e.batches()
+	e.insertBatch(batchParams("b1", 2))
+	e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b1-m0")))
+	if done := e.completeBatches("b1"); len(done) != 0 {
+		t.Fatalf("BatchComplete with a member queued completed %d", len(done))
+	}
+	e.clock.Advance(2 * time.Hour)
+	if r := e.prune(pruneParams(time.Hour, time.Hour)); r.Total() != 0 {
+		t.Errorf("prune: %+v, want nothing (the member belongs to an open batch)", r)
+	}
+	e.get("b1-m0")
+	e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b1-m1")))
+	done := e.completeBatches("b1")
+	if len(done) != 1 {
+		t.Fatalf("BatchComplete completed %d batches, want b1", len(done))
+	}
+	if f := done[0].Final; f.Succeeded != 2 || f.Total != 2 {
+		t.Errorf("final counts %+v, want both members succeeded", *f)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if r := e.prune(pruneParams(time.Hour, time.Hour)); r.Succeeded != 2 {
+		t.Errorf("prune after completion: %+v, want both members", r)
+	}
 }
