@@ -11,8 +11,10 @@ import (
 // finish, dead jobs (the evidence of what went wrong) after a separate,
 // longer time counted from when they died. A queued, scheduled, retrying or
 // running job is never deleted, nor a finished job of an open workflow
-// (which reads it to start a step, to succeed, or to compensate the step)
-// or of an open batch (which counts it when it completes). A completed batch and a finished workflow
+// (which reads it to start a step, to succeed, or to compensate the step),
+// of a failed workflow whose failed step's job is kept (a replay of that
+// step resumes it), or of an open batch (which counts it when it
+// completes). A completed batch and a finished workflow
 // (succeeded or failed) go with the last of their jobs: in the transaction
 // that deletes it, or a later one, never while an operator can still see or
 // replay one of their jobs. Deletion goes in small transactions so that

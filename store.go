@@ -313,8 +313,9 @@ type OperatorStore interface {
 	// SucceededAge before now (when SucceededAge > 0), oldest first, then
 	// dead jobs that died at least DeadAge before now (when DeadAge > 0).
 	// It never deletes a job in any other state, nor a job of an open
-	// workflow (running or compensating) or of an open batch: those read
-	// their finished jobs to go on. In the same transaction it
+	// workflow (running or compensating) or of an open batch, nor one of a
+	// failed workflow whose failed step's job it keeps, but that job: those
+	// read their finished jobs to go on. In the same transaction it
 	// deletes up to Limit completed batches with no member and no callback
 	// job left, and up to Limit finished (succeeded or failed) workflows
 	// with no job left, each finished before [PruneBatchCutoff], oldest

@@ -67,6 +67,13 @@ const WorkflowRecheckOverlap = 5 * time.Minute
 // "ID.step.STEP".
 func WorkflowStepJobID(id, step string) string { return id + workflowStepInfix + step }
 
+// FailedStepJobIDSQL renders, as a SQL expression that both stores
+// evaluate to the same text, the job id ([WorkflowStepJobID]) of the failed
+// step of the workflows row aliased alias; NULL while no step failed.
+func FailedStepJobIDSQL(alias string) string {
+	return alias + ".id || '" + workflowStepInfix + "' || " + alias + ".failed_step"
+}
+
 // WorkflowCompensationJobID is the id of the job that compensates step step
 // of workflow id: "ID.undo.STEP".
 func WorkflowCompensationJobID(id, step string) string { return id + workflowUndoInfix + step }

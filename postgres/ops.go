@@ -409,30 +409,59 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	return out, nil
 }
 
-// prunableJob is the condition on a finished job j that a prune may delete
-// it: it belongs to no open workflow and to no open batch. An open
-// workflow reads its finished jobs to start a step, to know it succeeded
-// and to compensate; an open batch counts them when it completes. Each
-// costs one primary-key lookup, and only for a job of a workflow or batch.
-var prunableJob = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {workflows} w
-			WHERE w.id = j.workflow_id AND w.state IN (` + openWorkflows + `)))
+// pruneConds renders the conditions of a prune of groups at now, with
+// parameters from $first on, and their arguments. aged(alias) holds for a
+// finished job old enough to go. prunable holds for a job j nothing
+// keeps: it belongs to no open workflow, to no failed workflow whose
+// failed step's job this prune keeps (but that job itself), and to no
+// open batch. An open workflow reads its finished jobs to start a step, to
+// know it succeeded and to compensate, and so does a failed one once a
+// replay of its failed step resumes it, so a failed workflow's jobs go
+// with its failed step's; an open batch counts its members when it
+// completes. Each costs a primary-key lookup or two, and only for a job of
+// a workflow or batch. The statements that use them expand {workflows}
+// and {batches}.
+func pruneConds(groups []errand.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
+	type group struct{ state, cut int }
+	var gs []group
+	for _, g := range groups {
+		n := first + len(args)
+		gs = append(gs, group{n, n + 1})
+		args = append(args, string(g.State), micro(now.Add(-g.Age)))
+	}
+	aged = func(a string) string {
+		var or []string
+		for _, g := range gs {
+			or = append(or, fmt.Sprintf(`(%[1]s.state = $%[2]d AND %[1]s.finished_at IS NOT NULL AND %[1]s.finished_at < $%[3]d)`, a, g.state, g.cut))
+		}
+		return `(` + strings.Join(or, ` OR `) + `)`
+	}
+	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {workflows} w
+			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
+				OR (w.state = '` + string(errand.WorkflowFailed) + `' AND j.id <> ` + errand.FailedStepJobIDSQL("w") + `
+					AND EXISTS (SELECT 1 FROM {jobs} f WHERE f.id = ` + errand.FailedStepJobIDSQL("w") + `
+						AND NOT ` + aged("f") + `)))))
 		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {batches} b
 			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
+	return aged, prunable, args
+}
 
-// pruneSQL deletes up to $3 jobs in state $1 finished before $2, oldest
+// pruneSQL deletes up to $3 jobs in state $1 finished before $2 of which
+// prunable (from pruneConds, its parameters from $4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
-// workflows and batches it keeps). A row another
-// transaction holds (a replay under way) is skipped, not waited for. The
-// victims are chosen once, in a materialised CTE: as a subquery of
-// "seq IN (...)" the planner may run the LIMIT more than once and delete
-// more than the batch.
-var pruneSQL = `WITH victims AS MATERIALIZED (
+// workflows and batches it keeps). A row another transaction holds (a
+// replay under way) is skipped, not waited for. The victims are chosen
+// once, in a materialised CTE: as a subquery of "seq IN (...)" the planner
+// may run the LIMIT more than once and delete more than the batch.
+func (s *Store) pruneSQL(prunable string) string {
+	return s.workflowSQL(s.own, s.batchSQL(s.own, `WITH victims AS MATERIALIZED (
 		SELECT j.seq FROM {jobs} j
-		WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND ` + prunableJob + `
+		WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable+`
 		ORDER BY j.finished_at LIMIT $3 FOR UPDATE OF j SKIP LOCKED)
 	DELETE FROM {jobs} j USING victims v WHERE j.seq = v.seq AND j.state = $1
-	RETURNING j.state`
+	RETURNING j.state`))
+}
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
@@ -463,20 +492,6 @@ var pruneWorkflowsSQL = `WITH victims AS MATERIALIZED (
 		ORDER BY w.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 	DELETE FROM {workflows} w USING victims v WHERE w.id = v.id AND w.state IN (` + finishedWorkflows + `)`
 
-// prunedJobsKept is the condition on a job j that a prune of groups at now
-// keeps it, with placeholders from $first on, and its arguments: a dry run
-// counts the batches and workflows with no such job.
-func prunedJobsKept(groups []errand.PruneGroup, now time.Time, first int) (string, []any) {
-	var or []string
-	var args []any
-	for _, g := range groups {
-		n := first + len(args)
-		or = append(or, fmt.Sprintf(`(j.state = $%d AND j.finished_at IS NOT NULL AND j.finished_at < $%d)`, n, n+1))
-		args = append(args, string(g.State), micro(now.Add(-g.Age)))
-	}
-	return `NOT (` + strings.Join(or, ` OR `) + `)`, args
-}
-
 // JobPrune implements [errand.OperatorStore].
 func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
 	r := errand.PruneResult{DryRun: p.DryRun}
@@ -499,41 +514,47 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 	}
 	groups := errand.PruneGroups(p)
 	if p.DryRun {
+		_, prunable, args := pruneConds(groups, now, 3)
 		for _, g := range groups {
 			var n int
 			err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
-				WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunableJob)),
-				string(g.State), micro(now.Add(-g.Age))).Scan(&n)
+				WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable)),
+				append([]any{string(g.State), micro(now.Add(-g.Age))}, args...)...).Scan(&n)
 			if err != nil {
 				return r, fmt.Errorf("prune: %w", err)
 			}
 			count(string(g.State), n)
 		}
-		kept, args := prunedJobsKept(groups, now, 2)
+		// A batch or workflow goes when no job of it is kept: too young,
+		// or kept by what prunable says.
+		aged, prunable, args := pruneConds(groups, now, 2)
+		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
 		args = append([]any{micro(errand.PruneBatchCutoff(p, now))}, args...)
-		err := s.pool.QueryRow(ctx, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
+		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
 			WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
 				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`), args...).Scan(&r.Batches)
+				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`)), args...).Scan(&r.Batches)
 		if err != nil {
 			return r, fmt.Errorf("prune: %w", err)
 		}
-		err = s.pool.QueryRow(ctx, s.workflowSQL(s.own, `SELECT count(*) FROM {workflows} w
+		err = s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {workflows} w
 			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`), args...).Scan(&r.Workflows)
+				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`)), args...).Scan(&r.Workflows)
 		if err != nil {
 			return r, fmt.Errorf("prune: %w", err)
 		}
 		return r, nil
 	}
 	nowArg := s.nowArg()
+	_, prunable, condArgs := pruneConds(groups, now, 4)
+	deleteSQL := s.pruneSQL(prunable)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		left := p.Limit
 		for _, g := range groups {
 			if left == 0 {
 				break
 			}
-			rows, err := tx.Query(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, pruneSQL)), string(g.State), micro(now.Add(-g.Age)), left)
+			rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
 			if err != nil {
 				return err
 			}

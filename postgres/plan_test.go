@@ -40,6 +40,7 @@ func TestQueryPlans(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, s.sql(`ANALYZE {jobs}`)); err != nil {
 		t.Fatal(err)
 	}
+	_, pruneConditions, pruneArgs := pruneConds(errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
 	for _, c := range []struct {
 		name  string
 		query string
@@ -54,7 +55,7 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"Index Scan using errand_jobs_claim"}},
 		// Retention deletes finished jobs oldest first, and seeks the
 		// workflow and the batch of each to keep those of open ones.
-		{"prune finished jobs", s.workflowSQL(s.own, s.batchSQL(s.own, pruneSQL)), []any{"succeeded", time.Now(), 1000},
+		{"prune finished jobs", s.pruneSQL(pruneConditions), append([]any{"succeeded", time.Now(), 1000}, pruneArgs...),
 			[]string{"errand_jobs_finished"}},
 		// Retention's look for batches and workflows with no job left
 		// seeks each one's jobs: no scan of errand_jobs.

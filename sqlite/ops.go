@@ -351,25 +351,54 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 	return out, nil
 }
 
-// prunableJob is the condition on a finished job j that a prune may delete
-// it: it belongs to no open workflow and to no open batch. An open
-// workflow reads its finished jobs to start a step, to know it succeeded
-// and to compensate; an open batch counts them when it completes. Each
-// costs one primary-key lookup, and only for a job of a workflow or batch.
-var prunableJob = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_workflows w
-			WHERE w.id = j.workflow_id AND w.state IN (` + openWorkflows + `)))
+// pruneConds renders the conditions of a prune of groups at now, with
+// numbered parameters from ?first on, and their arguments. aged(alias)
+// holds for a finished job old enough to go. prunable holds for a job j
+// nothing keeps: it belongs to no open workflow, to no failed workflow
+// whose failed step's job this prune keeps (but that job itself), and to
+// no open batch. An open workflow reads its finished jobs to start a step,
+// to know it succeeded and to compensate, and so does a failed one once a
+// replay of its failed step resumes it, so a failed workflow's jobs go
+// with its failed step's; an open batch counts its members when it
+// completes. Each costs a primary-key lookup or two, and only for a job of
+// a workflow or batch.
+func pruneConds(groups []errand.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
+	type group struct{ state, cut int }
+	var gs []group
+	for _, g := range groups {
+		n := first + len(args)
+		gs = append(gs, group{n, n + 1})
+		args = append(args, string(g.State), micros(now.Add(-g.Age)))
+	}
+	aged = func(a string) string {
+		var or []string
+		for _, g := range gs {
+			or = append(or, fmt.Sprintf(`(%[1]s.state = ?%[2]d AND %[1]s.finished_at IS NOT NULL AND %[1]s.finished_at < ?%[3]d)`, a, g.state, g.cut))
+		}
+		return `(` + strings.Join(or, ` OR `) + `)`
+	}
+	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_workflows w
+			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
+				OR (w.state = '` + string(errand.WorkflowFailed) + `' AND j.id <> ` + errand.FailedStepJobIDSQL("w") + `
+					AND EXISTS (SELECT 1 FROM errand_jobs f WHERE f.id = ` + errand.FailedStepJobIDSQL("w") + `
+						AND NOT ` + aged("f") + `)))))
 		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_batches b
 			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
+	return aged, prunable, args
+}
 
-// pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2, oldest
+// pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2 of which
+// prunable (from pruneConds, its parameters from ?4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
 // workflows and batches it keeps).
-var pruneSQL = `DELETE FROM errand_jobs WHERE seq IN (
+func pruneSQL(prunable string) string {
+	return `DELETE FROM errand_jobs WHERE seq IN (
 		SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_finished
-		WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND ` + prunableJob + `
+		WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND ` + prunable + `
 		ORDER BY j.finished_at LIMIT ?3)
 	RETURNING state`
+}
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
@@ -394,19 +423,6 @@ var pruneWorkflowsSQL = `DELETE FROM errand_workflows WHERE id IN (
 			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id)
 		ORDER BY w.finished_at LIMIT ?2)`
 
-// prunedJobsKept is the condition on a job j that a prune of groups at now
-// keeps it, and its arguments: a dry run counts the batches and workflows
-// with no such job.
-func prunedJobsKept(groups []errand.PruneGroup, now time.Time) (string, []any) {
-	var or []string
-	var args []any
-	for _, g := range groups {
-		or = append(or, `(j.state = ? AND j.finished_at IS NOT NULL AND j.finished_at < ?)`)
-		args = append(args, string(g.State), micros(now.Add(-g.Age)))
-	}
-	return `NOT (` + strings.Join(or, ` OR `) + `)`, args
-}
-
 // JobPrune implements [errand.OperatorStore].
 func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
 	r := errand.PruneResult{DryRun: p.DryRun}
@@ -426,10 +442,11 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 		}
 	}
 	if p.DryRun {
+		_, prunable, args := pruneConds(groups, now, 3)
 		for _, g := range groups {
 			rows, err := s.read.QueryContext(ctx, `SELECT j.state, count(*) FROM errand_jobs j INDEXED BY errand_jobs_finished
-				WHERE j.state = ? AND j.finished_at IS NOT NULL AND j.finished_at < ? AND `+prunableJob+` GROUP BY j.state`,
-				string(g.State), micros(now.Add(-g.Age)))
+				WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND `+prunable+` GROUP BY j.state`,
+				append([]any{string(g.State), micros(now.Add(-g.Age))}, args...)...)
 			if err != nil {
 				return r, fmt.Errorf("prune: %w", err)
 			}
@@ -447,32 +464,37 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 				return r, fmt.Errorf("prune: %w", err)
 			}
 		}
-		kept, args := prunedJobsKept(groups, now)
-		cut := micros(errand.PruneBatchCutoff(p, now))
+		// A batch or workflow goes when no job of it is kept: too young,
+		// or kept by what prunable says.
+		aged, prunable, args := pruneConds(groups, now, 2)
+		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
+		args = append([]any{micros(errand.PruneBatchCutoff(p, now))}, args...)
 		err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_batches b INDEXED BY errand_batches_completed
-			WHERE b.completed_at IS NOT NULL AND b.completed_at < ?
+			WHERE b.completed_at IS NOT NULL AND b.completed_at < ?1
 				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND `+kept+`)
 				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.id = b.callback_job_id AND `+kept+`)`,
-			append(append([]any{cut}, args...), args...)...).Scan(&r.Batches)
+			args...).Scan(&r.Batches)
 		if err != nil {
 			return r, fmt.Errorf("prune: %w", err)
 		}
 		err = s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_workflows w INDEXED BY errand_workflows_finished
-			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < ?
+			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < ?1
 				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND `+kept+`)`,
-			append([]any{cut}, args...)...).Scan(&r.Workflows)
+			args...).Scan(&r.Workflows)
 		if err != nil {
 			return r, fmt.Errorf("prune: %w", err)
 		}
 		return r, nil
 	}
+	_, prunable, condArgs := pruneConds(groups, now, 4)
+	deleteSQL := pruneSQL(prunable)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		left := p.Limit
 		for _, g := range groups {
 			if left == 0 {
 				break
 			}
-			rows, err := tx.QueryContext(ctx, pruneSQL, string(g.State), micros(now.Add(-g.Age)), left)
+			rows, err := tx.QueryContext(ctx, deleteSQL, append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
 			if err != nil {
 				return err
 			}

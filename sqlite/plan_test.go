@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
 )
 
 // TestQueryPlans pins the plans of the queries on the hot path and of those
@@ -99,11 +102,12 @@ func TestQueryPlans(t *testing.T) {
 		// workflow and the batch of each to keep those of open ones.
 		{
 			name:  "prune finished jobs",
-			query: strings.SplitN(pruneSQL, "RETURNING", 2)[0],
+			query: strings.SplitN(pruneSQL(pruneSQLConds()), "RETURNING", 2)[0],
 			want: []string{
 				"SEARCH j USING INDEX errand_jobs_finished (state=? AND finished_at>? AND finished_at<?)",
 				"SEARCH w USING INDEX sqlite_autoindex_errand_workflows_1 (id=?)",
 				"SEARCH b USING INDEX sqlite_autoindex_errand_batches_1 (id=?)",
+				"SEARCH f USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
 			},
 			notWant: []string{"SCAN", "TEMP B-TREE"},
 		},
@@ -184,4 +188,10 @@ func explain(t *testing.T, s *Store, q string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// pruneSQLConds is pruneConds' prunable for a prune of every state.
+func pruneSQLConds() string {
+	_, prunable, _ := pruneConds(errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	return prunable
 }

@@ -29,6 +29,7 @@ var pruneCases = []testCase{
 	{"BatchesLimitedAndAged", testPruneBatchesLimited},
 	{"KeepsOpenWorkflowJobs", testPruneKeepsOpenWorkflowJobs},
 	{"KeepsOpenBatchMembers", testPruneKeepsOpenBatchMembers},
+	{"KeepsResumableWorkflowJobs", testPruneKeepsResumableWorkflowJobs},
 }
 
 // deadWith makes a dead job of kind in queue, killed by class, now.
@@ -374,7 +375,7 @@ func (e *env) noBatch(id string) {
 // testPruneBatchesAndWorkflows: a completed batch and a finished workflow
 // go in the prune that deletes their last job, counted; a batch with a
 // member or its callback job left, an open workflow (and its finished
-// jobs) and a failed workflow whose dead step dead-job retention keeps
+// jobs) and a failed workflow (and its other jobs) whose dead step dead-job retention keeps
 // stay, until their jobs go too.
 func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e := open(t, h)
@@ -407,7 +408,7 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e.batch("b-done")
 	e.workflow("w-done")
 	r := e.prune(p)
-	if want := (errand.PruneResult{Succeeded: 9, Batches: 1, Workflows: 1}); r != want {
+	if want := (errand.PruneResult{Succeeded: 7, Batches: 1, Workflows: 1}); r != want {
 		t.Errorf("prune: %+v, want %+v", r, want)
 	}
 	e.noBatch("b-done")
@@ -420,15 +421,17 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e.get("w-open.step.p")
 	e.workflow("w-failed")
 	e.get("w-failed.step.s")
+	e.get("w-failed.step.r") // kept while the failed step s may resume it
+	e.get("w-failed.undo.r")
 	if r := e.prune(p); r.Total() != 0 || r.Batches != 0 || r.Workflows != 0 {
 		t.Errorf("second prune: %+v, want nothing", r)
 	}
 
 	// Past the dead age, the dead jobs go, and their batch and workflow
-	// with them.
+	// with them, the failed workflow's other jobs too.
 	e.clock.Advance(1000 * time.Hour)
-	if r := e.prune(p); r != (errand.PruneResult{Dead: 2, Batches: 1, Workflows: 1}) {
-		t.Errorf("prune past the dead age: %+v, want 2 dead, b-dead and w-failed", r)
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}) {
+		t.Errorf("prune past the dead age: %+v, want 2 dead, w-failed's 2 other jobs, b-dead and w-failed", r)
 	}
 	e.noBatch("b-dead")
 	e.noWorkflow("w-failed")
@@ -437,7 +440,7 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	recs := e.auditList(&errand.AuditListParams{Action: errand.AuditPrune})
 	var got, want map[string]any
 	if len(recs) != 2 || json.Unmarshal(recs[0].Details, &got) != nil ||
-		json.Unmarshal(errand.PruneDetails(p, errand.PruneResult{Dead: 2, Batches: 1, Workflows: 1}), &want) != nil ||
+		json.Unmarshal(errand.PruneDetails(p, errand.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}), &want) != nil ||
 		!reflect.DeepEqual(got, want) {
 		t.Errorf("audit of prunes: %d records, newest %s", len(recs), recs[0].Details)
 	}
@@ -561,4 +564,57 @@ func testPruneKeepsOpenBatchMembers(t *testing.T, h harness) {
 	if r := e.prune(pruneParams(time.Hour, time.Hour)); r.Succeeded != 2 {
 		t.Errorf("prune after completion: %+v, want both members", r)
 	}
+}
+
+// testPruneKeepsResumableWorkflowJobs: a failed workflow can be resumed
+// by replaying its failed step, so its other jobs stay while that step's
+// job does, and go with it. A workflow resumed after a prune still
+// succeeds.
+func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
+	e := open(t, h)
+	e.workflows()
+	fail := func(id string) {
+		t.Helper()
+		e.insertWorkflow(wfParams(id, wfUndoStep("a"), wfStep("b", "a"), wfStep("c", "b")))
+		e.finishStep(id, "a", `{"charge":1}`, true)
+		e.wantAdvance(id, errand.WorkflowRunning, id+".step.b")
+		e.finishStep(id, "b", "", false)
+		e.wantAdvance(id, errand.WorkflowCompensating, id+".undo.a")
+		e.finishUndo(id, "a", true)
+		e.wantAdvance(id, errand.WorkflowFailed)
+	}
+	fail("w1")
+	fail("w2")
+	e.clock.Advance(2 * time.Hour)
+	p := pruneParams(time.Hour, 10*time.Hour)
+	dry := *p
+	dry.DryRun = true
+	if r := e.prune(&dry); r != (errand.PruneResult{DryRun: true}) {
+		t.Errorf("dry run: %+v, want nothing (the failed workflows may be resumed)", r)
+	}
+	if r := e.prune(p); r != (errand.PruneResult{}) {
+		t.Errorf("prune: %+v, want nothing (the failed workflows may be resumed)", r)
+	}
+
+	// Resumed, w1 runs from its failed step to success.
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.b", Operator: "ops", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.finishStep("w1", "b", "", true)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.c")
+	e.finishStep("w1", "c", "", true)
+	e.wantAdvance("w1", errand.WorkflowSucceeded)
+
+	// Past the dead age, w2's dead step goes, and the rest of w2 with it;
+	// w1, succeeded, goes whole.
+	e.clock.Advance(10 * time.Hour)
+	if r := e.prune(&dry); r != (errand.PruneResult{Succeeded: 6, Dead: 1, Workflows: 2, DryRun: true}) {
+		t.Errorf("dry run past the dead age: %+v, want every job and both workflows", r)
+	}
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 6, Dead: 1, Workflows: 2}) {
+		t.Errorf("prune past the dead age: %+v, want every job and both workflows", r)
+	}
+	e.noWorkflow("w1")
+	e.noWorkflow("w2")
 }

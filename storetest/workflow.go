@@ -574,26 +574,33 @@ func testWorkflowCompensateReplay(t *testing.T, h harness) {
 }
 
 // testWorkflowDeletedJob: the jobs of a failed workflow that retention
-// deleted are never enqueued again, not even once a replay of its failed
-// step makes it run again; the workflow waits on them.
+// deleted are never enqueued again, not even once a replay of a dead step
+// makes it run again; the workflow waits on them. (Retention keeps a failed
+// workflow's jobs while its failed step's job is left; here that step was
+// cancelled, and went with them.)
 func testWorkflowDeletedJob(t *testing.T, h harness) {
 	e := open(t, h)
-	e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a")))
+	e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a"), wfStep("c", "a")))
 	e.finishStep("w1", "a", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b")
-	e.finishStep("w1", "b", "", false)
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "w1.step.b", Operator: "ops", Reason: "not needed"}); err != nil {
+		t.Fatal(err)
+	}
+	e.finishStep("w1", "c", "", false)
 	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.a")
 	e.finishUndo("w1", "a", true)
 	e.wantAdvance("w1", errand.WorkflowFailed)
 	e.clock.Advance(2 * time.Hour)
-	if r := e.prune(pruneParams(time.Hour, 1000*time.Hour)); r.Succeeded != 2 {
-		t.Fatalf("prune deleted %d succeeded jobs, want a and its compensation", r.Succeeded)
+	p := pruneParams(time.Hour, 1000*time.Hour)
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2, Cancelled: 1}) {
+		t.Fatalf("prune: %+v, want the failed step b, a and its compensation", r)
 	}
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.b", Operator: "ops", Reason: "fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.c", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.wantAdvance("w1", errand.WorkflowRunning)
 	e.notFound("w1.step.a")
+	e.notFound("w1.step.b")
 	e.notFound("w1.undo.a")
 	if a := stepView(t, r.Workflow, "a"); !a.Enqueued || a.State != nil {
 		t.Fatalf("deleted step's view = %+v, want enqueued without a state", a)
