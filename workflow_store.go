@@ -726,6 +726,9 @@ type WorkflowStore interface {
 	// advances of one workflow are serialised by the row lock, so a job is
 	// never planned twice. A finished workflow whose failed step was
 	// replayed is advanced too (it runs again). A missing id is skipped.
+	// A workflow whose advance fails is left as it was and named in the
+	// error; the others are advanced all the same, and their results
+	// returned with the error.
 	WorkflowAdvance(ctx context.Context, params *WorkflowAdvanceParams) ([]*WorkflowAdvanceResult, error)
 
 	// JobSetOutput records a handler's output, fenced by the token as

@@ -326,8 +326,18 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
 	}
-	var out []*errand.WorkflowAdvanceResult
+	// A workflow whose advance fails is reported and passed over: one
+	// that fails on every pass (a planned job the store refuses) must not
+	// keep the leader from the workflows after it.
+	var (
+		out  []*errand.WorkflowAdvanceResult
+		errs []error
+	)
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		var res *errand.WorkflowAdvanceResult
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
@@ -335,13 +345,14 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 			return err
 		})
 		if err != nil {
-			return out, fmt.Errorf("advance workflow %s: %w", id, err)
+			errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
+			continue
 		}
 		if res != nil {
 			out = append(out, res)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // advanceWorkflow advances workflow id in tx; nil for an unknown id.

@@ -327,8 +327,18 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
 	}
-	var out []*errand.WorkflowAdvanceResult
+	// A workflow whose advance fails is reported and passed over: one
+	// that fails on every pass (a planned job the store refuses) must not
+	// keep the leader from the workflows after it.
+	var (
+		out  []*errand.WorkflowAdvanceResult
+		errs []error
+	)
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		if named {
 			// A worker's advance after an outcome that changes nothing
 			// (a step succeeded while its siblings run) costs one read
@@ -337,7 +347,8 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 			// a later outcome's process advances the workflow itself.
 			r, err := s.planWorkflow(ctx, s.read, id)
 			if err != nil {
-				return out, fmt.Errorf("advance workflow %s: %w", id, err)
+				errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
+				continue
 			}
 			if r == nil {
 				continue // unknown id
@@ -354,13 +365,14 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 			return err
 		})
 		if err != nil {
-			return out, fmt.Errorf("advance workflow %s: %w", id, err)
+			errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
+			continue
 		}
 		if res != nil {
 			out = append(out, res)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // plannedWorkflow is a workflow's row, its jobs and their plan.

@@ -34,6 +34,7 @@ var workflowCases = []testCase{
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
 	{"CountsByState", testWorkflowCounts},
+	{"AdvanceFailureSkipped", testWorkflowAdvanceFailureSkipped},
 }
 
 func (e *env) workflows() errand.WorkflowStore {
@@ -985,5 +986,41 @@ func testWorkflowCounts(t *testing.T, h harness) {
 	want[errand.WorkflowCompensating], want[errand.WorkflowFailed] = 0, 1
 	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("counts after the compensation = %v, want %v", got, want)
+	}
+}
+
+// testWorkflowAdvanceFailureSkipped: a workflow whose advance fails (here
+// a join whose args, with its dependencies' outputs, exceed the bound of
+// args) is reported, and the leader's pass goes on to the other workflows
+// rather than stopping at it on every pass.
+func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
+	e := open(t, h)
+	var steps []errand.WorkflowStepDef
+	var names []string
+	for i := range 17 {
+		n := fmt.Sprintf("s%d", i)
+		steps = append(steps, wfStep(n))
+		names = append(names, n)
+	}
+	steps = append(steps, wfStep("join", names...))
+	e.insertWorkflow(wfParams("w1", steps...))
+	e.clock.Advance(time.Second)
+	e.insertWorkflow(wfParams("w2", wfStep("y")))
+	out := `"` + strings.Repeat("a", errand.MaxOutputBytes-2) + `"`
+	for _, n := range names {
+		e.finishStep("w1", n, out, true)
+	}
+	e.finishStep("w2", "y", "", true)
+	for pass := range 2 {
+		rs, err := e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{})
+		if err == nil || !strings.Contains(err.Error(), "w1") {
+			t.Errorf("pass %d: error %v, want one naming w1", pass, err)
+		}
+		if pass == 0 && (len(rs) != 1 || rs[0].Workflow.ID != "w2" || rs[0].Workflow.State != errand.WorkflowSucceeded) {
+			t.Fatalf("pass %d advanced %d workflows, want w2 to succeed", pass, len(rs))
+		}
+	}
+	if w := e.workflow("w2"); w.State != errand.WorkflowSucceeded {
+		t.Fatalf("w2 is %s, want succeeded", w.State)
 	}
 }
