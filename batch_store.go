@@ -176,14 +176,20 @@ func (p *BatchInsertParams) Validate() error {
 		}
 		given[j.ID] = i
 	}
-	b := &Batch{ID: p.ID, Total: len(p.Jobs), Callback: p.Callback}
+	// The callback's args get the batch's result when it completes: check
+	// them with the longest result there can be, every count at Total and
+	// a completion time to the nanosecond, so that no completion finds
+	// them too large to enqueue.
+	n := len(p.Jobs)
+	b := &Batch{ID: p.ID, Total: n, Callback: p.Callback, Final: &BatchResult{ID: p.ID, Total: n,
+		Succeeded: n, Dead: n, Cancelled: n, CompletedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}}
 	cj, err := b.CallbackJob()
 	if err != nil {
 		return err
 	}
 	if cj != nil {
 		if err := cj.Validate(); err != nil {
-			return fmt.Errorf("callback: %w", err)
+			return fmt.Errorf("callback, with the batch's result in its args: %w", err)
 		}
 	}
 	return nil

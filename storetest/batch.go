@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ var batchCases = []testCase{
 	{"InsertTxRollsBack", testBatchInsertTx},
 	{"CompleteOnceAcrossStores", testBatchCompleteOnce},
 	{"ReplayAfterCompletion", testBatchReplayAfterCompletion},
+	{"CallbackBound", testBatchCallbackBound},
 	{"List", testBatchList},
 	{"DeadUnhooked", testDeadUnhooked},
 	{"DeadHookCursors", testDeadHookCursors},
@@ -443,4 +445,30 @@ func testScheduleDelete(t *testing.T, h harness) {
 	if n := len(e.auditList(&errand.AuditListParams{Action: errand.AuditScheduleDelete})); n != 1 {
 		t.Fatalf("%d audit records after a failed delete, want 1", n)
 	}
+}
+
+// testBatchCallbackBound: a callback whose args fit with an empty result
+// but not with the counts and time of a completion is refused at insert:
+// accepted, its batch could never complete.
+func testBatchCallbackBound(t *testing.T, h harness) {
+	e := open(t, h)
+	p := batchParams("b1", 1)
+	p.Callback.Args = json.RawMessage(`{"pad":""}`)
+	empty, err := (&errand.Batch{ID: p.ID, Total: len(p.Jobs), Callback: p.Callback}).CallbackJob()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Callback.Args = json.RawMessage(`{"pad":"` + strings.Repeat("a", 1<<20-len(empty.Args)) + `"}`)
+	_, err = e.batches().BatchInsert(e.ctx, p)
+	var ie *errand.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "callback") {
+		if err == nil {
+			e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b1-m0")))
+			_, err = e.batches().BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: []string{"b1"}})
+			t.Fatalf("BatchInsert accepted a callback of %d bytes of args; completing the batch: %v", len(p.Callback.Args), err)
+		}
+		t.Fatalf("BatchInsert = %v, want an *InputError naming the callback", err)
+	}
+	e.noBatch("b1")
+	e.notFound("b1-m0")
 }
