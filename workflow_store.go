@@ -585,11 +585,11 @@ func (p *WorkflowInsertParams) Validate() error {
 		if s.Job == nil {
 			return &InputError{Field: "workflow step " + s.Name, Message: "has no job"}
 		}
-		if err := checkTemplate(s.Job, WorkflowStepJobID(p.ID, s.Name)); err != nil {
+		if err := checkTemplate(s.Job, WorkflowStepJobID(p.ID, s.Name), &WorkflowContext{ID: p.ID, Step: s.Name}); err != nil {
 			return fmt.Errorf("workflow step %s: %w", s.Name, err)
 		}
 		if s.Compensation != nil {
-			if err := checkTemplate(s.Compensation, WorkflowCompensationJobID(p.ID, s.Name)); err != nil {
+			if err := checkTemplate(s.Compensation, WorkflowCompensationJobID(p.ID, s.Name), &WorkflowContext{ID: p.ID, Step: s.Name, Compensating: true}); err != nil {
 				return fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
 			}
 		}
@@ -597,9 +597,12 @@ func (p *WorkflowInsertParams) Validate() error {
 	return nil
 }
 
-// checkTemplate checks that t makes a valid job with id id.
-func checkTemplate(t *JobTemplate, id string) error {
-	ip, err := t.insertParams(id, "workflow", &WorkflowContext{})
+// checkTemplate checks that t makes a valid job with id id and the field
+// "workflow" of its args set to wc, the job's context without outputs:
+// checked with an empty one, args near the bound would pass here and fail
+// in every advance that enqueues the job.
+func checkTemplate(t *JobTemplate, id string, wc *WorkflowContext) error {
+	ip, err := t.insertParams(id, "workflow", wc)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ var workflowCases = []testCase{
 	{"ListOrderAndFilter", testWorkflowList},
 	{"CountsByState", testWorkflowCounts},
 	{"AdvanceFailureSkipped", testWorkflowAdvanceFailureSkipped},
+	{"ContextBound", testWorkflowContextBound},
 }
 
 func (e *env) workflows() errand.WorkflowStore {
@@ -1023,4 +1024,40 @@ func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
 	if w := e.workflow("w2"); w.State != errand.WorkflowSucceeded {
 		t.Fatalf("w2 is %s, want succeeded", w.State)
 	}
+}
+
+// testWorkflowContextBound: a step whose args fit with an empty workflow
+// context but not with its own (the workflow's id and the step's name) is
+// refused at insert: accepted, the advance that enqueues it would fail on
+// every try, and the workflow would never go on.
+func testWorkflowContextBound(t *testing.T, h harness) {
+	e := open(t, h)
+	id := "w-" + strings.Repeat("x", 100)
+	b := wfStep("b", "a")
+	emptyArgs := func(pad int) int {
+		t.Helper()
+		args := json.RawMessage(`{"pad":"` + strings.Repeat("p", pad) + `","workflow":{"id":"","step":""}}`)
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(args, &m); err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out)
+	}
+	pad := 1<<20 - emptyArgs(0)
+	b.Job.Args = json.RawMessage(`{"pad":"` + strings.Repeat("p", pad) + `"}`)
+	_, err := e.workflows().WorkflowInsert(e.ctx, wfParams(id, wfStep("a"), b))
+	var ie *errand.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "step b") {
+		if err == nil {
+			e.finishStep(id, "a", "", true)
+			_, err = e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{IDs: []string{id}})
+			t.Fatalf("WorkflowInsert accepted step b with %d bytes of args; the advance that enqueues it: %v", len(b.Job.Args), err)
+		}
+		t.Fatalf("WorkflowInsert = %v, want an *InputError naming step b", err)
+	}
+	e.noWorkflow(id)
 }
