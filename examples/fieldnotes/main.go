@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -48,7 +49,8 @@ func main() {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return
 	}
-	fmt.Fprintln(os.Stderr, "fieldnotes: "+err.Error())
+	// One line, whatever the error: a wrapped driver error may span several.
+	fmt.Fprintln(os.Stderr, "fieldnotes: "+strings.Join(strings.Fields(err.Error()), " "))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		os.Exit(2)
@@ -60,8 +62,7 @@ func main() {
 // errors go to stderr (errors by the caller, as the returned error).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usagef("missing command")
+		return usagef("give a command (init, pay, work, jobs, receipts, replay or serve); run fieldnotes help for the list")
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -123,7 +124,7 @@ func (f *flags) parse(args []string, names ...string) ([]string, error) {
 				f.PrintDefaults()
 				return nil, err
 			}
-			return nil, usagef("%s: %v; run fieldnotes %s -h", f.Name(), err, f.Name())
+			return nil, usagef("%s: %s; run fieldnotes %s -h", f.Name(), flagMessage(err), f.Name())
 		}
 		args = f.Args()
 		if len(args) == 0 {
@@ -139,4 +140,19 @@ func (f *flags) parse(args []string, names ...string) ([]string, error) {
 		return nil, usagef("%s: unexpected argument %q; run fieldnotes %s -h", f.Name(), pos[len(names)], f.Name())
 	}
 	return pos, nil
+}
+
+// flagMessage rewrites the flag package's message to name flags as the
+// usage spells them (--json, not -json) and to say what a value must be.
+func flagMessage(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return "unknown flag --" + strings.TrimLeft(name, "-")
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return "flag --" + strings.TrimLeft(name, "-") + " needs a value"
+	}
+	msg = strings.Replace(msg, " for flag -", " for --", 1)
+	msg = strings.Replace(msg, " for -", " for --", 1) // boolean flags
+	return strings.Replace(msg, ": parse error", ": want true or false", 1)
 }

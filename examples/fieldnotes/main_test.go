@@ -232,3 +232,52 @@ func count(t *testing.T, a *app, query string, args ...any) int {
 	}
 	return n
 }
+
+// TestCommandLine: a usage error exits 2 and a runtime error 1, each with
+// one line on stderr and nothing on stdout; help goes to stdout and exits 0.
+func TestCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	const db = "./cli.sqlite"
+	mustRun(t, dir, "init", db)
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string // a part of the one line on stderr; "" for none
+		stdout string // a part of stdout; "" for none
+	}{
+		{args: nil, code: 2, stderr: "give a command"},
+		{args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
+		{args: []string{"init"}, code: 2, stderr: "missing DB"},
+		{args: []string{"init", db, "extra"}, code: 2, stderr: `unexpected argument "extra"`},
+		{args: []string{"jobs", db, "--nope"}, code: 2, stderr: "unknown flag --nope"},
+		{args: []string{"serve", db, "--addr"}, code: 2, stderr: "flag --addr needs a value"},
+		{args: []string{"jobs", db, "--json=maybe"}, code: 2, stderr: `invalid boolean value "maybe" for --json`},
+		{args: []string{"pay", db, "--document", "nope"}, code: 1, stderr: `no document "nope"`},
+		{args: []string{"jobs", "./missing.sqlite"}, code: 1, stderr: "fieldnotes init"},
+		{args: []string{"help"}, code: 0, stdout: "usage: fieldnotes COMMAND DB"},
+		{args: []string{"jobs", "-h"}, code: 0, stdout: "usage: fieldnotes jobs DB"},
+		{args: []string{"replay", "--reason", "x", db, "pay_nosuchjob"}, code: 1, stderr: "no such job"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, errOut, err := fieldnotes(t, dir, tt.args...)
+			if code := exitCode(t, err); code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, out, errOut)
+			}
+			if tt.stderr == "" {
+				if errOut != "" {
+					t.Errorf("stderr %q, want none", errOut)
+				}
+			} else if !strings.HasPrefix(errOut, "fieldnotes: ") || strings.Count(errOut, "\n") != 1 || !strings.HasSuffix(errOut, "\n") || !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("stderr %q, want one line starting fieldnotes: and containing %q", errOut, tt.stderr)
+			}
+			if tt.stdout == "" {
+				if out != "" {
+					t.Errorf("stdout %q, want none", out)
+				}
+			} else if !strings.Contains(out, tt.stdout) {
+				t.Errorf("stdout %q, want it to contain %q", out, tt.stdout)
+			}
+		})
+	}
+}
