@@ -55,7 +55,7 @@ func TestWorkerBreaker(t *testing.T) {
 			}
 		}
 		r := ok(t, cli(t, "breakers", "--db", db))
-		if !strings.Contains(r.stdout, "smtp") || !strings.Contains(r.stdout, "open") || !strings.Contains(r.stdout, "/job.sh exit") {
+		if !strings.Contains(r.stdout, "smtp") || !strings.Contains(r.stdout, "open") || !strings.Contains(r.stdout, "smtp refused") {
 			t.Errorf("errand breakers:\n%s", r.stdout)
 		}
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -196,4 +197,50 @@ sleep 30`)
 		t.Fatalf("pid file %q", b)
 	}
 	waitGone(t, pids...)
+}
+
+// TestExecStderrIsTheMessage: the last 20 lines of a command's stderr are
+// the attempt's error message, as they were written; a command that wrote
+// none gets a message naming how it ended.
+func TestExecStderrIsTheMessage(t *testing.T) {
+	var lines []string
+	for i := 1; i <= 25; i++ {
+		lines = append(lines, fmt.Sprintf("stderr line %02d", i))
+	}
+	tests := []struct {
+		name    string
+		body    string
+		class   string
+		message string
+	}{
+		{"exit 75", "echo provider busy >&2; exit 75", "tempfail", "provider busy"},
+		{"exit 65", "echo bad payload >&2; echo 'field amount' >&2; exit 65", "permanent", "bad payload\nfield amount"},
+		{"exit 3", "echo boom >&2; exit 3", "exit_3", "boom"},
+		{"signal", "echo dying >&2; kill -9 $$", "signal", "dying"},
+		{"last 20 of 25 lines", `i=1; while [ $i -le 25 ]; do printf 'stderr line %02d\n' $i >&2; i=$((i+1)); done; exit 75`, "tempfail", strings.Join(lines[5:], "\n")},
+		{"no stderr", "exit 3", "exit_3", "exited with status 3"},
+		{"no stderr, signal", "kill -9 $$", "signal", "was killed by signal 9 (killed)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := tempDB(t)
+			id := enqueue(t, db, "k", "--max-attempts", "5", "--backoff-base", "1m")
+			s := script(t, tt.body)
+			w := parseWork(t, bin(t, "work", "--once", "--db", db, "--exec", "k="+s))
+			if w.Class != tt.class {
+				t.Errorf("class %q, want %q", w.Class, tt.class)
+			}
+			j := inspect(t, db, id)
+			if j.LastError == nil {
+				t.Fatalf("no last error; want class %s", tt.class)
+			}
+			want := tt.message
+			if strings.HasPrefix(tt.name, "no stderr") {
+				want = s + " " + tt.message
+			}
+			if j.LastError.Message != want {
+				t.Errorf("message %q, want %q", j.LastError.Message, want)
+			}
+		})
+	}
 }

@@ -279,7 +279,7 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 	h.drain(&wg, stdinW, stdoutR, stderrR)
 	closeAll(stdoutR, stderrR)
 
-	return h.classify(ctx, name, cmd.ProcessState, waitErr, tail.String())
+	return h.classify(ctx, log, name, cmd.ProcessState, waitErr, tail.String())
 }
 
 // drain waits for the output readers to reach the end of their pipes, or
@@ -302,7 +302,7 @@ func (h *Handler) drain(wg *sync.WaitGroup, files ...*os.File) {
 }
 
 // classify turns how the command ended into the attempt's outcome.
-func (h *Handler) classify(ctx context.Context, name string, ps *os.ProcessState, waitErr error, stderr string) error {
+func (h *Handler) classify(ctx context.Context, log *slog.Logger, name string, ps *os.ProcessState, waitErr error, stderr string) error {
 	if ps == nil {
 		return fmt.Errorf("exec %s: %w", name, waitErr)
 	}
@@ -316,11 +316,20 @@ func (h *Handler) classify(ctx context.Context, name string, ps *os.ProcessState
 		// lost, shutdown) from the context.
 		return fmt.Errorf("%s was killed when the attempt ended: %w", name, context.Cause(ctx))
 	}
-	if sig, ok := signalOf(ps); ok {
-		return errand.WithClass(ClassSignal, withStderr(fmt.Sprintf("%s was killed by signal %d (%s)", name, int(sig), sig), stderr))
+	// The last lines of stderr are the message, as the command wrote
+	// them; the class says how it ended. A command that wrote nothing to
+	// stderr gets a message that says how it ended.
+	ended := ending(name, ps)
+	log.Warn("exec failed", "ended", ended)
+	msg := stderr
+	if msg == "" {
+		msg = ended
+	}
+	err := errors.New(msg)
+	if _, ok := signalOf(ps); ok {
+		return errand.WithClass(ClassSignal, err)
 	}
 	code := ps.ExitCode()
-	err := withStderr(fmt.Sprintf("%s exited with status %d", name, code), stderr)
 	switch code {
 	case ExitTempFail:
 		return errand.WithClass(ClassTempFail, err)
@@ -344,11 +353,13 @@ func startError(name string, err error) error {
 	return fmt.Errorf("start %s: %w", name, err)
 }
 
-func withStderr(msg, stderr string) error {
-	if stderr == "" {
-		return errors.New(msg)
+// ending says how a command that failed ended: its exit status, or the
+// signal that killed it.
+func ending(name string, ps *os.ProcessState) string {
+	if sig, ok := signalOf(ps); ok {
+		return fmt.Sprintf("%s was killed by signal %d (%s)", name, int(sig), sig)
 	}
-	return errors.New(msg + ": " + stderr)
+	return fmt.Sprintf("%s exited with status %d", name, ps.ExitCode())
 }
 
 // jobEnv is what the command learns about its job besides the args.

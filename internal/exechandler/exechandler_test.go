@@ -158,7 +158,7 @@ func TestExitClassification(t *testing.T) {
 		message   string
 	}{
 		{name: "exit 0", command: script(t, "exit 0"), wantNil: true},
-		{name: "exit 75 retries", command: script(t, "echo busy >&2; exit 75"), class: "tempfail", message: "exited with status 75: busy"},
+		{name: "exit 75 retries", command: script(t, "echo busy >&2; exit 75"), class: "tempfail", message: "busy"},
 		{name: "exit 65 is permanent", command: script(t, "echo bad data >&2; exit 65"), class: "permanent", permanent: true, message: "bad data"},
 		{name: "exit 3", command: script(t, "exit 3"), class: "exit_3", message: "exited with status 3"},
 		{name: "exit 1", command: script(t, "exit 1"), class: "exit_1"},
