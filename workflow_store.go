@@ -481,10 +481,12 @@ type WorkflowStepView struct {
 	JobID string `json:"job_id"`
 	// State is the job's state; nil before it is enqueued, or when it was
 	// enqueued and has since been deleted (Enqueued tells which).
-	State       *JobState `json:"state"`
-	Enqueued    bool      `json:"enqueued"`
-	Attempts    int       `json:"attempts"`
-	MaxAttempts int       `json:"max_attempts"`
+	State    *JobState `json:"state"`
+	Enqueued bool      `json:"enqueued"`
+	Attempts int       `json:"attempts"`
+	// MaxAttempts is the job's attempt budget; before the job is
+	// enqueued, the one it will be enqueued with.
+	MaxAttempts int `json:"max_attempts"`
 	// Output is the step's recorded output, nil for none.
 	Output json.RawMessage `json:"output"`
 	// Compensation is the step's compensation, nil for a step without one.
@@ -513,7 +515,10 @@ func ViewWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) *Workflow {
 		Steps: make([]WorkflowStepView, len(w.Steps))}
 	for i := range w.Steps {
 		s := &w.Steps[i]
-		sv := WorkflowStepView{Name: s.Name, DependsOn: s.DependsOn, Kind: s.Job.Kind, JobID: WorkflowStepJobID(w.ID, s.Name)}
+		// Before its job exists, a step shows the attempt budget it will
+		// be enqueued with.
+		sv := WorkflowStepView{Name: s.Name, DependsOn: s.DependsOn, Kind: s.Job.Kind, JobID: WorkflowStepJobID(w.ID, s.Name),
+			MaxAttempts: s.Job.MaxAttempts}
 		if sv.DependsOn == nil {
 			sv.DependsOn = []string{}
 		}

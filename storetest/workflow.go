@@ -246,7 +246,7 @@ func testWorkflowInsert(t *testing.T, h harness) {
 		Steps: []errand.WorkflowStepView{
 			{Name: "a", DependsOn: []string{}, Kind: "step_a", JobID: "w1.step.a", State: &queued, Enqueued: true, MaxAttempts: 3,
 				Compensation: &errand.WorkflowCompensationView{Kind: "undo_a", JobID: "w1.undo.a"}},
-			{Name: "b", DependsOn: []string{"a"}, Kind: "step_b", JobID: "w1.step.b"},
+			{Name: "b", DependsOn: []string{"a"}, Kind: "step_b", JobID: "w1.step.b", MaxAttempts: 3}, // not enqueued yet: its budget to come
 			{Name: "c", DependsOn: []string{}, Kind: "step_c", JobID: "w1.step.c", State: &queued, Enqueued: true, MaxAttempts: 3},
 		}}
 	if !reflect.DeepEqual(r.Workflow, want) {

@@ -195,3 +195,20 @@ func TestReplayOfACompensatingStep(t *testing.T) {
 	ok(t, cli(t, "work", "--once", "--exec", "refund=true", "--db", db))
 	ok(t, cli(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db))
 }
+
+// TestWorkflowPendingStepMaxAttempts: a step whose job is not enqueued yet
+// shows the attempt budget it will run with, not 0.
+func TestWorkflowPendingStepMaxAttempts(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cli(t, "workflow", "enqueue", "--file", writeFile(t, checkoutJSON), "--db", db))
+	var w errand.Workflow
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout), &w); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"charge": errand.DefaultMaxAttempts, "book": 1, "mail": errand.DefaultMaxAttempts}
+	for _, s := range w.Steps {
+		if s.MaxAttempts != want[s.Name] {
+			t.Errorf("step %s (enqueued %v): max_attempts %d, want %d", s.Name, s.Enqueued, s.MaxAttempts, want[s.Name])
+		}
+	}
+}
