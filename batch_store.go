@@ -98,6 +98,103 @@ type BatchResult struct {
 // get the field "batch" set to the [BatchResult].
 type BatchCallback = JobTemplate
 
+// batchCallbackJSON is a batch's callback as a [Batch] reads in JSON: the
+// job's options under the names a job record and an enqueue use, durations
+// in Go syntax, unset ones null (tags []). The callback column keeps
+// [JobTemplate]'s own encoding.
+type batchCallbackJSON struct {
+	Kind         string          `json:"kind"`
+	Queue        string          `json:"queue"`
+	Args         json.RawMessage `json:"args"`
+	ArgsVersion  int             `json:"args_version"`
+	Priority     int             `json:"priority"`
+	MaxAttempts  int             `json:"max_attempts"`
+	BackoffBase  Duration        `json:"backoff_base"`
+	BackoffMax   Duration        `json:"backoff_max"`
+	MaxAge       Duration        `json:"max_age"`
+	Delay        Duration        `json:"delay"`
+	OrderingKey  *string         `json:"ordering_key"`
+	OrderingHold bool            `json:"ordering_hold"`
+	FairnessKey  *string         `json:"fairness_key"`
+	Tags         []string        `json:"tags"`
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func callbackJSON(t *JobTemplate) *batchCallbackJSON {
+	if t == nil {
+		return nil
+	}
+	tags := t.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return &batchCallbackJSON{
+		Kind: t.Kind, Queue: t.Queue, Args: t.Args, ArgsVersion: t.ArgsVersion,
+		Priority: t.Priority, MaxAttempts: t.MaxAttempts,
+		BackoffBase: Duration(time.Duration(t.BackoffBaseUS) * time.Microsecond),
+		BackoffMax:  Duration(time.Duration(t.BackoffMaxUS) * time.Microsecond),
+		MaxAge:      Duration(time.Duration(t.MaxAgeUS) * time.Microsecond),
+		Delay:       Duration(time.Duration(t.DelayUS) * time.Microsecond),
+		OrderingKey: nonEmpty(t.OrderingKey), OrderingHold: t.OrderingHold,
+		FairnessKey: nonEmpty(t.FairnessKey), Tags: tags,
+	}
+}
+
+func (v *batchCallbackJSON) template() *JobTemplate {
+	if v == nil {
+		return nil
+	}
+	t := &JobTemplate{
+		Kind: v.Kind, Queue: v.Queue, Args: v.Args, ArgsVersion: v.ArgsVersion,
+		Priority: v.Priority, MaxAttempts: v.MaxAttempts,
+		BackoffBaseUS: time.Duration(v.BackoffBase).Microseconds(),
+		BackoffMaxUS:  time.Duration(v.BackoffMax).Microseconds(),
+		MaxAgeUS:      time.Duration(v.MaxAge).Microseconds(),
+		DelayUS:       time.Duration(v.Delay).Microseconds(),
+		OrderingHold:  v.OrderingHold,
+	}
+	if v.OrderingKey != nil {
+		t.OrderingKey = *v.OrderingKey
+	}
+	if v.FairnessKey != nil {
+		t.FairnessKey = *v.FairnessKey
+	}
+	if len(v.Tags) > 0 {
+		t.Tags = v.Tags
+	}
+	return t
+}
+
+// MarshalJSON writes the callback as a job's options (see
+// batchCallbackJSON).
+func (b Batch) MarshalJSON() ([]byte, error) {
+	type plain Batch
+	return json.Marshal(struct {
+		plain
+		Callback *batchCallbackJSON `json:"callback"`
+	}{plain(b), callbackJSON(b.Callback)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (b *Batch) UnmarshalJSON(data []byte) error {
+	type plain Batch
+	v := struct {
+		*plain
+		Callback *batchCallbackJSON `json:"callback"`
+	}{plain: (*plain)(b)}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	b.Callback = v.Callback.template()
+	return nil
+}
+
 // EncodeBatchCallback is the callback column of a batch: cb as JSON, or
 // nil for none. Stores keep it as text and give it back to
 // [DecodeBatchCallback].

@@ -119,10 +119,13 @@ counted in its new state under "now" but changes neither the final counts
 nor the callback.
 
 With --json, prints the batch record: {"id", "total", "counts": {STATE: N},
-"callback": {"kind", "queue", "args", ...} or null, "callback_job_id",
-"created_at", "completed_at", "final": {"id", "total", "succeeded", "dead",
-"cancelled", "completed_at"} or null}, times RFC 3339 in UTC. errand
-batches lists them.
+"callback": {"kind", "queue", "args", "args_version", "priority",
+"max_attempts", "backoff_base", "backoff_max", "max_age", "delay",
+"ordering_key", "ordering_hold", "fairness_key", "tags"} or null,
+"callback_job_id", "created_at", "completed_at", "final": {"id", "total",
+"succeeded", "dead", "cancelled", "completed_at"} or null}, times RFC 3339
+in UTC, durations in Go syntax, unset fields null. errand batches lists
+them.
 
 errand batch enqueue --file FILE.json enqueues a batch (FILE - reads
 standard input), written as POST /api/v1/batches takes it:

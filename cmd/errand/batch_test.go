@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -91,5 +92,72 @@ func TestSchedulesDelete(t *testing.T) {
 	}
 	if len(recs) != 1 || recs[0].Action != errand.AuditScheduleDelete || recs[0].Operator != "ana" || recs[0].Reason != "retired" {
 		t.Fatalf("audit = %+v", recs)
+	}
+}
+
+// TestBatchCallbackJSON: a batch's callback prints every field, unset ones
+// null (tags []), its durations in Go syntax under the names a job and an
+// enqueue use.
+func TestBatchCallbackJSON(t *testing.T) {
+	tests := []struct {
+		name     string
+		callback string
+		want     string
+	}{
+		{"plain", `{"kind": "import_done", "args": {"import": 7}}`,
+			`{"kind":"import_done","queue":"default","args":{"import":7},"args_version":1,"priority":0,"max_attempts":20,` +
+				`"backoff_base":null,"backoff_max":null,"max_age":null,"delay":null,"ordering_key":null,"ordering_hold":false,"fairness_key":null,"tags":[]}`},
+		{"every option", `{"kind": "import_done", "queue": "q", "priority": 2, "max_attempts": 3, "delay": "5s", "max_age": "1h",
+		  "ordering_key": "o", "ordering_on_dead": "hold", "fairness_key": "tenant:1", "tags": ["a"]}`,
+			`{"kind":"import_done","queue":"q","args":{},"args_version":1,"priority":2,"max_attempts":3,` +
+				`"backoff_base":null,"backoff_max":null,"max_age":"1h0m0s","delay":"5s","ordering_key":"o","ordering_hold":true,"fairness_key":"tenant:1","tags":["a"]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := tempDB(t)
+			file := writeFile(t, `{"id": "b1", "jobs": [{"kind": "row"}], "callback": `+tt.callback+`}`)
+			ok(t, cli(t, "batch", "enqueue", "--file", file, "--db", db))
+			for _, args := range [][]string{{"batch", "b1"}, {"batches"}} {
+				out := ok(t, cli(t, append(args, "--json", "--db", db)...)).stdout
+				var got struct {
+					Callback json.RawMessage `json:"callback"`
+				}
+				var list []json.RawMessage
+				if args[0] == "batches" {
+					if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+						t.Fatalf("batches --json: %v\n%s", err, out)
+					}
+					out = string(list[0])
+				}
+				if err := json.Unmarshal([]byte(out), &got); err != nil {
+					t.Fatalf("%s --json: %v\n%s", args[0], err, out)
+				}
+				var compact bytes.Buffer
+				if err := json.Compact(&compact, got.Callback); err != nil {
+					t.Fatal(err)
+				}
+				if compact.String() != tt.want {
+					t.Errorf("%s --json callback\n%s\nwant\n%s", args[0], compact.String(), tt.want)
+				}
+			}
+			// The record reads back as it was written.
+			var b errand.Batch
+			if err := json.Unmarshal([]byte(ok(t, cli(t, "batch", "b1", "--json", "--db", db)).stdout), &b); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var again struct {
+				Callback json.RawMessage `json:"callback"`
+			}
+			if err := json.Unmarshal(raw, &again); err != nil {
+				t.Fatal(err)
+			}
+			if string(again.Callback) != tt.want {
+				t.Errorf("callback read back and written again\n%s\nwant\n%s", again.Callback, tt.want)
+			}
+		})
 	}
 }
