@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestOpenNamesTheServerThatDoesNotAnswer opens a store on a server that
@@ -33,6 +35,42 @@ func TestOpenNamesTheServerThatDoesNotAnswer(t *testing.T) {
 		}
 		if msg := err.Error(); !strings.Contains(msg, "no answer from "+addr) {
 			t.Errorf("%s: Open: %v, want it to say there was no answer from %s", query, err, addr)
+		}
+	}
+}
+
+// TestOpenSaysWhatToCheck opens a store where no server listens, and as a
+// role and a database the server does not have: each error is one line
+// that names the address, says what the connection met, and what to
+// check, and still wraps the driver's error.
+func TestOpenSaysWhatToCheck(t *testing.T) {
+	url := pgtest.URL(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	for _, tc := range []struct{ url, met string }{
+		{"postgres://u@127.0.0.1:1/app?sslmode=disable", "cannot connect to 127.0.0.1:1 (connection refused)"},
+		{fmt.Sprintf("postgres://no_such_role_errand@%s/%s?sslmode=disable", server, cfg.Database), `role "no_such_role_errand" does not exist`},
+		{fmt.Sprintf("postgres://%s@%s/no_such_db_errand?sslmode=disable", cfg.User, server), `database "no_such_db_errand" does not exist`},
+	} {
+		s, err := postgres.Open(t.Context(), tc.url, nil)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open(%s) succeeded", tc.url)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tc.met) || !strings.Contains(msg, "check that the server runs there and that the URL names its database and a role that may log in") ||
+			!strings.Contains(msg, "cannot connect to ") || strings.Contains(msg, "\n") {
+			t.Errorf("Open(%s): %q, want one line saying it met %q and what to check", tc.url, msg, tc.met)
+		}
+		if strings.Count(msg, tc.met) != 1 {
+			t.Errorf("Open(%s): %q repeats what it met", tc.url, msg)
+		}
+		var cerr *pgconn.ConnectError
+		if !errors.As(err, &cerr) {
+			t.Errorf("Open(%s): %v does not wrap the driver's *pgconn.ConnectError", tc.url, err)
 		}
 	}
 }

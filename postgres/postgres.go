@@ -190,11 +190,45 @@ func parseConfig(url string, opts *Options) (*pgxpool.Config, error) {
 // connectError says which servers did not answer when a first connection
 // timed out on its own (not because the caller's ctx ended).
 func connectError(ctx context.Context, cfg *pgx.ConnConfig, err error) error {
+	var cerr *pgconn.ConnectError
+	if ctx.Err() == nil && !pgconn.Timeout(err) && errors.As(err, &cerr) {
+		return &openError{err: err, msg: fmt.Sprintf("open postgres: cannot connect to %s (%v); check that the server runs there and that the URL names its database and a role that may log in",
+			addresses(cfg), lastCause(err))}
+	}
 	if !pgconn.Timeout(err) || ctx.Err() != nil {
 		return fmt.Errorf("open postgres: %w", err)
 	}
 	return fmt.Errorf("open postgres: no answer from %s within %s; check the host and port, or raise connect_timeout (seconds) in the URL: %w",
 		addresses(cfg), cfg.ConnectTimeout, err)
+}
+
+// openError is an error of Open that says what to check in a line of its
+// own, and wraps what the driver met.
+type openError struct {
+	msg string
+	err error
+}
+
+func (e *openError) Error() string { return e.msg }
+func (e *openError) Unwrap() error { return e.err }
+
+// lastCause is the last error under err, where the driver met it: past
+// the configuration it repeats, and of the servers or TLS modes it tried,
+// the last one's.
+func lastCause(err error) error {
+	for {
+		if many, ok := err.(interface{ Unwrap() []error }); ok {
+			if errs := many.Unwrap(); len(errs) > 0 {
+				err = errs[len(errs)-1]
+				continue
+			}
+		}
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 // addresses lists the servers a configuration tries, as host:port (or the

@@ -138,6 +138,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"cancel", "seed-1", "--reason", "r\xff"}, code: 2, line: "--reason:"},
 		{args: []string{"jobs", "--kind", "k\xff"}, code: 2, line: "--kind:"},
 		{args: []string{"jobs", "--db", "postgres://u:secret@127.0.0.1:1/errand?connect_timeout=2"}, code: 1, line: "database postgres://u:xxxxx@127.0.0.1:1/errand"},
+		{args: []string{"jobs", "--db", "postgres://u:secret@127.0.0.1:1/errand?connect_timeout=2"}, code: 1, line: "cannot connect to 127.0.0.1:1 (connection refused); check that the server runs there"},
 		{args: []string{"jobs", "--db", "mysql://localhost/errand"}, code: 2, line: "neither a postgres:// URL nor a file path"},
 		{args: []string{"jobs", "--db", "postgres://%zz"}, code: 2, line: "the database URL in --db or ERRAND_DB does not parse"},
 		{args: []string{"demo", "--db", "postgres://localhost/errand"}, code: 2, line: "the demo runs on SQLite only", noDB: true},
