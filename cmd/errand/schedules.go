@@ -53,7 +53,7 @@ With --json, prints the deleted schedule record.`,
 				return usagef("--reason and --operator go with delete: errand schedules delete NAME --reason TEXT")
 			}
 			if len(pos) > 0 {
-				return usagef("unexpected argument %q; errand schedules takes no arguments", pos[0])
+				return usagef("unexpected argument %q; use errand schedules, or errand schedules delete NAME --reason TEXT", pos[0])
 			}
 			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
 			if err != nil {
