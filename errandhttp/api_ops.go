@@ -220,10 +220,34 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneReque
 }
 
 // statsResponse is GET /api/v1/stats: counts by queue and state, and the
-// insights per queue and kind.
+// insights per queue and kind. The oldest ready age is null, not 0, where
+// no job is ready, as errand stats --json has it.
 type statsResponse struct {
-	Queues   []errand.QueueStats `json:"queues"`
-	Insights *errand.Insights    `json:"insights"`
+	Queues   []statsQueue  `json:"queues"`
+	Insights statsInsights `json:"insights"`
+}
+
+type statsQueue struct {
+	errand.QueueStats
+	OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
+}
+
+type statsInsights struct {
+	At    time.Time   `json:"at"`
+	Kinds []statsKind `json:"kinds"`
+}
+
+type statsKind struct {
+	errand.KindInsights
+	OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
+}
+
+// readyAge is an oldest ready age, nil when no job is ready.
+func readyAge(s float64) *float64 {
+	if s <= 0 {
+		return nil
+	}
+	return &s
 }
 
 func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
@@ -241,7 +265,14 @@ func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
-	return reply(w, statsResponse{Queues: s, Insights: ins})
+	resp := statsResponse{Queues: make([]statsQueue, len(s)), Insights: statsInsights{At: ins.At, Kinds: make([]statsKind, len(ins.Kinds))}}
+	for i, q := range s {
+		resp.Queues[i] = statsQueue{QueueStats: q, OldestReadyAgeSeconds: readyAge(q.OldestReadyAgeSeconds)}
+	}
+	for i, k := range ins.Kinds {
+		resp.Insights.Kinds[i] = statsKind{KindInsights: k, OldestReadyAgeSeconds: readyAge(k.OldestReadyAgeSeconds)}
+	}
+	return reply(w, resp)
 }
 
 // optCount reads an optional count of a body, field: absent is def (0

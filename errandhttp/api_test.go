@@ -479,3 +479,43 @@ func TestAPICancelRunning(t *testing.T) {
 		}
 	})
 }
+
+// GET /api/v1/stats says null, as errand stats --json does, for the oldest
+// ready age of a queue and a kind with no job ready, and the age otherwise.
+func TestAPIStatsOldestReadyAgeNullWhenNoneReady(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "later", "queue": "q0", "delay": "1h"})
+	s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "now", "queue": "q1"})
+	clock.Advance(5 * time.Second)
+	r := s.do(t, req{method: "GET", path: "/api/v1/stats", token: readerSecret})
+	want(t, "stats", r, http.StatusOK, "")
+	var sr struct {
+		Queues []struct {
+			Queue string   `json:"queue"`
+			Age   *float64 `json:"oldest_ready_age_seconds"`
+		} `json:"queues"`
+		Insights struct {
+			Kinds []struct {
+				Kind string   `json:"kind"`
+				Age  *float64 `json:"oldest_ready_age_seconds"`
+			} `json:"kinds"`
+		} `json:"insights"`
+	}
+	if err := json.Unmarshal(r.body, &sr); err != nil {
+		t.Fatal(err)
+	}
+	if len(sr.Queues) != 2 || sr.Queues[0].Age != nil || sr.Queues[1].Age == nil || *sr.Queues[1].Age != 5 {
+		t.Fatalf("queues' oldest ready ages: %s\nwant q0 null and q1 5", r.body)
+	}
+	ages := map[string]*float64{}
+	for _, k := range sr.Insights.Kinds {
+		ages[k.Kind] = k.Age
+	}
+	if len(ages) != 2 || ages["later"] != nil || ages["now"] == nil || *ages["now"] != 5 {
+		t.Fatalf("kinds' oldest ready ages: %s\nwant later null and now 5", r.body)
+	}
+	if strings.Contains(string(r.body), `"oldest_ready_age_seconds":0`) {
+		t.Fatalf("an age of 0 where none is ready: %s", r.body)
+	}
+}
