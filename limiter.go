@@ -290,19 +290,29 @@ type LimiterRecord struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// specJSON is a spec as JSON: the window in seconds.
+// specJSON is a spec as JSON: the window in seconds, and null for what
+// the spec's mode does not use (a rate limit's min, ratio and window, a
+// retry budget's rate and burst).
 type specJSON struct {
 	Mode          LimiterMode `json:"mode"`
-	Rate          float64     `json:"rate"`
-	Burst         float64     `json:"burst"`
-	Min           float64     `json:"min"`
-	Ratio         float64     `json:"ratio"`
-	WindowSeconds float64     `json:"window_seconds"`
+	Rate          *float64    `json:"rate"`
+	Burst         *float64    `json:"burst"`
+	Min           *float64    `json:"min"`
+	Ratio         *float64    `json:"ratio"`
+	WindowSeconds *float64    `json:"window_seconds"`
 }
 
 // MarshalJSON writes the spec with its window in seconds.
 func (s LimiterSpec) MarshalJSON() ([]byte, error) {
-	return json.Marshal(specJSON{s.Mode, s.Rate, s.Burst, s.Min, s.Ratio, s.Window.Seconds()})
+	j := specJSON{Mode: s.Mode}
+	set := func(v float64) *float64 { return &v }
+	if s.Mode != LimiterModeRetryBudget || s.Rate != 0 || s.Burst != 0 {
+		j.Rate, j.Burst = set(s.Rate), set(s.Burst)
+	}
+	if s.Mode != LimiterModeRate || s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
+		j.Min, j.Ratio, j.WindowSeconds = set(s.Min), set(s.Ratio), set(s.Window.Seconds())
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -311,8 +321,14 @@ func (s *LimiterSpec) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*s = LimiterSpec{Mode: j.Mode, Rate: j.Rate, Burst: j.Burst, Min: j.Min, Ratio: j.Ratio,
-		Window: time.Duration(math.Round(j.WindowSeconds*1e6)) * time.Microsecond}
+	get := func(v *float64) float64 {
+		if v == nil {
+			return 0
+		}
+		return *v
+	}
+	*s = LimiterSpec{Mode: j.Mode, Rate: get(j.Rate), Burst: get(j.Burst), Min: get(j.Min), Ratio: get(j.Ratio),
+		Window: time.Duration(math.Round(get(j.WindowSeconds)*1e6)) * time.Microsecond}
 	return nil
 }
 

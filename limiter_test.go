@@ -1,6 +1,7 @@
 package errand_test
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"testing"
@@ -124,6 +125,32 @@ func TestRateLimitDefaultBurst(t *testing.T) {
 	} {
 		if got, err := errand.RateLimitSpec(c.limit); err != nil || got != c.want {
 			t.Errorf("spec of %s = %+v, %v; want %+v", c.limit, got, err, c.want)
+		}
+	}
+}
+
+// A limiter's spec as JSON holds null for what its mode does not use, and
+// reads back as it was.
+func TestLimiterSpecJSON(t *testing.T) {
+	for _, tc := range []struct {
+		spec errand.LimiterSpec
+		want string
+	}{
+		{errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 20, Burst: 5},
+			`{"mode":"rate","rate":20,"burst":5,"min":null,"ratio":null,"window_seconds":null}`},
+		{errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 10, Ratio: 0.1, Window: time.Minute},
+			`{"mode":"retry_budget","rate":null,"burst":null,"min":10,"ratio":0.1,"window_seconds":60}`},
+	} {
+		b, err := json.Marshal(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("%+v as JSON: %s, want %s", tc.spec, b, tc.want)
+		}
+		var back errand.LimiterSpec
+		if err := json.Unmarshal(b, &back); err != nil || back != tc.spec {
+			t.Errorf("%s read back as %+v (%v), want %+v", b, back, err, tc.spec)
 		}
 	}
 }

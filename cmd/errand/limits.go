@@ -30,7 +30,7 @@ the kind's retries wait).
 
 With --json, prints one JSON array ordered by name: {"name", "spec":
 {"mode", "rate", "burst", "min", "ratio", "window_seconds"}, "tokens",
-"denied", "updated_at"}.`,
+"denied", "updated_at"}; a spec's fields its mode does not use are null.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print a JSON array of limit records")
