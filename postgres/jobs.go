@@ -1163,23 +1163,31 @@ func readSweep(br pgx.BatchResults) (errand.SweepResult, error) {
 	return r, nil
 }
 
-// QueueStats implements [errand.JobStore].
+// queueStatsSQL counts the jobs by queue, state and kind, with the oldest
+// ready age of each group.
+var queueStatsSQL = `SELECT queue, state, kind, count(*),
+		coalesce(extract(epoch FROM {now} - min(available_at)
+			FILTER (WHERE state IN (` + waiting + `) AND available_at <= {now}
+				AND ` + orderingFree + `))::float8, 0)
+	FROM {jobs} j GROUP BY queue, state, kind`
+
+// QueueStats implements [errand.JobStore]. It reads without JIT (see
+// operatorTx).
 func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
-	rows, err := s.pool.Query(ctx, s.sql(`SELECT queue, state, kind, count(*),
-			coalesce(extract(epoch FROM {now} - min(available_at)
-				FILTER (WHERE state IN (`+waiting+`) AND available_at <= {now}
-					AND `+orderingFree+`))::float8, 0)
-		FROM {jobs} j GROUP BY queue, state, kind`), s.nowArg())
-	if err != nil {
-		return nil, fmt.Errorf("queue stats: %w", err)
-	}
 	var counts []errand.QueueCount
-	var c errand.QueueCount
-	var state string
-	_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs, &c.OldestReadyAgeSeconds}, func() error {
-		c.State = errand.JobState(state)
-		counts = append(counts, c)
-		return nil
+	err := s.operatorTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql(queueStatsSQL), s.nowArg())
+		if err != nil {
+			return err
+		}
+		var c errand.QueueCount
+		var state string
+		_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs, &c.OldestReadyAgeSeconds}, func() error {
+			c.State = errand.JobState(state)
+			counts = append(counts, c)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)

@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// loadInsightsJobs bulk-loads 100,000 jobs over the last day into a table
+// autovacuum never analyzes: 62% succeeded, 25% queued with no history, 5%
+// dead after three failures, 5% retrying after one, 1% running, and 2%
+// replayed and queued again after two failures, with their audit and 2,000
+// cancels. With analyze, it then analyzes the tables.
+func loadInsightsJobs(tb testing.TB, s *Store, analyze bool) {
+	tb.Helper()
+	steps := []string{`ALTER TABLE {jobs} SET (autovacuum_enabled = false)`,
+		`INSERT INTO {jobs} (id, queue, kind, args, state, attempt, max_attempts, available_at, created_at,
+			attempted_at, finished_at, last_error, errors, replays)
+		SELECT 'j' || g, 'q' || g % 4, 'k' || g % 7, '{"n":1}', st, 1, 3, t - interval '1 second', t - interval '2 seconds',
+			t - interval '1 second', CASE WHEN st IN ('succeeded', 'dead') THEN t END,
+			CASE WHEN nerr > 0 THEN jsonb_build_object('class', 'error', 'message', 'failed', 'at', t) END,
+			CASE WHEN nerr > 0 THEN (SELECT jsonb_agg(jsonb_build_object('attempt', i, 'replay', 0,
+				'at', t - (nerr - i) * interval '1 second', 'class', 'error', 'message', 'failed')) FROM generate_series(1, nerr) i)
+				ELSE '[]' END,
+			CASE WHEN g % 100 >= 98 THEN 1 ELSE 0 END
+		FROM (SELECT g, now() - ((g::bigint * 104729) % 86400) * interval '1 second' AS t,
+				CASE WHEN g % 100 < 60 THEN 'succeeded' WHEN g % 100 < 85 THEN 'queued' WHEN g % 100 < 90 THEN 'dead'
+					WHEN g % 100 < 95 THEN 'retrying' WHEN g % 100 < 96 THEN 'running' WHEN g % 100 < 98 THEN 'succeeded'
+					ELSE 'queued' END AS st,
+				CASE WHEN g % 100 < 85 THEN 0 WHEN g % 100 < 90 THEN 3 WHEN g % 100 < 95 THEN 1 WHEN g % 100 < 98 THEN 0
+					ELSE 2 END AS nerr
+			FROM generate_series(1, 100000) g) x`,
+		// The audit of the replays, and of as many cancels.
+		`INSERT INTO {audit} (action, job_id, operator, reason, at, prior_state, replay)
+			SELECT 'replay', id, 'ana', 'fixed', created_at, 'dead', 1 FROM {jobs} WHERE replays = 1
+			UNION ALL
+			SELECT 'cancel', 'c' || g, 'ana', 'r', now(), 'queued', 0 FROM generate_series(1, 2000) g`,
+	}
+	if analyze {
+		steps = append(steps, `ANALYZE {jobs}`, `ANALYZE {audit}`)
+	}
+	for _, q := range steps {
+		if _, err := s.pool.Exec(context.Background(), s.sql(q)); err != nil {
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestInsightsPlanWithoutStatistics runs the queries of the insights and
+// of the queue statistics on 100,000 jobs, before and after the table is
+// analyzed, in the transactions their store methods read in, and requires
+// that none is JIT-compiled: once the table was analyzed, the planner
+// charged the depth query for a subplan per waiting job, its estimate
+// passed jit_above_cost, and compiling took 270 ms of a 40 ms query.
+func TestInsightsPlanWithoutStatistics(t *testing.T) {
+	url := pgtest.URL(t)
+	for _, analyze := range []bool{false, true} {
+		name := "never-analyzed"
+		if analyze {
+			name = "analyzed"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			loadInsightsJobs(t, s, analyze)
+			now := time.Now()
+			for _, q := range []struct {
+				name, sql string
+				args      []any
+			}{
+				{"depth", insightsDepthSQL, []any{now}},
+				{"finished", insightsFinishedSQL, []any{now.Add(-time.Minute), now.Add(-5 * time.Minute), now.Add(-time.Hour), now.Add(-24 * time.Hour)}},
+				{"failures", insightsFailuresSQL, []any{now.Add(-errand.InsightsWindow)}},
+				{"samples", insightsSamplesSQL, []any{now.Add(-errand.InsightsWindow), errand.DefaultInsightsSample}},
+				{"queue stats", queueStatsSQL, []any{nil}},
+			} {
+				var plan []string
+				err = s.insightsTx(ctx, func(tx pgx.Tx) error {
+					rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+s.sql(q.sql), q.args...)
+					if err != nil {
+						return err
+					}
+					plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+					return err
+				})
+				if err != nil {
+					t.Fatalf("%s: %v", q.name, err)
+				}
+				text := strings.Join(plan, "\n")
+				if testing.Verbose() {
+					t.Logf("%s:\n%s", q.name, text)
+				}
+				if strings.Contains(text, "JIT:") {
+					t.Errorf("%s: JIT-compiled:\n%s", q.name, text)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkJobInsights reads the insights and the queue statistics of
+// 100,000 jobs, on a table never analyzed and on an analyzed one.
+func BenchmarkJobInsights(b *testing.B) {
+	url := pgtest.URL(b)
+	for _, analyze := range []bool{false, true} {
+		name := "never-analyzed"
+		if analyze {
+			name = "analyzed"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(b, url), MaxConns: 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			loadInsightsJobs(b, s, analyze)
+			b.Run("insights", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := s.JobInsights(ctx, &errand.JobInsightsParams{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("queue-stats", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := s.QueueStats(ctx, &errand.QueueStatsParams{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
