@@ -15,8 +15,8 @@ import (
 // is retried and dead-lettered, and how long jobs run and wait. Stores read
 // them from existing columns with queries bounded by time windows (the last
 // minute, five minutes, hour and day of finished_at, through an index on
-// (state, finished_at)); nothing extra is written when a job is claimed or
-// acknowledged. A store returns the raw counts and samples as
+// (state, finished_at)); nothing extra is written when a job is enqueued,
+// claimed or acknowledged. A store returns the raw counts and samples as
 // [InsightsData]; [AssembleInsights], shared by every store, turns them into
 // rates and percentiles.
 
@@ -72,9 +72,11 @@ type InsightsData struct {
 	Finished []FinishedCount
 	// Failures counts, by queue, kind and class, the history entries of the
 	// last hour, except class interrupted (a job given back on drain did
-	// not fail). They are read from the jobs that finished in the last hour
-	// and the running and retrying ones: a failure within the hour left
-	// its job retrying, running again, or finished since.
+	// not fail), whatever the job's state now. They are read from the jobs
+	// that finished in the last hour, the running and retrying ones, and
+	// the queued ones whose last error is in the hour: a failure within the
+	// hour left its job retrying, running again, finished since, or queued
+	// again (replayed, snoozed or given back on drain).
 	Failures []FailureCount
 	// Samples are run and wait times of jobs that succeeded in the last
 	// hour, newest first, at most SampleLimit.
@@ -100,7 +102,8 @@ type FinishedCount struct {
 type FailureCount struct {
 	Queue, Kind, Class string
 	// Failures counts the entries; Retried those that did not kill their
-	// job (every entry but a dead job's last).
+	// job (every entry but the last of a delivery cycle that ended dead,
+	// see [FailureKilledSQL]).
 	Failures int
 	Retried  int
 }

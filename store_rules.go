@@ -344,3 +344,39 @@ func InsertedFor(j *Job, p *JobInsertParams) bool {
 	}
 	return key == p.UniqueKey
 }
+
+// ReplayAuditActions are the audit actions that replay a job; their records
+// carry the state the job was replayed from and its replay number after.
+var ReplayAuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay}
+
+// FailureKilledSQL renders the condition, for a history entry of job alias
+// job, that the entry dead-lettered its job: it is the last entry of its
+// delivery cycle (the next entry, if any, has another replay number), and
+// that cycle ended dead. The current cycle ended dead if the job is dead;
+// an earlier one if the replay that followed it was of a dead job (not of
+// a cancelled one), which the audit records: the store joins the entry to
+// that record with [ReplayedFromDeadJoinSQL] as audit alias a. replay is
+// the expression of the entry's replay number, next that of the next
+// entry's (NULL when there is none), each followed by cast to read it as an
+// integer. The insights count every other failure as retried, whatever the
+// job's state now.
+func FailureKilledSQL(job, replay, next, cast string) string {
+	r := "coalesce((" + replay + ")" + cast + ", 0)"
+	return "(coalesce((" + next + ")" + cast + ", -1) <> " + r + " AND CASE WHEN " + r + " >= " + job + ".replays THEN " +
+		job + ".state = '" + string(StateDead) + "' ELSE a.id IS NOT NULL END)"
+}
+
+// ReplayedFromDeadJoinSQL renders the LEFT JOIN of audit, as alias a, to a
+// history entry of an earlier delivery cycle of job alias job: the record
+// of the replay that ended the entry's cycle, if it replayed a dead job.
+// A job has one replay record per replay number, so the join adds no row.
+// replay and cast are as for [FailureKilledSQL].
+func ReplayedFromDeadJoinSQL(audit, job, replay, cast string) string {
+	actions := make([]string, len(ReplayAuditActions))
+	for i, a := range ReplayAuditActions {
+		actions[i] = "'" + string(a) + "'"
+	}
+	r := "coalesce((" + replay + ")" + cast + ", 0)"
+	return "LEFT JOIN " + audit + " a ON " + r + " < " + job + ".replays AND a.job_id = " + job + ".id AND a.replay = " + r +
+		" + 1 AND a.action IN (" + strings.Join(actions, ", ") + ") AND a.prior_state = '" + string(StateDead) + "'"
+}

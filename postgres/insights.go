@@ -30,17 +30,24 @@ const insightsFinishedSQL = `SELECT queue, kind, state,
 	WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $4
 	GROUP BY queue, kind, state`
 
-// insightsFailuresSQL counts the last hour's failures by class, from the
-// jobs that finished in the hour and the running and retrying ones. $1 is
-// an hour ago.
-const insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
-		count(*) FILTER (WHERE NOT (j.state = 'dead' AND e.n = jsonb_array_length(j.errors)))
+// insightsFailuresSQL counts the last hour's failures by class. A job with
+// a failure in the hour finished in the hour, is running or retrying, or is
+// queued again with its last error in the hour (replayed, snoozed or given
+// back since; errand_jobs_requeued holds the queued jobs with an error). An
+// entry killed its job when it ended its delivery cycle
+// (see [errand.FailureKilledSQL]). $1 is an hour ago.
+var insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
+		count(*) FILTER (WHERE NOT ` + errand.FailureKilledSQL("j", "e.v ->> 'replay'", "j.errors -> e.n::int ->> 'replay'", "::int") + `)
 	FROM (
 			SELECT * FROM {jobs}
 				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $1
 			UNION ALL
-			SELECT * FROM {jobs} WHERE state IN ('running', 'retrying')) j
+			SELECT * FROM {jobs} WHERE state IN ('running', 'retrying')
+			UNION ALL
+			SELECT * FROM {jobs}
+				WHERE state = 'queued' AND last_error IS NOT NULL AND (last_error ->> 'at')::timestamptz >= $1) j
 		CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(v, n)
+		` + errand.ReplayedFromDeadJoinSQL("{audit}", "j", "e.v ->> 'replay'", "::int") + `
 	WHERE e.v ->> 'class' <> 'interrupted' AND (e.v ->> 'at')::timestamptz >= $1
 	GROUP BY j.queue, j.kind, e.v ->> 'class'`
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,11 @@ func TestInsightsPlanWithoutStatistics(t *testing.T) {
 				if strings.Contains(text, "JIT:") {
 					t.Errorf("%s: JIT-compiled:\n%s", q.name, text)
 				}
+				// The queued jobs with an error are found through their
+				// index, not among every queued job.
+				if q.name == "failures" && !strings.Contains(text, "errand_jobs_requeued") {
+					t.Errorf("%s: the queued jobs are not read through errand_jobs_requeued:\n%s", q.name, text)
+				}
 			}
 		})
 	}
@@ -139,5 +145,69 @@ func BenchmarkJobInsights(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestRequeuedIndexOffTheHotPath checks that enqueuing, claiming,
+// acknowledging and retrying jobs adds nothing to errand_jobs_requeued:
+// after 2,000 jobs went through, the index is still its one metapage. A
+// replay adds its job.
+func TestRequeuedIndexOffTheHotPath(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	size := func() int64 {
+		var n int64
+		if err := s.pool.QueryRow(ctx, `SELECT pg_relation_size($1::regclass)`, s.table("errand_jobs_requeued")).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	empty := size()
+	p := &errand.JobInsertManyParams{}
+	for i := range 2000 {
+		p.Jobs = append(p.Jobs, &errand.JobInsertParams{ID: fmt.Sprint("j", i), Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 2})
+	}
+	if _, err := s.JobInsertMany(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() []*errand.Job {
+		js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"default"}, Limit: 2000, Lease: time.Minute, Owner: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	record := func(js []*errand.Job, kind errand.OutcomeKind) {
+		o := &errand.JobRecordOutcomesParams{}
+		for _, j := range js {
+			out := &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: kind}
+			if kind != errand.OutcomeSucceeded {
+				out.Error = &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassError, Message: "failed"}
+			}
+			o.Outcomes = append(o.Outcomes, out)
+		}
+		if _, err := s.JobRecordOutcomes(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js := claim()
+	record(js[:1000], errand.OutcomeSucceeded)
+	record(js[1000:], errand.OutcomeRetry)
+	js = claim()
+	record(js[:500], errand.OutcomeSucceeded)
+	record(js[500:], errand.OutcomeDead)
+	if got := size(); got != empty {
+		t.Errorf("errand_jobs_requeued grew from %d to %d bytes on the hot path", empty, got)
+	}
+	if _, err := s.JobReplay(ctx, &errand.JobReplayParams{ID: js[500].ID, Operator: "ana", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got == empty {
+		t.Errorf("errand_jobs_requeued holds no replayed job (%d bytes)", got)
 	}
 }

@@ -29,17 +29,26 @@ const insightsFinishedSQL = `SELECT queue, kind, state,
 	WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?4
 	GROUP BY queue, kind, state`
 
-// insightsFailuresSQL counts the last hour's failures by class, from the
-// jobs that finished in the hour and the running and retrying ones. ?1 is
-// an hour ago in microseconds, ?2 in seconds (history times are text).
-const insightsFailuresSQL = `SELECT j.queue, j.kind, e.value ->> '$.class', count(*),
-		sum(CASE WHEN j.state = 'dead' AND e.key = json_array_length(j.errors) - 1 THEN 0 ELSE 1 END)
+// insightsFailuresSQL counts the last hour's failures by class. A job with
+// a failure in the hour finished in the hour, is running or retrying, or is
+// queued again with its last error in the hour (replayed, snoozed or given
+// back since; errand_jobs_requeued holds the queued jobs with an error). An
+// entry killed its job when it ended its delivery cycle (see
+// [errand.FailureKilledSQL]). ?1 is an hour ago in microseconds, ?2 in
+// seconds (history times are text).
+var insightsFailuresSQL = `SELECT j.queue, j.kind, e.value ->> '$.class', count(*),
+		sum(CASE WHEN ` + errand.FailureKilledSQL("j", "e.value ->> '$.replay'", "j.errors ->> ('$[' || (e.key + 1) || '].replay')", "") + `
+			THEN 0 ELSE 1 END)
 	FROM errand_jobs j, json_each(j.errors) e
+		` + errand.ReplayedFromDeadJoinSQL("errand_audit", "j", "e.value ->> '$.replay'", "") + `
 	WHERE j.seq IN (
 			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
 				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?1
 			UNION ALL
-			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_state WHERE state IN ('running', 'retrying'))
+			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_state WHERE state IN ('running', 'retrying')
+			UNION ALL
+			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_requeued
+				WHERE state = 'queued' AND last_error IS NOT NULL AND unixepoch(last_error ->> '$.at', 'subsec') >= ?2)
 		AND e.value ->> '$.class' <> 'interrupted'
 		AND unixepoch(e.value ->> '$.at', 'subsec') >= ?2
 	GROUP BY j.queue, j.kind, e.value ->> '$.class'`

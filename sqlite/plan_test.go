@@ -132,6 +132,22 @@ func TestQueryPlans(t *testing.T) {
 			},
 			notWant: []string{"SCAN", "TEMP B-TREE"},
 		},
+		// The last hour's failures: the finished jobs of the hour, the
+		// running and retrying ones, and the queued ones with an error,
+		// each through its index; each entry of an earlier delivery cycle
+		// seeks its job's audit records.
+		{
+			name:  "insights: failures",
+			query: insightsFailuresSQL,
+			want: []string{
+				"SEARCH j USING INTEGER PRIMARY KEY (rowid=?)",
+				"SEARCH errand_jobs USING COVERING INDEX errand_jobs_finished (state=? AND finished_at>?)",
+				"SEARCH errand_jobs USING COVERING INDEX errand_jobs_state (state=?)",
+				"SCAN errand_jobs USING INDEX errand_jobs_requeued",
+				"SEARCH a USING INDEX errand_audit_job (job_id=?)",
+			},
+			notWant: []string{"SCAN errand_jobs\n", "SCAN j", "SCAN a"},
+		},
 		{
 			name:    "sweep deadlines",
 			query:   sweepDeadlineSQL,

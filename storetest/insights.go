@@ -12,6 +12,7 @@ import (
 var insightsCases = []testCase{
 	{"ExactFigures", testInsightsExact},
 	{"Empty", testInsightsEmpty},
+	{"FailuresWhateverTheState", testInsightsFailuresWhateverTheState},
 }
 
 func (e *env) insights() *errand.Insights {
@@ -143,4 +144,96 @@ func testInsightsExact(t *testing.T, h harness) {
 	if b := later.Kinds[1]; b.FailedLastHour != 0 || b.RetriesLastHour != 0 {
 		t.Errorf("kind b an hour later: %+v", b)
 	}
+}
+
+// testInsightsFailuresWhateverTheState checks that a failure of the last
+// hour is counted whatever its job did since: replayed (back to queued,
+// then running and dead again), snoozed or given back on drain after a
+// retry, cancelled while retrying and replayed. An entry that dead-lettered its job in an earlier
+// delivery cycle stays a failure that was not retried.
+func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
+	e := open(t, h)
+	fail := func(j *errand.Job, class string, delay time.Duration) {
+		e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeRetry, Delay: delay,
+			Error: &errand.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
+	}
+	// Each job has a queue of its own, so that each claim takes the one
+	// meant.
+	job := func(id string, maxAttempts int) {
+		p := newJob(id)
+		p.Queue, p.MaxAttempts = id, maxAttempts
+		e.insert(p)
+	}
+	claim := func(id string) *errand.Job {
+		t.Helper()
+		js := e.claimWith(&errand.JobClaimParams{Queues: []string{id}, Limit: 1, Lease: lease, Owner: owner})
+		if len(js) != 1 || js[0].ID != id {
+			t.Fatalf("claim: got %v, want %s", ids(js), id)
+		}
+		return js[0]
+	}
+	replay := func(id string) {
+		t.Helper()
+		if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: id, Operator: "ana", Reason: "fixed"}); err != nil {
+			t.Fatalf("replay %s: %v", id, err)
+		}
+	}
+	check := func(when string, failed, retried int, byClass map[string]int) {
+		t.Helper()
+		var gotFailed, gotRetried int
+		classes := map[string]int{}
+		for _, ki := range e.insights().Kinds {
+			gotFailed += ki.FailedLastHour
+			gotRetried += ki.RetriesLastHour
+			for _, c := range ki.FailuresByClass {
+				classes[c.Class] += c.Failures
+			}
+		}
+		if gotFailed != failed || gotRetried != retried || !reflect.DeepEqual(classes, byClass) {
+			t.Errorf("%s: failed %d, retried %d, by class %v; want %d, %d, %v",
+				when, gotFailed, gotRetried, classes, failed, retried, byClass)
+		}
+	}
+	job("r", 2)
+	fail(claim("r"), "timeout", 0)
+	e.recordOK(dead(claim("r")))
+	check("dead", 2, 1, map[string]int{"timeout": 1, errand.ClassPermanent: 1})
+
+	replay("r")
+	check("replayed", 2, 1, map[string]int{"timeout": 1, errand.ClassPermanent: 1})
+
+	job("s", 3)
+	fail(claim("s"), errand.ClassError, 0)
+	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(claim("s")), Kind: errand.OutcomeSnooze, Delay: time.Hour})
+	check("snoozed after a retry", 3, 2, map[string]int{"timeout": 1, errand.ClassPermanent: 1, errand.ClassError: 1})
+
+	// Given back on drain after a retry: the interrupted entry is no
+	// failure, the one before it is.
+	job("d", 3)
+	fail(claim("d"), errand.ClassError, 0)
+	d := claim("d")
+	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(d), Kind: errand.OutcomeInterrupted,
+		Error: &errand.AttemptError{Attempt: d.Attempt, Class: errand.ClassInterrupted, Message: "worker stopping"}})
+	check("given back after a retry", 4, 3, map[string]int{"timeout": 1, errand.ClassPermanent: 1, errand.ClassError: 2})
+
+	job("c", 3)
+	fail(claim("c"), errand.ClassError, time.Hour)
+	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	replay("c")
+	check("cancelled while retrying, replayed", 5, 4, map[string]int{"timeout": 1, errand.ClassPermanent: 1, errand.ClassError: 3})
+
+	// The replayed job runs again, fails and dies again: its first death is
+	// still not a retry.
+	e.clock.Advance(time.Minute)
+	fail(claim("r"), "timeout", 0)
+	check("replayed, failed again", 6, 5, map[string]int{"timeout": 2, errand.ClassPermanent: 1, errand.ClassError: 3})
+	e.recordOK(dead(claim("r")))
+	check("replayed, dead again", 7, 5, map[string]int{"timeout": 2, errand.ClassPermanent: 2, errand.ClassError: 3})
+
+	// An hour after the first failures, only the replayed job's second
+	// cycle is left.
+	e.clock.Advance(time.Hour - time.Second)
+	check("an hour later", 2, 1, map[string]int{"timeout": 1, errand.ClassPermanent: 1})
 }
