@@ -287,6 +287,10 @@ type overviewData struct {
 	Queues  []errand.QueueStats
 	States  []errand.JobState
 	Workers []*errand.WorkerRecord
+	// WorkersLive counts the workers alive or draining, WorkersGone those
+	// that stopped heartbeating without stopping: the registry keeps
+	// stopped and gone workers for a day.
+	WorkersLive, WorkersGone int
 	// Totals sums Counts over the queues, by state.
 	Totals map[errand.JobState]int
 	Dead   int
@@ -403,6 +407,14 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		FairKeys: map[string][]errand.FairnessKeyCount{}, Workflows: wfs}
 	for _, k := range keys {
 		data.FairKeys[k.Queue] = append(data.FairKeys[k.Queue], k)
+	}
+	for _, wr := range workers {
+		switch wr.Status {
+		case errand.WorkerAlive, errand.WorkerDraining:
+			data.WorkersLive++
+		case errand.WorkerGone:
+			data.WorkersGone++
+		}
 	}
 	for _, q := range data.Depth {
 		data.TotalDepth.Ready += q.Ready

@@ -254,9 +254,39 @@ func TestDashboardOverviewShowsWorkers(t *testing.T) {
 	wantLacks(t, "overview", body, "No worker has registered")
 }
 
+// TestDashboardOverviewCountsLiveWorkers: the workers tile counts the
+// live workers, not the stopped and gone ones the registry keeps for a day,
+// and a worker gone without stopping (killed) is counted apart.
+func TestDashboardOverviewCountsLiveWorkers(t *testing.T) {
+	clk := errandtest.NewClock(testStart)
+	c := newSQLiteClient(t, clk)
+	register := func(id string) {
+		t.Helper()
+		_, err := c.Store().WorkerRegister(context.Background(), &errand.WorkerRegisterParams{
+			ID: id, Host: "web-1", PID: 812, Queues: []errand.WorkerQueue{{Name: "mail", Concurrency: 4}},
+			Kinds: []string{"dash_fail"}, HeartbeatInterval: 5 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("killed")
+	register("stopped")
+	if err := c.Store().WorkerStop(context.Background(), &errand.WorkerStopParams{ID: "stopped"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(errand.WorkerMissedHeartbeats * 5 * time.Second)
+	register("alive")
+	body := mustGet(t, NewDashboard(c, nil), "/")
+	wantContains(t, "overview", body, `<span class="n">1</span> workers alive`, `<span class="n">1</span> workers gone`)
+	wantContains(t, "killed worker's row", tableRow(t, body, "killed"), "gone")
+}
+
 func TestDashboardEmptyStore(t *testing.T) {
 	body := mustGet(t, NewDashboard(newSQLiteClient(t, errandtest.NewClock(testStart)), nil), "/")
-	wantContains(t, "overview", body, "No jobs yet.", "No worker has registered.", `<span class="n">0</span> dead letters`)
+	wantContains(t, "overview", body, "No jobs yet.", "No worker has registered.", `<span class="n">0</span> dead letters`,
+		`<span class="n">0</span> workers alive`)
+	wantLacks(t, "overview", body, "workers gone")
 }
 
 // jobIDs lists the job links of a page, in order.
