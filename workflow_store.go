@@ -27,13 +27,17 @@ import (
 //   - a worker that records a step's last outcome (succeeded or dead), or a
 //     compensation's, advances the step's workflow at once;
 //   - cancelling or replaying a step through the Client does the same;
-//   - the leader advances every open workflow whose jobs are all finished
-//     and one of them finished since it was last looked at, which catches
-//     the paths no worker sees and a worker that crashed between the
-//     outcome and the advance. "Since" has a margin,
-//     [WorkflowRecheckOverlap]: an outcome whose transaction took its time
-//     before a concurrent advance read the jobs, but committed after it,
-//     wrote a finish time before the workflow's CheckedAt.
+//   - the leader advances every open workflow with a job that finished
+//     since it was last looked at, which catches the paths no worker sees
+//     (a lease swept to dead on the final attempt, a deadline passed) and a
+//     worker that crashed between the outcome and the advance, while the
+//     workflow's other steps still run. Once all its jobs are finished,
+//     "since" has a margin, [WorkflowRecheckOverlap]: an outcome whose
+//     transaction took its time before a concurrent advance read the jobs,
+//     but committed after it, wrote a finish time before the workflow's
+//     CheckedAt. (While other steps run, such an outcome's own worker
+//     advances the workflow after it; if that worker dies too, the margin
+//     catches it once the other steps end.)
 
 // Limits of a workflow.
 const (
@@ -658,9 +662,9 @@ func (p *WorkflowListParams) Validate() error {
 // WorkflowAdvanceParams name the workflows to advance.
 type WorkflowAdvanceParams struct {
 	// IDs are the workflows to advance; empty means the open workflows
-	// whose jobs are all finished and one of which finished after the
-	// workflow's CheckedAt less [WorkflowRecheckOverlap], at most Limit,
-	// oldest first.
+	// with a job that finished after the workflow's CheckedAt, or, when
+	// all their jobs are finished, after CheckedAt less
+	// [WorkflowRecheckOverlap]: at most Limit, oldest first.
 	IDs   []string
 	Limit int
 }

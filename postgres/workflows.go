@@ -307,17 +307,19 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 	}
 	if len(p.IDs) == 0 {
 		// The leader's pass reads first: an idle pass costs one round
-		// trip and no transaction. A finish counts as news a margin
-		// before checked_at: {now} is an outcome's transaction start,
-		// and it may commit after an advance that read the jobs.
+		// trip and no transaction. A finish after checked_at is news; so
+		// is, once every job has finished, one a margin before it: {now}
+		// is an outcome's transaction start, and it may commit after an
+		// advance that read the jobs.
 		limit := p.Limit
 		if limit <= 0 {
 			limit = 100
 		}
 		rs, err := s.pool.Query(ctx, s.workflowSQL(s.own, `SELECT w.id FROM {workflows} w
 			WHERE w.state IN (`+openWorkflows+`)
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.state IN (`+unfinished+`))
-				AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - $2 * interval '1 microsecond')
+				AND (EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
+					OR (NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.state IN (`+unfinished+`))
+						AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - $2 * interval '1 microsecond')))
 			ORDER BY w.created_at, w.id LIMIT $1`), limit, errand.WorkflowRecheckOverlap.Microseconds())
 		if err != nil {
 			return nil, fmt.Errorf("advance workflows: %w", err)

@@ -296,14 +296,15 @@ func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error)
 	return rowscan.All(rows, scan)
 }
 
-// readyWorkflowsSQL finds the open workflows without an unfinished job and
-// with a job finished since they were last advanced, less
-// [errand.WorkflowRecheckOverlap] (the first parameter, in microseconds),
-// oldest first.
+// readyWorkflowsSQL finds the open workflows with a job finished since
+// they were last advanced, or, when none of their jobs is unfinished, since
+// then less [errand.WorkflowRecheckOverlap] (the first parameter, in
+// microseconds), oldest first.
 var readyWorkflowsSQL = `SELECT w.id FROM errand_workflows w
 	WHERE w.state IN (` + openWorkflows + `)
-		AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.state IN (` + unfinished + `))
-		AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - ?)
+		AND (EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
+			OR (NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.state IN (` + unfinished + `))
+				AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - ?)))
 	ORDER BY w.created_at, w.id LIMIT ?`
 
 // WorkflowAdvance implements [errand.WorkflowStore]. The single writer

@@ -29,6 +29,7 @@ var workflowCases = []testCase{
 	{"DeletedJobNotEnqueuedAgain", testWorkflowDeletedJob},
 	{"LeaderPicksNews", testWorkflowLeader},
 	{"LeaderSeesLateOutcomes", testWorkflowLeaderLateOutcome},
+	{"LeaderAdvancesBesideRunningSteps", testWorkflowLeaderBesideRunning},
 	{"BulkReplaySkipsHeldSteps", testWorkflowBulkReplay},
 	{"OutcomeNamesKindBatchWorkflow", testWorkflowOutcomeResult},
 	{"SetOutputFenced", testWorkflowSetOutput},
@@ -711,6 +712,29 @@ func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
 	e.clock.Set(t0.Add(12 * time.Second))
 	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowSucceeded {
 		t.Fatalf("leader after b = %d results, want w1 succeeded", len(rs))
+	}
+}
+
+// testWorkflowLeaderBesideRunning: a step's outcome that no advance
+// followed (its worker died in between) is news to the leader while the
+// workflow's other steps still run, so that the steps waiting on it start
+// without waiting for the others to end.
+func testWorkflowLeaderBesideRunning(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b"), wfStep("c", "a")))
+	e.claimIn("b", "w1.step.b") // runs on, for an hour say
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "a", "", true) // and its worker dies before advancing
+	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{})
+	if len(rs) != 1 || rs[0].Workflow.ID != "w1" || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.c"}) {
+		var got [][]string
+		for _, r := range rs {
+			got = append(got, append([]string{r.Workflow.ID}, ids(r.Jobs)...))
+		}
+		t.Fatalf("leader advanced %v; want w1, enqueueing w1.step.c beside the running b", got)
+	}
+	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 0 {
+		t.Fatalf("leader advanced %d workflows again with no news, want none", len(rs))
 	}
 }
 
