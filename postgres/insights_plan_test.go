@@ -59,6 +59,51 @@ func loadInsightsJobs(tb testing.TB, s *Store, analyze bool) {
 // charged the depth query for a subplan per waiting job, its estimate
 // passed jit_above_cost, and compiling took 270 ms of a 40 ms query.
 func TestInsightsPlanWithoutStatistics(t *testing.T) {
+	onLoadedStores(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		var err error
+		now := time.Now()
+		for _, q := range []struct {
+			name, sql string
+			args      []any
+		}{
+			{"depth", insightsDepthSQL, []any{now}},
+			{"finished", insightsFinishedSQL, []any{now.Add(-time.Minute), now.Add(-5 * time.Minute), now.Add(-time.Hour), now.Add(-24 * time.Hour)}},
+			{"failures", insightsFailuresSQL, []any{now.Add(-errand.InsightsWindow)}},
+			{"samples", insightsSamplesSQL, []any{now.Add(-errand.InsightsWindow), errand.DefaultInsightsSample}},
+			{"queue stats", queueStatsSQL, []any{nil}},
+		} {
+			var plan []string
+			err = s.insightsTx(ctx, func(tx pgx.Tx) error {
+				rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+s.sql(q.sql), q.args...)
+				if err != nil {
+					return err
+				}
+				plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				return err
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", q.name, err)
+			}
+			text := strings.Join(plan, "\n")
+			if testing.Verbose() {
+				t.Logf("%s:\n%s", q.name, text)
+			}
+			if strings.Contains(text, "JIT:") {
+				t.Errorf("%s: JIT-compiled:\n%s", q.name, text)
+			}
+			// The queued jobs with an error are found through their
+			// index, not among every queued job.
+			if q.name == "failures" && !strings.Contains(text, "errand_jobs_requeued") {
+				t.Errorf("%s: the queued jobs are not read through errand_jobs_requeued:\n%s", q.name, text)
+			}
+		}
+	})
+}
+
+// onLoadedStores runs fn on a store of 100,000 jobs (loadInsightsJobs)
+// never analyzed, and on one analyzed.
+func onLoadedStores(t *testing.T, fn func(t *testing.T, s *Store)) {
 	url := pgtest.URL(t)
 	for _, analyze := range []bool{false, true} {
 		name := "never-analyzed"
@@ -66,49 +111,13 @@ func TestInsightsPlanWithoutStatistics(t *testing.T) {
 			name = "analyzed"
 		}
 		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+			s, err := Open(t.Context(), url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
 			loadInsightsJobs(t, s, analyze)
-			now := time.Now()
-			for _, q := range []struct {
-				name, sql string
-				args      []any
-			}{
-				{"depth", insightsDepthSQL, []any{now}},
-				{"finished", insightsFinishedSQL, []any{now.Add(-time.Minute), now.Add(-5 * time.Minute), now.Add(-time.Hour), now.Add(-24 * time.Hour)}},
-				{"failures", insightsFailuresSQL, []any{now.Add(-errand.InsightsWindow)}},
-				{"samples", insightsSamplesSQL, []any{now.Add(-errand.InsightsWindow), errand.DefaultInsightsSample}},
-				{"queue stats", queueStatsSQL, []any{nil}},
-			} {
-				var plan []string
-				err = s.insightsTx(ctx, func(tx pgx.Tx) error {
-					rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+s.sql(q.sql), q.args...)
-					if err != nil {
-						return err
-					}
-					plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-					return err
-				})
-				if err != nil {
-					t.Fatalf("%s: %v", q.name, err)
-				}
-				text := strings.Join(plan, "\n")
-				if testing.Verbose() {
-					t.Logf("%s:\n%s", q.name, text)
-				}
-				if strings.Contains(text, "JIT:") {
-					t.Errorf("%s: JIT-compiled:\n%s", q.name, text)
-				}
-				// The queued jobs with an error are found through their
-				// index, not among every queued job.
-				if q.name == "failures" && !strings.Contains(text, "errand_jobs_requeued") {
-					t.Errorf("%s: the queued jobs are not read through errand_jobs_requeued:\n%s", q.name, text)
-				}
-			}
+			fn(t, s)
 		})
 	}
 }
@@ -219,40 +228,28 @@ func TestRequeuedIndexOffTheHotPath(t *testing.T) {
 // took the 62,000 succeeded jobs for 56, read them all and sorted them, for
 // every batch of 1,000.
 func TestPrunePlanWithoutStatistics(t *testing.T) {
-	url := pgtest.URL(t)
-	for _, analyze := range []bool{false, true} {
-		name := "never-analyzed"
-		if analyze {
-			name = "analyzed"
-		}
-		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
-			s, err := Open(ctx, url, &Options{Schema: pgtest.Schema(t, url), MaxConns: 2})
+	onLoadedStores(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		var err error
+		now := time.Now()
+		groups := errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: 2 * time.Hour})
+		_, prunable, condArgs := pruneConds(groups, now, 4)
+		var plan []string
+		err = s.pruneTx(ctx, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, "EXPLAIN "+s.pruneSQL(prunable),
+				append([]any{string(errand.StateSucceeded), micro(now.Add(-time.Hour)), errand.MaxPruneBatch}, condArgs...)...)
 			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			loadInsightsJobs(t, s, analyze)
-			now := time.Now()
-			groups := errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: 2 * time.Hour})
-			_, prunable, condArgs := pruneConds(groups, now, 4)
-			var plan []string
-			err = s.pruneTx(ctx, func(tx pgx.Tx) error {
-				rows, err := tx.Query(ctx, "EXPLAIN "+s.pruneSQL(prunable),
-					append([]any{string(errand.StateSucceeded), micro(now.Add(-time.Hour)), errand.MaxPruneBatch}, condArgs...)...)
-				if err != nil {
-					return err
-				}
-				plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
 				return err
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
-			text := strings.Join(plan, "\n")
-			if !strings.Contains(text, "Index Scan using errand_jobs_finished") || strings.Contains(text, "Sort") {
-				t.Errorf("the prune does not walk errand_jobs_finished in order:\n%s", text)
-			}
+			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "\n")
+		if !strings.Contains(text, "Index Scan using errand_jobs_finished") || strings.Contains(text, "Sort") {
+			t.Errorf("the prune does not walk errand_jobs_finished in order:\n%s", text)
+		}
+	})
 }
