@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -53,7 +54,21 @@ type WorkerQueue struct {
 	// Weight is the queue's share of the worker's MaxWorkers (see
 	// [WorkerConfig].QueueWeights), or 0 when the worker shares no
 	// capacity among its queues.
-	Weight int `json:"weight,omitempty"`
+	Weight int `json:"weight"`
+}
+
+// MarshalJSON writes the queue with its weight null when the worker
+// shares no capacity among its queues.
+func (q WorkerQueue) MarshalJSON() ([]byte, error) {
+	var weight *int
+	if q.Weight != 0 {
+		weight = &q.Weight
+	}
+	return json.Marshal(struct {
+		Name        string `json:"name"`
+		Concurrency int    `json:"concurrency"`
+		Weight      *int   `json:"weight"`
+	}{q.Name, q.Concurrency, weight})
 }
 
 // WorkerRecord is one worker's entry in the registry. Times are on the

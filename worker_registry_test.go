@@ -3,6 +3,7 @@ package errand_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -364,6 +365,30 @@ func TestWorkerStatusAtLongInterval(t *testing.T) {
 		r := &errand.WorkerRecord{ID: "w", HeartbeatAt: now.Add(-time.Second), HeartbeatInterval: errand.Duration(d)}
 		if got := errand.WorkerStatusAt(r, now, 0); got != errand.WorkerAlive {
 			t.Errorf("interval %s, a second after the heartbeat: %s, want alive", d, got)
+		}
+	}
+}
+
+// A worker's queue in JSON has its weight null when the worker shares no
+// capacity among its queues, and reads back as it was.
+func TestWorkerQueueJSON(t *testing.T) {
+	for _, tc := range []struct {
+		q    errand.WorkerQueue
+		want string
+	}{
+		{errand.WorkerQueue{Name: "default", Concurrency: 10}, `{"name":"default","concurrency":10,"weight":null}`},
+		{errand.WorkerQueue{Name: "mail", Concurrency: 4, Weight: 3}, `{"name":"mail","concurrency":4,"weight":3}`},
+	} {
+		b, err := json.Marshal(tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("%+v as JSON: %s, want %s", tc.q, b, tc.want)
+		}
+		var back errand.WorkerQueue
+		if err := json.Unmarshal(b, &back); err != nil || back != tc.q {
+			t.Errorf("%s read back as %+v (%v), want %+v", b, back, err, tc.q)
 		}
 	}
 }

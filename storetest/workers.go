@@ -572,8 +572,8 @@ func testWorkerJSON(t *testing.T, h harness) {
 		"host": "host-7",
 		"pid":  float64(4242),
 		"queues": []any{
-			map[string]any{"name": "default", "concurrency": float64(10)},
-			map[string]any{"name": "reports", "concurrency": float64(2)},
+			map[string]any{"name": "default", "concurrency": float64(10), "weight": nil},
+			map[string]any{"name": "reports", "concurrency": float64(2), "weight": nil},
 		},
 		"kinds":              []any{"send_receipt", "build_report"},
 		"heartbeat_interval": "5s",
