@@ -401,10 +401,29 @@ func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, de
 		return nil, err
 	}
 	g.mu.Lock()
+	g.forgetStaleProbes()
 	g.probes[jobs[0].ID] = slot
 	g.mu.Unlock()
 	g.e.logger.Info("circuit breaker half-open; probing", "dependency", dep, "job_id", jobs[0].ID, "kind", jobs[0].Kind)
 	return jobs[0], nil
+}
+
+// staleProbe is how long past its slot's time a probe is still looked
+// for: a probe that reports later (its job's heartbeats kept it running) is
+// taken for an ordinary attempt. Before it, a probe claimed for a remote
+// worker that died, or that reported through another API server, would
+// be kept for the life of the process.
+const staleProbe = MaxLease
+
+// forgetStaleProbes drops the probes whose slot's time passed staleProbe
+// ago. g.mu is held.
+func (g *breakerGate) forgetStaleProbes() {
+	cut := g.e.clock.Now().Add(-staleProbe)
+	for id, p := range g.probes {
+		if !p.until.IsZero() && p.until.Before(cut) {
+			delete(g.probes, id)
+		}
+	}
 }
 
 // capWait shortens an idle queue's sleep to the time a blocked breaker may

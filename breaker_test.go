@@ -420,6 +420,28 @@ func TestProbeAckedThroughAnotherClientClosesBreaker(t *testing.T) {
 	})
 }
 
+// TestUnreportedProbeForgotten: a probe claimed for a remote worker that
+// never reports (it died, or reported through another API server) is
+// forgotten once its slot's time is long past, rather than kept for the
+// life of the process.
+func TestUnreportedProbeForgotten(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		c := smtpClient(t, s, clock, nil)
+		for i := range 2 {
+			tripSMTP(t, s)
+			enqueue(t, c, "send_email", nil)
+			clock.Advance(47 * time.Second)
+			if probe := claimSMTP(t, c, 1); len(probe) != 1 {
+				t.Fatalf("claim %d after the cool-down took %d jobs; want the probe", i, len(probe))
+			}
+			clock.Advance(errand.MaxLease + time.Hour) // no report comes
+		}
+		if n := errand.OutsideProbes(c); n != 1 {
+			t.Fatalf("the client keeps %d probes; want the last one only", n)
+		}
+	})
+}
+
 // TestProbeLosingLeaseGivesBackItsOwnSlot: a probe of smtp whose handler
 // blames another dependency, payments, and whose lease is then found lost
 // says nothing of either: the slot it gives back is smtp's, and payments'

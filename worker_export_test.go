@@ -95,3 +95,14 @@ func RetryBudgetSpec(b RetryBudget) (LimiterSpec, error) { return b.spec() }
 func AdvanceOpenWorkflows[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	return c.advanceWorkflows(ctx, nil)
 }
+
+// OutsideProbes counts the probes c's claims outside a Worker keep track of.
+func OutsideProbes[TTx any](c *Client[TTx]) int {
+	g := c.outsideGate()
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.probes)
+}
