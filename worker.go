@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -499,7 +500,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		if w.share != nil && len(jobs) < free {
 			w.share.rest(queue, free-len(jobs))
 		}
-		w.claimed(loopCtx, queue, len(jobs), err)
+		w.claimed(loopCtx, slots, len(jobs), err)
 		w.startJobs(runCtx, slots, jobs, claimSent)
 		if err == nil && (len(jobs) == plan.limit || plan.again) {
 			idle = false
@@ -512,17 +513,36 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			due = w.nextDue(loopCtx, queue)
 			idle = true
 		}
-		if !w.sleepIdle(loopCtx, queue, poll, wake, due, &plan) {
+		if !w.sleepIdle(loopCtx, slots, poll, wake, due, &plan) {
 			return
 		}
 	}
 }
 
+// Claim retries: after a failed claim the queue loop claims again after
+// claimRetryMin, doubling with each failure in a row, and never later than
+// its poll interval. A claim fails mostly because the store lost its
+// connection (a restart, a failover, an idle-connection killer), and the
+// first claim after a reconnect often fails on a connection the pool has not
+// yet found dead; waiting a whole poll interval there would leave the jobs
+// whose wake-ups were lost meanwhile waiting too.
+const claimRetryMin = 100 * time.Millisecond
+
+// claimRetryWait is how long a queue loop waits after failed claims in a
+// row.
+func claimRetryWait(failed int) time.Duration {
+	return claimRetryMin << min(failed-1, 16)
+}
+
 // sleepIdle sleeps an idle queue loop until a wake-up, its poll interval,
-// or due (when not zero), whichever comes first, and reports false when
-// the loop should end instead.
-func (w *Worker) sleepIdle(loopCtx context.Context, queue string, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
+// due (when not zero), or the retry of a failed claim, whichever comes
+// first, and reports false when the loop should end instead.
+func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
+	queue := slots.queue
 	wait := w.cfg.PollInterval
+	if slots.failedClaims > 0 {
+		wait = min(wait, claimRetryWait(slots.failedClaims))
+	}
 	if !due.IsZero() {
 		// The floor keeps a store clock that stands still (a test's)
 		// from spinning the loop on a job forever a moment away.
@@ -544,12 +564,26 @@ func (w *Worker) sleepIdle(loopCtx context.Context, queue string, poll Timer, wa
 	return true
 }
 
-// claimed logs a failed claim of queue and counts a successful one.
-func (w *Worker) claimed(loopCtx context.Context, queue string, jobs int, err error) {
+// claimed logs a failed claim of the slots' queue and counts a successful
+// one, and counts the failed claims in a row. Of the claims that fail in a
+// row, while the database is down say, it logs the 1st, 2nd, 4th, 8th...
+// at level Error (the others at Debug), and the success that ends them: a
+// few lines an outage, however long, rather than one a poll.
+func (w *Worker) claimed(loopCtx context.Context, slots *queueSlots, jobs int, err error) {
 	if err != nil && loopCtx.Err() == nil {
-		w.c.logger.Error("claim failed", "queue", queue, "err", err)
+		slots.failedClaims++
+		level := slog.LevelDebug
+		if n := slots.failedClaims; n&(n-1) == 0 {
+			level = slog.LevelError
+		}
+		w.c.logger.Log(loopCtx, level, "claim failed; retrying", "queue", slots.queue,
+			"failed_in_a_row", slots.failedClaims, "err", err)
 	}
 	if err == nil {
+		if slots.failedClaims > 0 {
+			w.c.logger.Info("claims succeed again", "queue", slots.queue, "failed_in_a_row", slots.failedClaims)
+		}
+		slots.failedClaims = 0
 		w.stats.claims.Add(1)
 		if jobs == 0 {
 			w.stats.idleClaims.Add(1)
@@ -655,6 +689,9 @@ type queueSlots struct {
 	// writing counts the jobs that hold a slot and whose outcome is with
 	// the outcome batcher: their slots free when its write ends.
 	writing atomic.Int64
+	// failedClaims counts the queue's claims that failed in a row; the
+	// queue loop alone uses it.
+	failedClaims int
 }
 
 // releaseEarly takes an early token for a job whose outcome is about to

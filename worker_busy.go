@@ -108,7 +108,7 @@ func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slot
 		case r := <-b.results:
 			b.inFlight--
 			b.reserved -= r.limit
-			w.claimed(loopCtx, slots.queue, len(r.jobs), r.err)
+			w.claimed(loopCtx, slots, len(r.jobs), r.err)
 			w.startJobs(runCtx, slots, r.jobs, r.sent)
 			if r.err == nil && len(r.jobs) == r.limit {
 				*idle, b.short = false, false
@@ -127,7 +127,7 @@ func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slot
 	// as the plain loop does, and sleep.
 	b.short = false
 	due := w.nextDue(loopCtx, slots.queue)
-	if !w.sleepIdle(loopCtx, slots.queue, poll, b.wake, due, &claimPlan{}) {
+	if !w.sleepIdle(loopCtx, slots, poll, b.wake, due, &claimPlan{}) {
 		return aheadStop
 	}
 	return aheadAgain

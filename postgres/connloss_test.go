@@ -1,0 +1,340 @@
+package postgres_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// openNamed opens a store on schema whose connections carry application
+// name app (its listener's app + "/listener"), so that a test can find and
+// terminate them, with its log written to logs when not nil.
+func openNamed(t *testing.T, dbURL, schema, app string, logs *syncBuffer) *postgres.Store {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	opts := &postgres.Options{Schema: schema, MaxConns: 4}
+	if logs != nil {
+		opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	s, err := postgres.Open(t.Context(), u.String(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// loggingClient returns a client on s, logging to logs, whose "ping"
+// handler reports the id of each job it runs on ran.
+func loggingClient(t *testing.T, s *postgres.Store, logs io.Writer, ran chan<- string) *errand.Client[pgx.Tx] {
+	t.Helper()
+	c, err := errand.NewClient(s, &errand.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Kinds: kindsOf([]testKind{{
+		Name: "ping",
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			ran <- j.ID
+			return nil
+		}),
+	}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// terminateApp terminates every backend whose application name starts
+// with app, as a server restart or an idle-connection killer would, and
+// returns how many it terminated.
+func terminateApp(t *testing.T, by *postgres.Store, app string) int {
+	t.Helper()
+	var n int
+	if err := by.Pool().QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+		FROM pg_stat_activity WHERE starts_with(application_name, $1) AND pid <> pg_backend_pid()`, app).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond every 10ms until it holds, failing the test after
+// 15s (a guard against a hang, not a measure).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 15s", what)
+		}
+	}
+}
+
+// listening reports whether a backend of app listens on a new connection,
+// one not in old.
+func listeningAgain(t *testing.T, by *postgres.Store, app string, old []int32) func() bool {
+	return func() bool {
+		var pids []int32
+		rows, err := by.Pool().Query(t.Context(), `SELECT pid FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app+"/listener")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var pid int32
+			if err := rows.Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, pid)
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		for _, p := range pids {
+			if !containsPID(old, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func listenerPIDsOf(t *testing.T, by *postgres.Store, app string) []int32 {
+	t.Helper()
+	rows, err := by.Pool().Query(t.Context(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app+"/listener")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var pids []int32
+	for rows.Next() {
+		var pid int32
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func containsPID(pids []int32, p int32) bool {
+	for _, q := range pids {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWorkerConnectionsTerminated terminates every connection of a worker
+// that polls once an hour: a job waiting when they die is found when its
+// listener reconnects (the reconnect asks it to look at every queue), and a
+// job enqueued through another store afterwards is woken by a notification
+// on the new listening connection. Neither waits for the poll.
+func TestWorkerConnectionsTerminated(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	schema := pgtest.Schema(t, dbURL)
+	app := "errand-w-" + strings.TrimPrefix(schema, "errand_t_")
+	var logs syncBuffer
+	workerStore := openNamed(t, dbURL, schema, app, &logs)
+	producerStore := openForWorker(t, dbURL, schema)
+	ran := make(chan string, 10)
+	startWorker(t, loggingClient(t, workerStore, &logs, ran), errand.WorkerConfig{PollInterval: time.Hour})
+	producer := countingClient(t, producerStore, nil)
+	old := listenerPIDsOf(t, producerStore, app)
+	if len(old) != 1 {
+		t.Fatalf("worker's listener backends %v, want one", old)
+	}
+
+	// A job whose notification is lost: inserted through the store, which
+	// sends none, just before the worker's connections die.
+	lost, err := producerStore.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+		{ID: "lost-wakeup", Queue: "default", Kind: "ping", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := terminateApp(t, producerStore, app); n < 2 {
+		t.Fatalf("terminated %d of the worker's connections, want its pool's and its listener's", n)
+	}
+	select {
+	case id := <-ran:
+		if id != lost[0].Job.ID {
+			t.Errorf("ran %s, want %s", id, lost[0].Job.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the job waiting when the connections died did not run in 30s; the worker polls hourly, so the reconnect's look at every queue missed it\n%s", logs.String())
+	}
+
+	waitFor(t, "listener on a new connection", listeningAgain(t, producerStore, app, old))
+	r, err := producer.Enqueue(t.Context(), errand.RawArgs{KindName: "ping"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-ran:
+		if id != r.Job.ID {
+			t.Errorf("ran %s, want %s", id, r.Job.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("job enqueued after the reconnect not started in 30s; the worker polls hourly, so no wake-up reached it\n%s", logs.String())
+	}
+}
+
+// proxy forwards TCP connections to a PostgreSQL server until cut, when it
+// closes every connection and refuses new ones (it stops listening), as a
+// server that went down does; restore listens again on the same port.
+type proxy struct {
+	t      *testing.T
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+	done  chan struct{}
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, target: target}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln, p.done = ln, make(chan struct{})
+	p.mu.Unlock()
+	done := p.done
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close(); c.Close() }()
+			go func() { io.Copy(c, s); s.Close(); c.Close() }()
+		}
+	}()
+}
+
+// cut closes the listener and every connection.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	ln, done := p.ln, p.done
+	p.ln = nil
+	p.mu.Unlock()
+	if ln == nil {
+		return
+	}
+	ln.Close()
+	<-done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// restore listens again on the proxy's port.
+func (p *proxy) restore() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.serve(ln)
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestWorkerServerUnreachable cuts a worker that polls hourly off from its
+// server until a queue has failed four claims in a row: once the server is
+// back it runs a job enqueued meanwhile, without waiting for the poll, and
+// says that claims succeed again.
+func TestWorkerServerUnreachable(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	schema := pgtest.Schema(t, dbURL)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, u.Host)
+	u.Host = p.addr
+	var logs syncBuffer
+	workerStore := openNamed(t, u.String(), schema, "errand-unreachable", nil)
+	producerStore := openForWorker(t, dbURL, schema)
+	ran := make(chan string, 10)
+	c, err := errand.NewClient(workerStore, &errand.Config{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Kinds: kindsOf([]testKind{{Name: "ping", Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			ran <- j.ID
+			return nil
+		})}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	startWorker(t, c, errand.WorkerConfig{Queues: map[string]int{"a": 2, "b": 2}, PollInterval: time.Hour})
+
+	p.cut()
+	before, wall := cpuTime(t), time.Now()
+	// A queue that was looking for work when the server went away keeps
+	// trying; one asleep until its hourly poll has no reason to.
+	waitFor(t, "a fourth failed claim in a row", func() bool {
+		return strings.Contains(logs.String(), " failed_in_a_row=4 ")
+	})
+	t.Logf("cut off for %v: %v of CPU", time.Since(wall), cpuTime(t)-before)
+	// A job enqueued while the worker cannot hear of it.
+	r, err := countingClient(t, producerStore, nil).Enqueue(t.Context(), errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{Queue: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.restore()
+	select {
+	case id := <-ran:
+		if id != r.Job.ID {
+			t.Errorf("ran %s, want %s", id, r.Job.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("job not run 30s after the server came back; the worker polls hourly\n%s", logs.String())
+	}
+	waitFor(t, "the recovery logged", func() bool {
+		return strings.Contains(logs.String(), `msg="claims succeed again"`)
+	})
+}
