@@ -338,3 +338,67 @@ func TestWorkerServerUnreachable(t *testing.T) {
 		return strings.Contains(logs.String(), `msg="claims succeed again"`)
 	})
 }
+
+// TestOutcomeWrittenAfterOutage: a job whose handler returns while the
+// server is unreachable has its outcome written once the server is back,
+// its lease still live: it succeeds on its first attempt and runs once.
+func TestOutcomeWrittenAfterOutage(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	schema := pgtest.Schema(t, dbURL)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, u.Host)
+	u.Host = p.addr
+	var logs syncBuffer
+	workerStore := openNamed(t, u.String(), schema, "errand-outcome", nil)
+	producerStore := openForWorker(t, dbURL, schema)
+	started, release := make(chan string, 10), make(chan struct{})
+	c, err := errand.NewClient(workerStore, &errand.Config{
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Kinds: kindsOf([]testKind{{Name: "ping", Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			started <- j.ID
+			<-release
+			return nil
+		})}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	startWorker(t, c, errand.WorkerConfig{Lease: 5 * time.Minute})
+	r, err := countingClient(t, producerStore, nil).Enqueue(t.Context(), errand.RawArgs{KindName: "ping"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("job not started in 30s")
+	}
+	p.cut()
+	close(release)
+	waitFor(t, "a failed outcome write", func() bool {
+		return strings.Contains(logs.String(), "record outcome failed; retrying while the lease lasts")
+	})
+	p.restore()
+	waitFor(t, "the job to succeed", func() bool {
+		j, err := producerStore.JobGet(t.Context(), &errand.JobGetParams{ID: r.Job.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.State == errand.StateSucceeded
+	})
+	j, err := producerStore.JobGet(t.Context(), &errand.JobGetParams{ID: r.Job.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Attempt != 1 || len(j.Errors) != 0 {
+		t.Errorf("job succeeded on attempt %d with errors %v, want its first attempt's outcome recorded", j.Attempt, j.Errors)
+	}
+	select {
+	case id := <-started:
+		t.Errorf("job %s ran again", id)
+	default:
+	}
+}
