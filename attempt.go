@@ -330,21 +330,32 @@ const (
 // (see outcomeLanded) is reported as recorded, not as a lost lease.
 func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
+	failures := 0
 	for {
 		r, err := write(ctx, o, a.renewed.Add(a.lease))
 		if err == nil && a.writeFailed && errors.Is(r.Err, ErrLeaseLost) {
 			return c.recordedBefore(ctx, a, o, r), nil
 		}
+		if err == nil && failures > 0 {
+			c.logger.Info("outcome recorded after failed writes", "job_id", a.job.ID, "outcome", string(o.Kind), "failed_writes", failures)
+		}
 		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
 			return r, err
 		}
 		a.writeFailed = true
+		failures++
 		left := a.lease - c.clock.Now().Sub(a.renewed)
 		if left <= 0 {
 			return r, err
 		}
-		c.logger.Warn("record outcome failed; retrying while the lease lasts", "job_id", a.job.ID,
-			"outcome", string(o.Kind), "lease_left", left.Round(time.Millisecond).String(), "err", err)
+		// The first failure is a warning; the retries that follow it,
+		// every 50ms to 2s while the database is away, say nothing new.
+		level := slog.LevelDebug
+		if failures == 1 {
+			level = slog.LevelWarn
+		}
+		c.logger.Log(ctx, level, "record outcome failed; retrying while the lease lasts", "job_id", a.job.ID,
+			"outcome", string(o.Kind), "lease_left", left.Round(time.Millisecond).String(), "failed_writes", failures, "err", err)
 		sleep(c.clock, min(backoff, left))
 		backoff = min(2*backoff, 2*time.Second)
 	}
