@@ -285,17 +285,30 @@ func firstErr(errs ...error) error {
 // AckMany records, in one transaction, that a remote worker finished the
 // jobs of leases: each succeeds, fenced by its own token. The result has
 // one entry per lease, in order: state succeeded, or Err ErrLeaseLost with
-// nothing written for that job. At most MaxClaimJobs leases at once.
+// nothing written for that job. At most MaxClaimJobs leases at once, each
+// of a different job.
 // Acknowledging a batch costs one commit instead of one per job.
 func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]OutcomeResult, error) {
 	if len(leases) == 0 || len(leases) > MaxClaimJobs {
 		return nil, &InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; acknowledge 1 to %d at once", len(leases), MaxClaimJobs)}
 	}
 	outs := make([]*JobOutcome, len(leases))
+	first := make(map[string]int, len(leases))
 	for i, l := range leases {
 		if err := checkLeaseRef(l.ID, l.LeaseToken); err != nil {
-			return nil, fmt.Errorf("lease %d: %w", i, err)
+			var ie *InputError
+			if errors.As(err, &ie) {
+				return nil, &InputError{Field: fmt.Sprintf("jobs[%d].%s", i, ie.Field), Message: ie.Message}
+			}
+			return nil, err
 		}
+		// A job listed twice would be acknowledged by one entry and
+		// reported lease_lost by the other, an answer that contradicts
+		// itself.
+		if j, ok := first[l.ID]; ok {
+			return nil, &InputError{Field: fmt.Sprintf("jobs[%d].id", i), Message: fmt.Sprintf("%q is also jobs[%d]; list each job once", l.ID, j)}
+		}
+		first[l.ID] = i
 		outs[i] = &JobOutcome{JobLease: l, Kind: OutcomeSucceeded}
 	}
 	g := c.outsideGate()

@@ -317,7 +317,8 @@ func TestRemoteWorkerAckMany(t *testing.T) {
 		if j := getJob(t, c, js[1].ID); j.State != errand.StateRunning || *j.LeaseToken != *js[1].LeaseToken {
 			t.Fatalf("the stale ack changed job %s: %s", j.ID, j.State)
 		}
-		for _, bad := range [][]errand.JobLease{nil, make([]errand.JobLease, errand.MaxClaimJobs+1), {{ID: js[1].ID}}} {
+		for _, bad := range [][]errand.JobLease{nil, make([]errand.JobLease, errand.MaxClaimJobs+1), {{ID: js[1].ID}},
+			{{ID: js[1].ID, LeaseToken: *js[1].LeaseToken}, {ID: js[1].ID, LeaseToken: *js[1].LeaseToken}}} {
 			if _, err := c.AckMany(ctx, bad); !errors.Is(err, errand.ErrInvalid) {
 				t.Errorf("AckMany of %d leases: %v, want an input error", len(bad), err)
 			}

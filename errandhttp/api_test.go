@@ -519,3 +519,45 @@ func TestAPIStatsOldestReadyAgeNullWhenNoneReady(t *testing.T) {
 		t.Fatalf("an age of 0 where none is ready: %s", r.body)
 	}
 }
+
+// TestAPIAckManyRefusesBadEntries: a batch ack with a bad entry is 400,
+// naming the entry, and acknowledges nothing; a job listed twice is such an
+// entry (acknowledged by one and reported lease_lost by the other, the
+// answer would contradict itself), on both stores.
+func TestAPIAckManyRefusesBadEntries(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for range 2 {
+			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+		}
+		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": 2})
+		var claimed struct {
+			Jobs []errand.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 2 {
+			t.Fatalf("claim: %s", r.body)
+		}
+		a, b := claimed.Jobs[0], claimed.Jobs[1]
+		for _, tc := range []struct {
+			name  string
+			jobs  []map[string]string
+			names string
+		}{
+			{"a job twice", []map[string]string{{"id": a.ID, "lease_token": a.LeaseToken}, {"id": b.ID, "lease_token": b.LeaseToken},
+				{"id": a.ID, "lease_token": a.LeaseToken}}, "jobs[2].id"},
+			{"an empty token", []map[string]string{{"id": a.ID, "lease_token": a.LeaseToken}, {"id": b.ID, "lease_token": ""}}, "jobs[1].lease_token"},
+			{"an empty id", []map[string]string{{"id": a.ID, "lease_token": a.LeaseToken}, {"id": "", "lease_token": b.LeaseToken}}, "jobs[1].id"},
+		} {
+			r := s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": tc.jobs})
+			want(t, tc.name, r, http.StatusBadRequest, "invalid_input")
+			if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.HasPrefix(msg, tc.names+": ") {
+				t.Errorf("%s: message %q does not name %s", tc.name, msg, tc.names)
+			}
+		}
+		for _, env := range claimed.Jobs {
+			if j := s.job(t, env.ID); j.State != errand.StateRunning {
+				t.Fatalf("a refused batch acknowledged job %s: %s", j.ID, j.State)
+			}
+		}
+	})
+}
