@@ -901,8 +901,8 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 type claimRequest struct {
 	// Kinds the worker handles; at least one.
 	Kinds []string `json:"kinds"`
-	// Lease, in Go syntax ("30s"); default 30s.
-	Lease errand.Duration `json:"lease"`
+	// Lease, in Go syntax ("30s"); default (absent or null) 30s.
+	Lease *errand.Duration `json:"lease"`
 	// MaxJobs is how many jobs to take at most: 1 to 100, default 1.
 	MaxJobs *int `json:"max_jobs"`
 	// Worker names the worker in lease_owner; default http:TOKEN_NAME.
@@ -927,10 +927,14 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimReque
 	if err != nil {
 		return err
 	}
+	lease, err := optLease(req.Lease)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimTimeout)
 	defer cancel()
 	js, err := a.c.Claim(ctx, &errand.ClaimOpts{Queue: r.PathValue("queue"), Kinds: req.Kinds,
-		Lease: time.Duration(req.Lease), Limit: limit, Owner: owner})
+		Lease: lease, Limit: limit, Owner: owner})
 	if err != nil {
 		return err
 	}
@@ -947,13 +951,30 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimReque
 
 // heartbeatRequest is the body of POST /api/v1/jobs/{id}/heartbeat.
 type heartbeatRequest struct {
-	LeaseToken string          `json:"lease_token"`
-	Lease      errand.Duration `json:"lease"`
+	LeaseToken string           `json:"lease_token"`
+	Lease      *errand.Duration `json:"lease"`
+}
+
+// optLease reads an optional lease: absent (nil) is 0, the library's
+// default. A lease sent as "0s" is a lease too short, not the default: the
+// library would take its zero for absent and grant 30s unasked.
+func optLease(d *errand.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if *d == 0 {
+		return 0, badRequest("lease: 0s is too short; give %s to %s, or leave it out for the default %s", errand.MinLease, errand.MaxLease, errand.DefaultLease)
+	}
+	return time.Duration(*d), nil
 }
 
 func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request, req *heartbeatRequest) error {
 	id := r.PathValue("id")
-	hb, err := a.c.HeartbeatJob(r.Context(), id, req.LeaseToken, time.Duration(req.Lease))
+	lease, err := optLease(req.Lease)
+	if err != nil {
+		return err
+	}
+	hb, err := a.c.HeartbeatJob(r.Context(), id, req.LeaseToken, lease)
 	if err != nil {
 		return err
 	}

@@ -561,3 +561,43 @@ func TestAPIAckManyRefusesBadEntries(t *testing.T) {
 		}
 	})
 }
+
+// TestAPILeaseOfZeroIsRefused: a lease of "0s", in a claim or a heartbeat,
+// is under the 1s minimum and refused with nothing written, not taken for
+// the default 30s; left out or null, the lease is the default.
+func TestAPILeaseOfZeroIsRefused(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j1"}), http.StatusCreated, "")
+	r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "lease": "0s"})
+	want(t, "claim with lease 0s", r, http.StatusBadRequest, "invalid_input")
+	if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.HasPrefix(msg, "lease: ") {
+		t.Errorf("message %q does not name the lease", msg)
+	}
+	if j := s.job(t, "j1"); j.State != errand.StateQueued {
+		t.Fatalf("a refused claim took the job: %s", j.State)
+	}
+	r = s.op(t, "POST", "/api/v1/queues/default/claim", `{"kinds": ["task"], "lease": null}`)
+	want(t, "claim with lease null", r, http.StatusOK, "")
+	var claimed struct {
+		Jobs []errand.Envelope `json:"jobs"`
+	}
+	if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+		t.Fatalf("claim: %s", r.body)
+	}
+	env := claimed.Jobs[0]
+	if !env.LeaseUntil.Equal(clock.Now().Add(errand.DefaultLease)) {
+		t.Fatalf("lease null: lease until %s, want the default", env.LeaseUntil)
+	}
+	clock.Advance(10 * time.Second)
+	r = s.op(t, "POST", "/api/v1/jobs/j1/heartbeat", map[string]any{"lease_token": env.LeaseToken, "lease": "0s"})
+	want(t, "heartbeat with lease 0s", r, http.StatusBadRequest, "invalid_input")
+	if j := s.job(t, "j1"); !j.LeaseUntil.Equal(env.LeaseUntil) {
+		t.Fatalf("a refused heartbeat moved the lease to %s", j.LeaseUntil)
+	}
+	r = s.op(t, "POST", "/api/v1/jobs/j1/heartbeat", map[string]any{"lease_token": env.LeaseToken})
+	want(t, "heartbeat without a lease", r, http.StatusOK, "")
+	if r.json(t)["lease_until"] != clock.Now().Add(errand.DefaultLease).Format(time.RFC3339) {
+		t.Fatalf("heartbeat without a lease: %s", r.body)
+	}
+}
