@@ -978,9 +978,17 @@ func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request, req *heartb
 	if err != nil {
 		return err
 	}
-	// cancel_requested: an operator cancelled the job; stop working on it
+	return reply(w, heartbeatResponse{ID: id, LeaseUntil: hb.LeaseUntil.UTC(), CancelRequested: hb.CancelRequested})
+}
+
+// heartbeatResponse is the answer to a heartbeat, its fields in the order
+// the README shows them.
+type heartbeatResponse struct {
+	ID         string    `json:"id"`
+	LeaseUntil time.Time `json:"lease_until"`
+	// CancelRequested: an operator cancelled the job; stop working on it
 	// and report the attempt with fail, which ends the job cancelled.
-	return reply(w, map[string]any{"id": id, "lease_until": hb.LeaseUntil.UTC(), "cancel_requested": hb.CancelRequested})
+	CancelRequested bool `json:"cancel_requested"`
 }
 
 // ackRequest is the body of POST /api/v1/jobs/{id}/ack.

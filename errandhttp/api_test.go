@@ -601,3 +601,24 @@ func TestAPILeaseOfZeroIsRefused(t *testing.T) {
 		t.Fatalf("heartbeat without a lease: %s", r.body)
 	}
 }
+
+// TestAPIHeartbeatAnswersAsDocumented: a heartbeat's answer is
+// {"id", "lease_until", "cancel_requested"}, in the order the README's
+// session shows it.
+func TestAPIHeartbeatAnswersAsDocumented(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j1"}), http.StatusCreated, "")
+	r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}})
+	var claimed struct {
+		Jobs []errand.Envelope `json:"jobs"`
+	}
+	if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+		t.Fatalf("claim: %s", r.body)
+	}
+	hb := s.op(t, "POST", "/api/v1/jobs/j1/heartbeat", map[string]any{"lease_token": claimed.Jobs[0].LeaseToken, "lease": "1m"})
+	want(t, "heartbeat", hb, http.StatusOK, "")
+	if got, want := string(hb.body), `{"id":"j1","lease_until":"2026-11-29T12:01:00Z","cancel_requested":false}`+"\n"; got != want {
+		t.Fatalf("heartbeat answered %q, want %q", got, want)
+	}
+}
