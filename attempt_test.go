@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,16 +161,26 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 func TestOutcomeWriteRetried(t *testing.T) {
 	clock := newTestClock()
 	st := &troubledStore{TxStore: openStore(t, clock)}
-	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
+	var logs lockedBuffer
+	c := newClient(t, st, &errand.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Kinds: kindsOf([]testKind{{Name: "task", Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error { return nil })}})})
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
-	st.failOutcomes.Store(2)
+	st.failOutcomes.Store(3)
 	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: 5 * time.Second})
-	for _, backoff := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond} {
+	for _, backoff := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
 		blockUntilAt(t, clock, clock.Now().Add(backoff), 1)
 		clock.Advance(backoff)
 	}
 	if res := <-done; res.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded after the write was retried", res)
+	}
+	// One warning for the three failed writes, and one line when the
+	// write lands: not a line a retry while the database is away.
+	if n := strings.Count(logs.String(), `level=WARN msg="record outcome failed; retrying while the lease lasts"`); n != 1 {
+		t.Errorf("three failed writes logged %d warnings, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), `msg="outcome recorded after failed writes"`); n != 1 || !strings.Contains(logs.String(), "failed_writes=3") {
+		t.Errorf("the write that landed logged %d lines, want 1 naming 3 failed writes:\n%s", n, logs.String())
 	}
 	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.Attempt != 1 {
 		t.Fatalf("job %s attempt %d, want succeeded attempt 1", got.State, got.Attempt)
