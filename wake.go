@@ -381,21 +381,51 @@ func (e *notifyEchoes) echo(queue string, seen map[string]int64, now time.Time) 
 	return true
 }
 
+// Listen retries: a worker whose first subscription to the store's
+// notifications fails (the database away as it starts) polls, and tries
+// again after listenRetryMin, doubling up to listenRetryMax.
+const (
+	listenRetryMin = time.Second
+	listenRetryMax = time.Minute
+)
+
 // listen subscribes to the store's notifications, when it has them and the
-// worker is not PollOnly, and returns the channel to pass to wakeOnNotify,
-// or nil. A store that cannot listen leaves the worker polling.
-func (w *Worker) listen(ctx context.Context) <-chan string {
+// worker is not PollOnly, and wakes the queue loops on them until ctx ends
+// (see wakeOnNotify). When subscribing fails, the worker polls and tries
+// again in the background, rather than polling for the rest of its life;
+// once it listens, it wakes every queue, for the jobs whose notifications
+// it missed.
+func (w *Worker) listen(ctx context.Context) {
 	n, ok := w.c.store.(Notifier)
 	if !ok || w.cfg.PollOnly {
-		return nil
+		return
 	}
 	ch, err := n.ListenQueues(ctx)
-	if err != nil {
-		w.c.logger.Warn("listen for new jobs failed; polling only", "worker_id", w.ID(),
-			"poll", w.cfg.PollInterval.String(), "err", err)
-		return nil
+	if err == nil {
+		w.loops.Go(func() { w.wakeOnNotify(ctx, ch) })
+		return
 	}
-	return ch
+	w.c.logger.Warn("listen for new jobs failed; polling, and trying again", "worker_id", w.ID(),
+		"poll", w.cfg.PollInterval.String(), "retry", listenRetryMin.String(), "err", err)
+	w.loops.Go(func() {
+		for wait := listenRetryMin; ; wait = min(2*wait, listenRetryMax) {
+			if sleepCtx(ctx, w.c.clock, wait) != nil {
+				return
+			}
+			ch, err := n.ListenQueues(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				w.c.logger.Debug("listen for new jobs failed again", "worker_id", w.ID(), "err", err)
+				continue
+			}
+			w.c.logger.Info("listening for new jobs", "worker_id", w.ID())
+			w.c.wakeLocal(w.queues)
+			w.wakeOnNotify(ctx, ch)
+			return
+		}
+	})
 }
 
 // wakeOnNotify wakes the queue loops that the store's notifications name

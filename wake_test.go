@@ -25,6 +25,8 @@ type notifyHub struct {
 	notifies atomic.Int64 // NotifyQueues calls
 	listens  atomic.Int64 // ListenQueues calls
 	fail     atomic.Bool  // NotifyQueues returns an error
+	// failListens: this many ListenQueues calls fail first.
+	failListens atomic.Int64
 }
 
 func newNotifyHub() *notifyHub {
@@ -66,6 +68,9 @@ func (s *notifyingStore) NotifyQueues(ctx context.Context, queues []string) erro
 
 func (s *notifyingStore) ListenQueues(ctx context.Context) (<-chan string, error) {
 	s.hub.listens.Add(1)
+	if s.hub.failListens.Add(-1) >= 0 {
+		return nil, errors.New("listen: connection refused")
+	}
 	ch := make(chan string, 1024)
 	s.hub.mu.Lock()
 	s.hub.listeners[ch] = struct{}{}
@@ -393,4 +398,49 @@ func TestOwnNotificationDoesNotWakeTwice(t *testing.T) {
 	if s := w.Stats(); s.Claims != 4 {
 		t.Fatalf("worker claimed %d times, want 4: the echo of its own announcement woke it again", s.Claims)
 	}
+}
+
+// A worker whose first subscription to notifications fails, the database
+// away as it starts, polls and tries again a second later; once it
+// listens, it looks at every queue for the jobs whose notifications it
+// missed, and notifications wake it again.
+func TestListenRetriedAfterFailedStart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "errand.db")
+	hub := newNotifyHub()
+	clock := newTestClock()
+	ran := make(chan string, 10)
+	producer, _ := notifyProcess(t, path, hub, clock, nil)
+	consumer, _ := notifyProcess(t, path, hub, clock, ran)
+	hub.failListens.Store(1)
+	w, err := consumer.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	// The queue's poll, and the listen's retry.
+	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
+	blockUntilAt(t, clock, clock.Now().Add(time.Second), 1)
+	missed, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-ran:
+		t.Fatalf("job %s started with the worker not listening and its poll an hour away", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Advance(time.Second)
+	waitRan(t, ran, missed.Job.ID, clockWait)
+	if n := hub.listens.Load(); n != 2 {
+		t.Fatalf("worker listened %d times, want 2", n)
+	}
+	r, err := producer.Enqueue(ctx, errand.RawArgs{KindName: "ping"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRan(t, ran, r.Job.ID, clockWait)
 }

@@ -260,9 +260,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// Listen before the first claim, so no notification falls between them;
 	// a worker that claims nothing does not listen.
 	if len(w.queues) > 0 {
-		if notes := w.listen(loopCtx); notes != nil {
-			w.loops.Go(func() { w.wakeOnNotify(loopCtx, notes) })
-		}
+		w.listen(loopCtx)
 	}
 	w.loops.Go(func() { w.lead(loopCtx) })
 	if w.scheduler != nil {
