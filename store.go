@@ -529,7 +529,9 @@ type BatchStore interface {
 	// compare-and-set on completed_at, so that of any number of concurrent
 	// calls exactly one completes a batch. It returns the batches it
 	// completed; a batch that another call completed, or that has an
-	// unfinished member, is not among them.
+	// unfinished member, is not among them. A batch whose completion fails
+	// is left open and named in the error; the others are completed all
+	// the same, and returned with the error.
 	BatchComplete(ctx context.Context, params *BatchCompleteParams) ([]*Batch, error)
 }
 

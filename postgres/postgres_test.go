@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,6 +44,9 @@ func TestStore(t *testing.T) {
 		OpenSecond: func(t *testing.T, first errand.TxStore[pgx.Tx], clock errand.Clock) errand.TxStore[pgx.Tx] {
 			return openSecond(t, url, first.(*postgres.Store), clock)
 		},
+		RefuseJob: func(t *testing.T, s errand.TxStore[pgx.Tx], id string) {
+			refuseJob(t, url, s.(*postgres.Store), id)
+		},
 	})
 }
 
@@ -57,7 +61,38 @@ func TestSQLStore(t *testing.T) {
 		OpenSecond: func(t *testing.T, first errand.TxStore[*sql.Tx], clock errand.Clock) errand.TxStore[*sql.Tx] {
 			return openSecond(t, url, first.(*postgres.SQLStore).Store, clock).SQL(nil)
 		},
+		RefuseJob: func(t *testing.T, s errand.TxStore[*sql.Tx], id string) {
+			refuseJob(t, url, s.(*postgres.SQLStore).Store, id)
+		},
 	})
+}
+
+// refuseJob has the schema of s refuse to insert a job with id id, through
+// a trigger.
+func refuseJob(t *testing.T, url string, s *postgres.Store, id string) {
+	t.Helper()
+	schema, ok := schemaOf.Load(s)
+	if !ok {
+		t.Fatal("RefuseJob: the store was not opened by this harness")
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	sch := pgx.Identifier{schema.(string)}.Sanitize()
+	lit := "'" + strings.ReplaceAll(id, "'", "''") + "'"
+	name := pgx.Identifier{"refuse_" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(id))), 10)}.Sanitize()
+	for _, q := range []string{
+		`CREATE FUNCTION ` + sch + `.` + name + `() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'job refused by the test'; END $$`,
+		`CREATE TRIGGER ` + name + ` BEFORE INSERT ON ` + sch + `.errand_jobs
+			FOR EACH ROW WHEN (NEW.id = ` + lit + `) EXECUTE FUNCTION ` + sch + `.` + name + `()`,
+	} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 }
 
 // openSchema opens a store on a new schema of its own.

@@ -201,8 +201,18 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 			return nil, fmt.Errorf("complete batches: %w", err)
 		}
 	}
-	var out []*errand.Batch
+	// A batch whose completion fails is reported and passed over: one
+	// that fails on every pass (a callback the store refuses) must not
+	// keep the leader from the batches after it.
+	var (
+		out  []*errand.Batch
+		errs []error
+	)
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		var done *errand.Batch
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			now := s.clock.Now()
@@ -241,13 +251,14 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 			return nil
 		})
 		if err != nil {
-			return out, fmt.Errorf("complete batch %s: %w", id, err)
+			errs = append(errs, fmt.Errorf("complete batch %s: %w", id, err))
+			continue
 		}
 		if done != nil {
 			out = append(out, done)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // JobListDeadUnhooked implements [errand.DeadHookStore].

@@ -2,7 +2,10 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"hash/crc32"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/errandhq/errand"
@@ -19,7 +22,18 @@ func TestStore(t *testing.T) {
 		OpenSecond: func(t *testing.T, first errand.TxStore[*sql.Tx], clock errand.Clock) errand.TxStore[*sql.Tx] {
 			return open(t, first.(*sqlite.Store).Path(), clock)
 		},
+		RefuseJob: func(t *testing.T, s errand.TxStore[*sql.Tx], id string) {
+			refuseJob(t, s.(*sqlite.Store).Path(), id)
+		},
 	})
+}
+
+// refuseJob has the database file at path refuse to insert a job with id
+// id, through a trigger.
+func refuseJob(t *testing.T, path, id string) {
+	t.Helper()
+	exec(t, path, `CREATE TRIGGER refuse_`+strconv.Itoa(int(crc32.ChecksumIEEE([]byte(id))))+` BEFORE INSERT ON errand_jobs
+		WHEN NEW.id = '`+strings.ReplaceAll(id, "'", "''")+`' BEGIN SELECT RAISE(ABORT, 'job refused by the test'); END`)
 }
 
 func open(t *testing.T, path string, clock errand.Clock) *sqlite.Store {

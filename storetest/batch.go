@@ -24,6 +24,7 @@ var batchCases = []testCase{
 	{"CompleteOnceAcrossStores", testBatchCompleteOnce},
 	{"ReplayAfterCompletion", testBatchReplayAfterCompletion},
 	{"CallbackBound", testBatchCallbackBound},
+	{"CompleteFailureSkipped", testBatchCompleteFailureSkipped},
 	{"List", testBatchList},
 	{"DeadUnhooked", testDeadUnhooked},
 	{"DeadHookCursors", testDeadHookCursors},
@@ -471,4 +472,37 @@ func testBatchCallbackBound(t *testing.T, h harness) {
 	}
 	e.noBatch("b1")
 	e.notFound("b1-m0")
+}
+
+// testBatchCompleteFailureSkipped: a batch whose completion fails (here its
+// callback, which the database refuses) is named in the error and stays
+// open, and the batches after it in the leader's pass complete all the
+// same, on every pass.
+func testBatchCompleteFailureSkipped(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertBatch(batchParams("b1", 1))
+	e.clock.Advance(time.Second)
+	e.insertBatch(batchParams("b2", 1))
+	e.refuseJob(errand.BatchCallbackJobID("b1"))
+	e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b1-m0")))
+	e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b2-m0")))
+	for pass := range 2 {
+		done, err := e.batches().BatchComplete(e.ctx, &errand.BatchCompleteParams{})
+		if err == nil || !strings.Contains(err.Error(), "b1") {
+			t.Errorf("pass %d: error %v, want one naming b1", pass, err)
+		}
+		if pass == 0 && (len(done) != 1 || done[0].ID != "b2") {
+			t.Fatalf("pass %d completed %d batches, want b2", pass, len(done))
+		}
+		if pass == 1 && len(done) != 0 {
+			t.Fatalf("pass %d completed %d batches, want none", pass, len(done))
+		}
+	}
+	if b := e.batch("b1"); b.CompletedAt != nil || b.CallbackJobID != nil {
+		t.Fatalf("b1 completed at %v with callback %v, want it open", b.CompletedAt, b.CallbackJobID)
+	}
+	e.notFound(errand.BatchCallbackJobID("b1"))
+	if b := e.batch("b2"); b.CompletedAt == nil || b.CallbackJobID == nil {
+		t.Fatalf("b2 is not completed with its callback")
+	}
 }

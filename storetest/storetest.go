@@ -49,6 +49,13 @@ type Harness[TTx any] struct {
 	// connections of its own, as a second worker process would have. The
 	// concurrency cases use it; when it is nil they are skipped.
 	OpenSecond func(t *testing.T, first errand.TxStore[TTx], clock errand.Clock) errand.TxStore[TTx]
+
+	// RefuseJob makes the database of s refuse, from then on, to insert
+	// a job with the id id (a trigger that raises an error, say), as a
+	// store refuses a job it cannot keep. The cases that check that one
+	// failing write does not hold up the others use it; when it is nil
+	// they are skipped.
+	RefuseJob func(t *testing.T, s errand.TxStore[TTx], id string)
 }
 
 // Exercise runs the conformance suite against the stores h opens.
@@ -66,6 +73,7 @@ func Exercise[TTx any](t *testing.T, h Harness[TTx]) {
 type harness struct {
 	open       func(t *testing.T, clock errand.Clock) errand.Store
 	openSecond func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store
+	refuseJob  func(t *testing.T, s errand.Store, id string)
 	inTx       func(ctx context.Context, s errand.Store, fn func(ctx context.Context, tx txOps) error) error
 }
 
@@ -112,6 +120,9 @@ func erase[TTx any](h Harness[TTx]) harness {
 			ts := s.(errand.TxStore[TTx])
 			return ts.InTx(ctx, func(ctx context.Context, tx TTx) error { return fn(ctx, boundTx[TTx]{ts, tx}) })
 		},
+	}
+	if h.RefuseJob != nil {
+		e.refuseJob = func(t *testing.T, s errand.Store, id string) { h.RefuseJob(t, s.(errand.TxStore[TTx]), id) }
 	}
 	if h.OpenSecond != nil {
 		e.openSecond = func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store {
@@ -206,6 +217,16 @@ func open(t *testing.T, h harness) *env {
 		}
 	})
 	return &env{t: t, h: h, ctx: t.Context(), clock: clock, s: s}
+}
+
+// refuseJob makes e's database refuse to insert a job with id id,
+// skipping the test when the harness cannot.
+func (e *env) refuseJob(id string) {
+	e.t.Helper()
+	if e.h.refuseJob == nil {
+		e.t.Skip("Harness.RefuseJob is nil")
+	}
+	e.h.refuseJob(e.t, e.s, id)
 }
 
 // second opens another store on e's database, skipping the test when the
