@@ -114,6 +114,10 @@ const (
 	ClassInterrupted  = "interrupted"
 	// ClassUnknownKind is recorded when a claimed job's kind has no handler.
 	ClassUnknownKind = "unknown_kind"
+	// ClassArgsTooLarge is recorded on a workflow's job that errand
+	// enqueued dead, unrun, because its args with the outputs of the
+	// steps before it would exceed the bound of a job's args.
+	ClassArgsTooLarge = "args_too_large"
 )
 
 var classPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

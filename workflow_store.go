@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -318,6 +320,21 @@ type WorkflowPlan struct {
 	// State is final, clears it otherwise). Without it the store sets only
 	// checked_at.
 	Changed bool
+	// Dead are jobs of Insert that the store makes dead in the transaction
+	// that inserts them, unrun (attempt 0), with the error given: a job
+	// whose args with the outputs of the steps before it would exceed the
+	// bound of a job's args ([ClassArgsTooLarge]). Its args in Insert
+	// leave the outputs out. State and FailedStep already count them dead.
+	// Empty while no job of the workflow has an output.
+	Dead []*WorkflowDeadJob
+}
+
+// WorkflowDeadJob is a job a store inserts dead (see [WorkflowPlan]): its
+// id, and the class and message of its error.
+type WorkflowDeadJob struct {
+	ID      string
+	Class   string
+	Message string
 }
 
 // PlanWorkflow decides what advancing workflow w does, given jobs, its
@@ -336,7 +353,49 @@ type WorkflowPlan struct {
 //
 // A job in Enqueued but missing from jobs (deleted by retention) is never
 // enqueued again; the workflow waits on it.
+//
+// A job whose args, with the outputs set in them, would exceed the bound of
+// a job's args is planned dead at once (see [WorkflowPlan].Dead): refused,
+// it would fail every advance and hold the workflow running for ever. It
+// stops the workflow as any dead step does, and the plan goes on as if it
+// had been inserted dead.
 func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPlan, error) {
+	all, err := planWorkflowOnce(w, jobs)
+	if err != nil || len(all.Dead) == 0 {
+		return all, err
+	}
+	cur := *w
+	seen := maps.Clone(jobs)
+	if seen == nil {
+		seen = make(map[string]*WorkflowJob)
+	}
+	for p := all; len(p.Dead) > 0; {
+		dead := make(map[string]bool, len(p.Dead))
+		for _, d := range p.Dead {
+			dead[d.ID] = true
+		}
+		for _, ip := range p.Insert {
+			st := StateQueued
+			if dead[ip.ID] {
+				st = StateDead
+			}
+			seen[ip.ID] = &WorkflowJob{ID: ip.ID, State: st, MaxAttempts: ip.MaxAttempts}
+		}
+		cur.State, cur.FailedStep, cur.Enqueued = p.State, p.FailedStep, p.Enqueued
+		if p, err = planWorkflowOnce(&cur, seen); err != nil {
+			return nil, err
+		}
+		all.Insert = append(all.Insert, p.Insert...)
+		all.Dead = append(all.Dead, p.Dead...)
+		all.State, all.FailedStep, all.Enqueued = p.State, p.FailedStep, p.Enqueued
+	}
+	all.Changed = all.State != w.State || len(all.Insert) > 0 || !equalPtr(all.FailedStep, w.FailedStep)
+	return all, nil
+}
+
+// planWorkflowOnce is PlanWorkflow without planning again after the jobs it
+// plans dead.
+func planWorkflowOnce(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPlan, error) {
 	p := &WorkflowPlan{Enqueued: slices.Clone(w.Enqueued)}
 	enqueued := make(map[string]bool, len(w.Enqueued))
 	for _, id := range w.Enqueued {
@@ -348,9 +407,12 @@ func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPla
 		return j != nil && j.State == StateSucceeded
 	}
 	enqueue := func(id string, t *JobTemplate, wc *WorkflowContext) error {
-		ip, err := t.insertParams(id, "workflow", wc)
+		ip, dead, err := workflowJobParams(id, t, wc)
 		if err != nil {
 			return fmt.Errorf("workflow %s: job %s: %w", w.ID, id, err)
+		}
+		if dead != nil {
+			p.Dead = append(p.Dead, dead)
 		}
 		p.Insert = append(p.Insert, ip)
 		p.Enqueued = append(p.Enqueued, id)
@@ -429,6 +491,41 @@ func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPla
 	}
 	p.Changed = p.State != w.State || len(p.Insert) > 0 || !equalPtr(p.FailedStep, w.FailedStep)
 	return p, nil
+}
+
+// workflowJobParams returns the job id of template t with the field
+// "workflow" of its args set to wc. When the outputs in wc make the args
+// too large to enqueue, it returns the job without them, and the error to
+// insert it dead with.
+func workflowJobParams(id string, t *JobTemplate, wc *WorkflowContext) (*JobInsertParams, *WorkflowDeadJob, error) {
+	ip, err := t.insertParams(id, "workflow", wc)
+	if err != nil || len(wc.Outputs) == 0 {
+		return ip, nil, err
+	}
+	verr := ip.Validate()
+	if verr == nil {
+		ip.checked = true // the store's insert need not scan the args again
+		return ip, nil, nil
+	}
+	bare := *wc
+	bare.Outputs = nil
+	lean, err := t.insertParams(id, "workflow", &bare)
+	if err != nil {
+		return nil, nil, err
+	}
+	if lean.Validate() != nil {
+		return ip, nil, nil // not the outputs' doing: the store refuses it as it is
+	}
+	steps := slices.Sorted(maps.Keys(wc.Outputs))
+	size := fmt.Sprintf("would be %d bytes, over the bound of %d bytes of a job's args", len(ip.Args), maxArgsBytes)
+	if len(ip.Args) <= maxArgsBytes {
+		size = "would be refused (" + verr.Error() + ")"
+	}
+	return lean, &WorkflowDeadJob{ID: id, Class: ClassArgsTooLarge, Message: fmt.Sprintf(
+		"not run: its args, with the outputs of steps %s set in their field \"workflow\", %s; "+
+			"these args leave the outputs out. Keep step outputs small (store large results elsewhere and record their key in the output), "+
+			"or give the job the args it needs and replay it: errand replay %s --args '{...}'",
+		strings.Join(steps, ", "), size, id)}, nil
 }
 
 func allOf(names []string, f func(string) bool) bool {
@@ -734,7 +831,8 @@ type WorkflowStore interface {
 	// WorkflowAdvance advances the workflows IDs names (see
 	// [WorkflowAdvanceParams]), each in one transaction: it locks the
 	// workflow's row, reads its jobs, calls [PlanWorkflow], inserts the
-	// planned jobs (with workflow_id set) and writes the row. Concurrent
+	// planned jobs (with workflow_id set), makes those of the plan's Dead
+	// dead, and writes the row. Concurrent
 	// advances of one workflow are serialised by the row lock, so a job is
 	// never planned twice. A finished workflow whose failed step was
 	// replayed is advanced too (it runs again). A missing id is skipped.

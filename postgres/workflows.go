@@ -129,6 +129,48 @@ func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id st
 	return nil
 }
 
+// killWorkflowSQL makes a job just inserted dead at once, unrun: $2 its
+// id, $3 the class and $4 the message of its error.
+var killWorkflowSQL = func() string {
+	entry, last := historyEntry("attempt", "$3::text", "$4::text", "''")
+	return `UPDATE {jobs} SET errors = errors || ` + entry + `, last_error = ` + last + `,
+		state = 'dead', finished_at = {now}
+	WHERE id = $2 AND state = 'queued' AND attempt = 0
+	RETURNING ` + jobColumns
+}()
+
+// killWorkflowJobs makes dead at once the jobs of dead among jobs, just
+// inserted with q, with their errors (see [errand.WorkflowPlan].Dead), and
+// replaces them in jobs with their rows as they are now.
+func killWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, now any, dead []*errand.WorkflowDeadJob, jobs []*errand.Job) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	errs := make(map[string]*errand.WorkflowDeadJob, len(dead))
+	for _, d := range dead {
+		errs[d.ID] = d
+	}
+	for i, j := range jobs {
+		d := errs[j.ID]
+		if d == nil {
+			continue
+		}
+		rs, err := q.query(ctx, r.Replace(killWorkflowSQL), now, j.ID, d.Class, d.Message)
+		if err != nil {
+			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
+		}
+		ks, err := scanJobs(rs, jobScanner())
+		if err == nil && len(ks) != 1 {
+			err = fmt.Errorf("%d rows", len(ks))
+		}
+		if err != nil {
+			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
+		}
+		jobs[i] = ks[0]
+	}
+	return nil
+}
+
 // WorkflowInsert implements [errand.WorkflowStore].
 func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
 	var res *errand.WorkflowInsertResult
@@ -388,11 +430,16 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 			// records it, and the workflow waits on whatever has it.
 			if !r.Duplicate {
 				jobs = append(jobs, r.Job)
-				byID[r.Job.ID] = workflowJobOf(r.Job)
 			}
+		}
+		if err := killWorkflowJobs(ctx, q, s.own, s.nowArg(), plan.Dead, jobs); err != nil {
+			return nil, err
 		}
 		if err := markWorkflowJobs(ctx, q, s.own, id, jobs); err != nil {
 			return nil, err
+		}
+		for _, j := range jobs {
+			byID[j.ID] = workflowJobOf(j)
 		}
 	}
 	// The row's times come back from the statement: {now} is the

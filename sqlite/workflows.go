@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/rowscan"
@@ -118,6 +119,34 @@ func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errand
 	}
 	for _, j := range jobs {
 		j.WorkflowID = &id
+	}
+	return nil
+}
+
+// killWorkflowJobs makes dead at once the jobs of dead among jobs, just
+// inserted in tx, with their errors (see [errand.WorkflowPlan].Dead), and
+// replaces them in jobs with their rows as they are now.
+func killWorkflowJobs(ctx context.Context, tx *sql.Tx, now time.Time, dead []*errand.WorkflowDeadJob, jobs []*errand.Job) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	errs := make(map[string]*errand.WorkflowDeadJob, len(dead))
+	for _, d := range dead {
+		errs[d.ID] = d
+	}
+	for i, j := range jobs {
+		d := errs[j.ID]
+		if d == nil {
+			continue
+		}
+		k, err := scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
+				state = 'dead', finished_at = ?4
+			WHERE id = ?5 AND state = 'queued' AND attempt = 0
+			RETURNING `+jobColumns, historyTime(now), d.Class, d.Message, micros(now), j.ID))
+		if err != nil {
+			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
+		}
+		jobs[i] = k
 	}
 	return nil
 }
@@ -429,11 +458,16 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 			// records it, and the workflow waits on whatever has it.
 			if !ir.Duplicate {
 				jobs = append(jobs, ir.Job)
-				r.jobs[ir.Job.ID] = workflowJobOf(ir.Job)
 			}
+		}
+		if err := killWorkflowJobs(ctx, tx, s.clock.Now(), plan.Dead, jobs); err != nil {
+			return nil, err
 		}
 		if err := markWorkflowJobs(ctx, tx, id, jobs); err != nil {
 			return nil, err
+		}
+		for _, j := range jobs {
+			r.jobs[j.ID] = workflowJobOf(j)
 		}
 	}
 	now := fromMicros(micros(s.clock.Now()))

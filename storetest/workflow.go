@@ -36,6 +36,7 @@ var workflowCases = []testCase{
 	{"ListOrderAndFilter", testWorkflowList},
 	{"CountsByState", testWorkflowCounts},
 	{"AdvanceFailureSkipped", testWorkflowAdvanceFailureSkipped},
+	{"ArgsTooLarge", testWorkflowArgsTooLarge},
 	{"ContextBound", testWorkflowContextBound},
 }
 
@@ -1015,26 +1016,16 @@ func testWorkflowCounts(t *testing.T, h harness) {
 }
 
 // testWorkflowAdvanceFailureSkipped: a workflow whose advance fails (here
-// a join whose args, with its dependencies' outputs, exceed the bound of
-// args) is reported, and the leader's pass goes on to the other workflows
-// rather than stopping at it on every pass.
+// its next step's job, which the database refuses) is named in the error
+// and left as it was, and the workflows after it in the leader's pass
+// advance all the same, on every pass.
 func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
 	e := open(t, h)
-	var steps []errand.WorkflowStepDef
-	var names []string
-	for i := range 17 {
-		n := fmt.Sprintf("s%d", i)
-		steps = append(steps, wfStep(n))
-		names = append(names, n)
-	}
-	steps = append(steps, wfStep("join", names...))
-	e.insertWorkflow(wfParams("w1", steps...))
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a")))
 	e.clock.Advance(time.Second)
 	e.insertWorkflow(wfParams("w2", wfStep("y")))
-	out := `"` + strings.Repeat("a", errand.MaxOutputBytes-2) + `"`
-	for _, n := range names {
-		e.finishStep("w1", n, out, true)
-	}
+	e.refuseJob(errand.WorkflowStepJobID("w1", "b"))
+	e.finishStep("w1", "a", "", true)
 	e.finishStep("w2", "y", "", true)
 	for pass := range 2 {
 		rs, err := e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{})
@@ -1048,6 +1039,90 @@ func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
 	if w := e.workflow("w2"); w.State != errand.WorkflowSucceeded {
 		t.Fatalf("w2 is %s, want succeeded", w.State)
 	}
+	if w := e.workflow("w1"); w.State != errand.WorkflowRunning || stepView(t, w, "b").Enqueued {
+		t.Fatalf("w1 is %s with b enqueued %v, want it running as it was", w.State, stepView(t, w, "b").Enqueued)
+	}
+	e.notFound(errand.WorkflowStepJobID("w1", "b"))
+}
+
+// testWorkflowArgsTooLarge: a join whose args, with the outputs of its
+// dependencies, would be over the bound of a job's args does not hold the
+// workflow running for ever, failing every advance: it is enqueued dead,
+// unrun, with an error of class args_too_large that says why and what to
+// do, and the workflow compensates, its compensation (whose args would
+// hold every output) dead the same way. Replaying the compensation, then
+// the join with smaller args, resumes the workflow to its end.
+func testWorkflowArgsTooLarge(t *testing.T, h harness) {
+	e := open(t, h)
+	steps := []errand.WorkflowStepDef{wfUndoStep("s0")}
+	names := []string{"s0"}
+	for i := 1; i < 17; i++ {
+		n := fmt.Sprintf("s%d", i)
+		steps = append(steps, wfStep(n))
+		names = append(names, n)
+	}
+	steps = append(steps, wfStep("join", names...), wfStep("after", "join"))
+	e.insertWorkflow(wfParams("w1", steps...))
+	out := `"` + strings.Repeat("a", errand.MaxOutputBytes-2) + `"`
+	for _, n := range names {
+		e.finishStep("w1", n, out, true)
+	}
+	e.clock.Advance(time.Second)
+	rs, err := e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{})
+	if err != nil {
+		t.Fatalf("WorkflowAdvance: %v", err)
+	}
+	if len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowCompensating || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.join", "w1.undo.s0"}) {
+		t.Fatalf("advance = %+v, want w1 compensating with join and the undo of s0 inserted", rs)
+	}
+	if f := rs[0].Workflow.FailedStep; f == nil || *f != "join" {
+		t.Fatalf("failed step %v, want join", f)
+	}
+	for _, id := range []string{"w1.step.join", "w1.undo.s0"} {
+		j := e.get(id)
+		if j.State != errand.StateDead || j.Attempt != 0 || j.FinishedAt == nil || !j.FinishedAt.Equal(e.now()) || j.LastError == nil ||
+			j.LastError.Class != errand.ClassArgsTooLarge || len(j.Errors) != 1 || j.Errors[0].Attempt != 0 {
+			t.Fatalf("job %s: state %s, attempt %d, finished %v, last error %+v, errors %+v; want dead at once with class %s",
+				id, j.State, j.Attempt, j.FinishedAt, j.LastError, j.Errors, errand.ClassArgsTooLarge)
+		}
+		for _, want := range []string{"s0, s1", "over the bound of 1048576", "errand replay " + id + " --args", "record their key"} {
+			if !strings.Contains(j.LastError.Message, want) {
+				t.Fatalf("job %s: message %q does not say %q", id, j.LastError.Message, want)
+			}
+		}
+		if j.WorkflowID == nil || *j.WorkflowID != "w1" {
+			t.Fatalf("job %s has workflow %v", id, j.WorkflowID)
+		}
+		if _, wc := wfArgs(t, j); wc.ID != "w1" || len(wc.Outputs) != 0 {
+			t.Fatalf("job %s: workflow context %+v, want the workflow's without the outputs", id, wc)
+		}
+	}
+	// Nothing more to do until an operator acts: a dead compensation holds
+	// the workflow.
+	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{IDs: []string{"w1"}}); len(rs) != 1 || rs[0].Changed {
+		t.Fatalf("a second advance changed the workflow: %+v", rs)
+	}
+	e.clock.Advance(time.Second)
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.undo.s0", Operator: "ops", Reason: "nothing to read"}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantAdvance("w1", errand.WorkflowCompensating)
+	e.finishUndo("w1", "s0", true)
+	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.clock.Advance(time.Second)
+	args := json.RawMessage(`{"n":2,"workflow":{"id":"w1","step":"join"}}`)
+	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantAdvance("w1", errand.WorkflowRunning)
+	j := e.claimIn("join", "w1.step.join")
+	if n, wc := wfArgs(t, j); n != 2 || wc.ID != "w1" || wc.Step != "join" {
+		t.Fatalf("the replayed join runs with args %s", j.Args)
+	}
+	e.recordOK(succeeded(j))
+	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.after")
+	e.finishStep("w1", "after", "", true)
+	e.wantAdvance("w1", errand.WorkflowSucceeded)
 }
 
 // testWorkflowContextBound: a step whose args fit with an empty workflow
