@@ -303,6 +303,8 @@ type WorkflowJob struct {
 	MaxAttempts int
 	// Output is the job's recorded output, nil for none.
 	Output json.RawMessage
+	// LastError is the job's last failure, nil for none.
+	LastError *LastError
 }
 
 // WorkflowPlan is what advancing a workflow does: the jobs to insert and
@@ -590,6 +592,9 @@ type WorkflowStepView struct {
 	MaxAttempts int `json:"max_attempts"`
 	// Output is the step's recorded output, nil for none.
 	Output json.RawMessage `json:"output"`
+	// LastError is the last failure of the step's job (why a dead step
+	// died), nil for none.
+	LastError *LastError `json:"last_error"`
 	// Compensation is the step's compensation, nil for a step without one.
 	Compensation *WorkflowCompensationView `json:"compensation"`
 }
@@ -603,6 +608,8 @@ type WorkflowCompensationView struct {
 	State    *JobState `json:"state"`
 	Enqueued bool      `json:"enqueued"`
 	Attempts int       `json:"attempts"`
+	// LastError is the compensation job's last failure, nil for none.
+	LastError *LastError `json:"last_error"`
 }
 
 // ViewWorkflow builds the [Workflow] of w from its jobs by id.
@@ -626,14 +633,14 @@ func ViewWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) *Workflow {
 		sv.Enqueued = enqueued[sv.JobID]
 		if j := jobs[sv.JobID]; j != nil {
 			st := j.State
-			sv.State, sv.Attempts, sv.MaxAttempts, sv.Output = &st, j.Attempts, j.MaxAttempts, j.Output
+			sv.State, sv.Attempts, sv.MaxAttempts, sv.Output, sv.LastError = &st, j.Attempts, j.MaxAttempts, j.Output, j.LastError
 		}
 		if s.Compensation != nil {
 			cv := &WorkflowCompensationView{Kind: s.Compensation.Kind, JobID: WorkflowCompensationJobID(w.ID, s.Name)}
 			cv.Enqueued = enqueued[cv.JobID]
 			if j := jobs[cv.JobID]; j != nil {
 				st := j.State
-				cv.State, cv.Attempts = &st, j.Attempts
+				cv.State, cv.Attempts, cv.LastError = &st, j.Attempts, j.LastError
 			}
 			sv.Compensation = cv
 		}

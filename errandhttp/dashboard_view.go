@@ -34,15 +34,21 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"ageSeconds":  ageSeconds,
 		"prettyJSON":  prettyJSON,
 		"shortJSON":   shortJSON,
-		"deref":       deref,
-		"count":       func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
-		"join":        strings.Join,
-		"canReplay":   replayAction.Applies,
-		"canCancel":   cancelAction.Applies,
-		"queueNames":  queueNames,
-		"perMinute":   perMinute,
-		"percent":     percent,
-		"seconds":     seconds,
+		"shortText":   shortText,
+		// failing: a job whose last failure is worth showing beside its
+		// state, one that did not succeed since.
+		"failing": func(s *errand.JobState, e *errand.LastError) bool {
+			return s != nil && e != nil && *s != errand.StateSucceeded
+		},
+		"deref":      deref,
+		"count":      func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
+		"join":       strings.Join,
+		"canReplay":  replayAction.Applies,
+		"canCancel":  cancelAction.Applies,
+		"queueNames": queueNames,
+		"perMinute":  perMinute,
+		"percent":    percent,
+		"seconds":    seconds,
 	}
 	pages := make(map[string]*template.Template, len(dashboardPages))
 	for _, name := range dashboardPages {
@@ -123,6 +129,17 @@ const shortJSONRunes = 60
 
 // shortJSON is a JSON document on one line, compacted and cut at
 // shortJSONRunes with an ellipsis: a checkpoint in a row of the job list.
+// shortText is the first line of s, cut to shortJSONRunes.
+func shortText(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if r := []rune(s); len(r) > shortJSONRunes {
+		s = string(r[:shortJSONRunes-1]) + "…"
+	}
+	return s
+}
+
 func shortJSON(raw json.RawMessage) string {
 	var b bytes.Buffer
 	s := string(raw)

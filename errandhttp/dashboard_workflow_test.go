@@ -105,7 +105,8 @@ func TestDashboardWorkflowPages(t *testing.T) {
 
 	workOne(t, c, errand.DefaultQueue) // undo charge succeeds: failed
 	body = mustGet(t, h, page)
-	wantContains(t, "failed", body, "failed: step book is dead; replay it to resume")
+	wantContains(t, "failed", body, "failed: step book is dead (permanent); replay it to resume")
+	wantContains(t, "book row after compensation", tableRow(t, body, "<td>book</td>"), "dead", "permanent: no seats")
 	wantContains(t, "charge row after compensation", tableRow(t, body, ">charge<"), "succeeded", "wf_refund", "trip&lt;1&gt;.undo.charge")
 	wantContains(t, "overview after the compensation", mustGet(t, h, "/"),
 		`<a class="tile" href="/workflows?state=compensating"><span class="n">0</span> compensating</a>`,

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,7 +74,7 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rs, err := q.query(ctx, s.sql(`SELECT workflow_id, id, state, attempt, max_attempts, output FROM {jobs}
+	rs, err := q.query(ctx, s.sql(`SELECT workflow_id, id, state, attempt, max_attempts, output, last_error FROM {jobs}
 		WHERE workflow_id = ANY($1)`), ids)
 	if err != nil {
 		return nil, err
@@ -81,12 +82,18 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 	defer rs.Close()
 	for rs.Next() {
 		var (
-			wf, state string
-			output    *string
-			j         errand.WorkflowJob
+			wf, state         string
+			output, lastError *string
+			j                 errand.WorkflowJob
 		)
-		if err := rs.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output); err != nil {
+		if err := rs.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output, &lastError); err != nil {
 			return nil, err
+		}
+		if lastError != nil {
+			j.LastError = new(errand.LastError)
+			if err := json.Unmarshal([]byte(*lastError), j.LastError); err != nil {
+				return nil, fmt.Errorf("job %s: last_error: %w", j.ID, err)
+			}
 		}
 		j.State = errand.JobState(state)
 		if output != nil {
@@ -102,7 +109,7 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 
 // workflowJobOf is what a workflow reads of its job j.
 func workflowJobOf(j *errand.Job) *errand.WorkflowJob {
-	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output}
+	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
 }
 
 // workflowJobTakenError is the *InputError of a workflow whose first job's

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -58,24 +59,31 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 		for _, id := range ids[start:end] {
 			args = append(args, id)
 		}
-		rows, err := q.QueryContext(ctx, `SELECT workflow_id, id, state, attempt, max_attempts, output FROM errand_jobs
+		rows, err := q.QueryContext(ctx, `SELECT workflow_id, id, state, attempt, max_attempts, output, last_error FROM errand_jobs
 			WHERE workflow_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
 			var (
-				wf, state string
-				output    sql.NullString
-				j         errand.WorkflowJob
+				wf, state         string
+				output, lastError sql.NullString
+				j                 errand.WorkflowJob
 			)
-			if err := rows.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output); err != nil {
+			if err := rows.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output, &lastError); err != nil {
 				rows.Close()
 				return nil, err
 			}
 			j.State = errand.JobState(state)
 			if output.Valid {
 				j.Output = []byte(output.String)
+			}
+			if lastError.Valid {
+				j.LastError = new(errand.LastError)
+				if err := json.Unmarshal([]byte(lastError.String), j.LastError); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("job %s: last_error: %w", j.ID, err)
+				}
 			}
 			if out[wf] == nil {
 				out[wf] = make(map[string]*errand.WorkflowJob)
@@ -92,7 +100,7 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 
 // workflowJobOf is what a workflow reads of its job j.
 func workflowJobOf(j *errand.Job) *errand.WorkflowJob {
-	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output}
+	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
 }
 
 // workflowJobTakenError is the *InputError of a workflow whose first job's

@@ -1078,6 +1078,15 @@ func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	if f := rs[0].Workflow.FailedStep; f == nil || *f != "join" {
 		t.Fatalf("failed step %v, want join", f)
 	}
+	// The workflow's view says why, as the advance made it and as read.
+	for _, w := range []*errand.Workflow{rs[0].Workflow, e.workflow("w1")} {
+		join, s0 := stepView(t, w, "join"), stepView(t, w, "s0")
+		if join.LastError == nil || join.LastError.Class != errand.ClassArgsTooLarge ||
+			s0.Compensation == nil || s0.Compensation.LastError == nil || s0.Compensation.LastError.Class != errand.ClassArgsTooLarge || s0.LastError != nil {
+			t.Fatalf("view: join's last error %+v, s0's %+v and its compensation's %+v; want %s for join and the compensation",
+				join.LastError, s0.LastError, s0.Compensation, errand.ClassArgsTooLarge)
+		}
+	}
 	for _, id := range []string{"w1.step.join", "w1.undo.s0"} {
 		j := e.get(id)
 		if j.State != errand.StateDead || j.Attempt != 0 || j.FinishedAt == nil || !j.FinishedAt.Equal(e.now()) || j.LastError == nil ||

@@ -142,10 +142,13 @@ resumes it from that step.
 
 With --json, prints the workflow: {"id", "name", "state", "failed_step",
 "steps": [{"name", "depends_on", "kind", "job_id", "state", "enqueued",
-"attempts", "max_attempts", "output", "compensation": {"kind", "job_id",
-"state", "enqueued", "attempts"} or null}], "created_at", "updated_at",
-"finished_at"}, times RFC 3339 in UTC; a step's state is null before its
-job is enqueued.
+"attempts", "max_attempts", "output", "last_error", "compensation":
+{"kind", "job_id", "state", "enqueued", "attempts", "last_error"} or null}],
+"created_at", "updated_at", "finished_at"}, times RFC 3339 in UTC; a step's
+state is null before its job is enqueued, its last_error ({"class",
+"message", "at"}) null while its job never failed. Without --json, the
+last errors of the steps and compensations that did not succeed follow
+the table.
 
 errand workflow enqueue --file FILE.json enqueues a workflow (FILE - reads
 standard input), written as POST /api/v1/workflows takes it:
@@ -291,7 +294,46 @@ func writeWorkflow(w io.Writer, wf *errand.Workflow, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Name), printable(deps), printable(s.Kind), printable(job),
 			state, attempts, printable(comp), compState)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Why the steps and compensations that did not succeed failed last.
+	var whys []string
+	for _, s := range wf.Steps {
+		if failing(s.State, s.LastError) {
+			whys = append(whys, "step "+s.Name+": "+lastErrorLine(s.LastError))
+		}
+		if c := s.Compensation; c != nil && failing(c.State, c.LastError) {
+			whys = append(whys, "undo "+s.Name+": "+lastErrorLine(c.LastError))
+		}
+	}
+	if len(whys) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "last errors:")
+		for _, l := range whys {
+			fmt.Fprintln(w, "  "+printable(l))
+		}
+	}
+	return nil
+}
+
+// failing reports whether a job's last failure is worth showing beside its
+// state: it has one and did not succeed since.
+func failing(s *errand.JobState, e *errand.LastError) bool {
+	return s != nil && e != nil && *s != errand.StateSucceeded
+}
+
+// lastErrorLine is a job's last failure on one line: its class and the
+// first line of its message, cut to 200 characters.
+func lastErrorLine(e *errand.LastError) string {
+	msg, _, cut := strings.Cut(e.Message, "\n")
+	if r := []rune(msg); len(r) > 200 {
+		msg, cut = string(r[:199]), true
+	}
+	if cut {
+		msg += "…"
+	}
+	return e.Class + ": " + msg
 }
 
 // stepState names the state of a workflow's job: its job's, "waiting"

@@ -103,6 +103,10 @@ func testWorkflowCommands(t *testing.T, db string) {
 	if !strings.Contains(r.stdout, "next         compensating: undo charge is queued") {
 		t.Fatalf("workflow does not say what happens next:\n%s", r.stdout)
 	}
+	// Why the dead step died, below the table.
+	if !strings.Contains(r.stdout, "\nlast errors:\n  step book: exit_1: ") || strings.Contains(r.stdout, "step charge:") {
+		t.Fatalf("workflow does not say why book died (and only book):\n%s", r.stdout)
+	}
 	for _, line := range strings.Split(r.stdout, "\n") {
 		if f := strings.Fields(line); len(f) > 0 && f[0] == "mail" && strings.Join(f, " ") != "mail book mail - waiting - - -" {
 			t.Fatalf("mail's row %q: want it waiting, not enqueued", line)

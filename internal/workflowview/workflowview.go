@@ -73,7 +73,7 @@ func Next(wf *errand.Workflow) string {
 			case c.State == nil:
 				return "stopped: compensation undo " + s.Name + " was deleted by retention before it succeeded; the workflow cannot go on"
 			case *c.State == errand.StateDead || *c.State == errand.StateCancelled:
-				return "stopped: compensation undo " + s.Name + " is " + state(c.State) + "; replay it to go on"
+				return "stopped: compensation undo " + s.Name + " is " + state(c.State) + why(c.LastError) + "; replay it to go on"
 			}
 			return "compensating: undo " + s.Name + " is " + state(c.State)
 		}
@@ -82,12 +82,20 @@ func Next(wf *errand.Workflow) string {
 		name := deref(wf.FailedStep)
 		for _, s := range wf.Steps {
 			if s.Name == name {
-				return "failed: step " + name + " is " + state(s.State) + "; replay it to resume"
+				return "failed: step " + name + " is " + state(s.State) + why(s.LastError) + "; replay it to resume"
 			}
 		}
 		return "failed: step " + name + " failed; replay it to resume"
 	}
 	return string(wf.State)
+}
+
+// why names the class of a job's last failure, " (class)", or nothing.
+func why(e *errand.LastError) string {
+	if e == nil {
+		return ""
+	}
+	return " (" + e.Class + ")"
 }
 
 func deref(s *string) string {

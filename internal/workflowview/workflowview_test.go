@@ -45,6 +45,15 @@ func TestNext(t *testing.T) {
 			"stopped: compensation undo charge is dead; replay it to go on"},
 		{"failed", errand.Workflow{State: errand.WorkflowFailed, FailedStep: name("book"), Steps: steps(ok, ok, dead, comp(ok, true), nil)},
 			"failed: step book is dead; replay it to resume"},
+		{"failed, and why", errand.Workflow{State: errand.WorkflowFailed, FailedStep: name("book"), Steps: func() []errand.WorkflowStepView {
+			ss := steps(ok, ok, dead, comp(ok, true), nil)
+			ss[2].LastError = &errand.LastError{Class: "args_too_large", Message: "args of 1.1 MiB"}
+			return ss
+		}()}, "failed: step book is dead (args_too_large); replay it to resume"},
+		{"a dead compensation, and why", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			Steps: steps(ok, ok, dead, &errand.WorkflowCompensationView{Kind: "refund", State: dead, Enqueued: true,
+				LastError: &errand.LastError{Class: "permanent", Message: "card gone"}}, comp(ok, true))},
+			"stopped: compensation undo charge is dead (permanent); replay it to go on"},
 		{"succeeded", errand.Workflow{State: errand.WorkflowSucceeded, Steps: steps(ok, ok, ok, nil, nil)},
 			"succeeded: every step succeeded; nothing more runs"},
 	} {
