@@ -199,24 +199,7 @@ func TestWorkerOutcomeWriteRetried(t *testing.T) {
 	defer cancel()
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	st.failOutcomes.Store(1)
-	w, err := c.NewWorker(&errand.WorkerConfig{Lease: time.Minute, PollInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-events:
-		if ev.Result != errand.ResultSucceeded || *ev.JobID != j.ID {
-			t.Fatalf("event %+v, want job %s succeeded", ev.WorkResult, j.ID)
-		}
-	case <-time.After(clockWait):
-		t.Fatal("no result after a failed outcome write")
-	}
-	if err := w.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	w := workUntilSucceeded(t, c, events, j.ID, "a failed outcome write")
 	select {
 	case ev := <-events:
 		t.Fatalf("a second result: %+v", ev.WorkResult)
@@ -331,6 +314,20 @@ func TestWorkerOutcomeRecordedDespiteLostAnswer(t *testing.T) {
 	defer cancel()
 	j := enqueue(t, c, "task", nil)
 	st.lostReplies.Store(1)
+	w := workUntilSucceeded(t, c, events, j.ID, "a write lost its answer")
+	if n := st.lostReplies.Load(); n >= 0 {
+		t.Fatalf("no write lost its answer (%d left)", n+1)
+	}
+	if s := w.Stats(); s.JobsCompleted != 1 || s.LeasesLost != 0 {
+		t.Fatalf("worker stats %+v, want 1 completed and no lease lost", s)
+	}
+}
+
+// workUntilSucceeded runs a Worker of c until events report job id
+// succeeded, then stops it; after names what the test did to the store,
+// for the failure when no result comes.
+func workUntilSucceeded(t *testing.T, c *errand.Client[*sql.Tx], events <-chan errand.Event, id, after string) *errand.Worker {
+	t.Helper()
 	w, err := c.NewWorker(&errand.WorkerConfig{Lease: time.Minute, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -340,19 +337,14 @@ func TestWorkerOutcomeRecordedDespiteLostAnswer(t *testing.T) {
 	}
 	select {
 	case ev := <-events:
-		if ev.Result != errand.ResultSucceeded || *ev.JobID != j.ID {
-			t.Fatalf("event %+v, want job %s succeeded", ev.WorkResult, j.ID)
+		if ev.Result != errand.ResultSucceeded || *ev.JobID != id {
+			t.Fatalf("event %+v, want job %s succeeded", ev.WorkResult, id)
 		}
 	case <-time.After(clockWait):
-		t.Fatal("no result after a write lost its answer")
+		t.Fatalf("no result after %s", after)
 	}
 	if err := w.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := st.lostReplies.Load(); n >= 0 {
-		t.Fatalf("no write lost its answer (%d left)", n+1)
-	}
-	if s := w.Stats(); s.JobsCompleted != 1 || s.LeasesLost != 0 {
-		t.Fatalf("worker stats %+v, want 1 completed and no lease lost", s)
-	}
+	return w
 }

@@ -283,6 +283,22 @@ func cpuTime(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// behindProxy opens two stores on a fresh schema: the worker's, named app,
+// through a proxy the test may cut, and a producer's, straight to the
+// server.
+func behindProxy(t *testing.T, app string) (p *proxy, worker, producer *postgres.Store) {
+	t.Helper()
+	dbURL := pgtest.URL(t)
+	schema := pgtest.Schema(t, dbURL)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = newProxy(t, u.Host)
+	u.Host = p.addr
+	return p, openNamed(t, u.String(), schema, app, nil), openForWorker(t, dbURL, schema)
+}
+
 // TestWorkerServerUnreachable cuts a worker off from its server until a
 // queue has failed four claims in a row (its poll, every 3s, finds the
 // server gone; the retries follow 100ms, 200ms and 400ms later): once the
@@ -290,17 +306,8 @@ func cpuTime(t *testing.T) time.Duration {
 // succeed again. (That a failed claim is retried before the poll is
 // TestFailedClaimRetriedBeforePoll's, on a fake clock.)
 func TestWorkerServerUnreachable(t *testing.T) {
-	dbURL := pgtest.URL(t)
-	schema := pgtest.Schema(t, dbURL)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newProxy(t, u.Host)
-	u.Host = p.addr
+	p, workerStore, producerStore := behindProxy(t, "errand-unreachable")
 	var logs syncBuffer
-	workerStore := openNamed(t, u.String(), schema, "errand-unreachable", nil)
-	producerStore := openForWorker(t, dbURL, schema)
 	ran := make(chan string, 10)
 	c, err := errand.NewClient(workerStore, &errand.Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -343,17 +350,8 @@ func TestWorkerServerUnreachable(t *testing.T) {
 // server is unreachable has its outcome written once the server is back,
 // its lease still live: it succeeds on its first attempt and runs once.
 func TestOutcomeWrittenAfterOutage(t *testing.T) {
-	dbURL := pgtest.URL(t)
-	schema := pgtest.Schema(t, dbURL)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newProxy(t, u.Host)
-	u.Host = p.addr
+	p, workerStore, producerStore := behindProxy(t, "errand-outcome")
 	var logs syncBuffer
-	workerStore := openNamed(t, u.String(), schema, "errand-outcome", nil)
-	producerStore := openForWorker(t, dbURL, schema)
 	started, release := make(chan string, 10), make(chan struct{})
 	c, err := errand.NewClient(workerStore, &errand.Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
