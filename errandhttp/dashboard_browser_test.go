@@ -3,11 +3,16 @@ package errandhttp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/png"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +151,116 @@ func checkScreenshot(t *testing.T, shot string) {
 	if variance < 100 || len(colours) < 8 {
 		t.Errorf("screenshot %s looks blank: luminance variance %.1f, %d colours", shot, variance, len(colours))
 	}
+}
+
+// measureScript, added to each page by TestDashboardFitsTheWindow, writes
+// what the layout measured into the DOM that --dump-dom prints: the page's
+// width against the window's, and every table that reaches past the window
+// with no scrolling box around it to reach the rest.
+const measureScript = `addEventListener("load", () => {
+  const view = document.documentElement.clientWidth;
+  const cut = [];
+  for (const t of document.querySelectorAll("table")) {
+    const right = Math.ceil(t.getBoundingClientRect().right);
+    let scrolls = false;
+    for (let e = t.parentElement; e; e = e.parentElement) {
+      const o = getComputedStyle(e).overflowX;
+      if (o === "auto" || o === "scroll") { scrolls = e.getBoundingClientRect().right <= view; break; }
+    }
+    if (right > view && !scrolls) cut.push((t.className || "table") + ":" + right);
+  }
+  const m = document.createElement("div");
+  m.id = "measured";
+  m.dataset.view = view;
+  m.dataset.page = document.documentElement.scrollWidth;
+  m.dataset.cut = cut.join(" ");
+  document.body.append(m);
+});`
+
+// TestDashboardFitsTheWindow loads the dashboard's pages in Chromium at a
+// laptop's width and at 1,400 pixels, with a queue whose fairness keys and
+// unhandled kinds make the queue table as wide as it gets, and fails when a
+// page is wider than the window or a table is cut off at its edge: every
+// column must be on screen, or in a box that scrolls to it.
+func TestDashboardFitsTheWindow(t *testing.T) {
+	browser := ""
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no " + strings.Join(chromiumNames, ", ") + " on PATH: the browser test needs one (apt-get install chromium)")
+	}
+	c := newSQLiteClient(t, errandtest.NewClock(time.Now().UTC().Truncate(time.Second)))
+	seed(t, c)
+	for i, key := range []string{"tenant-acme-corporation-emea", "tenant-globex-international", "tenant-initech-north-america"} {
+		for range i + 1 {
+			enqueue(t, c, okArgs{}, &errand.EnqueueOpts{Queue: "notifications-transactional-eu-west", FairnessKey: key})
+		}
+	}
+	for _, kind := range []string{"send_password_reset_email", "render_monthly_invoice_pdf"} {
+		enqueue(t, c, errand.RawArgs{KindName: kind, JSON: []byte(`{}`)}, &errand.EnqueueOpts{Queue: "notifications-transactional-eu-west"})
+	}
+	dash := NewDashboard(c, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /measure.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		io.WriteString(w, measureScript)
+	})
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		dash.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		body := strings.Replace(rec.Body.String(), "</body>", `<script src="/measure.js"></script></body>`, 1)
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		io.WriteString(w, body)
+	}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	measured := regexp.MustCompile(`<div id="measured" data-view="(\d+)" data-page="(\d+)" data-cut="([^"]*)">`)
+	for _, width := range []int{1280} {
+		for _, path := range []string{"/", "/jobs", "/dead", "/jobs/dead-1", "/workflows"} {
+			t.Run(fmt.Sprintf("%d%s", width, path), func(t *testing.T) {
+				dom := runChromiumAt(t, browser, srv.URL+path, width)
+				m := measured.FindStringSubmatch(dom)
+				if m == nil {
+					t.Fatalf("the page has no measurement; its script did not run:\n%s", dom)
+				}
+				view, _ := strconv.Atoi(m[1])
+				page, _ := strconv.Atoi(m[2])
+				if page > view {
+					t.Errorf("the page is %d px wide in a window of %d px", page, view)
+				}
+				if m[3] != "" {
+					t.Errorf("cut off at the window's edge (%s px): %s", m[1], m[3])
+				}
+			})
+		}
+	}
+}
+
+// runChromiumAt loads url in a fresh headless Chromium profile with a
+// window width px wide and returns the DOM after the page loaded.
+func runChromiumAt(t *testing.T, browser, url string, width int) string {
+	t.Helper()
+	// Not a speed check: a bound for a browser that hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), fmt.Sprintf("--window-size=%d,900", width),
+		"--dump-dom", url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
+	}
+	return stdout.String()
 }
