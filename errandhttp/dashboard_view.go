@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/english"
 )
 
 // dashboardPages names the page templates under dashboard/templates; each
@@ -42,6 +43,7 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		},
 		"deref":      deref,
 		"count":      func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
+		"counted":    english.Count[int],
 		"join":       strings.Join,
 		"canReplay":  replayAction.Applies,
 		"canCancel":  cancelAction.Applies,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/english"
 )
 
 // Defaults of ReadyOptions.
@@ -218,7 +219,7 @@ func (h *readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, q := range sortedKeys(grown) {
 			if n := grown[q]; n > g.Jobs {
 				reasons = append(reasons, readyReason{Check: "dead_growth", Queue: q,
-					Message: fmt.Sprintf("queue %s: %d jobs died within %s, over %d", q, n, g.Per, g.Jobs)})
+					Message: fmt.Sprintf("queue %s: %s died within %s, over %d", q, english.Count(n, "job"), g.Per, g.Jobs)})
 			}
 		}
 	}

@@ -77,6 +77,10 @@ func TestBulkReplayPruneAndAudit(t *testing.T) {
 		}
 	}
 
+	r = ok(t, cli(t, "prune", "--succeeded-after", "24h", "--dead-after", "87600h", "--dry-run", "--db", db))
+	if r.stdout != "would prune 1 job: 1 succeeded, 0 cancelled, 0 dead; 0 batches, 0 workflows\n" {
+		t.Errorf("prune --dry-run of the succeeded job printed %q", r.stdout)
+	}
 	r = ok(t, cli(t, "prune", "--succeeded-after", "24h", "--dead-after", "24h", "--dry-run", "--db", db))
 	if r.stdout != "would prune 2 jobs: 1 succeeded, 0 cancelled, 1 dead; 0 batches, 0 workflows\n" {
 		t.Errorf("prune --dry-run printed %q", r.stdout)

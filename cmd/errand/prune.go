@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/english"
 )
 
 var pruneCommand = &command{
@@ -69,8 +70,9 @@ its own (errand work --retain-succeeded, --retain-dead).`,
 			if r.DryRun {
 				verb = "would prune"
 			}
-			_, err = fmt.Fprintf(e.stdout, "%s %d jobs: %d succeeded, %d cancelled, %d dead; %d batches, %d workflows\n",
-				verb, r.Total(), r.Succeeded, r.Cancelled, r.Dead, r.Batches, r.Workflows)
+			_, err = fmt.Fprintf(e.stdout, "%s %s: %d succeeded, %d cancelled, %d dead; %s, %s\n",
+				verb, english.Count(r.Total(), "job"), r.Succeeded, r.Cancelled, r.Dead,
+				english.Count(r.Batches, "batch"), english.Count(r.Workflows, "workflow"))
 			return err
 		}
 	},
