@@ -19,7 +19,7 @@ import (
 // sending a notification before it sends the next. The first enqueue after a
 // quiet spell is announced at once; a burst is announced about once per
 // window, because a NOTIFY costs PostgreSQL a cluster-wide lock at commit
-// (see DESIGN.md, Storage).
+// (see docs/design.md, "Storage decisions").
 const notifyCoalesce = 10 * time.Millisecond
 
 // notifyTimeout bounds one NotifyQueues call, so that a hung connection

@@ -18,7 +18,7 @@ const maxOutcomeBatch = 500
 // single goroutine takes every outcome waiting for it (up to
 // maxOutcomeBatch) and writes them with one JobRecordOutcomes call, so a
 // worker running many short jobs commits once per batch instead of once per
-// job (commits are what a store runs out of first; see DESIGN.md, Storage).
+// job (commits are what a store runs out of first; see docs/design.md, "Storage decisions").
 // The store still fences each outcome by its own lease token. A lone
 // outcome waits to be written only while other jobs of the worker are
 // still running, and then no longer than outcomeLinger (see there); with

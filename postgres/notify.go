@@ -19,7 +19,7 @@ import (
 // errand schema (see notifyChannel), the payload a queue name. Clients send
 // them after the enqueue transaction commits, never inside it: a NOTIFY
 // takes a cluster-wide lock at commit and halves group-commit throughput
-// (DESIGN.md, Storage). Behind a pooler in transaction mode LISTEN does not
+// (docs/design.md, "Storage decisions"). Behind a pooler in transaction mode LISTEN does not
 // work; run workers with PollOnly there.
 
 var _ errand.Notifier = (*Store)(nil)

@@ -1,7 +1,7 @@
 // Package exechandler runs a job as an external command: the handler behind
 // `errand work --exec KIND=COMMAND`.
 //
-// The conventions (DESIGN.md, "CLI and JSON conventions") are the contract
+// The conventions (docs/design.md, "CLI and JSON conventions") are the contract
 // with scripts written in any language:
 //
 //   - COMMAND is split on spaces into argv and run without a shell, as a
