@@ -87,6 +87,7 @@ drains the worker for --grace, and exits 0.`,
 		hideArgs := fs.Bool("hide-args", false, "leave job args out of job reads and listings (claims still carry them)")
 		maxBody := intFlag(fs, "max-body", errandhttp.DefaultMaxBodyBytes, "refuse request bodies over `BYTES` with 413")
 		execs := listFlag(fs, "exec", "also run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
+		execEnv := listFlag(fs, "exec-env", execEnvUsage)
 		hooks := listFlag(fs, "http", "also deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
@@ -162,10 +163,10 @@ drains the worker for --grace, and exits 0.`,
 			cfg := &errand.Config{Logger: e.logger, AllowUnknownKinds: true, Observer: obs, Breakers: policies}
 			var kindNames []string
 			var handlers []*exechandler.Handler
-			if len(*execs)+len(*hooks)+len(deps) > 0 {
+			if len(*execs)+len(*hooks)+len(deps)+len(*execEnv) > 0 {
 				// A --dependency of a kind no --exec maps binds the API's
 				// claims of it by remote workers.
-				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *hooks, *timeouts, deps, true, e)
+				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *execEnv, *hooks, *timeouts, deps, true, e)
 				if err != nil {
 					return err
 				}

@@ -26,13 +26,16 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
 shell, in a process group of its own. Only mapped kinds are claimed. The
 command gets the job's args on stdin and ERRAND_JOB_ID, ERRAND_ATTEMPT,
-ERRAND_LEASE_TOKEN in its environment; its output goes to this log. Exit 0
+ERRAND_LEASE_TOKEN in its environment, with only PATH, HOME, USER,
+LOGNAME, LANG, LC_*, TZ and TMPDIR of this process's: --exec-env NAME
+(repeatable; NAME* for a prefix) passes more, so ERRAND_DB, ERRAND_TOKEN
+and other secrets stay out unless named. Its output goes to this log. Exit 0
 succeeds; 75 retries (class tempfail); 65 dead-letters (class permanent);
 any other status N retries (class exit_N); a signal retries (class signal).
 Past its --timeout the command's whole process group is killed and the
@@ -137,6 +140,7 @@ does, so the claim stays within them.`,
 		db := dbFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
+		execEnv := listFlag(fs, "exec-env", execEnvUsage)
 		hooks := listFlag(fs, "http", "deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
 		queues := listFlag(fs, "queue", "work queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
@@ -224,7 +228,7 @@ does, so the claim stays within them.`,
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *hooks, *timeouts, deps, false, e)
+			kinds, kindNames, handlers, err := execKinds(*execs, *execEnv, *hooks, *timeouts, deps, false, e)
 			if err != nil {
 				return err
 			}
@@ -481,6 +485,9 @@ func nameError(flag, name string) error {
 	return nil
 }
 
+// execEnvUsage is --exec-env's, for errand work and errand serve.
+const execEnvUsage = "also pass variable `NAME` of this process's environment to --exec commands (repeatable; NAME* passes every name with the prefix)"
+
 // execKinds builds a kind with an exec handler for every --exec and a
 // webhook for every --http, with the timeouts --timeout gives, and returns
 // their names, in flag order, and the exec handlers too.
@@ -488,7 +495,15 @@ func nameError(flag, name string) error {
 // A --dependency of a kind that no --exec or --http maps is a usage error,
 // unless declare: then the kind is declared with its dependency, for the
 // claims of remote workers through errand serve's API.
-func execKinds(execs, hooks, timeouts []string, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+func execKinds(execs, execEnv, hooks, timeouts []string, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+	if len(execEnv) > 0 && len(execs) == 0 {
+		return nil, nil, nil, usagef("--exec-env passes variables to the commands of --exec; add --exec KIND=COMMAND or drop it")
+	}
+	for _, name := range execEnv {
+		if err := exechandler.CheckEnvName(name); err != nil {
+			return nil, nil, nil, usagef("--exec-env: %v", err)
+		}
+	}
 	byName := map[string]errand.Handler{}
 	var order []string
 	var handlers []*exechandler.Handler
@@ -503,7 +518,7 @@ func execKinds(execs, hooks, timeouts []string, deps map[string]string, declare 
 		if _, dup := byName[kind]; dup {
 			return nil, nil, nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
 		}
-		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger})
+		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger, Env: execEnv})
 		if err != nil {
 			return nil, nil, nil, usagef("--exec %q: %v", spec, err)
 		}

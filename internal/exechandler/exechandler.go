@@ -9,8 +9,11 @@
 //     only with its guard, see below, whose pid is the group's id: a
 //     script kills its group with kill 0, not kill -- -$$).
 //   - The job's args (JSON) arrive on stdin; ERRAND_JOB_ID, ERRAND_JOB_KIND,
-//     ERRAND_ATTEMPT, ERRAND_MAX_ATTEMPTS and ERRAND_LEASE_TOKEN are added to
-//     the worker's environment.
+//     ERRAND_ATTEMPT, ERRAND_MAX_ATTEMPTS and ERRAND_LEASE_TOKEN are in its
+//     environment, with only these of the worker's: PATH, HOME, USER,
+//     LOGNAME, LANG, LC_*, TZ, TMPDIR, and the names Options.Env lists. The
+//     worker's own secrets (ERRAND_TOKEN, ERRAND_DB, a cloud key) stay out
+//     of a command unless named.
 //   - Every line the command writes to stdout or stderr becomes a log line
 //     of the worker, tagged with the job id; the last 20 lines of stderr
 //     become the error message of a failed attempt.
@@ -79,6 +82,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +125,7 @@ const (
 // and is safe for concurrent use.
 type Handler struct {
 	argv      []string
+	env       []string // names passed from the worker's environment besides the allowlist
 	logger    *slog.Logger
 	waitDelay time.Duration
 
@@ -148,6 +153,21 @@ type Options struct {
 	// WaitDelay bounds the wait for output after the command exits or is
 	// killed. Zero means DefaultWaitDelay.
 	WaitDelay time.Duration
+	// Env names variables of the worker's environment that the command
+	// receives besides those of [AllowedEnv].
+	Env []string
+}
+
+// AllowedEnv are the variables of the worker's environment every command
+// receives; a name ending in * stands for every name with that prefix.
+var AllowedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TZ", "TMPDIR"}
+
+// CheckEnvName refuses what cannot name an environment variable.
+func CheckEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "= \t\n\x00") {
+		return fmt.Errorf("%q is not a variable name; give a name such as AWS_REGION, without =VALUE", name)
+	}
+	return nil
 }
 
 // New returns a handler that runs command, split on spaces into argv. It
@@ -167,7 +187,12 @@ func New(command string, opts *Options) (*Handler, error) {
 	if o.WaitDelay <= 0 {
 		o.WaitDelay = DefaultWaitDelay
 	}
-	return &Handler{argv: argv, logger: o.Logger, waitDelay: o.WaitDelay, running: map[int]started{}}, nil
+	for _, name := range o.Env {
+		if err := CheckEnvName(name); err != nil {
+			return nil, err
+		}
+	}
+	return &Handler{argv: argv, env: o.Env, logger: o.Logger, waitDelay: o.WaitDelay, running: map[int]started{}}, nil
 }
 
 // KillAll kills the process group of every command this handler is running
@@ -198,7 +223,7 @@ func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
 		// Not found: no guard to start, nothing to run.
 		return startError(name, cmd.Err)
 	}
-	cmd.Env = append(os.Environ(), jobEnv(job)...)
+	cmd.Env = append(passedEnv(os.Environ(), h.env), jobEnv(job)...)
 	cmd.WaitDelay = h.waitDelay
 
 	// The handler owns the pipes rather than handing io.Writers to exec, so
@@ -360,6 +385,28 @@ func ending(name string, ps *os.ProcessState) string {
 		return fmt.Sprintf("%s was killed by signal %d (%s)", name, int(sig), sig)
 	}
 	return fmt.Sprintf("%s exited with status %d", name, ps.ExitCode())
+}
+
+// passedEnv keeps the variables of environ that AllowedEnv or names lists.
+func passedEnv(environ, names []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		for _, allowed := range [][]string{AllowedEnv, names} {
+			if slices.ContainsFunc(allowed, func(a string) bool { return envNameMatches(a, name) }) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func envNameMatches(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return pattern == name
 }
 
 // jobEnv is what the command learns about its job besides the args.

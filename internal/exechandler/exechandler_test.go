@@ -106,7 +106,10 @@ func TestStdinAndEnvironment(t *testing.T) {
 	s := script(t, `cat > `+out+`.stdin
 echo "$ERRAND_JOB_ID $ERRAND_JOB_KIND $ERRAND_ATTEMPT $ERRAND_MAX_ATTEMPTS $ERRAND_LEASE_TOKEN $FROM_WORKER" > `+out+`.env`)
 	t.Setenv("FROM_WORKER", "inherited")
-	h := newHandler(t, s, nil)
+	h, err := New(s, &Options{Env: []string{"FROM_WORKER"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := h.Work(context.Background(), testJob()); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +120,57 @@ echo "$ERRAND_JOB_ID $ERRAND_JOB_KIND $ERRAND_ATTEMPT $ERRAND_MAX_ATTEMPTS $ERRA
 	env, _ := os.ReadFile(out + ".env")
 	if got, want := strings.TrimSpace(string(env)), "job-1 send 2 5 token-abc inherited"; got != want {
 		t.Errorf("environment = %q, want %q", got, want)
+	}
+}
+
+// TestEnvironmentIsAllowlisted: the worker's secrets do not reach a
+// command; the allowlist, the names the worker passes and the job's own
+// values do.
+func TestEnvironmentIsAllowlisted(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	s := script(t, `env > `+out)
+	for k, v := range map[string]string{
+		"ERRAND_TOKEN": "operator-secret", "ERRAND_READ_TOKEN": "reader-secret",
+		"ERRAND_DB": "postgres://errand:hunter2@db/errand", "CLOUD_SECRET": "s3cr3t",
+		"PASSED_ONE": "one", "AWS_REGION": "eu-west-1", "LC_TIME": "C", "TZ": "UTC",
+		"ERRAND_JOB_ID": "a stale value the job's own replaces",
+	} {
+		t.Setenv(k, v)
+	}
+	h, err := New(s, &Options{Env: []string{"PASSED_ONE", "AWS_*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Work(context.Background(), testJob()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		k, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
+		got[k] = v
+	}
+	for _, secret := range []string{"ERRAND_TOKEN", "ERRAND_READ_TOKEN", "ERRAND_DB", "CLOUD_SECRET"} {
+		if v, ok := got[secret]; ok {
+			t.Errorf("the command saw %s=%q; want it left out", secret, v)
+		}
+	}
+	for k, want := range map[string]string{"PASSED_ONE": "one", "AWS_REGION": "eu-west-1", "LC_TIME": "C", "TZ": "UTC",
+		"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME"), "ERRAND_JOB_ID": "job-1", "ERRAND_LEASE_TOKEN": "token-abc"} {
+		if got[k] != want {
+			t.Errorf("the command saw %s=%q, want %q", k, got[k], want)
+		}
+	}
+}
+
+func TestNewRejectsBadEnvName(t *testing.T) {
+	for _, name := range []string{"", "A=B", "A B"} {
+		if _, err := New("true", &Options{Env: []string{name}}); err == nil {
+			t.Errorf("New with Env %q succeeded, want an error", name)
+		}
 	}
 }
 
