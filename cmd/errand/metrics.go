@@ -66,7 +66,7 @@ type metricsServer struct {
 // startMetrics listens on addr and serves the client's metrics and health
 // until stop.
 func startMetrics[TTx any](c *errand.Client[TTx], obs *errandhttp.MetricsObserver, ready *errandhttp.ReadyOptions, addr string, e *env) (*metricsServer, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr, "--metrics-addr")
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -201,9 +202,9 @@ drains the worker for --grace, and exits 0.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", *addr)
+			ln, err := listen(*addr, "--addr")
 			if err != nil {
-				return fmt.Errorf("listen on %s: %w", *addr, err)
+				return err
 			}
 			srv := &http.Server{
 				Handler:           h,
@@ -283,6 +284,19 @@ func serveTokens(file, operator, reader string) ([]errandhttp.Token, error) {
 		ts = append(ts, errandhttp.Token{Name: flagReaderName, Secret: reader, Role: errandhttp.RoleRead})
 	}
 	return ts, nil
+}
+
+// listen listens on addr, which flag gave. A busy port names the address
+// and the flag, not only the system's "bind: address already in use".
+func listen(addr, flag string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen on %s: address already in use; another process holds it: pass %s HOST:PORT", addr, flag)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // isLoopback reports whether addr listens on the loopback interface only:

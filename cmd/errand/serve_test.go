@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -498,5 +499,29 @@ func TestServeDependencyWithoutExec(t *testing.T) {
 	s.stop(t)
 	if j := jobsByID(t, db)["s3"]; j.State != "queued" || j.Attempt != 0 {
 		t.Fatalf("s3 is %s at attempt %d; want queued, never attempted", j.State, j.Attempt)
+	}
+}
+
+// TestBusyPortNamesAddressAndFlag: a port another process holds is an
+// error that names the address and the flag to change.
+func TestBusyPortNamesAddressAndFlag(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"serve", "--token", serveToken, "--addr", addr}, "--addr"},
+		{[]string{"work", "--exec", "k=/bin/true", "--metrics-addr", addr}, "--metrics-addr"},
+	} {
+		r := bin(t, append(c.args, "--db", tempDB(t))...)
+		want := "listen on " + addr + ": address already in use; another process holds it: pass " + c.flag + " HOST:PORT"
+		if r.code != 1 || strings.TrimSpace(r.stderr) != "errand: "+c.args[0]+": "+want {
+			t.Errorf("errand %q: exit %d, stderr %q; want exit 1 and %q", c.args, r.code, r.stderr, want)
+		}
 	}
 }

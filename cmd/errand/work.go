@@ -267,7 +267,7 @@ does, so the claim stays within them.`,
 			if listen != "" {
 				m, err := startMetrics(c, obs, readyOpts, listen, e)
 				if err != nil {
-					return fmt.Errorf("serve metrics: %w", err)
+					return err
 				}
 				defer m.stop()
 			}
