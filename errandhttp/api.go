@@ -52,6 +52,9 @@ type api[TTx any] struct {
 	c        *errand.Client[TTx]
 	log      *slog.Logger
 	hideArgs bool
+	// hideLease leaves lease tokens out of the jobs shown to a read-only
+	// caller, who could otherwise hand one to a stale writer.
+	hideLease bool
 }
 
 // route is one endpoint: a Go 1.22 ServeMux pattern and its handler.
@@ -72,6 +75,20 @@ func NewAPI[TTx any](c *errand.Client[TTx], opts *APIOptions) http.Handler {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	reader := *a
+	reader.hideLease = true
+	full, redacted := a.handler(), reader.handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, canWrite := Identity(r); !canWrite {
+			redacted.ServeHTTP(w, r)
+			return
+		}
+		full.ServeHTTP(w, r)
+	})
+}
+
+// handler routes the API's endpoints to a's methods.
+func (a *api[TTx]) handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -597,16 +614,22 @@ func checkQuery(q url.Values, known ...string) error {
 }
 
 // show prepares a job for a reader: args, and the progress and output a
-// handler saved (often drawn from them), hidden when configured.
+// handler saved (often drawn from them), hidden when configured, and the
+// lease token hidden from a read-only caller.
 func (a *api[TTx]) show(j *errand.Job) *errand.Job {
-	if a.hideArgs && j != nil {
-		c := *j
+	if j == nil || !a.hideArgs && (!a.hideLease || j.LeaseToken == nil) {
+		return j
+	}
+	c := *j
+	if a.hideArgs {
 		c.Args = nil
 		c.Progress = nil
 		c.Output = nil
-		return &c
 	}
-	return j
+	if a.hideLease {
+		c.LeaseToken = nil
+	}
+	return &c
 }
 
 // showJobs prepares jobs for a reader as show does; nil becomes [].

@@ -3,15 +3,13 @@ package errandhttp
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +17,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/errandhq/errand"
 )
 
 // Role is what a token may do.
@@ -48,12 +48,57 @@ type Token struct {
 // MinSecretBytes is the shortest secret a token may have.
 const MinSecretBytes = 16
 
+// CheckSecret refuses a secret that is short, holds a space or control
+// character, or is trivially predictable: fewer than 6 distinct
+// characters, a repeated pattern ("abcabc..."), or mostly runs of equal or
+// consecutive characters ("0123456789ab..."). It catches the careless, not
+// every weak secret: generate secrets, e.g. openssl rand -hex 32.
+func CheckSecret(secret string) error {
+	const advice = "generate one, e.g. openssl rand -hex 32"
+	switch {
+	case len(secret) < MinSecretBytes:
+		return fmt.Errorf("secret is %d bytes; use at least %d random bytes: %s", len(secret), MinSecretBytes, advice)
+	case strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Errorf("secret contains a space or control character; use letters and digits: %s", advice)
+	case predictable(secret):
+		return fmt.Errorf("secret is too predictable (repeated or consecutive characters); %s", advice)
+	}
+	return nil
+}
+
+// predictable reports whether s is one of the patterns CheckSecret names.
+func predictable(s string) bool {
+	distinct := map[byte]bool{}
+	for i := range len(s) {
+		distinct[s[i]] = true
+	}
+	if len(distinct) < 6 {
+		return true
+	}
+	for p := 1; p <= len(s)/2; p++ {
+		if s[p:] == s[:len(s)-p] {
+			return true
+		}
+	}
+	runs := 0
+	for i := 1; i < len(s); i++ {
+		if d := int(s[i]) - int(s[i-1]); d >= -1 && d <= 1 {
+			runs++
+		}
+	}
+	return runs*4 >= (len(s)-1)*3
+}
+
 // CookieName is the cookie that /login sets for browsers.
 const CookieName = "errand_token"
 
 // AnonymousOperator is the operator recorded for requests to a server
 // configured without tokens (loopback only; see [Auth]).
 const AnonymousOperator = "local"
+
+// PublicCaller is the operator [Identity] names for a request that
+// [Auth.WrapPublic] let in without a token.
+const PublicCaller = "anonymous"
 
 // AuthOptions configure [NewAuth].
 type AuthOptions struct {
@@ -68,6 +113,14 @@ type AuthOptions struct {
 	// server's own whose browsers may send state-changing requests, e.g. a
 	// reverse proxy's public name when it rewrites Host.
 	TrustedOrigins []string
+	// TrustProxy believes X-Forwarded-Proto (a cookie set over https is
+	// marked Secure) and X-Forwarded-For (the client address whose failed
+	// sign-ins are throttled). Set it only behind a proxy that sets both:
+	// otherwise any client may claim them.
+	TrustProxy bool
+	// Clock times sessions and sign-in throttling. Nil means the system
+	// clock.
+	Clock errand.Clock
 }
 
 // DefaultMaxBodyBytes caps request bodies: a job's args may be 1 MiB, and
@@ -80,18 +133,13 @@ const DefaultMaxBodyBytes = 2 << 20
 // requests, and the /login and /logout pages for browsers. Build it with
 // [NewAuth] and wrap handlers with [Auth.Wrap].
 type Auth struct {
-	tokens  []hashedToken
-	maxBody int64
-	cop     *http.CrossOriginProtection
-	// sessionKey signs the /login cookie, which names a token and an
-	// expiry rather than carrying the secret. It is new in every process,
-	// so a restart ends every browser session.
-	sessionKey [32]byte
-	now        func() time.Time
+	tokens     []hashedToken
+	maxBody    int64
+	cop        *http.CrossOriginProtection
+	trustProxy bool
+	sessions   *sessions
+	throttle   *loginThrottle
 }
-
-// sessionLifetime is how long a /login cookie is good for.
-const sessionLifetime = 12 * time.Hour
 
 type hashedToken struct {
 	name string
@@ -100,16 +148,20 @@ type hashedToken struct {
 }
 
 // NewAuth checks the tokens and returns the middleware. Two tokens with
-// one secret, a secret shorter than MinSecretBytes, a name that is empty or
-// not printable, or an unknown role is an error saying what to fix.
+// one secret, a secret shorter than MinSecretBytes or too predictable
+// (see [CheckSecret]), a name that is empty or not printable, or an
+// unknown role is an error saying what to fix.
 func NewAuth(opts *AuthOptions) (*Auth, error) {
 	if opts == nil {
 		opts = &AuthOptions{}
 	}
-	a := &Auth{maxBody: opts.MaxBodyBytes, cop: http.NewCrossOriginProtection(), now: time.Now}
-	if _, err := rand.Read(a.sessionKey[:]); err != nil {
-		return nil, fmt.Errorf("session key: %w", err)
+	var clock errand.Clock = systemClock{}
+	if opts.Clock != nil {
+		clock = opts.Clock
 	}
+	a := &Auth{maxBody: opts.MaxBodyBytes, cop: http.NewCrossOriginProtection(), trustProxy: opts.TrustProxy,
+		sessions: &sessions{byID: map[[sha256.Size]byte]session{}, clock: clock.Now},
+		throttle: &loginThrottle{byAddr: map[string]*loginTries{}, clock: clock.Now}}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -123,10 +175,9 @@ func NewAuth(opts *AuthOptions) (*Auth, error) {
 			return nil, fmt.Errorf("token %d: role %q is unknown; use %q or %q", i+1, t.Role, RoleRead, RoleOperator)
 		case !validName(t.Name):
 			return nil, fmt.Errorf("token %d: name %q must be 1 to 64 printable characters without spaces", i+1, t.Name)
-		case len(t.Secret) < MinSecretBytes:
-			return nil, fmt.Errorf("token %q: secret is %d bytes; use at least %d random bytes, e.g. openssl rand -hex 32", t.Name, len(t.Secret), MinSecretBytes)
-		case strings.ContainsFunc(t.Secret, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-			return nil, fmt.Errorf("token %q: secret contains a space or control character; use letters and digits", t.Name)
+		}
+		if err := CheckSecret(t.Secret); err != nil {
+			return nil, fmt.Errorf("token %q: %w", t.Name, err)
 		}
 		sum := sha256.Sum256([]byte(t.Secret))
 		if other, dup := seen[sum]; dup {
@@ -158,21 +209,25 @@ func validName(s string) bool {
 // Open reports whether the middleware lets requests in without a token.
 func (a *Auth) Open() bool { return len(a.tokens) == 0 }
 
-// lookup finds the token whose secret is secret. It compares the secret's
-// hash with every token's in constant time and without stopping at a
-// match, so neither timing nor length tells a guesser how close it came.
-func (a *Auth) lookup(secret string) (hashedToken, bool) {
+// lookup finds the index of the token whose secret is secret. It compares
+// the secret's hash with every token's in constant time and without
+// stopping at a match, so neither timing nor length tells a guesser how
+// close it came.
+func (a *Auth) lookup(secret string) (int, bool) {
 	sum := sha256.Sum256([]byte(secret))
-	var found hashedToken
-	ok := 0
-	for _, t := range a.tokens {
+	found, ok := 0, 0
+	for i, t := range a.tokens {
 		eq := subtle.ConstantTimeCompare(sum[:], t.sum[:])
-		if eq == 1 {
-			found = t
-		}
+		found = subtle.ConstantTimeSelect(eq, i, found)
 		ok |= eq
 	}
 	return found, ok == 1
+}
+
+// callerOf is the caller a token makes.
+func (a *Auth) callerOf(i int) caller {
+	t := a.tokens[i]
+	return caller{name: t.name, canWrite: t.role == RoleOperator}
 }
 
 // caller is who made a request.
@@ -231,12 +286,9 @@ func setSecurityHeaders(h http.Header) {
 // The caller's identity travels in the request's context: see [Identity].
 func (a *Auth) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		setSecurityHeaders(w.Header())
-		if r.ContentLength > a.maxBody {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, a.maxBody))
+		if !a.guard(w, r) {
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
 		if a.Open() && !loopbackHost(r.Host) {
 			// Without tokens only the local machine may call, and a page
 			// whose name an attacker rebinds to 127.0.0.1 is not the local
@@ -276,6 +328,31 @@ func (a *Auth) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// guard sets the security headers and caps the body; a body declared
+// past the cap is answered 413 and guard returns false.
+func (a *Auth) guard(w http.ResponseWriter, r *http.Request) bool {
+	setSecurityHeaders(w.Header())
+	if r.ContentLength > a.maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, a.maxBody))
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, a.maxBody)
+	return true
+}
+
+// WrapPublic returns next with the security headers and the body cap of
+// [Auth.Wrap], and no authentication: for what anyone may read, such as a
+// liveness check. [Identity] tells next the caller is anonymous and may
+// change nothing.
+func (a *Auth) WrapPublic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.guard(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{name: PublicCaller})))
+	})
+}
+
 // authenticate finds the caller by bearer token, then by cookie.
 func (a *Auth) authenticate(r *http.Request) (caller, bool) {
 	if a.Open() {
@@ -289,23 +366,28 @@ func (a *Auth) authenticate(r *http.Request) (caller, bool) {
 		}
 		secret = strings.TrimSpace(value)
 	} else if ck, err := r.Cookie(CookieName); err == nil {
-		return a.session(ck.Value)
+		secret = ck.Value
+		i, ok := a.sessions.token(secret)
+		if !ok {
+			return caller{}, false
+		}
+		return a.callerOf(i), true
 	}
 	if secret == "" {
 		return caller{}, false
 	}
-	t, ok := a.lookup(secret)
+	i, ok := a.lookup(secret)
 	if !ok {
 		return caller{}, false
 	}
-	return caller{name: t.name, canWrite: t.role == RoleOperator}, true
+	return a.callerOf(i), true
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>errand: sign in</title></head>
 <body>
 <h1>errand</h1>
-{{if .Failed}}<p role="alert">That token is not valid.</p>{{end}}
+{{with .Alert}}<p role="alert">{{.}}</p>{{end}}
 <form method="post" action="/login">
 <label>Token <input type="password" name="token" autocomplete="current-password" required autofocus></label>
 <button type="submit">Sign in</button>
@@ -316,23 +398,28 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 // serveLogin shows the sign-in form (GET) or checks the token it posts and
 // sets the errand_token cookie: HttpOnly, SameSite=Strict, Secure over
 // TLS. The cross-origin check has already run, so another site cannot sign
-// a browser in with its own token.
+// a browser in with its own token. An address that failed too often is
+// answered 429 without its token being checked.
 func (a *Auth) serveLogin(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = loginPage.Execute(w, struct{ Failed bool }{})
+		loginForm(w, http.StatusOK, "")
 	case http.MethodPost:
-		secret := r.PostFormValue("token")
-		t, ok := a.lookup(secret)
-		if !ok || a.Open() {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			w.WriteHeader(http.StatusUnauthorized)
-			_ = loginPage.Execute(w, struct{ Failed bool }{true})
+		addr := a.clientAddr(r)
+		if wait := a.throttle.wait(addr); wait > 0 {
+			secs := int(math.Ceil(wait.Seconds()))
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			loginForm(w, http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins from your address; try again in %d seconds.", secs))
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: a.newSession(t), Path: "/", HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: secureRequest(r), MaxAge: int(sessionLifetime / time.Second)})
+		i, ok := a.lookup(r.PostFormValue("token"))
+		if !ok || a.Open() {
+			a.throttle.fail(addr)
+			loginForm(w, http.StatusUnauthorized, "That token is not valid.")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: a.sessions.start(i), Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: a.secureRequest(r), MaxAge: int(sessionLifetime / time.Second)})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -340,7 +427,14 @@ func (a *Auth) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveLogout clears the cookie (POST only, so a link cannot sign anyone
+func loginForm(w http.ResponseWriter, status int, alert string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_ = loginPage.Execute(w, struct{ Alert string }{alert})
+}
+
+// serveLogout ends the session, whose cookie is then worth nothing even if
+// kept, and clears the cookie (POST only, so a link cannot sign anyone
 // out).
 func (a *Auth) serveLogout(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -348,8 +442,11 @@ func (a *Auth) serveLogout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 		return
 	}
+	if ck, err := r.Cookie(CookieName); err == nil {
+		a.sessions.end(ck.Value)
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r), MaxAge: -1})
+		SameSite: http.SameSiteStrictMode, Secure: a.secureRequest(r), MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -405,55 +502,4 @@ func loopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// newSession returns a /login cookie's value for token t: the token's
-// position, an expiry, and an HMAC of both under the process's session key.
-// The secret itself never goes into the cookie.
-func (a *Auth) newSession(t hashedToken) string {
-	for i := range a.tokens {
-		if a.tokens[i].sum == t.sum {
-			payload := strconv.Itoa(i) + "." + strconv.FormatInt(a.now().Add(sessionLifetime).Unix(), 10)
-			return payload + "." + a.sign(payload)
-		}
-	}
-	return ""
-}
-
-// session checks a /login cookie's value and returns its token's caller.
-func (a *Auth) session(v string) (caller, bool) {
-	payload, mac, ok := cutLast(v, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(a.sign(payload))) {
-		return caller{}, false
-	}
-	idx, exp, ok := strings.Cut(payload, ".")
-	if !ok {
-		return caller{}, false
-	}
-	i, err1 := strconv.Atoi(idx)
-	e, err2 := strconv.ParseInt(exp, 10, 64)
-	if err1 != nil || err2 != nil || i < 0 || i >= len(a.tokens) || a.now().Unix() >= e {
-		return caller{}, false
-	}
-	t := a.tokens[i]
-	return caller{name: t.name, canWrite: t.role == RoleOperator}, true
-}
-
-func (a *Auth) sign(payload string) string {
-	m := hmac.New(sha256.New, a.sessionKey[:])
-	m.Write([]byte(payload))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-func cutLast(s, sep string) (before, after string, found bool) {
-	if i := strings.LastIndex(s, sep); i >= 0 {
-		return s[:i], s[i+len(sep):], true
-	}
-	return s, "", false
-}
-
-// secureRequest reports whether the browser reached this server over TLS,
-// directly or through a proxy that says so, so the cookie is marked Secure.
-func secureRequest(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }

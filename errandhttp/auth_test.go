@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand/errandhttp"
 )
@@ -139,10 +140,6 @@ func TestLoginSetsAStrictCookie(t *testing.T) {
 		}
 		h := map[string]string{"Cookie": c.Name + "=" + forged}
 		want(t, "forged cookie "+forged, s.do(t, req{method: "GET", path: "/api/v1/jobs", header: h}), http.StatusUnauthorized, "unauthorized")
-	}
-	tls := s.do(t, req{method: "POST", path: "/login", body: "token=" + url.QueryEscape(readerSecret), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-Proto": "https"}})
-	if sc := tls.header.Get("Set-Cookie"); !strings.Contains(sc, "Secure") {
-		t.Fatalf("login behind a TLS proxy: cookie %q, want Secure", sc)
 	}
 	want(t, "reader's cookie posts", s.do(t, req{method: "POST", path: "/api/v1/jobs", body: map[string]any{"kind": "task"}, header: withCookie}), http.StatusForbidden, "forbidden")
 
@@ -281,6 +278,10 @@ func TestNewAuthRefusesBadTokens(t *testing.T) {
 		{"role", []errandhttp.Token{{Name: "a", Secret: operatorSecret, Role: "admin"}}, "role"},
 		{"name", []errandhttp.Token{{Name: "a b", Secret: operatorSecret, Role: errandhttp.RoleRead}}, "name"},
 		{"space", []errandhttp.Token{{Name: "a", Secret: "0123456789 abcdefgh", Role: errandhttp.RoleRead}}, "space"},
+		{"one character", []errandhttp.Token{{Name: "a", Secret: strings.Repeat("a", 16), Role: errandhttp.RoleRead}}, "too predictable"},
+		{"few characters", []errandhttp.Token{{Name: "a", Secret: "abcdeabcdeabcdeaaaaa", Role: errandhttp.RoleRead}}, "too predictable"},
+		{"repeated", []errandhttp.Token{{Name: "a", Secret: strings.Repeat("k3Q9xZ", 4), Role: errandhttp.RoleRead}}, "too predictable"},
+		{"consecutive", []errandhttp.Token{{Name: "a", Secret: "0123456789abcdefghij", Role: errandhttp.RoleRead}}, "openssl rand -hex 32"},
 		{"same secret", []errandhttp.Token{{Name: "a", Secret: operatorSecret, Role: errandhttp.RoleRead}, {Name: "b", Secret: operatorSecret, Role: errandhttp.RoleOperator}}, "same secret"},
 	} {
 		if _, err := errandhttp.NewAuth(&errandhttp.AuthOptions{Tokens: tc.tokens}); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -336,7 +337,6 @@ func TestNewMountsOtherHandlersBehindAuth(t *testing.T) {
 		"/":           "dashboard / grafana false",
 		"/jobs/x":     "dashboard /jobs/x grafana false",
 		"/metrics":    "metrics /metrics grafana false",
-		"/healthz":    "healthz /healthz grafana false",
 		"/readyz":     "readyz /readyz grafana false",
 		"/api/v1/nil": "",
 	} {
@@ -348,7 +348,130 @@ func TestNewMountsOtherHandlersBehindAuth(t *testing.T) {
 			t.Errorf("GET %s without a token: %d", path, r.status)
 		}
 	}
+	// A liveness probe needs no credentials, and the check learns that its
+	// caller is no operator.
+	for _, token := range []string{"", readerSecret} {
+		r := s.do(t, req{method: "GET", path: "/healthz", token: token})
+		if want := "healthz /healthz anonymous false"; r.status != http.StatusOK || string(r.body) != want || r.header.Get("Content-Security-Policy") == "" {
+			t.Errorf("GET /healthz with token %q: %d %q %v, want %q with the security headers", token, r.status, r.body, r.header, want)
+		}
+	}
 	if r := s.do(t, req{method: "POST", path: "/", token: operatorSecret, header: map[string]string{"Origin": "https://evil.example"}}); r.status != http.StatusForbidden {
 		t.Errorf("a cross-site post to the dashboard: %d", r.status)
+	}
+}
+
+// login signs in with secret and returns the session cookie's value.
+func login(t *testing.T, s *server, secret string, header map[string]string) (response, string) {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	for k, v := range header {
+		h[k] = v
+	}
+	r := s.do(t, req{method: "POST", path: "/login", body: "token=" + url.QueryEscape(secret), header: h})
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == errandhttp.CookieName {
+			return r, c.Value
+		}
+	}
+	return r, ""
+}
+
+// TestLogoutEndsTheSession: after /logout the old cookie value, kept by a
+// browser or copied elsewhere, no longer signs anyone in.
+func TestLogoutEndsTheSession(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: testTokens, Clock: clock}})
+	_, session := login(t, s, readerSecret, nil)
+	_, other := login(t, s, readerSecret, nil)
+	withCookie := func(v string) map[string]string { return map[string]string{"Cookie": errandhttp.CookieName + "=" + v} }
+	want(t, "read by cookie", s.do(t, req{method: "GET", path: "/api/v1/jobs", header: withCookie(session)}), http.StatusOK, "")
+	out := s.do(t, req{method: "POST", path: "/logout", header: withCookie(session)})
+	if out.status != http.StatusSeeOther || !strings.Contains(out.header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("logout: %d %v", out.status, out.header)
+	}
+	want(t, "read by the ended session's cookie", s.do(t, req{method: "GET", path: "/api/v1/jobs", header: withCookie(session)}), http.StatusUnauthorized, "unauthorized")
+	want(t, "read by another session's cookie", s.do(t, req{method: "GET", path: "/api/v1/jobs", header: withCookie(other)}), http.StatusOK, "")
+	clock.Advance(12 * time.Hour)
+	want(t, "read by an expired session's cookie", s.do(t, req{method: "GET", path: "/api/v1/jobs", header: withCookie(other)}), http.StatusUnauthorized, "unauthorized")
+}
+
+// TestLoginThrottlesFailures: after five failed sign-ins an address waits,
+// even with the right token; another address does not; the wait ends.
+func TestLoginThrottlesFailures(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: testTokens, Clock: clock, TrustProxy: true}})
+	from := func(addr string) map[string]string {
+		return map[string]string{"X-Forwarded-For": "198.51.100.9, " + addr}
+	}
+	for i := range 5 {
+		if r, _ := login(t, s, "wrong-token-0123456789", from("203.0.113.7")); r.status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, r.status)
+		}
+	}
+	r, cookie := login(t, s, readerSecret, from("203.0.113.7"))
+	if r.status != http.StatusTooManyRequests || cookie != "" || r.header.Get("Retry-After") != "12" {
+		t.Fatalf("sign-in after five failures: %d, Retry-After %q, cookie %q; want 429, 12 and none", r.status, r.header.Get("Retry-After"), cookie)
+	}
+	if r, cookie := login(t, s, readerSecret, from("203.0.113.8")); r.status != http.StatusSeeOther || cookie == "" {
+		t.Fatalf("sign-in from another address: %d", r.status)
+	}
+	clock.Advance(12 * time.Second)
+	if r, cookie := login(t, s, readerSecret, from("203.0.113.7")); r.status != http.StatusSeeOther || cookie == "" {
+		t.Fatalf("sign-in after the wait: %d", r.status)
+	}
+}
+
+// TestCookieSecureFollowsTLS: the session cookie is Secure over TLS, and
+// behind a proxy's X-Forwarded-Proto only when the proxy is trusted.
+func TestCookieSecureFollowsTLS(t *testing.T) {
+	clock := newTestClock()
+	st := openSQLite(t, clock)
+	proto := map[string]string{"X-Forwarded-Proto": "https"}
+	for _, tc := range []struct {
+		name   string
+		trust  bool
+		secure bool
+	}{
+		{"plain http claiming https", false, false},
+		{"trusted proxy", true, true},
+	} {
+		s := newServer(t, st, clock, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: testTokens, TrustProxy: tc.trust}})
+		r, _ := login(t, s, readerSecret, proto)
+		if got := strings.Contains(r.header.Get("Set-Cookie"), "Secure"); r.status != http.StatusSeeOther || got != tc.secure {
+			t.Errorf("%s: %d, cookie %q; want Secure %v", tc.name, r.status, r.header.Get("Set-Cookie"), tc.secure)
+		}
+	}
+	s := newServer(t, st, clock, nil)
+	tlsSrv := httptest.NewTLSServer(s.Config.Handler)
+	defer tlsSrv.Close()
+	client := tlsSrv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.PostForm(tlsSrv.URL+"/login", url.Values{"token": {readerSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if sc := resp.Header.Get("Set-Cookie"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(sc, "Secure") {
+		t.Errorf("over TLS: %d, cookie %q; want Secure", resp.StatusCode, sc)
+	}
+}
+
+// TestReadTokenSeesNoLeaseToken: a running job's lease token, which fences
+// its worker's writes, is null to a read-only token in every job view, and
+// shown to an operator.
+func TestReadTokenSeesNoLeaseToken(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, openSQLite(t, clock), clock, nil)
+	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j-1"}), http.StatusCreated, "")
+	want(t, "claim", s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}}), http.StatusOK, "")
+	lease := *s.job(t, "j-1").LeaseToken
+	for _, path := range []string{"/api/v1/jobs/j-1", "/api/v1/jobs?state=running"} {
+		for token, shown := range map[string]bool{operatorSecret: true, readerSecret: false} {
+			r := s.do(t, req{method: "GET", path: path, token: token})
+			if r.status != http.StatusOK || strings.Contains(string(r.body), lease) != shown || !strings.Contains(string(r.body), `"lease_token"`) {
+				t.Errorf("GET %s as %s: %d %s; want the lease token shown: %v, the field present", path, token[:6], r.status, r.body, shown)
+			}
+		}
 	}
 }

@@ -21,15 +21,19 @@ type Options struct {
 	Dashboard http.Handler
 	// Metrics is served at /metrics.
 	Metrics http.Handler
-	// Healthz and Readyz are served at /healthz and /readyz.
+	// Healthz is served at /healthz to anyone, without a token, so that a
+	// liveness probe needs no credentials: it must reveal nothing (see
+	// [NewHealthz]). Readyz is served at /readyz behind the middleware,
+	// since its reasons name queues and database errors.
 	Healthz http.Handler
 	Readyz  http.Handler
 }
 
-// New composes errand's HTTP surface for c, every part behind the [Auth]
-// middleware: the JSON API at /api/v1/, /login and /logout, and the
-// handlers of opts at /, /metrics, /healthz and /readyz. It returns an
-// error when the tokens are invalid.
+// New composes errand's HTTP surface for c, every part but /healthz behind
+// the [Auth] middleware: the JSON API at /api/v1/, /login and /logout, and
+// the handlers of opts at /, /metrics and /readyz; /healthz gets only the
+// security headers and the body cap. It returns an error when the tokens
+// are invalid.
 func New[TTx any](c *errand.Client[TTx], opts *Options) (http.Handler, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -42,7 +46,6 @@ func New[TTx any](c *errand.Client[TTx], opts *Options) (http.Handler, error) {
 	mux.Handle("/api/", NewAPI(c, opts.API))
 	for path, h := range map[string]http.Handler{
 		"/metrics": opts.Metrics,
-		"/healthz": opts.Healthz,
 		"/readyz":  opts.Readyz,
 		"/":        opts.Dashboard,
 	} {
@@ -55,5 +58,11 @@ func New[TTx any](c *errand.Client[TTx], opts *Options) (http.Handler, error) {
 			writeError(w, http.StatusNotFound, "not_found", "nothing is served at "+r.URL.Path+"; the JSON API is at /api/v1/")
 		})
 	}
-	return auth.Wrap(mux), nil
+	if opts.Healthz == nil {
+		return auth.Wrap(mux), nil
+	}
+	outer := http.NewServeMux()
+	outer.Handle("/healthz", auth.WrapPublic(opts.Healthz))
+	outer.Handle("/", auth.Wrap(mux))
+	return outer, nil
 }
