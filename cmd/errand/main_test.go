@@ -32,6 +32,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// errand serve writes the token it generates under the user's
+	// configuration directory: a temporary one here.
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	errandBin = filepath.Join(dir, "errand")
 	out, err := exec.Command("go", "build", "-o", errandBin, ".").CombinedOutput()
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +35,7 @@ const (
 
 var serveCommand = &command{
 	name:    "serve",
-	args:    "[--addr HOST:PORT] [--token-file PATH] [--exec KIND=COMMAND...] [--http KIND=URL...] [--dependency KIND=DEP...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
+	args:    "[--addr HOST:PORT] [--token-file PATH | --no-auth] [--trust-proxy] [--exec KIND=COMMAND... [--exec-env NAME...]] [--http KIND=URL...] [--dependency KIND=DEP...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
 	summary: "serve the dashboard, the JSON API and /metrics (and run a worker with --exec or --http)",
 	detail: `
 errand serve answers HTTP on --addr (default 127.0.0.1:8080, the loopback
@@ -48,10 +50,24 @@ read; the name is recorded as the operator in the audit; the file must not
 be readable by others). --token and --read-token (or ERRAND_TOKEN and
 ERRAND_READ_TOKEN) add one operator token named operator and one read-only
 token named reader; prefer the file or the environment, since other users
-can see a process's arguments. With any token, every request needs one:
-Authorization: Bearer SECRET, or the cookie /login sets. Without tokens
-every request is an operator named local, which errand serve allows only
-on a loopback address: a non-loopback --addr without tokens is refused.
+can see a process's arguments. Secrets are at least 16 characters and not
+trivially predictable: openssl rand -hex 32 makes one. Every request needs
+a token: Authorization: Bearer SECRET, or the cookie /login sets.
+
+Without --token or --token-file, errand serve makes an operator token for
+this run, writes it to a file only you can read, in your configuration
+directory (serve-HOST-PORT.token under ~/.config/errand on Linux), prints
+the file's path and the token, and removes the file when it stops:
+another user of this machine cannot call the server. --no-auth serves
+without tokens instead, each request an operator named local, on a
+loopback address only: unsafe on a shared machine, where every local user
+could then run jobs, with --exec commands, as you. /healthz answers
+without a token; everything else, /readyz included, needs one.
+
+Behind a TLS-terminating proxy, --trust-proxy believes its
+X-Forwarded-Proto (the sign-in cookie is then Secure) and X-Forwarded-For
+(the address whose failed sign-ins are throttled); without it, only this
+server's own TLS counts. Give it only behind a proxy that sets both.
 
 State-changing requests need an operator token, and browsers may send them
 only from this server's own pages (cross-origin protection). Bodies over
@@ -84,6 +100,8 @@ drains the worker for --grace, and exits 0.`,
 		token := fs.String("token", "", "operator `SECRET` (named operator), also $ERRAND_TOKEN")
 		readToken := fs.String("read-token", "", "read-only `SECRET` (named reader), also $ERRAND_READ_TOKEN")
 		tokenFile := fs.String("token-file", "", "read tokens from `PATH`: lines of ROLE NAME SECRET")
+		noAuth := fs.Bool("no-auth", false, "serve without tokens on a loopback address: every local user is an operator (unsafe on a shared machine)")
+		trustProxy := fs.Bool("trust-proxy", false, "believe X-Forwarded-Proto and X-Forwarded-For: only behind a proxy that sets them")
 		origins := listFlag(fs, "trusted-origin", "also accept state-changing browser requests from `ORIGIN` (scheme://host[:port], repeatable), e.g. a proxy's public name")
 		hideArgs := fs.Bool("hide-args", false, "leave job args out of job reads and listings (claims still carry them)")
 		maxBody := intFlag(fs, "max-body", errandhttp.DefaultMaxBodyBytes, "refuse request bodies over `BYTES` with 413")
@@ -121,8 +139,16 @@ drains the worker for --grace, and exits 0.`,
 			if err != nil {
 				return err
 			}
+			if *noAuth && len(tokens) > 0 {
+				return usagef("--no-auth serves without tokens; drop it, or drop --token, --read-token and --token-file")
+			}
 			if !loopback && len(tokens) == 0 {
 				return usagef("--addr %s is not a loopback address: give --token-file (or --token) so that every request needs a token, or listen on 127.0.0.1", *addr)
+			}
+			generated := ""
+			if !*noAuth && len(tokens) == 0 {
+				generated = rand.Text() // 26 base32 characters: 130 random bits
+				tokens = []errandhttp.Token{{Name: flagOperatorName, Secret: generated, Role: errandhttp.RoleOperator}}
 			}
 			handles := len(*execs)+len(*hooks) > 0
 			retain := retention.policy() != nil
@@ -144,7 +170,7 @@ drains the worker for --grace, and exits 0.`,
 			if err != nil {
 				return err
 			}
-			auth := &errandhttp.AuthOptions{Tokens: tokens, MaxBodyBytes: int64(*maxBody), TrustedOrigins: *origins}
+			auth := &errandhttp.AuthOptions{Tokens: tokens, MaxBodyBytes: int64(*maxBody), TrustedOrigins: *origins, TrustProxy: *trustProxy}
 			if _, err := errandhttp.NewAuth(auth); err != nil {
 				return usagef("%v", err)
 			}
@@ -205,6 +231,16 @@ drains the worker for --grace, and exits 0.`,
 			ln, err := listen(*addr, "--addr")
 			if err != nil {
 				return err
+			}
+			if generated != "" {
+				path, err := writeGeneratedToken(ln.Addr().String(), generated)
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				defer os.Remove(path)
+				e.logger.Info("no --token or --token-file: generated an operator token for this run; every request needs it",
+					"token_file", path, "sign_in", "http://"+ln.Addr().String()+"/login", "token", generated)
 			}
 			srv := &http.Server{
 				Handler:           h,
@@ -297,6 +333,41 @@ func listen(addr, flag string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	return ln, nil
+}
+
+// writeGeneratedToken writes the token errand serve made for the server
+// listening on addr to a file only its owner may read, in the user's
+// configuration directory, named for addr so that servers on other ports
+// keep theirs, and returns the file's path.
+func writeGeneratedToken(addr, secret string) (string, error) {
+	base, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("generated token: %w; give --token-file or --token, or --no-auth", err)
+	}
+	dir := filepath.Join(base, "errand")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("generated token: %w; give --token-file or --token", err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	path := filepath.Join(dir, "serve-"+strings.ReplaceAll(host, ":", "_")+"-"+port+".token")
+	// A new file, mode 0600 from its creation, renamed over any old one:
+	// the secret is never in a file others could open.
+	f, err := os.CreateTemp(dir, ".serve-token-*")
+	if err != nil {
+		return "", fmt.Errorf("generated token: %w; give --token-file or --token", err)
+	}
+	_, err = f.WriteString(secret + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("generated token: %w; give --token-file or --token", err)
+	}
+	return path, nil
 }
 
 // isLoopback reports whether addr listens on the loopback interface only:

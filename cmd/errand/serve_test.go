@@ -42,7 +42,7 @@ var servingAddr = regexp.MustCompile(`msg=serving addr=(\S+)`)
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
 	cmd := exec.Command(errandBin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "ERRAND_DB=")
+	cmd.Env = append(os.Environ(), "ERRAND_DB=", "XDG_CONFIG_HOME="+t.TempDir())
 	pr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,8 @@ func TestWorkOnceDeliversToAWebhook(t *testing.T) {
 }
 
 // TestServeMountsEverything checks that errand serve answers the dashboard,
-// /metrics, /healthz and /readyz, each behind the token like the API.
+// /metrics and /readyz, each behind the token like the API, and /healthz
+// to anyone.
 func TestServeMountsEverything(t *testing.T) {
 	db := tempDB(t)
 	s := startServe(t, "--db", db, "--token", serveToken, "--ready-max-oldest-age", "1h")
@@ -332,7 +333,6 @@ func TestServeMountsEverything(t *testing.T) {
 		{"/", "images"},
 		{"/jobs?queue=images", "resize"},
 		{"/metrics", `errand_queue_jobs{queue="images",state="queued"} 1`},
-		{"/healthz", ""},
 		{"/readyz", `"ready"`},
 	} {
 		resp, err := http.Get(s.base + tc.path)
@@ -354,6 +354,83 @@ func TestServeMountsEverything(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), tc.want) {
 			t.Errorf("GET %s: %d, want 200 containing %q; got:\n%.500s", tc.path, resp.StatusCode, tc.want, body)
 		}
+	}
+	if code, body := getWith(t, s.base+"/healthz", ""); code != 200 || body != `{"status":"ok","reasons":[]}`+"\n" {
+		t.Errorf("GET /healthz without a token: %d %q, want 200 and status ok alone", code, body)
+	}
+}
+
+// getWith sends GET url with token (none when empty).
+func getWith(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var generatedToken = regexp.MustCompile(`token_file=(\S+) sign_in=(\S+) token=(\S+)`)
+
+// TestServeGeneratesAToken: errand serve without tokens makes one, which
+// every request needs, in a file only its owner can read, and removes the
+// file when it stops.
+func TestServeGeneratesAToken(t *testing.T) {
+	s := startServe(t, "--db", tempDB(t))
+	m := generatedToken.FindStringSubmatch(s.log())
+	if m == nil {
+		t.Fatalf("errand serve did not say where its token is:\n%s", s.log())
+	}
+	path, signIn, token := m[1], m[2], m[3]
+	if signIn != s.base+"/login" {
+		t.Errorf("sign-in URL %s, want %s/login", signIn, s.base)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if fi.Mode().Perm() != 0o600 || strings.TrimSpace(string(b)) != token {
+		t.Errorf("token file %s: mode %s, content %q; want 0600 holding the token", path, fi.Mode().Perm(), b)
+	}
+	if code, _ := getWith(t, s.base+"/api/v1/jobs", ""); code != http.StatusUnauthorized {
+		t.Errorf("a request without the token: %d, want 401", code)
+	}
+	if code, body := getWith(t, s.base+"/api/v1/jobs", token); code != http.StatusOK {
+		t.Errorf("a request with the generated token: %d %s", code, body)
+	}
+	if strings.Count(s.log(), token) != 1 {
+		t.Errorf("the token is printed %d times, want once:\n%s", strings.Count(s.log(), token), s.log())
+	}
+	s.stop(t)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the token file outlived the server: %v", err)
+	}
+}
+
+// TestServeNoAuth: --no-auth is the explicit choice of a tokenless server,
+// and contradicts a token.
+func TestServeNoAuth(t *testing.T) {
+	s := startServe(t, "--db", tempDB(t), "--no-auth")
+	if code, body := getWith(t, s.base+"/api/v1/jobs", ""); code != http.StatusOK {
+		t.Errorf("--no-auth: a request without a token: %d %s", code, body)
+	}
+	if strings.Contains(s.log(), "token_file") {
+		t.Errorf("--no-auth generated a token:\n%s", s.log())
+	}
+	s.stop(t)
+	r := cli(t, "serve", "--db", tempDB(t), "--no-auth", "--token", serveToken)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--no-auth serves without tokens") {
+		t.Errorf("--no-auth with --token: %s", r)
 	}
 }
 
