@@ -46,6 +46,10 @@ type MetricsOptions struct {
 	Timeout time.Duration
 	// Clock times the cache. Nil means the system clock.
 	Clock errand.Clock
+	// TopN is how many queues, and queue and kind pairs, the gauges name;
+	// the rest are summed into series labelled OtherLabel. Zero means
+	// DefaultTopN.
+	TopN int
 }
 
 // NewMetrics returns the handler of /metrics: Prometheus's text format,
@@ -85,6 +89,13 @@ type MetricsOptions struct {
 // states, from the newest MaxListLimit workflows of each. A store without
 // workflows reports neither workflow gauge.
 //
+// The queue gauges name the TopN deepest queues (jobs not succeeded or
+// cancelled) and sum the others into queue="(other)"; the unhandled-jobs
+// gauge names the TopN largest pairs of queue and kind. The observer's
+// counters name the first DefaultTopN pairs of queue and kind this process
+// sees, and count later ones as queue="(other)", kind="(other)". So the
+// page stays small however many queues and kinds an application makes.
+//
 // The handler does not authenticate: mount it behind the server's
 // authentication, or on a loopback address.
 func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handler {
@@ -101,12 +112,15 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
+	if o.TopN <= 0 {
+		o.TopN = DefaultTopN
+	}
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	reg.MustRegister(&queueCollector{cache: &statsCache{
+	reg.MustRegister(&queueCollector{topN: o.TopN, cache: &statsCache{
 		read:    c.Stats,
 		clock:   o.Clock,
 		maxAge:  o.CacheFor,
@@ -153,6 +167,7 @@ var (
 // queueCollector reports the queue statistics as gauges at scrape time.
 type queueCollector struct {
 	cache *statsCache
+	topN  int
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -169,14 +184,20 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
+	var unhandled []queueKindCount
 	for _, s := range stats {
+		for _, k := range s.UnhandledKinds {
+			unhandled = append(unhandled, queueKindCount{s.Queue, k.Kind, k.Waiting})
+		}
+	}
+	for _, s := range foldQueues(stats, q.topN) {
 		for state, n := range s.Counts {
 			ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(n), s.Queue, string(state))
 		}
 		ch <- prometheus.MustNewConstMetric(oldestReadyDesc, prometheus.GaugeValue, s.OldestReadyAgeSeconds, s.Queue)
-		for _, k := range s.UnhandledKinds {
-			ch <- prometheus.MustNewConstMetric(unhandledDesc, prometheus.GaugeValue, float64(k.Waiting), s.Queue, k.Kind)
-		}
+	}
+	for _, k := range foldKinds(unhandled, q.topN) {
+		ch <- prometheus.MustNewConstMetric(unhandledDesc, prometheus.GaugeValue, float64(k.n), k.queue, k.kind)
 	}
 }
 

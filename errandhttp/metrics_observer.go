@@ -2,6 +2,7 @@ package errandhttp
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,12 +27,40 @@ type MetricsObserver struct {
 	// byKind holds, per queueKind, the series an attempt touches, so that
 	// an attempt costs one map lookup instead of one per series.
 	byKind sync.Map
+	// named holds the pairs of queue and kind that have series of their
+	// own, at most DefaultTopN of them (nNamed).
+	named  sync.Map
+	nNamed atomic.Int64
 }
 
 type queueKind struct{ queue, kind string }
 
+// otherPair labels the pairs past the first DefaultTopN.
+var otherPair = queueKind{OtherLabel, OtherLabel}
+
+// labels returns the queue and kind job's series carry: its own for the
+// first DefaultTopN pairs this observer sees, otherPair for later ones.
+func (m *MetricsObserver) labels(job *errand.Job) queueKind {
+	key := queueKind{job.Queue, job.Kind}
+	if _, ok := m.named.Load(key); ok {
+		return key
+	}
+	if key.queue == OtherLabel || key.kind == OtherLabel {
+		return otherPair
+	}
+	if m.nNamed.Add(1) > DefaultTopN {
+		m.nNamed.Add(-1)
+		return otherPair
+	}
+	if _, loaded := m.named.LoadOrStore(key, true); loaded {
+		m.nNamed.Add(-1)
+	}
+	return key
+}
+
 // kindSeries are the series of one queue and kind.
 type kindSeries struct {
+	key      queueKind // the labels: the job's, or otherPair
 	started  prometheus.Counter
 	runTime  prometheus.Observer
 	finished map[errand.Result]prometheus.Counter
@@ -44,17 +73,18 @@ var outcomes = []errand.Result{errand.ResultSucceeded, errand.ResultRetrying, er
 	errand.ResultSnoozed, errand.ResultInterrupted, errand.ResultCancelled, errand.ResultLeaseLost}
 
 func (m *MetricsObserver) series(job *errand.Job) *kindSeries {
-	key := queueKind{job.Queue, job.Kind}
+	key := m.labels(job)
 	if s, ok := m.byKind.Load(key); ok {
 		return s.(*kindSeries)
 	}
 	s := &kindSeries{
-		started:  m.started.WithLabelValues(job.Queue, job.Kind),
-		runTime:  m.runTime.WithLabelValues(job.Queue, job.Kind),
+		key:      key,
+		started:  m.started.WithLabelValues(key.queue, key.kind),
+		runTime:  m.runTime.WithLabelValues(key.queue, key.kind),
 		finished: make(map[errand.Result]prometheus.Counter, len(outcomes)),
 	}
 	for _, r := range outcomes {
-		s.finished[r] = m.finished.WithLabelValues(job.Queue, job.Kind, string(r))
+		s.finished[r] = m.finished.WithLabelValues(key.queue, key.kind, string(r))
 	}
 	actual, _ := m.byKind.LoadOrStore(key, s)
 	return actual.(*kindSeries)
@@ -92,7 +122,8 @@ func NewMetricsObserver() *MetricsObserver {
 // JobsEnqueued implements errand.Observer.
 func (m *MetricsObserver) JobsEnqueued(jobs []*errand.Job) {
 	for _, j := range jobs {
-		m.enqueued.WithLabelValues(j.Queue, j.Kind).Inc()
+		key := m.labels(j)
+		m.enqueued.WithLabelValues(key.queue, key.kind).Inc()
 	}
 }
 
@@ -107,10 +138,10 @@ func (m *MetricsObserver) JobFinished(job *errand.Job, res *errand.WorkResult) {
 	if c := s.finished[res.Result]; c != nil {
 		c.Inc()
 	} else {
-		m.finished.WithLabelValues(job.Queue, job.Kind, string(res.Result)).Inc()
+		m.finished.WithLabelValues(s.key.queue, s.key.kind, string(res.Result)).Inc()
 	}
 	if res.Class != "" && (res.Result == errand.ResultRetrying || res.Result == errand.ResultDead) {
-		m.failures.WithLabelValues(job.Queue, job.Kind, res.Class, string(res.Result)).Inc()
+		m.failures.WithLabelValues(s.key.queue, s.key.kind, res.Class, string(res.Result)).Inc()
 	}
 	s.runTime.Observe(res.Duration.Seconds())
 }
