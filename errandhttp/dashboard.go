@@ -1,6 +1,7 @@
 package errandhttp
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -284,9 +286,15 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // overviewData is the queues overview.
 type overviewData struct {
-	Queues  []errand.QueueStats
-	States  []errand.JobState
-	Workers []*errand.WorkerRecord
+	// Queues are a page of at most DefaultTopN queues, deepest first, from
+	// the From'th; MoreQueues counts the queues after them, NextFrom is
+	// where their page starts.
+	Queues         []errand.QueueStats
+	From, NextFrom int
+	MoreQueues     int
+	MoreKinds      int // insight rows of these queues past DefaultTopN
+	States         []errand.JobState
+	Workers        []*errand.WorkerRecord
 	// WorkersLive counts the workers alive or draining, WorkersGone those
 	// that stopped heartbeating without stopping: the registry keeps
 	// stopped and gone workers for a day.
@@ -402,9 +410,10 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	data := &overviewData{Queues: stats, States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
-		Insights: ins, Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
+	data := &overviewData{States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
+		Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
 		FairKeys: map[string][]errand.FairnessKeyCount{}, Workflows: wfs}
+	data.pageQueues(stats, ins, r.URL.Query().Get("from"))
 	for _, k := range keys {
 		data.FairKeys[k.Queue] = append(data.FairKeys[k.Queue], k)
 	}
@@ -430,6 +439,47 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	p := d.newPage(r, "Queues", "overview", now, true)
 	p.Data = data
 	d.render(w, http.StatusOK, "overview", p)
+}
+
+// pageQueues keeps the page of queues that from (an offset into the
+// queues, deepest first) names, and the busiest insight rows of those
+// queues: a system with thousands of queues gets pages, not one page of
+// megabytes.
+func (o *overviewData) pageQueues(stats []errand.QueueStats, ins *errand.Insights, from string) {
+	ranked := rankQueues(stats)
+	o.From, _ = strconv.Atoi(from)
+	o.From = min(max(o.From, 0), len(ranked))
+	end := min(o.From+DefaultTopN, len(ranked))
+	o.Queues, o.NextFrom, o.MoreQueues = ranked[o.From:end], end, len(ranked)-end
+	shown := map[string]bool{}
+	for _, q := range o.Queues {
+		shown[q.Queue] = true
+	}
+	var kinds []errand.KindInsights
+	for _, k := range ins.Kinds {
+		if shown[k.Queue] {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) > DefaultTopN {
+		busy := slices.Clone(kinds)
+		slices.SortStableFunc(busy, func(a, b errand.KindInsights) int { return cmp.Compare(activity(b), activity(a)) })
+		keep := map[[2]string]bool{}
+		for _, k := range busy[:DefaultTopN] {
+			keep[[2]string{k.Queue, k.Kind}] = true
+		}
+		kinds = slices.DeleteFunc(kinds, func(k errand.KindInsights) bool { return !keep[[2]string{k.Queue, k.Kind}] })
+		o.MoreKinds = len(busy) - DefaultTopN
+	}
+	page := *ins
+	page.Kinds = kinds // in the insights' order: by queue, then kind
+	o.Insights = &page
+}
+
+// activity ranks a row of the throughput table: its jobs waiting, running
+// and dead, and those that finished or failed in the last hour.
+func activity(k errand.KindInsights) int {
+	return k.Ready + k.Scheduled + k.Retrying + k.Held + k.Running + k.Dead + k.SucceededLastHour + k.FailedLastHour
 }
 
 // listData is one page of a job listing.
