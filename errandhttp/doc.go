@@ -81,7 +81,10 @@
 // are capped (413); listing limits and batch sizes past their maximum are
 // 400; malformed JSON and unknown fields are 400 with nothing written.
 // Without tokens every request is let in as an operator named "local":
-// errand serve allows that only on a loopback address.
+// errand serve allows that only on a loopback address with --no-auth, and
+// otherwise generates a token. A read-only token sees no lease tokens;
+// /login throttles failures per client address; /logout ends the session
+// on the server. [New] serves /healthz without a token.
 //
 // # Webhook handlers
 //
