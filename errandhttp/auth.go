@@ -366,8 +366,7 @@ func (a *Auth) authenticate(r *http.Request) (caller, bool) {
 		}
 		secret = strings.TrimSpace(value)
 	} else if ck, err := r.Cookie(CookieName); err == nil {
-		secret = ck.Value
-		i, ok := a.sessions.token(secret)
+		i, ok := a.sessions.token(ck.Value)
 		if !ok {
 			return caller{}, false
 		}
