@@ -42,9 +42,15 @@ const batchCompleteTimeout = 30 * time.Second
 type BatchOpts struct {
 	// ID, when set, is the batch's id: a duplicate returns the existing
 	// batch and enqueues nothing, so a retried request cannot enqueue a
-	// batch twice. At most MaxBatchIDBytes, and not ending in ".step" or
+	// batch twice. An existing batch that differs from the one this
+	// enqueue would have made is an *IDConflictError instead, unless
+	// FirstWins. At most MaxBatchIDBytes, and not ending in ".step" or
 	// ".undo" (the callback's id would have a workflow job's shape).
 	ID string
+	// FirstWins makes a duplicate ID return the existing batch even when
+	// it differs (see [EnqueueOpts].FirstWins). It needs an ID. A batch's
+	// jobs must be new, so their own options may not set it.
+	FirstWins bool
 	// Callback, when set, is the job enqueued once every member is
 	// finished. Its args must marshal to a JSON object: errand sets its
 	// field "batch" to the [BatchResult], so declare one in the args type:
@@ -78,6 +84,9 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, 
 	if err != nil {
 		return nil, wrapStoreError("enqueue batch", err)
 	}
+	if err := c.batchDuplicate(ctx, res, p); err != nil {
+		return nil, err
+	}
 	if !res.Duplicate {
 		c.Wake(queuesOf(p.Jobs)...)
 		if c.observer != nil {
@@ -103,6 +112,9 @@ func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []Enque
 	res, err := bs.BatchInsertTx(ctx, tx, p)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue batch: %w", err)
+	}
+	if err := c.batchDuplicate(ctx, res, p); err != nil {
+		return nil, err
 	}
 	if res.Duplicate {
 		return res, nil
@@ -144,11 +156,19 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchIns
 	if opts == nil {
 		opts = &BatchOpts{}
 	}
+	if err := checkFirstWins(opts.FirstWins, opts.ID, "batch"); err != nil {
+		return nil, err
+	}
+	for i := range params {
+		if o := params[i].Opts; o != nil && o.FirstWins {
+			return nil, &InputError{Field: fmt.Sprintf("job %d: first_wins", i), Message: "is set; a batch's jobs must be new, so set FirstWins on the batch instead"}
+		}
+	}
 	jobs, err := c.insertParams(params)
 	if err != nil {
 		return nil, err
 	}
-	p := &BatchInsertParams{ID: opts.ID, Jobs: jobs}
+	p := &BatchInsertParams{ID: opts.ID, Jobs: jobs, firstWins: opts.FirstWins}
 	if p.ID == "" {
 		p.ID = ids.NewJobID()
 	}
@@ -169,12 +189,21 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchIns
 		if err != nil {
 			return nil, fmt.Errorf("callback: %w", err)
 		}
-		p.Callback = templateOf(ip)
+		p.Callback, p.callback = templateOf(ip), ip
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// batchDuplicate returns the *IDConflictError of res, when it is a
+// duplicate of p's id that differs and p does not say FirstWins.
+func (c *engine) batchDuplicate(ctx context.Context, res *BatchInsertResult, p *BatchInsertParams) error {
+	if !res.Duplicate || p.firstWins {
+		return nil
+	}
+	return c.batchConflict(ctx, res.Batch, p)
 }
 
 // completeBatches asks the store to complete batches ids (every ready open

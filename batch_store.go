@@ -249,6 +249,9 @@ type BatchInsertParams struct {
 	// Callback is the job to enqueue when every member has finished; nil
 	// for none.
 	Callback *BatchCallback
+
+	callback  *JobInsertParams // the Client's, that Callback was made of
+	firstWins bool             // BatchOpts.FirstWins
 }
 
 // Validate checks the parameters of BatchInsert: the id, 1 to

@@ -158,12 +158,18 @@ func (c *Client[TTx]) Store() TxStore[TTx] { return c.txStore }
 // EnqueueOpts are the optional settings of one job. The zero value enqueues
 // into DefaultQueue, available now, with the kind's attempt budget.
 type EnqueueOpts struct {
-	// ID, when set, is the job's id: a duplicate returns the existing job.
-	// Use the id of the business object the job serves (a payment id) so a
-	// retried request cannot enqueue twice. The shapes of the ids errand
-	// gives its own jobs are refused: "B.callback", "W.step.S", "W.undo.S"
-	// and "J.dead.N".
+	// ID, when set, is the job's id: a duplicate returns the existing job,
+	// if it is the job this enqueue would have made, and is an
+	// *IDConflictError naming the fields that differ otherwise (see
+	// FirstWins). Use the id of the business object the job serves (a
+	// payment id) so a retried request cannot enqueue twice. The shapes of
+	// the ids errand gives its own jobs are refused: "B.callback",
+	// "W.step.S", "W.undo.S" and "J.dead.N".
 	ID string
+	// FirstWins makes a duplicate ID return the existing job, with
+	// Duplicate set, even when it differs from the one this enqueue would
+	// have made: the first enqueue of an id wins. It needs an ID.
+	FirstWins bool
 	// Queue defaults to DefaultQueue.
 	Queue string
 	// Priority orders claims within a queue: lower runs first. Default 0.
@@ -223,9 +229,9 @@ type EnqueueParams struct {
 type EnqueueResult struct {
 	// Job is the new job, or the existing one when Duplicate.
 	Job *Job
-	// Duplicate reports that a job with the same ID existed, or one held
-	// the unique key (see [UniqueOpts]): Job is that job, unchanged, and
-	// nothing was enqueued.
+	// Duplicate reports that a job with the same ID existed (the same job,
+	// or any with FirstWins), or one held the unique key (see
+	// [UniqueOpts]): Job is that job, unchanged, and nothing was enqueued.
 	Duplicate bool
 }
 
@@ -243,6 +249,7 @@ func (c *Client[TTx]) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOp
 // exists if and only if tx commits. On SQLite tx is a *sql.Tx from the
 // database sqlite.Open returned. Call [Client.Wake] after tx commits, so
 // that idle workers start the job at once rather than at their next poll.
+// After an error, roll tx back.
 func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	rs, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{{Args: args, Opts: opts}})
 	if err != nil {
@@ -252,15 +259,17 @@ func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, args JobArgs, opts 
 }
 
 // EnqueueMany inserts jobs in one transaction: all new jobs commit or none
-// does. Results are in the order of params.
+// does. Results are in the order of params. A job whose id names a
+// different job (an *IDConflictError) refuses the whole call, as bad input
+// does: nothing is written.
 func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
 	ps, err := c.insertParams(params)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: ps})
+	rs, err := c.insertMany(ctx, ps)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, err
 	}
 	var fresh []*JobInsertParams // a duplicate is no news to a worker
 	for i, r := range rs {
@@ -280,7 +289,9 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 // EnqueueManyTx inserts jobs inside the caller's transaction. Inside
 // [Client.InTx] workers are woken after the commit; otherwise call
 // [Client.Wake] after the transaction commits, so that idle workers start
-// the jobs at once rather than at their next poll.
+// the jobs at once rather than at their next poll. After an error (an
+// *IDConflictError is found once the other jobs are inserted), roll the
+// transaction back.
 func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
 	ps, err := c.insertParams(params)
 	if err != nil {
@@ -289,6 +300,9 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	rs, err := c.txStore.JobInsertManyTx(ctx, tx, &JobInsertManyParams{Jobs: ps})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	if err := checkJobConflicts(ps, rs); err != nil {
+		return nil, err
 	}
 	if w, ok := ctx.Value(txWakesKey{}).(*txWakes); ok && w.c == c.engine {
 		w.add(queuesOf(ps))
@@ -304,6 +318,39 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 		}
 	}
 	return enqueueResults(rs), nil
+}
+
+// insertMany inserts ps in a transaction of its own. A conflict is found
+// only once the other jobs are inserted: when there may be one among
+// several jobs, they are inserted in a transaction the conflict rolls
+// back; otherwise in the store's own, which a lone duplicate leaves
+// unwritten.
+func (c *Client[TTx]) insertMany(ctx context.Context, ps []*JobInsertParams) ([]JobInsertResult, error) {
+	p := &JobInsertManyParams{Jobs: ps}
+	if len(ps) == 1 || !mayConflict(ps) {
+		rs, err := c.store.JobInsertMany(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		return rs, checkJobConflicts(ps, rs)
+	}
+	var rs []JobInsertResult
+	var conflict error
+	err := c.txStore.InTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		if rs, err = c.txStore.JobInsertManyTx(ctx, tx, p); err != nil {
+			return err
+		}
+		conflict = checkJobConflicts(ps, rs)
+		return conflict
+	})
+	if conflict != nil {
+		return nil, conflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return rs, nil
 }
 
 // InTx runs fn in a transaction on the store's database and commits it, or
@@ -451,24 +498,32 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFirstWins(o.FirstWins, o.ID, "job"); err != nil {
+		return nil, err
+	}
 	ip := &JobInsertParams{
 		argsChecked: true,
-		ID:          o.ID,
-		Queue:       o.Queue,
-		Kind:        kind,
-		Args:        args,
-		ArgsVersion: argsVersion(p.Args),
-		Priority:    o.Priority,
-		MaxAttempts: o.MaxAttempts,
-		BackoffBase: o.BackoffBase,
-		BackoffMax:  o.BackoffMax,
-		RunAt:       o.RunAt,
-		Delay:       o.Delay,
-		MaxAge:      o.MaxAge,
-		UniqueKey:   o.UniqueKey,
-		OrderingKey: o.OrderingKey,
-		FairnessKey: o.FairnessKey,
-		Tags:        o.Tags,
+		callerID:    id == "" && o.ID != "",
+		firstWins:   o.FirstWins,
+		// Left to the defaults, they resolve per client: not compared.
+		maxAttemptsGiven: o.MaxAttempts != 0,
+		holdGiven:        o.OrderingOnDead != 0,
+		ID:               o.ID,
+		Queue:            o.Queue,
+		Kind:             kind,
+		Args:             args,
+		ArgsVersion:      argsVersion(p.Args),
+		Priority:         o.Priority,
+		MaxAttempts:      o.MaxAttempts,
+		BackoffBase:      o.BackoffBase,
+		BackoffMax:       o.BackoffMax,
+		RunAt:            o.RunAt,
+		Delay:            o.Delay,
+		MaxAge:           o.MaxAge,
+		UniqueKey:        o.UniqueKey,
+		OrderingKey:      o.OrderingKey,
+		FairnessKey:      o.FairnessKey,
+		Tags:             o.Tags,
 	}
 	if u := o.Unique; u != nil {
 		if o.UniqueKey != "" {

@@ -224,7 +224,8 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 		t.Fatalf("first enqueue: %+v, %v", first, err)
 	}
 	clock.Advance(time.Minute)
-	again, err := c.Enqueue(ctx, argsOf("charge", map[string]int{"amount": 2}), &errand.EnqueueOpts{ID: "pay_1", Priority: 9})
+	// Another job under the id: with FirstWins, the first job.
+	again, err := c.Enqueue(ctx, argsOf("charge", map[string]int{"amount": 2}), &errand.EnqueueOpts{ID: "pay_1", Priority: 9, FirstWins: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 	}
 
 	rs, err := c.EnqueueMany(ctx, []errand.EnqueueParams{
-		{Args: errand.RawArgs{KindName: "charge"}, Opts: &errand.EnqueueOpts{ID: "pay_1"}},
+		{Args: argsOf("charge", map[string]int{"amount": 1}), Opts: &errand.EnqueueOpts{ID: "pay_1"}},
 		{Args: errand.RawArgs{KindName: "charge"}, Opts: &errand.EnqueueOpts{ID: "pay_2"}},
 	})
 	if err != nil {

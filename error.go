@@ -35,6 +35,10 @@ var (
 	// cancelled whatever error it returns, unless it returns nil, which
 	// records the job as succeeded: the work was done.
 	ErrJobCancelled = errors.New("job cancelled by an operator")
+	// ErrIDConflict reports an enqueue whose id names an existing job,
+	// batch or workflow that differs from the one it would have made. The
+	// concrete error is an *IDConflictError.
+	ErrIDConflict = errors.New("id taken by a different job")
 )
 
 // StateError reports a transition that a job's current state forbids. Its

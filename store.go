@@ -691,6 +691,11 @@ type JobInsertParams struct {
 	// argsChecked is set by the Client on args it checked as Validate
 	// would, and wrote in plain form (see plainJSON), as it made them.
 	argsChecked bool
+	// callerID: the caller gave the id; firstWins: and said FirstWins.
+	// maxAttemptsGiven, holdGiven: the caller set MaxAttempts and
+	// OrderingOnDead, rather than leaving them to the defaults. See
+	// idconflict.go.
+	callerID, firstWins, maxAttemptsGiven, holdGiven bool
 }
 
 // JobInsertManyParams are the jobs of one insert.

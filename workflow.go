@@ -41,8 +41,13 @@ type WorkflowStep struct {
 type WorkflowOpts struct {
 	// ID, when set, is the workflow's id: a duplicate returns the existing
 	// workflow and enqueues nothing, so a retried request cannot start a
-	// workflow twice. At most MaxWorkflowIDBytes.
+	// workflow twice. An existing workflow that differs from the one this
+	// enqueue would have made is an *IDConflictError instead, unless
+	// FirstWins. At most MaxWorkflowIDBytes.
 	ID string
+	// FirstWins makes a duplicate ID return the existing workflow even
+	// when it differs (see [EnqueueOpts].FirstWins). It needs an ID.
+	FirstWins bool
 	// Name is a label for operators ("checkout", "onboarding"); optional.
 	Name string
 }
@@ -74,6 +79,9 @@ func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep,
 	if err != nil {
 		return nil, wrapStoreError("enqueue workflow", err)
 	}
+	if err := c.workflowDuplicate(ctx, res, p); err != nil {
+		return nil, err
+	}
 	if !res.Duplicate {
 		c.Wake(queuesOfJobs(res.Jobs)...)
 		if c.observer != nil && len(res.Jobs) > 0 {
@@ -99,6 +107,9 @@ func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []Wor
 	res, err := ws.WorkflowInsertTx(ctx, tx, p)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", err)
+	}
+	if err := c.workflowDuplicate(ctx, res, p); err != nil {
+		return nil, err
 	}
 	if res.Duplicate || len(res.Jobs) == 0 {
 		return res, nil
@@ -176,19 +187,24 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*Work
 	if opts == nil {
 		opts = &WorkflowOpts{}
 	}
-	p := &WorkflowInsertParams{ID: opts.ID, Name: opts.Name, Steps: make([]WorkflowStepDef, len(steps))}
+	if err := checkFirstWins(opts.FirstWins, opts.ID, "workflow"); err != nil {
+		return nil, err
+	}
+	p := &WorkflowInsertParams{ID: opts.ID, Name: opts.Name, Steps: make([]WorkflowStepDef, len(steps)),
+		jobs: make([][2]*JobInsertParams, len(steps)), firstWins: opts.FirstWins}
 	if p.ID == "" {
 		p.ID = ids.NewJobID()
 	}
 	for i := range steps {
 		s := &steps[i]
-		job, err := c.workflowTemplate(s.Args, s.Opts)
+		job, ip, err := c.workflowTemplate(s.Args, s.Opts)
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %s: %w", s.Name, err)
 		}
 		p.Steps[i] = WorkflowStepDef{Name: s.Name, DependsOn: s.DependsOn, Job: job}
+		p.jobs[i][0] = ip
 		if s.Compensate != nil {
-			if p.Steps[i].Compensation, err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
+			if p.Steps[i].Compensation, p.jobs[i][1], err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
 				return nil, fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
 			}
 		} else if s.CompensateOpts != nil {
@@ -202,25 +218,34 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*Work
 }
 
 // workflowTemplate checks a workflow job's args and options and returns its
-// template.
-func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*JobTemplate, error) {
+// template and the params it was made of.
+func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*JobTemplate, *JobInsertParams, error) {
 	o := EnqueueOpts{}
 	if opts != nil {
 		o = *opts
 	}
 	switch {
 	case o.ID != "":
-		return nil, &InputError{Field: "ID", Message: "must be empty: a workflow's jobs have fixed ids (ID.step.NAME, ID.undo.NAME)"}
+		return nil, nil, &InputError{Field: "ID", Message: "must be empty: a workflow's jobs have fixed ids (ID.step.NAME, ID.undo.NAME)"}
 	case !o.RunAt.IsZero():
-		return nil, &InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
+		return nil, nil, &InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
 	case o.UniqueKey != "" || o.Unique != nil:
-		return nil, &InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
+		return nil, nil, &InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
 	}
 	ip, err := c.insertParam(&EnqueueParams{Args: args, Opts: &o})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return templateOf(ip), nil
+	return templateOf(ip), ip, nil
+}
+
+// workflowDuplicate returns the *IDConflictError of res, when it is a
+// duplicate of p's id that differs and p does not say FirstWins.
+func (c *engine) workflowDuplicate(ctx context.Context, res *WorkflowInsertResult, p *WorkflowInsertParams) error {
+	if !res.Duplicate || p.firstWins {
+		return nil
+	}
+	return c.workflowConflict(ctx, res.Workflow, p)
 }
 
 // SetOutput records v, marshalled to JSON, as the output of the job the

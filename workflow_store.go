@@ -654,6 +654,11 @@ type WorkflowInsertParams struct {
 	ID    string
 	Name  string
 	Steps []WorkflowStepDef
+
+	// jobs are the Client's params that each step's job and compensation
+	// (nil for none) were made of.
+	jobs      [][2]*JobInsertParams
+	firstWins bool // WorkflowOpts.FirstWins
 }
 
 // Validate checks the parameters of WorkflowInsert: the id and name, 1 to

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"mime"
 	"net/http"
 	"net/url"
@@ -201,6 +200,7 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var ie *errand.InputError
 	var se *errand.StateError
 	var ue *errand.UniqueConflictError
+	var ice *errand.IDConflictError
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.status, he.code, he.message)
@@ -214,6 +214,9 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, "wrong_state", se.Error())
 	case errors.As(err, &ue):
 		writeError(w, http.StatusConflict, "unique_conflict", ue.Error())
+	case errors.As(err, &ice):
+		writeError(w, http.StatusConflict, "id_conflict", fmt.Sprintf("%s id %q is taken by a different %s (%s differ); give a new id for a new %s, or set \"first_wins\": true to get the existing one",
+			ice.What, ice.ID, ice.What, strings.Join(ice.Fields, ", "), ice.What))
 	case errors.Is(err, errand.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "no job with id "+strconv.Quote(r.PathValue("id")))
 	default:
@@ -688,28 +691,38 @@ func keyError(err error, key string) error {
 	return badRequest("%s %q becomes the %s, and is refused: %s", IdempotencyHeader, key, what, ie.Message)
 }
 
-// replayStatus is the status of an answer to POST /api/v1/batches or
-// /api/v1/workflows: 201 when the batch or workflow (what) was enqueued,
-// 200 when it existed. When it existed under the request's Idempotency-Key
-// it sets Idempotent-Replayed, unless same reports that the request would
-// have enqueued something else: that is 409 idempotency_conflict, saying
-// what may differ.
-func replayStatus(w http.ResponseWriter, duplicate bool, key, what, differ string, same func() (bool, error)) (int, error) {
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// keyConflict is the answer to err, an *errand.IDConflictError of the id
+// that the request's Idempotency-Key became: the key was used for a
+// different job, batch or workflow.
+func keyConflict(err error, key string) error {
+	var ice *errand.IDConflictError
+	if key == "" || !errors.As(err, &ice) {
+		return err
+	}
+	return &httpError{http.StatusConflict, "idempotency_conflict",
+		fmt.Sprintf("%s %q was used for a different %s (%s differ); use a new key for a new %s, or set \"first_wins\": true to get the existing one",
+			IdempotencyHeader, key, ice.What, strings.Join(ice.Fields, ", "), ice.What)}
+}
+
+// enqueueStatus is the status of an answer to an enqueue: 201 when it
+// enqueued, 200 when the id, key or unique key named an existing job,
+// batch or workflow, which is then, under an Idempotency-Key, the first
+// request's (Idempotent-Replayed).
+func enqueueStatus(w http.ResponseWriter, duplicate bool, key string) int {
 	if !duplicate {
-		return http.StatusCreated, nil
+		return http.StatusCreated
 	}
 	if key != "" {
-		ok, err := same()
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			return 0, &httpError{http.StatusConflict, "idempotency_conflict",
-				fmt.Sprintf("%s %q was used for a different %s (%s); use a new key for a new %s", IdempotencyHeader, key, what, differ, what)}
-		}
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	return http.StatusOK, nil
+	return http.StatusOK
 }
 
 func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueRequest) error {
@@ -721,145 +734,12 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueR
 	if err != nil {
 		return err
 	}
-	args := p.Args.(errand.RawArgs).JSON
 	res, err := a.c.Enqueue(r.Context(), p.Args, p.Opts)
 	if err != nil {
-		return keyError(err, key)
+		return keyConflict(keyError(err, key), key)
 	}
-	// A duplicate under the key's id is the first request's job; one found
-	// by its unique key instead is that job, as without a key.
-	if res.Duplicate && key != "" && res.Job.ID == key && !sameRequest(res.Job, req, args) {
-		return &httpError{http.StatusConflict, "idempotency_conflict",
-			fmt.Sprintf("%s %q was used for a different job (kind, queue, args, priority, keys or tags differ); use a new key for a new job", IdempotencyHeader, key)}
-	}
-	status := http.StatusCreated
-	if res.Duplicate {
-		status = http.StatusOK
-		if key != "" {
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-	}
-	writeJSON(w, status, enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate})
+	writeJSON(w, enqueueStatus(w, res.Duplicate, key), enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate})
 	return nil
-}
-
-// sameRequest reports whether job j is what req would have enqueued, as
-// far as a later request can tell: times are relative to when each request
-// came, so they are not compared.
-func sameRequest(j *errand.Job, req *enqueueRequest, args json.RawMessage) bool {
-	queue := req.Queue
-	if queue == "" {
-		queue = errand.DefaultQueue
-	}
-	if j.Kind != req.Kind || j.Queue != queue || j.Priority != req.Priority || !sameJSON(j.Args, args) {
-		return false
-	}
-	if req.MaxAttempts != 0 && j.MaxAttempts != req.MaxAttempts {
-		return false
-	}
-	if deref(j.UniqueKey) != req.UniqueKey || deref(j.OrderingKey) != req.OrderingKey || deref(j.FairnessKey) != req.FairnessKey {
-		return false
-	}
-	if req.UniqueKey != "" && !sameUnique(j, req.UniqueScope, time.Duration(req.UniqueWindow)) {
-		return false
-	}
-	if len(j.Tags) != len(req.Tags) {
-		return false
-	}
-	for i := range j.Tags {
-		if j.Tags[i] != req.Tags[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// sameUnique reports whether j, a job with a unique key, could have been
-// enqueued with scope and window: the same scope, a window when one is
-// given, and one whose start is a multiple of it (a job keeps the start of
-// its window, not its length).
-func sameUnique(j *errand.Job, scope errand.UniqueScope, window time.Duration) bool {
-	if j.UniqueScope == nil || j.UniqueScope.String() != scope.String() {
-		return false
-	}
-	if (j.UniqueWindowStart != nil) != (window > 0) {
-		return false
-	}
-	return window <= 0 || j.UniqueWindowStart.UnixMicro()%window.Microseconds() == 0
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// sameJSON compares two documents by value, not by spelling: a store may
-// reformat what it keeps (PostgreSQL's jsonb does: the order of an object's
-// keys, the space between tokens, 1e3 as 1000). Numbers compare by their
-// exact decimal value, not as float64, which would make 9007199254740993
-// equal 9007199254740992 and fail to decode 1e400 at all.
-func sameJSON(a, b json.RawMessage) bool {
-	canon := func(doc json.RawMessage) ([]byte, bool) {
-		dec := json.NewDecoder(bytes.NewReader(doc))
-		dec.UseNumber()
-		var v any
-		if dec.Decode(&v) != nil {
-			return nil, false
-		}
-		out, err := json.Marshal(canonNumbers(v))
-		return out, err == nil
-	}
-	x, okX := canon(a)
-	y, okY := canon(b)
-	return okX && okY && bytes.Equal(x, y)
-}
-
-// canonNumbers replaces every number in a decoded document with
-// canonNumber's spelling of it.
-func canonNumbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		return json.Number(canonNumber(string(v)))
-	case map[string]any:
-		for k, x := range v {
-			v[k] = canonNumbers(x)
-		}
-	case []any:
-		for i, x := range v {
-			v[i] = canonNumbers(x)
-		}
-	}
-	return v
-}
-
-// canonNumber spells a JSON number so that two numbers of the same value
-// are spelt alike: its significant digits, without leading or trailing
-// zeros, and the power of ten to multiply them by ("15e-1" for 1.50 and
-// 0.15e1). The exponent is a big.Int, so 1e99999999999999999999 costs no
-// more than 1e9.
-func canonNumber(n string) string {
-	sign, n := "", n
-	if rest, ok := strings.CutPrefix(n, "-"); ok {
-		sign, n = "-", rest
-	}
-	mant, expText, _ := strings.Cut(strings.ToLower(n), "e")
-	exp := new(big.Int)
-	if expText != "" {
-		if _, ok := exp.SetString(strings.TrimPrefix(expText, "+"), 10); !ok {
-			return sign + n // not a JSON number; compared as written
-		}
-	}
-	whole, frac, _ := strings.Cut(mant, ".")
-	digits := strings.TrimLeft(whole+frac, "0")
-	exp.Sub(exp, big.NewInt(int64(len(frac))))
-	if digits == "" {
-		return "0"
-	}
-	trimmed := strings.TrimRight(digits, "0")
-	exp.Add(exp, big.NewInt(int64(len(digits)-len(trimmed))))
-	return sign + trimmed + "e" + exp.String()
 }
 
 func (a *api[TTx]) get(w http.ResponseWriter, r *http.Request) error {

@@ -1,12 +1,9 @@
 package errandhttp
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
-	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/batchjson"
@@ -93,7 +90,8 @@ type batchResponse struct {
 // the JSON form of internal/batchjson. Kinds need no Go handler on the
 // server, as for POST /api/v1/jobs. An Idempotency-Key header becomes the
 // batch's id; reused for a different batch it is answered 409
-// idempotency_conflict, as on POST /api/v1/jobs and /api/v1/workflows.
+// idempotency_conflict (an id in the body, 409 id_conflict), as on
+// POST /api/v1/jobs and /api/v1/workflows.
 func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *batchjson.Request) error {
 	key, err := idempotencyKey(r, &req.ID, "batch")
 	if err != nil {
@@ -104,7 +102,7 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *bat
 		return err
 	}
 	res, err := a.c.EnqueueBatch(r.Context(), params, opts)
-	err = keyError(err, key)
+	err = keyConflict(keyError(err, key), key)
 	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the job (or the callback) whose
 		// field is wrong.
@@ -113,77 +111,8 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *bat
 	if err != nil {
 		return err
 	}
-	status, err := replayStatus(w, res.Duplicate, key, "batch", "number of jobs, callback, or a member with an id differ", func() (bool, error) {
-		return a.sameBatch(r.Context(), res.Batch, req)
-	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, status, batchResponse{Batch: a.showBatch(res.Batch), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
+	writeJSON(w, enqueueStatus(w, res.Duplicate, key), batchResponse{Batch: a.showBatch(res.Batch), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
 	return nil
-}
-
-// sameBatch reports whether b, the batch an Idempotency-Key names, is what
-// req would have enqueued, as far as a later request can tell: its number
-// of jobs, its callback, and each member the request gives an id that
-// still exists (kind, queue, args, priority, keys and tags, in the batch);
-// an id no job has is a member deleted since only while the batch has lost
-// members.
-// Members without an id cannot be told apart, so they are not compared.
-func (a *api[TTx]) sameBatch(ctx context.Context, b *errand.Batch, req *batchjson.Request) (bool, error) {
-	if b.Total != len(req.Jobs) || (b.Callback == nil) != (req.Callback == nil) {
-		return false, nil
-	}
-	if cb := req.Callback; cb != nil && !sameCallback(b.Callback, cb) {
-		return false, nil
-	}
-	for i := range req.Jobs {
-		rj := &req.Jobs[i]
-		if rj.ID == "" {
-			continue
-		}
-		j, err := a.c.Get(ctx, rj.ID)
-		if errors.Is(err, errand.ErrNotFound) {
-			if present(b) == b.Total {
-				return false, nil // every member is there: it never was one
-			}
-			continue // perhaps a member deleted since
-		}
-		if err != nil {
-			return false, err
-		}
-		args := rj.Args
-		if p, err := rj.Params(""); err == nil {
-			args = p.Args.(errand.RawArgs).JSON
-		}
-		if j.BatchID == nil || *j.BatchID != b.ID || !sameRequest(j, rj, args) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// present is how many of b's members exist still.
-func present(b *errand.Batch) int {
-	n := 0
-	for _, c := range b.Counts {
-		n += c
-	}
-	return n
-}
-
-// sameCallback reports whether t, a batch's callback, is what req would
-// have made.
-func sameCallback(t *errand.BatchCallback, req *batchjson.Callback) bool {
-	queue := req.Queue
-	if queue == "" {
-		queue = errand.DefaultQueue
-	}
-	return t.Kind == req.Kind && t.Queue == queue && t.Priority == req.Priority &&
-		(req.MaxAttempts == 0 || t.MaxAttempts == req.MaxAttempts) &&
-		t.DelayUS == time.Duration(req.Delay).Microseconds() &&
-		t.OrderingKey == req.OrderingKey && t.FairnessKey == req.FairnessKey &&
-		slices.Equal(t.Tags, req.Tags) && sameJSON(withoutField(t.Args, "batch"), withoutField(req.Args, "batch"))
 }
 
 // deleteSchedule serves DELETE /api/v1/schedules/{name} with a body

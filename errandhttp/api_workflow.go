@@ -2,11 +2,9 @@ package errandhttp
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -29,7 +27,8 @@ type workflowResponse struct {
 // language, in the JSON form of internal/workflowjson. Kinds need no Go
 // handler on the server, as for POST /api/v1/jobs. An Idempotency-Key
 // header becomes the workflow's id; reused for a different workflow it is
-// answered 409 idempotency_conflict, as on POST /api/v1/jobs.
+// answered 409 idempotency_conflict (an id in the body, 409 id_conflict),
+// as on POST /api/v1/jobs.
 func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *workflowjson.Request) error {
 	key, err := idempotencyKey(r, &req.ID, "workflow")
 	if err != nil {
@@ -40,7 +39,7 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *
 		return err
 	}
 	res, err := a.c.EnqueueWorkflow(r.Context(), steps, opts)
-	err = keyError(err, key)
+	err = keyConflict(keyError(err, key), key)
 	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the step (and compensation) whose
 		// field is wrong.
@@ -49,97 +48,8 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *
 	if err != nil {
 		return err
 	}
-	status, err := replayStatus(w, res.Duplicate, key, "workflow", "name, steps, kinds, dependencies, compensations or a started step's job differ", func() (bool, error) {
-		return a.sameWorkflow(r.Context(), res.Workflow, req)
-	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, status, workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
+	writeJSON(w, enqueueStatus(w, res.Duplicate, key), workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
 	return nil
-}
-
-// sameWorkflow reports whether wf, the workflow an Idempotency-Key names,
-// is what req would have enqueued, as far as a later request can tell: its
-// name and graph (steps, kinds, dependencies, compensations' kinds), and
-// the job of every step and compensation enqueued and not yet deleted
-// (queue, priority, args without the field "workflow", keys and tags). A
-// step's args are kept only in its job, so those of a step not yet enqueued
-// are not compared.
-func (a *api[TTx]) sameWorkflow(ctx context.Context, wf *errand.Workflow, req *workflowjson.Request) (bool, error) {
-	if wf.Name != req.Name || len(wf.Steps) != len(req.Steps) {
-		return false, nil
-	}
-	for i := range req.Steps {
-		rs, ws := &req.Steps[i], &wf.Steps[i]
-		if rs.Name != ws.Name || rs.Kind != ws.Kind || !slices.Equal(rs.DependsOn, ws.DependsOn) ||
-			(rs.Compensate == nil) != (ws.Compensation == nil) ||
-			(rs.Compensate != nil && rs.Compensate.Kind != ws.Compensation.Kind) {
-			return false, nil
-		}
-		if same, err := a.sameJob(ctx, ws.JobID, ws.State, &rs.Job); !same || err != nil {
-			return false, err
-		}
-		if c := ws.Compensation; c != nil {
-			if same, err := a.sameJob(ctx, c.JobID, c.State, rs.Compensate); !same || err != nil {
-				return false, err
-			}
-		}
-	}
-	return true, nil
-}
-
-// sameJob reports whether the workflow's job id, in state (nil when it is
-// not enqueued or was deleted), is what req would have enqueued; true when
-// there is no job to compare.
-func (a *api[TTx]) sameJob(ctx context.Context, id string, state *errand.JobState, req *workflowjson.Job) (bool, error) {
-	if state == nil {
-		return true, nil
-	}
-	j, err := a.c.Get(ctx, id)
-	if errors.Is(err, errand.ErrNotFound) {
-		return true, nil // deleted since
-	}
-	if err != nil {
-		return false, err
-	}
-	return sameStepJob(j, req), nil
-}
-
-// sameStepJob reports whether j, a step's job or compensation, is what
-// req would have enqueued, leaving out the field "workflow" errand set in its
-// args.
-func sameStepJob(j *errand.Job, req *workflowjson.Job) bool {
-	queue := req.Queue
-	if queue == "" {
-		queue = errand.DefaultQueue
-	}
-	if j.Kind != req.Kind || j.Queue != queue || j.Priority != req.Priority ||
-		(req.MaxAttempts != 0 && j.MaxAttempts != req.MaxAttempts) ||
-		deref(j.OrderingKey) != req.OrderingKey || deref(j.FairnessKey) != req.FairnessKey ||
-		!slices.Equal(j.Tags, req.Tags) {
-		return false
-	}
-	return sameJSON(withoutField(j.Args, "workflow"), withoutField(req.Args, "workflow"))
-}
-
-// withoutField returns the JSON object doc without its field name; null or
-// nothing reads as {}. A document that is not an object is returned as it
-// is.
-func withoutField(doc json.RawMessage, name string) json.RawMessage {
-	if t := bytes.TrimSpace(doc); len(t) == 0 || string(t) == "null" {
-		return json.RawMessage("{}")
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(doc, &m) != nil {
-		return doc
-	}
-	delete(m, name)
-	b, err := json.Marshal(m)
-	if err != nil {
-		return doc
-	}
-	return b
 }
 
 // workflow serves GET /api/v1/workflows/{id}: the workflow of errand

@@ -204,7 +204,7 @@ func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file str
 	defer closeDB()
 	res, err := c.EnqueueBatch(ctx, params, opts)
 	if err != nil {
-		return err
+		return idConflict(err, "\"id\"", "set \"first_wins\": true")
 	}
 	if res.Duplicate {
 		e.logger.Info("batch already exists; not enqueued again", "id", res.Batch.ID, "total", res.Batch.Total)

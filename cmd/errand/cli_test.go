@@ -310,11 +310,18 @@ func TestFlagsAfterPositionals(t *testing.T) {
 func TestDuplicateEnqueuePrintsTheExistingID(t *testing.T) {
 	db := tempDB(t)
 	first := ok(t, cli(t, "enqueue", "pay", `{"amount": 5}`, "--id", "pay-1", "--db", db))
-	second := ok(t, cli(t, "enqueue", "pay", `{"amount": 6}`, "--id", "pay-1", "--db", db))
+	second := ok(t, cli(t, "enqueue", "pay", `{"amount":5.0}`, "--id", "pay-1", "--db", db))
 	if first.stdout != "pay-1\n" || second.stdout != "pay-1\n" {
 		t.Errorf("enqueue printed %q then %q, want pay-1 both times", first.stdout, second.stdout)
 	}
-	r := ok(t, cli(t, "enqueue", "pay", "--id", "pay-1", "--db", db, "--json"))
+	// Another job under the id: an error naming what differs and the
+	// flag that takes the existing job instead.
+	other := cli(t, "enqueue", "pay", `{"amount": 6}`, "--id", "pay-1", "--queue", "q", "--db", db)
+	if other.code != 1 || other.stdout != "" || strings.Count(other.stderr, "\n") != 1 ||
+		!strings.Contains(other.stderr, `job id "pay-1" is taken by a different job (queue, args differ)`) || !strings.Contains(other.stderr, "--first-wins") {
+		t.Errorf("a different job under the id: %s; want exit 1 and one line naming queue, args and --first-wins", other)
+	}
+	r := ok(t, cli(t, "enqueue", "pay", "--id", "pay-1", "--first-wins", "--db", db, "--json"))
 	var out struct {
 		ID        string  `json:"id"`
 		Duplicate bool    `json:"duplicate"`

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -17,7 +19,9 @@ var enqueueCommand = &command{
 	detail: `
 JSON_ARGS is the job's argument document (default {}). A job whose --id
 matches an existing job, or whose --unique-key another job holds, is not
-enqueued again: errand prints the existing job's id and exits 0.
+enqueued again: errand prints the existing job's id and exits 0. An --id
+whose job differs from this one (other args, queue, priority...) is an
+error naming what differs, exit 1, unless --first-wins.
 
 A unique key is held in every state of its job unless --unique-scope says
 otherwise: until_finished (queued, running or retrying: free again once the
@@ -31,7 +35,8 @@ hold makes it, should it die, hold them back until it is replayed or
 cancelled.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		id := fs.String("id", "", "the job's `ID` (default a new UUIDv7); a duplicate id returns the existing job")
+		id := fs.String("id", "", "the job's `ID` (default a new UUIDv7); a duplicate id returns the existing job, if it is this one")
+		firstWins := fs.Bool("first-wins", false, "a duplicate --id returns the existing job even when it differs from this one")
 		queue := fs.String("queue", "", "`QUEUE` to run in (default \"default\")")
 		priority := intFlag(fs, "priority", 0, "priority `N`: lower runs first")
 		delay := durationFlag(fs, "delay", "run no sooner than `DUR` from now")
@@ -66,6 +71,7 @@ cancelled.`,
 			}
 			opts := &errand.EnqueueOpts{
 				ID:          *id,
+				FirstWins:   *firstWins,
 				Queue:       *queue,
 				Priority:    *priority,
 				Delay:       *delay,
@@ -139,7 +145,7 @@ cancelled.`,
 			defer closeDB()
 			res, err := c.Enqueue(ctx, job, opts)
 			if err != nil {
-				return flagInputError(err)
+				return idConflict(flagInputError(err), "--id", "--first-wins")
 			}
 			if res.Duplicate {
 				e.logger.Info("job already exists; not enqueued again", "id", res.Job.ID, "state", string(res.Job.State))
@@ -159,12 +165,24 @@ cancelled.`,
 
 // enqueueFlags names the flag that sets each field the library may refuse.
 var enqueueFlags = map[string]string{
-	"id": "--id", "queue": "--queue", "kind": "KIND", "args": "JSON_ARGS",
+	"id": "--id", "first_wins": "--first-wins", "queue": "--queue", "kind": "KIND", "args": "JSON_ARGS",
 	"priority": "--priority", "max_attempts": "--max-attempts", "delay": "--delay",
 	"run_at": "--run-at", "max_age": "--max-age", "unique_key": "--unique-key",
 	"unique_scope": "--unique-scope", "unique_window": "--unique-window",
 	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
+}
+
+// idConflict says what to change of err, an *errand.IDConflictError, in
+// the terms of a command: give a new id (idHow), or get the existing job,
+// batch or workflow (optOut). Any other error is returned as it is.
+func idConflict(err error, idHow, optOut string) error {
+	var ice *errand.IDConflictError
+	if !errors.As(err, &ice) {
+		return err
+	}
+	return fmt.Errorf("%s id %q is taken by a different %s (%s differ); give a new %s for a new %s, or %s to get the existing one",
+		ice.What, ice.ID, ice.What, strings.Join(ice.Fields, ", "), idHow, ice.What, optOut)
 }
 
 // flagInputError renames the field of a library's input error after the

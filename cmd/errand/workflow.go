@@ -226,7 +226,7 @@ func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file 
 	defer closeDB()
 	res, err := c.EnqueueWorkflow(ctx, steps, opts)
 	if err != nil {
-		return err
+		return idConflict(err, "\"id\"", "set \"first_wins\": true")
 	}
 	if res.Duplicate {
 		e.logger.Info("workflow already exists; not enqueued again", "id", res.Workflow.ID, "state", string(res.Workflow.State))

@@ -25,17 +25,26 @@ import (
 // Request is a batch to enqueue.
 type Request struct {
 	// ID is the batch's id; empty means a new one. A duplicate id returns
-	// the existing batch and enqueues nothing.
-	ID   string `json:"id"`
-	Jobs []Job  `json:"jobs"`
+	// the existing batch and enqueues nothing, unless the batch differs
+	// from this one: that is an *errand.IDConflictError, unless FirstWins.
+	ID string `json:"id"`
+	// FirstWins returns the existing batch of a duplicate id even when it
+	// differs (errand.BatchOpts.FirstWins).
+	FirstWins bool  `json:"first_wins"`
+	Jobs      []Job `json:"jobs"`
 	// Callback is the job enqueued once every member has finished; null
 	// for none.
 	Callback *Callback `json:"callback"`
 }
 
-// Job is a member: the body of POST /api/v1/jobs, field for field.
+// Job is a member: the body of POST /api/v1/jobs, field for field. Its
+// fields are errand.EnqueueOpts' (and the job's kind and args), under the
+// job record's names; a test holds the two sets together.
 type Job struct {
-	ID          string          `json:"id"`
+	ID string `json:"id"`
+	// FirstWins returns the existing job of a duplicate id even when it
+	// differs (errand.EnqueueOpts.FirstWins).
+	FirstWins   bool            `json:"first_wins"`
 	Kind        string          `json:"kind"`
 	Args        json.RawMessage `json:"args"`
 	Queue       string          `json:"queue"`
@@ -43,6 +52,8 @@ type Job struct {
 	RunAt       *jobjson.Time   `json:"run_at"`
 	Delay       errand.Duration `json:"delay"`
 	MaxAttempts int             `json:"max_attempts"`
+	BackoffBase errand.Duration `json:"backoff_base"`
+	BackoffMax  errand.Duration `json:"backoff_max"`
 	MaxAge      errand.Duration `json:"max_age"`
 	UniqueKey   string          `json:"unique_key"`
 	// UniqueScope names the states in which the job holds UniqueKey
@@ -81,7 +92,7 @@ func (r *Request) Batch() ([]errand.EnqueueParams, *errand.BatchOpts, error) {
 		}
 		params[i] = p
 	}
-	opts := &errand.BatchOpts{ID: r.ID}
+	opts := &errand.BatchOpts{ID: r.ID, FirstWins: r.FirstWins}
 	if cb := r.Callback; cb != nil {
 		args, cbOpts, err := cb.Params("callback", "name the callback job's kind, e.g. \"import_done\"",
 			"errand sets its field \"batch\" to the batch's final counts")
@@ -127,8 +138,9 @@ func (j *Job) Params(field string) (errand.EnqueueParams, error) {
 // plain key.
 func (j *Job) Opts() *errand.EnqueueOpts {
 	opts := &errand.EnqueueOpts{
-		ID: j.ID, Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay),
-		MaxAttempts: j.MaxAttempts, MaxAge: time.Duration(j.MaxAge),
+		ID: j.ID, FirstWins: j.FirstWins, Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay),
+		MaxAttempts: j.MaxAttempts, BackoffBase: time.Duration(j.BackoffBase), BackoffMax: time.Duration(j.BackoffMax),
+		MaxAge:    time.Duration(j.MaxAge),
 		UniqueKey: j.UniqueKey, OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
 		FairnessKey: j.FairnessKey, Tags: j.Tags,
 	}

@@ -25,6 +25,8 @@ type Job struct {
 	Priority    int             `json:"priority"`
 	Delay       errand.Duration `json:"delay"`
 	MaxAttempts int             `json:"max_attempts"`
+	BackoffBase errand.Duration `json:"backoff_base"`
+	BackoffMax  errand.Duration `json:"backoff_max"`
 	MaxAge      errand.Duration `json:"max_age"`
 	OrderingKey string          `json:"ordering_key"`
 	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
@@ -56,7 +58,7 @@ func (j *Job) Params(field, kindHint, argsHint string) (errand.RawArgs, *errand.
 	}
 	return errand.RawArgs{KindName: j.Kind, JSON: args}, &errand.EnqueueOpts{
 		Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay), MaxAttempts: j.MaxAttempts,
-		MaxAge: time.Duration(j.MaxAge), OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
+		BackoffBase: time.Duration(j.BackoffBase), BackoffMax: time.Duration(j.BackoffMax), MaxAge: time.Duration(j.MaxAge), OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
 		FairnessKey: j.FairnessKey, Tags: j.Tags,
 	}, nil
 }

@@ -24,8 +24,13 @@ import (
 // Request is a workflow to enqueue.
 type Request struct {
 	// ID is the workflow's id; empty means a new one. A duplicate id
-	// returns the existing workflow and enqueues nothing.
+	// returns the existing workflow and enqueues nothing, unless the
+	// workflow differs from this one: that is an
+	// *errand.IDConflictError, unless FirstWins.
 	ID string `json:"id"`
+	// FirstWins returns the existing workflow of a duplicate id even when
+	// it differs (errand.WorkflowOpts.FirstWins).
+	FirstWins bool `json:"first_wins"`
 	// Name is a label for operators; optional.
 	Name  string `json:"name"`
 	Steps []Step `json:"steps"`
@@ -71,7 +76,7 @@ func (r *Request) Workflow() ([]errand.WorkflowStep, *errand.WorkflowOpts, error
 			}
 		}
 	}
-	return steps, &errand.WorkflowOpts{ID: r.ID, Name: r.Name}, nil
+	return steps, &errand.WorkflowOpts{ID: r.ID, Name: r.Name, FirstWins: r.FirstWins}, nil
 }
 
 // jobParams returns the args and options of a step's job or compensation;
