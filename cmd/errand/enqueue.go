@@ -52,6 +52,7 @@ cancelled.`,
 		orderingKey := fs.String("ordering-key", "", "ordering `KEY`: jobs of a key run one at a time, in enqueue order")
 		orderingOnDead := fs.String("ordering-on-dead", "", "`hold` the --ordering-key while the job is dead, until replayed or cancelled, or `release` it (default the kind's, release)")
 		fairnessKey := fs.String("fairness-key", "", "who the job is for (`KEY`, e.g. tenant:42): workers share its queue fairly among keys")
+		tags := listFlag(fs, "tag", "a free-form label `TAG` for operators (repeatable)")
 		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
 
 		return func(ctx context.Context, pos []string) error {
@@ -81,6 +82,7 @@ cancelled.`,
 				MaxAge:      *maxAge,
 				OrderingKey: *orderingKey,
 				FairnessKey: *fairnessKey,
+				Tags:        *tags,
 			}
 			if isSet(fs, "key") {
 				if isSet(fs, "unique-key") {
@@ -171,6 +173,7 @@ var enqueueFlags = map[string]string{
 	"unique_scope": "--unique-scope", "unique_window": "--unique-window",
 	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
+	"tag": "--tag", "tags": "--tag",
 }
 
 // idConflict says what to change of err, an *errand.IDConflictError, in

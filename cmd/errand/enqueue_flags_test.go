@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand/internal/batchjson"
+)
+
+// TestEnqueueFlagsAreTheJSONAPIs holds errand enqueue's flags to the
+// fields of POST /api/v1/jobs, which internal/batchjson's test holds to
+// errand.EnqueueOpts: every field has a flag of its name and every flag
+// but the command's own is a field, so that adding an option to one
+// without the other fails here.
+func TestEnqueueFlagsAreTheJSONAPIs(t *testing.T) {
+	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
+	enqueueCommand.setup(fs, &env{stdout: io.Discard, stderr: io.Discard, logger: slog.New(slog.DiscardHandler)})
+	flagOnly := map[string]string{"db": "the database", "json": "the output", "key": "an older name of --unique-key"}
+	renamed := map[string]string{
+		"kind": "", "args": "", // KIND and JSON_ARGS, the arguments
+		"tags": "tag", // one tag per flag, repeated
+	}
+	job := reflect.TypeFor[batchjson.Job]()
+	fields := map[string]bool{}
+	for i := range job.NumField() {
+		name, _, _ := strings.Cut(job.Field(i).Tag.Get("json"), ",")
+		f, ok := renamed[name]
+		if !ok {
+			f = strings.ReplaceAll(name, "_", "-")
+		}
+		fields[f] = true
+		if f != "" && fs.Lookup(f) == nil {
+			t.Errorf("the JSON API's %q has no flag --%s: add it, or say why not in this test", name, f)
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !fields[f.Name] && flagOnly[f.Name] == "" {
+			t.Errorf("--%s is no field of the JSON API's job, nor errand.EnqueueOpts': add the option, or say why not in this test", f.Name)
+		}
+	})
+}
+
+// TestEnqueueTagFlag: --tag, repeated, gives the job its tags in order.
+func TestEnqueueTagFlag(t *testing.T) {
+	db := tempDB(t)
+	r := ok(t, cli(t, "enqueue", "k", "--tag", "eu", "--tag", "bulk", "--db", db, "--json"))
+	var out struct {
+		Job struct {
+			Tags []string `json:"tags"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || strings.Join(out.Job.Tags, ",") != "eu,bulk" {
+		t.Fatalf("--tag eu --tag bulk: %s (%v)", r.stdout, err)
+	}
+	if r := cli(t, "enqueue", "k", "--tag", "a b\x00", "--db", db); r.code != 2 || !strings.Contains(r.stderr, "--tag") {
+		t.Fatalf("a bad --tag: %s", r)
+	}
+}
