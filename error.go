@@ -187,11 +187,23 @@ func Permanent(err error) error {
 // RetryAfter retries err after d instead of the policy's backoff, as when a
 // provider says when to come back. The attempt counts; if it was the last,
 // the job is dead-lettered. RetryAfter of a permanent error stays permanent.
+// A d past MaxDelay is refused: the policy's backoff applies, and the
+// failure's message says why.
 func RetryAfter(d time.Duration, err error) error {
 	je := classified(err)
-	if !je.permanent && je.snooze == 0 && d > 0 {
-		je.retryAfter = d
+	if je.permanent || je.snooze != 0 || d <= 0 {
+		return je
 	}
+	if refused := checkDelay("retry_after", d); refused != nil {
+		note := refused.Error() + "; retried on the retry policy's backoff instead"
+		if je.err == nil {
+			je.err = errors.New(note)
+		} else {
+			je.err = fmt.Errorf("%w (%s)", je.err, note)
+		}
+		return je
+	}
+	je.retryAfter = d
 	return je
 }
 

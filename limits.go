@@ -77,6 +77,14 @@ const (
 	// query its store in a tight loop, and one under a microsecond, the
 	// stores' unit, would be kept as none at all.
 	MinInterval = time.Millisecond
+	// MaxDelay bounds a wait given as a duration: an enqueue's Delay (a
+	// batch callback's and a workflow step's too), a failure's RetryAfter.
+	// A hundred years holds any real plan (records kept for decades, then
+	// deleted), while the waits that come of mistakes, a number read in
+	// the wrong unit or a "forever" such as math.MaxInt64 (292 years), are
+	// refused instead of kept as a job that never runs. A bound at the
+	// year 9999, as for a run-at time, no duration could reach.
+	MaxDelay = 100 * 365 * 24 * time.Hour
 )
 
 // Times a job may be scheduled at: within the years that every store and
@@ -570,6 +578,14 @@ func jsonNumberProblem(num []byte) string {
 		return fmt.Sprintf("holds the number %s, beyond what every store can keep (up to %d digits before the decimal point and %d after); send it as a string", CleanText(string(num), 40), maxJSONIntDigits, maxJSONFracDigits)
 	}
 	return ""
+}
+
+// checkDelay refuses a wait past MaxDelay.
+func checkDelay(field string, d time.Duration) error {
+	if d > MaxDelay {
+		return &InputError{Field: field, Message: fmt.Sprintf("%s is longer than %s (100 years, errand.MaxDelay); give a shorter one", d, MaxDelay)}
+	}
+	return nil
 }
 
 // checkRunAt validates a scheduled time.

@@ -310,3 +310,42 @@ func TestNameRefusalsSayTheRule(t *testing.T) {
 		t.Errorf("a printable name without spaces: %v", err)
 	}
 }
+
+// TestWaitsAreBounded: a wait given as a duration past MaxDelay, an
+// enqueue's delay (a callback's, a step's) or a failure's retry-after, is
+// refused naming the field; errand.RetryAfter, which cannot refuse, keeps
+// the policy's backoff and says why in the failure.
+func TestWaitsAreBounded(t *testing.T) {
+	over := errand.MaxDelay + time.Hour
+	if err := errand.CheckEnqueue(errand.RawArgs{KindName: "k"}, &errand.EnqueueOpts{Delay: errand.MaxDelay}); err != nil {
+		t.Fatalf("a delay of MaxDelay: %v", err)
+	}
+	var ie *errand.InputError
+	if err := errand.CheckEnqueue(errand.RawArgs{KindName: "k"}, &errand.EnqueueOpts{Delay: over}); !errors.As(err, &ie) || ie.Field != "delay" {
+		t.Fatalf("a delay past MaxDelay: %v, want an *InputError of delay", err)
+	}
+	err := errand.CheckEnqueueBatch([]errand.EnqueueParams{{Args: errand.RawArgs{KindName: "k"}}},
+		&errand.BatchOpts{Callback: errand.RawArgs{KindName: "done"}, CallbackOpts: &errand.EnqueueOpts{Delay: over}})
+	if !errors.As(err, &ie) || ie.Field != "delay" {
+		t.Fatalf("a callback's delay past MaxDelay: %v", err)
+	}
+	err = errand.CheckEnqueueWorkflow([]errand.WorkflowStep{{Name: "a", Args: errand.RawArgs{KindName: "k"}, Opts: &errand.EnqueueOpts{Delay: over}}}, nil)
+	if !errors.As(err, &ie) || ie.Field != "delay" {
+		t.Fatalf("a step's delay past MaxDelay: %v", err)
+	}
+
+	c := newClient(t, openStore(t, nil), &errand.Config{})
+	_, err = c.Fail(t.Context(), "job-1", "token", &errand.FailOpts{RetryAfter: over})
+	if !errors.As(err, &ie) || ie.Field != "retry_after" {
+		t.Fatalf("Fail with a retry-after past MaxDelay: %v, want an *InputError of retry_after", err)
+	}
+
+	var je *errand.JobError
+	if !errors.As(errand.RetryAfter(errand.MaxDelay, errors.New("503")), &je) || je.RetryDelay() != errand.MaxDelay {
+		t.Fatalf("RetryAfter(MaxDelay) = %v", je)
+	}
+	refused := errand.RetryAfter(over, errors.New("503"))
+	if !errors.As(refused, &je) || je.RetryDelay() != 0 || !strings.Contains(refused.Error(), "503") || !strings.Contains(refused.Error(), "retry_after") {
+		t.Fatalf("RetryAfter past MaxDelay = %q, delay %s; want the policy's backoff and a message that says why", refused, je.RetryDelay())
+	}
+}

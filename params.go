@@ -66,6 +66,9 @@ func (p *JobInsertParams) Validate() error {
 	if p.Delay < 0 {
 		return &InputError{Field: "delay", Message: "must not be negative"}
 	}
+	if err := checkDelay("delay", p.Delay); err != nil {
+		return err
+	}
 	if p.Delay > 0 && !p.RunAt.IsZero() {
 		return &InputError{Field: "run_at", Message: "give a delay or a run-at time, not both"}
 	}

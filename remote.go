@@ -348,7 +348,8 @@ type FailOpts struct {
 	// Stack is an optional stack trace, cleaned likewise.
 	Stack string
 	// RetryAfter, when positive, retries after it instead of the retry
-	// policy's backoff, as [RetryAfter] does. The attempt still counts.
+	// policy's backoff, as [RetryAfter] does. The attempt still counts. At
+	// most MaxDelay.
 	RetryAfter time.Duration
 	// Permanent dead-letters the job at once, as [Permanent] does. It
 	// cannot be combined with RetryAfter.
@@ -375,6 +376,9 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	}
 	if o.RetryAfter < 0 {
 		return OutcomeResult{}, &InputError{Field: "retry_after", Message: "is negative; give a positive duration such as 30s"}
+	}
+	if err := checkDelay("retry_after", o.RetryAfter); err != nil {
+		return OutcomeResult{}, err
 	}
 	if o.Permanent && o.RetryAfter > 0 {
 		return OutcomeResult{}, &InputError{Field: "retry_after", Message: "is set on a permanent failure; a permanent failure is never retried, so drop one of them"}
