@@ -12,7 +12,7 @@
 // An error is {"error": {"code": "...", "message": "..."}} with a status
 // that says which kind: 400 invalid_input (nothing was written), 401
 // unauthorized, 403 forbidden or cross_origin, 404 not_found, 409
-// lease_lost, wrong_state or idempotency_conflict, 413 too_large, 415
+// lease_lost, wrong_state, id_conflict or idempotency_conflict, 413 too_large, 415
 // unsupported_media_type.
 //
 //	POST /api/v1/jobs                    enqueue; Idempotency-Key header
