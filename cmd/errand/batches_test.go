@@ -159,3 +159,20 @@ func cliStdin(t *testing.T, stdin string, args ...string) result {
 	}
 	return result{stdout.String(), stderr.String(), code}
 }
+
+// TestBatchEnqueueIDConflict: a batch id reused for a different batch is
+// exit 1, one line naming what differs and "first_wins", which takes the
+// existing batch.
+func TestBatchEnqueueIDConflict(t *testing.T) {
+	db := tempDB(t)
+	ok(t, cliStdin(t, `{"id": "export-1", "jobs": [{"kind": "export"}]}`, "batch", "enqueue", "--file", "-", "--db", db))
+	r := cliStdin(t, `{"id": "export-1", "jobs": [{"kind": "export"}, {"kind": "export"}]}`, "batch", "enqueue", "--file", "-", "--db", db)
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, `batch id "export-1" is taken by a different batch (jobs differ)`) ||
+		!strings.Contains(r.stderr, `set "first_wins": true`) {
+		t.Fatalf("a different batch under the id: %s", r)
+	}
+	r = ok(t, cliStdin(t, `{"id": "export-1", "first_wins": true, "jobs": [{"kind": "export"}, {"kind": "export"}]}`, "batch", "enqueue", "--file", "-", "--db", db))
+	if r.stdout != "export-1\n" {
+		t.Fatalf("first_wins: %s", r)
+	}
+}
