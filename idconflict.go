@@ -88,10 +88,10 @@ func shapeOfTemplate(t *JobTemplate) jobShape {
 }
 
 // differences names the fields in which have, an existing job, differs
-// from want, the one p's enqueue would make; p says which defaults the
-// caller left. field, when not "", is a field of the args errand sets
-// ("batch", "workflow"), left out of both.
-func (p *JobInsertParams) differences(have, want jobShape, field string) []string {
+// from the one p would make. field, when not "", is a field of the args
+// errand sets ("batch", "workflow"), left out of both.
+func (p *JobInsertParams) differences(have jobShape, field string) []string {
+	want := shapeOfParams(p)
 	var out []string
 	differ := func(name string, same bool) {
 		if !same {
@@ -120,7 +120,7 @@ func (p *JobInsertParams) differences(have, want jobShape, field string) []strin
 // jobDifferences names the fields in which j, the job found under p's id,
 // differs from the job p would make.
 func (p *JobInsertParams) jobDifferences(j *Job) []string {
-	out := p.differences(shapeOfJob(j), shapeOfParams(p), "")
+	out := p.differences(shapeOfJob(j), "")
 	if deref(j.UniqueKey) != p.UniqueKey {
 		return append(out, "unique_key")
 	}
@@ -178,7 +178,7 @@ func (c *engine) batchConflict(ctx context.Context, b *Batch, p *BatchInsertPara
 	case (b.Callback == nil) != (p.callback == nil):
 		fields = append(fields, "callback")
 	case b.Callback != nil:
-		for _, f := range p.callback.differences(shapeOfTemplate(b.Callback), shapeOfParams(p.callback), "batch") {
+		for _, f := range p.callback.differences(shapeOfTemplate(b.Callback), "batch") {
 			fields = append(fields, "callback."+f)
 		}
 	}
@@ -278,7 +278,7 @@ func (c *engine) workflowJobConflict(ctx context.Context, id string, state *JobS
 	if err != nil {
 		return nil, fmt.Errorf("enqueue workflow: compare with the existing one: %w", err)
 	}
-	return want.differences(shapeOfJob(j), shapeOfParams(want), "workflow"), nil
+	return want.differences(shapeOfJob(j), "workflow"), nil
 }
 
 func appendPrefixed(out []string, prefix string, fields []string) []string {
