@@ -688,10 +688,11 @@ type ReplayOpts struct {
 //
 // A workflow's step or compensation replayed resumes its workflow (see
 // [Client.EnqueueWorkflow]); corrected args keep the field "workflow"
-// errand set in the old ones. A dead or cancelled step of a workflow that
-// is compensating returns a *StateError and writes nothing: replay it once
-// the compensations have run, or replay the dead compensation that holds
-// the workflow.
+// errand set in the old ones. A step of a workflow that has enqueued a
+// compensation, or was rerun, returns a *[WorkflowCompensatedError] (also
+// a *StateError) and writes nothing: rerun the workflow
+// ([Client.RerunWorkflow]) once it has failed, replaying first the dead
+// compensation that holds it, if any.
 func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*Job, error) {
 	if opts == nil {
 		opts = &ReplayOpts{}
@@ -701,9 +702,6 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 	}
 	old, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
 	if err != nil {
-		return nil, fmt.Errorf("replay job %s: %w", id, err)
-	}
-	if err := c.checkReplayWorkflow(ctx, old); err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
 	var args json.RawMessage
@@ -719,6 +717,7 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version,
 		ClearProgress: opts.Restart || args != nil})
 	if err != nil {
+		c.explainReplayRefusal(ctx, err)
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
 	c.afterWorkflowJob(ctx, j)

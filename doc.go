@@ -199,8 +199,10 @@
 // ordinary job enqueued once the steps it depends on have succeeded, that
 // reads their outputs ([SetOutput], [StepOutput]). A step that fails for
 // good stops the workflow and runs the compensations of the steps that
-// succeeded, latest first, each a retried job; replaying the failed step
-// resumes it. Its jobs' ids are fixed ([WorkflowStepJobID],
+// succeeded, latest first, each a retried job. Replaying the failed step
+// resumes it only until a compensation has been enqueued; after that, its
+// steps are not replayed and [Client.RerunWorkflow] runs it again as a new
+// workflow. Its jobs' ids are fixed ([WorkflowStepJobID],
 // [WorkflowCompensationJobID]) and the workflow's row records each job it
 // enqueued, so none is enqueued twice; [Client.Workflow] shows every
 // step's state. [KindOpts].OnDead enqueues a job each time a job of the

@@ -39,6 +39,10 @@ var (
 	// batch or workflow that differs from the one it would have made. The
 	// concrete error is an *IDConflictError.
 	ErrIDConflict = errors.New("id taken by a different job")
+	// ErrWorkflowCompensated reports a replay of a workflow's step refused
+	// because the workflow has begun undoing its steps, or was rerun. The
+	// concrete error is a *WorkflowCompensatedError.
+	ErrWorkflowCompensated = errors.New("workflow compensated")
 )
 
 // StateError reports a transition that a job's current state forbids. Its

@@ -75,7 +75,8 @@ type JobReplayManyParams struct {
 	Bulk   string
 	DryRun bool
 	// Held selects, instead, the dead steps a replay leaves out: those of
-	// workflows that are compensating. Only with DryRun.
+	// workflows that have enqueued a compensation or were rerun (see
+	// [CheckReplayInWorkflow]). Only with DryRun.
 	Held bool
 }
 
@@ -151,8 +152,8 @@ type ReplayManyResult struct {
 	Jobs []*Job `json:"jobs"`
 	// Held are the ids of dead jobs the filter selects that the replay
 	// left out, in seq order, at most ReplayBatch of them: steps of
-	// workflows that are compensating, to replay once the workflow has
-	// failed (see Client.Replay).
+	// workflows that have enqueued a compensation or were rerun, which
+	// are rerun rather than replayed (see Client.RerunWorkflow).
 	Held []string `json:"held"`
 }
 
@@ -162,9 +163,10 @@ type ReplayManyResult struct {
 // history, as with [Client.Replay], and gets its own audit record (action
 // bulk_replay) naming the run and its filter. Each job is visited once per
 // call. The workflows of the replayed jobs are advanced, as after
-// [Client.Replay]. The dead steps of workflows that are compensating, which
-// Client.Replay refuses, are left out (and not listed by DryRun): replay
-// them once their workflow failed. When ctx ends between batches, the
+// [Client.Replay]. The dead steps that Client.Replay refuses, of workflows
+// that have enqueued a compensation or were rerun, are left out (and not
+// listed by DryRun) and named in Held: rerun such a workflow once it has
+// failed. When ctx ends between batches, the
 // result holds the jobs replayed so far, with ctx's error.
 func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*ReplayManyResult, error) {
 	if opts == nil {

@@ -246,8 +246,8 @@ type JobStore interface {
 	// job whose replay would take back a unique key another job holds
 	// ([ReplayTakesKey]) is refused with a *UniqueConflictError and nothing
 	// is written. A workflow's step ([ReplayHeldByWorkflow]) is checked
-	// against its workflow's state read in the same transaction, its row
-	// locked against a concurrent advance ([CheckReplayInWorkflow]).
+	// against its workflow's row read in the same transaction, locked
+	// against a concurrent advance ([CheckReplayInWorkflow]).
 	JobReplay(ctx context.Context, params *JobReplayParams) (*Job, error)
 
 	// JobReplayAudit returns the replays of one job from the audit (actions

@@ -1,7 +1,6 @@
 package errand
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -64,30 +63,11 @@ func CheckReplay(id string, st JobState) error {
 // ReplayHeldByWorkflow reports whether a replay of job id, of workflow
 // workflowID (nil for none), depends on the workflow's state: the job is
 // one of the workflow's steps, not a compensation. A store replaying such
-// a job reads the workflow's state in the replay's transaction, its row
-// locked against an advance (FOR SHARE where rows are locked), and passes
-// it to [CheckReplayInWorkflow].
+// a job reads the workflow's row in the replay's transaction, locked
+// against an advance (FOR SHARE where rows are locked), and passes it to
+// [CheckReplayInWorkflow].
 func ReplayHeldByWorkflow(id string, workflowID *string) bool {
 	return workflowID != nil && strings.HasPrefix(id, *workflowID+workflowStepInfix)
-}
-
-// CheckReplayInWorkflow returns nil when step job id, in state st, of
-// workflow workflowID, in state ws, may be replayed, and otherwise the
-// *StateError a store returns, having written nothing: a step of a
-// workflow that is compensating is not replayed, since the compensations
-// undo the steps it would build on. Once they have run (the workflow is
-// failed) it may be.
-func CheckReplayInWorkflow(id string, st JobState, workflowID string, ws WorkflowState) error {
-	if ws != WorkflowCompensating {
-		return nil
-	}
-	return &StateError{Op: "replay", ID: id, State: st, Allowed: ReplayableStates, Reason: compensatingReason(workflowID)}
-}
-
-// compensatingReason says why a step of compensating workflow id is not
-// replayed, and what to do instead.
-func compensatingReason(id string) string {
-	return fmt.Sprintf("its workflow %s is compensating: wait until the compensations have run (the workflow is failed), then replay the step", id)
 }
 
 // CheckCancel returns nil when a job in state st may be cancelled, and

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/errandhq/errand/internal/ids"
 )
@@ -61,9 +60,14 @@ type WorkflowOpts struct {
 // When a step ends dead (or is cancelled) the workflow stops: no further
 // step starts and, once the steps in flight finish, the compensations of the
 // steps that succeeded run one at a time, latest declared first, each a
-// retried job; then the workflow is failed. Replaying the failed step once
-// the compensations have run resumes the workflow: it runs again from that
-// step. Replaying a dead compensation goes on compensating.
+// retried job; then the workflow is failed. Until a compensation has been
+// enqueued (while steps are still in flight, or when no succeeded step has
+// a Compensate), replaying the failed step resumes the workflow: it runs
+// again from that step, and nothing is compensated. Once one has been
+// enqueued, a replay of any step is refused with a
+// *[WorkflowCompensatedError]: the steps it would build on are undone, so
+// run the workflow again as a new one with [Client.RerunWorkflow] once it
+// has failed. Replaying a dead compensation goes on compensating.
 //
 // The store must be a [WorkflowStore].
 func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertResult, error) {
@@ -82,13 +86,20 @@ func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep,
 	if err := c.workflowDuplicate(ctx, res, p); err != nil {
 		return nil, err
 	}
-	if !res.Duplicate {
-		c.Wake(queuesOfJobs(res.Jobs)...)
-		if c.observer != nil && len(res.Jobs) > 0 {
-			c.observer.JobsEnqueued(res.Jobs)
-		}
-	}
+	c.afterWorkflowInsert(res)
 	return res, nil
+}
+
+// afterWorkflowInsert wakes the queues of the jobs a workflow's insert
+// enqueued, in a transaction of its own, and reports them.
+func (c *engine) afterWorkflowInsert(res *WorkflowInsertResult) {
+	if res.Duplicate {
+		return
+	}
+	c.wakeQueues(queuesOfJobs(res.Jobs)...)
+	if c.observer != nil && len(res.Jobs) > 0 {
+		c.observer.JobsEnqueued(res.Jobs)
+	}
 }
 
 // EnqueueWorkflowTx enqueues a workflow inside tx, the caller's
@@ -353,38 +364,20 @@ func queuesOfJobs(jobs []*Job) []string {
 	return setNames(set)
 }
 
-// checkReplayWorkflow refuses to replay job, a dead or cancelled step of a
-// workflow that is compensating: the compensations undo the steps the
-// replayed step would build on. Once they have run (the workflow is
-// failed) the step may be replayed, and a dead compensation holding the
-// workflow may be replayed at any time. The check reads the workflow
-// before the replay, for an error that names a dead compensation holding
-// it; the store checks again in the replay's transaction
-// ([CheckReplayInWorkflow]), where no advance can come between the check
-// and the replay.
-func (c *engine) checkReplayWorkflow(ctx context.Context, job *Job) error {
-	if !ReplayHeldByWorkflow(job.ID, job.WorkflowID) || !slices.Contains(ReplayableStates, job.State) {
-		return nil
+// explainReplayRefusal adds to err, a replay of a step refused because its
+// workflow is compensating, the dead compensation that holds the workflow,
+// if any: the operator replays that first. The store decided the refusal
+// in its transaction; this read only explains it.
+func (c *engine) explainReplayRefusal(ctx context.Context, err error) {
+	var ce *WorkflowCompensatedError
+	if !errors.As(err, &ce) || ce.RerunAs != "" || !ce.WorkflowState.Open() {
+		return
 	}
-	ws, ok := c.store.(WorkflowStore)
-	if !ok {
-		return nil
-	}
-	w, err := ws.WorkflowGet(ctx, &WorkflowGetParams{ID: *job.WorkflowID})
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = CheckReplayInWorkflow(job.ID, job.State, w.ID, w.State)
-	var se *StateError
-	if errors.As(err, &se) {
-		if dead := deadCompensation(w); dead != "" {
-			se.Reason += fmt.Sprintf("; compensation %s is dead and holds the workflow: replay it first", dead)
+	if ws, ok := c.store.(WorkflowStore); ok {
+		if w, werr := ws.WorkflowGet(ctx, &WorkflowGetParams{ID: ce.WorkflowID}); werr == nil {
+			ce.DeadCompensation = deadCompensation(w)
 		}
 	}
-	return err
 }
 
 // deadCompensation returns the job id of a dead compensation of w, or "".

@@ -99,8 +99,10 @@ const (
 	WorkflowCompensating WorkflowState = "compensating"
 	// WorkflowSucceeded is final: every step succeeded.
 	WorkflowSucceeded WorkflowState = "succeeded"
-	// WorkflowFailed: a step failed and every compensation has succeeded.
-	// Replaying the failed step resumes the workflow (it is running again).
+	// WorkflowFailed is final: a step failed and every compensation has
+	// succeeded. When it had nothing to undo, a replay of the failed step
+	// resumes it (it is running again); once it compensated, rerun it
+	// instead (see [Client.RerunWorkflow]).
 	WorkflowFailed WorkflowState = "failed"
 )
 
@@ -255,6 +257,13 @@ type WorkflowRecord struct {
 	CheckedAt time.Time
 	// FinishedAt is when it became succeeded or failed; nil while open.
 	FinishedAt *time.Time
+	// CompensationStartedAt is when the workflow enqueued its first
+	// compensation, nil before: from then on its steps are not replayed
+	// (see [CheckReplayInWorkflow]).
+	CompensationStartedAt *time.Time
+	// RerunOf is the workflow this one reruns, RerunAs the one that reruns
+	// this one; nil for none (see [Client.RerunWorkflow]).
+	RerunOf, RerunAs *string
 }
 
 // EncodeWorkflowSteps is the steps column of a workflow: its steps as JSON.
@@ -329,6 +338,9 @@ type WorkflowPlan struct {
 	// leave the outputs out. State and FailedStep already count them dead.
 	// Empty while no job of the workflow has an output.
 	Dead []*WorkflowDeadJob
+	// CompensationStarted reports that Enqueued holds a compensation: the
+	// store sets the row's CompensationStartedAt when it is not yet set.
+	CompensationStarted bool
 }
 
 // WorkflowDeadJob is a job a store inserts dead (see [WorkflowPlan]): its
@@ -351,7 +363,9 @@ type WorkflowDeadJob struct {
 //     succeeded steps one at a time, latest declared first, each once its
 //     predecessor succeeded; once all succeeded, the workflow failed;
 //   - a replayed step is no longer dead, so a compensating or failed
-//     workflow whose failed steps were all replayed runs again.
+//     workflow whose failed steps were all replayed runs again (a replay
+//     is refused once a compensation was enqueued: see
+//     [CheckReplayInWorkflow]).
 //
 // A job in Enqueued but missing from jobs (deleted by retention) is never
 // enqueued again; the workflow waits on it.
@@ -389,7 +403,7 @@ func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPla
 		}
 		all.Insert = append(all.Insert, p.Insert...)
 		all.Dead = append(all.Dead, p.Dead...)
-		all.State, all.FailedStep, all.Enqueued = p.State, p.FailedStep, p.Enqueued
+		all.State, all.FailedStep, all.Enqueued, all.CompensationStarted = p.State, p.FailedStep, p.Enqueued, p.CompensationStarted
 	}
 	all.Changed = all.State != w.State || len(all.Insert) > 0 || !equalPtr(all.FailedStep, w.FailedStep)
 	return all, nil
@@ -492,6 +506,7 @@ func planWorkflowOnce(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*Workflo
 		}
 	}
 	p.Changed = p.State != w.State || len(p.Insert) > 0 || !equalPtr(p.FailedStep, w.FailedStep)
+	p.CompensationStarted = len(compensationsEnqueued(w.ID, p.Enqueued)) > 0
 	return p, nil
 }
 
@@ -525,9 +540,10 @@ func workflowJobParams(id string, t *JobTemplate, wc *WorkflowContext) (*JobInse
 	}
 	return lean, &WorkflowDeadJob{ID: id, Class: ClassArgsTooLarge, Message: fmt.Sprintf(
 		"not run: its args, with the outputs of steps %s set in their field \"workflow\", %s; "+
-			"these args leave the outputs out. Keep step outputs small (store large results elsewhere and record their key in the output), "+
-			"or give the job the args it needs and replay it: errand replay %s --args '{...}'",
-		strings.Join(steps, ", "), size, id)}, nil
+			"these args leave the outputs out. Keep step outputs small (store large results elsewhere and record their key in the output) "+
+			"and, once the workflow has failed, rerun it: errand workflow rerun %s; or, while it has compensated nothing, "+
+			"give the job the args it needs and replay it: errand replay %s --args '{...}'",
+		strings.Join(steps, ", "), size, wc.ID, id)}, nil
 }
 
 func allOf(names []string, f func(string) bool) bool {
@@ -572,6 +588,14 @@ type Workflow struct {
 	CreatedAt  time.Time          `json:"created_at"`
 	UpdatedAt  time.Time          `json:"updated_at"`
 	FinishedAt *time.Time         `json:"finished_at"`
+	// CompensationStartedAt is when the workflow enqueued its first
+	// compensation, nil before: from then on its steps are not replayed,
+	// and a rerun is the way forward.
+	CompensationStartedAt *time.Time `json:"compensation_started_at"`
+	// RerunOf is the workflow this one reruns, RerunAs the one that reruns
+	// this one; nil for none.
+	RerunOf *string `json:"rerun_of"`
+	RerunAs *string `json:"rerun_as"`
 }
 
 // WorkflowStepView is one step of a [Workflow].
@@ -620,6 +644,7 @@ func ViewWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) *Workflow {
 	}
 	v := &Workflow{ID: w.ID, Name: w.Name, State: w.State, FailedStep: w.FailedStep,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, FinishedAt: w.FinishedAt,
+		CompensationStartedAt: w.CompensationStartedAt, RerunOf: w.RerunOf, RerunAs: w.RerunAs,
 		Steps: make([]WorkflowStepView, len(w.Steps))}
 	for i := range w.Steps {
 		s := &w.Steps[i]
@@ -654,6 +679,9 @@ type WorkflowInsertParams struct {
 	ID    string
 	Name  string
 	Steps []WorkflowStepDef
+	// RerunOf, set by a rerun (see [PlanWorkflowRerun]), is the workflow
+	// this one reruns.
+	RerunOf string
 
 	// jobs are the Client's params that each step's job and compensation
 	// (nil for none) were made of.
@@ -671,6 +699,11 @@ func (p *WorkflowInsertParams) Validate() error {
 	}
 	if p.Name != "" {
 		if err := checkIdentifier("workflow name", p.Name, MaxNameBytes); err != nil {
+			return err
+		}
+	}
+	if p.RerunOf != "" {
+		if err := checkID("rerun of", p.RerunOf, MaxWorkflowIDBytes); err != nil {
 			return err
 		}
 	}
@@ -844,7 +877,8 @@ type WorkflowStore interface {
 	// [WorkflowAdvanceParams]), each in one transaction: it locks the
 	// workflow's row, reads its jobs, calls [PlanWorkflow], inserts the
 	// planned jobs (with workflow_id set), makes those of the plan's Dead
-	// dead, and writes the row. Concurrent
+	// dead, and writes the row (CompensationStartedAt once the plan's
+	// CompensationStarted). Concurrent
 	// advances of one workflow are serialised by the row lock, so a job is
 	// never planned twice. A finished workflow whose failed step was
 	// replayed is advanced too (it runs again). A missing id is skipped.
@@ -861,6 +895,15 @@ type WorkflowStore interface {
 	// state of [WorkflowStates] present (0 when none), in one grouped
 	// count of errand_workflows that reads no job.
 	WorkflowCounts(ctx context.Context) (map[WorkflowState]int, error)
+
+	// WorkflowRerun starts workflow ID again as workflow NewID, in one
+	// transaction of its own: it locks ID's row (ErrNotFound when there is
+	// none), asks [PlanWorkflowRerun], inserts the new workflow as
+	// WorkflowInsert does, with RerunOf set, and sets the old row's
+	// RerunAs. A retried rerun (again) returns the workflow NewID with
+	// Duplicate set and writes nothing; a NewID another workflow has is
+	// the *InputError of [RerunIDTakenError]. A refusal writes nothing.
+	WorkflowRerun(ctx context.Context, params *WorkflowRerunParams) (*WorkflowInsertResult, error)
 }
 
 // NewWorkflowCounts returns counts with every workflow state at 0, for a

@@ -157,13 +157,14 @@ func compensationState(w *errand.Workflow, step string) string {
 	return "<none>"
 }
 
-// TestWorkflowCompensatesAndResumes is the issue's test, through a Worker
+// TestWorkflowCompensatesThenReruns is the issue's test, through a Worker
 // on each store: four linear steps whose third fails permanently run the
 // compensations of the second and the first, in that order, and end failed
-// with the third as the failed step; after a fix, replaying the step runs
-// the rest and the workflow succeeds. The first step's output reaches the
-// second's args.
-func TestWorkflowCompensatesAndResumes(t *testing.T) {
+// with the third as the failed step. A replay of that step is refused: it
+// would resume the workflow over the refunded charge. After a fix, a rerun
+// runs every step again as a new workflow, which succeeds; the old one
+// stays failed. The first step's output reaches the second's args.
+func TestWorkflowCompensatesThenReruns(t *testing.T) {
 	sharedStores(t, func(t *testing.T, stores []errand.TxStore[*sql.Tx]) {
 		ctx := t.Context()
 		tr := &trip{}
@@ -224,21 +225,30 @@ func TestWorkflowCompensatesAndResumes(t *testing.T) {
 			t.Fatalf("book's workflow id %v", book.WorkflowID)
 		}
 
-		// The fix, then the replay of the dead step.
+		// The fix; a replay of the dead step is refused, and names the
+		// rerun.
 		tr.bookFails.Store(false)
-		if _, err := c.Replay(ctx, "trip-7.step.book", &errand.ReplayOpts{Operator: "ops", Reason: "seats added"}); err != nil {
+		_, err = c.Replay(ctx, "trip-7.step.book", &errand.ReplayOpts{Operator: "ops", Reason: "seats added"})
+		if !errors.Is(err, errand.ErrWorkflowCompensated) || !strings.Contains(err.Error(), "errand workflow rerun trip-7") {
+			t.Fatalf("replay of the compensated step = %v, want ErrWorkflowCompensated naming the rerun", err)
+		}
+		if _, err := c.RerunWorkflow(ctx, "trip-7", &errand.WorkflowRerunOpts{ID: "trip-7b"}); err != nil {
 			t.Fatal(err)
 		}
-		wf = waitWorkflow(t, c, "trip-7", errand.WorkflowSucceeded)
-		want = append(want, "trip_book", "trip_confirm")
+		wf = waitWorkflow(t, c, "trip-7b", errand.WorkflowSucceeded)
+		want = append(want, "trip_charge", "trip_reserve", "trip_book", "trip_confirm")
 		if got := tr.order(); !slices.Equal(got, want) {
 			t.Fatalf("handlers ran %v, want %v", got, want)
 		}
-		if wf.FailedStep != nil || wf.FinishedAt == nil || stepState(wf, "confirm") != "succeeded" {
-			t.Fatalf("succeeded workflow: %+v", wf)
+		if wf.RerunOf == nil || *wf.RerunOf != "trip-7" || wf.Name != "trip" || stepState(wf, "confirm") != "succeeded" {
+			t.Fatalf("rerun workflow: %+v", wf)
+		}
+		old := workflowState(t, c, "trip-7")
+		if old.State != errand.WorkflowFailed || old.RerunAs == nil || *old.RerunAs != "trip-7b" || stepState(old, "book") != "dead" {
+			t.Fatalf("old workflow after the rerun: %+v", old)
 		}
 		ws, err := c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowSucceeded}})
-		if err != nil || len(ws) != 1 || ws[0].ID != "trip-7" {
+		if err != nil || len(ws) != 1 || ws[0].ID != "trip-7b" {
 			t.Fatalf("succeeded workflows: %v, %v", ws, err)
 		}
 	})
@@ -267,11 +277,12 @@ func workflowState(t *testing.T, c *errand.Client[*sql.Tx], id string) *errand.W
 }
 
 // TestWorkflowReplayRules: a dead step of a compensating workflow is not
-// replayed (nothing is written), and the error says to wait or to replay
-// the dead compensation holding it; the dead compensation is replayed and
-// the workflow goes on; once failed, the step is replayed with corrected
-// args that keep the field "workflow"; a bulk replay advances the
-// workflows of the jobs it replayed.
+// replayed (nothing is written), and the error names the rerun and the
+// dead compensation holding the workflow; the dead compensation is
+// replayed and the workflow goes on; failed, the step is still refused. A
+// failed workflow with nothing to undo resumes by a replay of its step,
+// with corrected args that keep the field "workflow"; a bulk replay
+// advances the workflows of the jobs it replayed.
 func TestWorkflowReplayRules(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
@@ -297,7 +308,7 @@ func TestWorkflowReplayRules(t *testing.T) {
 		if !errors.As(err, &se) || !errors.Is(err, errand.ErrWrongState) {
 			t.Fatalf("replay while compensating: %v, want a *StateError", err)
 		}
-		for _, s := range []string{"compensating", "wait until the compensations have run", "trip-8.undo.reserve"} {
+		for _, s := range []string{"compensating", "once it has failed, rerun it as a new workflow: errand workflow rerun trip-8", "trip-8.undo.reserve is dead"} {
 			if !strings.Contains(err.Error(), s) {
 				t.Fatalf("error %q does not say %q", err, s)
 			}
@@ -329,25 +340,39 @@ func TestWorkflowReplayRules(t *testing.T) {
 			t.Fatalf("workflow %s, failed step %v", w.State, w.FailedStep)
 		}
 
-		// Failed: the step is replayed, with corrected args that keep the
-		// workflow's context, and the workflow runs again at once.
+		// Failed after compensating: still refused, and the error no longer
+		// names a dead compensation.
+		_, err = c.Replay(ctx, "trip-8.step.book", replay)
+		if !errors.Is(err, errand.ErrWorkflowCompensated) || strings.Contains(err.Error(), "is dead and holds") ||
+			!strings.Contains(err.Error(), "compensated (undid reserve, charge)") {
+			t.Fatalf("replay once failed: %v, want ErrWorkflowCompensated naming what was undone", err)
+		}
+
+		// Failed with nothing to undo: the step is replayed, with corrected
+		// args that keep the workflow's context, and the workflow runs
+		// again at once.
+		tr.bookFails.Store(true)
+		nine := []errand.WorkflowStep{{Name: "book", Args: rawArgs(t, "trip_book", map[string]int{"order": 9})}}
+		if _, err := c.EnqueueWorkflow(ctx, nine, &errand.WorkflowOpts{ID: "trip-9"}); err != nil {
+			t.Fatal(err)
+		}
+		workTrip(t, c, "trip-9.step.book", errand.ResultDead)
 		tr.bookFails.Store(false)
 		ra := *replay
-		ra.Args = json.RawMessage(`{"order":9,"workflow":{"id":"forged"}}`)
-		j, err := c.Replay(ctx, "trip-8.step.book", &ra)
+		ra.Args = json.RawMessage(`{"order":99,"workflow":{"id":"forged"}}`)
+		j, err := c.Replay(ctx, "trip-9.step.book", &ra)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var a tripArgs
-		if err := json.Unmarshal(getJob(t, c, j.ID).Args, &a); err != nil || a.Order != 9 || a.Workflow.ID != "trip-8" || a.Workflow.Step != "book" {
+		if err := json.Unmarshal(getJob(t, c, j.ID).Args, &a); err != nil || a.Order != 99 || a.Workflow.ID != "trip-9" || a.Workflow.Step != "book" {
 			t.Fatalf("replayed args %+v (%v)", a, err)
 		}
-		if w := workflowState(t, c, "trip-8"); w.State != errand.WorkflowRunning || w.FailedStep != nil {
+		if w := workflowState(t, c, "trip-9"); w.State != errand.WorkflowRunning || w.FailedStep != nil {
 			t.Fatalf("after the replay: workflow %s, failed step %v; want running", w.State, w.FailedStep)
 		}
-		workTrip(t, c, "trip-8.step.book", errand.ResultSucceeded)
-		workTrip(t, c, "trip-8.step.confirm", errand.ResultSucceeded)
-		if w := workflowState(t, c, "trip-8"); w.State != errand.WorkflowSucceeded {
+		workTrip(t, c, "trip-9.step.book", errand.ResultSucceeded)
+		if w := workflowState(t, c, "trip-9"); w.State != errand.WorkflowSucceeded {
 			t.Fatalf("workflow %s, want succeeded", w.State)
 		}
 
@@ -366,7 +391,7 @@ func TestWorkflowReplayRules(t *testing.T) {
 		}
 		tr.bookFails.Store(false)
 		rm, err = c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errand.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
-		if err != nil || len(rm.Jobs) != 1 || rm.Jobs[0].ID != "trip-10.step.book" {
+		if err != nil || len(rm.Jobs) != 1 || rm.Jobs[0].ID != "trip-10.step.book" || !slices.Equal(rm.Held, []string{"trip-8.step.book"}) {
 			t.Fatalf("replay many: %+v %v", rm, err)
 		}
 		if w := workflowState(t, c, "trip-10"); w.State != errand.WorkflowRunning {

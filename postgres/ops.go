@@ -91,14 +91,13 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 		// FOR SHARE waits for an advance under way (it locks the row FOR
 		// UPDATE) and holds off the next until the replay commits: an
 		// advance never comes between this check and the replay.
-		var ws string
-		err := tx.QueryRow(ctx, s.workflowSQL(s.own, `SELECT state FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID).Scan(&ws)
-		switch {
-		case isNoRows(err): // retention deleted the workflow: nothing holds the step
-		case err != nil:
+		ws, err := queryWorkflows(ctx, pgxQuerier{tx}, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID)
+		if err != nil {
 			return nil, err
-		default:
-			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), *workflowID, errand.WorkflowState(ws)); err != nil {
+		}
+		// None: retention deleted the workflow, and nothing holds the step.
+		if len(ws) == 1 {
+			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), ws[0]); err != nil {
 				return nil, err
 			}
 		}
@@ -306,13 +305,12 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
-// replayManyHeldSQL selects the dead steps a bulk replay leaves out, of
-// workflows that are compensating, as Client.Replay refuses them: the
-// compensations undo what such a step would build on. Compensations, and
-// the steps of workflows that failed, are replayed.
+// replayManyHeldSQL selects the dead steps a bulk replay leaves out, as
+// the store's replay refuses them: those of workflows that have enqueued a
+// compensation or were rerun. Compensations are replayed.
 var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND starts_with(id, workflow_id || '` + errand.WorkflowStepJobID("", "") + `')
-		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND ` + errand.WorkflowRefusesReplaySQL("w") + `))`
 
 var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,11 +15,18 @@ import (
 
 // TestReplayWaitsForWorkflowAdvance: a replay of a dead step that meets an
 // advance of its workflow under way (the workflow's row locked FOR UPDATE)
-// waits for it, and when the advance made the workflow compensating,
-// refuses the step and writes nothing. Checked before the wait, the
-// replay would queue the step beside the compensations that undo what it
-// builds on.
+// waits for it, and decides on the row the advance wrote. When the advance
+// enqueued a compensation, the replay is refused and writes nothing;
+// checked before the wait, it would queue the step beside the
+// compensations that undo what it builds on. When the advance only
+// stopped the workflow (a step still in flight), the replay resumes it.
 func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
+	for _, compensated := range []bool{true, false} {
+		t.Run(fmt.Sprintf("compensated=%v", compensated), func(t *testing.T) { testReplayWaitsForAdvance(t, compensated) })
+	}
+}
+
+func testReplayWaitsForAdvance(t *testing.T, compensated bool) {
 	ctx := t.Context()
 	s := openTestStore(t)
 	tmpl := &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
@@ -60,7 +68,8 @@ func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
 		replayed <- err
 	}()
 	waitForShareLock(t, watch, done)
-	if _, err := advance.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a' WHERE id = 'w'`)); err != nil {
+	if _, err := advance.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a',
+		compensation_started_at = CASE WHEN $1 THEN now() END WHERE id = 'w'`), compensated); err != nil {
 		t.Fatal(err)
 	}
 	if err := advance.Commit(ctx); err != nil {
@@ -68,13 +77,18 @@ func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
 	}
 
 	err = <-replayed
-	var se *errand.StateError
-	if !errors.As(err, &se) {
-		t.Fatalf("replay after the workflow began compensating = %v, want a *StateError", err)
-	}
 	var replays int
 	if err := s.pool.QueryRow(ctx, s.sql(`SELECT state, replays FROM {jobs} WHERE id = $1`), step).Scan(&state, &replays); err != nil {
 		t.Fatal(err)
+	}
+	if !compensated {
+		if err != nil || state != "queued" || replays != 1 {
+			t.Fatalf("replay of a stopped workflow's step = %v, the step %s with %d replays; want it queued", err, state, replays)
+		}
+		return
+	}
+	if !errors.Is(err, errand.ErrWorkflowCompensated) {
+		t.Fatalf("replay after the workflow began compensating = %v, want ErrWorkflowCompensated", err)
 	}
 	if state != "dead" || replays != 0 {
 		t.Fatalf("refused step is %s with %d replays, want dead with 0", state, replays)
@@ -89,7 +103,8 @@ func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
 }
 
 // TestBulkReplayFillsPageAfterHeldStep: a bulk replay's page that meets a
-// step whose workflow began compensating after the page was selected skips
+// step whose workflow began compensating (enqueued a compensation) after
+// the page was selected skips
 // the step and fills the page from the jobs after it: a short page would
 // tell the client there were no more, and leave them dead.
 func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
@@ -140,7 +155,7 @@ func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
 		replayed <- result{js, err}
 	}()
 	waitForShareLock(t, watch, done)
-	if _, err := tx.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a' WHERE id = 'w'`)); err != nil {
+	if _, err := tx.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = 'compensating', failed_step = 'a', compensation_started_at = now() WHERE id = 'w'`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -18,7 +18,8 @@ var (
 	_ errand.WorkflowTxStore[*sql.Tx] = (*SQLStore)(nil)
 )
 
-const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at`
+const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at,
+	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
 var openWorkflows = `'` + string(errand.WorkflowRunning) + `', '` + string(errand.WorkflowCompensating) + `'`
@@ -34,7 +35,7 @@ func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
 		state, steps, enqueued string
 	)
 	if err := row.Scan(&w.ID, &w.Name, &state, &w.FailedStep, &steps, &enqueued, &w.CreatedAt, &w.UpdatedAt,
-		&w.CheckedAt, &w.FinishedAt); err != nil {
+		&w.CheckedAt, &w.FinishedAt, &w.CompensationStartedAt, &w.RerunOf, &w.RerunAs); err != nil {
 		return nil, err
 	}
 	var err error
@@ -46,6 +47,7 @@ func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
 	}
 	w.State = errand.WorkflowState(state)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt, w.FinishedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC(), w.CheckedAt.UTC(), utc(w.FinishedAt)
+	w.CompensationStartedAt = utc(w.CompensationStartedAt)
 	return &w, nil
 }
 
@@ -220,9 +222,9 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 	if err != nil {
 		return nil, err
 	}
-	ws, err := queryWorkflows(ctx, q, s.workflowSQL(r, `INSERT INTO {workflows} (id, name, state, steps, enqueued, created_at, updated_at, checked_at)
-		VALUES ($2, $3, $4, $5, $6, {now}, {now}, {now}) ON CONFLICT (id) DO NOTHING RETURNING `+workflowColumns),
-		s.nowArg(), p.ID, p.Name, string(plan.State), steps, errand.EncodeWorkflowEnqueued(plan.Enqueued))
+	ws, err := queryWorkflows(ctx, q, s.workflowSQL(r, `INSERT INTO {workflows} (id, name, state, steps, enqueued, created_at, updated_at, checked_at, rerun_of)
+		VALUES ($2, $3, $4, $5, $6, {now}, {now}, {now}, NULLIF($7, '')) ON CONFLICT (id) DO NOTHING RETURNING `+workflowColumns),
+		s.nowArg(), p.ID, p.Name, string(plan.State), steps, errand.EncodeWorkflowEnqueued(plan.Enqueued), p.RerunOf)
 	if err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, badValue(err))
 	}
@@ -457,22 +459,23 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	)
 	if plan.Changed {
 		rs, err = tx.Query(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET state = $3, failed_step = $4, enqueued = $5,
-				updated_at = {now}, checked_at = {now}, finished_at = CASE WHEN $6 THEN {now} END
-			WHERE id = $2 RETURNING checked_at, updated_at, finished_at`),
-			now, id, string(plan.State), plan.FailedStep, errand.EncodeWorkflowEnqueued(plan.Enqueued), !plan.State.Open())
+				updated_at = {now}, checked_at = {now}, finished_at = CASE WHEN $6 THEN {now} END,
+				compensation_started_at = CASE WHEN $7 THEN coalesce(compensation_started_at, {now}) END
+			WHERE id = $2 RETURNING checked_at, updated_at, finished_at, compensation_started_at`),
+			now, id, string(plan.State), plan.FailedStep, errand.EncodeWorkflowEnqueued(plan.Enqueued), !plan.State.Open(), plan.CompensationStarted)
 	} else {
 		rs, err = tx.Query(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET checked_at = {now}
-			WHERE id = $2 RETURNING checked_at, updated_at, finished_at`), now, id)
+			WHERE id = $2 RETURNING checked_at, updated_at, finished_at, compensation_started_at`), now, id)
 	}
 	if err != nil {
 		return nil, err
 	}
 	var (
-		checked, updated time.Time
-		fin              *time.Time
+		checked, updated  time.Time
+		fin, compensating *time.Time
 	)
 	if rs.Next() {
-		err = rs.Scan(&checked, &updated, &fin)
+		err = rs.Scan(&checked, &updated, &fin, &compensating)
 	}
 	rs.Close()
 	if err == nil {
@@ -481,7 +484,7 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	if err != nil {
 		return nil, err
 	}
-	w.CheckedAt, w.UpdatedAt, w.FinishedAt = checked.UTC(), updated.UTC(), utc(fin)
+	w.CheckedAt, w.UpdatedAt, w.FinishedAt, w.CompensationStartedAt = checked.UTC(), updated.UTC(), utc(fin), utc(compensating)
 	if plan.Changed {
 		w.State, w.FailedStep, w.Enqueued = plan.State, plan.FailedStep, plan.Enqueued
 	}
@@ -504,4 +507,52 @@ func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) 
 		return errand.ErrLeaseLost
 	}
 	return nil
+}
+
+// WorkflowRerun implements [errand.WorkflowStore]. It locks the old
+// workflow's row FOR UPDATE: a concurrent rerun waits and then finds it
+// rerun, and a replay of its steps (FOR SHARE) waits and then finds
+// rerun_as set.
+func (s *Store) WorkflowRerun(ctx context.Context, p *errand.WorkflowRerunParams) (*errand.WorkflowInsertResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if !errand.StorableText(p.ID) {
+		return nil, errand.ErrNotFound
+	}
+	var res *errand.WorkflowInsertResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := pgxQuerier{tx}
+		ws, err := queryWorkflows(ctx, q, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR UPDATE`), p.ID)
+		if err != nil {
+			return err
+		}
+		if len(ws) == 0 {
+			return errand.ErrNotFound
+		}
+		ip, again, err := errand.PlanWorkflowRerun(ws[0], p.NewID)
+		switch {
+		case err != nil:
+			return err
+		case again:
+			v, err := s.getWorkflow(ctx, q, s.own, p.NewID)
+			res = &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}
+			return err
+		}
+		res, err = s.insertWorkflow(ctx, q, s.own, ip, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+			return s.insert(ctx, q, s.own, jobs)
+		})
+		if err != nil {
+			return err
+		}
+		if res.Duplicate {
+			return errand.RerunIDTakenError(p.NewID)
+		}
+		_, err = tx.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET rerun_as = $1 WHERE id = $2`), p.NewID, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }

@@ -80,14 +80,13 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	if errand.ReplayHeldByWorkflow(id, workflowID) {
 		// The one writer connection serializes this check, the replay
 		// and any advance of the workflow.
-		var ws string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM errand_workflows WHERE id = ?`, *workflowID).Scan(&ws)
+		w, err := scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, *workflowID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // retention deleted the workflow: nothing holds the step
 		case err != nil:
 			return nil, err
 		default:
-			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), *workflowID, errand.WorkflowState(ws)); err != nil {
+			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), w); err != nil {
 				return nil, err
 			}
 		}
@@ -270,13 +269,12 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	return out, nil
 }
 
-// replayManyHeldSQL selects the dead steps a bulk replay leaves out, of
-// workflows that are compensating, as Client.Replay refuses them: the
-// compensations undo what such a step would build on. Compensations, and
-// the steps of workflows that failed, are replayed.
+// replayManyHeldSQL selects the dead steps a bulk replay leaves out, as
+// the store's replay refuses them: those of workflows that have enqueued a
+// compensation or were rerun. Compensations are replayed.
 var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND substr(id, 1, length(workflow_id) + length('` + errand.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errand.WorkflowStepJobID("", "") + `'
-		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND w.state = '` + string(errand.WorkflowCompensating) + `'))`
+		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND ` + errand.WorkflowRefusesReplaySQL("w") + `))`
 
 var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
 

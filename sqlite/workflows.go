@@ -15,7 +15,8 @@ import (
 
 var _ errand.WorkflowTxStore[*sql.Tx] = (*Store)(nil)
 
-const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at`
+const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at,
+	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
 var openWorkflows = `'` + string(errand.WorkflowRunning) + `', '` + string(errand.WorkflowCompensating) + `'`
@@ -24,11 +25,12 @@ func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
 	var (
 		w                         errand.WorkflowRecord
 		state, steps, enqueued    string
-		failed                    sql.NullString
+		failed, rerunOf, rerunAs  sql.NullString
 		created, updated, checked int64
-		finished                  sql.NullInt64
+		finished, compensated     sql.NullInt64
 	)
-	if err := row.Scan(&w.ID, &w.Name, &state, &failed, &steps, &enqueued, &created, &updated, &checked, &finished); err != nil {
+	if err := row.Scan(&w.ID, &w.Name, &state, &failed, &steps, &enqueued, &created, &updated, &checked, &finished,
+		&compensated, &rerunOf, &rerunAs); err != nil {
 		return nil, err
 	}
 	var err error
@@ -40,7 +42,8 @@ func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
 	}
 	w.State, w.FailedStep = errand.WorkflowState(state), nullString(failed)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt = fromMicros(created), fromMicros(updated), fromMicros(checked)
-	w.FinishedAt = nullMicros(finished)
+	w.FinishedAt, w.CompensationStartedAt = nullMicros(finished), nullMicros(compensated)
+	w.RerunOf, w.RerunAs = nullString(rerunOf), nullString(rerunAs)
 	return &w, nil
 }
 
@@ -187,14 +190,17 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errand.Workfl
 	now := fromMicros(micros(s.clock.Now()))
 	w := &errand.WorkflowRecord{ID: p.ID, Name: p.Name, State: errand.WorkflowRunning, Steps: p.Steps,
 		CreatedAt: now, UpdatedAt: now, CheckedAt: now}
+	if p.RerunOf != "" {
+		w.RerunOf = &p.RerunOf
+	}
 	plan, err := errand.PlanWorkflow(w, nil)
 	if err != nil {
 		return nil, err
 	}
 	w.State, w.Enqueued = plan.State, plan.Enqueued
-	res, err := tx.ExecContext(ctx, `INSERT INTO errand_workflows (id, name, state, steps, enqueued, created_at, updated_at, checked_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		p.ID, p.Name, string(w.State), steps, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), micros(now))
+	res, err := tx.ExecContext(ctx, `INSERT INTO errand_workflows (id, name, state, steps, enqueued, created_at, updated_at, checked_at, rerun_of)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		p.ID, p.Name, string(w.State), steps, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), micros(now), w.RerunOf)
 	if err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
@@ -485,13 +491,13 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 		if !plan.State.Open() {
 			w.FinishedAt = &now
 		}
-		var finished any
-		if w.FinishedAt != nil {
-			finished = micros(*w.FinishedAt)
+		if plan.CompensationStarted && w.CompensationStartedAt == nil {
+			w.CompensationStartedAt = &now
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET state = ?, failed_step = ?, enqueued = ?,
-			updated_at = ?, checked_at = ?, finished_at = ? WHERE id = ?`,
-			string(w.State), w.FailedStep, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), finished, id)
+			updated_at = ?, checked_at = ?, finished_at = ?, compensation_started_at = ? WHERE id = ?`,
+			string(w.State), w.FailedStep, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now),
+			optMicros(w.FinishedAt), optMicros(w.CompensationStartedAt), id)
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET checked_at = ? WHERE id = ?`, micros(now), id)
 	}
@@ -521,4 +527,43 @@ func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) 
 		}
 		return nil
 	})
+}
+
+// WorkflowRerun implements [errand.WorkflowStore]. The one writer
+// connection serialises it with the advances and replays of the workflow.
+func (s *Store) WorkflowRerun(ctx context.Context, p *errand.WorkflowRerunParams) (*errand.WorkflowInsertResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var res *errand.WorkflowInsertResult
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		old, err := scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, p.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errand.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		ip, again, err := errand.PlanWorkflowRerun(old, p.NewID)
+		switch {
+		case err != nil:
+			return err
+		case again:
+			v, err := getWorkflow(ctx, tx, p.NewID)
+			res = &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}
+			return err
+		}
+		if res, err = s.insertWorkflow(ctx, tx, ip); err != nil {
+			return err
+		}
+		if res.Duplicate {
+			return errand.RerunIDTakenError(p.NewID)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET rerun_as = ? WHERE id = ?`, p.NewID, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }

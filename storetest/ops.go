@@ -566,21 +566,19 @@ func testPruneKeepsOpenBatchMembers(t *testing.T, h harness) {
 	}
 }
 
-// testPruneKeepsResumableWorkflowJobs: a failed workflow can be resumed
-// by replaying its failed step, so its other jobs stay while that step's
-// job does, and go with it. A workflow resumed after a prune still
-// succeeds.
+// testPruneKeepsResumableWorkflowJobs: a failed workflow that compensated
+// nothing can be resumed by replaying its failed step, so its other jobs
+// stay while that step's job does, and go with it. A workflow resumed
+// after a prune still succeeds.
 func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
 	e := open(t, h)
 	e.workflows()
 	fail := func(id string) {
 		t.Helper()
-		e.insertWorkflow(wfParams(id, wfUndoStep("a"), wfStep("b", "a"), wfStep("c", "b")))
+		e.insertWorkflow(wfParams(id, wfStep("a"), wfStep("b", "a"), wfStep("c", "b")))
 		e.finishStep(id, "a", `{"charge":1}`, true)
 		e.wantAdvance(id, errand.WorkflowRunning, id+".step.b")
 		e.finishStep(id, "b", "", false)
-		e.wantAdvance(id, errand.WorkflowCompensating, id+".undo.a")
-		e.finishUndo(id, "a", true)
 		e.wantAdvance(id, errand.WorkflowFailed)
 	}
 	fail("w1")
@@ -609,10 +607,10 @@ func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
 	// Past the dead age, w2's dead step goes, and the rest of w2 with it;
 	// w1, succeeded, goes whole.
 	e.clock.Advance(10 * time.Hour)
-	if r := e.prune(&dry); r != (errand.PruneResult{Succeeded: 6, Dead: 1, Workflows: 2, DryRun: true}) {
+	if r := e.prune(&dry); r != (errand.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2, DryRun: true}) {
 		t.Errorf("dry run past the dead age: %+v, want every job and both workflows", r)
 	}
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 6, Dead: 1, Workflows: 2}) {
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2}) {
 		t.Errorf("prune past the dead age: %+v, want every job and both workflows", r)
 	}
 	e.noWorkflow("w1")

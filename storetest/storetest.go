@@ -165,6 +165,7 @@ func exercise(t *testing.T, h harness) {
 		{"Breaker", breakerCases},
 		{"Batch", batchCases},
 		{"Workflow", workflowCases},
+		{"WorkflowReplay", workflowReplayCases},
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},

@@ -25,7 +25,7 @@ var workflowCases = []testCase{
 	{"OutputsReachDependants", testWorkflowOutputs},
 	{"DiamondRunsJoinOnce", testWorkflowDiamond},
 	{"ConcurrentAdvancesEnqueueOnce", testWorkflowConcurrentAdvance},
-	{"CompensateThenReplay", testWorkflowCompensateReplay},
+	{"CompensateThenFail", testWorkflowCompensate},
 	{"DeletedJobNotEnqueuedAgain", testWorkflowDeletedJob},
 	{"LeaderPicksNews", testWorkflowLeader},
 	{"LeaderSeesLateOutcomes", testWorkflowLeaderLateOutcome},
@@ -500,11 +500,11 @@ func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 	}
 }
 
-// testWorkflowCompensateReplay is the four-step workflow whose third step
-// dies: the compensations of the second and then the first step run, each
-// only after the one before succeeded, and the workflow fails; replaying
-// the third step resumes it, and it succeeds.
-func testWorkflowCompensateReplay(t *testing.T, h harness) {
+// testWorkflowCompensate is the four-step workflow whose third step dies:
+// the compensations of the second and then the first step run, each only
+// after the one before succeeded, and the workflow fails; a replay of the
+// third step is refused then.
+func testWorkflowCompensate(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertWorkflow(wfParams("w1", wfUndoStep("s1"), wfUndoStep("s2", "s1"), wfUndoStep("s3", "s2"), wfUndoStep("s4", "s3")))
 	e.finishStep("w1", "s1", `{"reserved":7}`, true)
@@ -552,28 +552,12 @@ func testWorkflowCompensateReplay(t *testing.T, h harness) {
 	}
 	e.wantAdvance("w1", errand.WorkflowFailed)
 
-	// Fixed and replayed, the dead step runs again: the workflow is
-	// running, then completes.
+	// Compensated, it does not resume: a replay of the dead step is
+	// refused (see the WorkflowReplay cases).
 	e.clock.Advance(time.Minute)
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.s3", Operator: "ops", Reason: "fixed"}); err != nil {
-		t.Fatal(err)
-	}
-	r = e.wantAdvance("w1", errand.WorkflowRunning)
-	if r.Workflow.FailedStep != nil || r.Workflow.FinishedAt != nil || !r.Changed {
-		t.Fatalf("replayed workflow: failed step %v, finished %v, changed %v", r.Workflow.FailedStep, r.Workflow.FinishedAt, r.Changed)
-	}
-	e.finishStep("w1", "s3", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s4")
-	e.finishStep("w1", "s4", "", true)
-	r = e.wantAdvance("w1", errand.WorkflowSucceeded)
-	if r.Workflow.FinishedAt == nil || r.Workflow.FailedStep != nil {
-		t.Fatalf("completed workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
-	}
-	if c := stepView(t, r.Workflow, "s1").Compensation; c.State == nil || *c.State != errand.StateSucceeded {
-		t.Fatalf("a compensation that ran is no longer shown: %+v", c)
-	}
-	if n := len(e.listAll()); n != 6 {
-		t.Fatalf("%d jobs, want 6 (four steps, two compensations)", n)
+	e.wantReplayRefused("w1", "s3", errand.WorkflowFailed, []string{"s2", "s1"}, "")
+	if n := len(e.listAll()); n != 5 {
+		t.Fatalf("%d jobs, want 5 (three steps, two compensations)", n)
 	}
 }
 
@@ -581,23 +565,22 @@ func testWorkflowCompensateReplay(t *testing.T, h harness) {
 // deleted are never enqueued again, not even once a replay of a dead step
 // makes it run again; the workflow waits on them. (Retention keeps a failed
 // workflow's jobs while its failed step's job is left; here that step was
-// cancelled, and went with them.)
+// cancelled, and went with them. Nothing was compensated, so the other
+// dead step is replayed.)
 func testWorkflowDeletedJob(t *testing.T, h harness) {
 	e := open(t, h)
-	e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a"), wfStep("c", "a")))
+	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c", "a")))
 	e.finishStep("w1", "a", "", true)
 	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
 	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "w1.step.b", Operator: "ops", Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.finishStep("w1", "c", "", false)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.a")
-	e.finishUndo("w1", "a", true)
 	e.wantAdvance("w1", errand.WorkflowFailed)
 	e.clock.Advance(2 * time.Hour)
 	p := pruneParams(time.Hour, 1000*time.Hour)
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2, Cancelled: 1}) {
-		t.Fatalf("prune: %+v, want the failed step b, a and its compensation", r)
+	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1, Cancelled: 1}) {
+		t.Fatalf("prune: %+v, want the failed step b and a", r)
 	}
 	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.c", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
@@ -794,18 +777,19 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 	for _, j := range held {
 		_, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: j.ID, Operator: "ops", Reason: "retry"})
 		var se *errand.StateError
-		if !errors.As(err, &se) || !strings.Contains(se.Reason, "compensating") {
+		if !errors.As(err, &se) || !strings.Contains(se.Reason, "compensating") || !errors.Is(err, errand.ErrWorkflowCompensated) {
 			t.Fatalf("JobReplay(%s) of a held step = %v, want a *StateError saying its workflow is compensating", j.ID, err)
 		}
 		e.unchanged("held step after its replay was refused", j)
 	}
 
-	// Once w1's compensation ran, w1 failed and its step is replayed.
+	// Once w1's compensation ran, w1 failed, and its step stays left out.
 	e.finishUndo("w1", "s1", true)
 	e.wantAdvance("w1", errand.WorkflowFailed)
-	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, []string{"w1.step.s2"}) {
-		t.Fatalf("bulk replay after w1 failed replayed %v, want [w1.step.s2]", got)
+	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); len(got) != 0 {
+		t.Fatalf("bulk replay after w1 failed replayed %v, want none", got)
 	}
+	e.unchanged("compensated step after a bulk replay", held[0])
 }
 
 // testWorkflowOutcomeResult: asked to (Follow), the result of an outcome
@@ -1118,20 +1102,12 @@ func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	e.wantAdvance("w1", errand.WorkflowCompensating)
 	e.finishUndo("w1", "s0", true)
 	e.wantAdvance("w1", errand.WorkflowFailed)
-	e.clock.Advance(time.Second)
+	// Compensated, it does not resume, even with args that fit.
 	args := json.RawMessage(`{"n":2,"workflow":{"id":"w1","step":"join"}}`)
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true}); err != nil {
-		t.Fatal(err)
+	_, err = e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true})
+	if !errors.Is(err, errand.ErrWorkflowCompensated) {
+		t.Fatalf("replay of the compensated join = %v, want ErrWorkflowCompensated", err)
 	}
-	e.wantAdvance("w1", errand.WorkflowRunning)
-	j := e.claimIn("join", "w1.step.join")
-	if n, wc := wfArgs(t, j); n != 2 || wc.ID != "w1" || wc.Step != "join" {
-		t.Fatalf("the replayed join runs with args %s", j.Args)
-	}
-	e.recordOK(succeeded(j))
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.after")
-	e.finishStep("w1", "after", "", true)
-	e.wantAdvance("w1", errand.WorkflowSucceeded)
 }
 
 // testWorkflowContextBound: a step whose args fit with an empty workflow
