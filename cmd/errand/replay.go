@@ -185,7 +185,7 @@ func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) er
 		fmt.Fprintf(e.stdout, "  %s  %s  %s\n", printable(j.ID), printable(j.Kind), printable(j.Queue))
 	}
 	if len(res.Held) > 0 {
-		fmt.Fprintf(e.stdout, "left out %d dead steps of workflows that are compensating; replay them once the workflow has failed:\n", len(res.Held))
+		fmt.Fprintf(e.stdout, "left out %d dead steps of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n", len(res.Held))
 		for _, id := range res.Held {
 			fmt.Fprintf(e.stdout, "  %s\n", printable(id))
 		}

@@ -75,7 +75,14 @@ as errand workflow ID --json prints it.`,
 			if err != nil {
 				return err
 			}
-			if err := printList(ctx, e, c.Store(), ws, *asJSON, "workflows", writeWorkflowsTable); err != nil || *asJSON {
+			if *asJSON {
+				shown := make([]*workflowview.Shown, len(ws))
+				for i, wf := range ws {
+					shown[i] = workflowview.Show(wf)
+				}
+				return writeJSON(e.stdout, shown)
+			}
+			if err := printList(ctx, e, c.Store(), ws, false, "workflows", writeWorkflowsTable); err != nil {
 				return err
 			}
 			if len(ws) == *limit {
@@ -126,8 +133,8 @@ func writeWorkflowsTable(w io.Writer, ws []*errand.Workflow, now time.Time) erro
 
 var workflowCommand = &command{
 	name:    "workflow",
-	args:    "ID [--json] | enqueue --file FILE.json [--json]",
-	summary: "show a workflow: its state, each step's job and compensation; or enqueue one from JSON",
+	args:    "ID [--json] | enqueue --file FILE.json [--json] | rerun ID [--id NEW] [--json]",
+	summary: "show a workflow: its state, each step's job and compensation; enqueue one from JSON; or rerun one",
 	detail: `
 Shows a workflow's state, the step whose failure stopped it, and each step
 in declaration order: the steps it depends on, its kind, its job (ID.step.NAME,
@@ -137,14 +144,25 @@ depends on have succeeded. When a step ends dead or cancelled no further
 step starts and, once the steps in flight finish, the compensations of the
 steps that succeeded run one at a time, latest declared first; then the
 workflow is failed. errand replay of a dead compensation goes on
-compensating; errand replay of the failed step once the workflow failed
-resumes it from that step.
+compensating. errand replay of the failed step resumes the workflow from
+that step only while no compensation has been enqueued (steps still in
+flight, or nothing to undo); once one has, the replay is refused, and
+errand workflow rerun ID, once the workflow has finished, runs it again as
+a new workflow from the step definitions it was enqueued with (--id NEW
+names it; otherwise an id is generated). The old workflow stays as history
+with "rerun_as" set, and its steps are no longer replayed; the new one has
+"rerun_of". A workflow still running or compensating is not rerun. rerun
+prints the new workflow's id, or with --json {"workflow", "jobs",
+"duplicate"}: a rerun retried with the same --id prints the same workflow
+with "duplicate" true.
 
-With --json, prints the workflow: {"id", "name", "state", "failed_step",
+With --json, prints the workflow: {"id", "name", "state", "next", "failed_step",
 "steps": [{"name", "depends_on", "kind", "job_id", "state", "enqueued",
 "attempts", "max_attempts", "output", "last_error", "compensation":
 {"kind", "job_id", "state", "enqueued", "attempts", "last_error"} or null}],
-"created_at", "updated_at", "finished_at"}, times RFC 3339 in UTC; a step's
+"created_at", "updated_at", "finished_at", "compensation_started_at",
+"rerun_of", "rerun_as"}, times RFC 3339 in UTC; "next" says in words what
+happens next, as the line "next" does without --json; a step's
 state is null before its job is enqueued, its last_error ({"class",
 "message", "at"}) null while its job never failed. Without --json, the
 last errors of the steps and compensations that did not succeed follow
@@ -168,13 +186,20 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print the workflow as one JSON object")
 		file := fs.String("file", "", "with enqueue: the workflow to enqueue, a JSON `FILE` (- for standard input)")
+		newID := fs.String("id", "", "with rerun: the new workflow's `ID` (default: generated)")
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 && pos[0] == "enqueue" {
 				return enqueueWorkflow(ctx, e, *db, pos[1:], *file, *asJSON)
 			}
+			if len(pos) > 0 && pos[0] == "rerun" {
+				return rerunWorkflow(ctx, e, *db, pos[1:], *newID, *asJSON)
+			}
 			if *file != "" {
 				return usagef("--file goes with enqueue: errand workflow enqueue --file FILE.json")
+			}
+			if *newID != "" {
+				return usagef("--id goes with rerun: errand workflow rerun ID --id NEW")
 			}
 			id, err := onePositional(pos, "id", "workflow")
 			if err != nil {
@@ -193,7 +218,7 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 				return err
 			}
 			if *asJSON {
-				return writeJSON(e.stdout, wf)
+				return writeJSON(e.stdout, workflowview.Show(wf))
 			}
 			now, err := c.Store().Now(ctx)
 			if err != nil {
@@ -231,19 +256,54 @@ func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file 
 	if res.Duplicate {
 		e.logger.Info("workflow already exists; not enqueued again", "id", res.Workflow.ID, "state", string(res.Workflow.State))
 	}
+	return writeWorkflowInsert(e, res, asJSON)
+}
+
+// writeWorkflowInsert prints what enqueuing or rerunning a workflow did:
+// its id, or with --json {"workflow", "jobs", "duplicate"}.
+func writeWorkflowInsert(e *env, res *errand.WorkflowInsertResult, asJSON bool) error {
 	if asJSON {
 		jobs := res.Jobs
 		if jobs == nil {
 			jobs = []*errand.Job{}
 		}
 		return writeJSON(e.stdout, struct {
-			Workflow  *errand.Workflow `json:"workflow"`
-			Jobs      []*errand.Job    `json:"jobs"`
-			Duplicate bool             `json:"duplicate"`
-		}{res.Workflow, jobs, res.Duplicate})
+			Workflow  *workflowview.Shown `json:"workflow"`
+			Jobs      []*errand.Job       `json:"jobs"`
+			Duplicate bool                `json:"duplicate"`
+		}{workflowview.Show(res.Workflow), jobs, res.Duplicate})
 	}
-	_, err = fmt.Fprintln(e.stdout, printable(res.Workflow.ID))
+	_, err := fmt.Fprintln(e.stdout, printable(res.Workflow.ID))
 	return err
+}
+
+// rerunWorkflow is errand workflow rerun ID [--id NEW].
+func rerunWorkflow(ctx context.Context, e *env, db string, pos []string, newID string, asJSON bool) error {
+	id, err := onePositional(pos, "id", "workflow rerun")
+	if err != nil {
+		return err
+	}
+	c, closeDB, err := openClient(ctx, db, mustExist, &errand.Config{})
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	res, err := c.RerunWorkflow(ctx, id, &errand.WorkflowRerunOpts{ID: newID})
+	var ie *errand.InputError
+	switch {
+	case errors.Is(err, errand.ErrNotFound):
+		return fmt.Errorf("no workflow with id %s; errand workflows lists them", id)
+	case errors.As(err, &ie) && ie.Field == "new workflow id":
+		return usagef("--id: %s", ie.Message)
+	case errors.As(err, &ie):
+		return usagef("%s", ie.Error())
+	case err != nil:
+		return err
+	}
+	if res.Duplicate {
+		e.logger.Info("workflow already rerun as this id; nothing enqueued again", "id", id, "rerun_as", res.Workflow.ID)
+	}
+	return writeWorkflowInsert(e, res, asJSON)
 }
 
 // writeWorkflow prints a workflow: its fields, then a table of its steps.
@@ -258,6 +318,15 @@ func writeWorkflow(w io.Writer, wf *errand.Workflow, now time.Time) error {
 	field("next", workflowview.Next(wf))
 	if wf.FailedStep != nil {
 		field("failed step", *wf.FailedStep)
+	}
+	if wf.CompensationStartedAt != nil {
+		field("undo began", formatTime(*wf.CompensationStartedAt)+" ("+relative(now, *wf.CompensationStartedAt)+")")
+	}
+	if wf.RerunOf != nil {
+		field("rerun of", *wf.RerunOf)
+	}
+	if wf.RerunAs != nil {
+		field("rerun as", *wf.RerunAs)
 	}
 	field("created", formatTime(wf.CreatedAt)+" ("+relative(now, wf.CreatedAt)+")")
 	if wf.FinishedAt != nil {

@@ -151,53 +151,126 @@ func testWorkflowCommands(t *testing.T, db string) {
 	}
 }
 
-// TestReplayOfACompensatingStep replays the dead step of a workflow that is
-// still compensating: errand refuses with the reason (wait for the
-// compensations, then replay), exits 1 and writes nothing.
-func TestReplayOfACompensatingStep(t *testing.T) {
+// TestReplayOfACompensatedStep replays the dead step of a workflow that
+// has begun compensating, then of one that has compensated: errand refuses
+// with the way forward (rerun it as a new workflow), exits 1 and writes
+// nothing. errand workflow rerun then starts the new workflow, which runs
+// every step from the start; the old one says it was rerun.
+func TestReplayOfACompensatedStep(t *testing.T) {
 	db := tempDB(t)
 	ok(t, cli(t, "migrate", "--db", db))
 	ok(t, cli(t, "workflow", "enqueue", "--file", writeFile(t, checkoutJSON), "--db", db))
 	ok(t, cli(t, "work", "--once", "--exec", "charge=true", "--db", db))
 	ok(t, cli(t, "work", "--once", "--exec", "book=false", "--db", db))
-	jobBefore := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout
-	wfBefore := ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout
 	var wf errand.Workflow
-	if err := json.Unmarshal([]byte(wfBefore), &wf); err != nil {
-		t.Fatal(err)
+	refused := func(stage, want string) {
+		t.Helper()
+		jobBefore := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout
+		wfBefore := ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout
+		r := bin(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db)
+		if r.code != 1 || r.stderr != want || r.stdout != "" {
+			t.Fatalf("replay of the dead step %s: %s\nwant exit 1 and stderr %q", stage, r, want)
+		}
+		if after := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout; after != jobBefore {
+			t.Fatalf("the refused replay changed the job:\nbefore %s\nafter  %s", jobBefore, after)
+		}
+		if after := ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout; after != wfBefore {
+			t.Fatalf("the refused replay changed the workflow:\nbefore %s\nafter  %s", wfBefore, after)
+		}
+		if r := ok(t, cli(t, "audit", "--db", db)); strings.Contains(r.stdout, "order-7.step.book") {
+			t.Fatalf("the refused replay was audited:\n%s", r.stdout)
+		}
+		if err := json.Unmarshal([]byte(wfBefore), &wf); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if wf.State != errand.WorkflowCompensating {
-		t.Fatalf("workflow is %s after its step died; want compensating", wf.State)
+	refused("while compensating", "errand: replay: job order-7.step.book is dead; its workflow order-7 is compensating (undoing charge), "+
+		"and a replay would resume it over undone steps; once it has failed, rerun it as a new workflow: errand workflow rerun order-7\n")
+	if wf.State != errand.WorkflowCompensating || wf.CompensationStartedAt == nil {
+		t.Fatalf("workflow is %s (compensation started %v) after its step died; want compensating", wf.State, wf.CompensationStartedAt)
 	}
-
-	r := bin(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db)
-	want := "errand: replay: job order-7.step.book is dead; its workflow order-7 is compensating: wait until the compensations have run (the workflow is failed), then replay the step\n"
-	if r.code != 1 || r.stderr != want || r.stdout != "" {
-		t.Fatalf("replay of the dead step of a compensating workflow: %s\nwant exit 1 and stderr %q", r, want)
-	}
-	if after := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout; after != jobBefore {
-		t.Fatalf("the refused replay changed the job:\nbefore %s\nafter  %s", jobBefore, after)
-	}
-	if after := ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout; after != wfBefore {
-		t.Fatalf("the refused replay changed the workflow:\nbefore %s\nafter  %s", wfBefore, after)
-	}
-	if r := ok(t, cli(t, "audit", "--db", db)); strings.Contains(r.stdout, "order-7.step.book") {
-		t.Fatalf("the refused replay was audited:\n%s", r.stdout)
+	if r := cli(t, "workflow", "rerun", "order-7", "--db", db); r.code != 1 ||
+		r.stderr != "errand: workflow: rerun workflow order-7: workflow is compensating; only a finished (succeeded or failed) workflow is rerun: wait until it has finished\n" {
+		t.Fatalf("rerun of a compensating workflow: %s", r)
 	}
 
 	// A bulk replay leaves the step out, and says which.
-	r = ok(t, cli(t, "replay", "--state", "dead", "--kind", "book", "--reason", "booking fixed", "--db", db))
+	jobBefore := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout
+	r := ok(t, cli(t, "replay", "--state", "dead", "--kind", "book", "--reason", "booking fixed", "--db", db))
 	if !strings.Contains(r.stdout, "replayed 0 dead jobs") ||
-		!strings.Contains(r.stdout, "left out 1 dead steps of workflows that are compensating; replay them once the workflow has failed:\n  order-7.step.book\n") {
+		!strings.Contains(r.stdout, "left out 1 dead steps of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n  order-7.step.book\n") {
 		t.Fatalf("bulk replay while compensating:\n%s", r.stdout)
 	}
 	if after := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout; after != jobBefore {
 		t.Fatalf("the bulk replay changed the held step:\nbefore %s\nafter  %s", jobBefore, after)
 	}
 
-	// Once the compensation has run the same replay resumes the workflow.
+	// Once the compensation has run the replay is still refused.
 	ok(t, cli(t, "work", "--once", "--exec", "refund=true", "--db", db))
-	ok(t, cli(t, "replay", "order-7.step.book", "--reason", "booking fixed", "--db", db))
+	refused("once compensated", "errand: replay: job order-7.step.book is dead; its workflow order-7 compensated (undid charge), "+
+		"and a replay would resume it over undone steps; rerun it as a new workflow: errand workflow rerun order-7\n")
+	if r := ok(t, cli(t, "workflow", "order-7", "--db", db)); !strings.Contains(r.stdout,
+		"next         failed: step book is dead (exit_1); compensated; rerun it as a new workflow: errand workflow rerun order-7\n") {
+		t.Fatalf("workflow does not name the rerun:\n%s", r.stdout)
+	}
+
+	// The rerun: usage errors, then the new workflow, its retry, and what
+	// the old one says.
+	for _, tt := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"workflow", "rerun"}, 2, "give the id: errand workflow rerun ID"},
+		{[]string{"workflow", "rerun", "order-7", "--id", "order-7"}, 2, "--id: is the workflow's own"},
+		{[]string{"workflow", "nope", "--id", "x"}, 2, "--id goes with rerun"},
+		{[]string{"workflow", "rerun", "nope"}, 1, "no workflow with id nope"},
+	} {
+		r := cli(t, append(tt.args, "--db", db)...)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.line) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%v: %s; want exit %d with one line containing %q", tt.args, r, tt.code, tt.line)
+		}
+	}
+	if r := ok(t, cli(t, "workflow", "rerun", "order-7", "--id", "order-7b", "--db", db)); r.stdout != "order-7b\n" {
+		t.Fatalf("rerun printed %q", r.stdout)
+	}
+	var res struct {
+		Workflow  workflowJSON  `json:"workflow"`
+		Jobs      []*errand.Job `json:"jobs"`
+		Duplicate bool          `json:"duplicate"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "rerun", "order-7", "--id", "order-7b", "--json", "--db", db)).stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Duplicate || res.Workflow.ID != "order-7b" || res.Workflow.RerunOf == nil || *res.Workflow.RerunOf != "order-7" ||
+		len(res.Jobs) != 0 || !strings.HasPrefix(res.Workflow.Next, "waiting for step charge") {
+		t.Fatalf("rerun again = %+v", res)
+	}
+	ok(t, cli(t, "work", "--once", "--exec", "charge=true", "--db", db))
+	ok(t, cli(t, "work", "--once", "--exec", "book=true", "--db", db))
+	ok(t, cli(t, "work", "--once", "--exec", "mail=true", "--db", db))
+	var nw, old workflowJSON
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7b", "--json", "--db", db)).stdout), &nw); err != nil {
+		t.Fatal(err)
+	}
+	if nw.State != errand.WorkflowSucceeded || nw.Next != "succeeded: every step succeeded; nothing more runs" {
+		t.Fatalf("the rerun is %s: %s", nw.State, nw.Next)
+	}
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.State != errand.WorkflowFailed || old.RerunAs == nil || *old.RerunAs != "order-7b" || old.Next != "failed: rerun as workflow order-7b; see errand workflow order-7b" {
+		t.Fatalf("the old workflow after its rerun = %+v", old)
+	}
+	if r := ok(t, cli(t, "workflow", "order-7", "--db", db)); !strings.Contains(r.stdout, "rerun as     order-7b\n") {
+		t.Fatalf("workflow does not say it was rerun:\n%s", r.stdout)
+	}
+}
+
+// workflowJSON is errand workflow --json: the workflow and "next".
+type workflowJSON struct {
+	errand.Workflow
+	Next string `json:"next"`
 }
 
 // TestWorkflowPendingStepMaxAttempts: a step whose job is not enqueued yet

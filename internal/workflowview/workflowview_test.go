@@ -1,7 +1,9 @@
 package workflowview
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -20,6 +22,8 @@ func TestNext(t *testing.T) {
 		}
 	}
 	ok, dead, running := st(errand.StateSucceeded), st(errand.StateDead), st(errand.StateRunning)
+	at := time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
+	started := &at
 	for _, tt := range []struct {
 		name string
 		wf   errand.Workflow
@@ -31,34 +35,63 @@ func TestNext(t *testing.T) {
 			"waiting for steps charge (running), reserve (retrying)"},
 		{"a step died, not yet seen", errand.Workflow{State: errand.WorkflowRunning, Steps: steps(ok, dead, nil, nil, nil)},
 			"running, but step reserve is dead; the next pass stops the workflow and starts compensating"},
-		{"a step in flight holds the compensations", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+		{"a step in flight holds the compensations", errand.Workflow{ID: "w1", State: errand.WorkflowCompensating, FailedStep: name("book"),
 			Steps: steps(ok, running, dead, comp(nil, false), nil)},
-			"compensating after step book failed: waiting for step reserve (running) to finish; then the compensations run, latest step first"},
-		{"a compensation runs", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
-			Steps: steps(ok, ok, dead, comp(running, true), comp(ok, true))},
-			"compensating: undo charge is running"},
-		{"the latest compensation first", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			"stopped after step book failed: waiting for step reserve (running) to finish, then the compensations run, latest step first; replay step book to resume instead"},
+		{"stopped, not yet compensating", errand.Workflow{ID: "w1", State: errand.WorkflowCompensating, FailedStep: name("book"),
 			Steps: steps(ok, ok, dead, comp(nil, false), comp(nil, false))},
-			"compensating: the next pass enqueues undo reserve"},
-		{"a dead compensation", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+			"stopped after step book failed: the next pass starts compensating; replay step book to resume instead"},
+		{"a compensation runs", errand.Workflow{ID: "w1", State: errand.WorkflowCompensating, FailedStep: name("book"), CompensationStartedAt: started,
+			Steps: steps(ok, ok, dead, comp(running, true), comp(ok, true))},
+			"compensating: undo charge is running; once it has failed, rerun it as a new workflow: errand workflow rerun w1"},
+		{"the latest compensation first", errand.Workflow{ID: "w1", State: errand.WorkflowCompensating, FailedStep: name("book"), CompensationStartedAt: started,
+			Steps: steps(ok, ok, dead, comp(nil, false), comp(ok, true))},
+			"compensating: the next pass enqueues undo charge; once it has failed, rerun it as a new workflow: errand workflow rerun w1"},
+		{"a dead compensation", errand.Workflow{ID: "w1", State: errand.WorkflowCompensating, FailedStep: name("book"), CompensationStartedAt: started,
 			Steps: steps(ok, ok, dead, comp(dead, true), comp(ok, true))},
-			"stopped: compensation undo charge is dead; replay it to go on"},
-		{"failed", errand.Workflow{State: errand.WorkflowFailed, FailedStep: name("book"), Steps: steps(ok, ok, dead, comp(ok, true), nil)},
-			"failed: step book is dead; replay it to resume"},
-		{"failed, and why", errand.Workflow{State: errand.WorkflowFailed, FailedStep: name("book"), Steps: func() []errand.WorkflowStepView {
-			ss := steps(ok, ok, dead, comp(ok, true), nil)
+			"stopped: compensation undo charge is dead; replay it to go on; once it has failed, rerun it as a new workflow: errand workflow rerun w1"},
+		{"failed, compensated", errand.Workflow{ID: "w1", State: errand.WorkflowFailed, FailedStep: name("book"), CompensationStartedAt: started,
+			Steps: steps(ok, ok, dead, comp(ok, true), comp(ok, true))},
+			"failed: step book is dead; compensated; rerun it as a new workflow: errand workflow rerun w1"},
+		{"failed, nothing to undo", errand.Workflow{ID: "w1", State: errand.WorkflowFailed, FailedStep: name("book"), Steps: steps(ok, ok, dead, nil, nil)},
+			"failed: step book is dead; nothing was compensated: replay step book to resume"},
+		{"failed, and why", errand.Workflow{ID: "w1", State: errand.WorkflowFailed, FailedStep: name("book"), Steps: func() []errand.WorkflowStepView {
+			ss := steps(ok, ok, dead, nil, nil)
 			ss[2].LastError = &errand.LastError{Class: "args_too_large", Message: "args of 1.1 MiB"}
 			return ss
-		}()}, "failed: step book is dead (args_too_large); replay it to resume"},
-		{"a dead compensation, and why", errand.Workflow{State: errand.WorkflowCompensating, FailedStep: name("book"),
+		}()}, "failed: step book is dead (args_too_large); nothing was compensated: replay step book to resume"},
+		{"failed and rerun", errand.Workflow{ID: "w1", State: errand.WorkflowFailed, FailedStep: name("book"), CompensationStartedAt: started,
+			RerunAs: name("w2"), Steps: steps(ok, ok, dead, comp(ok, true), comp(ok, true))},
+			"failed: rerun as workflow w2; see errand workflow w2"},
+		{"a dead compensation, and why", errand.Workflow{ID: "w1", State: errand.WorkflowCompensating, FailedStep: name("book"), CompensationStartedAt: started,
 			Steps: steps(ok, ok, dead, &errand.WorkflowCompensationView{Kind: "refund", State: dead, Enqueued: true,
 				LastError: &errand.LastError{Class: "permanent", Message: "card gone"}}, comp(ok, true))},
-			"stopped: compensation undo charge is dead (permanent); replay it to go on"},
+			"stopped: compensation undo charge is dead (permanent); replay it to go on; once it has failed, rerun it as a new workflow: errand workflow rerun w1"},
 		{"succeeded", errand.Workflow{State: errand.WorkflowSucceeded, Steps: steps(ok, ok, ok, nil, nil)},
 			"succeeded: every step succeeded; nothing more runs"},
 	} {
 		if got := Next(&tt.wf); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestShow: the JSON of a workflow carries what Next says, beside the
+// workflow's own fields.
+func TestShow(t *testing.T) {
+	wf := &errand.Workflow{ID: "w1", State: errand.WorkflowSucceeded}
+	b, err := json.Marshal(Show(wf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["id"] != "w1" || got["next"] != Next(wf) || got["rerun_as"] != nil {
+		t.Fatalf("shown workflow %s", b)
+	}
+	if Show(nil) != nil {
+		t.Fatal("Show(nil) is not nil")
 	}
 }
