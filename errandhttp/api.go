@@ -171,6 +171,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/workflows", withBody(a.enqueueWorkflow)},
 		{"GET /api/v1/workflows", a.workflows},
 		{"GET /api/v1/workflows/{id}", a.workflow},
+		{"POST /api/v1/workflows/{id}/rerun", withBody(a.rerunWorkflow)},
 		{"GET /api/v1/workers", a.workers},
 		{"GET /api/v1/fairness-keys", a.fairnessKeys},
 	}
@@ -201,6 +202,7 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var se *errand.StateError
 	var ue *errand.UniqueConflictError
 	var ice *errand.IDConflictError
+	var we *errand.WorkflowStateError
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.status, he.code, he.message)
@@ -210,6 +212,10 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, "invalid_input", ie.Error())
 	case errors.Is(err, errand.ErrLeaseLost):
 		writeError(w, http.StatusConflict, "lease_lost", leaseLostMessage)
+	case errors.Is(err, errand.ErrWorkflowCompensated):
+		writeError(w, http.StatusConflict, "workflow_compensated", err.Error())
+	case errors.As(err, &we):
+		writeError(w, http.StatusConflict, "wrong_state", we.Error())
 	case errors.As(err, &se):
 		writeError(w, http.StatusConflict, "wrong_state", se.Error())
 	case errors.As(err, &ue):

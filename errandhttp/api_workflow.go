@@ -10,11 +10,12 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/internal/workflowjson"
+	"github.com/errandhq/errand/internal/workflowview"
 )
 
 // workflowResponse is the answer to POST /api/v1/workflows.
 type workflowResponse struct {
-	Workflow *errand.Workflow `json:"workflow"`
+	Workflow *workflowview.Shown `json:"workflow"`
 	// Jobs are the jobs enqueued with it, its first steps; [] when
 	// Duplicate.
 	Jobs []*errand.Job `json:"jobs"`
@@ -97,7 +98,7 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]*errand.Workflow, len(ws))
+	out := make([]*workflowview.Shown, len(ws))
 	for i, wf := range ws {
 		out[i] = a.showWorkflow(wf)
 	}
@@ -109,11 +110,12 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	return reply(w, map[string]any{"workflows": out, "next_cursor": next})
 }
 
-// showWorkflow prepares a workflow for a reader: its steps' outputs,
-// drawn from the jobs' data as progress is, hidden when args are.
-func (a *api[TTx]) showWorkflow(wf *errand.Workflow) *errand.Workflow {
+// showWorkflow prepares a workflow for a reader: what happens next, and
+// its steps' outputs, drawn from the jobs' data as progress is, hidden
+// when args are.
+func (a *api[TTx]) showWorkflow(wf *errand.Workflow) *workflowview.Shown {
 	if !a.hideArgs || wf == nil {
-		return wf
+		return workflowview.Show(wf)
 	}
 	c := *wf
 	c.Steps = make([]errand.WorkflowStepView, len(wf.Steps))
@@ -121,7 +123,35 @@ func (a *api[TTx]) showWorkflow(wf *errand.Workflow) *errand.Workflow {
 		s.Output = nil
 		c.Steps[i] = s
 	}
-	return &c
+	return workflowview.Show(&c)
+}
+
+// rerunRequest is the body of POST /api/v1/workflows/{id}/rerun.
+type rerunRequest struct {
+	// ID, when given, is the new workflow's id; otherwise one is
+	// generated. Sent again, it answers the same workflow.
+	ID string `json:"id"`
+}
+
+// rerunWorkflow serves POST /api/v1/workflows/{id}/rerun: a finished
+// workflow runs again as a new one (errand.Client.RerunWorkflow), answered
+// as POST /api/v1/workflows is: 201 with the new workflow and its first
+// jobs, 200 with "duplicate" when it was rerun as this id already. An open
+// workflow is 409 wrong_state.
+func (a *api[TTx]) rerunWorkflow(w http.ResponseWriter, r *http.Request, req *rerunRequest) error {
+	id := r.PathValue("id")
+	res, err := a.c.RerunWorkflow(r.Context(), id, &errand.WorkflowRerunOpts{ID: req.ID})
+	if err != nil {
+		return notFound(err, "no workflow with id "+strconv.Quote(id))
+	}
+	operator, _ := Identity(r)
+	a.log.Info("workflow rerun", "workflow_id", id, "rerun_as", res.Workflow.ID, "operator", operator, "duplicate", res.Duplicate)
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, workflowResponse{Workflow: a.showWorkflow(res.Workflow), Jobs: a.showJobs(res.Jobs), Duplicate: res.Duplicate})
+	return nil
 }
 
 // outputRequest is the body of POST /api/v1/jobs/{id}/output.

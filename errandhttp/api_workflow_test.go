@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
@@ -310,5 +312,101 @@ func TestAPIJobOutput(t *testing.T) {
 		if !strings.Contains(string(r.body), `"ch_1"`) {
 			t.Fatalf("workflow does not show the step's output: %s", r.body)
 		}
+	})
+}
+
+// TestAPIWorkflowReplayAndRerun: once a workflow has enqueued a
+// compensation, a replay of its step is 409 workflow_compensated naming the
+// rerun, and writes nothing; the workflow's JSON says the same in "next".
+// POST /api/v1/workflows/{id}/rerun refuses an open workflow, then starts
+// the new one, and answers a retry with the same workflow.
+func TestAPIWorkflowReplayAndRerun(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/workflows", checkoutBody("w1")), http.StatusCreated, "")
+		work := func(queue, kind, id string) {
+			t.Helper()
+			r := s.op(t, "POST", "/api/v1/queues/"+queue+"/claim", map[string]any{"kinds": []string{kind}})
+			var claimed struct {
+				Jobs []errand.Envelope `json:"jobs"`
+			}
+			if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 || claimed.Jobs[0].ID != id {
+				t.Fatalf("claim %s: %s (%v)", id, r.body, err)
+			}
+			want(t, "ack "+id, s.op(t, "POST", "/api/v1/jobs/"+id+"/ack", map[string]any{"lease_token": claimed.Jobs[0].LeaseToken}), http.StatusOK, "")
+			if _, err := st.(errand.WorkflowStore).WorkflowAdvance(t.Context(), &errand.WorkflowAdvanceParams{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		get := func(id string) (wf struct {
+			errand.Workflow
+			Next string `json:"next"`
+		}) {
+			t.Helper()
+			r := s.do(t, req{method: "GET", path: "/api/v1/workflows/" + id, token: readerSecret})
+			want(t, "get "+id, r, http.StatusOK, "")
+			if err := json.Unmarshal(r.body, &wf); err != nil {
+				t.Fatal(err)
+			}
+			return wf
+		}
+		work("default", "charge_card", "w1.step.charge")
+		clock.Advance(time.Second)
+		if _, err := s.c.Cancel(t.Context(), "w1.step.reserve", &errand.CancelOpts{Operator: "ops", Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if wf := get("w1"); wf.State != errand.WorkflowCompensating || wf.CompensationStartedAt == nil ||
+			wf.Next != "compensating: undo charge is queued; once it has failed, rerun it as a new workflow: errand workflow rerun w1" {
+			t.Fatalf("compensating workflow: %s, %v: %q", wf.State, wf.CompensationStartedAt, wf.Next)
+		}
+
+		before := s.job(t, "w1.step.reserve")
+		r := s.op(t, "POST", "/api/v1/jobs/w1.step.reserve/replay", map[string]any{"reason": "fixed"})
+		want(t, "replay of a compensated step", r, http.StatusConflict, "workflow_compensated")
+		if !strings.Contains(string(r.body), "errand workflow rerun w1") {
+			t.Fatalf("replay refusal does not name the rerun: %s", r.body)
+		}
+		if after := s.job(t, "w1.step.reserve"); !reflect.DeepEqual(before, after) {
+			t.Fatalf("refused replay changed the step:\n%+v\n%+v", before, after)
+		}
+		want(t, "rerun while compensating", s.op(t, "POST", "/api/v1/workflows/w1/rerun", nil), http.StatusConflict, "wrong_state")
+
+		work("refunds", "refund_card", "w1.undo.charge")
+		if wf := get("w1"); wf.State != errand.WorkflowFailed ||
+			wf.Next != "failed: step reserve is cancelled; compensated; rerun it as a new workflow: errand workflow rerun w1" {
+			t.Fatalf("failed workflow: %s: %q", wf.State, wf.Next)
+		}
+		want(t, "replay once failed", s.op(t, "POST", "/api/v1/jobs/w1.step.reserve/replay", map[string]any{"reason": "fixed"}), http.StatusConflict, "workflow_compensated")
+
+		want(t, "rerun by a reader", s.do(t, req{method: "POST", path: "/api/v1/workflows/w1/rerun", token: readerSecret}), http.StatusForbidden, "")
+		want(t, "rerun of an unknown workflow", s.op(t, "POST", "/api/v1/workflows/nope/rerun", nil), http.StatusNotFound, "not_found")
+		want(t, "rerun as itself", s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"id": "w1"}), http.StatusBadRequest, "invalid_input")
+		want(t, "rerun with an unknown field", s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"name": "x"}), http.StatusBadRequest, "invalid_input")
+		var res struct {
+			Workflow struct {
+				errand.Workflow
+				Next string `json:"next"`
+			} `json:"workflow"`
+			Jobs      []*errand.Job `json:"jobs"`
+			Duplicate bool          `json:"duplicate"`
+		}
+		r = s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"id": "w1b"})
+		want(t, "rerun", r, http.StatusCreated, "")
+		if err := json.Unmarshal(r.body, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Duplicate || res.Workflow.ID != "w1b" || res.Workflow.RerunOf == nil || *res.Workflow.RerunOf != "w1" ||
+			len(res.Jobs) != 1 || res.Jobs[0].ID != "w1b.step.charge" || res.Workflow.Next != "waiting for step charge (queued)" {
+			t.Fatalf("rerun answered %s", r.body)
+		}
+		r = s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"id": "w1b"})
+		want(t, "rerun again", r, http.StatusOK, "")
+		if r.json(t)["duplicate"] != true || len(r.json(t)["jobs"].([]any)) != 0 {
+			t.Fatalf("rerun again answered %s", r.body)
+		}
+		if wf := get("w1"); wf.RerunAs == nil || *wf.RerunAs != "w1b" || wf.Next != "failed: rerun as workflow w1b; see errand workflow w1b" {
+			t.Fatalf("the old workflow after the rerun: %+v", wf)
+		}
+		want(t, "second rerun", s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"id": "w1c"}), http.StatusConflict, "wrong_state")
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/workflowview"
 )
 
 // Dashboard defaults and bounds.
@@ -91,6 +92,7 @@ type dashboardClient interface {
 	Workflow(ctx context.Context, id string) (*errand.Workflow, error)
 	Workflows(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error)
 	WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error)
+	RerunWorkflow(ctx context.Context, id string, opts *errand.WorkflowRerunOpts) (*errand.WorkflowInsertResult, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errand.FairnessKeyCount, error)
 }
@@ -174,6 +176,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.Handle("POST /replay", protect.Handler(d.action(replayAction, true)))
 	mux.Handle("POST /cancel/confirm", protect.Handler(d.action(cancelAction, false)))
 	mux.Handle("POST /cancel", protect.Handler(d.action(cancelAction, true)))
+	mux.Handle("POST /workflow-rerun", protect.Handler(http.HandlerFunc(d.rerunWorkflow)))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	d.mux = mux
 	return d
@@ -264,15 +267,16 @@ func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, 
 }
 
 // fail renders err: a bad request for an *errand.InputError, a conflict
-// for a *errand.StateError or a unique key held by another job, not found
-// for errand.ErrNotFound, otherwise a server error.
+// for a state that forbids the change (errand.ErrWrongState) or a unique
+// key held by another job, not found for errand.ErrNotFound, otherwise a
+// server error.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var in *errand.InputError
 	var se *errand.StateError
 	switch {
 	case errors.As(err, &in):
 		d.problem(w, r, http.StatusBadRequest, err.Error())
-	case errors.As(err, &se), errors.Is(err, errand.ErrUniqueConflict):
+	case errors.As(err, &se), errors.Is(err, errand.ErrWrongState), errors.Is(err, errand.ErrUniqueConflict):
 		d.problem(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, errand.ErrNotFound):
 		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("nothing is at %q: it never existed, or retention has deleted it", r.URL.Path))
@@ -590,6 +594,10 @@ func (d *dashboard) listing(w http.ResponseWriter, r *http.Request, state errand
 type detailData struct {
 	Job  *errand.Job
 	Next string
+	// Compensated: the job is a dead or cancelled step of a workflow that
+	// has begun compensating or was rerun, which refuses its replay; the
+	// page offers the workflow's rerun instead.
+	Compensated bool
 	// Audit is every operator action on the job, newest first.
 	Audit []errand.AuditRecord
 }
@@ -638,6 +646,31 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	p.Data = &detailData{Job: j, Next: next, Audit: audit}
+	data := &detailData{Job: j, Next: next, Audit: audit}
+	if err := d.explainCompensatedStep(ctx, data); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	p.Data = data
 	d.render(w, http.StatusOK, "job", p)
+}
+
+// explainCompensatedStep marks data's job, a dead or cancelled step of a
+// workflow that refuses its replay, as Compensated, and says so in Next
+// with what happens to the workflow.
+func (d *dashboard) explainCompensatedStep(ctx context.Context, data *detailData) error {
+	j := data.Job
+	if !d.workflows || !replayAction.Applies(j.State) || !errand.ReplayHeldByWorkflow(j.ID, j.WorkflowID) {
+		return nil
+	}
+	wf, err := d.c.Workflow(ctx, *j.WorkflowID)
+	if errors.Is(err, errand.ErrNotFound) || (err == nil && wf.CompensationStartedAt == nil && wf.RerunAs == nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	data.Compensated = true
+	data.Next = fmt.Sprintf("%s; it is not replayed, as its workflow %s has begun compensating: %s", j.State, wf.ID, workflowview.Next(wf))
+	return nil
 }

@@ -165,7 +165,7 @@ type filterReplayData struct {
 	MaxBatch  int
 	Committed bool
 	Bulk      string
-	Held      []string // steps of compensating workflows left out
+	Held      []string // steps of compensated workflows left out
 }
 
 // UntilValue is Until for the confirmation form.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,9 @@ func TestDashboardWorkflowPages(t *testing.T) {
 
 	workOne(t, c, errand.DefaultQueue) // book is dead: undo charge is enqueued
 	body = mustGet(t, h, page)
-	wantContains(t, "compensating", body, "compensating: undo charge is queued", `href="/jobs/trip%3C1%3E.undo.charge"`)
+	wantContains(t, "compensating", body, "compensating: undo charge is queued; once it has failed, rerun it as a new workflow: errand workflow rerun trip&lt;1&gt;",
+		`href="/jobs/trip%3C1%3E.undo.charge"`)
+	wantLacks(t, "compensating", body, "Rerun as a new workflow")
 	wantContains(t, "failed step", body, "<dt>Failed step</dt><dd>book</dd>")
 	wantContains(t, "compensating listing", mustGet(t, h, "/workflows?state=compensating"), "trip&lt;1&gt;")
 	wantContains(t, "running listing", mustGet(t, h, "/workflows?state=running"), "No workflows in state running")
@@ -97,7 +100,7 @@ func TestDashboardWorkflowPages(t *testing.T) {
 		t.Fatalf("replay by filter while compensating: status %d\n%s", code, confirm)
 	}
 	wantContains(t, "replay by filter while compensating", confirm, "No dead job matches",
-		"Left out: 1 dead step of workflows that are compensating", `href="/jobs/trip%3C1%3E.step.book"`)
+		"Left out: 1 dead step of workflows that have compensated", `href="/jobs/trip%3C1%3E.step.book"`)
 	wantContains(t, "overview while compensating", mustGet(t, h, "/"),
 		`<a class="tile" href="/workflows?state=running"><span class="n">0</span> running</a>`,
 		`<a class="tile bad" href="/workflows?state=compensating"><span class="n">1</span> compensating</a>`,
@@ -105,12 +108,58 @@ func TestDashboardWorkflowPages(t *testing.T) {
 
 	workOne(t, c, errand.DefaultQueue) // undo charge succeeds: failed
 	body = mustGet(t, h, page)
-	wantContains(t, "failed", body, "failed: step book is dead (permanent); replay it to resume")
+	wantContains(t, "failed", body, "failed: step book is dead (permanent); compensated; rerun it as a new workflow: errand workflow rerun trip&lt;1&gt;",
+		`action="/workflow-rerun"`, "Rerun as a new workflow", "<dt>Compensation began</dt>")
 	wantContains(t, "book row after compensation", tableRow(t, body, "<td>book</td>"), "dead", "permanent: no seats")
 	wantContains(t, "charge row after compensation", tableRow(t, body, ">charge<"), "succeeded", "wf_refund", "trip&lt;1&gt;.undo.charge")
 	wantContains(t, "overview after the compensation", mustGet(t, h, "/"),
 		`<a class="tile" href="/workflows?state=compensating"><span class="n">0</span> compensating</a>`,
 		`<a class="tile bad" href="/workflows?state=failed"><span class="n">1</span> failed</a>`)
+
+	// The step's page says it is not replayed, offers the workflow's page
+	// instead of the replay forms, and the replay action refuses it.
+	stepPage := mustGet(t, h, "/jobs/trip%3C1%3E.step.book")
+	wantContains(t, "compensated step's page", stepPage, "dead; it is not replayed, as its workflow trip&lt;1&gt; has begun compensating: failed: step book",
+		"Rerun its workflow from")
+	wantLacks(t, "compensated step's page", stepPage, "Replay…", "Fix and replay…")
+	wantContains(t, "a running step's page", mustGet(t, h, "/jobs/trip%3C1%3E.step.charge"), "succeeded")
+	code, done := post(t, h, "/replay", url.Values{"id": {"trip<1>.step.book"}, "reason": {"seats added"}})
+	if code != http.StatusConflict {
+		t.Fatalf("replay of the compensated step: status %d\n%s", code, done)
+	}
+	wantContains(t, "replay of the compensated step", done, "errand workflow rerun trip&lt;1&gt;")
+	rerun := func(form url.Values) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/workflow-rerun", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := rerun(url.Values{"id": {"trip<1>"}, "new_id": {"trip<1>"}}); rec.Code != http.StatusBadRequest {
+		t.Fatalf("rerun as itself: status %d", rec.Code)
+	}
+	if rec := rerun(url.Values{"id": {"nope"}}); rec.Code != http.StatusNotFound {
+		t.Fatalf("rerun of an unknown workflow: status %d", rec.Code)
+	}
+	readOnly := NewDashboard(c, &DashboardOptions{Identity: func(*http.Request) (string, bool) { return "viewer", false }})
+	wantLacks(t, "read-only workflow page", mustGet(t, readOnly, page), "Rerun as a new workflow")
+	if code, _ := post(t, readOnly, "/workflow-rerun", url.Values{"id": {"trip<1>"}}); code != http.StatusForbidden {
+		t.Fatalf("rerun by a reader: status %d", code)
+	}
+	rec := rerun(url.Values{"id": {"trip<1>"}, "new_id": {"trip<2>"}})
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/workflows/trip%3C2%3E" {
+		t.Fatalf("rerun: status %d, location %q", rec.Code, rec.Header().Get("Location"))
+	}
+	wantContains(t, "the rerun's page", mustGet(t, h, "/workflows/trip%3C2%3E"), "<dt>Rerun of</dt>", `href="/workflows/trip%3C1%3E"`,
+		"waiting for step charge (queued)")
+	body = mustGet(t, h, page)
+	wantContains(t, "the old workflow's page", body, "<dt>Rerun as</dt>", `href="/workflows/trip%3C2%3E"`,
+		"failed: rerun as workflow trip&lt;2&gt;; see errand workflow trip&lt;2&gt;")
+	wantLacks(t, "the old workflow's page", body, "Rerun as a new workflow")
+	if rec := rerun(url.Values{"id": {"trip<1>"}, "new_id": {"trip<3>"}}); rec.Code != http.StatusConflict {
+		t.Fatalf("a second rerun: status %d", rec.Code)
+	}
 
 	// HideArgs hides outputs too.
 	hidden := NewDashboard(c, &DashboardOptions{HideArgs: true})

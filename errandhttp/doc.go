@@ -41,7 +41,8 @@
 //	GET  /api/v1/batches/{id}            a batch: members' counts now, final counts, callback job
 //	POST /api/v1/workflows               {"id", "name", "steps": [{"name", "kind", "args", "depends_on", "compensate": {"kind", "args", ...}, ...}]}; Idempotency-Key header
 //	GET  /api/v1/workflows?state=&limit= newest first
-//	GET  /api/v1/workflows/{id}          a workflow: its state, failed step, and each step's job and compensation
+//	GET  /api/v1/workflows/{id}          a workflow: its state, what happens next, failed step, and each step's job and compensation
+//	POST /api/v1/workflows/{id}/rerun    {"id"}: a finished workflow runs again as a new one (id optional)
 //	GET  /api/v1/workers
 //
 // A worker's heartbeat, ack and fail are fenced by the lease token its
