@@ -38,6 +38,18 @@ func (e *env) checkout(id string) {
 	e.finishStep(id, "book", "", false)
 }
 
+// compensated is checkout, then the advances and compensations that end
+// workflow id failed, reserve and then charge undone.
+func (e *env) compensated(id string) {
+	e.t.Helper()
+	e.checkout(id)
+	e.wantAdvance(id, errand.WorkflowCompensating, id+".undo.reserve")
+	e.finishUndo(id, "reserve", true)
+	e.wantAdvance(id, errand.WorkflowCompensating, id+".undo.charge")
+	e.finishUndo(id, "charge", true)
+	e.wantAdvance(id, errand.WorkflowFailed)
+}
+
 // replayStep replays step of workflow wf through the store.
 func (e *env) replayStep(wf, step string) (*errand.Job, error) {
 	return e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: errand.WorkflowStepJobID(wf, step), Operator: "ops", Reason: "fixed"})
@@ -177,12 +189,7 @@ func testReplayDuringCompensation(t *testing.T, h harness) {
 // nothing, by the store's replay and its bulk replay alike.
 func testReplayAfterCompensation(t *testing.T, h harness) {
 	e := open(t, h)
-	e.checkout("w1")
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.reserve")
-	e.finishUndo("w1", "reserve", true)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.charge")
-	e.finishUndo("w1", "charge", true)
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.compensated("w1")
 	e.wantReplayRefused("w1", "book", errand.WorkflowFailed, []string{"reserve", "charge"}, "")
 	held := e.get("w1.step.book")
 	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); len(got) != 0 {
@@ -279,12 +286,7 @@ func (e *env) rerun(id, newID string) (*errand.WorkflowInsertResult, error) {
 // same workflow; a second rerun, or an id another workflow has, is refused.
 func testWorkflowRerun(t *testing.T, h harness) {
 	e := open(t, h)
-	e.checkout("w1")
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.reserve")
-	e.finishUndo("w1", "reserve", true)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.charge")
-	e.finishUndo("w1", "charge", true)
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.compensated("w1")
 	oldJobs := e.listAll()
 	old := e.workflow("w1")
 
