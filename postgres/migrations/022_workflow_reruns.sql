@@ -10,6 +10,6 @@ ALTER TABLE errand_workflows
     ADD COLUMN rerun_as text COLLATE "C";
 -- A workflow that enqueued a compensation before the column existed: when
 -- is not known, and its last change stands in.
-UPDATE errand_workflows SET compensation_started_at = updated_at
-    WHERE EXISTS (SELECT 1 FROM jsonb_array_elements_text(enqueued::jsonb) e(v)
-        WHERE starts_with(e.v, id || '.undo.'));
+UPDATE errand_workflows w SET compensation_started_at = w.updated_at
+    WHERE EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.enqueued::jsonb) e(v)
+        WHERE starts_with(e.v, w.id || '.undo.'));
