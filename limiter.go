@@ -22,10 +22,13 @@ const (
 	// second up to Burst, and every start of a job takes one token.
 	LimiterModeRate LimiterMode = "rate"
 	// LimiterModeRetryBudget is a retry budget's bucket: each first
-	// attempt deposits Ratio tokens, each retry takes one, and the level
-	// relaxes exponentially, with time constant Window, towards Min. The
-	// level is thus Min plus Ratio times the first attempts of about the
-	// last Window, less the retries of about the last Window.
+	// attempt deposits Ratio tokens, each retry takes a whole one, and the
+	// level relaxes exponentially, with time constant Window, towards Min.
+	// The level is thus Min plus Ratio times the first attempts of about
+	// the last Window, less the retries of about the last Window, and
+	// never below zero. Below Min it climbs as if towards Min+1, stopping
+	// at Min, so that a spent budget holds a whole token again in finite
+	// time (Window·ln((Min+1)/Min) from empty) rather than only nearing it.
 	LimiterModeRetryBudget LimiterMode = "retry_budget"
 )
 
@@ -122,7 +125,11 @@ func (s LimiterSpec) Level(st LimiterState, now time.Time) float64 {
 	if s.Mode == LimiterModeRate {
 		return min(s.Burst, st.Tokens+s.Rate*d.Seconds())
 	}
-	return s.Min + (st.Tokens-s.Min)*math.Exp(-float64(d)/float64(s.Window))
+	fade := math.Exp(-float64(d) / float64(s.Window))
+	if st.Tokens >= s.Min {
+		return s.Min + (st.Tokens-s.Min)*fade
+	}
+	return min(s.Min, s.Min+1-(s.Min+1-st.Tokens)*fade)
 }
 
 // after is the state of a bucket that holds level at now: At never moves
@@ -134,45 +141,36 @@ func after(st LimiterState, now time.Time, level float64) LimiterState {
 	return LimiterState{Tokens: level, At: now}
 }
 
-// Take takes up to want tokens at now. It returns the bucket's new state,
-// the grant, and how long until the bucket next holds a whole token (0
-// when it holds one now; negative when only a deposit can give it one: a
-// retry budget with Min 0). A rate bucket grants whole tokens it holds. A
-// retry budget grants while its level is above zero, so that a budget of
-// Min retries per Window grants them although its level only nears Min:
-// it may go up to one token below zero, which the next grant waits out.
+// Take takes up to want whole tokens at now. It returns the bucket's new
+// state, the grant, and how long until the bucket next holds a whole token
+// (0 when it holds one now; negative when only a deposit can give it one:
+// a retry budget with Min below 1). Every mode grants only the whole tokens
+// it holds, so that takers racing for a bucket (each in the store's
+// transaction) get together no more than it holds, and its level never
+// goes below zero.
 func (s LimiterSpec) Take(st LimiterState, now time.Time, want int) (LimiterState, int, time.Duration) {
 	level := s.Level(st, now)
 	grant := 0
 	if want > 0 {
-		var avail float64
-		if s.Mode == LimiterModeRate {
-			avail = math.Floor(level + limiterEpsilon)
-		} else if level > limiterEpsilon {
-			avail = math.Ceil(level - limiterEpsilon)
-		}
-		grant = int(min(float64(want), max(avail, 0)))
+		grant = int(min(float64(want), max(math.Floor(level+limiterEpsilon), 0)))
 	}
-	level -= float64(grant)
+	level = max(level-float64(grant), 0) // not -ε, for a level within ε of a whole token
 	return after(st, now, level), grant, s.wait(level)
 }
 
-// wait is how long until a bucket at level next grants a token.
+// wait is how long until a bucket at level next holds a whole token.
 func (s LimiterSpec) wait(level float64) time.Duration {
-	if s.Mode == LimiterModeRate {
-		if level >= 1-limiterEpsilon {
-			return 0
-		}
-		return ceilMicros((1 - level) / s.Rate)
-	}
-	if level > limiterEpsilon {
+	if level >= 1-limiterEpsilon {
 		return 0
 	}
-	if s.Min <= 2*limiterEpsilon {
+	if s.Mode == LimiterModeRate {
+		return ceilMicros((1 - level) / s.Rate)
+	}
+	if s.Min < 1-limiterEpsilon {
 		return -1
 	}
-	// Min + (level-Min)·e^(-t/W) = 2ε, solved for t.
-	return ceilMicros(s.Window.Seconds() * math.Log((s.Min-level)/(s.Min-2*limiterEpsilon)))
+	// Min+1 - (Min+1-level)·e^(-t/W) = 1 (see Level), solved for t.
+	return ceilMicros(s.Window.Seconds() * math.Log((s.Min+1-level)/s.Min))
 }
 
 // ceilMicros is sec seconds, rounded up to a whole microsecond, the

@@ -89,20 +89,34 @@ func TestLimiterSpecArithmetic(t *testing.T) {
 	if g != 3 || st.Tokens != 0 {
 		t.Fatalf("new budget: granted %d, left %v; want Min (3), 0", g, st.Tokens)
 	}
-	// A level of 0.5 grants a whole retry, then waits to climb above 0.
+	// Half a token grants nothing: a retry takes a whole token, and the
+	// level climbs (as if towards Min+1) until it holds one.
 	st = budget.Give(st, t0, 0.5)
 	st, g, wait = budget.Take(st, t0, 10)
-	if g != 1 || st.Tokens != -0.5 {
-		t.Fatalf("half a token: granted %d, left %v; want 1, -0.5", g, st.Tokens)
+	if g != 0 || st.Tokens != 0.5 {
+		t.Fatalf("half a token: granted %d, left %v; want 0, 0.5", g, st.Tokens)
 	}
 	if want := time.Minute.Seconds() * math.Log(3.5/3); math.Abs(wait.Seconds()-want) > 1e-5 {
 		t.Fatalf("wait %s, want %.6fs", wait, want)
 	}
-	if _, g, _ = budget.Take(st, t0.Add(wait), 1); g != 1 {
-		t.Fatalf("after the wait: granted %d, want 1", g)
+	if st, g, _ = budget.Take(st, t0.Add(wait), 2); g != 1 || st.Tokens < 0 || st.Tokens > 1e-6 {
+		t.Fatalf("after the wait: granted %d, left %v; want 1, 0", g, st.Tokens)
 	}
 	if _, g, _ = budget.Take(st, t0.Add(wait-time.Millisecond), 1); g != 0 {
 		t.Fatalf("a moment before the wait: granted %d, want 0", g)
+	}
+	// A spent budget of Min 1 regains its token: in Window·ln 2.
+	one := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 1, Window: time.Minute}
+	st, g, wait = one.Take(errand.LimiterState{Tokens: one.Full(), At: t0}, t0, 5)
+	if want := time.Minute.Seconds() * math.Ln2; g != 1 || math.Abs(wait.Seconds()-want) > 1e-5 {
+		t.Fatalf("budget of Min 1: granted %d, wait %s; want 1, %.6fs", g, wait, want)
+	}
+	if _, g, _ = one.Take(st, t0.Add(wait), 5); g != 1 {
+		t.Fatalf("budget of Min 1 after its wait: granted %d, want 1", g)
+	}
+	// It never holds more than Min, however long it rests.
+	if l := one.Level(errand.LimiterState{At: t0}, t0.Add(time.Hour)); l != 1 {
+		t.Fatalf("budget of Min 1 an hour after it was spent holds %v, want 1", l)
 	}
 	// With no minimum, only a deposit can refill it.
 	none := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Window: time.Minute}

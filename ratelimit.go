@@ -167,9 +167,11 @@ func parsePer(s string) (time.Duration, error) {
 // The budget is held in the database (see [LimiterStore]): its level is
 // Min plus Ratio times the kind's first attempts of about the last Window,
 // less its retries of about the last Window (each counting e^-age/Window).
-// A worker claims a retry of the kind only with a token of the budget,
-// and leaves the kind's retries out of its claims while the budget has
-// none; first attempts are never held back. Give the same budget to every
+// A worker claims a retry of the kind only with a whole token of the
+// budget, taken in the store's transaction, so that concurrent claims
+// never retry more than the budget holds; it leaves the kind's retries out
+// of its claims while the budget has none; first attempts are never held
+// back. Give the same budget to every
 // worker that runs the kind: first attempts claimed by a worker without
 // it deposit nothing.
 type RetryBudget struct {

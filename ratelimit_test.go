@@ -125,26 +125,37 @@ func TestWorkerKindRateLimit(t *testing.T) {
 	})
 }
 
+// flakyClient returns a client whose kind "flaky" fails the first attempt
+// of a job whose id starts with 'f', retrying in 200ms, and succeeds
+// otherwise, with n such jobs enqueued (f0, f1, ...). Each attempt is
+// reported on ran.
+func flakyClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock, ran chan<- string, n int) *errand.Client[*sql.Tx] {
+	t.Helper()
+	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
+		Handler: attempts(ran, func(j *errand.Job) error {
+			if j.Attempt == 1 && j.ID[0] == 'f' {
+				return errand.RetryAfter(200*time.Millisecond, errors.New("downstream is down"))
+			}
+			return nil
+		})}})})
+	for i := range n {
+		enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: fmt.Sprintf("f%d", i)})
+	}
+	return c
+}
+
 // TestWorkerRetryBudget: with a budget of half a retry per first attempt
-// and no minimum, four failing first attempts allow two retries: the other
-// two wait, retrying, their attempts unused, until more first attempts
-// give the budget a token.
+// and no minimum, six failing first attempts allow two retries (their
+// three tokens faded a little by the time the retries come due; a retry
+// takes a whole token): the other four wait, retrying, their attempts
+// unused, until more first attempts give the budget a token.
 func TestWorkerRetryBudget(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 20)
-		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
-			Handler: attempts(ran, func(j *errand.Job) error {
-				if j.Attempt == 1 && j.ID[0] == 'f' {
-					return errand.RetryAfter(200*time.Millisecond, errors.New("downstream is down"))
-				}
-				return nil
-			})}})})
-		for i := range 4 {
-			enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: fmt.Sprintf("f%d", i)})
-		}
-		startLimitedWorker(t, c, 4, nil, []errand.RetryBudget{{Kind: "flaky", Ratio: 0.5, Window: time.Minute, Min: -1}})
-		if ids := ranN(t, ran, 4); len(ids) != 4 {
-			t.Fatalf("first attempts ran %v, want 4", ids)
+		c := flakyClient(t, s, clock, ran, 6)
+		startLimitedWorker(t, c, 6, nil, []errand.RetryBudget{{Kind: "flaky", Ratio: 0.5, Window: time.Minute, Min: -1}})
+		if ids := ranN(t, ran, 6); len(ids) != 6 {
+			t.Fatalf("first attempts ran %v, want 6", ids)
 		}
 		// The retries come due in 200ms.
 		blockUntilAt(t, clock, clock.Now().Add(200*time.Millisecond), 1)
@@ -156,7 +167,7 @@ func TestWorkerRetryBudget(t *testing.T) {
 			t.Fatalf("retries past the budget ran: %v (after %v)", more, retried)
 		}
 		waiting := 0
-		for i := range 4 {
+		for i := range 6 {
 			id := fmt.Sprintf("f%d", i)
 			j, err := c.Store().JobGet(context.Background(), &errand.JobGetParams{ID: id})
 			if err != nil {
@@ -169,8 +180,8 @@ func TestWorkerRetryBudget(t *testing.T) {
 				}
 			}
 		}
-		if waiting != 2 {
-			t.Fatalf("%d retries wait, want 2", waiting)
+		if waiting != 4 {
+			t.Fatalf("%d retries wait, want 4", waiting)
 		}
 		// Two first attempts that succeed give the budget one token: one
 		// more retry runs, at once.
@@ -194,9 +205,67 @@ func TestWorkerRetryBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ls) != 1 || ls[0].Name != "retry:flaky" || ls[0].Tokens > 0 || ls[0].Denied == 0 {
+		if len(ls) != 1 || ls[0].Name != "retry:flaky" || ls[0].Tokens >= 1 || ls[0].Tokens < 0 || ls[0].Denied == 0 {
 			t.Fatalf("Limits = %+v, want retry:flaky spent, with claims held back", ls)
 		}
+	})
+}
+
+// TestWorkerRetryBudgetExact: ten concurrent failures against a budget of
+// 4 retries (Min 4, no deposits) retry exactly four times. A second later
+// the budget holds a fraction of a token, and a claim then (woken by a
+// first attempt) takes no fifth retry; the next retry runs only when the
+// budget holds a whole token again, at the wait the store said.
+func TestWorkerRetryBudgetExact(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ran := make(chan string, 30)
+		c := flakyClient(t, s, clock, ran, 10)
+		budget := errand.RetryBudget{Kind: "flaky", Window: time.Minute, Min: 4}
+		spec := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 4, Window: time.Minute}
+		startLimitedWorker(t, c, 10, nil, []errand.RetryBudget{budget})
+		ranN(t, ran, 10)
+		t1 := clock.Now().Add(200 * time.Millisecond)
+		blockUntilAt(t, clock, t1, 1)
+		clock.Advance(200 * time.Millisecond)
+		ranN(t, ran, 4)
+		sleepsUntilEither(t, clock, spec, t1)
+		notYet(t, ran, "past a spent budget")
+
+		clock.Advance(time.Second)
+		t2 := clock.Now()
+		enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: "ok1"})
+		waitAttempt(t, ran, "ok1", "a first attempt beside retries over budget")
+		// Spent at t1, it holds 4·(1-e^(-1/60)) ≈ 0.07 tokens now.
+		_, _, wait := spec.Take(errand.LimiterState{Tokens: 0, At: t1}, t2, 1)
+		blockUntilAt(t, clock, t2.Add(wait), 1)
+		notYet(t, ran, "on a fraction of a token")
+		ls, err := c.Limits(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) != 1 || ls[0].Tokens < 0 || ls[0].Tokens >= 1 {
+			t.Fatalf("Limits = %+v, want retry:flaky holding 0 to 1 token", ls)
+		}
+
+		t3 := clock.Advance(wait)
+		if id := ranN(t, ran, 1)[0]; id[0] != 'f' {
+			t.Fatalf("when the budget holds a token again, %s ran; want a retry", id)
+		}
+		sleepsUntilEither(t, clock, spec, t3)
+		notYet(t, ran, "past the token the budget regained")
+	})
+}
+
+// sleepsUntilEither waits until the worker's queue, whose claim at spent
+// took the last token of the budget spec, sleeps: until its poll an hour
+// later or, after a claim the budget denied at that time, until the
+// budget holds a token again.
+func sleepsUntilEither(t *testing.T, clock *errandtest.Clock, spec errand.LimiterSpec, spent time.Time) {
+	t.Helper()
+	_, _, wait := spec.Take(errand.LimiterState{Tokens: 0, At: spent}, spent, 1)
+	poll, token := spent.Add(time.Hour), spent.Add(wait)
+	workerWaitFor(t, clockWait, func() bool {
+		return slices.ContainsFunc(clock.Armed(), func(at time.Time) bool { return at.Equal(poll) || at.Equal(token) })
 	})
 }
 

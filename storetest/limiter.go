@@ -22,6 +22,7 @@ var limiterCases = []testCase{
 	{"List", testLimiterList},
 	{"Refusals", testLimiterRefusals},
 	{"GrantsNeverExceedTokensAcrossStores", testLimiterConcurrent},
+	{"RetryBudgetExactAcrossStores", testRetryBudgetConcurrent},
 	{"ClaimSkipRetryKinds", testClaimSkipRetryKinds},
 }
 
@@ -177,15 +178,15 @@ func testLimiterRetryBudget(t *testing.T, h harness) {
 	if g := e.takeOne("retry:k", spec, 10); g.Granted != 4 || g.Tokens != 0 {
 		t.Fatalf("take after 8 first attempts = %+v, want 4 granted, 0 left", g)
 	}
-	// With no first attempts the level returns towards Min, by
-	// 1-e^-1 of the way in one window: 2·(1-e^-1) ≈ 1.26 grants 2.
+	// With no first attempts the level climbs back towards Min (as if
+	// towards Min+1): 3·(1-e^-1) ≈ 1.9 in one window, one whole token.
 	e.clock.Advance(10 * time.Second)
 	st := errand.LimiterState{Tokens: 0, At: e.now().Add(-10 * time.Second)}
 	wantState, wantGranted, wantWait := spec.Take(st, e.now(), 10)
 	wantGrant(t, "take a window later", e.takeOne("retry:k", spec, 10),
 		errand.LimiterGrant{Granted: wantGranted, Tokens: wantState.Tokens, Wait: wantWait})
-	if wantGranted != 2 {
-		t.Fatalf("the spec grants %d a window later, want 2", wantGranted)
+	if wantGranted != 1 || wantWait <= 0 {
+		t.Fatalf("the spec grants %d a window later and waits %s, want 1 and a wait", wantGranted, wantWait)
 	}
 	// Deposits fade with the window: a budget filled long ago is back
 	// at Min.
@@ -336,4 +337,60 @@ func testClaimSkipRetryKinds(t *testing.T, h harness) {
 	if j := e.claimOne("a-retry"); j.Attempt != 2 {
 		t.Fatalf("the retry's attempt = %d, want 2", j.Attempt)
 	}
+}
+
+// testRetryBudgetConcurrent has retries in two stores on one database race
+// for a retry budget's tokens, one each, as concurrent failures' retries
+// would: together they get exactly the whole tokens it holds, never one
+// more on a fraction, and the level never goes below zero.
+func testRetryBudgetConcurrent(t *testing.T, h harness) {
+	e := open(t, h)
+	s2, ok := e.second().(errand.LimiterStore)
+	if !ok {
+		t.Fatal("the second store is not an errand.LimiterStore")
+	}
+	stores := []errand.LimiterStore{e.limiters(), s2}
+	spec := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 4, Window: time.Minute}
+	var wait time.Duration
+	race := func(what string, want int) {
+		t.Helper()
+		var mu sync.Mutex
+		total := 0
+		var wg sync.WaitGroup
+		for r := range 10 {
+			wg.Go(func() {
+				gs, err := stores[r%2].LimiterTake(e.ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: "retry:k", Spec: spec, Want: 1}}})
+				if err != nil {
+					t.Errorf("LimiterTake: %v", err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				total += gs[0].Granted
+				if gs[0].Tokens < 0 {
+					t.Errorf("%s: a take left %v tokens, below zero", what, gs[0].Tokens)
+				}
+				if gs[0].Granted == 0 {
+					wait = gs[0].Wait
+				}
+			})
+		}
+		wg.Wait()
+		if total != want {
+			t.Fatalf("%s: 10 racing retries were granted %d, want %d", what, total, want)
+		}
+	}
+	race("a new budget of 4", 4)
+	// A second later the level is back to about 0.07: not a whole token.
+	e.clock.Advance(time.Second)
+	race("a second later", 0)
+	if got := e.bucket("retry:k").Tokens; got < 0 || got >= 1 {
+		t.Fatalf("level a second after the budget was spent = %v, want 0 to 1", got)
+	}
+	// When the wait a refused take was told is over, one token.
+	e.clock.Advance(wait)
+	race("after the wait", 1)
+	// First attempts' deposits of 2.5 tokens: two whole ones.
+	e.give(errand.LimiterGive{Name: "retry:k", Amount: 2.5})
+	race("after deposits of 2.5", 2)
 }
