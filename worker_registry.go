@@ -360,14 +360,21 @@ func (w *Worker) markDraining() {
 	}
 }
 
-// deregister stops the heartbeats and marks the worker stopped. ctx may have
-// ended (the grace period ran out): the mark is written regardless, so the
-// registry shows a clean stop rather than a gone worker.
+// deregister stops the heartbeats, writes the worker's final counts and
+// marks it stopped. ctx may have ended (the grace period ran out): both are
+// written regardless, so the registry shows a clean stop rather than a gone
+// worker. The final heartbeat is needed: the draining one went out before
+// the last jobs finished, and stopping the heartbeats may have cut it off
+// (a worker that ran thousands of jobs between two beats showed none).
 func (w *Worker) deregister(ctx context.Context) {
 	w.reg.stopBeats()
 	w.reg.beats.Wait()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.HeartbeatInterval)
 	defer cancel()
+	_, err := w.c.store.WorkerHeartbeat(stopCtx, &WorkerHeartbeatParams{ID: w.ID(), Stats: w.workerStats()})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		w.c.logger.Warn("record the worker's final counts failed", "worker_id", w.ID(), "err", err)
+	}
 	if err := w.c.store.WorkerStop(stopCtx, &WorkerStopParams{ID: w.ID()}); err != nil {
 		w.c.logger.Error("mark worker stopped failed; the registry will show it as gone", "worker_id", w.ID(), "err", err)
 	}

@@ -392,3 +392,56 @@ func TestWorkerQueueJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerRegistryCountsEveryFinishedJob: a worker that stops shows in
+// the registry every attempt it finished, by every outcome path: successes
+// handed to the outcome batcher (on PostgreSQL with their slots freed at
+// the handover), a failure and a snooze recorded in place, and a job that
+// finished after the draining heartbeat was written.
+func TestWorkerRegistryCountsEveryFinishedJob(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		started, release := make(chan struct{}), make(chan struct{})
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
+			Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+				switch j.ID {
+				case "last":
+					close(started)
+					<-release
+				case "fail":
+					return errors.New("boom")
+				case "snooze":
+					return errand.Snooze(time.Hour)
+				}
+				return nil
+			})}})})
+		for _, id := range []string{"a", "b", "c", "fail", "snooze", "last"} {
+			enqueue(t, c, "task", &errand.EnqueueOpts{ID: id})
+		}
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 10},
+			HeartbeatInterval: time.Hour, PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == 5 })
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Stop(ctx) }()
+		workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).DrainingAt != nil })
+		close(release)
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		r := registryRecord(t, c, w.ID())
+		if r.Status != errand.WorkerStopped || r.JobsCompleted != 6 || r.LastCompletedAt == nil || r.JobsRunning != 0 {
+			t.Fatalf("stopped worker: status %s, jobs_completed %d, last_completed_at %v, jobs_running %d; want stopped, 6, a time, 0",
+				r.Status, r.JobsCompleted, r.LastCompletedAt, r.JobsRunning)
+		}
+		if n := w.Stats().JobsCompleted; n != 6 {
+			t.Fatalf("Stats().JobsCompleted = %d, want 6", n)
+		}
+	})
+}
