@@ -151,7 +151,7 @@
 // kinds that no live worker handles, such as a misspelt one. Stop stops
 // claiming at once, shows the worker draining in the registry, lets running
 // jobs finish until its context ends, then gives the rest back without
-// counting their attempt.
+// counting their attempt; it fails only for a job it could not give back.
 //
 // An idle queue waits for a wake-up, its poll interval, or the moment its
 // next scheduled or retrying job comes due, whichever comes first: it asks

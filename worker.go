@@ -115,6 +115,10 @@ type Worker struct {
 	cancels   *cancelWatch    // nil unless the store notifies cancels; see cancel.go
 	unbatched bool            // write each outcome alone (benchmarks set it to compare)
 	abandoned atomic.Bool     // set by Abandon: record nothing more
+	// left counts the jobs whose outcome, or hand-back, was not recorded:
+	// they wait out their leases. lastLeft is why the last one was not.
+	left     atomic.Int64
+	lastLeft atomic.Pointer[error]
 	// echoesSkipped counts notifications skipped as echoes of this client's
 	// own announcements (see notifyEchoes).
 	echoesSkipped atomic.Int64
@@ -283,6 +287,15 @@ func (w *Worker) Start(ctx context.Context) error {
 // another worker takes over without waiting for the lease to expire. Stop
 // returns when every job has been recorded, and marks the worker stopped in
 // the registry. Stop is idempotent.
+//
+// Stop returns nil when every job it held finished or was given back, also
+// when ctx ended first: giving jobs back is what the grace period's end
+// promises. It returns an error only when a job was left to its lease (its
+// outcome or its hand-back could not be recorded, the store unreachable,
+// or [Worker.Abandon] was called): the job runs again once the lease
+// expires. The error says how many, wrapping ctx's error when ctx ended,
+// e.g. "stop: 1 job left to its lease: context deadline exceeded", and the
+// error that kept the last one from being recorded otherwise.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	switch w.state {
@@ -299,6 +312,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.state = 2
 	w.mu.Unlock()
 
+	leftBefore := w.left.Load()
 	w.stopLoops()
 	w.markDraining()
 	w.loops.Wait()
@@ -307,14 +321,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.running.Wait()
 		close(finished)
 	}()
-	var err error
 	select {
 	case <-finished:
 	case <-ctx.Done():
 		w.c.logger.Warn("grace period over; giving running jobs back")
 		w.stopRun()
 		<-finished
-		err = fmt.Errorf("stop worker: %w", context.Cause(ctx))
 	}
 	w.stopRun()
 	// Every job has returned, its outcome handed to the batcher and
@@ -324,7 +336,29 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.outcomes.stop()
 	w.deregister(ctx)
 	close(w.done)
-	return err
+	return w.stopErr(ctx, w.left.Load()-leftBefore)
+}
+
+// stopErr is Stop's error when n jobs were left to their leases.
+func (w *Worker) stopErr(ctx context.Context, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	what := "1 job left to its lease"
+	if n > 1 {
+		what = fmt.Sprintf("%d jobs left to their leases", n)
+	}
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = *w.lastLeft.Load()
+	}
+	return fmt.Errorf("stop: %s: %w", what, cause)
+}
+
+// leftToLease notes a job whose outcome was not recorded, for err.
+func (w *Worker) leftToLease(err error) {
+	w.lastLeft.Store(&err)
+	w.left.Add(1)
 }
 
 // errAbandoned is what recording an outcome returns after Abandon.
@@ -745,12 +779,14 @@ func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res
 	if errors.Is(err, errAbandoned) {
 		w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
 			"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+		w.leftToLease(err)
 		return
 	}
 	w.breakers.observe(ctx, a, res)
 	if err != nil {
 		w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
 			"job_id", job.ID, "err", err)
+		w.leftToLease(err)
 		return
 	}
 	w.noteResult(res)

@@ -2,12 +2,15 @@ package errand_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -114,11 +117,12 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 		<-started
 	}
 	// A grace period that is over already: the handlers, which run until
-	// cancelled, are cancelled at once.
+	// cancelled, are cancelled at once. Every job given back is the drain
+	// Stop promises: no error.
 	grace, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := w.Stop(grace); err == nil {
-		t.Fatal("Stop returned nil after the grace period ran out; want an error saying so")
+	if err := w.Stop(grace); err != nil {
+		t.Fatalf("Stop after giving every job back = %v, want nil", err)
 	}
 	js, err := c.List(ctx, nil)
 	if err != nil {
@@ -139,6 +143,72 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWorkerStopPastDeadline: a drain whose deadline passes while a job
+// runs gives the job back and returns nil; one that cannot give it back
+// (every outcome write fails, as with the store unreachable) leaves the job
+// to its lease and returns an error that says so.
+func TestWorkerStopPastDeadline(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ts := &troubledStore{TxStore: s}
+		started := make(chan string, 2)
+		c := clockClient(t, ts, clock, func(ctx context.Context, j *errand.Job) error {
+			started <- j.ID
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		stop := func(id string, unreachable bool) error {
+			t.Helper()
+			enqueue(t, c, "task", &errand.EnqueueOpts{ID: id, Queue: id})
+			w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{id: 1}, Lease: 5 * time.Second, PollInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			<-started
+			const fail = 1 << 30
+			if unreachable {
+				ts.failOutcomes.Store(fail)
+				defer ts.failOutcomes.Store(0)
+			}
+			past, cancel := context.WithDeadline(context.Background(), time.Now())
+			defer cancel()
+			stopped := make(chan error, 1)
+			go func() { stopped <- w.Stop(past) }()
+			// A failed hand-back is written again, on the clock, until the
+			// lease ends: once one has failed (the handler has returned and
+			// its lease is no longer renewed), move the clock on.
+			for deadline := time.Now().Add(clockWait); ; {
+				select {
+				case err := <-stopped:
+					return err
+				case <-time.After(10 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Stop did not return within %s", clockWait)
+				}
+				if unreachable && ts.failOutcomes.Load() < fail {
+					clock.Advance(time.Second)
+				}
+			}
+		}
+		if err := stop("handed-back", false); err != nil {
+			t.Fatalf("Stop past its deadline that gave its job back = %v, want nil", err)
+		}
+		if j := getJob(t, c, "handed-back"); j.State != errand.StateQueued || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassInterrupted {
+			t.Fatalf("job given back: %s, history %+v; want queued with one interrupted entry", j.State, j.Errors)
+		}
+		err := stop("left", true)
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || err.Error() != "stop: 1 job left to its lease: context deadline exceeded" {
+			t.Fatalf("Stop that could not give its job back = %v, want \"stop: 1 job left to its lease: context deadline exceeded\"", err)
+		}
+		if j := getJob(t, c, "left"); j.State != errand.StateRunning || len(j.Errors) != 0 {
+			t.Fatalf("job left to its lease: %s, history %+v; want running, none", j.State, j.Errors)
+		}
+	})
 }
 
 func TestWorkerWakesOnEnqueue(t *testing.T) {
@@ -220,7 +290,11 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	w.Abandon()
 	grace, cancel := context.WithCancel(ctx)
 	cancel()
-	_ = w.Stop(grace) // no grace: the handler is cancelled
+	// No grace: the handler is cancelled, and its job, abandoned, is left
+	// to its lease.
+	if err := w.Stop(grace); err == nil || err.Error() != "stop: 1 job left to its lease: context canceled" {
+		t.Fatalf("Stop after Abandon = %v, want \"stop: 1 job left to its lease: context canceled\"", err)
+	}
 	j, err := c.Get(ctx, r.Job.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -384,9 +384,13 @@ func runWorker(ctx context.Context, w *errand.Worker, cfg *errand.WorkerConfig, 
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(graceCtx) }()
 	select {
-	case <-stopped:
+	case err := <-stopped:
 		// A grace period that ran out is not a failure: the worker gave
-		// the jobs back, and the library logged it.
+		// the jobs back. Stop fails only for jobs it could not give back
+		// (the database unreachable), which run again after their leases.
+		if err != nil {
+			e.logger.Warn("drain could not give every job back; they run again once their leases expire", "err", err)
+		}
 	case <-forceStop(ctx):
 		// Record nothing more, so the kill below is not written as the
 		// jobs' failure: their leases expire as if this process had died.
