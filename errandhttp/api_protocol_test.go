@@ -1,0 +1,131 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// claimOne enqueues a task with max_attempts 5 and claims it over the API.
+func claimOne(t *testing.T, s *server) errand.Envelope {
+	t.Helper()
+	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "max_attempts": 5}), http.StatusCreated, "")
+	return claimEnvelopes(t, s, 1)[0]
+}
+
+// claimEnvelopes claims n tasks over the API and fails unless it gets n.
+func claimEnvelopes(t *testing.T, s *server, n int) []errand.Envelope {
+	t.Helper()
+	r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": n})
+	var claimed struct {
+		Jobs []errand.Envelope `json:"jobs"`
+	}
+	if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != n {
+		t.Fatalf("claim %d: %d %s", n, r.status, r.body)
+	}
+	return claimed.Jobs
+}
+
+// outcomeOf decodes the answer to an ack or a fail.
+func outcomeOf(t *testing.T, r response) (errand.JobState, *time.Time) {
+	t.Helper()
+	var out struct {
+		State       errand.JobState `json:"state"`
+		AvailableAt *time.Time      `json:"available_at"`
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("%d %s: %v", r.status, r.body, err)
+	}
+	return out.State, out.AvailableAt
+}
+
+// TestAPIFailPermanent: a fail with "permanent": true ends the job dead on
+// its first of five attempts, with the class the worker named, on both
+// stores.
+func TestAPIFailPermanent(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		env := claimOne(t, s)
+		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken,
+			"class": "bad_image", "message": "not a PNG", "permanent": true})
+		want(t, "fail", f, http.StatusOK, "")
+		if state, at := outcomeOf(t, f); state != errand.StateDead || at != nil {
+			t.Fatalf("fail answered %s", f.body)
+		}
+		j := s.job(t, env.ID)
+		if j.State != errand.StateDead || j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Class != "bad_image" {
+			t.Fatalf("job %s on attempt %d of %d with errors %+v; want dead on the first", j.State, j.Attempt, j.MaxAttempts, j.Errors)
+		}
+	})
+}
+
+// TestAPIFailRetryAfter: a fail with "retry_after" schedules the retry
+// exactly that long from now, in place of the kind's backoff (5s to 10s),
+// on both stores.
+func TestAPIFailRetryAfter(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		env := claimOne(t, s)
+		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken,
+			"class": "rate_limited", "message": "429", "retry_after": "90s"})
+		want(t, "fail", f, http.StatusOK, "")
+		due := clock.Now().Add(90 * time.Second)
+		if state, at := outcomeOf(t, f); state != errand.StateRetrying || at == nil || !at.Equal(due) {
+			t.Fatalf("fail answered %s; want retrying, available at %s", f.body, due.Format(time.RFC3339))
+		}
+		if j := s.job(t, env.ID); j.State != errand.StateRetrying || !j.AvailableAt.Equal(due) {
+			t.Fatalf("job %s available at %s; want retrying at %s", j.State, j.AvailableAt, due)
+		}
+	})
+}
+
+// TestAPIAckManyStaleAtEitherEnd: a batch ack whose first and last leases
+// are stale reports those two lease_lost and leaves their jobs as they
+// were, and acknowledges the one between, on both stores.
+func TestAPIAckManyStaleAtEitherEnd(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		for range 3 {
+			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+		}
+		js := claimEnvelopes(t, s, 3)
+		first, last := s.job(t, js[0].ID), s.job(t, js[2].ID)
+		ack := s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": []map[string]string{
+			{"id": js[0].ID, "lease_token": "stale-first"},
+			{"id": js[1].ID, "lease_token": js[1].LeaseToken},
+			{"id": js[2].ID, "lease_token": "stale-last"},
+		}})
+		want(t, "ack many", ack, http.StatusOK, "")
+		var res struct {
+			Results []struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+				Error *struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(ack.body, &res); err != nil {
+			t.Fatal(err)
+		}
+		lost := func(i int) bool {
+			r := res.Results[i]
+			return r.ID == js[i].ID && r.State == "" && r.Error != nil && r.Error.Code == "lease_lost"
+		}
+		if len(res.Results) != 3 || !lost(0) || !lost(2) || res.Results[1].ID != js[1].ID || res.Results[1].State != "succeeded" || res.Results[1].Error != nil {
+			t.Fatalf("ack many answered %s; want lease_lost, succeeded, lease_lost", ack.body)
+		}
+		if a, b := s.job(t, js[0].ID), s.job(t, js[2].ID); !reflect.DeepEqual(a, first) || !reflect.DeepEqual(b, last) {
+			t.Fatalf("stale acks changed their jobs:\n%+v\n%+v", a, b)
+		}
+		if j := s.job(t, js[1].ID); j.State != errand.StateSucceeded {
+			t.Fatalf("acknowledged job is %s", j.State)
+		}
+	})
+}
