@@ -135,15 +135,27 @@ func TestCancelRunningJobByRenewal(t *testing.T) {
 	eachStorePair(t, func(t *testing.T, ws, os errand.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		started := make(chan struct{}, 1)
+		giveUp := make(chan struct{}) // closed when the test ends, failed or not
 		c := handlerClient(t, ws, func(ctx context.Context, j *errand.Job) error {
 			started <- struct{}{}
-			<-ctx.Done()
-			return ctx.Err()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-giveUp: // no cancel came: return, so that the worker stops
+				return errors.New("no cancel reached the handler")
+			}
 		})
 		operator := newClient(t, os, &errand.Config{Kinds: kindsOf([]testKind{{Name: "task"}})})
-		startSlowWorker(t, c, true, 3*time.Second) // renewals every second
+		// Enqueued first, the job is found by the worker's first poll; the
+		// next is a minute away.
 		job := enqueue(t, operator, "task", nil)
-		<-started
+		startSlowWorker(t, c, true, 3*time.Second) // renewals every second
+		t.Cleanup(func() { close(giveUp) })        // before the worker's Stop, which waits for the handler
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("job not started in 30s")
+		}
 		if _, err := operator.Cancel(ctx, job.ID, cancelOpts); err != nil {
 			t.Fatal(err)
 		}
