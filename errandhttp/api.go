@@ -814,7 +814,8 @@ type claimRequest struct {
 	Lease *errand.Duration `json:"lease"`
 	// MaxJobs is how many jobs to take at most: 1 to 100, default 1.
 	MaxJobs *int `json:"max_jobs"`
-	// Worker names the worker in lease_owner; default http:TOKEN_NAME.
+	// Worker names the worker: its lease_owner and registry id are
+	// http:TOKEN_NAME/WORKER, or http:TOKEN_NAME without it.
 	Worker string `json:"worker"`
 }
 
@@ -824,10 +825,13 @@ type claimResponse struct {
 }
 
 func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimRequest) error {
-	owner := req.Worker
-	if owner == "" {
-		name, _ := Identity(r)
-		owner = "http:" + name
+	// A caller names workers only under its own token's name, so that it
+	// cannot take over the registry row (or lease_owner) of a Go worker,
+	// or of a worker claiming with another token.
+	name, _ := Identity(r)
+	owner := "http:" + name
+	if req.Worker != "" {
+		owner += "/" + req.Worker
 	}
 	// A claim is not cancelled once sent, even if the caller hangs up: a
 	// claim cut off half-way could commit with nobody to hand the jobs to,

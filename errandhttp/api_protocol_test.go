@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandtest"
 )
 
@@ -128,4 +130,67 @@ func TestAPIAckManyStaleAtEitherEnd(t *testing.T) {
 			t.Fatalf("acknowledged job is %s", j.State)
 		}
 	})
+}
+
+// TestAPIClaimCannotTakeOverWorkers: a claim that names a worker names it
+// under the caller's token, so it neither takes over the registry row of
+// a Go worker with that id nor another token's worker of that name, on
+// both stores.
+func TestAPIClaimCannotTakeOverWorkers(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		const bobSecret = "bob-secret-0123456789abcdef"
+		tokens := append(slices.Clone(testTokens), errandhttp.Token{Name: "bob", Secret: bobSecret, Role: errandhttp.RoleOperator})
+		s := newServer(t, st, clock, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: tokens}})
+		ctx := t.Context()
+		if _, err := st.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: "node-7", Host: "web-1", PID: 42,
+			Queues: []errand.WorkerQueue{{Name: "default", Concurrency: 2}}, Kinds: []string{"task"}, HeartbeatInterval: 5 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		rows := func() map[string]*errand.WorkerRecord {
+			ws, err := s.c.Workers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]*errand.WorkerRecord{}
+			for _, w := range ws {
+				m[w.ID] = w
+			}
+			return m
+		}
+		local := rows()["node-7"]
+		for _, c := range []struct{ token, owner string }{{operatorSecret, "http:alice/node-7"}, {bobSecret, "http:bob/node-7"}} {
+			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+			r := s.do(t, req{method: "POST", path: "/api/v1/queues/default/claim", token: c.token,
+				body: map[string]any{"kinds": []string{"task"}, "worker": "node-7"}})
+			want(t, "claim as "+c.owner, r, http.StatusOK, "")
+			var claimed struct {
+				Jobs []errand.Envelope `json:"jobs"`
+			}
+			if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+				t.Fatalf("claim: %s", r.body)
+			}
+			if j := s.job(t, claimed.Jobs[0].ID); j.LeaseOwner == nil || *j.LeaseOwner != c.owner {
+				t.Fatalf("lease owner %q, want %s", deref(j.LeaseOwner), c.owner)
+			}
+		}
+		after := rows()
+		if !reflect.DeepEqual(after["node-7"], local) {
+			t.Fatalf("the Go worker's row changed:\n%+v\nwant\n%+v", after["node-7"], local)
+		}
+		for _, id := range []string{"http:alice/node-7", "http:bob/node-7"} {
+			if w := after[id]; w == nil || w.Host != "remote" {
+				t.Fatalf("remote worker %s: %+v", id, w)
+			}
+		}
+		if len(after) != 3 {
+			t.Fatalf("%d workers registered, want 3", len(after))
+		}
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

@@ -229,8 +229,8 @@ func TestAPIWorkerSession(t *testing.T) {
 			t.Fatalf("claimed %s", r.body)
 		}
 		env := claimed.Jobs[0]
-		if j := s.job(t, env.ID); j.LeaseOwner == nil || *j.LeaseOwner != "node-7" {
-			t.Fatalf("lease owner %v, want node-7", j.LeaseOwner)
+		if j := s.job(t, env.ID); j.LeaseOwner == nil || *j.LeaseOwner != "http:alice/node-7" {
+			t.Fatalf("lease owner %v, want http:alice/node-7", j.LeaseOwner)
 		}
 
 		clock.Advance(20 * time.Second)
