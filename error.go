@@ -43,6 +43,11 @@ var (
 	// because the workflow has begun undoing its steps, or was rerun. The
 	// concrete error is a *WorkflowCompensatedError.
 	ErrWorkflowCompensated = errors.New("workflow compensated")
+	// ErrStoreUnavailable reports that the store could not reach its
+	// database, or lost the connection while a statement was in flight
+	// (which may then have taken effect). Try again shortly; a duplicate
+	// id or unique key makes a repeated enqueue safe.
+	ErrStoreUnavailable = errors.New("store unavailable")
 )
 
 // StateError reports a transition that a job's current state forbids. Its

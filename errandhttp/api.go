@@ -33,6 +33,11 @@ const (
 	MaxListLimit = 1000
 )
 
+// UnavailableRetryAfter is the Retry-After, in seconds, of a 503
+// unavailable answer (the store lost its database): a dropped connection is
+// replaced at once, a restarting server takes a few seconds.
+const UnavailableRetryAfter = 2
+
 // claimTimeout bounds one claim, which runs on when its caller hangs up.
 const claimTimeout = 30 * time.Second
 
@@ -225,6 +230,10 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 			ice.What, ice.ID, ice.What, strings.Join(ice.Fields, ", "), ice.What))
 	case errors.Is(err, errand.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "no job with id "+strconv.Quote(r.PathValue("id")))
+	case errors.Is(err, errand.ErrStoreUnavailable):
+		a.log.Warn("api request failed: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(UnavailableRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("the database could not be reached or dropped the connection; retry in %ds (the request may have taken effect: give an enqueue an id or Idempotency-Key so that a retry is not a second job)", UnavailableRetryAfter))
 	default:
 		a.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the server failed to answer; see its log")

@@ -117,12 +117,12 @@ type Options struct {
 // Store is errand's PostgreSQL store. It implements [errand.TxStore] with
 // [pgx.Tx]; [Store.SQL] views it with *sql.Tx.
 type Store struct {
-	pool     *pgxpool.Pool // every method's connections
-	ownsPool bool          // Close closes pool
-	schema   string        // quoted identifier, e.g. "errand"
-	name     string        // the schema's name, unquoted
-	clock    errand.Clock  // nil: the database's clock
-	logger   *slog.Logger  // never nil
+	pool     db           // every method's connections (see conns.go)
+	ownsPool bool         // Close closes pool
+	schema   string       // quoted identifier, e.g. "errand"
+	name     string       // the schema's name, unquoted
+	clock    errand.Clock // nil: the database's clock
+	logger   *slog.Logger // never nil
 	sweeps   errand.ClaimSweeps
 	hub      listenHub // the listening connection; see notify.go
 
@@ -184,6 +184,7 @@ func parseConfig(url string, opts *Options) (*pgxpool.Config, error) {
 	if cfg.ConnConfig.ConnectTimeout <= 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	cfg.PrepareConn = PrepareConn
 	return cfg, nil
 }
 
@@ -265,7 +266,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if o.Schema == "" {
 		o.Schema = DefaultSchema
 	}
-	s := &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock, logger: o.Logger}
+	s := &Store{pool: db{pool}, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock, logger: o.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -326,7 +327,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 // Pool returns the store's connection pool, for the application's own
 // queries and transactions ([Store.JobInsertManyTx] takes a pgx.Tx begun on
 // it).
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.pool.Pool }
 
 // Schema returns the name of the schema errand's tables live in.
 func (s *Store) Schema() string { return s.name }

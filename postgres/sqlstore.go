@@ -31,7 +31,7 @@ var _ errand.TxStore[*sql.Tx] = (*SQLStore)(nil)
 func (s *Store) SQL(db *sql.DB) *SQLStore {
 	v := &SQLStore{Store: s, db: db}
 	if db == nil {
-		v.db, v.ownsDB = stdlib.OpenDBFromPool(s.pool), true
+		v.db, v.ownsDB = stdlib.OpenDBFromPool(s.pool.Pool), true
 	}
 	return v
 }
