@@ -33,16 +33,7 @@ var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome"}
 // $ERRAND_SCREENSHOT_DIR when set, for a person to look at. The test
 // installs nothing: without a Chromium on PATH it skips.
 func TestDashboardInChromium(t *testing.T) {
-	browser := ""
-	for _, name := range chromiumNames {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no " + strings.Join(chromiumNames, ", ") + " on PATH: the browser test needs one (apt-get install chromium)")
-	}
+	browser := chromiumOnPath(t)
 	c := newSQLiteClient(t, errandtest.NewClock(time.Now().UTC().Truncate(time.Second)))
 	seed(t, c)
 	if _, err := c.Cancel(context.Background(), "later-1", &errand.CancelOpts{Operator: "ana", Reason: "customer left"}); err != nil {
@@ -92,26 +83,43 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 }
 
+// chromiumOnPath returns the browser the browser tests drive, or skips the
+// test: they install nothing.
+func chromiumOnPath(t *testing.T) string {
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no " + strings.Join(chromiumNames, ", ") + " on PATH: the browser test needs one (apt-get install chromium)")
+	return ""
+}
+
 // runChromium loads url in a fresh headless Chromium profile, saves a
 // 1280×800 screenshot to shot, and returns the DOM after the page loaded
 // and the browser's log.
 func runChromium(t *testing.T, browser, url, shot string) (dom, logs string) {
 	t.Helper()
+	return chromium(t, browser, "--window-size=1280,800", "--enable-logging=stderr", "--v=0", "--screenshot="+shot, "--dump-dom", url)
+}
+
+// chromium runs a fresh headless Chromium profile with args and returns
+// what it printed.
+func chromium(t *testing.T, browser string, args ...string) (stdout, stderr string) {
+	t.Helper()
 	// Not a speed check: a bound for a browser that hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, browser,
+	cmd := exec.CommandContext(ctx, browser, append([]string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--window-size=1280,800",
-		"--enable-logging=stderr", "--v=0",
-		"--screenshot="+shot, "--dump-dom", url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		"--user-data-dir=" + t.TempDir()}, args...)...)
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
+		t.Fatalf("%s: %v\n%s", browser, err, errs.String())
 	}
-	return stdout.String(), stderr.String()
+	return out.String(), errs.String()
 }
 
 // checkScreenshot fails the test unless shot is a PNG of 1280×800 whose
@@ -183,16 +191,7 @@ const measureScript = `addEventListener("load", () => {
 // page is wider than the window or a table is cut off at its edge: every
 // column must be on screen, or in a box that scrolls to it.
 func TestDashboardFitsTheWindow(t *testing.T) {
-	browser := ""
-	for _, name := range chromiumNames {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no " + strings.Join(chromiumNames, ", ") + " on PATH: the browser test needs one (apt-get install chromium)")
-	}
+	browser := chromiumOnPath(t)
 	c := newSQLiteClient(t, errandtest.NewClock(time.Now().UTC().Truncate(time.Second)))
 	seed(t, c)
 	for i, key := range []string{"tenant-acme-corporation-emea", "tenant-globex-international", "tenant-initech-north-america"} {
@@ -227,7 +226,7 @@ func TestDashboardFitsTheWindow(t *testing.T) {
 	for _, width := range []int{1280} {
 		for _, path := range []string{"/", "/jobs", "/dead", "/jobs/dead-1", "/workflows"} {
 			t.Run(fmt.Sprintf("%d%s", width, path), func(t *testing.T) {
-				dom := runChromiumAt(t, browser, srv.URL+path, width)
+				dom, _ := chromium(t, browser, fmt.Sprintf("--window-size=%d,900", width), "--dump-dom", srv.URL+path)
 				m := measured.FindStringSubmatch(dom)
 				if m == nil {
 					t.Fatalf("the page has no measurement; its script did not run:\n%s", dom)
@@ -243,24 +242,4 @@ func TestDashboardFitsTheWindow(t *testing.T) {
 			})
 		}
 	}
-}
-
-// runChromiumAt loads url in a fresh headless Chromium profile with a
-// window width px wide and returns the DOM after the page loaded.
-func runChromiumAt(t *testing.T, browser, url string, width int) string {
-	t.Helper()
-	// Not a speed check: a bound for a browser that hangs.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, browser,
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), fmt.Sprintf("--window-size=%d,900", width),
-		"--dump-dom", url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
-	}
-	return stdout.String()
 }
