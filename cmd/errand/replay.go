@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/internal/english"
 )
 
 var replayCommand = &command{
@@ -176,7 +177,7 @@ func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) er
 	if b.dryRun {
 		verb = "would replay"
 	}
-	fmt.Fprintf(e.stdout, "%s %d dead jobs", verb, len(res.Jobs))
+	fmt.Fprintf(e.stdout, "%s %s", verb, english.Count(len(res.Jobs), "dead job"))
 	if !b.dryRun {
 		fmt.Fprintf(e.stdout, " (bulk %s)", res.Bulk)
 	}
@@ -185,7 +186,7 @@ func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) er
 		fmt.Fprintf(e.stdout, "  %s  %s  %s\n", printable(j.ID), printable(j.Kind), printable(j.Queue))
 	}
 	if len(res.Held) > 0 {
-		fmt.Fprintf(e.stdout, "left out %d dead steps of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n", len(res.Held))
+		fmt.Fprintf(e.stdout, "left out %s of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n", english.Count(len(res.Held), "dead step"))
 		for _, id := range res.Held {
 			fmt.Fprintf(e.stdout, "  %s\n", printable(id))
 		}

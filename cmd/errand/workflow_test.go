@@ -198,7 +198,7 @@ func TestReplayOfACompensatedStep(t *testing.T) {
 	jobBefore := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout
 	r := ok(t, cli(t, "replay", "--state", "dead", "--kind", "book", "--reason", "booking fixed", "--db", db))
 	if !strings.Contains(r.stdout, "replayed 0 dead jobs") ||
-		!strings.Contains(r.stdout, "left out 1 dead steps of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n  order-7.step.book\n") {
+		!strings.Contains(r.stdout, "left out 1 dead step of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n  order-7.step.book\n") {
 		t.Fatalf("bulk replay while compensating:\n%s", r.stdout)
 	}
 	if after := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout; after != jobBefore {
