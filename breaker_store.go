@@ -201,11 +201,11 @@ type BreakerTransition struct {
 // row, a closed breaker with no failures) at now, the store's time. Both
 // stores call it; it is the whole state machine:
 //
-//   - failure, closed: counted, in a run that starts afresh when its first
-//     failure is Window old or older; at Threshold the breaker opens for
-//     Cooldown.
-//   - failure, half-open: it opens again for Cooldown.
-//   - failure, open: nothing (a job that started before it opened).
+//   - failure: counted in the run (and kept as LastError) whatever the
+//     state. Closed: a run starts afresh when its first failure is Window
+//     old or older; at Threshold the breaker opens for Cooldown.
+//     Half-open: it opens again for Cooldown. Open (a job that started
+//     before it opened): only counted.
 //   - success, closed: the run of failures ends. Half-open: it closes.
 //     Open: nothing.
 //   - probe: granted when the breaker is open with its cool-down over, or
@@ -239,20 +239,15 @@ func ApplyBreakerEvent(cur *BreakerRecord, p *BreakerUpdateParams, now time.Time
 	applied := false
 	switch p.Event {
 	case BreakerFailure:
-		switch b.State {
-		case BreakerClosed:
-			if b.Failures == 0 || b.FailingSince == nil || !now.Before(b.FailingSince.Add(pol.Window)) {
-				at := now
-				b.Failures, b.FailingSince = 0, &at
-			}
-			b.Failures++
-			b.LastError = p.Message
-			if b.Failures >= pol.Threshold {
-				open()
-				applied = true
-			}
-		case BreakerHalfOpen:
-			b.LastError = p.Message
+		if b.State == BreakerClosed && (b.Failures == 0 || b.FailingSince == nil || !now.Before(b.FailingSince.Add(pol.Window))) {
+			at := now
+			b.Failures, b.FailingSince = 0, &at
+		}
+		// Every counted failure is one of the run, whatever the state, so
+		// that the run matches the failures of the dependency's kinds.
+		b.Failures++
+		b.LastError = p.Message
+		if b.State == BreakerHalfOpen || b.State == BreakerClosed && b.Failures >= pol.Threshold {
 			open()
 			applied = true
 		}
