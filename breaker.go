@@ -194,12 +194,6 @@ type breakerGate struct {
 	deps  []string          // the dependencies, sorted
 
 	mu sync.Mutex
-	// dirty holds the dependencies whose last read showed failures or a
-	// breaker not closed: only their successes are worth a write.
-	dirty map[string]bool
-	// seen holds when, on the engine's clock, each dependency's breaker
-	// was last read or written.
-	seen map[string]time.Time
 	// probes holds the jobs claimed as half-open probes, by id.
 	probes map[string]probeSlot
 	// recheck is when, on the worker's clock, a blocked dependency may next
@@ -216,7 +210,7 @@ type probeSlot struct {
 // newBreakerGate returns the gate of a worker of kinds, or nil when the
 // store keeps no breakers (an error when a kind names a dependency).
 func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
-	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, dirty: map[string]bool{}, seen: map[string]time.Time{}, probes: map[string]probeSlot{}}
+	g := &breakerGate{e: e, kinds: kinds, dep: map[string]string{}, probes: map[string]probeSlot{}}
 	for _, k := range kinds {
 		if d := e.kinds[k].Dependency; d != "" {
 			g.dep[k] = d
@@ -248,7 +242,6 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 	if len(deps) == 0 {
 		return claim(ctx, params) // no kind claimed names a dependency
 	}
-	readAt := g.e.clock.Now()
 	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: deps})
 	if err != nil {
 		return nil, fmt.Errorf("read breakers: %w", err)
@@ -262,7 +255,6 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 		}
 	}
 	g.mu.Lock()
-	g.saw(deps, read.Breakers, readAt)
 	for _, b := range read.Breakers {
 		switch b.State {
 		case BreakerOpen:
@@ -333,29 +325,6 @@ func (g *breakerGate) claimedSoFar(jobs []*Job, err error) ([]*Job, error) {
 	}
 	g.e.logger.Warn("claim failed after claiming probes; returning those", "jobs", len(jobs), "err", err)
 	return jobs, nil
-}
-
-// saw notes a read at at of the breakers of deps, bs those that have a
-// row. g.mu is held.
-func (g *breakerGate) saw(deps []string, bs []*BreakerRecord, at time.Time) {
-	for _, d := range deps {
-		delete(g.dirty, d)
-		g.seen[d] = at
-	}
-	for _, b := range bs {
-		g.dirty[b.Dependency] = b.State != BreakerClosed || b.Failures > 0
-	}
-}
-
-// anyDirty reports whether a dependency's breaker was last seen failing or
-// not closed. g.mu is held.
-func (g *breakerGate) anyDirty() bool {
-	for _, dirty := range g.dirty {
-		if dirty {
-			return true
-		}
-	}
-	return false
 }
 
 // depsOf returns the dependencies that kinds name, sorted.
@@ -444,59 +413,100 @@ func (g *breakerGate) capWait(wait time.Duration) time.Duration {
 // observe reports a finished attempt of job to its dependency's breaker.
 // res is nil when the outcome could not be recorded. Nil-safe.
 func (g *breakerGate) observe(ctx context.Context, a *attempt, res *WorkResult) {
-	if g == nil {
-		return
+	if g != nil {
+		g.report(ctx, g.eventOf(ctx, a, res), nil)
 	}
+}
+
+// breakerReport is what one finished attempt tells its dependency's
+// breaker.
+type breakerReport struct {
+	dep   string
+	event BreakerEvent // BreakerRelease: nothing
+	msg   string
+	probe bool // the attempt held a probe slot of dep
+}
+
+// eventOf decides what a's attempt, recorded as res (nil: not recorded),
+// tells its breaker, giving back the probe slot of an attempt that tells
+// nothing of the slot's dependency.
+func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) breakerReport {
 	job := a.job
 	g.mu.Lock()
 	slot, probe := g.probes[job.ID]
 	delete(g.probes, job.ID)
 	g.mu.Unlock()
-	dep := g.dep[job.Kind]
+	r := breakerReport{dep: g.dep[job.Kind], event: BreakerRelease, probe: probe}
 	var je *JobError
 	if a.err != nil {
 		je = classified(a.err)
 		if je.dependency != "" {
-			dep = je.dependency
+			r.dep = je.dependency
 		}
 	}
-	event := BreakerRelease
-	msg := ""
 	switch {
 	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
 	case res.Result == ResultSucceeded:
-		event = BreakerSuccess
+		r.event = BreakerSuccess
 	case a.timedOut:
-		event, msg = BreakerFailure, res.Error
+		r.event, r.msg = BreakerFailure, res.Error
 	case je != nil && (je.dependency != "" || !je.permanent && je.class != ClassPanic):
-		event, msg = BreakerFailure, res.Error
+		r.event, r.msg = BreakerFailure, res.Error
 	}
-	if probe && (event == BreakerRelease || dep != slot.dep) {
+	if probe && (r.event == BreakerRelease || r.dep != slot.dep) {
 		// The probe learned nothing of its dependency (or its job blamed
 		// another): its slot is given back.
 		g.release(ctx, slot)
-		probe = false
+		r.probe = false
 	}
+	return r
+}
+
+// report applies r. A success that is not a probe's is a conditional
+// write: it reads the breaker and writes only when the success changes it
+// (ends a run of failures), so that a success of a healthy dependency
+// writes nothing, and one after failures recorded by any process ends
+// their run. succeeded, when not nil, holds the dependencies whose success
+// was reported already, by a batch of outcomes that needs one per
+// dependency.
+func (g *breakerGate) report(ctx context.Context, r breakerReport, succeeded map[string]bool) {
 	switch {
-	case dep == "":
-	case event == BreakerRelease:
-	case event == BreakerSuccess && !probe && !g.isDirty(dep):
-		// The common case: a success of a healthy dependency writes nothing.
+	case r.dep == "" || r.event == BreakerRelease:
+	case r.event == BreakerSuccess && !r.probe:
+		if succeeded[r.dep] {
+			return
+		}
+		if succeeded != nil {
+			succeeded[r.dep] = true
+		}
+		if g.successChanges(ctx, r.dep) {
+			g.update(ctx, r.dep, BreakerSuccess, "")
+		}
 	default:
-		g.update(ctx, dep, event, msg)
+		g.update(ctx, r.dep, r.event, r.msg)
 	}
+}
+
+// successChanges reports whether a success changes dep's breaker as read
+// now; a failed read is logged and taken for yes, the write deciding.
+func (g *breakerGate) successChanges(ctx context.Context, dep string) bool {
+	read, err := g.store.BreakerList(context.WithoutCancel(ctx), &BreakerListParams{Dependencies: []string{dep}})
+	if err != nil {
+		g.e.logger.Warn("read circuit breaker failed", "dependency", dep, "err", err)
+		return true
+	}
+	var cur *BreakerRecord
+	if len(read.Breakers) == 1 {
+		cur = read.Breakers[0]
+	}
+	p := &BreakerUpdateParams{Dependency: dep, Event: BreakerSuccess, Policy: g.e.breakerPolicy(dep)}
+	return ApplyBreakerEvent(cur, p, read.Now).Changed
 }
 
 // guards reports whether kind has a dependency under a breaker, so that
 // its attempts' results are events of it.
 func (g *breakerGate) guards(kind string) bool {
 	return g != nil && g.dep[kind] != ""
-}
-
-func (g *breakerGate) isDirty(dep string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.dirty[dep]
 }
 
 // update applies one event, logging what it changed; a failed write is
@@ -516,15 +526,11 @@ func (g *breakerGate) release(ctx context.Context, s probeSlot) {
 func (g *breakerGate) write(ctx context.Context, p *BreakerUpdateParams) {
 	dep, event := p.Dependency, p.Event
 	p.Policy = g.e.breakerPolicy(dep)
-	at := g.e.clock.Now()
 	r, err := g.store.BreakerUpdate(context.WithoutCancel(ctx), p)
 	if err != nil {
 		g.e.logger.Warn("record circuit breaker event failed", "dependency", dep, "event", string(event), "err", err)
 		return
 	}
-	g.mu.Lock()
-	g.saw([]string{dep}, []*BreakerRecord{r.Breaker}, at)
-	g.mu.Unlock()
 	if !r.Applied {
 		return
 	}

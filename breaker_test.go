@@ -486,10 +486,11 @@ func TestProbeLosingLeaseGivesBackItsOwnSlot(t *testing.T) {
 	})
 }
 
-// countingStore counts the reads of breakers and of jobs.
+// countingStore counts the reads of breakers and of jobs, and the
+// breakers' updates.
 type countingStore struct {
 	*sqlite.Store
-	lists, gets atomic.Int32
+	lists, gets, updates atomic.Int32
 }
 
 func (s *countingStore) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
@@ -497,36 +498,12 @@ func (s *countingStore) BreakerList(ctx context.Context, p *errand.BreakerListPa
 	return s.Store.BreakerList(ctx, p)
 }
 
+func (s *countingStore) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams) (*errand.BreakerUpdateResult, error) {
+	s.updates.Add(1)
+	return s.Store.BreakerUpdate(ctx, p)
+}
+
 func (s *countingStore) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
 	s.gets.Add(1)
 	return s.Store.JobGet(ctx, p)
-}
-
-// TestAcksOfHealthyDependencyReadBreakersOncePerCooldown: acknowledgments
-// while smtp is healthy read no job, and read the breakers only when this
-// client has not looked at them for a cool-down.
-func TestAcksOfHealthyDependencyReadBreakersOncePerCooldown(t *testing.T) {
-	clock := newTestClock()
-	st := &countingStore{Store: openStore(t, clock)}
-	c := smtpClient(t, st, clock, nil)
-	ctx := context.Background()
-	for range 4 {
-		enqueue(t, c, "send_email", nil)
-	}
-	js := claimSMTP(t, c, 4)
-	if len(js) != 4 {
-		t.Fatalf("claim took %d jobs; want 4", len(js))
-	}
-	st.lists.Store(0)
-	for i, j := range js {
-		if i == 2 {
-			clock.Advance(47 * time.Second)
-		}
-		if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if l, g := st.lists.Load(), st.gets.Load(); l != 1 || g != 0 {
-		t.Fatalf("4 acks over one cool-down read the breakers %d times and jobs %d times; want once and never", l, g)
-	}
 }

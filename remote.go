@@ -250,24 +250,16 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 		return OutcomeResult{}, err
 	}
 	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
+	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}, Follow: true})
+	var r OutcomeResult
+	if err == nil {
+		r = rs[0]
+	}
 	g := c.outsideGate()
-	if !g.needsKind(ctx, id) {
-		r, err := c.recordRemote(ctx, "ack", o)
-		if err == nil {
-			c.afterRemoteOutcome(ctx, id, nil, r)
-		}
-		return r, err
-	}
-	// The success may close a breaker: its job's kind names the dependency.
-	job, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
-	if err != nil {
-		return c.recordRemote(ctx, "ack", o) // the write says whether the lease holds
-	}
-	r, err := c.writeOutcome(ctx, o)
-	g.observeRemote(ctx, &attempt{job: job}, o, r, firstErr(err, r.Err))
+	g.observeRemote(ctx, &attempt{job: c.ackedJob(ctx, g, id, r)}, o, r, firstErr(err, r.Err))
 	r, err = c.remoteResult("ack", o, r, err)
 	if err == nil {
-		c.afterRemoteOutcome(ctx, id, job, r)
+		c.afterRemoteOutcome(ctx, id, nil, r)
 	}
 	return r, err
 }
@@ -311,29 +303,21 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 		first[l.ID] = i
 		outs[i] = &JobOutcome{JobLease: l, Kind: OutcomeSucceeded}
 	}
-	g := c.outsideGate()
-	var jobs map[string]*Job // of the leases whose success may change a breaker
-	for _, l := range leases {
-		if !g.needsKind(ctx, l.ID) {
-			continue
-		}
-		if j, err := c.store.JobGet(ctx, &JobGetParams{ID: l.ID}); err == nil {
-			if jobs == nil {
-				jobs = map[string]*Job{}
-			}
-			jobs[l.ID] = j
-		}
-	}
 	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs, Follow: true})
 	if err != nil {
 		return nil, fmt.Errorf("ack jobs: %w", err)
 	}
+	g := c.outsideGate()
+	var succeeded map[string]bool // one success per dependency is enough
+	if g != nil {
+		succeeded = map[string]bool{}
+	}
 	for i, o := range outs {
-		j := jobs[o.ID]
-		if j != nil {
-			g.observeRemote(ctx, &attempt{job: j}, o, rs[i], rs[i].Err)
+		if g != nil {
+			a := &attempt{job: c.ackedJob(ctx, g, o.ID, rs[i])}
+			g.report(ctx, g.remoteEvent(ctx, a, o, rs[i], rs[i].Err), succeeded)
 		}
-		c.afterRemoteOutcome(ctx, o.ID, j, rs[i])
+		c.afterRemoteOutcome(ctx, o.ID, nil, rs[i])
 	}
 	return rs, nil
 }

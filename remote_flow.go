@@ -104,51 +104,18 @@ func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, e
 	return jobs, err
 }
 
-// needsKind reports whether the outcome of job id may change a breaker, so
-// that a remote acknowledgment, which names no kind, must read the job: it
-// was claimed as a probe, or a dependency's last read showed it failing or
-// not closed. A success of a healthy dependency writes nothing, and needs
-// no read of the job. A probe may have been granted by another client (an
-// API server beside this one) and be acknowledged here: so a view of the
-// breakers older than a dependency's Cooldown is read again first, which
-// is one small read per Cooldown while they stay healthy. A probe is
-// granted a Cooldown or more after its breaker opened, so a view that
-// young shows its breaker open or half-open. Nil-safe.
-func (g *breakerGate) needsKind(ctx context.Context, id string) bool {
-	if g == nil {
-		return false
-	}
-	now := g.e.clock.Now()
-	g.mu.Lock()
-	_, probe := g.probes[id]
-	dirty := g.anyDirty()
-	var stale bool
-	for _, d := range g.deps {
-		at, ok := g.seen[d]
-		stale = stale || !ok || now.Sub(at) >= g.e.breakerPolicy(d).Cooldown
-	}
-	g.mu.Unlock()
-	if probe || dirty || !stale {
-		return probe || dirty
-	}
-	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: g.deps})
-	if err != nil {
-		g.e.logger.Warn("read circuit breakers failed", "err", err)
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.saw(g.deps, read.Breakers, now)
-	return g.anyDirty()
-}
-
 // observeRemote reports a remote worker's outcome of a's job to its
 // dependency's breaker, as a Worker reports its own: r and err are what
 // recording outcome o returned. Nil-safe.
 func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *JobOutcome, r OutcomeResult, err error) {
-	if g == nil {
-		return
+	if g != nil {
+		g.report(ctx, g.remoteEvent(ctx, a, o, r, err), nil)
 	}
+}
+
+// remoteEvent is what a remote outcome tells its breaker (see
+// observeRemote).
+func (g *breakerGate) remoteEvent(ctx context.Context, a *attempt, o *JobOutcome, r OutcomeResult, err error) breakerReport {
 	res := &WorkResult{Kind: a.job.Kind}
 	if o.Error != nil {
 		res.Error = o.Error.Message
@@ -166,7 +133,19 @@ func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *JobOutco
 		// probe's slot is given back.
 		a = &attempt{job: a.job}
 	}
-	g.observe(ctx, a, res)
+	return g.eventOf(ctx, a, res)
+}
+
+// ackedJob is the job of an acknowledged lease as far as its breaker
+// needs it: its kind comes with the outcome's result r, or, from a store
+// that does not report it, from a read of the job.
+func (c *engine) ackedJob(ctx context.Context, g *breakerGate, id string, r OutcomeResult) *Job {
+	if g != nil && r.Kind == "" && r.State == StateSucceeded {
+		if j, err := c.store.JobGet(ctx, &JobGetParams{ID: id}); err == nil {
+			return j
+		}
+	}
+	return &Job{ID: id, Kind: r.Kind}
 }
 
 // resultOfState names the result of an outcome of kind that left a job in
