@@ -33,6 +33,51 @@ type BreakerStore interface {
 	// Dependencies is empty) that have a row, ordered by dependency, and
 	// the store's time of the read.
 	BreakerList(ctx context.Context, params *BreakerListParams) (*BreakerListResult, error)
+
+	// BreakerKindsDeclare records, for each kind of Kinds, the dependency
+	// it names, at the store's time, replacing what was recorded: the last
+	// declaration of a kind wins. A kind that names none ("") has its
+	// record removed. Params that fail Validate are an *InputError and
+	// nothing is written.
+	BreakerKindsDeclare(ctx context.Context, params *BreakerKindsDeclareParams) error
+
+	// BreakerKindsList returns every recorded kind's dependency, ordered
+	// by kind.
+	BreakerKindsList(ctx context.Context) ([]KindDependency, error)
+}
+
+// KindDependency is a kind's dependency as a client declared it (see
+// [KindOpts].Dependency), recorded so that every process, not only those
+// that declare the kind, knows which breaker holds its jobs back.
+type KindDependency struct {
+	Kind       string    `json:"kind"`
+	Dependency string    `json:"dependency"`
+	DeclaredAt time.Time `json:"declared_at"` // set by the store
+}
+
+// BreakerKindsDeclareParams are the kinds a starting client declares.
+type BreakerKindsDeclareParams struct {
+	Kinds []KindDependency
+}
+
+// Validate checks the parameters of BreakerKindsDeclare.
+func (p *BreakerKindsDeclareParams) Validate() error {
+	seen := make(map[string]int, len(p.Kinds))
+	for i, k := range p.Kinds {
+		if err := checkName(fmt.Sprintf("kinds[%d].kind", i), k.Kind); err != nil {
+			return err
+		}
+		if j, ok := seen[k.Kind]; ok {
+			return &InputError{Field: fmt.Sprintf("kinds[%d].kind", i), Message: fmt.Sprintf("%q is also kinds[%d]; declare each kind once", k.Kind, j)}
+		}
+		seen[k.Kind] = i
+		if k.Dependency != "" {
+			if err := checkName(fmt.Sprintf("kinds[%d].dependency", i), k.Dependency); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // BreakerState is where a circuit breaker is.

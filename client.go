@@ -608,6 +608,13 @@ func (c *Client[TTx]) Get(ctx context.Context, id string) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
+	if j.State.Waiting() {
+		h, err := c.breakerHolds(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("get job %s: %w", id, err)
+		}
+		h.holdJobs(j)
+	}
 	return j, nil
 }
 
@@ -655,6 +662,13 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*Job, error) 
 	js, err := c.store.JobList(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if slices.ContainsFunc(js, func(j *Job) bool { return j.State.Waiting() }) {
+		h, err := c.breakerHolds(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		h.holdJobs(js...)
 	}
 	return js, nil
 }
@@ -828,7 +842,8 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 // Stats summarises every queue. Each queue's UnhandledKinds names the
 // kinds of its waiting jobs that no live worker in the registry handles
 // (see [KindHandled]): jobs that wait until one does, forever for a
-// misspelt kind.
+// misspelt kind. BreakerHeldKinds names those an open circuit breaker holds
+// back (see [BreakerHolds]), which are not in OldestReadyAgeSeconds.
 func (c *Client[TTx]) Stats(ctx context.Context) ([]QueueStats, error) {
 	s, err := c.store.QueueStats(ctx, &QueueStatsParams{})
 	if err != nil {
@@ -838,9 +853,14 @@ func (c *Client[TTx]) Stats(ctx context.Context) ([]QueueStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
+	h, err := c.breakerHolds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
 	for i := range s {
 		s[i].UnhandledKinds = unhandledKinds(&s[i], ws)
 	}
+	h.holdStats(s)
 	return s, nil
 }
 

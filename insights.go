@@ -133,6 +133,13 @@ type KindInsights struct {
 	Retrying  int `json:"retrying"`
 	Held      int `json:"held"`
 	Running   int `json:"running"`
+	// HeldByBreaker counts the waiting, available jobs that the open or
+	// half-open circuit breaker of Breaker, the kind's dependency, holds
+	// back (see [BreakerHolds]): they are not in Ready nor in
+	// OldestReadyAgeSeconds. Breaker is nil when no breaker holds the
+	// kind. [Client.Insights] fills them.
+	HeldByBreaker int     `json:"held_by_breaker"`
+	Breaker       *string `json:"breaker"`
 	// OldestReadyAgeSeconds is how long the oldest ready job has been
 	// available; 0 when none is ready.
 	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
@@ -330,7 +337,13 @@ func (c *Client[TTx]) Insights(ctx context.Context, opts *InsightsOpts) (*Insigh
 	if err != nil {
 		return nil, fmt.Errorf("insights: %w", err)
 	}
-	return AssembleInsights(d), nil
+	h, err := c.breakerHolds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
+	ins := AssembleInsights(d)
+	h.holdInsights(ins)
+	return ins, nil
 }
 
 // InsightsSample is the sample bound a store uses for limit.

@@ -146,6 +146,11 @@ type Job struct {
 	// job is read for operators ([Client.Get], [Client.List]); jobs
 	// returned by other calls leave it nil.
 	HeldBy *string `json:"held_by"`
+	// HeldByBreaker names the dependency whose circuit breaker, open or
+	// half-open, holds this queued or retrying job back (see
+	// [BreakerHolds]); nil for every other job. [Client.Get] and
+	// [Client.List] compute it; jobs returned by other calls leave it nil.
+	HeldByBreaker *string `json:"held_by_breaker"`
 	// Progress is the handler's last recorded checkpoint, raw JSON.
 	Progress json.RawMessage `json:"progress"`
 	// CreatedAt is when the job was enqueued.

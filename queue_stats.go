@@ -27,7 +27,8 @@ func AssembleQueueStats(counts []QueueCount) []QueueStats {
 	for _, c := range counts {
 		q := byQueue[c.Queue]
 		if q == nil {
-			q = &QueueStats{Queue: c.Queue, Counts: make(map[JobState]int, len(JobStates)), WaitingByKind: map[string]int{}}
+			q = &QueueStats{Queue: c.Queue, Counts: make(map[JobState]int, len(JobStates)), WaitingByKind: map[string]int{},
+				ReadyAgeByKind: map[string]float64{}}
 			for _, st := range JobStates {
 				q.Counts[st] = 0
 			}
@@ -38,6 +39,9 @@ func AssembleQueueStats(counts []QueueCount) []QueueStats {
 			q.WaitingByKind[c.Kind] += c.Jobs
 		}
 		q.OldestReadyAgeSeconds = max(q.OldestReadyAgeSeconds, c.OldestReadyAgeSeconds)
+		if c.OldestReadyAgeSeconds > 0 {
+			q.ReadyAgeByKind[c.Kind] = max(q.ReadyAgeByKind[c.Kind], c.OldestReadyAgeSeconds)
+		}
 	}
 	out := make([]QueueStats, 0, len(byQueue))
 	for _, q := range byQueue {
@@ -50,6 +54,11 @@ func AssembleQueueStats(counts []QueueCount) []QueueStats {
 
 // unhandledKinds lists the kinds waiting in q that no worker of workers
 // handles (see [KindHandled]), with how many jobs of each wait, by kind.
+// sortHeldKinds orders held kinds by kind.
+func sortHeldKinds(ks []BreakerHeldKind) {
+	slices.SortFunc(ks, func(a, b BreakerHeldKind) int { return strings.Compare(a.Kind, b.Kind) })
+}
+
 func unhandledKinds(q *QueueStats, workers []*WorkerRecord) []KindCount {
 	out := []KindCount{}
 	for kind, n := range q.WaitingByKind {

@@ -59,8 +59,9 @@ func TestAssembleQueueStats(t *testing.T) {
 		}
 	}
 	want := []errand.QueueStats{
-		{Queue: "a", Counts: counts(0, 0, 0, 0, 1, 0), Dead: 1, WaitingByKind: map[string]int{}},
-		{Queue: "b", Counts: counts(6, 0, 1, 7, 0, 0), OldestReadyAgeSeconds: 9, WaitingByKind: map[string]int{"x": 3, "y": 4}},
+		{Queue: "a", Counts: counts(0, 0, 0, 0, 1, 0), Dead: 1, WaitingByKind: map[string]int{}, ReadyAgeByKind: map[string]float64{}},
+		{Queue: "b", Counts: counts(6, 0, 1, 7, 0, 0), OldestReadyAgeSeconds: 9, WaitingByKind: map[string]int{"x": 3, "y": 4},
+			ReadyAgeByKind: map[string]float64{"x": 9}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("AssembleQueueStats:\n got %+v\nwant %+v", got, want)

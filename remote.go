@@ -255,7 +255,7 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult,
 	if err == nil {
 		r = rs[0]
 	}
-	g := c.outsideGate()
+	g := c.outsideGate(ctx)
 	g.observeRemote(ctx, &attempt{job: c.ackedJob(ctx, g, id, r)}, o, r, firstErr(err, r.Err))
 	r, err = c.remoteResult("ack", o, r, err)
 	if err == nil {
@@ -307,7 +307,7 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 	if err != nil {
 		return nil, fmt.Errorf("ack jobs: %w", err)
 	}
-	g := c.outsideGate()
+	g := c.outsideGate(ctx)
 	var succeeded map[string]bool // one success per dependency is enough
 	if g != nil {
 		succeeded = map[string]bool{}
@@ -471,7 +471,7 @@ func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome
 // reports its own attempts.
 func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *JobOutcome) (OutcomeResult, error) {
 	r, err := c.writeOutcome(ctx, o)
-	c.outsideGate().observeRemote(ctx, a, o, r, firstErr(err, r.Err))
+	c.outsideGate(ctx).observeRemote(ctx, a, o, r, firstErr(err, r.Err))
 	return c.remoteResult(op, o, r, err)
 }
 

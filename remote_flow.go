@@ -38,7 +38,9 @@ type outsideClaims struct {
 
 // outsideGate returns the client's circuit breakers for claims outside a
 // Worker, over every kind it knows, or nil when none names a dependency.
-func (c *engine) outsideGate() *breakerGate {
+// Its first call records the kinds' dependencies, as a Worker's Start
+// does.
+func (c *engine) outsideGate(ctx context.Context) *breakerGate {
 	o := &c.outside
 	o.gateOnce.Do(func() {
 		kinds := make([]string, 0, len(c.kinds))
@@ -53,6 +55,7 @@ func (c *engine) outsideGate() *breakerGate {
 		}
 		if g != nil && len(g.deps) > 0 {
 			o.gate = g
+			c.declareDependencies(context.WithoutCancel(ctx), g)
 		}
 	})
 	return o.gate
@@ -93,7 +96,7 @@ func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, e
 	}
 	q := *p
 	q.Kinds, q.Limit, q.SkipRetryKinds = plan.kinds, plan.limit, plan.skipRetry
-	gate, qc := c.outsideGate(), c.outsideClaimer(queue)
+	gate, qc := c.outsideGate(ctx), c.outsideClaimer(queue)
 	jobs, err := plan.claim(ctx, c.logger, &q, func(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
 		return c.claimThrough(ctx, gate, qc, p)
 	})

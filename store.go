@@ -935,6 +935,24 @@ type QueueStats struct {
 	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
 	// Dead is the dead-letter size (Counts[StateDead]).
 	Dead int `json:"dead"`
+	// BreakerHeldKinds lists, by kind, the waiting jobs of kinds whose
+	// dependency's circuit breaker is open or half-open (see
+	// [BreakerHolds]). [Client.Stats] fills it, and leaves those kinds out
+	// of OldestReadyAgeSeconds; a store leaves it nil.
+	BreakerHeldKinds []BreakerHeldKind `json:"breaker_held_kinds"`
+	// ReadyAgeByKind is OldestReadyAgeSeconds per kind, for
+	// [Client.Stats] to leave out the kinds a breaker holds back.
+	// [AssembleQueueStats] fills it; a store that leaves it nil has its
+	// oldest ready age reported as it is.
+	ReadyAgeByKind map[string]float64 `json:"-"`
+}
+
+// BreakerHeldKind is how many jobs of one kind an open circuit breaker of
+// Dependency holds back.
+type BreakerHeldKind struct {
+	Kind       string `json:"kind"`
+	Dependency string `json:"dependency"`
+	Waiting    int    `json:"waiting"`
 }
 
 // KindCount is how many jobs of one kind wait.

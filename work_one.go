@@ -109,7 +109,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	leases.stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)
-	c.outsideGate().observe(ctx, a, res)
+	c.outsideGate(ctx).observe(ctx, a, res)
 	return res, err
 }
 
@@ -161,7 +161,7 @@ func (c *engine) claimAcross(ctx context.Context, p *JobClaimParams) ([]*Job, er
 		}
 	}
 	if !limited {
-		return c.claimThrough(ctx, c.outsideGate(), &queueClaimer{}, p)
+		return c.claimThrough(ctx, c.outsideGate(ctx), &queueClaimer{}, p)
 	}
 	for _, q := range p.Queues {
 		qp := *p

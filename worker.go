@@ -239,6 +239,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.register(ctx); err != nil {
 		return err
 	}
+	w.c.declareDependencies(ctx, w.breakers)
 	w.state = 1
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))

@@ -98,7 +98,7 @@ func AdvanceOpenWorkflows[TTx any](ctx context.Context, c *Client[TTx]) (int, er
 
 // OutsideProbes counts the probes c's claims outside a Worker keep track of.
 func OutsideProbes[TTx any](c *Client[TTx]) int {
-	g := c.outsideGate()
+	g := c.outsideGate(context.Background())
 	if g == nil {
 		return 0
 	}

@@ -15,9 +15,10 @@ var _ errand.BreakerStore = (*Store)(nil)
 
 const breakerColumns = `dependency, state, failures, failing_since, opened_at, open_until, probes, probe_until, trips, last_error, updated_at`
 
-// breakerSQL expands a breaker statement: {breakers} and what [Store.sql]
-// expands.
+// breakerSQL expands a breaker statement: {breakers}, {kind_deps} and what
+// [Store.sql] expands.
 func (s *Store) breakerSQL(q string) string {
+	q = strings.ReplaceAll(q, "{kind_deps}", s.table("errand_kind_dependencies"))
 	return s.sql(strings.ReplaceAll(q, "{breakers}", s.table("errand_breakers")))
 }
 
@@ -157,4 +158,47 @@ func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
 	return res, nil
+}
+
+// BreakerKindsDeclare implements [errand.BreakerStore]: one statement
+// removes the kinds that name no dependency and records the others.
+func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errand.BreakerKindsDeclareParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	var none, kinds, deps []string
+	for _, k := range p.Kinds {
+		if k.Dependency == "" {
+			none = append(none, k.Kind)
+		} else {
+			kinds, deps = append(kinds, k.Kind), append(deps, k.Dependency)
+		}
+	}
+	_, err := s.pool.Exec(ctx, s.breakerSQL(`WITH gone AS (DELETE FROM {kind_deps} WHERE kind = ANY($2::text[]))
+		INSERT INTO {kind_deps} (kind, dependency, declared_at)
+		SELECT k, d, {now} FROM unnest($3::text[], $4::text[]) AS u(k, d)
+		ON CONFLICT (kind) DO UPDATE SET dependency = excluded.dependency, declared_at = excluded.declared_at`),
+		s.nowArg(), none, kinds, deps)
+	if err != nil {
+		return fmt.Errorf("declare kinds' dependencies: %w", badValue(err))
+	}
+	return nil
+}
+
+// BreakerKindsList implements [errand.BreakerStore].
+func (s *Store) BreakerKindsList(ctx context.Context) ([]errand.KindDependency, error) {
+	rows, err := s.pool.Query(ctx, s.breakerSQL(`SELECT kind, dependency, declared_at FROM {kind_deps} ORDER BY kind`))
+	if err != nil {
+		return nil, fmt.Errorf("list kinds' dependencies: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (errand.KindDependency, error) {
+		var k errand.KindDependency
+		err := r.Scan(&k.Kind, &k.Dependency, &k.DeclaredAt)
+		k.DeclaredAt = k.DeclaredAt.UTC()
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list kinds' dependencies: %w", err)
+	}
+	return out, nil
 }

@@ -118,3 +118,54 @@ func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*
 	}
 	return res, nil
 }
+
+// BreakerKindsDeclare implements [errand.BreakerStore].
+func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errand.BreakerKindsDeclareParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		for _, k := range p.Kinds {
+			var err error
+			if k.Dependency == "" {
+				_, err = tx.ExecContext(ctx, `DELETE FROM errand_kind_dependencies WHERE kind = ?`, k.Kind)
+			} else {
+				_, err = tx.ExecContext(ctx, `INSERT INTO errand_kind_dependencies (kind, dependency, declared_at) VALUES (?, ?, ?)
+					ON CONFLICT (kind) DO UPDATE SET dependency = excluded.dependency, declared_at = excluded.declared_at`,
+					k.Kind, k.Dependency, now)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("declare kinds' dependencies: %w", err)
+	}
+	return nil
+}
+
+// BreakerKindsList implements [errand.BreakerStore].
+func (s *Store) BreakerKindsList(ctx context.Context) ([]errand.KindDependency, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT kind, dependency, declared_at FROM errand_kind_dependencies ORDER BY kind`)
+	if err != nil {
+		return nil, fmt.Errorf("list kinds' dependencies: %w", err)
+	}
+	defer rows.Close()
+	out := []errand.KindDependency{}
+	for rows.Next() {
+		var k errand.KindDependency
+		var at int64
+		if err := rows.Scan(&k.Kind, &k.Dependency, &at); err != nil {
+			return nil, fmt.Errorf("list kinds' dependencies: %w", err)
+		}
+		k.DeclaredAt = fromMicros(at)
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list kinds' dependencies: %w", err)
+	}
+	return out, nil
+}

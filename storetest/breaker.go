@@ -27,6 +27,7 @@ var breakerCases = []testCase{
 	{"List", testBreakerList},
 	{"Refusals", testBreakerRefusals},
 	{"ProbeLimitAcrossStores", testBreakerProbeAcrossStores},
+	{"KindsDeclaredLastWins", testBreakerKindsDeclare},
 }
 
 // breakerPolicy is the cases' policy: 3 failures within a minute open the
@@ -453,5 +454,57 @@ func testBreakerProbeAcrossStores(t *testing.T, h harness) {
 	wg.Wait()
 	if b := e.breaker("imap"); b == nil || b.Failures != racers {
 		t.Errorf("racing first failures: %+v, want %d failures", b, racers)
+	}
+}
+
+func (e *env) kindDependencies() []errand.KindDependency {
+	e.t.Helper()
+	ks, err := e.breakers().BreakerKindsList(e.ctx)
+	if err != nil {
+		e.t.Fatalf("BreakerKindsList: %v", err)
+	}
+	return ks
+}
+
+func testBreakerKindsDeclare(t *testing.T, h harness) {
+	e := open(t, h)
+	bs := e.breakers()
+	if ks := e.kindDependencies(); len(ks) != 0 {
+		t.Fatalf("a new store lists %+v; want none", ks)
+	}
+	t0 := e.now()
+	declare := func(ks ...errand.KindDependency) {
+		t.Helper()
+		if err := bs.BreakerKindsDeclare(e.ctx, &errand.BreakerKindsDeclareParams{Kinds: ks}); err != nil {
+			t.Fatalf("BreakerKindsDeclare(%+v): %v", ks, err)
+		}
+	}
+	declare(errand.KindDependency{Kind: "send_email", Dependency: "smtp"}, errand.KindDependency{Kind: "charge", Dependency: "payments"},
+		errand.KindDependency{Kind: "audit_log"})
+	want := []errand.KindDependency{{Kind: "charge", Dependency: "payments", DeclaredAt: t0}, {Kind: "send_email", Dependency: "smtp", DeclaredAt: t0}}
+	if ks := e.kindDependencies(); !reflect.DeepEqual(ks, want) {
+		t.Fatalf("declared kinds %+v; want %+v", ks, want)
+	}
+	// A later client (a new version) declares send_email with another
+	// dependency and charge with none: the last declaration wins.
+	e.clock.Advance(time.Minute)
+	t1 := e.now()
+	declare(errand.KindDependency{Kind: "send_email", Dependency: "mailgun"}, errand.KindDependency{Kind: "charge"})
+	want = []errand.KindDependency{{Kind: "send_email", Dependency: "mailgun", DeclaredAt: t1}}
+	if ks := e.kindDependencies(); !reflect.DeepEqual(ks, want) {
+		t.Fatalf("declared kinds after the second declaration %+v; want %+v", ks, want)
+	}
+	for _, bad := range [][]errand.KindDependency{
+		{{Kind: "charge", Dependency: "payments"}, {Kind: "bad kind", Dependency: "smtp"}},
+		{{Kind: "charge", Dependency: "bad dep"}},
+		{{Kind: "charge", Dependency: "payments"}, {Kind: "charge"}},
+	} {
+		var ie *errand.InputError
+		if err := bs.BreakerKindsDeclare(e.ctx, &errand.BreakerKindsDeclareParams{Kinds: bad}); !errors.As(err, &ie) {
+			t.Errorf("BreakerKindsDeclare(%+v) = %v; want an *errand.InputError", bad, err)
+		}
+	}
+	if ks := e.kindDependencies(); !reflect.DeepEqual(ks, want) {
+		t.Fatalf("refused declarations wrote %+v; want %+v kept", ks, want)
 	}
 }

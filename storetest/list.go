@@ -244,12 +244,12 @@ func testStats(t *testing.T, h harness) {
 	// Waiting jobs per kind count queued and retrying jobs, due or not.
 	want := []errand.QueueStats{
 		{Queue: "alpha", Counts: counts(2, 1, 1, 1, 2, 1), OldestReadyAgeSeconds: 90, Dead: 2,
-			WaitingByKind: map[string]int{"email": 2, "report": 1}},
+			WaitingByKind: map[string]int{"email": 2, "report": 1}, ReadyAgeByKind: map[string]float64{"email": 70, "report": 90}},
 		{Queue: "beta", Counts: counts(1, 0, 0, 0, 0, 0), OldestReadyAgeSeconds: 130,
-			WaitingByKind: map[string]int{"email": 1}},
+			WaitingByKind: map[string]int{"email": 1}, ReadyAgeByKind: map[string]float64{"email": 130}},
 		{Queue: "delta", Counts: counts(0, 0, 1, 0, 0, 0), OldestReadyAgeSeconds: 60,
-			WaitingByKind: map[string]int{"email": 1}},
-		{Queue: "gamma", Counts: counts(1, 0, 0, 0, 0, 0), WaitingByKind: map[string]int{"email": 1}},
+			WaitingByKind: map[string]int{"email": 1}, ReadyAgeByKind: map[string]float64{"email": 60}},
+		{Queue: "gamma", Counts: counts(1, 0, 0, 0, 0, 0), WaitingByKind: map[string]int{"email": 1}, ReadyAgeByKind: map[string]float64{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("QueueStats:\n got %+v\nwant %+v", got, want)
