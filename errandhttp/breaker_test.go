@@ -34,6 +34,11 @@ func breakerServer(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Cl
 			t.Fatal(err)
 		}
 	}
+	// The client's first claim records send_email's dependency, for
+	// every reader.
+	if _, err := c.Claim(context.Background(), &errand.ClaimOpts{Queue: "nothing_here", Kinds: []string{"send_email"}, Owner: "w"}); err != nil {
+		t.Fatal(err)
+	}
 	h, err := errandhttp.New(c, &errandhttp.Options{
 		Auth:      &errandhttp.AuthOptions{Tokens: testTokens},
 		Dashboard: errandhttp.NewDashboard(c, nil),
@@ -139,5 +144,82 @@ func TestAPIClaimsHonourBreakers(t *testing.T) {
 		want(t, "claim after the probe failed", claim(), http.StatusNoContent, "")
 		want(t, "reset", srv.op(t, "POST", "/api/v1/breakers/smtp/reset", map[string]any{"reason": "relay fixed"}), http.StatusOK, "")
 		want(t, "claim after the reset", claim(), http.StatusOK, "")
+	})
+}
+
+// TestBreakerHeldJobsAreNotReady: a server whose client declares no kinds
+// (errand serve without --dependency) learns from the store that a worker
+// elsewhere declared send_email's dependency smtp, whose breaker is open:
+// the job's API answer names the breaker, the statistics and /metrics
+// leave it out of the oldest ready age and count it held, readiness is
+// not degraded by its wait, and the dashboard's job page says why it
+// waits.
+func TestBreakerHeldJobsAreNotReady(t *testing.T) {
+	eachStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("send_email", nil, &errand.KindOpts{Dependency: "smtp"})
+		worker, err := errand.NewClient(s, &errand.Config{Kinds: kinds, Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := worker.Claim(ctx, &errand.ClaimOpts{Queue: "nothing_here", Kinds: []string{"send_email"}, Owner: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		plain, err := errand.NewClient(s, &errand.Config{Clock: clock, AllowUnknownKinds: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := errandhttp.New(plain, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: testTokens},
+			Dashboard: errandhttp.NewDashboard(plain, nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &server{Server: httptest.NewServer(h), c: plain}
+		t.Cleanup(srv.Close)
+		job := enqueue(t, plain, "send_email", nil)
+		clock.Advance(time.Hour)
+		readyz := errandhttp.NewReadyz(plain, &errandhttp.ReadyOptions{Clock: clock, MaxOldestReadyAge: 10 * time.Minute})
+		for range 3 {
+			if _, err := s.(errand.BreakerStore).BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "smtp",
+				Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: 3}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		r := srv.op(t, http.MethodGet, "/api/v1/jobs/"+job.ID, nil)
+		want(t, "GET job", r, http.StatusOK, "")
+		if got := r.json(t)["held_by_breaker"]; got != "smtp" {
+			t.Errorf("job answer's held_by_breaker = %v; want smtp:\n%s", got, r.body)
+		}
+		r = srv.op(t, http.MethodGet, "/api/v1/stats", nil)
+		want(t, "GET stats", r, http.StatusOK, "")
+		q := r.json(t)["queues"].([]any)[0].(map[string]any)
+		if q["oldest_ready_age_seconds"] != nil || len(q["breaker_held_kinds"].([]any)) != 1 {
+			t.Errorf("stats: oldest_ready_age_seconds %v, breaker_held_kinds %v; want null and send_email's", q["oldest_ready_age_seconds"], q["breaker_held_kinds"])
+		}
+		fams := scrape(t, errandhttp.NewMetrics(plain, &errandhttp.MetricsOptions{Clock: clock}))
+		wantSeries(t, fams, "errand_queue_oldest_ready_age_seconds", "queue=default", 0)
+		wantSeries(t, fams, "errand_queue_breaker_held_jobs", "queue=default,kind=send_email,dependency=smtp", 1)
+		rec := httptest.NewRecorder()
+		readyz.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("readyz with only a held job waiting an hour: %d %s; want 200", rec.Code, rec.Body)
+		}
+		page := srv.op(t, http.MethodGet, "/jobs/"+job.ID, nil)
+		if !strings.Contains(string(page.body), "its dependency smtp is down (circuit breaker open until") {
+			t.Errorf("job page does not say the job waits for its breaker:\n%s", page.body)
+		}
+
+		// Once the breaker is reset, the job is ready, an hour old.
+		if _, err := plain.ResetBreaker(ctx, "smtp", "ana", "relay fixed"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(errandhttp.DefaultReadyCacheFor)
+		rec = httptest.NewRecorder()
+		readyz.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "oldest_ready_age") {
+			t.Errorf("readyz with a ready job waiting an hour: %d %s; want 503 for its age", rec.Code, rec.Body)
+		}
 	})
 }

@@ -86,7 +86,7 @@ type dashboardClient interface {
 	Schedules(ctx context.Context) ([]*errand.ScheduleRecord, error)
 	Limits(ctx context.Context) ([]*errand.LimiterRecord, error)
 	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
-	Dependency(kind string) string
+	BreakerHolds(ctx context.Context) (*errand.BreakerHolds, error)
 	Batch(ctx context.Context, id string) (*errand.Batch, error)
 	Batches(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error)
 	Workflow(ctx context.Context, id string) (*errand.Workflow, error)
@@ -634,16 +634,14 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 	_, canWrite := d.opts.Identity(r)
 	p := d.newPage(r, "Job "+j.ID, "jobs", now, !(canWrite && replayAction.Applies(j.State)))
 	next := nextStep(j, now, handled)
-	if dep := d.c.Dependency(j.Kind); dep != "" && j.State.Waiting() {
-		bs, err := d.c.Breakers(ctx)
+	if j.HeldByBreaker != nil {
+		h, err := d.c.BreakerHolds(ctx)
 		if err != nil {
 			d.fail(w, r, err)
 			return
 		}
-		for _, b := range bs {
-			if b.Dependency == dep {
-				next += breakerStep(b, now)
-			}
+		if b := h.HeldBy(j.Kind); b != nil {
+			next += breakerStep(b, now)
 		}
 	}
 	data := &detailData{Job: j, Next: next, Audit: audit}

@@ -90,9 +90,9 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 	return s
 }
 
-// breakerStep is what a waiting job's dependency's circuit breaker adds to
-// its next step: nothing while the breaker is closed. The dashboard knows a
-// kind's dependency when its own client declares the kind.
+// breakerStep is what the circuit breaker that holds a waiting job back
+// (see errand.BreakerHolds) adds to its next step: nothing while the
+// breaker is closed.
 func breakerStep(b *errand.BreakerRecord, now time.Time) string {
 	switch b.State {
 	case errand.BreakerOpen:

@@ -118,7 +118,6 @@ func NewReadyz[TTx any](c *errand.Client[TTx], opts *ReadyOptions) http.Handler 
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
-	store := c.Store()
 	var died *readCache[map[string]int]
 	if per := o.MaxDeadGrowth.Per; o.MaxDeadGrowth.Jobs > 0 && (per == time.Hour || per == 24*time.Hour) {
 		died = &readCache[map[string]int]{
@@ -138,9 +137,9 @@ func NewReadyz[TTx any](c *errand.Client[TTx], opts *ReadyOptions) http.Handler 
 		died: died,
 		opts: o,
 		cache: &statsCache{
-			read: func(ctx context.Context) ([]errand.QueueStats, error) {
-				return store.QueueStats(ctx, &errand.QueueStatsParams{})
-			},
+			// The Client's statistics, so that jobs an open breaker holds
+			// back are not in the oldest ready age.
+			read:    c.Stats,
 			clock:   o.Clock,
 			maxAge:  o.CacheFor,
 			timeout: o.Timeout,

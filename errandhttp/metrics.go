@@ -59,6 +59,7 @@ type MetricsOptions struct {
 //	errand_queue_jobs{queue,state}                    jobs per queue and state (running, dead, ...)
 //	errand_queue_oldest_ready_age_seconds{queue}      how long the oldest claimable job has waited
 //	errand_queue_unhandled_jobs{queue,kind}           waiting jobs of kinds no live worker handles
+//	errand_queue_breaker_held_jobs{queue,kind,dependency}  waiting jobs an open breaker holds back
 //	errand_store_up                                   1 when the last statistics query succeeded, else 0
 //	errand_rate_limit_tokens{limit}                   a rate limit's tokens now: jobs that may start at once
 //	errand_rate_limit_per_second{limit}               a rate limit's rate
@@ -160,6 +161,9 @@ var (
 		"How long the queue's oldest claimable job has been available, or 0 when none is.", []string{"queue"}, nil)
 	unhandledDesc = prometheus.NewDesc("errand_queue_unhandled_jobs",
 		"Waiting jobs of a kind that no live worker handles in the queue.", []string{"queue", "kind"}, nil)
+	breakerHeldDesc = prometheus.NewDesc("errand_queue_breaker_held_jobs",
+		"Waiting jobs of a kind whose dependency's circuit breaker is open or half-open; not in the oldest ready age.",
+		[]string{"queue", "kind", "dependency"}, nil)
 	storeUpDesc = prometheus.NewDesc("errand_store_up",
 		"1 when the last queue statistics query succeeded, 0 when it failed.", nil, nil)
 )
@@ -174,6 +178,7 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobsDesc
 	ch <- oldestReadyDesc
 	ch <- unhandledDesc
+	ch <- breakerHeldDesc
 	ch <- storeUpDesc
 }
 
@@ -184,11 +189,23 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
-	var unhandled []queueKindCount
+	var unhandled, held []queueKindCount
+	heldBy := map[[2]string]string{} // queue and kind -> dependency
 	for _, s := range stats {
 		for _, k := range s.UnhandledKinds {
 			unhandled = append(unhandled, queueKindCount{s.Queue, k.Kind, k.Waiting})
 		}
+		for _, k := range s.BreakerHeldKinds {
+			held = append(held, queueKindCount{s.Queue, k.Kind, k.Waiting})
+			heldBy[[2]string{s.Queue, k.Kind}] = k.Dependency
+		}
+	}
+	for _, k := range foldKinds(held, q.topN) {
+		dep, ok := heldBy[[2]string{k.queue, k.kind}]
+		if !ok {
+			dep = OtherLabel
+		}
+		ch <- prometheus.MustNewConstMetric(breakerHeldDesc, prometheus.GaugeValue, float64(k.n), k.queue, k.kind, dep)
 	}
 	for _, s := range foldQueues(stats, q.topN) {
 		for state, n := range s.Counts {

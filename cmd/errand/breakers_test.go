@@ -4,8 +4,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,6 +60,7 @@ func TestWorkerBreaker(t *testing.T) {
 		if !strings.Contains(r.stdout, "smtp") || !strings.Contains(r.stdout, "open") || !strings.Contains(r.stdout, "smtp refused") {
 			t.Errorf("errand breakers:\n%s", r.stdout)
 		}
+		checkHeldBySMTP(t, db, ids)
 
 		if err := os.WriteFile(up, nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -144,5 +147,47 @@ func TestWorkOnceBreaker(t *testing.T) {
 	}
 	if r := once(); r != "idle" {
 		t.Fatalf("--once with the breaker open: %s; want idle, the other job waiting", r)
+	}
+}
+
+// checkHeldBySMTP checks that processes which declare no kinds (errand
+// inspect, errand stats) report the jobs of ids, whose kind send's
+// dependency smtp a worker declared and whose breaker is open, as held by
+// it, not ready.
+func checkHeldBySMTP(t *testing.T, db string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		r := ok(t, cli(t, "inspect", id, "--db", db, "--json"))
+		var j struct {
+			HeldByBreaker *string `json:"held_by_breaker"`
+			Next          string  `json:"next"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &j); err != nil {
+			t.Fatal(err)
+		}
+		if j.HeldByBreaker == nil || *j.HeldByBreaker != "smtp" || !strings.Contains(j.Next, "held by breaker smtp (open until") {
+			t.Errorf("inspect %s: held_by_breaker %v, next %q; want held by breaker smtp", id, j.HeldByBreaker, j.Next)
+		}
+	}
+	r := ok(t, cli(t, "stats", "--db", db, "--json"))
+	var st struct {
+		Queues []struct {
+			OldestReadyAge   *float64                 `json:"oldest_ready_age_seconds"`
+			BreakerHeldKinds []errand.BreakerHeldKind `json:"breaker_held_kinds"`
+			Kinds            []errand.KindInsights    `json:"kinds"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	q := st.Queues[0]
+	wantHeld := []errand.BreakerHeldKind{{Kind: "send", Dependency: "smtp", Waiting: len(ids)}}
+	if q.OldestReadyAge != nil || !reflect.DeepEqual(q.BreakerHeldKinds, wantHeld) || q.Kinds[0].Ready != 0 {
+		t.Errorf("stats --json: oldest ready %v, breaker-held %+v, ready %d; want null, %+v, 0\n%s",
+			q.OldestReadyAge, q.BreakerHeldKinds, q.Kinds[0].Ready, wantHeld, r.stdout)
+	}
+	r = ok(t, cli(t, "stats", "--db", db))
+	if want := fmt.Sprintf("%d jobs of kind send in queue default: held by breaker smtp\n", len(ids)); !strings.Contains(r.stdout, want) {
+		t.Errorf("stats lacks %q:\n%s", want, r.stdout)
 	}
 }

@@ -48,7 +48,15 @@ happens next, in words).`,
 			if err != nil {
 				return err
 			}
-			next := nextSentence(j, now)
+			var breaker *errand.BreakerRecord
+			if j.HeldByBreaker != nil {
+				h, err := c.BreakerHolds(ctx)
+				if err != nil {
+					return err
+				}
+				breaker = h.HeldBy(j.Kind)
+			}
+			next := nextSentence(j, breaker, now)
 			if j.State.Waiting() {
 				ws, err := c.Workers(ctx)
 				if err != nil {
@@ -216,13 +224,16 @@ func unhandledSentence(j *errand.Job, next string) string {
 }
 
 // nextSentence says in words what happens to the job next.
-func nextSentence(j *errand.Job, now time.Time) string {
+func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) string {
 	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	replay := "errand replay " + j.ID + " --reason \"...\""
 	held := ""
-	if j.HeldBy != nil && j.OrderingKey != nil {
+	switch {
+	case j.HeldBy != nil && j.OrderingKey != nil:
 		held = fmt.Sprintf("held by job %s of ordering key %s (jobs of one key run one at a time, in order)",
 			*j.HeldBy, *j.OrderingKey)
+	case breaker != nil:
+		held = breakerHeld(breaker, at, now)
 	}
 	var s string
 	switch j.State {
@@ -295,4 +306,17 @@ func nextSentence(j *errand.Job, now time.Time) string {
 		s += "; expires (class expired) at " + at(*j.Deadline)
 	}
 	return s
+}
+
+// breakerHeld says how the open or half-open circuit breaker b holds a
+// job back.
+func breakerHeld(b *errand.BreakerRecord, at func(time.Time) string, now time.Time) string {
+	dep := printable(b.Dependency)
+	switch {
+	case b.State == errand.BreakerHalfOpen:
+		return "held by breaker " + dep + " (half-open: it runs once a probe job succeeds)"
+	case b.OpenUntil != nil && b.OpenUntil.After(now):
+		return "held by breaker " + dep + " (open until " + at(*b.OpenUntil) + ", then a probe job tests " + dep + ")"
+	}
+	return "held by breaker " + dep + " (open, cool-down over: it runs once a probe job succeeds)"
 }

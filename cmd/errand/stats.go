@@ -17,23 +17,25 @@ var statsCommand = &command{
 	args:    "[flags]",
 	summary: "summarise each queue and kind: depth, throughput, failures, retries, dead letters, run and wait times",
 	detail: `
-A job held back by its ordering key is not ready: it does not count in the
-oldest ready age. Below the table, a line names each kind whose jobs wait in
-a queue that no live worker handles (no alive worker runs the queue with a
-handler for the kind): they will not run until one does, and a misspelt kind
-never will.
+A job held back by its ordering key, or by the open circuit breaker of its
+kind's dependency, is not ready: it does not count in the oldest ready age.
+Below the table, a line names each kind whose jobs wait in a queue that no
+live worker handles (no alive worker runs the queue with a handler for the
+kind): they will not run until one does, and a misspelt kind never will;
+and a line each kind whose jobs a breaker holds back.
 
 A second table has a row per queue and kind: jobs ready, scheduled,
-retrying, held by an ordering key and running; jobs finished (succeeded or
+retrying, held (by an ordering key or a breaker) and running; jobs finished (succeeded or
 dead) per minute over the last 5 minutes; the failure rate and the retries
 of the last hour; the dead letters and how many died in the last hour and
 day; p50 and p99 run and wait times of the last hour's successes.
 
 With --json, prints {"queues": [{"queue", "counts": {STATE: N},
 "oldest_ready_age_seconds", "dead", "waiting_by_kind": {KIND: N},
-"unhandled_kinds": [{"kind", "waiting"}], "kinds": [KIND_INSIGHTS]}]}, where
-KIND_INSIGHTS is errand.KindInsights: {"queue", "kind", "ready",
-"scheduled", "retrying", "held", "running", "oldest_ready_age_seconds",
+"unhandled_kinds": [{"kind", "waiting"}], "breaker_held_kinds": [{"kind",
+"dependency", "waiting"}], "kinds": [KIND_INSIGHTS]}]}, where KIND_INSIGHTS
+is errand.KindInsights: {"queue", "kind", "ready", "scheduled", "retrying",
+"held", "running", "held_by_breaker", "breaker", "oldest_ready_age_seconds",
 "throughput_per_minute": {"last_1m", "last_5m", "last_1h"},
 "succeeded_last_hour", "failed_last_hour", "failure_rate",
 "failures_by_class": [{"class", "failures", "rate"}], "retries_last_hour",
@@ -138,6 +140,16 @@ func writeStatsTable(w io.Writer, stats []errand.QueueStats) error {
 				return err
 			}
 		}
+		for _, k := range q.BreakerHeldKinds {
+			jobs := "jobs"
+			if k.Waiting == 1 {
+				jobs = "job"
+			}
+			if _, err := fmt.Fprintf(w, "%d %s of kind %s in queue %s: held by breaker %s\n",
+				k.Waiting, jobs, printable(k.Kind), printable(q.Queue), printable(k.Dependency)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -152,7 +164,7 @@ func writeInsightsTable(w io.Writer, ins *errand.Insights) error {
 	fmt.Fprintln(tw, "QUEUE\tKIND\tREADY\tSCHEDULED\tRETRYING\tHELD\tRUNNING\tDONE/MIN(5M)\tFAILED(1H)\tRETRIES(1H)\tDEAD\t+1H\t+1D\tRUN P50/P99\tWAIT P50/P99")
 	for _, k := range ins.Kinds {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n",
-			printable(k.Queue), printable(k.Kind), k.Ready, k.Scheduled, k.Retrying, k.Held, k.Running,
+			printable(k.Queue), printable(k.Kind), k.Ready, k.Scheduled, k.Retrying, k.Held+k.HeldByBreaker, k.Running,
 			k.Throughput.Last5m, failedCell(k), k.RetriesLastHour, k.Dead, k.DeadLastHour, k.DeadLastDay,
 			percentileCell(k.RunTime), percentileCell(k.WaitTime))
 	}
