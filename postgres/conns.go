@@ -16,9 +16,12 @@ import (
 
 // Lost connections. A pooled connection whose server went away (a restart,
 // pg_terminate_backend, an idle timeout) is found out before a statement is
-// sent on it, by [PrepareConn], and the pool hands out another. A statement
-// that failed before any of it was sent (pgconn.SafeToRetry) is sent once
-// more, on another connection. Any other lost connection is reported as
+// sent on it, by [PrepareConn], and the pool hands out another: that check
+// is what keeps statements off dead connections. An Exec, a single-row
+// query or a BEGIN that failed before any of it was sent
+// (pgconn.SafeToRetry) is sent once more; a multi-row Query reports a send
+// error only from its rows, once it can no longer be told apart, so it is
+// not. Any other lost connection is reported as
 // [errand.ErrStoreUnavailable]: the statement may have run, so it is never
 // sent again. All of it happens here, in db, the pool every statement of
 // the store goes through.
@@ -63,9 +66,9 @@ func (d db) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTa
 }
 
 func (d db) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	r, err := retry(ctx, func() (pgx.Rows, error) { return d.Pool.Query(ctx, sql, args...) })
+	r, err := d.Pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	return lostRows{r, ctx}, nil
 }
@@ -205,6 +208,11 @@ func unavailable(ctx context.Context, err error) error {
 func connLost(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		// A refused login (class 28) or a database that does not exist
+		// (3D) is a setting to fix, not a server to wait for.
+		if strings.HasPrefix(pgErr.Code, "28") || strings.HasPrefix(pgErr.Code, "3D") {
+			return false
+		}
 		return pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC" || strings.HasPrefix(pgErr.Code, "08")
 	}
 	var connectErr *pgconn.ConnectError

@@ -20,7 +20,8 @@ func (unsent) Unwrap() error     { return io.ErrUnexpectedEOF }
 // TestRetrySendsAgainOnlyWhatWasNotSent: a statement none of which was
 // sent is sent once more; one that reached the server (a FATAL answer, a
 // read that failed) is not, and is reported as errand.ErrStoreUnavailable;
-// nor is one whose caller gave up, nor one that failed twice.
+// nor is one whose caller gave up, nor one that failed twice. A refused
+// login is no lost connection.
 func TestRetrySendsAgainOnlyWhatWasNotSent(t *testing.T) {
 	fatal := &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}
 	cancelled, cancel := context.WithCancel(t.Context())
@@ -38,6 +39,9 @@ func TestRetrySendsAgainOnlyWhatWasNotSent(t *testing.T) {
 		{"read failed", t.Context(), []error{io.ErrUnexpectedEOF, nil}, 1, true},
 		{"caller gave up", cancelled, []error{unsent{}, nil}, 1, false},
 		{"not a connection's error", t.Context(), []error{errors.New("syntax error"), nil}, 1, false},
+		// A setting to fix, though the server ends the session.
+		{"password refused", t.Context(), []error{&pgconn.PgError{Severity: "FATAL", Code: "28P01"}, nil}, 1, false},
+		{"no such database", t.Context(), []error{&pgconn.PgError{Severity: "FATAL", Code: "3D000"}, nil}, 1, false},
 	} {
 		sends := 0
 		_, err := retry(c.ctx, func() (int, error) {
