@@ -25,11 +25,10 @@ type MetricsObserver struct {
 	runTime  *prometheus.HistogramVec
 
 	// byKind holds, per queueKind, the series an attempt touches, so that
-	// an attempt costs one map lookup instead of one per series.
+	// an attempt costs one map lookup instead of one per series. It holds
+	// the first DefaultTopN pairs this observer sees (nNamed) and
+	// otherPair, whose series count the pairs after them.
 	byKind sync.Map
-	// named holds the pairs of queue and kind that have series of their
-	// own, at most DefaultTopN of them (nNamed).
-	named  sync.Map
 	nNamed atomic.Int64
 }
 
@@ -38,55 +37,64 @@ type queueKind struct{ queue, kind string }
 // otherPair labels the pairs past the first DefaultTopN.
 var otherPair = queueKind{OtherLabel, OtherLabel}
 
-// labels returns the queue and kind job's series carry: its own for the
-// first DefaultTopN pairs this observer sees, otherPair for later ones.
-func (m *MetricsObserver) labels(job *errand.Job) queueKind {
-	key := queueKind{job.Queue, job.Kind}
-	if _, ok := m.named.Load(key); ok {
-		return key
-	}
-	if key.queue == OtherLabel || key.kind == OtherLabel {
-		return otherPair
-	}
-	if m.nNamed.Add(1) > DefaultTopN {
-		m.nNamed.Add(-1)
-		return otherPair
-	}
-	if _, loaded := m.named.LoadOrStore(key, true); loaded {
-		m.nNamed.Add(-1)
-	}
-	return key
-}
-
-// kindSeries are the series of one queue and kind.
+// kindSeries are the series of one queue and kind. Those of attempts are
+// made at its first attempt, so that a process that only enqueues a kind
+// shows no attempts of it.
 type kindSeries struct {
 	key      queueKind // the labels: the job's, or otherPair
+	enqueued prometheus.Counter
+	attempts func() *attemptSeries
+}
+
+type attemptSeries struct {
 	started  prometheus.Counter
 	runTime  prometheus.Observer
 	finished map[errand.Result]prometheus.Counter
 }
 
 // outcomes are the results an attempt ends with; each gets its series at
-// the first attempt of a queue and kind, so that rates over them start
+// the first event of a queue and kind, so that rates over them start
 // from zero.
 var outcomes = []errand.Result{errand.ResultSucceeded, errand.ResultRetrying, errand.ResultDead,
 	errand.ResultSnoozed, errand.ResultInterrupted, errand.ResultCancelled, errand.ResultLeaseLost}
 
+// series returns job's series: its queue and kind's own while fewer than
+// DefaultTopN pairs have theirs, otherPair's after that.
 func (m *MetricsObserver) series(job *errand.Job) *kindSeries {
-	key := m.labels(job)
+	key := queueKind{job.Queue, job.Kind}
 	if s, ok := m.byKind.Load(key); ok {
 		return s.(*kindSeries)
 	}
+	named := key.queue != OtherLabel && key.kind != OtherLabel && m.nNamed.Load() < DefaultTopN
+	if named && m.nNamed.Add(1) > DefaultTopN {
+		m.nNamed.Add(-1)
+		named = false
+	}
+	if !named {
+		key = otherPair
+		if s, ok := m.byKind.Load(key); ok {
+			return s.(*kindSeries)
+		}
+	}
 	s := &kindSeries{
 		key:      key,
-		started:  m.started.WithLabelValues(key.queue, key.kind),
-		runTime:  m.runTime.WithLabelValues(key.queue, key.kind),
-		finished: make(map[errand.Result]prometheus.Counter, len(outcomes)),
+		enqueued: m.enqueued.WithLabelValues(key.queue, key.kind),
+		attempts: sync.OnceValue(func() *attemptSeries {
+			a := &attemptSeries{
+				started:  m.started.WithLabelValues(key.queue, key.kind),
+				runTime:  m.runTime.WithLabelValues(key.queue, key.kind),
+				finished: make(map[errand.Result]prometheus.Counter, len(outcomes)),
+			}
+			for _, r := range outcomes {
+				a.finished[r] = m.finished.WithLabelValues(key.queue, key.kind, string(r))
+			}
+			return a
+		}),
 	}
-	for _, r := range outcomes {
-		s.finished[r] = m.finished.WithLabelValues(key.queue, key.kind, string(r))
+	actual, loaded := m.byKind.LoadOrStore(key, s)
+	if loaded && named {
+		m.nNamed.Add(-1) // another event named the pair first
 	}
-	actual, _ := m.byKind.LoadOrStore(key, s)
 	return actual.(*kindSeries)
 }
 
@@ -122,20 +130,20 @@ func NewMetricsObserver() *MetricsObserver {
 // JobsEnqueued implements errand.Observer.
 func (m *MetricsObserver) JobsEnqueued(jobs []*errand.Job) {
 	for _, j := range jobs {
-		key := m.labels(j)
-		m.enqueued.WithLabelValues(key.queue, key.kind).Inc()
+		m.series(j).enqueued.Inc()
 	}
 }
 
 // JobStarted implements errand.Observer.
 func (m *MetricsObserver) JobStarted(job *errand.Job) {
-	m.series(job).started.Inc()
+	m.series(job).attempts().started.Inc()
 }
 
 // JobFinished implements errand.Observer.
 func (m *MetricsObserver) JobFinished(job *errand.Job, res *errand.WorkResult) {
 	s := m.series(job)
-	if c := s.finished[res.Result]; c != nil {
+	a := s.attempts()
+	if c := a.finished[res.Result]; c != nil {
 		c.Inc()
 	} else {
 		m.finished.WithLabelValues(s.key.queue, s.key.kind, string(res.Result)).Inc()
@@ -143,7 +151,7 @@ func (m *MetricsObserver) JobFinished(job *errand.Job, res *errand.WorkResult) {
 	if res.Class != "" && (res.Result == errand.ResultRetrying || res.Result == errand.ResultDead) {
 		m.failures.WithLabelValues(s.key.queue, s.key.kind, res.Class, string(res.Result)).Inc()
 	}
-	s.runTime.Observe(res.Duration.Seconds())
+	a.runTime.Observe(res.Duration.Seconds())
 }
 
 // Describe implements prometheus.Collector.
