@@ -28,6 +28,6 @@ func TestDashboardOverviewPagesQueues(t *testing.T) {
 		fmt.Sprintf("The busiest %d rows of these queues; and %d more", DefaultTopN, DefaultTopN+2+99-DefaultTopN))
 	wantLacks(t, "the first page", first, `?queue=q099"`, `?queue=q100"`)
 	next := mustGet(t, h, "/?from="+strconv.Itoa(DefaultTopN))
-	wantContains(t, "the next page", next, `?queue=q099"`, `?queue=q100"`, "Queues 100 onwards")
+	wantContains(t, "the next page", next, `?queue=q099"`, `?queue=q100"`, "The queues after the 100 deepest")
 	wantLacks(t, "the next page", next, `?queue=deep"`, "and 2 more")
 }
