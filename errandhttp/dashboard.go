@@ -268,8 +268,8 @@ func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, 
 
 // fail renders err: a bad request for an *errand.InputError, a conflict
 // for a state that forbids the change (errand.ErrWrongState) or a unique
-// key held by another job, not found for errand.ErrNotFound, otherwise a
-// server error.
+// key held by another job, not found for errand.ErrNotFound, unavailable
+// for errand.ErrStoreUnavailable, otherwise a server error.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var in *errand.InputError
 	var se *errand.StateError
@@ -280,6 +280,10 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 		d.problem(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, errand.ErrNotFound):
 		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("nothing is at %q: it never existed, or retention has deleted it", r.URL.Path))
+	case errors.Is(err, errand.ErrStoreUnavailable):
+		d.opts.Logger.Warn("dashboard: store unavailable", "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(UnavailableRetryAfter))
+		d.problem(w, r, http.StatusServiceUnavailable, "the database could not be reached or dropped the connection; reload in a few seconds")
 	default:
 		// The store's error may name tables, files and addresses: it
 		// goes to the log, as the API's do, not to the page.

@@ -3,10 +3,12 @@ package errandhttp_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -84,17 +86,49 @@ func TestAPIPooledConnectionsTerminated(t *testing.T) {
 // wait on the lock, and might duplicate a job that had been written).
 func TestAPIConnectionLostMidStatement(t *testing.T) {
 	s, admin, schema, app := lostServer(t)
+	r := lostMidStatement(t, admin, schema, app, "EXCLUSIVE", func() response {
+		return s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"})
+	})
+	want(t, "enqueue on a lost connection", r, http.StatusServiceUnavailable, "unavailable")
+	if n := s.jobCount(t); n != 0 {
+		t.Fatalf("%d jobs; the terminated INSERT wrote one", n)
+	}
+	want(t, "enqueue once the lock is gone", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+}
+
+// TestDashboardConnectionLostMidStatement: a dashboard page whose read
+// loses its connection says the database is unavailable, 503 with
+// Retry-After, as the API does, not that the server failed.
+func TestDashboardConnectionLostMidStatement(t *testing.T) {
+	s, admin, schema, app := lostServer(t)
+	dash := errandhttp.NewDashboard(s.c, nil)
+	r := lostMidStatement(t, admin, schema, app, "ACCESS EXCLUSIVE", func() response {
+		rec := httptest.NewRecorder()
+		dash.ServeHTTP(rec, httptest.NewRequest("GET", "/jobs/some-job", nil))
+		return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	})
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "could not be reached") {
+		t.Fatalf("dashboard page on a lost connection: %d %s; want 503 saying the database could not be reached", r.status, r.body)
+	}
+}
+
+// lostMidStatement locks the jobs table in mode, sends the request, and
+// terminates the server's connection once its statement waits on the
+// lock; it returns the answer, which must come while the lock is still
+// held (the statement is not sent again) and carry Retry-After: 2.
+func lostMidStatement(t *testing.T, admin *postgres.Store, schema, app, mode string, send func() response) response {
+	t.Helper()
 	ctx := t.Context()
 	lock, err := admin.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Rollback(context.Background())
-	if _, err := lock.Exec(ctx, `LOCK TABLE `+pgx.Identifier{schema, "errand_jobs"}.Sanitize()+` IN EXCLUSIVE MODE`); err != nil {
+	if _, err := lock.Exec(ctx, `LOCK TABLE `+pgx.Identifier{schema, "errand_jobs"}.Sanitize()+` IN `+mode+` MODE`); err != nil {
 		t.Fatal(err)
 	}
 	answered := make(chan response, 1)
-	go func() { answered <- s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}) }()
+	go func() { answered <- send() }()
 	var pid int32
 	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
 		err := lock.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&pid)
@@ -102,7 +136,7 @@ func TestAPIConnectionLostMidStatement(t *testing.T) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the enqueue did not reach the lock in 30s")
+			t.Fatal("the request did not reach the lock in 30s")
 		}
 	}
 	if _, err := lock.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
@@ -112,17 +146,13 @@ func TestAPIConnectionLostMidStatement(t *testing.T) {
 	select {
 	case r = <-answered:
 	case <-time.After(30 * time.Second):
-		t.Fatal("no answer in 30s while the lock is held: the INSERT was sent again")
+		t.Fatal("no answer in 30s while the lock is held: the statement was sent again")
 	}
-	want(t, "enqueue on a lost connection", r, http.StatusServiceUnavailable, "unavailable")
 	if got := r.header.Get("Retry-After"); got != "2" {
 		t.Errorf("Retry-After %q, want 2", got)
 	}
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.jobCount(t); n != 0 {
-		t.Fatalf("%d jobs; the terminated INSERT wrote one", n)
-	}
-	want(t, "enqueue once the lock is gone", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+	return r
 }
