@@ -9,6 +9,9 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // errTimeout is the cancellation cause when an attempt passes its kind's
@@ -19,8 +22,8 @@ var errTimeout = errors.New("attempt timed out")
 type attemptKey struct{}
 
 type attemptInfo struct {
-	store Store
-	job   *Job
+	store errandstore.Store
+	job   *errandtype.Job
 }
 
 // SetProgress records a checkpoint for the job running in ctx, fenced by its
@@ -37,14 +40,14 @@ func SetProgress(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
-	rewrite, err := checkProgress(b)
+	rewrite, err := errandstore.CheckProgress(b)
 	if err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
 	if rewrite {
 		b = plainJSON(b)
 	}
-	if err := a.store.JobSetProgress(ctx, &JobSetProgressParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Progress: b}); err != nil {
+	if err := a.store.JobSetProgress(ctx, &errandstore.JobSetProgressParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Progress: b}); err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
 	return nil
@@ -52,7 +55,7 @@ func SetProgress(ctx context.Context, v any) error {
 
 // attempt is one run of a handler on a claimed job.
 type attempt struct {
-	job      *Job
+	job      *errandtype.Job
 	err      error  // what the handler returned, or the recovered panic
 	stack    string // stack of a recovered panic
 	leaseErr error  // ErrLeaseLost when a heartbeat found the lease gone
@@ -84,7 +87,7 @@ type attempt struct {
 // the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
 // later than the store's own start of it.
-func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Job, lease time.Duration, claimSent time.Time) *attempt {
+func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *errandtype.Job, lease time.Duration, claimSent time.Time) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	if c.observer != nil {
 		c.observer.JobStarted(job)
@@ -132,8 +135,8 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 		// fenced, so the store decides whether this worker still owns it.
 		// A handler that finished its work despite a cancel request
 		// succeeded: the record says what happened.
-	case errors.Is(context.Cause(ctx), ErrLeaseLost):
-		a.leaseErr = ErrLeaseLost
+	case errors.Is(context.Cause(ctx), errandtype.ErrLeaseLost):
+		a.leaseErr = errandtype.ErrLeaseLost
 	case errors.Is(context.Cause(ctx), ErrJobCancelled):
 		a.cancelled = true
 	case timedOut:
@@ -155,7 +158,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *Jo
 // ends cancelled and its lease with it, so whatever the handler still
 // writes under the lease is refused; Go cannot stop the goroutine, so the
 // worker keeps its slot until it returns (see attempt.waitHandler).
-func (c *engine) callHandlerUntilCancelled(ctx, hctx context.Context, k *kind, job *Job, a *attempt) (error, string) {
+func (c *engine) callHandlerUntilCancelled(ctx, hctx context.Context, k *kind, job *errandtype.Job, a *attempt) (error, string) {
 	var (
 		err   error
 		stack string
@@ -195,7 +198,7 @@ func (a *attempt) waitHandler() {
 }
 
 // callHandler runs h, turning a panic into an error with its stack.
-func callHandler(ctx context.Context, h Handler, job *Job) (err error, stack string) {
+func callHandler(ctx context.Context, h Handler, job *errandtype.Job) (err error, stack string) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &JobError{class: ClassPanic, err: fmt.Errorf("panic: %v", r)}
@@ -207,19 +210,19 @@ func callHandler(ctx context.Context, h Handler, job *Job) (err error, stack str
 
 // outcome turns a finished attempt into the outcome to record, applying the
 // job's retry policy.
-func (c *engine) outcome(a *attempt) *JobOutcome {
+func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 	job := a.job
-	o := &JobOutcome{JobLease: JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
+	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
 	if a.err == nil {
-		o.Kind = OutcomeSucceeded
+		o.Kind = errandstore.OutcomeSucceeded
 		return o
 	}
 	if a.stopped {
 		// The worker is shutting down, not the job failing: give the job
 		// back without counting the attempt.
-		o.Kind = OutcomeInterrupted
-		o.Error = &AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
-			Message: CleanText("worker stopped before the attempt finished: "+a.err.Error(), MaxMessageBytes)}
+		o.Kind = errandstore.OutcomeInterrupted
+		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
+			Message: errandstore.CleanText("worker stopped before the attempt finished: "+a.err.Error(), errandstore.MaxMessageBytes)}
 		return o
 	}
 	if a.cancelled {
@@ -229,8 +232,8 @@ func (c *engine) outcome(a *attempt) *JobOutcome {
 		if a.abandoned {
 			msg += fmt.Sprintf("; the handler ignored the cancellation and was abandoned at its %s timeout", c.kind(job.Kind).Timeout)
 		}
-		o.Kind = OutcomeCancelled
-		o.Error = &AttemptError{Attempt: job.Attempt, Class: ClassCancelled, Message: msg}
+		o.Kind = errandstore.OutcomeCancelled
+		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: errandstore.ClassCancelled, Message: msg}
 		return o
 	}
 	je := classified(a.err)
@@ -241,11 +244,11 @@ func (c *engine) outcome(a *attempt) *JobOutcome {
 		}
 	}
 	if je.snooze > 0 {
-		o.Kind = OutcomeSnooze
+		o.Kind = errandstore.OutcomeSnooze
 		o.Delay = je.snooze
 		return o
 	}
-	if !ValidClass(je.class) {
+	if !errandstore.ValidClass(je.class) {
 		je.class = ClassError // a zero JobError names no class
 	}
 	msg := je.class
@@ -254,16 +257,16 @@ func (c *engine) outcome(a *attempt) *JobOutcome {
 	}
 	// Messages and stacks come from handlers and commands: clean them into
 	// text that every store keeps, so that no failure is lost for a byte.
-	o.Error = &AttemptError{Attempt: job.Attempt, Class: je.class,
-		Message: CleanText(msg, MaxMessageBytes), Stack: CleanText(a.stack, MaxStackBytes)}
+	o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: je.class,
+		Message: errandstore.CleanText(msg, errandstore.MaxMessageBytes), Stack: errandstore.CleanText(a.stack, MaxStackBytes)}
 	switch {
 	case je.permanent, job.Attempt >= job.MaxAttempts:
-		o.Kind = OutcomeDead
+		o.Kind = errandstore.OutcomeDead
 	case je.retryAfter > 0:
-		o.Kind = OutcomeRetry
+		o.Kind = errandstore.OutcomeRetry
 		o.Delay = je.retryAfter
 	default:
-		o.Kind = OutcomeRetry
+		o.Kind = errandstore.OutcomeRetry
 		o.Delay = c.policyFor(job.Kind).delayFor(job)
 	}
 	return o
@@ -328,18 +331,18 @@ const (
 // ended, by this very outcome. So when a retry answers ErrLeaseLost, the
 // job is read once more, and an outcome found recorded as this attempt's
 // (see outcomeLanded) is reported as recorded, not as a lost lease.
-func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutcome, write outcomeWriter) (OutcomeResult, error) {
+func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *errandstore.JobOutcome, write outcomeWriter) (errandstore.OutcomeResult, error) {
 	backoff := 50 * time.Millisecond
 	failures := 0
 	for {
 		r, err := write(ctx, o, a.renewed.Add(a.lease))
-		if err == nil && a.writeFailed && errors.Is(r.Err, ErrLeaseLost) {
+		if err == nil && a.writeFailed && errors.Is(r.Err, errandtype.ErrLeaseLost) {
 			return c.recordedBefore(ctx, a, o, r), nil
 		}
 		if err == nil && failures > 0 {
 			c.logger.Info("outcome recorded after failed writes", "job_id", a.job.ID, "outcome", string(o.Kind), "failed_writes", failures)
 		}
-		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) {
+		if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) {
 			return r, err
 		}
 		a.writeFailed = true
@@ -364,8 +367,8 @@ func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *JobOutc
 // recordedBefore is the result of an outcome whose retry found the lease
 // lost, lost, after an earlier write of it failed: the job as recorded
 // when that write committed after all, lost otherwise.
-func (c *engine) recordedBefore(ctx context.Context, a *attempt, o *JobOutcome, lost OutcomeResult) OutcomeResult {
-	job, err := c.store.JobGet(ctx, &JobGetParams{ID: a.job.ID})
+func (c *engine) recordedBefore(ctx context.Context, a *attempt, o *errandstore.JobOutcome, lost errandstore.OutcomeResult) errandstore.OutcomeResult {
+	job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: a.job.ID})
 	if err != nil {
 		c.logger.Warn("could not read the job to learn whether its outcome was recorded; reporting the lease lost",
 			"job_id", a.job.ID, "err", err)
@@ -375,7 +378,7 @@ func (c *engine) recordedBefore(ctx context.Context, a *attempt, o *JobOutcome, 
 		return lost
 	}
 	c.logger.Info("outcome recorded by a write whose answer was lost", "job_id", a.job.ID, "outcome", string(o.Kind))
-	return OutcomeResult{State: job.State, AvailableAt: job.AvailableAt, Kind: job.Kind, BatchID: job.BatchID, WorkflowID: job.WorkflowID}
+	return errandstore.OutcomeResult{State: job.State, AvailableAt: job.AvailableAt, Kind: job.Kind, BatchID: job.BatchID, WorkflowID: job.WorkflowID}
 }
 
 // outcomeLanded reports whether job, read after claimed's lease was found
@@ -388,7 +391,7 @@ func (c *engine) recordedBefore(ctx context.Context, a *attempt, o *JobOutcome, 
 // overrides), and, for an outcome that appends an error, the last error is
 // o's. A job that has moved on since (claimed again, replayed) is not
 // recognised, and the lease is reported lost.
-func outcomeLanded(job, claimed *Job, o *JobOutcome) bool {
+func outcomeLanded(job, claimed *errandtype.Job, o *errandstore.JobOutcome) bool {
 	attempt := claimed.Attempt
 	if !o.Kind.CountsAttempt() {
 		attempt--
@@ -396,7 +399,7 @@ func outcomeLanded(job, claimed *Job, o *JobOutcome) bool {
 	if job.Attempt != attempt {
 		return false
 	}
-	cancelled := job.State == StateCancelled && o.Kind.YieldsToCancel() && job.CancelRequestedAt != nil
+	cancelled := job.State == errandtype.StateCancelled && o.Kind.YieldsToCancel() && job.CancelRequestedAt != nil
 	if job.State != o.Kind.State() && !cancelled {
 		return false
 	}
@@ -414,21 +417,21 @@ func outcomeLanded(job, claimed *Job, o *JobOutcome) bool {
 // ends, on the engine's clock); a Worker batches them. The deadline is
 // passed rather than set on ctx so that a writer that does not wait (a
 // batcher with room) sets no timer for it.
-type outcomeWriter func(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error)
+type outcomeWriter func(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error)
 
 // writeOutcomeUntil is writeOutcome giving up at until: the outcomeWriter
 // of an attempt run outside a Worker.
-func (c *engine) writeOutcomeUntil(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error) {
+func (c *engine) writeOutcomeUntil(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
 	ctx, cancel := withDeadline(ctx, c.clock, until, nil)
 	defer cancel()
 	return c.writeOutcome(ctx, o)
 }
 
 // writeOutcome records one outcome in a transaction of its own.
-func (c *engine) writeOutcome(ctx context.Context, o *JobOutcome) (OutcomeResult, error) {
-	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}})
+func (c *engine) writeOutcome(ctx context.Context, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
+	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
 	if err != nil {
-		return OutcomeResult{}, err
+		return errandstore.OutcomeResult{}, err
 	}
 	return rs[0], nil
 }
@@ -447,15 +450,15 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		write = c.writeOutcomeUntil
 	}
 	r, err := c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
-	if errors.Is(err, ErrInvalid) && o.Error != nil {
+	if errors.Is(err, errandtype.ErrInvalid) && o.Error != nil {
 		// The store refused a value of the outcome (its text, say). That is
 		// a bug in the value, not an outage: retrying it would fail until
 		// the lease ran out and lose the outcome. Record it once more with
 		// its text spelled in ASCII, so the class and the message survive.
 		c.logger.Error("store refused the outcome's text; recording it in ASCII", "job_id", id, "err", err)
 		plain := *o.Error
-		plain.Message = CleanText(strconv.QuoteToASCII(o.Error.Message), MaxMessageBytes)
-		plain.Stack = CleanText(strconv.QuoteToASCII(o.Error.Stack), MaxStackBytes)
+		plain.Message = errandstore.CleanText(strconv.QuoteToASCII(o.Error.Message), errandstore.MaxMessageBytes)
+		plain.Stack = errandstore.CleanText(strconv.QuoteToASCII(o.Error.Stack), MaxStackBytes)
 		o.Error = &plain
 		res.Error = plain.Message
 		r, err = c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
@@ -470,7 +473,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 // startRecord begins recording a finished attempt: its result so far, and
 // the outcome to write, nil when the lease was lost and nothing is to be
 // written.
-func (c *engine) startRecord(a *attempt) (*WorkResult, *JobOutcome) {
+func (c *engine) startRecord(a *attempt) (*WorkResult, *errandstore.JobOutcome) {
 	job := a.job
 	res := &WorkResult{JobID: &job.ID, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
 	if a.leaseErr != nil {
@@ -486,7 +489,7 @@ func (c *engine) startRecord(a *attempt) (*WorkResult, *JobOutcome) {
 
 // endRecord completes res with what writing o found, r, and tells the
 // attempt's subscribers and observer.
-func (c *engine) endRecord(ctx context.Context, a *attempt, o *JobOutcome, res *WorkResult, r OutcomeResult) {
+func (c *engine) endRecord(ctx context.Context, a *attempt, o *errandstore.JobOutcome, res *WorkResult, r errandstore.OutcomeResult) {
 	job := a.job
 	if r.Err != nil {
 		res.Result = ResultLeaseLost
@@ -495,7 +498,7 @@ func (c *engine) endRecord(ctx context.Context, a *attempt, o *JobOutcome, res *
 		return
 	}
 	res.Result = resultOfState(r.State, o.Kind)
-	if r.State == StateRetrying || r.State == StateQueued {
+	if r.State == errandtype.StateRetrying || r.State == errandtype.StateQueued {
 		at := r.AvailableAt
 		res.AvailableAt = &at
 	}
@@ -504,7 +507,7 @@ func (c *engine) endRecord(ctx context.Context, a *attempt, o *JobOutcome, res *
 }
 
 // logOutcome logs an attempt's result and tells subscribers.
-func (c *engine) logOutcome(job *Job, r *WorkResult) {
+func (c *engine) logOutcome(job *errandtype.Job, r *WorkResult) {
 	if c.observer != nil {
 		c.observer.JobFinished(job, r)
 	}

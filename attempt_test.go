@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // troubledStore wraps a real store with the faults a network or a busy
 // database produces.
 type troubledStore struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	hangHeartbeats atomic.Bool  // heartbeats block until their context ends
 	failOutcomes   atomic.Int64 // this many outcome writes fail first
 	// lostReplies: this many outcome writes (after failOutcomes) commit,
@@ -27,7 +29,7 @@ type troubledStore struct {
 	// hanging, when set, hears of a call that begins to hang.
 	hanging chan string
 	// renewed, when set, hears of each renewal the store committed.
-	renewed chan errand.HeartbeatResult
+	renewed chan errandstore.HeartbeatResult
 }
 
 // hang blocks until ctx ends, after telling s.hanging that call hangs.
@@ -40,7 +42,7 @@ func (s *troubledStore) hang(ctx context.Context, call string) error {
 	return ctx.Err()
 }
 
-func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errandstore.JobHeartbeatParams) ([]errandstore.HeartbeatResult, error) {
 	if s.hangHeartbeats.Load() {
 		return nil, s.hang(ctx, "heartbeat")
 	}
@@ -53,7 +55,7 @@ func (s *troubledStore) JobHeartbeatMany(ctx context.Context, p *errand.JobHeart
 	return rs, err
 }
 
-func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
 	if s.failOutcomes.Add(-1) >= 0 {
 		return nil, errors.New("connection reset by peer")
 	}
@@ -68,7 +70,7 @@ func (s *troubledStore) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 }
 
 // clockClient returns a client on clock with one kind, "task", run by h.
-func clockClient(t testing.TB, st errand.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
+func clockClient(t testing.TB, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
 	return newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
 }
@@ -96,7 +98,7 @@ func TestHangingHeartbeatCancelsHandler(t *testing.T) {
 	st := &troubledStore{TxStore: openStore(t, clock), hanging: make(chan string, 1)}
 	st.hangHeartbeats.Store(true)
 	cancelled := make(chan struct{})
-	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error {
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errandtype.Job) error {
 		<-ctx.Done()
 		close(cancelled)
 		return ctx.Err()
@@ -137,7 +139,7 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "k",
 		Timeout: time.Second,
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			<-ctx.Done() // the timeout fires...
 			return nil   // ...and the handler finishes its work anyway
 		}),
@@ -150,7 +152,7 @@ func TestSuccessPastTimeoutIsSuccess(t *testing.T) {
 	if res := <-done; res.Result != errand.ResultSucceeded {
 		t.Fatalf("result %+v, want succeeded", res)
 	}
-	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || len(got.Errors) != 0 {
+	if got := getJob(t, c, j.ID); got.State != errandtype.StateSucceeded || len(got.Errors) != 0 {
 		t.Fatalf("job %s with history %+v, want succeeded with none", got.State, got.Errors)
 	}
 }
@@ -163,7 +165,7 @@ func TestOutcomeWriteRetried(t *testing.T) {
 	st := &troubledStore{TxStore: openStore(t, clock)}
 	var logs lockedBuffer
 	c := newClient(t, st, &errand.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Kinds: kindsOf([]testKind{{Name: "task", Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error { return nil })}})})
+		Kinds: kindsOf([]testKind{{Name: "task", Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error { return nil })}})})
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	st.failOutcomes.Store(3)
 	done := workOneAsync(t, c, &errand.WorkOneOpts{Lease: 5 * time.Second})
@@ -182,7 +184,7 @@ func TestOutcomeWriteRetried(t *testing.T) {
 	if n := strings.Count(logs.String(), `msg="outcome recorded after failed writes"`); n != 1 || !strings.Contains(logs.String(), "failed_writes=3") {
 		t.Errorf("the write that landed logged %d lines, want 1 naming 3 failed writes:\n%s", n, logs.String())
 	}
-	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.Attempt != 1 {
+	if got := getJob(t, c, j.ID); got.State != errandtype.StateSucceeded || got.Attempt != 1 {
 		t.Fatalf("job %s attempt %d, want succeeded attempt 1", got.State, got.Attempt)
 	}
 }
@@ -194,7 +196,7 @@ func TestOutcomeWriteRetried(t *testing.T) {
 func TestWorkerOutcomeWriteRetried(t *testing.T) {
 	clock := newTestClock()
 	st := &troubledStore{TxStore: openStore(t, clock)}
-	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errandtype.Job) error { return nil })
 	events, cancel := c.Subscribe()
 	defer cancel()
 	j := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
@@ -205,7 +207,7 @@ func TestWorkerOutcomeWriteRetried(t *testing.T) {
 		t.Fatalf("a second result: %+v", ev.WorkResult)
 	default:
 	}
-	if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.Attempt != 1 {
+	if got := getJob(t, c, j.ID); got.State != errandtype.StateSucceeded || got.Attempt != 1 {
 		t.Fatalf("job %s attempt %d, want succeeded attempt 1", got.State, got.Attempt)
 	}
 	if n := st.failOutcomes.Load(); n >= 0 {
@@ -225,7 +227,7 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 	st := &troubledStore{TxStore: openStore(t, clock), hanging: make(chan string, 1)}
 	st.hangOutcomes.Store(true)
 	ran := make(chan struct{}, 1)
-	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error {
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errandtype.Job) error {
 		ran <- struct{}{}
 		return nil
 	})
@@ -255,7 +257,7 @@ func TestHangingOutcomeWriteDoesNotHangStop(t *testing.T) {
 	case <-time.After(clockWait):
 		t.Fatal("Stop still waiting on a hung outcome write after the lease")
 	}
-	if got := getJob(t, c, j.ID); got.State != errand.StateRunning {
+	if got := getJob(t, c, j.ID); got.State != errandtype.StateRunning {
 		t.Fatalf("job %s; want running, left to its lease", got.State)
 	}
 }
@@ -269,12 +271,12 @@ func TestOutcomeRecordedDespiteLostAnswer(t *testing.T) {
 		name    string
 		handler errand.HandlerFunc
 		want    errand.Result
-		state   errand.JobState
+		state   errandtype.JobState
 	}{
-		{"succeeded", func(context.Context, *errand.Job) error { return nil }, errand.ResultSucceeded, errand.StateSucceeded},
-		{"retrying", func(context.Context, *errand.Job) error { return errors.New("upstream 503") }, errand.ResultRetrying, errand.StateRetrying},
-		{"dead", func(context.Context, *errand.Job) error { return errand.Permanent(errors.New("bad card")) }, errand.ResultDead, errand.StateDead},
-		{"snoozed", func(context.Context, *errand.Job) error { return errand.Snooze(time.Minute) }, errand.ResultSnoozed, errand.StateQueued},
+		{"succeeded", func(context.Context, *errandtype.Job) error { return nil }, errand.ResultSucceeded, errandtype.StateSucceeded},
+		{"retrying", func(context.Context, *errandtype.Job) error { return errors.New("upstream 503") }, errand.ResultRetrying, errandtype.StateRetrying},
+		{"dead", func(context.Context, *errandtype.Job) error { return errand.Permanent(errors.New("bad card")) }, errand.ResultDead, errandtype.StateDead},
+		{"snoozed", func(context.Context, *errandtype.Job) error { return errand.Snooze(time.Minute) }, errand.ResultSnoozed, errandtype.StateQueued},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newTestClock()
@@ -296,7 +298,7 @@ func TestOutcomeRecordedDespiteLostAnswer(t *testing.T) {
 			if got.State != tc.state {
 				t.Fatalf("job %s, want %s", got.State, tc.state)
 			}
-			if tc.state == errand.StateRetrying && (res.AvailableAt == nil || !res.AvailableAt.Equal(got.AvailableAt)) {
+			if tc.state == errandtype.StateRetrying && (res.AvailableAt == nil || !res.AvailableAt.Equal(got.AvailableAt)) {
 				t.Fatalf("result available at %v, want the job's %v", res.AvailableAt, got.AvailableAt)
 			}
 		})
@@ -309,7 +311,7 @@ func TestOutcomeRecordedDespiteLostAnswer(t *testing.T) {
 func TestWorkerOutcomeRecordedDespiteLostAnswer(t *testing.T) {
 	clock := newTestClock()
 	st := &troubledStore{TxStore: openStore(t, clock)}
-	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error { return nil })
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errandtype.Job) error { return nil })
 	events, cancel := c.Subscribe()
 	defer cancel()
 	j := enqueue(t, c, "task", nil)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
 )
 
@@ -57,7 +59,7 @@ type BatchOpts struct {
 	//
 	//	type ImportDone struct {
 	//		ImportID int                `json:"import_id"`
-	//		Batch    errand.BatchResult `json:"batch"`
+	//		Batch    errandstore.BatchResult `json:"batch"`
 	//	}
 	Callback JobArgs
 	// CallbackOpts are the callback job's options; nil for the defaults.
@@ -71,8 +73,8 @@ type BatchOpts struct {
 // [BatchOpts]). Either the batch and all its jobs commit or nothing does. A
 // job whose id or unique key is taken is an *InputError: a batch's jobs are
 // its own. The store must be a [BatchStore].
-func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*BatchInsertResult, error) {
-	bs, ok := c.store.(BatchStore)
+func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
+	bs, ok := c.store.(errandstore.BatchStore)
 	if !ok {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
@@ -100,8 +102,8 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, 
 // transaction: the batch exists if and only if tx commits. After an error,
 // roll tx back. Inside [Client.InTx] workers are woken after the commit;
 // otherwise call [Client.Wake] once tx commits.
-func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*BatchInsertResult, error) {
-	bs, ok := c.txStore.(BatchTxStore[TTx])
+func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
+	bs, ok := c.txStore.(errandstore.BatchTxStore[TTx])
 	if !ok {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
@@ -137,22 +139,22 @@ func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []Enque
 
 // Batch returns a batch with its members' current counts, or an error
 // wrapping ErrNotFound.
-func (c *Client[TTx]) Batch(ctx context.Context, id string) (*Batch, error) {
-	bs, ok := c.store.(BatchStore)
+func (c *Client[TTx]) Batch(ctx context.Context, id string) (*errandstore.Batch, error) {
+	bs, ok := c.store.(errandstore.BatchStore)
 	if !ok {
 		return nil, fmt.Errorf("get batch: %w", errNoBatchStore)
 	}
-	b, err := bs.BatchGet(ctx, &BatchGetParams{ID: id})
+	b, err := bs.BatchGet(ctx, &errandstore.BatchGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("get batch %s: %w", id, err)
 	}
 	return b, nil
 }
 
-var errNoBatchStore = &InputError{Field: "store", Message: "does not keep batches (it is not an errand.BatchStore); use errand/sqlite or errand/postgres"}
+var errNoBatchStore = &errandtype.InputError{Field: "store", Message: "does not keep batches (it is not an errandstore.BatchStore); use errand/sqlite or errand/postgres"}
 
 // batchParams builds and checks a batch's insert parameters.
-func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchInsertParams, error) {
+func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertParams, error) {
 	if opts == nil {
 		opts = &BatchOpts{}
 	}
@@ -161,14 +163,14 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchIns
 	}
 	for i := range params {
 		if o := params[i].Opts; o != nil && o.FirstWins {
-			return nil, &InputError{Field: fmt.Sprintf("job %d: first_wins", i), Message: "is set; a batch's jobs must be new, so set FirstWins on the batch instead"}
+			return nil, &errandtype.InputError{Field: fmt.Sprintf("job %d: first_wins", i), Message: "is set; a batch's jobs must be new, so set FirstWins on the batch instead"}
 		}
 	}
 	jobs, err := c.insertParams(params)
 	if err != nil {
 		return nil, err
 	}
-	p := &BatchInsertParams{ID: opts.ID, Jobs: jobs, firstWins: opts.FirstWins}
+	p := &errandstore.BatchInsertParams{ID: opts.ID, Jobs: jobs, FirstWins: opts.FirstWins}
 	if p.ID == "" {
 		p.ID = ids.NewJobID()
 	}
@@ -179,17 +181,17 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchIns
 		}
 		switch {
 		case co.ID != "":
-			return nil, &InputError{Field: "CallbackOpts.ID", Message: "must be empty: the callback's id is BATCH.callback"}
+			return nil, &errandtype.InputError{Field: "CallbackOpts.ID", Message: "must be empty: the callback's id is BATCH.callback"}
 		case !co.RunAt.IsZero():
-			return nil, &InputError{Field: "CallbackOpts.RunAt", Message: "must be zero: the callback runs when the batch completes; use Delay to wait after that"}
+			return nil, &errandtype.InputError{Field: "CallbackOpts.RunAt", Message: "must be zero: the callback runs when the batch completes; use Delay to wait after that"}
 		case co.UniqueKey != "":
-			return nil, &InputError{Field: "CallbackOpts.UniqueKey", Message: "must be empty: the callback's fixed id already makes it unique"}
+			return nil, &errandtype.InputError{Field: "CallbackOpts.UniqueKey", Message: "must be empty: the callback's fixed id already makes it unique"}
 		}
 		ip, err := c.insertParam(&EnqueueParams{Args: opts.Callback, Opts: &co})
 		if err != nil {
 			return nil, fmt.Errorf("callback: %w", err)
 		}
-		p.Callback, p.callback = templateOf(ip), ip
+		p.Callback, p.ClientCallback = templateOf(ip), ip
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -199,8 +201,8 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*BatchIns
 
 // batchDuplicate returns the *IDConflictError of res, when it is a
 // duplicate of p's id that differs and p does not say FirstWins.
-func (c *engine) batchDuplicate(ctx context.Context, res *BatchInsertResult, p *BatchInsertParams) error {
-	if !res.Duplicate || p.firstWins {
+func (c *engine) batchDuplicate(ctx context.Context, res *errandstore.BatchInsertResult, p *errandstore.BatchInsertParams) error {
+	if !res.Duplicate || p.FirstWins {
 		return nil
 	}
 	return c.batchConflict(ctx, res.Batch, p)
@@ -211,17 +213,17 @@ func (c *engine) batchDuplicate(ctx context.Context, res *BatchInsertResult, p *
 // and returns how many it completed. A store without batches completes
 // none.
 func (c *engine) completeBatches(ctx context.Context, ids []string) (int, error) {
-	bs, ok := c.store.(BatchStore)
+	bs, ok := c.store.(errandstore.BatchStore)
 	if !ok {
 		return 0, nil
 	}
-	done, err := bs.BatchComplete(ctx, &BatchCompleteParams{IDs: ids})
+	done, err := bs.BatchComplete(ctx, &errandstore.BatchCompleteParams{IDs: ids})
 	var queues []string
 	for _, b := range done {
 		attrs := []any{"batch_id", b.ID, "succeeded", b.Final.Succeeded, "dead", b.Final.Dead, "cancelled", b.Final.Cancelled}
 		if b.Callback != nil {
 			queues = append(queues, b.Callback.Queue)
-			attrs = append(attrs, "callback_job_id", BatchCallbackJobID(b.ID))
+			attrs = append(attrs, "callback_job_id", errandstore.BatchCallbackJobID(b.ID))
 		}
 		c.logger.Info("batch completed", attrs...)
 	}
@@ -232,7 +234,7 @@ func (c *engine) completeBatches(ctx context.Context, ids []string) (int, error)
 // afterMemberFinished completes job's batch when job, a batch member, has
 // just finished. A failure is logged: the leader's pass completes the batch
 // later.
-func (c *engine) afterMemberFinished(ctx context.Context, job *Job) {
+func (c *engine) afterMemberFinished(ctx context.Context, job *errandtype.Job) {
 	if job.BatchID == nil {
 		return
 	}

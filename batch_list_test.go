@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestClientBatches lists batches through the client: newest first, each
@@ -36,13 +38,13 @@ func TestClientBatches(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct {
-		p    *errand.BatchListParams
+		p    *errandstore.BatchListParams
 		want []string
 	}{
 		{nil, []string{"b2", "b1"}},
-		{&errand.BatchListParams{Limit: 1}, []string{"b2"}},
-		{&errand.BatchListParams{State: errand.BatchOpen}, []string{"b2"}},
-		{&errand.BatchListParams{State: errand.BatchCompleted}, []string{"b1"}},
+		{&errandstore.BatchListParams{Limit: 1}, []string{"b2"}},
+		{&errandstore.BatchListParams{State: errandtype.BatchOpen}, []string{"b2"}},
+		{&errandstore.BatchListParams{State: errandtype.BatchCompleted}, []string{"b1"}},
 	} {
 		bs, err := c.Batches(ctx, tt.p)
 		if err != nil {
@@ -56,7 +58,7 @@ func TestClientBatches(t *testing.T) {
 			t.Errorf("Batches(%+v) = %v, want %v", tt.p, got, tt.want)
 		}
 		for _, b := range bs {
-			if b.ID == "b1" && (b.Final == nil || b.Final.Cancelled != 2 || b.Counts[errand.StateCancelled] != 2) {
+			if b.ID == "b1" && (b.Final == nil || b.Final.Cancelled != 2 || b.Counts[errandtype.StateCancelled] != 2) {
 				t.Errorf("listed b1 = %+v, want its two members cancelled", b)
 			}
 			if b.ID == "b2" && b.Pending() != 2 {
@@ -64,8 +66,8 @@ func TestClientBatches(t *testing.T) {
 			}
 		}
 	}
-	var ie *errand.InputError
-	for _, p := range []*errand.BatchListParams{{State: "done"}, {Limit: -1}} {
+	var ie *errandtype.InputError
+	for _, p := range []*errandstore.BatchListParams{{State: "done"}, {Limit: -1}} {
 		if _, err := c.Batches(ctx, p); !errors.As(err, &ie) {
 			t.Errorf("Batches(%+v) = %v, want an *InputError", p, err)
 		}

@@ -12,15 +12,17 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // doneArgs are the callback's args in these tests.
 type doneArgs struct {
-	Import int                `json:"import"`
-	Batch  errand.BatchResult `json:"batch"`
+	Import int                     `json:"import"`
+	Batch  errandstore.BatchResult `json:"batch"`
 }
 
 func (doneArgs) Kind() string { return "import_done" }
@@ -44,15 +46,15 @@ func memberParams(n int) []errand.EnqueueParams {
 // workers that play separate processes: one SQLite file (SQLite has one
 // writer per file whatever the number of handles, so one store serves its
 // workers), or n PostgreSQL pools on one schema.
-func sharedStores(t *testing.T, body func(t *testing.T, stores []errand.TxStore[*sql.Tx])) {
+func sharedStores(t *testing.T, body func(t *testing.T, stores []errandstore.TxStore[*sql.Tx])) {
 	t.Run("sqlite", func(t *testing.T) {
 		st := openStoreAt(t, filepath.Join(t.TempDir(), "errand.db"), nil)
-		body(t, []errand.TxStore[*sql.Tx]{st})
+		body(t, []errandstore.TxStore[*sql.Tx]{st})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
 		schema := pgtest.Schema(t, url)
-		var stores []errand.TxStore[*sql.Tx]
+		var stores []errandstore.TxStore[*sql.Tx]
 		for range 8 {
 			s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema, MaxConns: 4})
 			if err != nil {
@@ -70,19 +72,19 @@ func sharedStores(t *testing.T, body func(t *testing.T, stores []errand.TxStore[
 // by 8 concurrent workers fires its callback exactly once, with the right
 // counts, however the last members' outcomes race.
 func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
-	sharedStores(t, func(t *testing.T, stores []errand.TxStore[*sql.Tx]) {
+	sharedStores(t, func(t *testing.T, stores []errandstore.TxStore[*sql.Tx]) {
 		ctx := t.Context()
 		var calls atomic.Int32
 		var got atomic.Pointer[doneArgs]
-		newWorkerClient := func(st errand.TxStore[*sql.Tx]) *errand.Client[*sql.Tx] {
+		newWorkerClient := func(st errandstore.TxStore[*sql.Tx]) *errand.Client[*sql.Tx] {
 			ks := errand.NewKinds()
-			errand.Handle(ks, func(ctx context.Context, job *errand.Job, a memberArgs) error {
+			errand.Handle(ks, func(ctx context.Context, job *errandtype.Job, a memberArgs) error {
 				if a.N%10 == 0 {
 					return errand.Permanent(errors.New("bad row"))
 				}
 				return nil
 			}, nil)
-			errand.Handle(ks, func(ctx context.Context, job *errand.Job, a doneArgs) error {
+			errand.Handle(ks, func(ctx context.Context, job *errandtype.Job, a doneArgs) error {
 				calls.Add(1)
 				got.Store(&a)
 				return nil
@@ -130,10 +132,10 @@ func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
 		}
 
 		deadline := time.Now().Add(15 * time.Minute) // generous: a shared, loaded machine under -race
-		var cb *errand.Job
+		var cb *errandtype.Job
 		for {
-			j, err := producer.Get(ctx, errand.BatchCallbackJobID("import-42"))
-			if err == nil && j.State == errand.StateSucceeded {
+			j, err := producer.Get(ctx, errandstore.BatchCallbackJobID("import-42"))
+			if err == nil && j.State == errandtype.StateSucceeded {
 				cb = j
 				break
 			}
@@ -151,7 +153,7 @@ func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
 		if n := calls.Load(); n != 1 || cb.Attempt != 1 {
 			t.Fatalf("callback ran %d times (job attempt %d), want once", n, cb.Attempt)
 		}
-		want := errand.BatchResult{ID: "import-42", Total: 1000, Succeeded: 900, Dead: 100}
+		want := errandstore.BatchResult{ID: "import-42", Total: 1000, Succeeded: 900, Dead: 100}
 		a := got.Load()
 		want.CompletedAt = a.Batch.CompletedAt
 		if a.Import != 42 || a.Batch != want || a.Batch.CompletedAt.IsZero() {
@@ -169,16 +171,16 @@ func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
 
 // hookClient returns a client whose kind "charge" fails as its args say
 // and dead-letters into a "refund" hook job in queue compensations.
-func hookClient(t *testing.T, st errand.TxStore[*sql.Tx], clock errand.TimeSource) *errand.Client[*sql.Tx] {
+func hookClient(t *testing.T, st errandstore.TxStore[*sql.Tx], clock errand.TimeSource) *errand.Client[*sql.Tx] {
 	ks := errand.NewKinds()
-	ks.HandleRaw("charge", errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+	ks.HandleRaw("charge", errand.HandlerFunc(func(ctx context.Context, job *errandtype.Job) error {
 		var a struct{ Mode string }
 		_ = json.Unmarshal(job.Args, &a)
 		if a.Mode == "permanent" {
 			return errand.Permanent(errors.New("card declined"))
 		}
 		return errors.New("gateway down")
-	}), &errand.KindOpts{OnDead: func(job *errand.Job) (errand.JobArgs, *errand.EnqueueOpts) {
+	}), &errand.KindOpts{OnDead: func(job *errandtype.Job) (errand.JobArgs, *errand.EnqueueOpts) {
 		if job.ID == "no-hook" {
 			return nil, nil
 		}
@@ -191,7 +193,7 @@ func hookClient(t *testing.T, st errand.TxStore[*sql.Tx], clock errand.TimeSourc
 
 // wantHook requires the hook job of job id's death in cycle replays, and
 // returns it.
-func wantHook(t *testing.T, c *errand.Client[*sql.Tx], id string, replays int) *errand.Job {
+func wantHook(t *testing.T, c *errand.Client[*sql.Tx], id string, replays int) *errandtype.Job {
 	t.Helper()
 	h, err := c.Get(t.Context(), errand.DeadHookJobID(id, replays))
 	if err != nil {
@@ -206,7 +208,7 @@ func wantHook(t *testing.T, c *errand.Client[*sql.Tx], id string, replays int) *
 
 func noHook(t *testing.T, c *errand.Client[*sql.Tx], id string, replays int) {
 	t.Helper()
-	if _, err := c.Get(t.Context(), errand.DeadHookJobID(id, replays)); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Get(t.Context(), errand.DeadHookJobID(id, replays)); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("hook of %s (replay %d) = %v, want none yet", id, replays, err)
 	}
 }
@@ -217,7 +219,7 @@ func noHook(t *testing.T, c *errand.Client[*sql.Tx], id string, replays int) {
 // a death the worker did not follow up (a crash) by the scanner; a replayed
 // job that dies again gets a hook of its own.
 func TestOnDeadHookEveryPath(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		c := hookClient(t, st, clock)
 		enq := func(id, mode string, o errand.EnqueueOpts) {
@@ -246,7 +248,7 @@ func TestOnDeadHookEveryPath(t *testing.T) {
 
 		// A lease expired on the final attempt, swept to dead.
 		enq("swept", "fail", errand.EnqueueOpts{MaxAttempts: 1})
-		js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "crashed"})
+		js, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "crashed"})
 		if err != nil || len(js) != 1 {
 			t.Fatalf("claim: %v %v", js, err)
 		}
@@ -257,20 +259,20 @@ func TestOnDeadHookEveryPath(t *testing.T) {
 		// A worker that crashed between the outcome and the hook: the
 		// outcome alone is written.
 		enq("crash", "permanent", errand.EnqueueOpts{})
-		js, err = st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "w", Kinds: []string{"charge"}})
+		js, err = st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "w", Kinds: []string{"charge"}})
 		if err != nil || len(js) != 1 || js[0].ID != "crash" {
 			t.Fatalf("claim crash: %v %v", js, err)
 		}
-		if _, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
-			JobLease: errand.JobLease{ID: "crash", LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeDead,
-			Error: &errand.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "declined"}}}}); err != nil {
+		if _, err := st.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{
+			JobLease: errandstore.JobLease{ID: "crash", LeaseToken: *js[0].LeaseToken}, Kind: errandstore.OutcomeDead,
+			Error: &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "declined"}}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.JobSweep(ctx, &errand.JobSweepParams{}); err != nil {
+		if _, err := st.JobSweep(ctx, &errandstore.JobSweepParams{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{"swept", "expired", "crash"} {
-			if j := getJob(t, c, id); j.State != errand.StateDead {
+			if j := getJob(t, c, id); j.State != errandtype.StateDead {
 				t.Fatalf("%s is %s, want dead", id, j.State)
 			}
 			noHook(t, c, id, 0)
@@ -313,15 +315,15 @@ func TestOnDeadHookEveryPath(t *testing.T) {
 // outcome completes the batch at once; a member swept to dead is caught by
 // the leader's pass; a cancel through the client completes at once.
 func TestBatchCompletionPaths(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		ks := errand.NewKinds()
-		errand.Handle(ks, func(ctx context.Context, job *errand.Job, a memberArgs) error { return nil }, &errand.KindOpts{MaxAttempts: 1})
+		errand.Handle(ks, func(ctx context.Context, job *errandtype.Job, a memberArgs) error { return nil }, &errand.KindOpts{MaxAttempts: 1})
 		errand.Declare[doneArgs](ks, nil)
 		c := newClient(t, st, &errand.Config{Kinds: ks, Clock: clock})
-		cbOf := func(id string) *errand.Job {
+		cbOf := func(id string) *errandtype.Job {
 			t.Helper()
-			return getJob(t, c, errand.BatchCallbackJobID(id))
+			return getJob(t, c, errandstore.BatchCallbackJobID(id))
 		}
 
 		// Worker path.
@@ -329,7 +331,7 @@ func TestBatchCompletionPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		workOne(t, c, nil)
-		if _, err := c.Get(ctx, errand.BatchCallbackJobID("w")); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := c.Get(ctx, errandstore.BatchCallbackJobID("w")); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Fatalf("callback before the last member: %v", err)
 		}
 		workOne(t, c, nil)
@@ -343,14 +345,14 @@ func TestBatchCompletionPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		workOne(t, c, nil)
-		if _, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "crashed", Kinds: []string{"import_row"}}); err != nil {
+		if _, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "crashed", Kinds: []string{"import_row"}}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(31 * time.Second)
-		if _, err := st.JobSweep(ctx, &errand.JobSweepParams{}); err != nil {
+		if _, err := st.JobSweep(ctx, &errandstore.JobSweepParams{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Get(ctx, errand.BatchCallbackJobID("s")); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := c.Get(ctx, errandstore.BatchCallbackJobID("s")); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Fatalf("callback before the leader's pass: %v", err)
 		}
 		if n, err := errand.CompleteOpenBatches(ctx, c); err != nil || n != 1 {
@@ -376,7 +378,7 @@ func TestBatchCompletionPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		// memberParams' single job has a generated id: find it.
-		js, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateQueued}, Kind: "import_row"})
+		js, err := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateQueued}, Kind: "import_row"})
 		if err != nil || len(js) != 1 || js[0].BatchID == nil || *js[0].BatchID != "c" || b.Pending() != 1 {
 			t.Fatalf("queued member: %v %v, batch %+v", js, err, b)
 		}
@@ -395,13 +397,13 @@ func TestEnqueueBatchRefusals(t *testing.T) {
 	st := openStore(t, nil)
 	c := newClient(t, st, nil)
 	ctx := t.Context()
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	for name, opts := range map[string]*errand.BatchOpts{
 		"callback id":     {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{ID: "x"}},
 		"callback run at": {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{RunAt: time.Now()}},
 		"callback key":    {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{UniqueKey: "k"}},
 		"callback array":  {Callback: errand.RawArgs{KindName: "k", JSON: json.RawMessage(`[1]`)}},
-		"long id":         {ID: string(make([]byte, errand.MaxBatchIDBytes+1))},
+		"long id":         {ID: string(make([]byte, errandstore.MaxBatchIDBytes+1))},
 	} {
 		if _, err := c.EnqueueBatch(ctx, memberParams(1), opts); !errors.As(err, &ie) {
 			t.Errorf("%s: %v, want an *InputError", name, err)
@@ -418,7 +420,7 @@ func TestEnqueueBatchRefusals(t *testing.T) {
 // TestOnDeadHookOncePerDeathUnderConcurrentScans: several processes that
 // notice the same deaths at once enqueue one hook job per death.
 func TestOnDeadHookOncePerDeathUnderConcurrentScans(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		var clients []*errand.Client[*sql.Tx]
 		for range 4 {
@@ -430,11 +432,11 @@ func TestOnDeadHookOncePerDeathUnderConcurrentScans(t *testing.T) {
 			}
 		}
 		// Claimed by a worker that dies: the sweep kills them all.
-		if _, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 20, Lease: 30 * time.Second, Owner: "crashed"}); err != nil {
+		if _, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 20, Lease: 30 * time.Second, Owner: "crashed"}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(31 * time.Second)
-		if r, err := st.JobSweep(ctx, &errand.JobSweepParams{}); err != nil || r.Dead != 20 {
+		if r, err := st.JobSweep(ctx, &errandstore.JobSweepParams{}); err != nil || r.Dead != 20 {
 			t.Fatalf("sweep: %+v %v", r, err)
 		}
 		errs := make(chan error, len(clients))

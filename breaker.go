@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Circuit breakers. A kind names the dependency its jobs call
@@ -24,74 +27,9 @@ import (
 // A handler can name the dependency explicitly with [DependencyDown], which
 // counts whatever the kind declares.
 
-// Defaults of a [BreakerPolicy].
-const (
-	DefaultBreakerThreshold = 5
-	DefaultBreakerWindow    = time.Minute
-	DefaultBreakerCooldown  = 30 * time.Second
-	DefaultBreakerProbes    = 1
-)
-
 // ClassDependencyDown is the class of a [DependencyDown] failure that names
 // no class of its own.
 const ClassDependencyDown = "dependency_down"
-
-// BreakerPolicy is when a dependency's circuit breaker opens and how it
-// recovers. Zero fields take the defaults. Give a dependency its own in
-// [Config].Breakers.
-type BreakerPolicy struct {
-	// Threshold is how many failures in a row, with no success between
-	// them, open the breaker. Default: DefaultBreakerThreshold.
-	Threshold int
-	// Window bounds a run of failures: a failure more than Window after
-	// the run's first starts a new run. Default: DefaultBreakerWindow.
-	Window time.Duration
-	// Cooldown is how long the breaker stays open before it lets probes
-	// through; it is also how long a probe may take to report before its
-	// slot is presumed lost and given to another. Default:
-	// DefaultBreakerCooldown.
-	Cooldown time.Duration
-	// Probes is how many jobs may run at once, cluster-wide, while the
-	// breaker is half-open. Default: DefaultBreakerProbes.
-	Probes int
-}
-
-func (p BreakerPolicy) withDefaults() BreakerPolicy {
-	if p.Threshold == 0 {
-		p.Threshold = DefaultBreakerThreshold
-	}
-	if p.Window == 0 {
-		p.Window = DefaultBreakerWindow
-	}
-	if p.Cooldown == 0 {
-		p.Cooldown = DefaultBreakerCooldown
-	}
-	if p.Probes == 0 {
-		p.Probes = DefaultBreakerProbes
-	}
-	return p
-}
-
-// check validates a policy; field names it in the error.
-func (p BreakerPolicy) check(field string) error {
-	switch {
-	case p.Threshold < 0 || p.Threshold > MaxAttemptsLimit:
-		return &InputError{Field: field + ".Threshold", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxAttemptsLimit, DefaultBreakerThreshold)}
-	case p.Probes < 0 || p.Probes > MaxAttemptsLimit:
-		return &InputError{Field: field + ".Probes", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxAttemptsLimit, DefaultBreakerProbes)}
-	case p.Window != 0 && p.Window < time.Millisecond:
-		return &InputError{Field: field + ".Window", Message: "must be at least 1ms (or 0 for 1m)"}
-	case p.Cooldown != 0 && p.Cooldown < time.Millisecond:
-		return &InputError{Field: field + ".Cooldown", Message: "must be at least 1ms (or 0 for 30s)"}
-	case p.Window > maxScheduleDelay || p.Cooldown > maxScheduleDelay:
-		return &InputError{Field: field, Message: "Window and Cooldown must be under 100 years"}
-	}
-	return nil
-}
-
-// maxScheduleDelay keeps a breaker's times inside the years every store
-// represents.
-const maxScheduleDelay = 100 * 365 * 24 * time.Hour
 
 // DependencyDown reports that the failure err is the fault of dependency
 // dep being down: it counts as a failure of dep's circuit breaker, whatever
@@ -116,23 +54,23 @@ func DependencyDown(dep string, err error) error {
 func (e *JobError) Dependency() string { return e.dependency }
 
 // breakerPolicy returns the policy of dep: Config.Breakers' or the defaults.
-func (c *engine) breakerPolicy(dep string) BreakerPolicy {
+func (c *engine) breakerPolicy(dep string) errandtype.BreakerPolicy {
 	if p := c.breakers[dep]; p != nil {
-		return p.withDefaults()
+		return p.WithDefaults()
 	}
-	return BreakerPolicy{}.withDefaults()
+	return errandtype.BreakerPolicy{}.WithDefaults()
 }
 
 // checkBreakers validates Config.Breakers.
-func checkBreakers(m map[string]*BreakerPolicy) error {
+func checkBreakers(m map[string]*errandtype.BreakerPolicy) error {
 	for dep, p := range m {
-		if err := checkName("Breakers key", dep); err != nil {
+		if err := errandstore.CheckName("Breakers key", dep); err != nil {
 			return err
 		}
 		if p == nil {
-			return &InputError{Field: "Breakers." + dep, Message: "is nil; give a BreakerPolicy (its zero value takes the defaults)"}
+			return &errandtype.InputError{Field: "Breakers." + dep, Message: "is nil; give a BreakerPolicy (its zero value takes the defaults)"}
 		}
-		if err := p.check("Breakers." + dep); err != nil {
+		if err := p.Validate("Breakers." + dep); err != nil {
 			return err
 		}
 	}
@@ -142,12 +80,12 @@ func checkBreakers(m map[string]*BreakerPolicy) error {
 // Breakers returns the circuit breakers of dependencies that have had one
 // (every breaker that ever counted a failure or was reset), ordered by
 // dependency: none when the store keeps no breakers.
-func (c *Client[TTx]) Breakers(ctx context.Context) ([]*BreakerRecord, error) {
-	bs, ok := c.store.(BreakerStore)
+func (c *Client[TTx]) Breakers(ctx context.Context) ([]*errandtype.BreakerRecord, error) {
+	bs, ok := c.store.(errandstore.BreakerStore)
 	if !ok {
-		return []*BreakerRecord{}, nil
+		return []*errandtype.BreakerRecord{}, nil
 	}
-	r, err := bs.BreakerList(ctx, &BreakerListParams{})
+	r, err := bs.BreakerList(ctx, &errandstore.BreakerListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
@@ -168,12 +106,12 @@ func (c *Client[TTx]) Dependency(kind string) string {
 // recorded in the audit with operator and reason: its jobs are claimed again
 // without waiting for the cool-down and a probe. A dependency that has no
 // breaker (see [Client.Breakers]) is ErrNotFound.
-func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason string) (*BreakerRecord, error) {
-	bs, ok := c.store.(BreakerStore)
+func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason string) (*errandtype.BreakerRecord, error) {
+	bs, ok := c.store.(errandstore.BreakerStore)
 	if !ok {
 		return nil, errNoBreakerStore
 	}
-	r, err := bs.BreakerUpdate(ctx, &BreakerUpdateParams{Dependency: dep, Event: BreakerReset, Operator: operator, Reason: reason})
+	r, err := bs.BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: dep, Event: errandstore.BreakerReset, Operator: operator, Reason: reason})
 	if err != nil {
 		return nil, fmt.Errorf("reset breaker %s: %w", dep, err)
 	}
@@ -181,14 +119,14 @@ func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason st
 	return r.Breaker, nil
 }
 
-var errNoBreakerStore = &InputError{Field: "store", Message: "keeps no circuit breakers; use errand/sqlite or errand/postgres"}
+var errNoBreakerStore = &errandtype.InputError{Field: "store", Message: "keeps no circuit breakers; use errand/sqlite or errand/postgres"}
 
 // breakerGate is a Worker's circuit breakers: nil when its store keeps none.
 // When none of its kinds names a dependency its claims go straight to the
 // store, costing what they did without breakers.
 type breakerGate struct {
 	e     *engine
-	store BreakerStore
+	store errandstore.BreakerStore
 	kinds []string          // the worker's kinds
 	dep   map[string]string // kind -> dependency, for kinds that name one
 	deps  []string          // the dependencies, sorted
@@ -220,10 +158,10 @@ func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 		}
 	}
 	slices.Sort(g.deps)
-	bs, ok := e.store.(BreakerStore)
+	bs, ok := e.store.(errandstore.BreakerStore)
 	switch {
 	case !ok && len(g.deps) > 0:
-		return nil, &InputError{Field: "Kinds", Message: fmt.Sprintf("kinds name dependencies (%v) but the store keeps no circuit breakers; use errand/sqlite or errand/postgres", g.deps)}
+		return nil, &errandtype.InputError{Field: "Kinds", Message: fmt.Sprintf("kinds name dependencies (%v) but the store keeps no circuit breakers; use errand/sqlite or errand/postgres", g.deps)}
 	case !ok:
 		return nil, nil
 	}
@@ -237,17 +175,17 @@ func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 // claim claims jobs as params ask, leaving out the kinds whose breaker is
 // open and claiming at most one job per probe slot it gets for a breaker
 // whose cool-down is over.
-func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim claimFunc) ([]*Job, error) {
+func (g *breakerGate) claim(ctx context.Context, params *errandstore.JobClaimParams, claim claimFunc) ([]*errandtype.Job, error) {
 	deps := g.depsOf(params.Kinds)
 	if len(deps) == 0 {
 		return claim(ctx, params) // no kind claimed names a dependency
 	}
-	read, err := g.store.BreakerList(ctx, &BreakerListParams{Dependencies: deps})
+	read, err := g.store.BreakerList(ctx, &errandstore.BreakerListParams{Dependencies: deps})
 	if err != nil {
 		return nil, fmt.Errorf("read breakers: %w", err)
 	}
 	blocked := map[string]bool{}
-	var probe []*BreakerRecord
+	var probe []*errandtype.BreakerRecord
 	var wait time.Duration // until the nearest blocked breaker may change
 	note := func(at *time.Time) {
 		if at != nil && at.After(read.Now) && (wait == 0 || at.Sub(read.Now) < wait) {
@@ -257,13 +195,13 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 	g.mu.Lock()
 	for _, b := range read.Breakers {
 		switch b.State {
-		case BreakerOpen:
+		case errandtype.BreakerOpen:
 			blocked[b.Dependency] = true
 			if b.OpenUntil != nil && !read.Now.Before(*b.OpenUntil) {
 				probe = append(probe, b)
 			}
 			note(b.OpenUntil)
-		case BreakerHalfOpen:
+		case errandtype.BreakerHalfOpen:
 			blocked[b.Dependency] = true
 			if b.Probes < g.e.breakerPolicy(b.Dependency).Probes || b.ProbeUntil == nil || !read.Now.Before(*b.ProbeUntil) {
 				probe = append(probe, b)
@@ -280,7 +218,7 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 		return claim(ctx, params)
 	}
 
-	var jobs []*Job
+	var jobs []*errandtype.Job
 	limit := params.Limit
 	for _, b := range probe {
 		if limit == 0 {
@@ -319,7 +257,7 @@ func (g *breakerGate) claim(ctx context.Context, params *JobClaimParams, claim c
 // drops jobs with an error (a remote claim, WorkOne) would strand them
 // until their leases ran out, and hold their breakers' probe slots. With
 // none claimed the error is returned.
-func (g *breakerGate) claimedSoFar(jobs []*Job, err error) ([]*Job, error) {
+func (g *breakerGate) claimedSoFar(jobs []*errandtype.Job, err error) ([]*errandtype.Job, error) {
 	if len(jobs) == 0 {
 		return nil, err
 	}
@@ -341,8 +279,8 @@ func (g *breakerGate) depsOf(kinds []string) []string {
 
 // claimProbe asks for a probe slot of dep and, granted one, claims one job
 // of dep's kinds; a slot that finds no job is given back at once.
-func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, dep string, claim claimFunc) (*Job, error) {
-	r, err := g.store.BreakerUpdate(ctx, &BreakerUpdateParams{Dependency: dep, Event: BreakerProbe, Policy: g.e.breakerPolicy(dep)})
+func (g *breakerGate) claimProbe(ctx context.Context, params *errandstore.JobClaimParams, dep string, claim claimFunc) (*errandtype.Job, error) {
+	r, err := g.store.BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: dep, Event: errandstore.BreakerProbe, Policy: g.e.breakerPolicy(dep)})
 	if err != nil {
 		return nil, fmt.Errorf("probe breaker %s: %w", dep, err)
 	}
@@ -361,7 +299,7 @@ func (g *breakerGate) claimProbe(ctx context.Context, params *JobClaimParams, de
 	}
 	p := *params
 	p.Kinds, p.Limit = kinds, 1
-	var jobs []*Job
+	var jobs []*errandtype.Job
 	if len(kinds) > 0 {
 		jobs, err = claim(ctx, &p)
 	}
@@ -422,7 +360,7 @@ func (g *breakerGate) observe(ctx context.Context, a *attempt, res *WorkResult) 
 // breaker.
 type breakerReport struct {
 	dep   string
-	event BreakerEvent // BreakerRelease: nothing
+	event errandstore.BreakerEvent // BreakerRelease: nothing
 	msg   string
 	probe bool // the attempt held a probe slot of dep
 }
@@ -436,7 +374,7 @@ func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) 
 	slot, probe := g.probes[job.ID]
 	delete(g.probes, job.ID)
 	g.mu.Unlock()
-	r := breakerReport{dep: g.dep[job.Kind], event: BreakerRelease, probe: probe}
+	r := breakerReport{dep: g.dep[job.Kind], event: errandstore.BreakerRelease, probe: probe}
 	var je *JobError
 	if a.err != nil {
 		je = classified(a.err)
@@ -447,13 +385,13 @@ func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) 
 	switch {
 	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
 	case res.Result == ResultSucceeded:
-		r.event = BreakerSuccess
+		r.event = errandstore.BreakerSuccess
 	case a.timedOut:
-		r.event, r.msg = BreakerFailure, res.Error
+		r.event, r.msg = errandstore.BreakerFailure, res.Error
 	case je != nil && (je.dependency != "" || !je.permanent && je.class != ClassPanic):
-		r.event, r.msg = BreakerFailure, res.Error
+		r.event, r.msg = errandstore.BreakerFailure, res.Error
 	}
-	if probe && (r.event == BreakerRelease || r.dep != slot.dep) {
+	if probe && (r.event == errandstore.BreakerRelease || r.dep != slot.dep) {
 		// The probe learned nothing of its dependency (or its job blamed
 		// another): its slot is given back.
 		g.release(ctx, slot)
@@ -471,8 +409,8 @@ func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) 
 // dependency.
 func (g *breakerGate) report(ctx context.Context, r breakerReport, succeeded map[string]bool) {
 	switch {
-	case r.dep == "" || r.event == BreakerRelease:
-	case r.event == BreakerSuccess && !r.probe:
+	case r.dep == "" || r.event == errandstore.BreakerRelease:
+	case r.event == errandstore.BreakerSuccess && !r.probe:
 		if succeeded[r.dep] {
 			return
 		}
@@ -480,7 +418,7 @@ func (g *breakerGate) report(ctx context.Context, r breakerReport, succeeded map
 			succeeded[r.dep] = true
 		}
 		if g.successChanges(ctx, r.dep) {
-			g.update(ctx, r.dep, BreakerSuccess, "")
+			g.update(ctx, r.dep, errandstore.BreakerSuccess, "")
 		}
 	default:
 		g.update(ctx, r.dep, r.event, r.msg)
@@ -490,17 +428,17 @@ func (g *breakerGate) report(ctx context.Context, r breakerReport, succeeded map
 // successChanges reports whether a success changes dep's breaker as read
 // now; a failed read is logged and taken for yes, the write deciding.
 func (g *breakerGate) successChanges(ctx context.Context, dep string) bool {
-	read, err := g.store.BreakerList(context.WithoutCancel(ctx), &BreakerListParams{Dependencies: []string{dep}})
+	read, err := g.store.BreakerList(context.WithoutCancel(ctx), &errandstore.BreakerListParams{Dependencies: []string{dep}})
 	if err != nil {
 		g.e.logger.Warn("read circuit breaker failed", "dependency", dep, "err", err)
 		return true
 	}
-	var cur *BreakerRecord
+	var cur *errandtype.BreakerRecord
 	if len(read.Breakers) == 1 {
 		cur = read.Breakers[0]
 	}
-	p := &BreakerUpdateParams{Dependency: dep, Event: BreakerSuccess, Policy: g.e.breakerPolicy(dep)}
-	return ApplyBreakerEvent(cur, p, read.Now).Changed
+	p := &errandstore.BreakerUpdateParams{Dependency: dep, Event: errandstore.BreakerSuccess, Policy: g.e.breakerPolicy(dep)}
+	return errandstore.ApplyBreakerEvent(cur, p, read.Now).Changed
 }
 
 // guards reports whether kind has a dependency under a breaker, so that
@@ -512,18 +450,18 @@ func (g *breakerGate) guards(kind string) bool {
 // update applies one event, logging what it changed; a failed write is
 // logged and dropped (the breaker is advisory: the jobs' own outcomes are
 // recorded already).
-func (g *breakerGate) update(ctx context.Context, dep string, event BreakerEvent, msg string) {
-	g.write(ctx, &BreakerUpdateParams{Dependency: dep, Event: event, Message: CleanText(msg, MaxMessageBytes)})
+func (g *breakerGate) update(ctx context.Context, dep string, event errandstore.BreakerEvent, msg string) {
+	g.write(ctx, &errandstore.BreakerUpdateParams{Dependency: dep, Event: event, Message: errandstore.CleanText(msg, errandstore.MaxMessageBytes)})
 }
 
 // release gives back the probe slot s, unless it is too late to: a slot
 // not reported within its time may be another probe's now.
 func (g *breakerGate) release(ctx context.Context, s probeSlot) {
-	g.write(ctx, &BreakerUpdateParams{Dependency: s.dep, Event: BreakerRelease, ProbeUntil: s.until})
+	g.write(ctx, &errandstore.BreakerUpdateParams{Dependency: s.dep, Event: errandstore.BreakerRelease, ProbeUntil: s.until})
 }
 
 // write applies the event p under the dependency's policy, as update says.
-func (g *breakerGate) write(ctx context.Context, p *BreakerUpdateParams) {
+func (g *breakerGate) write(ctx context.Context, p *errandstore.BreakerUpdateParams) {
 	dep, event := p.Dependency, p.Event
 	p.Policy = g.e.breakerPolicy(dep)
 	r, err := g.store.BreakerUpdate(context.WithoutCancel(ctx), p)
@@ -535,22 +473,22 @@ func (g *breakerGate) write(ctx context.Context, p *BreakerUpdateParams) {
 		return
 	}
 	switch event {
-	case BreakerFailure:
+	case errandstore.BreakerFailure:
 		g.e.logger.Warn("circuit breaker opened; jobs of the dependency wait", "dependency", dep,
 			"until", r.Breaker.OpenUntil, "trips", r.Breaker.Trips, "last_error", r.Breaker.LastError)
-	case BreakerSuccess:
+	case errandstore.BreakerSuccess:
 		g.e.logger.Info("circuit breaker closed; jobs of the dependency run again", "dependency", dep)
 		g.e.wakeLocal(nil)
 	}
 }
 
 // claimFunc claims the jobs p asks for.
-type claimFunc func(ctx context.Context, p *JobClaimParams) ([]*Job, error)
+type claimFunc func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error)
 
 // claim claims as p says, through qc (fairly while the queue has fairness
 // keys), and through the circuit breakers when the worker's kinds name
 // dependencies.
-func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *JobClaimParams) ([]*Job, error) {
+func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	return w.c.claimThrough(ctx, w.breakers, qc, p)
 }
 
@@ -558,8 +496,10 @@ func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *JobClaimParams)
 // fairness keys), and through the circuit breakers of g when its kinds name
 // dependencies. Workers and the claims made outside them (see
 // remote_flow.go) share it.
-func (c *engine) claimThrough(ctx context.Context, g *breakerGate, qc *queueClaimer, p *JobClaimParams) ([]*Job, error) {
-	claim := func(ctx context.Context, p *JobClaimParams) ([]*Job, error) { return qc.claim(ctx, c.store, p) }
+func (c *engine) claimThrough(ctx context.Context, g *breakerGate, qc *queueClaimer, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+	claim := func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+		return qc.claim(ctx, c.store, p)
+	}
 	if g == nil || len(g.deps) == 0 {
 		return claim(ctx, p)
 	}

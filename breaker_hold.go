@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // A waiting job whose kind's dependency has a breaker open or half-open is
@@ -21,12 +24,12 @@ import (
 type BreakerHolds struct {
 	// Now is the store's time of the read.
 	Now    time.Time
-	byKind map[string]*BreakerRecord
+	byKind map[string]*errandtype.BreakerRecord
 }
 
 // HeldBy returns the breaker that holds back the waiting jobs of kind, or
 // nil when none does. Nil-safe.
-func (h *BreakerHolds) HeldBy(kind string) *BreakerRecord {
+func (h *BreakerHolds) HeldBy(kind string) *errandtype.BreakerRecord {
 	if h == nil {
 		return nil
 	}
@@ -41,18 +44,18 @@ func (c *Client[TTx]) BreakerHolds(ctx context.Context) (*BreakerHolds, error) {
 }
 
 func (c *engine) breakerHolds(ctx context.Context) (*BreakerHolds, error) {
-	bs, ok := c.store.(BreakerStore)
+	bs, ok := c.store.(errandstore.BreakerStore)
 	if !ok {
 		return &BreakerHolds{}, nil
 	}
-	read, err := bs.BreakerList(ctx, &BreakerListParams{})
+	read, err := bs.BreakerList(ctx, &errandstore.BreakerListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("read breakers: %w", err)
 	}
-	h := &BreakerHolds{Now: read.Now, byKind: map[string]*BreakerRecord{}}
-	holding := map[string]*BreakerRecord{}
+	h := &BreakerHolds{Now: read.Now, byKind: map[string]*errandtype.BreakerRecord{}}
+	holding := map[string]*errandtype.BreakerRecord{}
 	for _, b := range read.Breakers {
-		if b.State != BreakerClosed {
+		if b.State != errandstore.BreakerClosed {
 			holding[b.Dependency] = b
 		}
 	}
@@ -72,7 +75,7 @@ func (c *engine) breakerHolds(ctx context.Context) (*BreakerHolds, error) {
 }
 
 // holdJobs sets HeldByBreaker of the waiting jobs that h holds back.
-func (h *BreakerHolds) holdJobs(jobs ...*Job) {
+func (h *BreakerHolds) holdJobs(jobs ...*errandtype.Job) {
 	for _, j := range jobs {
 		if b := h.HeldBy(j.Kind); b != nil && j.State.Waiting() {
 			dep := b.Dependency
@@ -83,13 +86,13 @@ func (h *BreakerHolds) holdJobs(jobs ...*Job) {
 
 // holdStats takes the kinds h holds back out of each queue's oldest ready
 // age and lists them in BreakerHeldKinds.
-func (h *BreakerHolds) holdStats(qs []QueueStats) {
+func (h *BreakerHolds) holdStats(qs []errandtype.QueueStats) {
 	for i := range qs {
 		q := &qs[i]
-		q.BreakerHeldKinds = []BreakerHeldKind{}
+		q.BreakerHeldKinds = []errandtype.BreakerHeldKind{}
 		for kind, n := range q.WaitingByKind {
 			if b := h.HeldBy(kind); b != nil && n > 0 {
-				q.BreakerHeldKinds = append(q.BreakerHeldKinds, BreakerHeldKind{Kind: kind, Dependency: b.Dependency, Waiting: n})
+				q.BreakerHeldKinds = append(q.BreakerHeldKinds, errandtype.BreakerHeldKind{Kind: kind, Dependency: b.Dependency, Waiting: n})
 			}
 		}
 		sortHeldKinds(q.BreakerHeldKinds)
@@ -124,9 +127,9 @@ func (c *engine) declareDependencies(ctx context.Context, g *breakerGate) {
 	if g == nil || len(g.deps) == 0 {
 		return
 	}
-	p := &BreakerKindsDeclareParams{Kinds: make([]KindDependency, len(g.kinds))}
+	p := &errandstore.BreakerKindsDeclareParams{Kinds: make([]errandstore.KindDependency, len(g.kinds))}
 	for i, k := range g.kinds {
-		p.Kinds[i] = KindDependency{Kind: k, Dependency: g.dep[k]}
+		p.Kinds[i] = errandstore.KindDependency{Kind: k, Dependency: g.dep[k]}
 	}
 	if err := g.store.BreakerKindsDeclare(ctx, p); err != nil {
 		c.logger.Warn("record kinds' dependencies failed; other processes may report their jobs ready while a breaker holds them", "err", err)

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // declareByClaim makes c record its kinds' dependencies, as its first
@@ -26,7 +28,7 @@ func declareByClaim(t *testing.T, c *errand.Client[*sql.Tx], kind string) {
 // recorded it; a later client that declares the kind without a dependency
 // wins.
 func TestBreakerHoldsSeenByEveryReader(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		declaring := smtpClient(t, s, clock, nil)
 		reader := newClient(t, s, &errand.Config{Clock: clock})
@@ -62,9 +64,9 @@ func TestBreakerHoldsSeenByEveryReader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			age, heldKinds := 15.0, []errand.BreakerHeldKind{}
+			age, heldKinds := 15.0, []errandtype.BreakerHeldKind{}
 			if wantHeld {
-				age, heldKinds = 10, []errand.BreakerHeldKind{{Kind: "send_email", Dependency: "smtp", Waiting: 2}}
+				age, heldKinds = 10, []errandtype.BreakerHeldKind{{Kind: "send_email", Dependency: "smtp", Waiting: 2}}
 			}
 			if len(st) != 1 || st[0].OldestReadyAgeSeconds != age || len(st[0].BreakerHeldKinds) != len(heldKinds) ||
 				len(heldKinds) == 1 && st[0].BreakerHeldKinds[0] != heldKinds[0] {

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestRemoteAckEndsRunRecordedElsewhere: a remote worker's success,
@@ -14,7 +16,7 @@ import (
 // found it clean, ends the run of failures that another server recorded
 // since, so that failures that were not in a row do not open it.
 func TestRemoteAckEndsRunRecordedElsewhere(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		acking, other := smtpClient(t, s, clock, nil), smtpClient(t, s, clock, nil)
 		for range 4 {
@@ -31,7 +33,7 @@ func TestRemoteAckEndsRunRecordedElsewhere(t *testing.T) {
 			t.Fatalf("breaker after a success: %d failures in its run; want 0", b.Failures)
 		}
 		failSMTP(t, other, failing[2])
-		if b := smtpBreaker(t, acking); b.State != errand.BreakerClosed || b.Failures != 1 {
+		if b := smtpBreaker(t, acking); b.State != errandstore.BreakerClosed || b.Failures != 1 {
 			t.Fatalf("breaker after fail, fail, ack, fail: %s with %d; want closed with a run of 1", b.State, b.Failures)
 		}
 	})
@@ -39,7 +41,7 @@ func TestRemoteAckEndsRunRecordedElsewhere(t *testing.T) {
 
 // TestAckManyEndsRunRecordedElsewhere: AckMany follows the same rule.
 func TestAckManyEndsRunRecordedElsewhere(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		acking, other := smtpClient(t, s, clock, nil), smtpClient(t, s, clock, nil)
 		for range 4 {
@@ -49,7 +51,7 @@ func TestAckManyEndsRunRecordedElsewhere(t *testing.T) {
 		for _, j := range claimSMTP(t, other, 2) {
 			failSMTP(t, other, j)
 		}
-		rs, err := acking.AckMany(ctx, []errand.JobLease{{ID: ok[0].ID, LeaseToken: *ok[0].LeaseToken}, {ID: ok[1].ID, LeaseToken: *ok[1].LeaseToken}})
+		rs, err := acking.AckMany(ctx, []errandstore.JobLease{{ID: ok[0].ID, LeaseToken: *ok[0].LeaseToken}, {ID: ok[1].ID, LeaseToken: *ok[1].LeaseToken}})
 		if err != nil || rs[0].Err != nil || rs[1].Err != nil {
 			t.Fatalf("AckMany: %+v, %v", rs, err)
 		}
@@ -63,9 +65,9 @@ func TestAckManyEndsRunRecordedElsewhere(t *testing.T) {
 // the remote rule: it ends a run that another process recorded after this
 // one last read the breaker (when it claimed the job).
 func TestLocalSuccessEndsRunRecordedElsewhere(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		other := smtpClient(t, s, clock, nil)
-		c := smtpClient(t, s, clock, func(ctx context.Context, j *errand.Job) error {
+		c := smtpClient(t, s, clock, func(ctx context.Context, j *errandtype.Job) error {
 			for _, f := range claimSMTP(t, other, 2) {
 				failSMTP(t, other, f)
 			}
@@ -105,7 +107,7 @@ func TestAcksReadBreakersAndWriteOnlyToReset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.AckMany(ctx, []errand.JobLease{{ID: js[2].ID, LeaseToken: *js[2].LeaseToken}, {ID: js[3].ID, LeaseToken: *js[3].LeaseToken}}); err != nil {
+	if _, err := c.AckMany(ctx, []errandstore.JobLease{{ID: js[2].ID, LeaseToken: *js[2].LeaseToken}, {ID: js[3].ID, LeaseToken: *js[3].LeaseToken}}); err != nil {
 		t.Fatal(err)
 	}
 	if l, g, u := st.lists.Load(), st.gets.Load(), st.updates.Load(); l != 3 || g != 0 || u != 0 {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -18,14 +20,14 @@ import (
 // run by h, with a breaker that opens after 3 failures for 47 seconds (a
 // time no other timer of a worker is armed for) and a backoff of 30 to 60
 // minutes, so that no failed job comes due while the breaker decides.
-func smtpClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
+func smtpClient(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock, h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
 	kinds := errand.NewKinds()
 	kinds.HandleRaw("send_email", h, &errand.KindOpts{Dependency: "smtp", MaxAttempts: 10,
 		RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}})
-	kinds.HandleRaw("audit_log", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), nil)
+	kinds.HandleRaw("audit_log", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
 	return newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds,
-		Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}})
+		Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}})
 }
 
 // TestBreakerStopsAttemptsUntilDependencyRecovers: with smtp down, jobs of
@@ -35,12 +37,12 @@ func smtpClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock
 // succeeds and closes the breaker, and every job succeeds with attempts
 // left.
 func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		var down atomic.Bool
 		down.Store(true)
 		var mu sync.Mutex
 		attempts := map[string]int{}
-		h := errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		h := errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			mu.Lock()
 			attempts[j.ID]++
 			mu.Unlock()
@@ -85,7 +87,7 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(bs) != 1 || bs[0].Dependency != "smtp" || bs[0].State != errand.BreakerOpen || !bs[0].OpenUntil.Equal(openUntil) {
+		if len(bs) != 1 || bs[0].Dependency != "smtp" || bs[0].State != errandtype.BreakerOpen || !bs[0].OpenUntil.Equal(openUntil) {
 			t.Fatalf("breakers %+v, want smtp open until %s", bs, openUntil)
 		}
 
@@ -103,7 +105,7 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { w2.Stop(context.Background()) })
-		workerWaitFor(t, clockWait, func() bool { return getJob(t, c, other.ID).State == errand.StateSucceeded })
+		workerWaitFor(t, clockWait, func() bool { return getJob(t, c, other.ID).State == errandtype.StateSucceeded })
 		c.Wake()
 		blockUntilAt(t, clock, openUntil, 2)
 		// Within the cool-down, w2 claims again (for a new job of another
@@ -111,7 +113,7 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 		// they come first in the queue.
 		clock.Advance(30 * time.Second)
 		another := enqueue(t, c2, "audit_log", nil)
-		workerWaitFor(t, clockWait, func() bool { return getJob(t, c, another.ID).State == errand.StateSucceeded })
+		workerWaitFor(t, clockWait, func() bool { return getJob(t, c, another.ID).State == errandtype.StateSucceeded })
 		blockUntilAt(t, clock, openUntil, 2)
 		if n := total(); n != 3 {
 			t.Fatalf("%d attempts while the breaker was open, want still 3", n)
@@ -120,9 +122,9 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 		for _, id := range ids {
 			j := getJob(t, c, id)
 			switch {
-			case j.State == errand.StateRetrying && j.Attempt == 1:
+			case j.State == errandtype.StateRetrying && j.Attempt == 1:
 				failed++
-			case j.State == errand.StateQueued && j.Attempt == 0:
+			case j.State == errandtype.StateQueued && j.Attempt == 0:
 			default:
 				t.Errorf("job %s is %s at attempt %d while the breaker is open", id, j.State, j.Attempt)
 			}
@@ -138,7 +140,7 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 		workerWaitFor(t, clockWait, func() bool {
 			n := 0
 			for _, id := range ids {
-				if getJob(t, c, id).State == errand.StateSucceeded {
+				if getJob(t, c, id).State == errandtype.StateSucceeded {
 					n++
 				}
 			}
@@ -148,14 +150,14 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bs[0].State != errand.BreakerClosed || bs[0].Trips != 1 {
+		if bs[0].State != errandstore.BreakerClosed || bs[0].Trips != 1 {
 			t.Errorf("breaker after the probe: %+v, want closed after 1 trip", *bs[0])
 		}
 		// The jobs that failed run when their backoff ends.
 		clock.Advance(time.Hour)
 		workerWaitFor(t, clockWait, func() bool {
 			for _, id := range ids {
-				if getJob(t, c, id).State != errand.StateSucceeded {
+				if getJob(t, c, id).State != errandtype.StateSucceeded {
 					return false
 				}
 			}
@@ -177,15 +179,15 @@ func TestBreakerStopsAttemptsUntilDependencyRecovers(t *testing.T) {
 // dependency never asks its store about breakers, so a store without them
 // serves it; one whose kinds name a dependency is refused such a store.
 func TestBreakerNeedsNoStoreWithoutDependencies(t *testing.T) {
-	st := struct{ errand.TxStore[*sql.Tx] }{openStore(t, nil)} // hides BreakerStore
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	st := struct{ errandstore.TxStore[*sql.Tx] }{openStore(t, nil)} // hides BreakerStore
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	if _, err := c.NewWorker(nil); err != nil {
 		t.Fatalf("worker without dependencies: %v", err)
 	}
 	kinds := errand.NewKinds()
-	kinds.HandleRaw("send_email", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), &errand.KindOpts{Dependency: "smtp"})
+	kinds.HandleRaw("send_email", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), &errand.KindOpts{Dependency: "smtp"})
 	c = newClient(t, st, &errand.Config{Kinds: kinds})
-	if _, err := c.NewWorker(nil); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := c.NewWorker(nil); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Fatalf("worker with a dependency on a store without breakers: %v, want an *InputError", err)
 	}
 }
@@ -194,18 +196,18 @@ func TestBreakerNeedsNoStoreWithoutDependencies(t *testing.T) {
 // dependency blames one with errand.DependencyDown; its failures count, and
 // the open breaker holds back the jobs of the kind that declares it.
 func TestBreakerDependencyDown(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		var refunds atomic.Int32
 		kinds := errand.NewKinds()
-		kinds.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+		kinds.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errandtype.Job) error {
 			return errand.DependencyDown("payments", errors.New("payments api: 503"))
 		}), &errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}})
-		kinds.HandleRaw("refund", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+		kinds.HandleRaw("refund", errand.HandlerFunc(func(context.Context, *errandtype.Job) error {
 			refunds.Add(1)
 			return nil
 		}), &errand.KindOpts{Dependency: "payments"})
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds,
-			Breakers: map[string]*errand.BreakerPolicy{"payments": {Threshold: 2, Cooldown: 47 * time.Second}}})
+			Breakers: map[string]*errandtype.BreakerPolicy{"payments": {Threshold: 2, Cooldown: 47 * time.Second}}})
 		charge1 := enqueue(t, c, "charge", nil)
 		enqueue(t, c, "charge", nil)
 		refund := enqueue(t, c, "refund", nil)
@@ -222,10 +224,10 @@ func TestBreakerDependencyDown(t *testing.T) {
 		if n := refunds.Load(); n != 0 {
 			t.Errorf("%d refunds ran with payments' breaker open, want 0", n)
 		}
-		if j := getJob(t, c, refund.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+		if j := getJob(t, c, refund.ID); j.State != errandtype.StateQueued || j.Attempt != 0 {
 			t.Errorf("refund is %s at attempt %d, want queued at 0", j.State, j.Attempt)
 		}
-		if j := getJob(t, c, charge1.ID); j.State != errand.StateRetrying || j.LastError.Class != errand.ClassDependencyDown {
+		if j := getJob(t, c, charge1.ID); j.State != errandtype.StateRetrying || j.LastError.Class != errand.ClassDependencyDown {
 			t.Errorf("charge is %s with %+v, want retrying with class dependency_down", j.State, j.LastError)
 		}
 	})
@@ -240,10 +242,10 @@ func TestBreakerConfigRefusals(t *testing.T) {
 		cfg   *errand.Config
 		field string
 	}{
-		{"negative threshold", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: -1}}}, "Breakers.smtp.Threshold"},
-		{"sub-millisecond cool-down", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {Cooldown: time.Microsecond}}}, "Breakers.smtp.Cooldown"},
-		{"nil policy", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": nil}}, "Breakers.smtp"},
-		{"bad dependency name", &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"s m t p": {}}}, "Breakers key"},
+		{"negative threshold", &errand.Config{Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {Threshold: -1}}}, "Breakers.smtp.Threshold"},
+		{"sub-millisecond cool-down", &errand.Config{Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {Cooldown: time.Microsecond}}}, "Breakers.smtp.Cooldown"},
+		{"nil policy", &errand.Config{Breakers: map[string]*errandtype.BreakerPolicy{"smtp": nil}}, "Breakers.smtp"},
+		{"bad dependency name", &errand.Config{Breakers: map[string]*errandtype.BreakerPolicy{"s m t p": {}}}, "Breakers key"},
 		{"bad kind dependency", func() *errand.Config {
 			ks := errand.NewKinds()
 			ks.HandleRaw("send", nil, &errand.KindOpts{Dependency: "has space"})
@@ -251,12 +253,12 @@ func TestBreakerConfigRefusals(t *testing.T) {
 		}(), "Kinds.send.Dependency"},
 	} {
 		_, err := errand.NewClient(st, c.cfg)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) || ie.Field != c.field {
 			t.Errorf("%s: %v, want an *InputError for %s", c.name, err, c.field)
 		}
 	}
-	if _, err := errand.NewClient(st, &errand.Config{Breakers: map[string]*errand.BreakerPolicy{"smtp": {}}}); err != nil {
+	if _, err := errand.NewClient(st, &errand.Config{Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {}}}); err != nil {
 		t.Errorf("a zero policy (the defaults): %v", err)
 	}
 }
@@ -284,7 +286,7 @@ type failingSecondClaim struct {
 	claims atomic.Int32
 }
 
-func (f *failingSecondClaim) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (f *failingSecondClaim) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if f.claims.Add(1) >= 2 {
 		return nil, errors.New("connection reset by peer")
 	}
@@ -298,11 +300,11 @@ func (f *failingSecondClaim) JobClaimMany(ctx context.Context, p *errand.JobClai
 func TestClaimReturnsProbeWhenLaterClaimFails(t *testing.T) {
 	clock := newTestClock()
 	st := &failingSecondClaim{Store: openStore(t, clock)}
-	c := smtpClient(t, st, clock, errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }))
+	c := smtpClient(t, st, clock, errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }))
 	ctx := context.Background()
 	for range 3 {
-		if _, err := st.BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "smtp", Event: errand.BreakerFailure,
-			Policy: errand.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}); err != nil {
+		if _, err := st.BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: "smtp", Event: errandstore.BreakerFailure,
+			Policy: errandtype.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,18 +319,18 @@ func TestClaimReturnsProbeWhenLaterClaimFails(t *testing.T) {
 }
 
 // tripSMTP opens smtp's breaker as smtpClient's policy says: 3 failures.
-func tripSMTP(t *testing.T, s errand.TxStore[*sql.Tx]) {
+func tripSMTP(t *testing.T, s errandstore.TxStore[*sql.Tx]) {
 	t.Helper()
 	for range 3 {
-		if _, err := s.(errand.BreakerStore).BreakerUpdate(context.Background(), &errand.BreakerUpdateParams{Dependency: "smtp",
-			Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}); err != nil {
+		if _, err := s.(errandstore.BreakerStore).BreakerUpdate(context.Background(), &errandstore.BreakerUpdateParams{Dependency: "smtp",
+			Event: errandstore.BreakerFailure, Policy: errandtype.BreakerPolicy{Threshold: 3, Window: time.Minute, Cooldown: 47 * time.Second}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
 // smtpBreaker returns smtp's breaker.
-func smtpBreaker(t *testing.T, c *errand.Client[*sql.Tx]) errand.BreakerRecord {
+func smtpBreaker(t *testing.T, c *errand.Client[*sql.Tx]) errandtype.BreakerRecord {
 	t.Helper()
 	bs, err := c.Breakers(context.Background())
 	if err != nil || len(bs) != 1 {
@@ -339,7 +341,7 @@ func smtpBreaker(t *testing.T, c *errand.Client[*sql.Tx]) errand.BreakerRecord {
 
 // claimSMTP claims up to n jobs of send_email through c, as a remote
 // worker does, with a lease longer than the test.
-func claimSMTP(t *testing.T, c *errand.Client[*sql.Tx], n int) []*errand.Job {
+func claimSMTP(t *testing.T, c *errand.Client[*sql.Tx], n int) []*errandtype.Job {
 	t.Helper()
 	js, err := c.Claim(context.Background(), &errand.ClaimOpts{Kinds: []string{"send_email"}, Limit: n, Lease: time.Hour, Owner: "remote-1"})
 	if err != nil {
@@ -353,7 +355,7 @@ func claimSMTP(t *testing.T, c *errand.Client[*sql.Tx], n int) []*errand.Job {
 // its report, one that says nothing of the dependency, gives back no slot,
 // so the breaker still runs no more than its one probe at a time.
 func TestLateProbeReleaseLeavesNewProbeItsSlot(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := smtpClient(t, s, clock, nil)
 		tripSMTP(t, s)
@@ -378,7 +380,7 @@ func TestLateProbeReleaseLeavesNewProbeItsSlot(t *testing.T) {
 		if _, err := c.Fail(ctx, first[0].ID, *first[0].LeaseToken, &errand.FailOpts{Permanent: true, Message: "bad address"}); err != nil {
 			t.Fatal(err)
 		}
-		if b := smtpBreaker(t, c); b.State != errand.BreakerHalfOpen || b.Probes != 1 {
+		if b := smtpBreaker(t, c); b.State != errandtype.BreakerHalfOpen || b.Probes != 1 {
 			t.Fatalf("breaker after the late report: %s with %d probes; want half_open with the new probe's 1", b.State, b.Probes)
 		}
 		if n := len(claimSMTP(t, c, 1)); n != 0 {
@@ -392,7 +394,7 @@ func TestLateProbeReleaseLeavesNewProbeItsSlot(t *testing.T) {
 // (one whose last look at the breaker found it closed), closes the
 // breaker.
 func TestProbeAckedThroughAnotherClientClosesBreaker(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		granting := smtpClient(t, s, clock, nil)
 		other := smtpClient(t, s, clock, nil)
@@ -414,7 +416,7 @@ func TestProbeAckedThroughAnotherClientClosesBreaker(t *testing.T) {
 		if _, err := other.Ack(ctx, probe[0].ID, *probe[0].LeaseToken); err != nil {
 			t.Fatal(err)
 		}
-		if b := smtpBreaker(t, granting); b.State != errand.BreakerClosed {
+		if b := smtpBreaker(t, granting); b.State != errandstore.BreakerClosed {
 			t.Fatalf("breaker after the probe succeeded: %s with %d probes; want closed", b.State, b.Probes)
 		}
 	})
@@ -425,7 +427,7 @@ func TestProbeAckedThroughAnotherClientClosesBreaker(t *testing.T) {
 // forgotten once its slot's time is long past, rather than kept for the
 // life of the process.
 func TestUnreportedProbeForgotten(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		c := smtpClient(t, s, clock, nil)
 		for i := range 2 {
 			tripSMTP(t, s)
@@ -447,11 +449,11 @@ func TestUnreportedProbeForgotten(t *testing.T) {
 // says nothing of either: the slot it gives back is smtp's, and payments'
 // running probe keeps its own.
 func TestProbeLosingLeaseGivesBackItsOwnSlot(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		bs := s.(errand.BreakerStore)
+		bs := s.(errandstore.BreakerStore)
 		other := remoteClient(t, s, clock)
-		c := smtpClient(t, s, clock, func(ctx context.Context, j *errand.Job) error {
+		c := smtpClient(t, s, clock, func(ctx context.Context, j *errandtype.Job) error {
 			// Another worker's acknowledgment takes the job from this one.
 			if _, err := other.Ack(ctx, j.ID, *j.LeaseToken); err != nil {
 				return err
@@ -459,13 +461,13 @@ func TestProbeLosingLeaseGivesBackItsOwnSlot(t *testing.T) {
 			return errand.DependencyDown("payments", errors.New("payments: 503"))
 		})
 		tripSMTP(t, s)
-		for range errand.DefaultBreakerThreshold {
-			if _, err := bs.BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "payments", Event: errand.BreakerFailure}); err != nil {
+		for range errandtype.DefaultBreakerThreshold {
+			if _, err := bs.BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: "payments", Event: errandstore.BreakerFailure}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		clock.Advance(47 * time.Second)
-		if r, err := bs.BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "payments", Event: errand.BreakerProbe}); err != nil || !r.Applied {
+		if r, err := bs.BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: "payments", Event: errandstore.BreakerProbe}); err != nil || !r.Applied {
 			t.Fatalf("probe of payments: %+v, %v; want granted", r, err)
 		}
 		enqueue(t, c, "send_email", nil)
@@ -493,17 +495,17 @@ type countingStore struct {
 	lists, gets, updates atomic.Int32
 }
 
-func (s *countingStore) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
+func (s *countingStore) BreakerList(ctx context.Context, p *errandstore.BreakerListParams) (*errandstore.BreakerListResult, error) {
 	s.lists.Add(1)
 	return s.Store.BreakerList(ctx, p)
 }
 
-func (s *countingStore) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams) (*errand.BreakerUpdateResult, error) {
+func (s *countingStore) BreakerUpdate(ctx context.Context, p *errandstore.BreakerUpdateParams) (*errandstore.BreakerUpdateResult, error) {
 	s.updates.Add(1)
 	return s.Store.BreakerUpdate(ctx, p)
 }
 
-func (s *countingStore) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+func (s *countingStore) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*errandtype.Job, error) {
 	s.gets.Add(1)
 	return s.Store.JobGet(ctx, p)
 }

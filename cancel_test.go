@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -21,10 +23,10 @@ import (
 
 // eachStorePair runs body with two stores on one fresh database: the
 // worker's and the operator's, each with connections of its own.
-func eachStorePair(t *testing.T, body func(t *testing.T, worker, operator errand.TxStore[*sql.Tx])) {
+func eachStorePair(t *testing.T, body func(t *testing.T, worker, operator errandstore.TxStore[*sql.Tx])) {
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cancel.db")
-		open := func() errand.TxStore[*sql.Tx] {
+		open := func() errandstore.TxStore[*sql.Tx] {
 			s, err := sqlite.Open(t.Context(), path, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -37,7 +39,7 @@ func eachStorePair(t *testing.T, body func(t *testing.T, worker, operator errand
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
 		schema := pgtest.Schema(t, url)
-		open := func() errand.TxStore[*sql.Tx] {
+		open := func() errandstore.TxStore[*sql.Tx] {
 			s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema, MaxConns: 4})
 			if err != nil {
 				t.Fatal(err)
@@ -82,11 +84,11 @@ func startSlowWorker(t *testing.T, c *errand.Client[*sql.Tx], pollOnly bool, lea
 // through another store, long before a lease renewal (every minute) could
 // have carried it; the job ends cancelled with a cancelled history entry.
 func TestCancelRunningJobByNotification(t *testing.T) {
-	eachStorePair(t, func(t *testing.T, ws, os errand.TxStore[*sql.Tx]) {
+	eachStorePair(t, func(t *testing.T, ws, os errandstore.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		started := make(chan struct{}, 1)
 		causes := make(chan error, 1)
-		c := handlerClient(t, ws, func(ctx context.Context, j *errand.Job) error {
+		c := handlerClient(t, ws, func(ctx context.Context, j *errandtype.Job) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			causes <- context.Cause(ctx)
@@ -105,7 +107,7 @@ func TestCancelRunningJobByNotification(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cancel a running job: %v", err)
 		}
-		if got.State != errand.StateRunning || !got.CancelPending() {
+		if got.State != errandtype.StateRunning || !got.CancelPending() {
 			t.Fatalf("Cancel returned state %s, request %v; want running with a request", got.State, got.CancelRequestedAt)
 		}
 		var cause error
@@ -118,9 +120,9 @@ func TestCancelRunningJobByNotification(t *testing.T) {
 		if !errors.Is(cause, errand.ErrJobCancelled) {
 			t.Errorf("handler's context cause = %v, want ErrJobCancelled", cause)
 		}
-		workerWaitFor(t, 30*time.Second, func() bool { return getJob(t, operator, job.ID).State == errand.StateCancelled })
+		workerWaitFor(t, 30*time.Second, func() bool { return getJob(t, operator, job.ID).State == errandtype.StateCancelled })
 		j := getJob(t, operator, job.ID)
-		if j.FinishedAt == nil || j.LeaseToken != nil || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassCancelled {
+		if j.FinishedAt == nil || j.LeaseToken != nil || len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassCancelled {
 			t.Errorf("cancelled job: finished %v, lease %v, history %+v", j.FinishedAt, j.LeaseToken, j.Errors)
 		}
 		if j.Errors[0].Message != errand.CancelledByRequestMessage {
@@ -132,11 +134,11 @@ func TestCancelRunningJobByNotification(t *testing.T) {
 // TestCancelRunningJobByRenewal: with notifications off (PollOnly), the
 // lease renewal alone delivers the cancel: the floor.
 func TestCancelRunningJobByRenewal(t *testing.T) {
-	eachStorePair(t, func(t *testing.T, ws, os errand.TxStore[*sql.Tx]) {
+	eachStorePair(t, func(t *testing.T, ws, os errandstore.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		started := make(chan struct{}, 1)
 		giveUp := make(chan struct{}) // closed when the test ends, failed or not
-		c := handlerClient(t, ws, func(ctx context.Context, j *errand.Job) error {
+		c := handlerClient(t, ws, func(ctx context.Context, j *errandtype.Job) error {
 			started <- struct{}{}
 			select {
 			case <-ctx.Done():
@@ -159,7 +161,7 @@ func TestCancelRunningJobByRenewal(t *testing.T) {
 		if _, err := operator.Cancel(ctx, job.ID, cancelOpts); err != nil {
 			t.Fatal(err)
 		}
-		workerWaitFor(t, 30*time.Second, func() bool { return getJob(t, operator, job.ID).State == errand.StateCancelled })
+		workerWaitFor(t, 30*time.Second, func() bool { return getJob(t, operator, job.ID).State == errandtype.StateCancelled })
 	})
 }
 
@@ -167,13 +169,13 @@ func TestCancelRunningJobByRenewal(t *testing.T) {
 // abandoned at its kind's timeout and the job ends cancelled while the
 // handler still runs; the worker's slot is the handler's until it returns.
 func TestCancelIgnoredUntilTimeout(t *testing.T) {
-	eachStorePair(t, func(t *testing.T, ws, os errand.TxStore[*sql.Tx]) {
+	eachStorePair(t, func(t *testing.T, ws, os errandstore.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		started := make(chan struct{}, 1)
 		release := make(chan struct{})
 		var returned atomic.Bool
 		c := newClient(t, ws, &errand.Config{Kinds: kindsOf([]testKind{{Name: "stubborn", Timeout: 3 * time.Second,
-			Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 				started <- struct{}{}
 				<-release // ignores ctx
 				returned.Store(true)
@@ -192,18 +194,18 @@ func TestCancelIgnoredUntilTimeout(t *testing.T) {
 		if _, err := operator.Cancel(ctx, job.ID, cancelOpts); err != nil {
 			t.Fatal(err)
 		}
-		workerWaitFor(t, 30*time.Second, func() bool { return getJob(t, operator, job.ID).State == errand.StateCancelled })
+		workerWaitFor(t, 30*time.Second, func() bool { return getJob(t, operator, job.ID).State == errandtype.StateCancelled })
 		if returned.Load() {
 			t.Fatal("the handler returned; the test needs it running")
 		}
 		j := getJob(t, operator, job.ID)
-		if len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassCancelled {
+		if len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassCancelled {
 			t.Errorf("history %+v, want one cancelled entry", j.Errors)
 		}
 		// The slot is still taken: a second job waits.
 		second := enqueue(t, operator, "stubborn", nil)
 		time.Sleep(200 * time.Millisecond)
-		if st := getJob(t, operator, second.ID).State; st != errand.StateQueued {
+		if st := getJob(t, operator, second.ID).State; st != errandtype.StateQueued {
 			t.Errorf("second job %s while the abandoned handler runs; want queued", st)
 		}
 		close(release)

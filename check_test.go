@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestCheckEnqueueAgreesWithEnqueue: CheckEnqueue, CheckEnqueueBatch and
@@ -47,7 +49,7 @@ func TestCheckEnqueueAgreesWithEnqueue(t *testing.T) {
 		{"every option", raw("k", `{}`), &errand.EnqueueOpts{Queue: "q", Priority: 3, MaxAttempts: 4, Delay: time.Minute,
 			BackoffBase: time.Second, BackoffMax: time.Hour, MaxAge: time.Hour, OrderingKey: "o", FairnessKey: "tenant:1",
 			Tags: []string{"a"}}, true},
-		{"unique", raw("k", `{}`), &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "u", Scope: errand.UniqueUntilFinished}}, true},
+		{"unique", raw("k", `{}`), &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "u", Scope: errandtype.UniqueUntilFinished}}, true},
 		{"kind with a space", raw("bad kind", `{}`), nil, false},
 		{"empty kind", raw("", `{}`), nil, false},
 		{"queue with a space", raw("k", `{}`), &errand.EnqueueOpts{Queue: "a b"}, false},
@@ -56,7 +58,7 @@ func TestCheckEnqueueAgreesWithEnqueue(t *testing.T) {
 		{"args not JSON", raw("k", `{bad`), nil, false},
 		{"id with a leading space", raw("k", `{}`), &errand.EnqueueOpts{ID: " x"}, false},
 		{"unique key twice", raw("k", `{}`), &errand.EnqueueOpts{UniqueKey: "a", Unique: &errand.UniqueOpts{Key: "a"}}, false},
-		{"priority out of range", raw("k", `{}`), &errand.EnqueueOpts{Priority: errand.MaxPriority + 1}, false},
+		{"priority out of range", raw("k", `{}`), &errand.EnqueueOpts{Priority: errandstore.MaxPriority + 1}, false},
 		{"backoff max under base", raw("k", `{}`), &errand.EnqueueOpts{BackoffBase: time.Hour, BackoffMax: time.Second}, false},
 		{"delay and run-at", raw("k", `{}`), &errand.EnqueueOpts{Delay: time.Second, RunAt: time.Now().Add(time.Hour)}, false},
 		{"max age too short", raw("k", `{}`), &errand.EnqueueOpts{MaxAge: time.Microsecond}, false},
@@ -163,7 +165,7 @@ func agree(t *testing.T, what string, ok bool, checked, done error) {
 }
 
 func isInvalid(err error) bool {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	return errors.As(err, &ie)
 }
 
@@ -174,7 +176,7 @@ func TestValidateName(t *testing.T) {
 			t.Errorf("ValidateName(%q) = %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "a b", "a\x00", "a\x07", "\xff", ".", "..", strings.Repeat("a", errand.MaxNameBytes+1)} {
+	for _, s := range []string{"", "a b", "a\x00", "a\x07", "\xff", ".", "..", strings.Repeat("a", errandtype.MaxNameBytes+1)} {
 		if err := errand.ValidateName(s); !isInvalid(err) {
 			t.Errorf("ValidateName(%q) = %v, want an InputError", s, err)
 		}
@@ -190,7 +192,7 @@ func TestValidateName(t *testing.T) {
 func TestCheckWorkerAgreesWithNewWorker(t *testing.T) {
 	st := openStore(t, nil)
 	ks := errand.NewKinds()
-	ks.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), &errand.KindOpts{Dependency: "smtp"})
+	ks.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), &errand.KindOpts{Dependency: "smtp"})
 	cfg := &errand.Config{Kinds: ks}
 	c := newClient(t, st, cfg)
 	hourly, err := errand.NewSchedule("hourly", "@hourly", errand.RawArgs{KindName: "task"}, nil)

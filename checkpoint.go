@@ -3,6 +3,8 @@ package errand
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Checkpoints. A handler that works through something large in steps
@@ -20,7 +22,7 @@ import (
 // Checkpoint decodes the job's last checkpoint, recorded by [SetProgress]
 // in this or an earlier attempt, into a T. ok is false, with the zero T,
 // when the job has none: its first attempt, or a replay that restarted it.
-func Checkpoint[T any](job *Job) (v T, ok bool, err error) {
+func Checkpoint[T any](job *errandtype.Job) (v T, ok bool, err error) {
 	if len(job.Progress) == 0 || string(job.Progress) == "null" {
 		return v, false, nil
 	}

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -64,7 +66,7 @@ type chunkDB struct {
 
 // openChunkStore opens the store at dsn (schema for PostgreSQL) and its
 // rows table.
-func openChunkStore(ctx context.Context, dsn, schema string) (errand.TxStore[*sql.Tx], *chunkDB, error) {
+func openChunkStore(ctx context.Context, dsn, schema string) (errandstore.TxStore[*sql.Tx], *chunkDB, error) {
 	if strings.HasPrefix(dsn, "postgres://") {
 		s, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: schema, MaxConns: 4})
 		if err != nil {
@@ -98,7 +100,7 @@ func (c *chunkDB) writeRows(ctx context.Context, from, to int) error {
 // rowsHandler is the chunked job: from its checkpoint (or row 0), write a
 // chunk, then checkpoint past it, until every row is written.
 func rowsHandler(rows *chunkDB) errand.HandlerFunc {
-	return func(ctx context.Context, job *errand.Job) error {
+	return func(ctx context.Context, job *errandtype.Job) error {
 		var args chunkArgs
 		if err := json.Unmarshal(job.Args, &args); err != nil {
 			return errand.Permanent(err)
@@ -148,7 +150,7 @@ func chunkWorkerMain() int {
 	}
 	fmt.Println("ready")
 	for {
-		js, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateSucceeded}})
+		js, err := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateSucceeded}})
 		if err == nil && len(js) > 0 {
 			break
 		}
@@ -242,7 +244,7 @@ func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 			atKill := written()
 			j := getJob(t, c, id)
 			cp, ok, err := errand.Checkpoint[chunkCheckpoint](j)
-			if err != nil || !ok || j.State != errand.StateRunning {
+			if err != nil || !ok || j.State != errandtype.StateRunning {
 				t.Fatalf("after the kill: state %s, checkpoint %v %v %v", j.State, cp, ok, err)
 			}
 			if atKill >= chunkRows {
@@ -269,7 +271,7 @@ func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 				t.Errorf("%d rows redone after the crash; want at most one chunk (%d)", redone, chunkSize)
 			}
 			j = getJob(t, c, id)
-			if j.State != errand.StateSucceeded || j.Attempt != 2 || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassLeaseExpired {
+			if j.State != errandtype.StateSucceeded || j.Attempt != 2 || len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassLeaseExpired {
 				t.Errorf("job %s attempt %d history %+v; want succeeded on attempt 2 after a lease_expired", j.State, j.Attempt, j.Errors)
 			}
 			if cp, _, _ := errand.Checkpoint[chunkCheckpoint](j); cp.Next != chunkRows {
@@ -286,7 +288,7 @@ func TestReplayCheckpoint(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	var seen []string
-	c := handlerClient(t, s, func(ctx context.Context, j *errand.Job) error {
+	c := handlerClient(t, s, func(ctx context.Context, j *errandtype.Job) error {
 		seen = append(seen, string(j.Progress))
 		if err := errand.SetProgress(ctx, chunkCheckpoint{Next: 7}); err != nil {
 			return err

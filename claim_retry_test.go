@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -23,7 +25,7 @@ type flakyClaimStore struct {
 	failed  chan struct{} // receives a token for each failed claim
 }
 
-func (s *flakyClaimStore) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (s *flakyClaimStore) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if s.failing.Load() {
 		s.failed <- struct{}{}
 		return nil, errors.New("conn closed")
@@ -62,7 +64,7 @@ func TestFailedClaimRetriedBeforePoll(t *testing.T) {
 	ran := make(chan string, 1)
 	c := newClient(t, st, &errand.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Kinds: kindsOf([]testKind{{Name: "ping",
-			Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error { ran <- j.ID; return nil })}})})
+			Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error { ran <- j.ID; return nil })}})})
 	idleWorker(t, c, clock, errand.WorkerConfig{})
 
 	st.failing.Store(true)

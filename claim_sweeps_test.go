@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // TestClaimSweepsOneOfConcurrentClaims checks that of many claims that find
 // a sweep due at once, exactly one sweeps.
 func TestClaimSweepsOneOfConcurrentClaims(t *testing.T) {
-	var sweeps errand.ClaimSweeps
+	var sweeps errandstore.ClaimSweeps
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for round := range 3 {
-		now := t0.Add(time.Duration(round) * errand.ClaimSweepInterval)
+		now := t0.Add(time.Duration(round) * errandstore.ClaimSweepInterval)
 		var swept atomic.Int32
 		var wg sync.WaitGroup
 		for range 16 {
@@ -35,7 +35,7 @@ func TestClaimSweepsOneOfConcurrentClaims(t *testing.T) {
 // TestClaimSweepsClockBack checks that a clock that moved back makes the
 // next claim sweep rather than wait for the old time to come round again.
 func TestClaimSweepsClockBack(t *testing.T) {
-	var sweeps errand.ClaimSweeps
+	var sweeps errandstore.ClaimSweeps
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	sweeps.Due(t0)
 	if !sweeps.Due(t0.Add(-time.Millisecond)) {

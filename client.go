@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
 )
 
@@ -51,7 +53,7 @@ type Config struct {
 	// Breakers are the circuit breaker policies of dependencies that
 	// kinds name (see [KindOpts].Dependency), by dependency. A dependency
 	// without one takes the defaults of [BreakerPolicy].
-	Breakers map[string]*BreakerPolicy
+	Breakers map[string]*errandtype.BreakerPolicy
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -65,23 +67,23 @@ type Config struct {
 // does not compile.
 type Client[TTx any] struct {
 	*engine
-	txStore TxStore[TTx]
+	txStore errandstore.TxStore[TTx]
 }
 
 // engine is the part of a Client that does not depend on the transaction
 // type: the store, the kinds, the logger, the wake-ups, and running and
 // recording attempts. A Worker holds it.
 type engine struct {
-	store       Store
+	store       errandstore.Store
 	kinds       map[string]*kind
 	retry       *RetryPolicy
 	maxAttempts int
 	logger      *slog.Logger
 	// allowUnknownKinds: enqueue kinds not in kinds (Config.AllowUnknownKinds).
 	allowUnknownKinds bool
-	clock             TimeSource                // Config.Clock, or the system clock
-	observer          Observer                  // Config.Observer; nil: none
-	breakers          map[string]*BreakerPolicy // Config.Breakers
+	clock             TimeSource                           // Config.Clock, or the system clock
+	observer          Observer                             // Config.Observer; nil: none
+	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
 
 	wakeMu sync.Mutex
 	wakes  map[string]*queueWakes // per queue; see wake.go
@@ -98,12 +100,12 @@ type engine struct {
 // NewClient returns a client over store. It returns an error naming the
 // field to fix when cfg is invalid. TTx is inferred from the store:
 // errand.NewClient(sqliteStore, cfg) returns a *Client[*sql.Tx].
-func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
+func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
 	if store == nil {
-		return nil, &InputError{Field: "store", Message: "is nil; open one with sqlite.Open"}
+		return nil, &errandtype.InputError{Field: "store", Message: "is nil; open one with sqlite.Open"}
 	}
 	c := &engine{
 		store:       store,
@@ -128,8 +130,8 @@ func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
-	if c.maxAttempts < 0 || c.maxAttempts > MaxAttemptsLimit {
-		return nil, &InputError{Field: "MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the default)", MaxAttemptsLimit)}
+	if c.maxAttempts < 0 || c.maxAttempts > errandtype.MaxAttemptsLimit {
+		return nil, &errandtype.InputError{Field: "MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the default)", errandtype.MaxAttemptsLimit)}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -138,7 +140,7 @@ func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 		return nil, err
 	}
 	c.breakers = cfg.Breakers
-	if n, ok := store.(Notifier); ok {
+	if n, ok := store.(errandstore.Notifier); ok {
 		c.notifier = newQueueNotifier(c, n)
 	}
 	if cfg.Kinds != nil {
@@ -153,7 +155,7 @@ func NewClient[TTx any](store TxStore[TTx], cfg *Config) (*Client[TTx], error) {
 }
 
 // Store returns the client's store.
-func (c *Client[TTx]) Store() TxStore[TTx] { return c.txStore }
+func (c *Client[TTx]) Store() errandstore.TxStore[TTx] { return c.txStore }
 
 // EnqueueOpts are the optional settings of one job. The zero value enqueues
 // into DefaultQueue, available now, with the kind's attempt budget.
@@ -228,7 +230,7 @@ type EnqueueParams struct {
 // EnqueueResult is the outcome of enqueueing one job.
 type EnqueueResult struct {
 	// Job is the new job, or the existing one when Duplicate.
-	Job *Job
+	Job *errandtype.Job
 	// Duplicate reports that a job with the same ID existed (the same job,
 	// or any with FirstWins), or one held the unique key (see
 	// [UniqueOpts]): Job is that job, unchanged, and nothing was enqueued.
@@ -271,7 +273,7 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 	if err != nil {
 		return nil, err
 	}
-	var fresh []*JobInsertParams // a duplicate is no news to a worker
+	var fresh []*errandstore.JobInsertParams // a duplicate is no news to a worker
 	for i, r := range rs {
 		if !r.Duplicate {
 			fresh = append(fresh, ps[i])
@@ -297,7 +299,7 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.txStore.JobInsertManyTx(ctx, tx, &JobInsertManyParams{Jobs: ps})
+	rs, err := c.txStore.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: ps})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -325,8 +327,8 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 // several jobs, they are inserted in a transaction the conflict rolls
 // back; otherwise in the store's own, which a lone duplicate leaves
 // unwritten.
-func (c *Client[TTx]) insertMany(ctx context.Context, ps []*JobInsertParams) ([]JobInsertResult, error) {
-	p := &JobInsertManyParams{Jobs: ps}
+func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+	p := &errandstore.JobInsertManyParams{Jobs: ps}
 	if len(ps) == 1 || !mayConflict(ps) {
 		rs, err := c.store.JobInsertMany(ctx, p)
 		if err != nil {
@@ -334,7 +336,7 @@ func (c *Client[TTx]) insertMany(ctx context.Context, ps []*JobInsertParams) ([]
 		}
 		return rs, checkJobConflicts(ps, rs)
 	}
-	var rs []JobInsertResult
+	var rs []errandstore.JobInsertResult
 	var conflict error
 	err := c.txStore.InTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
@@ -389,7 +391,7 @@ type txWakes struct {
 	c      *engine
 	mu     sync.Mutex
 	queues map[string]struct{}
-	jobs   []*Job // new jobs, for the client's Observer
+	jobs   []*errandtype.Job // new jobs, for the client's Observer
 }
 
 func (w *txWakes) add(queues []string) {
@@ -400,15 +402,15 @@ func (w *txWakes) add(queues []string) {
 	}
 }
 
-func (w *txWakes) addJobs(jobs []*Job) {
+func (w *txWakes) addJobs(jobs []*errandtype.Job) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.jobs = append(w.jobs, jobs...)
 }
 
 // freshJobs returns the jobs of rs that were inserted, not duplicates.
-func freshJobs(rs []JobInsertResult) []*Job {
-	out := make([]*Job, 0, len(rs))
+func freshJobs(rs []errandstore.JobInsertResult) []*errandtype.Job {
+	out := make([]*errandtype.Job, 0, len(rs))
 	for _, r := range rs {
 		if !r.Duplicate {
 			out = append(out, r.Job)
@@ -417,7 +419,7 @@ func freshJobs(rs []JobInsertResult) []*Job {
 	return out
 }
 
-func enqueueResults(rs []JobInsertResult) []EnqueueResult {
+func enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
 	out := make([]EnqueueResult, len(rs))
 	for i, r := range rs {
 		out[i] = EnqueueResult{Job: r.Job, Duplicate: r.Duplicate}
@@ -425,11 +427,11 @@ func enqueueResults(rs []JobInsertResult) []EnqueueResult {
 	return out
 }
 
-func (c *engine) insertParams(params []EnqueueParams) ([]*JobInsertParams, error) {
+func (c *engine) insertParams(params []EnqueueParams) ([]*errandstore.JobInsertParams, error) {
 	if len(params) == 0 {
-		return nil, &InputError{Field: "jobs", Message: "nothing to enqueue"}
+		return nil, &errandtype.InputError{Field: "jobs", Message: "nothing to enqueue"}
 	}
-	out := make([]*JobInsertParams, len(params))
+	out := make([]*errandstore.JobInsertParams, len(params))
 	for i := range params {
 		p, err := c.insertParam(&params[i])
 		if err != nil {
@@ -472,27 +474,27 @@ func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
 // store's params touches no store.
 func checkingEngine() *engine { return &engine{maxAttempts: DefaultMaxAttempts} }
 
-func (c *engine) insertParam(p *EnqueueParams) (*JobInsertParams, error) {
+func (c *engine) insertParam(p *EnqueueParams) (*errandstore.JobInsertParams, error) {
 	return c.ownInsertParam(p, "")
 }
 
 // ownInsertParam is insertParam for a job errand enqueues itself under id,
 // in one of the shapes a caller may not give (see checkCallerJobID), in
 // place of the id in p's options. With id empty the job is the caller's.
-func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, error) {
+func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobInsertParams, error) {
 	if p.Args == nil {
-		return nil, &InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
+		return nil, &errandtype.InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
 	}
 	o := p.Opts
 	if o == nil {
 		o = &EnqueueOpts{}
 	}
 	kind := p.Args.Kind()
-	if err := checkName("kind", kind); err != nil {
+	if err := errandstore.CheckName("kind", kind); err != nil {
 		return nil, err
 	}
 	if !c.allowUnknownKinds && len(c.kinds) > 0 && c.kinds[kind] == nil {
-		return nil, &InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", kind, strings.Join(c.kindNames(), ", "))}
+		return nil, &errandtype.InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", kind, strings.Join(c.kindNames(), ", "))}
 	}
 	args, err := marshalArgs(p.Args)
 	if err != nil {
@@ -501,13 +503,13 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, 
 	if err := checkFirstWins(o.FirstWins, o.ID, "job"); err != nil {
 		return nil, err
 	}
-	ip := &JobInsertParams{
-		argsChecked: true,
-		callerID:    id == "" && o.ID != "",
-		firstWins:   o.FirstWins,
+	ip := &errandstore.JobInsertParams{
+		ArgsChecked: true,
+		CallerID:    id == "" && o.ID != "",
+		FirstWins:   o.FirstWins,
 		// Left to the defaults, they resolve per client: not compared.
-		maxAttemptsGiven: o.MaxAttempts != 0,
-		holdGiven:        o.OrderingOnDead != 0,
+		MaxAttemptsGiven: o.MaxAttempts != 0,
+		HoldGiven:        o.OrderingOnDead != 0,
 		ID:               o.ID,
 		Queue:            o.Queue,
 		Kind:             kind,
@@ -527,15 +529,15 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, 
 	}
 	if u := o.Unique; u != nil {
 		if o.UniqueKey != "" {
-			return nil, &InputError{Field: "unique_key", Message: "is set twice, as UniqueKey and as Unique.Key; keep Unique"}
+			return nil, &errandtype.InputError{Field: "unique_key", Message: "is set twice, as UniqueKey and as Unique.Key; keep Unique"}
 		}
 		if u.Key == "" {
-			return nil, &InputError{Field: "unique_key", Message: "Unique is set without a Key; give the key"}
+			return nil, &errandtype.InputError{Field: "unique_key", Message: "Unique is set without a Key; give the key"}
 		}
 		ip.UniqueKey, ip.UniqueScope, ip.UniqueWindow = u.Key, u.Scope, u.Window
 	}
 	if o.OrderingOnDead > OrderingHoldOnDead {
-		return nil, &InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", o.OrderingOnDead)}
+		return nil, &errandtype.InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", o.OrderingOnDead)}
 	}
 	if o.OrderingKey != "" {
 		var kindChoice OrderingOnDead
@@ -569,12 +571,9 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*JobInsertParams, 
 		// MaxIDBytes: an on-dead job's id is its job's and ".dead.N".
 		ip.ID = id
 	}
-	ip.checked = true
+	ip.Checked = true
 	return ip, nil
 }
-
-// maxArgsBytes bounds a job's args. Jobs should carry ids, not documents.
-const maxArgsBytes = 1 << 20
 
 func marshalArgs(args JobArgs) (json.RawMessage, error) {
 	var b []byte
@@ -585,17 +584,17 @@ func marshalArgs(args JobArgs) (json.RawMessage, error) {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false) // "<" stays "<": args are data, not HTML
 		if err := enc.Encode(args); err != nil {
-			return nil, &InputError{Field: "args", Message: "cannot be encoded as JSON: " + err.Error()}
+			return nil, &errandtype.InputError{Field: "args", Message: "cannot be encoded as JSON: " + err.Error()}
 		}
 		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	if !json.Valid(b) {
-		return nil, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
+		return nil, &errandtype.InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
 	}
-	if len(b) > maxArgsBytes {
-		return nil, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
+	if len(b) > errandstore.MaxArgsBytes {
+		return nil, &errandtype.InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), errandstore.MaxArgsBytes)}
 	}
-	b, err := plainChecked("args", b, maxArgsBytes)
+	b, err := plainChecked("args", b, errandstore.MaxArgsBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -603,8 +602,8 @@ func marshalArgs(args JobArgs) (json.RawMessage, error) {
 }
 
 // Get returns one job, or an error wrapping ErrNotFound.
-func (c *Client[TTx]) Get(ctx context.Context, id string) (*Job, error) {
-	j, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
+func (c *Client[TTx]) Get(ctx context.Context, id string) (*errandtype.Job, error) {
+	j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
@@ -621,7 +620,7 @@ func (c *Client[TTx]) Get(ctx context.Context, id string) (*Job, error) {
 // ListOpts filter and page a listing. Zero fields do not filter.
 type ListOpts struct {
 	// States keeps jobs in any of these states.
-	States []JobState
+	States []errandtype.JobState
 	// Queue and Kind keep jobs of that queue and kind.
 	Queue string
 	Kind  string
@@ -634,36 +633,36 @@ type ListOpts struct {
 
 // List returns jobs matching opts (nil for all), in insertion order. To
 // page, pass the Seq of the last job returned as AfterSeq.
-func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*Job, error) {
+func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*errandtype.Job, error) {
 	if opts == nil {
 		opts = &ListOpts{}
 	}
 	for _, s := range opts.States {
 		if !s.Valid() {
-			return nil, &InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of %s", s, StateNames())}
+			return nil, &errandtype.InputError{Field: "state", Message: fmt.Sprintf("unknown state %q: use one of %s", s, errandtype.StateNames())}
 		}
 	}
 	if opts.Limit < 0 {
-		return nil, &InputError{Field: "limit", Message: "must be at least 1"}
+		return nil, &errandtype.InputError{Field: "limit", Message: "must be at least 1"}
 	}
 	// A filter no job could match is a mistake to report, not an empty
 	// page: a queue or kind that breaks the naming rules never had a job.
 	if opts.Queue != "" {
-		if err := checkName("queue", opts.Queue); err != nil {
+		if err := errandstore.CheckName("queue", opts.Queue); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Kind != "" {
-		if err := checkName("kind", opts.Kind); err != nil {
+		if err := errandstore.CheckName("kind", opts.Kind); err != nil {
 			return nil, err
 		}
 	}
-	params := &JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit}
+	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit}
 	js, err := c.store.JobList(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	if slices.ContainsFunc(js, func(j *Job) bool { return j.State.Waiting() }) {
+	if slices.ContainsFunc(js, func(j *errandtype.Job) bool { return j.State.Waiting() }) {
 		h, err := c.breakerHolds(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
@@ -707,14 +706,14 @@ type ReplayOpts struct {
 // a *StateError) and writes nothing: rerun the workflow
 // ([Client.RerunWorkflow]) once it has failed, replaying first the dead
 // compensation that holds it, if any.
-func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*Job, error) {
+func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (*errandtype.Job, error) {
 	if opts == nil {
 		opts = &ReplayOpts{}
 	}
-	if err := checkOperatorAction(opts.Operator, opts.Reason, "replaying the job"); err != nil {
+	if err := errandstore.CheckOperatorAction(opts.Operator, opts.Reason, "replaying the job"); err != nil {
 		return nil, err
 	}
-	old, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
+	old, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
@@ -728,7 +727,7 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 			return nil, err
 		}
 	}
-	j, err := c.store.JobReplay(ctx, &JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version,
+	j, err := c.store.JobReplay(ctx, &errandstore.JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version,
 		ClearProgress: opts.Restart || args != nil})
 	if err != nil {
 		c.explainReplayRefusal(ctx, err)
@@ -736,36 +735,6 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 	}
 	c.afterWorkflowJob(ctx, j)
 	return j, nil
-}
-
-// checkOperatorAction validates who performs an operator action and why:
-// doing says what they do, for the message.
-func checkOperatorAction(operator, reason, doing string) error {
-	if strings.TrimSpace(operator) == "" {
-		return &InputError{Field: "operator", Message: "is empty; say who is " + doing}
-	}
-	if strings.TrimSpace(reason) == "" {
-		return &InputError{Field: "reason", Message: "is empty; say why you are " + doing}
-	}
-	if err := checkIdentifier("operator", operator, MaxIDBytes); err != nil {
-		return err
-	}
-	return checkReason(reason)
-}
-
-// checkPreviewAudit checks the operator and reason a dry run was given,
-// if any, as the run itself would: a preview accepts nothing the run
-// would refuse. A dry run needs neither.
-func checkPreviewAudit(operator, reason string) error {
-	if operator != "" {
-		if err := checkIdentifier("operator", operator, MaxIDBytes); err != nil {
-			return err
-		}
-	}
-	if reason != "" {
-		return checkReason(reason)
-	}
-	return nil
 }
 
 // checkReplayArgs validates corrected args for a job of kind as an enqueue
@@ -776,13 +745,13 @@ func checkPreviewAudit(operator, reason string) error {
 // job's, when this client has no typed handler for the kind).
 func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMessage, int, error) {
 	if len(raw) == 0 || !json.Valid(raw) {
-		return nil, 0, &InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
+		return nil, 0, &errandtype.InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
 	}
-	b := compactJSON(raw)
-	if len(b) > maxArgsBytes {
-		return nil, 0, &InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), maxArgsBytes)}
+	b := errandstore.CompactJSON(raw)
+	if len(b) > errandstore.MaxArgsBytes {
+		return nil, 0, &errandtype.InputError{Field: "args", Message: fmt.Sprintf("is %d bytes; keep args under %d bytes and pass ids, not documents", len(b), errandstore.MaxArgsBytes)}
 	}
-	b, err := plainChecked("args", b, maxArgsBytes)
+	b, err := plainChecked("args", b, errandstore.MaxArgsBytes)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -791,7 +760,7 @@ func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMess
 		if ck, ok := k.handler.(argsChecker); ok {
 			v, err := ck.checkArgs(b)
 			if err != nil {
-				return nil, 0, &InputError{Field: "args", Message: fmt.Sprintf("do not decode as %s args: %v; fix the JSON", kind, err)}
+				return nil, 0, &errandtype.InputError{Field: "args", Message: fmt.Sprintf("do not decode as %s args: %v; fix the JSON", kind, err)}
 			}
 			version = v
 		}
@@ -800,8 +769,8 @@ func (c *engine) checkReplayArgs(kind string, raw json.RawMessage) (json.RawMess
 }
 
 // ReplayAudit returns the replays of one job, oldest first.
-func (c *Client[TTx]) ReplayAudit(ctx context.Context, id string) ([]ReplayRecord, error) {
-	rs, err := c.store.JobReplayAudit(ctx, &JobReplayAuditParams{JobID: id})
+func (c *Client[TTx]) ReplayAudit(ctx context.Context, id string) ([]errandtype.ReplayRecord, error) {
+	rs, err := c.store.JobReplayAudit(ctx, &errandstore.JobReplayAuditParams{JobID: id})
 	if err != nil {
 		return nil, fmt.Errorf("replay audit of job %s: %w", id, err)
 	}
@@ -823,14 +792,14 @@ type CancelOpts struct {
 // [Job.CancelPending]). Cancelling a job whose request is pending returns it
 // unchanged. A finished job returns a *StateError and writes nothing; a
 // missing operator or reason is an *InputError.
-func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (*Job, error) {
+func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (*errandtype.Job, error) {
 	if opts == nil {
 		opts = &CancelOpts{}
 	}
-	if err := checkOperatorAction(opts.Operator, opts.Reason, "cancelling the job"); err != nil {
+	if err := errandstore.CheckOperatorAction(opts.Operator, opts.Reason, "cancelling the job"); err != nil {
 		return nil, err
 	}
-	j, err := c.store.JobCancel(ctx, &JobCancelParams{ID: id, Operator: opts.Operator, Reason: opts.Reason})
+	j, err := c.store.JobCancel(ctx, &errandstore.JobCancelParams{ID: id, Operator: opts.Operator, Reason: opts.Reason})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
@@ -844,12 +813,12 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 // (see [KindHandled]): jobs that wait until one does, forever for a
 // misspelt kind. BreakerHeldKinds names those an open circuit breaker holds
 // back (see [BreakerHolds]), which are not in OldestReadyAgeSeconds.
-func (c *Client[TTx]) Stats(ctx context.Context) ([]QueueStats, error) {
-	s, err := c.store.QueueStats(ctx, &QueueStatsParams{})
+func (c *Client[TTx]) Stats(ctx context.Context) ([]errandtype.QueueStats, error) {
+	s, err := c.store.QueueStats(ctx, &errandstore.QueueStatsParams{})
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	ws, err := c.store.WorkerList(ctx, &WorkerListParams{})
+	ws, err := c.store.WorkerList(ctx, &errandstore.WorkerListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}

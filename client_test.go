@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
@@ -54,10 +55,10 @@ func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			check := func(how string, err error) {
 				t.Helper()
-				if !errors.Is(err, errand.ErrInvalid) {
+				if !errors.Is(err, errandtype.ErrInvalid) {
 					t.Fatalf("%s: error %v, want one that is ErrInvalid", how, err)
 				}
-				var ie *errand.InputError
+				var ie *errandtype.InputError
 				if !errors.As(err, &ie) || ie.Field != tt.field {
 					t.Fatalf("%s: error %v names field %q, want %q", how, err, fieldOf(err), tt.field)
 				}
@@ -115,7 +116,7 @@ func (a valueArgs) Kind() string                 { return a.kind }
 func (a valueArgs) MarshalJSON() ([]byte, error) { return json.Marshal(a.v) }
 
 func fieldOf(err error) string {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if errors.As(err, &ie) {
 		return ie.Field
 	}
@@ -124,7 +125,7 @@ func fieldOf(err error) string {
 
 func TestNewClientRejectsBadConfig(t *testing.T) {
 	st := openStore(t, newTestClock())
-	h := errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })
+	h := errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })
 	for name, cfg := range map[string]*errand.Config{
 		"negative max attempts":      {MaxAttempts: -1},
 		"kind without a name":        {Kinds: kindsOf([]testKind{{Handler: h}})},
@@ -132,15 +133,15 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"kind negative max attempts": {Kinds: kindsOf([]testKind{{Name: "a", MaxAttempts: -2}})},
 		"kind negative timeout":      {Kinds: kindsOf([]testKind{{Name: "a", Timeout: -time.Second}})},
 	} {
-		if _, err := errand.NewClient(st, cfg); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := errand.NewClient(st, cfg); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("%s: error %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := errand.NewClient[*sql.Tx](nil, &errand.Config{}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := errand.NewClient[*sql.Tx](nil, &errand.Config{}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("nil store: error %v, want ErrInvalid", err)
 	}
 	producer := newClient(t, st, &errand.Config{})
-	if _, err := producer.WorkOne(context.Background(), &errand.WorkOneOpts{}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := producer.WorkOne(context.Background(), &errand.WorkOneOpts{}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("WorkOne without handlers: error %v, want ErrInvalid", err)
 	}
 	worker := handlerClient(t, st, h)
@@ -148,7 +149,7 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"negative lease": {Lease: -time.Second},
 		"bad queue":      {Queues: []string{"two words"}},
 	} {
-		if _, err := worker.WorkOne(context.Background(), opts); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := worker.WorkOne(context.Background(), opts); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("WorkOne with %s: error %v, want ErrInvalid", name, err)
 		}
 	}
@@ -173,7 +174,7 @@ func TestEnqueueTxCommitsWithTheApplication(t *testing.T) {
 		if err != nil {
 			t.Fatalf("enqueue in tx: %v", err)
 		}
-		if r.Duplicate || r.Job.State != errand.StateQueued {
+		if r.Duplicate || r.Job.State != errandtype.StateQueued {
 			t.Fatalf("enqueue in tx: %+v", r)
 		}
 		if commit {
@@ -190,7 +191,7 @@ func TestEnqueueTxCommitsWithTheApplication(t *testing.T) {
 	if n := count(t, st.DB(), `SELECT count(*) FROM payments`); n != 0 {
 		t.Fatalf("%d payments after rollback", n)
 	}
-	if _, err := c.Get(ctx, "receipt:pay_rolled_back"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Get(ctx, "receipt:pay_rolled_back"); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("job of a rolled-back transaction: %v, want ErrNotFound", err)
 	}
 	if n := count(t, st.DB(), `SELECT count(*) FROM errand_jobs`); n != 0 {
@@ -254,7 +255,7 @@ func TestEnqueueDuplicateReturnsTheExistingJob(t *testing.T) {
 	if !dup.Duplicate || dup.Job.ID != byKey.Job.ID {
 		t.Fatalf("duplicate key: %+v, want job %s with Duplicate set", dup, byKey.Job.ID)
 	}
-	if _, err := c.Get(ctx, "other-id"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Get(ctx, "other-id"); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("the duplicate's id exists: %v", err)
 	}
 	// The key stays taken whatever the first job's state.
@@ -323,7 +324,7 @@ func TestReplay(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	fail := true
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error {
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error {
 		if fail {
 			return errand.Permanent(errors.New("card declined"))
 		}
@@ -334,11 +335,11 @@ func TestReplay(t *testing.T) {
 	// Not dead yet: replay is refused and writes nothing.
 	before := rowCounts(t, st.DB())
 	_, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "retry"})
-	var se *errand.StateError
-	if !errors.Is(err, errand.ErrWrongState) || !errors.As(err, &se) || se.State != errand.StateQueued {
+	var se *errandtype.StateError
+	if !errors.Is(err, errandtype.ErrWrongState) || !errors.As(err, &se) || se.State != errandtype.StateQueued {
 		t.Fatalf("replay of a queued job: %v, want a StateError naming queued", err)
 	}
-	if _, err := c.Replay(ctx, "no-such-job", &errand.ReplayOpts{Operator: "ana", Reason: "retry"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Replay(ctx, "no-such-job", &errand.ReplayOpts{Operator: "ana", Reason: "retry"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("replay of a missing job: %v, want ErrNotFound", err)
 	}
 	if after := rowCounts(t, st.DB()); after != before {
@@ -353,13 +354,13 @@ func TestReplay(t *testing.T) {
 	// Without an operator or a reason, replay is bad input.
 	for _, opts := range []*errand.ReplayOpts{{Reason: "card updated"}, {Operator: "ana"}, {Operator: " ", Reason: "x"}, {Operator: "ana", Reason: "\t"}} {
 		before := rowCounts(t, st.DB())
-		if _, err := c.Replay(ctx, job.ID, opts); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := c.Replay(ctx, job.ID, opts); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Fatalf("replay with %+v: %v, want ErrInvalid", opts, err)
 		}
 		if after := rowCounts(t, st.DB()); after != before {
 			t.Fatalf("replay with %+v wrote rows: %v to %v", opts, before, after)
 		}
-		if j := getJob(t, c, job.ID); j.State != errand.StateDead || j.Replays != 0 {
+		if j := getJob(t, c, job.ID); j.State != errandtype.StateDead || j.Replays != 0 {
 			t.Fatalf("replay with %+v changed the job: %s replays %d", opts, j.State, j.Replays)
 		}
 	}
@@ -369,7 +370,7 @@ func TestReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if replayed.ID != job.ID || replayed.State != errand.StateQueued || replayed.Attempt != 0 || replayed.Replays != 1 ||
+	if replayed.ID != job.ID || replayed.State != errandtype.StateQueued || replayed.Attempt != 0 || replayed.Replays != 1 ||
 		!replayed.AvailableAt.Equal(clock.Now()) || replayed.FinishedAt != nil || replayed.LeaseToken != nil {
 		t.Fatalf("replayed job: id %s %s attempt %d replays %d available %v finished %v",
 			replayed.ID, replayed.State, replayed.Attempt, replayed.Replays, replayed.AvailableAt, replayed.FinishedAt)
@@ -382,7 +383,7 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(audit) != 1 || audit[0].Operator != "ana" || audit[0].Reason != "card updated" ||
-		audit[0].PriorState != errand.StateDead || audit[0].Replay != 1 || !audit[0].At.Equal(clock.Now()) || audit[0].JobID != job.ID {
+		audit[0].PriorState != errandtype.StateDead || audit[0].Replay != 1 || !audit[0].At.Equal(clock.Now()) || audit[0].JobID != job.ID {
 		t.Fatalf("audit %+v, want one record by ana, reason \"card updated\", prior state dead, at %v", audit, clock.Now())
 	}
 
@@ -391,7 +392,7 @@ func TestReplay(t *testing.T) {
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded || r.Attempt != 1 {
 		t.Fatalf("after replay: %+v, want succeeded on attempt 1 of the new cycle", r)
 	}
-	if _, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "again"}); !errors.Is(err, errand.ErrWrongState) {
+	if _, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "again"}); !errors.Is(err, errandtype.ErrWrongState) {
 		t.Fatalf("replay of a succeeded job: %v, want ErrWrongState", err)
 	}
 
@@ -415,18 +416,18 @@ func TestReplayOfACancelledJob(t *testing.T) {
 	c := newClient(t, st, &errand.Config{})
 	job := enqueue(t, c, "task", nil)
 	cancelled, err := c.Cancel(ctx, job.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"})
-	if err != nil || cancelled.State != errand.StateCancelled || cancelled.FinishedAt == nil {
+	if err != nil || cancelled.State != errandtype.StateCancelled || cancelled.FinishedAt == nil {
 		t.Fatalf("cancel: %+v, %v", cancelled, err)
 	}
-	if _, err := c.Cancel(ctx, job.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); !errors.Is(err, errand.ErrWrongState) {
+	if _, err := c.Cancel(ctx, job.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); !errors.Is(err, errandtype.ErrWrongState) {
 		t.Fatalf("second cancel: %v, want ErrWrongState", err)
 	}
 	j, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "cancelled by mistake"})
-	if err != nil || j.State != errand.StateQueued || j.Replays != 1 {
+	if err != nil || j.State != errandtype.StateQueued || j.Replays != 1 {
 		t.Fatalf("replay: %+v, %v", j, err)
 	}
 	audit, err := c.ReplayAudit(ctx, job.ID)
-	if err != nil || len(audit) != 1 || audit[0].PriorState != errand.StateCancelled {
+	if err != nil || len(audit) != 1 || audit[0].PriorState != errandtype.StateCancelled {
 		t.Fatalf("audit %+v, %v; want prior state cancelled", audit, err)
 	}
 }
@@ -471,11 +472,11 @@ func TestListFiltersAndPages(t *testing.T) {
 	if err != nil || len(bs) != 2 || bs[0].ID != ids[1] || bs[1].ID != ids[3] {
 		t.Fatalf("kind b: %d jobs, %v", len(bs), err)
 	}
-	cs, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateCancelled}})
+	cs, err := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateCancelled}})
 	if err != nil || len(cs) != 1 || cs[0].ID != ids[0] {
 		t.Fatalf("cancelled: %d jobs, %v", len(cs), err)
 	}
-	if _, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{"sleeping"}}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{"sleeping"}}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Fatalf("unknown state: %v, want ErrInvalid", err)
 	}
 }

@@ -3,6 +3,8 @@ package errand
 import (
 	"context"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
 )
 
 // Time. A Client and its Workers take all their time from one [TimeSource]
@@ -26,7 +28,7 @@ import (
 // since Go 1.23: after Stop or Reset returns, no value from before is
 // received.
 type TimeSource interface {
-	Clock
+	errandstore.Clock
 	// NewTimer returns a timer that sends the time on its channel once d
 	// has passed.
 	NewTimer(d time.Duration) Timer

@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestConfigBounds: values a worker, a schedule or a job once accepted and
 // then spun on, hung on or stored as something else are refused when they
 // are given, naming the field.
 func TestConfigBounds(t *testing.T) {
-	c := handlerClient(t, openStore(t, nil), func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, openStore(t, nil), func(context.Context, *errandtype.Job) error { return nil })
 	refused := func(what string, err error, field string) {
 		t.Helper()
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) || !strings.Contains(ie.Field, field) {
 			t.Errorf("%s: %v, want an InputError naming %s", what, err, field)
 		}
@@ -81,7 +83,7 @@ func TestConfigBounds(t *testing.T) {
 	refused("a unique window of a century", errand.CheckEnqueue(args, u), "unique_window")
 	_, err = c.Enqueue(context.Background(), args, u)
 	refused("a unique window of a century, enqueued", err, "unique_window")
-	u.Unique.Window = errand.MaxUniqueWindow
+	u.Unique.Window = errandstore.MaxUniqueWindow
 	if r, err := c.Enqueue(context.Background(), args, u); err != nil || r.Job.UniqueWindowStart == nil {
 		t.Errorf("a unique window of MaxUniqueWindow: %+v %v, want a window start", r, err)
 	}

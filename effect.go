@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // RemoteEffectKeyPrefix starts RemoteEffect's default key. Once and
@@ -26,12 +29,12 @@ const RemoteEffectKeyPrefix = "remote:"
 // Once finds the store through the handler's context: outside a handler it
 // returns an error. The store must take transactions of type TTx (see
 // [TxStore]); otherwise the error wraps ErrUnsupportedTx.
-func Once[TTx any](ctx context.Context, tx TTx, job *Job, key string, fn func() error) (ran bool, err error) {
+func Once[TTx any](ctx context.Context, tx TTx, job *errandtype.Job, key string, fn func() error) (ran bool, err error) {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
 		return false, errors.New("once: no errand job in this context; call it inside a handler")
 	}
-	store, ok := a.store.(TxStore[TTx])
+	store, ok := a.store.(errandstore.TxStore[TTx])
 	if !ok {
 		return false, fmt.Errorf("once: %w: the store (%T) does not take a %T", ErrUnsupportedTx, a.store, tx)
 	}
@@ -42,7 +45,7 @@ func Once[TTx any](ctx context.Context, tx TTx, job *Job, key string, fn func() 
 	if job.LeaseToken != nil {
 		token = *job.LeaseToken
 	}
-	first, err := store.EffectRecordTx(ctx, tx, &EffectRecordParams{Key: key, JobID: job.ID, LeaseToken: token})
+	first, err := store.EffectRecordTx(ctx, tx, &errandstore.EffectRecordParams{Key: key, JobID: job.ID, LeaseToken: token})
 	if err != nil {
 		return false, fmt.Errorf("record effect %s: %w", key, err)
 	}
@@ -72,7 +75,7 @@ func Once[TTx any](ctx context.Context, tx TTx, job *Job, key string, fn func() 
 // Pass the key to the remote side as its idempotency key where it takes
 // one. RemoteEffect finds the store through the handler's context: outside
 // a handler it returns an error.
-func RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
+func RemoteEffect(ctx context.Context, job *errandtype.Job, key string, fn func(ctx context.Context, status errandtype.EffectStatus) error) error {
 	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
 	if !ok {
 		return errors.New("remote effect: no errand job in this context; call it inside a handler")
@@ -80,26 +83,26 @@ func RemoteEffect(ctx context.Context, job *Job, key string, fn func(ctx context
 	return remoteEffect(ctx, a.store, job, key, fn)
 }
 
-func remoteEffect(ctx context.Context, store Store, job *Job, key string, fn func(ctx context.Context, status EffectStatus) error) error {
+func remoteEffect(ctx context.Context, store errandstore.Store, job *errandtype.Job, key string, fn func(ctx context.Context, status errandtype.EffectStatus) error) error {
 	if key == "" {
 		key = RemoteEffectKeyPrefix + job.ID
 	}
 	if job.LeaseToken == nil {
 		return fmt.Errorf("remote effect %s: job %s is not claimed", key, job.ID)
 	}
-	p := &EffectParams{Key: key, JobID: job.ID, LeaseToken: *job.LeaseToken}
+	p := &errandstore.EffectParams{Key: key, JobID: job.ID, LeaseToken: *job.LeaseToken}
 	e, err := store.EffectBegin(ctx, p)
 	if err != nil {
 		return fmt.Errorf("begin effect %s: %w", key, err)
 	}
 	switch e.Status {
-	case EffectAlreadyCompleted:
+	case errandstore.EffectAlreadyCompleted:
 		return nil
-	case EffectHeldElsewhere:
+	case errandstore.EffectHeldElsewhere:
 		return WithClass("effect_held", fmt.Errorf("effect %s: %w", key, ErrEffectHeld))
 	}
 	if ferr := fn(ctx, e.Status); ferr != nil {
-		if _, err := store.EffectRelease(context.WithoutCancel(ctx), &EffectReleaseParams{EffectParams: *p, Message: CleanText(ferr.Error(), MaxMessageBytes)}); err != nil {
+		if _, err := store.EffectRelease(context.WithoutCancel(ctx), &errandstore.EffectReleaseParams{EffectParams: *p, Message: errandstore.CleanText(ferr.Error(), errandstore.MaxMessageBytes)}); err != nil {
 			return fmt.Errorf("release effect %s after %v: %w", key, ferr, err)
 		}
 		return ferr

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 const createSink = `CREATE TABLE receipts (job_id TEXT NOT NULL, attempt INTEGER NOT NULL)`
@@ -17,7 +19,7 @@ const createSink = `CREATE TABLE receipts (job_id TEXT NOT NULL, attempt INTEGER
 // sendReceipt is an application effect in the queue's database: a row in
 // receipts, recorded through Once in the application's own transaction.
 // commit decides whether that transaction commits.
-func sendReceipt(ctx context.Context, c *errand.Client[*sql.Tx], db *sql.DB, job *errand.Job, commit bool) (ran bool, err error) {
+func sendReceipt(ctx context.Context, c *errand.Client[*sql.Tx], db *sql.DB, job *errandtype.Job, commit bool) (ran bool, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -39,7 +41,7 @@ func TestOnceSkipsTheEffectOnARepeatedDelivery(t *testing.T) {
 	mustExec(t, st.DB(), createSink)
 	var c *errand.Client[*sql.Tx]
 	var ranLog []bool
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		ran, err := sendReceipt(ctx, c, st.DB(), j, true)
 		if err != nil {
 			return err
@@ -75,7 +77,7 @@ func TestOnceKeysAreIndependent(t *testing.T) {
 	mustExec(t, st.DB(), createSink)
 	var c *errand.Client[*sql.Tx]
 	var ran []bool
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		tx, err := st.DB().BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -105,7 +107,7 @@ func TestOnceRolledBackLeavesNoRecord(t *testing.T) {
 	mustExec(t, st.DB(), createSink)
 	var c *errand.Client[*sql.Tx]
 	var ranLog []bool
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		commit := j.Attempt > 1 // the first delivery's transaction rolls back
 		ran, err := sendReceipt(ctx, c, st.DB(), j, commit)
 		if err != nil {
@@ -144,7 +146,7 @@ func TestOnceWithAStaleLeaseIsLeaseLost(t *testing.T) {
 	var c *errand.Client[*sql.Tx]
 	var onceErr error
 	fnRan := false
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		clock.Advance(time.Minute) // the lease runs out mid-handler
 		tx, err := st.DB().BeginTx(ctx, nil)
 		if err != nil {
@@ -165,7 +167,7 @@ func TestOnceWithAStaleLeaseIsLeaseLost(t *testing.T) {
 	if r := workOne(t, c, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultLeaseLost {
 		t.Fatalf("result %+v, want lease_lost", r)
 	}
-	if !errors.Is(onceErr, errand.ErrLeaseLost) || fnRan {
+	if !errors.Is(onceErr, errandtype.ErrLeaseLost) || fnRan {
 		t.Fatalf("Once with an expired lease: error %v, fn ran %v; want ErrLeaseLost and fn not called", onceErr, fnRan)
 	}
 	if n := count(t, st.DB(), `SELECT count(*) FROM errand_effects`) + count(t, st.DB(), `SELECT count(*) FROM receipts`); n != 0 {
@@ -178,10 +180,10 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 	st := openStore(t, clock)
 	var c *errand.Client[*sql.Tx]
 	calls := 0
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
-		err := errand.RemoteEffect(ctx, j, "", func(ctx context.Context, status errand.EffectStatus) error {
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+		err := errand.RemoteEffect(ctx, j, "", func(ctx context.Context, status errandtype.EffectStatus) error {
 			calls++
-			if status != errand.EffectBegun {
+			if status != errandstore.EffectBegun {
 				t.Errorf("first try has status %q, want begun", status)
 			}
 			return nil
@@ -203,8 +205,8 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("remote effect ran %d times, want once", calls)
 	}
-	e, err := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
-	if err != nil || e.State != errand.EffectCompleted || e.JobID != job.ID {
+	e, err := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
+	if err != nil || e.State != errandstore.EffectCompleted || e.JobID != job.ID {
 		t.Fatalf("ledger entry %+v, %v; want completed for job %s", e, err, job.ID)
 	}
 }
@@ -213,9 +215,9 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	var c *errand.Client[*sql.Tx]
-	var statuses []errand.EffectStatus
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
-		return errand.RemoteEffect(ctx, j, "charge:"+j.ID, func(ctx context.Context, status errand.EffectStatus) error {
+	var statuses []errandtype.EffectStatus
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+		return errand.RemoteEffect(ctx, j, "charge:"+j.ID, func(ctx context.Context, status errandtype.EffectStatus) error {
 			statuses = append(statuses, status)
 			if j.Attempt == 1 {
 				return errand.WithClass("provider_down", errors.New("503 from provider"))
@@ -227,18 +229,18 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultRetrying || r.Class != "provider_down" {
 		t.Fatalf("first delivery: %+v, want retrying with the handler's class", r)
 	}
-	e, err := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: "charge:" + job.ID})
-	if err != nil || e.State != errand.EffectFailed || e.Message != "503 from provider" {
+	e, err := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: "charge:" + job.ID})
+	if err != nil || e.State != errandstore.EffectFailed || e.Message != "503 from provider" {
 		t.Fatalf("after a failure: %+v, %v; want failed with the message", e, err)
 	}
 	clock.Advance(time.Hour)
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("second delivery: %+v", r)
 	}
-	if len(statuses) != 2 || statuses[0] != errand.EffectBegun || statuses[1] != errand.EffectRetaken {
+	if len(statuses) != 2 || statuses[0] != errandstore.EffectBegun || statuses[1] != errandstore.EffectRetaken {
 		t.Fatalf("statuses %v, want [begun retaken]", statuses)
 	}
-	if e, _ := st.EffectGet(context.Background(), &errand.EffectGetParams{Key: "charge:" + job.ID}); e.State != errand.EffectCompleted {
+	if e, _ := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: "charge:" + job.ID}); e.State != errandstore.EffectCompleted {
 		t.Fatalf("after the retake: %s, want completed", e.State)
 	}
 }
@@ -249,18 +251,18 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	var first, second *errand.Client[*sql.Tx]
 	var firstErr error
-	first = handlerClient(t, openStoreAt(t, path, clock), func(ctx context.Context, j *errand.Job) error {
-		firstErr = errand.RemoteEffect(ctx, j, "", func(context.Context, errand.EffectStatus) error {
+	first = handlerClient(t, openStoreAt(t, path, clock), func(ctx context.Context, j *errandtype.Job) error {
+		firstErr = errand.RemoteEffect(ctx, j, "", func(context.Context, errandtype.EffectStatus) error {
 			close(started)
 			<-release // the request to the provider hangs past the lease
 			return nil
 		})
 		return firstErr
 	})
-	var secondStatus errand.EffectStatus
+	var secondStatus errandtype.EffectStatus
 	secondStore := openStoreAt(t, path, clock)
-	second = handlerClient(t, secondStore, func(ctx context.Context, j *errand.Job) error {
-		return errand.RemoteEffect(ctx, j, "", func(_ context.Context, status errand.EffectStatus) error {
+	second = handlerClient(t, secondStore, func(ctx context.Context, j *errandtype.Job) error {
+		return errand.RemoteEffect(ctx, j, "", func(_ context.Context, status errandtype.EffectStatus) error {
 			secondStatus = status
 			return nil
 		})
@@ -280,21 +282,21 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	if r := workOne(t, second, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
 		t.Fatalf("second worker: %+v, want succeeded on attempt 2", r)
 	}
-	if secondStatus != errand.EffectAbandoned {
+	if secondStatus != errandstore.EffectAbandoned {
 		t.Fatalf("second delivery saw %q, want abandoned: the first began and lost its lease", secondStatus)
 	}
 	close(release)
 	if r := <-done; r == nil || r.Result != errand.ResultLeaseLost {
 		t.Fatalf("first worker: %+v, want lease_lost", r)
 	}
-	if !errors.Is(firstErr, errand.ErrLeaseLost) {
+	if !errors.Is(firstErr, errandtype.ErrLeaseLost) {
 		t.Fatalf("first delivery's RemoteEffect: %v, want ErrLeaseLost", firstErr)
 	}
-	e, err := secondStore.EffectGet(context.Background(), &errand.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
-	if err != nil || e.State != errand.EffectCompleted {
+	e, err := secondStore.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
+	if err != nil || e.State != errandstore.EffectCompleted {
 		t.Fatalf("ledger %+v, %v; want the second delivery's completion to stand", e, err)
 	}
-	if j := getJob(t, second, job.ID); j.State != errand.StateSucceeded || j.Attempt != 2 {
+	if j := getJob(t, second, job.ID); j.State != errandtype.StateSucceeded || j.Attempt != 2 {
 		t.Fatalf("job %s attempt %d, want succeeded on attempt 2", j.State, j.Attempt)
 	}
 }
@@ -304,9 +306,9 @@ func TestRemoteEffectHeldByAnotherJob(t *testing.T) {
 	st := openStore(t, clock)
 	started, release := make(chan struct{}), make(chan struct{})
 	var c *errand.Client[*sql.Tx]
-	c = handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		// Both jobs act on one remote object under one key.
-		return errand.RemoteEffect(ctx, j, "refund:order-9", func(context.Context, errand.EffectStatus) error {
+		return errand.RemoteEffect(ctx, j, "refund:order-9", func(context.Context, errandtype.EffectStatus) error {
 			if j.ID == "holder" {
 				close(started)
 				<-release
@@ -338,7 +340,7 @@ func TestOnceAndRemoteEffectDefaultsDoNotCollide(t *testing.T) {
 	st := openStore(t, nil)
 	mustExec(t, st.DB(), `CREATE TABLE receipts (job_id TEXT PRIMARY KEY)`)
 	local, remote := 0, 0
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		tx, err := st.DB().BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -354,7 +356,7 @@ func TestOnceAndRemoteEffectDefaultsDoNotCollide(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			return err
 		}
-		return errand.RemoteEffect(ctx, j, "", func(context.Context, errand.EffectStatus) error {
+		return errand.RemoteEffect(ctx, j, "", func(context.Context, errandtype.EffectStatus) error {
 			remote++
 			return nil
 		})
@@ -374,7 +376,7 @@ func TestOnceRefusesAnotherTransactionType(t *testing.T) {
 	st := openStore(t, nil)
 	type otherTx struct{}
 	var onceErr error
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		_, onceErr = errand.Once(ctx, otherTx{}, j, "", func() error { return nil })
 		return nil
 	})

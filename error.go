@@ -3,32 +3,18 @@ package errand
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var (
-	// ErrNotFound reports that no job (or ledger entry) has the given id.
-	ErrNotFound = errors.New("not found")
-	// ErrLeaseLost reports that a fenced write found the job no longer
-	// running under the caller's lease: it expired, or another worker
-	// claimed the job. Nothing was written.
-	ErrLeaseLost = errors.New("lease lost")
-	// ErrWrongState reports that a job's state does not allow the requested
-	// transition. The concrete error is a *StateError.
-	ErrWrongState = errors.New("wrong state")
-	// ErrInvalid reports bad input. The concrete error is an *InputError.
-	ErrInvalid = errors.New("invalid input")
 	// ErrUnsupportedTx reports a transaction type the store cannot join.
 	ErrUnsupportedTx = errors.New("unsupported transaction type")
 	// ErrEffectHeld reports that another delivery holds a remote effect
 	// under a live lease.
 	ErrEffectHeld = errors.New("effect held by another delivery")
-	// ErrNoSchema reports that a store opened without migrating found no
-	// errand schema where it was pointed: a database (or PostgreSQL schema)
-	// in which errand's tables were never created. Opening it with
-	// migrations, as errand migrate does, creates them.
-	ErrNoSchema = errors.New("no errand schema")
 	// ErrJobCancelled is the cause (see [context.Cause]) with which a
 	// running handler's context is cancelled when an operator cancels its
 	// job. A handler that sees it should stop and return; the attempt ends
@@ -39,104 +25,18 @@ var (
 	// batch or workflow that differs from the one it would have made. The
 	// concrete error is an *IDConflictError.
 	ErrIDConflict = errors.New("id taken by a different job")
-	// ErrWorkflowCompensated reports a replay of a workflow's step refused
-	// because the workflow has begun undoing its steps, or was rerun. The
-	// concrete error is a *WorkflowCompensatedError.
-	ErrWorkflowCompensated = errors.New("workflow compensated")
-	// ErrStoreUnavailable reports that the store could not reach its
-	// database, or lost the connection while a statement was in flight
-	// (which may then have taken effect). Try again shortly; a duplicate
-	// id or unique key makes a repeated enqueue safe.
-	ErrStoreUnavailable = errors.New("store unavailable")
 )
-
-// StateError reports a transition that a job's current state forbids. Its
-// message does not name the operation or the job, which callers' wraps do
-// ("replay job X: job is queued; only dead or cancelled jobs can be
-// replayed").
-type StateError struct {
-	Op    string
-	ID    string
-	State JobState
-	// Allowed lists the states the operation accepts.
-	Allowed []JobState
-	// Reason, when set, says why a job in an allowed state is refused
-	// all the same, and what to do instead: a dead step of a workflow
-	// that is compensating is not replayed.
-	Reason string
-}
-
-func (e *StateError) Error() string {
-	if e.Reason != "" {
-		return fmt.Sprintf("job is %s; %s", e.State, e.Reason)
-	}
-	return fmt.Sprintf("job is %s; only %s jobs can be %s",
-		e.State, joinStates(e.Allowed, "or"), pastTense(e.Op))
-}
-
-// Is makes errors.Is(err, ErrWrongState) true.
-func (e *StateError) Is(target error) bool { return target == ErrWrongState }
-
-// joinStates lists states as prose: "a", "a or b", "a, b or c", with
-// conj the last joint.
-func joinStates(states []JobState, conj string) string {
-	s := ""
-	for i, st := range states {
-		switch {
-		case i == 0:
-		case i == len(states)-1:
-			s += " " + conj + " "
-		default:
-			s += ", "
-		}
-		s += string(st)
-	}
-	return s
-}
-
-func pastTense(op string) string {
-	switch op {
-	case "replay":
-		return "replayed"
-	case "cancel":
-		return "cancelled"
-	}
-	return op + "ed"
-}
-
-// InputError reports a bad parameter and says what to change.
-type InputError struct {
-	Field   string
-	Message string
-}
-
-func (e *InputError) Error() string { return e.Field + ": " + e.Message }
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *InputError) Is(target error) bool { return target == ErrInvalid }
 
 // Failure classes errand itself assigns. Handlers may name others.
 const (
-	ClassError        = "error"
-	ClassPermanent    = "permanent"
-	ClassTimeout      = "timeout"
-	ClassPanic        = "panic"
-	ClassLeaseExpired = "lease_expired"
-	ClassExpired      = "expired"
-	ClassCancelled    = "cancelled"
-	ClassInterrupted  = "interrupted"
+	ClassError       = "error"
+	ClassPermanent   = "permanent"
+	ClassTimeout     = "timeout"
+	ClassPanic       = "panic"
+	ClassInterrupted = "interrupted"
 	// ClassUnknownKind is recorded when a claimed job's kind has no handler.
 	ClassUnknownKind = "unknown_kind"
-	// ClassArgsTooLarge is recorded on a workflow's job that errand
-	// enqueued dead, unrun, because its args with the outputs of the
-	// steps before it would exceed the bound of a job's args.
-	ClassArgsTooLarge = "args_too_large"
 )
-
-var classPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-
-// ValidClass reports whether class is a short snake_case word.
-func ValidClass(class string) bool { return classPattern.MatchString(class) }
 
 // JobError is a classified handler failure. Build it with [Permanent],
 // [RetryAfter], [WithClass] or [Snooze]; any other error a handler returns is
@@ -203,7 +103,7 @@ func RetryAfter(d time.Duration, err error) error {
 	if je.permanent || je.snooze != 0 || d <= 0 {
 		return je
 	}
-	if refused := checkDelay("retry_after", d); refused != nil {
+	if refused := errandstore.CheckDelay("retry_after", d); refused != nil {
 		note := refused.Error() + "; retried on the retry policy's backoff instead"
 		if je.err == nil {
 			je.err = errors.New(note)
@@ -221,7 +121,7 @@ func RetryAfter(d time.Duration, err error) error {
 // Permanent. An invalid class is recorded as "error".
 func WithClass(class string, err error) error {
 	je := classified(err)
-	if ValidClass(class) && je.snooze == 0 {
+	if errandstore.ValidClass(class) && je.snooze == 0 {
 		je.class = class
 	}
 	return je
@@ -258,7 +158,7 @@ func classified(err error) *JobError {
 // wrapStoreError wraps err, a store's, with what the client was doing; an
 // *InputError, which names the field to change, is returned as it is.
 func wrapStoreError(doing string, err error) error {
-	var ie *InputError
+	var ie *errandtype.InputError
 	if errors.As(err, &ie) {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"log"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // ResizeArgs are the args of one member of the example's batch.
@@ -20,8 +22,8 @@ func (ResizeArgs) Kind() string { return "resize_image" }
 // AlbumReadyArgs are the args of the batch's callback. errand fills Batch
 // with how the batch ended.
 type AlbumReadyArgs struct {
-	Album string             `json:"album"`
-	Batch errand.BatchResult `json:"batch"`
+	Album string                  `json:"album"`
+	Batch errandstore.BatchResult `json:"batch"`
 }
 
 func (AlbumReadyArgs) Kind() string { return "album_ready" }
@@ -35,13 +37,13 @@ func ExampleClient_EnqueueBatch() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ResizeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ResizeArgs) error {
 		if args.Image == "broken.png" {
 			return errand.Permanent(errors.New("not an image"))
 		}
 		return nil
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args AlbumReadyArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args AlbumReadyArgs) error {
 		b := args.Batch
 		fmt.Printf("album %s: %d of %d resized, %d failed\n", args.Album, b.Succeeded, b.Total, b.Dead)
 		return nil
@@ -105,9 +107,9 @@ func ExampleKindOpts_onDead() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ChargeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ChargeArgs) error {
 		return errand.Permanent(errors.New("card declined"))
-	}, &errand.KindOpts{OnDead: func(job *errand.Job) (errand.JobArgs, *errand.EnqueueOpts) {
+	}, &errand.KindOpts{OnDead: func(job *errandtype.Job) (errand.JobArgs, *errand.EnqueueOpts) {
 		var a ChargeArgs
 		if err := json.Unmarshal(job.Args, &a); err != nil {
 			return nil, nil

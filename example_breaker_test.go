@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // WelcomeArgs are the args of a send_welcome job, which calls the SMTP
@@ -28,11 +29,11 @@ func ExampleKindOpts_dependency() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args WelcomeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args WelcomeArgs) error {
 		return errors.New("dial smtp: connection refused") // the relay is down
 	}, &errand.KindOpts{Dependency: "smtp", MaxAttempts: 5})
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds,
-		Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: 2, Window: time.Minute, Cooldown: time.Hour}}})
+		Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {Threshold: 2, Window: time.Minute, Cooldown: time.Hour}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,13 +50,13 @@ func ExampleKindOpts_dependency() {
 	if err := w.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	var smtp *errand.BreakerRecord
+	var smtp *errandtype.BreakerRecord
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		bs, err := client.Breakers(ctx)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if len(bs) == 1 && bs[0].State == errand.BreakerOpen {
+		if len(bs) == 1 && bs[0].State == errandtype.BreakerOpen {
 			smtp = bs[0]
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 type importArgs struct {
@@ -33,7 +34,7 @@ func ExampleCheckpoint() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args importArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args importArgs) error {
 		cp, _, err := errand.Checkpoint[importCheckpoint](job)
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func ExampleClient_Cancel_running() {
 	started := make(chan struct{})
 	stopped := make(chan error, 1)
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args importArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args importArgs) error {
 		close(started)
 		<-ctx.Done() // a long import, checking its context between chunks
 		stopped <- context.Cause(ctx)
@@ -124,7 +125,7 @@ func ExampleClient_Cancel_running() {
 		log.Fatal(err)
 	}
 	fmt.Println(job.State, "with a cancel request:", job.CancelPending())
-	for job.State == errand.StateRunning {
+	for job.State == errandtype.StateRunning {
 		time.Sleep(10 * time.Millisecond)
 		if job, err = client.Get(ctx, r.Job.ID); err != nil {
 			log.Fatal(err)

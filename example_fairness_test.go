@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // ExportArgs are the args of a tenant's export job.
@@ -28,7 +29,7 @@ func ExampleEnqueueOpts_fairnessKey() {
 
 	ran := make(chan string, 8)
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ExportArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ExportArgs) error {
 		ran <- fmt.Sprintf("%s part %d", args.Tenant, args.Part)
 		return nil
 	}, nil)
@@ -84,7 +85,7 @@ func ExampleWorkerConfig_queueWeights() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ExportArgs) error { return nil }, nil)
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ExportArgs) error { return nil }, nil)
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)

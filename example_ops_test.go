@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 type receiptArgs struct {
@@ -28,7 +30,7 @@ func ExampleClient_ReplayMany() {
 
 	providerUp := false
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args receiptArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args receiptArgs) error {
 		switch {
 		case args.Email == "ana@":
 			return errand.Permanent(errand.WithClass("bad_address", errors.New("no domain in ana@")))
@@ -61,7 +63,7 @@ func ExampleClient_ReplayMany() {
 
 	// Replay what the provider's outage killed, at most 10 a second.
 	res, err := client.ReplayMany(ctx, &errand.ReplayManyOpts{
-		Filter:   errand.DeadFilter{Class: "provider_down"},
+		Filter:   errandstore.DeadFilter{Class: "provider_down"},
 		Rate:     10,
 		Operator: "ana", Reason: "provider back up",
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // PartnerSyncArgs are the args of a job that calls a partner's rate-limited API.
@@ -26,7 +27,7 @@ func ExampleRateLimit() {
 
 	started := make(chan string, 3)
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args PartnerSyncArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args PartnerSyncArgs) error {
 		started <- args.Account
 		return nil
 	}, nil)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // DigestArgs are the args of the daily digest job.
@@ -24,7 +25,7 @@ func ExampleNewSchedule() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args DigestArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args DigestArgs) error {
 		return nil // send the digest of args.List
 	}, nil)
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
@@ -37,7 +38,7 @@ func ExampleNewSchedule() {
 		log.Fatal(err)
 	}
 	digest, err := errand.NewSchedule("daily_digest", "0 9 * * MON-FRI", DigestArgs{List: "customers"},
-		&errand.ScheduleOpts{Location: paris, Missed: errand.MissedCatchUp})
+		&errand.ScheduleOpts{Location: paris, Missed: errandtype.MissedCatchUp})
 	if err != nil {
 		log.Fatal(err)
 	}

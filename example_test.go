@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -48,7 +50,7 @@ func ExampleHandle() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ReceiptArgs) error {
 		fmt.Printf("sending the receipt for %s, attempt %d\n", args.PaymentID, job.Attempt)
 		return nil
 	}, &errand.KindOpts{MaxAttempts: 5, Timeout: 30 * time.Second})
@@ -106,7 +108,7 @@ func ExampleVersionedArgs() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args InvoiceArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args InvoiceArgs) error {
 		fmt.Printf("invoice for %s (enqueued at version %d)\n", args.Customer, job.ArgsVersion)
 		return nil
 	}, nil)
@@ -153,7 +155,7 @@ func Example_failures() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args chargeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args chargeArgs) error {
 		switch args.Outcome {
 		case "declined":
 			return errand.Permanent(errand.WithClass("card_declined", errors.New("the card was declined")))
@@ -244,7 +246,7 @@ func ExampleClient_EnqueueTx() {
 	for _, id := range []string{"receipt:pay_1", "receipt:pay_2"} {
 		job, err := client.Get(ctx, id)
 		switch {
-		case errors.Is(err, errand.ErrNotFound):
+		case errors.Is(err, errandtype.ErrNotFound):
 			fmt.Println(id, "does not exist")
 		case err != nil:
 			log.Fatal(err)
@@ -269,7 +271,7 @@ func ExampleOnce() {
 	}
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ReceiptArgs) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -332,9 +334,9 @@ func ExampleRemoteEffect() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
-		err := errand.RemoteEffect(ctx, job, "email:"+args.PaymentID, func(ctx context.Context, status errand.EffectStatus) error {
-			if status == errand.EffectAbandoned {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ReceiptArgs) error {
+		err := errand.RemoteEffect(ctx, job, "email:"+args.PaymentID, func(ctx context.Context, status errandtype.EffectStatus) error {
+			if status == errandstore.EffectAbandoned {
 				fmt.Println("an earlier delivery vanished: checking the provider for email:" + args.PaymentID)
 			}
 			fmt.Printf("attempt %d sends the email (%s)\n", job.Attempt, status)
@@ -381,7 +383,7 @@ func ExampleClient_Replay() {
 
 	cardUpdated := false
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args chargeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args chargeArgs) error {
 		if !cardUpdated {
 			return errand.Permanent(errand.WithClass("card_expired", errors.New("card expired in 10/2026")))
 		}
@@ -423,7 +425,7 @@ func ExampleClient_Replay() {
 
 	// Only dead or cancelled jobs can be replayed.
 	_, err = client.Replay(ctx, "charge:pay_42", &errand.ReplayOpts{Operator: "ana", Reason: "again"})
-	fmt.Println(errors.Is(err, errand.ErrWrongState))
+	fmt.Println(errors.Is(err, errandtype.ErrWrongState))
 	// Output:
 	// work one: dead (card_expired: card expired in 10/2026)
 	// replayed charge:pay_42: queued, attempt 0, replays 1, 1 error(s) kept
@@ -441,7 +443,7 @@ func ExampleWorker() {
 	store, closeStore := openExampleStore()
 	defer closeStore()
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ReceiptArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ReceiptArgs) error {
 		return nil
 	}, nil)
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
@@ -478,7 +480,7 @@ func ExampleWorker() {
 	if err := worker.Stop(stopCtx); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := client.Leader(ctx); errors.Is(err, errand.ErrNotFound) {
+	if _, err := client.Leader(ctx); errors.Is(err, errandtype.ErrNotFound) {
 		fmt.Println("no leader once it stopped")
 	}
 	// Output:

@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // SyncArgs are the args of a sync_account job.
@@ -24,12 +25,12 @@ func ExampleUniqueOpts() {
 	store, closeStore := openExampleStore()
 	defer closeStore()
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args SyncArgs) error { return nil }, nil)
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args SyncArgs) error { return nil }, nil)
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)
 	}
-	opts := &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "sync:acct-7", Scope: errand.UniqueUntilFinished}}
+	opts := &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "sync:acct-7", Scope: errandtype.UniqueUntilFinished}}
 
 	first, err := client.Enqueue(ctx, SyncArgs{Account: 7}, opts)
 	if err != nil {
@@ -74,7 +75,7 @@ func ExampleOrderingOnDead() {
 	store, closeStore := openExampleStore()
 	defer closeStore()
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args SyncArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args SyncArgs) error {
 		if job.Replays == 0 && args.Account == 1 {
 			return errand.Permanent(errors.New("ledger entry rejected"))
 		}

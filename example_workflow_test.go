@@ -7,6 +7,8 @@ import (
 	"log"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // CardChargeArgs charge an order's card: the first step of the checkout
@@ -20,16 +22,16 @@ func (CardChargeArgs) Kind() string { return "checkout_charge" }
 // CardRefundArgs undo the charge. errand fills Workflow, which holds the
 // outputs of the steps that succeeded: the charge's payment id.
 type CardRefundArgs struct {
-	Order    int                    `json:"order"`
-	Workflow errand.WorkflowContext `json:"workflow"`
+	Order    int                         `json:"order"`
+	Workflow errandstore.WorkflowContext `json:"workflow"`
 }
 
 func (CardRefundArgs) Kind() string { return "checkout_refund" }
 
 // StockReserveArgs reserve the order's items once the card is charged.
 type StockReserveArgs struct {
-	Order    int                    `json:"order"`
-	Workflow errand.WorkflowContext `json:"workflow"`
+	Order    int                         `json:"order"`
+	Workflow errandstore.WorkflowContext `json:"workflow"`
 }
 
 func (StockReserveArgs) Kind() string { return "checkout_reserve" }
@@ -62,11 +64,11 @@ func ExampleClient_EnqueueWorkflow() {
 	defer closeStore()
 
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args CardChargeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args CardChargeArgs) error {
 		fmt.Println("charge order", args.Order)
 		return errand.SetOutput(ctx, Payment{ID: "pay-1001"}) // what the next steps read
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args StockReserveArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args StockReserveArgs) error {
 		p, _, err := errand.StepOutput[Payment](args.Workflow, "charge")
 		if err != nil {
 			return err
@@ -74,15 +76,15 @@ func ExampleClient_EnqueueWorkflow() {
 		fmt.Println("reserve stock, paid by", p.ID)
 		return nil
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args ShipArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ShipArgs) error {
 		fmt.Println("ship: the courier refuses the parcel")
 		return errand.Permanent(errors.New("parcel too heavy"))
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args StockReleaseArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args StockReleaseArgs) error {
 		fmt.Println("release stock")
 		return nil
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args CardRefundArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args CardRefundArgs) error {
 		p, _, err := errand.StepOutput[Payment](args.Workflow, "charge")
 		if err != nil {
 			return err

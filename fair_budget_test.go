@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestRetryBudgetHoldsBackRetriesOfFairQueues: a spent retry budget keeps
@@ -21,9 +23,9 @@ func TestRetryBudgetHoldsBackRetriesOfFairQueues(t *testing.T) {
 			name = "fairness key"
 		}
 		t.Run(name, func(t *testing.T) {
-			eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+			eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 				c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
-					Handler: errand.HandlerFunc(func(_ context.Context, j *errand.Job) error {
+					Handler: errand.HandlerFunc(func(_ context.Context, j *errandtype.Job) error {
 						if j.Attempt == 1 {
 							return errand.RetryAfter(time.Second, errors.New("down"))
 						}

@@ -1,11 +1,11 @@
 package errand
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"sort"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The fair-claim rule: a claim in a queue whose jobs carry fairness keys
@@ -31,122 +31,6 @@ import (
 // of a fair claim grows with the number of keys waiting in the queue and
 // the limit, never with the size of one key's backlog.
 
-// FairRankColumn is the name under which a fair claim's SQL ranks each
-// candidate within its key.
-const FairRankColumn = "fair_rank"
-
-// FairTurnKey is the key under which a fair claim records the turn of the
-// jobs without a fairness key.
-const FairTurnKey = ""
-
-// FairPickSQL renders the last step of a fair claim, common to the SQL
-// stores: from candidates, a subquery of rows with the columns seq,
-// priority, available_at and fairness_key (each key's first claimable jobs
-// in claim order, and those without a key), it ranks each row within its
-// key, looks up each key's last turn in turns (the fair-turns table, as
-// the store's SQL names it) for the queue given by the SQL queue, and
-// selects the seqs of the first limit rows in fair-claim order. limit is
-// the SQL of the claim's limit parameter. Window functions, their NULL
-// partition and this join work alike in SQLite and PostgreSQL.
-func FairPickSQL(candidates, turns, queue, limit string) string {
-	return `SELECT seq FROM (SELECT c.seq, c.priority, c.available_at, coalesce(t.turn, 0) AS fair_turn,
-			row_number() OVER (PARTITION BY c.fairness_key ORDER BY c.priority, c.available_at, c.seq) AS ` + FairRankColumn + `
-		FROM (` + candidates + `) c
-		LEFT JOIN ` + turns + ` t ON t.queue = ` + queue + ` AND t.fairness_key = coalesce(c.fairness_key, '` + FairTurnKey + `')) fair_ranked
-	ORDER BY priority, ` + FairRankColumn + `, fair_turn, available_at, seq
-	LIMIT ` + limit
-}
-
-// FairTurnKeys returns the keys a fair claim served, as the fair-turns
-// table records them (FairTurnKey for jobs without one), sorted and
-// without repeats: the order in which a store writes their turns, so that
-// two concurrent claims lock the rows in the same order.
-func FairTurnKeys(jobs []*Job) []string {
-	keys := make([]string, 0, len(jobs))
-	for _, j := range jobs {
-		k := FairTurnKey
-		if j.FairnessKey != nil {
-			k = *j.FairnessKey
-		}
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys)
-}
-
-// SortFairClaimOrder sorts what a fair claim returned by priority, then
-// each job's rank within its key, then claim order, as [SortClaimOrder]
-// does for a plain claim. Each job's rank is counted among the jobs given,
-// which hold every job of a key that the claim took ahead of any later
-// one. (Turns decide which jobs a claim takes; within one claim's result
-// the keys of a rank follow claim order.)
-func SortFairClaimOrder(jobs []*Job) {
-	SortClaimOrder(jobs)
-	rank := make(map[string]int, len(jobs))
-	ranks := make(map[*Job]int, len(jobs))
-	for _, j := range jobs {
-		k := ""
-		if j.FairnessKey != nil {
-			k = "k:" + *j.FairnessKey
-		}
-		rank[k]++
-		ranks[j] = rank[k]
-	}
-	sort.SliceStable(jobs, func(i, k int) bool {
-		a, b := jobs[i], jobs[k]
-		if a.Priority != b.Priority {
-			return a.Priority < b.Priority
-		}
-		return ranks[a] < ranks[b]
-	})
-}
-
-// ValidateFairClaim checks a fair claim's parameters: those of any claim,
-// and exactly one queue, since keys take turns within a queue.
-func ValidateFairClaim(p *JobClaimParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	if len(p.Queues) != 1 {
-		return &InputError{Field: "claim", Message: "a fair claim takes exactly one queue; claim each queue on its own"}
-	}
-	return nil
-}
-
-// DefaultFairnessKeysLimit is how many keys per queue
-// [FairClaimer.FairnessKeysWaiting] returns when its Limit is zero.
-const DefaultFairnessKeysLimit = 10
-
-// TopFairnessKeys orders counts, one per queue and key, as
-// FairnessKeysWaiting returns them: queues in name order, within a queue
-// the most waiting jobs first, then by key, at most limit per queue (zero:
-// DefaultFairnessKeysLimit). Stores count with one GROUP BY and leave the
-// choice to it.
-func TopFairnessKeys(counts []FairnessKeyCount, limit int) []FairnessKeyCount {
-	if limit <= 0 {
-		limit = DefaultFairnessKeysLimit
-	}
-	out := slices.Clone(counts)
-	slices.SortFunc(out, func(a, b FairnessKeyCount) int {
-		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(b.Waiting, a.Waiting), cmp.Compare(a.Key, b.Key))
-	})
-	kept := out[:0]
-	n, queue := 0, ""
-	for _, c := range out {
-		if c.Queue != queue {
-			n, queue = 0, c.Queue
-		}
-		if n < limit {
-			kept = append(kept, c)
-		}
-		n++
-	}
-	if kept == nil {
-		kept = []FairnessKeyCount{}
-	}
-	return kept
-}
-
 // FairnessKeysOpts filters [Client.FairnessKeys].
 type FairnessKeysOpts struct {
 	// Queue, when set, restricts the answer to one queue.
@@ -159,18 +43,18 @@ type FairnessKeysOpts struct {
 // FairnessKeys returns, per queue, the fairness keys with the most waiting
 // jobs, most first: who fills a queue. It is empty on a store without fair
 // claims ([FairClaimer]).
-func (c *Client[TTx]) FairnessKeys(ctx context.Context, opts *FairnessKeysOpts) ([]FairnessKeyCount, error) {
+func (c *Client[TTx]) FairnessKeys(ctx context.Context, opts *FairnessKeysOpts) ([]errandtype.FairnessKeyCount, error) {
 	if opts == nil {
 		opts = &FairnessKeysOpts{}
 	}
 	if opts.Limit < 0 {
-		return nil, &InputError{Field: "limit", Message: fmt.Sprintf("%d is negative; give a positive limit, or 0 for %d", opts.Limit, DefaultFairnessKeysLimit)}
+		return nil, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%d is negative; give a positive limit, or 0 for %d", opts.Limit, errandstore.DefaultFairnessKeysLimit)}
 	}
-	f, ok := c.store.(FairClaimer)
+	f, ok := c.store.(errandstore.FairClaimer)
 	if !ok {
-		return []FairnessKeyCount{}, nil
+		return []errandtype.FairnessKeyCount{}, nil
 	}
-	keys, err := f.FairnessKeysWaiting(ctx, &FairnessKeysParams{Queue: opts.Queue, Limit: opts.Limit})
+	keys, err := f.FairnessKeysWaiting(ctx, &errandstore.FairnessKeysParams{Queue: opts.Queue, Limit: opts.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("fairness keys: %w", err)
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -39,13 +41,13 @@ func blockUntilAt(t testing.TB, clock *errandtest.Clock, at time.Time, n int) {
 
 // openStore opens a fresh SQLite file in a temporary directory. A nil clock
 // means the process clock.
-func openStore(t testing.TB, clock errand.Clock) *sqlite.Store {
+func openStore(t testing.TB, clock errandstore.Clock) *sqlite.Store {
 	t.Helper()
 	return openStoreAt(t, filepath.Join(t.TempDir(), "errand.db"), clock)
 }
 
 // openStoreAt opens the SQLite file at path, which other stores may share.
-func openStoreAt(t testing.TB, path string, clock errand.Clock) *sqlite.Store {
+func openStoreAt(t testing.TB, path string, clock errandstore.Clock) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock})
 	if err != nil {
@@ -59,7 +61,7 @@ func openStoreAt(t testing.TB, path string, clock errand.Clock) *sqlite.Store {
 	return st
 }
 
-func newClient(t testing.TB, st errand.TxStore[*sql.Tx], cfg *errand.Config) *errand.Client[*sql.Tx] {
+func newClient(t testing.TB, st errandstore.TxStore[*sql.Tx], cfg *errand.Config) *errand.Client[*sql.Tx] {
 	t.Helper()
 	c, err := errand.NewClient(st, cfg)
 	if err != nil {
@@ -98,12 +100,12 @@ func rawArgs(t testing.TB, kind string, v any) errand.RawArgs {
 }
 
 // handlerClient returns a client with one kind, "task", run by h.
-func handlerClient(t testing.TB, st errand.TxStore[*sql.Tx], h errand.HandlerFunc) *errand.Client[*sql.Tx] {
+func handlerClient(t testing.TB, st errandstore.TxStore[*sql.Tx], h errand.HandlerFunc) *errand.Client[*sql.Tx] {
 	t.Helper()
 	return newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "task", Handler: h}})})
 }
 
-func enqueue(t testing.TB, c *errand.Client[*sql.Tx], kind string, opts *errand.EnqueueOpts) *errand.Job {
+func enqueue(t testing.TB, c *errand.Client[*sql.Tx], kind string, opts *errand.EnqueueOpts) *errandtype.Job {
 	t.Helper()
 	r, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: kind}, opts)
 	if err != nil {
@@ -126,7 +128,7 @@ func enqueueN(t testing.TB, c *errand.Client[*sql.Tx], kind string, n int) []err
 	return rs
 }
 
-func getJob(t testing.TB, c *errand.Client[*sql.Tx], id string) *errand.Job {
+func getJob(t testing.TB, c *errand.Client[*sql.Tx], id string) *errandtype.Job {
 	t.Helper()
 	j, err := c.Get(context.Background(), id)
 	if err != nil {
@@ -172,7 +174,7 @@ func mustExec(t testing.TB, db *sql.DB, query string, args ...any) {
 	}
 }
 
-func classes(errs []errand.AttemptError) []string {
+func classes(errs []errandtype.AttemptError) []string {
 	var cs []string
 	for _, e := range errs {
 		cs = append(cs, e.Class)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // wantConflict checks that err is an *IDConflictError of id naming fields.
@@ -40,7 +42,7 @@ func jobIDs(t *testing.T, c *errand.Client[*sql.Tx]) []string {
 // job, FirstWins, or a duplicate found by a unique key return the existing
 // job.
 func TestEnqueueIDConflict(t *testing.T) {
-	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
+	bothStores(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx]) {
 		ctx := t.Context()
 		c := newClient(t, st, &errand.Config{})
 		charge := func(args string) errand.RawArgs { return errand.RawArgs{KindName: "charge", JSON: []byte(args)} }
@@ -97,7 +99,7 @@ func TestEnqueueIDConflict(t *testing.T) {
 		if err != nil || !byKey.Duplicate || byKey.Job.ID != "sync-1" {
 			t.Fatalf("a held unique key: %+v, %v; want sync-1", byKey, err)
 		}
-		_, err = c.Enqueue(ctx, charge(`{"n": 1}`), &errand.EnqueueOpts{ID: "sync-1", Unique: &errand.UniqueOpts{Key: "sync", Scope: errand.UniqueUntilFinished}})
+		_, err = c.Enqueue(ctx, charge(`{"n": 1}`), &errand.EnqueueOpts{ID: "sync-1", Unique: &errand.UniqueOpts{Key: "sync", Scope: errandtype.UniqueUntilFinished}})
 		wantConflict(t, "the id with another unique scope", err, "sync-1", "unique_scope")
 
 		if got := jobIDs(t, c); !slices.Equal(got, []string{"pay-1", "sync-1"}) {
@@ -110,7 +112,7 @@ func TestEnqueueIDConflict(t *testing.T) {
 // a different one is an *IDConflictError naming what differs, with
 // nothing written; the same one, or FirstWins, returns the existing one.
 func TestEnqueueBatchAndWorkflowIDConflict(t *testing.T) {
-	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
+	bothStores(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx]) {
 		ctx := t.Context()
 		c := newClient(t, st, &errand.Config{})
 		members := func(row int) []errand.EnqueueParams {
@@ -162,7 +164,7 @@ func TestEnqueueBatchAndWorkflowIDConflict(t *testing.T) {
 			t.Fatalf("jobs = %v, want the batch's two and the workflow's first step", got)
 		}
 		_, err = c.EnqueueWorkflow(ctx, steps(1, "refund"), &errand.WorkflowOpts{FirstWins: true})
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) || ie.Field != "first_wins" {
 			t.Fatalf("FirstWins without an id: %v, want an *InputError of first_wins", err)
 		}

@@ -8,6 +8,9 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Insights are the figures an operator watches, per queue and kind: what
@@ -20,101 +23,21 @@ import (
 // [InsightsData]; [AssembleInsights], shared by every store, turns them into
 // rates and percentiles.
 
-// DepthBucket is why a job of a queue is not finished: a partition of the
-// unfinished jobs, plus the dead.
-type DepthBucket string
-
 const (
 	// BucketReady: waiting, available now, claimable.
-	BucketReady DepthBucket = "ready"
+	BucketReady errandtype.DepthBucket = "ready"
 	// BucketScheduled: queued, available later (scheduled or snoozed).
-	BucketScheduled DepthBucket = "scheduled"
+	BucketScheduled errandtype.DepthBucket = "scheduled"
 	// BucketRetrying: retrying, waiting out its backoff.
-	BucketRetrying DepthBucket = "retrying"
+	BucketRetrying errandtype.DepthBucket = "retrying"
 	// BucketHeld: available, but held back by its ordering key (see
 	// [Job.HeldBy]).
-	BucketHeld DepthBucket = "held"
+	BucketHeld errandtype.DepthBucket = "held"
 	// BucketRunning: running under a lease.
-	BucketRunning DepthBucket = "running"
+	BucketRunning errandtype.DepthBucket = "running"
 	// BucketDead: dead letters.
-	BucketDead DepthBucket = "dead"
+	BucketDead errandtype.DepthBucket = "dead"
 )
-
-// Windows of the insights.
-const (
-	// InsightsWindow is the window of failures, retries, succeeded counts
-	// and run and wait times: the last hour.
-	InsightsWindow = time.Hour
-	// DefaultInsightsSample is how many of the last hour's succeeded jobs,
-	// newest first, the run and wait time percentiles are computed from.
-	DefaultInsightsSample = 10000
-	// MaxInsightsSample bounds InsightsParams.SampleLimit.
-	MaxInsightsSample = 100000
-)
-
-// JobInsightsParams ask a store for the raw figures.
-type JobInsightsParams struct {
-	// SampleLimit bounds Samples: 0 means DefaultInsightsSample.
-	SampleLimit int
-}
-
-// InsightsData is what a store reads for [AssembleInsights]. Times are the
-// store's.
-type InsightsData struct {
-	// Now is the store's time when it read them.
-	Now time.Time
-	// Depth counts the unfinished and the dead jobs by queue, kind and
-	// bucket. OldestAvailableAt is the earliest available_at of the
-	// bucket's jobs (used for BucketReady).
-	Depth []DepthCount
-	// Finished counts jobs of the terminal states by when they finished:
-	// within the last minute, 5 minutes, hour and day of Now.
-	Finished []FinishedCount
-	// Failures counts, by queue, kind and class, the history entries of the
-	// last hour, except class interrupted (a job given back on drain did
-	// not fail), whatever the job's state now. They are read from the jobs
-	// that finished in the last hour, the running and retrying ones, and
-	// the queued ones whose last error is in the hour: a failure within the
-	// hour left its job retrying, running again, finished since, or queued
-	// again (replayed, snoozed or given back on drain).
-	Failures []FailureCount
-	// Samples are run and wait times of jobs that succeeded in the last
-	// hour, newest first, at most SampleLimit.
-	Samples []TimingSample
-}
-
-// DepthCount is one group of InsightsData.Depth.
-type DepthCount struct {
-	Queue, Kind       string
-	Bucket            DepthBucket
-	Jobs              int
-	OldestAvailableAt time.Time
-}
-
-// FinishedCount is one group of InsightsData.Finished.
-type FinishedCount struct {
-	Queue, Kind                     string
-	State                           JobState
-	Last1m, Last5m, Last1h, Last24h int
-}
-
-// FailureCount is one group of InsightsData.Failures.
-type FailureCount struct {
-	Queue, Kind, Class string
-	// Failures counts the entries; Retried those that did not kill their
-	// job (every entry but the last of a delivery cycle that ended dead,
-	// see [FailureKilledSQL]).
-	Failures int
-	Retried  int
-}
-
-// TimingSample is one succeeded job's latest attempt: Run is finished_at
-// minus attempted_at, Wait is attempted_at minus available_at (how long
-// it waited, claimable or held, before a worker started it).
-type TimingSample struct {
-	Queue, Kind string
-	Run, Wait   time.Duration
-}
 
 // Insights are the figures of every queue and kind that has jobs.
 type Insights struct {
@@ -210,7 +133,7 @@ func (p Percentiles) MarshalJSON() ([]byte, error) {
 // AssembleInsights turns a store's raw figures into Insights. Stores and
 // the Client call it, so that every store computes rates and percentiles
 // alike.
-func AssembleInsights(d *InsightsData) *Insights {
+func AssembleInsights(d *errandtype.InsightsData) *Insights {
 	type key struct{ queue, kind string }
 	byKey := map[key]*KindInsights{}
 	get := func(queue, kind string) *KindInsights {
@@ -244,7 +167,7 @@ func AssembleInsights(d *InsightsData) *Insights {
 	for _, c := range d.Finished {
 		ki := get(c.Queue, c.Kind)
 		switch c.State {
-		case StateSucceeded, StateDead:
+		case errandtype.StateSucceeded, errandtype.StateDead:
 			k := key{c.Queue, c.Kind}
 			if finished[k] == nil {
 				finished[k] = &[3]int{}
@@ -254,9 +177,9 @@ func AssembleInsights(d *InsightsData) *Insights {
 			finished[k][2] += c.Last1h
 		}
 		switch c.State {
-		case StateSucceeded:
+		case errandtype.StateSucceeded:
 			ki.SucceededLastHour += c.Last1h
-		case StateDead:
+		case errandtype.StateDead:
 			ki.DeadLastHour += c.Last1h
 			ki.DeadLastDay += c.Last24h
 		}
@@ -330,10 +253,10 @@ func (c *Client[TTx]) Insights(ctx context.Context, opts *InsightsOpts) (*Insigh
 	if opts == nil {
 		opts = &InsightsOpts{}
 	}
-	if opts.SampleLimit < 0 || opts.SampleLimit > MaxInsightsSample {
-		return nil, &InputError{Field: "sample_limit", Message: fmt.Sprintf("%d is out of range; use 1 to %d (or 0 for %d)", opts.SampleLimit, MaxInsightsSample, DefaultInsightsSample)}
+	if opts.SampleLimit < 0 || opts.SampleLimit > errandstore.MaxInsightsSample {
+		return nil, &errandtype.InputError{Field: "sample_limit", Message: fmt.Sprintf("%d is out of range; use 1 to %d (or 0 for %d)", opts.SampleLimit, errandstore.MaxInsightsSample, errandstore.DefaultInsightsSample)}
 	}
-	d, err := c.store.JobInsights(ctx, &JobInsightsParams{SampleLimit: opts.SampleLimit})
+	d, err := c.store.JobInsights(ctx, &errandstore.JobInsightsParams{SampleLimit: opts.SampleLimit})
 	if err != nil {
 		return nil, fmt.Errorf("insights: %w", err)
 	}
@@ -344,12 +267,4 @@ func (c *Client[TTx]) Insights(ctx context.Context, opts *InsightsOpts) (*Insigh
 	ins := AssembleInsights(d)
 	h.holdInsights(ins)
 	return ins, nil
-}
-
-// InsightsSample is the sample bound a store uses for limit.
-func InsightsSample(limit int) int {
-	if limit <= 0 {
-		return DefaultInsightsSample
-	}
-	return min(limit, MaxInsightsSample)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // InTx commits the application's writes and its jobs together, then wakes
@@ -17,7 +18,7 @@ func TestInTx(t *testing.T) {
 	ctx := t.Context()
 	st := openWorkerStore(t)
 	mustExec(t, st.DB(), `CREATE TABLE payments (id TEXT PRIMARY KEY)`)
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	events, cancel := c.Subscribe()
 	defer cancel()
 	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
@@ -75,7 +76,7 @@ func TestInTx(t *testing.T) {
 		})
 	}()
 	for _, id := range []string{"receipt:pay_2", "receipt:pay_3"} {
-		if _, err := c.Get(ctx, id); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := c.Get(ctx, id); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Errorf("Get(%s) = %v; want ErrNotFound after a rollback", id, err)
 		}
 	}

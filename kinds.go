@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // JobArgs is a job's arguments: a type that names the kind of the jobs that
@@ -119,14 +122,14 @@ type KindOpts struct {
 // The context is cancelled when the attempt's timeout passes, when the
 // worker loses the lease, or when a draining worker runs out of grace.
 type Handler interface {
-	Work(ctx context.Context, job *Job) error
+	Work(ctx context.Context, job *errandtype.Job) error
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, job *Job) error
+type HandlerFunc func(ctx context.Context, job *errandtype.Job) error
 
 // Work calls f.
-func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
+func (f HandlerFunc) Work(ctx context.Context, job *errandtype.Job) error { return f(ctx, job) }
 
 // Kinds is the set of kinds a client knows, each with its policies and, for
 // a worker, its handler. Build it with [NewKinds], [Handle], [Declare] and
@@ -151,7 +154,7 @@ func NewKinds() *Kinds { return &Kinds{m: map[string]*kind{}} }
 // for the client's). The worker decodes each job's args into a T, after
 // checking its version against T's (see [VersionedArgs]); args that do not
 // decode dead-letter the job with class "invalid_args".
-func Handle[T JobArgs](ks *Kinds, fn func(ctx context.Context, job *Job, args T) error, opts *KindOpts) {
+func Handle[T JobArgs](ks *Kinds, fn func(ctx context.Context, job *errandtype.Job, args T) error, opts *KindOpts) {
 	var zero T
 	ks.add(zero.Kind(), &typedHandler[T]{fn: fn}, opts)
 }
@@ -172,7 +175,7 @@ func (ks *Kinds) HandleRaw(kind string, h Handler, opts *KindOpts) {
 }
 
 func (ks *Kinds) add(name string, h Handler, opts *KindOpts) {
-	if err := checkName("kind", name); err != nil {
+	if err := errandstore.CheckName("kind", name); err != nil {
 		ks.fail(err)
 		return
 	}
@@ -183,15 +186,15 @@ func (ks *Kinds) add(name string, h Handler, opts *KindOpts) {
 	field := "Kinds." + name
 	switch {
 	case ks.m[name] != nil:
-		ks.fail(&InputError{Field: "Kinds", Message: fmt.Sprintf("kind %q is declared twice", name)})
-	case k.MaxAttempts < 0 || k.MaxAttempts > MaxAttemptsLimit:
-		ks.fail(&InputError{Field: field + ".MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the client's)", MaxAttemptsLimit)})
+		ks.fail(&errandtype.InputError{Field: "Kinds", Message: fmt.Sprintf("kind %q is declared twice", name)})
+	case k.MaxAttempts < 0 || k.MaxAttempts > errandtype.MaxAttemptsLimit:
+		ks.fail(&errandtype.InputError{Field: field + ".MaxAttempts", Message: fmt.Sprintf("must be 1 to %d (or 0 for the client's)", errandtype.MaxAttemptsLimit)})
 	case k.Timeout < 0:
-		ks.fail(&InputError{Field: field + ".Timeout", Message: "must not be negative"})
+		ks.fail(&errandtype.InputError{Field: field + ".Timeout", Message: "must not be negative"})
 	case k.OrderingOnDead > OrderingHoldOnDead:
-		ks.fail(&InputError{Field: field + ".OrderingOnDead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", k.OrderingOnDead)})
-	case k.Dependency != "" && checkName(field+".Dependency", k.Dependency) != nil:
-		ks.fail(checkName(field+".Dependency", k.Dependency))
+		ks.fail(&errandtype.InputError{Field: field + ".OrderingOnDead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", k.OrderingOnDead)})
+	case k.Dependency != "" && errandstore.CheckName(field+".Dependency", k.Dependency) != nil:
+		ks.fail(errandstore.CheckName(field+".Dependency", k.Dependency))
 	case k.RetryPolicy.check(field+".RetryPolicy") != nil:
 		ks.fail(k.RetryPolicy.check(field + ".RetryPolicy"))
 	default:
@@ -229,7 +232,7 @@ const (
 
 // typedHandler decodes a job's args into T and calls fn.
 type typedHandler[T JobArgs] struct {
-	fn func(ctx context.Context, job *Job, args T) error
+	fn func(ctx context.Context, job *errandtype.Job, args T) error
 }
 
 // argsChecker is a handler that can tell whether raw args would decode.
@@ -245,7 +248,7 @@ func (h *typedHandler[T]) checkArgs(raw json.RawMessage) (int, error) {
 	return argsVersion(args), json.Unmarshal(raw, &args)
 }
 
-func (h *typedHandler[T]) Work(ctx context.Context, job *Job) error {
+func (h *typedHandler[T]) Work(ctx context.Context, job *errandtype.Job) error {
 	var args T
 	version := argsVersion(args)
 	raw := job.Args

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // greetArgs is at version 2: version 1 named the person "who".
@@ -40,7 +41,7 @@ func TestHandleDecodesVersionedArgs(t *testing.T) {
 	st := openStore(t, nil)
 	var got []greetArgs
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args greetArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args greetArgs) error {
 		got = append(got, args)
 		return nil
 	}, nil)
@@ -110,7 +111,7 @@ func jsonEqual(x, y any) bool {
 // Mistakes in declaring kinds are returned by NewClient, naming the kind.
 func TestKindsMistakes(t *testing.T) {
 	st := openStore(t, nil)
-	noop := func(context.Context, *errand.Job, greetArgs) error { return nil }
+	noop := func(context.Context, *errandtype.Job, greetArgs) error { return nil }
 	for _, tt := range []struct {
 		name  string
 		build func(ks *errand.Kinds)
@@ -129,7 +130,7 @@ func TestKindsMistakes(t *testing.T) {
 			ks := errand.NewKinds()
 			tt.build(ks)
 			_, err := errand.NewClient(st, &errand.Config{Kinds: ks})
-			if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, errandtype.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("NewClient = %v; want an input error mentioning %q", err, tt.want)
 			}
 		})
@@ -140,7 +141,7 @@ func TestKindsMistakes(t *testing.T) {
 // so a test or a program waits for outcomes without polling.
 func TestSubscribe(t *testing.T) {
 	st := openStore(t, nil)
-	c := handlerClient(t, st, func(ctx context.Context, job *errand.Job) error {
+	c := handlerClient(t, st, func(ctx context.Context, job *errandtype.Job) error {
 		if job.Attempt == 1 && strings.HasPrefix(job.ID, "flaky") {
 			return errand.WithClass("flaky", errors.New("try again"))
 		}

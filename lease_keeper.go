@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // leaseKeeper renews the leases of every attempt a Worker (or one WorkOne)
@@ -35,7 +38,7 @@ type leaseKeeper struct {
 
 // heldLease is one running attempt's lease, as the keeper knows it.
 type heldLease struct {
-	job     *Job
+	job     *errandtype.Job
 	renewed time.Time   // last renewal sent (or the claim); guarded by leaseKeeper.mu
 	lose    func(error) // cancels the attempt's context
 	gone    bool        // released or lost; guarded by leaseKeeper.mu
@@ -208,11 +211,11 @@ func (k *leaseKeeper) run(ctx context.Context) {
 func (k *leaseKeeper) beat(ctx context.Context) {
 	k.mu.Lock()
 	held := make([]*heldLease, 0, len(k.held))
-	leases := make([]JobLease, 0, len(k.held))
+	leases := make([]errandstore.JobLease, 0, len(k.held))
 	var earliest time.Time
 	for h := range k.held {
 		held = append(held, h)
-		leases = append(leases, JobLease{ID: h.job.ID, LeaseToken: *h.job.LeaseToken})
+		leases = append(leases, errandstore.JobLease{ID: h.job.ID, LeaseToken: *h.job.LeaseToken})
 		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
 			earliest = end
 		}
@@ -223,7 +226,7 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 	}
 	sent := k.c.clock.Now()
 	callCtx, cancelCall := withDeadline(ctx, k.c.clock, earliest, nil)
-	rs, err := k.c.store.JobHeartbeatMany(callCtx, &JobHeartbeatParams{Leases: leases, Lease: k.lease})
+	rs, err := k.c.store.JobHeartbeatMany(callCtx, &errandstore.JobHeartbeatParams{Leases: leases, Lease: k.lease})
 	cancelCall()
 	if ctx.Err() != nil {
 		return
@@ -260,7 +263,7 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 	}
 	for _, h := range lost {
 		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
-		h.lose(ErrLeaseLost)
+		h.lose(errandtype.ErrLeaseLost)
 	}
 }
 
@@ -280,6 +283,6 @@ func (k *leaseKeeper) expire() {
 	for _, h := range lost {
 		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt,
 			"reason", "no renewal for a whole lease")
-		h.lose(ErrLeaseLost)
+		h.lose(errandtype.ErrLeaseLost)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestParseRateLimit(t *testing.T) {
@@ -31,7 +32,7 @@ func TestParseRateLimit(t *testing.T) {
 	}
 	for _, in := range []string{"", "emails=20/s", "topic:x=1/s", "queue:=1/s", "queue:q=0/s", "queue:q=-1/s", "queue:q=1",
 		"queue:q=1/0s", "queue:q=1/week", "queue:q=1/s,burst=0", "queue:q=1/s,bust=2", "queue:a b=1/s"} {
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if _, err := errand.ParseRateLimit(in); !errors.As(err, &ie) {
 			t.Errorf("ParseRateLimit(%q) = %v, want an *InputError", in, err)
 		}
@@ -57,7 +58,7 @@ func TestParseRetryBudget(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"", "=0.1", "k", "k=x", "k=-0.1", "k=NaN", "k=0.1/0s", "k=0.1/1ms", "k=0.1,min=-2", "k=0.1,max=2", "k=2000"} {
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if _, err := errand.ParseRetryBudget(in); !errors.As(err, &ie) {
 			t.Errorf("ParseRetryBudget(%q) = %v, want an *InputError", in, err)
 		}
@@ -67,8 +68,8 @@ func TestParseRetryBudget(t *testing.T) {
 // TestLimiterSpecArithmetic pins the one rule every store applies.
 func TestLimiterSpecArithmetic(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	rate := errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 20, Burst: 2}
-	st := errand.LimiterState{Tokens: rate.Full(), At: t0}
+	rate := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 20, Burst: 2}
+	st := errandtype.LimiterState{Tokens: rate.Full(), At: t0}
 	st, g, wait := rate.Take(st, t0, 5)
 	if g != 2 || st.Tokens != 0 || wait != 50*time.Millisecond {
 		t.Fatalf("full bucket: granted %d, left %v, wait %s; want 2, 0, 50ms", g, st.Tokens, wait)
@@ -83,8 +84,8 @@ func TestLimiterSpecArithmetic(t *testing.T) {
 	if d := now.Sub(t0); d < 4890*time.Millisecond || d > 4910*time.Millisecond {
 		t.Fatalf("100 starts took %s, want 4.9s", d)
 	}
-	budget := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Min: 3, Window: time.Minute}
-	st = errand.LimiterState{Tokens: budget.Full(), At: t0}
+	budget := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: 0.1, Min: 3, Window: time.Minute}
+	st = errandtype.LimiterState{Tokens: budget.Full(), At: t0}
 	st, g, _ = budget.Take(st, t0, 10)
 	if g != 3 || st.Tokens != 0 {
 		t.Fatalf("new budget: granted %d, left %v; want Min (3), 0", g, st.Tokens)
@@ -106,8 +107,8 @@ func TestLimiterSpecArithmetic(t *testing.T) {
 		t.Fatalf("a moment before the wait: granted %d, want 0", g)
 	}
 	// A spent budget of Min 1 regains its token: in Window·ln 2.
-	one := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 1, Window: time.Minute}
-	st, g, wait = one.Take(errand.LimiterState{Tokens: one.Full(), At: t0}, t0, 5)
+	one := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Min: 1, Window: time.Minute}
+	st, g, wait = one.Take(errandtype.LimiterState{Tokens: one.Full(), At: t0}, t0, 5)
 	if want := time.Minute.Seconds() * math.Ln2; g != 1 || math.Abs(wait.Seconds()-want) > 1e-5 {
 		t.Fatalf("budget of Min 1: granted %d, wait %s; want 1, %.6fs", g, wait, want)
 	}
@@ -115,12 +116,12 @@ func TestLimiterSpecArithmetic(t *testing.T) {
 		t.Fatalf("budget of Min 1 after its wait: granted %d, want 1", g)
 	}
 	// It never holds more than Min, however long it rests.
-	if l := one.Level(errand.LimiterState{At: t0}, t0.Add(time.Hour)); l != 1 {
+	if l := one.Level(errandtype.LimiterState{At: t0}, t0.Add(time.Hour)); l != 1 {
 		t.Fatalf("budget of Min 1 an hour after it was spent holds %v, want 1", l)
 	}
 	// With no minimum, only a deposit can refill it.
-	none := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Window: time.Minute}
-	if _, g, wait = none.Take(errand.LimiterState{At: t0}, t0.Add(time.Hour), 1); g != 0 || wait >= 0 {
+	none := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: 0.1, Window: time.Minute}
+	if _, g, wait = none.Take(errandtype.LimiterState{At: t0}, t0.Add(time.Hour), 1); g != 0 || wait >= 0 {
 		t.Fatalf("empty budget without minimum: granted %d, wait %s; want 0 and a negative wait", g, wait)
 	}
 }
@@ -130,12 +131,12 @@ func TestLimiterSpecArithmetic(t *testing.T) {
 func TestRateLimitDefaultBurst(t *testing.T) {
 	for _, c := range []struct {
 		limit errand.RateLimit
-		want  errand.LimiterSpec
+		want  errandtype.LimiterSpec
 	}{
-		{errand.RateLimit{Queue: "q", Limit: 20, Per: time.Second}, errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 20, Burst: 2}},
-		{errand.RateLimit{Queue: "q", Limit: 1000, Per: time.Second}, errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 1000, Burst: 100}},
-		{errand.RateLimit{Kind: "k", Limit: 120, Per: time.Minute}, errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 2, Burst: 1}},
-		{errand.RateLimit{Kind: "k", Limit: 120, Per: time.Minute, Burst: 7}, errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 2, Burst: 7}},
+		{errand.RateLimit{Queue: "q", Limit: 20, Per: time.Second}, errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 20, Burst: 2}},
+		{errand.RateLimit{Queue: "q", Limit: 1000, Per: time.Second}, errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 1000, Burst: 100}},
+		{errand.RateLimit{Kind: "k", Limit: 120, Per: time.Minute}, errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 2, Burst: 1}},
+		{errand.RateLimit{Kind: "k", Limit: 120, Per: time.Minute, Burst: 7}, errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 2, Burst: 7}},
 	} {
 		if got, err := errand.RateLimitSpec(c.limit); err != nil || got != c.want {
 			t.Errorf("spec of %s = %+v, %v; want %+v", c.limit, got, err, c.want)
@@ -147,12 +148,12 @@ func TestRateLimitDefaultBurst(t *testing.T) {
 // reads back as it was.
 func TestLimiterSpecJSON(t *testing.T) {
 	for _, tc := range []struct {
-		spec errand.LimiterSpec
+		spec errandtype.LimiterSpec
 		want string
 	}{
-		{errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 20, Burst: 5},
+		{errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 20, Burst: 5},
 			`{"mode":"rate","rate":20,"burst":5,"min":null,"ratio":null,"window_seconds":null}`},
-		{errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 10, Ratio: 0.1, Window: time.Minute},
+		{errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Min: 10, Ratio: 0.1, Window: time.Minute},
 			`{"mode":"retry_budget","rate":null,"burst":null,"min":10,"ratio":0.1,"window_seconds":60}`},
 	} {
 		b, err := json.Marshal(tc.spec)
@@ -162,7 +163,7 @@ func TestLimiterSpecJSON(t *testing.T) {
 		if string(b) != tc.want {
 			t.Errorf("%+v as JSON: %s, want %s", tc.spec, b, tc.want)
 		}
-		var back errand.LimiterSpec
+		var back errandtype.LimiterSpec
 		if err := json.Unmarshal(b, &back); err != nil || back != tc.spec {
 			t.Errorf("%s read back as %+v (%v), want %+v", b, back, err, tc.spec)
 		}

@@ -1,18 +1,14 @@
 package errand
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
-	"github.com/errandhq/errand/internal/jsonesc"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The limits below are one rule for every store. SQLite would store values
@@ -22,33 +18,10 @@ import (
 // past, so no store ever holds what another could not.
 
 // Limits on identifiers: ids, kinds, queues, keys and tags.
-const (
-	// MaxNameBytes bounds a kind or a queue name.
-	MaxNameBytes = 128
-	// MaxIDBytes bounds a job id, a unique key, an ordering key and a
-	// worker id.
-	MaxIDBytes = 255
-	// MaxEffectKeyBytes bounds an effect ledger key, which is often a job
-	// id with a prefix.
-	MaxEffectKeyBytes = 512
-	// MaxTagBytes bounds one tag; MaxTags bounds how many a job has.
-	MaxTagBytes = 128
-	MaxTags     = 64
-)
+const ()
 
 // Limits on numbers. The stores keep them in 32-bit columns.
 const (
-	// MinPriority and MaxPriority bound a job's priority.
-	MinPriority = math.MinInt32
-	MaxPriority = math.MaxInt32
-	// MaxAttemptsLimit bounds a job's attempt budget.
-	MaxAttemptsLimit = math.MaxInt32
-	// MaxArgsVersion bounds a job's args version.
-	MaxArgsVersion = math.MaxInt32
-	// MaxClaimNames bounds the queues and kinds one claim names: a store
-	// may send each as a parameter of its statement, and SQLite takes at
-	// most 32766.
-	MaxClaimNames = 10000
 	// MaxConcurrency bounds a worker queue's concurrency and a worker's
 	// MaxWorkers: far past what one process runs at once, and well inside
 	// what a claim may ask for and the worker's share of its slots hands
@@ -67,118 +40,19 @@ const (
 	// how long a crashed worker's job waits before another worker takes
 	// it; a job that runs longer keeps a shorter lease and heartbeats.
 	MaxLease = 24 * time.Hour
-	// MinMaxAge is the shortest maximum age a job may have. Stores keep
-	// times in microseconds; a shorter one would mean different things to
-	// different stores.
-	MinMaxAge = time.Millisecond
-	// MinInterval is the shortest PollInterval, HeartbeatInterval and
-	// SweepInterval a Worker takes, and the shortest heartbeat interval a
-	// worker may register with. A shorter one would make an idle worker
-	// query its store in a tight loop, and one under a microsecond, the
-	// stores' unit, would be kept as none at all.
-	MinInterval = time.Millisecond
-	// MaxDelay bounds a wait given as a duration: an enqueue's Delay (a
-	// batch callback's and a workflow step's too), a failure's RetryAfter.
-	// A hundred years holds any real plan (records kept for decades, then
-	// deleted), while the waits that come of mistakes, a number read in
-	// the wrong unit or a "forever" such as math.MaxInt64 (292 years), are
-	// refused instead of kept as a job that never runs. A bound at the
-	// year 9999, as for a run-at time, no duration could reach.
-	MaxDelay = 100 * 365 * 24 * time.Hour
-)
-
-// Times a job may be scheduled at: within the years that every store and
-// RFC 3339 can represent.
-var (
-	minRunAt = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
-	maxRunAt = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
 )
 
 // Limits on free text: failure messages and stacks. Longer text is cut, with
 // a note saying so: a history entry is for a person to read, and one huge
 // message should not bloat every read of the job.
 const (
-	MaxMessageBytes = 16 << 10
-	MaxStackBytes   = 64 << 10
+	MaxStackBytes = 64 << 10
 )
 
 // ValidateName reports what a Client or Worker would refuse in s as the
 // name of a queue, a kind or a dependency, for a program that checks a
 // name it was given before it opens, and so perhaps creates, a database.
-func ValidateName(s string) error { return checkName("name", s) }
-
-// checkName validates a kind or queue name: 1 to MaxNameBytes bytes of
-// valid UTF-8, printable, without spaces.
-func checkName(field, s string) error {
-	if err := checkNameChars(field, s, "use printable characters without spaces"); err != nil {
-		return err
-	}
-	if s == "." || s == ".." {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another name", s)}
-	}
-	return nil
-}
-
-// checkStepName validates a workflow step's name: a name of at most
-// MaxStepNameBytes, without '.', since it ends its job's id
-// (ID.step.NAME).
-func checkStepName(field, s string) error {
-	const rule = "use printable characters without spaces or '.'"
-	if err := checkNameChars(field, s, rule); err != nil {
-		return err
-	}
-	if len(s) > MaxStepNameBytes {
-		return &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), MaxStepNameBytes)}
-	}
-	if strings.Contains(s, ".") {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q contains '.'; a step's name ends its job's id (ID.step.NAME), so %s", s, rule)}
-	}
-	return nil
-}
-
-// checkNameChars checks what every name shares: 1 to MaxNameBytes bytes of
-// valid UTF-8, printable, without spaces. rule says what a name may hold,
-// as the advice of a refusal.
-func checkNameChars(field, s, rule string) error {
-	if s == "" {
-		return &InputError{Field: field, Message: "is empty; name it, e.g. \"send_receipt\""}
-	}
-	if len(s) > MaxNameBytes {
-		return &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), MaxNameBytes)}
-	}
-	if !utf8.ValidString(s) {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q is not valid UTF-8; %s", s, rule)}
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; %s", s, rule)}
-		}
-	}
-	return nil
-}
-
-// checkIdentifier validates an id, a key or a tag: 1 to max bytes of valid
-// UTF-8, printable characters only (spaces inside are allowed; none at
-// either end), so that it reads the same back from every store and from
-// --json, and can be typed again to address the job.
-func checkIdentifier(field, s string, max int) error {
-	switch {
-	case s == "":
-		return &InputError{Field: field, Message: "is empty"}
-	case len(s) > max:
-		return &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), max)}
-	case !utf8.ValidString(s):
-		return &InputError{Field: field, Message: fmt.Sprintf("%q is not valid UTF-8", s)}
-	case strings.TrimSpace(s) != s:
-		return &InputError{Field: field, Message: fmt.Sprintf("%q starts or ends with a space; remove it", s)}
-	}
-	for _, r := range s {
-		if r != ' ' && !unicode.IsPrint(r) {
-			return &InputError{Field: field, Message: fmt.Sprintf("%q contains a control or invisible character (%U); use printable characters", s, r)}
-		}
-	}
-	return nil
-}
+func ValidateName(s string) error { return errandstore.CheckName("name", s) }
 
 // The shapes of the ids errand gives the jobs it enqueues itself. A job a
 // caller enqueues under one of them would take the place of errand's own
@@ -193,8 +67,8 @@ func checkIdentifier(field, s string, max int) error {
 //     compensation ([WorkflowStepJobID], [WorkflowCompensationJobID]);
 //   - JOB.dead.N: the on-dead job of a job that died ([DeadHookJobID]).
 func checkCallerJobID(field, id string) error {
-	if len(id) > len(batchCallbackSuffix) && strings.HasSuffix(id, batchCallbackSuffix) {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q ends in %q, the shape of a batch's callback job id (BATCH.callback), which errand keeps for that job; choose another id", id, batchCallbackSuffix)}
+	if len(id) > len(errandstore.BatchCallbackSuffix) && strings.HasSuffix(id, errandstore.BatchCallbackSuffix) {
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q ends in %q, the shape of a batch's callback job id (BATCH.callback), which errand keeps for that job; choose another id", id, errandstore.BatchCallbackSuffix)}
 	}
 	dot := strings.LastIndexByte(id, '.')
 	if dot < 0 || dot == len(id)-1 {
@@ -203,22 +77,9 @@ func checkCallerJobID(field, id string) error {
 	head, tail := id[:dot], id[dot+1:]
 	switch {
 	case len(head) > len(".step") && (strings.HasSuffix(head, ".step") || strings.HasSuffix(head, ".undo")):
-		return &InputError{Field: field, Message: fmt.Sprintf("%q has the shape of a workflow job's id (WORKFLOW.step.NAME or WORKFLOW.undo.NAME), which errand keeps for those jobs; choose another id", id)}
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q has the shape of a workflow job's id (WORKFLOW.step.NAME or WORKFLOW.undo.NAME), which errand keeps for those jobs; choose another id", id)}
 	case len(head) > len(".dead") && strings.HasSuffix(head, ".dead") && isReplays(tail):
-		return &InputError{Field: field, Message: fmt.Sprintf("%q has the shape of an on-dead job's id (JOB.dead.N), which errand keeps for those jobs; choose another id", id)}
-	}
-	return nil
-}
-
-// checkBatchID validates a batch id: an identifier short enough for its
-// callback's id, and not ending in ".step" or ".undo", which would give the
-// callback a workflow job's id.
-func checkBatchID(id string) error {
-	if err := checkID("batch id", id, MaxBatchIDBytes); err != nil {
-		return err
-	}
-	if strings.HasSuffix(id, ".step") || strings.HasSuffix(id, ".undo") {
-		return &InputError{Field: "batch id", Message: fmt.Sprintf("%q ends in \".step\" or \".undo\", so its callback's id would have the shape of a workflow job's id; choose another id", id)}
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q has the shape of an on-dead job's id (JOB.dead.N), which errand keeps for those jobs; choose another id", id)}
 	}
 	return nil
 }
@@ -228,122 +89,6 @@ func checkBatchID(id string) error {
 func isReplays(s string) bool {
 	n, err := strconv.ParseInt(s, 10, 32)
 	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
-}
-
-// checkID validates the id of a job, a batch or a workflow: an identifier
-// that is not "." or "..", which a URL path (the API's, the dashboard's)
-// cannot hold, since clients and browsers resolve them as dot segments.
-func checkID(field, s string, max int) error {
-	if err := checkIdentifier(field, s, max); err != nil {
-		return err
-	}
-	if s == "." || s == ".." {
-		return &InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another id", s)}
-	}
-	return nil
-}
-
-// checkRange validates a number that the stores keep in 32 bits.
-func checkRange(field string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return &InputError{Field: field, Message: fmt.Sprintf("%d is out of range; use %d to %d", v, lo, hi)}
-	}
-	return nil
-}
-
-// checkText reports whether s can be stored as text by every store: valid
-// UTF-8 without NUL.
-func checkText(field, s string) error {
-	if !StorableText(s) {
-		return &InputError{Field: field, Message: "is not valid UTF-8 without NUL bytes; clean it with errand.CleanText"}
-	}
-	return nil
-}
-
-// CleanText returns s as text every store keeps unchanged: invalid UTF-8 and
-// NUL bytes become U+FFFD, and text longer than max bytes (when max > 0) is
-// cut at a character boundary with a note of how much was cut. The Client
-// cleans failure messages and stacks with it, since they come from handlers
-// and commands it does not control; a store refuses text it has not
-// cleaned.
-func CleanText(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	}
-	if max > 0 && len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + fmt.Sprintf("… (%d more bytes cut)", len(s)-cut)
-	}
-	return s
-}
-
-// checkJSONText validates a JSON document, already known to be valid JSON,
-// for every store. SQLite keeps JSON as text; PostgreSQL's jsonb refuses
-// some valid JSON: the escape \u0000, an escaped half of a UTF-16
-// surrogate pair without its other half, and a number beyond its numeric
-// type (see jsonNumberProblem). jsonb also writes every number out in full
-// (see plainJSON): the document must fit max bytes (when max > 0) as it
-// does, so that 1e131071, 8 bytes given and 131072 kept, cannot turn a
-// small document into one PostgreSQL cannot read back. It reports whether
-// b holds a number plainJSON would rewrite.
-func checkJSONText(field string, b []byte, max int) (rewrite bool, err error) {
-	if !utf8.Valid(b) {
-		return false, &InputError{Field: field, Message: "is not valid UTF-8; encode the text as UTF-8"}
-	}
-	plain := int64(len(b))
-	var grown []byte // the first number that grows, for the message
-	for i := 0; i < len(b); {
-		switch c := b[i]; {
-		case c == '"':
-			end, msg := scanJSONString(b, i+1)
-			if msg != "" {
-				return false, &InputError{Field: field, Message: msg}
-			}
-			i = end
-		case c == '-' || '0' <= c && c <= '9':
-			end := numberEnd(b, i)
-			num := b[i:end]
-			if msg := jsonNumberProblem(num); msg != "" {
-				return false, &InputError{Field: field, Message: msg}
-			}
-			if notPlain(num) {
-				rewrite = true
-				n := parseJSONNumber(num).plainLen()
-				if n > int64(len(num)) && grown == nil {
-					grown = num
-				}
-				plain += n - int64(len(num))
-			}
-			i = end
-		default:
-			i++
-		}
-	}
-	switch {
-	case max <= 0 || plain <= int64(max):
-	case grown == nil:
-		return false, &InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", plain, max)}
-	default:
-		return false, &InputError{Field: field, Message: fmt.Sprintf("is %d bytes with its numbers written out in full, as PostgreSQL keeps them (%s has %d digits); use at most %d, and send such a number as a string",
-			plain, CleanText(string(grown), 40), parseJSONNumber(grown).plainLen(), max)}
-	}
-	return rewrite, nil
-}
-
-// numberEnd returns the index just past the JSON number that starts at
-// b[i].
-func numberEnd(b []byte, i int) int {
-	end := i + 1
-	for end < len(b) && strings.IndexByte("0123456789+-.eE", b[end]) >= 0 {
-		end++
-	}
-	return end
 }
 
 // plainJSON returns b, a document checkJSONText accepts, with every number
@@ -359,16 +104,16 @@ func plainJSON(b []byte) []byte {
 	for i := 0; i < len(b); {
 		switch c := b[i]; {
 		case c == '"':
-			end, _ := scanJSONString(b, i+1)
+			end, _ := errandstore.ScanJSONString(b, i+1)
 			i = end
 		case c == '-' || '0' <= c && c <= '9':
-			end := numberEnd(b, i)
-			if num := b[i:end]; notPlain(num) {
+			end := errandstore.NumberEnd(b, i)
+			if num := b[i:end]; errandstore.NotPlain(num) {
 				if out == nil {
 					out = make([]byte, 0, len(b)+16)
 				}
 				out = append(out, b[last:i]...)
-				out = parseJSONNumber(num).appendPlain(out)
+				out = errandstore.ParseJSONNumber(num).AppendPlain(out)
 				last = end
 			}
 			i = end
@@ -392,10 +137,10 @@ func plainJSON(b []byte) []byte {
 // *InputError.
 func PlainJSON(b json.RawMessage, max int) (json.RawMessage, error) {
 	if !json.Valid(b) {
-		return nil, &InputError{Field: "json", Message: "is not valid JSON"}
+		return nil, &errandtype.InputError{Field: "json", Message: "is not valid JSON"}
 	}
 	if max <= 0 {
-		max = maxArgsBytes
+		max = errandstore.MaxArgsBytes
 	}
 	return plainChecked("json", b, max)
 }
@@ -403,7 +148,7 @@ func PlainJSON(b json.RawMessage, max int) (json.RawMessage, error) {
 // plainChecked checks b as checkJSONText does and returns it in plain form
 // (see plainJSON): one scan, and a copy only when a number changes.
 func plainChecked(field string, b []byte, max int) ([]byte, error) {
-	rewrite, err := checkJSONText(field, b, max)
+	rewrite, err := errandstore.CheckJSONText(field, b, max)
 	if err != nil {
 		return nil, err
 	}
@@ -413,250 +158,13 @@ func plainChecked(field string, b []byte, max int) ([]byte, error) {
 	return b, nil
 }
 
-// notPlain reports whether jsonb writes the number num otherwise than as
-// given: it has an exponent, or it is a negative zero.
-func notPlain(num []byte) bool {
-	if bytes.IndexAny(num, "eE") >= 0 {
-		return true
-	}
-	return num[0] == '-' && len(bytes.Trim(num[1:], "0.")) == 0
-}
-
-// jsonNumber is a JSON number as PostgreSQL's numeric keeps it: its
-// digits, where its decimal point falls among them once the exponent is
-// applied (before the first digit at 0, possibly outside them), and how
-// many digits it shows after the point.
-type jsonNumber struct {
-	neg    bool
-	digits string
-	exp    int64 // the exponent as written; past 10 digits, maxJSONExponent+1
-	point  int64
-	scale  int64
-	first  int // index of the first digit that is not zero; -1 for zero
-}
-
-// parseJSONNumber reads num, a valid JSON number. Only one within
-// jsonNumberProblem's bounds may be written out (appendPlain).
-func parseJSONNumber(num []byte) jsonNumber {
-	s := string(num)
-	var n jsonNumber
-	if s[0] == '-' {
-		n.neg, s = true, s[1:]
-	}
-	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
-	intPart, frac, _ := strings.Cut(mant, ".")
-	var e int64
-	if exp != "" {
-		digits := strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
-		if len(digits) > 10 {
-			e = maxJSONExponent + 1
-		} else {
-			for _, c := range digits {
-				e = e*10 + int64(c-'0')
-			}
-		}
-		if exp[0] == '-' {
-			e = -e
-		}
-	}
-	n.exp = e
-	n.digits = intPart + frac
-	n.point = int64(len(intPart)) + e
-	n.scale = max(0, int64(len(frac))-e)
-	n.first = strings.IndexFunc(n.digits, func(r rune) bool { return r != '0' })
-	if n.first < 0 {
-		n.neg = false // numeric has no negative zero
-	}
-	return n
-}
-
-// intDigits returns the range of digits before the point that jsonb
-// writes, empty when it writes "0".
-func (n jsonNumber) intDigits() (from, to int64) {
-	if n.first < 0 || int64(n.first) >= n.point {
-		return 0, 0
-	}
-	return int64(n.first), n.point
-}
-
-// plainLen returns the length of n as jsonb writes it.
-func (n jsonNumber) plainLen() int64 {
-	l := int64(1) // "0"
-	if from, to := n.intDigits(); to > from {
-		l = to - from
-	}
-	if n.neg {
-		l++
-	}
-	if n.scale > 0 {
-		l += 1 + n.scale
-	}
-	return l
-}
-
-// digit returns the digit at index i, counted as n.digits are, with zeros
-// on either side of them.
-func (n jsonNumber) digit(i int64) byte {
-	if i < 0 || i >= int64(len(n.digits)) {
-		return '0'
-	}
-	return n.digits[i]
-}
-
-// appendPlain appends n as jsonb writes it.
-func (n jsonNumber) appendPlain(dst []byte) []byte {
-	if n.neg {
-		dst = append(dst, '-')
-	}
-	from, to := n.intDigits()
-	if to == from {
-		dst = append(dst, '0')
-	}
-	for i := from; i < to; i++ {
-		dst = append(dst, n.digit(i))
-	}
-	if n.scale > 0 {
-		dst = append(dst, '.')
-		for i := n.point; i < n.point+n.scale; i++ {
-			dst = append(dst, n.digit(i))
-		}
-	}
-	return dst
-}
-
-// scanJSONString scans the JSON string whose text starts at b[i], just
-// after its opening quote, and returns the index just past its closing
-// quote, or what in it not every store can keep.
-func scanJSONString(b []byte, i int) (end int, problem string) {
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			return i + 1, ""
-		case '\\':
-			if i+1 < len(b) && b[i+1] == 'u' {
-				r := jsonesc.Unit(b, i)
-				switch {
-				case r == 0:
-					return 0, `contains \u0000, which not every store can keep; remove the NUL character`
-				case jsonesc.Pair(b, i):
-					i += 12 // a whole pair
-					continue
-				case utf16.IsSurrogate(r):
-					return 0, fmt.Sprintf(`contains %s, half of a UTF-16 surrogate pair without its other half, which not every store can keep; escape the whole character, or write it unescaped`, b[i:i+6])
-				}
-				i += 6
-				continue
-			}
-			i += 2 // the escaped character, so "\\u0000" is no escape
-		default:
-			i++
-		}
-	}
-	return len(b), ""
-}
-
-// PostgreSQL's numeric type, which jsonb keeps numbers in, holds up to
-// 131072 digits before the decimal point and 16383 after it, and refuses
-// an exponent of 2^30 - 1 or more either way, even on zero.
-const (
-	maxJSONIntDigits  = 131072
-	maxJSONFracDigits = 16383
-	maxJSONExponent   = 1<<30 - 2
-)
-
-// jsonNumberProblem says why a JSON number is beyond what every store can
-// keep, or returns "". Its digits after the decimal point count as written,
-// trailing zeros too (1.50 has two), less the exponent.
-func jsonNumberProblem(num []byte) string {
-	if len(num) <= maxJSONFracDigits && bytes.IndexAny(num, "eE") < 0 {
-		return "" // too short to pass either limit without an exponent
-	}
-	n := parseJSONNumber(num)
-	// lead is the power of ten of the first digit that is not zero.
-	if lead := n.point - 1 - int64(n.first); n.exp > maxJSONExponent || n.exp < -maxJSONExponent ||
-		n.scale > maxJSONFracDigits || n.first >= 0 && lead >= maxJSONIntDigits {
-		return fmt.Sprintf("holds the number %s, beyond what every store can keep (up to %d digits before the decimal point and %d after); send it as a string", CleanText(string(num), 40), maxJSONIntDigits, maxJSONFracDigits)
-	}
-	return ""
-}
-
-// checkDelay refuses a wait past MaxDelay.
-func checkDelay(field string, d time.Duration) error {
-	if d > MaxDelay {
-		return &InputError{Field: field, Message: fmt.Sprintf("%s is longer than %s (100 years, errand.MaxDelay); give a shorter one", d, MaxDelay)}
-	}
-	return nil
-}
-
-// checkRunAt validates a scheduled time.
-func checkRunAt(t time.Time) error { return checkTime("run_at", t) }
-
-// checkTime refuses a time, other than zero (none), that the stores cannot
-// keep: before year 1 or past the last second of year 9999.
-func checkTime(field string, t time.Time) error {
-	if !t.IsZero() && (t.Before(minRunAt) || t.After(maxRunAt)) {
-		return &InputError{Field: field, Message: fmt.Sprintf("%s is out of range; give a time from %s to %s", t.UTC().Format(time.RFC3339Nano), minRunAt.Format(time.RFC3339), maxRunAt.Format(time.RFC3339))}
-	}
-	return nil
-}
-
-// checkInterval refuses a worker's interval shorter than MinInterval;
-// example is a value to suggest instead.
-func checkInterval(field string, d time.Duration, example string) error {
-	if d < MinInterval {
-		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s, e.g. %s", d, MinInterval, example)}
-	}
-	return nil
-}
-
 // checkLease validates a claim's lease.
 func checkLease(field string, d time.Duration) error {
 	if d < MinLease {
-		return &InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s (default %s)", d, MinLease, DefaultLease)}
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%s is too short; give at least %s (default %s)", d, MinLease, DefaultLease)}
 	}
 	if d > MaxLease {
-		return &InputError{Field: field, Message: fmt.Sprintf("%s is longer than %s, so a crashed worker's job would wait that long to run again; give at most %s and let the worker heartbeat (default %s)", d, MaxLease, MaxLease, DefaultLease)}
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%s is longer than %s, so a crashed worker's job would wait that long to run again; give at most %s and let the worker heartbeat (default %s)", d, MaxLease, MaxLease, DefaultLease)}
 	}
 	return nil
-}
-
-// MaxReasonBytes bounds a replay's reason.
-const MaxReasonBytes = 4 << 10
-
-// checkReason validates an operator's free-text reason: valid UTF-8 without
-// control characters other than line breaks and tabs.
-func checkReason(s string) error {
-	if len(s) > MaxReasonBytes {
-		return &InputError{Field: "reason", Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), MaxReasonBytes)}
-	}
-	if !utf8.ValidString(s) {
-		return &InputError{Field: "reason", Message: "is not valid UTF-8"}
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\t' {
-			return &InputError{Field: "reason", Message: fmt.Sprintf("contains the control character %U; write plain text", r)}
-		}
-	}
-	return nil
-}
-
-// checkLeaseText refuses a lease whose job id or token is not text every
-// store can keep. Such a lease names no job; without the check, SQLite
-// would find nothing to change and PostgreSQL would refuse the write, so
-// every fenced write checks it, in the Client and in the stores.
-func checkLeaseText(id, token string) error {
-	if !StorableText(id) {
-		return &InputError{Field: "id", Message: "is not valid UTF-8 without NUL bytes, so it names no job; pass the id the claim returned"}
-	}
-	if !StorableText(token) {
-		return &InputError{Field: "lease_token", Message: "is not valid UTF-8 without NUL bytes, so it is no lease token; pass the lease_token the claim returned"}
-	}
-	return nil
-}
-
-// StorableText reports whether every store can keep s as text: valid UTF-8
-// without NUL. A lookup by an id that is not storable finds nothing on any
-// store.
-func StorableText(s string) bool {
-	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }

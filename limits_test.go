@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -20,7 +22,7 @@ import (
 
 // bothStores runs f on a fresh SQLite store and, when the PostgreSQL tests
 // are enabled, on a fresh PostgreSQL schema.
-func bothStores(t *testing.T, f func(t *testing.T, st errand.TxStore[*sql.Tx])) {
+func bothStores(t *testing.T, f func(t *testing.T, st errandstore.TxStore[*sql.Tx])) {
 	t.Run("sqlite", func(t *testing.T) { f(t, openStore(t, nil)) })
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
@@ -39,7 +41,7 @@ func bothStores(t *testing.T, f func(t *testing.T, st errand.TxStore[*sql.Tx])) 
 // cleaned, with its class: PostgreSQL refuses such text, and an outcome
 // retried on that refusal would be lost when the lease ran out.
 func TestHostileFailureTextIsRecorded(t *testing.T) {
-	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
+	bothStores(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx]) {
 		for _, tt := range []struct {
 			name string
 			err  error
@@ -52,7 +54,7 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{
 					Name:    "k",
-					Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return tt.err }),
+					Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return tt.err }),
 				}})})
 				job := enqueue(t, c, "k", &errand.EnqueueOpts{Queue: "q-" + tt.name})
 				r, err := c.WorkOne(t.Context(), &errand.WorkOneOpts{Queues: []string{"q-" + tt.name}, Lease: 5 * time.Second})
@@ -67,7 +69,7 @@ func TestHostileFailureTextIsRecorded(t *testing.T) {
 				if tt.name == "zero-job-error" {
 					wantClass = errand.ClassError
 				}
-				if j.State != errand.StateRetrying || len(j.Errors) != 1 || j.Errors[0].Message != tt.want || j.Errors[0].Class != wantClass {
+				if j.State != errandtype.StateRetrying || len(j.Errors) != 1 || j.Errors[0].Message != tt.want || j.Errors[0].Class != wantClass {
 					t.Fatalf("job %s history %+v, want retrying with one %s entry %q", j.State, j.Errors, wantClass, tt.want)
 				}
 			})
@@ -82,7 +84,7 @@ func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
 	st := &refusingStore{TxStore: openStore(t, nil)}
 	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "k",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("café ☕") }),
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return errors.New("café ☕") }),
 	}})})
 	job := enqueue(t, c, "k", nil)
 	start := time.Now()
@@ -94,7 +96,7 @@ func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
 	if r.Result != errand.ResultRetrying || r.Error != want {
 		t.Fatalf("result %+v, want retrying with message %s", r, want)
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateRetrying || len(j.Errors) != 1 || j.Errors[0].Message != want {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateRetrying || len(j.Errors) != 1 || j.Errors[0].Message != want {
 		t.Fatalf("job %s history %+v, want one entry %s", j.State, j.Errors, want)
 	}
 	if n := st.refused.Load(); n != 1 {
@@ -105,15 +107,15 @@ func TestRefusedOutcomeTextIsRecordedInASCII(t *testing.T) {
 // refusingStore refuses outcome text that is not ASCII, as a store with a
 // narrower encoding might.
 type refusingStore struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	refused atomic.Int64
 }
 
-func (s *refusingStore) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+func (s *refusingStore) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
 	for _, o := range p.Outcomes {
 		if o.Error != nil && strings.ContainsFunc(o.Error.Message, func(r rune) bool { return r > 127 }) {
 			s.refused.Add(1)
-			return nil, fmt.Errorf("record outcomes: %w", &errand.InputError{Field: "value", Message: "not ASCII"})
+			return nil, fmt.Errorf("record outcomes: %w", &errandtype.InputError{Field: "value", Message: "not ASCII"})
 		}
 	}
 	return s.TxStore.JobRecordOutcomes(ctx, p)
@@ -122,7 +124,7 @@ func (s *refusingStore) JobRecordOutcomes(ctx context.Context, p *errand.JobReco
 // The client refuses what a store could not keep the same way as the
 // others, naming the field and its range, before writing anything.
 func TestEnqueueLimits(t *testing.T) {
-	bothStores(t, func(t *testing.T, st errand.TxStore[*sql.Tx]) {
+	bothStores(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx]) {
 		c := newClient(t, st, &errand.Config{})
 		ctx := t.Context()
 		for _, tt := range []struct {
@@ -143,7 +145,7 @@ func TestEnqueueLimits(t *testing.T) {
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := c.Enqueue(ctx, errand.RawArgs{KindName: "task", Version: tt.version}, &tt.opts)
-				var ie *errand.InputError
+				var ie *errandtype.InputError
 				if !errors.As(err, &ie) || ie.Field != tt.field {
 					t.Fatalf("Enqueue = %v; want an *InputError naming %s", err, tt.field)
 				}
@@ -154,10 +156,10 @@ func TestEnqueueLimits(t *testing.T) {
 		}
 		// A lookup by an id no job can have finds nothing, on every store.
 		for _, id := range []string{"pay\xff", "pay\x00"} {
-			if _, err := c.Get(ctx, id); !errors.Is(err, errand.ErrNotFound) {
+			if _, err := c.Get(ctx, id); !errors.Is(err, errandtype.ErrNotFound) {
 				t.Errorf("Get(%q) = %v; want ErrNotFound", id, err)
 			}
-			if _, err := c.Cancel(ctx, id, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); !errors.Is(err, errand.ErrNotFound) {
+			if _, err := c.Cancel(ctx, id, &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); !errors.Is(err, errandtype.ErrNotFound) {
 				t.Errorf("Cancel(%q) = %v; want ErrNotFound", id, err)
 			}
 		}
@@ -168,18 +170,18 @@ func TestEnqueueLimits(t *testing.T) {
 // minimum, by WorkOne and by NewWorker.
 func TestMinimumLease(t *testing.T) {
 	st := openStore(t, nil)
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	job := enqueue(t, c, "task", nil)
 	for _, lease := range []time.Duration{time.Millisecond, errand.MinLease - time.Microsecond} {
 		_, err := c.WorkOne(t.Context(), &errand.WorkOneOpts{Lease: lease})
-		if !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), errand.MinLease.String()) {
+		if !errors.Is(err, errandtype.ErrInvalid) || !strings.Contains(err.Error(), errand.MinLease.String()) {
 			t.Errorf("WorkOne with lease %v = %v; want an input error naming %v", lease, err, errand.MinLease)
 		}
-		if _, err := c.NewWorker(&errand.WorkerConfig{Lease: lease}); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := c.NewWorker(&errand.WorkerConfig{Lease: lease}); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("NewWorker with lease %v = %v; want an input error", lease, err)
 		}
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateQueued || j.Attempt != 0 {
 		t.Fatalf("job %s on attempt %d, want queued and untouched", j.State, j.Attempt)
 	}
 }
@@ -189,7 +191,7 @@ func TestMinimumLease(t *testing.T) {
 // that follow decide what becomes of them.
 func TestSlowClaimIsNotCutAtTheLease(t *testing.T) {
 	st := &slowClaimStore{TxStore: openStore(t, nil), delay: errand.MinLease + 500*time.Millisecond}
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	job := enqueue(t, c, "task", nil)
 	// The worker times the lease from when it sent the claim, so it may
 	// find the lease over before it records the outcome: what matters here
@@ -209,11 +211,11 @@ func TestSlowClaimIsNotCutAtTheLease(t *testing.T) {
 // slowClaimStore delays every claim by delay, then claims unless the
 // claim's context ended meanwhile.
 type slowClaimStore struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	delay time.Duration
 }
 
-func (s *slowClaimStore) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (s *slowClaimStore) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	select {
 	case <-time.After(s.delay):
 	case <-ctx.Done():
@@ -230,7 +232,7 @@ func TestEnqueueOfAnUnknownKind(t *testing.T) {
 	ctx := t.Context()
 	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "export_order"}})})
 	_, err := c.Enqueue(ctx, errand.RawArgs{KindName: "export_ordr"}, nil)
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if !errors.As(err, &ie) || ie.Field != "kind" || !strings.Contains(err.Error(), "export_order") {
 		t.Fatalf("Enqueue of a typo = %v; want an input error on kind listing the declared kinds", err)
 	}
@@ -316,11 +318,11 @@ func TestNameRefusalsSayTheRule(t *testing.T) {
 // refused naming the field; errand.RetryAfter, which cannot refuse, keeps
 // the policy's backoff and says why in the failure.
 func TestWaitsAreBounded(t *testing.T) {
-	over := errand.MaxDelay + time.Hour
-	if err := errand.CheckEnqueue(errand.RawArgs{KindName: "k"}, &errand.EnqueueOpts{Delay: errand.MaxDelay}); err != nil {
+	over := errandstore.MaxDelay + time.Hour
+	if err := errand.CheckEnqueue(errand.RawArgs{KindName: "k"}, &errand.EnqueueOpts{Delay: errandstore.MaxDelay}); err != nil {
 		t.Fatalf("a delay of MaxDelay: %v", err)
 	}
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if err := errand.CheckEnqueue(errand.RawArgs{KindName: "k"}, &errand.EnqueueOpts{Delay: over}); !errors.As(err, &ie) || ie.Field != "delay" {
 		t.Fatalf("a delay past MaxDelay: %v, want an *InputError of delay", err)
 	}
@@ -341,7 +343,7 @@ func TestWaitsAreBounded(t *testing.T) {
 	}
 
 	var je *errand.JobError
-	if !errors.As(errand.RetryAfter(errand.MaxDelay, errors.New("503")), &je) || je.RetryDelay() != errand.MaxDelay {
+	if !errors.As(errand.RetryAfter(errandstore.MaxDelay, errors.New("503")), &je) || je.RetryDelay() != errandstore.MaxDelay {
 		t.Fatalf("RetryAfter(MaxDelay) = %v", je)
 	}
 	refused := errand.RetryAfter(over, errors.New("503"))

@@ -1,5 +1,7 @@
 package errand
 
+import "github.com/errandhq/errand/errandtype"
+
 // Observer is told, synchronously, about the jobs one client enqueues and
 // the attempts its workers start and finish: what process-local metrics
 // (errandhttp's /metrics) count. Set it in [Config.Observer]; nil observes
@@ -16,12 +18,12 @@ type Observer interface {
 	// insert for EnqueueTx in a transaction the caller commits itself,
 	// whose jobs are counted even if it then rolls back. Duplicates are
 	// not reported.
-	JobsEnqueued(jobs []*Job)
+	JobsEnqueued(jobs []*errandtype.Job)
 	// JobStarted reports an attempt that is starting: the job was claimed
 	// (its Attempt counted) and its handler is about to run.
-	JobStarted(job *Job)
+	JobStarted(job *errandtype.Job)
 	// JobFinished reports what became of an attempt, recorded or not (a
 	// lost lease): the same result [Client.Subscribe] delivers. job is the
 	// job as it was claimed.
-	JobFinished(job *Job, res *WorkResult)
+	JobFinished(job *errandtype.Job, res *WorkResult)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // recordingObserver keeps what a client's Observer was told.
@@ -19,7 +20,7 @@ type recordingObserver struct {
 	finished []string // "id result class"
 }
 
-func (o *recordingObserver) JobsEnqueued(jobs []*errand.Job) {
+func (o *recordingObserver) JobsEnqueued(jobs []*errandtype.Job) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, j := range jobs {
@@ -27,13 +28,13 @@ func (o *recordingObserver) JobsEnqueued(jobs []*errand.Job) {
 	}
 }
 
-func (o *recordingObserver) JobStarted(job *errand.Job) {
+func (o *recordingObserver) JobStarted(job *errandtype.Job) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.started = append(o.started, job.ID)
 }
 
-func (o *recordingObserver) JobFinished(job *errand.Job, res *errand.WorkResult) {
+func (o *recordingObserver) JobFinished(job *errandtype.Job, res *errand.WorkResult) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.finished = append(o.finished, job.ID+" "+string(res.Result)+" "+res.Class)
@@ -46,8 +47,8 @@ func TestObserver(t *testing.T) {
 	st := openStore(t, nil)
 	obs := &recordingObserver{}
 	c := newClient(t, st, &errand.Config{Observer: obs, Kinds: kindsOf([]testKind{
-		{Name: "ok", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })},
-		{Name: "bad", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error {
+		{Name: "ok", Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })},
+		{Name: "bad", Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error {
 			return errand.WithClass("receipt_unavailable", errors.New("no receipt"))
 		})},
 	})})

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // On-dead hooks: a kind may declare, in [KindOpts].OnDead, a job to enqueue
@@ -53,11 +56,11 @@ const deadHookPage = 200
 // id is [DeadHookJobID] whatever opts say; other options apply. The
 // hook's kind must be one the client may enqueue: declare it (with
 // [Declare], or a handler) in the worker's Kinds.
-type OnDeadFunc func(job *Job) (JobArgs, *EnqueueOpts)
+type OnDeadFunc func(job *errandtype.Job) (JobArgs, *EnqueueOpts)
 
 // fireDeadHook enqueues the hook job of dead job, when its kind has a
 // hook. It reports whether a job was enqueued or found already enqueued.
-func (c *engine) fireDeadHook(ctx context.Context, job *Job) (bool, error) {
+func (c *engine) fireDeadHook(ctx context.Context, job *errandtype.Job) (bool, error) {
 	k := c.kinds[job.Kind]
 	if k == nil || k.OnDead == nil {
 		return false, nil
@@ -75,14 +78,14 @@ func (c *engine) fireDeadHook(ctx context.Context, job *Job) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("on-dead hook of job %s: %w", job.ID, err)
 	}
-	rs, err := c.store.JobInsertMany(ctx, &JobInsertManyParams{Jobs: []*JobInsertParams{ip}})
+	rs, err := c.store.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{ip}})
 	if err != nil {
 		return false, fmt.Errorf("on-dead hook of job %s: %w", job.ID, err)
 	}
 	if !rs[0].Duplicate {
 		c.wakeQueues(ip.Queue)
 		if c.observer != nil {
-			c.observer.JobsEnqueued([]*Job{rs[0].Job})
+			c.observer.JobsEnqueued([]*errandtype.Job{rs[0].Job})
 		}
 		c.logger.Info("on-dead hook enqueued", "job_id", job.ID, "hook_job_id", ip.ID, "hook_kind", ip.Kind)
 	}
@@ -92,7 +95,7 @@ func (c *engine) fireDeadHook(ctx context.Context, job *Job) (bool, error) {
 // afterOutcome runs what follows a recorded outcome: the dead job's hook,
 // the completion of its batch and the advance of its workflow. It costs
 // nothing for a job outside a batch and a workflow whose kind has no hook.
-func (c *engine) afterOutcome(ctx context.Context, job *Job, res *WorkResult) {
+func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *WorkResult) {
 	switch res.Result {
 	case ResultDead:
 		if c.hasDeadHook(job.Kind) {
@@ -132,8 +135,8 @@ func (c *engine) hookedKinds() []string {
 // no hook job and enqueues their hooks.
 type deadHookScanner struct {
 	c       *engine
-	store   DeadHookStore
-	cursors DeadHookCursorStore // nil: the store keeps none; a start looks from the first death
+	store   errandstore.DeadHookStore
+	cursors errandstore.DeadHookCursorStore // nil: the store keeps none; a start looks from the first death
 	kinds   []string
 	every   time.Duration
 	since   time.Time // zero before the first look
@@ -144,11 +147,11 @@ type deadHookScanner struct {
 // store cannot find dead jobs without hooks.
 func (c *engine) newDeadHookScanner(every time.Duration) *deadHookScanner {
 	kinds := c.hookedKinds()
-	ds, ok := c.store.(DeadHookStore)
+	ds, ok := c.store.(errandstore.DeadHookStore)
 	if len(kinds) == 0 || !ok {
 		return nil
 	}
-	cs, _ := c.store.(DeadHookCursorStore)
+	cs, _ := c.store.(errandstore.DeadHookCursorStore)
 	return &deadHookScanner{c: c, store: ds, cursors: cs, kinds: kinds, every: every}
 }
 
@@ -174,7 +177,7 @@ func (s *deadHookScanner) start(ctx context.Context) (time.Time, error) {
 	if s.cursors == nil {
 		return time.Time{}, nil
 	}
-	cs, err := s.cursors.DeadHookCursors(ctx, &DeadHookCursorsParams{Kinds: s.kinds})
+	cs, err := s.cursors.DeadHookCursors(ctx, &errandstore.DeadHookCursorsParams{Kinds: s.kinds})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read dead-hook cursors: %w", err)
 	}
@@ -214,7 +217,7 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 	}
 	seen := 0
 	for {
-		jobs, err := s.store.JobListDeadUnhooked(ctx, &JobListDeadUnhookedParams{Kinds: s.kinds, Since: since, Limit: deadHookPage})
+		jobs, err := s.store.JobListDeadUnhooked(ctx, &errandstore.JobListDeadUnhookedParams{Kinds: s.kinds, Since: since, Limit: deadHookPage})
 		if err != nil {
 			return seen, err
 		}
@@ -225,8 +228,8 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 				// marshal, say) must not stop the others; one the store
 				// refused is looked for again.
 				s.c.logger.Error("on-dead hook failed", "job_id", j.ID, "err", err)
-				var ie *InputError
-				if !errors.As(err, &ie) && !errors.Is(err, ErrInvalid) {
+				var ie *errandtype.InputError
+				if !errors.As(err, &ie) && !errors.Is(err, errandtype.ErrInvalid) {
 					held(*j.FinishedAt)
 				}
 			}
@@ -242,7 +245,7 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 		since = last
 	}
 	if s.cursors != nil && !to.IsZero() && (s.written.IsZero() || to.Sub(s.written) >= deadHookCursorEvery) {
-		err := s.cursors.DeadHookCursorAdvance(ctx, &DeadHookCursorAdvanceParams{Kinds: s.kinds, To: to})
+		err := s.cursors.DeadHookCursorAdvance(ctx, &errandstore.DeadHookCursorAdvanceParams{Kinds: s.kinds, To: to})
 		if err != nil {
 			return seen, fmt.Errorf("advance dead-hook cursors: %w", err)
 		}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestOnDeadHookHasNoLookbackLimit: a job of a kind that died 30 days
@@ -18,11 +20,11 @@ import (
 // workers starting later look from the cursor the first left in the store,
 // find no death twice, and still find a death after it.
 func TestOnDeadHookHasNoLookbackLimit(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		// The old release: charge has a handler, no hook.
 		ks := errand.NewKinds()
-		ks.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+		ks.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errandtype.Job) error {
 			return errand.Permanent(errors.New("card declined"))
 		}), nil)
 		old := newClient(t, st, &errand.Config{Kinds: ks, Clock: clock})
@@ -50,11 +52,11 @@ func TestOnDeadHookHasNoLookbackLimit(t *testing.T) {
 		if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "charge", JSON: json.RawMessage(`{}`)}, &errand.EnqueueOpts{ID: "swept", MaxAttempts: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "crashed"}); err != nil {
+		if _, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 30 * time.Second, Owner: "crashed"}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(31 * time.Second)
-		if _, err := st.JobSweep(ctx, &errand.JobSweepParams{}); err != nil {
+		if _, err := st.JobSweep(ctx, &errandstore.JobSweepParams{}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(90 * 24 * time.Hour) // and no hooked worker runs for 90 days

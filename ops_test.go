@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 type fixArgs struct {
@@ -23,20 +25,20 @@ func (fixArgs) Kind() string { return "fix" }
 // would.
 func deadJob(t *testing.T, c interface {
 	Enqueue(context.Context, errand.JobArgs, *errand.EnqueueOpts) (*errand.EnqueueResult, error)
-}, st errand.Store, args errand.JobArgs) *errand.Job {
+}, st errandstore.Store, args errand.JobArgs) *errandtype.Job {
 	t.Helper()
 	ctx := context.Background()
 	r, err := c.Enqueue(ctx, args, &errand.EnqueueOpts{Queue: "q-" + args.Kind()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{r.Job.Queue}, Limit: 1, Lease: errand.DefaultLease, Owner: "w"})
+	js, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{r.Job.Queue}, Limit: 1, Lease: errand.DefaultLease, Owner: "w"})
 	if err != nil || len(js) != 1 {
 		t.Fatalf("claim: %v %v", js, err)
 	}
-	rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
-		JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeDead,
-		Error: &errand.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "bad address"}}}})
+	rs, err := st.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{
+		JobLease: errandstore.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errandstore.OutcomeDead,
+		Error: &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "bad address"}}}})
 	if err != nil || rs[0].Err != nil {
 		t.Fatalf("record dead: %v %v", rs, err)
 	}
@@ -50,7 +52,7 @@ func TestReplayWithArgs(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, newTestClock())
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args fixArgs) error { return nil }, nil)
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args fixArgs) error { return nil }, nil)
 	c := newClient(t, st, &errand.Config{Kinds: kinds})
 	job := deadJob(t, c, st, fixArgs{To: "nobody@", Count: 1})
 	before := rowCounts(t, st.DB())
@@ -64,7 +66,7 @@ func TestReplayWithArgs(t *testing.T) {
 		{"too big", `{"to": "` + strings.Repeat("x", 1<<20) + `"}`, "args"},
 	} {
 		_, err := c.Replay(ctx, job.ID, &errand.ReplayOpts{Operator: "ana", Reason: "fix", Args: json.RawMessage(tt.args)})
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) || ie.Field != tt.field {
 			t.Errorf("%s: %v, want an *InputError on %s", tt.name, err, tt.field)
 		}
@@ -72,7 +74,7 @@ func TestReplayWithArgs(t *testing.T) {
 	if got := rowCounts(t, st.DB()); got != before {
 		t.Fatalf("refused replays wrote rows: %v, before %v", got, before)
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateDead {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateDead {
 		t.Fatalf("state %s after refused replays", j.State)
 	}
 
@@ -80,7 +82,7 @@ func TestReplayWithArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(j.Args) != `{"to":"ana@example.com","count":1}` || j.State != errand.StateQueued {
+	if string(j.Args) != `{"to":"ana@example.com","count":1}` || j.State != errandtype.StateQueued {
 		t.Fatalf("replayed job: args %s state %s", j.Args, j.State)
 	}
 	audit, err := c.Audit(ctx, &errand.AuditOpts{JobID: job.ID})
@@ -94,7 +96,7 @@ func TestReplayWithArgs(t *testing.T) {
 	}{&d.OldArgs, &d.NewArgs}); err != nil {
 		t.Fatal(err)
 	}
-	if audit[0].Action != errand.AuditReplayArgs || d.OldArgs.To != "nobody@" || d.NewArgs.To != "ana@example.com" {
+	if audit[0].Action != errandtype.AuditReplayArgs || d.OldArgs.To != "nobody@" || d.NewArgs.To != "ana@example.com" {
 		t.Errorf("audit record %+v, details %s", audit[0], audit[0].Details)
 	}
 }
@@ -109,7 +111,7 @@ func TestOperatorActionsNeedWhoAndWhy(t *testing.T) {
 	before := rowCounts(t, st.DB())
 	for _, o := range []errand.CancelOpts{{}, {Operator: "ana"}, {Reason: "r"}, {Operator: " ana", Reason: "r"}, {Operator: "ana", Reason: "bell\a"}} {
 		_, err := c.Cancel(ctx, job.ID, &o)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("cancel with %+v: %v, want an *InputError", o, err)
 		}
@@ -120,10 +122,10 @@ func TestOperatorActionsNeedWhoAndWhy(t *testing.T) {
 	if got := rowCounts(t, st.DB()); got != before {
 		t.Fatalf("refused cancels wrote rows: %v, before %v", got, before)
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateQueued {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateQueued {
 		t.Fatalf("state %s after refused cancels", j.State)
 	}
-	for _, o := range []errand.AuditOpts{{Limit: -1}, {Limit: errand.MaxAuditLimit + 1}, {Action: "delete"}, {BeforeID: -1}} {
+	for _, o := range []errand.AuditOpts{{Limit: -1}, {Limit: errandstore.MaxAuditLimit + 1}, {Action: "delete"}, {BeforeID: -1}} {
 		if _, err := c.Audit(ctx, &o); err == nil {
 			t.Errorf("Audit(%+v) succeeded, want an *InputError", o)
 		}
@@ -149,9 +151,9 @@ func TestReplayManyRateAndLimit(t *testing.T) {
 		{Operator: "ana", Reason: "fixed", Limit: -1},
 		{Operator: "ana", Reason: "fixed", Rate: -1},
 		{Operator: "ana", Reason: "fixed", Rate: 1e-10}, // would overflow the pacing
-		{Operator: "ana", Reason: "fixed", Filter: errand.DeadFilter{Queue: "no such queue"}},
+		{Operator: "ana", Reason: "fixed", Filter: errandstore.DeadFilter{Queue: "no such queue"}},
 	} {
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if _, err := c.ReplayMany(ctx, &o); !errors.As(err, &ie) {
 			t.Errorf("ReplayMany(%+v): %v, want an *InputError", o, err)
 		}
@@ -160,7 +162,7 @@ func TestReplayManyRateAndLimit(t *testing.T) {
 		t.Fatalf("refused bulk replays wrote rows: %v, before %v", got, before)
 	}
 
-	dry, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{DryRun: true, Filter: errand.DeadFilter{Kind: "mail"}})
+	dry, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{DryRun: true, Filter: errandstore.DeadFilter{Kind: "mail"}})
 	if err != nil || len(dry.Jobs) != 5 || !dry.DryRun {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
@@ -176,7 +178,7 @@ func TestReplayManyRateAndLimit(t *testing.T) {
 	}()
 	// Two jobs a second: a batch of two, then a wait until one second in.
 	blockUntilAt(t, clock, start.Add(time.Second), 1)
-	if n := countState(t, c, errand.StateQueued); n != 2 {
+	if n := countState(t, c, errandtype.StateQueued); n != 2 {
 		t.Fatalf("after the first batch %d jobs queued, want 2", n)
 	}
 	clock.Advance(time.Second)
@@ -189,10 +191,10 @@ func TestReplayManyRateAndLimit(t *testing.T) {
 	if r.err != nil || len(r.r.Jobs) != 4 {
 		t.Fatalf("ReplayMany: %+v, %v", r.r, r.err)
 	}
-	if n := countState(t, c, errand.StateDead); n != 1 {
+	if n := countState(t, c, errandtype.StateDead); n != 1 {
 		t.Errorf("%d jobs dead after replaying 4 of 5, want 1", n)
 	}
-	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditBulkReplay})
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errandtype.AuditBulkReplay})
 	if err != nil || len(audit) != 4 {
 		t.Fatalf("audit: %d records, %v; want 4", len(audit), err)
 	}
@@ -203,10 +205,10 @@ func TestReplayManyRateAndLimit(t *testing.T) {
 }
 
 func countState(t *testing.T, c interface {
-	List(context.Context, *errand.ListOpts) ([]*errand.Job, error)
-}, st errand.JobState) int {
+	List(context.Context, *errand.ListOpts) ([]*errandtype.Job, error)
+}, st errandtype.JobState) int {
 	t.Helper()
-	js, err := c.List(context.Background(), &errand.ListOpts{States: []errand.JobState{st}, Limit: 1000})
+	js, err := c.List(context.Background(), &errand.ListOpts{States: []errandtype.JobState{st}, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,31 +222,31 @@ func TestPruneInBatches(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	c := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true, Kinds: kindsOf([]testKind{{Name: "task",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	for range 5 {
 		enqueue(t, c, "task", nil)
 		workOne(t, c, &errand.WorkOneOpts{})
 	}
 	queued := enqueue(t, c, "later", &errand.EnqueueOpts{Queue: "other"})
 	clock.Advance(48 * time.Hour)
-	for _, o := range []errand.PruneOpts{{}, {SucceededAge: -time.Hour}, {SucceededAge: time.Hour, DeadAge: time.Minute}, {SucceededAge: time.Hour, BatchSize: errand.MaxPruneBatch + 1}} {
-		var ie *errand.InputError
+	for _, o := range []errand.PruneOpts{{}, {SucceededAge: -time.Hour}, {SucceededAge: time.Hour, DeadAge: time.Minute}, {SucceededAge: time.Hour, BatchSize: errandstore.MaxPruneBatch + 1}} {
+		var ie *errandtype.InputError
 		if _, err := c.Prune(ctx, &o); !errors.As(err, &ie) {
 			t.Errorf("Prune(%+v): %v, want an *InputError", o, err)
 		}
 	}
 	dry, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: 24 * time.Hour, DryRun: true})
-	if err != nil || dry != (errand.PruneResult{Succeeded: 5, DryRun: true}) {
+	if err != nil || dry != (errandstore.PruneResult{Succeeded: 5, DryRun: true}) {
 		t.Fatalf("dry run: %+v, %v", dry, err)
 	}
 	r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: 24 * time.Hour, BatchSize: 2})
-	if err != nil || r != (errand.PruneResult{Succeeded: 5}) {
+	if err != nil || r != (errandstore.PruneResult{Succeeded: 5}) {
 		t.Fatalf("Prune: %+v, %v; want 5 succeeded", r, err)
 	}
-	if j := getJob(t, c, queued.ID); j.State != errand.StateQueued {
+	if j := getJob(t, c, queued.ID); j.State != errandtype.StateQueued {
 		t.Errorf("queued job: %s", j.State)
 	}
-	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditPrune})
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errandtype.AuditPrune})
 	if err != nil || len(audit) != 3 || audit[0].Operator != errand.RetentionOperator {
 		t.Errorf("audit: %+v, %v; want 3 prune records by %s", audit, err, errand.RetentionOperator)
 	}
@@ -261,43 +263,43 @@ func TestPruneGoesOnForBatches(t *testing.T) {
 	c := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true})
 	for i := range 5 {
 		id := fmt.Sprintf("b%d", i)
-		if _, err := st.BatchInsert(ctx, &errand.BatchInsertParams{ID: id, Jobs: []*errand.JobInsertParams{{ID: id + "-m",
+		if _, err := st.BatchInsert(ctx, &errandstore.BatchInsertParams{ID: id, Jobs: []*errandstore.JobInsertParams{{ID: id + "-m",
 			Queue: errand.DefaultQueue, Kind: "task", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 5, Lease: time.Minute, Owner: "w"})
+	js, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 5, Lease: time.Minute, Owner: "w"})
 	if err != nil || len(js) != 5 {
 		t.Fatalf("claim: %d jobs, %v", len(js), err)
 	}
-	var outs []*errand.JobOutcome
+	var outs []*errandstore.JobOutcome
 	for _, j := range js {
-		outs = append(outs, &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errand.OutcomeSucceeded})
+		outs = append(outs, &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errandstore.OutcomeSucceeded})
 	}
-	if _, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outs}); err != nil {
+	if _, err := st.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs}); err != nil {
 		t.Fatal(err)
 	}
 	// The batches complete half an hour after their members finished.
 	clock.Advance(30 * time.Minute)
-	if bs, err := st.BatchComplete(ctx, &errand.BatchCompleteParams{}); err != nil || len(bs) != 5 {
+	if bs, err := st.BatchComplete(ctx, &errandstore.BatchCompleteParams{}); err != nil || len(bs) != 5 {
 		t.Fatalf("BatchComplete: %d, %v", len(bs), err)
 	}
 	clock.Advance(31 * time.Minute)
-	if r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour}); err != nil || r != (errand.PruneResult{Succeeded: 5}) {
+	if r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour}); err != nil || r != (errandstore.PruneResult{Succeeded: 5}) {
 		t.Fatalf("Prune: %+v, %v; want the 5 members and no batch yet", r, err)
 	}
 	clock.Advance(time.Hour)
 	dry, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour, DryRun: true})
-	if err != nil || dry != (errand.PruneResult{Batches: 5, DryRun: true}) {
+	if err != nil || dry != (errandstore.PruneResult{Batches: 5, DryRun: true}) {
 		t.Fatalf("dry run: %+v, %v; want 5 batches", dry, err)
 	}
-	if r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour, BatchSize: 2}); err != nil || r != (errand.PruneResult{Batches: 5}) {
+	if r, err := c.Prune(ctx, &errand.PruneOpts{SucceededAge: time.Hour, BatchSize: 2}); err != nil || r != (errandstore.PruneResult{Batches: 5}) {
 		t.Fatalf("Prune: %+v, %v; want the 5 batches", r, err)
 	}
-	if _, err := c.Batch(ctx, "b4"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Batch(ctx, "b4"); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Errorf("Batch(b4) after the prune: %v, want ErrNotFound", err)
 	}
-	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errand.AuditPrune})
+	audit, err := c.Audit(ctx, &errand.AuditOpts{Action: errandtype.AuditPrune})
 	if err != nil || len(audit) != 4 {
 		t.Errorf("audit: %d prune records, %v; want 4 (one, then three of at most 2 batches)", len(audit), err)
 	}
@@ -310,7 +312,7 @@ func TestLeaderAppliesRetention(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	old := enqueue(t, c, "task", nil)
 	workOne(t, c, &errand.WorkOneOpts{})
 	clock.Advance(2 * time.Hour)
@@ -339,7 +341,7 @@ func TestLeaderAppliesRetention(t *testing.T) {
 	defer w.Stop(ctx)
 	gone := func(id string) bool {
 		_, err := c.Get(ctx, id)
-		return errors.Is(err, errand.ErrNotFound)
+		return errors.Is(err, errandtype.ErrNotFound)
 	}
 	workerWaitFor(t, clockWait, func() bool { return gone(old.ID) })
 	if gone(recent.ID) || gone(waiting.ID) {
@@ -384,7 +386,7 @@ func TestReplayWithArgsRecordsTheirVersion(t *testing.T) {
 	st := openStore(t, newTestClock())
 	kinds := errand.NewKinds()
 	got := make(chan string, 1)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args greetV2) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args greetV2) error {
 		got <- args.First
 		return nil
 	}, nil)

@@ -3,6 +3,8 @@ package errand
 import (
 	"fmt"
 	"strings"
+
+	"github.com/errandhq/errand/errandtype"
 )
 
 // OrderingOnDead says what a job that ends dead does to the jobs behind it
@@ -50,7 +52,7 @@ func ParseOrderingOnDead(s string) (OrderingOnDead, error) {
 	case "hold":
 		return OrderingHoldOnDead, nil
 	}
-	return 0, &InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%q is not a choice; use release or hold", s)}
+	return 0, &errandtype.InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%q is not a choice; use release or hold", s)}
 }
 
 // MarshalText implements encoding.TextMarshaler: the String.

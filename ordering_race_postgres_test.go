@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -19,7 +21,7 @@ import (
 // it. Then Y goes on. It returns the states of j1 and j2. setup enqueues
 // j2 (and j1 if it is to be there before the claims); waiting runs
 // between.
-func orderingRace(t *testing.T, setup func(c *errand.Client[*sql.Tx], db *sql.DB), waiting func(c *errand.Client[*sql.Tx])) (j1, j2 *errand.Job) {
+func orderingRace(t *testing.T, setup func(c *errand.Client[*sql.Tx], db *sql.DB), waiting func(c *errand.Client[*sql.Tx])) (j1, j2 *errandtype.Job) {
 	t.Helper()
 	url := pgtest.URL(t)
 	ctx := context.Background()
@@ -30,7 +32,7 @@ func orderingRace(t *testing.T, setup func(c *errand.Client[*sql.Tx], db *sql.DB
 	v := s.SQL(nil)
 	t.Cleanup(func() { v.Close() })
 	c := newClient(t, v, &errand.Config{Kinds: kindsOf([]testKind{{Name: "k",
-		Handler: errand.HandlerFunc(func(_ context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(_ context.Context, j *errandtype.Job) error {
 			return errand.Permanent(context.DeadlineExceeded)
 		})}})})
 	pool, schema := s.Pool(), s.Schema()
@@ -51,12 +53,12 @@ func orderingRace(t *testing.T, setup func(c *errand.Client[*sql.Tx], db *sql.DB
 	if _, err := lockConn.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
 		t.Fatal(err)
 	}
-	claim := func(owner string) ([]*errand.Job, error) {
-		return s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1,
+	claim := func(owner string) ([]*errandtype.Job, error) {
+		return s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1,
 			Lease: time.Minute, Owner: owner})
 	}
 	type res struct {
-		jobs []*errand.Job
+		jobs []*errandtype.Job
 		err  error
 	}
 	yDone := make(chan res, 1)
@@ -106,10 +108,10 @@ func TestOrderingKeyOneRunningAfterReplayRace(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if j1.State == errand.StateRunning && j2.State == errand.StateRunning {
+	if j1.State == errandtype.StateRunning && j2.State == errandtype.StateRunning {
 		t.Fatal("two jobs of ordering key acct-7 run at once: j1, replayed, and j2")
 	}
-	if j1.State != errand.StateRunning && j2.State != errand.StateRunning {
+	if j1.State != errandtype.StateRunning && j2.State != errandtype.StateRunning {
 		t.Fatalf("neither job runs (j1 %s, j2 %s); want one of them claimed", j1.State, j2.State)
 	}
 }
@@ -133,10 +135,10 @@ func TestOrderingKeyOneRunningAfterLateEnqueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if j1.State == errand.StateRunning && j2.State == errand.StateRunning {
+	if j1.State == errandtype.StateRunning && j2.State == errandtype.StateRunning {
 		t.Fatal("two jobs of ordering key acct-7 run at once: j1, enqueued first and committed last, and j2")
 	}
-	if j1.State != errand.StateRunning && j2.State != errand.StateRunning {
+	if j1.State != errandtype.StateRunning && j2.State != errandtype.StateRunning {
 		t.Fatalf("neither job runs (j1 %s, j2 %s); want one of them claimed", j1.State, j2.State)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // compact removes the spaces PostgreSQL's jsonb writes between values.
@@ -45,7 +47,7 @@ func TestPlainJSONNumbers(t *testing.T) {
 	if got, _ := errand.PlainJSON(plain, 0); &got[0] != &plain[0] {
 		t.Error("PlainJSON copied a document it had nothing to change in")
 	}
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		c := newClient(t, st, &errand.Config{Clock: clock})
 		r, err := c.Enqueue(t.Context(), errand.RawArgs{KindName: "nums", JSON: json.RawMessage(given)}, &errand.EnqueueOpts{ID: "n"})
 		if err != nil {
@@ -71,14 +73,14 @@ func (plainNumArgs) Kind() string { return "num" }
 // either store; jsonb rewrote them, SQLite kept them, and the handler's
 // int could not take 1e2.
 func TestExponentArgsDecodeAlikeOnBothStores(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		producer := newClient(t, st, &errand.Config{Clock: clock})
 		if _, err := producer.Enqueue(t.Context(), errand.RawArgs{KindName: "num", JSON: json.RawMessage(`{"n": 1e2}`)}, &errand.EnqueueOpts{ID: "n1"}); err != nil {
 			t.Fatal(err)
 		}
 		ks := errand.NewKinds()
 		var got int
-		errand.Handle(ks, func(ctx context.Context, j *errand.Job, a plainNumArgs) error { got = a.N; return nil }, nil)
+		errand.Handle(ks, func(ctx context.Context, j *errandtype.Job, a plainNumArgs) error { got = a.N; return nil }, nil)
 		worker := newClient(t, st, &errand.Config{Clock: clock, Kinds: ks})
 		res := workOne(t, worker, &errand.WorkOneOpts{})
 		if res.Result != errand.ResultSucceeded || got != 100 {
@@ -96,11 +98,11 @@ func TestExponentArgsDecodeAlikeOnBothStores(t *testing.T) {
 func TestNumbersWrittenOutMustFit(t *testing.T) {
 	many := json.RawMessage("[" + strings.Repeat("1e131071,", 8299) + "1e131071]") // 75 KB given, about 1 GB written out
 	few := json.RawMessage("[" + strings.Repeat("1e131071,", 7) + "1e131071]")     // about 1 MB written out
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		var progressErr, outputErr error
 		ks := errand.NewKinds()
-		ks.HandleRaw("task", errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		ks.HandleRaw("task", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			progressErr = errand.SetProgress(ctx, many)
 			outputErr = errand.SetOutput(ctx, few)
 			return nil
@@ -108,7 +110,7 @@ func TestNumbersWrittenOutMustFit(t *testing.T) {
 		c := newClient(t, st, &errand.Config{Clock: clock, Kinds: ks, AllowUnknownKinds: true})
 		wantRefused := func(what string, err error) {
 			t.Helper()
-			var ie *errand.InputError
+			var ie *errandtype.InputError
 			if !errors.As(err, &ie) || !strings.Contains(err.Error(), "written out in full") {
 				t.Errorf("%s: %v; want an *InputError about the numbers written out", what, err)
 			}
@@ -124,7 +126,7 @@ func TestNumbersWrittenOutMustFit(t *testing.T) {
 		}
 		_, err = c.EnqueueMany(ctx, ps)
 		wantRefused("EnqueueMany", err)
-		if _, err := st.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{ID: "direct", Queue: errand.DefaultQueue, Kind: "task", Args: many, MaxAttempts: 1}}}); err == nil {
+		if _, err := st.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{{ID: "direct", Queue: errand.DefaultQueue, Kind: "task", Args: many, MaxAttempts: 1}}}); err == nil {
 			t.Error("the store inserted args of 1 GB written out")
 		}
 		if js, err := c.List(ctx, &errand.ListOpts{Limit: 10}); err != nil || len(js) != 0 {
@@ -146,10 +148,10 @@ func TestNumbersWrittenOutMustFit(t *testing.T) {
 // TestProgressKeptAsPlainNumbers: a checkpoint with an exponent reads back
 // the same on both stores, and the job resumes from it.
 func TestProgressKeptAsPlainNumbers(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		var seen []string
 		ks := errand.NewKinds()
-		ks.HandleRaw("task", errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		ks.HandleRaw("task", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			seen = append(seen, string(j.Progress))
 			if j.Progress == nil {
 				if err := errand.SetProgress(ctx, json.RawMessage(`{"at":[1e3,2.5e-3]}`)); err != nil {

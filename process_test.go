@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -76,7 +78,7 @@ func workerMain() int {
 	defer st.Close()
 	db := st.DB()
 	var c *errand.Client[*sql.Tx]
-	handler := func(ctx context.Context, job *errand.Job) error {
+	handler := func(ctx context.Context, job *errandtype.Job) error {
 		if mode == modeKill {
 			killSelf()
 		}
@@ -247,7 +249,7 @@ func processStore(t *testing.T) (string, *sqlite.Store, *errand.Client[*sql.Tx])
 func waitPastLease(t *testing.T, c *errand.Client[*sql.Tx], id string) {
 	t.Helper()
 	j := getJob(t, c, id)
-	if j.State != errand.StateRunning || j.LeaseUntil == nil {
+	if j.State != errandtype.StateRunning || j.LeaseUntil == nil {
 		t.Fatalf("job %s is %s with lease %v, want running under the dead worker's lease", id, j.State, j.LeaseUntil)
 	}
 	time.Sleep(time.Until(*j.LeaseUntil) + 20*time.Millisecond)
@@ -321,7 +323,7 @@ func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
 	if n := count(t, st.DB(), `SELECT count(*) FROM sink WHERE job_id = ? AND pid = ?`, job.ID, pid); n != 1 {
 		t.Fatalf("%d effects from the killed worker, want 1", n)
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateRunning || j.Attempt != 1 {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateRunning || j.Attempt != 1 {
 		t.Fatalf("after the kill the job is %s on attempt %d, want running on attempt 1", j.State, j.Attempt)
 	}
 
@@ -331,10 +333,10 @@ func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
 	}
 
 	j := getJob(t, c, job.ID)
-	if j.State != errand.StateSucceeded || j.Attempt != 2 {
+	if j.State != errandtype.StateSucceeded || j.Attempt != 2 {
 		t.Fatalf("job %s on attempt %d, want succeeded on attempt 2", j.State, j.Attempt)
 	}
-	if len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassLeaseExpired || j.Errors[0].Attempt != 1 {
+	if len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassLeaseExpired || j.Errors[0].Attempt != 1 {
 		t.Fatalf("history %+v, want one lease_expired entry for attempt 1", j.Errors)
 	}
 	if n := count(t, st.DB(), `SELECT count(*) FROM sink`); n != 1 {
@@ -363,14 +365,14 @@ func TestProcessPoisonJobDiesAfterItsAttempts(t *testing.T) {
 		t.Fatalf("fourth worker ran %d jobs, want 0", n)
 	}
 	j := getJob(t, c, job.ID)
-	if j.State != errand.StateDead || j.Attempt != 3 || j.LastError == nil || j.LastError.Class != errand.ClassLeaseExpired {
+	if j.State != errandtype.StateDead || j.Attempt != 3 || j.LastError == nil || j.LastError.Class != errandstore.ClassLeaseExpired {
 		t.Fatalf("job %s attempt %d last error %+v, want dead after attempt 3 with class lease_expired", j.State, j.Attempt, j.LastError)
 	}
 	if len(j.Errors) != 3 {
 		t.Fatalf("history %+v, want three entries", j.Errors)
 	}
 	for i, e := range j.Errors {
-		if e.Attempt != i+1 || e.Class != errand.ClassLeaseExpired {
+		if e.Attempt != i+1 || e.Class != errandstore.ClassLeaseExpired {
 			t.Errorf("entry %d = attempt %d class %s, want attempt %d class lease_expired", i, e.Attempt, e.Class, i+1)
 		}
 	}

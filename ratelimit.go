@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // RateLimit caps how many jobs of a queue, or of a kind, start per interval
@@ -41,19 +44,19 @@ func (l RateLimit) Name() string {
 }
 
 // spec checks the limit and returns its bucket's rule, defaults applied.
-func (l RateLimit) spec() (LimiterSpec, error) {
+func (l RateLimit) spec() (errandtype.LimiterSpec, error) {
 	if (l.Queue == "") == (l.Kind == "") {
-		return LimiterSpec{}, &InputError{Field: "RateLimits", Message: fmt.Sprintf("a rate limit names a Queue or a Kind, exactly one (got queue %q, kind %q)", l.Queue, l.Kind)}
+		return errandtype.LimiterSpec{}, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("a rate limit names a Queue or a Kind, exactly one (got queue %q, kind %q)", l.Queue, l.Kind)}
 	}
 	if l.Queue != "" {
-		if err := checkName("RateLimits queue", l.Queue); err != nil {
-			return LimiterSpec{}, err
+		if err := errandstore.CheckName("RateLimits queue", l.Queue); err != nil {
+			return errandtype.LimiterSpec{}, err
 		}
-	} else if err := checkName("RateLimits kind", l.Kind); err != nil {
-		return LimiterSpec{}, err
+	} else if err := errandstore.CheckName("RateLimits kind", l.Kind); err != nil {
+		return errandtype.LimiterSpec{}, err
 	}
 	if l.Limit < 1 || l.Per <= 0 {
-		return LimiterSpec{}, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: %d per %s; give a Limit of at least 1 per a positive Per, e.g. 20 per 1s", l.Name(), l.Limit, l.Per)}
+		return errandtype.LimiterSpec{}, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: %d per %s; give a Limit of at least 1 per a positive Per, e.g. 20 per 1s", l.Name(), l.Limit, l.Per)}
 	}
 	rate := float64(l.Limit) / l.Per.Seconds()
 	burst := l.Burst
@@ -61,11 +64,11 @@ func (l RateLimit) spec() (LimiterSpec, error) {
 		burst = max(1, int(math.Floor(rate/10)))
 	}
 	if burst < 1 {
-		return LimiterSpec{}, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: burst %d; give at least 1", l.Name(), l.Burst)}
+		return errandtype.LimiterSpec{}, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: burst %d; give at least 1", l.Name(), l.Burst)}
 	}
-	s := LimiterSpec{Mode: LimiterModeRate, Rate: rate, Burst: float64(burst)}
+	s := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: rate, Burst: float64(burst)}
 	if err := s.Validate(); err != nil {
-		return LimiterSpec{}, fmt.Errorf("%s: %w", l.Name(), err)
+		return errandtype.LimiterSpec{}, fmt.Errorf("%s: %w", l.Name(), err)
 	}
 	return s, nil
 }
@@ -103,7 +106,7 @@ func perString(d time.Duration) string {
 func ParseRateLimit(s string) (RateLimit, error) {
 	const form = "write queue:NAME=N/PER or kind:NAME=N/PER, with PER s, m, h or a duration and an optional ,burst=B, e.g. queue:emails=20/s"
 	bad := func(why string) (RateLimit, error) {
-		return RateLimit{}, &InputError{Field: "rate limit", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
+		return RateLimit{}, &errandtype.InputError{Field: "rate limit", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
 	}
 	target, rule, ok := strings.Cut(s, "=")
 	scope, name, ok2 := strings.Cut(target, ":")
@@ -197,9 +200,9 @@ const (
 // Name is the budget's bucket: "retry:KIND".
 func (b RetryBudget) Name() string { return "retry:" + b.Kind }
 
-func (b RetryBudget) spec() (LimiterSpec, error) {
-	if err := checkName("RetryBudgets kind", b.Kind); err != nil {
-		return LimiterSpec{}, err
+func (b RetryBudget) spec() (errandtype.LimiterSpec, error) {
+	if err := errandstore.CheckName("RetryBudgets kind", b.Kind); err != nil {
+		return errandtype.LimiterSpec{}, err
 	}
 	w := b.Window
 	if w == 0 {
@@ -209,9 +212,9 @@ func (b RetryBudget) spec() (LimiterSpec, error) {
 	if m == 0 {
 		m = DefaultRetryBudgetMin
 	}
-	s := LimiterSpec{Mode: LimiterModeRetryBudget, Ratio: b.Ratio, Window: w, Min: float64(max(m, 0))}
+	s := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: b.Ratio, Window: w, Min: float64(max(m, 0))}
 	if err := s.Validate(); err != nil {
-		return LimiterSpec{}, fmt.Errorf("retry budget of %s: %w", b.Kind, err)
+		return errandtype.LimiterSpec{}, fmt.Errorf("retry budget of %s: %w", b.Kind, err)
 	}
 	return s, nil
 }
@@ -228,7 +231,7 @@ func (b RetryBudget) spec() (LimiterSpec, error) {
 func ParseRetryBudget(s string) (RetryBudget, error) {
 	const form = "write KIND=RATIO[/WINDOW][,min=N], e.g. charge=0.1/1m,min=10"
 	bad := func(why string) (RetryBudget, error) {
-		return RetryBudget{}, &InputError{Field: "retry budget", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
+		return RetryBudget{}, &errandtype.InputError{Field: "retry budget", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
 	}
 	kind, rule, ok := strings.Cut(s, "=")
 	if !ok || kind == "" {
@@ -287,12 +290,12 @@ func (b RetryBudget) String() string {
 // Limits returns the cluster's rate limits and retry budgets as they stand
 // now, ordered by name: every bucket a worker has taken from. A store that
 // is not a [LimiterStore] has none, and returns an empty list.
-func (c *Client[TTx]) Limits(ctx context.Context) ([]*LimiterRecord, error) {
-	ls, ok := c.store.(LimiterStore)
+func (c *Client[TTx]) Limits(ctx context.Context) ([]*errandtype.LimiterRecord, error) {
+	ls, ok := c.store.(errandstore.LimiterStore)
 	if !ok {
-		return []*LimiterRecord{}, nil
+		return []*errandtype.LimiterRecord{}, nil
 	}
-	rs, err := ls.LimiterList(ctx, &LimiterListParams{})
+	rs, err := ls.LimiterList(ctx, &errandstore.LimiterListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list limits: %w", err)
 	}

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -50,9 +52,9 @@ func ranSoFar(ran <-chan string, quiet time.Duration) []string {
 	}
 }
 
-func wantJob(t *testing.T, c *errand.Client[*sql.Tx], id string, state errand.JobState, attempt int) {
+func wantJob(t *testing.T, c *errand.Client[*sql.Tx], id string, state errandtype.JobState, attempt int) {
 	t.Helper()
-	j, err := c.Store().JobGet(context.Background(), &errand.JobGetParams{ID: id})
+	j, err := c.Store().JobGet(context.Background(), &errandstore.JobGetParams{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +67,10 @@ func wantJob(t *testing.T, c *errand.Client[*sql.Tx], id string, state errand.Jo
 // one job, then sleeps until the next token is due (not a whole poll), and
 // the jobs it holds back wait queued with no attempt used.
 func TestWorkerQueueRateLimit(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 10)
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "k",
-			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
+			Handler: attempts(ran, func(*errandtype.Job) error { return nil })}})})
 		for i := range 3 {
 			enqueue(t, c, "k", &errand.EnqueueOpts{ID: fmt.Sprintf("j%d", i), Priority: i})
 		}
@@ -77,8 +79,8 @@ func TestWorkerQueueRateLimit(t *testing.T) {
 		// Held back: the queue sleeps for exactly the token's second.
 		blockUntilAt(t, clock, clock.Now().Add(time.Second), 1)
 		notYet(t, ran, "before the next token")
-		wantJob(t, c, "j1", errand.StateQueued, 0)
-		wantJob(t, c, "j2", errand.StateQueued, 0)
+		wantJob(t, c, "j1", errandtype.StateQueued, 0)
+		wantJob(t, c, "j2", errandtype.StateQueued, 0)
 		clock.Advance(time.Second)
 		waitAttempt(t, ran, "j1", "second token")
 		blockUntilAt(t, clock, clock.Now().Add(time.Second), 1)
@@ -91,9 +93,9 @@ func TestWorkerQueueRateLimit(t *testing.T) {
 // TestWorkerKindRateLimit: a kind out of tokens is left out of the claim,
 // and other kinds run meanwhile; it runs again when its token is due.
 func TestWorkerKindRateLimit(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 10)
-		ok := attempts(ran, func(*errand.Job) error { return nil })
+		ok := attempts(ran, func(*errandtype.Job) error { return nil })
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "slow", Handler: ok}, {Name: "fast", Handler: ok}})})
 		for i := range 3 {
 			enqueue(t, c, "slow", &errand.EnqueueOpts{ID: fmt.Sprintf("slow%d", i), Priority: -1})
@@ -119,7 +121,7 @@ func TestWorkerKindRateLimit(t *testing.T) {
 		// Idle, it sleeps until the slow kind's next token, a minute away.
 		blockUntilAt(t, clock, clock.Now().Add(time.Minute), 1)
 		notYet(t, ran, "before the slow kind's next token")
-		wantJob(t, c, "slow1", errand.StateQueued, 0)
+		wantJob(t, c, "slow1", errandtype.StateQueued, 0)
 		clock.Advance(time.Minute)
 		waitAttempt(t, ran, "slow1", "the slow kind's second token")
 	})
@@ -129,10 +131,10 @@ func TestWorkerKindRateLimit(t *testing.T) {
 // of a job whose id starts with 'f', retrying in 200ms, and succeeds
 // otherwise, with n such jobs enqueued (f0, f1, ...). Each attempt is
 // reported on ran.
-func flakyClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock, ran chan<- string, n int) *errand.Client[*sql.Tx] {
+func flakyClient(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock, ran chan<- string, n int) *errand.Client[*sql.Tx] {
 	t.Helper()
 	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
-		Handler: attempts(ran, func(j *errand.Job) error {
+		Handler: attempts(ran, func(j *errandtype.Job) error {
 			if j.Attempt == 1 && j.ID[0] == 'f' {
 				return errand.RetryAfter(200*time.Millisecond, errors.New("downstream is down"))
 			}
@@ -150,7 +152,7 @@ func flakyClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Cloc
 // takes a whole token): the other four wait, retrying, their attempts
 // unused, until more first attempts give the budget a token.
 func TestWorkerRetryBudget(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 20)
 		c := flakyClient(t, s, clock, ran, 6)
 		startLimitedWorker(t, c, 6, nil, []errand.RetryBudget{{Kind: "flaky", Ratio: 0.5, Window: time.Minute, Min: -1}})
@@ -169,11 +171,11 @@ func TestWorkerRetryBudget(t *testing.T) {
 		waiting := 0
 		for i := range 6 {
 			id := fmt.Sprintf("f%d", i)
-			j, err := c.Store().JobGet(context.Background(), &errand.JobGetParams{ID: id})
+			j, err := c.Store().JobGet(context.Background(), &errandstore.JobGetParams{ID: id})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if j.State == errand.StateRetrying {
+			if j.State == errandtype.StateRetrying {
 				waiting++
 				if j.Attempt != 1 {
 					t.Errorf("held-back retry %s is at attempt %d, want 1", id, j.Attempt)
@@ -217,11 +219,11 @@ func TestWorkerRetryBudget(t *testing.T) {
 // first attempt) takes no fifth retry; the next retry runs only when the
 // budget holds a whole token again, at the wait the store said.
 func TestWorkerRetryBudgetExact(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 30)
 		c := flakyClient(t, s, clock, ran, 10)
 		budget := errand.RetryBudget{Kind: "flaky", Window: time.Minute, Min: 4}
-		spec := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 4, Window: time.Minute}
+		spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Min: 4, Window: time.Minute}
 		startLimitedWorker(t, c, 10, nil, []errand.RetryBudget{budget})
 		ranN(t, ran, 10)
 		t1 := clock.Now().Add(200 * time.Millisecond)
@@ -236,7 +238,7 @@ func TestWorkerRetryBudgetExact(t *testing.T) {
 		enqueue(t, c, "flaky", &errand.EnqueueOpts{ID: "ok1"})
 		waitAttempt(t, ran, "ok1", "a first attempt beside retries over budget")
 		// Spent at t1, it holds 4·(1-e^(-1/60)) ≈ 0.07 tokens now.
-		_, _, wait := spec.Take(errand.LimiterState{Tokens: 0, At: t1}, t2, 1)
+		_, _, wait := spec.Take(errandtype.LimiterState{Tokens: 0, At: t1}, t2, 1)
 		blockUntilAt(t, clock, t2.Add(wait), 1)
 		notYet(t, ran, "on a fraction of a token")
 		ls, err := c.Limits(context.Background())
@@ -260,9 +262,9 @@ func TestWorkerRetryBudgetExact(t *testing.T) {
 // took the last token of the budget spec, sleeps: until its poll an hour
 // later or, after a claim the budget denied at that time, until the
 // budget holds a token again.
-func sleepsUntilEither(t *testing.T, clock *errandtest.Clock, spec errand.LimiterSpec, spent time.Time) {
+func sleepsUntilEither(t *testing.T, clock *errandtest.Clock, spec errandtype.LimiterSpec, spent time.Time) {
 	t.Helper()
-	_, _, wait := spec.Take(errand.LimiterState{Tokens: 0, At: spent}, spent, 1)
+	_, _, wait := spec.Take(errandtype.LimiterState{Tokens: 0, At: spent}, spent, 1)
 	poll, token := spent.Add(time.Hour), spent.Add(wait)
 	workerWaitFor(t, clockWait, func() bool {
 		return slices.ContainsFunc(clock.Armed(), func(at time.Time) bool { return at.Equal(poll) || at.Equal(token) })
@@ -289,7 +291,7 @@ func ranN(t *testing.T, ran <-chan string, n int) []string {
 // no limits.
 func TestWorkerLimitsNeedTheirTargets(t *testing.T) {
 	c := newClient(t, openStore(t, nil), &errand.Config{Kinds: kindsOf([]testKind{{Name: "k",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	for _, cfg := range []errand.WorkerConfig{
 		{RateLimits: []errand.RateLimit{{Queue: "other", Limit: 1, Per: time.Second}}},
 		{RateLimits: []errand.RateLimit{{Kind: "nope", Limit: 1, Per: time.Second}}},
@@ -299,7 +301,7 @@ func TestWorkerLimitsNeedTheirTargets(t *testing.T) {
 		{RetryBudgets: []errand.RetryBudget{{Kind: "nope", Ratio: 0.1}}},
 		{RetryBudgets: []errand.RetryBudget{{Kind: "k", Ratio: -1}}},
 	} {
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if _, err := c.NewWorker(&cfg); !errors.As(err, &ie) {
 			t.Errorf("NewWorker(%+v) = %v, want an *InputError", cfg, err)
 		}
@@ -309,10 +311,10 @@ func TestWorkerLimitsNeedTheirTargets(t *testing.T) {
 // TestWorkerWithoutLimitsTakesNoTokens: a worker without limits never
 // touches the buckets (a take would create one).
 func TestWorkerWithoutLimitsTakesNoTokens(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 1)
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "k",
-			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
+			Handler: attempts(ran, func(*errandtype.Job) error { return nil })}})})
 		enqueue(t, c, "k", &errand.EnqueueOpts{ID: "j"})
 		startLimitedWorker(t, c, 2, nil, nil)
 		waitAttempt(t, ran, "j", "the job")
@@ -331,13 +333,13 @@ type claimRecorder struct {
 	claims []string
 }
 
-func (s *claimRecorder) note(p *errand.JobClaimParams) {
+func (s *claimRecorder) note(p *errandstore.JobClaimParams) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.claims = append(s.claims, fmt.Sprintf("%d%v", p.Limit, p.SkipRetryKinds))
 }
 
-func (s *claimRecorder) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (s *claimRecorder) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	s.note(p)
 	return s.Store.JobClaimMany(ctx, p)
 }
@@ -352,7 +354,7 @@ func TestWorkerRetryBudgetSplitsClaim(t *testing.T) {
 	ran := make(chan string, 10)
 	release := make(chan struct{})
 	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			ran <- j.ID
 			<-release
 			return nil

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // A worker's rate limits and retry budgets gate its claims. Before a claim
@@ -45,7 +48,7 @@ const limitRetry = time.Second
 
 // flowLimits are one worker's limits, by what they apply to.
 type flowLimits struct {
-	store   LimiterStore
+	store   errandstore.LimiterStore
 	queues  map[string]flowRule // queue -> its rate limit
 	kinds   map[string]flowRule // kind -> its rate limit
 	budgets map[string]flowRule // kind -> its retry budget
@@ -53,19 +56,19 @@ type flowLimits struct {
 
 type flowRule struct {
 	name string
-	spec LimiterSpec
+	spec errandtype.LimiterSpec
 }
 
 // newFlowLimits checks a worker's limits against what it works: a limit
 // on a queue it does not work, or a kind it has no handler for, is a
 // mistake (it would limit nothing). It returns nil without limits.
-func newFlowLimits(store Store, cfg *WorkerConfig, kinds []string) (*flowLimits, error) {
+func newFlowLimits(store errandstore.Store, cfg *WorkerConfig, kinds []string) (*flowLimits, error) {
 	if len(cfg.RateLimits) == 0 && len(cfg.RetryBudgets) == 0 {
 		return nil, nil
 	}
-	ls, ok := store.(LimiterStore)
+	ls, ok := store.(errandstore.LimiterStore)
 	if !ok {
-		return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("the store (%T) keeps no limits: it is not an errand.LimiterStore; drop RateLimits and RetryBudgets", store)}
+		return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("the store (%T) keeps no limits: it is not an errandstore.LimiterStore; drop RateLimits and RetryBudgets", store)}
 	}
 	f := &flowLimits{store: ls, queues: map[string]flowRule{}, kinds: map[string]flowRule{}, budgets: map[string]flowRule{}}
 	for _, l := range cfg.RateLimits {
@@ -77,13 +80,13 @@ func newFlowLimits(store Store, cfg *WorkerConfig, kinds []string) (*flowLimits,
 		if l.Queue != "" {
 			m, key = f.queues, l.Queue
 			if _, ok := cfg.Queues[l.Queue]; !ok {
-				return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a queue this worker does not work; add it to Queues or drop the limit", l.Name())}
+				return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a queue this worker does not work; add it to Queues or drop the limit", l.Name())}
 			}
 		} else if !slices.Contains(kinds, l.Kind) {
-			return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a kind this worker has no handler for; drop the limit or handle the kind", l.Name())}
+			return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a kind this worker has no handler for; drop the limit or handle the kind", l.Name())}
 		}
 		if _, dup := m[key]; dup {
-			return nil, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s is limited twice; give each queue or kind one limit", l.Name())}
+			return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s is limited twice; give each queue or kind one limit", l.Name())}
 		}
 		m[key] = flowRule{l.Name(), spec}
 	}
@@ -93,10 +96,10 @@ func newFlowLimits(store Store, cfg *WorkerConfig, kinds []string) (*flowLimits,
 			return nil, err
 		}
 		if !slices.Contains(kinds, b.Kind) {
-			return nil, &InputError{Field: "RetryBudgets", Message: fmt.Sprintf("retry budget of %s: this worker has no handler for the kind; drop the budget or handle the kind", b.Kind)}
+			return nil, &errandtype.InputError{Field: "RetryBudgets", Message: fmt.Sprintf("retry budget of %s: this worker has no handler for the kind; drop the budget or handle the kind", b.Kind)}
 		}
 		if _, dup := f.budgets[b.Kind]; dup {
-			return nil, &InputError{Field: "RetryBudgets", Message: fmt.Sprintf("kind %s has two retry budgets; give it one", b.Kind)}
+			return nil, &errandtype.InputError{Field: "RetryBudgets", Message: fmt.Sprintf("kind %s has two retry budgets; give it one", b.Kind)}
 		}
 		f.budgets[b.Kind] = flowRule{b.Name(), spec}
 	}
@@ -125,8 +128,8 @@ type claimPlan struct {
 	retryRoom   int
 	retryCapped []string
 	// takes and grants, for settle.
-	takes  []LimiterTake
-	grants []LimiterGrant
+	takes  []errandstore.LimiterTake
+	grants []errandstore.LimiterGrant
 }
 
 // plan takes the tokens of a claim of up to free jobs of kinds from queue.
@@ -136,24 +139,24 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 	if f == nil {
 		return p
 	}
-	var takes []LimiterTake
+	var takes []errandstore.LimiterTake
 	queueRule, queueLimited := f.queues[queue]
 	if queueLimited {
-		takes = append(takes, LimiterTake{Name: queueRule.name, Spec: queueRule.spec, Want: free})
+		takes = append(takes, errandstore.LimiterTake{Name: queueRule.name, Spec: queueRule.spec, Want: free})
 	}
 	for _, k := range kinds {
 		if r, ok := f.kinds[k]; ok {
-			takes = append(takes, LimiterTake{Name: r.name, Spec: r.spec, Want: free})
+			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec, Want: free})
 		}
 		if r, ok := f.budgets[k]; ok {
-			takes = append(takes, LimiterTake{Name: r.name, Spec: r.spec, Want: free})
+			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec, Want: free})
 		}
 	}
 	if len(takes) == 0 {
 		return p
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitTimeout)
-	grants, err := f.store.LimiterTake(tctx, &LimiterTakeParams{Takes: takes})
+	grants, err := f.store.LimiterTake(tctx, &errandstore.LimiterTakeParams{Takes: takes})
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -171,13 +174,13 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 	for i, t := range takes {
 		g := grants[i]
 		switch {
-		case g.Granted > 0 && t.Spec.Mode == LimiterModeRetryBudget:
+		case g.Granted > 0 && t.Spec.Mode == errandtype.LimiterModeRetryBudget:
 			// Bounds the kind's retries only; see retryRoom below.
 		case g.Granted > 0:
 			p.limit = min(p.limit, g.Granted)
 		case queueLimited && i == 0:
 			p.held = true
-		case t.Spec.Mode == LimiterModeRetryBudget:
+		case t.Spec.Mode == errandtype.LimiterModeRetryBudget:
 			p.skipRetry = append(p.skipRetry, strings.TrimPrefix(t.Name, "retry:"))
 			note(g.Wait)
 		default:
@@ -207,7 +210,7 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 	}
 	for i, t := range takes {
 		k := strings.TrimPrefix(t.Name, "retry:")
-		if g := grants[i].Granted; t.Spec.Mode == LimiterModeRetryBudget && g > 0 && g < p.limit && slices.Contains(p.kinds, k) {
+		if g := grants[i].Granted; t.Spec.Mode == errandtype.LimiterModeRetryBudget && g > 0 && g < p.limit && slices.Contains(p.kinds, k) {
 			if p.retryRoom == 0 || g < p.retryRoom {
 				p.retryRoom = g
 			}
@@ -225,7 +228,7 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 // while its first attempts fill the claim. A failure of the second part
 // returns the first's jobs without the error (logged): they are claimed,
 // their attempts counted.
-func (p *claimPlan) claim(ctx context.Context, logger *slog.Logger, params *JobClaimParams, claim claimFunc) ([]*Job, error) {
+func (p *claimPlan) claim(ctx context.Context, logger *slog.Logger, params *errandstore.JobClaimParams, claim claimFunc) ([]*errandtype.Job, error) {
 	if p.retryRoom == 0 {
 		return claim(ctx, params)
 	}
@@ -253,7 +256,7 @@ func (p *claimPlan) split() bool { return p.retryRoom > 0 }
 // budget's tokens for the first attempts it claimed. A failed claim gives
 // nothing back: it may have claimed jobs the worker never saw, and a lost
 // token only slows the queue.
-func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPlan, jobs []*Job, claimErr error) {
+func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPlan, jobs []*errandtype.Job, claimErr error) {
 	if f == nil || len(p.takes) == 0 || claimErr != nil {
 		return
 	}
@@ -267,12 +270,12 @@ func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPl
 			firsts[j.Kind]++
 		}
 	}
-	var gives []LimiterGive
+	var gives []errandstore.LimiterGive
 	for i, t := range p.takes {
 		var used int
 		var deposit float64
 		switch {
-		case t.Spec.Mode == LimiterModeRetryBudget:
+		case t.Spec.Mode == errandtype.LimiterModeRetryBudget:
 			k := strings.TrimPrefix(t.Name, "retry:")
 			used, deposit = retries[k], t.Spec.Ratio*float64(firsts[k])
 		case strings.HasPrefix(t.Name, "kind:"):
@@ -284,7 +287,7 @@ func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPl
 			p.again = true
 		}
 		if amount := float64(p.grants[i].Granted-used) + deposit; amount > 0 {
-			gives = append(gives, LimiterGive{Name: t.Name, Amount: amount})
+			gives = append(gives, errandstore.LimiterGive{Name: t.Name, Amount: amount})
 		}
 	}
 	if len(gives) == 0 {
@@ -293,7 +296,7 @@ func (f *flowLimits) settle(ctx context.Context, logger *slog.Logger, p *claimPl
 	sort.Slice(gives, func(a, b int) bool { return gives[a].Name < gives[b].Name })
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitTimeout)
 	defer cancel()
-	if err := f.store.LimiterGive(gctx, &LimiterGiveParams{Gives: gives}); err != nil {
+	if err := f.store.LimiterGive(gctx, &errandstore.LimiterGiveParams{Gives: gives}); err != nil {
 		logger.Warn("give back unused rate limit tokens failed", "err", err)
 	}
 }

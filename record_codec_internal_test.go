@@ -3,6 +3,8 @@ package errand
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestDecodeColumnsArrays checks that the history and tags decode alike
@@ -22,8 +24,8 @@ func TestDecodeColumnsArrays(t *testing.T) {
 		{errors: `[`, tags: `[]`, bad: true},
 		{errors: `[]`, tags: `[1]`, bad: true},
 	} {
-		var j Job
-		err := j.DecodeColumns(&JobColumns{Args: `{}`, State: "queued", Errors: tc.errors, Tags: tc.tags})
+		var j errandtype.Job
+		err := j.DecodeColumns(&errandtype.JobColumns{Args: `{}`, State: "queued", Errors: tc.errors, Tags: tc.tags})
 		if tc.bad {
 			if err == nil {
 				t.Errorf("errors %s, tags %s: decoded, want an error", tc.errors, tc.tags)

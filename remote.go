@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Remote workers: a process that is not a Go [Worker] (a Node.js service,
@@ -50,7 +53,7 @@ type ClaimOpts struct {
 // dependency's breaker is open is claimed, and a half-open breaker lets
 // through only its probes, counted across the cluster. A queue with
 // fairness keys waiting is claimed fairly, as a Worker claims it.
-func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error) {
+func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*errandtype.Job, error) {
 	var o ClaimOpts
 	if opts != nil {
 		o = *opts
@@ -64,14 +67,14 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error
 	if o.Limit == 0 {
 		o.Limit = 1
 	}
-	if err := checkName("queue", o.Queue); err != nil {
+	if err := errandstore.CheckName("queue", o.Queue); err != nil {
 		return nil, err
 	}
 	if len(o.Kinds) == 0 {
-		return nil, &InputError{Field: "kinds", Message: "is empty; name the kinds this worker has handlers for"}
+		return nil, &errandtype.InputError{Field: "kinds", Message: "is empty; name the kinds this worker has handlers for"}
 	}
 	for _, k := range o.Kinds {
-		if err := checkName("kinds", k); err != nil {
+		if err := errandstore.CheckName("kinds", k); err != nil {
 			return nil, err
 		}
 	}
@@ -83,15 +86,15 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*Job, error
 		return nil, err
 	}
 	if o.Limit < 1 || o.Limit > MaxClaimJobs {
-		return nil, &InputError{Field: "max_jobs", Message: fmt.Sprintf("%d is out of range; claim 1 to %d jobs at once", o.Limit, MaxClaimJobs)}
+		return nil, &errandtype.InputError{Field: "max_jobs", Message: fmt.Sprintf("%d is out of range; claim 1 to %d jobs at once", o.Limit, MaxClaimJobs)}
 	}
-	if err := checkIdentifier("worker", o.Owner, MaxIDBytes); err != nil {
+	if err := errandstore.CheckIdentifier("worker", o.Owner, errandstore.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	// The cluster's rate limits, retry budgets and circuit breakers bind a
 	// remote claim as they bind a Worker's, and a queue with fairness keys
 	// is claimed fairly (see remote_flow.go).
-	jobs, err := c.claimOutside(ctx, &JobClaimParams{
+	jobs, err := c.claimOutside(ctx, &errandstore.JobClaimParams{
 		Queues: []string{o.Queue},
 		Kinds:  o.Kinds,
 		Limit:  o.Limit,
@@ -168,16 +171,16 @@ func (c *Client[TTx]) noteRemoteWorker(ctx context.Context, o *ClaimOpts) {
 		w.lease = o.Lease
 	}
 	w.written = now
-	params := &WorkerRegisterParams{ID: o.Owner, Host: "remote", Kinds: slices.Clone(w.kinds), HeartbeatInterval: w.lease}
+	params := &errandstore.WorkerRegisterParams{ID: o.Owner, Host: "remote", Kinds: slices.Clone(w.kinds), HeartbeatInterval: w.lease}
 	for _, q := range w.queues {
-		params.Queues = append(params.Queues, WorkerQueue{Name: q})
+		params.Queues = append(params.Queues, errandtype.WorkerQueue{Name: q})
 	}
 	r.mu.Unlock()
 
 	var err error
 	if !register {
-		_, err = c.store.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{ID: o.Owner, Stats: WorkerStats{SentAt: now}})
-		register = errors.Is(err, ErrNotFound) // pruned, or stopped: it is back
+		_, err = c.store.WorkerHeartbeat(ctx, &errandstore.WorkerHeartbeatParams{ID: o.Owner, Stats: errandstore.WorkerStats{SentAt: now}})
+		register = errors.Is(err, errandtype.ErrNotFound) // pruned, or stopped: it is back
 	}
 	if register {
 		_, err = c.store.WorkerRegister(ctx, params)
@@ -199,12 +202,12 @@ func containsAll(set, items []string) bool {
 // checkLeaseRef validates the job id and lease token of a remote call.
 func checkLeaseRef(id, token string) error {
 	if id == "" {
-		return &InputError{Field: "id", Message: "is empty; name the claimed job"}
+		return &errandtype.InputError{Field: "id", Message: "is empty; name the claimed job"}
 	}
 	if token == "" {
-		return &InputError{Field: "lease_token", Message: "is empty; pass the lease_token the claim returned"}
+		return &errandtype.InputError{Field: "lease_token", Message: "is empty; pass the lease_token the claim returned"}
 	}
-	return checkLeaseText(id, token)
+	return errandstore.CheckLeaseText(id, token)
 }
 
 // Heartbeat renews a remote worker's lease on job id to lease from now on
@@ -222,22 +225,22 @@ func (c *Client[TTx]) Heartbeat(ctx context.Context, id, token string, lease tim
 // the attempt with [Client.Fail]: a failure reported while a cancel is
 // pending ends the job cancelled (or with [Client.Ack], when the work was
 // done anyway: it succeeds).
-func (c *Client[TTx]) HeartbeatJob(ctx context.Context, id, token string, lease time.Duration) (HeartbeatResult, error) {
+func (c *Client[TTx]) HeartbeatJob(ctx context.Context, id, token string, lease time.Duration) (errandstore.HeartbeatResult, error) {
 	if err := checkLeaseRef(id, token); err != nil {
-		return HeartbeatResult{}, err
+		return errandstore.HeartbeatResult{}, err
 	}
 	if lease == 0 {
 		lease = DefaultLease
 	}
 	if err := checkLease("lease", lease); err != nil {
-		return HeartbeatResult{}, err
+		return errandstore.HeartbeatResult{}, err
 	}
-	rs, err := c.store.JobHeartbeatMany(ctx, &JobHeartbeatParams{Leases: []JobLease{{ID: id, LeaseToken: token}}, Lease: lease})
+	rs, err := c.store.JobHeartbeatMany(ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{{ID: id, LeaseToken: token}}, Lease: lease})
 	if err != nil {
-		return HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", id, err)
+		return errandstore.HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", id, err)
 	}
 	if rs[0].Err != nil {
-		return HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", id, rs[0].Err)
+		return errandstore.HeartbeatResult{}, fmt.Errorf("heartbeat job %s: %w", id, rs[0].Err)
 	}
 	return rs[0], nil
 }
@@ -245,13 +248,13 @@ func (c *Client[TTx]) HeartbeatJob(ctx context.Context, id, token string, lease 
 // Ack records that a remote worker finished job id: it succeeds, fenced by
 // token. It returns an error wrapping ErrLeaseLost, with nothing written,
 // when the job is no longer running under token.
-func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (OutcomeResult, error) {
+func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (errandstore.OutcomeResult, error) {
 	if err := checkLeaseRef(id, token); err != nil {
-		return OutcomeResult{}, err
+		return errandstore.OutcomeResult{}, err
 	}
-	o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: token}, Kind: OutcomeSucceeded}
-	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}, Follow: true})
-	var r OutcomeResult
+	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: token}, Kind: errandstore.OutcomeSucceeded}
+	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}, Follow: true})
+	var r errandstore.OutcomeResult
 	if err == nil {
 		r = rs[0]
 	}
@@ -280,17 +283,17 @@ func firstErr(errs ...error) error {
 // nothing written for that job. At most MaxClaimJobs leases at once, each
 // of a different job.
 // Acknowledging a batch costs one commit instead of one per job.
-func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]OutcomeResult, error) {
+func (c *Client[TTx]) AckMany(ctx context.Context, leases []errandstore.JobLease) ([]errandstore.OutcomeResult, error) {
 	if len(leases) == 0 || len(leases) > MaxClaimJobs {
-		return nil, &InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; acknowledge 1 to %d at once", len(leases), MaxClaimJobs)}
+		return nil, &errandtype.InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; acknowledge 1 to %d at once", len(leases), MaxClaimJobs)}
 	}
-	outs := make([]*JobOutcome, len(leases))
+	outs := make([]*errandstore.JobOutcome, len(leases))
 	first := make(map[string]int, len(leases))
 	for i, l := range leases {
 		if err := checkLeaseRef(l.ID, l.LeaseToken); err != nil {
-			var ie *InputError
+			var ie *errandtype.InputError
 			if errors.As(err, &ie) {
-				return nil, &InputError{Field: fmt.Sprintf("jobs[%d].%s", i, ie.Field), Message: ie.Message}
+				return nil, &errandtype.InputError{Field: fmt.Sprintf("jobs[%d].%s", i, ie.Field), Message: ie.Message}
 			}
 			return nil, err
 		}
@@ -298,12 +301,12 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []JobLease) ([]Outcome
 		// reported lease_lost by the other, an answer that contradicts
 		// itself.
 		if j, ok := first[l.ID]; ok {
-			return nil, &InputError{Field: fmt.Sprintf("jobs[%d].id", i), Message: fmt.Sprintf("%q is also jobs[%d]; list each job once", l.ID, j)}
+			return nil, &errandtype.InputError{Field: fmt.Sprintf("jobs[%d].id", i), Message: fmt.Sprintf("%q is also jobs[%d]; list each job once", l.ID, j)}
 		}
 		first[l.ID] = i
-		outs[i] = &JobOutcome{JobLease: l, Kind: OutcomeSucceeded}
+		outs[i] = &errandstore.JobOutcome{JobLease: l, Kind: errandstore.OutcomeSucceeded}
 	}
-	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: outs, Follow: true})
+	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs, Follow: true})
 	if err != nil {
 		return nil, fmt.Errorf("ack jobs: %w", err)
 	}
@@ -347,38 +350,38 @@ type FailOpts struct {
 // state and, for a retry, when it runs next. It returns an error wrapping
 // ErrLeaseLost, with nothing written, when the job is no longer running
 // under token.
-func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts) (OutcomeResult, error) {
+func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts) (errandstore.OutcomeResult, error) {
 	var o FailOpts
 	if opts != nil {
 		o = *opts
 	}
 	if err := checkLeaseRef(id, token); err != nil {
-		return OutcomeResult{}, err
+		return errandstore.OutcomeResult{}, err
 	}
-	if o.Class != "" && !ValidClass(o.Class) {
-		return OutcomeResult{}, &InputError{Field: "class", Message: fmt.Sprintf("%q is not a short snake_case word; use e.g. \"receipt_unavailable\"", CleanText(o.Class, 80))}
+	if o.Class != "" && !errandstore.ValidClass(o.Class) {
+		return errandstore.OutcomeResult{}, &errandtype.InputError{Field: "class", Message: fmt.Sprintf("%q is not a short snake_case word; use e.g. \"receipt_unavailable\"", errandstore.CleanText(o.Class, 80))}
 	}
 	if o.RetryAfter < 0 {
-		return OutcomeResult{}, &InputError{Field: "retry_after", Message: "is negative; give a positive duration such as 30s"}
+		return errandstore.OutcomeResult{}, &errandtype.InputError{Field: "retry_after", Message: "is negative; give a positive duration such as 30s"}
 	}
-	if err := checkDelay("retry_after", o.RetryAfter); err != nil {
-		return OutcomeResult{}, err
+	if err := errandstore.CheckDelay("retry_after", o.RetryAfter); err != nil {
+		return errandstore.OutcomeResult{}, err
 	}
 	if o.Permanent && o.RetryAfter > 0 {
-		return OutcomeResult{}, &InputError{Field: "retry_after", Message: "is set on a permanent failure; a permanent failure is never retried, so drop one of them"}
+		return errandstore.OutcomeResult{}, &errandtype.InputError{Field: "retry_after", Message: "is set on a permanent failure; a permanent failure is never retried, so drop one of them"}
 	}
 	// The retry decision needs the attempt and the job's own backoff. The
 	// read is not fenced, but the write is: a job claimed again since has
 	// a new token, and the outcome is refused.
-	job, err := c.store.JobGet(ctx, &JobGetParams{ID: id})
-	if errors.Is(err, ErrNotFound) {
-		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, ErrLeaseLost)
+	job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
+	if errors.Is(err, errandtype.ErrNotFound) {
+		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, errandtype.ErrLeaseLost)
 	}
 	if err != nil {
-		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, err)
+		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, err)
 	}
-	if job.State != StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
-		return OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, ErrLeaseLost)
+	if job.State != errandtype.StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
+		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, errandtype.ErrLeaseLost)
 	}
 	if job.CancelRequestedAt != nil {
 		// The worker stops because an operator cancelled the job: the
@@ -421,29 +424,29 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 // when its on-dead hook needs it (or the store does not report them in r).
 // A failed read is logged; the leader's pass completes the batch and
 // advances the workflow later.
-func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r OutcomeResult) {
+func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *errandtype.Job, r errandstore.OutcomeResult) {
 	var res WorkResult
 	switch {
 	case r.Err != nil:
 		return
-	case r.State == StateSucceeded:
+	case r.State == errandtype.StateSucceeded:
 		res.Result = ResultSucceeded
-	case r.State == StateDead:
+	case r.State == errandtype.StateDead:
 		res.Result = ResultDead
-	case r.State == StateCancelled:
+	case r.State == errandtype.StateCancelled:
 		res.Result = ResultCancelled
 	default:
 		return
 	}
 	if job == nil && r.Kind != "" && !(res.Result == ResultDead && c.hasDeadHook(r.Kind)) {
-		job = &Job{ID: id, Kind: r.Kind, State: r.State, BatchID: r.BatchID, WorkflowID: r.WorkflowID}
+		job = &errandtype.Job{ID: id, Kind: r.Kind, State: r.State, BatchID: r.BatchID, WorkflowID: r.WorkflowID}
 	}
 	if job == nil {
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
-		j, err := c.store.JobGet(gctx, &JobGetParams{ID: id})
+		j, err := c.store.JobGet(gctx, &errandstore.JobGetParams{ID: id})
 		cancel()
 		if err != nil {
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, errandtype.ErrNotFound) {
 				c.logger.Warn("read of an acknowledged job failed; the leader completes its batch and advances its workflow on its next sweep", "job_id", id, "err", err)
 			}
 			return
@@ -457,9 +460,9 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *Job, r 
 // recordRemote writes one remote outcome, with what its follow-ups need
 // (JobRecordOutcomesParams.Follow), and turns a refused lease into an
 // error.
-func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome) (OutcomeResult, error) {
-	rs, err := c.store.JobRecordOutcomes(ctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}, Follow: true})
-	var r OutcomeResult
+func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
+	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}, Follow: true})
+	var r errandstore.OutcomeResult
 	if err == nil {
 		r = rs[0]
 	}
@@ -469,7 +472,7 @@ func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *JobOutcome
 // recordObserved writes the outcome o of a remote attempt a, as
 // recordRemote does, and reports it to the circuit breakers as a Worker
 // reports its own attempts.
-func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *JobOutcome) (OutcomeResult, error) {
+func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
 	r, err := c.writeOutcome(ctx, o)
 	c.outsideGate(ctx).observeRemote(ctx, a, o, r, firstErr(err, r.Err))
 	return c.remoteResult(op, o, r, err)
@@ -477,12 +480,12 @@ func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt,
 
 // remoteResult turns what writing a remote outcome returned into the
 // caller's result, a refused lease into an error.
-func (c *Client[TTx]) remoteResult(op string, o *JobOutcome, r OutcomeResult, err error) (OutcomeResult, error) {
+func (c *Client[TTx]) remoteResult(op string, o *errandstore.JobOutcome, r errandstore.OutcomeResult, err error) (errandstore.OutcomeResult, error) {
 	if err != nil {
-		return OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, err)
+		return errandstore.OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, err)
 	}
 	if r.Err != nil {
-		return OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, r.Err)
+		return errandstore.OutcomeResult{}, fmt.Errorf("%s job %s: %w", op, o.ID, r.Err)
 	}
 	return r, nil
 }

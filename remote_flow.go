@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Claims made outside a Worker, a remote worker's through the HTTP API
@@ -63,7 +66,7 @@ func (c *engine) outsideGate(ctx context.Context) *breakerGate {
 
 // outsideClaimer returns the fair-mode memory of queue.
 func (c *engine) outsideClaimer(queue string) *queueClaimer {
-	f, ok := c.store.(FairClaimer)
+	f, ok := c.store.(errandstore.FairClaimer)
 	if !ok {
 		return &queueClaimer{}
 	}
@@ -84,7 +87,7 @@ func (c *engine) outsideClaimer(queue string) *queueClaimer {
 // claimOutside claims the jobs p asks for from its one queue, as a Worker
 // would: within the stored rate limits and retry budgets, through the
 // circuit breakers, fairly while the queue has fairness keys.
-func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	queue := p.Queues[0]
 	flow, err := storedFlowLimits(ctx, c.store, queue, p.Kinds)
 	if err != nil {
@@ -92,17 +95,17 @@ func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, e
 	}
 	plan := flow.plan(ctx, c.logger, queue, p.Kinds, p.Limit)
 	if plan.held {
-		return []*Job{}, nil // over a limit: nothing is ready for now
+		return []*errandtype.Job{}, nil // over a limit: nothing is ready for now
 	}
 	q := *p
 	q.Kinds, q.Limit, q.SkipRetryKinds = plan.kinds, plan.limit, plan.skipRetry
 	gate, qc := c.outsideGate(ctx), c.outsideClaimer(queue)
-	jobs, err := plan.claim(ctx, c.logger, &q, func(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+	jobs, err := plan.claim(ctx, c.logger, &q, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 		return c.claimThrough(ctx, gate, qc, p)
 	})
 	flow.settle(ctx, c.logger, &plan, jobs, err)
 	if jobs == nil && err == nil {
-		jobs = []*Job{}
+		jobs = []*errandtype.Job{}
 	}
 	return jobs, err
 }
@@ -110,7 +113,7 @@ func (c *engine) claimOutside(ctx context.Context, p *JobClaimParams) ([]*Job, e
 // observeRemote reports a remote worker's outcome of a's job to its
 // dependency's breaker, as a Worker reports its own: r and err are what
 // recording outcome o returned. Nil-safe.
-func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *JobOutcome, r OutcomeResult, err error) {
+func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *errandstore.JobOutcome, r errandstore.OutcomeResult, err error) {
 	if g != nil {
 		g.report(ctx, g.remoteEvent(ctx, a, o, r, err), nil)
 	}
@@ -118,13 +121,13 @@ func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *JobOutco
 
 // remoteEvent is what a remote outcome tells its breaker (see
 // observeRemote).
-func (g *breakerGate) remoteEvent(ctx context.Context, a *attempt, o *JobOutcome, r OutcomeResult, err error) breakerReport {
+func (g *breakerGate) remoteEvent(ctx context.Context, a *attempt, o *errandstore.JobOutcome, r errandstore.OutcomeResult, err error) breakerReport {
 	res := &WorkResult{Kind: a.job.Kind}
 	if o.Error != nil {
 		res.Error = o.Error.Message
 	}
 	switch {
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, errandtype.ErrLeaseLost):
 		res.Result = ResultLeaseLost
 	case err != nil:
 		res = nil // not recorded
@@ -142,29 +145,29 @@ func (g *breakerGate) remoteEvent(ctx context.Context, a *attempt, o *JobOutcome
 // ackedJob is the job of an acknowledged lease as far as its breaker
 // needs it: its kind comes with the outcome's result r, or, from a store
 // that does not report it, from a read of the job.
-func (c *engine) ackedJob(ctx context.Context, g *breakerGate, id string, r OutcomeResult) *Job {
-	if g != nil && r.Kind == "" && r.State == StateSucceeded {
-		if j, err := c.store.JobGet(ctx, &JobGetParams{ID: id}); err == nil {
+func (c *engine) ackedJob(ctx context.Context, g *breakerGate, id string, r errandstore.OutcomeResult) *errandtype.Job {
+	if g != nil && r.Kind == "" && r.State == errandtype.StateSucceeded {
+		if j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id}); err == nil {
 			return j
 		}
 	}
-	return &Job{ID: id, Kind: r.Kind}
+	return &errandtype.Job{ID: id, Kind: r.Kind}
 }
 
 // resultOfState names the result of an outcome of kind that left a job in
 // state.
-func resultOfState(state JobState, kind OutcomeKind) Result {
+func resultOfState(state errandtype.JobState, kind errandstore.OutcomeKind) Result {
 	switch state {
-	case StateSucceeded:
+	case errandtype.StateSucceeded:
 		return ResultSucceeded
-	case StateRetrying:
+	case errandtype.StateRetrying:
 		return ResultRetrying
-	case StateDead:
+	case errandtype.StateDead:
 		return ResultDead
-	case StateCancelled:
+	case errandtype.StateCancelled:
 		return ResultCancelled
-	case StateQueued:
-		if kind == OutcomeInterrupted {
+	case errandtype.StateQueued:
+		if kind == errandstore.OutcomeInterrupted {
 			return ResultInterrupted
 		}
 		return ResultSnoozed

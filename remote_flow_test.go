@@ -8,24 +8,26 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // smtpRemoteClient returns a client that, like `errand serve --dependency
 // send_email=smtp`, knows that remote workers' kind send_email calls smtp,
 // whose breaker opens after 2 failures for 47 seconds. Failed jobs retry an
 // hour later, so none comes due while the breaker decides.
-func smtpRemoteClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) *errand.Client[*sql.Tx] {
+func smtpRemoteClient(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) *errand.Client[*sql.Tx] {
 	t.Helper()
 	kinds := errand.NewKinds()
 	hour := &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}
 	kinds.HandleRaw("send_email", nil, &errand.KindOpts{Dependency: "smtp", RetryPolicy: hour})
 	kinds.HandleRaw("task", nil, &errand.KindOpts{RetryPolicy: hour})
 	return newClient(t, s, &errand.Config{Kinds: kinds, AllowUnknownKinds: true, Clock: clock,
-		Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: 2, Window: time.Minute, Cooldown: 47 * time.Second}}})
+		Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {Threshold: 2, Window: time.Minute, Cooldown: 47 * time.Second}}})
 }
 
-func breakerState(t *testing.T, c *errand.Client[*sql.Tx], dep string) errand.BreakerState {
+func breakerState(t *testing.T, c *errand.Client[*sql.Tx], dep string) errandtype.BreakerState {
 	t.Helper()
 	bs, err := c.Breakers(context.Background())
 	if err != nil {
@@ -36,11 +38,11 @@ func breakerState(t *testing.T, c *errand.Client[*sql.Tx], dep string) errand.Br
 			return b.State
 		}
 	}
-	return errand.BreakerClosed
+	return errandstore.BreakerClosed
 }
 
 // kindsOfJobs returns the kinds of jobs, in order.
-func kindsOfJobs(jobs []*errand.Job) []string {
+func kindsOfJobs(jobs []*errandtype.Job) []string {
 	out := []string{}
 	for _, j := range jobs {
 		out = append(out, j.Kind)
@@ -55,14 +57,14 @@ func kindsOfJobs(jobs []*errand.Job) []string {
 // breaker. Opened again, an operator's reset lets the kind be claimed at
 // once.
 func TestRemoteClaimsHonourBreakers(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := smtpRemoteClient(t, s, clock)
 		for range 6 {
 			enqueue(t, c, "send_email", nil)
 		}
 		task := enqueue(t, c, "task", nil)
-		claim := func(limit int) []*errand.Job {
+		claim := func(limit int) []*errandtype.Job {
 			t.Helper()
 			js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"send_email", "task"}, Owner: "node-7", Limit: limit})
 			if err != nil {
@@ -70,7 +72,7 @@ func TestRemoteClaimsHonourBreakers(t *testing.T) {
 			}
 			return js
 		}
-		fail := func(j *errand.Job) {
+		fail := func(j *errandtype.Job) {
 			t.Helper()
 			if _, err := c.Fail(ctx, j.ID, *j.LeaseToken, &errand.FailOpts{Message: "dial smtp: connection refused"}); err != nil {
 				t.Fatal(err)
@@ -83,7 +85,7 @@ func TestRemoteClaimsHonourBreakers(t *testing.T) {
 			}
 			fail(js[0])
 		}
-		if st := breakerState(t, c, "smtp"); st != errand.BreakerOpen {
+		if st := breakerState(t, c, "smtp"); st != errandtype.BreakerOpen {
 			t.Fatalf("breaker after 2 remote failures: %s; want open", st)
 		}
 		js := claim(10)
@@ -108,7 +110,7 @@ func TestRemoteClaimsHonourBreakers(t *testing.T) {
 		if _, err := c.Ack(ctx, probe[0].ID, *probe[0].LeaseToken); err != nil {
 			t.Fatal(err)
 		}
-		if st := breakerState(t, c, "smtp"); st != errand.BreakerClosed {
+		if st := breakerState(t, c, "smtp"); st != errandstore.BreakerClosed {
 			t.Fatalf("breaker after the probe's ack: %s; want closed", st)
 		}
 		js = claim(2)
@@ -117,7 +119,7 @@ func TestRemoteClaimsHonourBreakers(t *testing.T) {
 		}
 		fail(js[0])
 		fail(js[1])
-		if st := breakerState(t, c, "smtp"); st != errand.BreakerOpen {
+		if st := breakerState(t, c, "smtp"); st != errandtype.BreakerOpen {
 			t.Fatalf("breaker after 2 more failures: %s; want open", st)
 		}
 		if js := claim(10); len(js) != 0 {
@@ -137,7 +139,7 @@ func TestRemoteClaimsHonourBreakers(t *testing.T) {
 // the lone tenant's job comes within the first three one-job claims, not
 // after the thousand.
 func TestRemoteClaimsAreFair(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		params := make([]errand.EnqueueParams, 0, 500)
@@ -174,15 +176,15 @@ func TestRemoteClaimsAreFair(t *testing.T) {
 // hour, one job runs, the next claim is idle with jobs waiting, and an
 // hour later one more runs.
 func TestWorkOneHonoursStoredRateLimit(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		c := handlerClient(t, s, func(context.Context, *errand.Job) error { return nil })
+		c := handlerClient(t, s, func(context.Context, *errandtype.Job) error { return nil })
 		limit := errand.RateLimit{Queue: errand.DefaultQueue, Limit: 1, Per: time.Hour, Burst: 1}
 		spec, err := errand.RateLimitSpec(limit)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.(errand.LimiterStore).LimiterTake(ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: limit.Name(), Spec: spec}}}); err != nil {
+		if _, err := s.(errandstore.LimiterStore).LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: limit.Name(), Spec: spec}}}); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {
@@ -208,10 +210,10 @@ func TestWorkOneHonoursStoredRateLimit(t *testing.T) {
 // kept in the store for its kind, WorkOne leaves a due retry waiting (idle)
 // and still claims a first attempt.
 func TestWorkOneHonoursStoredRetryBudget(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		kinds := errand.NewKinds()
-		kinds.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("flaky") }),
+		kinds.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return errors.New("flaky") }),
 			&errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: time.Second, Max: time.Second}})
 		c := newClient(t, s, &errand.Config{Kinds: kinds, Clock: clock})
 		failed := enqueue(t, c, "task", nil)
@@ -224,7 +226,7 @@ func TestWorkOneHonoursStoredRetryBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.(errand.LimiterStore).LimiterTake(ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: budget.Name(), Spec: spec}}}); err != nil {
+		if _, err := s.(errandstore.LimiterStore).LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: budget.Name(), Spec: spec}}}); err != nil {
 			t.Fatal(err)
 		}
 		if r := workOne(t, c, nil); r.Result != errand.ResultIdle {
@@ -242,9 +244,9 @@ func TestWorkOneHonoursStoredRetryBudget(t *testing.T) {
 // kind's dependency; then WorkOne leaves the kind's jobs waiting (idle)
 // until the cool-down, when one probe runs and its success closes it.
 func TestWorkOneHonoursBreakers(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		down := true
-		c := smtpClient(t, s, clock, func(context.Context, *errand.Job) error {
+		c := smtpClient(t, s, clock, func(context.Context, *errandtype.Job) error {
 			if down {
 				return errors.New("dial smtp: connection refused")
 			}
@@ -258,7 +260,7 @@ func TestWorkOneHonoursBreakers(t *testing.T) {
 				t.Fatalf("attempt %d: %s; want retrying", i, r.Result)
 			}
 		}
-		if st := breakerState(t, c, "smtp"); st != errand.BreakerOpen {
+		if st := breakerState(t, c, "smtp"); st != errandtype.BreakerOpen {
 			t.Fatalf("breaker after 3 failures of WorkOne: %s; want open", st)
 		}
 		if r := workOne(t, c, nil); r.Result != errand.ResultIdle {
@@ -269,7 +271,7 @@ func TestWorkOneHonoursBreakers(t *testing.T) {
 		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded {
 			t.Fatalf("probe after the cool-down: %s; want succeeded", r.Result)
 		}
-		if st := breakerState(t, c, "smtp"); st != errand.BreakerClosed {
+		if st := breakerState(t, c, "smtp"); st != errandstore.BreakerClosed {
 			t.Fatalf("breaker after the probe: %s; want closed", st)
 		}
 		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded {

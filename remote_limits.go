@@ -4,6 +4,9 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // A claim made outside a Worker, by a worker in another language through
@@ -17,12 +20,12 @@ import (
 // storedFlowLimits returns the limits that bind a claim of queue for kinds:
 // the stored buckets of the queue, of each kind and of each kind's retries.
 // It returns nil when none applies or the store keeps no limits.
-func storedFlowLimits(ctx context.Context, store Store, queue string, kinds []string) (*flowLimits, error) {
-	ls, ok := store.(LimiterStore)
+func storedFlowLimits(ctx context.Context, store errandstore.Store, queue string, kinds []string) (*flowLimits, error) {
+	ls, ok := store.(errandstore.LimiterStore)
 	if !ok {
 		return nil, nil
 	}
-	rs, err := ls.LimiterList(ctx, &LimiterListParams{})
+	rs, err := ls.LimiterList(ctx, &errandstore.LimiterListParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +33,7 @@ func storedFlowLimits(ctx context.Context, store Store, queue string, kinds []st
 	n := 0
 	for _, r := range rs {
 		scope, name, _ := strings.Cut(r.Name, ":")
-		budget := r.Spec.Mode == LimiterModeRetryBudget
+		budget := r.Spec.Mode == errandtype.LimiterModeRetryBudget
 		var m map[string]flowRule
 		switch {
 		case scope == "queue" && name == queue && !budget:

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestRemoteClaimsDrawOnTheClusterRateLimit: a remote worker's claims
@@ -15,7 +17,7 @@ import (
 // so a queue limited to 2 an hour starts no more than that however its jobs
 // are claimed; a queue no Worker limits is not held back.
 func TestRemoteClaimsDrawOnTheClusterRateLimit(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		limit := errand.RateLimit{Queue: errand.DefaultQueue, Limit: 2, Per: time.Hour, Burst: 2}
@@ -23,9 +25,9 @@ func TestRemoteClaimsDrawOnTheClusterRateLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ls := s.(errand.LimiterStore)
+		ls := s.(errandstore.LimiterStore)
 		// A Worker with the limit records its rule with its first take.
-		if _, err := ls.LimiterTake(ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: limit.Name(), Spec: spec}}}); err != nil {
+		if _, err := ls.LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: limit.Name(), Spec: spec}}}); err != nil {
 			t.Fatal(err)
 		}
 		for range 5 {
@@ -53,7 +55,7 @@ func TestRemoteClaimsDrawOnTheClusterRateLimit(t *testing.T) {
 		if n := claim(errand.DefaultQueue); n != 1 {
 			t.Fatalf("claim after half an hour took %d jobs; want 1", n)
 		}
-		rs, err := ls.LimiterList(ctx, &errand.LimiterListParams{})
+		rs, err := ls.LimiterList(ctx, &errandstore.LimiterListParams{})
 		if err != nil || len(rs) != 1 || rs[0].Tokens > 0.01 {
 			t.Fatalf("buckets after the claims: %+v, %v; want one, spent", rs, err)
 		}
@@ -64,10 +66,10 @@ func TestRemoteClaimsDrawOnTheClusterRateLimit(t *testing.T) {
 // lets a claim take 2 retries, and as many first attempts as it asks for:
 // the budget bounds retries, not the claim.
 func TestRetryBudgetLeavesFirstAttemptsAlone(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
-		claim := func(n int) []*errand.Job {
+		claim := func(n int) []*errandtype.Job {
 			t.Helper()
 			js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "node-7", Limit: n})
 			if err != nil {
@@ -89,7 +91,7 @@ func TestRetryBudgetLeavesFirstAttemptsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.(errand.LimiterStore).LimiterTake(ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: budget.Name(), Spec: spec}}}); err != nil {
+		if _, err := s.(errandstore.LimiterStore).LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: budget.Name(), Spec: spec}}}); err != nil {
 			t.Fatal(err)
 		}
 		for range 6 {

@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // remoteClient is a producer-only client (the API server's) that knows the
 // retry policy of kind "task": backoff from 10s to 10s, so a retry's delay
 // is in [5s, 10s).
-func remoteClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) *errand.Client[*sql.Tx] {
+func remoteClient(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) *errand.Client[*sql.Tx] {
 	t.Helper()
 	kinds := errand.NewKinds()
 	kinds.HandleRaw("task", nil, &errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: 10 * time.Second, Max: 10 * time.Second}})
@@ -28,7 +30,7 @@ func remoteClient(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clo
 	return c
 }
 
-func claimOne(t *testing.T, c *errand.Client[*sql.Tx], owner string) *errand.Job {
+func claimOne(t *testing.T, c *errand.Client[*sql.Tx], owner string) *errandtype.Job {
 	t.Helper()
 	js, err := c.Claim(context.Background(), &errand.ClaimOpts{Kinds: []string{"task"}, Owner: owner, Lease: 30 * time.Second})
 	if err != nil {
@@ -41,14 +43,14 @@ func claimOne(t *testing.T, c *errand.Client[*sql.Tx], owner string) *errand.Job
 }
 
 func TestRemoteWorkerClaimHeartbeatAck(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		enqueue(t, c, "other", nil) // a kind the remote worker does not handle
 		want := enqueue(t, c, "task", nil)
 
 		j := claimOne(t, c, "node-7")
-		if j.ID != want.ID || j.State != errand.StateRunning || j.Attempt != 1 {
+		if j.ID != want.ID || j.State != errandtype.StateRunning || j.Attempt != 1 {
 			t.Fatalf("claimed %s %s attempt %d, want %s running attempt 1", j.ID, j.State, j.Attempt, want.ID)
 		}
 		if j.LeaseOwner == nil || *j.LeaseOwner != "node-7" || j.LeaseToken == nil || *j.LeaseToken == "" {
@@ -71,20 +73,20 @@ func TestRemoteWorkerClaimHeartbeatAck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != errand.StateSucceeded {
+		if r.State != errandtype.StateSucceeded {
 			t.Fatalf("ack: state %s, want succeeded", r.State)
 		}
-		if got := getJob(t, c, j.ID); got.State != errand.StateSucceeded || got.LeaseToken != nil {
+		if got := getJob(t, c, j.ID); got.State != errandtype.StateSucceeded || got.LeaseToken != nil {
 			t.Fatalf("after ack: %s with token %v", got.State, got.LeaseToken)
 		}
-		if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Fatalf("second ack: %v, want ErrLeaseLost", err)
 		}
 	})
 }
 
 func TestRemoteWorkerStaleTokenChangesNothing(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		enqueue(t, c, "task", nil)
@@ -92,16 +94,16 @@ func TestRemoteWorkerStaleTokenChangesNothing(t *testing.T) {
 		before := getJob(t, c, j.ID)
 
 		wrong := "not-the-token"
-		if _, err := c.Heartbeat(ctx, j.ID, wrong, 0); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Heartbeat(ctx, j.ID, wrong, 0); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("heartbeat with a wrong token: %v, want ErrLeaseLost", err)
 		}
-		if _, err := c.Ack(ctx, j.ID, wrong); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Ack(ctx, j.ID, wrong); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("ack with a wrong token: %v, want ErrLeaseLost", err)
 		}
-		if _, err := c.Fail(ctx, j.ID, wrong, &errand.FailOpts{Message: "x"}); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Fail(ctx, j.ID, wrong, &errand.FailOpts{Message: "x"}); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("fail with a wrong token: %v, want ErrLeaseLost", err)
 		}
-		if _, err := c.Fail(ctx, "no-such-job", *j.LeaseToken, nil); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Fail(ctx, "no-such-job", *j.LeaseToken, nil); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("fail of an unknown job: %v, want ErrLeaseLost", err)
 		}
 		if after := getJob(t, c, j.ID); !reflect.DeepEqual(before, after) {
@@ -116,10 +118,10 @@ func TestRemoteWorkerStaleTokenChangesNothing(t *testing.T) {
 			t.Fatalf("reclaim: %s token %s", second.ID, *second.LeaseToken)
 		}
 		before = getJob(t, c, j.ID)
-		if _, err := c.Fail(ctx, j.ID, *j.LeaseToken, &errand.FailOpts{Permanent: true}); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Fail(ctx, j.ID, *j.LeaseToken, &errand.FailOpts{Permanent: true}); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("fail with the stale token: %v, want ErrLeaseLost", err)
 		}
-		if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); !errors.Is(err, errand.ErrLeaseLost) {
+		if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("ack with the stale token: %v, want ErrLeaseLost", err)
 		}
 		if after := getJob(t, c, j.ID); !reflect.DeepEqual(before, after) {
@@ -129,7 +131,7 @@ func TestRemoteWorkerStaleTokenChangesNothing(t *testing.T) {
 }
 
 func TestRemoteWorkerFailRetriesByPolicy(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 2})
@@ -140,7 +142,7 @@ func TestRemoteWorkerFailRetriesByPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		delay := r.AvailableAt.Sub(clock.Now())
-		if r.State != errand.StateRetrying || delay < 5*time.Second || delay >= 10*time.Second {
+		if r.State != errandtype.StateRetrying || delay < 5*time.Second || delay >= 10*time.Second {
 			t.Fatalf("fail: %s, retry in %s; want retrying in [5s, 10s) by the kind's policy", r.State, delay)
 		}
 		got := getJob(t, c, j.ID)
@@ -156,7 +158,7 @@ func TestRemoteWorkerFailRetriesByPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != errand.StateDead {
+		if r.State != errandtype.StateDead {
 			t.Fatalf("final attempt: %s, want dead", r.State)
 		}
 		if got := getJob(t, c, j.ID); got.LastError == nil || got.LastError.Class != errand.ClassError || got.LastError.Message != errand.ClassError {
@@ -166,7 +168,7 @@ func TestRemoteWorkerFailRetriesByPolicy(t *testing.T) {
 }
 
 func TestRemoteWorkerFailPermanentAndRetryAfter(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		enqueue(t, c, "task", nil)
@@ -175,7 +177,7 @@ func TestRemoteWorkerFailPermanentAndRetryAfter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != errand.StateRetrying || !r.AvailableAt.Equal(clock.Now().Add(90*time.Second)) {
+		if r.State != errandtype.StateRetrying || !r.AvailableAt.Equal(clock.Now().Add(90*time.Second)) {
 			t.Fatalf("retry after: %s at %s", r.State, r.AvailableAt)
 		}
 		clock.Advance(90 * time.Second)
@@ -185,7 +187,7 @@ func TestRemoteWorkerFailPermanentAndRetryAfter(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := getJob(t, c, j.ID)
-		if r.State != errand.StateDead || got.State != errand.StateDead || got.LastError.Class != errand.ClassPermanent {
+		if r.State != errandtype.StateDead || got.State != errandtype.StateDead || got.LastError.Class != errand.ClassPermanent {
 			t.Fatalf("permanent: %s, job %s class %s", r.State, got.State, got.LastError.Class)
 		}
 	})
@@ -208,12 +210,12 @@ func TestRemoteWorkerBadInput(t *testing.T) {
 		{"bad queue", &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "w", Queue: "a b"}, "queue"},
 	} {
 		_, err := c.Claim(ctx, tc.opts)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) || ie.Field != tc.field {
 			t.Errorf("%s: %v, want an input error about %s", tc.name, err, tc.field)
 		}
 	}
-	if js, _ := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateRunning}}); len(js) != 0 {
+	if js, _ := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateRunning}}); len(js) != 0 {
 		t.Fatalf("a refused claim claimed %d jobs", len(js))
 	}
 
@@ -228,12 +230,12 @@ func TestRemoteWorkerBadInput(t *testing.T) {
 		{&errand.FailOpts{RetryAfter: -time.Second}, "retry_after"},
 	} {
 		_, err := c.Fail(ctx, j.ID, *j.LeaseToken, tc.opts)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) || ie.Field != tc.field {
 			t.Errorf("fail %+v: %v, want an input error about %s", tc.opts, err, tc.field)
 		}
 	}
-	if _, err := c.Ack(ctx, j.ID, ""); !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "lease_token") {
+	if _, err := c.Ack(ctx, j.ID, ""); !errors.Is(err, errandtype.ErrInvalid) || !strings.Contains(err.Error(), "lease_token") {
 		t.Errorf("ack without a token: %v", err)
 	}
 	if after := getJob(t, c, j.ID); !reflect.DeepEqual(before, after) {
@@ -243,7 +245,7 @@ func TestRemoteWorkerBadInput(t *testing.T) {
 }
 
 func TestRemoteWorkerInTheRegistry(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		enqueue(t, c, "task", nil)
@@ -254,7 +256,7 @@ func TestRemoteWorkerInTheRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ws) != 1 || ws[0].ID != "node-7" || ws[0].Status != errand.WorkerAlive ||
+		if len(ws) != 1 || ws[0].ID != "node-7" || ws[0].Status != errandtype.WorkerAlive ||
 			!reflect.DeepEqual(ws[0].Kinds, []string{"task"}) || len(ws[0].Queues) != 1 || ws[0].Queues[0].Name != errand.DefaultQueue {
 			t.Fatalf("registry %+v", ws)
 		}
@@ -269,7 +271,7 @@ func TestRemoteWorkerInTheRegistry(t *testing.T) {
 		// Silent for three leases: gone. A claim brings it back, and one
 		// from another queue, of another kind, adds them to its record.
 		clock.Advance(91 * time.Second)
-		if ws, _ := c.Workers(ctx); ws[0].Status != errand.WorkerGone {
+		if ws, _ := c.Workers(ctx); ws[0].Status != errandstore.WorkerGone {
 			t.Fatalf("after three silent leases: %s, want gone", ws[0].Status)
 		}
 		if _, err := c.Claim(ctx, &errand.ClaimOpts{Queue: "mail", Kinds: []string{"email"}, Owner: "node-7", Lease: 30 * time.Second}); err != nil {
@@ -279,20 +281,20 @@ func TestRemoteWorkerInTheRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ws) != 1 || ws[0].Status != errand.WorkerAlive || !reflect.DeepEqual(ws[0].Kinds, []string{"email", "task"}) || len(ws[0].Queues) != 2 {
+		if len(ws) != 1 || ws[0].Status != errandtype.WorkerAlive || !reflect.DeepEqual(ws[0].Kinds, []string{"email", "task"}) || len(ws[0].Queues) != 2 {
 			t.Fatalf("registry after a claim elsewhere: %+v", ws[0])
 		}
 		clock.Advance(80 * time.Second)
 		claimOne(t, c, "node-7") // a heartbeat, nothing new
 		clock.Advance(80 * time.Second)
-		if ws, _ := c.Workers(ctx); ws[0].Status != errand.WorkerAlive {
+		if ws, _ := c.Workers(ctx); ws[0].Status != errandtype.WorkerAlive {
 			t.Fatalf("a claim 80s ago did not count as a heartbeat: %s", ws[0].Status)
 		}
 	})
 }
 
 func TestRemoteWorkerAckMany(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		c := remoteClient(t, s, clock)
 		for range 3 {
@@ -302,7 +304,7 @@ func TestRemoteWorkerAckMany(t *testing.T) {
 		if err != nil || len(js) != 3 {
 			t.Fatalf("claim: %d jobs, %v", len(js), err)
 		}
-		leases := []errand.JobLease{
+		leases := []errandstore.JobLease{
 			{ID: js[0].ID, LeaseToken: *js[0].LeaseToken},
 			{ID: js[1].ID, LeaseToken: "stale"},
 			{ID: js[2].ID, LeaseToken: *js[2].LeaseToken},
@@ -311,19 +313,19 @@ func TestRemoteWorkerAckMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rs[0].State != errand.StateSucceeded || !errors.Is(rs[1].Err, errand.ErrLeaseLost) || rs[2].State != errand.StateSucceeded {
+		if rs[0].State != errandtype.StateSucceeded || !errors.Is(rs[1].Err, errandtype.ErrLeaseLost) || rs[2].State != errandtype.StateSucceeded {
 			t.Fatalf("results %+v", rs)
 		}
-		if j := getJob(t, c, js[1].ID); j.State != errand.StateRunning || *j.LeaseToken != *js[1].LeaseToken {
+		if j := getJob(t, c, js[1].ID); j.State != errandtype.StateRunning || *j.LeaseToken != *js[1].LeaseToken {
 			t.Fatalf("the stale ack changed job %s: %s", j.ID, j.State)
 		}
-		for _, bad := range [][]errand.JobLease{nil, make([]errand.JobLease, errand.MaxClaimJobs+1), {{ID: js[1].ID}},
+		for _, bad := range [][]errandstore.JobLease{nil, make([]errandstore.JobLease, errand.MaxClaimJobs+1), {{ID: js[1].ID}},
 			{{ID: js[1].ID, LeaseToken: *js[1].LeaseToken}, {ID: js[1].ID, LeaseToken: *js[1].LeaseToken}}} {
-			if _, err := c.AckMany(ctx, bad); !errors.Is(err, errand.ErrInvalid) {
+			if _, err := c.AckMany(ctx, bad); !errors.Is(err, errandtype.ErrInvalid) {
 				t.Errorf("AckMany of %d leases: %v, want an input error", len(bad), err)
 			}
 		}
-		if j := getJob(t, c, js[1].ID); j.State != errand.StateRunning {
+		if j := getJob(t, c, js[1].ID); j.State != errandtype.StateRunning {
 			t.Fatalf("refused input changed job %s: %s", j.ID, j.State)
 		}
 	})
@@ -333,9 +335,9 @@ func TestRemoteWorkerAckMany(t *testing.T) {
 // as one that names it once, a kind rate limit in force; it used to take
 // from the limit twice, be refused, and come back empty every time.
 func TestRemoteClaimRepeatedKind(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "k",
-			Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+			Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 		enqueue(t, c, "k", &errand.EnqueueOpts{ID: "j1"})
 		// A worker's run records the kind's rate limit in the store.
 		if _, err := c.WorkOne(context.Background(), &errand.WorkOneOpts{RateLimits: []errand.RateLimit{{Kind: "k", Limit: 100, Per: time.Second}}}); err != nil {

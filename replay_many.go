@@ -2,10 +2,11 @@ package errand
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
 )
 
@@ -19,114 +20,15 @@ const (
 	MaxReplayMany = 1000
 	// DefaultReplayMany is how many it replays when no limit is given.
 	DefaultReplayMany = 100
-	// ReplayBatch is the most jobs replayed in one transaction.
-	ReplayBatch = 100
 	// MinReplayRate is the slowest bulk replay rate, in jobs per second:
 	// one an hour. A slower one would pace a call over weeks.
 	MinReplayRate = 1.0 / 3600
 )
 
-// DeadFilter selects dead jobs. Zero fields do not filter.
-type DeadFilter struct {
-	Kind  string `json:"kind,omitempty"`
-	Queue string `json:"queue,omitempty"`
-	// Class is the class of the job's last error (what killed it).
-	Class string `json:"class,omitempty"`
-	// DiedSince and DiedUntil keep jobs that died (finished_at) in
-	// [DiedSince, DiedUntil).
-	DiedSince time.Time `json:"died_since,omitzero"`
-	DiedUntil time.Time `json:"died_until,omitzero"`
-}
-
-// validate checks the filter's names and time range.
-func (f *DeadFilter) validate() error {
-	for _, n := range []struct{ field, v string }{{"kind", f.Kind}, {"queue", f.Queue}, {"class", f.Class}} {
-		if n.v != "" {
-			if err := checkName(n.field, n.v); err != nil {
-				return err
-			}
-		}
-	}
-	if !f.DiedSince.IsZero() && !f.DiedUntil.IsZero() && !f.DiedUntil.After(f.DiedSince) {
-		return &InputError{Field: "until", Message: "is not after since; give a time range that is not empty"}
-	}
-	for _, t := range []struct {
-		field string
-		v     time.Time
-	}{{"since", f.DiedSince}, {"until", f.DiedUntil}} {
-		if err := checkTime(t.field, t.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// JobReplayManyParams describe one batch of a bulk replay.
-type JobReplayManyParams struct {
-	Filter DeadFilter
-	// AfterSeq starts after the job with this seq, so that a bulk replay
-	// visits each job once even when a replayed job dies again meanwhile.
-	AfterSeq int64
-	// Limit is the most jobs to replay: 1 to ReplayBatch.
-	Limit    int
-	Operator string
-	Reason   string
-	// Bulk identifies the bulk replay this batch belongs to, in the audit.
-	Bulk   string
-	DryRun bool
-	// Held selects, instead, the dead steps a replay leaves out: those of
-	// workflows that have enqueued a compensation or were rerun (see
-	// [CheckReplayInWorkflow]). Only with DryRun.
-	Held bool
-}
-
-// Validate reports bad params as an *InputError.
-func (p *JobReplayManyParams) Validate() error {
-	if p.Held && !p.DryRun {
-		return &InputError{Field: "held", Message: "lists the steps a replay leaves out, and replays nothing; set DryRun too"}
-	}
-	if p.Limit < 1 || p.Limit > ReplayBatch {
-		return &InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per batch", p.Limit, ReplayBatch)}
-	}
-	if p.AfterSeq < 0 {
-		return &InputError{Field: "after_seq", Message: "must not be negative"}
-	}
-	if !p.DryRun {
-		if err := checkOperatorAction(p.Operator, p.Reason, "replaying the jobs"); err != nil {
-			return err
-		}
-		if err := checkIdentifier("bulk", p.Bulk, MaxIDBytes); err != nil {
-			return err
-		}
-	} else if err := checkPreviewAudit(p.Operator, p.Reason); err != nil {
-		return err
-	}
-	return p.Filter.validate()
-}
-
-// BulkReplayDetails is the details of an [AuditBulkReplay] record: the
-// bulk replay's id and filter.
-func BulkReplayDetails(bulk string, f DeadFilter) json.RawMessage {
-	return mustJSON(struct {
-		Bulk   string     `json:"bulk"`
-		Filter DeadFilter `json:"filter"`
-	}{bulk, utcFilter(f)})
-}
-
-func utcFilter(f DeadFilter) DeadFilter {
-	if !f.DiedSince.IsZero() {
-		f.DiedSince = f.DiedSince.UTC()
-	}
-	if !f.DiedUntil.IsZero() {
-		f.DiedUntil = f.DiedUntil.UTC()
-	}
-	return f
-}
-
 // ReplayManyOpts select dead jobs to replay and say how fast.
 type ReplayManyOpts struct {
 	// Filter selects the dead jobs; the zero filter selects every one.
-	Filter DeadFilter
+	Filter errandstore.DeadFilter
 	// Limit is the most jobs to replay: zero means DefaultReplayMany; more
 	// than MaxReplayMany is an *InputError.
 	Limit int
@@ -149,7 +51,7 @@ type ReplayManyResult struct {
 	DryRun bool   `json:"dry_run"`
 	// Jobs are the jobs replayed, in seq order, as the replay left them
 	// (with DryRun: the jobs that would be, unchanged).
-	Jobs []*Job `json:"jobs"`
+	Jobs []*errandtype.Job `json:"jobs"`
 	// Held are the ids of dead jobs the filter selects that the replay
 	// left out, in seq order, at most ReplayBatch of them: steps of
 	// workflows that have enqueued a compensation or were rerun, which
@@ -177,28 +79,28 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 	case limit == 0:
 		limit = DefaultReplayMany
 	case limit < 0 || limit > MaxReplayMany:
-		return nil, &InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per call", limit, MaxReplayMany)}
+		return nil, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per call", limit, MaxReplayMany)}
 	}
 	if opts.Rate < 0 || opts.Rate != opts.Rate || (opts.Rate > 0 && opts.Rate < MinReplayRate) {
-		return nil, &InputError{Field: "rate", Message: fmt.Sprintf("%g jobs per second is out of range; give at least %g (one an hour), or 0 for no limit", opts.Rate, MinReplayRate)}
+		return nil, &errandtype.InputError{Field: "rate", Message: fmt.Sprintf("%g jobs per second is out of range; give at least %g (one an hour), or 0 for no limit", opts.Rate, MinReplayRate)}
 	}
 	if !opts.DryRun {
-		if err := checkOperatorAction(opts.Operator, opts.Reason, "replaying the jobs"); err != nil {
+		if err := errandstore.CheckOperatorAction(opts.Operator, opts.Reason, "replaying the jobs"); err != nil {
 			return nil, err
 		}
 	}
-	if err := opts.Filter.validate(); err != nil {
+	if err := opts.Filter.Validate(); err != nil {
 		return nil, err
 	}
-	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*Job{}, Held: []string{}}
-	batch := ReplayBatch
+	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*errandtype.Job{}, Held: []string{}}
+	batch := errandstore.ReplayBatch
 	if opts.Rate > 0 {
 		batch = max(1, min(batch, int(opts.Rate))) // about one batch a second
 	}
 	start := c.clock.Now()
 	var after int64
 	for len(res.Jobs) < limit {
-		p := &JobReplayManyParams{
+		p := &errandstore.JobReplayManyParams{
 			Filter: opts.Filter, AfterSeq: after, Limit: min(batch, limit-len(res.Jobs)),
 			Operator: opts.Operator, Reason: opts.Reason, Bulk: res.Bulk, DryRun: opts.DryRun,
 		}
@@ -223,7 +125,7 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 	}
 	// What the filter selects and the replay left out, so that the
 	// operator is told rather than left to wonder.
-	held, err := c.store.JobReplayMany(ctx, &JobReplayManyParams{Filter: opts.Filter, Limit: ReplayBatch, DryRun: true, Held: true})
+	held, err := c.store.JobReplayMany(ctx, &errandstore.JobReplayManyParams{Filter: opts.Filter, Limit: errandstore.ReplayBatch, DryRun: true, Held: true})
 	if err != nil {
 		return res, fmt.Errorf("list the steps left out: %w", err)
 	}

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestCallerIDsNeverTakeErrandsOwn: on each store, a caller may not give a
@@ -21,22 +23,22 @@ import (
 // the step and the hook then run as errand's own, the hook even of a job
 // whose id is as long as an id may be.
 func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		ks := errand.NewKinds()
-		ks.HandleRaw("work", errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error { return nil }), nil)
-		ks.HandleRaw("charge", errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error {
+		ks.HandleRaw("work", errand.HandlerFunc(func(ctx context.Context, job *errandtype.Job) error { return nil }), nil)
+		ks.HandleRaw("charge", errand.HandlerFunc(func(ctx context.Context, job *errandtype.Job) error {
 			return errand.Permanent(errors.New("card declined"))
-		}), &errand.KindOpts{OnDead: func(job *errand.Job) (errand.JobArgs, *errand.EnqueueOpts) {
+		}), &errand.KindOpts{OnDead: func(job *errandtype.Job) (errand.JobArgs, *errand.EnqueueOpts) {
 			return errand.RawArgs{KindName: "refund", JSON: json.RawMessage(`{}`)}, nil
 		}})
-		ks.HandleRaw("refund", errand.HandlerFunc(func(ctx context.Context, job *errand.Job) error { return nil }), nil)
-		errand.Handle(ks, func(ctx context.Context, job *errand.Job, a doneArgs) error { return nil }, nil)
+		ks.HandleRaw("refund", errand.HandlerFunc(func(ctx context.Context, job *errandtype.Job) error { return nil }), nil)
+		errand.Handle(ks, func(ctx context.Context, job *errandtype.Job, a doneArgs) error { return nil }, nil)
 		c := newClient(t, st, &errand.Config{Kinds: ks, Clock: clock})
 		work := errand.RawArgs{KindName: "work", JSON: json.RawMessage(`{}`)}
 		refused := func(what string, err error, field string) {
 			t.Helper()
-			var ie *errand.InputError
+			var ie *errandtype.InputError
 			if !errors.As(err, &ie) || ie.Field != field {
 				t.Errorf("%s: %v, want an *InputError on %s", what, err, field)
 			}
@@ -88,7 +90,7 @@ func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 			&errand.WorkflowOpts{ID: "w"}); err != nil {
 			t.Fatal(err)
 		}
-		long := strings.Repeat("j", errand.MaxIDBytes)
+		long := strings.Repeat("j", errandstore.MaxIDBytes)
 		for _, id := range []string{"j", long} {
 			if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "charge", JSON: json.RawMessage(`{}`)}, &errand.EnqueueOpts{ID: id}); err != nil {
 				t.Fatal(err)
@@ -100,19 +102,19 @@ func TestCallerIDsNeverTakeErrandsOwn(t *testing.T) {
 			}
 		}
 		want := map[string]string{
-			errand.BatchCallbackJobID("b"):            "import_done",
-			errand.WorkflowStepJobID("w", "a"):        "work",
-			errand.WorkflowStepJobID("w", "callback"): "work",
-			errand.DeadHookJobID("j", 0):              "refund",
-			errand.DeadHookJobID(long, 0):             "refund",
+			errandstore.BatchCallbackJobID("b"):            "import_done",
+			errandstore.WorkflowStepJobID("w", "a"):        "work",
+			errandstore.WorkflowStepJobID("w", "callback"): "work",
+			errand.DeadHookJobID("j", 0):                   "refund",
+			errand.DeadHookJobID(long, 0):                  "refund",
 		}
 		for id, kind := range want {
 			j := getJob(t, c, id)
-			if j.Kind != kind || j.State != errand.StateSucceeded {
+			if j.Kind != kind || j.State != errandtype.StateSucceeded {
 				t.Errorf("%s: %s %s, want %s succeeded", id, j.Kind, j.State, kind)
 			}
 		}
-		if w, err := c.Workflow(ctx, "w"); err != nil || w.State != errand.WorkflowSucceeded {
+		if w, err := c.Workflow(ctx, "w"); err != nil || w.State != errandtype.WorkflowSucceeded {
 			t.Fatalf("workflow w: %+v (%v), want succeeded", w, err)
 		}
 	})

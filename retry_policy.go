@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Retry defaults. A job that still fails after 20 attempts needs a person,
@@ -45,16 +48,16 @@ func (p *RetryPolicy) check(field string) error {
 		return nil
 	}
 	if p.Base < 0 || p.Max < 0 {
-		return &InputError{Field: field, Message: fmt.Sprintf("Base %s and Max %s must not be negative; give 0 for the defaults", p.Base, p.Max)}
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("Base %s and Max %s must not be negative; give 0 for the defaults", p.Base, p.Max)}
 	}
-	if err := checkBackoff(field+".Base", p.Base); err != nil {
+	if err := errandstore.CheckBackoff(field+".Base", p.Base); err != nil {
 		return err
 	}
-	if err := checkBackoff(field+".Max", p.Max); err != nil {
+	if err := errandstore.CheckBackoff(field+".Max", p.Max); err != nil {
 		return err
 	}
 	if base, _ := p.withDefaults(); p.Max > 0 && p.Max < base {
-		return &InputError{Field: field + ".Max", Message: fmt.Sprintf("%s is less than Base %s (the default when Base is 0); raise it or lower Base", p.Max, base)}
+		return &errandtype.InputError{Field: field + ".Max", Message: fmt.Sprintf("%s is less than Base %s (the default when Base is 0); raise it or lower Base", p.Max, base)}
 	}
 	return nil
 }
@@ -129,7 +132,7 @@ func backoffCap(base, max time.Duration, attempt int) time.Duration {
 
 // delayFor returns the delay after job j's current attempt failed: the job's
 // own base and max where set, the policy's otherwise.
-func (p *RetryPolicy) delayFor(j *Job) time.Duration {
+func (p *RetryPolicy) delayFor(j *errandtype.Job) time.Duration {
 	base, max := p.withDefaults()
 	if j.BackoffBase > 0 {
 		base = time.Duration(j.BackoffBase)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // wantCap computes min(max, base*2^(attempt-1)) in floating point, a
@@ -154,7 +155,7 @@ func failAndCheckDelay(t *testing.T, c *errand.Client[*sql.Tx], clock *errandtes
 func TestPerJobBackoffOverridesPolicy(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	failing := func(context.Context, *errand.Job) error { return errors.New("upstream down") }
+	failing := func(context.Context, *errandtype.Job) error { return errors.New("upstream down") }
 	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "task", Handler: errand.HandlerFunc(failing),
 		// The kind's policy would wait hours; the job's own settings win.
@@ -172,7 +173,7 @@ func TestPerJobBackoffOverridesPolicy(t *testing.T) {
 func TestPerKindRetryPolicy(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	failing := errand.HandlerFunc(func(context.Context, *errand.Job) error { return errors.New("nope") })
+	failing := errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return errors.New("nope") })
 	c := newClient(t, st, &errand.Config{
 		RetryPolicy: &errand.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond},
 		Kinds: kindsOf([]testKind{

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/robfig/cron/v3"
 )
 
@@ -58,7 +60,7 @@ type ScheduleOpts struct {
 	Location *time.Location
 	// Missed is what happens to ticks missed while no process ran the
 	// schedule. Default MissedSkip.
-	Missed MissedPolicy
+	Missed errandtype.MissedPolicy
 	// Grace is how late a tick may be and still get its own job; older
 	// ticks are missed. Default DefaultScheduleGrace.
 	Grace time.Duration
@@ -114,54 +116,54 @@ var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // e.g. "CRON_TZ=Europe/Paris 0 9 * * *"; otherwise opts.Location applies,
 // or UTC. Bad input is an *InputError that says what to change.
 func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule, error) {
-	if err := checkName("schedule name", name); err != nil {
+	if err := errandstore.CheckName("schedule name", name); err != nil {
 		return nil, err
 	}
 	if args == nil {
-		return nil, &InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
+		return nil, &errandtype.InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
 	}
 	var o ScheduleOpts
 	if opts != nil {
 		o = *opts
 	}
 	if o.Missed == "" {
-		o.Missed = MissedSkip
+		o.Missed = errandtype.MissedSkip
 	}
-	if err := o.Missed.validate(); err != nil {
+	if err := o.Missed.Validate(); err != nil {
 		return nil, err
 	}
 	if o.Grace == 0 {
 		o.Grace = DefaultScheduleGrace
 	}
 	if o.Grace < 0 {
-		return nil, &InputError{Field: "Grace", Message: "must be positive, e.g. 10s"}
+		return nil, &errandtype.InputError{Field: "Grace", Message: "must be positive, e.g. 10s"}
 	}
 	if o.Enqueue == nil {
 		o.Enqueue = &EnqueueOpts{}
 	}
 	if o.Enqueue.ID != "" || o.Enqueue.UniqueKey != "" || o.Enqueue.Unique != nil {
-		return nil, &InputError{Field: "Enqueue", Message: "sets ID, UniqueKey or Unique; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
+		return nil, &errandtype.InputError{Field: "Enqueue", Message: "sets ID, UniqueKey or Unique; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
 	}
 	if !o.Enqueue.RunAt.IsZero() {
-		return nil, &InputError{Field: "Enqueue", Message: "sets RunAt, which would hold every tick's job until that one moment; leave it empty, and set Delay to run each tick's job that long after its tick"}
+		return nil, &errandtype.InputError{Field: "Enqueue", Message: "sets RunAt, which would hold every tick's job until that one moment; leave it empty, and set Delay to run each tick's job that long after its tick"}
 	}
-	if n := len(o.Enqueue.Tags); n >= MaxTags && !slices.Contains(o.Enqueue.Tags, catchUpTag) {
-		return nil, &InputError{Field: "Enqueue", Message: fmt.Sprintf("sets %d tags; a schedule's jobs may carry at most %d, since a catch-up job adds the tag %q", n, MaxTags-1, catchUpTag)}
+	if n := len(o.Enqueue.Tags); n >= errandstore.MaxTags && !slices.Contains(o.Enqueue.Tags, catchUpTag) {
+		return nil, &errandtype.InputError{Field: "Enqueue", Message: fmt.Sprintf("sets %d tags; a schedule's jobs may carry at most %d, since a catch-up job adds the tag %q", n, errandstore.MaxTags-1, catchUpTag)}
 	}
 	if o.Location != nil && o.Location != time.UTC && o.Location != time.Local {
 		if _, err := time.LoadLocation(o.Location.String()); err != nil {
-			return nil, &InputError{Field: "Location", Message: fmt.Sprintf("%q is not a zone of the time zone database (a time.FixedZone?); load a named zone with time.LoadLocation(\"Europe/Paris\") so every host reads the spec alike", o.Location.String())}
+			return nil, &errandtype.InputError{Field: "Location", Message: fmt.Sprintf("%q is not a zone of the time zone database (a time.FixedZone?); load a named zone with time.LoadLocation(\"Europe/Paris\") so every host reads the spec alike", o.Location.String())}
 		}
 	}
 	if o.Location == time.Local {
-		return nil, &InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}
+		return nil, &errandtype.InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}
 	}
 	stored, err := canonicalSpec(spec, o.Location)
 	if err != nil {
 		return nil, err
 	}
-	if len(stored) > maxSpecBytes {
-		return nil, &InputError{Field: "spec", Message: fmt.Sprintf("is %d bytes as stored (with its zone); use at most %d, with ranges (0-30) and steps (*/5) rather than lists", len(stored), maxSpecBytes)}
+	if len(stored) > errandstore.MaxSpecBytes {
+		return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("is %d bytes as stored (with its zone); use at most %d, with ranges (0-30) and steps (*/5) rather than lists", len(stored), errandstore.MaxSpecBytes)}
 	}
 	ticks, err := parseSpec(stored)
 	if err != nil {
@@ -170,27 +172,24 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 	// A spec with no tick (the 30th of February) would be stored with no
 	// next fire time and fail on every turn of the scheduler.
 	if ticks.Next(time.Now()).IsZero() {
-		return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q never fires; check the day of the month against the month", spec)}
+		return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q never fires; check the day of the month against the month", spec)}
 	}
-	if err := checkName("kind", args.Kind()); err != nil {
+	if err := errandstore.CheckName("kind", args.Kind()); err != nil {
 		return nil, err
 	}
 	return &Schedule{name: name, spec: stored, ticks: ticks, args: args, opts: o}, nil
 }
-
-// maxSpecBytes bounds a schedule's spec as stored (ScheduleUpsertParams).
-const maxSpecBytes = MaxNameBytes * 2
 
 // canonicalSpec returns spec as the store keeps it: trimmed, with loc as a
 // CRON_TZ= prefix when spec names no zone and loc is not nil or UTC.
 func canonicalSpec(spec string, loc *time.Location) (string, error) {
 	spec = strings.Join(strings.Fields(spec), " ")
 	if spec == "" {
-		return "", &InputError{Field: "spec", Message: "is empty; give a cron expression (\"0 9 * * *\"), a descriptor (\"@hourly\") or \"@every 1m\""}
+		return "", &errandtype.InputError{Field: "spec", Message: "is empty; give a cron expression (\"0 9 * * *\"), a descriptor (\"@hourly\") or \"@every 1m\""}
 	}
 	if strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=") {
 		if strings.HasPrefix(spec, "CRON_TZ=@every") || strings.Contains(spec, " @every") {
-			return "", &InputError{Field: "spec", Message: fmt.Sprintf("%q: @every takes no time zone; drop the CRON_TZ= prefix", spec)}
+			return "", &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q: @every takes no time zone; drop the CRON_TZ= prefix", spec)}
 		}
 		return spec, nil
 	}
@@ -205,18 +204,18 @@ func parseSpec(spec string) (cron.Schedule, error) {
 	if d, ok := strings.CutPrefix(spec, "@every "); ok {
 		every, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil || every < time.Second {
-			return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q: give @every a duration of at least a second, e.g. \"@every 1m\"", spec)}
+			return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q: give @every a duration of at least a second, e.g. \"@every 1m\"", spec)}
 		}
 		// Stores keep fire times in microseconds: a tick between two
 		// would be kept before itself, and found due again at once.
 		if every%time.Microsecond != 0 {
-			return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q: give @every a whole number of microseconds, e.g. \"@every 1.5s\"", spec)}
+			return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q: give @every a whole number of microseconds, e.g. \"@every 1.5s\"", spec)}
 		}
 		return everySchedule(every), nil
 	}
 	s, err := specParser.Parse(spec)
 	if err != nil {
-		return nil, &InputError{Field: "spec", Message: fmt.Sprintf("%q: %v; give a cron expression (\"0 9 * * *\", seconds optional), a descriptor (\"@hourly\") or \"@every 1m\"", spec, err)}
+		return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q: %v; give a cron expression (\"0 9 * * *\", seconds optional), a descriptor (\"@hourly\") or \"@every 1m\"", spec, err)}
 	}
 	if cs, ok := s.(*cron.SpecSchedule); ok && cs.Location == time.Local {
 		cs.Location = time.UTC // no zone named: UTC, whatever the host's
@@ -245,7 +244,7 @@ type scheduleStep struct {
 
 // planTick decides what to do about next, a schedule's stored next fire
 // time, at now. due is false while next is ahead.
-func planTick(ticks cron.Schedule, next, now time.Time, missed MissedPolicy, grace time.Duration) (step scheduleStep, due bool, err error) {
+func planTick(ticks cron.Schedule, next, now time.Time, missed errandtype.MissedPolicy, grace time.Duration) (step scheduleStep, due bool, err error) {
 	if next.After(now) {
 		return scheduleStep{}, false, nil
 	}
@@ -265,7 +264,7 @@ func planTick(ticks cron.Schedule, next, now time.Time, missed MissedPolicy, gra
 	if to.IsZero() {
 		return scheduleStep{}, true, errNoNextTick
 	}
-	return scheduleStep{Tick: next, To: to, CatchUp: missed == MissedCatchUp, Skip: missed != MissedCatchUp}, true, nil
+	return scheduleStep{Tick: next, To: to, CatchUp: missed == errandtype.MissedCatchUp, Skip: missed != errandtype.MissedCatchUp}, true, nil
 }
 
 var errNoNextTick = errors.New("the spec has no next tick")
@@ -273,24 +272,24 @@ var errNoNextTick = errors.New("the spec has no next tick")
 // scheduler runs a Worker's schedules.
 type scheduler struct {
 	c         *engine
-	store     ScheduleStore
+	store     errandstore.ScheduleStore
 	schedules []*Schedule
-	recs      map[string]*ScheduleRecord // the stored state last seen
-	specs     map[string]cron.Schedule   // parsed stored specs
+	recs      map[string]*errandtype.ScheduleRecord // the stored state last seen
+	specs     map[string]cron.Schedule              // parsed stored specs
 }
 
 func newScheduler(c *engine, schedules []*Schedule) (*scheduler, error) {
-	ss, ok := c.store.(ScheduleStore)
+	ss, ok := c.store.(errandstore.ScheduleStore)
 	if !ok {
-		return nil, &InputError{Field: "Schedules", Message: fmt.Sprintf("the store (%T) keeps no schedules; use errand/sqlite or errand/postgres", c.store)}
+		return nil, &errandtype.InputError{Field: "Schedules", Message: fmt.Sprintf("the store (%T) keeps no schedules; use errand/sqlite or errand/postgres", c.store)}
 	}
 	seen := map[string]bool{}
 	for _, s := range schedules {
 		if s == nil {
-			return nil, &InputError{Field: "Schedules", Message: "holds a nil schedule; create each with errand.NewSchedule"}
+			return nil, &errandtype.InputError{Field: "Schedules", Message: "holds a nil schedule; create each with errand.NewSchedule"}
 		}
 		if seen[s.name] {
-			return nil, &InputError{Field: "Schedules", Message: fmt.Sprintf("names %q twice; give each schedule its own name", s.name)}
+			return nil, &errandtype.InputError{Field: "Schedules", Message: fmt.Sprintf("names %q twice; give each schedule its own name", s.name)}
 		}
 		seen[s.name] = true
 		// The catch-up job too: another process may have stored the
@@ -301,14 +300,14 @@ func newScheduler(c *engine, schedules []*Schedule) (*scheduler, error) {
 			}
 		}
 	}
-	return &scheduler{c: c, store: ss, schedules: schedules, recs: map[string]*ScheduleRecord{}, specs: map[string]cron.Schedule{}}, nil
+	return &scheduler{c: c, store: ss, schedules: schedules, recs: map[string]*errandtype.ScheduleRecord{}, specs: map[string]cron.Schedule{}}, nil
 }
 
 // catchUpTag marks the job a schedule enqueues for its missed ticks.
 const catchUpTag = "catch_up"
 
 // scheduleJob returns the job of s's tick.
-func (c *engine) scheduleJob(s *Schedule, tick time.Time, catchUp bool) (*JobInsertParams, error) {
+func (c *engine) scheduleJob(s *Schedule, tick time.Time, catchUp bool) (*errandstore.JobInsertParams, error) {
 	o := *s.opts.Enqueue
 	o.UniqueKey = ScheduleUniqueKey(s.name, tick)
 	if catchUp && !slices.Contains(o.Tags, catchUpTag) {
@@ -339,7 +338,7 @@ func (sc *scheduler) registerAt(ctx context.Context, s *Schedule, next time.Time
 	if err != nil {
 		return fmt.Errorf("register schedule %s: %w", s.name, err)
 	}
-	r, err := sc.store.ScheduleUpsert(ctx, &ScheduleUpsertParams{Name: s.name, Spec: s.spec, Kind: job.Kind,
+	r, err := sc.store.ScheduleUpsert(ctx, &errandstore.ScheduleUpsertParams{Name: s.name, Spec: s.spec, Kind: job.Kind,
 		Queue: job.Queue, Missed: s.opts.Missed, NextFireAt: next})
 	if err != nil {
 		return fmt.Errorf("register schedule %s: %w", s.name, err)
@@ -350,7 +349,7 @@ func (sc *scheduler) registerAt(ctx context.Context, s *Schedule, next time.Time
 
 // resync reads the stored state of the schedules again.
 func (sc *scheduler) resync(ctx context.Context) error {
-	rs, err := sc.store.ScheduleList(ctx, &ScheduleListParams{})
+	rs, err := sc.store.ScheduleList(ctx, &errandstore.ScheduleListParams{})
 	if err != nil {
 		return fmt.Errorf("read schedules: %w", err)
 	}
@@ -383,7 +382,7 @@ func (sc *scheduler) fire(ctx context.Context) (next time.Time, failed bool, err
 	var earliest time.Time
 	for _, s := range sc.schedules {
 		err := sc.fireOne(ctx, s)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, errandtype.ErrNotFound) {
 			// Deleted (errand schedules delete, or by hand) while this
 			// process still declares it: the declaration wins. Insert it
 			// again from the tick it was about to fire.
@@ -424,7 +423,7 @@ func (sc *scheduler) fireOne(ctx context.Context, s *Schedule) error {
 		if err != nil || !due {
 			return err
 		}
-		p := &ScheduleAdvanceParams{Name: s.name, From: rec.NextFireAt, Spec: rec.Spec, To: step.To, Tick: step.Tick}
+		p := &errandstore.ScheduleAdvanceParams{Name: s.name, From: rec.NextFireAt, Spec: rec.Spec, To: step.To, Tick: step.Tick}
 		if !step.Skip {
 			if p.Job, err = sc.c.scheduleJob(s, step.Tick, step.CatchUp); err != nil {
 				return err
@@ -451,11 +450,11 @@ func (sc *scheduler) fireOne(ctx context.Context, s *Schedule) error {
 
 // missedOf returns r's missed-tick policy, MissedSkip when it names none
 // this errand knows.
-func missedOf(r *ScheduleRecord) MissedPolicy {
-	if r.Missed == MissedCatchUp {
-		return MissedCatchUp
+func missedOf(r *errandtype.ScheduleRecord) errandtype.MissedPolicy {
+	if r.Missed == errandtype.MissedCatchUp {
+		return errandtype.MissedCatchUp
 	}
-	return MissedSkip
+	return errandtype.MissedSkip
 }
 
 // run registers the schedules and fires their ticks until ctx ends.
@@ -500,12 +499,12 @@ func (sc *scheduler) run(ctx context.Context) {
 // fire time, last fire time and last job id. A schedule no running process
 // registers any more stays listed, its UpdatedAt no longer moving. It is an
 // error when the store keeps no schedules (is not a [ScheduleStore]).
-func (c *Client[TTx]) Schedules(ctx context.Context) ([]*ScheduleRecord, error) {
-	ss, ok := c.store.(ScheduleStore)
+func (c *Client[TTx]) Schedules(ctx context.Context) ([]*errandtype.ScheduleRecord, error) {
+	ss, ok := c.store.(errandstore.ScheduleStore)
 	if !ok {
 		return nil, fmt.Errorf("list schedules: the store (%T) keeps no schedules", c.store)
 	}
-	rs, err := ss.ScheduleList(ctx, &ScheduleListParams{})
+	rs, err := ss.ScheduleList(ctx, &errandstore.ScheduleListParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -529,18 +528,18 @@ type DeleteScheduleOpts struct {
 // --cron) registers it again when its next tick comes due, fires that
 // tick, and goes on firing. Remove it from every worker's configuration first, then delete
 // it.
-func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *DeleteScheduleOpts) (*ScheduleRecord, error) {
+func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *DeleteScheduleOpts) (*errandtype.ScheduleRecord, error) {
 	if opts == nil {
 		opts = &DeleteScheduleOpts{}
 	}
-	if err := checkOperatorAction(opts.Operator, opts.Reason, "deleting the schedule"); err != nil {
+	if err := errandstore.CheckOperatorAction(opts.Operator, opts.Reason, "deleting the schedule"); err != nil {
 		return nil, err
 	}
-	ss, ok := c.store.(ScheduleStore)
+	ss, ok := c.store.(errandstore.ScheduleStore)
 	if !ok {
 		return nil, fmt.Errorf("delete schedule: the store (%T) keeps no schedules", c.store)
 	}
-	r, err := ss.ScheduleDelete(ctx, &ScheduleDeleteParams{Name: name, Operator: opts.Operator, Reason: opts.Reason})
+	r, err := ss.ScheduleDelete(ctx, &errandstore.ScheduleDeleteParams{Name: name, Operator: opts.Operator, Reason: opts.Reason})
 	if err != nil {
 		return nil, err
 	}

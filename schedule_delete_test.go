@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestDeleteSchedule: a deleted schedule is gone and audited; a worker that
@@ -13,11 +14,11 @@ import (
 func TestDeleteSchedule(t *testing.T) {
 	e := newScheduleEnv(t)
 	r := e.runner(e.schedule("digest", "@every 1m", nil))
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if _, err := e.c.DeleteSchedule(e.ctx, "digest", &errand.DeleteScheduleOpts{Operator: "ops"}); !errors.As(err, &ie) {
 		t.Fatalf("delete without a reason = %v, want an *InputError", err)
 	}
-	if _, err := e.c.DeleteSchedule(e.ctx, "nope", &errand.DeleteScheduleOpts{Operator: "ops", Reason: "r"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.c.DeleteSchedule(e.ctx, "nope", &errand.DeleteScheduleOpts{Operator: "ops", Reason: "r"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("delete unknown = %v, want ErrNotFound", err)
 	}
 	got, err := e.c.DeleteSchedule(e.ctx, "digest", &errand.DeleteScheduleOpts{Operator: "ops", Reason: "retired"})
@@ -27,7 +28,7 @@ func TestDeleteSchedule(t *testing.T) {
 	if rs, err := e.c.Schedules(e.ctx); err != nil || len(rs) != 0 {
 		t.Fatalf("schedules after delete = %v, %v", rs, err)
 	}
-	recs, err := e.c.Audit(e.ctx, &errand.AuditOpts{Action: errand.AuditScheduleDelete})
+	recs, err := e.c.Audit(e.ctx, &errand.AuditOpts{Action: errandtype.AuditScheduleDelete})
 	if err != nil || len(recs) != 1 || recs[0].Reason != "retired" || recs[0].Operator != "ops" {
 		t.Fatalf("audit = %+v, %v", recs, err)
 	}

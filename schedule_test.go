@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // scheduleEnv is a SQLite store, a client and a fake clock at 12:00:00 UTC.
@@ -62,7 +64,7 @@ func (e *scheduleEnv) fire(r *errand.ScheduleRunner) time.Time {
 	return next
 }
 
-func (e *scheduleEnv) record(name string) *errand.ScheduleRecord {
+func (e *scheduleEnv) record(name string) *errandtype.ScheduleRecord {
 	e.t.Helper()
 	rs, err := e.c.Schedules(e.ctx)
 	if err != nil {
@@ -132,7 +134,7 @@ func TestScheduleFiresEachTickOnce(t *testing.T) {
 	if rec.LastFireAt == nil || !rec.LastFireAt.Equal(e.t0.Add(time.Minute)) || rec.LastJobID == nil {
 		t.Fatalf("record = %+v, want the last fire at the first tick with its job", rec)
 	}
-	if rec.Kind != "report" || rec.Queue != errand.DefaultQueue || rec.Missed != errand.MissedSkip {
+	if rec.Kind != "report" || rec.Queue != errand.DefaultQueue || rec.Missed != errandtype.MissedSkip {
 		t.Fatalf("record = %+v, want kind report, default queue, policy skip", rec)
 	}
 }
@@ -153,14 +155,14 @@ func TestScheduleLateTicksEachGetAJob(t *testing.T) {
 
 func TestScheduleMissedTicks(t *testing.T) {
 	for _, tc := range []struct {
-		policy      errand.MissedPolicy
+		policy      errandtype.MissedPolicy
 		wantTicks   []int // seconds after t0
 		wantCatchUp []int
 	}{
 		// Down until 10.5s with a grace of 2s: ticks 1..8 are missed, 9
 		// and 10 late.
-		{errand.MissedSkip, []int{9, 10}, nil},
-		{errand.MissedCatchUp, []int{1, 9, 10}, []int{1}},
+		{errandtype.MissedSkip, []int{9, 10}, nil},
+		{errandtype.MissedCatchUp, []int{1, 9, 10}, []int{1}},
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			e := newScheduleEnv(t)
@@ -189,7 +191,7 @@ func TestScheduleMissedTicks(t *testing.T) {
 // default grace skips, or catches up with one job, and goes on at the next
 // hour.
 func TestScheduleMissedHours(t *testing.T) {
-	for _, policy := range []errand.MissedPolicy{errand.MissedSkip, errand.MissedCatchUp} {
+	for _, policy := range []errandtype.MissedPolicy{errandtype.MissedSkip, errandtype.MissedCatchUp} {
 		t.Run(string(policy), func(t *testing.T) {
 			e := newScheduleEnv(t)
 			r := e.runner(e.schedule("h", "@hourly", &errand.ScheduleOpts{Missed: policy}))
@@ -197,7 +199,7 @@ func TestScheduleMissedHours(t *testing.T) {
 			wantTime(t, "next", e.fire(r), e.t0.Add(25*time.Hour))
 			keys, _ := e.ticksEnqueued()
 			var want []string
-			if policy == errand.MissedCatchUp {
+			if policy == errandtype.MissedCatchUp {
 				want = keysAt("h", e.t0.Add(time.Hour))
 			}
 			if !slices.Equal(keys, want) {
@@ -309,15 +311,15 @@ func TestNewScheduleRefusesBadInput(t *testing.T) {
 		{"s", "@hourly", args, &errand.ScheduleOpts{Grace: -time.Second}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{UniqueKey: "k"}}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{ID: "j"}}},
-		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "k", Scope: errand.UniqueUntilFinished}}}},
+		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "k", Scope: errandtype.UniqueUntilFinished}}}},
 		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}}},
-		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Tags: manyTags(errand.MaxTags)}}},
+		{"s", "@hourly", args, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Tags: manyTags(errandstore.MaxTags)}}},
 		{".", "@hourly", args, nil},
 		{"..", "@hourly", args, nil},
 		{"s", "0 9 * * *", args, &errand.ScheduleOpts{Location: time.FixedZone("UTC+2", 2*3600)}},
 	} {
 		_, err := errand.NewSchedule(tc.name, tc.spec, tc.args, tc.opts)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("NewSchedule(%q, %q, %v, %+v) = %v, want an *InputError", tc.name, tc.spec, tc.args, tc.opts, err)
 		}
@@ -362,8 +364,8 @@ func TestScheduleFollowsTheStoredSpecInARollingDeploy(t *testing.T) {
 // and is not added twice when Tags has it already.
 func TestScheduleCatchUpTag(t *testing.T) {
 	e := newScheduleEnv(t)
-	tags := append(manyTags(errand.MaxTags-1), "catch_up")
-	r := e.runner(e.schedule("s", "@every 1m", &errand.ScheduleOpts{Missed: errand.MissedCatchUp,
+	tags := append(manyTags(errandstore.MaxTags-1), "catch_up")
+	r := e.runner(e.schedule("s", "@every 1m", &errand.ScheduleOpts{Missed: errandtype.MissedCatchUp,
 		Enqueue: &errand.EnqueueOpts{Tags: tags}}))
 	e.clock.Set(e.t0.Add(time.Minute))
 	e.fire(r)
@@ -387,7 +389,7 @@ func TestScheduleCatchUpTag(t *testing.T) {
 
 func TestWorkerRefusesBadSchedules(t *testing.T) {
 	st := openStore(t, nil)
-	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "work", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "work", Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	unknown, err := errand.NewSchedule("s", "@hourly", errand.RawArgs{KindName: "typo"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -409,7 +411,7 @@ func TestWorkerRunsSchedules(t *testing.T) {
 	clock := newTestClock()
 	t0 := clock.Now()
 	st := openStore(t, clock)
-	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "report"}, {Name: "other", Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "report"}, {Name: "other", Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	s, err := errand.NewSchedule("digest", "@every 1m", errand.RawArgs{KindName: "report"}, &errand.ScheduleOpts{Enqueue: &errand.EnqueueOpts{Queue: "reports"}})
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +467,7 @@ func TestParseScheduleFlag(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "nightly", "=@hourly k", "nightly=@hourly", "nightly=cleanup", "n=@hourly k {bad", "n=61 * * * * k"} {
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if _, err := errand.ParseScheduleFlag(bad, nil); !errors.As(err, &ie) {
 			t.Errorf("ParseScheduleFlag(%q) = %v, want an *InputError", bad, err)
 		}
@@ -515,7 +517,7 @@ func TestWorkerWithoutHandlersRunsSchedules(t *testing.T) {
 	t0 := clock.Now()
 	st := openStore(t, clock)
 	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "report"}})})
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if _, err := c.NewWorker(&errand.WorkerConfig{}); !errors.As(err, &ie) || ie.Field != "Kinds" {
 		t.Fatalf("NewWorker without handlers, schedules or retention: %v", err)
 	}
@@ -539,7 +541,7 @@ func TestWorkerWithoutHandlersRunsSchedules(t *testing.T) {
 	clock.Set(tick)
 	waitFor(t, clockWait, "the tick's job", func() bool {
 		js, err := c.List(t.Context(), &errand.ListOpts{Kind: "report"})
-		return err == nil && len(js) == 1 && js[0].State == errand.StateQueued
+		return err == nil && len(js) == 1 && js[0].State == errandtype.StateQueued
 	})
 	ws, err := c.Workers(t.Context())
 	if err != nil || len(ws) != 1 || len(ws[0].Queues) != 0 || ws[0].Handles(errand.DefaultQueue, "report") {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Event reports one attempt this client recorded, or whose lease it lost:
@@ -13,7 +15,7 @@ type Event struct {
 	WorkResult
 	// Job is the job as its attempt was claimed: its state then was
 	// running; Result says what it is now.
-	Job *Job
+	Job *errandtype.Job
 }
 
 // subscribeBuffer is how many events a subscriber may fall behind before
@@ -64,7 +66,7 @@ func (c *Client[TTx]) DroppedEvents() int64 { return c.subs.dropped.Load() }
 
 // publish sends one event to every subscriber that wants it, never
 // blocking the worker.
-func (c *engine) publish(job *Job, res *WorkResult) {
+func (c *engine) publish(job *errandtype.Job, res *WorkResult) {
 	c.subs.mu.Lock()
 	defer c.subs.mu.Unlock()
 	for s := range c.subs.subs {

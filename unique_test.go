@@ -12,28 +12,30 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestParseUniqueScope(t *testing.T) {
 	for _, c := range []struct {
 		in   string
-		want errand.UniqueScope
+		want errandtype.UniqueScope
 		name string // String of the result
 		bad  bool
 	}{
-		{in: "always", want: errand.UniqueAlways, name: "always"},
-		{in: "until_finished", want: errand.UniqueUntilFinished, name: "until_finished"},
-		{in: "until-succeeded", want: errand.UniqueUntilSucceeded, name: "until_succeeded"},
-		{in: "queued,running,retrying", want: errand.UniqueUntilFinished, name: "until_finished"},
-		{in: "queued, running, retrying, succeeded", want: errand.UniqueScopeOf(errand.StateQueued, errand.StateRunning, errand.StateRetrying, errand.StateSucceeded), name: "queued,running,retrying,succeeded"},
+		{in: "always", want: errandtype.UniqueAlways, name: "always"},
+		{in: "until_finished", want: errandtype.UniqueUntilFinished, name: "until_finished"},
+		{in: "until-succeeded", want: errandtype.UniqueUntilSucceeded, name: "until_succeeded"},
+		{in: "queued,running,retrying", want: errandtype.UniqueUntilFinished, name: "until_finished"},
+		{in: "queued, running, retrying, succeeded", want: errand.UniqueScopeOf(errandtype.StateQueued, errandtype.StateRunning, errandtype.StateRetrying, errandtype.StateSucceeded), name: "queued,running,retrying,succeeded"},
 		{in: "queued,retrying", bad: true},                   // leaves out running
 		{in: "queued,running,retrying,cancelled", bad: true}, // cancelled without dead
 		{in: "queued,running,retrying,paused", bad: true},    // no such state
 		{in: "sometimes", bad: true},
 	} {
-		got, err := errand.ParseUniqueScope(c.in)
+		got, err := errandtype.ParseUniqueScope(c.in)
 		if c.bad {
-			if !errors.Is(err, errand.ErrInvalid) {
+			if !errors.Is(err, errandtype.ErrInvalid) {
 				t.Errorf("ParseUniqueScope(%q) = %v, %v; want an *InputError", c.in, got, err)
 			}
 			continue
@@ -42,15 +44,15 @@ func TestParseUniqueScope(t *testing.T) {
 			t.Errorf("ParseUniqueScope(%q) = %v (%d), %v; want %s (%d)", c.in, got, got, err, c.name, c.want)
 		}
 	}
-	if errand.UniqueScope(0).String() != "always" || !errand.UniqueScope(0).Holds(errand.StateSucceeded) {
+	if errandtype.UniqueScope(0).String() != "always" || !errandtype.UniqueScope(0).Holds(errandtype.StateSucceeded) {
 		t.Error("the zero scope is not always")
 	}
-	b, err := json.Marshal(struct{ S errand.UniqueScope }{errand.UniqueUntilSucceeded})
+	b, err := json.Marshal(struct{ S errandtype.UniqueScope }{errandtype.UniqueUntilSucceeded})
 	if err != nil || string(b) != `{"S":"until_succeeded"}` {
 		t.Fatalf("marshal: %s, %v", b, err)
 	}
-	var back struct{ S errand.UniqueScope }
-	if err := json.Unmarshal(b, &back); err != nil || back.S != errand.UniqueUntilSucceeded {
+	var back struct{ S errandtype.UniqueScope }
+	if err := json.Unmarshal(b, &back); err != nil || back.S != errandtype.UniqueUntilSucceeded {
 		t.Fatalf("unmarshal: %v, %v", back.S, err)
 	}
 }
@@ -64,7 +66,7 @@ func TestMigrationsSpellTheRulesPredicates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, pred := range []string{errand.UniqueHeldSQL(), errand.OrderingIndexSQL()} {
+		for _, pred := range []string{errandstore.UniqueHeldSQL(), errand.OrderingIndexSQL()} {
 			if !strings.Contains(string(b), "WHERE "+pred+";") {
 				t.Errorf("%s migration 8 does not spell %q", store, pred)
 			}
@@ -77,13 +79,13 @@ func TestMigrationsSpellTheRulesPredicates(t *testing.T) {
 // worker ran it to success the key enqueues a new job.
 func TestUniqueUntilFinishedThroughTheClient(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
-	ok := func(context.Context, *errand.Job) error { return nil }
+	ok := func(context.Context, *errandtype.Job) error { return nil }
 	clients := []*errand.Client[*sql.Tx]{
 		handlerClient(t, openStoreAt(t, path, nil), ok),
 		handlerClient(t, openStoreAt(t, path, nil), ok),
 	}
-	opts := &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "sync:acct-7", Scope: errand.UniqueUntilFinished}}
-	race := func() *errand.Job {
+	opts := &errand.EnqueueOpts{Unique: &errand.UniqueOpts{Key: "sync:acct-7", Scope: errandtype.UniqueUntilFinished}}
+	race := func() *errandtype.Job {
 		const n = 12
 		results := make([]*errand.EnqueueResult, n)
 		errs := make([]error, n)
@@ -127,20 +129,20 @@ func TestUniqueUntilFinishedThroughTheClient(t *testing.T) {
 func TestEnqueueUniqueAndOrderingOptions(t *testing.T) {
 	st := openStore(t, nil)
 	kinds := errand.NewKinds()
-	kinds.HandleRaw("ledger", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
+	kinds.HandleRaw("ledger", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
 		&errand.KindOpts{OrderingOnDead: errand.OrderingHoldOnDead})
-	kinds.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), nil)
+	kinds.HandleRaw("task", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
 	c := newClient(t, st, &errand.Config{Kinds: kinds})
 	ctx := context.Background()
 	for _, bad := range []*errand.EnqueueOpts{
 		{UniqueKey: "a", Unique: &errand.UniqueOpts{Key: "a"}},
-		{Unique: &errand.UniqueOpts{Scope: errand.UniqueUntilFinished}},
-		{Unique: &errand.UniqueOpts{Key: "a", Scope: errand.UniqueScopeOf(errand.StateQueued)}},
+		{Unique: &errand.UniqueOpts{Scope: errandtype.UniqueUntilFinished}},
+		{Unique: &errand.UniqueOpts{Key: "a", Scope: errand.UniqueScopeOf(errandtype.StateQueued)}},
 		{Unique: &errand.UniqueOpts{Key: "a", Window: -1}},
 		{OrderingKey: "k", OrderingOnDead: 7},
 	} {
 		before := rowCounts(t, st.DB())
-		if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "task"}, bad); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "task"}, bad); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("enqueue with %+v: %v; want an *InputError", bad, err)
 		}
 		if after := rowCounts(t, st.DB()); after != before {

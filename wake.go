@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
 )
 
 // Wake-ups. An idle queue loop of a Worker waits on a wake channel of its
@@ -166,7 +168,7 @@ func (c *Client[TTx]) Close() error {
 // call, so a burst of enqueues costs a few notifications, not one each. The
 // Client owns it: Close flushes it and waits for the sender.
 type queueNotifier struct {
-	n      Notifier
+	n      errandstore.Notifier
 	client *engine
 
 	mu       sync.Mutex
@@ -181,7 +183,7 @@ type queueNotifier struct {
 	claimWait time.Duration // localClaimWait; a test may lengthen it
 }
 
-func newQueueNotifier(c *engine, n Notifier) *queueNotifier {
+func newQueueNotifier(c *engine, n errandstore.Notifier) *queueNotifier {
 	return &queueNotifier{
 		n:        n,
 		client:   c,
@@ -309,7 +311,7 @@ func setNames(set map[string]struct{}) []string {
 }
 
 // queuesOf lists the distinct queues of ps.
-func queuesOf(ps []*JobInsertParams) []string {
+func queuesOf(ps []*errandstore.JobInsertParams) []string {
 	set := make(map[string]struct{}, 1)
 	for _, p := range ps {
 		set[p.Queue] = struct{}{}
@@ -396,7 +398,7 @@ const (
 // once it listens, it wakes every queue, for the jobs whose notifications
 // it missed.
 func (w *Worker) listen(ctx context.Context) {
-	n, ok := w.c.store.(Notifier)
+	n, ok := w.c.store.(errandstore.Notifier)
 	if !ok || w.cfg.PollOnly {
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // claimWatchStore is a notifyingStore that reports each claim, and may hold
@@ -21,7 +23,7 @@ type claimWatchStore struct {
 	hold    func() // called before each claim; may block
 }
 
-func (s *claimWatchStore) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (s *claimWatchStore) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if s.hold != nil {
 		s.hold()
 	}
@@ -88,7 +90,7 @@ func TestNotifyWaitsForLocalClaim(t *testing.T) {
 	hub.listeners[listen] = struct{}{}
 	hub.mu.Unlock()
 	ran := make(chan string, 1)
-	c := watchedProcess(t, ws, func(ctx context.Context, j *errand.Job) error {
+	c := watchedProcess(t, ws, func(ctx context.Context, j *errandtype.Job) error {
 		ran <- j.ID
 		return nil
 	})
@@ -150,7 +152,7 @@ func TestNotifyDoesNotWaitForever(t *testing.T) {
 	hub.mu.Lock()
 	hub.listeners[listen] = struct{}{}
 	hub.mu.Unlock()
-	c := watchedProcess(t, ws, func(context.Context, *errand.Job) error { return nil })
+	c := watchedProcess(t, ws, func(context.Context, *errandtype.Job) error { return nil })
 	armed.Store(true) // from now on every claim waits for the gate
 	if _, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: "ping"}, nil); err != nil {
 		t.Fatal(err)
@@ -183,7 +185,7 @@ func TestNotifyDoesNotWaitForBusyLoop(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate) }) }
 	defer release()
-	c := watchedProcess(t, ws, func(ctx context.Context, j *errand.Job) error {
+	c := watchedProcess(t, ws, func(ctx context.Context, j *errandtype.Job) error {
 		started <- j.ID
 		<-gate
 		return nil

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -53,7 +55,7 @@ type notifyingStore struct {
 	hub *notifyHub
 }
 
-var _ errand.Notifier = (*notifyingStore)(nil)
+var _ errandstore.Notifier = (*notifyingStore)(nil)
 
 func (s *notifyingStore) NotifyQueues(ctx context.Context, queues []string) error {
 	s.hub.notifies.Add(1)
@@ -99,7 +101,7 @@ func notifyProcess(t *testing.T, path string, hub *notifyHub, clock *errandtest.
 	ns := &notifyingStore{Store: s, hub: hub}
 	c, err := errand.NewClient(ns, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "ping",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			if ran != nil {
 				ran <- j.ID
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
 )
 
@@ -59,13 +61,13 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	}
 	kinds := c.handlerKinds()
 	if len(kinds) == 0 {
-		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}
+		return nil, &errandtype.InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler"}
 	}
 	if len(opts.Queues) == 0 {
 		opts.Queues = []string{DefaultQueue}
 	}
 	for _, q := range opts.Queues {
-		if err := checkName("queue", q); err != nil {
+		if err := errandstore.CheckName("queue", q); err != nil {
 			return nil, err
 		}
 	}
@@ -77,7 +79,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	}
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner()
-	} else if err := checkIdentifier("owner", opts.Owner, MaxIDBytes); err != nil {
+	} else if err := errandstore.CheckIdentifier("owner", opts.Owner, errandstore.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -91,7 +93,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	claimSent := c.clock.Now() // the store's lease starts no earlier than this
 	defer cancelClaim()
-	jobs, err := c.claimAcross(claimCtx, &JobClaimParams{
+	jobs, err := c.claimAcross(claimCtx, &errandstore.JobClaimParams{
 		Queues: opts.Queues,
 		Kinds:  kinds,
 		Limit:  1,
@@ -125,16 +127,16 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 	if err != nil || f == nil {
 		return err
 	}
-	var takes []LimiterTake
+	var takes []errandstore.LimiterTake
 	for _, m := range []map[string]flowRule{f.queues, f.kinds, f.budgets} {
 		for _, r := range m {
-			takes = append(takes, LimiterTake{Name: r.name, Spec: r.spec})
+			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec})
 		}
 	}
 	// In name order, as every take is, so that two writers lock the
 	// buckets in the same order.
-	slices.SortFunc(takes, func(a, b LimiterTake) int { return strings.Compare(a.Name, b.Name) })
-	if _, err := f.store.LimiterTake(ctx, &LimiterTakeParams{Takes: takes}); err != nil {
+	slices.SortFunc(takes, func(a, b errandstore.LimiterTake) int { return strings.Compare(a.Name, b.Name) })
+	if _, err := f.store.LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: takes}); err != nil {
 		return fmt.Errorf("record rate limits: %w", err)
 	}
 	return nil
@@ -145,7 +147,7 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 // claim, through the circuit breakers, unless a stored rate limit or retry
 // budget binds one of them, in which case each queue is claimed in turn,
 // within its limits, until one gives a job.
-func (c *engine) claimAcross(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if len(p.Queues) == 1 {
 		return c.claimOutside(ctx, p)
 	}
@@ -171,7 +173,7 @@ func (c *engine) claimAcross(ctx context.Context, p *JobClaimParams) ([]*Job, er
 			return jobs, err
 		}
 	}
-	return []*Job{}, nil
+	return []*errandtype.Job{}, nil
 }
 
 // DefaultOwner returns a new owner id, host:pid:random, for a worker or a
@@ -182,5 +184,5 @@ func DefaultOwner() string {
 	if err != nil {
 		host = "unknown"
 	}
-	return fmt.Sprintf("%s:%d:%s", CleanText(host, MaxNameBytes), os.Getpid(), ids.NewToken()[:8])
+	return fmt.Sprintf("%s:%d:%s", errandstore.CleanText(host, errandtype.MaxNameBytes), os.Getpid(), ids.NewToken()[:8])
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var errUpstream = errors.New("upstream said no")
@@ -19,23 +21,23 @@ func TestWorkOneClassifiesHandlerErrors(t *testing.T) {
 		name       string
 		err        error
 		wantResult errand.Result
-		wantState  errand.JobState
+		wantState  errandtype.JobState
 		wantClass  string
 	}{
-		{"plain error retries", errUpstream, errand.ResultRetrying, errand.StateRetrying, errand.ClassError},
-		{"wrapped plain error retries", fmt.Errorf("charge: %w", errUpstream), errand.ResultRetrying, errand.StateRetrying, errand.ClassError},
-		{"permanent dies at once", errand.Permanent(errUpstream), errand.ResultDead, errand.StateDead, errand.ClassPermanent},
-		{"wrapped permanent dies at once", fmt.Errorf("charge: %w", errand.Permanent(errUpstream)), errand.ResultDead, errand.StateDead, errand.ClassPermanent},
-		{"named class retries", errand.WithClass("receipt_unavailable", errUpstream), errand.ResultRetrying, errand.StateRetrying, "receipt_unavailable"},
-		{"permanent named class dies", errand.Permanent(errand.WithClass("bad_card", errUpstream)), errand.ResultDead, errand.StateDead, "bad_card"},
-		{"named class of a permanent error dies", errand.WithClass("bad_card", errand.Permanent(errUpstream)), errand.ResultDead, errand.StateDead, "bad_card"},
-		{"invalid class is recorded as error", errand.WithClass("Not A Class", errUpstream), errand.ResultRetrying, errand.StateRetrying, errand.ClassError},
+		{"plain error retries", errUpstream, errand.ResultRetrying, errandtype.StateRetrying, errand.ClassError},
+		{"wrapped plain error retries", fmt.Errorf("charge: %w", errUpstream), errand.ResultRetrying, errandtype.StateRetrying, errand.ClassError},
+		{"permanent dies at once", errand.Permanent(errUpstream), errand.ResultDead, errandtype.StateDead, errand.ClassPermanent},
+		{"wrapped permanent dies at once", fmt.Errorf("charge: %w", errand.Permanent(errUpstream)), errand.ResultDead, errandtype.StateDead, errand.ClassPermanent},
+		{"named class retries", errand.WithClass("receipt_unavailable", errUpstream), errand.ResultRetrying, errandtype.StateRetrying, "receipt_unavailable"},
+		{"permanent named class dies", errand.Permanent(errand.WithClass("bad_card", errUpstream)), errand.ResultDead, errandtype.StateDead, "bad_card"},
+		{"named class of a permanent error dies", errand.WithClass("bad_card", errand.Permanent(errUpstream)), errand.ResultDead, errandtype.StateDead, "bad_card"},
+		{"invalid class is recorded as error", errand.WithClass("Not A Class", errUpstream), errand.ResultRetrying, errandtype.StateRetrying, errand.ClassError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newTestClock()
 			st := openStore(t, clock)
-			c := handlerClient(t, st, func(context.Context, *errand.Job) error { return tt.err })
+			c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return tt.err })
 			job := enqueue(t, c, "task", nil)
 
 			r := workOne(t, c, &errand.WorkOneOpts{})
@@ -59,11 +61,11 @@ func TestWorkOneClassifiesHandlerErrors(t *testing.T) {
 				t.Errorf("lease not cleared: token %v, until %v", j.LeaseToken, j.LeaseUntil)
 			}
 			switch tt.wantState {
-			case errand.StateDead:
+			case errandtype.StateDead:
 				if j.FinishedAt == nil || !j.FinishedAt.Equal(clock.Now()) {
 					t.Errorf("dead job finished at %v, want %v", j.FinishedAt, clock.Now())
 				}
-			case errand.StateRetrying:
+			case errandtype.StateRetrying:
 				if !j.AvailableAt.After(clock.Now()) {
 					t.Errorf("retrying job available at %v, not after now %v", j.AvailableAt, clock.Now())
 				}
@@ -76,7 +78,7 @@ func TestWorkOneRetryAfterUsesTheHint(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	const hint = 90*time.Second + 1500*time.Microsecond
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error {
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error {
 		return errand.RetryAfter(hint, errand.WithClass("rate_limited", errUpstream))
 	})
 	job := enqueue(t, c, "task", nil)
@@ -86,7 +88,7 @@ func TestWorkOneRetryAfterUsesTheHint(t *testing.T) {
 		t.Fatalf("result %+v, want retrying at %v", r, want)
 	}
 	j := getJob(t, c, job.ID)
-	if !j.AvailableAt.Equal(want) || j.State != errand.StateRetrying || j.LastError.Class != "rate_limited" {
+	if !j.AvailableAt.Equal(want) || j.State != errandtype.StateRetrying || j.LastError.Class != "rate_limited" {
 		t.Fatalf("job %s, available at %v, class %v; want retrying at exactly %v with class rate_limited",
 			j.State, j.AvailableAt, j.LastError, want)
 	}
@@ -94,12 +96,12 @@ func TestWorkOneRetryAfterUsesTheHint(t *testing.T) {
 
 func TestWorkOneRetryAfterOnTheLastAttemptDies(t *testing.T) {
 	st := openStore(t, newTestClock())
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return errand.RetryAfter(time.Minute, errUpstream) })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return errand.RetryAfter(time.Minute, errUpstream) })
 	job := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultDead {
 		t.Fatalf("result %s, want dead: the hint cannot add attempts", r.Result)
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateDead {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateDead {
 		t.Fatalf("job is %s, want dead", j.State)
 	}
 }
@@ -108,7 +110,7 @@ func TestWorkOneSnoozeDoesNotUseAnAttempt(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	var runs atomic.Int32
-	c := handlerClient(t, st, func(_ context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(_ context.Context, j *errandtype.Job) error {
 		runs.Add(1)
 		if j.Attempt != 1 {
 			return fmt.Errorf("attempt %d, want 1: a snooze must not count", j.Attempt)
@@ -126,7 +128,7 @@ func TestWorkOneSnoozeDoesNotUseAnAttempt(t *testing.T) {
 			t.Fatalf("run %d: result %+v, want snoozed until %v", i+1, r, want)
 		}
 		j := getJob(t, c, job.ID)
-		if j.State != errand.StateQueued || j.Attempt != 0 || len(j.Errors) != 0 || j.LastError != nil || !j.AvailableAt.Equal(want) {
+		if j.State != errandtype.StateQueued || j.Attempt != 0 || len(j.Errors) != 0 || j.LastError != nil || !j.AvailableAt.Equal(want) {
 			t.Fatalf("run %d: job %s attempt %d errors %v available %v; want queued, attempt 0, no history, available %v",
 				i+1, j.State, j.Attempt, j.Errors, j.AvailableAt, want)
 		}
@@ -142,7 +144,7 @@ func TestWorkOneSnoozeDoesNotUseAnAttempt(t *testing.T) {
 }
 
 // panickingHandler is named so that the test can find it in the stack.
-func panickingHandler(context.Context, *errand.Job) error {
+func panickingHandler(context.Context, *errandtype.Job) error {
 	var m map[string]int
 	m["boom"]++ // assignment to a nil map panics
 	return nil
@@ -175,7 +177,7 @@ func TestWorkOneKindTimeout(t *testing.T) {
 	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "task",
 		Timeout: time.Second,
-		Handler: errand.HandlerFunc(func(ctx context.Context, _ *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, _ *errandtype.Job) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -211,7 +213,7 @@ func TestWorkOneLastAttemptDeadLettersWithWholeHistory(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	var runs atomic.Int32
-	c := handlerClient(t, st, func(_ context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(_ context.Context, j *errandtype.Job) error {
 		runs.Add(1)
 		return fmt.Errorf("failure %d", j.Attempt)
 	})
@@ -234,7 +236,7 @@ func TestWorkOneLastAttemptDeadLettersWithWholeHistory(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 3", runs.Load())
 	}
 	j := getJob(t, c, job.ID)
-	if j.State != errand.StateDead || j.Attempt != 3 || j.FinishedAt == nil {
+	if j.State != errandtype.StateDead || j.Attempt != 3 || j.FinishedAt == nil {
 		t.Fatalf("job %s attempt %d finished %v, want dead after attempt 3", j.State, j.Attempt, j.FinishedAt)
 	}
 	if len(j.Errors) != 3 {
@@ -254,7 +256,7 @@ func TestWorkOneExpiredJobDiesWithoutRunning(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	var runs atomic.Int32
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { runs.Add(1); return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { runs.Add(1); return nil })
 	job := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAge: time.Minute})
 	if job.Deadline == nil || !job.Deadline.Equal(clock.Now().Add(time.Minute)) {
 		t.Fatalf("deadline %v, want %v", job.Deadline, clock.Now().Add(time.Minute))
@@ -274,10 +276,10 @@ func TestWorkOneExpiredJobDiesWithoutRunning(t *testing.T) {
 		t.Fatalf("handler ran %d times, want once (only for the unexpired job)", runs.Load())
 	}
 	j := getJob(t, c, job.ID)
-	if j.State != errand.StateDead || j.Attempt != 0 || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassExpired {
+	if j.State != errandtype.StateDead || j.Attempt != 0 || len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassExpired {
 		t.Fatalf("expired job %s attempt %d history %+v; want dead, never attempted, one expired entry", j.State, j.Attempt, j.Errors)
 	}
-	if j.LastError == nil || j.LastError.Class != errand.ClassExpired {
+	if j.LastError == nil || j.LastError.Class != errandstore.ClassExpired {
 		t.Fatalf("last error %+v, want class expired", j.LastError)
 	}
 }
@@ -285,7 +287,7 @@ func TestWorkOneExpiredJobDiesWithoutRunning(t *testing.T) {
 func TestScheduledRetryIsNotClaimableBeforeItIsDue(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	c := handlerClient(t, st, func(_ context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(_ context.Context, j *errandtype.Job) error {
 		if j.Attempt == 1 {
 			return errUpstream
 		}
@@ -317,7 +319,7 @@ func TestScheduledRetryIsNotClaimableBeforeItIsDue(t *testing.T) {
 func TestScheduledJobWaitsForRunAtAndDelay(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	at := enqueue(t, c, "task", &errand.EnqueueOpts{RunAt: clock.Now().Add(time.Hour)})
 	later := enqueue(t, c, "task", &errand.EnqueueOpts{Delay: 2 * time.Hour})
 	if !later.AvailableAt.Equal(clock.Now().Add(2 * time.Hour)) {
@@ -338,13 +340,13 @@ func TestScheduledJobWaitsForRunAtAndDelay(t *testing.T) {
 
 func TestWorkOneClaimsOnlyHandledKindsAndQueues(t *testing.T) {
 	st := openStore(t, newTestClock())
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	other := enqueue(t, newClient(t, st, &errand.Config{}), "unhandled", nil) // a producer of another program's kind
 	elsewhere := enqueue(t, c, "task", &errand.EnqueueOpts{Queue: "mail"})
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("result %+v, want idle: the only default-queue job has no handler", r)
 	}
-	if j := getJob(t, c, other.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+	if j := getJob(t, c, other.ID); j.State != errandtype.StateQueued || j.Attempt != 0 {
 		t.Fatalf("unhandled job %s attempt %d, want untouched", j.State, j.Attempt)
 	}
 	if r := workOne(t, c, &errand.WorkOneOpts{Queues: []string{"mail"}}); r.Result != errand.ResultSucceeded || *r.JobID != elsewhere.ID {
@@ -355,7 +357,7 @@ func TestWorkOneClaimsOnlyHandledKindsAndQueues(t *testing.T) {
 func TestWorkOneClaimOrder(t *testing.T) {
 	st := openStore(t, newTestClock())
 	var order []string
-	c := handlerClient(t, st, func(_ context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(_ context.Context, j *errandtype.Job) error {
 		order = append(order, j.ID)
 		return nil
 	})
@@ -381,7 +383,7 @@ func TestSetProgressIsSeenByTheNextAttempt(t *testing.T) {
 		Page int `json:"page"`
 	}
 	var seen []string
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		seen = append(seen, string(j.Progress))
 		if j.Attempt == 1 {
 			if err := errand.SetProgress(ctx, checkpoint{Page: 3}); err != nil {
@@ -416,7 +418,7 @@ func TestSetProgressIsFenced(t *testing.T) {
 	clock := newTestClock()
 	st := openStore(t, clock)
 	var progressErr error
-	c := handlerClient(t, st, func(ctx context.Context, j *errand.Job) error {
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		clock.Advance(time.Hour) // the lease expires while the handler runs
 		progressErr = errand.SetProgress(ctx, map[string]int{"page": 9})
 		return nil
@@ -425,12 +427,12 @@ func TestSetProgressIsFenced(t *testing.T) {
 	if r := workOne(t, c, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultLeaseLost {
 		t.Fatalf("result %+v, want lease_lost", r)
 	}
-	if !errors.Is(progressErr, errand.ErrLeaseLost) {
+	if !errors.Is(progressErr, errandtype.ErrLeaseLost) {
 		t.Fatalf("SetProgress after the lease expired: %v, want ErrLeaseLost", progressErr)
 	}
 	// The stale acknowledgment changed nothing either: the job waits for a
 	// sweep, still under the expired lease.
-	if j := getJob(t, c, job.ID); j.Progress != nil || j.State != errand.StateRunning || j.LeaseToken == nil || j.FinishedAt != nil {
+	if j := getJob(t, c, job.ID); j.Progress != nil || j.State != errandtype.StateRunning || j.LeaseToken == nil || j.FinishedAt != nil {
 		t.Fatalf("a stale attempt wrote to the job: progress %s, state %s, token %v, finished %v",
 			j.Progress, j.State, j.LeaseToken, j.FinishedAt)
 	}
@@ -451,12 +453,12 @@ func TestWorkOneLeaseLostWritesNothing(t *testing.T) {
 			clock := newTestClock()
 			path := t.TempDir() + "/errand.db"
 			started, release := make(chan struct{}), make(chan struct{})
-			first := handlerClient(t, openStoreAt(t, path, clock), func(_ context.Context, j *errand.Job) error {
+			first := handlerClient(t, openStoreAt(t, path, clock), func(_ context.Context, j *errandtype.Job) error {
 				close(started)
 				<-release
 				return tt.stale
 			})
-			second := handlerClient(t, openStoreAt(t, path, clock), func(context.Context, *errand.Job) error { return nil })
+			second := handlerClient(t, openStoreAt(t, path, clock), func(context.Context, *errandtype.Job) error { return nil })
 			job := enqueue(t, first, "task", nil)
 
 			// The clients keep real time, and the lease is far longer than
@@ -490,12 +492,12 @@ func TestWorkOneLeaseLostWritesNothing(t *testing.T) {
 				t.Fatalf("first worker: %+v, want lease_lost on attempt 1", o.r)
 			}
 			got := getJob(t, second, job.ID)
-			if got.State != errand.StateSucceeded || got.Attempt != 2 || got.LeaseOwner == nil || *got.LeaseOwner != "second" ||
-				!got.FinishedAt.Equal(*want.FinishedAt) || len(got.Errors) != 1 || got.Errors[0].Class != errand.ClassLeaseExpired {
+			if got.State != errandtype.StateSucceeded || got.Attempt != 2 || got.LeaseOwner == nil || *got.LeaseOwner != "second" ||
+				!got.FinishedAt.Equal(*want.FinishedAt) || len(got.Errors) != 1 || got.Errors[0].Class != errandstore.ClassLeaseExpired {
 				t.Fatalf("after the stale write: %s attempt %d owner %v finished %v history %v; want the second worker's record intact",
 					got.State, got.Attempt, got.LeaseOwner, got.FinishedAt, classes(got.Errors))
 			}
-			if !got.AvailableAt.Equal(want.AvailableAt) || got.LastError.Class != errand.ClassLeaseExpired {
+			if !got.AvailableAt.Equal(want.AvailableAt) || got.LastError.Class != errandstore.ClassLeaseExpired {
 				t.Fatalf("stale write changed the job: available %v (was %v), last error %+v", got.AvailableAt, want.AvailableAt, got.LastError)
 			}
 		})
@@ -509,7 +511,7 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 	storeClock, workerClock := newTestClock(), newTestClock()
 	st := openStore(t, storeClock)
 	started := make(chan struct{})
-	c := clockClient(t, st, workerClock, func(ctx context.Context, _ *errand.Job) error {
+	c := clockClient(t, st, workerClock, func(ctx context.Context, _ *errandtype.Job) error {
 		close(started)
 		select {
 		case <-ctx.Done():
@@ -533,16 +535,16 @@ func TestHeartbeatFindingTheLeaseLostCancelsTheHandler(t *testing.T) {
 	// Nothing written: the job still looks claimed by that attempt until a
 	// sweep.
 	j := getJob(t, c, job.ID)
-	if j.State != errand.StateRunning || *j.LeaseToken != *claimed.LeaseToken || !j.LeaseUntil.Equal(*claimed.LeaseUntil) || len(j.Errors) != 0 {
+	if j.State != errandtype.StateRunning || *j.LeaseToken != *claimed.LeaseToken || !j.LeaseUntil.Equal(*claimed.LeaseUntil) || len(j.Errors) != 0 {
 		t.Fatalf("job %s token %v until %v history %v; want it untouched", j.State, j.LeaseToken, j.LeaseUntil, j.Errors)
 	}
 }
 
 func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 	clock := newTestClock()
-	st := &troubledStore{TxStore: openStore(t, clock), renewed: make(chan errand.HeartbeatResult, 16)}
+	st := &troubledStore{TxStore: openStore(t, clock), renewed: make(chan errandstore.HeartbeatResult, 16)}
 	release := make(chan struct{})
-	c := clockClient(t, st, clock, func(ctx context.Context, _ *errand.Job) error {
+	c := clockClient(t, st, clock, func(ctx context.Context, _ *errandtype.Job) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -567,7 +569,7 @@ func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 		case <-time.After(clockWait):
 			t.Fatalf("at %v: no renewal within %v", now, clockWait)
 		}
-		if j := getJob(t, c, job.ID); j.State != errand.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
+		if j := getJob(t, c, job.ID); j.State != errandtype.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
 			t.Fatalf("at %v: job %s until %v, want running until %v", now, j.State, j.LeaseUntil, now.Add(lease))
 		}
 	}
@@ -579,7 +581,7 @@ func TestHeartbeatKeepsALongAttemptAlive(t *testing.T) {
 	if r.Duration != 3*lease {
 		t.Fatalf("handler ran %v, want 3 leases, %v", r.Duration, 3*lease)
 	}
-	if j := getJob(t, c, job.ID); j.State != errand.StateSucceeded || j.Attempt != 1 || len(j.Errors) != 0 {
+	if j := getJob(t, c, job.ID); j.State != errandtype.StateSucceeded || j.Attempt != 1 || len(j.Errors) != 0 {
 		t.Fatalf("job %s attempt %d history %v, want succeeded on attempt 1", j.State, j.Attempt, j.Errors)
 	}
 }
@@ -588,10 +590,10 @@ func TestFinalAttemptCrashIsDeadAtTheNextClaim(t *testing.T) {
 	clock := newTestClock()
 	path := t.TempDir() + "/errand.db"
 	crashed := openStoreAt(t, path, clock)
-	c := handlerClient(t, openStoreAt(t, path, clock), func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, openStoreAt(t, path, clock), func(context.Context, *errandtype.Job) error { return nil })
 	job := enqueue(t, c, "task", &errand.EnqueueOpts{MaxAttempts: 1})
 	// A worker claims the job and dies without a word.
-	claimed, err := crashed.JobClaimMany(context.Background(), &errand.JobClaimParams{
+	claimed, err := crashed.JobClaimMany(context.Background(), &errandstore.JobClaimParams{
 		Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "doomed",
 	})
 	if err != nil || len(claimed) != 1 {
@@ -602,7 +604,7 @@ func TestFinalAttemptCrashIsDeadAtTheNextClaim(t *testing.T) {
 		t.Fatalf("result %+v, want idle: a final attempt that crashed must not run again", r)
 	}
 	j := getJob(t, c, job.ID)
-	if j.State != errand.StateDead || j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassLeaseExpired || j.Errors[0].Attempt != 1 {
+	if j.State != errandtype.StateDead || j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassLeaseExpired || j.Errors[0].Attempt != 1 {
 		t.Fatalf("job %s attempt %d history %+v; want dead with one lease_expired entry for attempt 1", j.State, j.Attempt, j.Errors)
 	}
 }
@@ -611,7 +613,7 @@ func TestFinalAttemptCrashIsDeadAtTheNextClaim(t *testing.T) {
 // later one stay within them; a bad limit writes nothing.
 func TestWorkOneRecordsItsLimits(t *testing.T) {
 	st := openStore(t, newTestClock())
-	c := handlerClient(t, st, func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	first := enqueue(t, c, "task", nil)
 	second := enqueue(t, c, "task", nil)
 	for _, o := range []*errand.WorkOneOpts{
@@ -619,7 +621,7 @@ func TestWorkOneRecordsItsLimits(t *testing.T) {
 		{RateLimits: []errand.RateLimit{{Kind: "nope", Limit: 1, Per: time.Hour}}},
 		{RetryBudgets: []errand.RetryBudget{{Kind: "task", Ratio: -1}}},
 	} {
-		if _, err := c.WorkOne(t.Context(), o); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := c.WorkOne(t.Context(), o); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Fatalf("WorkOne(%+v) = %v; want an input error", o, err)
 		}
 	}
@@ -639,7 +641,7 @@ func TestWorkOneRecordsItsLimits(t *testing.T) {
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultIdle {
 		t.Fatalf("WorkOne without limits = %+v; want idle, the stored limit spent", r)
 	}
-	if j := getJob(t, c, second.ID); j.State != errand.StateQueued || j.Attempt != 0 {
+	if j := getJob(t, c, second.ID); j.State != errandtype.StateQueued || j.Attempt != 0 {
 		t.Fatalf("second job %s at attempt %d; want queued, untouched", j.State, j.Attempt)
 	}
 	ls, err := c.Limits(t.Context())

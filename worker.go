@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/growstack"
 )
 
@@ -143,7 +145,7 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	}
 	kinds := c.handlerKinds()
 	if len(kinds) == 0 && len(cfg.Schedules) == 0 && cfg.Retention == nil {
-		return nil, &InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler (or give the worker Schedules or a Retention policy to run)"}
+		return nil, &errandtype.InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler (or give the worker Schedules or a Retention policy to run)"}
 	}
 	sort.Strings(kinds)
 	if len(cfg.Queues) == 0 {
@@ -151,11 +153,11 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	}
 	var queues []string
 	for q, n := range cfg.Queues {
-		if err := checkName("queue", q); err != nil {
+		if err := errandstore.CheckName("queue", q); err != nil {
 			return nil, err
 		}
 		if n < 1 || n > MaxConcurrency {
-			return nil, &InputError{Field: "Queues", Message: fmt.Sprintf("queue %q has concurrency %d; give 1 to %d", q, n, MaxConcurrency)}
+			return nil, &errandtype.InputError{Field: "Queues", Message: fmt.Sprintf("queue %q has concurrency %d; give 1 to %d", q, n, MaxConcurrency)}
 		}
 		queues = append(queues, q)
 	}
@@ -176,18 +178,18 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if err := checkInterval("PollInterval", cfg.PollInterval, "1s"); err != nil {
+	if err := errandstore.CheckInterval("PollInterval", cfg.PollInterval, "1s"); err != nil {
 		return nil, err
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = DefaultWorkerHeartbeat
 	}
-	if err := checkInterval("HeartbeatInterval", cfg.HeartbeatInterval, "5s"); err != nil {
+	if err := errandstore.CheckInterval("HeartbeatInterval", cfg.HeartbeatInterval, "5s"); err != nil {
 		return nil, err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = DefaultOwner()
-	} else if err := checkIdentifier("Owner", cfg.Owner, MaxIDBytes); err != nil {
+	} else if err := errandstore.CheckIdentifier("Owner", cfg.Owner, errandstore.MaxIDBytes); err != nil {
 		return nil, err
 	}
 	if err := checkLeaderConfig(&cfg); err != nil {
@@ -375,9 +377,9 @@ func (w *Worker) Abandon() { w.abandoned.Store(true) }
 
 // write records an outcome through the batcher unless the worker abandoned
 // its jobs.
-func (w *Worker) write(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error) {
+func (w *Worker) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
 	if w.abandoned.Load() {
-		return OutcomeResult{}, errAbandoned
+		return errandstore.OutcomeResult{}, errAbandoned
 	}
 	return w.outcomes.write(ctx, o, until)
 }
@@ -399,13 +401,13 @@ func (w *Worker) nextDue(ctx context.Context, queue string) time.Time {
 
 // nextDueParams asks when the next job of queue that this worker handles
 // comes due.
-func (w *Worker) nextDueParams(queue string) *JobNextDueParams {
-	return &JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds}
+func (w *Worker) nextDueParams(queue string) *errandstore.JobNextDueParams {
+	return &errandstore.JobNextDueParams{Queues: []string{queue}, Kinds: w.kinds}
 }
 
 // dueAt is nextDue's answer from the store's, asked no earlier than asked
 // on this process's clock.
-func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next JobNextDueResult, err error) time.Time {
+func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next errandstore.JobNextDueResult, err error) time.Time {
 	wait, ok := next.Wait, next.Found
 	if err != nil {
 		if ctx.Err() == nil {
@@ -424,7 +426,7 @@ func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next 
 // a job with an ordering key, which may let the next job of that key run.
 // The queue loop is woken to ask again. The next job of a key in another
 // queue, or another process's, is found by that queue's poll.
-func changesSchedule(job *Job, res *WorkResult) bool {
+func changesSchedule(job *errandtype.Job, res *WorkResult) bool {
 	switch res.Result {
 	case ResultRetrying, ResultSnoozed:
 		return true
@@ -439,7 +441,7 @@ func changesSchedule(job *Job, res *WorkResult) bool {
 // scheduled or retrying job comes due, whichever comes first.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
 	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
-	if pw, ok := w.c.store.(ParallelWriter); ok && pw.WritesInParallel() {
+	if pw, ok := w.c.store.(errandstore.ParallelWriter); ok && pw.WritesInParallel() {
 		slots.early = make(chan struct{}, n)
 	}
 	poll := w.c.clock.NewTimer(0)
@@ -506,7 +508,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		// it returns run, and Stop waits for them.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		params := &JobClaimParams{
+		params := &errandstore.JobClaimParams{
 			Queues:         []string{queue},
 			Kinds:          plan.kinds,
 			Limit:          plan.limit,
@@ -514,16 +516,16 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			Owner:          w.cfg.Owner,
 			SkipRetryKinds: plan.skipRetry,
 		}
-		var jobs []*Job
+		var jobs []*errandtype.Job
 		var err error
 		if askDue {
-			var next JobNextDueResult
+			var next errandstore.JobNextDueResult
 			jobs, next, err = claimer.claimNextDue(claimCtx, params, w.nextDueParams(queue))
 			if err == nil { // a failed claim is logged below; the poll covers it
 				due = w.dueAt(loopCtx, queue, claimSent, next, nil)
 			}
 		} else {
-			jobs, err = plan.claim(claimCtx, w.c.logger, params, func(ctx context.Context, p *JobClaimParams) ([]*Job, error) {
+			jobs, err = plan.claim(claimCtx, w.c.logger, params, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 				return w.claim(ctx, claimer, p)
 			})
 		}
@@ -626,7 +628,7 @@ func (w *Worker) claimed(loopCtx context.Context, slots *queueSlots, jobs int, e
 
 // startJobs runs the jobs a claim sent at claimSent returned, each in a
 // slot of slots, each at once whatever the others do (see claimedJobs).
-func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*Job, claimSent time.Time) {
+func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*errandtype.Job, claimSent time.Time) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -655,7 +657,7 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*Jo
 // start, its stack and its scheduling. Handlers that wait (on I/O, or
 // for each other) each get a goroutine of their own, as before.
 type claimedJobs struct {
-	jobs []*Job
+	jobs []*errandtype.Job
 	next atomic.Int64 // index of the next job to take
 	// spare is set while a goroutine started to take a job has not yet
 	// taken one; it is cleared by that goroutine as it starts.
@@ -664,7 +666,7 @@ type claimedJobs struct {
 
 // take returns the next job not yet taken, or nil, and whether jobs are
 // left after it.
-func (cj *claimedJobs) take() (job *Job, more bool) {
+func (cj *claimedJobs) take() (job *errandtype.Job, more bool) {
 	i := cj.next.Add(1) - 1
 	if i >= int64(len(cj.jobs)) {
 		return nil, false
@@ -697,7 +699,7 @@ func (w *Worker) runClaimed(runCtx context.Context, slots *queueSlots, cj *claim
 }
 
 // runJob runs one attempt of job, in a slot of slots, and records it.
-func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *Job, claimSent time.Time) {
+func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time) {
 	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
 	if w.recordLater(runCtx, a, slots) {
 		return
@@ -840,12 +842,12 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 	} else {
 		slots.writing.Add(1)
 	}
-	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r OutcomeResult, err error) bool {
+	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r errandstore.OutcomeResult, err error) bool {
 		defer w.running.Done()
 		if !early {
 			slots.writing.Add(-1)
 		}
-		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
+		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
 			// Nothing to try again, as record would find.
 			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
 			return held()
@@ -904,8 +906,8 @@ func CheckWorker(cfg *Config, config *WorkerConfig) error {
 // need, in a check that reads and writes nothing: NewClient and NewWorker
 // keep a store, and ask what it can do, but call none of its methods.
 type capableStore struct {
-	TxStore[struct{}]
-	LimiterStore
-	BreakerStore
-	ScheduleStore
+	errandstore.TxStore[struct{}]
+	errandstore.LimiterStore
+	errandstore.BreakerStore
+	errandstore.ScheduleStore
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestWorkerBatchesOutcomes checks that outcomes finishing together share a
@@ -25,7 +27,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 	all.Add(n)
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "together",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			all.Done()
 			all.Wait()
 			return nil
@@ -65,7 +67,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range js {
-		if j.State != errand.StateSucceeded || j.Attempt != 1 {
+		if j.State != errandtype.StateSucceeded || j.Attempt != 1 {
 			t.Errorf("job %s: %s attempt %d, want succeeded attempt 1", j.ID, j.State, j.Attempt)
 		}
 	}
@@ -82,7 +84,7 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	release := make(chan struct{})
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "held",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			started <- struct{}{}
 			<-release
 			return nil
@@ -110,7 +112,7 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 	go func() { stopped <- w.Stop(ctx) }()
 	// The registry shows the worker draining once Stop has stopped
 	// claiming: Stop is now waiting for the jobs.
-	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerDraining })
+	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).Status == errandstore.WorkerDraining })
 	close(release)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
@@ -120,7 +122,7 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range js {
-		if j.State != errand.StateSucceeded {
+		if j.State != errandtype.StateSucceeded {
 			t.Errorf("job %s: %s, want succeeded", j.ID, j.State)
 		}
 	}
@@ -131,12 +133,12 @@ func TestWorkerStopWritesOutcomesOfDrainingJobs(t *testing.T) {
 
 // heartbeatCounter records each JobHeartbeatMany call's job ids.
 type heartbeatCounter struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	mu    sync.Mutex
 	calls [][]string
 }
 
-func (s *heartbeatCounter) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+func (s *heartbeatCounter) JobHeartbeatMany(ctx context.Context, p *errandstore.JobHeartbeatParams) ([]errandstore.HeartbeatResult, error) {
 	ids := make([]string, len(p.Leases))
 	for i, l := range p.Leases {
 		ids[i] = l.ID
@@ -167,7 +169,7 @@ func TestWorkerBatchesHeartbeats(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
-	c := clockClient(t, st, clock, func(ctx context.Context, j *errand.Job) error {
+	c := clockClient(t, st, clock, func(ctx context.Context, j *errandtype.Job) error {
 		started.Done()
 		select {
 		case <-release:
@@ -210,7 +212,7 @@ func TestWorkerBatchesHeartbeats(t *testing.T) {
 			t.Fatalf("tick %d renewed %v; want all %d running jobs %v", tick, got, n, want)
 		}
 		for _, r := range rs {
-			if j := getJob(t, c, r.Job.ID); j.State != errand.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
+			if j := getJob(t, c, r.Job.ID); j.State != errandtype.StateRunning || !j.LeaseUntil.Equal(now.Add(lease)) {
 				t.Fatalf("tick %d: job %s %s until %v; want running until %v", tick, j.ID, j.State, j.LeaseUntil, now.Add(lease))
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/cputime"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
@@ -59,11 +61,11 @@ func BenchmarkWorkerDrainPostgres(b *testing.B) {
 	}
 }
 
-func benchWorkerDrain[TX any](b *testing.B, s errand.TxStore[TX], concurrency int, batched bool) {
+func benchWorkerDrain[TX any](b *testing.B, s errandstore.TxStore[TX], concurrency int, batched bool) {
 	ctx := context.Background()
 	c, err := errand.NewClient(s, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name:    "noop",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
 	}})})
 	if err != nil {
 		b.Fatal(err)

@@ -3,6 +3,9 @@ package errand
 import (
 	"context"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // maxClaimsInFlight is how many claims a busy queue keeps in flight at
@@ -36,7 +39,7 @@ type busyClaims struct {
 }
 
 type claimResult struct {
-	jobs  []*Job
+	jobs  []*errandtype.Job
 	err   error
 	limit int
 	sent  time.Time // the store's leases start no earlier than this
@@ -141,7 +144,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, 
 	b.reserved += free
 	wake := w.c.wakeChan(queue)
 	sent := w.c.clock.Now()
-	params := &JobClaimParams{
+	params := &errandstore.JobClaimParams{
 		Queues: []string{queue},
 		Kinds:  w.kinds,
 		Limit:  free,

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // gatedClaims is a store whose claims the test can hold at a gate: while
 // holding, each JobClaimMany is reported on arrived and waits for its
 // release (or its error) before it claims from the real store.
 type gatedClaims struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	holding    atomic.Bool
 	arrived    chan *gatedClaim
 	over       chan struct{} // closed when the test ends: held claims fail
@@ -28,11 +30,11 @@ type gatedClaim struct {
 	release chan error // nil: claim; an error: fail with it
 }
 
-func newGatedClaims(s errand.TxStore[*sql.Tx]) *gatedClaims {
+func newGatedClaims(s errandstore.TxStore[*sql.Tx]) *gatedClaims {
 	return &gatedClaims{TxStore: s, arrived: make(chan *gatedClaim, 16), over: make(chan struct{})}
 }
 
-func (g *gatedClaims) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (g *gatedClaims) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	n := g.inFlight.Add(1)
 	defer g.inFlight.Add(-1)
 	for {
@@ -57,17 +59,17 @@ func (g *gatedClaims) JobClaimMany(ctx context.Context, p *errand.JobClaimParams
 }
 
 // The limiter store of the store underneath, for workers with rate limits.
-func (g *gatedClaims) limiter() errand.LimiterStore { return g.TxStore.(errand.LimiterStore) }
+func (g *gatedClaims) limiter() errandstore.LimiterStore { return g.TxStore.(errandstore.LimiterStore) }
 
-func (g *gatedClaims) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([]errand.LimiterGrant, error) {
+func (g *gatedClaims) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
 	return g.limiter().LimiterTake(ctx, p)
 }
 
-func (g *gatedClaims) LimiterGive(ctx context.Context, p *errand.LimiterGiveParams) error {
+func (g *gatedClaims) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParams) error {
 	return g.limiter().LimiterGive(ctx, p)
 }
 
-func (g *gatedClaims) LimiterList(ctx context.Context, p *errand.LimiterListParams) ([]*errand.LimiterRecord, error) {
+func (g *gatedClaims) LimiterList(ctx context.Context, p *errandstore.LimiterListParams) ([]*errandtype.LimiterRecord, error) {
 	return g.limiter().LimiterList(ctx, p)
 }
 
@@ -106,7 +108,7 @@ func newBusyQueueTest(t *testing.T, cfg *errand.WorkerConfig) (*busyQueueTest, *
 	b := &busyQueueTest{t: t, started: make(chan string, busyJobs), finish: make(chan struct{}, busyJobs), quit: make(chan struct{})}
 	b.gate = newGatedClaims(openStore(t, nil))
 	b.c = newClient(t, b.gate, &errand.Config{Kinds: kindsOf([]testKind{{Name: "step",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			b.started <- j.ID
 			select {
 			case <-b.finish:
@@ -172,7 +174,7 @@ func (b *busyQueueTest) finishJobs(n int) {
 // running counts the jobs running in the store.
 func (b *busyQueueTest) running() int {
 	b.t.Helper()
-	js, err := b.c.List(context.Background(), &errand.ListOpts{States: []errand.JobState{errand.StateRunning}})
+	js, err := b.c.List(context.Background(), &errand.ListOpts{States: []errandtype.JobState{errandtype.StateRunning}})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestBusyQueueClaimsAhead(t *testing.T) {
 	}()
 	workerWaitFor(t, clockWait, func() bool {
 		for _, id := range b.ids {
-			if getJob(t, b.c, id).State != errand.StateSucceeded {
+			if getJob(t, b.c, id).State != errandtype.StateSucceeded {
 				return false
 			}
 		}
@@ -305,7 +307,7 @@ func TestBusyQueueStopRunsClaimsInFlight(t *testing.T) {
 	}
 	succeeded := 0
 	for _, id := range b.ids {
-		if getJob(t, b.c, id).State == errand.StateSucceeded {
+		if getJob(t, b.c, id).State == errandtype.StateSucceeded {
 			succeeded++
 		}
 	}
@@ -346,7 +348,7 @@ func TestBusyQueueClaimErrorSleeps(t *testing.T) {
 	b.finishAll()
 	workerWaitFor(t, clockWait, func() bool {
 		for _, id := range b.ids {
-			if getJob(t, b.c, id).State != errand.StateSucceeded {
+			if getJob(t, b.c, id).State != errandtype.StateSucceeded {
 				return false
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestClaimedJobsStartWhateverTheOthersDo: a handler that waits never
@@ -29,7 +30,7 @@ func TestClaimedJobsStartWhateverTheOthersDo(t *testing.T) {
 			s := openStore(t, clock)
 			var started, ended atomic.Int64
 			all := make(chan struct{})
-			handler := func(ctx context.Context, j *errand.Job) error {
+			handler := func(ctx context.Context, j *errandtype.Job) error {
 				i := started.Add(1)
 				defer ended.Add(1)
 				if i == n {
@@ -77,7 +78,7 @@ func TestClaimedJobsStartWhateverTheOthersDo(t *testing.T) {
 				t.Fatalf("listed %d jobs, want %d", len(js), n)
 			}
 			for _, j := range js {
-				if j.State != errand.StateSucceeded {
+				if j.State != errandtype.StateSucceeded {
 					t.Fatalf("job %s: %s (%+v), want succeeded", j.ID, j.State, j.LastError)
 				}
 			}
@@ -99,7 +100,7 @@ func TestBusyQueueClaimsBesideWaitingHandlers(t *testing.T) {
 	end := make(chan struct{})
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "wait",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			switch started.Add(1) {
 			case 8:
 				return nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -40,7 +42,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 	url := pgtest.URL(t)
 	ctx := context.Background()
 	schema := pgtest.Schema(t, url)
-	open := func(clock errand.Clock) *postgres.Store {
+	open := func(clock errandstore.Clock) *postgres.Store {
 		t.Helper()
 		s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema, Clock: clock, MaxConns: 4})
 		if err != nil {
@@ -64,7 +66,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 	}
 	c, err := errand.NewClient(real, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "hold",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			select {
 			case <-startedChan(j.ID):
 			default:
@@ -124,9 +126,9 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 			t.Fatalf("job %s did not start", id)
 		}
 	}
-	claim := func(s *postgres.Store) []*errand.Job {
+	claim := func(s *postgres.Store) []*errandtype.Job {
 		t.Helper()
-		js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue},
+		js, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue},
 			Limit: 10, Lease: time.Minute, Owner: "competitor"})
 		if err != nil {
 			t.Fatal(err)
@@ -165,7 +167,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 	release <- struct{}{}
 	waitFor(t, 20*time.Second, "the first job to succeed", func() bool {
 		j, err := c.Get(ctx, first)
-		return err == nil && j.State == errand.StateSucceeded
+		return err == nil && j.State == errandtype.StateSucceeded
 	})
 	if j, _ := c.Get(ctx, first); j.Attempt != 1 || len(j.Errors) != 0 {
 		t.Errorf("first job: attempt %d, history %+v; want succeeded on attempt 1 with no history", j.Attempt, j.Errors)
@@ -178,10 +180,10 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 	second := enqueue()
 	waitStarted(second)
 	skewed := open(offsetClock(time.Hour))
-	if j, err := c.Get(ctx, second); err != nil || j.State != errand.StateRunning || j.LeaseUntil == nil {
+	if j, err := c.Get(ctx, second); err != nil || j.State != errandtype.StateRunning || j.LeaseUntil == nil {
 		t.Fatalf("second job before the skewed claim: %+v, %v; want running under the worker's lease", j, err)
 	}
-	var stolen []*errand.Job
+	var stolen []*errandtype.Job
 	for range 2 {
 		if stolen = claim(skewed); len(stolen) > 0 {
 			break
@@ -191,7 +193,7 @@ func TestPostgresWorkerClockSkew(t *testing.T) {
 	if len(stolen) != 1 || stolen[0].ID != second || stolen[0].Attempt != 2 {
 		t.Fatalf("the skewed store claimed %+v; want it to steal job %s on attempt 2", stolen, second)
 	}
-	if h := stolen[0].Errors; len(h) != 1 || h[0].Class != errand.ClassLeaseExpired || h[0].Attempt != 1 {
+	if h := stolen[0].Errors; len(h) != 1 || h[0].Class != errandstore.ClassLeaseExpired || h[0].Attempt != 1 {
 		t.Errorf("stolen job's history %+v; want the live attempt 1 swept as lease_expired", h)
 	}
 	close(release)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -20,7 +22,7 @@ import (
 // eachJobStore runs body on a fresh SQLite store and, when
 // ERRAND_TEST_POSTGRES_URL is set, a fresh PostgreSQL schema; both on a
 // fake clock, which the clients share.
-func eachJobStore(t *testing.T, body func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock)) {
+func eachJobStore(t *testing.T, body func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock)) {
 	t.Run("sqlite", func(t *testing.T) {
 		clock := newTestClock()
 		body(t, openStore(t, clock), clock)
@@ -59,8 +61,8 @@ func startHourlyWorker(t *testing.T, c *errand.Client[*sql.Tx]) *errand.Worker {
 
 // attempts returns a handler that reports each attempt's job and number on
 // ran and returns what outcome says for it.
-func attempts(ran chan<- string, outcome func(j *errand.Job) error) errand.HandlerFunc {
-	return func(ctx context.Context, j *errand.Job) error {
+func attempts(ran chan<- string, outcome func(j *errandtype.Job) error) errand.HandlerFunc {
+	return func(ctx context.Context, j *errandtype.Job) error {
 		ran <- j.ID
 		return outcome(j)
 	}
@@ -94,7 +96,7 @@ func notYet(t *testing.T, ran <-chan string, what string) {
 // when the outcome is recorded: the outcome has to wake it, for it to learn
 // when the job comes due.
 func TestWorkerRetryRunsWhenDue(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		for _, c := range []struct {
 			name  string
 			first error
@@ -105,7 +107,7 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				ran := make(chan string, 4)
 				cl := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "flaky_" + c.name,
-					Handler: attempts(ran, func(j *errand.Job) error {
+					Handler: attempts(ran, func(j *errandtype.Job) error {
 						if j.Attempt == 1 && len(j.Errors) == 0 && j.AvailableAt.Equal(j.CreatedAt) {
 							return c.first
 						}
@@ -120,7 +122,7 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 				notYet(t, ran, "before it was due")
 				clock.Set(due)
 				waitAttempt(t, ran, j.ID, "after the "+c.name)
-				workerWaitFor(t, clockWait, func() bool { return getJob(t, cl, j.ID).State == errand.StateSucceeded })
+				workerWaitFor(t, clockWait, func() bool { return getJob(t, cl, j.ID).State == errandtype.StateSucceeded })
 				if got := getJob(t, cl, j.ID); !got.AttemptedAt.Equal(due) {
 					t.Errorf("second attempt at %v, want when it came due, %v", got.AttemptedAt, due)
 				}
@@ -133,10 +135,10 @@ func TestWorkerRetryRunsWhenDue(t *testing.T) {
 // client, which wakes nobody, runs when it comes due: the worker asked the
 // store when that is.
 func TestWorkerFindsDelayedJobWhenDue(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 2)
 		worker := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "later",
-			Handler: attempts(ran, func(*errand.Job) error { return nil })}})})
+			Handler: attempts(ran, func(*errandtype.Job) error { return nil })}})})
 		other := newClient(t, s, &errand.Config{})
 		j := enqueue(t, other, "later", &errand.EnqueueOpts{Delay: 300 * time.Millisecond})
 		startHourlyWorker(t, worker)
@@ -154,11 +156,11 @@ func TestWorkerFindsDelayedJobWhenDue(t *testing.T) {
 // ordering key, held back while the first runs, runs as soon as the first
 // succeeds: finishing an ordered job wakes the queue.
 func TestWorkerRunsNextOrderedJobWhenPredecessorEnds(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 4)
 		release := make(chan struct{})
 		worker := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "ordered",
-			Handler: attempts(ran, func(j *errand.Job) error {
+			Handler: attempts(ran, func(j *errandtype.Job) error {
 				if j.ID == "first" {
 					<-release
 				}

@@ -11,17 +11,19 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
 
 // gatedOutcomes is a store whose outcome writes the test can hold at a
 // gate, and which says whether it writes in parallel
-// (errand.ParallelWriter). While holding, each JobRecordOutcomes is
+// (errandstore.ParallelWriter). While holding, each JobRecordOutcomes is
 // reported on arrived with its jobs' ids and waits for its release (or its
 // error) before it writes to the real store.
 type gatedOutcomes struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	parallel bool
 	holding  atomic.Bool
 	arrived  chan *gatedWrite
@@ -35,7 +37,7 @@ type gatedWrite struct {
 
 func (g *gatedOutcomes) WritesInParallel() bool { return g.parallel }
 
-func (g *gatedOutcomes) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+func (g *gatedOutcomes) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
 	if g.holding.Load() {
 		w := &gatedWrite{release: make(chan error, 1)}
 		for _, o := range p.Outcomes {
@@ -72,7 +74,7 @@ func newEarlyTest(t *testing.T, parallel bool, jobs int) (*earlyTest, []string) 
 	e.gate = &gatedOutcomes{TxStore: openStore(t, nil), parallel: parallel, arrived: make(chan *gatedWrite, 16), over: make(chan struct{})}
 	e.gate.holding.Store(true)
 	e.c = newClient(t, e.gate, &errand.Config{Kinds: kindsOf([]testKind{{Name: "step",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			e.started <- j.ID
 			select {
 			case <-e.finish:
@@ -161,7 +163,7 @@ func (e *earlyTest) succeeded(ids []string) {
 			if err != nil {
 				e.t.Fatal(err)
 			}
-			if j.State != errand.StateSucceeded {
+			if j.State != errandtype.StateSucceeded {
 				return false
 			}
 		}
@@ -251,7 +253,7 @@ func TestPostgresDrainRunsEachJobOnce(t *testing.T) {
 	}
 	v := s.SQL(nil)
 	t.Cleanup(func() { v.Close() })
-	if pw, ok := errand.TxStore[*sql.Tx](v).(errand.ParallelWriter); !ok || !pw.WritesInParallel() {
+	if pw, ok := errandstore.TxStore[*sql.Tx](v).(errandstore.ParallelWriter); !ok || !pw.WritesInParallel() {
 		t.Fatal("the PostgreSQL store does not say that it writes in parallel")
 	}
 	const jobs = 3000
@@ -260,7 +262,7 @@ func TestPostgresDrainRunsEachJobOnce(t *testing.T) {
 	var ran atomic.Int64
 	// Closed when a third of the jobs have run, and when all have.
 	third, all := make(chan struct{}), make(chan struct{})
-	c := handlerClient(t, v, func(ctx context.Context, j *errand.Job) error {
+	c := handlerClient(t, v, func(ctx context.Context, j *errandtype.Job) error {
 		mu.Lock()
 		runs[j.ID]++
 		mu.Unlock()
@@ -315,7 +317,7 @@ func TestPostgresDrainRunsEachJobOnce(t *testing.T) {
 	if lost := first.LeasesLost + second.LeasesLost; lost != 0 {
 		t.Errorf("%d leases lost", lost)
 	}
-	js, err := c.List(context.Background(), &errand.ListOpts{States: []errand.JobState{errand.StateSucceeded}, Limit: jobs + 1})
+	js, err := c.List(context.Background(), &errand.ListOpts{States: []errandtype.JobState{errandtype.StateSucceeded}, Limit: jobs + 1})
 	if err != nil {
 		t.Fatal(err)
 	}

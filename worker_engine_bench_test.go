@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/cputime"
 	"github.com/errandhq/errand/sqlite"
 )
@@ -35,9 +37,9 @@ func BenchmarkWorkerEngine(b *testing.B) {
 			}
 			defer st.Close()
 			s := &memoryJobs{TxStore: st, left: b.N}
-			c, err := errand.NewClient(errand.TxStore[*sql.Tx](s), &errand.Config{Kinds: kindsOf([]testKind{{
+			c, err := errand.NewClient(errandstore.TxStore[*sql.Tx](s), &errand.Config{Kinds: kindsOf([]testKind{{
 				Name:    "noop",
-				Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
+				Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
 			}})})
 			if err != nil {
 				b.Fatal(err)
@@ -78,13 +80,13 @@ func BenchmarkWorkerEngine(b *testing.B) {
 // interface hides the store's optional capabilities (wake-ups, claims that
 // ask when the next job is due), so the worker claims and polls plainly.
 type memoryJobs struct {
-	errand.TxStore[*sql.Tx]
+	errandstore.TxStore[*sql.Tx]
 	mu   sync.Mutex
 	left int // jobs not claimed yet
 	next int // the next job's number
 }
 
-func (s *memoryJobs) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (s *memoryJobs) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	s.mu.Lock()
 	n := min(p.Limit, s.left)
 	s.left -= n
@@ -93,34 +95,34 @@ func (s *memoryJobs) JobClaimMany(ctx context.Context, p *errand.JobClaimParams)
 	s.mu.Unlock()
 	now := time.Now()
 	until := now.Add(p.Lease)
-	jobs := make([]*errand.Job, n)
+	jobs := make([]*errandtype.Job, n)
 	for i := range jobs {
 		token, owner := "token-"+strconv.Itoa(first+i), p.Owner
-		jobs[i] = &errand.Job{ID: "job-" + strconv.Itoa(first+i), Queue: p.Queues[0], Kind: "noop",
-			Args: json.RawMessage(`{}`), ArgsVersion: 1, State: errand.StateRunning, Attempt: 1, MaxAttempts: 25,
+		jobs[i] = &errandtype.Job{ID: "job-" + strconv.Itoa(first+i), Queue: p.Queues[0], Kind: "noop",
+			Args: json.RawMessage(`{}`), ArgsVersion: 1, State: errandtype.StateRunning, Attempt: 1, MaxAttempts: 25,
 			AvailableAt: now, CreatedAt: now, AttemptedAt: &now, LeaseToken: &token, LeaseUntil: &until, LeaseOwner: &owner}
 	}
 	return jobs, nil
 }
 
-func (s *memoryJobs) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
-	rs := make([]errand.OutcomeResult, len(p.Outcomes))
+func (s *memoryJobs) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
+	rs := make([]errandstore.OutcomeResult, len(p.Outcomes))
 	now := time.Now()
 	for i := range rs {
-		rs[i] = errand.OutcomeResult{State: errand.StateSucceeded, AvailableAt: now}
+		rs[i] = errandstore.OutcomeResult{State: errandtype.StateSucceeded, AvailableAt: now}
 	}
 	return rs, nil
 }
 
-func (s *memoryJobs) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
-	rs := make([]errand.HeartbeatResult, len(p.Leases))
+func (s *memoryJobs) JobHeartbeatMany(ctx context.Context, p *errandstore.JobHeartbeatParams) ([]errandstore.HeartbeatResult, error) {
+	rs := make([]errandstore.HeartbeatResult, len(p.Leases))
 	until := time.Now().Add(p.Lease)
 	for i := range rs {
-		rs[i] = errand.HeartbeatResult{LeaseUntil: until}
+		rs[i] = errandstore.HeartbeatResult{LeaseUntil: until}
 	}
 	return rs, nil
 }
 
-func (s *memoryJobs) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
-	return errand.JobNextDueResult{}, nil
+func (s *memoryJobs) JobNextDue(ctx context.Context, p *errandstore.JobNextDueParams) (errandstore.JobNextDueResult, error) {
+	return errandstore.JobNextDueResult{}, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"slices"
 	"sync/atomic"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // A worker claims a queue fairly ([FairClaimer]) while it sees jobs with a
@@ -18,14 +21,14 @@ import (
 // queueClaimer claims for one queue loop, remembering whether the queue is
 // being claimed fairly.
 type queueClaimer struct {
-	store FairClaimer    // nil: the store has no fair claims
-	fair  atomic.Bool    // claims made outside a Worker share one per queue
-	due   NextDueClaimer // nil: the store answers JobNextDue on its own only
+	store errandstore.FairClaimer    // nil: the store has no fair claims
+	fair  atomic.Bool                // claims made outside a Worker share one per queue
+	due   errandstore.NextDueClaimer // nil: the store answers JobNextDue on its own only
 }
 
 func (w *Worker) newQueueClaimer() *queueClaimer {
-	f, _ := w.c.store.(FairClaimer)
-	d, _ := w.c.store.(NextDueClaimer)
+	f, _ := w.c.store.(errandstore.FairClaimer)
+	d, _ := w.c.store.(errandstore.NextDueClaimer)
 	return &queueClaimer{store: f, due: d}
 }
 
@@ -38,7 +41,7 @@ func (w *Worker) claimAsksDue(qc *queueClaimer) bool {
 
 // claimNextDue is claim's plain claim, answering next as well; the worker
 // calls it only when claimAsksDue.
-func (qc *queueClaimer) claimNextDue(ctx context.Context, p *JobClaimParams, next *JobNextDueParams) ([]*Job, JobNextDueResult, error) {
+func (qc *queueClaimer) claimNextDue(ctx context.Context, p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
 	jobs, due, err := qc.due.JobClaimManyNextDue(ctx, p, next)
 	if err == nil && qc.store != nil && hasFairnessKey(jobs) {
 		qc.fair.Store(true)
@@ -48,7 +51,7 @@ func (qc *queueClaimer) claimNextDue(ctx context.Context, p *JobClaimParams, nex
 
 // claim claims p's jobs, fairly when the queue is in fair mode, and updates
 // the mode from what it got.
-func (qc *queueClaimer) claim(ctx context.Context, s JobStore, p *JobClaimParams) ([]*Job, error) {
+func (qc *queueClaimer) claim(ctx context.Context, s errandstore.JobStore, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if !qc.fair.Load() || qc.store == nil {
 		jobs, err := s.JobClaimMany(ctx, p)
 		if err == nil && qc.store != nil && hasFairnessKey(jobs) {
@@ -63,6 +66,6 @@ func (qc *queueClaimer) claim(ctx context.Context, s JobStore, p *JobClaimParams
 	return jobs, err
 }
 
-func hasFairnessKey(jobs []*Job) bool {
-	return slices.ContainsFunc(jobs, func(j *Job) bool { return j.FairnessKey != nil })
+func hasFairnessKey(jobs []*errandtype.Job) bool {
+	return slices.ContainsFunc(jobs, func(j *errandtype.Job) bool { return j.FairnessKey != nil })
 }

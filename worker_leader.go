@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Leadership: some work must run once per cluster, not once per worker:
@@ -52,8 +55,8 @@ const minLeaderTTL = 30 * time.Millisecond
 // Leader returns the current holder of the cluster's leadership (a worker
 // id, see [Worker.ID]), or an error wrapping ErrNotFound when no worker
 // leads.
-func (c *Client[TTx]) Leader(ctx context.Context) (*Leader, error) {
-	l, err := c.store.LeaderGet(ctx, &LeaderGetParams{Name: LeaderName})
+func (c *Client[TTx]) Leader(ctx context.Context) (*errandtype.Leader, error) {
+	l, err := c.store.LeaderGet(ctx, &errandstore.LeaderGetParams{Name: LeaderName})
 	if err != nil {
 		return nil, fmt.Errorf("get leader: %w", err)
 	}
@@ -107,7 +110,7 @@ func (w *Worker) lead(ctx context.Context) {
 			deadline = until
 		}
 		callCtx, cancel := withDeadline(ctx, w.c.clock, deadline, nil)
-		l, err := w.c.store.LeaderElect(callCtx, &LeaderElectParams{Name: LeaderName, Holder: w.ID(), TTL: ttl})
+		l, err := w.c.store.LeaderElect(callCtx, &errandstore.LeaderElectParams{Name: LeaderName, Holder: w.ID(), TTL: ttl})
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -197,7 +200,7 @@ func (w *Worker) resign(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaderTTL)
 	defer cancel()
-	if err := w.c.store.LeaderResign(rctx, &LeaderResignParams{Name: LeaderName, Holder: w.ID()}); err != nil {
+	if err := w.c.store.LeaderResign(rctx, &errandstore.LeaderResignParams{Name: LeaderName, Holder: w.ID()}); err != nil {
 		w.c.logger.Warn("resign leadership failed; another worker leads once the lease expires",
 			"worker_id", w.ID(), "err", err)
 	}
@@ -247,7 +250,7 @@ func (w *Worker) leaderSweep(ctx context.Context) {
 	if !w.Leading() {
 		return
 	}
-	r, err := w.c.store.JobSweep(ctx, &JobSweepParams{})
+	r, err := w.c.store.JobSweep(ctx, &errandstore.JobSweepParams{})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		w.c.logger.Error("leader sweep failed", "worker_id", w.ID(), "err", err)
@@ -260,15 +263,15 @@ func (w *Worker) leaderPrune(ctx context.Context) {
 	if !w.Leading() {
 		return
 	}
-	n, err := w.c.store.WorkerPrune(ctx, &WorkerPruneParams{OlderThan: WorkerPruneAfter})
+	n, err := w.c.store.WorkerPrune(ctx, &errandstore.WorkerPruneParams{OlderThan: WorkerPruneAfter})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		w.c.logger.Error("prune worker registry failed", "worker_id", w.ID(), "err", err)
 	case err == nil && n > 0:
 		w.c.logger.Info("pruned worker registry", "worker_id", w.ID(), "removed", n, "older_than", WorkerPruneAfter.String())
 	}
-	if p, ok := w.c.store.(FairTurnPruner); ok {
-		n, err := p.FairTurnPrune(ctx, &FairTurnPruneParams{IdleFor: FairTurnPruneAfter})
+	if p, ok := w.c.store.(errandstore.FairTurnPruner); ok {
+		n, err := p.FairTurnPrune(ctx, &errandstore.FairTurnPruneParams{IdleFor: FairTurnPruneAfter})
 		switch {
 		case err != nil && ctx.Err() == nil:
 			w.c.logger.Error("prune fair turns failed", "worker_id", w.ID(), "err", err)
@@ -284,10 +287,10 @@ func checkLeaderConfig(cfg *WorkerConfig) error {
 		cfg.LeaderTTL = DefaultLeaderTTL
 	}
 	if cfg.LeaderTTL < minLeaderTTL {
-		return &InputError{Field: "LeaderTTL", Message: fmt.Sprintf("must be at least %s, e.g. 15s", minLeaderTTL)}
+		return &errandtype.InputError{Field: "LeaderTTL", Message: fmt.Sprintf("must be at least %s, e.g. 15s", minLeaderTTL)}
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
 	}
-	return checkInterval("SweepInterval", cfg.SweepInterval, "5s")
+	return errandstore.CheckInterval("SweepInterval", cfg.SweepInterval, "5s")
 }

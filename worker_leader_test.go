@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -26,7 +28,7 @@ type flakyLeaderStore struct {
 	failing atomic.Bool
 }
 
-func (s *flakyLeaderStore) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
+func (s *flakyLeaderStore) LeaderElect(ctx context.Context, p *errandstore.LeaderElectParams) (*errandtype.Leader, error) {
 	if s.failing.Load() {
 		return nil, errors.New("elect leader: connection reset")
 	}
@@ -51,7 +53,7 @@ func leaderProcess(t *testing.T, path string, clock *errandtest.Clock, cfg erran
 	fs := &flakyLeaderStore{Store: s}
 	c, err := errand.NewClient(fs, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name:    "noop",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
 	}})})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +175,7 @@ func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 		t.Fatal("still leading two thirds of the TTL after the last election, with renewals failing")
 	}
 	// ...while the store still holds its lease for a third of the TTL.
-	l, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName})
+	l, err := observer.LeaderGet(ctx, &errandstore.LeaderGetParams{Name: errand.LeaderName})
 	if err != nil {
 		t.Fatalf("the lease ended before the leader stopped leading: %v", err)
 	}
@@ -184,7 +186,7 @@ func TestLeaderStopsBeforeLeaseEndsWhenRenewalFails(t *testing.T) {
 	// The lease then expires in the store, and the worker has not led
 	// meanwhile.
 	clock.Set(elected.Add(testLeaderTTL))
-	if _, err := observer.LeaderGet(ctx, &errand.LeaderGetParams{Name: errand.LeaderName}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := observer.LeaderGet(ctx, &errandstore.LeaderGetParams{Name: errand.LeaderName}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("leader after the lease's end: %v, want ErrNotFound", err)
 	}
 	if w.Leading() {
@@ -237,7 +239,7 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	producer := newClient(t, st, &errand.Config{})
 	retried := enqueue(t, producer, "noop", &errand.EnqueueOpts{Queue: "orphans", MaxAttempts: 3})
 	final := enqueue(t, producer, "noop", &errand.EnqueueOpts{Queue: "orphans", MaxAttempts: 1})
-	claimed, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"orphans"}, Limit: 2, Lease: time.Minute, Owner: "dead-process"})
+	claimed, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"orphans"}, Limit: 2, Lease: time.Minute, Owner: "dead-process"})
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %d jobs, %v", len(claimed), err)
 	}
@@ -246,14 +248,14 @@ func TestLeaderSweepsQueueNobodyClaims(t *testing.T) {
 	// The lease ends a minute on, at a sweep.
 	clock.Set(start.Add(time.Minute))
 	workerWaitFor(t, clockWait, func() bool {
-		return getJob(t, producer, retried.ID).State == errand.StateRetrying && getJob(t, producer, final.ID).State == errand.StateDead
+		return getJob(t, producer, retried.ID).State == errandtype.StateRetrying && getJob(t, producer, final.ID).State == errandtype.StateDead
 	})
 	if got := w.Stats().Claims; got != claims {
 		t.Fatalf("the worker claimed %d times meanwhile; the sweep must not depend on a claim", got-claims)
 	}
 	for _, id := range []string{retried.ID, final.ID} {
 		j := getJob(t, producer, id)
-		if cs := classes(j.Errors); len(cs) != 1 || cs[0] != errand.ClassLeaseExpired {
+		if cs := classes(j.Errors); len(cs) != 1 || cs[0] != errandstore.ClassLeaseExpired {
 			t.Errorf("job %s history %v, want one lease_expired entry", id, cs)
 		}
 	}
@@ -267,10 +269,10 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	st := openStoreAt(t, path, clock)
 	for _, id := range []string{"old", "recent"} {
-		if _, err := st.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: id, HeartbeatInterval: time.Second}); err != nil {
+		if _, err := st.WorkerRegister(ctx, &errandstore.WorkerRegisterParams{ID: id, HeartbeatInterval: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.WorkerStop(ctx, &errand.WorkerStopParams{ID: id}); err != nil {
+		if err := st.WorkerStop(ctx, &errandstore.WorkerStopParams{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(2 * time.Hour)
@@ -278,7 +280,7 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 	clock.Advance(errand.WorkerPruneAfter - 3*time.Hour) // old: stopped 24h+1h ago; recent: 24h-1h ago
 
 	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	// The clock stands still: the worker leads from its first election on,
 	// and prunes at once.
 	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
@@ -299,7 +301,7 @@ func TestLeaderPrunesStoppedWorkers(t *testing.T) {
 }
 
 func TestWorkerConfigLeadership(t *testing.T) {
-	c := handlerClient(t, openStore(t, nil), func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, openStore(t, nil), func(context.Context, *errandtype.Job) error { return nil })
 	for _, cfg := range []*errand.WorkerConfig{
 		{LeaderTTL: -time.Second},
 		{LeaderTTL: 10 * time.Millisecond},
@@ -307,7 +309,7 @@ func TestWorkerConfigLeadership(t *testing.T) {
 		{SweepInterval: time.Microsecond},
 	} {
 		_, err := c.NewWorker(cfg)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("NewWorker(%+v): %v, want an InputError", cfg, err)
 		}
@@ -316,12 +318,12 @@ func TestWorkerConfigLeadership(t *testing.T) {
 
 // pruneWatchStore reports each prune of fair turns its leader makes.
 type pruneWatchStore struct {
-	errand.TxStore[*sql.Tx]
-	pruner errand.FairTurnPruner
+	errandstore.TxStore[*sql.Tx]
+	pruner errandstore.FairTurnPruner
 	pruned chan int
 }
 
-func (s *pruneWatchStore) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams) (int, error) {
+func (s *pruneWatchStore) FairTurnPrune(ctx context.Context, p *errandstore.FairTurnPruneParams) (int, error) {
 	n, err := s.pruner.FairTurnPrune(ctx, p)
 	if err == nil {
 		select {
@@ -336,14 +338,14 @@ func (s *pruneWatchStore) FairTurnPrune(ctx context.Context, p *errand.FairTurnP
 // key with no waiting job that no claim served for FairTurnPruneAfter, and
 // keeps the turn of a key whose job waits.
 func TestLeaderPrunesIdleFairTurns(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		fair := st.(errand.FairClaimer)
+		fair := st.(errandstore.FairClaimer)
 		raw := newClient(t, st, &errand.Config{Clock: clock, AllowUnknownKinds: true})
 		for _, key := range []string{"idle", "busy", "busy"} {
 			enqueue(t, raw, "tenant_job", &errand.EnqueueOpts{Queue: "tenants", FairnessKey: key})
 		}
-		js, err := fair.JobClaimFair(ctx, &errand.JobClaimParams{Queues: []string{"tenants"}, Limit: 2, Lease: time.Minute, Owner: "w"})
+		js, err := fair.JobClaimFair(ctx, &errandstore.JobClaimParams{Queues: []string{"tenants"}, Limit: 2, Lease: time.Minute, Owner: "w"})
 		if err != nil || len(js) != 2 {
 			t.Fatalf("fair claim: %d jobs, %v; want 2", len(js), err)
 		}
@@ -354,9 +356,9 @@ func TestLeaderPrunesIdleFairTurns(t *testing.T) {
 		}
 		clock.Advance(errand.FairTurnPruneAfter + time.Minute)
 
-		ws := &pruneWatchStore{TxStore: st, pruner: st.(errand.FairTurnPruner), pruned: make(chan int, 1)}
+		ws := &pruneWatchStore{TxStore: st, pruner: st.(errandstore.FairTurnPruner), pruned: make(chan int, 1)}
 		c := newClient(t, ws, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
-			Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+			Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 		w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, PollOnly: true})
 		if err != nil {
 			t.Fatal(err)
@@ -373,7 +375,7 @@ func TestLeaderPrunesIdleFairTurns(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("the leader did not prune the fair turns")
 		}
-		if n, err := st.(errand.FairTurnPruner).FairTurnPrune(ctx, &errand.FairTurnPruneParams{IdleFor: errand.FairTurnPruneAfter}); err != nil || n != 0 {
+		if n, err := st.(errandstore.FairTurnPruner).FairTurnPrune(ctx, &errandstore.FairTurnPruneParams{IdleFor: errand.FairTurnPruneAfter}); err != nil || n != 0 {
 			t.Fatalf("prune after the leader's: %d, %v; want 0 (busy's turn kept)", n, err)
 		}
 	})

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // maxOutcomeBatch bounds how many outcomes one transaction records. Batches
@@ -25,7 +28,7 @@ const maxOutcomeBatch = 500
 // a write in flight, outcomes batch up behind it. Under load, up to
 // maxOutcomeWrites full batches are written at once.
 type outcomeBatcher struct {
-	store  Store
+	store  errandstore.Store
 	stats  *workerCounters
 	direct bool // no batching: each caller writes its own outcome
 	// timeout bounds one write. A write that hangs (a connection cut off
@@ -50,12 +53,12 @@ type outcomeBatcher struct {
 }
 
 type outcomeRequest struct {
-	o     *JobOutcome
+	o     *errandstore.JobOutcome
 	reply chan outcomeReply // buffered: the batcher never blocks on a sender
 	// done, when not nil, is called with the outcome's result instead of
 	// a reply, and reports whether the job's slot in slots is to be given
 	// back: see submit.
-	done  func(OutcomeResult, error) bool
+	done  func(errandstore.OutcomeResult, error) bool
 	slots *queueSlots
 	// detached: the job's slot was given back at the handover, so the
 	// outcome does not count among those of jobs still held (waiting).
@@ -64,7 +67,7 @@ type outcomeRequest struct {
 
 // answer hands the result of req's outcome to its sender, and reports
 // whether req's slot is to be given back.
-func (req *outcomeRequest) answer(b *outcomeBatcher, r OutcomeResult, err error) bool {
+func (req *outcomeRequest) answer(b *outcomeBatcher, r errandstore.OutcomeResult, err error) bool {
 	if !req.detached {
 		b.waiting.Add(-1)
 	}
@@ -76,7 +79,7 @@ func (req *outcomeRequest) answer(b *outcomeBatcher, r OutcomeResult, err error)
 }
 
 type outcomeReply struct {
-	r   OutcomeResult
+	r   errandstore.OutcomeResult
 	err error
 }
 
@@ -88,7 +91,7 @@ type outcomeReply struct {
 // its wait.
 const outcomeQueue = maxOutcomeBatch
 
-func newOutcomeBatcher(store Store, stats *workerCounters, direct bool) *outcomeBatcher {
+func newOutcomeBatcher(store errandstore.Store, stats *workerCounters, direct bool) *outcomeBatcher {
 	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest, outcomeQueue), done: make(chan struct{})}
 }
 
@@ -232,22 +235,22 @@ func (b *outcomeBatcher) othersRunning() bool {
 // for the batch that holds it to be written. It stops waiting for the
 // batcher to take o at until (or when ctx ends); once taken, o is written
 // under the batcher's own timeout.
-func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Time) (OutcomeResult, error) {
+func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
 		dctx, cancelDeadline := withDeadline(ctx, b.clock, until, nil)
 		wctx, cancel := withTimeout(dctx, b.clock, b.timeout, nil)
-		rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: []*JobOutcome{o}})
+		rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
 		cancel()
 		cancelDeadline()
 		if err != nil {
-			return OutcomeResult{}, err
+			return errandstore.OutcomeResult{}, err
 		}
 		return rs[0], nil
 	}
 	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
 	if err := b.hand(ctx, req, until); err != nil {
-		return OutcomeResult{}, err
+		return errandstore.OutcomeResult{}, err
 	}
 	rep := <-req.reply
 	return rep.r, rep.err
@@ -264,7 +267,7 @@ func (b *outcomeBatcher) write(ctx context.Context, o *JobOutcome, until time.Ti
 // outcomes of the attempts that need nothing more than to be recorded, so
 // that their goroutines end with their handlers instead of waiting, by the
 // hundred, for their batches.
-func (b *outcomeBatcher) submit(ctx context.Context, o *JobOutcome, until time.Time, detached bool, done func(OutcomeResult, error) bool, slots *queueSlots) error {
+func (b *outcomeBatcher) submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots *queueSlots) error {
 	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots, detached: detached}, until)
 }
 
@@ -315,26 +318,26 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 			}
 		}
 	}()
-	answer := func(req *outcomeRequest, r OutcomeResult, err error) {
+	answer := func(req *outcomeRequest, r errandstore.OutcomeResult, err error) {
 		if req.answer(b, r, err) {
 			freed = append(freed, req.slots)
 		}
 	}
 	if b.abandoned != nil && b.abandoned.Load() {
 		for i := range batch {
-			answer(&batch[i], OutcomeResult{}, errAbandoned)
+			answer(&batch[i], errandstore.OutcomeResult{}, errAbandoned)
 		}
 		return
 	}
-	outcomes := make([]*JobOutcome, len(batch))
+	outcomes := make([]*errandstore.JobOutcome, len(batch))
 	for i, req := range batch {
 		outcomes[i] = req.o
 	}
 	wctx, cancel := withTimeout(ctx, b.clock, b.timeout, nil)
-	rs, err := b.store.JobRecordOutcomes(wctx, &JobRecordOutcomesParams{Outcomes: outcomes})
+	rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 	cancel()
 	b.stats.outcomeWrites.Add(1)
-	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalid) {
+	if err != nil && len(batch) > 1 && errors.Is(err, errandtype.ErrInvalid) {
 		// A store rejects a whole batch for one malformed outcome; write
 		// them one by one so that only that outcome fails.
 		for _, req := range batch {
@@ -344,7 +347,7 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 	}
 	for i := range batch {
 		if err != nil {
-			answer(&batch[i], OutcomeResult{}, err)
+			answer(&batch[i], errandstore.OutcomeResult{}, err)
 			continue
 		}
 		answer(&batch[i], rs[i], nil)

@@ -8,12 +8,15 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // heldOutcomes is a store whose JobRecordOutcomes waits until the test
 // releases it, reporting each call on started.
 type heldOutcomes struct {
-	Store
+	errandstore.Store
 	started chan heldCall
 }
 
@@ -22,13 +25,13 @@ type heldCall struct {
 	release chan struct{}
 }
 
-func (s *heldOutcomes) JobRecordOutcomes(ctx context.Context, p *JobRecordOutcomesParams) ([]OutcomeResult, error) {
+func (s *heldOutcomes) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
 	c := heldCall{size: len(p.Outcomes), release: make(chan struct{})}
 	s.started <- c
 	<-c.release
-	rs := make([]OutcomeResult, len(p.Outcomes))
+	rs := make([]errandstore.OutcomeResult, len(p.Outcomes))
 	for i := range rs {
-		rs[i] = OutcomeResult{State: StateSucceeded}
+		rs[i] = errandstore.OutcomeResult{State: errandtype.StateSucceeded}
 	}
 	return rs, nil
 }
@@ -49,7 +52,7 @@ func TestOutcomeBatcherOverlapsFullBatches(t *testing.T) {
 		var senders sync.WaitGroup
 		send := func(i int) {
 			senders.Go(func() {
-				o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%03d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
+				o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%03d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
 				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
@@ -117,7 +120,7 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 		var senders sync.WaitGroup
 		send := func(i int) {
 			senders.Go(func() {
-				o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%04d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
+				o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%04d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
 				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
@@ -135,7 +138,7 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 		synctest.Wait()
 
 		start := time.Now()
-		o := &JobOutcome{JobLease: JobLease{ID: "late", LeaseToken: "t"}, Kind: OutcomeSucceeded}
+		o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: "late", LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
 		_, err := b.write(t.Context(), o, start.Add(time.Minute))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("write to a busy batcher: %v, want %v", err, context.DeadlineExceeded)
@@ -155,7 +158,7 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 		// store, which fences by lease, decides.
 		done := make(chan error, 1)
 		go func() {
-			_, err := b.write(t.Context(), &JobOutcome{JobLease: JobLease{ID: "last", LeaseToken: "t"}, Kind: OutcomeSucceeded}, time.Now())
+			_, err := b.write(t.Context(), &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: "last", LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}, time.Now())
 			done <- err
 		}()
 		c := <-store.started
@@ -182,7 +185,7 @@ func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
 		var senders sync.WaitGroup
 		send := func(id string) {
 			senders.Go(func() {
-				o := &JobOutcome{JobLease: JobLease{ID: id, LeaseToken: "t"}, Kind: OutcomeSucceeded}
+				o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
 				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
@@ -277,8 +280,8 @@ func TestOutcomeBatcherTakesEveryHandedOutcome(t *testing.T) {
 		b.timeout = time.Hour
 		answered := make(chan struct{}, n)
 		for i := range n {
-			o := &JobOutcome{JobLease: JobLease{ID: fmt.Sprintf("j%d", i), LeaseToken: "t"}, Kind: OutcomeSucceeded}
-			err := b.submit(t.Context(), o, time.Now().Add(time.Hour), false, func(OutcomeResult, error) bool {
+			o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
+			err := b.submit(t.Context(), o, time.Now().Add(time.Hour), false, func(errandstore.OutcomeResult, error) bool {
 				answered <- struct{}{}
 				return false
 			}, nil)

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -23,7 +25,7 @@ import (
 func registryClient(t *testing.T, path string, clock *errandtest.Clock) (*errand.Client[*sql.Tx], *sqlite.Store) {
 	t.Helper()
 	var (
-		storeClock errand.Clock
+		storeClock errandstore.Clock
 		timeSource errand.TimeSource
 	)
 	if clock != nil {
@@ -36,7 +38,7 @@ func registryClient(t *testing.T, path string, clock *errandtest.Clock) (*errand
 	t.Cleanup(func() { s.Close() })
 	c, err := errand.NewClient(s, &errand.Config{Clock: timeSource, Kinds: kindsOf([]testKind{{
 		Name:    "noop",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }),
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
 	}})})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func startRegistryWorker(t *testing.T, c *errand.Client[*sql.Tx], cfg errand.Wor
 }
 
 // registryRecord returns worker id's record from c's registry, or nil.
-func registryRecord(t *testing.T, c *errand.Client[*sql.Tx], id string) *errand.WorkerRecord {
+func registryRecord(t *testing.T, c *errand.Client[*sql.Tx], id string) *errandtype.WorkerRecord {
 	t.Helper()
 	ws, err := c.Workers(context.Background())
 	if err != nil {
@@ -108,13 +110,13 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 	}
 	for _, c := range []struct {
 		w      *errand.Worker
-		queues []errand.WorkerQueue
+		queues []errandtype.WorkerQueue
 	}{
-		{w1, []errand.WorkerQueue{{Name: "default", Concurrency: 3}, {Name: "reports", Concurrency: 1}}},
-		{w2, []errand.WorkerQueue{{Name: "otp", Concurrency: 5}}},
+		{w1, []errandtype.WorkerQueue{{Name: "default", Concurrency: 3}, {Name: "reports", Concurrency: 1}}},
+		{w2, []errandtype.WorkerQueue{{Name: "otp", Concurrency: 5}}},
 	} {
 		r := registryRecord(t, c2, c.w.ID())
-		if r.Status != errand.WorkerAlive || r.StoppedAt != nil {
+		if r.Status != errandtype.WorkerAlive || r.StoppedAt != nil {
 			t.Errorf("worker %s: status %s, stopped_at %v; want alive", r.ID, r.Status, r.StoppedAt)
 		}
 		if !slices.Equal(r.Queues, c.queues) {
@@ -147,7 +149,7 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	workerWaitFor(t, clockWait, func() bool { return getJob(t, c1, res.Job.ID).State == errand.StateSucceeded })
+	workerWaitFor(t, clockWait, func() bool { return getJob(t, c1, res.Job.ID).State == errandtype.StateSucceeded })
 	// The outcome is written before the worker counts it: let it count
 	// before the heartbeat that must report it.
 	workerWaitFor(t, clockWait, func() bool { return w2.Stats().JobsCompleted == 1 })
@@ -172,10 +174,10 @@ func TestWorkerRegistryListsWorkers(t *testing.T) {
 	if err := w1.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := registryRecord(t, c2, w1.ID()); r.Status != errand.WorkerStopped || r.StoppedAt == nil || r.JobsRunning != 0 {
+	if r := registryRecord(t, c2, w1.ID()); r.Status != errandstore.WorkerStopped || r.StoppedAt == nil || r.JobsRunning != 0 {
 		t.Errorf("stopped worker: status %s, stopped_at %v, running %d; want stopped, set, 0", r.Status, r.StoppedAt, r.JobsRunning)
 	}
-	if r := registryRecord(t, c2, w2.ID()); r.Status != errand.WorkerAlive {
+	if r := registryRecord(t, c2, w2.ID()); r.Status != errandtype.WorkerAlive {
 		t.Errorf("the other worker: status %s, want alive", r.Status)
 	}
 }
@@ -209,7 +211,7 @@ func TestWorkerRegistryStoppedWhenContextEnds(t *testing.T) {
 	case <-time.After(clockWait):
 		t.Fatal("Done did not close after the worker's context ended")
 	}
-	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerStopped {
+	if r := registryRecord(t, c, w.ID()); r.Status != errandstore.WorkerStopped {
 		t.Errorf("status %s after the context ended, want stopped", r.Status)
 	}
 	// A later Stop is a no-op.
@@ -228,12 +230,12 @@ func TestWorkerRegistryRegistersAgain(t *testing.T) {
 	w := startRegistryWorker(t, c, errand.WorkerConfig{HeartbeatInterval: time.Second})
 	blockUntilAt(t, clock, clock.Now().Add(time.Second), 1) // the heartbeat ticker
 	first := registryRecord(t, c, w.ID())
-	if err := s.WorkerStop(ctx, &errand.WorkerStopParams{ID: w.ID()}); err != nil {
+	if err := s.WorkerStop(ctx, &errandstore.WorkerStopParams{ID: w.ID()}); err != nil {
 		t.Fatal(err)
 	}
 	// The worker finds out at its next heartbeat, and registers again, with
 	// a new start time.
-	if _, err := s.WorkerPrune(ctx, &errand.WorkerPruneParams{}); err != nil {
+	if _, err := s.WorkerPrune(ctx, &errandstore.WorkerPruneParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if registryRecord(t, c, w.ID()) != nil {
@@ -242,7 +244,7 @@ func TestWorkerRegistryRegistersAgain(t *testing.T) {
 	clock.Advance(time.Second)
 	workerWaitFor(t, clockWait, func() bool {
 		r := registryRecord(t, c, w.ID())
-		return r != nil && r.Status == errand.WorkerAlive && r.StartedAt.After(first.StartedAt)
+		return r != nil && r.Status == errandtype.WorkerAlive && r.StartedAt.After(first.StartedAt)
 	})
 }
 
@@ -293,15 +295,15 @@ func TestWorkerConfigIntervals(t *testing.T) {
 			}
 			return cfg
 		}
-		for _, d := range []time.Duration{-time.Second, time.Nanosecond, errand.MinInterval - time.Microsecond} {
+		for _, d := range []time.Duration{-time.Second, time.Nanosecond, errandstore.MinInterval - time.Microsecond} {
 			_, err := c.NewWorker(with(d))
-			var ie *errand.InputError
+			var ie *errandtype.InputError
 			if !errors.As(err, &ie) || ie.Field != field || !strings.Contains(err.Error(), "at least 1ms") {
 				t.Errorf("NewWorker with %s %s: %v, want an InputError naming %s and its minimum", field, d, err, field)
 			}
 		}
-		if _, err := c.NewWorker(with(errand.MinInterval)); err != nil {
-			t.Errorf("NewWorker with %s %s: %v", field, errand.MinInterval, err)
+		if _, err := c.NewWorker(with(errandstore.MinInterval)); err != nil {
+			t.Errorf("NewWorker with %s %s: %v", field, errandstore.MinInterval, err)
 		}
 	}
 }
@@ -315,7 +317,7 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 	s := openStore(t, clock)
 	started, release := make(chan struct{}), make(chan struct{})
 	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			close(started)
 			<-release
 			return nil
@@ -329,12 +331,12 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 	}
 	job := enqueue(t, c, "task", nil)
 	<-started
-	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerAlive || r.DrainingAt != nil {
+	if r := registryRecord(t, c, w.ID()); r.Status != errandtype.WorkerAlive || r.DrainingAt != nil {
 		t.Fatalf("while running a job: status %s, draining_at %v; want alive, null", r.Status, r.DrainingAt)
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(ctx) }()
-	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).Status == errand.WorkerDraining })
+	workerWaitFor(t, clockWait, func() bool { return registryRecord(t, c, w.ID()).Status == errandstore.WorkerDraining })
 	if r := registryRecord(t, c, w.ID()); r.DrainingAt == nil || r.StoppedAt != nil || r.JobsRunning != 1 {
 		t.Errorf("draining: draining_at %v, stopped_at %v, jobs_running %d; want a time, null, 1", r.DrainingAt, r.StoppedAt, r.JobsRunning)
 	}
@@ -347,10 +349,10 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	if r := registryRecord(t, c, w.ID()); r.Status != errand.WorkerStopped {
+	if r := registryRecord(t, c, w.ID()); r.Status != errandstore.WorkerStopped {
 		t.Errorf("after the drain: status %s, want stopped", r.Status)
 	}
-	if got := getJob(t, c, job.ID); got.State != errand.StateSucceeded {
+	if got := getJob(t, c, job.ID); got.State != errandtype.StateSucceeded {
 		t.Errorf("the job drained with state %s, want succeeded", got.State)
 	}
 }
@@ -362,8 +364,8 @@ func TestWorkerRegistryShowsDraining(t *testing.T) {
 func TestWorkerStatusAtLongInterval(t *testing.T) {
 	now := time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
 	for _, d := range []time.Duration{1_000_000 * time.Hour, 2_562_047 * time.Hour, time.Duration(1<<63 - 1)} {
-		r := &errand.WorkerRecord{ID: "w", HeartbeatAt: now.Add(-time.Second), HeartbeatInterval: errand.Duration(d)}
-		if got := errand.WorkerStatusAt(r, now, 0); got != errand.WorkerAlive {
+		r := &errandtype.WorkerRecord{ID: "w", HeartbeatAt: now.Add(-time.Second), HeartbeatInterval: errandtype.Duration(d)}
+		if got := errandstore.WorkerStatusAt(r, now, 0); got != errandtype.WorkerAlive {
 			t.Errorf("interval %s, a second after the heartbeat: %s, want alive", d, got)
 		}
 	}
@@ -373,11 +375,11 @@ func TestWorkerStatusAtLongInterval(t *testing.T) {
 // capacity among its queues, and reads back as it was.
 func TestWorkerQueueJSON(t *testing.T) {
 	for _, tc := range []struct {
-		q    errand.WorkerQueue
+		q    errandtype.WorkerQueue
 		want string
 	}{
-		{errand.WorkerQueue{Name: "default", Concurrency: 10}, `{"name":"default","concurrency":10,"weight":null}`},
-		{errand.WorkerQueue{Name: "mail", Concurrency: 4, Weight: 3}, `{"name":"mail","concurrency":4,"weight":3}`},
+		{errandtype.WorkerQueue{Name: "default", Concurrency: 10}, `{"name":"default","concurrency":10,"weight":null}`},
+		{errandtype.WorkerQueue{Name: "mail", Concurrency: 4, Weight: 3}, `{"name":"mail","concurrency":4,"weight":3}`},
 	} {
 		b, err := json.Marshal(tc.q)
 		if err != nil {
@@ -386,7 +388,7 @@ func TestWorkerQueueJSON(t *testing.T) {
 		if string(b) != tc.want {
 			t.Errorf("%+v as JSON: %s, want %s", tc.q, b, tc.want)
 		}
-		var back errand.WorkerQueue
+		var back errandtype.WorkerQueue
 		if err := json.Unmarshal(b, &back); err != nil || back != tc.q {
 			t.Errorf("%s read back as %+v (%v), want %+v", b, back, err, tc.q)
 		}
@@ -399,11 +401,11 @@ func TestWorkerQueueJSON(t *testing.T) {
 // the handover), a failure and a snooze recorded in place, and a job that
 // finished after the draining heartbeat was written.
 func TestWorkerRegistryCountsEveryFinishedJob(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		started, release := make(chan struct{}), make(chan struct{})
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
-			Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+			Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 				switch j.ID {
 				case "last":
 					close(started)
@@ -436,7 +438,7 @@ func TestWorkerRegistryCountsEveryFinishedJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := registryRecord(t, c, w.ID())
-		if r.Status != errand.WorkerStopped || r.JobsCompleted != 6 || r.LastCompletedAt == nil || r.JobsRunning != 0 {
+		if r.Status != errandstore.WorkerStopped || r.JobsCompleted != 6 || r.LastCompletedAt == nil || r.JobsRunning != 0 {
 			t.Fatalf("stopped worker: status %s, jobs_completed %d, last_completed_at %v, jobs_running %d; want stopped, 6, a time, 0",
 				r.Status, r.JobsCompleted, r.LastCompletedAt, r.JobsRunning)
 		}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -37,7 +39,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	var runs atomic.Int64
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "count",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			runs.Add(1)
 			return nil
 		}),
@@ -65,7 +67,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	workerWaitFor(t, time.Minute, func() bool { // a bound for a loaded machine, not a speed check
-		js, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateSucceeded}, Limit: n})
+		js, err := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateSucceeded}, Limit: n})
 		return err == nil && len(js) == n
 	})
 	if err := w.Stop(ctx); err != nil {
@@ -79,7 +81,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range js {
-		if j.State != errand.StateSucceeded || j.Attempt != 1 {
+		if j.State != errandtype.StateSucceeded || j.Attempt != 1 {
 			t.Fatalf("job %s: state %s attempt %d, want succeeded attempt 1", j.ID, j.State, j.Attempt)
 		}
 	}
@@ -92,7 +94,7 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 	started := make(chan string, 10)
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "slow",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			started <- j.ID
 			<-ctx.Done()
 			return ctx.Err()
@@ -132,7 +134,7 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 		t.Fatalf("%d jobs, want 3", len(js))
 	}
 	for _, j := range js {
-		if j.State != errand.StateQueued || j.Attempt != 0 {
+		if j.State != errandtype.StateQueued || j.Attempt != 0 {
 			t.Errorf("job %s: state %s attempt %d, want queued attempt 0", j.ID, j.State, j.Attempt)
 		}
 		if len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassInterrupted {
@@ -150,10 +152,10 @@ func TestWorkerDrainGivesBackUnfinishedJobs(t *testing.T) {
 // (every outcome write fails, as with the store unreachable) leaves the job
 // to its lease and returns an error that says so.
 func TestWorkerStopPastDeadline(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ts := &troubledStore{TxStore: s}
 		started := make(chan string, 2)
-		c := clockClient(t, ts, clock, func(ctx context.Context, j *errand.Job) error {
+		c := clockClient(t, ts, clock, func(ctx context.Context, j *errandtype.Job) error {
 			started <- j.ID
 			<-ctx.Done()
 			return ctx.Err()
@@ -198,14 +200,14 @@ func TestWorkerStopPastDeadline(t *testing.T) {
 		if err := stop("handed-back", false); err != nil {
 			t.Fatalf("Stop past its deadline that gave its job back = %v, want nil", err)
 		}
-		if j := getJob(t, c, "handed-back"); j.State != errand.StateQueued || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassInterrupted {
+		if j := getJob(t, c, "handed-back"); j.State != errandtype.StateQueued || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassInterrupted {
 			t.Fatalf("job given back: %s, history %+v; want queued with one interrupted entry", j.State, j.Errors)
 		}
 		err := stop("left", true)
 		if err == nil || !errors.Is(err, context.DeadlineExceeded) || err.Error() != "stop: 1 job left to its lease: context deadline exceeded" {
 			t.Fatalf("Stop that could not give its job back = %v, want \"stop: 1 job left to its lease: context deadline exceeded\"", err)
 		}
-		if j := getJob(t, c, "left"); j.State != errand.StateRunning || len(j.Errors) != 0 {
+		if j := getJob(t, c, "left"); j.State != errandtype.StateRunning || len(j.Errors) != 0 {
 			t.Fatalf("job left to its lease: %s, history %+v; want running, none", j.State, j.Errors)
 		}
 	})
@@ -218,7 +220,7 @@ func TestWorkerWakesOnEnqueue(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "ping",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			ran <- struct{}{}
 			return nil
 		}),
@@ -266,7 +268,7 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	started := make(chan struct{}, 1)
 	c, err := errand.NewClient(s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{
 		Name: "slow",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()
@@ -302,7 +304,7 @@ func TestWorkerAbandonRecordsNothing(t *testing.T) {
 	// Without Abandon the cancelled handler's job would be given back
 	// (queued, an interrupted entry); abandoned, it stays as a dead
 	// process would leave it: running until its lease expires.
-	if j.State != errand.StateRunning || j.Attempt != 1 || len(j.Errors) != 0 {
+	if j.State != errandtype.StateRunning || j.Attempt != 1 || len(j.Errors) != 0 {
 		t.Fatalf("job %s attempt %d errors %+v; want running, attempt 1, no history", j.State, j.Attempt, j.Errors)
 	}
 }
@@ -319,7 +321,7 @@ func TestWorkerNeverHoldsMoreJobsThanSlots(t *testing.T) {
 	started, release := make(chan string, 10), make(chan struct{})
 	quit := make(chan struct{}) // ends every handler, for Stop to return after a failure
 	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "hold",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			started <- j.ID
 			select {
 			case <-release:
@@ -342,7 +344,7 @@ func TestWorkerNeverHoldsMoreJobsThanSlots(t *testing.T) {
 	defer close(quit)
 	// held counts the jobs running in the store under the worker's leases.
 	held := func() int {
-		js, err := c.List(ctx, &errand.ListOpts{States: []errand.JobState{errand.StateRunning}})
+		js, err := c.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateRunning}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +394,7 @@ func TestWorkerLeavesUnhandledKindsQueued(t *testing.T) {
 	clock := newTestClock()
 	s := openStore(t, clock)
 	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil })}})})
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })}})})
 	producer := newClient(t, s, &errand.Config{})
 	// Enqueued first: a claim that ignored kinds would take it first.
 	unhandled := enqueue(t, producer, "new_kind", nil)
@@ -405,7 +407,7 @@ func TestWorkerLeavesUnhandledKindsQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(ctx)
-	workerWaitFor(t, clockWait, func() bool { return getJob(t, c, handled.ID).State == errand.StateSucceeded })
+	workerWaitFor(t, clockWait, func() bool { return getJob(t, c, handled.ID).State == errandtype.StateSucceeded })
 	// Idle, and then idle again after a poll: two claims found nothing.
 	for range 2 {
 		blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
@@ -413,7 +415,7 @@ func TestWorkerLeavesUnhandledKindsQueued(t *testing.T) {
 	}
 	blockUntilAt(t, clock, clock.Now().Add(time.Hour), 1)
 	j := getJob(t, c, unhandled.ID)
-	if j.State != errand.StateQueued || j.Attempt != 0 || len(j.Errors) != 0 || j.LeaseOwner != nil {
+	if j.State != errandtype.StateQueued || j.Attempt != 0 || len(j.Errors) != 0 || j.LeaseOwner != nil {
 		t.Fatalf("job of a kind without a handler: %s, attempt %d, history %v, owner %v; want queued, attempt 0, untouched",
 			j.State, j.Attempt, classes(j.Errors), j.LeaseOwner)
 	}

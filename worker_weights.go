@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Weighted queues: a worker with MaxWorkers set runs at most that many jobs
@@ -29,11 +31,11 @@ const MaxQueueWeight = 1_000_000
 // when MaxWorkers is zero: the queues share nothing.
 func checkWeights(cfg *WorkerConfig) (map[string]int, error) {
 	if cfg.MaxWorkers < 0 || cfg.MaxWorkers > MaxConcurrency {
-		return nil, &InputError{Field: "MaxWorkers", Message: fmt.Sprintf("is %d; give 1 to %d, or 0 for no shared limit", cfg.MaxWorkers, MaxConcurrency)}
+		return nil, &errandtype.InputError{Field: "MaxWorkers", Message: fmt.Sprintf("is %d; give 1 to %d, or 0 for no shared limit", cfg.MaxWorkers, MaxConcurrency)}
 	}
 	if cfg.MaxWorkers == 0 {
 		if len(cfg.QueueWeights) > 0 {
-			return nil, &InputError{Field: "QueueWeights", Message: "weights share MaxWorkers; set MaxWorkers too, e.g. 10"}
+			return nil, &errandtype.InputError{Field: "QueueWeights", Message: "weights share MaxWorkers; set MaxWorkers too, e.g. 10"}
 		}
 		return nil, nil
 	}
@@ -43,10 +45,10 @@ func checkWeights(cfg *WorkerConfig) (map[string]int, error) {
 	}
 	for q, wt := range cfg.QueueWeights {
 		if _, ok := cfg.Queues[q]; !ok {
-			return nil, &InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q is not among the worker's Queues; add it there or remove its weight", q)}
+			return nil, &errandtype.InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q is not among the worker's Queues; add it there or remove its weight", q)}
 		}
 		if wt < 1 || wt > MaxQueueWeight {
-			return nil, &InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q has weight %d; use 1 to %d", q, wt, MaxQueueWeight)}
+			return nil, &errandtype.InputError{Field: "QueueWeights", Message: fmt.Sprintf("queue %q has weight %d; use 1 to %d", q, wt, MaxQueueWeight)}
 		}
 		weights[q] = wt
 	}

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // weightRun runs a worker with the shared capacity maxWorkers and weights
@@ -22,13 +24,13 @@ import (
 // for capacity, and counts which queue the next start is from: so each
 // freed slot goes where the worker's share decides, whatever the machine's
 // speed. It returns the starts by queue after the first maxWorkers.
-func weightRun(t *testing.T, s errand.TxStore[*sql.Tx], maxWorkers int, weights map[string]int, backlog map[string]int, samples int) map[string]int {
+func weightRun(t *testing.T, s errandstore.TxStore[*sql.Tx], maxWorkers int, weights map[string]int, backlog map[string]int, samples int) map[string]int {
 	t.Helper()
 	started := make(chan string, 16)
 	release := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h := errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+	h := errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 		started <- j.Queue
 		select {
 		case <-release:
@@ -118,7 +120,7 @@ func wantShares(t *testing.T, got map[string]int, weights map[string]int, sample
 
 // TestQueueWeights: under saturation, starts follow the weights 6:3:1.
 func TestQueueWeights(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], _ *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		weights := map[string]int{"critical": 6, "default": 3, "low": 1}
 		const samples = 300
 		got := weightRun(t, s, 4, weights, map[string]int{"critical": 320, "default": 320, "low": 320}, samples)
@@ -130,7 +132,7 @@ func TestQueueWeights(t *testing.T) {
 // gets its one start in 101: at least two in 303, whichever queue took the
 // first slots.
 func TestQueueWeightsNoStarvation(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], _ *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		got := weightRun(t, s, 2, map[string]int{"bulk": 100, "rare": 1},
 			map[string]int{"bulk": 330, "rare": 20}, 303)
 		if got["rare"] < 2 {
@@ -142,7 +144,7 @@ func TestQueueWeightsNoStarvation(t *testing.T) {
 // TestQueueWeightsIdleShare: a queue with nothing to do leaves its share to
 // the others, which split the capacity by their own weights.
 func TestQueueWeightsIdleShare(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], _ *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		const samples = 240
 		got := weightRun(t, s, 3, map[string]int{"critical": 6, "default": 3, "low": 1},
 			map[string]int{"critical": 250, "default": 250, "low": 0}, samples)
@@ -153,7 +155,7 @@ func TestQueueWeightsIdleShare(t *testing.T) {
 // TestQueueWeightsConfig: weights need the shared capacity and name the
 // worker's queues.
 func TestQueueWeightsConfig(t *testing.T) {
-	c := handlerClient(t, openStore(t, nil), func(context.Context, *errand.Job) error { return nil })
+	c := handlerClient(t, openStore(t, nil), func(context.Context, *errandtype.Job) error { return nil })
 	for _, cfg := range []*errand.WorkerConfig{
 		{Queues: map[string]int{"a": 1}, QueueWeights: map[string]int{"a": 2}},
 		{Queues: map[string]int{"a": 1}, MaxWorkers: 2, QueueWeights: map[string]int{"b": 2}},
@@ -161,9 +163,9 @@ func TestQueueWeightsConfig(t *testing.T) {
 		{Queues: map[string]int{"a": 1}, MaxWorkers: -1},
 	} {
 		_, err := c.NewWorker(cfg)
-		var in *errand.InputError
+		var in *errandtype.InputError
 		if !errors.As(err, &in) {
-			t.Errorf("NewWorker(%+v): %v, want an *errand.InputError", cfg, err)
+			t.Errorf("NewWorker(%+v): %v, want an *errandtype.InputError", cfg, err)
 		}
 	}
 	if _, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{"a": 1, "b": 2}, MaxWorkers: 2,
@@ -176,9 +178,9 @@ func TestQueueWeightsConfig(t *testing.T) {
 // tenant's job by its third claim however long the earlier tenant's
 // backlog, then alternates, on both stores.
 func TestWorkerFairness(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		order := make(chan string, 512)
-		c := handlerClient(t, s, func(ctx context.Context, j *errand.Job) error {
+		c := handlerClient(t, s, func(ctx context.Context, j *errandtype.Job) error {
 			order <- *j.FairnessKey
 			return nil
 		})

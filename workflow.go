@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
 )
 
@@ -70,8 +72,8 @@ type WorkflowOpts struct {
 // has failed. Replaying a dead compensation goes on compensating.
 //
 // The store must be a [WorkflowStore].
-func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertResult, error) {
-	ws, ok := c.store.(WorkflowStore)
+func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
+	ws, ok := c.store.(errandstore.WorkflowStore)
 	if !ok {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
@@ -92,7 +94,7 @@ func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep,
 
 // afterWorkflowInsert wakes the queues of the jobs a workflow's insert
 // enqueued, in a transaction of its own, and reports them.
-func (c *engine) afterWorkflowInsert(res *WorkflowInsertResult) {
+func (c *engine) afterWorkflowInsert(res *errandstore.WorkflowInsertResult) {
 	if res.Duplicate {
 		return
 	}
@@ -106,8 +108,8 @@ func (c *engine) afterWorkflowInsert(res *WorkflowInsertResult) {
 // transaction: the workflow exists if and only if tx commits. After an
 // error, roll tx back. Inside [Client.InTx] workers are woken after the
 // commit; otherwise call [Client.Wake] once tx commits.
-func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertResult, error) {
-	ws, ok := c.txStore.(WorkflowTxStore[TTx])
+func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
+	ws, ok := c.txStore.(errandstore.WorkflowTxStore[TTx])
 	if !ok {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
@@ -144,12 +146,12 @@ func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []Wor
 
 // Workflow returns a workflow with its steps' current states, or an error
 // wrapping ErrNotFound.
-func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*Workflow, error) {
-	ws, ok := c.store.(WorkflowStore)
+func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*errandtype.Workflow, error) {
+	ws, ok := c.store.(errandstore.WorkflowStore)
 	if !ok {
 		return nil, fmt.Errorf("get workflow: %w", errNoWorkflowStore)
 	}
-	w, err := ws.WorkflowGet(ctx, &WorkflowGetParams{ID: id})
+	w, err := ws.WorkflowGet(ctx, &errandstore.WorkflowGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %s: %w", id, err)
 	}
@@ -157,17 +159,17 @@ func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*Workflow, error
 }
 
 // Workflows lists workflows, newest first.
-func (c *Client[TTx]) Workflows(ctx context.Context, p *WorkflowListParams) ([]*Workflow, error) {
-	ws, ok := c.store.(WorkflowStore)
+func (c *Client[TTx]) Workflows(ctx context.Context, p *errandstore.WorkflowListParams) ([]*errandtype.Workflow, error) {
+	ws, ok := c.store.(errandstore.WorkflowStore)
 	if !ok {
 		return nil, fmt.Errorf("list workflows: %w", errNoWorkflowStore)
 	}
 	if p == nil {
-		p = &WorkflowListParams{}
+		p = &errandstore.WorkflowListParams{}
 	}
 	for _, s := range p.States {
 		if !s.Valid() {
-			return nil, &InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", s, WorkflowStates)}
+			return nil, &errandtype.InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", s, errandtype.WorkflowStates)}
 		}
 	}
 	w, err := ws.WorkflowList(ctx, p)
@@ -179,8 +181,8 @@ func (c *Client[TTx]) Workflows(ctx context.Context, p *WorkflowListParams) ([]*
 
 // WorkflowCounts returns how many workflows are in each state, every state
 // present: one grouped count, cheap enough for metrics and dashboards.
-func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[WorkflowState]int, error) {
-	ws, ok := c.store.(WorkflowStore)
+func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[errandtype.WorkflowState]int, error) {
+	ws, ok := c.store.(errandstore.WorkflowStore)
 	if !ok {
 		return nil, fmt.Errorf("count workflows: %w", errNoWorkflowStore)
 	}
@@ -191,18 +193,18 @@ func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[WorkflowState]int
 	return m, nil
 }
 
-var errNoWorkflowStore = &InputError{Field: "store", Message: "does not keep workflows (it is not an errand.WorkflowStore); use errand/sqlite or errand/postgres"}
+var errNoWorkflowStore = &errandtype.InputError{Field: "store", Message: "does not keep workflows (it is not an errandstore.WorkflowStore); use errand/sqlite or errand/postgres"}
 
 // workflowParams builds and checks a workflow's insert parameters.
-func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*WorkflowInsertParams, error) {
+func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertParams, error) {
 	if opts == nil {
 		opts = &WorkflowOpts{}
 	}
 	if err := checkFirstWins(opts.FirstWins, opts.ID, "workflow"); err != nil {
 		return nil, err
 	}
-	p := &WorkflowInsertParams{ID: opts.ID, Name: opts.Name, Steps: make([]WorkflowStepDef, len(steps)),
-		jobs: make([][2]*JobInsertParams, len(steps)), firstWins: opts.FirstWins}
+	p := &errandstore.WorkflowInsertParams{ID: opts.ID, Name: opts.Name, Steps: make([]errandstore.WorkflowStepDef, len(steps)),
+		Jobs: make([][2]*errandstore.JobInsertParams, len(steps)), FirstWins: opts.FirstWins}
 	if p.ID == "" {
 		p.ID = ids.NewJobID()
 	}
@@ -212,14 +214,14 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*Work
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %s: %w", s.Name, err)
 		}
-		p.Steps[i] = WorkflowStepDef{Name: s.Name, DependsOn: s.DependsOn, Job: job}
-		p.jobs[i][0] = ip
+		p.Steps[i] = errandstore.WorkflowStepDef{Name: s.Name, DependsOn: s.DependsOn, Job: job}
+		p.Jobs[i][0] = ip
 		if s.Compensate != nil {
-			if p.Steps[i].Compensation, p.jobs[i][1], err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
+			if p.Steps[i].Compensation, p.Jobs[i][1], err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
 				return nil, fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
 			}
 		} else if s.CompensateOpts != nil {
-			return nil, &InputError{Field: "workflow step " + s.Name, Message: "has CompensateOpts but no Compensate; set both or neither"}
+			return nil, &errandtype.InputError{Field: "workflow step " + s.Name, Message: "has CompensateOpts but no Compensate; set both or neither"}
 		}
 	}
 	if err := p.Validate(); err != nil {
@@ -230,18 +232,18 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*Work
 
 // workflowTemplate checks a workflow job's args and options and returns its
 // template and the params it was made of.
-func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*JobTemplate, *JobInsertParams, error) {
+func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*errandstore.JobTemplate, *errandstore.JobInsertParams, error) {
 	o := EnqueueOpts{}
 	if opts != nil {
 		o = *opts
 	}
 	switch {
 	case o.ID != "":
-		return nil, nil, &InputError{Field: "ID", Message: "must be empty: a workflow's jobs have fixed ids (ID.step.NAME, ID.undo.NAME)"}
+		return nil, nil, &errandtype.InputError{Field: "ID", Message: "must be empty: a workflow's jobs have fixed ids (ID.step.NAME, ID.undo.NAME)"}
 	case !o.RunAt.IsZero():
-		return nil, nil, &InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
+		return nil, nil, &errandtype.InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
 	case o.UniqueKey != "" || o.Unique != nil:
-		return nil, nil, &InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
+		return nil, nil, &errandtype.InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
 	}
 	ip, err := c.insertParam(&EnqueueParams{Args: args, Opts: &o})
 	if err != nil {
@@ -252,8 +254,8 @@ func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*JobTemplate
 
 // workflowDuplicate returns the *IDConflictError of res, when it is a
 // duplicate of p's id that differs and p does not say FirstWins.
-func (c *engine) workflowDuplicate(ctx context.Context, res *WorkflowInsertResult, p *WorkflowInsertParams) error {
-	if !res.Duplicate || p.firstWins {
+func (c *engine) workflowDuplicate(ctx context.Context, res *errandstore.WorkflowInsertResult, p *errandstore.WorkflowInsertParams) error {
+	if !res.Duplicate || p.FirstWins {
 		return nil
 	}
 	return c.workflowConflict(ctx, res.Workflow, p)
@@ -275,7 +277,7 @@ func SetOutput(ctx context.Context, v any) error {
 	if !ok {
 		return errors.New("set output: no errand job in this context")
 	}
-	ws, ok := a.store.(WorkflowStore)
+	ws, ok := a.store.(errandstore.WorkflowStore)
 	if !ok {
 		return fmt.Errorf("set output: %w", errNoWorkflowStore)
 	}
@@ -283,8 +285,8 @@ func SetOutput(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
-	p := &JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b}
-	rewrite, err := p.check()
+	p := &errandstore.JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b}
+	rewrite, err := p.Check()
 	if err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
@@ -302,12 +304,12 @@ func SetOutput(ctx context.Context, v any) error {
 // enqueued, and returns how many changed. A store without workflows
 // advances none.
 func (c *engine) advanceWorkflows(ctx context.Context, ids []string) (int, error) {
-	ws, ok := c.store.(WorkflowStore)
+	ws, ok := c.store.(errandstore.WorkflowStore)
 	if !ok {
 		return 0, nil
 	}
-	rs, err := ws.WorkflowAdvance(ctx, &WorkflowAdvanceParams{IDs: ids})
-	var jobs []*Job
+	rs, err := ws.WorkflowAdvance(ctx, &errandstore.WorkflowAdvanceParams{IDs: ids})
+	var jobs []*errandtype.Job
 	changed := 0
 	for _, r := range rs {
 		if !r.Changed {
@@ -331,7 +333,7 @@ func (c *engine) advanceWorkflows(ctx context.Context, ids []string) (int, error
 // afterWorkflowJob advances job's workflow when job, one of its steps or
 // compensations, has just finished, been cancelled or replayed. A failure
 // is logged: the leader's pass advances the workflow later.
-func (c *engine) afterWorkflowJob(ctx context.Context, job *Job) {
+func (c *engine) afterWorkflowJob(ctx context.Context, job *errandtype.Job) {
 	if job == nil || job.WorkflowID == nil {
 		return
 	}
@@ -356,7 +358,7 @@ func (w *Worker) leaderWorkflows(ctx context.Context) {
 }
 
 // queuesOfJobs lists, sorted, the queues of jobs.
-func queuesOfJobs(jobs []*Job) []string {
+func queuesOfJobs(jobs []*errandtype.Job) []string {
 	set := make(map[string]struct{}, 1)
 	for _, j := range jobs {
 		set[j.Queue] = struct{}{}
@@ -369,21 +371,21 @@ func queuesOfJobs(jobs []*Job) []string {
 // if any: the operator replays that first. The store decided the refusal
 // in its transaction; this read only explains it.
 func (c *engine) explainReplayRefusal(ctx context.Context, err error) {
-	var ce *WorkflowCompensatedError
+	var ce *errandstore.WorkflowCompensatedError
 	if !errors.As(err, &ce) || ce.RerunAs != "" || !ce.WorkflowState.Open() {
 		return
 	}
-	if ws, ok := c.store.(WorkflowStore); ok {
-		if w, werr := ws.WorkflowGet(ctx, &WorkflowGetParams{ID: ce.WorkflowID}); werr == nil {
+	if ws, ok := c.store.(errandstore.WorkflowStore); ok {
+		if w, werr := ws.WorkflowGet(ctx, &errandstore.WorkflowGetParams{ID: ce.WorkflowID}); werr == nil {
 			ce.DeadCompensation = deadCompensation(w)
 		}
 	}
 }
 
 // deadCompensation returns the job id of a dead compensation of w, or "".
-func deadCompensation(w *Workflow) string {
+func deadCompensation(w *errandtype.Workflow) string {
 	for _, s := range w.Steps {
-		if c := s.Compensation; c != nil && c.State != nil && *c.State == StateDead {
+		if c := s.Compensation; c != nil && c.State != nil && *c.State == errandtype.StateDead {
 			return c.JobID
 		}
 	}
@@ -394,7 +396,7 @@ func deadCompensation(w *Workflow) string {
 // with the field "workflow" that errand set in job's args: a workflow's job
 // keeps its workflow and its dependencies' outputs whatever the new args
 // say.
-func keepWorkflowField(job *Job, args json.RawMessage) (json.RawMessage, error) {
+func keepWorkflowField(job *errandtype.Job, args json.RawMessage) (json.RawMessage, error) {
 	if job.WorkflowID == nil {
 		return args, nil
 	}
@@ -406,12 +408,12 @@ func keepWorkflowField(job *Job, args json.RawMessage) (json.RawMessage, error) 
 	if !ok {
 		return args, nil
 	}
-	return setArgsField(args, "workflow", wc)
+	return errandstore.SetArgsField(args, "workflow", wc)
 }
 
 // advanceWorkflowsOf advances the workflows of jobs, just replayed. A
 // failure is logged: the leader's pass advances them later.
-func (c *engine) advanceWorkflowsOf(ctx context.Context, jobs []*Job) {
+func (c *engine) advanceWorkflowsOf(ctx context.Context, jobs []*errandtype.Job) {
 	set := make(map[string]struct{})
 	for _, j := range jobs {
 		if j.WorkflowID != nil {

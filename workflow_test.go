@@ -14,14 +14,16 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // tripArgs are the args of every job of the trip workflow in these tests:
 // the order, and the workflow context errand sets.
 type tripArgs struct {
-	Order    int                    `json:"order"`
-	Workflow errand.WorkflowContext `json:"workflow"`
+	Order    int                         `json:"order"`
+	Workflow errandstore.WorkflowContext `json:"workflow"`
 }
 
 // tripPayment is what the charge step records as its output.
@@ -47,7 +49,7 @@ type trip struct {
 var tripKinds = []string{"trip_charge", "trip_reserve", "trip_book", "trip_confirm", "trip_refund", "trip_release", "trip_cancel_booking"}
 
 func (tr *trip) handler(kind string) errand.HandlerFunc {
-	return func(ctx context.Context, job *errand.Job) error {
+	return func(ctx context.Context, job *errandtype.Job) error {
 		var a tripArgs
 		if err := json.Unmarshal(job.Args, &a); err != nil {
 			return errand.Permanent(err)
@@ -97,7 +99,7 @@ func (tr *trip) order() []string {
 
 // tripClient returns a client that runs the trip's kinds, each with one
 // attempt.
-func tripClient(t *testing.T, st errand.TxStore[*sql.Tx], tr *trip, clock errand.TimeSource) *errand.Client[*sql.Tx] {
+func tripClient(t *testing.T, st errandstore.TxStore[*sql.Tx], tr *trip, clock errand.TimeSource) *errand.Client[*sql.Tx] {
 	t.Helper()
 	ks := errand.NewKinds()
 	for _, k := range tripKinds {
@@ -120,7 +122,7 @@ func tripSteps(t *testing.T, order int) []errand.WorkflowStep {
 }
 
 // waitWorkflow waits until workflow id is in state, and returns it.
-func waitWorkflow(t *testing.T, c *errand.Client[*sql.Tx], id string, state errand.WorkflowState) *errand.Workflow {
+func waitWorkflow(t *testing.T, c *errand.Client[*sql.Tx], id string, state errandtype.WorkflowState) *errandtype.Workflow {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute) // generous: a shared, loaded machine under -race
 	for {
@@ -139,7 +141,7 @@ func waitWorkflow(t *testing.T, c *errand.Client[*sql.Tx], id string, state erra
 	}
 }
 
-func stepState(w *errand.Workflow, step string) string {
+func stepState(w *errandtype.Workflow, step string) string {
 	for _, s := range w.Steps {
 		if s.Name == step && s.State != nil {
 			return string(*s.State)
@@ -148,7 +150,7 @@ func stepState(w *errand.Workflow, step string) string {
 	return "<none>"
 }
 
-func compensationState(w *errand.Workflow, step string) string {
+func compensationState(w *errandtype.Workflow, step string) string {
 	for _, s := range w.Steps {
 		if s.Name == step && s.Compensation != nil && s.Compensation.State != nil {
 			return string(*s.Compensation.State)
@@ -165,7 +167,7 @@ func compensationState(w *errand.Workflow, step string) string {
 // runs every step again as a new workflow, which succeeds; the old one
 // stays failed. The first step's output reaches the second's args.
 func TestWorkflowCompensatesThenReruns(t *testing.T) {
-	sharedStores(t, func(t *testing.T, stores []errand.TxStore[*sql.Tx]) {
+	sharedStores(t, func(t *testing.T, stores []errandstore.TxStore[*sql.Tx]) {
 		ctx := t.Context()
 		tr := &trip{}
 		tr.bookFails.Store(true)
@@ -192,7 +194,7 @@ func TestWorkflowCompensatesThenReruns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Duplicate || len(res.Jobs) != 1 || res.Jobs[0].ID != "trip-7.step.charge" || res.Workflow.State != errand.WorkflowRunning {
+		if res.Duplicate || len(res.Jobs) != 1 || res.Jobs[0].ID != "trip-7.step.charge" || res.Workflow.State != errandtype.WorkflowRunning {
 			t.Fatalf("EnqueueWorkflow = %+v", res)
 		}
 		again, err := c.EnqueueWorkflow(ctx, tripSteps(t, 7), &errand.WorkflowOpts{ID: "trip-7", Name: "trip"})
@@ -200,7 +202,7 @@ func TestWorkflowCompensatesThenReruns(t *testing.T) {
 			t.Fatalf("enqueue again = %+v, %v; want the duplicate", again, err)
 		}
 
-		wf := waitWorkflow(t, c, "trip-7", errand.WorkflowFailed)
+		wf := waitWorkflow(t, c, "trip-7", errandtype.WorkflowFailed)
 		want := []string{"trip_charge", "trip_reserve", "trip_book:failed", "trip_release", "trip_refund"}
 		if got := tr.order(); !slices.Equal(got, want) {
 			t.Fatalf("handlers ran %v, want %v", got, want)
@@ -229,13 +231,13 @@ func TestWorkflowCompensatesThenReruns(t *testing.T) {
 		// rerun.
 		tr.bookFails.Store(false)
 		_, err = c.Replay(ctx, "trip-7.step.book", &errand.ReplayOpts{Operator: "ops", Reason: "seats added"})
-		if !errors.Is(err, errand.ErrWorkflowCompensated) || !strings.Contains(err.Error(), "errand workflow rerun trip-7") {
+		if !errors.Is(err, errandstore.ErrWorkflowCompensated) || !strings.Contains(err.Error(), "errand workflow rerun trip-7") {
 			t.Fatalf("replay of the compensated step = %v, want ErrWorkflowCompensated naming the rerun", err)
 		}
 		if _, err := c.RerunWorkflow(ctx, "trip-7", &errand.WorkflowRerunOpts{ID: "trip-7b"}); err != nil {
 			t.Fatal(err)
 		}
-		wf = waitWorkflow(t, c, "trip-7b", errand.WorkflowSucceeded)
+		wf = waitWorkflow(t, c, "trip-7b", errandtype.WorkflowSucceeded)
 		want = append(want, "trip_charge", "trip_reserve", "trip_book", "trip_confirm")
 		if got := tr.order(); !slices.Equal(got, want) {
 			t.Fatalf("handlers ran %v, want %v", got, want)
@@ -244,10 +246,10 @@ func TestWorkflowCompensatesThenReruns(t *testing.T) {
 			t.Fatalf("rerun workflow: %+v", wf)
 		}
 		old := workflowState(t, c, "trip-7")
-		if old.State != errand.WorkflowFailed || old.RerunAs == nil || *old.RerunAs != "trip-7b" || stepState(old, "book") != "dead" {
+		if old.State != errandtype.WorkflowFailed || old.RerunAs == nil || *old.RerunAs != "trip-7b" || stepState(old, "book") != "dead" {
 			t.Fatalf("old workflow after the rerun: %+v", old)
 		}
-		ws, err := c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowSucceeded}})
+		ws, err := c.Workflows(ctx, &errandstore.WorkflowListParams{States: []errandtype.WorkflowState{errandtype.WorkflowSucceeded}})
 		if err != nil || len(ws) != 1 || ws[0].ID != "trip-7b" {
 			t.Fatalf("succeeded workflows: %v, %v", ws, err)
 		}
@@ -267,7 +269,7 @@ func workTrip(t *testing.T, c *errand.Client[*sql.Tx], id string, result errand.
 	}
 }
 
-func workflowState(t *testing.T, c *errand.Client[*sql.Tx], id string) *errand.Workflow {
+func workflowState(t *testing.T, c *errand.Client[*sql.Tx], id string) *errandtype.Workflow {
 	t.Helper()
 	w, err := c.Workflow(t.Context(), id)
 	if err != nil {
@@ -284,7 +286,7 @@ func workflowState(t *testing.T, c *errand.Client[*sql.Tx], id string) *errand.W
 // with corrected args that keep the field "workflow"; a bulk replay
 // advances the workflows of the jobs it replayed.
 func TestWorkflowReplayRules(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		tr := &trip{}
 		tr.bookFails.Store(true)
@@ -297,15 +299,15 @@ func TestWorkflowReplayRules(t *testing.T) {
 		workTrip(t, c, "trip-8.step.reserve", errand.ResultSucceeded)
 		workTrip(t, c, "trip-8.step.book", errand.ResultDead)
 		workTrip(t, c, "trip-8.undo.reserve", errand.ResultDead)
-		if w := workflowState(t, c, "trip-8"); w.State != errand.WorkflowCompensating {
+		if w := workflowState(t, c, "trip-8"); w.State != errandtype.WorkflowCompensating {
 			t.Fatalf("workflow %s, want compensating", w.State)
 		}
 
 		replay := &errand.ReplayOpts{Operator: "ops", Reason: "seats added"}
 		before := getJob(t, c, "trip-8.step.book")
 		_, err := c.Replay(ctx, "trip-8.step.book", replay)
-		var se *errand.StateError
-		if !errors.As(err, &se) || !errors.Is(err, errand.ErrWrongState) {
+		var se *errandtype.StateError
+		if !errors.As(err, &se) || !errors.Is(err, errandtype.ErrWrongState) {
 			t.Fatalf("replay while compensating: %v, want a *StateError", err)
 		}
 		for _, s := range []string{"compensating", "once it has failed, rerun it as a new workflow: errand workflow rerun trip-8", "trip-8.undo.reserve is dead"} {
@@ -313,14 +315,14 @@ func TestWorkflowReplayRules(t *testing.T) {
 				t.Fatalf("error %q does not say %q", err, s)
 			}
 		}
-		if after := getJob(t, c, "trip-8.step.book"); after.State != errand.StateDead || after.Replays != before.Replays {
+		if after := getJob(t, c, "trip-8.step.book"); after.State != errandtype.StateDead || after.Replays != before.Replays {
 			t.Fatalf("refused replay wrote: %s, replays %d", after.State, after.Replays)
 		}
 		if rs, err := c.ReplayAudit(ctx, "trip-8.step.book"); err != nil || len(rs) != 0 {
 			t.Fatalf("refused replay audited: %v %v", rs, err)
 		}
 		// A bulk replay leaves the step out, and says so.
-		rm, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errand.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
+		rm, err := c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errandstore.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
 		if err != nil || len(rm.Jobs) != 0 || !slices.Equal(rm.Held, []string{"trip-8.step.book"}) {
 			t.Fatalf("bulk replay while compensating: %+v, %v; want nothing replayed and the step reported held", rm, err)
 		}
@@ -336,14 +338,14 @@ func TestWorkflowReplayRules(t *testing.T) {
 		}
 		workTrip(t, c, "trip-8.undo.charge", errand.ResultSucceeded)
 		w := workflowState(t, c, "trip-8")
-		if w.State != errand.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "book" {
+		if w.State != errandtype.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "book" {
 			t.Fatalf("workflow %s, failed step %v", w.State, w.FailedStep)
 		}
 
 		// Failed after compensating: still refused, and the error no longer
 		// names a dead compensation.
 		_, err = c.Replay(ctx, "trip-8.step.book", replay)
-		if !errors.Is(err, errand.ErrWorkflowCompensated) || strings.Contains(err.Error(), "is dead and holds") ||
+		if !errors.Is(err, errandstore.ErrWorkflowCompensated) || strings.Contains(err.Error(), "is dead and holds") ||
 			!strings.Contains(err.Error(), "compensated (undid reserve, charge)") {
 			t.Fatalf("replay once failed: %v, want ErrWorkflowCompensated naming what was undone", err)
 		}
@@ -368,11 +370,11 @@ func TestWorkflowReplayRules(t *testing.T) {
 		if err := json.Unmarshal(getJob(t, c, j.ID).Args, &a); err != nil || a.Order != 99 || a.Workflow.ID != "trip-9" || a.Workflow.Step != "book" {
 			t.Fatalf("replayed args %+v (%v)", a, err)
 		}
-		if w := workflowState(t, c, "trip-9"); w.State != errand.WorkflowRunning || w.FailedStep != nil {
+		if w := workflowState(t, c, "trip-9"); w.State != errandtype.WorkflowRunning || w.FailedStep != nil {
 			t.Fatalf("after the replay: workflow %s, failed step %v; want running", w.State, w.FailedStep)
 		}
 		workTrip(t, c, "trip-9.step.book", errand.ResultSucceeded)
-		if w := workflowState(t, c, "trip-9"); w.State != errand.WorkflowSucceeded {
+		if w := workflowState(t, c, "trip-9"); w.State != errandtype.WorkflowSucceeded {
 			t.Fatalf("workflow %s, want succeeded", w.State)
 		}
 
@@ -386,19 +388,19 @@ func TestWorkflowReplayRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		workTrip(t, c, "trip-10.step.book", errand.ResultDead)
-		if w := workflowState(t, c, "trip-10"); w.State != errand.WorkflowFailed {
+		if w := workflowState(t, c, "trip-10"); w.State != errandtype.WorkflowFailed {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}
 		tr.bookFails.Store(false)
-		rm, err = c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errand.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
+		rm, err = c.ReplayMany(ctx, &errand.ReplayManyOpts{Filter: errandstore.DeadFilter{Kind: "trip_book"}, Operator: "ops", Reason: "seats added"})
 		if err != nil || len(rm.Jobs) != 1 || rm.Jobs[0].ID != "trip-10.step.book" || !slices.Equal(rm.Held, []string{"trip-8.step.book"}) {
 			t.Fatalf("replay many: %+v %v", rm, err)
 		}
-		if w := workflowState(t, c, "trip-10"); w.State != errand.WorkflowRunning {
+		if w := workflowState(t, c, "trip-10"); w.State != errandtype.WorkflowRunning {
 			t.Fatalf("after the bulk replay: workflow %s, want running", w.State)
 		}
 		workTrip(t, c, "trip-10.step.book", errand.ResultSucceeded)
-		if w := workflowState(t, c, "trip-10"); w.State != errand.WorkflowSucceeded {
+		if w := workflowState(t, c, "trip-10"); w.State != errandtype.WorkflowSucceeded {
 			t.Fatalf("workflow %s, want succeeded", w.State)
 		}
 	})
@@ -409,31 +411,31 @@ func TestWorkflowReplayRules(t *testing.T) {
 // leader's pass, for a success (the next step is enqueued) and for a death
 // (the compensation is enqueued); a pass with nothing new changes nothing.
 func TestWorkflowLeaderCoversCrashedWorker(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		tr := &trip{}
 		c := tripClient(t, st, tr, clock)
 		if _, err := c.EnqueueWorkflow(ctx, tripSteps(t, 11), &errand.WorkflowOpts{ID: "trip-11"}); err != nil {
 			t.Fatal(err)
 		}
-		crash := func(id string, kind errand.OutcomeKind) {
+		crash := func(id string, kind errandstore.OutcomeKind) {
 			t.Helper()
-			js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "crashed"})
+			js, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "crashed"})
 			if err != nil || len(js) != 1 || js[0].ID != id {
 				t.Fatalf("claim %s: %v %v", id, js, err)
 			}
-			if kind == errand.OutcomeSucceeded {
-				out := &errand.JobSetOutputParams{ID: id, LeaseToken: *js[0].LeaseToken, Output: json.RawMessage(`{"payment":"pay-11"}`)}
-				if err := st.(errand.WorkflowStore).JobSetOutput(ctx, out); err != nil {
+			if kind == errandstore.OutcomeSucceeded {
+				out := &errandstore.JobSetOutputParams{ID: id, LeaseToken: *js[0].LeaseToken, Output: json.RawMessage(`{"payment":"pay-11"}`)}
+				if err := st.(errandstore.WorkflowStore).JobSetOutput(ctx, out); err != nil {
 					t.Fatal(err)
 				}
 			}
 			clock.Advance(time.Second) // the outcome comes after the workflow was last checked
-			o := &errand.JobOutcome{JobLease: errand.JobLease{ID: id, LeaseToken: *js[0].LeaseToken}, Kind: kind}
-			if kind == errand.OutcomeDead {
-				o.Error = &errand.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "no seats"}
+			o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: *js[0].LeaseToken}, Kind: kind}
+			if kind == errandstore.OutcomeDead {
+				o.Error = &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "no seats"}
 			}
-			if rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{o}}); err != nil || rs[0].Err != nil {
+			if rs, err := st.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}}); err != nil || rs[0].Err != nil {
 				t.Fatalf("record %s: %v %v", id, rs, err)
 			}
 		}
@@ -445,8 +447,8 @@ func TestWorkflowLeaderCoversCrashedWorker(t *testing.T) {
 		}
 
 		pass(0)
-		crash("trip-11.step.charge", errand.OutcomeSucceeded)
-		if _, err := c.Get(ctx, "trip-11.step.reserve"); !errors.Is(err, errand.ErrNotFound) {
+		crash("trip-11.step.charge", errandstore.OutcomeSucceeded)
+		if _, err := c.Get(ctx, "trip-11.step.reserve"); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Fatalf("reserve before the leader's pass: %v", err)
 		}
 		pass(1)
@@ -454,18 +456,18 @@ func TestWorkflowLeaderCoversCrashedWorker(t *testing.T) {
 		pass(0)
 
 		workTrip(t, c, "trip-11.step.reserve", errand.ResultSucceeded)
-		crash("trip-11.step.book", errand.OutcomeDead)
-		if w := workflowState(t, c, "trip-11"); w.State != errand.WorkflowRunning {
+		crash("trip-11.step.book", errandstore.OutcomeDead)
+		if w := workflowState(t, c, "trip-11"); w.State != errandtype.WorkflowRunning {
 			t.Fatalf("workflow %s before the leader's pass, want running", w.State)
 		}
 		pass(1)
-		if w := workflowState(t, c, "trip-11"); w.State != errand.WorkflowCompensating || getJob(t, c, "trip-11.undo.reserve").State != errand.StateQueued {
+		if w := workflowState(t, c, "trip-11"); w.State != errandtype.WorkflowCompensating || getJob(t, c, "trip-11.undo.reserve").State != errandtype.StateQueued {
 			t.Fatalf("workflow %s after the leader's pass, want compensating with undo.reserve queued", w.State)
 		}
 		pass(0)
 		workTrip(t, c, "trip-11.undo.reserve", errand.ResultSucceeded)
 		workTrip(t, c, "trip-11.undo.charge", errand.ResultSucceeded)
-		if w := workflowState(t, c, "trip-11"); w.State != errand.WorkflowFailed {
+		if w := workflowState(t, c, "trip-11"); w.State != errandtype.WorkflowFailed {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}
 		pass(0)
@@ -474,12 +476,12 @@ func TestWorkflowLeaderCoversCrashedWorker(t *testing.T) {
 
 // jobGetCounter is a workflow store that counts its JobGet calls.
 type jobGetCounter struct {
-	errand.TxStore[*sql.Tx]
-	errand.WorkflowStore
+	errandstore.TxStore[*sql.Tx]
+	errandstore.WorkflowStore
 	gets atomic.Int64
 }
 
-func (s *jobGetCounter) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+func (s *jobGetCounter) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*errandtype.Job, error) {
 	s.gets.Add(1)
 	return s.TxStore.JobGet(ctx, p)
 }
@@ -488,9 +490,9 @@ func (s *jobGetCounter) JobGet(ctx context.Context, p *errand.JobGetParams) (*er
 // the Client (Ack, AckMany, Fail) advance the workflow as a Worker's do;
 // an acknowledgment reads no job to do it.
 func TestWorkflowRemoteOutcomes(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, inner errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, inner errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
-		st := &jobGetCounter{TxStore: inner, WorkflowStore: inner.(errand.WorkflowStore)}
+		st := &jobGetCounter{TxStore: inner, WorkflowStore: inner.(errandstore.WorkflowStore)}
 		c := tripClient(t, st, &trip{}, clock)
 		acked := func() {
 			t.Helper()
@@ -517,14 +519,14 @@ func TestWorkflowRemoteOutcomes(t *testing.T) {
 		acked()
 		tok = claim("trip-12.step.reserve")
 		st.gets.Store(0)
-		if rs, err := c.AckMany(ctx, []errand.JobLease{{ID: "trip-12.step.reserve", LeaseToken: tok}}); err != nil || rs[0].Err != nil {
+		if rs, err := c.AckMany(ctx, []errandstore.JobLease{{ID: "trip-12.step.reserve", LeaseToken: tok}}); err != nil || rs[0].Err != nil {
 			t.Fatalf("ack many: %v %v", rs, err)
 		}
 		acked()
 		if _, err := c.Fail(ctx, "trip-12.step.book", claim("trip-12.step.book"), &errand.FailOpts{Permanent: true, Message: "no seats"}); err != nil {
 			t.Fatal(err)
 		}
-		if w := workflowState(t, c, "trip-12"); w.State != errand.WorkflowCompensating || w.FailedStep == nil || *w.FailedStep != "book" {
+		if w := workflowState(t, c, "trip-12"); w.State != errandtype.WorkflowCompensating || w.FailedStep == nil || *w.FailedStep != "book" {
 			t.Fatalf("workflow %s, failed step %v; want compensating after book", w.State, w.FailedStep)
 		}
 		if _, err := c.Ack(ctx, "trip-12.undo.reserve", claim("trip-12.undo.reserve")); err != nil {
@@ -536,7 +538,7 @@ func TestWorkflowRemoteOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		acked()
-		if w := workflowState(t, c, "trip-12"); w.State != errand.WorkflowFailed {
+		if w := workflowState(t, c, "trip-12"); w.State != errandtype.WorkflowFailed {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}
 	})
@@ -545,7 +547,7 @@ func TestWorkflowRemoteOutcomes(t *testing.T) {
 // TestEnqueueWorkflowTx: a workflow enqueued in the caller's transaction
 // exists, with its first step, if and only if the transaction commits.
 func TestEnqueueWorkflowTx(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		c := tripClient(t, st, &trip{}, clock)
 		rollback := errors.New("roll back")
@@ -562,10 +564,10 @@ func TestEnqueueWorkflowTx(t *testing.T) {
 		if !errors.Is(err, rollback) {
 			t.Fatalf("InTx = %v", err)
 		}
-		if _, err := c.Workflow(ctx, "trip-13"); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := c.Workflow(ctx, "trip-13"); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Fatalf("rolled-back workflow: %v, want not found", err)
 		}
-		if _, err := c.Get(ctx, "trip-13.step.charge"); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := c.Get(ctx, "trip-13.step.charge"); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Fatalf("rolled-back step: %v, want not found", err)
 		}
 
@@ -576,7 +578,7 @@ func TestEnqueueWorkflowTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w := workflowState(t, c, "trip-13"); w.State != errand.WorkflowRunning || stepState(w, "charge") != "queued" {
+		if w := workflowState(t, c, "trip-13"); w.State != errandtype.WorkflowRunning || stepState(w, "charge") != "queued" {
 			t.Fatalf("committed workflow %s, charge %s", w.State, stepState(w, "charge"))
 		}
 		workTrip(t, c, "trip-13.step.charge", errand.ResultSucceeded)
@@ -618,18 +620,18 @@ func TestEnqueueWorkflowRefusals(t *testing.T) {
 		"no steps":  func(s []errand.WorkflowStep) []errand.WorkflowStep { return nil },
 	} {
 		_, err := c.EnqueueWorkflow(ctx, edit(ok()), &errand.WorkflowOpts{ID: "refused"})
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("%s: err = %v, want an *InputError", name, err)
 		}
 	}
-	if _, err := c.EnqueueWorkflow(ctx, ok(), &errand.WorkflowOpts{ID: strings.Repeat("w", errand.MaxWorkflowIDBytes+1)}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := c.EnqueueWorkflow(ctx, ok(), &errand.WorkflowOpts{ID: strings.Repeat("w", errandstore.MaxWorkflowIDBytes+1)}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("long id: %v", err)
 	}
 	if n := rowCounts(t, st.DB()); n[0] != 0 {
 		t.Fatalf("refused workflows wrote %d jobs", n[0])
 	}
-	if _, err := c.Workflow(ctx, "refused"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Workflow(ctx, "refused"); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("refused workflow: %v", err)
 	}
 }
@@ -639,7 +641,7 @@ func TestEnqueueWorkflowRefusals(t *testing.T) {
 // step has finished; then the compensations run latest declared first. A
 // step cancelled through the client stops its workflow as a dead one does.
 func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
-	eachJobStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachJobStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
 		tr := &trip{}
 		tr.bookFails.Store(true)
@@ -657,13 +659,13 @@ func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
 		workTrip(t, c, "trip-14.step.charge", errand.ResultSucceeded)
 		// reserve and book are both queued: a crashed worker holds
 		// reserve while book dies.
-		js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "slow", Kinds: []string{"trip_reserve"}})
+		js, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "slow", Kinds: []string{"trip_reserve"}})
 		if err != nil || len(js) != 1 {
 			t.Fatalf("claim reserve: %v %v", js, err)
 		}
 		workTrip(t, c, "trip-14.step.book", errand.ResultDead)
 		w := workflowState(t, c, "trip-14")
-		if w.State != errand.WorkflowCompensating || compensationState(w, "charge") != "<none>" || compensationState(w, "reserve") != "<none>" {
+		if w.State != errandtype.WorkflowCompensating || compensationState(w, "charge") != "<none>" || compensationState(w, "reserve") != "<none>" {
 			t.Fatalf("workflow %s, undo.charge %s, undo.reserve %s; want compensating and none yet", w.State, compensationState(w, "charge"), compensationState(w, "reserve"))
 		}
 		if r := workOne(t, c, nil); r.JobID != nil {
@@ -673,8 +675,8 @@ func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
 		// advance: the leader's pass starts the compensations, reserve's
 		// first, then charge's.
 		clock.Advance(time.Second)
-		if rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
-			JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeSucceeded}}}); err != nil || rs[0].Err != nil {
+		if rs, err := st.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{
+			JobLease: errandstore.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errandstore.OutcomeSucceeded}}}); err != nil || rs[0].Err != nil {
 			t.Fatalf("record reserve: %v %v", rs, err)
 		}
 		if n, err := errand.AdvanceOpenWorkflows(ctx, c); err != nil || n != 1 {
@@ -683,7 +685,7 @@ func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
 		workTrip(t, c, "trip-14.undo.reserve", errand.ResultSucceeded)
 		workTrip(t, c, "trip-14.undo.charge", errand.ResultSucceeded)
 		w = workflowState(t, c, "trip-14")
-		if w.State != errand.WorkflowFailed || *w.FailedStep != "book" || stepState(w, "confirm") != "<none>" {
+		if w.State != errandtype.WorkflowFailed || *w.FailedStep != "book" || stepState(w, "confirm") != "<none>" {
 			t.Fatalf("workflow %s, failed step %v, confirm %s", w.State, *w.FailedStep, stepState(w, "confirm"))
 		}
 		if got, want := tr.order(), []string{"trip_charge", "trip_book:failed", "trip_release", "trip_refund"}; !slices.Equal(got, want) {
@@ -699,11 +701,11 @@ func TestWorkflowFailureWaitsForParallelStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		w = workflowState(t, c, "trip-15")
-		if w.State != errand.WorkflowCompensating || *w.FailedStep != "reserve" || compensationState(w, "charge") != "queued" {
+		if w.State != errandtype.WorkflowCompensating || *w.FailedStep != "reserve" || compensationState(w, "charge") != "queued" {
 			t.Fatalf("workflow %s, failed step %v, undo.charge %s", w.State, w.FailedStep, compensationState(w, "charge"))
 		}
 		workTrip(t, c, "trip-15.undo.charge", errand.ResultSucceeded)
-		if w := workflowState(t, c, "trip-15"); w.State != errand.WorkflowFailed {
+		if w := workflowState(t, c, "trip-15"); w.State != errandtype.WorkflowFailed {
 			t.Fatalf("workflow %s, want failed", w.State)
 		}
 	})
@@ -732,16 +734,16 @@ func TestWorkflowLeadingWorkerAdvances(t *testing.T) {
 	if _, err := c.EnqueueWorkflow(ctx, tripSteps(t, 16), &errand.WorkflowOpts{ID: "trip-16"}); err != nil {
 		t.Fatal(err)
 	}
-	js, err := st.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "crashed"})
+	js, err := st.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: "crashed"})
 	if err != nil || len(js) != 1 || js[0].ID != "trip-16.step.charge" {
 		t.Fatalf("claim: %v %v", js, err)
 	}
 	clock.Advance(time.Second)
-	if rs, err := st.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
-		JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errand.OutcomeSucceeded}}}); err != nil || rs[0].Err != nil {
+	if rs, err := st.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{
+		JobLease: errandstore.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken}, Kind: errandstore.OutcomeSucceeded}}}); err != nil || rs[0].Err != nil {
 		t.Fatalf("record: %v %v", rs, err)
 	}
-	if _, err := c.Get(ctx, "trip-16.step.reserve"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := c.Get(ctx, "trip-16.step.reserve"); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("reserve before the leader's sweep: %v", err)
 	}
 	clock.Set(start.Add(sweepEvery))

@@ -20,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/batchjson"
 	"github.com/errandhq/errand/internal/jobjson"
 	"github.com/errandhq/errand/internal/jsonesc"
@@ -166,7 +168,7 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/schedules", listing("schedules", a.c.Schedules)},
 		// The cluster's rate limits and retry budgets, with their tokens now.
 		{"GET /api/v1/limits", listing("limits", a.c.Limits)},
-		// Each as errand.BreakerRecord marshals, ordered by dependency.
+		// Each as errandtype.BreakerRecord marshals, ordered by dependency.
 		{"GET /api/v1/breakers", listing("breakers", a.c.Breakers)},
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
 		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
@@ -203,11 +205,11 @@ const leaseLostMessage = "the job is no longer running under this lease token; s
 func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
 	var mbe *http.MaxBytesError
-	var ie *errand.InputError
-	var se *errand.StateError
-	var ue *errand.UniqueConflictError
+	var ie *errandtype.InputError
+	var se *errandtype.StateError
+	var ue *errandtype.UniqueConflictError
 	var ice *errand.IDConflictError
-	var we *errand.WorkflowStateError
+	var we *errandstore.WorkflowStateError
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.status, he.code, he.message)
@@ -215,9 +217,9 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is over the limit of %d bytes", mbe.Limit))
 	case errors.As(err, &ie):
 		writeError(w, http.StatusBadRequest, "invalid_input", ie.Error())
-	case errors.Is(err, errand.ErrLeaseLost):
+	case errors.Is(err, errandtype.ErrLeaseLost):
 		writeError(w, http.StatusConflict, "lease_lost", leaseLostMessage)
-	case errors.Is(err, errand.ErrWorkflowCompensated):
+	case errors.Is(err, errandstore.ErrWorkflowCompensated):
 		writeError(w, http.StatusConflict, "workflow_compensated", err.Error())
 	case errors.As(err, &we):
 		writeError(w, http.StatusConflict, "wrong_state", we.Error())
@@ -228,9 +230,9 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ice):
 		writeError(w, http.StatusConflict, "id_conflict", fmt.Sprintf("%s id %q is taken by a different %s (%s differ); give a new id for a new %s, or set \"first_wins\": true to get the existing one",
 			ice.What, ice.ID, ice.What, strings.Join(ice.Fields, ", "), ice.What))
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "no job with id "+strconv.Quote(r.PathValue("id")))
-	case errors.Is(err, errand.ErrStoreUnavailable):
+	case errors.Is(err, errandtype.ErrStoreUnavailable):
 		a.log.Warn("api request failed: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(UnavailableRetryAfter))
 		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("the database could not be reached or dropped the connection; retry in %ds (the request may have taken effect: give an enqueue an id or Idempotency-Key so that a retry is not a second job)", UnavailableRetryAfter))
@@ -488,7 +490,7 @@ func listing[T any](field string, fetch func(context.Context) ([]T, error)) hand
 // notFound turns ErrNotFound into a 404 not_found that says message; any
 // other error passes.
 func notFound(err error, message string) error {
-	if errors.Is(err, errand.ErrNotFound) {
+	if errors.Is(err, errandtype.ErrNotFound) {
 		return &httpError{http.StatusNotFound, "not_found", message}
 	}
 	return err
@@ -535,7 +537,7 @@ func queryCursor(q url.Values, min int64) (int64, error) {
 
 // queryListCursor reads the cursor of a listing that runs newest first
 // (batches, workflows): a next_cursor of nextCursor; absent is nil.
-func queryListCursor(q url.Values) (*errand.ListCursor, error) {
+func queryListCursor(q url.Values) (*errandtype.ListCursor, error) {
 	v := q.Get("cursor")
 	if v == "" {
 		return nil, nil
@@ -549,7 +551,7 @@ func queryListCursor(q url.Values) (*errand.ListCursor, error) {
 
 // nextCursor is the next_cursor after an item created at at with id id.
 func nextCursor(at time.Time, id string) *string {
-	s := errand.ListCursor{CreatedAt: at, ID: id}.String()
+	s := errandtype.ListCursor{CreatedAt: at, ID: id}.String()
 	return &s
 }
 
@@ -577,11 +579,11 @@ func jsonProblem(b []byte, err error) string {
 // and with an example where the text has a form of its own.
 func jsonType(t reflect.Type) string {
 	switch t {
-	case reflect.TypeFor[errand.Duration]():
+	case reflect.TypeFor[errandtype.Duration]():
 		return "a duration in Go syntax such as \"30s\" or \"1h\""
 	case reflect.TypeFor[jobjson.Time]():
 		return "a time in RFC 3339 such as \"2026-12-04T10:00:00Z\""
-	case reflect.TypeFor[errand.UniqueScope]():
+	case reflect.TypeFor[errandtype.UniqueScope]():
 		return "a scope: \"always\", \"until_finished\", \"until_succeeded\" or a comma-separated list of states"
 	case reflect.TypeFor[errand.OrderingOnDead]():
 		return "\"hold\" or \"release\""
@@ -634,7 +636,7 @@ func checkQuery(q url.Values, known ...string) error {
 // show prepares a job for a reader: args, and the progress and output a
 // handler saved (often drawn from them), hidden when configured, and the
 // lease token hidden from a read-only caller.
-func (a *api[TTx]) show(j *errand.Job) *errand.Job {
+func (a *api[TTx]) show(j *errandtype.Job) *errandtype.Job {
 	if j == nil || !a.hideArgs && (!a.hideLease || j.LeaseToken == nil) {
 		return j
 	}
@@ -651,8 +653,8 @@ func (a *api[TTx]) show(j *errand.Job) *errand.Job {
 }
 
 // showJobs prepares jobs for a reader as show does; nil becomes [].
-func (a *api[TTx]) showJobs(js []*errand.Job) []*errand.Job {
-	out := make([]*errand.Job, len(js))
+func (a *api[TTx]) showJobs(js []*errandtype.Job) []*errandtype.Job {
+	out := make([]*errandtype.Job, len(js))
 	for i, j := range js {
 		out[i] = a.show(j)
 	}
@@ -665,7 +667,7 @@ type enqueueRequest = batchjson.Job
 
 // enqueueResponse is the answer to POST /api/v1/jobs.
 type enqueueResponse struct {
-	Job *errand.Job `json:"job"`
+	Job *errandtype.Job `json:"job"`
 	// Duplicate: a job with this id (or Idempotency-Key), or unique key,
 	// existed; Job is that job and nothing was enqueued.
 	Duplicate bool `json:"duplicate"`
@@ -695,7 +697,7 @@ func idempotencyKey(r *http.Request, id *string, what string) (string, error) {
 // became (see idempotencyKey), so that the caller, who sent no id, learns
 // what to change.
 func keyError(err error, key string) error {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if key == "" || !errors.As(err, &ie) || (ie.Field != "id" && ie.Field != "batch id" && ie.Field != "workflow id") {
 		return err
 	}
@@ -771,8 +773,8 @@ func (a *api[TTx]) get(w http.ResponseWriter, r *http.Request) error {
 // listResponse is a page of jobs. NextCursor, when not null, fetches the
 // next page as ?cursor=.
 type listResponse struct {
-	Jobs       []*errand.Job `json:"jobs"`
-	NextCursor *string       `json:"next_cursor"`
+	Jobs       []*errandtype.Job `json:"jobs"`
+	NextCursor *string           `json:"next_cursor"`
 }
 
 func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
@@ -786,7 +788,7 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 			if s = strings.TrimSpace(s); s == "" {
 				continue // ?state= filters nothing, like the other filters
 			}
-			st, err := errand.ParseJobState(s)
+			st, err := errandtype.ParseJobState(s)
 			if err != nil {
 				return badRequest("state: %v", err)
 			}
@@ -804,7 +806,7 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse{Jobs: make([]*errand.Job, len(js))}
+	resp := listResponse{Jobs: make([]*errandtype.Job, len(js))}
 	for i, j := range js {
 		resp.Jobs[i] = a.show(j)
 	}
@@ -820,7 +822,7 @@ type claimRequest struct {
 	// Kinds the worker handles; at least one.
 	Kinds []string `json:"kinds"`
 	// Lease, in Go syntax ("30s"); default (absent or null) 30s.
-	Lease *errand.Duration `json:"lease"`
+	Lease *errandtype.Duration `json:"lease"`
 	// MaxJobs is how many jobs to take at most: 1 to 100, default 1.
 	MaxJobs *int `json:"max_jobs"`
 	// Worker names the worker: its lease_owner and registry id are
@@ -830,7 +832,7 @@ type claimRequest struct {
 
 // claimResponse holds the claimed jobs' envelopes.
 type claimResponse struct {
-	Jobs []errand.Envelope `json:"jobs"`
+	Jobs []errandtype.Envelope `json:"jobs"`
 }
 
 func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimRequest) error {
@@ -864,7 +866,7 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimReque
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	resp := claimResponse{Jobs: make([]errand.Envelope, len(js))}
+	resp := claimResponse{Jobs: make([]errandtype.Envelope, len(js))}
 	for i, j := range js {
 		resp.Jobs[i] = j.Envelope()
 	}
@@ -873,14 +875,14 @@ func (a *api[TTx]) claim(w http.ResponseWriter, r *http.Request, req *claimReque
 
 // heartbeatRequest is the body of POST /api/v1/jobs/{id}/heartbeat.
 type heartbeatRequest struct {
-	LeaseToken string           `json:"lease_token"`
-	Lease      *errand.Duration `json:"lease"`
+	LeaseToken string               `json:"lease_token"`
+	Lease      *errandtype.Duration `json:"lease"`
 }
 
 // optLease reads an optional lease: absent (nil) is 0, the library's
 // default. A lease sent as "0s" is a lease too short, not the default: the
 // library would take its zero for absent and grant 30s unasked.
-func optLease(d *errand.Duration) (time.Duration, error) {
+func optLease(d *errandtype.Duration) (time.Duration, error) {
 	if d == nil {
 		return 0, nil
 	}
@@ -920,15 +922,15 @@ type ackRequest struct {
 
 // outcomeResponse is what an ack or a fail did.
 type outcomeResponse struct {
-	ID    string          `json:"id"`
-	State errand.JobState `json:"state"`
+	ID    string              `json:"id"`
+	State errandtype.JobState `json:"state"`
 	// AvailableAt is when a retried job runs next; null otherwise.
 	AvailableAt *time.Time `json:"available_at"`
 }
 
-func outcome(id string, r errand.OutcomeResult) outcomeResponse {
+func outcome(id string, r errandstore.OutcomeResult) outcomeResponse {
 	resp := outcomeResponse{ID: id, State: r.State}
-	if r.State == errand.StateRetrying || r.State == errand.StateQueued {
+	if r.State == errandtype.StateRetrying || r.State == errandtype.StateQueued {
 		at := r.AvailableAt.UTC()
 		resp.AvailableAt = &at
 	}
@@ -956,15 +958,15 @@ type ackManyRequest struct {
 // ackManyResult is one lease's outcome: a state, or an error (lease_lost)
 // with nothing written for that job.
 type ackManyResult struct {
-	ID    string          `json:"id"`
-	State errand.JobState `json:"state,omitempty"`
-	Error *errorBody      `json:"error,omitempty"`
+	ID    string              `json:"id"`
+	State errandtype.JobState `json:"state,omitempty"`
+	Error *errorBody          `json:"error,omitempty"`
 }
 
 func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request, req *ackManyRequest) error {
-	leases := make([]errand.JobLease, len(req.Jobs))
+	leases := make([]errandstore.JobLease, len(req.Jobs))
 	for i, j := range req.Jobs {
-		leases[i] = errand.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}
+		leases[i] = errandstore.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}
 	}
 	rs, err := a.c.AckMany(r.Context(), leases)
 	if err != nil {
@@ -982,12 +984,12 @@ func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request, req *ackManyR
 
 // failRequest is the body of POST /api/v1/jobs/{id}/fail.
 type failRequest struct {
-	LeaseToken string          `json:"lease_token"`
-	Class      string          `json:"class"`
-	Message    string          `json:"message"`
-	Stack      string          `json:"stack"`
-	RetryAfter errand.Duration `json:"retry_after"`
-	Permanent  bool            `json:"permanent"`
+	LeaseToken string              `json:"lease_token"`
+	Class      string              `json:"class"`
+	Message    string              `json:"message"`
+	Stack      string              `json:"stack"`
+	RetryAfter errandtype.Duration `json:"retry_after"`
+	Permanent  bool                `json:"permanent"`
 }
 
 func (a *api[TTx]) fail(w http.ResponseWriter, r *http.Request, req *failRequest) error {
@@ -1053,7 +1055,7 @@ func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if rs == nil {
-		rs = []errand.ReplayRecord{}
+		rs = []errandtype.ReplayRecord{}
 	}
 	return reply(w, map[string]any{"audit": rs})
 }
@@ -1067,10 +1069,10 @@ func (a *api[TTx]) workers(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if ws == nil {
-		ws = []*errand.WorkerRecord{}
+		ws = []*errandtype.WorkerRecord{}
 	}
 	leader, err := a.c.Leader(r.Context())
-	if err != nil && !errors.Is(err, errand.ErrNotFound) {
+	if err != nil && !errors.Is(err, errandtype.ErrNotFound) {
 		return err
 	}
 	return reply(w, map[string]any{"workers": ws, "leader": leader})

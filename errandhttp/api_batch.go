@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/batchjson"
 )
 
@@ -25,7 +27,7 @@ func (a *api[TTx]) batch(w http.ResponseWriter, r *http.Request) error {
 
 // showBatch prepares a batch for a reader: its callback's args hidden when
 // args are.
-func (a *api[TTx]) showBatch(b *errand.Batch) *errand.Batch {
+func (a *api[TTx]) showBatch(b *errandstore.Batch) *errandstore.Batch {
 	if !a.hideArgs || b == nil || b.Callback == nil {
 		return b
 	}
@@ -44,7 +46,7 @@ func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "state", "limit", "cursor"); err != nil {
 		return err
 	}
-	p := &errand.BatchListParams{}
+	p := &errandstore.BatchListParams{}
 	if v := q.Get("state"); v != "" {
 		st, err := errand.ParseBatchState(v)
 		if err != nil {
@@ -63,7 +65,7 @@ func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]*errand.Batch, len(bs))
+	out := make([]*errandstore.Batch, len(bs))
 	for i, b := range bs {
 		out[i] = a.showBatch(b)
 	}
@@ -77,10 +79,10 @@ func (a *api[TTx]) batches(w http.ResponseWriter, r *http.Request) error {
 
 // batchResponse is the answer to POST /api/v1/batches.
 type batchResponse struct {
-	Batch *errand.Batch `json:"batch"`
+	Batch *errandstore.Batch `json:"batch"`
 	// Jobs are the batch's members as enqueued, in the order given; []
 	// when Duplicate.
-	Jobs []*errand.Job `json:"jobs"`
+	Jobs []*errandtype.Job `json:"jobs"`
 	// Duplicate: a batch with this id (or Idempotency-Key) existed; Batch
 	// is that batch and nothing was enqueued.
 	Duplicate bool `json:"duplicate"`
@@ -103,7 +105,7 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *bat
 	}
 	res, err := a.c.EnqueueBatch(r.Context(), params, opts)
 	err = keyConflict(keyError(err, key), key)
-	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
+	if ie := (*errandtype.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the job (or the callback) whose
 		// field is wrong.
 		return badRequest("%s", err)

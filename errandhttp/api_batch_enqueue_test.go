@@ -11,7 +11,9 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // importBody is a batch of three in the API's JSON, with a callback: kinds
@@ -25,13 +27,13 @@ func importBody(id string) map[string]any {
 }
 
 type batchAnswer struct {
-	Batch     errand.Batch  `json:"batch"`
-	Jobs      []*errand.Job `json:"jobs"`
-	Duplicate bool          `json:"duplicate"`
+	Batch     errandstore.Batch `json:"batch"`
+	Jobs      []*errandtype.Job `json:"jobs"`
+	Duplicate bool              `json:"duplicate"`
 }
 
 func TestAPIBatchEnqueue(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		job := map[string]any{"kind": "k"}
 		for _, tt := range []struct {
@@ -51,7 +53,7 @@ func TestAPIBatchEnqueue(t *testing.T) {
 			{"callback with run_at", map[string]any{"jobs": []map[string]any{job}, "callback": map[string]any{"kind": "d", "run_at": "2030-01-01T00:00:00Z"}}, "unknown field"},
 			{"callback with a unique key", map[string]any{"jobs": []map[string]any{job}, "callback": map[string]any{"kind": "d", "unique_key": "x"}}, "unknown field"},
 			{"bad callback option", map[string]any{"jobs": []map[string]any{job}, "callback": map[string]any{"kind": "d", "max_attempts": -1}}, "callback: max_attempts"},
-			{"id too long", map[string]any{"id": strings.Repeat("x", errand.MaxBatchIDBytes+1), "jobs": []map[string]any{job}}, "batch id"},
+			{"id too long", map[string]any{"id": strings.Repeat("x", errandstore.MaxBatchIDBytes+1), "jobs": []map[string]any{job}}, "batch id"},
 			{"two members of an id", map[string]any{"jobs": []map[string]any{{"kind": "k", "id": "same"}, {"kind": "k", "id": "same"}}}, "same"},
 		} {
 			r := s.op(t, "POST", "/api/v1/batches", tt.body)
@@ -77,7 +79,7 @@ func TestAPIBatchEnqueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := res.Batch
-		if res.Duplicate || b.ID != "imp-7" || b.Total != 3 || b.Counts[errand.StateQueued] != 3 || b.CompletedAt != nil ||
+		if res.Duplicate || b.ID != "imp-7" || b.Total != 3 || b.Counts[errandtype.StateQueued] != 3 || b.CompletedAt != nil ||
 			b.Callback == nil || b.Callback.Kind != "import_done" || b.Callback.Queue != "callbacks" || b.Callback.MaxAttempts != 5 || len(res.Jobs) != 3 {
 			t.Fatalf("enqueue answered %s", r.body)
 		}
@@ -129,7 +131,7 @@ func TestAPIBatchEnqueue(t *testing.T) {
 // batch it answers the existing one, for a different one 409
 // idempotency_conflict, writing nothing either way.
 func TestAPIBatchIdempotencyConflict(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		post := func(body map[string]any) response {
 			return s.do(t, req{method: "POST", path: "/api/v1/batches", token: operatorSecret,
@@ -177,7 +179,7 @@ func TestAPIBatchIdempotencyConflict(t *testing.T) {
 }
 
 func TestAPIBatchList(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		r := s.do(t, req{method: "GET", path: "/api/v1/batches", token: readerSecret})
 		want(t, "empty list", r, http.StatusOK, "")
@@ -195,12 +197,12 @@ func TestAPIBatchList(t *testing.T) {
 			t.Fatalf("b1 after its member was cancelled: %+v (%v)", b, err)
 		}
 
-		list := func(query string) []errand.Batch {
+		list := func(query string) []errandstore.Batch {
 			t.Helper()
 			r := s.do(t, req{method: "GET", path: "/api/v1/batches" + query, token: readerSecret})
 			want(t, "list "+query, r, http.StatusOK, "")
 			var l struct {
-				Batches []errand.Batch `json:"batches"`
+				Batches []errandstore.Batch `json:"batches"`
 			}
 			if err := json.Unmarshal(r.body, &l); err != nil {
 				t.Fatal(err)
@@ -223,10 +225,10 @@ func TestAPIBatchList(t *testing.T) {
 			}
 		}
 		bs := list("")
-		if b := bs[0]; b.Total != 3 || b.Counts[errand.StateQueued] != 3 || b.Callback == nil || b.Callback.Kind != "import_done" {
+		if b := bs[0]; b.Total != 3 || b.Counts[errandtype.StateQueued] != 3 || b.Callback == nil || b.Callback.Kind != "import_done" {
 			t.Errorf("listed b2 = %+v", b)
 		}
-		if b := bs[1]; b.Final == nil || b.Final.Cancelled != 1 || b.Counts[errand.StateCancelled] != 1 {
+		if b := bs[1]; b.Final == nil || b.Final.Cancelled != 1 || b.Counts[errandtype.StateCancelled] != 1 {
 			t.Errorf("listed b1 = %+v", b)
 		}
 		// Pages: a full page has a next_cursor, which continues the list.
@@ -235,8 +237,8 @@ func TestAPIBatchList(t *testing.T) {
 			r := s.do(t, req{method: "GET", path: "/api/v1/batches" + query, token: readerSecret})
 			want(t, "page "+query, r, http.StatusOK, "")
 			var l struct {
-				Batches []errand.Batch `json:"batches"`
-				Next    *string        `json:"next_cursor"`
+				Batches []errandstore.Batch `json:"batches"`
+				Next    *string             `json:"next_cursor"`
 			}
 			if err := json.Unmarshal(r.body, &l); err != nil {
 				t.Fatal(err)

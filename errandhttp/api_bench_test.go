@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // BenchmarkAPIClaimAck measures a remote worker's round trips over HTTP on
@@ -36,7 +37,7 @@ func BenchmarkAPIClaimAck(b *testing.B) {
 					b.Fatalf("claim: %d %s", r.status, r.body)
 				}
 				var claimed struct {
-					Jobs []errand.Envelope `json:"jobs"`
+					Jobs []errandtype.Envelope `json:"jobs"`
 				}
 				if err := json.Unmarshal(r.body, &claimed); err != nil {
 					b.Fatal(err)

@@ -12,7 +12,7 @@ const maxFairnessKeysLimit = 1000
 
 // fairnessKeys answers GET /api/v1/fairness-keys: per queue (or the one
 // queue asked for), the fairness keys with the most waiting jobs, most
-// first, at most limit per queue (default errand.DefaultFairnessKeysLimit).
+// first, at most limit per queue (default errandstore.DefaultFairnessKeysLimit).
 func (a *api[TTx]) fairnessKeys(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	if err := checkQuery(q, "queue", "limit"); err != nil {

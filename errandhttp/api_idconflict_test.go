@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestAPIIDConflict: an id in the body that names a different job is 409
@@ -17,11 +18,11 @@ import (
 // first_wins answers the existing job; under an Idempotency-Key it is 409
 // idempotency_conflict naming the fields, for jobs, batches and workflows.
 func TestAPIIDConflict(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		body := map[string]any{"id": "pay-1", "kind": "charge", "args": map[string]int{"amount": 1}, "backoff_base": "2s", "backoff_max": "1m"}
 		want(t, "first", s.op(t, "POST", "/api/v1/jobs", body), http.StatusCreated, "")
-		if j := s.job(t, "pay-1"); j.BackoffBase != errand.Duration(2e9) || j.BackoffMax != errand.Duration(6e10) {
+		if j := s.job(t, "pay-1"); j.BackoffBase != errandtype.Duration(2e9) || j.BackoffMax != errandtype.Duration(6e10) {
 			t.Fatalf("backoff_base and backoff_max: %+v", j)
 		}
 		want(t, "the same job", s.op(t, "POST", "/api/v1/jobs", body), http.StatusOK, "")

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/jobjson"
 )
 
@@ -20,8 +22,8 @@ const MaxBulkReplaySeconds = 50
 // auditResponse is a page of the audit, newest first. NextCursor, when not
 // null, fetches the next (older) page as ?cursor=.
 type auditResponse struct {
-	Audit      []errand.AuditRecord `json:"audit"`
-	NextCursor *string              `json:"next_cursor"`
+	Audit      []errandtype.AuditRecord `json:"audit"`
+	NextCursor *string                  `json:"next_cursor"`
 }
 
 // audit serves GET /api/v1/audit?job=&action=&since=&until=&limit=&cursor=.
@@ -30,7 +32,7 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "job", "action", "since", "until", "limit", "cursor"); err != nil {
 		return err
 	}
-	opts := &errand.AuditOpts{JobID: q.Get("job"), Action: errand.AuditAction(q.Get("action"))}
+	opts := &errand.AuditOpts{JobID: q.Get("job"), Action: errandtype.AuditAction(q.Get("action"))}
 	var err error
 	if opts.Since, err = queryTime(q, "since"); err != nil {
 		return err
@@ -38,7 +40,7 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 	if opts.Until, err = queryTime(q, "until"); err != nil {
 		return err
 	}
-	if opts.Limit, err = queryLimit(q, errand.DefaultAuditLimit, errand.MaxAuditLimit); err != nil {
+	if opts.Limit, err = queryLimit(q, errandstore.DefaultAuditLimit, errandstore.MaxAuditLimit); err != nil {
 		return err
 	}
 	if opts.BeforeID, err = queryCursor(q, 1); err != nil {
@@ -50,12 +52,12 @@ func (a *api[TTx]) audit(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := auditResponse{Audit: rs}
 	if resp.Audit == nil {
-		resp.Audit = []errand.AuditRecord{}
+		resp.Audit = []errandtype.AuditRecord{}
 	}
 	if a.hideArgs {
 		// A fix-and-replay's details are the job's old and new args.
 		for i := range resp.Audit {
-			if resp.Audit[i].Action == errand.AuditReplayArgs {
+			if resp.Audit[i].Action == errandtype.AuditReplayArgs {
 				resp.Audit[i].Details = nil
 			}
 		}
@@ -117,7 +119,7 @@ func (a *api[TTx]) bulkReplay(w http.ResponseWriter, r *http.Request, req *bulkR
 	}
 	operator, _ := Identity(r)
 	opts := &errand.ReplayManyOpts{
-		Filter: errand.DeadFilter{Kind: req.Kind, Queue: req.Queue, Class: req.Class},
+		Filter: errandstore.DeadFilter{Kind: req.Kind, Queue: req.Queue, Class: req.Class},
 		Limit:  limit, Rate: req.Rate, Operator: operator, Reason: req.Reason, DryRun: req.DryRun,
 	}
 	if req.Since != nil {
@@ -184,9 +186,9 @@ func (a *api[TTx]) resetBreaker(w http.ResponseWriter, r *http.Request) error {
 // errand prune.
 type pruneRequest struct {
 	// SucceededAge and DeadAge, in Go syntax ("168h"); at least one.
-	SucceededAge errand.Duration `json:"succeeded_age"`
-	DeadAge      errand.Duration `json:"dead_age"`
-	// Batch is the most jobs per transaction: 1 to errand.MaxPruneBatch,
+	SucceededAge errandtype.Duration `json:"succeeded_age"`
+	DeadAge      errandtype.Duration `json:"dead_age"`
+	// Batch is the most jobs per transaction: 1 to errandstore.MaxPruneBatch,
 	// default the most.
 	Batch  *int   `json:"batch"`
 	Reason string `json:"reason"`
@@ -202,7 +204,7 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneReque
 	if req.SucceededAge == 0 && req.DeadAge == 0 {
 		return badRequest("give succeeded_age, dead_age or both, e.g. {\"succeeded_age\": \"168h\", \"dead_age\": \"720h\"}")
 	}
-	batch, err := optCount("batch", req.Batch, errand.MaxPruneBatch, 0)
+	batch, err := optCount("batch", req.Batch, errandstore.MaxPruneBatch, 0)
 	if err != nil {
 		return err
 	}
@@ -228,7 +230,7 @@ type statsResponse struct {
 }
 
 type statsQueue struct {
-	errand.QueueStats
+	errandtype.QueueStats
 	OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
 }
 
@@ -259,7 +261,7 @@ func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if s == nil {
-		s = []errand.QueueStats{}
+		s = []errandtype.QueueStats{}
 	}
 	ins, err := a.c.Insights(r.Context(), nil)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // deadJob enqueues a job of kind in queue and kills it with an error of
@@ -38,8 +40,8 @@ func (s *server) deadJob(t *testing.T, kind, queue, class string, args any) stri
 }
 
 type auditPage struct {
-	Audit      []errand.AuditRecord `json:"audit"`
-	NextCursor *string              `json:"next_cursor"`
+	Audit      []errandtype.AuditRecord `json:"audit"`
+	NextCursor *string                  `json:"next_cursor"`
 }
 
 func (s *server) auditPage(t *testing.T, path string) auditPage {
@@ -54,7 +56,7 @@ func (s *server) auditPage(t *testing.T, path string) auditPage {
 }
 
 func TestAPIBulkReplayAndAudit(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		var timeouts []string
 		for i := 0; i < 3; i++ {
@@ -88,10 +90,10 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 		if err := json.Unmarshal(r.body, &res); err != nil {
 			t.Fatal(err)
 		}
-		if !res.DryRun || len(res.Jobs) != 3 || res.Jobs[0].ID != timeouts[0] || res.Jobs[0].State != errand.StateDead {
+		if !res.DryRun || len(res.Jobs) != 3 || res.Jobs[0].ID != timeouts[0] || res.Jobs[0].State != errandtype.StateDead {
 			t.Fatalf("dry run: %s", r.body)
 		}
-		if j := s.job(t, timeouts[0]); j.State != errand.StateDead {
+		if j := s.job(t, timeouts[0]); j.State != errandtype.StateDead {
 			t.Fatalf("a dry run replayed %s", j.ID)
 		}
 
@@ -104,12 +106,12 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 			t.Fatalf("bulk replay: %s", r.body)
 		}
 		for _, id := range timeouts {
-			if j := s.job(t, id); j.State != errand.StateQueued || j.Replays != 1 {
+			if j := s.job(t, id); j.State != errandtype.StateQueued || j.Replays != 1 {
 				t.Fatalf("job %s: %s, %d replays", id, j.State, j.Replays)
 			}
 		}
 		for _, id := range []string{other, otherQueue} {
-			if j := s.job(t, id); j.State != errand.StateDead {
+			if j := s.job(t, id); j.State != errandtype.StateDead {
 				t.Fatalf("job %s outside the filter was replayed", id)
 			}
 		}
@@ -118,7 +120,7 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 		want(t, "replay with bad args", s.op(t, "POST", "/api/v1/jobs/"+other+"/replay", `{"reason": "fixed", "args": "not json"`), http.StatusBadRequest, "invalid_input")
 		fixed := s.op(t, "POST", "/api/v1/jobs/"+other+"/replay", map[string]any{"reason": "fixed address", "args": map[string]any{"to": "a@b.c"}})
 		want(t, "fix and replay", fixed, http.StatusOK, "")
-		if j := s.job(t, other); j.State != errand.StateQueued || !strings.Contains(string(j.Args), "a@b.c") {
+		if j := s.job(t, other); j.State != errandtype.StateQueued || !strings.Contains(string(j.Args), "a@b.c") {
 			t.Fatalf("fixed job: %s %s", j.State, j.Args)
 		}
 
@@ -127,7 +129,7 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 			t.Fatalf("audit holds %d records, want 4", len(all.Audit))
 		}
 		newest := all.Audit[0]
-		if newest.Action != errand.AuditReplayArgs || *newest.JobID != other || newest.Operator != "alice" || newest.Reason != "fixed address" {
+		if newest.Action != errandtype.AuditReplayArgs || *newest.JobID != other || newest.Operator != "alice" || newest.Reason != "fixed address" {
 			t.Fatalf("newest record: %+v", newest)
 		}
 		var details struct {
@@ -138,7 +140,7 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 			t.Fatalf("details %s: %v", newest.Details, err)
 		}
 		for _, rec := range all.Audit[1:] {
-			if rec.Action != errand.AuditBulkReplay || rec.Operator != "alice" || rec.Reason != "smtp back" || !strings.Contains(string(rec.Details), res.Bulk) {
+			if rec.Action != errandtype.AuditBulkReplay || rec.Operator != "alice" || rec.Reason != "smtp back" || !strings.Contains(string(rec.Details), res.Bulk) {
 				t.Fatalf("bulk record: %+v %s", rec, rec.Details)
 			}
 		}
@@ -176,7 +178,7 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 			t.Fatalf("paged ids %v", paged)
 		}
 		for _, path := range []string{
-			fmt.Sprintf("/api/v1/audit?limit=%d", errand.MaxAuditLimit+1), "/api/v1/audit?limit=0", "/api/v1/audit?action=explode",
+			fmt.Sprintf("/api/v1/audit?limit=%d", errandstore.MaxAuditLimit+1), "/api/v1/audit?limit=0", "/api/v1/audit?action=explode",
 			"/api/v1/audit?since=yesterday", "/api/v1/audit?cursor=x", "/api/v1/audit?jobs=x",
 		} {
 			want(t, path, s.op(t, "GET", path, nil), http.StatusBadRequest, "invalid_input")
@@ -185,7 +187,7 @@ func TestAPIBulkReplayAndAudit(t *testing.T) {
 }
 
 func TestAPIPrune(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		dead := s.deadJob(t, "mail", "default", "timeout", nil)
 		clock.Advance(48 * time.Hour)
@@ -194,7 +196,7 @@ func TestAPIPrune(t *testing.T) {
 		for name, body := range map[string]any{
 			"no reason":  map[string]any{"dead_age": "24h"},
 			"no age":     map[string]any{"reason": "x"},
-			"big batch":  map[string]any{"reason": "x", "dead_age": "24h", "batch": errand.MaxPruneBatch + 1},
+			"big batch":  map[string]any{"reason": "x", "dead_age": "24h", "batch": errandstore.MaxPruneBatch + 1},
 			"short dead": map[string]any{"reason": "x", "succeeded_age": "48h", "dead_age": "24h"},
 		} {
 			want(t, name, s.op(t, "POST", "/api/v1/prune", body), http.StatusBadRequest, "invalid_input")
@@ -206,7 +208,7 @@ func TestAPIPrune(t *testing.T) {
 			t.Fatalf("dry prune: %s", r.body)
 		}
 		r = s.op(t, "POST", "/api/v1/prune", map[string]any{"reason": "retention", "dead_age": "24h"})
-		if want(t, "prune", r, http.StatusOK, ""); r.json(t)["dead"] != 1.0 || s.jobCount(t) != 1 || s.job(t, fresh).State != errand.StateDead {
+		if want(t, "prune", r, http.StatusOK, ""); r.json(t)["dead"] != 1.0 || s.jobCount(t) != 1 || s.job(t, fresh).State != errandtype.StateDead {
 			t.Fatalf("prune: %s", r.body)
 		}
 		p := s.auditPage(t, "/api/v1/audit?action=prune")
@@ -218,7 +220,7 @@ func TestAPIPrune(t *testing.T) {
 }
 
 func TestAPIStatsInsightsAndSchedules(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		s.deadJob(t, "mail", "billing", "timeout", nil)
 		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "mail", "queue": "billing"}), http.StatusCreated, "")
@@ -227,13 +229,13 @@ func TestAPIStatsInsightsAndSchedules(t *testing.T) {
 		r := s.do(t, req{method: "GET", path: "/api/v1/stats", token: readerSecret})
 		want(t, "stats", r, http.StatusOK, "")
 		var sr struct {
-			Queues   []errand.QueueStats `json:"queues"`
-			Insights errand.Insights     `json:"insights"`
+			Queues   []errandtype.QueueStats `json:"queues"`
+			Insights errand.Insights         `json:"insights"`
 		}
 		if err := json.Unmarshal(r.body, &sr); err != nil {
 			t.Fatal(err)
 		}
-		if len(sr.Queues) != 1 || sr.Queues[0].Counts[errand.StateQueued] != 2 || len(sr.Insights.Kinds) != 1 {
+		if len(sr.Queues) != 1 || sr.Queues[0].Counts[errandtype.StateQueued] != 2 || len(sr.Insights.Kinds) != 1 {
 			t.Fatalf("stats: %s", r.body)
 		}
 		ki := sr.Insights.Kinds[0]
@@ -246,17 +248,17 @@ func TestAPIStatsInsightsAndSchedules(t *testing.T) {
 		if want(t, "schedules", sch, http.StatusOK, ""); !strings.Contains(string(sch.body), `"schedules":[]`) {
 			t.Fatalf("no schedules: %s", sch.body)
 		}
-		ss, ok := st.(errand.ScheduleStore)
+		ss, ok := st.(errandstore.ScheduleStore)
 		if !ok {
 			t.Fatalf("%T keeps no schedules", st)
 		}
-		if _, err := ss.ScheduleUpsert(t.Context(), &errand.ScheduleUpsertParams{Name: "nightly", Spec: "0 3 * * *", Kind: "mail", Queue: "default",
-			Missed: errand.MissedSkip, NextFireAt: clock.Now().Add(time.Hour)}); err != nil {
+		if _, err := ss.ScheduleUpsert(t.Context(), &errandstore.ScheduleUpsertParams{Name: "nightly", Spec: "0 3 * * *", Kind: "mail", Queue: "default",
+			Missed: errandtype.MissedSkip, NextFireAt: clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		sch = s.do(t, req{method: "GET", path: "/api/v1/schedules", token: readerSecret})
 		var sl struct {
-			Schedules []errand.ScheduleRecord `json:"schedules"`
+			Schedules []errandtype.ScheduleRecord `json:"schedules"`
 		}
 		if err := json.Unmarshal(sch.body, &sl); err != nil {
 			t.Fatal(err)

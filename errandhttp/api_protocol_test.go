@@ -9,24 +9,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // claimOne enqueues a task with max_attempts 5 and claims it over the API.
-func claimOne(t *testing.T, s *server) errand.Envelope {
+func claimOne(t *testing.T, s *server) errandtype.Envelope {
 	t.Helper()
 	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "max_attempts": 5}), http.StatusCreated, "")
 	return claimEnvelopes(t, s, 1)[0]
 }
 
 // claimEnvelopes claims n tasks over the API and fails unless it gets n.
-func claimEnvelopes(t *testing.T, s *server, n int) []errand.Envelope {
+func claimEnvelopes(t *testing.T, s *server, n int) []errandtype.Envelope {
 	t.Helper()
 	r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": n})
 	var claimed struct {
-		Jobs []errand.Envelope `json:"jobs"`
+		Jobs []errandtype.Envelope `json:"jobs"`
 	}
 	if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != n {
 		t.Fatalf("claim %d: %d %s", n, r.status, r.body)
@@ -35,11 +36,11 @@ func claimEnvelopes(t *testing.T, s *server, n int) []errand.Envelope {
 }
 
 // outcomeOf decodes the answer to an ack or a fail.
-func outcomeOf(t *testing.T, r response) (errand.JobState, *time.Time) {
+func outcomeOf(t *testing.T, r response) (errandtype.JobState, *time.Time) {
 	t.Helper()
 	var out struct {
-		State       errand.JobState `json:"state"`
-		AvailableAt *time.Time      `json:"available_at"`
+		State       errandtype.JobState `json:"state"`
+		AvailableAt *time.Time          `json:"available_at"`
 	}
 	if err := json.Unmarshal(r.body, &out); err != nil {
 		t.Fatalf("%d %s: %v", r.status, r.body, err)
@@ -51,17 +52,17 @@ func outcomeOf(t *testing.T, r response) (errand.JobState, *time.Time) {
 // its first of five attempts, with the class the worker named, on both
 // stores.
 func TestAPIFailPermanent(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		env := claimOne(t, s)
 		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken,
 			"class": "bad_image", "message": "not a PNG", "permanent": true})
 		want(t, "fail", f, http.StatusOK, "")
-		if state, at := outcomeOf(t, f); state != errand.StateDead || at != nil {
+		if state, at := outcomeOf(t, f); state != errandtype.StateDead || at != nil {
 			t.Fatalf("fail answered %s", f.body)
 		}
 		j := s.job(t, env.ID)
-		if j.State != errand.StateDead || j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Class != "bad_image" {
+		if j.State != errandtype.StateDead || j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Class != "bad_image" {
 			t.Fatalf("job %s on attempt %d of %d with errors %+v; want dead on the first", j.State, j.Attempt, j.MaxAttempts, j.Errors)
 		}
 	})
@@ -71,17 +72,17 @@ func TestAPIFailPermanent(t *testing.T) {
 // exactly that long from now, in place of the kind's backoff (5s to 10s),
 // on both stores.
 func TestAPIFailRetryAfter(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		env := claimOne(t, s)
 		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken,
 			"class": "rate_limited", "message": "429", "retry_after": "90s"})
 		want(t, "fail", f, http.StatusOK, "")
 		due := clock.Now().Add(90 * time.Second)
-		if state, at := outcomeOf(t, f); state != errand.StateRetrying || at == nil || !at.Equal(due) {
+		if state, at := outcomeOf(t, f); state != errandtype.StateRetrying || at == nil || !at.Equal(due) {
 			t.Fatalf("fail answered %s; want retrying, available at %s", f.body, due.Format(time.RFC3339))
 		}
-		if j := s.job(t, env.ID); j.State != errand.StateRetrying || !j.AvailableAt.Equal(due) {
+		if j := s.job(t, env.ID); j.State != errandtype.StateRetrying || !j.AvailableAt.Equal(due) {
 			t.Fatalf("job %s available at %s; want retrying at %s", j.State, j.AvailableAt, due)
 		}
 	})
@@ -91,7 +92,7 @@ func TestAPIFailRetryAfter(t *testing.T) {
 // are stale reports those two lease_lost and leaves their jobs as they
 // were, and acknowledges the one between, on both stores.
 func TestAPIAckManyStaleAtEitherEnd(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		for range 3 {
 			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
@@ -126,7 +127,7 @@ func TestAPIAckManyStaleAtEitherEnd(t *testing.T) {
 		if a, b := s.job(t, js[0].ID), s.job(t, js[2].ID); !reflect.DeepEqual(a, first) || !reflect.DeepEqual(b, last) {
 			t.Fatalf("stale acks changed their jobs:\n%+v\n%+v", a, b)
 		}
-		if j := s.job(t, js[1].ID); j.State != errand.StateSucceeded {
+		if j := s.job(t, js[1].ID); j.State != errandtype.StateSucceeded {
 			t.Fatalf("acknowledged job is %s", j.State)
 		}
 	})
@@ -137,21 +138,21 @@ func TestAPIAckManyStaleAtEitherEnd(t *testing.T) {
 // a Go worker with that id nor another token's worker of that name, on
 // both stores.
 func TestAPIClaimCannotTakeOverWorkers(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		const bobSecret = "bob-secret-0123456789abcdef"
 		tokens := append(slices.Clone(testTokens), errandhttp.Token{Name: "bob", Secret: bobSecret, Role: errandhttp.RoleOperator})
 		s := newServer(t, st, clock, &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: tokens}})
 		ctx := t.Context()
-		if _, err := st.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: "node-7", Host: "web-1", PID: 42,
-			Queues: []errand.WorkerQueue{{Name: "default", Concurrency: 2}}, Kinds: []string{"task"}, HeartbeatInterval: 5 * time.Second}); err != nil {
+		if _, err := st.WorkerRegister(ctx, &errandstore.WorkerRegisterParams{ID: "node-7", Host: "web-1", PID: 42,
+			Queues: []errandtype.WorkerQueue{{Name: "default", Concurrency: 2}}, Kinds: []string{"task"}, HeartbeatInterval: 5 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		rows := func() map[string]*errand.WorkerRecord {
+		rows := func() map[string]*errandtype.WorkerRecord {
 			ws, err := s.c.Workers(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := map[string]*errand.WorkerRecord{}
+			m := map[string]*errandtype.WorkerRecord{}
 			for _, w := range ws {
 				m[w.ID] = w
 			}
@@ -164,7 +165,7 @@ func TestAPIClaimCannotTakeOverWorkers(t *testing.T) {
 				body: map[string]any{"kinds": []string{"task"}, "worker": "node-7"}})
 			want(t, "claim as "+c.owner, r, http.StatusOK, "")
 			var claimed struct {
-				Jobs []errand.Envelope `json:"jobs"`
+				Jobs []errandtype.Envelope `json:"jobs"`
 			}
 			if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
 				t.Fatalf("claim: %s", r.body)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestAPIEnqueueGetList(t *testing.T) {
@@ -25,8 +27,8 @@ func TestAPIEnqueueGetList(t *testing.T) {
 	})
 	want(t, "enqueue", r, http.StatusCreated, "")
 	var created struct {
-		Job       errand.Job `json:"job"`
-		Duplicate bool       `json:"duplicate"`
+		Job       errandtype.Job `json:"job"`
+		Duplicate bool           `json:"duplicate"`
 	}
 	if err := json.Unmarshal(r.body, &created); err != nil {
 		t.Fatal(err)
@@ -71,8 +73,8 @@ func TestAPIEnqueueGetList(t *testing.T) {
 		page := s.do(t, req{method: "GET", path: path, token: readerSecret})
 		want(t, "list", page, http.StatusOK, "")
 		var lr struct {
-			Jobs       []errand.Job `json:"jobs"`
-			NextCursor *string      `json:"next_cursor"`
+			Jobs       []errandtype.Job `json:"jobs"`
+			NextCursor *string          `json:"next_cursor"`
 		}
 		if err := json.Unmarshal(page.body, &lr); err != nil {
 			t.Fatal(err)
@@ -208,7 +210,7 @@ func TestAPIBadInputWritesNothing(t *testing.T) {
 // TestAPIWorkerSession is a worker in another language: claim, heartbeat,
 // ack and fail by lease token, on both stores.
 func TestAPIWorkerSession(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		claimBody := map[string]any{"kinds": []string{"task"}, "lease": "30s", "max_jobs": 10, "worker": "node-7"}
 
@@ -219,7 +221,7 @@ func TestAPIWorkerSession(t *testing.T) {
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", claimBody)
 		want(t, "claim", r, http.StatusOK, "")
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil {
 			t.Fatal(err)
@@ -254,13 +256,13 @@ func TestAPIWorkerSession(t *testing.T) {
 		f := s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/fail", map[string]any{"lease_token": env.LeaseToken, "class": "upstream_down", "message": "503 from upstream"})
 		want(t, "fail", f, http.StatusOK, "")
 		var out struct {
-			State       errand.JobState `json:"state"`
-			AvailableAt *time.Time      `json:"available_at"`
+			State       errandtype.JobState `json:"state"`
+			AvailableAt *time.Time          `json:"available_at"`
 		}
 		if err := json.Unmarshal(f.body, &out); err != nil {
 			t.Fatal(err)
 		}
-		if d := out.AvailableAt.Sub(clock.Now()); out.State != errand.StateRetrying || d < 5*time.Second || d >= 10*time.Second {
+		if d := out.AvailableAt.Sub(clock.Now()); out.State != errandtype.StateRetrying || d < 5*time.Second || d >= 10*time.Second {
 			t.Fatalf("fail: %s", f.body)
 		}
 		want(t, "ack after fail", s.op(t, "POST", "/api/v1/jobs/"+env.ID+"/ack", map[string]any{"lease_token": env.LeaseToken}), http.StatusConflict, "lease_lost")
@@ -278,7 +280,7 @@ func TestAPIWorkerSession(t *testing.T) {
 			t.Fatalf("ack: %s", ack.body)
 		}
 		j := s.job(t, env.ID)
-		if j.State != errand.StateSucceeded || j.Attempt != 2 || j.Errors[0].Class != "upstream_down" {
+		if j.State != errandtype.StateSucceeded || j.Attempt != 2 || j.Errors[0].Class != "upstream_down" {
 			t.Fatalf("job %s attempt %d errors %+v", j.State, j.Attempt, j.Errors)
 		}
 		want(t, "claim past the maximum", s.op(t, "POST", "/api/v1/queues/default/claim",
@@ -299,7 +301,7 @@ func TestAPIOperatorActions(t *testing.T) {
 
 	want(t, "replay without a reason", s.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{}), http.StatusBadRequest, "invalid_input")
 	want(t, "replay by a reader", s.do(t, req{method: "POST", path: "/api/v1/jobs/" + id + "/replay", token: readerSecret, body: map[string]any{"reason": "x"}}), http.StatusForbidden, "forbidden")
-	if j := s.job(t, id); j.State != errand.StateDead || j.Replays != 0 {
+	if j := s.job(t, id); j.State != errandtype.StateDead || j.Replays != 0 {
 		t.Fatalf("refused replays changed the job: %s, %d replays", j.State, j.Replays)
 	}
 	rep := s.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{"reason": "upstream fixed"})
@@ -312,12 +314,12 @@ func TestAPIOperatorActions(t *testing.T) {
 	audit := s.do(t, req{method: "GET", path: "/api/v1/jobs/" + id + "/audit", token: readerSecret})
 	want(t, "audit", audit, http.StatusOK, "")
 	var ar struct {
-		Audit []errand.ReplayRecord `json:"audit"`
+		Audit []errandtype.ReplayRecord `json:"audit"`
 	}
 	if err := json.Unmarshal(audit.body, &ar); err != nil {
 		t.Fatal(err)
 	}
-	if len(ar.Audit) != 1 || ar.Audit[0].Operator != "alice" || ar.Audit[0].Reason != "upstream fixed" || ar.Audit[0].PriorState != errand.StateDead {
+	if len(ar.Audit) != 1 || ar.Audit[0].Operator != "alice" || ar.Audit[0].Reason != "upstream fixed" || ar.Audit[0].PriorState != errandtype.StateDead {
 		t.Fatalf("audit: %s", audit.body)
 	}
 	want(t, "audit of an unknown job", s.op(t, "GET", "/api/v1/jobs/nope/audit", nil), http.StatusNotFound, "not_found")
@@ -340,12 +342,12 @@ func TestAPIStatsAndWorkers(t *testing.T) {
 	r := s.do(t, req{method: "GET", path: "/api/v1/stats", token: readerSecret})
 	want(t, "stats", r, http.StatusOK, "")
 	var sr struct {
-		Queues []errand.QueueStats `json:"queues"`
+		Queues []errandtype.QueueStats `json:"queues"`
 	}
 	if err := json.Unmarshal(r.body, &sr); err != nil {
 		t.Fatal(err)
 	}
-	if len(sr.Queues) != 2 || sr.Queues[0].Queue != "q0" || sr.Queues[0].Counts[errand.StateQueued] != 2 {
+	if len(sr.Queues) != 2 || sr.Queues[0].Queue != "q0" || sr.Queues[0].Counts[errandtype.StateQueued] != 2 {
 		t.Fatalf("stats: %s", r.body)
 	}
 	w := s.do(t, req{method: "GET", path: "/api/v1/workers", token: readerSecret})
@@ -372,13 +374,13 @@ func TestAPIHideArgs(t *testing.T) {
 		t.Fatalf("a claim must carry the args: %s", c.body)
 	}
 	var claimed struct {
-		Jobs []errand.Envelope `json:"jobs"`
+		Jobs []errandtype.Envelope `json:"jobs"`
 	}
 	if err := json.Unmarshal(c.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
 		t.Fatalf("claim: %s", c.body)
 	}
 	// Progress a handler saved is often drawn from the args: hidden too.
-	if err := st.JobSetProgress(t.Context(), &errand.JobSetProgressParams{ID: id, LeaseToken: claimed.Jobs[0].LeaseToken, Progress: json.RawMessage(`{"card":"4111"}`)}); err != nil {
+	if err := st.JobSetProgress(t.Context(), &errandstore.JobSetProgressParams{ID: id, LeaseToken: claimed.Jobs[0].LeaseToken, Progress: json.RawMessage(`{"card":"4111"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/api/v1/jobs/" + id, "/api/v1/jobs"} {
@@ -389,14 +391,14 @@ func TestAPIHideArgs(t *testing.T) {
 }
 
 func TestAPIAckMany(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		for range 3 {
 			s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"})
 		}
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": 3})
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 3 {
 			t.Fatalf("claim: %s", r.body)
@@ -425,7 +427,7 @@ func TestAPIAckMany(t *testing.T) {
 			res.Results[1].Error.Code != "lease_lost" || res.Results[1].State != "" || res.Results[2].State != "succeeded" {
 			t.Fatalf("ack many: %s", ack.body)
 		}
-		if j := s.job(t, js[1].ID); j.State != errand.StateRunning {
+		if j := s.job(t, js[1].ID); j.State != errandtype.StateRunning {
 			t.Fatalf("the stale ack changed the job: %s", j.State)
 		}
 		many := make([]map[string]string, errand.MaxClaimJobs+1)
@@ -434,7 +436,7 @@ func TestAPIAckMany(t *testing.T) {
 		}
 		want(t, "too many", s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": many}), http.StatusBadRequest, "invalid_input")
 		want(t, "none", s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": []any{}}), http.StatusBadRequest, "invalid_input")
-		if j := s.job(t, js[1].ID); j.State != errand.StateRunning {
+		if j := s.job(t, js[1].ID); j.State != errandtype.StateRunning {
 			t.Fatalf("refused batches changed the job: %s", j.State)
 		}
 	})
@@ -444,13 +446,13 @@ func TestAPIAckMany(t *testing.T) {
 // runs: the cancel is a request, the worker's next heartbeat says
 // cancel_requested, and its fail ends the job cancelled, on both stores.
 func TestAPICancelRunning(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "max_attempts": 5}), http.StatusCreated, "")
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "lease": "30s", "worker": "node-7"})
 		want(t, "claim", r, http.StatusOK, "")
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil {
 			t.Fatal(err)
@@ -474,7 +476,7 @@ func TestAPICancelRunning(t *testing.T) {
 		if m := f.json(t); m["state"] != "cancelled" {
 			t.Fatalf("fail after a cancel: %s", f.body)
 		}
-		if j := s.job(t, env.ID); j.State != errand.StateCancelled || j.Errors[0].Class != errand.ClassCancelled {
+		if j := s.job(t, env.ID); j.State != errandtype.StateCancelled || j.Errors[0].Class != errandstore.ClassCancelled {
 			t.Fatalf("job %s, history %+v", j.State, j.Errors)
 		}
 	})
@@ -525,14 +527,14 @@ func TestAPIStatsOldestReadyAgeNullWhenNoneReady(t *testing.T) {
 // entry (acknowledged by one and reported lease_lost by the other, the
 // answer would contradict itself), on both stores.
 func TestAPIAckManyRefusesBadEntries(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		for range 2 {
 			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
 		}
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "max_jobs": 2})
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 2 {
 			t.Fatalf("claim: %s", r.body)
@@ -555,7 +557,7 @@ func TestAPIAckManyRefusesBadEntries(t *testing.T) {
 			}
 		}
 		for _, env := range claimed.Jobs {
-			if j := s.job(t, env.ID); j.State != errand.StateRunning {
+			if j := s.job(t, env.ID); j.State != errandtype.StateRunning {
 				t.Fatalf("a refused batch acknowledged job %s: %s", j.ID, j.State)
 			}
 		}
@@ -574,13 +576,13 @@ func TestAPILeaseOfZeroIsRefused(t *testing.T) {
 	if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.HasPrefix(msg, "lease: ") {
 		t.Errorf("message %q does not name the lease", msg)
 	}
-	if j := s.job(t, "j1"); j.State != errand.StateQueued {
+	if j := s.job(t, "j1"); j.State != errandtype.StateQueued {
 		t.Fatalf("a refused claim took the job: %s", j.State)
 	}
 	r = s.op(t, "POST", "/api/v1/queues/default/claim", `{"kinds": ["task"], "lease": null}`)
 	want(t, "claim with lease null", r, http.StatusOK, "")
 	var claimed struct {
-		Jobs []errand.Envelope `json:"jobs"`
+		Jobs []errandtype.Envelope `json:"jobs"`
 	}
 	if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
 		t.Fatalf("claim: %s", r.body)
@@ -611,7 +613,7 @@ func TestAPIHeartbeatAnswersAsDocumented(t *testing.T) {
 	want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "j1"}), http.StatusCreated, "")
 	r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}})
 	var claimed struct {
-		Jobs []errand.Envelope `json:"jobs"`
+		Jobs []errandtype.Envelope `json:"jobs"`
 	}
 	if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
 		t.Fatalf("claim: %s", r.body)

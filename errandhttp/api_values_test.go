@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestAPIRefusesWhatAStoreCouldNotKeep: JSON that SQLite would keep as
@@ -21,7 +22,7 @@ import (
 // the other, and never accepted now only to be refused when a worker's
 // outcome enqueues the batch callback or workflow step that holds it.
 func TestAPIRefusesWhatAStoreCouldNotKeep(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		for _, args := range []string{`{"a": "\ud800"}`, `{"a": "x\udc00"}`, `{"a": 1e200000}`, `{"a": [1e-20000]}`, `{"a": "\u0000"}`} {
 			for _, c := range []struct{ path, body string }{
@@ -47,7 +48,7 @@ func TestAPIRefusesWhatAStoreCouldNotKeep(t *testing.T) {
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}, "lease": "1m", "max_jobs": 2})
 		want(t, "claim", r, http.StatusOK, "")
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 2 {
 			t.Fatalf("claimed %s (%v)", r.body, err)
@@ -122,7 +123,7 @@ func TestAPIDurationErrorsNameTheField(t *testing.T) {
 // (PostgreSQL's jsonb keeps 1e3 as 1000), and numbers past float64's
 // precision or range are not taken for others.
 func TestAPIIdempotencyKeyComparesNumbersByValue(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		key := map[string]string{"Idempotency-Key": "order-9"}
 		send := func(body string) response {
@@ -157,7 +158,7 @@ func TestAPIIdempotencyKeyComparesNumbersByValue(t *testing.T) {
 // stored an id, kind or queue other than sent, and taken "a\ud800" and
 // "a\udc00" for the same id.
 func TestAPIRefusesTextItWouldChange(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		for _, c := range []struct{ path, body, field string }{
 			{"/api/v1/jobs", `{"kind": "task", "id": "a\ud800"}`, "id: contains \\\\ud800"},
@@ -234,7 +235,7 @@ func TestAPIRefusesQueryParametersItWouldIgnore(t *testing.T) {
 func TestAPIDryRunRefusesWhatTheRunRefuses(t *testing.T) {
 	clock := newTestClock()
 	s := newServer(t, openSQLite(t, clock), clock, nil)
-	long := strings.Repeat("r", errand.MaxReasonBytes+1)
+	long := strings.Repeat("r", errandstore.MaxReasonBytes+1)
 	for _, c := range []struct{ path, body string }{
 		{"/api/v1/replay", `{"reason": "a\u0001b", "dry_run": true}`},
 		{"/api/v1/replay", `{"reason": "` + long + `", "dry_run": true}`},

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestAPIWaitsAreBounded: a delay or a retry_after past errand.MaxDelay is
+// TestAPIWaitsAreBounded: a delay or a retry_after past errandstore.MaxDelay is
 // a 400 naming the field, with nothing written.
 func TestAPIWaitsAreBounded(t *testing.T) {
 	clock := newTestClock()

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/workflowjson"
 	"github.com/errandhq/errand/internal/workflowview"
 )
@@ -18,7 +20,7 @@ type workflowResponse struct {
 	Workflow *workflowview.Shown `json:"workflow"`
 	// Jobs are the jobs enqueued with it, its first steps; [] when
 	// Duplicate.
-	Jobs []*errand.Job `json:"jobs"`
+	Jobs []*errandtype.Job `json:"jobs"`
 	// Duplicate: a workflow with this id (or Idempotency-Key) existed;
 	// Workflow is that workflow and nothing was enqueued.
 	Duplicate bool `json:"duplicate"`
@@ -41,7 +43,7 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *
 	}
 	res, err := a.c.EnqueueWorkflow(r.Context(), steps, opts)
 	err = keyConflict(keyError(err, key), key)
-	if ie := (*errand.InputError)(nil); errors.As(err, &ie) {
+	if ie := (*errandtype.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the step (and compensation) whose
 		// field is wrong.
 		return badRequest("%s", err)
@@ -74,13 +76,13 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "state", "limit", "cursor"); err != nil {
 		return err
 	}
-	p := &errand.WorkflowListParams{}
+	p := &errandstore.WorkflowListParams{}
 	for _, v := range q["state"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {
 				continue
 			}
-			st := errand.WorkflowState(s)
+			st := errandtype.WorkflowState(s)
 			if !st.Valid() {
 				return badRequest("state %q is not a workflow state; use one of %s", s, joinWorkflowStates())
 			}
@@ -113,12 +115,12 @@ func (a *api[TTx]) workflows(w http.ResponseWriter, r *http.Request) error {
 // showWorkflow prepares a workflow for a reader: what happens next, and
 // its steps' outputs, drawn from the jobs' data as progress is, hidden
 // when args are.
-func (a *api[TTx]) showWorkflow(wf *errand.Workflow) *workflowview.Shown {
+func (a *api[TTx]) showWorkflow(wf *errandtype.Workflow) *workflowview.Shown {
 	if !a.hideArgs || wf == nil {
 		return workflowview.Show(wf)
 	}
 	c := *wf
-	c.Steps = make([]errand.WorkflowStepView, len(wf.Steps))
+	c.Steps = make([]errandtype.WorkflowStepView, len(wf.Steps))
 	for i, s := range wf.Steps {
 		s.Output = nil
 		c.Steps[i] = s
@@ -157,7 +159,7 @@ func (a *api[TTx]) rerunWorkflow(w http.ResponseWriter, r *http.Request, req *re
 // outputRequest is the body of POST /api/v1/jobs/{id}/output.
 type outputRequest struct {
 	LeaseToken string `json:"lease_token"`
-	// Output is any JSON value, at most errand.MaxOutputBytes.
+	// Output is any JSON value, at most errandstore.MaxOutputBytes.
 	Output json.RawMessage `json:"output"`
 }
 
@@ -169,16 +171,16 @@ func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request, req *outputReq
 	if len(bytes.TrimSpace(req.Output)) == 0 {
 		return badRequest("output is missing; send the job's output as any JSON value, e.g. {\"lease_token\": \"...\", \"output\": {\"charge_id\": \"ch_1\"}}")
 	}
-	ws, ok := a.c.Store().(errand.WorkflowStore)
+	ws, ok := a.c.Store().(errandstore.WorkflowStore)
 	if !ok {
-		return badRequest("the server's store does not keep outputs (it is not an errand.WorkflowStore)")
+		return badRequest("the server's store does not keep outputs (it is not an errandstore.WorkflowStore)")
 	}
 	id := r.PathValue("id")
-	p := &errand.JobSetOutputParams{ID: id, LeaseToken: req.LeaseToken, Output: req.Output}
+	p := &errandstore.JobSetOutputParams{ID: id, LeaseToken: req.LeaseToken, Output: req.Output}
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	p.Output, _ = errand.PlainJSON(p.Output, errand.MaxOutputBytes) // checked above
+	p.Output, _ = errand.PlainJSON(p.Output, errandstore.MaxOutputBytes) // checked above
 	if err := ws.JobSetOutput(r.Context(), p); err != nil {
 		return err
 	}
@@ -187,8 +189,8 @@ func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request, req *outputReq
 
 // joinWorkflowStates lists the workflow states for a message.
 func joinWorkflowStates() string {
-	names := make([]string, len(errand.WorkflowStates))
-	for i, st := range errand.WorkflowStates {
+	names := make([]string, len(errandtype.WorkflowStates))
+	for i, st := range errandtype.WorkflowStates {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")

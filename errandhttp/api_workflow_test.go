@@ -12,7 +12,9 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // checkoutBody is a three-step workflow in the API's JSON: kinds no Go
@@ -27,7 +29,7 @@ func checkoutBody(id string) map[string]any {
 }
 
 func TestAPIWorkflowEnqueue(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		for _, tt := range []struct {
 			name string
@@ -41,7 +43,7 @@ func TestAPIWorkflowEnqueue(t *testing.T) {
 			{"unknown dependency", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "depends_on": []string{"b"}}}}, `depends on \"b\"`},
 			{"two steps of a name", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k"}, {"name": "a", "kind": "k"}}}, "names two steps"},
 			{"bad compensation", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "compensate": map[string]any{"kind": "u", "max_attempts": -1}}}}, "workflow step a: compensation: max_attempts"},
-			{"id too long", map[string]any{"id": strings.Repeat("x", errand.MaxWorkflowIDBytes+1), "steps": []map[string]any{{"name": "a", "kind": "k"}}}, "workflow id"},
+			{"id too long", map[string]any{"id": strings.Repeat("x", errandstore.MaxWorkflowIDBytes+1), "steps": []map[string]any{{"name": "a", "kind": "k"}}}, "workflow id"},
 		} {
 			r := s.op(t, "POST", "/api/v1/workflows", tt.body)
 			want(t, tt.name, r, http.StatusBadRequest, "invalid_input")
@@ -62,15 +64,15 @@ func TestAPIWorkflowEnqueue(t *testing.T) {
 		r := s.op(t, "POST", "/api/v1/workflows", checkoutBody("order-7"))
 		want(t, "enqueue", r, http.StatusCreated, "")
 		var res struct {
-			Workflow  errand.Workflow `json:"workflow"`
-			Jobs      []*errand.Job   `json:"jobs"`
-			Duplicate bool            `json:"duplicate"`
+			Workflow  errandtype.Workflow `json:"workflow"`
+			Jobs      []*errandtype.Job   `json:"jobs"`
+			Duplicate bool                `json:"duplicate"`
 		}
 		if err := json.Unmarshal(r.body, &res); err != nil {
 			t.Fatal(err)
 		}
 		wf := res.Workflow
-		if res.Duplicate || wf.ID != "order-7" || wf.Name != "checkout" || wf.State != errand.WorkflowRunning || len(wf.Steps) != 3 ||
+		if res.Duplicate || wf.ID != "order-7" || wf.Name != "checkout" || wf.State != errandtype.WorkflowRunning || len(wf.Steps) != 3 ||
 			len(res.Jobs) != 1 || res.Jobs[0].ID != "order-7.step.charge" {
 			t.Fatalf("enqueue answered %s", r.body)
 		}
@@ -79,8 +81,8 @@ func TestAPIWorkflowEnqueue(t *testing.T) {
 		}
 		j := s.job(t, "order-7.step.charge")
 		var args struct {
-			Order    int                    `json:"order"`
-			Workflow errand.WorkflowContext `json:"workflow"`
+			Order    int                         `json:"order"`
+			Workflow errandstore.WorkflowContext `json:"workflow"`
 		}
 		if err := json.Unmarshal(j.Args, &args); err != nil {
 			t.Fatal(err)
@@ -110,7 +112,7 @@ func TestAPIWorkflowEnqueue(t *testing.T) {
 // same workflow it answers the existing one, for a different one 409
 // idempotency_conflict, writing nothing either way.
 func TestAPIWorkflowIdempotencyConflict(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		post := func(body map[string]any) response {
 			return s.do(t, req{method: "POST", path: "/api/v1/workflows", token: operatorSecret,
@@ -122,13 +124,13 @@ func TestAPIWorkflowIdempotencyConflict(t *testing.T) {
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"charge_card"}})
 		want(t, "claim", r, http.StatusOK, "")
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
 			t.Fatalf("claimed %s (%v)", r.body, err)
 		}
 		want(t, "ack", s.op(t, "POST", "/api/v1/jobs/order-8.step.charge/ack", map[string]any{"lease_token": claimed.Jobs[0].LeaseToken}), http.StatusOK, "")
-		if _, err := st.(errand.WorkflowStore).WorkflowAdvance(t.Context(), &errand.WorkflowAdvanceParams{IDs: []string{"order-8"}}); err != nil {
+		if _, err := st.(errandstore.WorkflowStore).WorkflowAdvance(t.Context(), &errandstore.WorkflowAdvanceParams{IDs: []string{"order-8"}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.c.Cancel(t.Context(), "order-8.step.reserve", &errand.CancelOpts{Operator: "ops", Reason: "test"}); err != nil {
@@ -180,14 +182,14 @@ func TestAPIWorkflowIdempotencyConflict(t *testing.T) {
 			t.Fatalf("%d jobs after the reused keys, want 3 (charge, reserve and charge's compensation)", n)
 		}
 		ws, err := s.c.Workflows(t.Context(), nil)
-		if err != nil || len(ws) != 1 || ws[0].Name != "checkout" || len(ws[0].Steps) != 3 || ws[0].State != errand.WorkflowCompensating {
+		if err != nil || len(ws) != 1 || ws[0].Name != "checkout" || len(ws[0].Steps) != 3 || ws[0].State != errandtype.WorkflowCompensating {
 			t.Fatalf("workflows after the reused keys: %v (%v)", ws, err)
 		}
 	})
 }
 
 func TestAPIWorkflowGetAndList(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		want(t, "unknown workflow", s.do(t, req{method: "GET", path: "/api/v1/workflows/nope", token: readerSecret}), http.StatusNotFound, "not_found")
 		r := s.do(t, req{method: "GET", path: "/api/v1/workflows", token: readerSecret})
@@ -204,12 +206,12 @@ func TestAPIWorkflowGetAndList(t *testing.T) {
 
 		r = s.do(t, req{method: "GET", path: "/api/v1/workflows/w1", token: readerSecret})
 		want(t, "get", r, http.StatusOK, "")
-		var wf errand.Workflow
+		var wf errandtype.Workflow
 		if err := json.Unmarshal(r.body, &wf); err != nil {
 			t.Fatal(err)
 		}
-		if wf.ID != "w1" || wf.State != errand.WorkflowFailed || wf.FailedStep == nil || *wf.FailedStep != "charge" ||
-			wf.Steps[0].State == nil || *wf.Steps[0].State != errand.StateCancelled || wf.Steps[1].State != nil {
+		if wf.ID != "w1" || wf.State != errandtype.WorkflowFailed || wf.FailedStep == nil || *wf.FailedStep != "charge" ||
+			wf.Steps[0].State == nil || *wf.Steps[0].State != errandtype.StateCancelled || wf.Steps[1].State != nil {
 			t.Fatalf("get after cancelling the first step: %s", r.body)
 		}
 		want(t, "get with a query", s.do(t, req{method: "GET", path: "/api/v1/workflows/w1?x=1", token: readerSecret}), http.StatusBadRequest, "invalid_input")
@@ -219,7 +221,7 @@ func TestAPIWorkflowGetAndList(t *testing.T) {
 			r := s.do(t, req{method: "GET", path: "/api/v1/workflows" + query, token: readerSecret})
 			want(t, "list "+query, r, http.StatusOK, "")
 			var l struct {
-				Workflows []errand.Workflow `json:"workflows"`
+				Workflows []errandtype.Workflow `json:"workflows"`
 			}
 			if err := json.Unmarshal(r.body, &l); err != nil {
 				t.Fatal(err)
@@ -245,8 +247,8 @@ func TestAPIWorkflowGetAndList(t *testing.T) {
 		// Pages: a full page has a next_cursor, which continues the list.
 		r = s.do(t, req{method: "GET", path: "/api/v1/workflows?limit=1", token: readerSecret})
 		var first struct {
-			Workflows []errand.Workflow `json:"workflows"`
-			Next      *string           `json:"next_cursor"`
+			Workflows []errandtype.Workflow `json:"workflows"`
+			Next      *string               `json:"next_cursor"`
 		}
 		if err := json.Unmarshal(r.body, &first); err != nil || len(first.Workflows) != 1 || first.Next == nil {
 			t.Fatalf("first page: %s (%v)", r.body, err)
@@ -261,13 +263,13 @@ func TestAPIWorkflowGetAndList(t *testing.T) {
 }
 
 func TestAPIJobOutput(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		want(t, "enqueue", s.op(t, "POST", "/api/v1/workflows", checkoutBody("o1")), http.StatusCreated, "")
 		r := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"charge_card"}})
 		want(t, "claim", r, http.StatusOK, "")
 		var claimed struct {
-			Jobs []errand.Envelope `json:"jobs"`
+			Jobs []errandtype.Envelope `json:"jobs"`
 		}
 		if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
 			t.Fatalf("claimed %s (%v)", r.body, err)
@@ -279,7 +281,7 @@ func TestAPIJobOutput(t *testing.T) {
 			http.StatusConflict, "lease_lost")
 		want(t, "no output", s.op(t, "POST", path, map[string]any{"lease_token": env.LeaseToken}), http.StatusBadRequest, "invalid_input")
 		want(t, "too large", s.op(t, "POST", path, map[string]any{"lease_token": env.LeaseToken,
-			"output": strings.Repeat("x", errand.MaxOutputBytes)}), http.StatusBadRequest, "invalid_input")
+			"output": strings.Repeat("x", errandstore.MaxOutputBytes)}), http.StatusBadRequest, "invalid_input")
 		if j := s.job(t, env.ID); j.Output != nil {
 			t.Fatalf("refused outputs wrote %s", j.Output)
 		}
@@ -295,11 +297,11 @@ func TestAPIJobOutput(t *testing.T) {
 
 		// The next step receives the output in its args once the workflow
 		// advances.
-		if _, err := st.(errand.WorkflowStore).WorkflowAdvance(t.Context(), &errand.WorkflowAdvanceParams{IDs: []string{"o1"}}); err != nil {
+		if _, err := st.(errandstore.WorkflowStore).WorkflowAdvance(t.Context(), &errandstore.WorkflowAdvanceParams{IDs: []string{"o1"}}); err != nil {
 			t.Fatal(err)
 		}
 		var args struct {
-			Workflow errand.WorkflowContext `json:"workflow"`
+			Workflow errandstore.WorkflowContext `json:"workflow"`
 		}
 		if err := json.Unmarshal(s.job(t, "o1.step.reserve").Args, &args); err != nil {
 			t.Fatal(err)
@@ -321,25 +323,25 @@ func TestAPIJobOutput(t *testing.T) {
 // POST /api/v1/workflows/{id}/rerun refuses an open workflow, then starts
 // the new one, and answers a retry with the same workflow.
 func TestAPIWorkflowReplayAndRerun(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
 		want(t, "enqueue", s.op(t, "POST", "/api/v1/workflows", checkoutBody("w1")), http.StatusCreated, "")
 		work := func(queue, kind, id string) {
 			t.Helper()
 			r := s.op(t, "POST", "/api/v1/queues/"+queue+"/claim", map[string]any{"kinds": []string{kind}})
 			var claimed struct {
-				Jobs []errand.Envelope `json:"jobs"`
+				Jobs []errandtype.Envelope `json:"jobs"`
 			}
 			if err := json.Unmarshal(r.body, &claimed); err != nil || len(claimed.Jobs) != 1 || claimed.Jobs[0].ID != id {
 				t.Fatalf("claim %s: %s (%v)", id, r.body, err)
 			}
 			want(t, "ack "+id, s.op(t, "POST", "/api/v1/jobs/"+id+"/ack", map[string]any{"lease_token": claimed.Jobs[0].LeaseToken}), http.StatusOK, "")
-			if _, err := st.(errand.WorkflowStore).WorkflowAdvance(t.Context(), &errand.WorkflowAdvanceParams{}); err != nil {
+			if _, err := st.(errandstore.WorkflowStore).WorkflowAdvance(t.Context(), &errandstore.WorkflowAdvanceParams{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		get := func(id string) (wf struct {
-			errand.Workflow
+			errandtype.Workflow
 			Next string `json:"next"`
 		}) {
 			t.Helper()
@@ -355,7 +357,7 @@ func TestAPIWorkflowReplayAndRerun(t *testing.T) {
 		if _, err := s.c.Cancel(t.Context(), "w1.step.reserve", &errand.CancelOpts{Operator: "ops", Reason: "test"}); err != nil {
 			t.Fatal(err)
 		}
-		if wf := get("w1"); wf.State != errand.WorkflowCompensating || wf.CompensationStartedAt == nil ||
+		if wf := get("w1"); wf.State != errandtype.WorkflowCompensating || wf.CompensationStartedAt == nil ||
 			wf.Next != "compensating: undo charge is queued; once it has failed, rerun it as a new workflow: errand workflow rerun w1" {
 			t.Fatalf("compensating workflow: %s, %v: %q", wf.State, wf.CompensationStartedAt, wf.Next)
 		}
@@ -372,7 +374,7 @@ func TestAPIWorkflowReplayAndRerun(t *testing.T) {
 		want(t, "rerun while compensating", s.op(t, "POST", "/api/v1/workflows/w1/rerun", nil), http.StatusConflict, "wrong_state")
 
 		work("refunds", "refund_card", "w1.undo.charge")
-		if wf := get("w1"); wf.State != errand.WorkflowFailed ||
+		if wf := get("w1"); wf.State != errandtype.WorkflowFailed ||
 			wf.Next != "failed: step reserve is cancelled; compensated; rerun it as a new workflow: errand workflow rerun w1" {
 			t.Fatalf("failed workflow: %s: %q", wf.State, wf.Next)
 		}
@@ -384,11 +386,11 @@ func TestAPIWorkflowReplayAndRerun(t *testing.T) {
 		want(t, "rerun with an unknown field", s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"name": "x"}), http.StatusBadRequest, "invalid_input")
 		var res struct {
 			Workflow struct {
-				errand.Workflow
+				errandtype.Workflow
 				Next string `json:"next"`
 			} `json:"workflow"`
-			Jobs      []*errand.Job `json:"jobs"`
-			Duplicate bool          `json:"duplicate"`
+			Jobs      []*errandtype.Job `json:"jobs"`
+			Duplicate bool              `json:"duplicate"`
 		}
 		r = s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"id": "w1b"})
 		want(t, "rerun", r, http.StatusCreated, "")

@@ -18,7 +18,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // Role is what a token may do.
@@ -120,7 +120,7 @@ type AuthOptions struct {
 	TrustProxy bool
 	// Clock times sessions and sign-in throttling. Nil means the system
 	// clock.
-	Clock errand.Clock
+	Clock errandstore.Clock
 }
 
 // DefaultMaxBodyBytes caps request bodies: a job's args may be 1 MiB, and
@@ -155,7 +155,7 @@ func NewAuth(opts *AuthOptions) (*Auth, error) {
 	if opts == nil {
 		opts = &AuthOptions{}
 	}
-	var clock errand.Clock = systemClock{}
+	var clock errandstore.Clock = systemClock{}
 	if opts.Clock != nil {
 		clock = opts.Clock
 	}

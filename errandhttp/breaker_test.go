@@ -11,25 +11,27 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // breakerServer serves the API, the dashboard and /metrics of a client
 // whose kind send_email depends on smtp, with smtp's breaker open: three
 // failures at the clock's time, opening it for 30 seconds.
-func breakerServer(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) (*server, *errand.Job) {
+func breakerServer(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) (*server, *errandtype.Job) {
 	t.Helper()
 	kinds := errand.NewKinds()
 	kinds.HandleRaw("send_email", nil, &errand.KindOpts{Dependency: "smtp"})
 	c, err := errand.NewClient(s, &errand.Config{Kinds: kinds, Clock: clock,
-		Breakers: map[string]*errand.BreakerPolicy{"smtp": {Threshold: 3, Cooldown: 30 * time.Second}}})
+		Breakers: map[string]*errandtype.BreakerPolicy{"smtp": {Threshold: 3, Cooldown: 30 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs := s.(errand.BreakerStore)
+	bs := s.(errandstore.BreakerStore)
 	for range 3 {
-		if _, err := bs.BreakerUpdate(context.Background(), &errand.BreakerUpdateParams{Dependency: "smtp",
-			Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: 3, Cooldown: 30 * time.Second},
+		if _, err := bs.BreakerUpdate(context.Background(), &errandstore.BreakerUpdateParams{Dependency: "smtp",
+			Event: errandstore.BreakerFailure, Policy: errandtype.BreakerPolicy{Threshold: 3, Cooldown: 30 * time.Second},
 			Message: "dial smtp: connection refused"}); err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +61,7 @@ func breakerServer(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Cl
 // waiting job's next step) and /metrics, and an operator can reset one,
 // with a reason, audited.
 func TestBreakerVisibility(t *testing.T) {
-	eachStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		srv, job := breakerServer(t, s, clock)
 		until := clock.Now().Add(30 * time.Second).UTC().Format(time.RFC3339)
 
@@ -117,7 +119,7 @@ func TestBreakerVisibility(t *testing.T) {
 // failure reported through the API opens the breaker again, until an
 // operator resets it.
 func TestAPIClaimsHonourBreakers(t *testing.T) {
-	eachStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		srv, _ := breakerServer(t, s, clock)
 		if _, err := srv.c.Enqueue(context.Background(), errand.RawArgs{KindName: "send_email"}, nil); err != nil {
 			t.Fatal(err)
@@ -155,7 +157,7 @@ func TestAPIClaimsHonourBreakers(t *testing.T) {
 // not degraded by its wait, and the dashboard's job page says why it
 // waits.
 func TestBreakerHeldJobsAreNotReady(t *testing.T) {
-	eachStore(t, func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
 		kinds := errand.NewKinds()
 		kinds.HandleRaw("send_email", nil, &errand.KindOpts{Dependency: "smtp"})
@@ -181,8 +183,8 @@ func TestBreakerHeldJobsAreNotReady(t *testing.T) {
 		clock.Advance(time.Hour)
 		readyz := errandhttp.NewReadyz(plain, &errandhttp.ReadyOptions{Clock: clock, MaxOldestReadyAge: 10 * time.Minute})
 		for range 3 {
-			if _, err := s.(errand.BreakerStore).BreakerUpdate(ctx, &errand.BreakerUpdateParams{Dependency: "smtp",
-				Event: errand.BreakerFailure, Policy: errand.BreakerPolicy{Threshold: 3}}); err != nil {
+			if _, err := s.(errandstore.BreakerStore).BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: "smtp",
+				Event: errandstore.BreakerFailure, Policy: errandtype.BreakerPolicy{Threshold: 3}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/workflowview"
 )
 
@@ -74,27 +76,27 @@ var dashboardFiles embed.FS
 // dashboardClient is what the dashboard uses of an errand.Client, whatever
 // its transaction type.
 type dashboardClient interface {
-	Stats(ctx context.Context) ([]errand.QueueStats, error)
-	Workers(ctx context.Context) ([]*errand.WorkerRecord, error)
-	List(ctx context.Context, opts *errand.ListOpts) ([]*errand.Job, error)
-	Get(ctx context.Context, id string) (*errand.Job, error)
-	ReplayAudit(ctx context.Context, id string) ([]errand.ReplayRecord, error)
-	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errand.Job, error)
-	Cancel(ctx context.Context, id string, opts *errand.CancelOpts) (*errand.Job, error)
+	Stats(ctx context.Context) ([]errandtype.QueueStats, error)
+	Workers(ctx context.Context) ([]*errandtype.WorkerRecord, error)
+	List(ctx context.Context, opts *errand.ListOpts) ([]*errandtype.Job, error)
+	Get(ctx context.Context, id string) (*errandtype.Job, error)
+	ReplayAudit(ctx context.Context, id string) ([]errandtype.ReplayRecord, error)
+	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errandtype.Job, error)
+	Cancel(ctx context.Context, id string, opts *errand.CancelOpts) (*errandtype.Job, error)
 	Insights(ctx context.Context, opts *errand.InsightsOpts) (*errand.Insights, error)
-	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errand.AuditRecord, error)
-	Schedules(ctx context.Context) ([]*errand.ScheduleRecord, error)
-	Limits(ctx context.Context) ([]*errand.LimiterRecord, error)
-	Breakers(ctx context.Context) ([]*errand.BreakerRecord, error)
+	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errandtype.AuditRecord, error)
+	Schedules(ctx context.Context) ([]*errandtype.ScheduleRecord, error)
+	Limits(ctx context.Context) ([]*errandtype.LimiterRecord, error)
+	Breakers(ctx context.Context) ([]*errandtype.BreakerRecord, error)
 	BreakerHolds(ctx context.Context) (*errand.BreakerHolds, error)
-	Batch(ctx context.Context, id string) (*errand.Batch, error)
-	Batches(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error)
-	Workflow(ctx context.Context, id string) (*errand.Workflow, error)
-	Workflows(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error)
-	WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error)
-	RerunWorkflow(ctx context.Context, id string, opts *errand.WorkflowRerunOpts) (*errand.WorkflowInsertResult, error)
+	Batch(ctx context.Context, id string) (*errandstore.Batch, error)
+	Batches(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error)
+	Workflow(ctx context.Context, id string) (*errandtype.Workflow, error)
+	Workflows(ctx context.Context, p *errandstore.WorkflowListParams) ([]*errandtype.Workflow, error)
+	WorkflowCounts(ctx context.Context) (map[errandtype.WorkflowState]int, error)
+	RerunWorkflow(ctx context.Context, id string, opts *errand.WorkflowRerunOpts) (*errandstore.WorkflowInsertResult, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
-	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errand.FairnessKeyCount, error)
+	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errandtype.FairnessKeyCount, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.
@@ -104,7 +106,7 @@ type dashboard struct {
 	opts  DashboardOptions                             // with defaults applied
 	pages map[string]*template.Template
 	mux   *http.ServeMux
-	// workflows: the store keeps workflows (is an errand.WorkflowStore).
+	// workflows: the store keeps workflows (is an errandstore.WorkflowStore).
 	workflows bool
 }
 
@@ -150,7 +152,7 @@ type dashboard struct {
 // ([http.CrossOriginProtection]).
 func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.Handler {
 	d := &dashboard{c: c, now: c.Store().Now, opts: dashboardDefaults(opts)}
-	_, d.workflows = c.Store().(errand.WorkflowStore)
+	_, d.workflows = c.Store().(errandstore.WorkflowStore)
 	d.pages = parseDashboardPages(d.opts.PathPrefix)
 	static, err := fs.Sub(dashboardFiles, "dashboard/static")
 	if err != nil {
@@ -266,21 +268,21 @@ func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, 
 	d.render(w, status, "problem", p)
 }
 
-// fail renders err: a bad request for an *errand.InputError, a conflict
-// for a state that forbids the change (errand.ErrWrongState) or a unique
-// key held by another job, not found for errand.ErrNotFound, unavailable
-// for errand.ErrStoreUnavailable, otherwise a server error.
+// fail renders err: a bad request for an *errandtype.InputError, a conflict
+// for a state that forbids the change (errandtype.ErrWrongState) or a unique
+// key held by another job, not found for errandtype.ErrNotFound, unavailable
+// for errandtype.ErrStoreUnavailable, otherwise a server error.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var in *errand.InputError
-	var se *errand.StateError
+	var in *errandtype.InputError
+	var se *errandtype.StateError
 	switch {
 	case errors.As(err, &in):
 		d.problem(w, r, http.StatusBadRequest, err.Error())
-	case errors.As(err, &se), errors.Is(err, errand.ErrWrongState), errors.Is(err, errand.ErrUniqueConflict):
+	case errors.As(err, &se), errors.Is(err, errandtype.ErrWrongState), errors.Is(err, errandtype.ErrUniqueConflict):
 		d.problem(w, r, http.StatusConflict, err.Error())
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("nothing is at %q: it never existed, or retention has deleted it", r.URL.Path))
-	case errors.Is(err, errand.ErrStoreUnavailable):
+	case errors.Is(err, errandtype.ErrStoreUnavailable):
 		d.opts.Logger.Warn("dashboard: store unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(UnavailableRetryAfter))
 		d.problem(w, r, http.StatusServiceUnavailable, "the database could not be reached or dropped the connection; reload in a few seconds")
@@ -297,18 +299,18 @@ type overviewData struct {
 	// Queues are a page of at most DefaultTopN queues, deepest first, from
 	// the From'th; MoreQueues counts the queues after them, NextFrom is
 	// where their page starts.
-	Queues         []errand.QueueStats
+	Queues         []errandtype.QueueStats
 	From, NextFrom int
 	MoreQueues     int
 	MoreKinds      int // insight rows of these queues past DefaultTopN
-	States         []errand.JobState
-	Workers        []*errand.WorkerRecord
+	States         []errandtype.JobState
+	Workers        []*errandtype.WorkerRecord
 	// WorkersLive counts the workers alive or draining, WorkersGone those
 	// that stopped heartbeating without stopping: the registry keeps
 	// stopped and gone workers for a day.
 	WorkersLive, WorkersGone int
 	// Totals sums Counts over the queues, by state.
-	Totals map[errand.JobState]int
+	Totals map[errandtype.JobState]int
 	Dead   int
 	// Insights are the figures per queue and kind; Depth splits each
 	// queue's queued jobs, and TotalDepth all of them.
@@ -317,11 +319,11 @@ type overviewData struct {
 	TotalDepth queueDepth
 	// Limits are the cluster's rate limits and retry budgets, with their
 	// tokens now.
-	Limits []*errand.LimiterRecord
+	Limits []*errandtype.LimiterRecord
 	// Breakers are the circuit breakers of dependencies.
-	Breakers []*errand.BreakerRecord
+	Breakers []*errandtype.BreakerRecord
 	// FairKeys are each queue's fairness keys with the most waiting jobs.
-	FairKeys map[string][]errand.FairnessKeyCount
+	FairKeys map[string][]errandtype.FairnessKeyCount
 	// Workflows counts the workflows of each state; nil when the store
 	// keeps none.
 	Workflows []workflowCount
@@ -329,7 +331,7 @@ type overviewData struct {
 
 // workflowCount is how many workflows are in State.
 type workflowCount struct {
-	State errand.WorkflowState
+	State errandtype.WorkflowState
 	N     int
 }
 
@@ -344,7 +346,7 @@ func (o *overviewData) AnyWorkflows() bool {
 }
 
 // countWorkflows counts the workflows of each state, in the order of
-// errand.WorkflowStates; nil when the store keeps no workflows.
+// errandtype.WorkflowStates; nil when the store keeps no workflows.
 func (d *dashboard) countWorkflows(ctx context.Context) ([]workflowCount, error) {
 	if !d.workflows {
 		return nil, nil
@@ -353,15 +355,15 @@ func (d *dashboard) countWorkflows(ctx context.Context) ([]workflowCount, error)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]workflowCount, len(errand.WorkflowStates))
-	for i, st := range errand.WorkflowStates {
+	out := make([]workflowCount, len(errandtype.WorkflowStates))
+	for i, st := range errandtype.WorkflowStates {
 		out[i] = workflowCount{State: st, N: counts[st]}
 	}
 	return out, nil
 }
 
 // QueueFairKeys is queue's top fairness keys.
-func (o *overviewData) QueueFairKeys(queue string) []errand.FairnessKeyCount {
+func (o *overviewData) QueueFairKeys(queue string) []errandtype.FairnessKeyCount {
 	return o.FairKeys[queue]
 }
 
@@ -418,18 +420,18 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	data := &overviewData{States: errand.JobStates, Workers: workers, Totals: map[errand.JobState]int{},
+	data := &overviewData{States: errandtype.JobStates, Workers: workers, Totals: map[errandtype.JobState]int{},
 		Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
-		FairKeys: map[string][]errand.FairnessKeyCount{}, Workflows: wfs}
+		FairKeys: map[string][]errandtype.FairnessKeyCount{}, Workflows: wfs}
 	data.pageQueues(stats, ins, r.URL.Query().Get("from"))
 	for _, k := range keys {
 		data.FairKeys[k.Queue] = append(data.FairKeys[k.Queue], k)
 	}
 	for _, wr := range workers {
 		switch wr.Status {
-		case errand.WorkerAlive, errand.WorkerDraining:
+		case errandtype.WorkerAlive, errandstore.WorkerDraining:
 			data.WorkersLive++
-		case errand.WorkerGone:
+		case errandstore.WorkerGone:
 			data.WorkersGone++
 		}
 	}
@@ -453,7 +455,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 // queues, deepest first) names, and the busiest insight rows of those
 // queues: a system with thousands of queues gets pages, not one page of
 // megabytes.
-func (o *overviewData) pageQueues(stats []errand.QueueStats, ins *errand.Insights, from string) {
+func (o *overviewData) pageQueues(stats []errandtype.QueueStats, ins *errand.Insights, from string) {
 	ranked := rankQueues(stats)
 	o.From, _ = strconv.Atoi(from)
 	o.From = min(max(o.From, 0), len(ranked))
@@ -492,8 +494,8 @@ func activity(k errand.KindInsights) int {
 
 // listData is one page of a job listing.
 type listData struct {
-	Jobs   []*errand.Job
-	States []errand.JobState
+	Jobs   []*errandtype.Job
+	States []errandtype.JobState
 	// Filter is the listing's filter as the visitor gave it.
 	State, Queue, Kind string
 	Limit              int
@@ -527,9 +529,9 @@ func (l *listData) query(after int64) template.URL {
 
 // listPage reads the filter and cursor of a listing from r's query and the
 // page of jobs they select; state, when not empty, fixes the state.
-func (d *dashboard) listPage(r *http.Request, state errand.JobState) (*listData, error) {
+func (d *dashboard) listPage(r *http.Request, state errandtype.JobState) (*listData, error) {
 	q := r.URL.Query()
-	l := &listData{States: errand.JobStates, State: q.Get("state"), Queue: strings.TrimSpace(q.Get("queue")),
+	l := &listData{States: errandtype.JobStates, State: q.Get("state"), Queue: strings.TrimSpace(q.Get("queue")),
 		Kind: strings.TrimSpace(q.Get("kind")), Limit: d.opts.PageSize, MaxBatch: d.opts.MaxBatch}
 	if state != "" {
 		l.State = string(state)
@@ -537,24 +539,24 @@ func (d *dashboard) listPage(r *http.Request, state errand.JobState) (*listData,
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxDashboardPageSize {
-			return nil, &errand.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)}
+			return nil, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)}
 		}
 		l.Limit = n
 	}
 	if s := q.Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			return nil, &errand.InputError{Field: "after", Message: fmt.Sprintf("%q is not a cursor; follow the page links", s)}
+			return nil, &errandtype.InputError{Field: "after", Message: fmt.Sprintf("%q is not a cursor; follow the page links", s)}
 		}
 		l.After = n
 	}
 	opts := &errand.ListOpts{Queue: l.Queue, Kind: l.Kind, AfterSeq: l.After, Limit: l.Limit + 1}
 	if l.State != "" {
-		st, err := errand.ParseJobState(l.State)
+		st, err := errandtype.ParseJobState(l.State)
 		if err != nil {
-			return nil, &errand.InputError{Field: "state", Message: err.Error()}
+			return nil, &errandtype.InputError{Field: "state", Message: err.Error()}
 		}
-		opts.States = []errand.JobState{st}
+		opts.States = []errandtype.JobState{st}
 	}
 	jobs, err := d.c.List(r.Context(), opts)
 	if err != nil {
@@ -573,10 +575,10 @@ func (d *dashboard) jobList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dashboard) deadList(w http.ResponseWriter, r *http.Request) {
-	d.listing(w, r, errand.StateDead, "Dead letters", "dead", "dead")
+	d.listing(w, r, errandtype.StateDead, "Dead letters", "dead", "dead")
 }
 
-func (d *dashboard) listing(w http.ResponseWriter, r *http.Request, state errand.JobState, title, nav, tmpl string) {
+func (d *dashboard) listing(w http.ResponseWriter, r *http.Request, state errandtype.JobState, title, nav, tmpl string) {
 	now, err := d.now(r.Context())
 	if err != nil {
 		d.fail(w, r, err)
@@ -589,21 +591,21 @@ func (d *dashboard) listing(w http.ResponseWriter, r *http.Request, state errand
 	}
 	// The dead-letter page holds a selection to replay: reloading it
 	// would clear the visitor's checkboxes.
-	p := d.newPage(r, title, nav, now, state != errand.StateDead)
+	p := d.newPage(r, title, nav, now, state != errandtype.StateDead)
 	p.Data = l
 	d.render(w, http.StatusOK, tmpl, p)
 }
 
 // detailData is one job's page.
 type detailData struct {
-	Job  *errand.Job
+	Job  *errandtype.Job
 	Next string
 	// Compensated: the job is a dead or cancelled step of a workflow that
 	// has begun compensating or was rerun, which refuses its replay; the
 	// page offers the workflow's rerun instead.
 	Compensated bool
 	// Audit is every operator action on the job, newest first.
-	Audit []errand.AuditRecord
+	Audit []errandtype.AuditRecord
 }
 
 func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
@@ -619,7 +621,7 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	audit, err := d.c.Audit(ctx, &errand.AuditOpts{JobID: id, Limit: errand.MaxAuditLimit})
+	audit, err := d.c.Audit(ctx, &errand.AuditOpts{JobID: id, Limit: errandstore.MaxAuditLimit})
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -662,11 +664,11 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 // with what happens to the workflow.
 func (d *dashboard) explainCompensatedStep(ctx context.Context, data *detailData) error {
 	j := data.Job
-	if !d.workflows || !replayAction.Applies(j.State) || !errand.ReplayHeldByWorkflow(j.ID, j.WorkflowID) {
+	if !d.workflows || !replayAction.Applies(j.State) || !errandstore.ReplayHeldByWorkflow(j.ID, j.WorkflowID) {
 		return nil
 	}
 	wf, err := d.c.Workflow(ctx, *j.WorkflowID)
-	if errors.Is(err, errand.ErrNotFound) || (err == nil && wf.CompensationStartedAt == nil && wf.RerunAs == nil) {
+	if errors.Is(err, errandtype.ErrNotFound) || (err == nil && wf.CompensationStartedAt == nil && wf.RerunAs == nil) {
 		return nil
 	}
 	if err != nil {

@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // dashboardAction is a change an operator makes to jobs from the dashboard.
 type dashboardAction struct {
 	Name    string // "replay" or "cancel", also the form's path
 	Verb    string // for people: "Replay", "Cancel"
-	Applies func(errand.JobState) bool
+	Applies func(errandtype.JobState) bool
 	// Explain says which states the action applies to, for a job in
 	// another.
 	Explain string
@@ -23,14 +24,14 @@ type dashboardAction struct {
 var (
 	replayAction = &dashboardAction{
 		Name: "replay", Verb: "Replay",
-		Applies: func(s errand.JobState) bool { return s == errand.StateDead || s == errand.StateCancelled },
+		Applies: func(s errandtype.JobState) bool { return s == errandtype.StateDead || s == errandtype.StateCancelled },
 		Explain: "only dead and cancelled jobs can be replayed",
 	}
 	cancelAction = &dashboardAction{
 		Name: "cancel", Verb: "Cancel",
 		// A running job gets a cancel request: its worker cancels the
 		// handler and ends the attempt cancelled.
-		Applies: func(s errand.JobState) bool { return s.Waiting() || s == errand.StateRunning },
+		Applies: func(s errandtype.JobState) bool { return s.Waiting() || s == errandtype.StateRunning },
 		Explain: "only queued, retrying and running jobs can be cancelled",
 	}
 )
@@ -41,7 +42,7 @@ const maxActionBody = 256 << 10
 // actionJob is one job an action names, and what became of it.
 type actionJob struct {
 	ID  string
-	Job *errand.Job // nil when the job was not found
+	Job *errandtype.Job // nil when the job was not found
 	// Problem says why the action does not or did not apply, or is empty.
 	Problem string
 	Done    bool
@@ -100,7 +101,7 @@ func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
 			if !commit {
 				j, err := d.c.Get(ctx, id)
 				switch {
-				case errors.Is(err, errand.ErrNotFound):
+				case errors.Is(err, errandtype.ErrNotFound):
 					aj.Problem = "no such job"
 				case err != nil:
 					d.fail(w, r, err)
@@ -113,14 +114,14 @@ func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
 				}
 				continue
 			}
-			var j *errand.Job
+			var j *errandtype.Job
 			var err error
 			if a == replayAction {
 				j, err = d.c.Replay(ctx, id, &errand.ReplayOpts{Operator: operator, Reason: reason})
 			} else {
 				j, err = d.c.Cancel(ctx, id, &errand.CancelOpts{Operator: operator, Reason: reason})
 			}
-			var in *errand.InputError
+			var in *errandtype.InputError
 			if errors.As(err, &in) {
 				// The operator or the reason is at fault, for every job
 				// alike: stop before trying the rest.
@@ -162,9 +163,9 @@ func formIDs(values []string) []string {
 
 // problemText says why an action failed for one job.
 func problemText(err error) string {
-	var se *errand.StateError
+	var se *errandtype.StateError
 	switch {
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		return "no such job"
 	case errors.As(err, &se):
 		return se.Error()

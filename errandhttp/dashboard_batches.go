@@ -4,12 +4,14 @@ import (
 	"net/http"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // batchesData is the batches listing.
 type batchesData struct {
-	Batches []*errand.Batch
-	States  []errand.BatchState
+	Batches []*errandstore.Batch
+	States  []errandtype.BatchState
 	stateFilter
 }
 
@@ -26,7 +28,7 @@ func (d *dashboard) batchesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l := &batchesData{States: errand.BatchStates, stateFilter: f}
-	p := &errand.BatchListParams{Limit: l.Limit}
+	p := &errandstore.BatchListParams{Limit: l.Limit}
 	if l.State != "" {
 		st, err := errand.ParseBatchState(l.State)
 		if err != nil {

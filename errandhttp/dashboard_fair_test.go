@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestDashboardOverviewShowsFairness: the queues table shows each queue's
@@ -26,9 +28,9 @@ func TestDashboardOverviewShowsFairness(t *testing.T) {
 		enqueue(t, c, okArgs{}, &errand.EnqueueOpts{Queue: "tenants", FairnessKey: fmt.Sprintf("small-%d", i)})
 	}
 	enqueue(t, c, okArgs{}, &errand.EnqueueOpts{Queue: "plain"})
-	_, err := c.Store().WorkerRegister(context.Background(), &errand.WorkerRegisterParams{
+	_, err := c.Store().WorkerRegister(context.Background(), &errandstore.WorkerRegisterParams{
 		ID: "web-1:812", Host: "web-1", PID: 812, HeartbeatInterval: 5 * time.Second,
-		Queues: []errand.WorkerQueue{{Name: "critical", Concurrency: 10, Weight: 6}, {Name: "low", Concurrency: 10, Weight: 1}},
+		Queues: []errandtype.WorkerQueue{{Name: "critical", Concurrency: 10, Weight: 6}, {Name: "low", Concurrency: 10, Weight: 1}},
 	})
 	if err != nil {
 		t.Fatal(err)

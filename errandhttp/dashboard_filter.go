@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // stateFilter is the filter of the batches and workflows listings as the
@@ -32,13 +32,13 @@ func (l *stateFilter) QueryMore() template.URL {
 // stateFilter reads a listing's filter from its query: the state trimmed,
 // for the caller to check, and the page size, the dashboard's by default.
 // A page size that is not 1 to MaxDashboardPageSize is an
-// *errand.InputError.
+// *errandtype.InputError.
 func (d *dashboard) stateFilter(q url.Values) (stateFilter, error) {
 	f := stateFilter{State: strings.TrimSpace(q.Get("state")), Limit: d.opts.PageSize}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxDashboardPageSize {
-			return f, &errand.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)}
+			return f, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)}
 		}
 		f.Limit = n
 	}

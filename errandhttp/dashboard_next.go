@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // nextStep says in words what happens next to j, as of now on the store's
@@ -12,7 +12,7 @@ import (
 // under, or that only a replay runs it again. handled reports whether a
 // live worker handles the job's kind in its queue; a waiting job of a kind
 // nobody handles says so, since it waits until one does.
-func nextStep(j *errand.Job, now time.Time, handled bool) string {
+func nextStep(j *errandtype.Job, now time.Time, handled bool) string {
 	at := func(t time.Time) string { return clockTime(t, now) }
 	held := ""
 	if j.HeldBy != nil {
@@ -25,7 +25,7 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 	attempt := fmt.Sprintf("attempt %d of %d", j.Attempt+1, j.MaxAttempts)
 	var s string
 	switch j.State {
-	case errand.StateQueued:
+	case errandtype.StateQueued:
 		switch {
 		case j.AvailableAt.After(now):
 			s = "runs at " + at(j.AvailableAt) + ", " + attempt
@@ -34,7 +34,7 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 		default:
 			s = "waiting for a worker since " + at(j.AvailableAt) + ", " + attempt
 		}
-	case errand.StateRetrying:
+	case errandtype.StateRetrying:
 		switch {
 		case j.AvailableAt.After(now):
 			s = "retries at " + at(j.AvailableAt) + ", " + attempt
@@ -43,7 +43,7 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 		default:
 			s = "retries as soon as a worker claims it (due since " + at(j.AvailableAt) + "), " + attempt
 		}
-	case errand.StateRunning:
+	case errandtype.StateRunning:
 		owner := "an unnamed worker"
 		if j.LeaseOwner != nil {
 			owner = *j.LeaseOwner
@@ -64,13 +64,13 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 		default:
 			s = fmt.Sprintf("the lease of %s expired at %s; the next sweep retries it, attempt %d of %d", owner, at(*j.LeaseUntil), j.Attempt+1, j.MaxAttempts)
 		}
-	case errand.StateSucceeded:
+	case errandtype.StateSucceeded:
 		s = "succeeded"
 		if j.FinishedAt != nil {
 			s += " at " + at(*j.FinishedAt)
 		}
 		s += "; it will not run again"
-	case errand.StateDead:
+	case errandtype.StateDead:
 		s = "dead"
 		if j.LastError != nil {
 			s += fmt.Sprintf(" after attempt %d of %d (class %s)", j.Attempt, j.MaxAttempts, j.LastError.Class)
@@ -79,7 +79,7 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 		if j.OrderingHold && j.OrderingKey != nil {
 			s += "; it holds ordering key " + *j.OrderingKey + ", so the later jobs of the key wait until it is replayed or cancelled"
 		}
-	case errand.StateCancelled:
+	case errandtype.StateCancelled:
 		s = "cancelled: replay to run again"
 	default:
 		s = "in unknown state " + string(j.State)
@@ -93,14 +93,14 @@ func nextStep(j *errand.Job, now time.Time, handled bool) string {
 // breakerStep is what the circuit breaker that holds a waiting job back
 // (see errand.BreakerHolds) adds to its next step: nothing while the
 // breaker is closed.
-func breakerStep(b *errand.BreakerRecord, now time.Time) string {
+func breakerStep(b *errandtype.BreakerRecord, now time.Time) string {
 	switch b.State {
-	case errand.BreakerOpen:
+	case errandtype.BreakerOpen:
 		if b.OpenUntil != nil && b.OpenUntil.After(now) {
 			return fmt.Sprintf("; but its dependency %s is down (circuit breaker open until %s), so workers leave it waiting, its attempts unused; then one probe tests %s", b.Dependency, clockTime(*b.OpenUntil, now), b.Dependency)
 		}
 		return fmt.Sprintf("; but its dependency %s is down (circuit breaker open, cool-down over): it waits for a probe job to succeed", b.Dependency)
-	case errand.BreakerHalfOpen:
+	case errandtype.BreakerHalfOpen:
 		return fmt.Sprintf("; but its dependency %s is being tested (circuit breaker half-open): it waits until a probe job succeeds", b.Dependency)
 	}
 	return ""

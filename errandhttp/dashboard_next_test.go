@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestNextStep(t *testing.T) {
@@ -18,81 +18,81 @@ func TestNextStep(t *testing.T) {
 	earlier := now.Add(-5 * time.Minute)
 	tests := []struct {
 		name    string
-		job     errand.Job
+		job     errandtype.Job
 		handled bool
 		want    string
 	}{
 		{
 			name:    "scheduled",
-			job:     errand.Job{State: errand.StateQueued, AvailableAt: later, MaxAttempts: 5},
+			job:     errandtype.Job{State: errandtype.StateQueued, AvailableAt: later, MaxAttempts: 5},
 			handled: true,
 			want:    "runs at 14:02:07 UTC, attempt 1 of 5",
 		},
 		{
 			name:    "scheduled another day",
-			job:     errand.Job{State: errand.StateQueued, AvailableAt: tomorrow, MaxAttempts: 5},
+			job:     errandtype.Job{State: errandtype.StateQueued, AvailableAt: tomorrow, MaxAttempts: 5},
 			handled: true,
 			want:    "runs at 2026-12-01 16:00:00 UTC, attempt 1 of 5",
 		},
 		{
 			name:    "ready",
-			job:     errand.Job{State: errand.StateQueued, AvailableAt: earlier, MaxAttempts: 3},
+			job:     errandtype.Job{State: errandtype.StateQueued, AvailableAt: earlier, MaxAttempts: 3},
 			handled: true,
 			want:    "waiting for a worker since 13:55:00 UTC, attempt 1 of 3",
 		},
 		{
 			name:    "held by its ordering key",
-			job:     errand.Job{State: errand.StateQueued, AvailableAt: earlier, MaxAttempts: 3, HeldBy: str("first"), OrderingKey: str("acct-1")},
+			job:     errandtype.Job{State: errandtype.StateQueued, AvailableAt: earlier, MaxAttempts: 3, HeldBy: str("first"), OrderingKey: str("acct-1")},
 			handled: true,
 			want:    "ready since 13:55:00 UTC but held back by job first of ordering key acct-1 (one job of a key runs at a time, in order); then attempt 1 of 3",
 		},
 		{
 			name:    "retrying",
-			job:     errand.Job{State: errand.StateRetrying, AvailableAt: later, Attempt: 2, MaxAttempts: 5},
+			job:     errandtype.Job{State: errandtype.StateRetrying, AvailableAt: later, Attempt: 2, MaxAttempts: 5},
 			handled: true,
 			want:    "retries at 14:02:07 UTC, attempt 3 of 5",
 		},
 		{
 			name:    "retrying and due",
-			job:     errand.Job{State: errand.StateRetrying, AvailableAt: earlier, Attempt: 1, MaxAttempts: 5},
+			job:     errandtype.Job{State: errandtype.StateRetrying, AvailableAt: earlier, Attempt: 1, MaxAttempts: 5},
 			handled: true,
 			want:    "retries as soon as a worker claims it (due since 13:55:00 UTC), attempt 2 of 5",
 		},
 		{
 			name:    "waiting with no worker for the kind",
-			job:     errand.Job{State: errand.StateQueued, Kind: "emial", Queue: "default", AvailableAt: earlier, MaxAttempts: 3},
+			job:     errandtype.Job{State: errandtype.StateQueued, Kind: "emial", Queue: "default", AvailableAt: earlier, MaxAttempts: 3},
 			handled: false,
 			want:    "waiting for a worker since 13:55:00 UTC, attempt 1 of 3; no live worker handles kind emial in queue default, so it waits until one does",
 		},
 		{
 			name:    "running",
-			job:     errand.Job{State: errand.StateRunning, Attempt: 2, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &later},
+			job:     errandtype.Job{State: errandtype.StateRunning, Attempt: 2, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &later},
 			handled: false, // a running job says nothing about workers
 			want:    "running under lease of web-1:812 until 14:02:07 UTC, attempt 2 of 5",
 		},
 		{
 			name: "running with an expired lease",
-			job:  errand.Job{State: errand.StateRunning, Attempt: 2, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &earlier},
+			job:  errandtype.Job{State: errandtype.StateRunning, Attempt: 2, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &earlier},
 			want: "the lease of web-1:812 expired at 13:55:00 UTC; the next sweep retries it, attempt 3 of 5",
 		},
 		{
 			name: "running with an expired lease on the final attempt",
-			job:  errand.Job{State: errand.StateRunning, Attempt: 5, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &earlier},
+			job:  errandtype.Job{State: errandtype.StateRunning, Attempt: 5, MaxAttempts: 5, LeaseOwner: str("web-1:812"), LeaseUntil: &earlier},
 			want: "the lease of web-1:812 expired at 13:55:00 UTC on the final attempt; the next sweep makes it dead (class lease_expired)",
 		},
 		{
 			name: "succeeded",
-			job:  errand.Job{State: errand.StateSucceeded, FinishedAt: &earlier},
+			job:  errandtype.Job{State: errandtype.StateSucceeded, FinishedAt: &earlier},
 			want: "succeeded at 13:55:00 UTC; it will not run again",
 		},
 		{
 			name: "dead",
-			job:  errand.Job{State: errand.StateDead, Attempt: 5, MaxAttempts: 5, LastError: &errand.LastError{Class: "timeout"}},
+			job:  errandtype.Job{State: errandtype.StateDead, Attempt: 5, MaxAttempts: 5, LastError: &errandtype.LastError{Class: "timeout"}},
 			want: "dead after attempt 5 of 5 (class timeout): replay to run again",
 		},
 		{
 			name: "cancelled",
-			job:  errand.Job{State: errand.StateCancelled},
+			job:  errandtype.Job{State: errandtype.StateCancelled},
 			want: "cancelled: replay to run again",
 		},
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // queueDepth splits a queue's queued jobs by why they wait, from the
@@ -39,8 +41,8 @@ func insightsByQueue(ins *errand.Insights) map[string]*queueDepth {
 
 // auditData is one page of the audit page.
 type auditData struct {
-	Records []errand.AuditRecord
-	Actions []errand.AuditAction
+	Records []errandtype.AuditRecord
+	Actions []errandtype.AuditAction
 	// Filter as the visitor gave it.
 	Job, Action, Since, Until string
 	Limit                     int
@@ -85,7 +87,7 @@ func parseFormTime(field, s string) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, &errand.InputError{Field: field, Message: fmt.Sprintf("%q is not a time; write 2026-11-30 14:00 (UTC) or RFC 3339", s)}
+	return time.Time{}, &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q is not a time; write 2026-11-30 14:00 (UTC) or RFC 3339", s)}
 }
 
 func (d *dashboard) auditPage(w http.ResponseWriter, r *http.Request) {
@@ -95,9 +97,9 @@ func (d *dashboard) auditPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	a := &auditData{Actions: errand.AuditActions, Job: strings.TrimSpace(q.Get("job")), Action: q.Get("action"),
+	a := &auditData{Actions: errandtype.AuditActions, Job: strings.TrimSpace(q.Get("job")), Action: q.Get("action"),
 		Since: strings.TrimSpace(q.Get("since")), Until: strings.TrimSpace(q.Get("until")), Limit: d.opts.PageSize}
-	opts := &errand.AuditOpts{JobID: a.Job, Action: errand.AuditAction(a.Action)}
+	opts := &errand.AuditOpts{JobID: a.Job, Action: errandtype.AuditAction(a.Action)}
 	if opts.Since, err = parseFormTime("since", a.Since); err != nil {
 		d.fail(w, r, err)
 		return
@@ -108,8 +110,8 @@ func (d *dashboard) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > min(MaxDashboardPageSize, errand.MaxAuditLimit-1) {
-			d.fail(w, r, &errand.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)})
+		if err != nil || n < 1 || n > min(MaxDashboardPageSize, errandstore.MaxAuditLimit-1) {
+			d.fail(w, r, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%q is not a page size; use 1 to %d", s, MaxDashboardPageSize)})
 			return
 		}
 		a.Limit = n
@@ -117,7 +119,7 @@ func (d *dashboard) auditPage(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("before"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 1 {
-			d.fail(w, r, &errand.InputError{Field: "before", Message: fmt.Sprintf("%q is not a cursor; follow the page links", s)})
+			d.fail(w, r, &errandtype.InputError{Field: "before", Message: fmt.Sprintf("%q is not a cursor; follow the page links", s)})
 			return
 		}
 		a.Before = n
@@ -161,7 +163,7 @@ type filterReplayData struct {
 	// Until bounds the replay to jobs that died before the dry run, so that
 	// the replay takes no job the operator was not shown.
 	Until     time.Time
-	Jobs      []*errand.Job
+	Jobs      []*errandtype.Job
 	MaxBatch  int
 	Committed bool
 	Bulk      string
@@ -211,7 +213,7 @@ func (d *dashboard) filterReplay(commit bool) http.Handler {
 			f.Until = now.Add(time.Microsecond)
 		}
 		res, err := d.c.ReplayMany(r.Context(), &errand.ReplayManyOpts{
-			Filter: errand.DeadFilter{Kind: f.Kind, Queue: f.Queue, Class: f.Class, DiedUntil: f.Until},
+			Filter: errandstore.DeadFilter{Kind: f.Kind, Queue: f.Queue, Class: f.Class, DiedUntil: f.Until},
 			Limit:  limit, Operator: operator, Reason: f.Reason, DryRun: !commit,
 		})
 		if commit {
@@ -264,7 +266,7 @@ func (d *dashboard) operatorForm(w http.ResponseWriter, r *http.Request, doing s
 // fixReplayData is the confirmation page of a fix-and-replay, or its
 // result.
 type fixReplayData struct {
-	Job *errand.Job
+	Job *errandtype.Job
 	// Args are the corrected args, compacted; OldArgs the job's.
 	Args, OldArgs json.RawMessage
 	Reason        string

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // asAna is a dashboard whose every visitor is the operator ana.
@@ -49,7 +51,7 @@ func TestDashboardReplayByFilter(t *testing.T) {
 	wantContains(t, "confirm", body, "Replay these 2 dead jobs as <strong>ana</strong>", "f-1", "f-2", "stops at the most one replay takes (2)",
 		`action="/replay-filter"`, `<input type="hidden" name="limit" value="2">`)
 	wantLacks(t, "confirm", body, "f-3", "f-other")
-	if j, _ := replayed(t, c, "f-1"); j.State != errand.StateDead {
+	if j, _ := replayed(t, c, "f-1"); j.State != errandtype.StateDead {
 		t.Fatalf("the dry run replayed f-1")
 	}
 	// A job that dies after the dry run is not replayed by its
@@ -87,12 +89,12 @@ func TestDashboardReplayByFilter(t *testing.T) {
 		t.Fatalf("replay: %d\n%s", code, body)
 	}
 	wantContains(t, "result", body, "Replayed 2 jobs as <strong>ana</strong>")
-	for id, want := range map[string]errand.JobState{"f-1": errand.StateQueued, "f-2": errand.StateQueued, "f-3": errand.StateDead, "f-0": errand.StateDead, "f-other": errand.StateDead} {
+	for id, want := range map[string]errandtype.JobState{"f-1": errandtype.StateQueued, "f-2": errandtype.StateQueued, "f-3": errandtype.StateDead, "f-0": errandtype.StateDead, "f-other": errandtype.StateDead} {
 		if j, _ := replayed(t, c, id); j.State != want {
 			t.Errorf("%s is %s, want %s", id, j.State, want)
 		}
 	}
-	rs, err := c.Audit(context.Background(), &errand.AuditOpts{Action: errand.AuditBulkReplay})
+	rs, err := c.Audit(context.Background(), &errand.AuditOpts{Action: errandtype.AuditBulkReplay})
 	if err != nil || len(rs) != 2 || rs[0].Operator != "ana" || rs[0].Reason != "smtp fixed" {
 		t.Fatalf("audit %+v, %v", rs, err)
 	}
@@ -113,7 +115,7 @@ func TestDashboardFixAndReplay(t *testing.T) {
 		t.Fatalf("confirm: %d\n%s", code, body)
 	}
 	wantContains(t, "confirm", body, "with new args as <strong>ana</strong>", "card declined", "card &lt;ok&gt;", `action="/replay-args"`)
-	if j, _ := replayed(t, c, "dead-1"); j.State != errand.StateDead {
+	if j, _ := replayed(t, c, "dead-1"); j.State != errandtype.StateDead {
 		t.Fatal("the confirm page replayed the job")
 	}
 	for name, bad := range map[string]url.Values{
@@ -140,7 +142,7 @@ func TestDashboardFixAndReplay(t *testing.T) {
 		t.Fatalf("replay: %d\n%s", code, body)
 	}
 	j, _ := replayed(t, c, "dead-1")
-	if j.State != errand.StateQueued || string(j.Args) != `{"note":"card <ok>"}` {
+	if j.State != errandtype.StateQueued || string(j.Args) != `{"note":"card <ok>"}` {
 		t.Fatalf("after fix-and-replay: %s %s", j.State, j.Args)
 	}
 	// The job page shows the action with the old and new args.
@@ -208,15 +210,15 @@ func TestDashboardSchedulesPage(t *testing.T) {
 	h := NewDashboard(c, nil)
 	wantContains(t, "no schedules", mustGet(t, h, "/schedules"), "No schedules.", `aria-current="page">Schedules`)
 
-	ss := c.Store().(errand.ScheduleStore)
+	ss := c.Store().(errandstore.ScheduleStore)
 	ctx := context.Background()
-	if _, err := ss.ScheduleUpsert(ctx, &errand.ScheduleUpsertParams{Name: "nightly-<b>", Spec: "0 3 * * *", Kind: "dash_ok", Queue: "reports",
-		Missed: errand.MissedCatchUp, NextFireAt: testStart.Add(13 * time.Hour)}); err != nil {
+	if _, err := ss.ScheduleUpsert(ctx, &errandstore.ScheduleUpsertParams{Name: "nightly-<b>", Spec: "0 3 * * *", Kind: "dash_ok", Queue: "reports",
+		Missed: errandtype.MissedCatchUp, NextFireAt: testStart.Add(13 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	body := mustGet(t, h, "/schedules")
 	row := tableRow(t, body, "nightly-&lt;b&gt;")
-	wantContains(t, "schedule row", row, "0 3 * * *", "dash_ok", "reports", "2026-12-01 03:00:00 UTC", "in 13h00m", "none yet", string(errand.MissedCatchUp))
+	wantContains(t, "schedule row", row, "0 3 * * *", "dash_ok", "reports", "2026-12-01 03:00:00 UTC", "in 13h00m", "none yet", string(errandtype.MissedCatchUp))
 	wantLacks(t, "schedules", body, "nightly-<b>")
 }
 

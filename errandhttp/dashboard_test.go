@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -48,16 +50,16 @@ var testStart = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
 
 func testConfig(clk *errandtest.Clock) *errand.Config {
 	ks := errand.NewKinds()
-	errand.Handle(ks, func(_ context.Context, _ *errand.Job, a failArgs) error {
+	errand.Handle(ks, func(_ context.Context, _ *errandtype.Job, a failArgs) error {
 		return errand.Permanent(errors.New(a.Note))
 	}, nil)
-	errand.Handle(ks, func(context.Context, *errand.Job, panicArgs) error {
+	errand.Handle(ks, func(context.Context, *errandtype.Job, panicArgs) error {
 		panic("dash_panic handler gave up")
 	}, nil)
-	errand.Handle(ks, func(context.Context, *errand.Job, flakyArgs) error {
+	errand.Handle(ks, func(context.Context, *errandtype.Job, flakyArgs) error {
 		return errand.WithClass("upstream_down", errors.New("upstream answered 503"))
 	}, nil)
-	errand.Handle(ks, func(context.Context, *errand.Job, okArgs) error { return nil }, nil)
+	errand.Handle(ks, func(context.Context, *errandtype.Job, okArgs) error { return nil }, nil)
 	return &errand.Config{Kinds: ks, Clock: clk, AllowUnknownKinds: true}
 }
 
@@ -77,7 +79,7 @@ func newSQLiteClient(t *testing.T, clk *errandtest.Clock) *errand.Client[*sql.Tx
 }
 
 // enqueue enqueues one job or fails the test.
-func enqueue[TTx any](t *testing.T, c *errand.Client[TTx], args errand.JobArgs, opts *errand.EnqueueOpts) *errand.Job {
+func enqueue[TTx any](t *testing.T, c *errand.Client[TTx], args errand.JobArgs, opts *errand.EnqueueOpts) *errandtype.Job {
 	t.Helper()
 	r, err := c.Enqueue(context.Background(), args, opts)
 	if err != nil {
@@ -183,17 +185,17 @@ func checkOverview[TTx any](t *testing.T, c *errand.Client[TTx]) {
 	body := rec.Body.String()
 	for _, q := range []struct {
 		name   string
-		counts map[errand.JobState]int
+		counts map[errandtype.JobState]int
 	}{
-		{"billing", map[errand.JobState]int{errand.StateQueued: 1, errand.StateRetrying: 1, errand.StateSucceeded: 1}},
-		{"mail", map[errand.JobState]int{errand.StateQueued: 1, errand.StateDead: 2}},
+		{"billing", map[errandtype.JobState]int{errandtype.StateQueued: 1, errandtype.StateRetrying: 1, errandtype.StateSucceeded: 1}},
+		{"mail", map[errandtype.JobState]int{errandtype.StateQueued: 1, errandtype.StateDead: 2}},
 	} {
 		row := tableRow(t, body, `/jobs?queue=`+q.name+`"`)
-		for _, st := range errand.JobStates {
+		for _, st := range errandtype.JobStates {
 			want := "0"
 			if n := q.counts[st]; n > 0 {
 				want = `state=` + string(st) + `"`
-				if st == errand.StateDead {
+				if st == errandtype.StateDead {
 					want += ` class="bad">2<`
 				}
 			}
@@ -241,8 +243,8 @@ func TestDashboardOverview(t *testing.T) {
 func TestDashboardOverviewShowsWorkers(t *testing.T) {
 	clk := errandtest.NewClock(testStart)
 	c := newSQLiteClient(t, clk)
-	_, err := c.Store().WorkerRegister(context.Background(), &errand.WorkerRegisterParams{
-		ID: "web-1:812", Host: "web-1", PID: 812, Queues: []errand.WorkerQueue{{Name: "mail", Concurrency: 4}},
+	_, err := c.Store().WorkerRegister(context.Background(), &errandstore.WorkerRegisterParams{
+		ID: "web-1:812", Host: "web-1", PID: 812, Queues: []errandtype.WorkerQueue{{Name: "mail", Concurrency: 4}},
 		Kinds: []string{"dash_fail"}, HeartbeatInterval: 5 * time.Second,
 	})
 	if err != nil {
@@ -262,8 +264,8 @@ func TestDashboardOverviewCountsLiveWorkers(t *testing.T) {
 	c := newSQLiteClient(t, clk)
 	register := func(id string) {
 		t.Helper()
-		_, err := c.Store().WorkerRegister(context.Background(), &errand.WorkerRegisterParams{
-			ID: id, Host: "web-1", PID: 812, Queues: []errand.WorkerQueue{{Name: "mail", Concurrency: 4}},
+		_, err := c.Store().WorkerRegister(context.Background(), &errandstore.WorkerRegisterParams{
+			ID: id, Host: "web-1", PID: 812, Queues: []errandtype.WorkerQueue{{Name: "mail", Concurrency: 4}},
 			Kinds: []string{"dash_fail"}, HeartbeatInterval: 5 * time.Second,
 		})
 		if err != nil {
@@ -272,10 +274,10 @@ func TestDashboardOverviewCountsLiveWorkers(t *testing.T) {
 	}
 	register("killed")
 	register("stopped")
-	if err := c.Store().WorkerStop(context.Background(), &errand.WorkerStopParams{ID: "stopped"}); err != nil {
+	if err := c.Store().WorkerStop(context.Background(), &errandstore.WorkerStopParams{ID: "stopped"}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(errand.WorkerMissedHeartbeats * 5 * time.Second)
+	clk.Advance(errandstore.WorkerMissedHeartbeats * 5 * time.Second)
 	register("alive")
 	body := mustGet(t, NewDashboard(c, nil), "/")
 	wantContains(t, "overview", body, `<span class="n">1</span> workers alive`, `<span class="n">1</span> workers gone`)
@@ -369,7 +371,7 @@ func TestDashboardJobDetail(t *testing.T) {
 
 	// A running job shows its lease.
 	enqueue(t, c, okArgs{}, &errand.EnqueueOpts{ID: "run-1", Queue: "run"})
-	if _, err := c.Store().JobClaimMany(context.Background(), &errand.JobClaimParams{Queues: []string{"run"}, Limit: 1, Lease: time.Minute, Owner: "web-2:77"}); err != nil {
+	if _, err := c.Store().JobClaimMany(context.Background(), &errandstore.JobClaimParams{Queues: []string{"run"}, Limit: 1, Lease: time.Minute, Owner: "web-2:77"}); err != nil {
 		t.Fatal(err)
 	}
 	body = mustGet(t, h, "/jobs/run-1")
@@ -406,7 +408,7 @@ func TestDashboardHideArgs(t *testing.T) {
 }
 
 // replayed reads a job and its replay audit.
-func replayed(t *testing.T, c *errand.Client[*sql.Tx], id string) (*errand.Job, []errand.ReplayRecord) {
+func replayed(t *testing.T, c *errand.Client[*sql.Tx], id string) (*errandtype.Job, []errandtype.ReplayRecord) {
 	t.Helper()
 	j, err := c.Get(context.Background(), id)
 	if err != nil {
@@ -440,7 +442,7 @@ func TestDashboardReplayAfterConfirmation(t *testing.T) {
 		`action="/replay"`, `<input type="hidden" name="id" value="dead-1">`, `<input type="hidden" name="id" value="panic-1">`,
 		`<input type="hidden" name="reason" value="card processor fixed">`, "Replay 2 jobs")
 	wantLacks(t, "confirm page", body, `<input type="hidden" name="id" value="retry-1">`)
-	if j, audit := replayed(t, c, "dead-1"); j.State != errand.StateDead || len(audit) != 0 {
+	if j, audit := replayed(t, c, "dead-1"); j.State != errandtype.StateDead || len(audit) != 0 {
 		t.Fatalf("after the confirm page dead-1 is %s with %d replays; want it untouched", j.State, len(audit))
 	}
 
@@ -452,7 +454,7 @@ func TestDashboardReplayAfterConfirmation(t *testing.T) {
 	wantContains(t, "result page", body, "Replay: 2 of 2 done, by ana")
 	for _, id := range []string{"dead-1", "panic-1"} {
 		j, audit := replayed(t, c, id)
-		if j.State != errand.StateQueued || len(audit) != 1 || audit[0].Operator != "ana" || audit[0].Reason != "card processor fixed" {
+		if j.State != errandtype.StateQueued || len(audit) != 1 || audit[0].Operator != "ana" || audit[0].Reason != "card processor fixed" {
 			t.Errorf("%s after replay: state %s, audit %+v", id, j.State, audit)
 		}
 	}
@@ -512,10 +514,10 @@ func TestDashboardActionsRefuseBadRequests(t *testing.T) {
 			t.Errorf("%s: status %d, want %d\n%s", tc.name, rec.Code, tc.want, rec.Body)
 		}
 	}
-	if j, audit := replayed(t, c, "dead-1"); j.State != errand.StateDead || len(audit) != 0 {
+	if j, audit := replayed(t, c, "dead-1"); j.State != errandtype.StateDead || len(audit) != 0 {
 		t.Errorf("refused requests changed dead-1: %s, %+v", j.State, audit)
 	}
-	if j, _ := replayed(t, c, "ready-1"); j.State != errand.StateQueued {
+	if j, _ := replayed(t, c, "ready-1"); j.State != errandtype.StateQueued {
 		t.Errorf("refused requests changed ready-1: %s", j.State)
 	}
 
@@ -546,14 +548,14 @@ func TestDashboardCancelAfterConfirmation(t *testing.T) {
 	}
 	wantContains(t, "cancel confirm", body, "Cancel 1 of the 2 selected jobs as <strong>"+AnonymousOperator+"</strong>",
 		"dead: only queued, retrying and running jobs can be cancelled", `action="/cancel"`, "Cancel 1 job<")
-	if j, _ := replayed(t, c, "later-1"); j.State != errand.StateQueued {
+	if j, _ := replayed(t, c, "later-1"); j.State != errandtype.StateQueued {
 		t.Fatalf("the confirm page cancelled later-1")
 	}
 	code, body = post(t, h, "/cancel", url.Values{"id": {"later-1"}, "reason": {"customer left"}})
 	if code != http.StatusOK {
 		t.Fatalf("cancel: status %d\n%s", code, body)
 	}
-	if j, _ := replayed(t, c, "later-1"); j.State != errand.StateCancelled {
+	if j, _ := replayed(t, c, "later-1"); j.State != errandtype.StateCancelled {
 		t.Errorf("later-1 after cancel: %s", j.State)
 	}
 	wantContains(t, "cancelled job", mustGet(t, h, "/jobs/later-1"), "cancelled: replay to run again", `action="/replay/confirm"`)
@@ -664,7 +666,7 @@ func TestDashboardCancelRunning(t *testing.T) {
 	if err != nil || len(js) != 1 {
 		t.Fatalf("claim: %v, %v", js, err)
 	}
-	if err := c.Store().JobSetProgress(ctx, &errand.JobSetProgressParams{ID: "import-1", LeaseToken: *js[0].LeaseToken,
+	if err := c.Store().JobSetProgress(ctx, &errandstore.JobSetProgressParams{ID: "import-1", LeaseToken: *js[0].LeaseToken,
 		Progress: []byte(`{"next_row": 42000}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +681,7 @@ func TestDashboardCancelRunning(t *testing.T) {
 	}
 	wantContains(t, "cancel result", body, "cancel requested")
 	j, err := c.Get(ctx, "import-1")
-	if err != nil || j.State != errand.StateRunning || !j.CancelPending() {
+	if err != nil || j.State != errandtype.StateRunning || !j.CancelPending() {
 		t.Fatalf("after cancel: %+v, %v; want running with a request", j, err)
 	}
 	body = mustGet(t, h, "/jobs/import-1")

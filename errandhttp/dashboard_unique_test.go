@@ -6,6 +6,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestDashboardJobDetailUniqueAndHold: a job's page shows its unique
@@ -17,7 +18,7 @@ func TestDashboardJobDetailUniqueAndHold(t *testing.T) {
 	h := NewDashboard(c, nil)
 	enqueue(t, c, failArgs{Note: "bad entry"}, &errand.EnqueueOpts{ID: "head", Queue: "ledger", OrderingKey: "acct-7",
 		OrderingOnDead: errand.OrderingHoldOnDead,
-		Unique:         &errand.UniqueOpts{Key: "entry:1", Scope: errand.UniqueUntilSucceeded, Window: 24 * time.Hour}})
+		Unique:         &errand.UniqueOpts{Key: "entry:1", Scope: errandtype.UniqueUntilSucceeded, Window: 24 * time.Hour}})
 	workOne(t, c, "ledger")
 	body := mustGet(t, h, "/jobs/head")
 	wantContains(t, "dead head", body,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/english"
 )
 
@@ -28,7 +29,7 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"path":        func(p string) string { return prefix + p },
 		"batchURL":    func(id string) string { return prefix + "/batches/" + url.PathEscape(id) },
 		"workflowURL": func(id string) string { return prefix + "/workflows/" + url.PathEscape(id) },
-		"states":      func() []errand.JobState { return errand.JobStates },
+		"states":      func() []errandtype.JobState { return errandtype.JobStates },
 		"time":        formatTime,
 		"optTime":     formatOptTime,
 		"since":       since,
@@ -38,11 +39,11 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"shortText":   shortText,
 		// failing: a job whose last failure is worth showing beside its
 		// state, one that did not succeed since.
-		"failing": func(s *errand.JobState, e *errand.LastError) bool {
-			return s != nil && e != nil && *s != errand.StateSucceeded
+		"failing": func(s *errandtype.JobState, e *errandtype.LastError) bool {
+			return s != nil && e != nil && *s != errandtype.StateSucceeded
 		},
 		"deref":      deref,
-		"count":      func(m map[errand.JobState]int, s errand.JobState) int { return m[s] },
+		"count":      func(m map[errandtype.JobState]int, s errandtype.JobState) int { return m[s] },
 		"counted":    english.Count[int],
 		"join":       strings.Join,
 		"canReplay":  replayAction.Applies,
@@ -155,7 +156,7 @@ func shortJSON(raw json.RawMessage) string {
 }
 
 // queueNames lists a worker's queues with their concurrency: "default×4".
-func queueNames(qs []errand.WorkerQueue) string {
+func queueNames(qs []errandtype.WorkerQueue) string {
 	names := make([]string, len(qs))
 	for i, q := range qs {
 		names[i] = fmt.Sprintf("%s×%d", q.Name, q.Concurrency)

@@ -8,13 +8,15 @@ import (
 	"strings"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/workflowview"
 )
 
 // workflowsData is the workflows listing.
 type workflowsData struct {
-	Workflows []*errand.Workflow
-	States    []errand.WorkflowState
+	Workflows []*errandtype.Workflow
+	States    []errandtype.WorkflowState
 	stateFilter
 }
 
@@ -30,15 +32,15 @@ func (d *dashboard) workflowsPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	l := &workflowsData{States: errand.WorkflowStates, stateFilter: f}
-	p := &errand.WorkflowListParams{Limit: l.Limit}
+	l := &workflowsData{States: errandtype.WorkflowStates, stateFilter: f}
+	p := &errandstore.WorkflowListParams{Limit: l.Limit}
 	if l.State != "" {
-		st := errand.WorkflowState(l.State)
+		st := errandtype.WorkflowState(l.State)
 		if !st.Valid() {
-			d.fail(w, r, &errand.InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", l.State, errand.WorkflowStates)})
+			d.fail(w, r, &errandtype.InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", l.State, errandtype.WorkflowStates)})
 			return
 		}
-		p.States = []errand.WorkflowState{st}
+		p.States = []errandtype.WorkflowState{st}
 	}
 	if l.Workflows, err = d.c.Workflows(r.Context(), p); err != nil {
 		d.fail(w, r, err)
@@ -51,7 +53,7 @@ func (d *dashboard) workflowsPage(w http.ResponseWriter, r *http.Request) {
 
 // workflowData is one workflow's page.
 type workflowData struct {
-	Workflow *errand.Workflow
+	Workflow *errandtype.Workflow
 	Next     string
 }
 
@@ -94,7 +96,7 @@ func (d *dashboard) rerunWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := d.c.RerunWorkflow(r.Context(), id, &errand.WorkflowRerunOpts{ID: newID})
-	if errors.Is(err, errand.ErrNotFound) {
+	if errors.Is(err, errandtype.ErrNotFound) {
 		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("no workflow with id %q: it never existed, or retention has deleted it", id))
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -41,11 +42,11 @@ func newWorkflowClient(t *testing.T) *errand.Client[*sql.Tx] {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	ks := errand.NewKinds()
-	errand.Handle(ks, func(ctx context.Context, _ *errand.Job, _ wfCharge) error {
+	errand.Handle(ks, func(ctx context.Context, _ *errandtype.Job, _ wfCharge) error {
 		return errand.SetOutput(ctx, map[string]string{"charge_id": "ch_'1'"})
 	}, nil)
-	errand.Handle(ks, func(context.Context, *errand.Job, wfBook) error { return errand.Permanent(errors.New("no seats")) }, nil)
-	errand.Handle(ks, func(context.Context, *errand.Job, wfRefund) error { return nil }, nil)
+	errand.Handle(ks, func(context.Context, *errandtype.Job, wfBook) error { return errand.Permanent(errors.New("no seats")) }, nil)
+	errand.Handle(ks, func(context.Context, *errandtype.Job, wfRefund) error { return nil }, nil)
 	c, err := errand.NewClient(st, &errand.Config{Kinds: ks, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestDashboardWorkflowPages(t *testing.T) {
 
 // The JSON of a workflow round-trips: what the API and the CLI print.
 func TestWorkflowJSONShape(t *testing.T) {
-	b, err := json.Marshal(&errand.Workflow{Steps: []errand.WorkflowStepView{{Name: "a", DependsOn: []string{}}}})
+	b, err := json.Marshal(&errandtype.Workflow{Steps: []errandtype.WorkflowStepView{{Name: "a", DependsOn: []string{}}}})
 	if err != nil || !strings.Contains(string(b), `"failed_step":null`) || !strings.Contains(string(b), `"compensation":null`) {
 		t.Fatalf("workflow JSON %s (%v)", b, err)
 	}

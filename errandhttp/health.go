@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/english"
 )
 
@@ -52,7 +54,7 @@ type ReadyOptions struct {
 	CacheFor time.Duration
 	// Clock times the cache and the dead-letter growth. Nil means the
 	// system clock.
-	Clock errand.Clock
+	Clock errandstore.Clock
 }
 
 // DeadGrowth is a rate of jobs dying: Jobs per Per.
@@ -252,7 +254,7 @@ type deadSample struct {
 
 // observe adds the statistics read at at and returns, per queue, how much
 // its dead count rose since the oldest sample within per.
-func (g *deadGrowth) observe(at time.Time, stats []errand.QueueStats) map[string]int {
+func (g *deadGrowth) observe(at time.Time, stats []errandtype.QueueStats) map[string]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	dead := make(map[string]int, len(stats))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtype"
 )
 
 type readyBody struct {
@@ -82,7 +83,7 @@ func testReadyz[TTx any](t *testing.T, e *testEnv[TTx]) {
 	e.clock.Advance(2 * time.Minute)
 	wantProbe(t, h, http.StatusServiceUnavailable, "degraded", "oldest_ready_age:default")
 	wantProbe(t, plain, http.StatusOK, "ready") // no thresholds: only the database counts
-	if _, err := c.Cancel(t.Context(), mustList(t, c, errand.StateQueued)[0].ID, &errand.CancelOpts{Operator: "test", Reason: "test"}); err != nil {
+	if _, err := c.Cancel(t.Context(), mustList(t, c, errandtype.StateQueued)[0].ID, &errand.CancelOpts{Operator: "test", Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Second)
@@ -115,7 +116,7 @@ func testReadyz[TTx any](t *testing.T, e *testEnv[TTx]) {
 	wantProbe(t, sampled, http.StatusServiceUnavailable, "degraded", "dead_growth:mail")
 	wantProbe(t, h, http.StatusServiceUnavailable, "degraded", "dead_growth:mail")
 	// A replay takes a job out of the hour's dead: 2 is not over 2.
-	if _, err := c.Replay(t.Context(), mustList(t, c, errand.StateDead)[5].ID, &errand.ReplayOpts{Operator: "test", Reason: "test"}); err != nil {
+	if _, err := c.Replay(t.Context(), mustList(t, c, errandtype.StateDead)[5].ID, &errand.ReplayOpts{Operator: "test", Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Second)
@@ -128,9 +129,9 @@ func testReadyz[TTx any](t *testing.T, e *testEnv[TTx]) {
 	wantProbe(t, h, http.StatusServiceUnavailable, "unavailable", "database:")
 }
 
-func mustList[TTx any](t *testing.T, c *errand.Client[TTx], state errand.JobState) []*errand.Job {
+func mustList[TTx any](t *testing.T, c *errand.Client[TTx], state errandtype.JobState) []*errandtype.Job {
 	t.Helper()
-	js, err := c.List(t.Context(), &errand.ListOpts{States: []errand.JobState{state}})
+	js, err := c.List(t.Context(), &errand.ListOpts{States: []errandtype.JobState{state}})
 	if err != nil {
 		t.Fatal(err)
 	}

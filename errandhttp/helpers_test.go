@@ -15,7 +15,9 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -37,7 +39,7 @@ func newTestClock() *errandtest.Clock {
 	return errandtest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
-func openSQLite(t testing.TB, clock errand.Clock) *sqlite.Store {
+func openSQLite(t testing.TB, clock errandstore.Clock) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clock})
 	if err != nil {
@@ -49,7 +51,7 @@ func openSQLite(t testing.TB, clock errand.Clock) *sqlite.Store {
 
 // eachStore runs body on SQLite and, when ERRAND_TEST_POSTGRES_URL is set,
 // on a fresh PostgreSQL schema, both on a fake clock.
-func eachStore(t *testing.T, body func(t *testing.T, s errand.TxStore[*sql.Tx], clock *errandtest.Clock)) {
+func eachStore(t *testing.T, body func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock)) {
 	t.Run("sqlite", func(t *testing.T) {
 		clock := newTestClock()
 		body(t, openSQLite(t, clock), clock)
@@ -73,7 +75,7 @@ type server struct {
 	c *errand.Client[*sql.Tx]
 }
 
-func newServer(t testing.TB, s errand.TxStore[*sql.Tx], clock errand.TimeSource, opts *errandhttp.Options) *server {
+func newServer(t testing.TB, s errandstore.TxStore[*sql.Tx], clock errand.TimeSource, opts *errandhttp.Options) *server {
 	t.Helper()
 	kinds := errand.NewKinds()
 	kinds.HandleRaw("task", nil, &errand.KindOpts{RetryPolicy: &errand.RetryPolicy{Base: 10 * time.Second, Max: 10 * time.Second}})
@@ -197,7 +199,7 @@ func (s *server) jobCount(t *testing.T) int {
 	return len(js)
 }
 
-func (s *server) job(t *testing.T, id string) *errand.Job {
+func (s *server) job(t *testing.T, id string) *errandtype.Job {
 	t.Helper()
 	j, err := s.c.Get(context.Background(), id)
 	if err != nil {

@@ -10,25 +10,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestLimitsVisible: the cluster's rate limits and retry budgets, as the
 // workers left them in the database, are in the API, the metrics and the
 // dashboard's overview.
 func TestLimitsVisible(t *testing.T) {
-	eachStore(t, func(t *testing.T, st errand.TxStore[*sql.Tx], clock *errandtest.Clock) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
-		ls, ok := st.(errand.LimiterStore)
+		ls, ok := st.(errandstore.LimiterStore)
 		if !ok {
 			t.Fatalf("%T keeps no limits", st)
 		}
-		rate := errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 20, Burst: 2}
-		budget := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Min: 3, Window: time.Minute}
+		rate := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 20, Burst: 2}
+		budget := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: 0.1, Min: 3, Window: time.Minute}
 		for _, want := range []int{5, 1} {
-			if _, err := ls.LimiterTake(t.Context(), &errand.LimiterTakeParams{Takes: []errand.LimiterTake{
+			if _, err := ls.LimiterTake(t.Context(), &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{
 				{Name: "queue:default", Spec: rate, Want: want}, {Name: "retry:mail", Spec: budget, Want: want}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +38,7 @@ func TestLimitsVisible(t *testing.T) {
 		r := s.do(t, req{method: "GET", path: "/api/v1/limits", token: readerSecret})
 		want(t, "limits", r, http.StatusOK, "")
 		var body struct {
-			Limits []errand.LimiterRecord `json:"limits"`
+			Limits []errandtype.LimiterRecord `json:"limits"`
 		}
 		if err := json.Unmarshal(r.body, &body); err != nil {
 			t.Fatal(err)

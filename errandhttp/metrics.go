@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Defaults of MetricsOptions.
@@ -45,7 +47,7 @@ type MetricsOptions struct {
 	// DefaultMetricsTimeout.
 	Timeout time.Duration
 	// Clock times the cache. Nil means the system clock.
-	Clock errand.Clock
+	Clock errandstore.Clock
 	// TopN is how many queues, and queue and kind pairs, the gauges name;
 	// the rest are summed into series labelled OtherLabel. Zero means
 	// DefaultTopN.
@@ -127,19 +129,19 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 		maxAge:  o.CacheFor,
 		timeout: o.Timeout,
 	}})
-	reg.MustRegister(&limitCollector{cache: &readCache[[]*errand.LimiterRecord]{
+	reg.MustRegister(&limitCollector{cache: &readCache[[]*errandtype.LimiterRecord]{
 		read:    c.Limits,
 		clock:   o.Clock,
 		maxAge:  o.CacheFor,
 		timeout: o.Timeout,
 	}})
-	reg.MustRegister(&breakerCollector{cache: &readCache[[]*errand.BreakerRecord]{
+	reg.MustRegister(&breakerCollector{cache: &readCache[[]*errandtype.BreakerRecord]{
 		read:    c.Breakers,
 		clock:   o.Clock,
 		maxAge:  o.CacheFor,
 		timeout: o.Timeout,
 	}})
-	if _, ok := c.Store().(errand.WorkflowStore); ok {
+	if _, ok := c.Store().(errandstore.WorkflowStore); ok {
 		reg.MustRegister(&workflowCollector{cache: &readCache[[]workflowGauge]{
 			read:    func(ctx context.Context) ([]workflowGauge, error) { return readWorkflowGauges(ctx, c, o.Clock) },
 			clock:   o.Clock,
@@ -239,7 +241,7 @@ var (
 // A failed read reports nothing: errand_store_up says whether the
 // database answers.
 type limitCollector struct {
-	cache *readCache[[]*errand.LimiterRecord]
+	cache *readCache[[]*errandtype.LimiterRecord]
 }
 
 func (l *limitCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -254,7 +256,7 @@ func (l *limitCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, r := range rs {
-		if kind, ok := strings.CutPrefix(r.Name, "retry:"); ok && r.Spec.Mode == errand.LimiterModeRetryBudget {
+		if kind, ok := strings.CutPrefix(r.Name, "retry:"); ok && r.Spec.Mode == errandtype.LimiterModeRetryBudget {
 			exhausted := 0.0
 			if r.Tokens <= 0 {
 				exhausted = 1
@@ -283,7 +285,7 @@ var (
 // breakerCollector reports every circuit breaker at scrape time. A failed
 // read reports none (errand_store_up says whether the database answers).
 type breakerCollector struct {
-	cache *readCache[[]*errand.BreakerRecord]
+	cache *readCache[[]*errandtype.BreakerRecord]
 }
 
 func (b *breakerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -315,7 +317,7 @@ var (
 // workflowGauge is what the workflow gauges report of one state: stalled
 // only for an open state.
 type workflowGauge struct {
-	state   errand.WorkflowState
+	state   errandtype.WorkflowState
 	count   int
 	open    bool
 	stalled time.Duration
@@ -324,17 +326,17 @@ type workflowGauge struct {
 // readWorkflowGauges counts the workflows of every state, and reads the
 // open workflows of each open state that has any, at most MaxListLimit
 // each, for how long they have stalled.
-func readWorkflowGauges[TTx any](ctx context.Context, c *errand.Client[TTx], clock errand.Clock) ([]workflowGauge, error) {
+func readWorkflowGauges[TTx any](ctx context.Context, c *errand.Client[TTx], clock errandstore.Clock) ([]workflowGauge, error) {
 	counts, err := c.WorkflowCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := clock.Now()
 	var out []workflowGauge
-	for _, st := range errand.WorkflowStates {
+	for _, st := range errandtype.WorkflowStates {
 		g := workflowGauge{state: st, count: counts[st], open: st.Open()}
 		if g.open && g.count > 0 {
-			ws, err := c.Workflows(ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{st}, Limit: MaxListLimit})
+			ws, err := c.Workflows(ctx, &errandstore.WorkflowListParams{States: []errandtype.WorkflowState{st}, Limit: MaxListLimit})
 			if err != nil {
 				return nil, err
 			}

@@ -5,7 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // readCache reads a value from the database at most once per maxAge:
@@ -14,7 +15,7 @@ import (
 // for it rather than starting their own.
 type readCache[T any] struct {
 	read    func(ctx context.Context) (T, error)
-	clock   errand.Clock
+	clock   errandstore.Clock
 	maxAge  time.Duration
 	timeout time.Duration
 
@@ -25,7 +26,7 @@ type readCache[T any] struct {
 }
 
 // statsCache caches queue statistics.
-type statsCache = readCache[[]errand.QueueStats]
+type statsCache = readCache[[]errandtype.QueueStats]
 
 // get returns the cached value, reading it again when it is older than
 // maxAge. A failed read is cached too, so that a database that is down is

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -29,7 +30,7 @@ func ExampleNewMetrics() {
 
 	obs := errandhttp.NewMetricsObserver()
 	kinds := errand.NewKinds()
-	kinds.HandleRaw("send_receipt", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), nil)
+	kinds.HandleRaw("send_receipt", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds, Observer: obs})
 	if err != nil {
 		panic(err)

@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -25,7 +27,7 @@ import (
 
 // testEnv is one store for a test, on a fake clock the test moves.
 type testEnv[TTx any] struct {
-	store errand.TxStore[TTx]
+	store errandstore.TxStore[TTx]
 	clock *errandtest.Clock
 }
 
@@ -63,8 +65,8 @@ func postgresEnv(t *testing.T) *testEnv[pgx.Tx] {
 func (e *testEnv[TTx]) client(t *testing.T, obs errand.Observer) *errand.Client[TTx] {
 	t.Helper()
 	kinds := errand.NewKinds()
-	kinds.HandleRaw("ok", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), nil)
-	kinds.HandleRaw("fail", errand.HandlerFunc(func(context.Context, *errand.Job) error {
+	kinds.HandleRaw("ok", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
+	kinds.HandleRaw("fail", errand.HandlerFunc(func(context.Context, *errandtype.Job) error {
 		return errand.Permanent(io.ErrUnexpectedEOF)
 	}), nil)
 	kinds.HandleRaw("idle", nil, nil)
@@ -75,7 +77,7 @@ func (e *testEnv[TTx]) client(t *testing.T, obs errand.Observer) *errand.Client[
 	return c
 }
 
-func enqueue[TTx any](t *testing.T, c *errand.Client[TTx], kind string, opts *errand.EnqueueOpts) *errand.Job {
+func enqueue[TTx any](t *testing.T, c *errand.Client[TTx], kind string, opts *errand.EnqueueOpts) *errandtype.Job {
 	t.Helper()
 	r, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: kind}, opts)
 	if err != nil {

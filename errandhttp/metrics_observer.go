@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // RunTimeBuckets are the upper bounds, in seconds, of the run-time
@@ -60,7 +61,7 @@ var outcomes = []errand.Result{errand.ResultSucceeded, errand.ResultRetrying, er
 
 // series returns job's series: its queue and kind's own while fewer than
 // DefaultTopN pairs have theirs, otherPair's after that.
-func (m *MetricsObserver) series(job *errand.Job) *kindSeries {
+func (m *MetricsObserver) series(job *errandtype.Job) *kindSeries {
 	key := queueKind{job.Queue, job.Kind}
 	if s, ok := m.byKind.Load(key); ok {
 		return s.(*kindSeries)
@@ -128,19 +129,19 @@ func NewMetricsObserver() *MetricsObserver {
 }
 
 // JobsEnqueued implements errand.Observer.
-func (m *MetricsObserver) JobsEnqueued(jobs []*errand.Job) {
+func (m *MetricsObserver) JobsEnqueued(jobs []*errandtype.Job) {
 	for _, j := range jobs {
 		m.series(j).enqueued.Inc()
 	}
 }
 
 // JobStarted implements errand.Observer.
-func (m *MetricsObserver) JobStarted(job *errand.Job) {
+func (m *MetricsObserver) JobStarted(job *errandtype.Job) {
 	m.series(job).attempts().started.Inc()
 }
 
 // JobFinished implements errand.Observer.
-func (m *MetricsObserver) JobFinished(job *errand.Job, res *errand.WorkResult) {
+func (m *MetricsObserver) JobFinished(job *errandtype.Job, res *errand.WorkResult) {
 	s := m.series(job)
 	a := s.attempts()
 	if c := a.finished[res.Result]; c != nil {

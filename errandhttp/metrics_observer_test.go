@@ -12,6 +12,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -24,20 +25,20 @@ func TestMetricsCounters(t *testing.T) {
 	st := e.store.(interface{ DB() *sql.DB })
 	obs := errandhttp.NewMetricsObserver()
 	kinds := errand.NewKinds()
-	handle := func(kind string, f func(ctx context.Context, job *errand.Job) error) {
+	handle := func(kind string, f func(ctx context.Context, job *errandtype.Job) error) {
 		kinds.HandleRaw(kind, errand.HandlerFunc(f), nil)
 	}
-	handle("ok", func(context.Context, *errand.Job) error { return nil })
-	handle("fail", func(context.Context, *errand.Job) error { return errand.Permanent(errors.New("card declined")) })
-	handle("flaky", func(context.Context, *errand.Job) error {
+	handle("ok", func(context.Context, *errandtype.Job) error { return nil })
+	handle("fail", func(context.Context, *errandtype.Job) error { return errand.Permanent(errors.New("card declined")) })
+	handle("flaky", func(context.Context, *errandtype.Job) error {
 		return errand.RetryAfter(time.Hour, errand.WithClass("receipt_unavailable", errors.New("try later")))
 	})
-	handle("nap", func(context.Context, *errand.Job) error { return errand.Snooze(time.Hour) })
-	handle("slow", func(context.Context, *errand.Job) error {
+	handle("nap", func(context.Context, *errandtype.Job) error { return errand.Snooze(time.Hour) })
+	handle("slow", func(context.Context, *errandtype.Job) error {
 		e.clock.Advance(3 * time.Second)
 		return nil
 	})
-	handle("stolen", func(ctx context.Context, job *errand.Job) error {
+	handle("stolen", func(ctx context.Context, job *errandtype.Job) error {
 		// Another worker took the job over: the token this one holds is stale.
 		_, err := st.DB().ExecContext(ctx, `UPDATE errand_jobs SET lease_token = 'taken' WHERE id = ?`, job.ID)
 		return err
@@ -135,7 +136,7 @@ func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name, kind strin
 // its start and its finish.
 func BenchmarkMetricsObserver(b *testing.B) {
 	obs := errandhttp.NewMetricsObserver()
-	job := &errand.Job{Queue: "default", Kind: "send_receipt"}
+	job := &errandtype.Job{Queue: "default", Kind: "send_receipt"}
 	res := &errand.WorkResult{Result: errand.ResultSucceeded, Duration: 3 * time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -163,7 +164,7 @@ func BenchmarkWorkerDrainObserved(b *testing.B) {
 			}
 			defer st.Close()
 			kinds := errand.NewKinds()
-			kinds.HandleRaw("noop", errand.HandlerFunc(func(context.Context, *errand.Job) error { return nil }), nil)
+			kinds.HandleRaw("noop", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
 			cfg := &errand.Config{Kinds: kinds}
 			if observed {
 				cfg.Observer = errandhttp.NewMetricsObserver()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The gauges are read from the database: jobs per queue and state, the
@@ -101,7 +102,7 @@ func testMetricsWorkflowGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
 	workOne(t, c, errand.DefaultQueue, errand.ResultSucceeded)
 	e.clock.Advance(10 * time.Second)
 	workOne(t, c, errand.DefaultQueue, errand.ResultDead)
-	if w, err := c.Workflow(ctx, "w1"); err != nil || w.State != errand.WorkflowCompensating {
+	if w, err := c.Workflow(ctx, "w1"); err != nil || w.State != errandtype.WorkflowCompensating {
 		t.Fatalf("w1 = %+v (%v); want it compensating", w, err)
 	}
 	e.clock.Advance(30 * time.Second)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestMetricsTopQueues: the queue gauges name the TopN deepest queues and
@@ -62,8 +63,8 @@ func TestMetricsObserverBoundsPairs(t *testing.T) {
 	obs := errandhttp.NewMetricsObserver()
 	const extra = 5
 	for i := range errandhttp.DefaultTopN + extra {
-		j := &errand.Job{Queue: "q", Kind: "kind" + strconv.Itoa(i)}
-		obs.JobsEnqueued([]*errand.Job{j})
+		j := &errandtype.Job{Queue: "q", Kind: "kind" + strconv.Itoa(i)}
+		obs.JobsEnqueued([]*errandtype.Job{j})
 		obs.JobStarted(j)
 		obs.JobFinished(j, &errand.WorkResult{Result: errand.ResultDead, Class: "boom"})
 	}

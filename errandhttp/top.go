@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Queue and kind names are the application's, and a system with thousands
@@ -23,10 +23,10 @@ const (
 
 // depth ranks a queue: its jobs that are not finished well (waiting,
 // running, dead), what an operator looks at first.
-func depth(s errand.QueueStats) int {
+func depth(s errandtype.QueueStats) int {
 	n := 0
 	for st, c := range s.Counts {
-		if st != errand.StateSucceeded && st != errand.StateCancelled {
+		if st != errandtype.StateSucceeded && st != errandtype.StateCancelled {
 			n += c
 		}
 	}
@@ -34,9 +34,9 @@ func depth(s errand.QueueStats) int {
 }
 
 // rankQueues returns stats deepest first, by name among equals.
-func rankQueues(stats []errand.QueueStats) []errand.QueueStats {
+func rankQueues(stats []errandtype.QueueStats) []errandtype.QueueStats {
 	out := slices.Clone(stats)
-	slices.SortStableFunc(out, func(a, b errand.QueueStats) int {
+	slices.SortStableFunc(out, func(a, b errandtype.QueueStats) int {
 		return cmp.Or(cmp.Compare(depth(b), depth(a)), cmp.Compare(a.Queue, b.Queue))
 	})
 	return out
@@ -44,10 +44,10 @@ func rankQueues(stats []errand.QueueStats) []errand.QueueStats {
 
 // foldQueues keeps the n deepest queues of stats and sums the others into
 // one named OtherLabel: counts added, the oldest ready age the largest.
-func foldQueues(stats []errand.QueueStats, n int) []errand.QueueStats {
+func foldQueues(stats []errandtype.QueueStats, n int) []errandtype.QueueStats {
 	ranked := rankQueues(stats)
-	var kept []errand.QueueStats
-	other := errand.QueueStats{Queue: OtherLabel, Counts: map[errand.JobState]int{}}
+	var kept []errandtype.QueueStats
+	other := errandtype.QueueStats{Queue: OtherLabel, Counts: map[errandtype.JobState]int{}}
 	folded := false
 	for _, s := range ranked {
 		if len(kept) < n && s.Queue != OtherLabel {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Defaults and bounds of a webhook delivery.
@@ -50,7 +51,7 @@ type WebhookOptions struct {
 }
 
 // Webhook is an errand.Handler that delivers each job by POSTing its
-// envelope ([errand.Envelope]: id, kind, args_version, args, attempt,
+// envelope ([errandtype.Envelope]: id, kind, args_version, args, attempt,
 // max_attempts, lease_token, lease_until, deadline), as JSON, to one URL
 // fixed when the handler is built: nothing in a job's payload can change
 // where it goes. Redirects are not followed, for the same reason.
@@ -122,7 +123,7 @@ func NewWebhook(rawURL string, opts *WebhookOptions) (*Webhook, error) {
 func (w *Webhook) URL() string { return w.url }
 
 // Work delivers job and classifies the answer.
-func (w *Webhook) Work(ctx context.Context, job *errand.Job) error {
+func (w *Webhook) Work(ctx context.Context, job *errandtype.Job) error {
 	body, err := json.Marshal(job.Envelope())
 	if err != nil {
 		return errand.Permanent(fmt.Errorf("encode envelope: %w", err))

@@ -15,17 +15,18 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // webhookJob is a claimed job as a worker hands it to a handler.
-func webhookJob() *errand.Job {
+func webhookJob() *errandtype.Job {
 	token, until := "lease-token-1", time.Date(2026, 11, 29, 12, 0, 30, 0, time.UTC)
-	return &errand.Job{ID: "job-1", Kind: "send_receipt", ArgsVersion: 1, Attempt: 2, MaxAttempts: 5,
+	return &errandtype.Job{ID: "job-1", Kind: "send_receipt", ArgsVersion: 1, Attempt: 2, MaxAttempts: 5,
 		Args: json.RawMessage(`{"payment_id":"p1","url":"http://evil.example/steal"}`), LeaseToken: &token, LeaseUntil: &until}
 }
 
 func TestWebhookDeliversTheEnvelope(t *testing.T) {
-	var got errand.Envelope
+	var got errandtype.Envelope
 	var header http.Header
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

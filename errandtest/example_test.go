@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -36,7 +37,7 @@ func Example() {
 
 	ran := make(chan time.Time, 1)
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args RemindArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args RemindArgs) error {
 		ran <- clock.Now()
 		return nil
 	}, nil)

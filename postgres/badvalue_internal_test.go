@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -23,7 +23,7 @@ func TestBadValueIsInputError(t *testing.T) {
 		"23505": false, // unique violation: the caller's to read
 	} {
 		err := fmt.Errorf("insert jobs: %w", &pgconn.PgError{Code: code, Message: "m"})
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if got := errors.As(badValue(err), &ie); got != want {
 			t.Errorf("badValue(SQLSTATE %s) is an InputError: %v, want %v", code, got, want)
 		}

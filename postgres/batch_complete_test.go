@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
 
@@ -20,22 +20,22 @@ func TestBatchCompleteCompareAndSet(t *testing.T) {
 	app := "errand-bcas-" + strings.TrimPrefix(schema, "errand_t_")
 	first, second := openNamed(t, dbURL, schema, app, nil), openNamed(t, dbURL, schema, app, nil)
 	ctx := t.Context()
-	p := &errand.BatchInsertParams{ID: "b1", Callback: &errand.BatchCallback{Kind: "done", Queue: "callbacks", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}
+	p := &errandstore.BatchInsertParams{ID: "b1", Callback: &errandstore.BatchCallback{Kind: "done", Queue: "callbacks", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}
 	for _, id := range []string{"m1", "m2"} {
-		p.Jobs = append(p.Jobs, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1})
+		p.Jobs = append(p.Jobs, &errandstore.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1})
 	}
 	if _, err := first.BatchInsert(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := first.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"q"}, Limit: 2, Lease: time.Minute, Owner: "w"})
+	jobs, err := first.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 2, Lease: time.Minute, Owner: "w"})
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}
-	var outs []*errand.JobOutcome
+	var outs []*errandstore.JobOutcome
 	for _, j := range jobs {
-		outs = append(outs, &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errand.OutcomeSucceeded})
+		outs = append(outs, &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errandstore.OutcomeSucceeded})
 	}
-	if _, err := first.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outs}); err != nil {
+	if _, err := first.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -48,9 +48,9 @@ func TestBatchCompleteCompareAndSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	completed := make(chan int, 2)
-	for _, s := range []errand.BatchStore{first, second} {
+	for _, s := range []errandstore.BatchStore{first, second} {
 		go func() {
-			done, err := s.BatchComplete(ctx, &errand.BatchCompleteParams{IDs: []string{"b1"}})
+			done, err := s.BatchComplete(ctx, &errandstore.BatchCompleteParams{IDs: []string{"b1"}})
 			if err != nil {
 				t.Errorf("BatchComplete: %v", err)
 			}

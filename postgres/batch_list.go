@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-// BatchList implements [errand.BatchStore]: the rows in one query, read
+// BatchList implements [errandstore.BatchStore]: the rows in one query, read
 // from an index on created_at (errand_batches_open for open batches,
 // errand_batches_created otherwise), and the counts of all their members
 // in another, from the members' index on (batch_id, state).
-func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error) {
+func (s *Store) BatchList(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -29,7 +30,7 @@ func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*er
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
-	bs := []*errand.Batch{}
+	bs := []*errandstore.Batch{}
 	for rs.Next() {
 		b, err := scanBatch(rs)
 		if err != nil {
@@ -50,11 +51,11 @@ func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*er
 
 // batchListCounts fills the Counts of bs from their members' states, in
 // one query.
-func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Batch) error {
-	byID := make(map[string]*errand.Batch, len(bs))
+func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errandstore.Batch) error {
+	byID := make(map[string]*errandstore.Batch, len(bs))
 	ids := make([]string, len(bs))
 	for i, b := range bs {
-		b.Counts = errand.NewBatchCounts()
+		b.Counts = errandstore.NewBatchCounts()
 		byID[b.ID] = b
 		ids[i] = b.ID
 	}
@@ -73,7 +74,7 @@ func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Bat
 			return err
 		}
 		if b := byID[id]; b != nil {
-			b.Counts[errand.JobState(st)] = n
+			b.Counts[errandtype.JobState(st)] = n
 		}
 	}
 	return rs.Err()
@@ -82,12 +83,12 @@ func (s *Store) batchListCounts(ctx context.Context, q querier, bs []*errand.Bat
 // batchListSQL lists the batches in state (every batch when empty), newest
 // first, at most $1 of them; with before, only those before the position
 // ($2, $3), a creation time and an id.
-func batchListSQL(state errand.BatchState, before bool) string {
+func batchListSQL(state errandtype.BatchState, before bool) string {
 	var where []string
 	switch state {
-	case errand.BatchOpen:
+	case errandtype.BatchOpen:
 		where = append(where, `completed_at IS NULL`)
-	case errand.BatchCompleted:
+	case errandtype.BatchCompleted:
 		where = append(where, `completed_at IS NOT NULL`)
 	}
 	if before {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestBatchListPlans pins the plans of the batch listing on a table of
@@ -29,10 +29,10 @@ func TestBatchListPlans(t *testing.T) {
 		want  string
 	}{
 		{"every batch", batchListSQL("", false), "Index Scan Backward using errand_batches_created"},
-		{"open batches", batchListSQL(errand.BatchOpen, false), "Index Scan Backward using errand_batches_open"},
-		{"completed batches", batchListSQL(errand.BatchCompleted, false), "Index Scan Backward using errand_batches_created"},
+		{"open batches", batchListSQL(errandtype.BatchOpen, false), "Index Scan Backward using errand_batches_open"},
+		{"completed batches", batchListSQL(errandtype.BatchCompleted, false), "Index Scan Backward using errand_batches_created"},
 		{"a next page", batchListSQL("", true), "Index Scan Backward using errand_batches_created"},
-		{"a next page of open batches", batchListSQL(errand.BatchOpen, true), "Index Scan Backward using errand_batches_open"},
+		{"a next page of open batches", batchListSQL(errandtype.BatchOpen, true), "Index Scan Backward using errand_batches_open"},
 	} {
 		args := []any{100}
 		if strings.Contains(c.query, "$3") { // a next page, from the middle

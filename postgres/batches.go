@@ -9,19 +9,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
 var (
-	_ errand.BatchTxStore[pgx.Tx]  = (*Store)(nil)
-	_ errand.BatchTxStore[*sql.Tx] = (*SQLStore)(nil)
-	_ errand.DeadHookStore         = (*Store)(nil)
-	_ errand.DeadHookCursorStore   = (*Store)(nil)
+	_ errandstore.BatchTxStore[pgx.Tx]  = (*Store)(nil)
+	_ errandstore.BatchTxStore[*sql.Tx] = (*SQLStore)(nil)
+	_ errandstore.DeadHookStore         = (*Store)(nil)
+	_ errandstore.DeadHookCursorStore   = (*Store)(nil)
 )
 
-// unfinished is errand.UnfinishedStates as a SQL list, for IN (...).
-var unfinished = errand.SQLStates(errand.UnfinishedStates)
+// unfinished is errandstore.UnfinishedStates as a SQL list, for IN (...).
+var unfinished = errandstore.SQLStates(errandstore.UnfinishedStates)
 
 const batchColumns = `id, total, callback, callback_job_id, created_at, completed_at, succeeded, dead, cancelled`
 
@@ -30,9 +31,9 @@ func (s *Store) batchSQL(r *strings.Replacer, q string) string {
 	return r.Replace(strings.ReplaceAll(q, "{batches}", s.table("errand_batches")))
 }
 
-func scanBatch(row scanner) (*errand.Batch, error) {
+func scanBatch(row scanner) (*errandstore.Batch, error) {
 	var (
-		b                    errand.Batch
+		b                    errandstore.Batch
 		cb                   *string
 		succeeded, dead, cnc int
 	)
@@ -40,18 +41,18 @@ func scanBatch(row scanner) (*errand.Batch, error) {
 		return nil, err
 	}
 	var err error
-	if b.Callback, err = errand.DecodeBatchCallback(cb); err != nil {
+	if b.Callback, err = errandstore.DecodeBatchCallback(cb); err != nil {
 		return nil, err
 	}
 	b.CreatedAt, b.CompletedAt = b.CreatedAt.UTC(), utc(b.CompletedAt)
 	if b.CompletedAt != nil {
-		b.Final = &errand.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
+		b.Final = &errandstore.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
 	}
 	return &b, nil
 }
 
 // queryBatch reads one batch row with q, or reports found false.
-func queryBatch(ctx context.Context, q querier, sql string, args ...any) (*errand.Batch, bool, error) {
+func queryBatch(ctx context.Context, q querier, sql string, args ...any) (*errandstore.Batch, bool, error) {
 	rs, err := q.query(ctx, sql, args...)
 	if err != nil {
 		return nil, false, err
@@ -69,30 +70,30 @@ func queryBatch(ctx context.Context, q querier, sql string, args ...any) (*erran
 }
 
 // batchCounts fills b.Counts from its members' states.
-func (s *Store) batchCounts(ctx context.Context, q querier, b *errand.Batch) error {
+func (s *Store) batchCounts(ctx context.Context, q querier, b *errandstore.Batch) error {
 	rs, err := q.query(ctx, s.sql(`SELECT state, count(*) FROM {jobs} WHERE batch_id = $1 GROUP BY state`), b.ID)
 	if err != nil {
 		return err
 	}
 	defer rs.Close()
-	b.Counts = errand.NewBatchCounts()
+	b.Counts = errandstore.NewBatchCounts()
 	for rs.Next() {
 		var st string
 		var n int
 		if err := rs.Scan(&st, &n); err != nil {
 			return err
 		}
-		b.Counts[errand.JobState(st)] = n
+		b.Counts[errandtype.JobState(st)] = n
 	}
 	return rs.Err()
 }
 
-// BatchInsert implements [errand.BatchStore].
-func (s *Store) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
-	var res *errand.BatchInsertResult
+// BatchInsert implements [errandstore.BatchStore].
+func (s *Store) BatchInsert(ctx context.Context, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
+	var res *errandstore.BatchInsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.insertBatch(ctx, pgxQuerier{tx}, s.own, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		res, err = s.insertBatch(ctx, pgxQuerier{tx}, s.own, p, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 			return s.insert(ctx, pgxQuerier{tx}, s.own, jobs)
 		})
 		return err
@@ -100,28 +101,28 @@ func (s *Store) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*
 	return res, err
 }
 
-// BatchInsertTx implements [errand.BatchTxStore]: tx is a pgx.Tx on the
+// BatchInsertTx implements [errandstore.BatchTxStore]: tx is a pgx.Tx on the
 // store's database.
-func (s *Store) BatchInsertTx(ctx context.Context, tx pgx.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
-	return s.insertBatch(ctx, pgxQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) BatchInsertTx(ctx context.Context, tx pgx.Tx, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
+	return s.insertBatch(ctx, pgxQuerier{tx}, s.inTx, p, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 		return s.insertCallerTx(ctx, tx, jobs)
 	})
 }
 
-// BatchInsertTx implements [errand.BatchTxStore]: tx is a *sql.Tx of the
+// BatchInsertTx implements [errandstore.BatchTxStore]: tx is a *sql.Tx of the
 // pgx driver on the store's database.
-func (s *SQLStore) BatchInsertTx(ctx context.Context, tx *sql.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
-	return s.insertBatch(ctx, sqlQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *SQLStore) BatchInsertTx(ctx context.Context, tx *sql.Tx, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
+	return s.insertBatch(ctx, sqlQuerier{tx}, s.inTx, p, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 		return s.insert(ctx, sqlQuerier{tx}, s.inTx, jobs)
 	})
 }
 
-func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer, p *errand.BatchInsertParams,
-	insert func([]*errand.JobInsertParams) ([]errand.JobInsertResult, error)) (*errand.BatchInsertResult, error) {
+func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer, p *errandstore.BatchInsertParams,
+	insert func([]*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error)) (*errandstore.BatchInsertResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	cb, err := errand.EncodeBatchCallback(p.Callback)
+	cb, err := errandstore.EncodeBatchCallback(p.Callback)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer,
 	if !found {
 		b, found, err = queryBatch(ctx, q, s.batchSQL(r, `SELECT `+batchColumns+` FROM {batches} WHERE id = $1`), p.ID)
 		if err == nil && !found {
-			err = errand.ErrNotFound
+			err = errandtype.ErrNotFound
 		}
 		if err == nil {
 			err = s.batchCounts(ctx, q, b)
@@ -141,17 +142,17 @@ func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer,
 		if err != nil {
 			return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
 		}
-		return &errand.BatchInsertResult{Batch: b, Duplicate: true}, nil
+		return &errandstore.BatchInsertResult{Batch: b, Duplicate: true}, nil
 	}
 	rs, err := insert(p.Jobs)
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errand.Job, len(rs))
+	jobs := make([]*errandtype.Job, len(rs))
 	ids := make([]string, len(rs))
 	for i, r := range rs {
 		if r.Duplicate {
-			return nil, errand.BatchMemberTakenError(i, p.Jobs[i].ID)
+			return nil, errandstore.BatchMemberTakenError(i, p.Jobs[i].ID)
 		}
 		jobs[i], ids[i] = r.Job, r.Job.ID
 	}
@@ -161,20 +162,20 @@ func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer,
 	for _, j := range jobs {
 		j.BatchID = &p.ID
 	}
-	b.Counts = errand.NewBatchCounts()
-	b.Counts[errand.StateQueued] = len(jobs)
-	return &errand.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+	b.Counts = errandstore.NewBatchCounts()
+	b.Counts[errandtype.StateQueued] = len(jobs)
+	return &errandstore.BatchInsertResult{Batch: b, Jobs: jobs}, nil
 }
 
-// BatchGet implements [errand.BatchStore].
-func (s *Store) BatchGet(ctx context.Context, p *errand.BatchGetParams) (*errand.Batch, error) {
-	if !errand.StorableText(p.ID) {
-		return nil, errand.ErrNotFound
+// BatchGet implements [errandstore.BatchStore].
+func (s *Store) BatchGet(ctx context.Context, p *errandstore.BatchGetParams) (*errandstore.Batch, error) {
+	if !errandtype.StorableText(p.ID) {
+		return nil, errandtype.ErrNotFound
 	}
 	q := pgxQuerier{s.pool}
 	b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `SELECT `+batchColumns+` FROM {batches} WHERE id = $1`), p.ID)
 	if err == nil && !found {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err == nil {
 		err = s.batchCounts(ctx, q, b)
@@ -185,13 +186,13 @@ func (s *Store) BatchGet(ctx context.Context, p *errand.BatchGetParams) (*errand
 	return b, nil
 }
 
-// BatchComplete implements [errand.BatchStore]. The UPDATE's row lock
+// BatchComplete implements [errandstore.BatchStore]. The UPDATE's row lock
 // serialises completions of one batch; a process that waited for it reads
 // the row again (READ COMMITTED), finds completed_at set, and updates
 // nothing. Each completion reads the members after its own statement began,
 // so of two workers that finish a batch's last two members at once, the
 // later to commit sees both finished.
-func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams) ([]*errand.Batch, error) {
+func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteParams) ([]*errandstore.Batch, error) {
 	// One read first: a member's outcome while others are unfinished, and
 	// an idle reconcile pass, cost one round trip and no transaction.
 	limit := p.Limit
@@ -200,7 +201,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 	}
 	var only []string
 	for _, id := range p.IDs {
-		if errand.StorableText(id) {
+		if errandtype.StorableText(id) {
 			only = append(only, id)
 		}
 	}
@@ -222,7 +223,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 	// that fails on every pass (a callback the store refuses) must not
 	// keep the leader from the batches after it.
 	var (
-		out  []*errand.Batch
+		out  []*errandstore.Batch
 		errs []error
 	)
 	for _, id := range ids {
@@ -230,7 +231,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 			errs = append(errs, ctx.Err())
 			break
 		}
-		var done *errand.Batch
+		var done *errandstore.Batch
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{tx}
 			now := s.nowArg()
@@ -251,7 +252,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 			}
 			var cbID *string
 			if cj != nil {
-				rs, err := s.insert(ctx, q, s.own, []*errand.JobInsertParams{cj})
+				rs, err := s.insert(ctx, q, s.own, []*errandstore.JobInsertParams{cj})
 				if err != nil {
 					return err
 				}
@@ -276,10 +277,10 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 	return out, errors.Join(errs...)
 }
 
-// JobListDeadUnhooked implements [errand.DeadHookStore].
-func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUnhookedParams) ([]*errand.Job, error) {
+// JobListDeadUnhooked implements [errandstore.DeadHookStore].
+func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListDeadUnhookedParams) ([]*errandtype.Job, error) {
 	if len(p.Kinds) == 0 {
-		return []*errand.Job{}, nil
+		return []*errandtype.Job{}, nil
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -288,7 +289,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUn
 	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+prefixed("j", jobColumns)+` FROM {jobs} j
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= $1
 			AND j.kind = ANY($2)
-			AND NOT EXISTS (SELECT 1 FROM {jobs} c WHERE c.id = `+errand.DeadHookJobIDSQL("j")+`)
+			AND NOT EXISTS (SELECT 1 FROM {jobs} c WHERE c.id = `+errandstore.DeadHookJobIDSQL("j")+`)
 		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), storableOnly(p.Kinds), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
@@ -298,7 +299,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUn
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}
 	if jobs == nil {
-		jobs = []*errand.Job{}
+		jobs = []*errandtype.Job{}
 	}
 	return jobs, nil
 }
@@ -313,8 +314,8 @@ func prefixed(alias, cols string) string {
 	return strings.Join(parts, ", ")
 }
 
-// DeadHookCursors implements [errand.DeadHookCursorStore].
-func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsParams) (map[string]time.Time, error) {
+// DeadHookCursors implements [errandstore.DeadHookCursorStore].
+func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCursorsParams) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	if len(p.Kinds) == 0 {
 		return out, nil
@@ -338,10 +339,10 @@ func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsPa
 	return out, nil
 }
 
-// DeadHookCursorAdvance implements [errand.DeadHookCursorStore]. Kinds are
+// DeadHookCursorAdvance implements [errandstore.DeadHookCursorStore]. Kinds are
 // written in order, so that two workers advancing the same kinds lock
 // their rows in one order.
-func (s *Store) DeadHookCursorAdvance(ctx context.Context, p *errand.DeadHookCursorAdvanceParams) error {
+func (s *Store) DeadHookCursorAdvance(ctx context.Context, p *errandstore.DeadHookCursorAdvanceParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
-var _ errand.BreakerStore = (*Store)(nil)
+var _ errandstore.BreakerStore = (*Store)(nil)
 
 const breakerColumns = `dependency, state, failures, failing_since, opened_at, open_until, probes, probe_until, trips, last_error, updated_at`
 
@@ -36,27 +37,27 @@ func (r *breakerRow) dest() []any {
 		&r.probeUntil, &r.trips, &r.lastError, &r.updatedAt}
 }
 
-func (r *breakerRow) record() *errand.BreakerRecord {
+func (r *breakerRow) record() *errandtype.BreakerRecord {
 	if r.dependency == nil {
 		return nil
 	}
-	return &errand.BreakerRecord{
-		Dependency: *r.dependency, State: errand.BreakerState(*r.state), Failures: *r.failures,
+	return &errandtype.BreakerRecord{
+		Dependency: *r.dependency, State: errandtype.BreakerState(*r.state), Failures: *r.failures,
 		FailingSince: utc(r.failingSince), OpenedAt: utc(r.openedAt), OpenUntil: utc(r.openUntil),
 		Probes: *r.probes, ProbeUntil: utc(r.probeUntil), Trips: *r.trips, LastError: *r.lastError,
 		UpdatedAt: r.updatedAt.UTC(),
 	}
 }
 
-// BreakerUpdate implements [errand.BreakerStore]. The row lock (FOR UPDATE)
+// BreakerUpdate implements [errandstore.BreakerStore]. The row lock (FOR UPDATE)
 // serialises events on one breaker; the first event of a dependency inserts
 // its row only if no other did meanwhile, and otherwise decides again on
 // the row the other wrote.
-func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams) (*errand.BreakerUpdateResult, error) {
+func (s *Store) BreakerUpdate(ctx context.Context, p *errandstore.BreakerUpdateParams) (*errandstore.BreakerUpdateResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var res *errand.BreakerUpdateResult
+	var res *errandstore.BreakerUpdateResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for {
 			var err error
@@ -75,7 +76,7 @@ func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams
 
 // breakerUpdate applies p once. done is false when it lost the race to
 // insert the breaker's first row and must decide again.
-func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerUpdateParams) (res *errand.BreakerUpdateResult, done bool, err error) {
+func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errandstore.BreakerUpdateParams) (res *errandstore.BreakerUpdateResult, done bool, err error) {
 	nowArg := s.nowArg()
 	var row breakerRow
 	var now time.Time
@@ -89,11 +90,11 @@ func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerU
 	}
 	now = micro(now)
 	cur := row.record()
-	if cur == nil && p.Event == errand.BreakerReset {
-		return nil, false, errand.ErrNotFound
+	if cur == nil && p.Event == errandstore.BreakerReset {
+		return nil, false, errandtype.ErrNotFound
 	}
-	tr := errand.ApplyBreakerEvent(cur, p, now)
-	res = &errand.BreakerUpdateResult{Breaker: tr.Next, Applied: tr.Applied}
+	tr := errandstore.ApplyBreakerEvent(cur, p, now)
+	res = &errandstore.BreakerUpdateResult{Breaker: tr.Next, Applied: tr.Applied}
 	if !tr.Changed {
 		return res, true, nil
 	}
@@ -114,21 +115,21 @@ func (s *Store) breakerUpdate(ctx context.Context, tx pgx.Tx, p *errand.BreakerU
 			WHERE dependency = $1`), args...); err != nil {
 		return nil, false, err
 	}
-	if p.Event != errand.BreakerReset {
+	if p.Event != errandstore.BreakerReset {
 		return res, true, nil
 	}
-	details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
+	details, err := json.Marshal(errandstore.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
 	if err != nil {
 		return nil, false, err
 	}
-	err = s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditBreakerReset, operator: p.Operator, reason: p.Reason, details: details})
+	err = s.insertAudit(ctx, tx, now, &auditEntry{action: errandtype.AuditBreakerReset, operator: p.Operator, reason: p.Reason, details: details})
 	return res, err == nil, err
 }
 
-// BreakerList implements [errand.BreakerStore]. The store's time comes with
+// BreakerList implements [errandstore.BreakerStore]. The store's time comes with
 // the rows, from a one-row table they are joined to, so that an empty list
 // has it too.
-func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
+func (s *Store) BreakerList(ctx context.Context, p *errandstore.BreakerListParams) (*errandstore.BreakerListResult, error) {
 	var deps []string
 	if len(p.Dependencies) > 0 {
 		deps = storableOnly(p.Dependencies) // not nil: every breaker
@@ -142,7 +143,7 @@ func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
 	defer rows.Close()
-	res := &errand.BreakerListResult{Breakers: []*errand.BreakerRecord{}}
+	res := &errandstore.BreakerListResult{Breakers: []*errandtype.BreakerRecord{}}
 	for rows.Next() {
 		var row breakerRow
 		var now time.Time
@@ -160,9 +161,9 @@ func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*
 	return res, nil
 }
 
-// BreakerKindsDeclare implements [errand.BreakerStore]: one statement
+// BreakerKindsDeclare implements [errandstore.BreakerStore]: one statement
 // removes the kinds that name no dependency and records the others.
-func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errand.BreakerKindsDeclareParams) error {
+func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errandstore.BreakerKindsDeclareParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -185,14 +186,14 @@ func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errand.BreakerKindsD
 	return nil
 }
 
-// BreakerKindsList implements [errand.BreakerStore].
-func (s *Store) BreakerKindsList(ctx context.Context) ([]errand.KindDependency, error) {
+// BreakerKindsList implements [errandstore.BreakerStore].
+func (s *Store) BreakerKindsList(ctx context.Context) ([]errandstore.KindDependency, error) {
 	rows, err := s.pool.Query(ctx, s.breakerSQL(`SELECT kind, dependency, declared_at FROM {kind_deps} ORDER BY kind`))
 	if err != nil {
 		return nil, fmt.Errorf("list kinds' dependencies: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (errand.KindDependency, error) {
-		var k errand.KindDependency
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (errandstore.KindDependency, error) {
+		var k errandstore.KindDependency
 		err := r.Scan(&k.Kind, &k.Dependency, &k.DeclaredAt)
 		k.DeclaredAt = k.DeclaredAt.UTC()
 		return k, err

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // TestClaimIsAllOrNothing: a claim whose rows cannot all be handed to the
@@ -15,17 +15,17 @@ import (
 func TestClaimIsAllOrNothing(t *testing.T) {
 	ctx := t.Context()
 	s := openTestStore(t)
-	var jobs []*errand.JobInsertParams
+	var jobs []*errandstore.JobInsertParams
 	for _, id := range []string{"good", "poison"} {
-		jobs = append(jobs, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
+		jobs = append(jobs, &errandstore.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET errors = '{"x": 1}'::jsonb WHERE id = 'poison'`)); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
+	claimed, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
 	if err == nil {
 		t.Fatalf("claim of an undecodable row succeeded: %d jobs", len(claimed))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,7 @@ func BenchmarkClaimAck(b *testing.B) {
 		runs++
 		insert(b, fmt.Sprintf("q%d-", runs), "queued", b.N)
 		exec(b, `VACUUM ANALYZE `+jobs)
-		params := &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"bench"},
+		params := &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"bench"},
 			Limit: 1, Lease: time.Minute, Owner: "bench"}
 		b.ResetTimer()
 		for range b.N {
@@ -62,9 +63,9 @@ func BenchmarkClaimAck(b *testing.B) {
 			if err != nil || len(js) != 1 {
 				b.Fatalf("claim: %v, %v", js, err)
 			}
-			rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{
-				JobLease: errand.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken},
-				Kind:     errand.OutcomeSucceeded,
+			rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{
+				JobLease: errandstore.JobLease{ID: js[0].ID, LeaseToken: *js[0].LeaseToken},
+				Kind:     errandstore.OutcomeSucceeded,
 			}}})
 			if err != nil || rs[0].Err != nil {
 				b.Fatalf("ack: %+v, %v", rs, err)
@@ -97,17 +98,17 @@ func BenchmarkClaimBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	jobs := make([]*errand.JobInsertParams, b.N*batch)
+	jobs := make([]*errandstore.JobInsertParams, b.N*batch)
 	for i := range jobs {
-		jobs[i] = &errand.JobInsertParams{ID: fmt.Sprintf("b%09d", i), Queue: errand.DefaultQueue, Kind: "bench",
+		jobs[i] = &errandstore.JobInsertParams{ID: fmt.Sprintf("b%09d", i), Queue: errand.DefaultQueue, Kind: "bench",
 			Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 3}
 	}
 	for i := 0; i < len(jobs); i += 1000 {
-		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs[i:min(i+1000, len(jobs))]}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: jobs[i:min(i+1000, len(jobs))]}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	params := &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"bench"},
+	params := &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"bench"},
 		Limit: batch, Lease: time.Minute, Owner: "bench"}
 	b.ResetTimer()
 	for range b.N {
@@ -115,11 +116,11 @@ func BenchmarkClaimBatch(b *testing.B) {
 		if err != nil || len(js) != batch {
 			b.Fatalf("claim: %d jobs, %v", len(js), err)
 		}
-		outcomes := make([]*errand.JobOutcome, len(js))
+		outcomes := make([]*errandstore.JobOutcome, len(js))
 		for i, j := range js {
-			outcomes[i] = &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errand.OutcomeSucceeded}
+			outcomes[i] = &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: errandstore.OutcomeSucceeded}
 		}
-		rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+		rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 		if err != nil || rs[0].Err != nil {
 			b.Fatalf("ack: %v", err)
 		}

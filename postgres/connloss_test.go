@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -48,7 +50,7 @@ func loggingClient(t *testing.T, s *postgres.Store, logs io.Writer, ran chan<- s
 	t.Helper()
 	c, err := errand.NewClient(s, &errand.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Kinds: kindsOf([]testKind{{
 		Name: "ping",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			ran <- j.ID
 			return nil
 		}),
@@ -162,7 +164,7 @@ func TestWorkerConnectionsTerminated(t *testing.T) {
 
 	// A job whose notification is lost: inserted through the store, which
 	// sends none, just before the worker's connections die.
-	lost, err := producerStore.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+	lost, err := producerStore.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
 		{ID: "lost-wakeup", Queue: "default", Kind: "ping", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 3}}})
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +313,7 @@ func TestWorkerServerUnreachable(t *testing.T) {
 	ran := make(chan string, 10)
 	c, err := errand.NewClient(workerStore, &errand.Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Kinds: kindsOf([]testKind{{Name: "ping", Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Kinds: kindsOf([]testKind{{Name: "ping", Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			ran <- j.ID
 			return nil
 		})}})})
@@ -355,7 +357,7 @@ func TestOutcomeWrittenAfterOutage(t *testing.T) {
 	started, release := make(chan string, 10), make(chan struct{})
 	c, err := errand.NewClient(workerStore, &errand.Config{
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Kinds: kindsOf([]testKind{{Name: "ping", Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Kinds: kindsOf([]testKind{{Name: "ping", Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			started <- j.ID
 			<-release
 			return nil
@@ -381,13 +383,13 @@ func TestOutcomeWrittenAfterOutage(t *testing.T) {
 	})
 	p.restore()
 	waitFor(t, "the job to succeed", func() bool {
-		j, err := producerStore.JobGet(t.Context(), &errand.JobGetParams{ID: r.Job.ID})
+		j, err := producerStore.JobGet(t.Context(), &errandstore.JobGetParams{ID: r.Job.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return j.State == errand.StateSucceeded
+		return j.State == errandtype.StateSucceeded
 	})
-	j, err := producerStore.JobGet(t.Context(), &errand.JobGetParams{ID: r.Job.ID})
+	j, err := producerStore.JobGet(t.Context(), &errandstore.JobGetParams{ID: r.Job.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

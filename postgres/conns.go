@@ -8,7 +8,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,7 +22,7 @@ import (
 // (pgconn.SafeToRetry) is sent once more; a multi-row Query reports a send
 // error only from its rows, once it can no longer be told apart, so it is
 // not. Any other lost connection is reported as
-// [errand.ErrStoreUnavailable]: the statement may have run, so it is never
+// [errandtype.ErrStoreUnavailable]: the statement may have run, so it is never
 // sent again. All of it happens here, in db, the pool every statement of
 // the store goes through.
 
@@ -43,7 +43,7 @@ func PrepareConn(ctx context.Context, c *pgx.Conn) (bool, error) {
 }
 
 // db is the store's pool, retrying a statement none of which was sent and
-// reporting a lost connection as errand.ErrStoreUnavailable.
+// reporting a lost connection as errandtype.ErrStoreUnavailable.
 type db struct{ *pgxpool.Pool }
 
 // resend reports whether a failed statement may be sent again: none of it
@@ -127,7 +127,7 @@ func (r *retryRow) Scan(dest ...any) error {
 }
 
 // lostRows, lostRow, lostBatch and lostTx report a lost connection as
-// errand.ErrStoreUnavailable, never sending a statement again: by then it
+// errandtype.ErrStoreUnavailable, never sending a statement again: by then it
 // may have run.
 type lostRows struct {
 	pgx.Rows
@@ -192,14 +192,14 @@ func (t lostTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 
 func (t lostTx) Commit(ctx context.Context) error { return unavailable(ctx, t.Tx.Commit(ctx)) }
 
-// unavailable wraps err in errand.ErrStoreUnavailable when it says that the
+// unavailable wraps err in errandtype.ErrStoreUnavailable when it says that the
 // server could not be reached or the connection was lost, and not that the
 // caller gave up.
 func unavailable(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil || errors.Is(err, errand.ErrStoreUnavailable) || !connLost(err) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, errandtype.ErrStoreUnavailable) || !connLost(err) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", errand.ErrStoreUnavailable, err)
+	return fmt.Errorf("%w: %w", errandtype.ErrStoreUnavailable, err)
 }
 
 // connLost reports an error of a connection that failed or was lost: no

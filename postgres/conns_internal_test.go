@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -19,7 +19,7 @@ func (unsent) Unwrap() error     { return io.ErrUnexpectedEOF }
 
 // TestRetrySendsAgainOnlyWhatWasNotSent: a statement none of which was
 // sent is sent once more; one that reached the server (a FATAL answer, a
-// read that failed) is not, and is reported as errand.ErrStoreUnavailable;
+// read that failed) is not, and is reported as errandtype.ErrStoreUnavailable;
 // nor is one whose caller gave up, nor one that failed twice. A refused
 // login is no lost connection.
 func TestRetrySendsAgainOnlyWhatWasNotSent(t *testing.T) {
@@ -48,7 +48,7 @@ func TestRetrySendsAgainOnlyWhatWasNotSent(t *testing.T) {
 			sends++
 			return 0, c.errs[sends-1]
 		})
-		if sends != c.sends || errors.Is(err, errand.ErrStoreUnavailable) != c.unavailable {
+		if sends != c.sends || errors.Is(err, errandtype.ErrStoreUnavailable) != c.unavailable {
 			t.Errorf("%s: sent %d times, err %v; want %d sends, unavailable %v", c.name, sends, err, c.sends, c.unavailable)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -33,17 +34,17 @@ var copyColumns = [...]string{"seq", "id", "queue", "kind", "args", "args_versio
 // column whose value is the default for every job of a batch is left out
 // of its COPY: fewer values to encode, send and parse, and the rows hold
 // what they would have held.
-var copyOptional = [len(copyColumns)]func(p *errand.JobInsertParams, tags string) bool{
-	5:  func(p *errand.JobInsertParams, _ string) bool { return p.ArgsVersion == 1 },
-	6:  func(p *errand.JobInsertParams, _ string) bool { return p.Priority == 0 },
-	9:  func(p *errand.JobInsertParams, _ string) bool { return us(p.BackoffBase) == 0 },
-	10: func(p *errand.JobInsertParams, _ string) bool { return us(p.BackoffMax) == 0 },
-	11: func(p *errand.JobInsertParams, _ string) bool { return us(p.MaxAge) == 0 },
-	13: func(p *errand.JobInsertParams, _ string) bool { return p.MaxAge <= 0 },
-	14: func(p *errand.JobInsertParams, _ string) bool { return p.OrderingKey == "" },
-	16: func(_ *errand.JobInsertParams, tags string) bool { return tags == "[]" },
-	17: func(p *errand.JobInsertParams, _ string) bool { return !p.OrderingHold },
-	18: func(p *errand.JobInsertParams, _ string) bool { return p.FairnessKey == "" },
+var copyOptional = [len(copyColumns)]func(p *errandstore.JobInsertParams, tags string) bool{
+	5:  func(p *errandstore.JobInsertParams, _ string) bool { return p.ArgsVersion == 1 },
+	6:  func(p *errandstore.JobInsertParams, _ string) bool { return p.Priority == 0 },
+	9:  func(p *errandstore.JobInsertParams, _ string) bool { return us(p.BackoffBase) == 0 },
+	10: func(p *errandstore.JobInsertParams, _ string) bool { return us(p.BackoffMax) == 0 },
+	11: func(p *errandstore.JobInsertParams, _ string) bool { return us(p.MaxAge) == 0 },
+	13: func(p *errandstore.JobInsertParams, _ string) bool { return p.MaxAge <= 0 },
+	14: func(p *errandstore.JobInsertParams, _ string) bool { return p.OrderingKey == "" },
+	16: func(_ *errandstore.JobInsertParams, tags string) bool { return tags == "[]" },
+	17: func(p *errandstore.JobInsertParams, _ string) bool { return !p.OrderingHold },
+	18: func(p *errandstore.JobInsertParams, _ string) bool { return p.FairnessKey == "" },
 }
 
 // copySeqsSQL returns the statement's now and $2 new values of the jobs
@@ -65,19 +66,19 @@ var errCopyConflict = errors.New("copy jobs: an id is taken")
 // jobs, none of them with a unique key. Unique keys are given to be
 // deduplicated, so a batch with them meets taken keys often, and a COPY
 // that meets one is wasted; ids are new unless the caller chose them.
-func copyable(params []*errand.JobInsertParams) bool {
-	return len(params) >= copyMinJobs && !slices.ContainsFunc(params, func(p *errand.JobInsertParams) bool { return p.UniqueKey != "" })
+func copyable(params []*errandstore.JobInsertParams) bool {
+	return len(params) >= copyMinJobs && !slices.ContainsFunc(params, func(p *errandstore.JobInsertParams) bool { return p.UniqueKey != "" })
 }
 
 // insertOwnTx is JobInsertMany on the pool: a copyable batch is written
 // with COPY, the way River's InsertManyFast writes, and inserted with
 // insertSQL only if the COPY met a taken id.
-func (s *Store) insertOwnTx(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) insertOwnTx(ctx context.Context, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	// insert's one INSERT statement is a transaction of its own: all the
 	// batch or none of it, committed when the statement ends. Sent on the
 	// pool, without BEGIN and COMMIT, it costs one round trip instead of
 	// three, which is most of what enqueueing one job costs.
-	insert := func() ([]errand.JobInsertResult, error) {
+	insert := func() ([]errandstore.JobInsertResult, error) {
 		return s.insert(ctx, pgxQuerier{s.pool}, s.own, params)
 	}
 	if !copyable(params) {
@@ -98,7 +99,7 @@ func (s *Store) insertOwnTx(ctx context.Context, params []*errand.JobInsertParam
 // seqs, so the whole costs three round trips (BEGIN and the seqs, COPY,
 // COMMIT) rather than four. Anything that fails rolls the transaction
 // back.
-func (s *Store) copyOwnTx(ctx context.Context, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) copyOwnTx(ctx context.Context, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -116,7 +117,7 @@ func (s *Store) copyOwnTx(ctx context.Context, params []*errand.JobInsertParams)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	var rs []errand.JobInsertResult
+	var rs []errandstore.JobInsertResult
 	if err != nil {
 		err = fmt.Errorf("insert jobs: take seqs: %w", err)
 	} else {
@@ -142,7 +143,7 @@ func (s *Store) copyOwnTx(ctx context.Context, params []*errand.JobInsertParams)
 
 // insertCallerTx is JobInsertManyTx: as insertOwnTx, but in the caller's
 // tx, with the COPY in a savepoint so that a conflict leaves tx usable.
-func (s *Store) insertCallerTx(ctx context.Context, tx pgx.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) insertCallerTx(ctx context.Context, tx pgx.Tx, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	if !copyable(params) {
 		return s.insert(ctx, pgxQuerier{tx}, s.inTx, params)
 	}
@@ -175,7 +176,7 @@ func (s *Store) insertCallerTx(ctx context.Context, tx pgx.Tx, params []*errand.
 // returned as given, the JSON value the jsonb column holds (which may
 // space or order its keys differently). It returns errCopyConflict, with
 // tx aborted, when an id is taken.
-func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) copyJobs(ctx context.Context, tx pgx.Tx, r *strings.Replacer, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	for _, p := range params {
 		if err := p.Validate(); err != nil {
 			return nil, err
@@ -198,7 +199,7 @@ type takenSeqs struct {
 // connection inside a transaction. It encodes the rows in COPY's binary
 // format itself: every column's type is known, and pgx's CopyFrom would
 // look up an encode plan for each of the batch's values.
-func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*errand.JobInsertParams, taken takenSeqs) ([]errand.JobInsertResult, error) {
+func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*errandstore.JobInsertParams, taken takenSeqs) ([]errandstore.JobInsertResult, error) {
 	now, seqs := taken.now, taken.seqs
 	if len(seqs) != len(params) {
 		return nil, fmt.Errorf("insert jobs: took %d seqs for %d jobs", len(seqs), len(params))
@@ -226,14 +227,14 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
 	buf = binary.BigEndian.AppendUint64(buf, 0) // no flags, no header extension
-	out := make([]errand.JobInsertResult, len(params))
+	out := make([]errandstore.JobInsertResult, len(params))
 	for i, p := range params {
 		tags := tagsJSON[i]
-		j := &errand.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
-			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errand.StateQueued, MaxAttempts: p.MaxAttempts,
-			BackoffBase: errand.Duration(microseconds(p.BackoffBase)), BackoffMax: errand.Duration(microseconds(p.BackoffMax)),
+		j := &errandtype.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
+			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errandtype.StateQueued, MaxAttempts: p.MaxAttempts,
+			BackoffBase: errandtype.Duration(microseconds(p.BackoffBase)), BackoffMax: errandtype.Duration(microseconds(p.BackoffMax)),
 			AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), FairnessKey: nullIfEmpty(p.FairnessKey), CreatedAt: now,
-			Errors: []errand.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold}
+			Errors: []errandtype.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold}
 		if !p.RunAt.IsZero() {
 			j.AvailableAt = micro(p.RunAt)
 		}
@@ -291,7 +292,7 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 				buf = copyNullText(buf, j.FairnessKey)
 			}
 		}
-		out[i] = errand.JobInsertResult{Job: j}
+		out[i] = errandstore.JobInsertResult{Job: j}
 	}
 	buf = append(buf, 0xff, 0xff) // the trailer: a row of -1 columns
 	copySQL := "COPY " + pgx.Identifier{s.name, "errand_jobs"}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)"
@@ -357,7 +358,7 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func validate(params []*errand.JobInsertParams) error {
+func validate(params []*errandstore.JobInsertParams) error {
 	for _, p := range params {
 		if err := p.Validate(); err != nil {
 			return err

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -19,10 +21,10 @@ import (
 // an application's do: args not in jsonb's canonical form, delays and
 // run-at times finer than a microsecond, deadlines, priorities, ordering
 // keys and tags. Ids start with prefix.
-func copyTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams {
-	ps := make([]*errand.JobInsertParams, n)
+func copyTestJobs(prefix string, n int, now time.Time) []*errandstore.JobInsertParams {
+	ps := make([]*errandstore.JobInsertParams, n)
 	for i := range ps {
-		p := &errand.JobInsertParams{ID: fmt.Sprintf("%s-%04d", prefix, i), Queue: errand.DefaultQueue, Kind: "k",
+		p := &errandstore.JobInsertParams{ID: fmt.Sprintf("%s-%04d", prefix, i), Queue: errand.DefaultQueue, Kind: "k",
 			Args: json.RawMessage(fmt.Sprintf(`{"z": %d,  "a": [1, 2.50, "caf\u00e9"], "a": null}`, i)), ArgsVersion: 1 + i%2,
 			MaxAttempts: 1 + i%9, Priority: i%5 - 2}
 		switch i % 4 {
@@ -43,10 +45,10 @@ func copyTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams
 // plainTestJobs returns n jobs, ids starting with prefix, that give every
 // column COPY may leave out its default: the batches COPY writes with the
 // fewest columns.
-func plainTestJobs(prefix string, n int, _ time.Time) []*errand.JobInsertParams {
-	ps := make([]*errand.JobInsertParams, n)
+func plainTestJobs(prefix string, n int, _ time.Time) []*errandstore.JobInsertParams {
+	ps := make([]*errandstore.JobInsertParams, n)
 	for i := range ps {
-		ps[i] = &errand.JobInsertParams{ID: fmt.Sprintf("%s-%04d", prefix, i), Queue: errand.DefaultQueue, Kind: "k",
+		ps[i] = &errandstore.JobInsertParams{ID: fmt.Sprintf("%s-%04d", prefix, i), Queue: errand.DefaultQueue, Kind: "k",
 			Args: json.RawMessage(`{"b": 1, "a": 2}`), ArgsVersion: 1, MaxAttempts: 25}
 	}
 	return ps
@@ -55,19 +57,19 @@ func plainTestJobs(prefix string, n int, _ time.Time) []*errand.JobInsertParams 
 // oneOfEachTestJobs returns plain jobs but for one that sets each column
 // COPY may leave out: a batch that needs every column, though most of its
 // jobs hold defaults.
-func oneOfEachTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertParams {
+func oneOfEachTestJobs(prefix string, n int, now time.Time) []*errandstore.JobInsertParams {
 	ps := plainTestJobs(prefix, n, now)
-	for i, set := range []func(p *errand.JobInsertParams){
-		func(p *errand.JobInsertParams) { p.ArgsVersion = 3 },
-		func(p *errand.JobInsertParams) { p.Priority = -1 },
-		func(p *errand.JobInsertParams) { p.BackoffBase = time.Second },
-		func(p *errand.JobInsertParams) { p.BackoffMax = time.Minute },
-		func(p *errand.JobInsertParams) { p.MaxAge = time.Hour },
-		func(p *errand.JobInsertParams) { p.OrderingKey = "o" },
-		func(p *errand.JobInsertParams) { p.Tags = []string{"t"} },
-		func(p *errand.JobInsertParams) { p.OrderingKey, p.OrderingHold = "o", true },
-		func(p *errand.JobInsertParams) { p.FairnessKey = "f" },
-		func(p *errand.JobInsertParams) { p.Delay = time.Minute },
+	for i, set := range []func(p *errandstore.JobInsertParams){
+		func(p *errandstore.JobInsertParams) { p.ArgsVersion = 3 },
+		func(p *errandstore.JobInsertParams) { p.Priority = -1 },
+		func(p *errandstore.JobInsertParams) { p.BackoffBase = time.Second },
+		func(p *errandstore.JobInsertParams) { p.BackoffMax = time.Minute },
+		func(p *errandstore.JobInsertParams) { p.MaxAge = time.Hour },
+		func(p *errandstore.JobInsertParams) { p.OrderingKey = "o" },
+		func(p *errandstore.JobInsertParams) { p.Tags = []string{"t"} },
+		func(p *errandstore.JobInsertParams) { p.OrderingKey, p.OrderingHold = "o", true },
+		func(p *errandstore.JobInsertParams) { p.FairnessKey = "f" },
+		func(p *errandstore.JobInsertParams) { p.Delay = time.Minute },
 	} {
 		set(ps[7*i+3])
 	}
@@ -80,7 +82,7 @@ func oneOfEachTestJobs(prefix string, n int, now time.Time) []*errand.JobInsertP
 func TestCopyMatchesInsert(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		jobs func(prefix string, n int, now time.Time) []*errand.JobInsertParams
+		jobs func(prefix string, n int, now time.Time) []*errandstore.JobInsertParams
 	}{
 		{"varied", copyTestJobs},
 		{"plain", plainTestJobs},
@@ -90,11 +92,11 @@ func TestCopyMatchesInsert(t *testing.T) {
 	}
 }
 
-func testCopyMatchesInsert(t *testing.T, jobs func(prefix string, n int, now time.Time) []*errand.JobInsertParams) {
+func testCopyMatchesInsert(t *testing.T, jobs func(prefix string, n int, now time.Time) []*errandstore.JobInsertParams) {
 	ctx := t.Context()
 	s, clock := openClocked(t)
 	const n = 200
-	var copied, inserted []errand.JobInsertResult
+	var copied, inserted []errandstore.JobInsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		if copied, err = s.copyJobs(ctx, tx, s.own, jobs("copy", n, clock.Now())); err != nil {
@@ -117,7 +119,7 @@ func testCopyMatchesInsert(t *testing.T, jobs func(prefix string, n int, now tim
 		if i > 0 && c.Seq <= copied[i-1].Job.Seq {
 			t.Errorf("COPY result %d: seq %d after %d, want seq in the batch's order", i, c.Seq, copied[i-1].Job.Seq)
 		}
-		stored, err := s.JobGet(ctx, &errand.JobGetParams{ID: c.ID})
+		stored, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: c.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +157,7 @@ func sameArgs(a, b json.RawMessage) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
-func withoutArgs(j *errand.Job) errand.Job {
+func withoutArgs(j *errandtype.Job) errandtype.Job {
 	c := *j
 	c.Args = nil
 	return c
@@ -168,20 +170,20 @@ func withoutArgs(j *errand.Job) errand.Job {
 func TestCopyConflict(t *testing.T) {
 	ctx := t.Context()
 	s := openTestStore(t)
-	existing, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: copyTestJobs("old", 1, time.Now())})
+	existing, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: copyTestJobs("old", 1, time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := copyTestJobs("new", copyMinJobs*2, time.Now())
 	ps[10] = copyTestJobs("old", 1, time.Now())[0]  // an existing job's id
 	ps[100] = copyTestJobs("new", 6, time.Now())[5] // the id of job 5 of the batch
-	var rs []errand.JobInsertResult
+	var rs []errandstore.JobInsertResult
 	err = s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if rs, err = s.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: ps}); err != nil {
+		if rs, err = s.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: ps}); err != nil {
 			return err
 		}
-		_, err = s.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: copyTestJobs("after", 1, time.Now())})
+		_, err = s.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: copyTestJobs("after", 1, time.Now())})
 		return err
 	})
 	if err != nil {
@@ -204,7 +206,7 @@ func TestCopyConflict(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"new-0000", "new-0127", "after-0000"} {
-		if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: id}); err != nil {
+		if _, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: id}); err != nil {
 			t.Errorf("JobGet(%s) after commit: %v", id, err)
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -13,15 +14,15 @@ import (
 const ownsJobSQL = `SELECT EXISTS (SELECT 1 FROM {jobs}
 	WHERE id = $2 AND state = 'running' AND lease_token = $3 AND lease_until > {now})`
 
-// EffectRecordTx implements [errand.TxStore]: tx is a pgx.Tx on the
+// EffectRecordTx implements [errandstore.TxStore]: tx is a pgx.Tx on the
 // store's database. The lease is checked against statement_timestamp(), not
 // the start of the caller's transaction.
-func (s *Store) EffectRecordTx(ctx context.Context, tx pgx.Tx, p *errand.EffectRecordParams) (bool, error) {
+func (s *Store) EffectRecordTx(ctx context.Context, tx pgx.Tx, p *errandstore.EffectRecordParams) (bool, error) {
 	return s.recordEffect(ctx, pgxQuerier{tx}, p)
 }
 
 // recordEffect is EffectRecordTx in the caller's transaction q.
-func (s *Store) recordEffect(ctx context.Context, q querier, p *errand.EffectRecordParams) (bool, error) {
+func (s *Store) recordEffect(ctx context.Context, q querier, p *errandstore.EffectRecordParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -44,7 +45,7 @@ func (s *Store) recordEffect(ctx context.Context, q querier, p *errand.EffectRec
 			return false, fmt.Errorf("record effect %s: %w", key, badValue(err))
 		}
 		if !owns {
-			return false, errand.ErrLeaseLost
+			return false, errandtype.ErrLeaseLost
 		}
 	}
 	n, err := q.exec(ctx, s.inTx.Replace(`INSERT INTO {effects} (key, job_id, state, lease_token, created_at, updated_at)
@@ -57,13 +58,13 @@ func (s *Store) recordEffect(ctx context.Context, q querier, p *errand.EffectRec
 
 const effectColumns = `key, job_id, state, lease_token, message, created_at, updated_at`
 
-func scanEffect(row scanner) (*errand.Effect, error) {
-	var e errand.Effect
+func scanEffect(row scanner) (*errandstore.Effect, error) {
+	var e errandstore.Effect
 	var state string
 	if err := row.Scan(&e.Key, &e.JobID, &state, &e.LeaseToken, &e.Message, &e.CreatedAt, &e.UpdatedAt); err != nil {
 		return nil, err
 	}
-	e.State = errand.EffectState(state)
+	e.State = errandtype.EffectState(state)
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	return &e, nil
 }
@@ -74,14 +75,14 @@ func (s *Store) ownsJob(ctx context.Context, tx pgx.Tx, now any, id, token strin
 	return owns, err
 }
 
-// EffectBegin implements [errand.EffectStore]. It inserts the entry first: two
+// EffectBegin implements [errandstore.EffectStore]. It inserts the entry first: two
 // deliveries beginning one key at once then meet on its primary key, and
 // the second waits for the first and reads what it wrote, locked.
-func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+func (s *Store) EffectBegin(ctx context.Context, p *errandstore.EffectParams) (*errandstore.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var e *errand.Effect
+	var e *errandstore.Effect
 	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
 		owns, err := s.ownsJob(ctx, tx, now, p.JobID, p.LeaseToken)
@@ -89,7 +90,7 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 			return err
 		}
 		if !owns {
-			return errand.ErrLeaseLost
+			return errandtype.ErrLeaseLost
 		}
 		e, err = scanEffect(tx.QueryRow(ctx, s.sql(`INSERT INTO {effects}
 				(key, job_id, state, lease_token, message, created_at, updated_at)
@@ -97,7 +98,7 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 			ON CONFLICT (key) DO NOTHING
 			RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
 		if err == nil {
-			e.Status = errand.EffectBegun // there was no entry
+			e.Status = errandstore.EffectBegun // there was no entry
 			return nil
 		}
 		if !isNoRows(err) {
@@ -108,9 +109,9 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 		if err != nil {
 			return err
 		}
-		e, err = errand.BeginEffect(found, p.LeaseToken, func() (bool, error) {
+		e, err = errandstore.BeginEffect(found, p.LeaseToken, func() (bool, error) {
 			return s.ownsJob(ctx, tx, now, found.JobID, found.LeaseToken)
-		}, func() (*errand.Effect, error) {
+		}, func() (*errandstore.Effect, error) {
 			return scanEffect(tx.QueryRow(ctx, s.sql(`UPDATE {effects}
 				SET job_id = $3, state = 'in_progress', lease_token = $4, updated_at = {now}
 				WHERE key = $2 RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
@@ -122,26 +123,26 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 	return e, nil
 }
 
-// EffectComplete implements [errand.EffectStore] in one statement, fenced
+// EffectComplete implements [errandstore.EffectStore] in one statement, fenced
 // by the entry's token and by the job's live lease under it.
-func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+func (s *Store) EffectComplete(ctx context.Context, p *errandstore.EffectParams) (*errandstore.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, errand.EffectCompleted, &errand.EffectReleaseParams{EffectParams: *p})
+	return s.effectFinish(ctx, errandstore.EffectCompleted, &errandstore.EffectReleaseParams{EffectParams: *p})
 }
 
-// EffectRelease implements [errand.EffectStore] in one statement, fenced by
+// EffectRelease implements [errandstore.EffectStore] in one statement, fenced by
 // the entry's token and by the job's live lease under it.
-func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+func (s *Store) EffectRelease(ctx context.Context, p *errandstore.EffectReleaseParams) (*errandstore.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, errand.EffectFailed, p)
+	return s.effectFinish(ctx, errandstore.EffectFailed, p)
 }
 
 // effectFinish ends a begun effect as state, with p's message.
-func (s *Store) effectFinish(ctx context.Context, state errand.EffectState, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+func (s *Store) effectFinish(ctx context.Context, state errandtype.EffectState, p *errandstore.EffectReleaseParams) (*errandstore.Effect, error) {
 	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`UPDATE {effects}
 		SET state = $2, message = $3, updated_at = {now}
 		WHERE key = $4 AND lease_token = $5 AND state = 'in_progress'
@@ -149,7 +150,7 @@ func (s *Store) effectFinish(ctx context.Context, state errand.EffectState, p *e
 				AND lease_token = $5 AND lease_until > {now})
 		RETURNING `+effectColumns), s.nowArg(), string(state), p.Message, p.Key, p.LeaseToken, p.JobID))
 	if isNoRows(err) {
-		return nil, errand.ErrLeaseLost
+		return nil, errandtype.ErrLeaseLost
 	}
 	if err != nil {
 		return nil, fmt.Errorf("finish effect %s: %w", p.Key, badValue(err))
@@ -157,15 +158,15 @@ func (s *Store) effectFinish(ctx context.Context, state errand.EffectState, p *e
 	return e, nil
 }
 
-// EffectGet implements [errand.EffectStore].
-func (s *Store) EffectGet(ctx context.Context, p *errand.EffectGetParams) (*errand.Effect, error) {
+// EffectGet implements [errandstore.EffectStore].
+func (s *Store) EffectGet(ctx context.Context, p *errandstore.EffectGetParams) (*errandstore.Effect, error) {
 	key := p.Key
-	if !errand.StorableText(key) {
-		return nil, errand.ErrNotFound
+	if !errandtype.StorableText(key) {
+		return nil, errandtype.ErrNotFound
 	}
 	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`SELECT `+effectColumns+` FROM {effects} WHERE key = $1`), key))
 	if isNoRows(err) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get effect %s: %w", key, err)

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -23,7 +24,7 @@ var fairClaimable = `state IN (` + waiting + `) AND available_at <= {now}
 // reads and locks its first Limit claimable jobs in claim order, skipping
 // rows another claimer holds; those without a key come from the claim
 // index's range of them (the fair index holds only jobs with a key).
-// errand.FairPickSQL ranks them and takes Limit.
+// errandstore.FairPickSQL ranks them and takes Limit.
 // Rows locked but not picked stay locked only until this short transaction
 // ends.
 var fairPick = `WITH RECURSIVE fair_keys(k) AS (
@@ -35,7 +36,7 @@ var fairPick = `WITH RECURSIVE fair_keys(k) AS (
 				WHERE queue = $4::text AND state IN (` + waiting + `) AND fairness_key > fair_keys.k
 				ORDER BY fairness_key LIMIT 1)
 			FROM fair_keys WHERE fair_keys.k IS NOT NULL)
-		` + errand.FairPickSQL(`SELECT c.* FROM fair_keys CROSS JOIN LATERAL (
+		` + errandstore.FairPickSQL(`SELECT c.* FROM fair_keys CROSS JOIN LATERAL (
 				SELECT seq, priority, available_at, fairness_key FROM {jobs} j
 				WHERE queue = $4::text AND fairness_key = fair_keys.k AND `+fairClaimable+`
 				ORDER BY priority, available_at, seq
@@ -63,16 +64,16 @@ func fairClaimWith(pick string) string {
 	return `WITH claimed AS (` + replacePick(claimSQL, pick) + `),
 	served AS (INSERT INTO {fair_turns} (queue, fairness_key, turn, served_at)
 		SELECT $4::text, k.key, (SELECT coalesce(max(turn), 0) + 1 FROM {fair_turns} WHERE queue = $4::text), {now}
-		FROM (SELECT DISTINCT coalesce(fairness_key, '` + errand.FairTurnKey + `') AS key FROM claimed) k
+		FROM (SELECT DISTINCT coalesce(fairness_key, '` + errandstore.FairTurnKey + `') AS key FROM claimed) k
 		ORDER BY k.key
 		ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn, served_at = excluded.served_at)
 	SELECT * FROM claimed`
 }
 
-// JobClaimFair implements [errand.FairClaimer]: the sweeps and the fair
+// JobClaimFair implements [errandstore.FairClaimer]: the sweeps and the fair
 // claim in one pipelined batch, as JobClaimMany sends them.
-func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
-	if err := errand.ValidateFairClaim(p); err != nil {
+func (s *Store) JobClaimFair(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+	if err := errandstore.ValidateFairClaim(p); err != nil {
 		return nil, err
 	}
 	for try := 1; ; try++ {
@@ -85,7 +86,7 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 }
 
 // claimFairOnce is one try of JobClaimFair.
-func (s *Store) claimFairOnce(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+func (s *Store) claimFairOnce(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
 		kinds = p.Kinds
@@ -105,7 +106,7 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errand.JobClaimParams) ([]
 		b.Queue(s.sql(fairClaimSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit)
 	}
 	br := conn.SendBatch(ctx, b)
-	jobs, err := func() ([]*errand.Job, error) {
+	jobs, err := func() ([]*errandtype.Job, error) {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
@@ -134,14 +135,14 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errand.JobClaimParams) ([]
 		cancel()
 		return nil, fmt.Errorf("fair claim: %w", err)
 	}
-	errand.SortFairClaimOrder(jobs)
+	errandstore.SortFairClaimOrder(jobs)
 	return jobs, nil
 }
 
-// FairnessKeysWaiting implements [errand.FairClaimer].
-func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysParams) ([]errand.FairnessKeyCount, error) {
-	if !errand.StorableText(p.Queue) {
-		return []errand.FairnessKeyCount{}, nil // no job is in such a queue
+// FairnessKeysWaiting implements [errandstore.FairClaimer].
+func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errandstore.FairnessKeysParams) ([]errandtype.FairnessKeyCount, error) {
+	if !errandtype.StorableText(p.Queue) {
+		return []errandtype.FairnessKeyCount{}, nil // no job is in such a queue
 	}
 	rs, err := s.pool.Query(ctx, s.sql(`SELECT queue, fairness_key, count(*) FROM {jobs}
 		WHERE state IN (`+waiting+`) AND fairness_key IS NOT NULL AND ($1::text = '' OR queue = $1)
@@ -149,28 +150,28 @@ func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysP
 	if err != nil {
 		return nil, fmt.Errorf("fairness keys: %w", err)
 	}
-	counts, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (errand.FairnessKeyCount, error) {
-		var c errand.FairnessKeyCount
+	counts, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (errandtype.FairnessKeyCount, error) {
+		var c errandtype.FairnessKeyCount
 		err := row.Scan(&c.Queue, &c.Key, &c.Waiting)
 		return c, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fairness keys: %w", err)
 	}
-	return errand.TopFairnessKeys(counts, p.Limit), nil
+	return errandstore.TopFairnessKeys(counts, p.Limit), nil
 }
 
-var _ errand.FairClaimer = (*Store)(nil)
+var _ errandstore.FairClaimer = (*Store)(nil)
 
-// FairTurnPrune implements [errand.FairTurnPruner]. Whether a key has a
+// FairTurnPrune implements [errandstore.FairTurnPruner]. Whether a key has a
 // waiting job is one seek of the fair index; the turn of the jobs without
 // a key, one row per queue, is kept.
-func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams) (int, error) {
+func (s *Store) FairTurnPrune(ctx context.Context, p *errandstore.FairTurnPruneParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {fair_turns} t
-		WHERE t.served_at <= {now} - $2 * interval '1 microsecond' AND t.fairness_key <> '`+errand.FairTurnKey+`'
+		WHERE t.served_at <= {now} - $2 * interval '1 microsecond' AND t.fairness_key <> '`+errandstore.FairTurnKey+`'
 			AND NOT EXISTS (SELECT 1 FROM {jobs} j
 				WHERE j.queue = t.queue AND j.fairness_key = t.fairness_key AND j.state IN (`+waiting+`))`),
 		s.nowArg(), us(p.IdleFor))
@@ -180,4 +181,4 @@ func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams
 	return int(tag.RowsAffected()), nil
 }
 
-var _ errand.FairTurnPruner = (*Store)(nil)
+var _ errandstore.FairTurnPruner = (*Store)(nil)

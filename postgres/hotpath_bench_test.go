@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/storetest"
@@ -20,7 +20,7 @@ import (
 //	benchstat old.txt new.txt
 
 func BenchmarkEnqueueOne(b *testing.B) {
-	storetest.BenchmarkEnqueueOne(b, func(tb testing.TB) errand.TxStore[pgx.Tx] { return openBench(tb) })
+	storetest.BenchmarkEnqueueOne(b, func(tb testing.TB) errandstore.TxStore[pgx.Tx] { return openBench(tb) })
 }
 
 func BenchmarkClaimOnly(b *testing.B) { storetest.BenchmarkClaimOnly(b, openBench) }

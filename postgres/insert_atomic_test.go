@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -33,12 +33,12 @@ func TestInsertAllOrNothingOnTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{2, 100} {
-		jobs := make([]*errand.JobInsertParams, n)
+		jobs := make([]*errandstore.JobInsertParams, n)
 		for i := range jobs {
 			jobs[i] = job(fmt.Sprintf("good-%d-%d", n, i))
 		}
 		jobs[n-1] = job(fmt.Sprintf("bad-%d", n))
-		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs}); err == nil || !strings.Contains(err.Error(), "refused") {
+		if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: jobs}); err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Fatalf("batch of %d with a refused job: %v, want the trigger's error", n, err)
 		}
 		var left int
@@ -63,15 +63,15 @@ func TestCopyConflictOwnTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job("taken")}}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{job("taken")}}); err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]*errand.JobInsertParams, 100) // COPY's threshold is 64
+	jobs := make([]*errandstore.JobInsertParams, 100) // COPY's threshold is 64
 	for i := range jobs {
 		jobs[i] = job(fmt.Sprintf("bulk-%03d", i))
 	}
 	jobs[50] = job("taken")
-	rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs})
+	rs, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: jobs})
 	if err != nil {
 		t.Fatalf("bulk insert meeting a taken id: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestCopyConflictOwnTx(t *testing.T) {
 			t.Errorf("result %d: %s duplicate %v; want %s, duplicate only at 50", i, r.Job.ID, r.Duplicate, jobs[i].ID)
 		}
 	}
-	js, err := s.JobList(ctx, &errand.JobListParams{Limit: 200})
+	js, err := s.JobList(ctx, &errandstore.JobListParams{Limit: 200})
 	if err != nil {
 		t.Fatalf("list after the conflict, on the pool's one connection: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/storetest"
@@ -17,7 +17,7 @@ import (
 //
 //	ERRAND_TEST_POSTGRES_URL=... go test -run '^$' -bench InsertMany -count 6 ./postgres/
 func BenchmarkInsertMany(b *testing.B) {
-	storetest.BenchmarkInsertMany(b, func(tb testing.TB) errand.TxStore[pgx.Tx] {
+	storetest.BenchmarkInsertMany(b, func(tb testing.TB) errandstore.TxStore[pgx.Tx] {
 		url := pgtest.URL(tb)
 		s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(tb, url), MaxConns: 4})
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/errandhq/errand/postgres/pgtest"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver for database/sql
@@ -22,11 +24,11 @@ import (
 func TestInsertOneMatchesInsertMany(t *testing.T) {
 	ctx := t.Context()
 	s, clock := openClocked(t)
-	jobs := func(prefix string) []*errand.JobInsertParams {
+	jobs := func(prefix string) []*errandstore.JobInsertParams {
 		ps := append(copyTestJobs(prefix+"-v", 8, clock.Now()), oneOfEachTestJobs(prefix+"-o", 70, clock.Now())...)
 		for i, p := range ps[:4] {
 			p.UniqueKey = fmt.Sprintf("%s-u%d", prefix, i)
-			p.UniqueScope = errand.UniqueUntilFinished
+			p.UniqueScope = errandtype.UniqueUntilFinished
 			if i%2 == 1 {
 				p.UniqueWindow = time.Hour
 			}
@@ -43,16 +45,16 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 	}
 	defer db.Close()
 	for i, p := range jobs("one") {
-		var got []errand.JobInsertResult
+		var got []errandstore.JobInsertResult
 		via := "pgx"
 		if i%2 == 0 {
-			got, err = s.insert(ctx, pgxQuerier{s.pool}, s.own, []*errand.JobInsertParams{p})
+			got, err = s.insert(ctx, pgxQuerier{s.pool}, s.own, []*errandstore.JobInsertParams{p})
 		} else {
 			via = "database/sql"
 			var tx *sql.Tx
 			if tx, err = db.BeginTx(ctx, nil); err == nil {
 				err = sqltx.Run(tx, func(tx *sql.Tx) error {
-					got, err = s.insert(ctx, sqlQuerier{tx}, s.inTx, []*errand.JobInsertParams{p})
+					got, err = s.insert(ctx, sqlQuerier{tx}, s.inTx, []*errandstore.JobInsertParams{p})
 					return err
 				})
 			}
@@ -72,7 +74,7 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 		if !sameArgs(got[0].Job.Args, batch[i].Job.Args) || !reflect.DeepEqual(one, many) {
 			t.Errorf("job %d through %s: alone\n\t%+v\nin a batch\n\t%+v", i, via, one, many)
 		}
-		stored, err := s.JobGet(ctx, &errand.JobGetParams{ID: p.ID})
+		stored, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: p.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,14 +88,14 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 	// answered with the job that holds it.
 	for _, c := range []struct {
 		name   string
-		p      *errand.JobInsertParams
+		p      *errandstore.JobInsertParams
 		holder string
 	}{
-		{"id", &errand.JobInsertParams{ID: "one-v-0005", Queue: errand.DefaultQueue, Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}, "one-v-0005"},
-		{"key", &errand.JobInsertParams{ID: "fresh", Queue: errand.DefaultQueue, Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1,
-			UniqueKey: "one-u2", UniqueScope: errand.UniqueUntilFinished}, "one-v-0002"},
+		{"id", &errandstore.JobInsertParams{ID: "one-v-0005", Queue: errand.DefaultQueue, Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}, "one-v-0005"},
+		{"key", &errandstore.JobInsertParams{ID: "fresh", Queue: errand.DefaultQueue, Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1,
+			UniqueKey: "one-u2", UniqueScope: errandtype.UniqueUntilFinished}, "one-v-0002"},
 	} {
-		got, err := s.insert(ctx, pgxQuerier{s.pool}, s.own, []*errand.JobInsertParams{c.p})
+		got, err := s.insert(ctx, pgxQuerier{s.pool}, s.own, []*errandstore.JobInsertParams{c.p})
 		if err != nil {
 			t.Fatalf("duplicate %s: %v", c.name, err)
 		}
@@ -101,7 +103,7 @@ func TestInsertOneMatchesInsertMany(t *testing.T) {
 			t.Errorf("duplicate %s: got %+v, want a duplicate held by %s", c.name, got, c.holder)
 		}
 	}
-	if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: "fresh"}); err == nil {
+	if _, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "fresh"}); err == nil {
 		t.Error("the duplicate of a unique key was written")
 	}
 }

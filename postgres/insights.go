@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -35,9 +36,9 @@ const insightsFinishedSQL = `SELECT queue, kind, state,
 // queued again with its last error in the hour (replayed, snoozed or given
 // back since; errand_jobs_requeued holds the queued jobs with an error). An
 // entry killed its job when it ended its delivery cycle
-// (see [errand.FailureKilledSQL]). $1 is an hour ago.
+// (see [errandstore.FailureKilledSQL]). $1 is an hour ago.
 var insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
-		count(*) FILTER (WHERE NOT ` + errand.FailureKilledSQL("j", "e.v ->> 'replay'", "j.errors -> e.n::int ->> 'replay'", "::int") + `)
+		count(*) FILTER (WHERE NOT ` + errandstore.FailureKilledSQL("j", "e.v ->> 'replay'", "j.errors -> e.n::int ->> 'replay'", "::int") + `)
 	FROM (
 			SELECT * FROM {jobs}
 				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $1
@@ -47,7 +48,7 @@ var insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
 			SELECT * FROM {jobs}
 				WHERE state = 'queued' AND last_error IS NOT NULL AND (last_error ->> 'at')::timestamptz >= $1) j
 		CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(v, n)
-		` + errand.ReplayedFromDeadJoinSQL("{audit}", "j", "e.v ->> 'replay'", "::int") + `
+		` + errandstore.ReplayedFromDeadJoinSQL("{audit}", "j", "e.v ->> 'replay'", "::int") + `
 	WHERE e.v ->> 'class' <> 'interrupted' AND (e.v ->> 'at')::timestamptz >= $1
 	GROUP BY j.queue, j.kind, e.v ->> 'class'`
 
@@ -60,27 +61,27 @@ const insightsSamplesSQL = `SELECT queue, kind,
 	WHERE state = 'succeeded' AND finished_at IS NOT NULL AND finished_at >= $1 AND attempted_at IS NOT NULL
 	ORDER BY finished_at DESC LIMIT $2`
 
-// JobInsights implements [errand.OperatorStore]. The reads run in one
+// JobInsights implements [errandstore.OperatorStore]. The reads run in one
 // repeatable-read, read-only transaction, so that they see one snapshot.
-func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*errand.InsightsData, error) {
+func (s *Store) JobInsights(ctx context.Context, p *errandstore.JobInsightsParams) (*errandtype.InsightsData, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("insights: %w", err)
 	}
 	now = micro(now)
-	d := &errand.InsightsData{Now: now}
+	d := &errandtype.InsightsData{Now: now}
 	ago := func(w time.Duration) time.Time { return now.Add(-w) }
 	err = s.insightsTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, s.sql(insightsDepthSQL), now)
 		if err != nil {
 			return err
 		}
-		var dc errand.DepthCount
+		var dc errandtype.DepthCount
 		var bucket string
 		var oldest time.Time
 		_, err = pgx.ForEachRow(rows, []any{&dc.Queue, &dc.Kind, &bucket, &dc.Jobs, &oldest}, func() error {
 			c := dc
-			c.Bucket, c.OldestAvailableAt = errand.DepthBucket(bucket), oldest.UTC()
+			c.Bucket, c.OldestAvailableAt = errandtype.DepthBucket(bucket), oldest.UTC()
 			d.Depth = append(d.Depth, c)
 			return nil
 		})
@@ -91,22 +92,22 @@ func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*
 		if err != nil {
 			return err
 		}
-		var fc errand.FinishedCount
+		var fc errandtype.FinishedCount
 		var state string
 		_, err = pgx.ForEachRow(rows, []any{&fc.Queue, &fc.Kind, &state, &fc.Last1m, &fc.Last5m, &fc.Last1h, &fc.Last24h}, func() error {
 			c := fc
-			c.State = errand.JobState(state)
+			c.State = errandtype.JobState(state)
 			d.Finished = append(d.Finished, c)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, s.sql(insightsFailuresSQL), ago(errand.InsightsWindow))
+		rows, err = tx.Query(ctx, s.sql(insightsFailuresSQL), ago(errandstore.InsightsWindow))
 		if err != nil {
 			return err
 		}
-		var xc errand.FailureCount
+		var xc errandtype.FailureCount
 		_, err = pgx.ForEachRow(rows, []any{&xc.Queue, &xc.Kind, &xc.Class, &xc.Failures, &xc.Retried}, func() error {
 			d.Failures = append(d.Failures, xc)
 			return nil
@@ -114,11 +115,11 @@ func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*
 		if err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, s.sql(insightsSamplesSQL), ago(errand.InsightsWindow), errand.InsightsSample(p.SampleLimit))
+		rows, err = tx.Query(ctx, s.sql(insightsSamplesSQL), ago(errandstore.InsightsWindow), errandstore.InsightsSample(p.SampleLimit))
 		if err != nil {
 			return err
 		}
-		var ts errand.TimingSample
+		var ts errandtype.TimingSample
 		var run, wait int64
 		_, err = pgx.ForEachRow(rows, []any{&ts.Queue, &ts.Kind, &run, &wait}, func() error {
 			c := ts

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -69,8 +71,8 @@ func TestInsightsPlanWithoutStatistics(t *testing.T) {
 		}{
 			{"depth", insightsDepthSQL, []any{now}},
 			{"finished", insightsFinishedSQL, []any{now.Add(-time.Minute), now.Add(-5 * time.Minute), now.Add(-time.Hour), now.Add(-24 * time.Hour)}},
-			{"failures", insightsFailuresSQL, []any{now.Add(-errand.InsightsWindow)}},
-			{"samples", insightsSamplesSQL, []any{now.Add(-errand.InsightsWindow), errand.DefaultInsightsSample}},
+			{"failures", insightsFailuresSQL, []any{now.Add(-errandstore.InsightsWindow)}},
+			{"samples", insightsSamplesSQL, []any{now.Add(-errandstore.InsightsWindow), errandstore.DefaultInsightsSample}},
 			{"queue stats", queueStatsSQL, []any{nil}},
 		} {
 			var plan []string
@@ -141,14 +143,14 @@ func BenchmarkJobInsights(b *testing.B) {
 			loadInsightsJobs(b, s, analyze)
 			b.Run("insights", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := s.JobInsights(ctx, &errand.JobInsightsParams{}); err != nil {
+					if _, err := s.JobInsights(ctx, &errandstore.JobInsightsParams{}); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 			b.Run("queue-stats", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := s.QueueStats(ctx, &errand.QueueStatsParams{}); err != nil {
+					if _, err := s.QueueStats(ctx, &errandstore.QueueStatsParams{}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -177,26 +179,26 @@ func TestRequeuedIndexOffTheHotPath(t *testing.T) {
 		return n
 	}
 	empty := size()
-	p := &errand.JobInsertManyParams{}
+	p := &errandstore.JobInsertManyParams{}
 	for i := range 2000 {
-		p.Jobs = append(p.Jobs, &errand.JobInsertParams{ID: fmt.Sprint("j", i), Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 2})
+		p.Jobs = append(p.Jobs, &errandstore.JobInsertParams{ID: fmt.Sprint("j", i), Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 2})
 	}
 	if _, err := s.JobInsertMany(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	claim := func() []*errand.Job {
-		js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"default"}, Limit: 2000, Lease: time.Minute, Owner: "w"})
+	claim := func() []*errandtype.Job {
+		js, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"default"}, Limit: 2000, Lease: time.Minute, Owner: "w"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return js
 	}
-	record := func(js []*errand.Job, kind errand.OutcomeKind) {
-		o := &errand.JobRecordOutcomesParams{}
+	record := func(js []*errandtype.Job, kind errandstore.OutcomeKind) {
+		o := &errandstore.JobRecordOutcomesParams{}
 		for _, j := range js {
-			out := &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: kind}
-			if kind != errand.OutcomeSucceeded {
-				out.Error = &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassError, Message: "failed"}
+			out := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}, Kind: kind}
+			if kind != errandstore.OutcomeSucceeded {
+				out.Error = &errandtype.AttemptError{Attempt: j.Attempt, Class: errand.ClassError, Message: "failed"}
 			}
 			o.Outcomes = append(o.Outcomes, out)
 		}
@@ -205,15 +207,15 @@ func TestRequeuedIndexOffTheHotPath(t *testing.T) {
 		}
 	}
 	js := claim()
-	record(js[:1000], errand.OutcomeSucceeded)
-	record(js[1000:], errand.OutcomeRetry)
+	record(js[:1000], errandstore.OutcomeSucceeded)
+	record(js[1000:], errandstore.OutcomeRetry)
 	js = claim()
-	record(js[:500], errand.OutcomeSucceeded)
-	record(js[500:], errand.OutcomeDead)
+	record(js[:500], errandstore.OutcomeSucceeded)
+	record(js[500:], errandstore.OutcomeDead)
 	if got := size(); got != empty {
 		t.Errorf("errand_jobs_requeued grew from %d to %d bytes on the hot path", empty, got)
 	}
-	if _, err := s.JobReplay(ctx, &errand.JobReplayParams{ID: js[500].ID, Operator: "ana", Reason: "r"}); err != nil {
+	if _, err := s.JobReplay(ctx, &errandstore.JobReplayParams{ID: js[500].ID, Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := size(); got == empty {
@@ -232,12 +234,12 @@ func TestPrunePlanWithoutStatistics(t *testing.T) {
 		ctx := t.Context()
 		var err error
 		now := time.Now()
-		groups := errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: 2 * time.Hour})
+		groups := errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: 2 * time.Hour})
 		_, prunable, condArgs := pruneConds(groups, now, 4)
 		var plan []string
 		err = s.pruneTx(ctx, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, "EXPLAIN "+s.pruneSQL(prunable),
-				append([]any{string(errand.StateSucceeded), micro(now.Add(-time.Hour)), errand.MaxPruneBatch}, condArgs...)...)
+				append([]any{string(errandtype.StateSucceeded), micro(now.Add(-time.Hour)), errandstore.MaxPruneBatch}, condArgs...)...)
 			if err != nil {
 				return err
 			}

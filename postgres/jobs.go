@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/jackc/pgx/v5"
 )
@@ -25,31 +26,31 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-var readColumns = jobColumns + `, ` + errand.HeldBySQL("{jobs}")
+var readColumns = jobColumns + `, ` + errandstore.HeldBySQL("{jobs}")
 
-// waiting is errand.WaitingStates as a SQL list, for IN (...).
-var waiting = errand.SQLStates(errand.WaitingStates)
+// waiting is errandstore.WaitingStates as a SQL list, for IN (...).
+var waiting = errandstore.SQLStates(errandstore.WaitingStates)
 
 type scanner = rowscan.Row
 
 // scanJob reads a row of jobColumns.
-func scanJob(row scanner) (*errand.Job, error) { return newJobRow().scan(row) }
+func scanJob(row scanner) (*errandtype.Job, error) { return newJobRow().scan(row) }
 
 // scanReadJob reads a row of readColumns.
-func scanReadJob(row scanner) (*errand.Job, error) { return newReadJobRow().scan(row) }
+func scanReadJob(row scanner) (*errandtype.Job, error) { return newReadJobRow().scan(row) }
 
 // jobScanner and readJobScanner return scans for scanJobs of jobColumns and
 // of readColumns, which reuse their destinations from row to row.
-func jobScanner() func(scanner) (*errand.Job, error)     { return newJobRow().scan }
-func readJobScanner() func(scanner) (*errand.Job, error) { return newReadJobRow().scan }
+func jobScanner() func(scanner) (*errandtype.Job, error)     { return newJobRow().scan }
+func readJobScanner() func(scanner) (*errandtype.Job, error) { return newReadJobRow().scan }
 
 // jobRow holds the destinations of a row of jobColumns. One jobRow reads
 // every row of a result, so that a claim of a thousand jobs does not make
 // a thousand lists of 35 destinations and the columns they point to: each
 // row costs the Job it becomes.
 type jobRow struct {
-	j                errand.Job
-	c                errand.JobColumns
+	j                errandtype.Job
+	c                errandtype.JobColumns
 	ustates, uwindow int64
 	ohold            int16
 	output           *string
@@ -75,15 +76,15 @@ func newReadJobRow() *jobRow {
 }
 
 // scan reads one row into a new Job.
-func (r *jobRow) scan(row scanner) (*errand.Job, error) {
+func (r *jobRow) scan(row scanner) (*errandtype.Job, error) {
 	// Every pointer is nil before the scan, so that the drivers set each
 	// to a value of its own (or leave it nil for NULL), never one an
 	// earlier row's Job still points to.
-	r.j, r.c, r.output, r.held = errand.Job{}, errand.JobColumns{}, nil, nil
+	r.j, r.c, r.output, r.held = errandtype.Job{}, errandtype.JobColumns{}, nil, nil
 	if err := row.Scan(r.dest...); err != nil {
 		return nil, err
 	}
-	j := new(errand.Job)
+	j := new(errandtype.Job)
 	*j = r.j
 	// pgx returns times in the local zone; the contract's are UTC. The
 	// pointed-to times are this row's own, so they change in place.
@@ -107,7 +108,7 @@ func (r *jobRow) scan(row scanner) (*errand.Job, error) {
 
 // scanJobs reads every row of rs with scan (jobScanner or readJobScanner) and
 // closes rs.
-func scanJobs(rs rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
+func scanJobs(rs rows, scan func(scanner) (*errandtype.Job, error)) ([]*errandtype.Job, error) {
 	defer rs.Close()
 	return rowscan.All(rs, scan)
 }
@@ -127,15 +128,15 @@ func nullIfEmpty(s string) *string {
 	return &s
 }
 
-// JobInsertMany implements [errand.JobStore].
-func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+// JobInsertMany implements [errandstore.JobStore].
+func (s *Store) JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
 	return s.insertOwnTx(ctx, p.Jobs)
 }
 
-// JobInsertManyTx implements [errand.TxStore]: tx is a pgx.Tx on the
+// JobInsertManyTx implements [errandstore.TxStore]: tx is a pgx.Tx on the
 // store's database, from any pgx connection or pool. Times come from
 // statement_timestamp(), not the start of the caller's transaction.
-func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
 	return s.insertCallerTx(ctx, tx, p.Jobs)
 }
 
@@ -188,12 +189,12 @@ const (
 // insertOwnTx runs it on the pool, outside any transaction, relying on
 // the statement's own atomicity. Only jobs whose key's holder left it
 // between the two statements are written by a second (see insertTry).
-func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	return s.insertTry(ctx, q, r, params, 1)
 }
 
 // insertTry is insert's tries-th try.
-func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, params []*errand.JobInsertParams, tries int) ([]errand.JobInsertResult, error) {
+func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams, tries int) ([]errandstore.JobInsertResult, error) {
 	n := len(params)
 	var (
 		ids, queues, kinds, args, tags = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -228,7 +229,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		windowed = windowed || (p.UniqueKey != "" && p.UniqueWindow > 0)
 	}
 	if n == 0 {
-		return []errand.JobInsertResult{}, nil
+		return []errandstore.JobInsertResult{}, nil
 	}
 	now := s.nowArg()
 	if windowed {
@@ -261,15 +262,15 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
-	byID := make(map[string]*errand.Job, len(inserted))
+	byID := make(map[string]*errandtype.Job, len(inserted))
 	for _, j := range inserted {
 		byID[j.ID] = j
 	}
-	out := make([]errand.JobInsertResult, n)
+	out := make([]errandstore.JobInsertResult, n)
 	var dups []int
 	for i, p := range params {
-		if j, ok := byID[p.ID]; ok && errand.InsertedFor(j, p) {
-			out[i] = errand.JobInsertResult{Job: j}
+		if j, ok := byID[p.ID]; ok && errandstore.InsertedFor(j, p) {
+			out[i] = errandstore.JobInsertResult{Job: j}
 			delete(byID, p.ID) // a second job with this id is its duplicate
 			continue
 		}
@@ -289,7 +290,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		}
 	}
 	rs, err = q.query(ctx, r.Replace(`SELECT `+jobColumns+` FROM {jobs} WHERE id = ANY($1)
-		UNION SELECT `+jobColumns+` FROM {jobs} WHERE unique_key = ANY($2) AND `+errand.UniqueHeldSQL()), dupIDs, dupKeys)
+		UNION SELECT `+jobColumns+` FROM {jobs} WHERE unique_key = ANY($2) AND `+errandstore.UniqueHeldSQL()), dupIDs, dupKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
@@ -301,8 +302,8 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		key    string
 		window int64
 	}
-	holderOfID := map[string]*errand.Job{}
-	holderOfKey := map[keyWindow]*errand.Job{}
+	holderOfID := map[string]*errandtype.Job{}
+	holderOfKey := map[keyWindow]*errandtype.Job{}
 	for _, j := range existing {
 		holderOfID[j.ID] = j
 		if j.UniqueKey != nil && j.UniqueScope != nil && j.UniqueScope.Holds(j.State) {
@@ -324,7 +325,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 			again = append(again, i)
 			continue
 		}
-		out[i] = errand.JobInsertResult{Job: j, Duplicate: true}
+		out[i] = errandstore.JobInsertResult{Job: j, Duplicate: true}
 	}
 	if len(again) == 0 {
 		return out, nil
@@ -340,7 +341,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 	if tries >= maxInsertTries {
 		return nil, fmt.Errorf("insert job %s: it conflicts with a job this transaction cannot see (a REPEATABLE READ or SERIALIZABLE snapshot); retry the transaction", params[again[0]].ID)
 	}
-	sub := make([]*errand.JobInsertParams, len(again))
+	sub := make([]*errandstore.JobInsertParams, len(again))
 	for k, i := range again {
 		sub[k] = params[i]
 	}
@@ -387,15 +388,15 @@ func (s *Store) readNow(ctx context.Context, q querier, r *strings.Replacer) (ti
 	return micro(t), rs.Err()
 }
 
-// JobGet implements [errand.JobStore].
-func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+// JobGet implements [errandstore.JobStore].
+func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*errandtype.Job, error) {
 	id := p.ID
-	if !errand.StorableText(id) {
-		return nil, errand.ErrNotFound // no job can have it; PostgreSQL would refuse the query
+	if !errandtype.StorableText(id) {
+		return nil, errandtype.ErrNotFound // no job can have it; PostgreSQL would refuse the query
 	}
 	j, err := scanReadJob(s.pool.QueryRow(ctx, s.sql(`SELECT `+readColumns+` FROM {jobs} j WHERE id = $1`), id))
 	if isNoRows(err) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
@@ -403,10 +404,10 @@ func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job
 	return j, nil
 }
 
-// JobList implements [errand.JobStore].
-func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
-	if !errand.StorableText(p.Queue) || !errand.StorableText(p.Kind) {
-		return []*errand.Job{}, nil // no job is in such a queue or of such a kind
+// JobList implements [errandstore.JobStore].
+func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*errandtype.Job, error) {
+	if !errandtype.StorableText(p.Queue) || !errandtype.StorableText(p.Kind) {
+		return []*errandtype.Job{}, nil // no job is in such a queue or of such a kind
 	}
 	where := []string{"seq > $1"}
 	args := []any{p.AfterSeq}
@@ -486,7 +487,7 @@ const claimSQL = `UPDATE {jobs} SET
 // job of the key another claim is starting: the unique index
 // errand_jobs_ordering_running fails the second of two such claims, which
 // is tried again (see orderingRace).
-var orderingFree = errand.OrderingFreeSQL("{jobs}")
+var orderingFree = errandstore.OrderingFreeSQL("{jobs}")
 
 // The claim index (queue, fairness_key IS NULL, priority, available_at,
 // seq) holds a queue's waiting jobs in two ranges: those without a
@@ -560,19 +561,19 @@ func skipRetries(q string) string {
 // skipRetryKinds leaves out the retries of the kinds $7.
 const skipRetryKinds = " AND NOT (attempt > 0 AND kind = ANY($7::text[]))"
 
-// JobClaimMany implements [errand.JobStore].
-func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+// JobClaimMany implements [errandstore.JobStore].
+func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	jobs, _, err := s.claim(ctx, p, nil)
 	return jobs, err
 }
 
-var _ errand.NextDueClaimer = (*Store)(nil)
+var _ errandstore.NextDueClaimer = (*Store)(nil)
 
-// JobClaimManyNextDue implements [errand.NextDueClaimer]: the next-due
+// JobClaimManyNextDue implements [errandstore.NextDueClaimer]: the next-due
 // query goes in the claim's pipelined batch, after its sweeps and before
 // the claim, in its transaction, so that both statements compare
 // available_at with the same now.
-func (s *Store) JobClaimManyNextDue(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
+func (s *Store) JobClaimManyNextDue(ctx context.Context, p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
 	return s.claim(ctx, p, next)
 }
 
@@ -588,7 +589,7 @@ func orderingRace(err error) bool { return isUniqueViolation(err, "errand_jobs_o
 
 // claim is JobClaimMany, answering JobNextDue for next too unless it is
 // nil.
-func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
+func (s *Store) claim(ctx context.Context, p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
 	for try := 1; ; try++ {
 		jobs, due, err := s.claimOnce(ctx, p, next)
 		if try < claimTries && orderingRace(err) {
@@ -599,8 +600,8 @@ func (s *Store) claim(ctx context.Context, p *errand.JobClaimParams, next *erran
 }
 
 // claimOnce is one try of claim.
-func (s *Store) claimOnce(ctx context.Context, p *errand.JobClaimParams, next *errand.JobNextDueParams) ([]*errand.Job, errand.JobNextDueResult, error) {
-	var due errand.JobNextDueResult
+func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
+	var due errandstore.JobNextDueResult
 	if err := p.Validate(); err != nil {
 		return nil, due, err
 	}
@@ -619,7 +620,7 @@ func (s *Store) claimOnce(ctx context.Context, p *errand.JobClaimParams, next *e
 		kinds = p.Kinds
 	}
 	queues := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
-	// The sweeps (when due, see errand.ClaimSweeps) and the claim go in one
+	// The sweeps (when due, see errandstore.ClaimSweeps) and the claim go in one
 	// pipelined batch behind an explicit BEGIN, so they take one round trip
 	// and the claim sees what the sweeps freed; COMMIT follows only once
 	// every claimed row has been read and decoded. A claim whose rows
@@ -654,7 +655,7 @@ func (s *Store) claimOnce(ctx context.Context, p *errand.JobClaimParams, next *e
 		b.Queue(s.sql(claimManySQL), now, us(p.Lease), p.Owner, queues, kinds, p.Limit)
 	}
 	br := conn.SendBatch(ctx, b)
-	jobs, err := func() ([]*errand.Job, error) {
+	jobs, err := func() ([]*errandtype.Job, error) {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
@@ -676,7 +677,7 @@ func (s *Store) claimOnce(ctx context.Context, p *errand.JobClaimParams, next *e
 				return nil, err
 			}
 			if at != nil {
-				due = errand.JobNextDueResult{Wait: at.Sub(dueNow), Found: true}
+				due = errandstore.JobNextDueResult{Wait: at.Sub(dueNow), Found: true}
 			}
 		}
 		rs, err := br.Query()
@@ -703,9 +704,9 @@ func (s *Store) claimOnce(ctx context.Context, p *errand.JobClaimParams, next *e
 			conn.Conn().Close(rctx)
 		}
 		cancel()
-		return nil, errand.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
+		return nil, errandstore.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
 	}
-	errand.SortClaimOrder(jobs)
+	errandstore.SortClaimOrder(jobs)
 	return jobs, due, nil
 }
 
@@ -735,13 +736,13 @@ var nextDueSQL = `SELECT min(n.at), {now} FROM unnest($2::text[]) AS q(name) CRO
 				LIMIT 1) AS at
 		FROM prio WHERE prio.p IS NOT NULL) n`
 
-// JobNextDue implements [errand.JobStore].
-func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
+// JobNextDue implements [errandstore.JobStore].
+func (s *Store) JobNextDue(ctx context.Context, p *errandstore.JobNextDueParams) (errandstore.JobNextDueResult, error) {
 	if err := p.Validate(); err != nil {
-		return errand.JobNextDueResult{}, err
+		return errandstore.JobNextDueResult{}, err
 	}
 	if len(p.Queues) == 0 {
-		return errand.JobNextDueResult{}, nil
+		return errandstore.JobNextDueResult{}, nil
 	}
 	var kinds []string // NULL: every kind
 	if len(p.Kinds) > 0 {
@@ -759,21 +760,21 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (err
 	})
 	b.Queue("COMMIT")
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return errand.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
+		return errandstore.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
 	}
 	if next == nil {
-		return errand.JobNextDueResult{}, nil
+		return errandstore.JobNextDueResult{}, nil
 	}
-	return errand.JobNextDueResult{Wait: next.Sub(now), Found: true}, nil
+	return errandstore.JobNextDueResult{Wait: next.Sub(now), Found: true}, nil
 }
 
-// JobHeartbeatMany implements [errand.JobStore]: one statement for the batch,
+// JobHeartbeatMany implements [errandstore.JobStore]: one statement for the batch,
 // each lease fenced by its own token.
-func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+func (s *Store) JobHeartbeatMany(ctx context.Context, p *errandstore.JobHeartbeatParams) ([]errandstore.HeartbeatResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	rs := make([]errand.HeartbeatResult, len(p.Leases))
+	rs := make([]errandstore.HeartbeatResult, len(p.Leases))
 	if len(p.Leases) == 0 {
 		return rs, nil
 	}
@@ -788,12 +789,12 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", badValue(err))
 	}
-	renewed := map[[2]string]errand.HeartbeatResult{}
+	renewed := map[[2]string]errandstore.HeartbeatResult{}
 	var id, tok string
 	var until time.Time
 	var cancel bool
 	_, err = pgx.ForEachRow(rows, []any{&id, &tok, &until, &cancel}, func() error {
-		renewed[[2]string{id, tok}] = errand.HeartbeatResult{LeaseUntil: until.UTC(), CancelRequested: cancel}
+		renewed[[2]string{id, tok}] = errandstore.HeartbeatResult{LeaseUntil: until.UTC(), CancelRequested: cancel}
 		return nil
 	})
 	if err != nil {
@@ -803,14 +804,14 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 		if r, ok := renewed[[2]string{l.ID, l.LeaseToken}]; ok {
 			rs[i] = r
 		} else {
-			rs[i] = errand.HeartbeatResult{Err: errand.ErrLeaseLost}
+			rs[i] = errandstore.HeartbeatResult{Err: errandtype.ErrLeaseLost}
 		}
 	}
 	return rs, nil
 }
 
-// JobSetProgress implements [errand.JobStore].
-func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressParams) error {
+// JobSetProgress implements [errandstore.JobStore].
+func (s *Store) JobSetProgress(ctx context.Context, p *errandstore.JobSetProgressParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -822,7 +823,7 @@ func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressPara
 		return fmt.Errorf("set progress of job %s: %w", id, badValue(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return errand.ErrLeaseLost
+		return errandtype.ErrLeaseLost
 	}
 	return nil
 }
@@ -905,20 +906,20 @@ func textArray(vals []string) string {
 // from from.
 func outcomesUpdate(from string) string {
 	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
-	yields := errand.SQLOutcomeKinds(errand.OutcomeKind.YieldsToCancel)
+	yields := errandstore.SQLOutcomeKinds(errandstore.OutcomeKind.YieldsToCancel)
 	// A cancel request that the attempt did not hear of in time still wins
 	// over an outcome that would leave the job waiting.
 	return `UPDATE {jobs} j SET
 		state = CASE WHEN j.cancel_requested_at IS NOT NULL AND o.kind IN (` + yields + `)
-			THEN '` + string(errand.StateCancelled) + `' ELSE ` + errand.OutcomeStateSQL("o.kind") + ` END,
-		attempt = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return !k.CountsAttempt() }) + `)
+			THEN '` + string(errandtype.StateCancelled) + `' ELSE ` + errandstore.OutcomeStateSQL("o.kind") + ` END,
+		attempt = CASE WHEN o.kind IN (` + errandstore.SQLOutcomeKinds(func(k errandstore.OutcomeKind) bool { return !k.CountsAttempt() }) + `)
 			THEN j.attempt - 1 ELSE j.attempt END,
 		available_at = CASE
-			WHEN o.kind IN (` + errand.SQLOutcomeKinds(errand.OutcomeKind.Delayed) + `)
+			WHEN o.kind IN (` + errandstore.SQLOutcomeKinds(errandstore.OutcomeKind.Delayed) + `)
 				THEN {now} + o.delay_us * interval '1 microsecond'
-			WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Waiting() }) + `) THEN {now}
+			WHEN o.kind IN (` + errandstore.SQLOutcomeKinds(func(k errandstore.OutcomeKind) bool { return k.State().Waiting() }) + `) THEN {now}
 			ELSE j.available_at END,
-		finished_at = CASE WHEN o.kind IN (` + errand.SQLOutcomeKinds(func(k errand.OutcomeKind) bool { return k.State().Terminal() }) + `)
+		finished_at = CASE WHEN o.kind IN (` + errandstore.SQLOutcomeKinds(func(k errandstore.OutcomeKind) bool { return k.State().Terminal() }) + `)
 				OR (j.cancel_requested_at IS NOT NULL AND o.kind IN (` + yields + `))
 			THEN {now} ELSE j.finished_at END,
 		errors = CASE WHEN o.class IS NULL THEN j.errors ELSE j.errors || ` + entry + ` END,
@@ -933,9 +934,9 @@ func outcomesUpdate(from string) string {
 // remote outcome need too (JobRecordOutcomesParams.Follow).
 var outcomesFollowSQL = outcomesSQL + `, j.kind, j.batch_id, j.workflow_id`
 
-// JobRecordOutcomes implements [errand.JobStore]: one statement for the
+// JobRecordOutcomes implements [errandstore.JobStore]: one statement for the
 // batch, each outcome fenced by its own token.
-func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
+func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
 	outcomes := p.Outcomes
 	n := len(outcomes)
 	// A batch whose outcomes append no error and wait no delay (successes,
@@ -979,7 +980,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 			continue
 		}
 		var class *string
-		var e errand.AttemptError
+		var e errandtype.AttemptError
 		if o.Kind.AppendsError() {
 			e = *o.Error
 			class = &e.Class
@@ -987,9 +988,9 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 		delays, attempts, classes = append(delays, us(o.Delay)), append(attempts, int32(e.Attempt)), append(classes, class)
 		messages, stacks = append(messages, e.Message), append(stacks, e.Stack)
 	}
-	rs := make([]errand.OutcomeResult, len(outcomes))
+	rs := make([]errandstore.OutcomeResult, len(outcomes))
 	for i := range rs {
-		rs[i].Err = errand.ErrLeaseLost
+		rs[i].Err = errandtype.ErrLeaseLost
 	}
 	if len(ids) == 0 {
 		return rs, nil
@@ -1029,7 +1030,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 
 // recordOutcomesFollowed is JobRecordOutcomes with Follow: each result
 // names its job's kind, batch and workflow too.
-func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errand.OutcomeResult, args ...any) ([]errand.OutcomeResult, error) {
+func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errandstore.OutcomeResult, args ...any) ([]errandstore.OutcomeResult, error) {
 	rows, err := s.pool.Query(ctx, s.sql(outcomesFollowSQL), append([]any{s.nowArg()}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
@@ -1041,7 +1042,7 @@ func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errand.OutcomeR
 		batch, workflow *string
 	)
 	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow}, func() error {
-		rs[ord] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC(),
+		rs[ord] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC(),
 			Kind: kind, BatchID: batch, WorkflowID: workflow}
 		batch, workflow = nil, nil // a new string for the next row's
 		return nil
@@ -1065,9 +1066,9 @@ func byID(n int, id func(i int) string) []int {
 	return idx
 }
 
-// JobSweep implements [errand.JobStore]: its two statements in one batch,
+// JobSweep implements [errandstore.JobStore]: its two statements in one batch,
 // one implicit transaction, as a claim sends them.
-func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
+func (s *Store) JobSweep(ctx context.Context, _ *errandstore.JobSweepParams) (errandstore.SweepResult, error) {
 	b := &pgx.Batch{}
 	started := s.paceNow()
 	s.queueSweep(b, s.nowArg())
@@ -1077,7 +1078,7 @@ func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.
 		err = cerr
 	}
 	if err != nil {
-		return errand.SweepResult{}, fmt.Errorf("sweep: %w", err)
+		return errandstore.SweepResult{}, fmt.Errorf("sweep: %w", err)
 	}
 	s.sweeps.Swept(started)
 	return r, nil
@@ -1128,14 +1129,14 @@ var sweepDeadlinesSQL = func() string {
 // queueSweep adds the sweep's statements to b: leases first, then
 // deadlines. readSweep reads their results.
 func (s *Store) queueSweep(b *pgx.Batch, now any) {
-	b.Queue(s.sql(sweepLeasesSQL), now, errand.ClassLeaseExpired, leaseExpiredMessage,
-		errand.ClassCancelled, errand.CancelledBySweepMessage)
-	b.Queue(s.sql(sweepDeadlinesSQL), now, errand.ClassExpired, "deadline passed before the job could run")
+	b.Queue(s.sql(sweepLeasesSQL), now, errandstore.ClassLeaseExpired, leaseExpiredMessage,
+		errandstore.ClassCancelled, errandstore.CancelledBySweepMessage)
+	b.Queue(s.sql(sweepDeadlinesSQL), now, errandstore.ClassExpired, "deadline passed before the job could run")
 }
 
 // readSweep reads the results of the statements queueSweep added.
-func readSweep(br pgx.BatchResults) (errand.SweepResult, error) {
-	var r errand.SweepResult
+func readSweep(br pgx.BatchResults) (errandstore.SweepResult, error) {
+	var r errandstore.SweepResult
 	rows, err := br.Query()
 	if err != nil {
 		return r, err
@@ -1143,9 +1144,9 @@ func readSweep(br pgx.BatchResults) (errand.SweepResult, error) {
 	var state string
 	_, err = pgx.ForEachRow(rows, []any{&state}, func() error {
 		switch state {
-		case string(errand.StateDead):
+		case string(errandtype.StateDead):
 			r.Dead++
-		case string(errand.StateCancelled):
+		case string(errandtype.StateCancelled):
 			r.Cancelled++
 		default:
 			r.Retried++
@@ -1171,19 +1172,19 @@ var queueStatsSQL = `SELECT queue, state, kind, count(*),
 				AND ` + orderingFree + `))::float8, 0)
 	FROM {jobs} j GROUP BY queue, state, kind`
 
-// QueueStats implements [errand.JobStore]. It reads without JIT (see
+// QueueStats implements [errandstore.JobStore]. It reads without JIT (see
 // operatorTx).
-func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
-	var counts []errand.QueueCount
+func (s *Store) QueueStats(ctx context.Context, _ *errandstore.QueueStatsParams) ([]errandtype.QueueStats, error) {
+	var counts []errandstore.QueueCount
 	err := s.operatorTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, s.sql(queueStatsSQL), s.nowArg())
 		if err != nil {
 			return err
 		}
-		var c errand.QueueCount
+		var c errandstore.QueueCount
 		var state string
 		_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs, &c.OldestReadyAgeSeconds}, func() error {
-			c.State = errand.JobState(state)
+			c.State = errandtype.JobState(state)
 			counts = append(counts, c)
 			return nil
 		})
@@ -1192,5 +1193,5 @@ func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]e
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	return errand.AssembleQueueStats(counts), nil
+	return errandstore.AssembleQueueStats(counts), nil
 }

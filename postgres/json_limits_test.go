@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -53,7 +53,7 @@ func TestJSONRefusedExactlyAsJsonbRefusesIt(t *testing.T) {
 		p := job("j")
 		p.Args = json.RawMessage(doc)
 		err := p.Validate()
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if err != nil && !errors.As(err, &ie) {
 			t.Fatalf("Validate(%.60s) = %v; want nil or an *InputError", doc, err)
 		}

@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-// LeaderElect implements [errand.LeaderElector]. One statement takes the lease when
+// LeaderElect implements [errandstore.LeaderElector]. One statement takes the lease when
 // it is free or expired and renews it when the candidate holds it; the row
 // lock it takes serialises candidates on every host, and the database's
 // clock decides expiry.
-func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
+func (s *Store) LeaderElect(ctx context.Context, p *errandstore.LeaderElectParams) (*errandtype.Leader, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	l := errand.Leader{Name: p.Name}
+	l := errandtype.Leader{Name: p.Name}
 	err := s.pool.QueryRow(ctx, s.sql(`INSERT INTO {leaders} AS l (name, holder, elected_at, until)
 		VALUES ($2, $3, {now}, {now} + $4 * interval '1 microsecond')
 		ON CONFLICT (name) DO UPDATE SET
@@ -39,8 +40,8 @@ func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*
 	return &l, nil
 }
 
-// LeaderResign implements [errand.LeaderElector].
-func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) error {
+// LeaderResign implements [errandstore.LeaderElector].
+func (s *Store) LeaderResign(ctx context.Context, p *errandstore.LeaderResignParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -50,17 +51,17 @@ func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) 
 	return nil
 }
 
-// LeaderGet implements [errand.LeaderElector].
-func (s *Store) LeaderGet(ctx context.Context, p *errand.LeaderGetParams) (*errand.Leader, error) {
+// LeaderGet implements [errandstore.LeaderElector].
+func (s *Store) LeaderGet(ctx context.Context, p *errandstore.LeaderGetParams) (*errandtype.Leader, error) {
 	name := p.Name
-	if !errand.StorableText(name) {
-		return nil, errand.ErrNotFound // no leadership has such a name
+	if !errandtype.StorableText(name) {
+		return nil, errandtype.ErrNotFound // no leadership has such a name
 	}
-	l := errand.Leader{Name: name}
+	l := errandtype.Leader{Name: name}
 	err := s.pool.QueryRow(ctx, s.sql(`SELECT holder, elected_at, until FROM {leaders}
 		WHERE name = $2 AND until > {now}`), s.nowArg(), name).Scan(&l.Holder, &l.Elected, &l.Until)
 	if isNoRows(err) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get leader: %w", err)

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
-var _ errand.LimiterStore = (*Store)(nil)
+var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at`
 
@@ -21,36 +22,36 @@ func (s *Store) limSQL(q string) string {
 	return s.sql(strings.ReplaceAll(q, "{limiters}", s.table("errand_limiters")))
 }
 
-func scanLimiter(row scanner) (*errand.LimiterRecord, errand.LimiterState, error) {
-	var r errand.LimiterRecord
+func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
+	var r errandtype.LimiterRecord
 	var mode string
 	var window int64
-	var st errand.LimiterState
+	var st errandtype.LimiterState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
 		&st.Tokens, &r.Denied, &st.At); err != nil {
 		return nil, st, err
 	}
-	r.Spec.Mode, r.Spec.Window = errand.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
 	st.At = st.At.UTC()
 	r.UpdatedAt = st.At
 	return &r, st, nil
 }
 
-// LimiterTake implements [errand.LimiterStore]. The upsert locks each
+// LimiterTake implements [errandstore.LimiterStore]. The upsert locks each
 // bucket's row until the transaction ends, so concurrent takers, in this
 // process or others, take from it one after the other, each from what the
 // last one left. Rows are locked in name order, so that two takes of
 // several buckets cannot deadlock.
-func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([]errand.LimiterGrant, error) {
+func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	grants := make([]errand.LimiterGrant, len(p.Takes))
+	grants := make([]errandstore.LimiterGrant, len(p.Takes))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, i := range limiterOrder(p.Takes) {
 			t := p.Takes[i]
 			sp := t.Spec
-			var st errand.LimiterState
+			var st errandtype.LimiterState
 			var now time.Time
 			err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
 				VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now})
@@ -73,7 +74,7 @@ func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([
 				next.Tokens, next.At, denied, t.Name); err != nil {
 				return err
 			}
-			grants[i] = errand.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
+			grants[i] = errandstore.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
 		}
 		return nil
 	})
@@ -83,19 +84,19 @@ func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([
 	return grants, nil
 }
 
-// LimiterGive implements [errand.LimiterStore]. Rows are locked in name
+// LimiterGive implements [errandstore.LimiterStore]. Rows are locked in name
 // order, as LimiterTake locks them.
-func (s *Store) LimiterGive(ctx context.Context, p *errand.LimiterGiveParams) error {
+func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	gives := slices.Clone(p.Gives)
-	slices.SortStableFunc(gives, func(a, b errand.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(gives, func(a, b errandstore.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, g := range gives {
 			var now time.Time
-			var r *errand.LimiterRecord
-			var st errand.LimiterState
+			var r *errandtype.LimiterRecord
+			var st errandtype.LimiterState
 			var err error
 			row := tx.QueryRow(ctx, s.limSQL(`SELECT `+limiterColumns+`, {now} FROM {limiters} WHERE name = $2 FOR UPDATE`), s.nowArg(), g.Name)
 			r, st, err = scanLimiter(nowScanner{row, &now})
@@ -128,14 +129,14 @@ type nowScanner struct {
 
 func (n nowScanner) Scan(dest ...any) error { return n.row.Scan(append(dest, n.now)...) }
 
-// LimiterList implements [errand.LimiterStore].
-func (s *Store) LimiterList(ctx context.Context, _ *errand.LimiterListParams) ([]*errand.LimiterRecord, error) {
+// LimiterList implements [errandstore.LimiterStore].
+func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParams) ([]*errandtype.LimiterRecord, error) {
 	rows, err := s.pool.Query(ctx, s.limSQL(`SELECT `+limiterColumns+`, {now} FROM {limiters} ORDER BY name`), s.nowArg())
 	if err != nil {
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	defer rows.Close()
-	out := []*errand.LimiterRecord{}
+	out := []*errandtype.LimiterRecord{}
 	for rows.Next() {
 		var now time.Time
 		r, st, err := scanLimiter(nowScanner{rows, &now})
@@ -153,7 +154,7 @@ func (s *Store) LimiterList(ctx context.Context, _ *errand.LimiterListParams) ([
 
 // limiterOrder is the order to take from buckets in: by name, so that
 // transactions that lock several rows lock them in one order.
-func limiterOrder(takes []errand.LimiterTake) []int {
+func limiterOrder(takes []errandstore.LimiterTake) []int {
 	order := make([]int, len(takes))
 	for i := range order {
 		order[i] = i

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/migration"
 	"github.com/jackc/pgx/v5"
 )
@@ -132,9 +132,9 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	}
 	switch {
 	case !schemaExists:
-		return fmt.Errorf("schema %s does not exist: %w", s.schema, errand.ErrNoSchema)
+		return fmt.Errorf("schema %s does not exist: %w", s.schema, errandtype.ErrNoSchema)
 	case !tableExists:
-		return fmt.Errorf("schema %s has no errand tables: %w", s.schema, errand.ErrNoSchema)
+		return fmt.Errorf("schema %s has no errand tables: %w", s.schema, errandtype.ErrNoSchema)
 	}
 	var newest int
 	if err := s.pool.QueryRow(ctx, s.sql(`SELECT coalesce(max(version), 0) FROM {migrations}`)).Scan(&newest); err != nil {

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 )
 
@@ -29,26 +30,26 @@ func TestAuditMigrationKeepsReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rs, err := s.JobReplayAudit(ctx, &errand.JobReplayAuditParams{JobID: "a"})
+	rs, err := s.JobReplayAudit(ctx, &errandstore.JobReplayAuditParams{JobID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []errand.ReplayRecord{
-		{ID: 1, JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "fixed", At: at(1)},
-		{ID: 3, JobID: "a", Replay: 2, PriorState: errand.StateDead, Operator: "cy", Reason: "again", At: at(3)},
+	want := []errandtype.ReplayRecord{
+		{ID: 1, JobID: "a", Replay: 1, PriorState: errandtype.StateDead, Operator: "ana", Reason: "fixed", At: at(1)},
+		{ID: 3, JobID: "a", Replay: 2, PriorState: errandtype.StateDead, Operator: "cy", Reason: "again", At: at(3)},
 	}
 	if !slices.Equal(rs, want) {
 		t.Errorf("replay audit after migrating:\n got %+v\nwant %+v", rs, want)
 	}
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
 		{ID: "c", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.JobCancel(ctx, &errand.JobCancelParams{ID: "c", Operator: "dee", Reason: "r"}); err != nil {
+	if _, err := s.JobCancel(ctx, &errandstore.JobCancelParams{ID: "c", Operator: "dee", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.AuditList(ctx, &errand.AuditListParams{})
-	if err != nil || len(all) != 4 || all[0].ID != 4 || all[0].Action != errand.AuditCancel || all[2].ID != 2 || *all[2].JobID != "b" {
+	all, err := s.AuditList(ctx, &errandstore.AuditListParams{})
+	if err != nil || len(all) != 4 || all[0].ID != 4 || all[0].Action != errandtype.AuditCancel || all[2].ID != 2 || *all[2].JobID != "b" {
 		t.Errorf("audit after migrating and a cancel: %+v, %v", all, err)
 	}
 	var gone bool

@@ -3,7 +3,8 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 )
 
@@ -29,21 +30,21 @@ func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	old, err := s.JobGet(ctx, &errand.JobGetParams{ID: "old"})
+	old, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "old"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.UniqueScope == nil || *old.UniqueScope != errand.UniqueAlways || old.OrderingHold {
+	if old.UniqueScope == nil || *old.UniqueScope != errandtype.UniqueAlways || old.OrderingHold {
 		t.Errorf("old job after migrating: scope %v hold %v; want always, false", old.UniqueScope, old.OrderingHold)
 	}
-	for _, scope := range []errand.UniqueScope{0, errand.UniqueUntilFinished} {
-		rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+	for _, scope := range []errandtype.UniqueScope{0, errandtype.UniqueUntilFinished} {
+		rs, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
 			{ID: "again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "digest:1", UniqueScope: scope}}})
 		if err != nil || !rs[0].Duplicate || rs[0].Job.ID != "old" {
 			t.Fatalf("insert with the old job's key (scope %v): %+v, %v; want the duplicate of old", scope, rs, err)
 		}
 	}
-	if held, err := s.JobGet(ctx, &errand.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
+	if held, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
 		t.Fatalf("job behind a dead head: %+v, %v; want it free", held, err)
 	}
 	var constraints int

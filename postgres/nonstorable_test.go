@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -23,16 +25,16 @@ import (
 
 // everyCapability is what both stores implement and the cases call.
 type everyCapability interface {
-	errand.Store
-	errand.ScheduleStore
-	errand.BatchStore
-	errand.DeadHookStore
-	errand.DeadHookCursorStore
-	errand.FairClaimer
-	errand.BreakerStore
-	errand.LimiterStore
-	errand.WorkflowStore
-	errand.Notifier
+	errandstore.Store
+	errandstore.ScheduleStore
+	errandstore.BatchStore
+	errandstore.DeadHookStore
+	errandstore.DeadHookCursorStore
+	errandstore.FairClaimer
+	errandstore.BreakerStore
+	errandstore.LimiterStore
+	errandstore.WorkflowStore
+	errandstore.Notifier
 }
 
 // aenv is one of the two stores the cases run on; pg or sq is set.
@@ -47,12 +49,12 @@ type aenv struct {
 	name  string
 }
 
-func ajob(id, queue string) *errand.JobInsertParams {
-	return &errand.JobInsertParams{ID: id, Queue: queue, Kind: "k", Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
+func ajob(id, queue string) *errandstore.JobInsertParams {
+	return &errandstore.JobInsertParams{ID: id, Queue: queue, Kind: "k", Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
 }
 
-func tmpl(kind, queue string) *errand.JobTemplate {
-	return &errand.JobTemplate{Kind: kind, Queue: queue, Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
+func tmpl(kind, queue string) *errandstore.JobTemplate {
+	return &errandstore.JobTemplate{Kind: kind, Queue: queue, Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
 }
 
 type setupErr struct{ error }
@@ -63,13 +65,13 @@ func must(err error) {
 	}
 }
 
-func (e *aenv) insert(ps ...*errand.JobInsertParams) {
-	_, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: ps})
+func (e *aenv) insert(ps ...*errandstore.JobInsertParams) {
+	_, err := e.s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: ps})
 	must(err)
 }
 
-func (e *aenv) claim(queue string) *errand.Job {
-	js, err := e.s.JobClaimMany(e.ctx, &errand.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: time.Minute, Owner: "o"})
+func (e *aenv) claim(queue string) *errandtype.Job {
+	js, err := e.s.JobClaimMany(e.ctx, &errandstore.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: time.Minute, Owner: "o"})
 	must(err)
 	if len(js) != 1 {
 		must(fmt.Errorf("claimed %d in %s", len(js), queue))
@@ -78,19 +80,19 @@ func (e *aenv) claim(queue string) *errand.Job {
 }
 
 // running inserts a job in its own queue u and claims it.
-func (e *aenv) running(u string) *errand.Job {
+func (e *aenv) running(u string) *errandtype.Job {
 	e.insert(ajob(u, "q-"+u))
 	return e.claim("q-" + u)
 }
 
-func lease(j *errand.Job) errand.JobLease {
-	return errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
+func lease(j *errandtype.Job) errandstore.JobLease {
+	return errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
 }
 
-func (e *aenv) deadJob(u string) *errand.Job {
+func (e *aenv) deadJob(u string) *errandtype.Job {
 	j := e.running(u)
-	rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{JobLease: lease(j), Kind: errand.OutcomeDead,
-		Error: &errand.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "x"}}}})
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{JobLease: lease(j), Kind: errandstore.OutcomeDead,
+		Error: &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "x"}}}})
 	must(err)
 	must(rs[0].Err)
 	return j
@@ -111,8 +113,8 @@ func n[T any](xs []T) string { return fmt.Sprintf("len=%d", len(xs)) }
 var nonstorable = []string{"a\x00b", "a\xffb"}
 
 func classify(res string, err error) (class, text string) {
-	var ie *errand.InputError
-	var se *errand.StateError
+	var ie *errandtype.InputError
+	var se *errandtype.StateError
 	var pe *pgconn.PgError
 	var sp setupErr
 	switch {
@@ -122,9 +124,9 @@ func classify(res string, err error) (class, text string) {
 		return "SETUP", sp.Error()
 	case errors.As(err, &pe):
 		return "RAW-SQLSTATE-" + pe.Code, err.Error()
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		return "ErrNotFound", err.Error()
-	case errors.Is(err, errand.ErrLeaseLost):
+	case errors.Is(err, errandtype.ErrLeaseLost):
 		return "ErrLeaseLost", err.Error()
 	case errors.As(err, &ie):
 		if strings.Contains(ie.Message, "PostgreSQL refused it") {
@@ -156,7 +158,7 @@ func runCase(e *aenv, c acase, u, bad string) (class, text string) {
 // PostgreSQL refuses (a NUL byte, invalid UTF-8), on both stores, and
 // requires the same answer from both: the same *InputError, ErrNotFound,
 // ErrLeaseLost or empty result, and never PostgreSQL's own refusal, which
-// a caller would take for an outage (see errand.StorableText).
+// a caller would take for an outage (see errandtype.StorableText).
 func TestNonStorableTextSameOnBothStores(t *testing.T) {
 	url := pgtest.URL(t)
 	ctx := t.Context()
@@ -209,14 +211,14 @@ func nonStorableCases() []acase {
 	}
 
 	// ---- JobInsertMany / JobInsertManyTx / BatchInsert members / ScheduleAdvance job
-	jobFields := map[string]func(p *errand.JobInsertParams, bad string){
-		"ID":          func(p *errand.JobInsertParams, bad string) { p.ID = bad },
-		"Queue":       func(p *errand.JobInsertParams, bad string) { p.Queue = bad },
-		"Kind":        func(p *errand.JobInsertParams, bad string) { p.Kind = bad },
-		"UniqueKey":   func(p *errand.JobInsertParams, bad string) { p.UniqueKey = bad },
-		"OrderingKey": func(p *errand.JobInsertParams, bad string) { p.OrderingKey = bad },
-		"FairnessKey": func(p *errand.JobInsertParams, bad string) { p.FairnessKey = bad },
-		"Tags[]":      func(p *errand.JobInsertParams, bad string) { p.Tags = []string{"ok", bad} },
+	jobFields := map[string]func(p *errandstore.JobInsertParams, bad string){
+		"ID":          func(p *errandstore.JobInsertParams, bad string) { p.ID = bad },
+		"Queue":       func(p *errandstore.JobInsertParams, bad string) { p.Queue = bad },
+		"Kind":        func(p *errandstore.JobInsertParams, bad string) { p.Kind = bad },
+		"UniqueKey":   func(p *errandstore.JobInsertParams, bad string) { p.UniqueKey = bad },
+		"OrderingKey": func(p *errandstore.JobInsertParams, bad string) { p.OrderingKey = bad },
+		"FairnessKey": func(p *errandstore.JobInsertParams, bad string) { p.FairnessKey = bad },
+		"Tags[]":      func(p *errandstore.JobInsertParams, bad string) { p.Tags = []string{"ok", bad} },
 	}
 	var jfNames []string
 	for k := range jobFields {
@@ -228,22 +230,22 @@ func nonStorableCases() []acase {
 		add("JobInsertMany", "Jobs[]."+f, func(e *aenv, u, bad string) (string, error) {
 			p := ajob(u, "q-"+u)
 			set(p, bad)
-			r, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{ajob(u+"-ok", "q-"+u), p}})
+			r, err := e.s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{ajob(u+"-ok", "q-"+u), p}})
 			return n(r), err
 		})
 		add("JobInsertManyTx", "Jobs[]."+f, func(e *aenv, u, bad string) (string, error) {
 			p := ajob(u, "q-"+u)
 			set(p, bad)
-			var r []errand.JobInsertResult
+			var r []errandstore.JobInsertResult
 			var err error
 			if e.pg != nil {
 				err = e.pg.InTx(e.ctx, func(ctx context.Context, tx pgx.Tx) error {
-					r, err = e.pg.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
+					r, err = e.pg.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{p}})
 					return err
 				})
 			} else {
 				err = e.sq.InTx(e.ctx, func(ctx context.Context, tx *sql.Tx) error {
-					r, err = e.sq.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
+					r, err = e.sq.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{p}})
 					return err
 				})
 			}
@@ -252,16 +254,16 @@ func nonStorableCases() []acase {
 		add("SQLStore.JobInsertManyTx", "Jobs[]."+f, func(e *aenv, u, bad string) (string, error) {
 			p := ajob(u, "q-"+u)
 			set(p, bad)
-			var r []errand.JobInsertResult
+			var r []errandstore.JobInsertResult
 			var err error
 			if e.pg != nil {
 				err = e.sqlv.InTx(e.ctx, func(ctx context.Context, tx *sql.Tx) error {
-					r, err = e.sqlv.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
+					r, err = e.sqlv.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{p}})
 					return err
 				})
 			} else {
 				err = e.sq.InTx(e.ctx, func(ctx context.Context, tx *sql.Tx) error {
-					r, err = e.sq.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
+					r, err = e.sq.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{p}})
 					return err
 				})
 			}
@@ -270,18 +272,18 @@ func nonStorableCases() []acase {
 		add("BatchInsert", "Jobs[]."+f, func(e *aenv, u, bad string) (string, error) {
 			p := ajob(u, "q-"+u)
 			set(p, bad)
-			r, err := e.s.BatchInsert(e.ctx, &errand.BatchInsertParams{ID: "b-" + u, Jobs: []*errand.JobInsertParams{p}})
+			r, err := e.s.BatchInsert(e.ctx, &errandstore.BatchInsertParams{ID: "b-" + u, Jobs: []*errandstore.JobInsertParams{p}})
 			return fmt.Sprint(r != nil), err
 		})
 		add("ScheduleAdvance", "Job."+f, func(e *aenv, u, bad string) (string, error) {
 			now := e.clock.Now()
 			next := now.Add(time.Minute)
-			_, err := e.s.ScheduleUpsert(e.ctx, &errand.ScheduleUpsertParams{Name: "s-" + u, Spec: "@every 1m", Kind: "k", Queue: "cron", Missed: errand.MissedSkip, NextFireAt: next})
+			_, err := e.s.ScheduleUpsert(e.ctx, &errandstore.ScheduleUpsertParams{Name: "s-" + u, Spec: "@every 1m", Kind: "k", Queue: "cron", Missed: errandtype.MissedSkip, NextFireAt: next})
 			must(err)
 			j := ajob(u, "cron")
 			j.UniqueKey = errand.ScheduleUniqueKey("s-"+u, next)
 			set(j, bad)
-			r, err := e.s.ScheduleAdvance(e.ctx, &errand.ScheduleAdvanceParams{Name: "s-" + u, From: next, To: next.Add(time.Minute), Tick: next, Job: j})
+			r, err := e.s.ScheduleAdvance(e.ctx, &errandstore.ScheduleAdvanceParams{Name: "s-" + u, From: next, To: next.Add(time.Minute), Tick: next, Job: j})
 			if r != nil {
 				return fmt.Sprintf("advanced=%v", r.Advanced), err
 			}
@@ -291,29 +293,29 @@ func nonStorableCases() []acase {
 
 	// ---- reads
 	add("JobGet", "ID", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: bad})
+		_, err := e.s.JobGet(e.ctx, &errandstore.JobGetParams{ID: bad})
 		return "", err
 	})
 	add("JobList", "Queue", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.JobList(e.ctx, &errand.JobListParams{Queue: bad, Limit: 10})
+		r, err := e.s.JobList(e.ctx, &errandstore.JobListParams{Queue: bad, Limit: 10})
 		return n(r), err
 	})
 	add("JobList", "Kind", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.JobList(e.ctx, &errand.JobListParams{Kind: bad, Limit: 10})
+		r, err := e.s.JobList(e.ctx, &errandstore.JobListParams{Kind: bad, Limit: 10})
 		return n(r), err
 	})
 	add("JobList", "States[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.JobList(e.ctx, &errand.JobListParams{States: []errand.JobState{errand.JobState(bad)}, Limit: 10})
+		r, err := e.s.JobList(e.ctx, &errandstore.JobListParams{States: []errandtype.JobState{errandtype.JobState(bad)}, Limit: 10})
 		return n(r), err
 	})
 
 	// ---- claims
-	claimFields := map[string]func(p *errand.JobClaimParams, bad string){
-		"Queues[]":         func(p *errand.JobClaimParams, bad string) { p.Queues = append(p.Queues, bad) },
-		"Queues[] only":    func(p *errand.JobClaimParams, bad string) { p.Queues = []string{bad} },
-		"Kinds[]":          func(p *errand.JobClaimParams, bad string) { p.Kinds = []string{"k", bad} },
-		"Owner":            func(p *errand.JobClaimParams, bad string) { p.Owner = bad },
-		"SkipRetryKinds[]": func(p *errand.JobClaimParams, bad string) { p.SkipRetryKinds = []string{bad} },
+	claimFields := map[string]func(p *errandstore.JobClaimParams, bad string){
+		"Queues[]":         func(p *errandstore.JobClaimParams, bad string) { p.Queues = append(p.Queues, bad) },
+		"Queues[] only":    func(p *errandstore.JobClaimParams, bad string) { p.Queues = []string{bad} },
+		"Kinds[]":          func(p *errandstore.JobClaimParams, bad string) { p.Kinds = []string{"k", bad} },
+		"Owner":            func(p *errandstore.JobClaimParams, bad string) { p.Owner = bad },
+		"SkipRetryKinds[]": func(p *errandstore.JobClaimParams, bad string) { p.SkipRetryKinds = []string{bad} },
 	}
 	var cfNames []string
 	for k := range claimFields {
@@ -324,7 +326,7 @@ func nonStorableCases() []acase {
 		set := claimFields[f]
 		add("JobClaimMany", f, func(e *aenv, u, bad string) (string, error) {
 			e.insert(ajob(u, "q-"+u))
-			p := &errand.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
+			p := &errandstore.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
 			set(p, bad)
 			r, err := e.s.JobClaimMany(e.ctx, p)
 			return n(r), err
@@ -333,7 +335,7 @@ func nonStorableCases() []acase {
 			j := ajob(u, "q-"+u)
 			j.FairnessKey = "fk"
 			e.insert(j)
-			p := &errand.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
+			p := &errandstore.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
 			set(p, bad)
 			if f == "Queues[]" {
 				p.Queues = []string{bad} // fair claims take one queue
@@ -343,9 +345,9 @@ func nonStorableCases() []acase {
 		})
 		add("JobClaimManyNextDue(pg)/JobClaimMany+JobNextDue(sqlite)", "claim."+f, func(e *aenv, u, bad string) (string, error) {
 			e.insert(ajob(u, "q-"+u))
-			p := &errand.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
+			p := &errandstore.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
 			set(p, bad)
-			nd := &errand.JobNextDueParams{Queues: []string{"q-" + u}}
+			nd := &errandstore.JobNextDueParams{Queues: []string{"q-" + u}}
 			if e.pg != nil {
 				r, d, err := e.pg.JobClaimManyNextDue(e.ctx, p, nd)
 				return n(r) + fmt.Sprintf(" found=%v", d.Found), err
@@ -360,7 +362,7 @@ func nonStorableCases() []acase {
 	}
 	for _, f := range []string{"Queues[]", "Kinds[]"} {
 		add("JobNextDue", f, func(e *aenv, u, bad string) (string, error) {
-			p := &errand.JobNextDueParams{Queues: []string{"default"}}
+			p := &errandstore.JobNextDueParams{Queues: []string{"default"}}
 			if f == "Queues[]" {
 				p.Queues = []string{"default", bad}
 			} else {
@@ -371,8 +373,8 @@ func nonStorableCases() []acase {
 		})
 		add("JobClaimManyNextDue(pg)/JobNextDue(sqlite)", "next."+f, func(e *aenv, u, bad string) (string, error) {
 			e.insert(ajob(u, "q-"+u))
-			p := &errand.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
-			nd := &errand.JobNextDueParams{Queues: []string{"q-" + u}}
+			p := &errandstore.JobClaimParams{Queues: []string{"q-" + u}, Limit: 5, Lease: time.Minute, Owner: "o"}
+			nd := &errandstore.JobNextDueParams{Queues: []string{"q-" + u}}
 			if f == "Queues[]" {
 				nd.Queues = append(nd.Queues, bad)
 			} else {
@@ -396,31 +398,31 @@ func nonStorableCases() []acase {
 		j := e.running(u)
 		l := lease(j)
 		l.ID = bad
-		r, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{l}, Lease: time.Minute})
+		r, err := e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{l}, Lease: time.Minute})
 		return n(r), err
 	})
 	add("JobHeartbeatMany", "Leases[].LeaseToken", func(e *aenv, u, bad string) (string, error) {
 		j := e.running(u)
 		l := lease(j)
 		l.LeaseToken = bad
-		r, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{l}, Lease: time.Minute})
+		r, err := e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{l}, Lease: time.Minute})
 		return n(r), err
 	})
 	add("JobSetProgress", "ID", func(e *aenv, u, bad string) (string, error) {
 		j := e.running(u)
-		return "", e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: bad, LeaseToken: *j.LeaseToken, Progress: json.RawMessage(`{}`)})
+		return "", e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: bad, LeaseToken: *j.LeaseToken, Progress: json.RawMessage(`{}`)})
 	})
 	add("JobSetProgress", "LeaseToken", func(e *aenv, u, bad string) (string, error) {
 		j := e.running(u)
-		return "", e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: bad, Progress: json.RawMessage(`{}`)})
+		return "", e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: j.ID, LeaseToken: bad, Progress: json.RawMessage(`{}`)})
 	})
-	outcomeFields := map[string]func(o *errand.JobOutcome, bad string){
-		"ID":            func(o *errand.JobOutcome, bad string) { o.ID = bad },
-		"LeaseToken":    func(o *errand.JobOutcome, bad string) { o.LeaseToken = bad },
-		"Kind":          func(o *errand.JobOutcome, bad string) { o.Kind = errand.OutcomeKind(bad) },
-		"Error.Class":   func(o *errand.JobOutcome, bad string) { o.Error.Class = bad },
-		"Error.Message": func(o *errand.JobOutcome, bad string) { o.Error.Message = bad },
-		"Error.Stack":   func(o *errand.JobOutcome, bad string) { o.Error.Stack = bad },
+	outcomeFields := map[string]func(o *errandstore.JobOutcome, bad string){
+		"ID":            func(o *errandstore.JobOutcome, bad string) { o.ID = bad },
+		"LeaseToken":    func(o *errandstore.JobOutcome, bad string) { o.LeaseToken = bad },
+		"Kind":          func(o *errandstore.JobOutcome, bad string) { o.Kind = errandstore.OutcomeKind(bad) },
+		"Error.Class":   func(o *errandstore.JobOutcome, bad string) { o.Error.Class = bad },
+		"Error.Message": func(o *errandstore.JobOutcome, bad string) { o.Error.Message = bad },
+		"Error.Stack":   func(o *errandstore.JobOutcome, bad string) { o.Error.Stack = bad },
 	}
 	var ofNames []string
 	for k := range outcomeFields {
@@ -431,9 +433,9 @@ func nonStorableCases() []acase {
 		set := outcomeFields[f]
 		add("JobRecordOutcomes", "Outcomes[]."+f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			o := &errand.JobOutcome{JobLease: lease(j), Kind: errand.OutcomeDead, Error: &errand.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "m"}}
+			o := &errandstore.JobOutcome{JobLease: lease(j), Kind: errandstore.OutcomeDead, Error: &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "m"}}
 			set(o, bad)
-			r, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{o}})
+			r, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
 			if err == nil && len(r) == 1 && r[0].Err != nil {
 				c, _ := classify("", r[0].Err)
 				return "result.Err=" + c, nil
@@ -443,18 +445,18 @@ func nonStorableCases() []acase {
 	}
 	add("JobSetOutput", "ID", func(e *aenv, u, bad string) (string, error) {
 		j := e.running(u)
-		return "", e.s.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: bad, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{}`)})
+		return "", e.s.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: bad, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{}`)})
 	})
 	add("JobSetOutput", "LeaseToken", func(e *aenv, u, bad string) (string, error) {
 		j := e.running(u)
-		return "", e.s.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: bad, Output: json.RawMessage(`{}`)})
+		return "", e.s.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: bad, Output: json.RawMessage(`{}`)})
 	})
 
 	// ---- ops
 	for _, f := range []string{"ID", "Operator", "Reason"} {
 		add("JobReplay", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.deadJob(u)
-			p := &errand.JobReplayParams{ID: j.ID, Operator: "ana", Reason: "why"}
+			p := &errandstore.JobReplayParams{ID: j.ID, Operator: "ana", Reason: "why"}
 			setField(f, bad, &p.ID, &p.Operator, &p.Reason)
 			r, err := e.s.JobReplay(e.ctx, p)
 			if r != nil {
@@ -464,7 +466,7 @@ func nonStorableCases() []acase {
 		})
 		add("JobCancel", f, func(e *aenv, u, bad string) (string, error) {
 			e.insert(ajob(u, "q-"+u))
-			p := &errand.JobCancelParams{ID: u, Operator: "ana", Reason: "why"}
+			p := &errandstore.JobCancelParams{ID: u, Operator: "ana", Reason: "why"}
 			setField(f, bad, &p.ID, &p.Operator, &p.Reason)
 			r, err := e.s.JobCancel(e.ctx, p)
 			if r != nil {
@@ -474,7 +476,7 @@ func nonStorableCases() []acase {
 		})
 		add("JobCancel(running)", f, func(e *aenv, u, bad string) (string, error) {
 			e.running(u)
-			p := &errand.JobCancelParams{ID: u, Operator: "ana", Reason: "why"}
+			p := &errandstore.JobCancelParams{ID: u, Operator: "ana", Reason: "why"}
 			setField(f, bad, &p.ID, &p.Operator, &p.Reason)
 			r, err := e.s.JobCancel(e.ctx, p)
 			if r != nil {
@@ -483,31 +485,31 @@ func nonStorableCases() []acase {
 			return "", err
 		})
 		add("ScheduleDelete", f, func(e *aenv, u, bad string) (string, error) {
-			_, err := e.s.ScheduleUpsert(e.ctx, &errand.ScheduleUpsertParams{Name: "s-" + u, Spec: "@every 1m", Kind: "k", Queue: "cron", Missed: errand.MissedSkip, NextFireAt: e.clock.Now().Add(time.Minute)})
+			_, err := e.s.ScheduleUpsert(e.ctx, &errandstore.ScheduleUpsertParams{Name: "s-" + u, Spec: "@every 1m", Kind: "k", Queue: "cron", Missed: errandtype.MissedSkip, NextFireAt: e.clock.Now().Add(time.Minute)})
 			must(err)
-			p := &errand.ScheduleDeleteParams{Name: "s-" + u, Operator: "ana", Reason: "why"}
+			p := &errandstore.ScheduleDeleteParams{Name: "s-" + u, Operator: "ana", Reason: "why"}
 			setField(f, bad, &p.Name, &p.Operator, &p.Reason)
 			r, err := e.s.ScheduleDelete(e.ctx, p)
 			return fmt.Sprint(r != nil), err
 		})
 	}
 	add("JobReplayAudit", "JobID", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.JobReplayAudit(e.ctx, &errand.JobReplayAuditParams{JobID: bad})
+		r, err := e.s.JobReplayAudit(e.ctx, &errandstore.JobReplayAuditParams{JobID: bad})
 		return n(r), err
 	})
 	add("AuditList", "JobID", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.AuditList(e.ctx, &errand.AuditListParams{JobID: bad})
+		r, err := e.s.AuditList(e.ctx, &errandstore.AuditListParams{JobID: bad})
 		return n(r), err
 	})
 	add("AuditList", "Action", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.AuditList(e.ctx, &errand.AuditListParams{Action: errand.AuditAction(bad)})
+		r, err := e.s.AuditList(e.ctx, &errandstore.AuditListParams{Action: errandtype.AuditAction(bad)})
 		return n(r), err
 	})
 	for _, f := range []string{"Filter.Kind", "Filter.Queue", "Filter.Class", "Operator", "Reason", "Bulk"} {
 		for _, dry := range []bool{false, true} {
 			add(fmt.Sprintf("JobReplayMany(dry=%v)", dry), f, func(e *aenv, u, bad string) (string, error) {
 				e.deadJob(u)
-				p := &errand.JobReplayManyParams{Filter: errand.DeadFilter{Queue: "q-" + u}, Limit: 10, Operator: "ana", Reason: "why", Bulk: "bulk-" + u, DryRun: dry}
+				p := &errandstore.JobReplayManyParams{Filter: errandstore.DeadFilter{Queue: "q-" + u}, Limit: 10, Operator: "ana", Reason: "why", Bulk: "bulk-" + u, DryRun: dry}
 				switch f {
 				case "Filter.Kind":
 					p.Filter.Kind = bad
@@ -530,10 +532,10 @@ func nonStorableCases() []acase {
 	for _, f := range []string{"Operator", "Reason"} {
 		add("JobPrune", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			_, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{JobLease: lease(j), Kind: errand.OutcomeSucceeded}}})
+			_, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{JobLease: lease(j), Kind: errandstore.OutcomeSucceeded}}})
 			must(err)
 			e.clock.Advance(48 * time.Hour)
-			p := &errand.JobPruneParams{SucceededAge: 24 * time.Hour, Limit: 1000, Operator: "ana", Reason: "why"}
+			p := &errandstore.JobPruneParams{SucceededAge: 24 * time.Hour, Limit: 1000, Operator: "ana", Reason: "why"}
 			if f == "Operator" {
 				p.Operator = bad
 			} else {
@@ -547,7 +549,7 @@ func nonStorableCases() []acase {
 	// ---- effects
 	effFields := []string{"Key", "JobID", "LeaseToken"}
 	for _, f := range effFields {
-		setE := func(p *errand.EffectParams, bad string) {
+		setE := func(p *errandstore.EffectParams, bad string) {
 			switch f {
 			case "Key":
 				p.Key = bad
@@ -559,14 +561,14 @@ func nonStorableCases() []acase {
 		}
 		add("EffectBegin", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			p := &errand.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
+			p := &errandstore.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
 			setE(p, bad)
 			_, err := e.s.EffectBegin(e.ctx, p)
 			return "", err
 		})
 		add("EffectComplete", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			p := &errand.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
+			p := &errandstore.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
 			_, err := e.s.EffectBegin(e.ctx, p)
 			must(err)
 			setE(p, bad)
@@ -575,18 +577,18 @@ func nonStorableCases() []acase {
 		})
 		add("EffectRelease", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			p := &errand.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
+			p := &errandstore.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
 			_, err := e.s.EffectBegin(e.ctx, p)
 			must(err)
 			setE(p, bad)
-			_, err = e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: *p, Message: "m"})
+			_, err = e.s.EffectRelease(e.ctx, &errandstore.EffectReleaseParams{EffectParams: *p, Message: "m"})
 			return "", err
 		})
 		add("EffectRecordTx", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			p := &errand.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
+			p := &errandstore.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
 			setE(p, bad)
-			rp := &errand.EffectRecordParams{Key: p.Key, JobID: p.JobID, LeaseToken: p.LeaseToken}
+			rp := &errandstore.EffectRecordParams{Key: p.Key, JobID: p.JobID, LeaseToken: p.LeaseToken}
 			var ok bool
 			var err error
 			if e.pg != nil {
@@ -604,9 +606,9 @@ func nonStorableCases() []acase {
 		})
 		add("SQLStore.EffectRecordTx", f, func(e *aenv, u, bad string) (string, error) {
 			j := e.running(u)
-			p := &errand.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
+			p := &errandstore.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
 			setE(p, bad)
-			rp := &errand.EffectRecordParams{Key: p.Key, JobID: p.JobID, LeaseToken: p.LeaseToken}
+			rp := &errandstore.EffectRecordParams{Key: p.Key, JobID: p.JobID, LeaseToken: p.LeaseToken}
 			var ok bool
 			var err error
 			if e.pg != nil {
@@ -625,21 +627,21 @@ func nonStorableCases() []acase {
 	}
 	add("EffectRelease", "Message", func(e *aenv, u, bad string) (string, error) {
 		j := e.running(u)
-		p := &errand.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
+		p := &errandstore.EffectParams{Key: "e-" + u, JobID: j.ID, LeaseToken: *j.LeaseToken}
 		_, err := e.s.EffectBegin(e.ctx, p)
 		must(err)
-		_, err = e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: *p, Message: bad})
+		_, err = e.s.EffectRelease(e.ctx, &errandstore.EffectReleaseParams{EffectParams: *p, Message: bad})
 		return "", err
 	})
 	add("EffectGet", "Key", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: bad})
+		_, err := e.s.EffectGet(e.ctx, &errandstore.EffectGetParams{Key: bad})
 		return "", err
 	})
 
 	// ---- workers
 	for _, f := range []string{"ID", "Host", "Queues[].Name", "Kinds[]"} {
 		add("WorkerRegister", f, func(e *aenv, u, bad string) (string, error) {
-			p := &errand.WorkerRegisterParams{ID: "w-" + u, Host: "h", PID: 1, Queues: []errand.WorkerQueue{{Name: "default", Concurrency: 1}}, Kinds: []string{"k"}, HeartbeatInterval: time.Second}
+			p := &errandstore.WorkerRegisterParams{ID: "w-" + u, Host: "h", PID: 1, Queues: []errandtype.WorkerQueue{{Name: "default", Concurrency: 1}}, Kinds: []string{"k"}, HeartbeatInterval: time.Second}
 			switch f {
 			case "ID":
 				p.ID = bad
@@ -655,38 +657,38 @@ func nonStorableCases() []acase {
 		})
 	}
 	add("WorkerHeartbeat", "ID", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: bad})
+		_, err := e.s.WorkerHeartbeat(e.ctx, &errandstore.WorkerHeartbeatParams{ID: bad})
 		return "", err
 	})
 	add("WorkerStop", "ID", func(e *aenv, u, bad string) (string, error) {
-		return "", e.s.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: bad})
+		return "", e.s.WorkerStop(e.ctx, &errandstore.WorkerStopParams{ID: bad})
 	})
 
 	// ---- leaders
 	add("LeaderElect", "Name", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.LeaderElect(e.ctx, &errand.LeaderElectParams{Name: bad, Holder: "h", TTL: time.Minute})
+		r, err := e.s.LeaderElect(e.ctx, &errandstore.LeaderElectParams{Name: bad, Holder: "h", TTL: time.Minute})
 		if r != nil {
 			return fmt.Sprintf("leader=%v", r.Leading), err
 		}
 		return "", err
 	})
 	add("LeaderElect", "Holder", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.LeaderElect(e.ctx, &errand.LeaderElectParams{Name: "L-" + u, Holder: bad, TTL: time.Minute})
+		r, err := e.s.LeaderElect(e.ctx, &errandstore.LeaderElectParams{Name: "L-" + u, Holder: bad, TTL: time.Minute})
 		if r != nil {
 			return fmt.Sprintf("leader=%v", r.Leading), err
 		}
 		return "", err
 	})
 	add("LeaderResign", "Name", func(e *aenv, u, bad string) (string, error) {
-		return "", e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: bad, Holder: "h"})
+		return "", e.s.LeaderResign(e.ctx, &errandstore.LeaderResignParams{Name: bad, Holder: "h"})
 	})
 	add("LeaderResign", "Holder", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.LeaderElect(e.ctx, &errand.LeaderElectParams{Name: "L-" + u, Holder: "h", TTL: time.Minute})
+		_, err := e.s.LeaderElect(e.ctx, &errandstore.LeaderElectParams{Name: "L-" + u, Holder: "h", TTL: time.Minute})
 		must(err)
-		return "", e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "L-" + u, Holder: bad})
+		return "", e.s.LeaderResign(e.ctx, &errandstore.LeaderResignParams{Name: "L-" + u, Holder: bad})
 	})
 	add("LeaderGet", "Name", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: bad})
+		r, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: bad})
 		return fmt.Sprint(r != nil), err
 	})
 
@@ -698,7 +700,7 @@ func nonStorableCases() []acase {
 	// ---- schedules
 	for _, f := range []string{"Name", "Spec", "Kind", "Queue", "Missed"} {
 		add("ScheduleUpsert", f, func(e *aenv, u, bad string) (string, error) {
-			p := &errand.ScheduleUpsertParams{Name: "s-" + u, Spec: "@every 1m", Kind: "k", Queue: "cron", Missed: errand.MissedSkip, NextFireAt: e.clock.Now().Add(time.Minute)}
+			p := &errandstore.ScheduleUpsertParams{Name: "s-" + u, Spec: "@every 1m", Kind: "k", Queue: "cron", Missed: errandtype.MissedSkip, NextFireAt: e.clock.Now().Add(time.Minute)}
 			switch f {
 			case "Name":
 				p.Name = bad
@@ -709,7 +711,7 @@ func nonStorableCases() []acase {
 			case "Queue":
 				p.Queue = bad
 			case "Missed":
-				p.Missed = errand.MissedPolicy(bad)
+				p.Missed = errandtype.MissedPolicy(bad)
 			}
 			_, err := e.s.ScheduleUpsert(e.ctx, p)
 			return "", err
@@ -717,18 +719,18 @@ func nonStorableCases() []acase {
 	}
 	add("ScheduleAdvance", "Name", func(e *aenv, u, bad string) (string, error) {
 		now := e.clock.Now()
-		r, err := e.s.ScheduleAdvance(e.ctx, &errand.ScheduleAdvanceParams{Name: bad, From: now, To: now.Add(time.Minute)})
+		r, err := e.s.ScheduleAdvance(e.ctx, &errandstore.ScheduleAdvanceParams{Name: bad, From: now, To: now.Add(time.Minute)})
 		return fmt.Sprint(r != nil), err
 	})
 
 	// ---- batches
 	add("BatchInsert", "ID", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.BatchInsert(e.ctx, &errand.BatchInsertParams{ID: bad, Jobs: []*errand.JobInsertParams{ajob(u, "q-"+u)}})
+		_, err := e.s.BatchInsert(e.ctx, &errandstore.BatchInsertParams{ID: bad, Jobs: []*errandstore.JobInsertParams{ajob(u, "q-"+u)}})
 		return "", err
 	})
 	for _, f := range []string{"Kind", "Queue", "OrderingKey", "FairnessKey", "Tags[]"} {
 		add("BatchInsert", "Callback."+f, func(e *aenv, u, bad string) (string, error) {
-			cb := &errand.BatchCallback{Kind: "done", Queue: "cb", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3}
+			cb := &errandstore.BatchCallback{Kind: "done", Queue: "cb", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3}
 			switch f {
 			case "Kind":
 				cb.Kind = bad
@@ -741,12 +743,12 @@ func nonStorableCases() []acase {
 			case "Tags[]":
 				cb.Tags = []string{bad}
 			}
-			_, err := e.s.BatchInsert(e.ctx, &errand.BatchInsertParams{ID: "b-" + u, Jobs: []*errand.JobInsertParams{ajob(u, "q-"+u)}, Callback: cb})
+			_, err := e.s.BatchInsert(e.ctx, &errandstore.BatchInsertParams{ID: "b-" + u, Jobs: []*errandstore.JobInsertParams{ajob(u, "q-"+u)}, Callback: cb})
 			return "", err
 		})
 	}
 	add("BatchInsertTx", "ID", func(e *aenv, u, bad string) (string, error) {
-		p := &errand.BatchInsertParams{ID: bad, Jobs: []*errand.JobInsertParams{ajob(u, "q-"+u)}}
+		p := &errandstore.BatchInsertParams{ID: bad, Jobs: []*errandstore.JobInsertParams{ajob(u, "q-"+u)}}
 		var err error
 		if e.pg != nil {
 			err = e.pg.InTx(e.ctx, func(ctx context.Context, tx pgx.Tx) error { _, err := e.pg.BatchInsertTx(ctx, tx, p); return err })
@@ -756,7 +758,7 @@ func nonStorableCases() []acase {
 		return "", err
 	})
 	add("SQLStore.BatchInsertTx", "ID", func(e *aenv, u, bad string) (string, error) {
-		p := &errand.BatchInsertParams{ID: bad, Jobs: []*errand.JobInsertParams{ajob(u, "q-"+u)}}
+		p := &errandstore.BatchInsertParams{ID: bad, Jobs: []*errandstore.JobInsertParams{ajob(u, "q-"+u)}}
 		var err error
 		if e.pg != nil {
 			err = e.sqlv.InTx(e.ctx, func(ctx context.Context, tx *sql.Tx) error { _, err := e.sqlv.BatchInsertTx(ctx, tx, p); return err })
@@ -766,50 +768,50 @@ func nonStorableCases() []acase {
 		return "", err
 	})
 	add("BatchGet", "ID", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.BatchGet(e.ctx, &errand.BatchGetParams{ID: bad})
+		_, err := e.s.BatchGet(e.ctx, &errandstore.BatchGetParams{ID: bad})
 		return "", err
 	})
 	add("BatchComplete", "IDs[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: []string{bad}, Limit: 10})
+		r, err := e.s.BatchComplete(e.ctx, &errandstore.BatchCompleteParams{IDs: []string{bad}, Limit: 10})
 		return n(r), err
 	})
 	add("BatchList", "State", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.BatchList(e.ctx, &errand.BatchListParams{State: errand.BatchState(bad), Limit: 10})
+		r, err := e.s.BatchList(e.ctx, &errandstore.BatchListParams{State: errandtype.BatchState(bad), Limit: 10})
 		return n(r), err
 	})
 	add("BatchList", "Before.ID", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.BatchList(e.ctx, &errand.BatchListParams{Limit: 10, Before: &errand.ListCursor{ID: bad, CreatedAt: e.clock.Now()}})
+		r, err := e.s.BatchList(e.ctx, &errandstore.BatchListParams{Limit: 10, Before: &errandtype.ListCursor{ID: bad, CreatedAt: e.clock.Now()}})
 		return n(r), err
 	})
 
 	// ---- dead hooks
 	add("JobListDeadUnhooked", "Kinds[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.JobListDeadUnhooked(e.ctx, &errand.JobListDeadUnhookedParams{Kinds: []string{"k", bad}, Limit: 10})
+		r, err := e.s.JobListDeadUnhooked(e.ctx, &errandstore.JobListDeadUnhookedParams{Kinds: []string{"k", bad}, Limit: 10})
 		return n(r), err
 	})
 	add("DeadHookCursors", "Kinds[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.DeadHookCursors(e.ctx, &errand.DeadHookCursorsParams{Kinds: []string{"k", bad}})
+		r, err := e.s.DeadHookCursors(e.ctx, &errandstore.DeadHookCursorsParams{Kinds: []string{"k", bad}})
 		return fmt.Sprintf("len=%d", len(r)), err
 	})
 	add("DeadHookCursorAdvance", "Kinds[]", func(e *aenv, u, bad string) (string, error) {
-		return "", e.s.DeadHookCursorAdvance(e.ctx, &errand.DeadHookCursorAdvanceParams{Kinds: []string{bad}, To: e.clock.Now()})
+		return "", e.s.DeadHookCursorAdvance(e.ctx, &errandstore.DeadHookCursorAdvanceParams{Kinds: []string{bad}, To: e.clock.Now()})
 	})
 
 	// ---- fairness
 	add("FairnessKeysWaiting", "Queue", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.FairnessKeysWaiting(e.ctx, &errand.FairnessKeysParams{Queue: bad})
+		r, err := e.s.FairnessKeysWaiting(e.ctx, &errandstore.FairnessKeysParams{Queue: bad})
 		return n(r), err
 	})
 
 	// ---- breakers
 	for _, f := range []string{"Dependency", "Event", "Message"} {
 		add("BreakerUpdate(failure)", f, func(e *aenv, u, bad string) (string, error) {
-			p := &errand.BreakerUpdateParams{Dependency: "d-" + u, Event: errand.BreakerFailure, Message: "m"}
+			p := &errandstore.BreakerUpdateParams{Dependency: "d-" + u, Event: errandstore.BreakerFailure, Message: "m"}
 			switch f {
 			case "Dependency":
 				p.Dependency = bad
 			case "Event":
-				p.Event = errand.BreakerEvent(bad)
+				p.Event = errandstore.BreakerEvent(bad)
 			case "Message":
 				p.Message = bad
 			}
@@ -819,9 +821,9 @@ func nonStorableCases() []acase {
 	}
 	for _, f := range []string{"Dependency", "Operator", "Reason"} {
 		add("BreakerUpdate(reset)", f, func(e *aenv, u, bad string) (string, error) {
-			_, err := e.s.BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: "d-" + u, Event: errand.BreakerFailure, Message: "m"})
+			_, err := e.s.BreakerUpdate(e.ctx, &errandstore.BreakerUpdateParams{Dependency: "d-" + u, Event: errandstore.BreakerFailure, Message: "m"})
 			must(err)
-			p := &errand.BreakerUpdateParams{Dependency: "d-" + u, Event: errand.BreakerReset, Operator: "ana", Reason: "why"}
+			p := &errandstore.BreakerUpdateParams{Dependency: "d-" + u, Event: errandstore.BreakerReset, Operator: "ana", Reason: "why"}
 			switch f {
 			case "Dependency":
 				p.Dependency = bad
@@ -834,9 +836,9 @@ func nonStorableCases() []acase {
 			return "", err
 		})
 	}
-	for _, ev := range []errand.BreakerEvent{errand.BreakerSuccess, errand.BreakerProbe, errand.BreakerRelease} {
+	for _, ev := range []errandstore.BreakerEvent{errandstore.BreakerSuccess, errandstore.BreakerProbe, errandstore.BreakerRelease} {
 		add("BreakerUpdate("+string(ev)+")", "Dependency", func(e *aenv, u, bad string) (string, error) {
-			r, err := e.s.BreakerUpdate(e.ctx, &errand.BreakerUpdateParams{Dependency: bad, Event: ev})
+			r, err := e.s.BreakerUpdate(e.ctx, &errandstore.BreakerUpdateParams{Dependency: bad, Event: ev})
 			if r != nil {
 				return fmt.Sprintf("applied=%v", r.Applied), err
 			}
@@ -844,7 +846,7 @@ func nonStorableCases() []acase {
 		})
 	}
 	add("BreakerList", "Dependencies[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.BreakerList(e.ctx, &errand.BreakerListParams{Dependencies: []string{bad}})
+		r, err := e.s.BreakerList(e.ctx, &errandstore.BreakerListParams{Dependencies: []string{bad}})
 		if r != nil {
 			return fmt.Sprintf("%+v", *r), err
 		}
@@ -853,15 +855,15 @@ func nonStorableCases() []acase {
 
 	// ---- limiters
 	add("LimiterTake", "Takes[].Name", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.LimiterTake(e.ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: bad, Spec: errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: 1, Burst: 1}, Want: 1}}})
+		r, err := e.s.LimiterTake(e.ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: bad, Spec: errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 1, Burst: 1}, Want: 1}}})
 		return n(r), err
 	})
 	add("LimiterTake", "Takes[].Spec.Mode", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.LimiterTake(e.ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: "l-" + u, Spec: errand.LimiterSpec{Mode: errand.LimiterMode(bad), Rate: 1, Burst: 1}, Want: 1}}})
+		r, err := e.s.LimiterTake(e.ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: "l-" + u, Spec: errandtype.LimiterSpec{Mode: errandtype.LimiterMode(bad), Rate: 1, Burst: 1}, Want: 1}}})
 		return n(r), err
 	})
 	add("LimiterGive", "Gives[].Name", func(e *aenv, u, bad string) (string, error) {
-		return "", e.s.LimiterGive(e.ctx, &errand.LimiterGiveParams{Gives: []errand.LimiterGive{{Name: bad, Amount: 1}}})
+		return "", e.s.LimiterGive(e.ctx, &errandstore.LimiterGiveParams{Gives: []errandstore.LimiterGive{{Name: bad, Amount: 1}}})
 	})
 
 	// ---- workflows
@@ -869,10 +871,10 @@ func nonStorableCases() []acase {
 		"Job.Kind", "Job.Queue", "Job.OrderingKey", "Job.FairnessKey", "Job.Tags[]",
 		"Compensation.Kind", "Compensation.Queue", "Compensation.OrderingKey", "Compensation.FairnessKey", "Compensation.Tags[]"}
 	for _, f := range wfFields {
-		mk := func(u, bad string) *errand.WorkflowInsertParams {
-			a := errand.WorkflowStepDef{Name: "a", Job: tmpl("ka", "qa"), Compensation: tmpl("ua", "qu")}
-			b := errand.WorkflowStepDef{Name: "b", DependsOn: []string{"a"}, Job: tmpl("kb", "qb")}
-			p := &errand.WorkflowInsertParams{ID: "wf-" + u, Name: "order", Steps: []errand.WorkflowStepDef{a, b}}
+		mk := func(u, bad string) *errandstore.WorkflowInsertParams {
+			a := errandstore.WorkflowStepDef{Name: "a", Job: tmpl("ka", "qa"), Compensation: tmpl("ua", "qu")}
+			b := errandstore.WorkflowStepDef{Name: "b", DependsOn: []string{"a"}, Job: tmpl("kb", "qb")}
+			p := &errandstore.WorkflowInsertParams{ID: "wf-" + u, Name: "order", Steps: []errandstore.WorkflowStepDef{a, b}}
 			st := &p.Steps[0]
 			switch f {
 			case "ID":
@@ -935,19 +937,19 @@ func nonStorableCases() []acase {
 		}
 	}
 	add("WorkflowGet", "ID", func(e *aenv, u, bad string) (string, error) {
-		_, err := e.s.WorkflowGet(e.ctx, &errand.WorkflowGetParams{ID: bad})
+		_, err := e.s.WorkflowGet(e.ctx, &errandstore.WorkflowGetParams{ID: bad})
 		return "", err
 	})
 	add("WorkflowList", "States[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.WorkflowList(e.ctx, &errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowState(bad)}, Limit: 10})
+		r, err := e.s.WorkflowList(e.ctx, &errandstore.WorkflowListParams{States: []errandtype.WorkflowState{errandtype.WorkflowState(bad)}, Limit: 10})
 		return n(r), err
 	})
 	add("WorkflowList", "Before.ID", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.WorkflowList(e.ctx, &errand.WorkflowListParams{Limit: 10, Before: &errand.ListCursor{ID: bad, CreatedAt: e.clock.Now()}})
+		r, err := e.s.WorkflowList(e.ctx, &errandstore.WorkflowListParams{Limit: 10, Before: &errandtype.ListCursor{ID: bad, CreatedAt: e.clock.Now()}})
 		return n(r), err
 	})
 	add("WorkflowAdvance", "IDs[]", func(e *aenv, u, bad string) (string, error) {
-		r, err := e.s.WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{IDs: []string{bad}, Limit: 10})
+		r, err := e.s.WorkflowAdvance(e.ctx, &errandstore.WorkflowAdvanceParams{IDs: []string{bad}, Limit: 10})
 		return n(r), err
 	})
 	return cs

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -22,7 +22,7 @@ import (
 // (docs/design.md, "Storage decisions"). Behind a pooler in transaction mode LISTEN does not
 // work; run workers with PollOnly there.
 
-var _ errand.Notifier = (*Store)(nil)
+var _ errandstore.Notifier = (*Store)(nil)
 
 const (
 	// listenerAppName is the application_name of the listener's connection,
@@ -79,7 +79,7 @@ func schemaChannel(prefix, schema string) string {
 	return prefix + schema[:keep] + sum
 }
 
-// NotifyQueues implements [errand.Notifier]: it wakes the workers listening
+// NotifyQueues implements [errandstore.Notifier]: it wakes the workers listening
 // on this store's schema, in every process, for each of queues ("" wakes
 // every queue). It sends them in one statement outside any transaction, each
 // name once.
@@ -98,7 +98,7 @@ func (s *Store) NotifyQueues(ctx context.Context, queues []string) error {
 	return nil
 }
 
-// ListenQueues implements [errand.Notifier]. It listens on the store's one
+// ListenQueues implements [errandstore.Notifier]. It listens on the store's one
 // listening connection, opened with the pool's settings but outside the pool
 // so that it holds none of the pool's slots and shared with every other
 // ListenQueues and ListenCancels of this Store, and returns once LISTEN is in
@@ -122,9 +122,9 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 	return out, nil
 }
 
-var _ errand.CancelListener = (*Store)(nil)
+var _ errandstore.CancelListener = (*Store)(nil)
 
-// ListenCancels implements [errand.CancelListener]: it listens, as
+// ListenCancels implements [errandstore.CancelListener]: it listens, as
 // ListenQueues does and on the same connection, on the schema's cancel
 // channel, and delivers the ids that JobCancel notifies, "" after a
 // reconnect.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -32,7 +33,7 @@ func BenchmarkWake(b *testing.B) {
 	started := make(chan time.Time, 1)
 	worker, err := errand.NewClient(workerStore, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
-		Handler: errand.HandlerFunc(func(context.Context, *errand.Job) error {
+		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error {
 			started <- time.Now()
 			return nil
 		}),

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -245,7 +246,7 @@ func countingClient(t *testing.T, s *postgres.Store, ran chan<- string) *errand.
 	t.Helper()
 	c, err := errand.NewClient(s, &errand.Config{Kinds: kindsOf([]testKind{{
 		Name: "ping",
-		Handler: errand.HandlerFunc(func(ctx context.Context, j *errand.Job) error {
+		Handler: errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
 			ran <- j.ID
 			return nil
 		}),

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -120,7 +121,7 @@ func TestNoMigrateCreatesNothing(t *testing.T) {
 	}
 
 	s, err := noMigrate()
-	if !errors.Is(err, errand.ErrNoSchema) {
+	if !errors.Is(err, errandtype.ErrNoSchema) {
 		if s != nil {
 			s.Close()
 		}
@@ -136,7 +137,7 @@ func TestNoMigrateCreatesNothing(t *testing.T) {
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := noMigrate(); !errors.Is(err, errand.ErrNoSchema) {
+	if _, err := noMigrate(); !errors.Is(err, errandtype.ErrNoSchema) {
 		t.Fatalf("empty schema: Open = %v, want ErrNoSchema", err)
 	}
 	if n := tables(); n != 0 {
@@ -148,7 +149,7 @@ func TestNoMigrateCreatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrated schema: %v", err)
 	}
-	if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: "none"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "none"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Errorf("JobGet on a migrated schema: %v, want ErrNotFound", err)
 	}
 	v, err := s.SchemaVersion(ctx)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgconn"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,11 +21,11 @@ import (
 // auditEntry is one record to append to errand_audit, at the statement's
 // {now}.
 type auditEntry struct {
-	action     errand.AuditAction
+	action     errandtype.AuditAction
 	jobID      string // "" for none
 	operator   string
 	reason     string
-	priorState errand.JobState
+	priorState errandtype.JobState
 	replay     int
 	details    json.RawMessage
 }
@@ -56,7 +58,7 @@ const replaySQL = `UPDATE {jobs} SET
 	WHERE id = $2 RETURNING ` + jobColumns
 
 // uniqueHolderSQL finds another job holding a unique key in a window.
-var uniqueHolderSQL = errand.UniqueReplayHolderSQL("{jobs}", func(n int) string { return "$" + strconv.Itoa(n) })
+var uniqueHolderSQL = errandstore.UniqueReplayHolderSQL("{jobs}", func(n int) string { return "$" + strconv.Itoa(n) })
 
 // isUniqueViolation reports whether err is a violation of the unique
 // index named index.
@@ -69,9 +71,9 @@ func isUniqueViolation(err error, index string) bool {
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, reason string,
-	action errand.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errand.Job, error) {
-	if !errand.StorableText(id) {
-		return nil, errand.ErrNotFound
+	action errandtype.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errandtype.Job, error) {
+	if !errandtype.StorableText(id) {
+		return nil, errandtype.ErrNotFound
 	}
 	var state, oldArgs string
 	var ukey, workflowID *string
@@ -79,15 +81,15 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	err := tx.QueryRow(ctx, s.sql(`SELECT state, args::text, unique_key, unique_states, unique_window_us, workflow_id
 		FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &oldArgs, &ukey, &ustates, &uwindow, &workflowID)
 	if isNoRows(err) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
+	if err := errandstore.CheckReplay(id, errandtype.JobState(state)); err != nil {
 		return nil, err
 	}
-	if errand.ReplayHeldByWorkflow(id, workflowID) {
+	if errandstore.ReplayHeldByWorkflow(id, workflowID) {
 		// FOR SHARE waits for an advance under way (it locks the row FOR
 		// UPDATE) and holds off the next until the replay commits: an
 		// advance never comes between this check and the replay.
@@ -97,18 +99,18 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 		}
 		// None: retention deleted the workflow, and nothing holds the step.
 		if len(ws) == 1 {
-			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), ws[0]); err != nil {
+			if err := errandstore.CheckReplayInWorkflow(id, errandtype.JobState(state), ws[0]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	takesKey := ukey != nil && errand.ReplayTakesKey(errand.UniqueScope(ustates), errand.JobState(state))
+	takesKey := ukey != nil && errandstore.ReplayTakesKey(errandtype.UniqueScope(ustates), errandtype.JobState(state))
 	if takesKey {
 		var holder string
 		err := tx.QueryRow(ctx, s.sql(uniqueHolderSQL), *ukey, uwindow, id).Scan(&holder)
 		switch {
 		case err == nil:
-			return nil, &errand.UniqueConflictError{ID: id, Key: *ukey, HeldBy: holder}
+			return nil, &errandtype.UniqueConflictError{ID: id, Key: *ukey, HeldBy: holder}
 		case !isNoRows(err):
 			return nil, err
 		}
@@ -117,33 +119,33 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	if newArgs != nil {
 		a := string(newArgs)
 		argsArg = &a
-		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
+		details = errandstore.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
 	}
 	// A job that enqueued the key since the check above, in a transaction
 	// that committed meanwhile, makes the update violate the unique index:
 	// the same refusal, its holder unnamed.
 	j, err := scanJob(tx.QueryRow(ctx, s.sql(replaySQL), now, id, argsArg, newVersion, clearProgress))
 	if takesKey && isUniqueViolation(err, "errand_jobs_unique") {
-		return nil, &errand.UniqueConflictError{ID: id, Key: *ukey}
+		return nil, &errandtype.UniqueConflictError{ID: id, Key: *ukey}
 	}
 	if err != nil {
 		return nil, err
 	}
 	err = s.insertAudit(ctx, tx, now, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
-		priorState: errand.JobState(state), replay: j.Replays, details: details})
+		priorState: errandtype.JobState(state), replay: j.Replays, details: details})
 	return j, err
 }
 
-// JobReplay implements [errand.JobStore].
-func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+// JobReplay implements [errandstore.JobStore].
+func (s *Store) JobReplay(ctx context.Context, p *errandstore.JobReplayParams) (*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var j *errand.Job
+	var j *errandtype.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		action := errand.AuditReplay
+		action := errandtype.AuditReplay
 		if p.Args != nil {
-			action = errand.AuditReplayArgs
+			action = errandtype.AuditReplayArgs
 		}
 		var err error
 		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, p.ClearProgress, nil)
@@ -155,23 +157,23 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 	return j, nil
 }
 
-// JobReplayAudit implements [errand.JobStore].
-func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
+// JobReplayAudit implements [errandstore.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errandstore.JobReplayAuditParams) ([]errandtype.ReplayRecord, error) {
 	jobID := p.JobID
-	if !errand.StorableText(jobID) {
-		return []errand.ReplayRecord{}, nil
+	if !errandtype.StorableText(jobID) {
+		return []errandtype.ReplayRecord{}, nil
 	}
 	rows, err := s.pool.Query(ctx, s.sql(`SELECT id, job_id, replay, prior_state, operator, reason, at
 		FROM {audit} WHERE job_id = $1 AND action IN ($2, $3, $4) ORDER BY id`), jobID,
-		string(errand.AuditReplay), string(errand.AuditReplayArgs), string(errand.AuditBulkReplay))
+		string(errandtype.AuditReplay), string(errandtype.AuditReplayArgs), string(errandtype.AuditBulkReplay))
 	if err != nil {
 		return nil, fmt.Errorf("replay audit of job %s: %w", jobID, err)
 	}
-	out := []errand.ReplayRecord{}
-	var r errand.ReplayRecord
+	out := []errandtype.ReplayRecord{}
+	var r errandtype.ReplayRecord
 	var prior string
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.JobID, &r.Replay, &prior, &r.Operator, &r.Reason, &r.At}, func() error {
-		r.PriorState = errand.JobState(prior)
+		r.PriorState = errandtype.JobState(prior)
 		r.At = r.At.UTC()
 		out = append(out, r)
 		return nil
@@ -182,16 +184,16 @@ func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditPara
 	return out, nil
 }
 
-// JobCancel implements [errand.JobStore].
-func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+// JobCancel implements [errandstore.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errandstore.JobCancelParams) (*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	id := p.ID
-	var j *errand.Job
+	var j *errandtype.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if !errand.StorableText(id) {
-			return errand.ErrNotFound
+		if !errandtype.StorableText(id) {
+			return errandtype.ErrNotFound
 		}
 		now := s.nowArg()
 		var state string
@@ -199,15 +201,15 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 		err := tx.QueryRow(ctx, s.sql(`SELECT state, ordering_key IS NOT NULL AND ordering_hold = 1, cancel_requested_at IS NOT NULL
 			FROM {jobs} WHERE id = $1 FOR UPDATE`), id).Scan(&state, &holds, &pending)
 		if isNoRows(err) {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		if err := errand.CheckCancelJob(id, errand.JobState(state), holds); err != nil {
+		if err := errandstore.CheckCancelJob(id, errandtype.JobState(state), holds); err != nil {
 			return err
 		}
-		if errand.CancelRequests(errand.JobState(state)) {
+		if errandstore.CancelRequests(errandtype.JobState(state)) {
 			// A running job: record the request; its worker ends the
 			// attempt. The notification goes inside the transaction, so
 			// it is delivered exactly when the request commits; cancels
@@ -232,8 +234,8 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 				return err
 			}
 		}
-		return s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditCancel, jobID: id,
-			operator: p.Operator, reason: p.Reason, priorState: errand.JobState(state)})
+		return s.insertAudit(ctx, tx, now, &auditEntry{action: errandtype.AuditCancel, jobID: id,
+			operator: p.Operator, reason: p.Reason, priorState: errandtype.JobState(state)})
 	})
 	if err != nil {
 		return nil, err
@@ -241,13 +243,13 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 	return j, nil
 }
 
-// AuditList implements [errand.OperatorStore].
-func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
+// AuditList implements [errandstore.OperatorStore].
+func (s *Store) AuditList(ctx context.Context, p *errandstore.AuditListParams) ([]errandtype.AuditRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	out := []errand.AuditRecord{}
-	if !errand.StorableText(p.JobID) || !errand.StorableText(string(p.Action)) {
+	out := []errandtype.AuditRecord{}
+	if !errandtype.StorableText(p.JobID) || !errandtype.StorableText(string(p.Action)) {
 		return out, nil // no record has such a job id or action
 	}
 	var where []string
@@ -275,19 +277,19 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	args = append(args, errand.AuditLimit(p.Limit))
+	args = append(args, errandstore.AuditLimit(p.Limit))
 	q += ` ORDER BY id DESC LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, s.sql(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	var r errand.AuditRecord
+	var r errandtype.AuditRecord
 	var action, prior string
 	var details *string
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &action, &r.JobID, &r.Operator, &r.Reason, &r.At, &prior, &r.Replay, &details}, func() error {
 		rec := r
-		rec.Action = errand.AuditAction(action)
-		rec.PriorState = errand.JobState(prior)
+		rec.Action = errandtype.AuditAction(action)
+		rec.PriorState = errandtype.JobState(prior)
 		rec.At = r.At.UTC()
 		if r.JobID != nil {
 			id := *r.JobID
@@ -309,13 +311,13 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 // the store's replay refuses them: those of workflows that have enqueued a
 // compensation or were rerun. Compensations are replayed.
 var replayManyHeldSQL = `(workflow_id IS NOT NULL
-		AND starts_with(id, workflow_id || '` + errand.WorkflowStepJobID("", "") + `')
-		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND ` + errand.WorkflowRefusesReplaySQL("w") + `))`
+		AND starts_with(id, workflow_id || '` + errandstore.WorkflowStepJobID("", "") + `')
+		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND ` + errandstore.WorkflowRefusesReplaySQL("w") + `))`
 
 var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
 
-// JobReplayMany implements [errand.OperatorStore].
-func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
+// JobReplayMany implements [errandstore.OperatorStore].
+func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -361,10 +363,10 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		}
 		return js, nil
 	}
-	out := []*errand.Job{}
+	out := []*errandtype.Job{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
-		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
+		details := errandstore.BulkReplayDetails(p.Bulk, p.Filter)
 		// A step whose workflow began compensating after the select is
 		// held, as the select would now find it, and skipped; the page is
 		// filled from the rows after it, since a short page tells the
@@ -387,8 +389,8 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 			}
 			for _, pk := range ps {
 				after = pk.Seq
-				j, err := s.replay(ctx, tx, now, pk.ID, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
-				if errors.Is(err, errand.ErrWrongState) {
+				j, err := s.replay(ctx, tx, now, pk.ID, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
+				if errors.Is(err, errandtype.ErrWrongState) {
 					continue
 				}
 				if err != nil {
@@ -419,7 +421,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 // completes. Each costs a primary-key lookup or two, and only for a job of
 // a workflow or batch. The statements that use them expand {workflows}
 // and {batches}.
-func pruneConds(groups []errand.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
+func pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
 	type group struct{ state, cut int }
 	var gs []group
 	for _, g := range groups {
@@ -436,8 +438,8 @@ func pruneConds(groups []errand.PruneGroup, now time.Time, first int) (aged func
 	}
 	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {workflows} w
 			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
-				OR (w.state = '` + string(errand.WorkflowFailed) + `' AND j.id <> ` + errand.FailedStepJobIDSQL("w") + `
-					AND EXISTS (SELECT 1 FROM {jobs} f WHERE f.id = ` + errand.FailedStepJobIDSQL("w") + `
+				OR (w.state = '` + string(errandtype.WorkflowFailed) + `' AND j.id <> ` + errandstore.FailedStepJobIDSQL("w") + `
+					AND EXISTS (SELECT 1 FROM {jobs} f WHERE f.id = ` + errandstore.FailedStepJobIDSQL("w") + `
 						AND NOT ` + aged("f") + `)))))
 		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {batches} b
 			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
@@ -463,7 +465,7 @@ func (s *Store) pruneSQL(prunable string) string {
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
-var finishedWorkflows = `'` + string(errand.WorkflowSucceeded) + `', '` + string(errand.WorkflowFailed) + `'`
+var finishedWorkflows = `'` + string(errandtype.WorkflowSucceeded) + `', '` + string(errandtype.WorkflowFailed) + `'`
 
 // pruneBatchesSQL deletes up to $2 completed batches that completed before
 // $1 and have no job left: no member (errand_jobs_batch) and no callback job
@@ -505,9 +507,9 @@ func (s *Store) pruneTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	})
 }
 
-// JobPrune implements [errand.OperatorStore].
-func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
-	r := errand.PruneResult{DryRun: p.DryRun}
+// JobPrune implements [errandstore.OperatorStore].
+func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (errandstore.PruneResult, error) {
+	r := errandstore.PruneResult{DryRun: p.DryRun}
 	if err := p.Validate(); err != nil {
 		return r, err
 	}
@@ -516,16 +518,16 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 		return r, fmt.Errorf("prune: %w", err)
 	}
 	count := func(state string, n int) {
-		switch errand.JobState(state) {
-		case errand.StateSucceeded:
+		switch errandtype.JobState(state) {
+		case errandtype.StateSucceeded:
 			r.Succeeded += n
-		case errand.StateCancelled:
+		case errandtype.StateCancelled:
 			r.Cancelled += n
-		case errand.StateDead:
+		case errandtype.StateDead:
 			r.Dead += n
 		}
 	}
-	groups := errand.PruneGroups(p)
+	groups := errandstore.PruneGroups(p)
 	if p.DryRun {
 		_, prunable, args := pruneConds(groups, now, 3)
 		for _, g := range groups {
@@ -542,7 +544,7 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 		// or kept by what prunable says.
 		aged, prunable, args := pruneConds(groups, now, 2)
 		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
-		args = append([]any{micro(errand.PruneBatchCutoff(p, now))}, args...)
+		args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
 		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
 			WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
 				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
@@ -580,7 +582,7 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 			}
 			left -= len(states)
 		}
-		cut := micro(errand.PruneBatchCutoff(p, now))
+		cut := micro(errandstore.PruneBatchCutoff(p, now))
 		tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)
 		if err != nil {
 			return err
@@ -593,11 +595,11 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 			return nil
 		}
-		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errand.AuditPrune, operator: p.Operator,
-			reason: p.Reason, details: errand.PruneDetails(p, r)})
+		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator,
+			reason: p.Reason, details: errandstore.PruneDetails(p, r)})
 	})
 	if err != nil {
-		return errand.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
 	}
 	return r, nil
 }

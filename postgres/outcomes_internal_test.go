@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -32,16 +33,16 @@ func TestTextArrayReadsBack(t *testing.T) {
 }
 
 // claimJobs enqueues a job of each id in queue q and claims them all.
-func claimJobs(t *testing.T, s *Store, ids ...string) []*errand.Job {
+func claimJobs(t *testing.T, s *Store, ids ...string) []*errandtype.Job {
 	t.Helper()
-	var params []*errand.JobInsertParams
+	var params []*errandstore.JobInsertParams
 	for _, id := range ids {
-		params = append(params, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
+		params = append(params, &errandstore.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
 	}
-	if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: params}); err != nil {
+	if _, err := s.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: params}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := s.JobClaimMany(t.Context(), &errand.JobClaimParams{Queues: []string{"q"}, Limit: len(ids), Lease: time.Minute, Owner: "w"})
+	jobs, err := s.JobClaimMany(t.Context(), &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: len(ids), Lease: time.Minute, Owner: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,32 +62,32 @@ func TestPlainOutcomesOfAwkwardIDs(t *testing.T) {
 	jobs := claimJobs(t, s, "plain", `a"quote`, `back\slash`, `\"`, "comma,brace{}", "NULL", "ünï©ødé")
 	// In reverse order of id, so that the store's sorting by id matters,
 	// with a stale token for the second.
-	slices.SortFunc(jobs, func(a, b *errand.Job) int { return strings.Compare(b.ID, a.ID) })
+	slices.SortFunc(jobs, func(a, b *errandtype.Job) int { return strings.Compare(b.ID, a.ID) })
 	const stale = 1
-	outcomes := make([]*errand.JobOutcome, len(jobs))
+	outcomes := make([]*errandstore.JobOutcome, len(jobs))
 	for i, j := range jobs {
 		token := *j.LeaseToken
 		if i == stale {
 			token = "not-the-token"
 		}
-		outcomes[i] = &errand.JobOutcome{JobLease: errand.JobLease{ID: j.ID, LeaseToken: token}, Kind: errand.OutcomeSucceeded}
+		outcomes[i] = &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: token}, Kind: errandstore.OutcomeSucceeded}
 	}
-	rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+	rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, j := range jobs {
-		got, err := s.JobGet(ctx, &errand.JobGetParams{ID: j.ID})
+		got, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: j.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := errand.StateSucceeded
+		want := errandtype.StateSucceeded
 		if i == stale {
-			want = errand.StateRunning
-			if !errors.Is(rs[i].Err, errand.ErrLeaseLost) {
+			want = errandtype.StateRunning
+			if !errors.Is(rs[i].Err, errandtype.ErrLeaseLost) {
 				t.Errorf("outcome %d (%q) with a stale token: %+v, want its lease lost", i, j.ID, rs[i])
 			}
-		} else if rs[i].Err != nil || rs[i].State != errand.StateSucceeded {
+		} else if rs[i].Err != nil || rs[i].State != errandtype.StateSucceeded {
 			t.Errorf("outcome %d (%q): %+v, want succeeded", i, j.ID, rs[i])
 		}
 		if got.State != want {
@@ -103,34 +104,34 @@ func TestOutcomeRowsDecodeAsStored(t *testing.T) {
 	ctx := t.Context()
 	s := openTestStore(t)
 	jobs := claimJobs(t, s, "ok", "again", "later", "gone", "stale")
-	fail := &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
-	kinds := map[string]*errand.JobOutcome{
-		"ok":    {Kind: errand.OutcomeSucceeded},
-		"again": {Kind: errand.OutcomeRetry, Delay: 90 * time.Second, Error: fail},
-		"later": {Kind: errand.OutcomeSnooze, Delay: time.Hour},
-		"gone":  {Kind: errand.OutcomeDead, Error: fail},
-		"stale": {Kind: errand.OutcomeSucceeded},
+	fail := &errandtype.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
+	kinds := map[string]*errandstore.JobOutcome{
+		"ok":    {Kind: errandstore.OutcomeSucceeded},
+		"again": {Kind: errandstore.OutcomeRetry, Delay: 90 * time.Second, Error: fail},
+		"later": {Kind: errandstore.OutcomeSnooze, Delay: time.Hour},
+		"gone":  {Kind: errandstore.OutcomeDead, Error: fail},
+		"stale": {Kind: errandstore.OutcomeSucceeded},
 	}
-	var outcomes []*errand.JobOutcome
+	var outcomes []*errandstore.JobOutcome
 	for _, j := range jobs {
 		o := kinds[j.ID]
-		o.JobLease = errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
+		o.JobLease = errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
 		if j.ID == "stale" {
 			o.LeaseToken = "not-the-token"
 		}
 		outcomes = append(outcomes, o)
 	}
-	rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+	rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range outcomes {
-		got, err := s.JobGet(ctx, &errand.JobGetParams{ID: o.ID})
+		got, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: o.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if o.ID == "stale" {
-			if !errors.Is(rs[i].Err, errand.ErrLeaseLost) {
+			if !errors.Is(rs[i].Err, errandtype.ErrLeaseLost) {
 				t.Errorf("%s: %+v, want its lease lost", o.ID, rs[i])
 			}
 			continue
@@ -142,13 +143,13 @@ func TestOutcomeRowsDecodeAsStored(t *testing.T) {
 
 	// The same rows in the text format go through Scan.
 	query := `SELECT o.ord, o.state, o.at FROM (VALUES (2::bigint, 'retrying', '2001-02-03 04:05:06.7Z'::timestamptz), (1, 'succeeded', '2026-12-03 10:00:00.123456Z'::timestamptz)) AS o(ord, state, at)`
-	decode := func(formats pgx.QueryResultFormats) []errand.OutcomeResult {
+	decode := func(formats pgx.QueryResultFormats) []errandstore.OutcomeResult {
 		t.Helper()
 		rows, err := s.pool.Query(ctx, query, formats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make([]errand.OutcomeResult, 2)
+		got := make([]errandstore.OutcomeResult, 2)
 		if err := scanOutcomeRows(rows, got, func(ord int64) (int, error) { return int(ord) - 1, nil }); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func TestOutcomeRowsDecodeAsStored(t *testing.T) {
 			t.Errorf("row %d: %+v from the wire values, %+v through Scan", i, binary[i], text[i])
 		}
 	}
-	if want := time.Date(2026, 12, 3, 10, 0, 0, 123456000, time.UTC); !binary[0].AvailableAt.Equal(want) || binary[0].State != errand.StateSucceeded {
+	if want := time.Date(2026, 12, 3, 10, 0, 0, 123456000, time.UTC); !binary[0].AvailableAt.Equal(want) || binary[0].State != errandtype.StateSucceeded {
 		t.Errorf("row 1: %+v, want succeeded at %s", binary[0], want)
 	}
 	// A state the store does not have is an error, not a result.
@@ -168,7 +169,7 @@ func TestOutcomeRowsDecodeAsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := scanOutcomeRows(rows, make([]errand.OutcomeResult, 1), func(int64) (int, error) { return 0, nil }); err == nil {
+	if err := scanOutcomeRows(rows, make([]errandstore.OutcomeResult, 1), func(int64) (int, error) { return 0, nil }); err == nil {
 		t.Error("a row with state 'lost' decoded without an error")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -21,9 +22,9 @@ func TestQueryPlans(t *testing.T) {
 	// 20,000 waiting jobs: half ready, half scheduled over the next hours,
 	// a quarter with one of 50 ordering keys.
 	for b := range 20 {
-		ps := make([]*errand.JobInsertParams, 1000)
+		ps := make([]*errandstore.JobInsertParams, 1000)
 		for i := range ps {
-			p := &errand.JobInsertParams{ID: fmt.Sprintf("j%d-%d", b, i), Queue: errand.DefaultQueue,
+			p := &errandstore.JobInsertParams{ID: fmt.Sprintf("j%d-%d", b, i), Queue: errand.DefaultQueue,
 				Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3}
 			if b%2 == 1 {
 				p.Delay = time.Duration(i) * time.Second
@@ -33,14 +34,14 @@ func TestQueryPlans(t *testing.T) {
 			}
 			ps[i] = p
 		}
-		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: ps}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: ps}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := s.pool.Exec(ctx, s.sql(`ANALYZE {jobs}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, pruneConditions, pruneArgs := pruneConds(errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	_, pruneConditions, pruneArgs := pruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
 	for _, c := range []struct {
 		name  string
 		query string

@@ -33,11 +33,11 @@
 //
 // # Transactions
 //
-// A Store is an [errand.TxStore] of [pgx.Tx]: [Store.JobInsertManyTx] and
+// A Store is an [errandstore.TxStore] of [pgx.Tx]: [Store.JobInsertManyTx] and
 // [Store.EffectRecordTx] join the caller's pgx transaction (from any pgx
 // connection or pool on the same database), and [Store.InTx] begins one on
 // the store's pool. An application on database/sql uses the store's
-// [SQLStore] view instead ([Store.SQL]), an errand.TxStore of *sql.Tx of the
+// [SQLStore] view instead ([Store.SQL]), an errandstore.TxStore of *sql.Tx of the
 // pgx driver (github.com/jackc/pgx/v5/stdlib, sql.Open("pgx", url)), so
 // that a client of either takes only the transaction type it can join.
 //
@@ -70,7 +70,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,7 +93,7 @@ type Options struct {
 	// Clock is the store's time authority. Nil means the database's clock
 	// (now()), which is what production wants: every host then agrees.
 	// Tests inject a clock they can move.
-	Clock errand.Clock
+	Clock errandstore.Clock
 	// Schema holds errand's tables; it is created if missing (unless
 	// NoMigrate). Default "errand". Give a different schema to each errand
 	// deployment that shares a database.
@@ -107,23 +108,23 @@ type Options struct {
 	// NoMigrate opens only a schema that errand has already migrated to
 	// this release's version, and creates or changes nothing: no schema, no
 	// table. A missing schema, or one without errand's tables (a mistyped
-	// Schema, say), is refused with an error matching [errand.ErrNoSchema];
+	// Schema, say), is refused with an error matching [errandtype.ErrNoSchema];
 	// a schema older or newer than this errand's is refused too. For tools
 	// that inspect or operate on an existing queue, such as errand's
 	// reading commands.
 	NoMigrate bool
 }
 
-// Store is errand's PostgreSQL store. It implements [errand.TxStore] with
+// Store is errand's PostgreSQL store. It implements [errandstore.TxStore] with
 // [pgx.Tx]; [Store.SQL] views it with *sql.Tx.
 type Store struct {
-	pool     db           // every method's connections (see conns.go)
-	ownsPool bool         // Close closes pool
-	schema   string       // quoted identifier, e.g. "errand"
-	name     string       // the schema's name, unquoted
-	clock    errand.Clock // nil: the database's clock
-	logger   *slog.Logger // never nil
-	sweeps   errand.ClaimSweeps
+	pool     db                // every method's connections (see conns.go)
+	ownsPool bool              // Close closes pool
+	schema   string            // quoted identifier, e.g. "errand"
+	name     string            // the schema's name, unquoted
+	clock    errandstore.Clock // nil: the database's clock
+	logger   *slog.Logger      // never nil
+	sweeps   errandstore.ClaimSweeps
 	hub      listenHub // the listening connection; see notify.go
 
 	// own expands the {name} placeholders of SQL that runs in errand's own
@@ -139,7 +140,7 @@ type Store struct {
 // would build a new text for each call.
 const maxExpanded = 4096
 
-var _ errand.TxStore[pgx.Tx] = (*Store)(nil)
+var _ errandstore.TxStore[pgx.Tx] = (*Store)(nil)
 
 // Open connects to the database at url (postgres://user@host:port/db?...),
 // applies errand's migrations (unless [Options.NoMigrate]), and returns the
@@ -317,7 +318,7 @@ func (s *Store) sql(q string) string {
 	return e
 }
 
-// InTx implements [errand.TxStore]: it begins a transaction on the store's
+// InTx implements [errandstore.TxStore]: it begins a transaction on the store's
 // pool, runs fn with it and commits, or rolls back when fn returns an error
 // or panics.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
@@ -359,7 +360,7 @@ func (s *Store) nowArg() any {
 	return micro(s.clock.Now())
 }
 
-// Now implements [errand.Store]: the database's now(), or the injected
+// Now implements [errandstore.Store]: the database's now(), or the injected
 // clock's time.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if s.clock != nil {
@@ -436,14 +437,14 @@ func (r sqlRows) Close() { _ = r.Rows.Close() }
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // storableOnly returns the values of list that are text every store keeps
-// ([errand.StorableText]): the others name nothing, and PostgreSQL would
+// ([errandtype.StorableText]): the others name nothing, and PostgreSQL would
 // refuse the query outright where SQLite finds nothing. It is never nil, so
 // a filter of nothing but such values still matches nothing rather than
 // everything.
 func storableOnly(list []string) []string {
 	out := make([]string, 0, len(list))
 	for _, s := range list {
-		if errand.StorableText(s) {
+		if errandtype.StorableText(s) {
 			out = append(out, s)
 		}
 	}
@@ -453,19 +454,19 @@ func storableOnly(list []string) []string {
 // badValue turns PostgreSQL's refusal of a value (SQLSTATE class 22, data
 // exception: a NUL byte in text, invalid UTF-8, a number out of range; and
 // class 54, a program limit a value exceeded, such as jsonb's size) into
-// an *errand.InputError. Such an error is a bug in the value, not an
+// an *errandtype.InputError. Such an error is a bug in the value, not an
 // outage: callers must not retry it as they would a lost connection. The
 // Client checks values before writing, so this is the last line of defence.
 func badValue(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")) {
-		return &errand.InputError{Field: "value", Message: fmt.Sprintf("PostgreSQL refused it: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
+		return &errandtype.InputError{Field: "value", Message: fmt.Sprintf("PostgreSQL refused it: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
 	}
 	return err
 }
 
-var _ errand.ParallelWriter = (*Store)(nil)
+var _ errandstore.ParallelWriter = (*Store)(nil)
 
-// WritesInParallel implements [errand.ParallelWriter]: PostgreSQL's
+// WritesInParallel implements [errandstore.ParallelWriter]: PostgreSQL's
 // transactions lock rows, not the database.
 func (s *Store) WritesInParallel() bool { return true }

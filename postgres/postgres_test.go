@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/storetest"
@@ -22,7 +24,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 )
 
-func open(t *testing.T, url, schema string, clock errand.Clock) *postgres.Store {
+func open(t *testing.T, url, schema string, clock errandstore.Clock) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(t.Context(), url, &postgres.Options{Clock: clock, Schema: schema, MaxConns: 4})
 	if err != nil {
@@ -38,13 +40,13 @@ var schemaOf sync.Map
 func TestStore(t *testing.T) {
 	url := pgtest.URL(t)
 	storetest.Exercise(t, storetest.Harness[pgx.Tx]{
-		Open: func(t *testing.T, clock errand.Clock) errand.TxStore[pgx.Tx] {
+		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[pgx.Tx] {
 			return openSchema(t, url, clock)
 		},
-		OpenSecond: func(t *testing.T, first errand.TxStore[pgx.Tx], clock errand.Clock) errand.TxStore[pgx.Tx] {
+		OpenSecond: func(t *testing.T, first errandstore.TxStore[pgx.Tx], clock errandstore.Clock) errandstore.TxStore[pgx.Tx] {
 			return openSecond(t, url, first.(*postgres.Store), clock)
 		},
-		RefuseJob: func(t *testing.T, s errand.TxStore[pgx.Tx], id string) {
+		RefuseJob: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id string) {
 			refuseJob(t, url, s.(*postgres.Store), id)
 		},
 	})
@@ -55,13 +57,13 @@ func TestStore(t *testing.T) {
 func TestSQLStore(t *testing.T) {
 	url := pgtest.URL(t)
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
-		Open: func(t *testing.T, clock errand.Clock) errand.TxStore[*sql.Tx] {
+		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return openSchema(t, url, clock).SQL(nil)
 		},
-		OpenSecond: func(t *testing.T, first errand.TxStore[*sql.Tx], clock errand.Clock) errand.TxStore[*sql.Tx] {
+		OpenSecond: func(t *testing.T, first errandstore.TxStore[*sql.Tx], clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return openSecond(t, url, first.(*postgres.SQLStore).Store, clock).SQL(nil)
 		},
-		RefuseJob: func(t *testing.T, s errand.TxStore[*sql.Tx], id string) {
+		RefuseJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) {
 			refuseJob(t, url, s.(*postgres.SQLStore).Store, id)
 		},
 	})
@@ -96,7 +98,7 @@ func refuseJob(t *testing.T, url string, s *postgres.Store, id string) {
 }
 
 // openSchema opens a store on a new schema of its own.
-func openSchema(t *testing.T, url string, clock errand.Clock) *postgres.Store {
+func openSchema(t *testing.T, url string, clock errandstore.Clock) *postgres.Store {
 	schema := pgtest.Schema(t, url)
 	s := open(t, url, schema, clock)
 	schemaOf.Store(s, schema)
@@ -104,7 +106,7 @@ func openSchema(t *testing.T, url string, clock errand.Clock) *postgres.Store {
 }
 
 // openSecond opens another store on first's schema.
-func openSecond(t *testing.T, url string, first *postgres.Store, clock errand.Clock) *postgres.Store {
+func openSecond(t *testing.T, url string, first *postgres.Store, clock errandstore.Clock) *postgres.Store {
 	schema, ok := schemaOf.Load(first)
 	if !ok {
 		t.Fatal("OpenSecond: the first store was not opened by this harness")
@@ -112,8 +114,8 @@ func openSecond(t *testing.T, url string, first *postgres.Store, clock errand.Cl
 	return open(t, url, schema.(string), clock)
 }
 
-func job(id string) *errand.JobInsertParams {
-	return &errand.JobInsertParams{ID: id, Queue: errand.DefaultQueue, Kind: "email",
+func job(id string) *errandstore.JobInsertParams {
+	return &errandstore.JobInsertParams{ID: id, Queue: errand.DefaultQueue, Kind: "email",
 		Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
 }
 
@@ -137,19 +139,19 @@ func TestInsertSQLTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := v.JobInsertManyTx(ctx, tx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job(id), job(id)}})
+		rs, err := v.JobInsertManyTx(ctx, tx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{job(id), job(id)}})
 		if err != nil {
 			_ = tx.Rollback()
 			t.Fatalf("JobInsertManyTx(*sql.Tx): %v", err)
 		}
-		if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate || rs[1].Job.ID != id || rs[0].Job.State != errand.StateQueued {
+		if len(rs) != 2 || rs[0].Duplicate || !rs[1].Duplicate || rs[1].Job.ID != id || rs[0].Job.State != errandtype.StateQueued {
 			t.Errorf("results %+v: want %s new and queued, then a duplicate of it", rs, id)
 		}
-		if _, err := s.JobGet(ctx, &errand.JobGetParams{ID: id}); !errors.Is(err, errand.ErrNotFound) {
+		if _, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: id}); !errors.Is(err, errandtype.ErrNotFound) {
 			t.Errorf("job %s visible before its transaction ended: %v", id, err)
 		}
 		// The effect ledger joins the same transaction.
-		if first, err := v.EffectRecordTx(ctx, tx, &errand.EffectRecordParams{Key: "effect-" + id, JobID: id, LeaseToken: ""}); err != nil || !first {
+		if first, err := v.EffectRecordTx(ctx, tx, &errandstore.EffectRecordParams{Key: "effect-" + id, JobID: id, LeaseToken: ""}); err != nil || !first {
 			t.Errorf("EffectRecordTx(*sql.Tx) = %v, %v; want true", first, err)
 		}
 		if commit {
@@ -160,12 +162,12 @@ func TestInsertSQLTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := s.JobGet(ctx, &errand.JobGetParams{ID: id})
-		_, effErr := s.EffectGet(ctx, &errand.EffectGetParams{Key: "effect-" + id})
+		j, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: id})
+		_, effErr := s.EffectGet(ctx, &errandstore.EffectGetParams{Key: "effect-" + id})
 		switch {
 		case commit && (err != nil || j.ID != id || effErr != nil):
 			t.Errorf("after commit: job %v, %v; effect %v", j, err, effErr)
-		case !commit && (!errors.Is(err, errand.ErrNotFound) || !errors.Is(effErr, errand.ErrNotFound)):
+		case !commit && (!errors.Is(err, errandtype.ErrNotFound) || !errors.Is(effErr, errandtype.ErrNotFound)):
 			t.Errorf("after rollback: job %v, %v; effect %v; want neither", j, err, effErr)
 		}
 	}
@@ -234,7 +236,7 @@ func TestConcurrentOpen(t *testing.T) {
 	}
 	// Every store works on the result.
 	for i, s := range stores {
-		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job(fmt.Sprintf("j%d", i))}}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{job(fmt.Sprintf("j%d", i))}}); err != nil {
 			t.Errorf("insert through store %d: %v", i, err)
 		}
 	}
@@ -282,9 +284,9 @@ func TestDatabaseClock(t *testing.T) {
 			t.Errorf("%s %v: want between %v and %v", what, got, lo, hi)
 		}
 	}
-	claim := func(lease time.Duration) []*errand.Job {
+	claim := func(lease time.Duration) []*errandtype.Job {
 		t.Helper()
-		js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 10, Lease: lease, Owner: "w"})
+		js, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 10, Lease: lease, Owner: "w"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +296,7 @@ func TestDatabaseClock(t *testing.T) {
 	t0 := now()
 	delayed := job("later")
 	delayed.Delay = time.Hour
-	rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job("a"), delayed}})
+	rs, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{job("a"), delayed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,18 +316,18 @@ func TestDatabaseClock(t *testing.T) {
 	if !a.LeaseUntil.Equal(a.AttemptedAt.Add(time.Minute)) {
 		t.Errorf("lease_until %v, want a minute after attempted_at %v", a.LeaseUntil, a.AttemptedAt)
 	}
-	hb, err := s.JobHeartbeatMany(ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{{ID: "a", LeaseToken: *a.LeaseToken}}, Lease: time.Hour})
+	hb, err := s.JobHeartbeatMany(ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{{ID: "a", LeaseToken: *a.LeaseToken}}, Lease: time.Hour})
 	if err != nil || hb[0].Err != nil {
 		t.Fatalf("heartbeat: %v, %v", hb, err)
 	}
 	between("renewed lease", hb[0].LeaseUntil, t2.Add(time.Hour), now().Add(time.Hour))
 
-	out, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{{JobLease: errand.JobLease{ID: "a", LeaseToken: *a.LeaseToken},
-		Kind: errand.OutcomeRetry, Error: &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}}}})
-	if err != nil || out[0].Err != nil || out[0].State != errand.StateRetrying {
+	out, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{JobLease: errandstore.JobLease{ID: "a", LeaseToken: *a.LeaseToken},
+		Kind: errandstore.OutcomeRetry, Error: &errandtype.AttemptError{Attempt: 1, Class: "error", Message: "boom"}}}})
+	if err != nil || out[0].Err != nil || out[0].State != errandtype.StateRetrying {
 		t.Fatalf("retry outcome: %+v, %v", out, err)
 	}
-	got, err := s.JobGet(ctx, &errand.JobGetParams{ID: "a"})
+	got, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,19 +354,19 @@ func TestDatabaseClock(t *testing.T) {
 		` SET lease_until = now() - interval '1 second' WHERE id = 'a'`); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.JobSweep(ctx, &errand.JobSweepParams{}); err != nil || r.Retried != 1 {
+	if r, err := s.JobSweep(ctx, &errandstore.JobSweepParams{}); err != nil || r.Retried != 1 {
 		t.Fatalf("sweep after the lease expired: %+v, %v", r, err)
 	}
 	js = claim(time.Minute)
-	if len(js) != 1 || js[0].Attempt != 3 || len(js[0].Errors) != 2 || js[0].Errors[1].Class != errand.ClassLeaseExpired {
+	if len(js) != 1 || js[0].Attempt != 3 || len(js[0].Errors) != 2 || js[0].Errors[1].Class != errandstore.ClassLeaseExpired {
 		t.Fatalf("claim after the lease expired: %+v", js)
 	}
 
 	// The registry measures the worker's clock against the database's.
-	if _, err := s.WorkerRegister(ctx, &errand.WorkerRegisterParams{ID: "w", HeartbeatInterval: time.Second}); err != nil {
+	if _, err := s.WorkerRegister(ctx, &errandstore.WorkerRegisterParams{ID: "w", HeartbeatInterval: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.WorkerHeartbeat(ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: errand.WorkerStats{SentAt: now().Add(-time.Hour)}})
+	w, err := s.WorkerHeartbeat(ctx, &errandstore.WorkerHeartbeatParams{ID: "w", Stats: errandstore.WorkerStats{SentAt: now().Add(-time.Hour)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,12 +374,12 @@ func TestDatabaseClock(t *testing.T) {
 		t.Errorf("worker an hour behind: clock_skew_ms %d, want about 3600000", w.ClockSkewMS)
 	}
 	skew := w.ClockSkewMS
-	w, err = s.WorkerHeartbeat(ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: errand.WorkerStats{}})
+	w, err = s.WorkerHeartbeat(ctx, &errandstore.WorkerHeartbeatParams{ID: "w", Stats: errandstore.WorkerStats{}})
 	if err != nil || w.ClockSkewMS != skew {
 		t.Errorf("heartbeat without SentAt: %+v, %v; want the last skew, %d, kept", w, err, skew)
 	}
 
-	l, err := s.LeaderElect(ctx, &errand.LeaderElectParams{Name: "errand", Holder: "w", TTL: time.Minute})
+	l, err := s.LeaderElect(ctx, &errandstore.LeaderElectParams{Name: "errand", Holder: "w", TTL: time.Minute})
 	if err != nil || !l.Leading {
 		t.Fatalf("elect: %+v, %v", l, err)
 	}
@@ -392,39 +394,39 @@ func TestOutcomeBatchFirstWins(t *testing.T) {
 	s := open(t, url, pgtest.Schema(t, url), nil)
 	defer s.Close()
 	ctx := t.Context()
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{job("b"), job("a")}}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{job("b"), job("a")}}); err != nil {
 		t.Fatal(err)
 	}
-	js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: time.Minute, Owner: "w"})
+	js, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: time.Minute, Owner: "w"})
 	if err != nil || len(js) != 2 {
 		t.Fatalf("claim: %v, %v", js, err)
 	}
-	lease := func(id string) errand.JobLease {
+	lease := func(id string) errandstore.JobLease {
 		for _, j := range js {
 			if j.ID == id {
-				return errand.JobLease{ID: id, LeaseToken: *j.LeaseToken}
+				return errandstore.JobLease{ID: id, LeaseToken: *j.LeaseToken}
 			}
 		}
 		t.Fatalf("job %s not claimed", id)
-		return errand.JobLease{}
+		return errandstore.JobLease{}
 	}
-	fail := &errand.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
-	rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{
-		{JobLease: lease("b"), Kind: errand.OutcomeSucceeded},
-		{JobLease: lease("a"), Kind: errand.OutcomeRetry, Error: fail},
-		{JobLease: lease("a"), Kind: errand.OutcomeDead, Error: fail},
-		{JobLease: errand.JobLease{ID: "a", LeaseToken: "stale"}, Kind: errand.OutcomeSucceeded},
+	fail := &errandtype.AttemptError{Attempt: 1, Class: "error", Message: "boom"}
+	rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{
+		{JobLease: lease("b"), Kind: errandstore.OutcomeSucceeded},
+		{JobLease: lease("a"), Kind: errandstore.OutcomeRetry, Error: fail},
+		{JobLease: lease("a"), Kind: errandstore.OutcomeDead, Error: fail},
+		{JobLease: errandstore.JobLease{ID: "a", LeaseToken: "stale"}, Kind: errandstore.OutcomeSucceeded},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []errand.JobState{errand.StateSucceeded, errand.StateRetrying, "", ""}
+	want := []errandtype.JobState{errandtype.StateSucceeded, errandtype.StateRetrying, "", ""}
 	for i, r := range rs {
-		if r.State != want[i] || (want[i] == "") != errors.Is(r.Err, errand.ErrLeaseLost) {
+		if r.State != want[i] || (want[i] == "") != errors.Is(r.Err, errandtype.ErrLeaseLost) {
 			t.Errorf("outcome %d: state %q err %v; want state %q", i, r.State, r.Err, want[i])
 		}
 	}
-	if a, err := s.JobGet(ctx, &errand.JobGetParams{ID: "a"}); err != nil || a.State != errand.StateRetrying || len(a.Errors) != 1 {
+	if a, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "a"}); err != nil || a.State != errandtype.StateRetrying || len(a.Errors) != 1 {
 		t.Errorf("job a: %+v, %v; want retrying with one history entry", a, err)
 	}
 }

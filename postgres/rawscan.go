@@ -8,7 +8,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -80,13 +81,13 @@ func decodable(fds []pgconn.FieldDescription) bool {
 }
 
 // scanClaimedJobs reads every row of rs, of jobColumns, and closes rs.
-func scanClaimedJobs(rs pgx.Rows) ([]*errand.Job, error) {
+func scanClaimedJobs(rs pgx.Rows) ([]*errandtype.Job, error) {
 	defer rs.Close()
 	if !decodable(rs.FieldDescriptions()) {
 		return scanJobs(rs, jobScanner())
 	}
 	var (
-		jobs []*errand.Job
+		jobs []*errandtype.Job
 		text []byte // a row's text columns, end to end; reused
 	)
 	for rs.Next() {
@@ -105,7 +106,7 @@ func scanClaimedJobs(rs pgx.Rows) ([]*errand.Job, error) {
 // decodedJob is a Job with room for what its pointers point to, so that a
 // decoded row costs one allocation for all of them.
 type decodedJob struct {
-	job   errand.Job
+	job   errandtype.Job
 	times [5]time.Time // deadline, lease_until, attempted_at, finished_at, cancel_requested_at
 	texts [7]string    // lease_token, lease_owner, unique_key, ordering_key, fairness_key, batch_id, workflow_id
 }
@@ -114,7 +115,7 @@ var errRawNull = errors.New("NULL in a column that is never NULL")
 
 // decodeJobRow decodes one row of jobColumns whose fields decodable
 // accepted. text is scratch space kept from row to row.
-func decodeJobRow(vals [][]byte, text *[]byte) (*errand.Job, error) {
+func decodeJobRow(vals [][]byte, text *[]byte) (*errandtype.Job, error) {
 	if len(vals) != len(jobColumnTypes) {
 		return nil, fmt.Errorf("decode job: %d columns, want %d", len(vals), len(jobColumnTypes))
 	}
@@ -188,7 +189,7 @@ func decodeJobRow(vals [][]byte, text *[]byte) (*errand.Job, error) {
 		return &s
 	}
 	j := &d.job
-	var c errand.JobColumns
+	var c errandtype.JobColumns
 	j.Seq = integer(0, 8)
 	j.ID, j.Queue, j.Kind, c.Args = str(1), str(2), str(3), str(4)
 	j.ArgsVersion, j.Priority = int(integer(5, 4)), int(integer(6, 4))
@@ -234,7 +235,7 @@ const postgresEpochUS = 946_684_800_000_000
 // row's ord gives. Like a claim's rows, they are decoded from their wire
 // values when they come as expected, and scanned otherwise: a batch of 500
 // successes returns 500 rows, and Scan allocated each state's string.
-func scanOutcomeRows(rows pgx.Rows, rs []errand.OutcomeResult, index func(ord int64) (int, error)) error {
+func scanOutcomeRows(rows pgx.Rows, rs []errandstore.OutcomeResult, index func(ord int64) (int, error)) error {
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
 	if len(fds) != 3 || fds[0].Format != pgtype.BinaryFormatCode || fds[2].Format != pgtype.BinaryFormatCode ||
@@ -248,7 +249,7 @@ func scanOutcomeRows(rows pgx.Rows, rs []errand.OutcomeResult, index func(ord in
 			if err != nil {
 				return err
 			}
-			rs[i] = errand.OutcomeResult{State: errand.JobState(state), AvailableAt: avail.UTC()}
+			rs[i] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC()}
 			return nil
 		})
 		return err
@@ -279,14 +280,14 @@ func scanOutcomeRows(rows pgx.Rows, rs []errand.OutcomeResult, index func(ord in
 		if us == math.MaxInt64 || us == math.MinInt64 {
 			return errors.New("outcome row: an infinite available_at")
 		}
-		rs[i] = errand.OutcomeResult{State: state, AvailableAt: time.UnixMicro(us + postgresEpochUS).UTC()}
+		rs[i] = errandstore.OutcomeResult{State: state, AvailableAt: time.UnixMicro(us + postgresEpochUS).UTC()}
 	}
 	return rows.Err()
 }
 
 // knownState is the job state spelled b, without allocating its string.
-func knownState(b []byte) (errand.JobState, bool) {
-	for _, s := range errand.JobStates {
+func knownState(b []byte) (errandtype.JobState, bool) {
+	for _, s := range errandtype.JobStates {
 		if string(b) == string(s) {
 			return s, true
 		}

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,19 +19,19 @@ import (
 func TestClaimedJobsDecodeAsScanned(t *testing.T) {
 	ctx := t.Context()
 	s := openTestStore(t)
-	params := []*errand.JobInsertParams{
+	params := []*errandstore.JobInsertParams{
 		{ID: "bare", Queue: "q", Kind: "k", Args: json.RawMessage(`{"a":1}`), ArgsVersion: 1, MaxAttempts: 3},
 		{ID: "full", Queue: "q", Kind: "k", Args: json.RawMessage(`{"é":"ü"}`), ArgsVersion: 2, Priority: -3, MaxAttempts: 7,
 			BackoffBase: 2 * time.Second, BackoffMax: time.Minute, MaxAge: time.Hour,
-			UniqueKey: "u", UniqueScope: errand.UniqueUntilFinished, UniqueWindow: time.Hour,
+			UniqueKey: "u", UniqueScope: errandtype.UniqueUntilFinished, UniqueWindow: time.Hour,
 			OrderingKey: "o", OrderingHold: true, FairnessKey: "f", Tags: []string{"x", "y"}},
 	}
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: params}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: params}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
-	lastErr, _ := json.Marshal(errand.LastError{Class: "boom", Message: "it broke", At: at})
-	history, _ := json.Marshal([]errand.AttemptError{{Attempt: 1, Replay: 1, At: at, Class: "boom", Message: "it broke", Stack: "main.go:1"}})
+	lastErr, _ := json.Marshal(errandtype.LastError{Class: "boom", Message: "it broke", At: at})
+	history, _ := json.Marshal([]errandtype.AttemptError{{Attempt: 1, Replay: 1, At: at, Class: "boom", Message: "it broke", Stack: "main.go:1"}})
 	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET state = 'running', attempt = 2, replays = 1,
 			lease_token = 'token', lease_until = $1, lease_owner = 'worker', attempted_at = $1, finished_at = $1,
 			cancel_requested_at = $1, progress = '{"done": 5}', last_error = $2, errors = $3,
@@ -126,7 +127,7 @@ func TestDecodeJobRowRefusesBadValues(t *testing.T) {
 	}
 }
 
-func dump(jobs []*errand.Job) string {
+func dump(jobs []*errandtype.Job) string {
 	b, _ := json.Marshal(jobs)
 	return string(b)
 }

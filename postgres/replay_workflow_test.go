@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -29,11 +30,11 @@ func TestReplayWaitsForWorkflowAdvance(t *testing.T) {
 func testReplayWaitsForAdvance(t *testing.T, compensated bool) {
 	ctx := t.Context()
 	s := openTestStore(t)
-	tmpl := &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
-	if _, err := s.WorkflowInsert(ctx, &errand.WorkflowInsertParams{ID: "w", Steps: []errand.WorkflowStepDef{{Name: "a", Job: tmpl}}}); err != nil {
+	tmpl := &errandstore.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
+	if _, err := s.WorkflowInsert(ctx, &errandstore.WorkflowInsertParams{ID: "w", Steps: []errandstore.WorkflowStepDef{{Name: "a", Job: tmpl}}}); err != nil {
 		t.Fatal(err)
 	}
-	step := errand.WorkflowStepJobID("w", "a")
+	step := errandstore.WorkflowStepJobID("w", "a")
 	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET state = 'dead', attempt = 1, finished_at = now() WHERE id = $1`), step); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func testReplayWaitsForAdvance(t *testing.T, compensated bool) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, err := s.JobReplay(ctx, &errand.JobReplayParams{ID: step, Operator: "ops", Reason: "fixed"})
+		_, err := s.JobReplay(ctx, &errandstore.JobReplayParams{ID: step, Operator: "ops", Reason: "fixed"})
 		replayed <- err
 	}()
 	waitForShareLock(t, watch, done)
@@ -87,7 +88,7 @@ func testReplayWaitsForAdvance(t *testing.T, compensated bool) {
 		}
 		return
 	}
-	if !errors.Is(err, errand.ErrWorkflowCompensated) {
+	if !errors.Is(err, errandstore.ErrWorkflowCompensated) {
 		t.Fatalf("replay after the workflow began compensating = %v, want ErrWorkflowCompensated", err)
 	}
 	if state != "dead" || replays != 0 {
@@ -110,15 +111,15 @@ func testReplayWaitsForAdvance(t *testing.T, compensated bool) {
 func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
 	ctx := t.Context()
 	s := openTestStore(t)
-	tmpl := &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
-	if _, err := s.WorkflowInsert(ctx, &errand.WorkflowInsertParams{ID: "w", Steps: []errand.WorkflowStepDef{{Name: "a", Job: tmpl}}}); err != nil {
+	tmpl := &errandstore.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}
+	if _, err := s.WorkflowInsert(ctx, &errandstore.WorkflowInsertParams{ID: "w", Steps: []errandstore.WorkflowStepDef{{Name: "a", Job: tmpl}}}); err != nil {
 		t.Fatal(err)
 	}
-	var plain []*errand.JobInsertParams
+	var plain []*errandstore.JobInsertParams
 	for _, id := range []string{"p1", "p2", "p3"} {
-		plain = append(plain, &errand.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1})
+		plain = append(plain, &errandstore.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1})
 	}
-	if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: plain}); err != nil {
+	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: plain}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET state = 'dead', attempt = 1, finished_at = now()`)); err != nil {
@@ -144,14 +145,14 @@ func TestBulkReplayFillsPageAfterHeldStep(t *testing.T) {
 	}
 
 	type result struct {
-		js  []*errand.Job
+		js  []*errandtype.Job
 		err error
 	}
 	replayed := make(chan result, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		js, err := s.JobReplayMany(ctx, &errand.JobReplayManyParams{Limit: 2, Operator: "ops", Reason: "fixed", Bulk: "b1"})
+		js, err := s.JobReplayMany(ctx, &errandstore.JobReplayManyParams{Limit: 2, Operator: "ops", Reason: "fixed", Bulk: "b1"})
 		replayed <- result{js, err}
 	}()
 	waitForShareLock(t, watch, done)

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
-var _ errand.ScheduleStore = (*Store)(nil)
+var _ errandstore.ScheduleStore = (*Store)(nil)
 
 const scheduleColumns = `name, spec, kind, queue, missed, next_fire_at, last_fire_at, last_job_id, created_at, updated_at`
 
@@ -19,21 +20,21 @@ func (s *Store) schedSQL(q string) string {
 	return s.sql(strings.ReplaceAll(q, "{schedules}", s.table("errand_schedules")))
 }
 
-func scanSchedule(row scanner) (*errand.ScheduleRecord, error) {
-	var r errand.ScheduleRecord
+func scanSchedule(row scanner) (*errandtype.ScheduleRecord, error) {
+	var r errandtype.ScheduleRecord
 	var missed string
 	if err := row.Scan(&r.Name, &r.Spec, &r.Kind, &r.Queue, &missed, &r.NextFireAt, &r.LastFireAt, &r.LastJobID,
 		&r.CreatedAt, &r.UpdatedAt); err != nil {
 		return nil, err
 	}
-	r.Missed = errand.MissedPolicy(missed)
+	r.Missed = errandtype.MissedPolicy(missed)
 	r.NextFireAt, r.CreatedAt, r.UpdatedAt = r.NextFireAt.UTC(), r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.LastFireAt = utc(r.LastFireAt)
 	return &r, nil
 }
 
-// ScheduleUpsert implements [errand.ScheduleStore].
-func (s *Store) ScheduleUpsert(ctx context.Context, p *errand.ScheduleUpsertParams) (*errand.ScheduleRecord, error) {
+// ScheduleUpsert implements [errandstore.ScheduleStore].
+func (s *Store) ScheduleUpsert(ctx context.Context, p *errandstore.ScheduleUpsertParams) (*errandtype.ScheduleRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -52,15 +53,15 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *errand.ScheduleUpsertPara
 	return r, nil
 }
 
-// ScheduleAdvance implements [errand.ScheduleStore]. The UPDATE's row lock
+// ScheduleAdvance implements [errandstore.ScheduleStore]. The UPDATE's row lock
 // serialises advances of one schedule; a process that waited for it reads
 // the row again (READ COMMITTED), finds next_fire_at moved, and updates
 // nothing.
-func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvanceParams) (*errand.ScheduleAdvanceResult, error) {
+func (s *Store) ScheduleAdvance(ctx context.Context, p *errandstore.ScheduleAdvanceParams) (*errandstore.ScheduleAdvanceResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	res := &errand.ScheduleAdvanceResult{}
+	res := &errandstore.ScheduleAdvanceResult{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
 		r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET next_fire_at = $2, updated_at = {now}
@@ -69,7 +70,7 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 		if isNoRows(err) {
 			res.Schedule, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} WHERE name = $1`), p.Name))
 			if isNoRows(err) {
-				return errand.ErrNotFound
+				return errandtype.ErrNotFound
 			}
 			return err
 		}
@@ -80,7 +81,7 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 		if p.Job == nil {
 			return nil
 		}
-		rs, err := s.insert(ctx, pgxQuerier{tx}, s.own, []*errand.JobInsertParams{p.Job})
+		rs, err := s.insert(ctx, pgxQuerier{tx}, s.own, []*errandstore.JobInsertParams{p.Job})
 		if err != nil {
 			return err
 		}
@@ -95,14 +96,14 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 	return res, nil
 }
 
-// ScheduleList implements [errand.ScheduleStore].
-func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) ([]*errand.ScheduleRecord, error) {
+// ScheduleList implements [errandstore.ScheduleStore].
+func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListParams) ([]*errandtype.ScheduleRecord, error) {
 	rows, err := s.pool.Query(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} ORDER BY name`))
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
-	out := []*errand.ScheduleRecord{}
+	out := []*errandtype.ScheduleRecord{}
 	for rows.Next() {
 		r, err := scanSchedule(rows)
 		if err != nil {
@@ -116,24 +117,24 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) 
 	return out, nil
 }
 
-// ScheduleDelete implements [errand.ScheduleStore].
-func (s *Store) ScheduleDelete(ctx context.Context, p *errand.ScheduleDeleteParams) (*errand.ScheduleRecord, error) {
+// ScheduleDelete implements [errandstore.ScheduleStore].
+func (s *Store) ScheduleDelete(ctx context.Context, p *errandstore.ScheduleDeleteParams) (*errandtype.ScheduleRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var r *errand.ScheduleRecord
+	var r *errandtype.ScheduleRecord
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.nowArg()
 		var err error
 		r, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`DELETE FROM {schedules} WHERE name = $1 RETURNING `+scheduleColumns), p.Name))
 		if isNoRows(err) {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		return s.insertAudit(ctx, tx, now, &auditEntry{action: errand.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
-			details: errand.ScheduleDeleteDetails(r)})
+		return s.insertAudit(ctx, tx, now, &auditEntry{action: errandtype.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
+			details: errandstore.ScheduleDeleteDetails(r)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)

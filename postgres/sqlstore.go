@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -12,7 +12,7 @@ import (
 // SQLStore is a Store seen through database/sql: the same store, whose
 // transaction methods take a *sql.Tx of the pgx driver
 // (github.com/jackc/pgx/v5/stdlib) instead of a pgx.Tx. It is an
-// [errand.TxStore] of *sql.Tx, for applications whose own code runs on
+// [errandstore.TxStore] of *sql.Tx, for applications whose own code runs on
 // database/sql: errand.NewClient(store.SQL(db), cfg) returns a
 // *errand.Client[*sql.Tx]. Every other method is the Store's.
 type SQLStore struct {
@@ -21,7 +21,7 @@ type SQLStore struct {
 	ownsDB bool // Close closes db
 }
 
-var _ errand.TxStore[*sql.Tx] = (*SQLStore)(nil)
+var _ errandstore.TxStore[*sql.Tx] = (*SQLStore)(nil)
 
 // SQL returns the store's database/sql view. db is the application's
 // handle on the store's database, opened with the pgx driver; InTx begins
@@ -39,20 +39,20 @@ func (s *Store) SQL(db *sql.DB) *SQLStore {
 // DB returns the database/sql handle InTx uses.
 func (s *SQLStore) DB() *sql.DB { return s.db }
 
-// JobInsertManyTx implements [errand.TxStore]: tx is a *sql.Tx of the pgx
+// JobInsertManyTx implements [errandstore.TxStore]: tx is a *sql.Tx of the pgx
 // driver on the store's database. Times come from statement_timestamp(),
 // not the start of the caller's transaction.
-func (s *SQLStore) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+func (s *SQLStore) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
 	return s.insert(ctx, sqlQuerier{tx}, s.inTx, p.Jobs)
 }
 
-// EffectRecordTx implements [errand.TxStore]: tx is a *sql.Tx of the pgx
+// EffectRecordTx implements [errandstore.TxStore]: tx is a *sql.Tx of the pgx
 // driver on the store's database.
-func (s *SQLStore) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errand.EffectRecordParams) (bool, error) {
+func (s *SQLStore) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errandstore.EffectRecordParams) (bool, error) {
 	return s.recordEffect(ctx, sqlQuerier{tx}, p)
 }
 
-// InTx implements [errand.TxStore]: it begins a transaction on DB, runs fn
+// InTx implements [errandstore.TxStore]: it begins a transaction on DB, runs fn
 // with it and commits, or rolls back when fn returns an error or panics.
 func (s *SQLStore) InTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -60,7 +61,7 @@ func TestUniqueHolderFinishesDuringEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uo := &errand.UniqueOpts{Key: "sync:acct-7", Scope: errand.UniqueUntilFinished}
+	uo := &errand.UniqueOpts{Key: "sync:acct-7", Scope: errandtype.UniqueUntilFinished}
 	first, err := c.Enqueue(ctx, errand.RawArgs{KindName: "sync"}, &errand.EnqueueOpts{Unique: uo})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func TestUniqueHolderFinishesDuringEnqueue(t *testing.T) {
 	if tr.armed.Load() {
 		t.Fatal("the holder was not finished between the statements; the test proves nothing")
 	}
-	if res.Duplicate || res.Job.ID == first.Job.ID || res.Job.State != errand.StateQueued {
+	if res.Duplicate || res.Job.ID == first.Job.ID || res.Job.State != errandtype.StateQueued {
 		t.Fatalf("enqueue = duplicate %v, job %s %s; want a new queued job, the key being free", res.Duplicate, res.Job.ID, res.Job.State)
 	}
 }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,10 +15,10 @@ const workerColumns = `id, host, pid, queues::text, heartbeat_interval_us, start
 
 // scanWorker reads one registry row, and any extra columns after it; the
 // caller sets its status.
-func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
+func scanWorker(row scanner, extra ...any) (*errandtype.WorkerRecord, error) {
 	var (
-		w errand.WorkerRecord
-		c errand.WorkerColumns
+		w errandtype.WorkerRecord
+		c errandtype.WorkerColumns
 	)
 	dest := append([]any{&w.ID, &w.Host, &w.PID, &c.Queues, &c.HeartbeatIntervalUS, &w.StartedAt, &w.HeartbeatAt,
 		&w.StoppedAt, &w.LastCompletedAt, &w.JobsRunning, &w.JobsCompleted, &w.ClockSkewMS, &w.DrainingAt, &c.Kinds}, extra...)
@@ -35,8 +36,8 @@ func scanWorker(row scanner, extra ...any) (*errand.WorkerRecord, error) {
 	return &w, nil
 }
 
-// WorkerRegister implements [errand.WorkerRegistry].
-func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
+// WorkerRegister implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerRegister(ctx context.Context, p *errandstore.WorkerRegisterParams) (*errandtype.WorkerRecord, error) {
 	c, err := p.Columns()
 	if err != nil {
 		return nil, err
@@ -44,26 +45,26 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	w, err := scanWorker(s.pool.QueryRow(ctx, s.sql(`INSERT INTO {workers} (id, host, pid, queues, kinds,
 			heartbeat_interval_us, started_at, heartbeat_at)
 		VALUES ($2, $3, $4, $5::jsonb, $7::jsonb, $6, {now}, {now})
-		`+errand.WorkerReregisterSQL+`
+		`+errandstore.WorkerReregisterSQL+`
 		RETURNING `+workerColumns),
 		s.nowArg(), p.ID, p.Host, p.PID, c.Queues, c.HeartbeatIntervalUS, c.Kinds))
 	if err != nil {
 		return nil, fmt.Errorf("register worker %s: %w", p.ID, badValue(err))
 	}
-	w.Status = errand.WorkerStatusAt(w, w.HeartbeatAt, 0)
+	w.Status = errandstore.WorkerStatusAt(w, w.HeartbeatAt, 0)
 	return w, nil
 }
 
-// WorkerHeartbeat implements [errand.WorkerRegistry]. When stats.SentAt is set it
+// WorkerHeartbeat implements [errandstore.WorkerRegistry]. When stats.SentAt is set it
 // records the clock skew: the database's clock minus the worker's, in
 // milliseconds (including the heartbeat's transit time).
-func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatParams) (*errand.WorkerRecord, error) {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *errandstore.WorkerHeartbeatParams) (*errandtype.WorkerRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	id, st := p.ID, p.Stats
-	if !errand.StorableText(id) {
-		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errand.ErrNotFound) // no worker has such an id
+	if !errandtype.StorableText(id) {
+		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errandtype.ErrNotFound) // no worker has such an id
 	}
 	var ago *int64 // NULL when nothing completed
 	if st.JobsCompleted > 0 {
@@ -91,17 +92,17 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatPa
 		RETURNING `+workerColumns),
 		s.nowArg(), ago, st.JobsCompleted, st.JobsRunning, sent, id, st.Draining))
 	if isNoRows(err) {
-		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errand.ErrNotFound)
+		return nil, fmt.Errorf("heartbeat worker %s: %w", id, errandtype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat worker %s: %w", id, err)
 	}
-	w.Status = errand.WorkerStatusAt(w, w.HeartbeatAt, 0)
+	w.Status = errandstore.WorkerStatusAt(w, w.HeartbeatAt, 0)
 	return w, nil
 }
 
-// WorkerList implements [errand.WorkerRegistry].
-func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
+// WorkerList implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerList(ctx context.Context, p *errandstore.WorkerListParams) ([]*errandtype.WorkerRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -110,29 +111,29 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	ws, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*errand.WorkerRecord, error) {
+	ws, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*errandtype.WorkerRecord, error) {
 		var now time.Time
 		w, err := scanWorker(row, &now)
 		if err != nil {
 			return nil, err
 		}
-		w.Status = errand.WorkerStatusAt(w, now, p.StaleAfter)
+		w.Status = errandstore.WorkerStatusAt(w, now, p.StaleAfter)
 		return w, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
 	if ws == nil {
-		ws = []*errand.WorkerRecord{}
+		ws = []*errandtype.WorkerRecord{}
 	}
 	return ws, nil
 }
 
-// WorkerStop implements [errand.WorkerRegistry].
-func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+// WorkerStop implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errandstore.WorkerStopParams) error {
 	id := p.ID
-	if !errand.StorableText(id) {
-		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound) // no worker has such an id
+	if !errandtype.StorableText(id) {
+		return fmt.Errorf("stop worker %s: %w", id, errandtype.ErrNotFound) // no worker has such an id
 	}
 	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {workers}
 		SET stopped_at = coalesce(stopped_at, {now}), jobs_running = 0 WHERE id = $2`), s.nowArg(), id)
@@ -140,13 +141,13 @@ func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) erro
 		return fmt.Errorf("stop worker %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("stop worker %s: %w", id, errand.ErrNotFound)
+		return fmt.Errorf("stop worker %s: %w", id, errandtype.ErrNotFound)
 	}
 	return nil
 }
 
-// WorkerPrune implements [errand.WorkerRegistry].
-func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (int, error) {
+// WorkerPrune implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerPrune(ctx context.Context, p *errandstore.WorkerPruneParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -155,7 +156,7 @@ func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (i
 		OR (stopped_at IS NULL
 			AND heartbeat_at + $3 * heartbeat_interval_us * interval '1 microsecond' <= {now}
 			AND heartbeat_at <= {now} - $2 * interval '1 microsecond')`),
-		s.nowArg(), us(p.OlderThan), errand.WorkerMissedHeartbeats)
+		s.nowArg(), us(p.OlderThan), errandstore.WorkerMissedHeartbeats)
 	if err != nil {
 		return 0, fmt.Errorf("prune workers: %w", err)
 	}

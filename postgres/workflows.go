@@ -9,29 +9,30 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/jackc/pgx/v5"
 )
 
 var (
-	_ errand.WorkflowTxStore[pgx.Tx]  = (*Store)(nil)
-	_ errand.WorkflowTxStore[*sql.Tx] = (*SQLStore)(nil)
+	_ errandstore.WorkflowTxStore[pgx.Tx]  = (*Store)(nil)
+	_ errandstore.WorkflowTxStore[*sql.Tx] = (*SQLStore)(nil)
 )
 
 const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at,
 	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
-var openWorkflows = `'` + string(errand.WorkflowRunning) + `', '` + string(errand.WorkflowCompensating) + `'`
+var openWorkflows = `'` + string(errandtype.WorkflowRunning) + `', '` + string(errandtype.WorkflowCompensating) + `'`
 
 // workflowSQL expands a workflow statement: {workflows} and what r expands.
 func (s *Store) workflowSQL(r *strings.Replacer, q string) string {
 	return r.Replace(strings.ReplaceAll(q, "{workflows}", s.table("errand_workflows")))
 }
 
-func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
+func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 	var (
-		w                      errand.WorkflowRecord
+		w                      errandstore.WorkflowRecord
 		state, steps, enqueued string
 	)
 	if err := row.Scan(&w.ID, &w.Name, &state, &w.FailedStep, &steps, &enqueued, &w.CreatedAt, &w.UpdatedAt,
@@ -39,26 +40,26 @@ func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
 		return nil, err
 	}
 	var err error
-	if w.Steps, err = errand.DecodeWorkflowSteps(steps); err != nil {
+	if w.Steps, err = errandstore.DecodeWorkflowSteps(steps); err != nil {
 		return nil, err
 	}
-	if w.Enqueued, err = errand.DecodeWorkflowEnqueued(enqueued); err != nil {
+	if w.Enqueued, err = errandstore.DecodeWorkflowEnqueued(enqueued); err != nil {
 		return nil, err
 	}
-	w.State = errand.WorkflowState(state)
+	w.State = errandtype.WorkflowState(state)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt, w.FinishedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC(), w.CheckedAt.UTC(), utc(w.FinishedAt)
 	w.CompensationStartedAt = utc(w.CompensationStartedAt)
 	return &w, nil
 }
 
 // queryWorkflows reads the workflow rows a query returns.
-func queryWorkflows(ctx context.Context, q querier, sql string, args ...any) ([]*errand.WorkflowRecord, error) {
+func queryWorkflows(ctx context.Context, q querier, sql string, args ...any) ([]*errandstore.WorkflowRecord, error) {
 	rs, err := q.query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	var out []*errand.WorkflowRecord
+	var out []*errandstore.WorkflowRecord
 	for rs.Next() {
 		w, err := scanWorkflow(rs)
 		if err != nil {
@@ -71,8 +72,8 @@ func queryWorkflows(ctx context.Context, q querier, sql string, args ...any) ([]
 
 // workflowJobs reads the jobs of the workflows ids, by workflow id and job
 // id.
-func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map[string]map[string]*errand.WorkflowJob, error) {
-	out := make(map[string]map[string]*errand.WorkflowJob, len(ids))
+func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map[string]map[string]*errandstore.WorkflowJob, error) {
+	out := make(map[string]map[string]*errandstore.WorkflowJob, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -86,23 +87,23 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 		var (
 			wf, state         string
 			output, lastError *string
-			j                 errand.WorkflowJob
+			j                 errandstore.WorkflowJob
 		)
 		if err := rs.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output, &lastError); err != nil {
 			return nil, err
 		}
 		if lastError != nil {
-			j.LastError = new(errand.LastError)
+			j.LastError = new(errandtype.LastError)
 			if err := json.Unmarshal([]byte(*lastError), j.LastError); err != nil {
 				return nil, fmt.Errorf("job %s: last_error: %w", j.ID, err)
 			}
 		}
-		j.State = errand.JobState(state)
+		j.State = errandtype.JobState(state)
 		if output != nil {
 			j.Output = []byte(*output)
 		}
 		if out[wf] == nil {
-			out[wf] = make(map[string]*errand.WorkflowJob)
+			out[wf] = make(map[string]*errandstore.WorkflowJob)
 		}
 		out[wf][j.ID] = &j
 	}
@@ -110,18 +111,18 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 }
 
 // workflowJobOf is what a workflow reads of its job j.
-func workflowJobOf(j *errand.Job) *errand.WorkflowJob {
-	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
+func workflowJobOf(j *errandtype.Job) *errandstore.WorkflowJob {
+	return &errandstore.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
 }
 
 // workflowJobTakenError is the *InputError of a workflow whose first job's
 // id or unique key is taken by a job that exists already.
 func workflowJobTakenError(jobID string) error {
-	return &errand.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
+	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
 }
 
 // markWorkflowJobs sets the workflow_id of jobs to id.
-func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, jobs []*errand.Job) error {
+func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, jobs []*errandtype.Job) error {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -149,13 +150,13 @@ var killWorkflowSQL = func() string {
 }()
 
 // killWorkflowJobs makes dead at once the jobs of dead among jobs, just
-// inserted with q, with their errors (see [errand.WorkflowPlan].Dead), and
+// inserted with q, with their errors (see [errandstore.WorkflowPlan].Dead), and
 // replaces them in jobs with their rows as they are now.
-func killWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, now any, dead []*errand.WorkflowDeadJob, jobs []*errand.Job) error {
+func killWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, now any, dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
 	if len(dead) == 0 {
 		return nil
 	}
-	errs := make(map[string]*errand.WorkflowDeadJob, len(dead))
+	errs := make(map[string]*errandstore.WorkflowDeadJob, len(dead))
 	for _, d := range dead {
 		errs[d.ID] = d
 	}
@@ -180,12 +181,12 @@ func killWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, now a
 	return nil
 }
 
-// WorkflowInsert implements [errand.WorkflowStore].
-func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
-	var res *errand.WorkflowInsertResult
+// WorkflowInsert implements [errandstore.WorkflowStore].
+func (s *Store) WorkflowInsert(ctx context.Context, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
+	var res *errandstore.WorkflowInsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.insertWorkflow(ctx, pgxQuerier{tx}, s.own, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		res, err = s.insertWorkflow(ctx, pgxQuerier{tx}, s.own, p, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 			return s.insert(ctx, pgxQuerier{tx}, s.own, jobs)
 		})
 		return err
@@ -193,38 +194,38 @@ func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertPara
 	return res, err
 }
 
-// WorkflowInsertTx implements [errand.WorkflowTxStore]: tx is a pgx.Tx on
+// WorkflowInsertTx implements [errandstore.WorkflowTxStore]: tx is a pgx.Tx on
 // the store's database.
-func (s *Store) WorkflowInsertTx(ctx context.Context, tx pgx.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
-	return s.insertWorkflow(ctx, pgxQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) WorkflowInsertTx(ctx context.Context, tx pgx.Tx, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
+	return s.insertWorkflow(ctx, pgxQuerier{tx}, s.inTx, p, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 		return s.insertCallerTx(ctx, tx, jobs)
 	})
 }
 
-// WorkflowInsertTx implements [errand.WorkflowTxStore]: tx is a *sql.Tx of
+// WorkflowInsertTx implements [errandstore.WorkflowTxStore]: tx is a *sql.Tx of
 // the pgx driver on the store's database.
-func (s *SQLStore) WorkflowInsertTx(ctx context.Context, tx *sql.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
-	return s.insertWorkflow(ctx, sqlQuerier{tx}, s.inTx, p, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *SQLStore) WorkflowInsertTx(ctx context.Context, tx *sql.Tx, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
+	return s.insertWorkflow(ctx, sqlQuerier{tx}, s.inTx, p, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 		return s.insert(ctx, sqlQuerier{tx}, s.inTx, jobs)
 	})
 }
 
-func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replacer, p *errand.WorkflowInsertParams,
-	insert func([]*errand.JobInsertParams) ([]errand.JobInsertResult, error)) (*errand.WorkflowInsertResult, error) {
+func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replacer, p *errandstore.WorkflowInsertParams,
+	insert func([]*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error)) (*errandstore.WorkflowInsertResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	steps, err := errand.EncodeWorkflowSteps(p.Steps)
+	steps, err := errandstore.EncodeWorkflowSteps(p.Steps)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := errand.PlanWorkflow(&errand.WorkflowRecord{ID: p.ID, Name: p.Name, State: errand.WorkflowRunning, Steps: p.Steps}, nil)
+	plan, err := errandstore.PlanWorkflow(&errandstore.WorkflowRecord{ID: p.ID, Name: p.Name, State: errandtype.WorkflowRunning, Steps: p.Steps}, nil)
 	if err != nil {
 		return nil, err
 	}
 	ws, err := queryWorkflows(ctx, q, s.workflowSQL(r, `INSERT INTO {workflows} (id, name, state, steps, enqueued, created_at, updated_at, checked_at, rerun_of)
 		VALUES ($2, $3, $4, $5, $6, {now}, {now}, {now}, NULLIF($7, '')) ON CONFLICT (id) DO NOTHING RETURNING `+workflowColumns),
-		s.nowArg(), p.ID, p.Name, string(plan.State), steps, errand.EncodeWorkflowEnqueued(plan.Enqueued), p.RerunOf)
+		s.nowArg(), p.ID, p.Name, string(plan.State), steps, errandstore.EncodeWorkflowEnqueued(plan.Enqueued), p.RerunOf)
 	if err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, badValue(err))
 	}
@@ -233,14 +234,14 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 		if err != nil {
 			return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 		}
-		return &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}, nil
+		return &errandstore.WorkflowInsertResult{Workflow: v, Duplicate: true}, nil
 	}
 	rs, err := insert(plan.Insert)
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errand.Job, len(rs))
-	byID := make(map[string]*errand.WorkflowJob, len(rs))
+	jobs := make([]*errandtype.Job, len(rs))
+	byID := make(map[string]*errandstore.WorkflowJob, len(rs))
 	for i, res := range rs {
 		if res.Duplicate {
 			return nil, workflowJobTakenError(plan.Insert[i].ID)
@@ -251,48 +252,48 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 	if err := markWorkflowJobs(ctx, q, r, p.ID, jobs); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
-	return &errand.WorkflowInsertResult{Workflow: errand.ViewWorkflow(ws[0], byID), Jobs: jobs}, nil
+	return &errandstore.WorkflowInsertResult{Workflow: errandstore.ViewWorkflow(ws[0], byID), Jobs: jobs}, nil
 }
 
 // getWorkflow reads workflow id and its jobs with q, or ErrNotFound.
-func (s *Store) getWorkflow(ctx context.Context, q querier, r *strings.Replacer, id string) (*errand.Workflow, error) {
+func (s *Store) getWorkflow(ctx context.Context, q querier, r *strings.Replacer, id string) (*errandtype.Workflow, error) {
 	ws, err := queryWorkflows(ctx, q, s.workflowSQL(r, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1`), id)
 	if err != nil {
 		return nil, err
 	}
 	if len(ws) == 0 {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	jobs, err := s.workflowJobs(ctx, q, id)
 	if err != nil {
 		return nil, err
 	}
-	return errand.ViewWorkflow(ws[0], jobs[id]), nil
+	return errandstore.ViewWorkflow(ws[0], jobs[id]), nil
 }
 
-// WorkflowGet implements [errand.WorkflowStore].
-func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*errand.Workflow, error) {
-	if !errand.StorableText(p.ID) {
-		return nil, errand.ErrNotFound
+// WorkflowGet implements [errandstore.WorkflowStore].
+func (s *Store) WorkflowGet(ctx context.Context, p *errandstore.WorkflowGetParams) (*errandtype.Workflow, error) {
+	if !errandtype.StorableText(p.ID) {
+		return nil, errandtype.ErrNotFound
 	}
 	v, err := s.getWorkflow(ctx, pgxQuerier{s.pool}, s.own, p.ID)
-	if err != nil && !errors.Is(err, errand.ErrNotFound) {
+	if err != nil && !errors.Is(err, errandtype.ErrNotFound) {
 		return nil, fmt.Errorf("get workflow %s: %w", p.ID, err)
 	}
 	return v, err
 }
 
-// WorkflowCounts implements [errand.WorkflowStore].
-func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
+// WorkflowCounts implements [errandstore.WorkflowStore].
+func (s *Store) WorkflowCounts(ctx context.Context) (map[errandtype.WorkflowState]int, error) {
 	rows, err := s.pool.Query(ctx, s.workflowSQL(s.own, `SELECT state, count(*) FROM {workflows} GROUP BY state`))
 	if err != nil {
 		return nil, fmt.Errorf("count workflows: %w", err)
 	}
-	m := errand.NewWorkflowCounts()
+	m := errandstore.NewWorkflowCounts()
 	var st string
 	var n int
 	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error {
-		m[errand.WorkflowState(st)] = n
+		m[errandtype.WorkflowState(st)] = n
 		return nil
 	})
 	if err != nil {
@@ -301,9 +302,9 @@ func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]in
 	return m, nil
 }
 
-// WorkflowList implements [errand.WorkflowStore]: the rows in one query,
+// WorkflowList implements [errandstore.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
-func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
+func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListParams) ([]*errandtype.Workflow, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -336,23 +337,23 @@ func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) 
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	out := make([]*errand.Workflow, len(ws))
+	out := make([]*errandtype.Workflow, len(ws))
 	for i, w := range ws {
-		out[i] = errand.ViewWorkflow(w, jobs[w.ID])
+		out[i] = errandstore.ViewWorkflow(w, jobs[w.ID])
 	}
 	return out, nil
 }
 
-// WorkflowAdvance implements [errand.WorkflowStore]. Each workflow is
+// WorkflowAdvance implements [errandstore.WorkflowStore]. Each workflow is
 // advanced in a transaction that locks its row (SELECT ... FOR UPDATE)
 // before it reads the jobs: a second advance of the workflow waits for the
 // first to commit, then reads the row it wrote and the jobs it inserted
 // (READ COMMITTED takes a new snapshot per statement), so it plans none of
 // them again.
-func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvanceParams) ([]*errand.WorkflowAdvanceResult, error) {
+func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdvanceParams) ([]*errandstore.WorkflowAdvanceResult, error) {
 	var ids []string
 	for _, id := range p.IDs {
-		if errand.StorableText(id) {
+		if errandtype.StorableText(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -371,7 +372,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 				AND (EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at)
 					OR (NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.state IN (`+unfinished+`))
 						AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - $2 * interval '1 microsecond')))
-			ORDER BY w.created_at, w.id LIMIT $1`), limit, errand.WorkflowRecheckOverlap.Microseconds())
+			ORDER BY w.created_at, w.id LIMIT $1`), limit, errandstore.WorkflowRecheckOverlap.Microseconds())
 		if err != nil {
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
@@ -383,7 +384,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 	// that fails on every pass (a planned job the store refuses) must not
 	// keep the leader from the workflows after it.
 	var (
-		out  []*errand.WorkflowAdvanceResult
+		out  []*errandstore.WorkflowAdvanceResult
 		errs []error
 	)
 	for _, id := range ids {
@@ -391,7 +392,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 			errs = append(errs, ctx.Err())
 			break
 		}
-		var res *errand.WorkflowAdvanceResult
+		var res *errandstore.WorkflowAdvanceResult
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
 			res, err = s.advanceWorkflow(ctx, tx, id)
@@ -409,7 +410,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 }
 
 // advanceWorkflow advances workflow id in tx; nil for an unknown id.
-func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*errand.WorkflowAdvanceResult, error) {
+func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*errandstore.WorkflowAdvanceResult, error) {
 	q := pgxQuerier{tx}
 	ws, err := queryWorkflows(ctx, q, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR UPDATE`), id)
 	if err != nil || len(ws) == 0 {
@@ -422,13 +423,13 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	}
 	byID := all[id]
 	if byID == nil {
-		byID = make(map[string]*errand.WorkflowJob)
+		byID = make(map[string]*errandstore.WorkflowJob)
 	}
-	plan, err := errand.PlanWorkflow(w, byID)
+	plan, err := errandstore.PlanWorkflow(w, byID)
 	if err != nil {
 		return nil, err
 	}
-	var jobs []*errand.Job
+	var jobs []*errandtype.Job
 	if len(plan.Insert) > 0 {
 		rs, err := s.insert(ctx, q, s.own, plan.Insert)
 		if err != nil {
@@ -462,7 +463,7 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 				updated_at = {now}, checked_at = {now}, finished_at = CASE WHEN $6 THEN {now} END,
 				compensation_started_at = CASE WHEN $7 THEN coalesce(compensation_started_at, {now}) END
 			WHERE id = $2 RETURNING checked_at, updated_at, finished_at, compensation_started_at`),
-			now, id, string(plan.State), plan.FailedStep, errand.EncodeWorkflowEnqueued(plan.Enqueued), !plan.State.Open(), plan.CompensationStarted)
+			now, id, string(plan.State), plan.FailedStep, errandstore.EncodeWorkflowEnqueued(plan.Enqueued), !plan.State.Open(), plan.CompensationStarted)
 	} else {
 		rs, err = tx.Query(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET checked_at = {now}
 			WHERE id = $2 RETURNING checked_at, updated_at, finished_at, compensation_started_at`), now, id)
@@ -488,11 +489,11 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	if plan.Changed {
 		w.State, w.FailedStep, w.Enqueued = plan.State, plan.FailedStep, plan.Enqueued
 	}
-	return &errand.WorkflowAdvanceResult{Workflow: errand.ViewWorkflow(w, byID), Jobs: jobs, Changed: plan.Changed}, nil
+	return &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(w, byID), Jobs: jobs, Changed: plan.Changed}, nil
 }
 
-// JobSetOutput implements [errand.WorkflowStore].
-func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) error {
+// JobSetOutput implements [errandstore.WorkflowStore].
+func (s *Store) JobSetOutput(ctx context.Context, p *errandstore.JobSetOutputParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -504,23 +505,23 @@ func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) 
 		return fmt.Errorf("set output of job %s: %w", id, badValue(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return errand.ErrLeaseLost
+		return errandtype.ErrLeaseLost
 	}
 	return nil
 }
 
-// WorkflowRerun implements [errand.WorkflowStore]. It locks the old
+// WorkflowRerun implements [errandstore.WorkflowStore]. It locks the old
 // workflow's row FOR UPDATE: a concurrent rerun waits and then finds it
 // rerun, and a replay of its steps (FOR SHARE) waits and then finds
 // rerun_as set.
-func (s *Store) WorkflowRerun(ctx context.Context, p *errand.WorkflowRerunParams) (*errand.WorkflowInsertResult, error) {
+func (s *Store) WorkflowRerun(ctx context.Context, p *errandstore.WorkflowRerunParams) (*errandstore.WorkflowInsertResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if !errand.StorableText(p.ID) {
-		return nil, errand.ErrNotFound
+	if !errandtype.StorableText(p.ID) {
+		return nil, errandtype.ErrNotFound
 	}
-	var res *errand.WorkflowInsertResult
+	var res *errandstore.WorkflowInsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{tx}
 		ws, err := queryWorkflows(ctx, q, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR UPDATE`), p.ID)
@@ -528,25 +529,25 @@ func (s *Store) WorkflowRerun(ctx context.Context, p *errand.WorkflowRerunParams
 			return err
 		}
 		if len(ws) == 0 {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
-		ip, again, err := errand.PlanWorkflowRerun(ws[0], p.NewID)
+		ip, again, err := errandstore.PlanWorkflowRerun(ws[0], p.NewID)
 		switch {
 		case err != nil:
 			return err
 		case again:
 			v, err := s.getWorkflow(ctx, q, s.own, p.NewID)
-			res = &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}
+			res = &errandstore.WorkflowInsertResult{Workflow: v, Duplicate: true}
 			return err
 		}
-		res, err = s.insertWorkflow(ctx, q, s.own, ip, func(jobs []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+		res, err = s.insertWorkflow(ctx, q, s.own, ip, func(jobs []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 			return s.insert(ctx, q, s.own, jobs)
 		})
 		if err != nil {
 			return err
 		}
 		if res.Duplicate {
-			return errand.RerunIDTakenError(p.NewID)
+			return errandstore.RerunIDTakenError(p.NewID)
 		}
 		_, err = tx.Exec(ctx, s.workflowSQL(s.own, `UPDATE {workflows} SET rerun_as = $1 WHERE id = $2`), p.NewID, p.ID)
 		return err

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-// BatchList implements [errand.BatchStore]: the rows in one query, read
+// BatchList implements [errandstore.BatchStore]: the rows in one query, read
 // from an index on created_at (errand_batches_open for open batches,
 // errand_batches_created otherwise), and the counts of all their members
 // in another, from the members' index on (batch_id, state).
-func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*errand.Batch, error) {
+func (s *Store) BatchList(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -37,18 +38,18 @@ func (s *Store) BatchList(ctx context.Context, p *errand.BatchListParams) ([]*er
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
 	if bs == nil {
-		bs = []*errand.Batch{}
+		bs = []*errandstore.Batch{}
 	}
 	return bs, nil
 }
 
 // batchListCounts fills the Counts of bs from their members' states, in
 // one query.
-func (s *Store) batchListCounts(ctx context.Context, bs []*errand.Batch) error {
-	byID := make(map[string]*errand.Batch, len(bs))
+func (s *Store) batchListCounts(ctx context.Context, bs []*errandstore.Batch) error {
+	byID := make(map[string]*errandstore.Batch, len(bs))
 	ids := make([]string, len(bs))
 	for i, b := range bs {
-		b.Counts = errand.NewBatchCounts()
+		b.Counts = errandstore.NewBatchCounts()
 		byID[b.ID] = b
 		ids[i] = b.ID
 	}
@@ -71,7 +72,7 @@ func (s *Store) batchListCounts(ctx context.Context, bs []*errand.Batch) error {
 			return err
 		}
 		if b := byID[id]; b != nil {
-			b.Counts[errand.JobState(st)] = n
+			b.Counts[errandtype.JobState(st)] = n
 		}
 	}
 	return rows.Err()
@@ -79,12 +80,12 @@ func (s *Store) batchListCounts(ctx context.Context, bs []*errand.Batch) error {
 
 // batchListSQL lists the batches in state (every batch when empty), newest
 // first, at most ? of them.
-func batchListSQL(state errand.BatchState, before bool) string {
+func batchListSQL(state errandtype.BatchState, before bool) string {
 	var where []string
 	switch state {
-	case errand.BatchOpen:
+	case errandtype.BatchOpen:
 		where = append(where, `completed_at IS NULL`)
-	case errand.BatchCompleted:
+	case errandtype.BatchCompleted:
 		where = append(where, `completed_at IS NOT NULL`)
 	}
 	if before {

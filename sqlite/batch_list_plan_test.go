@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestBatchListPlans pins the plans of the batch listing: each page reads
@@ -23,10 +23,10 @@ func TestBatchListPlans(t *testing.T) {
 		want  string
 	}{
 		{"every batch", batchListSQL("", false), "SCAN errand_batches USING INDEX errand_batches_created"},
-		{"open batches", batchListSQL(errand.BatchOpen, false), "SCAN errand_batches USING INDEX errand_batches_open"},
-		{"completed batches", batchListSQL(errand.BatchCompleted, false), "SCAN errand_batches USING INDEX errand_batches_created"},
+		{"open batches", batchListSQL(errandtype.BatchOpen, false), "SCAN errand_batches USING INDEX errand_batches_open"},
+		{"completed batches", batchListSQL(errandtype.BatchCompleted, false), "SCAN errand_batches USING INDEX errand_batches_created"},
 		{"a next page", batchListSQL("", true), "SEARCH errand_batches USING INDEX errand_batches_created ((created_at,id)<(?,?))"},
-		{"a next page of open batches", batchListSQL(errand.BatchOpen, true), "SEARCH errand_batches USING INDEX errand_batches_open ((created_at,id)<(?,?))"},
+		{"a next page of open batches", batchListSQL(errandtype.BatchOpen, true), "SEARCH errand_batches USING INDEX errand_batches_open ((created_at,id)<(?,?))"},
 		{"members' counts", batchListCountsSQL, "USING COVERING INDEX errand_jobs_batch (batch_id=?)"},
 	} {
 		plan := explain(t, s, c.query)

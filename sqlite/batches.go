@@ -9,23 +9,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var (
-	_ errand.BatchTxStore[*sql.Tx] = (*Store)(nil)
-	_ errand.DeadHookStore         = (*Store)(nil)
-	_ errand.DeadHookCursorStore   = (*Store)(nil)
+	_ errandstore.BatchTxStore[*sql.Tx] = (*Store)(nil)
+	_ errandstore.DeadHookStore         = (*Store)(nil)
+	_ errandstore.DeadHookCursorStore   = (*Store)(nil)
 )
 
-// unfinished is errand.UnfinishedStates as a SQL list, for IN (...).
-var unfinished = errand.SQLStates(errand.UnfinishedStates)
+// unfinished is errandstore.UnfinishedStates as a SQL list, for IN (...).
+var unfinished = errandstore.SQLStates(errandstore.UnfinishedStates)
 
 const batchColumns = `id, total, callback, callback_job_id, created_at, completed_at, succeeded, dead, cancelled`
 
-func scanBatch(row scanner) (*errand.Batch, error) {
+func scanBatch(row scanner) (*errandstore.Batch, error) {
 	var (
-		b                    errand.Batch
+		b                    errandstore.Batch
 		cb, cbJob            sql.NullString
 		created              int64
 		completed            sql.NullInt64
@@ -35,12 +36,12 @@ func scanBatch(row scanner) (*errand.Batch, error) {
 		return nil, err
 	}
 	var err error
-	if b.Callback, err = errand.DecodeBatchCallback(nullString(cb)); err != nil {
+	if b.Callback, err = errandstore.DecodeBatchCallback(nullString(cb)); err != nil {
 		return nil, err
 	}
 	b.CallbackJobID, b.CreatedAt, b.CompletedAt = nullString(cbJob), fromMicros(created), nullMicros(completed)
 	if b.CompletedAt != nil {
-		b.Final = &errand.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
+		b.Final = &errandstore.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
 	}
 	return &b, nil
 }
@@ -48,27 +49,27 @@ func scanBatch(row scanner) (*errand.Batch, error) {
 // batchCounts fills b.Counts from its members' states.
 func batchCounts(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}, b *errand.Batch) error {
+}, b *errandstore.Batch) error {
 	rows, err := q.QueryContext(ctx, `SELECT state, count(*) FROM errand_jobs WHERE batch_id = ? GROUP BY state`, b.ID)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	b.Counts = errand.NewBatchCounts()
+	b.Counts = errandstore.NewBatchCounts()
 	for rows.Next() {
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
 			return err
 		}
-		b.Counts[errand.JobState(st)] = n
+		b.Counts[errandtype.JobState(st)] = n
 	}
 	return rows.Err()
 }
 
-// BatchInsert implements [errand.BatchStore].
-func (s *Store) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
-	var res *errand.BatchInsertResult
+// BatchInsert implements [errandstore.BatchStore].
+func (s *Store) BatchInsert(ctx context.Context, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
+	var res *errandstore.BatchInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		res, err = s.insertBatch(ctx, tx, p)
@@ -77,17 +78,17 @@ func (s *Store) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*
 	return res, err
 }
 
-// BatchInsertTx implements [errand.BatchTxStore]. tx is a transaction on
+// BatchInsertTx implements [errandstore.BatchTxStore]. tx is a transaction on
 // [Store.DB].
-func (s *Store) BatchInsertTx(ctx context.Context, tx *sql.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+func (s *Store) BatchInsertTx(ctx context.Context, tx *sql.Tx, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
 	return s.insertBatch(ctx, tx, p)
 }
 
-func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	cb, err := errand.EncodeBatchCallback(p.Callback)
+	cb, err := errandstore.EncodeBatchCallback(p.Callback)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errand.BatchInse
 		if err := batchCounts(ctx, tx, b); err != nil {
 			return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
 		}
-		return &errand.BatchInsertResult{Batch: b, Duplicate: true}, nil
+		return &errandstore.BatchInsertResult{Batch: b, Duplicate: true}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert batch %s: %w", p.ID, err)
@@ -111,12 +112,12 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errand.BatchInse
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errand.Job, len(rs))
+	jobs := make([]*errandtype.Job, len(rs))
 	ids := make([]any, 0, len(rs)+1)
 	ids = append(ids, p.ID)
 	for i, r := range rs {
 		if r.Duplicate {
-			return nil, errand.BatchMemberTakenError(i, p.Jobs[i].ID)
+			return nil, errandstore.BatchMemberTakenError(i, p.Jobs[i].ID)
 		}
 		jobs[i] = r.Job
 		ids = append(ids, r.Job.ID)
@@ -134,16 +135,16 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errand.BatchInse
 	for _, j := range jobs {
 		j.BatchID = &p.ID
 	}
-	b.Counts = errand.NewBatchCounts()
-	b.Counts[errand.StateQueued] = len(jobs)
-	return &errand.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+	b.Counts = errandstore.NewBatchCounts()
+	b.Counts[errandtype.StateQueued] = len(jobs)
+	return &errandstore.BatchInsertResult{Batch: b, Jobs: jobs}, nil
 }
 
-// BatchGet implements [errand.BatchStore].
-func (s *Store) BatchGet(ctx context.Context, p *errand.BatchGetParams) (*errand.Batch, error) {
+// BatchGet implements [errandstore.BatchStore].
+func (s *Store) BatchGet(ctx context.Context, p *errandstore.BatchGetParams) (*errandstore.Batch, error) {
 	b, err := scanBatch(s.read.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM errand_batches WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err == nil {
 		err = batchCounts(ctx, s.read, b)
@@ -159,10 +160,10 @@ const readyBatchesSQL = `SELECT b.id FROM errand_batches b
 	WHERE b.completed_at IS NULL AND NOT EXISTS (
 		SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND j.state IN (` + "%s" + `))`
 
-// BatchComplete implements [errand.BatchStore]. The single writer
+// BatchComplete implements [errandstore.BatchStore]. The single writer
 // serialises completions; the condition on completed_at is the
 // compare-and-set.
-func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams) ([]*errand.Batch, error) {
+func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteParams) ([]*errandstore.Batch, error) {
 	// Read from the reader first: a member's outcome while others are
 	// unfinished, and an idle reconcile pass, cost no write transaction
 	// (the writer is the store's one scarce resource). A read begun after
@@ -205,7 +206,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 	// that fails on every pass (a callback the store refuses) must not
 	// keep the leader from the batches after it.
 	var (
-		out  []*errand.Batch
+		out  []*errandstore.Batch
 		errs []error
 	)
 	for _, id := range ids {
@@ -213,7 +214,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 			errs = append(errs, ctx.Err())
 			break
 		}
-		var done *errand.Batch
+		var done *errandstore.Batch
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			now := s.clock.Now()
 			b, err := scanBatch(tx.QueryRowContext(ctx, `UPDATE errand_batches SET completed_at = ?
@@ -236,7 +237,7 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 			}
 			var cbID any
 			if cj != nil {
-				rs, err := s.insert(ctx, tx, []*errand.JobInsertParams{cj})
+				rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{cj})
 				if err != nil {
 					return err
 				}
@@ -261,10 +262,10 @@ func (s *Store) BatchComplete(ctx context.Context, p *errand.BatchCompleteParams
 	return out, errors.Join(errs...)
 }
 
-// JobListDeadUnhooked implements [errand.DeadHookStore].
-func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUnhookedParams) ([]*errand.Job, error) {
+// JobListDeadUnhooked implements [errandstore.DeadHookStore].
+func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListDeadUnhookedParams) ([]*errandtype.Job, error) {
 	if len(p.Kinds) == 0 {
-		return []*errand.Job{}, nil
+		return []*errandtype.Job{}, nil
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -278,7 +279,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUn
 	rows, err := s.read.QueryContext(ctx, `SELECT `+prefixed("j", jobColumns)+` FROM errand_jobs j
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= ?
 			AND j.kind IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(p.Kinds)), ", ")+`)
-			AND NOT EXISTS (SELECT 1 FROM errand_jobs c WHERE c.id = `+errand.DeadHookJobIDSQL("j")+`)
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs c WHERE c.id = `+errandstore.DeadHookJobIDSQL("j")+`)
 		ORDER BY j.finished_at, j.seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
@@ -288,7 +289,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errand.JobListDeadUn
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}
 	if jobs == nil {
-		jobs = []*errand.Job{}
+		jobs = []*errandtype.Job{}
 	}
 	return jobs, nil
 }
@@ -302,8 +303,8 @@ func prefixed(alias, cols string) string {
 	return strings.Join(parts, ", ")
 }
 
-// DeadHookCursors implements [errand.DeadHookCursorStore].
-func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsParams) (map[string]time.Time, error) {
+// DeadHookCursors implements [errandstore.DeadHookCursorStore].
+func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCursorsParams) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	if len(p.Kinds) == 0 {
 		return out, nil
@@ -332,8 +333,8 @@ func (s *Store) DeadHookCursors(ctx context.Context, p *errand.DeadHookCursorsPa
 	return out, nil
 }
 
-// DeadHookCursorAdvance implements [errand.DeadHookCursorStore].
-func (s *Store) DeadHookCursorAdvance(ctx context.Context, p *errand.DeadHookCursorAdvanceParams) error {
+// DeadHookCursorAdvance implements [errandstore.DeadHookCursorStore].
+func (s *Store) DeadHookCursorAdvance(ctx context.Context, p *errandstore.DeadHookCursorAdvanceParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}

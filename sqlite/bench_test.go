@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -30,7 +30,7 @@ func BenchmarkJobInsertMany(b *testing.B) {
 			seq := 0
 			start := time.Now()
 			for b.Loop() {
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -56,19 +56,19 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 				for _, j := range jobs {
 					j.Delay, j.MaxAge = time.Hour, 2*time.Hour
 				}
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: jobs}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: jobs}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			var elapsed time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
 				start := time.Now()
-				jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{
+				jobs, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{
 					Queues: []string{"work"}, Limit: n, Lease: time.Minute, Owner: "bench",
 				})
 				if err != nil {
@@ -77,14 +77,14 @@ func BenchmarkClaimAndRecord(b *testing.B) {
 				if len(jobs) != n {
 					b.Fatalf("claimed %d jobs, want %d", len(jobs), n)
 				}
-				outcomes := make([]*errand.JobOutcome, n)
+				outcomes := make([]*errandstore.JobOutcome, n)
 				for i, j := range jobs {
-					outcomes[i] = &errand.JobOutcome{
-						JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
-						Kind:     errand.OutcomeSucceeded,
+					outcomes[i] = &errandstore.JobOutcome{
+						JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
+						Kind:     errandstore.OutcomeSucceeded,
 					}
 				}
-				rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+				rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -113,11 +113,11 @@ func openBench(b testing.TB) *sqlite.Store {
 
 // benchJobs returns n new no-op jobs for queue, numbering their ids from
 // *seq on.
-func benchJobs(queue string, seq *int, n int) []*errand.JobInsertParams {
-	jobs := make([]*errand.JobInsertParams, n)
+func benchJobs(queue string, seq *int, n int) []*errandstore.JobInsertParams {
+	jobs := make([]*errandstore.JobInsertParams, n)
 	for i := range jobs {
 		*seq++
-		jobs[i] = &errand.JobInsertParams{
+		jobs[i] = &errandstore.JobInsertParams{
 			ID: fmt.Sprintf("job-%08d", *seq), Queue: queue, Kind: "noop",
 			Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 25,
 		}

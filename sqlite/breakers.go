@@ -8,15 +8,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-var _ errand.BreakerStore = (*Store)(nil)
+var _ errandstore.BreakerStore = (*Store)(nil)
 
 const breakerColumns = `dependency, state, failures, failing_since, opened_at, open_until, probes, probe_until, trips, last_error, updated_at`
 
-func scanBreaker(row scanner) (*errand.BreakerRecord, error) {
-	var b errand.BreakerRecord
+func scanBreaker(row scanner) (*errandtype.BreakerRecord, error) {
+	var b errandtype.BreakerRecord
 	var state string
 	var since, opened, until, probeUntil sql.NullInt64
 	var updated int64
@@ -24,7 +25,7 @@ func scanBreaker(row scanner) (*errand.BreakerRecord, error) {
 		&b.Trips, &b.LastError, &updated); err != nil {
 		return nil, err
 	}
-	b.State = errand.BreakerState(state)
+	b.State = errandtype.BreakerState(state)
 	b.FailingSince, b.OpenedAt, b.OpenUntil, b.ProbeUntil = nullMicros(since), nullMicros(opened), nullMicros(until), nullMicros(probeUntil)
 	b.UpdatedAt = fromMicros(updated)
 	return &b, nil
@@ -38,14 +39,14 @@ func optMicros(t *time.Time) any {
 	return micros(*t)
 }
 
-// BreakerUpdate implements [errand.BreakerStore]. The writer transaction
+// BreakerUpdate implements [errandstore.BreakerStore]. The writer transaction
 // serialises events: the read, the decision and the write are one
 // compare-and-set.
-func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams) (*errand.BreakerUpdateResult, error) {
+func (s *Store) BreakerUpdate(ctx context.Context, p *errandstore.BreakerUpdateParams) (*errandstore.BreakerUpdateResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	res := &errand.BreakerUpdateResult{}
+	res := &errandstore.BreakerUpdateResult{}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now().UTC().Truncate(time.Microsecond)
 		cur, err := scanBreaker(tx.QueryRowContext(ctx, `SELECT `+breakerColumns+` FROM errand_breakers WHERE dependency = ?`, p.Dependency))
@@ -55,10 +56,10 @@ func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams
 		if err != nil {
 			return err
 		}
-		if cur == nil && p.Event == errand.BreakerReset {
-			return errand.ErrNotFound
+		if cur == nil && p.Event == errandstore.BreakerReset {
+			return errandtype.ErrNotFound
 		}
-		tr := errand.ApplyBreakerEvent(cur, p, now)
+		tr := errandstore.ApplyBreakerEvent(cur, p, now)
 		res.Breaker, res.Applied = tr.Next, tr.Applied
 		if !tr.Changed {
 			return nil
@@ -74,14 +75,14 @@ func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams
 			optMicros(b.OpenUntil), b.Probes, optMicros(b.ProbeUntil), b.Trips, b.LastError, micros(b.UpdatedAt)); err != nil {
 			return err
 		}
-		if p.Event != errand.BreakerReset {
+		if p.Event != errandstore.BreakerReset {
 			return nil
 		}
-		details, err := json.Marshal(errand.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
+		details, err := json.Marshal(errandstore.BreakerResetDetails{Dependency: p.Dependency, PriorState: cur.State, Failures: cur.Failures})
 		if err != nil {
 			return err
 		}
-		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditBreakerReset, operator: p.Operator, reason: p.Reason,
+		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditBreakerReset, operator: p.Operator, reason: p.Reason,
 			at: now, details: details})
 	})
 	if err != nil {
@@ -90,8 +91,8 @@ func (s *Store) BreakerUpdate(ctx context.Context, p *errand.BreakerUpdateParams
 	return res, nil
 }
 
-// BreakerList implements [errand.BreakerStore].
-func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*errand.BreakerListResult, error) {
+// BreakerList implements [errandstore.BreakerStore].
+func (s *Store) BreakerList(ctx context.Context, p *errandstore.BreakerListParams) (*errandstore.BreakerListResult, error) {
 	q := `SELECT ` + breakerColumns + ` FROM errand_breakers`
 	var args []any
 	if len(p.Dependencies) > 0 {
@@ -100,7 +101,7 @@ func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*
 			args = append(args, d)
 		}
 	}
-	res := &errand.BreakerListResult{Now: s.clock.Now().UTC().Truncate(time.Microsecond), Breakers: []*errand.BreakerRecord{}}
+	res := &errandstore.BreakerListResult{Now: s.clock.Now().UTC().Truncate(time.Microsecond), Breakers: []*errandtype.BreakerRecord{}}
 	rows, err := s.read.QueryContext(ctx, q+` ORDER BY dependency`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
@@ -119,8 +120,8 @@ func (s *Store) BreakerList(ctx context.Context, p *errand.BreakerListParams) (*
 	return res, nil
 }
 
-// BreakerKindsDeclare implements [errand.BreakerStore].
-func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errand.BreakerKindsDeclareParams) error {
+// BreakerKindsDeclare implements [errandstore.BreakerStore].
+func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errandstore.BreakerKindsDeclareParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -147,16 +148,16 @@ func (s *Store) BreakerKindsDeclare(ctx context.Context, p *errand.BreakerKindsD
 	return nil
 }
 
-// BreakerKindsList implements [errand.BreakerStore].
-func (s *Store) BreakerKindsList(ctx context.Context) ([]errand.KindDependency, error) {
+// BreakerKindsList implements [errandstore.BreakerStore].
+func (s *Store) BreakerKindsList(ctx context.Context) ([]errandstore.KindDependency, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT kind, dependency, declared_at FROM errand_kind_dependencies ORDER BY kind`)
 	if err != nil {
 		return nil, fmt.Errorf("list kinds' dependencies: %w", err)
 	}
 	defer rows.Close()
-	out := []errand.KindDependency{}
+	out := []errandstore.KindDependency{}
 	for rows.Next() {
-		var k errand.KindDependency
+		var k errandstore.KindDependency
 		var at int64
 		if err := rows.Scan(&k.Kind, &k.Dependency, &at); err != nil {
 			return nil, fmt.Errorf("list kinds' dependencies: %w", err)

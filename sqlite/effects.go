@@ -6,7 +6,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // ownsJob reports whether job id is running under token with a live lease.
@@ -18,9 +19,9 @@ func ownsJob(ctx context.Context, tx *sql.Tx, id, token string, now time.Time) (
 	return n > 0, err
 }
 
-// EffectRecordTx implements [errand.TxStore]. tx is a transaction on
+// EffectRecordTx implements [errandstore.TxStore]. tx is a transaction on
 // [Store.DB].
-func (s *Store) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errand.EffectRecordParams) (bool, error) {
+func (s *Store) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errandstore.EffectRecordParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -31,7 +32,7 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errand.Effect
 			return false, err
 		}
 		if !owns {
-			return false, errand.ErrLeaseLost
+			return false, errandtype.ErrLeaseLost
 		}
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO errand_effects (key, job_id, state, lease_token, created_at, updated_at)
@@ -46,24 +47,24 @@ func (s *Store) EffectRecordTx(ctx context.Context, tx *sql.Tx, p *errand.Effect
 
 const effectColumns = `key, job_id, state, lease_token, message, created_at, updated_at`
 
-func scanEffect(row scanner) (*errand.Effect, error) {
-	var e errand.Effect
+func scanEffect(row scanner) (*errandstore.Effect, error) {
+	var e errandstore.Effect
 	var state string
 	var created, updated int64
 	if err := row.Scan(&e.Key, &e.JobID, &state, &e.LeaseToken, &e.Message, &created, &updated); err != nil {
 		return nil, err
 	}
-	e.State = errand.EffectState(state)
+	e.State = errandtype.EffectState(state)
 	e.CreatedAt, e.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return &e, nil
 }
 
-// EffectBegin implements [errand.EffectStore].
-func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+// EffectBegin implements [errandstore.EffectStore].
+func (s *Store) EffectBegin(ctx context.Context, p *errandstore.EffectParams) (*errandstore.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var e *errand.Effect
+	var e *errandstore.Effect
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		owns, err := ownsJob(ctx, tx, p.JobID, p.LeaseToken, now)
@@ -71,7 +72,7 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 			return err
 		}
 		if !owns {
-			return errand.ErrLeaseLost
+			return errandtype.ErrLeaseLost
 		}
 		found, err := scanEffect(tx.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -80,9 +81,9 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 		if err != nil {
 			return err
 		}
-		e, err = errand.BeginEffect(found, p.LeaseToken, func() (bool, error) {
+		e, err = errandstore.BeginEffect(found, p.LeaseToken, func() (bool, error) {
 			return ownsJob(ctx, tx, found.JobID, found.LeaseToken, now)
-		}, func() (*errand.Effect, error) {
+		}, func() (*errandstore.Effect, error) {
 			return scanEffect(tx.QueryRowContext(ctx, `INSERT INTO errand_effects
 					(key, job_id, state, lease_token, message, created_at, updated_at)
 				VALUES (?, ?, 'in_progress', ?, '', ?, ?)
@@ -98,24 +99,24 @@ func (s *Store) EffectBegin(ctx context.Context, p *errand.EffectParams) (*erran
 	return e, nil
 }
 
-// EffectComplete implements [errand.EffectStore].
-func (s *Store) EffectComplete(ctx context.Context, p *errand.EffectParams) (*errand.Effect, error) {
+// EffectComplete implements [errandstore.EffectStore].
+func (s *Store) EffectComplete(ctx context.Context, p *errandstore.EffectParams) (*errandstore.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, p, errand.EffectCompleted, "")
+	return s.effectFinish(ctx, p, errandstore.EffectCompleted, "")
 }
 
-// EffectRelease implements [errand.EffectStore].
-func (s *Store) EffectRelease(ctx context.Context, p *errand.EffectReleaseParams) (*errand.Effect, error) {
+// EffectRelease implements [errandstore.EffectStore].
+func (s *Store) EffectRelease(ctx context.Context, p *errandstore.EffectReleaseParams) (*errandstore.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, &p.EffectParams, errand.EffectFailed, p.Message)
+	return s.effectFinish(ctx, &p.EffectParams, errandstore.EffectFailed, p.Message)
 }
 
-func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state errand.EffectState, message string) (*errand.Effect, error) {
-	var e *errand.Effect
+func (s *Store) effectFinish(ctx context.Context, p *errandstore.EffectParams, state errandtype.EffectState, message string) (*errandstore.Effect, error) {
+	var e *errandstore.Effect
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		owns, err := ownsJob(ctx, tx, p.JobID, p.LeaseToken, now)
@@ -123,14 +124,14 @@ func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state 
 			return err
 		}
 		if !owns {
-			return errand.ErrLeaseLost
+			return errandtype.ErrLeaseLost
 		}
 		e, err = scanEffect(tx.QueryRowContext(ctx, `UPDATE errand_effects
 			SET state = ?, message = ?, updated_at = ?
 			WHERE key = ? AND lease_token = ? AND state = 'in_progress'
 			RETURNING `+effectColumns, string(state), message, micros(now), p.Key, p.LeaseToken))
 		if errors.Is(err, sql.ErrNoRows) {
-			return errand.ErrLeaseLost
+			return errandtype.ErrLeaseLost
 		}
 		return err
 	})
@@ -140,11 +141,11 @@ func (s *Store) effectFinish(ctx context.Context, p *errand.EffectParams, state 
 	return e, nil
 }
 
-// EffectGet implements [errand.EffectStore].
-func (s *Store) EffectGet(ctx context.Context, p *errand.EffectGetParams) (*errand.Effect, error) {
+// EffectGet implements [errandstore.EffectStore].
+func (s *Store) EffectGet(ctx context.Context, p *errandstore.EffectGetParams) (*errandstore.Effect, error) {
 	e, err := scanEffect(s.read.QueryRowContext(ctx, `SELECT `+effectColumns+` FROM errand_effects WHERE key = ?`, p.Key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	return e, err
 }

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // fairClaimSQL is the claim of JobClaimFair for that many kinds (no kinds:
@@ -31,7 +32,7 @@ func fairClaimSQL(kinds, skip int) string {
 		kindFilter += " AND NOT (j.attempt > 0 AND j.kind IN (" + numbered(7+kinds, skip) + "))"
 	}
 	claimable := `j.state IN (` + waiting + `) AND j.available_at <= ?4` + kindFilter + `
-				AND ` + errand.OrderingFreeSQL("errand_jobs")
+				AND ` + errandstore.OrderingFreeSQL("errand_jobs")
 	candidates := `SELECT c.seq, c.priority, c.available_at, c.fairness_key FROM fair_keys, errand_jobs c
 			WHERE fair_keys.k IS NOT NULL AND c.seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_fair
 				WHERE j.queue = ?5 AND j.fairness_key = fair_keys.k AND ` + claimable + `
@@ -52,7 +53,7 @@ func fairClaimSQL(kinds, skip int) string {
 					WHERE queue = ?5 AND state IN (` + waiting + `) AND fairness_key > fair_keys.k
 					ORDER BY fairness_key LIMIT 1)
 				FROM fair_keys WHERE fair_keys.k IS NOT NULL)
-			` + errand.FairPickSQL(candidates, "errand_fair_turns", "?5", "?6") + `)
+			` + errandstore.FairPickSQL(candidates, "errand_fair_turns", "?5", "?6") + `)
 		RETURNING ` + jobColumns
 }
 
@@ -73,13 +74,13 @@ const fairTurnSQL = `INSERT INTO errand_fair_turns (queue, fairness_key, turn, s
 	FROM json_each(?2) k WHERE true
 	ON CONFLICT (queue, fairness_key) DO UPDATE SET turn = excluded.turn, served_at = excluded.served_at`
 
-// JobClaimFair implements [errand.FairClaimer]: the sweep and the claim in
+// JobClaimFair implements [errandstore.FairClaimer]: the sweep and the claim in
 // one write transaction, as JobClaimMany.
-func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
-	if err := errand.ValidateFairClaim(p); err != nil {
+func (s *Store) JobClaimFair(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+	if err := errandstore.ValidateFairClaim(p); err != nil {
 		return nil, err
 	}
-	var jobs []*errand.Job
+	var jobs []*errandtype.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		if _, err := s.sweep(ctx, tx, now); err != nil {
@@ -100,7 +101,7 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 		if err != nil || len(jobs) == 0 {
 			return err
 		}
-		keys, err := json.Marshal(errand.FairTurnKeys(jobs))
+		keys, err := json.Marshal(errandstore.FairTurnKeys(jobs))
 		if err != nil {
 			return err
 		}
@@ -110,13 +111,13 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errand.JobClaimParams) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("fair claim: %w", err)
 	}
-	errand.SortFairClaimOrder(jobs)
+	errandstore.SortFairClaimOrder(jobs)
 	return jobs, nil
 }
 
-// FairnessKeysWaiting implements [errand.FairClaimer]. The count reads the
+// FairnessKeysWaiting implements [errandstore.FairClaimer]. The count reads the
 // fair index alone.
-func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysParams) ([]errand.FairnessKeyCount, error) {
+func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errandstore.FairnessKeysParams) ([]errandtype.FairnessKeyCount, error) {
 	q := `SELECT queue, fairness_key, count(*) FROM errand_jobs INDEXED BY errand_jobs_fair
 		WHERE state IN (` + waiting + `) AND fairness_key IS NOT NULL`
 	var args []any
@@ -129,9 +130,9 @@ func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysP
 		return nil, fmt.Errorf("fairness keys: %w", err)
 	}
 	defer rows.Close()
-	var counts []errand.FairnessKeyCount
+	var counts []errandtype.FairnessKeyCount
 	for rows.Next() {
-		var c errand.FairnessKeyCount
+		var c errandtype.FairnessKeyCount
 		if err := rows.Scan(&c.Queue, &c.Key, &c.Waiting); err != nil {
 			return nil, fmt.Errorf("fairness keys: %w", err)
 		}
@@ -140,13 +141,13 @@ func (s *Store) FairnessKeysWaiting(ctx context.Context, p *errand.FairnessKeysP
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("fairness keys: %w", err)
 	}
-	return errand.TopFairnessKeys(counts, p.Limit), nil
+	return errandstore.TopFairnessKeys(counts, p.Limit), nil
 }
 
-// FairTurnPrune implements [errand.FairTurnPruner]. Whether a key has a
+// FairTurnPrune implements [errandstore.FairTurnPruner]. Whether a key has a
 // waiting job is one seek of the fair index; the turn of the jobs without
 // a key, one row per queue, is kept.
-func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams) (int, error) {
+func (s *Store) FairTurnPrune(ctx context.Context, p *errandstore.FairTurnPruneParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -154,7 +155,7 @@ func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		cut := micros(s.clock.Now()) - p.IdleFor.Microseconds()
 		res, err := tx.ExecContext(ctx, `DELETE FROM errand_fair_turns
-			WHERE served_at <= ? AND fairness_key <> '`+errand.FairTurnKey+`'
+			WHERE served_at <= ? AND fairness_key <> '`+errandstore.FairTurnKey+`'
 				AND NOT EXISTS (SELECT 1 FROM errand_jobs j INDEXED BY errand_jobs_fair
 					WHERE j.queue = errand_fair_turns.queue AND j.fairness_key = errand_fair_turns.fairness_key
 						AND j.state IN (`+waiting+`))`, cut)
@@ -171,6 +172,6 @@ func (s *Store) FairTurnPrune(ctx context.Context, p *errand.FairTurnPruneParams
 }
 
 var (
-	_ errand.FairClaimer    = (*Store)(nil)
-	_ errand.FairTurnPruner = (*Store)(nil)
+	_ errandstore.FairClaimer    = (*Store)(nil)
+	_ errandstore.FairTurnPruner = (*Store)(nil)
 )

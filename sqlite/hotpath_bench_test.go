@@ -4,7 +4,7 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/storetest"
 )
 
@@ -15,7 +15,7 @@ import (
 //	benchstat old.txt new.txt
 
 func BenchmarkEnqueueOne(b *testing.B) {
-	storetest.BenchmarkEnqueueOne(b, func(tb testing.TB) errand.TxStore[*sql.Tx] { return openBench(tb) })
+	storetest.BenchmarkEnqueueOne(b, func(tb testing.TB) errandstore.TxStore[*sql.Tx] { return openBench(tb) })
 }
 
 func BenchmarkClaimOnly(b *testing.B) { storetest.BenchmarkClaimOnly(b, openBench) }

@@ -4,7 +4,7 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/storetest"
 )
 
@@ -13,5 +13,5 @@ import (
 //
 //	go test -run '^$' -bench InsertMany -count 6 ./sqlite/
 func BenchmarkInsertMany(b *testing.B) {
-	storetest.BenchmarkInsertMany(b, func(tb testing.TB) errand.TxStore[*sql.Tx] { return openBench(tb) })
+	storetest.BenchmarkInsertMany(b, func(tb testing.TB) errandstore.TxStore[*sql.Tx] { return openBench(tb) })
 }

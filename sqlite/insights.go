@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // insightsDepthSQL puts every unfinished or dead job in its bucket. ?1 is
@@ -15,7 +16,7 @@ var insightsDepthSQL = `SELECT queue, kind,
 		CASE WHEN state = 'running' THEN 'running'
 			WHEN state = 'dead' THEN 'dead'
 			WHEN available_at > ?1 THEN CASE WHEN state = 'retrying' THEN 'retrying' ELSE 'scheduled' END
-			WHEN NOT ` + errand.OrderingFreeSQL("errand_jobs") + ` THEN 'held'
+			WHEN NOT ` + errandstore.OrderingFreeSQL("errand_jobs") + ` THEN 'held'
 			ELSE 'ready' END AS bucket,
 		count(*), min(available_at)
 	FROM errand_jobs j WHERE state IN ('queued', 'retrying', 'running', 'dead')
@@ -34,13 +35,13 @@ const insightsFinishedSQL = `SELECT queue, kind, state,
 // queued again with its last error in the hour (replayed, snoozed or given
 // back since; errand_jobs_requeued holds the queued jobs with an error). An
 // entry killed its job when it ended its delivery cycle (see
-// [errand.FailureKilledSQL]). ?1 is an hour ago in microseconds, ?2 in
+// [errandstore.FailureKilledSQL]). ?1 is an hour ago in microseconds, ?2 in
 // seconds (history times are text).
 var insightsFailuresSQL = `SELECT j.queue, j.kind, e.value ->> '$.class', count(*),
-		sum(CASE WHEN ` + errand.FailureKilledSQL("j", "e.value ->> '$.replay'", "j.errors ->> ('$[' || (e.key + 1) || '].replay')", "") + `
+		sum(CASE WHEN ` + errandstore.FailureKilledSQL("j", "e.value ->> '$.replay'", "j.errors ->> ('$[' || (e.key + 1) || '].replay')", "") + `
 			THEN 0 ELSE 1 END)
 	FROM errand_jobs j, json_each(j.errors) e
-		` + errand.ReplayedFromDeadJoinSQL("errand_audit", "j", "e.value ->> '$.replay'", "") + `
+		` + errandstore.ReplayedFromDeadJoinSQL("errand_audit", "j", "e.value ->> '$.replay'", "") + `
 	WHERE j.seq IN (
 			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
 				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?1
@@ -60,11 +61,11 @@ const insightsSamplesSQL = `SELECT queue, kind, finished_at - attempted_at, atte
 	WHERE state = 'succeeded' AND finished_at IS NOT NULL AND finished_at >= ?1 AND attempted_at IS NOT NULL
 	ORDER BY finished_at DESC LIMIT ?2`
 
-// JobInsights implements [errand.OperatorStore]. The reads run in one read
+// JobInsights implements [errandstore.OperatorStore]. The reads run in one read
 // transaction, so that they see one moment.
-func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*errand.InsightsData, error) {
+func (s *Store) JobInsights(ctx context.Context, p *errandstore.JobInsightsParams) (*errandtype.InsightsData, error) {
 	now := s.clock.Now().UTC().Truncate(time.Microsecond)
-	d := &errand.InsightsData{Now: now}
+	d := &errandtype.InsightsData{Now: now}
 	ago := func(w time.Duration) int64 { return micros(now.Add(-w)) }
 	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -72,33 +73,33 @@ func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*
 	}
 	defer tx.Rollback()
 	err = each(ctx, tx, insightsDepthSQL, []any{micros(now)}, func(rows *sql.Rows) error {
-		var c errand.DepthCount
+		var c errandtype.DepthCount
 		var bucket string
 		var oldest int64
 		if err := rows.Scan(&c.Queue, &c.Kind, &bucket, &c.Jobs, &oldest); err != nil {
 			return err
 		}
-		c.Bucket, c.OldestAvailableAt = errand.DepthBucket(bucket), fromMicros(oldest)
+		c.Bucket, c.OldestAvailableAt = errandtype.DepthBucket(bucket), fromMicros(oldest)
 		d.Depth = append(d.Depth, c)
 		return nil
 	})
 	if err == nil {
 		err = each(ctx, tx, insightsFinishedSQL, []any{ago(time.Minute), ago(5 * time.Minute), ago(time.Hour), ago(24 * time.Hour)},
 			func(rows *sql.Rows) error {
-				var c errand.FinishedCount
+				var c errandtype.FinishedCount
 				var state string
 				if err := rows.Scan(&c.Queue, &c.Kind, &state, &c.Last1m, &c.Last5m, &c.Last1h, &c.Last24h); err != nil {
 					return err
 				}
-				c.State = errand.JobState(state)
+				c.State = errandtype.JobState(state)
 				d.Finished = append(d.Finished, c)
 				return nil
 			})
 	}
 	if err == nil {
-		hour := now.Add(-errand.InsightsWindow)
+		hour := now.Add(-errandstore.InsightsWindow)
 		err = each(ctx, tx, insightsFailuresSQL, []any{micros(hour), float64(hour.UnixMicro()) / 1e6}, func(rows *sql.Rows) error {
-			var c errand.FailureCount
+			var c errandtype.FailureCount
 			if err := rows.Scan(&c.Queue, &c.Kind, &c.Class, &c.Failures, &c.Retried); err != nil {
 				return err
 			}
@@ -107,8 +108,8 @@ func (s *Store) JobInsights(ctx context.Context, p *errand.JobInsightsParams) (*
 		})
 	}
 	if err == nil {
-		err = each(ctx, tx, insightsSamplesSQL, []any{ago(errand.InsightsWindow), errand.InsightsSample(p.SampleLimit)}, func(rows *sql.Rows) error {
-			var c errand.TimingSample
+		err = each(ctx, tx, insightsSamplesSQL, []any{ago(errandstore.InsightsWindow), errandstore.InsightsSample(p.SampleLimit)}, func(rows *sql.Rows) error {
+			var c errandtype.TimingSample
 			var run, wait int64
 			if err := rows.Scan(&c.Queue, &c.Kind, &run, &wait); err != nil {
 				return err

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/rowscan"
 )
 
@@ -21,22 +22,22 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-var readColumns = jobColumns + `, ` + errand.HeldBySQL("errand_jobs")
+var readColumns = jobColumns + `, ` + errandstore.HeldBySQL("errand_jobs")
 
-// waiting is errand.WaitingStates as a SQL list, for IN (...).
-var waiting = errand.SQLStates(errand.WaitingStates)
+// waiting is errandstore.WaitingStates as a SQL list, for IN (...).
+var waiting = errandstore.SQLStates(errandstore.WaitingStates)
 
 type scanner = rowscan.Row
 
 // scanJobs reads every row of rows with scan (scanJob or scanReadJob) and
 // closes rows.
-func scanJobs(rows *sql.Rows, scan func(scanner) (*errand.Job, error)) ([]*errand.Job, error) {
+func scanJobs(rows *sql.Rows, scan func(scanner) (*errandtype.Job, error)) ([]*errandtype.Job, error) {
 	defer rows.Close()
 	return rowscan.All(rows, scan)
 }
 
 // scanReadJob reads a row of readColumns.
-func scanReadJob(row scanner) (*errand.Job, error) {
+func scanReadJob(row scanner) (*errandtype.Job, error) {
 	var held sql.NullString
 	j, err := scanJobAnd(row, &held)
 	if err != nil {
@@ -47,14 +48,14 @@ func scanReadJob(row scanner) (*errand.Job, error) {
 }
 
 // scanJob reads a row of jobColumns.
-func scanJob(row scanner) (*errand.Job, error) { return scanJobAnd(row) }
+func scanJob(row scanner) (*errandtype.Job, error) { return scanJobAnd(row) }
 
 // scanJobAnd reads a row of jobColumns and the extra columns after them.
 // Times are microseconds since the epoch.
-func scanJobAnd(row scanner, extra ...any) (*errand.Job, error) {
+func scanJobAnd(row scanner, extra ...any) (*errandtype.Job, error) {
 	var (
-		j                                     errand.Job
-		c                                     errand.JobColumns
+		j                                     errandtype.Job
+		c                                     errandtype.JobColumns
 		avail, crt                            int64
 		deadline, leaseUntil, attempted       sql.NullInt64
 		finished, cancelReq                   sql.NullInt64
@@ -102,9 +103,9 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
-// JobInsertMany implements [errand.JobStore].
-func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
-	var rs []errand.JobInsertResult
+// JobInsertMany implements [errandstore.JobStore].
+func (s *Store) JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
+	var rs []errandstore.JobInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		rs, err = s.insertWith(ctx, s.ownStmts(tx), p.Jobs)
@@ -113,9 +114,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams
 	return rs, err
 }
 
-// JobInsertManyTx implements [errand.TxStore]. tx is a transaction on
+// JobInsertManyTx implements [errandstore.TxStore]. tx is a transaction on
 // [Store.DB].
-func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
 	return s.insert(ctx, tx, p.Jobs)
 }
 
@@ -153,18 +154,18 @@ const insertChunkRows = 100
 var duplicateSQL = `SELECT ` + jobColumns + ` FROM (
 	SELECT 0 AS pref, * FROM errand_jobs WHERE id = ?1
 	UNION ALL
-	SELECT 1 AS pref, * FROM errand_jobs WHERE unique_key = ?2 AND unique_window_us = ?3 AND ` + errand.UniqueHeldSQL() + `
+	SELECT 1 AS pref, * FROM errand_jobs WHERE unique_key = ?2 AND unique_window_us = ?3 AND ` + errandstore.UniqueHeldSQL() + `
 	) ORDER BY pref LIMIT 1`
 
 // insert inserts params insertChunkRows jobs per statement, each distinct
 // statement prepared once per batch, then finds the job that holds the id
 // or unique key of each job that was not inserted.
-func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	return s.insertWith(ctx, newStmts(tx), params)
 }
 
 // insertWith is insert with the statements of st, which it closes.
-func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errand.JobInsertParams) ([]errand.JobInsertResult, error) {
+func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	defer st.Close()
 	now := s.clock.Now()
 	// Every job is checked before any is written, so that a bad job in a
@@ -191,7 +192,7 @@ func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errand.JobI
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey))
 	}
-	inserted := make(map[string]*errand.Job, len(params))
+	inserted := make(map[string]*errandtype.Job, len(params))
 	for start := 0; start < len(params); start += insertChunkRows {
 		rowsN := min(insertChunkRows, len(params)-start)
 		ins, err := st.get(ctx, insertRowsSQL(rowsN))
@@ -210,10 +211,10 @@ func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errand.JobI
 			inserted[j.ID] = j
 		}
 	}
-	rs := make([]errand.JobInsertResult, len(params))
+	rs := make([]errandstore.JobInsertResult, len(params))
 	for i, p := range params {
-		if j, ok := inserted[p.ID]; ok && errand.InsertedFor(j, p) {
-			rs[i] = errand.JobInsertResult{Job: j}
+		if j, ok := inserted[p.ID]; ok && errandstore.InsertedFor(j, p) {
+			rs[i] = errandstore.JobInsertResult{Job: j}
 			delete(inserted, p.ID) // a later job with this id is its duplicate
 			continue
 		}
@@ -226,22 +227,22 @@ func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errand.JobI
 		if err != nil {
 			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
 		}
-		rs[i] = errand.JobInsertResult{Job: j, Duplicate: true}
+		rs[i] = errandstore.JobInsertResult{Job: j, Duplicate: true}
 	}
 	return rs, nil
 }
 
-// JobGet implements [errand.JobStore].
-func (s *Store) JobGet(ctx context.Context, p *errand.JobGetParams) (*errand.Job, error) {
+// JobGet implements [errandstore.JobStore].
+func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*errandtype.Job, error) {
 	j, err := scanReadJob(s.read.QueryRowContext(ctx, `SELECT `+readColumns+` FROM errand_jobs j WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	return j, err
 }
 
-// JobList implements [errand.JobStore].
-func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand.Job, error) {
+// JobList implements [errandstore.JobStore].
+func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*errandtype.Job, error) {
 	where := []string{"seq > ?"}
 	args := []any{p.AfterSeq}
 	if len(p.States) > 0 {
@@ -271,13 +272,13 @@ func (s *Store) JobList(ctx context.Context, p *errand.JobListParams) ([]*errand
 	return scanJobs(rows, scanReadJob)
 }
 
-// JobClaimMany implements [errand.JobStore].
-func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*errand.Job, error) {
+// JobClaimMany implements [errandstore.JobStore].
+func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var jobs []*errand.Job
-	swept := false // this claim sweeps (see errand.ClaimSweeps)
+	var jobs []*errandtype.Job
+	swept := false // this claim sweeps (see errandstore.ClaimSweeps)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		if s.sweeps.Due(now) {
@@ -316,7 +317,7 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errand.JobClaimParams) ([]*
 		}
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	errand.SortClaimOrder(jobs)
+	errandstore.SortClaimOrder(jobs)
 	return jobs, nil
 }
 
@@ -342,7 +343,7 @@ func claimSQL(queues, kinds, skipRetry int) string {
 		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
 			WHERE j.state IN (` + waiting + `) AND j.available_at <= ?
 				AND (j.deadline IS NULL OR j.deadline > ?4) AND ` + filter + `
-				AND ` + errand.OrderingFreeSQL("errand_jobs") + `
+				AND ` + errandstore.OrderingFreeSQL("errand_jobs") + `
 			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
 		RETURNING ` + jobColumns
 }
@@ -353,11 +354,11 @@ func claimSQL(queues, kinds, skipRetry int) string {
 var nextDueSQL = `SELECT available_at FROM errand_jobs INDEXED BY errand_jobs_due
 	WHERE queue = ? AND state IN (` + waiting + `) AND available_at > ?`
 
-// JobNextDue implements [errand.JobStore]. It asks once per queue: each
+// JobNextDue implements [errandstore.JobStore]. It asks once per queue: each
 // question is one seek of the errand_jobs_due index.
-func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (errand.JobNextDueResult, error) {
+func (s *Store) JobNextDue(ctx context.Context, p *errandstore.JobNextDueParams) (errandstore.JobNextDueResult, error) {
 	if err := p.Validate(); err != nil {
-		return errand.JobNextDueResult{}, err
+		return errandstore.JobNextDueResult{}, err
 	}
 	now := micros(s.clock.Now())
 	q := nextDueSQL
@@ -378,24 +379,24 @@ func (s *Store) JobNextDue(ctx context.Context, p *errand.JobNextDueParams) (err
 			continue
 		}
 		if err != nil {
-			return errand.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
+			return errandstore.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
 		}
 		if !found || at < next {
 			next, found = at, true
 		}
 	}
 	if !found {
-		return errand.JobNextDueResult{}, nil
+		return errandstore.JobNextDueResult{}, nil
 	}
-	return errand.JobNextDueResult{Wait: time.Duration(next-now) * time.Microsecond, Found: true}, nil
+	return errandstore.JobNextDueResult{Wait: time.Duration(next-now) * time.Microsecond, Found: true}, nil
 }
 
-// JobHeartbeatMany implements [errand.JobStore].
-func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatParams) ([]errand.HeartbeatResult, error) {
+// JobHeartbeatMany implements [errandstore.JobStore].
+func (s *Store) JobHeartbeatMany(ctx context.Context, p *errandstore.JobHeartbeatParams) ([]errandstore.HeartbeatResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	rs := make([]errand.HeartbeatResult, len(p.Leases))
+	rs := make([]errandstore.HeartbeatResult, len(p.Leases))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		until := micros(now.Add(p.Lease))
@@ -412,13 +413,13 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 			var cancel bool
 			err := renew.QueryRowContext(ctx, until, l.ID, l.LeaseToken, micros(now)).Scan(&cancel)
 			if errors.Is(err, sql.ErrNoRows) {
-				rs[i] = errand.HeartbeatResult{Err: errand.ErrLeaseLost}
+				rs[i] = errandstore.HeartbeatResult{Err: errandtype.ErrLeaseLost}
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			rs[i] = errand.HeartbeatResult{LeaseUntil: fromMicros(until), CancelRequested: cancel}
+			rs[i] = errandstore.HeartbeatResult{LeaseUntil: fromMicros(until), CancelRequested: cancel}
 		}
 		return nil
 	})
@@ -428,8 +429,8 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *errand.JobHeartbeatPara
 	return rs, nil
 }
 
-// JobSetProgress implements [errand.JobStore].
-func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressParams) error {
+// JobSetProgress implements [errandstore.JobStore].
+func (s *Store) JobSetProgress(ctx context.Context, p *errandstore.JobSetProgressParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -444,7 +445,7 @@ func (s *Store) JobSetProgress(ctx context.Context, p *errand.JobSetProgressPara
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return errand.ErrLeaseLost
+			return errandtype.ErrLeaseLost
 		}
 		return nil
 	})
@@ -457,7 +458,7 @@ const appendError = `errors = json_insert(errors, '$[#]', json_object(
 		'attempt', ?, 'replay', replays, 'at', ?, 'class', ?, 'message', ?, 'stack', ?)),
 	last_error = json_object('class', ?, 'message', ?, 'at', ?)`
 
-func errorArgs(e *errand.AttemptError, now time.Time) []any {
+func errorArgs(e *errandtype.AttemptError, now time.Time) []any {
 	at := historyTime(now)
 	return []any{e.Attempt, at, e.Class, e.Message, e.Stack, e.Class, e.Message, at}
 }
@@ -468,9 +469,9 @@ func historyTime(t time.Time) string {
 	return fromMicros(micros(t)).Format(time.RFC3339Nano)
 }
 
-// JobRecordOutcomes implements [errand.JobStore].
-func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcomesParams) ([]errand.OutcomeResult, error) {
-	rs := make([]errand.OutcomeResult, len(p.Outcomes))
+// JobRecordOutcomes implements [errandstore.JobStore].
+func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
+	rs := make([]errandstore.OutcomeResult, len(p.Outcomes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		// Outcomes of one kind share their statement: prepared once each,
@@ -502,7 +503,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
 			var (
-				r     errand.OutcomeResult
+				r     errandstore.OutcomeResult
 				state string
 				avail int64
 			)
@@ -518,13 +519,13 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errand.JobRecordOutcom
 				err = row.Scan(&state, &avail)
 			}
 			if errors.Is(err, sql.ErrNoRows) {
-				rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
+				rs[i] = errandstore.OutcomeResult{Err: errandtype.ErrLeaseLost}
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
-			r.State, r.AvailableAt = errand.JobState(state), fromMicros(avail)
+			r.State, r.AvailableAt = errandtype.JobState(state), fromMicros(avail)
 			rs[i] = r
 		}
 		return nil
@@ -561,7 +562,7 @@ func outcomeGroupSQL(set, followed string) string {
 // A job named by more than one outcome of the batch is left out of the
 // groups, so that its outcomes apply one by one in batch order. Executing
 // one statement per outcome cost more than the rows it changed.
-func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.JobOutcome, now time.Time, rs []errand.OutcomeResult, followed string) ([]bool, error) {
+func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errandstore.JobOutcome, now time.Time, rs []errandstore.OutcomeResult, followed string) ([]bool, error) {
 	if len(outcomes) < outcomeGroupMin {
 		return nil, nil
 	}
@@ -569,7 +570,7 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.
 	for _, o := range outcomes {
 		seen[o.ID]++
 	}
-	groups := map[errand.OutcomeKind][]int{}
+	groups := map[errandstore.OutcomeKind][]int{}
 	for i, o := range outcomes {
 		if seen[o.ID] == 1 && !o.Kind.AppendsError() && !o.Kind.Delayed() && o.Validate() == nil {
 			groups[o.Kind] = append(groups[o.Kind], i)
@@ -607,12 +608,12 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.
 		}
 		for _, i := range idx {
 			grouped[i] = true
-			rs[i] = errand.OutcomeResult{Err: errand.ErrLeaseLost}
+			rs[i] = errandstore.OutcomeResult{Err: errandtype.ErrLeaseLost}
 		}
 		for rows.Next() {
 			var id, state string
 			var avail int64
-			var r errand.OutcomeResult
+			var r errandstore.OutcomeResult
 			var err error
 			if followed != "" {
 				var batch, workflow sql.NullString
@@ -625,7 +626,7 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.
 				rows.Close()
 				return nil, err
 			}
-			r.State, r.AvailableAt = errand.JobState(state), fromMicros(avail)
+			r.State, r.AvailableAt = errandtype.JobState(state), fromMicros(avail)
 			rs[byID[id]] = r
 		}
 		if err := rows.Err(); err != nil {
@@ -641,7 +642,7 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errand.
 
 // outcomeSet returns the SET clause and its arguments for one outcome,
 // from what errand says each outcome kind does.
-func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
+func outcomeSet(o *errandstore.JobOutcome, now time.Time) (string, []any, error) {
 	if err := o.Validate(); err != nil {
 		return "", nil, err
 	}
@@ -650,7 +651,7 @@ func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 	if k.YieldsToCancel() {
 		// A cancel request that the attempt did not hear of in time
 		// still wins: the job does not wait to run again.
-		set = `state = CASE WHEN cancel_requested_at IS NULL THEN ? ELSE '` + string(errand.StateCancelled) + `' END,
+		set = `state = CASE WHEN cancel_requested_at IS NULL THEN ? ELSE '` + string(errandtype.StateCancelled) + `' END,
 			finished_at = CASE WHEN cancel_requested_at IS NULL THEN finished_at ELSE ? END`
 		args = append(args, micros(now))
 	}
@@ -672,9 +673,9 @@ func outcomeSet(o *errand.JobOutcome, now time.Time) (string, []any, error) {
 	return set, args, nil
 }
 
-// JobSweep implements [errand.JobStore].
-func (s *Store) JobSweep(ctx context.Context, _ *errand.JobSweepParams) (errand.SweepResult, error) {
-	var r errand.SweepResult
+// JobSweep implements [errandstore.JobStore].
+func (s *Store) JobSweep(ctx context.Context, _ *errandstore.JobSweepParams) (errandstore.SweepResult, error) {
+	var r errandstore.SweepResult
 	now := s.clock.Now()
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -729,20 +730,20 @@ var (
 		WHERE state IN (` + waiting + `) AND deadline IS NOT NULL AND deadline <= ?4`
 )
 
-func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.SweepResult, error) {
-	var r errand.SweepResult
+func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errandstore.SweepResult, error) {
+	var r errandstore.SweepResult
 	at := historyTime(now)
 	us := micros(now)
 	leaseMsg := "lease expired: the worker stopped renewing its lease (crashed, stopped or cut off)"
 	res, err := tx.ExecContext(ctx, sweepLeaseDeadSQL,
-		at, errand.ClassLeaseExpired, leaseMsg+" on the final attempt", us)
+		at, errandstore.ClassLeaseExpired, leaseMsg+" on the final attempt", us)
 	if err != nil {
 		return r, err
 	}
 	n, _ := res.RowsAffected()
 	r.Dead += int(n)
-	rows, err := tx.QueryContext(ctx, sweepLeaseRetrySQL, at, errand.ClassLeaseExpired, leaseMsg, us,
-		errand.ClassCancelled, errand.CancelledBySweepMessage)
+	rows, err := tx.QueryContext(ctx, sweepLeaseRetrySQL, at, errandstore.ClassLeaseExpired, leaseMsg, us,
+		errandstore.ClassCancelled, errandstore.CancelledBySweepMessage)
 	if err != nil {
 		return r, err
 	}
@@ -752,7 +753,7 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 			rows.Close()
 			return r, err
 		}
-		if st == string(errand.StateCancelled) {
+		if st == string(errandtype.StateCancelled) {
 			r.Cancelled++
 		} else {
 			r.Retried++
@@ -763,7 +764,7 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 		return r, err
 	}
 	res, err = tx.ExecContext(ctx, sweepDeadlineSQL,
-		at, errand.ClassExpired, "deadline passed before the job could run", us)
+		at, errandstore.ClassExpired, "deadline passed before the job could run", us)
 	if err != nil {
 		return r, err
 	}
@@ -772,20 +773,20 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errand.Sw
 	return r, nil
 }
 
-// QueueStats implements [errand.JobStore].
-func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]errand.QueueStats, error) {
+// QueueStats implements [errandstore.JobStore].
+func (s *Store) QueueStats(ctx context.Context, _ *errandstore.QueueStatsParams) ([]errandtype.QueueStats, error) {
 	now := micros(s.clock.Now())
 	rows, err := s.read.QueryContext(ctx, `SELECT queue, state, kind, count(*),
 			min(CASE WHEN state IN (`+waiting+`) AND available_at <= ?
-				AND `+errand.OrderingFreeSQL("errand_jobs")+` THEN available_at END)
+				AND `+errandstore.OrderingFreeSQL("errand_jobs")+` THEN available_at END)
 		FROM errand_jobs j GROUP BY queue, state, kind`, now)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var counts []errand.QueueCount
+	var counts []errandstore.QueueCount
 	for rows.Next() {
-		var c errand.QueueCount
+		var c errandstore.QueueCount
 		var oldest sql.NullInt64
 		if err := rows.Scan(&c.Queue, &c.State, &c.Kind, &c.Jobs, &oldest); err != nil {
 			return nil, err
@@ -798,5 +799,5 @@ func (s *Store) QueueStats(ctx context.Context, _ *errand.QueueStatsParams) ([]e
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return errand.AssembleQueueStats(counts), nil
+	return errandstore.AssembleQueueStats(counts), nil
 }

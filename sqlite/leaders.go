@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-// LeaderElect implements [errand.LeaderElector].
-func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*errand.Leader, error) {
+// LeaderElect implements [errandstore.LeaderElector].
+func (s *Store) LeaderElect(ctx context.Context, p *errandstore.LeaderElectParams) (*errandtype.Leader, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var l errand.Leader
+	var l errandtype.Leader
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
 		// Take the lease when it is free or expired; renew it when held.
@@ -44,8 +45,8 @@ func (s *Store) LeaderElect(ctx context.Context, p *errand.LeaderElectParams) (*
 	return &l, nil
 }
 
-// LeaderResign implements [errand.LeaderElector].
-func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) error {
+// LeaderResign implements [errandstore.LeaderElector].
+func (s *Store) LeaderResign(ctx context.Context, p *errandstore.LeaderResignParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -55,15 +56,15 @@ func (s *Store) LeaderResign(ctx context.Context, p *errand.LeaderResignParams) 
 	})
 }
 
-// LeaderGet implements [errand.LeaderElector].
-func (s *Store) LeaderGet(ctx context.Context, p *errand.LeaderGetParams) (*errand.Leader, error) {
+// LeaderGet implements [errandstore.LeaderElector].
+func (s *Store) LeaderGet(ctx context.Context, p *errandstore.LeaderGetParams) (*errandtype.Leader, error) {
 	name := p.Name
-	var l errand.Leader
+	var l errandtype.Leader
 	var elected, until int64
 	err := s.read.QueryRowContext(ctx, `SELECT holder, elected_at, until FROM errand_leaders
 		WHERE name = ? AND until > ?`, name, micros(s.clock.Now())).Scan(&l.Holder, &elected, &until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

@@ -9,41 +9,42 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-var _ errand.LimiterStore = (*Store)(nil)
+var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at`
 
-func scanLimiter(row scanner) (*errand.LimiterRecord, errand.LimiterState, error) {
-	var r errand.LimiterRecord
+func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
+	var r errandtype.LimiterRecord
 	var mode string
 	var window, updated int64
-	var st errand.LimiterState
+	var st errandtype.LimiterState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
 		&st.Tokens, &r.Denied, &updated); err != nil {
 		return nil, st, err
 	}
-	r.Spec.Mode, r.Spec.Window = errand.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
 	st.At = fromMicros(updated)
 	r.UpdatedAt = st.At
 	return &r, st, nil
 }
 
-// LimiterTake implements [errand.LimiterStore]. The writer transaction
+// LimiterTake implements [errandstore.LimiterStore]. The writer transaction
 // serialises takes, in this process and every other on the file.
-func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([]errand.LimiterGrant, error) {
+func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	grants := make([]errand.LimiterGrant, len(p.Takes))
+	grants := make([]errandstore.LimiterGrant, len(p.Takes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := fromMicros(micros(s.clock.Now()))
 		for _, i := range limiterOrder(p.Takes) {
 			t := p.Takes[i]
 			sp := t.Spec
-			var st errand.LimiterState
+			var st errandtype.LimiterState
 			var at int64
 			err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
 				VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
@@ -66,7 +67,7 @@ func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([
 				next.Tokens, micros(next.At), denied, t.Name); err != nil {
 				return err
 			}
-			grants[i] = errand.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
+			grants[i] = errandstore.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
 		}
 		return nil
 	})
@@ -76,13 +77,13 @@ func (s *Store) LimiterTake(ctx context.Context, p *errand.LimiterTakeParams) ([
 	return grants, nil
 }
 
-// LimiterGive implements [errand.LimiterStore].
-func (s *Store) LimiterGive(ctx context.Context, p *errand.LimiterGiveParams) error {
+// LimiterGive implements [errandstore.LimiterStore].
+func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	gives := slices.Clone(p.Gives)
-	slices.SortStableFunc(gives, func(a, b errand.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(gives, func(a, b errandstore.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := fromMicros(micros(s.clock.Now()))
 		for _, g := range gives {
@@ -107,15 +108,15 @@ func (s *Store) LimiterGive(ctx context.Context, p *errand.LimiterGiveParams) er
 	return nil
 }
 
-// LimiterList implements [errand.LimiterStore].
-func (s *Store) LimiterList(ctx context.Context, _ *errand.LimiterListParams) ([]*errand.LimiterRecord, error) {
+// LimiterList implements [errandstore.LimiterStore].
+func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParams) ([]*errandtype.LimiterRecord, error) {
 	now := fromMicros(micros(s.clock.Now()))
 	rows, err := s.read.QueryContext(ctx, `SELECT `+limiterColumns+` FROM errand_limiters ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	defer rows.Close()
-	out := []*errand.LimiterRecord{}
+	out := []*errandtype.LimiterRecord{}
 	for rows.Next() {
 		r, st, err := scanLimiter(rows)
 		if err != nil {
@@ -132,7 +133,7 @@ func (s *Store) LimiterList(ctx context.Context, _ *errand.LimiterListParams) ([
 
 // limiterOrder is the order to take from buckets in: by name, so that
 // transactions that lock several rows lock them in one order.
-func limiterOrder(takes []errand.LimiterTake) []int {
+func limiterOrder(takes []errandstore.LimiterTake) []int {
 	order := make([]int, len(takes))
 	for i := range order {
 		order[i] = i

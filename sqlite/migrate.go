@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/migration"
 	"github.com/ncruces/go-sqlite3"
 )
@@ -40,7 +40,7 @@ func checkSchema(ctx context.Context, path string, o Options) error {
 	case err != nil:
 		return fmt.Errorf("read %s: %w", path, err)
 	case tables == 0:
-		return fmt.Errorf("%s has no errand tables: %w", path, errand.ErrNoSchema)
+		return fmt.Errorf("%s has no errand tables: %w", path, errandtype.ErrNoSchema)
 	}
 	var newest int
 	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM errand_migrations`).Scan(&newest); err != nil {

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/errandhq/errand/sqlite"
 )
@@ -113,35 +114,35 @@ func TestAuditMigrationKeepsReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rs, err := s.JobReplayAudit(t.Context(), &errand.JobReplayAuditParams{JobID: "a"})
+	rs, err := s.JobReplayAudit(t.Context(), &errandstore.JobReplayAuditParams{JobID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []errand.ReplayRecord{
-		{ID: 1, JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "fixed", At: time.UnixMicro(1000000).UTC()},
-		{ID: 3, JobID: "a", Replay: 2, PriorState: errand.StateDead, Operator: "cy", Reason: "again", At: time.UnixMicro(3000000).UTC()},
+	want := []errandtype.ReplayRecord{
+		{ID: 1, JobID: "a", Replay: 1, PriorState: errandtype.StateDead, Operator: "ana", Reason: "fixed", At: time.UnixMicro(1000000).UTC()},
+		{ID: 3, JobID: "a", Replay: 2, PriorState: errandtype.StateDead, Operator: "cy", Reason: "again", At: time.UnixMicro(3000000).UTC()},
 	}
 	if !slices.Equal(rs, want) {
 		t.Errorf("replay audit after migrating:\n got %+v\nwant %+v", rs, want)
 	}
-	all, err := s.AuditList(t.Context(), &errand.AuditListParams{})
+	all, err := s.AuditList(t.Context(), &errandstore.AuditListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 3 || all[0].ID != 3 || all[2].ID != 1 || all[1].Action != errand.AuditReplay || *all[1].JobID != "b" {
+	if len(all) != 3 || all[0].ID != 3 || all[2].ID != 1 || all[1].Action != errandtype.AuditReplay || *all[1].JobID != "b" {
 		t.Errorf("audit after migrating: %+v", all)
 	}
 	if tables := query(t, path, `SELECT name FROM sqlite_master WHERE name = 'errand_replays'`); len(tables) > 0 {
 		t.Error("errand_replays is still there")
 	}
-	if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+	if _, err := s.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
 		{ID: "c", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.JobCancel(t.Context(), &errand.JobCancelParams{ID: "c", Operator: "dee", Reason: "r"}); err != nil {
+	if _, err := s.JobCancel(t.Context(), &errandstore.JobCancelParams{ID: "c", Operator: "dee", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	if all, err = s.AuditList(t.Context(), &errand.AuditListParams{Limit: 1}); err != nil || len(all) != 1 || all[0].ID != 4 {
+	if all, err = s.AuditList(t.Context(), &errandstore.AuditListParams{Limit: 1}); err != nil || len(all) != 1 || all[0].ID != 4 {
 		t.Errorf("the next record after migrating: %+v, %v; want id 4", all, err)
 	}
 }
@@ -166,34 +167,34 @@ func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := t.Context()
-	old, err := s.JobGet(ctx, &errand.JobGetParams{ID: "old"})
+	old, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "old"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.Seq != 5 || old.UniqueScope == nil || *old.UniqueScope != errand.UniqueAlways || old.OrderingHold {
+	if old.Seq != 5 || old.UniqueScope == nil || *old.UniqueScope != errandtype.UniqueAlways || old.OrderingHold {
 		t.Errorf("old job after migrating: seq %d scope %v hold %v; want 5, always, false", old.Seq, old.UniqueScope, old.OrderingHold)
 	}
-	rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+	rs, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
 		{ID: "new", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}})
 	if err != nil || rs[0].Job.Seq != 10 {
 		t.Fatalf("new job after migrating: seq %d, %v; want seq 10 (seqs %v)", rs[0].Job.Seq, err, query(t, path, `SELECT name || '=' || seq FROM sqlite_sequence`))
 	}
-	for _, scope := range []errand.UniqueScope{0, errand.UniqueUntilFinished} {
-		rs, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
+	for _, scope := range []errandtype.UniqueScope{0, errandtype.UniqueUntilFinished} {
+		rs, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
 			{ID: "again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "digest:1", UniqueScope: scope}}})
 		if err != nil || !rs[0].Duplicate || rs[0].Job.ID != "old" {
 			t.Fatalf("insert with the old job's key (scope %v): %+v, %v; want the duplicate of old", scope, rs, err)
 		}
 	}
-	if held, err := s.JobGet(ctx, &errand.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
+	if held, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "next"}); err != nil || held.HeldBy != nil {
 		t.Fatalf("job behind a dead head: %+v, %v; want it free", held, err)
 	}
 	// A row written without the new columns, as an older errand still
 	// running against the file would write it, holds its key as before.
 	exec(t, path, `INSERT INTO errand_jobs (id, queue, kind, args, state, max_attempts, available_at, created_at, unique_key)
 		VALUES ('raw', 'default', 'k', '{}', 'succeeded', 1, 0, 0, 'raw:1')`)
-	rs, err = s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{
-		{ID: "raw-again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "raw:1", UniqueScope: errand.UniqueUntilFinished}}})
+	rs, err = s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{
+		{ID: "raw-again", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1, UniqueKey: "raw:1", UniqueScope: errandtype.UniqueUntilFinished}}})
 	if err != nil || !rs[0].Duplicate || rs[0].Job.ID != "raw" {
 		t.Fatalf("insert with the key of a row written without a scope: %+v, %v; want the duplicate of raw", rs, err)
 	}

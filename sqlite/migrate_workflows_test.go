@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -39,26 +40,26 @@ func TestWorkflowMigrationKeepsJobs(t *testing.T) {
 
 // checkMigratedJobs checks the jobs TestWorkflowMigrationKeepsJobs left in
 // store s before its migration.
-func checkMigratedJobs(t *testing.T, s errand.Store) {
+func checkMigratedJobs(t *testing.T, s errandstore.Store) {
 	t.Helper()
 	ctx := t.Context()
-	for _, st := range []errand.JobState{errand.StateQueued, errand.StateRunning, errand.StateRetrying,
-		errand.StateSucceeded, errand.StateDead, errand.StateCancelled} {
-		j, err := s.JobGet(ctx, &errand.JobGetParams{ID: string(st)})
+	for _, st := range []errandtype.JobState{errandtype.StateQueued, errandtype.StateRunning, errandtype.StateRetrying,
+		errandtype.StateSucceeded, errandtype.StateDead, errandtype.StateCancelled} {
+		j, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: string(st)})
 		if err != nil {
 			t.Fatalf("job %s after migrating: %v", st, err)
 		}
-		inBatch := st == errand.StateQueued || st == errand.StateSucceeded
+		inBatch := st == errandtype.StateQueued || st == errandtype.StateSucceeded
 		if j.State != st || j.WorkflowID != nil || j.Output != nil || (j.BatchID != nil) != inBatch {
 			t.Errorf("job %s after migrating: state %s, workflow %v, output %s, batch %v", st, j.State, j.WorkflowID, j.Output, j.BatchID)
 		}
 	}
-	if b, err := s.(errand.BatchStore).BatchGet(ctx, &errand.BatchGetParams{ID: "b1"}); err != nil || b.Total != 2 {
+	if b, err := s.(errandstore.BatchStore).BatchGet(ctx, &errandstore.BatchGetParams{ID: "b1"}); err != nil || b.Total != 2 {
 		t.Errorf("batch after migrating: %+v, %v", b, err)
 	}
 	claim := func() []string {
 		t.Helper()
-		js, err := s.JobClaimMany(ctx, &errand.JobClaimParams{Queues: []string{"default"}, Limit: 10, Lease: time.Minute, Owner: "new-worker"})
+		js, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"default"}, Limit: 10, Lease: time.Minute, Owner: "new-worker"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,14 +78,14 @@ func checkMigratedJobs(t *testing.T, s errand.Store) {
 		t.Fatalf("claimed %v, want [queued retrying running]", got)
 	}
 	for _, id := range []string{"dead", "cancelled"} {
-		if _, err := s.JobReplay(ctx, &errand.JobReplayParams{ID: id, Operator: "ops", Reason: "migrated"}); err != nil {
+		if _, err := s.JobReplay(ctx, &errandstore.JobReplayParams{ID: id, Operator: "ops", Reason: "migrated"}); err != nil {
 			t.Fatalf("replay %s: %v", id, err)
 		}
 	}
 	if got := claim(); !slices.Equal(got, []string{"cancelled", "dead"}) {
 		t.Fatalf("claimed %v after the replays, want [cancelled dead]", got)
 	}
-	if rs, err := s.(errand.WorkflowStore).WorkflowAdvance(ctx, &errand.WorkflowAdvanceParams{}); err != nil || len(rs) != 0 {
+	if rs, err := s.(errandstore.WorkflowStore).WorkflowAdvance(ctx, &errandstore.WorkflowAdvanceParams{}); err != nil || len(rs) != 0 {
 		t.Errorf("leader's workflow pass after migrating: %d results, %v", len(rs), err)
 	}
 }

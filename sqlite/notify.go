@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/ncruces/go-sqlite3"
 )
 
@@ -30,7 +30,7 @@ import (
 // unavailable, it checks every WakeInterval, always: waking that often is
 // what costs (see the README).
 
-var _ errand.Notifier = (*Store)(nil)
+var _ errandstore.Notifier = (*Store)(nil)
 
 // defaultWakeInterval is Options.WakeInterval's default.
 const defaultWakeInterval = 2 * time.Millisecond
@@ -39,11 +39,11 @@ const defaultWakeInterval = 2 * time.Millisecond
 // write to the WAL file: longer than a commit's sync on a slow disk.
 const walWriteWindow = time.Second
 
-// NotifyQueues implements [errand.Notifier]. It does nothing: on SQLite the
+// NotifyQueues implements [errandstore.Notifier]. It does nothing: on SQLite the
 // enqueue's commit is itself the notification, which ListenQueues sees.
 func (s *Store) NotifyQueues(context.Context, []string) error { return nil }
 
-// ListenQueues implements [errand.Notifier]. It opens a read-only
+// ListenQueues implements [errandstore.Notifier]. It opens a read-only
 // connection of its own (none of the read pool's) and returns once it has
 // read the database's data_version: a commit made after it returns, by any
 // other connection, is delivered.
@@ -79,7 +79,7 @@ func (s *Store) ListenQueues(ctx context.Context) (<-chan string, error) {
 	return out, nil
 }
 
-var _ errand.CancelListener = (*Store)(nil)
+var _ errandstore.CancelListener = (*Store)(nil)
 
 // pendingCancelsSQL lists the running jobs with a cancel request. It reads
 // the errand_jobs_cancel index, which holds exactly those rows: none, almost
@@ -87,7 +87,7 @@ var _ errand.CancelListener = (*Store)(nil)
 const pendingCancelsSQL = `SELECT id FROM errand_jobs INDEXED BY errand_jobs_cancel
 	WHERE state = 'running' AND cancel_requested_at IS NOT NULL`
 
-// ListenCancels implements [errand.CancelListener]. It watches commits as
+// ListenCancels implements [errandstore.CancelListener]. It watches commits as
 // ListenQueues does and, after each, reads the running jobs with a cancel
 // request on its own read-only connection: one seek of an index that is
 // empty unless a cancel is pending. It delivers each id once while its

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // TestListenQueuesSeesOtherConnections: a listener delivers "" after another
@@ -98,12 +98,12 @@ func TestListenQueuesSkipsOwnTransactions(t *testing.T) {
 	ownTransactions := func() {
 		t.Helper()
 		n++
-		if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{
+		if _, err := s.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{{
 			ID: "j" + strconv.Itoa(n), Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3,
 		}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.JobClaimMany(t.Context(), &errand.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: time.Minute, Owner: "w"}); err != nil {
+		if _, err := s.JobClaimMany(t.Context(), &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: time.Minute, Owner: "w"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,7 +143,7 @@ func TestListenQueuesWaitsOutAHeldWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{
+		if _, err := s.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{{
 			ID: "j" + strconv.Itoa(i), Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3,
 		}}}); err != nil {
 			t.Fatal(err)

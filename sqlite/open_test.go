@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -51,7 +52,7 @@ func TestNoMigrateLeavesOtherDatabasesAlone(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		path     string
-		noSchema bool // the error matches errand.ErrNoSchema
+		noSchema bool // the error matches errandtype.ErrNoSchema
 	}{
 		{"other application", otherApp(t), true},
 		{"empty file", empty, true},
@@ -68,7 +69,7 @@ func TestNoMigrateLeavesOtherDatabasesAlone(t *testing.T) {
 				s.Close()
 				t.Fatal("Open with NoMigrate succeeded")
 			}
-			if got := errors.Is(err, errand.ErrNoSchema); got != tt.noSchema {
+			if got := errors.Is(err, errandtype.ErrNoSchema); got != tt.noSchema {
 				t.Errorf("Open: %v; matches ErrNoSchema %v, want %v", err, got, tt.noSchema)
 			}
 			after, err := os.ReadFile(tt.path)
@@ -94,7 +95,7 @@ func TestNoMigrateLeavesOtherDatabasesAlone(t *testing.T) {
 	}
 
 	missing := filepath.Join(t.TempDir(), "missing.db")
-	if s, err := sqlite.Open(t.Context(), missing, &sqlite.Options{NoMigrate: true}); !errors.Is(err, errand.ErrNoSchema) {
+	if s, err := sqlite.Open(t.Context(), missing, &sqlite.Options{NoMigrate: true}); !errors.Is(err, errandtype.ErrNoSchema) {
 		if s != nil {
 			s.Close()
 		}
@@ -110,7 +111,7 @@ func TestNoMigrateLeavesOtherDatabasesAlone(t *testing.T) {
 func TestNoMigrateOpensAMigratedDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "errand.db")
 	s := open(t, path, nil)
-	if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{ID: "j1", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
+	if _, err := s.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{{ID: "j1", Queue: "default", Kind: "k", Args: []byte(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -120,10 +121,10 @@ func TestNoMigrateOpensAMigratedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if j, err := s.JobGet(t.Context(), &errand.JobGetParams{ID: "j1"}); err != nil || j.ID != "j1" {
+	if j, err := s.JobGet(t.Context(), &errandstore.JobGetParams{ID: "j1"}); err != nil || j.ID != "j1" {
 		t.Fatalf("JobGet = %v, %v", j, err)
 	}
-	if _, err := s.JobCancel(t.Context(), &errand.JobCancelParams{ID: "j1"}); err != nil {
+	if _, err := s.JobCancel(t.Context(), &errandstore.JobCancelParams{ID: "j1"}); err != nil {
 		t.Fatalf("JobCancel: %v", err)
 	}
 }

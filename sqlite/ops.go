@@ -10,21 +10,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Operators' actions: replays, cancels, the audit that records them.
 
-var errNoSuchJob = errand.ErrNotFound
+var errNoSuchJob = errandtype.ErrNotFound
 
 // auditEntry is one record to append to errand_audit.
 type auditEntry struct {
-	action     errand.AuditAction
+	action     errandtype.AuditAction
 	jobID      string // "" for none
 	operator   string
 	reason     string
 	at         time.Time
-	priorState errand.JobState
+	priorState errandtype.JobState
 	replay     int
 	details    json.RawMessage
 }
@@ -55,13 +56,13 @@ const replaySQL = `UPDATE errand_jobs SET
 	WHERE id = ?2 RETURNING ` + jobColumns
 
 // uniqueHolderSQL finds another job holding a unique key in a window.
-var uniqueHolderSQL = errand.UniqueReplayHolderSQL("errand_jobs", func(n int) string { return "?" + strconv.Itoa(n) })
+var uniqueHolderSQL = errandstore.UniqueReplayHolderSQL("errand_jobs", func(n int) string { return "?" + strconv.Itoa(n) })
 
 // replay replays job id inside tx and audits it as action, with details
 // (nil for none). newArgs, when not nil, replaces the job's args, and the
 // details become the old and new args.
 func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, operator, reason string,
-	action errand.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errand.Job, error) {
+	action errandtype.AuditAction, newArgs json.RawMessage, newVersion int, clearProgress bool, details json.RawMessage) (*errandtype.Job, error) {
 	var state, oldArgs string
 	var ukey sql.NullString
 	var workflowID *string
@@ -74,10 +75,10 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	if err != nil {
 		return nil, err
 	}
-	if err := errand.CheckReplay(id, errand.JobState(state)); err != nil {
+	if err := errandstore.CheckReplay(id, errandtype.JobState(state)); err != nil {
 		return nil, err
 	}
-	if errand.ReplayHeldByWorkflow(id, workflowID) {
+	if errandstore.ReplayHeldByWorkflow(id, workflowID) {
 		// The one writer connection serializes this check, the replay
 		// and any advance of the workflow.
 		w, err := scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, *workflowID))
@@ -86,18 +87,18 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 		case err != nil:
 			return nil, err
 		default:
-			if err := errand.CheckReplayInWorkflow(id, errand.JobState(state), w); err != nil {
+			if err := errandstore.CheckReplayInWorkflow(id, errandtype.JobState(state), w); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if ukey.Valid && errand.ReplayTakesKey(errand.UniqueScope(ustates), errand.JobState(state)) {
+	if ukey.Valid && errandstore.ReplayTakesKey(errandtype.UniqueScope(ustates), errandtype.JobState(state)) {
 		// The one writer connection serializes this check and the update.
 		var holder string
 		err := tx.QueryRowContext(ctx, uniqueHolderSQL, ukey.String, uwindow, id).Scan(&holder)
 		switch {
 		case err == nil:
-			return nil, &errand.UniqueConflictError{ID: id, Key: ukey.String, HeldBy: holder}
+			return nil, &errandtype.UniqueConflictError{ID: id, Key: ukey.String, HeldBy: holder}
 		case !errors.Is(err, sql.ErrNoRows):
 			return nil, err
 		}
@@ -105,27 +106,27 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	var argsArg any
 	if newArgs != nil {
 		argsArg = string(newArgs)
-		details = errand.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
+		details = errandstore.ReplayArgsDetails(json.RawMessage(oldArgs), newArgs)
 	}
 	j, err := scanJob(tx.QueryRowContext(ctx, replaySQL, micros(now), id, argsArg, newVersion, clearProgress))
 	if err != nil {
 		return nil, err
 	}
 	err = insertAudit(ctx, tx, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
-		at: now, priorState: errand.JobState(state), replay: j.Replays, details: details})
+		at: now, priorState: errandtype.JobState(state), replay: j.Replays, details: details})
 	return j, err
 }
 
-// JobReplay implements [errand.JobStore].
-func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*errand.Job, error) {
+// JobReplay implements [errandstore.JobStore].
+func (s *Store) JobReplay(ctx context.Context, p *errandstore.JobReplayParams) (*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var j *errand.Job
+	var j *errandtype.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		action := errand.AuditReplay
+		action := errandtype.AuditReplay
 		if p.Args != nil {
-			action = errand.AuditReplayArgs
+			action = errandtype.AuditReplayArgs
 		}
 		var err error
 		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, p.ClearProgress, nil)
@@ -137,37 +138,37 @@ func (s *Store) JobReplay(ctx context.Context, p *errand.JobReplayParams) (*erra
 	return j, nil
 }
 
-// JobReplayAudit implements [errand.JobStore].
-func (s *Store) JobReplayAudit(ctx context.Context, p *errand.JobReplayAuditParams) ([]errand.ReplayRecord, error) {
+// JobReplayAudit implements [errandstore.JobStore].
+func (s *Store) JobReplayAudit(ctx context.Context, p *errandstore.JobReplayAuditParams) ([]errandtype.ReplayRecord, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT id, job_id, replay, prior_state, operator, reason, at
 		FROM errand_audit WHERE job_id = ? AND action IN (?, ?, ?) ORDER BY id`,
-		p.JobID, errand.AuditReplay, errand.AuditReplayArgs, errand.AuditBulkReplay)
+		p.JobID, errandtype.AuditReplay, errandtype.AuditReplayArgs, errandtype.AuditBulkReplay)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	rs := []errand.ReplayRecord{}
+	rs := []errandtype.ReplayRecord{}
 	for rows.Next() {
-		var r errand.ReplayRecord
+		var r errandtype.ReplayRecord
 		var prior string
 		var at int64
 		if err := rows.Scan(&r.ID, &r.JobID, &r.Replay, &prior, &r.Operator, &r.Reason, &at); err != nil {
 			return nil, err
 		}
-		r.PriorState = errand.JobState(prior)
+		r.PriorState = errandtype.JobState(prior)
 		r.At = fromMicros(at)
 		rs = append(rs, r)
 	}
 	return rs, rows.Err()
 }
 
-// JobCancel implements [errand.JobStore].
-func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*errand.Job, error) {
+// JobCancel implements [errandstore.JobStore].
+func (s *Store) JobCancel(ctx context.Context, p *errandstore.JobCancelParams) (*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	id := p.ID
-	var j *errand.Job
+	var j *errandtype.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		var state string
@@ -180,10 +181,10 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 		if err != nil {
 			return err
 		}
-		if err := errand.CheckCancelJob(id, errand.JobState(state), holds); err != nil {
+		if err := errandstore.CheckCancelJob(id, errandtype.JobState(state), holds); err != nil {
 			return err
 		}
-		if errand.CancelRequests(errand.JobState(state)) {
+		if errandstore.CancelRequests(errandtype.JobState(state)) {
 			// A running job: record the request; its worker ends the
 			// attempt. The commit is the notification (see ListenCancels).
 			// A request already pending is left as it is.
@@ -203,8 +204,8 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 				return err
 			}
 		}
-		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditCancel, jobID: id, operator: p.Operator,
-			reason: p.Reason, at: now, priorState: errand.JobState(state)})
+		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditCancel, jobID: id, operator: p.Operator,
+			reason: p.Reason, at: now, priorState: errandtype.JobState(state)})
 	})
 	if err != nil {
 		return nil, err
@@ -212,8 +213,8 @@ func (s *Store) JobCancel(ctx context.Context, p *errand.JobCancelParams) (*erra
 	return j, nil
 }
 
-// AuditList implements [errand.OperatorStore].
-func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]errand.AuditRecord, error) {
+// AuditList implements [errandstore.OperatorStore].
+func (s *Store) AuditList(ctx context.Context, p *errandstore.AuditListParams) ([]errandtype.AuditRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -239,24 +240,24 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, errand.AuditLimit(p.Limit))
+	args = append(args, errandstore.AuditLimit(p.Limit))
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	defer rows.Close()
-	out := []errand.AuditRecord{}
+	out := []errandtype.AuditRecord{}
 	for rows.Next() {
-		var r errand.AuditRecord
+		var r errandtype.AuditRecord
 		var action string
 		var jobID, prior, details sql.NullString
 		var at int64
 		if err := rows.Scan(&r.ID, &action, &jobID, &r.Operator, &r.Reason, &at, &prior, &r.Replay, &details); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
-		r.Action = errand.AuditAction(action)
+		r.Action = errandtype.AuditAction(action)
 		r.JobID = nullString(jobID)
-		r.PriorState = errand.JobState(prior.String)
+		r.PriorState = errandtype.JobState(prior.String)
 		r.At = fromMicros(at)
 		if details.Valid {
 			r.Details = json.RawMessage(details.String)
@@ -273,13 +274,13 @@ func (s *Store) AuditList(ctx context.Context, p *errand.AuditListParams) ([]err
 // the store's replay refuses them: those of workflows that have enqueued a
 // compensation or were rerun. Compensations are replayed.
 var replayManyHeldSQL = `(workflow_id IS NOT NULL
-		AND substr(id, 1, length(workflow_id) + length('` + errand.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errand.WorkflowStepJobID("", "") + `'
-		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND ` + errand.WorkflowRefusesReplaySQL("w") + `))`
+		AND substr(id, 1, length(workflow_id) + length('` + errandstore.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errandstore.WorkflowStepJobID("", "") + `'
+		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND ` + errandstore.WorkflowRefusesReplaySQL("w") + `))`
 
 var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
 
-// JobReplayMany implements [errand.OperatorStore].
-func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams) ([]*errand.Job, error) {
+// JobReplayMany implements [errandstore.OperatorStore].
+func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -313,7 +314,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 		}
 		return scanJobs(rows, scanJob)
 	}
-	out := []*errand.Job{}
+	out := []*errandtype.Job{}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id`+q, args...)
 		if err != nil {
@@ -333,9 +334,9 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 			return err
 		}
 		now := s.clock.Now()
-		details := errand.BulkReplayDetails(p.Bulk, p.Filter)
+		details := errandstore.BulkReplayDetails(p.Bulk, p.Filter)
 		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errand.AuditBulkReplay, nil, 0, false, details)
+			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", id, err)
 			}
@@ -360,7 +361,7 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errand.JobReplayManyParams
 // with its failed step's; an open batch counts its members when it
 // completes. Each costs a primary-key lookup or two, and only for a job of
 // a workflow or batch.
-func pruneConds(groups []errand.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
+func pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
 	type group struct{ state, cut int }
 	var gs []group
 	for _, g := range groups {
@@ -377,8 +378,8 @@ func pruneConds(groups []errand.PruneGroup, now time.Time, first int) (aged func
 	}
 	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_workflows w
 			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
-				OR (w.state = '` + string(errand.WorkflowFailed) + `' AND j.id <> ` + errand.FailedStepJobIDSQL("w") + `
-					AND EXISTS (SELECT 1 FROM errand_jobs f WHERE f.id = ` + errand.FailedStepJobIDSQL("w") + `
+				OR (w.state = '` + string(errandtype.WorkflowFailed) + `' AND j.id <> ` + errandstore.FailedStepJobIDSQL("w") + `
+					AND EXISTS (SELECT 1 FROM errand_jobs f WHERE f.id = ` + errandstore.FailedStepJobIDSQL("w") + `
 						AND NOT ` + aged("f") + `)))))
 		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_batches b
 			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
@@ -400,7 +401,7 @@ func pruneSQL(prunable string) string {
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
-var finishedWorkflows = `'` + string(errand.WorkflowSucceeded) + `', '` + string(errand.WorkflowFailed) + `'`
+var finishedWorkflows = `'` + string(errandtype.WorkflowSucceeded) + `', '` + string(errandtype.WorkflowFailed) + `'`
 
 // pruneBatchesSQL deletes up to ?2 completed batches that completed before
 // ?1 and have no job left: no member (errand_jobs_batch) and no callback job
@@ -421,21 +422,21 @@ var pruneWorkflowsSQL = `DELETE FROM errand_workflows WHERE id IN (
 			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id)
 		ORDER BY w.finished_at LIMIT ?2)`
 
-// JobPrune implements [errand.OperatorStore].
-func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.PruneResult, error) {
-	r := errand.PruneResult{DryRun: p.DryRun}
+// JobPrune implements [errandstore.OperatorStore].
+func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (errandstore.PruneResult, error) {
+	r := errandstore.PruneResult{DryRun: p.DryRun}
 	if err := p.Validate(); err != nil {
 		return r, err
 	}
 	now := s.clock.Now()
-	groups := errand.PruneGroups(p)
+	groups := errandstore.PruneGroups(p)
 	count := func(state string, n int) {
-		switch errand.JobState(state) {
-		case errand.StateSucceeded:
+		switch errandtype.JobState(state) {
+		case errandtype.StateSucceeded:
 			r.Succeeded += n
-		case errand.StateCancelled:
+		case errandtype.StateCancelled:
 			r.Cancelled += n
-		case errand.StateDead:
+		case errandtype.StateDead:
 			r.Dead += n
 		}
 	}
@@ -466,7 +467,7 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 		// or kept by what prunable says.
 		aged, prunable, args := pruneConds(groups, now, 2)
 		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
-		args = append([]any{micros(errand.PruneBatchCutoff(p, now))}, args...)
+		args = append([]any{micros(errandstore.PruneBatchCutoff(p, now))}, args...)
 		err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_batches b INDEXED BY errand_batches_completed
 			WHERE b.completed_at IS NOT NULL AND b.completed_at < ?1
 				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND `+kept+`)
@@ -510,7 +511,7 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 				return err
 			}
 		}
-		cut := micros(errand.PruneBatchCutoff(p, now))
+		cut := micros(errandstore.PruneBatchCutoff(p, now))
 		res, err := tx.ExecContext(ctx, pruneBatchesSQL, cut, p.Limit)
 		if err != nil {
 			return err
@@ -530,11 +531,11 @@ func (s *Store) JobPrune(ctx context.Context, p *errand.JobPruneParams) (errand.
 		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 			return nil
 		}
-		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditPrune, operator: p.Operator, reason: p.Reason,
-			at: now, details: errand.PruneDetails(p, r)})
+		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator, reason: p.Reason,
+			at: now, details: errandstore.PruneDetails(p, r)})
 	})
 	if err != nil {
-		return errand.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
 	}
 	return r, nil
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // TestQueryPlans pins the plans of the queries on the hot path and of those
@@ -208,6 +208,6 @@ func explain(t *testing.T, s *Store, q string) string {
 
 // pruneSQLConds is pruneConds' prunable for a prune of every state.
 func pruneSQLConds() string {
-	_, prunable, _ := pruneConds(errand.PruneGroups(&errand.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	_, prunable, _ := pruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
 	return prunable
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // BenchmarkWorkQueued claims jobs=100 ready jobs and records their
@@ -26,7 +26,7 @@ func BenchmarkWorkQueued(b *testing.B) {
 			s := openBench(b)
 			seq := 0
 			for left := queued; left > 0; left -= 1000 {
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: benchJobs("work", &seq, min(left, 1000))}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: benchJobs("work", &seq, min(left, 1000))}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -34,7 +34,7 @@ func BenchmarkWorkQueued(b *testing.B) {
 			cpu := time.Duration(0)
 			for b.Loop() {
 				start, cpu0 := time.Now(), cpuTime()
-				jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{
+				jobs, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{
 					Queues: []string{"work"}, Limit: n, Lease: time.Minute, Owner: "bench",
 				})
 				if err != nil {
@@ -43,14 +43,14 @@ func BenchmarkWorkQueued(b *testing.B) {
 				if len(jobs) != n {
 					b.Fatalf("claimed %d jobs, want %d", len(jobs), n)
 				}
-				outcomes := make([]*errand.JobOutcome, n)
+				outcomes := make([]*errandstore.JobOutcome, n)
 				for i, j := range jobs {
-					outcomes[i] = &errand.JobOutcome{
-						JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
-						Kind:     errand.OutcomeSucceeded,
+					outcomes[i] = &errandstore.JobOutcome{
+						JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
+						Kind:     errandstore.OutcomeSucceeded,
 					}
 				}
-				rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+				rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -62,7 +62,7 @@ func BenchmarkWorkQueued(b *testing.B) {
 				elapsed += time.Since(start)
 				cpu += cpuTime() - cpu0
 				b.StopTimer()
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

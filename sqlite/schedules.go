@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-var _ errand.ScheduleStore = (*Store)(nil)
+var _ errandstore.ScheduleStore = (*Store)(nil)
 
 const scheduleColumns = `name, spec, kind, queue, missed, next_fire_at, last_fire_at, last_job_id, created_at, updated_at`
 
-func scanSchedule(row scanner) (*errand.ScheduleRecord, error) {
-	var r errand.ScheduleRecord
+func scanSchedule(row scanner) (*errandtype.ScheduleRecord, error) {
+	var r errandtype.ScheduleRecord
 	var next, created, updated int64
 	var last sql.NullInt64
 	var lastJob sql.NullString
@@ -26,12 +27,12 @@ func scanSchedule(row scanner) (*errand.ScheduleRecord, error) {
 	return &r, nil
 }
 
-// ScheduleUpsert implements [errand.ScheduleStore].
-func (s *Store) ScheduleUpsert(ctx context.Context, p *errand.ScheduleUpsertParams) (*errand.ScheduleRecord, error) {
+// ScheduleUpsert implements [errandstore.ScheduleStore].
+func (s *Store) ScheduleUpsert(ctx context.Context, p *errandstore.ScheduleUpsertParams) (*errandtype.ScheduleRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var r *errand.ScheduleRecord
+	var r *errandtype.ScheduleRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
 		var err error
@@ -52,14 +53,14 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *errand.ScheduleUpsertPara
 	return r, nil
 }
 
-// ScheduleAdvance implements [errand.ScheduleStore]. The writer
+// ScheduleAdvance implements [errandstore.ScheduleStore]. The writer
 // transaction serialises advances; the condition on next_fire_at is the
 // compare-and-set.
-func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvanceParams) (*errand.ScheduleAdvanceResult, error) {
+func (s *Store) ScheduleAdvance(ctx context.Context, p *errandstore.ScheduleAdvanceParams) (*errandstore.ScheduleAdvanceResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	res := &errand.ScheduleAdvanceResult{}
+	res := &errandstore.ScheduleAdvanceResult{}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
 		r, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET next_fire_at = ?, updated_at = ?
@@ -68,7 +69,7 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 		if errors.Is(err, sql.ErrNoRows) {
 			res.Schedule, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules WHERE name = ?`, p.Name))
 			if errors.Is(err, sql.ErrNoRows) {
-				return errand.ErrNotFound
+				return errandtype.ErrNotFound
 			}
 			return err
 		}
@@ -79,7 +80,7 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 		if p.Job == nil {
 			return nil
 		}
-		rs, err := s.insert(ctx, tx, []*errand.JobInsertParams{p.Job})
+		rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{p.Job})
 		if err != nil {
 			return err
 		}
@@ -94,14 +95,14 @@ func (s *Store) ScheduleAdvance(ctx context.Context, p *errand.ScheduleAdvancePa
 	return res, nil
 }
 
-// ScheduleList implements [errand.ScheduleStore].
-func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) ([]*errand.ScheduleRecord, error) {
+// ScheduleList implements [errandstore.ScheduleStore].
+func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListParams) ([]*errandtype.ScheduleRecord, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
-	out := []*errand.ScheduleRecord{}
+	out := []*errandtype.ScheduleRecord{}
 	for rows.Next() {
 		r, err := scanSchedule(rows)
 		if err != nil {
@@ -115,23 +116,23 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errand.ScheduleListParams) 
 	return out, nil
 }
 
-// ScheduleDelete implements [errand.ScheduleStore].
-func (s *Store) ScheduleDelete(ctx context.Context, p *errand.ScheduleDeleteParams) (*errand.ScheduleRecord, error) {
+// ScheduleDelete implements [errandstore.ScheduleStore].
+func (s *Store) ScheduleDelete(ctx context.Context, p *errandstore.ScheduleDeleteParams) (*errandtype.ScheduleRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var r *errand.ScheduleRecord
+	var r *errandtype.ScheduleRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		r, err = scanSchedule(tx.QueryRowContext(ctx, `DELETE FROM errand_schedules WHERE name = ? RETURNING `+scheduleColumns, p.Name))
 		if errors.Is(err, sql.ErrNoRows) {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		return insertAudit(ctx, tx, &auditEntry{action: errand.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
-			at: s.clock.Now(), details: errand.ScheduleDeleteDetails(r)})
+		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
+			at: s.clock.Now(), details: errandstore.ScheduleDeleteDetails(r)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)

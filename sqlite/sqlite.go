@@ -38,7 +38,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/ncruces/go-sqlite3/driver" // also registers the "sqlite3" driver
 )
@@ -47,7 +48,7 @@ import (
 type Options struct {
 	// Clock is the store's time authority. Nil means the process clock.
 	// Tests inject a clock they can move.
-	Clock errand.Clock
+	Clock errandstore.Clock
 	// Synchronous is SQLite's synchronous setting: "FULL" (the default)
 	// survives power loss; "NORMAL" is several times faster per commit and
 	// may lose the last transactions on power loss (never on a process
@@ -67,7 +68,7 @@ type Options struct {
 	// changed. The schema is checked through a read-only connection before
 	// anything else touches the file. A missing file, or a SQLite database
 	// without errand's tables (another application's, say), is refused with
-	// an error matching [errand.ErrNoSchema]; a schema older or newer than
+	// an error matching [errandtype.ErrNoSchema]; a schema older or newer than
 	// this errand's is refused too. For tools that inspect or operate on an
 	// existing queue, such as errand's reading commands.
 	NoMigrate bool
@@ -93,13 +94,13 @@ type Options struct {
 	noCheckpointer              bool
 }
 
-// Store is errand's SQLite store. It implements [errand.TxStore] with
+// Store is errand's SQLite store. It implements [errandstore.TxStore] with
 // *sql.Tx: transactions on [Store.DB].
 type Store struct {
 	db     *sql.DB // the single writer; also the application's handle
 	read   *sql.DB // read-only pool for operator queries
-	clock  errand.Clock
-	sweeps errand.ClaimSweeps // paces the claims' sweeps
+	clock  errandstore.Clock
+	sweeps errandstore.ClaimSweeps // paces the claims' sweeps
 	path   string
 	opts   Options // with defaults applied
 	// busyTimeout bounds every wait for the writer: SQLite's, for another
@@ -113,7 +114,7 @@ type Store struct {
 	ckpt       *checkpointer
 }
 
-var _ errand.TxStore[*sql.Tx] = (*Store)(nil)
+var _ errandstore.TxStore[*sql.Tx] = (*Store)(nil)
 
 type systemClock struct{}
 
@@ -157,7 +158,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if o.MustExist || o.NoMigrate {
 		if _, err := os.Stat(abs); err != nil {
 			if o.NoMigrate {
-				return nil, fmt.Errorf("open sqlite: %s does not exist: %w", path, errand.ErrNoSchema)
+				return nil, fmt.Errorf("open sqlite: %s does not exist: %w", path, errandtype.ErrNoSchema)
 			}
 			return nil, fmt.Errorf("open sqlite: %s does not exist; check the path (or --db / ERRAND_DB)", path)
 		}
@@ -255,7 +256,7 @@ func (s *Store) Now(context.Context) (time.Time, error) { return s.clock.Now().U
 // errand's (Client.Enqueue rather than Client.EnqueueTx) waits for itself.
 var ErrWriterBusy = errors.New("the SQLite writer connection is busy")
 
-// InTx implements [errand.TxStore]: it runs fn in an immediate
+// InTx implements [errandstore.TxStore]: it runs fn in an immediate
 // transaction on the writer, committing when fn returns nil and rolling
 // back when it returns an error or panics. Do not call errand methods that
 // write outside the transaction from fn: they would wait for the writer fn

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/sqlite"
 	"github.com/errandhq/errand/storetest"
 )
@@ -16,13 +16,13 @@ import (
 // TestStore runs the conformance suite on real database files.
 func TestStore(t *testing.T) {
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
-		Open: func(t *testing.T, clock errand.Clock) errand.TxStore[*sql.Tx] {
+		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return open(t, filepath.Join(t.TempDir(), "errand.db"), clock)
 		},
-		OpenSecond: func(t *testing.T, first errand.TxStore[*sql.Tx], clock errand.Clock) errand.TxStore[*sql.Tx] {
+		OpenSecond: func(t *testing.T, first errandstore.TxStore[*sql.Tx], clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return open(t, first.(*sqlite.Store).Path(), clock)
 		},
-		RefuseJob: func(t *testing.T, s errand.TxStore[*sql.Tx], id string) {
+		RefuseJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) {
 			refuseJob(t, s.(*sqlite.Store).Path(), id)
 		},
 	})
@@ -36,7 +36,7 @@ func refuseJob(t *testing.T, path, id string) {
 		WHEN NEW.id = '`+strings.ReplaceAll(id, "'", "''")+`' BEGIN SELECT RAISE(ABORT, 'job refused by the test'); END`)
 }
 
-func open(t *testing.T, path string, clock errand.Clock) *sqlite.Store {
+func open(t *testing.T, path string, clock errandstore.Clock) *sqlite.Store {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), path, &sqlite.Options{Clock: clock})
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // TestStmtCache checks that the claim's statement is prepared once for the
@@ -22,12 +22,12 @@ func TestStmtCache(t *testing.T) {
 	defer s.Close()
 	claim := func(id string) {
 		t.Helper()
-		if _, err := s.JobInsertMany(t.Context(), &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{{
+		if _, err := s.JobInsertMany(t.Context(), &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{{
 			ID: id, Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 1, ArgsVersion: 1,
 		}}}); err != nil {
 			t.Fatal(err)
 		}
-		jobs, err := s.JobClaimMany(t.Context(), &errand.JobClaimParams{Queues: []string{"q"}, Kinds: []string{"k"}, Limit: 10, Lease: time.Minute, Owner: "w"})
+		jobs, err := s.JobClaimMany(t.Context(), &errandstore.JobClaimParams{Queues: []string{"q"}, Kinds: []string{"k"}, Limit: 10, Lease: time.Minute, Owner: "w"})
 		if err != nil {
 			t.Fatal(err)
 		}

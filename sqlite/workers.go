@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at,
@@ -14,10 +15,10 @@ const workerColumns = `id, host, pid, queues, heartbeat_interval_us, started_at,
 
 // scanWorker reads one registry row; the caller sets its status. Times are
 // microseconds since the epoch.
-func scanWorker(row scanner) (*errand.WorkerRecord, error) {
+func scanWorker(row scanner) (*errandtype.WorkerRecord, error) {
 	var (
-		w                           errand.WorkerRecord
-		c                           errand.WorkerColumns
+		w                           errandtype.WorkerRecord
+		c                           errandtype.WorkerColumns
 		start, beat                 int64
 		stopped, completed, drained sql.NullInt64
 	)
@@ -31,19 +32,19 @@ func scanWorker(row scanner) (*errand.WorkerRecord, error) {
 	return &w, w.DecodeColumns(&c)
 }
 
-// WorkerRegister implements [errand.WorkerRegistry].
-func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterParams) (*errand.WorkerRecord, error) {
+// WorkerRegister implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerRegister(ctx context.Context, p *errandstore.WorkerRegisterParams) (*errandtype.WorkerRecord, error) {
 	c, err := p.Columns()
 	if err != nil {
 		return nil, err
 	}
-	var w *errand.WorkerRecord
+	var w *errandtype.WorkerRecord
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
 		row := tx.QueryRowContext(ctx, `INSERT INTO errand_workers (id, host, pid, queues, kinds,
 				heartbeat_interval_us, started_at, heartbeat_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			`+errand.WorkerReregisterSQL+`
+			`+errandstore.WorkerReregisterSQL+`
 			RETURNING `+workerColumns,
 			p.ID, p.Host, p.PID, c.Queues, c.Kinds, c.HeartbeatIntervalUS, now, now)
 		var err error
@@ -51,7 +52,7 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 		if err != nil {
 			return err
 		}
-		w.Status = errand.WorkerStatusAt(w, fromMicros(now), 0)
+		w.Status = errandstore.WorkerStatusAt(w, fromMicros(now), 0)
 		return nil
 	})
 	if err != nil {
@@ -60,14 +61,14 @@ func (s *Store) WorkerRegister(ctx context.Context, p *errand.WorkerRegisterPara
 	return w, nil
 }
 
-// WorkerHeartbeat implements [errand.WorkerRegistry]. SQLite's clock is the worker's
+// WorkerHeartbeat implements [errandstore.WorkerRegistry]. SQLite's clock is the worker's
 // machine's, so it records no clock skew.
-func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatParams) (*errand.WorkerRecord, error) {
+func (s *Store) WorkerHeartbeat(ctx context.Context, p *errandstore.WorkerHeartbeatParams) (*errandtype.WorkerRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	id, st := p.ID, p.Stats
-	var w *errand.WorkerRecord
+	var w *errandtype.WorkerRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
 		var last any // NULL when nothing completed
@@ -90,12 +91,12 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatPa
 		var err error
 		w, err = scanWorker(row)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		w.Status = errand.WorkerStatusAt(w, fromMicros(now), 0)
+		w.Status = errandstore.WorkerStatusAt(w, fromMicros(now), 0)
 		return nil
 	})
 	if err != nil {
@@ -104,8 +105,8 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, p *errand.WorkerHeartbeatPa
 	return w, nil
 }
 
-// WorkerStop implements [errand.WorkerRegistry].
-func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) error {
+// WorkerStop implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerStop(ctx context.Context, p *errandstore.WorkerStopParams) error {
 	id := p.ID
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE errand_workers
@@ -117,7 +118,7 @@ func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) erro
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
 		return nil
 	})
@@ -127,8 +128,8 @@ func (s *Store) WorkerStop(ctx context.Context, p *errand.WorkerStopParams) erro
 	return nil
 }
 
-// WorkerList implements [errand.WorkerRegistry].
-func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*errand.WorkerRecord, error) {
+// WorkerList implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerList(ctx context.Context, p *errandstore.WorkerListParams) ([]*errandtype.WorkerRecord, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -139,13 +140,13 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	}
 	defer rows.Close()
 	now := fromMicros(micros(s.clock.Now()))
-	ws := []*errand.WorkerRecord{}
+	ws := []*errandtype.WorkerRecord{}
 	for rows.Next() {
 		w, err := scanWorker(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
-		w.Status = errand.WorkerStatusAt(w, now, p.StaleAfter)
+		w.Status = errandstore.WorkerStatusAt(w, now, p.StaleAfter)
 		ws = append(ws, w)
 	}
 	if err := rows.Err(); err != nil {
@@ -154,8 +155,8 @@ func (s *Store) WorkerList(ctx context.Context, p *errand.WorkerListParams) ([]*
 	return ws, nil
 }
 
-// WorkerPrune implements [errand.WorkerRegistry].
-func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (int, error) {
+// WorkerPrune implements [errandstore.WorkerRegistry].
+func (s *Store) WorkerPrune(ctx context.Context, p *errandstore.WorkerPruneParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -166,7 +167,7 @@ func (s *Store) WorkerPrune(ctx context.Context, p *errand.WorkerPruneParams) (i
 		res, err := tx.ExecContext(ctx, `DELETE FROM errand_workers WHERE
 			(stopped_at IS NOT NULL AND stopped_at <= ?)
 			OR (stopped_at IS NULL AND heartbeat_at + ? * heartbeat_interval_us <= ? AND heartbeat_at <= ?)`,
-			cut, errand.WorkerMissedHeartbeats, now, cut)
+			cut, errandstore.WorkerMissedHeartbeats, now, cut)
 		if err != nil {
 			return err
 		}

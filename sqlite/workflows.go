@@ -9,21 +9,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/rowscan"
 )
 
-var _ errand.WorkflowTxStore[*sql.Tx] = (*Store)(nil)
+var _ errandstore.WorkflowTxStore[*sql.Tx] = (*Store)(nil)
 
 const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_at, updated_at, checked_at, finished_at,
 	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
-var openWorkflows = `'` + string(errand.WorkflowRunning) + `', '` + string(errand.WorkflowCompensating) + `'`
+var openWorkflows = `'` + string(errandtype.WorkflowRunning) + `', '` + string(errandtype.WorkflowCompensating) + `'`
 
-func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
+func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 	var (
-		w                         errand.WorkflowRecord
+		w                         errandstore.WorkflowRecord
 		state, steps, enqueued    string
 		failed, rerunOf, rerunAs  sql.NullString
 		created, updated, checked int64
@@ -34,13 +35,13 @@ func scanWorkflow(row scanner) (*errand.WorkflowRecord, error) {
 		return nil, err
 	}
 	var err error
-	if w.Steps, err = errand.DecodeWorkflowSteps(steps); err != nil {
+	if w.Steps, err = errandstore.DecodeWorkflowSteps(steps); err != nil {
 		return nil, err
 	}
-	if w.Enqueued, err = errand.DecodeWorkflowEnqueued(enqueued); err != nil {
+	if w.Enqueued, err = errandstore.DecodeWorkflowEnqueued(enqueued); err != nil {
 		return nil, err
 	}
-	w.State, w.FailedStep = errand.WorkflowState(state), nullString(failed)
+	w.State, w.FailedStep = errandtype.WorkflowState(state), nullString(failed)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt = fromMicros(created), fromMicros(updated), fromMicros(checked)
 	w.FinishedAt, w.CompensationStartedAt = nullMicros(finished), nullMicros(compensated)
 	w.RerunOf, w.RerunAs = nullString(rerunOf), nullString(rerunAs)
@@ -53,8 +54,8 @@ type queryer interface {
 
 // workflowJobs reads the jobs of the workflows ids, by workflow id and job
 // id, in chunks far below SQLite's parameter limit.
-func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map[string]*errand.WorkflowJob, error) {
-	out := make(map[string]map[string]*errand.WorkflowJob, len(ids))
+func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map[string]*errandstore.WorkflowJob, error) {
+	out := make(map[string]map[string]*errandstore.WorkflowJob, len(ids))
 	const chunk = 500
 	for start := 0; start < len(ids); start += chunk {
 		end := min(start+chunk, len(ids))
@@ -71,25 +72,25 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 			var (
 				wf, state         string
 				output, lastError sql.NullString
-				j                 errand.WorkflowJob
+				j                 errandstore.WorkflowJob
 			)
 			if err := rows.Scan(&wf, &j.ID, &state, &j.Attempts, &j.MaxAttempts, &output, &lastError); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			j.State = errand.JobState(state)
+			j.State = errandtype.JobState(state)
 			if output.Valid {
 				j.Output = []byte(output.String)
 			}
 			if lastError.Valid {
-				j.LastError = new(errand.LastError)
+				j.LastError = new(errandtype.LastError)
 				if err := json.Unmarshal([]byte(lastError.String), j.LastError); err != nil {
 					rows.Close()
 					return nil, fmt.Errorf("job %s: last_error: %w", j.ID, err)
 				}
 			}
 			if out[wf] == nil {
-				out[wf] = make(map[string]*errand.WorkflowJob)
+				out[wf] = make(map[string]*errandstore.WorkflowJob)
 			}
 			out[wf][j.ID] = &j
 		}
@@ -102,18 +103,18 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 }
 
 // workflowJobOf is what a workflow reads of its job j.
-func workflowJobOf(j *errand.Job) *errand.WorkflowJob {
-	return &errand.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
+func workflowJobOf(j *errandtype.Job) *errandstore.WorkflowJob {
+	return &errandstore.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
 }
 
 // workflowJobTakenError is the *InputError of a workflow whose first job's
 // id or unique key is taken by a job that exists already.
 func workflowJobTakenError(jobID string) error {
-	return &errand.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
+	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
 }
 
 // markWorkflowJobs sets the workflow_id of jobs to id.
-func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errand.Job) error {
+func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errandtype.Job) error {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -135,13 +136,13 @@ func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errand
 }
 
 // killWorkflowJobs makes dead at once the jobs of dead among jobs, just
-// inserted in tx, with their errors (see [errand.WorkflowPlan].Dead), and
+// inserted in tx, with their errors (see [errandstore.WorkflowPlan].Dead), and
 // replaces them in jobs with their rows as they are now.
-func killWorkflowJobs(ctx context.Context, tx *sql.Tx, now time.Time, dead []*errand.WorkflowDeadJob, jobs []*errand.Job) error {
+func killWorkflowJobs(ctx context.Context, tx *sql.Tx, now time.Time, dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
 	if len(dead) == 0 {
 		return nil
 	}
-	errs := make(map[string]*errand.WorkflowDeadJob, len(dead))
+	errs := make(map[string]*errandstore.WorkflowDeadJob, len(dead))
 	for _, d := range dead {
 		errs[d.ID] = d
 	}
@@ -162,9 +163,9 @@ func killWorkflowJobs(ctx context.Context, tx *sql.Tx, now time.Time, dead []*er
 	return nil
 }
 
-// WorkflowInsert implements [errand.WorkflowStore].
-func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
-	var res *errand.WorkflowInsertResult
+// WorkflowInsert implements [errandstore.WorkflowStore].
+func (s *Store) WorkflowInsert(ctx context.Context, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
+	var res *errandstore.WorkflowInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		res, err = s.insertWorkflow(ctx, tx, p)
@@ -173,34 +174,34 @@ func (s *Store) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertPara
 	return res, err
 }
 
-// WorkflowInsertTx implements [errand.WorkflowTxStore]. tx is a transaction
+// WorkflowInsertTx implements [errandstore.WorkflowTxStore]. tx is a transaction
 // on [Store.DB].
-func (s *Store) WorkflowInsertTx(ctx context.Context, tx *sql.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+func (s *Store) WorkflowInsertTx(ctx context.Context, tx *sql.Tx, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
 	return s.insertWorkflow(ctx, tx, p)
 }
 
-func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
+func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	steps, err := errand.EncodeWorkflowSteps(p.Steps)
+	steps, err := errandstore.EncodeWorkflowSteps(p.Steps)
 	if err != nil {
 		return nil, err
 	}
 	now := fromMicros(micros(s.clock.Now()))
-	w := &errand.WorkflowRecord{ID: p.ID, Name: p.Name, State: errand.WorkflowRunning, Steps: p.Steps,
+	w := &errandstore.WorkflowRecord{ID: p.ID, Name: p.Name, State: errandtype.WorkflowRunning, Steps: p.Steps,
 		CreatedAt: now, UpdatedAt: now, CheckedAt: now}
 	if p.RerunOf != "" {
 		w.RerunOf = &p.RerunOf
 	}
-	plan, err := errand.PlanWorkflow(w, nil)
+	plan, err := errandstore.PlanWorkflow(w, nil)
 	if err != nil {
 		return nil, err
 	}
 	w.State, w.Enqueued = plan.State, plan.Enqueued
 	res, err := tx.ExecContext(ctx, `INSERT INTO errand_workflows (id, name, state, steps, enqueued, created_at, updated_at, checked_at, rerun_of)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		p.ID, p.Name, string(w.State), steps, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), micros(now), w.RerunOf)
+		p.ID, p.Name, string(w.State), steps, errandstore.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now), micros(now), w.RerunOf)
 	if err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
@@ -211,14 +212,14 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errand.Workfl
 		if err != nil {
 			return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 		}
-		return &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}, nil
+		return &errandstore.WorkflowInsertResult{Workflow: v, Duplicate: true}, nil
 	}
 	rs, err := s.insert(ctx, tx, plan.Insert)
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errand.Job, len(rs))
-	byID := make(map[string]*errand.WorkflowJob, len(rs))
+	jobs := make([]*errandtype.Job, len(rs))
+	byID := make(map[string]*errandstore.WorkflowJob, len(rs))
 	for i, r := range rs {
 		if r.Duplicate {
 			return nil, workflowJobTakenError(plan.Insert[i].ID)
@@ -229,17 +230,17 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errand.Workfl
 	if err := markWorkflowJobs(ctx, tx, p.ID, jobs); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
-	return &errand.WorkflowInsertResult{Workflow: errand.ViewWorkflow(w, byID), Jobs: jobs}, nil
+	return &errandstore.WorkflowInsertResult{Workflow: errandstore.ViewWorkflow(w, byID), Jobs: jobs}, nil
 }
 
 // getWorkflow reads workflow id and its jobs with q, or ErrNotFound.
 func getWorkflow(ctx context.Context, q interface {
 	queryer
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, id string) (*errand.Workflow, error) {
+}, id string) (*errandtype.Workflow, error) {
 	w, err := scanWorkflow(q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errand.ErrNotFound
+		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
@@ -248,33 +249,33 @@ func getWorkflow(ctx context.Context, q interface {
 	if err != nil {
 		return nil, err
 	}
-	return errand.ViewWorkflow(w, jobs[id]), nil
+	return errandstore.ViewWorkflow(w, jobs[id]), nil
 }
 
-// WorkflowGet implements [errand.WorkflowStore].
-func (s *Store) WorkflowGet(ctx context.Context, p *errand.WorkflowGetParams) (*errand.Workflow, error) {
+// WorkflowGet implements [errandstore.WorkflowStore].
+func (s *Store) WorkflowGet(ctx context.Context, p *errandstore.WorkflowGetParams) (*errandtype.Workflow, error) {
 	v, err := getWorkflow(ctx, s.read, p.ID)
-	if err != nil && !errors.Is(err, errand.ErrNotFound) {
+	if err != nil && !errors.Is(err, errandtype.ErrNotFound) {
 		return nil, fmt.Errorf("get workflow %s: %w", p.ID, err)
 	}
 	return v, err
 }
 
-// WorkflowCounts implements [errand.WorkflowStore].
-func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]int, error) {
+// WorkflowCounts implements [errandstore.WorkflowStore].
+func (s *Store) WorkflowCounts(ctx context.Context) (map[errandtype.WorkflowState]int, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM errand_workflows GROUP BY state`)
 	if err != nil {
 		return nil, fmt.Errorf("count workflows: %w", err)
 	}
 	defer rows.Close()
-	m := errand.NewWorkflowCounts()
+	m := errandstore.NewWorkflowCounts()
 	for rows.Next() {
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
 			return nil, fmt.Errorf("count workflows: %w", err)
 		}
-		m[errand.WorkflowState(st)] = n
+		m[errandtype.WorkflowState(st)] = n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count workflows: %w", err)
@@ -282,9 +283,9 @@ func (s *Store) WorkflowCounts(ctx context.Context) (map[errand.WorkflowState]in
 	return m, nil
 }
 
-// WorkflowList implements [errand.WorkflowStore]: the rows in one query,
+// WorkflowList implements [errandstore.WorkflowStore]: the rows in one query,
 // the jobs of all of them in another.
-func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) ([]*errand.Workflow, error) {
+func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListParams) ([]*errandtype.Workflow, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -326,9 +327,9 @@ func (s *Store) WorkflowList(ctx context.Context, p *errand.WorkflowListParams) 
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	out := make([]*errand.Workflow, len(ws))
+	out := make([]*errandtype.Workflow, len(ws))
 	for i, w := range ws {
-		out[i] = errand.ViewWorkflow(w, jobs[w.ID])
+		out[i] = errandstore.ViewWorkflow(w, jobs[w.ID])
 	}
 	return out, nil
 }
@@ -341,7 +342,7 @@ func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error)
 
 // readyWorkflowsSQL finds the open workflows with a job finished since
 // they were last advanced, or, when none of their jobs is unfinished, since
-// then less [errand.WorkflowRecheckOverlap] (the first parameter, in
+// then less [errandstore.WorkflowRecheckOverlap] (the first parameter, in
 // microseconds), oldest first.
 var readyWorkflowsSQL = `SELECT w.id FROM errand_workflows w
 	WHERE w.state IN (` + openWorkflows + `)
@@ -350,10 +351,10 @@ var readyWorkflowsSQL = `SELECT w.id FROM errand_workflows w
 				AND EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND j.finished_at > w.checked_at - ?)))
 	ORDER BY w.created_at, w.id LIMIT ?`
 
-// WorkflowAdvance implements [errand.WorkflowStore]. The single writer
+// WorkflowAdvance implements [errandstore.WorkflowStore]. The single writer
 // serialises advances: each reads the row and the jobs and writes them in
 // one write transaction.
-func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvanceParams) ([]*errand.WorkflowAdvanceResult, error) {
+func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdvanceParams) ([]*errandstore.WorkflowAdvanceResult, error) {
 	ids := p.IDs
 	named := len(ids) > 0
 	if !named {
@@ -363,7 +364,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 		if limit <= 0 {
 			limit = 100
 		}
-		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, errand.WorkflowRecheckOverlap.Microseconds(), limit)
+		rows, err := s.read.QueryContext(ctx, readyWorkflowsSQL, errandstore.WorkflowRecheckOverlap.Microseconds(), limit)
 		if err != nil {
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
@@ -375,7 +376,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 	// that fails on every pass (a planned job the store refuses) must not
 	// keep the leader from the workflows after it.
 	var (
-		out  []*errand.WorkflowAdvanceResult
+		out  []*errandstore.WorkflowAdvanceResult
 		errs []error
 	)
 	for _, id := range ids {
@@ -398,11 +399,11 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 				continue // unknown id
 			}
 			if !r.plan.Changed {
-				out = append(out, &errand.WorkflowAdvanceResult{Workflow: errand.ViewWorkflow(r.w, r.jobs)})
+				out = append(out, &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(r.w, r.jobs)})
 				continue
 			}
 		}
-		var res *errand.WorkflowAdvanceResult
+		var res *errandstore.WorkflowAdvanceResult
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
 			res, err = s.advanceWorkflow(ctx, tx, id)
@@ -421,9 +422,9 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errand.WorkflowAdvancePa
 
 // plannedWorkflow is a workflow's row, its jobs and their plan.
 type plannedWorkflow struct {
-	w    *errand.WorkflowRecord
-	jobs map[string]*errand.WorkflowJob
-	plan *errand.WorkflowPlan
+	w    *errandstore.WorkflowRecord
+	jobs map[string]*errandstore.WorkflowJob
+	plan *errandstore.WorkflowPlan
 }
 
 // planWorkflow reads workflow id and its jobs with q and plans its advance;
@@ -445,9 +446,9 @@ func (s *Store) planWorkflow(ctx context.Context, q interface {
 	}
 	byID := jobs[id]
 	if byID == nil {
-		byID = make(map[string]*errand.WorkflowJob)
+		byID = make(map[string]*errandstore.WorkflowJob)
 	}
-	plan, err := errand.PlanWorkflow(w, byID)
+	plan, err := errandstore.PlanWorkflow(w, byID)
 	if err != nil {
 		return nil, err
 	}
@@ -455,13 +456,13 @@ func (s *Store) planWorkflow(ctx context.Context, q interface {
 }
 
 // advanceWorkflow advances workflow id in tx; nil for an unknown id.
-func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*errand.WorkflowAdvanceResult, error) {
+func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*errandstore.WorkflowAdvanceResult, error) {
 	r, err := s.planWorkflow(ctx, tx, id)
 	if err != nil || r == nil {
 		return nil, err
 	}
 	w, plan := r.w, r.plan
-	var jobs []*errand.Job
+	var jobs []*errandtype.Job
 	if len(plan.Insert) > 0 {
 		rs, err := s.insert(ctx, tx, plan.Insert)
 		if err != nil {
@@ -496,7 +497,7 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET state = ?, failed_step = ?, enqueued = ?,
 			updated_at = ?, checked_at = ?, finished_at = ?, compensation_started_at = ? WHERE id = ?`,
-			string(w.State), w.FailedStep, errand.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now),
+			string(w.State), w.FailedStep, errandstore.EncodeWorkflowEnqueued(w.Enqueued), micros(now), micros(now),
 			optMicros(w.FinishedAt), optMicros(w.CompensationStartedAt), id)
 	} else {
 		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET checked_at = ? WHERE id = ?`, micros(now), id)
@@ -504,11 +505,11 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 	if err != nil {
 		return nil, err
 	}
-	return &errand.WorkflowAdvanceResult{Workflow: errand.ViewWorkflow(w, r.jobs), Jobs: jobs, Changed: plan.Changed}, nil
+	return &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(w, r.jobs), Jobs: jobs, Changed: plan.Changed}, nil
 }
 
-// JobSetOutput implements [errand.WorkflowStore].
-func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) error {
+// JobSetOutput implements [errandstore.WorkflowStore].
+func (s *Store) JobSetOutput(ctx context.Context, p *errandstore.JobSetOutputParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -523,41 +524,41 @@ func (s *Store) JobSetOutput(ctx context.Context, p *errand.JobSetOutputParams) 
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return errand.ErrLeaseLost
+			return errandtype.ErrLeaseLost
 		}
 		return nil
 	})
 }
 
-// WorkflowRerun implements [errand.WorkflowStore]. The one writer
+// WorkflowRerun implements [errandstore.WorkflowStore]. The one writer
 // connection serialises it with the advances and replays of the workflow.
-func (s *Store) WorkflowRerun(ctx context.Context, p *errand.WorkflowRerunParams) (*errand.WorkflowInsertResult, error) {
+func (s *Store) WorkflowRerun(ctx context.Context, p *errandstore.WorkflowRerunParams) (*errandstore.WorkflowInsertResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var res *errand.WorkflowInsertResult
+	var res *errandstore.WorkflowInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		old, err := scanWorkflow(tx.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM errand_workflows WHERE id = ?`, p.ID))
 		if errors.Is(err, sql.ErrNoRows) {
-			return errand.ErrNotFound
+			return errandtype.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		ip, again, err := errand.PlanWorkflowRerun(old, p.NewID)
+		ip, again, err := errandstore.PlanWorkflowRerun(old, p.NewID)
 		switch {
 		case err != nil:
 			return err
 		case again:
 			v, err := getWorkflow(ctx, tx, p.NewID)
-			res = &errand.WorkflowInsertResult{Workflow: v, Duplicate: true}
+			res = &errandstore.WorkflowInsertResult{Workflow: v, Duplicate: true}
 			return err
 		}
 		if res, err = s.insertWorkflow(ctx, tx, ip); err != nil {
 			return err
 		}
 		if res.Duplicate {
-			return errand.RerunIDTakenError(p.NewID)
+			return errandstore.RerunIDTakenError(p.NewID)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE errand_workflows SET rerun_as = ? WHERE id = ?`, p.NewID, p.ID)
 		return err

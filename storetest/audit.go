@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var auditCases = []testCase{
@@ -18,7 +19,7 @@ var auditCases = []testCase{
 }
 
 // auditList reads the audit with p.
-func (e *env) auditList(p *errand.AuditListParams) []errand.AuditRecord {
+func (e *env) auditList(p *errandstore.AuditListParams) []errandtype.AuditRecord {
 	e.t.Helper()
 	rs, err := e.s.AuditList(e.ctx, p)
 	if err != nil {
@@ -32,7 +33,7 @@ func (e *env) auditList(p *errand.AuditListParams) []errand.AuditRecord {
 
 // checkRecords compares audit records field by field, details by JSON
 // value; ids must be positive and descending.
-func checkRecords(t *testing.T, what string, got, want []errand.AuditRecord) {
+func checkRecords(t *testing.T, what string, got, want []errandtype.AuditRecord) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d records %+v, want %d", what, len(got), got, len(want))
@@ -51,7 +52,7 @@ func checkRecords(t *testing.T, what string, got, want []errand.AuditRecord) {
 	}
 }
 
-func recordString(r errand.AuditRecord) string {
+func recordString(r errandtype.AuditRecord) string {
 	job := "<nil>"
 	if r.JobID != nil {
 		job = *r.JobID
@@ -64,25 +65,25 @@ func recordString(r errand.AuditRecord) string {
 // and when, and that a refused cancel records nothing.
 func testAuditCancel(t *testing.T, h harness) {
 	e := open(t, h)
-	e.jobInState("a", errand.StateRetrying)
-	e.jobInState("r", errand.StateRunning)
+	e.jobInState("a", errandtype.StateRetrying)
+	e.jobInState("r", errandtype.StateRunning)
 	now := e.clock.Advance(time.Minute)
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "a", Operator: "ana", Reason: "order withdrawn"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "a", Operator: "ana", Reason: "order withdrawn"}); err != nil {
 		t.Fatalf("JobCancel: %v", err)
 	}
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "r", Operator: "bo", Reason: "runaway import"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "r", Operator: "bo", Reason: "runaway import"}); err != nil {
 		t.Fatalf("cancel of a running job: %v", err)
 	}
 	e.succeed("a-done")
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "a-done", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrWrongState) {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "a-done", Operator: "ana", Reason: "no"}); !errors.Is(err, errandtype.ErrWrongState) {
 		t.Fatalf("cancel of a succeeded job: %v, want ErrWrongState", err)
 	}
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "missing", Operator: "ana", Reason: "no"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "missing", Operator: "ana", Reason: "no"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("cancel of an unknown job: %v, want ErrNotFound", err)
 	}
-	checkRecords(t, "audit after a cancel", e.auditList(&errand.AuditListParams{}), []errand.AuditRecord{
-		{Action: errand.AuditCancel, JobID: ptr("r"), Operator: "bo", Reason: "runaway import", At: now, PriorState: errand.StateRunning},
-		{Action: errand.AuditCancel, JobID: ptr("a"), Operator: "ana", Reason: "order withdrawn", At: now, PriorState: errand.StateRetrying},
+	checkRecords(t, "audit after a cancel", e.auditList(&errandstore.AuditListParams{}), []errandtype.AuditRecord{
+		{Action: errandtype.AuditCancel, JobID: ptr("r"), Operator: "bo", Reason: "runaway import", At: now, PriorState: errandtype.StateRunning},
+		{Action: errandtype.AuditCancel, JobID: ptr("a"), Operator: "ana", Reason: "order withdrawn", At: now, PriorState: errandtype.StateRetrying},
 	})
 	if rs := e.audit("a"); len(rs) != 0 {
 		t.Errorf("a cancel is not a replay: JobReplayAudit = %+v", rs)
@@ -93,10 +94,10 @@ func testAuditCancel(t *testing.T, h harness) {
 // the replay's transaction, the old and new args both kept in the audit.
 func testAuditReplayArgs(t *testing.T, h harness) {
 	e := open(t, h)
-	deadJob := e.jobInState("a", errand.StateDead)
+	deadJob := e.jobInState("a", errandtype.StateDead)
 	now := e.clock.Advance(time.Hour)
 	newArgs := json.RawMessage(`{"n":2,"fixed":true}`)
-	got, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "typo in the address", Args: newArgs})
+	got, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "typo in the address", Args: newArgs})
 	if err != nil {
 		t.Fatalf("JobReplay with args: %v", err)
 	}
@@ -105,12 +106,12 @@ func testAuditReplayArgs(t *testing.T, h harness) {
 	same(t, "job replayed with new args", want, got)
 	same(t, "JobGet after a replay with new args", want, e.get("a"))
 	details := json.RawMessage(`{"old_args":{"n":1},"new_args":{"n":2,"fixed":true}}`)
-	checkRecords(t, "audit of a replay with new args", e.auditList(&errand.AuditListParams{JobID: "a"}), []errand.AuditRecord{
-		{Action: errand.AuditReplayArgs, JobID: ptr("a"), Operator: "ana", Reason: "typo in the address", At: now,
-			PriorState: errand.StateDead, Replay: 1, Details: details},
+	checkRecords(t, "audit of a replay with new args", e.auditList(&errandstore.AuditListParams{JobID: "a"}), []errandtype.AuditRecord{
+		{Action: errandtype.AuditReplayArgs, JobID: ptr("a"), Operator: "ana", Reason: "typo in the address", At: now,
+			PriorState: errandtype.StateDead, Replay: 1, Details: details},
 	})
-	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
-		{JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "typo in the address", At: now},
+	checkAudit(t, e.audit("a"), []errandtype.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errandtype.StateDead, Operator: "ana", Reason: "typo in the address", At: now},
 	})
 }
 
@@ -118,54 +119,54 @@ func testAuditReplayArgs(t *testing.T, h harness) {
 // changes neither the args nor the audit.
 func testAuditReplayArgsWrongState(t *testing.T, h harness) {
 	e := open(t, h)
-	before := e.jobInState("a", errand.StateRetrying)
-	_, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "r", Args: json.RawMessage(`{"n":9}`)})
-	if !errors.Is(err, errand.ErrWrongState) {
+	before := e.jobInState("a", errandtype.StateRetrying)
+	_, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "r", Args: json.RawMessage(`{"n":9}`)})
+	if !errors.Is(err, errandtype.ErrWrongState) {
 		t.Fatalf("replay with args of a retrying job: %v, want ErrWrongState", err)
 	}
 	e.unchanged("refused replay with args", before)
-	checkRecords(t, "audit after a refused replay", e.auditList(&errand.AuditListParams{}), nil)
+	checkRecords(t, "audit after a refused replay", e.auditList(&errandstore.AuditListParams{}), nil)
 }
 
 // testAuditListFilters checks the audit's filters, order and paging.
 func testAuditListFilters(t *testing.T, h harness) {
 	e := open(t, h)
-	e.jobInState("a", errand.StateDead)
-	e.jobInState("b", errand.StateQueued)
-	e.jobInState("c", errand.StateQueued)
+	e.jobInState("a", errandtype.StateDead)
+	e.jobInState("b", errandtype.StateQueued)
+	e.jobInState("c", errandtype.StateQueued)
 	t1 := e.clock.Advance(time.Minute)
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "one"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "one"}); err != nil {
 		t.Fatal(err)
 	}
 	t2 := e.clock.Advance(time.Minute)
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "b", Operator: "bo", Reason: "two"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "b", Operator: "bo", Reason: "two"}); err != nil {
 		t.Fatal(err)
 	}
 	t3 := e.clock.Advance(time.Minute)
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "c", Operator: "cy", Reason: "three"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "c", Operator: "cy", Reason: "three"}); err != nil {
 		t.Fatal(err)
 	}
 	t4 := e.clock.Advance(time.Minute)
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "b", Operator: "bo", Reason: "four"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "b", Operator: "bo", Reason: "four"}); err != nil {
 		t.Fatal(err)
 	}
-	rA := errand.AuditRecord{Action: errand.AuditReplay, JobID: ptr("a"), Operator: "ana", Reason: "one", At: t1, PriorState: errand.StateDead, Replay: 1}
-	rB := errand.AuditRecord{Action: errand.AuditCancel, JobID: ptr("b"), Operator: "bo", Reason: "two", At: t2, PriorState: errand.StateQueued}
-	rC := errand.AuditRecord{Action: errand.AuditCancel, JobID: ptr("c"), Operator: "cy", Reason: "three", At: t3, PriorState: errand.StateQueued}
-	rD := errand.AuditRecord{Action: errand.AuditReplay, JobID: ptr("b"), Operator: "bo", Reason: "four", At: t4, PriorState: errand.StateCancelled, Replay: 1}
+	rA := errandtype.AuditRecord{Action: errandtype.AuditReplay, JobID: ptr("a"), Operator: "ana", Reason: "one", At: t1, PriorState: errandtype.StateDead, Replay: 1}
+	rB := errandtype.AuditRecord{Action: errandtype.AuditCancel, JobID: ptr("b"), Operator: "bo", Reason: "two", At: t2, PriorState: errandtype.StateQueued}
+	rC := errandtype.AuditRecord{Action: errandtype.AuditCancel, JobID: ptr("c"), Operator: "cy", Reason: "three", At: t3, PriorState: errandtype.StateQueued}
+	rD := errandtype.AuditRecord{Action: errandtype.AuditReplay, JobID: ptr("b"), Operator: "bo", Reason: "four", At: t4, PriorState: errandtype.StateCancelled, Replay: 1}
 
-	all := e.auditList(&errand.AuditListParams{})
-	checkRecords(t, "whole audit", all, []errand.AuditRecord{rD, rC, rB, rA})
-	checkRecords(t, "job b", e.auditList(&errand.AuditListParams{JobID: "b"}), []errand.AuditRecord{rD, rB})
-	checkRecords(t, "cancels", e.auditList(&errand.AuditListParams{Action: errand.AuditCancel}), []errand.AuditRecord{rC, rB})
-	checkRecords(t, "t2 <= at < t4", e.auditList(&errand.AuditListParams{Since: t2, Until: t4}), []errand.AuditRecord{rC, rB})
-	checkRecords(t, "replays of b", e.auditList(&errand.AuditListParams{JobID: "b", Action: errand.AuditReplay}), []errand.AuditRecord{rD})
-	checkRecords(t, "unknown job", e.auditList(&errand.AuditListParams{JobID: "zzz"}), nil)
+	all := e.auditList(&errandstore.AuditListParams{})
+	checkRecords(t, "whole audit", all, []errandtype.AuditRecord{rD, rC, rB, rA})
+	checkRecords(t, "job b", e.auditList(&errandstore.AuditListParams{JobID: "b"}), []errandtype.AuditRecord{rD, rB})
+	checkRecords(t, "cancels", e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditCancel}), []errandtype.AuditRecord{rC, rB})
+	checkRecords(t, "t2 <= at < t4", e.auditList(&errandstore.AuditListParams{Since: t2, Until: t4}), []errandtype.AuditRecord{rC, rB})
+	checkRecords(t, "replays of b", e.auditList(&errandstore.AuditListParams{JobID: "b", Action: errandtype.AuditReplay}), []errandtype.AuditRecord{rD})
+	checkRecords(t, "unknown job", e.auditList(&errandstore.AuditListParams{JobID: "zzz"}), nil)
 
-	page1 := e.auditList(&errand.AuditListParams{Limit: 3})
-	checkRecords(t, "page 1", page1, []errand.AuditRecord{rD, rC, rB})
-	page2 := e.auditList(&errand.AuditListParams{Limit: 3, BeforeID: page1[2].ID})
-	checkRecords(t, "page 2", page2, []errand.AuditRecord{rA})
+	page1 := e.auditList(&errandstore.AuditListParams{Limit: 3})
+	checkRecords(t, "page 1", page1, []errandtype.AuditRecord{rD, rC, rB})
+	page2 := e.auditList(&errandstore.AuditListParams{Limit: 3, BeforeID: page1[2].ID})
+	checkRecords(t, "page 2", page2, []errandtype.AuditRecord{rA})
 	if page2[0].ID != all[3].ID {
 		t.Errorf("page 2 id %d, want %d", page2[0].ID, all[3].ID)
 	}

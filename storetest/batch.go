@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The batch cases run on stores that implement the optional
-// [errand.BatchStore]; the dead-hook cases on [errand.DeadHookStore]
+// [errandstore.BatchStore]; the dead-hook cases on [errandstore.DeadHookStore]
 // stores; others skip them.
 var batchCases = []testCase{
 	{"InsertGetComplete", testBatchLifecycle},
@@ -31,17 +33,17 @@ var batchCases = []testCase{
 	{"ScheduleDelete", testScheduleDelete},
 }
 
-func (e *env) batches() errand.BatchStore {
+func (e *env) batches() errandstore.BatchStore {
 	e.t.Helper()
-	bs, ok := e.s.(errand.BatchStore)
+	bs, ok := e.s.(errandstore.BatchStore)
 	if !ok {
-		e.t.Skip("the store is not an errand.BatchStore")
+		e.t.Skip("the store is not an errandstore.BatchStore")
 	}
 	return bs
 }
 
-func batchParams(id string, n int) *errand.BatchInsertParams {
-	p := &errand.BatchInsertParams{ID: id, Callback: &errand.BatchCallback{Kind: "import_done", Queue: "callbacks",
+func batchParams(id string, n int) *errandstore.BatchInsertParams {
+	p := &errandstore.BatchInsertParams{ID: id, Callback: &errandstore.BatchCallback{Kind: "import_done", Queue: "callbacks",
 		Args: json.RawMessage(`{"import":7}`), ArgsVersion: 1, MaxAttempts: 5, Tags: []string{"fan-in"}}}
 	for i := range n {
 		p.Jobs = append(p.Jobs, newJob(fmt.Sprintf("%s-m%d", id, i)))
@@ -49,7 +51,7 @@ func batchParams(id string, n int) *errand.BatchInsertParams {
 	return p
 }
 
-func (e *env) insertBatch(p *errand.BatchInsertParams) *errand.BatchInsertResult {
+func (e *env) insertBatch(p *errandstore.BatchInsertParams) *errandstore.BatchInsertResult {
 	e.t.Helper()
 	r, err := e.batches().BatchInsert(e.ctx, p)
 	if err != nil {
@@ -58,28 +60,28 @@ func (e *env) insertBatch(p *errand.BatchInsertParams) *errand.BatchInsertResult
 	return r
 }
 
-func (e *env) batch(id string) *errand.Batch {
+func (e *env) batch(id string) *errandstore.Batch {
 	e.t.Helper()
-	b, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: id})
+	b, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: id})
 	if err != nil {
 		e.t.Fatalf("BatchGet(%s): %v", id, err)
 	}
 	return b
 }
 
-func (e *env) completeBatches(ids ...string) []*errand.Batch {
+func (e *env) completeBatches(ids ...string) []*errandstore.Batch {
 	e.t.Helper()
-	bs, err := e.batches().BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: ids})
+	bs, err := e.batches().BatchComplete(e.ctx, &errandstore.BatchCompleteParams{IDs: ids})
 	if err != nil {
 		e.t.Fatalf("BatchComplete(%v): %v", ids, err)
 	}
 	return bs
 }
 
-func counts(kv ...any) map[errand.JobState]int {
-	m := errand.NewBatchCounts()
+func counts(kv ...any) map[errandtype.JobState]int {
+	m := errandstore.NewBatchCounts()
 	for i := 0; i < len(kv); i += 2 {
-		m[kv[i].(errand.JobState)] = kv[i+1].(int)
+		m[kv[i].(errandtype.JobState)] = kv[i+1].(int)
 	}
 	return m
 }
@@ -99,7 +101,7 @@ func testBatchLifecycle(t *testing.T, h harness) {
 			t.Fatalf("stored job %s has batch %v, want b1", j.ID, g.BatchID)
 		}
 	}
-	want := &errand.Batch{ID: "b1", Total: 3, Counts: counts(errand.StateQueued, 3),
+	want := &errandstore.Batch{ID: "b1", Total: 3, Counts: counts(errandtype.StateQueued, 3),
 		Callback: batchParams("b1", 0).Callback, CreatedAt: t0}
 	if !reflect.DeepEqual(r.Batch, want) {
 		t.Fatalf("BatchInsert batch =\n  %+v\nwant\n  %+v", r.Batch, want)
@@ -107,7 +109,7 @@ func testBatchLifecycle(t *testing.T, h harness) {
 	if got := e.batch("b1"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("BatchGet =\n  %+v\nwant\n  %+v", got, want)
 	}
-	if _, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: "nope"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: "nope"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("BatchGet(unknown) = %v, want ErrNotFound", err)
 	}
 
@@ -119,7 +121,7 @@ func testBatchLifecycle(t *testing.T, h harness) {
 	}
 	e.recordOK(succeeded(js[0]))
 	e.recordOK(dead(js[1]))
-	if got := e.batch("b1").Counts; !reflect.DeepEqual(got, counts(errand.StateRunning, 1, errand.StateSucceeded, 1, errand.StateDead, 1)) {
+	if got := e.batch("b1").Counts; !reflect.DeepEqual(got, counts(errandtype.StateRunning, 1, errandtype.StateSucceeded, 1, errandtype.StateDead, 1)) {
 		t.Fatalf("counts with one running = %v", got)
 	}
 	if done := e.completeBatches("b1"); len(done) != 0 {
@@ -128,7 +130,7 @@ func testBatchLifecycle(t *testing.T, h harness) {
 	if done := e.completeBatches(); len(done) != 0 {
 		t.Fatalf("BatchComplete of every open batch with a member running completed %d", len(done))
 	}
-	e.notFound(errand.BatchCallbackJobID("b1"))
+	e.notFound(errandstore.BatchCallbackJobID("b1"))
 
 	// The last member finishes: the batch completes once, with the
 	// callback job.
@@ -139,17 +141,17 @@ func testBatchLifecycle(t *testing.T, h harness) {
 	if len(done) != 1 || done[0].ID != "b1" {
 		t.Fatalf("BatchComplete = %v, want b1", done)
 	}
-	final := &errand.BatchResult{ID: "b1", Total: 3, Succeeded: 2, Dead: 1, CompletedAt: t2}
+	final := &errandstore.BatchResult{ID: "b1", Total: 3, Succeeded: 2, Dead: 1, CompletedAt: t2}
 	if !reflect.DeepEqual(done[0].Final, final) || done[0].CompletedAt == nil || !done[0].CompletedAt.Equal(t2) {
 		t.Fatalf("completed batch final = %+v at %v, want %+v", done[0].Final, done[0].CompletedAt, final)
 	}
-	cb := e.get(errand.BatchCallbackJobID("b1"))
-	if cb.Kind != "import_done" || cb.Queue != "callbacks" || cb.MaxAttempts != 5 || cb.State != errand.StateQueued || cb.BatchID != nil {
+	cb := e.get(errandstore.BatchCallbackJobID("b1"))
+	if cb.Kind != "import_done" || cb.Queue != "callbacks" || cb.MaxAttempts != 5 || cb.State != errandtype.StateQueued || cb.BatchID != nil {
 		t.Fatalf("callback job = %+v", cb)
 	}
 	var args struct {
-		Import int                `json:"import"`
-		Batch  errand.BatchResult `json:"batch"`
+		Import int                     `json:"import"`
+		Batch  errandstore.BatchResult `json:"batch"`
 	}
 	if err := json.Unmarshal(cb.Args, &args); err != nil {
 		t.Fatal(err)
@@ -185,11 +187,11 @@ func testBatchDuplicates(t *testing.T, h harness) {
 	e.insertIDs("taken")
 	p := batchParams("b2", 2)
 	p.Jobs = append(p.Jobs, newJob("taken"))
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if _, err := e.batches().BatchInsert(e.ctx, p); !errors.As(err, &ie) {
 		t.Fatalf("BatchInsert with a taken id = %v, want an *InputError", err)
 	}
-	if _, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: "b2"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: "b2"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("refused batch exists: %v", err)
 	}
 	e.notFound("b2-m0")
@@ -197,14 +199,14 @@ func testBatchDuplicates(t *testing.T, h harness) {
 		t.Fatal("the job holding the taken id joined the refused batch")
 	}
 
-	for name, bad := range map[string]*errand.BatchInsertParams{
+	for name, bad := range map[string]*errandstore.BatchInsertParams{
 		"no jobs":          {ID: "b3"},
-		"no id":            {Jobs: []*errand.JobInsertParams{newJob("x")}},
-		"callback array":   {ID: "b4", Jobs: []*errand.JobInsertParams{newJob("y")}, Callback: &errand.BatchCallback{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}},
-		"callback no kind": {ID: "b5", Jobs: []*errand.JobInsertParams{newJob("z")}, Callback: &errand.BatchCallback{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}},
-		"one id twice":     {ID: "b6", Jobs: []*errand.JobInsertParams{newJob("same"), newJob("same")}},
+		"no id":            {Jobs: []*errandstore.JobInsertParams{newJob("x")}},
+		"callback array":   {ID: "b4", Jobs: []*errandstore.JobInsertParams{newJob("y")}, Callback: &errandstore.BatchCallback{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}},
+		"callback no kind": {ID: "b5", Jobs: []*errandstore.JobInsertParams{newJob("z")}, Callback: &errandstore.BatchCallback{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}},
+		"one id twice":     {ID: "b6", Jobs: []*errandstore.JobInsertParams{newJob("same"), newJob("same")}},
 		// Its callback's id, "w.step.callback", would be a workflow step's.
-		"id ending .step": {ID: "w.step", Jobs: []*errand.JobInsertParams{newJob("v")}},
+		"id ending .step": {ID: "w.step", Jobs: []*errandstore.JobInsertParams{newJob("v")}},
 	} {
 		if _, err := e.batches().BatchInsert(e.ctx, bad); !errors.As(err, &ie) {
 			t.Errorf("BatchInsert(%s) = %v, want an *InputError", name, err)
@@ -223,12 +225,12 @@ func testBatchInsertTx(t *testing.T, h harness) {
 		return errRollback
 	})
 	if errors.Is(err, errNoBatchTx) {
-		t.Skip("the store is not an errand.BatchTxStore of its transaction type")
+		t.Skip("the store is not an errandstore.BatchTxStore of its transaction type")
 	}
 	if !errors.Is(err, errRollback) {
 		t.Fatalf("InTx = %v", err)
 	}
-	if _, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: "b1"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: "b1"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("batch of a rolled back transaction: %v", err)
 	}
 	e.notFound("b1-m0")
@@ -240,7 +242,7 @@ func testBatchInsertTx(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := e.batch("b1"); b.Total != 2 || b.Counts[errand.StateQueued] != 2 {
+	if b := e.batch("b1"); b.Total != 2 || b.Counts[errandtype.StateQueued] != 2 {
 		t.Fatalf("committed batch = %+v", b)
 	}
 }
@@ -250,7 +252,7 @@ func testBatchInsertTx(t *testing.T, h harness) {
 func testBatchCompleteOnce(t *testing.T, h harness) {
 	e := open(t, h)
 	e.batches()
-	other := e.second().(errand.BatchStore)
+	other := e.second().(errandstore.BatchStore)
 	e.insertBatch(batchParams("b1", 4))
 	for _, j := range e.claim(4) {
 		e.recordOK(succeeded(j))
@@ -270,7 +272,7 @@ func testBatchCompleteOnce(t *testing.T, h harness) {
 			if i%4 < 2 {
 				ids = []string{"b1"}
 			}
-			done, err := s.BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: ids})
+			done, err := s.BatchComplete(e.ctx, &errandstore.BatchCompleteParams{IDs: ids})
 			if err != nil {
 				t.Errorf("BatchComplete: %v", err)
 				return
@@ -284,7 +286,7 @@ func testBatchCompleteOnce(t *testing.T, h harness) {
 	if completed != 1 {
 		t.Fatalf("%d completions, want exactly 1", completed)
 	}
-	e.get(errand.BatchCallbackJobID("b1"))
+	e.get(errandstore.BatchCallbackJobID("b1"))
 }
 
 // testBatchReplayAfterCompletion: a batch completes once; a member replayed
@@ -298,11 +300,11 @@ func testBatchReplayAfterCompletion(t *testing.T, h harness) {
 	if done := e.completeBatches("b1"); len(done) != 1 {
 		t.Fatalf("completed %d", len(done))
 	}
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: js[1].ID, Operator: "ops", Reason: "fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: js[1].ID, Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	b := e.batch("b1")
-	if b.Final.Dead != 1 || b.Counts[errand.StateQueued] != 1 || b.Counts[errand.StateDead] != 0 || b.Pending() != 1 {
+	if b.Final.Dead != 1 || b.Counts[errandtype.StateQueued] != 1 || b.Counts[errandtype.StateDead] != 0 || b.Pending() != 1 {
 		t.Fatalf("batch after a replay = final %+v, counts %v", b.Final, b.Counts)
 	}
 	j := e.claimOne(js[1].ID)
@@ -314,13 +316,13 @@ func testBatchReplayAfterCompletion(t *testing.T, h harness) {
 
 func testDeadUnhooked(t *testing.T, h harness) {
 	e := open(t, h)
-	ds, ok := e.s.(errand.DeadHookStore)
+	ds, ok := e.s.(errandstore.DeadHookStore)
 	if !ok {
-		t.Skip("the store is not an errand.DeadHookStore")
+		t.Skip("the store is not an errandstore.DeadHookStore")
 	}
 	list := func(since time.Time, kinds ...string) []string {
 		t.Helper()
-		js, err := ds.JobListDeadUnhooked(e.ctx, &errand.JobListDeadUnhookedParams{Kinds: kinds, Since: since})
+		js, err := ds.JobListDeadUnhooked(e.ctx, &errandstore.JobListDeadUnhookedParams{Kinds: kinds, Since: since})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,11 +351,11 @@ func testDeadUnhooked(t *testing.T, h harness) {
 	if got := list(t0, "charge"); !reflect.DeepEqual(got, []string{"b"}) {
 		t.Fatalf("dead without hook after a's hook = %v, want [b]", got)
 	}
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ops", Reason: "again"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ops", Reason: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute)
-	j := e.claimWith(&errand.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
+	j := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
 	if len(j) != 1 || j[0].ID != "a" {
 		t.Fatalf("claim replayed a: %v", ids(j))
 	}
@@ -367,13 +369,13 @@ func testDeadUnhooked(t *testing.T, h harness) {
 // only moves forward; bad parameters write nothing.
 func testDeadHookCursors(t *testing.T, h harness) {
 	e := open(t, h)
-	cs, ok := e.s.(errand.DeadHookCursorStore)
+	cs, ok := e.s.(errandstore.DeadHookCursorStore)
 	if !ok {
-		t.Skip("the store is not an errand.DeadHookCursorStore")
+		t.Skip("the store is not an errandstore.DeadHookCursorStore")
 	}
 	read := func(kinds ...string) map[string]time.Time {
 		t.Helper()
-		m, err := cs.DeadHookCursors(e.ctx, &errand.DeadHookCursorsParams{Kinds: kinds})
+		m, err := cs.DeadHookCursors(e.ctx, &errandstore.DeadHookCursorsParams{Kinds: kinds})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +383,7 @@ func testDeadHookCursors(t *testing.T, h harness) {
 	}
 	advance := func(to time.Time, kinds ...string) {
 		t.Helper()
-		if err := cs.DeadHookCursorAdvance(e.ctx, &errand.DeadHookCursorAdvanceParams{Kinds: kinds, To: to}); err != nil {
+		if err := cs.DeadHookCursorAdvance(e.ctx, &errandstore.DeadHookCursorAdvanceParams{Kinds: kinds, To: to}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -401,8 +403,8 @@ func testDeadHookCursors(t *testing.T, h harness) {
 	if m := read("ship"); !m["ship"].Equal(t2) {
 		t.Fatalf("ship's cursor = %v, want %v", m["ship"], t2)
 	}
-	var ie *errand.InputError
-	for _, bad := range []*errand.DeadHookCursorAdvanceParams{{Kinds: []string{"charge"}}, {Kinds: []string{""}, To: t2}} {
+	var ie *errandtype.InputError
+	for _, bad := range []*errandstore.DeadHookCursorAdvanceParams{{Kinds: []string{"charge"}}, {Kinds: []string{""}, To: t2}} {
 		if err := cs.DeadHookCursorAdvance(e.ctx, bad); !errors.As(err, &ie) {
 			t.Fatalf("advance %+v: %v, want an InputError", bad, err)
 		}
@@ -418,21 +420,21 @@ func testScheduleDelete(t *testing.T, h harness) {
 	e.upsertSchedule(scheduleParams("digest", "@every 1m", n1))
 	e.upsertSchedule(scheduleParams("other", "@hourly", n1))
 	e.clock.Advance(time.Second)
-	r, err := e.schedules().ScheduleDelete(e.ctx, &errand.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "retired"})
+	r, err := e.schedules().ScheduleDelete(e.ctx, &errandstore.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "retired"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Name != "digest" || r.Spec != "@every 1m" {
 		t.Fatalf("deleted schedule = %+v", r)
 	}
-	list, err := e.schedules().ScheduleList(e.ctx, &errand.ScheduleListParams{})
+	list, err := e.schedules().ScheduleList(e.ctx, &errandstore.ScheduleListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].Name != "other" {
 		t.Fatalf("schedules after delete = %v", list)
 	}
-	recs := e.auditList(&errand.AuditListParams{Action: errand.AuditScheduleDelete})
+	recs := e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})
 	if len(recs) != 1 || recs[0].JobID != nil || recs[0].Operator != "ops" || recs[0].Reason != "retired" || !recs[0].At.Equal(e.now()) {
 		t.Fatalf("audit = %+v", recs)
 	}
@@ -440,10 +442,10 @@ func testScheduleDelete(t *testing.T, h harness) {
 	if err := json.Unmarshal(recs[0].Details, &d); err != nil || d["name"] != "digest" || d["spec"] != "@every 1m" {
 		t.Fatalf("audit details = %s (%v)", recs[0].Details, err)
 	}
-	if _, err := e.schedules().ScheduleDelete(e.ctx, &errand.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.schedules().ScheduleDelete(e.ctx, &errandstore.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("deleting again = %v, want ErrNotFound", err)
 	}
-	if n := len(e.auditList(&errand.AuditListParams{Action: errand.AuditScheduleDelete})); n != 1 {
+	if n := len(e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})); n != 1 {
 		t.Fatalf("%d audit records after a failed delete, want 1", n)
 	}
 }
@@ -455,17 +457,17 @@ func testBatchCallbackBound(t *testing.T, h harness) {
 	e := open(t, h)
 	p := batchParams("b1", 1)
 	p.Callback.Args = json.RawMessage(`{"pad":""}`)
-	empty, err := (&errand.Batch{ID: p.ID, Total: len(p.Jobs), Callback: p.Callback}).CallbackJob()
+	empty, err := (&errandstore.Batch{ID: p.ID, Total: len(p.Jobs), Callback: p.Callback}).CallbackJob()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Callback.Args = json.RawMessage(`{"pad":"` + strings.Repeat("a", 1<<20-len(empty.Args)) + `"}`)
 	_, err = e.batches().BatchInsert(e.ctx, p)
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "callback") {
 		if err == nil {
 			e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b1-m0")))
-			_, err = e.batches().BatchComplete(e.ctx, &errand.BatchCompleteParams{IDs: []string{"b1"}})
+			_, err = e.batches().BatchComplete(e.ctx, &errandstore.BatchCompleteParams{IDs: []string{"b1"}})
 			t.Fatalf("BatchInsert accepted a callback of %d bytes of args; completing the batch: %v", len(p.Callback.Args), err)
 		}
 		t.Fatalf("BatchInsert = %v, want an *InputError naming the callback", err)
@@ -483,11 +485,11 @@ func testBatchCompleteFailureSkipped(t *testing.T, h harness) {
 	e.insertBatch(batchParams("b1", 1))
 	e.clock.Advance(time.Second)
 	e.insertBatch(batchParams("b2", 1))
-	e.refuseJob(errand.BatchCallbackJobID("b1"))
+	e.refuseJob(errandstore.BatchCallbackJobID("b1"))
 	e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b1-m0")))
 	e.recordOK(succeeded(e.claimIn(errand.DefaultQueue, "b2-m0")))
 	for pass := range 2 {
-		done, err := e.batches().BatchComplete(e.ctx, &errand.BatchCompleteParams{})
+		done, err := e.batches().BatchComplete(e.ctx, &errandstore.BatchCompleteParams{})
 		if err == nil || !strings.Contains(err.Error(), "b1") {
 			t.Errorf("pass %d: error %v, want one naming b1", pass, err)
 		}
@@ -501,7 +503,7 @@ func testBatchCompleteFailureSkipped(t *testing.T, h harness) {
 	if b := e.batch("b1"); b.CompletedAt != nil || b.CallbackJobID != nil {
 		t.Fatalf("b1 completed at %v with callback %v, want it open", b.CompletedAt, b.CallbackJobID)
 	}
-	e.notFound(errand.BatchCallbackJobID("b1"))
+	e.notFound(errandstore.BatchCallbackJobID("b1"))
 	if b := e.batch("b2"); b.CompletedAt == nil || b.CallbackJobID == nil {
 		t.Fatalf("b2 is not completed with its callback")
 	}

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // testBatchList checks BatchList: newest first with ties broken by id,
@@ -15,7 +16,7 @@ import (
 // returns it.
 func testBatchList(t *testing.T, h harness) {
 	e := open(t, h)
-	list := func(p *errand.BatchListParams) []string {
+	list := func(p *errandstore.BatchListParams) []string {
 		t.Helper()
 		bs, err := e.batches().BatchList(e.ctx, p)
 		if err != nil {
@@ -33,7 +34,7 @@ func testBatchList(t *testing.T, h harness) {
 		}
 		return out
 	}
-	if got := list(&errand.BatchListParams{}); len(got) != 0 {
+	if got := list(&errandstore.BatchListParams{}); len(got) != 0 {
 		t.Fatalf("list of none = %v", got)
 	}
 	e.insertBatch(batchParams("b1", 2))
@@ -54,46 +55,46 @@ func testBatchList(t *testing.T, h harness) {
 		t.Fatalf("BatchComplete(b1) completed %d batches, want 1", len(done))
 	}
 	for _, c := range []struct {
-		p    errand.BatchListParams
+		p    errandstore.BatchListParams
 		want []string
 	}{
-		{errand.BatchListParams{}, []string{"b4", "b3", "b2", "b1"}},
-		{errand.BatchListParams{Limit: 2}, []string{"b4", "b3"}},
-		{errand.BatchListParams{State: errand.BatchOpen}, []string{"b4", "b3", "b2"}},
-		{errand.BatchListParams{State: errand.BatchOpen, Limit: 1}, []string{"b4"}},
-		{errand.BatchListParams{State: errand.BatchCompleted}, []string{"b1"}},
+		{errandstore.BatchListParams{}, []string{"b4", "b3", "b2", "b1"}},
+		{errandstore.BatchListParams{Limit: 2}, []string{"b4", "b3"}},
+		{errandstore.BatchListParams{State: errandtype.BatchOpen}, []string{"b4", "b3", "b2"}},
+		{errandstore.BatchListParams{State: errandtype.BatchOpen, Limit: 1}, []string{"b4"}},
+		{errandstore.BatchListParams{State: errandtype.BatchCompleted}, []string{"b1"}},
 		// Pages: after b4 (its time and id), after b3, and after a
 		// position between them whose batch does not exist.
-		{errand.BatchListParams{Limit: 2, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
-		{errand.BatchListParams{Limit: 2, Before: cursorOf(e.batch("b3").CreatedAt, "b3")}, []string{"b2", "b1"}},
-		{errand.BatchListParams{Before: cursorOf(e.batch("b4").CreatedAt, "b35")}, []string{"b3", "b2", "b1"}},
-		{errand.BatchListParams{Before: cursorOf(e.batch("b1").CreatedAt, "b1")}, []string{}},
-		{errand.BatchListParams{State: errand.BatchOpen, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
+		{errandstore.BatchListParams{Limit: 2, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
+		{errandstore.BatchListParams{Limit: 2, Before: cursorOf(e.batch("b3").CreatedAt, "b3")}, []string{"b2", "b1"}},
+		{errandstore.BatchListParams{Before: cursorOf(e.batch("b4").CreatedAt, "b35")}, []string{"b3", "b2", "b1"}},
+		{errandstore.BatchListParams{Before: cursorOf(e.batch("b1").CreatedAt, "b1")}, []string{}},
+		{errandstore.BatchListParams{State: errandtype.BatchOpen, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
 	} {
 		if got := list(&c.p); !slices.Equal(got, c.want) {
 			t.Errorf("BatchList(%+v) = %v, want %v", c.p, got, c.want)
 		}
 	}
-	bs, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{})
+	bs, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]*errand.Batch{}
+	byID := map[string]*errandstore.Batch{}
 	for _, b := range bs {
 		byID[b.ID] = b
 	}
 	if b := byID["b1"]; b.Final == nil || b.Final.Succeeded != 1 || b.Final.Dead != 1 || b.CallbackJobID == nil ||
-		!reflect.DeepEqual(b.Counts, counts(errand.StateSucceeded, 1, errand.StateDead, 1)) {
+		!reflect.DeepEqual(b.Counts, counts(errandtype.StateSucceeded, 1, errandtype.StateDead, 1)) {
 		t.Errorf("listed completed b1 = %+v, want 1 succeeded, 1 dead and its callback job", b)
 	}
-	if b := byID["b2"]; b.Final != nil || b.CompletedAt != nil || !reflect.DeepEqual(b.Counts, counts(errand.StateRunning, 1)) {
+	if b := byID["b2"]; b.Final != nil || b.CompletedAt != nil || !reflect.DeepEqual(b.Counts, counts(errandtype.StateRunning, 1)) {
 		t.Errorf("listed open b2 = %+v, want its member running", b)
 	}
-	var ie *errand.InputError
-	if _, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{State: "done"}); !errors.As(err, &ie) {
+	var ie *errandtype.InputError
+	if _, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{State: "done"}); !errors.As(err, &ie) {
 		t.Errorf("BatchList(state done) = %v, want an *InputError", err)
 	}
-	if _, err := e.batches().BatchList(e.ctx, &errand.BatchListParams{Before: &errand.ListCursor{CreatedAt: T0}}); !errors.As(err, &ie) {
+	if _, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{Before: &errandtype.ListCursor{CreatedAt: T0}}); !errors.As(err, &ie) {
 		t.Errorf("BatchList(a cursor without an id) = %v, want an *InputError", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/internal/cputime"
 )
 
@@ -22,7 +23,7 @@ import (
 
 // BenchmarkEnqueueOne enqueues one job per operation through the client,
 // as an application does: each is its own transaction.
-func BenchmarkEnqueueOne[TTx any](b *testing.B, open func(testing.TB) errand.TxStore[TTx]) {
+func BenchmarkEnqueueOne[TTx any](b *testing.B, open func(testing.TB) errandstore.TxStore[TTx]) {
 	ctx := context.Background()
 	c, err := errand.NewClient(open(b), &errand.Config{Kinds: errand.NewKinds()})
 	if err != nil {
@@ -42,7 +43,7 @@ func BenchmarkEnqueueOne[TTx any](b *testing.B, open func(testing.TB) errand.TxS
 // BenchmarkClaimOnly claims jobs=n queued jobs in one JobClaimMany per
 // operation; the jobs are inserted, and acknowledged afterwards, with the
 // timer stopped.
-func BenchmarkClaimOnly[S errand.Store](b *testing.B, open func(testing.TB) S) {
+func BenchmarkClaimOnly[S errandstore.Store](b *testing.B, open func(testing.TB) S) {
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			benchStep(b, open(b), n, true)
@@ -53,7 +54,7 @@ func BenchmarkClaimOnly[S errand.Store](b *testing.B, open func(testing.TB) S) {
 // BenchmarkAckOnly records jobs=n outcomes (succeeded) in one
 // JobRecordOutcomes per operation; the jobs are inserted and claimed with
 // the timer stopped.
-func BenchmarkAckOnly[S errand.Store](b *testing.B, open func(testing.TB) S) {
+func BenchmarkAckOnly[S errandstore.Store](b *testing.B, open func(testing.TB) S) {
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			benchStep(b, open(b), n, false)
@@ -63,20 +64,20 @@ func BenchmarkAckOnly[S errand.Store](b *testing.B, open func(testing.TB) S) {
 
 // benchStep inserts, claims and acknowledges n jobs per operation and times
 // only the claim (timeClaim) or only the acknowledgment.
-func benchStep(b *testing.B, s errand.Store, n int, timeClaim bool) {
+func benchStep(b *testing.B, s errandstore.Store, n int, timeClaim bool) {
 	ctx := context.Background()
 	seq := 0
 	var elapsed time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
+		if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: benchJobs("work", &seq, n)}); err != nil {
 			b.Fatal(err)
 		}
 		if timeClaim {
 			b.StartTimer()
 		}
 		start := time.Now()
-		jobs, err := s.JobClaimMany(ctx, &errand.JobClaimParams{
+		jobs, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{
 			Queues: []string{"work"}, Limit: n, Lease: time.Minute, Owner: "bench",
 		})
 		if err != nil {
@@ -89,18 +90,18 @@ func benchStep(b *testing.B, s errand.Store, n int, timeClaim bool) {
 			elapsed += time.Since(start)
 			b.StopTimer()
 		}
-		outcomes := make([]*errand.JobOutcome, n)
+		outcomes := make([]*errandstore.JobOutcome, n)
 		for i, j := range jobs {
-			outcomes[i] = &errand.JobOutcome{
-				JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
-				Kind:     errand.OutcomeSucceeded,
+			outcomes[i] = &errandstore.JobOutcome{
+				JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
+				Kind:     errandstore.OutcomeSucceeded,
 			}
 		}
 		if !timeClaim {
 			b.StartTimer()
 		}
 		start = time.Now()
-		rs, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes})
+		rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -119,11 +120,11 @@ func benchStep(b *testing.B, s errand.Store, n int, timeClaim bool) {
 
 // benchJobs returns n new no-op jobs for queue, numbering their ids from
 // *seq on.
-func benchJobs(queue string, seq *int, n int) []*errand.JobInsertParams {
-	jobs := make([]*errand.JobInsertParams, n)
+func benchJobs(queue string, seq *int, n int) []*errandstore.JobInsertParams {
+	jobs := make([]*errandstore.JobInsertParams, n)
 	for i := range jobs {
 		*seq++
-		jobs[i] = &errand.JobInsertParams{
+		jobs[i] = &errandstore.JobInsertParams{
 			ID: fmt.Sprintf("job-%08d", *seq), Queue: queue, Kind: "noop",
 			Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 25,
 		}
@@ -146,7 +147,7 @@ func (insertArgs) Kind() string { return "noop" }
 // job (the client's only, not a database server's), is steadier on a
 // shared machine. It is reported where the platform tells a process its
 // CPU time.
-func BenchmarkInsertMany[TTx any](b *testing.B, open func(testing.TB) errand.TxStore[TTx]) {
+func BenchmarkInsertMany[TTx any](b *testing.B, open func(testing.TB) errandstore.TxStore[TTx]) {
 	const batch = 1000
 	ctx := context.Background()
 	c, err := errand.NewClient(open(b), &errand.Config{})

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
-// BenchmarkClaimFair measures a fair claim ([errand.FairClaimer]) of
+// BenchmarkClaimFair measures a fair claim ([errandstore.FairClaimer]) of
 // limit=n jobs from a queue where one key has a backlog of 10,000 jobs and
 // ten other keys one job each, kept at that size: the claimed jobs are
 // acknowledged and as many new jobs of the same keys inserted with the
@@ -17,17 +17,17 @@ import (
 // cost must not grow with the backlog:
 //
 //	go test -run '^$' -bench ClaimFair ./sqlite/ ./postgres/
-func BenchmarkClaimFair[S errand.Store](b *testing.B, open func(testing.TB) S) {
+func BenchmarkClaimFair[S errandstore.Store](b *testing.B, open func(testing.TB) S) {
 	for _, n := range []int{1, 10} {
 		b.Run(fmt.Sprintf("limit=%d", n), func(b *testing.B) {
 			s := open(b)
-			f, ok := any(s).(errand.FairClaimer)
+			f, ok := any(s).(errandstore.FairClaimer)
 			if !ok {
-				b.Skip("the store is not an errand.FairClaimer")
+				b.Skip("the store is not an errandstore.FairClaimer")
 			}
 			ctx := context.Background()
 			seq := 0
-			fairJobs := func(key string, count int) []*errand.JobInsertParams {
+			fairJobs := func(key string, count int) []*errandstore.JobInsertParams {
 				js := benchJobs("work", &seq, count)
 				for _, j := range js {
 					j.FairnessKey = key
@@ -35,19 +35,19 @@ func BenchmarkClaimFair[S errand.Store](b *testing.B, open func(testing.TB) S) {
 				return js
 			}
 			for range 10 {
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: fairJobs("hot", 1000)}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: fairJobs("hot", 1000)}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for i := range 10 {
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: fairJobs(fmt.Sprintf("t%d", i), 1)}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: fairJobs(fmt.Sprintf("t%d", i), 1)}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			var elapsed time.Duration
 			for b.Loop() {
 				start := time.Now()
-				jobs, err := f.JobClaimFair(ctx, &errand.JobClaimParams{
+				jobs, err := f.JobClaimFair(ctx, &errandstore.JobClaimParams{
 					Queues: []string{"work"}, Limit: n, Lease: time.Minute, Owner: "bench",
 				})
 				elapsed += time.Since(start)
@@ -58,19 +58,19 @@ func BenchmarkClaimFair[S errand.Store](b *testing.B, open func(testing.TB) S) {
 					b.Fatalf("claimed %d jobs, want %d", len(jobs), n)
 				}
 				b.StopTimer()
-				outcomes := make([]*errand.JobOutcome, n)
-				var again []*errand.JobInsertParams
+				outcomes := make([]*errandstore.JobOutcome, n)
+				var again []*errandstore.JobInsertParams
 				for i, j := range jobs {
-					outcomes[i] = &errand.JobOutcome{
-						JobLease: errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
-						Kind:     errand.OutcomeSucceeded,
+					outcomes[i] = &errandstore.JobOutcome{
+						JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken},
+						Kind:     errandstore.OutcomeSucceeded,
 					}
 					again = append(again, fairJobs(*j.FairnessKey, 1)...)
 				}
-				if _, err := s.JobRecordOutcomes(ctx, &errand.JobRecordOutcomesParams{Outcomes: outcomes}); err != nil {
+				if _, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes}); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: again}); err != nil {
+				if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: again}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Cancelling a running job: JobCancel records a request, the heartbeat
@@ -24,44 +26,44 @@ var cancelRunningCases = []testCase{
 }
 
 // succeed makes a succeeded job id.
-func (e *env) succeed(id string) *errand.Job {
+func (e *env) succeed(id string) *errandtype.Job {
 	e.t.Helper()
-	return e.jobInState(id, errand.StateSucceeded)
+	return e.jobInState(id, errandtype.StateSucceeded)
 }
 
 // requestCancel cancels running job id and returns what JobCancel returned.
-func (e *env) requestCancel(id string) *errand.Job {
+func (e *env) requestCancel(id string) *errandtype.Job {
 	e.t.Helper()
-	j, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id, Operator: "ana", Reason: "runaway"})
+	j, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: id, Operator: "ana", Reason: "runaway"})
 	if err != nil {
 		e.t.Fatalf("cancel running job %s: %v", id, err)
 	}
 	return j
 }
 
-func (e *env) heartbeat(js ...*errand.Job) []errand.HeartbeatResult {
+func (e *env) heartbeat(js ...*errandtype.Job) []errandstore.HeartbeatResult {
 	e.t.Helper()
-	leases := make([]errand.JobLease, len(js))
+	leases := make([]errandstore.JobLease, len(js))
 	for i, j := range js {
 		leases[i] = leaseOf(j)
 	}
-	rs, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: leases, Lease: lease})
+	rs, err := e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{Leases: leases, Lease: lease})
 	if err != nil {
 		e.t.Fatalf("JobHeartbeatMany: %v", err)
 	}
 	return rs
 }
 
-func cancelled(j *errand.Job) *errand.JobOutcome {
-	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeCancelled,
-		Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassCancelled, Message: errand.CancelledByRequestMessage}}
+func cancelled(j *errandtype.Job) *errandstore.JobOutcome {
+	return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeCancelled,
+		Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errandstore.ClassCancelled, Message: errand.CancelledByRequestMessage}}
 }
 
 // testCancelRunningRequest checks that cancelling a running job records
 // the request and leaves it running under its lease.
 func testCancelRunningRequest(t *testing.T, h harness) {
 	e := open(t, h)
-	before := e.jobInState("a", errand.StateRunning)
+	before := e.jobInState("a", errandtype.StateRunning)
 	now := e.clock.Advance(time.Second)
 	got := e.requestCancel("a")
 	want := *before
@@ -73,7 +75,7 @@ func testCancelRunningRequest(t *testing.T, h harness) {
 	}
 	// Still held: nothing claims it.
 	e.clock.Advance(time.Second)
-	if js := e.claimWith(&errand.JobClaimParams{Queues: []string{"q-a"}, Limit: 5, Lease: lease, Owner: owner}); len(js) != 0 {
+	if js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"q-a"}, Limit: 5, Lease: lease, Owner: owner}); len(js) != 0 {
 		t.Errorf("claimed a running job with a cancel request: %v", ids(js))
 	}
 }
@@ -82,13 +84,13 @@ func testCancelRunningRequest(t *testing.T, h harness) {
 // and is not audited again.
 func testCancelRunningRepeated(t *testing.T, h harness) {
 	e := open(t, h)
-	e.jobInState("a", errand.StateRunning)
+	e.jobInState("a", errandtype.StateRunning)
 	e.clock.Advance(time.Second)
 	first := e.requestCancel("a")
 	e.clock.Advance(time.Second)
 	second := e.requestCancel("a")
 	same(t, "second request", first, second)
-	if rs := e.auditList(&errand.AuditListParams{JobID: "a"}); len(rs) != 1 {
+	if rs := e.auditList(&errandstore.AuditListParams{JobID: "a"}); len(rs) != 1 {
 		t.Errorf("audit after two requests: %d records, want 1", len(rs))
 	}
 }
@@ -97,8 +99,8 @@ func testCancelRunningRepeated(t *testing.T, h harness) {
 // lease by lease, and still renews.
 func testCancelRunningHeartbeat(t *testing.T, h harness) {
 	e := open(t, h)
-	a := e.jobInState("a", errand.StateRunning)
-	b := e.jobInState("b", errand.StateRunning)
+	a := e.jobInState("a", errandtype.StateRunning)
+	b := e.jobInState("b", errandtype.StateRunning)
 	if rs := e.heartbeat(a, b); rs[0].CancelRequested || rs[1].CancelRequested {
 		t.Fatalf("heartbeat before any request: %+v", rs)
 	}
@@ -116,7 +118,7 @@ func testCancelRunningHeartbeat(t *testing.T, h harness) {
 // ends cancelled with the attempt's entry, fenced by the token.
 func testCancelRunningOutcome(t *testing.T, h harness) {
 	e := open(t, h)
-	e.jobInState("a", errand.StateRunning)
+	e.jobInState("a", errandtype.StateRunning)
 	req := e.clock.Advance(time.Second)
 	j := e.requestCancel("a")
 	stale := *j
@@ -126,16 +128,16 @@ func testCancelRunningOutcome(t *testing.T, h harness) {
 	}
 	now := e.clock.Advance(time.Second)
 	o := cancelled(j)
-	if r := e.recordOK(o); r.State != errand.StateCancelled {
+	if r := e.recordOK(o); r.State != errandtype.StateCancelled {
 		t.Errorf("outcome state %s, want cancelled", r.State)
 	}
 	want := *j
-	want.State = errand.StateCancelled
+	want.State = errandtype.StateCancelled
 	want.LeaseToken, want.LeaseUntil = nil, nil
 	want.FinishedAt = ptr(now)
 	want.CancelRequestedAt = ptr(req)
 	ent := entry(o, 0, now)
-	want.Errors = []errand.AttemptError{ent}
+	want.Errors = []errandtype.AttemptError{ent}
 	want.LastError = lastErr(ent)
 	same(t, "job after its cancelled outcome", &want, e.get("a"))
 }
@@ -144,33 +146,33 @@ func testCancelRunningOutcome(t *testing.T, h harness) {
 // retry, a snooze or a drain while a cancel is pending ends the job
 // cancelled: a request the worker did not hear of in time still stops it.
 func testCancelRunningWinsOverWaiting(t *testing.T, h harness) {
-	for _, mk := range []func(j *errand.Job) *errand.JobOutcome{
-		func(j *errand.Job) *errand.JobOutcome { return retry(j, time.Minute) },
-		func(j *errand.Job) *errand.JobOutcome {
-			return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze, Delay: time.Minute}
+	for _, mk := range []func(j *errandtype.Job) *errandstore.JobOutcome{
+		func(j *errandtype.Job) *errandstore.JobOutcome { return retry(j, time.Minute) },
+		func(j *errandtype.Job) *errandstore.JobOutcome {
+			return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeSnooze, Delay: time.Minute}
 		},
-		func(j *errand.Job) *errand.JobOutcome {
-			return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze}
+		func(j *errandtype.Job) *errandstore.JobOutcome {
+			return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeSnooze}
 		},
-		func(j *errand.Job) *errand.JobOutcome {
-			return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted,
-				Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassInterrupted, Message: "worker draining"}}
+		func(j *errandtype.Job) *errandstore.JobOutcome {
+			return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeInterrupted,
+				Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errand.ClassInterrupted, Message: "worker draining"}}
 		},
 	} {
 		e := open(t, h)
-		e.jobInState("a", errand.StateRunning)
+		e.jobInState("a", errandtype.StateRunning)
 		j := e.requestCancel("a")
 		o := mk(j)
 		now := e.clock.Advance(time.Second)
-		if r := e.recordOK(o); r.State != errand.StateCancelled {
+		if r := e.recordOK(o); r.State != errandtype.StateCancelled {
 			t.Errorf("%s outcome with a cancel pending: state %s, want cancelled", o.Kind, r.State)
 		}
 		got := e.get("a")
-		if got.State != errand.StateCancelled || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+		if got.State != errandtype.StateCancelled || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
 			t.Errorf("%s outcome with a cancel pending: job %s finished %v, want cancelled at %v", o.Kind, got.State, got.FinishedAt, now)
 		}
 		e.clock.Advance(time.Hour)
-		if js := e.claimWith(&errand.JobClaimParams{Queues: []string{"q-a"}, Limit: 5, Lease: lease, Owner: owner}); len(js) != 0 {
+		if js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"q-a"}, Limit: 5, Lease: lease, Owner: owner}); len(js) != 0 {
 			t.Errorf("%s outcome with a cancel pending: job claimed again", o.Kind)
 		}
 	}
@@ -180,9 +182,9 @@ func testCancelRunningWinsOverWaiting(t *testing.T, h harness) {
 // request is a success: the work was done.
 func testCancelRunningSuccessStands(t *testing.T, h harness) {
 	e := open(t, h)
-	e.jobInState("a", errand.StateRunning)
+	e.jobInState("a", errandtype.StateRunning)
 	j := e.requestCancel("a")
-	if r := e.recordOK(succeeded(j)); r.State != errand.StateSucceeded {
+	if r := e.recordOK(succeeded(j)); r.State != errandtype.StateSucceeded {
 		t.Errorf("success after a request: state %s, want succeeded", r.State)
 	}
 	if got := e.get("a"); got.CancelRequestedAt == nil {
@@ -202,24 +204,24 @@ func testCancelRunningSweep(t *testing.T, h harness) {
 		req := e.clock.Advance(time.Second)
 		j := e.requestCancel("a")
 		now := e.clock.Advance(lease + time.Second)
-		r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
+		r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{})
 		if err != nil {
 			t.Fatalf("JobSweep: %v", err)
 		}
-		if r != (errand.SweepResult{Cancelled: 1}) {
+		if r != (errandstore.SweepResult{Cancelled: 1}) {
 			t.Errorf("max attempts %d: sweep = %+v, want one cancelled", maxAttempts, r)
 		}
 		got := e.get("a")
-		ent := expiredEntry(t, got, 1, 0, now, errand.ClassCancelled)
-		if ent.Message != errand.CancelledBySweepMessage {
-			t.Errorf("sweep entry message %q, want %q", ent.Message, errand.CancelledBySweepMessage)
+		ent := expiredEntry(t, got, 1, 0, now, errandstore.ClassCancelled)
+		if ent.Message != errandstore.CancelledBySweepMessage {
+			t.Errorf("sweep entry message %q, want %q", ent.Message, errandstore.CancelledBySweepMessage)
 		}
 		want := *j
-		want.State = errand.StateCancelled
+		want.State = errandtype.StateCancelled
 		want.LeaseToken, want.LeaseUntil = nil, nil
 		want.FinishedAt = ptr(now)
 		want.CancelRequestedAt = ptr(req)
-		want.Errors = []errand.AttemptError{ent}
+		want.Errors = []errandtype.AttemptError{ent}
 		want.LastError = lastErr(ent)
 		same(t, "swept job with a cancel request", &want, got)
 		e.claimNone()
@@ -231,18 +233,18 @@ func testCancelRunningSweep(t *testing.T, h harness) {
 func testCancelRunningReplay(t *testing.T, h harness) {
 	for _, clear := range []bool{false, true} {
 		e := open(t, h)
-		j := e.jobInState("a", errand.StateRunning)
-		if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: "a", LeaseToken: token(j),
+		j := e.jobInState("a", errandtype.StateRunning)
+		if err := e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: "a", LeaseToken: token(j),
 			Progress: json.RawMessage(`{"row":5000}`)}); err != nil {
 			t.Fatalf("JobSetProgress: %v", err)
 		}
 		j = e.requestCancel("a")
 		e.recordOK(cancelled(j))
-		got, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "resume", ClearProgress: clear})
+		got, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "resume", ClearProgress: clear})
 		if err != nil {
 			t.Fatalf("JobReplay: %v", err)
 		}
-		if got.CancelRequestedAt != nil || got.State != errand.StateQueued {
+		if got.CancelRequestedAt != nil || got.State != errandtype.StateQueued {
 			t.Errorf("replayed: state %s, cancel request %v; want queued, no request", got.State, got.CancelRequestedAt)
 		}
 		switch {
@@ -252,7 +254,7 @@ func testCancelRunningReplay(t *testing.T, h harness) {
 			t.Errorf("replay lost the checkpoint: progress %s", got.Progress)
 		}
 		// The next attempt is not cancelled by the old request.
-		next := e.claimWith(&errand.JobClaimParams{Queues: []string{"q-a"}, Limit: 1, Lease: lease, Owner: owner})
+		next := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"q-a"}, Limit: 1, Lease: lease, Owner: owner})
 		if len(next) != 1 {
 			t.Fatalf("claim after replay: %v", ids(next))
 		}
@@ -263,21 +265,21 @@ func testCancelRunningReplay(t *testing.T, h harness) {
 }
 
 // testCancelRunningListen checks, for a store that is an
-// [errand.CancelListener], that a request reaches a listener in another
+// [errandstore.CancelListener], that a request reaches a listener in another
 // store on the same database: the cross-process path. The bound is a
 // liveness bound, far above the fraction of a second it takes.
 func testCancelRunningListen(t *testing.T, h harness) {
 	e := open(t, h)
-	if _, ok := e.s.(errand.CancelListener); !ok {
+	if _, ok := e.s.(errandstore.CancelListener); !ok {
 		t.Skip("the store is not a CancelListener")
 	}
 	other := e.second()
-	ch, err := other.(errand.CancelListener).ListenCancels(e.ctx)
+	ch, err := other.(errandstore.CancelListener).ListenCancels(e.ctx)
 	if err != nil {
 		t.Fatalf("ListenCancels: %v", err)
 	}
-	e.jobInState("a", errand.StateRunning)
-	e.jobInState("b", errand.StateRunning)
+	e.jobInState("a", errandtype.StateRunning)
+	e.jobInState("b", errandtype.StateRunning)
 	e.requestCancel("b")
 	deadline := time.After(10 * time.Second)
 	for {
@@ -304,22 +306,22 @@ var checkpointCases = []testCase{
 // testCheckpointKept checks that a retry, a snooze, a drain and an expired
 // lease keep the job's checkpoint, and the next claim returns it.
 func testCheckpointKept(t *testing.T, h harness) {
-	ends := map[string]func(e *env, j *errand.Job){
-		"retry": func(e *env, j *errand.Job) { e.recordOK(retry(j, 0)) },
-		"snooze": func(e *env, j *errand.Job) {
-			e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze})
+	ends := map[string]func(e *env, j *errandtype.Job){
+		"retry": func(e *env, j *errandtype.Job) { e.recordOK(retry(j, 0)) },
+		"snooze": func(e *env, j *errandtype.Job) {
+			e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeSnooze})
 		},
-		"interrupted": func(e *env, j *errand.Job) {
-			e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted,
-				Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassInterrupted, Message: "worker draining"}})
+		"interrupted": func(e *env, j *errandtype.Job) {
+			e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeInterrupted,
+				Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errand.ClassInterrupted, Message: "worker draining"}})
 		},
-		"lease-expired": func(e *env, _ *errand.Job) { e.clock.Advance(lease + time.Second) },
+		"lease-expired": func(e *env, _ *errandtype.Job) { e.clock.Advance(lease + time.Second) },
 	}
 	for name, end := range ends {
 		e := open(t, h)
 		e.insertIDs("a")
 		j := e.claimOne("a")
-		if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: "a", LeaseToken: token(j),
+		if err := e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: "a", LeaseToken: token(j),
 			Progress: json.RawMessage(`{"next":3000}`)}); err != nil {
 			t.Fatalf("%s: JobSetProgress: %v", name, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var claimCases = []testCase{
@@ -25,7 +27,7 @@ var claimCases = []testCase{
 func testClaimOrder(t *testing.T, h harness) {
 	e := open(t, h)
 	now := e.now()
-	mk := func(id string, prio int, avail time.Time) *errand.JobInsertParams {
+	mk := func(id string, prio int, avail time.Time) *errandstore.JobInsertParams {
 		p := newJob(id)
 		p.Priority, p.RunAt = prio, avail
 		return p
@@ -51,7 +53,7 @@ func testClaimOrder(t *testing.T, h harness) {
 // returns the jobs in claim order.
 func testClaimBatchLimit(t *testing.T, h harness) {
 	e := open(t, h)
-	var ps []*errand.JobInsertParams
+	var ps []*errandstore.JobInsertParams
 	for i, id := range []string{"e", "d", "c", "b", "a"} {
 		p := newJob(id)
 		p.Priority = 10 - i // a runs first, e last
@@ -69,7 +71,7 @@ func testClaimBatchLimit(t *testing.T, h harness) {
 
 func testClaimFilters(t *testing.T, h harness) {
 	e := open(t, h)
-	mk := func(id, queue, kind string) *errand.JobInsertParams {
+	mk := func(id, queue, kind string) *errandstore.JobInsertParams {
 		p := newJob(id)
 		p.Queue, p.Kind = queue, kind
 		return p
@@ -81,7 +83,7 @@ func testClaimFilters(t *testing.T, h harness) {
 		mk("q2-k3", "q2", "k3"),
 		mk("q3-k1", "q3", "k1"),
 	)
-	claimAll := func(p *errand.JobClaimParams) []string {
+	claimAll := func(p *errandstore.JobClaimParams) []string {
 		var got []string
 		for {
 			js := e.claimWith(p)
@@ -92,7 +94,7 @@ func testClaimFilters(t *testing.T, h harness) {
 			got = append(got, ids(js)...)
 		}
 	}
-	p := &errand.JobClaimParams{Queues: []string{"q1", "q2"}, Kinds: []string{"k1"}, Limit: 1, Lease: lease, Owner: owner}
+	p := &errandstore.JobClaimParams{Queues: []string{"q1", "q2"}, Kinds: []string{"k1"}, Limit: 1, Lease: lease, Owner: owner}
 	if got := claimAll(p); !slices.Equal(got, []string{"q1-k1", "q2-k1"}) {
 		t.Errorf("claim queues [q1 q2] kinds [k1]: %v, want [q1-k1 q2-k1]", got)
 	}
@@ -102,12 +104,12 @@ func testClaimFilters(t *testing.T, h harness) {
 			e.unchanged("job "+j.ID+" outside the claim's filters", j)
 		}
 	}
-	p = &errand.JobClaimParams{Queues: []string{"q2", "q1"}, Kinds: []string{"k3", "k2"}, Limit: 5, Lease: lease, Owner: owner}
+	p = &errandstore.JobClaimParams{Queues: []string{"q2", "q1"}, Kinds: []string{"k3", "k2"}, Limit: 5, Lease: lease, Owner: owner}
 	if got := claimAll(p); !slices.Equal(got, []string{"q1-k2", "q2-k3"}) {
 		t.Errorf("claim kinds [k3 k2]: %v, want [q1-k2 q2-k3]", got)
 	}
 	// No kinds means every kind.
-	p = &errand.JobClaimParams{Queues: []string{"q3"}, Limit: 5, Lease: lease, Owner: owner}
+	p = &errandstore.JobClaimParams{Queues: []string{"q3"}, Limit: 5, Lease: lease, Owner: owner}
 	if got := claimAll(p); !slices.Equal(got, []string{"q3-k1"}) {
 		t.Errorf("claim q3 with no kind filter: %v, want [q3-k1]", got)
 	}
@@ -120,7 +122,7 @@ func testClaimWrites(t *testing.T, h harness) {
 	p.UniqueKey, p.Tags = "u", []string{"t"}
 	before := e.insert(p)[0]
 	now := e.clock.Advance(5 * time.Second)
-	js := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 45 * time.Second, Owner: "host-7:1234"})
+	js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 45 * time.Second, Owner: "host-7:1234"})
 	if len(js) != 1 {
 		t.Fatalf("claimed %d jobs, want 1", len(js))
 	}
@@ -139,7 +141,7 @@ func testClaimFreshTokens(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b", "c", "d", "e", "f", "g", "h")
 	seen := map[string]string{}
-	note := func(j *errand.Job) {
+	note := func(j *errandtype.Job) {
 		tok := token(j)
 		if tok == "" {
 			t.Fatalf("job %s claimed without a token", j.ID)
@@ -185,7 +187,7 @@ func testClaimNotBeforeDue(t *testing.T, h harness) {
 			e.insertIDs("a")
 			j := e.claimOne("a")
 			r := e.recordOK(retry(j, 90*time.Second))
-			if r.State != errand.StateRetrying {
+			if r.State != errandtype.StateRetrying {
 				e.t.Fatalf("retry outcome: state %s, want retrying", r.State)
 			}
 			return 90 * time.Second
@@ -193,7 +195,7 @@ func testClaimNotBeforeDue(t *testing.T, h harness) {
 		{"snoozed", func(e *env) time.Duration {
 			e.insertIDs("a")
 			j := e.claimOne("a")
-			e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSnooze, Delay: time.Hour})
+			e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeSnooze, Delay: time.Hour})
 			return time.Hour
 		}},
 	} {
@@ -223,19 +225,19 @@ func testClaimInvalidParams(t *testing.T, h harness) {
 	before := e.insertIDs("a")[0]
 	for _, c := range []struct {
 		name string
-		p    errand.JobClaimParams
+		p    errandstore.JobClaimParams
 	}{
-		{"no-queues", errand.JobClaimParams{Limit: 1, Lease: lease}},
-		{"zero-limit", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Lease: lease}},
-		{"zero-lease", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1}},
-		{"negative-lease", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: -time.Second}},
+		{"no-queues", errandstore.JobClaimParams{Limit: 1, Lease: lease}},
+		{"zero-limit", errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Lease: lease}},
+		{"zero-lease", errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1}},
+		{"negative-lease", errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: -time.Second}},
 		// More names than SQLite binds parameters: refused alike on
 		// every store, not a store's error on one.
-		{"too-many-kinds", errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: lease, Kinds: manyNames(errand.MaxClaimNames)}},
-		{"too-many-queues", errand.JobClaimParams{Queues: manyNames(errand.MaxClaimNames + 1), Limit: 1, Lease: lease}},
+		{"too-many-kinds", errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: lease, Kinds: manyNames(errandstore.MaxClaimNames)}},
+		{"too-many-queues", errandstore.JobClaimParams{Queues: manyNames(errandstore.MaxClaimNames + 1), Limit: 1, Lease: lease}},
 	} {
 		js, err := e.s.JobClaimMany(e.ctx, &c.p)
-		if !errors.Is(err, errand.ErrInvalid) {
+		if !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("%s: JobClaimMany = %v, %v; want an error wrapping ErrInvalid", c.name, ids(js), err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/errandhq/errand/errandtest"
 )
 
-// Clock is an [errand.Clock] that moves only when told to: the fake clock
+// Clock is an [errandstore.Clock] that moves only when told to: the fake clock
 // of package errandtest, which a store's tests may share with a client's.
 // It is safe for concurrent use, so a store's goroutines may read it while
 // a test moves it.

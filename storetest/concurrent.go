@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var concurrentCases = []testCase{
@@ -20,7 +22,7 @@ func testConcurrentClaims(t *testing.T, h harness) {
 	e := open(t, h)
 	other := e.second()
 	const n = 200
-	var ps []*errand.JobInsertParams
+	var ps []*errandstore.JobInsertParams
 	for i := range n {
 		ps = append(ps, newJob(fmt.Sprintf("job-%03d", i)))
 	}
@@ -37,12 +39,12 @@ func testConcurrentClaims(t *testing.T, h harness) {
 		wg     sync.WaitGroup
 		start  = make(chan struct{})
 	)
-	for w, s := range []errand.Store{e.s, other, e.s, other} {
+	for w, s := range []errandstore.Store{e.s, other, e.s, other} {
 		name := fmt.Sprintf("claimer-%d", w)
 		wg.Go(func() {
 			<-start
 			for {
-				js, err := s.JobClaimMany(e.ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 7, Lease: lease, Owner: name})
+				js, err := s.JobClaimMany(e.ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 7, Lease: lease, Owner: name})
 				if err != nil {
 					t.Errorf("%s: JobClaimMany: %v", name, err)
 					return
@@ -80,7 +82,7 @@ func testConcurrentClaims(t *testing.T, h harness) {
 	for _, p := range ps {
 		j := e.get(p.ID)
 		c := seen[p.ID]
-		if j.State != errand.StateRunning || token(j) != c.token || j.LeaseOwner == nil || *j.LeaseOwner != c.by || j.Attempt != 1 {
+		if j.State != errandtype.StateRunning || token(j) != c.token || j.LeaseOwner == nil || *j.LeaseOwner != c.by || j.Attempt != 1 {
 			t.Errorf("job %s: state %s token %q owner %v attempt %d; its claimer %s got token %q",
 				p.ID, j.State, token(j), j.LeaseOwner, j.Attempt, c.by, c.token)
 		}
@@ -95,7 +97,7 @@ func testConcurrentUniqueKey(t *testing.T, h harness) {
 	const keys, perStore = 5, 3
 	type result struct {
 		key, tried string
-		res        errand.JobInsertResult
+		res        errandstore.JobInsertResult
 	}
 	var (
 		mu      sync.Mutex
@@ -113,7 +115,7 @@ func testConcurrentUniqueKey(t *testing.T, h harness) {
 			for k := range keys {
 				p := newJob(fmt.Sprintf("w%d-k%d", w, k))
 				p.UniqueKey = fmt.Sprintf("key-%d", k)
-				rs, err := s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
+				rs, err := s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{p}})
 				if err != nil {
 					t.Errorf("insert %s: %v", p.ID, err)
 					return
@@ -148,7 +150,7 @@ func testConcurrentUniqueKey(t *testing.T, h harness) {
 			t.Errorf("insert %s of key %s returned job %s; the key's job is %s", r.tried, r.key, r.res.Job.ID, w)
 		}
 	}
-	js, err := e.s.JobList(e.ctx, &errand.JobListParams{})
+	js, err := e.s.JobList(e.ctx, &errandstore.JobListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var effectCases = []testCase{
@@ -18,7 +20,7 @@ var effectCases = []testCase{
 	{"StaleFinish", testEffectStaleFinish},
 }
 
-func sameEffect(t *testing.T, what string, want, got *errand.Effect) {
+func sameEffect(t *testing.T, what string, want, got *errandstore.Effect) {
 	t.Helper()
 	if got == nil {
 		t.Errorf("%s: no ledger entry, want %+v", what, want)
@@ -31,9 +33,9 @@ func sameEffect(t *testing.T, what string, want, got *errand.Effect) {
 	}
 }
 
-func (e *env) effect(key string) *errand.Effect {
+func (e *env) effect(key string) *errandstore.Effect {
 	e.t.Helper()
-	f, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: key})
+	f, err := e.s.EffectGet(e.ctx, &errandstore.EffectGetParams{Key: key})
 	if err != nil {
 		e.t.Fatalf("EffectGet(%s): %v", key, err)
 	}
@@ -42,18 +44,18 @@ func (e *env) effect(key string) *errand.Effect {
 
 func (e *env) noEffect(key string) {
 	e.t.Helper()
-	if f, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: key}); !errors.Is(err, errand.ErrNotFound) {
+	if f, err := e.s.EffectGet(e.ctx, &errandstore.EffectGetParams{Key: key}); !errors.Is(err, errandtype.ErrNotFound) {
 		e.t.Errorf("EffectGet(%s) = %+v, %v; want ErrNotFound", key, f, err)
 	}
 }
 
 // recordTx records key for j in a transaction of its own and ends it.
-func (e *env) recordTx(key string, j *errand.Job, tok string, commit bool) (bool, error) {
+func (e *env) recordTx(key string, j *errandtype.Job, tok string, commit bool) (bool, error) {
 	e.t.Helper()
 	var first bool
 	err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
 		var err error
-		first, err = tx.EffectRecord(ctx, &errand.EffectRecordParams{Key: key, JobID: j.ID, LeaseToken: tok})
+		first, err = tx.EffectRecord(ctx, &errandstore.EffectRecordParams{Key: key, JobID: j.ID, LeaseToken: tok})
 		if err == nil && !commit {
 			err = errRollback
 		}
@@ -65,9 +67,9 @@ func (e *env) recordTx(key string, j *errand.Job, tok string, commit bool) (bool
 	return first, err
 }
 
-func (e *env) begin(key string, j *errand.Job) *errand.Effect {
+func (e *env) begin(key string, j *errandtype.Job) *errandstore.Effect {
 	e.t.Helper()
-	f, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: key, JobID: j.ID, LeaseToken: token(j)})
+	f, err := e.s.EffectBegin(e.ctx, &errandstore.EffectParams{Key: key, JobID: j.ID, LeaseToken: token(j)})
 	if err != nil {
 		e.t.Fatalf("EffectBegin(%s) by job %s: %v", key, j.ID, err)
 	}
@@ -93,7 +95,7 @@ func testEffectRecordTx(t *testing.T, h harness) {
 	if first, err := e.recordTx("pay_1", j, token(j), true); err != nil || !first {
 		t.Fatalf("first record = %v, %v; want true", first, err)
 	}
-	want := &errand.Effect{Key: "pay_1", JobID: "a", State: errand.EffectCompleted, LeaseToken: token(j), CreatedAt: now, UpdatedAt: now}
+	want := &errandstore.Effect{Key: "pay_1", JobID: "a", State: errandstore.EffectCompleted, LeaseToken: token(j), CreatedAt: now, UpdatedAt: now}
 	sameEffect(t, "recorded effect", want, e.effect("pay_1"))
 	e.clock.Advance(time.Second)
 	for _, commit := range []bool{false, true} {
@@ -110,7 +112,7 @@ func testEffectRecordTx(t *testing.T, h harness) {
 		t.Errorf("record by the next attempt = %v, %v; want false", first, err)
 	}
 	// It is the same ledger the remote protocol reads.
-	if f := e.begin("pay_1", j2); f.Status != errand.EffectAlreadyCompleted {
+	if f := e.begin("pay_1", j2); f.Status != errandstore.EffectAlreadyCompleted {
 		t.Errorf("EffectBegin of a recorded key: status %q, want completed", f.Status)
 	}
 }
@@ -119,12 +121,12 @@ func testEffectRecordTxFenced(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b")
 	j := e.claimOne("a")
-	if _, err := e.recordTx("k1", j, "stale", true); !errors.Is(err, errand.ErrLeaseLost) {
+	if _, err := e.recordTx("k1", j, "stale", true); !errors.Is(err, errandtype.ErrLeaseLost) {
 		t.Errorf("record with a wrong token: %v, want ErrLeaseLost", err)
 	}
 	e.noEffect("k1")
 	e.clock.Advance(lease)
-	if _, err := e.recordTx("k1", j, token(j), true); !errors.Is(err, errand.ErrLeaseLost) {
+	if _, err := e.recordTx("k1", j, token(j), true); !errors.Is(err, errandtype.ErrLeaseLost) {
 		t.Errorf("record at lease expiry: %v, want ErrLeaseLost", err)
 	}
 	e.noEffect("k1")
@@ -133,7 +135,7 @@ func testEffectRecordTxFenced(t *testing.T, h harness) {
 	if first, err := e.recordTx("k2", queued, "", true); err != nil || !first {
 		t.Errorf("unfenced record = %v, %v; want true", first, err)
 	}
-	sameEffect(t, "unfenced effect", &errand.Effect{Key: "k2", JobID: "b", State: errand.EffectCompleted, CreatedAt: e.now(), UpdatedAt: e.now()}, e.effect("k2"))
+	sameEffect(t, "unfenced effect", &errandstore.Effect{Key: "k2", JobID: "b", State: errandstore.EffectCompleted, CreatedAt: e.now(), UpdatedAt: e.now()}, e.effect("k2"))
 }
 
 // testEffectBeginCompleteRelease walks the remote-effect protocol: begin,
@@ -145,21 +147,21 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	j := e.claimOne("a")
 	t0 := e.now()
 	f := e.begin("charge", j)
-	want := &errand.Effect{Key: "charge", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0, Status: errand.EffectBegun}
+	want := &errandstore.Effect{Key: "charge", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0, Status: errandstore.EffectBegun}
 	sameEffect(t, "begun", want, f)
 	want.Status = ""
 	sameEffect(t, "EffectGet after begin", want, e.effect("charge"))
 	// Beginning again under the same lease is the same delivery: still its.
-	if f := e.begin("charge", j); f.Status != errand.EffectBegun || f.State != errand.EffectInProgress {
+	if f := e.begin("charge", j); f.Status != errandstore.EffectBegun || f.State != errand.EffectInProgress {
 		t.Errorf("begin again by the holder: status %q state %q, want begun, in_progress", f.Status, f.State)
 	}
 
 	t1 := e.clock.Advance(time.Second)
-	f, err := e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: errand.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j)}, Message: "provider said 503"})
+	f, err := e.s.EffectRelease(e.ctx, &errandstore.EffectReleaseParams{EffectParams: errandstore.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j)}, Message: "provider said 503"})
 	if err != nil {
 		t.Fatalf("EffectRelease: %v", err)
 	}
-	want = &errand.Effect{Key: "charge", JobID: "a", State: errand.EffectFailed, LeaseToken: token(j), Message: "provider said 503", CreatedAt: t0, UpdatedAt: t1}
+	want = &errandstore.Effect{Key: "charge", JobID: "a", State: errandstore.EffectFailed, LeaseToken: token(j), Message: "provider said 503", CreatedAt: t0, UpdatedAt: t1}
 	sameEffect(t, "released", want, f)
 	sameEffect(t, "EffectGet after release", want, e.effect("charge"))
 
@@ -168,16 +170,16 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	j2 := e.claimOne("a")
 	t2 := e.clock.Advance(time.Second)
 	f = e.begin("charge", j2)
-	if f.Status != errand.EffectRetaken || f.State != errand.EffectInProgress || f.LeaseToken != token(j2) ||
+	if f.Status != errandstore.EffectRetaken || f.State != errand.EffectInProgress || f.LeaseToken != token(j2) ||
 		!f.CreatedAt.Equal(t0) || !f.UpdatedAt.Equal(t2) {
 		t.Errorf("begin after a release: %+v; want retaken, in_progress under the new token, created %v, updated %v", *f, t0, t2)
 	}
 	t3 := e.clock.Advance(time.Second)
-	f, err = e.s.EffectComplete(e.ctx, &errand.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j2)})
+	f, err = e.s.EffectComplete(e.ctx, &errandstore.EffectParams{Key: "charge", JobID: "a", LeaseToken: token(j2)})
 	if err != nil {
 		t.Fatalf("EffectComplete: %v", err)
 	}
-	want = &errand.Effect{Key: "charge", JobID: "a", State: errand.EffectCompleted, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t3}
+	want = &errandstore.Effect{Key: "charge", JobID: "a", State: errandstore.EffectCompleted, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t3}
 	sameEffect(t, "completed", want, f)
 	sameEffect(t, "EffectGet after complete", want, e.effect("charge"))
 
@@ -185,7 +187,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	e.recordOK(retry(j2, 0))
 	j3 := e.claimOne("a")
 	e.clock.Advance(time.Second)
-	if f := e.begin("charge", j3); f.Status != errand.EffectAlreadyCompleted || f.State != errand.EffectCompleted {
+	if f := e.begin("charge", j3); f.Status != errandstore.EffectAlreadyCompleted || f.State != errandstore.EffectCompleted {
 		t.Errorf("begin after completion: %+v, want status completed", *f)
 	}
 	sameEffect(t, "entry after a begin found it completed", want, e.effect("charge"))
@@ -204,18 +206,18 @@ func testEffectAbandoned(t *testing.T, h harness) {
 	j2 := e.claimOne("a")
 	t1 := e.clock.Advance(time.Second)
 	f := e.begin("send", j2)
-	want := &errand.Effect{Key: "send", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t1, Status: errand.EffectAbandoned}
+	want := &errandstore.Effect{Key: "send", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t1, Status: errandstore.EffectAbandoned}
 	sameEffect(t, "taken over", want, f)
 	want.Status = ""
 	for _, finish := range []string{"complete", "release"} {
-		p := &errand.EffectParams{Key: "send", JobID: "a", LeaseToken: token(j)}
+		p := &errandstore.EffectParams{Key: "send", JobID: "a", LeaseToken: token(j)}
 		var err error
 		if finish == "complete" {
 			_, err = e.s.EffectComplete(e.ctx, p)
 		} else {
-			_, err = e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: *p, Message: "late"})
+			_, err = e.s.EffectRelease(e.ctx, &errandstore.EffectReleaseParams{EffectParams: *p, Message: "late"})
 		}
-		if !errors.Is(err, errand.ErrLeaseLost) {
+		if !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("%s by the old delivery: %v, want ErrLeaseLost", finish, err)
 		}
 	}
@@ -227,22 +229,22 @@ func testEffectAbandoned(t *testing.T, h harness) {
 func testEffectHeldElsewhere(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a", "b")
-	a := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: owner})[0]
-	b := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 10 * time.Minute, Owner: owner})[0]
+	a := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: time.Minute, Owner: owner})[0]
+	b := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: 10 * time.Minute, Owner: owner})[0]
 	if a.ID != "a" || b.ID != "b" {
 		t.Fatalf("claimed %s then %s", a.ID, b.ID)
 	}
 	t0 := e.now()
 	e.begin("shared", a)
-	held := &errand.Effect{Key: "shared", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(a), CreatedAt: t0, UpdatedAt: t0}
+	held := &errandstore.Effect{Key: "shared", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(a), CreatedAt: t0, UpdatedAt: t0}
 	e.clock.Advance(time.Minute - time.Microsecond)
 	f := e.begin("shared", b)
 	want := *held
-	want.Status = errand.EffectHeldElsewhere
+	want.Status = errandstore.EffectHeldElsewhere
 	sameEffect(t, "begin by another job while held", &want, f)
 	sameEffect(t, "entry while held", held, e.effect("shared"))
 	// b cannot finish what it does not hold.
-	if _, err := e.s.EffectComplete(e.ctx, &errand.EffectParams{Key: "shared", JobID: "b", LeaseToken: token(b)}); !errors.Is(err, errand.ErrLeaseLost) {
+	if _, err := e.s.EffectComplete(e.ctx, &errandstore.EffectParams{Key: "shared", JobID: "b", LeaseToken: token(b)}); !errors.Is(err, errandtype.ErrLeaseLost) {
 		t.Errorf("complete by a job that does not hold the entry: %v, want ErrLeaseLost", err)
 	}
 	sameEffect(t, "entry after a foreign complete", held, e.effect("shared"))
@@ -250,7 +252,7 @@ func testEffectHeldElsewhere(t *testing.T, h harness) {
 	// a's lease ends: b takes the entry over.
 	t1 := e.clock.Advance(time.Microsecond)
 	f = e.begin("shared", b)
-	want = errand.Effect{Key: "shared", JobID: "b", State: errand.EffectInProgress, LeaseToken: token(b), CreatedAt: t0, UpdatedAt: t1, Status: errand.EffectAbandoned}
+	want = errandstore.Effect{Key: "shared", JobID: "b", State: errand.EffectInProgress, LeaseToken: token(b), CreatedAt: t0, UpdatedAt: t1, Status: errandstore.EffectAbandoned}
 	sameEffect(t, "begin after the holder's lease ended", &want, f)
 }
 
@@ -262,27 +264,27 @@ func testEffectStaleFinish(t *testing.T, h harness) {
 	j := e.claimOne("a")
 	t0 := e.now()
 	e.begin("k", j)
-	want := &errand.Effect{Key: "k", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0}
+	want := &errandstore.Effect{Key: "k", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0}
 	finish := func(tok string) []error {
-		p := &errand.EffectParams{Key: "k", JobID: "a", LeaseToken: tok}
+		p := &errandstore.EffectParams{Key: "k", JobID: "a", LeaseToken: tok}
 		_, err1 := e.s.EffectComplete(e.ctx, p)
-		_, err2 := e.s.EffectRelease(e.ctx, &errand.EffectReleaseParams{EffectParams: *p, Message: "x"})
+		_, err2 := e.s.EffectRelease(e.ctx, &errandstore.EffectReleaseParams{EffectParams: *p, Message: "x"})
 		return []error{err1, err2}
 	}
 	for _, err := range finish("stale") {
-		if !errors.Is(err, errand.ErrLeaseLost) {
+		if !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("finish with a wrong token: %v, want ErrLeaseLost", err)
 		}
 	}
 	sameEffect(t, "entry after finishes with a wrong token", want, e.effect("k"))
 	e.clock.Advance(lease)
 	for _, err := range finish(token(j)) {
-		if !errors.Is(err, errand.ErrLeaseLost) {
+		if !errors.Is(err, errandtype.ErrLeaseLost) {
 			t.Errorf("finish at lease expiry: %v, want ErrLeaseLost", err)
 		}
 	}
 	sameEffect(t, "entry after finishes past the lease", want, e.effect("k"))
-	if _, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: "k2", JobID: "a", LeaseToken: token(j)}); !errors.Is(err, errand.ErrLeaseLost) {
+	if _, err := e.s.EffectBegin(e.ctx, &errandstore.EffectParams{Key: "k2", JobID: "a", LeaseToken: token(j)}); !errors.Is(err, errandtype.ErrLeaseLost) {
 		t.Errorf("begin past the lease: %v, want ErrLeaseLost", err)
 	}
 	e.noEffect("k2")

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
-// fairnessCases check fair claims ([errand.FairClaimer]); stores without
+// fairnessCases check fair claims ([errandstore.FairClaimer]); stores without
 // the capability skip them.
 var fairnessCases = []testCase{
 	{"KeyStored", testFairKeyStored},
@@ -28,16 +29,16 @@ var fairnessCases = []testCase{
 	{"TurnPrune", testFairTurnPrune},
 }
 
-func (e *env) fair() errand.FairClaimer {
+func (e *env) fair() errandstore.FairClaimer {
 	e.t.Helper()
-	f, ok := e.s.(errand.FairClaimer)
+	f, ok := e.s.(errandstore.FairClaimer)
 	if !ok {
-		e.t.Skip("the store is not an errand.FairClaimer")
+		e.t.Skip("the store is not an errandstore.FairClaimer")
 	}
 	return f
 }
 
-func (e *env) claimFair(limit int) []*errand.Job {
+func (e *env) claimFair(limit int) []*errandtype.Job {
 	e.t.Helper()
 	js, err := e.fair().JobClaimFair(e.ctx, claimParams(limit))
 	if err != nil {
@@ -46,7 +47,7 @@ func (e *env) claimFair(limit int) []*errand.Job {
 	return js
 }
 
-func tenant(id, key string) *errand.JobInsertParams {
+func tenant(id, key string) *errandstore.JobInsertParams {
 	p := newJob(id)
 	p.FairnessKey = key
 	return p
@@ -80,7 +81,7 @@ func testFairBurst(t *testing.T, h harness) {
 	e.fair()
 	const burst = 10000
 	for start := 0; start < burst; start += 1000 {
-		ps := make([]*errand.JobInsertParams, 1000)
+		ps := make([]*errandstore.JobInsertParams, 1000)
 		for i := range ps {
 			ps[i] = tenant(fmt.Sprintf("a%05d", start+i), "tenant-a")
 		}
@@ -131,7 +132,7 @@ func testFairRoundRobin(t *testing.T, h harness) {
 func testFairPriorities(t *testing.T, h harness) {
 	e := open(t, h)
 	e.fair()
-	urgent := func(p *errand.JobInsertParams) *errand.JobInsertParams { p.Priority = -1; return p }
+	urgent := func(p *errandstore.JobInsertParams) *errandstore.JobInsertParams { p.Priority = -1; return p }
 	e.insert(tenant("a1", "a"), tenant("b1", "b"), urgent(tenant("a2", "a")), urgent(tenant("a3", "a")),
 		urgent(tenant("b2", "b")))
 	want := []string{"a2", "b2", "a3", "a1", "b1"}
@@ -221,9 +222,9 @@ func testFairOneQueue(t *testing.T, h harness) {
 	p := claimParams(1)
 	p.Queues = []string{"a", "b"}
 	_, err := e.fair().JobClaimFair(e.ctx, p)
-	var in *errand.InputError
+	var in *errandtype.InputError
 	if !errors.As(err, &in) {
-		t.Fatalf("fair claim of two queues: %v, want an *errand.InputError", err)
+		t.Fatalf("fair claim of two queues: %v, want an *errandtype.InputError", err)
 	}
 }
 
@@ -232,18 +233,18 @@ func testFairOneQueue(t *testing.T, h harness) {
 func testFairConcurrent(t *testing.T, h harness) {
 	e := open(t, h)
 	e.fair()
-	s2, ok := e.second().(errand.FairClaimer)
+	s2, ok := e.second().(errandstore.FairClaimer)
 	if !ok {
-		t.Fatal("the second store is not an errand.FairClaimer")
+		t.Fatal("the second store is not an errandstore.FairClaimer")
 	}
-	var ps []*errand.JobInsertParams
+	var ps []*errandstore.JobInsertParams
 	for i := range 200 {
 		ps = append(ps, tenant(fmt.Sprintf("j%03d", i), fmt.Sprintf("t%d", i%7)))
 	}
 	e.insert(ps...)
-	seen := make(chan []*errand.Job, 64)
+	seen := make(chan []*errandtype.Job, 64)
 	errs := make(chan error, 2)
-	for _, s := range []errand.FairClaimer{e.fair(), s2} {
+	for _, s := range []errandstore.FairClaimer{e.fair(), s2} {
 		go func() {
 			for {
 				js, err := s.JobClaimFair(e.ctx, claimParams(7))
@@ -294,13 +295,13 @@ func testFairConcurrent(t *testing.T, h harness) {
 func testFairKeysWaiting(t *testing.T, h harness) {
 	e := open(t, h)
 	f := e.fair()
-	in := func(p *errand.JobInsertParams, q string) *errand.JobInsertParams { p.Queue = q; return p }
+	in := func(p *errandstore.JobInsertParams, q string) *errandstore.JobInsertParams { p.Queue = q; return p }
 	later := tenant("a4", "a")
 	later.Delay = time.Hour
 	e.insert(tenant("a1", "a"), tenant("a2", "a"), tenant("a3", "a"), later, tenant("b1", "b"), tenant("c1", "c"),
 		tenant("c2", "c"), newJob("n1"), in(tenant("z1", "z"), "bulk"))
 	e.claimOne("a1") // running: no longer waiting
-	keys := func(p *errand.FairnessKeysParams) []errand.FairnessKeyCount {
+	keys := func(p *errandstore.FairnessKeysParams) []errandtype.FairnessKeyCount {
 		t.Helper()
 		got, err := f.FairnessKeysWaiting(e.ctx, p)
 		if err != nil {
@@ -308,15 +309,15 @@ func testFairKeysWaiting(t *testing.T, h harness) {
 		}
 		return got
 	}
-	want := []errand.FairnessKeyCount{{Queue: "bulk", Key: "z", Waiting: 1},
+	want := []errandtype.FairnessKeyCount{{Queue: "bulk", Key: "z", Waiting: 1},
 		{Queue: "default", Key: "a", Waiting: 3}, {Queue: "default", Key: "c", Waiting: 2}, {Queue: "default", Key: "b", Waiting: 1}}
-	if got := keys(&errand.FairnessKeysParams{}); !reflect.DeepEqual(got, want) {
+	if got := keys(&errandstore.FairnessKeysParams{}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("keys waiting: %+v, want %+v", got, want)
 	}
-	if got := keys(&errand.FairnessKeysParams{Queue: "default", Limit: 2}); !reflect.DeepEqual(got, want[1:3]) {
+	if got := keys(&errandstore.FairnessKeysParams{Queue: "default", Limit: 2}); !reflect.DeepEqual(got, want[1:3]) {
 		t.Fatalf("top 2 keys of default: %+v, want %+v", got, want[1:3])
 	}
-	if got := keys(&errand.FairnessKeysParams{Queue: "none"}); got == nil || len(got) != 0 {
+	if got := keys(&errandstore.FairnessKeysParams{Queue: "none"}); got == nil || len(got) != 0 {
 		t.Fatalf("keys of an empty queue: %#v, want an empty list", got)
 	}
 }
@@ -354,13 +355,13 @@ func testFairTurns(t *testing.T, h harness) {
 func testFairTurnPrune(t *testing.T, h harness) {
 	e := open(t, h)
 	e.fair()
-	p, ok := e.s.(errand.FairTurnPruner)
+	p, ok := e.s.(errandstore.FairTurnPruner)
 	if !ok {
-		t.Skip("the store is not an errand.FairTurnPruner")
+		t.Skip("the store is not an errandstore.FairTurnPruner")
 	}
 	prune := func(idle time.Duration) int {
 		t.Helper()
-		n, err := p.FairTurnPrune(e.ctx, &errand.FairTurnPruneParams{IdleFor: idle})
+		n, err := p.FairTurnPrune(e.ctx, &errandstore.FairTurnPruneParams{IdleFor: idle})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,8 +404,8 @@ func testFairTurnPrune(t *testing.T, h harness) {
 	if want := []string{"a2", "c1", "b2"}; !slices.Equal(got, want) {
 		t.Fatalf("claims after the prune took %v, want %v", got, want)
 	}
-	var ie *errand.InputError
-	if _, err := p.FairTurnPrune(e.ctx, &errand.FairTurnPruneParams{}); !errors.As(err, &ie) {
+	var ie *errandtype.InputError
+	if _, err := p.FairTurnPrune(e.ctx, &errandstore.FairTurnPruneParams{}); !errors.As(err, &ie) {
 		t.Fatalf("prune with no bound: %v, want an InputError", err)
 	}
 }

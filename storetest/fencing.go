@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var fencingCases = []testCase{
@@ -27,18 +29,18 @@ type fencedOp struct {
 	effectKey string
 }
 
-func outcomeOp(kind errand.OutcomeKind) fencedOp {
+func outcomeOp(kind errandstore.OutcomeKind) fencedOp {
 	return fencedOp{name: "outcome-" + string(kind), do: func(e *env, id, token string) error {
-		o := &errand.JobOutcome{JobLease: errand.JobLease{ID: id, LeaseToken: token}, Kind: kind, Delay: time.Minute}
-		if kind != errand.OutcomeSucceeded && kind != errand.OutcomeSnooze {
+		o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: token}, Kind: kind, Delay: time.Minute}
+		if kind != errandstore.OutcomeSucceeded && kind != errandstore.OutcomeSnooze {
 			class := errand.ClassError
 			switch kind {
-			case errand.OutcomeInterrupted:
+			case errandstore.OutcomeInterrupted:
 				class = errand.ClassInterrupted
-			case errand.OutcomeCancelled:
-				class = errand.ClassCancelled
+			case errandstore.OutcomeCancelled:
+				class = errandstore.ClassCancelled
 			}
-			o.Error = &errand.AttemptError{Attempt: 1, Class: class, Message: "stale"}
+			o.Error = &errandtype.AttemptError{Attempt: 1, Class: class, Message: "stale"}
 		}
 		r := e.record(o)[0]
 		if r.Err == nil {
@@ -50,7 +52,7 @@ func outcomeOp(kind errand.OutcomeKind) fencedOp {
 
 var fencedOps = []fencedOp{
 	{name: "heartbeat", do: func(e *env, id, token string) error {
-		rs, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{{ID: id, LeaseToken: token}}, Lease: time.Hour})
+		rs, err := e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{{ID: id, LeaseToken: token}}, Lease: time.Hour})
 		if err != nil {
 			return fmt.Errorf("call failed: %w", err)
 		}
@@ -63,21 +65,21 @@ var fencedOps = []fencedOp{
 		return rs[0].Err
 	}},
 	{name: "progress", do: func(e *env, id, token string) error {
-		return e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: id, LeaseToken: token, Progress: json.RawMessage(`{"page":9}`)})
+		return e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: id, LeaseToken: token, Progress: json.RawMessage(`{"page":9}`)})
 	}},
-	outcomeOp(errand.OutcomeSucceeded),
-	outcomeOp(errand.OutcomeRetry),
-	outcomeOp(errand.OutcomeDead),
-	outcomeOp(errand.OutcomeSnooze),
-	outcomeOp(errand.OutcomeInterrupted),
-	outcomeOp(errand.OutcomeCancelled),
+	outcomeOp(errandstore.OutcomeSucceeded),
+	outcomeOp(errandstore.OutcomeRetry),
+	outcomeOp(errandstore.OutcomeDead),
+	outcomeOp(errandstore.OutcomeSnooze),
+	outcomeOp(errandstore.OutcomeInterrupted),
+	outcomeOp(errandstore.OutcomeCancelled),
 	{name: "effect-begin", effectKey: "begin", do: func(e *env, id, token string) error {
-		_, err := e.s.EffectBegin(e.ctx, &errand.EffectParams{Key: "begin", JobID: id, LeaseToken: token})
+		_, err := e.s.EffectBegin(e.ctx, &errandstore.EffectParams{Key: "begin", JobID: id, LeaseToken: token})
 		return err
 	}},
 	{name: "effect-record-tx", effectKey: "record", do: func(e *env, id, token string) error {
 		err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
-			_, err := tx.EffectRecord(ctx, &errand.EffectRecordParams{Key: "record", JobID: id, LeaseToken: token})
+			_, err := tx.EffectRecord(ctx, &errandstore.EffectRecordParams{Key: "record", JobID: id, LeaseToken: token})
 			return err
 		})
 		return err
@@ -91,31 +93,31 @@ func testFencingStaleWrites(t *testing.T, h harness) {
 		name string
 		// stale makes the claimed jobs' leases stale and returns the token
 		// to present for job i.
-		stale func(e *env, js []*errand.Job, i int) string
-		once  func(e *env, js []*errand.Job)
+		stale func(e *env, js []*errandtype.Job, i int) string
+		once  func(e *env, js []*errandtype.Job)
 	}{
-		{name: "wrong-token", stale: func(_ *env, _ []*errand.Job, _ int) string { return "not-the-token" }},
-		{name: "empty-token", stale: func(_ *env, _ []*errand.Job, _ int) string { return "" }},
-		{name: "other-jobs-token", stale: func(_ *env, js []*errand.Job, i int) string { return token(js[(i+1)%len(js)]) }},
+		{name: "wrong-token", stale: func(_ *env, _ []*errandtype.Job, _ int) string { return "not-the-token" }},
+		{name: "empty-token", stale: func(_ *env, _ []*errandtype.Job, _ int) string { return "" }},
+		{name: "other-jobs-token", stale: func(_ *env, js []*errandtype.Job, i int) string { return token(js[(i+1)%len(js)]) }},
 		{
 			name:  "lease-expired",
-			once:  func(e *env, _ []*errand.Job) { e.clock.Advance(lease + time.Second) },
-			stale: func(_ *env, js []*errand.Job, i int) string { return token(js[i]) },
+			once:  func(e *env, _ []*errandtype.Job) { e.clock.Advance(lease + time.Second) },
+			stale: func(_ *env, js []*errandtype.Job, i int) string { return token(js[i]) },
 		},
 		{
 			// lease_until > now is required: at lease_until the lease is over.
 			name:  "at-lease-until",
-			once:  func(e *env, _ []*errand.Job) { e.clock.Advance(lease) },
-			stale: func(_ *env, js []*errand.Job, i int) string { return token(js[i]) },
+			once:  func(e *env, _ []*errandtype.Job) { e.clock.Advance(lease) },
+			stale: func(_ *env, js []*errandtype.Job, i int) string { return token(js[i]) },
 		},
 		{
 			name: "job-finished",
-			once: func(e *env, js []*errand.Job) {
+			once: func(e *env, js []*errandtype.Job) {
 				for _, j := range js {
 					e.recordOK(succeeded(j))
 				}
 			},
-			stale: func(_ *env, js []*errand.Job, i int) string { return token(js[i]) },
+			stale: func(_ *env, js []*errandtype.Job, i int) string { return token(js[i]) },
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,12 +147,12 @@ func testFencingStaleWrites(t *testing.T, h harness) {
 				i := byID[op.name]
 				before := e.get(op.name)
 				err := op.do(e, op.name, c.stale(e, js, i))
-				if !errors.Is(err, errand.ErrLeaseLost) {
+				if !errors.Is(err, errandtype.ErrLeaseLost) {
 					t.Errorf("%s: got %v, want ErrLeaseLost", op.name, err)
 				}
 				e.unchanged(op.name, before)
 				if op.effectKey != "" {
-					if eff, err := e.s.EffectGet(e.ctx, &errand.EffectGetParams{Key: op.effectKey}); !errors.Is(err, errand.ErrNotFound) {
+					if eff, err := e.s.EffectGet(e.ctx, &errandstore.EffectGetParams{Key: op.effectKey}); !errors.Is(err, errandtype.ErrNotFound) {
 						t.Errorf("%s: ledger entry %+v, %v after a stale write; want ErrNotFound", op.name, eff, err)
 					}
 				}
@@ -171,7 +173,7 @@ func testFencingClaimAtExactExpiry(t *testing.T, h harness) {
 	if second.Attempt != 2 || token(second) == token(first) {
 		t.Fatalf("reclaim: attempt %d, token %q (first %q); want attempt 2 and a new token", second.Attempt, token(second), token(first))
 	}
-	expired := errand.AttemptError{Attempt: 1, At: now, Class: errand.ClassLeaseExpired}
+	expired := errandtype.AttemptError{Attempt: 1, At: now, Class: errandstore.ClassLeaseExpired}
 	if len(second.Errors) != 1 {
 		t.Fatalf("history after the lease expired: %+v, want one lease_expired entry", second.Errors)
 	}
@@ -179,16 +181,16 @@ func testFencingClaimAtExactExpiry(t *testing.T, h harness) {
 	want := claimed(first, token(second), now, lease, owner)
 	want.Attempt = 2
 	want.AvailableAt = now
-	want.Errors = []errand.AttemptError{expired}
+	want.Errors = []errandtype.AttemptError{expired}
 	want.LastError = lastErr(expired)
 	same(t, "job reclaimed at lease expiry", want, second)
 
 	before := e.get("a")
-	if r := e.record(succeeded(first))[0]; !errors.Is(r.Err, errand.ErrLeaseLost) {
+	if r := e.record(succeeded(first))[0]; !errors.Is(r.Err, errandtype.ErrLeaseLost) {
 		t.Fatalf("acknowledge with the first token: %+v, want ErrLeaseLost", r)
 	}
 	e.unchanged("stale acknowledgment", before)
-	if r := e.recordOK(succeeded(second)); r.State != errand.StateSucceeded {
+	if r := e.recordOK(succeeded(second)); r.State != errandtype.StateSucceeded {
 		t.Errorf("acknowledge with the new token: state %s, want succeeded", r.State)
 	}
 }
@@ -202,8 +204,8 @@ func testFencingHeartbeatExtends(t *testing.T, h harness) {
 	}
 	a, b, c := js[0], js[1], js[2]
 	now := e.clock.Advance(20 * time.Second)
-	rs, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{
-		Leases: []errand.JobLease{leaseOf(a), {ID: b.ID, LeaseToken: "stale"}, leaseOf(c), {ID: "missing", LeaseToken: token(a)}},
+	rs, err := e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{
+		Leases: []errandstore.JobLease{leaseOf(a), {ID: b.ID, LeaseToken: "stale"}, leaseOf(c), {ID: "missing", LeaseToken: token(a)}},
 		Lease:  time.Minute,
 	})
 	if err != nil {
@@ -212,7 +214,7 @@ func testFencingHeartbeatExtends(t *testing.T, h harness) {
 	if len(rs) != 4 {
 		t.Fatalf("%d results for 4 leases", len(rs))
 	}
-	for i, want := range []error{nil, errand.ErrLeaseLost, nil, errand.ErrLeaseLost} {
+	for i, want := range []error{nil, errandtype.ErrLeaseLost, nil, errandtype.ErrLeaseLost} {
 		if !errors.Is(rs[i].Err, want) || (want == nil) != (rs[i].Err == nil) {
 			t.Errorf("heartbeat %d: err %v, want %v", i, rs[i].Err, want)
 		}
@@ -230,19 +232,19 @@ func testFencingHeartbeatExtends(t *testing.T, h harness) {
 	// Past the first lease, inside the renewed one, the holder still owns
 	// the job; b, not renewed, is lost.
 	e.clock.Advance(30 * time.Second)
-	if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: a.ID, LeaseToken: token(a), Progress: json.RawMessage(`1`)}); err != nil {
+	if err := e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: a.ID, LeaseToken: token(a), Progress: json.RawMessage(`1`)}); err != nil {
 		t.Errorf("progress inside the renewed lease: %v", err)
 	}
-	if r := e.record(succeeded(b))[0]; !errors.Is(r.Err, errand.ErrLeaseLost) {
+	if r := e.record(succeeded(b))[0]; !errors.Is(r.Err, errandtype.ErrLeaseLost) {
 		t.Errorf("acknowledge past an unrenewed lease: %+v, want ErrLeaseLost", r)
 	}
 	// A renewal may also shorten the lease: it is now+Lease.
 	now = e.now()
-	rs, err = e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{leaseOf(a)}, Lease: time.Second})
+	rs, err = e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{leaseOf(a)}, Lease: time.Second})
 	if err != nil || rs[0].Err != nil || !rs[0].LeaseUntil.Equal(now.Add(time.Second)) {
 		t.Errorf("short renewal: %+v, %v; want lease_until %v", rs, err, now.Add(time.Second))
 	}
-	if _, err := e.s.JobHeartbeatMany(e.ctx, &errand.JobHeartbeatParams{Leases: []errand.JobLease{leaseOf(a)}}); !errors.Is(err, errand.ErrInvalid) {
+	if _, err := e.s.JobHeartbeatMany(e.ctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{leaseOf(a)}}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("heartbeat with a zero lease: %v, want ErrInvalid", err)
 	}
 }
@@ -252,14 +254,14 @@ func testFencingProgress(t *testing.T, h harness) {
 	e.insertIDs("a")
 	j := e.claimOne("a")
 	for _, p := range []string{`{"page": 3, "cursor": "x"}`, `{"page": 4}`} {
-		if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(p)}); err != nil {
+		if err := e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(p)}); err != nil {
 			t.Fatalf("JobSetProgress: %v", err)
 		}
 		want := *j
 		want.Progress = json.RawMessage(p)
 		same(t, "job after progress "+p, &want, e.get("a"))
 	}
-	if err := e.s.JobSetProgress(e.ctx, &errand.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(`{"page":`)}); !errors.Is(err, errand.ErrInvalid) {
+	if err := e.s.JobSetProgress(e.ctx, &errandstore.JobSetProgressParams{ID: j.ID, LeaseToken: token(j), Progress: json.RawMessage(`{"page":`)}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("progress that is not JSON: %v, want ErrInvalid", err)
 	}
 	// The checkpoint survives into the next attempt, which resumes from it.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var insertCases = []testCase{
@@ -29,7 +31,7 @@ var insertCases = []testCase{
 func testInsertDefaults(t *testing.T, h harness) {
 	e := open(t, h)
 	now := e.now()
-	full := &errand.JobInsertParams{
+	full := &errandstore.JobInsertParams{
 		ID:          "pay_1",
 		Queue:       "receipts",
 		Kind:        "send_receipt",
@@ -46,19 +48,19 @@ func testInsertDefaults(t *testing.T, h harness) {
 	bare := newJob("bare")
 	rs := e.insertResults(full, bare)
 
-	wantFull := &errand.Job{
+	wantFull := &errandtype.Job{
 		ID: "pay_1", Queue: "receipts", Kind: "send_receipt", Args: full.Args, ArgsVersion: 2,
-		Priority: -3, State: errand.StateQueued, Attempt: 0, MaxAttempts: 7,
-		BackoffBase: errand.Duration(2 * time.Second), BackoffMax: errand.Duration(10 * time.Minute),
-		AvailableAt: now, UniqueKey: ptr("receipt:pay_1"), UniqueScope: ptr(errand.UniqueAlways), OrderingKey: ptr("customer:9"),
-		CreatedAt: now, Errors: []errand.AttemptError{}, Tags: []string{"billing", "eu"},
+		Priority: -3, State: errandtype.StateQueued, Attempt: 0, MaxAttempts: 7,
+		BackoffBase: errandtype.Duration(2 * time.Second), BackoffMax: errandtype.Duration(10 * time.Minute),
+		AvailableAt: now, UniqueKey: ptr("receipt:pay_1"), UniqueScope: ptr(errandtype.UniqueAlways), OrderingKey: ptr("customer:9"),
+		CreatedAt: now, Errors: []errandtype.AttemptError{}, Tags: []string{"billing", "eu"},
 	}
-	wantBare := &errand.Job{
+	wantBare := &errandtype.Job{
 		ID: "bare", Queue: errand.DefaultQueue, Kind: "email", Args: bare.Args, ArgsVersion: 1,
-		State: errand.StateQueued, MaxAttempts: 3, AvailableAt: now, CreatedAt: now,
-		Errors: []errand.AttemptError{}, Tags: []string{},
+		State: errandtype.StateQueued, MaxAttempts: 3, AvailableAt: now, CreatedAt: now,
+		Errors: []errandtype.AttemptError{}, Tags: []string{},
 	}
-	for i, want := range []*errand.Job{wantFull, wantBare} {
+	for i, want := range []*errandtype.Job{wantFull, wantBare} {
 		r := rs[i]
 		if r.Duplicate {
 			t.Errorf("job %s: Duplicate = true for a new job", want.ID)
@@ -107,10 +109,10 @@ func testInsertSchedule(t *testing.T, h harness) {
 			p := newJob(c.name)
 			p.Delay, p.RunAt, p.MaxAge = c.delay, c.runAt, c.maxAge
 			j := e.insert(p)[0]
-			want := &errand.Job{
+			want := &errandtype.Job{
 				ID: c.name, Queue: errand.DefaultQueue, Kind: "email", Args: p.Args, ArgsVersion: 1,
-				State: errand.StateQueued, MaxAttempts: 3, AvailableAt: c.wantAvail, Deadline: c.wantDeadline,
-				CreatedAt: now, Errors: []errand.AttemptError{}, Tags: []string{}, Seq: j.Seq,
+				State: errandtype.StateQueued, MaxAttempts: 3, AvailableAt: c.wantAvail, Deadline: c.wantDeadline,
+				CreatedAt: now, Errors: []errandtype.AttemptError{}, Tags: []string{}, Seq: j.Seq,
 			}
 			same(t, "inserted", want, j)
 			same(t, "JobGet", want, e.get(c.name))
@@ -141,7 +143,7 @@ func testInsertDuplicateID(t *testing.T, h harness) {
 	if r := e.insertResults(p)[0]; r.Duplicate {
 		t.Errorf("unique key of a rejected duplicate was stored: job c is a duplicate of %s", r.Job.ID)
 	}
-	js, err := e.s.JobList(e.ctx, &errand.JobListParams{})
+	js, err := e.s.JobList(e.ctx, &errandstore.JobListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,19 +210,19 @@ func testInsertDuplicateUniqueKey(t *testing.T, h harness) {
 func testInsertBatchAtomic(t *testing.T, h harness) {
 	for _, c := range []struct {
 		name string
-		bad  func(p *errand.JobInsertParams)
+		bad  func(p *errandstore.JobInsertParams)
 	}{
-		{"no-kind", func(p *errand.JobInsertParams) { p.Kind = "" }},
-		{"no-queue", func(p *errand.JobInsertParams) { p.Queue = "" }},
-		{"no-id", func(p *errand.JobInsertParams) { p.ID = "" }},
-		{"zero-max-attempts", func(p *errand.JobInsertParams) { p.MaxAttempts = 0 }},
+		{"no-kind", func(p *errandstore.JobInsertParams) { p.Kind = "" }},
+		{"no-queue", func(p *errandstore.JobInsertParams) { p.Queue = "" }},
+		{"no-id", func(p *errandstore.JobInsertParams) { p.ID = "" }},
+		{"zero-max-attempts", func(p *errandstore.JobInsertParams) { p.MaxAttempts = 0 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := open(t, h)
 			bad := newJob("bad")
 			c.bad(bad)
-			rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("good"), bad}})
-			if !errors.Is(err, errand.ErrInvalid) {
+			rs, err := e.s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{newJob("good"), bad}})
+			if !errors.Is(err, errandtype.ErrInvalid) {
 				t.Fatalf("JobInsertMany with a bad job = %v, %v; want an error wrapping ErrInvalid", rs, err)
 			}
 			e.notFound("good")
@@ -259,7 +261,7 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 	now := e.now()
 
 	const n = 2500
-	ps := make([]*errand.JobInsertParams, n)
+	ps := make([]*errandstore.JobInsertParams, n)
 	for i := range ps {
 		p := newJob(fmt.Sprintf("bulk-%04d", i))
 		p.Args = json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))
@@ -289,7 +291,7 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 	}
 
 	rs := e.insertResults(ps...)
-	byID := map[string]*errand.Job{}
+	byID := map[string]*errandtype.Job{}
 	for _, j := range e.listAll() {
 		j.HeldBy = nil // not part of an insert's result
 		byID[j.ID] = j
@@ -333,12 +335,12 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 	}
 
 	// A bad job at the end of a large batch: nothing of it is written.
-	bad := make([]*errand.JobInsertParams, 1500)
+	bad := make([]*errandstore.JobInsertParams, 1500)
 	for i := range bad {
 		bad[i] = newJob(fmt.Sprintf("bad-batch-%04d", i))
 	}
 	bad[len(bad)-1].MaxAttempts = 0
-	if rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: bad}); !errors.Is(err, errand.ErrInvalid) {
+	if rs, err := e.s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: bad}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Fatalf("JobInsertMany of a large batch with a bad job = %d results, %v; want an error wrapping ErrInvalid", len(rs), err)
 	}
 	e.notFound("bad-batch-0000")
@@ -348,11 +350,11 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 }
 
 // listAll returns every job, in seq order.
-func (e *env) listAll() []*errand.Job {
+func (e *env) listAll() []*errandtype.Job {
 	e.t.Helper()
-	var all []*errand.Job
+	var all []*errandtype.Job
 	for {
-		p := &errand.JobListParams{Limit: 1000}
+		p := &errandstore.JobListParams{Limit: 1000}
 		if len(all) > 0 {
 			p.AfterSeq = all[len(all)-1].Seq
 		}
@@ -385,10 +387,10 @@ func testInsertTx(t *testing.T, h harness) {
 		t.Run(name, func(t *testing.T) {
 			e := open(t, h)
 			existing := e.insertIDs("existing")[0]
-			var rs []errand.JobInsertResult
+			var rs []errandstore.JobInsertResult
 			err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
 				var err error
-				rs, err = tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("in-tx"), newJob("existing")}})
+				rs, err = tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{newJob("in-tx"), newJob("existing")}})
 				if err != nil {
 					return fmt.Errorf("JobInsertManyTx: %w", err)
 				}
@@ -397,7 +399,7 @@ func testInsertTx(t *testing.T, h harness) {
 				}
 				same(t, "duplicate inside a transaction", existing, rs[1].Job)
 				// Not visible outside the transaction before it ends.
-				if j, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: "in-tx"}); !errors.Is(err, errand.ErrNotFound) {
+				if j, err := e.s.JobGet(e.ctx, &errandstore.JobGetParams{ID: "in-tx"}); !errors.Is(err, errandtype.ErrNotFound) {
 					return fmt.Errorf("JobGet of an uncommitted job = %v, %v; want ErrNotFound", j, err)
 				}
 				if !commit {
@@ -438,7 +440,7 @@ func testInsertLargeBatchTx(t *testing.T, h harness) {
 				e := open(t, h)
 				existing := e.insertIDs("existing")[0]
 				const n = 300
-				ps := make([]*errand.JobInsertParams, n)
+				ps := make([]*errandstore.JobInsertParams, n)
 				for i := range ps {
 					ps[i] = newJob(fmt.Sprintf("big-%03d", i))
 					ps[i].Priority = i % 3
@@ -449,13 +451,13 @@ func testInsertLargeBatchTx(t *testing.T, h harness) {
 				if dup {
 					ps[n/2] = newJob("existing")
 				}
-				var rs []errand.JobInsertResult
+				var rs []errandstore.JobInsertResult
 				err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
 					var err error
-					if rs, err = tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: ps}); err != nil {
+					if rs, err = tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: ps}); err != nil {
 						return fmt.Errorf("JobInsertManyTx: %w", err)
 					}
-					if _, err := tx.JobInsertMany(ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{newJob("after")}}); err != nil {
+					if _, err := tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{newJob("after")}}); err != nil {
 						return fmt.Errorf("JobInsertManyTx after the batch: %w", err)
 					}
 					if !commit {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var insightsCases = []testCase{
@@ -17,7 +19,7 @@ var insightsCases = []testCase{
 
 func (e *env) insights() *errand.Insights {
 	e.t.Helper()
-	d, err := e.s.JobInsights(e.ctx, &errand.JobInsightsParams{})
+	d, err := e.s.JobInsights(e.ctx, &errandstore.JobInsightsParams{})
 	if err != nil {
 		e.t.Fatalf("JobInsights: %v", err)
 	}
@@ -39,21 +41,21 @@ func testInsightsEmpty(t *testing.T, h harness) {
 // fake clock, and compares the whole result.
 func testInsightsExact(t *testing.T, h harness) {
 	e := open(t, h)
-	job := func(id, kind string) *errand.JobInsertParams {
+	job := func(id, kind string) *errandstore.JobInsertParams {
 		p := newJob(id)
 		p.Queue, p.Kind = "q", kind
 		return p
 	}
-	claim := func(id string) *errand.Job {
-		js := e.claimWith(&errand.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
+	claim := func(id string) *errandtype.Job {
+		js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
 		if len(js) != 1 || js[0].ID != id {
 			t.Fatalf("claim: got %v, want %s", ids(js), id)
 		}
 		return js[0]
 	}
-	fail := func(j *errand.Job, class string, delay time.Duration) {
-		e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeRetry, Delay: delay,
-			Error: &errand.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
+	fail := func(j *errandtype.Job, class string, delay time.Duration) {
+		e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry, Delay: delay,
+			Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
 	}
 
 	// Two hours before: a job dies (in the last day, not the last hour).
@@ -87,7 +89,7 @@ func testInsightsExact(t *testing.T, h harness) {
 	// Waiting: a cancelled job, a scheduled one, two of one ordering key
 	// (the second held), and a ready one.
 	e.insert(job("can", "a"))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "can", Operator: "ana", Reason: "r"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "can", Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	sch := job("sch", "b")
@@ -153,9 +155,9 @@ func testInsightsExact(t *testing.T, h harness) {
 // delivery cycle stays a failure that was not retried.
 func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 	e := open(t, h)
-	fail := func(j *errand.Job, class string, delay time.Duration) {
-		e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeRetry, Delay: delay,
-			Error: &errand.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
+	fail := func(j *errandtype.Job, class string, delay time.Duration) {
+		e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry, Delay: delay,
+			Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
 	}
 	// Each job has a queue of its own, so that each claim takes the one
 	// meant.
@@ -164,9 +166,9 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 		p.Queue, p.MaxAttempts = id, maxAttempts
 		e.insert(p)
 	}
-	claim := func(id string) *errand.Job {
+	claim := func(id string) *errandtype.Job {
 		t.Helper()
-		js := e.claimWith(&errand.JobClaimParams{Queues: []string{id}, Limit: 1, Lease: lease, Owner: owner})
+		js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{id}, Limit: 1, Lease: lease, Owner: owner})
 		if len(js) != 1 || js[0].ID != id {
 			t.Fatalf("claim: got %v, want %s", ids(js), id)
 		}
@@ -174,7 +176,7 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 	}
 	replay := func(id string) {
 		t.Helper()
-		if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: id, Operator: "ana", Reason: "fixed"}); err != nil {
+		if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: id, Operator: "ana", Reason: "fixed"}); err != nil {
 			t.Fatalf("replay %s: %v", id, err)
 		}
 	}
@@ -204,7 +206,7 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 
 	job("s", 3)
 	fail(claim("s"), errand.ClassError, 0)
-	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(claim("s")), Kind: errand.OutcomeSnooze, Delay: time.Hour})
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(claim("s")), Kind: errandstore.OutcomeSnooze, Delay: time.Hour})
 	check("snoozed after a retry", 3, 2, map[string]int{"timeout": 1, errand.ClassPermanent: 1, errand.ClassError: 1})
 
 	// Given back on drain after a retry: the interrupted entry is no
@@ -212,13 +214,13 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 	job("d", 3)
 	fail(claim("d"), errand.ClassError, 0)
 	d := claim("d")
-	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(d), Kind: errand.OutcomeInterrupted,
-		Error: &errand.AttemptError{Attempt: d.Attempt, Class: errand.ClassInterrupted, Message: "worker stopping"}})
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(d), Kind: errandstore.OutcomeInterrupted,
+		Error: &errandtype.AttemptError{Attempt: d.Attempt, Class: errand.ClassInterrupted, Message: "worker stopping"}})
 	check("given back after a retry", 4, 3, map[string]int{"timeout": 1, errand.ClassPermanent: 1, errand.ClassError: 2})
 
 	job("c", 3)
 	fail(claim("c"), errand.ClassError, time.Hour)
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	replay("c")

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var leaderCases = []testCase{
@@ -19,16 +20,16 @@ var leaderCases = []testCase{
 
 const leaderTTL = 15 * time.Second
 
-func (e *env) elect(name, holder string) *errand.Leader {
+func (e *env) elect(name, holder string) *errandtype.Leader {
 	e.t.Helper()
-	l, err := e.s.LeaderElect(e.ctx, &errand.LeaderElectParams{Name: name, Holder: holder, TTL: leaderTTL})
+	l, err := e.s.LeaderElect(e.ctx, &errandstore.LeaderElectParams{Name: name, Holder: holder, TTL: leaderTTL})
 	if err != nil {
 		e.t.Fatalf("LeaderElect(%s, %s): %v", name, holder, err)
 	}
 	return l
 }
 
-func wantLeader(t *testing.T, got *errand.Leader, holder string, leading bool, elected, until time.Time) {
+func wantLeader(t *testing.T, got *errandtype.Leader, holder string, leading bool, elected, until time.Time) {
 	t.Helper()
 	if got.Holder != holder || got.Leading != leading || !got.Elected.Equal(elected) || !got.Until.Equal(until) {
 		t.Fatalf("leader = {holder %s leading %v elected %s until %s}, want {holder %s leading %v elected %s until %s}",
@@ -39,7 +40,7 @@ func wantLeader(t *testing.T, got *errand.Leader, holder string, leading bool, e
 func testLeaderElectRenewExpire(t *testing.T, h harness) {
 	e := open(t, h)
 	t0 := e.now()
-	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: "errand"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("LeaderGet with no leader: %v, want ErrNotFound", err)
 	}
 	wantLeader(t, e.elect("errand", "a"), "a", true, t0, t0.Add(leaderTTL))
@@ -52,7 +53,7 @@ func testLeaderElectRenewExpire(t *testing.T, h harness) {
 	// The holder renews: same election time, later end.
 	t1 := e.now()
 	wantLeader(t, e.elect("errand", "a"), "a", true, t0, t1.Add(leaderTTL))
-	got, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"})
+	got, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: "errand"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func testLeaderElectRenewExpire(t *testing.T, h harness) {
 
 	// At exactly the lease's end it is expired: another candidate takes it.
 	e.clock.Set(t1.Add(leaderTTL))
-	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: "errand"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("LeaderGet at expiry: %v, want ErrNotFound", err)
 	}
 	t2 := e.now()
@@ -73,23 +74,23 @@ func testLeaderResign(t *testing.T, h harness) {
 	e := open(t, h)
 	e.elect("errand", "a")
 	// Resigning someone else's lease changes nothing.
-	if err := e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "errand", Holder: "b"}); err != nil {
+	if err := e.s.LeaderResign(e.ctx, &errandstore.LeaderResignParams{Name: "errand", Holder: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	if l := e.elect("errand", "b"); l.Leading {
 		t.Fatal("b leads after resigning a lease it did not hold")
 	}
-	if err := e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "errand", Holder: "a"}); err != nil {
+	if err := e.s.LeaderResign(e.ctx, &errandstore.LeaderResignParams{Name: "errand", Holder: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: "errand"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("LeaderGet after resign: %v, want ErrNotFound", err)
 	}
 	t0 := e.now()
 	wantLeader(t, e.elect("errand", "b"), "b", true, t0, t0.Add(leaderTTL))
 	// Resigning twice is not an error.
 	for range 2 {
-		if err := e.s.LeaderResign(e.ctx, &errand.LeaderResignParams{Name: "errand", Holder: "b"}); err != nil {
+		if err := e.s.LeaderResign(e.ctx, &errandstore.LeaderResignParams{Name: "errand", Holder: "b"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,16 +105,16 @@ func testLeaderNames(t *testing.T, h harness) {
 
 func testLeaderInvalidParams(t *testing.T, h harness) {
 	e := open(t, h)
-	for _, p := range []*errand.LeaderElectParams{
+	for _, p := range []*errandstore.LeaderElectParams{
 		{Name: "", Holder: "a", TTL: leaderTTL},
 		{Name: "errand", Holder: "", TTL: leaderTTL},
 		{Name: "errand", Holder: "a", TTL: 0},
 	} {
-		if _, err := e.s.LeaderElect(e.ctx, p); !errors.Is(err, errand.ErrInvalid) {
+		if _, err := e.s.LeaderElect(e.ctx, p); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("LeaderElect(%+v): %v, want ErrInvalid", p, err)
 		}
 	}
-	if _, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: "errand"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("an invalid election left a leader: %v", err)
 	}
 }
@@ -121,7 +122,7 @@ func testLeaderInvalidParams(t *testing.T, h harness) {
 // testLeaderAcrossStores races candidates on two stores: exactly one leads.
 func testLeaderAcrossStores(t *testing.T, h harness) {
 	e := open(t, h)
-	stores := []errand.Store{e.s, e.second()}
+	stores := []errandstore.Store{e.s, e.second()}
 	var (
 		mu      sync.Mutex
 		leaders []string
@@ -132,7 +133,7 @@ func testLeaderAcrossStores(t *testing.T, h harness) {
 		holder := string(rune('a' + i))
 		wg.Go(func() {
 			<-start
-			l, err := stores[i%2].LeaderElect(e.ctx, &errand.LeaderElectParams{Name: "errand", Holder: holder, TTL: leaderTTL})
+			l, err := stores[i%2].LeaderElect(e.ctx, &errandstore.LeaderElectParams{Name: "errand", Holder: holder, TTL: leaderTTL})
 			if err != nil {
 				t.Errorf("LeaderElect(%s): %v", holder, err)
 				return
@@ -149,7 +150,7 @@ func testLeaderAcrossStores(t *testing.T, h harness) {
 	if len(leaders) != 1 {
 		t.Fatalf("leaders %v, want exactly one", leaders)
 	}
-	got, err := e.s.LeaderGet(e.ctx, &errand.LeaderGetParams{Name: "errand"})
+	got, err := e.s.LeaderGet(e.ctx, &errandstore.LeaderGetParams{Name: "errand"})
 	if err != nil {
 		t.Fatal(err)
 	}

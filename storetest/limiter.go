@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The limiter cases run on stores that implement the optional
-// [errand.LimiterStore]; others skip them, except the claim that leaves
+// [errandstore.LimiterStore]; others skip them, except the claim that leaves
 // out a kind's retries, which every store's claim must honour.
 var limiterCases = []testCase{
 	{"NewBucketStartsFull", testLimiterNewBucket},
@@ -26,23 +28,23 @@ var limiterCases = []testCase{
 	{"ClaimSkipRetryKinds", testClaimSkipRetryKinds},
 }
 
-func (e *env) limiters() errand.LimiterStore {
+func (e *env) limiters() errandstore.LimiterStore {
 	e.t.Helper()
-	ls, ok := e.s.(errand.LimiterStore)
+	ls, ok := e.s.(errandstore.LimiterStore)
 	if !ok {
-		e.t.Skip("the store is not an errand.LimiterStore")
+		e.t.Skip("the store is not an errandstore.LimiterStore")
 	}
 	return ls
 }
 
 // rateSpec refills rate tokens a second up to burst.
-func rateSpec(rate, burst float64) errand.LimiterSpec {
-	return errand.LimiterSpec{Mode: errand.LimiterModeRate, Rate: rate, Burst: burst}
+func rateSpec(rate, burst float64) errandtype.LimiterSpec {
+	return errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: rate, Burst: burst}
 }
 
-func (e *env) take(takes ...errand.LimiterTake) []errand.LimiterGrant {
+func (e *env) take(takes ...errandstore.LimiterTake) []errandstore.LimiterGrant {
 	e.t.Helper()
-	gs, err := e.limiters().LimiterTake(e.ctx, &errand.LimiterTakeParams{Takes: takes})
+	gs, err := e.limiters().LimiterTake(e.ctx, &errandstore.LimiterTakeParams{Takes: takes})
 	if err != nil {
 		e.t.Fatalf("LimiterTake: %v", err)
 	}
@@ -52,21 +54,21 @@ func (e *env) take(takes ...errand.LimiterTake) []errand.LimiterGrant {
 	return gs
 }
 
-func (e *env) takeOne(name string, spec errand.LimiterSpec, want int) errand.LimiterGrant {
+func (e *env) takeOne(name string, spec errandtype.LimiterSpec, want int) errandstore.LimiterGrant {
 	e.t.Helper()
-	return e.take(errand.LimiterTake{Name: name, Spec: spec, Want: want})[0]
+	return e.take(errandstore.LimiterTake{Name: name, Spec: spec, Want: want})[0]
 }
 
-func (e *env) give(gives ...errand.LimiterGive) {
+func (e *env) give(gives ...errandstore.LimiterGive) {
 	e.t.Helper()
-	if err := e.limiters().LimiterGive(e.ctx, &errand.LimiterGiveParams{Gives: gives}); err != nil {
+	if err := e.limiters().LimiterGive(e.ctx, &errandstore.LimiterGiveParams{Gives: gives}); err != nil {
 		e.t.Fatalf("LimiterGive: %v", err)
 	}
 }
 
-func (e *env) limiterList() []*errand.LimiterRecord {
+func (e *env) limiterList() []*errandtype.LimiterRecord {
 	e.t.Helper()
-	rs, err := e.limiters().LimiterList(e.ctx, &errand.LimiterListParams{})
+	rs, err := e.limiters().LimiterList(e.ctx, &errandstore.LimiterListParams{})
 	if err != nil {
 		e.t.Fatalf("LimiterList: %v", err)
 	}
@@ -76,7 +78,7 @@ func (e *env) limiterList() []*errand.LimiterRecord {
 	return rs
 }
 
-func (e *env) bucket(name string) *errand.LimiterRecord {
+func (e *env) bucket(name string) *errandtype.LimiterRecord {
 	e.t.Helper()
 	for _, r := range e.limiterList() {
 		if r.Name == name {
@@ -87,7 +89,7 @@ func (e *env) bucket(name string) *errand.LimiterRecord {
 	return nil
 }
 
-func wantGrant(t *testing.T, what string, got, want errand.LimiterGrant) {
+func wantGrant(t *testing.T, what string, got, want errandstore.LimiterGrant) {
 	t.Helper()
 	if got != want {
 		t.Fatalf("%s: grant %+v, want %+v", what, got, want)
@@ -99,11 +101,11 @@ func testLimiterNewBucket(t *testing.T, h harness) {
 	spec := rateSpec(10, 5)
 	// A new bucket is full: 5 of the 8 wanted, then none, and a token is
 	// due in a tenth of a second.
-	wantGrant(t, "first take", e.takeOne("queue:q", spec, 8), errand.LimiterGrant{Granted: 5, Tokens: 0, Wait: 100 * time.Millisecond})
-	wantGrant(t, "second take", e.takeOne("queue:q", spec, 8), errand.LimiterGrant{Granted: 0, Tokens: 0, Wait: 100 * time.Millisecond})
+	wantGrant(t, "first take", e.takeOne("queue:q", spec, 8), errandstore.LimiterGrant{Granted: 5, Tokens: 0, Wait: 100 * time.Millisecond})
+	wantGrant(t, "second take", e.takeOne("queue:q", spec, 8), errandstore.LimiterGrant{Granted: 0, Tokens: 0, Wait: 100 * time.Millisecond})
 	// Wanting nothing takes nothing and is not a denial.
-	wantGrant(t, "take of none", e.takeOne("queue:q", spec, 0), errand.LimiterGrant{Granted: 0, Tokens: 0, Wait: 100 * time.Millisecond})
-	want := &errand.LimiterRecord{Name: "queue:q", Spec: spec, Tokens: 0, Denied: 1, UpdatedAt: e.now()}
+	wantGrant(t, "take of none", e.takeOne("queue:q", spec, 0), errandstore.LimiterGrant{Granted: 0, Tokens: 0, Wait: 100 * time.Millisecond})
+	want := &errandtype.LimiterRecord{Name: "queue:q", Spec: spec, Tokens: 0, Denied: 1, UpdatedAt: e.now()}
 	if got := e.bucket("queue:q"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("bucket = %+v, want %+v", *got, *want)
 	}
@@ -115,7 +117,7 @@ func testLimiterRefill(t *testing.T, h harness) {
 	e.takeOne("kind:k", spec, 5)
 	// A quarter of a second refills two and a half tokens: two whole ones.
 	e.clock.Advance(250 * time.Millisecond)
-	wantGrant(t, "after 250ms", e.takeOne("kind:k", spec, 8), errand.LimiterGrant{Granted: 2, Tokens: 0.5, Wait: 50 * time.Millisecond})
+	wantGrant(t, "after 250ms", e.takeOne("kind:k", spec, 8), errandstore.LimiterGrant{Granted: 2, Tokens: 0.5, Wait: 50 * time.Millisecond})
 	// The level is read as of now without taking.
 	e.clock.Advance(20 * time.Millisecond)
 	if got := e.bucket("kind:k").Tokens; got < 0.7-1e-9 || got > 0.7+1e-9 {
@@ -123,28 +125,28 @@ func testLimiterRefill(t *testing.T, h harness) {
 	}
 	// A long quiet spell refills no more than the burst.
 	e.clock.Advance(time.Hour)
-	wantGrant(t, "after an hour", e.takeOne("kind:k", spec, 8), errand.LimiterGrant{Granted: 5, Tokens: 0, Wait: 100 * time.Millisecond})
+	wantGrant(t, "after an hour", e.takeOne("kind:k", spec, 8), errandstore.LimiterGrant{Granted: 5, Tokens: 0, Wait: 100 * time.Millisecond})
 	// A clock that goes back refills nothing, and the time it went back
 	// is not refilled twice when it comes forward again.
 	e.clock.Advance(-time.Second)
-	wantGrant(t, "clock back", e.takeOne("kind:k", spec, 1), errand.LimiterGrant{Granted: 0, Tokens: 0, Wait: 100 * time.Millisecond})
+	wantGrant(t, "clock back", e.takeOne("kind:k", spec, 1), errandstore.LimiterGrant{Granted: 0, Tokens: 0, Wait: 100 * time.Millisecond})
 	e.clock.Advance(time.Second + 100*time.Millisecond)
-	wantGrant(t, "clock forward", e.takeOne("kind:k", spec, 8), errand.LimiterGrant{Granted: 1, Tokens: 0, Wait: 100 * time.Millisecond})
+	wantGrant(t, "clock forward", e.takeOne("kind:k", spec, 8), errandstore.LimiterGrant{Granted: 1, Tokens: 0, Wait: 100 * time.Millisecond})
 }
 
 func testLimiterGive(t *testing.T, h harness) {
 	e := open(t, h)
 	spec := rateSpec(1, 5)
 	e.takeOne("queue:q", spec, 5)
-	e.give(errand.LimiterGive{Name: "queue:q", Amount: 3})
+	e.give(errandstore.LimiterGive{Name: "queue:q", Amount: 3})
 	if got := e.bucket("queue:q").Tokens; got != 3 {
 		t.Fatalf("level after giving back 3 = %v, want 3", got)
 	}
 	// A rate bucket holds no more than its burst.
-	e.give(errand.LimiterGive{Name: "queue:q", Amount: 10})
-	wantGrant(t, "take after giving too much", e.takeOne("queue:q", spec, 9), errand.LimiterGrant{Granted: 5, Tokens: 0, Wait: time.Second})
+	e.give(errandstore.LimiterGive{Name: "queue:q", Amount: 10})
+	wantGrant(t, "take after giving too much", e.takeOne("queue:q", spec, 9), errandstore.LimiterGrant{Granted: 5, Tokens: 0, Wait: time.Second})
 	// A bucket nobody took from is not created by a give.
-	e.give(errand.LimiterGive{Name: "queue:none", Amount: 1})
+	e.give(errandstore.LimiterGive{Name: "queue:none", Amount: 1})
 	if rs := e.limiterList(); len(rs) != 1 {
 		t.Fatalf("LimiterList after giving to an unknown bucket has %d buckets, want 1", len(rs))
 	}
@@ -156,7 +158,7 @@ func testLimiterLastWriter(t *testing.T, h harness) {
 	// Another worker with a smaller burst: the bucket takes its spec,
 	// and holds no more than its burst.
 	narrow := rateSpec(2, 2)
-	wantGrant(t, "take with the new spec", e.takeOne("kind:k", narrow, 0), errand.LimiterGrant{Granted: 0, Tokens: 2, Wait: 0})
+	wantGrant(t, "take with the new spec", e.takeOne("kind:k", narrow, 0), errandstore.LimiterGrant{Granted: 0, Tokens: 2, Wait: 0})
 	if got := e.bucket("kind:k"); got.Spec != narrow || got.Tokens != 2 {
 		t.Fatalf("bucket after a new spec = %+v, want spec %+v and 2 tokens", *got, narrow)
 	}
@@ -164,7 +166,7 @@ func testLimiterLastWriter(t *testing.T, h harness) {
 
 func testLimiterRetryBudget(t *testing.T, h harness) {
 	e := open(t, h)
-	spec := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.5, Min: 2, Window: 10 * time.Second}
+	spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: 0.5, Min: 2, Window: 10 * time.Second}
 	// A new budget holds Min.
 	g := e.takeOne("retry:k", spec, 5)
 	if g.Granted != 2 || g.Tokens != 0 || g.Wait <= 0 {
@@ -174,23 +176,23 @@ func testLimiterRetryBudget(t *testing.T, h harness) {
 	if g := e.takeOne("retry:k", spec, 5); g.Granted != 0 {
 		t.Fatalf("take of a spent budget = %+v, want none", g)
 	}
-	e.give(errand.LimiterGive{Name: "retry:k", Amount: 0.5 * 8}) // 8 first attempts
+	e.give(errandstore.LimiterGive{Name: "retry:k", Amount: 0.5 * 8}) // 8 first attempts
 	if g := e.takeOne("retry:k", spec, 10); g.Granted != 4 || g.Tokens != 0 {
 		t.Fatalf("take after 8 first attempts = %+v, want 4 granted, 0 left", g)
 	}
 	// With no first attempts the level climbs back towards Min (as if
 	// towards Min+1): 3·(1-e^-1) ≈ 1.9 in one window, one whole token.
 	e.clock.Advance(10 * time.Second)
-	st := errand.LimiterState{Tokens: 0, At: e.now().Add(-10 * time.Second)}
+	st := errandtype.LimiterState{Tokens: 0, At: e.now().Add(-10 * time.Second)}
 	wantState, wantGranted, wantWait := spec.Take(st, e.now(), 10)
 	wantGrant(t, "take a window later", e.takeOne("retry:k", spec, 10),
-		errand.LimiterGrant{Granted: wantGranted, Tokens: wantState.Tokens, Wait: wantWait})
+		errandstore.LimiterGrant{Granted: wantGranted, Tokens: wantState.Tokens, Wait: wantWait})
 	if wantGranted != 1 || wantWait <= 0 {
 		t.Fatalf("the spec grants %d a window later and waits %s, want 1 and a wait", wantGranted, wantWait)
 	}
 	// Deposits fade with the window: a budget filled long ago is back
 	// at Min.
-	e.give(errand.LimiterGive{Name: "retry:k", Amount: 100})
+	e.give(errandstore.LimiterGive{Name: "retry:k", Amount: 100})
 	e.clock.Advance(time.Hour)
 	if got := e.bucket("retry:k").Tokens; got < 2-1e-6 || got > 2+1e-6 {
 		t.Fatalf("level an hour after a deposit = %v, want Min (2)", got)
@@ -202,9 +204,9 @@ func testLimiterList(t *testing.T, h harness) {
 	if rs := e.limiterList(); len(rs) != 0 {
 		t.Fatalf("LimiterList of none = %v, want empty", rs)
 	}
-	budget := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Min: 10, Window: time.Minute}
-	e.take(errand.LimiterTake{Name: "retry:b", Spec: budget, Want: 1},
-		errand.LimiterTake{Name: "queue:a", Spec: rateSpec(1, 1), Want: 2})
+	budget := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: 0.1, Min: 10, Window: time.Minute}
+	e.take(errandstore.LimiterTake{Name: "retry:b", Spec: budget, Want: 1},
+		errandstore.LimiterTake{Name: "queue:a", Spec: rateSpec(1, 1), Want: 2})
 	e.takeOne("queue:a", rateSpec(1, 1), 1)
 	e.clock.Advance(time.Second)
 	t1 := e.now()
@@ -231,22 +233,22 @@ func testLimiterList(t *testing.T, h harness) {
 
 func testLimiterRefusals(t *testing.T, h harness) {
 	e := open(t, h)
-	var ie *errand.InputError
-	for _, p := range []*errand.LimiterTakeParams{
-		{Takes: []errand.LimiterTake{{Name: "", Spec: rateSpec(1, 1), Want: 1}}},
-		{Takes: []errand.LimiterTake{{Name: "queue:a\x00", Spec: rateSpec(1, 1), Want: 1}}},
-		{Takes: []errand.LimiterTake{{Name: "queue:a", Spec: rateSpec(0, 1), Want: 1}}},
-		{Takes: []errand.LimiterTake{{Name: "queue:a", Spec: rateSpec(1, 0.5), Want: 1}}},
-		{Takes: []errand.LimiterTake{{Name: "queue:a", Spec: rateSpec(1, 1), Want: -1}}},
-		{Takes: []errand.LimiterTake{{Name: "queue:a", Spec: errand.LimiterSpec{Mode: "leaky"}, Want: 1}}},
-		{Takes: []errand.LimiterTake{{Name: "retry:a", Spec: errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Ratio: 0.1, Window: time.Millisecond}, Want: 1}}},
-		{Takes: []errand.LimiterTake{{Name: "queue:a", Spec: rateSpec(1, 1), Want: 1}, {Name: "queue:b", Spec: rateSpec(1, 1), Want: 1}, {Name: "queue:a", Spec: rateSpec(1, 1), Want: 1}}},
+	var ie *errandtype.InputError
+	for _, p := range []*errandstore.LimiterTakeParams{
+		{Takes: []errandstore.LimiterTake{{Name: "", Spec: rateSpec(1, 1), Want: 1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "queue:a\x00", Spec: rateSpec(1, 1), Want: 1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "queue:a", Spec: rateSpec(0, 1), Want: 1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "queue:a", Spec: rateSpec(1, 0.5), Want: 1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "queue:a", Spec: rateSpec(1, 1), Want: -1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "queue:a", Spec: errandtype.LimiterSpec{Mode: "leaky"}, Want: 1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "retry:a", Spec: errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Ratio: 0.1, Window: time.Millisecond}, Want: 1}}},
+		{Takes: []errandstore.LimiterTake{{Name: "queue:a", Spec: rateSpec(1, 1), Want: 1}, {Name: "queue:b", Spec: rateSpec(1, 1), Want: 1}, {Name: "queue:a", Spec: rateSpec(1, 1), Want: 1}}},
 	} {
 		if _, err := e.limiters().LimiterTake(e.ctx, p); !errors.As(err, &ie) {
 			t.Errorf("LimiterTake(%+v) = %v, want an *InputError", p.Takes, err)
 		}
 	}
-	if err := e.limiters().LimiterGive(e.ctx, &errand.LimiterGiveParams{Gives: []errand.LimiterGive{{Name: "queue:a", Amount: -1}}}); !errors.As(err, &ie) {
+	if err := e.limiters().LimiterGive(e.ctx, &errandstore.LimiterGiveParams{Gives: []errandstore.LimiterGive{{Name: "queue:a", Amount: -1}}}); !errors.As(err, &ie) {
 		t.Errorf("LimiterGive of a negative amount = %v, want an *InputError", err)
 	}
 	if rs := e.limiterList(); len(rs) != 0 {
@@ -259,11 +261,11 @@ func testLimiterRefusals(t *testing.T, h harness) {
 // exactly the tokens it holds, never more.
 func testLimiterConcurrent(t *testing.T, h harness) {
 	e := open(t, h)
-	s2, ok := e.second().(errand.LimiterStore)
+	s2, ok := e.second().(errandstore.LimiterStore)
 	if !ok {
-		t.Fatal("the second store is not an errand.LimiterStore")
+		t.Fatal("the second store is not an errandstore.LimiterStore")
 	}
-	stores := []errand.LimiterStore{e.limiters(), s2}
+	stores := []errandstore.LimiterStore{e.limiters(), s2}
 	spec := rateSpec(1, 20)
 	other := rateSpec(1, 1000)
 	race := func() int {
@@ -276,11 +278,11 @@ func testLimiterConcurrent(t *testing.T, h harness) {
 					// Two buckets per take, named in opposite orders by
 					// alternate takers: rows locked in any order must
 					// not deadlock.
-					takes := []errand.LimiterTake{{Name: "queue:q", Spec: spec, Want: 3}, {Name: "kind:k", Spec: other, Want: 1}}
+					takes := []errandstore.LimiterTake{{Name: "queue:q", Spec: spec, Want: 3}, {Name: "kind:k", Spec: other, Want: 1}}
 					if r%2 == 1 {
 						takes[0], takes[1] = takes[1], takes[0]
 					}
-					gs, err := stores[r%2].LimiterTake(e.ctx, &errand.LimiterTakeParams{Takes: takes})
+					gs, err := stores[r%2].LimiterTake(e.ctx, &errandstore.LimiterTakeParams{Takes: takes})
 					if err != nil {
 						t.Errorf("LimiterTake: %v", err)
 						return
@@ -323,7 +325,7 @@ func testClaimSkipRetryKinds(t *testing.T, h harness) {
 	}
 	e.insert(a2)
 	before := e.get("a-retry")
-	js := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 10, Lease: lease, Owner: owner,
+	js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 10, Lease: lease, Owner: owner,
 		SkipRetryKinds: []string{"a"}})
 	got := map[string]int{}
 	for _, j := range js {
@@ -345,12 +347,12 @@ func testClaimSkipRetryKinds(t *testing.T, h harness) {
 // more on a fraction, and the level never goes below zero.
 func testRetryBudgetConcurrent(t *testing.T, h harness) {
 	e := open(t, h)
-	s2, ok := e.second().(errand.LimiterStore)
+	s2, ok := e.second().(errandstore.LimiterStore)
 	if !ok {
-		t.Fatal("the second store is not an errand.LimiterStore")
+		t.Fatal("the second store is not an errandstore.LimiterStore")
 	}
-	stores := []errand.LimiterStore{e.limiters(), s2}
-	spec := errand.LimiterSpec{Mode: errand.LimiterModeRetryBudget, Min: 4, Window: time.Minute}
+	stores := []errandstore.LimiterStore{e.limiters(), s2}
+	spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRetryBudget, Min: 4, Window: time.Minute}
 	var wait time.Duration
 	race := func(what string, want int) {
 		t.Helper()
@@ -359,7 +361,7 @@ func testRetryBudgetConcurrent(t *testing.T, h harness) {
 		var wg sync.WaitGroup
 		for r := range 10 {
 			wg.Go(func() {
-				gs, err := stores[r%2].LimiterTake(e.ctx, &errand.LimiterTakeParams{Takes: []errand.LimiterTake{{Name: "retry:k", Spec: spec, Want: 1}}})
+				gs, err := stores[r%2].LimiterTake(e.ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: "retry:k", Spec: spec, Want: 1}}})
 				if err != nil {
 					t.Errorf("LimiterTake: %v", err)
 					return
@@ -391,6 +393,6 @@ func testRetryBudgetConcurrent(t *testing.T, h harness) {
 	e.clock.Advance(wait)
 	race("after the wait", 1)
 	// First attempts' deposits of 2.5 tokens: two whole ones.
-	e.give(errand.LimiterGive{Name: "retry:k", Amount: 2.5})
+	e.give(errandstore.LimiterGive{Name: "retry:k", Amount: 2.5})
 	race("after deposits of 2.5", 2)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var listCases = []testCase{
@@ -25,7 +27,7 @@ var statsCases = []testCase{
 // oldestReady returns the oldest ready age QueueStats reports for queue.
 func (e *env) oldestReady(queue string) float64 {
 	e.t.Helper()
-	qs, err := e.s.QueueStats(e.ctx, &errand.QueueStatsParams{})
+	qs, err := e.s.QueueStats(e.ctx, &errandstore.QueueStatsParams{})
 	if err != nil {
 		e.t.Fatalf("QueueStats: %v", err)
 	}
@@ -61,7 +63,7 @@ func testStatsHeldNotReady(t *testing.T, h harness) {
 	}
 }
 
-func (e *env) list(p *errand.JobListParams) []*errand.Job {
+func (e *env) list(p *errandstore.JobListParams) []*errandtype.Job {
 	e.t.Helper()
 	js, err := e.s.JobList(e.ctx, p)
 	if err != nil {
@@ -72,7 +74,7 @@ func (e *env) list(p *errand.JobListParams) []*errand.Job {
 
 func testListFilters(t *testing.T, h harness) {
 	e := open(t, h)
-	mk := func(id, queue, kind string) *errand.JobInsertParams {
+	mk := func(id, queue, kind string) *errandstore.JobInsertParams {
 		p := newJob(id)
 		p.Queue, p.Kind = queue, kind
 		return p
@@ -85,30 +87,30 @@ func testListFilters(t *testing.T, h harness) {
 		mk("5", "billing", "refund"),
 	)
 	// 1 running, 2 succeeded, 3 dead, 4 stays queued, 5 cancelled.
-	run := e.claimWith(&errand.JobClaimParams{Queues: []string{"mail"}, Kinds: []string{"welcome"}, Limit: 1, Lease: lease, Owner: owner})
-	ok := e.claimWith(&errand.JobClaimParams{Queues: []string{"mail"}, Kinds: []string{"digest"}, Limit: 1, Lease: lease, Owner: owner})
-	die := e.claimWith(&errand.JobClaimParams{Queues: []string{"billing"}, Kinds: []string{"charge"}, Limit: 1, Lease: lease, Owner: owner})
+	run := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"mail"}, Kinds: []string{"welcome"}, Limit: 1, Lease: lease, Owner: owner})
+	ok := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"mail"}, Kinds: []string{"digest"}, Limit: 1, Lease: lease, Owner: owner})
+	die := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"billing"}, Kinds: []string{"charge"}, Limit: 1, Lease: lease, Owner: owner})
 	if len(run) != 1 || len(ok) != 1 || len(die) != 1 {
 		t.Fatalf("setup claims: %v %v %v", ids(run), ids(ok), ids(die))
 	}
 	e.recordOK(succeeded(ok[0]))
 	e.recordOK(dead(die[0]))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "5"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "5"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		p    errand.JobListParams
+		p    errandstore.JobListParams
 		want []string
 	}{
-		{errand.JobListParams{}, []string{"1", "2", "3", "4", "5"}},
-		{errand.JobListParams{Queue: "mail"}, []string{"1", "2", "4"}},
-		{errand.JobListParams{Kind: "welcome"}, []string{"1", "4"}},
-		{errand.JobListParams{Queue: "billing", Kind: "welcome"}, nil},
-		{errand.JobListParams{States: []errand.JobState{errand.StateQueued}}, []string{"4"}},
-		{errand.JobListParams{States: []errand.JobState{errand.StateDead, errand.StateRunning}}, []string{"1", "3"}},
-		{errand.JobListParams{States: []errand.JobState{errand.StateSucceeded, errand.StateCancelled}, Queue: "billing"}, []string{"5"}},
-		{errand.JobListParams{States: []errand.JobState{errand.StateRetrying}}, nil},
-		{errand.JobListParams{Queue: "mail", Limit: 2}, []string{"1", "2"}},
+		{errandstore.JobListParams{}, []string{"1", "2", "3", "4", "5"}},
+		{errandstore.JobListParams{Queue: "mail"}, []string{"1", "2", "4"}},
+		{errandstore.JobListParams{Kind: "welcome"}, []string{"1", "4"}},
+		{errandstore.JobListParams{Queue: "billing", Kind: "welcome"}, nil},
+		{errandstore.JobListParams{States: []errandtype.JobState{errandtype.StateQueued}}, []string{"4"}},
+		{errandstore.JobListParams{States: []errandtype.JobState{errandtype.StateDead, errandtype.StateRunning}}, []string{"1", "3"}},
+		{errandstore.JobListParams{States: []errandtype.JobState{errandtype.StateSucceeded, errandtype.StateCancelled}, Queue: "billing"}, []string{"5"}},
+		{errandstore.JobListParams{States: []errandtype.JobState{errandtype.StateRetrying}}, nil},
+		{errandstore.JobListParams{Queue: "mail", Limit: 2}, []string{"1", "2"}},
 	} {
 		got := e.list(&c.p)
 		if g := ids(got); !slices.Equal(g, c.want) && !(len(g) == 0 && len(c.want) == 0) {
@@ -125,7 +127,7 @@ func testListFilters(t *testing.T, h harness) {
 // AfterSeq visits every match once, in order.
 func testListPaging(t *testing.T, h harness) {
 	e := open(t, h)
-	var ps []*errand.JobInsertParams
+	var ps []*errandstore.JobInsertParams
 	var all, even []string
 	for i := range 23 {
 		p := newJob(fmt.Sprintf("job-%02d", i))
@@ -151,7 +153,7 @@ func testListPaging(t *testing.T, h harness) {
 		var after int64
 		pages := 0
 		for {
-			js := e.list(&errand.JobListParams{Queue: c.queue, AfterSeq: after, Limit: c.limit})
+			js := e.list(&errandstore.JobListParams{Queue: c.queue, AfterSeq: after, Limit: c.limit})
 			if len(js) > c.limit {
 				t.Fatalf("page of %d jobs with limit %d", len(js), c.limit)
 			}
@@ -177,12 +179,12 @@ func testListPaging(t *testing.T, h harness) {
 
 func testListDefaultLimit(t *testing.T, h harness) {
 	e := open(t, h)
-	var ps []*errand.JobInsertParams
+	var ps []*errandstore.JobInsertParams
 	for i := range 101 {
 		ps = append(ps, newJob(fmt.Sprintf("job-%03d", i)))
 	}
 	e.insert(ps...)
-	js := e.list(&errand.JobListParams{})
+	js := e.list(&errandstore.JobListParams{})
 	if len(js) != 100 || js[0].ID != "job-000" || js[99].ID != "job-099" {
 		t.Errorf("JobList with no limit returned %d jobs; want the first 100", len(js))
 	}
@@ -190,7 +192,7 @@ func testListDefaultLimit(t *testing.T, h harness) {
 
 func testStats(t *testing.T, h harness) {
 	e := open(t, h)
-	mk := func(id, queue string, runAt time.Time) *errand.JobInsertParams {
+	mk := func(id, queue string, runAt time.Time) *errandstore.JobInsertParams {
 		p := newJob(id)
 		p.Queue, p.RunAt = queue, runAt
 		return p
@@ -210,7 +212,7 @@ func testStats(t *testing.T, h harness) {
 		mk("gamma-later", "gamma", T0.Add(time.Hour)),
 		mk("delta-retry", "delta", T0),
 	)
-	js := e.claimWith(&errand.JobClaimParams{Queues: []string{"alpha"}, Kinds: []string{"email"}, Limit: 10, Lease: time.Hour, Owner: owner})
+	js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"alpha"}, Kinds: []string{"email"}, Limit: 10, Lease: time.Hour, Owner: owner})
 	if got := ids(js); !slices.Equal(got, []string{"to-retry", "to-run", "to-succeed", "to-die-1", "to-die-2"}) {
 		t.Fatalf("setup claim: %v", got)
 	}
@@ -218,10 +220,10 @@ func testStats(t *testing.T, h harness) {
 	e.recordOK(succeeded(js[2]))
 	e.recordOK(dead(js[3]))
 	e.recordOK(dead(js[4]))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "to-cancel"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "to-cancel"}); err != nil {
 		t.Fatal(err)
 	}
-	d := e.claimWith(&errand.JobClaimParams{Queues: []string{"delta"}, Limit: 1, Lease: time.Hour, Owner: owner})
+	d := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"delta"}, Limit: 1, Lease: time.Hour, Owner: owner})
 	if len(d) != 1 {
 		t.Fatalf("setup claim in delta: %v", ids(d))
 	}
@@ -231,18 +233,18 @@ func testStats(t *testing.T, h harness) {
 	// beta's since T0-30s, delta's retry since T0+40s, and gamma has nothing
 	// ready.
 	e.clock.Set(T0.Add(100 * time.Second))
-	got, err := e.s.QueueStats(e.ctx, &errand.QueueStatsParams{})
+	got, err := e.s.QueueStats(e.ctx, &errandstore.QueueStatsParams{})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
-	counts := func(queued, running, retrying, succeeded, dead, cancelled int) map[errand.JobState]int {
-		return map[errand.JobState]int{
-			errand.StateQueued: queued, errand.StateRunning: running, errand.StateRetrying: retrying,
-			errand.StateSucceeded: succeeded, errand.StateDead: dead, errand.StateCancelled: cancelled,
+	counts := func(queued, running, retrying, succeeded, dead, cancelled int) map[errandtype.JobState]int {
+		return map[errandtype.JobState]int{
+			errandtype.StateQueued: queued, errandtype.StateRunning: running, errandtype.StateRetrying: retrying,
+			errandtype.StateSucceeded: succeeded, errandtype.StateDead: dead, errandtype.StateCancelled: cancelled,
 		}
 	}
 	// Waiting jobs per kind count queued and retrying jobs, due or not.
-	want := []errand.QueueStats{
+	want := []errandtype.QueueStats{
 		{Queue: "alpha", Counts: counts(2, 1, 1, 1, 2, 1), OldestReadyAgeSeconds: 90, Dead: 2,
 			WaitingByKind: map[string]int{"email": 2, "report": 1}, ReadyAgeByKind: map[string]float64{"email": 70, "report": 90}},
 		{Queue: "beta", Counts: counts(1, 0, 0, 0, 0, 0), OldestReadyAgeSeconds: 130,
@@ -258,7 +260,7 @@ func testStats(t *testing.T, h harness) {
 
 func testStatsEmpty(t *testing.T, h harness) {
 	e := open(t, h)
-	got, err := e.s.QueueStats(e.ctx, &errand.QueueStatsParams{})
+	got, err := e.s.QueueStats(e.ctx, &errandstore.QueueStatsParams{})
 	if err != nil || len(got) != 0 {
 		t.Errorf("QueueStats of an empty store = %+v, %v; want none", got, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 var nextDueCases = []testCase{
@@ -17,7 +18,7 @@ var nextDueCases = []testCase{
 }
 
 // nextDue asks JobNextDue and fails the test on an error.
-func (e *env) nextDue(p *errand.JobNextDueParams) (time.Duration, bool) {
+func (e *env) nextDue(p *errandstore.JobNextDueParams) (time.Duration, bool) {
 	e.t.Helper()
 	r, err := e.s.JobNextDue(e.ctx, p)
 	d, ok := r.Wait, r.Found
@@ -30,10 +31,10 @@ func (e *env) nextDue(p *errand.JobNextDueParams) (time.Duration, bool) {
 // wantNextDue checks JobNextDue's answer for the default queue.
 func (e *env) wantNextDue(what string, want time.Duration, wantOK bool) {
 	e.t.Helper()
-	e.wantNextDueWith(what, &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}}, want, wantOK)
+	e.wantNextDueWith(what, &errandstore.JobNextDueParams{Queues: []string{errand.DefaultQueue}}, want, wantOK)
 }
 
-func (e *env) wantNextDueWith(what string, p *errand.JobNextDueParams, want time.Duration, wantOK bool) {
+func (e *env) wantNextDueWith(what string, p *errandstore.JobNextDueParams, want time.Duration, wantOK bool) {
 	e.t.Helper()
 	got, ok := e.nextDue(p)
 	if ok != wantOK || got != want {
@@ -45,7 +46,7 @@ func (e *env) wantNextDueWith(what string, p *errand.JobNextDueParams, want time
 	}
 }
 
-func scheduled(id string, at time.Time) *errand.JobInsertParams {
+func scheduled(id string, at time.Time) *errandstore.JobInsertParams {
 	p := newJob(id)
 	p.RunAt = at
 	return p
@@ -62,13 +63,13 @@ func testNextDueNothing(t *testing.T, h harness) {
 	e.recordOK(succeeded(js[1]))
 	e.insert(scheduled("cancelled", T0.Add(time.Minute)))
 	e.wantNextDue("a scheduled job", time.Minute, true)
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "cancelled"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "cancelled"}); err != nil {
 		t.Fatal(err)
 	}
 	// A running job's lease ending is the sweep's business, not a schedule.
 	e.wantNextDue("running, succeeded and cancelled jobs", 0, false)
 	e.insert(scheduled("later", T0.Add(time.Hour)))
-	e.wantNextDueWith("no queue", &errand.JobNextDueParams{}, 0, false)
+	e.wantNextDueWith("no queue", &errandstore.JobNextDueParams{}, 0, false)
 }
 
 // testNextDueStates: a scheduled job, a retry waiting out its backoff and
@@ -85,7 +86,7 @@ func testNextDueStates(t *testing.T, h harness) {
 	e.recordOK(retry(js[0], 30*time.Second))
 	e.wantNextDue("a retry due in 30s", 30*time.Second, true)
 	e.clock.Advance(10 * time.Second)
-	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(js[1]), Kind: errand.OutcomeSnooze, Delay: 5 * time.Second})
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(js[1]), Kind: errandstore.OutcomeSnooze, Delay: 5 * time.Second})
 	e.wantNextDue("a snooze due in 5s", 5*time.Second, true)
 	e.clock.Advance(5 * time.Second)
 	e.wantNextDue("the snoozed job due now", 15*time.Second, true)
@@ -99,7 +100,7 @@ func testNextDueStates(t *testing.T, h harness) {
 // about, among the kinds asked about.
 func testNextDueFilters(t *testing.T, h harness) {
 	e := open(t, h)
-	mk := func(id, queue, kind string, in time.Duration) *errand.JobInsertParams {
+	mk := func(id, queue, kind string, in time.Duration) *errandstore.JobInsertParams {
 		p := scheduled(id, T0.Add(in))
 		p.Queue, p.Kind = queue, kind
 		return p
@@ -125,7 +126,7 @@ func testNextDueFilters(t *testing.T, h harness) {
 		{[]string{"nowhere"}, nil, 0, false},
 	} {
 		e.wantNextDueWith("queues "+join(c.queues)+" kinds "+join(c.kinds),
-			&errand.JobNextDueParams{Queues: c.queues, Kinds: c.kinds}, c.want, c.ok)
+			&errandstore.JobNextDueParams{Queues: c.queues, Kinds: c.kinds}, c.want, c.ok)
 	}
 }
 
@@ -134,7 +135,7 @@ func testNextDueFilters(t *testing.T, h harness) {
 // jobs of other kinds in each.
 func testNextDuePriorities(t *testing.T, h harness) {
 	e := open(t, h)
-	mk := func(id, kind string, priority int, in time.Duration) *errand.JobInsertParams {
+	mk := func(id, kind string, priority int, in time.Duration) *errandstore.JobInsertParams {
 		p := newJob(id)
 		if in > 0 {
 			p.RunAt = T0.Add(in)
@@ -149,8 +150,8 @@ func testNextDuePriorities(t *testing.T, h harness) {
 		mk("mid-other-kind", "other", 0, 5*time.Second),
 		mk("mid", "k", 0, 50*time.Second),
 		mk("low-soon", "k", 9, 30*time.Second),
-		mk("lowest", "rare", errand.MaxPriority, 20*time.Second),
-		mk("highest", "rare", errand.MinPriority, 40*time.Second),
+		mk("lowest", "rare", errandstore.MaxPriority, 20*time.Second),
+		mk("highest", "rare", errandstore.MinPriority, 40*time.Second),
 	)
 	for _, c := range []struct {
 		kinds []string
@@ -161,7 +162,7 @@ func testNextDuePriorities(t *testing.T, h harness) {
 		{[]string{"rare"}, 20 * time.Second},
 		{[]string{"k", "other"}, 5 * time.Second},
 	} {
-		e.wantNextDueWith("kinds "+join(c.kinds), &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}, Kinds: c.kinds}, c.want, true)
+		e.wantNextDueWith("kinds "+join(c.kinds), &errandstore.JobNextDueParams{Queues: []string{errand.DefaultQueue}, Kinds: c.kinds}, c.want, true)
 	}
 }
 
@@ -196,11 +197,11 @@ func join(ss []string) string {
 // before, it is the answer and not claimed.
 func testNextDueInClaim(t *testing.T, h harness) {
 	e := open(t, h)
-	dc, ok := e.s.(errand.NextDueClaimer)
+	dc, ok := e.s.(errandstore.NextDueClaimer)
 	if !ok {
 		t.Skip("the store is not a NextDueClaimer")
 	}
-	claim := func(what string, next *errand.JobNextDueParams, wantIDs []string, want time.Duration, wantOK bool) {
+	claim := func(what string, next *errandstore.JobNextDueParams, wantIDs []string, want time.Duration, wantOK bool) {
 		t.Helper()
 		js, due, err := dc.JobClaimManyNextDue(e.ctx, claimParams(10), next)
 		if err != nil {
@@ -213,7 +214,7 @@ func testNextDueInClaim(t *testing.T, h harness) {
 			t.Errorf("%s: next due %s, %v; want %s, %v", what, due.Wait, due.Found, want, wantOK)
 		}
 	}
-	dflt := &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}}
+	dflt := &errandstore.JobNextDueParams{Queues: []string{errand.DefaultQueue}}
 	claim("empty store", dflt, nil, 0, false)
 	e.insert(newJob("ready"), scheduled("soon", T0.Add(time.Second)), scheduled("later", T0.Add(20*time.Second)))
 	claim("a ready job, two scheduled", dflt, []string{"ready"}, time.Second, true)
@@ -221,8 +222,8 @@ func testNextDueInClaim(t *testing.T, h harness) {
 	claim("a microsecond before", dflt, nil, time.Microsecond, true)
 	e.clock.Advance(time.Microsecond)
 	claim("at available_at", dflt, []string{"soon"}, 19*time.Second, true)
-	claim("another kind", &errand.JobNextDueParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"other"}}, nil, 0, false)
-	claim("no queue", &errand.JobNextDueParams{}, nil, 0, false)
+	claim("another kind", &errandstore.JobNextDueParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"other"}}, nil, 0, false)
+	claim("no queue", &errandstore.JobNextDueParams{}, nil, 0, false)
 	claim("no question", nil, nil, 0, false)
 	e.clock.Advance(19 * time.Second) // within the claimed jobs' leases
 	claim("everything due", dflt, []string{"later"}, 0, false)

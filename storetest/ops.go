@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var bulkReplayCases = []testCase{
@@ -33,21 +35,21 @@ var pruneCases = []testCase{
 }
 
 // deadWith makes a dead job of kind in queue, killed by class, now.
-func (e *env) deadWith(id, queue, kind, class string) *errand.Job {
+func (e *env) deadWith(id, queue, kind, class string) *errandtype.Job {
 	e.t.Helper()
 	p := newJob(id)
 	p.Queue, p.Kind = queue, kind
 	e.insert(p)
-	js := e.claimWith(&errand.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
+	js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
 	if len(js) != 1 || js[0].ID != id {
 		e.t.Fatalf("claim %s: got %v", id, ids(js))
 	}
-	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(js[0]), Kind: errand.OutcomeDead,
-		Error: &errand.AttemptError{Attempt: 1, Class: class, Message: "failed"}})
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(js[0]), Kind: errandstore.OutcomeDead,
+		Error: &errandtype.AttemptError{Attempt: 1, Class: class, Message: "failed"}})
 	return e.get(id)
 }
 
-func (e *env) replayMany(p *errand.JobReplayManyParams) []*errand.Job {
+func (e *env) replayMany(p *errandstore.JobReplayManyParams) []*errandtype.Job {
 	e.t.Helper()
 	js, err := e.s.JobReplayMany(e.ctx, p)
 	if err != nil {
@@ -56,8 +58,8 @@ func (e *env) replayMany(p *errand.JobReplayManyParams) []*errand.Job {
 	return js
 }
 
-func bulk(f errand.DeadFilter) *errand.JobReplayManyParams {
-	return &errand.JobReplayManyParams{Filter: f, Limit: errand.ReplayBatch, Operator: "ana", Reason: "fixed", Bulk: "bulk-1"}
+func bulk(f errandstore.DeadFilter) *errandstore.JobReplayManyParams {
+	return &errandstore.JobReplayManyParams{Filter: f, Limit: errandstore.ReplayBatch, Operator: "ana", Reason: "fixed", Bulk: "bulk-1"}
 }
 
 // testBulkReplayFilters checks that each filter selects exactly the dead
@@ -73,21 +75,21 @@ func testBulkReplayFilters(t *testing.T, h harness) {
 	t2 := e.now()
 	e.deadWith("c", "bills", "email", errand.ClassPermanent)
 	e.clock.Advance(time.Hour)
-	live := []*errand.Job{e.jobInState("q", errand.StateQueued), e.jobInState("r", errand.StateRetrying),
-		e.jobInState("s", errand.StateSucceeded), e.jobInState("x", errand.StateCancelled)}
+	live := []*errandtype.Job{e.jobInState("q", errandtype.StateQueued), e.jobInState("r", errandtype.StateRetrying),
+		e.jobInState("s", errandtype.StateSucceeded), e.jobInState("x", errandtype.StateCancelled)}
 
 	for _, tt := range []struct {
 		name   string
-		filter errand.DeadFilter
+		filter errandstore.DeadFilter
 		want   []string
 	}{
-		{"kind", errand.DeadFilter{Kind: "email"}, []string{"a", "c"}},
-		{"queue", errand.DeadFilter{Queue: "mail"}, []string{"a", "b"}},
-		{"class", errand.DeadFilter{Class: "timeout"}, []string{"a", "b"}},
-		{"died since", errand.DeadFilter{DiedSince: t1}, []string{"b", "c"}},
-		{"died until", errand.DeadFilter{DiedUntil: t1}, []string{"a"}},
-		{"range and kind", errand.DeadFilter{DiedSince: t0, DiedUntil: t2.Add(time.Microsecond), Kind: "email"}, []string{"a", "c"}},
-		{"nothing", errand.DeadFilter{Kind: "email", Queue: "mail", Class: errand.ClassPermanent}, nil},
+		{"kind", errandstore.DeadFilter{Kind: "email"}, []string{"a", "c"}},
+		{"queue", errandstore.DeadFilter{Queue: "mail"}, []string{"a", "b"}},
+		{"class", errandstore.DeadFilter{Class: "timeout"}, []string{"a", "b"}},
+		{"died since", errandstore.DeadFilter{DiedSince: t1}, []string{"b", "c"}},
+		{"died until", errandstore.DeadFilter{DiedUntil: t1}, []string{"a"}},
+		{"range and kind", errandstore.DeadFilter{DiedSince: t0, DiedUntil: t2.Add(time.Microsecond), Kind: "email"}, []string{"a", "c"}},
+		{"nothing", errandstore.DeadFilter{Kind: "email", Queue: "mail", Class: errand.ClassPermanent}, nil},
 	} {
 		p := bulk(tt.filter)
 		p.DryRun = true
@@ -96,24 +98,24 @@ func testBulkReplayFilters(t *testing.T, h harness) {
 		}
 	}
 	now := e.now()
-	got := e.replayMany(bulk(errand.DeadFilter{Class: "timeout"}))
+	got := e.replayMany(bulk(errandstore.DeadFilter{Class: "timeout"}))
 	if !slices.Equal(ids(got), []string{"a", "b"}) {
 		t.Fatalf("replayed %v, want [a b]", ids(got))
 	}
 	for _, j := range got {
-		if j.State != errand.StateQueued || j.Replays != 1 || j.Attempt != 0 || !j.AvailableAt.Equal(now) || j.FinishedAt != nil {
+		if j.State != errandtype.StateQueued || j.Replays != 1 || j.Attempt != 0 || !j.AvailableAt.Equal(now) || j.FinishedAt != nil {
 			t.Errorf("replayed job %s: %+v", j.ID, j)
 		}
 		same(t, "JobGet of bulk-replayed "+j.ID, j, e.get(j.ID))
 	}
-	if c := e.get("c"); c.State != errand.StateDead {
+	if c := e.get("c"); c.State != errandtype.StateDead {
 		t.Errorf("job c outside the filter: %s", c.State)
 	}
 	for _, j := range live {
 		e.unchanged("bulk replay", j)
 	}
 	// Everything dead now: only c, since a and b were replayed.
-	if rest := e.replayMany(bulk(errand.DeadFilter{})); !slices.Equal(ids(rest), []string{"c"}) {
+	if rest := e.replayMany(bulk(errandstore.DeadFilter{})); !slices.Equal(ids(rest), []string{"c"}) {
 		t.Errorf("second bulk replay: %v, want [c]", ids(rest))
 	}
 }
@@ -127,7 +129,7 @@ func testBulkReplayPagesAndAudits(t *testing.T, h harness) {
 		seqs = append(seqs, e.deadWith(id, "mail", "email", "timeout").Seq)
 	}
 	now := e.clock.Advance(time.Minute)
-	f := errand.DeadFilter{Kind: "email", DiedSince: T0}
+	f := errandstore.DeadFilter{Kind: "email", DiedSince: T0}
 	p := bulk(f)
 	p.Limit = 2
 	first := e.replayMany(p)
@@ -140,13 +142,13 @@ func testBulkReplayPagesAndAudits(t *testing.T, h harness) {
 	if second := e.replayMany(p); !slices.Equal(ids(second), []string{"c"}) {
 		t.Fatalf("second batch %v, want [c]", ids(second))
 	}
-	details := errand.BulkReplayDetails("bulk-1", f)
-	var want []errand.AuditRecord
+	details := errandstore.BulkReplayDetails("bulk-1", f)
+	var want []errandtype.AuditRecord
 	for _, id := range []string{"c", "b", "a"} {
-		want = append(want, errand.AuditRecord{Action: errand.AuditBulkReplay, JobID: ptr(id), Operator: "ana", Reason: "fixed",
-			At: now, PriorState: errand.StateDead, Replay: 1, Details: details})
+		want = append(want, errandtype.AuditRecord{Action: errandtype.AuditBulkReplay, JobID: ptr(id), Operator: "ana", Reason: "fixed",
+			At: now, PriorState: errandtype.StateDead, Replay: 1, Details: details})
 	}
-	checkRecords(t, "audit of a bulk replay", e.auditList(&errand.AuditListParams{}), want)
+	checkRecords(t, "audit of a bulk replay", e.auditList(&errandstore.AuditListParams{}), want)
 	var d struct {
 		Bulk   string `json:"bulk"`
 		Filter struct {
@@ -157,8 +159,8 @@ func testBulkReplayPagesAndAudits(t *testing.T, h harness) {
 	if err := json.Unmarshal(details, &d); err != nil || d.Bulk != "bulk-1" || d.Filter.Kind != "email" || !d.Filter.DiedSince.Equal(T0) {
 		t.Errorf("details %s: %+v, %v", details, d, err)
 	}
-	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
-		{JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "fixed", At: now},
+	checkAudit(t, e.audit("a"), []errandtype.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errandtype.StateDead, Operator: "ana", Reason: "fixed", At: now},
 	})
 }
 
@@ -167,7 +169,7 @@ func testBulkReplayPagesAndAudits(t *testing.T, h harness) {
 func testBulkReplayDryRun(t *testing.T, h harness) {
 	e := open(t, h)
 	a := e.deadWith("a", "mail", "email", "timeout")
-	p := bulk(errand.DeadFilter{})
+	p := bulk(errandstore.DeadFilter{})
 	p.DryRun = true
 	p.Operator, p.Reason, p.Bulk = "", "", ""
 	got := e.replayMany(p)
@@ -176,7 +178,7 @@ func testBulkReplayDryRun(t *testing.T, h harness) {
 	}
 	same(t, "dry run result", a, got[0])
 	e.unchanged("dry run", a)
-	checkRecords(t, "audit after a dry run", e.auditList(&errand.AuditListParams{}), nil)
+	checkRecords(t, "audit after a dry run", e.auditList(&errandstore.AuditListParams{}), nil)
 }
 
 // testBulkReplayBadParams checks that bad params are an *InputError and
@@ -184,30 +186,30 @@ func testBulkReplayDryRun(t *testing.T, h harness) {
 func testBulkReplayBadParams(t *testing.T, h harness) {
 	e := open(t, h)
 	a := e.deadWith("a", "mail", "email", "timeout")
-	for _, mod := range []func(p *errand.JobReplayManyParams){
-		func(p *errand.JobReplayManyParams) { p.Limit = 0 },
-		func(p *errand.JobReplayManyParams) { p.Limit = errand.ReplayBatch + 1 },
-		func(p *errand.JobReplayManyParams) { p.Operator = "" },
-		func(p *errand.JobReplayManyParams) { p.Reason = " " },
-		func(p *errand.JobReplayManyParams) { p.Bulk = "" },
-		func(p *errand.JobReplayManyParams) { p.AfterSeq = -1 },
-		func(p *errand.JobReplayManyParams) { p.Filter.Kind = "bad kind" },
-		func(p *errand.JobReplayManyParams) { p.Filter.DiedSince, p.Filter.DiedUntil = T0, T0 },
-		func(p *errand.JobReplayManyParams) { p.Held = true }, // lists only: needs DryRun
+	for _, mod := range []func(p *errandstore.JobReplayManyParams){
+		func(p *errandstore.JobReplayManyParams) { p.Limit = 0 },
+		func(p *errandstore.JobReplayManyParams) { p.Limit = errandstore.ReplayBatch + 1 },
+		func(p *errandstore.JobReplayManyParams) { p.Operator = "" },
+		func(p *errandstore.JobReplayManyParams) { p.Reason = " " },
+		func(p *errandstore.JobReplayManyParams) { p.Bulk = "" },
+		func(p *errandstore.JobReplayManyParams) { p.AfterSeq = -1 },
+		func(p *errandstore.JobReplayManyParams) { p.Filter.Kind = "bad kind" },
+		func(p *errandstore.JobReplayManyParams) { p.Filter.DiedSince, p.Filter.DiedUntil = T0, T0 },
+		func(p *errandstore.JobReplayManyParams) { p.Held = true }, // lists only: needs DryRun
 	} {
-		p := bulk(errand.DeadFilter{})
+		p := bulk(errandstore.DeadFilter{})
 		mod(p)
 		js, err := e.s.JobReplayMany(e.ctx, p)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("JobReplayMany(%+v) = %v, %v; want an *InputError", *p, ids(js), err)
 		}
 	}
 	e.unchanged("refused bulk replays", a)
-	checkRecords(t, "audit after refused bulk replays", e.auditList(&errand.AuditListParams{}), nil)
+	checkRecords(t, "audit after refused bulk replays", e.auditList(&errandstore.AuditListParams{}), nil)
 }
 
-func (e *env) prune(p *errand.JobPruneParams) errand.PruneResult {
+func (e *env) prune(p *errandstore.JobPruneParams) errandstore.PruneResult {
 	e.t.Helper()
 	r, err := e.s.JobPrune(e.ctx, p)
 	if err != nil {
@@ -216,8 +218,8 @@ func (e *env) prune(p *errand.JobPruneParams) errand.PruneResult {
 	return r
 }
 
-func pruneParams(succeeded, dead time.Duration) *errand.JobPruneParams {
-	return &errand.JobPruneParams{SucceededAge: succeeded, DeadAge: dead, Limit: errand.MaxPruneBatch,
+func pruneParams(succeeded, dead time.Duration) *errandstore.JobPruneParams {
+	return &errandstore.JobPruneParams{SucceededAge: succeeded, DeadAge: dead, Limit: errandstore.MaxPruneBatch,
 		Operator: "ana", Reason: "retention"}
 }
 
@@ -225,20 +227,20 @@ func pruneParams(succeeded, dead time.Duration) *errand.JobPruneParams {
 // finished job leaves every unfinished one alone, however old.
 func testPruneNeverLive(t *testing.T, h harness) {
 	e := open(t, h)
-	var live []*errand.Job
-	for _, st := range []errand.JobState{errand.StateQueued, errand.StateRunning, errand.StateRetrying} {
+	var live []*errandtype.Job
+	for _, st := range []errandtype.JobState{errandtype.StateQueued, errandtype.StateRunning, errandtype.StateRetrying} {
 		live = append(live, e.jobInState(string(st), st))
 	}
 	sched := newJob("scheduled")
 	sched.Delay = 1000 * time.Hour
 	live = append(live, e.insert(sched)...)
-	for _, st := range []errand.JobState{errand.StateSucceeded, errand.StateCancelled, errand.StateDead} {
+	for _, st := range []errandtype.JobState{errandtype.StateSucceeded, errandtype.StateCancelled, errandtype.StateDead} {
 		e.jobInState(string(st), st)
 	}
 	e.clock.Advance(100 * time.Hour)
 	// Every running lease has expired by now; the prune must not care.
 	r := e.prune(pruneParams(time.Hour, time.Hour))
-	if r != (errand.PruneResult{Succeeded: 1, Cancelled: 1, Dead: 1}) {
+	if r != (errandstore.PruneResult{Succeeded: 1, Cancelled: 1, Dead: 1}) {
 		t.Errorf("prune: %+v, want one of each finished state", r)
 	}
 	for _, j := range live {
@@ -253,20 +255,20 @@ func testPruneNeverLive(t *testing.T, h harness) {
 // exactly at its age stays, one older goes.
 func testPruneAges(t *testing.T, h harness) {
 	e := open(t, h)
-	e.jobInState("s", errand.StateSucceeded) // finished at T0
-	e.jobInState("d", errand.StateDead)      // died at T0
+	e.jobInState("s", errandtype.StateSucceeded) // finished at T0
+	e.jobInState("d", errandtype.StateDead)      // died at T0
 	e.clock.Advance(time.Hour)
 	if r := e.prune(pruneParams(time.Hour, 2*time.Hour)); r.Total() != 0 {
 		t.Errorf("prune at exactly the succeeded age: %+v, want nothing", r)
 	}
 	e.clock.Advance(time.Microsecond)
-	if r := e.prune(pruneParams(time.Hour, 2*time.Hour)); r != (errand.PruneResult{Succeeded: 1}) {
+	if r := e.prune(pruneParams(time.Hour, 2*time.Hour)); r != (errandstore.PruneResult{Succeeded: 1}) {
 		t.Errorf("prune past the succeeded age: %+v, want the succeeded job", r)
 	}
 	e.notFound("s")
 	e.get("d")
 	e.clock.Advance(time.Hour)
-	if r := e.prune(pruneParams(0, 2*time.Hour)); r != (errand.PruneResult{Dead: 1}) {
+	if r := e.prune(pruneParams(0, 2*time.Hour)); r != (errandstore.PruneResult{Dead: 1}) {
 		t.Errorf("prune past the dead age: %+v, want the dead job", r)
 	}
 	e.notFound("d")
@@ -277,66 +279,66 @@ func testPruneAges(t *testing.T, h harness) {
 func testPruneBatches(t *testing.T, h harness) {
 	e := open(t, h)
 	for _, id := range []string{"s1", "s2", "s3"} {
-		e.jobInState(id, errand.StateSucceeded)
+		e.jobInState(id, errandtype.StateSucceeded)
 		e.clock.Advance(time.Second)
 	}
-	e.jobInState("d1", errand.StateDead)
+	e.jobInState("d1", errandtype.StateDead)
 	e.clock.Advance(time.Hour)
 	p := pruneParams(time.Minute, time.Minute)
 	p.Limit = 2
 	now := e.now()
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 2}) {
 		t.Errorf("first batch: %+v, want 2 succeeded", r)
 	}
 	e.notFound("s1")
 	e.notFound("s2")
 	e.get("s3")
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1, Dead: 1}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1, Dead: 1}) {
 		t.Errorf("second batch: %+v, want 1 succeeded and 1 dead", r)
 	}
 	if r := e.prune(p); r.Total() != 0 {
 		t.Errorf("third batch: %+v, want nothing", r)
 	}
-	rec := func(s, d int) errand.AuditRecord {
-		return errand.AuditRecord{Action: errand.AuditPrune, Operator: "ana", Reason: "retention", At: now,
-			Details: errand.PruneDetails(p, errand.PruneResult{Succeeded: s, Dead: d})}
+	rec := func(s, d int) errandtype.AuditRecord {
+		return errandtype.AuditRecord{Action: errandtype.AuditPrune, Operator: "ana", Reason: "retention", At: now,
+			Details: errandstore.PruneDetails(p, errandstore.PruneResult{Succeeded: s, Dead: d})}
 	}
-	checkRecords(t, "audit of prunes", e.auditList(&errand.AuditListParams{}), []errand.AuditRecord{rec(1, 1), rec(2, 0)})
+	checkRecords(t, "audit of prunes", e.auditList(&errandstore.AuditListParams{}), []errandtype.AuditRecord{rec(1, 1), rec(2, 0)})
 }
 
 // testPruneDryRun checks that a dry run counts without a limit and writes
 // nothing.
 func testPruneDryRun(t *testing.T, h harness) {
 	e := open(t, h)
-	s := e.jobInState("s", errand.StateSucceeded)
-	c := e.jobInState("c", errand.StateCancelled)
+	s := e.jobInState("s", errandtype.StateSucceeded)
+	c := e.jobInState("c", errandtype.StateCancelled)
 	e.clock.Advance(time.Hour)
-	p := &errand.JobPruneParams{SucceededAge: time.Minute, DryRun: true}
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1, Cancelled: 1, DryRun: true}) {
+	p := &errandstore.JobPruneParams{SucceededAge: time.Minute, DryRun: true}
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1, Cancelled: 1, DryRun: true}) {
 		t.Errorf("dry run: %+v", r)
 	}
 	e.unchanged("dry run", s)
 	e.unchanged("dry run", c)
-	checkRecords(t, "audit after a dry run", e.auditList(&errand.AuditListParams{Action: errand.AuditPrune}), nil)
+	checkRecords(t, "audit after a dry run", e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditPrune}), nil)
 }
 
 // testPruneBadParams checks that bad params are an *InputError and
 // nothing is deleted.
 func testPruneBadParams(t *testing.T, h harness) {
 	e := open(t, h)
-	s := e.jobInState("s", errand.StateSucceeded)
+	s := e.jobInState("s", errandtype.StateSucceeded)
 	e.clock.Advance(time.Hour)
-	for _, p := range []*errand.JobPruneParams{
+	for _, p := range []*errandstore.JobPruneParams{
 		{Limit: 10, Operator: "ana", Reason: "r"},
 		{SucceededAge: -time.Minute, Limit: 10, Operator: "ana", Reason: "r"},
 		{SucceededAge: time.Minute, DeadAge: -time.Minute, Limit: 10, Operator: "ana", Reason: "r"},
 		{SucceededAge: time.Hour, DeadAge: time.Minute, Limit: 10, Operator: "ana", Reason: "r"},
 		{SucceededAge: time.Minute, Limit: 0, Operator: "ana", Reason: "r"},
-		{SucceededAge: time.Minute, Limit: errand.MaxPruneBatch + 1, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Minute, Limit: errandstore.MaxPruneBatch + 1, Operator: "ana", Reason: "r"},
 		{SucceededAge: time.Minute, Limit: 10, Reason: "r"},
 	} {
 		r, err := e.s.JobPrune(e.ctx, p)
-		var ie *errand.InputError
+		var ie *errandtype.InputError
 		if !errors.As(err, &ie) {
 			t.Errorf("JobPrune(%+v) = %+v, %v; want an *InputError", *p, r, err)
 		}
@@ -361,13 +363,13 @@ func (e *env) finishedBatch(id string, callbackDone bool, ok ...bool) {
 		e.t.Fatalf("BatchComplete(%s) completed %d batches", id, len(done))
 	}
 	if callbackDone {
-		e.recordOK(succeeded(e.claimIn("callbacks", errand.BatchCallbackJobID(id))))
+		e.recordOK(succeeded(e.claimIn("callbacks", errandstore.BatchCallbackJobID(id))))
 	}
 }
 
 func (e *env) noBatch(id string) {
 	e.t.Helper()
-	if b, err := e.batches().BatchGet(e.ctx, &errand.BatchGetParams{ID: id}); !errors.Is(err, errand.ErrNotFound) {
+	if b, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: id}); !errors.Is(err, errandtype.ErrNotFound) {
 		e.t.Fatalf("BatchGet(%s) = %+v, %v; want ErrNotFound", id, b, err)
 	}
 }
@@ -386,17 +388,17 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e.finishedBatch("b-callback", false, true)
 	e.insertWorkflow(wfParams("w-done", wfStep("one")))
 	e.finishStep("w-done", "one", "", true)
-	e.wantAdvance("w-done", errand.WorkflowSucceeded)
+	e.wantAdvance("w-done", errandtype.WorkflowSucceeded)
 	// Open: its job and itself stay, however old.
 	e.insertWorkflow(wfParams("w-open", wfStep("p"), wfStep("q", "p")))
 	e.finishStep("w-open", "p", "", true)
 	e.insertWorkflow(wfParams("w-failed", wfUndoStep("r"), wfStep("s", "r")))
 	e.finishStep("w-failed", "r", "", true)
-	e.wantAdvance("w-failed", errand.WorkflowRunning, "w-failed.step.s")
+	e.wantAdvance("w-failed", errandtype.WorkflowRunning, "w-failed.step.s")
 	e.finishStep("w-failed", "s", "", false)
-	e.wantAdvance("w-failed", errand.WorkflowCompensating, "w-failed.undo.r")
+	e.wantAdvance("w-failed", errandtype.WorkflowCompensating, "w-failed.undo.r")
 	e.finishUndo("w-failed", "r", true)
-	e.wantAdvance("w-failed", errand.WorkflowFailed)
+	e.wantAdvance("w-failed", errandtype.WorkflowFailed)
 
 	e.clock.Advance(2 * time.Hour)
 	p := pruneParams(time.Hour, 1000*time.Hour)
@@ -408,14 +410,14 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	e.batch("b-done")
 	e.workflow("w-done")
 	r := e.prune(p)
-	if want := (errand.PruneResult{Succeeded: 7, Batches: 1, Workflows: 1}); r != want {
+	if want := (errandstore.PruneResult{Succeeded: 7, Batches: 1, Workflows: 1}); r != want {
 		t.Errorf("prune: %+v, want %+v", r, want)
 	}
 	e.noBatch("b-done")
 	e.noWorkflow("w-done")
 	e.batch("b-dead")
 	e.batch("b-callback")
-	if w := e.workflow("w-open"); w.State != errand.WorkflowRunning {
+	if w := e.workflow("w-open"); w.State != errandtype.WorkflowRunning {
 		t.Errorf("w-open after the prune is %s", w.State)
 	}
 	e.get("w-open.step.p")
@@ -430,17 +432,17 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 	// Past the dead age, the dead jobs go, and their batch and workflow
 	// with them, the failed workflow's other jobs too.
 	e.clock.Advance(1000 * time.Hour)
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}) {
 		t.Errorf("prune past the dead age: %+v, want 2 dead, w-failed's 2 other jobs, b-dead and w-failed", r)
 	}
 	e.noBatch("b-dead")
 	e.noWorkflow("w-failed")
 	e.batch("b-callback")
 	e.workflow("w-open")
-	recs := e.auditList(&errand.AuditListParams{Action: errand.AuditPrune})
+	recs := e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditPrune})
 	var got, want map[string]any
 	if len(recs) != 2 || json.Unmarshal(recs[0].Details, &got) != nil ||
-		json.Unmarshal(errand.PruneDetails(p, errand.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}), &want) != nil ||
+		json.Unmarshal(errandstore.PruneDetails(p, errandstore.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}), &want) != nil ||
 		!reflect.DeepEqual(got, want) {
 		t.Errorf("audit of prunes: %d records, newest %s", len(recs), recs[0].Details)
 	}
@@ -468,21 +470,21 @@ func testPruneBatchesLimited(t *testing.T, h harness) {
 	e.clock.Advance(31 * time.Minute)
 	p := pruneParams(time.Hour, 0)
 	p.Limit = 2
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 2}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 2}) {
 		t.Errorf("first prune: %+v, want 2 members and no batch (completed within the hour)", r)
 	}
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1}) {
 		t.Errorf("second prune: %+v, want the last member and no batch", r)
 	}
 	e.batch("b1")
 	e.clock.Advance(time.Hour)
-	if r := e.prune(p); r != (errand.PruneResult{Batches: 2}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Batches: 2}) {
 		t.Errorf("prune an hour on: %+v, want 2 batches", r)
 	}
 	e.noBatch("b1")
 	e.noBatch("b2")
 	e.batch("b3")
-	if r := e.prune(p); r != (errand.PruneResult{Batches: 1}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Batches: 1}) {
 		t.Errorf("last prune: %+v, want b3", r)
 	}
 	e.noBatch("b3")
@@ -497,19 +499,19 @@ func testPruneKeepsOpenWorkflowJobs(t *testing.T, h harness) {
 	e.workflows()
 	e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a")))
 	e.finishStep("w1", "a", `{"charge":1}`, true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.b")
 	e.insertWorkflow(wfParams("w2", wfStep("c"), wfStep("d"), wfStep("e", "c", "d")))
 	e.finishStep("w2", "c", "", true)
-	e.wantAdvance("w2", errand.WorkflowRunning)
+	e.wantAdvance("w2", errandtype.WorkflowRunning)
 
 	e.clock.Advance(2 * time.Hour)
 	p := pruneParams(time.Hour, time.Hour)
 	dry := *p
 	dry.DryRun = true
-	if r := e.prune(&dry); r != (errand.PruneResult{DryRun: true}) {
+	if r := e.prune(&dry); r != (errandstore.PruneResult{DryRun: true}) {
 		t.Errorf("dry run: %+v, want nothing (every finished job belongs to an open workflow)", r)
 	}
-	if r := e.prune(p); r != (errand.PruneResult{}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{}) {
 		t.Errorf("prune: %+v, want nothing (every finished job belongs to an open workflow)", r)
 	}
 	e.get("w1.step.a")
@@ -518,16 +520,16 @@ func testPruneKeepsOpenWorkflowJobs(t *testing.T, h harness) {
 	// A later step's failure still compensates the step that finished
 	// long ago.
 	e.finishStep("w1", "b", "", false)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.a")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.a")
 	// A join on a step that finished long ago still starts, and the
 	// workflow succeeds.
 	e.finishStep("w2", "d", "", true)
-	e.wantAdvance("w2", errand.WorkflowRunning, "w2.step.e")
+	e.wantAdvance("w2", errandtype.WorkflowRunning, "w2.step.e")
 	if _, wc := wfArgs(t, e.get("w2.step.e")); wc.Step != "e" {
 		t.Fatalf("w2.step.e's workflow context: %+v", wc)
 	}
 	e.finishStep("w2", "e", "", true)
-	e.wantAdvance("w2", errand.WorkflowSucceeded)
+	e.wantAdvance("w2", errandtype.WorkflowSucceeded)
 
 	// Once the workflow finished, its old jobs go.
 	e.clock.Advance(2 * time.Hour)
@@ -577,9 +579,9 @@ func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
 		t.Helper()
 		e.insertWorkflow(wfParams(id, wfStep("a"), wfStep("b", "a"), wfStep("c", "b")))
 		e.finishStep(id, "a", `{"charge":1}`, true)
-		e.wantAdvance(id, errand.WorkflowRunning, id+".step.b")
+		e.wantAdvance(id, errandtype.WorkflowRunning, id+".step.b")
 		e.finishStep(id, "b", "", false)
-		e.wantAdvance(id, errand.WorkflowFailed)
+		e.wantAdvance(id, errandtype.WorkflowFailed)
 	}
 	fail("w1")
 	fail("w2")
@@ -587,30 +589,30 @@ func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
 	p := pruneParams(time.Hour, 10*time.Hour)
 	dry := *p
 	dry.DryRun = true
-	if r := e.prune(&dry); r != (errand.PruneResult{DryRun: true}) {
+	if r := e.prune(&dry); r != (errandstore.PruneResult{DryRun: true}) {
 		t.Errorf("dry run: %+v, want nothing (the failed workflows may be resumed)", r)
 	}
-	if r := e.prune(p); r != (errand.PruneResult{}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{}) {
 		t.Errorf("prune: %+v, want nothing (the failed workflows may be resumed)", r)
 	}
 
 	// Resumed, w1 runs from its failed step to success.
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.b", Operator: "ops", Reason: "fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.step.b", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
 	e.finishStep("w1", "b", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.c")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.c")
 	e.finishStep("w1", "c", "", true)
-	e.wantAdvance("w1", errand.WorkflowSucceeded)
+	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 
 	// Past the dead age, w2's dead step goes, and the rest of w2 with it;
 	// w1, succeeded, goes whole.
 	e.clock.Advance(10 * time.Hour)
-	if r := e.prune(&dry); r != (errand.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2, DryRun: true}) {
+	if r := e.prune(&dry); r != (errandstore.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2, DryRun: true}) {
 		t.Errorf("dry run past the dead age: %+v, want every job and both workflows", r)
 	}
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2}) {
 		t.Errorf("prune past the dead age: %+v, want every job and both workflows", r)
 	}
 	e.noWorkflow("w1")

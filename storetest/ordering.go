@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 var orderingCases = []testCase{
@@ -23,7 +24,7 @@ var orderingCases = []testCase{
 func (e *env) heldBy() map[string]string {
 	e.t.Helper()
 	got := map[string]string{}
-	for _, j := range e.list(&errand.JobListParams{}) {
+	for _, j := range e.list(&errandstore.JobListParams{}) {
 		byGet := e.get(j.ID).HeldBy
 		if (byGet == nil) != (j.HeldBy == nil) || byGet != nil && *byGet != *j.HeldBy {
 			e.t.Errorf("job %s: JobList says held by %v, JobGet by %v", j.ID, j.HeldBy, byGet)
@@ -54,13 +55,13 @@ func testOrderingHeldBy(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("k1", "key"), keyed("k2", "key"), keyed("k3", "key"), newJob("free"), keyed("b1", "other"))
 	e.wantHeldBy("all queued", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
-	other := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"email"},
+	other := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"email"},
 		Limit: 10, Lease: time.Hour, Owner: owner})
 	if got := ids(other); !slices.Equal(got, []string{"k1", "free", "b1"}) {
 		t.Fatalf("claim: %v, want [k1 free b1]", got)
 	}
 	e.wantHeldBy("k1, free and b1 running", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
-	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(other[0]), Kind: errand.OutcomeSnooze})
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(other[0]), Kind: errandstore.OutcomeSnooze})
 	e.recordOK(succeeded(other[1]))
 	e.recordOK(succeeded(other[2]))
 	e.wantHeldBy("k1 snoozed", map[string]string{"k1": "", "k2": "k1", "k3": "k1", "free": "", "b1": ""})
@@ -72,7 +73,7 @@ func testOrderingHeldBy(t *testing.T, h harness) {
 	e.clock.Advance(time.Minute)
 	e.recordOK(succeeded(e.claimOne("k1")))
 	e.wantHeldBy("k1 succeeded", map[string]string{"k1": "", "k2": "", "k3": "k2"})
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "k2"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "k2"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wantHeldBy("k2 cancelled", map[string]string{"k2": "", "k3": ""})
@@ -81,7 +82,7 @@ func testOrderingHeldBy(t *testing.T, h harness) {
 	// k3, and a job enqueued after both waits for k2, the first of the
 	// key in line.
 	j3 := e.claimOne("k3")
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "k2", Operator: "op", Reason: "again"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "k2", Operator: "op", Reason: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	e.insert(keyed("k4", "key"))
@@ -94,7 +95,7 @@ func testOrderingHeldBy(t *testing.T, h harness) {
 	e.claimNone()
 }
 
-func keyed(id, key string) *errand.JobInsertParams {
+func keyed(id, key string) *errandstore.JobInsertParams {
 	p := newJob(id)
 	p.OrderingKey = key
 	return p
@@ -128,7 +129,7 @@ func testOrderingRetryHoldsBack(t *testing.T, h harness) {
 	e.claimNone() // k1 retrying, not due; k2 waits behind it
 	e.clock.Advance(time.Minute)
 	j1 = e.claimOne("k1")
-	e.recordOK(&errand.JobOutcome{JobLease: leaseOf(j1), Kind: errand.OutcomeSnooze, Delay: time.Minute})
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j1), Kind: errandstore.OutcomeSnooze, Delay: time.Minute})
 	e.claimNone() // k1 snoozed
 	e.clock.Advance(time.Minute)
 	e.claimOne("k1")
@@ -142,7 +143,7 @@ func testOrderingFinishedHoldNothing(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insert(keyed("k1", "key"), keyed("k2", "key"), keyed("k3", "key"))
 	e.recordOK(dead(e.claimOne("k1")))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "k2"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "k2"}); err != nil {
 		t.Fatal(err)
 	}
 	e.claimOne("k3")
@@ -165,18 +166,18 @@ func testOrderingKeysIndependent(t *testing.T, h harness) {
 func testOrderingConcurrentClaims(t *testing.T, h harness) {
 	e := open(t, h)
 	const n = 12
-	var ps []*errand.JobInsertParams
+	var ps []*errandstore.JobInsertParams
 	for i := range n {
 		ps = append(ps, keyed(string(rune('a'+i)), "key"))
 	}
 	e.insert(ps...)
-	stores := []errand.Store{e.s, e.second()}
+	stores := []errandstore.Store{e.s, e.second()}
 	var (
 		mu          sync.Mutex
 		order       []string
 		ackSent     = map[string]bool{} // set before the ack is sent
 		wg          sync.WaitGroup
-		allIDs      = ids(e.list(&errand.JobListParams{}))
+		allIDs      = ids(e.list(&errandstore.JobListParams{}))
 		finished    = func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == n }
 		predecessor = func(id string) string {
 			i := slices.Index(allIDs, id)
@@ -211,7 +212,7 @@ func testOrderingConcurrentClaims(t *testing.T, h harness) {
 					order = append(order, j.ID)
 					ackSent[j.ID] = true
 					mu.Unlock()
-					rs, err := s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{succeeded(j)}})
+					rs, err := s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{succeeded(j)}})
 					if err != nil || rs[0].Err != nil {
 						t.Errorf("ack %s: %v %v", j.ID, err, rs)
 					}

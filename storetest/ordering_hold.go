@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var orderingHoldCases = []testCase{
@@ -16,7 +18,7 @@ var orderingHoldCases = []testCase{
 
 // holding returns insert parameters for a job of ordering key key that
 // holds it while dead.
-func holding(id, key string) *errand.JobInsertParams {
+func holding(id, key string) *errandstore.JobInsertParams {
 	p := keyed(id, key)
 	p.OrderingHold = true
 	return p
@@ -26,7 +28,7 @@ func holding(id, key string) *errand.JobInsertParams {
 // their ordering key.
 func (e *env) heldCount() int {
 	e.t.Helper()
-	d, err := e.s.JobInsights(e.ctx, &errand.JobInsightsParams{})
+	d, err := e.s.JobInsights(e.ctx, &errandstore.JobInsightsParams{})
 	if err != nil {
 		e.t.Fatalf("JobInsights: %v", err)
 	}
@@ -69,7 +71,7 @@ func testOrderingHoldUntilReplay(t *testing.T, h harness) {
 	e.insert(keyed("o2", "other"))
 	e.claimOne("o2")
 
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "h1", Operator: "ana", Reason: "ledger fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "h1", Operator: "ana", Reason: "ledger fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wantHeldBy("h1 replayed", map[string]string{"h1": "", "h2": "h1", "h3": "h1"})
@@ -97,22 +99,22 @@ func testOrderingHoldCancelReleases(t *testing.T, h harness) {
 		e.recordOK(dead(j))
 	}
 	e.claimNone()
-	c, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "h1", Operator: "ana", Reason: "skip the broken entry"})
+	c, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "h1", Operator: "ana", Reason: "skip the broken entry"})
 	if err != nil {
 		t.Fatalf("cancel dead h1 that holds its key: %v", err)
 	}
-	if c.State != errand.StateCancelled {
+	if c.State != errandtype.StateCancelled {
 		t.Fatalf("cancelled h1 is %s", c.State)
 	}
 	e.wantHeldBy("h1 cancelled", map[string]string{"h2": ""})
 	e.claimOne("h2")
 	for _, id := range []string{"r1", "plain"} {
-		_, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id, Operator: "ana", Reason: "r"})
-		var se *errand.StateError
-		if !errors.As(err, &se) || se.State != errand.StateDead {
+		_, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: id, Operator: "ana", Reason: "r"})
+		var se *errandtype.StateError
+		if !errors.As(err, &se) || se.State != errandtype.StateDead {
 			t.Errorf("cancel dead %s that holds no key: %v; want a *StateError", id, err)
 		}
-		if got := e.get(id).State; got != errand.StateDead {
+		if got := e.get(id).State; got != errandtype.StateDead {
 			t.Errorf("job %s is %s after a refused cancel, want dead", id, got)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var outcomeCases = []testCase{
@@ -20,47 +22,47 @@ var outcomeCases = []testCase{
 func testOutcomeKinds(t *testing.T, h harness) {
 	const stack = "goroutine 7 [running]:\nmain.handler(...)\n\t/src/main.go:42 +0x1d"
 	for _, c := range []struct {
-		kind    errand.OutcomeKind
+		kind    errandstore.OutcomeKind
 		delay   time.Duration
-		err     *errand.AttemptError
-		expect  func(want *errand.Job, now time.Time, entry *errand.AttemptError)
-		state   errand.JobState
+		err     *errandtype.AttemptError
+		expect  func(want *errandtype.Job, now time.Time, entry *errandtype.AttemptError)
+		state   errandtype.JobState
 		nextRun func(now time.Time) time.Time
 	}{
 		{
-			kind:  errand.OutcomeSucceeded,
-			state: errand.StateSucceeded,
-			expect: func(w *errand.Job, now time.Time, _ *errand.AttemptError) {
+			kind:  errandstore.OutcomeSucceeded,
+			state: errandtype.StateSucceeded,
+			expect: func(w *errandtype.Job, now time.Time, _ *errandtype.AttemptError) {
 				w.FinishedAt = ptr(now)
 			},
 		},
 		{
-			kind:  errand.OutcomeRetry,
+			kind:  errandstore.OutcomeRetry,
 			delay: 2 * time.Minute,
-			err:   &errand.AttemptError{Attempt: 1, Class: "receipt_unavailable", Message: "mail server said 451"},
-			state: errand.StateRetrying,
-			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+			err:   &errandtype.AttemptError{Attempt: 1, Class: "receipt_unavailable", Message: "mail server said 451"},
+			state: errandtype.StateRetrying,
+			expect: func(w *errandtype.Job, now time.Time, e *errandtype.AttemptError) {
 				w.AvailableAt = now.Add(2 * time.Minute)
-				w.Errors = []errand.AttemptError{*e}
+				w.Errors = []errandtype.AttemptError{*e}
 				w.LastError = lastErr(*e)
 			},
 			nextRun: func(now time.Time) time.Time { return now.Add(2 * time.Minute) },
 		},
 		{
-			kind:  errand.OutcomeDead,
-			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassPanic, Message: "panic: nil map", Stack: stack},
-			state: errand.StateDead,
-			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+			kind:  errandstore.OutcomeDead,
+			err:   &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPanic, Message: "panic: nil map", Stack: stack},
+			state: errandtype.StateDead,
+			expect: func(w *errandtype.Job, now time.Time, e *errandtype.AttemptError) {
 				w.FinishedAt = ptr(now)
-				w.Errors = []errand.AttemptError{*e}
+				w.Errors = []errandtype.AttemptError{*e}
 				w.LastError = lastErr(*e)
 			},
 		},
 		{
-			kind:  errand.OutcomeSnooze,
+			kind:  errandstore.OutcomeSnooze,
 			delay: 10 * time.Minute,
-			state: errand.StateQueued,
-			expect: func(w *errand.Job, now time.Time, _ *errand.AttemptError) {
+			state: errandtype.StateQueued,
+			expect: func(w *errandtype.Job, now time.Time, _ *errandtype.AttemptError) {
 				w.Attempt = 0
 				w.AvailableAt = now.Add(10 * time.Minute)
 			},
@@ -69,33 +71,33 @@ func testOutcomeKinds(t *testing.T, h harness) {
 		{
 			// No delay and no error: a store may write it as it writes
 			// successes, and it is still a snooze.
-			kind:  errand.OutcomeSnooze,
-			state: errand.StateQueued,
-			expect: func(w *errand.Job, now time.Time, _ *errand.AttemptError) {
+			kind:  errandstore.OutcomeSnooze,
+			state: errandtype.StateQueued,
+			expect: func(w *errandtype.Job, now time.Time, _ *errandtype.AttemptError) {
 				w.Attempt = 0
 				w.AvailableAt = now
 			},
 			nextRun: func(now time.Time) time.Time { return now },
 		},
 		{
-			kind:  errand.OutcomeInterrupted,
-			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassInterrupted, Message: "worker draining"},
-			state: errand.StateQueued,
-			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+			kind:  errandstore.OutcomeInterrupted,
+			err:   &errandtype.AttemptError{Attempt: 1, Class: errand.ClassInterrupted, Message: "worker draining"},
+			state: errandtype.StateQueued,
+			expect: func(w *errandtype.Job, now time.Time, e *errandtype.AttemptError) {
 				w.Attempt = 0
 				w.AvailableAt = now
-				w.Errors = []errand.AttemptError{*e}
+				w.Errors = []errandtype.AttemptError{*e}
 				w.LastError = lastErr(*e)
 			},
 			nextRun: func(now time.Time) time.Time { return now },
 		},
 		{
-			kind:  errand.OutcomeCancelled,
-			err:   &errand.AttemptError{Attempt: 1, Class: errand.ClassCancelled, Message: errand.CancelledByRequestMessage},
-			state: errand.StateCancelled,
-			expect: func(w *errand.Job, now time.Time, e *errand.AttemptError) {
+			kind:  errandstore.OutcomeCancelled,
+			err:   &errandtype.AttemptError{Attempt: 1, Class: errandstore.ClassCancelled, Message: errand.CancelledByRequestMessage},
+			state: errandtype.StateCancelled,
+			expect: func(w *errandtype.Job, now time.Time, e *errandtype.AttemptError) {
 				w.FinishedAt = ptr(now)
-				w.Errors = []errand.AttemptError{*e}
+				w.Errors = []errandtype.AttemptError{*e}
 				w.LastError = lastErr(*e)
 			},
 		},
@@ -105,7 +107,7 @@ func testOutcomeKinds(t *testing.T, h harness) {
 			e.insertIDs("a")
 			j := e.claimOne("a")
 			now := e.clock.Advance(5 * time.Second)
-			o := &errand.JobOutcome{JobLease: leaseOf(j), Kind: c.kind, Delay: c.delay, Error: c.err}
+			o := &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: c.kind, Delay: c.delay, Error: c.err}
 			r := e.recordOK(o)
 			if r.State != c.state {
 				t.Errorf("result state %s, want %s", r.State, c.state)
@@ -118,7 +120,7 @@ func testOutcomeKinds(t *testing.T, h harness) {
 			want := *j
 			want.State = c.state
 			want.LeaseToken, want.LeaseUntil = nil, nil
-			var ent *errand.AttemptError
+			var ent *errandtype.AttemptError
 			if c.err != nil {
 				en := entry(o, 0, now)
 				ent = &en
@@ -146,18 +148,18 @@ func testOutcomeBatch(t *testing.T, h harness) {
 		succeeded(a),
 		staleB,
 		dead(c),
-		&errand.JobOutcome{JobLease: leaseOf(d), Kind: errand.OutcomeSnooze, Delay: time.Minute},
+		&errandstore.JobOutcome{JobLease: leaseOf(d), Kind: errandstore.OutcomeSnooze, Delay: time.Minute},
 		succeeded(a), // a second outcome for a: its lease ended with the first
 	)
 	want := []struct {
-		state errand.JobState
+		state errandtype.JobState
 		err   error
 	}{
-		{errand.StateSucceeded, nil},
-		{"", errand.ErrLeaseLost},
-		{errand.StateDead, nil},
-		{errand.StateQueued, nil},
-		{"", errand.ErrLeaseLost},
+		{errandtype.StateSucceeded, nil},
+		{"", errandtype.ErrLeaseLost},
+		{errandtype.StateDead, nil},
+		{errandtype.StateQueued, nil},
+		{"", errandtype.ErrLeaseLost},
 	}
 	for i, w := range want {
 		if rs[i].State != w.state || !errors.Is(rs[i].Err, w.err) || (w.err == nil) != (rs[i].Err == nil) {
@@ -165,17 +167,17 @@ func testOutcomeBatch(t *testing.T, h harness) {
 		}
 	}
 	e.unchanged("job b with a stale outcome", beforeB)
-	if got := e.get("a"); got.State != errand.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+	if got := e.get("a"); got.State != errandtype.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
 		t.Errorf("job a: state %s finished_at %v, want succeeded at %v", got.State, got.FinishedAt, now)
 	}
-	if got := e.get("c"); got.State != errand.StateDead || len(got.Errors) != 1 {
+	if got := e.get("c"); got.State != errandtype.StateDead || len(got.Errors) != 1 {
 		t.Errorf("job c: state %s with %d history entries, want dead with 1", got.State, len(got.Errors))
 	}
-	if got := e.get("d"); got.State != errand.StateQueued || !got.AvailableAt.Equal(now.Add(time.Minute)) {
+	if got := e.get("d"); got.State != errandtype.StateQueued || !got.AvailableAt.Equal(now.Add(time.Minute)) {
 		t.Errorf("job d: state %s available_at %v, want queued at %v", got.State, got.AvailableAt, now.Add(time.Minute))
 	}
 	// b's holder still owns it and can finish.
-	if r := e.recordOK(succeeded(b)); r.State != errand.StateSucceeded {
+	if r := e.recordOK(succeeded(b)); r.State != errandtype.StateSucceeded {
 		t.Errorf("job b with its own token: state %s", r.State)
 	}
 }
@@ -200,14 +202,14 @@ func testOutcomeBatchOfOneKind(t *testing.T, h harness) {
 	for i, r := range rs {
 		lost := i == 1 || i == 6
 		switch {
-		case lost && !errors.Is(r.Err, errand.ErrLeaseLost):
+		case lost && !errors.Is(r.Err, errandtype.ErrLeaseLost):
 			t.Errorf("outcome %d: %+v, want lease lost", i, r)
-		case !lost && (r.Err != nil || r.State != errand.StateSucceeded):
+		case !lost && (r.Err != nil || r.State != errandtype.StateSucceeded):
 			t.Errorf("outcome %d: %+v, want succeeded", i, r)
 		}
 	}
 	for _, id := range []string{"a", "c", "d", "e", "f"} {
-		if got := e.get(id); got.State != errand.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.LeaseToken != nil {
+		if got := e.get(id); got.State != errandtype.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.LeaseToken != nil {
 			t.Errorf("job %s: state %s finished_at %v lease %v, want succeeded at %v with no lease", id, got.State, got.FinishedAt, got.LeaseToken, now)
 		}
 	}
@@ -223,8 +225,8 @@ func testOutcomeAttemptsBounded(t *testing.T, h harness) {
 	p := newJob("a")
 	p.MaxAttempts = 3
 	inserted := e.insert(p)[0]
-	var history []errand.AttemptError
-	var j *errand.Job
+	var history []errandtype.AttemptError
+	var j *errandtype.Job
 	for attempt := 1; attempt <= 3; attempt++ {
 		claimAt := e.now()
 		j = e.claimOne("a")
@@ -235,24 +237,24 @@ func testOutcomeAttemptsBounded(t *testing.T, h harness) {
 		o := retry(j, time.Minute)
 		o.Error.Class = "smtp_" + string(rune('0'+attempt))
 		if attempt == j.MaxAttempts {
-			o.Kind, o.Delay = errand.OutcomeDead, 0
+			o.Kind, o.Delay = errandstore.OutcomeDead, 0
 		}
 		r := e.recordOK(o)
 		history = append(history, entry(o, 0, now))
 		if attempt < 3 {
-			if r.State != errand.StateRetrying {
+			if r.State != errandtype.StateRetrying {
 				t.Fatalf("attempt %d: state %s, want retrying", attempt, r.State)
 			}
 			e.claimNone()
 			e.clock.Advance(time.Minute)
 			continue
 		}
-		if r.State != errand.StateDead {
+		if r.State != errandtype.StateDead {
 			t.Fatalf("last attempt: state %s, want dead", r.State)
 		}
 		want := claimed(inserted, token(j), claimAt, lease, owner)
 		want.Attempt = 3
-		want.State = errand.StateDead
+		want.State = errandtype.StateDead
 		want.AvailableAt = claimAt
 		want.LeaseToken, want.LeaseUntil = nil, nil
 		want.FinishedAt = ptr(now)
@@ -268,14 +270,14 @@ func testOutcomeInvalid(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
 	j := e.claimOne("a")
-	for _, o := range []*errand.JobOutcome{
-		{JobLease: leaseOf(j), Kind: errand.OutcomeRetry},       // no error entry
-		{JobLease: leaseOf(j), Kind: errand.OutcomeDead},        // no error entry
-		{JobLease: leaseOf(j), Kind: errand.OutcomeInterrupted}, // no error entry
+	for _, o := range []*errandstore.JobOutcome{
+		{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry},       // no error entry
+		{JobLease: leaseOf(j), Kind: errandstore.OutcomeDead},        // no error entry
+		{JobLease: leaseOf(j), Kind: errandstore.OutcomeInterrupted}, // no error entry
 		{JobLease: leaseOf(j), Kind: "vanished"},
 	} {
-		rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: []*errand.JobOutcome{o}})
-		if !errors.Is(err, errand.ErrInvalid) {
+		rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
+		if !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("outcome %q without what it needs: %+v, %v; want ErrInvalid", o.Kind, rs, err)
 		}
 	}

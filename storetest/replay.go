@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var replayCases = []testCase{
@@ -25,30 +26,30 @@ var cancelCases = []testCase{
 
 // jobInState returns a job with id in state st, made the way workers and
 // operators make it.
-func (e *env) jobInState(id string, st errand.JobState) *errand.Job {
+func (e *env) jobInState(id string, st errandtype.JobState) *errandtype.Job {
 	e.t.Helper()
 	p := newJob(id)
 	p.Queue = "q-" + id // so claims here touch this job only
 	e.insert(p)
-	claim := func() *errand.Job {
-		js := e.claimWith(&errand.JobClaimParams{Queues: []string{p.Queue}, Limit: 1, Lease: lease, Owner: owner})
+	claim := func() *errandtype.Job {
+		js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{p.Queue}, Limit: 1, Lease: lease, Owner: owner})
 		if len(js) != 1 {
 			e.t.Fatalf("claim %s: got %v", id, ids(js))
 		}
 		return js[0]
 	}
 	switch st {
-	case errand.StateQueued:
-	case errand.StateRunning:
+	case errandtype.StateQueued:
+	case errandtype.StateRunning:
 		claim()
-	case errand.StateRetrying:
+	case errandtype.StateRetrying:
 		e.recordOK(retry(claim(), time.Minute))
-	case errand.StateSucceeded:
+	case errandtype.StateSucceeded:
 		e.recordOK(succeeded(claim()))
-	case errand.StateDead:
+	case errandtype.StateDead:
 		e.recordOK(dead(claim()))
-	case errand.StateCancelled:
-		if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id}); err != nil {
+	case errandtype.StateCancelled:
+		if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: id}); err != nil {
 			e.t.Fatalf("cancel %s: %v", id, err)
 		}
 	}
@@ -59,9 +60,9 @@ func (e *env) jobInState(id string, st errand.JobState) *errand.Job {
 	return j
 }
 
-func (e *env) audit(id string) []errand.ReplayRecord {
+func (e *env) audit(id string) []errandtype.ReplayRecord {
 	e.t.Helper()
-	rs, err := e.s.JobReplayAudit(e.ctx, &errand.JobReplayAuditParams{JobID: id})
+	rs, err := e.s.JobReplayAudit(e.ctx, &errandstore.JobReplayAuditParams{JobID: id})
 	if err != nil {
 		e.t.Fatalf("JobReplayAudit(%s): %v", id, err)
 	}
@@ -69,9 +70,9 @@ func (e *env) audit(id string) []errand.ReplayRecord {
 }
 
 // replayed is what a replay at now should make of before.
-func replayed(before *errand.Job, now time.Time) *errand.Job {
+func replayed(before *errandtype.Job, now time.Time) *errandtype.Job {
 	w := *before
-	w.State = errand.StateQueued
+	w.State = errandtype.StateQueued
 	w.Attempt = 0
 	w.AvailableAt = now
 	w.Replays = before.Replays + 1
@@ -80,7 +81,7 @@ func replayed(before *errand.Job, now time.Time) *errand.Job {
 	return &w
 }
 
-func checkAudit(t *testing.T, got []errand.ReplayRecord, want []errand.ReplayRecord) {
+func checkAudit(t *testing.T, got []errandtype.ReplayRecord, want []errandtype.ReplayRecord) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("replay audit: %+v, want %d records", got, len(want))
@@ -115,15 +116,15 @@ func testReplayDead(t *testing.T, h harness) {
 	deadJob := e.get("a")
 
 	now := e.clock.Advance(time.Hour)
-	got, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "template fixed"})
+	got, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "template fixed"})
 	if err != nil {
 		t.Fatalf("JobReplay: %v", err)
 	}
 	want := replayed(deadJob, now)
 	same(t, "replayed job", want, got)
 	same(t, "JobGet after replay", want, e.get("a"))
-	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
-		{JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "template fixed", At: now},
+	checkAudit(t, e.audit("a"), []errandtype.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errandtype.StateDead, Operator: "ana", Reason: "template fixed", At: now},
 	})
 
 	// The new cycle runs from attempt 1 with the full budget; its failures
@@ -141,51 +142,51 @@ func testReplayDead(t *testing.T, h harness) {
 	}
 	o4 := dead(j)
 	e.recordOK(o4)
-	history := []errand.AttemptError{entry(o1, 0, t1), entry(o2, 0, t1), entry(o3, 1, t2), entry(o4, 1, t2)}
+	history := []errandtype.AttemptError{entry(o1, 0, t1), entry(o2, 0, t1), entry(o3, 1, t2), entry(o4, 1, t2)}
 	if g := e.get("a"); !slices.Equal(g.Errors, history) {
 		t.Errorf("history across a replay:\n got %+v\nwant %+v", g.Errors, history)
 	}
 
 	later := e.clock.Advance(time.Hour)
-	got, err = e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "bo", Reason: "again"})
+	got, err = e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "bo", Reason: "again"})
 	if err != nil {
 		t.Fatalf("second JobReplay: %v", err)
 	}
-	if got.Replays != 2 || got.Attempt != 0 || got.State != errand.StateQueued || !slices.Equal(got.Errors, history) {
+	if got.Replays != 2 || got.Attempt != 0 || got.State != errandtype.StateQueued || !slices.Equal(got.Errors, history) {
 		t.Errorf("second replay: %+v", got)
 	}
-	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
-		{JobID: "a", Replay: 1, PriorState: errand.StateDead, Operator: "ana", Reason: "template fixed", At: now},
-		{JobID: "a", Replay: 2, PriorState: errand.StateDead, Operator: "bo", Reason: "again", At: later},
+	checkAudit(t, e.audit("a"), []errandtype.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errandtype.StateDead, Operator: "ana", Reason: "template fixed", At: now},
+		{JobID: "a", Replay: 2, PriorState: errandtype.StateDead, Operator: "bo", Reason: "again", At: later},
 	})
 }
 
 func testReplayCancelled(t *testing.T, h harness) {
 	e := open(t, h)
-	c := e.jobInState("a", errand.StateCancelled)
+	c := e.jobInState("a", errandtype.StateCancelled)
 	now := e.clock.Advance(time.Minute)
-	got, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "cancelled by mistake"})
+	got, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "cancelled by mistake"})
 	if err != nil {
 		t.Fatalf("JobReplay: %v", err)
 	}
 	same(t, "replayed cancelled job", replayed(c, now), got)
-	checkAudit(t, e.audit("a"), []errand.ReplayRecord{
-		{JobID: "a", Replay: 1, PriorState: errand.StateCancelled, Operator: "ana", Reason: "cancelled by mistake", At: now},
+	checkAudit(t, e.audit("a"), []errandtype.ReplayRecord{
+		{JobID: "a", Replay: 1, PriorState: errandtype.StateCancelled, Operator: "ana", Reason: "cancelled by mistake", At: now},
 	})
 }
 
 func testReplayWrongState(t *testing.T, h harness) {
 	e := open(t, h)
-	for _, st := range []errand.JobState{errand.StateQueued, errand.StateRunning, errand.StateRetrying, errand.StateSucceeded} {
+	for _, st := range []errandtype.JobState{errandtype.StateQueued, errandtype.StateRunning, errandtype.StateRetrying, errandtype.StateSucceeded} {
 		id := string(st)
 		before := e.jobInState(id, st)
-		j, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: id, Operator: "ana", Reason: "try"})
-		var se *errand.StateError
-		if !errors.As(err, &se) || !errors.Is(err, errand.ErrWrongState) {
+		j, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: id, Operator: "ana", Reason: "try"})
+		var se *errandtype.StateError
+		if !errors.As(err, &se) || !errors.Is(err, errandtype.ErrWrongState) {
 			t.Errorf("replay of a %s job = %v, %v; want a *StateError", st, j, err)
 			continue
 		}
-		want := errand.StateError{Op: "replay", ID: id, State: st, Allowed: []errand.JobState{errand.StateDead, errand.StateCancelled}}
+		want := errandtype.StateError{Op: "replay", ID: id, State: st, Allowed: []errandtype.JobState{errandtype.StateDead, errandtype.StateCancelled}}
 		if se.Op != want.Op || se.ID != want.ID || se.State != want.State || !slices.Equal(se.Allowed, want.Allowed) {
 			t.Errorf("replay of a %s job: %+v, want %+v", st, *se, want)
 		}
@@ -198,8 +199,8 @@ func testReplayWrongState(t *testing.T, h harness) {
 
 func testReplayNotFound(t *testing.T, h harness) {
 	e := open(t, h)
-	j, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "missing", Operator: "ana", Reason: "r"})
-	if !errors.Is(err, errand.ErrNotFound) {
+	j, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "missing", Operator: "ana", Reason: "r"})
+	if !errors.Is(err, errandtype.ErrNotFound) {
 		t.Errorf("replay of an unknown job = %v, %v; want ErrNotFound", j, err)
 	}
 	if a := e.audit("missing"); len(a) != 0 {
@@ -217,11 +218,11 @@ func testReplayRenewsDeadline(t *testing.T, h harness) {
 	e.clock.Advance(2 * time.Minute)
 	e.claimNone()
 	expired := e.get("a")
-	if expired.State != errand.StateDead {
+	if expired.State != errandtype.StateDead {
 		t.Fatalf("state %s, want dead", expired.State)
 	}
 	now := e.clock.Advance(time.Hour)
-	got, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "r"})
+	got, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "r"})
 	if err != nil {
 		t.Fatalf("JobReplay: %v", err)
 	}
@@ -239,26 +240,26 @@ func testCancel(t *testing.T, h harness) {
 	sched.Queue = "q-scheduled"
 	e.insert(sched)
 	for _, id := range []string{"queued", "retrying", "scheduled"} {
-		var before *errand.Job
+		var before *errandtype.Job
 		if id == "scheduled" {
 			before = e.get(id)
 		} else {
-			before = e.jobInState(id, errand.JobState(id))
+			before = e.jobInState(id, errandtype.JobState(id))
 		}
 		now := e.clock.Advance(time.Second)
-		got, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id})
+		got, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: id})
 		if err != nil {
 			t.Fatalf("cancel %s job: %v", id, err)
 		}
 		want := *before
-		want.State = errand.StateCancelled
+		want.State = errandtype.StateCancelled
 		want.FinishedAt = ptr(now)
 		same(t, "cancelled "+id+" job", &want, got)
 		same(t, "JobGet of cancelled "+id+" job", &want, e.get(id))
 	}
 	e.clock.Advance(24 * time.Hour)
 	for _, q := range []string{"q-queued", "q-retrying", "q-scheduled"} {
-		if js := e.claimWith(&errand.JobClaimParams{Queues: []string{q}, Limit: 5, Lease: lease, Owner: owner}); len(js) != 0 {
+		if js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{q}, Limit: 5, Lease: lease, Owner: owner}); len(js) != 0 {
 			t.Errorf("claimed cancelled job %v", ids(js))
 		}
 	}
@@ -266,16 +267,16 @@ func testCancel(t *testing.T, h harness) {
 
 func testCancelWrongState(t *testing.T, h harness) {
 	e := open(t, h)
-	for _, st := range []errand.JobState{errand.StateSucceeded, errand.StateDead, errand.StateCancelled} {
+	for _, st := range []errandtype.JobState{errandtype.StateSucceeded, errandtype.StateDead, errandtype.StateCancelled} {
 		id := string(st)
 		before := e.jobInState(id, st)
-		j, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: id})
-		var se *errand.StateError
-		if !errors.As(err, &se) || !errors.Is(err, errand.ErrWrongState) {
+		j, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: id})
+		var se *errandtype.StateError
+		if !errors.As(err, &se) || !errors.Is(err, errandtype.ErrWrongState) {
 			t.Errorf("cancel of a %s job = %v, %v; want a *StateError", st, j, err)
 			continue
 		}
-		want := errand.StateError{Op: "cancel", ID: id, State: st, Allowed: []errand.JobState{errand.StateQueued, errand.StateRunning, errand.StateRetrying}}
+		want := errandtype.StateError{Op: "cancel", ID: id, State: st, Allowed: []errandtype.JobState{errandtype.StateQueued, errandtype.StateRunning, errandtype.StateRetrying}}
 		if se.Op != want.Op || se.ID != want.ID || se.State != want.State || !slices.Equal(se.Allowed, want.Allowed) {
 			t.Errorf("cancel of a %s job: %+v, want %+v", st, *se, want)
 		}
@@ -285,7 +286,7 @@ func testCancelWrongState(t *testing.T, h harness) {
 
 func testCancelNotFound(t *testing.T, h harness) {
 	e := open(t, h)
-	if j, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "missing"}); !errors.Is(err, errand.ErrNotFound) {
+	if j, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "missing"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Errorf("cancel of an unknown job = %v, %v; want ErrNotFound", j, err)
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The schedule cases run on stores that implement the optional
-// [errand.ScheduleStore]; others skip them.
+// [errandstore.ScheduleStore]; others skip them.
 var scheduleCases = []testCase{
 	{"UpsertKeepsStateUnlessSpecChanges", testScheduleUpsert},
 	{"AdvanceIsCompareAndSet", testScheduleAdvance},
@@ -23,21 +25,21 @@ var scheduleCases = []testCase{
 	{"OneJobPerTickAcrossStores", testScheduleAcrossStores},
 }
 
-func (e *env) schedules() errand.ScheduleStore {
+func (e *env) schedules() errandstore.ScheduleStore {
 	e.t.Helper()
-	ss, ok := e.s.(errand.ScheduleStore)
+	ss, ok := e.s.(errandstore.ScheduleStore)
 	if !ok {
-		e.t.Skip("the store is not an errand.ScheduleStore")
+		e.t.Skip("the store is not an errandstore.ScheduleStore")
 	}
 	return ss
 }
 
-func scheduleParams(name, spec string, next time.Time) *errand.ScheduleUpsertParams {
-	return &errand.ScheduleUpsertParams{Name: name, Spec: spec, Kind: "report", Queue: "cron",
-		Missed: errand.MissedSkip, NextFireAt: next}
+func scheduleParams(name, spec string, next time.Time) *errandstore.ScheduleUpsertParams {
+	return &errandstore.ScheduleUpsertParams{Name: name, Spec: spec, Kind: "report", Queue: "cron",
+		Missed: errandtype.MissedSkip, NextFireAt: next}
 }
 
-func (e *env) upsertSchedule(p *errand.ScheduleUpsertParams) *errand.ScheduleRecord {
+func (e *env) upsertSchedule(p *errandstore.ScheduleUpsertParams) *errandtype.ScheduleRecord {
 	e.t.Helper()
 	r, err := e.schedules().ScheduleUpsert(e.ctx, p)
 	if err != nil {
@@ -46,14 +48,14 @@ func (e *env) upsertSchedule(p *errand.ScheduleUpsertParams) *errand.ScheduleRec
 	return r
 }
 
-func tickJob(name string, tick time.Time, id string) *errand.JobInsertParams {
+func tickJob(name string, tick time.Time, id string) *errandstore.JobInsertParams {
 	j := newJob(id)
 	j.Kind, j.Queue = "report", "cron"
 	j.UniqueKey = errand.ScheduleUniqueKey(name, tick)
 	return j
 }
 
-func (e *env) advance(p *errand.ScheduleAdvanceParams) *errand.ScheduleAdvanceResult {
+func (e *env) advance(p *errandstore.ScheduleAdvanceParams) *errandstore.ScheduleAdvanceResult {
 	e.t.Helper()
 	r, err := e.schedules().ScheduleAdvance(e.ctx, p)
 	if err != nil {
@@ -62,7 +64,7 @@ func (e *env) advance(p *errand.ScheduleAdvanceParams) *errand.ScheduleAdvanceRe
 	return r
 }
 
-func wantSchedule(t *testing.T, got, want *errand.ScheduleRecord) {
+func wantSchedule(t *testing.T, got, want *errandtype.ScheduleRecord) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("schedule =\n  %+v\nwant\n  %+v", *got, *want)
@@ -74,22 +76,22 @@ func testScheduleUpsert(t *testing.T, h harness) {
 	t0 := e.now()
 	n1 := t0.Add(time.Minute).Truncate(time.Minute)
 	got := e.upsertSchedule(scheduleParams("digest", "@every 1m", n1))
-	want := &errand.ScheduleRecord{Name: "digest", Spec: "@every 1m", Kind: "report", Queue: "cron",
-		Missed: errand.MissedSkip, NextFireAt: n1, CreatedAt: t0, UpdatedAt: t0}
+	want := &errandtype.ScheduleRecord{Name: "digest", Spec: "@every 1m", Kind: "report", Queue: "cron",
+		Missed: errandtype.MissedSkip, NextFireAt: n1, CreatedAt: t0, UpdatedAt: t0}
 	wantSchedule(t, got, want)
 
 	// Fire one tick, then register again with the same spec, as a
 	// restarted process does: the stored tick and history stay.
 	e.clock.Set(n1)
-	r := e.advance(&errand.ScheduleAdvanceParams{Name: "digest", From: n1, To: n1.Add(time.Minute), Tick: n1,
+	r := e.advance(&errandstore.ScheduleAdvanceParams{Name: "digest", From: n1, To: n1.Add(time.Minute), Tick: n1,
 		Job: tickJob("digest", n1, "tick-1")})
 	e.clock.Advance(10 * time.Second)
 	t1 := e.now()
 	p := scheduleParams("digest", "@every 1m", t1.Add(time.Hour))
-	p.Kind, p.Queue, p.Missed = "report2", "other", errand.MissedCatchUp
+	p.Kind, p.Queue, p.Missed = "report2", "other", errandtype.MissedCatchUp
 	got = e.upsertSchedule(p)
-	want = &errand.ScheduleRecord{Name: "digest", Spec: "@every 1m", Kind: "report2", Queue: "other",
-		Missed: errand.MissedCatchUp, NextFireAt: n1.Add(time.Minute), LastFireAt: &n1, LastJobID: ptr("tick-1"),
+	want = &errandtype.ScheduleRecord{Name: "digest", Spec: "@every 1m", Kind: "report2", Queue: "other",
+		Missed: errandtype.MissedCatchUp, NextFireAt: n1.Add(time.Minute), LastFireAt: &n1, LastJobID: ptr("tick-1"),
 		CreatedAt: t0, UpdatedAt: t1}
 	wantSchedule(t, got, want)
 	if r.Schedule.LastJobID == nil || *r.Schedule.LastJobID != "tick-1" {
@@ -99,24 +101,24 @@ func testScheduleUpsert(t *testing.T, h harness) {
 	// A changed spec takes the new next fire time; the history stays.
 	n2 := t1.Add(time.Hour)
 	got = e.upsertSchedule(scheduleParams("digest", "@hourly", n2))
-	want = &errand.ScheduleRecord{Name: "digest", Spec: "@hourly", Kind: "report", Queue: "cron",
-		Missed: errand.MissedSkip, NextFireAt: n2, LastFireAt: &n1, LastJobID: ptr("tick-1"),
+	want = &errandtype.ScheduleRecord{Name: "digest", Spec: "@hourly", Kind: "report", Queue: "cron",
+		Missed: errandtype.MissedSkip, NextFireAt: n2, LastFireAt: &n1, LastJobID: ptr("tick-1"),
 		CreatedAt: t0, UpdatedAt: t1}
 	wantSchedule(t, got, want)
 
-	var ie *errand.InputError
-	for _, bad := range []*errand.ScheduleUpsertParams{
+	var ie *errandtype.InputError
+	for _, bad := range []*errandstore.ScheduleUpsertParams{
 		scheduleParams("", "@hourly", n2),
 		scheduleParams("has space", "@hourly", n2),
 		scheduleParams("digest", "", n2),
 		{Name: "digest", Spec: "@daily", Kind: "report", Queue: "cron", Missed: "sometimes", NextFireAt: n2},
-		{Name: "digest", Spec: "@daily", Kind: "", Queue: "cron", Missed: errand.MissedSkip, NextFireAt: n2},
+		{Name: "digest", Spec: "@daily", Kind: "", Queue: "cron", Missed: errandtype.MissedSkip, NextFireAt: n2},
 	} {
 		if _, err := e.schedules().ScheduleUpsert(e.ctx, bad); !errors.As(err, &ie) {
 			t.Errorf("ScheduleUpsert(%+v) = %v, want an *InputError", *bad, err)
 		}
 	}
-	list, err := e.schedules().ScheduleList(e.ctx, &errand.ScheduleListParams{})
+	list, err := e.schedules().ScheduleList(e.ctx, &errandstore.ScheduleListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func testScheduleAdvance(t *testing.T, h harness) {
 	n1 := t0.Truncate(time.Second).Add(time.Second)
 	e.upsertSchedule(scheduleParams("s", "@every 1s", n1))
 	e.clock.Set(n1.Add(3 * time.Millisecond))
-	r := e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(time.Second), Tick: n1,
+	r := e.advance(&errandstore.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(time.Second), Tick: n1,
 		Job: tickJob("s", n1, "j1")})
 	if !r.Advanced || r.Job == nil || r.Job.Duplicate || r.Job.Job.ID != "j1" {
 		t.Fatalf("first advance = %+v, want advanced with new job j1", r)
@@ -140,14 +142,14 @@ func testScheduleAdvance(t *testing.T, h harness) {
 	if got := r.Job.Job.UniqueKey; got == nil || *got != errand.ScheduleUniqueKey("s", n1) {
 		t.Fatalf("job unique key = %v, want %s", got, errand.ScheduleUniqueKey("s", n1))
 	}
-	want := &errand.ScheduleRecord{Name: "s", Spec: "@every 1s", Kind: "report", Queue: "cron",
-		Missed: errand.MissedSkip, NextFireAt: n1.Add(time.Second), LastFireAt: &n1, LastJobID: ptr("j1"),
+	want := &errandtype.ScheduleRecord{Name: "s", Spec: "@every 1s", Kind: "report", Queue: "cron",
+		Missed: errandtype.MissedSkip, NextFireAt: n1.Add(time.Second), LastFireAt: &n1, LastJobID: ptr("j1"),
 		CreatedAt: t0, UpdatedAt: e.now()}
 	wantSchedule(t, r.Schedule, want)
 
 	// A second process that read the same next fire time changes nothing.
 	e.clock.Advance(time.Millisecond)
-	r = e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(time.Second), Tick: n1,
+	r = e.advance(&errandstore.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(time.Second), Tick: n1,
 		Job: tickJob("s", n1, "j1-again")})
 	if r.Advanced || r.Job != nil {
 		t.Fatalf("second advance of one tick = %+v, want not advanced and no job", r)
@@ -164,7 +166,7 @@ func testScheduleAdvanceSpec(t *testing.T, h harness) {
 	n1 := e.now().Truncate(time.Hour).Add(time.Hour)
 	e.upsertSchedule(scheduleParams("s", "30 * * * *", n1))
 	e.clock.Set(n1)
-	r := e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, Spec: "*/30 * * * *", To: n1.Add(30 * time.Minute), Tick: n1,
+	r := e.advance(&errandstore.ScheduleAdvanceParams{Name: "s", From: n1, Spec: "*/30 * * * *", To: n1.Add(30 * time.Minute), Tick: n1,
 		Job: tickJob("s", n1, "stale")})
 	if r.Advanced || r.Job != nil {
 		t.Fatalf("advance planned from an old spec = %+v, want not advanced and no job", r)
@@ -173,7 +175,7 @@ func testScheduleAdvanceSpec(t *testing.T, h harness) {
 		t.Fatalf("schedule after the refused advance: spec %q next %s; want the stored spec and %s", r.Schedule.Spec, r.Schedule.NextFireAt, n1)
 	}
 	e.notFound("stale")
-	r = e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, Spec: "30 * * * *", To: n1.Add(time.Hour), Tick: n1,
+	r = e.advance(&errandstore.ScheduleAdvanceParams{Name: "s", From: n1, Spec: "30 * * * *", To: n1.Add(time.Hour), Tick: n1,
 		Job: tickJob("s", n1, "fresh")})
 	if !r.Advanced || r.Job == nil || r.Job.Job.ID != "fresh" || !r.Schedule.NextFireAt.Equal(n1.Add(time.Hour)) {
 		t.Fatalf("advance with the stored spec = %+v, want advanced to %s with job fresh", r, n1.Add(time.Hour))
@@ -185,13 +187,13 @@ func testScheduleAdvanceSkip(t *testing.T, h harness) {
 	n1 := e.now().Add(time.Hour)
 	e.upsertSchedule(scheduleParams("s", "@hourly", n1))
 	e.clock.Set(n1.Add(5 * time.Hour))
-	r := e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(6 * time.Hour)})
+	r := e.advance(&errandstore.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(6 * time.Hour)})
 	if !r.Advanced || r.Job != nil || r.Schedule.LastFireAt != nil || r.Schedule.LastJobID != nil ||
 		!r.Schedule.NextFireAt.Equal(n1.Add(6*time.Hour)) {
 		t.Fatalf("advance without a job = %+v (schedule %+v), want advanced to %s with no job and no last fire",
 			r, *r.Schedule, n1.Add(6*time.Hour))
 	}
-	js, err := e.s.JobList(e.ctx, &errand.JobListParams{})
+	js, err := e.s.JobList(e.ctx, &errandstore.JobListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func testScheduleAdvanceTakenKey(t *testing.T, h harness) {
 	e.upsertSchedule(scheduleParams("s", "@every 1m", n1))
 	// The tick's job exists already (its schedule row was reset, say).
 	e.insert(tickJob("s", n1, "first"))
-	r := e.advance(&errand.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(time.Minute), Tick: n1,
+	r := e.advance(&errandstore.ScheduleAdvanceParams{Name: "s", From: n1, To: n1.Add(time.Minute), Tick: n1,
 		Job: tickJob("s", n1, "second")})
 	if !r.Advanced || r.Job == nil || !r.Job.Duplicate || r.Job.Job.ID != "first" {
 		t.Fatalf("advance onto a taken key = %+v, want advanced with the duplicate job first", r)
@@ -221,15 +223,15 @@ func testScheduleAdvanceRefusals(t *testing.T, h harness) {
 	e := open(t, h)
 	n1 := e.now().Add(time.Minute)
 	before := e.upsertSchedule(scheduleParams("s", "@every 1m", n1))
-	if _, err := e.schedules().ScheduleAdvance(e.ctx, &errand.ScheduleAdvanceParams{Name: "nope", From: n1, To: n1.Add(time.Minute)}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.schedules().ScheduleAdvance(e.ctx, &errandstore.ScheduleAdvanceParams{Name: "nope", From: n1, To: n1.Add(time.Minute)}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("advance of an unknown schedule: %v, want ErrNotFound", err)
 	}
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	noKey := tickJob("s", n1, "j")
 	noKey.UniqueKey = ""
 	badJob := tickJob("s", n1, "j")
 	badJob.MaxAttempts = 0
-	for _, p := range []*errand.ScheduleAdvanceParams{
+	for _, p := range []*errandstore.ScheduleAdvanceParams{
 		{Name: "s", From: n1, To: n1},
 		{Name: "s", From: n1, To: n1.Add(-time.Second)},
 		{Name: "s", From: n1, To: n1.Add(time.Minute), Tick: n1, Job: noKey},
@@ -239,7 +241,7 @@ func testScheduleAdvanceRefusals(t *testing.T, h harness) {
 			t.Errorf("ScheduleAdvance(%+v) = %v, want an *InputError", *p, err)
 		}
 	}
-	list, err := e.schedules().ScheduleList(e.ctx, &errand.ScheduleListParams{})
+	list, err := e.schedules().ScheduleList(e.ctx, &errandstore.ScheduleListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +251,7 @@ func testScheduleAdvanceRefusals(t *testing.T, h harness) {
 
 func testScheduleList(t *testing.T, h harness) {
 	e := open(t, h)
-	list, err := e.schedules().ScheduleList(e.ctx, &errand.ScheduleListParams{})
+	list, err := e.schedules().ScheduleList(e.ctx, &errandstore.ScheduleListParams{})
 	if err != nil || list == nil || len(list) != 0 {
 		t.Fatalf("ScheduleList of none = %v, %v; want an empty, non-nil list", list, err)
 	}
@@ -257,7 +259,7 @@ func testScheduleList(t *testing.T, h harness) {
 	for _, name := range []string{"b", "c", "a"} {
 		e.upsertSchedule(scheduleParams(name, "@every 1m", n))
 	}
-	list, err = e.schedules().ScheduleList(e.ctx, &errand.ScheduleListParams{})
+	list, err = e.schedules().ScheduleList(e.ctx, &errandstore.ScheduleListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +276,11 @@ func testScheduleList(t *testing.T, h harness) {
 // same ticks: each tick is advanced once and enqueues one job.
 func testScheduleAcrossStores(t *testing.T, h harness) {
 	e := open(t, h)
-	s2, ok := e.second().(errand.ScheduleStore)
+	s2, ok := e.second().(errandstore.ScheduleStore)
 	if !ok {
-		t.Fatal("the second store is not an errand.ScheduleStore")
+		t.Fatal("the second store is not an errandstore.ScheduleStore")
 	}
-	stores := []errand.ScheduleStore{e.schedules(), s2}
+	stores := []errandstore.ScheduleStore{e.schedules(), s2}
 	n0 := e.now().Truncate(time.Second).Add(time.Second)
 	e.upsertSchedule(scheduleParams("s", "@every 1s", n0))
 	const ticks, racers = 10, 4
@@ -289,7 +291,7 @@ func testScheduleAcrossStores(t *testing.T, h harness) {
 		var wg sync.WaitGroup
 		for r := range racers {
 			wg.Go(func() {
-				res, err := stores[r%2].ScheduleAdvance(e.ctx, &errand.ScheduleAdvanceParams{Name: "s", From: tick,
+				res, err := stores[r%2].ScheduleAdvance(e.ctx, &errandstore.ScheduleAdvanceParams{Name: "s", From: tick,
 					To: tick.Add(time.Second), Tick: tick, Job: tickJob("s", tick, "t"+tick.Format("150405")+"-"+string(rune('a'+r)))})
 				if err != nil {
 					t.Errorf("ScheduleAdvance: %v", err)
@@ -307,7 +309,7 @@ func testScheduleAcrossStores(t *testing.T, h harness) {
 			t.Fatalf("tick %d advanced %d times, want 1", i, advanced)
 		}
 	}
-	js, err := e.s.JobList(e.ctx, &errand.JobListParams{Limit: 1000})
+	js, err := e.s.JobList(e.ctx, &errandstore.JobListParams{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite for [errand.TxStore]. Every
+// Package storetest is the conformance suite for [errandstore.TxStore]. Every
 // store runs it unchanged: errand's own (errand/sqlite, errand/postgres) and
 // any third party's. A behaviour difference between stores is a bug in one
 // of them, so the suite pins exact values and compares whole job records.
@@ -7,7 +7,7 @@
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Exercise(t, storetest.Harness[*sql.Tx]{
-//			Open: func(t *testing.T, clock errand.Clock) errand.TxStore[*sql.Tx] {
+//			Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 //				s, err := mystore.Open(t.Context(), filepath.Join(t.TempDir(), "db"), &mystore.Options{Clock: clock})
 //				if err != nil {
 //					t.Fatal(err)
@@ -18,7 +18,7 @@
 //	}
 //
 // The transaction cases run in the store's own transactions
-// ([errand.TxStore.InTx]). Time is the injected [Clock]: no case sleeps to
+// ([errandstore.TxStore.InTx]). Time is the injected [Clock]: no case sleeps to
 // let time pass. The concurrency cases run real goroutines against two
 // stores on one database and need [Harness.OpenSecond].
 package storetest
@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Harness opens stores for the suite. TTx is the stores' transaction type.
@@ -43,19 +45,19 @@ type Harness[TTx any] struct {
 	// clock. Every case opens its own. The suite closes the store when the
 	// test ends; Open registers with t.Cleanup whatever else must go (the
 	// database itself, say).
-	Open func(t *testing.T, clock errand.Clock) errand.TxStore[TTx]
+	Open func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[TTx]
 
 	// OpenSecond returns another store on the same database as first, with
 	// connections of its own, as a second worker process would have. The
 	// concurrency cases use it; when it is nil they are skipped.
-	OpenSecond func(t *testing.T, first errand.TxStore[TTx], clock errand.Clock) errand.TxStore[TTx]
+	OpenSecond func(t *testing.T, first errandstore.TxStore[TTx], clock errandstore.Clock) errandstore.TxStore[TTx]
 
 	// RefuseJob makes the database of s refuse, from then on, to insert
 	// a job with the id id (a trigger that raises an error, say), as a
 	// store refuses a job it cannot keep. The cases that check that one
 	// failing write does not hold up the others use it; when it is nil
 	// they are skipped.
-	RefuseJob func(t *testing.T, s errand.TxStore[TTx], id string)
+	RefuseJob func(t *testing.T, s errandstore.TxStore[TTx], id string)
 }
 
 // Exercise runs the conformance suite against the stores h opens.
@@ -71,42 +73,42 @@ func Exercise[TTx any](t *testing.T, h Harness[TTx]) {
 // need not be generic: inTx runs fn in a transaction of s, which the
 // harness opened, with what the cases do inside one.
 type harness struct {
-	open       func(t *testing.T, clock errand.Clock) errand.Store
-	openSecond func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store
-	refuseJob  func(t *testing.T, s errand.Store, id string)
-	inTx       func(ctx context.Context, s errand.Store, fn func(ctx context.Context, tx txOps) error) error
+	open       func(t *testing.T, clock errandstore.Clock) errandstore.Store
+	openSecond func(t *testing.T, first errandstore.Store, clock errandstore.Clock) errandstore.Store
+	refuseJob  func(t *testing.T, s errandstore.Store, id string)
+	inTx       func(ctx context.Context, s errandstore.Store, fn func(ctx context.Context, tx txOps) error) error
 }
 
 // txOps are a store's writes inside one of its transactions.
 type txOps interface {
-	JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error)
-	EffectRecord(ctx context.Context, p *errand.EffectRecordParams) (bool, error)
+	JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error)
+	EffectRecord(ctx context.Context, p *errandstore.EffectRecordParams) (bool, error)
 }
 
 type boundTx[TTx any] struct {
-	s  errand.TxStore[TTx]
+	s  errandstore.TxStore[TTx]
 	tx TTx
 }
 
-func (b boundTx[TTx]) JobInsertMany(ctx context.Context, p *errand.JobInsertManyParams) ([]errand.JobInsertResult, error) {
+func (b boundTx[TTx]) JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
 	return b.s.JobInsertManyTx(ctx, b.tx, p)
 }
 
-func (b boundTx[TTx]) EffectRecord(ctx context.Context, p *errand.EffectRecordParams) (bool, error) {
+func (b boundTx[TTx]) EffectRecord(ctx context.Context, p *errandstore.EffectRecordParams) (bool, error) {
 	return b.s.EffectRecordTx(ctx, b.tx, p)
 }
 
 // batchTxOps are the batch writes inside one of a store's transactions;
 // BatchInsert returns errNoBatchTx for a store that is not an
-// [errand.BatchTxStore] of its transaction type.
+// [errandstore.BatchTxStore] of its transaction type.
 type batchTxOps interface {
-	BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error)
+	BatchInsert(ctx context.Context, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error)
 }
 
 var errNoBatchTx = errors.New("storetest: not a BatchTxStore")
 
-func (b boundTx[TTx]) BatchInsert(ctx context.Context, p *errand.BatchInsertParams) (*errand.BatchInsertResult, error) {
-	bs, ok := any(b.s).(errand.BatchTxStore[TTx])
+func (b boundTx[TTx]) BatchInsert(ctx context.Context, p *errandstore.BatchInsertParams) (*errandstore.BatchInsertResult, error) {
+	bs, ok := any(b.s).(errandstore.BatchTxStore[TTx])
 	if !ok {
 		return nil, errNoBatchTx
 	}
@@ -115,18 +117,18 @@ func (b boundTx[TTx]) BatchInsert(ctx context.Context, p *errand.BatchInsertPara
 
 func erase[TTx any](h Harness[TTx]) harness {
 	e := harness{
-		open: func(t *testing.T, clock errand.Clock) errand.Store { return h.Open(t, clock) },
-		inTx: func(ctx context.Context, s errand.Store, fn func(ctx context.Context, tx txOps) error) error {
-			ts := s.(errand.TxStore[TTx])
+		open: func(t *testing.T, clock errandstore.Clock) errandstore.Store { return h.Open(t, clock) },
+		inTx: func(ctx context.Context, s errandstore.Store, fn func(ctx context.Context, tx txOps) error) error {
+			ts := s.(errandstore.TxStore[TTx])
 			return ts.InTx(ctx, func(ctx context.Context, tx TTx) error { return fn(ctx, boundTx[TTx]{ts, tx}) })
 		},
 	}
 	if h.RefuseJob != nil {
-		e.refuseJob = func(t *testing.T, s errand.Store, id string) { h.RefuseJob(t, s.(errand.TxStore[TTx]), id) }
+		e.refuseJob = func(t *testing.T, s errandstore.Store, id string) { h.RefuseJob(t, s.(errandstore.TxStore[TTx]), id) }
 	}
 	if h.OpenSecond != nil {
-		e.openSecond = func(t *testing.T, first errand.Store, clock errand.Clock) errand.Store {
-			return h.OpenSecond(t, first.(errand.TxStore[TTx]), clock)
+		e.openSecond = func(t *testing.T, first errandstore.Store, clock errandstore.Clock) errandstore.Store {
+			return h.OpenSecond(t, first.(errandstore.TxStore[TTx]), clock)
 		}
 	}
 	return e
@@ -202,7 +204,7 @@ type env struct {
 	h     harness
 	ctx   context.Context
 	clock *Clock
-	s     errand.Store
+	s     errandstore.Store
 }
 
 func open(t *testing.T, h harness) *env {
@@ -232,7 +234,7 @@ func (e *env) refuseJob(id string) {
 
 // second opens another store on e's database, skipping the test when the
 // harness cannot.
-func (e *env) second() errand.Store {
+func (e *env) second() errandstore.Store {
 	e.t.Helper()
 	if e.h.openSecond == nil {
 		e.t.Skip("Harness.OpenSecond is nil")
@@ -252,8 +254,8 @@ func (e *env) second() errand.Store {
 func (e *env) now() time.Time { return e.clock.Now() }
 
 // newJob returns insert parameters for a plain job in the default queue.
-func newJob(id string) *errand.JobInsertParams {
-	return &errand.JobInsertParams{
+func newJob(id string) *errandstore.JobInsertParams {
+	return &errandstore.JobInsertParams{
 		ID:          id,
 		Queue:       errand.DefaultQueue,
 		Kind:        "email",
@@ -263,9 +265,9 @@ func newJob(id string) *errand.JobInsertParams {
 	}
 }
 
-func (e *env) insertResults(ps ...*errand.JobInsertParams) []errand.JobInsertResult {
+func (e *env) insertResults(ps ...*errandstore.JobInsertParams) []errandstore.JobInsertResult {
 	e.t.Helper()
-	rs, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: ps})
+	rs, err := e.s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: ps})
 	if err != nil {
 		e.t.Fatalf("JobInsertMany: %v", err)
 	}
@@ -276,10 +278,10 @@ func (e *env) insertResults(ps ...*errand.JobInsertParams) []errand.JobInsertRes
 }
 
 // insert inserts new jobs and returns them.
-func (e *env) insert(ps ...*errand.JobInsertParams) []*errand.Job {
+func (e *env) insert(ps ...*errandstore.JobInsertParams) []*errandtype.Job {
 	e.t.Helper()
 	rs := e.insertResults(ps...)
-	js := make([]*errand.Job, len(rs))
+	js := make([]*errandtype.Job, len(rs))
 	for i, r := range rs {
 		if r.Duplicate {
 			e.t.Fatalf("JobInsertMany: job %s reported as a duplicate", ps[i].ID)
@@ -290,18 +292,18 @@ func (e *env) insert(ps ...*errand.JobInsertParams) []*errand.Job {
 }
 
 // insertIDs inserts one plain job per id.
-func (e *env) insertIDs(ids ...string) []*errand.Job {
+func (e *env) insertIDs(ids ...string) []*errandtype.Job {
 	e.t.Helper()
-	ps := make([]*errand.JobInsertParams, len(ids))
+	ps := make([]*errandstore.JobInsertParams, len(ids))
 	for i, id := range ids {
 		ps[i] = newJob(id)
 	}
 	return e.insert(ps...)
 }
 
-func (e *env) get(id string) *errand.Job {
+func (e *env) get(id string) *errandtype.Job {
 	e.t.Helper()
-	j, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: id})
+	j, err := e.s.JobGet(e.ctx, &errandstore.JobGetParams{ID: id})
 	if err != nil {
 		e.t.Fatalf("JobGet(%s): %v", id, err)
 	}
@@ -310,17 +312,17 @@ func (e *env) get(id string) *errand.Job {
 
 func (e *env) notFound(id string) {
 	e.t.Helper()
-	j, err := e.s.JobGet(e.ctx, &errand.JobGetParams{ID: id})
-	if !errors.Is(err, errand.ErrNotFound) {
+	j, err := e.s.JobGet(e.ctx, &errandstore.JobGetParams{ID: id})
+	if !errors.Is(err, errandtype.ErrNotFound) {
 		e.t.Fatalf("JobGet(%s) = %v, %v; want ErrNotFound", id, j, err)
 	}
 }
 
-func claimParams(limit int) *errand.JobClaimParams {
-	return &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: limit, Lease: lease, Owner: owner}
+func claimParams(limit int) *errandstore.JobClaimParams {
+	return &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: limit, Lease: lease, Owner: owner}
 }
 
-func (e *env) claimWith(p *errand.JobClaimParams) []*errand.Job {
+func (e *env) claimWith(p *errandstore.JobClaimParams) []*errandtype.Job {
 	e.t.Helper()
 	js, err := e.s.JobClaimMany(e.ctx, p)
 	if err != nil {
@@ -329,13 +331,13 @@ func (e *env) claimWith(p *errand.JobClaimParams) []*errand.Job {
 	return js
 }
 
-func (e *env) claim(limit int) []*errand.Job {
+func (e *env) claim(limit int) []*errandtype.Job {
 	e.t.Helper()
 	return e.claimWith(claimParams(limit))
 }
 
 // claimOne claims from the default queue and requires exactly job id.
-func (e *env) claimOne(id string) *errand.Job {
+func (e *env) claimOne(id string) *errandtype.Job {
 	e.t.Helper()
 	js := e.claim(1)
 	if len(js) != 1 || js[0].ID != id {
@@ -351,9 +353,9 @@ func (e *env) claimNone() {
 	}
 }
 
-func (e *env) record(os ...*errand.JobOutcome) []errand.OutcomeResult {
+func (e *env) record(os ...*errandstore.JobOutcome) []errandstore.OutcomeResult {
 	e.t.Helper()
-	rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Outcomes: os})
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: os})
 	if err != nil {
 		e.t.Fatalf("JobRecordOutcomes: %v", err)
 	}
@@ -364,7 +366,7 @@ func (e *env) record(os ...*errand.JobOutcome) []errand.OutcomeResult {
 }
 
 // recordOK records one outcome and requires it to apply.
-func (e *env) recordOK(o *errand.JobOutcome) errand.OutcomeResult {
+func (e *env) recordOK(o *errandstore.JobOutcome) errandstore.OutcomeResult {
 	e.t.Helper()
 	r := e.record(o)[0]
 	if r.Err != nil {
@@ -373,47 +375,47 @@ func (e *env) recordOK(o *errand.JobOutcome) errand.OutcomeResult {
 	return r
 }
 
-func leaseOf(j *errand.Job) errand.JobLease {
+func leaseOf(j *errandtype.Job) errandstore.JobLease {
 	if j.LeaseToken == nil {
-		return errand.JobLease{ID: j.ID}
+		return errandstore.JobLease{ID: j.ID}
 	}
-	return errand.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
+	return errandstore.JobLease{ID: j.ID, LeaseToken: *j.LeaseToken}
 }
 
-func token(j *errand.Job) string {
+func token(j *errandtype.Job) string {
 	if j.LeaseToken == nil {
 		return ""
 	}
 	return *j.LeaseToken
 }
 
-func succeeded(j *errand.Job) *errand.JobOutcome {
-	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeSucceeded}
+func succeeded(j *errandtype.Job) *errandstore.JobOutcome {
+	return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeSucceeded}
 }
 
-func retry(j *errand.Job, delay time.Duration) *errand.JobOutcome {
-	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeRetry, Delay: delay,
-		Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassError, Message: fmt.Sprintf("attempt %d failed", j.Attempt)}}
+func retry(j *errandtype.Job, delay time.Duration) *errandstore.JobOutcome {
+	return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry, Delay: delay,
+		Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errand.ClassError, Message: fmt.Sprintf("attempt %d failed", j.Attempt)}}
 }
 
-func dead(j *errand.Job) *errand.JobOutcome {
-	return &errand.JobOutcome{JobLease: leaseOf(j), Kind: errand.OutcomeDead,
-		Error: &errand.AttemptError{Attempt: j.Attempt, Class: errand.ClassPermanent, Message: "card declined"}}
+func dead(j *errandtype.Job) *errandstore.JobOutcome {
+	return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeDead,
+		Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errand.ClassPermanent, Message: "card declined"}}
 }
 
 // entry is the history entry the store should append for o at now.
-func entry(o *errand.JobOutcome, replay int, at time.Time) errand.AttemptError {
+func entry(o *errandstore.JobOutcome, replay int, at time.Time) errandtype.AttemptError {
 	a := *o.Error
 	a.Replay = replay
 	a.At = at
 	return a
 }
 
-func lastErr(a errand.AttemptError) *errand.LastError {
-	return &errand.LastError{Class: a.Class, Message: a.Message, At: a.At}
+func lastErr(a errandtype.AttemptError) *errandtype.LastError {
+	return &errandtype.LastError{Class: a.Class, Message: a.Message, At: a.At}
 }
 
-func ids(js []*errand.Job) []string {
+func ids(js []*errandtype.Job) []string {
 	out := make([]string, len(js))
 	for i, j := range js {
 		out[i] = j.ID
@@ -425,7 +427,7 @@ func ptr[T any](v T) *T { return &v }
 
 // same fails the test when got differs from want in any field, listing the
 // fields. Times compare as instants and JSON documents by value.
-func same(t *testing.T, what string, want, got *errand.Job) {
+func same(t *testing.T, what string, want, got *errandtype.Job) {
 	t.Helper()
 	if d := jobDiff(want, got); len(d) > 0 {
 		t.Errorf("%s: job record differs:\n\t%s", what, joinLines(d))
@@ -433,7 +435,7 @@ func same(t *testing.T, what string, want, got *errand.Job) {
 }
 
 // unchanged fails the test when job id's record differs from before.
-func (e *env) unchanged(what string, before *errand.Job) {
+func (e *env) unchanged(what string, before *errandtype.Job) {
 	e.t.Helper()
 	same(e.t, what+": the record must not change", before, e.get(before.ID))
 }
@@ -449,7 +451,7 @@ func joinLines(ss []string) string {
 	return out
 }
 
-func jobDiff(want, got *errand.Job) []string {
+func jobDiff(want, got *errandtype.Job) []string {
 	if want == nil || got == nil {
 		if want == got {
 			return nil
@@ -486,7 +488,7 @@ func fieldDiff(w, g map[string]any) []string {
 
 // jobFields returns j as a map of its JSON fields, with every time in UTC
 // so that equal instants compare equal.
-func jobFields(j *errand.Job) map[string]any {
+func jobFields(j *errandtype.Job) map[string]any {
 	c := *j
 	c.AvailableAt = c.AvailableAt.UTC()
 	c.CreatedAt = c.CreatedAt.UTC()
@@ -533,9 +535,9 @@ func sameJSON(a, b []byte) bool {
 }
 
 // claimed is what a claim at now should make of before.
-func claimed(before *errand.Job, tok string, now time.Time, l time.Duration, by string) *errand.Job {
+func claimed(before *errandtype.Job, tok string, now time.Time, l time.Duration, by string) *errandtype.Job {
 	w := *before
-	w.State = errand.StateRunning
+	w.State = errandtype.StateRunning
 	w.Attempt = before.Attempt + 1
 	w.LeaseToken = ptr(tok)
 	w.LeaseUntil = ptr(now.Add(l))

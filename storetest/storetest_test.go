@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestClock(t *testing.T) {
@@ -32,19 +33,19 @@ func TestClock(t *testing.T) {
 	if got := c.Now(); !got.Equal(T0.Add(400 * time.Microsecond)) {
 		t.Errorf("after 400 concurrent advances: %v, want %v", got, T0.Add(400*time.Microsecond))
 	}
-	var _ errand.Clock = c
+	var _ errandstore.Clock = c
 }
 
-func fullJob() *errand.Job {
-	return &errand.Job{
+func fullJob() *errandtype.Job {
+	return &errandtype.Job{
 		ID: "a", Queue: "q", Kind: "k", Args: json.RawMessage(`{"a": 1, "b": [1, 2]}`), ArgsVersion: 1,
-		Priority: 1, State: errand.StateRunning, Attempt: 1, MaxAttempts: 3,
-		BackoffBase: errand.Duration(time.Second), BackoffMax: errand.Duration(time.Minute),
+		Priority: 1, State: errandtype.StateRunning, Attempt: 1, MaxAttempts: 3,
+		BackoffBase: errandtype.Duration(time.Second), BackoffMax: errandtype.Duration(time.Minute),
 		AvailableAt: T0, Deadline: ptr(T0), LeaseToken: ptr("t"), LeaseUntil: ptr(T0), LeaseOwner: ptr("w"),
-		UniqueKey: ptr("u"), UniqueScope: ptr(errand.UniqueUntilFinished), UniqueWindowStart: ptr(T0),
+		UniqueKey: ptr("u"), UniqueScope: ptr(errandtype.UniqueUntilFinished), UniqueWindowStart: ptr(T0),
 		OrderingKey: ptr("o"), OrderingHold: true, FairnessKey: ptr("f"), HeldBy: ptr("h"), HeldByBreaker: ptr("smtp"), Progress: json.RawMessage(`{"p": 1}`), CreatedAt: T0,
-		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errand.LastError{Class: "c", Message: "m", At: T0},
-		Errors:  []errand.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
+		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errandtype.LastError{Class: "c", Message: "m", At: T0},
+		Errors:  []errandtype.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
 		Replays: 1, Tags: []string{"x"}, BatchID: ptr("b"), Seq: 1, CancelRequestedAt: ptr(T0),
 		WorkflowID: ptr("wf"), Output: json.RawMessage(`{"o": 1}`),
 	}
@@ -54,49 +55,49 @@ func fullJob() *errand.Job {
 // every field of a job, and sees none where only the representation differs.
 func TestJobDiff(t *testing.T) {
 	later := T0.Add(time.Microsecond)
-	changes := map[string]func(j *errand.Job){
-		"ID":                func(j *errand.Job) { j.ID = "b" },
-		"Queue":             func(j *errand.Job) { j.Queue = "r" },
-		"Kind":              func(j *errand.Job) { j.Kind = "l" },
-		"Args":              func(j *errand.Job) { j.Args = json.RawMessage(`{"a": 2, "b": [1, 2]}`) },
-		"ArgsVersion":       func(j *errand.Job) { j.ArgsVersion = 2 },
-		"Priority":          func(j *errand.Job) { j.Priority = 0 },
-		"State":             func(j *errand.Job) { j.State = errand.StateQueued },
-		"Attempt":           func(j *errand.Job) { j.Attempt = 2 },
-		"MaxAttempts":       func(j *errand.Job) { j.MaxAttempts = 4 },
-		"BackoffBase":       func(j *errand.Job) { j.BackoffBase = 0 },
-		"BackoffMax":        func(j *errand.Job) { j.BackoffMax = errand.Duration(time.Hour) },
-		"AvailableAt":       func(j *errand.Job) { j.AvailableAt = later },
-		"Deadline":          func(j *errand.Job) { j.Deadline = nil },
-		"LeaseToken":        func(j *errand.Job) { j.LeaseToken = ptr("u") },
-		"LeaseUntil":        func(j *errand.Job) { j.LeaseUntil = ptr(later) },
-		"LeaseOwner":        func(j *errand.Job) { j.LeaseOwner = nil },
-		"UniqueKey":         func(j *errand.Job) { j.UniqueKey = ptr("v") },
-		"UniqueScope":       func(j *errand.Job) { j.UniqueScope = ptr(errand.UniqueAlways) },
-		"UniqueWindowStart": func(j *errand.Job) { j.UniqueWindowStart = ptr(later) },
-		"OrderingKey":       func(j *errand.Job) { j.OrderingKey = nil },
-		"OrderingHold":      func(j *errand.Job) { j.OrderingHold = false },
-		"FairnessKey":       func(j *errand.Job) { j.FairnessKey = ptr("g") },
-		"HeldBy":            func(j *errand.Job) { j.HeldBy = nil },
-		"HeldByBreaker":     func(j *errand.Job) { j.HeldByBreaker = nil },
-		"Progress":          func(j *errand.Job) { j.Progress = nil },
-		"CreatedAt":         func(j *errand.Job) { j.CreatedAt = later },
-		"AttemptedAt":       func(j *errand.Job) { j.AttemptedAt = ptr(later) },
-		"FinishedAt":        func(j *errand.Job) { j.FinishedAt = nil },
-		"LastError":         func(j *errand.Job) { j.LastError = &errand.LastError{Class: "c", Message: "m", At: later} },
-		"Errors": func(j *errand.Job) {
-			j.Errors = []errand.AttemptError{{Attempt: 1, Replay: 1, At: T0, Class: "c", Message: "m", Stack: "s"}}
+	changes := map[string]func(j *errandtype.Job){
+		"ID":                func(j *errandtype.Job) { j.ID = "b" },
+		"Queue":             func(j *errandtype.Job) { j.Queue = "r" },
+		"Kind":              func(j *errandtype.Job) { j.Kind = "l" },
+		"Args":              func(j *errandtype.Job) { j.Args = json.RawMessage(`{"a": 2, "b": [1, 2]}`) },
+		"ArgsVersion":       func(j *errandtype.Job) { j.ArgsVersion = 2 },
+		"Priority":          func(j *errandtype.Job) { j.Priority = 0 },
+		"State":             func(j *errandtype.Job) { j.State = errandtype.StateQueued },
+		"Attempt":           func(j *errandtype.Job) { j.Attempt = 2 },
+		"MaxAttempts":       func(j *errandtype.Job) { j.MaxAttempts = 4 },
+		"BackoffBase":       func(j *errandtype.Job) { j.BackoffBase = 0 },
+		"BackoffMax":        func(j *errandtype.Job) { j.BackoffMax = errandtype.Duration(time.Hour) },
+		"AvailableAt":       func(j *errandtype.Job) { j.AvailableAt = later },
+		"Deadline":          func(j *errandtype.Job) { j.Deadline = nil },
+		"LeaseToken":        func(j *errandtype.Job) { j.LeaseToken = ptr("u") },
+		"LeaseUntil":        func(j *errandtype.Job) { j.LeaseUntil = ptr(later) },
+		"LeaseOwner":        func(j *errandtype.Job) { j.LeaseOwner = nil },
+		"UniqueKey":         func(j *errandtype.Job) { j.UniqueKey = ptr("v") },
+		"UniqueScope":       func(j *errandtype.Job) { j.UniqueScope = ptr(errandtype.UniqueAlways) },
+		"UniqueWindowStart": func(j *errandtype.Job) { j.UniqueWindowStart = ptr(later) },
+		"OrderingKey":       func(j *errandtype.Job) { j.OrderingKey = nil },
+		"OrderingHold":      func(j *errandtype.Job) { j.OrderingHold = false },
+		"FairnessKey":       func(j *errandtype.Job) { j.FairnessKey = ptr("g") },
+		"HeldBy":            func(j *errandtype.Job) { j.HeldBy = nil },
+		"HeldByBreaker":     func(j *errandtype.Job) { j.HeldByBreaker = nil },
+		"Progress":          func(j *errandtype.Job) { j.Progress = nil },
+		"CreatedAt":         func(j *errandtype.Job) { j.CreatedAt = later },
+		"AttemptedAt":       func(j *errandtype.Job) { j.AttemptedAt = ptr(later) },
+		"FinishedAt":        func(j *errandtype.Job) { j.FinishedAt = nil },
+		"LastError":         func(j *errandtype.Job) { j.LastError = &errandtype.LastError{Class: "c", Message: "m", At: later} },
+		"Errors": func(j *errandtype.Job) {
+			j.Errors = []errandtype.AttemptError{{Attempt: 1, Replay: 1, At: T0, Class: "c", Message: "m", Stack: "s"}}
 		},
-		"Replays":           func(j *errand.Job) { j.Replays = 0 },
-		"Tags":              func(j *errand.Job) { j.Tags = []string{} },
-		"BatchID":           func(j *errand.Job) { j.BatchID = nil },
-		"Seq":               func(j *errand.Job) { j.Seq = 2 },
-		"CancelRequestedAt": func(j *errand.Job) { j.CancelRequestedAt = ptr(later) },
-		"WorkflowID":        func(j *errand.Job) { j.WorkflowID = ptr("wf2") },
-		"Output":            func(j *errand.Job) { j.Output = nil },
+		"Replays":           func(j *errandtype.Job) { j.Replays = 0 },
+		"Tags":              func(j *errandtype.Job) { j.Tags = []string{} },
+		"BatchID":           func(j *errandtype.Job) { j.BatchID = nil },
+		"Seq":               func(j *errandtype.Job) { j.Seq = 2 },
+		"CancelRequestedAt": func(j *errandtype.Job) { j.CancelRequestedAt = ptr(later) },
+		"WorkflowID":        func(j *errandtype.Job) { j.WorkflowID = ptr("wf2") },
+		"Output":            func(j *errandtype.Job) { j.Output = nil },
 	}
-	if n := reflect.TypeFor[errand.Job]().NumField(); n != len(changes) {
-		t.Fatalf("errand.Job has %d fields and this test changes %d: cover the new field", n, len(changes))
+	if n := reflect.TypeFor[errandtype.Job]().NumField(); n != len(changes) {
+		t.Fatalf("errandtype.Job has %d fields and this test changes %d: cover the new field", n, len(changes))
 	}
 	for name, change := range changes {
 		j := fullJob()

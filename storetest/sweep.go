@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var sweepCases = []testCase{
@@ -20,11 +22,11 @@ var sweepCases = []testCase{
 	{"DeadlinePassedNeverClaimed", testSweepDeadlineBeforeSweep},
 }
 
-// shortLease ends within errand.ClaimSweepInterval of a claim.
-const shortLease = errand.ClaimSweepInterval / 4
+// shortLease ends within errandstore.ClaimSweepInterval of a claim.
+const shortLease = errandstore.ClaimSweepInterval / 4
 
 // testSweepClaimPace checks that claims through one store handle sweep at
-// most once per errand.ClaimSweepInterval on the store's clock, and that a
+// most once per errandstore.ClaimSweepInterval on the store's clock, and that a
 // handle's first claim, and the first after the interval, do sweep: a lease
 // that expires between two sweeps is recovered by the first claim after
 // the interval, and a new handle (another process) sweeps at once.
@@ -34,7 +36,7 @@ func testSweepClaimPace(t *testing.T, h harness) {
 	p.MaxAttempts = 10 // a runs three times
 	e.insert(p)
 	start := e.now()
-	first := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: shortLease, Owner: owner})
+	first := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: shortLease, Owner: owner})
 	if len(first) != 1 {
 		t.Fatalf("first claim: %d jobs, want a", len(first))
 	}
@@ -44,9 +46,9 @@ func testSweepClaimPace(t *testing.T, h harness) {
 	e.claimNone()
 	e.unchanged("expired lease between two sweeps", first[0])
 	// A claim an interval after the last sweep sweeps, and takes a again.
-	now := e.clock.Advance(start.Add(errand.ClaimSweepInterval).Sub(e.now()))
+	now := e.clock.Advance(start.Add(errandstore.ClaimSweepInterval).Sub(e.now()))
 	again := e.claimOne("a")
-	if again.Attempt != 2 || len(again.Errors) != 1 || again.Errors[0].Class != errand.ClassLeaseExpired ||
+	if again.Attempt != 2 || len(again.Errors) != 1 || again.Errors[0].Class != errandstore.ClassLeaseExpired ||
 		!again.Errors[0].At.Equal(now) {
 		t.Fatalf("claim an interval later: attempt %d, history %+v; want attempt 2 after a lease_expired entry at %v",
 			again.Attempt, again.Errors, now)
@@ -56,13 +58,13 @@ func testSweepClaimPace(t *testing.T, h harness) {
 	// sweeps, whatever this handle did.
 	e.clock.Advance(lease + time.Second) // again's lease expired; a sweep of e.s is due
 	e.insertIDs("b")
-	third := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: shortLease, Owner: owner})
+	third := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: shortLease, Owner: owner})
 	if len(third) != 2 {
 		t.Fatalf("claim of a and b: %d jobs", len(third))
 	}
 	e.clock.Advance(2 * shortLease)
 	s2 := e.second()
-	js, err := s2.JobClaimMany(e.ctx, &errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: lease, Owner: "worker-2"})
+	js, err := s2.JobClaimMany(e.ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 2, Lease: lease, Owner: "worker-2"})
 	if err != nil {
 		t.Fatalf("claim on a second handle: %v", err)
 	}
@@ -73,7 +75,7 @@ func testSweepClaimPace(t *testing.T, h harness) {
 
 // expiredEntry is the history entry a sweep writes for job j's lease; the
 // message is the store's own words.
-func expiredEntry(t *testing.T, got *errand.Job, attempt, replay int, at time.Time, class string) errand.AttemptError {
+func expiredEntry(t *testing.T, got *errandtype.Job, attempt, replay int, at time.Time, class string) errandtype.AttemptError {
 	t.Helper()
 	if len(got.Errors) == 0 {
 		t.Fatalf("job %s has no history; want a %s entry", got.ID, class)
@@ -82,7 +84,7 @@ func expiredEntry(t *testing.T, got *errand.Job, attempt, replay int, at time.Ti
 	if msg == "" {
 		t.Errorf("job %s: %s entry has no message", got.ID, class)
 	}
-	return errand.AttemptError{Attempt: attempt, Replay: replay, At: at, Class: class, Message: msg}
+	return errandtype.AttemptError{Attempt: attempt, Replay: replay, At: at, Class: class, Message: msg}
 }
 
 // testSweepFinalAttemptCrash checks guarantee 4: a worker that dies on the
@@ -105,21 +107,21 @@ func testSweepFinalAttemptCrash(t *testing.T, h harness) {
 	// running and nothing claims it.
 	e.clock.Advance(lease - time.Microsecond)
 	e.claimNone()
-	if got := e.get("a"); got.State != errand.StateRunning {
+	if got := e.get("a"); got.State != errandtype.StateRunning {
 		t.Fatalf("before expiry: state %s, want running", got.State)
 	}
 	now := e.clock.Advance(time.Minute)
-	if got := e.get("a"); got.State != errand.StateRunning {
+	if got := e.get("a"); got.State != errandtype.StateRunning {
 		t.Fatalf("expired but not yet swept: state %s, want running (only a sweep moves it)", got.State)
 	}
 	e.claimNone()
 	got := e.get("a")
-	ent := expiredEntry(t, got, 2, 0, now, errand.ClassLeaseExpired)
+	ent := expiredEntry(t, got, 2, 0, now, errandstore.ClassLeaseExpired)
 	want := *last
-	want.State = errand.StateDead
+	want.State = errandtype.StateDead
 	want.LeaseToken, want.LeaseUntil = nil, nil
 	want.FinishedAt = ptr(now)
-	want.Errors = []errand.AttemptError{entry(o, 0, failAt), ent}
+	want.Errors = []errandtype.AttemptError{entry(o, 0, failAt), ent}
 	want.LastError = lastErr(ent)
 	same(t, "final attempt swept at the next claim", &want, got)
 	e.clock.Advance(time.Hour)
@@ -134,10 +136,10 @@ func testSweepExpiredLeaseAtClaim(t *testing.T, h harness) {
 	first := e.claimOne("a")
 	now := e.clock.Advance(2 * lease)
 	second := e.claimOne("a")
-	ent := expiredEntry(t, second, 1, 0, now, errand.ClassLeaseExpired)
+	ent := expiredEntry(t, second, 1, 0, now, errandstore.ClassLeaseExpired)
 	want := claimed(first, token(second), now, lease, owner)
 	want.AvailableAt = now
-	want.Errors = []errand.AttemptError{ent}
+	want.Errors = []errandtype.AttemptError{ent}
 	want.LastError = lastErr(ent)
 	same(t, "job reclaimed after its lease expired", want, second)
 }
@@ -153,31 +155,31 @@ func testSweepExpiredLease(t *testing.T, h harness) {
 		t.Fatalf("claimed %d of 2", len(js))
 	}
 	now := e.clock.Advance(lease)
-	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
+	r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{})
 	if err != nil {
 		t.Fatalf("JobSweep: %v", err)
 	}
-	if r != (errand.SweepResult{Retried: 1, Dead: 1}) {
+	if r != (errandstore.SweepResult{Retried: 1, Dead: 1}) {
 		t.Errorf("JobSweep = %+v, want 1 retried and 1 dead", r)
 	}
 	for _, j := range js {
 		got := e.get(j.ID)
-		ent := expiredEntry(t, got, 1, 0, now, errand.ClassLeaseExpired)
+		ent := expiredEntry(t, got, 1, 0, now, errandstore.ClassLeaseExpired)
 		want := *j
 		want.LeaseToken, want.LeaseUntil = nil, nil
-		want.Errors = []errand.AttemptError{ent}
+		want.Errors = []errandtype.AttemptError{ent}
 		want.LastError = lastErr(ent)
 		if j.ID == "more" {
-			want.State = errand.StateRetrying
+			want.State = errandtype.StateRetrying
 			want.AvailableAt = now
 		} else {
-			want.State = errand.StateDead
+			want.State = errandtype.StateDead
 			want.FinishedAt = ptr(now)
 		}
 		same(t, "swept job "+j.ID, &want, got)
 	}
 	// A second sweep finds nothing; the retried job is claimable now.
-	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{}); err != nil || r != (errandstore.SweepResult{}) {
 		t.Errorf("second JobSweep = %+v, %v; want nothing", r, err)
 	}
 	if j := e.claimOne("more"); j.Attempt != 2 {
@@ -193,8 +195,8 @@ func testSweepLiveLease(t *testing.T, h harness) {
 	j := e.claimOne("a")
 	queued := e.get("b")
 	e.clock.Advance(lease - time.Microsecond)
-	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
-	if err != nil || r != (errand.SweepResult{}) {
+	r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{})
+	if err != nil || r != (errandstore.SweepResult{}) {
 		t.Errorf("JobSweep inside the lease = %+v, %v; want nothing", r, err)
 	}
 	e.unchanged("running job inside its lease", j)
@@ -216,34 +218,34 @@ func testSweepDeadline(t *testing.T, h harness) {
 	failAt := e.clock.Advance(time.Second)
 	o := retry(j, time.Hour)
 	e.recordOK(o)
-	before := []*errand.Job{e.get("scheduled"), e.get("retrying")}
+	before := []*errandtype.Job{e.get("scheduled"), e.get("retrying")}
 
 	e.clock.Set(T0.Add(10*time.Minute - time.Microsecond))
-	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{}); err != nil || r != (errandstore.SweepResult{}) {
 		t.Errorf("JobSweep before the deadline = %+v, %v; want nothing", r, err)
 	}
 	now := T0.Add(10 * time.Minute)
 	e.clock.Set(now)
-	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
-	if err != nil || r != (errand.SweepResult{Dead: 2}) {
+	r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{})
+	if err != nil || r != (errandstore.SweepResult{Dead: 2}) {
 		t.Errorf("JobSweep at the deadline = %+v, %v; want 2 dead", r, err)
 	}
 	for _, b := range before {
 		got := e.get(b.ID)
 		// The entry's attempt is the job's attempt when it expired: 0 for a
 		// job never claimed.
-		ent := expiredEntry(t, got, b.Attempt, 0, now, errand.ClassExpired)
+		ent := expiredEntry(t, got, b.Attempt, 0, now, errandstore.ClassExpired)
 		want := *b
-		want.State = errand.StateDead
+		want.State = errandtype.StateDead
 		want.FinishedAt = ptr(now)
-		want.Errors = append(append([]errand.AttemptError{}, b.Errors...), ent)
+		want.Errors = append(append([]errandtype.AttemptError{}, b.Errors...), ent)
 		want.LastError = lastErr(ent)
 		same(t, "expired job "+b.ID, &want, got)
 	}
 	if got := e.get("retrying"); len(got.Errors) != 2 || got.Errors[0] != entry(o, 0, failAt) {
 		t.Errorf("history of the expired retrying job: %+v", got.Errors)
 	}
-	if got := e.get("later"); got.State != errand.StateQueued {
+	if got := e.get("later"); got.State != errandtype.StateQueued {
 		t.Errorf("job with a later deadline: state %s, want queued", got.State)
 	}
 }
@@ -256,7 +258,7 @@ func testSweepDeadlineAtClaim(t *testing.T, h harness) {
 	now := e.clock.Advance(6 * time.Minute)
 	e.claimNone()
 	got := e.get("a")
-	if got.State != errand.StateDead || len(got.Errors) != 1 || got.Errors[0].Class != errand.ClassExpired ||
+	if got.State != errandtype.StateDead || len(got.Errors) != 1 || got.Errors[0].Class != errandstore.ClassExpired ||
 		got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.Attempt != 0 {
 		t.Errorf("job past its deadline after a claim: %+v; want dead at %v with one expired entry and attempt 0", got, now)
 	}
@@ -272,39 +274,39 @@ func testSweepDeadlineRunning(t *testing.T, h harness) {
 	e.insert(p)
 	j := e.claimOne("a")
 	e.clock.Advance(lease - time.Microsecond)
-	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{}); err != nil || r != (errandstore.SweepResult{}) {
 		t.Errorf("JobSweep of a running job past its deadline = %+v, %v; want nothing", r, err)
 	}
 	e.unchanged("running job past its deadline", j)
 	now := e.clock.Advance(time.Microsecond)
-	r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{})
-	if err != nil || r != (errand.SweepResult{Retried: 1, Dead: 1}) {
+	r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{})
+	if err != nil || r != (errandstore.SweepResult{Retried: 1, Dead: 1}) {
 		t.Errorf("JobSweep at lease expiry = %+v, %v; want the lease retried, then the job dead", r, err)
 	}
 	got := e.get("a")
-	if got.State != errand.StateDead || len(got.Errors) != 2 ||
-		got.Errors[0].Class != errand.ClassLeaseExpired || got.Errors[1].Class != errand.ClassExpired ||
-		got.LastError == nil || got.LastError.Class != errand.ClassExpired || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+	if got.State != errandtype.StateDead || len(got.Errors) != 2 ||
+		got.Errors[0].Class != errandstore.ClassLeaseExpired || got.Errors[1].Class != errandstore.ClassExpired ||
+		got.LastError == nil || got.LastError.Class != errandstore.ClassExpired || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
 		t.Errorf("job: %+v; want dead with a lease_expired then an expired entry", got)
 	}
 }
 
 // testSweepCountsForClaims checks that a JobSweep counts as the handle's
-// last sweep: a claim within errand.ClaimSweepInterval of it does not sweep
+// last sweep: a claim within errandstore.ClaimSweepInterval of it does not sweep
 // again.
 func testSweepCountsForClaims(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
-	j := e.claimWith(&errand.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: lease, Owner: owner})[0]
+	j := e.claimWith(&errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 1, Lease: lease, Owner: owner})[0]
 	e.clock.Advance(lease - shortLease)
 	swept := e.now()
-	if r, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil || r != (errand.SweepResult{}) {
+	if r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{}); err != nil || r != (errandstore.SweepResult{}) {
 		t.Fatalf("JobSweep inside the lease = %+v, %v; want nothing", r, err)
 	}
 	e.clock.Advance(2 * shortLease) // the lease has expired
 	e.claimNone()
 	e.unchanged("expired lease within an interval of a JobSweep", j)
-	e.clock.Advance(swept.Add(errand.ClaimSweepInterval).Sub(e.now()))
+	e.clock.Advance(swept.Add(errandstore.ClaimSweepInterval).Sub(e.now()))
 	if got := e.claimOne("a"); got.Attempt != 2 {
 		t.Errorf("claim an interval after the sweep: attempt %d, want 2", got.Attempt)
 	}
@@ -325,13 +327,13 @@ func testSweepDeadlineBeforeSweep(t *testing.T, h harness) {
 	if got := e.claim(2); len(got) != 1 || got[0].ID != "b" {
 		t.Fatalf("claim past a's deadline took %v; want b alone", got)
 	}
-	if got := e.get("a"); got.State != errand.StateQueued || len(got.Errors) != 0 {
+	if got := e.get("a"); got.State != errandtype.StateQueued || len(got.Errors) != 0 {
 		t.Fatalf("job past its deadline before a sweep: state %s, history %+v; want queued, untouched", got.State, got.Errors)
 	}
-	now := e.clock.Advance(start.Add(errand.ClaimSweepInterval).Sub(e.now()))
+	now := e.clock.Advance(start.Add(errandstore.ClaimSweepInterval).Sub(e.now()))
 	e.claimNone()
 	got := e.get("a")
-	if got.State != errand.StateDead || len(got.Errors) != 1 || got.Errors[0].Class != errand.ClassExpired ||
+	if got.State != errandtype.StateDead || len(got.Errors) != 1 || got.Errors[0].Class != errandstore.ClassExpired ||
 		got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
 		t.Errorf("job past its deadline after the next sweep: %+v; want dead at %v with an expired entry", got, now)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var uniqueCases = []testCase{
@@ -24,20 +26,20 @@ var uniqueCases = []testCase{
 
 // uniqueJob returns insert parameters for a job with unique key key in
 // scope.
-func uniqueJob(id, key string, scope errand.UniqueScope) *errand.JobInsertParams {
+func uniqueJob(id, key string, scope errandtype.UniqueScope) *errandstore.JobInsertParams {
 	p := newJob(id)
 	p.UniqueKey, p.UniqueScope = key, scope
 	return p
 }
 
 // insertOne inserts p and returns its result.
-func (e *env) insertOne(p *errand.JobInsertParams) errand.JobInsertResult {
+func (e *env) insertOne(p *errandstore.JobInsertParams) errandstore.JobInsertResult {
 	e.t.Helper()
 	return e.insertResults(p)[0]
 }
 
 // wantNew requires that inserting p made a new job.
-func (e *env) wantNew(p *errand.JobInsertParams) *errand.Job {
+func (e *env) wantNew(p *errandstore.JobInsertParams) *errandtype.Job {
 	e.t.Helper()
 	r := e.insertOne(p)
 	if r.Duplicate || r.Job.ID != p.ID {
@@ -47,7 +49,7 @@ func (e *env) wantNew(p *errand.JobInsertParams) *errand.Job {
 }
 
 // wantDuplicateOf requires that inserting p returned job holder.
-func (e *env) wantDuplicateOf(p *errand.JobInsertParams, holder string) {
+func (e *env) wantDuplicateOf(p *errandstore.JobInsertParams, holder string) {
 	e.t.Helper()
 	r := e.insertOne(p)
 	if !r.Duplicate || r.Job.ID != holder {
@@ -59,12 +61,12 @@ func (e *env) wantDuplicateOf(p *errand.JobInsertParams, holder string) {
 // raceUnique inserts, from e's store and a second store at once, one job
 // per inserter with unique key key in scope, and returns the ids of the
 // jobs inserted, checking that every other inserter was told the winner.
-func (e *env) raceUnique(other errand.Store, round, key string, scope errand.UniqueScope) []string {
+func (e *env) raceUnique(other errandstore.Store, round, key string, scope errandtype.UniqueScope) []string {
 	e.t.Helper()
 	const inserters = 6
 	var (
 		mu      sync.Mutex
-		results = map[string]errand.JobInsertResult{}
+		results = map[string]errandstore.JobInsertResult{}
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
 	)
@@ -76,7 +78,7 @@ func (e *env) raceUnique(other errand.Store, round, key string, scope errand.Uni
 		id := fmt.Sprintf("%s-w%d", round, w)
 		wg.Go(func() {
 			<-start
-			rs, err := s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{uniqueJob(id, key, scope)}})
+			rs, err := s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{uniqueJob(id, key, scope)}})
 			if err != nil {
 				e.t.Errorf("insert %s: %v", id, err)
 				return
@@ -114,21 +116,21 @@ func (e *env) raceUnique(other errand.Store, round, key string, scope errand.Uni
 func testUniqueConcurrentThenFree(t *testing.T, h harness) {
 	e := open(t, h)
 	other := e.second()
-	first := e.raceUnique(other, "r1", "sync:acct-7", errand.UniqueUntilFinished)[0]
+	first := e.raceUnique(other, "r1", "sync:acct-7", errandtype.UniqueUntilFinished)[0]
 	j := e.get(first)
-	if j.UniqueKey == nil || *j.UniqueKey != "sync:acct-7" || j.UniqueScope == nil || *j.UniqueScope != errand.UniqueUntilFinished || j.UniqueWindowStart != nil {
+	if j.UniqueKey == nil || *j.UniqueKey != "sync:acct-7" || j.UniqueScope == nil || *j.UniqueScope != errandtype.UniqueUntilFinished || j.UniqueWindowStart != nil {
 		t.Fatalf("job %s: key %v scope %v window %v; want sync:acct-7, until_finished, none", first, j.UniqueKey, j.UniqueScope, j.UniqueWindowStart)
 	}
 	// Still held while it runs.
 	running := e.claimOne(first)
-	e.wantDuplicateOf(uniqueJob("while-running", "sync:acct-7", errand.UniqueUntilFinished), first)
+	e.wantDuplicateOf(uniqueJob("while-running", "sync:acct-7", errandtype.UniqueUntilFinished), first)
 	e.recordOK(succeeded(running))
 
-	second := e.raceUnique(other, "r2", "sync:acct-7", errand.UniqueUntilFinished)[0]
+	second := e.raceUnique(other, "r2", "sync:acct-7", errandtype.UniqueUntilFinished)[0]
 	if second == first {
 		t.Fatalf("second race returned the succeeded job %s", first)
 	}
-	if got := e.get(first).State; got != errand.StateSucceeded {
+	if got := e.get(first).State; got != errandtype.StateSucceeded {
 		t.Errorf("first job is %s, want succeeded (untouched)", got)
 	}
 }
@@ -140,8 +142,8 @@ func testUniqueDefaultHolds(t *testing.T, h harness) {
 	e.wantNew(uniqueJob("a", "k-succeeded", 0))
 	e.recordOK(succeeded(e.claimOne("a")))
 	e.wantDuplicateOf(uniqueJob("a2", "k-succeeded", 0), "a")
-	e.wantDuplicateOf(uniqueJob("a3", "k-succeeded", errand.UniqueAlways), "a")
-	if s := e.get("a").UniqueScope; s == nil || *s != errand.UniqueAlways {
+	e.wantDuplicateOf(uniqueJob("a3", "k-succeeded", errandtype.UniqueAlways), "a")
+	if s := e.get("a").UniqueScope; s == nil || *s != errandtype.UniqueAlways {
 		t.Errorf("default scope read back as %v, want always", s)
 	}
 
@@ -150,7 +152,7 @@ func testUniqueDefaultHolds(t *testing.T, h harness) {
 	e.wantDuplicateOf(uniqueJob("b2", "k-dead", 0), "b")
 
 	e.wantNew(uniqueJob("c", "k-cancelled", 0))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wantDuplicateOf(uniqueJob("c2", "k-cancelled", 0), "c")
@@ -161,7 +163,7 @@ func testUniqueDefaultHolds(t *testing.T, h harness) {
 // death, a lease-expiry sweep on the last attempt, cancel and prune.
 func testUniqueUntilFinishedExits(t *testing.T, h harness) {
 	e := open(t, h)
-	scope := errand.UniqueUntilFinished
+	scope := errandtype.UniqueUntilFinished
 	// Scheduled, then retrying: held.
 	p := uniqueJob("r", "k-retry", scope)
 	p.Delay = time.Minute
@@ -181,10 +183,10 @@ func testUniqueUntilFinishedExits(t *testing.T, h harness) {
 	e.wantNew(p)
 	e.claimOne("s")
 	e.clock.Advance(lease + time.Second)
-	if _, err := e.s.JobSweep(e.ctx, &errand.JobSweepParams{}); err != nil {
+	if _, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.get("s").State; got != errand.StateDead {
+	if got := e.get("s").State; got != errandtype.StateDead {
 		t.Fatalf("swept job is %s, want dead", got)
 	}
 	e.wantNew(uniqueJob("s-after-sweep", "k-sweep", scope))
@@ -192,7 +194,7 @@ func testUniqueUntilFinishedExits(t *testing.T, h harness) {
 
 	// Cancel frees the key.
 	e.wantNew(uniqueJob("c", "k-cancel", scope))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wantNew(uniqueJob("c-after-cancel", "k-cancel", scope))
@@ -202,18 +204,18 @@ func testUniqueUntilFinishedExits(t *testing.T, h harness) {
 // job is dead, and frees it on success or cancel.
 func testUniqueUntilSucceeded(t *testing.T, h harness) {
 	e := open(t, h)
-	scope := errand.UniqueUntilSucceeded
+	scope := errandtype.UniqueUntilSucceeded
 	e.wantNew(uniqueJob("a", "k", scope))
 	e.recordOK(dead(e.claimOne("a")))
 	e.wantDuplicateOf(uniqueJob("a2", "k", scope), "a")
 	// A replay keeps the key (dead was in scope: no conflict possible).
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "fixed"}); err != nil {
 		t.Fatalf("replay a: %v", err)
 	}
 	e.wantDuplicateOf(uniqueJob("a3", "k", scope), "a")
 	e.recordOK(succeeded(e.claimOne("a")))
 	e.wantNew(uniqueJob("b", "k", scope))
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "b", Operator: "ana", Reason: "r"}); err != nil {
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "b", Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	e.wantNew(uniqueJob("c", "k", scope))
@@ -224,7 +226,7 @@ func testUniqueUntilSucceeded(t *testing.T, h harness) {
 // of one key with different scopes each hold it by their own.
 func testUniqueCustomScope(t *testing.T, h harness) {
 	e := open(t, h)
-	scope := errand.UniqueScopeOf(errand.StateQueued, errand.StateRunning, errand.StateRetrying, errand.StateSucceeded)
+	scope := errand.UniqueScopeOf(errandtype.StateQueued, errandtype.StateRunning, errandtype.StateRetrying, errandtype.StateSucceeded)
 	e.wantNew(uniqueJob("a", "k", scope))
 	e.recordOK(dead(e.claimOne("a")))
 	e.wantNew(uniqueJob("b", "k", scope))
@@ -235,17 +237,17 @@ func testUniqueCustomScope(t *testing.T, h harness) {
 	}
 	// A job whose scope is until_finished still meets b, which holds the
 	// key by its own scope.
-	e.wantDuplicateOf(uniqueJob("d", "k", errand.UniqueUntilFinished), "b")
+	e.wantDuplicateOf(uniqueJob("d", "k", errandtype.UniqueUntilFinished), "b")
 }
 
 // testUniqueWithinBatch: two jobs of one batch with one key: the second is
 // the first's duplicate, whatever the scope.
 func testUniqueWithinBatch(t *testing.T, h harness) {
 	e := open(t, h)
-	p := uniqueJob("w", "k-win", errand.UniqueUntilFinished)
+	p := uniqueJob("w", "k-win", errandtype.UniqueUntilFinished)
 	p.UniqueWindow = time.Hour
-	rs := e.insertResults(uniqueJob("a", "k", errand.UniqueUntilFinished), uniqueJob("b", "k", errand.UniqueUntilFinished),
-		newJob("plain"), p, func() *errand.JobInsertParams { q := *p; q.ID = "w2"; return &q }())
+	rs := e.insertResults(uniqueJob("a", "k", errandtype.UniqueUntilFinished), uniqueJob("b", "k", errandtype.UniqueUntilFinished),
+		newJob("plain"), p, func() *errandstore.JobInsertParams { q := *p; q.ID = "w2"; return &q }())
 	want := []struct {
 		id  string
 		dup bool
@@ -263,8 +265,8 @@ func testUniqueWithinBatch(t *testing.T, h harness) {
 // the key as given and shows its window's start.
 func testUniqueWindow(t *testing.T, h harness) {
 	e := open(t, h)
-	win := func(id string) *errand.JobInsertParams {
-		p := uniqueJob(id, "digest:acct-7", errand.UniqueUntilFinished)
+	win := func(id string) *errandstore.JobInsertParams {
+		p := uniqueJob(id, "digest:acct-7", errandtype.UniqueUntilFinished)
 		p.UniqueWindow = time.Hour
 		return p
 	}
@@ -277,7 +279,7 @@ func testUniqueWindow(t *testing.T, h harness) {
 	e.clock.Advance(29 * time.Minute) // 09:59
 	e.wantDuplicateOf(win("a-dup"), "a")
 	// The same key without a window is another key space.
-	e.wantNew(uniqueJob("nowin", "digest:acct-7", errand.UniqueUntilFinished))
+	e.wantNew(uniqueJob("nowin", "digest:acct-7", errandtype.UniqueUntilFinished))
 	e.clock.Advance(time.Minute) // 10:00:00.123456: the next window
 	b := e.wantNew(win("b"))
 	if b.UniqueWindowStart == nil || !b.UniqueWindowStart.Equal(start.Add(time.Hour)) {
@@ -300,30 +302,30 @@ func testUniqueWindow(t *testing.T, h harness) {
 // fails with the same error.
 func testUniqueReplayConflict(t *testing.T, h harness) {
 	e := open(t, h)
-	scope := errand.UniqueUntilFinished
+	scope := errandtype.UniqueUntilFinished
 	e.wantNew(uniqueJob("a", "k", scope))
 	e.recordOK(dead(e.claimOne("a")))
 	e.wantNew(uniqueJob("b", "k", scope))
 	before := e.get("a")
 
-	_, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "fixed"})
-	var ce *errand.UniqueConflictError
-	if !errors.As(err, &ce) || !errors.Is(err, errand.ErrUniqueConflict) || ce.ID != "a" || ce.Key != "k" || ce.HeldBy != "b" {
+	_, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "fixed"})
+	var ce *errandtype.UniqueConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, errandtype.ErrUniqueConflict) || ce.ID != "a" || ce.Key != "k" || ce.HeldBy != "b" {
 		t.Fatalf("replay a while b holds its key: %v; want a *UniqueConflictError for a, key k, held by b", err)
 	}
 	same(t, "a after the refused replay", before, e.get("a"))
-	if rs, err := e.s.JobReplayAudit(e.ctx, &errand.JobReplayAuditParams{JobID: "a"}); err != nil || len(rs) != 0 {
+	if rs, err := e.s.JobReplayAudit(e.ctx, &errandstore.JobReplayAuditParams{JobID: "a"}); err != nil || len(rs) != 0 {
 		t.Fatalf("replay audit of a: %v, %v; want empty", rs, err)
 	}
-	_, err = e.s.JobReplayMany(e.ctx, &errand.JobReplayManyParams{Limit: 10, Operator: "ana", Reason: "bulk", Bulk: "bulk-1"})
-	if !errors.Is(err, errand.ErrUniqueConflict) {
+	_, err = e.s.JobReplayMany(e.ctx, &errandstore.JobReplayManyParams{Limit: 10, Operator: "ana", Reason: "bulk", Bulk: "bulk-1"})
+	if !errors.Is(err, errandtype.ErrUniqueConflict) {
 		t.Fatalf("bulk replay meeting a: %v; want ErrUniqueConflict", err)
 	}
 	same(t, "a after the refused bulk replay", before, e.get("a"))
 
 	e.recordOK(succeeded(e.claimOne("b")))
-	j, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "a", Operator: "ana", Reason: "fixed"})
-	if err != nil || j.State != errand.StateQueued {
+	j, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "fixed"})
+	if err != nil || j.State != errandtype.StateQueued {
 		t.Fatalf("replay a once b succeeded: %v, %v; want it queued", j, err)
 	}
 	e.wantDuplicateOf(uniqueJob("c", "k", scope), "a")
@@ -335,17 +337,17 @@ func testUniqueReplayConflict(t *testing.T, h harness) {
 func testUniqueInvalid(t *testing.T, h harness) {
 	e := open(t, h)
 	noKey := newJob("nokey")
-	noKey.UniqueScope = errand.UniqueUntilFinished
-	shortWindow := uniqueJob("short", "k", errand.UniqueUntilFinished)
+	noKey.UniqueScope = errandtype.UniqueUntilFinished
+	shortWindow := uniqueJob("short", "k", errandtype.UniqueUntilFinished)
 	shortWindow.UniqueWindow = time.Microsecond
-	for _, p := range []*errand.JobInsertParams{
-		uniqueJob("no-running", "k", errand.UniqueScopeOf(errand.StateQueued, errand.StateRetrying)),
-		uniqueJob("cancel-not-dead", "k", errand.UniqueUntilFinished|errand.UniqueScopeOf(errand.StateCancelled)),
+	for _, p := range []*errandstore.JobInsertParams{
+		uniqueJob("no-running", "k", errand.UniqueScopeOf(errandtype.StateQueued, errandtype.StateRetrying)),
+		uniqueJob("cancel-not-dead", "k", errandtype.UniqueUntilFinished|errand.UniqueScopeOf(errandtype.StateCancelled)),
 		uniqueJob("bad-state", "k", errand.UniqueScopeOf("paused")),
 		noKey, shortWindow,
 	} {
-		_, err := e.s.JobInsertMany(e.ctx, &errand.JobInsertManyParams{Jobs: []*errand.JobInsertParams{p}})
-		if !errors.Is(err, errand.ErrInvalid) {
+		_, err := e.s.JobInsertMany(e.ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{p}})
+		if !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("insert %s: %v; want an *InputError", p.ID, err)
 		}
 		e.notFound(p.ID)

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var workerCases = []testCase{
@@ -29,36 +30,36 @@ var workerCases = []testCase{
 
 const beat = 5 * time.Second
 
-func registerParams(id string) *errand.WorkerRegisterParams {
-	return &errand.WorkerRegisterParams{
+func registerParams(id string) *errandstore.WorkerRegisterParams {
+	return &errandstore.WorkerRegisterParams{
 		ID:                id,
 		Host:              "host-7",
 		PID:               4242,
-		Queues:            []errand.WorkerQueue{{Name: "default", Concurrency: 10}, {Name: "reports", Concurrency: 2}},
+		Queues:            []errandtype.WorkerQueue{{Name: "default", Concurrency: 10}, {Name: "reports", Concurrency: 2}},
 		Kinds:             []string{"send_receipt", "build_report"},
 		HeartbeatInterval: beat,
 	}
 }
 
 // registered is the record a registration of p at now should return.
-func registered(p *errand.WorkerRegisterParams, now time.Time) *errand.WorkerRecord {
+func registered(p *errandstore.WorkerRegisterParams, now time.Time) *errandtype.WorkerRecord {
 	qs := slices.Clone(p.Queues)
 	if qs == nil {
-		qs = []errand.WorkerQueue{}
+		qs = []errandtype.WorkerQueue{}
 	}
 	ks := slices.Clone(p.Kinds)
 	if ks == nil {
 		ks = []string{}
 	}
-	return &errand.WorkerRecord{
+	return &errandtype.WorkerRecord{
 		ID: p.ID, Host: p.Host, PID: p.PID, Queues: qs, Kinds: ks,
-		HeartbeatInterval: errand.Duration(p.HeartbeatInterval),
+		HeartbeatInterval: errandtype.Duration(p.HeartbeatInterval),
 		StartedAt:         now, HeartbeatAt: now,
-		Status: errand.WorkerAlive,
+		Status: errandtype.WorkerAlive,
 	}
 }
 
-func (e *env) register(p *errand.WorkerRegisterParams) *errand.WorkerRecord {
+func (e *env) register(p *errandstore.WorkerRegisterParams) *errandtype.WorkerRecord {
 	e.t.Helper()
 	w, err := e.s.WorkerRegister(e.ctx, p)
 	if err != nil {
@@ -69,19 +70,19 @@ func (e *env) register(p *errand.WorkerRegisterParams) *errand.WorkerRecord {
 
 // stats returns heartbeat stats sent at the store's now, so that a store
 // that measures clock skew measures 0.
-func (e *env) stats(running int, completed int64, ago time.Duration) errand.WorkerStats {
-	return errand.WorkerStats{JobsRunning: running, JobsCompleted: completed, LastCompletedAgo: ago, SentAt: e.now()}
+func (e *env) stats(running int, completed int64, ago time.Duration) errandstore.WorkerStats {
+	return errandstore.WorkerStats{JobsRunning: running, JobsCompleted: completed, LastCompletedAgo: ago, SentAt: e.now()}
 }
 
 // draining returns st with Draining set.
-func (e *env) draining(st errand.WorkerStats) errand.WorkerStats {
+func (e *env) draining(st errandstore.WorkerStats) errandstore.WorkerStats {
 	st.Draining = true
 	return st
 }
 
-func (e *env) workerBeat(id string, st errand.WorkerStats) *errand.WorkerRecord {
+func (e *env) workerBeat(id string, st errandstore.WorkerStats) *errandtype.WorkerRecord {
 	e.t.Helper()
-	w, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: id, Stats: st})
+	w, err := e.s.WorkerHeartbeat(e.ctx, &errandstore.WorkerHeartbeatParams{ID: id, Stats: st})
 	if err != nil {
 		e.t.Fatalf("WorkerHeartbeat(%s): %v", id, err)
 	}
@@ -90,12 +91,12 @@ func (e *env) workerBeat(id string, st errand.WorkerStats) *errand.WorkerRecord 
 
 func (e *env) workerStop(id string) {
 	e.t.Helper()
-	if err := e.s.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: id}); err != nil {
+	if err := e.s.WorkerStop(e.ctx, &errandstore.WorkerStopParams{ID: id}); err != nil {
 		e.t.Fatalf("WorkerStop(%s): %v", id, err)
 	}
 }
 
-func (e *env) workersWith(p *errand.WorkerListParams) []*errand.WorkerRecord {
+func (e *env) workersWith(p *errandstore.WorkerListParams) []*errandtype.WorkerRecord {
 	e.t.Helper()
 	ws, err := e.s.WorkerList(e.ctx, p)
 	if err != nil {
@@ -104,13 +105,13 @@ func (e *env) workersWith(p *errand.WorkerListParams) []*errand.WorkerRecord {
 	return ws
 }
 
-func (e *env) workers() []*errand.WorkerRecord {
+func (e *env) workers() []*errandtype.WorkerRecord {
 	e.t.Helper()
-	return e.workersWith(&errand.WorkerListParams{})
+	return e.workersWith(&errandstore.WorkerListParams{})
 }
 
 // worker returns the listed record of worker id.
-func (e *env) worker(id string) *errand.WorkerRecord {
+func (e *env) worker(id string) *errandtype.WorkerRecord {
 	e.t.Helper()
 	for _, w := range e.workers() {
 		if w.ID == id {
@@ -122,16 +123,16 @@ func (e *env) worker(id string) *errand.WorkerRecord {
 }
 
 // status returns the listed status of every worker, by id.
-func (e *env) statuses(p *errand.WorkerListParams) map[string]errand.WorkerStatus {
+func (e *env) statuses(p *errandstore.WorkerListParams) map[string]errandtype.WorkerStatus {
 	e.t.Helper()
-	m := map[string]errand.WorkerStatus{}
+	m := map[string]errandtype.WorkerStatus{}
 	for _, w := range e.workersWith(p) {
 		m[w.ID] = w.Status
 	}
 	return m
 }
 
-func workerIDs(ws []*errand.WorkerRecord) []string {
+func workerIDs(ws []*errandtype.WorkerRecord) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
 		out[i] = w.ID
@@ -141,7 +142,7 @@ func workerIDs(ws []*errand.WorkerRecord) []string {
 
 // sameWorker fails the test when got differs from want in any field. Times
 // compare as instants.
-func sameWorker(t *testing.T, what string, want, got *errand.WorkerRecord) {
+func sameWorker(t *testing.T, what string, want, got *errandtype.WorkerRecord) {
 	t.Helper()
 	if want == nil || got == nil {
 		if want != got {
@@ -156,7 +157,7 @@ func sameWorker(t *testing.T, what string, want, got *errand.WorkerRecord) {
 	}
 }
 
-func workerFields(w *errand.WorkerRecord) map[string]any {
+func workerFields(w *errandtype.WorkerRecord) map[string]any {
 	c := *w
 	c.StartedAt = c.StartedAt.UTC()
 	c.HeartbeatAt = c.HeartbeatAt.UTC()
@@ -191,7 +192,7 @@ func testWorkerRegister(t *testing.T, h harness) {
 
 	// No queues or kinds are stored as empty lists, not null.
 	e.clock.Advance(time.Second)
-	bare := &errand.WorkerRegisterParams{ID: "bare", HeartbeatInterval: time.Second}
+	bare := &errandstore.WorkerRegisterParams{ID: "bare", HeartbeatInterval: time.Second}
 	got := e.register(bare)
 	if got.Queues == nil || len(got.Queues) != 0 || got.Kinds == nil || len(got.Kinds) != 0 {
 		t.Errorf("worker registered without queues and kinds: Queues = %#v, Kinds = %#v, want empty and non-nil", got.Queues, got.Kinds)
@@ -215,8 +216,8 @@ func testWorkerRegisterAgain(t *testing.T, h harness) {
 	e.workerStop("w")
 
 	now := e.clock.Advance(time.Minute)
-	p2 := &errand.WorkerRegisterParams{ID: "w", Host: "host-8", PID: 99,
-		Queues: []errand.WorkerQueue{{Name: "otp", Concurrency: 4}}, Kinds: []string{"send_otp"},
+	p2 := &errandstore.WorkerRegisterParams{ID: "w", Host: "host-8", PID: 99,
+		Queues: []errandtype.WorkerQueue{{Name: "otp", Concurrency: 4}}, Kinds: []string{"send_otp"},
 		HeartbeatInterval: 2 * time.Second}
 	want := registered(p2, now)
 	sameWorker(t, "registered again", want, e.register(p2))
@@ -269,8 +270,8 @@ func testWorkerHeartbeat(t *testing.T, h harness) {
 // not registered, or that stopped, is ErrNotFound and writes nothing.
 func testWorkerHeartbeatUnknown(t *testing.T, h harness) {
 	e := open(t, h)
-	w, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "nobody", Stats: e.stats(1, 1, 0)})
-	if !errors.Is(err, errand.ErrNotFound) {
+	w, err := e.s.WorkerHeartbeat(e.ctx, &errandstore.WorkerHeartbeatParams{ID: "nobody", Stats: e.stats(1, 1, 0)})
+	if !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("WorkerHeartbeat(unknown) = %v, %v; want ErrNotFound", w, err)
 	}
 	if ws := e.workers(); len(ws) != 0 {
@@ -282,8 +283,8 @@ func testWorkerHeartbeatUnknown(t *testing.T, h harness) {
 	e.workerStop("w")
 	before := e.worker("w")
 	e.clock.Advance(time.Second)
-	w, err = e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: e.stats(1, 1, 0)})
-	if !errors.Is(err, errand.ErrNotFound) {
+	w, err = e.s.WorkerHeartbeat(e.ctx, &errandstore.WorkerHeartbeatParams{ID: "w", Stats: e.stats(1, 1, 0)})
+	if !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("WorkerHeartbeat(stopped worker) = %v, %v; want ErrNotFound", w, err)
 	}
 	sameWorker(t, "stopped worker after a refused heartbeat", before, e.worker("w"))
@@ -298,31 +299,31 @@ func testWorkerGone(t *testing.T, h harness) {
 	p := registerParams("slow")
 	p.HeartbeatInterval = time.Minute
 	e.register(p)
-	window := errand.WorkerMissedHeartbeats * beat
+	window := errandstore.WorkerMissedHeartbeats * beat
 
 	e.clock.Advance(window - time.Microsecond)
-	if got := e.worker("w").Status; got != errand.WorkerAlive {
+	if got := e.worker("w").Status; got != errandtype.WorkerAlive {
 		t.Errorf("a microsecond before its window ends: status %s, want alive", got)
 	}
 	e.clock.Advance(time.Microsecond)
-	if got := e.worker("w").Status; got != errand.WorkerGone {
+	if got := e.worker("w").Status; got != errandstore.WorkerGone {
 		t.Errorf("when its window ends: status %s, want gone", got)
 	}
 	// The window is each worker's own.
-	if got := e.worker("slow").Status; got != errand.WorkerAlive {
+	if got := e.worker("slow").Status; got != errandtype.WorkerAlive {
 		t.Errorf("worker with a 1m interval after %s: status %s, want alive", window, got)
 	}
 	e.clock.Advance(time.Hour)
-	if got := e.worker("w").Status; got != errand.WorkerGone {
+	if got := e.worker("w").Status; got != errandstore.WorkerGone {
 		t.Errorf("an hour later: status %s, want gone", got)
 	}
 	// A gone worker that heartbeats again (it was frozen, not dead) is
 	// alive again.
 	w := e.workerBeat("w", e.stats(0, 0, 0))
-	if w.Status != errand.WorkerAlive {
+	if w.Status != errandtype.WorkerAlive {
 		t.Errorf("heartbeat of a gone worker returned status %s, want alive", w.Status)
 	}
-	if got := e.worker("w").Status; got != errand.WorkerAlive {
+	if got := e.worker("w").Status; got != errandtype.WorkerAlive {
 		t.Errorf("after a heartbeat: status %s, want alive", got)
 	}
 }
@@ -335,14 +336,14 @@ func testWorkerStaleAfter(t *testing.T, h harness) {
 	e.clock.Advance(10 * time.Second)
 	for _, c := range []struct {
 		stale time.Duration
-		want  errand.WorkerStatus
+		want  errandtype.WorkerStatus
 	}{
-		{0, errand.WorkerAlive}, // default window 15s
-		{10*time.Second + time.Microsecond, errand.WorkerAlive},
-		{10 * time.Second, errand.WorkerGone},
-		{time.Second, errand.WorkerGone},
+		{0, errandtype.WorkerAlive}, // default window 15s
+		{10*time.Second + time.Microsecond, errandtype.WorkerAlive},
+		{10 * time.Second, errandstore.WorkerGone},
+		{time.Second, errandstore.WorkerGone},
 	} {
-		got := e.statuses(&errand.WorkerListParams{StaleAfter: c.stale})["w"]
+		got := e.statuses(&errandstore.WorkerListParams{StaleAfter: c.stale})["w"]
 		if got != c.want {
 			t.Errorf("StaleAfter %s, last heartbeat 10s ago: status %s, want %s", c.stale, got, c.want)
 		}
@@ -367,24 +368,24 @@ func testWorkerStop(t *testing.T, h harness) {
 	want.JobsCompleted = 5
 	want.LastCompletedAt = ptr(now.Add(-time.Second))
 	want.StoppedAt = ptr(stopAt)
-	want.Status = errand.WorkerStopped
+	want.Status = errandstore.WorkerStopped
 	sameWorker(t, "stopped worker", want, e.worker("w"))
-	if got := e.worker("other").Status; got != errand.WorkerAlive {
+	if got := e.worker("other").Status; got != errandtype.WorkerAlive {
 		t.Errorf("the other worker: status %s, want alive", got)
 	}
 
 	// Past any staleness window a stopped worker is still stopped, not gone.
 	e.clock.Advance(time.Hour)
-	if got := e.worker("w").Status; got != errand.WorkerStopped {
+	if got := e.worker("w").Status; got != errandstore.WorkerStopped {
 		t.Errorf("an hour after stopping: status %s, want stopped", got)
 	}
-	if got := e.worker("other").Status; got != errand.WorkerGone {
+	if got := e.worker("other").Status; got != errandstore.WorkerGone {
 		t.Errorf("the other worker an hour on: status %s, want gone", got)
 	}
 	e.workerStop("w")
 	sameWorker(t, "stopped twice", want, e.worker("w"))
 
-	if err := e.s.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: "nobody"}); !errors.Is(err, errand.ErrNotFound) {
+	if err := e.s.WorkerStop(e.ctx, &errandstore.WorkerStopParams{ID: "nobody"}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Errorf("WorkerStop(unknown) = %v, want ErrNotFound", err)
 	}
 	if ws := e.workers(); len(ws) != 2 {
@@ -405,10 +406,10 @@ func testWorkerDraining(t *testing.T, h harness) {
 	want := registered(p, start)
 	want.HeartbeatAt, want.JobsRunning = drainAt, 2
 	want.DrainingAt = ptr(drainAt)
-	want.Status = errand.WorkerDraining
+	want.Status = errandstore.WorkerDraining
 	sameWorker(t, "heartbeat that says it drains", want, e.workerBeat("w", e.draining(e.stats(2, 0, 0))))
 	sameWorker(t, "listed while draining", want, e.worker("w"))
-	if got := e.worker("other").Status; got != errand.WorkerAlive {
+	if got := e.worker("other").Status; got != errandtype.WorkerAlive {
 		t.Errorf("the other worker: status %s, want alive", got)
 	}
 
@@ -423,21 +424,21 @@ func testWorkerDraining(t *testing.T, h harness) {
 
 	// A draining worker whose heartbeats stop is gone, and is not pruned
 	// before then.
-	e.clock.Advance(errand.WorkerMissedHeartbeats*beat - time.Microsecond)
-	if _, err := e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil {
+	e.clock.Advance(errandstore.WorkerMissedHeartbeats*beat - time.Microsecond)
+	if _, err := e.s.WorkerPrune(e.ctx, &errandstore.WorkerPruneParams{OlderThan: 0}); err != nil {
 		t.Fatalf("WorkerPrune(0): %v", err)
 	}
-	if got := e.worker("w").Status; got != errand.WorkerDraining {
+	if got := e.worker("w").Status; got != errandstore.WorkerDraining {
 		t.Errorf("a microsecond before its window ends: status %s, want draining", got)
 	}
 	e.clock.Advance(time.Microsecond)
-	if got := e.worker("w").Status; got != errand.WorkerGone {
+	if got := e.worker("w").Status; got != errandstore.WorkerGone {
 		t.Errorf("when its window ends: status %s, want gone", got)
 	}
 	// A draining worker that stops is stopped.
 	e.workerBeat("w", e.stats(0, 1, 0))
 	e.workerStop("w")
-	if got := e.worker("w"); got.Status != errand.WorkerStopped || got.DrainingAt == nil || !got.DrainingAt.Equal(drainAt) {
+	if got := e.worker("w"); got.Status != errandstore.WorkerStopped || got.DrainingAt == nil || !got.DrainingAt.Equal(drainAt) {
 		t.Errorf("stopped after draining: status %s, draining_at %v; want stopped, %v", got.Status, got.DrainingAt, drainAt)
 	}
 	// Registering again is a fresh start: not draining.
@@ -483,7 +484,7 @@ func testWorkerPrune(t *testing.T, h harness) {
 	// beat 60m ago, gone-new 20m ago; alive beat now; alive-slow beat 60m
 	// ago but its window is 3h.
 
-	n, err := e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 30 * time.Minute})
+	n, err := e.s.WorkerPrune(e.ctx, &errandstore.WorkerPruneParams{OlderThan: 30 * time.Minute})
 	if err != nil {
 		t.Fatalf("WorkerPrune(30m): %v", err)
 	}
@@ -497,7 +498,7 @@ func testWorkerPrune(t *testing.T, h harness) {
 	}
 
 	// Zero prunes every stopped and gone worker, and no alive one.
-	if n, err = e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil || n != 2 {
+	if n, err = e.s.WorkerPrune(e.ctx, &errandstore.WorkerPruneParams{OlderThan: 0}); err != nil || n != 2 {
 		t.Errorf("WorkerPrune(0) = %d, %v; want 2", n, err)
 	}
 	got = workerIDs(e.workers())
@@ -505,11 +506,11 @@ func testWorkerPrune(t *testing.T, h harness) {
 	if want := []string{"alive", "alive-slow"}; !slices.Equal(got, want) {
 		t.Errorf("after WorkerPrune(0): %v, want %v", got, want)
 	}
-	if n, err = e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: 0}); err != nil || n != 0 {
+	if n, err = e.s.WorkerPrune(e.ctx, &errandstore.WorkerPruneParams{OlderThan: 0}); err != nil || n != 0 {
 		t.Errorf("WorkerPrune(0) again = %d, %v; want 0", n, err)
 	}
 	// A pruned worker's heartbeat is ErrNotFound, so it registers again.
-	if _, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "gone-old", Stats: e.stats(0, 0, 0)}); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.s.WorkerHeartbeat(e.ctx, &errandstore.WorkerHeartbeatParams{ID: "gone-old", Stats: e.stats(0, 0, 0)}); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Errorf("heartbeat of a pruned worker = %v, want ErrNotFound", err)
 	}
 }
@@ -517,33 +518,33 @@ func testWorkerPrune(t *testing.T, h harness) {
 func testWorkerInvalidParams(t *testing.T, h harness) {
 	e := open(t, h)
 	before := e.register(registerParams("w"))
-	for name, p := range map[string]*errand.WorkerRegisterParams{
+	for name, p := range map[string]*errandstore.WorkerRegisterParams{
 		"no-id":             {HeartbeatInterval: beat},
 		"zero-interval":     {ID: "x"},
 		"negative-interval": {ID: "x", HeartbeatInterval: -time.Second},
 		// A nanosecond is none at all in the stores' microseconds;
 		// under MinInterval a worker would heartbeat in a tight loop.
 		"nanosecond-interval": {ID: "x", HeartbeatInterval: time.Nanosecond},
-		"under-min-interval":  {ID: "x", HeartbeatInterval: errand.MinInterval - time.Microsecond},
+		"under-min-interval":  {ID: "x", HeartbeatInterval: errandstore.MinInterval - time.Microsecond},
 		"replace-zero":        {ID: "w"},
 	} {
-		if w, err := e.s.WorkerRegister(e.ctx, p); !errors.Is(err, errand.ErrInvalid) {
+		if w, err := e.s.WorkerRegister(e.ctx, p); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("WorkerRegister %s = %v, %v; want an error wrapping ErrInvalid", name, w, err)
 		}
 	}
-	for name, st := range map[string]errand.WorkerStats{
+	for name, st := range map[string]errandstore.WorkerStats{
 		"negative-running":   {JobsRunning: -1},
 		"negative-completed": {JobsCompleted: -1},
 		"negative-ago":       {JobsCompleted: 1, LastCompletedAgo: -time.Second},
 	} {
-		if w, err := e.s.WorkerHeartbeat(e.ctx, &errand.WorkerHeartbeatParams{ID: "w", Stats: st}); !errors.Is(err, errand.ErrInvalid) {
+		if w, err := e.s.WorkerHeartbeat(e.ctx, &errandstore.WorkerHeartbeatParams{ID: "w", Stats: st}); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Errorf("WorkerHeartbeat %s = %v, %v; want an error wrapping ErrInvalid", name, w, err)
 		}
 	}
-	if ws, err := e.s.WorkerList(e.ctx, &errand.WorkerListParams{StaleAfter: -time.Second}); !errors.Is(err, errand.ErrInvalid) {
+	if ws, err := e.s.WorkerList(e.ctx, &errandstore.WorkerListParams{StaleAfter: -time.Second}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("WorkerList with a negative StaleAfter = %v, %v; want an error wrapping ErrInvalid", workerIDs(ws), err)
 	}
-	if n, err := e.s.WorkerPrune(e.ctx, &errand.WorkerPruneParams{OlderThan: -time.Second}); !errors.Is(err, errand.ErrInvalid) {
+	if n, err := e.s.WorkerPrune(e.ctx, &errandstore.WorkerPruneParams{OlderThan: -time.Second}); !errors.Is(err, errandtype.ErrInvalid) {
 		t.Errorf("WorkerPrune(-1s) = %d, %v; want an error wrapping ErrInvalid", n, err)
 	}
 	ws := e.workers()
@@ -624,7 +625,7 @@ func testWorkerSecondStore(t *testing.T, h harness) {
 	if _, err := s2.WorkerRegister(e.ctx, registerParams("second")); err != nil {
 		t.Fatalf("WorkerRegister on the second store: %v", err)
 	}
-	ws, err := s2.WorkerList(e.ctx, &errand.WorkerListParams{})
+	ws, err := s2.WorkerList(e.ctx, &errandstore.WorkerListParams{})
 	if err != nil {
 		t.Fatalf("WorkerList on the second store: %v", err)
 	}
@@ -632,10 +633,10 @@ func testWorkerSecondStore(t *testing.T, h harness) {
 		t.Fatalf("second store lists %v, want [second first]", got)
 	}
 	sameWorker(t, "first worker seen by the second store", w1, ws[1])
-	if err := s2.WorkerStop(e.ctx, &errand.WorkerStopParams{ID: "first"}); err != nil {
+	if err := s2.WorkerStop(e.ctx, &errandstore.WorkerStopParams{ID: "first"}); err != nil {
 		t.Fatalf("WorkerStop on the second store: %v", err)
 	}
-	if got := e.worker("first").Status; got != errand.WorkerStopped {
+	if got := e.worker("first").Status; got != errandstore.WorkerStopped {
 		t.Errorf("first store sees status %s after the second stopped it, want stopped", got)
 	}
 }

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // The workflow cases run on stores that implement the optional
-// [errand.WorkflowStore]; others skip them. Each step's job runs in a queue
+// [errandstore.WorkflowStore]; others skip them. Each step's job runs in a queue
 // named after the step ("undo-" and the step's name for its compensation),
 // so that a case claims exactly the job it means to finish.
 var workflowCases = []testCase{
@@ -40,37 +42,37 @@ var workflowCases = []testCase{
 	{"ContextBound", testWorkflowContextBound},
 }
 
-func (e *env) workflows() errand.WorkflowStore {
+func (e *env) workflows() errandstore.WorkflowStore {
 	e.t.Helper()
-	ws, ok := e.s.(errand.WorkflowStore)
+	ws, ok := e.s.(errandstore.WorkflowStore)
 	if !ok {
-		e.t.Skip("the store is not an errand.WorkflowStore")
+		e.t.Skip("the store is not an errandstore.WorkflowStore")
 	}
 	return ws
 }
 
 // wfTemplate is a job template in queue queue.
-func wfTemplate(kind, queue string) *errand.JobTemplate {
-	return &errand.JobTemplate{Kind: kind, Queue: queue, Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
+func wfTemplate(kind, queue string) *errandstore.JobTemplate {
+	return &errandstore.JobTemplate{Kind: kind, Queue: queue, Args: json.RawMessage(`{"n":1}`), ArgsVersion: 1, MaxAttempts: 3}
 }
 
 // wfStep is step name, depending on deps, its job in the queue name.
-func wfStep(name string, deps ...string) errand.WorkflowStepDef {
-	return errand.WorkflowStepDef{Name: name, DependsOn: deps, Job: wfTemplate("step_"+name, name)}
+func wfStep(name string, deps ...string) errandstore.WorkflowStepDef {
+	return errandstore.WorkflowStepDef{Name: name, DependsOn: deps, Job: wfTemplate("step_"+name, name)}
 }
 
 // wfUndoStep is wfStep with a compensation in the queue "undo-" + name.
-func wfUndoStep(name string, deps ...string) errand.WorkflowStepDef {
+func wfUndoStep(name string, deps ...string) errandstore.WorkflowStepDef {
 	s := wfStep(name, deps...)
 	s.Compensation = wfTemplate("undo_"+name, "undo-"+name)
 	return s
 }
 
-func wfParams(id string, steps ...errand.WorkflowStepDef) *errand.WorkflowInsertParams {
-	return &errand.WorkflowInsertParams{ID: id, Name: "order", Steps: steps}
+func wfParams(id string, steps ...errandstore.WorkflowStepDef) *errandstore.WorkflowInsertParams {
+	return &errandstore.WorkflowInsertParams{ID: id, Name: "order", Steps: steps}
 }
 
-func (e *env) insertWorkflow(p *errand.WorkflowInsertParams) *errand.WorkflowInsertResult {
+func (e *env) insertWorkflow(p *errandstore.WorkflowInsertParams) *errandstore.WorkflowInsertResult {
 	e.t.Helper()
 	r, err := e.workflows().WorkflowInsert(e.ctx, p)
 	if err != nil {
@@ -79,9 +81,9 @@ func (e *env) insertWorkflow(p *errand.WorkflowInsertParams) *errand.WorkflowIns
 	return r
 }
 
-func (e *env) workflow(id string) *errand.Workflow {
+func (e *env) workflow(id string) *errandtype.Workflow {
 	e.t.Helper()
-	w, err := e.workflows().WorkflowGet(e.ctx, &errand.WorkflowGetParams{ID: id})
+	w, err := e.workflows().WorkflowGet(e.ctx, &errandstore.WorkflowGetParams{ID: id})
 	if err != nil {
 		e.t.Fatalf("WorkflowGet(%s): %v", id, err)
 	}
@@ -90,12 +92,12 @@ func (e *env) workflow(id string) *errand.Workflow {
 
 func (e *env) noWorkflow(id string) {
 	e.t.Helper()
-	if w, err := e.workflows().WorkflowGet(e.ctx, &errand.WorkflowGetParams{ID: id}); !errors.Is(err, errand.ErrNotFound) {
+	if w, err := e.workflows().WorkflowGet(e.ctx, &errandstore.WorkflowGetParams{ID: id}); !errors.Is(err, errandtype.ErrNotFound) {
 		e.t.Fatalf("WorkflowGet(%s) = %+v, %v; want ErrNotFound", id, w, err)
 	}
 }
 
-func (e *env) advanceWorkflows(p *errand.WorkflowAdvanceParams) []*errand.WorkflowAdvanceResult {
+func (e *env) advanceWorkflows(p *errandstore.WorkflowAdvanceParams) []*errandstore.WorkflowAdvanceResult {
 	e.t.Helper()
 	rs, err := e.workflows().WorkflowAdvance(e.ctx, p)
 	if err != nil {
@@ -105,9 +107,9 @@ func (e *env) advanceWorkflows(p *errand.WorkflowAdvanceParams) []*errand.Workfl
 }
 
 // advanceOne advances workflow id by name and returns its result.
-func (e *env) advanceOne(id string) *errand.WorkflowAdvanceResult {
+func (e *env) advanceOne(id string) *errandstore.WorkflowAdvanceResult {
 	e.t.Helper()
-	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{IDs: []string{id}})
+	rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{IDs: []string{id}})
 	if len(rs) != 1 || rs[0].Workflow.ID != id {
 		e.t.Fatalf("WorkflowAdvance(%s) = %d results, want its own", id, len(rs))
 	}
@@ -116,7 +118,7 @@ func (e *env) advanceOne(id string) *errand.WorkflowAdvanceResult {
 
 // wantAdvance advances workflow id and checks the jobs it inserted, each
 // with the workflow's id, and its state after.
-func (e *env) wantAdvance(id string, state errand.WorkflowState, jobIDs ...string) *errand.WorkflowAdvanceResult {
+func (e *env) wantAdvance(id string, state errandtype.WorkflowState, jobIDs ...string) *errandstore.WorkflowAdvanceResult {
 	e.t.Helper()
 	r := e.advanceOne(id)
 	if got := ids(r.Jobs); !slices.Equal(got, jobIDs) && !(len(got) == 0 && len(jobIDs) == 0) {
@@ -140,9 +142,9 @@ func (e *env) wantAdvance(id string, state errand.WorkflowState, jobIDs ...strin
 }
 
 // claimIn claims the next job of queue, which must be id.
-func (e *env) claimIn(queue, id string) *errand.Job {
+func (e *env) claimIn(queue, id string) *errandtype.Job {
 	e.t.Helper()
-	js := e.claimWith(&errand.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
+	js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
 	if len(js) != 1 || js[0].ID != id {
 		e.t.Fatalf("claim from %s: got %v, want job %s", queue, ids(js), id)
 	}
@@ -153,9 +155,9 @@ func (e *env) claimIn(queue, id string) *errand.Job {
 // outcome: success after recording output (when not empty), or death.
 func (e *env) finishStep(wf, step, output string, ok bool) {
 	e.t.Helper()
-	j := e.claimIn(step, errand.WorkflowStepJobID(wf, step))
+	j := e.claimIn(step, errandstore.WorkflowStepJobID(wf, step))
 	if output != "" {
-		if err := e.workflows().JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(output)}); err != nil {
+		if err := e.workflows().JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(output)}); err != nil {
 			e.t.Fatalf("JobSetOutput(%s): %v", j.ID, err)
 		}
 	}
@@ -167,9 +169,9 @@ func (e *env) finishStep(wf, step, output string, ok bool) {
 }
 
 // finishUndo claims the compensation of step and records its outcome.
-func (e *env) finishUndo(wf, step string, ok bool) *errand.Job {
+func (e *env) finishUndo(wf, step string, ok bool) *errandtype.Job {
 	e.t.Helper()
-	j := e.claimIn("undo-"+step, errand.WorkflowCompensationJobID(wf, step))
+	j := e.claimIn("undo-"+step, errandstore.WorkflowCompensationJobID(wf, step))
 	if ok {
 		e.recordOK(succeeded(j))
 	} else {
@@ -179,7 +181,7 @@ func (e *env) finishUndo(wf, step string, ok bool) *errand.Job {
 }
 
 // stepView returns the view of step name of w.
-func stepView(t *testing.T, w *errand.Workflow, name string) *errand.WorkflowStepView {
+func stepView(t *testing.T, w *errandtype.Workflow, name string) *errandtype.WorkflowStepView {
 	t.Helper()
 	for i := range w.Steps {
 		if w.Steps[i].Name == name {
@@ -190,7 +192,7 @@ func stepView(t *testing.T, w *errand.Workflow, name string) *errand.WorkflowSte
 	return nil
 }
 
-func wantStepState(t *testing.T, w *errand.Workflow, name string, want errand.JobState) {
+func wantStepState(t *testing.T, w *errandtype.Workflow, name string, want errandtype.JobState) {
 	t.Helper()
 	if s := stepView(t, w, name); s.State == nil || *s.State != want {
 		t.Fatalf("step %s of %s is %v, want %s", name, w.ID, s.State, want)
@@ -212,11 +214,11 @@ func sameOutputs(got, want map[string]json.RawMessage) bool {
 }
 
 // wfArgs decodes the args of a workflow job.
-func wfArgs(t *testing.T, j *errand.Job) (n int, wc errand.WorkflowContext) {
+func wfArgs(t *testing.T, j *errandtype.Job) (n int, wc errandstore.WorkflowContext) {
 	t.Helper()
 	var a struct {
-		N        int                    `json:"n"`
-		Workflow errand.WorkflowContext `json:"workflow"`
+		N        int                         `json:"n"`
+		Workflow errandstore.WorkflowContext `json:"workflow"`
 	}
 	if err := json.Unmarshal(j.Args, &a); err != nil {
 		t.Fatalf("args of %s: %v", j.ID, err)
@@ -232,7 +234,7 @@ func testWorkflowInsert(t *testing.T, h harness) {
 		t.Fatalf("WorkflowInsert = duplicate %v, jobs %v; want a new workflow with jobs a and c", r.Duplicate, ids(r.Jobs))
 	}
 	for _, j := range r.Jobs {
-		if j.WorkflowID == nil || *j.WorkflowID != "w1" || j.State != errand.StateQueued || j.Output != nil {
+		if j.WorkflowID == nil || *j.WorkflowID != "w1" || j.State != errandtype.StateQueued || j.Output != nil {
 			t.Fatalf("inserted job %s: workflow %v, state %s, output %s", j.ID, j.WorkflowID, j.State, j.Output)
 		}
 		g := e.get(j.ID)
@@ -243,11 +245,11 @@ func testWorkflowInsert(t *testing.T, h harness) {
 			t.Fatalf("job %s's workflow context = %+v", j.ID, wc)
 		}
 	}
-	queued := errand.StateQueued
-	want := &errand.Workflow{ID: "w1", Name: "order", State: errand.WorkflowRunning, CreatedAt: t0, UpdatedAt: t0,
-		Steps: []errand.WorkflowStepView{
+	queued := errandtype.StateQueued
+	want := &errandtype.Workflow{ID: "w1", Name: "order", State: errandtype.WorkflowRunning, CreatedAt: t0, UpdatedAt: t0,
+		Steps: []errandtype.WorkflowStepView{
 			{Name: "a", DependsOn: []string{}, Kind: "step_a", JobID: "w1.step.a", State: &queued, Enqueued: true, MaxAttempts: 3,
-				Compensation: &errand.WorkflowCompensationView{Kind: "undo_a", JobID: "w1.undo.a"}},
+				Compensation: &errandtype.WorkflowCompensationView{Kind: "undo_a", JobID: "w1.undo.a"}},
 			{Name: "b", DependsOn: []string{"a"}, Kind: "step_b", JobID: "w1.step.b", MaxAttempts: 3}, // not enqueued yet: its budget to come
 			{Name: "c", DependsOn: []string{}, Kind: "step_c", JobID: "w1.step.c", State: &queued, Enqueued: true, MaxAttempts: 3},
 		}}
@@ -272,7 +274,7 @@ func testWorkflowInsert(t *testing.T, h harness) {
 
 	// A first step whose job id is taken refuses the whole workflow.
 	e.insertIDs("w2.step.b")
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if _, err := e.workflows().WorkflowInsert(e.ctx, wfParams("w2", wfStep("a"), wfStep("b"))); !errors.As(err, &ie) {
 		t.Fatalf("WorkflowInsert with a taken job id = %v, want an *InputError", err)
 	}
@@ -282,15 +284,15 @@ func testWorkflowInsert(t *testing.T, h harness) {
 		t.Fatal("the job holding the taken id joined the refused workflow")
 	}
 
-	for name, bad := range map[string]*errand.WorkflowInsertParams{
+	for name, bad := range map[string]*errandstore.WorkflowInsertParams{
 		"no steps":       wfParams("w3"),
 		"no id":          wfParams("", wfStep("a")),
 		"later dep":      wfParams("w4", wfStep("a", "b"), wfStep("b")),
 		"self dep":       wfParams("w5", wfStep("a", "a")),
 		"twice named":    wfParams("w6", wfStep("a"), wfStep("a")),
-		"args not {}":    {ID: "w7", Steps: []errand.WorkflowStepDef{{Name: "a", Job: &errand.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}}}},
-		"no job":         {ID: "w8", Steps: []errand.WorkflowStepDef{{Name: "a"}}},
-		"bad undo":       {ID: "w9", Steps: []errand.WorkflowStepDef{{Name: "a", Job: wfTemplate("k", "q"), Compensation: &errand.JobTemplate{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}},
+		"args not {}":    {ID: "w7", Steps: []errandstore.WorkflowStepDef{{Name: "a", Job: &errandstore.JobTemplate{Kind: "k", Queue: "q", Args: json.RawMessage(`[1]`), ArgsVersion: 1, MaxAttempts: 1}}}},
+		"no job":         {ID: "w8", Steps: []errandstore.WorkflowStepDef{{Name: "a"}}},
+		"bad undo":       {ID: "w9", Steps: []errandstore.WorkflowStepDef{{Name: "a", Job: wfTemplate("k", "q"), Compensation: &errandstore.JobTemplate{Queue: "q", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 1}}}},
 		"step name NUL":  wfParams("w10", wfStep("a\x00")),
 		"id with spaces": wfParams(" w11", wfStep("a")),
 		"step name dot":  wfParams("w12", wfStep("b.step.a")),
@@ -305,22 +307,22 @@ func testWorkflowInsert(t *testing.T, h harness) {
 	if n := len(e.listAll()); n != 3 {
 		t.Fatalf("%d jobs after refused workflows, want 3", n)
 	}
-	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{IDs: []string{"nope", "bad\x00id"}}); len(rs) != 0 {
+	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{IDs: []string{"nope", "bad\x00id"}}); len(rs) != 0 {
 		t.Fatalf("advancing unknown workflows = %d results, want none", len(rs))
 	}
 }
 
 // workflowTxOps is the workflow write inside one of a store's
 // transactions; WorkflowInsert returns errNoWorkflowTx for a store that is
-// not an [errand.WorkflowTxStore] of its transaction type.
+// not an [errandstore.WorkflowTxStore] of its transaction type.
 type workflowTxOps interface {
-	WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error)
+	WorkflowInsert(ctx context.Context, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error)
 }
 
 var errNoWorkflowTx = errors.New("storetest: not a WorkflowTxStore")
 
-func (b boundTx[TTx]) WorkflowInsert(ctx context.Context, p *errand.WorkflowInsertParams) (*errand.WorkflowInsertResult, error) {
-	ws, ok := any(b.s).(errand.WorkflowTxStore[TTx])
+func (b boundTx[TTx]) WorkflowInsert(ctx context.Context, p *errandstore.WorkflowInsertParams) (*errandstore.WorkflowInsertResult, error) {
+	ws, ok := any(b.s).(errandstore.WorkflowTxStore[TTx])
 	if !ok {
 		return nil, errNoWorkflowTx
 	}
@@ -337,7 +339,7 @@ func testWorkflowInsertTx(t *testing.T, h harness) {
 		return errRollback
 	})
 	if errors.Is(err, errNoWorkflowTx) {
-		t.Skip("the store is not an errand.WorkflowTxStore of its transaction type")
+		t.Skip("the store is not an errandstore.WorkflowTxStore of its transaction type")
 	}
 	if !errors.Is(err, errRollback) {
 		t.Fatalf("InTx = %v", err)
@@ -352,7 +354,7 @@ func testWorkflowInsertTx(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStepState(t, e.workflow("w1"), "a", errand.StateQueued)
+	wantStepState(t, e.workflow("w1"), "a", errandtype.StateQueued)
 	if j := e.get("w1.step.a"); j.WorkflowID == nil || *j.WorkflowID != "w1" {
 		t.Fatalf("job of a workflow inserted in a transaction: workflow %v", j.WorkflowID)
 	}
@@ -363,14 +365,14 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c", "a"), wfStep("d")))
 	// Advancing with nothing finished changes nothing.
 	e.clock.Advance(time.Second)
-	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
 
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "a", `{"sku":"x-1","qty":2}`, true)
 	if got := e.get("w1.step.a").Output; string(got) != `{"sku":"x-1","qty":2}` {
 		t.Fatalf("output of a = %s", got)
 	}
-	r := e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
+	r := e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.b", "w1.step.c")
 	for _, id := range []string{"w1.step.b", "w1.step.c"} {
 		n, wc := wfArgs(t, e.get(id))
 		if n != 1 || wc.ID != "w1" || "w1.step."+wc.Step != id || wc.Compensating {
@@ -380,7 +382,7 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 			t.Fatalf("outputs in the args of %s = %v, want a's", id, wc.Outputs)
 		}
 	}
-	if v := stepView(t, r.Workflow, "a"); string(v.Output) != `{"sku":"x-1","qty":2}` || *v.State != errand.StateSucceeded || v.Attempts != 1 {
+	if v := stepView(t, r.Workflow, "a"); string(v.Output) != `{"sku":"x-1","qty":2}` || *v.State != errandtype.StateSucceeded || v.Attempts != 1 {
 		t.Fatalf("view of a = %+v", v)
 	}
 	if !r.Workflow.UpdatedAt.Equal(e.now()) || r.Workflow.FinishedAt != nil {
@@ -390,37 +392,37 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 		t.Fatalf("WorkflowGet =\n  %+v\nwant the advance's\n  %+v", got, r.Workflow)
 	}
 	// Again: nothing new.
-	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
 
 	// A step without output: its dependants get no outputs for it.
 	e.finishStep("w1", "b", "", true)
 	e.finishStep("w1", "c", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "d", `"done"`, true)
-	r = e.wantAdvance("w1", errand.WorkflowSucceeded)
+	r = e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 	if r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) || r.Workflow.FailedStep != nil {
 		t.Fatalf("succeeded workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
 	}
-	e.wantAdvance("w1", errand.WorkflowSucceeded)
+	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 }
 
 func testWorkflowDiamond(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c", "a"), wfStep("d", "b", "c")))
 	e.finishStep("w1", "a", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.b", "w1.step.c")
 	e.finishStep("w1", "b", `1`, true)
-	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
 	e.finishStep("w1", "c", `2`, true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.d")
-	e.wantAdvance("w1", errand.WorkflowRunning)
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.d")
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
 	_, wc := wfArgs(t, e.get("w1.step.d"))
 	if want := map[string]json.RawMessage{"b": json.RawMessage(`1`), "c": json.RawMessage(`2`)}; !sameOutputs(wc.Outputs, want) {
 		t.Fatalf("outputs in d's args = %v, want b's and c's", wc.Outputs)
 	}
 	e.finishStep("w1", "d", "", true)
-	e.wantAdvance("w1", errand.WorkflowSucceeded)
+	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 	n := 0
 	for _, j := range e.listAll() {
 		if j.ID == "w1.step.d" {
@@ -438,11 +440,11 @@ func testWorkflowDiamond(t *testing.T, h harness) {
 func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 	e := open(t, h)
 	e.workflows()
-	other, ok := e.second().(errand.WorkflowStore)
+	other, ok := e.second().(errandstore.WorkflowStore)
 	if !ok {
-		t.Fatal("the second store is not an errand.WorkflowStore")
+		t.Fatal("the second store is not an errandstore.WorkflowStore")
 	}
-	steps := []errand.WorkflowStepDef{wfStep("a")}
+	steps := []errandstore.WorkflowStepDef{wfStep("a")}
 	for i := range 8 {
 		steps = append(steps, wfStep(fmt.Sprintf("b%d", i), "a"))
 	}
@@ -461,7 +463,7 @@ func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 			s = other
 		}
 		wg.Go(func() {
-			var p errand.WorkflowAdvanceParams
+			var p errandstore.WorkflowAdvanceParams
 			if i%4 < 2 {
 				p.IDs = []string{"w1"}
 			}
@@ -508,13 +510,13 @@ func testWorkflowCompensate(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertWorkflow(wfParams("w1", wfUndoStep("s1"), wfUndoStep("s2", "s1"), wfUndoStep("s3", "s2"), wfUndoStep("s4", "s3")))
 	e.finishStep("w1", "s1", `{"reserved":7}`, true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s2")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.s2")
 	e.finishStep("w1", "s2", `{"charge":"ch_1"}`, true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s3")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.s3")
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "s3", "", false)
 
-	r := e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s2")
+	r := e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.s2")
 	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt != nil {
 		t.Fatalf("compensating workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
 	}
@@ -528,34 +530,34 @@ func testWorkflowCompensate(t *testing.T, h harness) {
 	}
 	// The first compensation only after the second succeeded; a retried
 	// attempt does not count.
-	e.wantAdvance("w1", errand.WorkflowCompensating)
+	e.wantAdvance("w1", errandtype.WorkflowCompensating)
 	j := e.claimIn("undo-s2", "w1.undo.s2")
 	e.recordOK(retry(j, 0))
-	e.wantAdvance("w1", errand.WorkflowCompensating)
+	e.wantAdvance("w1", errandtype.WorkflowCompensating)
 	e.notFound("w1.undo.s1")
 	e.clock.Advance(time.Second)
 	e.finishUndo("w1", "s2", true)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s1")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.s1")
 	e.clock.Advance(time.Second)
 	e.finishUndo("w1", "s1", true)
-	r = e.wantAdvance("w1", errand.WorkflowFailed)
+	r = e.wantAdvance("w1", errandtype.WorkflowFailed)
 	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) {
 		t.Fatalf("failed workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
 	}
 	for _, s := range []string{"s1", "s2"} {
-		if c := stepView(t, r.Workflow, s).Compensation; c == nil || c.State == nil || *c.State != errand.StateSucceeded || !c.Enqueued {
+		if c := stepView(t, r.Workflow, s).Compensation; c == nil || c.State == nil || *c.State != errandtype.StateSucceeded || !c.Enqueued {
 			t.Fatalf("compensation of %s: %+v", s, c)
 		}
 	}
 	if c := stepView(t, r.Workflow, "s3").Compensation; c.Enqueued || c.State != nil {
 		t.Fatalf("the dead step's compensation ran: %+v", c)
 	}
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
 
 	// Compensated, it does not resume: a replay of the dead step is
 	// refused (see the WorkflowReplay cases).
 	e.clock.Advance(time.Minute)
-	e.wantReplayRefused("w1", "s3", errand.WorkflowFailed, []string{"s2", "s1"}, "")
+	e.wantReplayRefused("w1", "s3", errandtype.WorkflowFailed, []string{"s2", "s1"}, "")
 	if n := len(e.listAll()); n != 5 {
 		t.Fatalf("%d jobs, want 5 (three steps, two compensations)", n)
 	}
@@ -571,21 +573,21 @@ func testWorkflowDeletedJob(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c", "a")))
 	e.finishStep("w1", "a", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.b", "w1.step.c")
-	if _, err := e.s.JobCancel(e.ctx, &errand.JobCancelParams{ID: "w1.step.b", Operator: "ops", Reason: "not needed"}); err != nil {
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.b", "w1.step.c")
+	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "w1.step.b", Operator: "ops", Reason: "not needed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.finishStep("w1", "c", "", false)
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
 	e.clock.Advance(2 * time.Hour)
 	p := pruneParams(time.Hour, 1000*time.Hour)
-	if r := e.prune(p); r != (errand.PruneResult{Succeeded: 1, Cancelled: 1}) {
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1, Cancelled: 1}) {
 		t.Fatalf("prune: %+v, want the failed step b and a", r)
 	}
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.c", Operator: "ops", Reason: "fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.step.c", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	r := e.wantAdvance("w1", errand.WorkflowRunning)
+	r := e.wantAdvance("w1", errandtype.WorkflowRunning)
 	e.notFound("w1.step.a")
 	e.notFound("w1.step.b")
 	e.notFound("w1.undo.a")
@@ -602,7 +604,7 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	leader := func() []string {
 		t.Helper()
 		var out []string
-		for _, r := range e.advanceWorkflows(&errand.WorkflowAdvanceParams{}) {
+		for _, r := range e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}) {
 			out = append(out, r.Workflow.ID)
 		}
 		return out
@@ -621,25 +623,25 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	e.finishStep("w1", "a", "", true) // news
 	e.claimIn("a", "w2.step.a")       // running: not all finished
 	e.finishStep("w3", "a", "", true)
-	e.wantAdvance("w3", errand.WorkflowRunning, "w3.step.b")
+	e.wantAdvance("w3", errandtype.WorkflowRunning, "w3.step.b")
 	e.finishStep("w3", "b", "", false)
-	e.wantAdvance("w3", errand.WorkflowCompensating, "w3.undo.a")
+	e.wantAdvance("w3", errandtype.WorkflowCompensating, "w3.undo.a")
 	e.finishStep("w4", "a", "", true) // news too, but past the limit below
 	e.clock.Advance(time.Second)
 	e.finishUndo("w3", "a", false) // a dead compensation holds w3
 
-	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{Limit: 1}); len(rs) != 1 || rs[0].Workflow.ID != "w1" || rs[0].Workflow.State != errand.WorkflowSucceeded {
+	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{Limit: 1}); len(rs) != 1 || rs[0].Workflow.ID != "w1" || rs[0].Workflow.State != errandtype.WorkflowSucceeded {
 		t.Fatalf("leader with limit 1 = %d results, want w1 succeeded", len(rs))
 	}
 	if got := leader(); !slices.Equal(got, []string{"w3", "w4"}) {
 		t.Fatalf("leader advanced %v, want [w3 w4]", got)
 	}
-	if w := e.workflow("w3"); w.State != errand.WorkflowCompensating {
+	if w := e.workflow("w3"); w.State != errandtype.WorkflowCompensating {
 		t.Fatalf("w3 with a dead compensation is %s", w.State)
 	}
 	// Held, w3 is looked at again while its last look was within the
 	// margin of its last finish, and no more after.
-	e.clock.Advance(errand.WorkflowRecheckOverlap - 2*time.Second)
+	e.clock.Advance(errandstore.WorkflowRecheckOverlap - 2*time.Second)
 	if got := leader(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader within the margin advanced %v, want [w3]", got)
 	}
@@ -653,14 +655,14 @@ func testWorkflowLeader(t *testing.T, h harness) {
 
 	// The compensation replayed and succeeded: news again.
 	e.clock.Advance(time.Second)
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w3.undo.a", Operator: "ops", Reason: "fixed"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w3.undo.a", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.finishUndo("w3", "a", true)
 	if got := leader(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader after the compensation succeeded advanced %v, want [w3]", got)
 	}
-	if w := e.workflow("w3"); w.State != errand.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "b" {
+	if w := e.workflow("w3"); w.State != errandtype.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "b" {
 		t.Fatalf("w3 = %s, failed step %v; want failed at b", w.State, w.FailedStep)
 	}
 	if got := leader(); len(got) != 0 {
@@ -671,7 +673,7 @@ func testWorkflowLeader(t *testing.T, h harness) {
 // testWorkflowLeaderLateOutcome: an outcome whose finish time is before
 // the workflow's CheckedAt (its transaction began before an advance read
 // the jobs and committed after it, and its worker died before advancing)
-// is still news to the leader, within [errand.WorkflowRecheckOverlap].
+// is still news to the leader, within [errandstore.WorkflowRecheckOverlap].
 func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a"), wfStep("c"), wfStep("d", "c")))
@@ -680,7 +682,7 @@ func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
 	// c succeeds and its advance enqueues d at t0+10s: checked_at.
 	e.clock.Set(t0.Add(10 * time.Second))
 	e.finishStep("w1", "c", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.d")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.d")
 	d := e.claimIn("d", "w1.step.d")
 	// a and d finish at t0+5s, the time their transactions began.
 	e.clock.Set(t0.Add(5 * time.Second))
@@ -688,13 +690,13 @@ func testWorkflowLeaderLateOutcome(t *testing.T, h harness) {
 	e.recordOK(succeeded(d))
 
 	e.clock.Set(t0.Add(11 * time.Second))
-	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{})
+	rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{})
 	if len(rs) != 1 || rs[0].Workflow.ID != "w1" || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.b"}) {
 		t.Fatalf("leader after late outcomes = %d results, want w1 enqueueing b", len(rs))
 	}
 	e.finishStep("w1", "b", "", true)
 	e.clock.Set(t0.Add(12 * time.Second))
-	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowSucceeded {
+	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}); len(rs) != 1 || rs[0].Workflow.State != errandtype.WorkflowSucceeded {
 		t.Fatalf("leader after b = %d results, want w1 succeeded", len(rs))
 	}
 }
@@ -709,7 +711,7 @@ func testWorkflowLeaderBesideRunning(t *testing.T, h harness) {
 	e.claimIn("b", "w1.step.b") // runs on, for an hour say
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "a", "", true) // and its worker dies before advancing
-	rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{})
+	rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{})
 	if len(rs) != 1 || rs[0].Workflow.ID != "w1" || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.c"}) {
 		var got [][]string
 		for _, r := range rs {
@@ -717,7 +719,7 @@ func testWorkflowLeaderBesideRunning(t *testing.T, h harness) {
 		}
 		t.Fatalf("leader advanced %v; want w1, enqueueing w1.step.c beside the running b", got)
 	}
-	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{}); len(rs) != 0 {
+	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}); len(rs) != 0 {
 		t.Fatalf("leader advanced %d workflows again with no news, want none", len(rs))
 	}
 }
@@ -730,26 +732,26 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 	// w1 compensates for its dead step s2.
 	e.insertWorkflow(wfParams("w1", wfUndoStep("s1"), wfStep("s2", "s1")))
 	e.finishStep("w1", "s1", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.s2")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.s2")
 	e.finishStep("w1", "s2", "", false)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.s1")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.s1")
 	// w2 failed: nothing to compensate.
 	e.insertWorkflow(wfParams("w2", wfStep("s1")))
 	e.finishStep("w2", "s1", "", false)
-	e.wantAdvance("w2", errand.WorkflowFailed)
+	e.wantAdvance("w2", errandtype.WorkflowFailed)
 	// w3 is held by its dead compensation.
 	e.insertWorkflow(wfParams("w3", wfUndoStep("u1"), wfStep("u2", "u1")))
 	e.finishStep("w3", "u1", "", true)
-	e.wantAdvance("w3", errand.WorkflowRunning, "w3.step.u2")
+	e.wantAdvance("w3", errandtype.WorkflowRunning, "w3.step.u2")
 	e.finishStep("w3", "u2", "", false)
-	e.wantAdvance("w3", errand.WorkflowCompensating, "w3.undo.u1")
+	e.wantAdvance("w3", errandtype.WorkflowCompensating, "w3.undo.u1")
 	e.finishUndo("w3", "u1", false)
-	e.wantAdvance("w3", errand.WorkflowCompensating)
+	e.wantAdvance("w3", errandtype.WorkflowCompensating)
 	e.deadWith("plain", "default", "k", errand.ClassPermanent)
-	held := []*errand.Job{e.get("w1.step.s2"), e.get("w3.step.u2")}
+	held := []*errandtype.Job{e.get("w1.step.s2"), e.get("w3.step.u2")}
 
 	want := []string{"w2.step.s1", "w3.undo.u1", "plain"}
-	dry := bulk(errand.DeadFilter{})
+	dry := bulk(errandstore.DeadFilter{})
 	dry.DryRun = true
 	if got := ids(e.replayMany(dry)); !slices.Equal(got, want) {
 		t.Fatalf("dry run would replay %v, want %v", got, want)
@@ -762,22 +764,22 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 	if got := ids(e.replayMany(dry)); len(got) != 0 {
 		t.Fatalf("the steps left out of a replay of kind plain are listed as %v, want none", got)
 	}
-	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); !slices.Equal(got, want) {
+	if got := ids(e.replayMany(bulk(errandstore.DeadFilter{}))); !slices.Equal(got, want) {
 		t.Fatalf("bulk replay replayed %v, want %v", got, want)
 	}
 	for _, j := range held {
 		e.unchanged("held step after a bulk replay", j)
 	}
-	if n := len(e.auditList(&errand.AuditListParams{JobID: "w1.step.s2"})); n != 0 {
+	if n := len(e.auditList(&errandstore.AuditListParams{JobID: "w1.step.s2"})); n != 0 {
 		t.Fatalf("held step has %d audit records", n)
 	}
 	// The store's own replay of one job refuses a held step too, in its
 	// transaction: a check before it, by the Client, could be overtaken
 	// by an advance that made the workflow compensating.
 	for _, j := range held {
-		_, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: j.ID, Operator: "ops", Reason: "retry"})
-		var se *errand.StateError
-		if !errors.As(err, &se) || !strings.Contains(se.Reason, "compensating") || !errors.Is(err, errand.ErrWorkflowCompensated) {
+		_, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: j.ID, Operator: "ops", Reason: "retry"})
+		var se *errandtype.StateError
+		if !errors.As(err, &se) || !strings.Contains(se.Reason, "compensating") || !errors.Is(err, errandstore.ErrWorkflowCompensated) {
 			t.Fatalf("JobReplay(%s) of a held step = %v, want a *StateError saying its workflow is compensating", j.ID, err)
 		}
 		e.unchanged("held step after its replay was refused", j)
@@ -785,8 +787,8 @@ func testWorkflowBulkReplay(t *testing.T, h harness) {
 
 	// Once w1's compensation ran, w1 failed, and its step stays left out.
 	e.finishUndo("w1", "s1", true)
-	e.wantAdvance("w1", errand.WorkflowFailed)
-	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); len(got) != 0 {
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
+	if got := ids(e.replayMany(bulk(errandstore.DeadFilter{}))); len(got) != 0 {
 		t.Fatalf("bulk replay after w1 failed replayed %v, want none", got)
 	}
 	e.unchanged("compensated step after a bulk replay", held[0])
@@ -807,8 +809,8 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 	}
 	stale := succeeded(js[1])
 	stale.LeaseToken = "stale"
-	rs, err := e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Follow: true, Outcomes: []*errand.JobOutcome{
-		succeeded(wf), dead(js[0]), stale, {JobLease: leaseOf(js[1]), Kind: errand.OutcomeSnooze, Delay: time.Minute}}})
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: []*errandstore.JobOutcome{
+		succeeded(wf), dead(js[0]), stale, {JobLease: leaseOf(js[1]), Kind: errandstore.OutcomeSnooze, Delay: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -834,16 +836,16 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 	// statement: each result still names its kind and batch.
 	e.insertBatch(batchParams("b2", 5))
 	ms := e.claim(5)
-	outs := make([]*errand.JobOutcome, len(ms))
+	outs := make([]*errandstore.JobOutcome, len(ms))
 	for i, j := range ms {
 		outs[i] = succeeded(j)
 	}
-	rs, err = e.s.JobRecordOutcomes(e.ctx, &errand.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
+	rs, err = e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range rs {
-		if r.State != errand.StateSucceeded || r.Kind != "email" || str(r.BatchID) != "b2" || r.WorkflowID != nil {
+		if r.State != errandtype.StateSucceeded || r.Kind != "email" || str(r.BatchID) != "b2" || r.WorkflowID != nil {
 			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID))
 		}
 	}
@@ -855,33 +857,33 @@ func testWorkflowSetOutput(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w1", wfStep("a")))
 	j := e.claimIn("a", "w1.step.a")
 	before := e.get(j.ID)
-	err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: "not-the-token", Output: json.RawMessage(`1`)})
-	if !errors.Is(err, errand.ErrLeaseLost) {
+	err := ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: "not-the-token", Output: json.RawMessage(`1`)})
+	if !errors.Is(err, errandtype.ErrLeaseLost) {
 		t.Fatalf("JobSetOutput with a wrong token = %v, want ErrLeaseLost", err)
 	}
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	for name, out := range map[string]string{
 		"not JSON": `{`, "NUL byte": "\"a\x00b\"", "NUL escape": `{"a": "x\u0000y"}`,
 		"lone surrogate": `"\ud800"`, "number beyond numeric": `[1e200000]`,
 	} {
-		if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(out)}); !errors.As(err, &ie) {
+		if err := ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(out)}); !errors.As(err, &ie) {
 			t.Fatalf("JobSetOutput(%s) = %v, want an *InputError", name, err)
 		}
 	}
 	e.unchanged("job after refused outputs", before)
 
-	if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{"a":1}`)}); err != nil {
+	if err := ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{"a":2}`)}); err != nil {
+	if err := ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`{"a":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.get(j.ID).Output; string(got) != `{"a":2}` {
 		t.Fatalf("output = %s, want the last recorded", got)
 	}
 	e.recordOK(succeeded(j))
-	err = ws.JobSetOutput(e.ctx, &errand.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`3`)})
-	if !errors.Is(err, errand.ErrLeaseLost) {
+	err = ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: *j.LeaseToken, Output: json.RawMessage(`3`)})
+	if !errors.Is(err, errandtype.ErrLeaseLost) {
 		t.Fatalf("JobSetOutput after the outcome = %v, want ErrLeaseLost", err)
 	}
 	if got := e.get(j.ID).Output; string(got) != `{"a":2}` {
@@ -894,7 +896,7 @@ func testWorkflowSetOutput(t *testing.T, h harness) {
 
 func testWorkflowList(t *testing.T, h harness) {
 	e := open(t, h)
-	list := func(p *errand.WorkflowListParams) []string {
+	list := func(p *errandstore.WorkflowListParams) []string {
 		t.Helper()
 		ws, err := e.workflows().WorkflowList(e.ctx, p)
 		if err != nil {
@@ -909,7 +911,7 @@ func testWorkflowList(t *testing.T, h harness) {
 		}
 		return out
 	}
-	if got := list(&errand.WorkflowListParams{}); len(got) != 0 {
+	if got := list(&errandstore.WorkflowListParams{}); len(got) != 0 {
 		t.Fatalf("list of none = %v", got)
 	}
 	for _, id := range []string{"w1", "w2", "w3"} {
@@ -926,27 +928,27 @@ func testWorkflowList(t *testing.T, h harness) {
 	e.finishStep("w2", "a", "", false)
 	e.advanceOne("w2")
 	for _, c := range []struct {
-		p    errand.WorkflowListParams
+		p    errandstore.WorkflowListParams
 		want []string
 	}{
-		{errand.WorkflowListParams{}, []string{"w3", "w0", "w2", "w1"}},
-		{errand.WorkflowListParams{Limit: 2}, []string{"w3", "w0"}},
-		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowRunning}}, []string{"w3", "w0"}},
+		{errandstore.WorkflowListParams{}, []string{"w3", "w0", "w2", "w1"}},
+		{errandstore.WorkflowListParams{Limit: 2}, []string{"w3", "w0"}},
+		{errandstore.WorkflowListParams{States: []errandtype.WorkflowState{errandtype.WorkflowRunning}}, []string{"w3", "w0"}},
 		// Pages: after w3 (its time and id), after w0, and after a
 		// position between them whose workflow does not exist.
-		{errand.WorkflowListParams{Limit: 2, Before: cursorOf(e.workflow("w3").CreatedAt, "w3")}, []string{"w0", "w2"}},
-		{errand.WorkflowListParams{Limit: 2, Before: cursorOf(e.workflow("w0").CreatedAt, "w0")}, []string{"w2", "w1"}},
-		{errand.WorkflowListParams{Before: cursorOf(e.workflow("w3").CreatedAt, "w1")}, []string{"w0", "w2", "w1"}},
-		{errand.WorkflowListParams{Before: cursorOf(e.workflow("w1").CreatedAt, "w1")}, []string{}},
-		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowRunning}, Before: cursorOf(e.workflow("w3").CreatedAt, "w3")}, []string{"w0"}},
-		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowSucceeded, errand.WorkflowFailed}}, []string{"w2", "w1"}},
-		{errand.WorkflowListParams{States: []errand.WorkflowState{errand.WorkflowCompensating}}, []string{}},
+		{errandstore.WorkflowListParams{Limit: 2, Before: cursorOf(e.workflow("w3").CreatedAt, "w3")}, []string{"w0", "w2"}},
+		{errandstore.WorkflowListParams{Limit: 2, Before: cursorOf(e.workflow("w0").CreatedAt, "w0")}, []string{"w2", "w1"}},
+		{errandstore.WorkflowListParams{Before: cursorOf(e.workflow("w3").CreatedAt, "w1")}, []string{"w0", "w2", "w1"}},
+		{errandstore.WorkflowListParams{Before: cursorOf(e.workflow("w1").CreatedAt, "w1")}, []string{}},
+		{errandstore.WorkflowListParams{States: []errandtype.WorkflowState{errandtype.WorkflowRunning}, Before: cursorOf(e.workflow("w3").CreatedAt, "w3")}, []string{"w0"}},
+		{errandstore.WorkflowListParams{States: []errandtype.WorkflowState{errandtype.WorkflowSucceeded, errandtype.WorkflowFailed}}, []string{"w2", "w1"}},
+		{errandstore.WorkflowListParams{States: []errandtype.WorkflowState{errandtype.WorkflowCompensating}}, []string{}},
 	} {
 		if got := list(&c.p); !slices.Equal(got, c.want) {
 			t.Errorf("WorkflowList(%+v) = %v, want %v", c.p, got, c.want)
 		}
 	}
-	if ws, err := e.workflows().WorkflowList(e.ctx, &errand.WorkflowListParams{}); err == nil {
+	if ws, err := e.workflows().WorkflowList(e.ctx, &errandstore.WorkflowListParams{}); err == nil {
 		for _, w := range ws {
 			if got := e.workflow(w.ID); !reflect.DeepEqual(got, w) {
 				t.Errorf("listed %s =\n  %+v\nWorkflowGet\n  %+v", w.ID, w, got)
@@ -956,11 +958,11 @@ func testWorkflowList(t *testing.T, h harness) {
 }
 
 // cursorOf is the position of an item created at at with id id.
-func cursorOf(at time.Time, id string) *errand.ListCursor {
-	return &errand.ListCursor{CreatedAt: at, ID: id}
+func cursorOf(at time.Time, id string) *errandtype.ListCursor {
+	return &errandtype.ListCursor{CreatedAt: at, ID: id}
 }
 
-func (e *env) workflowCounts() map[errand.WorkflowState]int {
+func (e *env) workflowCounts() map[errandtype.WorkflowState]int {
 	e.t.Helper()
 	m, err := e.workflows().WorkflowCounts(e.ctx)
 	if err != nil {
@@ -972,8 +974,8 @@ func (e *env) workflowCounts() map[errand.WorkflowState]int {
 // testWorkflowCounts: every state is counted, 0 when none is in it.
 func testWorkflowCounts(t *testing.T, h harness) {
 	e := open(t, h)
-	want := map[errand.WorkflowState]int{errand.WorkflowRunning: 0, errand.WorkflowCompensating: 0,
-		errand.WorkflowSucceeded: 0, errand.WorkflowFailed: 0}
+	want := map[errandtype.WorkflowState]int{errandtype.WorkflowRunning: 0, errandtype.WorkflowCompensating: 0,
+		errandtype.WorkflowSucceeded: 0, errandtype.WorkflowFailed: 0}
 	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("counts with no workflow = %v, want %v", got, want)
 	}
@@ -981,19 +983,19 @@ func testWorkflowCounts(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w-run2", wfStep("a")))
 	e.insertWorkflow(wfParams("w-ok", wfStep("o")))
 	e.finishStep("w-ok", "o", "", true)
-	e.wantAdvance("w-ok", errand.WorkflowSucceeded)
+	e.wantAdvance("w-ok", errandtype.WorkflowSucceeded)
 	e.insertWorkflow(wfParams("w-comp", wfUndoStep("c1"), wfStep("c2", "c1")))
 	e.finishStep("w-comp", "c1", "", true)
-	e.wantAdvance("w-comp", errand.WorkflowRunning, "w-comp.step.c2")
+	e.wantAdvance("w-comp", errandtype.WorkflowRunning, "w-comp.step.c2")
 	e.finishStep("w-comp", "c2", "", false)
-	e.wantAdvance("w-comp", errand.WorkflowCompensating, "w-comp.undo.c1")
-	want[errand.WorkflowRunning], want[errand.WorkflowSucceeded], want[errand.WorkflowCompensating] = 2, 1, 1
+	e.wantAdvance("w-comp", errandtype.WorkflowCompensating, "w-comp.undo.c1")
+	want[errandtype.WorkflowRunning], want[errandtype.WorkflowSucceeded], want[errandtype.WorkflowCompensating] = 2, 1, 1
 	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("counts = %v, want %v", got, want)
 	}
 	e.finishUndo("w-comp", "c1", true)
-	e.wantAdvance("w-comp", errand.WorkflowFailed)
-	want[errand.WorkflowCompensating], want[errand.WorkflowFailed] = 0, 1
+	e.wantAdvance("w-comp", errandtype.WorkflowFailed)
+	want[errandtype.WorkflowCompensating], want[errandtype.WorkflowFailed] = 0, 1
 	if got := e.workflowCounts(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("counts after the compensation = %v, want %v", got, want)
 	}
@@ -1008,25 +1010,25 @@ func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w1", wfStep("a"), wfStep("b", "a")))
 	e.clock.Advance(time.Second)
 	e.insertWorkflow(wfParams("w2", wfStep("y")))
-	e.refuseJob(errand.WorkflowStepJobID("w1", "b"))
+	e.refuseJob(errandstore.WorkflowStepJobID("w1", "b"))
 	e.finishStep("w1", "a", "", true)
 	e.finishStep("w2", "y", "", true)
 	for pass := range 2 {
-		rs, err := e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{})
+		rs, err := e.workflows().WorkflowAdvance(e.ctx, &errandstore.WorkflowAdvanceParams{})
 		if err == nil || !strings.Contains(err.Error(), "w1") {
 			t.Errorf("pass %d: error %v, want one naming w1", pass, err)
 		}
-		if pass == 0 && (len(rs) != 1 || rs[0].Workflow.ID != "w2" || rs[0].Workflow.State != errand.WorkflowSucceeded) {
+		if pass == 0 && (len(rs) != 1 || rs[0].Workflow.ID != "w2" || rs[0].Workflow.State != errandtype.WorkflowSucceeded) {
 			t.Fatalf("pass %d advanced %d workflows, want w2 to succeed", pass, len(rs))
 		}
 	}
-	if w := e.workflow("w2"); w.State != errand.WorkflowSucceeded {
+	if w := e.workflow("w2"); w.State != errandtype.WorkflowSucceeded {
 		t.Fatalf("w2 is %s, want succeeded", w.State)
 	}
-	if w := e.workflow("w1"); w.State != errand.WorkflowRunning || stepView(t, w, "b").Enqueued {
+	if w := e.workflow("w1"); w.State != errandtype.WorkflowRunning || stepView(t, w, "b").Enqueued {
 		t.Fatalf("w1 is %s with b enqueued %v, want it running as it was", w.State, stepView(t, w, "b").Enqueued)
 	}
-	e.notFound(errand.WorkflowStepJobID("w1", "b"))
+	e.notFound(errandstore.WorkflowStepJobID("w1", "b"))
 }
 
 // testWorkflowArgsTooLarge: a join whose args, with the outputs of its
@@ -1038,7 +1040,7 @@ func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
 // the join with smaller args, resumes the workflow to its end.
 func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	e := open(t, h)
-	steps := []errand.WorkflowStepDef{wfUndoStep("s0")}
+	steps := []errandstore.WorkflowStepDef{wfUndoStep("s0")}
 	names := []string{"s0"}
 	for i := 1; i < 17; i++ {
 		n := fmt.Sprintf("s%d", i)
@@ -1047,36 +1049,36 @@ func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	}
 	steps = append(steps, wfStep("join", names...), wfStep("after", "join"))
 	e.insertWorkflow(wfParams("w1", steps...))
-	out := `"` + strings.Repeat("a", errand.MaxOutputBytes-2) + `"`
+	out := `"` + strings.Repeat("a", errandstore.MaxOutputBytes-2) + `"`
 	for _, n := range names {
 		e.finishStep("w1", n, out, true)
 	}
 	e.clock.Advance(time.Second)
-	rs, err := e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{})
+	rs, err := e.workflows().WorkflowAdvance(e.ctx, &errandstore.WorkflowAdvanceParams{})
 	if err != nil {
 		t.Fatalf("WorkflowAdvance: %v", err)
 	}
-	if len(rs) != 1 || rs[0].Workflow.State != errand.WorkflowCompensating || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.join", "w1.undo.s0"}) {
+	if len(rs) != 1 || rs[0].Workflow.State != errandtype.WorkflowCompensating || !slices.Equal(ids(rs[0].Jobs), []string{"w1.step.join", "w1.undo.s0"}) {
 		t.Fatalf("advance = %+v, want w1 compensating with join and the undo of s0 inserted", rs)
 	}
 	if f := rs[0].Workflow.FailedStep; f == nil || *f != "join" {
 		t.Fatalf("failed step %v, want join", f)
 	}
 	// The workflow's view says why, as the advance made it and as read.
-	for _, w := range []*errand.Workflow{rs[0].Workflow, e.workflow("w1")} {
+	for _, w := range []*errandtype.Workflow{rs[0].Workflow, e.workflow("w1")} {
 		join, s0 := stepView(t, w, "join"), stepView(t, w, "s0")
-		if join.LastError == nil || join.LastError.Class != errand.ClassArgsTooLarge ||
-			s0.Compensation == nil || s0.Compensation.LastError == nil || s0.Compensation.LastError.Class != errand.ClassArgsTooLarge || s0.LastError != nil {
+		if join.LastError == nil || join.LastError.Class != errandstore.ClassArgsTooLarge ||
+			s0.Compensation == nil || s0.Compensation.LastError == nil || s0.Compensation.LastError.Class != errandstore.ClassArgsTooLarge || s0.LastError != nil {
 			t.Fatalf("view: join's last error %+v, s0's %+v and its compensation's %+v; want %s for join and the compensation",
-				join.LastError, s0.LastError, s0.Compensation, errand.ClassArgsTooLarge)
+				join.LastError, s0.LastError, s0.Compensation, errandstore.ClassArgsTooLarge)
 		}
 	}
 	for _, id := range []string{"w1.step.join", "w1.undo.s0"} {
 		j := e.get(id)
-		if j.State != errand.StateDead || j.Attempt != 0 || j.FinishedAt == nil || !j.FinishedAt.Equal(e.now()) || j.LastError == nil ||
-			j.LastError.Class != errand.ClassArgsTooLarge || len(j.Errors) != 1 || j.Errors[0].Attempt != 0 {
+		if j.State != errandtype.StateDead || j.Attempt != 0 || j.FinishedAt == nil || !j.FinishedAt.Equal(e.now()) || j.LastError == nil ||
+			j.LastError.Class != errandstore.ClassArgsTooLarge || len(j.Errors) != 1 || j.Errors[0].Attempt != 0 {
 			t.Fatalf("job %s: state %s, attempt %d, finished %v, last error %+v, errors %+v; want dead at once with class %s",
-				id, j.State, j.Attempt, j.FinishedAt, j.LastError, j.Errors, errand.ClassArgsTooLarge)
+				id, j.State, j.Attempt, j.FinishedAt, j.LastError, j.Errors, errandstore.ClassArgsTooLarge)
 		}
 		for _, want := range []string{"s0, s1", "over the bound of 1048576", "errand replay " + id + " --args", "record their key"} {
 			if !strings.Contains(j.LastError.Message, want) {
@@ -1092,20 +1094,20 @@ func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	}
 	// Nothing more to do until an operator acts: a dead compensation holds
 	// the workflow.
-	if rs := e.advanceWorkflows(&errand.WorkflowAdvanceParams{IDs: []string{"w1"}}); len(rs) != 1 || rs[0].Changed {
+	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{IDs: []string{"w1"}}); len(rs) != 1 || rs[0].Changed {
 		t.Fatalf("a second advance changed the workflow: %+v", rs)
 	}
 	e.clock.Advance(time.Second)
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.undo.s0", Operator: "ops", Reason: "nothing to read"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.undo.s0", Operator: "ops", Reason: "nothing to read"}); err != nil {
 		t.Fatal(err)
 	}
-	e.wantAdvance("w1", errand.WorkflowCompensating)
+	e.wantAdvance("w1", errandtype.WorkflowCompensating)
 	e.finishUndo("w1", "s0", true)
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
 	// Compensated, it does not resume, even with args that fit.
 	args := json.RawMessage(`{"n":2,"workflow":{"id":"w1","step":"join"}}`)
-	_, err = e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true})
-	if !errors.Is(err, errand.ErrWorkflowCompensated) {
+	_, err = e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true})
+	if !errors.Is(err, errandstore.ErrWorkflowCompensated) {
 		t.Fatalf("replay of the compensated join = %v, want ErrWorkflowCompensated", err)
 	}
 }
@@ -1134,11 +1136,11 @@ func testWorkflowContextBound(t *testing.T, h harness) {
 	pad := 1<<20 - emptyArgs(0)
 	b.Job.Args = json.RawMessage(`{"pad":"` + strings.Repeat("p", pad) + `"}`)
 	_, err := e.workflows().WorkflowInsert(e.ctx, wfParams(id, wfStep("a"), b))
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "step b") {
 		if err == nil {
 			e.finishStep(id, "a", "", true)
-			_, err = e.workflows().WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{IDs: []string{id}})
+			_, err = e.workflows().WorkflowAdvance(e.ctx, &errandstore.WorkflowAdvanceParams{IDs: []string{id}})
 			t.Fatalf("WorkflowInsert accepted step b with %d bytes of args; the advance that enqueues it: %v", len(b.Job.Args), err)
 		}
 		t.Fatalf("WorkflowInsert = %v, want an *InputError naming step b", err)

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // What a replay of a workflow's step means in each order of events, and
@@ -31,9 +32,9 @@ func (e *env) checkout(id string) {
 	e.t.Helper()
 	e.insertWorkflow(wfParams(id, wfUndoStep("charge"), wfUndoStep("reserve", "charge"), wfStep("book", "reserve"), wfStep("mail", "book")))
 	e.finishStep(id, "charge", `{"charge":"ch_1"}`, true)
-	e.wantAdvance(id, errand.WorkflowRunning, id+".step.reserve")
+	e.wantAdvance(id, errandtype.WorkflowRunning, id+".step.reserve")
 	e.finishStep(id, "reserve", "", true)
-	e.wantAdvance(id, errand.WorkflowRunning, id+".step.book")
+	e.wantAdvance(id, errandtype.WorkflowRunning, id+".step.book")
 	e.clock.Advance(time.Second)
 	e.finishStep(id, "book", "", false)
 }
@@ -43,32 +44,32 @@ func (e *env) checkout(id string) {
 func (e *env) compensated(id string) {
 	e.t.Helper()
 	e.checkout(id)
-	e.wantAdvance(id, errand.WorkflowCompensating, id+".undo.reserve")
+	e.wantAdvance(id, errandtype.WorkflowCompensating, id+".undo.reserve")
 	e.finishUndo(id, "reserve", true)
-	e.wantAdvance(id, errand.WorkflowCompensating, id+".undo.charge")
+	e.wantAdvance(id, errandtype.WorkflowCompensating, id+".undo.charge")
 	e.finishUndo(id, "charge", true)
-	e.wantAdvance(id, errand.WorkflowFailed)
+	e.wantAdvance(id, errandtype.WorkflowFailed)
 }
 
 // replayStep replays step of workflow wf through the store.
-func (e *env) replayStep(wf, step string) (*errand.Job, error) {
-	return e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: errand.WorkflowStepJobID(wf, step), Operator: "ops", Reason: "fixed"})
+func (e *env) replayStep(wf, step string) (*errandtype.Job, error) {
+	return e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: errandstore.WorkflowStepJobID(wf, step), Operator: "ops", Reason: "fixed"})
 }
 
 // wantReplayRefused checks that a replay of step of wf is refused with a
 // *WorkflowCompensatedError naming the workflow, its state, the steps
 // undone and the rerun, and that nothing was written.
-func (e *env) wantReplayRefused(wf, step string, state errand.WorkflowState, undone []string, rerunAs string) {
+func (e *env) wantReplayRefused(wf, step string, state errandtype.WorkflowState, undone []string, rerunAs string) {
 	e.t.Helper()
-	before := e.get(errand.WorkflowStepJobID(wf, step))
+	before := e.get(errandstore.WorkflowStepJobID(wf, step))
 	wfBefore := e.workflow(wf)
 	j, err := e.replayStep(wf, step)
-	var ce *errand.WorkflowCompensatedError
-	var se *errand.StateError
-	if !errors.As(err, &ce) || !errors.Is(err, errand.ErrWorkflowCompensated) || !errors.Is(err, errand.ErrWrongState) || !errors.As(err, &se) {
+	var ce *errandstore.WorkflowCompensatedError
+	var se *errandtype.StateError
+	if !errors.As(err, &ce) || !errors.Is(err, errandstore.ErrWorkflowCompensated) || !errors.Is(err, errandtype.ErrWrongState) || !errors.As(err, &se) {
 		e.t.Fatalf("replay of %s.step.%s = %v, %v; want a *WorkflowCompensatedError", wf, step, j, err)
 	}
-	want := errand.WorkflowCompensatedError{JobID: before.ID, JobState: before.State, WorkflowID: wf, WorkflowState: state, Undone: undone, RerunAs: rerunAs}
+	want := errandstore.WorkflowCompensatedError{JobID: before.ID, JobState: before.State, WorkflowID: wf, WorkflowState: state, Undone: undone, RerunAs: rerunAs}
 	if ce.JobID != want.JobID || ce.JobState != want.JobState || ce.WorkflowID != wf || ce.WorkflowState != state ||
 		!slices.Equal(ce.Undone, undone) || ce.RerunAs != rerunAs {
 		e.t.Fatalf("refusal = %+v, want %+v", *ce, want)
@@ -81,7 +82,7 @@ func (e *env) wantReplayRefused(wf, step string, state errand.WorkflowState, und
 		e.t.Fatalf("refusal %q does not name the way forward, %q", err, forward)
 	}
 	e.unchanged("refused step", before)
-	if n := len(e.auditList(&errand.AuditListParams{JobID: before.ID})); n != 0 {
+	if n := len(e.auditList(&errandstore.AuditListParams{JobID: before.ID})); n != 0 {
 		e.t.Fatalf("refused replay left %d audit records", n)
 	}
 	if got := e.workflow(wf); got.State != wfBefore.State || !slices.Equal(enqueuedJobs(got), enqueuedJobs(wfBefore)) {
@@ -90,7 +91,7 @@ func (e *env) wantReplayRefused(wf, step string, state errand.WorkflowState, und
 }
 
 // enqueuedJobs lists the jobs of w's steps and compensations enqueued.
-func enqueuedJobs(w *errand.Workflow) []string {
+func enqueuedJobs(w *errandtype.Workflow) []string {
 	var out []string
 	for _, s := range w.Steps {
 		if s.Enqueued {
@@ -113,14 +114,14 @@ func testReplayBeforeCompensation(t *testing.T, h harness) {
 	if _, err := e.replayStep("w1", "book"); err != nil {
 		t.Fatalf("replay before the advance saw the step die: %v", err)
 	}
-	r := e.wantAdvance("w1", errand.WorkflowRunning)
+	r := e.wantAdvance("w1", errandtype.WorkflowRunning)
 	if r.Workflow.CompensationStartedAt != nil || r.Workflow.FailedStep != nil {
 		t.Fatalf("resumed workflow: compensation started %v, failed step %v", r.Workflow.CompensationStartedAt, r.Workflow.FailedStep)
 	}
 	e.finishStep("w1", "book", "", true)
-	e.wantAdvance("w1", errand.WorkflowRunning, "w1.step.mail")
+	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.mail")
 	e.finishStep("w1", "mail", "", true)
-	e.wantAdvance("w1", errand.WorkflowSucceeded)
+	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 	e.notFound("w1.undo.reserve")
 	e.notFound("w1.undo.charge")
 
@@ -130,15 +131,15 @@ func testReplayBeforeCompensation(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w2", wfUndoStep("x"), wfStep("y"), wfStep("z", "x", "y")))
 	x := e.claimIn("x", "w2.step.x")
 	e.finishStep("w2", "y", "", false)
-	e.wantAdvance("w2", errand.WorkflowCompensating)
+	e.wantAdvance("w2", errandtype.WorkflowCompensating)
 	if _, err := e.replayStep("w2", "y"); err != nil {
 		t.Fatalf("replay while a step in flight holds the compensations: %v", err)
 	}
-	e.wantAdvance("w2", errand.WorkflowRunning)
+	e.wantAdvance("w2", errandtype.WorkflowRunning)
 	e.recordOK(succeeded(x))
-	e.wantAdvance("w2", errand.WorkflowRunning)
+	e.wantAdvance("w2", errandtype.WorkflowRunning)
 	e.finishStep("w2", "y", "", true)
-	e.wantAdvance("w2", errand.WorkflowRunning, "w2.step.z")
+	e.wantAdvance("w2", errandtype.WorkflowRunning, "w2.step.z")
 	e.notFound("w2.undo.x")
 	if w := e.workflow("w2"); w.CompensationStartedAt != nil {
 		t.Fatalf("w2 compensation started at %v, want never", w.CompensationStartedAt)
@@ -148,15 +149,15 @@ func testReplayBeforeCompensation(t *testing.T, h harness) {
 	// replay resumes it.
 	e.insertWorkflow(wfParams("w3", wfStep("p"), wfStep("q", "p")))
 	e.finishStep("w3", "p", "", true)
-	e.wantAdvance("w3", errand.WorkflowRunning, "w3.step.q")
+	e.wantAdvance("w3", errandtype.WorkflowRunning, "w3.step.q")
 	e.finishStep("w3", "q", "", false)
-	e.wantAdvance("w3", errand.WorkflowFailed)
+	e.wantAdvance("w3", errandtype.WorkflowFailed)
 	if _, err := e.replayStep("w3", "q"); err != nil {
 		t.Fatalf("replay of a failed workflow with nothing to undo: %v", err)
 	}
-	e.wantAdvance("w3", errand.WorkflowRunning)
+	e.wantAdvance("w3", errandtype.WorkflowRunning)
 	e.finishStep("w3", "q", "", true)
-	e.wantAdvance("w3", errand.WorkflowSucceeded)
+	e.wantAdvance("w3", errandtype.WorkflowSucceeded)
 }
 
 // testReplayDuringCompensation: once the first compensation is enqueued, a
@@ -166,19 +167,19 @@ func testReplayDuringCompensation(t *testing.T, h harness) {
 	e := open(t, h)
 	e.checkout("w1")
 	e.clock.Advance(time.Second)
-	r := e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.reserve")
+	r := e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.reserve")
 	if at := r.Workflow.CompensationStartedAt; at == nil || !at.Equal(e.now()) {
 		t.Fatalf("compensation started at %v, want %v", at, e.now())
 	}
 	if w := e.workflow("w1"); w.CompensationStartedAt == nil || !w.CompensationStartedAt.Equal(e.now()) {
 		t.Fatalf("stored compensation start %v, want %v", w.CompensationStartedAt, e.now())
 	}
-	e.wantReplayRefused("w1", "book", errand.WorkflowCompensating, []string{"reserve"}, "")
+	e.wantReplayRefused("w1", "book", errandtype.WorkflowCompensating, []string{"reserve"}, "")
 	started := e.now()
 	e.clock.Advance(time.Second)
 	e.finishUndo("w1", "reserve", true)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.charge")
-	e.wantReplayRefused("w1", "book", errand.WorkflowCompensating, []string{"reserve", "charge"}, "")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.charge")
+	e.wantReplayRefused("w1", "book", errandtype.WorkflowCompensating, []string{"reserve", "charge"}, "")
 	if w := e.workflow("w1"); w.CompensationStartedAt == nil || !w.CompensationStartedAt.Equal(started) {
 		t.Fatalf("compensation start moved to %v, want %v", w.CompensationStartedAt, started)
 	}
@@ -190,18 +191,18 @@ func testReplayDuringCompensation(t *testing.T, h harness) {
 func testReplayAfterCompensation(t *testing.T, h harness) {
 	e := open(t, h)
 	e.compensated("w1")
-	e.wantReplayRefused("w1", "book", errand.WorkflowFailed, []string{"reserve", "charge"}, "")
+	e.wantReplayRefused("w1", "book", errandtype.WorkflowFailed, []string{"reserve", "charge"}, "")
 	held := e.get("w1.step.book")
-	if got := ids(e.replayMany(bulk(errand.DeadFilter{}))); len(got) != 0 {
+	if got := ids(e.replayMany(bulk(errandstore.DeadFilter{}))); len(got) != 0 {
 		t.Fatalf("bulk replay replayed %v, want none", got)
 	}
 	e.unchanged("step after a bulk replay", held)
-	dry := bulk(errand.DeadFilter{})
+	dry := bulk(errandstore.DeadFilter{})
 	dry.DryRun, dry.Held = true, true
 	if got := ids(e.replayMany(dry)); !slices.Equal(got, []string{"w1.step.book"}) {
 		t.Fatalf("the steps left out are listed as %v, want [w1.step.book]", got)
 	}
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
 }
 
 // testReplayDeadCompensation: a dead compensation holds the workflow
@@ -210,18 +211,18 @@ func testReplayAfterCompensation(t *testing.T, h harness) {
 func testReplayDeadCompensation(t *testing.T, h harness) {
 	e := open(t, h)
 	e.checkout("w1")
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.reserve")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.reserve")
 	e.finishUndo("w1", "reserve", false)
-	e.wantAdvance("w1", errand.WorkflowCompensating)
-	e.wantReplayRefused("w1", "book", errand.WorkflowCompensating, []string{"reserve"}, "")
-	if _, err := e.s.JobReplay(e.ctx, &errand.JobReplayParams{ID: "w1.undo.reserve", Operator: "ops", Reason: "fixed"}); err != nil {
+	e.wantAdvance("w1", errandtype.WorkflowCompensating)
+	e.wantReplayRefused("w1", "book", errandtype.WorkflowCompensating, []string{"reserve"}, "")
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.undo.reserve", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatalf("replay of the dead compensation: %v", err)
 	}
-	e.wantAdvance("w1", errand.WorkflowCompensating)
+	e.wantAdvance("w1", errandtype.WorkflowCompensating)
 	e.finishUndo("w1", "reserve", true)
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.charge")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.charge")
 	e.finishUndo("w1", "charge", true)
-	e.wantAdvance("w1", errand.WorkflowFailed)
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
 	e.notFound("w1.step.mail")
 }
 
@@ -233,9 +234,9 @@ func testReplayDeadCompensation(t *testing.T, h harness) {
 func testReplayRacesCompensation(t *testing.T, h harness) {
 	e := open(t, h)
 	e.workflows()
-	other, ok := e.second().(errand.WorkflowStore)
+	other, ok := e.second().(errandstore.WorkflowStore)
 	if !ok {
-		t.Fatal("the second store is not an errand.WorkflowStore")
+		t.Fatal("the second store is not an errandstore.WorkflowStore")
 	}
 	const n = 12
 	for i := range n {
@@ -248,7 +249,7 @@ func testReplayRacesCompensation(t *testing.T, h harness) {
 		id := fmt.Sprintf("w%d", i)
 		wg.Go(func() { _, results[i].replayErr = e.replayStep(id, "book") })
 		wg.Go(func() {
-			if _, err := other.WorkflowAdvance(e.ctx, &errand.WorkflowAdvanceParams{IDs: []string{id}}); err != nil {
+			if _, err := other.WorkflowAdvance(e.ctx, &errandstore.WorkflowAdvanceParams{IDs: []string{id}}); err != nil {
 				t.Errorf("advance %s: %v", id, err)
 			}
 		})
@@ -261,11 +262,11 @@ func testReplayRacesCompensation(t *testing.T, h harness) {
 		undo := stepView(t, w, "reserve").Compensation
 		switch {
 		case r.replayErr == nil:
-			if book.State != errand.StateQueued || w.State != errand.WorkflowRunning || undo.Enqueued || w.CompensationStartedAt != nil {
+			if book.State != errandtype.StateQueued || w.State != errandtype.WorkflowRunning || undo.Enqueued || w.CompensationStartedAt != nil {
 				t.Fatalf("%s: replay won, but the step is %s, the workflow %s, its compensation enqueued %v", id, book.State, w.State, undo.Enqueued)
 			}
-		case errors.Is(r.replayErr, errand.ErrWorkflowCompensated):
-			if book.State != errand.StateDead || book.Replays != 0 || w.State != errand.WorkflowCompensating || !undo.Enqueued {
+		case errors.Is(r.replayErr, errandstore.ErrWorkflowCompensated):
+			if book.State != errandtype.StateDead || book.Replays != 0 || w.State != errandtype.WorkflowCompensating || !undo.Enqueued {
 				t.Fatalf("%s: replay refused, but the step is %s (%d replays), the workflow %s, its compensation enqueued %v",
 					id, book.State, book.Replays, w.State, undo.Enqueued)
 			}
@@ -276,8 +277,8 @@ func testReplayRacesCompensation(t *testing.T, h harness) {
 }
 
 // rerun reruns workflow id as newID through the store.
-func (e *env) rerun(id, newID string) (*errand.WorkflowInsertResult, error) {
-	return e.workflows().WorkflowRerun(e.ctx, &errand.WorkflowRerunParams{ID: id, NewID: newID})
+func (e *env) rerun(id, newID string) (*errandstore.WorkflowInsertResult, error) {
+	return e.workflows().WorkflowRerun(e.ctx, &errandstore.WorkflowRerunParams{ID: id, NewID: newID})
 }
 
 // testWorkflowRerun: a compensated workflow is rerun as a new one that runs
@@ -291,7 +292,7 @@ func testWorkflowRerun(t *testing.T, h harness) {
 	old := e.workflow("w1")
 
 	e.insertWorkflow(wfParams("taken", wfStep("a")))
-	if r, err := e.rerun("w1", "taken"); !errors.Is(err, errand.ErrInvalid) || !strings.Contains(err.Error(), "taken") {
+	if r, err := e.rerun("w1", "taken"); !errors.Is(err, errandtype.ErrInvalid) || !strings.Contains(err.Error(), "taken") {
 		t.Fatalf("rerun as another workflow's id = %+v, %v; want an *InputError naming it", r, err)
 	}
 	if w := e.workflow("w1"); w.RerunAs != nil {
@@ -304,7 +305,7 @@ func testWorkflowRerun(t *testing.T, h harness) {
 		t.Fatal(err)
 	}
 	nw := r.Workflow
-	if r.Duplicate || nw.ID != "w1-again" || nw.Name != old.Name || nw.State != errand.WorkflowRunning ||
+	if r.Duplicate || nw.ID != "w1-again" || nw.Name != old.Name || nw.State != errandtype.WorkflowRunning ||
 		nw.RerunOf == nil || *nw.RerunOf != "w1" || nw.RerunAs != nil || nw.CompensationStartedAt != nil || !nw.CreatedAt.Equal(e.now()) {
 		t.Fatalf("rerun = %+v", nw)
 	}
@@ -315,20 +316,20 @@ func testWorkflowRerun(t *testing.T, h harness) {
 		t.Fatalf("stored rerun = %+v", got)
 	}
 	w1 := e.workflow("w1")
-	if w1.RerunAs == nil || *w1.RerunAs != "w1-again" || w1.State != errand.WorkflowFailed ||
+	if w1.RerunAs == nil || *w1.RerunAs != "w1-again" || w1.State != errandtype.WorkflowFailed ||
 		!w1.UpdatedAt.Equal(old.UpdatedAt) || !slices.Equal(enqueuedJobs(w1), enqueuedJobs(old)) {
 		t.Fatalf("old workflow after the rerun = %+v", w1)
 	}
 	for _, j := range oldJobs {
 		e.unchanged("old workflow's job after the rerun", j)
 	}
-	e.wantReplayRefused("w1", "book", errand.WorkflowFailed, []string{"reserve", "charge"}, "w1-again")
+	e.wantReplayRefused("w1", "book", errandtype.WorkflowFailed, []string{"reserve", "charge"}, "w1-again")
 
 	again, err := e.rerun("w1", "w1-again")
 	if err != nil || !again.Duplicate || again.Workflow.ID != "w1-again" || len(again.Jobs) != 0 {
 		t.Fatalf("retried rerun = %+v, %v; want the rerun as a duplicate", again, err)
 	}
-	var we *errand.WorkflowStateError
+	var we *errandstore.WorkflowStateError
 	if _, err := e.rerun("w1", "w1-third"); !errors.As(err, &we) || !strings.Contains(err.Error(), "w1-again") {
 		t.Fatalf("second rerun = %v, want a *WorkflowStateError naming w1-again", err)
 	}
@@ -336,15 +337,15 @@ func testWorkflowRerun(t *testing.T, h harness) {
 
 	// The rerun runs every step from the start, and succeeds.
 	e.finishStep("w1-again", "charge", `{"charge":"ch_2"}`, true)
-	e.wantAdvance("w1-again", errand.WorkflowRunning, "w1-again.step.reserve")
+	e.wantAdvance("w1-again", errandtype.WorkflowRunning, "w1-again.step.reserve")
 	e.finishStep("w1-again", "reserve", "", true)
-	e.wantAdvance("w1-again", errand.WorkflowRunning, "w1-again.step.book")
+	e.wantAdvance("w1-again", errandtype.WorkflowRunning, "w1-again.step.book")
 	e.finishStep("w1-again", "book", "", true)
-	e.wantAdvance("w1-again", errand.WorkflowRunning, "w1-again.step.mail")
+	e.wantAdvance("w1-again", errandtype.WorkflowRunning, "w1-again.step.mail")
 	e.finishStep("w1-again", "mail", "", true)
-	e.wantAdvance("w1-again", errand.WorkflowSucceeded)
+	e.wantAdvance("w1-again", errandtype.WorkflowSucceeded)
 	e.advanceOne("w1")
-	if w := e.workflow("w1"); w.State != errand.WorkflowFailed {
+	if w := e.workflow("w1"); w.State != errandtype.WorkflowFailed {
 		t.Fatalf("old workflow is %s after its rerun succeeded", w.State)
 	}
 
@@ -352,11 +353,11 @@ func testWorkflowRerun(t *testing.T, h harness) {
 	// replay either: two runs would go on at once.
 	e.insertWorkflow(wfParams("w2", wfStep("p")))
 	e.finishStep("w2", "p", "", false)
-	e.wantAdvance("w2", errand.WorkflowFailed)
+	e.wantAdvance("w2", errandtype.WorkflowFailed)
 	if _, err := e.rerun("w2", "w2-again"); err != nil {
 		t.Fatal(err)
 	}
-	e.wantReplayRefused("w2", "p", errand.WorkflowFailed, nil, "w2-again")
+	e.wantReplayRefused("w2", "p", errandtype.WorkflowFailed, nil, "w2-again")
 }
 
 // testWorkflowRerunOpen: a running or compensating workflow is not rerun,
@@ -364,16 +365,16 @@ func testWorkflowRerun(t *testing.T, h harness) {
 func testWorkflowRerunOpen(t *testing.T, h harness) {
 	e := open(t, h)
 	e.checkout("w1")
-	e.wantAdvance("w1", errand.WorkflowCompensating, "w1.undo.reserve")
+	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.reserve")
 	e.insertWorkflow(wfParams("w2", wfStep("a")))
 	for _, tc := range []struct {
 		id    string
-		state errand.WorkflowState
-	}{{"w1", errand.WorkflowCompensating}, {"w2", errand.WorkflowRunning}} {
+		state errandtype.WorkflowState
+	}{{"w1", errandtype.WorkflowCompensating}, {"w2", errandtype.WorkflowRunning}} {
 		jobs := e.listAll()
 		r, err := e.rerun(tc.id, tc.id+"-again")
-		var we *errand.WorkflowStateError
-		if !errors.As(err, &we) || !errors.Is(err, errand.ErrWrongState) || we.State != tc.state || we.ID != tc.id {
+		var we *errandstore.WorkflowStateError
+		if !errors.As(err, &we) || !errors.Is(err, errandtype.ErrWrongState) || we.State != tc.state || we.ID != tc.id {
 			t.Fatalf("rerun of %s workflow %s = %+v, %v; want a *WorkflowStateError", tc.state, tc.id, r, err)
 		}
 		e.noWorkflow(tc.id + "-again")
@@ -384,11 +385,11 @@ func testWorkflowRerunOpen(t *testing.T, h harness) {
 			t.Fatalf("refused rerun of %s: %d jobs, was %d", tc.id, n, len(jobs))
 		}
 	}
-	if _, err := e.rerun("nope", "nope-again"); !errors.Is(err, errand.ErrNotFound) {
+	if _, err := e.rerun("nope", "nope-again"); !errors.Is(err, errandtype.ErrNotFound) {
 		t.Fatalf("rerun of an unknown workflow = %v, want ErrNotFound", err)
 	}
-	for _, p := range []*errand.WorkflowRerunParams{{ID: "w2", NewID: "w2"}, {ID: "w2"}, {NewID: "x"}} {
-		if _, err := e.workflows().WorkflowRerun(e.ctx, p); !errors.Is(err, errand.ErrInvalid) {
+	for _, p := range []*errandstore.WorkflowRerunParams{{ID: "w2", NewID: "w2"}, {ID: "w2"}, {NewID: "x"}} {
+		if _, err := e.workflows().WorkflowRerun(e.ctx, p); !errors.Is(err, errandtype.ErrInvalid) {
 			t.Fatalf("WorkflowRerun(%+v) = %v, want an *InputError", *p, err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var auditCommand = &command{
@@ -32,11 +34,11 @@ replay's filter, a prune's counts). To page, pass the last id printed as
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; filter with --job, --action, --since or --until", pos[0])
 			}
-			if *limit < 1 || *limit > errand.MaxAuditLimit {
-				return usagef("--limit %d is out of range; give 1 to %d", *limit, errand.MaxAuditLimit)
+			if *limit < 1 || *limit > errandstore.MaxAuditLimit {
+				return usagef("--limit %d is out of range; give 1 to %d", *limit, errandstore.MaxAuditLimit)
 			}
 			now := time.Now()
-			opts := &errand.AuditOpts{JobID: *job, Action: errand.AuditAction(*action), BeforeID: int64(*before), Limit: *limit}
+			opts := &errand.AuditOpts{JobID: *job, Action: errandtype.AuditAction(*action), BeforeID: int64(*before), Limit: *limit}
 			var err error
 			if opts.Since, err = timeFlag("since", *since, now); err != nil {
 				return err

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/batchjson"
 )
 
@@ -46,7 +48,7 @@ errand batch ID --json prints it.`,
 			if *limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			p := &errand.BatchListParams{Limit: *limit}
+			p := &errandstore.BatchListParams{Limit: *limit}
 			if *state != "" {
 				st, err := errand.ParseBatchState(*state)
 				if err != nil {
@@ -84,7 +86,7 @@ errand batch ID --json prints it.`,
 }
 
 // writeBatchesTable prints one line a batch.
-func writeBatchesTable(w io.Writer, bs []*errand.Batch, now time.Time) error {
+func writeBatchesTable(w io.Writer, bs []*errandstore.Batch, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTOTAL\tSUCCEEDED\tDEAD\tCANCELLED\tPENDING\tCREATED\tCOMPLETED\tCALLBACK JOB")
 	for _, b := range bs {
@@ -100,7 +102,7 @@ func writeBatchesTable(w io.Writer, bs []*errand.Batch, now time.Time) error {
 			callback = b.Callback.Kind + " (when completed)"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", printable(b.ID), b.Total,
-			b.Counts[errand.StateSucceeded], b.Counts[errand.StateDead], b.Counts[errand.StateCancelled], b.Pending(),
+			b.Counts[errandtype.StateSucceeded], b.Counts[errandtype.StateDead], b.Counts[errandtype.StateCancelled], b.Pending(),
 			relative(now, b.CreatedAt), completed, printable(callback))
 	}
 	return tw.Flush()
@@ -164,7 +166,7 @@ or with --json {"batch", "jobs", "duplicate"}.`,
 			}
 			defer closeDB()
 			b, err := c.Batch(ctx, id)
-			if errors.Is(err, errand.ErrNotFound) {
+			if errors.Is(err, errandtype.ErrNotFound) {
 				return fmt.Errorf("no batch with id %s; errand batches lists them", id)
 			}
 			if err != nil {
@@ -212,19 +214,19 @@ func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file str
 	if asJSON {
 		jobs := res.Jobs
 		if jobs == nil {
-			jobs = []*errand.Job{}
+			jobs = []*errandtype.Job{}
 		}
 		return writeJSON(e.stdout, struct {
-			Batch     *errand.Batch `json:"batch"`
-			Jobs      []*errand.Job `json:"jobs"`
-			Duplicate bool          `json:"duplicate"`
+			Batch     *errandstore.Batch `json:"batch"`
+			Jobs      []*errandtype.Job  `json:"jobs"`
+			Duplicate bool               `json:"duplicate"`
 		}{res.Batch, jobs, res.Duplicate})
 	}
 	_, err = fmt.Fprintln(e.stdout, printable(res.Batch.ID))
 	return err
 }
 
-func writeBatch(e *env, b *errand.Batch, now time.Time) error {
+func writeBatch(e *env, b *errandstore.Batch, now time.Time) error {
 	w := e.stdout
 	fmt.Fprintf(w, "batch %s\n", printable(b.ID))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -232,7 +234,7 @@ func writeBatch(e *env, b *errand.Batch, now time.Time) error {
 	field("jobs", fmt.Sprint(b.Total))
 	field("created", formatTime(b.CreatedAt)+" ("+relative(now, b.CreatedAt)+")")
 	nowCounts := ""
-	for _, st := range errand.JobStates {
+	for _, st := range errandtype.JobStates {
 		if n := b.Counts[st]; n > 0 {
 			if nowCounts != "" {
 				nowCounts += ", "
@@ -256,7 +258,7 @@ func writeBatch(e *env, b *errand.Batch, now time.Time) error {
 	case b.CallbackJobID != nil:
 		field("callback", fmt.Sprintf("%s in %s: job %s (errand inspect %s)", b.Callback.Kind, b.Callback.Queue, *b.CallbackJobID, *b.CallbackJobID))
 	default:
-		field("callback", fmt.Sprintf("%s in %s, enqueued as %s when the batch completes", b.Callback.Kind, b.Callback.Queue, errand.BatchCallbackJobID(b.ID)))
+		field("callback", fmt.Sprintf("%s in %s, enqueued as %s when the batch completes", b.Callback.Kind, b.Callback.Queue, errandstore.BatchCallbackJobID(b.ID)))
 	}
 	return tw.Flush()
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestBatchCommand(t *testing.T) {
@@ -42,7 +44,7 @@ func TestBatchCommand(t *testing.T) {
 	}
 	ok(t, cli(t, "cancel", "r1", "--reason", "dup", "--db", db))
 	ok(t, cli(t, "cancel", "r2", "--reason", "dup", "--db", db))
-	var b errand.Batch
+	var b errandstore.Batch
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "batch", "import-7", "--json", "--db", db)).stdout), &b); err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +61,9 @@ func TestSchedulesDelete(t *testing.T) {
 	db := tempDB(t)
 	ok(t, cli(t, "migrate", "--db", db))
 	c := openTestClient(t, db)
-	st := c.Store().(errand.ScheduleStore)
-	if _, err := st.ScheduleUpsert(context.Background(), &errand.ScheduleUpsertParams{Name: "nightly",
-		Spec: "@daily", Kind: "cleanup", Queue: "maint", Missed: errand.MissedSkip, NextFireAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+	st := c.Store().(errandstore.ScheduleStore)
+	if _, err := st.ScheduleUpsert(context.Background(), &errandstore.ScheduleUpsertParams{Name: "nightly",
+		Spec: "@daily", Kind: "cleanup", Queue: "maint", Missed: errandtype.MissedSkip, NextFireAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -86,11 +88,11 @@ func TestSchedulesDelete(t *testing.T) {
 	if r := ok(t, cli(t, "schedules", "--db", db)); r.stdout != "no schedules\n" {
 		t.Fatalf("schedules after delete printed %q", r.stdout)
 	}
-	var recs []errand.AuditRecord
+	var recs []errandtype.AuditRecord
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "audit", "--json", "--db", db)).stdout), &recs); err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || recs[0].Action != errand.AuditScheduleDelete || recs[0].Operator != "ana" || recs[0].Reason != "retired" {
+	if len(recs) != 1 || recs[0].Action != errandtype.AuditScheduleDelete || recs[0].Operator != "ana" || recs[0].Reason != "retired" {
 		t.Fatalf("audit = %+v", recs)
 	}
 }
@@ -141,7 +143,7 @@ func TestBatchCallbackJSON(t *testing.T) {
 				}
 			}
 			// The record reads back as it was written.
-			var b errand.Batch
+			var b errandstore.Batch
 			if err := json.Unmarshal([]byte(ok(t, cli(t, "batch", "b1", "--json", "--db", db)).stdout), &b); err != nil {
 				t.Fatal(err)
 			}

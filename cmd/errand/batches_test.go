@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // importJSON is a batch of two with a callback; the first member fails at
@@ -72,9 +73,9 @@ func testBatchesCommands(t *testing.T, db string) {
 		t.Fatalf("enqueue printed %q", r.stdout)
 	}
 	var res struct {
-		Batch     errand.Batch  `json:"batch"`
-		Jobs      []*errand.Job `json:"jobs"`
-		Duplicate bool          `json:"duplicate"`
+		Batch     errandstore.Batch `json:"batch"`
+		Jobs      []*errandtype.Job `json:"jobs"`
+		Duplicate bool              `json:"duplicate"`
 	}
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "batch", "enqueue", "--file", file, "--json", "--db", db)).stdout), &res); err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func testBatchesCommands(t *testing.T, db string) {
 
 	ok(t, cli(t, "work", "--once", "--exec", "bad_row=false", "--db", db))
 	ok(t, cli(t, "work", "--once", "--exec", "row=true", "--db", db))
-	var bs []errand.Batch
+	var bs []errandstore.Batch
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "batches", "--state", "completed", "--json", "--db", db)).stdout), &bs); err != nil {
 		t.Fatal(err)
 	}

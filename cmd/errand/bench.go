@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Defaults of errand bench.
@@ -150,7 +151,7 @@ type benchRun struct {
 
 func (b *benchRun) kinds() *errand.Kinds {
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args benchArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args benchArgs) error {
 		if args.EnqueuedAt != 0 {
 			select {
 			case b.started <- time.Since(time.Unix(0, args.EnqueuedAt)):

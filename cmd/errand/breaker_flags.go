@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // breakerFlags are the circuit breaker flags shared by errand work and
@@ -26,7 +26,7 @@ func addBreakerFlags(fs *flag.FlagSet) breakerFlags {
 
 // parse returns the dependency of each kind and the policy of each
 // dependency that --breaker names.
-func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPolicy, error) {
+func (b breakerFlags) parse() (map[string]string, map[string]*errandtype.BreakerPolicy, error) {
 	deps := map[string]string{}
 	named := map[string]bool{}
 	for _, spec := range *b.deps {
@@ -45,7 +45,7 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPoli
 		deps[kind] = dep
 		named[dep] = true
 	}
-	var policies map[string]*errand.BreakerPolicy
+	var policies map[string]*errandtype.BreakerPolicy
 	for _, spec := range *b.policies {
 		dep, rest, ok := strings.Cut(spec, "=")
 		parts := strings.Split(rest, "/")
@@ -58,7 +58,7 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPoli
 		if _, dup := policies[dep]; dup {
 			return nil, nil, usagef("--breaker names dependency %q twice; give one policy per dependency", dep)
 		}
-		var p errand.BreakerPolicy
+		var p errandtype.BreakerPolicy
 		var err error
 		if p.Threshold, err = atoi32(parts[0]); err != nil || p.Threshold < 1 {
 			return nil, nil, usagef("--breaker %q: the failure threshold %q must be a whole number of at least 1 and at most %d", spec, parts[0], math.MaxInt32)
@@ -75,7 +75,7 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errand.BreakerPoli
 			}
 		}
 		if policies == nil {
-			policies = map[string]*errand.BreakerPolicy{}
+			policies = map[string]*errandtype.BreakerPolicy{}
 		}
 		policies[dep] = &p
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var breakersCommand = &command{
@@ -72,7 +73,7 @@ breaker's record.`,
 			defer closeDB()
 			if len(pos) == 2 {
 				b, err := c.ResetBreaker(ctx, pos[1], op, *reason)
-				if errors.Is(err, errand.ErrNotFound) {
+				if errors.Is(err, errandtype.ErrNotFound) {
 					return fmt.Errorf("no circuit breaker for dependency %s; errand breakers lists them", strconv.Quote(pos[1]))
 				}
 				if err != nil {
@@ -104,7 +105,7 @@ breaker's record.`,
 	},
 }
 
-func writeBreakersTable(w io.Writer, bs []*errand.BreakerRecord, now time.Time) error {
+func writeBreakersTable(w io.Writer, bs []*errandtype.BreakerRecord, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEPENDENCY\tSTATE\tFAILURES\tFAILING SINCE\tOPEN UNTIL\tPROBES\tTRIPS\tLAST ERROR")
 	opt := func(t *time.Time) string {

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // breakersJSON reads errand breakers --json.
-func breakersJSON(t *testing.T, db string) []errand.BreakerRecord {
+func breakersJSON(t *testing.T, db string) []errandtype.BreakerRecord {
 	t.Helper()
 	r := ok(t, cli(t, "breakers", "--db", db, "--json"))
-	var bs []errand.BreakerRecord
+	var bs []errandtype.BreakerRecord
 	if err := json.Unmarshal([]byte(r.stdout), &bs); err != nil {
 		t.Fatalf("breakers --json: %v\n%s", err, r.stdout)
 	}
@@ -43,7 +44,7 @@ func TestWorkerBreaker(t *testing.T) {
 			"--dependency", "send=smtp", "--breaker", "smtp=2/1m/1h").ready()
 		waitUntil(t, 30*time.Second, "the breaker to open", func() bool {
 			bs := breakersJSON(t, db)
-			return len(bs) == 1 && bs[0].State == errand.BreakerOpen
+			return len(bs) == 1 && bs[0].State == errandtype.BreakerOpen
 		})
 		// Retries come due within 200ms and the worker polls every 100ms:
 		// a worker that ignored the breaker would attempt many more.
@@ -142,7 +143,7 @@ func TestWorkOnceBreaker(t *testing.T) {
 	if r := once(); r != "retrying" {
 		t.Fatalf("first --once: %s; want retrying", r)
 	}
-	if bs := breakersJSON(t, db); len(bs) != 1 || bs[0].State != errand.BreakerOpen {
+	if bs := breakersJSON(t, db); len(bs) != 1 || bs[0].State != errandtype.BreakerOpen {
 		t.Fatalf("breakers after one failure at threshold 1: %+v; want smtp open", bs)
 	}
 	if r := once(); r != "idle" {
@@ -172,16 +173,16 @@ func checkHeldBySMTP(t *testing.T, db string, ids []string) {
 	r := ok(t, cli(t, "stats", "--db", db, "--json"))
 	var st struct {
 		Queues []struct {
-			OldestReadyAge   *float64                 `json:"oldest_ready_age_seconds"`
-			BreakerHeldKinds []errand.BreakerHeldKind `json:"breaker_held_kinds"`
-			Kinds            []errand.KindInsights    `json:"kinds"`
+			OldestReadyAge   *float64                     `json:"oldest_ready_age_seconds"`
+			BreakerHeldKinds []errandtype.BreakerHeldKind `json:"breaker_held_kinds"`
+			Kinds            []errand.KindInsights        `json:"kinds"`
 		} `json:"queues"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatal(err)
 	}
 	q := st.Queues[0]
-	wantHeld := []errand.BreakerHeldKind{{Kind: "send", Dependency: "smtp", Waiting: len(ids)}}
+	wantHeld := []errandtype.BreakerHeldKind{{Kind: "send", Dependency: "smtp", Waiting: len(ids)}}
 	if q.OldestReadyAge != nil || !reflect.DeepEqual(q.BreakerHeldKinds, wantHeld) || q.Kinds[0].Ready != 0 {
 		t.Errorf("stats --json: oldest ready %v, breaker-held %+v, ready %d; want null, %+v, 0\n%s",
 			q.OldestReadyAge, q.BreakerHeldKinds, q.Kinds[0].Ready, wantHeld, r.stdout)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var cancelCommand = &command{
@@ -65,7 +66,7 @@ the time go to the audit (errand audit shows it).`,
 			switch {
 			case j.CancelPending():
 				_, err = fmt.Fprintf(e.stdout, "cancel requested %s: its worker stops it and ends the attempt cancelled\n", printable(j.ID))
-			case j.State == errand.StateCancelled:
+			case j.State == errandtype.StateCancelled:
 				_, err = fmt.Fprintf(e.stdout, "cancelled %s\n", printable(j.ID))
 			default: // it finished otherwise before the request reached it
 				_, err = fmt.Fprintf(e.stdout, "cancel requested %s, but it ended %s first\n", printable(j.ID), j.State)
@@ -81,10 +82,10 @@ const cancelWaitPoll = 100 * time.Millisecond
 // waitLeavesRunning reads job j until it is no longer running, for at most
 // limit, and returns it. Still running at the limit is an error that says
 // so.
-func waitLeavesRunning(ctx context.Context, c *errand.Client[*sql.Tx], j *errand.Job, limit time.Duration) (*errand.Job, error) {
+func waitLeavesRunning(ctx context.Context, c *errand.Client[*sql.Tx], j *errandtype.Job, limit time.Duration) (*errandtype.Job, error) {
 	id := j.ID
 	deadline := time.Now().Add(limit)
-	for j.State == errand.StateRunning {
+	for j.State == errandtype.StateRunning {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("job %s is still running after %s with its cancel requested; its worker may be gone (the lease expiry ends it cancelled) or its handler ignores cancellation", printable(j.ID), limit)
 		}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/sqlite"
 )
@@ -50,7 +52,7 @@ func report(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "errand: "+printable(oneLine(err.Error())))
 	var ue *usageError
-	if errors.As(err, &ue) || errors.Is(err, errand.ErrInvalid) {
+	if errors.As(err, &ue) || errors.Is(err, errandtype.ErrInvalid) {
 		return exitUsage
 	}
 	return exitRuntime
@@ -421,18 +423,18 @@ func isPostgres(db string) bool {
 // client type serves every subcommand; the CLI never enqueues inside a
 // transaction of its own, and the view opens no connection of its own
 // until one is used.
-func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (errand.TxStore[*sql.Tx], error) {
+func openStore(ctx context.Context, flagValue string, mode openMode, logger *slog.Logger) (errandstore.TxStore[*sql.Tx], error) {
 	db := dbPath(flagValue)
 	if isPostgres(db) {
 		if _, err := url.Parse(db); err != nil {
 			return nil, usagef("the database URL in --db or ERRAND_DB does not parse (%v); write it as postgres://user@host:5432/dbname", errors.Unwrap(err))
 		}
 		schema := os.Getenv("ERRAND_SCHEMA")
-		if !errand.StorableText(schema) {
+		if !errandtype.StorableText(schema) {
 			return nil, usagef("ERRAND_SCHEMA is not valid UTF-8 without NUL bytes; name the schema your application uses, e.g. errand")
 		}
 		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: schema, Logger: logger, NoMigrate: mode == mustExist})
-		if errors.Is(err, errand.ErrNoSchema) {
+		if errors.Is(err, errandtype.ErrNoSchema) {
 			if schema == "" {
 				schema = postgres.DefaultSchema
 			}
@@ -458,7 +460,7 @@ func openSQLite(ctx context.Context, path string, mode openMode) (*sqlite.Store,
 		}
 	}
 	st, err := sqlite.Open(ctx, path, &sqlite.Options{NoMigrate: mode == mustExist})
-	if errors.Is(err, errand.ErrNoSchema) {
+	if errors.Is(err, errandtype.ErrNoSchema) {
 		return nil, fmt.Errorf("no errand database at %s (no errand tables); pass --db (or set ERRAND_DB) to the database your application uses, or run errand migrate to create one", path)
 	}
 	if err != nil {
@@ -496,9 +498,9 @@ func openClient(ctx context.Context, flagValue string, mode openMode, cfg *erran
 // jobError turns the library's errors about one job into the line an
 // operator reads.
 func jobError(id string, err error) error {
-	var se *errand.StateError
+	var se *errandtype.StateError
 	switch {
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		return fmt.Errorf("no job with id %s", id)
 	case errors.As(err, &se) && se.Reason != "":
 		// A job in a state the operation accepts, refused all the same:

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -369,8 +369,8 @@ func TestJSONOutputs(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs) != 1 {
 		t.Fatalf("jobs --json = %s (%v)", r.stdout, err)
 	}
-	// Field names are the job record's: errand.Job's JSON tags.
-	want, _ := json.Marshal(&errand.Job{})
+	// Field names are the job record's: errandtype.Job's JSON tags.
+	want, _ := json.Marshal(&errandtype.Job{})
 	var wantKeys map[string]any
 	_ = json.Unmarshal(want, &wantKeys)
 	if got, want := keys(jobs[0]), keys(wantKeys); !reflect.DeepEqual(got, want) {
@@ -395,7 +395,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Errorf("stats queue fields %v", got)
 	}
 	counts, _ := q["counts"].(map[string]any)
-	if q["queue"] != "mail" || counts["queued"] != 1.0 || len(counts) != len(errand.JobStates) {
+	if q["queue"] != "mail" || counts["queued"] != 1.0 || len(counts) != len(errandtype.JobStates) {
 		t.Errorf("stats queue = %v", q)
 	}
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestCronOneJobPerTickAcrossProcesses runs three errand work processes
@@ -83,7 +85,7 @@ func TestCronOneJobPerTickAcrossProcesses(t *testing.T) {
 
 		// errand schedules shows the last tick and its job.
 		r := ok(t, cli(t, "schedules", "--db", db, "--json"))
-		var recs []errand.ScheduleRecord
+		var recs []errandtype.ScheduleRecord
 		if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil {
 			t.Fatalf("schedules --json: %v\n%s", err, r.stdout)
 		}
@@ -117,10 +119,10 @@ func TestSchedulesCommand(t *testing.T) {
 	}
 
 	c := openTestClient(t, db)
-	st := c.Store().(errand.ScheduleStore)
+	st := c.Store().(errandstore.ScheduleStore)
 	next := time.Date(2030, 1, 1, 8, 0, 0, 0, time.UTC)
-	if _, err := st.ScheduleUpsert(context.Background(), &errand.ScheduleUpsertParams{Name: "nightly",
-		Spec: "CRON_TZ=Europe/Paris 0 9 * * *", Kind: "cleanup", Queue: "maint", Missed: errand.MissedCatchUp, NextFireAt: next}); err != nil {
+	if _, err := st.ScheduleUpsert(context.Background(), &errandstore.ScheduleUpsertParams{Name: "nightly",
+		Spec: "CRON_TZ=Europe/Paris 0 9 * * *", Kind: "cleanup", Queue: "maint", Missed: errandtype.MissedCatchUp, NextFireAt: next}); err != nil {
 		t.Fatal(err)
 	}
 	r := ok(t, cli(t, "schedules", "--db", db))

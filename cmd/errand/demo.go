@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -121,16 +123,16 @@ func (chargeArgs) Kind() string { return "charge" }
 
 func demoKinds() *errand.Kinds {
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args greetArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args greetArgs) error {
 		return nil
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args flakyArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args flakyArgs) error {
 		if job.Attempt <= args.FailTimes {
 			return errand.WithClass("upstream_unavailable", errors.New("the upstream service answered 503"))
 		}
 		return nil
 	}, nil)
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args chargeArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args chargeArgs) error {
 		return errand.Permanent(errand.WithClass("card_declined", errors.New("the card was declined: retrying cannot change that")))
 	}, nil)
 	return kinds
@@ -231,7 +233,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 // untilNextDue returns how long until the next queued or retrying job is
 // due, and whether there is one.
 func untilNextDue(ctx context.Context, c *errand.Client[*sql.Tx]) (time.Duration, bool, error) {
-	waiting, err := c.List(ctx, &errand.ListOpts{States: errand.WaitingStates})
+	waiting, err := c.List(ctx, &errand.ListOpts{States: errandstore.WaitingStates})
 	if err != nil || len(waiting) == 0 {
 		return 0, false, err
 	}

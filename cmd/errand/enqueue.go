@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var enqueueCommand = &command{
@@ -92,7 +94,7 @@ cancelled.`,
 			}
 			u := &errand.UniqueOpts{Key: *key, Window: *uniqueWindow}
 			if *uniqueScope != "" {
-				sc, err := errand.ParseUniqueScope(*uniqueScope)
+				sc, err := errandtype.ParseUniqueScope(*uniqueScope)
 				if err != nil {
 					return flagInputError(err)
 				}
@@ -122,11 +124,11 @@ cancelled.`,
 				}
 				opts.RunAt = t
 			}
-			if isSet(fs, "max-attempts") && (*maxAttempts < 1 || *maxAttempts > errand.MaxAttemptsLimit) {
-				return usagef("--max-attempts %d is out of range; give 1 to %d", *maxAttempts, errand.MaxAttemptsLimit)
+			if isSet(fs, "max-attempts") && (*maxAttempts < 1 || *maxAttempts > errandtype.MaxAttemptsLimit) {
+				return usagef("--max-attempts %d is out of range; give 1 to %d", *maxAttempts, errandtype.MaxAttemptsLimit)
 			}
-			if *priority < errand.MinPriority || *priority > errand.MaxPriority {
-				return usagef("--priority %d is out of range; give %d to %d", *priority, errand.MinPriority, errand.MaxPriority)
+			if *priority < errandstore.MinPriority || *priority > errandstore.MaxPriority {
+				return usagef("--priority %d is out of range; give %d to %d", *priority, errandstore.MinPriority, errandstore.MaxPriority)
 			}
 			for _, name := range []string{"id", "queue", "key", "unique-key", "ordering-key", "fairness-key"} {
 				if isSet(fs, name) && fs.Lookup(name).Value.String() == "" {
@@ -154,9 +156,9 @@ cancelled.`,
 			}
 			if *asJSON {
 				return writeJSON(e.stdout, struct {
-					ID        string      `json:"id"`
-					Duplicate bool        `json:"duplicate"`
-					Job       *errand.Job `json:"job"`
+					ID        string          `json:"id"`
+					Duplicate bool            `json:"duplicate"`
+					Job       *errandtype.Job `json:"job"`
 				}{res.Job.ID, res.Duplicate, res.Job})
 			}
 			_, err = e.stdout.Write([]byte(printable(res.Job.ID) + "\n"))
@@ -191,7 +193,7 @@ func idConflict(err error, idHow, optOut string) error {
 // flagInputError renames the field of a library's input error after the
 // flag or argument that set it, so the message says what to change.
 func flagInputError(err error) error {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if errors.As(err, &ie) {
 		if name, ok := enqueueFlags[ie.Field]; ok {
 			return usagef("%s: %s", name, ie.Message)

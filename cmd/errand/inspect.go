@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var inspectCommand = &command{
@@ -48,7 +49,7 @@ happens next, in words).`,
 			if err != nil {
 				return err
 			}
-			var breaker *errand.BreakerRecord
+			var breaker *errandtype.BreakerRecord
 			if j.HeldByBreaker != nil {
 				h, err := c.BreakerHolds(ctx)
 				if err != nil {
@@ -68,9 +69,9 @@ happens next, in words).`,
 			}
 			if *asJSON {
 				return writeJSON(e.stdout, struct {
-					*errand.Job
-					ReplaysAudit []errand.ReplayRecord `json:"replays_audit"`
-					Next         string                `json:"next"`
+					*errandtype.Job
+					ReplaysAudit []errandtype.ReplayRecord `json:"replays_audit"`
+					Next         string                    `json:"next"`
 				}{j, audit, next})
 			}
 			return writeInspect(e.stdout, j, audit, next, now)
@@ -81,7 +82,7 @@ happens next, in words).`,
 // writeInspect prints a job for a person to read. Every value from the
 // database is escaped (see printable); error messages and stacks keep their
 // line breaks.
-func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next string, now time.Time) error {
+func writeInspect(w io.Writer, j *errandtype.Job, audit []errandtype.ReplayRecord, next string, now time.Time) error {
 	fmt.Fprintf(w, "job %s\n", printable(j.ID))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
@@ -112,7 +113,7 @@ func writeInspect(w io.Writer, j *errand.Job, audit []errand.ReplayRecord, next 
 	if j.BackoffBase != 0 || j.BackoffMax != 0 {
 		field("backoff", fmt.Sprintf("base %s, max %s", orDefault(j.BackoffBase), orDefault(j.BackoffMax)))
 	}
-	if j.State == errand.StateRunning {
+	if j.State == errandtype.StateRunning {
 		field("lease owner", optString(j.LeaseOwner))
 		field("lease until", optTime(j.LeaseUntil))
 	} else if j.LeaseOwner != nil {
@@ -196,7 +197,7 @@ func compactJSON(raw []byte) string {
 	return b.String()
 }
 
-func orDefault(d errand.Duration) string {
+func orDefault(d errandtype.Duration) string {
 	if d == 0 {
 		return "default"
 	}
@@ -214,7 +215,7 @@ func indent(s, prefix string) string {
 // unhandledSentence is next for a waiting job whose kind no live worker
 // handles in its queue: it says so instead of "waiting for a worker", and
 // after what would happen once a worker does.
-func unhandledSentence(j *errand.Job, next string) string {
+func unhandledSentence(j *errandtype.Job, next string) string {
 	nobody := fmt.Sprintf("no live worker handles kind %s in queue %s, so it waits until one does (a misspelt kind waits forever)",
 		j.Kind, j.Queue)
 	if rest, ok := strings.CutPrefix(next, "queued: waiting for a worker since "); ok {
@@ -224,7 +225,7 @@ func unhandledSentence(j *errand.Job, next string) string {
 }
 
 // nextSentence says in words what happens to the job next.
-func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) string {
+func nextSentence(j *errandtype.Job, breaker *errandtype.BreakerRecord, now time.Time) string {
 	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	replay := "errand replay " + j.ID + " --reason \"...\""
 	held := ""
@@ -237,7 +238,7 @@ func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) s
 	}
 	var s string
 	switch j.State {
-	case errand.StateQueued:
+	case errandtype.StateQueued:
 		switch {
 		case j.AvailableAt.After(now):
 			s = "scheduled for " + at(j.AvailableAt)
@@ -249,7 +250,7 @@ func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) s
 		default:
 			s = "queued: waiting for a worker since " + at(j.AvailableAt)
 		}
-	case errand.StateRetrying:
+	case errandtype.StateRetrying:
 		class := "error"
 		if j.LastError != nil {
 			class = j.LastError.Class
@@ -266,7 +267,7 @@ func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) s
 		default:
 			s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
 		}
-	case errand.StateRunning:
+	case errandtype.StateRunning:
 		owner := "an unnamed worker"
 		if j.LeaseOwner != nil {
 			owner = *j.LeaseOwner
@@ -285,19 +286,19 @@ func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) s
 		default:
 			s = fmt.Sprintf("its worker's lease expired at %s; the next claim retries it", at(*j.LeaseUntil))
 		}
-	case errand.StateSucceeded:
+	case errandtype.StateSucceeded:
 		s = "succeeded"
 		if j.FinishedAt != nil {
 			s += " at " + at(*j.FinishedAt)
 		}
 		s += "; it will not run again"
-	case errand.StateDead:
+	case errandtype.StateDead:
 		s = "dead"
 		if j.LastError != nil {
 			s += fmt.Sprintf(" (class %s, attempt %d of %d)", j.LastError.Class, j.Attempt, j.MaxAttempts)
 		}
 		s += ": will not run again unless replayed: " + replay
-	case errand.StateCancelled:
+	case errandtype.StateCancelled:
 		s = "cancelled: will not run unless replayed: " + replay
 	default:
 		s = "in unknown state " + string(j.State)
@@ -310,10 +311,10 @@ func nextSentence(j *errand.Job, breaker *errand.BreakerRecord, now time.Time) s
 
 // breakerHeld says how the open or half-open circuit breaker b holds a
 // job back.
-func breakerHeld(b *errand.BreakerRecord, at func(time.Time) string, now time.Time) string {
+func breakerHeld(b *errandtype.BreakerRecord, at func(time.Time) string, now time.Time) string {
 	dep := printable(b.Dependency)
 	switch {
-	case b.State == errand.BreakerHalfOpen:
+	case b.State == errandtype.BreakerHalfOpen:
 		return "held by breaker " + dep + " (half-open: it runs once a probe job succeeds)"
 	case b.OpenUntil != nil && b.OpenUntil.After(now):
 		return "held by breaker " + dep + " (open until " + at(*b.OpenUntil) + ", then a probe job tests " + dep + ")"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var jobsCommand = &command{
@@ -22,7 +23,7 @@ With --json, prints one JSON array of job records ([] when none match),
 field names as in the job record, times in RFC 3339 UTC.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
-		state := fs.String("state", "", "only jobs in `STATE` ("+errand.StateNames()+"; comma-separate several)")
+		state := fs.String("state", "", "only jobs in `STATE` ("+errandtype.StateNames()+"; comma-separate several)")
 		queue := fs.String("queue", "", "only jobs in `QUEUE`")
 		kind := fs.String("kind", "", "only jobs of `KIND`")
 		limit := intFlag(fs, "limit", 100, "at most `N` jobs (default 100)")
@@ -38,7 +39,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 			params := &errand.ListOpts{Queue: *queue, Kind: *kind, Limit: *limit}
 			if *state != "" {
 				for _, s := range strings.Split(*state, ",") {
-					st, err := errand.ParseJobState(strings.TrimSpace(s))
+					st, err := errandtype.ParseJobState(strings.TrimSpace(s))
 					if err != nil {
 						return usagef("--state: %v", err)
 					}
@@ -56,7 +57,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 			}
 			if *asJSON {
 				if jobs == nil {
-					jobs = []*errand.Job{}
+					jobs = []*errandtype.Job{}
 				}
 				return writeJSON(e.stdout, jobs)
 			}
@@ -81,7 +82,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 
 // writeJobsTable prints one line per job: what an operator scans for. Every
 // value from the database is escaped (see printable).
-func writeJobsTable(w io.Writer, jobs []*errand.Job, now time.Time) error {
+func writeJobsTable(w io.Writer, jobs []*errandtype.Job, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tQUEUE\tSTATE\tATTEMPT\tNEXT RUN\tLAST ERROR")
 	for _, j := range jobs {
@@ -96,9 +97,9 @@ func writeJobsTable(w io.Writer, jobs []*errand.Job, now time.Time) error {
 }
 
 // nextRun says in a few words when the job runs next.
-func nextRun(j *errand.Job, now time.Time) string {
+func nextRun(j *errandtype.Job, now time.Time) string {
 	switch j.State {
-	case errand.StateQueued, errand.StateRetrying:
+	case errandtype.StateQueued, errandtype.StateRetrying:
 		if j.HeldBy != nil {
 			return "held by " + printable(*j.HeldBy)
 		}
@@ -106,7 +107,7 @@ func nextRun(j *errand.Job, now time.Time) string {
 			return "in " + approx(j.AvailableAt.Sub(now))
 		}
 		return "now"
-	case errand.StateRunning:
+	case errandtype.StateRunning:
 		if j.LeaseUntil != nil && j.LeaseUntil.After(now) {
 			return "running, lease " + approx(j.LeaseUntil.Sub(now)) + " left"
 		}

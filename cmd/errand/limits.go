@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var limitsCommand = &command{
@@ -60,7 +61,7 @@ With --json, prints one JSON array ordered by name: {"name", "spec":
 	},
 }
 
-func writeLimitsTable(w io.Writer, rs []*errand.LimiterRecord) error {
+func writeLimitsTable(w io.Writer, rs []*errandtype.LimiterRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTOKENS\tRULE\tHELD BACK\tUPDATED")
 	for _, r := range rs {
@@ -71,9 +72,9 @@ func writeLimitsTable(w io.Writer, rs []*errand.LimiterRecord) error {
 }
 
 // limitRule describes a bucket's rule for a person.
-func limitRule(s errand.LimiterSpec) string {
+func limitRule(s errandtype.LimiterSpec) string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
-	if s.Mode == errand.LimiterModeRate {
+	if s.Mode == errandtype.LimiterModeRate {
 		return f(s.Rate) + "/s, burst " + f(s.Burst)
 	}
 	return f(s.Ratio) + " per first attempt over " + s.Window.String() + ", min " + f(s.Min)
@@ -122,7 +123,7 @@ func (l limitFlags) parse() ([]errand.RateLimit, []errand.RetryBudget, error) {
 // workerConfigError names the flag to fix for a worker configuration
 // that NewWorker refused.
 func workerConfigError(err error) error {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if errors.As(err, &ie) {
 		switch {
 		case strings.HasPrefix(ie.Field, "RateLimits"):

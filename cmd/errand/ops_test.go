@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // plantFinished sets a job's state and finish time directly, as if it had
@@ -50,7 +52,7 @@ func TestBulkReplayPruneAndAudit(t *testing.T) {
 	r = ok(t, cli(t, "replay", "--state", "dead", "--kind", "mail", "--class", "timeout", "--since", "72h",
 		"--rate", "100/s", "--reason", "provider back", "--operator", "ana", "--json", "--db", db))
 	var res errand.ReplayManyResult
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != "d1" || res.Jobs[0].State != errand.StateQueued {
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || len(res.Jobs) != 1 || res.Jobs[0].ID != "d1" || res.Jobs[0].State != errandtype.StateQueued {
 		t.Fatalf("bulk replay: %s (%v)", r.stdout, err)
 	}
 	ok(t, cli(t, "replay", "d2", "--args", `{"to": "y"}`, "--reason", "address fixed", "--db", db))
@@ -86,8 +88,8 @@ func TestBulkReplayPruneAndAudit(t *testing.T) {
 		t.Errorf("prune --dry-run printed %q", r.stdout)
 	}
 	r = ok(t, cli(t, "prune", "--succeeded-after", "24h", "--dead-after", "24h", "--json", "--db", db))
-	var pr errand.PruneResult
-	if err := json.Unmarshal([]byte(r.stdout), &pr); err != nil || pr != (errand.PruneResult{Succeeded: 1, Dead: 1}) {
+	var pr errandstore.PruneResult
+	if err := json.Unmarshal([]byte(r.stdout), &pr); err != nil || pr != (errandstore.PruneResult{Succeeded: 1, Dead: 1}) {
 		t.Fatalf("prune: %s (%v); want the succeeded job and d3", r.stdout, err)
 	}
 	left := map[string]string{}
@@ -99,7 +101,7 @@ func TestBulkReplayPruneAndAudit(t *testing.T) {
 	}
 
 	r = ok(t, cli(t, "audit", "--json", "--db", db))
-	var audit []errand.AuditRecord
+	var audit []errandtype.AuditRecord
 	if err := json.Unmarshal([]byte(r.stdout), &audit); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -320,7 +321,7 @@ func TestPostgresConnectionLoss(t *testing.T) {
 	w := startWorker(t, w1, "--queue", "default=4", "--lease", "2s", "--poll", "200ms", "--heartbeat", "200ms",
 		"--leader-ttl", "1s", "--exec", "k="+s).ready()
 	p := pgPool(t)
-	if _, notifies := any((*postgres.Store)(nil)).(errand.Notifier); notifies {
+	if _, notifies := any((*postgres.Store)(nil)).(errandstore.Notifier); notifies {
 		waitUntil(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, p, w.pid()) > 0 })
 	}
 	for _, after := range []int{40, 120} {
@@ -332,7 +333,7 @@ func TestPostgresConnectionLoss(t *testing.T) {
 		}
 	}
 	waitUntil(t, 2*time.Minute, "every job to succeed", func() bool { return stateCounts(t, p, schema)["succeeded"] == n })
-	if _, notifies := any((*postgres.Store)(nil)).(errand.Notifier); notifies {
+	if _, notifies := any((*postgres.Store)(nil)).(errandstore.Notifier); notifies {
 		// Its listener's connection was among those terminated; it
 		// listens again on a new one.
 		waitUntil(t, 15*time.Second, "the worker's listener to LISTEN again", func() bool { return listening(t, p, w.pid()) > 0 })
@@ -513,8 +514,8 @@ func TestPostgresPollOnly(t *testing.T) {
 func TestPostgresNotifyWakes(t *testing.T) {
 	t.Parallel()
 	db, schema := pgDB(t)
-	if _, ok := any((*postgres.Store)(nil)).(errand.Notifier); !ok {
-		t.Skip("postgres.Store does not implement errand.Notifier yet (postgres/notify.go)")
+	if _, ok := any((*postgres.Store)(nil)).(errandstore.Notifier); !ok {
+		t.Skip("postgres.Store does not implement errandstore.Notifier yet (postgres/notify.go)")
 	}
 	app := "errand-listen-" + strings.TrimPrefix(schema, "errand_t_")
 	wdb := pgAlias(t, db, schema, app)

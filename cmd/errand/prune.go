@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/internal/english"
 )
 
@@ -43,8 +44,8 @@ its own (errand work --retain-succeeded, --retain-dead).`,
 			if *succeeded == 0 && *dead == 0 {
 				return usagef("--succeeded-after and --dead-after are both missing or 0, which prunes nothing; give at least one, e.g. --succeeded-after 168h --dead-after 720h")
 			}
-			if *batch < 0 || *batch > errand.MaxPruneBatch {
-				return usagef("--batch %d is out of range; give 1 to %d", *batch, errand.MaxPruneBatch)
+			if *batch < 0 || *batch > errandstore.MaxPruneBatch {
+				return usagef("--batch %d is out of range; give 1 to %d", *batch, errandstore.MaxPruneBatch)
 			}
 			if strings.TrimSpace(*reason) == "" {
 				return usagef("--reason is empty; say why, or leave the flag out")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 )
 
 // TestWorkerRateLimitAcrossProcesses: two errand work processes on one
@@ -38,7 +39,7 @@ func TestWorkerRateLimitAcrossProcesses(t *testing.T) {
 			return true
 		})
 		c := openTestClient(t, db)
-		js, err := c.Store().JobList(context.Background(), &errand.JobListParams{Limit: 1000})
+		js, err := c.Store().JobList(context.Background(), &errandstore.JobListParams{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

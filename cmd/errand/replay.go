@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/english"
 )
 
@@ -73,7 +75,7 @@ jobs and changes nothing.`,
 				if *restart {
 					return usagef("--restart clears one job's checkpoint; give an ID, not %s", strings.Join(bulk, " "))
 				}
-				if *state != string(errand.StateDead) {
+				if *state != string(errandtype.StateDead) {
 					return usagef("bulk replay needs --state dead: only dead jobs are replayed in bulk")
 				}
 				return replayMany(ctx, e, fs, &bulkReplay{db: *db, reason: *reason, operator: *operator, kind: *kind,
@@ -130,7 +132,7 @@ type bulkReplay struct {
 
 func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) error {
 	opts := &errand.ReplayManyOpts{
-		Filter: errand.DeadFilter{Kind: b.kind, Queue: b.queue, Class: b.class},
+		Filter: errandstore.DeadFilter{Kind: b.kind, Queue: b.queue, Class: b.class},
 		Limit:  b.limit, Reason: b.reason, DryRun: b.dryRun,
 	}
 	if !b.dryRun && strings.TrimSpace(b.reason) == "" {
@@ -212,7 +214,7 @@ var opsFlags = map[string]string{
 // opsInputError makes a library's input error a usage error naming the
 // flag to change.
 func opsInputError(err error) error {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if errors.As(err, &ie) {
 		if name, ok := opsFlags[ie.Field]; ok {
 			return usagef("%s: %s", name, ie.Message)

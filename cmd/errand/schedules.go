@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var schedulesCommand = &command{
@@ -80,7 +81,7 @@ With --json, prints the deleted schedule record.`,
 	},
 }
 
-func writeSchedulesTable(w io.Writer, rs []*errand.ScheduleRecord, now time.Time) error {
+func writeSchedulesTable(w io.Writer, rs []*errandtype.ScheduleRecord, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSPEC\tKIND\tQUEUE\tNEXT FIRE\tLAST FIRE\tLAST JOB\tMISSED")
 	for _, r := range rs {
@@ -116,7 +117,7 @@ func deleteSchedule(ctx context.Context, fs *flag.FlagSet, e *env, db string, po
 	}
 	defer closeDB()
 	r, err := c.DeleteSchedule(ctx, name, &errand.DeleteScheduleOpts{Operator: op, Reason: reason})
-	if errors.Is(err, errand.ErrNotFound) {
+	if errors.Is(err, errandtype.ErrNotFound) {
 		return fmt.Errorf("no schedule named %s; errand schedules lists them", name)
 	}
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 const serveToken = "serve-test-token-0123456789"
@@ -567,7 +568,7 @@ func TestServeDependencyWithoutExec(t *testing.T) {
 		t.Fatalf("claim of send with smtp's breaker open: %d, want 204", code)
 	}
 	bs := breakersJSON(t, db)
-	if len(bs) != 1 || bs[0].Dependency != "smtp" || bs[0].State != errand.BreakerOpen || bs[0].Trips != 1 || bs[0].LastError != "dial smtp: connection refused" {
+	if len(bs) != 1 || bs[0].Dependency != "smtp" || bs[0].State != errandtype.BreakerOpen || bs[0].Trips != 1 || bs[0].LastError != "dial smtp: connection refused" {
 		t.Fatalf("errand breakers --json = %+v; want smtp open, tripped once", bs)
 	}
 	if r := ok(t, cli(t, "breakers", "--db", db)); !strings.Contains(r.stdout, "smtp") || !strings.Contains(r.stdout, "open") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var statsCommand = &command{
@@ -59,7 +60,7 @@ is errand.KindInsights: {"queue", "kind", "ready", "scheduled", "retrying",
 				return err
 			}
 			if stats == nil {
-				stats = []errand.QueueStats{}
+				stats = []errandtype.QueueStats{}
 			}
 			ins, err := c.Insights(ctx, nil)
 			if err != nil {
@@ -73,7 +74,7 @@ is errand.KindInsights: {"queue", "kind", "ready", "scheduled", "retrying",
 					OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
 				}
 				type queue struct {
-					errand.QueueStats
+					errandtype.QueueStats
 					OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
 					Kinds                 []kind   `json:"kinds"`
 				}
@@ -104,20 +105,20 @@ is errand.KindInsights: {"queue", "kind", "ready", "scheduled", "retrying",
 	},
 }
 
-func writeStatsTable(w io.Writer, stats []errand.QueueStats) error {
+func writeStatsTable(w io.Writer, stats []errandtype.QueueStats) error {
 	if len(stats) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "QUEUE")
-	for _, st := range errand.JobStates {
+	for _, st := range errandtype.JobStates {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
 	}
 	fmt.Fprintln(tw, "\tOLDEST READY")
 	for _, q := range stats {
 		fmt.Fprint(tw, printable(q.Queue))
-		for _, st := range errand.JobStates {
+		for _, st := range errandtype.JobStates {
 			fmt.Fprintf(tw, "\t%d", q.Counts[st])
 		}
 		oldest := "-"

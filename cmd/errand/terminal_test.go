@@ -12,7 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func TestPrintable(t *testing.T) {
@@ -85,8 +85,8 @@ func TestHostileDataIsEscaped(t *testing.T) {
 		}
 		return string(b)
 	}
-	lastErr := errand.LastError{Class: "error" + hostile, Message: "failed: " + hostile, At: now}
-	attempts := []errand.AttemptError{{Attempt: 1, At: now, Class: "error" + hostile, Message: "failed:\n" + hostile, Stack: "goroutine 1:\n\tmain.go:1" + hostile}}
+	lastErr := errandtype.LastError{Class: "error" + hostile, Message: "failed: " + hostile, At: now}
+	attempts := []errandtype.AttemptError{{Attempt: 1, At: now, Class: "error" + hostile, Message: "failed:\n" + hostile, Stack: "goroutine 1:\n\tmain.go:1" + hostile}}
 	argsJSON := marshal(map[string]string{"note": hostile})
 	conn, err := sql.Open("sqlite3", db)
 	if err != nil {
@@ -111,7 +111,7 @@ func TestHostileDataIsEscaped(t *testing.T) {
 		deadID, "op"+hostile, "why"+hostile, us)
 	plant(`INSERT INTO errand_workers (id, host, pid, queues, heartbeat_interval_us, started_at, heartbeat_at)
 		VALUES (?, ?, 42, ?, 1000000, ?, ?)`,
-		"worker"+hostile, "host"+hostile, marshal([]errand.WorkerQueue{{Name: "q" + hostile, Concurrency: 2}}), us, us)
+		"worker"+hostile, "host"+hostile, marshal([]errandtype.WorkerQueue{{Name: "q" + hostile, Concurrency: 2}}), us, us)
 	conn.Close()
 
 	clean := func(args []string, r result) {
@@ -148,7 +148,7 @@ func TestHostileDataIsEscaped(t *testing.T) {
 	}
 
 	// --json gives back the exact strings.
-	var js []errand.Job
+	var js []errandtype.Job
 	if err := json.Unmarshal([]byte(run("jobs", "--json").stdout), &js); err != nil || len(js) != 2 {
 		t.Fatalf("jobs --json: %v", err)
 	}
@@ -156,8 +156,8 @@ func TestHostileDataIsEscaped(t *testing.T) {
 		t.Errorf("jobs --json changed the strings: %q %q %q %q", js[0].ID, js[1].ID, js[0].Kind, js[0].Queue)
 	}
 	var in struct {
-		errand.Job
-		ReplaysAudit []errand.ReplayRecord `json:"replays_audit"`
+		errandtype.Job
+		ReplaysAudit []errandtype.ReplayRecord `json:"replays_audit"`
 	}
 	if err := json.Unmarshal([]byte(run("inspect", deadID, "--json").stdout), &in); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestHostileDataIsEscaped(t *testing.T) {
 	if err := json.Unmarshal(in.Args, &args); err != nil || args["note"] != hostile {
 		t.Errorf("inspect --json args = %s (%v)", in.Args, err)
 	}
-	var ws []errand.WorkerRecord
+	var ws []errandtype.WorkerRecord
 	if err := json.Unmarshal([]byte(run("workers", "--json").stdout), &ws); err != nil || len(ws) != 1 {
 		t.Fatalf("workers --json: %v", err)
 	}
@@ -217,7 +217,7 @@ func TestHandlerOutputIsEscaped(t *testing.T) {
 		if !strings.Contains(r.stdout, `title\x1b]0;pwned\x07\x1b[2J`+"\n      clear\\u009b2J") {
 			t.Errorf("inspect does not show the message escaped, line by line:\n%s", r.stdout)
 		}
-		var in errand.Job
+		var in errandtype.Job
 		if err := json.Unmarshal([]byte(ok(t, cli(t, "inspect", id, "--db", db, "--json")).stdout), &in); err != nil {
 			t.Fatal(err)
 		}

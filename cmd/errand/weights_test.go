@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestWeightFlagsUsage: bad --max-workers and --weight flags are usage
@@ -54,13 +55,13 @@ func TestWorkWeights(t *testing.T) {
 		w.waitLog(10*time.Second, "max_workers=2", `weights="hi=4"`)
 
 		var rows []struct {
-			Queues []errand.WorkerQueue `json:"queues"`
+			Queues []errandtype.WorkerQueue `json:"queues"`
 		}
 		r := ok(t, cli(t, "workers", "--db", db, "--json"))
 		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 			t.Fatal(err)
 		}
-		want := []errand.WorkerQueue{{Name: "hi", Concurrency: 4, Weight: 4}, {Name: "lo", Concurrency: 4, Weight: 1}}
+		want := []errandtype.WorkerQueue{{Name: "hi", Concurrency: 4, Weight: 4}, {Name: "lo", Concurrency: 4, Weight: 1}}
 		if len(rows) != 1 || len(rows[0].Queues) != 2 || rows[0].Queues[0] != want[0] || rows[0].Queues[1] != want[1] {
 			t.Errorf("workers --json queues %+v, want %+v", rows, want)
 		}

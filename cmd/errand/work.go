@@ -15,6 +15,8 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/exechandler"
 )
 
@@ -170,11 +172,11 @@ does, so the claim stays within them.`,
 					return err
 				}
 			}
-			if isSet(fs, "poll") && *poll < errand.MinInterval {
-				return usagef("--poll %s is too short; give at least %s, e.g. 1s", *poll, errand.MinInterval)
+			if isSet(fs, "poll") && *poll < errandstore.MinInterval {
+				return usagef("--poll %s is too short; give at least %s, e.g. 1s", *poll, errandstore.MinInterval)
 			}
-			if isSet(fs, "heartbeat") && *heartbeat < errand.MinInterval {
-				return usagef("--heartbeat %s is too short; give at least %s, e.g. 5s", *heartbeat, errand.MinInterval)
+			if isSet(fs, "heartbeat") && *heartbeat < errandstore.MinInterval {
+				return usagef("--heartbeat %s is too short; give at least %s, e.g. 5s", *heartbeat, errandstore.MinInterval)
 			}
 			if isSet(fs, "leader-ttl") && *leaderTTL < 30*time.Millisecond {
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
@@ -482,7 +484,7 @@ func parseQueues(specs []string) (queueFlags, error) {
 // nameError is the usage error for a queue, kind or dependency name that
 // flag gave and the library would refuse, or nil.
 func nameError(flag, name string) error {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if err := errand.ValidateName(name); errors.As(err, &ie) {
 		return usagef("%s: %s", flag, ie.Message)
 	}
@@ -594,7 +596,7 @@ func execKinds(execs, execEnv, hooks, timeouts []string, deps map[string]string,
 // retentionFlagError names the --retain flags in a retention policy's
 // input error.
 func retentionFlagError(err error) error {
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	if errors.As(err, &ie) {
 		switch ie.Field {
 		case "Retention.succeeded_age":

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 var workersCommand = &command{
@@ -61,7 +62,7 @@ since_last_completed_seconds added (null before the first finished job) and
 			switch l, err := c.Leader(ctx); {
 			case err == nil:
 				leader = l.Holder
-			case !errors.Is(err, errand.ErrNotFound):
+			case !errors.Is(err, errandtype.ErrNotFound):
 				return err
 			}
 			if *asJSON {
@@ -87,12 +88,12 @@ since_last_completed_seconds added (null before the first finished job) and
 // workerJSON is a worker record with the time since its last finished job
 // and whether it leads.
 type workerJSON struct {
-	*errand.WorkerRecord
+	*errandtype.WorkerRecord
 	SinceLastCompletedSeconds *float64 `json:"since_last_completed_seconds"`
 	Leader                    bool     `json:"leader"`
 }
 
-func writeWorkersTable(w io.Writer, ws []*errand.WorkerRecord, now time.Time, leader string) error {
+func writeWorkersTable(w io.Writer, ws []*errandtype.WorkerRecord, now time.Time, leader string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tHOST\tPID\tQUEUES\tKINDS\tSTARTED\tHEARTBEAT\tLAST JOB\tSKEW\tLEADER\tSTATUS")
 	for _, r := range ws {

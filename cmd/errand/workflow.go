@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/workflowjson"
 	"github.com/errandhq/errand/internal/workflowview"
 )
@@ -47,10 +49,10 @@ as errand workflow ID --json prints it.`,
 			if *limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			p := &errand.WorkflowListParams{Limit: *limit}
+			p := &errandstore.WorkflowListParams{Limit: *limit}
 			if *state != "" {
 				for _, s := range strings.Split(*state, ",") {
-					st := errand.WorkflowState(strings.TrimSpace(s))
+					st := errandtype.WorkflowState(strings.TrimSpace(s))
 					if !st.Valid() {
 						return usagef("--state: %q is not a workflow state; use one of %s", s, workflowStateNames())
 					}
@@ -89,7 +91,7 @@ as errand workflow ID --json prints it.`,
 				// How many there are, by state: one grouped count.
 				attrs := []any{"limit", *limit, "before", ws[len(ws)-1].ID}
 				if counts, err := c.WorkflowCounts(ctx); err == nil {
-					for _, st := range errand.WorkflowStates {
+					for _, st := range errandtype.WorkflowStates {
 						attrs = append(attrs, string(st), counts[st])
 					}
 				}
@@ -101,14 +103,14 @@ as errand workflow ID --json prints it.`,
 }
 
 func workflowStateNames() string {
-	names := make([]string, len(errand.WorkflowStates))
-	for i, s := range errand.WorkflowStates {
+	names := make([]string, len(errandtype.WorkflowStates))
+	for i, s := range errandtype.WorkflowStates {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
 }
 
-func writeWorkflowsTable(w io.Writer, ws []*errand.Workflow, now time.Time) error {
+func writeWorkflowsTable(w io.Writer, ws []*errandtype.Workflow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tFAILED STEP\tSTEPS\tCREATED")
 	for _, wf := range ws {
@@ -121,7 +123,7 @@ func writeWorkflowsTable(w io.Writer, ws []*errand.Workflow, now time.Time) erro
 		}
 		succeeded := 0
 		for _, s := range wf.Steps {
-			if s.State != nil && *s.State == errand.StateSucceeded {
+			if s.State != nil && *s.State == errandtype.StateSucceeded {
 				succeeded++
 			}
 		}
@@ -211,7 +213,7 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 			}
 			defer closeDB()
 			wf, err := c.Workflow(ctx, id)
-			if errors.Is(err, errand.ErrNotFound) {
+			if errors.Is(err, errandtype.ErrNotFound) {
 				return fmt.Errorf("no workflow with id %s; errand workflows lists them", id)
 			}
 			if err != nil {
@@ -261,15 +263,15 @@ func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file 
 
 // writeWorkflowInsert prints what enqueuing or rerunning a workflow did:
 // its id, or with --json {"workflow", "jobs", "duplicate"}.
-func writeWorkflowInsert(e *env, res *errand.WorkflowInsertResult, asJSON bool) error {
+func writeWorkflowInsert(e *env, res *errandstore.WorkflowInsertResult, asJSON bool) error {
 	if asJSON {
 		jobs := res.Jobs
 		if jobs == nil {
-			jobs = []*errand.Job{}
+			jobs = []*errandtype.Job{}
 		}
 		return writeJSON(e.stdout, struct {
 			Workflow  *workflowview.Shown `json:"workflow"`
-			Jobs      []*errand.Job       `json:"jobs"`
+			Jobs      []*errandtype.Job   `json:"jobs"`
 			Duplicate bool                `json:"duplicate"`
 		}{workflowview.Show(res.Workflow), jobs, res.Duplicate})
 	}
@@ -289,9 +291,9 @@ func rerunWorkflow(ctx context.Context, e *env, db string, pos []string, newID s
 	}
 	defer closeDB()
 	res, err := c.RerunWorkflow(ctx, id, &errand.WorkflowRerunOpts{ID: newID})
-	var ie *errand.InputError
+	var ie *errandtype.InputError
 	switch {
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		return fmt.Errorf("no workflow with id %s; errand workflows lists them", id)
 	case errors.As(err, &ie) && ie.Field == "new workflow id":
 		return usagef("--id: %s", ie.Message)
@@ -307,7 +309,7 @@ func rerunWorkflow(ctx context.Context, e *env, db string, pos []string, newID s
 }
 
 // writeWorkflow prints a workflow: its fields, then a table of its steps.
-func writeWorkflow(w io.Writer, wf *errand.Workflow, now time.Time) error {
+func writeWorkflow(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 	fmt.Fprintf(w, "workflow %s\n", printable(wf.ID))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
@@ -388,13 +390,13 @@ func writeWorkflow(w io.Writer, wf *errand.Workflow, now time.Time) error {
 
 // failing reports whether a job's last failure is worth showing beside its
 // state: it has one and did not succeed since.
-func failing(s *errand.JobState, e *errand.LastError) bool {
-	return s != nil && e != nil && *s != errand.StateSucceeded
+func failing(s *errandtype.JobState, e *errandtype.LastError) bool {
+	return s != nil && e != nil && *s != errandtype.StateSucceeded
 }
 
 // lastErrorLine is a job's last failure on one line: its class and the
 // first line of its message, cut to 200 characters.
-func lastErrorLine(e *errand.LastError) string {
+func lastErrorLine(e *errandtype.LastError) string {
 	msg, _, cut := strings.Cut(e.Message, "\n")
 	if r := []rune(msg); len(r) > 200 {
 		msg, cut = string(r[:199]), true
@@ -407,7 +409,7 @@ func lastErrorLine(e *errand.LastError) string {
 
 // stepState names the state of a workflow's job: its job's, "waiting"
 // before it is enqueued, "deleted" once retention removed it.
-func stepState(s *errand.JobState, enqueued bool) string {
+func stepState(s *errandtype.JobState, enqueued bool) string {
 	switch {
 	case s != nil:
 		return string(*s)

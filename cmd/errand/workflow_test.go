@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // checkoutJSON is a workflow whose second step fails at once.
@@ -74,9 +75,9 @@ func testWorkflowCommands(t *testing.T, db string) {
 		t.Fatalf("enqueue printed %q", r.stdout)
 	}
 	var res struct {
-		Workflow  errand.Workflow `json:"workflow"`
-		Jobs      []*errand.Job   `json:"jobs"`
-		Duplicate bool            `json:"duplicate"`
+		Workflow  errandtype.Workflow `json:"workflow"`
+		Jobs      []*errandtype.Job   `json:"jobs"`
+		Duplicate bool                `json:"duplicate"`
 	}
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "enqueue", "--file", file, "--json", "--db", db)).stdout), &res); err != nil {
 		t.Fatal(err)
@@ -117,16 +118,16 @@ func testWorkflowCommands(t *testing.T, db string) {
 	}
 
 	ok(t, cli(t, "work", "--once", "--exec", "refund=true", "--db", db))
-	var wf errand.Workflow
+	var wf errandtype.Workflow
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout), &wf); err != nil {
 		t.Fatal(err)
 	}
 	c := wf.Steps[0].Compensation
-	if wf.State != errand.WorkflowFailed || wf.FailedStep == nil || *wf.FailedStep != "book" || c == nil || c.State == nil ||
-		*c.State != errand.StateSucceeded || wf.Steps[2].State != nil || wf.Steps[2].Enqueued {
+	if wf.State != errandtype.WorkflowFailed || wf.FailedStep == nil || *wf.FailedStep != "book" || c == nil || c.State == nil ||
+		*c.State != errandtype.StateSucceeded || wf.Steps[2].State != nil || wf.Steps[2].Enqueued {
 		t.Fatalf("workflow --json after the compensation = %+v", wf)
 	}
-	var ws []errand.Workflow
+	var ws []errandtype.Workflow
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflows", "--state", "failed", "--json", "--db", db)).stdout), &ws); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestReplayOfACompensatedStep(t *testing.T) {
 	ok(t, cli(t, "workflow", "enqueue", "--file", writeFile(t, checkoutJSON), "--db", db))
 	ok(t, cli(t, "work", "--once", "--exec", "charge=true", "--db", db))
 	ok(t, cli(t, "work", "--once", "--exec", "book=false", "--db", db))
-	var wf errand.Workflow
+	var wf errandtype.Workflow
 	refused := func(stage, want string) {
 		t.Helper()
 		jobBefore := ok(t, cli(t, "inspect", "order-7.step.book", "--json", "--db", db)).stdout
@@ -186,7 +187,7 @@ func TestReplayOfACompensatedStep(t *testing.T) {
 	}
 	refused("while compensating", "errand: replay: job order-7.step.book is dead; its workflow order-7 is compensating (undoing charge), "+
 		"and a replay would resume it over undone steps; once it has failed, rerun it as a new workflow: errand workflow rerun order-7\n")
-	if wf.State != errand.WorkflowCompensating || wf.CompensationStartedAt == nil {
+	if wf.State != errandtype.WorkflowCompensating || wf.CompensationStartedAt == nil {
 		t.Fatalf("workflow is %s (compensation started %v) after its step died; want compensating", wf.State, wf.CompensationStartedAt)
 	}
 	if r := cli(t, "workflow", "rerun", "order-7", "--db", db); r.code != 1 ||
@@ -235,9 +236,9 @@ func TestReplayOfACompensatedStep(t *testing.T) {
 		t.Fatalf("rerun printed %q", r.stdout)
 	}
 	var res struct {
-		Workflow  workflowJSON  `json:"workflow"`
-		Jobs      []*errand.Job `json:"jobs"`
-		Duplicate bool          `json:"duplicate"`
+		Workflow  workflowJSON      `json:"workflow"`
+		Jobs      []*errandtype.Job `json:"jobs"`
+		Duplicate bool              `json:"duplicate"`
 	}
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "rerun", "order-7", "--id", "order-7b", "--json", "--db", db)).stdout), &res); err != nil {
 		t.Fatal(err)
@@ -253,13 +254,13 @@ func TestReplayOfACompensatedStep(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7b", "--json", "--db", db)).stdout), &nw); err != nil {
 		t.Fatal(err)
 	}
-	if nw.State != errand.WorkflowSucceeded || nw.Next != "succeeded: every step succeeded; nothing more runs" {
+	if nw.State != errandtype.WorkflowSucceeded || nw.Next != "succeeded: every step succeeded; nothing more runs" {
 		t.Fatalf("the rerun is %s: %s", nw.State, nw.Next)
 	}
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout), &old); err != nil {
 		t.Fatal(err)
 	}
-	if old.State != errand.WorkflowFailed || old.RerunAs == nil || *old.RerunAs != "order-7b" || old.Next != "failed: rerun as workflow order-7b; see errand workflow order-7b" {
+	if old.State != errandtype.WorkflowFailed || old.RerunAs == nil || *old.RerunAs != "order-7b" || old.Next != "failed: rerun as workflow order-7b; see errand workflow order-7b" {
 		t.Fatalf("the old workflow after its rerun = %+v", old)
 	}
 	if r := ok(t, cli(t, "workflow", "order-7", "--db", db)); !strings.Contains(r.stdout, "rerun as     order-7b\n") {
@@ -269,7 +270,7 @@ func TestReplayOfACompensatedStep(t *testing.T) {
 
 // workflowJSON is errand workflow --json: the workflow and "next".
 type workflowJSON struct {
-	errand.Workflow
+	errandtype.Workflow
 	Next string `json:"next"`
 }
 
@@ -278,7 +279,7 @@ type workflowJSON struct {
 func TestWorkflowPendingStepMaxAttempts(t *testing.T) {
 	db := tempDB(t)
 	ok(t, cli(t, "workflow", "enqueue", "--file", writeFile(t, checkoutJSON), "--db", db))
-	var w errand.Workflow
+	var w errandtype.Workflow
 	if err := json.Unmarshal([]byte(ok(t, cli(t, "workflow", "order-7", "--json", "--db", db)).stdout), &w); err != nil {
 		t.Fatal(err)
 	}

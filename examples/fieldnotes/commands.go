@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 func runInit(ctx context.Context, args []string, stdout io.Writer) error {
@@ -59,13 +60,13 @@ func runPay(ctx context.Context, args []string, stdout io.Writer) error {
 // jobView is one line of the jobs listing: the job record's own fields,
 // plus how many receipts the sink holds for the job.
 type jobView struct {
-	ID          string            `json:"id"`
-	State       errand.JobState   `json:"state"`
-	Attempt     int               `json:"attempt"`
-	MaxAttempts int               `json:"max_attempts"`
-	Replays     int               `json:"replays"`
-	LastError   *errand.LastError `json:"last_error"`
-	Receipts    int               `json:"receipts"`
+	ID          string                `json:"id"`
+	State       errandtype.JobState   `json:"state"`
+	Attempt     int                   `json:"attempt"`
+	MaxAttempts int                   `json:"max_attempts"`
+	Replays     int                   `json:"replays"`
+	LastError   *errandtype.LastError `json:"last_error"`
+	Receipts    int                   `json:"receipts"`
 }
 
 func runJobs(ctx context.Context, args []string, stdout io.Writer) error {
@@ -199,11 +200,11 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	defer a.close()
 	id := pos[1]
 	j, err := a.client.Replay(ctx, id, &errand.ReplayOpts{Operator: operator(), Reason: *reason})
-	var se *errand.StateError
+	var se *errandtype.StateError
 	switch {
 	case errors.As(err, &se):
 		return fmt.Errorf("cannot replay %s: it is %s, and only a dead (or cancelled) job can be replayed; %s", id, se.State, stateHint(se.State))
-	case errors.Is(err, errand.ErrNotFound):
+	case errors.Is(err, errandtype.ErrNotFound):
 		return fmt.Errorf("cannot replay %s: no such job; fieldnotes jobs %s lists them", id, pos[0])
 	case err != nil:
 		return err
@@ -213,15 +214,15 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // stateHint says what to do instead of replaying a job in state s.
-func stateHint(s errand.JobState) string {
+func stateHint(s errandtype.JobState) string {
 	switch s {
-	case errand.StateQueued:
+	case errandtype.StateQueued:
 		return "it is waiting for a worker: run fieldnotes work"
-	case errand.StateRetrying:
+	case errandtype.StateRetrying:
 		return "it will be retried after its backoff: run fieldnotes work"
-	case errand.StateRunning:
+	case errandtype.StateRunning:
 		return "a worker holds it; if that worker died, the next work run takes it over once its lease expires"
-	case errand.StateSucceeded:
+	case errandtype.StateSucceeded:
 		return "its receipt was delivered"
 	}
 	return "see fieldnotes jobs"

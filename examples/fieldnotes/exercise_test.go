@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestWorkerCrashExercise runs the first exercise of the README through the
@@ -31,7 +33,7 @@ func TestWorkerCrashExercise(t *testing.T) {
 	if rs := listReceipts(t, dir, db); len(rs) != 1 {
 		t.Fatalf("after the crash: receipts = %+v; want the one committed before the kill", rs)
 	}
-	if j := onlyJob(t, dir, db); j.State != errand.StateRunning || j.Attempt != 1 {
+	if j := onlyJob(t, dir, db); j.State != errandtype.StateRunning || j.Attempt != 1 {
 		t.Fatalf("after the crash: job = %+v; want running (unacknowledged), attempt 1", j)
 	}
 
@@ -39,10 +41,10 @@ func TestWorkerCrashExercise(t *testing.T) {
 	checkWork(t, work(t, dir, db), errand.ResultSucceeded, id, 2)
 
 	j := onlyJob(t, dir, db)
-	if j.ID != id || j.State != errand.StateSucceeded || j.Attempt != 2 || j.MaxAttempts != 3 || j.Replays != 0 || j.Receipts != 1 {
+	if j.ID != id || j.State != errandtype.StateSucceeded || j.Attempt != 2 || j.MaxAttempts != 3 || j.Replays != 0 || j.Receipts != 1 {
 		t.Fatalf("job = %+v; want %s succeeded, attempt 2 of 3, one receipt", j, id)
 	}
-	if j.LastError == nil || j.LastError.Class != errand.ClassLeaseExpired {
+	if j.LastError == nil || j.LastError.Class != errandstore.ClassLeaseExpired {
 		t.Fatalf("job last_error = %+v; want lease_expired from the killed attempt", j.LastError)
 	}
 	table := mustRun(t, dir, "jobs", db)
@@ -54,8 +56,8 @@ func TestWorkerCrashExercise(t *testing.T) {
 		t.Fatalf("receipts = %+v; want one, written by attempt 1 of %s", rs, id)
 	}
 	a := openTestApp(t, filepath.Join(dir, db), nil)
-	e, err := a.store.EffectGet(context.Background(), &errand.EffectGetParams{Key: id})
-	if err != nil || e.JobID != id || e.State != errand.EffectCompleted {
+	e, err := a.store.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: id})
+	if err != nil || e.JobID != id || e.State != errandstore.EffectCompleted {
 		t.Fatalf("effect ledger entry for %s: %+v, %v; want it completed, keyed by the job id", id, e, err)
 	}
 }
@@ -74,7 +76,7 @@ func TestOutageExercise(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	j := onlyJob(t, dir, db)
-	if j.State != errand.StateDead || j.Attempt != 3 || j.LastError == nil || j.LastError.Class != "receipt_unavailable" {
+	if j.State != errandtype.StateDead || j.Attempt != 3 || j.LastError == nil || j.LastError.Class != "receipt_unavailable" {
 		t.Fatalf("job = %+v; want dead, attempt 3, class receipt_unavailable", j)
 	}
 	if table := mustRun(t, dir, "jobs", db); !strings.Contains(table, "dead") || !strings.Contains(table, "receipt_unavailable") {
@@ -92,7 +94,7 @@ func TestOutageExercise(t *testing.T) {
 		t.Fatalf("receipts = %+v; want one for %s", rs, id)
 	}
 	j = onlyJob(t, dir, db)
-	if j.State != errand.StateSucceeded || j.Attempt != 1 || j.Replays != 1 {
+	if j.State != errandtype.StateSucceeded || j.Attempt != 1 || j.Replays != 1 {
 		t.Fatalf("job = %+v; want succeeded on attempt 1 after one replay", j)
 	}
 
@@ -101,7 +103,7 @@ func TestOutageExercise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(audit) != 1 || audit[0].Operator != operator() || audit[0].Reason != "manual replay" || audit[0].PriorState != errand.StateDead {
+	if len(audit) != 1 || audit[0].Operator != operator() || audit[0].Reason != "manual replay" || audit[0].PriorState != errandtype.StateDead {
 		t.Fatalf("replay audit = %+v; want one entry by %s, reason \"manual replay\", from dead", audit, operator())
 	}
 }
@@ -125,7 +127,7 @@ func TestFinalAttemptCrashIsDeadLettered(t *testing.T) {
 
 	checkWork(t, work(t, dir, db), errand.ResultIdle, "<null>", 0)
 	j := onlyJob(t, dir, db)
-	if j.State != errand.StateDead || j.Attempt != 3 || j.LastError == nil || j.LastError.Class != errand.ClassLeaseExpired || j.Receipts != 1 {
+	if j.State != errandtype.StateDead || j.Attempt != 3 || j.LastError == nil || j.LastError.Class != errandstore.ClassLeaseExpired || j.Receipts != 1 {
 		t.Fatalf("job = %+v; want dead on attempt 3 with class lease_expired, its receipt delivered", j)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -195,7 +196,7 @@ func (c *testClock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // openTestApp opens (and initialises) a Field Notes database in process,
 // on clk when it is not nil.
-func openTestApp(t *testing.T, path string, clk errand.Clock) *app {
+func openTestApp(t *testing.T, path string, clk errandstore.Clock) *app {
 	t.Helper()
 	var opts *sqlite.Options
 	if clk != nil {

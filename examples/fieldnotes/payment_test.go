@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestPaymentAndJobCommitTogether makes the receipt job's insert fail and
@@ -60,7 +61,7 @@ func TestPaymentAndJobCommitTogether(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the payment's job: %v", err)
 	}
-	if j.Kind != receiptKind || j.State != errand.StateQueued || j.MaxAttempts != 3 ||
+	if j.Kind != receiptKind || j.State != errandtype.StateQueued || j.MaxAttempts != 3 ||
 		time.Duration(j.BackoffBase) != 250*time.Millisecond || time.Duration(j.BackoffMax) != 30*time.Second {
 		t.Fatalf("job = %+v; want a queued send_receipt job, 3 attempts, backoff 250ms..30s", j)
 	}
@@ -141,7 +142,7 @@ func TestReplayRefusals(t *testing.T) {
 	if n := count(t, a, `SELECT count(*) FROM errand_audit`); n != 0 {
 		t.Fatalf("%d replay audit entries after refusals; want 0", n)
 	}
-	if j := onlyJob(t, dir, db); j.State != errand.StateSucceeded || j.Replays != 0 || j.Receipts != 1 {
+	if j := onlyJob(t, dir, db); j.State != errandtype.StateSucceeded || j.Replays != 0 || j.Receipts != 1 {
 		t.Fatalf("job = %+v; want it succeeded, never replayed, one receipt", j)
 	}
 
@@ -155,7 +156,7 @@ func TestReplayRefusals(t *testing.T) {
 	}
 	mustRun(t, dir, "replay", db, p.PaymentID, "--reason", "cancelled by mistake")
 	j, err := a.client.Get(context.Background(), p.PaymentID)
-	if err != nil || j.State != errand.StateQueued || j.Replays != 1 {
+	if err != nil || j.State != errandtype.StateQueued || j.Replays != 1 {
 		t.Fatalf("cancelled job after replay: %+v, %v; want queued, replays 1", j, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -125,7 +126,7 @@ func (a *app) close() error { return a.store.Close() }
 
 // newReceiptClient returns an errand client that knows the send_receipt
 // kind, delivering receipts with d when d is not nil.
-func newReceiptClient(store errand.TxStore[*sql.Tx], d *deliverer) (*errand.Client[*sql.Tx], error) {
+func newReceiptClient(store errandstore.TxStore[*sql.Tx], d *deliverer) (*errand.Client[*sql.Tx], error) {
 	kinds := errand.NewKinds()
 	opts := &errand.KindOpts{
 		MaxAttempts: receiptMaxAttempts,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // deliverer is the send_receipt handler: it writes the receipt to the sink
@@ -34,7 +35,7 @@ type deliverer struct {
 }
 
 // deliver is the send_receipt handler.
-func (d *deliverer) deliver(ctx context.Context, job *errand.Job, args receiptArgs) error {
+func (d *deliverer) deliver(ctx context.Context, job *errandtype.Job, args receiptArgs) error {
 	if d.beforeDelivery != nil {
 		d.beforeDelivery()
 	}
@@ -45,7 +46,7 @@ func (d *deliverer) deliver(ctx context.Context, job *errand.Job, args receiptAr
 	return err
 }
 
-func (d *deliverer) deliverOnce(ctx context.Context, job *errand.Job, args receiptArgs) error {
+func (d *deliverer) deliverOnce(ctx context.Context, job *errandtype.Job, args receiptArgs) error {
 	if d.unavailable {
 		return errand.WithClass("receipt_unavailable", errors.New("receipt service unavailable (--unavailable)"))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestCompetingWorkers starts four worker processes together over five
@@ -76,7 +77,7 @@ func TestCompetingWorkers(t *testing.T) {
 		t.Errorf("%d jobs delivered; want %d", len(seen), len(ids))
 	}
 	for _, j := range listJobs(t, dir, db) {
-		if j.State != errand.StateSucceeded || j.Attempt != 1 || j.Receipts != 1 {
+		if j.State != errandtype.StateSucceeded || j.Attempt != 1 || j.Receipts != 1 {
 			t.Errorf("job = %+v; want succeeded on attempt 1 with one receipt", j)
 		}
 	}
@@ -109,7 +110,7 @@ func TestScheduledRetryEligibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	delay := j.AvailableAt.Sub(clk.Now())
-	if j.State != errand.StateRetrying || delay < 125*time.Millisecond || delay >= 250*time.Millisecond {
+	if j.State != errandtype.StateRetrying || delay < 125*time.Millisecond || delay >= 250*time.Millisecond {
 		t.Fatalf("job %s, available in %s; want retrying, available in [125ms, 250ms)", j.State, delay)
 	}
 
@@ -173,7 +174,7 @@ func TestStaleAcknowledgment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != errand.StateSucceeded || j.Attempt != 2 {
+	if j.State != errandtype.StateSucceeded || j.Attempt != 2 {
 		t.Fatalf("job %s attempt %d; want succeeded by the second worker, attempt 2", j.State, j.Attempt)
 	}
 	if n := count(t, a, `SELECT count(*) FROM receipts WHERE job_id = ?`, id); n != 1 {
@@ -203,7 +204,7 @@ func TestStaleFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != errand.StateSucceeded || j.Attempt != 2 {
+	if j.State != errandtype.StateSucceeded || j.Attempt != 2 {
 		t.Fatalf("job %s attempt %d; want succeeded by the second worker, attempt 2", j.State, j.Attempt)
 	}
 	for _, e := range j.Errors {
@@ -229,7 +230,7 @@ func TestStaleEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkWork(t, *l, errand.ResultLeaseLost, id, 1)
-	if !errors.Is(deliverErr, errand.ErrLeaseLost) {
+	if !errors.Is(deliverErr, errandtype.ErrLeaseLost) {
 		t.Fatalf("delivery after the lease expired: %v; want ErrLeaseLost", deliverErr)
 	}
 	if n := count(t, a, `SELECT count(*) FROM receipts`); n != 0 {

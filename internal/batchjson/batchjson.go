@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/jobjson"
 )
 
@@ -44,24 +46,24 @@ type Job struct {
 	ID string `json:"id"`
 	// FirstWins returns the existing job of a duplicate id even when it
 	// differs (errand.EnqueueOpts.FirstWins).
-	FirstWins   bool            `json:"first_wins"`
-	Kind        string          `json:"kind"`
-	Args        json.RawMessage `json:"args"`
-	Queue       string          `json:"queue"`
-	Priority    int             `json:"priority"`
-	RunAt       *jobjson.Time   `json:"run_at"`
-	Delay       errand.Duration `json:"delay"`
-	MaxAttempts int             `json:"max_attempts"`
-	BackoffBase errand.Duration `json:"backoff_base"`
-	BackoffMax  errand.Duration `json:"backoff_max"`
-	MaxAge      errand.Duration `json:"max_age"`
-	UniqueKey   string          `json:"unique_key"`
+	FirstWins   bool                `json:"first_wins"`
+	Kind        string              `json:"kind"`
+	Args        json.RawMessage     `json:"args"`
+	Queue       string              `json:"queue"`
+	Priority    int                 `json:"priority"`
+	RunAt       *jobjson.Time       `json:"run_at"`
+	Delay       errandtype.Duration `json:"delay"`
+	MaxAttempts int                 `json:"max_attempts"`
+	BackoffBase errandtype.Duration `json:"backoff_base"`
+	BackoffMax  errandtype.Duration `json:"backoff_max"`
+	MaxAge      errandtype.Duration `json:"max_age"`
+	UniqueKey   string              `json:"unique_key"`
 	// UniqueScope names the states in which the job holds UniqueKey
 	// ("always", the default; "until_finished"; "until_succeeded"; or a
 	// comma-separated list of states), UniqueWindow its window ("1h").
-	UniqueScope  errand.UniqueScope `json:"unique_scope"`
-	UniqueWindow errand.Duration    `json:"unique_window"`
-	OrderingKey  string             `json:"ordering_key"`
+	UniqueScope  errandtype.UniqueScope `json:"unique_scope"`
+	UniqueWindow errandtype.Duration    `json:"unique_window"`
+	OrderingKey  string                 `json:"ordering_key"`
 	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
@@ -75,14 +77,14 @@ type Callback = jobjson.Job
 
 // Batch returns the jobs and options of errand.Client.EnqueueBatch. A
 // missing kind, run_at with delay, a negative duration or a callback whose
-// args are not a JSON object is an *errand.InputError naming the field
+// args are not a JSON object is an *errandtype.InputError naming the field
 // (jobs[3].kind, callback.args); the client checks the rest.
 func (r *Request) Batch() ([]errand.EnqueueParams, *errand.BatchOpts, error) {
 	if len(r.Jobs) == 0 {
-		return nil, nil, &errand.InputError{Field: "jobs", Message: fmt.Sprintf("are missing; give 1 to %d jobs, each as POST /api/v1/jobs takes it, e.g. {\"kind\": \"import_row\", \"args\": {\"row\": 1}}", errand.MaxBatchJobs)}
+		return nil, nil, &errandtype.InputError{Field: "jobs", Message: fmt.Sprintf("are missing; give 1 to %d jobs, each as POST /api/v1/jobs takes it, e.g. {\"kind\": \"import_row\", \"args\": {\"row\": 1}}", errandstore.MaxBatchJobs)}
 	}
-	if len(r.Jobs) > errand.MaxBatchJobs {
-		return nil, nil, &errand.InputError{Field: "jobs", Message: fmt.Sprintf("%d jobs; a batch has 1 to %d, so split it into several batches", len(r.Jobs), errand.MaxBatchJobs)}
+	if len(r.Jobs) > errandstore.MaxBatchJobs {
+		return nil, nil, &errandtype.InputError{Field: "jobs", Message: fmt.Sprintf("%d jobs; a batch has 1 to %d, so split it into several batches", len(r.Jobs), errandstore.MaxBatchJobs)}
 	}
 	params := make([]errand.EnqueueParams, len(r.Jobs))
 	for i := range r.Jobs {
@@ -116,15 +118,15 @@ func (j *Job) Params(field string) (errand.EnqueueParams, error) {
 	}
 	switch {
 	case j.Kind == "":
-		return errand.EnqueueParams{}, &errand.InputError{Field: at("kind"), Message: "is missing; name the job's kind, e.g. \"import_row\""}
+		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("kind"), Message: "is missing; name the job's kind, e.g. \"import_row\""}
 	case j.RunAt != nil && j.Delay != 0:
-		return errand.EnqueueParams{}, &errand.InputError{Field: at("run_at"), Message: "is set, and so is delay; give run_at or delay, not both"}
+		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("run_at"), Message: "is set, and so is delay; give run_at or delay, not both"}
 	case j.Delay < 0:
-		return errand.EnqueueParams{}, &errand.InputError{Field: at("delay"), Message: "must not be negative"}
+		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("delay"), Message: "must not be negative"}
 	case j.MaxAge < 0:
-		return errand.EnqueueParams{}, &errand.InputError{Field: at("max_age"), Message: "must not be negative"}
+		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("max_age"), Message: "must not be negative"}
 	case j.UniqueKey == "" && (j.UniqueScope != 0 || j.UniqueWindow != 0):
-		return errand.EnqueueParams{}, &errand.InputError{Field: at("unique_key"), Message: "is empty, but unique_scope or unique_window is set; give the key too"}
+		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("unique_key"), Message: "is empty, but unique_scope or unique_window is set; give the key too"}
 	}
 	args := j.Args
 	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {

@@ -90,6 +90,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Exit statuses with a meaning of their own, from BSD's sysexits.h.
@@ -216,7 +217,7 @@ func (h *Handler) Argv() []string { return append([]string(nil), h.argv...) }
 
 // Work runs the command for one attempt of job. See the package
 // documentation for how its exit is classified.
-func (h *Handler) Work(ctx context.Context, job *errand.Job) error {
+func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 	name := h.argv[0]
 	cmd := exec.CommandContext(ctx, name, h.argv[1:]...)
 	if cmd.Err != nil {
@@ -410,7 +411,7 @@ func envNameMatches(pattern, name string) bool {
 }
 
 // jobEnv is what the command learns about its job besides the args.
-func jobEnv(job *errand.Job) []string {
+func jobEnv(job *errandtype.Job) []string {
 	token := ""
 	if job.LeaseToken != nil {
 		token = *job.LeaseToken

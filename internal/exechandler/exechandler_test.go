@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // script writes an executable /bin/sh script into a temporary directory and
@@ -33,9 +34,9 @@ func script(t *testing.T, body string) string {
 	return path
 }
 
-func testJob() *errand.Job {
+func testJob() *errandtype.Job {
 	token := "token-abc"
-	return &errand.Job{
+	return &errandtype.Job{
 		ID:          "job-1",
 		Kind:        "send",
 		Args:        json.RawMessage(`{"id": 7}`),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Job is a job errand enqueues later.
@@ -20,15 +21,15 @@ type Job struct {
 	// Args must be a JSON object: errand sets one field in it (the batch's
 	// final counts in "batch", the workflow's in "workflow"); null or
 	// absent means {}.
-	Args        json.RawMessage `json:"args"`
-	Queue       string          `json:"queue"`
-	Priority    int             `json:"priority"`
-	Delay       errand.Duration `json:"delay"`
-	MaxAttempts int             `json:"max_attempts"`
-	BackoffBase errand.Duration `json:"backoff_base"`
-	BackoffMax  errand.Duration `json:"backoff_max"`
-	MaxAge      errand.Duration `json:"max_age"`
-	OrderingKey string          `json:"ordering_key"`
+	Args        json.RawMessage     `json:"args"`
+	Queue       string              `json:"queue"`
+	Priority    int                 `json:"priority"`
+	Delay       errandtype.Duration `json:"delay"`
+	MaxAttempts int                 `json:"max_attempts"`
+	BackoffBase errandtype.Duration `json:"backoff_base"`
+	BackoffMax  errandtype.Duration `json:"backoff_max"`
+	MaxAge      errandtype.Duration `json:"max_age"`
+	OrderingKey string              `json:"ordering_key"`
 	// OrderingOnDead is "hold" or "release" (default: the kind's choice).
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
@@ -36,25 +37,25 @@ type Job struct {
 }
 
 // Params returns the job's args and options. A missing kind, a negative
-// duration or args that are not a JSON object are an *errand.InputError
+// duration or args that are not a JSON object are an *errandtype.InputError
 // naming field (field.kind, field.args); its message ends with kindHint
 // ("name the job's kind, e.g. ...") or argsHint (what errand sets in the
 // args).
 func (j *Job) Params(field, kindHint, argsHint string) (errand.RawArgs, *errand.EnqueueOpts, error) {
 	if j.Kind == "" {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".kind", Message: "is missing; " + kindHint}
+		return errand.RawArgs{}, nil, &errandtype.InputError{Field: field + ".kind", Message: "is missing; " + kindHint}
 	}
 	if j.Delay < 0 {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".delay", Message: "must not be negative"}
+		return errand.RawArgs{}, nil, &errandtype.InputError{Field: field + ".delay", Message: "must not be negative"}
 	}
 	if j.MaxAge < 0 {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".max_age", Message: "must not be negative"}
+		return errand.RawArgs{}, nil, &errandtype.InputError{Field: field + ".max_age", Message: "must not be negative"}
 	}
 	args := j.Args
 	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
 		args = json.RawMessage("{}")
 	} else if t[0] != '{' {
-		return errand.RawArgs{}, nil, &errand.InputError{Field: field + ".args", Message: "must be a JSON object; " + argsHint}
+		return errand.RawArgs{}, nil, &errandtype.InputError{Field: field + ".args", Message: "must be a JSON object; " + argsHint}
 	}
 	return errand.RawArgs{KindName: j.Kind, JSON: args}, &errand.EnqueueOpts{
 		Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay), MaxAttempts: j.MaxAttempts,

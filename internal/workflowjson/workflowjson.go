@@ -18,6 +18,8 @@ import (
 	"fmt"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/jobjson"
 )
 
@@ -53,10 +55,10 @@ type Job = jobjson.Job
 
 // Workflow returns the steps and options of errand.Client.EnqueueWorkflow.
 // A missing kind or args that are not a JSON object is an
-// *errand.InputError naming the step; the client checks the rest.
+// *errandtype.InputError naming the step; the client checks the rest.
 func (r *Request) Workflow() ([]errand.WorkflowStep, *errand.WorkflowOpts, error) {
 	if len(r.Steps) == 0 {
-		return nil, nil, &errand.InputError{Field: "steps", Message: fmt.Sprintf("are missing; give 1 to %d steps, each {\"name\", \"kind\", \"args\", \"depends_on\", \"compensate\"}", errand.MaxWorkflowSteps)}
+		return nil, nil, &errandtype.InputError{Field: "steps", Message: fmt.Sprintf("are missing; give 1 to %d steps, each {\"name\", \"kind\", \"args\", \"depends_on\", \"compensate\"}", errandstore.MaxWorkflowSteps)}
 	}
 	steps := make([]errand.WorkflowStep, len(r.Steps))
 	for i := range r.Steps {

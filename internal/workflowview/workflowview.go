@@ -6,28 +6,28 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // Next says in words what happens next to wf: which steps it waits
 // for, which compensation runs, or what an operator must do: replay the
 // failed step to resume it while nothing was compensated, or else rerun
 // it as a new workflow.
-func Next(wf *errand.Workflow) string {
+func Next(wf *errandtype.Workflow) string {
 	if wf.RerunAs != nil && !wf.State.Open() {
 		return string(wf.State) + ": rerun as workflow " + *wf.RerunAs + "; see errand workflow " + *wf.RerunAs
 	}
 	switch wf.State {
-	case errand.WorkflowSucceeded:
+	case errandtype.WorkflowSucceeded:
 		return "succeeded: every step succeeded; nothing more runs"
-	case errand.WorkflowRunning:
+	case errandtype.WorkflowRunning:
 		return nextRunning(wf)
-	case errand.WorkflowCompensating:
+	case errandtype.WorkflowCompensating:
 		if wf.CompensationStartedAt == nil {
 			return nextStopped(wf)
 		}
 		return nextCompensating(wf) + "; " + rerun(wf, "once it has failed, ")
-	case errand.WorkflowFailed:
+	case errandtype.WorkflowFailed:
 		name := deref(wf.FailedStep)
 		failed := "failed: step " + name + " failed"
 		if s := step(wf, name); s != nil {
@@ -42,12 +42,12 @@ func Next(wf *errand.Workflow) string {
 }
 
 // rerun is the advice for a workflow that has compensated.
-func rerun(wf *errand.Workflow, when string) string {
+func rerun(wf *errandtype.Workflow, when string) string {
 	return when + "rerun it as a new workflow: errand workflow rerun " + wf.ID
 }
 
 // inFlight lists wf's steps not yet finished, with their states.
-func inFlight(wf *errand.Workflow) []string {
+func inFlight(wf *errandtype.Workflow) []string {
 	var out []string
 	for _, s := range wf.Steps {
 		if s.State != nil && !s.State.Terminal() {
@@ -57,11 +57,11 @@ func inFlight(wf *errand.Workflow) []string {
 	return out
 }
 
-func nextRunning(wf *errand.Workflow) string {
+func nextRunning(wf *errandtype.Workflow) string {
 	var ready, deleted, failed []string
 	for _, s := range wf.Steps {
 		switch {
-		case s.State != nil && (*s.State == errand.StateDead || *s.State == errand.StateCancelled):
+		case s.State != nil && (*s.State == errandtype.StateDead || *s.State == errandtype.StateCancelled):
 			failed = append(failed, fmt.Sprintf("step %s is %s", s.Name, *s.State))
 		case s.State == nil && s.Enqueued:
 			deleted = append(deleted, s.Name)
@@ -84,7 +84,7 @@ func nextRunning(wf *errand.Workflow) string {
 
 // nextStopped is Next for a workflow stopped by a failed step that has
 // enqueued no compensation yet: a replay of the step still resumes it.
-func nextStopped(wf *errand.Workflow) string {
+func nextStopped(wf *errandtype.Workflow) string {
 	name := deref(wf.FailedStep)
 	resume := "; replay step " + name + " to resume instead"
 	if running := inFlight(wf); len(running) > 0 {
@@ -97,12 +97,12 @@ func nextStopped(wf *errand.Workflow) string {
 // Shown is a workflow as errand workflow --json and the API print it: its
 // fields and "next", what [Next] says.
 type Shown struct {
-	*errand.Workflow
+	*errandtype.Workflow
 	Next string `json:"next"`
 }
 
 // Show returns wf with what happens next; nil for nil.
-func Show(wf *errand.Workflow) *Shown {
+func Show(wf *errandtype.Workflow) *Shown {
 	if wf == nil {
 		return nil
 	}
@@ -111,11 +111,11 @@ func Show(wf *errand.Workflow) *Shown {
 
 // nextCompensating says which compensation runs or holds the workflow,
 // starting "compensating: " or "stopped: ".
-func nextCompensating(wf *errand.Workflow) string {
+func nextCompensating(wf *errandtype.Workflow) string {
 	for i := len(wf.Steps) - 1; i >= 0; i-- {
 		s := wf.Steps[i]
 		c := s.Compensation
-		if c == nil || s.State == nil || *s.State != errand.StateSucceeded || (c.State != nil && *c.State == errand.StateSucceeded) {
+		if c == nil || s.State == nil || *s.State != errandtype.StateSucceeded || (c.State != nil && *c.State == errandtype.StateSucceeded) {
 			continue
 		}
 		switch {
@@ -123,7 +123,7 @@ func nextCompensating(wf *errand.Workflow) string {
 			return "compensating: the next pass enqueues undo " + s.Name
 		case c.State == nil:
 			return "stopped: compensation undo " + s.Name + " was deleted by retention before it succeeded; the workflow cannot go on"
-		case *c.State == errand.StateDead || *c.State == errand.StateCancelled:
+		case *c.State == errandtype.StateDead || *c.State == errandtype.StateCancelled:
 			return "stopped: compensation undo " + s.Name + " is " + state(c.State) + why(c.LastError) + "; replay it to go on"
 		}
 		return "compensating: undo " + s.Name + " is " + state(c.State)
@@ -131,7 +131,7 @@ func nextCompensating(wf *errand.Workflow) string {
 	return "compensating: every compensation has run; the next pass marks the workflow failed"
 }
 
-func step(wf *errand.Workflow, name string) *errand.WorkflowStepView {
+func step(wf *errandtype.Workflow, name string) *errandtype.WorkflowStepView {
 	for i := range wf.Steps {
 		if wf.Steps[i].Name == name {
 			return &wf.Steps[i]
@@ -147,7 +147,7 @@ func stepWord(names []string) string {
 	return "steps " + strings.Join(names, ", ")
 }
 
-func state(s *errand.JobState) string {
+func state(s *errandtype.JobState) string {
 	if s == nil {
 		return "deleted"
 	}
@@ -155,7 +155,7 @@ func state(s *errand.JobState) string {
 }
 
 // why names the class of a job's last failure, " (class)", or nothing.
-func why(e *errand.LastError) string {
+func why(e *errandtype.LastError) string {
 	if e == nil {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/sqlite"
 )
@@ -23,7 +24,7 @@ func (noopArgs) Kind() string { return "noop" }
 // job's enqueue-to-start delay.
 func errandKinds(started chan<- time.Duration) *errand.Kinds {
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, job *errand.Job, args noopArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args noopArgs) error {
 		if started != nil && args.EnqueuedAt != 0 {
 			started <- time.Since(time.Unix(0, args.EnqueuedAt))
 		}

@@ -1,0 +1,76 @@
+package errand
+
+import (
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
+)
+
+// The job record, its states and the errors an application checks are
+// declared in errandtype, which stores share; these names keep them one
+// import away.
+
+// Job is a job's whole record: see [errandtype.Job].
+type Job = errandtype.Job
+
+// JobState is where a job is in its life: see [errandtype.JobState].
+type JobState = errandtype.JobState
+
+// The job states; see the package documentation for the state machine.
+const (
+	StateQueued    = errandtype.StateQueued
+	StateRunning   = errandtype.StateRunning
+	StateRetrying  = errandtype.StateRetrying
+	StateSucceeded = errandtype.StateSucceeded
+	StateDead      = errandtype.StateDead
+	StateCancelled = errandtype.StateCancelled
+)
+
+// ParseJobState returns the state named s, or an error listing the valid
+// names.
+func ParseJobState(s string) (JobState, error) { return errandtype.ParseJobState(s) }
+
+// Errors a store reports, through the Client as through the store.
+var (
+	ErrNotFound         = errandtype.ErrNotFound
+	ErrLeaseLost        = errandtype.ErrLeaseLost
+	ErrWrongState       = errandtype.ErrWrongState
+	ErrInvalid          = errandtype.ErrInvalid
+	ErrNoSchema         = errandtype.ErrNoSchema
+	ErrStoreUnavailable = errandtype.ErrStoreUnavailable
+	ErrUniqueConflict   = errandtype.ErrUniqueConflict
+	// ErrWorkflowCompensated: see [errandstore.WorkflowCompensatedError].
+	ErrWorkflowCompensated = errandstore.ErrWorkflowCompensated
+)
+
+// Typed errors an application may unwrap with errors.As.
+type (
+	StateError               = errandtype.StateError
+	InputError               = errandtype.InputError
+	UniqueConflictError      = errandtype.UniqueConflictError
+	WorkflowCompensatedError = errandstore.WorkflowCompensatedError
+)
+
+// UniqueScope is the set of states in which a unique job holds its key
+// (UniqueOpts.Scope).
+type UniqueScope = errandtype.UniqueScope
+
+// The unique scopes; see [errandtype.UniqueScope].
+const (
+	UniqueUntilFinished  = errandtype.UniqueUntilFinished
+	UniqueUntilSucceeded = errandtype.UniqueUntilSucceeded
+	UniqueAlways         = errandtype.UniqueAlways
+)
+
+// BreakerPolicy says when a dependency's circuit breaker opens and how it
+// closes again (WorkerConfig.Breakers): see [errandtype.BreakerPolicy].
+type BreakerPolicy = errandtype.BreakerPolicy
+
+// MissedPolicy says what a schedule does with ticks missed while no leader
+// ran (ScheduleOpts.Missed).
+type MissedPolicy = errandtype.MissedPolicy
+
+// The missed-tick policies.
+const (
+	MissedSkip    = errandtype.MissedSkip
+	MissedCatchUp = errandtype.MissedCatchUp
+)

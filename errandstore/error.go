@@ -1,0 +1,28 @@
+package errandstore
+
+import (
+	"errors"
+	"regexp"
+)
+
+var (
+	// ErrWorkflowCompensated reports a replay of a workflow's step refused
+	// because the workflow has begun undoing its steps, or was rerun. The
+	// concrete error is a *WorkflowCompensatedError.
+	ErrWorkflowCompensated = errors.New("workflow compensated")
+)
+
+const (
+	ClassLeaseExpired = "lease_expired"
+	ClassExpired      = "expired"
+	ClassCancelled    = "cancelled"
+	// ClassArgsTooLarge is recorded on a workflow's job that errand
+	// enqueued dead, unrun, because its args with the outputs of the
+	// steps before it would exceed the bound of a job's args.
+	ClassArgsTooLarge = "args_too_large"
+)
+
+var classPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// ValidClass reports whether class is a short snake_case word.
+func ValidClass(class string) bool { return classPattern.MatchString(class) }

@@ -1,0 +1,84 @@
+package errandtype
+
+import (
+	"time"
+)
+
+// FairnessKeyCount is how many jobs of one fairness key wait in a queue.
+type FairnessKeyCount struct {
+	Queue   string `json:"queue"`
+	Key     string `json:"fairness_key"`
+	Waiting int64  `json:"waiting"`
+}
+
+// Leader is the holder of a leadership lease.
+type Leader struct {
+	Name    string    `json:"name"`
+	Holder  string    `json:"holder"`
+	Until   time.Time `json:"until"`
+	Elected time.Time `json:"elected_at"`
+	// Leading reports, in LeaderElect's result, whether the caller holds it.
+	Leading bool `json:"-"`
+}
+
+// ReplayRecord is one entry of the replay audit.
+type ReplayRecord struct {
+	ID         int64     `json:"id"`
+	JobID      string    `json:"job_id"`
+	Replay     int       `json:"replay"`
+	PriorState JobState  `json:"prior_state"`
+	Operator   string    `json:"operator"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+}
+
+// QueueStats summarises one queue.
+type QueueStats struct {
+	Queue  string           `json:"queue"`
+	Counts map[JobState]int `json:"counts"`
+	// WaitingByKind counts the queue's waiting jobs (queued or retrying,
+	// due or not) per kind. Kinds with none are absent.
+	WaitingByKind map[string]int `json:"waiting_by_kind"`
+	// UnhandledKinds lists, by kind, the waiting jobs of kinds that no live
+	// worker handles in this queue (see [KindHandled]): jobs that will not
+	// run until one does. [Client.Stats] fills it from the worker registry;
+	// a store leaves it nil.
+	UnhandledKinds []KindCount `json:"unhandled_kinds"`
+	// OldestReadyAgeSeconds is how long the oldest claimable job has been
+	// available, or 0 when none is. A job held back by its ordering key
+	// (see Job.HeldBy) is not claimable: its wait is its key's, not the
+	// workers'.
+	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
+	// Dead is the dead-letter size (Counts[StateDead]).
+	Dead int `json:"dead"`
+	// BreakerHeldKinds lists, by kind, the waiting jobs of kinds whose
+	// dependency's circuit breaker is open or half-open (see
+	// [BreakerHolds]). [Client.Stats] fills it, and leaves those kinds out
+	// of OldestReadyAgeSeconds; a store leaves it nil.
+	BreakerHeldKinds []BreakerHeldKind `json:"breaker_held_kinds"`
+	// ReadyAgeByKind is OldestReadyAgeSeconds per kind, for
+	// [Client.Stats] to leave out the kinds a breaker holds back.
+	// [AssembleQueueStats] fills it; a store that leaves it nil has its
+	// oldest ready age reported as it is.
+	ReadyAgeByKind map[string]float64 `json:"-"`
+}
+
+// BreakerHeldKind is how many jobs of one kind an open circuit breaker of
+// Dependency holds back.
+type BreakerHeldKind struct {
+	Kind       string `json:"kind"`
+	Dependency string `json:"dependency"`
+	Waiting    int    `json:"waiting"`
+}
+
+// KindCount is how many jobs of one kind wait.
+type KindCount struct {
+	Kind    string `json:"kind"`
+	Waiting int    `json:"waiting"`
+}
+
+// EffectState is where a ledger entry for a remote effect is.
+type EffectState string
+
+// EffectStatus is what EffectBegin found.
+type EffectStatus string
