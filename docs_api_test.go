@@ -156,7 +156,7 @@ func codeRefs(code, page string, line int, span bool) []docRef {
 }
 
 // resolves reports whether ref names a declared API. A Type.Member whose
-// type no package declares (RESULTS.md, a flag) is not an API and passes.
+// type no package declares is not this module's API and passes.
 func resolves(apis map[string]*pkgAPI, ref docRef) bool {
 	if !ref.typeOnly {
 		api := apis[ref.pkg]
@@ -331,7 +331,7 @@ func TestDocsNameRealAPIsSeesAMistake(t *testing.T) {
 	page := filepath.Join(dir, "page.md")
 	text := "Call `errand.NewClient` and `Client.EnqueueTx`, then `client.Wake()`.\n\n" +
 		"```go\nerrand.NewClinet(store, nil)\nclient.Enqeue(ctx, args, nil)\n```\n\n" +
-		"Set `KindOpts.Timout` and `sqlite.Open`; `RESULTS.md` is no API.\n"
+		"Set `KindOpts.Timout` and `sqlite.Open`; `Foo.Bar` is no API.\n"
 	if err := os.WriteFile(page, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -346,5 +346,24 @@ func TestDocsNameRealAPIsSeesAMistake(t *testing.T) {
 	want := []string{"4: errand.NewClinet", "5: errand.Client.Enqeue", "8: KindOpts.Timout"}
 	if strings.Join(missing, "|") != strings.Join(want, "|") {
 		t.Fatalf("reported %q, want %q", missing, want)
+	}
+}
+
+// TestDocsIndexListsEveryPage fails when a page under docs/ is missing from
+// the index, docs/README.md, where readers find the pages.
+func TestDocsIndexListsEveryPage(t *testing.T) {
+	index, err := os.ReadFile("docs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		name := filepath.Base(page)
+		if name != "README.md" && !strings.Contains(string(index), "]("+name+")") {
+			t.Errorf("docs/README.md does not link to %s", name)
+		}
 	}
 }
