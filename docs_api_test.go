@@ -114,13 +114,19 @@ func pageRefs(t *testing.T, page string) []docRef {
 	lines := strings.Split(string(b), "\n")
 	prose := make([]string, len(lines))
 	var refs []docRef
-	fenced := false
+	var block []string // the fenced block being read
+	blockLine := 0
 	for i, line := range lines {
 		trimmed := strings.TrimSpace(line)
 		switch {
+		case strings.HasPrefix(trimmed, "```") && block == nil:
+			block, blockLine = []string{}, i+2
 		case strings.HasPrefix(trimmed, "```"):
-			fenced = !fenced
-		case fenced || strings.HasPrefix(line, "    ") || strings.HasPrefix(line, "\t"):
+			refs = append(refs, codeRefs(strings.Join(block, "\n"), page, blockLine, false)...)
+			block = nil
+		case block != nil:
+			block = append(block, line)
+		case strings.HasPrefix(line, "    ") || strings.HasPrefix(line, "\t"):
 			refs = append(refs, codeRefs(line, page, i+1, false)...)
 		default:
 			prose[i] = line
@@ -136,23 +142,85 @@ func pageRefs(t *testing.T, page string) []docRef {
 	return refs
 }
 
-// codeRefs returns the names in code: qualified names and client calls,
+// codeRefs returns the names in code that starts on line: qualified names,
+// the fields of composite literals of this module's types, client calls,
 // and in a prose span Type.Member as well.
 func codeRefs(code, page string, line int, span bool) []docRef {
-	where := page + ":" + strconv.Itoa(line)
 	var refs []docRef
-	for _, m := range qualifiedName.FindAllStringSubmatch(code, -1) {
-		refs = append(refs, docRef{where: where, pkg: m[1], ident: m[2], member: m[3]})
+	add := func(at int, r docRef) {
+		r.where = page + ":" + strconv.Itoa(line+strings.Count(code[:at], "\n"))
+		refs = append(refs, r)
 	}
-	for _, m := range clientCall.FindAllStringSubmatch(code, -1) {
-		refs = append(refs, docRef{where: where, pkg: "errand", ident: "Client", member: m[1]})
+	for _, m := range qualifiedName.FindAllStringSubmatchIndex(code, -1) {
+		r := docRef{pkg: code[m[2]:m[3]], ident: code[m[4]:m[5]]}
+		if m[6] >= 0 {
+			r.member = code[m[6]:m[7]]
+		}
+		add(m[2], r)
+		if m[1] < len(code) && code[m[1]] == '{' && r.member == "" {
+			for _, f := range literalFields(code, m[1]) {
+				add(f.at, docRef{pkg: r.pkg, ident: r.ident, member: f.name})
+			}
+		}
+	}
+	for _, m := range clientCall.FindAllStringSubmatchIndex(code, -1) {
+		add(m[2], docRef{pkg: "errand", ident: "Client", member: code[m[2]:m[3]]})
 	}
 	if span {
-		for _, m := range typeMember.FindAllStringSubmatch(code, -1) {
-			refs = append(refs, docRef{where: where, ident: m[1], member: m[2], typeOnly: true})
+		for _, m := range typeMember.FindAllStringSubmatchIndex(code, -1) {
+			add(m[2], docRef{ident: code[m[2]:m[3]], member: code[m[4]:m[5]], typeOnly: true})
 		}
 	}
 	return refs
+}
+
+type literalField struct {
+	name string
+	at   int
+}
+
+var fieldKey = regexp.MustCompile(`^\s*([A-Z]\w*)\s*:`)
+
+// literalFields returns the keys of the composite literal whose brace is
+// at code[open]: the names before a colon at its own depth, after the
+// brace or a comma. Strings are skipped, so a brace or colon in one does
+// not count.
+func literalFields(code string, open int) []literalField {
+	var fields []literalField
+	depth := 0
+	for i := open; i < len(code); i++ {
+		switch c := code[i]; c {
+		case '"', '`', '\'':
+			i = skipString(code, i)
+		case '{', '(', '[':
+			depth++
+		case '}', ')', ']':
+			if depth--; depth == 0 {
+				return fields
+			}
+		}
+		if c := code[i]; depth == 1 && (c == '{' || c == ',') {
+			if m := fieldKey.FindStringSubmatchIndex(code[i+1:]); m != nil {
+				fields = append(fields, literalField{name: code[i+1+m[2] : i+1+m[3]], at: i + 1 + m[2]})
+			}
+		}
+	}
+	return fields
+}
+
+// skipString returns the index of the quote that closes the string or rune
+// literal opened at code[i], or the end of code.
+func skipString(code string, i int) int {
+	q := code[i]
+	for j := i + 1; j < len(code); j++ {
+		switch {
+		case code[j] == '\\' && q != '`':
+			j++
+		case code[j] == q:
+			return j
+		}
+	}
+	return len(code)
 }
 
 // resolves reports whether ref names a declared API. A Type.Member whose
@@ -330,7 +398,7 @@ func TestDocsNameRealAPIsSeesAMistake(t *testing.T) {
 	dir := t.TempDir()
 	page := filepath.Join(dir, "page.md")
 	text := "Call `errand.NewClient` and `Client.EnqueueTx`, then `client.Wake()`.\n\n" +
-		"```go\nerrand.NewClinet(store, nil)\nclient.Enqeue(ctx, args, nil)\n```\n\n" +
+		"```go\nerrand.NewClinet(store, nil)\nclient.Enqeue(ctx, args, &errand.EnqueueOpts{ID: \"a{\", MaxAtempts: 5,\n\tQueue: \"q\", Unique: &errand.UniqueOpts{Key: \"k\"}})\n```\n\n" +
 		"Set `KindOpts.Timout` and `sqlite.Open`; `Foo.Bar` is no API.\n"
 	if err := os.WriteFile(page, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -343,7 +411,7 @@ func TestDocsNameRealAPIsSeesAMistake(t *testing.T) {
 		}
 	}
 	sort.Strings(missing)
-	want := []string{"4: errand.NewClinet", "5: errand.Client.Enqeue", "8: KindOpts.Timout"}
+	want := []string{"4: errand.NewClinet", "5: errand.Client.Enqeue", "5: errand.EnqueueOpts.MaxAtempts", "9: KindOpts.Timout"}
 	if strings.Join(missing, "|") != strings.Join(want, "|") {
 		t.Fatalf("reported %q, want %q", missing, want)
 	}
