@@ -42,10 +42,11 @@ var (
 )
 
 // TestDocsNameRealAPIs fails when README.md or a page under docs/ names a
-// Go API of this module that the module does not declare: pkg.Name or
-// pkg.Type.Member in code, Type.Member and client.Method in code and prose
-// code spans. A renamed function or field then fails here, naming the page
-// and line, instead of leaving readers a call that does not compile.
+// Go API of this module that the module does not declare: pkg.Name,
+// pkg.Type.Member, the keys of a pkg.Type{...} literal and client.Method in
+// code blocks and prose code spans, and Type.Member in code spans. A renamed
+// function or field then fails here, naming the page and line, instead of
+// leaving readers a call that does not compile.
 func TestDocsNameRealAPIs(t *testing.T) {
 	apis := map[string]*pkgAPI{}
 	for name, dir := range docPackages {
