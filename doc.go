@@ -187,7 +187,7 @@
 // [Client.Schedules] lists every schedule's next fire, last fire and last
 // job; [Client.DeleteSchedule] deletes one, audited. A fixed-hour spec runs
 // once a day across daylight saving changes; an every-hour spec follows
-// elapsed time (see the README).
+// elapsed time (see docs/schedules.md).
 //
 // # Batches, workflows and on-dead hooks
 //

@@ -906,7 +906,7 @@ func (a *api[TTx]) heartbeat(w http.ResponseWriter, r *http.Request, req *heartb
 }
 
 // heartbeatResponse is the answer to a heartbeat, its fields in the order
-// the README shows them.
+// docs/http-api.md shows them.
 type heartbeatResponse struct {
 	ID         string    `json:"id"`
 	LeaseUntil time.Time `json:"lease_until"`

@@ -279,7 +279,7 @@ func (a *api[TTx]) stats(w http.ResponseWriter, r *http.Request) error {
 
 // optCount reads an optional count of a body, field: absent is def (0
 // leaves the default to the library), given it is 1 to max. A 0 given is
-// refused rather than taken for the default, as the README's range says.
+// refused rather than taken for the default, as docs/http-api.md's range says.
 func optCount(field string, v *int, max, def int) (int, error) {
 	if v == nil {
 		return def, nil

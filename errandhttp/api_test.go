@@ -605,8 +605,8 @@ func TestAPILeaseOfZeroIsRefused(t *testing.T) {
 }
 
 // TestAPIHeartbeatAnswersAsDocumented: a heartbeat's answer is
-// {"id", "lease_until", "cancel_requested"}, in the order the README's
-// session shows it.
+// {"id", "lease_until", "cancel_requested"}, in the order the session in
+// docs/http-api.md shows it.
 func TestAPIHeartbeatAnswersAsDocumented(t *testing.T) {
 	clock := newTestClock()
 	s := newServer(t, openSQLite(t, clock), clock, nil)

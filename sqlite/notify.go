@@ -19,7 +19,7 @@ import (
 // "look at every queue": the number does not say which table or queue
 // changed. In WAL mode the pragma reads the shared WAL index in memory and
 // touches no page of the file, so a check costs about 15µs of CPU
-// (BenchmarkDataVersion, see the README).
+// (BenchmarkDataVersion, see docs/sqlite.md).
 //
 // When to check: on Linux, an idle listener waits on inotify for a write to
 // the WAL file, which every commit makes, and then checks every
@@ -28,7 +28,7 @@ import (
 // publishes the commit in the WAL index, which inotify does not see). An
 // idle worker thus wakes for nothing at all. Elsewhere, or when inotify is
 // unavailable, it checks every WakeInterval, always: waking that often is
-// what costs (see the README).
+// what costs (see docs/sqlite.md, "Wake-ups across processes").
 
 var _ errandstore.Notifier = (*Store)(nil)
 

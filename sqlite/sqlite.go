@@ -22,7 +22,7 @@
 // when two worker processes write one file at once, ncruces's busy handler
 // (short randomized waits) keeps both moving, while SQLite's default handler
 // (which modernc uses) backs off to 100ms sleeps and starved one process for
-// seconds at a time, up to SQLITE_BUSY errors. See the README.
+// seconds at a time, up to SQLITE_BUSY errors. See docs/sqlite.md.
 package sqlite
 
 import (
@@ -77,11 +77,11 @@ type Options struct {
 	// database, so that a job enqueued by another process starts within
 	// about this long rather than at the worker's next poll. Each check
 	// is one PRAGMA data_version on an idle connection, about 15µs of CPU
-	// (BenchmarkDataVersion, see the README); waking that often is what
+	// (BenchmarkDataVersion, see docs/sqlite.md); waking that often is what
 	// costs, about 4% of a core at 2ms. On Linux the
 	// checks run only in the second after a write to the WAL file, which
-	// inotify reports, so an idle worker makes almost none (see the
-	// README). Default 2ms. Workers with PollOnly do not check at all.
+	// inotify reports, so an idle worker makes almost none (see
+	// docs/sqlite.md). Default 2ms. Workers with PollOnly do not check at all.
 	WakeInterval time.Duration
 
 	// pollWAL makes ListenQueues check every WakeInterval, as it does where
