@@ -134,7 +134,7 @@ func (c *engine) wakeLocal(queues []string) []<-chan struct{} {
 // announcement waits for that queue's next claim here to return, at most
 // 10 ms. Sent beside that claim, the announcement's commit and its
 // delivery slowed the claim the job waits for: on PostgreSQL a lone job
-// took about a third longer to start (bench/RESULTS.md). Other processes
+// took about a third longer to start (bench/HISTORY.md). Other processes
 // hear of the job up to that much later; a busy loop (no slot free) is not
 // woken, and its queue is announced at once.
 func (c *Client[TTx]) Wake(queues ...string) {

@@ -653,7 +653,7 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 // once (no-op handlers, jobs that fail fast) run one after another on the
 // goroutines already running, and a claim of 500 such jobs starts a few
 // goroutines instead of 500: a busy PostgreSQL worker measured 2–3 µs
-// less CPU per job, about a sixth (bench/RESULTS.md), in the goroutine's
+// less CPU per job, about a sixth (bench/HISTORY.md), in the goroutine's
 // start, its stack and its scheduling. Handlers that wait (on I/O, or
 // for each other) each get a goroutine of their own, as before.
 type claimedJobs struct {

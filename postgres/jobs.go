@@ -150,7 +150,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *errandstore.J
 // one row of scalar parameters (insertOneSQL) instead of unnesting twenty
 // arrays of one element: the server's function scan over the arrays took
 // 0.26–0.31 ms of the statement's 0.48–0.54 ms, and the statement on one
-// connection went from 1.28–1.34 to 0.90–0.97 ms (bench/RESULTS.md). Both
+// connection went from 1.28–1.34 to 0.90–0.97 ms (bench/HISTORY.md). Both
 // forms share everything else, so they write the same row.
 var (
 	insertSQL = insertHead + `FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
