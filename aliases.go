@@ -74,3 +74,14 @@ const (
 	MissedSkip    = errandtype.MissedSkip
 	MissedCatchUp = errandtype.MissedCatchUp
 )
+
+// EffectStatus tells a RemoteEffect's function what it found: see
+// [errandtype.EffectStatus].
+type EffectStatus = errandtype.EffectStatus
+
+// The effect statuses a RemoteEffect's function is told.
+const (
+	EffectBegun     = errandtype.EffectBegun
+	EffectRetaken   = errandtype.EffectRetaken
+	EffectAbandoned = errandtype.EffectAbandoned
+)

@@ -96,9 +96,9 @@ func remoteEffect(ctx context.Context, store errandstore.Store, job *errandtype.
 		return fmt.Errorf("begin effect %s: %w", key, err)
 	}
 	switch e.Status {
-	case errandstore.EffectAlreadyCompleted:
+	case errandtype.EffectAlreadyCompleted:
 		return nil
-	case errandstore.EffectHeldElsewhere:
+	case errandtype.EffectHeldElsewhere:
 		return WithClass("effect_held", fmt.Errorf("effect %s: %w", key, ErrEffectHeld))
 	}
 	if ferr := fn(ctx, e.Status); ferr != nil {

@@ -183,7 +183,7 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 	c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
 		err := errand.RemoteEffect(ctx, j, "", func(ctx context.Context, status errandtype.EffectStatus) error {
 			calls++
-			if status != errandstore.EffectBegun {
+			if status != errandtype.EffectBegun {
 				t.Errorf("first try has status %q, want begun", status)
 			}
 			return nil
@@ -206,7 +206,7 @@ func TestRemoteEffectCompletedIsSkipped(t *testing.T) {
 		t.Fatalf("remote effect ran %d times, want once", calls)
 	}
 	e, err := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
-	if err != nil || e.State != errandstore.EffectCompleted || e.JobID != job.ID {
+	if err != nil || e.State != errandtype.EffectCompleted || e.JobID != job.ID {
 		t.Fatalf("ledger entry %+v, %v; want completed for job %s", e, err, job.ID)
 	}
 }
@@ -230,17 +230,17 @@ func TestRemoteEffectFailureIsRetaken(t *testing.T) {
 		t.Fatalf("first delivery: %+v, want retrying with the handler's class", r)
 	}
 	e, err := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: "charge:" + job.ID})
-	if err != nil || e.State != errandstore.EffectFailed || e.Message != "503 from provider" {
+	if err != nil || e.State != errandtype.EffectFailed || e.Message != "503 from provider" {
 		t.Fatalf("after a failure: %+v, %v; want failed with the message", e, err)
 	}
 	clock.Advance(time.Hour)
 	if r := workOne(t, c, &errand.WorkOneOpts{}); r.Result != errand.ResultSucceeded {
 		t.Fatalf("second delivery: %+v", r)
 	}
-	if len(statuses) != 2 || statuses[0] != errandstore.EffectBegun || statuses[1] != errandstore.EffectRetaken {
+	if len(statuses) != 2 || statuses[0] != errandtype.EffectBegun || statuses[1] != errandtype.EffectRetaken {
 		t.Fatalf("statuses %v, want [begun retaken]", statuses)
 	}
-	if e, _ := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: "charge:" + job.ID}); e.State != errandstore.EffectCompleted {
+	if e, _ := st.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: "charge:" + job.ID}); e.State != errandtype.EffectCompleted {
 		t.Fatalf("after the retake: %s, want completed", e.State)
 	}
 }
@@ -282,7 +282,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 	if r := workOne(t, second, &errand.WorkOneOpts{Lease: time.Minute}); r.Result != errand.ResultSucceeded || r.Attempt != 2 {
 		t.Fatalf("second worker: %+v, want succeeded on attempt 2", r)
 	}
-	if secondStatus != errandstore.EffectAbandoned {
+	if secondStatus != errandtype.EffectAbandoned {
 		t.Fatalf("second delivery saw %q, want abandoned: the first began and lost its lease", secondStatus)
 	}
 	close(release)
@@ -293,7 +293,7 @@ func TestRemoteEffectAbandonedByALostLease(t *testing.T) {
 		t.Fatalf("first delivery's RemoteEffect: %v, want ErrLeaseLost", firstErr)
 	}
 	e, err := secondStore.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: errand.RemoteEffectKeyPrefix + job.ID})
-	if err != nil || e.State != errandstore.EffectCompleted {
+	if err != nil || e.State != errandtype.EffectCompleted {
 		t.Fatalf("ledger %+v, %v; want the second delivery's completion to stand", e, err)
 	}
 	if j := getJob(t, second, job.ID); j.State != errandtype.StateSucceeded || j.Attempt != 2 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/sqlite"
 )
@@ -336,7 +335,7 @@ func ExampleRemoteEffect() {
 	kinds := errand.NewKinds()
 	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args ReceiptArgs) error {
 		err := errand.RemoteEffect(ctx, job, "email:"+args.PaymentID, func(ctx context.Context, status errandtype.EffectStatus) error {
-			if status == errandstore.EffectAbandoned {
+			if status == errandtype.EffectAbandoned {
 				fmt.Println("an earlier delivery vanished: checking the provider for email:" + args.PaymentID)
 			}
 			fmt.Printf("attempt %d sends the email (%s)\n", job.Attempt, status)

@@ -850,31 +850,6 @@ type SweepResult struct {
 	Cancelled int
 }
 
-const (
-	// EffectCompleted: the effect happened; later deliveries skip it.
-	EffectCompleted errandtype.EffectState = "completed"
-	// EffectFailed: the effect was released after a failure; a later
-	// delivery may begin it again.
-	EffectFailed errandtype.EffectState = "failed"
-)
-
-const (
-	// EffectBegun: no delivery had begun this effect; this one owns it now.
-	EffectBegun errandtype.EffectStatus = "begun"
-	// EffectRetaken: an earlier delivery released it after a failure; this
-	// one owns it now.
-	EffectRetaken errandtype.EffectStatus = "retaken"
-	// EffectAbandoned: an earlier delivery began it and lost its lease
-	// without completing or releasing it. This delivery owns it now, but the
-	// remote side may or may not have acted: check it (by the effect key)
-	// before acting again.
-	EffectAbandoned errandtype.EffectStatus = "abandoned"
-	// EffectAlreadyCompleted: the effect happened; skip it.
-	EffectAlreadyCompleted errandtype.EffectStatus = "completed"
-	// EffectHeldElsewhere: another delivery holds it under a live lease.
-	EffectHeldElsewhere errandtype.EffectStatus = "in_progress"
-)
-
 // EffectParams names a ledger entry and the lease that touches it.
 type EffectParams struct {
 	Key        string

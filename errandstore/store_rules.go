@@ -140,32 +140,32 @@ func CheckCancelJob(id string, st errandtype.JobState, holdsKey bool) error {
 // set:
 //
 //	entry                              Status                  written by take
-//	none                               EffectBegun             yes
-//	completed                          EffectAlreadyCompleted  no
-//	failed (released)                  EffectRetaken           yes
-//	in progress, this lease            EffectBegun             no
-//	in progress, another live lease    EffectHeldElsewhere     no
-//	in progress, another lease ended   EffectAbandoned         yes
+//	none                               errandtype.EffectBegun             yes
+//	completed                          errandtype.EffectAlreadyCompleted  no
+//	failed (released)                  errandtype.EffectRetaken           yes
+//	in progress, this lease            errandtype.EffectBegun             no
+//	in progress, another live lease    errandtype.EffectHeldElsewhere     no
+//	in progress, another lease ended   errandtype.EffectAbandoned         yes
 func BeginEffect(found *Effect, leaseToken string, heldElsewhere func() (bool, error), take func() (*Effect, error)) (*Effect, error) {
 	var status errandtype.EffectStatus
 	switch {
 	case found == nil:
-		status = EffectBegun
-	case found.State == EffectCompleted:
-		return withStatus(found, EffectAlreadyCompleted), nil
-	case found.State == EffectFailed:
-		status = EffectRetaken
+		status = errandtype.EffectBegun
+	case found.State == errandtype.EffectCompleted:
+		return withStatus(found, errandtype.EffectAlreadyCompleted), nil
+	case found.State == errandtype.EffectFailed:
+		status = errandtype.EffectRetaken
 	case found.LeaseToken == leaseToken:
-		return withStatus(found, EffectBegun), nil
+		return withStatus(found, errandtype.EffectBegun), nil
 	default:
 		held, err := heldElsewhere()
 		if err != nil {
 			return nil, err
 		}
 		if held {
-			return withStatus(found, EffectHeldElsewhere), nil
+			return withStatus(found, errandtype.EffectHeldElsewhere), nil
 		}
-		status = EffectAbandoned
+		status = errandtype.EffectAbandoned
 	}
 	e, err := take()
 	if err != nil {

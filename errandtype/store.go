@@ -82,3 +82,30 @@ type EffectState string
 
 // EffectStatus is what EffectBegin found.
 type EffectStatus string
+
+const (
+	// EffectInProgress: a delivery began the effect and has not finished it.
+	EffectInProgress EffectState = "in_progress"
+	// EffectCompleted: the effect happened; later deliveries skip it.
+	EffectCompleted EffectState = "completed"
+	// EffectFailed: the effect was released after a failure; a later
+	// delivery may begin it again.
+	EffectFailed EffectState = "failed"
+)
+
+const (
+	// EffectBegun: no delivery had begun this effect; this one owns it now.
+	EffectBegun EffectStatus = "begun"
+	// EffectRetaken: an earlier delivery released it after a failure; this
+	// one owns it now.
+	EffectRetaken EffectStatus = "retaken"
+	// EffectAbandoned: an earlier delivery began it and lost its lease
+	// without completing or releasing it. This delivery owns it now, but the
+	// remote side may or may not have acted: check it (by the effect key)
+	// before acting again.
+	EffectAbandoned EffectStatus = "abandoned"
+	// EffectAlreadyCompleted: the effect happened; skip it.
+	EffectAlreadyCompleted EffectStatus = "completed"
+	// EffectHeldElsewhere: another delivery holds it under a live lease.
+	EffectHeldElsewhere EffectStatus = "in_progress"
+)

@@ -98,7 +98,7 @@ func (s *Store) EffectBegin(ctx context.Context, p *errandstore.EffectParams) (*
 			ON CONFLICT (key) DO NOTHING
 			RETURNING `+effectColumns), now, p.Key, p.JobID, p.LeaseToken))
 		if err == nil {
-			e.Status = errandstore.EffectBegun // there was no entry
+			e.Status = errandtype.EffectBegun // there was no entry
 			return nil
 		}
 		if !isNoRows(err) {
@@ -129,7 +129,7 @@ func (s *Store) EffectComplete(ctx context.Context, p *errandstore.EffectParams)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, errandstore.EffectCompleted, &errandstore.EffectReleaseParams{EffectParams: *p})
+	return s.effectFinish(ctx, errandtype.EffectCompleted, &errandstore.EffectReleaseParams{EffectParams: *p})
 }
 
 // EffectRelease implements [errandstore.EffectStore] in one statement, fenced by
@@ -138,7 +138,7 @@ func (s *Store) EffectRelease(ctx context.Context, p *errandstore.EffectReleaseP
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, errandstore.EffectFailed, p)
+	return s.effectFinish(ctx, errandtype.EffectFailed, p)
 }
 
 // effectFinish ends a begun effect as state, with p's message.

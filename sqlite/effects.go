@@ -104,7 +104,7 @@ func (s *Store) EffectComplete(ctx context.Context, p *errandstore.EffectParams)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, p, errandstore.EffectCompleted, "")
+	return s.effectFinish(ctx, p, errandtype.EffectCompleted, "")
 }
 
 // EffectRelease implements [errandstore.EffectStore].
@@ -112,7 +112,7 @@ func (s *Store) EffectRelease(ctx context.Context, p *errandstore.EffectReleaseP
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.effectFinish(ctx, &p.EffectParams, errandstore.EffectFailed, p.Message)
+	return s.effectFinish(ctx, &p.EffectParams, errandtype.EffectFailed, p.Message)
 }
 
 func (s *Store) effectFinish(ctx context.Context, p *errandstore.EffectParams, state errandtype.EffectState, message string) (*errandstore.Effect, error) {

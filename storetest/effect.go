@@ -95,7 +95,7 @@ func testEffectRecordTx(t *testing.T, h harness) {
 	if first, err := e.recordTx("pay_1", j, token(j), true); err != nil || !first {
 		t.Fatalf("first record = %v, %v; want true", first, err)
 	}
-	want := &errandstore.Effect{Key: "pay_1", JobID: "a", State: errandstore.EffectCompleted, LeaseToken: token(j), CreatedAt: now, UpdatedAt: now}
+	want := &errandstore.Effect{Key: "pay_1", JobID: "a", State: errandtype.EffectCompleted, LeaseToken: token(j), CreatedAt: now, UpdatedAt: now}
 	sameEffect(t, "recorded effect", want, e.effect("pay_1"))
 	e.clock.Advance(time.Second)
 	for _, commit := range []bool{false, true} {
@@ -112,7 +112,7 @@ func testEffectRecordTx(t *testing.T, h harness) {
 		t.Errorf("record by the next attempt = %v, %v; want false", first, err)
 	}
 	// It is the same ledger the remote protocol reads.
-	if f := e.begin("pay_1", j2); f.Status != errandstore.EffectAlreadyCompleted {
+	if f := e.begin("pay_1", j2); f.Status != errandtype.EffectAlreadyCompleted {
 		t.Errorf("EffectBegin of a recorded key: status %q, want completed", f.Status)
 	}
 }
@@ -135,7 +135,7 @@ func testEffectRecordTxFenced(t *testing.T, h harness) {
 	if first, err := e.recordTx("k2", queued, "", true); err != nil || !first {
 		t.Errorf("unfenced record = %v, %v; want true", first, err)
 	}
-	sameEffect(t, "unfenced effect", &errandstore.Effect{Key: "k2", JobID: "b", State: errandstore.EffectCompleted, CreatedAt: e.now(), UpdatedAt: e.now()}, e.effect("k2"))
+	sameEffect(t, "unfenced effect", &errandstore.Effect{Key: "k2", JobID: "b", State: errandtype.EffectCompleted, CreatedAt: e.now(), UpdatedAt: e.now()}, e.effect("k2"))
 }
 
 // testEffectBeginCompleteRelease walks the remote-effect protocol: begin,
@@ -147,12 +147,12 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	j := e.claimOne("a")
 	t0 := e.now()
 	f := e.begin("charge", j)
-	want := &errandstore.Effect{Key: "charge", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0, Status: errandstore.EffectBegun}
+	want := &errandstore.Effect{Key: "charge", JobID: "a", State: errandtype.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0, Status: errandtype.EffectBegun}
 	sameEffect(t, "begun", want, f)
 	want.Status = ""
 	sameEffect(t, "EffectGet after begin", want, e.effect("charge"))
 	// Beginning again under the same lease is the same delivery: still its.
-	if f := e.begin("charge", j); f.Status != errandstore.EffectBegun || f.State != errand.EffectInProgress {
+	if f := e.begin("charge", j); f.Status != errandtype.EffectBegun || f.State != errandtype.EffectInProgress {
 		t.Errorf("begin again by the holder: status %q state %q, want begun, in_progress", f.Status, f.State)
 	}
 
@@ -161,7 +161,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatalf("EffectRelease: %v", err)
 	}
-	want = &errandstore.Effect{Key: "charge", JobID: "a", State: errandstore.EffectFailed, LeaseToken: token(j), Message: "provider said 503", CreatedAt: t0, UpdatedAt: t1}
+	want = &errandstore.Effect{Key: "charge", JobID: "a", State: errandtype.EffectFailed, LeaseToken: token(j), Message: "provider said 503", CreatedAt: t0, UpdatedAt: t1}
 	sameEffect(t, "released", want, f)
 	sameEffect(t, "EffectGet after release", want, e.effect("charge"))
 
@@ -170,7 +170,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	j2 := e.claimOne("a")
 	t2 := e.clock.Advance(time.Second)
 	f = e.begin("charge", j2)
-	if f.Status != errandstore.EffectRetaken || f.State != errand.EffectInProgress || f.LeaseToken != token(j2) ||
+	if f.Status != errandtype.EffectRetaken || f.State != errandtype.EffectInProgress || f.LeaseToken != token(j2) ||
 		!f.CreatedAt.Equal(t0) || !f.UpdatedAt.Equal(t2) {
 		t.Errorf("begin after a release: %+v; want retaken, in_progress under the new token, created %v, updated %v", *f, t0, t2)
 	}
@@ -179,7 +179,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatalf("EffectComplete: %v", err)
 	}
-	want = &errandstore.Effect{Key: "charge", JobID: "a", State: errandstore.EffectCompleted, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t3}
+	want = &errandstore.Effect{Key: "charge", JobID: "a", State: errandtype.EffectCompleted, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t3}
 	sameEffect(t, "completed", want, f)
 	sameEffect(t, "EffectGet after complete", want, e.effect("charge"))
 
@@ -187,7 +187,7 @@ func testEffectBeginCompleteRelease(t *testing.T, h harness) {
 	e.recordOK(retry(j2, 0))
 	j3 := e.claimOne("a")
 	e.clock.Advance(time.Second)
-	if f := e.begin("charge", j3); f.Status != errandstore.EffectAlreadyCompleted || f.State != errandstore.EffectCompleted {
+	if f := e.begin("charge", j3); f.Status != errandtype.EffectAlreadyCompleted || f.State != errandtype.EffectCompleted {
 		t.Errorf("begin after completion: %+v, want status completed", *f)
 	}
 	sameEffect(t, "entry after a begin found it completed", want, e.effect("charge"))
@@ -206,7 +206,7 @@ func testEffectAbandoned(t *testing.T, h harness) {
 	j2 := e.claimOne("a")
 	t1 := e.clock.Advance(time.Second)
 	f := e.begin("send", j2)
-	want := &errandstore.Effect{Key: "send", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t1, Status: errandstore.EffectAbandoned}
+	want := &errandstore.Effect{Key: "send", JobID: "a", State: errandtype.EffectInProgress, LeaseToken: token(j2), CreatedAt: t0, UpdatedAt: t1, Status: errandtype.EffectAbandoned}
 	sameEffect(t, "taken over", want, f)
 	want.Status = ""
 	for _, finish := range []string{"complete", "release"} {
@@ -236,11 +236,11 @@ func testEffectHeldElsewhere(t *testing.T, h harness) {
 	}
 	t0 := e.now()
 	e.begin("shared", a)
-	held := &errandstore.Effect{Key: "shared", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(a), CreatedAt: t0, UpdatedAt: t0}
+	held := &errandstore.Effect{Key: "shared", JobID: "a", State: errandtype.EffectInProgress, LeaseToken: token(a), CreatedAt: t0, UpdatedAt: t0}
 	e.clock.Advance(time.Minute - time.Microsecond)
 	f := e.begin("shared", b)
 	want := *held
-	want.Status = errandstore.EffectHeldElsewhere
+	want.Status = errandtype.EffectHeldElsewhere
 	sameEffect(t, "begin by another job while held", &want, f)
 	sameEffect(t, "entry while held", held, e.effect("shared"))
 	// b cannot finish what it does not hold.
@@ -252,7 +252,7 @@ func testEffectHeldElsewhere(t *testing.T, h harness) {
 	// a's lease ends: b takes the entry over.
 	t1 := e.clock.Advance(time.Microsecond)
 	f = e.begin("shared", b)
-	want = errandstore.Effect{Key: "shared", JobID: "b", State: errand.EffectInProgress, LeaseToken: token(b), CreatedAt: t0, UpdatedAt: t1, Status: errandstore.EffectAbandoned}
+	want = errandstore.Effect{Key: "shared", JobID: "b", State: errandtype.EffectInProgress, LeaseToken: token(b), CreatedAt: t0, UpdatedAt: t1, Status: errandtype.EffectAbandoned}
 	sameEffect(t, "begin after the holder's lease ended", &want, f)
 }
 
@@ -264,7 +264,7 @@ func testEffectStaleFinish(t *testing.T, h harness) {
 	j := e.claimOne("a")
 	t0 := e.now()
 	e.begin("k", j)
-	want := &errandstore.Effect{Key: "k", JobID: "a", State: errand.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0}
+	want := &errandstore.Effect{Key: "k", JobID: "a", State: errandtype.EffectInProgress, LeaseToken: token(j), CreatedAt: t0, UpdatedAt: t0}
 	finish := func(tok string) []error {
 		p := &errandstore.EffectParams{Key: "k", JobID: "a", LeaseToken: tok}
 		_, err1 := e.s.EffectComplete(e.ctx, p)

@@ -57,7 +57,7 @@ func TestWorkerCrashExercise(t *testing.T) {
 	}
 	a := openTestApp(t, filepath.Join(dir, db), nil)
 	e, err := a.store.EffectGet(context.Background(), &errandstore.EffectGetParams{Key: id})
-	if err != nil || e.JobID != id || e.State != errandstore.EffectCompleted {
+	if err != nil || e.JobID != id || e.State != errandtype.EffectCompleted {
 		t.Fatalf("effect ledger entry for %s: %+v, %v; want it completed, keyed by the job id", id, e, err)
 	}
 }

@@ -1,8 +1,4 @@
-package errand
-
-import "github.com/errandhq/errand/errandtype"
-
-// The storage contract, split by capability as database/sql/driver splits
+// Package errandstore is errand's storage contract, split by capability as database/sql/driver splits
 // a driver's: [JobStore] (jobs), [EffectStore] (the effect ledger),
 // [WorkerRegistry], [LeaderElector], [OperatorStore] (the audit, bulk
 // replay, retention, insights) and [Migrator], each an interface of its own; [Store] embeds those every store must have, and [TxStore] adds
@@ -20,6 +16,8 @@ import "github.com/errandhq/errand/errandtype"
 // replayed; what an outcome does; the effect ledger's try-begin table; the
 // JSON columns of a record; queue statistics) live in this package, and a
 // store calls them: see store_rules.go, record_codec.go and queue_stats.go.
+// The records a store returns and the errors it reports are declared in
+// errandtype, which applications share.
 //
 // Time: every lease, schedule and expiry decision uses the store's own clock
 // (the process clock on SQLite, the database's now() on PostgreSQL), never the
@@ -29,11 +27,11 @@ import "github.com/errandhq/errand/errandtype"
 // Fencing: every write about a running job names the job and the lease token
 // its claim wrote, and succeeds only while the job is running with that token
 // and lease_until is after now. When that condition fails the store changes
-// nothing and reports [ErrLeaseLost]; it never retries the write as an
+// nothing and reports [errandtype.ErrLeaseLost]; it never retries the write as an
 // overwrite.
 //
-// Errors: a missing job is [ErrNotFound]; a transition the job's state does
-// not allow is a [*StateError]; bad parameters are [*InputError]. Other errors
+// Errors: a missing job is [errandtype.ErrNotFound]; a transition the job's state does
+// not allow is a [*errandtype.StateError]; bad parameters are [*errandtype.InputError]. Other errors
 // are the backend's own, wrapped.
 //
 // Records: stores keep times at microsecond precision, truncating, in every
@@ -41,8 +39,4 @@ import "github.com/errandhq/errand/errandtype"
 // returns has non-nil Errors and Tags, so that they marshal as [] when empty.
 // Ending a lease (an outcome, a sweep, a replay) clears lease_token and
 // lease_until; lease_owner keeps the last worker, for operators.
-
-const (
-	// EffectInProgress: a delivery began the effect and has not finished it.
-	EffectInProgress errandtype.EffectState = "in_progress"
-)
+package errandstore
