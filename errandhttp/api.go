@@ -22,8 +22,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/batchjson"
-	"github.com/errandhq/errand/internal/jobjson"
 	"github.com/errandhq/errand/internal/jsonesc"
 )
 
@@ -581,7 +579,7 @@ func jsonType(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[errandtype.Duration]():
 		return "a duration in Go syntax such as \"30s\" or \"1h\""
-	case reflect.TypeFor[jobjson.Time]():
+	case reflect.TypeFor[Time]():
 		return "a time in RFC 3339 such as \"2026-12-04T10:00:00Z\""
 	case reflect.TypeFor[errandtype.UniqueScope]():
 		return "a scope: \"always\", \"until_finished\", \"until_succeeded\" or a comma-separated list of states"
@@ -661,10 +659,6 @@ func (a *api[TTx]) showJobs(js []*errandtype.Job) []*errandtype.Job {
 	return out
 }
 
-// enqueueRequest is the body of POST /api/v1/jobs. Field names are the job
-// record's. A batch's member, in POST /api/v1/batches, is the same object.
-type enqueueRequest = batchjson.Job
-
 // enqueueResponse is the answer to POST /api/v1/jobs.
 type enqueueResponse struct {
 	Job *errandtype.Job `json:"job"`
@@ -742,12 +736,12 @@ func enqueueStatus(w http.ResponseWriter, duplicate bool, key string) int {
 	return http.StatusOK
 }
 
-func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueRequest) error {
+func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *JobRequest) error {
 	key, err := idempotencyKey(r, &req.ID, "job")
 	if err != nil {
 		return err
 	}
-	p, err := req.Params("")
+	p, err := req.params("")
 	if err != nil {
 		return err
 	}

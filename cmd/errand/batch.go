@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/batchjson"
 )
 
 var batchesCommand = &command{
@@ -186,7 +186,7 @@ or with --json {"batch", "jobs", "duplicate"}.`,
 
 // enqueueBatch is errand batch enqueue --file FILE.
 func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
-	var req batchjson.Request
+	var req errandhttp.BatchRequest
 	if err := readEnqueueFile(pos, file, "batch", "/api/v1/batches", &req); err != nil {
 		return err
 	}

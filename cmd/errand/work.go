@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/cmd/errand/internal/exechandler"
 	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/cmd/errand/internal/exechandler"
 )
 
 // Defaults of the long-running worker.

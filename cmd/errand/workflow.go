@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/workflowjson"
 	"github.com/errandhq/errand/internal/workflowview"
 )
 
@@ -233,7 +233,7 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 
 // enqueueWorkflow is errand workflow enqueue --file FILE.
 func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
-	var req workflowjson.Request
+	var req errandhttp.WorkflowRequest
 	if err := readEnqueueFile(pos, file, "workflow", "/api/v1/workflows", &req); err != nil {
 		return err
 	}
