@@ -36,7 +36,7 @@ func (p *JobInsertParams) Validate() error {
 		return &errandtype.InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
 	}
 	if !p.ArgsChecked {
-		if _, err := CheckJSONText("args", p.Args, MaxArgsBytes); err != nil {
+		if _, err := checkJSONText("args", p.Args, MaxArgsBytes); err != nil {
 			return err
 		}
 	}
@@ -117,16 +117,10 @@ func (p *JobInsertParams) Validate() error {
 	return nil
 }
 
-// ValidateProgress checks a handler's checkpoint before a store writes it:
+// CheckProgress checks a handler's checkpoint before a store writes it:
 // valid JSON that every store can keep, at most 1 MiB as PostgreSQL keeps
-// it (see [PlainJSON]).
-func ValidateProgress(progress json.RawMessage) error {
-	_, err := CheckProgress(progress)
-	return err
-}
-
-// checkProgress is ValidateProgress, reporting too whether the checkpoint
-// holds a number plainJSON would rewrite.
+// it. It reports whether the checkpoint holds a number that
+// [errand.PlainJSON] would rewrite.
 func CheckProgress(progress json.RawMessage) (rewrite bool, err error) {
 	if !json.Valid(progress) {
 		return false, &errandtype.InputError{Field: "progress", Message: "is not valid JSON"}
@@ -134,15 +128,16 @@ func CheckProgress(progress json.RawMessage) (rewrite bool, err error) {
 	if len(progress) > MaxArgsBytes {
 		return false, &errandtype.InputError{Field: "progress", Message: fmt.Sprintf("is %d bytes; keep a checkpoint under %d bytes: where the work is, not the work done", len(progress), MaxArgsBytes)}
 	}
-	return CheckJSONText("progress", progress, MaxArgsBytes)
+	return checkJSONText("progress", progress, MaxArgsBytes)
 }
 
-// Validate checks a checkpoint: see [ValidateProgress].
+// Validate checks a checkpoint: see [CheckProgress].
 func (p *JobSetProgressParams) Validate() error {
 	if err := CheckLeaseText(p.ID, p.LeaseToken); err != nil {
 		return err
 	}
-	return ValidateProgress(p.Progress)
+	_, err := CheckProgress(p.Progress)
+	return err
 }
 
 // Validate checks an effect record's key.
@@ -152,7 +147,7 @@ func (p *EffectRecordParams) Validate() error {
 			return err
 		}
 	}
-	return ValidateEffectKey(p.Key)
+	return validateEffectKey(p.Key)
 }
 
 // Validate checks a release: its entry and lease as [EffectParams.Validate]
@@ -208,7 +203,7 @@ func (p *WorkerPruneParams) Validate() error {
 	return nil
 }
 
-// checkBackoff refuses a backoff of less than a millisecond but none:
+// CheckBackoff refuses a backoff of less than a millisecond but none:
 // stores keep it in microseconds, where less than one is none, the
 // default, not the delay asked for.
 func CheckBackoff(field string, d time.Duration) error {
@@ -361,8 +356,8 @@ func SortClaimOrder(jobs []*errandtype.Job) {
 	})
 }
 
-// ValidateEffectKey checks the key of an effect ledger entry.
-func ValidateEffectKey(key string) error {
+// validateEffectKey checks the key of an effect ledger entry.
+func validateEffectKey(key string) error {
 	if key == "" {
 		return &errandtype.InputError{Field: "key", Message: "is empty; key the effect by the job id"}
 	}

@@ -709,7 +709,7 @@ func (p *JobSetOutputParams) Check() (rewrite bool, err error) {
 	}
 	// A later step's args hold the output, so it must be args every store
 	// keeps: refused here, not when a worker's outcome enqueues that step.
-	return CheckJSONText("output", p.Output, MaxOutputBytes)
+	return checkJSONText("output", p.Output, MaxOutputBytes)
 }
 
 // WorkflowStore is an optional capability of a Store: workflows of jobs

@@ -49,7 +49,7 @@ func (p BreakerPolicy) WithDefaults() BreakerPolicy {
 	return p
 }
 
-// check validates a policy; field names it in the error.
+// Validate checks a policy; field names it in the error.
 func (p BreakerPolicy) Validate(field string) error {
 	switch {
 	case p.Threshold < 0 || p.Threshold > MaxAttemptsLimit:
