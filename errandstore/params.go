@@ -120,7 +120,7 @@ func (p *JobInsertParams) Validate() error {
 // CheckProgress checks a handler's checkpoint before a store writes it:
 // valid JSON that every store can keep, at most 1 MiB as PostgreSQL keeps
 // it. It reports whether the checkpoint holds a number that
-// [errand.PlainJSON] would rewrite.
+// [github.com/errandhq/errand.PlainJSON] would rewrite.
 func CheckProgress(progress json.RawMessage) (rewrite bool, err error) {
 	if !json.Valid(progress) {
 		return false, &errandtype.InputError{Field: "progress", Message: "is not valid JSON"}

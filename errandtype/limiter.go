@@ -182,8 +182,8 @@ func (s LimiterSpec) Give(st LimiterState, now time.Time, amount float64) Limite
 	return after(st, now, level)
 }
 
-// LimiterRecord is one bucket as [Client.Limits], errand limits, the API
-// and the dashboard show it.
+// LimiterRecord is one bucket as [github.com/errandhq/errand.Client.Limits],
+// errand limits, the API and the dashboard show it.
 type LimiterRecord struct {
 	// Name is "queue:NAME", "kind:NAME" (rate limits) or "retry:KIND"
 	// (retry budgets).
