@@ -311,36 +311,67 @@ func rerunWorkflow(ctx context.Context, e *env, db string, pos []string, newID s
 // writeWorkflow prints a workflow: its fields, then a table of its steps.
 func writeWorkflow(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 	fmt.Fprintf(w, "workflow %s\n", printable(wf.ID))
+	if err := writeWorkflowFields(w, wf, now); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := writeWorkflowSteps(w, wf.Steps); err != nil {
+		return err
+	}
+	// Why the steps and compensations that did not succeed failed last.
+	var whys []string
+	for _, s := range wf.Steps {
+		if failing(s.State, s.LastError) {
+			whys = append(whys, "step "+s.Name+": "+lastErrorLine(s.LastError))
+		}
+		if c := s.Compensation; c != nil && failing(c.State, c.LastError) {
+			whys = append(whys, "undo "+s.Name+": "+lastErrorLine(c.LastError))
+		}
+	}
+	if len(whys) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "last errors:")
+		for _, l := range whys {
+			fmt.Fprintln(w, "  "+printable(l))
+		}
+	}
+	return nil
+}
+
+// writeWorkflowFields prints a workflow's own fields, one a line.
+func writeWorkflowFields(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
+	optField := func(name string, value *string) {
+		if value != nil {
+			field(name, *value)
+		}
+	}
+	when := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	if wf.Name != "" {
 		field("name", wf.Name)
 	}
 	field("state", string(wf.State))
 	field("next", workflowview.Next(wf))
-	if wf.FailedStep != nil {
-		field("failed step", *wf.FailedStep)
-	}
+	optField("failed step", wf.FailedStep)
 	if wf.CompensationStartedAt != nil {
-		field("undo began", formatTime(*wf.CompensationStartedAt)+" ("+relative(now, *wf.CompensationStartedAt)+")")
+		field("undo began", when(*wf.CompensationStartedAt))
 	}
-	if wf.RerunOf != nil {
-		field("rerun of", *wf.RerunOf)
-	}
-	if wf.RerunAs != nil {
-		field("rerun as", *wf.RerunAs)
-	}
-	field("created", formatTime(wf.CreatedAt)+" ("+relative(now, wf.CreatedAt)+")")
+	optField("rerun of", wf.RerunOf)
+	optField("rerun as", wf.RerunAs)
+	field("created", when(wf.CreatedAt))
 	if wf.FinishedAt != nil {
-		field("finished", formatTime(*wf.FinishedAt)+" ("+relative(now, *wf.FinishedAt)+")")
+		field("finished", when(*wf.FinishedAt))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	return tw.Flush()
+}
+
+// writeWorkflowSteps prints a table of a workflow's steps and their
+// compensations.
+func writeWorkflowSteps(w io.Writer, steps []errandtype.WorkflowStepView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tDEPENDS ON\tKIND\tJOB\tSTATE\tATTEMPTS\tCOMPENSATION\tCOMPENSATION STATE")
-	for _, s := range wf.Steps {
+	for _, s := range steps {
 		deps := "-"
 		if len(s.DependsOn) > 0 {
 			deps = strings.Join(s.DependsOn, ",")
@@ -365,27 +396,7 @@ func writeWorkflow(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Name), printable(deps), printable(s.Kind), printable(job),
 			state, attempts, printable(comp), compState)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// Why the steps and compensations that did not succeed failed last.
-	var whys []string
-	for _, s := range wf.Steps {
-		if failing(s.State, s.LastError) {
-			whys = append(whys, "step "+s.Name+": "+lastErrorLine(s.LastError))
-		}
-		if c := s.Compensation; c != nil && failing(c.State, c.LastError) {
-			whys = append(whys, "undo "+s.Name+": "+lastErrorLine(c.LastError))
-		}
-	}
-	if len(whys) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "last errors:")
-		for _, l := range whys {
-			fmt.Fprintln(w, "  "+printable(l))
-		}
-	}
-	return nil
+	return tw.Flush()
 }
 
 // failing reports whether a job's last failure is worth showing beside its
