@@ -381,30 +381,7 @@ func stripIndices(path string) string {
 // token, and whether it is an object's key, until visit returns true or b
 // ends or fails to parse.
 func walkJSON(b []byte, visit func(path string, start, end int64, tok json.Token, key bool) bool) {
-	type level struct {
-		object bool
-		key    string
-		index  int
-		value  bool // an object's next token is a value, not a key
-	}
-	var path []level
-	name := func() string {
-		var sb strings.Builder
-		for _, l := range path {
-			switch {
-			case l.object && sb.Len() > 0:
-				sb.WriteString("." + l.key)
-			case l.object:
-				sb.WriteString(l.key)
-			default:
-				fmt.Fprintf(&sb, "[%d]", l.index)
-			}
-		}
-		if sb.Len() == 0 {
-			return "body"
-		}
-		return sb.String()
-	}
+	var path jsonPath
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for {
 		start := dec.InputOffset()
@@ -414,34 +391,71 @@ func walkJSON(b []byte, visit func(path string, start, end int64, tok json.Token
 		}
 		end := dec.InputOffset()
 		top := len(path) - 1
-		if top >= 0 && path[top].object && !path[top].value {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
+		d, isDelim := tok.(json.Delim)
+		switch {
+		case top >= 0 && path[top].object && !path[top].value:
+			if isDelim && d == '}' {
 				path = path[:top]
-			} else {
-				path[top].key, path[top].value = fmt.Sprint(tok), true
-				if visit(name(), start, end, tok, true) {
-					return
-				}
-				continue
+				break
 			}
-		} else if d, ok := tok.(json.Delim); ok && (d == ']' || d == '}') {
-			path = path[:top] // ] ends an array
-		} else {
-			if visit(name(), start, end, tok, false) {
+			path[top].key, path[top].value = fmt.Sprint(tok), true
+			if visit(path.String(), start, end, tok, true) {
 				return
 			}
-			if ok {
-				path = append(path, level{object: d == '{'})
+			continue
+		case isDelim && (d == ']' || d == '}'):
+			path = path[:top] // ] ends an array
+		default:
+			if visit(path.String(), start, end, tok, false) {
+				return
+			}
+			if isDelim {
+				path = append(path, jsonLevel{object: d == '{'})
 				continue
 			}
 		}
-		// A value ended: the next token of an object is a key, of an
-		// array the next element.
-		if top = len(path) - 1; top >= 0 && path[top].object {
-			path[top].value = false
-		} else if top >= 0 {
-			path[top].index++
+		path.valueEnded()
+	}
+}
+
+// jsonLevel is one object or array that walkJSON is in.
+type jsonLevel struct {
+	object bool
+	key    string
+	index  int
+	value  bool // an object's next token is a value, not a key
+}
+
+// jsonPath is where walkJSON is in a document, outermost first.
+type jsonPath []jsonLevel
+
+// String names the path as input errors do: jobs[2].kind, or "body" for
+// the document itself.
+func (p jsonPath) String() string {
+	var sb strings.Builder
+	for _, l := range p {
+		switch {
+		case l.object && sb.Len() > 0:
+			sb.WriteString("." + l.key)
+		case l.object:
+			sb.WriteString(l.key)
+		default:
+			fmt.Fprintf(&sb, "[%d]", l.index)
 		}
+	}
+	if sb.Len() == 0 {
+		return "body"
+	}
+	return sb.String()
+}
+
+// valueEnded moves past a value that ended: the next token of an object
+// is a key, of an array the next element.
+func (p jsonPath) valueEnded() {
+	if top := len(p) - 1; top >= 0 && p[top].object {
+		p[top].value = false
+	} else if top >= 0 {
+		p[top].index++
 	}
 }
 
