@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -207,26 +208,9 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			wf, err := c.Workflow(ctx, id)
-			if errors.Is(err, errandtype.ErrNotFound) {
-				return fmt.Errorf("no workflow with id %s; errand workflows lists them", id)
-			}
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(e.stdout, workflowview.Show(wf))
-			}
-			now, err := c.Store().Now(ctx)
-			if err != nil {
-				return err
-			}
-			return writeWorkflow(e.stdout, wf, now)
+			return showByID(ctx, e, *db, id, "workflow", *asJSON, (*errand.Client[*sql.Tx]).Workflow,
+				func(wf *errandtype.Workflow) any { return workflowview.Show(wf) },
+				func(wf *errandtype.Workflow, now time.Time) error { return writeWorkflow(e.stdout, wf, now) })
 		}
 	},
 }
@@ -234,26 +218,22 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 // enqueueWorkflow is errand workflow enqueue --file FILE.
 func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
 	var req errandhttp.WorkflowRequest
-	if err := readEnqueueFile(pos, file, "workflow", "/api/v1/workflows", &req); err != nil {
-		return err
-	}
-	steps, opts, err := req.Workflow()
+	var steps []errand.WorkflowStep
+	var opts *errand.WorkflowOpts
+	var res *errandstore.WorkflowInsertResult
+	err := enqueueFile(ctx, db, pos, file, "workflow", "/api/v1/workflows", &req,
+		func() (err error) {
+			if steps, opts, err = req.Workflow(); err != nil {
+				return err
+			}
+			return errand.CheckEnqueueWorkflow(steps, opts)
+		},
+		func(c *errand.Client[*sql.Tx]) (err error) {
+			res, err = c.EnqueueWorkflow(ctx, steps, opts)
+			return err
+		})
 	if err != nil {
 		return err
-	}
-	// Checked before the database is opened, so that bad input creates
-	// none.
-	if err := errand.CheckEnqueueWorkflow(steps, opts); err != nil {
-		return err
-	}
-	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	res, err := c.EnqueueWorkflow(ctx, steps, opts)
-	if err != nil {
-		return idConflict(err, "\"id\"", "set \"first_wins\": true")
 	}
 	if res.Duplicate {
 		e.logger.Info("workflow already exists; not enqueued again", "id", res.Workflow.ID, "state", string(res.Workflow.State))
@@ -265,15 +245,11 @@ func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file 
 // its id, or with --json {"workflow", "jobs", "duplicate"}.
 func writeWorkflowInsert(e *env, res *errandstore.WorkflowInsertResult, asJSON bool) error {
 	if asJSON {
-		jobs := res.Jobs
-		if jobs == nil {
-			jobs = []*errandtype.Job{}
-		}
 		return writeJSON(e.stdout, struct {
 			Workflow  *workflowview.Shown `json:"workflow"`
 			Jobs      []*errandtype.Job   `json:"jobs"`
 			Duplicate bool                `json:"duplicate"`
-		}{workflowview.Show(res.Workflow), jobs, res.Duplicate})
+		}{workflowview.Show(res.Workflow), orEmpty(res.Jobs), res.Duplicate})
 	}
 	_, err := fmt.Fprintln(e.stdout, printable(res.Workflow.ID))
 	return err
