@@ -18,9 +18,6 @@ import (
 // value before any write, and the stores' Validate methods refuse what slips
 // past, so no store ever holds what another could not.
 
-// Limits on identifiers: ids, kinds, queues, keys and tags.
-const ()
-
 // Limits on numbers. The stores keep them in 32-bit columns.
 const (
 	// MaxConcurrency bounds a worker queue's concurrency and a worker's
