@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/plainjson"
 )
 
 // The limits below are one rule for every store. SQLite would store values
@@ -16,9 +17,6 @@ import (
 // 32 bits, a time past the year 9999), so the Client checks or cleans every
 // value before any write, and the stores' Validate methods refuse what slips
 // past, so no store ever holds what another could not.
-
-// Limits on identifiers: ids, kinds, queues, keys and tags.
-const ()
 
 // Limits on numbers. The stores keep them in 32-bit columns.
 const (
@@ -91,44 +89,12 @@ func isReplays(s string) bool {
 	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
 }
 
-// plainJSON returns b, a document checkJSONText accepts, with every number
-// written as PostgreSQL's jsonb writes it: in full, without an exponent
-// (1e2 as 100, 1.5E-3 as 0.0015, 2.50e1 as 25.0, keeping the digits after
-// the point as written less the exponent), and zero without a sign. SQLite
-// keeps a document as given, so a Client writes this form to both stores,
-// and every reader, a handler decoding 1e2 into an int among them, finds
-// the same text on either. It returns b itself when no number changes.
-func plainJSON(b []byte) []byte {
-	var out []byte
-	last := 0 // b[:last] is in out
-	for i := 0; i < len(b); {
-		switch c := b[i]; {
-		case c == '"':
-			end, _ := errandstore.ScanJSONString(b, i+1)
-			i = end
-		case c == '-' || '0' <= c && c <= '9':
-			end := errandstore.NumberEnd(b, i)
-			if num := b[i:end]; errandstore.NotPlain(num) {
-				if out == nil {
-					out = make([]byte, 0, len(b)+16)
-				}
-				out = append(out, b[last:i]...)
-				out = errandstore.ParseJSONNumber(num).AppendPlain(out)
-				last = end
-			}
-			i = end
-		default:
-			i++
-		}
-	}
-	if out == nil {
-		return b
-	}
-	return append(out, b[last:]...)
-}
+// plainJSON returns b with every number written as PostgreSQL's jsonb
+// writes it: see [plainjson.Plain].
+func plainJSON(b []byte) []byte { return plainjson.Plain(b) }
 
 // PlainJSON returns b, JSON that every store can keep and at most max bytes
-// written out (checkJSONText's rules; max <= 0 means 1 MiB, the bound of args),
+// written out (plainjson.Check's rules; max <= 0 means 1 MiB, the bound of args),
 // with its numbers written as PostgreSQL's jsonb writes them: in full,
 // without an exponent (1e2 as 100, 1.5E-3 as 0.0015), and zero without a
 // sign. A Client writes args, progress and outputs in this form to either
@@ -145,10 +111,10 @@ func PlainJSON(b json.RawMessage, max int) (json.RawMessage, error) {
 	return plainChecked("json", b, max)
 }
 
-// plainChecked checks b as checkJSONText does and returns it in plain form
+// plainChecked checks b as plainjson.Check does and returns it in plain form
 // (see plainJSON): one scan, and a copy only when a number changes.
 func plainChecked(field string, b []byte, max int) ([]byte, error) {
-	rewrite, err := errandstore.CheckJSONText(field, b, max)
+	rewrite, err := plainjson.Check(field, b, max)
 	if err != nil {
 		return nil, err
 	}

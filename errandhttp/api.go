@@ -22,8 +22,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/batchjson"
-	"github.com/errandhq/errand/internal/jobjson"
 	"github.com/errandhq/errand/internal/jsonesc"
 )
 
@@ -383,30 +381,7 @@ func stripIndices(path string) string {
 // token, and whether it is an object's key, until visit returns true or b
 // ends or fails to parse.
 func walkJSON(b []byte, visit func(path string, start, end int64, tok json.Token, key bool) bool) {
-	type level struct {
-		object bool
-		key    string
-		index  int
-		value  bool // an object's next token is a value, not a key
-	}
-	var path []level
-	name := func() string {
-		var sb strings.Builder
-		for _, l := range path {
-			switch {
-			case l.object && sb.Len() > 0:
-				sb.WriteString("." + l.key)
-			case l.object:
-				sb.WriteString(l.key)
-			default:
-				fmt.Fprintf(&sb, "[%d]", l.index)
-			}
-		}
-		if sb.Len() == 0 {
-			return "body"
-		}
-		return sb.String()
-	}
+	var path jsonPath
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for {
 		start := dec.InputOffset()
@@ -416,34 +391,71 @@ func walkJSON(b []byte, visit func(path string, start, end int64, tok json.Token
 		}
 		end := dec.InputOffset()
 		top := len(path) - 1
-		if top >= 0 && path[top].object && !path[top].value {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
+		d, isDelim := tok.(json.Delim)
+		switch {
+		case top >= 0 && path[top].object && !path[top].value:
+			if isDelim && d == '}' {
 				path = path[:top]
-			} else {
-				path[top].key, path[top].value = fmt.Sprint(tok), true
-				if visit(name(), start, end, tok, true) {
-					return
-				}
-				continue
+				break
 			}
-		} else if d, ok := tok.(json.Delim); ok && (d == ']' || d == '}') {
-			path = path[:top] // ] ends an array
-		} else {
-			if visit(name(), start, end, tok, false) {
+			path[top].key, path[top].value = fmt.Sprint(tok), true
+			if visit(path.String(), start, end, tok, true) {
 				return
 			}
-			if ok {
-				path = append(path, level{object: d == '{'})
+			continue
+		case isDelim && (d == ']' || d == '}'):
+			path = path[:top] // ] ends an array
+		default:
+			if visit(path.String(), start, end, tok, false) {
+				return
+			}
+			if isDelim {
+				path = append(path, jsonLevel{object: d == '{'})
 				continue
 			}
 		}
-		// A value ended: the next token of an object is a key, of an
-		// array the next element.
-		if top = len(path) - 1; top >= 0 && path[top].object {
-			path[top].value = false
-		} else if top >= 0 {
-			path[top].index++
+		path.valueEnded()
+	}
+}
+
+// jsonLevel is one object or array that walkJSON is in.
+type jsonLevel struct {
+	object bool
+	key    string
+	index  int
+	value  bool // an object's next token is a value, not a key
+}
+
+// jsonPath is where walkJSON is in a document, outermost first.
+type jsonPath []jsonLevel
+
+// String names the path as input errors do: jobs[2].kind, or "body" for
+// the document itself.
+func (p jsonPath) String() string {
+	var sb strings.Builder
+	for _, l := range p {
+		switch {
+		case l.object && sb.Len() > 0:
+			sb.WriteString("." + l.key)
+		case l.object:
+			sb.WriteString(l.key)
+		default:
+			fmt.Fprintf(&sb, "[%d]", l.index)
 		}
+	}
+	if sb.Len() == 0 {
+		return "body"
+	}
+	return sb.String()
+}
+
+// valueEnded moves past a value that ended: the next token of an object
+// is a key, of an array the next element.
+func (p jsonPath) valueEnded() {
+	if top := len(p) - 1; top >= 0 && p[top].object {
+		p[top].value = false
+	} else if top >= 0 {
+		p[top].index++
 	}
 }
 
@@ -581,7 +593,7 @@ func jsonType(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[errandtype.Duration]():
 		return "a duration in Go syntax such as \"30s\" or \"1h\""
-	case reflect.TypeFor[jobjson.Time]():
+	case reflect.TypeFor[Time]():
 		return "a time in RFC 3339 such as \"2026-12-04T10:00:00Z\""
 	case reflect.TypeFor[errandtype.UniqueScope]():
 		return "a scope: \"always\", \"until_finished\", \"until_succeeded\" or a comma-separated list of states"
@@ -661,10 +673,6 @@ func (a *api[TTx]) showJobs(js []*errandtype.Job) []*errandtype.Job {
 	return out
 }
 
-// enqueueRequest is the body of POST /api/v1/jobs. Field names are the job
-// record's. A batch's member, in POST /api/v1/batches, is the same object.
-type enqueueRequest = batchjson.Job
-
 // enqueueResponse is the answer to POST /api/v1/jobs.
 type enqueueResponse struct {
 	Job *errandtype.Job `json:"job"`
@@ -742,12 +750,12 @@ func enqueueStatus(w http.ResponseWriter, duplicate bool, key string) int {
 	return http.StatusOK
 }
 
-func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *enqueueRequest) error {
+func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *JobRequest) error {
 	key, err := idempotencyKey(r, &req.ID, "job")
 	if err != nil {
 		return err
 	}
-	p, err := req.Params("")
+	p, err := req.params("")
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/batchjson"
 )
 
 // batch serves GET /api/v1/batches/{id}: the batch record of errand batch
@@ -89,12 +88,12 @@ type batchResponse struct {
 }
 
 // enqueueBatch serves POST /api/v1/batches: a batch from any language, in
-// the JSON form of internal/batchjson. Kinds need no Go handler on the
+// the JSON form of [BatchRequest]. Kinds need no Go handler on the
 // server, as for POST /api/v1/jobs. An Idempotency-Key header becomes the
 // batch's id; reused for a different batch it is answered 409
 // idempotency_conflict (an id in the body, 409 id_conflict), as on
 // POST /api/v1/jobs and /api/v1/workflows.
-func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *batchjson.Request) error {
+func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *BatchRequest) error {
 	key, err := idempotencyKey(r, &req.ID, "batch")
 	if err != nil {
 		return err

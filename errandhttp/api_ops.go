@@ -11,7 +11,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/jobjson"
 )
 
 // MaxBulkReplaySeconds bounds how long POST /api/v1/replay may take at its
@@ -90,8 +89,8 @@ type bulkReplayRequest struct {
 	// Class is the error class that killed the jobs.
 	Class string `json:"class"`
 	// Since and Until keep jobs that died in [since, until).
-	Since *jobjson.Time `json:"since"`
-	Until *jobjson.Time `json:"until"`
+	Since *Time `json:"since"`
+	Until *Time `json:"until"`
 	// Limit is the most jobs to replay: 1 to errand.MaxReplayMany, default
 	// errand.DefaultReplayMany.
 	Limit *int `json:"limit"`

@@ -299,7 +299,7 @@ func TestAPIErrorsNameTheFieldInJSONTerms(t *testing.T) {
 		if !strings.Contains(msg, c.want) {
 			t.Errorf("%s %s: %s, want %q", c.path, c.body, msg, c.want)
 		}
-		for _, goism := range []string{"errand.", "batchjson", "jobjson", "[]", "time.Time", "2006-01-02", "UnmarshalJSON", "Unique is set", " int,", "enqueue batch"} {
+		for _, goism := range []string{"errand.", "errandhttp", "JobRequest", "LaterJob", "[]", "time.Time", "2006-01-02", "UnmarshalJSON", "Unique is set", " int,", "enqueue batch"} {
 			if strings.Contains(msg, goism) {
 				t.Errorf("%s %s: %s speaks Go (%q)", c.path, c.body, msg, goism)
 			}

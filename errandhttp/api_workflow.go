@@ -11,7 +11,6 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/workflowjson"
 	"github.com/errandhq/errand/internal/workflowview"
 )
 
@@ -27,12 +26,12 @@ type workflowResponse struct {
 }
 
 // enqueueWorkflow serves POST /api/v1/workflows: a workflow from any
-// language, in the JSON form of internal/workflowjson. Kinds need no Go
+// language, in the JSON form of [WorkflowRequest]. Kinds need no Go
 // handler on the server, as for POST /api/v1/jobs. An Idempotency-Key
 // header becomes the workflow's id; reused for a different workflow it is
 // answered 409 idempotency_conflict (an id in the body, 409 id_conflict),
 // as on POST /api/v1/jobs.
-func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *workflowjson.Request) error {
+func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *WorkflowRequest) error {
 	key, err := idempotencyKey(r, &req.ID, "workflow")
 	if err != nil {
 		return err

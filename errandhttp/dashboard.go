@@ -379,76 +379,85 @@ func (o *overviewData) QueueDepth(queue string) queueDepth {
 }
 
 func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	now, err := d.now(ctx)
+	now, err := d.now(r.Context())
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	stats, err := d.c.Stats(ctx)
+	data, err := d.loadOverview(r.Context(), r.URL.Query().Get("from"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
-	}
-	workers, err := d.c.Workers(ctx)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	ins, err := d.c.Insights(ctx, nil)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	limits, err := d.c.Limits(ctx)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	breakers, err := d.c.Breakers(ctx)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	keys, err := d.c.FairnessKeys(ctx, &errand.FairnessKeysOpts{Limit: overviewFairKeys})
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	wfs, err := d.countWorkflows(ctx)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	data := &overviewData{States: errandtype.JobStates, Workers: workers, Totals: map[errandtype.JobState]int{},
-		Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
-		FairKeys: map[string][]errandtype.FairnessKeyCount{}, Workflows: wfs}
-	data.pageQueues(stats, ins, r.URL.Query().Get("from"))
-	for _, k := range keys {
-		data.FairKeys[k.Queue] = append(data.FairKeys[k.Queue], k)
-	}
-	for _, wr := range workers {
-		switch wr.Status {
-		case errandtype.WorkerAlive, errandstore.WorkerDraining:
-			data.WorkersLive++
-		case errandstore.WorkerGone:
-			data.WorkersGone++
-		}
-	}
-	for _, q := range data.Depth {
-		data.TotalDepth.Ready += q.Ready
-		data.TotalDepth.Scheduled += q.Scheduled
-		data.TotalDepth.Held += q.Held
-	}
-	for _, q := range stats {
-		for st, n := range q.Counts {
-			data.Totals[st] += n
-		}
-		data.Dead += q.Dead
 	}
 	p := d.newPage(r, "Queues", "overview", now, true)
 	p.Data = data
 	d.render(w, http.StatusOK, "overview", p)
+}
+
+// loadOverview reads what the overview shows, its queues from the offset
+// from.
+func (d *dashboard) loadOverview(ctx context.Context, from string) (*overviewData, error) {
+	stats, err := d.c.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := d.c.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := d.c.Insights(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := d.c.Limits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	breakers, err := d.c.Breakers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := d.c.FairnessKeys(ctx, &errand.FairnessKeysOpts{Limit: overviewFairKeys})
+	if err != nil {
+		return nil, err
+	}
+	wfs, err := d.countWorkflows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data := &overviewData{States: errandtype.JobStates, Workers: workers, Totals: map[errandtype.JobState]int{},
+		Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
+		FairKeys: map[string][]errandtype.FairnessKeyCount{}, Workflows: wfs}
+	data.pageQueues(stats, ins, from)
+	data.tally(stats, keys)
+	return data, nil
+}
+
+// tally fills in the overview's totals: live and gone workers, depth and
+// jobs by state across queues, and each queue's fairness keys.
+func (o *overviewData) tally(stats []errandtype.QueueStats, keys []errandtype.FairnessKeyCount) {
+	for _, k := range keys {
+		o.FairKeys[k.Queue] = append(o.FairKeys[k.Queue], k)
+	}
+	for _, wr := range o.Workers {
+		switch wr.Status {
+		case errandtype.WorkerAlive, errandstore.WorkerDraining:
+			o.WorkersLive++
+		case errandstore.WorkerGone:
+			o.WorkersGone++
+		}
+	}
+	for _, q := range o.Depth {
+		o.TotalDepth.Ready += q.Ready
+		o.TotalDepth.Scheduled += q.Scheduled
+		o.TotalDepth.Held += q.Held
+	}
+	for _, q := range stats {
+		for st, n := range q.Counts {
+			o.Totals[st] += n
+		}
+		o.Dead += q.Dead
+	}
 }
 
 // pageQueues keeps the page of queues that from (an offset into the

@@ -70,71 +70,28 @@ func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
 			d.problem(w, r, http.StatusForbidden, "your token may read but not change jobs; sign in with an operator token to "+a.Name+" jobs")
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxActionBody)
-		if err := r.ParseForm(); err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				d.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is over %d bytes; select fewer jobs or shorten the reason", maxActionBody))
-				return
-			}
-			d.problem(w, r, http.StatusBadRequest, "read form: "+err.Error())
-			return
-		}
-		ids := formIDs(r.PostForm["id"])
-		reason := strings.TrimSpace(r.PostForm.Get("reason"))
-		switch {
-		case len(ids) == 0:
-			d.problem(w, r, http.StatusBadRequest, "no job selected; tick at least one job to "+a.Name)
-			return
-		case len(ids) > d.opts.MaxBatch:
-			d.problem(w, r, http.StatusBadRequest, fmt.Sprintf("%d jobs selected; %s at most %d at a time", len(ids), a.Name, d.opts.MaxBatch))
-			return
-		case reason == "":
-			d.problem(w, r, http.StatusBadRequest, "no reason given; say why you "+a.Name+" these jobs, for the audit")
+		ids, reason, ok := d.actionForm(w, r, a)
+		if !ok {
 			return
 		}
 		data := &actionData{Action: a, Reason: reason, Committed: commit}
-		ctx := r.Context()
 		for _, id := range ids {
 			aj := &actionJob{ID: id}
 			data.Jobs = append(data.Jobs, aj)
-			if !commit {
-				j, err := d.c.Get(ctx, id)
-				switch {
-				case errors.Is(err, errandtype.ErrNotFound):
-					aj.Problem = "no such job"
-				case err != nil:
-					d.fail(w, r, err)
+			if commit {
+				if err := d.applyAction(r, a, aj, operator, reason); err != nil {
+					// The operator or the reason is at fault, for every
+					// job alike: stop before trying the rest.
+					d.problem(w, r, http.StatusBadRequest, err.Error())
 					return
-				case !a.Applies(j.State):
-					aj.Job, aj.Problem = j, fmt.Sprintf("%s: %s", j.State, a.Explain)
-				default:
-					aj.Job = j
-					data.Applicable++
 				}
-				continue
-			}
-			var j *errandtype.Job
-			var err error
-			if a == replayAction {
-				j, err = d.c.Replay(ctx, id, &errand.ReplayOpts{Operator: operator, Reason: reason})
-			} else {
-				j, err = d.c.Cancel(ctx, id, &errand.CancelOpts{Operator: operator, Reason: reason})
-			}
-			var in *errandtype.InputError
-			if errors.As(err, &in) {
-				// The operator or the reason is at fault, for every job
-				// alike: stop before trying the rest.
-				d.problem(w, r, http.StatusBadRequest, err.Error())
+			} else if err := d.previewAction(r, a, aj); err != nil {
+				d.fail(w, r, err)
 				return
 			}
-			d.opts.Logger.Info("dashboard: "+a.Name, "operator", operator, "job", id, "reason", reason, "err", err)
-			if err != nil {
-				aj.Problem = problemText(err)
-				continue
+			if aj.Job != nil && aj.Problem == "" {
+				data.Applicable++
 			}
-			aj.Job, aj.Done = j, true
-			data.Applicable++
 		}
 		status := http.StatusOK
 		if commit && data.Applicable < len(data.Jobs) {
@@ -148,6 +105,77 @@ func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
 		p.Data = data
 		d.render(w, status, "action", p)
 	})
+}
+
+// actionForm reads an action's form: the ids of the jobs it names, each
+// once, and the operator's reason. A form it refuses it answers itself,
+// returning ok false.
+func (d *dashboard) actionForm(w http.ResponseWriter, r *http.Request, a *dashboardAction) (ids []string, reason string, ok bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxActionBody)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			d.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is over %d bytes; select fewer jobs or shorten the reason", maxActionBody))
+			return nil, "", false
+		}
+		d.problem(w, r, http.StatusBadRequest, "read form: "+err.Error())
+		return nil, "", false
+	}
+	ids = formIDs(r.PostForm["id"])
+	reason = strings.TrimSpace(r.PostForm.Get("reason"))
+	switch {
+	case len(ids) == 0:
+		d.problem(w, r, http.StatusBadRequest, "no job selected; tick at least one job to "+a.Name)
+		return nil, "", false
+	case len(ids) > d.opts.MaxBatch:
+		d.problem(w, r, http.StatusBadRequest, fmt.Sprintf("%d jobs selected; %s at most %d at a time", len(ids), a.Name, d.opts.MaxBatch))
+		return nil, "", false
+	case reason == "":
+		d.problem(w, r, http.StatusBadRequest, "no reason given; say why you "+a.Name+" these jobs, for the audit")
+		return nil, "", false
+	}
+	return ids, reason, true
+}
+
+// previewAction finds the job aj names and says whether a applies to it,
+// changing nothing. It returns only the store's errors.
+func (d *dashboard) previewAction(r *http.Request, a *dashboardAction, aj *actionJob) error {
+	j, err := d.c.Get(r.Context(), aj.ID)
+	switch {
+	case errors.Is(err, errandtype.ErrNotFound):
+		aj.Problem = "no such job"
+	case err != nil:
+		return err
+	case !a.Applies(j.State):
+		aj.Job, aj.Problem = j, fmt.Sprintf("%s: %s", j.State, a.Explain)
+	default:
+		aj.Job = j
+	}
+	return nil
+}
+
+// applyAction does a to the job aj names and records what became of it.
+// It returns only an *errandtype.InputError, which every job would meet
+// alike.
+func (d *dashboard) applyAction(r *http.Request, a *dashboardAction, aj *actionJob, operator, reason string) error {
+	var j *errandtype.Job
+	var err error
+	if a == replayAction {
+		j, err = d.c.Replay(r.Context(), aj.ID, &errand.ReplayOpts{Operator: operator, Reason: reason})
+	} else {
+		j, err = d.c.Cancel(r.Context(), aj.ID, &errand.CancelOpts{Operator: operator, Reason: reason})
+	}
+	var in *errandtype.InputError
+	if errors.As(err, &in) {
+		return err
+	}
+	d.opts.Logger.Info("dashboard: "+a.Name, "operator", operator, "job", aj.ID, "reason", reason, "err", err)
+	if err != nil {
+		aj.Problem = problemText(err)
+		return nil
+	}
+	aj.Job, aj.Done = j, true
+	return nil
 }
 
 // formIDs returns the ids of a form, each once, in the order given.

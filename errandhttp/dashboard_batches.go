@@ -17,6 +17,25 @@ type batchesData struct {
 
 // batchesPage lists batches, newest first, open or completed.
 func (d *dashboard) batchesPage(w http.ResponseWriter, r *http.Request) {
+	d.stateListing(w, r, "Batches", "batches", func(f stateFilter) (any, error) {
+		l := &batchesData{States: errand.BatchStates, stateFilter: f}
+		p := &errandstore.BatchListParams{Limit: l.Limit}
+		if l.State != "" {
+			st, err := errand.ParseBatchState(l.State)
+			if err != nil {
+				return nil, err
+			}
+			p.State = st
+		}
+		var err error
+		l.Batches, err = d.c.Batches(r.Context(), p)
+		return l, err
+	})
+}
+
+// stateListing serves a listing page filtered by state (see stateFilter): load
+// reads its data, which the template name renders.
+func (d *dashboard) stateListing(w http.ResponseWriter, r *http.Request, title, name string, load func(stateFilter) (any, error)) {
 	now, err := d.now(r.Context())
 	if err != nil {
 		d.fail(w, r, err)
@@ -27,21 +46,12 @@ func (d *dashboard) batchesPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	l := &batchesData{States: errand.BatchStates, stateFilter: f}
-	p := &errandstore.BatchListParams{Limit: l.Limit}
-	if l.State != "" {
-		st, err := errand.ParseBatchState(l.State)
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		p.State = st
-	}
-	if l.Batches, err = d.c.Batches(r.Context(), p); err != nil {
+	data, err := load(f)
+	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	pg := d.newPage(r, "Batches", "batches", now, true)
-	pg.Data = l
-	d.render(w, http.StatusOK, "batches", pg)
+	pg := d.newPage(r, title, name, now, true)
+	pg.Data = data
+	d.render(w, http.StatusOK, name, pg)
 }

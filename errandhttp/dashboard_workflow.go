@@ -22,33 +22,20 @@ type workflowsData struct {
 
 // workflowsPage lists workflows, newest first, filtered by state.
 func (d *dashboard) workflowsPage(w http.ResponseWriter, r *http.Request) {
-	now, err := d.now(r.Context())
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	f, err := d.stateFilter(r.URL.Query())
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	l := &workflowsData{States: errandtype.WorkflowStates, stateFilter: f}
-	p := &errandstore.WorkflowListParams{Limit: l.Limit}
-	if l.State != "" {
-		st := errandtype.WorkflowState(l.State)
-		if !st.Valid() {
-			d.fail(w, r, &errandtype.InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", l.State, errandtype.WorkflowStates)})
-			return
+	d.stateListing(w, r, "Workflows", "workflows", func(f stateFilter) (any, error) {
+		l := &workflowsData{States: errandtype.WorkflowStates, stateFilter: f}
+		p := &errandstore.WorkflowListParams{Limit: l.Limit}
+		if l.State != "" {
+			st := errandtype.WorkflowState(l.State)
+			if !st.Valid() {
+				return nil, &errandtype.InputError{Field: "state", Message: fmt.Sprintf("%q is not a workflow state; use one of %v", l.State, errandtype.WorkflowStates)}
+			}
+			p.States = []errandtype.WorkflowState{st}
 		}
-		p.States = []errandtype.WorkflowState{st}
-	}
-	if l.Workflows, err = d.c.Workflows(r.Context(), p); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	pg := d.newPage(r, "Workflows", "workflows", now, true)
-	pg.Data = l
-	d.render(w, http.StatusOK, "workflows", pg)
+		var err error
+		l.Workflows, err = d.c.Workflows(r.Context(), p)
+		return l, err
+	})
 }
 
 // workflowData is one workflow's page.

@@ -68,6 +68,10 @@
 // the server. A workflow's answer is {"workflow", "jobs", "duplicate"},
 // 201 when it was enqueued, 200 when one with its id existed.
 //
+// [JobRequest], [BatchRequest] and [WorkflowRequest] are these bodies as
+// Go types, for a Go program that calls the API; `errand batch enqueue`
+// and `errand workflow enqueue` read the same forms from a file.
+//
 // # Security
 //
 // [Auth] stands in front of everything. Tokens are named and have a role,

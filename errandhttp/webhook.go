@@ -124,25 +124,12 @@ func (w *Webhook) URL() string { return w.url }
 
 // Work delivers job and classifies the answer.
 func (w *Webhook) Work(ctx context.Context, job *errandtype.Job) error {
-	body, err := json.Marshal(job.Envelope())
-	if err != nil {
-		return errand.Permanent(fmt.Errorf("encode envelope: %w", err))
-	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	req, err := w.request(ctx, job)
 	if err != nil {
-		return errand.Permanent(fmt.Errorf("webhook request: %w", err))
+		return err
 	}
-	for k, vs := range w.header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "errand-webhook")
-	req.Header.Set("Errand-Job-Id", job.ID)
-	req.Header.Set("Errand-Attempt", strconv.Itoa(job.Attempt))
 	resp, err := w.client.Do(req)
 	if err != nil {
 		var ne net.Error
@@ -157,6 +144,35 @@ func (w *Webhook) Work(ctx context.Context, job *errandtype.Job) error {
 	defer resp.Body.Close()
 	quote, _ := io.ReadAll(io.LimitReader(resp.Body, webhookBodyQuote+1))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	return w.classify(resp, quote)
+}
+
+// request is the POST that delivers job's envelope.
+func (w *Webhook) request(ctx context.Context, job *errandtype.Job) (*http.Request, error) {
+	body, err := json.Marshal(job.Envelope())
+	if err != nil {
+		return nil, errand.Permanent(fmt.Errorf("encode envelope: %w", err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, errand.Permanent(fmt.Errorf("webhook request: %w", err))
+	}
+	for k, vs := range w.header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "errand-webhook")
+	req.Header.Set("Errand-Job-Id", job.ID)
+	req.Header.Set("Errand-Attempt", strconv.Itoa(job.Attempt))
+	return req, nil
+}
+
+// classify makes an answer the attempt's outcome: 2xx succeeds; 408, 429,
+// 503 and other 5xx retry (429 and 503 after Retry-After, when given);
+// any other status is permanent. quote is the start of the body.
+func (w *Webhook) classify(resp *http.Response, quote []byte) error {
 	code := resp.StatusCode
 	if code >= 200 && code < 300 {
 		return nil

@@ -51,7 +51,7 @@ func AuditLimit(limit int) int {
 	return limit
 }
 
-// ReplayArgsDetails is the details of an [AuditReplayArgs] record: the
+// ReplayArgsDetails is the details of an [errandtype.AuditReplayArgs] record: the
 // job's args before and after the replay.
 func ReplayArgsDetails(oldArgs, newArgs json.RawMessage) json.RawMessage {
 	return mustJSON(struct {

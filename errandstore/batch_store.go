@@ -32,8 +32,9 @@ func DeadHookJobIDSQL(alias string) string {
 	return alias + ".id || '.dead.' || CAST(" + alias + ".replays AS TEXT)"
 }
 
-// Batch is a group of jobs enqueued together (see [Client.EnqueueBatch]),
-// with the callback job enqueued once every member has finished.
+// Batch is a group of jobs enqueued together (see
+// [github.com/errandhq/errand.Client.EnqueueBatch]), with the callback job
+// enqueued once every member has finished.
 type Batch struct {
 	// ID identifies the batch; the caller may choose it.
 	ID string `json:"id"`
@@ -391,7 +392,7 @@ func (p *ScheduleDeleteParams) Validate() error {
 	return checkText("reason", p.Reason)
 }
 
-// ScheduleDeleteDetails are the details of an [AuditScheduleDelete] record:
+// ScheduleDeleteDetails are the details of an [errandtype.AuditScheduleDelete] record:
 // the schedule as it was.
 func ScheduleDeleteDetails(r *errandtype.ScheduleRecord) json.RawMessage {
 	b, _ := json.Marshal(struct {

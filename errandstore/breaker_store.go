@@ -9,10 +9,10 @@ import (
 )
 
 // BreakerStore is an optional capability of a Store: the cluster-wide state
-// of circuit breakers (see [KindOpts].Dependency), found by type assertion.
-// errand/sqlite and errand/postgres implement it. A Worker whose kinds name
-// a dependency needs it; a Worker without one never touches it, so the claim
-// path pays nothing for it.
+// of circuit breakers (see [github.com/errandhq/errand.KindOpts].Dependency),
+// found by type assertion. errand/sqlite and errand/postgres implement it. A
+// Worker whose kinds name a dependency needs it; a Worker without one never
+// touches it, so the claim path pays nothing for it.
 //
 // Every transition is decided by [ApplyBreakerEvent], once for every store:
 // a store reads the breaker's row under a lock (the writer transaction on
@@ -25,7 +25,7 @@ type BreakerStore interface {
 	// [ApplyBreakerEvent] decides on the store's clock, in one transaction.
 	// A breaker that has no row is closed with no failures; only an event
 	// that changes it writes a row. A [BreakerReset] appends an
-	// [AuditBreakerReset] record in the same transaction, with the details
+	// [errandtype.AuditBreakerReset] record in the same transaction, with the details
 	// of [BreakerResetDetails]; resetting a breaker that has no row is
 	// ErrNotFound, so that a mistyped name does not create one. Params that fail Validate are an
 	// *InputError and nothing is written.
@@ -49,8 +49,9 @@ type BreakerStore interface {
 }
 
 // KindDependency is a kind's dependency as a client declared it (see
-// [KindOpts].Dependency), recorded so that every process, not only those
-// that declare the kind, knows which breaker holds its jobs back.
+// [github.com/errandhq/errand.KindOpts].Dependency), recorded so that every
+// process, not only those that declare the kind, knows which breaker holds
+// its jobs back.
 type KindDependency struct {
 	Kind       string    `json:"kind"`
 	Dependency string    `json:"dependency"`
@@ -92,7 +93,7 @@ type BreakerEvent string
 
 const (
 	// BreakerFailure: a job of the dependency failed in a way that counts
-	// (see [KindOpts].Dependency).
+	// (see [github.com/errandhq/errand.KindOpts].Dependency).
 	BreakerFailure BreakerEvent = "failure"
 	// BreakerSuccess: a job of the dependency succeeded.
 	BreakerSuccess BreakerEvent = "success"
@@ -113,7 +114,7 @@ type BreakerUpdateParams struct {
 	Dependency string
 	Event      BreakerEvent
 	// Policy decides failures and probes; its zero fields take the
-	// defaults of [BreakerPolicy].
+	// defaults of [errandtype.BreakerPolicy].
 	Policy errandtype.BreakerPolicy
 	// Message is a failure's message, kept as LastError.
 	Message string
@@ -179,7 +180,7 @@ type BreakerListResult struct {
 	Breakers []*errandtype.BreakerRecord
 }
 
-// BreakerResetDetails are the details of an [AuditBreakerReset] record.
+// BreakerResetDetails are the details of an [errandtype.AuditBreakerReset] record.
 type BreakerResetDetails struct {
 	Dependency string                  `json:"dependency"`
 	PriorState errandtype.BreakerState `json:"prior_state"`

@@ -11,7 +11,7 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
-// jobShape is what an enqueue decides about a job, and what a stored job
+// JobShape is what an enqueue decides about a job, and what a stored job
 // or template keeps of it, for comparison.
 type JobShape struct {
 	Kind, Queue                        string
@@ -37,7 +37,7 @@ func ShapeOfJob(j *errandtype.Job) JobShape {
 		OrderingKey: deref(j.OrderingKey), FairnessKey: deref(j.FairnessKey), OrderingHold: j.OrderingHold, Tags: j.Tags}
 }
 
-// differences names the fields in which have, an existing job, differs
+// Differences names the fields in which have, an existing job, differs
 // from the one p would make. field, when not "", is a field of the args
 // errand sets ("batch", "workflow"), left out of both.
 func (p *JobInsertParams) Differences(have JobShape, field string) []string {
@@ -67,7 +67,7 @@ func (p *JobInsertParams) Differences(have JobShape, field string) []string {
 	return out
 }
 
-// jobDifferences names the fields in which j, the job found under p's id,
+// JobDifferences names the fields in which j, the job found under p's id,
 // differs from the job p would make.
 func (p *JobInsertParams) JobDifferences(j *errandtype.Job) []string {
 	out := p.Differences(ShapeOfJob(j), "")

@@ -1,17 +1,15 @@
 package errandstore
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/jsonesc"
+	"github.com/errandhq/errand/internal/plainjson"
 )
 
 const (
@@ -63,7 +61,7 @@ const (
 	MaxMessageBytes = 16 << 10
 )
 
-// checkName validates a kind or queue name: 1 to MaxNameBytes bytes of
+// CheckName validates a kind or queue name: 1 to MaxNameBytes bytes of
 // valid UTF-8, printable, without spaces.
 func CheckName(field, s string) error {
 	if err := checkNameChars(field, s, "use printable characters without spaces"); err != nil {
@@ -113,7 +111,7 @@ func checkNameChars(field, s, rule string) error {
 	return nil
 }
 
-// checkIdentifier validates an id, a key or a tag: 1 to max bytes of valid
+// CheckIdentifier validates an id, a key or a tag: 1 to max bytes of valid
 // UTF-8, printable characters only (spaces inside are allowed; none at
 // either end), so that it reads the same back from every store and from
 // --json, and can be typed again to address the job.
@@ -203,236 +201,12 @@ func CleanText(s string, max int) string {
 }
 
 // checkJSONText validates a JSON document, already known to be valid JSON,
-// for every store. SQLite keeps JSON as text; PostgreSQL's jsonb refuses
-// some valid JSON: the escape \u0000, an escaped half of a UTF-16
-// surrogate pair without its other half, and a number beyond its numeric
-// type (see jsonNumberProblem). jsonb also writes every number out in full
-// (see plainJSON): the document must fit max bytes (when max > 0) as it
-// does, so that 1e131071, 8 bytes given and 131072 kept, cannot turn a
-// small document into one PostgreSQL cannot read back. It reports whether
-// b holds a number plainJSON would rewrite.
-func CheckJSONText(field string, b []byte, max int) (rewrite bool, err error) {
-	if !utf8.Valid(b) {
-		return false, &errandtype.InputError{Field: field, Message: "is not valid UTF-8; encode the text as UTF-8"}
-	}
-	plain := int64(len(b))
-	var grown []byte // the first number that grows, for the message
-	for i := 0; i < len(b); {
-		switch c := b[i]; {
-		case c == '"':
-			end, msg := ScanJSONString(b, i+1)
-			if msg != "" {
-				return false, &errandtype.InputError{Field: field, Message: msg}
-			}
-			i = end
-		case c == '-' || '0' <= c && c <= '9':
-			end := NumberEnd(b, i)
-			num := b[i:end]
-			if msg := jsonNumberProblem(num); msg != "" {
-				return false, &errandtype.InputError{Field: field, Message: msg}
-			}
-			if NotPlain(num) {
-				rewrite = true
-				n := ParseJSONNumber(num).plainLen()
-				if n > int64(len(num)) && grown == nil {
-					grown = num
-				}
-				plain += n - int64(len(num))
-			}
-			i = end
-		default:
-			i++
-		}
-	}
-	switch {
-	case max <= 0 || plain <= int64(max):
-	case grown == nil:
-		return false, &errandtype.InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", plain, max)}
-	default:
-		return false, &errandtype.InputError{Field: field, Message: fmt.Sprintf("is %d bytes with its numbers written out in full, as PostgreSQL keeps them (%s has %d digits); use at most %d, and send such a number as a string",
-			plain, CleanText(string(grown), 40), ParseJSONNumber(grown).plainLen(), max)}
-	}
-	return rewrite, nil
+// for every store: see [plainjson.Check].
+func checkJSONText(field string, b []byte, max int) (rewrite bool, err error) {
+	return plainjson.Check(field, b, max)
 }
 
-// numberEnd returns the index just past the JSON number that starts at
-// b[i].
-func NumberEnd(b []byte, i int) int {
-	end := i + 1
-	for end < len(b) && strings.IndexByte("0123456789+-.eE", b[end]) >= 0 {
-		end++
-	}
-	return end
-}
-
-// notPlain reports whether jsonb writes the number num otherwise than as
-// given: it has an exponent, or it is a negative zero.
-func NotPlain(num []byte) bool {
-	if bytes.IndexAny(num, "eE") >= 0 {
-		return true
-	}
-	return num[0] == '-' && len(bytes.Trim(num[1:], "0.")) == 0
-}
-
-// jsonNumber is a JSON number as PostgreSQL's numeric keeps it: its
-// digits, where its decimal point falls among them once the exponent is
-// applied (before the first digit at 0, possibly outside them), and how
-// many digits it shows after the point.
-type jsonNumber struct {
-	neg    bool
-	digits string
-	exp    int64 // the exponent as written; past 10 digits, maxJSONExponent+1
-	point  int64
-	scale  int64
-	first  int // index of the first digit that is not zero; -1 for zero
-}
-
-// parseJSONNumber reads num, a valid JSON number. Only one within
-// jsonNumberProblem's bounds may be written out (appendPlain).
-func ParseJSONNumber(num []byte) jsonNumber {
-	s := string(num)
-	var n jsonNumber
-	if s[0] == '-' {
-		n.neg, s = true, s[1:]
-	}
-	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
-	intPart, frac, _ := strings.Cut(mant, ".")
-	var e int64
-	if exp != "" {
-		digits := strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
-		if len(digits) > 10 {
-			e = maxJSONExponent + 1
-		} else {
-			for _, c := range digits {
-				e = e*10 + int64(c-'0')
-			}
-		}
-		if exp[0] == '-' {
-			e = -e
-		}
-	}
-	n.exp = e
-	n.digits = intPart + frac
-	n.point = int64(len(intPart)) + e
-	n.scale = max(0, int64(len(frac))-e)
-	n.first = strings.IndexFunc(n.digits, func(r rune) bool { return r != '0' })
-	if n.first < 0 {
-		n.neg = false // numeric has no negative zero
-	}
-	return n
-}
-
-// intDigits returns the range of digits before the point that jsonb
-// writes, empty when it writes "0".
-func (n jsonNumber) intDigits() (from, to int64) {
-	if n.first < 0 || int64(n.first) >= n.point {
-		return 0, 0
-	}
-	return int64(n.first), n.point
-}
-
-// plainLen returns the length of n as jsonb writes it.
-func (n jsonNumber) plainLen() int64 {
-	l := int64(1) // "0"
-	if from, to := n.intDigits(); to > from {
-		l = to - from
-	}
-	if n.neg {
-		l++
-	}
-	if n.scale > 0 {
-		l += 1 + n.scale
-	}
-	return l
-}
-
-// digit returns the digit at index i, counted as n.digits are, with zeros
-// on either side of them.
-func (n jsonNumber) digit(i int64) byte {
-	if i < 0 || i >= int64(len(n.digits)) {
-		return '0'
-	}
-	return n.digits[i]
-}
-
-// appendPlain appends n as jsonb writes it.
-func (n jsonNumber) AppendPlain(dst []byte) []byte {
-	if n.neg {
-		dst = append(dst, '-')
-	}
-	from, to := n.intDigits()
-	if to == from {
-		dst = append(dst, '0')
-	}
-	for i := from; i < to; i++ {
-		dst = append(dst, n.digit(i))
-	}
-	if n.scale > 0 {
-		dst = append(dst, '.')
-		for i := n.point; i < n.point+n.scale; i++ {
-			dst = append(dst, n.digit(i))
-		}
-	}
-	return dst
-}
-
-// scanJSONString scans the JSON string whose text starts at b[i], just
-// after its opening quote, and returns the index just past its closing
-// quote, or what in it not every store can keep.
-func ScanJSONString(b []byte, i int) (end int, problem string) {
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			return i + 1, ""
-		case '\\':
-			if i+1 < len(b) && b[i+1] == 'u' {
-				r := jsonesc.Unit(b, i)
-				switch {
-				case r == 0:
-					return 0, `contains \u0000, which not every store can keep; remove the NUL character`
-				case jsonesc.Pair(b, i):
-					i += 12 // a whole pair
-					continue
-				case utf16.IsSurrogate(r):
-					return 0, fmt.Sprintf(`contains %s, half of a UTF-16 surrogate pair without its other half, which not every store can keep; escape the whole character, or write it unescaped`, b[i:i+6])
-				}
-				i += 6
-				continue
-			}
-			i += 2 // the escaped character, so "\\u0000" is no escape
-		default:
-			i++
-		}
-	}
-	return len(b), ""
-}
-
-// PostgreSQL's numeric type, which jsonb keeps numbers in, holds up to
-// 131072 digits before the decimal point and 16383 after it, and refuses
-// an exponent of 2^30 - 1 or more either way, even on zero.
-const (
-	maxJSONIntDigits  = 131072
-	maxJSONFracDigits = 16383
-	maxJSONExponent   = 1<<30 - 2
-)
-
-// jsonNumberProblem says why a JSON number is beyond what every store can
-// keep, or returns "". Its digits after the decimal point count as written,
-// trailing zeros too (1.50 has two), less the exponent.
-func jsonNumberProblem(num []byte) string {
-	if len(num) <= maxJSONFracDigits && bytes.IndexAny(num, "eE") < 0 {
-		return "" // too short to pass either limit without an exponent
-	}
-	n := ParseJSONNumber(num)
-	// lead is the power of ten of the first digit that is not zero.
-	if lead := n.point - 1 - int64(n.first); n.exp > maxJSONExponent || n.exp < -maxJSONExponent ||
-		n.scale > maxJSONFracDigits || n.first >= 0 && lead >= maxJSONIntDigits {
-		return fmt.Sprintf("holds the number %s, beyond what every store can keep (up to %d digits before the decimal point and %d after); send it as a string", CleanText(string(num), 40), maxJSONIntDigits, maxJSONFracDigits)
-	}
-	return ""
-}
-
-// checkDelay refuses a wait past MaxDelay.
+// CheckDelay refuses a wait past MaxDelay.
 func CheckDelay(field string, d time.Duration) error {
 	if d > MaxDelay {
 		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%s is longer than %s (100 years, errand.MaxDelay); give a shorter one", d, MaxDelay)}
@@ -452,7 +226,7 @@ func checkTime(field string, t time.Time) error {
 	return nil
 }
 
-// checkInterval refuses a worker's interval shorter than MinInterval;
+// CheckInterval refuses a worker's interval shorter than MinInterval;
 // example is a value to suggest instead.
 func CheckInterval(field string, d time.Duration, example string) error {
 	if d < MinInterval {
@@ -481,7 +255,7 @@ func checkReason(s string) error {
 	return nil
 }
 
-// checkLeaseText refuses a lease whose job id or token is not text every
+// CheckLeaseText refuses a lease whose job id or token is not text every
 // store can keep. Such a lease names no job; without the check, SQLite
 // would find nothing to change and PostgreSQL would refuse the write, so
 // every fenced write checks it, in the Client and in the stores.

@@ -20,6 +20,27 @@ func (p *JobInsertParams) Validate() error {
 	if p.Checked {
 		return nil
 	}
+	if err := p.checkIdentity(); err != nil {
+		return err
+	}
+	if err := p.checkNumbers(); err != nil {
+		return err
+	}
+	if err := p.checkBackoff(); err != nil {
+		return err
+	}
+	if err := p.checkTiming(); err != nil {
+		return err
+	}
+	if err := p.checkUnique(); err != nil {
+		return err
+	}
+	return p.checkLabels()
+}
+
+// checkIdentity checks what names the job and its work: id, queue, kind
+// and args.
+func (p *JobInsertParams) checkIdentity() error {
 	if p.ID == "" || p.Queue == "" || p.Kind == "" || p.MaxAttempts == 0 || p.ArgsVersion == 0 {
 		return &errandtype.InputError{Field: "job", Message: "id, queue, kind, max_attempts and args_version are required; enqueue through errand.Client"}
 	}
@@ -36,19 +57,26 @@ func (p *JobInsertParams) Validate() error {
 		return &errandtype.InputError{Field: "args", Message: "is not valid JSON; pass an object such as {\"id\": 7}"}
 	}
 	if !p.ArgsChecked {
-		if _, err := CheckJSONText("args", p.Args, MaxArgsBytes); err != nil {
+		if _, err := checkJSONText("args", p.Args, MaxArgsBytes); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// checkNumbers checks the numbers the stores keep in 32-bit columns.
+func (p *JobInsertParams) checkNumbers() error {
 	if err := checkRange("max_attempts", p.MaxAttempts, 1, errandtype.MaxAttemptsLimit); err != nil {
 		return err
 	}
 	if err := checkRange("priority", p.Priority, MinPriority, MaxPriority); err != nil {
 		return err
 	}
-	if err := checkRange("args_version", p.ArgsVersion, 1, MaxArgsVersion); err != nil {
-		return err
-	}
+	return checkRange("args_version", p.ArgsVersion, 1, MaxArgsVersion)
+}
+
+// checkBackoff checks the job's own retry policy.
+func (p *JobInsertParams) checkBackoff() error {
 	if p.BackoffBase < 0 || p.BackoffMax < 0 {
 		return &errandtype.InputError{Field: "backoff", Message: "backoff base and max must not be negative"}
 	}
@@ -61,6 +89,12 @@ func (p *JobInsertParams) Validate() error {
 	if p.BackoffBase > 0 && p.BackoffMax > 0 && p.BackoffMax < p.BackoffBase {
 		return &errandtype.InputError{Field: "backoff_max", Message: fmt.Sprintf("%s is less than the backoff base %s; raise it or lower the base", p.BackoffMax, p.BackoffBase)}
 	}
+	return nil
+}
+
+// checkTiming checks when the job may run: its delay or run-at time and
+// its maximum age.
+func (p *JobInsertParams) checkTiming() error {
 	if p.Delay < 0 {
 		return &errandtype.InputError{Field: "delay", Message: "must not be negative"}
 	}
@@ -79,6 +113,11 @@ func (p *JobInsertParams) Validate() error {
 	if p.MaxAge > 0 && p.MaxAge < MinMaxAge {
 		return &errandtype.InputError{Field: "max_age", Message: fmt.Sprintf("%s is too short; give at least %s, or none", p.MaxAge, MinMaxAge)}
 	}
+	return nil
+}
+
+// checkUnique checks the unique key, its scope and its window.
+func (p *JobInsertParams) checkUnique() error {
 	if p.UniqueKey != "" {
 		if err := CheckIdentifier("unique_key", p.UniqueKey, MaxIDBytes); err != nil {
 			return err
@@ -96,6 +135,11 @@ func (p *JobInsertParams) Validate() error {
 	if p.UniqueKey == "" && (p.UniqueScope != 0 || p.UniqueWindow != 0) {
 		return &errandtype.InputError{Field: "unique_key", Message: "is empty, but a unique scope or window is set; give the key too"}
 	}
+	return nil
+}
+
+// checkLabels checks the ordering and fairness keys and the tags.
+func (p *JobInsertParams) checkLabels() error {
 	if p.OrderingKey != "" {
 		if err := CheckIdentifier("ordering_key", p.OrderingKey, MaxIDBytes); err != nil {
 			return err
@@ -117,16 +161,10 @@ func (p *JobInsertParams) Validate() error {
 	return nil
 }
 
-// ValidateProgress checks a handler's checkpoint before a store writes it:
+// CheckProgress checks a handler's checkpoint before a store writes it:
 // valid JSON that every store can keep, at most 1 MiB as PostgreSQL keeps
-// it (see [PlainJSON]).
-func ValidateProgress(progress json.RawMessage) error {
-	_, err := CheckProgress(progress)
-	return err
-}
-
-// checkProgress is ValidateProgress, reporting too whether the checkpoint
-// holds a number plainJSON would rewrite.
+// it. It reports whether the checkpoint holds a number that
+// [github.com/errandhq/errand.PlainJSON] would rewrite.
 func CheckProgress(progress json.RawMessage) (rewrite bool, err error) {
 	if !json.Valid(progress) {
 		return false, &errandtype.InputError{Field: "progress", Message: "is not valid JSON"}
@@ -134,15 +172,16 @@ func CheckProgress(progress json.RawMessage) (rewrite bool, err error) {
 	if len(progress) > MaxArgsBytes {
 		return false, &errandtype.InputError{Field: "progress", Message: fmt.Sprintf("is %d bytes; keep a checkpoint under %d bytes: where the work is, not the work done", len(progress), MaxArgsBytes)}
 	}
-	return CheckJSONText("progress", progress, MaxArgsBytes)
+	return checkJSONText("progress", progress, MaxArgsBytes)
 }
 
-// Validate checks a checkpoint: see [ValidateProgress].
+// Validate checks a checkpoint: see [CheckProgress].
 func (p *JobSetProgressParams) Validate() error {
 	if err := CheckLeaseText(p.ID, p.LeaseToken); err != nil {
 		return err
 	}
-	return ValidateProgress(p.Progress)
+	_, err := CheckProgress(p.Progress)
+	return err
 }
 
 // Validate checks an effect record's key.
@@ -152,7 +191,7 @@ func (p *EffectRecordParams) Validate() error {
 			return err
 		}
 	}
-	return ValidateEffectKey(p.Key)
+	return validateEffectKey(p.Key)
 }
 
 // Validate checks a release: its entry and lease as [EffectParams.Validate]
@@ -208,7 +247,7 @@ func (p *WorkerPruneParams) Validate() error {
 	return nil
 }
 
-// checkBackoff refuses a backoff of less than a millisecond but none:
+// CheckBackoff refuses a backoff of less than a millisecond but none:
 // stores keep it in microseconds, where less than one is none, the
 // default, not the delay asked for.
 func CheckBackoff(field string, d time.Duration) error {
@@ -361,8 +400,8 @@ func SortClaimOrder(jobs []*errandtype.Job) {
 	})
 }
 
-// ValidateEffectKey checks the key of an effect ledger entry.
-func ValidateEffectKey(key string) error {
+// validateEffectKey checks the key of an effect ledger entry.
+func validateEffectKey(key string) error {
 	if key == "" {
 		return &errandtype.InputError{Field: "key", Message: "is empty; key the effect by the job id"}
 	}

@@ -105,7 +105,7 @@ func (r PruneResult) More(limit int) bool {
 	return r.Total() >= limit || r.Batches >= limit || r.Workflows >= limit
 }
 
-// PruneDetails is the details of an [AuditPrune] record: the ages applied
+// PruneDetails is the details of an [errandtype.AuditPrune] record: the ages applied
 // and what one transaction deleted (batches and workflows only when some
 // went).
 func PruneDetails(p *JobPruneParams, r PruneResult) json.RawMessage {

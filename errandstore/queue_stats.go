@@ -15,7 +15,7 @@ type QueueCount struct {
 	Kind  string
 	Jobs  int
 	// OldestReadyAgeSeconds is how long the group's oldest claimable job
-	// has been available (see [QueueStats]), or 0 when none is.
+	// has been available (see [errandtype.QueueStats]), or 0 when none is.
 	OldestReadyAgeSeconds float64
 }
 

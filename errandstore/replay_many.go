@@ -91,7 +91,7 @@ func (p *JobReplayManyParams) Validate() error {
 	return p.Filter.Validate()
 }
 
-// BulkReplayDetails is the details of an [AuditBulkReplay] record: the
+// BulkReplayDetails is the details of an [errandtype.AuditBulkReplay] record: the
 // bulk replay's id and filter.
 func BulkReplayDetails(bulk string, f DeadFilter) json.RawMessage {
 	return mustJSON(struct {

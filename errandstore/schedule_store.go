@@ -62,8 +62,8 @@ type ScheduleAdvanceParams struct {
 	// Tick is the tick Job stands for: last_fire_at when Job is inserted.
 	Tick time.Time
 	// Job is the tick's job, with the tick's unique key (see
-	// [ScheduleUniqueKey]); nil advances without enqueueing (skipped
-	// ticks).
+	// [github.com/errandhq/errand.ScheduleUniqueKey]); nil advances without
+	// enqueueing (skipped ticks).
 	Job *JobInsertParams
 }
 

@@ -26,7 +26,7 @@ type Store interface {
 // TxStore is a Store that joins its caller's transactions, of type TTx:
 // *sql.Tx for errand/sqlite, pgx.Tx for errand/postgres (and *sql.Tx for
 // its database/sql view). The type is checked when the program compiles: a
-// [Client] of a TxStore[TTx] takes only a TTx.
+// [github.com/errandhq/errand.Client] of a TxStore[TTx] takes only a TTx.
 type TxStore[TTx any] interface {
 	Store
 
@@ -49,11 +49,12 @@ type TxStore[TTx any] interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
 }
 
-// NextDueClaimer is an optional capability of a JobStore: a claim that
-// also answers JobNextDue, in the claim's own round trip. An idle [Worker]
-// asks when its queue's next job comes due before each claim; with it, the
-// question costs no round trip of its own, and a job enqueued into an idle
-// queue starts one round trip sooner. errand/postgres implements it.
+// NextDueClaimer is an optional capability of a JobStore: a claim that also
+// answers JobNextDue, in the claim's own round trip. An idle
+// [github.com/errandhq/errand.Worker] asks when its queue's next job comes
+// due before each claim; with it, the question costs no round trip of its
+// own, and a job enqueued into an idle queue starts one round trip sooner.
+// errand/postgres implements it.
 type NextDueClaimer interface {
 	// JobClaimManyNextDue claims as JobClaimMany does and answers
 	// JobNextDue for next, asked before the claim (after any sweep the
@@ -63,27 +64,28 @@ type NextDueClaimer interface {
 	JobClaimManyNextDue(ctx context.Context, params *JobClaimParams, next *JobNextDueParams) ([]*errandtype.Job, JobNextDueResult, error)
 }
 
-// ParallelWriter is an optional capability of a Store: it reports whether
-// the store runs write transactions side by side, as PostgreSQL does, rather
-// than one at a time, as SQLite's one writer does. A [Worker] on a store
-// that writes in parallel frees a successful job's slot as soon as its
-// outcome is handed over to be written, and wakes its claim loop as the
-// batch's write starts, so that one claim for every slot the batch's jobs
-// freed runs beside the write; at most one such outcome per slot waits
-// with its slot freed, so a queue of n slots runs at most n handlers and
-// holds at most 2n jobs. On a store that writes one at a time the claims
-// would queue behind the very writes they were meant to overlap, so there
-// a slot frees once its job's outcome is written. errand/postgres
-// implements it.
+// ParallelWriter is an optional capability of a Store: it reports whether the
+// store runs write transactions side by side, as PostgreSQL does, rather than
+// one at a time, as SQLite's one writer does. A
+// [github.com/errandhq/errand.Worker] on a store that writes in parallel
+// frees a successful job's slot as soon as its outcome is handed over to be
+// written, and wakes its claim loop as the batch's write starts, so that one
+// claim for every slot the batch's jobs freed runs beside the write; at most
+// one such outcome per slot waits with its slot freed, so a queue of n slots
+// runs at most n handlers and holds at most 2n jobs. On a store that writes
+// one at a time the claims would queue behind the very writes they were meant
+// to overlap, so there a slot frees once its job's outcome is written.
+// errand/postgres implements it.
 type ParallelWriter interface {
 	WritesInParallel() bool
 }
 
 // FairClaimer is the optional capability of fair claims: sharing a queue
-// round-robin among fairness keys (see [EnqueueOpts].FairnessKey), so that
-// one key's burst does not delay another key's jobs behind it. A [Worker]
-// uses it for a queue whose jobs carry fairness keys; a store without it
-// claims every queue in plain claim order.
+// round-robin among fairness keys (see
+// [github.com/errandhq/errand.EnqueueOpts].FairnessKey), so that one key's
+// burst does not delay another key's jobs behind it. A
+// [github.com/errandhq/errand.Worker] uses it for a queue whose jobs carry
+// fairness keys; a store without it claims every queue in plain claim order.
 type FairClaimer interface {
 	// JobClaimFair claims as JobClaimMany does, from the one queue of
 	// Queues, but picks across fairness keys in turn, by the fair-claim
@@ -193,8 +195,8 @@ type JobStore interface {
 	// lease cleared, error history kept, finished_at and any cancel request
 	// cleared, progress kept unless ClearProgress; a job with a
 	// maximum age gets a new deadline, now+MaxAge. When Args is set the job's
-	// args become Args. In the same transaction it appends an [AuditRecord]:
-	// action [AuditReplay] (or [AuditReplayArgs], with details from
+	// args become Args. In the same transaction it appends an [errandtype.AuditRecord]:
+	// action [errandtype.AuditReplay] (or [errandtype.AuditReplayArgs], with details from
 	// [ReplayArgsDetails] keeping the old and new args), the operator,
 	// reason, prior state, the new replay number and the time. Any other
 	// state is the *StateError of [CheckReplay] and nothing is written. A
@@ -206,12 +208,12 @@ type JobStore interface {
 	JobReplay(ctx context.Context, params *JobReplayParams) (*errandtype.Job, error)
 
 	// JobReplayAudit returns the replays of one job from the audit (actions
-	// [AuditReplay], [AuditReplayArgs] and [AuditBulkReplay]), oldest first.
+	// [errandtype.AuditReplay], [errandtype.AuditReplayArgs] and [errandtype.AuditBulkReplay]), oldest first.
 	// A job never replayed, or unknown, has an empty audit.
 	JobReplayAudit(ctx context.Context, params *JobReplayAuditParams) ([]errandtype.ReplayRecord, error)
 
 	// JobCancel moves a waiting job, or a dead job that holds its ordering
-	// key, to cancelled, with finished_at now, and appends an [AuditCancel]
+	// key, to cancelled, with finished_at now, and appends an [errandtype.AuditCancel]
 	// record with the operator, reason and prior state in the same
 	// transaction. A job in one of [CancelRequestStates] (running) instead
 	// gets cancel_requested_at now and stays running, audited alike; its
@@ -255,12 +257,12 @@ type OperatorStore interface {
 	// JobReplayMany replays, in one transaction, the dead jobs that match
 	// Filter and have a seq after AfterSeq, in seq order, at most Limit of
 	// them, each as JobReplay replays one, each audited as
-	// [AuditBulkReplay] with the details of [BulkReplayDetails]. It returns
-	// the replayed jobs in seq order. It leaves out a dead step (id
-	// [WorkflowStepJobID]) of a workflow in state compensating, as
-	// [Client.Replay] refuses one. With DryRun it writes nothing and
-	// returns the jobs it would replay, unchanged. Params that fail
-	// Validate are an *InputError and nothing is written.
+	// [errandtype.AuditBulkReplay] with the details of [BulkReplayDetails].
+	// It returns the replayed jobs in seq order. It leaves out a dead step
+	// (id [WorkflowStepJobID]) of a workflow in state compensating, as
+	// [github.com/errandhq/errand.Client.Replay] refuses one. With DryRun it
+	// writes nothing and returns the jobs it would replay, unchanged. Params
+	// that fail Validate are an *InputError and nothing is written.
 	JobReplayMany(ctx context.Context, params *JobReplayManyParams) ([]*errandtype.Job, error)
 
 	// JobPrune deletes, in one transaction, up to Limit finished jobs:
@@ -275,7 +277,7 @@ type OperatorStore interface {
 	// job left, and up to Limit finished (succeeded or failed) workflows
 	// with no job left, each finished before [PruneBatchCutoff], oldest
 	// first, reading errand_jobs by index only. When it deletes any, it
-	// appends one [AuditPrune] record (no job id, details from
+	// appends one [errandtype.AuditPrune] record (no job id, details from
 	// [PruneDetails]) in the same transaction. Audit records and effect
 	// ledger entries are kept. With DryRun it counts every job it would
 	// delete, without Limit, and the batches and workflows whose every job
@@ -283,7 +285,7 @@ type OperatorStore interface {
 	// are an *InputError and nothing is written.
 	JobPrune(ctx context.Context, params *JobPruneParams) (PruneResult, error)
 
-	// JobInsights reads the raw figures of [InsightsData] on the store's
+	// JobInsights reads the raw figures of [errandtype.InsightsData] on the store's
 	// clock, each query bounded by a time window or by the unfinished and
 	// dead jobs, with at most [InsightsSample](SampleLimit) samples.
 	JobInsights(ctx context.Context, params *JobInsightsParams) (*errandtype.InsightsData, error)
@@ -418,9 +420,10 @@ type CancelListener interface {
 }
 
 // ScheduleStore is an optional capability of a Store: the durable state of
-// recurring jobs (see [Schedule]), found by type assertion. errand/sqlite and
-// errand/postgres implement it. A Worker with schedules needs it; a Worker
-// without schedules never touches it, so the claim path pays nothing for it.
+// recurring jobs (see [github.com/errandhq/errand.Schedule]), found by type
+// assertion. errand/sqlite and errand/postgres implement it. A Worker with
+// schedules needs it; a Worker without schedules never touches it, so the
+// claim path pays nothing for it.
 type ScheduleStore interface {
 	// ScheduleUpsert registers a schedule. A new name is inserted with
 	// NextFireAt. An existing name takes Kind, Queue and Missed; when its
@@ -447,7 +450,7 @@ type ScheduleStore interface {
 	ScheduleList(ctx context.Context, params *ScheduleListParams) ([]*errandtype.ScheduleRecord, error)
 
 	// ScheduleDelete deletes a schedule and, in the same transaction,
-	// appends an [AuditScheduleDelete] record (no job id; details from
+	// appends an [errandtype.AuditScheduleDelete] record (no job id; details from
 	// [ScheduleDeleteDetails]) with the operator and reason. Jobs the
 	// schedule enqueued stay. An unknown name is ErrNotFound and nothing
 	// is written. A process still running the schedule registers it again.
@@ -456,9 +459,10 @@ type ScheduleStore interface {
 
 // BatchStore is an optional capability of a Store: batches of jobs whose
 // callback job is enqueued once every member is finished (see
-// [Client.EnqueueBatch]), found by type assertion. errand/sqlite and
-// errand/postgres implement it. Nothing on the claim path reads batches: a
-// member carries its batch id, and only finishing a member looks further.
+// [github.com/errandhq/errand.Client.EnqueueBatch]), found by type assertion.
+// errand/sqlite and errand/postgres implement it. Nothing on the claim path
+// reads batches: a member carries its batch id, and only finishing a member
+// looks further.
 type BatchStore interface {
 	// BatchInsert inserts a batch and its jobs in one transaction of its
 	// own. When a batch with the ID exists nothing is inserted and the
@@ -501,15 +505,16 @@ type BatchTxStore[TTx any] interface {
 }
 
 // DeadHookStore is an optional capability of a Store: finding the dead jobs
-// whose on-dead job (see [KindOpts].OnDead) was never enqueued, for the
-// paths to dead that no handler sees (a lease swept on the final attempt, a
-// deadline passed) and for a worker that crashed between a job's death and
-// its hook. errand/sqlite and errand/postgres implement it.
+// whose on-dead job (see [github.com/errandhq/errand.KindOpts].OnDead) was
+// never enqueued, for the paths to dead that no handler sees (a lease swept
+// on the final attempt, a deadline passed) and for a worker that crashed
+// between a job's death and its hook. errand/sqlite and errand/postgres
+// implement it.
 type DeadHookStore interface {
-	// JobListDeadUnhooked returns dead jobs of one of Kinds whose
-	// finished_at is at or after Since and for which no job with the id
-	// [DeadHookJobID](id, replays) exists, oldest finished_at first (then
-	// seq), at most Limit of them.
+	// JobListDeadUnhooked returns dead jobs of one of Kinds whose finished_at
+	// is at or after Since and for which no job with the id
+	// [github.com/errandhq/errand.DeadHookJobID](id, replays) exists, oldest
+	// finished_at first (then seq), at most Limit of them.
 	JobListDeadUnhooked(ctx context.Context, params *JobListDeadUnhookedParams) ([]*errandtype.Job, error)
 }
 
@@ -540,31 +545,33 @@ type FairTurnPruner interface {
 }
 
 // LimiterStore is an optional capability of a Store: the token buckets of
-// cluster-wide rate limits and retry budgets (see [RateLimit] and
-// [RetryBudget]), one row per bucket name, on the store's clock, found by
-// type assertion. errand/sqlite and errand/postgres implement it. A Worker
-// configured with limits needs it; a Worker without limits never touches
-// it, so the claim path pays nothing for it. The arithmetic of a bucket is
-// [LimiterSpec]'s, the same for every store: a store locks the bucket's
-// row, applies it, and writes the result, in one transaction.
+// cluster-wide rate limits and retry budgets (see
+// [github.com/errandhq/errand.RateLimit] and
+// [github.com/errandhq/errand.RetryBudget]), one row per bucket name, on the
+// store's clock, found by type assertion. errand/sqlite and errand/postgres
+// implement it. A Worker configured with limits needs it; a Worker without
+// limits never touches it, so the claim path pays nothing for it. The
+// arithmetic of a bucket is [errandtype.LimiterSpec]'s, the same for every
+// store: a store locks the bucket's row, applies it, and writes the result,
+// in one transaction.
 type LimiterStore interface {
 	// LimiterTake takes up to Want tokens from each bucket of Takes, in one
-	// transaction: a bucket missing is created full ([LimiterSpec.Full]),
+	// transaction: a bucket missing is created full ([errandtype.LimiterSpec.Full]),
 	// an existing one takes the Spec given (the last writer's spec wins),
-	// then [LimiterSpec.Take] decides the grant as of now on the store's
+	// then [errandtype.LimiterSpec.Take] decides the grant as of now on the store's
 	// clock. A take that grants nothing of a positive Want adds one to the
 	// bucket's Denied count. The result has one grant per take, in order.
 	// Bad parameters are an *InputError and nothing is written.
 	LimiterTake(ctx context.Context, params *LimiterTakeParams) ([]LimiterGrant, error)
 
 	// LimiterGive adds tokens to buckets, in one transaction, as
-	// [LimiterSpec.Give] adds them: unused grants given back, a retry
+	// [errandtype.LimiterSpec.Give] adds them: unused grants given back, a retry
 	// budget's deposits. A bucket that does not exist is left alone. Bad
 	// parameters are an *InputError and nothing is written.
 	LimiterGive(ctx context.Context, params *LimiterGiveParams) error
 
 	// LimiterList returns every bucket, ordered by name, with its tokens
-	// as of now on the store's clock ([LimiterSpec.Level]). It writes
+	// as of now on the store's clock ([errandtype.LimiterSpec.Level]). It writes
 	// nothing.
 	LimiterList(ctx context.Context, params *LimiterListParams) ([]*errandtype.LimiterRecord, error)
 }
@@ -617,13 +624,13 @@ type JobInsertParams struct {
 	MaxAge    time.Duration
 	UniqueKey string
 	// UniqueScope is the set of states in which the job holds UniqueKey
-	// (zero: [UniqueAlways]); UniqueWindow, when non-zero, the length of
+	// (zero: [errandtype.UniqueAlways]); UniqueWindow, when non-zero, the length of
 	// its unique window. Both are ignored without a UniqueKey.
 	UniqueScope  errandtype.UniqueScope
 	UniqueWindow time.Duration
 	OrderingKey  string
 	// OrderingHold makes the job hold its ordering key while dead
-	// ([OrderingHoldOnDead]).
+	// ([github.com/errandhq/errand.OrderingHoldOnDead]).
 	OrderingHold bool
 	// FairnessKey, when set, is the job's group for fair claims (see
 	// [FairClaimer]): a tenant, an account, a customer.
@@ -723,8 +730,9 @@ type JobClaimParams struct {
 	Owner string
 	// SkipRetryKinds, when not empty, leaves out of the claim the waiting
 	// jobs of these kinds that were attempted before (attempt > 0): the
-	// retries of a kind whose retry budget is spent (see [RetryBudget]).
-	// Empty, the claim is the one without it.
+	// retries of a kind whose retry budget is spent (see
+	// [github.com/errandhq/errand.RetryBudget]). Empty, the claim is the one
+	// without it.
 	SkipRetryKinds []string
 }
 

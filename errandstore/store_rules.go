@@ -15,7 +15,7 @@ var WaitingStates = errandtype.StatesWhere(errandtype.JobState.Waiting)
 // UnfinishedStates are the states of a job not yet finished: waiting or
 // running. Unfinished jobs take part in the ordering-key rule (see
 // [OrderingFreeSQL]); a finished one holds nothing back, but for a dead job
-// that holds its key ([OrderingHoldOnDead]).
+// that holds its key ([github.com/errandhq/errand.OrderingHoldOnDead]).
 var UnfinishedStates = errandtype.StatesWhere(func(s errandtype.JobState) bool { return s.Waiting() || s == errandtype.StateRunning })
 
 // ReplayableStates are the states JobReplay accepts.
@@ -118,9 +118,9 @@ func HeldBySQL(jobs string) string {
 
 // CheckCancelJob is CheckCancel for a job that may hold its ordering key
 // while dead: holdsKey reports that the job has an ordering key and
-// [OrderingHoldOnDead]. Such a job may be cancelled when dead too, which
-// releases its key to the jobs behind it; otherwise the rule is
-// CheckCancel's.
+// [github.com/errandhq/errand.OrderingHoldOnDead]. Such a job may be
+// cancelled when dead too, which releases its key to the jobs behind it;
+// otherwise the rule is CheckCancel's.
 func CheckCancelJob(id string, st errandtype.JobState, holdsKey bool) error {
 	if st == errandtype.StateDead && holdsKey {
 		return nil

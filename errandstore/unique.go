@@ -36,7 +36,7 @@ func UniqueWindowStart(now time.Time, window time.Duration) int64 {
 // index errand_jobs_unique on (unique_key, unique_window_us), which every
 // SQL store's migration spells out word for word and every query that
 // looks for a key's holder repeats, so that SQLite uses that index. The
-// CASE maps each state to its bit of [uniqueStateBits].
+// CASE maps each state to its bit of [errandtype.UniqueStateBits].
 func UniqueHeldSQL() string {
 	var b strings.Builder
 	b.WriteString("unique_key IS NOT NULL AND (unique_states & CASE state")

@@ -10,7 +10,7 @@ import (
 // WorkflowCompensatedError reports a replay of a workflow's step refused
 // because its workflow has begun compensating, or was rerun: resumed, the
 // workflow would run on over undone steps. It is an [ErrWorkflowCompensated]
-// and an [ErrWrongState], and unwraps to the *StateError older callers
+// and an [errandtype.ErrWrongState], and unwraps to the *StateError older callers
 // match, its Reason this error's advice.
 type WorkflowCompensatedError struct {
 	JobID         string
@@ -61,7 +61,7 @@ func (e *WorkflowCompensatedError) Unwrap() error {
 }
 
 // WorkflowStateError reports an operation on a workflow that its state
-// forbids, and what to do instead. It is an [ErrWrongState].
+// forbids, and what to do instead. It is an [errandtype.ErrWrongState].
 type WorkflowStateError struct {
 	Op     string
 	ID     string

@@ -18,7 +18,8 @@ const (
 	MaxWorkflowSteps = 100
 	// MaxStepNameBytes bounds a step's name.
 	MaxStepNameBytes = 64
-	// MaxOutputBytes bounds a job's recorded output (see [SetOutput]).
+	// MaxOutputBytes bounds a job's recorded output (see
+	// [github.com/errandhq/errand.SetOutput]).
 	MaxOutputBytes = 64 << 10
 )
 
@@ -134,7 +135,7 @@ type WorkflowStepDef struct {
 
 // WorkflowContext is what errand sets in the field "workflow" of the args
 // of a workflow's jobs: declare it in the args type of a step's kind to
-// read its dependencies' outputs (see [StepOutput]):
+// read its dependencies' outputs (see [github.com/errandhq/errand.StepOutput]):
 //
 //	type ReserveStock struct {
 //		OrderID  int                    `json:"order_id"`
@@ -147,8 +148,9 @@ type WorkflowContext struct {
 	Step string `json:"step"`
 	// Compensating is set in the args of a compensation.
 	Compensating bool `json:"compensating,omitempty"`
-	// Outputs are recorded outputs (see [SetOutput]) by step name: of the
-	// step's dependencies for a step; of every step that succeeded for a
+	// Outputs are recorded outputs (see
+	// [github.com/errandhq/errand.SetOutput]) by step name: of the step's
+	// dependencies for a step; of every step that succeeded for a
 	// compensation. A step that recorded none is absent.
 	Outputs map[string]json.RawMessage `json:"outputs,omitempty"`
 }
@@ -178,7 +180,7 @@ type WorkflowRecord struct {
 	// (see [CheckReplayInWorkflow]).
 	CompensationStartedAt *time.Time
 	// RerunOf is the workflow this one reruns, RerunAs the one that reruns
-	// this one; nil for none (see [Client.RerunWorkflow]).
+	// this one; nil for none (see [github.com/errandhq/errand.Client.RerunWorkflow]).
 	RerunOf, RerunAs *string
 }
 
@@ -494,7 +496,7 @@ func equalPtr[T comparable](a, b *T) bool {
 	return *a == *b
 }
 
-// ViewWorkflow builds the [Workflow] of w from its jobs by id.
+// ViewWorkflow builds the [errandtype.Workflow] of w from its jobs by id.
 func ViewWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) *errandtype.Workflow {
 	enqueued := make(map[string]bool, len(w.Enqueued))
 	for _, id := range w.Enqueued {
@@ -709,13 +711,14 @@ func (p *JobSetOutputParams) Check() (rewrite bool, err error) {
 	}
 	// A later step's args hold the output, so it must be args every store
 	// keeps: refused here, not when a worker's outcome enqueues that step.
-	return CheckJSONText("output", p.Output, MaxOutputBytes)
+	return checkJSONText("output", p.Output, MaxOutputBytes)
 }
 
-// WorkflowStore is an optional capability of a Store: workflows of jobs
-// (see [Client.EnqueueWorkflow]), found by type assertion. errand/sqlite and
-// errand/postgres implement it. Nothing on the claim path reads workflows: a
-// step's job carries its workflow id, and only finishing it looks further.
+// WorkflowStore is an optional capability of a Store: workflows of jobs (see
+// [github.com/errandhq/errand.Client.EnqueueWorkflow]), found by type
+// assertion. errand/sqlite and errand/postgres implement it. Nothing on the
+// claim path reads workflows: a step's job carries its workflow id, and only
+// finishing it looks further.
 type WorkflowStore interface {
 	// WorkflowInsert inserts a workflow and the jobs of its first steps
 	// (as [PlanWorkflow] plans them with no jobs yet) in one transaction
@@ -750,7 +753,7 @@ type WorkflowStore interface {
 	JobSetOutput(ctx context.Context, params *JobSetOutputParams) error
 
 	// WorkflowCounts returns how many workflows are in each state, every
-	// state of [WorkflowStates] present (0 when none), in one grouped
+	// state of [errandtype.WorkflowStates] present (0 when none), in one grouped
 	// count of errand_workflows that reads no job.
 	WorkflowCounts(ctx context.Context) (map[errandtype.WorkflowState]int, error)
 

@@ -13,23 +13,26 @@ const (
 	// AuditReplay: one job replayed as it was.
 	AuditReplay AuditAction = "replay"
 	// AuditReplayArgs: one job replayed with corrected args; the record's
-	// details keep the old and the new args (see [ReplayArgsDetails]).
+	// details keep the old and the new args (see
+	// [github.com/errandhq/errand/errandstore.ReplayArgsDetails]).
 	AuditReplayArgs AuditAction = "replay_args"
 	// AuditBulkReplay: one job replayed by a bulk replay; the record's
-	// details name the bulk run and its filter (see [BulkReplayDetails]).
+	// details name the bulk run and its filter (see
+	// [github.com/errandhq/errand/errandstore.BulkReplayDetails]).
 	AuditBulkReplay AuditAction = "bulk_replay"
 	// AuditCancel: one job cancelled.
 	AuditCancel AuditAction = "cancel"
 	// AuditPrune: finished jobs deleted by retention; one record per
 	// deleting transaction, without a job id, its details counting what
-	// went (see [PruneDetails]).
+	// went (see [github.com/errandhq/errand/errandstore.PruneDetails]).
 	AuditPrune AuditAction = "prune"
 	// AuditBreakerReset: an operator closed a dependency's circuit breaker;
 	// no job id, its details naming the dependency and what the breaker was
-	// (see [BreakerResetDetails]).
+	// (see [github.com/errandhq/errand/errandstore.BreakerResetDetails]).
 	AuditBreakerReset AuditAction = "breaker_reset"
-	// AuditScheduleDelete: a schedule deleted; a record without a job id,
-	// its details the schedule as it was (see [ScheduleDeleteDetails]).
+	// AuditScheduleDelete: a schedule deleted; a record without a job id, its
+	// details the schedule as it was (see
+	// [github.com/errandhq/errand/errandstore.ScheduleDeleteDetails]).
 	AuditScheduleDelete AuditAction = "schedule_delete"
 )
 

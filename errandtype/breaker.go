@@ -15,7 +15,7 @@ const (
 
 // BreakerPolicy is when a dependency's circuit breaker opens and how it
 // recovers. Zero fields take the defaults. Give a dependency its own in
-// [Config].Breakers.
+// [github.com/errandhq/errand.Config].Breakers.
 type BreakerPolicy struct {
 	// Threshold is how many failures in a row, with no success between
 	// them, open the breaker. Default: DefaultBreakerThreshold.
@@ -49,7 +49,7 @@ func (p BreakerPolicy) WithDefaults() BreakerPolicy {
 	return p
 }
 
-// check validates a policy; field names it in the error.
+// Validate checks a policy; field names it in the error.
 func (p BreakerPolicy) Validate(field string) error {
 	switch {
 	case p.Threshold < 0 || p.Threshold > MaxAttemptsLimit:

@@ -8,8 +8,8 @@ import (
 // unfinished jobs, plus the dead.
 type DepthBucket string
 
-// InsightsData is what a store reads for [AssembleInsights]. Times are the
-// store's.
+// InsightsData is what a store reads for
+// [github.com/errandhq/errand.AssembleInsights]. Times are the store's.
 type InsightsData struct {
 	// Now is the store's time when it read them.
 	Now time.Time
@@ -53,7 +53,7 @@ type FailureCount struct {
 	Queue, Kind, Class string
 	// Failures counts the entries; Retried those that did not kill their
 	// job (every entry but the last of a delivery cycle that ended dead,
-	// see [FailureKilledSQL]).
+	// see [github.com/errandhq/errand/errandstore.FailureKilledSQL]).
 	Failures int
 	Retried  int
 }

@@ -126,7 +126,7 @@ type Job struct {
 	// enqueueing another job with the key meanwhile returns this one.
 	UniqueKey *string `json:"unique_key"`
 	// UniqueScope is the set of states in which the job holds UniqueKey;
-	// nil without a key. See [UniqueOpts].
+	// nil without a key. See [github.com/errandhq/errand.UniqueOpts].
 	UniqueScope *UniqueScope `json:"unique_scope"`
 	// UniqueWindowStart is the start of the unique window the job was
 	// enqueued in; nil for a key without a window.
@@ -134,22 +134,27 @@ type Job struct {
 	// OrderingKey groups jobs that must run one at a time in sequence order.
 	OrderingKey *string `json:"ordering_key"`
 	// OrderingHold reports that the job holds its ordering key while dead,
-	// until it is replayed or cancelled ([OrderingHoldOnDead]).
+	// until it is replayed or cancelled
+	// ([github.com/errandhq/errand.OrderingHoldOnDead]).
 	OrderingHold bool `json:"ordering_hold"`
 	// FairnessKey is the job's group for fair claims: a queue whose jobs
-	// carry keys is shared among them in turn (see [EnqueueOpts]).
+	// carry keys is shared among them in turn (see
+	// [github.com/errandhq/errand.EnqueueOpts]).
 	FairnessKey *string `json:"fairness_key"`
-	// HeldBy names the job that holds this one back, for a queued or
-	// retrying job that may not run yet because of its ordering key: the
-	// first job of its key, in enqueue order, that is running or is
-	// waiting ahead of it. Nil for every other job. It is computed when a
-	// job is read for operators ([Client.Get], [Client.List]); jobs
-	// returned by other calls leave it nil.
+	// HeldBy names the job that holds this one back, for a queued or retrying
+	// job that may not run yet because of its ordering key: the first job of
+	// its key, in enqueue order, that is running or is waiting ahead of it.
+	// Nil for every other job. It is computed when a job is read for
+	// operators ([github.com/errandhq/errand.Client.Get],
+	// [github.com/errandhq/errand.Client.List]); jobs returned by other calls
+	// leave it nil.
 	HeldBy *string `json:"held_by"`
 	// HeldByBreaker names the dependency whose circuit breaker, open or
 	// half-open, holds this queued or retrying job back (see
-	// [BreakerHolds]); nil for every other job. [Client.Get] and
-	// [Client.List] compute it; jobs returned by other calls leave it nil.
+	// [github.com/errandhq/errand.BreakerHolds]); nil for every other job.
+	// [github.com/errandhq/errand.Client.Get] and
+	// [github.com/errandhq/errand.Client.List] compute it; jobs returned by
+	// other calls leave it nil.
 	HeldByBreaker *string `json:"held_by_breaker"`
 	// Progress is the handler's last recorded checkpoint, raw JSON.
 	Progress json.RawMessage `json:"progress"`
@@ -168,13 +173,13 @@ type Job struct {
 	// Tags are free-form labels for operators.
 	Tags []string `json:"tags"`
 	// BatchID names the batch the job is a member of (see
-	// [Client.EnqueueBatch]), or nil.
+	// [github.com/errandhq/errand.Client.EnqueueBatch]), or nil.
 	BatchID *string `json:"batch_id"`
 	// WorkflowID names the workflow the job is a step or a compensation of
-	// (see [Client.EnqueueWorkflow]), or nil.
+	// (see [github.com/errandhq/errand.Client.EnqueueWorkflow]), or nil.
 	WorkflowID *string `json:"workflow_id"`
-	// Output is what the handler recorded with [SetOutput], raw JSON, or
-	// nil.
+	// Output is what the handler recorded with
+	// [github.com/errandhq/errand.SetOutput], raw JSON, or nil.
 	Output json.RawMessage `json:"output"`
 	// Seq is the insertion order, used for FIFO within a priority.
 	Seq int64 `json:"seq"`

@@ -60,36 +60,49 @@ type LimiterSpec struct {
 
 // Validate checks that a spec is one every store keeps exactly.
 func (s LimiterSpec) Validate() error {
-	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 	switch s.Mode {
 	case LimiterModeRate:
-		if !finite(s.Rate) || s.Rate <= 0 || s.Rate > MaxLimiterTokens {
-			return &InputError{Field: "rate", Message: fmt.Sprintf("must be above 0 and at most %g tokens a second, e.g. 20/s", float64(MaxLimiterTokens))}
-		}
-		if !finite(s.Burst) || s.Burst < 1 || s.Burst > MaxLimiterTokens {
-			return &InputError{Field: "burst", Message: fmt.Sprintf("must be 1 to %g", float64(MaxLimiterTokens))}
-		}
-		if s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
-			return &InputError{Field: "rate", Message: "a rate bucket takes Rate and Burst only"}
-		}
+		return s.validateRate()
 	case LimiterModeRetryBudget:
-		if !finite(s.Ratio) || s.Ratio < 0 || s.Ratio > MaxRetryRatio {
-			return &InputError{Field: "ratio", Message: fmt.Sprintf("must be 0 to %d retries per first attempt, e.g. 0.1", MaxRetryRatio)}
-		}
-		if !finite(s.Min) || s.Min < 0 || s.Min > MaxLimiterTokens {
-			return &InputError{Field: "min", Message: fmt.Sprintf("must be 0 to %g", float64(MaxLimiterTokens))}
-		}
-		if s.Window < MinLimiterWindow || s.Window > MaxLimiterWindow || s.Window%time.Microsecond != 0 {
-			return &InputError{Field: "window", Message: fmt.Sprintf("must be %s to %s in whole microseconds, e.g. 1m", MinLimiterWindow, MaxLimiterWindow)}
-		}
-		if s.Rate != 0 || s.Burst != 0 {
-			return &InputError{Field: "ratio", Message: "a retry budget takes Ratio, Min and Window only"}
-		}
+		return s.validateRetryBudget()
 	default:
 		return &InputError{Field: "mode", Message: fmt.Sprintf("unknown limiter mode %q; use %q or %q", s.Mode, LimiterModeRate, LimiterModeRetryBudget)}
 	}
+}
+
+// validateRate checks a rate bucket's spec.
+func (s LimiterSpec) validateRate() error {
+	if !finite(s.Rate) || s.Rate <= 0 || s.Rate > MaxLimiterTokens {
+		return &InputError{Field: "rate", Message: fmt.Sprintf("must be above 0 and at most %g tokens a second, e.g. 20/s", float64(MaxLimiterTokens))}
+	}
+	if !finite(s.Burst) || s.Burst < 1 || s.Burst > MaxLimiterTokens {
+		return &InputError{Field: "burst", Message: fmt.Sprintf("must be 1 to %g", float64(MaxLimiterTokens))}
+	}
+	if s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
+		return &InputError{Field: "rate", Message: "a rate bucket takes Rate and Burst only"}
+	}
 	return nil
 }
+
+// validateRetryBudget checks a retry budget's spec.
+func (s LimiterSpec) validateRetryBudget() error {
+	if !finite(s.Ratio) || s.Ratio < 0 || s.Ratio > MaxRetryRatio {
+		return &InputError{Field: "ratio", Message: fmt.Sprintf("must be 0 to %d retries per first attempt, e.g. 0.1", MaxRetryRatio)}
+	}
+	if !finite(s.Min) || s.Min < 0 || s.Min > MaxLimiterTokens {
+		return &InputError{Field: "min", Message: fmt.Sprintf("must be 0 to %g", float64(MaxLimiterTokens))}
+	}
+	if s.Window < MinLimiterWindow || s.Window > MaxLimiterWindow || s.Window%time.Microsecond != 0 {
+		return &InputError{Field: "window", Message: fmt.Sprintf("must be %s to %s in whole microseconds, e.g. 1m", MinLimiterWindow, MaxLimiterWindow)}
+	}
+	if s.Rate != 0 || s.Burst != 0 {
+		return &InputError{Field: "ratio", Message: "a retry budget takes Ratio, Min and Window only"}
+	}
+	return nil
+}
+
+// finite reports whether f is a number: neither NaN nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Full is the tokens of a new bucket: a rate bucket starts full, a retry
 // budget at Min.
@@ -182,8 +195,8 @@ func (s LimiterSpec) Give(st LimiterState, now time.Time, amount float64) Limite
 	return after(st, now, level)
 }
 
-// LimiterRecord is one bucket as [Client.Limits], errand limits, the API
-// and the dashboard show it.
+// LimiterRecord is one bucket as [github.com/errandhq/errand.Client.Limits],
+// errand limits, the API and the dashboard show it.
 type LimiterRecord struct {
 	// Name is "queue:NAME", "kind:NAME" (rate limits) or "retry:KIND"
 	// (retry budgets).

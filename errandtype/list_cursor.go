@@ -21,7 +21,7 @@ func (c ListCursor) String() string {
 	return strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + c.ID
 }
 
-// validate checks a cursor given as field; nil is none.
+// Validate checks a cursor given as field; nil is none.
 func (c *ListCursor) Validate(field string) error {
 	if c == nil {
 		return nil

@@ -6,8 +6,8 @@ import (
 )
 
 // MissedPolicy says what a schedule does with ticks that passed while no
-// process ran it (see [ScheduleOpts].Grace for when a tick counts as
-// missed).
+// process ran it (see [github.com/errandhq/errand.ScheduleOpts].Grace for
+// when a tick counts as missed).
 type MissedPolicy string
 
 const (
@@ -20,8 +20,8 @@ const (
 	MissedCatchUp MissedPolicy = "catch_up"
 )
 
-// ScheduleRecord is the stored state of one schedule, as [Client.Schedules]
-// and errand schedules show it.
+// ScheduleRecord is the stored state of one schedule, as
+// [github.com/errandhq/errand.Client.Schedules] and errand schedules show it.
 type ScheduleRecord struct {
 	// Name identifies the schedule across processes and restarts.
 	Name string `json:"name"`

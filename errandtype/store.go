@@ -40,9 +40,10 @@ type QueueStats struct {
 	// due or not) per kind. Kinds with none are absent.
 	WaitingByKind map[string]int `json:"waiting_by_kind"`
 	// UnhandledKinds lists, by kind, the waiting jobs of kinds that no live
-	// worker handles in this queue (see [KindHandled]): jobs that will not
-	// run until one does. [Client.Stats] fills it from the worker registry;
-	// a store leaves it nil.
+	// worker handles in this queue (see
+	// [github.com/errandhq/errand.KindHandled]): jobs that will not run until
+	// one does. [github.com/errandhq/errand.Client.Stats] fills it from the
+	// worker registry; a store leaves it nil.
 	UnhandledKinds []KindCount `json:"unhandled_kinds"`
 	// OldestReadyAgeSeconds is how long the oldest claimable job has been
 	// available, or 0 when none is. A job held back by its ordering key
@@ -53,13 +54,15 @@ type QueueStats struct {
 	Dead int `json:"dead"`
 	// BreakerHeldKinds lists, by kind, the waiting jobs of kinds whose
 	// dependency's circuit breaker is open or half-open (see
-	// [BreakerHolds]). [Client.Stats] fills it, and leaves those kinds out
-	// of OldestReadyAgeSeconds; a store leaves it nil.
+	// [github.com/errandhq/errand.BreakerHolds]).
+	// [github.com/errandhq/errand.Client.Stats] fills it, and leaves those
+	// kinds out of OldestReadyAgeSeconds; a store leaves it nil.
 	BreakerHeldKinds []BreakerHeldKind `json:"breaker_held_kinds"`
 	// ReadyAgeByKind is OldestReadyAgeSeconds per kind, for
-	// [Client.Stats] to leave out the kinds a breaker holds back.
-	// [AssembleQueueStats] fills it; a store that leaves it nil has its
-	// oldest ready age reported as it is.
+	// [github.com/errandhq/errand.Client.Stats] to leave out the kinds a
+	// breaker holds back.
+	// [github.com/errandhq/errand/errandstore.AssembleQueueStats] fills it; a
+	// store that leaves it nil has its oldest ready age reported as it is.
 	ReadyAgeByKind map[string]float64 `json:"-"`
 }
 

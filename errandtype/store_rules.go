@@ -1,6 +1,6 @@
 package errandtype
 
-// statesWhere lists the states for which keep is true, in the order of
+// StatesWhere lists the states for which keep is true, in the order of
 // JobStates, so that a rendered list reads the same everywhere (SQLite uses
 // a partial index only when a query repeats its condition word for word).
 func StatesWhere(keep func(JobState) bool) []JobState {

@@ -9,7 +9,7 @@ import (
 
 // UniqueScope is a set of job states: those in which a unique job holds its
 // key. Its value is stored with the job; bit i stands for the i-th state of
-// [uniqueStateBits], an order fixed for good.
+// [UniqueStateBits], an order fixed for good.
 //
 // A scope always holds the unfinished states (queued, running, retrying),
 // since a job moves among them without anyone asking and a key that a job
@@ -40,7 +40,7 @@ const (
 // uniqueInvalid marks a scope built from a name that is no state.
 const uniqueInvalid UniqueScope = 1 << 7
 
-// uniqueStateBits gives each state its bit of a UniqueScope. The bits are
+// UniqueStateBits gives each state its bit of a UniqueScope. The bits are
 // stored with every unique job and named in the unique index: never
 // reorder them, only add.
 var UniqueStateBits = []JobState{StateQueued, StateRunning, StateRetrying, StateSucceeded, StateDead, StateCancelled}

@@ -19,8 +19,8 @@ type WorkerQueue struct {
 	Name        string `json:"name"`
 	Concurrency int    `json:"concurrency"`
 	// Weight is the queue's share of the worker's MaxWorkers (see
-	// [WorkerConfig].QueueWeights), or 0 when the worker shares no
-	// capacity among its queues.
+	// [github.com/errandhq/errand.WorkerConfig].QueueWeights), or 0 when the
+	// worker shares no capacity among its queues.
 	Weight int `json:"weight"`
 }
 

@@ -24,7 +24,7 @@ const (
 	// WorkflowFailed is final: a step failed and every compensation has
 	// succeeded. When it had nothing to undo, a replay of the failed step
 	// resumes it (it is running again); once it compensated, rerun it
-	// instead (see [Client.RerunWorkflow]).
+	// instead (see [github.com/errandhq/errand.Client.RerunWorkflow]).
 	WorkflowFailed WorkflowState = "failed"
 )
 
@@ -64,8 +64,9 @@ type WorkflowStepView struct {
 	Name      string   `json:"name"`
 	DependsOn []string `json:"depends_on"`
 	Kind      string   `json:"kind"`
-	// JobID is the step's job id ([WorkflowStepJobID]), whether or not it
-	// was enqueued yet.
+	// JobID is the step's job id
+	// ([github.com/errandhq/errand/errandstore.WorkflowStepJobID]), whether
+	// or not it was enqueued yet.
 	JobID string `json:"job_id"`
 	// State is the job's state; nil before it is enqueued, or when it was
 	// enqueued and has since been deleted (Enqueued tells which).

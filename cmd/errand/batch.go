@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/batchjson"
 )
 
 var batchesCommand = &command{
@@ -160,67 +160,42 @@ or with --json {"batch", "jobs", "duplicate"}.`,
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			b, err := c.Batch(ctx, id)
-			if errors.Is(err, errandtype.ErrNotFound) {
-				return fmt.Errorf("no batch with id %s; errand batches lists them", id)
-			}
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(e.stdout, b)
-			}
-			now, err := c.Store().Now(ctx)
-			if err != nil {
-				return err
-			}
-			return writeBatch(e, b, now)
+			return showByID(ctx, e, *db, id, "batch", *asJSON, (*errand.Client[*sql.Tx]).Batch,
+				func(b *errandstore.Batch) any { return b },
+				func(b *errandstore.Batch, now time.Time) error { return writeBatch(e, b, now) })
 		}
 	},
 }
 
 // enqueueBatch is errand batch enqueue --file FILE.
 func enqueueBatch(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
-	var req batchjson.Request
-	if err := readEnqueueFile(pos, file, "batch", "/api/v1/batches", &req); err != nil {
-		return err
-	}
-	params, opts, err := req.Batch()
+	var req errandhttp.BatchRequest
+	var params []errand.EnqueueParams
+	var opts *errand.BatchOpts
+	var res *errandstore.BatchInsertResult
+	err := enqueueFile(ctx, db, pos, file, "batch", "/api/v1/batches", &req,
+		func() (err error) {
+			if params, opts, err = req.Batch(); err != nil {
+				return err
+			}
+			return errand.CheckEnqueueBatch(params, opts)
+		},
+		func(c *errand.Client[*sql.Tx]) (err error) {
+			res, err = c.EnqueueBatch(ctx, params, opts)
+			return err
+		})
 	if err != nil {
 		return err
-	}
-	// Checked before the database is opened, so that bad input creates
-	// none.
-	if err := errand.CheckEnqueueBatch(params, opts); err != nil {
-		return err
-	}
-	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	res, err := c.EnqueueBatch(ctx, params, opts)
-	if err != nil {
-		return idConflict(err, "\"id\"", "set \"first_wins\": true")
 	}
 	if res.Duplicate {
 		e.logger.Info("batch already exists; not enqueued again", "id", res.Batch.ID, "total", res.Batch.Total)
 	}
 	if asJSON {
-		jobs := res.Jobs
-		if jobs == nil {
-			jobs = []*errandtype.Job{}
-		}
 		return writeJSON(e.stdout, struct {
 			Batch     *errandstore.Batch `json:"batch"`
 			Jobs      []*errandtype.Job  `json:"jobs"`
 			Duplicate bool               `json:"duplicate"`
-		}{res.Batch, jobs, res.Duplicate})
+		}{res.Batch, orEmpty(res.Jobs), res.Duplicate})
 	}
 	_, err = fmt.Fprintln(e.stdout, printable(res.Batch.ID))
 	return err

@@ -27,22 +27,12 @@ func addBreakerFlags(fs *flag.FlagSet) breakerFlags {
 // parse returns the dependency of each kind and the policy of each
 // dependency that --breaker names.
 func (b breakerFlags) parse() (map[string]string, map[string]*errandtype.BreakerPolicy, error) {
-	deps := map[string]string{}
+	deps, err := parseDependencies(*b.deps)
+	if err != nil {
+		return nil, nil, err
+	}
 	named := map[string]bool{}
-	for _, spec := range *b.deps {
-		kind, dep, ok := strings.Cut(spec, "=")
-		if !ok || kind == "" || dep == "" {
-			return nil, nil, usagef("--dependency %q: write KIND=DEP, e.g. --dependency send_receipt=smtp", spec)
-		}
-		for _, name := range []string{kind, dep} {
-			if err := nameError("--dependency", name); err != nil {
-				return nil, nil, err
-			}
-		}
-		if _, dup := deps[kind]; dup {
-			return nil, nil, usagef("--dependency names kind %q twice; a kind calls one dependency", kind)
-		}
-		deps[kind] = dep
+	for _, dep := range deps {
 		named[dep] = true
 	}
 	var policies map[string]*errandtype.BreakerPolicy
@@ -58,26 +48,58 @@ func (b breakerFlags) parse() (map[string]string, map[string]*errandtype.Breaker
 		if _, dup := policies[dep]; dup {
 			return nil, nil, usagef("--breaker names dependency %q twice; give one policy per dependency", dep)
 		}
-		var p errandtype.BreakerPolicy
-		var err error
-		if p.Threshold, err = atoi32(parts[0]); err != nil || p.Threshold < 1 {
-			return nil, nil, usagef("--breaker %q: the failure threshold %q must be a whole number of at least 1 and at most %d", spec, parts[0], math.MaxInt32)
-		}
-		if p.Window, err = time.ParseDuration(parts[1]); err != nil || p.Window <= 0 {
-			return nil, nil, usagef("--breaker %q: the window %q must be a positive Go duration such as 1m", spec, parts[1])
-		}
-		if p.Cooldown, err = time.ParseDuration(parts[2]); err != nil || p.Cooldown <= 0 {
-			return nil, nil, usagef("--breaker %q: the cool-down %q must be a positive Go duration such as 30s", spec, parts[2])
-		}
-		if len(parts) == 4 {
-			if p.Probes, err = atoi32(parts[3]); err != nil || p.Probes < 1 {
-				return nil, nil, usagef("--breaker %q: the probes %q must be a whole number of at least 1 and at most %d", spec, parts[3], math.MaxInt32)
-			}
+		p, err := parseBreakerPolicy(spec, parts)
+		if err != nil {
+			return nil, nil, err
 		}
 		if policies == nil {
 			policies = map[string]*errandtype.BreakerPolicy{}
 		}
-		policies[dep] = &p
+		policies[dep] = p
 	}
 	return deps, policies, nil
+}
+
+// parseDependencies reads --dependency KIND=DEP: the dependency of each
+// kind.
+func parseDependencies(specs []string) (map[string]string, error) {
+	deps := map[string]string{}
+	for _, spec := range specs {
+		kind, dep, ok := strings.Cut(spec, "=")
+		if !ok || kind == "" || dep == "" {
+			return nil, usagef("--dependency %q: write KIND=DEP, e.g. --dependency send_receipt=smtp", spec)
+		}
+		for _, name := range []string{kind, dep} {
+			if err := nameError("--dependency", name); err != nil {
+				return nil, err
+			}
+		}
+		if _, dup := deps[kind]; dup {
+			return nil, usagef("--dependency names kind %q twice; a kind calls one dependency", kind)
+		}
+		deps[kind] = dep
+	}
+	return deps, nil
+}
+
+// parseBreakerPolicy reads the N/WINDOW/COOLDOWN[/PROBES] of --breaker
+// spec, split at its slashes into parts.
+func parseBreakerPolicy(spec string, parts []string) (*errandtype.BreakerPolicy, error) {
+	var p errandtype.BreakerPolicy
+	var err error
+	if p.Threshold, err = atoi32(parts[0]); err != nil || p.Threshold < 1 {
+		return nil, usagef("--breaker %q: the failure threshold %q must be a whole number of at least 1 and at most %d", spec, parts[0], math.MaxInt32)
+	}
+	if p.Window, err = time.ParseDuration(parts[1]); err != nil || p.Window <= 0 {
+		return nil, usagef("--breaker %q: the window %q must be a positive Go duration such as 1m", spec, parts[1])
+	}
+	if p.Cooldown, err = time.ParseDuration(parts[2]); err != nil || p.Cooldown <= 0 {
+		return nil, usagef("--breaker %q: the cool-down %q must be a positive Go duration such as 30s", spec, parts[2])
+	}
+	if len(parts) == 4 {
+		if p.Probes, err = atoi32(parts[3]); err != nil || p.Probes < 1 {
+			return nil, usagef("--breaker %q: the probes %q must be a whole number of at least 1 and at most %d", spec, parts[3], math.MaxInt32)
+		}
+	}
+	return &p, nil
 }

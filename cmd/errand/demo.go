@@ -143,6 +143,26 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 	if err != nil {
 		return err
 	}
+	if err := demoEnqueue(ctx, w, c, path); err != nil {
+		return err
+	}
+	deadID, err := demoWork(ctx, w, c)
+	if err != nil {
+		return err
+	}
+	if err := demoReport(ctx, w, c); err != nil {
+		return err
+	}
+	if deadID != "" {
+		fmt.Fprintf(w, "\nthe dead job keeps its args and every attempt's error; look at it, and replay it:\n")
+		fmt.Fprintf(w, "  %s inspect %s --db %s\n", progName(), deadID, path)
+		fmt.Fprintf(w, "  %s replay %s --reason \"card updated\" --db %s\n", progName(), deadID, path)
+	}
+	return nil
+}
+
+// demoEnqueue enqueues the demo's three jobs and says what each will do.
+func demoEnqueue(ctx context.Context, w io.Writer, c *errand.Client[*sql.Tx], path string) error {
 	// A short backoff so the retry comes round within the demo.
 	fast := &errand.EnqueueOpts{BackoffBase: 300 * time.Millisecond, BackoffMax: time.Second}
 	jobs := []struct {
@@ -166,14 +186,17 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 	for i, r := range res {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", jobs[i].args.Kind(), r.Job.ID, jobs[i].about)
 	}
-	tw.Flush()
+	return tw.Flush()
+}
 
+// demoWork works the jobs one at a time, waiting for retries to come due,
+// prints each attempt and returns the id of the job that died.
+func demoWork(ctx context.Context, w io.Writer, c *errand.Client[*sql.Tx]) (deadID string, err error) {
 	fmt.Fprintf(w, "\nworking them one at a time:\n")
-	var deadID string
 	for range 20 {
 		r, err := c.WorkOne(ctx, &errand.WorkOneOpts{Lease: 10 * time.Second})
 		if err != nil {
-			return err
+			return "", err
 		}
 		if r.Result == errand.ResultIdle {
 			wait, more, err := untilNextDue(ctx, c)
@@ -183,7 +206,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 			fmt.Fprintf(w, "  (waiting %s for the retry to come due)\n", approx(wait))
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return "", ctx.Err()
 			case <-time.After(wait):
 			}
 			continue
@@ -193,7 +216,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 			line += ", class " + r.Class
 		}
 		if r.AvailableAt != nil {
-			now, _ := st.Now(ctx)
+			now, _ := c.Store().Now(ctx)
 			line += ", runs again " + relative(now, *r.AvailableAt)
 		}
 		if r.Result == errand.ResultDead {
@@ -201,12 +224,17 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 		}
 		fmt.Fprintln(w, line)
 	}
+	return deadID, nil
+}
 
+// demoReport prints the jobs and queues as errand list and errand stats
+// would.
+func demoReport(ctx context.Context, w io.Writer, c *errand.Client[*sql.Tx]) error {
 	all, err := c.List(ctx, nil)
 	if err != nil {
 		return err
 	}
-	now, err := st.Now(ctx)
+	now, err := c.Store().Now(ctx)
 	if err != nil {
 		return err
 	}
@@ -219,15 +247,7 @@ func runDemo(ctx context.Context, w io.Writer, st *sqlite.Store, path string) er
 		return err
 	}
 	fmt.Fprintf(w, "\nqueues:\n")
-	if err := writeStatsTable(w, stats); err != nil {
-		return err
-	}
-	if deadID != "" {
-		fmt.Fprintf(w, "\nthe dead job keeps its args and every attempt's error; look at it, and replay it:\n")
-		fmt.Fprintf(w, "  %s inspect %s --db %s\n", progName(), deadID, path)
-		fmt.Fprintf(w, "  %s replay %s --reason \"card updated\" --db %s\n", progName(), deadID, path)
-	}
-	return nil
+	return writeStatsTable(w, stats)
 }
 
 // untilNextDue returns how long until the next queued or retrying job is

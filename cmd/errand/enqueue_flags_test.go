@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/errandhq/errand/internal/batchjson"
+	"github.com/errandhq/errand/errandhttp"
 )
 
 // TestEnqueueFlagsAreTheJSONAPIs holds errand enqueue's flags to the
-// fields of POST /api/v1/jobs, which internal/batchjson's test holds to
+// fields of POST /api/v1/jobs, which errandhttp's test holds to
 // errand.EnqueueOpts: every field has a flag of its name and every flag
 // but the command's own is a field, so that adding an option to one
 // without the other fails here.
@@ -25,7 +25,7 @@ func TestEnqueueFlagsAreTheJSONAPIs(t *testing.T) {
 		"kind": "", "args": "", // KIND and JSON_ARGS, the arguments
 		"tags": "tag", // one tag per flag, repeated
 	}
-	job := reflect.TypeFor[batchjson.Job]()
+	job := reflect.TypeFor[errandhttp.JobRequest]()
 	fields := map[string]bool{}
 	for i := range job.NumField() {
 		name, _, _ := strings.Cut(job.Field(i).Tag.Get("json"), ",")

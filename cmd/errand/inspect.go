@@ -84,88 +84,126 @@ happens next, in words).`,
 // line breaks.
 func writeInspect(w io.Writer, j *errandtype.Job, audit []errandtype.ReplayRecord, next string, now time.Time) error {
 	fmt.Fprintf(w, "job %s\n", printable(j.ID))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
-	optTime := func(t *time.Time) string {
-		if t == nil {
-			return "-"
-		}
-		return formatTime(*t) + " (" + relative(now, *t) + ")"
+	f := inspectFields{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0), now: now}
+	f.run(j)
+	f.keys(j)
+	f.rest(j)
+	if err := f.tw.Flush(); err != nil {
+		return err
 	}
-	optString := func(s *string) string {
-		if s == nil {
-			return "-"
-		}
-		return *s
+	writeErrorHistory(w, j.Errors)
+	writeReplays(w, audit)
+	_, err := fmt.Fprintf(w, "\nnext: %s\n", printable(next))
+	return err
+}
+
+// inspectFields writes the fields of errand inspect, one a line, aligned.
+type inspectFields struct {
+	tw  *tabwriter.Writer
+	now time.Time
+}
+
+func (f inspectFields) field(name, value string) {
+	fmt.Fprintf(f.tw, "  %s\t%s\n", name, printable(value))
+}
+
+// when is t with how long ago or ahead it is; "-" for none.
+func (f inspectFields) when(t *time.Time) string {
+	if t == nil {
+		return "-"
 	}
-	field("kind", j.Kind)
-	field("queue", j.Queue)
-	field("state", string(j.State))
-	field("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
-	field("replays", fmt.Sprint(j.Replays))
-	field("priority", fmt.Sprint(j.Priority))
-	field("args", fmt.Sprintf("%s (version %d)", compactJSON(j.Args), j.ArgsVersion))
-	field("created", optTime(&j.CreatedAt))
-	field("available", optTime(&j.AvailableAt))
-	field("attempted", optTime(j.AttemptedAt))
-	field("finished", optTime(j.FinishedAt))
-	field("deadline", optTime(j.Deadline))
+	return formatTime(*t) + " (" + relative(f.now, *t) + ")"
+}
+
+func optString(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+// run writes what the job runs and when: kind, queue, state, attempts,
+// args, times, backoff and lease.
+func (f inspectFields) run(j *errandtype.Job) {
+	f.field("kind", j.Kind)
+	f.field("queue", j.Queue)
+	f.field("state", string(j.State))
+	f.field("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+	f.field("replays", fmt.Sprint(j.Replays))
+	f.field("priority", fmt.Sprint(j.Priority))
+	f.field("args", fmt.Sprintf("%s (version %d)", compactJSON(j.Args), j.ArgsVersion))
+	f.field("created", f.when(&j.CreatedAt))
+	f.field("available", f.when(&j.AvailableAt))
+	f.field("attempted", f.when(j.AttemptedAt))
+	f.field("finished", f.when(j.FinishedAt))
+	f.field("deadline", f.when(j.Deadline))
 	if j.BackoffBase != 0 || j.BackoffMax != 0 {
-		field("backoff", fmt.Sprintf("base %s, max %s", orDefault(j.BackoffBase), orDefault(j.BackoffMax)))
+		f.field("backoff", fmt.Sprintf("base %s, max %s", orDefault(j.BackoffBase), orDefault(j.BackoffMax)))
 	}
 	if j.State == errandtype.StateRunning {
-		field("lease owner", optString(j.LeaseOwner))
-		field("lease until", optTime(j.LeaseUntil))
+		f.field("lease owner", optString(j.LeaseOwner))
+		f.field("lease until", f.when(j.LeaseUntil))
 	} else if j.LeaseOwner != nil {
-		field("last worker", *j.LeaseOwner)
+		f.field("last worker", *j.LeaseOwner)
 	}
-	field("unique key", optString(j.UniqueKey))
+}
+
+// keys writes the job's unique, ordering and fairness keys and what holds
+// it back.
+func (f inspectFields) keys(j *errandtype.Job) {
+	f.field("unique key", optString(j.UniqueKey))
 	if j.UniqueScope != nil {
-		field("unique scope", j.UniqueScope.String())
+		f.field("unique scope", j.UniqueScope.String())
 	}
 	if j.UniqueWindowStart != nil {
-		field("unique window", "from "+optTime(j.UniqueWindowStart))
+		f.field("unique window", "from "+f.when(j.UniqueWindowStart))
 	}
 	if j.OrderingKey != nil {
 		ordering := *j.OrderingKey
 		if j.OrderingHold {
 			ordering += " (held while dead, until replayed or cancelled)"
 		}
-		field("ordering key", ordering)
+		f.field("ordering key", ordering)
 	}
 	if j.FairnessKey != nil {
-		field("fairness key", *j.FairnessKey)
+		f.field("fairness key", *j.FairnessKey)
 	}
 	if j.HeldBy != nil {
-		field("held by", *j.HeldBy)
+		f.field("held by", *j.HeldBy)
 	}
+}
+
+// rest writes the optional rest: batch, workflow, output, progress, a
+// cancel request and tags.
+func (f inspectFields) rest(j *errandtype.Job) {
 	if j.BatchID != nil {
-		field("batch", *j.BatchID+" (errand batch "+*j.BatchID+")")
+		f.field("batch", *j.BatchID+" (errand batch "+*j.BatchID+")")
 	}
 	if j.WorkflowID != nil {
-		field("workflow", *j.WorkflowID+" (errand workflow "+*j.WorkflowID+")")
+		f.field("workflow", *j.WorkflowID+" (errand workflow "+*j.WorkflowID+")")
 	}
 	if len(j.Output) > 0 {
-		field("output", compactJSON(j.Output))
+		f.field("output", compactJSON(j.Output))
 	}
 	if len(j.Progress) > 0 {
-		field("progress", compactJSON(j.Progress))
+		f.field("progress", compactJSON(j.Progress))
 	}
 	if j.CancelRequestedAt != nil {
-		field("cancel requested", optTime(j.CancelRequestedAt))
+		f.field("cancel requested", f.when(j.CancelRequestedAt))
 	}
 	if len(j.Tags) > 0 {
-		field("tags", strings.Join(j.Tags, ", "))
+		f.field("tags", strings.Join(j.Tags, ", "))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+}
 
-	fmt.Fprintf(w, "\nerrors (%d):\n", len(j.Errors))
-	if len(j.Errors) == 0 {
+// writeErrorHistory writes every attempt's error; messages and stacks
+// keep their line breaks.
+func writeErrorHistory(w io.Writer, errs []errandtype.AttemptError) {
+	fmt.Fprintf(w, "\nerrors (%d):\n", len(errs))
+	if len(errs) == 0 {
 		fmt.Fprintln(w, "  none")
 	}
-	for _, e := range j.Errors {
+	for _, e := range errs {
 		fmt.Fprintf(w, "  attempt %d, replay %d, at %s: %s\n", e.Attempt, e.Replay, formatTime(e.At), printable(e.Class))
 		fmt.Fprint(w, indent(printableLines(e.Message), "      "))
 		if e.Stack != "" {
@@ -173,7 +211,10 @@ func writeInspect(w io.Writer, j *errandtype.Job, audit []errandtype.ReplayRecor
 			fmt.Fprint(w, indent(printableLines(e.Stack), "      "))
 		}
 	}
+}
 
+// writeReplays writes the job's replay audit.
+func writeReplays(w io.Writer, audit []errandtype.ReplayRecord) {
 	fmt.Fprintf(w, "\nreplays (%d):\n", len(audit))
 	if len(audit) == 0 {
 		fmt.Fprintln(w, "  none")
@@ -182,9 +223,6 @@ func writeInspect(w io.Writer, j *errandtype.Job, audit []errandtype.ReplayRecor
 		fmt.Fprintf(w, "  replay %d at %s by %s, from %s: %s\n", r.Replay, formatTime(r.At),
 			printable(r.Operator), printable(string(r.PriorState)), printable(r.Reason))
 	}
-
-	_, err := fmt.Fprintf(w, "\nnext: %s\n", printable(next))
-	return err
 }
 
 // compactJSON drops a JSON document's insignificant whitespace, so that one
@@ -227,7 +265,6 @@ func unhandledSentence(j *errandtype.Job, next string) string {
 // nextSentence says in words what happens to the job next.
 func nextSentence(j *errandtype.Job, breaker *errandtype.BreakerRecord, now time.Time) string {
 	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
-	replay := "errand replay " + j.ID + " --reason \"...\""
 	held := ""
 	switch {
 	case j.HeldBy != nil && j.OrderingKey != nil:
@@ -239,74 +276,103 @@ func nextSentence(j *errandtype.Job, breaker *errandtype.BreakerRecord, now time
 	var s string
 	switch j.State {
 	case errandtype.StateQueued:
-		switch {
-		case j.AvailableAt.After(now):
-			s = "scheduled for " + at(j.AvailableAt)
-			if held != "" {
-				s += "; " + held
-			}
-		case held != "":
-			s = "queued: " + held + "; available since " + at(j.AvailableAt)
-		default:
-			s = "queued: waiting for a worker since " + at(j.AvailableAt)
-		}
+		s = queuedSentence(j, held, at, now)
 	case errandtype.StateRetrying:
-		class := "error"
-		if j.LastError != nil {
-			class = j.LastError.Class
-		}
-		s = fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
-		switch {
-		case j.AvailableAt.After(now):
-			s += "runs again at " + at(j.AvailableAt)
-			if held != "" {
-				s += " at the earliest; " + held
-			}
-		case held != "":
-			s += held + "; due since " + at(j.AvailableAt)
-		default:
-			s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
-		}
+		s = retryingSentence(j, held, at, now)
 	case errandtype.StateRunning:
-		owner := "an unnamed worker"
-		if j.LeaseOwner != nil {
-			owner = *j.LeaseOwner
-		}
-		switch {
-		case j.CancelRequestedAt != nil && (j.LeaseUntil == nil || j.LeaseUntil.After(now)):
-			s = fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled", at(*j.CancelRequestedAt), owner)
-		case j.CancelRequestedAt != nil:
-			s = fmt.Sprintf("cancel requested at %s, and its worker's lease expired at %s; the next claim or sweep cancels it", at(*j.CancelRequestedAt), at(*j.LeaseUntil))
-		case j.LeaseUntil == nil:
-			s = "running under lease of " + owner
-		case j.LeaseUntil.After(now):
-			s = fmt.Sprintf("running attempt %d of %d under lease of %s until %s", j.Attempt, j.MaxAttempts, owner, at(*j.LeaseUntil))
-		case j.Attempt >= j.MaxAttempts:
-			s = fmt.Sprintf("its worker's lease expired at %s on the final attempt; the next claim dead-letters it (class lease_expired)", at(*j.LeaseUntil))
-		default:
-			s = fmt.Sprintf("its worker's lease expired at %s; the next claim retries it", at(*j.LeaseUntil))
-		}
-	case errandtype.StateSucceeded:
-		s = "succeeded"
-		if j.FinishedAt != nil {
-			s += " at " + at(*j.FinishedAt)
-		}
-		s += "; it will not run again"
-	case errandtype.StateDead:
-		s = "dead"
-		if j.LastError != nil {
-			s += fmt.Sprintf(" (class %s, attempt %d of %d)", j.LastError.Class, j.Attempt, j.MaxAttempts)
-		}
-		s += ": will not run again unless replayed: " + replay
-	case errandtype.StateCancelled:
-		s = "cancelled: will not run unless replayed: " + replay
+		s = runningSentence(j, at, now)
 	default:
-		s = "in unknown state " + string(j.State)
+		s = finishedSentence(j, at)
 	}
 	if j.Deadline != nil && j.State.Waiting() {
 		s += "; expires (class expired) at " + at(*j.Deadline)
 	}
 	return s
+}
+
+// queuedSentence is nextSentence for a queued job; held says what holds
+// it back, if anything.
+func queuedSentence(j *errandtype.Job, held string, at func(time.Time) string, now time.Time) string {
+	switch {
+	case j.AvailableAt.After(now):
+		s := "scheduled for " + at(j.AvailableAt)
+		if held != "" {
+			s += "; " + held
+		}
+		return s
+	case held != "":
+		return "queued: " + held + "; available since " + at(j.AvailableAt)
+	default:
+		return "queued: waiting for a worker since " + at(j.AvailableAt)
+	}
+}
+
+// retryingSentence is nextSentence for a job waiting out its backoff.
+func retryingSentence(j *errandtype.Job, held string, at func(time.Time) string, now time.Time) string {
+	class := "error"
+	if j.LastError != nil {
+		class = j.LastError.Class
+	}
+	s := fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
+	switch {
+	case j.AvailableAt.After(now):
+		s += "runs again at " + at(j.AvailableAt)
+		if held != "" {
+			s += " at the earliest; " + held
+		}
+	case held != "":
+		s += held + "; due since " + at(j.AvailableAt)
+	default:
+		s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
+	}
+	return s
+}
+
+// runningSentence is nextSentence for a running job: its lease, or what
+// happens now that the lease has expired.
+func runningSentence(j *errandtype.Job, at func(time.Time) string, now time.Time) string {
+	owner := "an unnamed worker"
+	if j.LeaseOwner != nil {
+		owner = *j.LeaseOwner
+	}
+	switch {
+	case j.CancelRequestedAt != nil && (j.LeaseUntil == nil || j.LeaseUntil.After(now)):
+		return fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled", at(*j.CancelRequestedAt), owner)
+	case j.CancelRequestedAt != nil:
+		return fmt.Sprintf("cancel requested at %s, and its worker's lease expired at %s; the next claim or sweep cancels it", at(*j.CancelRequestedAt), at(*j.LeaseUntil))
+	case j.LeaseUntil == nil:
+		return "running under lease of " + owner
+	case j.LeaseUntil.After(now):
+		return fmt.Sprintf("running attempt %d of %d under lease of %s until %s", j.Attempt, j.MaxAttempts, owner, at(*j.LeaseUntil))
+	case j.Attempt >= j.MaxAttempts:
+		return fmt.Sprintf("its worker's lease expired at %s on the final attempt; the next claim dead-letters it (class lease_expired)", at(*j.LeaseUntil))
+	default:
+		return fmt.Sprintf("its worker's lease expired at %s; the next claim retries it", at(*j.LeaseUntil))
+	}
+}
+
+// finishedSentence is nextSentence for a job in a terminal state (or one
+// this binary does not know).
+func finishedSentence(j *errandtype.Job, at func(time.Time) string) string {
+	replay := "errand replay " + j.ID + " --reason \"...\""
+	switch j.State {
+	case errandtype.StateSucceeded:
+		s := "succeeded"
+		if j.FinishedAt != nil {
+			s += " at " + at(*j.FinishedAt)
+		}
+		return s + "; it will not run again"
+	case errandtype.StateDead:
+		s := "dead"
+		if j.LastError != nil {
+			s += fmt.Sprintf(" (class %s, attempt %d of %d)", j.LastError.Class, j.Attempt, j.MaxAttempts)
+		}
+		return s + ": will not run again unless replayed: " + replay
+	case errandtype.StateCancelled:
+		return "cancelled: will not run unless replayed: " + replay
+	default:
+		return "in unknown state " + string(j.State)
+	}
 }
 
 // breakerHeld says how the open or half-open circuit breaker b holds a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/user"
@@ -131,34 +132,9 @@ type bulkReplay struct {
 }
 
 func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) error {
-	opts := &errand.ReplayManyOpts{
-		Filter: errandstore.DeadFilter{Kind: b.kind, Queue: b.queue, Class: b.class},
-		Limit:  b.limit, Reason: b.reason, DryRun: b.dryRun,
-	}
-	if !b.dryRun && strings.TrimSpace(b.reason) == "" {
-		return usagef("give --reason TEXT: the audit records why, e.g. --reason \"mail provider back up\"")
-	}
-	if isSet(fs, "limit") && (b.limit < 1 || b.limit > errand.MaxReplayMany) {
-		return usagef("--limit %d is out of range; give 1 to %d", b.limit, errand.MaxReplayMany)
-	}
-	op, err := operatorFlag(fs, b.operator, "replays the jobs")
+	opts, err := b.opts(fs)
 	if err != nil {
 		return err
-	}
-	opts.Operator = op
-	now := time.Now()
-	if opts.Filter.DiedSince, err = timeFlag("since", b.since, now); err != nil {
-		return err
-	}
-	if opts.Filter.DiedUntil, err = timeFlag("until", b.until, now); err != nil {
-		return err
-	}
-	if b.rate != "" {
-		r, err := strconv.ParseFloat(strings.TrimSuffix(b.rate, "/s"), 64)
-		if err != nil || r <= 0 || math.IsInf(r, 0) {
-			return usagef("--rate %q: give jobs per second, e.g. 10/s or 0.5/s", b.rate)
-		}
-		opts.Rate = r
 	}
 	c, closeDB, err := openClient(ctx, b.db, mustExist, &errand.Config{})
 	if err != nil {
@@ -175,24 +151,7 @@ func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) er
 		}
 		return err
 	}
-	verb := "replayed"
-	if b.dryRun {
-		verb = "would replay"
-	}
-	fmt.Fprintf(e.stdout, "%s %s", verb, english.Count(len(res.Jobs), "dead job"))
-	if !b.dryRun {
-		fmt.Fprintf(e.stdout, " (bulk %s)", res.Bulk)
-	}
-	fmt.Fprintln(e.stdout)
-	for _, j := range res.Jobs {
-		fmt.Fprintf(e.stdout, "  %s  %s  %s\n", printable(j.ID), printable(j.Kind), printable(j.Queue))
-	}
-	if len(res.Held) > 0 {
-		fmt.Fprintf(e.stdout, "left out %s of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n", english.Count(len(res.Held), "dead step"))
-		for _, id := range res.Held {
-			fmt.Fprintf(e.stdout, "  %s\n", printable(id))
-		}
-	}
+	writeReplayMany(e.stdout, res, b.dryRun)
 	limit := opts.Limit
 	if limit == 0 {
 		limit = errand.DefaultReplayMany
@@ -201,6 +160,63 @@ func replayMany(ctx context.Context, e *env, fs *flag.FlagSet, b *bulkReplay) er
 		e.logger.Info("more dead jobs may match; run again or raise --limit", "limit", len(res.Jobs))
 	}
 	return err
+}
+
+// opts checks the flags and returns the replay they ask for.
+func (b *bulkReplay) opts(fs *flag.FlagSet) (*errand.ReplayManyOpts, error) {
+	opts := &errand.ReplayManyOpts{
+		Filter: errandstore.DeadFilter{Kind: b.kind, Queue: b.queue, Class: b.class},
+		Limit:  b.limit, Reason: b.reason, DryRun: b.dryRun,
+	}
+	if !b.dryRun && strings.TrimSpace(b.reason) == "" {
+		return nil, usagef("give --reason TEXT: the audit records why, e.g. --reason \"mail provider back up\"")
+	}
+	if isSet(fs, "limit") && (b.limit < 1 || b.limit > errand.MaxReplayMany) {
+		return nil, usagef("--limit %d is out of range; give 1 to %d", b.limit, errand.MaxReplayMany)
+	}
+	op, err := operatorFlag(fs, b.operator, "replays the jobs")
+	if err != nil {
+		return nil, err
+	}
+	opts.Operator = op
+	now := time.Now()
+	if opts.Filter.DiedSince, err = timeFlag("since", b.since, now); err != nil {
+		return nil, err
+	}
+	if opts.Filter.DiedUntil, err = timeFlag("until", b.until, now); err != nil {
+		return nil, err
+	}
+	if b.rate != "" {
+		r, err := strconv.ParseFloat(strings.TrimSuffix(b.rate, "/s"), 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) {
+			return nil, usagef("--rate %q: give jobs per second, e.g. 10/s or 0.5/s", b.rate)
+		}
+		opts.Rate = r
+	}
+	return opts, nil
+}
+
+// writeReplayMany prints a bulk replay's jobs, and the dead steps it left
+// out, for a person to read.
+func writeReplayMany(w io.Writer, res *errand.ReplayManyResult, dryRun bool) {
+	verb := "replayed"
+	if dryRun {
+		verb = "would replay"
+	}
+	fmt.Fprintf(w, "%s %s", verb, english.Count(len(res.Jobs), "dead job"))
+	if !dryRun {
+		fmt.Fprintf(w, " (bulk %s)", res.Bulk)
+	}
+	fmt.Fprintln(w)
+	for _, j := range res.Jobs {
+		fmt.Fprintf(w, "  %s  %s  %s\n", printable(j.ID), printable(j.Kind), printable(j.Queue))
+	}
+	if len(res.Held) > 0 {
+		fmt.Fprintf(w, "left out %s of workflows that have compensated; rerun each workflow once it has failed (errand workflow rerun ID):\n", english.Count(len(res.Held), "dead step"))
+		for _, id := range res.Held {
+			fmt.Fprintf(w, "  %s\n", printable(id))
+		}
+	}
 }
 
 // opsFlags names the flag behind each field of the operator commands'

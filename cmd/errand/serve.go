@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/cmd/errand/internal/exechandler"
 	"github.com/errandhq/errand/errandhttp"
-	"github.com/errandhq/errand/internal/exechandler"
 )
 
 // defaultAddr is where errand serve listens unless told otherwise: the

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/cmd/errand/internal/exechandler"
 	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/exechandler"
 )
 
 // Defaults of the long-running worker.
@@ -502,73 +502,19 @@ const execEnvUsage = "also pass variable `NAME` of this process's environment to
 // unless declare: then the kind is declared with its dependency, for the
 // claims of remote workers through errand serve's API.
 func execKinds(execs, execEnv, hooks, timeouts []string, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
-	if len(execEnv) > 0 && len(execs) == 0 {
-		return nil, nil, nil, usagef("--exec-env passes variables to the commands of --exec; add --exec KIND=COMMAND or drop it")
+	ks := &kindSet{byName: map[string]errand.Handler{}, hookURLs: map[string]string{}, timeoutOf: map[string]time.Duration{}}
+	if err := ks.addExecs(execs, execEnv, e); err != nil {
+		return nil, nil, nil, err
 	}
-	for _, name := range execEnv {
-		if err := exechandler.CheckEnvName(name); err != nil {
-			return nil, nil, nil, usagef("--exec-env: %v", err)
-		}
+	if err := ks.addHooks(hooks); err != nil {
+		return nil, nil, nil, err
 	}
-	byName := map[string]errand.Handler{}
-	var order []string
-	var handlers []*exechandler.Handler
-	for _, spec := range execs {
-		kind, command, ok := strings.Cut(spec, "=")
-		if !ok || kind == "" || strings.TrimSpace(command) == "" {
-			return nil, nil, nil, usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
-		}
-		if err := nameError("--exec", kind); err != nil {
-			return nil, nil, nil, err
-		}
-		if _, dup := byName[kind]; dup {
-			return nil, nil, nil, usagef("--exec maps kind %q twice; give one command per kind", kind)
-		}
-		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger, Env: execEnv})
-		if err != nil {
-			return nil, nil, nil, usagef("--exec %q: %v", spec, err)
-		}
-		byName[kind] = h
-		order = append(order, kind)
-		handlers = append(handlers, h)
-	}
-	hookKinds := map[string]string{}
-	for _, spec := range hooks {
-		kind, url, ok := strings.Cut(spec, "=")
-		if !ok || kind == "" || strings.TrimSpace(url) == "" {
-			return nil, nil, nil, usagef("--http %q: write KIND=URL, e.g. --http send_receipt=https://billing.internal/receipts", spec)
-		}
-		if err := nameError("--http", kind); err != nil {
-			return nil, nil, nil, err
-		}
-		if _, dup := byName[kind]; dup {
-			return nil, nil, nil, usagef("--exec and --http map kind %q more than once; give one handler per kind", kind)
-		}
-		if _, err := errandhttp.NewWebhook(url, nil); err != nil {
-			return nil, nil, nil, usagef("--http %q: %v", spec, err)
-		}
-		byName[kind] = nil // built below, with its timeout
-		hookKinds[kind] = url
-		order = append(order, kind)
-	}
-	timeoutOf := map[string]time.Duration{}
-	for _, spec := range timeouts {
-		kind, dur, ok := strings.Cut(spec, "=")
-		if !ok || kind == "" {
-			return nil, nil, nil, usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
-		}
-		if _, known := byName[kind]; !known {
-			return nil, nil, nil, usagef("--timeout names kind %q, which no --exec or --http maps", kind)
-		}
-		d, err := time.ParseDuration(dur)
-		if err != nil || d <= 0 {
-			return nil, nil, nil, usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
-		}
-		timeoutOf[kind] = d
+	if err := ks.addTimeouts(timeouts); err != nil {
+		return nil, nil, nil, err
 	}
 	var declared []string
 	for kind := range deps {
-		if _, known := byName[kind]; !known {
+		if _, known := ks.byName[kind]; !known {
 			if !declare {
 				return nil, nil, nil, usagef("--dependency names kind %q, which no --exec or --http maps", kind)
 			}
@@ -576,21 +522,106 @@ func execKinds(execs, execEnv, hooks, timeouts []string, deps map[string]string,
 		}
 	}
 	slices.Sort(declared)
-	for kind, url := range hookKinds {
-		h, err := errandhttp.NewWebhook(url, &errandhttp.WebhookOptions{Timeout: timeoutOf[kind]})
+	for kind, url := range ks.hookURLs {
+		h, err := errandhttp.NewWebhook(url, &errandhttp.WebhookOptions{Timeout: ks.timeoutOf[kind]})
 		if err != nil {
 			return nil, nil, nil, usagef("--http %s=%s: %v", kind, url, err)
 		}
-		byName[kind] = h
+		ks.byName[kind] = h
 	}
 	kinds := errand.NewKinds()
-	for _, name := range order {
-		kinds.HandleRaw(name, byName[name], &errand.KindOpts{Timeout: timeoutOf[name], Dependency: deps[name]})
+	for _, name := range ks.order {
+		kinds.HandleRaw(name, ks.byName[name], &errand.KindOpts{Timeout: ks.timeoutOf[name], Dependency: deps[name]})
 	}
 	for _, name := range declared {
 		kinds.HandleRaw(name, nil, &errand.KindOpts{Dependency: deps[name]})
 	}
-	return kinds, append(order, declared...), handlers, nil
+	return kinds, append(ks.order, declared...), ks.execs, nil
+}
+
+// kindSet is the kinds that --exec and --http map, as execKinds reads
+// them.
+type kindSet struct {
+	byName    map[string]errand.Handler // a webhook's is nil until its timeout is known
+	order     []string                  // flag order
+	execs     []*exechandler.Handler
+	hookURLs  map[string]string
+	timeoutOf map[string]time.Duration
+}
+
+// addExecs reads --exec KIND=COMMAND and --exec-env NAME.
+func (ks *kindSet) addExecs(execs, execEnv []string, e *env) error {
+	if len(execEnv) > 0 && len(execs) == 0 {
+		return usagef("--exec-env passes variables to the commands of --exec; add --exec KIND=COMMAND or drop it")
+	}
+	for _, name := range execEnv {
+		if err := exechandler.CheckEnvName(name); err != nil {
+			return usagef("--exec-env: %v", err)
+		}
+	}
+	for _, spec := range execs {
+		kind, command, ok := strings.Cut(spec, "=")
+		if !ok || kind == "" || strings.TrimSpace(command) == "" {
+			return usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
+		}
+		if err := nameError("--exec", kind); err != nil {
+			return err
+		}
+		if _, dup := ks.byName[kind]; dup {
+			return usagef("--exec maps kind %q twice; give one command per kind", kind)
+		}
+		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger, Env: execEnv})
+		if err != nil {
+			return usagef("--exec %q: %v", spec, err)
+		}
+		ks.byName[kind] = h
+		ks.order = append(ks.order, kind)
+		ks.execs = append(ks.execs, h)
+	}
+	return nil
+}
+
+// addHooks reads --http KIND=URL; the webhooks are built once their
+// timeouts are known.
+func (ks *kindSet) addHooks(hooks []string) error {
+	for _, spec := range hooks {
+		kind, url, ok := strings.Cut(spec, "=")
+		if !ok || kind == "" || strings.TrimSpace(url) == "" {
+			return usagef("--http %q: write KIND=URL, e.g. --http send_receipt=https://billing.internal/receipts", spec)
+		}
+		if err := nameError("--http", kind); err != nil {
+			return err
+		}
+		if _, dup := ks.byName[kind]; dup {
+			return usagef("--exec and --http map kind %q more than once; give one handler per kind", kind)
+		}
+		if _, err := errandhttp.NewWebhook(url, nil); err != nil {
+			return usagef("--http %q: %v", spec, err)
+		}
+		ks.byName[kind] = nil
+		ks.hookURLs[kind] = url
+		ks.order = append(ks.order, kind)
+	}
+	return nil
+}
+
+// addTimeouts reads --timeout KIND=DUR for kinds already mapped.
+func (ks *kindSet) addTimeouts(timeouts []string) error {
+	for _, spec := range timeouts {
+		kind, dur, ok := strings.Cut(spec, "=")
+		if !ok || kind == "" {
+			return usagef("--timeout %q: write KIND=DUR, e.g. --timeout send_receipt=30s", spec)
+		}
+		if _, known := ks.byName[kind]; !known {
+			return usagef("--timeout names kind %q, which no --exec or --http maps", kind)
+		}
+		d, err := time.ParseDuration(dur)
+		if err != nil || d <= 0 {
+			return usagef("--timeout %q: want a positive Go duration such as 250ms, 30s or 1h", spec)
+		}
+		ks.timeoutOf[kind] = d
+	}
+	return nil
 }
 
 // retentionFlagError names the --retain flags in a retention policy's

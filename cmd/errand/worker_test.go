@@ -275,7 +275,7 @@ func jobsByID(t *testing.T, db string) map[string]jobJSON {
 
 // scriptGroup is the process group id of the script that expands it, for
 // the script to write to its marks (unquoted: ps pads it). A command's group
-// is not named after its pid (it is its guard's, see internal/exechandler),
+// is not named after its pid (it is its guard's, see cmd/errand/internal/exechandler),
 // so the scripts report it.
 const scriptGroup = `$(ps -o pgid= -p $$)`
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,9 +13,9 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/workflowjson"
 	"github.com/errandhq/errand/internal/workflowview"
 )
 
@@ -207,53 +208,32 @@ id, or with --json {"workflow", "jobs", "duplicate"}.`,
 			if err != nil {
 				return err
 			}
-			c, closeDB, err := openClient(ctx, *db, mustExist, &errand.Config{})
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			wf, err := c.Workflow(ctx, id)
-			if errors.Is(err, errandtype.ErrNotFound) {
-				return fmt.Errorf("no workflow with id %s; errand workflows lists them", id)
-			}
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(e.stdout, workflowview.Show(wf))
-			}
-			now, err := c.Store().Now(ctx)
-			if err != nil {
-				return err
-			}
-			return writeWorkflow(e.stdout, wf, now)
+			return showByID(ctx, e, *db, id, "workflow", *asJSON, (*errand.Client[*sql.Tx]).Workflow,
+				func(wf *errandtype.Workflow) any { return workflowview.Show(wf) },
+				func(wf *errandtype.Workflow, now time.Time) error { return writeWorkflow(e.stdout, wf, now) })
 		}
 	},
 }
 
 // enqueueWorkflow is errand workflow enqueue --file FILE.
 func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file string, asJSON bool) error {
-	var req workflowjson.Request
-	if err := readEnqueueFile(pos, file, "workflow", "/api/v1/workflows", &req); err != nil {
-		return err
-	}
-	steps, opts, err := req.Workflow()
+	var req errandhttp.WorkflowRequest
+	var steps []errand.WorkflowStep
+	var opts *errand.WorkflowOpts
+	var res *errandstore.WorkflowInsertResult
+	err := enqueueFile(ctx, db, pos, file, "workflow", "/api/v1/workflows", &req,
+		func() (err error) {
+			if steps, opts, err = req.Workflow(); err != nil {
+				return err
+			}
+			return errand.CheckEnqueueWorkflow(steps, opts)
+		},
+		func(c *errand.Client[*sql.Tx]) (err error) {
+			res, err = c.EnqueueWorkflow(ctx, steps, opts)
+			return err
+		})
 	if err != nil {
 		return err
-	}
-	// Checked before the database is opened, so that bad input creates
-	// none.
-	if err := errand.CheckEnqueueWorkflow(steps, opts); err != nil {
-		return err
-	}
-	c, closeDB, err := openClient(ctx, db, mayCreate, &errand.Config{})
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	res, err := c.EnqueueWorkflow(ctx, steps, opts)
-	if err != nil {
-		return idConflict(err, "\"id\"", "set \"first_wins\": true")
 	}
 	if res.Duplicate {
 		e.logger.Info("workflow already exists; not enqueued again", "id", res.Workflow.ID, "state", string(res.Workflow.State))
@@ -265,15 +245,11 @@ func enqueueWorkflow(ctx context.Context, e *env, db string, pos []string, file 
 // its id, or with --json {"workflow", "jobs", "duplicate"}.
 func writeWorkflowInsert(e *env, res *errandstore.WorkflowInsertResult, asJSON bool) error {
 	if asJSON {
-		jobs := res.Jobs
-		if jobs == nil {
-			jobs = []*errandtype.Job{}
-		}
 		return writeJSON(e.stdout, struct {
 			Workflow  *workflowview.Shown `json:"workflow"`
 			Jobs      []*errandtype.Job   `json:"jobs"`
 			Duplicate bool                `json:"duplicate"`
-		}{workflowview.Show(res.Workflow), jobs, res.Duplicate})
+		}{workflowview.Show(res.Workflow), orEmpty(res.Jobs), res.Duplicate})
 	}
 	_, err := fmt.Fprintln(e.stdout, printable(res.Workflow.ID))
 	return err
@@ -311,36 +287,67 @@ func rerunWorkflow(ctx context.Context, e *env, db string, pos []string, newID s
 // writeWorkflow prints a workflow: its fields, then a table of its steps.
 func writeWorkflow(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 	fmt.Fprintf(w, "workflow %s\n", printable(wf.ID))
+	if err := writeWorkflowFields(w, wf, now); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := writeWorkflowSteps(w, wf.Steps); err != nil {
+		return err
+	}
+	// Why the steps and compensations that did not succeed failed last.
+	var whys []string
+	for _, s := range wf.Steps {
+		if failing(s.State, s.LastError) {
+			whys = append(whys, "step "+s.Name+": "+lastErrorLine(s.LastError))
+		}
+		if c := s.Compensation; c != nil && failing(c.State, c.LastError) {
+			whys = append(whys, "undo "+s.Name+": "+lastErrorLine(c.LastError))
+		}
+	}
+	if len(whys) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "last errors:")
+		for _, l := range whys {
+			fmt.Fprintln(w, "  "+printable(l))
+		}
+	}
+	return nil
+}
+
+// writeWorkflowFields prints a workflow's own fields, one a line.
+func writeWorkflowFields(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	field := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, printable(value)) }
+	optField := func(name string, value *string) {
+		if value != nil {
+			field(name, *value)
+		}
+	}
+	when := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	if wf.Name != "" {
 		field("name", wf.Name)
 	}
 	field("state", string(wf.State))
 	field("next", workflowview.Next(wf))
-	if wf.FailedStep != nil {
-		field("failed step", *wf.FailedStep)
-	}
+	optField("failed step", wf.FailedStep)
 	if wf.CompensationStartedAt != nil {
-		field("undo began", formatTime(*wf.CompensationStartedAt)+" ("+relative(now, *wf.CompensationStartedAt)+")")
+		field("undo began", when(*wf.CompensationStartedAt))
 	}
-	if wf.RerunOf != nil {
-		field("rerun of", *wf.RerunOf)
-	}
-	if wf.RerunAs != nil {
-		field("rerun as", *wf.RerunAs)
-	}
-	field("created", formatTime(wf.CreatedAt)+" ("+relative(now, wf.CreatedAt)+")")
+	optField("rerun of", wf.RerunOf)
+	optField("rerun as", wf.RerunAs)
+	field("created", when(wf.CreatedAt))
 	if wf.FinishedAt != nil {
-		field("finished", formatTime(*wf.FinishedAt)+" ("+relative(now, *wf.FinishedAt)+")")
+		field("finished", when(*wf.FinishedAt))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	return tw.Flush()
+}
+
+// writeWorkflowSteps prints a table of a workflow's steps and their
+// compensations.
+func writeWorkflowSteps(w io.Writer, steps []errandtype.WorkflowStepView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tDEPENDS ON\tKIND\tJOB\tSTATE\tATTEMPTS\tCOMPENSATION\tCOMPENSATION STATE")
-	for _, s := range wf.Steps {
+	for _, s := range steps {
 		deps := "-"
 		if len(s.DependsOn) > 0 {
 			deps = strings.Join(s.DependsOn, ",")
@@ -365,27 +372,7 @@ func writeWorkflow(w io.Writer, wf *errandtype.Workflow, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Name), printable(deps), printable(s.Kind), printable(job),
 			state, attempts, printable(comp), compState)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// Why the steps and compensations that did not succeed failed last.
-	var whys []string
-	for _, s := range wf.Steps {
-		if failing(s.State, s.LastError) {
-			whys = append(whys, "step "+s.Name+": "+lastErrorLine(s.LastError))
-		}
-		if c := s.Compensation; c != nil && failing(c.State, c.LastError) {
-			whys = append(whys, "undo "+s.Name+": "+lastErrorLine(c.LastError))
-		}
-	}
-	if len(whys) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "last errors:")
-		for _, l := range whys {
-			fmt.Fprintln(w, "  "+printable(l))
-		}
-	}
-	return nil
+	return tw.Flush()
 }
 
 // failing reports whether a job's last failure is worth showing beside its

@@ -64,50 +64,90 @@ func (a *app) purchase(ctx context.Context, documentID, key string) (*purchase, 
 	defer tx.Rollback()
 
 	if key != "" {
-		var doc, paymentID, body string
-		var status int
-		err := tx.QueryRowContext(ctx, `SELECT document_id, payment_id, status, body FROM idempotency_keys WHERE key = ?`, key).
-			Scan(&doc, &paymentID, &status, &body)
-		switch {
-		case err == nil && doc != documentID:
-			return nil, &refusal{http.StatusUnprocessableEntity, fmt.Sprintf("Idempotency-Key %q was used to purchase %s; use a new key for %s", key, doc, documentID)}
-		case err == nil:
-			return &purchase{Status: status, Body: []byte(body), PaymentID: paymentID, Replayed: true}, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("look up idempotency key: %w", err)
+		if stored, err := storedPurchase(ctx, tx, documentID, key); stored != nil || err != nil {
+			return stored, err
 		}
 	}
+	price, err := purchasable(ctx, tx, documentID)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now(ctx)
+	resp, err := a.pay(ctx, tx, documentID, price, now)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (key, document_id, payment_id, status, body, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, key, documentID, resp.PaymentID, http.StatusCreated, string(body), now); err != nil {
+			return nil, fmt.Errorf("store idempotency key: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit payment: %w", err)
+	}
+	return &purchase{Status: http.StatusCreated, Body: body, PaymentID: resp.PaymentID}, nil
+}
 
-	var price int64
+// storedPurchase returns the response stored under an idempotency key, or
+// nil when the key is new. A key used for another document is refused.
+func storedPurchase(ctx context.Context, tx *sql.Tx, documentID, key string) (*purchase, error) {
+	var doc, paymentID, body string
+	var status int
+	err := tx.QueryRowContext(ctx, `SELECT document_id, payment_id, status, body FROM idempotency_keys WHERE key = ?`, key).
+		Scan(&doc, &paymentID, &status, &body)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("look up idempotency key: %w", err)
+	case doc != documentID:
+		return nil, &refusal{http.StatusUnprocessableEntity, fmt.Sprintf("Idempotency-Key %q was used to purchase %s; use a new key for %s", key, doc, documentID)}
+	}
+	return &purchase{Status: status, Body: []byte(body), PaymentID: paymentID, Replayed: true}, nil
+}
+
+// purchasable returns the price of a document that exists, is not paid
+// for yet, and that the wallet can pay; anything else is a *refusal.
+func purchasable(ctx context.Context, tx *sql.Tx, documentID string) (price int64, err error) {
 	err = tx.QueryRowContext(ctx, `SELECT price_cents FROM documents WHERE id = ?`, documentID).Scan(&price)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &refusal{http.StatusNotFound, fmt.Sprintf("no document %q to purchase", documentID)}
+		return 0, &refusal{http.StatusNotFound, fmt.Sprintf("no document %q to purchase", documentID)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read document: %w", err)
+		return 0, fmt.Errorf("read document: %w", err)
 	}
 	var paid string
 	err = tx.QueryRowContext(ctx, `SELECT id FROM payments WHERE document_id = ?`, documentID).Scan(&paid)
 	if err == nil {
-		return nil, &refusal{http.StatusConflict, fmt.Sprintf("%s is already purchased (payment %s)", documentID, paid)}
+		return 0, &refusal{http.StatusConflict, fmt.Sprintf("%s is already purchased (payment %s)", documentID, paid)}
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("read payments: %w", err)
+		return 0, fmt.Errorf("read payments: %w", err)
 	}
 	var balance int64
 	if err := tx.QueryRowContext(ctx, `SELECT balance_cents FROM wallet WHERE id = 1`).Scan(&balance); err != nil {
-		return nil, fmt.Errorf("read wallet: %w", err)
+		return 0, fmt.Errorf("read wallet: %w", err)
 	}
 	if balance < price {
-		return nil, &refusal{http.StatusConflict, fmt.Sprintf("the wallet holds %d cents and %s costs %d", balance, documentID, price)}
+		return 0, &refusal{http.StatusConflict, fmt.Sprintf("the wallet holds %d cents and %s costs %d", balance, documentID, price)}
 	}
+	return price, nil
+}
 
+// pay debits the wallet, records the payment and enqueues its receipt, all
+// in tx: the receipt job exists if and only if the payment commits.
+func (a *app) pay(ctx context.Context, tx *sql.Tx, documentID string, price int64, now string) (*purchaseResponse, error) {
+	var balance int64
 	if err := tx.QueryRowContext(ctx, `UPDATE wallet SET balance_cents = balance_cents - ? WHERE id = 1
 		RETURNING balance_cents`, price).Scan(&balance); err != nil {
 		return nil, fmt.Errorf("debit wallet: %w", err)
 	}
 	paymentID := "pay_" + strings.ToLower(rand.Text())
-	now := a.now(ctx)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO payments (id, document_id, amount_cents, created_at) VALUES (?, ?, ?, ?)`,
 		paymentID, documentID, price, now); err != nil {
 		return nil, fmt.Errorf("record payment: %w", err)
@@ -123,18 +163,5 @@ func (a *app) purchase(ctx context.Context, documentID, key string) (*purchase, 
 	if err != nil {
 		return nil, fmt.Errorf("enqueue receipt: %w", err)
 	}
-	body, err := json.Marshal(purchaseResponse{PaymentID: paymentID, JobID: res.Job.ID, BalanceCents: balance})
-	if err != nil {
-		return nil, err
-	}
-	if key != "" {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (key, document_id, payment_id, status, body, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, key, documentID, paymentID, http.StatusCreated, string(body), now); err != nil {
-			return nil, fmt.Errorf("store idempotency key: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit payment: %w", err)
-	}
-	return &purchase{Status: http.StatusCreated, Body: body, PaymentID: paymentID}, nil
+	return &purchaseResponse{PaymentID: paymentID, JobID: res.Job.ID, BalanceCents: balance}, nil
 }

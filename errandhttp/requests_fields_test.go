@@ -1,4 +1,4 @@
-package batchjson_test
+package errandhttp
 
 import (
 	"encoding/json"
@@ -9,8 +9,6 @@ import (
 	"unicode"
 
 	"github.com/errandhq/errand"
-	"github.com/errandhq/errand/internal/batchjson"
-	"github.com/errandhq/errand/internal/jobjson"
 )
 
 // TestJobFieldsAreEnqueueOpts holds the JSON API's job, the body of
@@ -18,7 +16,7 @@ import (
 // option has a JSON field of its name, and every JSON field reaches an
 // option, so that adding one to either without the other fails here.
 func TestJobFieldsAreEnqueueOpts(t *testing.T) {
-	checkFields(t, reflect.TypeFor[batchjson.Job](), map[string]string{
+	checkFields(t, reflect.TypeFor[JobRequest](), map[string]string{
 		"kind": "the args' kind (EnqueueParams.Args)",
 		"args": "the args themselves (EnqueueParams.Args)",
 		// The unique key's scope and window, flat in JSON, are
@@ -27,21 +25,21 @@ func TestJobFieldsAreEnqueueOpts(t *testing.T) {
 	}, map[string]string{
 		"Unique":    "unique_key, unique_scope and unique_window",
 		"UniqueKey": "Unique.Key when unique_scope or unique_window is given",
-	}, func(j any) *errand.EnqueueOpts { return j.(*batchjson.Job).Opts() })
+	}, func(j any) *errand.EnqueueOpts { return j.(*JobRequest).opts() })
 }
 
 // TestLaterJobFieldsAreEnqueueOpts holds a batch's callback and a
-// workflow's job (internal/jobjson) to the options such a job may have.
+// workflow's job ([LaterJob]) to the options such a job may have.
 func TestLaterJobFieldsAreEnqueueOpts(t *testing.T) {
 	// errand gives such a job its id and enqueues it when its batch or
 	// dependencies are done: it has no id, run-at or unique key.
 	notLater := "a job errand enqueues later has a fixed id and no time or key of its own"
-	checkFields(t, reflect.TypeFor[jobjson.Job](), map[string]string{
+	checkFields(t, reflect.TypeFor[LaterJob](), map[string]string{
 		"kind": "the args' kind", "args": "the args themselves",
 	}, map[string]string{
 		"ID": notLater, "FirstWins": notLater, "RunAt": notLater, "UniqueKey": notLater, "Unique": notLater,
 	}, func(j any) *errand.EnqueueOpts {
-		_, opts, err := j.(*jobjson.Job).Params("job", "", "")
+		_, opts, err := j.(*LaterJob).params("job", "", "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -227,34 +227,15 @@ func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 	cmd.Env = append(passedEnv(os.Environ(), h.env), jobEnv(job)...)
 	cmd.WaitDelay = h.waitDelay
 
-	// The handler owns the pipes rather than handing io.Writers to exec, so
-	// that Wait returns when the command itself exits, and the group can be
-	// killed before waiting for output that a leftover child holds open.
-	stdinR, stdinW, err := os.Pipe()
+	pp, err := openPipes()
 	if err != nil {
 		return fmt.Errorf("exec %s: %w", name, err)
 	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW)
-		return fmt.Errorf("exec %s: %w", name, err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		closeAll(stdinR, stdinW, stdoutR, stdoutW)
-		return fmt.Errorf("exec %s: %w", name, err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pp.stdinR, pp.stdoutW, pp.stderrW
 
 	// The guard starts before the command, which joins its process group,
 	// so that no moment exists when the command runs unguarded.
-	guard, err := startGuard()
-	if err != nil {
-		h.noGuard.Do(func() {
-			h.logger.Warn("exec guard did not start: if this worker dies, the processes of its commands may outlive it",
-				"error", err.Error())
-		})
-	}
+	guard := h.newGuard()
 	pgid := guard.pgid()
 	cmd.SysProcAttr = newProcessGroup(pgid)
 	cmd.Cancel = func() error { return killGroup(cmd.Process, pgid) }
@@ -263,11 +244,11 @@ func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 	// that thread must outlive the command (pinThread).
 	unpin := pinThread()
 	err = cmd.Start()
-	closeAll(stdinR, stdoutW, stderrW) // the child holds its own copies
+	closeAll(pp.stdinR, pp.stdoutW, pp.stderrW) // the child holds its own copies
 	if err != nil {
 		unpin()
 		guard.stop()
-		closeAll(stdinW, stdoutR, stderrR)
+		closeAll(pp.stdinW, pp.stdoutR, pp.stderrR)
 		return startError(name, err)
 	}
 	commandStarted()
@@ -277,23 +258,7 @@ func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 	h.mu.Unlock()
 
 	log := h.logger.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "pid", cmd.Process.Pid)
-	tail := newTail(stderrTail)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// A command that never reads stdin makes this write fail with
-		// EPIPE once it exits; that is not an error of the attempt.
-		_, _ = stdinW.Write(job.Args)
-		stdinW.Close()
-	})
-	wg.Go(func() {
-		eachLine(stdoutR, func(line string) { log.Info("exec stdout", "line", line) })
-	})
-	wg.Go(func() {
-		eachLine(stderrR, func(line string) {
-			log.Warn("exec stderr", "line", line)
-			tail.add(line)
-		})
-	})
+	wg, tail := pp.copy(job.Args, log)
 
 	waitErr := cmd.Wait()
 	unpin()
@@ -302,10 +267,72 @@ func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 	delete(h.running, cmd.Process.Pid)
 	h.mu.Unlock()
 	guard.stop()
-	h.drain(&wg, stdinW, stdoutR, stderrR)
-	closeAll(stdoutR, stderrR)
+	h.drain(wg, pp.stdinW, pp.stdoutR, pp.stderrR)
+	closeAll(pp.stdoutR, pp.stderrR)
 
 	return h.classify(ctx, log, name, cmd.ProcessState, waitErr, tail.String())
+}
+
+// newGuard starts a command's guard, and warns once if a guard cannot
+// start: the command then runs without one (a nil guard).
+func (h *Handler) newGuard() *guard {
+	g, err := startGuard()
+	if err != nil {
+		h.noGuard.Do(func() {
+			h.logger.Warn("exec guard did not start: if this worker dies, the processes of its commands may outlive it",
+				"error", err.Error())
+		})
+	}
+	return g
+}
+
+// commandPipes are a command's stdin, stdout and stderr. The handler owns
+// the pipes rather than handing io.Writers to exec, so that Wait returns
+// when the command itself exits, and the group can be killed before
+// waiting for output that a leftover child holds open.
+type commandPipes struct {
+	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW *os.File
+}
+
+// openPipes opens a command's three pipes, or none.
+func openPipes() (*commandPipes, error) {
+	var pp commandPipes
+	var err error
+	if pp.stdinR, pp.stdinW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	if pp.stdoutR, pp.stdoutW, err = os.Pipe(); err != nil {
+		closeAll(pp.stdinR, pp.stdinW)
+		return nil, err
+	}
+	if pp.stderrR, pp.stderrW, err = os.Pipe(); err != nil {
+		closeAll(pp.stdinR, pp.stdinW, pp.stdoutR, pp.stdoutW)
+		return nil, err
+	}
+	return &pp, nil
+}
+
+// copy writes args to the command's stdin and logs each line of its
+// output, keeping stderr's last lines in the returned tail; wg is done
+// once stdin is written and both outputs have ended.
+func (pp *commandPipes) copy(args []byte, log *slog.Logger) (wg *sync.WaitGroup, t *tail) {
+	wg, t = new(sync.WaitGroup), newTail(stderrTail)
+	wg.Go(func() {
+		// A command that never reads stdin makes this write fail with
+		// EPIPE once it exits; that is not an error of the attempt.
+		_, _ = pp.stdinW.Write(args)
+		pp.stdinW.Close()
+	})
+	wg.Go(func() {
+		eachLine(pp.stdoutR, func(line string) { log.Info("exec stdout", "line", line) })
+	})
+	wg.Go(func() {
+		eachLine(pp.stderrR, func(line string) {
+			log.Warn("exec stderr", "line", line)
+			t.add(line)
+		})
+	})
+	return wg, t
 }
 
 // drain waits for the output readers to reach the end of their pipes, or
