@@ -92,27 +92,6 @@ func (c *engine) fireDeadHook(ctx context.Context, job *errandtype.Job) (bool, e
 	return true, nil
 }
 
-// afterOutcome runs what follows a recorded outcome: the dead job's hook,
-// the completion of its batch and the advance of its workflow. It costs
-// nothing for a job outside a batch and a workflow whose kind has no hook.
-func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *WorkResult) {
-	switch res.Result {
-	case ResultDead:
-		if c.hasDeadHook(job.Kind) {
-			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
-			if _, err := c.fireDeadHook(hctx, job); err != nil {
-				c.logger.Warn("on-dead hook failed; a worker's next look for dead jobs enqueues it", "job_id", job.ID, "err", err)
-			}
-			cancel()
-		}
-		c.afterMemberFinished(ctx, job)
-		c.afterWorkflowJob(ctx, job)
-	case ResultSucceeded, ResultCancelled:
-		c.afterMemberFinished(ctx, job)
-		c.afterWorkflowJob(ctx, job)
-	}
-}
-
 // hasDeadHook reports whether kind has an OnDead hook.
 func (c *engine) hasDeadHook(kind string) bool {
 	k := c.kinds[kind]

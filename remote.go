@@ -253,11 +253,7 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (errandstore.Ou
 		return errandstore.OutcomeResult{}, err
 	}
 	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: token}, Kind: errandstore.OutcomeSucceeded}
-	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}, Follow: true})
-	var r errandstore.OutcomeResult
-	if err == nil {
-		r = rs[0]
-	}
+	r, err := writeOutcome(ctx, c.store, o, true)
 	g := c.outsideGate(ctx)
 	g.observeRemote(ctx, &attempt{job: c.ackedJob(ctx, g, id, r)}, o, r, firstErr(err, r.Err))
 	r, err = c.remoteResult("ack", o, r, err)
@@ -457,23 +453,10 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *errandt
 	c.afterOutcome(ctx, job, &res)
 }
 
-// recordRemote writes one remote outcome, with what its follow-ups need
-// (JobRecordOutcomesParams.Follow), and turns a refused lease into an
-// error.
-func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
-	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}, Follow: true})
-	var r errandstore.OutcomeResult
-	if err == nil {
-		r = rs[0]
-	}
-	return c.remoteResult(op, o, r, err)
-}
-
-// recordObserved writes the outcome o of a remote attempt a, as
-// recordRemote does, and reports it to the circuit breakers as a Worker
-// reports its own attempts.
+// recordObserved writes the outcome o of a remote attempt a and reports it
+// to the circuit breakers as a Worker reports its own attempts.
 func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
-	r, err := c.writeOutcome(ctx, o)
+	r, err := writeOutcome(ctx, c.store, o, false)
 	c.outsideGate(ctx).observeRemote(ctx, a, o, r, firstErr(err, r.Err))
 	return c.remoteResult(op, o, r, err)
 }

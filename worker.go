@@ -375,15 +375,6 @@ var errAbandoned = errors.New("worker abandoned its jobs")
 // worker; Stop still does.
 func (w *Worker) Abandon() { w.abandoned.Store(true) }
 
-// write records an outcome through the batcher unless the worker abandoned
-// its jobs.
-func (w *Worker) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
-	if w.abandoned.Load() {
-		return errandstore.OutcomeResult{}, errAbandoned
-	}
-	return w.outcomes.write(ctx, o, until)
-}
-
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
@@ -419,21 +410,6 @@ func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next 
 		return time.Time{}
 	}
 	return asked.Add(wait)
-}
-
-// changesSchedule reports whether recording res changed when a job of the
-// queue next comes due: this worker's retry or snooze of job, or the end of
-// a job with an ordering key, which may let the next job of that key run.
-// The queue loop is woken to ask again. The next job of a key in another
-// queue, or another process's, is found by that queue's poll.
-func changesSchedule(job *errandtype.Job, res *WorkResult) bool {
-	switch res.Result {
-	case ResultRetrying, ResultSnoozed:
-		return true
-	case ResultSucceeded, ResultDead, ResultCancelled:
-		return job.OrderingKey != nil
-	}
-	return false
 }
 
 // runQueue claims and runs jobs of one queue with at most n at once. An
@@ -701,12 +677,7 @@ func (w *Worker) runClaimed(runCtx context.Context, slots *queueSlots, cj *claim
 // runJob runs one attempt of job, in a slot of slots, and records it.
 func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time) {
 	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
-	if w.recordLater(runCtx, a, slots) {
-		return
-	}
-	defer slots.release()
-	defer a.waitHandler() // the slot is the handler's until it returns
-	w.recordNow(runCtx, slots.queue, a)
+	w.recordAttempt(runCtx, slots, a)
 }
 
 // queueSlots are the slots of one queue of a Worker: a token in tokens for
@@ -766,126 +737,6 @@ func (s *queueSlots) wake() {
 func (s *queueSlots) release() {
 	s.free()
 	s.wake()
-}
-
-// recordNow records a's outcome, retrying while the lease lasts, and
-// finishes it.
-func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
-	res, err := w.c.record(ctx, a, w.write)
-	w.finishRecord(ctx, queue, a, res, err)
-}
-
-// finishRecord does a worker's part once record has recorded a's outcome
-// as res, or failed to with err.
-func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res *WorkResult, err error) {
-	job := a.job
-	if errors.Is(err, errAbandoned) {
-		w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
-			"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
-		w.leftToLease(err)
-		return
-	}
-	w.breakers.observe(ctx, a, res)
-	if err != nil {
-		w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
-			"job_id", job.ID, "err", err)
-		w.leftToLease(err)
-		return
-	}
-	w.noteResult(res)
-	w.stats.countResult(res)
-	if changesSchedule(job, res) {
-		w.c.wakeLocal([]string{queue})
-	}
-}
-
-// recordLater hands the outcome of a, a successful attempt of a job that
-// needs nothing more than its outcome recorded, to the outcome batcher
-// without waiting for it to be written, and reports whether it did. The
-// rest (the result to subscribers and the observer, the counters, and
-// release, which frees the job's slot) runs once its batch is written, on
-// the goroutine that wrote it; on a store that writes in parallel the slot
-// frees at the handover instead, while the queue has an early token left,
-// and the batcher wakes the claim loop as the batch's write starts (see
-// ParallelWriter). The attempt's goroutine moves on at once, to the next
-// job of its claim or to its end: a busy worker keeps no goroutine waiting
-// for each outcome in flight, for the garbage collector to scan and the
-// scheduler to wake.
-// Every other attempt (a failure, a lost lease, a job of a batch or a
-// workflow or of a kind with a dependency, whose outcome leads to more
-// writes) is recorded by record, waiting, as is an outcome the batcher
-// could not write.
-func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots) bool {
-	job := a.job
-	if a.err != nil || a.leaseErr != nil || a.handlerDone != nil || w.outcomes.direct || w.abandoned.Load() ||
-		job.BatchID != nil || job.WorkflowID != nil || w.breakers.guards(job.Kind) {
-		return false
-	}
-	res, o := w.c.startRecord(a)
-	w.running.Add(1) // Stop waits for the outcome as for the attempt
-	queue := slots.queue
-	early := slots.releaseEarly()
-	// held gives back what the job holds once its outcome is recorded: its
-	// slot, or its early token when the slot went back at the handover.
-	held := func() bool {
-		if early {
-			<-slots.early
-			return false
-		}
-		return true
-	}
-	if early {
-		// Freed before the handover, so that the batcher, which wakes the
-		// claim loop when it starts the write, never wakes it for a slot
-		// not yet free.
-		slots.free()
-	} else {
-		slots.writing.Add(1)
-	}
-	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r errandstore.OutcomeResult, err error) bool {
-		defer w.running.Done()
-		if !early {
-			slots.writing.Add(-1)
-		}
-		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
-			// Nothing to try again, as record would find.
-			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
-			return held()
-		}
-		if err != nil {
-			// The write failed: record it as any other outcome, with
-			// retries while the lease lasts, on a goroutine of its own,
-			// which frees what the job holds.
-			a.writeFailed = true
-			w.running.Go(func() {
-				defer func() {
-					if held() {
-						slots.release()
-					}
-				}()
-				w.recordNow(ctx, queue, a)
-			})
-			return false
-		}
-		w.c.endRecord(ctx, a, o, res, r)
-		w.finishRecord(ctx, queue, a, res, nil)
-		return held()
-	}, slots)
-	if err != nil && early {
-		// Not handed over, and the slot already free: record it here,
-		// holding the early token until it is.
-		slots.wake()
-		w.recordNow(ctx, queue, a)
-		<-slots.early
-		w.running.Done()
-		return true
-	}
-	if err != nil {
-		slots.writing.Add(-1)
-		w.running.Done()
-		return false
-	}
-	return true
 }
 
 // CheckWorker reports what NewWorker, of a client made with cfg, would

@@ -232,21 +232,21 @@ func (b *outcomeBatcher) othersRunning() bool {
 }
 
 // write is the Worker's outcomeWriter: it hands o to the batcher and waits
-// for the batch that holds it to be written. It stops waiting for the
+// for the batch that holds it to be written; after Abandon it writes
+// nothing. It stops waiting for the
 // batcher to take o at until (or when ctx ends); once taken, o is written
 // under the batcher's own timeout.
 func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
+	if b.abandoned != nil && b.abandoned.Load() {
+		return errandstore.OutcomeResult{}, errAbandoned
+	}
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
 		dctx, cancelDeadline := withDeadline(ctx, b.clock, until, nil)
+		defer cancelDeadline()
 		wctx, cancel := withTimeout(dctx, b.clock, b.timeout, nil)
-		rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
-		cancel()
-		cancelDeadline()
-		if err != nil {
-			return errandstore.OutcomeResult{}, err
-		}
-		return rs[0], nil
+		defer cancel()
+		return writeOutcome(wctx, b.store, o, false)
 	}
 	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
 	if err := b.hand(ctx, req, until); err != nil {
