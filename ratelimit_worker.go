@@ -315,10 +315,10 @@ func (p *claimPlan) idleWait(wait time.Duration) time.Duration {
 // back, or a changed rule, are seen within a poll. It reports false when
 // the loop should end. Wake-ups are not waited for: a held-back queue
 // cannot claim before then whatever is enqueued.
-func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, p *claimPlan) bool {
+func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, until time.Duration) bool {
 	wait := w.cfg.PollInterval
-	if p.wait > 0 {
-		wait = min(wait, max(p.wait, minDueWait))
+	if until > 0 {
+		wait = min(wait, max(until, minDueWait))
 	}
 	poll.Reset(wait)
 	select {

@@ -132,6 +132,10 @@ type Worker struct {
 	scheduler     *scheduler         // nil without schedules; see schedule.go
 	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
 	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
+	gates         []claimGate        // what a claim passes; see claim_gates.go
+	// parallelWrites: the store writes outcomes in parallel, so a job's
+	// slot may free at its outcome's handover (see ParallelWriter).
+	parallelWrites bool
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -215,6 +219,10 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	w.breakers = gate
+	w.gates = w.claimGates()
+	if pw, ok := c.store.(errandstore.ParallelWriter); ok {
+		w.parallelWrites = pw.WritesInParallel()
+	}
 	if len(cfg.Schedules) > 0 {
 		sc, err := newScheduler(c.engine, cfg.Schedules)
 		if err != nil {
@@ -414,12 +422,10 @@ func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next 
 
 // runQueue claims and runs jobs of one queue with at most n at once. An
 // idle queue sleeps until a wake-up, its poll interval, or the time its next
-// scheduled or retrying job comes due, whichever comes first.
+// scheduled or retrying job comes due, whichever comes first. A busy one
+// keeps claims in flight (see claimAhead) unless its claims pass gates.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
-	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
-	if pw, ok := w.c.store.(errandstore.ParallelWriter); ok && pw.WritesInParallel() {
-		slots.early = make(chan struct{}, n)
-	}
+	slots := w.newQueueSlots(queue, n)
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
@@ -437,83 +443,26 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		}
 		free := n - len(slots.tokens)
 		if free == 0 {
-			select {
-			case <-loopCtx.Done():
-				return
-			case <-slots.freed:
-				continue
-			}
-		}
-		if w.share != nil {
-			// The worker's shared capacity, by weight: wait for a slot.
-			if free = w.share.acquire(loopCtx, queue, free); free == 0 {
-				return
-			}
-		}
-		wake := w.c.wakeChan(queue)
-		if loopCtx.Err() != nil {
-			if w.share != nil {
-				w.share.rest(queue, free)
-			}
-			return
-		}
-		plan := w.flow.plan(loopCtx, w.c.logger, queue, w.kinds, free) // rate limits, retry budgets
-		if plan.held {
-			if w.share != nil {
-				// Over its rate limit, the queue's capacity goes to others.
-				w.share.rest(queue, free)
-			}
-			if !w.waitForTokens(loopCtx, poll, &plan) {
+			if !slots.waitFreed(loopCtx) {
 				return
 			}
 			continue
 		}
-		// An idle queue asks when its next job comes due before it claims:
-		// a job that comes due meanwhile is then either taken by the claim
-		// or not earlier than the answer, so the sleep below never passes
-		// a due job. A store that can (NextDueClaimer) answers in the
-		// claim's own round trip, asked before the claim there.
-		var due time.Time
-		askDue := idle && w.claimAsksDue(claimer) && !plan.split()
-		if idle && !askDue {
-			due = w.nextDue(loopCtx, queue)
-		}
-		// A claim, once sent, is not cancelled by a stop: a cancelled
-		// commit can succeed on the server while the client sees an error,
-		// stranding the claimed jobs until their leases expire. The jobs
-		// it returns run, and Stop waits for them.
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		params := &errandstore.JobClaimParams{
-			Queues:         []string{queue},
-			Kinds:          plan.kinds,
-			Limit:          plan.limit,
-			Lease:          w.cfg.Lease,
-			Owner:          w.cfg.Owner,
-			SkipRetryKinds: plan.skipRetry,
-		}
-		var jobs []*errandtype.Job
-		var err error
-		if askDue {
-			var next errandstore.JobNextDueResult
-			jobs, next, err = claimer.claimNextDue(claimCtx, params, w.nextDueParams(queue))
-			if err == nil { // a failed claim is logged below; the poll covers it
-				due = w.dueAt(loopCtx, queue, claimSent, next, nil)
+		t := &claimTicket{queue: queue, kinds: w.kinds, limit: free}
+		switch w.admit(loopCtx, t) {
+		case admitStop:
+			return
+		case admitHeld:
+			if !w.waitForTokens(loopCtx, poll, t.wait) {
+				return
 			}
-		} else {
-			jobs, err = plan.claim(claimCtx, w.c.logger, params, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-				return w.claim(ctx, claimer, p)
-			})
+			continue
 		}
-		cancelClaim()
-		w.c.claimReturned(queue)
-		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
-		if w.share != nil && len(jobs) < free {
-			w.share.rest(queue, free-len(jobs))
-		}
+		t.wake = w.c.wakeChan(queue)
+		jobs, due, err := w.claimThroughGates(loopCtx, t, claimer, idle)
 		w.claimed(loopCtx, slots, len(jobs), err)
-		w.startJobs(runCtx, slots, jobs, claimSent)
-		if err == nil && (len(jobs) == plan.limit || plan.again) {
+		w.startJobs(runCtx, slots, jobs, t.sent)
+		if err == nil && (len(jobs) == t.limit || t.plan.again) {
 			idle = false
 			continue // there may be more
 		}
@@ -524,10 +473,19 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			due = w.nextDue(loopCtx, queue)
 			idle = true
 		}
-		if !w.sleepIdle(loopCtx, slots, poll, wake, due, &plan) {
+		if !w.sleepIdle(loopCtx, slots, poll, t.wake, due, t) {
 			return
 		}
 	}
+}
+
+// newQueueSlots returns the n slots of queue.
+func (w *Worker) newQueueSlots(queue string, n int) *queueSlots {
+	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
+	if w.parallelWrites {
+		slots.early = make(chan struct{}, n)
+	}
+	return slots
 }
 
 // Claim retries: after a failed claim the queue loop claims again after
@@ -548,7 +506,7 @@ func claimRetryWait(failed int) time.Duration {
 // sleepIdle sleeps an idle queue loop until a wake-up, its poll interval,
 // due (when not zero), or the retry of a failed claim, whichever comes
 // first, and reports false when the loop should end instead.
-func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
+func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Timer, wake <-chan struct{}, due time.Time, t *claimTicket) bool {
 	queue := slots.queue
 	wait := w.cfg.PollInterval
 	if slots.failedClaims > 0 {
@@ -559,7 +517,7 @@ func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Time
 		// from spinning the loop on a job forever a moment away.
 		wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 	}
-	wait = w.breakers.capWait(plan.idleWait(wait))
+	wait = w.idleWait(t, wait)
 	poll.Reset(wait)
 	w.c.sleeping(queue, 1)
 	defer w.c.sleeping(queue, -1)
@@ -723,6 +681,17 @@ func (s *queueSlots) free() {
 		s.w.share.release(s.queue)
 	}
 	<-s.tokens
+}
+
+// waitFreed waits for a slot to free, and reports false when ctx ended
+// first.
+func (s *queueSlots) waitFreed(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.freed:
+		return true
+	}
 }
 
 // wake wakes the claim loop to the slots freed.

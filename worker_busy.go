@@ -130,7 +130,7 @@ func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slot
 	// as the plain loop does, and sleep.
 	b.short = false
 	due := w.nextDue(loopCtx, slots.queue)
-	if !w.sleepIdle(loopCtx, slots, poll, b.wake, due, &claimPlan{}) {
+	if !w.sleepIdle(loopCtx, slots, poll, b.wake, due, &claimTicket{}) {
 		return aheadStop
 	}
 	return aheadAgain
@@ -178,5 +178,5 @@ func (w *Worker) drainClaims(runCtx context.Context, b *busyClaims, slots *queue
 // Those claims are made one at a time, each after the last returned, as
 // before.
 func (w *Worker) pipelines(qc *queueClaimer) bool {
-	return w.share == nil && w.flow == nil && !qc.fair.Load() && (w.breakers == nil || len(w.breakers.deps) == 0)
+	return len(w.gates) == 0 && !qc.fair.Load()
 }
