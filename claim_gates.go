@@ -53,6 +53,12 @@ type claimTicket struct {
 	wake    <-chan struct{}
 }
 
+// more reports whether the queue may hold more work than t's claim took:
+// it came back full, or gave a retry budget tokens it lacked.
+func (t *claimTicket) more(jobs []*errandtype.Job, err error) bool {
+	return err == nil && (len(jobs) == t.limit || t.plan.again)
+}
+
 // claimGates returns the gates of a worker as configured, in the order a
 // claim passes them.
 func (w *Worker) claimGates() []claimGate {

@@ -433,7 +433,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	busy := busyClaims{n: n, results: make(chan claimResult, maxClaimsInFlight)}
 	defer w.drainClaims(runCtx, &busy, slots)
 	for {
-		if busy.inFlight > 0 || !idle && w.pipelines(claimer) {
+		if busy.inFlight > 0 || w.pipelines(claimer, idle) {
 			switch w.claimAhead(loopCtx, runCtx, &busy, slots, claimer, poll, &idle) {
 			case aheadStop:
 				return
@@ -462,7 +462,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		jobs, due, err := w.claimThroughGates(loopCtx, t, claimer, idle)
 		w.claimed(loopCtx, slots, len(jobs), err)
 		w.startJobs(runCtx, slots, jobs, t.sent)
-		if err == nil && (len(jobs) == t.limit || t.plan.again) {
+		if t.more(jobs, err) {
 			idle = false
 			continue // there may be more
 		}
