@@ -152,6 +152,37 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		return nil, &errandtype.InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler (or give the worker Schedules or a Retention policy to run)"}
 	}
 	sort.Strings(kinds)
+	queues, err := checkQueues(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(kinds) == 0 {
+		queues = nil // nothing to claim: no queue loop runs
+	}
+	weights, err := checkWeights(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWorkerTimes(&cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Retention != nil {
+		r := *cfg.Retention
+		cfg.Retention = &r // defaults go on a copy, not the caller's policy
+		if err := checkRetention(cfg.Retention); err != nil {
+			return nil, err
+		}
+	}
+	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), weights: weights}
+	if err := w.build(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// checkQueues applies the default to cfg.Queues, checks it, and returns
+// its queues, sorted.
+func checkQueues(cfg *WorkerConfig) ([]string, error) {
 	if len(cfg.Queues) == 0 {
 		cfg.Queues = map[string]int{DefaultQueue: 10}
 	}
@@ -166,71 +197,63 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
-	if len(kinds) == 0 {
-		queues = nil // nothing to claim: no queue loop runs
-	}
-	weights, err := checkWeights(&cfg)
-	if err != nil {
-		return nil, err
-	}
+	return queues, nil
+}
+
+// checkWorkerTimes applies the defaults of cfg's lease, intervals and
+// owner, and checks them.
+func checkWorkerTimes(cfg *WorkerConfig) error {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
 	if err := checkLease("Lease", cfg.Lease); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
 	if err := errandstore.CheckInterval("PollInterval", cfg.PollInterval, "1s"); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = DefaultWorkerHeartbeat
 	}
 	if err := errandstore.CheckInterval("HeartbeatInterval", cfg.HeartbeatInterval, "5s"); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = DefaultOwner()
 	} else if err := errandstore.CheckIdentifier("Owner", cfg.Owner, errandstore.MaxIDBytes); err != nil {
-		return nil, err
+		return err
 	}
-	if err := checkLeaderConfig(&cfg); err != nil {
-		return nil, err
-	}
-	if cfg.Retention != nil {
-		r := *cfg.Retention
-		cfg.Retention = &r // defaults go on a copy, not the caller's policy
-		if err := checkRetention(cfg.Retention); err != nil {
-			return nil, err
-		}
-	}
-	flow, err := newFlowLimits(c.store, &cfg, kinds)
+	return checkLeaderConfig(cfg)
+}
+
+// build resolves, once, what the worker's config asks of the store: its
+// limits, circuit breakers and schedules, and the claim gates they make.
+func (w *Worker) build() error {
+	c, cfg := w.c, &w.cfg
+	flow, err := newFlowLimits(c.store, cfg, w.kinds)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow, weights: weights}
-	if weights != nil {
-		w.share = newCapacityShare(cfg.MaxWorkers, weights, cfg.Queues)
+	w.flow = flow
+	if w.weights != nil {
+		w.share = newCapacityShare(cfg.MaxWorkers, w.weights, cfg.Queues)
 	}
-	gate, err := newBreakerGate(c.engine, kinds)
-	if err != nil {
-		return nil, err
+	if w.breakers, err = newBreakerGate(c, w.kinds); err != nil {
+		return err
 	}
-	w.breakers = gate
 	w.gates = w.claimGates()
 	if pw, ok := c.store.(errandstore.ParallelWriter); ok {
 		w.parallelWrites = pw.WritesInParallel()
 	}
 	if len(cfg.Schedules) > 0 {
-		sc, err := newScheduler(c.engine, cfg.Schedules)
-		if err != nil {
-			return nil, err
+		if w.scheduler, err = newScheduler(c, cfg.Schedules); err != nil {
+			return err
 		}
-		w.scheduler = sc
 	}
-	return w, nil
+	return nil
 }
 
 // Start registers the worker in the worker registry and begins claiming and
