@@ -69,19 +69,16 @@ func (c *engine) startRecord(a *attempt) (*WorkResult, *errandstore.JobOutcome) 
 func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 	job := a.job
 	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
-	if a.err == nil {
+	switch {
+	case a.err == nil:
 		o.Kind = errandstore.OutcomeSucceeded
-		return o
-	}
-	if a.stopped {
+	case a.stopped:
 		// The worker is shutting down, not the job failing: give the job
 		// back without counting the attempt.
 		o.Kind = errandstore.OutcomeInterrupted
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
 			Message: errandstore.CleanText("worker stopped before the attempt finished: "+a.err.Error(), errandstore.MaxMessageBytes)}
-		return o
-	}
-	if a.cancelled {
+	case a.cancelled:
 		// An operator's cancel, whatever the handler returned on its way
 		// out: the job ends cancelled, fenced like every outcome.
 		msg := CancelledByRequestMessage
@@ -90,19 +87,25 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 		}
 		o.Kind = errandstore.OutcomeCancelled
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: errandstore.ClassCancelled, Message: msg}
-		return o
+	default:
+		c.failed(o, a)
 	}
+	return o
+}
+
+// failed makes o the outcome of a's failure: a snooze, a retry after the
+// handler's hint or the policy's backoff, or, when permanent or on the
+// final attempt, death.
+func (c *engine) failed(o *errandstore.JobOutcome, a *attempt) {
+	job := a.job
 	je := classified(a.err)
 	if a.timedOut {
-		je = &JobError{class: ClassTimeout, err: fmt.Errorf("attempt exceeded its %s timeout", c.kind(job.Kind).Timeout)}
-		if a.err != nil {
-			je.err = fmt.Errorf("attempt exceeded its %s timeout: %w", c.kind(job.Kind).Timeout, a.err)
-		}
+		je = &JobError{class: ClassTimeout, err: fmt.Errorf("attempt exceeded its %s timeout: %w", c.kind(job.Kind).Timeout, a.err)}
 	}
 	if je.snooze > 0 {
 		o.Kind = errandstore.OutcomeSnooze
 		o.Delay = je.snooze
-		return o
+		return
 	}
 	if !errandstore.ValidClass(je.class) {
 		je.class = ClassError // a zero JobError names no class
@@ -125,7 +128,6 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 		o.Kind = errandstore.OutcomeRetry
 		o.Delay = c.policyFor(job.Kind).delayFor(job)
 	}
-	return o
 }
 
 // 2. Write.
