@@ -3,8 +3,8 @@ package errand
 // The outcome of an attempt, from the handler's return to the last thing
 // that follows from it, in the order it happens:
 //
-//  1. classify: the attempt becomes the outcome to write (startRecord,
-//     outcome): succeeded, retry after the policy's backoff or the
+//  1. classify: the attempt becomes the outcome to write (classify,
+//     outcome, failed): succeeded, retry after the policy's backoff or the
 //     handler's hint, snoozed, dead (permanent, exhausted), cancelled,
 //     given back on a drain; a lost lease writes nothing.
 //  2. write: fenced by the lease token, through the worker's outcome
@@ -12,11 +12,11 @@ package errand
 //     its write hands it over and moves on (recordLater); every other one
 //     waits for it, retrying while the lease lasts (recordNow, record,
 //     writeUntilLeaseEnds).
-//  3. publish: subscribers, the observer and the log learn the result
-//     (endRecord, logOutcome).
+//  3. publish: the result takes what the write found, and subscribers,
+//     the observer and the log learn it (recorded, publishResult).
 //  4. follow-ups: the on-dead hook, the job's batch, its workflow
 //     (afterOutcome), then the worker's own part: the circuit breaker, the
-//     registry and counters, the queue's next due time (finishRecord).
+//     registry and counters, the queue's next due time (followUp).
 //
 // Attempts outside a Worker (WorkOne, remote workers) take the same path
 // with a writer of their own.
@@ -47,10 +47,10 @@ func (w *Worker) recordAttempt(ctx context.Context, slots *queueSlots, a *attemp
 
 // 1. Classify.
 
-// startRecord begins recording a finished attempt: its result so far, and
-// the outcome to write, nil when the lease was lost and nothing is to be
-// written.
-func (c *engine) startRecord(a *attempt) (*WorkResult, *errandstore.JobOutcome) {
+// classify returns what a finished attempt comes to: its result so far,
+// and the outcome to write, nil when the lease was lost and nothing is to
+// be written.
+func (c *engine) classify(a *attempt) (*WorkResult, *errandstore.JobOutcome) {
 	job := a.job
 	res := &WorkResult{JobID: &job.ID, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
 	if a.leaseErr != nil {
@@ -148,7 +148,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 	if !w.onlyWrite(a) {
 		return false
 	}
-	res, o := w.c.startRecord(a)
+	res, o := w.c.classify(a)
 	w.running.Add(1) // Stop waits for the outcome as for the attempt
 	l := &laterOutcome{w: w, ctx: ctx, a: a, o: o, res: res, slots: slots, early: slots.releaseEarly()}
 	if l.early {
@@ -212,11 +212,11 @@ func (l *laterOutcome) written(r errandstore.OutcomeResult, err error) bool {
 	}
 	switch {
 	case err == nil:
-		w.c.endRecord(l.ctx, a, l.o, l.res, r)
-		w.finishRecord(l.ctx, l.slots.queue, a, l.res, nil)
+		w.c.recorded(l.ctx, a, l.o, l.res, r)
+		w.followUp(l.ctx, l.slots.queue, a, l.res, nil)
 	case errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease:
 		// Nothing to try again, as record would find.
-		w.finishRecord(l.ctx, l.slots.queue, a, nil, fmt.Errorf("record outcome of job %s: %w", a.job.ID, err))
+		w.followUp(l.ctx, l.slots.queue, a, nil, fmt.Errorf("record outcome of job %s: %w", a.job.ID, err))
 	default:
 		// Retried while the lease lasts, on a goroutine of its own, which
 		// frees what the job holds.
@@ -248,7 +248,7 @@ func (l *laterOutcome) held() bool {
 // finishes it.
 func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
 	res, err := w.c.record(ctx, a, w.outcomes.write)
-	w.finishRecord(ctx, queue, a, res, err)
+	w.followUp(ctx, queue, a, res, err)
 }
 
 // record writes an attempt's outcome with write (nil: one transaction per
@@ -256,9 +256,9 @@ func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
 func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*WorkResult, error) {
 	job := a.job
 	id := job.ID
-	res, o := c.startRecord(a)
+	res, o := c.classify(a)
 	if o == nil {
-		c.logOutcome(job, res)
+		c.publishResult(job, res)
 		return res, nil
 	}
 	if write == nil {
@@ -281,7 +281,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	if err != nil {
 		return nil, fmt.Errorf("record outcome of job %s: %w", id, err)
 	}
-	c.endRecord(ctx, a, o, res, r)
+	c.recorded(ctx, a, o, res, r)
 	return res, nil
 }
 
@@ -406,14 +406,14 @@ func writeOutcome(ctx context.Context, s errandstore.JobStore, o *errandstore.Jo
 
 // 3. Publish.
 
-// endRecord completes res with what writing o found, r, and tells the
-// attempt's subscribers and observer.
-func (c *engine) endRecord(ctx context.Context, a *attempt, o *errandstore.JobOutcome, res *WorkResult, r errandstore.OutcomeResult) {
+// recorded completes res with what writing o found, r, publishes it, and
+// runs the follow-ups of the job's new state.
+func (c *engine) recorded(ctx context.Context, a *attempt, o *errandstore.JobOutcome, res *WorkResult, r errandstore.OutcomeResult) {
 	job := a.job
 	if r.Err != nil {
 		res.Result = ResultLeaseLost
 		c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", string(o.Kind))
-		c.logOutcome(job, res)
+		c.publishResult(job, res)
 		return
 	}
 	res.Result = resultOfState(r.State, o.Kind)
@@ -421,12 +421,13 @@ func (c *engine) endRecord(ctx context.Context, a *attempt, o *errandstore.JobOu
 		at := r.AvailableAt
 		res.AvailableAt = &at
 	}
-	c.logOutcome(job, res)
+	c.publishResult(job, res)
 	c.afterOutcome(ctx, job, res)
 }
 
-// logOutcome logs an attempt's result and tells subscribers.
-func (c *engine) logOutcome(job *errandtype.Job, r *WorkResult) {
+// publishResult tells the observer and subscribers an attempt's result,
+// and logs it.
+func (c *engine) publishResult(job *errandtype.Job, r *WorkResult) {
 	if c.observer != nil {
 		c.observer.JobFinished(job, r)
 	}
@@ -470,9 +471,10 @@ func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *Wor
 	}
 }
 
-// finishRecord does a worker's part once record has recorded a's outcome
-// as res, or failed to with err.
-func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res *WorkResult, err error) {
+// followUp does a worker's part once a's outcome was recorded as res, or
+// failed to be with err: its circuit breaker, its registry and counters,
+// and a wake-up of the queue when its next due job may have changed.
+func (w *Worker) followUp(ctx context.Context, queue string, a *attempt, res *WorkResult, err error) {
 	job := a.job
 	if errors.Is(err, errAbandoned) {
 		w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
