@@ -425,6 +425,27 @@ func (c *engine) recorded(ctx context.Context, a *attempt, o *errandstore.JobOut
 	c.afterOutcome(ctx, job, res)
 }
 
+// resultOfState names the result of an outcome of kind that left a job in
+// state.
+func resultOfState(state errandtype.JobState, kind errandstore.OutcomeKind) Result {
+	switch state {
+	case errandtype.StateSucceeded:
+		return ResultSucceeded
+	case errandtype.StateRetrying:
+		return ResultRetrying
+	case errandtype.StateDead:
+		return ResultDead
+	case errandtype.StateCancelled:
+		return ResultCancelled
+	case errandtype.StateQueued:
+		if kind == errandstore.OutcomeInterrupted {
+			return ResultInterrupted
+		}
+		return ResultSnoozed
+	}
+	return ""
+}
+
 // publishResult tells the observer and subscribers an attempt's result,
 // and logs it.
 func (c *engine) publishResult(job *errandtype.Job, r *WorkResult) {

@@ -153,24 +153,3 @@ func (c *engine) ackedJob(ctx context.Context, g *breakerGate, id string, r erra
 	}
 	return &errandtype.Job{ID: id, Kind: r.Kind}
 }
-
-// resultOfState names the result of an outcome of kind that left a job in
-// state.
-func resultOfState(state errandtype.JobState, kind errandstore.OutcomeKind) Result {
-	switch state {
-	case errandtype.StateSucceeded:
-		return ResultSucceeded
-	case errandtype.StateRetrying:
-		return ResultRetrying
-	case errandtype.StateDead:
-		return ResultDead
-	case errandtype.StateCancelled:
-		return ResultCancelled
-	case errandtype.StateQueued:
-		if kind == errandstore.OutcomeInterrupted {
-			return ResultInterrupted
-		}
-		return ResultSnoozed
-	}
-	return ""
-}
