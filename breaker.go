@@ -515,24 +515,3 @@ func (g *breakerGate) write(ctx context.Context, p *errandstore.BreakerUpdatePar
 
 // claimFunc claims the jobs p asks for.
 type claimFunc func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error)
-
-// claim claims as p says, through qc (fairly while the queue has fairness
-// keys), and through the circuit breakers when the worker's kinds name
-// dependencies.
-func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-	return w.c.claimThrough(ctx, w.breakers, qc, p)
-}
-
-// claimThrough claims as p says, through qc (fairly while the queue has
-// fairness keys), and through the circuit breakers of g when its kinds name
-// dependencies. Workers and the claims made outside them (see
-// remote_flow.go) share it.
-func (c *engine) claimThrough(ctx context.Context, g *breakerGate, qc *queueClaimer, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-	claim := func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return qc.claim(ctx, c.store, p)
-	}
-	if g == nil || len(g.deps) == 0 {
-		return claim(ctx, p)
-	}
-	return g.claim(ctx, p, claim)
-}

@@ -14,6 +14,7 @@ import (
 // budgets (ratelimit_worker.go), circuit breakers (breaker.go). NewWorker
 // builds the gates once from the config and what the store can do; a
 // worker without them has none, and its claims go straight to the store.
+// Claims made outside a Worker pass the same gates (see claimOutside).
 // Fair claims (worker_fair.go) are not a gate but the store call at the end
 // of the chain, chosen per queue.
 
@@ -61,8 +62,8 @@ func (t *claimTicket) more(jobs []*errandtype.Job, err error) bool {
 
 // claimGates returns the gates of a worker as configured, in the order a
 // claim passes them.
-func (w *Worker) claimGates() []claimGate {
-	var gates []claimGate
+func (w *Worker) claimGates() claimGates {
+	var gates claimGates
 	if w.share != nil {
 		gates = append(gates, shareGate{w.share})
 	}
@@ -82,31 +83,50 @@ const (
 	admitStop         // the loop ends
 )
 
+// claimGates are the gates of a claim, in the order it passes them.
+type claimGates []claimGate
+
 // admit passes t through every gate, and gives back what the gates before
 // one that holds it back, or a stop, took.
-func (w *Worker) admit(ctx context.Context, t *claimTicket) int {
-	for i, g := range w.gates {
+func (gs claimGates) admit(ctx context.Context, t *claimTicket) int {
+	for i, g := range gs {
 		if ctx.Err() != nil || !g.admit(ctx, t) {
-			w.settle(ctx, t, w.gates[:i], nil, nil)
+			gs[:i].settle(ctx, t, nil, nil)
 			return admitStop
 		}
 		if t.held {
-			w.settle(ctx, t, w.gates[:i], nil, nil)
+			gs[:i].settle(ctx, t, nil, nil)
 			return admitHeld
 		}
 	}
 	if ctx.Err() != nil {
-		w.settle(ctx, t, w.gates, nil, nil)
+		gs.settle(ctx, t, nil, nil)
 		return admitStop
 	}
 	return admitClaim
 }
 
-// settle settles gates, last first, with what t's claim returned.
-func (w *Worker) settle(ctx context.Context, t *claimTicket, gates []claimGate, jobs []*errandtype.Job, err error) {
-	for i := len(gates) - 1; i >= 0; i-- {
-		gates[i].settle(ctx, t, jobs, err)
+// through returns claim made through every gate, the first outermost.
+func (gs claimGates) through(t *claimTicket, claim claimFunc) claimFunc {
+	for i := len(gs) - 1; i >= 0; i-- {
+		claim = gs[i].through(t, claim)
 	}
+	return claim
+}
+
+// settle settles the gates, last first, with what t's claim returned.
+func (gs claimGates) settle(ctx context.Context, t *claimTicket, jobs []*errandtype.Job, err error) {
+	for i := len(gs) - 1; i >= 0; i-- {
+		gs[i].settle(ctx, t, jobs, err)
+	}
+}
+
+// idleWait shortens an idle queue's sleep after t by every gate's rule.
+func (gs claimGates) idleWait(t *claimTicket, wait time.Duration) time.Duration {
+	for _, g := range gs {
+		wait = g.idleWait(t, wait)
+	}
+	return wait
 }
 
 // claimThroughGates sends t's claim through the gates to qc, the store's
@@ -116,12 +136,9 @@ func (w *Worker) settle(ctx context.Context, t *claimTicket, gates []claimGate, 
 // earlier than the answer, so the sleep after never passes a due job. A
 // store that can (NextDueClaimer) answers in the claim's own round trip.
 func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *queueClaimer, idle bool) ([]*errandtype.Job, time.Time, error) {
-	claim := func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+	claim := w.gates.through(t, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 		return qc.claim(ctx, w.c.store, p)
-	}
-	for i := len(w.gates) - 1; i >= 0; i-- {
-		claim = w.gates[i].through(t, claim)
-	}
+	})
 	var due time.Time
 	askDue := idle && !t.wrapped && w.claimAsksDue(qc)
 	if idle && !askDue {
@@ -148,16 +165,8 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 	}
 	cancelClaim()
 	w.c.claimReturned(t.queue)
-	w.settle(loopCtx, t, w.gates, jobs, err)
+	w.gates.settle(loopCtx, t, jobs, err)
 	return jobs, due, err
-}
-
-// idleWait shortens an idle queue's sleep after t by every gate's rule.
-func (w *Worker) idleWait(t *claimTicket, wait time.Duration) time.Duration {
-	for _, g := range w.gates {
-		wait = g.idleWait(t, wait)
-	}
-	return wait
 }
 
 // shareGate is the worker's capacity shared by weight among its queues:

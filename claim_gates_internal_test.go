@@ -65,14 +65,14 @@ func TestClaimGatesAdmit(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls []string
-			w := &Worker{gates: tt.gates(&calls)}
+			gates := claimGates(tt.gates(&calls))
 			ctx, cancel := context.WithCancel(t.Context())
 			if tt.cancelled {
 				cancel()
 			}
 			defer cancel()
 			ticket := &claimTicket{queue: "q", limit: 10}
-			if got := w.admit(ctx, ticket); got != tt.want {
+			if got := gates.admit(ctx, ticket); got != tt.want {
 				t.Errorf("admit = %d, want %d", got, tt.want)
 			}
 			if !slices.Equal(calls, tt.calls) {
@@ -89,9 +89,9 @@ func TestClaimGatesAdmit(t *testing.T) {
 // what it returned.
 func TestClaimGatesSettle(t *testing.T) {
 	var calls []string
-	w := &Worker{gates: []claimGate{&fakeGate{name: "a", calls: &calls}, &fakeGate{name: "b", calls: &calls}}}
+	gates := claimGates{&fakeGate{name: "a", calls: &calls}, &fakeGate{name: "b", calls: &calls}}
 	jobs := []*errandtype.Job{{ID: "1"}, {ID: "2"}}
-	w.settle(t.Context(), &claimTicket{}, w.gates, jobs, nil)
+	gates.settle(t.Context(), &claimTicket{}, jobs, nil)
 	if want := []string{"settle b 2 <nil>", "settle a 2 <nil>"}; !slices.Equal(calls, want) {
 		t.Errorf("calls %q, want %q", calls, want)
 	}

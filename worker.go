@@ -132,7 +132,7 @@ type Worker struct {
 	scheduler     *scheduler         // nil without schedules; see schedule.go
 	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
 	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
-	gates         []claimGate        // what a claim passes; see claim_gates.go
+	gates         claimGates         // what a claim passes; see claim_gates.go
 	// parallelWrites: the store writes outcomes in parallel, so a job's
 	// slot may free at its outcome's handover (see ParallelWriter).
 	parallelWrites bool
@@ -472,7 +472,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			continue
 		}
 		t := &claimTicket{queue: queue, kinds: w.kinds, limit: free}
-		switch w.admit(loopCtx, t) {
+		switch w.gates.admit(loopCtx, t) {
 		case admitStop:
 			return
 		case admitHeld:
@@ -540,7 +540,7 @@ func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Time
 		// from spinning the loop on a job forever a moment away.
 		wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 	}
-	wait = w.idleWait(t, wait)
+	wait = w.gates.idleWait(t, wait)
 	poll.Reset(wait)
 	w.c.sleeping(queue, 1)
 	defer w.c.sleeping(queue, -1)

@@ -167,7 +167,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, 
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		jobs, err := w.claim(ctx, qc, params)
+		jobs, err := qc.claim(ctx, w.c.store, params)
 		cancel()
 		w.c.claimReturned(queue)
 		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
