@@ -244,8 +244,8 @@ func (l *laterOutcome) held() bool {
 	return true
 }
 
-// recordNow records a's outcome, retrying while the lease lasts, and
-// finishes it.
+// recordNow records a's outcome, waiting for the write and retrying it
+// while the lease lasts, and follows it up.
 func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
 	res, err := w.c.record(ctx, a, w.outcomes.write)
 	w.followUp(ctx, queue, a, res, err)
