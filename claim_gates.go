@@ -51,7 +51,9 @@ type claimTicket struct {
 	shared  int       // slots the capacity gate granted
 	plan    claimPlan // the rate limits' part
 	sent    time.Time // the store's leases start no earlier than this
-	wake    <-chan struct{}
+	// wake is the queue's wake-up as it stood before the claim was sent:
+	// an idle queue sleeps on it after.
+	wake <-chan struct{}
 }
 
 // more reports whether the queue may hold more work than t's claim took:
