@@ -180,48 +180,16 @@ func (g *breakerGate) claim(ctx context.Context, params *errandstore.JobClaimPar
 	if len(deps) == 0 {
 		return claim(ctx, params) // no kind claimed names a dependency
 	}
-	read, err := g.store.BreakerList(ctx, &errandstore.BreakerListParams{Dependencies: deps})
+	blocked, probe, err := g.blocked(ctx, deps)
 	if err != nil {
-		return nil, fmt.Errorf("read breakers: %w", err)
+		return nil, err
 	}
-	blocked := map[string]bool{}
-	var probe []*errandtype.BreakerRecord
-	var wait time.Duration // until the nearest blocked breaker may change
-	note := func(at *time.Time) {
-		if at != nil && at.After(read.Now) && (wait == 0 || at.Sub(read.Now) < wait) {
-			wait = at.Sub(read.Now)
-		}
-	}
-	g.mu.Lock()
-	for _, b := range read.Breakers {
-		switch b.State {
-		case errandtype.BreakerOpen:
-			blocked[b.Dependency] = true
-			if b.OpenUntil != nil && !read.Now.Before(*b.OpenUntil) {
-				probe = append(probe, b)
-			}
-			note(b.OpenUntil)
-		case errandtype.BreakerHalfOpen:
-			blocked[b.Dependency] = true
-			if b.Probes < g.e.breakerPolicy(b.Dependency).Probes || b.ProbeUntil == nil || !read.Now.Before(*b.ProbeUntil) {
-				probe = append(probe, b)
-			}
-			note(b.ProbeUntil)
-		}
-	}
-	g.recheck = time.Time{}
-	if wait > 0 {
-		g.recheck = g.e.clock.Now().Add(wait)
-	}
-	g.mu.Unlock()
 	if len(blocked) == 0 {
 		return claim(ctx, params)
 	}
-
 	var jobs []*errandtype.Job
-	limit := params.Limit
 	for _, b := range probe {
-		if limit == 0 {
+		if len(jobs) == params.Limit {
 			break
 		}
 		j, err := g.claimProbe(ctx, params, b.Dependency, claim)
@@ -230,7 +198,6 @@ func (g *breakerGate) claim(ctx context.Context, params *errandstore.JobClaimPar
 		}
 		if j != nil {
 			jobs = append(jobs, j)
-			limit--
 		}
 	}
 	var open []string
@@ -239,6 +206,7 @@ func (g *breakerGate) claim(ctx context.Context, params *errandstore.JobClaimPar
 			open = append(open, k)
 		}
 	}
+	limit := params.Limit - len(jobs)
 	if limit == 0 || len(open) == 0 {
 		return jobs, nil // every kind waits for its breaker: claim nothing
 	}
@@ -249,6 +217,57 @@ func (g *breakerGate) claim(ctx context.Context, params *errandstore.JobClaimPar
 		return g.claimedSoFar(jobs, err)
 	}
 	return append(jobs, more...), nil
+}
+
+// blocked reads the breakers of deps and returns those that hold their
+// jobs back, and of them those that may let a probe through now. It notes
+// when the nearest of them may change (see capWait).
+func (g *breakerGate) blocked(ctx context.Context, deps []string) (map[string]bool, []*errandtype.BreakerRecord, error) {
+	read, err := g.store.BreakerList(ctx, &errandstore.BreakerListParams{Dependencies: deps})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read breakers: %w", err)
+	}
+	blocked := map[string]bool{}
+	var probe []*errandtype.BreakerRecord
+	var wait time.Duration // until the nearest blocked breaker may change
+	note := func(at *time.Time) {
+		if at != nil && at.After(read.Now) && (wait == 0 || at.Sub(read.Now) < wait) {
+			wait = at.Sub(read.Now)
+		}
+	}
+	for _, b := range read.Breakers {
+		var until *time.Time
+		switch b.State {
+		case errandtype.BreakerOpen:
+			until = b.OpenUntil
+		case errandtype.BreakerHalfOpen:
+			until = b.ProbeUntil
+		default:
+			continue
+		}
+		blocked[b.Dependency] = true
+		if g.mayProbe(b, read.Now) {
+			probe = append(probe, b)
+		}
+		note(until)
+	}
+	g.mu.Lock()
+	g.recheck = time.Time{}
+	if wait > 0 {
+		g.recheck = g.e.clock.Now().Add(wait)
+	}
+	g.mu.Unlock()
+	return blocked, probe, nil
+}
+
+// mayProbe reports whether the blocked breaker b, read at now, may let a
+// probe through: open past its cool-down, or half-open with a probe slot
+// free or its probes' time over.
+func (g *breakerGate) mayProbe(b *errandtype.BreakerRecord, now time.Time) bool {
+	if b.State == errandtype.BreakerOpen {
+		return b.OpenUntil != nil && !now.Before(*b.OpenUntil)
+	}
+	return b.Probes < g.e.breakerPolicy(b.Dependency).Probes || b.ProbeUntil == nil || !now.Before(*b.ProbeUntil)
 }
 
 // claimedSoFar ends a claim that failed after it had claimed jobs (probes):
@@ -382,14 +401,9 @@ func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) 
 			r.dep = je.dependency
 		}
 	}
-	switch {
-	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
-	case res.Result == ResultSucceeded:
-		r.event = errandstore.BreakerSuccess
-	case a.timedOut:
-		r.event, r.msg = errandstore.BreakerFailure, res.Error
-	case je != nil && (je.dependency != "" || !je.permanent && je.class != ClassPanic):
-		r.event, r.msg = errandstore.BreakerFailure, res.Error
+	r.event = breakerEvent(a, res, je)
+	if r.event == errandstore.BreakerFailure {
+		r.msg = res.Error
 	}
 	if probe && (r.event == errandstore.BreakerRelease || r.dep != slot.dep) {
 		// The probe learned nothing of its dependency (or its job blamed
@@ -398,6 +412,23 @@ func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) 
 		r.probe = false
 	}
 	return r
+}
+
+// breakerEvent is what an attempt a, recorded as res (nil: not recorded),
+// that failed with je (nil: it did not), tells its breaker: a success, a
+// failure (a timeout, a retryable failure other than a panic, or one that
+// blames a dependency), or nothing (BreakerRelease).
+func breakerEvent(a *attempt, res *WorkResult, je *JobError) errandstore.BreakerEvent {
+	switch {
+	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
+	case res.Result == ResultSucceeded:
+		return errandstore.BreakerSuccess
+	case a.timedOut:
+		return errandstore.BreakerFailure
+	case je != nil && (je.dependency != "" || !je.permanent && je.class != ClassPanic):
+		return errandstore.BreakerFailure
+	}
+	return errandstore.BreakerRelease
 }
 
 // report applies r. A success that is not a probe's is a conditional
@@ -484,24 +515,3 @@ func (g *breakerGate) write(ctx context.Context, p *errandstore.BreakerUpdatePar
 
 // claimFunc claims the jobs p asks for.
 type claimFunc func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error)
-
-// claim claims as p says, through qc (fairly while the queue has fairness
-// keys), and through the circuit breakers when the worker's kinds name
-// dependencies.
-func (w *Worker) claim(ctx context.Context, qc *queueClaimer, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-	return w.c.claimThrough(ctx, w.breakers, qc, p)
-}
-
-// claimThrough claims as p says, through qc (fairly while the queue has
-// fairness keys), and through the circuit breakers of g when its kinds name
-// dependencies. Workers and the claims made outside them (see
-// remote_flow.go) share it.
-func (c *engine) claimThrough(ctx context.Context, g *breakerGate, qc *queueClaimer, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-	claim := func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return qc.claim(ctx, c.store, p)
-	}
-	if g == nil || len(g.deps) == 0 {
-		return claim(ctx, p)
-	}
-	return g.claim(ctx, p, claim)
-}

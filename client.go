@@ -482,19 +482,13 @@ func (c *engine) insertParam(p *EnqueueParams) (*errandstore.JobInsertParams, er
 // in one of the shapes a caller may not give (see checkCallerJobID), in
 // place of the id in p's options. With id empty the job is the caller's.
 func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobInsertParams, error) {
-	if p.Args == nil {
-		return nil, &errandtype.InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
+	kind, err := c.checkKind(p.Args)
+	if err != nil {
+		return nil, err
 	}
 	o := p.Opts
 	if o == nil {
 		o = &EnqueueOpts{}
-	}
-	kind := p.Args.Kind()
-	if err := errandstore.CheckName("kind", kind); err != nil {
-		return nil, err
-	}
-	if !c.allowUnknownKinds && len(c.kinds) > 0 && c.kinds[kind] == nil {
-		return nil, &errandtype.InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", kind, strings.Join(c.kindNames(), ", "))}
 	}
 	args, err := marshalArgs(p.Args)
 	if err != nil {
@@ -527,41 +521,11 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobIn
 		FairnessKey:      o.FairnessKey,
 		Tags:             o.Tags,
 	}
-	if u := o.Unique; u != nil {
-		if o.UniqueKey != "" {
-			return nil, &errandtype.InputError{Field: "unique_key", Message: "is set twice, as UniqueKey and as Unique.Key; keep Unique"}
-		}
-		if u.Key == "" {
-			return nil, &errandtype.InputError{Field: "unique_key", Message: "Unique is set without a Key; give the key"}
-		}
-		ip.UniqueKey, ip.UniqueScope, ip.UniqueWindow = u.Key, u.Scope, u.Window
+	if err := c.applyKeys(ip, o); err != nil {
+		return nil, err
 	}
-	if o.OrderingOnDead > OrderingHoldOnDead {
-		return nil, &errandtype.InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", o.OrderingOnDead)}
-	}
-	if o.OrderingKey != "" {
-		var kindChoice OrderingOnDead
-		if k := c.kinds[kind]; k != nil {
-			kindChoice = k.OrderingOnDead
-		}
-		ip.OrderingHold = o.OrderingOnDead.holds(kindChoice)
-	}
-	switch {
-	case id != "" || ip.ID == "":
-		ip.ID = ids.NewJobID() // errand's own id is set once the rest is checked
-	default:
-		if err := checkCallerJobID("id", ip.ID); err != nil {
-			return nil, err
-		}
-	}
-	if ip.Queue == "" {
-		ip.Queue = DefaultQueue
-	}
-	if ip.MaxAttempts == 0 {
-		ip.MaxAttempts = c.maxAttempts
-		if k := c.kinds[kind]; k != nil && k.MaxAttempts > 0 {
-			ip.MaxAttempts = k.MaxAttempts
-		}
+	if err := c.applyDefaults(ip, id); err != nil {
+		return nil, err
 	}
 	if err := ip.Validate(); err != nil {
 		return nil, err
@@ -573,6 +537,67 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobIn
 	}
 	ip.Checked = true
 	return ip, nil
+}
+
+// checkKind returns the kind of args, checked against the client's kinds.
+func (c *engine) checkKind(args JobArgs) (string, error) {
+	if args == nil {
+		return "", &errandtype.InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
+	}
+	kind := args.Kind()
+	if err := errandstore.CheckName("kind", kind); err != nil {
+		return "", err
+	}
+	if !c.allowUnknownKinds && len(c.kinds) > 0 && c.kinds[kind] == nil {
+		return "", &errandtype.InputError{Field: "kind", Message: fmt.Sprintf("%q is not one of this client's kinds (%s); fix the name, declare the kind in Config.Kinds, or set Config.AllowUnknownKinds for a client that enqueues for other programs", kind, strings.Join(c.kindNames(), ", "))}
+	}
+	return kind, nil
+}
+
+// applyKeys sets ip's unique key and its ordering key's choice on a dead
+// job from o.
+func (c *engine) applyKeys(ip *errandstore.JobInsertParams, o *EnqueueOpts) error {
+	if u := o.Unique; u != nil {
+		if o.UniqueKey != "" {
+			return &errandtype.InputError{Field: "unique_key", Message: "is set twice, as UniqueKey and as Unique.Key; keep Unique"}
+		}
+		if u.Key == "" {
+			return &errandtype.InputError{Field: "unique_key", Message: "Unique is set without a Key; give the key"}
+		}
+		ip.UniqueKey, ip.UniqueScope, ip.UniqueWindow = u.Key, u.Scope, u.Window
+	}
+	if o.OrderingOnDead > OrderingHoldOnDead {
+		return &errandtype.InputError{Field: "ordering_on_dead", Message: fmt.Sprintf("%s is not a choice; use OrderingReleaseOnDead or OrderingHoldOnDead", o.OrderingOnDead)}
+	}
+	if o.OrderingKey != "" {
+		var kindChoice OrderingOnDead
+		if k := c.kinds[ip.Kind]; k != nil {
+			kindChoice = k.OrderingOnDead
+		}
+		ip.OrderingHold = o.OrderingOnDead.holds(kindChoice)
+	}
+	return nil
+}
+
+// applyDefaults gives ip an id (a new one for errand's own id, set by the
+// caller once the rest is checked), the default queue and the kind's or
+// client's attempts.
+func (c *engine) applyDefaults(ip *errandstore.JobInsertParams, id string) error {
+	if id != "" || ip.ID == "" {
+		ip.ID = ids.NewJobID()
+	} else if err := checkCallerJobID("id", ip.ID); err != nil {
+		return err
+	}
+	if ip.Queue == "" {
+		ip.Queue = DefaultQueue
+	}
+	if ip.MaxAttempts == 0 {
+		ip.MaxAttempts = c.maxAttempts
+		if k := c.kinds[ip.Kind]; k != nil && k.MaxAttempts > 0 {
+			ip.MaxAttempts = k.MaxAttempts
+		}
+	}
+	return nil
 }
 
 func marshalArgs(args JobArgs) (json.RawMessage, error) {

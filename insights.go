@@ -134,17 +134,55 @@ func (p Percentiles) MarshalJSON() ([]byte, error) {
 // the Client call it, so that every store computes rates and percentiles
 // alike.
 func AssembleInsights(d *errandtype.InsightsData) *Insights {
-	type key struct{ queue, kind string }
-	byKey := map[key]*KindInsights{}
-	get := func(queue, kind string) *KindInsights {
-		k := key{queue, kind}
-		if byKey[k] == nil {
-			byKey[k] = &KindInsights{Queue: queue, Kind: kind, FailuresByClass: []ClassFailures{}}
-		}
-		return byKey[k]
+	a := &insightsAssembly{byKey: map[insightsKey]*KindInsights{}, finished: map[insightsKey]*[3]int{},
+		runs: map[insightsKey][]time.Duration{}, waits: map[insightsKey][]time.Duration{}}
+	a.addDepth(d)
+	a.addFinished(d)
+	for _, c := range d.Failures {
+		ki := a.get(c.Queue, c.Kind)
+		ki.FailedLastHour += c.Failures
+		ki.RetriesLastHour += c.Retried
+		ki.FailuresByClass = append(ki.FailuresByClass, ClassFailures{Class: c.Class, Failures: c.Failures})
 	}
+	for _, s := range d.Samples {
+		k := insightsKey{s.Queue, s.Kind}
+		a.get(s.Queue, s.Kind)
+		a.runs[k] = append(a.runs[k], s.Run)
+		a.waits[k] = append(a.waits[k], s.Wait)
+	}
+	out := &Insights{At: d.Now.UTC(), Kinds: make([]KindInsights, 0, len(a.byKey))}
+	for k, ki := range a.byKey {
+		a.rates(k, ki)
+		out.Kinds = append(out.Kinds, *ki)
+	}
+	slices.SortFunc(out.Kinds, func(a, b KindInsights) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out
+}
+
+type insightsKey struct{ queue, kind string }
+
+// insightsAssembly gathers a store's figures by queue and kind.
+type insightsAssembly struct {
+	byKey    map[insightsKey]*KindInsights
+	finished map[insightsKey]*[3]int // by worker outcome: last 1m, 5m, 1h
+	runs     map[insightsKey][]time.Duration
+	waits    map[insightsKey][]time.Duration
+}
+
+func (a *insightsAssembly) get(queue, kind string) *KindInsights {
+	k := insightsKey{queue, kind}
+	if a.byKey[k] == nil {
+		a.byKey[k] = &KindInsights{Queue: queue, Kind: kind, FailuresByClass: []ClassFailures{}}
+	}
+	return a.byKey[k]
+}
+
+// addDepth counts the jobs waiting and running, by bucket.
+func (a *insightsAssembly) addDepth(d *errandtype.InsightsData) {
 	for _, c := range d.Depth {
-		ki := get(c.Queue, c.Kind)
+		ki := a.get(c.Queue, c.Kind)
 		switch c.Bucket {
 		case BucketReady:
 			ki.Ready += c.Jobs
@@ -163,63 +201,47 @@ func AssembleInsights(d *errandtype.InsightsData) *Insights {
 			ki.Dead += c.Jobs
 		}
 	}
-	finished := map[key]*[3]int{} // by worker outcome: last 1m, 5m, 1h
+}
+
+// addFinished counts the jobs that ended, by state and window.
+func (a *insightsAssembly) addFinished(d *errandtype.InsightsData) {
 	for _, c := range d.Finished {
-		ki := get(c.Queue, c.Kind)
-		switch c.State {
-		case errandtype.StateSucceeded, errandtype.StateDead:
-			k := key{c.Queue, c.Kind}
-			if finished[k] == nil {
-				finished[k] = &[3]int{}
-			}
-			finished[k][0] += c.Last1m
-			finished[k][1] += c.Last5m
-			finished[k][2] += c.Last1h
-		}
+		ki := a.get(c.Queue, c.Kind)
 		switch c.State {
 		case errandtype.StateSucceeded:
 			ki.SucceededLastHour += c.Last1h
 		case errandtype.StateDead:
 			ki.DeadLastHour += c.Last1h
 			ki.DeadLastDay += c.Last24h
+		default:
+			continue
+		}
+		k := insightsKey{c.Queue, c.Kind}
+		if a.finished[k] == nil {
+			a.finished[k] = &[3]int{}
+		}
+		a.finished[k][0] += c.Last1m
+		a.finished[k][1] += c.Last5m
+		a.finished[k][2] += c.Last1h
+	}
+}
+
+// rates fills in ki's throughput, failure rates and percentiles.
+func (a *insightsAssembly) rates(k insightsKey, ki *KindInsights) {
+	if f := a.finished[k]; f != nil {
+		ki.Throughput = Throughput{Last1m: float64(f[0]), Last5m: float64(f[1]) / 5, Last1h: float64(f[2]) / 60}
+	}
+	if n := ki.FailedLastHour + ki.SucceededLastHour; n > 0 {
+		ki.FailureRate = float64(ki.FailedLastHour) / float64(n)
+		for i := range ki.FailuresByClass {
+			ki.FailuresByClass[i].Rate = float64(ki.FailuresByClass[i].Failures) / float64(n)
 		}
 	}
-	for _, c := range d.Failures {
-		ki := get(c.Queue, c.Kind)
-		ki.FailedLastHour += c.Failures
-		ki.RetriesLastHour += c.Retried
-		ki.FailuresByClass = append(ki.FailuresByClass, ClassFailures{Class: c.Class, Failures: c.Failures})
-	}
-	runs := map[key][]time.Duration{}
-	waits := map[key][]time.Duration{}
-	for _, s := range d.Samples {
-		k := key{s.Queue, s.Kind}
-		get(s.Queue, s.Kind)
-		runs[k] = append(runs[k], s.Run)
-		waits[k] = append(waits[k], s.Wait)
-	}
-	out := &Insights{At: d.Now.UTC(), Kinds: make([]KindInsights, 0, len(byKey))}
-	for k, ki := range byKey {
-		if f := finished[k]; f != nil {
-			ki.Throughput = Throughput{Last1m: float64(f[0]), Last5m: float64(f[1]) / 5, Last1h: float64(f[2]) / 60}
-		}
-		if n := ki.FailedLastHour + ki.SucceededLastHour; n > 0 {
-			ki.FailureRate = float64(ki.FailedLastHour) / float64(n)
-			for i := range ki.FailuresByClass {
-				ki.FailuresByClass[i].Rate = float64(ki.FailuresByClass[i].Failures) / float64(n)
-			}
-		}
-		slices.SortFunc(ki.FailuresByClass, func(a, b ClassFailures) int {
-			return cmp.Or(cmp.Compare(b.Failures, a.Failures), cmp.Compare(a.Class, b.Class))
-		})
-		ki.RunTime = percentiles(runs[k])
-		ki.WaitTime = percentiles(waits[k])
-		out.Kinds = append(out.Kinds, *ki)
-	}
-	slices.SortFunc(out.Kinds, func(a, b KindInsights) int {
-		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Kind, b.Kind))
+	slices.SortFunc(ki.FailuresByClass, func(a, b ClassFailures) int {
+		return cmp.Or(cmp.Compare(b.Failures, a.Failures), cmp.Compare(a.Class, b.Class))
 	})
-	return out
+	ki.RunTime = percentiles(a.runs[k])
+	ki.WaitTime = percentiles(a.waits[k])
 }
 
 // percentiles returns the nearest-rank p50 and p99 of ds.

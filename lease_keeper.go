@@ -134,60 +134,10 @@ func (k *leaseKeeper) run(ctx context.Context) {
 	if interval <= 0 {
 		interval = time.Millisecond
 	}
-	var (
-		ticker  Ticker
-		tick    <-chan time.Time
-		expiry  Timer
-		expires <-chan time.Time
-		// armedFor is the end of a lease the expiry timer is armed for;
-		// zero when it is not armed. The timer is armed as a duration from
-		// now, so it is re-armed only when that end moves: each re-arming
-		// would put it late by the time between reading the clock and
-		// arming it.
-		armedFor time.Time
-	)
-	defer func() {
-		if expiry != nil {
-			expiry.Stop()
-		}
-		if ticker != nil {
-			ticker.Stop()
-		}
-	}()
+	t := &keeperTimers{clock: k.c.clock, interval: interval}
+	defer t.stop()
 	for {
-		k.mu.Lock()
-		var earliest time.Time
-		for h := range k.held {
-			if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
-				earliest = end
-			}
-		}
-		k.armedAt = earliest
-		k.mu.Unlock()
-		switch {
-		case earliest.IsZero():
-			if expiry != nil {
-				expiry.Stop()
-				armedFor = time.Time{}
-			}
-			if ticker != nil {
-				ticker.Stop()
-				ticker, tick = nil, nil
-			}
-		default:
-			if ticker == nil {
-				ticker = k.c.clock.NewTicker(interval)
-				tick = ticker.C()
-			}
-			switch {
-			case expiry == nil:
-				expiry = k.c.clock.NewTimer(earliest.Sub(k.c.clock.Now()))
-				expires = expiry.C()
-			case !earliest.Equal(armedFor):
-				expiry.Reset(earliest.Sub(k.c.clock.Now()))
-			}
-			armedFor = earliest
-		}
+		t.arm(k.earliestEnd())
 		select {
 		case <-ctx.Done():
 			return
@@ -195,13 +145,81 @@ func (k *leaseKeeper) run(ctx context.Context) {
 			if k.urgent.Swap(false) {
 				k.beat(ctx)
 			}
-		case <-expires:
-			armedFor = time.Time{}
+		case <-t.expires:
+			t.armedFor = time.Time{}
 			k.expire()
-		case <-tick:
+		case <-t.tick:
 			k.beat(ctx)
 			k.expire()
 		}
+	}
+}
+
+// earliestEnd returns the earliest end of a held lease, zero when none is
+// held, and notes it as the end the keeper is armed for.
+func (k *leaseKeeper) earliestEnd() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var earliest time.Time
+	for h := range k.held {
+		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
+			earliest = end
+		}
+	}
+	k.armedAt = earliest
+	return earliest
+}
+
+// keeperTimers are the lease keeper's ticker, running while a lease is
+// held, and its timer for the earliest end of one.
+type keeperTimers struct {
+	clock    TimeSource
+	interval time.Duration
+	ticker   Ticker
+	tick     <-chan time.Time
+	expiry   Timer
+	expires  <-chan time.Time
+	// armedFor is the end of a lease the expiry timer is armed for; zero
+	// when it is not armed. The timer is armed as a duration from now, so
+	// it is re-armed only when that end moves: each re-arming would put it
+	// late by the time between reading the clock and arming it.
+	armedFor time.Time
+}
+
+// arm runs the ticker and the expiry timer for a held lease ending first
+// at earliest, or stops them when none is held (earliest zero).
+func (t *keeperTimers) arm(earliest time.Time) {
+	if earliest.IsZero() {
+		if t.expiry != nil {
+			t.expiry.Stop()
+			t.armedFor = time.Time{}
+		}
+		if t.ticker != nil {
+			t.ticker.Stop()
+			t.ticker, t.tick = nil, nil
+		}
+		return
+	}
+	if t.ticker == nil {
+		t.ticker = t.clock.NewTicker(t.interval)
+		t.tick = t.ticker.C()
+	}
+	switch {
+	case t.expiry == nil:
+		t.expiry = t.clock.NewTimer(earliest.Sub(t.clock.Now()))
+		t.expires = t.expiry.C()
+	case !earliest.Equal(t.armedFor):
+		t.expiry.Reset(earliest.Sub(t.clock.Now()))
+	}
+	t.armedFor = earliest
+}
+
+func (t *keeperTimers) stop() {
+	if t.expiry != nil {
+		t.expiry.Stop()
+	}
+	if t.ticker != nil {
+		t.ticker.Stop()
 	}
 }
 
@@ -209,18 +227,7 @@ func (k *leaseKeeper) run(ctx context.Context) {
 // earliest end of a held lease, so that a store that hangs cannot keep a
 // handler running past a lease another worker may take.
 func (k *leaseKeeper) beat(ctx context.Context) {
-	k.mu.Lock()
-	held := make([]*heldLease, 0, len(k.held))
-	leases := make([]errandstore.JobLease, 0, len(k.held))
-	var earliest time.Time
-	for h := range k.held {
-		held = append(held, h)
-		leases = append(leases, errandstore.JobLease{ID: h.job.ID, LeaseToken: *h.job.LeaseToken})
-		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
-			earliest = end
-		}
-	}
-	k.mu.Unlock()
+	held, leases, earliest := k.heldNow()
 	if len(held) == 0 {
 		return
 	}
@@ -238,8 +245,40 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		k.c.logger.Warn("heartbeat failed", "jobs", len(held), "err", err)
 		return // expire ends the leases that can wait no longer
 	}
-	var lost, cancelled []*heldLease
+	lost, cancelled := k.renewed(held, rs, sent)
+	for _, h := range cancelled {
+		k.c.logger.Info("cancel requested; cancelling the handler", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
+		h.lose(ErrJobCancelled)
+	}
+	for _, h := range lost {
+		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
+		h.lose(errandtype.ErrLeaseLost)
+	}
+}
+
+// heldNow returns the leases held now, and the earliest end of one.
+func (k *leaseKeeper) heldNow() ([]*heldLease, []errandstore.JobLease, time.Time) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	held := make([]*heldLease, 0, len(k.held))
+	leases := make([]errandstore.JobLease, 0, len(k.held))
+	var earliest time.Time
+	for h := range k.held {
+		held = append(held, h)
+		leases = append(leases, errandstore.JobLease{ID: h.job.ID, LeaseToken: *h.job.LeaseToken})
+		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
+			earliest = end
+		}
+	}
+	return held, leases, earliest
+}
+
+// renewed applies the heartbeat sent at sent that answered rs for held:
+// it returns the leases found lost, no longer held, and those whose jobs
+// an operator cancelled.
+func (k *leaseKeeper) renewed(held []*heldLease, rs []errandstore.HeartbeatResult, sent time.Time) (lost, cancelled []*heldLease) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	for i, h := range held {
 		if h.gone {
 			continue // the attempt ended meanwhile; its outcome decides
@@ -256,15 +295,7 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		delete(k.held, h)
 		lost = append(lost, h)
 	}
-	k.mu.Unlock()
-	for _, h := range cancelled {
-		k.c.logger.Info("cancel requested; cancelling the handler", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
-		h.lose(ErrJobCancelled)
-	}
-	for _, h := range lost {
-		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
-		h.lose(errandtype.ErrLeaseLost)
-	}
+	return lost, cancelled
 }
 
 // expire ends the leases not renewed for a whole lease.

@@ -92,27 +92,6 @@ func (c *engine) fireDeadHook(ctx context.Context, job *errandtype.Job) (bool, e
 	return true, nil
 }
 
-// afterOutcome runs what follows a recorded outcome: the dead job's hook,
-// the completion of its batch and the advance of its workflow. It costs
-// nothing for a job outside a batch and a workflow whose kind has no hook.
-func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *WorkResult) {
-	switch res.Result {
-	case ResultDead:
-		if c.hasDeadHook(job.Kind) {
-			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchCompleteTimeout)
-			if _, err := c.fireDeadHook(hctx, job); err != nil {
-				c.logger.Warn("on-dead hook failed; a worker's next look for dead jobs enqueues it", "job_id", job.ID, "err", err)
-			}
-			cancel()
-		}
-		c.afterMemberFinished(ctx, job)
-		c.afterWorkflowJob(ctx, job)
-	case ResultSucceeded, ResultCancelled:
-		c.afterMemberFinished(ctx, job)
-		c.afterWorkflowJob(ctx, job)
-	}
-}
-
 // hasDeadHook reports whether kind has an OnDead hook.
 func (c *engine) hasDeadHook(kind string) bool {
 	k := c.kinds[kind]
@@ -194,6 +173,37 @@ func (s *deadHookScanner) start(ctx context.Context) (time.Time, error) {
 	return from, nil
 }
 
+// fireAll enqueues the hooks of jobs, calling held with the death of each
+// whose hook the store refused: it is looked for again.
+func (s *deadHookScanner) fireAll(ctx context.Context, jobs []*errandtype.Job, held func(time.Time)) {
+	for _, j := range jobs {
+		if _, err := s.c.fireDeadHook(ctx, j); err != nil {
+			// One hook that cannot be enqueued (its args do not
+			// marshal, say) must not stop the others; one the store
+			// refused is looked for again.
+			s.c.logger.Error("on-dead hook failed", "job_id", j.ID, "err", err)
+			var ie *errandtype.InputError
+			if !errors.As(err, &ie) && !errors.Is(err, errandtype.ErrInvalid) {
+				held(*j.FinishedAt)
+			}
+		}
+	}
+}
+
+// advanceCursors writes the store's cursors up to to, when it keeps them
+// and they moved deadHookCursorEvery since this worker last wrote them.
+func (s *deadHookScanner) advanceCursors(ctx context.Context, to time.Time) error {
+	if s.cursors == nil || to.IsZero() || !s.written.IsZero() && to.Sub(s.written) < deadHookCursorEvery {
+		return nil
+	}
+	err := s.cursors.DeadHookCursorAdvance(ctx, &errandstore.DeadHookCursorAdvanceParams{Kinds: s.kinds, To: to})
+	if err != nil {
+		return fmt.Errorf("advance dead-hook cursors: %w", err)
+	}
+	s.written = to
+	return nil
+}
+
 // scan enqueues the hooks of the dead jobs found since the last look, and
 // returns how many jobs it looked at. It moves the cursors up to the
 // earliest death whose hook could not be enqueued for a reason that may
@@ -222,18 +232,7 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 			return seen, err
 		}
 		seen += len(jobs)
-		for _, j := range jobs {
-			if _, err := s.c.fireDeadHook(ctx, j); err != nil {
-				// One hook that cannot be enqueued (its args do not
-				// marshal, say) must not stop the others; one the store
-				// refused is looked for again.
-				s.c.logger.Error("on-dead hook failed", "job_id", j.ID, "err", err)
-				var ie *errandtype.InputError
-				if !errors.As(err, &ie) && !errors.Is(err, errandtype.ErrInvalid) {
-					held(*j.FinishedAt)
-				}
-			}
-		}
+		s.fireAll(ctx, jobs, held)
 		if len(jobs) < deadHookPage {
 			break
 		}
@@ -244,12 +243,8 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 		}
 		since = last
 	}
-	if s.cursors != nil && !to.IsZero() && (s.written.IsZero() || to.Sub(s.written) >= deadHookCursorEvery) {
-		err := s.cursors.DeadHookCursorAdvance(ctx, &errandstore.DeadHookCursorAdvanceParams{Kinds: s.kinds, To: to})
-		if err != nil {
-			return seen, fmt.Errorf("advance dead-hook cursors: %w", err)
-		}
-		s.written = to
+	if err := s.advanceCursors(ctx, to); err != nil {
+		return seen, err
 	}
 	s.since = to
 	return seen, nil

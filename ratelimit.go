@@ -2,6 +2,7 @@ package errand
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -241,13 +242,7 @@ func ParseRetryBudget(s string) (RetryBudget, error) {
 	rule, opt, hasOpt := strings.Cut(rule, ",")
 	ratio, window, hasWindow := strings.Cut(rule, "/")
 	var err error
-	if pct, isPct := strings.CutSuffix(ratio, "%"); isPct {
-		b.Ratio, err = strconv.ParseFloat(pct, 64)
-		b.Ratio /= 100
-	} else {
-		b.Ratio, err = strconv.ParseFloat(ratio, 64)
-	}
-	if err != nil || b.Ratio < 0 || math.IsNaN(b.Ratio) || math.IsInf(b.Ratio, 0) {
+	if b.Ratio, err = parseRatio(ratio); err != nil {
 		return bad("has no RATIO, a fraction such as 0.1 or a percentage such as 10%")
 	}
 	if hasWindow {
@@ -256,20 +251,43 @@ func ParseRetryBudget(s string) (RetryBudget, error) {
 		}
 	}
 	if hasOpt {
-		m, ok := strings.CutPrefix(opt, "min=")
-		n, err := strconv.Atoi(m)
-		if !ok || err != nil || n < 0 {
+		if b.Min, err = parseBudgetMin(opt); err != nil {
 			return bad("has a minimum that is not min=N with N at least 0")
-		}
-		b.Min = n
-		if n == 0 {
-			b.Min = -1 // zero, not the default
 		}
 	}
 	if _, err := b.spec(); err != nil {
 		return RetryBudget{}, err
 	}
 	return b, nil
+}
+
+// parseRatio reads a budget's RATIO: a fraction or a percentage, finite
+// and not negative.
+func parseRatio(s string) (float64, error) {
+	div := 1.0
+	if pct, isPct := strings.CutSuffix(s, "%"); isPct {
+		s, div = pct, 100
+	}
+	r, err := strconv.ParseFloat(s, 64)
+	r /= div
+	if err == nil && (r < 0 || math.IsNaN(r) || math.IsInf(r, 0)) {
+		err = errors.New("out of range")
+	}
+	return r, err
+}
+
+// parseBudgetMin reads a budget's min=N, N at least 0, as RetryBudget.Min
+// keeps it: -1 for zero, since 0 is the default.
+func parseBudgetMin(opt string) (int, error) {
+	m, ok := strings.CutPrefix(opt, "min=")
+	n, err := strconv.Atoi(m)
+	if !ok || err != nil || n < 0 {
+		return 0, errors.New("not min=N")
+	}
+	if n == 0 {
+		return -1, nil // zero, not the default
+	}
+	return n, nil
 }
 
 // String writes the budget as ParseRetryBudget reads it.

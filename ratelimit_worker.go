@@ -139,19 +139,7 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 	if f == nil {
 		return p
 	}
-	var takes []errandstore.LimiterTake
-	queueRule, queueLimited := f.queues[queue]
-	if queueLimited {
-		takes = append(takes, errandstore.LimiterTake{Name: queueRule.name, Spec: queueRule.spec, Want: free})
-	}
-	for _, k := range kinds {
-		if r, ok := f.kinds[k]; ok {
-			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec, Want: free})
-		}
-		if r, ok := f.budgets[k]; ok {
-			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec, Want: free})
-		}
-	}
+	takes, queueLimited := f.takesFor(queue, kinds, free)
 	if len(takes) == 0 {
 		return p
 	}
@@ -165,59 +153,89 @@ func (f *flowLimits) plan(ctx context.Context, logger *slog.Logger, queue string
 		return claimPlan{held: true, wait: limitRetry}
 	}
 	p.takes, p.grants = takes, grants
-	note := func(w time.Duration) {
-		if w > 0 && (p.wait == 0 || w < p.wait) {
-			p.wait = w
+	p.apply(queueLimited)
+	if p.held {
+		// Give back what the other buckets granted.
+		f.settle(ctx, logger, &p, nil, nil)
+		return p
+	}
+	p.capRetries()
+	return p
+}
+
+// takesFor returns the takes of a claim of up to free jobs of kinds from
+// queue: the queue's limit first, when it has one (queueLimited), then
+// the limits and budgets of the kinds.
+func (f *flowLimits) takesFor(queue string, kinds []string, free int) (takes []errandstore.LimiterTake, queueLimited bool) {
+	queueRule, queueLimited := f.queues[queue]
+	if queueLimited {
+		takes = append(takes, errandstore.LimiterTake{Name: queueRule.name, Spec: queueRule.spec, Want: free})
+	}
+	for _, k := range kinds {
+		if r, ok := f.kinds[k]; ok {
+			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec, Want: free})
+		}
+		if r, ok := f.budgets[k]; ok {
+			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec, Want: free})
 		}
 	}
+	return takes, queueLimited
+}
+
+// apply shapes the claim by its grants: a rate limit's grant bounds the
+// claim, a queue limit without a token holds it back, a kind limit without
+// one takes the kind out, a retry budget without one its retries.
+func (p *claimPlan) apply(queueLimited bool) {
 	var out map[string]bool // kinds taken out of the claim
-	for i, t := range takes {
-		g := grants[i]
+	for i, t := range p.takes {
+		g := p.grants[i]
 		switch {
 		case g.Granted > 0 && t.Spec.Mode == errandtype.LimiterModeRetryBudget:
-			// Bounds the kind's retries only; see retryRoom below.
+			// Bounds the kind's retries only; see capRetries.
 		case g.Granted > 0:
 			p.limit = min(p.limit, g.Granted)
 		case queueLimited && i == 0:
 			p.held = true
 		case t.Spec.Mode == errandtype.LimiterModeRetryBudget:
 			p.skipRetry = append(p.skipRetry, strings.TrimPrefix(t.Name, "retry:"))
-			note(g.Wait)
+			p.noteWait(g.Wait)
 		default:
 			if out == nil {
 				out = map[string]bool{}
 			}
 			out[strings.TrimPrefix(t.Name, "kind:")] = true
-			note(g.Wait)
+			p.noteWait(g.Wait)
 		}
 	}
-	if queueLimited && grants[0].Granted == 0 {
+	if queueLimited && p.grants[0].Granted == 0 {
 		// Only the queue's own tokens end the hold.
-		p.wait = max(grants[0].Wait, 0)
+		p.wait = max(p.grants[0].Wait, 0)
 	} else if out != nil {
-		p.kinds = nil
-		for _, k := range kinds {
-			if !out[k] {
-				p.kinds = append(p.kinds, k)
-			}
-		}
+		p.kinds = slices.DeleteFunc(slices.Clone(p.kinds), func(k string) bool { return out[k] })
 		p.held = len(p.kinds) == 0
 	}
-	if p.held {
-		// Give back what the other buckets granted.
-		f.settle(ctx, logger, &p, nil, nil)
-		return p
+}
+
+// noteWait keeps the shortest positive wait of the buckets that held part
+// of the claim back.
+func (p *claimPlan) noteWait(w time.Duration) {
+	if w > 0 && (p.wait == 0 || w < p.wait) {
+		p.wait = w
 	}
-	for i, t := range takes {
+}
+
+// capRetries notes the retry budgets that granted fewer tokens than the
+// claim has room for: the claim is then split (see claim).
+func (p *claimPlan) capRetries() {
+	for i, t := range p.takes {
 		k := strings.TrimPrefix(t.Name, "retry:")
-		if g := grants[i].Granted; t.Spec.Mode == errandtype.LimiterModeRetryBudget && g > 0 && g < p.limit && slices.Contains(p.kinds, k) {
+		if g := p.grants[i].Granted; t.Spec.Mode == errandtype.LimiterModeRetryBudget && g > 0 && g < p.limit && slices.Contains(p.kinds, k) {
 			if p.retryRoom == 0 || g < p.retryRoom {
 				p.retryRoom = g
 			}
 			p.retryCapped = append(p.retryCapped, k)
 		}
 	}
-	return p
 }
 
 // claim claims the jobs params ask for (params.Limit is p.limit) with
@@ -315,10 +333,10 @@ func (p *claimPlan) idleWait(wait time.Duration) time.Duration {
 // back, or a changed rule, are seen within a poll. It reports false when
 // the loop should end. Wake-ups are not waited for: a held-back queue
 // cannot claim before then whatever is enqueued.
-func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, p *claimPlan) bool {
+func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, until time.Duration) bool {
 	wait := w.cfg.PollInterval
-	if p.wait > 0 {
-		wait = min(wait, max(p.wait, minDueWait))
+	if until > 0 {
+		wait = min(wait, max(until, minDueWait))
 	}
 	poll.Reset(wait)
 	select {

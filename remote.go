@@ -143,40 +143,10 @@ type remoteWorker struct {
 // write is DefaultWorkerHeartbeat old.
 func (c *Client[TTx]) noteRemoteWorker(ctx context.Context, o *ClaimOpts) {
 	now := c.clock.Now()
-	r := &c.remotes
-	r.mu.Lock()
-	if r.seen == nil || len(r.seen) >= maxRemoteWorkers {
-		r.seen = map[string]*remoteWorker{}
-	}
-	w := r.seen[o.Owner]
-	register := w == nil || !slices.Contains(w.queues, o.Queue) || !containsAll(w.kinds, o.Kinds) || w.lease != o.Lease
-	if !register && now.Sub(w.written) < DefaultWorkerHeartbeat {
-		r.mu.Unlock()
+	params, register, write := c.remotes.note(o, now)
+	if !write {
 		return
 	}
-	if w == nil {
-		w = &remoteWorker{}
-		r.seen[o.Owner] = w
-	}
-	if register {
-		if !slices.Contains(w.queues, o.Queue) {
-			w.queues = append(w.queues, o.Queue)
-		}
-		for _, k := range o.Kinds {
-			if !slices.Contains(w.kinds, k) {
-				w.kinds = append(w.kinds, k)
-			}
-		}
-		slices.Sort(w.kinds)
-		w.lease = o.Lease
-	}
-	w.written = now
-	params := &errandstore.WorkerRegisterParams{ID: o.Owner, Host: "remote", Kinds: slices.Clone(w.kinds), HeartbeatInterval: w.lease}
-	for _, q := range w.queues {
-		params.Queues = append(params.Queues, errandtype.WorkerQueue{Name: q})
-	}
-	r.mu.Unlock()
-
 	var err error
 	if !register {
 		_, err = c.store.WorkerHeartbeat(ctx, &errandstore.WorkerHeartbeatParams{ID: o.Owner, Stats: errandstore.WorkerStats{SentAt: now}})
@@ -188,6 +158,49 @@ func (c *Client[TTx]) noteRemoteWorker(ctx context.Context, o *ClaimOpts) {
 	if err != nil {
 		c.logger.Warn("record remote worker", "worker_id", o.Owner, "err", err)
 	}
+}
+
+// note notes a claim of o.Owner at now, and returns what to write: its
+// registration, whether it is new or changed (register), and whether to
+// write at all.
+func (r *remoteWorkers) note(o *ClaimOpts, now time.Time) (params *errandstore.WorkerRegisterParams, register, write bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil || len(r.seen) >= maxRemoteWorkers {
+		r.seen = map[string]*remoteWorker{}
+	}
+	w := r.seen[o.Owner]
+	register = w == nil || !slices.Contains(w.queues, o.Queue) || !containsAll(w.kinds, o.Kinds) || w.lease != o.Lease
+	if !register && now.Sub(w.written) < DefaultWorkerHeartbeat {
+		return nil, false, false
+	}
+	if w == nil {
+		w = &remoteWorker{}
+		r.seen[o.Owner] = w
+	}
+	if register {
+		w.add(o)
+	}
+	w.written = now
+	params = &errandstore.WorkerRegisterParams{ID: o.Owner, Host: "remote", Kinds: slices.Clone(w.kinds), HeartbeatInterval: w.lease}
+	for _, q := range w.queues {
+		params.Queues = append(params.Queues, errandtype.WorkerQueue{Name: q})
+	}
+	return params, register, true
+}
+
+// add adds the queue, kinds and lease of o to w's record.
+func (w *remoteWorker) add(o *ClaimOpts) {
+	if !slices.Contains(w.queues, o.Queue) {
+		w.queues = append(w.queues, o.Queue)
+	}
+	for _, k := range o.Kinds {
+		if !slices.Contains(w.kinds, k) {
+			w.kinds = append(w.kinds, k)
+		}
+	}
+	slices.Sort(w.kinds)
+	w.lease = o.Lease
 }
 
 func containsAll(set, items []string) bool {
@@ -253,11 +266,7 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (errandstore.Ou
 		return errandstore.OutcomeResult{}, err
 	}
 	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: token}, Kind: errandstore.OutcomeSucceeded}
-	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}, Follow: true})
-	var r errandstore.OutcomeResult
-	if err == nil {
-		r = rs[0]
-	}
+	r, err := writeOutcome(ctx, c.store, o, true)
 	g := c.outsideGate(ctx)
 	g.observeRemote(ctx, &attempt{job: c.ackedJob(ctx, g, id, r)}, o, r, firstErr(err, r.Err))
 	r, err = c.remoteResult("ack", o, r, err)
@@ -358,41 +367,45 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	if err := checkLeaseRef(id, token); err != nil {
 		return errandstore.OutcomeResult{}, err
 	}
-	if o.Class != "" && !errandstore.ValidClass(o.Class) {
-		return errandstore.OutcomeResult{}, &errandtype.InputError{Field: "class", Message: fmt.Sprintf("%q is not a short snake_case word; use e.g. \"receipt_unavailable\"", errandstore.CleanText(o.Class, 80))}
-	}
-	if o.RetryAfter < 0 {
-		return errandstore.OutcomeResult{}, &errandtype.InputError{Field: "retry_after", Message: "is negative; give a positive duration such as 30s"}
-	}
-	if err := errandstore.CheckDelay("retry_after", o.RetryAfter); err != nil {
+	if err := o.check(); err != nil {
 		return errandstore.OutcomeResult{}, err
 	}
-	if o.Permanent && o.RetryAfter > 0 {
-		return errandstore.OutcomeResult{}, &errandtype.InputError{Field: "retry_after", Message: "is set on a permanent failure; a permanent failure is never retried, so drop one of them"}
-	}
-	// The retry decision needs the attempt and the job's own backoff. The
-	// read is not fenced, but the write is: a job claimed again since has
-	// a new token, and the outcome is refused.
-	job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
-	if errors.Is(err, errandtype.ErrNotFound) {
-		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, errandtype.ErrLeaseLost)
-	}
+	job, err := c.runningJob(ctx, id, token)
 	if err != nil {
 		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, err)
 	}
-	if job.State != errandtype.StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
-		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, errandtype.ErrLeaseLost)
-	}
+	a := &attempt{job: job, err: o.failure(), stack: o.Stack}
 	if job.CancelRequestedAt != nil {
 		// The worker stops because an operator cancelled the job: the
 		// attempt ends the job cancelled, whatever it says of itself.
-		a := &attempt{job: job, err: ErrJobCancelled, cancelled: true}
-		r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
-		if err == nil {
-			c.afterRemoteOutcome(ctx, id, job, r)
-		}
-		return r, err
+		a = &attempt{job: job, err: ErrJobCancelled, cancelled: true}
 	}
+	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
+	if err == nil {
+		c.afterRemoteOutcome(ctx, id, job, r)
+	}
+	return r, err
+}
+
+// check refuses options that say what no failure can be.
+func (o *FailOpts) check() error {
+	if o.Class != "" && !errandstore.ValidClass(o.Class) {
+		return &errandtype.InputError{Field: "class", Message: fmt.Sprintf("%q is not a short snake_case word; use e.g. \"receipt_unavailable\"", errandstore.CleanText(o.Class, 80))}
+	}
+	if o.RetryAfter < 0 {
+		return &errandtype.InputError{Field: "retry_after", Message: "is negative; give a positive duration such as 30s"}
+	}
+	if err := errandstore.CheckDelay("retry_after", o.RetryAfter); err != nil {
+		return err
+	}
+	if o.Permanent && o.RetryAfter > 0 {
+		return &errandtype.InputError{Field: "retry_after", Message: "is set on a permanent failure; a permanent failure is never retried, so drop one of them"}
+	}
+	return nil
+}
+
+// failure is the error a local handler would have returned for o.
+func (o *FailOpts) failure() error {
 	je := &JobError{class: o.Class}
 	if je.class == "" {
 		je.class = ClassError
@@ -400,19 +413,31 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	if o.Message != "" {
 		je.err = errors.New(o.Message)
 	}
-	var failure error = je
 	switch {
 	case o.Permanent:
-		failure = Permanent(je)
+		return Permanent(je)
 	case o.RetryAfter > 0:
-		failure = RetryAfter(o.RetryAfter, je)
+		return RetryAfter(o.RetryAfter, je)
 	}
-	a := &attempt{job: job, err: failure, stack: o.Stack}
-	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
-	if err == nil {
-		c.afterRemoteOutcome(ctx, id, job, r)
+	return je
+}
+
+// runningJob reads job id, which must be running under token: ErrLeaseLost
+// otherwise. The retry decision needs the attempt and the job's own
+// backoff. The read is not fenced, but the write is: a job claimed again
+// since has a new token, and the outcome is refused.
+func (c *Client[TTx]) runningJob(ctx context.Context, id, token string) (*errandtype.Job, error) {
+	job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
+	if errors.Is(err, errandtype.ErrNotFound) {
+		return nil, errandtype.ErrLeaseLost
 	}
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	if job.State != errandtype.StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
+		return nil, errandtype.ErrLeaseLost
+	}
+	return job, nil
 }
 
 // afterRemoteOutcome runs, after a remote worker's outcome of job id, what
@@ -457,23 +482,10 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *errandt
 	c.afterOutcome(ctx, job, &res)
 }
 
-// recordRemote writes one remote outcome, with what its follow-ups need
-// (JobRecordOutcomesParams.Follow), and turns a refused lease into an
-// error.
-func (c *Client[TTx]) recordRemote(ctx context.Context, op string, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
-	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}, Follow: true})
-	var r errandstore.OutcomeResult
-	if err == nil {
-		r = rs[0]
-	}
-	return c.remoteResult(op, o, r, err)
-}
-
-// recordObserved writes the outcome o of a remote attempt a, as
-// recordRemote does, and reports it to the circuit breakers as a Worker
-// reports its own attempts.
+// recordObserved writes the outcome o of a remote attempt a and reports it
+// to the circuit breakers as a Worker reports its own attempts.
 func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
-	r, err := c.writeOutcome(ctx, o)
+	r, err := writeOutcome(ctx, c.store, o, false)
 	c.outsideGate(ctx).observeRemote(ctx, a, o, r, firstErr(err, r.Err))
 	return c.remoteResult(op, o, r, err)
 }

@@ -17,7 +17,7 @@ import (
 // circuit breakers of the dependencies that this client's kinds name
 // ([KindOpts].Dependency, with the policies of [Config].Breakers), and fair
 // claims of a queue while jobs with fairness keys wait in it. They go
-// through the Worker's own claim path (engine.claimThrough); what a Worker
+// through the Worker's own claim gates (see claim_gates.go); what a Worker
 // keeps per queue loop (fair mode) and per process (probes in flight) the
 // client keeps here, shared by all its callers. Their outcomes count toward
 // the breakers as a Worker's do. A client whose kinds name no dependency
@@ -85,29 +85,46 @@ func (c *engine) outsideClaimer(queue string) *queueClaimer {
 }
 
 // claimOutside claims the jobs p asks for from its one queue, as a Worker
-// would: within the stored rate limits and retry budgets, through the
-// circuit breakers, fairly while the queue has fairness keys.
+// would: through the same gates, the stored rate limits and retry budgets
+// and the circuit breakers, fairly while the queue has fairness keys.
 func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	queue := p.Queues[0]
 	flow, err := storedFlowLimits(ctx, c.store, queue, p.Kinds)
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}
-	plan := flow.plan(ctx, c.logger, queue, p.Kinds, p.Limit)
-	if plan.held {
+	gates := c.outsideGates(ctx, flow)
+	t := &claimTicket{queue: queue, kinds: p.Kinds, limit: p.Limit}
+	switch gates.admit(ctx, t) {
+	case admitHeld:
 		return []*errandtype.Job{}, nil // over a limit: nothing is ready for now
+	case admitStop:
+		return nil, context.Cause(ctx)
 	}
 	q := *p
-	q.Kinds, q.Limit, q.SkipRetryKinds = plan.kinds, plan.limit, plan.skipRetry
-	gate, qc := c.outsideGate(ctx), c.outsideClaimer(queue)
-	jobs, err := plan.claim(ctx, c.logger, &q, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return c.claimThrough(ctx, gate, qc, p)
-	})
-	flow.settle(ctx, c.logger, &plan, jobs, err)
+	q.Kinds, q.Limit, q.SkipRetryKinds = t.kinds, t.limit, t.skipRetry
+	qc := c.outsideClaimer(queue)
+	jobs, err := gates.through(t, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+		return qc.claim(ctx, c.store, p)
+	})(ctx, &q)
+	gates.settle(ctx, t, jobs, err)
 	if jobs == nil && err == nil {
 		jobs = []*errandtype.Job{}
 	}
 	return jobs, err
+}
+
+// outsideGates returns the gates of a claim outside a Worker: flow, the
+// stored limits that bind it (nil: none), and the client's breakers.
+func (c *engine) outsideGates(ctx context.Context, flow *flowLimits) claimGates {
+	var gates claimGates
+	if flow != nil {
+		gates = append(gates, flowGate{flow, c})
+	}
+	if g := c.outsideGate(ctx); g != nil {
+		gates = append(gates, g)
+	}
+	return gates
 }
 
 // observeRemote reports a remote worker's outcome of a's job to its
@@ -152,25 +169,4 @@ func (c *engine) ackedJob(ctx context.Context, g *breakerGate, id string, r erra
 		}
 	}
 	return &errandtype.Job{ID: id, Kind: r.Kind}
-}
-
-// resultOfState names the result of an outcome of kind that left a job in
-// state.
-func resultOfState(state errandtype.JobState, kind errandstore.OutcomeKind) Result {
-	switch state {
-	case errandtype.StateSucceeded:
-		return ResultSucceeded
-	case errandtype.StateRetrying:
-		return ResultRetrying
-	case errandtype.StateDead:
-		return ResultDead
-	case errandtype.StateCancelled:
-		return ResultCancelled
-	case errandtype.StateQueued:
-		if kind == errandstore.OutcomeInterrupted {
-			return ResultInterrupted
-		}
-		return ResultSnoozed
-	}
-	return ""
 }

@@ -74,25 +74,49 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 	if opts == nil {
 		opts = &ReplayManyOpts{}
 	}
+	limit, err := checkReplayMany(opts)
+	if err != nil {
+		return nil, err
+	}
+	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*errandtype.Job{}, Held: []string{}}
+	if err := c.replayBatches(ctx, opts, limit, res); err != nil {
+		return res, fmt.Errorf("replay dead jobs: %w", err)
+	}
+	// What the filter selects and the replay left out, so that the
+	// operator is told rather than left to wonder.
+	held, err := c.store.JobReplayMany(ctx, &errandstore.JobReplayManyParams{Filter: opts.Filter, Limit: errandstore.ReplayBatch, DryRun: true, Held: true})
+	if err != nil {
+		return res, fmt.Errorf("list the steps left out: %w", err)
+	}
+	for _, j := range held {
+		res.Held = append(res.Held, j.ID)
+	}
+	return res, nil
+}
+
+// checkReplayMany checks opts and returns the most jobs to replay.
+func checkReplayMany(opts *ReplayManyOpts) (int, error) {
 	limit := opts.Limit
 	switch {
 	case limit == 0:
 		limit = DefaultReplayMany
 	case limit < 0 || limit > MaxReplayMany:
-		return nil, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per call", limit, MaxReplayMany)}
+		return 0, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%d is out of range; replay 1 to %d jobs per call", limit, MaxReplayMany)}
 	}
 	if opts.Rate < 0 || opts.Rate != opts.Rate || (opts.Rate > 0 && opts.Rate < MinReplayRate) {
-		return nil, &errandtype.InputError{Field: "rate", Message: fmt.Sprintf("%g jobs per second is out of range; give at least %g (one an hour), or 0 for no limit", opts.Rate, MinReplayRate)}
+		return 0, &errandtype.InputError{Field: "rate", Message: fmt.Sprintf("%g jobs per second is out of range; give at least %g (one an hour), or 0 for no limit", opts.Rate, MinReplayRate)}
 	}
 	if !opts.DryRun {
 		if err := errandstore.CheckOperatorAction(opts.Operator, opts.Reason, "replaying the jobs"); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
-	if err := opts.Filter.Validate(); err != nil {
-		return nil, err
-	}
-	res := &ReplayManyResult{Bulk: ids.NewJobID(), DryRun: opts.DryRun, Jobs: []*errandtype.Job{}, Held: []string{}}
+	return limit, opts.Filter.Validate()
+}
+
+// replayBatches replays up to limit jobs in batches, adding them to res,
+// no faster than opts.Rate.
+func (c *Client[TTx]) replayBatches(ctx context.Context, opts *ReplayManyOpts, limit int, res *ReplayManyResult) error {
 	batch := errandstore.ReplayBatch
 	if opts.Rate > 0 {
 		batch = max(1, min(batch, int(opts.Rate))) // about one batch a second
@@ -106,33 +130,24 @@ func (c *Client[TTx]) ReplayMany(ctx context.Context, opts *ReplayManyOpts) (*Re
 		}
 		js, err := c.store.JobReplayMany(ctx, p)
 		if err != nil {
-			return res, fmt.Errorf("replay dead jobs: %w", err)
+			return err
 		}
 		res.Jobs = append(res.Jobs, js...)
 		if !opts.DryRun {
 			c.advanceWorkflowsOf(ctx, js)
 		}
 		if len(js) < p.Limit {
-			break
+			return nil
 		}
 		after = js[len(js)-1].Seq
 		if opts.Rate > 0 && !opts.DryRun && len(res.Jobs) < limit {
 			due := start.Add(time.Duration(float64(len(res.Jobs)) / opts.Rate * float64(time.Second)))
 			if err := sleepCtx(ctx, c.clock, due.Sub(c.clock.Now())); err != nil {
-				return res, fmt.Errorf("replay dead jobs: %w", err)
+				return err
 			}
 		}
 	}
-	// What the filter selects and the replay left out, so that the
-	// operator is told rather than left to wonder.
-	held, err := c.store.JobReplayMany(ctx, &errandstore.JobReplayManyParams{Filter: opts.Filter, Limit: errandstore.ReplayBatch, DryRun: true, Held: true})
-	if err != nil {
-		return res, fmt.Errorf("list the steps left out: %w", err)
-	}
-	for _, j := range held {
-		res.Held = append(res.Held, j.ID)
-	}
-	return res, nil
+	return nil
 }
 
 // sleepCtx waits for d on clock, or until ctx ends.

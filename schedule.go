@@ -122,6 +122,22 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 	if args == nil {
 		return nil, &errandtype.InputError{Field: "args", Message: "are nil; pass a value of an args type, which names the kind"}
 	}
+	o, err := scheduleOpts(opts)
+	if err != nil {
+		return nil, err
+	}
+	stored, ticks, err := storedSpec(spec, o.Location)
+	if err != nil {
+		return nil, err
+	}
+	if err := errandstore.CheckName("kind", args.Kind()); err != nil {
+		return nil, err
+	}
+	return &Schedule{name: name, spec: stored, ticks: ticks, args: args, opts: o}, nil
+}
+
+// scheduleOpts returns opts with its defaults, checked.
+func scheduleOpts(opts *ScheduleOpts) (ScheduleOpts, error) {
 	var o ScheduleOpts
 	if opts != nil {
 		o = *opts
@@ -130,54 +146,71 @@ func NewSchedule(name, spec string, args JobArgs, opts *ScheduleOpts) (*Schedule
 		o.Missed = errandtype.MissedSkip
 	}
 	if err := o.Missed.Validate(); err != nil {
-		return nil, err
+		return o, err
 	}
 	if o.Grace == 0 {
 		o.Grace = DefaultScheduleGrace
 	}
 	if o.Grace < 0 {
-		return nil, &errandtype.InputError{Field: "Grace", Message: "must be positive, e.g. 10s"}
+		return o, &errandtype.InputError{Field: "Grace", Message: "must be positive, e.g. 10s"}
 	}
 	if o.Enqueue == nil {
 		o.Enqueue = &EnqueueOpts{}
 	}
-	if o.Enqueue.ID != "" || o.Enqueue.UniqueKey != "" || o.Enqueue.Unique != nil {
-		return nil, &errandtype.InputError{Field: "Enqueue", Message: "sets ID, UniqueKey or Unique; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
+	if err := checkScheduleEnqueue(o.Enqueue); err != nil {
+		return o, err
 	}
-	if !o.Enqueue.RunAt.IsZero() {
-		return nil, &errandtype.InputError{Field: "Enqueue", Message: "sets RunAt, which would hold every tick's job until that one moment; leave it empty, and set Delay to run each tick's job that long after its tick"}
+	return o, checkScheduleLocation(o.Location)
+}
+
+// checkScheduleEnqueue checks the options of a schedule's jobs: a tick
+// gives each its id, its unique key and its time.
+func checkScheduleEnqueue(e *EnqueueOpts) error {
+	if e.ID != "" || e.UniqueKey != "" || e.Unique != nil {
+		return &errandtype.InputError{Field: "Enqueue", Message: "sets ID, UniqueKey or Unique; leave them empty, a tick's job gets a fresh id and the tick's unique key"}
 	}
-	if n := len(o.Enqueue.Tags); n >= errandstore.MaxTags && !slices.Contains(o.Enqueue.Tags, catchUpTag) {
-		return nil, &errandtype.InputError{Field: "Enqueue", Message: fmt.Sprintf("sets %d tags; a schedule's jobs may carry at most %d, since a catch-up job adds the tag %q", n, errandstore.MaxTags-1, catchUpTag)}
+	if !e.RunAt.IsZero() {
+		return &errandtype.InputError{Field: "Enqueue", Message: "sets RunAt, which would hold every tick's job until that one moment; leave it empty, and set Delay to run each tick's job that long after its tick"}
 	}
-	if o.Location != nil && o.Location != time.UTC && o.Location != time.Local {
-		if _, err := time.LoadLocation(o.Location.String()); err != nil {
-			return nil, &errandtype.InputError{Field: "Location", Message: fmt.Sprintf("%q is not a zone of the time zone database (a time.FixedZone?); load a named zone with time.LoadLocation(\"Europe/Paris\") so every host reads the spec alike", o.Location.String())}
+	if n := len(e.Tags); n >= errandstore.MaxTags && !slices.Contains(e.Tags, catchUpTag) {
+		return &errandtype.InputError{Field: "Enqueue", Message: fmt.Sprintf("sets %d tags; a schedule's jobs may carry at most %d, since a catch-up job adds the tag %q", n, errandstore.MaxTags-1, catchUpTag)}
+	}
+	return nil
+}
+
+// checkScheduleLocation refuses a zone that hosts may read differently.
+func checkScheduleLocation(loc *time.Location) error {
+	if loc != nil && loc != time.UTC && loc != time.Local {
+		if _, err := time.LoadLocation(loc.String()); err != nil {
+			return &errandtype.InputError{Field: "Location", Message: fmt.Sprintf("%q is not a zone of the time zone database (a time.FixedZone?); load a named zone with time.LoadLocation(\"Europe/Paris\") so every host reads the spec alike", loc.String())}
 		}
 	}
-	if o.Location == time.Local {
-		return nil, &errandtype.InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}
+	if loc == time.Local {
+		return &errandtype.InputError{Field: "Location", Message: "is time.Local; name the zone (time.LoadLocation(\"Europe/Paris\")) so every host reads the spec alike"}
 	}
-	stored, err := canonicalSpec(spec, o.Location)
+	return nil
+}
+
+// storedSpec returns spec as the store keeps it (see canonicalSpec) and
+// its ticks, refusing one too long to store or that never fires.
+func storedSpec(spec string, loc *time.Location) (string, cron.Schedule, error) {
+	stored, err := canonicalSpec(spec, loc)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if len(stored) > errandstore.MaxSpecBytes {
-		return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("is %d bytes as stored (with its zone); use at most %d, with ranges (0-30) and steps (*/5) rather than lists", len(stored), errandstore.MaxSpecBytes)}
+		return "", nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("is %d bytes as stored (with its zone); use at most %d, with ranges (0-30) and steps (*/5) rather than lists", len(stored), errandstore.MaxSpecBytes)}
 	}
 	ticks, err := parseSpec(stored)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	// A spec with no tick (the 30th of February) would be stored with no
 	// next fire time and fail on every turn of the scheduler.
 	if ticks.Next(time.Now()).IsZero() {
-		return nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q never fires; check the day of the month against the month", spec)}
+		return "", nil, &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q never fires; check the day of the month against the month", spec)}
 	}
-	if err := errandstore.CheckName("kind", args.Kind()); err != nil {
-		return nil, err
-	}
-	return &Schedule{name: name, spec: stored, ticks: ticks, args: args, opts: o}, nil
+	return stored, ticks, nil
 }
 
 // canonicalSpec returns spec as the store keeps it: trimmed, with loc as a

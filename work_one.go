@@ -163,7 +163,10 @@ func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams)
 		}
 	}
 	if !limited {
-		return c.claimThrough(ctx, c.outsideGate(ctx), &queueClaimer{}, p)
+		claim := func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
+			return c.store.JobClaimMany(ctx, p)
+		}
+		return c.outsideGates(ctx, nil).through(&claimTicket{}, claim)(ctx, p)
 	}
 	for _, q := range p.Queues {
 		qp := *p

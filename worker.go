@@ -132,6 +132,10 @@ type Worker struct {
 	scheduler     *scheduler         // nil without schedules; see schedule.go
 	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
 	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
+	gates         claimGates         // what a claim passes; see claim_gates.go
+	// parallelWrites: the store writes outcomes in parallel, so a job's
+	// slot may free at its outcome's handover (see ParallelWriter).
+	parallelWrites bool
 }
 
 // NewWorker returns a worker for the kinds this client has handlers for.
@@ -148,6 +152,37 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		return nil, &errandtype.InputError{Field: "Kinds", Message: "no kind has a handler; declare at least one Kind with a Handler (or give the worker Schedules or a Retention policy to run)"}
 	}
 	sort.Strings(kinds)
+	queues, err := checkQueues(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(kinds) == 0 {
+		queues = nil // nothing to claim: no queue loop runs
+	}
+	weights, err := checkWeights(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWorkerTimes(&cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Retention != nil {
+		r := *cfg.Retention
+		cfg.Retention = &r // defaults go on a copy, not the caller's policy
+		if err := checkRetention(cfg.Retention); err != nil {
+			return nil, err
+		}
+	}
+	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), weights: weights}
+	if err := w.build(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// checkQueues applies the default to cfg.Queues, checks it, and returns
+// its queues, sorted.
+func checkQueues(cfg *WorkerConfig) ([]string, error) {
 	if len(cfg.Queues) == 0 {
 		cfg.Queues = map[string]int{DefaultQueue: 10}
 	}
@@ -162,67 +197,63 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		queues = append(queues, q)
 	}
 	sort.Strings(queues)
-	if len(kinds) == 0 {
-		queues = nil // nothing to claim: no queue loop runs
-	}
-	weights, err := checkWeights(&cfg)
-	if err != nil {
-		return nil, err
-	}
+	return queues, nil
+}
+
+// checkWorkerTimes applies the defaults of cfg's lease, intervals and
+// owner, and checks them.
+func checkWorkerTimes(cfg *WorkerConfig) error {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
 	if err := checkLease("Lease", cfg.Lease); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
 	if err := errandstore.CheckInterval("PollInterval", cfg.PollInterval, "1s"); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = DefaultWorkerHeartbeat
 	}
 	if err := errandstore.CheckInterval("HeartbeatInterval", cfg.HeartbeatInterval, "5s"); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = DefaultOwner()
 	} else if err := errandstore.CheckIdentifier("Owner", cfg.Owner, errandstore.MaxIDBytes); err != nil {
-		return nil, err
+		return err
 	}
-	if err := checkLeaderConfig(&cfg); err != nil {
-		return nil, err
-	}
-	if cfg.Retention != nil {
-		r := *cfg.Retention
-		cfg.Retention = &r // defaults go on a copy, not the caller's policy
-		if err := checkRetention(cfg.Retention); err != nil {
-			return nil, err
-		}
-	}
-	flow, err := newFlowLimits(c.store, &cfg, kinds)
+	return checkLeaderConfig(cfg)
+}
+
+// build resolves, once, what the worker's config asks of the store: its
+// limits, circuit breakers and schedules, and the claim gates they make.
+func (w *Worker) build() error {
+	c, cfg := w.c, &w.cfg
+	flow, err := newFlowLimits(c.store, cfg, w.kinds)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), flow: flow, weights: weights}
-	if weights != nil {
-		w.share = newCapacityShare(cfg.MaxWorkers, weights, cfg.Queues)
+	w.flow = flow
+	if w.weights != nil {
+		w.share = newCapacityShare(cfg.MaxWorkers, w.weights, cfg.Queues)
 	}
-	gate, err := newBreakerGate(c.engine, kinds)
-	if err != nil {
-		return nil, err
+	if w.breakers, err = newBreakerGate(c, w.kinds); err != nil {
+		return err
 	}
-	w.breakers = gate
+	w.gates = w.claimGates()
+	if pw, ok := c.store.(errandstore.ParallelWriter); ok {
+		w.parallelWrites = pw.WritesInParallel()
+	}
 	if len(cfg.Schedules) > 0 {
-		sc, err := newScheduler(c.engine, cfg.Schedules)
-		if err != nil {
-			return nil, err
+		if w.scheduler, err = newScheduler(c, cfg.Schedules); err != nil {
+			return err
 		}
-		w.scheduler = sc
 	}
-	return w, nil
+	return nil
 }
 
 // Start registers the worker in the worker registry and begins claiming and
@@ -375,15 +406,6 @@ var errAbandoned = errors.New("worker abandoned its jobs")
 // worker; Stop still does.
 func (w *Worker) Abandon() { w.abandoned.Store(true) }
 
-// write records an outcome through the batcher unless the worker abandoned
-// its jobs.
-func (w *Worker) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
-	if w.abandoned.Load() {
-		return errandstore.OutcomeResult{}, errAbandoned
-	}
-	return w.outcomes.write(ctx, o, until)
-}
-
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
@@ -421,29 +443,12 @@ func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next 
 	return asked.Add(wait)
 }
 
-// changesSchedule reports whether recording res changed when a job of the
-// queue next comes due: this worker's retry or snooze of job, or the end of
-// a job with an ordering key, which may let the next job of that key run.
-// The queue loop is woken to ask again. The next job of a key in another
-// queue, or another process's, is found by that queue's poll.
-func changesSchedule(job *errandtype.Job, res *WorkResult) bool {
-	switch res.Result {
-	case ResultRetrying, ResultSnoozed:
-		return true
-	case ResultSucceeded, ResultDead, ResultCancelled:
-		return job.OrderingKey != nil
-	}
-	return false
-}
-
 // runQueue claims and runs jobs of one queue with at most n at once. An
 // idle queue sleeps until a wake-up, its poll interval, or the time its next
-// scheduled or retrying job comes due, whichever comes first.
+// scheduled or retrying job comes due, whichever comes first. A busy one
+// keeps claims in flight (see claimAhead) unless its claims pass gates.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
-	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
-	if pw, ok := w.c.store.(errandstore.ParallelWriter); ok && pw.WritesInParallel() {
-		slots.early = make(chan struct{}, n)
-	}
+	slots := w.newQueueSlots(queue, n)
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
@@ -451,7 +456,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	busy := busyClaims{n: n, results: make(chan claimResult, maxClaimsInFlight)}
 	defer w.drainClaims(runCtx, &busy, slots)
 	for {
-		if busy.inFlight > 0 || !idle && w.pipelines(claimer) {
+		if busy.inFlight > 0 || w.pipelines(claimer, idle) {
 			switch w.claimAhead(loopCtx, runCtx, &busy, slots, claimer, poll, &idle) {
 			case aheadStop:
 				return
@@ -461,83 +466,26 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		}
 		free := n - len(slots.tokens)
 		if free == 0 {
-			select {
-			case <-loopCtx.Done():
-				return
-			case <-slots.freed:
-				continue
-			}
-		}
-		if w.share != nil {
-			// The worker's shared capacity, by weight: wait for a slot.
-			if free = w.share.acquire(loopCtx, queue, free); free == 0 {
-				return
-			}
-		}
-		wake := w.c.wakeChan(queue)
-		if loopCtx.Err() != nil {
-			if w.share != nil {
-				w.share.rest(queue, free)
-			}
-			return
-		}
-		plan := w.flow.plan(loopCtx, w.c.logger, queue, w.kinds, free) // rate limits, retry budgets
-		if plan.held {
-			if w.share != nil {
-				// Over its rate limit, the queue's capacity goes to others.
-				w.share.rest(queue, free)
-			}
-			if !w.waitForTokens(loopCtx, poll, &plan) {
+			if !slots.waitFreed(loopCtx) {
 				return
 			}
 			continue
 		}
-		// An idle queue asks when its next job comes due before it claims:
-		// a job that comes due meanwhile is then either taken by the claim
-		// or not earlier than the answer, so the sleep below never passes
-		// a due job. A store that can (NextDueClaimer) answers in the
-		// claim's own round trip, asked before the claim there.
-		var due time.Time
-		askDue := idle && w.claimAsksDue(claimer) && !plan.split()
-		if idle && !askDue {
-			due = w.nextDue(loopCtx, queue)
-		}
-		// A claim, once sent, is not cancelled by a stop: a cancelled
-		// commit can succeed on the server while the client sees an error,
-		// stranding the claimed jobs until their leases expire. The jobs
-		// it returns run, and Stop waits for them.
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		claimSent := w.c.clock.Now() // the store's lease starts no earlier than this
-		params := &errandstore.JobClaimParams{
-			Queues:         []string{queue},
-			Kinds:          plan.kinds,
-			Limit:          plan.limit,
-			Lease:          w.cfg.Lease,
-			Owner:          w.cfg.Owner,
-			SkipRetryKinds: plan.skipRetry,
-		}
-		var jobs []*errandtype.Job
-		var err error
-		if askDue {
-			var next errandstore.JobNextDueResult
-			jobs, next, err = claimer.claimNextDue(claimCtx, params, w.nextDueParams(queue))
-			if err == nil { // a failed claim is logged below; the poll covers it
-				due = w.dueAt(loopCtx, queue, claimSent, next, nil)
+		t := &claimTicket{queue: queue, kinds: w.kinds, limit: free}
+		switch w.gates.admit(loopCtx, t) {
+		case admitStop:
+			return
+		case admitHeld:
+			if !w.waitForTokens(loopCtx, poll, t.wait) {
+				return
 			}
-		} else {
-			jobs, err = plan.claim(claimCtx, w.c.logger, params, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-				return w.claim(ctx, claimer, p)
-			})
+			continue
 		}
-		cancelClaim()
-		w.c.claimReturned(queue)
-		w.flow.settle(loopCtx, w.c.logger, &plan, jobs, err)
-		if w.share != nil && len(jobs) < free {
-			w.share.rest(queue, free-len(jobs))
-		}
+		t.wake = w.c.wakeChan(queue)
+		jobs, due, err := w.claimThroughGates(loopCtx, t, claimer, idle)
 		w.claimed(loopCtx, slots, len(jobs), err)
-		w.startJobs(runCtx, slots, jobs, claimSent)
-		if err == nil && (len(jobs) == plan.limit || plan.again) {
+		w.startJobs(runCtx, slots, jobs, t.sent)
+		if t.more(jobs, err) {
 			idle = false
 			continue // there may be more
 		}
@@ -548,10 +496,19 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			due = w.nextDue(loopCtx, queue)
 			idle = true
 		}
-		if !w.sleepIdle(loopCtx, slots, poll, wake, due, &plan) {
+		if !w.sleepIdle(loopCtx, slots, poll, t.wake, due, t) {
 			return
 		}
 	}
+}
+
+// newQueueSlots returns the n slots of queue.
+func (w *Worker) newQueueSlots(queue string, n int) *queueSlots {
+	slots := &queueSlots{w: w, queue: queue, tokens: make(chan struct{}, n), freed: make(chan struct{}, 1)}
+	if w.parallelWrites {
+		slots.early = make(chan struct{}, n)
+	}
+	return slots
 }
 
 // Claim retries: after a failed claim the queue loop claims again after
@@ -572,7 +529,7 @@ func claimRetryWait(failed int) time.Duration {
 // sleepIdle sleeps an idle queue loop until a wake-up, its poll interval,
 // due (when not zero), or the retry of a failed claim, whichever comes
 // first, and reports false when the loop should end instead.
-func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Timer, wake <-chan struct{}, due time.Time, plan *claimPlan) bool {
+func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Timer, wake <-chan struct{}, due time.Time, t *claimTicket) bool {
 	queue := slots.queue
 	wait := w.cfg.PollInterval
 	if slots.failedClaims > 0 {
@@ -583,7 +540,7 @@ func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Time
 		// from spinning the loop on a job forever a moment away.
 		wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 	}
-	wait = w.breakers.capWait(plan.idleWait(wait))
+	wait = w.gates.idleWait(t, wait)
 	poll.Reset(wait)
 	w.c.sleeping(queue, 1)
 	defer w.c.sleeping(queue, -1)
@@ -701,12 +658,7 @@ func (w *Worker) runClaimed(runCtx context.Context, slots *queueSlots, cj *claim
 // runJob runs one attempt of job, in a slot of slots, and records it.
 func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time) {
 	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
-	if w.recordLater(runCtx, a, slots) {
-		return
-	}
-	defer slots.release()
-	defer a.waitHandler() // the slot is the handler's until it returns
-	w.recordNow(runCtx, slots.queue, a)
+	w.recordAttempt(runCtx, slots, a)
 }
 
 // queueSlots are the slots of one queue of a Worker: a token in tokens for
@@ -754,6 +706,17 @@ func (s *queueSlots) free() {
 	<-s.tokens
 }
 
+// waitFreed waits for a slot to free, and reports false when ctx ended
+// first.
+func (s *queueSlots) waitFreed(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.freed:
+		return true
+	}
+}
+
 // wake wakes the claim loop to the slots freed.
 func (s *queueSlots) wake() {
 	select {
@@ -766,126 +729,6 @@ func (s *queueSlots) wake() {
 func (s *queueSlots) release() {
 	s.free()
 	s.wake()
-}
-
-// recordNow records a's outcome, retrying while the lease lasts, and
-// finishes it.
-func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
-	res, err := w.c.record(ctx, a, w.write)
-	w.finishRecord(ctx, queue, a, res, err)
-}
-
-// finishRecord does a worker's part once record has recorded a's outcome
-// as res, or failed to with err.
-func (w *Worker) finishRecord(ctx context.Context, queue string, a *attempt, res *WorkResult, err error) {
-	job := a.job
-	if errors.Is(err, errAbandoned) {
-		w.c.logger.Warn("worker abandoned the job; its lease will expire and another worker will run it",
-			"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
-		w.leftToLease(err)
-		return
-	}
-	w.breakers.observe(ctx, a, res)
-	if err != nil {
-		w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
-			"job_id", job.ID, "err", err)
-		w.leftToLease(err)
-		return
-	}
-	w.noteResult(res)
-	w.stats.countResult(res)
-	if changesSchedule(job, res) {
-		w.c.wakeLocal([]string{queue})
-	}
-}
-
-// recordLater hands the outcome of a, a successful attempt of a job that
-// needs nothing more than its outcome recorded, to the outcome batcher
-// without waiting for it to be written, and reports whether it did. The
-// rest (the result to subscribers and the observer, the counters, and
-// release, which frees the job's slot) runs once its batch is written, on
-// the goroutine that wrote it; on a store that writes in parallel the slot
-// frees at the handover instead, while the queue has an early token left,
-// and the batcher wakes the claim loop as the batch's write starts (see
-// ParallelWriter). The attempt's goroutine moves on at once, to the next
-// job of its claim or to its end: a busy worker keeps no goroutine waiting
-// for each outcome in flight, for the garbage collector to scan and the
-// scheduler to wake.
-// Every other attempt (a failure, a lost lease, a job of a batch or a
-// workflow or of a kind with a dependency, whose outcome leads to more
-// writes) is recorded by record, waiting, as is an outcome the batcher
-// could not write.
-func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots) bool {
-	job := a.job
-	if a.err != nil || a.leaseErr != nil || a.handlerDone != nil || w.outcomes.direct || w.abandoned.Load() ||
-		job.BatchID != nil || job.WorkflowID != nil || w.breakers.guards(job.Kind) {
-		return false
-	}
-	res, o := w.c.startRecord(a)
-	w.running.Add(1) // Stop waits for the outcome as for the attempt
-	queue := slots.queue
-	early := slots.releaseEarly()
-	// held gives back what the job holds once its outcome is recorded: its
-	// slot, or its early token when the slot went back at the handover.
-	held := func() bool {
-		if early {
-			<-slots.early
-			return false
-		}
-		return true
-	}
-	if early {
-		// Freed before the handover, so that the batcher, which wakes the
-		// claim loop when it starts the write, never wakes it for a slot
-		// not yet free.
-		slots.free()
-	} else {
-		slots.writing.Add(1)
-	}
-	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), early, func(r errandstore.OutcomeResult, err error) bool {
-		defer w.running.Done()
-		if !early {
-			slots.writing.Add(-1)
-		}
-		if err != nil && (errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease) {
-			// Nothing to try again, as record would find.
-			w.finishRecord(ctx, queue, a, nil, fmt.Errorf("record outcome of job %s: %w", job.ID, err))
-			return held()
-		}
-		if err != nil {
-			// The write failed: record it as any other outcome, with
-			// retries while the lease lasts, on a goroutine of its own,
-			// which frees what the job holds.
-			a.writeFailed = true
-			w.running.Go(func() {
-				defer func() {
-					if held() {
-						slots.release()
-					}
-				}()
-				w.recordNow(ctx, queue, a)
-			})
-			return false
-		}
-		w.c.endRecord(ctx, a, o, res, r)
-		w.finishRecord(ctx, queue, a, res, nil)
-		return held()
-	}, slots)
-	if err != nil && early {
-		// Not handed over, and the slot already free: record it here,
-		// holding the early token until it is.
-		slots.wake()
-		w.recordNow(ctx, queue, a)
-		<-slots.early
-		w.running.Done()
-		return true
-	}
-	if err != nil {
-		slots.writing.Add(-1)
-		w.running.Done()
-		return false
-	}
-	return true
 }
 
 // CheckWorker reports what NewWorker, of a client made with cfg, would

@@ -90,37 +90,12 @@ const (
 // due job, and marks it idle.
 func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, qc *queueClaimer, poll Timer, idle *bool) int {
 	free := b.n - len(slots.tokens) - b.reserved
-	if !*idle && b.room(free) && w.pipelines(qc) && loopCtx.Err() == nil {
-		if b.inFlight == 0 && b.freeingSoon(free, slots) {
-			select {
-			case <-loopCtx.Done():
-				return aheadStop
-			case <-slots.freed:
-				return aheadAgain
-			}
-		}
-		b.send(w, loopCtx, qc, slots.queue, free)
-		return aheadAgain
+	if b.room(free) && w.pipelines(qc, *idle) && loopCtx.Err() == nil {
+		return w.sendAhead(loopCtx, b, slots, qc, free)
 	}
 	if b.inFlight > 0 {
-		select {
-		case <-loopCtx.Done():
-			return aheadStop
-		case <-slots.freed:
-			return aheadAgain
-		case r := <-b.results:
-			b.inFlight--
-			b.reserved -= r.limit
-			w.claimed(loopCtx, slots, len(r.jobs), r.err)
-			w.startJobs(runCtx, slots, r.jobs, r.sent)
-			if r.err == nil && len(r.jobs) == r.limit {
-				*idle, b.short = false, false
-				return aheadAgain
-			}
-			*idle, b.short, b.wake = true, true, r.wake
-			if b.inFlight > 0 {
-				return aheadAgain
-			}
+		if step := w.receiveAhead(loopCtx, runCtx, b, slots, idle); step != aheadPlain {
+			return step
 		}
 	}
 	if !b.short {
@@ -130,10 +105,49 @@ func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slot
 	// as the plain loop does, and sleep.
 	b.short = false
 	due := w.nextDue(loopCtx, slots.queue)
-	if !w.sleepIdle(loopCtx, slots, poll, b.wake, due, &claimPlan{}) {
+	if !w.sleepIdle(loopCtx, slots, poll, b.wake, due, &claimTicket{}) {
 		return aheadStop
 	}
 	return aheadAgain
+}
+
+// sendAhead sends a claim for free slots, unless slots about to free make
+// it worth waiting for them first (see freeingSoon).
+func (w *Worker) sendAhead(loopCtx context.Context, b *busyClaims, slots *queueSlots, qc *queueClaimer, free int) int {
+	if b.inFlight == 0 && b.freeingSoon(free, slots) {
+		if !slots.waitFreed(loopCtx) {
+			return aheadStop
+		}
+		return aheadAgain
+	}
+	b.send(w, loopCtx, qc, slots.queue, free)
+	return aheadAgain
+}
+
+// receiveAhead waits for a slot to free or a claim in flight to return,
+// and starts its jobs. It returns aheadPlain when the claim came back
+// short and none is left in flight: the loop is idle.
+func (w *Worker) receiveAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, idle *bool) int {
+	select {
+	case <-loopCtx.Done():
+		return aheadStop
+	case <-slots.freed:
+		return aheadAgain
+	case r := <-b.results:
+		b.inFlight--
+		b.reserved -= r.limit
+		w.claimed(loopCtx, slots, len(r.jobs), r.err)
+		w.startJobs(runCtx, slots, r.jobs, r.sent)
+		if r.err == nil && len(r.jobs) == r.limit {
+			*idle, b.short = false, false
+			return aheadAgain
+		}
+		*idle, b.short, b.wake = true, true, r.wake
+		if b.inFlight > 0 {
+			return aheadAgain
+		}
+		return aheadPlain
+	}
 }
 
 // send claims up to free jobs of queue on a goroutine of its own; the
@@ -153,7 +167,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, 
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		jobs, err := w.claim(ctx, qc, params)
+		jobs, err := qc.claim(ctx, w.c.store, params)
 		cancel()
 		w.c.claimReturned(queue)
 		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
@@ -174,9 +188,9 @@ func (w *Worker) drainClaims(runCtx context.Context, b *busyClaims, slots *queue
 // pipelines reports whether the queue's claims may be sent ahead (see
 // maxClaimsInFlight): a plain claim of the worker's kinds, with no rate
 // limit or retry budget to take tokens from first, no capacity shared by
-// weight to acquire, no fairness turns and no circuit breaker in its way.
-// Those claims are made one at a time, each after the last returned, as
-// before.
-func (w *Worker) pipelines(qc *queueClaimer) bool {
-	return w.share == nil && w.flow == nil && !qc.fair.Load() && (w.breakers == nil || len(w.breakers.deps) == 0)
+// weight to acquire, no fairness turns and no circuit breaker in its way,
+// by a queue that is not idle. Other claims are made one at a time, each
+// after the last returned.
+func (w *Worker) pipelines(qc *queueClaimer, idle bool) bool {
+	return !idle && len(w.gates) == 0 && !qc.fair.Load()
 }

@@ -33,10 +33,10 @@ func (w *Worker) newQueueClaimer() *queueClaimer {
 }
 
 // claimAsksDue reports whether the queue's next claim can answer when its
-// next job comes due (see NextDueClaimer): a plain claim, with no breaker
-// gate between the loop and the store.
+// next job comes due (see NextDueClaimer): a plain claim, not a fair one.
+// A gate that makes the claim itself rules it out too (claimTicket.wrapped).
 func (w *Worker) claimAsksDue(qc *queueClaimer) bool {
-	return qc.due != nil && !qc.fair.Load() && (w.breakers == nil || len(w.breakers.deps) == 0)
+	return qc.due != nil && !qc.fair.Load()
 }
 
 // claimNextDue is claim's plain claim, answering next as well; the worker

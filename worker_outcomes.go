@@ -127,87 +127,128 @@ const outcomeLinger = 200 * time.Microsecond
 // cancellation is ignored, since a recorded outcome is what lets a job move
 // on without waiting for its lease to expire.
 func (b *outcomeBatcher) start(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
+	l := &batchLoop{
+		b:       b,
+		ctx:     context.WithoutCancel(ctx),
+		written: make(chan []outcomeRequest, maxOutcomeWrites),
+		reqs:    b.reqs,
+		linger:  time.NewTimer(outcomeLinger),
+	}
+	l.linger.Stop()
 	go func() {
 		defer close(b.done)
-		// A write that ends hands its batch back, emptied, to be filled
-		// again: a batch has room for maxOutcomeBatch, and allocating one
-		// per write would cost more than the few outcomes it often holds.
-		written := make(chan []outcomeRequest, maxOutcomeWrites)
-		var spare [][]outcomeRequest
-		inFlight := 0
-		var batch []outcomeRequest
-		reqs := b.reqs
-		linger := time.NewTimer(outcomeLinger)
-		linger.Stop()
-		lingering, lingered := false, false // the timer runs; it ran out for this batch
-		add := func(req outcomeRequest) {
-			if !req.detached {
-				b.waiting.Add(1)
-			}
-			if batch == nil {
-				if n := len(spare); n > 0 {
-					batch, spare = spare[n-1], spare[:n-1]
-				} else {
-					batch = make([]outcomeRequest, 0, maxOutcomeBatch)
-				}
-			}
-			batch = append(batch, req)
-		}
-		for reqs != nil || len(batch) > 0 || inFlight > 0 {
+		for l.reqs != nil || len(l.batch) > 0 || l.inFlight > 0 {
 			// The outcomes already handed over join the batch at once,
 			// before the batcher decides whether to write it.
-			for len(batch) < maxOutcomeBatch && reqs != nil && len(reqs) > 0 {
-				req, ok := <-reqs
-				if !ok {
-					reqs = nil
-					break
-				}
-				add(req)
+			l.takeWaiting()
+			full := len(l.batch) == maxOutcomeBatch
+			wait := l.shouldLinger(full)
+			if len(l.batch) > 0 && !wait && (l.inFlight == 0 || full && l.inFlight < maxOutcomeWrites) {
+				l.writeBatch()
+				full = false
 			}
-			full := len(batch) == maxOutcomeBatch
-			wait := len(batch) > 0 && inFlight == 0 && !full && !lingered && reqs != nil && b.othersRunning()
-			if wait && !lingering {
-				linger.Reset(outcomeLinger)
-				lingering = true
-			}
-			if !wait && lingering {
-				linger.Stop()
-				lingering = false
-			}
-			if len(batch) > 0 && !wait && (inFlight == 0 || full && inFlight < maxOutcomeWrites) {
-				inFlight++
-				wakeDetached(batch)
-				go func(batch []outcomeRequest) {
-					b.flush(ctx, batch)
-					clear(batch) // drop the outcomes and their callbacks
-					written <- batch[:0]
-				}(batch)
-				batch, full, lingered = nil, false, false
-			}
-			in := reqs
-			if full {
-				in = nil // back-pressure: senders wait until a write ends
-			}
-			var ranOut <-chan time.Time
-			if lingering {
-				ranOut = linger.C
-			}
-			select {
-			case req, ok := <-in:
-				if !ok {
-					reqs = nil
-					continue
-				}
-				add(req)
-			case done := <-written:
-				inFlight--
-				spare = append(spare, done)
-			case <-ranOut:
-				lingering, lingered = false, true
-			}
+			l.next(full)
 		}
 	}()
+}
+
+// batchLoop is the state of the batcher's goroutine.
+type batchLoop struct {
+	b   *outcomeBatcher
+	ctx context.Context
+	// A write that ends hands its batch back, emptied, on written, to be
+	// filled again (spare): a batch has room for maxOutcomeBatch, and
+	// allocating one per write would cost more than the few outcomes it
+	// often holds.
+	written  chan []outcomeRequest
+	spare    [][]outcomeRequest
+	inFlight int
+	batch    []outcomeRequest
+	reqs     chan outcomeRequest // nil once closed
+	linger   *time.Timer
+	// lingering: the timer runs; lingered: it ran out for this batch.
+	lingering, lingered bool
+}
+
+// add puts req in the batch.
+func (l *batchLoop) add(req outcomeRequest) {
+	if !req.detached {
+		l.b.waiting.Add(1)
+	}
+	if l.batch == nil {
+		if n := len(l.spare); n > 0 {
+			l.batch, l.spare = l.spare[n-1], l.spare[:n-1]
+		} else {
+			l.batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+		}
+	}
+	l.batch = append(l.batch, req)
+}
+
+// takeWaiting adds the outcomes waiting to be taken, while the batch has
+// room.
+func (l *batchLoop) takeWaiting() {
+	for len(l.batch) < maxOutcomeBatch && l.reqs != nil && len(l.reqs) > 0 {
+		req, ok := <-l.reqs
+		if !ok {
+			l.reqs = nil
+			return
+		}
+		l.add(req)
+	}
+}
+
+// shouldLinger reports whether a lone batch waits for others to join it
+// (see outcomeLinger), and arms or stops the timer to match.
+func (l *batchLoop) shouldLinger(full bool) bool {
+	wait := len(l.batch) > 0 && l.inFlight == 0 && !full && !l.lingered && l.reqs != nil && l.b.othersRunning()
+	if wait && !l.lingering {
+		l.linger.Reset(outcomeLinger)
+		l.lingering = true
+	}
+	if !wait && l.lingering {
+		l.linger.Stop()
+		l.lingering = false
+	}
+	return wait
+}
+
+// writeBatch starts the batch's write on a goroutine of its own.
+func (l *batchLoop) writeBatch() {
+	l.inFlight++
+	wakeDetached(l.batch)
+	go func(batch []outcomeRequest) {
+		l.b.flush(l.ctx, batch)
+		clear(batch) // drop the outcomes and their callbacks
+		l.written <- batch[:0]
+	}(l.batch)
+	l.batch, l.lingered = nil, false
+}
+
+// next waits for an outcome, a write's end, or the linger's; a full batch
+// takes no outcome (back-pressure: senders wait until a write ends).
+func (l *batchLoop) next(full bool) {
+	in := l.reqs
+	if full {
+		in = nil
+	}
+	var ranOut <-chan time.Time
+	if l.lingering {
+		ranOut = l.linger.C
+	}
+	select {
+	case req, ok := <-in:
+		if !ok {
+			l.reqs = nil
+			return
+		}
+		l.add(req)
+	case done := <-l.written:
+		l.inFlight--
+		l.spare = append(l.spare, done)
+	case <-ranOut:
+		l.lingering, l.lingered = false, true
+	}
 }
 
 // wakeDetached wakes the claim loops of the queues whose jobs gave their
@@ -232,21 +273,21 @@ func (b *outcomeBatcher) othersRunning() bool {
 }
 
 // write is the Worker's outcomeWriter: it hands o to the batcher and waits
-// for the batch that holds it to be written. It stops waiting for the
+// for the batch that holds it to be written; after Abandon it writes
+// nothing. It stops waiting for the
 // batcher to take o at until (or when ctx ends); once taken, o is written
 // under the batcher's own timeout.
 func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
+	if b.abandoned != nil && b.abandoned.Load() {
+		return errandstore.OutcomeResult{}, errAbandoned
+	}
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
 		dctx, cancelDeadline := withDeadline(ctx, b.clock, until, nil)
+		defer cancelDeadline()
 		wctx, cancel := withTimeout(dctx, b.clock, b.timeout, nil)
-		rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
-		cancel()
-		cancelDeadline()
-		if err != nil {
-			return errandstore.OutcomeResult{}, err
-		}
-		return rs[0], nil
+		defer cancel()
+		return writeOutcome(wctx, b.store, o, false)
 	}
 	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
 	if err := b.hand(ctx, req, until); err != nil {
@@ -307,26 +348,8 @@ func (b *outcomeBatcher) stop() {
 
 // flush writes one batch and replies to every sender.
 func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
-	var freed []*queueSlots // a job's queue for each slot to give back
-	defer func() {
-		for _, s := range freed {
-			s.free()
-		}
-		for i, s := range freed {
-			if i == 0 || s != freed[i-1] {
-				s.wake()
-			}
-		}
-	}()
-	answer := func(req *outcomeRequest, r errandstore.OutcomeResult, err error) {
-		if req.answer(b, r, err) {
-			freed = append(freed, req.slots)
-		}
-	}
 	if b.abandoned != nil && b.abandoned.Load() {
-		for i := range batch {
-			answer(&batch[i], errandstore.OutcomeResult{}, errAbandoned)
-		}
+		b.answer(batch, nil, errAbandoned)
 		return
 	}
 	outcomes := make([]*errandstore.JobOutcome, len(batch))
@@ -345,12 +368,30 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 		}
 		return
 	}
+	b.answer(batch, rs, err)
+}
+
+// answer replies to every sender of batch with its result in rs, or err,
+// then gives back the slots the answers free, and wakes their claim loops
+// after: one claim per queue for them all.
+func (b *outcomeBatcher) answer(batch []outcomeRequest, rs []errandstore.OutcomeResult, err error) {
+	var freed []*queueSlots // a job's queue for each slot to give back
 	for i := range batch {
-		if err != nil {
-			answer(&batch[i], errandstore.OutcomeResult{}, err)
-			continue
+		var r errandstore.OutcomeResult
+		if err == nil {
+			r = rs[i]
 		}
-		answer(&batch[i], rs[i], nil)
+		if batch[i].answer(b, r, err) {
+			freed = append(freed, batch[i].slots)
+		}
+	}
+	for _, s := range freed {
+		s.free()
+	}
+	for i, s := range freed {
+		if i == 0 || s != freed[i-1] {
+			s.wake()
+		}
 	}
 }
 
