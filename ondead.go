@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -248,4 +249,12 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 	}
 	s.since = to
 	return seen, nil
+}
+
+// DeadHookJobID is the id of the on-dead job of job id when it died in its
+// delivery cycle replays (the job's Replays when it died): "ID.dead.N". A
+// job replayed and dead again gets a new on-dead job; one death never gets
+// two, however many processes notice it.
+func DeadHookJobID(jobID string, replays int) string {
+	return jobID + ".dead." + strconv.Itoa(replays)
 }

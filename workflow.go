@@ -430,3 +430,27 @@ func (c *engine) advanceWorkflowsOf(ctx context.Context, jobs []*errandtype.Job)
 		c.logger.Warn("advance workflows failed; the leader advances them on its next sweep", "workflow_ids", ids, "err", err)
 	}
 }
+
+// templateOf returns the template of ip, a job's checked insert parameters.
+func templateOf(ip *errandstore.JobInsertParams) *errandstore.JobTemplate {
+	return &errandstore.JobTemplate{
+		Kind: ip.Kind, Queue: ip.Queue, Args: ip.Args, ArgsVersion: ip.ArgsVersion,
+		Priority: ip.Priority, MaxAttempts: ip.MaxAttempts,
+		BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
+		MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
+		OrderingKey: ip.OrderingKey, OrderingHold: ip.OrderingHold, FairnessKey: ip.FairnessKey, Tags: ip.Tags,
+	}
+}
+
+// StepOutput decodes the output step recorded (see [SetOutput]); ok is false
+// when it recorded none or is not among wc's outputs.
+func StepOutput[T any](wc errandstore.WorkflowContext, step string) (v T, ok bool, err error) {
+	raw, ok := wc.Outputs[step]
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return v, false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, false, fmt.Errorf("output of step %s: %w", step, err)
+	}
+	return v, true, nil
+}
