@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -219,62 +218,44 @@ func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteP
 	if err != nil {
 		return nil, fmt.Errorf("complete batches: %w", err)
 	}
-	// A batch whose completion fails is reported and passed over: one
-	// that fails on every pass (a callback the store refuses) must not
-	// keep the leader from the batches after it.
-	var (
-		out  []*errandstore.Batch
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		var done *errandstore.Batch
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			q := pgxQuerier{tx}
-			now := s.nowArg()
-			b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `UPDATE {batches} b SET completed_at = {now}
-				WHERE b.id = $2 AND b.completed_at IS NULL AND NOT EXISTS (
-					SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
-				RETURNING `+batchColumns), now, id)
-			if err != nil || !found {
-				return err // not found: completed already, unknown, or not finished
-			}
-			if err := s.batchCounts(ctx, q, b); err != nil {
-				return err
-			}
-			b.Finish(*b.CompletedAt)
-			cj, err := b.CallbackJob()
-			if err != nil {
-				return err
-			}
-			var cbID *string
-			if cj != nil {
-				rs, err := s.insert(ctx, q, s.own, []*errandstore.JobInsertParams{cj})
-				if err != nil {
-					return err
-				}
-				cbID = &rs[0].Job.ID
-				b.CallbackJobID = cbID
-			}
-			if _, err := tx.Exec(ctx, s.batchSQL(s.own, `UPDATE {batches} SET succeeded = $1, dead = $2, cancelled = $3, callback_job_id = $4
-				WHERE id = $5`), b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, id); err != nil {
-				return err
-			}
-			done = b
-			return nil
+	return errandstore.EachID(ctx, ids, "complete batch", func(id string) (b *errandstore.Batch, err error) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			b, err = s.completeBatch(ctx, pgxQuerier{tx}, id)
+			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("complete batch %s: %w", id, err))
-			continue
-		}
-		if done != nil {
-			out = append(out, done)
-		}
+		return b, err
+	})
+}
+
+// completeBatch completes batch id with q, in a transaction, if it is open
+// and no member is unfinished; nil when it is not.
+func (s *Store) completeBatch(ctx context.Context, q querier, id string) (*errandstore.Batch, error) {
+	b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `UPDATE {batches} b SET completed_at = {now}
+		WHERE b.id = $2 AND b.completed_at IS NULL AND NOT EXISTS (
+			SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
+		RETURNING `+batchColumns), s.nowArg(), id)
+	if err != nil || !found {
+		return nil, err // not found: completed already, unknown, or not finished
 	}
-	return out, errors.Join(errs...)
+	err = errandstore.FinishBatch(b, *b.CompletedAt, errandstore.BatchFinishSteps{
+		Count: func(b *errandstore.Batch) error { return s.batchCounts(ctx, q, b) },
+		Insert: func(p *errandstore.JobInsertParams) (*errandtype.Job, error) {
+			rs, err := s.insert(ctx, q, s.own, []*errandstore.JobInsertParams{p})
+			if err != nil {
+				return nil, err
+			}
+			return rs[0].Job, nil
+		},
+		Record: func(b *errandstore.Batch) error {
+			_, err := q.exec(ctx, s.batchSQL(s.own, `UPDATE {batches} SET succeeded = $1, dead = $2, cancelled = $3, callback_job_id = $4
+				WHERE id = $5`), b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, b.CallbackJobID, b.ID)
+			return err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // JobListDeadUnhooked implements [errandstore.DeadHookStore].

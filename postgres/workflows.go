@@ -110,11 +110,6 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 	return out, rs.Err()
 }
 
-// workflowJobOf is what a workflow reads of its job j.
-func workflowJobOf(j *errandtype.Job) *errandstore.WorkflowJob {
-	return &errandstore.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
-}
-
 // workflowJobTakenError is the *InputError of a workflow whose first job's
 // id or unique key is taken by a job that exists already.
 func workflowJobTakenError(jobID string) error {
@@ -247,7 +242,7 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 			return nil, workflowJobTakenError(plan.Insert[i].ID)
 		}
 		jobs[i] = res.Job
-		byID[res.Job.ID] = workflowJobOf(res.Job)
+		byID[res.Job.ID] = errandstore.WorkflowJobOf(res.Job)
 	}
 	if err := markWorkflowJobs(ctx, q, r, p.ID, jobs); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
@@ -380,33 +375,13 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
 	}
-	// A workflow whose advance fails is reported and passed over: one
-	// that fails on every pass (a planned job the store refuses) must not
-	// keep the leader from the workflows after it.
-	var (
-		out  []*errandstore.WorkflowAdvanceResult
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		var res *errandstore.WorkflowAdvanceResult
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			var err error
+	return errandstore.EachID(ctx, ids, "advance workflow", func(id string) (res *errandstore.WorkflowAdvanceResult, err error) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			res, err = s.advanceWorkflow(ctx, tx, id)
 			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
-			continue
-		}
-		if res != nil {
-			out = append(out, res)
-		}
-	}
-	return out, errors.Join(errs...)
+		return res, err
+	})
 }
 
 // advanceWorkflow advances workflow id in tx; nil for an unknown id.
@@ -429,28 +404,17 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	if err != nil {
 		return nil, err
 	}
-	var jobs []*errandtype.Job
-	if len(plan.Insert) > 0 {
-		rs, err := s.insert(ctx, q, s.own, plan.Insert)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rs {
-			// A job whose id is taken counts as enqueued: enqueued
-			// records it, and the workflow waits on whatever has it.
-			if !r.Duplicate {
-				jobs = append(jobs, r.Job)
-			}
-		}
-		if err := killWorkflowJobs(ctx, q, s.own, s.nowArg(), plan.Dead, jobs); err != nil {
-			return nil, err
-		}
-		if err := markWorkflowJobs(ctx, q, s.own, id, jobs); err != nil {
-			return nil, err
-		}
-		for _, j := range jobs {
-			byID[j.ID] = workflowJobOf(j)
-		}
+	jobs, err := errandstore.EnqueuePlanned(plan, byID, errandstore.WorkflowEnqueueSteps{
+		Insert: func(ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+			return s.insert(ctx, q, s.own, ps)
+		},
+		Kill: func(dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
+			return killWorkflowJobs(ctx, q, s.own, s.nowArg(), dead, jobs)
+		},
+		Mark: func(jobs []*errandtype.Job) error { return markWorkflowJobs(ctx, q, s.own, id, jobs) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The row's times come back from the statement: {now} is the
 	// database's clock unless the store has one of its own.

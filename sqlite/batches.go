@@ -164,12 +164,26 @@ const readyBatchesSQL = `SELECT b.id FROM errand_batches b
 // serialises completions; the condition on completed_at is the
 // compare-and-set.
 func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteParams) ([]*errandstore.Batch, error) {
-	// Read from the reader first: a member's outcome while others are
-	// unfinished, and an idle reconcile pass, cost no write transaction
-	// (the writer is the store's one scarce resource). A read begun after
-	// the caller's outcome committed sees every outcome committed before
-	// it, so the last of two racing members still finds the batch ready.
-	var ids []string
+	ids, err := s.readyBatches(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("complete batches: %w", err)
+	}
+	return errandstore.EachID(ctx, ids, "complete batch", func(id string) (b *errandstore.Batch, err error) {
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			b, err = s.completeBatch(ctx, tx, id)
+			return err
+		})
+		return b, err
+	})
+}
+
+// readyBatches reads the batches of p that are ready to complete from the
+// reader: a member's outcome while others are unfinished, and an idle
+// reconcile pass, cost no write transaction (the writer is the store's one
+// scarce resource). A read begun after the caller's outcome committed sees
+// every outcome committed before it, so the last of two racing members
+// still finds the batch ready.
+func (s *Store) readyBatches(ctx context.Context, p *errandstore.BatchCompleteParams) ([]string, error) {
 	q, args := fmt.Sprintf(readyBatchesSQL, unfinished), []any{}
 	if len(p.IDs) > 0 {
 		q += ` AND b.id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(p.IDs)), ", ") + `)`
@@ -184,82 +198,50 @@ func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteP
 		q += ` ORDER BY b.created_at, b.id LIMIT ?`
 		args = append(args, limit)
 	}
-	{
-		rows, err := s.read.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("complete batches: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("complete batches: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("complete batches: %w", err)
-		}
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
-	// A batch whose completion fails is reported and passed over: one
-	// that fails on every pass (a callback the store refuses) must not
-	// keep the leader from the batches after it.
-	var (
-		out  []*errandstore.Batch
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		var done *errandstore.Batch
-		err := s.tx(ctx, func(tx *sql.Tx) error {
-			now := s.clock.Now()
-			b, err := scanBatch(tx.QueryRowContext(ctx, `UPDATE errand_batches SET completed_at = ?
-				WHERE id = ? AND completed_at IS NULL AND NOT EXISTS (
-					SELECT 1 FROM errand_jobs j WHERE j.batch_id = errand_batches.id AND j.state IN (`+unfinished+`))
-				RETURNING `+batchColumns, micros(now), id))
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil // completed already, unknown, or not finished
-			}
+	return scanRows(rows, func(row scanner) (id string, err error) { return id, row.Scan(&id) })
+}
+
+// completeBatch completes batch id in tx if it is open and no member is
+// unfinished; nil when it is not.
+func (s *Store) completeBatch(ctx context.Context, tx *sql.Tx, id string) (*errandstore.Batch, error) {
+	now := s.clock.Now()
+	b, err := scanBatch(tx.QueryRowContext(ctx, `UPDATE errand_batches SET completed_at = ?
+		WHERE id = ? AND completed_at IS NULL AND NOT EXISTS (
+			SELECT 1 FROM errand_jobs j WHERE j.batch_id = errand_batches.id AND j.state IN (`+unfinished+`))
+		RETURNING `+batchColumns, micros(now), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil // completed already, unknown, or not finished
+	}
+	if err != nil {
+		return nil, err
+	}
+	err = errandstore.FinishBatch(b, fromMicros(micros(now)), errandstore.BatchFinishSteps{
+		Count: func(b *errandstore.Batch) error { return batchCounts(ctx, tx, b) },
+		Insert: func(p *errandstore.JobInsertParams) (*errandtype.Job, error) {
+			rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{p})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := batchCounts(ctx, tx, b); err != nil {
-				return err
-			}
-			b.Finish(fromMicros(micros(now)))
-			cj, err := b.CallbackJob()
-			if err != nil {
-				return err
-			}
+			return rs[0].Job, nil
+		},
+		Record: func(b *errandstore.Batch) error {
 			var cbID any
-			if cj != nil {
-				rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{cj})
-				if err != nil {
-					return err
-				}
-				cbID = rs[0].Job.ID
-				b.CallbackJobID = &rs[0].Job.ID
+			if b.CallbackJobID != nil {
+				cbID = *b.CallbackJobID
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE errand_batches SET succeeded = ?, dead = ?, cancelled = ?, callback_job_id = ?
-				WHERE id = ?`, b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, id); err != nil {
-				return err
-			}
-			done = b
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("complete batch %s: %w", id, err))
-			continue
-		}
-		if done != nil {
-			out = append(out, done)
-		}
+			_, err := tx.ExecContext(ctx, `UPDATE errand_batches SET succeeded = ?, dead = ?, cancelled = ?, callback_job_id = ?
+				WHERE id = ?`, b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, b.ID)
+			return err
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, errors.Join(errs...)
+	return b, nil
 }
 
 // JobListDeadUnhooked implements [errandstore.DeadHookStore].

@@ -102,11 +102,6 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 	return out, nil
 }
 
-// workflowJobOf is what a workflow reads of its job j.
-func workflowJobOf(j *errandtype.Job) *errandstore.WorkflowJob {
-	return &errandstore.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
-}
-
 // workflowJobTakenError is the *InputError of a workflow whose first job's
 // id or unique key is taken by a job that exists already.
 func workflowJobTakenError(jobID string) error {
@@ -225,7 +220,7 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errandstore.W
 			return nil, workflowJobTakenError(plan.Insert[i].ID)
 		}
 		jobs[i] = r.Job
-		byID[r.Job.ID] = workflowJobOf(r.Job)
+		byID[r.Job.ID] = errandstore.WorkflowJobOf(r.Job)
 	}
 	if err := markWorkflowJobs(ctx, tx, p.ID, jobs); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
@@ -372,18 +367,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
 	}
-	// A workflow whose advance fails is reported and passed over: one
-	// that fails on every pass (a planned job the store refuses) must not
-	// keep the leader from the workflows after it.
-	var (
-		out  []*errandstore.WorkflowAdvanceResult
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
+	return errandstore.EachID(ctx, ids, "advance workflow", func(id string) (*errandstore.WorkflowAdvanceResult, error) {
 		if named {
 			// A worker's advance after an outcome that changes nothing
 			// (a step succeeded while its siblings run) costs one read
@@ -391,16 +375,11 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			// outcome committed sees every outcome committed before it;
 			// a later outcome's process advances the workflow itself.
 			r, err := s.planWorkflow(ctx, s.read, id)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
-				continue
-			}
-			if r == nil {
-				continue // unknown id
+			if err != nil || r == nil {
+				return nil, err // nil: unknown id
 			}
 			if !r.plan.Changed {
-				out = append(out, &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(r.w, r.jobs)})
-				continue
+				return &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(r.w, r.jobs)}, nil
 			}
 		}
 		var res *errandstore.WorkflowAdvanceResult
@@ -409,15 +388,8 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			res, err = s.advanceWorkflow(ctx, tx, id)
 			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
-			continue
-		}
-		if res != nil {
-			out = append(out, res)
-		}
-	}
-	return out, errors.Join(errs...)
+		return res, err
+	})
 }
 
 // plannedWorkflow is a workflow's row, its jobs and their plan.
@@ -462,28 +434,17 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 		return nil, err
 	}
 	w, plan := r.w, r.plan
-	var jobs []*errandtype.Job
-	if len(plan.Insert) > 0 {
-		rs, err := s.insert(ctx, tx, plan.Insert)
-		if err != nil {
-			return nil, err
-		}
-		for _, ir := range rs {
-			// A job whose id is taken counts as enqueued: enqueued
-			// records it, and the workflow waits on whatever has it.
-			if !ir.Duplicate {
-				jobs = append(jobs, ir.Job)
-			}
-		}
-		if err := killWorkflowJobs(ctx, tx, s.clock.Now(), plan.Dead, jobs); err != nil {
-			return nil, err
-		}
-		if err := markWorkflowJobs(ctx, tx, id, jobs); err != nil {
-			return nil, err
-		}
-		for _, j := range jobs {
-			r.jobs[j.ID] = workflowJobOf(j)
-		}
+	jobs, err := errandstore.EnqueuePlanned(plan, r.jobs, errandstore.WorkflowEnqueueSteps{
+		Insert: func(ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+			return s.insert(ctx, tx, ps)
+		},
+		Kill: func(dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
+			return killWorkflowJobs(ctx, tx, s.clock.Now(), dead, jobs)
+		},
+		Mark: func(jobs []*errandtype.Job) error { return markWorkflowJobs(ctx, tx, id, jobs) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	now := fromMicros(micros(s.clock.Now()))
 	w.CheckedAt = now

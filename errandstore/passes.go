@@ -1,0 +1,115 @@
+package errandstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/errandhq/errand/errandtype"
+)
+
+// EachID runs step on each of ids in order (a store runs each in its own
+// transaction) and returns the results that are not nil. A step's error
+// is reported, as what and the id, and passed over: one that fails on
+// every pass (a callback or planned job the store refuses) must not keep
+// the leader from the ids after it. A cancelled ctx ends the pass.
+func EachID[T any](ctx context.Context, ids []string, what string, step func(id string) (*T, error)) ([]*T, error) {
+	var (
+		out  []*T
+		errs []error
+	)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		r, err := step(id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, id, err))
+			continue
+		}
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// BatchFinishSteps are the reads and writes that finish a batch, made by
+// the store in the transaction that marked it completed.
+type BatchFinishSteps struct {
+	// Count fills b.Counts from its members' states.
+	Count func(b *Batch) error
+	// Insert enqueues the callback job p and returns its job.
+	Insert func(p *JobInsertParams) (*errandtype.Job, error)
+	// Record writes b.Final and b.CallbackJobID (nil without a callback).
+	Record func(b *Batch) error
+}
+
+// FinishBatch finishes b, just marked completed at at: it counts the
+// members, enqueues the callback job with the final counts, and records
+// both.
+func FinishBatch(b *Batch, at time.Time, s BatchFinishSteps) error {
+	if err := s.Count(b); err != nil {
+		return err
+	}
+	b.Finish(at)
+	cj, err := b.CallbackJob()
+	if err != nil {
+		return err
+	}
+	if cj != nil {
+		j, err := s.Insert(cj)
+		if err != nil {
+			return err
+		}
+		b.CallbackJobID = &j.ID
+	}
+	return s.Record(b)
+}
+
+// WorkflowEnqueueSteps are the writes that enqueue a workflow plan's jobs,
+// made by the store in the transaction that advances the workflow.
+type WorkflowEnqueueSteps struct {
+	// Insert inserts the jobs under the duplicate-id rule.
+	Insert func(ps []*JobInsertParams) ([]JobInsertResult, error)
+	// Kill makes dead those of jobs that dead names.
+	Kill func(dead []*WorkflowDeadJob, jobs []*errandtype.Job) error
+	// Mark sets the workflow id of jobs.
+	Mark func(jobs []*errandtype.Job) error
+}
+
+// EnqueuePlanned inserts plan.Insert with s, and returns the jobs it
+// created, added to byID. A job whose id is taken counts as enqueued:
+// plan.Enqueued records it, and the workflow waits on whatever has it.
+func EnqueuePlanned(plan *WorkflowPlan, byID map[string]*WorkflowJob, s WorkflowEnqueueSteps) ([]*errandtype.Job, error) {
+	if len(plan.Insert) == 0 {
+		return nil, nil
+	}
+	rs, err := s.Insert(plan.Insert)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []*errandtype.Job
+	for _, r := range rs {
+		if !r.Duplicate {
+			jobs = append(jobs, r.Job)
+		}
+	}
+	if err := s.Kill(plan.Dead, jobs); err != nil {
+		return nil, err
+	}
+	if err := s.Mark(jobs); err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		byID[j.ID] = WorkflowJobOf(j)
+	}
+	return jobs, nil
+}
+
+// WorkflowJobOf is what a workflow reads of its job j.
+func WorkflowJobOf(j *errandtype.Job) *WorkflowJob {
+	return &WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
+}
