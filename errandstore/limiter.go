@@ -3,6 +3,8 @@ package errandstore
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand/errandtype"
@@ -95,4 +97,35 @@ func checkLimiterName(name string) error {
 		return &errandtype.InputError{Field: "limiter", Message: fmt.Sprintf("name %q must be 1 to %d bytes, e.g. \"queue:emails\"", name, maxLimiterNameBytes)}
 	}
 	return checkText("limiter", name)
+}
+
+// From takes t's tokens from a bucket in state st at now: the state to
+// write, what the take got, and 1 for a take that wanted tokens and got
+// none (a limiter counts those as denied), else 0.
+func (t LimiterTake) From(st errandtype.LimiterState, now time.Time) (errandtype.LimiterState, LimiterGrant, int) {
+	next, granted, wait := t.Spec.Take(st, now, t.Want)
+	denied := 0
+	if granted == 0 && t.Want > 0 {
+		denied = 1
+	}
+	return next, LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}, denied
+}
+
+// LimiterOrder is the order to take from the buckets of takes in, as
+// indexes into takes: by name, so that transactions that lock several
+// rows lock them in one order.
+func LimiterOrder(takes []LimiterTake) []int {
+	order := make([]int, len(takes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
+	return order
+}
+
+// SortedGives is gives by name, the order LimiterOrder locks rows in.
+func SortedGives(gives []LimiterGive) []LimiterGive {
+	gives = slices.Clone(gives)
+	slices.SortStableFunc(gives, func(a, b LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	return gives
 }

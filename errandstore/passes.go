@@ -113,3 +113,40 @@ func EnqueuePlanned(plan *WorkflowPlan, byID map[string]*WorkflowJob, s Workflow
 func WorkflowJobOf(j *errandtype.Job) *WorkflowJob {
 	return &WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
 }
+
+// Rows are the rows of a query, as *sql.Rows and pgx.Rows read them.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ResetBatchCounts sets the Counts of bs to zero and returns their ids,
+// for a store to count their members.
+func ResetBatchCounts(bs []*Batch) []string {
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		b.Counts = NewBatchCounts()
+		ids[i] = b.ID
+	}
+	return ids
+}
+
+// AddBatchCounts adds rows of (batch id, state, count) to the Counts of bs.
+func AddBatchCounts(bs []*Batch, rows Rows) error {
+	byID := make(map[string]*Batch, len(bs))
+	for _, b := range bs {
+		byID[b.ID] = b
+	}
+	for rows.Next() {
+		var id, st string
+		var n int
+		if err := rows.Scan(&id, &st, &n); err != nil {
+			return err
+		}
+		if b := byID[id]; b != nil {
+			b.Counts[errandtype.JobState(st)] = n
+		}
+	}
+	return rows.Err()
+}

@@ -133,3 +133,15 @@ func PruneBatchCutoff(p *JobPruneParams, now time.Time) time.Time {
 	}
 	return now.Add(-age)
 }
+
+// Add counts n pruned jobs in state st.
+func (r *PruneResult) Add(st errandtype.JobState, n int) {
+	switch st {
+	case errandtype.StateSucceeded:
+		r.Succeeded += n
+	case errandtype.StateCancelled:
+		r.Cancelled += n
+	case errandtype.StateDead:
+		r.Dead += n
+	}
+}

@@ -313,3 +313,21 @@ func ReplayedFromDeadJoinSQL(audit, job, replay, cast string) string {
 	return "LEFT JOIN " + audit + " a ON " + r + " < " + job + ".replays AND a.job_id = " + job + ".id AND a.replay = " + r +
 		" + 1 AND a.action IN (" + strings.Join(actions, ", ") + ") AND a.prior_state = '" + string(errandtype.StateDead) + "'"
 }
+
+// OpenWorkflowsSQL and FinishedWorkflowsSQL render the open and the
+// finished workflow states for an IN (...), in the order of
+// [errandtype.WorkflowStates], as the stores' partial indexes spell them.
+var (
+	OpenWorkflowsSQL     = sqlWorkflowStates(true)
+	FinishedWorkflowsSQL = sqlWorkflowStates(false)
+)
+
+func sqlWorkflowStates(open bool) string {
+	var quoted []string
+	for _, s := range errandtype.WorkflowStates {
+		if s.Open() == open {
+			quoted = append(quoted, "'"+string(s)+"'")
+		}
+	}
+	return strings.Join(quoted, ", ")
+}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +47,7 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 	}
 	grants := make([]errandstore.LimiterGrant, len(p.Takes))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, i := range limiterOrder(p.Takes) {
+		for _, i := range errandstore.LimiterOrder(p.Takes) {
 			t := p.Takes[i]
 			sp := t.Spec
 			var st errandtype.LimiterState
@@ -65,16 +64,12 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 				return badValue(err)
 			}
 			st.At, now = st.At.UTC(), micro(now)
-			next, granted, wait := sp.Take(st, now, t.Want)
-			denied := 0
-			if granted == 0 && t.Want > 0 {
-				denied = 1
-			}
+			next, grant, denied := t.From(st, now)
 			if _, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3 WHERE name = $4`),
 				next.Tokens, next.At, denied, t.Name); err != nil {
 				return err
 			}
-			grants[i] = errandstore.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
+			grants[i] = grant
 		}
 		return nil
 	})
@@ -90,8 +85,7 @@ func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParam
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	gives := slices.Clone(p.Gives)
-	slices.SortStableFunc(gives, func(a, b errandstore.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	gives := errandstore.SortedGives(p.Gives)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, g := range gives {
 			var now time.Time
@@ -150,15 +144,4 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	return out, nil
-}
-
-// limiterOrder is the order to take from buckets in: by name, so that
-// transactions that lock several rows lock them in one order.
-func limiterOrder(takes []errandstore.LimiterTake) []int {
-	order := make([]int, len(takes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
-	return order
 }

@@ -409,41 +409,11 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 	return out, nil
 }
 
-// pruneConds renders the conditions of a prune of groups at now, with
-// parameters from $first on, and their arguments. aged(alias) holds for a
-// finished job old enough to go. prunable holds for a job j nothing
-// keeps: it belongs to no open workflow, to no failed workflow whose
-// failed step's job this prune keeps (but that job itself), and to no
-// open batch. An open workflow reads its finished jobs to start a step, to
-// know it succeeded and to compensate, and so does a failed one once a
-// replay of its failed step resumes it, so a failed workflow's jobs go
-// with its failed step's; an open batch counts its members when it
-// completes. Each costs a primary-key lookup or two, and only for a job of
-// a workflow or batch. The statements that use them expand {workflows}
-// and {batches}.
+// pruneConds renders the conditions of a prune of groups at now (see
+// [sqlbuild.Dialect.PruneConds]) with parameters from $first on. The
+// statements that use them expand {workflows} and {batches}.
 func pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
-	type group struct{ state, cut int }
-	var gs []group
-	for _, g := range groups {
-		n := first + len(args)
-		gs = append(gs, group{n, n + 1})
-		args = append(args, string(g.State), micro(now.Add(-g.Age)))
-	}
-	aged = func(a string) string {
-		var or []string
-		for _, g := range gs {
-			or = append(or, fmt.Sprintf(`(%[1]s.state = $%[2]d AND %[1]s.finished_at IS NOT NULL AND %[1]s.finished_at < $%[3]d)`, a, g.state, g.cut))
-		}
-		return `(` + strings.Join(or, ` OR `) + `)`
-	}
-	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {workflows} w
-			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
-				OR (w.state = '` + string(errandtype.WorkflowFailed) + `' AND j.id <> ` + errandstore.FailedStepJobIDSQL("w") + `
-					AND EXISTS (SELECT 1 FROM {jobs} f WHERE f.id = ` + errandstore.FailedStepJobIDSQL("w") + `
-						AND NOT ` + aged("f") + `)))))
-		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {batches} b
-			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
-	return aged, prunable, args
+	return dialect.PruneConds(groups, now, first)
 }
 
 // pruneSQL deletes up to $3 jobs in state $1 finished before $2 of which
@@ -465,7 +435,7 @@ func (s *Store) pruneSQL(prunable string) string {
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
-var finishedWorkflows = `'` + string(errandtype.WorkflowSucceeded) + `', '` + string(errandtype.WorkflowFailed) + `'`
+var finishedWorkflows = errandstore.FinishedWorkflowsSQL
 
 // pruneBatchesSQL deletes up to $2 completed batches that completed before
 // $1 and have no job left: no member (errand_jobs_batch) and no callback job
@@ -517,89 +487,85 @@ func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (er
 	if err != nil {
 		return r, fmt.Errorf("prune: %w", err)
 	}
-	count := func(state string, n int) {
-		switch errandtype.JobState(state) {
-		case errandtype.StateSucceeded:
-			r.Succeeded += n
-		case errandtype.StateCancelled:
-			r.Cancelled += n
-		case errandtype.StateDead:
-			r.Dead += n
-		}
-	}
-	groups := errandstore.PruneGroups(p)
 	if p.DryRun {
-		_, prunable, args := pruneConds(groups, now, 3)
-		for _, g := range groups {
-			var n int
-			err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
-				WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable)),
-				append([]any{string(g.State), micro(now.Add(-g.Age))}, args...)...).Scan(&n)
-			if err != nil {
-				return r, fmt.Errorf("prune: %w", err)
-			}
-			count(string(g.State), n)
-		}
-		// A batch or workflow goes when no job of it is kept: too young,
-		// or kept by what prunable says.
-		aged, prunable, args := pruneConds(groups, now, 2)
-		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
-		args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
-		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
-			WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`)), args...).Scan(&r.Batches)
-		if err != nil {
-			return r, fmt.Errorf("prune: %w", err)
-		}
-		err = s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {workflows} w
-			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`)), args...).Scan(&r.Workflows)
-		if err != nil {
-			return r, fmt.Errorf("prune: %w", err)
-		}
-		return r, nil
+		err = s.pruneDryRun(ctx, p, now, &r)
+	} else {
+		err = s.pruneTx(ctx, func(tx pgx.Tx) error { return s.prune(ctx, tx, p, now, &r) })
 	}
-	nowArg := s.nowArg()
-	_, prunable, condArgs := pruneConds(groups, now, 4)
-	deleteSQL := s.pruneSQL(prunable)
-	err = s.pruneTx(ctx, func(tx pgx.Tx) error {
-		left := p.Limit
-		for _, g := range groups {
-			if left == 0 {
-				break
-			}
-			rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
-			if err != nil {
-				return err
-			}
-			states, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			for _, st := range states {
-				count(st, 1)
-			}
-			left -= len(states)
-		}
-		cut := micro(errandstore.PruneBatchCutoff(p, now))
-		tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)
-		if err != nil {
-			return err
-		}
-		r.Batches = int(tag.RowsAffected())
-		if tag, err = tx.Exec(ctx, s.workflowSQL(s.own, pruneWorkflowsSQL), cut, p.Limit); err != nil {
-			return err
-		}
-		r.Workflows = int(tag.RowsAffected())
-		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
-			return nil
-		}
-		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator,
-			reason: p.Reason, details: errandstore.PruneDetails(p, r)})
-	})
 	if err != nil {
 		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
 	}
 	return r, nil
+}
+
+// pruneDryRun counts into r what a prune of p at now would delete.
+func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
+	groups := errandstore.PruneGroups(p)
+	_, prunable, args := pruneConds(groups, now, 3)
+	for _, g := range groups {
+		var n int
+		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
+			WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable)),
+			append([]any{string(g.State), micro(now.Add(-g.Age))}, args...)...).Scan(&n)
+		if err != nil {
+			return err
+		}
+		r.Add(g.State, n)
+	}
+	// A batch or workflow goes when no job of it is kept: too young,
+	// or kept by what prunable says.
+	aged, prunable, args := pruneConds(groups, now, 2)
+	kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
+	args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
+	err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
+		WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`)), args...).Scan(&r.Batches)
+	if err != nil {
+		return err
+	}
+	return s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {workflows} w
+		WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`)), args...).Scan(&r.Workflows)
+}
+
+// prune deletes in tx up to p.Limit jobs of p at now, then the batches and
+// workflows left without jobs, and counts them into r.
+func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
+	groups := errandstore.PruneGroups(p)
+	_, prunable, condArgs := pruneConds(groups, now, 4)
+	deleteSQL := s.pruneSQL(prunable)
+	left := p.Limit
+	for _, g := range groups {
+		if left == 0 {
+			break
+		}
+		rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
+		if err != nil {
+			return err
+		}
+		states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			r.Add(errandtype.JobState(st), 1)
+		}
+		left -= len(states)
+	}
+	cut := micro(errandstore.PruneBatchCutoff(p, now))
+	tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)
+	if err != nil {
+		return err
+	}
+	r.Batches = int(tag.RowsAffected())
+	if tag, err = tx.Exec(ctx, s.workflowSQL(s.own, pruneWorkflowsSQL), cut, p.Limit); err != nil {
+		return err
+	}
+	r.Workflows = int(tag.RowsAffected())
+	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
+		return nil
+	}
+	return s.insertAudit(ctx, tx, s.nowArg(), &auditEntry{action: errandtype.AuditPrune, operator: p.Operator,
+		reason: p.Reason, details: errandstore.PruneDetails(p, *r)})
 }

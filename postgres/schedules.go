@@ -7,6 +7,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -103,16 +104,12 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListPar
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
-	out := []*errandtype.ScheduleRecord{}
-	for rows.Next() {
-		r, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := rowscan.All(rows, scanSchedule)
+	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	if out == nil {
+		out = []*errandtype.ScheduleRecord{} // a list, in JSON too
 	}
 	return out, nil
 }

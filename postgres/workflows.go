@@ -23,7 +23,7 @@ const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_
 	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
-var openWorkflows = `'` + string(errandtype.WorkflowRunning) + `', '` + string(errandtype.WorkflowCompensating) + `'`
+var openWorkflows = errandstore.OpenWorkflowsSQL
 
 // workflowSQL expands a workflow statement: {workflows} and what r expands.
 func (s *Store) workflowSQL(r *strings.Replacer, q string) string {

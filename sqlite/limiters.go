@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -41,7 +39,7 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 	grants := make([]errandstore.LimiterGrant, len(p.Takes))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := fromMicros(micros(s.clock.Now()))
-		for _, i := range limiterOrder(p.Takes) {
+		for _, i := range errandstore.LimiterOrder(p.Takes) {
 			t := p.Takes[i]
 			sp := t.Spec
 			var st errandtype.LimiterState
@@ -58,16 +56,12 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 				return err
 			}
 			st.At = fromMicros(at)
-			next, granted, wait := sp.Take(st, now, t.Want)
-			denied := 0
-			if granted == 0 && t.Want > 0 {
-				denied = 1
-			}
+			next, grant, denied := t.From(st, now)
 			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
 				next.Tokens, micros(next.At), denied, t.Name); err != nil {
 				return err
 			}
-			grants[i] = errandstore.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
+			grants[i] = grant
 		}
 		return nil
 	})
@@ -82,8 +76,7 @@ func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParam
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	gives := slices.Clone(p.Gives)
-	slices.SortStableFunc(gives, func(a, b errandstore.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	gives := errandstore.SortedGives(p.Gives)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := fromMicros(micros(s.clock.Now()))
 		for _, g := range gives {
@@ -129,15 +122,4 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	return out, nil
-}
-
-// limiterOrder is the order to take from buckets in: by name, so that
-// transactions that lock several rows lock them in one order.
-func limiterOrder(takes []errandstore.LimiterTake) []int {
-	order := make([]int, len(takes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
-	return order
 }

@@ -101,17 +101,12 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListPar
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
-	out := []*errandtype.ScheduleRecord{}
-	for rows.Next() {
-		r, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanRows(rows, scanSchedule)
+	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	if out == nil {
+		out = []*errandtype.ScheduleRecord{} // a list, in JSON too
 	}
 	return out, nil
 }

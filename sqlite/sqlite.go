@@ -40,6 +40,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/ncruces/go-sqlite3/driver" // also registers the "sqlite3" driver
 )
@@ -311,6 +312,14 @@ func (s *Store) writer(ctx context.Context) (*sql.Conn, error) {
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// dialect renders the SQL this store builds as PostgreSQL's does: numbered
+// parameters ?N, the tables by name, times in microseconds.
+var dialect = sqlbuild.Dialect{
+	Mark:  "?",
+	Table: func(name string) string { return "errand_" + name },
+	Time:  func(t time.Time) any { return micros(t) },
+}
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 

@@ -20,7 +20,7 @@ const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_
 	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
-var openWorkflows = `'` + string(errandtype.WorkflowRunning) + `', '` + string(errandtype.WorkflowCompensating) + `'`
+var openWorkflows = errandstore.OpenWorkflowsSQL
 
 func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 	var (
