@@ -487,15 +487,11 @@ func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (er
 	if err != nil {
 		return r, fmt.Errorf("prune: %w", err)
 	}
-	if p.DryRun {
-		err = s.pruneDryRun(ctx, p, now, &r)
-	} else {
-		err = s.pruneTx(ctx, func(tx pgx.Tx) error { return s.prune(ctx, tx, p, now, &r) })
-	}
-	if err != nil {
-		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
-	}
-	return r, nil
+	return errandstore.RunPrune(p,
+		func(r *errandstore.PruneResult) error { return s.pruneDryRun(ctx, p, now, r) },
+		func(r *errandstore.PruneResult) error {
+			return s.pruneTx(ctx, func(tx pgx.Tx) error { return s.prune(ctx, tx, p, now, r) })
+		})
 }
 
 // pruneDryRun counts into r what a prune of p at now would delete.
@@ -535,23 +531,15 @@ func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPrunePar
 	groups := errandstore.PruneGroups(p)
 	_, prunable, condArgs := pruneConds(groups, now, 4)
 	deleteSQL := s.pruneSQL(prunable)
-	left := p.Limit
-	for _, g := range groups {
-		if left == 0 {
-			break
-		}
+	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
 		rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		states, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, st := range states {
-			r.Add(errandtype.JobState(st), 1)
-		}
-		left -= len(states)
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	})
+	if err != nil {
+		return err
 	}
 	cut := micro(errandstore.PruneBatchCutoff(p, now))
 	tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)

@@ -394,21 +394,15 @@ var pruneWorkflowsSQL = `DELETE FROM errand_workflows WHERE id IN (
 
 // JobPrune implements [errandstore.OperatorStore].
 func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (errandstore.PruneResult, error) {
-	r := errandstore.PruneResult{DryRun: p.DryRun}
 	if err := p.Validate(); err != nil {
-		return r, err
+		return errandstore.PruneResult{DryRun: p.DryRun}, err
 	}
 	now := s.clock.Now()
-	var err error
-	if p.DryRun {
-		err = s.pruneDryRun(ctx, p, now, &r)
-	} else {
-		err = s.tx(ctx, func(tx *sql.Tx) error { return s.prune(ctx, tx, p, now, &r) })
-	}
-	if err != nil {
-		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
-	}
-	return r, nil
+	return errandstore.RunPrune(p,
+		func(r *errandstore.PruneResult) error { return s.pruneDryRun(ctx, p, now, r) },
+		func(r *errandstore.PruneResult) error {
+			return s.tx(ctx, func(tx *sql.Tx) error { return s.prune(ctx, tx, p, now, r) })
+		})
 }
 
 // pruneDryRun counts into r what a prune of p at now would delete.
@@ -450,26 +444,17 @@ func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPrunePa
 	groups := errandstore.PruneGroups(p)
 	_, prunable, condArgs := pruneConds(groups, now, 4)
 	deleteSQL := pruneSQL(prunable)
-	left := p.Limit
-	for _, g := range groups {
-		if left == 0 {
-			break
-		}
+	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
 		rows, err := tx.QueryContext(ctx, deleteSQL, append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		states, err := scanRows(rows, func(row scanner) (st string, err error) { return st, row.Scan(&st) })
-		if err != nil {
-			return err
-		}
-		for _, st := range states {
-			r.Add(errandtype.JobState(st), 1)
-		}
-		left -= len(states)
+		return scanRows(rows, func(row scanner) (st string, err error) { return st, row.Scan(&st) })
+	})
+	if err != nil {
+		return err
 	}
 	cut := micros(errandstore.PruneBatchCutoff(p, now))
-	var err error
 	if r.Batches, err = execCount(ctx, tx, pruneBatchesSQL, cut, p.Limit); err != nil {
 		return err
 	}
