@@ -74,16 +74,17 @@ func FinishBatch(b *Batch, at time.Time, s BatchFinishSteps) error {
 type WorkflowEnqueueSteps struct {
 	// Insert inserts the jobs under the duplicate-id rule.
 	Insert func(ps []*JobInsertParams) ([]JobInsertResult, error)
-	// Kill makes dead those of jobs that dead names.
-	Kill func(dead []*WorkflowDeadJob, jobs []*errandtype.Job) error
-	// Mark sets the workflow id of jobs.
-	Mark func(jobs []*errandtype.Job) error
+	// Kill makes the job d.ID, just inserted, dead with d's error, unrun,
+	// and returns its row.
+	Kill func(d *WorkflowDeadJob) (*errandtype.Job, error)
+	// Mark sets the workflow id of the jobs ids.
+	Mark func(ids []string) error
 }
 
 // EnqueuePlanned inserts plan.Insert with s, and returns the jobs it
 // created, added to byID. A job whose id is taken counts as enqueued:
 // plan.Enqueued records it, and the workflow waits on whatever has it.
-func EnqueuePlanned(plan *WorkflowPlan, byID map[string]*WorkflowJob, s WorkflowEnqueueSteps) ([]*errandtype.Job, error) {
+func EnqueuePlanned(id string, plan *WorkflowPlan, byID map[string]*WorkflowJob, s WorkflowEnqueueSteps) ([]*errandtype.Job, error) {
 	if len(plan.Insert) == 0 {
 		return nil, nil
 	}
@@ -97,16 +98,60 @@ func EnqueuePlanned(plan *WorkflowPlan, byID map[string]*WorkflowJob, s Workflow
 			jobs = append(jobs, r.Job)
 		}
 	}
-	if err := s.Kill(plan.Dead, jobs); err != nil {
+	if err := KillPlanned(plan.Dead, jobs, s.Kill); err != nil {
 		return nil, err
 	}
-	if err := s.Mark(jobs); err != nil {
+	if err := MarkWorkflowJobs(id, jobs, s.Mark); err != nil {
 		return nil, err
 	}
 	for _, j := range jobs {
 		byID[j.ID] = WorkflowJobOf(j)
 	}
 	return jobs, nil
+}
+
+// KillPlanned makes dead with kill the jobs of dead among jobs, just
+// inserted (see [WorkflowPlan].Dead), and replaces them in jobs with their
+// rows as they are now.
+func KillPlanned(dead []*WorkflowDeadJob, jobs []*errandtype.Job, kill func(d *WorkflowDeadJob) (*errandtype.Job, error)) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	byID := make(map[string]*WorkflowDeadJob, len(dead))
+	for _, d := range dead {
+		byID[d.ID] = d
+	}
+	for i, j := range jobs {
+		d := byID[j.ID]
+		if d == nil {
+			continue
+		}
+		k, err := kill(d)
+		if err != nil {
+			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
+		}
+		jobs[i] = k
+	}
+	return nil
+}
+
+// MarkWorkflowJobs sets the workflow id of jobs to id, in the store with
+// mark and in jobs.
+func MarkWorkflowJobs(id string, jobs []*errandtype.Job, mark func(ids []string) error) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	if err := mark(ids); err != nil {
+		return fmt.Errorf("mark jobs: %w", err)
+	}
+	for _, j := range jobs {
+		j.WorkflowID = &id
+	}
+	return nil
 }
 
 // WorkflowJobOf is what a workflow reads of its job j.

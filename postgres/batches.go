@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -285,15 +286,8 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	return jobs, nil
 }
 
-// prefixed qualifies each column of a column list with alias, keeping a
-// column's cast (args::text becomes j.args::text).
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = alias + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
+// prefixed qualifies each column of a column list with alias.
+var prefixed = sqlbuild.Prefixed
 
 // DeadHookCursors implements [errandstore.DeadHookCursorStore].
 func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCursorsParams) (map[string]time.Time, error) {

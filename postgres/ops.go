@@ -314,43 +314,12 @@ var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND starts_with(id, workflow_id || '` + errandstore.WorkflowStepJobID("", "") + `')
 		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND ` + errandstore.WorkflowRefusesReplaySQL("w") + `))`
 
-var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
-
 // JobReplayMany implements [errandstore.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var args []any
-	var where []string
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if p.Held {
-		where = append(where, "state = 'dead'", replayManyHeldSQL)
-	} else {
-		where = append(where, "state = 'dead'", replayManyNotHeldSQL)
-	}
-	add("seq > ?", p.AfterSeq) // $1, moved on by the replay below
-	f := p.Filter
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.Queue != "" {
-		add("queue = ?", f.Queue)
-	}
-	if f.Class != "" {
-		add("last_error ->> 'class' = ?", f.Class)
-	}
-	if !f.DiedSince.IsZero() {
-		add("finished_at >= ?", micro(f.DiedSince))
-	}
-	if !f.DiedUntil.IsZero() {
-		add("finished_at < ?", micro(f.DiedUntil))
-	}
-	args = append(args, p.Limit)
-	q := ` FROM {jobs} WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT $` + strconv.Itoa(len(args))
+	q, args := dialect.ReplayMany(p, replayManyHeldSQL, "last_error ->> 'class'")
 	q = strings.ReplaceAll(q, "{workflows}", s.table("errand_workflows"))
 	if p.DryRun {
 		rows, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+q), args...)

@@ -116,22 +116,10 @@ func workflowJobTakenError(jobID string) error {
 	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
 }
 
-// markWorkflowJobs sets the workflow_id of jobs to id.
-func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, jobs []*errandtype.Job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	if _, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET workflow_id = $1 WHERE id = ANY($2)`), id, ids); err != nil {
-		return fmt.Errorf("mark jobs: %w", err)
-	}
-	for _, j := range jobs {
-		j.WorkflowID = &id
-	}
-	return nil
+// markWorkflowJobs sets the workflow_id of the jobs ids to id.
+func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, ids []string) error {
+	_, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET workflow_id = $1 WHERE id = ANY($2)`), id, ids)
+	return err
 }
 
 // killWorkflowSQL makes a job just inserted dead at once, unrun: $2 its
@@ -144,36 +132,21 @@ var killWorkflowSQL = func() string {
 	RETURNING ` + jobColumns
 }()
 
-// killWorkflowJobs makes dead at once the jobs of dead among jobs, just
-// inserted with q, with their errors (see [errandstore.WorkflowPlan].Dead), and
-// replaces them in jobs with their rows as they are now.
-func killWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, now any, dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
-	if len(dead) == 0 {
-		return nil
+// killWorkflowJob makes dead at once the job d.ID, just inserted with q,
+// with d's error (see [errandstore.WorkflowPlan].Dead).
+func killWorkflowJob(ctx context.Context, q querier, r *strings.Replacer, now any, d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+	rs, err := q.query(ctx, r.Replace(killWorkflowSQL), now, d.ID, d.Class, d.Message)
+	if err != nil {
+		return nil, err
 	}
-	errs := make(map[string]*errandstore.WorkflowDeadJob, len(dead))
-	for _, d := range dead {
-		errs[d.ID] = d
+	ks, err := scanJobs(rs, jobScanner())
+	if err == nil && len(ks) != 1 {
+		err = fmt.Errorf("%d rows", len(ks))
 	}
-	for i, j := range jobs {
-		d := errs[j.ID]
-		if d == nil {
-			continue
-		}
-		rs, err := q.query(ctx, r.Replace(killWorkflowSQL), now, j.ID, d.Class, d.Message)
-		if err != nil {
-			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
-		}
-		ks, err := scanJobs(rs, jobScanner())
-		if err == nil && len(ks) != 1 {
-			err = fmt.Errorf("%d rows", len(ks))
-		}
-		if err != nil {
-			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
-		}
-		jobs[i] = ks[0]
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return ks[0], nil
 }
 
 // WorkflowInsert implements [errandstore.WorkflowStore].
@@ -244,7 +217,7 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 		jobs[i] = res.Job
 		byID[res.Job.ID] = errandstore.WorkflowJobOf(res.Job)
 	}
-	if err := markWorkflowJobs(ctx, q, r, p.ID, jobs); err != nil {
+	if err := errandstore.MarkWorkflowJobs(p.ID, jobs, func(ids []string) error { return markWorkflowJobs(ctx, q, r, p.ID, ids) }); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
 	return &errandstore.WorkflowInsertResult{Workflow: errandstore.ViewWorkflow(ws[0], byID), Jobs: jobs}, nil
@@ -404,14 +377,14 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := errandstore.EnqueuePlanned(plan, byID, errandstore.WorkflowEnqueueSteps{
+	jobs, err := errandstore.EnqueuePlanned(id, plan, byID, errandstore.WorkflowEnqueueSteps{
 		Insert: func(ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 			return s.insert(ctx, q, s.own, ps)
 		},
-		Kill: func(dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
-			return killWorkflowJobs(ctx, q, s.own, s.nowArg(), dead, jobs)
+		Kill: func(d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+			return killWorkflowJob(ctx, q, s.own, s.nowArg(), d)
 		},
-		Mark: func(jobs []*errandtype.Job) error { return markWorkflowJobs(ctx, q, s.own, id, jobs) },
+		Mark: func(ids []string) error { return markWorkflowJobs(ctx, q, s.own, id, ids) },
 	})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 )
 
 var (
@@ -277,13 +278,7 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 }
 
 // prefixed qualifies each column of a column list with alias.
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = alias + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
+var prefixed = sqlbuild.Prefixed
 
 // DeadHookCursors implements [errandstore.DeadHookCursorStore].
 func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCursorsParams) (map[string]time.Time, error) {

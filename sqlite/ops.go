@@ -277,36 +277,12 @@ var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND substr(id, 1, length(workflow_id) + length('` + errandstore.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errandstore.WorkflowStepJobID("", "") + `'
 		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND ` + errandstore.WorkflowRefusesReplaySQL("w") + `))`
 
-var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
-
 // JobReplayMany implements [errandstore.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	where := []string{"state = 'dead'", "seq > ?", replayManyNotHeldSQL}
-	if p.Held {
-		where[2] = replayManyHeldSQL
-	}
-	args := []any{p.AfterSeq}
-	f := p.Filter
-	if f.Kind != "" {
-		where, args = append(where, "kind = ?"), append(args, f.Kind)
-	}
-	if f.Queue != "" {
-		where, args = append(where, "queue = ?"), append(args, f.Queue)
-	}
-	if f.Class != "" {
-		where, args = append(where, "last_error ->> '$.class' = ?"), append(args, f.Class)
-	}
-	if !f.DiedSince.IsZero() {
-		where, args = append(where, "finished_at >= ?"), append(args, micros(f.DiedSince))
-	}
-	if !f.DiedUntil.IsZero() {
-		where, args = append(where, "finished_at < ?"), append(args, micros(f.DiedUntil))
-	}
-	q := ` FROM errand_jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ?`
-	args = append(args, p.Limit)
+	q, args := dialect.ReplayMany(p, replayManyHeldSQL, "last_error ->> '$.class'")
 	if p.DryRun {
 		rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+q, args...)
 		if err != nil {
@@ -320,17 +296,8 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 		if err != nil {
 			return err
 		}
-		var jobIDs []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			jobIDs = append(jobIDs, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		jobIDs, err := scanRows(rows, func(row scanner) (id string, err error) { return id, row.Scan(&id) })
+		if err != nil {
 			return err
 		}
 		now := s.clock.Now()

@@ -108,54 +108,27 @@ func workflowJobTakenError(jobID string) error {
 	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
 }
 
-// markWorkflowJobs sets the workflow_id of jobs to id.
-func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errandtype.Job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	args := make([]any, 0, len(jobs)+1)
+// markWorkflowJobs sets the workflow_id of the jobs ids to id.
+func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, ids []string) error {
+	args := make([]any, 0, len(ids)+1)
 	args = append(args, id)
-	for _, j := range jobs {
-		args = append(args, j.ID)
+	for _, j := range ids {
+		args = append(args, j)
 	}
 	// A workflow has at most MaxWorkflowSteps steps and as many
 	// compensations: far below SQLite's parameter limit.
-	if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET workflow_id = ? WHERE id IN (`+
-		strings.TrimSuffix(strings.Repeat("?, ", len(jobs)), ", ")+`)`, args...); err != nil {
-		return fmt.Errorf("mark jobs: %w", err)
-	}
-	for _, j := range jobs {
-		j.WorkflowID = &id
-	}
-	return nil
+	_, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET workflow_id = ? WHERE id IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")+`)`, args...)
+	return err
 }
 
-// killWorkflowJobs makes dead at once the jobs of dead among jobs, just
-// inserted in tx, with their errors (see [errandstore.WorkflowPlan].Dead), and
-// replaces them in jobs with their rows as they are now.
-func killWorkflowJobs(ctx context.Context, tx *sql.Tx, now time.Time, dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
-	if len(dead) == 0 {
-		return nil
-	}
-	errs := make(map[string]*errandstore.WorkflowDeadJob, len(dead))
-	for _, d := range dead {
-		errs[d.ID] = d
-	}
-	for i, j := range jobs {
-		d := errs[j.ID]
-		if d == nil {
-			continue
-		}
-		k, err := scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-				state = 'dead', finished_at = ?4
-			WHERE id = ?5 AND state = 'queued' AND attempt = 0
-			RETURNING `+jobColumns, historyTime(now), d.Class, d.Message, micros(now), j.ID))
-		if err != nil {
-			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
-		}
-		jobs[i] = k
-	}
-	return nil
+// killWorkflowJob makes dead at once the job d.ID, just inserted in tx,
+// with d's error (see [errandstore.WorkflowPlan].Dead).
+func killWorkflowJob(ctx context.Context, tx *sql.Tx, now time.Time, d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+	return scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
+			state = 'dead', finished_at = ?4
+		WHERE id = ?5 AND state = 'queued' AND attempt = 0
+		RETURNING `+jobColumns, historyTime(now), d.Class, d.Message, micros(now), d.ID))
 }
 
 // WorkflowInsert implements [errandstore.WorkflowStore].
@@ -222,7 +195,7 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errandstore.W
 		jobs[i] = r.Job
 		byID[r.Job.ID] = errandstore.WorkflowJobOf(r.Job)
 	}
-	if err := markWorkflowJobs(ctx, tx, p.ID, jobs); err != nil {
+	if err := errandstore.MarkWorkflowJobs(p.ID, jobs, func(ids []string) error { return markWorkflowJobs(ctx, tx, p.ID, ids) }); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
 	return &errandstore.WorkflowInsertResult{Workflow: errandstore.ViewWorkflow(w, byID), Jobs: jobs}, nil
@@ -434,14 +407,14 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 		return nil, err
 	}
 	w, plan := r.w, r.plan
-	jobs, err := errandstore.EnqueuePlanned(plan, r.jobs, errandstore.WorkflowEnqueueSteps{
+	jobs, err := errandstore.EnqueuePlanned(id, plan, r.jobs, errandstore.WorkflowEnqueueSteps{
 		Insert: func(ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 			return s.insert(ctx, tx, ps)
 		},
-		Kill: func(dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
-			return killWorkflowJobs(ctx, tx, s.clock.Now(), dead, jobs)
+		Kill: func(d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+			return killWorkflowJob(ctx, tx, s.clock.Now(), d)
 		},
-		Mark: func(jobs []*errandtype.Job) error { return markWorkflowJobs(ctx, tx, id, jobs) },
+		Mark: func(ids []string) error { return markWorkflowJobs(ctx, tx, id, ids) },
 	})
 	if err != nil {
 		return nil, err
