@@ -331,3 +331,20 @@ func sqlWorkflowStates(open bool) string {
 	}
 	return strings.Join(quoted, ", ")
 }
+
+// TerminalStates are the finished states: succeeded, dead and cancelled.
+var TerminalStates = errandtype.StatesWhere(errandtype.JobState.Terminal)
+
+// InsightsDepthStates are the states whose jobs the insights' depth counts:
+// the unfinished ones, and dead, which waits for an operator.
+var InsightsDepthStates = errandtype.StatesWhere(func(s errandtype.JobState) bool {
+	return !s.Terminal() || s == errandtype.StateDead
+})
+
+// InsightsFailingStates are the unfinished states whose jobs may have
+// failed in the last hour without having finished since: running (failed,
+// then claimed again) and retrying. Waiting jobs queued again with an error
+// are read apart, from their own index.
+var InsightsFailingStates = errandtype.StatesWhere(func(s errandtype.JobState) bool {
+	return s == errandtype.StateRunning || s == errandtype.StateRetrying
+})
