@@ -195,3 +195,42 @@ func AddBatchCounts(bs []*Batch, rows Rows) error {
 	}
 	return rows.Err()
 }
+
+// ReadCounts sets b.Counts from rows of (state, count) of its members.
+func (b *Batch) ReadCounts(rows Rows) error {
+	b.Counts = NewBatchCounts()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return err
+		}
+		b.Counts[errandtype.JobState(st)] = n
+	}
+	return rows.Err()
+}
+
+// ReadFinal sets b.Final from a batch row's final counts, for a completed
+// batch (CompletedAt set); the counts of an open batch mean nothing.
+func (b *Batch) ReadFinal(succeeded, dead, cancelled int) {
+	if b.CompletedAt != nil {
+		b.Final = &BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cancelled, CompletedAt: *b.CompletedAt}
+	}
+}
+
+// NewWorkflowJobs checks that the first jobs of a new workflow, rs as
+// inserted for ps, are all new, and returns them and what the workflow
+// reads of them. A job whose id or unique key is taken by a job that
+// exists already is an *InputError: a workflow's jobs must be its own.
+func NewWorkflowJobs(ps []*JobInsertParams, rs []JobInsertResult) ([]*errandtype.Job, map[string]*WorkflowJob, error) {
+	jobs := make([]*errandtype.Job, len(rs))
+	byID := make(map[string]*WorkflowJob, len(rs))
+	for i, r := range rs {
+		if r.Duplicate {
+			return nil, nil, &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", ps[i].ID)}
+		}
+		jobs[i] = r.Job
+		byID[r.Job.ID] = WorkflowJobOf(r.Job)
+	}
+	return jobs, byID, nil
+}

@@ -45,9 +45,7 @@ func scanBatch(row scanner) (*errandstore.Batch, error) {
 		return nil, err
 	}
 	b.CreatedAt, b.CompletedAt = b.CreatedAt.UTC(), utc(b.CompletedAt)
-	if b.CompletedAt != nil {
-		b.Final = &errandstore.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
-	}
+	b.ReadFinal(succeeded, dead, cnc)
 	return &b, nil
 }
 
@@ -76,16 +74,7 @@ func (s *Store) batchCounts(ctx context.Context, q querier, b *errandstore.Batch
 		return err
 	}
 	defer rs.Close()
-	b.Counts = errandstore.NewBatchCounts()
-	for rs.Next() {
-		var st string
-		var n int
-		if err := rs.Scan(&st, &n); err != nil {
-			return err
-		}
-		b.Counts[errandtype.JobState(st)] = n
-	}
-	return rs.Err()
+	return b.ReadCounts(rs)
 }
 
 // BatchInsert implements [errandstore.BatchStore].

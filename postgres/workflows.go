@@ -110,12 +110,6 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 	return out, rs.Err()
 }
 
-// workflowJobTakenError is the *InputError of a workflow whose first job's
-// id or unique key is taken by a job that exists already.
-func workflowJobTakenError(jobID string) error {
-	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
-}
-
 // markWorkflowJobs sets the workflow_id of the jobs ids to id.
 func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, ids []string) error {
 	_, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET workflow_id = $1 WHERE id = ANY($2)`), id, ids)
@@ -208,14 +202,9 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	byID := make(map[string]*errandstore.WorkflowJob, len(rs))
-	for i, res := range rs {
-		if res.Duplicate {
-			return nil, workflowJobTakenError(plan.Insert[i].ID)
-		}
-		jobs[i] = res.Job
-		byID[res.Job.ID] = errandstore.WorkflowJobOf(res.Job)
+	jobs, byID, err := errandstore.NewWorkflowJobs(plan.Insert, rs)
+	if err != nil {
+		return nil, err
 	}
 	if err := errandstore.MarkWorkflowJobs(p.ID, jobs, func(ids []string) error { return markWorkflowJobs(ctx, q, r, p.ID, ids) }); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)

@@ -41,9 +41,7 @@ func scanBatch(row scanner) (*errandstore.Batch, error) {
 		return nil, err
 	}
 	b.CallbackJobID, b.CreatedAt, b.CompletedAt = nullString(cbJob), fromMicros(created), nullMicros(completed)
-	if b.CompletedAt != nil {
-		b.Final = &errandstore.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
-	}
+	b.ReadFinal(succeeded, dead, cnc)
 	return &b, nil
 }
 
@@ -56,16 +54,7 @@ func batchCounts(ctx context.Context, q interface {
 		return err
 	}
 	defer rows.Close()
-	b.Counts = errandstore.NewBatchCounts()
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return err
-		}
-		b.Counts[errandtype.JobState(st)] = n
-	}
-	return rows.Err()
+	return b.ReadCounts(rows)
 }
 
 // BatchInsert implements [errandstore.BatchStore].

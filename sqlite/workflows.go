@@ -102,12 +102,6 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 	return out, nil
 }
 
-// workflowJobTakenError is the *InputError of a workflow whose first job's
-// id or unique key is taken by a job that exists already.
-func workflowJobTakenError(jobID string) error {
-	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
-}
-
 // markWorkflowJobs sets the workflow_id of the jobs ids to id.
 func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, ids []string) error {
 	args := make([]any, 0, len(ids)+1)
@@ -186,14 +180,9 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errandstore.W
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	byID := make(map[string]*errandstore.WorkflowJob, len(rs))
-	for i, r := range rs {
-		if r.Duplicate {
-			return nil, workflowJobTakenError(plan.Insert[i].ID)
-		}
-		jobs[i] = r.Job
-		byID[r.Job.ID] = errandstore.WorkflowJobOf(r.Job)
+	jobs, byID, err := errandstore.NewWorkflowJobs(plan.Insert, rs)
+	if err != nil {
+		return nil, err
 	}
 	if err := errandstore.MarkWorkflowJobs(p.ID, jobs, func(ids []string) error { return markWorkflowJobs(ctx, tx, p.ID, ids) }); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
