@@ -89,29 +89,12 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	if err := errandstore.CheckReplay(id, errandtype.JobState(state)); err != nil {
 		return nil, err
 	}
-	if errandstore.ReplayHeldByWorkflow(id, workflowID) {
-		// FOR SHARE waits for an advance under way (it locks the row FOR
-		// UPDATE) and holds off the next until the replay commits: an
-		// advance never comes between this check and the replay.
-		ws, err := queryWorkflows(ctx, pgxQuerier{tx}, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID)
-		if err != nil {
-			return nil, err
-		}
-		// None: retention deleted the workflow, and nothing holds the step.
-		if len(ws) == 1 {
-			if err := errandstore.CheckReplayInWorkflow(id, errandtype.JobState(state), ws[0]); err != nil {
-				return nil, err
-			}
-		}
+	if err := s.checkReplayWorkflow(ctx, tx, id, errandtype.JobState(state), workflowID); err != nil {
+		return nil, err
 	}
 	takesKey := ukey != nil && errandstore.ReplayTakesKey(errandtype.UniqueScope(ustates), errandtype.JobState(state))
 	if takesKey {
-		var holder string
-		err := tx.QueryRow(ctx, s.sql(uniqueHolderSQL), *ukey, uwindow, id).Scan(&holder)
-		switch {
-		case err == nil:
-			return nil, &errandtype.UniqueConflictError{ID: id, Key: *ukey, HeldBy: holder}
-		case !isNoRows(err):
+		if err := s.checkReplayKey(ctx, tx, id, *ukey, uwindow); err != nil {
 			return nil, err
 		}
 	}
@@ -134,6 +117,36 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	err = s.insertAudit(ctx, tx, now, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
 		priorState: errandtype.JobState(state), replay: j.Replays, details: details})
 	return j, err
+}
+
+// checkReplayWorkflow refuses the replay of job id, in state st, when its
+// workflow holds it (see [errandstore.CheckReplayInWorkflow]).
+func (s *Store) checkReplayWorkflow(ctx context.Context, tx pgx.Tx, id string, st errandtype.JobState, workflowID *string) error {
+	if !errandstore.ReplayHeldByWorkflow(id, workflowID) {
+		return nil
+	}
+	// FOR SHARE waits for an advance under way (it locks the row FOR
+	// UPDATE) and holds off the next until the replay commits: an
+	// advance never comes between this check and the replay.
+	ws, err := queryWorkflows(ctx, pgxQuerier{tx}, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID)
+	if err != nil || len(ws) != 1 {
+		return err // none: retention deleted the workflow, and nothing holds the step
+	}
+	return errandstore.CheckReplayInWorkflow(id, st, ws[0])
+}
+
+// checkReplayKey refuses the replay of job id when another job holds its
+// unique key in window.
+func (s *Store) checkReplayKey(ctx context.Context, tx pgx.Tx, id, key string, window int64) error {
+	var holder string
+	err := tx.QueryRow(ctx, s.sql(uniqueHolderSQL), key, window, id).Scan(&holder)
+	switch {
+	case err == nil:
+		return &errandtype.UniqueConflictError{ID: id, Key: key, HeldBy: holder}
+	case !isNoRows(err):
+		return err
+	}
+	return nil
 }
 
 // JobReplay implements [errandstore.JobStore].
