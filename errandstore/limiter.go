@@ -111,21 +111,55 @@ func (t LimiterTake) From(st errandtype.LimiterState, now time.Time) (errandtype
 	return next, LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}, denied
 }
 
-// LimiterOrder is the order to take from the buckets of takes in, as
-// indexes into takes: by name, so that transactions that lock several
-// rows lock them in one order.
-func LimiterOrder(takes []LimiterTake) []int {
-	order := make([]int, len(takes))
+// TakeLimiters takes the tokens of p's takes in one transaction, which
+// inTx runs: take takes t's tokens in tx (see [LimiterTake.From]) and
+// returns what it got. Buckets are taken from in name order, so that
+// transactions that lock several rows lock them in one order.
+func TakeLimiters[Tx any](p *LimiterTakeParams, inTx func(fn func(tx Tx) error) error, take func(tx Tx, t LimiterTake) (LimiterGrant, error)) ([]LimiterGrant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	order := make([]int, len(p.Takes))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
-	return order
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(p.Takes[a].Name, p.Takes[b].Name) })
+	grants := make([]LimiterGrant, len(p.Takes))
+	err := inTx(func(tx Tx) error {
+		for _, i := range order {
+			g, err := take(tx, p.Takes[i])
+			if err != nil {
+				return err
+			}
+			grants[i] = g
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take limiter tokens: %w", err)
+	}
+	return grants, nil
 }
 
-// SortedGives is gives by name, the order LimiterOrder locks rows in.
-func SortedGives(gives []LimiterGive) []LimiterGive {
-	gives = slices.Clone(gives)
+// GiveLimiters gives back the tokens of p's gives in one transaction,
+// which inTx runs, with give, in the name order TakeLimiters locks rows
+// in.
+func GiveLimiters[Tx any](p *LimiterGiveParams, inTx func(fn func(tx Tx) error) error, give func(tx Tx, g LimiterGive) error) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	gives := slices.Clone(p.Gives)
 	slices.SortStableFunc(gives, func(a, b LimiterGive) int { return strings.Compare(a.Name, b.Name) })
-	return gives
+	err := inTx(func(tx Tx) error {
+		for _, g := range gives {
+			if err := give(tx, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("give limiter tokens: %w", err)
+	}
+	return nil
 }

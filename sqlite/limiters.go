@@ -33,14 +33,9 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 // LimiterTake implements [errandstore.LimiterStore]. The writer transaction
 // serialises takes, in this process and every other on the file.
 func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	grants := make([]errandstore.LimiterGrant, len(p.Takes))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := fromMicros(micros(s.clock.Now()))
-		for _, i := range errandstore.LimiterOrder(p.Takes) {
-			t := p.Takes[i]
+	return errandstore.TakeLimiters(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
+		func(tx *sql.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
+			now := fromMicros(micros(s.clock.Now()))
 			sp := t.Spec
 			var st errandtype.LimiterState
 			var at int64
@@ -53,52 +48,32 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 				t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
 			).Scan(&st.Tokens, &at)
 			if err != nil {
-				return err
+				return errandstore.LimiterGrant{}, err
 			}
 			st.At = fromMicros(at)
 			next, grant, denied := t.From(st, now)
-			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
-				next.Tokens, micros(next.At), denied, t.Name); err != nil {
-				return err
-			}
-			grants[i] = grant
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("take limiter tokens: %w", err)
-	}
-	return grants, nil
+			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
+				next.Tokens, micros(next.At), denied, t.Name)
+			return grant, err
+		})
 }
 
 // LimiterGive implements [errandstore.LimiterStore].
 func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	gives := errandstore.SortedGives(p.Gives)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := fromMicros(micros(s.clock.Now()))
-		for _, g := range gives {
+	return errandstore.GiveLimiters(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
+		func(tx *sql.Tx, g errandstore.LimiterGive) error {
 			r, st, err := scanLimiter(tx.QueryRowContext(ctx, `SELECT `+limiterColumns+` FROM errand_limiters WHERE name = ?`, g.Name))
 			if errors.Is(err, sql.ErrNoRows) {
-				continue
+				return nil
 			}
 			if err != nil {
 				return err
 			}
-			next := r.Spec.Give(st, now, g.Amount)
-			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ? WHERE name = ?`,
-				next.Tokens, micros(next.At), g.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("give limiter tokens: %w", err)
-	}
-	return nil
+			next := r.Spec.Give(st, fromMicros(micros(s.clock.Now())), g.Amount)
+			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ? WHERE name = ?`,
+				next.Tokens, micros(next.At), g.Name)
+			return err
+		})
 }
 
 // LimiterList implements [errandstore.LimiterStore].
