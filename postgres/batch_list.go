@@ -6,40 +6,24 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/rowscan"
 )
 
-// BatchList implements [errandstore.BatchStore]: the rows in one query, read
-// from an index on created_at (errand_batches_open for open batches,
-// errand_batches_created otherwise), and the counts of all their members
-// in another, from the members' index on (batch_id, state).
+// BatchList implements [errandstore.BatchStore]: the rows in one query
+// (see [sqlbuild.Dialect.BatchList]), the counts of all their members in
+// another, from the members' index on (batch_id, state).
 func (s *Store) BatchList(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	db := pgxQuerier{s.pool}
-	args := []any{limit}
-	if c := p.Before; c != nil {
-		args = append(args, c.CreatedAt, c.ID)
-	}
-	rs, err := db.query(ctx, s.batchSQL(s.own, batchListSQL(p.State, p.Before != nil)), args...)
+	rs, err := db.query(ctx, s.batchSQL(s.own, batchListSQL(p.State, p.Before != nil)), dialect.BatchListArgs(p)...)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
-	bs := []*errandstore.Batch{}
-	for rs.Next() {
-		b, err := scanBatch(rs)
-		if err != nil {
-			rs.Close()
-			return nil, fmt.Errorf("list batches: %w", err)
-		}
-		bs = append(bs, b)
-	}
+	bs, err := rowscan.List(rs, scanBatch)
 	rs.Close()
-	if err := rs.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
 	if err := s.batchListCounts(ctx, db, bs); err != nil {

@@ -9,23 +9,14 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
-// BatchList implements [errandstore.BatchStore]: the rows in one query, read
-// from an index on created_at (errand_batches_open for open batches,
-// errand_batches_created otherwise), and the counts of all their members
-// in another, from the members' index on (batch_id, state).
+// BatchList implements [errandstore.BatchStore]: the rows in one query
+// (see [sqlbuild.Dialect.BatchList]), the counts of all their members in
+// another, from the members' index on (batch_id, state).
 func (s *Store) BatchList(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	args := []any{limit}
-	if c := p.Before; c != nil {
-		args = append(args, micros(c.CreatedAt), c.ID)
-	}
-	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State, p.Before != nil), args...)
+	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State, p.Before != nil), dialect.BatchListArgs(p)...)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}

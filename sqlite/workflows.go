@@ -297,6 +297,17 @@ func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error)
 	return rowscan.All(rows, scan)
 }
 
+// readList reads with db every row of query q with scan, as a list: empty,
+// not nil, when there are none.
+func readList[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return rowscan.List(rows, scan)
+}
+
 // readyWorkflowsSQL finds the open workflows with a job finished since
 // they were last advanced, or, when none of their jobs is unfinished, since
 // then less [errandstore.WorkflowRecheckOverlap] (the first parameter, in
