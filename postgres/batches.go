@@ -253,15 +253,11 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	if len(p.Kinds) == 0 {
 		return []*errandtype.Job{}, nil
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+prefixed("j", jobColumns)+` FROM {jobs} j
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= $1
 			AND j.kind = ANY($2)
 			AND NOT EXISTS (SELECT 1 FROM {jobs} c WHERE c.id = `+errandstore.DeadHookJobIDSQL("j")+`)
-		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), storableOnly(p.Kinds), limit)
+		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), storableOnly(p.Kinds), p.PageSize())
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}

@@ -369,16 +369,15 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 			if err != nil {
 				return err
 			}
-			for _, pk := range ps {
-				after = pk.Seq
-				j, err := s.replay(ctx, tx, now, pk.ID, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
-				if errors.Is(err, errandtype.ErrWrongState) {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("job %s: %w", pk.ID, err)
-				}
-				out = append(out, j)
+			ids := make([]string, len(ps))
+			for i, pk := range ps {
+				ids[i], after = pk.ID, pk.Seq
+			}
+			out, err = errandstore.ReplayPicked(out, ids, func(id string) (*errandtype.Job, error) {
+				return s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
+			})
+			if err != nil {
+				return err
 			}
 			if len(ps) < want || len(out) == p.Limit {
 				return nil

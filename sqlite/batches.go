@@ -239,29 +239,18 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	if len(p.Kinds) == 0 {
 		return []*errandtype.Job{}, nil
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	args := []any{micros(p.Since)}
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
-	args = append(args, limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT `+prefixed("j", jobColumns)+` FROM errand_jobs j
+	args = append(args, p.PageSize())
+	jobs, err := readList(ctx, s.read, scanJob, `SELECT `+prefixed("j", jobColumns)+` FROM errand_jobs j
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= ?
 			AND j.kind IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(p.Kinds)), ", ")+`)
 			AND NOT EXISTS (SELECT 1 FROM errand_jobs c WHERE c.id = `+errandstore.DeadHookJobIDSQL("j")+`)
 		ORDER BY j.finished_at, j.seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
-	}
-	jobs, err := scanJobs(rows, scanJob)
-	if err != nil {
-		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
-	}
-	if jobs == nil {
-		jobs = []*errandtype.Job{}
 	}
 	return jobs, nil
 }

@@ -302,14 +302,10 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 		}
 		now := s.clock.Now()
 		details := errandstore.BulkReplayDetails(p.Bulk, p.Filter)
-		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
-			if err != nil {
-				return fmt.Errorf("job %s: %w", id, err)
-			}
-			out = append(out, j)
-		}
-		return nil
+		out, err = errandstore.ReplayPicked(out, jobIDs, func(id string) (*errandtype.Job, error) {
+			return s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead jobs: %w", err)
