@@ -234,3 +234,51 @@ func NewWorkflowJobs(ps []*JobInsertParams, rs []JobInsertResult) ([]*errandtype
 	}
 	return jobs, byID, nil
 }
+
+// PlanWorkflowJobs plans the advance of w from jobs, the jobs of
+// workflows by workflow id as a store reads them, and returns w's own
+// (an empty map when it has none, for the plan's jobs to be added to).
+func PlanWorkflowJobs(w *WorkflowRecord, jobs map[string]map[string]*WorkflowJob) (map[string]*WorkflowJob, *WorkflowPlan, error) {
+	byID := jobs[w.ID]
+	if byID == nil {
+		byID = make(map[string]*WorkflowJob)
+	}
+	plan, err := PlanWorkflow(w, byID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return byID, plan, nil
+}
+
+// DecodeColumns sets the fields of w that a row holds encoded: the
+// state, the steps (see [EncodeWorkflowSteps]) and the enqueued ids (see
+// [EncodeWorkflowEnqueued]).
+func (w *WorkflowRecord) DecodeColumns(state, steps, enqueued string) error {
+	var err error
+	if w.Steps, err = DecodeWorkflowSteps(steps); err != nil {
+		return err
+	}
+	if w.Enqueued, err = DecodeWorkflowEnqueued(enqueued); err != nil {
+		return err
+	}
+	w.State = errandtype.WorkflowState(state)
+	return nil
+}
+
+// ViewWorkflows is the view of each of ws, with their jobs, which jobs
+// reads by workflow id in one go.
+func ViewWorkflows(ws []*WorkflowRecord, jobs func(ids []string) (map[string]map[string]*WorkflowJob, error)) ([]*errandtype.Workflow, error) {
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID
+	}
+	byWorkflow, err := jobs(ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*errandtype.Workflow, len(ws))
+	for i, w := range ws {
+		out[i] = ViewWorkflow(w, byWorkflow[w.ID])
+	}
+	return out, nil
+}

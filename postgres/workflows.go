@@ -39,14 +39,9 @@ func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 		&w.CheckedAt, &w.FinishedAt, &w.CompensationStartedAt, &w.RerunOf, &w.RerunAs); err != nil {
 		return nil, err
 	}
-	var err error
-	if w.Steps, err = errandstore.DecodeWorkflowSteps(steps); err != nil {
+	if err := w.DecodeColumns(state, steps, enqueued); err != nil {
 		return nil, err
 	}
-	if w.Enqueued, err = errandstore.DecodeWorkflowEnqueued(enqueued); err != nil {
-		return nil, err
-	}
-	w.State = errandtype.WorkflowState(state)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt, w.FinishedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC(), w.CheckedAt.UTC(), utc(w.FinishedAt)
 	w.CompensationStartedAt = utc(w.CompensationStartedAt)
 	return &w, nil
@@ -286,17 +281,11 @@ func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListPar
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.ID
-	}
-	jobs, err := s.workflowJobs(ctx, q, ids...)
+	out, err := errandstore.ViewWorkflows(ws, func(ids []string) (map[string]map[string]*errandstore.WorkflowJob, error) {
+		return s.workflowJobs(ctx, q, ids...)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
-	}
-	out := make([]*errandtype.Workflow, len(ws))
-	for i, w := range ws {
-		out[i] = errandstore.ViewWorkflow(w, jobs[w.ID])
 	}
 	return out, nil
 }
@@ -358,11 +347,7 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	if err != nil {
 		return nil, err
 	}
-	byID := all[id]
-	if byID == nil {
-		byID = make(map[string]*errandstore.WorkflowJob)
-	}
-	plan, err := errandstore.PlanWorkflow(w, byID)
+	byID, plan, err := errandstore.PlanWorkflowJobs(w, all)
 	if err != nil {
 		return nil, err
 	}

@@ -34,14 +34,10 @@ func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 		&compensated, &rerunOf, &rerunAs); err != nil {
 		return nil, err
 	}
-	var err error
-	if w.Steps, err = errandstore.DecodeWorkflowSteps(steps); err != nil {
+	if err := w.DecodeColumns(state, steps, enqueued); err != nil {
 		return nil, err
 	}
-	if w.Enqueued, err = errandstore.DecodeWorkflowEnqueued(enqueued); err != nil {
-		return nil, err
-	}
-	w.State, w.FailedStep = errandtype.WorkflowState(state), nullString(failed)
+	w.FailedStep = nullString(failed)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt = fromMicros(created), fromMicros(updated), fromMicros(checked)
 	w.FinishedAt, w.CompensationStartedAt = nullMicros(finished), nullMicros(compensated)
 	w.RerunOf, w.RerunAs = nullString(rerunOf), nullString(rerunAs)
@@ -276,17 +272,11 @@ func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListPar
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.ID
-	}
-	jobs, err := workflowJobs(ctx, s.read, ids...)
+	out, err := errandstore.ViewWorkflows(ws, func(ids []string) (map[string]map[string]*errandstore.WorkflowJob, error) {
+		return workflowJobs(ctx, s.read, ids...)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
-	}
-	out := make([]*errandtype.Workflow, len(ws))
-	for i, w := range ws {
-		out[i] = errandstore.ViewWorkflow(w, jobs[w.ID])
 	}
 	return out, nil
 }
@@ -389,11 +379,7 @@ func (s *Store) planWorkflow(ctx context.Context, q interface {
 	if err != nil {
 		return nil, err
 	}
-	byID := jobs[id]
-	if byID == nil {
-		byID = make(map[string]*errandstore.WorkflowJob)
-	}
-	plan, err := errandstore.PlanWorkflow(w, byID)
+	byID, plan, err := errandstore.PlanWorkflowJobs(w, jobs)
 	if err != nil {
 		return nil, err
 	}
