@@ -49,24 +49,27 @@ type BatchFinishSteps struct {
 
 // FinishBatch finishes b, just marked completed at at: it counts the
 // members, enqueues the callback job with the final counts, and records
-// both.
-func FinishBatch(b *Batch, at time.Time, s BatchFinishSteps) error {
+// both. It returns b, or nil with the error that stopped it.
+func FinishBatch(b *Batch, at time.Time, s BatchFinishSteps) (*Batch, error) {
 	if err := s.Count(b); err != nil {
-		return err
+		return nil, err
 	}
 	b.Finish(at)
 	cj, err := b.CallbackJob()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if cj != nil {
 		j, err := s.Insert(cj)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		b.CallbackJobID = &j.ID
 	}
-	return s.Record(b)
+	if err := s.Record(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // WorkflowEnqueueSteps are the writes that enqueue a workflow plan's jobs,
@@ -281,4 +284,27 @@ func ViewWorkflows(ws []*WorkflowRecord, jobs func(ids []string) (map[string]map
 		out[i] = ViewWorkflow(w, byWorkflow[w.ID])
 	}
 	return out, nil
+}
+
+// AddBatchMembers makes rs, the jobs just inserted for batch b's p.Jobs,
+// its members: each must be new, and mark sets their batch id in the
+// store. It returns what inserting the batch did.
+func AddBatchMembers(b *Batch, p *BatchInsertParams, rs []JobInsertResult, mark func(ids []string) error) (*BatchInsertResult, error) {
+	jobs := make([]*errandtype.Job, len(rs))
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		if r.Duplicate {
+			return nil, BatchMemberTakenError(i, p.Jobs[i].ID)
+		}
+		jobs[i], ids[i] = r.Job, r.Job.ID
+	}
+	if err := mark(ids); err != nil {
+		return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
+	}
+	for _, j := range jobs {
+		j.BatchID = &p.ID
+	}
+	b.Counts = NewBatchCounts()
+	b.Counts[errandtype.StateQueued] = len(jobs)
+	return &BatchInsertResult{Batch: b, Jobs: jobs}, nil
 }

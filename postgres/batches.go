@@ -137,23 +137,10 @@ func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer,
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		if r.Duplicate {
-			return nil, errandstore.BatchMemberTakenError(i, p.Jobs[i].ID)
-		}
-		jobs[i], ids[i] = r.Job, r.Job.ID
-	}
-	if _, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET batch_id = $1 WHERE id = ANY($2)`), p.ID, ids); err != nil {
-		return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
-	}
-	for _, j := range jobs {
-		j.BatchID = &p.ID
-	}
-	b.Counts = errandstore.NewBatchCounts()
-	b.Counts[errandtype.StateQueued] = len(jobs)
-	return &errandstore.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+	return errandstore.AddBatchMembers(b, p, rs, func(ids []string) error {
+		_, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET batch_id = $1 WHERE id = ANY($2)`), p.ID, ids)
+		return err
+	})
 }
 
 // BatchGet implements [errandstore.BatchStore].
@@ -227,7 +214,7 @@ func (s *Store) completeBatch(ctx context.Context, q querier, id string) (*erran
 	if err != nil || !found {
 		return nil, err // not found: completed already, unknown, or not finished
 	}
-	err = errandstore.FinishBatch(b, *b.CompletedAt, errandstore.BatchFinishSteps{
+	return errandstore.FinishBatch(b, *b.CompletedAt, errandstore.BatchFinishSteps{
 		Count: func(b *errandstore.Batch) error { return s.batchCounts(ctx, q, b) },
 		Insert: func(p *errandstore.JobInsertParams) (*errandtype.Job, error) {
 			rs, err := s.insert(ctx, q, s.own, []*errandstore.JobInsertParams{p})
@@ -242,10 +229,6 @@ func (s *Store) completeBatch(ctx context.Context, q querier, id string) (*erran
 			return err
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // JobListDeadUnhooked implements [errandstore.DeadHookStore].

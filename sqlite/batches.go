@@ -102,32 +102,22 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errandstore.Batc
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	ids := make([]any, 0, len(rs)+1)
-	ids = append(ids, p.ID)
-	for i, r := range rs {
-		if r.Duplicate {
-			return nil, errandstore.BatchMemberTakenError(i, p.Jobs[i].ID)
+	return errandstore.AddBatchMembers(b, p, rs, func(ids []string) error {
+		// Members are marked in chunks far below SQLite's parameter limit.
+		const chunk = 1000
+		for start := 0; start < len(ids); start += chunk {
+			end := min(start+chunk, len(ids))
+			args := []any{p.ID}
+			for _, id := range ids[start:end] {
+				args = append(args, id)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET batch_id = ? WHERE id IN (`+
+				strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...); err != nil {
+				return err
+			}
 		}
-		jobs[i] = r.Job
-		ids = append(ids, r.Job.ID)
-	}
-	// Members are marked in chunks far below SQLite's parameter limit.
-	const chunk = 1000
-	for start := 1; start < len(ids); start += chunk {
-		end := min(start+chunk, len(ids))
-		args := append([]any{p.ID}, ids[start:end]...)
-		if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET batch_id = ? WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...); err != nil {
-			return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
-		}
-	}
-	for _, j := range jobs {
-		j.BatchID = &p.ID
-	}
-	b.Counts = errandstore.NewBatchCounts()
-	b.Counts[errandtype.StateQueued] = len(jobs)
-	return &errandstore.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+		return nil
+	})
 }
 
 // BatchGet implements [errandstore.BatchStore].
@@ -209,7 +199,7 @@ func (s *Store) completeBatch(ctx context.Context, tx *sql.Tx, id string) (*erra
 	if err != nil {
 		return nil, err
 	}
-	err = errandstore.FinishBatch(b, fromMicros(micros(now)), errandstore.BatchFinishSteps{
+	return errandstore.FinishBatch(b, fromMicros(micros(now)), errandstore.BatchFinishSteps{
 		Count: func(b *errandstore.Batch) error { return batchCounts(ctx, tx, b) },
 		Insert: func(p *errandstore.JobInsertParams) (*errandtype.Job, error) {
 			rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{p})
@@ -228,10 +218,6 @@ func (s *Store) completeBatch(ctx context.Context, tx *sql.Tx, id string) (*erra
 			return err
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // JobListDeadUnhooked implements [errandstore.DeadHookStore].
@@ -268,22 +254,17 @@ func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCurs
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT kind, finished_at FROM errand_dead_hook_cursors
-		WHERE kind IN (SELECT value FROM json_each(?))`, string(kinds))
+	type cursor struct {
+		kind string
+		at   int64
+	}
+	cs, err := readList(ctx, s.read, func(row scanner) (c cursor, err error) { return c, row.Scan(&c.kind, &c.at) },
+		`SELECT kind, finished_at FROM errand_dead_hook_cursors WHERE kind IN (SELECT value FROM json_each(?))`, string(kinds))
 	if err != nil {
 		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var at int64
-		if err := rows.Scan(&kind, &at); err != nil {
-			return nil, fmt.Errorf("read dead-hook cursors: %w", err)
-		}
-		out[kind] = fromMicros(at)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+	for _, c := range cs {
+		out[c.kind] = fromMicros(c.at)
 	}
 	return out, nil
 }
