@@ -390,15 +390,8 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 	return out, nil
 }
 
-// pruneConds renders the conditions of a prune of groups at now (see
-// [sqlbuild.Dialect.PruneConds]) with parameters from $first on. The
-// statements that use them expand {workflows} and {batches}.
-func pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
-	return dialect.PruneConds(groups, now, first)
-}
-
 // pruneSQL deletes up to $3 jobs in state $1 finished before $2 of which
-// prunable (from pruneConds, its parameters from $4 on) holds, oldest
+// prunable (from dialect.PruneConds, its parameters from $4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
 // workflows and batches it keeps). A row another transaction holds (a
@@ -478,7 +471,7 @@ func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (er
 // pruneDryRun counts into r what a prune of p at now would delete.
 func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	_, prunable, args := pruneConds(groups, now, 3)
+	_, prunable, args := dialect.PruneConds(groups, now, 3)
 	for _, g := range groups {
 		var n int
 		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
@@ -491,7 +484,7 @@ func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, 
 	}
 	// A batch or workflow goes when no job of it is kept: too young,
 	// or kept by what prunable says.
-	aged, prunable, args := pruneConds(groups, now, 2)
+	aged, prunable, args := dialect.PruneConds(groups, now, 2)
 	kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
 	args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
 	err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
@@ -510,7 +503,7 @@ func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, 
 // workflows left without jobs, and counts them into r.
 func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	_, prunable, condArgs := pruneConds(groups, now, 4)
+	_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
 	deleteSQL := s.pruneSQL(prunable)
 	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
 		rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
