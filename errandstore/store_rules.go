@@ -341,8 +341,40 @@ func ReplayedFromDeadJoinSQL(audit, job, replay, cast string) string {
 		" + 1 AND a.action IN (" + strings.Join(actions, ", ") + ") AND a.prior_state = '" + string(errandtype.StateDead) + "'"
 }
 
-// TerminalStates are the states a job leaves only by an explicit replay.
+// OpenWorkflowsSQL and FinishedWorkflowsSQL render the open and the
+// finished workflow states for an IN (...), in the order of
+// [errandtype.WorkflowStates], as the stores' partial indexes spell them.
+var (
+	OpenWorkflowsSQL     = sqlWorkflowStates(true)
+	FinishedWorkflowsSQL = sqlWorkflowStates(false)
+)
+
+func sqlWorkflowStates(open bool) string {
+	var quoted []string
+	for _, s := range errandtype.WorkflowStates {
+		if s.Open() == open {
+			quoted = append(quoted, "'"+string(s)+"'")
+		}
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// TerminalStates are the finished states: succeeded, dead and cancelled.
 var TerminalStates = errandtype.StatesWhere(errandtype.JobState.Terminal)
+
+// InsightsDepthStates are the states whose jobs the insights' depth counts:
+// the unfinished ones, and dead, which waits for an operator.
+var InsightsDepthStates = errandtype.StatesWhere(func(s errandtype.JobState) bool {
+	return !s.Terminal() || s == errandtype.StateDead
+})
+
+// InsightsFailingStates are the unfinished states whose jobs may have
+// failed in the last hour without having finished since: running (failed,
+// then claimed again) and retrying. Waiting jobs queued again with an error
+// are read apart, from their own index.
+var InsightsFailingStates = errandtype.StatesWhere(func(s errandtype.JobState) bool {
+	return s == errandtype.StateRunning || s == errandtype.StateRetrying
+})
 
 // OrderingIndexSQL is the predicate of the ordering index
 // errand_jobs_ordering on (ordering_key, seq), which every SQL store's
