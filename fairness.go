@@ -27,8 +27,8 @@ func (c *Client[TTx]) FairnessKeys(ctx context.Context, opts *FairnessKeysOpts) 
 	if opts.Limit < 0 {
 		return nil, &errandtype.InputError{Field: "limit", Message: fmt.Sprintf("%d is negative; give a positive limit, or 0 for %d", opts.Limit, errandstore.DefaultFairnessKeysLimit)}
 	}
-	f, ok := c.store.(errandstore.FairClaimer)
-	if !ok {
+	f := c.caps.fair
+	if f == nil {
 		return []errandtype.FairnessKeyCount{}, nil
 	}
 	keys, err := f.FairnessKeysWaiting(ctx, &errandstore.FairnessKeysParams{Queue: opts.Queue, Limit: opts.Limit})

@@ -127,12 +127,10 @@ type deadHookScanner struct {
 // store cannot find dead jobs without hooks.
 func (c *engine) newDeadHookScanner(every time.Duration) *deadHookScanner {
 	kinds := c.hookedKinds()
-	ds, ok := c.store.(errandstore.DeadHookStore)
-	if len(kinds) == 0 || !ok {
+	if len(kinds) == 0 || c.caps.deadHooks == nil {
 		return nil
 	}
-	cs, _ := c.store.(errandstore.DeadHookCursorStore)
-	return &deadHookScanner{c: c, store: ds, cursors: cs, kinds: kinds, every: every}
+	return &deadHookScanner{c: c, store: c.caps.deadHooks, cursors: c.caps.deadHookCursors, kinds: kinds, every: every}
 }
 
 // run looks at once, then every interval, until ctx ends.
