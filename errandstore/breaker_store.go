@@ -220,83 +220,153 @@ type BreakerTransition struct {
 //   - reset: closed, with no failures, whatever it was (a breaker with no
 //     row is not changed: the store answers ErrNotFound).
 func ApplyBreakerEvent(cur *errandtype.BreakerRecord, p *BreakerUpdateParams, now time.Time) BreakerTransition {
-	pol := p.Policy.WithDefaults()
-	var b errandtype.BreakerRecord
+	s := breakerStep{p: p, pol: p.Policy.WithDefaults(), now: now}
 	if cur != nil {
-		b = *cur
+		s.b = *cur
 	} else {
-		b = errandtype.BreakerRecord{Dependency: p.Dependency, State: BreakerClosed}
+		s.b = errandtype.BreakerRecord{Dependency: p.Dependency, State: BreakerClosed}
 	}
-	if b.State == errandtype.BreakerHalfOpen && b.ProbeUntil != nil && !now.Before(*b.ProbeUntil) {
-		b.Probes, b.ProbeUntil = 0, nil // the probes never reported
+	if p.Event == BreakerReset && cur == nil {
+		return BreakerTransition{Next: &s.b}
 	}
-	open := func() {
-		until := now.Add(pol.Cooldown)
-		at := now
-		b.State, b.OpenedAt, b.OpenUntil = errandtype.BreakerOpen, &at, &until
-		b.Probes, b.ProbeUntil = 0, nil
-		b.Trips++
-	}
+	s.forgetLostProbes()
 	applied := false
-	switch p.Event {
-	case BreakerFailure:
-		if b.State == BreakerClosed && (b.Failures == 0 || b.FailingSince == nil || !now.Before(b.FailingSince.Add(pol.Window))) {
-			at := now
-			b.Failures, b.FailingSince = 0, &at
-		}
-		// Every counted failure is one of the run, whatever the state, so
-		// that the run matches the failures of the dependency's kinds.
-		b.Failures++
-		b.LastError = p.Message
-		if b.State == errandtype.BreakerHalfOpen || b.State == BreakerClosed && b.Failures >= pol.Threshold {
-			open()
-			applied = true
-		}
-	case BreakerSuccess:
-		switch b.State {
-		case BreakerClosed:
-			b.Failures, b.FailingSince = 0, nil
-		case errandtype.BreakerHalfOpen:
-			b.State, b.Failures, b.FailingSince, b.OpenUntil = BreakerClosed, 0, nil, nil
-			b.Probes, b.ProbeUntil = 0, nil
-			applied = true
-		}
-	case BreakerProbe:
-		if b.State == errandtype.BreakerOpen && b.OpenUntil != nil && !now.Before(*b.OpenUntil) {
-			b.State, b.OpenUntil, b.Probes = errandtype.BreakerHalfOpen, nil, 0
-		}
-		if b.State == errandtype.BreakerHalfOpen && b.Probes < pol.Probes {
-			until := now.Add(pol.Cooldown)
-			b.Probes++
-			b.ProbeUntil = &until
-			applied = true
-		}
-	case BreakerRelease:
-		// Every later grant of a slot comes at or after the ProbeUntil of
-		// this one (the slots free up then, or the breaker opened since
-		// and had a Cooldown to wait out), so a release before it is this
-		// slot's. Stores keep microseconds.
-		late := !p.ProbeUntil.IsZero() && !now.Before(p.ProbeUntil.Truncate(time.Microsecond))
-		if b.State == errandtype.BreakerHalfOpen && b.Probes > 0 && !late {
-			b.Probes--
-			if b.Probes == 0 {
-				b.ProbeUntil = nil
-			}
-		}
-	case BreakerReset:
-		if cur == nil {
-			return BreakerTransition{Next: &b}
-		}
-		b.State, b.Failures, b.FailingSince, b.OpenUntil = BreakerClosed, 0, nil, nil
-		b.Probes, b.ProbeUntil = 0, nil
-		applied = true
+	if apply, ok := breakerEvents[p.Event]; ok {
+		applied = apply(&s)
 	}
-	changed := cur == nil && b.State != BreakerClosed || cur == nil && b.Failures > 0 ||
-		cur != nil && !sameBreaker(cur, &b) || p.Event == BreakerReset
+	changed := breakerChanged(cur, &s.b, p.Event)
 	if changed {
-		b.UpdatedAt = now
+		s.b.UpdatedAt = now
 	}
-	return BreakerTransition{Next: &b, Applied: applied, Changed: changed}
+	return BreakerTransition{Next: &s.b, Applied: applied, Changed: changed}
+}
+
+// breakerEvents is the transition of each event; it reports
+// [BreakerTransition].Applied.
+var breakerEvents = map[BreakerEvent]func(*breakerStep) bool{
+	BreakerFailure: (*breakerStep).failure,
+	BreakerSuccess: (*breakerStep).success,
+	BreakerProbe:   (*breakerStep).probe,
+	BreakerRelease: (*breakerStep).release,
+	BreakerReset:   (*breakerStep).reset,
+}
+
+// breakerStep is one event being applied: b is the breaker as the event
+// leaves it, pol the policy with its defaults, now the store's time.
+type breakerStep struct {
+	b   errandtype.BreakerRecord
+	p   *BreakerUpdateParams
+	pol errandtype.BreakerPolicy
+	now time.Time
+}
+
+// forgetLostProbes frees the slots of half-open probes that never reported
+// by their ProbeUntil.
+func (s *breakerStep) forgetLostProbes() {
+	b := &s.b
+	if b.State == errandtype.BreakerHalfOpen && b.ProbeUntil != nil && !s.now.Before(*b.ProbeUntil) {
+		b.Probes, b.ProbeUntil = 0, nil
+	}
+}
+
+func (s *breakerStep) failure() bool {
+	b := &s.b
+	if b.State == BreakerClosed && s.runOver() {
+		at := s.now
+		b.Failures, b.FailingSince = 0, &at
+	}
+	// Every counted failure is one of the run, whatever the state, so
+	// that the run matches the failures of the dependency's kinds.
+	b.Failures++
+	b.LastError = s.p.Message
+	if b.State == errandtype.BreakerHalfOpen || b.State == BreakerClosed && b.Failures >= s.pol.Threshold {
+		s.open()
+		return true
+	}
+	return false
+}
+
+// runOver reports that a closed breaker's run of failures is to start
+// afresh: it has none, or its first is Window old or older.
+func (s *breakerStep) runOver() bool {
+	b := &s.b
+	return b.Failures == 0 || b.FailingSince == nil || !s.now.Before(b.FailingSince.Add(s.pol.Window))
+}
+
+func (s *breakerStep) success() bool {
+	switch s.b.State {
+	case BreakerClosed:
+		s.b.Failures, s.b.FailingSince = 0, nil
+	case errandtype.BreakerHalfOpen:
+		s.close()
+		return true
+	}
+	return false
+}
+
+func (s *breakerStep) probe() bool {
+	b := &s.b
+	if b.State == errandtype.BreakerOpen && b.OpenUntil != nil && !s.now.Before(*b.OpenUntil) {
+		b.State, b.OpenUntil, b.Probes = errandtype.BreakerHalfOpen, nil, 0
+	}
+	if b.State != errandtype.BreakerHalfOpen || b.Probes >= s.pol.Probes {
+		return false
+	}
+	until := s.now.Add(s.pol.Cooldown)
+	b.Probes++
+	b.ProbeUntil = &until
+	return true
+}
+
+func (s *breakerStep) release() bool {
+	// Every later grant of a slot comes at or after the ProbeUntil of
+	// this one (the slots free up then, or the breaker opened since and
+	// had a Cooldown to wait out), so a release before it is this slot's.
+	// Stores keep microseconds.
+	b := &s.b
+	late := !s.p.ProbeUntil.IsZero() && !s.now.Before(s.p.ProbeUntil.Truncate(time.Microsecond))
+	if b.State == errandtype.BreakerHalfOpen && b.Probes > 0 && !late {
+		b.Probes--
+		if b.Probes == 0 {
+			b.ProbeUntil = nil
+		}
+	}
+	return false
+}
+
+func (s *breakerStep) reset() bool {
+	s.close()
+	return true
+}
+
+// open opens the breaker for the policy's Cooldown.
+func (s *breakerStep) open() {
+	b := &s.b
+	until, at := s.now.Add(s.pol.Cooldown), s.now
+	b.State, b.OpenedAt, b.OpenUntil = errandtype.BreakerOpen, &at, &until
+	b.Probes, b.ProbeUntil = 0, nil
+	b.Trips++
+}
+
+// close closes the breaker with no failures; OpenedAt and Trips stay as
+// its history.
+func (s *breakerStep) close() {
+	b := &s.b
+	b.State, b.Failures, b.FailingSince, b.OpenUntil = BreakerClosed, 0, nil, nil
+	b.Probes, b.ProbeUntil = 0, nil
+}
+
+// breakerChanged reports whether next must be written: it differs from the
+// stored breaker cur (a breaker with no row is closed with no failures),
+// or the event is a reset, which is always written and audited.
+func breakerChanged(cur, next *errandtype.BreakerRecord, ev BreakerEvent) bool {
+	if ev == BreakerReset {
+		return true
+	}
+	if cur == nil {
+		return next.State != BreakerClosed || next.Failures > 0
+	}
+	return !sameBreaker(cur, next)
 }
 
 // sameBreaker reports whether a and b hold the same state, UpdatedAt aside.

@@ -846,6 +846,15 @@ type JobReplayParams struct {
 	ArgsVersion int
 }
 
+// AuditAction is the action of the replay's audit record: corrected args
+// are a replay of their own kind, whose record keeps them.
+func (p *JobReplayParams) AuditAction() errandtype.AuditAction {
+	if p.Args != nil {
+		return errandtype.AuditReplayArgs
+	}
+	return errandtype.AuditReplay
+}
+
 // SweepResult counts what a sweep changed.
 type SweepResult struct {
 	// Retried counts running jobs whose lease expired with attempts left.

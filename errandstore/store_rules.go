@@ -155,6 +155,30 @@ func CheckCancelJob(id string, st errandtype.JobState, holdsKey bool) error {
 	return CheckCancel(id, st)
 }
 
+// CancelJob is the cancel decision every store's JobCancel applies in its
+// transaction, once it has read the job's state st under a lock, whether
+// it holds its ordering key while dead (see [CheckCancelJob]) and whether a
+// cancel request is pending. A state CheckCancelJob refuses is its error
+// and nothing is written. A running job gets a request its worker acts on
+// (request), or, with one pending, is left as it is (get); any other job
+// is cancelled at once (cancel). wrote reports that request or cancel
+// wrote the job: the store audits the cancel then, and only then.
+func CancelJob(id string, st errandtype.JobState, holdsKey, pending bool, get, request, cancel func() (*errandtype.Job, error)) (j *errandtype.Job, wrote bool, err error) {
+	if err := CheckCancelJob(id, st, holdsKey); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case !CancelRequests(st):
+		j, err = cancel()
+	case pending:
+		j, err = get()
+		return j, false, err
+	default:
+		j, err = request()
+	}
+	return j, err == nil, err
+}
+
 // BeginEffect is the try-begin decision table of the effect ledger, which
 // every store's EffectBegin applies once it has checked the caller's own
 // lease. found is the entry for the key, or nil when there is none;

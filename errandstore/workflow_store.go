@@ -361,104 +361,158 @@ func PlanWorkflow(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPla
 // planWorkflowOnce is PlanWorkflow without planning again after the jobs it
 // plans dead.
 func planWorkflowOnce(w *WorkflowRecord, jobs map[string]*WorkflowJob) (*WorkflowPlan, error) {
-	p := &WorkflowPlan{Enqueued: slices.Clone(w.Enqueued)}
-	enqueued := make(map[string]bool, len(w.Enqueued))
-	for _, id := range w.Enqueued {
-		enqueued[id] = true
+	pl := newWorkflowPlanner(w, jobs)
+	failed, inFlight := pl.failedStep()
+	var err error
+	switch {
+	case failed == nil:
+		err = pl.planSteps()
+	case inFlight:
+		// Compensation waits for every step in flight to finish.
+		pl.p.State, pl.p.FailedStep = errandtype.WorkflowCompensating, failed
+	default:
+		pl.p.FailedStep = failed
+		err = pl.planCompensation()
 	}
-	step := func(name string) *WorkflowJob { return jobs[WorkflowStepJobID(w.ID, name)] }
-	succeeded := func(name string) bool {
-		j := step(name)
-		return j != nil && j.State == errandtype.StateSucceeded
+	if err != nil {
+		return nil, err
 	}
-	enqueue := func(id string, t *JobTemplate, wc *WorkflowContext) error {
-		ip, dead, err := workflowJobParams(id, t, wc)
-		if err != nil {
-			return fmt.Errorf("workflow %s: job %s: %w", w.ID, id, err)
-		}
-		if dead != nil {
-			p.Dead = append(p.Dead, dead)
-		}
-		p.Insert = append(p.Insert, ip)
-		p.Enqueued = append(p.Enqueued, id)
-		enqueued[id] = true
-		return nil
-	}
+	p := pl.p
+	p.Changed = p.State != w.State || len(p.Insert) > 0 || !equalPtr(p.FailedStep, w.FailedStep)
+	p.CompensationStarted = len(compensationsEnqueued(w.ID, p.Enqueued)) > 0
+	return p, nil
+}
 
-	stopped := func(j *WorkflowJob) bool {
-		return j != nil && (j.State == errandtype.StateDead || j.State == errandtype.StateCancelled)
+// workflowPlanner builds the plan of one advance of workflow w, given its
+// jobs by id; enqueued holds the jobs enqueued so far, the plan's included.
+type workflowPlanner struct {
+	w        *WorkflowRecord
+	jobs     map[string]*WorkflowJob
+	p        *WorkflowPlan
+	enqueued map[string]bool
+}
+
+func newWorkflowPlanner(w *WorkflowRecord, jobs map[string]*WorkflowJob) *workflowPlanner {
+	pl := &workflowPlanner{w: w, jobs: jobs, p: &WorkflowPlan{Enqueued: slices.Clone(w.Enqueued)},
+		enqueued: make(map[string]bool, len(w.Enqueued))}
+	for _, id := range w.Enqueued {
+		pl.enqueued[id] = true
 	}
-	var failed *string
-	inFlight := false
+	return pl
+}
+
+func (pl *workflowPlanner) step(name string) *WorkflowJob {
+	return pl.jobs[WorkflowStepJobID(pl.w.ID, name)]
+}
+
+func (pl *workflowPlanner) succeeded(name string) bool {
+	j := pl.step(name)
+	return j != nil && j.State == errandtype.StateSucceeded
+}
+
+// stopsWorkflow reports that j stops the workflow: it is dead or cancelled.
+func stopsWorkflow(j *WorkflowJob) bool {
+	return j != nil && (j.State == errandtype.StateDead || j.State == errandtype.StateCancelled)
+}
+
+// failedStep returns the step that stopped the workflow (nil while none
+// did) and whether any step's job is still in flight.
+func (pl *workflowPlanner) failedStep() (failed *string, inFlight bool) {
+	w := pl.w
 	for i := range w.Steps {
-		j := step(w.Steps[i].Name)
-		if j == nil {
-			continue
-		}
-		if stopped(j) {
+		j := pl.step(w.Steps[i].Name)
+		switch {
+		case j == nil:
+		case stopsWorkflow(j):
 			if failed == nil {
 				failed = &w.Steps[i].Name
 			}
-		} else if !j.State.Terminal() {
+		case !j.State.Terminal():
 			inFlight = true
 		}
 	}
-	if failed != nil && w.FailedStep != nil && stopped(step(*w.FailedStep)) {
+	if failed != nil && w.FailedStep != nil && stopsWorkflow(pl.step(*w.FailedStep)) {
 		// The step that stopped the workflow stays the one named, though
 		// a step declared before it failed since.
 		failed = w.FailedStep
 	}
+	return failed, inFlight
+}
 
-	if failed == nil {
-		p.State = errandtype.WorkflowSucceeded
-		for i := range w.Steps {
-			s := &w.Steps[i]
-			if succeeded(s.Name) {
-				continue
-			}
-			p.State = errandtype.WorkflowRunning
-			id := WorkflowStepJobID(w.ID, s.Name)
-			if enqueued[id] || !allOf(s.DependsOn, succeeded) {
-				continue
-			}
-			wc := &WorkflowContext{ID: w.ID, Step: s.Name, Outputs: outputsOf(w.ID, s.DependsOn, jobs)}
-			if err := enqueue(id, s.Job, wc); err != nil {
-				return nil, err
-			}
+// planSteps plans a workflow no step stopped: each step not yet enqueued
+// whose dependencies all succeeded is enqueued; once every step
+// succeeded, the workflow succeeded.
+func (pl *workflowPlanner) planSteps() error {
+	w := pl.w
+	pl.p.State = errandtype.WorkflowSucceeded
+	for i := range w.Steps {
+		s := &w.Steps[i]
+		if pl.succeeded(s.Name) {
+			continue
 		}
-	} else {
-		p.State, p.FailedStep = errandtype.WorkflowCompensating, failed
-		if !inFlight {
-			p.State = errandtype.WorkflowFailed
-			var done []string // the steps that succeeded, in declaration order
-			for i := range w.Steps {
-				if succeeded(w.Steps[i].Name) {
-					done = append(done, w.Steps[i].Name)
-				}
-			}
-			for i := len(w.Steps) - 1; i >= 0; i-- {
-				s := &w.Steps[i]
-				if s.Compensation == nil || !succeeded(s.Name) {
-					continue
-				}
-				id := WorkflowCompensationJobID(w.ID, s.Name)
-				if c := jobs[id]; c != nil && c.State == errandtype.StateSucceeded {
-					continue
-				}
-				p.State = errandtype.WorkflowCompensating
-				if !enqueued[id] {
-					wc := &WorkflowContext{ID: w.ID, Step: s.Name, Compensating: true, Outputs: outputsOf(w.ID, done, jobs)}
-					if err := enqueue(id, s.Compensation, wc); err != nil {
-						return nil, err
-					}
-				}
-				break // one at a time: the next waits for this one
-			}
+		pl.p.State = errandtype.WorkflowRunning
+		id := WorkflowStepJobID(w.ID, s.Name)
+		if pl.enqueued[id] || !allOf(s.DependsOn, pl.succeeded) {
+			continue
+		}
+		wc := &WorkflowContext{ID: w.ID, Step: s.Name, Outputs: outputsOf(w.ID, s.DependsOn, pl.jobs)}
+		if err := pl.enqueue(id, s.Job, wc); err != nil {
+			return err
 		}
 	}
-	p.Changed = p.State != w.State || len(p.Insert) > 0 || !equalPtr(p.FailedStep, w.FailedStep)
-	p.CompensationStarted = len(compensationsEnqueued(w.ID, p.Enqueued)) > 0
-	return p, nil
+	return nil
+}
+
+// planCompensation plans a stopped workflow with no step in flight: the
+// compensations of the succeeded steps run one at a time, latest declared
+// first, each once the one before it succeeded; once all succeeded, the
+// workflow failed.
+func (pl *workflowPlanner) planCompensation() error {
+	w := pl.w
+	pl.p.State = errandtype.WorkflowFailed
+	for i := len(w.Steps) - 1; i >= 0; i-- {
+		s := &w.Steps[i]
+		if s.Compensation == nil || !pl.succeeded(s.Name) {
+			continue
+		}
+		id := WorkflowCompensationJobID(w.ID, s.Name)
+		if c := pl.jobs[id]; c != nil && c.State == errandtype.StateSucceeded {
+			continue
+		}
+		pl.p.State = errandtype.WorkflowCompensating
+		if pl.enqueued[id] {
+			return nil // one at a time: the next waits for this one
+		}
+		wc := &WorkflowContext{ID: w.ID, Step: s.Name, Compensating: true, Outputs: outputsOf(w.ID, pl.succeededSteps(), pl.jobs)}
+		return pl.enqueue(id, s.Compensation, wc)
+	}
+	return nil
+}
+
+// succeededSteps returns the steps that succeeded, in declaration order.
+func (pl *workflowPlanner) succeededSteps() []string {
+	var done []string
+	for i := range pl.w.Steps {
+		if pl.succeeded(pl.w.Steps[i].Name) {
+			done = append(done, pl.w.Steps[i].Name)
+		}
+	}
+	return done
+}
+
+// enqueue adds the job id of template t, with context wc, to the plan.
+func (pl *workflowPlanner) enqueue(id string, t *JobTemplate, wc *WorkflowContext) error {
+	ip, dead, err := workflowJobParams(id, t, wc)
+	if err != nil {
+		return fmt.Errorf("workflow %s: job %s: %w", pl.w.ID, id, err)
+	}
+	if dead != nil {
+		pl.p.Dead = append(pl.p.Dead, dead)
+	}
+	pl.p.Insert = append(pl.p.Insert, ip)
+	pl.p.Enqueued = append(pl.p.Enqueued, id)
+	pl.enqueued[id] = true
+	return nil
 }
 
 // workflowJobParams returns the job id of template t with the field
@@ -585,6 +639,28 @@ type WorkflowInsertParams struct {
 // declared before it (so the graph has no cycle), and templates that make
 // valid jobs.
 func (p *WorkflowInsertParams) Validate() error {
+	if err := p.checkNames(); err != nil {
+		return err
+	}
+	if len(p.Steps) == 0 || len(p.Steps) > MaxWorkflowSteps {
+		return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("%d steps; a workflow has 1 to %d", len(p.Steps), MaxWorkflowSteps)}
+	}
+	seen := make(map[string]bool, len(p.Steps))
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if err := checkStepDef(i, s, seen); err != nil {
+			return err
+		}
+		seen[s.Name] = true
+		if err := p.checkStepJobs(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNames checks the workflow's id, name and the id it reruns.
+func (p *WorkflowInsertParams) checkNames() error {
 	if err := checkID("workflow id", p.ID, MaxWorkflowIDBytes); err != nil {
 		return err
 	}
@@ -594,47 +670,49 @@ func (p *WorkflowInsertParams) Validate() error {
 		}
 	}
 	if p.RerunOf != "" {
-		if err := checkID("rerun of", p.RerunOf, MaxWorkflowIDBytes); err != nil {
-			return err
-		}
+		return checkID("rerun of", p.RerunOf, MaxWorkflowIDBytes)
 	}
-	if len(p.Steps) == 0 || len(p.Steps) > MaxWorkflowSteps {
-		return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("%d steps; a workflow has 1 to %d", len(p.Steps), MaxWorkflowSteps)}
+	return nil
+}
+
+// checkStepDef checks step i's name, unique among the steps seen before
+// it, and its dependencies, each one of those steps, named once.
+func checkStepDef(i int, s *WorkflowStepDef, seen map[string]bool) error {
+	field := fmt.Sprintf("workflow step %d", i)
+	if err := checkStepName(field+" name", s.Name); err != nil {
+		return err
 	}
-	seen := make(map[string]bool, len(p.Steps))
-	for i := range p.Steps {
-		s := &p.Steps[i]
-		field := fmt.Sprintf("workflow step %d", i)
-		if err := checkStepName(field+" name", s.Name); err != nil {
-			return err
+	if seen[s.Name] {
+		return &errandtype.InputError{Field: field + " name", Message: fmt.Sprintf("%q names two steps; give each step its own name", s.Name)}
+	}
+	deps := make(map[string]bool, len(s.DependsOn))
+	for _, d := range s.DependsOn {
+		switch {
+		case d == s.Name:
+			return &errandtype.InputError{Field: "workflow step " + s.Name, Message: "depends on itself; remove it from DependsOn"}
+		case !seen[d]:
+			return &errandtype.InputError{Field: "workflow step " + s.Name, Message: fmt.Sprintf("depends on %q, which is not a step declared before it; declare steps after the steps they depend on", d)}
+		case deps[d]:
+			return &errandtype.InputError{Field: "workflow step " + s.Name, Message: fmt.Sprintf("depends on %q twice; name it once", d)}
 		}
-		if seen[s.Name] {
-			return &errandtype.InputError{Field: field + " name", Message: fmt.Sprintf("%q names two steps; give each step its own name", s.Name)}
-		}
-		deps := make(map[string]bool, len(s.DependsOn))
-		for _, d := range s.DependsOn {
-			switch {
-			case d == s.Name:
-				return &errandtype.InputError{Field: "workflow step " + s.Name, Message: "depends on itself; remove it from DependsOn"}
-			case !seen[d]:
-				return &errandtype.InputError{Field: "workflow step " + s.Name, Message: fmt.Sprintf("depends on %q, which is not a step declared before it; declare steps after the steps they depend on", d)}
-			case deps[d]:
-				return &errandtype.InputError{Field: "workflow step " + s.Name, Message: fmt.Sprintf("depends on %q twice; name it once", d)}
-			}
-			deps[d] = true
-		}
-		seen[s.Name] = true
-		if s.Job == nil {
-			return &errandtype.InputError{Field: "workflow step " + s.Name, Message: "has no job"}
-		}
-		if err := checkTemplate(s.Job, WorkflowStepJobID(p.ID, s.Name), &WorkflowContext{ID: p.ID, Step: s.Name}); err != nil {
-			return fmt.Errorf("workflow step %s: %w", s.Name, err)
-		}
-		if s.Compensation != nil {
-			if err := checkTemplate(s.Compensation, WorkflowCompensationJobID(p.ID, s.Name), &WorkflowContext{ID: p.ID, Step: s.Name, Compensating: true}); err != nil {
-				return fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
-			}
-		}
+		deps[d] = true
+	}
+	return nil
+}
+
+// checkStepJobs checks that step s's job and compensation make valid jobs.
+func (p *WorkflowInsertParams) checkStepJobs(s *WorkflowStepDef) error {
+	if s.Job == nil {
+		return &errandtype.InputError{Field: "workflow step " + s.Name, Message: "has no job"}
+	}
+	if err := checkTemplate(s.Job, WorkflowStepJobID(p.ID, s.Name), &WorkflowContext{ID: p.ID, Step: s.Name}); err != nil {
+		return fmt.Errorf("workflow step %s: %w", s.Name, err)
+	}
+	if s.Compensation == nil {
+		return nil
+	}
+	if err := checkTemplate(s.Compensation, WorkflowCompensationJobID(p.ID, s.Name), &WorkflowContext{ID: p.ID, Step: s.Name, Compensating: true}); err != nil {
+		return fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
 	}
 	return nil
 }

@@ -156,12 +156,8 @@ func (s *Store) JobReplay(ctx context.Context, p *errandstore.JobReplayParams) (
 	}
 	var j *errandtype.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		action := errandtype.AuditReplay
-		if p.Args != nil {
-			action = errandtype.AuditReplayArgs
-		}
 		var err error
-		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, p.ClearProgress, nil)
+		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, p.AuditAction(), p.Args, p.ArgsVersion, p.ClearProgress, nil)
 		return err
 	})
 	if err != nil {
@@ -219,33 +215,30 @@ func (s *Store) JobCancel(ctx context.Context, p *errandstore.JobCancelParams) (
 		if err != nil {
 			return err
 		}
-		if err := errandstore.CheckCancelJob(id, errandtype.JobState(state), holds); err != nil {
+		var wrote bool
+		j, wrote, err = errandstore.CancelJob(id, errandtype.JobState(state), holds, pending,
+			func() (*errandtype.Job, error) {
+				return scanJob(tx.QueryRow(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE id = $1`), id))
+			},
+			func() (*errandtype.Job, error) {
+				// The notification goes inside the transaction, so it is
+				// delivered exactly when the request commits; cancels are
+				// rare, so the commit lock a NOTIFY takes costs nothing
+				// that matters.
+				j, err := scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET cancel_requested_at = {now}
+					WHERE id = $2 RETURNING `+jobColumns), now, id))
+				if err != nil {
+					return nil, err
+				}
+				_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, cancelChannel(s.name), id)
+				return j, err
+			},
+			func() (*errandtype.Job, error) {
+				return scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
+					WHERE id = $2 RETURNING `+jobColumns), now, id))
+			})
+		if err != nil || !wrote {
 			return err
-		}
-		if errandstore.CancelRequests(errandtype.JobState(state)) {
-			// A running job: record the request; its worker ends the
-			// attempt. The notification goes inside the transaction, so
-			// it is delivered exactly when the request commits; cancels
-			// are rare, so the commit lock a NOTIFY takes costs nothing
-			// that matters. A request already pending is left as it is.
-			if pending {
-				j, err = scanJob(tx.QueryRow(ctx, s.sql(`SELECT `+jobColumns+` FROM {jobs} WHERE id = $1`), id))
-				return err
-			}
-			j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET cancel_requested_at = {now}
-				WHERE id = $2 RETURNING `+jobColumns), now, id))
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, cancelChannel(s.name), id); err != nil {
-				return err
-			}
-		} else {
-			j, err = scanJob(tx.QueryRow(ctx, s.sql(`UPDATE {jobs} SET state = 'cancelled', finished_at = {now}
-				WHERE id = $2 RETURNING `+jobColumns), now, id))
-			if err != nil {
-				return err
-			}
 		}
 		return s.insertAudit(ctx, tx, now, &auditEntry{action: errandtype.AuditCancel, jobID: id,
 			operator: p.Operator, reason: p.Reason, priorState: errandtype.JobState(state)})

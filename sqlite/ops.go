@@ -124,12 +124,8 @@ func (s *Store) JobReplay(ctx context.Context, p *errandstore.JobReplayParams) (
 	}
 	var j *errandtype.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		action := errandtype.AuditReplay
-		if p.Args != nil {
-			action = errandtype.AuditReplayArgs
-		}
 		var err error
-		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, action, p.Args, p.ArgsVersion, p.ClearProgress, nil)
+		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, p.AuditAction(), p.Args, p.ArgsVersion, p.ClearProgress, nil)
 		return err
 	})
 	if err != nil {
@@ -181,28 +177,22 @@ func (s *Store) JobCancel(ctx context.Context, p *errandstore.JobCancelParams) (
 		if err != nil {
 			return err
 		}
-		if err := errandstore.CheckCancelJob(id, errandtype.JobState(state), holds); err != nil {
+		var wrote bool
+		j, wrote, err = errandstore.CancelJob(id, errandtype.JobState(state), holds, pending,
+			func() (*errandtype.Job, error) {
+				return scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE id = ?`, id))
+			},
+			func() (*errandtype.Job, error) {
+				// The commit is the notification (see ListenCancels).
+				return scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET cancel_requested_at = ?
+					WHERE id = ? RETURNING `+jobColumns, micros(now), id))
+			},
+			func() (*errandtype.Job, error) {
+				return scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
+					WHERE id = ? RETURNING `+jobColumns, micros(now), id))
+			})
+		if err != nil || !wrote {
 			return err
-		}
-		if errandstore.CancelRequests(errandtype.JobState(state)) {
-			// A running job: record the request; its worker ends the
-			// attempt. The commit is the notification (see ListenCancels).
-			// A request already pending is left as it is.
-			if pending {
-				j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM errand_jobs WHERE id = ?`, id))
-				return err
-			}
-			j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET cancel_requested_at = ?
-				WHERE id = ? RETURNING `+jobColumns, micros(now), id))
-			if err != nil {
-				return err
-			}
-		} else {
-			j, err = scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET state = 'cancelled', finished_at = ?
-				WHERE id = ? RETURNING `+jobColumns, micros(now), id))
-			if err != nil {
-				return err
-			}
 		}
 		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditCancel, jobID: id, operator: p.Operator,
 			reason: p.Reason, at: now, priorState: errandtype.JobState(state)})
