@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // errTimeout is the cancellation cause when an attempt passes its kind's
@@ -104,7 +105,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *er
 	stopTimer := func() bool { return false }
 	if k.Timeout > 0 {
 		var stop context.CancelFunc
-		hctx, stop = withTimeout(ctx, c.clock, k.Timeout, errTimeout)
+		hctx, stop = clock.WithTimeout(ctx, c.clock, k.Timeout, errTimeout)
 		defer stop()
 		stopTimer = func() bool { stop(); return context.Cause(hctx) == errTimeout }
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // leaseKeeper renews the leases of every attempt a Worker (or one WorkOne)
@@ -232,7 +233,7 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		return
 	}
 	sent := k.c.clock.Now()
-	callCtx, cancelCall := withDeadline(ctx, k.c.clock, earliest, nil)
+	callCtx, cancelCall := clock.WithDeadline(ctx, k.c.clock, earliest, nil)
 	rs, err := k.c.store.JobHeartbeatMany(callCtx, &errandstore.JobHeartbeatParams{Leases: leases, Lease: k.lease})
 	cancelCall()
 	if ctx.Err() != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // recordAttempt records the finished attempt a of a job holding a slot of
@@ -325,7 +326,7 @@ func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *errands
 		}
 		c.logger.Log(ctx, level, "record outcome failed; retrying while the lease lasts", "job_id", a.job.ID,
 			"outcome", string(o.Kind), "lease_left", left.Round(time.Millisecond).String(), "failed_writes", failures, "err", err)
-		sleep(c.clock, min(backoff, left))
+		clock.Sleep(c.clock, min(backoff, left))
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
@@ -388,7 +389,7 @@ type outcomeWriter func(ctx context.Context, o *errandstore.JobOutcome, until ti
 // writeOutcomeUntil is writeOutcome giving up at until: the outcomeWriter
 // of an attempt run outside a Worker.
 func (c *engine) writeOutcomeUntil(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
-	ctx, cancel := withDeadline(ctx, c.clock, until, nil)
+	ctx, cancel := clock.WithDeadline(ctx, c.clock, until, nil)
 	defer cancel()
 	return writeOutcome(ctx, c.store, o, false)
 }

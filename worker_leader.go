@@ -8,6 +8,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // Leadership: some work must run once per cluster, not once per worker:
@@ -109,7 +110,7 @@ func (w *Worker) lead(ctx context.Context) {
 			// worthless: cut it off there.
 			deadline = until
 		}
-		callCtx, cancel := withDeadline(ctx, w.c.clock, deadline, nil)
+		callCtx, cancel := clock.WithDeadline(ctx, w.c.clock, deadline, nil)
 		l, err := w.c.store.LeaderElect(callCtx, &errandstore.LeaderElectParams{Name: LeaderName, Holder: w.ID(), TTL: ttl})
 		cancel()
 		if ctx.Err() != nil {

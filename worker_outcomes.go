@@ -8,6 +8,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // maxOutcomeBatch bounds how many outcomes one transaction records. Batches
@@ -283,9 +284,9 @@ func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, u
 	}
 	if b.direct {
 		b.stats.outcomeWrites.Add(1)
-		dctx, cancelDeadline := withDeadline(ctx, b.clock, until, nil)
+		dctx, cancelDeadline := clock.WithDeadline(ctx, b.clock, until, nil)
 		defer cancelDeadline()
-		wctx, cancel := withTimeout(dctx, b.clock, b.timeout, nil)
+		wctx, cancel := clock.WithTimeout(dctx, b.clock, b.timeout, nil)
 		defer cancel()
 		return writeOutcome(wctx, b.store, o, false)
 	}
@@ -356,7 +357,7 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 	for i, req := range batch {
 		outcomes[i] = req.o
 	}
-	wctx, cancel := withTimeout(ctx, b.clock, b.timeout, nil)
+	wctx, cancel := clock.WithTimeout(ctx, b.clock, b.timeout, nil)
 	rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 	cancel()
 	b.stats.outcomeWrites.Add(1)
