@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
+	"github.com/errandhq/errand/internal/leasekeeper"
 )
 
 // DefaultLease is how long a claim holds before it must be renewed.
@@ -106,9 +107,9 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	if len(jobs) == 0 {
 		return &WorkResult{Result: ResultIdle}, nil
 	}
-	leases := c.newLeaseKeeper(opts.Lease)
+	leases := leasekeeper.New(c.store, c.clock, c.logger, opts.Lease)
 	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent)
-	leases.stop()
+	leases.Stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)
 	c.outsideGate(ctx).observe(ctx, a, res)

@@ -13,6 +13,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/growstack"
+	"github.com/errandhq/errand/internal/leasekeeper"
 )
 
 // DefaultPollInterval is how often an idle worker looks for jobs it was not
@@ -112,11 +113,11 @@ type Worker struct {
 	running   sync.WaitGroup
 	done      chan struct{}
 
-	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
-	leases    *leaseKeeper    // renews running jobs' leases in batches; see lease_keeper.go
-	cancels   *cancelWatch    // nil unless the store notifies cancels; see cancel.go
-	unbatched bool            // write each outcome alone (benchmarks set it to compare)
-	abandoned atomic.Bool     // set by Abandon: record nothing more
+	outcomes  *outcomeBatcher     // records outcomes in batches; see worker_outcomes.go
+	leases    *leasekeeper.Keeper // renews running jobs' leases in batches; see internal/leasekeeper
+	cancels   *cancelWatch        // nil unless the store notifies cancels; see cancel.go
+	unbatched bool                // write each outcome alone (benchmarks set it to compare)
+	abandoned atomic.Bool         // set by Abandon: record nothing more
 	// left counts the jobs whose outcome, or hand-back, was not recorded:
 	// they wait out their leases. lastLeft is why the last one was not.
 	left     atomic.Int64
@@ -293,7 +294,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.outcomes.timeout = w.cfg.Lease
 	w.outcomes.clock = w.c.clock
 	w.outcomes.start(ctx)
-	w.leases = w.c.newLeaseKeeper(w.cfg.Lease)
+	w.leases = leasekeeper.New(w.c.store, w.c.clock, w.c.logger, w.cfg.Lease)
 	w.cancels = w.watchCancels(ctx)
 	// Listen before the first claim, so no notification falls between them;
 	// a worker that claims nothing does not listen.
@@ -366,7 +367,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	// Every job has returned, its outcome handed to the batcher and
 	// written: nothing can send to it any more, and no lease is held.
 	w.cancels.stop()
-	w.leases.stop()
+	w.leases.Stop()
 	w.outcomes.stop()
 	w.deregister(ctx)
 	close(w.done)
