@@ -12,6 +12,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/completer"
 	"github.com/errandhq/errand/internal/growstack"
 	"github.com/errandhq/errand/internal/leasekeeper"
 )
@@ -113,7 +114,7 @@ type Worker struct {
 	running   sync.WaitGroup
 	done      chan struct{}
 
-	outcomes  *outcomeBatcher     // records outcomes in batches; see worker_outcomes.go
+	outcomes  *completer.Batcher  // records outcomes in batches; see internal/completer
 	leases    *leasekeeper.Keeper // renews running jobs' leases in batches; see internal/leasekeeper
 	cancels   *cancelWatch        // nil unless the store notifies cancels; see cancel.go
 	unbatched bool                // write each outcome alone (benchmarks set it to compare)
@@ -289,11 +290,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		case <-w.done:
 		}
 	}()
-	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
-	w.outcomes.abandoned = &w.abandoned
-	w.outcomes.timeout = w.cfg.Lease
-	w.outcomes.clock = w.c.clock
-	w.outcomes.start(ctx)
+	w.outcomes = completer.New(completer.Config{Store: w.c.store, Running: &w.stats.running, Writes: &w.stats.outcomeWrites,
+		Direct: w.unbatched, Timeout: w.cfg.Lease, Clock: w.c.clock, Abandoned: &w.abandoned})
+	w.outcomes.Start(ctx)
 	w.leases = leasekeeper.New(w.c.store, w.c.clock, w.c.logger, w.cfg.Lease)
 	w.cancels = w.watchCancels(ctx)
 	// Listen before the first claim, so no notification falls between them;
@@ -368,7 +367,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	// written: nothing can send to it any more, and no lease is held.
 	w.cancels.stop()
 	w.leases.Stop()
-	w.outcomes.stop()
+	w.outcomes.Stop()
 	w.deregister(ctx)
 	close(w.done)
 	return w.stopErr(ctx, w.left.Load()-leftBefore)
@@ -397,7 +396,7 @@ func (w *Worker) leftToLease(err error) {
 }
 
 // errAbandoned is what recording an outcome returns after Abandon.
-var errAbandoned = errors.New("worker abandoned its jobs")
+var errAbandoned = completer.ErrAbandoned
 
 // Abandon makes the worker record nothing more: outcomes of jobs still
 // running are not written, so their leases expire and other workers run them
@@ -591,7 +590,7 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 		return
 	}
 	// Counted before any starts, so that the first to finish sees the
-	// others running (see outcomeLinger).
+	// others running (see completer.Batcher).
 	w.stats.running.Add(int64(len(jobs)))
 	for range jobs {
 		slots.tokens <- struct{}{}
@@ -696,10 +695,10 @@ func (s *queueSlots) releaseEarly() bool {
 	}
 }
 
-// free gives a job's slot back without waking the claim loop: the outcome
+// Free gives a job's slot back without waking the claim loop: the outcome
 // batcher frees the slots of a batch first and wakes the loop after, so
 // that it claims for all of them at once.
-func (s *queueSlots) free() {
+func (s *queueSlots) Free() {
 	s.w.stats.running.Add(-1)
 	if s.w.share != nil {
 		s.w.share.release(s.queue)
@@ -718,8 +717,8 @@ func (s *queueSlots) waitFreed(ctx context.Context) bool {
 	}
 }
 
-// wake wakes the claim loop to the slots freed.
-func (s *queueSlots) wake() {
+// Wake wakes the claim loop to the slots freed.
+func (s *queueSlots) Wake() {
 	select {
 	case s.freed <- struct{}{}:
 	default:
@@ -728,8 +727,8 @@ func (s *queueSlots) wake() {
 
 // release gives a job's slot back and wakes the claim loop.
 func (s *queueSlots) release() {
-	s.free()
-	s.wake()
+	s.Free()
+	s.Wake()
 }
 
 // CheckWorker reports what NewWorker, of a client made with cfg, would

@@ -1,4 +1,7 @@
-package errand
+// Package completer records the outcomes of a worker's attempts in batches,
+// one store call for every outcome waiting, each still fenced by its own
+// lease token, and gives back the queue slots a written batch frees.
+package completer
 
 import (
 	"context"
@@ -18,7 +21,7 @@ import (
 // commit per 500 jobs, not per 100), and batches of 1,000 added nothing.
 const maxOutcomeBatch = 500
 
-// outcomeBatcher records the outcomes of a Worker's attempts in batches: a
+// Batcher records the outcomes of a Worker's attempts in batches: a
 // single goroutine takes every outcome waiting for it (up to
 // maxOutcomeBatch) and writes them with one JobRecordOutcomes call, so a
 // worker running many short jobs commits once per batch instead of once per
@@ -28,20 +31,10 @@ const maxOutcomeBatch = 500
 // still running, and then no longer than outcomeLinger (see there); with
 // a write in flight, outcomes batch up behind it. Under load, up to
 // maxOutcomeWrites full batches are written at once.
-type outcomeBatcher struct {
-	store  errandstore.Store
-	stats  *workerCounters
-	direct bool // no batching: each caller writes its own outcome
-	// timeout bounds one write. A write that hangs (a connection cut off
-	// without a reset) would otherwise hold up every later outcome, and
-	// Stop with them; after the timeout the caller retries it on another
-	// connection while the lease lasts.
-	timeout time.Duration
-	clock   TimeSource // times the timeout
-	// abandoned, when set, makes flush write nothing (see Worker.Abandon).
-	abandoned *atomic.Bool
-	reqs      chan outcomeRequest
-	done      chan struct{}
+type Batcher struct {
+	Config
+	reqs chan outcomeRequest
+	done chan struct{}
 	// waiting counts the outcomes the batcher has taken and not yet
 	// answered: with stats.running, the jobs held, it tells whether other
 	// jobs are still running (see outcomeLinger). An outcome is counted
@@ -60,7 +53,7 @@ type outcomeRequest struct {
 	// a reply, and reports whether the job's slot in slots is to be given
 	// back: see submit.
 	done  func(errandstore.OutcomeResult, error) bool
-	slots *queueSlots
+	slots Slots
 	// detached: the job's slot was given back at the handover, so the
 	// outcome does not count among those of jobs still held (waiting).
 	detached bool
@@ -68,7 +61,7 @@ type outcomeRequest struct {
 
 // answer hands the result of req's outcome to its sender, and reports
 // whether req's slot is to be given back.
-func (req *outcomeRequest) answer(b *outcomeBatcher, r errandstore.OutcomeResult, err error) bool {
+func (req *outcomeRequest) answer(b *Batcher, r errandstore.OutcomeResult, err error) bool {
 	if !req.detached {
 		b.waiting.Add(-1)
 	}
@@ -92,8 +85,41 @@ type outcomeReply struct {
 // its wait.
 const outcomeQueue = maxOutcomeBatch
 
-func newOutcomeBatcher(store errandstore.Store, stats *workerCounters, direct bool) *outcomeBatcher {
-	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest, outcomeQueue), done: make(chan struct{})}
+// Config is what a Batcher takes from its worker.
+type Config struct {
+	Store Recorder
+	// Running counts the jobs the worker holds (see outcomeLinger);
+	// Writes counts the store calls that recorded outcomes.
+	Running, Writes *atomic.Int64
+	Direct          bool // no batching: each caller writes its own outcome
+	// Timeout bounds one write. A write that hangs (a connection cut off
+	// without a reset) would otherwise hold up every later outcome, and
+	// Stop with them; after the timeout the caller retries it on another
+	// connection while the lease lasts.
+	Timeout time.Duration
+	Clock   errandtype.TimeSource // times the timeout
+	// Abandoned, when set, makes flush write nothing (see Worker.Abandon).
+	Abandoned *atomic.Bool
+}
+
+// Recorder is the part of a store the batcher calls.
+type Recorder interface {
+	JobRecordOutcomes(ctx context.Context, params *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error)
+}
+
+// Slots are the slots of one queue of a worker, which a written outcome
+// may give back (Free) and whose claim loop it wakes (Wake).
+type Slots interface {
+	Free()
+	Wake()
+}
+
+// ErrAbandoned answers the outcomes of a worker that abandoned its jobs.
+var ErrAbandoned = errors.New("worker abandoned its jobs")
+
+// New returns a batcher; Start runs it.
+func New(cfg Config) *Batcher {
+	return &Batcher{Config: cfg, reqs: make(chan outcomeRequest, outcomeQueue), done: make(chan struct{})}
 }
 
 // maxOutcomeWrites bounds how many batches are written at once. A second
@@ -124,10 +150,10 @@ const maxOutcomeWrites = 2
 // clock to hold back.
 const outcomeLinger = 200 * time.Microsecond
 
-// start runs the batcher until stop. ctx carries values to the store; its
+// Start runs the batcher until stop. ctx carries values to the store; its
 // cancellation is ignored, since a recorded outcome is what lets a job move
 // on without waiting for its lease to expire.
-func (b *outcomeBatcher) start(ctx context.Context) {
+func (b *Batcher) Start(ctx context.Context) {
 	l := &batchLoop{
 		b:       b,
 		ctx:     context.WithoutCancel(ctx),
@@ -155,7 +181,7 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 
 // batchLoop is the state of the batcher's goroutine.
 type batchLoop struct {
-	b   *outcomeBatcher
+	b   *Batcher
 	ctx context.Context
 	// A write that ends hands its batch back, emptied, on written, to be
 	// filled again (spare): a batch has room for maxOutcomeBatch, and
@@ -258,10 +284,10 @@ func (l *batchLoop) next(full bool) {
 // every slot the batch's jobs freed, rather than one claim for each job
 // as it finished.
 func wakeDetached(batch []outcomeRequest) {
-	var last *queueSlots
+	var last Slots
 	for i := range batch {
 		if s := batch[i].slots; batch[i].detached && s != nil && s != last {
-			s.wake()
+			s.Wake()
 			last = s
 		}
 	}
@@ -269,26 +295,30 @@ func wakeDetached(batch []outcomeRequest) {
 
 // othersRunning reports whether the worker holds jobs whose outcomes the
 // batcher has not taken yet.
-func (b *outcomeBatcher) othersRunning() bool {
-	return b.stats.running.Load() > b.waiting.Load()
+func (b *Batcher) othersRunning() bool {
+	return b.Running.Load() > b.waiting.Load()
 }
 
-// write is the Worker's outcomeWriter: it hands o to the batcher and waits
+// Write is the Worker's outcomeWriter: it hands o to the batcher and waits
 // for the batch that holds it to be written; after Abandon it writes
 // nothing. It stops waiting for the
 // batcher to take o at until (or when ctx ends); once taken, o is written
 // under the batcher's own timeout.
-func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
-	if b.abandoned != nil && b.abandoned.Load() {
-		return errandstore.OutcomeResult{}, errAbandoned
+func (b *Batcher) Write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
+	if b.Abandoned != nil && b.Abandoned.Load() {
+		return errandstore.OutcomeResult{}, ErrAbandoned
 	}
-	if b.direct {
-		b.stats.outcomeWrites.Add(1)
-		dctx, cancelDeadline := clock.WithDeadline(ctx, b.clock, until, nil)
+	if b.Direct {
+		b.Writes.Add(1)
+		dctx, cancelDeadline := clock.WithDeadline(ctx, b.Clock, until, nil)
 		defer cancelDeadline()
-		wctx, cancel := clock.WithTimeout(dctx, b.clock, b.timeout, nil)
+		wctx, cancel := clock.WithTimeout(dctx, b.Clock, b.Timeout, nil)
 		defer cancel()
-		return writeOutcome(wctx, b.store, o, false)
+		rs, err := b.Store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
+		if err != nil {
+			return errandstore.OutcomeResult{}, err
+		}
+		return rs[0], nil
 	}
 	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
 	if err := b.hand(ctx, req, until); err != nil {
@@ -298,7 +328,7 @@ func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, u
 	return rep.r, rep.err
 }
 
-// submit hands o to the batcher as write does, but does not wait for it to
+// Submit hands o to the batcher as Write does, but does not wait for it to
 // be written: done is called with its result, on the goroutine that wrote
 // its batch, so it must not block. When done reports true, the job's slot
 // in slots is given back too, once every outcome of the batch has been
@@ -309,13 +339,13 @@ func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, u
 // outcomes of the attempts that need nothing more than to be recorded, so
 // that their goroutines end with their handlers instead of waiting, by the
 // hundred, for their batches.
-func (b *outcomeBatcher) submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots *queueSlots) error {
+func (b *Batcher) Submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots Slots) error {
 	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots, detached: detached}, until)
 }
 
 // hand gives req to the batcher, waiting for room until the lease ends
 // (until) or ctx does.
-func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
+func (b *Batcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
 	select {
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
@@ -326,7 +356,7 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 	// outcomeQueue more wait to be taken): wait, but not past the lease.
 	// A timer, not a context with a deadline: this wait is common under
 	// load, and a timer costs fewer allocations than a derived context.
-	t := b.clock.NewTimer(until.Sub(b.clock.Now()))
+	t := b.Clock.NewTimer(until.Sub(b.Clock.Now()))
 	select {
 	case b.reqs <- req:
 		t.Stop()
@@ -339,28 +369,28 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 	}
 }
 
-// stop ends the batcher once every outcome handed to it is written. The
+// Stop ends the batcher once every outcome handed to it is written. The
 // caller must make sure no write is in progress or will start: the Worker
 // calls it after all its jobs have returned.
-func (b *outcomeBatcher) stop() {
+func (b *Batcher) Stop() {
 	close(b.reqs)
 	<-b.done
 }
 
 // flush writes one batch and replies to every sender.
-func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
-	if b.abandoned != nil && b.abandoned.Load() {
-		b.answer(batch, nil, errAbandoned)
+func (b *Batcher) flush(ctx context.Context, batch []outcomeRequest) {
+	if b.Abandoned != nil && b.Abandoned.Load() {
+		b.answer(batch, nil, ErrAbandoned)
 		return
 	}
 	outcomes := make([]*errandstore.JobOutcome, len(batch))
 	for i, req := range batch {
 		outcomes[i] = req.o
 	}
-	wctx, cancel := clock.WithTimeout(ctx, b.clock, b.timeout, nil)
-	rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
+	wctx, cancel := clock.WithTimeout(ctx, b.Clock, b.Timeout, nil)
+	rs, err := b.Store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 	cancel()
-	b.stats.outcomeWrites.Add(1)
+	b.Writes.Add(1)
 	if err != nil && len(batch) > 1 && errors.Is(err, errandtype.ErrInvalid) {
 		// A store rejects a whole batch for one malformed outcome; write
 		// them one by one so that only that outcome fails.
@@ -375,8 +405,8 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 // answer replies to every sender of batch with its result in rs, or err,
 // then gives back the slots the answers free, and wakes their claim loops
 // after: one claim per queue for them all.
-func (b *outcomeBatcher) answer(batch []outcomeRequest, rs []errandstore.OutcomeResult, err error) {
-	var freed []*queueSlots // a job's queue for each slot to give back
+func (b *Batcher) answer(batch []outcomeRequest, rs []errandstore.OutcomeResult, err error) {
+	var freed []Slots // a job's queue for each slot to give back
 	for i := range batch {
 		var r errandstore.OutcomeResult
 		if err == nil {
@@ -387,77 +417,11 @@ func (b *outcomeBatcher) answer(batch []outcomeRequest, rs []errandstore.Outcome
 		}
 	}
 	for _, s := range freed {
-		s.free()
+		s.Free()
 	}
 	for i, s := range freed {
 		if i == 0 || s != freed[i-1] {
-			s.wake()
+			s.Wake()
 		}
-	}
-}
-
-// workerCounters are a Worker's running totals, updated atomically.
-type workerCounters struct {
-	claims        atomic.Int64
-	idleClaims    atomic.Int64
-	completed     atomic.Int64
-	givenBack     atomic.Int64
-	leasesLost    atomic.Int64
-	outcomeWrites atomic.Int64
-	running       atomic.Int64
-}
-
-// WorkerRunStats are a Worker's totals since it started, for logs and
-// benchmarks. Read them with [Worker.Stats].
-type WorkerRunStats struct {
-	// Claims counts claim queries, one per queue each time it looked for
-	// work; IdleClaims counts those that found nothing. IdleClaims divided
-	// by the worker's uptime is the idle query rate: the load an idle
-	// worker puts on the store, governed by the poll interval.
-	Claims     int64
-	IdleClaims int64
-	// JobsRunning is how many jobs hold one of the worker's slots now:
-	// their handlers run, or their outcomes wait to be written (on a store
-	// that writes in parallel, a successful job's slot frees as soon as
-	// its outcome is handed over; see [ParallelWriter]).
-	JobsRunning int64
-	// JobsCompleted counts attempts finished and recorded, whatever the
-	// outcome (succeeded, retrying, dead, snoozed).
-	JobsCompleted int64
-	// JobsGivenBack counts jobs given back on a drain, their attempt not
-	// counted.
-	JobsGivenBack int64
-	// LeasesLost counts attempts whose lease was lost: nothing about them
-	// was written, and the job is another worker's now.
-	LeasesLost int64
-	// OutcomeWrites counts the store transactions that recorded outcomes;
-	// JobsCompleted+JobsGivenBack over OutcomeWrites is the mean batch.
-	OutcomeWrites int64
-}
-
-// Stats returns the worker's totals so far. It is safe to call at any time,
-// also after Stop.
-func (w *Worker) Stats() WorkerRunStats {
-	s := &w.stats
-	return WorkerRunStats{
-		Claims:        s.claims.Load(),
-		IdleClaims:    s.idleClaims.Load(),
-		JobsRunning:   s.running.Load(),
-		JobsCompleted: s.completed.Load(),
-		JobsGivenBack: s.givenBack.Load(),
-		LeasesLost:    s.leasesLost.Load(),
-		OutcomeWrites: s.outcomeWrites.Load(),
-	}
-}
-
-// countResult adds a recorded attempt to the totals.
-func (s *workerCounters) countResult(res *WorkResult) {
-	switch res.Result {
-	case ResultLeaseLost:
-		s.leasesLost.Add(1)
-	case ResultInterrupted:
-		s.givenBack.Add(1)
-	default:
-		s.completed.Add(1)
 	}
 }
