@@ -166,7 +166,7 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 		jobs, err = claim(claimCtx, params)
 	}
 	cancelClaim()
-	w.c.claimReturned(t.queue)
+	w.c.wakes.ClaimReturned(t.queue)
 	w.gates.settle(loopCtx, t, jobs, err)
 	return jobs, due, err
 }

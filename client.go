@@ -14,6 +14,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
+	"github.com/errandhq/errand/internal/notifier"
 )
 
 // DefaultQueue is the queue of a job enqueued without one.
@@ -85,11 +86,10 @@ type engine struct {
 	observer          Observer                             // Config.Observer; nil: none
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
 
-	wakeMu sync.Mutex
-	wakes  map[string]*queueWakes // per queue; see wake.go
+	wakes notifier.Wakes // per queue; see wake.go
 
-	notifier *queueNotifier // nil unless the store is a Notifier
-	echoes   notifyEchoes   // this client's own announcements; see wake.go
+	notifier *notifier.Notifier // nil unless the store is a Notifier
+	echoes   notifier.Echoes    // this client's own announcements; see wake.go
 
 	subs subscribers // see subscribe.go
 
@@ -141,7 +141,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 	}
 	c.breakers = cfg.Breakers
 	if n, ok := store.(errandstore.Notifier); ok {
-		c.notifier = newQueueNotifier(c, n)
+		c.notifier = notifier.New(n, &c.echoes, c.clock, c.logger)
 	}
 	if cfg.Kinds != nil {
 		if cfg.Kinds.err != nil {
@@ -313,7 +313,7 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 		}
 	} else {
 		if c.notifier != nil {
-			c.notifier.noteTx(queuesOf(ps))
+			c.notifier.NoteTx(queuesOf(ps))
 		}
 		if c.observer != nil {
 			c.observer.JobsEnqueued(freshJobs(rs))

@@ -514,7 +514,7 @@ func (w *Worker) followUp(ctx context.Context, queue string, a *attempt, res *Wo
 	w.noteResult(res)
 	w.stats.countResult(res)
 	if changesSchedule(job, res) {
-		w.c.wakeLocal([]string{queue})
+		w.c.wakes.Wake([]string{queue})
 	}
 }
 

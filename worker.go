@@ -124,7 +124,7 @@ type Worker struct {
 	left     atomic.Int64
 	lastLeft atomic.Pointer[error]
 	// echoesSkipped counts notifications skipped as echoes of this client's
-	// own announcements (see notifyEchoes).
+	// own announcements (see notifier.Echoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
 	share         *capacityShare     // nil without MaxWorkers; see worker_weights.go
@@ -481,7 +481,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			}
 			continue
 		}
-		t.wake = w.c.wakeChan(queue)
+		t.wake = w.c.wakes.Chan(queue)
 		jobs, due, err := w.claimThroughGates(loopCtx, t, claimer, idle)
 		w.claimed(loopCtx, slots, len(jobs), err)
 		w.startJobs(runCtx, slots, jobs, t.sent)
@@ -542,8 +542,8 @@ func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Time
 	}
 	wait = w.gates.idleWait(t, wait)
 	poll.Reset(wait)
-	w.c.sleeping(queue, 1)
-	defer w.c.sleeping(queue, -1)
+	w.c.wakes.Sleeping(queue, 1)
+	defer w.c.wakes.Sleeping(queue, -1)
 	select {
 	case <-loopCtx.Done():
 		return false

@@ -19,7 +19,7 @@ func UnbatchOutcomes(w *Worker) { w.unbatched = true }
 // before c enqueues.
 func SetLocalClaimWait[TTx any](c *Client[TTx], d time.Duration) {
 	if c.notifier != nil {
-		c.notifier.claimWait = d
+		c.notifier.ClaimWait = d
 	}
 }
 
