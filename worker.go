@@ -15,6 +15,7 @@ import (
 	"github.com/errandhq/errand/internal/completer"
 	"github.com/errandhq/errand/internal/growstack"
 	"github.com/errandhq/errand/internal/leasekeeper"
+	"github.com/errandhq/errand/internal/maintenance"
 )
 
 // DefaultPollInterval is how often an idle worker looks for jobs it was not
@@ -127,14 +128,14 @@ type Worker struct {
 	// own announcements (see notifier.Echoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
-	share         *capacityShare     // nil without MaxWorkers; see worker_weights.go
-	weights       map[string]int     // each queue's weight; nil without MaxWorkers
-	reg           workerRegistration // see worker_registry.go
-	leader        workerLeadership   // see worker_leader.go
-	scheduler     *scheduler         // nil without schedules; see schedule.go
-	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
-	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
-	gates         claimGates         // what a claim passes; see claim_gates.go
+	share         *capacityShare      // nil without MaxWorkers; see worker_weights.go
+	weights       map[string]int      // each queue's weight; nil without MaxWorkers
+	reg           workerRegistration  // see worker_registry.go
+	leader        *maintenance.Leader // see worker_leader.go
+	scheduler     *scheduler          // nil without schedules; see schedule.go
+	flow          *flowLimits         // nil without limits; see ratelimit_worker.go
+	breakers      *breakerGate        // nil when the store keeps no breakers; see breaker.go
+	gates         claimGates          // what a claim passes; see claim_gates.go
 	// parallelWrites: the store writes outcomes in parallel, so a job's
 	// slot may free at its outcome's handover (see ParallelWriter).
 	parallelWrites bool
@@ -179,6 +180,7 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if err := w.build(); err != nil {
 		return nil, err
 	}
+	w.leader = w.newLeader()
 	return w, nil
 }
 
@@ -300,7 +302,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if len(w.queues) > 0 {
 		w.listen(loopCtx)
 	}
-	w.loops.Go(func() { w.lead(loopCtx) })
+	w.loops.Go(func() { w.leader.Run(loopCtx) })
 	if w.scheduler != nil {
 		w.loops.Go(func() { w.scheduler.run(loopCtx) })
 	}
