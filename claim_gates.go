@@ -6,6 +6,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 )
 
 // A queue loop's claim passes the worker's claim gates, the rules that
@@ -173,10 +174,10 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 
 // shareGate is the worker's capacity shared by weight among its queues:
 // a claim waits for the queue's share, and gives back what it did not use.
-type shareGate struct{ s *capacityShare }
+type shareGate struct{ s *flow.Share }
 
 func (g shareGate) admit(ctx context.Context, t *claimTicket) bool {
-	t.shared = g.s.acquire(ctx, t.queue, t.limit)
+	t.shared = g.s.Acquire(ctx, t.queue, t.limit)
 	t.limit = t.shared
 	return t.shared > 0
 }
@@ -186,7 +187,7 @@ func (g shareGate) through(_ *claimTicket, next claimFunc) claimFunc { return ne
 func (g shareGate) settle(_ context.Context, t *claimTicket, jobs []*errandtype.Job, _ error) {
 	// A queue held back or stopped lends its capacity to the others.
 	if len(jobs) < t.shared {
-		g.s.rest(t.queue, t.shared-len(jobs))
+		g.s.Rest(t.queue, t.shared-len(jobs))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/completer"
+	"github.com/errandhq/errand/internal/flow"
 	"github.com/errandhq/errand/internal/growstack"
 	"github.com/errandhq/errand/internal/leasekeeper"
 	"github.com/errandhq/errand/internal/maintenance"
@@ -128,7 +129,7 @@ type Worker struct {
 	// own announcements (see notifier.Echoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
-	share         *capacityShare      // nil without MaxWorkers; see worker_weights.go
+	share         *flow.Share         // nil without MaxWorkers; see worker_weights.go
 	weights       map[string]int      // each queue's weight; nil without MaxWorkers
 	reg           workerRegistration  // see worker_registry.go
 	leader        *maintenance.Leader // see worker_leader.go
@@ -237,13 +238,13 @@ func checkWorkerTimes(cfg *WorkerConfig) error {
 // limits, circuit breakers and schedules, and the claim gates they make.
 func (w *Worker) build() error {
 	c, cfg := w.c, &w.cfg
-	flow, err := newFlowLimits(c.store, cfg, w.kinds)
+	limits, err := newFlowLimits(c.store, cfg, w.kinds)
 	if err != nil {
 		return err
 	}
-	w.flow = flow
+	w.flow = limits
 	if w.weights != nil {
-		w.share = newCapacityShare(cfg.MaxWorkers, w.weights, cfg.Queues)
+		w.share = flow.NewShare(cfg.MaxWorkers, w.weights, cfg.Queues)
 	}
 	if w.breakers, err = newBreakerGate(c, w.kinds); err != nil {
 		return err
@@ -703,7 +704,7 @@ func (s *queueSlots) releaseEarly() bool {
 func (s *queueSlots) Free() {
 	s.w.stats.running.Add(-1)
 	if s.w.share != nil {
-		s.w.share.release(s.queue)
+		s.w.share.Release(s.queue)
 	}
 	<-s.tokens
 }

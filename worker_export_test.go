@@ -68,7 +68,7 @@ func WaitingForCapacity(w *Worker) int {
 	if w.share == nil {
 		return 0
 	}
-	return w.share.waiting()
+	return w.share.Waiting()
 }
 
 // ScanDeadHooks runs one look of the dead-hook scanner a Worker of c would
