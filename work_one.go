@@ -10,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 	"github.com/errandhq/errand/internal/ids"
 	"github.com/errandhq/errand/internal/leasekeeper"
 )
@@ -129,15 +130,15 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 		return err
 	}
 	var takes []errandstore.LimiterTake
-	for _, m := range []map[string]flowRule{f.queues, f.kinds, f.budgets} {
+	for _, m := range []map[string]flow.Rule{f.Queues, f.Kinds, f.Budgets} {
 		for _, r := range m {
-			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec})
+			takes = append(takes, errandstore.LimiterTake{Name: r.Name, Spec: r.Spec})
 		}
 	}
 	// In name order, as every take is, so that two writers lock the
 	// buckets in the same order.
 	slices.SortFunc(takes, func(a, b errandstore.LimiterTake) int { return strings.Compare(a.Name, b.Name) })
-	if _, err := f.store.LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: takes}); err != nil {
+	if _, err := f.Store.LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: takes}); err != nil {
 		return fmt.Errorf("record rate limits: %w", err)
 	}
 	return nil

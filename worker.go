@@ -134,7 +134,7 @@ type Worker struct {
 	reg           workerRegistration  // see worker_registry.go
 	leader        *maintenance.Leader // see worker_leader.go
 	scheduler     *scheduler          // nil without schedules; see schedule.go
-	flow          *flowLimits         // nil without limits; see ratelimit_worker.go
+	flow          *flow.Limits        // nil without limits; see ratelimit_worker.go
 	breakers      *breakerGate        // nil when the store keeps no breakers; see breaker.go
 	gates         claimGates          // what a claim passes; see claim_gates.go
 	// parallelWrites: the store writes outcomes in parallel, so a job's

@@ -43,4 +43,3 @@ func checkWeights(cfg *WorkerConfig) (map[string]int, error) {
 	}
 	return weights, nil
 }
-
