@@ -11,8 +11,8 @@ import (
 
 // A queue loop's claim passes the worker's claim gates, the rules that
 // decide at claim time how many jobs of which kinds it may take: the
-// capacity shared by weight (worker_weights.go), rate limits and retry
-// budgets (ratelimit_worker.go), circuit breakers (breaker.go). NewWorker
+// capacity shared by weight (internal/flow), rate limits and retry
+// budgets (internal/flow), circuit breakers (breaker.go). NewWorker
 // builds the gates once from the config and what the store can do; a
 // worker without them has none, and its claims go straight to the store.
 // Claims made outside a Worker pass the same gates (see claimOutside).
@@ -194,7 +194,7 @@ func (g shareGate) settle(_ context.Context, t *claimTicket, jobs []*errandtype.
 func (g shareGate) idleWait(_ *claimTicket, wait time.Duration) time.Duration { return wait }
 
 // flowGate is the worker's rate limits and retry budgets (see
-// ratelimit_worker.go): a claim takes their tokens first.
+// internal/flow): a claim takes their tokens first.
 type flowGate struct {
 	f *flow.Limits
 	e *engine

@@ -86,10 +86,10 @@ type engine struct {
 	observer          Observer                             // Config.Observer; nil: none
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
 
-	wakes notifier.Wakes // per queue; see wake.go
+	wakes notifier.Wakes // per queue; see internal/notifier
 
 	notifier *notifier.Notifier // nil unless the store is a Notifier
-	echoes   notifier.Echoes    // this client's own announcements; see wake.go
+	echoes   notifier.Echoes    // this client's own announcements
 
 	subs subscribers // see subscribe.go
 

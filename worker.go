@@ -129,12 +129,12 @@ type Worker struct {
 	// own announcements (see notifier.Echoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
-	share         *flow.Share         // nil without MaxWorkers; see worker_weights.go
+	share         *flow.Share         // nil without MaxWorkers; see internal/flow
 	weights       map[string]int      // each queue's weight; nil without MaxWorkers
 	reg           workerRegistration  // see worker_registry.go
-	leader        *maintenance.Leader // see worker_leader.go
+	leader        *maintenance.Leader // see internal/maintenance
 	scheduler     *scheduler          // nil without schedules; see schedule.go
-	flow          *flow.Limits        // nil without limits; see ratelimit_worker.go
+	flow          *flow.Limits        // nil without limits; see internal/flow
 	breakers      *breakerGate        // nil when the store keeps no breakers; see breaker.go
 	gates         claimGates          // what a claim passes; see claim_gates.go
 	// parallelWrites: the store writes outcomes in parallel, so a job's
