@@ -1,5 +1,6 @@
 // Package flow holds the mechanics behind a worker's flow-control gates:
-// how its shared capacity is split among its queues by weight.
+// how its shared capacity is split among its queues by weight (Share), and
+// what its rate limits and retry budgets allow a claim (Limits, Plan).
 //
 // Weighted queues: a worker with MaxWorkers set runs at most that many jobs
 // at once over all its queues, each queue still within its own slots

@@ -20,13 +20,13 @@ import (
 // sweeping expired leases between claims (so a job whose worker died is
 // recovered even when nobody claims from its queue) and pruning the worker
 // registry. Every long-running Worker is a candidate for the leadership
-// named LeaderName; the store grants it as a lease on its own clock, and the
+// named Config.Name; the store grants it as a lease on its own clock, and the
 // leader renews it every third of its TTL.
 //
 // A leader must stop before its lease ends, or two workers could believe
 // they lead at once. The store's clock decides the lease, but the worker
 // measures its own share on its monotonic clock: from the start of the last
-// successful election call it leads for LeaderTTL minus a third of it, the
+// successful election call it leads for Config.TTL minus a third of it, the
 // margin covering clock-rate differences and a store whose clock steps. A
 // leader that cannot renew (the store fails, or another worker took over)
 // stops at that point at the latest, whatever the store says.
