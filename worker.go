@@ -116,11 +116,11 @@ type Worker struct {
 	running   sync.WaitGroup
 	done      chan struct{}
 
-	outcomes  *completer.Batcher  // records outcomes in batches; see internal/completer
-	leases    *leasekeeper.Keeper // renews running jobs' leases in batches; see internal/leasekeeper
-	cancels   *cancelWatch        // nil unless the store notifies cancels; see cancel.go
-	unbatched bool                // write each outcome alone (benchmarks set it to compare)
-	abandoned atomic.Bool         // set by Abandon: record nothing more
+	outcomes  *completer.Batcher[*queueSlots] // records outcomes in batches; see internal/completer
+	leases    *leasekeeper.Keeper             // renews running jobs' leases in batches; see internal/leasekeeper
+	cancels   *cancelWatch                    // nil unless the store notifies cancels; see cancel.go
+	unbatched bool                            // write each outcome alone (benchmarks set it to compare)
+	abandoned atomic.Bool                     // set by Abandon: record nothing more
 	// left counts the jobs whose outcome, or hand-back, was not recorded:
 	// they wait out their leases. lastLeft is why the last one was not.
 	left     atomic.Int64
@@ -293,7 +293,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		case <-w.done:
 		}
 	}()
-	w.outcomes = completer.New(completer.Config{Store: w.c.store, Running: &w.stats.running, Writes: &w.stats.outcomeWrites,
+	w.outcomes = completer.New[*queueSlots](completer.Config{Store: w.c.store, Running: &w.stats.running, Writes: &w.stats.outcomeWrites,
 		Direct: w.unbatched, Timeout: w.cfg.Lease, Clock: w.c.clock, Abandoned: &w.abandoned})
 	w.outcomes.Start(ctx)
 	w.leases = leasekeeper.New(w.c.store, w.c.clock, w.c.logger, w.cfg.Lease)

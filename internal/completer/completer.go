@@ -31,9 +31,9 @@ const maxOutcomeBatch = 500
 // still running, and then no longer than outcomeLinger (see there); with
 // a write in flight, outcomes batch up behind it. Under load, up to
 // maxOutcomeWrites full batches are written at once.
-type Batcher struct {
+type Batcher[S Slots] struct {
 	Config
-	reqs chan outcomeRequest
+	reqs chan outcomeRequest[S]
 	done chan struct{}
 	// waiting counts the outcomes the batcher has taken and not yet
 	// answered: with stats.running, the jobs held, it tells whether other
@@ -46,14 +46,14 @@ type Batcher struct {
 	waiting atomic.Int64
 }
 
-type outcomeRequest struct {
+type outcomeRequest[S Slots] struct {
 	o     *errandstore.JobOutcome
 	reply chan outcomeReply // buffered: the batcher never blocks on a sender
 	// done, when not nil, is called with the outcome's result instead of
 	// a reply, and reports whether the job's slot in slots is to be given
 	// back: see submit.
 	done  func(errandstore.OutcomeResult, error) bool
-	slots Slots
+	slots S
 	// detached: the job's slot was given back at the handover, so the
 	// outcome does not count among those of jobs still held (waiting).
 	detached bool
@@ -61,12 +61,13 @@ type outcomeRequest struct {
 
 // answer hands the result of req's outcome to its sender, and reports
 // whether req's slot is to be given back.
-func (req *outcomeRequest) answer(b *Batcher, r errandstore.OutcomeResult, err error) bool {
+func (req *outcomeRequest[S]) answer(b *Batcher[S], r errandstore.OutcomeResult, err error) bool {
 	if !req.detached {
 		b.waiting.Add(-1)
 	}
 	if req.done != nil {
-		return req.done(r, err) && req.slots != nil
+		var none S
+		return req.done(r, err) && req.slots != none
 	}
 	req.reply <- outcomeReply{r: r, err: err}
 	return false
@@ -108,8 +109,11 @@ type Recorder interface {
 }
 
 // Slots are the slots of one queue of a worker, which a written outcome
-// may give back (Free) and whose claim loop it wakes (Wake).
+// may give back (Free) and whose claim loop it wakes (Wake): a pointer,
+// its zero value for none. A type parameter rather than an interface
+// value, so that an outcome in a batch stays one word smaller.
 type Slots interface {
+	comparable
 	Free()
 	Wake()
 }
@@ -118,8 +122,8 @@ type Slots interface {
 var ErrAbandoned = errors.New("worker abandoned its jobs")
 
 // New returns a batcher; Start runs it.
-func New(cfg Config) *Batcher {
-	return &Batcher{Config: cfg, reqs: make(chan outcomeRequest, outcomeQueue), done: make(chan struct{})}
+func New[S Slots](cfg Config) *Batcher[S] {
+	return &Batcher[S]{Config: cfg, reqs: make(chan outcomeRequest[S], outcomeQueue), done: make(chan struct{})}
 }
 
 // maxOutcomeWrites bounds how many batches are written at once. A second
@@ -153,11 +157,11 @@ const outcomeLinger = 200 * time.Microsecond
 // Start runs the batcher until stop. ctx carries values to the store; its
 // cancellation is ignored, since a recorded outcome is what lets a job move
 // on without waiting for its lease to expire.
-func (b *Batcher) Start(ctx context.Context) {
-	l := &batchLoop{
+func (b *Batcher[S]) Start(ctx context.Context) {
+	l := &batchLoop[S]{
 		b:       b,
 		ctx:     context.WithoutCancel(ctx),
-		written: make(chan []outcomeRequest, maxOutcomeWrites),
+		written: make(chan []outcomeRequest[S], maxOutcomeWrites),
 		reqs:    b.reqs,
 		linger:  time.NewTimer(outcomeLinger),
 	}
@@ -180,25 +184,25 @@ func (b *Batcher) Start(ctx context.Context) {
 }
 
 // batchLoop is the state of the batcher's goroutine.
-type batchLoop struct {
-	b   *Batcher
+type batchLoop[S Slots] struct {
+	b   *Batcher[S]
 	ctx context.Context
 	// A write that ends hands its batch back, emptied, on written, to be
 	// filled again (spare): a batch has room for maxOutcomeBatch, and
 	// allocating one per write would cost more than the few outcomes it
 	// often holds.
-	written  chan []outcomeRequest
-	spare    [][]outcomeRequest
+	written  chan []outcomeRequest[S]
+	spare    [][]outcomeRequest[S]
 	inFlight int
-	batch    []outcomeRequest
-	reqs     chan outcomeRequest // nil once closed
+	batch    []outcomeRequest[S]
+	reqs     chan outcomeRequest[S] // nil once closed
 	linger   *time.Timer
 	// lingering: the timer runs; lingered: it ran out for this batch.
 	lingering, lingered bool
 }
 
 // add puts req in the batch.
-func (l *batchLoop) add(req outcomeRequest) {
+func (l *batchLoop[S]) add(req outcomeRequest[S]) {
 	if !req.detached {
 		l.b.waiting.Add(1)
 	}
@@ -206,7 +210,7 @@ func (l *batchLoop) add(req outcomeRequest) {
 		if n := len(l.spare); n > 0 {
 			l.batch, l.spare = l.spare[n-1], l.spare[:n-1]
 		} else {
-			l.batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+			l.batch = make([]outcomeRequest[S], 0, maxOutcomeBatch)
 		}
 	}
 	l.batch = append(l.batch, req)
@@ -214,7 +218,7 @@ func (l *batchLoop) add(req outcomeRequest) {
 
 // takeWaiting adds the outcomes waiting to be taken, while the batch has
 // room.
-func (l *batchLoop) takeWaiting() {
+func (l *batchLoop[S]) takeWaiting() {
 	for len(l.batch) < maxOutcomeBatch && l.reqs != nil && len(l.reqs) > 0 {
 		req, ok := <-l.reqs
 		if !ok {
@@ -227,7 +231,7 @@ func (l *batchLoop) takeWaiting() {
 
 // shouldLinger reports whether a lone batch waits for others to join it
 // (see outcomeLinger), and arms or stops the timer to match.
-func (l *batchLoop) shouldLinger(full bool) bool {
+func (l *batchLoop[S]) shouldLinger(full bool) bool {
 	wait := len(l.batch) > 0 && l.inFlight == 0 && !full && !l.lingered && l.reqs != nil && l.b.othersRunning()
 	if wait && !l.lingering {
 		l.linger.Reset(outcomeLinger)
@@ -241,10 +245,10 @@ func (l *batchLoop) shouldLinger(full bool) bool {
 }
 
 // writeBatch starts the batch's write on a goroutine of its own.
-func (l *batchLoop) writeBatch() {
+func (l *batchLoop[S]) writeBatch() {
 	l.inFlight++
 	wakeDetached(l.batch)
-	go func(batch []outcomeRequest) {
+	go func(batch []outcomeRequest[S]) {
 		l.b.flush(l.ctx, batch)
 		clear(batch) // drop the outcomes and their callbacks
 		l.written <- batch[:0]
@@ -254,7 +258,7 @@ func (l *batchLoop) writeBatch() {
 
 // next waits for an outcome, a write's end, or the linger's; a full batch
 // takes no outcome (back-pressure: senders wait until a write ends).
-func (l *batchLoop) next(full bool) {
+func (l *batchLoop[S]) next(full bool) {
 	in := l.reqs
 	if full {
 		in = nil
@@ -283,10 +287,10 @@ func (l *batchLoop) next(full bool) {
 // batch's write starts: their next claim goes out beside the write, for
 // every slot the batch's jobs freed, rather than one claim for each job
 // as it finished.
-func wakeDetached(batch []outcomeRequest) {
-	var last Slots
+func wakeDetached[S Slots](batch []outcomeRequest[S]) {
+	var none, last S
 	for i := range batch {
-		if s := batch[i].slots; batch[i].detached && s != nil && s != last {
+		if s := batch[i].slots; batch[i].detached && s != none && s != last {
 			s.Wake()
 			last = s
 		}
@@ -295,7 +299,7 @@ func wakeDetached(batch []outcomeRequest) {
 
 // othersRunning reports whether the worker holds jobs whose outcomes the
 // batcher has not taken yet.
-func (b *Batcher) othersRunning() bool {
+func (b *Batcher[S]) othersRunning() bool {
 	return b.Running.Load() > b.waiting.Load()
 }
 
@@ -304,7 +308,7 @@ func (b *Batcher) othersRunning() bool {
 // nothing. It stops waiting for the
 // batcher to take o at until (or when ctx ends); once taken, o is written
 // under the batcher's own timeout.
-func (b *Batcher) Write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
+func (b *Batcher[S]) Write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
 	if b.Abandoned != nil && b.Abandoned.Load() {
 		return errandstore.OutcomeResult{}, ErrAbandoned
 	}
@@ -320,7 +324,7 @@ func (b *Batcher) Write(ctx context.Context, o *errandstore.JobOutcome, until ti
 		}
 		return rs[0], nil
 	}
-	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
+	req := outcomeRequest[S]{o: o, reply: make(chan outcomeReply, 1)}
 	if err := b.hand(ctx, req, until); err != nil {
 		return errandstore.OutcomeResult{}, err
 	}
@@ -339,13 +343,13 @@ func (b *Batcher) Write(ctx context.Context, o *errandstore.JobOutcome, until ti
 // outcomes of the attempts that need nothing more than to be recorded, so
 // that their goroutines end with their handlers instead of waiting, by the
 // hundred, for their batches.
-func (b *Batcher) Submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots Slots) error {
-	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots, detached: detached}, until)
+func (b *Batcher[S]) Submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots S) error {
+	return b.hand(ctx, outcomeRequest[S]{o: o, done: done, slots: slots, detached: detached}, until)
 }
 
 // hand gives req to the batcher, waiting for room until the lease ends
 // (until) or ctx does.
-func (b *Batcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
+func (b *Batcher[S]) hand(ctx context.Context, req outcomeRequest[S], until time.Time) error {
 	select {
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
@@ -372,13 +376,13 @@ func (b *Batcher) hand(ctx context.Context, req outcomeRequest, until time.Time)
 // Stop ends the batcher once every outcome handed to it is written. The
 // caller must make sure no write is in progress or will start: the Worker
 // calls it after all its jobs have returned.
-func (b *Batcher) Stop() {
+func (b *Batcher[S]) Stop() {
 	close(b.reqs)
 	<-b.done
 }
 
 // flush writes one batch and replies to every sender.
-func (b *Batcher) flush(ctx context.Context, batch []outcomeRequest) {
+func (b *Batcher[S]) flush(ctx context.Context, batch []outcomeRequest[S]) {
 	if b.Abandoned != nil && b.Abandoned.Load() {
 		b.answer(batch, nil, ErrAbandoned)
 		return
@@ -395,7 +399,7 @@ func (b *Batcher) flush(ctx context.Context, batch []outcomeRequest) {
 		// A store rejects a whole batch for one malformed outcome; write
 		// them one by one so that only that outcome fails.
 		for _, req := range batch {
-			b.flush(ctx, []outcomeRequest{req})
+			b.flush(ctx, []outcomeRequest[S]{req})
 		}
 		return
 	}
@@ -405,8 +409,8 @@ func (b *Batcher) flush(ctx context.Context, batch []outcomeRequest) {
 // answer replies to every sender of batch with its result in rs, or err,
 // then gives back the slots the answers free, and wakes their claim loops
 // after: one claim per queue for them all.
-func (b *Batcher) answer(batch []outcomeRequest, rs []errandstore.OutcomeResult, err error) {
-	var freed []Slots // a job's queue for each slot to give back
+func (b *Batcher[S]) answer(batch []outcomeRequest[S], rs []errandstore.OutcomeResult, err error) {
+	var freed []S // a job's queue for each slot to give back
 	for i := range batch {
 		var r errandstore.OutcomeResult
 		if err == nil {

@@ -21,6 +21,12 @@ type heldOutcomes struct {
 	started chan heldCall
 }
 
+// testSlots are the slots of no queue.
+type testSlots struct{}
+
+func (*testSlots) Free() {}
+func (*testSlots) Wake() {}
+
 type heldCall struct {
 	size    int
 	release chan struct{}
@@ -45,7 +51,7 @@ func TestBatcherOverlapsFullBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const later = 2*maxOutcomeBatch + 50
 		store := &heldOutcomes{started: make(chan heldCall, later+1)}
-		b := New(Config{Store: store, Running: new(atomic.Int64), Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b := New[*testSlots](Config{Store: store, Running: new(atomic.Int64), Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
 		b.Start(t.Context())
 
 		var senders sync.WaitGroup
@@ -112,7 +118,7 @@ func TestBatcherOverlapsFullBatches(t *testing.T) {
 func TestBatcherWaitEndsWithLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &heldOutcomes{started: make(chan heldCall, 4*maxOutcomeBatch)}
-		b := New(Config{Store: store, Running: new(atomic.Int64), Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b := New[*testSlots](Config{Store: store, Running: new(atomic.Int64), Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
 		b.Start(t.Context())
 		var senders sync.WaitGroup
 		send := func(i int) {
@@ -175,7 +181,7 @@ func TestBatcherLingersForRunningJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &heldOutcomes{started: make(chan heldCall, 8)}
 		running := new(atomic.Int64)
-		b := New(Config{Store: store, Running: running, Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b := New[*testSlots](Config{Store: store, Running: running, Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
 		b.Start(t.Context())
 		var senders sync.WaitGroup
 		send := func(id string) {
@@ -270,7 +276,7 @@ func TestBatcherTakesEveryHandedOutcome(t *testing.T) {
 		store := &heldOutcomes{started: make(chan heldCall, n)}
 		running := new(atomic.Int64)
 		running.Store(n) // the n jobs whose outcomes these are
-		b := New(Config{Store: store, Running: running, Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b := New[*testSlots](Config{Store: store, Running: running, Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
 		answered := make(chan struct{}, n)
 		for i := range n {
 			o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
