@@ -22,8 +22,9 @@ var errTimeout = errors.New("attempt timed out")
 type attemptKey struct{}
 
 type attemptInfo struct {
-	store errandstore.Store
-	job   *errandtype.Job
+	store     errandstore.Store
+	workflows errandstore.WorkflowStore // nil: the store keeps no workflows
+	job       *errandtype.Job
 }
 
 // SetProgress records a checkpoint for the job running in ctx, fenced by its
@@ -94,7 +95,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	a.info = attemptInfo{store: c.store, job: job}
+	a.info = attemptInfo{store: c.store, workflows: c.caps.workflows, job: job}
 	ctx = context.WithValue(ctx, attemptKey{}, &a.info)
 
 	k := c.kind(job.Kind)

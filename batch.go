@@ -74,8 +74,8 @@ type BatchOpts struct {
 // job whose id or unique key is taken is an *InputError: a batch's jobs are
 // its own. The store must be a [BatchStore].
 func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
-	bs, ok := c.store.(errandstore.BatchStore)
-	if !ok {
+	bs := c.caps.batches
+	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
 	p, err := c.batchParams(params, opts)
@@ -103,8 +103,8 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, 
 // roll tx back. Inside [Client.InTx] workers are woken after the commit;
 // otherwise call [Client.Wake] once tx commits.
 func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
-	bs, ok := c.txStore.(errandstore.BatchTxStore[TTx])
-	if !ok {
+	bs := c.txCaps.batches
+	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
 	p, err := c.batchParams(params, opts)
@@ -140,8 +140,8 @@ func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []Enque
 // Batch returns a batch with its members' current counts, or an error
 // wrapping ErrNotFound.
 func (c *Client[TTx]) Batch(ctx context.Context, id string) (*errandstore.Batch, error) {
-	bs, ok := c.store.(errandstore.BatchStore)
-	if !ok {
+	bs := c.caps.batches
+	if bs == nil {
 		return nil, fmt.Errorf("get batch: %w", errNoBatchStore)
 	}
 	b, err := bs.BatchGet(ctx, &errandstore.BatchGetParams{ID: id})
@@ -213,8 +213,8 @@ func (c *engine) batchDuplicate(ctx context.Context, res *errandstore.BatchInser
 // and returns how many it completed. A store without batches completes
 // none.
 func (c *engine) completeBatches(ctx context.Context, ids []string) (int, error) {
-	bs, ok := c.store.(errandstore.BatchStore)
-	if !ok {
+	bs := c.caps.batches
+	if bs == nil {
 		return 0, nil
 	}
 	done, err := bs.BatchComplete(ctx, &errandstore.BatchCompleteParams{IDs: ids})

@@ -24,8 +24,8 @@ func ParseBatchState(s string) (errandtype.BatchState, error) {
 // Batches lists batches, newest first, each with its members' current
 // counts as [Client.Batch] returns it. The store must be a [BatchStore].
 func (c *Client[TTx]) Batches(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error) {
-	bs, ok := c.store.(errandstore.BatchStore)
-	if !ok {
+	bs := c.caps.batches
+	if bs == nil {
 		return nil, fmt.Errorf("list batches: %w", errNoBatchStore)
 	}
 	if p == nil {

@@ -44,8 +44,8 @@ func (c *Client[TTx]) BreakerHolds(ctx context.Context) (*BreakerHolds, error) {
 }
 
 func (c *engine) breakerHolds(ctx context.Context) (*BreakerHolds, error) {
-	bs, ok := c.store.(errandstore.BreakerStore)
-	if !ok {
+	bs := c.caps.breakers
+	if bs == nil {
 		return &BreakerHolds{}, nil
 	}
 	read, err := bs.BreakerList(ctx, &errandstore.BreakerListParams{})

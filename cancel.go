@@ -3,8 +3,6 @@ package errand
 import (
 	"context"
 	"sync"
-
-	"github.com/errandhq/errand/errandstore"
 )
 
 // Cancelling a running job. An operator's [Client.Cancel] of a running job
@@ -44,8 +42,8 @@ type cancelWatch struct {
 // the store cannot notify, the worker polls only, or listening fails (the
 // renewal then delivers cancels on its own).
 func (w *Worker) watchCancels(ctx context.Context) *cancelWatch {
-	cl, ok := w.c.store.(errandstore.CancelListener)
-	if !ok || w.cfg.PollOnly || len(w.queues) == 0 {
+	cl := w.c.caps.cancels
+	if cl == nil || w.cfg.PollOnly || len(w.queues) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -125,8 +125,8 @@ func TestCancelRunningJobByNotification(t *testing.T) {
 		if j.FinishedAt == nil || j.LeaseToken != nil || len(j.Errors) != 1 || j.Errors[0].Class != errandstore.ClassCancelled {
 			t.Errorf("cancelled job: finished %v, lease %v, history %+v", j.FinishedAt, j.LeaseToken, j.Errors)
 		}
-		if j.Errors[0].Message != errand.CancelledByRequestMessage {
-			t.Errorf("history message %q, want %q", j.Errors[0].Message, errand.CancelledByRequestMessage)
+		if j.Errors[0].Message != errandstore.CancelledByRequestMessage {
+			t.Errorf("history message %q, want %q", j.Errors[0].Message, errandstore.CancelledByRequestMessage)
 		}
 	})
 }

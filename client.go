@@ -69,6 +69,7 @@ type Config struct {
 type Client[TTx any] struct {
 	*engine
 	txStore errandstore.TxStore[TTx]
+	txCaps  txCapabilities[TTx] // resolved in NewClient
 }
 
 // engine is the part of a Client that does not depend on the transaction
@@ -76,6 +77,7 @@ type Client[TTx any] struct {
 // recording attempts. A Worker holds it.
 type engine struct {
 	store       errandstore.Store
+	caps        capabilities // the store's optional interfaces, resolved in NewClient
 	kinds       map[string]*kind
 	retry       *RetryPolicy
 	maxAttempts int
@@ -109,6 +111,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 	}
 	c := &engine{
 		store:       store,
+		caps:        resolveCapabilities(store),
 		kinds:       map[string]*kind{},
 		retry:       cfg.RetryPolicy,
 		maxAttempts: cfg.MaxAttempts,
@@ -140,8 +143,8 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 		return nil, err
 	}
 	c.breakers = cfg.Breakers
-	if n, ok := store.(errandstore.Notifier); ok {
-		c.notifier = notifier.New(n, &c.echoes, c.clock, c.logger)
+	if c.caps.notifier != nil {
+		c.notifier = notifier.New(c.caps.notifier, &c.echoes, c.clock, c.logger)
 	}
 	if cfg.Kinds != nil {
 		if cfg.Kinds.err != nil {
@@ -151,7 +154,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 			c.kinds[name] = k
 		}
 	}
-	return &Client[TTx]{engine: c, txStore: store}, nil
+	return &Client[TTx]{engine: c, txStore: store, txCaps: resolveTxCapabilities(store)}, nil
 }
 
 // Store returns the client's store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -126,12 +127,10 @@ type deadHookScanner struct {
 // store cannot find dead jobs without hooks.
 func (c *engine) newDeadHookScanner(every time.Duration) *deadHookScanner {
 	kinds := c.hookedKinds()
-	ds, ok := c.store.(errandstore.DeadHookStore)
-	if len(kinds) == 0 || !ok {
+	if len(kinds) == 0 || c.caps.deadHooks == nil {
 		return nil
 	}
-	cs, _ := c.store.(errandstore.DeadHookCursorStore)
-	return &deadHookScanner{c: c, store: ds, cursors: cs, kinds: kinds, every: every}
+	return &deadHookScanner{c: c, store: c.caps.deadHooks, cursors: c.caps.deadHookCursors, kinds: kinds, every: every}
 }
 
 // run looks at once, then every interval, until ctx ends.
@@ -248,4 +247,12 @@ func (s *deadHookScanner) scan(ctx context.Context) (int, error) {
 	}
 	s.since = to
 	return seen, nil
+}
+
+// DeadHookJobID is the id of the on-dead job of job id when it died in its
+// delivery cycle replays (the job's Replays when it died): "ID.dead.N". A
+// job replayed and dead again gets a new on-dead job; one death never gets
+// two, however many processes notice it.
+func DeadHookJobID(jobID string, replays int) string {
+	return jobID + ".dead." + strconv.Itoa(replays)
 }

@@ -82,7 +82,7 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 	case a.cancelled:
 		// An operator's cancel, whatever the handler returned on its way
 		// out: the job ends cancelled, fenced like every outcome.
-		msg := CancelledByRequestMessage
+		msg := errandstore.CancelledByRequestMessage
 		if a.abandoned {
 			msg += fmt.Sprintf("; the handler ignored the cancellation and was abandoned at its %s timeout", c.kind(job.Kind).Timeout)
 		}

@@ -309,8 +309,8 @@ func (b RetryBudget) String() string {
 // now, ordered by name: every bucket a worker has taken from. A store that
 // is not a [LimiterStore] has none, and returns an empty list.
 func (c *Client[TTx]) Limits(ctx context.Context) ([]*errandtype.LimiterRecord, error) {
-	ls, ok := c.store.(errandstore.LimiterStore)
-	if !ok {
+	ls := c.caps.limiter
+	if ls == nil {
 		return []*errandtype.LimiterRecord{}, nil
 	}
 	rs, err := ls.LimiterList(ctx, &errandstore.LimiterListParams{})

@@ -67,8 +67,8 @@ func (c *engine) outsideGate(ctx context.Context) *breakerGate {
 
 // outsideClaimer returns the fair-mode memory of queue.
 func (c *engine) outsideClaimer(queue string) *queueClaimer {
-	f, ok := c.store.(errandstore.FairClaimer)
-	if !ok {
+	f := c.caps.fair
+	if f == nil {
 		return &queueClaimer{}
 	}
 	o := &c.outside
@@ -90,7 +90,7 @@ func (c *engine) outsideClaimer(queue string) *queueClaimer {
 // and the circuit breakers, fairly while the queue has fairness keys.
 func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	queue := p.Queues[0]
-	flow, err := storedFlowLimits(ctx, c.store, queue, p.Kinds)
+	flow, err := storedFlowLimits(ctx, c.caps.limiter, queue, p.Kinds)
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}

@@ -21,9 +21,8 @@ import (
 // storedFlowLimits returns the limits that bind a claim of queue for kinds:
 // the stored buckets of the queue, of each kind and of each kind's retries.
 // It returns nil when none applies or the store keeps no limits.
-func storedFlowLimits(ctx context.Context, store errandstore.Store, queue string, kinds []string) (*flow.Limits, error) {
-	ls, ok := store.(errandstore.LimiterStore)
-	if !ok {
+func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue string, kinds []string) (*flow.Limits, error) {
+	if ls == nil {
 		return nil, nil
 	}
 	rs, err := ls.LimiterList(ctx, &errandstore.LimiterListParams{})

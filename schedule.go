@@ -312,8 +312,8 @@ type scheduler struct {
 }
 
 func newScheduler(c *engine, schedules []*Schedule) (*scheduler, error) {
-	ss, ok := c.store.(errandstore.ScheduleStore)
-	if !ok {
+	ss := c.caps.schedules
+	if ss == nil {
 		return nil, &errandtype.InputError{Field: "Schedules", Message: fmt.Sprintf("the store (%T) keeps no schedules; use errand/sqlite or errand/postgres", c.store)}
 	}
 	seen := map[string]bool{}
@@ -533,8 +533,8 @@ func (sc *scheduler) run(ctx context.Context) {
 // registers any more stays listed, its UpdatedAt no longer moving. It is an
 // error when the store keeps no schedules (is not a [ScheduleStore]).
 func (c *Client[TTx]) Schedules(ctx context.Context) ([]*errandtype.ScheduleRecord, error) {
-	ss, ok := c.store.(errandstore.ScheduleStore)
-	if !ok {
+	ss := c.caps.schedules
+	if ss == nil {
 		return nil, fmt.Errorf("list schedules: the store (%T) keeps no schedules", c.store)
 	}
 	rs, err := ss.ScheduleList(ctx, &errandstore.ScheduleListParams{})
@@ -568,8 +568,8 @@ func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *Del
 	if err := errandstore.CheckOperatorAction(opts.Operator, opts.Reason, "deleting the schedule"); err != nil {
 		return nil, err
 	}
-	ss, ok := c.store.(errandstore.ScheduleStore)
-	if !ok {
+	ss := c.caps.schedules
+	if ss == nil {
 		return nil, fmt.Errorf("delete schedule: the store (%T) keeps no schedules", c.store)
 	}
 	r, err := ss.ScheduleDelete(ctx, &errandstore.ScheduleDeleteParams{Name: name, Operator: opts.Operator, Reason: opts.Reason})
@@ -577,4 +577,12 @@ func (c *Client[TTx]) DeleteSchedule(ctx context.Context, name string, opts *Del
 		return nil, err
 	}
 	return r, nil
+}
+
+// ScheduleUniqueKey is the unique key of the job of schedule name's tick:
+// "errand.cron:NAME:TICK", the tick in RFC 3339 UTC with its fraction of a
+// second when it has one. The key, not leadership, is what keeps a tick
+// from enqueueing twice.
+func ScheduleUniqueKey(name string, tick time.Time) string {
+	return "errand.cron:" + name + ":" + tick.UTC().Format(time.RFC3339Nano)
 }

@@ -66,7 +66,7 @@ func TestMigrationsSpellTheRulesPredicates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, pred := range []string{errandstore.UniqueHeldSQL(), errand.OrderingIndexSQL()} {
+		for _, pred := range []string{errandstore.UniqueHeldSQL(), errandstore.OrderingIndexSQL()} {
 			if !strings.Contains(string(b), "WHERE "+pred+";") {
 				t.Errorf("%s migration 8 does not spell %q", store, pred)
 			}

@@ -155,7 +155,7 @@ func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams)
 	}
 	limited := false
 	for _, q := range p.Queues {
-		flow, err := storedFlowLimits(ctx, c.store, q, p.Kinds)
+		flow, err := storedFlowLimits(ctx, c.caps.limiter, q, p.Kinds)
 		if err != nil {
 			return nil, fmt.Errorf("read rate limits: %w", err)
 		}

@@ -25,8 +25,6 @@ import (
 // DefaultWorkerHeartbeat is how often a Worker records that it is alive.
 const DefaultWorkerHeartbeat = 5 * time.Second
 
-const ()
-
 // KindHandled reports whether any worker of workers (a registry listing,
 // [Client.Workers]) handles kind in queue; see [WorkerRecord.Handles]. A job
 // whose kind is not handled waits until a worker with a handler for it

@@ -73,8 +73,8 @@ type WorkflowOpts struct {
 //
 // The store must be a [WorkflowStore].
 func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
-	ws, ok := c.store.(errandstore.WorkflowStore)
-	if !ok {
+	ws := c.caps.workflows
+	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
 	p, err := c.workflowParams(steps, opts)
@@ -109,8 +109,8 @@ func (c *engine) afterWorkflowInsert(res *errandstore.WorkflowInsertResult) {
 // error, roll tx back. Inside [Client.InTx] workers are woken after the
 // commit; otherwise call [Client.Wake] once tx commits.
 func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
-	ws, ok := c.txStore.(errandstore.WorkflowTxStore[TTx])
-	if !ok {
+	ws := c.txCaps.workflows
+	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
 	p, err := c.workflowParams(steps, opts)
@@ -147,8 +147,8 @@ func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []Wor
 // Workflow returns a workflow with its steps' current states, or an error
 // wrapping ErrNotFound.
 func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*errandtype.Workflow, error) {
-	ws, ok := c.store.(errandstore.WorkflowStore)
-	if !ok {
+	ws := c.caps.workflows
+	if ws == nil {
 		return nil, fmt.Errorf("get workflow: %w", errNoWorkflowStore)
 	}
 	w, err := ws.WorkflowGet(ctx, &errandstore.WorkflowGetParams{ID: id})
@@ -160,8 +160,8 @@ func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*errandtype.Work
 
 // Workflows lists workflows, newest first.
 func (c *Client[TTx]) Workflows(ctx context.Context, p *errandstore.WorkflowListParams) ([]*errandtype.Workflow, error) {
-	ws, ok := c.store.(errandstore.WorkflowStore)
-	if !ok {
+	ws := c.caps.workflows
+	if ws == nil {
 		return nil, fmt.Errorf("list workflows: %w", errNoWorkflowStore)
 	}
 	if p == nil {
@@ -182,8 +182,8 @@ func (c *Client[TTx]) Workflows(ctx context.Context, p *errandstore.WorkflowList
 // WorkflowCounts returns how many workflows are in each state, every state
 // present: one grouped count, cheap enough for metrics and dashboards.
 func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[errandtype.WorkflowState]int, error) {
-	ws, ok := c.store.(errandstore.WorkflowStore)
-	if !ok {
+	ws := c.caps.workflows
+	if ws == nil {
 		return nil, fmt.Errorf("count workflows: %w", errNoWorkflowStore)
 	}
 	m, err := ws.WorkflowCounts(ctx)
@@ -277,15 +277,35 @@ func SetOutput(ctx context.Context, v any) error {
 	if !ok {
 		return errors.New("set output: no errand job in this context")
 	}
-	ws, ok := a.store.(errandstore.WorkflowStore)
-	if !ok {
+	if a.workflows == nil {
 		return fmt.Errorf("set output: %w", errNoWorkflowStore)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
-	p := &errandstore.JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b}
+	return setOutput(ctx, a.workflows, &errandstore.JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b})
+}
+
+// SetJobOutput records output as the output of job id, running under the
+// lease token: what [SetOutput] does inside a handler, for a worker
+// outside this process (see [Client.Claim]). It returns an error wrapping
+// ErrLeaseLost when the job no longer runs under token. The store must be
+// a [WorkflowStore].
+func (c *Client[TTx]) SetJobOutput(ctx context.Context, id, token string, output json.RawMessage) error {
+	if c.caps.workflows == nil {
+		return fmt.Errorf("set output: %w", errNoWorkflowStore)
+	}
+	return setOutput(ctx, c.caps.workflows, &errandstore.JobSetOutputParams{ID: id, LeaseToken: token, Output: output})
+}
+
+// SupportsWorkflows reports whether the client's store keeps workflows (is
+// a [WorkflowStore]): without it, the workflow methods and [SetOutput]
+// return an error.
+func (c *Client[TTx]) SupportsWorkflows() bool { return c.caps.workflows != nil }
+
+// setOutput checks p, writes its output in plain form and records it.
+func setOutput(ctx context.Context, ws errandstore.WorkflowStore, p *errandstore.JobSetOutputParams) error {
 	rewrite, err := p.Check()
 	if err != nil {
 		return fmt.Errorf("set output: %w", err)
@@ -304,8 +324,8 @@ func SetOutput(ctx context.Context, v any) error {
 // enqueued, and returns how many changed. A store without workflows
 // advances none.
 func (c *engine) advanceWorkflows(ctx context.Context, ids []string) (int, error) {
-	ws, ok := c.store.(errandstore.WorkflowStore)
-	if !ok {
+	ws := c.caps.workflows
+	if ws == nil {
 		return 0, nil
 	}
 	rs, err := ws.WorkflowAdvance(ctx, &errandstore.WorkflowAdvanceParams{IDs: ids})
@@ -375,7 +395,7 @@ func (c *engine) explainReplayRefusal(ctx context.Context, err error) {
 	if !errors.As(err, &ce) || ce.RerunAs != "" || !ce.WorkflowState.Open() {
 		return
 	}
-	if ws, ok := c.store.(errandstore.WorkflowStore); ok {
+	if ws := c.caps.workflows; ws != nil {
 		if w, werr := ws.WorkflowGet(ctx, &errandstore.WorkflowGetParams{ID: ce.WorkflowID}); werr == nil {
 			ce.DeadCompensation = deadCompensation(w)
 		}
@@ -429,4 +449,28 @@ func (c *engine) advanceWorkflowsOf(ctx context.Context, jobs []*errandtype.Job)
 	if _, err := c.advanceWorkflows(ctx, ids); err != nil {
 		c.logger.Warn("advance workflows failed; the leader advances them on its next sweep", "workflow_ids", ids, "err", err)
 	}
+}
+
+// templateOf returns the template of ip, a job's checked insert parameters.
+func templateOf(ip *errandstore.JobInsertParams) *errandstore.JobTemplate {
+	return &errandstore.JobTemplate{
+		Kind: ip.Kind, Queue: ip.Queue, Args: ip.Args, ArgsVersion: ip.ArgsVersion,
+		Priority: ip.Priority, MaxAttempts: ip.MaxAttempts,
+		BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
+		MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
+		OrderingKey: ip.OrderingKey, OrderingHold: ip.OrderingHold, FairnessKey: ip.FairnessKey, Tags: ip.Tags,
+	}
+}
+
+// StepOutput decodes the output step recorded (see [SetOutput]); ok is false
+// when it recorded none or is not among wc's outputs.
+func StepOutput[T any](wc errandstore.WorkflowContext, step string) (v T, ok bool, err error) {
+	raw, ok := wc.Outputs[step]
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return v, false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, false, fmt.Errorf("output of step %s: %w", step, err)
+	}
+	return v, true, nil
 }

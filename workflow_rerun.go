@@ -38,8 +38,8 @@ type WorkflowRerunOpts struct {
 // another, returns a *WorkflowStateError and nothing is written. The store
 // must be a [WorkflowStore].
 func (c *Client[TTx]) RerunWorkflow(ctx context.Context, id string, opts *WorkflowRerunOpts) (*errandstore.WorkflowInsertResult, error) {
-	ws, ok := c.store.(errandstore.WorkflowStore)
-	if !ok {
+	ws := c.caps.workflows
+	if ws == nil {
 		return nil, fmt.Errorf("rerun workflow: %w", errNoWorkflowStore)
 	}
 	p := &errandstore.WorkflowRerunParams{ID: id}

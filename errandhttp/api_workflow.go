@@ -170,17 +170,11 @@ func (a *api[TTx]) output(w http.ResponseWriter, r *http.Request, req *outputReq
 	if len(bytes.TrimSpace(req.Output)) == 0 {
 		return badRequest("output is missing; send the job's output as any JSON value, e.g. {\"lease_token\": \"...\", \"output\": {\"charge_id\": \"ch_1\"}}")
 	}
-	ws, ok := a.c.Store().(errandstore.WorkflowStore)
-	if !ok {
+	if !a.c.SupportsWorkflows() {
 		return badRequest("the server's store does not keep outputs (it is not an errandstore.WorkflowStore)")
 	}
 	id := r.PathValue("id")
-	p := &errandstore.JobSetOutputParams{ID: id, LeaseToken: req.LeaseToken, Output: req.Output}
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	p.Output, _ = errand.PlainJSON(p.Output, errandstore.MaxOutputBytes) // checked above
-	if err := ws.JobSetOutput(r.Context(), p); err != nil {
+	if err := a.c.SetJobOutput(r.Context(), id, req.LeaseToken, req.Output); err != nil {
 		return err
 	}
 	return reply(w, map[string]any{"id": id})

@@ -412,3 +412,25 @@ func TestAPIWorkflowReplayAndRerun(t *testing.T) {
 		want(t, "second rerun", s.op(t, "POST", "/api/v1/workflows/w1/rerun", map[string]any{"id": "w1c"}), http.StatusConflict, "wrong_state")
 	})
 }
+
+// coreStore is a real store seen through the required interfaces alone: a
+// store that keeps no workflows.
+type coreStore struct {
+	errandstore.TxStore[*sql.Tx]
+}
+
+// A server whose store keeps no workflows refuses an output with a 400
+// that says so, and serves no workflow gauges.
+func TestAPIJobOutputWithoutWorkflows(t *testing.T) {
+	clock := newTestClock()
+	s := newServer(t, coreStore{openSQLite(t, clock)}, clock, nil)
+	r := s.op(t, "POST", "/api/v1/jobs/j1/output", map[string]any{"lease_token": "t", "output": 1})
+	want(t, "output", r, http.StatusBadRequest, "invalid_input")
+	if !strings.Contains(string(r.body), "does not keep outputs") {
+		t.Errorf("output refused with %s, want the store named", r.body)
+	}
+	fams := scrape(t, errandhttp.NewMetrics(s.c, &errandhttp.MetricsOptions{Clock: clock}))
+	if _, ok := fams["errand_workflows"]; ok {
+		t.Error("errand_workflows served for a store without workflows")
+	}
+}

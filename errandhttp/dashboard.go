@@ -151,8 +151,7 @@ type dashboard struct {
 // authentication. It does refuse cross-origin form posts
 // ([http.CrossOriginProtection]).
 func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.Handler {
-	d := &dashboard{c: c, now: c.Store().Now, opts: dashboardDefaults(opts)}
-	_, d.workflows = c.Store().(errandstore.WorkflowStore)
+	d := &dashboard{c: c, now: c.Store().Now, opts: dashboardDefaults(opts), workflows: c.SupportsWorkflows()}
 	d.pages = parseDashboardPages(d.opts.PathPrefix)
 	static, err := fs.Sub(dashboardFiles, "dashboard/static")
 	if err != nil {

@@ -141,7 +141,7 @@ func NewMetrics[TTx any](c *errand.Client[TTx], opts *MetricsOptions) http.Handl
 		maxAge:  o.CacheFor,
 		timeout: o.Timeout,
 	}})
-	if _, ok := c.Store().(errandstore.WorkflowStore); ok {
+	if c.SupportsWorkflows() {
 		reg.MustRegister(&workflowCollector{cache: &readCache[[]workflowGauge]{
 			read:    func(ctx context.Context) ([]workflowGauge, error) { return readWorkflowGauges(ctx, c, o.Clock) },
 			clock:   o.Clock,

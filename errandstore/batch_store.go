@@ -332,6 +332,14 @@ type JobListDeadUnhookedParams struct {
 	Limit int
 }
 
+// PageSize is p.Limit, or 100 when zero.
+func (p *JobListDeadUnhookedParams) PageSize() int {
+	if p.Limit <= 0 {
+		return 100
+	}
+	return p.Limit
+}
+
 // DeadHookCursorsParams name the kinds whose cursors to read (see
 // [DeadHookCursorStore]).
 type DeadHookCursorsParams struct {

@@ -8,6 +8,29 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
+// The fair-claim rule: a claim in a queue whose jobs carry fairness keys
+// ([github.com/errandhq/errand.EnqueueOpts].FairnessKey) takes the keys in turn, so that one key's
+// backlog does not delay another key's jobs. Within a priority, every key's
+// first claimable job comes before any key's second, its second before any
+// third, and so on. Among jobs of the same priority and rank, the key
+// served longest ago goes first: each fair claim gives the keys it took
+// jobs of the queue's next turn number, so keys alternate across claims
+// too, and a worker claiming one job at a time serves them round-robin.
+// Then the earlier available_at and the lower seq go first. Jobs without a
+// key share one turn, as if they had one key of their own (stored as the
+// key "", which no job can have). Priorities still come first, and the
+// ordering-key rule ([OrderingFreeSQL]) still decides what is claimable.
+//
+// A key's rank is counted among its claimable jobs in claim order
+// (priority, available_at, seq), so a key's first job at a lower priority
+// is still its first: a tenant's urgent job goes before other tenants'
+// ordinary ones, as priorities promise.
+//
+// Stores read each key's first Limit claimable jobs only (no claim takes
+// more than Limit jobs of one key, so none further can be picked): the cost
+// of a fair claim grows with the number of keys waiting in the queue and
+// the limit, never with the size of one key's backlog.
+
 // FairRankColumn is the name under which a fair claim's SQL ranks each
 // candidate within its key.
 const FairRankColumn = "fair_rank"

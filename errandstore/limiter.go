@@ -3,6 +3,8 @@ package errandstore
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand/errandtype"
@@ -95,4 +97,69 @@ func checkLimiterName(name string) error {
 		return &errandtype.InputError{Field: "limiter", Message: fmt.Sprintf("name %q must be 1 to %d bytes, e.g. \"queue:emails\"", name, maxLimiterNameBytes)}
 	}
 	return checkText("limiter", name)
+}
+
+// From takes t's tokens from a bucket in state st at now: the state to
+// write, what the take got, and 1 for a take that wanted tokens and got
+// none (a limiter counts those as denied), else 0.
+func (t LimiterTake) From(st errandtype.LimiterState, now time.Time) (errandtype.LimiterState, LimiterGrant, int) {
+	next, granted, wait := t.Spec.Take(st, now, t.Want)
+	denied := 0
+	if granted == 0 && t.Want > 0 {
+		denied = 1
+	}
+	return next, LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}, denied
+}
+
+// TakeLimiters takes the tokens of p's takes in one transaction, which
+// inTx runs: take takes t's tokens in tx (see [LimiterTake.From]) and
+// returns what it got. Buckets are taken from in name order, so that
+// transactions that lock several rows lock them in one order.
+func TakeLimiters[Tx any](p *LimiterTakeParams, inTx func(fn func(tx Tx) error) error, take func(tx Tx, t LimiterTake) (LimiterGrant, error)) ([]LimiterGrant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	order := make([]int, len(p.Takes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(p.Takes[a].Name, p.Takes[b].Name) })
+	grants := make([]LimiterGrant, len(p.Takes))
+	err := inTx(func(tx Tx) error {
+		for _, i := range order {
+			g, err := take(tx, p.Takes[i])
+			if err != nil {
+				return err
+			}
+			grants[i] = g
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take limiter tokens: %w", err)
+	}
+	return grants, nil
+}
+
+// GiveLimiters gives back the tokens of p's gives in one transaction,
+// which inTx runs, with give, in the name order TakeLimiters locks rows
+// in.
+func GiveLimiters[Tx any](p *LimiterGiveParams, inTx func(fn func(tx Tx) error) error, give func(tx Tx, g LimiterGive) error) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	gives := slices.Clone(p.Gives)
+	slices.SortStableFunc(gives, func(a, b LimiterGive) int { return strings.Compare(a.Name, b.Name) })
+	err := inTx(func(tx Tx) error {
+		for _, g := range gives {
+			if err := give(tx, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("give limiter tokens: %w", err)
+	}
+	return nil
 }

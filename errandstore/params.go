@@ -11,6 +11,10 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
+// The Validate methods state what every store must refuse, so that stores
+// agree and a third-party store need not rediscover the rules. Each returns
+// an [*errandtype.InputError], or nil. Stores call them before writing anything.
+
 // Validate checks a job before it is written: the Client fills in the
 // defaults, then calls it, and stores call it again. See limits.go for the
 // rules. Params the Client built pass the store's call at once: the

@@ -133,3 +133,53 @@ func PruneBatchCutoff(p *JobPruneParams, now time.Time) time.Time {
 	}
 	return now.Add(-age)
 }
+
+// Add counts n pruned jobs in state st.
+func (r *PruneResult) Add(st errandtype.JobState, n int) {
+	switch st {
+	case errandtype.StateSucceeded:
+		r.Succeeded += n
+	case errandtype.StateCancelled:
+		r.Cancelled += n
+	case errandtype.StateDead:
+		r.Dead += n
+	}
+}
+
+// RunPrune runs a prune of p with the store's steps: count, for a dry run,
+// or remove, each counting into the result it is given. A failed prune
+// reports nothing pruned.
+func RunPrune(p *JobPruneParams, count, remove func(r *PruneResult) error) (PruneResult, error) {
+	r := PruneResult{DryRun: p.DryRun}
+	var err error
+	if p.DryRun {
+		err = count(&r)
+	} else {
+		err = remove(&r)
+	}
+	if err != nil {
+		return PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+	}
+	return r, nil
+}
+
+// PruneJobs deletes up to limit jobs of groups, group by group, oldest
+// first within a group: del deletes up to left jobs of group g and
+// returns the states of those it deleted, which PruneJobs counts.
+func (r *PruneResult) PruneJobs(groups []PruneGroup, limit int, del func(g PruneGroup, left int) ([]string, error)) error {
+	left := limit
+	for _, g := range groups {
+		if left == 0 {
+			break
+		}
+		states, err := del(g, left)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			r.Add(errandtype.JobState(st), 1)
+		}
+		left -= len(states)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package errandstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -108,4 +109,22 @@ func utcFilter(f DeadFilter) DeadFilter {
 		f.DiedUntil = f.DiedUntil.UTC()
 	}
 	return f
+}
+
+// ReplayPicked replays each of ids, jobs a bulk replay selected, with
+// replay, and appends the jobs to out. A job its replay finds in a state
+// that refuses it is skipped: a step whose workflow began compensating
+// after the select, where the select could race with the workflow.
+func ReplayPicked(out []*errandtype.Job, ids []string, replay func(id string) (*errandtype.Job, error)) ([]*errandtype.Job, error) {
+	for _, id := range ids {
+		j, err := replay(id)
+		if errors.Is(err, errandtype.ErrWrongState) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("job %s: %w", id, err)
+		}
+		out = append(out, j)
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package errandstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -114,3 +115,74 @@ type ScheduleAdvanceResult struct {
 
 // ScheduleListParams ask for every schedule. It has no fields yet.
 type ScheduleListParams struct{}
+
+// DeleteSchedule deletes the schedule p names in one transaction, which
+// inTx runs: del deletes its row and returns it, or ErrNotFound, and audit
+// records the deletion with its details.
+func DeleteSchedule[Tx any](p *ScheduleDeleteParams, inTx func(fn func(tx Tx) error) error,
+	del func(tx Tx) (*errandtype.ScheduleRecord, error), audit func(tx Tx, details json.RawMessage) error) (*errandtype.ScheduleRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var r *errandtype.ScheduleRecord
+	err := inTx(func(tx Tx) error {
+		var err error
+		if r, err = del(tx); err != nil {
+			return err
+		}
+		return audit(tx, ScheduleDeleteDetails(r))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)
+	}
+	return r, nil
+}
+
+// ScheduleAdvanceSteps are the statements of a schedule's advance, run in
+// one transaction of type Tx.
+type ScheduleAdvanceSteps[Tx any] struct {
+	// Advance moves next_fire_at from p.From to p.To (where the spec is
+	// p.Spec, if given) and returns the row, or nil when it did not move.
+	Advance func(tx Tx) (*errandtype.ScheduleRecord, error)
+	// Read reads the schedule; ErrNotFound when there is none.
+	Read func(tx Tx) (*errandtype.ScheduleRecord, error)
+	// Insert enqueues the fire's job.
+	Insert func(tx Tx, p *JobInsertParams) (JobInsertResult, error)
+	// Fired records the fire's tick and job id, and returns the row.
+	Fired func(tx Tx, jobID string) (*errandtype.ScheduleRecord, error)
+}
+
+// AdvanceSchedule advances the schedule of p with s, in one transaction
+// which inTx runs: a schedule another process moved first is read and
+// left alone; one this call moves enqueues p.Job, if any, and records it.
+func AdvanceSchedule[Tx any](p *ScheduleAdvanceParams, inTx func(fn func(tx Tx) error) error, s ScheduleAdvanceSteps[Tx]) (*ScheduleAdvanceResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	res := &ScheduleAdvanceResult{}
+	err := inTx(func(tx Tx) error {
+		r, err := s.Advance(tx)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			res.Schedule, err = s.Read(tx)
+			return err
+		}
+		res.Advanced, res.Schedule = true, r
+		if p.Job == nil {
+			return nil
+		}
+		j, err := s.Insert(tx, p.Job)
+		if err != nil {
+			return err
+		}
+		res.Job = &j
+		res.Schedule, err = s.Fired(tx, j.Job.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance schedule %s: %w", p.Name, err)
+	}
+	return res, nil
+}

@@ -7,6 +7,11 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
+// The rules below are the same for every store. Each store calls them, or
+// renders its SQL from them, so that the stores agree by construction and a
+// new state, outcome or rule is written down once, here. A store holds
+// only what its SQL dialect forces.
+
 // WaitingStates are the states of a job that waits for a worker: claimable
 // once its available_at has passed, cancellable, and held back by its
 // ordering key while the key is taken.
@@ -37,8 +42,12 @@ var CancelRequestStates = []errandtype.JobState{errandtype.StateRunning}
 // cancel request rather than cancelling it at once.
 func CancelRequests(st errandtype.JobState) bool { return slices.Contains(CancelRequestStates, st) }
 
+// CancelledByRequestMessage is the history message of an attempt ended by a
+// cancel request, and CancelledBySweepMessage of a job whose worker stopped
+// renewing its lease with a request pending.
 const (
-	CancelledBySweepMessage = "cancelled by an operator while running; the worker stopped renewing its lease before it ended the attempt"
+	CancelledByRequestMessage = "cancelled by an operator while running"
+	CancelledBySweepMessage   = "cancelled by an operator while running; the worker stopped renewing its lease before it ended the attempt"
 )
 
 // CheckReplay returns nil when a job in state st may be replayed, and
@@ -80,6 +89,24 @@ func SQLStates(states []errandtype.JobState) string {
 	}
 	return strings.Join(quoted, ", ")
 }
+
+// The ordering-key rule: a job with an ordering key is claimable only while
+// no other job of its key is running and none with a lower seq is waiting,
+// or is dead and holds its key ([OrderingHoldOnDead]). Jobs of one key run
+// one at a time, in seq order; a finished job holds nothing back, except a
+// dead one that holds its key, until it is replayed (it then runs first,
+// having the lowest seq) or cancelled. Within one claim the second job of a
+// key sees the first still waiting, so a batch takes at most one job per
+// key. Job.HeldBy names the job a held job waits for: the first of its key,
+// in seq order, that is running or holds the key ahead of it.
+//
+// The functions below render the rule in SQL that every SQL store runs as
+// it is. jobs is the jobs table's name as the store's SQL spells it; the
+// candidate row is aliased j and the rows of its key o. The terms on o
+// repeat the condition of the ordering index ([OrderingIndexSQL]) word for
+// word: SQLite uses a partial index only when a query repeats its
+// condition, and would otherwise read every unfinished job for each
+// candidate.
 
 // orderingHoldsSQL is the condition that the row whose columns are
 // prefixed by alias ("" or "o.") takes part in the ordering-key rule: it is
@@ -312,4 +339,47 @@ func ReplayedFromDeadJoinSQL(audit, job, replay, cast string) string {
 	r := "coalesce((" + replay + ")" + cast + ", 0)"
 	return "LEFT JOIN " + audit + " a ON " + r + " < " + job + ".replays AND a.job_id = " + job + ".id AND a.replay = " + r +
 		" + 1 AND a.action IN (" + strings.Join(actions, ", ") + ") AND a.prior_state = '" + string(errandtype.StateDead) + "'"
+}
+
+// OpenWorkflowsSQL and FinishedWorkflowsSQL render the open and the
+// finished workflow states for an IN (...), in the order of
+// [errandtype.WorkflowStates], as the stores' partial indexes spell them.
+var (
+	OpenWorkflowsSQL     = sqlWorkflowStates(true)
+	FinishedWorkflowsSQL = sqlWorkflowStates(false)
+)
+
+func sqlWorkflowStates(open bool) string {
+	var quoted []string
+	for _, s := range errandtype.WorkflowStates {
+		if s.Open() == open {
+			quoted = append(quoted, "'"+string(s)+"'")
+		}
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// TerminalStates are the finished states: succeeded, dead and cancelled.
+var TerminalStates = errandtype.StatesWhere(errandtype.JobState.Terminal)
+
+// InsightsDepthStates are the states whose jobs the insights' depth counts:
+// the unfinished ones, and dead, which waits for an operator.
+var InsightsDepthStates = errandtype.StatesWhere(func(s errandtype.JobState) bool {
+	return !s.Terminal() || s == errandtype.StateDead
+})
+
+// InsightsFailingStates are the unfinished states whose jobs may have
+// failed in the last hour without having finished since: running (failed,
+// then claimed again) and retrying. Waiting jobs queued again with an error
+// are read apart, from their own index.
+var InsightsFailingStates = errandtype.StatesWhere(func(s errandtype.JobState) bool {
+	return s == errandtype.StateRunning || s == errandtype.StateRetrying
+})
+
+// OrderingIndexSQL is the predicate of the ordering index
+// errand_jobs_ordering on (ordering_key, seq), which every SQL store's
+// migration spells out word for word: the rows that take part in the
+// ordering-key rule.
+func OrderingIndexSQL() string {
+	return `ordering_key IS NOT NULL AND ` + OrderingHoldsSQL("")
 }

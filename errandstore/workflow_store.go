@@ -12,6 +12,37 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
+// Workflows: a graph of steps, each an ordinary job (see
+// [github.com/errandhq/errand.Client.EnqueueWorkflow]). The store keeps a workflow's definition in one
+// row and enqueues each step's job, with a fixed id, once the steps it
+// depends on have succeeded. Deciding what to enqueue next is one pure
+// function, [PlanWorkflow], that both stores call inside the transaction
+// that advances a workflow, with the workflow's row locked and its jobs read
+// in that transaction.
+//
+// Exactly once: a step's job has the fixed id [WorkflowStepJobID] and a
+// compensation's [WorkflowCompensationJobID], and the row records every job
+// it ever enqueued, so a job is enqueued at most once per workflow even
+// after retention deletes it. Retention deletes the row itself only once
+// the workflow is finished and none of its jobs is left (see
+// [github.com/errandhq/errand.Client.Prune]); its id may then be used again, as a pruned job's may.
+// Detection is at-least-once and racy, as for batches:
+//
+//   - a worker that records a step's last outcome (succeeded or dead), or a
+//     compensation's, advances the step's workflow at once;
+//   - cancelling or replaying a step through the Client does the same;
+//   - the leader advances every open workflow with a job that finished
+//     since it was last looked at, which catches the paths no worker sees
+//     (a lease swept to dead on the final attempt, a deadline passed) and a
+//     worker that crashed between the outcome and the advance, while the
+//     workflow's other steps still run. Once all its jobs are finished,
+//     "since" has a margin, [WorkflowRecheckOverlap]: an outcome whose
+//     transaction took its time before a concurrent advance read the jobs,
+//     but committed after it, wrote a finish time before the workflow's
+//     CheckedAt. (While other steps run, such an outcome's own worker
+//     advances the workflow after it; if that worker dies too, the margin
+//     catches it once the other steps end.)
+
 // Limits of a workflow.
 const (
 	// MaxWorkflowSteps bounds the steps of one workflow.

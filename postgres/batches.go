@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -45,9 +45,7 @@ func scanBatch(row scanner) (*errandstore.Batch, error) {
 		return nil, err
 	}
 	b.CreatedAt, b.CompletedAt = b.CreatedAt.UTC(), utc(b.CompletedAt)
-	if b.CompletedAt != nil {
-		b.Final = &errandstore.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
-	}
+	b.ReadFinal(succeeded, dead, cnc)
 	return &b, nil
 }
 
@@ -76,16 +74,7 @@ func (s *Store) batchCounts(ctx context.Context, q querier, b *errandstore.Batch
 		return err
 	}
 	defer rs.Close()
-	b.Counts = errandstore.NewBatchCounts()
-	for rs.Next() {
-		var st string
-		var n int
-		if err := rs.Scan(&st, &n); err != nil {
-			return err
-		}
-		b.Counts[errandtype.JobState(st)] = n
-	}
-	return rs.Err()
+	return b.ReadCounts(rs)
 }
 
 // BatchInsert implements [errandstore.BatchStore].
@@ -148,23 +137,10 @@ func (s *Store) insertBatch(ctx context.Context, q querier, r *strings.Replacer,
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		if r.Duplicate {
-			return nil, errandstore.BatchMemberTakenError(i, p.Jobs[i].ID)
-		}
-		jobs[i], ids[i] = r.Job, r.Job.ID
-	}
-	if _, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET batch_id = $1 WHERE id = ANY($2)`), p.ID, ids); err != nil {
-		return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
-	}
-	for _, j := range jobs {
-		j.BatchID = &p.ID
-	}
-	b.Counts = errandstore.NewBatchCounts()
-	b.Counts[errandtype.StateQueued] = len(jobs)
-	return &errandstore.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+	return errandstore.AddBatchMembers(b, p, rs, func(ids []string) error {
+		_, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET batch_id = $1 WHERE id = ANY($2)`), p.ID, ids)
+		return err
+	})
 }
 
 // BatchGet implements [errandstore.BatchStore].
@@ -219,62 +195,40 @@ func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteP
 	if err != nil {
 		return nil, fmt.Errorf("complete batches: %w", err)
 	}
-	// A batch whose completion fails is reported and passed over: one
-	// that fails on every pass (a callback the store refuses) must not
-	// keep the leader from the batches after it.
-	var (
-		out  []*errandstore.Batch
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		var done *errandstore.Batch
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			q := pgxQuerier{tx}
-			now := s.nowArg()
-			b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `UPDATE {batches} b SET completed_at = {now}
-				WHERE b.id = $2 AND b.completed_at IS NULL AND NOT EXISTS (
-					SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
-				RETURNING `+batchColumns), now, id)
-			if err != nil || !found {
-				return err // not found: completed already, unknown, or not finished
-			}
-			if err := s.batchCounts(ctx, q, b); err != nil {
-				return err
-			}
-			b.Finish(*b.CompletedAt)
-			cj, err := b.CallbackJob()
-			if err != nil {
-				return err
-			}
-			var cbID *string
-			if cj != nil {
-				rs, err := s.insert(ctx, q, s.own, []*errandstore.JobInsertParams{cj})
-				if err != nil {
-					return err
-				}
-				cbID = &rs[0].Job.ID
-				b.CallbackJobID = cbID
-			}
-			if _, err := tx.Exec(ctx, s.batchSQL(s.own, `UPDATE {batches} SET succeeded = $1, dead = $2, cancelled = $3, callback_job_id = $4
-				WHERE id = $5`), b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, id); err != nil {
-				return err
-			}
-			done = b
-			return nil
+	return errandstore.EachID(ctx, ids, "complete batch", func(id string) (b *errandstore.Batch, err error) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			b, err = s.completeBatch(ctx, pgxQuerier{tx}, id)
+			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("complete batch %s: %w", id, err))
-			continue
-		}
-		if done != nil {
-			out = append(out, done)
-		}
+		return b, err
+	})
+}
+
+// completeBatch completes batch id with q, in a transaction, if it is open
+// and no member is unfinished; nil when it is not.
+func (s *Store) completeBatch(ctx context.Context, q querier, id string) (*errandstore.Batch, error) {
+	b, found, err := queryBatch(ctx, q, s.batchSQL(s.own, `UPDATE {batches} b SET completed_at = {now}
+		WHERE b.id = $2 AND b.completed_at IS NULL AND NOT EXISTS (
+			SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND j.state IN (`+unfinished+`))
+		RETURNING `+batchColumns), s.nowArg(), id)
+	if err != nil || !found {
+		return nil, err // not found: completed already, unknown, or not finished
 	}
-	return out, errors.Join(errs...)
+	return errandstore.FinishBatch(b, *b.CompletedAt, errandstore.BatchFinishSteps{
+		Count: func(b *errandstore.Batch) error { return s.batchCounts(ctx, q, b) },
+		Insert: func(p *errandstore.JobInsertParams) (*errandtype.Job, error) {
+			rs, err := s.insert(ctx, q, s.own, []*errandstore.JobInsertParams{p})
+			if err != nil {
+				return nil, err
+			}
+			return rs[0].Job, nil
+		},
+		Record: func(b *errandstore.Batch) error {
+			_, err := q.exec(ctx, s.batchSQL(s.own, `UPDATE {batches} SET succeeded = $1, dead = $2, cancelled = $3, callback_job_id = $4
+				WHERE id = $5`), b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, b.CallbackJobID, b.ID)
+			return err
+		},
+	})
 }
 
 // JobListDeadUnhooked implements [errandstore.DeadHookStore].
@@ -282,15 +236,11 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	if len(p.Kinds) == 0 {
 		return []*errandtype.Job{}, nil
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	rs, err := s.pool.Query(ctx, s.sql(`SELECT `+prefixed("j", jobColumns)+` FROM {jobs} j
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= $1
 			AND j.kind = ANY($2)
 			AND NOT EXISTS (SELECT 1 FROM {jobs} c WHERE c.id = `+errandstore.DeadHookJobIDSQL("j")+`)
-		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), storableOnly(p.Kinds), limit)
+		ORDER BY j.finished_at, j.seq LIMIT $3`), micro(p.Since), storableOnly(p.Kinds), p.PageSize())
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}
@@ -304,15 +254,8 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	return jobs, nil
 }
 
-// prefixed qualifies each column of a column list with alias, keeping a
-// column's cast (args::text becomes j.args::text).
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = alias + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
+// prefixed qualifies each column of a column list with alias.
+var prefixed = sqlbuild.Prefixed
 
 // DeadHookCursors implements [errandstore.DeadHookCursorStore].
 func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCursorsParams) (map[string]time.Time, error) {

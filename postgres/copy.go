@@ -206,93 +206,23 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 	}
 	slices.Sort(seqs)
 	now = now.UTC()
-	tagsJSON := make([]string, len(params))
-	var keep [len(copyColumns)]bool
-	for i, p := range params {
-		tags, err := p.TagsJSON()
-		if err != nil {
-			return nil, err
-		}
-		tagsJSON[i] = tags
-		for c, isDefault := range copyOptional {
-			keep[c] = keep[c] || isDefault == nil || !isDefault(p, tags)
-		}
-	}
-	var cols []string
-	for c, name := range copyColumns {
-		if keep[c] {
-			cols = append(cols, name)
-		}
+	tagsJSON, keep, cols, err := copyKept(params)
+	if err != nil {
+		return nil, err
 	}
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
 	buf = binary.BigEndian.AppendUint64(buf, 0) // no flags, no header extension
 	out := make([]errandstore.JobInsertResult, len(params))
 	for i, p := range params {
-		tags := tagsJSON[i]
-		j := &errandtype.Job{Seq: seqs[i], ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
-			ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errandtype.StateQueued, MaxAttempts: p.MaxAttempts,
-			BackoffBase: errandtype.Duration(microseconds(p.BackoffBase)), BackoffMax: errandtype.Duration(microseconds(p.BackoffMax)),
-			AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), FairnessKey: nullIfEmpty(p.FairnessKey), CreatedAt: now,
-			Errors: []errandtype.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold}
-		if !p.RunAt.IsZero() {
-			j.AvailableAt = micro(p.RunAt)
-		}
-		if p.MaxAge > 0 {
-			d := now.Add(microseconds(p.MaxAge))
-			j.Deadline = &d
-		}
-		if j.Tags == nil {
-			j.Tags = []string{}
-		}
+		r := copyRow{p: p, j: copiedJob(p, seqs[i], now), tags: tagsJSON[i], now: now}
 		buf = binary.BigEndian.AppendUint16(buf, uint16(len(cols)))
-		for c := range copyColumns {
-			if !keep[c] {
-				continue
-			}
-			switch c {
-			case 0:
-				buf = copyInt8(buf, j.Seq)
-			case 1:
-				buf = copyText(buf, j.ID)
-			case 2:
-				buf = copyText(buf, j.Queue)
-			case 3:
-				buf = copyText(buf, j.Kind)
-			case 4:
-				buf = copyJSONB(buf, p.Args)
-			case 5:
-				buf = copyInt4(buf, int32(j.ArgsVersion))
-			case 6:
-				buf = copyInt4(buf, int32(j.Priority))
-			case 7:
-				buf = copyText(buf, string(j.State))
-			case 8:
-				buf = copyInt4(buf, int32(j.MaxAttempts))
-			case 9:
-				buf = copyInt8(buf, us(p.BackoffBase))
-			case 10:
-				buf = copyInt8(buf, us(p.BackoffMax))
-			case 11:
-				buf = copyInt8(buf, us(p.MaxAge))
-			case 12:
-				buf = copyTime(buf, &j.AvailableAt)
-			case 13:
-				buf = copyTime(buf, j.Deadline)
-			case 14:
-				buf = copyNullText(buf, j.OrderingKey)
-			case 15:
-				buf = copyTime(buf, &now)
-			case 16:
-				buf = copyJSONB(buf, tags)
-			case 17:
-				buf = binary.BigEndian.AppendUint32(buf, 2)
-				buf = binary.BigEndian.AppendUint16(buf, uint16(boolInt(p.OrderingHold)))
-			case 18:
-				buf = copyNullText(buf, j.FairnessKey)
+		for c, enc := range copyEncoders {
+			if keep[c] {
+				buf = enc(buf, &r)
 			}
 		}
-		out[i] = errandstore.JobInsertResult{Job: j}
+		out[i] = errandstore.JobInsertResult{Job: r.j}
 	}
 	buf = append(buf, 0xff, 0xff) // the trailer: a row of -1 columns
 	copySQL := "COPY " + pgx.Identifier{s.name, "errand_jobs"}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)"
@@ -304,6 +234,82 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
 	return out, nil
+}
+
+// copyKept encodes the tags of params, and chooses the columns of
+// copyColumns to send: those some job does not leave at their default.
+func copyKept(params []*errandstore.JobInsertParams) (tagsJSON []string, keep [len(copyColumns)]bool, cols []string, err error) {
+	tagsJSON = make([]string, len(params))
+	for i, p := range params {
+		tags, err := p.TagsJSON()
+		if err != nil {
+			return nil, keep, nil, err
+		}
+		tagsJSON[i] = tags
+		for c, isDefault := range copyOptional {
+			keep[c] = keep[c] || isDefault == nil || !isDefault(p, tags)
+		}
+	}
+	for c, name := range copyColumns {
+		if keep[c] {
+			cols = append(cols, name)
+		}
+	}
+	return tagsJSON, keep, cols, nil
+}
+
+// copiedJob is the job that p's row, of seq, inserted at now, holds.
+func copiedJob(p *errandstore.JobInsertParams, seq int64, now time.Time) *errandtype.Job {
+	j := &errandtype.Job{Seq: seq, ID: p.ID, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args),
+		ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errandtype.StateQueued, MaxAttempts: p.MaxAttempts,
+		BackoffBase: errandtype.Duration(microseconds(p.BackoffBase)), BackoffMax: errandtype.Duration(microseconds(p.BackoffMax)),
+		AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), FairnessKey: nullIfEmpty(p.FairnessKey), CreatedAt: now,
+		Errors: []errandtype.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold}
+	if !p.RunAt.IsZero() {
+		j.AvailableAt = micro(p.RunAt)
+	}
+	if p.MaxAge > 0 {
+		d := now.Add(microseconds(p.MaxAge))
+		j.Deadline = &d
+	}
+	if j.Tags == nil {
+		j.Tags = []string{}
+	}
+	return j
+}
+
+// copyRow is what one row's fields are encoded from.
+type copyRow struct {
+	p    *errandstore.JobInsertParams
+	j    *errandtype.Job
+	tags string
+	now  time.Time
+}
+
+// copyEncoders append each of copyColumns' fields of a row, in order.
+var copyEncoders = [len(copyColumns)]func(b []byte, r *copyRow) []byte{
+	func(b []byte, r *copyRow) []byte { return copyInt8(b, r.j.Seq) },
+	func(b []byte, r *copyRow) []byte { return copyText(b, r.j.ID) },
+	func(b []byte, r *copyRow) []byte { return copyText(b, r.j.Queue) },
+	func(b []byte, r *copyRow) []byte { return copyText(b, r.j.Kind) },
+	func(b []byte, r *copyRow) []byte { return copyJSONB(b, r.p.Args) },
+	func(b []byte, r *copyRow) []byte { return copyInt4(b, int32(r.j.ArgsVersion)) },
+	func(b []byte, r *copyRow) []byte { return copyInt4(b, int32(r.j.Priority)) },
+	func(b []byte, r *copyRow) []byte { return copyText(b, string(r.j.State)) },
+	func(b []byte, r *copyRow) []byte { return copyInt4(b, int32(r.j.MaxAttempts)) },
+	func(b []byte, r *copyRow) []byte { return copyInt8(b, us(r.p.BackoffBase)) },
+	func(b []byte, r *copyRow) []byte { return copyInt8(b, us(r.p.BackoffMax)) },
+	func(b []byte, r *copyRow) []byte { return copyInt8(b, us(r.p.MaxAge)) },
+	func(b []byte, r *copyRow) []byte { return copyTime(b, &r.j.AvailableAt) },
+	func(b []byte, r *copyRow) []byte { return copyTime(b, r.j.Deadline) },
+	func(b []byte, r *copyRow) []byte { return copyNullText(b, r.j.OrderingKey) },
+	func(b []byte, r *copyRow) []byte { return copyTime(b, &r.now) },
+	func(b []byte, r *copyRow) []byte { return copyJSONB(b, r.tags) },
+	func(b []byte, r *copyRow) []byte { // ordering_hold, a smallint
+		b = binary.BigEndian.AppendUint32(b, 2)
+		return binary.BigEndian.AppendUint16(b, uint16(boolInt(r.p.OrderingHold)))
+	},
+	func(b []byte, r *copyRow) []byte { return copyNullText(b, r.j.FairnessKey) },
 }
 
 // The fields of COPY's binary format: a length (-1 for NULL), then the

@@ -19,16 +19,16 @@ var insightsDepthSQL = `SELECT queue, kind,
 			WHEN NOT ` + orderingFree + ` THEN 'held'
 			ELSE 'ready' END AS bucket,
 		count(*), min(available_at)
-	FROM {jobs} j WHERE state IN ('queued', 'retrying', 'running', 'dead')
+	FROM {jobs} j WHERE state IN (` + errandstore.SQLStates(errandstore.InsightsDepthStates) + `)
 	GROUP BY queue, kind, bucket`
 
 // insightsFinishedSQL counts the last day's finished jobs by window. $1 is
 // a minute ago, $2 five minutes, $3 an hour, $4 a day.
-const insightsFinishedSQL = `SELECT queue, kind, state,
+var insightsFinishedSQL = `SELECT queue, kind, state,
 		count(*) FILTER (WHERE finished_at >= $1), count(*) FILTER (WHERE finished_at >= $2),
 		count(*) FILTER (WHERE finished_at >= $3), count(*)
 	FROM {jobs}
-	WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $4
+	WHERE state IN (` + errandstore.SQLStates(errandstore.TerminalStates) + `) AND finished_at IS NOT NULL AND finished_at >= $4
 	GROUP BY queue, kind, state`
 
 // insightsFailuresSQL counts the last hour's failures by class. A job with
@@ -41,9 +41,9 @@ var insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
 		count(*) FILTER (WHERE NOT ` + errandstore.FailureKilledSQL("j", "e.v ->> 'replay'", "j.errors -> e.n::int ->> 'replay'", "::int") + `)
 	FROM (
 			SELECT * FROM {jobs}
-				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= $1
+				WHERE state IN (` + errandstore.SQLStates(errandstore.TerminalStates) + `) AND finished_at IS NOT NULL AND finished_at >= $1
 			UNION ALL
-			SELECT * FROM {jobs} WHERE state IN ('running', 'retrying')
+			SELECT * FROM {jobs} WHERE state IN (` + errandstore.SQLStates(errandstore.InsightsFailingStates) + `)
 			UNION ALL
 			SELECT * FROM {jobs}
 				WHERE state = 'queued' AND last_error IS NOT NULL AND (last_error ->> 'at')::timestamptz >= $1) j

@@ -235,7 +235,7 @@ func TestPrunePlanWithoutStatistics(t *testing.T) {
 		var err error
 		now := time.Now()
 		groups := errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: 2 * time.Hour})
-		_, prunable, condArgs := pruneConds(groups, now, 4)
+		_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
 		var plan []string
 		err = s.pruneTx(ctx, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, "EXPLAIN "+s.pruneSQL(prunable),

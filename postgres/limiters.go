@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -43,13 +42,8 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 // last one left. Rows are locked in name order, so that two takes of
 // several buckets cannot deadlock.
 func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	grants := make([]errandstore.LimiterGrant, len(p.Takes))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, i := range limiterOrder(p.Takes) {
-			t := p.Takes[i]
+	return errandstore.TakeLimiters(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
+		func(tx pgx.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
 			sp := t.Spec
 			var st errandtype.LimiterState
 			var now time.Time
@@ -62,62 +56,35 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 				s.nowArg(), t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
 			).Scan(&st.Tokens, &st.At, &now)
 			if err != nil {
-				return badValue(err)
+				return errandstore.LimiterGrant{}, badValue(err)
 			}
 			st.At, now = st.At.UTC(), micro(now)
-			next, granted, wait := sp.Take(st, now, t.Want)
-			denied := 0
-			if granted == 0 && t.Want > 0 {
-				denied = 1
-			}
-			if _, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3 WHERE name = $4`),
-				next.Tokens, next.At, denied, t.Name); err != nil {
-				return err
-			}
-			grants[i] = errandstore.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("take limiter tokens: %w", err)
-	}
-	return grants, nil
+			next, grant, denied := t.From(st, now)
+			_, err = tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3 WHERE name = $4`),
+				next.Tokens, next.At, denied, t.Name)
+			return grant, err
+		})
 }
 
 // LimiterGive implements [errandstore.LimiterStore]. Rows are locked in name
 // order, as LimiterTake locks them.
 func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	gives := slices.Clone(p.Gives)
-	slices.SortStableFunc(gives, func(a, b errandstore.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, g := range gives {
+	return errandstore.GiveLimiters(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
+		func(tx pgx.Tx, g errandstore.LimiterGive) error {
 			var now time.Time
-			var r *errandtype.LimiterRecord
-			var st errandtype.LimiterState
-			var err error
 			row := tx.QueryRow(ctx, s.limSQL(`SELECT `+limiterColumns+`, {now} FROM {limiters} WHERE name = $2 FOR UPDATE`), s.nowArg(), g.Name)
-			r, st, err = scanLimiter(nowScanner{row, &now})
+			r, st, err := scanLimiter(nowScanner{row, &now})
 			if isNoRows(err) {
-				continue
+				return nil
 			}
 			if err != nil {
 				return err
 			}
 			next := r.Spec.Give(st, micro(now), g.Amount)
-			if _, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2 WHERE name = $3`),
-				next.Tokens, next.At, g.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("give limiter tokens: %w", err)
-	}
-	return nil
+			_, err = tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2 WHERE name = $3`),
+				next.Tokens, next.At, g.Name)
+			return err
+		})
 }
 
 // nowScanner scans a row whose last column is {now} into now, and the
@@ -150,15 +117,4 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	return out, nil
-}
-
-// limiterOrder is the order to take from buckets in: by name, so that
-// transactions that lock several rows lock them in one order.
-func limiterOrder(takes []errandstore.LimiterTake) []int {
-	order := make([]int, len(takes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
-	return order
 }

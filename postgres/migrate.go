@@ -43,76 +43,95 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	known := migration.Latest(ms)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock(s.name)); err != nil {
 			return err
 		}
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table("errand_migrations")).Scan(&exists); err != nil {
+		applied, err := s.appliedMigrations(ctx, tx, migration.Latest(ms))
+		if err != nil {
 			return err
 		}
-		applied := map[int]bool{}
-		if !exists {
-			var schemaExists bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.name).Scan(&schemaExists); err != nil {
-				return err
-			}
-			if !schemaExists {
-				if _, err := tx.Exec(ctx, `CREATE SCHEMA `+s.schema); err != nil {
-					return fmt.Errorf("create schema %s: %w", s.schema, err)
-				}
-			}
-			if _, err := tx.Exec(ctx, s.sql(`CREATE TABLE {migrations} (
-				version    integer     PRIMARY KEY,
-				name       text        NOT NULL,
-				applied_at timestamptz NOT NULL DEFAULT now())`)); err != nil {
-				return err
-			}
-		} else {
-			rows, err := tx.Query(ctx, s.sql(`SELECT version FROM {migrations}`))
-			if err != nil {
-				return err
-			}
-			vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
-			if err != nil {
-				return err
-			}
-			for _, v := range vs {
-				if v > known {
-					return migration.Newer("database schema "+s.schema, v, known)
-				}
-				applied[v] = true
-			}
-		}
-		pending := false
-		for _, m := range ms {
-			if !applied[m.Version] {
-				pending = true
-			}
-		}
-		if !pending {
-			return nil
-		}
-		// The migration files name tables unqualified.
-		if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+s.schema); err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if applied[m.Version] {
-				continue
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {migrations} (version, name) VALUES ($1, $2)`), m.Version, m.Name); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-		}
-		return nil
+		return s.applyMigrations(ctx, tx, ms, applied)
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// appliedMigrations reads the versions applied to the schema, creating
+// the schema and its migrations table on first use. A version newer than
+// known, the latest this build knows, is refused.
+func (s *Store) appliedMigrations(ctx context.Context, tx pgx.Tx, known int) (map[int]bool, error) {
+	applied := map[int]bool{}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table("errand_migrations")).Scan(&exists); err != nil {
+		return nil, err
+	}
+	if !exists {
+		return applied, s.createMigrations(ctx, tx)
+	}
+	rows, err := tx.Query(ctx, s.sql(`SELECT version FROM {migrations}`))
+	if err != nil {
+		return nil, err
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		if v > known {
+			return nil, migration.Newer("database schema "+s.schema, v, known)
+		}
+		applied[v] = true
+	}
+	return applied, nil
+}
+
+// createMigrations creates the store's schema, unless it exists, and its
+// migrations table.
+func (s *Store) createMigrations(ctx context.Context, tx pgx.Tx) error {
+	var schemaExists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.name).Scan(&schemaExists); err != nil {
+		return err
+	}
+	if !schemaExists {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+s.schema); err != nil {
+			return fmt.Errorf("create schema %s: %w", s.schema, err)
+		}
+	}
+	_, err := tx.Exec(ctx, s.sql(`CREATE TABLE {migrations} (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`))
+	return err
+}
+
+// applyMigrations applies, in order, the migrations of ms not applied.
+func (s *Store) applyMigrations(ctx context.Context, tx pgx.Tx, ms []migration.Migration, applied map[int]bool) error {
+	pending := false
+	for _, m := range ms {
+		if !applied[m.Version] {
+			pending = true
+		}
+	}
+	if !pending {
+		return nil
+	}
+	// The migration files name tables unqualified.
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+s.schema); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if applied[m.Version] {
+			continue
+		}
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {migrations} (version, name) VALUES ($1, $2)`), m.Version, m.Name); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
 	}
 	return nil
 }

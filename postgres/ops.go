@@ -89,29 +89,12 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	if err := errandstore.CheckReplay(id, errandtype.JobState(state)); err != nil {
 		return nil, err
 	}
-	if errandstore.ReplayHeldByWorkflow(id, workflowID) {
-		// FOR SHARE waits for an advance under way (it locks the row FOR
-		// UPDATE) and holds off the next until the replay commits: an
-		// advance never comes between this check and the replay.
-		ws, err := queryWorkflows(ctx, pgxQuerier{tx}, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID)
-		if err != nil {
-			return nil, err
-		}
-		// None: retention deleted the workflow, and nothing holds the step.
-		if len(ws) == 1 {
-			if err := errandstore.CheckReplayInWorkflow(id, errandtype.JobState(state), ws[0]); err != nil {
-				return nil, err
-			}
-		}
+	if err := s.checkReplayWorkflow(ctx, tx, id, errandtype.JobState(state), workflowID); err != nil {
+		return nil, err
 	}
 	takesKey := ukey != nil && errandstore.ReplayTakesKey(errandtype.UniqueScope(ustates), errandtype.JobState(state))
 	if takesKey {
-		var holder string
-		err := tx.QueryRow(ctx, s.sql(uniqueHolderSQL), *ukey, uwindow, id).Scan(&holder)
-		switch {
-		case err == nil:
-			return nil, &errandtype.UniqueConflictError{ID: id, Key: *ukey, HeldBy: holder}
-		case !isNoRows(err):
+		if err := s.checkReplayKey(ctx, tx, id, *ukey, uwindow); err != nil {
 			return nil, err
 		}
 	}
@@ -134,6 +117,36 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	err = s.insertAudit(ctx, tx, now, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
 		priorState: errandtype.JobState(state), replay: j.Replays, details: details})
 	return j, err
+}
+
+// checkReplayWorkflow refuses the replay of job id, in state st, when its
+// workflow holds it (see [errandstore.CheckReplayInWorkflow]).
+func (s *Store) checkReplayWorkflow(ctx context.Context, tx pgx.Tx, id string, st errandtype.JobState, workflowID *string) error {
+	if !errandstore.ReplayHeldByWorkflow(id, workflowID) {
+		return nil
+	}
+	// FOR SHARE waits for an advance under way (it locks the row FOR
+	// UPDATE) and holds off the next until the replay commits: an
+	// advance never comes between this check and the replay.
+	ws, err := queryWorkflows(ctx, pgxQuerier{tx}, s.workflowSQL(s.own, `SELECT `+workflowColumns+` FROM {workflows} WHERE id = $1 FOR SHARE`), *workflowID)
+	if err != nil || len(ws) != 1 {
+		return err // none: retention deleted the workflow, and nothing holds the step
+	}
+	return errandstore.CheckReplayInWorkflow(id, st, ws[0])
+}
+
+// checkReplayKey refuses the replay of job id when another job holds its
+// unique key in window.
+func (s *Store) checkReplayKey(ctx context.Context, tx pgx.Tx, id, key string, window int64) error {
+	var holder string
+	err := tx.QueryRow(ctx, s.sql(uniqueHolderSQL), key, window, id).Scan(&holder)
+	switch {
+	case err == nil:
+		return &errandtype.UniqueConflictError{ID: id, Key: key, HeldBy: holder}
+	case !isNoRows(err):
+		return err
+	}
+	return nil
 }
 
 // JobReplay implements [errandstore.JobStore].
@@ -314,43 +327,12 @@ var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND starts_with(id, workflow_id || '` + errandstore.WorkflowStepJobID("", "") + `')
 		AND EXISTS (SELECT 1 FROM {workflows} w WHERE w.id = workflow_id AND ` + errandstore.WorkflowRefusesReplaySQL("w") + `))`
 
-var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
-
 // JobReplayMany implements [errandstore.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var args []any
-	var where []string
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if p.Held {
-		where = append(where, "state = 'dead'", replayManyHeldSQL)
-	} else {
-		where = append(where, "state = 'dead'", replayManyNotHeldSQL)
-	}
-	add("seq > ?", p.AfterSeq) // $1, moved on by the replay below
-	f := p.Filter
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.Queue != "" {
-		add("queue = ?", f.Queue)
-	}
-	if f.Class != "" {
-		add("last_error ->> 'class' = ?", f.Class)
-	}
-	if !f.DiedSince.IsZero() {
-		add("finished_at >= ?", micro(f.DiedSince))
-	}
-	if !f.DiedUntil.IsZero() {
-		add("finished_at < ?", micro(f.DiedUntil))
-	}
-	args = append(args, p.Limit)
-	q := ` FROM {jobs} WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT $` + strconv.Itoa(len(args))
+	q, args := dialect.ReplayMany(p, replayManyHeldSQL, "last_error ->> 'class'")
 	q = strings.ReplaceAll(q, "{workflows}", s.table("errand_workflows"))
 	if p.DryRun {
 		rows, err := s.pool.Query(ctx, s.sql(`SELECT `+jobColumns+q), args...)
@@ -387,16 +369,15 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 			if err != nil {
 				return err
 			}
-			for _, pk := range ps {
-				after = pk.Seq
-				j, err := s.replay(ctx, tx, now, pk.ID, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
-				if errors.Is(err, errandtype.ErrWrongState) {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("job %s: %w", pk.ID, err)
-				}
-				out = append(out, j)
+			ids := make([]string, len(ps))
+			for i, pk := range ps {
+				ids[i], after = pk.ID, pk.Seq
+			}
+			out, err = errandstore.ReplayPicked(out, ids, func(id string) (*errandtype.Job, error) {
+				return s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
+			})
+			if err != nil {
+				return err
 			}
 			if len(ps) < want || len(out) == p.Limit {
 				return nil
@@ -409,45 +390,8 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 	return out, nil
 }
 
-// pruneConds renders the conditions of a prune of groups at now, with
-// parameters from $first on, and their arguments. aged(alias) holds for a
-// finished job old enough to go. prunable holds for a job j nothing
-// keeps: it belongs to no open workflow, to no failed workflow whose
-// failed step's job this prune keeps (but that job itself), and to no
-// open batch. An open workflow reads its finished jobs to start a step, to
-// know it succeeded and to compensate, and so does a failed one once a
-// replay of its failed step resumes it, so a failed workflow's jobs go
-// with its failed step's; an open batch counts its members when it
-// completes. Each costs a primary-key lookup or two, and only for a job of
-// a workflow or batch. The statements that use them expand {workflows}
-// and {batches}.
-func pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
-	type group struct{ state, cut int }
-	var gs []group
-	for _, g := range groups {
-		n := first + len(args)
-		gs = append(gs, group{n, n + 1})
-		args = append(args, string(g.State), micro(now.Add(-g.Age)))
-	}
-	aged = func(a string) string {
-		var or []string
-		for _, g := range gs {
-			or = append(or, fmt.Sprintf(`(%[1]s.state = $%[2]d AND %[1]s.finished_at IS NOT NULL AND %[1]s.finished_at < $%[3]d)`, a, g.state, g.cut))
-		}
-		return `(` + strings.Join(or, ` OR `) + `)`
-	}
-	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {workflows} w
-			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
-				OR (w.state = '` + string(errandtype.WorkflowFailed) + `' AND j.id <> ` + errandstore.FailedStepJobIDSQL("w") + `
-					AND EXISTS (SELECT 1 FROM {jobs} f WHERE f.id = ` + errandstore.FailedStepJobIDSQL("w") + `
-						AND NOT ` + aged("f") + `)))))
-		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {batches} b
-			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
-	return aged, prunable, args
-}
-
 // pruneSQL deletes up to $3 jobs in state $1 finished before $2 of which
-// prunable (from pruneConds, its parameters from $4 on) holds, oldest
+// prunable (from dialect.PruneConds, its parameters from $4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
 // workflows and batches it keeps). A row another transaction holds (a
@@ -465,7 +409,7 @@ func (s *Store) pruneSQL(prunable string) string {
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
-var finishedWorkflows = `'` + string(errandtype.WorkflowSucceeded) + `', '` + string(errandtype.WorkflowFailed) + `'`
+var finishedWorkflows = errandstore.FinishedWorkflowsSQL
 
 // pruneBatchesSQL deletes up to $2 completed batches that completed before
 // $1 and have no job left: no member (errand_jobs_batch) and no callback job
@@ -517,89 +461,73 @@ func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (er
 	if err != nil {
 		return r, fmt.Errorf("prune: %w", err)
 	}
-	count := func(state string, n int) {
-		switch errandtype.JobState(state) {
-		case errandtype.StateSucceeded:
-			r.Succeeded += n
-		case errandtype.StateCancelled:
-			r.Cancelled += n
-		case errandtype.StateDead:
-			r.Dead += n
-		}
-	}
+	return errandstore.RunPrune(p,
+		func(r *errandstore.PruneResult) error { return s.pruneDryRun(ctx, p, now, r) },
+		func(r *errandstore.PruneResult) error {
+			return s.pruneTx(ctx, func(tx pgx.Tx) error { return s.prune(ctx, tx, p, now, r) })
+		})
+}
+
+// pruneDryRun counts into r what a prune of p at now would delete.
+func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	if p.DryRun {
-		_, prunable, args := pruneConds(groups, now, 3)
-		for _, g := range groups {
-			var n int
-			err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
-				WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable)),
-				append([]any{string(g.State), micro(now.Add(-g.Age))}, args...)...).Scan(&n)
-			if err != nil {
-				return r, fmt.Errorf("prune: %w", err)
-			}
-			count(string(g.State), n)
-		}
-		// A batch or workflow goes when no job of it is kept: too young,
-		// or kept by what prunable says.
-		aged, prunable, args := pruneConds(groups, now, 2)
-		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
-		args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
-		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
-			WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`)), args...).Scan(&r.Batches)
+	_, prunable, args := dialect.PruneConds(groups, now, 3)
+	for _, g := range groups {
+		var n int
+		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
+			WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable)),
+			append([]any{string(g.State), micro(now.Add(-g.Age))}, args...)...).Scan(&n)
 		if err != nil {
-			return r, fmt.Errorf("prune: %w", err)
+			return err
 		}
-		err = s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {workflows} w
-			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`)), args...).Scan(&r.Workflows)
-		if err != nil {
-			return r, fmt.Errorf("prune: %w", err)
-		}
-		return r, nil
+		r.Add(g.State, n)
 	}
-	nowArg := s.nowArg()
-	_, prunable, condArgs := pruneConds(groups, now, 4)
+	// A batch or workflow goes when no job of it is kept: too young,
+	// or kept by what prunable says.
+	aged, prunable, args := dialect.PruneConds(groups, now, 2)
+	kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
+	args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
+	err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
+		WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`)), args...).Scan(&r.Batches)
+	if err != nil {
+		return err
+	}
+	return s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {workflows} w
+		WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`)), args...).Scan(&r.Workflows)
+}
+
+// prune deletes in tx up to p.Limit jobs of p at now, then the batches and
+// workflows left without jobs, and counts them into r.
+func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
+	groups := errandstore.PruneGroups(p)
+	_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
 	deleteSQL := s.pruneSQL(prunable)
-	err = s.pruneTx(ctx, func(tx pgx.Tx) error {
-		left := p.Limit
-		for _, g := range groups {
-			if left == 0 {
-				break
-			}
-			rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
-			if err != nil {
-				return err
-			}
-			states, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			for _, st := range states {
-				count(st, 1)
-			}
-			left -= len(states)
-		}
-		cut := micro(errandstore.PruneBatchCutoff(p, now))
-		tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)
+	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
+		rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		r.Batches = int(tag.RowsAffected())
-		if tag, err = tx.Exec(ctx, s.workflowSQL(s.own, pruneWorkflowsSQL), cut, p.Limit); err != nil {
-			return err
-		}
-		r.Workflows = int(tag.RowsAffected())
-		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
-			return nil
-		}
-		return s.insertAudit(ctx, tx, nowArg, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator,
-			reason: p.Reason, details: errandstore.PruneDetails(p, r)})
+		return pgx.CollectRows(rows, pgx.RowTo[string])
 	})
 	if err != nil {
-		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+		return err
 	}
-	return r, nil
+	cut := micro(errandstore.PruneBatchCutoff(p, now))
+	tag, err := tx.Exec(ctx, s.batchSQL(s.own, pruneBatchesSQL), cut, p.Limit)
+	if err != nil {
+		return err
+	}
+	r.Batches = int(tag.RowsAffected())
+	if tag, err = tx.Exec(ctx, s.workflowSQL(s.own, pruneWorkflowsSQL), cut, p.Limit); err != nil {
+		return err
+	}
+	r.Workflows = int(tag.RowsAffected())
+	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
+		return nil
+	}
+	return s.insertAudit(ctx, tx, s.nowArg(), &auditEntry{action: errandtype.AuditPrune, operator: p.Operator,
+		reason: p.Reason, details: errandstore.PruneDetails(p, *r)})
 }

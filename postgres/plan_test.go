@@ -41,7 +41,7 @@ func TestQueryPlans(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, s.sql(`ANALYZE {jobs}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, pruneConditions, pruneArgs := pruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	_, pruneConditions, pruneArgs := dialect.PruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
 	for _, c := range []struct {
 		name  string
 		query string

@@ -72,6 +72,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -375,6 +376,15 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 
 // micro truncates t to the microseconds PostgreSQL keeps, in UTC.
 func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// dialect renders the SQL this store builds as SQLite's does: parameters
+// $N, the tables as {name} for the statement's expansion to name in the
+// store's schema.
+var dialect = sqlbuild.Dialect{
+	Mark:  "$",
+	Table: func(name string) string { return "{" + name + "}" },
+	Time:  func(t time.Time) any { return micro(t) },
+}
 
 // us is d in whole microseconds, the unit of durations in SQL.
 func us(d time.Duration) int64 { return d.Microseconds() }

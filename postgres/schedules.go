@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/rowscan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -58,42 +60,35 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *errandstore.ScheduleUpser
 // the row again (READ COMMITTED), finds next_fire_at moved, and updates
 // nothing.
 func (s *Store) ScheduleAdvance(ctx context.Context, p *errandstore.ScheduleAdvanceParams) (*errandstore.ScheduleAdvanceResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	res := &errandstore.ScheduleAdvanceResult{}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		now := s.nowArg()
-		r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET next_fire_at = $2, updated_at = {now}
-			WHERE name = $3 AND next_fire_at = $4 AND ($5 = '' OR spec = $5) RETURNING `+scheduleColumns),
-			now, micro(p.To), p.Name, micro(p.From), p.Spec))
-		if isNoRows(err) {
-			res.Schedule, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} WHERE name = $1`), p.Name))
+	return errandstore.AdvanceSchedule(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) }, errandstore.ScheduleAdvanceSteps[pgx.Tx]{
+		Advance: func(tx pgx.Tx) (*errandtype.ScheduleRecord, error) {
+			r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET next_fire_at = $2, updated_at = {now}
+				WHERE name = $3 AND next_fire_at = $4 AND ($5 = '' OR spec = $5) RETURNING `+scheduleColumns),
+				s.nowArg(), micro(p.To), p.Name, micro(p.From), p.Spec))
 			if isNoRows(err) {
-				return errandtype.ErrNotFound
+				return nil, nil
 			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		res.Advanced, res.Schedule = true, r
-		if p.Job == nil {
-			return nil
-		}
-		rs, err := s.insert(ctx, pgxQuerier{tx}, s.own, []*errandstore.JobInsertParams{p.Job})
-		if err != nil {
-			return err
-		}
-		res.Job = &rs[0]
-		res.Schedule, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET last_fire_at = $1, last_job_id = $2
-			WHERE name = $3 RETURNING `+scheduleColumns), micro(p.Tick), rs[0].Job.ID, p.Name))
-		return err
+			return r, err
+		},
+		Read: func(tx pgx.Tx) (*errandtype.ScheduleRecord, error) {
+			r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`SELECT `+scheduleColumns+` FROM {schedules} WHERE name = $1`), p.Name))
+			if isNoRows(err) {
+				return nil, errandtype.ErrNotFound
+			}
+			return r, err
+		},
+		Insert: func(tx pgx.Tx, j *errandstore.JobInsertParams) (errandstore.JobInsertResult, error) {
+			rs, err := s.insert(ctx, pgxQuerier{tx}, s.own, []*errandstore.JobInsertParams{j})
+			if err != nil {
+				return errandstore.JobInsertResult{}, err
+			}
+			return rs[0], nil
+		},
+		Fired: func(tx pgx.Tx, jobID string) (*errandtype.ScheduleRecord, error) {
+			return scanSchedule(tx.QueryRow(ctx, s.schedSQL(`UPDATE {schedules} SET last_fire_at = $1, last_job_id = $2
+				WHERE name = $3 RETURNING `+scheduleColumns), micro(p.Tick), jobID, p.Name))
+		},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("advance schedule %s: %w", p.Name, err)
-	}
-	return res, nil
 }
 
 // ScheduleList implements [errandstore.ScheduleStore].
@@ -103,15 +98,8 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListPar
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
-	out := []*errandtype.ScheduleRecord{}
-	for rows.Next() {
-		r, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := rowscan.List(rows, scanSchedule)
+	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return out, nil
@@ -119,25 +107,16 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListPar
 
 // ScheduleDelete implements [errandstore.ScheduleStore].
 func (s *Store) ScheduleDelete(ctx context.Context, p *errandstore.ScheduleDeleteParams) (*errandtype.ScheduleRecord, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	var r *errandtype.ScheduleRecord
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		now := s.nowArg()
-		var err error
-		r, err = scanSchedule(tx.QueryRow(ctx, s.schedSQL(`DELETE FROM {schedules} WHERE name = $1 RETURNING `+scheduleColumns), p.Name))
-		if isNoRows(err) {
-			return errandtype.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return s.insertAudit(ctx, tx, now, &auditEntry{action: errandtype.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
-			details: errandstore.ScheduleDeleteDetails(r)})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)
-	}
-	return r, nil
+	return errandstore.DeleteSchedule(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
+		func(tx pgx.Tx) (*errandtype.ScheduleRecord, error) {
+			r, err := scanSchedule(tx.QueryRow(ctx, s.schedSQL(`DELETE FROM {schedules} WHERE name = $1 RETURNING `+scheduleColumns), p.Name))
+			if isNoRows(err) {
+				return nil, errandtype.ErrNotFound
+			}
+			return r, err
+		},
+		func(tx pgx.Tx, details json.RawMessage) error {
+			return s.insertAudit(ctx, tx, s.nowArg(), &auditEntry{action: errandtype.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
+				details: details})
+		})
 }

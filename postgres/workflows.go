@@ -23,7 +23,7 @@ const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_
 	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
-var openWorkflows = `'` + string(errandtype.WorkflowRunning) + `', '` + string(errandtype.WorkflowCompensating) + `'`
+var openWorkflows = errandstore.OpenWorkflowsSQL
 
 // workflowSQL expands a workflow statement: {workflows} and what r expands.
 func (s *Store) workflowSQL(r *strings.Replacer, q string) string {
@@ -39,14 +39,9 @@ func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 		&w.CheckedAt, &w.FinishedAt, &w.CompensationStartedAt, &w.RerunOf, &w.RerunAs); err != nil {
 		return nil, err
 	}
-	var err error
-	if w.Steps, err = errandstore.DecodeWorkflowSteps(steps); err != nil {
+	if err := w.DecodeColumns(state, steps, enqueued); err != nil {
 		return nil, err
 	}
-	if w.Enqueued, err = errandstore.DecodeWorkflowEnqueued(enqueued); err != nil {
-		return nil, err
-	}
-	w.State = errandtype.WorkflowState(state)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt, w.FinishedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC(), w.CheckedAt.UTC(), utc(w.FinishedAt)
 	w.CompensationStartedAt = utc(w.CompensationStartedAt)
 	return &w, nil
@@ -110,33 +105,10 @@ func (s *Store) workflowJobs(ctx context.Context, q querier, ids ...string) (map
 	return out, rs.Err()
 }
 
-// workflowJobOf is what a workflow reads of its job j.
-func workflowJobOf(j *errandtype.Job) *errandstore.WorkflowJob {
-	return &errandstore.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
-}
-
-// workflowJobTakenError is the *InputError of a workflow whose first job's
-// id or unique key is taken by a job that exists already.
-func workflowJobTakenError(jobID string) error {
-	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
-}
-
-// markWorkflowJobs sets the workflow_id of jobs to id.
-func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, jobs []*errandtype.Job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	if _, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET workflow_id = $1 WHERE id = ANY($2)`), id, ids); err != nil {
-		return fmt.Errorf("mark jobs: %w", err)
-	}
-	for _, j := range jobs {
-		j.WorkflowID = &id
-	}
-	return nil
+// markWorkflowJobs sets the workflow_id of the jobs ids to id.
+func markWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, id string, ids []string) error {
+	_, err := q.exec(ctx, r.Replace(`UPDATE {jobs} SET workflow_id = $1 WHERE id = ANY($2)`), id, ids)
+	return err
 }
 
 // killWorkflowSQL makes a job just inserted dead at once, unrun: $2 its
@@ -149,36 +121,21 @@ var killWorkflowSQL = func() string {
 	RETURNING ` + jobColumns
 }()
 
-// killWorkflowJobs makes dead at once the jobs of dead among jobs, just
-// inserted with q, with their errors (see [errandstore.WorkflowPlan].Dead), and
-// replaces them in jobs with their rows as they are now.
-func killWorkflowJobs(ctx context.Context, q querier, r *strings.Replacer, now any, dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
-	if len(dead) == 0 {
-		return nil
+// killWorkflowJob makes dead at once the job d.ID, just inserted with q,
+// with d's error (see [errandstore.WorkflowPlan].Dead).
+func killWorkflowJob(ctx context.Context, q querier, r *strings.Replacer, now any, d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+	rs, err := q.query(ctx, r.Replace(killWorkflowSQL), now, d.ID, d.Class, d.Message)
+	if err != nil {
+		return nil, err
 	}
-	errs := make(map[string]*errandstore.WorkflowDeadJob, len(dead))
-	for _, d := range dead {
-		errs[d.ID] = d
+	ks, err := scanJobs(rs, jobScanner())
+	if err == nil && len(ks) != 1 {
+		err = fmt.Errorf("%d rows", len(ks))
 	}
-	for i, j := range jobs {
-		d := errs[j.ID]
-		if d == nil {
-			continue
-		}
-		rs, err := q.query(ctx, r.Replace(killWorkflowSQL), now, j.ID, d.Class, d.Message)
-		if err != nil {
-			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
-		}
-		ks, err := scanJobs(rs, jobScanner())
-		if err == nil && len(ks) != 1 {
-			err = fmt.Errorf("%d rows", len(ks))
-		}
-		if err != nil {
-			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
-		}
-		jobs[i] = ks[0]
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return ks[0], nil
 }
 
 // WorkflowInsert implements [errandstore.WorkflowStore].
@@ -240,16 +197,11 @@ func (s *Store) insertWorkflow(ctx context.Context, q querier, r *strings.Replac
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	byID := make(map[string]*errandstore.WorkflowJob, len(rs))
-	for i, res := range rs {
-		if res.Duplicate {
-			return nil, workflowJobTakenError(plan.Insert[i].ID)
-		}
-		jobs[i] = res.Job
-		byID[res.Job.ID] = workflowJobOf(res.Job)
+	jobs, byID, err := errandstore.NewWorkflowJobs(plan.Insert, rs)
+	if err != nil {
+		return nil, err
 	}
-	if err := markWorkflowJobs(ctx, q, r, p.ID, jobs); err != nil {
+	if err := errandstore.MarkWorkflowJobs(p.ID, jobs, func(ids []string) error { return markWorkflowJobs(ctx, q, r, p.ID, ids) }); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
 	return &errandstore.WorkflowInsertResult{Workflow: errandstore.ViewWorkflow(ws[0], byID), Jobs: jobs}, nil
@@ -329,17 +281,11 @@ func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListPar
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.ID
-	}
-	jobs, err := s.workflowJobs(ctx, q, ids...)
+	out, err := errandstore.ViewWorkflows(ws, func(ids []string) (map[string]map[string]*errandstore.WorkflowJob, error) {
+		return s.workflowJobs(ctx, q, ids...)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
-	}
-	out := make([]*errandtype.Workflow, len(ws))
-	for i, w := range ws {
-		out[i] = errandstore.ViewWorkflow(w, jobs[w.ID])
 	}
 	return out, nil
 }
@@ -380,33 +326,13 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
 	}
-	// A workflow whose advance fails is reported and passed over: one
-	// that fails on every pass (a planned job the store refuses) must not
-	// keep the leader from the workflows after it.
-	var (
-		out  []*errandstore.WorkflowAdvanceResult
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		var res *errandstore.WorkflowAdvanceResult
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			var err error
+	return errandstore.EachID(ctx, ids, "advance workflow", func(id string) (res *errandstore.WorkflowAdvanceResult, err error) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			res, err = s.advanceWorkflow(ctx, tx, id)
 			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
-			continue
-		}
-		if res != nil {
-			out = append(out, res)
-		}
-	}
-	return out, errors.Join(errs...)
+		return res, err
+	})
 }
 
 // advanceWorkflow advances workflow id in tx; nil for an unknown id.
@@ -421,36 +347,21 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx pgx.Tx, id string) (*err
 	if err != nil {
 		return nil, err
 	}
-	byID := all[id]
-	if byID == nil {
-		byID = make(map[string]*errandstore.WorkflowJob)
-	}
-	plan, err := errandstore.PlanWorkflow(w, byID)
+	byID, plan, err := errandstore.PlanWorkflowJobs(w, all)
 	if err != nil {
 		return nil, err
 	}
-	var jobs []*errandtype.Job
-	if len(plan.Insert) > 0 {
-		rs, err := s.insert(ctx, q, s.own, plan.Insert)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rs {
-			// A job whose id is taken counts as enqueued: enqueued
-			// records it, and the workflow waits on whatever has it.
-			if !r.Duplicate {
-				jobs = append(jobs, r.Job)
-			}
-		}
-		if err := killWorkflowJobs(ctx, q, s.own, s.nowArg(), plan.Dead, jobs); err != nil {
-			return nil, err
-		}
-		if err := markWorkflowJobs(ctx, q, s.own, id, jobs); err != nil {
-			return nil, err
-		}
-		for _, j := range jobs {
-			byID[j.ID] = workflowJobOf(j)
-		}
+	jobs, err := errandstore.EnqueuePlanned(id, plan, byID, errandstore.WorkflowEnqueueSteps{
+		Insert: func(ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+			return s.insert(ctx, q, s.own, ps)
+		},
+		Kill: func(d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+			return killWorkflowJob(ctx, q, s.own, s.nowArg(), d)
+		},
+		Mark: func(ids []string) error { return markWorkflowJobs(ctx, q, s.own, id, ids) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The row's times come back from the statement: {now} is the
 	// database's clock unless the store has one of its own.

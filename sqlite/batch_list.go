@@ -4,29 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 )
 
-// BatchList implements [errandstore.BatchStore]: the rows in one query, read
-// from an index on created_at (errand_batches_open for open batches,
-// errand_batches_created otherwise), and the counts of all their members
-// in another, from the members' index on (batch_id, state).
+// BatchList implements [errandstore.BatchStore]: the rows in one query
+// (see [sqlbuild.Dialect.BatchList]), the counts of all their members in
+// another, from the members' index on (batch_id, state).
 func (s *Store) BatchList(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	var args []any
-	if c := p.Before; c != nil {
-		args = append(args, micros(c.CreatedAt), c.ID)
-	}
-	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State, p.Before != nil), append(args, limit)...)
+	rows, err := s.read.QueryContext(ctx, batchListSQL(p.State, p.Before != nil), dialect.BatchListArgs(p)...)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
@@ -46,14 +36,8 @@ func (s *Store) BatchList(ctx context.Context, p *errandstore.BatchListParams) (
 // batchListCounts fills the Counts of bs from their members' states, in
 // one query.
 func (s *Store) batchListCounts(ctx context.Context, bs []*errandstore.Batch) error {
-	byID := make(map[string]*errandstore.Batch, len(bs))
-	ids := make([]string, len(bs))
-	for i, b := range bs {
-		b.Counts = errandstore.NewBatchCounts()
-		byID[b.ID] = b
-		ids[i] = b.ID
-	}
-	if len(bs) == 0 {
+	ids := errandstore.ResetBatchCounts(bs)
+	if len(ids) == 0 {
 		return nil
 	}
 	list, err := json.Marshal(ids)
@@ -65,37 +49,13 @@ func (s *Store) batchListCounts(ctx context.Context, bs []*errandstore.Batch) er
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id, st string
-		var n int
-		if err := rows.Scan(&id, &st, &n); err != nil {
-			return err
-		}
-		if b := byID[id]; b != nil {
-			b.Counts[errandtype.JobState(st)] = n
-		}
-	}
-	return rows.Err()
+	return errandstore.AddBatchCounts(bs, rows)
 }
 
 // batchListSQL lists the batches in state (every batch when empty), newest
-// first, at most ? of them.
+// first, at most ?1 of them; with before, only those before (?2, ?3).
 func batchListSQL(state errandtype.BatchState, before bool) string {
-	var where []string
-	switch state {
-	case errandtype.BatchOpen:
-		where = append(where, `completed_at IS NULL`)
-	case errandtype.BatchCompleted:
-		where = append(where, `completed_at IS NOT NULL`)
-	}
-	if before {
-		where = append(where, `(created_at, id) < (?, ?)`)
-	}
-	q := `SELECT ` + batchColumns + ` FROM errand_batches`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	return dialect.BatchList(batchColumns, state, before)
 }
 
 // batchListCountsSQL counts the members of the batches in the JSON array

@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 )
 
 var (
@@ -40,9 +41,7 @@ func scanBatch(row scanner) (*errandstore.Batch, error) {
 		return nil, err
 	}
 	b.CallbackJobID, b.CreatedAt, b.CompletedAt = nullString(cbJob), fromMicros(created), nullMicros(completed)
-	if b.CompletedAt != nil {
-		b.Final = &errandstore.BatchResult{ID: b.ID, Total: b.Total, Succeeded: succeeded, Dead: dead, Cancelled: cnc, CompletedAt: *b.CompletedAt}
-	}
+	b.ReadFinal(succeeded, dead, cnc)
 	return &b, nil
 }
 
@@ -55,16 +54,7 @@ func batchCounts(ctx context.Context, q interface {
 		return err
 	}
 	defer rows.Close()
-	b.Counts = errandstore.NewBatchCounts()
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return err
-		}
-		b.Counts[errandtype.JobState(st)] = n
-	}
-	return rows.Err()
+	return b.ReadCounts(rows)
 }
 
 // BatchInsert implements [errandstore.BatchStore].
@@ -112,32 +102,22 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, p *errandstore.Batc
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	ids := make([]any, 0, len(rs)+1)
-	ids = append(ids, p.ID)
-	for i, r := range rs {
-		if r.Duplicate {
-			return nil, errandstore.BatchMemberTakenError(i, p.Jobs[i].ID)
+	return errandstore.AddBatchMembers(b, p, rs, func(ids []string) error {
+		// Members are marked in chunks far below SQLite's parameter limit.
+		const chunk = 1000
+		for start := 0; start < len(ids); start += chunk {
+			end := min(start+chunk, len(ids))
+			args := []any{p.ID}
+			for _, id := range ids[start:end] {
+				args = append(args, id)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET batch_id = ? WHERE id IN (`+
+				strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...); err != nil {
+				return err
+			}
 		}
-		jobs[i] = r.Job
-		ids = append(ids, r.Job.ID)
-	}
-	// Members are marked in chunks far below SQLite's parameter limit.
-	const chunk = 1000
-	for start := 1; start < len(ids); start += chunk {
-		end := min(start+chunk, len(ids))
-		args := append([]any{p.ID}, ids[start:end]...)
-		if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET batch_id = ? WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?, ", end-start), ", ")+`)`, args...); err != nil {
-			return nil, fmt.Errorf("insert batch %s: mark members: %w", p.ID, err)
-		}
-	}
-	for _, j := range jobs {
-		j.BatchID = &p.ID
-	}
-	b.Counts = errandstore.NewBatchCounts()
-	b.Counts[errandtype.StateQueued] = len(jobs)
-	return &errandstore.BatchInsertResult{Batch: b, Jobs: jobs}, nil
+		return nil
+	})
 }
 
 // BatchGet implements [errandstore.BatchStore].
@@ -164,12 +144,26 @@ const readyBatchesSQL = `SELECT b.id FROM errand_batches b
 // serialises completions; the condition on completed_at is the
 // compare-and-set.
 func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteParams) ([]*errandstore.Batch, error) {
-	// Read from the reader first: a member's outcome while others are
-	// unfinished, and an idle reconcile pass, cost no write transaction
-	// (the writer is the store's one scarce resource). A read begun after
-	// the caller's outcome committed sees every outcome committed before
-	// it, so the last of two racing members still finds the batch ready.
-	var ids []string
+	ids, err := s.readyBatches(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("complete batches: %w", err)
+	}
+	return errandstore.EachID(ctx, ids, "complete batch", func(id string) (b *errandstore.Batch, err error) {
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			b, err = s.completeBatch(ctx, tx, id)
+			return err
+		})
+		return b, err
+	})
+}
+
+// readyBatches reads the batches of p that are ready to complete from the
+// reader: a member's outcome while others are unfinished, and an idle
+// reconcile pass, cost no write transaction (the writer is the store's one
+// scarce resource). A read begun after the caller's outcome committed sees
+// every outcome committed before it, so the last of two racing members
+// still finds the batch ready.
+func (s *Store) readyBatches(ctx context.Context, p *errandstore.BatchCompleteParams) ([]string, error) {
 	q, args := fmt.Sprintf(readyBatchesSQL, unfinished), []any{}
 	if len(p.IDs) > 0 {
 		q += ` AND b.id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(p.IDs)), ", ") + `)`
@@ -184,82 +178,46 @@ func (s *Store) BatchComplete(ctx context.Context, p *errandstore.BatchCompleteP
 		q += ` ORDER BY b.created_at, b.id LIMIT ?`
 		args = append(args, limit)
 	}
-	{
-		rows, err := s.read.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("complete batches: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("complete batches: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("complete batches: %w", err)
-		}
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
-	// A batch whose completion fails is reported and passed over: one
-	// that fails on every pass (a callback the store refuses) must not
-	// keep the leader from the batches after it.
-	var (
-		out  []*errandstore.Batch
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		var done *errandstore.Batch
-		err := s.tx(ctx, func(tx *sql.Tx) error {
-			now := s.clock.Now()
-			b, err := scanBatch(tx.QueryRowContext(ctx, `UPDATE errand_batches SET completed_at = ?
-				WHERE id = ? AND completed_at IS NULL AND NOT EXISTS (
-					SELECT 1 FROM errand_jobs j WHERE j.batch_id = errand_batches.id AND j.state IN (`+unfinished+`))
-				RETURNING `+batchColumns, micros(now), id))
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil // completed already, unknown, or not finished
-			}
+	return scanRows(rows, func(row scanner) (id string, err error) { return id, row.Scan(&id) })
+}
+
+// completeBatch completes batch id in tx if it is open and no member is
+// unfinished; nil when it is not.
+func (s *Store) completeBatch(ctx context.Context, tx *sql.Tx, id string) (*errandstore.Batch, error) {
+	now := s.clock.Now()
+	b, err := scanBatch(tx.QueryRowContext(ctx, `UPDATE errand_batches SET completed_at = ?
+		WHERE id = ? AND completed_at IS NULL AND NOT EXISTS (
+			SELECT 1 FROM errand_jobs j WHERE j.batch_id = errand_batches.id AND j.state IN (`+unfinished+`))
+		RETURNING `+batchColumns, micros(now), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil // completed already, unknown, or not finished
+	}
+	if err != nil {
+		return nil, err
+	}
+	return errandstore.FinishBatch(b, fromMicros(micros(now)), errandstore.BatchFinishSteps{
+		Count: func(b *errandstore.Batch) error { return batchCounts(ctx, tx, b) },
+		Insert: func(p *errandstore.JobInsertParams) (*errandtype.Job, error) {
+			rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{p})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := batchCounts(ctx, tx, b); err != nil {
-				return err
-			}
-			b.Finish(fromMicros(micros(now)))
-			cj, err := b.CallbackJob()
-			if err != nil {
-				return err
-			}
+			return rs[0].Job, nil
+		},
+		Record: func(b *errandstore.Batch) error {
 			var cbID any
-			if cj != nil {
-				rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{cj})
-				if err != nil {
-					return err
-				}
-				cbID = rs[0].Job.ID
-				b.CallbackJobID = &rs[0].Job.ID
+			if b.CallbackJobID != nil {
+				cbID = *b.CallbackJobID
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE errand_batches SET succeeded = ?, dead = ?, cancelled = ?, callback_job_id = ?
-				WHERE id = ?`, b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, id); err != nil {
-				return err
-			}
-			done = b
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("complete batch %s: %w", id, err))
-			continue
-		}
-		if done != nil {
-			out = append(out, done)
-		}
-	}
-	return out, errors.Join(errs...)
+			_, err := tx.ExecContext(ctx, `UPDATE errand_batches SET succeeded = ?, dead = ?, cancelled = ?, callback_job_id = ?
+				WHERE id = ?`, b.Final.Succeeded, b.Final.Dead, b.Final.Cancelled, cbID, b.ID)
+			return err
+		},
+	})
 }
 
 // JobListDeadUnhooked implements [errandstore.DeadHookStore].
@@ -267,16 +225,12 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	if len(p.Kinds) == 0 {
 		return []*errandtype.Job{}, nil
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
 	args := []any{micros(p.Since)}
 	for _, k := range p.Kinds {
 		args = append(args, k)
 	}
-	args = append(args, limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT `+prefixed("j", jobColumns)+` FROM errand_jobs j
+	args = append(args, p.PageSize())
+	jobs, err := readList(ctx, s.read, scanJob, `SELECT `+prefixed("j", jobColumns)+` FROM errand_jobs j
 		WHERE j.state = 'dead' AND j.finished_at IS NOT NULL AND j.finished_at >= ?
 			AND j.kind IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(p.Kinds)), ", ")+`)
 			AND NOT EXISTS (SELECT 1 FROM errand_jobs c WHERE c.id = `+errandstore.DeadHookJobIDSQL("j")+`)
@@ -284,24 +238,11 @@ func (s *Store) JobListDeadUnhooked(ctx context.Context, p *errandstore.JobListD
 	if err != nil {
 		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
 	}
-	jobs, err := scanJobs(rows, scanJob)
-	if err != nil {
-		return nil, fmt.Errorf("list dead jobs without hook: %w", err)
-	}
-	if jobs == nil {
-		jobs = []*errandtype.Job{}
-	}
 	return jobs, nil
 }
 
 // prefixed qualifies each column of a column list with alias.
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = alias + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
-}
+var prefixed = sqlbuild.Prefixed
 
 // DeadHookCursors implements [errandstore.DeadHookCursorStore].
 func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCursorsParams) (map[string]time.Time, error) {
@@ -313,22 +254,17 @@ func (s *Store) DeadHookCursors(ctx context.Context, p *errandstore.DeadHookCurs
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT kind, finished_at FROM errand_dead_hook_cursors
-		WHERE kind IN (SELECT value FROM json_each(?))`, string(kinds))
+	type cursor struct {
+		kind string
+		at   int64
+	}
+	cs, err := readList(ctx, s.read, func(row scanner) (c cursor, err error) { return c, row.Scan(&c.kind, &c.at) },
+		`SELECT kind, finished_at FROM errand_dead_hook_cursors WHERE kind IN (SELECT value FROM json_each(?))`, string(kinds))
 	if err != nil {
 		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var at int64
-		if err := rows.Scan(&kind, &at); err != nil {
-			return nil, fmt.Errorf("read dead-hook cursors: %w", err)
-		}
-		out[kind] = fromMicros(at)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read dead-hook cursors: %w", err)
+	for _, c := range cs {
+		out[c.kind] = fromMicros(c.at)
 	}
 	return out, nil
 }

@@ -106,17 +106,11 @@ func (s *Store) BreakerList(ctx context.Context, p *errandstore.BreakerListParam
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		b, err := scanBreaker(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list breakers: %w", err)
-		}
-		res.Breakers = append(res.Breakers, b)
-	}
-	if err := rows.Err(); err != nil {
+	bs, err := scanRows(rows, scanBreaker)
+	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
+	res.Breakers = append(res.Breakers, bs...)
 	return res, nil
 }
 

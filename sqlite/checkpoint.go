@@ -193,24 +193,12 @@ func (c *checkpointer) run() {
 		}
 		quiet.Stop()
 		if db == nil {
-			var err error
-			if db, err = driver.Open(c.dsn); err != nil {
-				db = nil
+			if db = c.open(); db == nil {
 				continue // the next commit asks again; walForcePages bounds the WAL
 			}
-			db.SetMaxOpenConns(1)
 		}
-		// PASSIVE neither waits for nor blocks the writer and readers. It
-		// reports the WAL's length and how much of it is now copied; -1
-		// and -1, or busy, when another connection was checkpointing.
 		commits = c.commits.Load()
-		var busy, log, copied int64
-		c.running.Lock()
-		err := db.QueryRowContext(c.ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied)
-		c.running.Unlock()
-		if err == nil {
-			c.background.Add(1)
-		}
+		busy, log, copied, err := c.passive(db)
 		// log is the WAL's length when the checkpoint began: commits
 		// made while it ran are left too.
 		partial = err != nil || busy != 0 || copied < max(log, c.walPages.Load())
@@ -219,4 +207,28 @@ func (c *checkpointer) run() {
 			quiet.Reset(checkpointQuiet)
 		}
 	}
+}
+
+// open opens the checkpointer's connection; nil when it cannot.
+func (c *checkpointer) open() *sql.DB {
+	db, err := driver.Open(c.dsn)
+	if err != nil {
+		return nil
+	}
+	db.SetMaxOpenConns(1)
+	return db
+}
+
+// passive runs a PASSIVE checkpoint, which neither waits for nor blocks
+// the writer and readers. It reports the WAL's length and how much of it
+// is now copied; -1 and -1, or busy, when another connection was
+// checkpointing.
+func (c *checkpointer) passive(db *sql.DB) (busy, log, copied int64, err error) {
+	c.running.Lock()
+	err = db.QueryRowContext(c.ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied)
+	c.running.Unlock()
+	if err == nil {
+		c.background.Add(1)
+	}
+	return busy, log, copied, err
 }

@@ -19,15 +19,15 @@ var insightsDepthSQL = `SELECT queue, kind,
 			WHEN NOT ` + errandstore.OrderingFreeSQL("errand_jobs") + ` THEN 'held'
 			ELSE 'ready' END AS bucket,
 		count(*), min(available_at)
-	FROM errand_jobs j WHERE state IN ('queued', 'retrying', 'running', 'dead')
+	FROM errand_jobs j WHERE state IN (` + errandstore.SQLStates(errandstore.InsightsDepthStates) + `)
 	GROUP BY queue, kind, bucket`
 
 // insightsFinishedSQL counts the last day's finished jobs by window. ?1 is
 // a minute ago, ?2 five minutes, ?3 an hour, ?4 a day.
-const insightsFinishedSQL = `SELECT queue, kind, state,
+var insightsFinishedSQL = `SELECT queue, kind, state,
 		sum(finished_at >= ?1), sum(finished_at >= ?2), sum(finished_at >= ?3), count(*)
 	FROM errand_jobs INDEXED BY errand_jobs_finished
-	WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?4
+	WHERE state IN (` + errandstore.SQLStates(errandstore.TerminalStates) + `) AND finished_at IS NOT NULL AND finished_at >= ?4
 	GROUP BY queue, kind, state`
 
 // insightsFailuresSQL counts the last hour's failures by class. A job with
@@ -44,9 +44,9 @@ var insightsFailuresSQL = `SELECT j.queue, j.kind, e.value ->> '$.class', count(
 		` + errandstore.ReplayedFromDeadJoinSQL("errand_audit", "j", "e.value ->> '$.replay'", "") + `
 	WHERE j.seq IN (
 			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_finished
-				WHERE state IN ('succeeded', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ?1
+				WHERE state IN (` + errandstore.SQLStates(errandstore.TerminalStates) + `) AND finished_at IS NOT NULL AND finished_at >= ?1
 			UNION ALL
-			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_state WHERE state IN ('running', 'retrying')
+			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_state WHERE state IN (` + errandstore.SQLStates(errandstore.InsightsFailingStates) + `)
 			UNION ALL
 			SELECT seq FROM errand_jobs INDEXED BY errand_jobs_requeued
 				WHERE state = 'queued' AND last_error IS NOT NULL AND unixepoch(last_error ->> '$.at', 'subsec') >= ?2)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -35,14 +33,9 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 // LimiterTake implements [errandstore.LimiterStore]. The writer transaction
 // serialises takes, in this process and every other on the file.
 func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	grants := make([]errandstore.LimiterGrant, len(p.Takes))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := fromMicros(micros(s.clock.Now()))
-		for _, i := range limiterOrder(p.Takes) {
-			t := p.Takes[i]
+	return errandstore.TakeLimiters(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
+		func(tx *sql.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
+			now := fromMicros(micros(s.clock.Now()))
 			sp := t.Spec
 			var st errandtype.LimiterState
 			var at int64
@@ -55,57 +48,32 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 				t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
 			).Scan(&st.Tokens, &at)
 			if err != nil {
-				return err
+				return errandstore.LimiterGrant{}, err
 			}
 			st.At = fromMicros(at)
-			next, granted, wait := sp.Take(st, now, t.Want)
-			denied := 0
-			if granted == 0 && t.Want > 0 {
-				denied = 1
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
-				next.Tokens, micros(next.At), denied, t.Name); err != nil {
-				return err
-			}
-			grants[i] = errandstore.LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("take limiter tokens: %w", err)
-	}
-	return grants, nil
+			next, grant, denied := t.From(st, now)
+			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
+				next.Tokens, micros(next.At), denied, t.Name)
+			return grant, err
+		})
 }
 
 // LimiterGive implements [errandstore.LimiterStore].
 func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	gives := slices.Clone(p.Gives)
-	slices.SortStableFunc(gives, func(a, b errandstore.LimiterGive) int { return strings.Compare(a.Name, b.Name) })
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := fromMicros(micros(s.clock.Now()))
-		for _, g := range gives {
+	return errandstore.GiveLimiters(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
+		func(tx *sql.Tx, g errandstore.LimiterGive) error {
 			r, st, err := scanLimiter(tx.QueryRowContext(ctx, `SELECT `+limiterColumns+` FROM errand_limiters WHERE name = ?`, g.Name))
 			if errors.Is(err, sql.ErrNoRows) {
-				continue
+				return nil
 			}
 			if err != nil {
 				return err
 			}
-			next := r.Spec.Give(st, now, g.Amount)
-			if _, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ? WHERE name = ?`,
-				next.Tokens, micros(next.At), g.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("give limiter tokens: %w", err)
-	}
-	return nil
+			next := r.Spec.Give(st, fromMicros(micros(s.clock.Now())), g.Amount)
+			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ? WHERE name = ?`,
+				next.Tokens, micros(next.At), g.Name)
+			return err
+		})
 }
 
 // LimiterList implements [errandstore.LimiterStore].
@@ -129,15 +97,4 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	return out, nil
-}
-
-// limiterOrder is the order to take from buckets in: by name, so that
-// transactions that lock several rows lock them in one order.
-func limiterOrder(takes []errandstore.LimiterTake) []int {
-	order := make([]int, len(takes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(takes[a].Name, takes[b].Name) })
-	return order
 }

@@ -184,6 +184,7 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 		db.Close()
 		return fail(err)
 	}
+	w := &commitWatch{s: s, db: db, stmt: stmt, skipOwn: skipOwn, changed: changed, version: version, own: own}
 	go func() {
 		defer done()
 		defer db.Close()
@@ -191,72 +192,97 @@ func (s *Store) watchCommits(ctx context.Context, skipOwn bool, changed func(con
 		if watching {
 			defer stopWatch()
 		}
-		timer := time.NewTimer(s.opts.WakeInterval)
-		defer timer.Stop()
-		// With a watch, check until then. It starts as a window, for a
-		// commit whose write came before the watch and whose publication
-		// came after the first version.
-		until := time.Now().Add(walWriteWindow)
-		armed := true // the timer runs: a check is coming
-		// heldSince is when a check first found the writer held by a
-		// transaction; zero while it is not.
-		var heldSince time.Time
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-events:
-				until = time.Now().Add(walWriteWindow)
-				if armed {
-					// A busy writer's events come faster than the
-					// interval; the coming check covers them.
-					continue
-				}
-			case <-timer.C:
-				armed = false
-			}
-			v, err := dataVersion(ctx, stmt)
-			retry := false
-			switch {
-			case err != nil:
-				version = -1 // the next successful check delivers ""
-			case v != version:
-				var o writerState
-				var werr error
-				if skipOwn {
-					o, werr = s.writerState(ctx)
-					if errors.Is(werr, errWriterHeld) {
-						if heldSince.IsZero() {
-							heldSince = time.Now()
-						}
-						if time.Since(heldSince) < writerHeldDefer {
-							// Version unchanged: the next check tells
-							// this change apart once the writer is free.
-							retry = true
-							break
-						}
-					}
-					heldSince = time.Time{}
-				}
-				version = v
-				if skipOwn {
-					if werr == nil && o == own {
-						break // the store's own transactions only
-					}
-					if werr != nil {
-						o = writerState{version: -1}
-					}
-					own = o
-				}
-				changed(ctx, db)
-			}
-			if retry || !watching || err != nil || time.Now().Before(until) {
-				timer.Reset(s.opts.WakeInterval)
-				armed = true
-			}
-		}
+		w.run(ctx, events, watching)
 	}()
 	return nil
+}
+
+// commitWatch is the state of a watchCommits between its checks.
+type commitWatch struct {
+	s       *Store
+	db      *sql.DB
+	stmt    *sql.Stmt // PRAGMA data_version
+	skipOwn bool
+	changed func(context.Context, *sql.DB)
+	version int64       // the data_version last seen; -1 after a failed check
+	own     writerState // the writer's state at the last change seen
+	// heldSince is when a check first found the writer held by a
+	// transaction; zero while it is not.
+	heldSince time.Time
+}
+
+// run checks on each of events (when watching) and every WakeInterval
+// until ctx ends.
+func (w *commitWatch) run(ctx context.Context, events <-chan struct{}, watching bool) {
+	timer := time.NewTimer(w.s.opts.WakeInterval)
+	defer timer.Stop()
+	// With a watch, check until then. It starts as a window, for a
+	// commit whose write came before the watch and whose publication
+	// came after the first version.
+	until := time.Now().Add(walWriteWindow)
+	armed := true // the timer runs: a check is coming
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			until = time.Now().Add(walWriteWindow)
+			if armed {
+				// A busy writer's events come faster than the
+				// interval; the coming check covers them.
+				continue
+			}
+		case <-timer.C:
+			armed = false
+		}
+		retry, err := w.check(ctx)
+		if retry || !watching || err != nil || time.Now().Before(until) {
+			timer.Reset(w.s.opts.WakeInterval)
+			armed = true
+		}
+	}
+}
+
+// check reads data_version and calls changed when it moved (and, with
+// skipOwn, not by the store's own transactions alone). retry asks for
+// another check: the writer is held, and the change is told apart once
+// it is free.
+func (w *commitWatch) check(ctx context.Context) (retry bool, err error) {
+	v, err := dataVersion(ctx, w.stmt)
+	if err != nil {
+		w.version = -1 // the next successful check delivers ""
+		return false, err
+	}
+	if v == w.version {
+		return false, nil
+	}
+	if !w.skipOwn {
+		w.version = v
+		w.changed(ctx, w.db)
+		return false, nil
+	}
+	o, werr := w.s.writerState(ctx)
+	if errors.Is(werr, errWriterHeld) {
+		if w.heldSince.IsZero() {
+			w.heldSince = time.Now()
+		}
+		if time.Since(w.heldSince) < writerHeldDefer {
+			// Version unchanged: the next check tells this change
+			// apart once the writer is free.
+			return true, nil
+		}
+	}
+	w.heldSince = time.Time{}
+	w.version = v
+	if werr == nil && o == w.own {
+		return false, nil // the store's own transactions only
+	}
+	if werr != nil {
+		o = writerState{version: -1}
+	}
+	w.own = o
+	w.changed(ctx, w.db)
+	return false, nil
 }
 
 // dataVersion reads PRAGMA data_version through stmt.

@@ -277,36 +277,12 @@ var replayManyHeldSQL = `(workflow_id IS NOT NULL
 		AND substr(id, 1, length(workflow_id) + length('` + errandstore.WorkflowStepJobID("", "") + `')) = workflow_id || '` + errandstore.WorkflowStepJobID("", "") + `'
 		AND EXISTS (SELECT 1 FROM errand_workflows w WHERE w.id = workflow_id AND ` + errandstore.WorkflowRefusesReplaySQL("w") + `))`
 
-var replayManyNotHeldSQL = `NOT ` + replayManyHeldSQL
-
 // JobReplayMany implements [errandstore.OperatorStore].
 func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyParams) ([]*errandtype.Job, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	where := []string{"state = 'dead'", "seq > ?", replayManyNotHeldSQL}
-	if p.Held {
-		where[2] = replayManyHeldSQL
-	}
-	args := []any{p.AfterSeq}
-	f := p.Filter
-	if f.Kind != "" {
-		where, args = append(where, "kind = ?"), append(args, f.Kind)
-	}
-	if f.Queue != "" {
-		where, args = append(where, "queue = ?"), append(args, f.Queue)
-	}
-	if f.Class != "" {
-		where, args = append(where, "last_error ->> '$.class' = ?"), append(args, f.Class)
-	}
-	if !f.DiedSince.IsZero() {
-		where, args = append(where, "finished_at >= ?"), append(args, micros(f.DiedSince))
-	}
-	if !f.DiedUntil.IsZero() {
-		where, args = append(where, "finished_at < ?"), append(args, micros(f.DiedUntil))
-	}
-	q := ` FROM errand_jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ?`
-	args = append(args, p.Limit)
+	q, args := dialect.ReplayMany(p, replayManyHeldSQL, "last_error ->> '$.class'")
 	if p.DryRun {
 		rows, err := s.read.QueryContext(ctx, `SELECT `+jobColumns+q, args...)
 		if err != nil {
@@ -320,29 +296,16 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 		if err != nil {
 			return err
 		}
-		var jobIDs []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			jobIDs = append(jobIDs, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		jobIDs, err := scanRows(rows, func(row scanner) (id string, err error) { return id, row.Scan(&id) })
+		if err != nil {
 			return err
 		}
 		now := s.clock.Now()
 		details := errandstore.BulkReplayDetails(p.Bulk, p.Filter)
-		for _, id := range jobIDs {
-			j, err := s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
-			if err != nil {
-				return fmt.Errorf("job %s: %w", id, err)
-			}
-			out = append(out, j)
-		}
-		return nil
+		out, err = errandstore.ReplayPicked(out, jobIDs, func(id string) (*errandtype.Job, error) {
+			return s.replay(ctx, tx, now, id, p.Operator, p.Reason, errandtype.AuditBulkReplay, nil, 0, false, details)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead jobs: %w", err)
@@ -350,44 +313,8 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 	return out, nil
 }
 
-// pruneConds renders the conditions of a prune of groups at now, with
-// numbered parameters from ?first on, and their arguments. aged(alias)
-// holds for a finished job old enough to go. prunable holds for a job j
-// nothing keeps: it belongs to no open workflow, to no failed workflow
-// whose failed step's job this prune keeps (but that job itself), and to
-// no open batch. An open workflow reads its finished jobs to start a step,
-// to know it succeeded and to compensate, and so does a failed one once a
-// replay of its failed step resumes it, so a failed workflow's jobs go
-// with its failed step's; an open batch counts its members when it
-// completes. Each costs a primary-key lookup or two, and only for a job of
-// a workflow or batch.
-func pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
-	type group struct{ state, cut int }
-	var gs []group
-	for _, g := range groups {
-		n := first + len(args)
-		gs = append(gs, group{n, n + 1})
-		args = append(args, string(g.State), micros(now.Add(-g.Age)))
-	}
-	aged = func(a string) string {
-		var or []string
-		for _, g := range gs {
-			or = append(or, fmt.Sprintf(`(%[1]s.state = ?%[2]d AND %[1]s.finished_at IS NOT NULL AND %[1]s.finished_at < ?%[3]d)`, a, g.state, g.cut))
-		}
-		return `(` + strings.Join(or, ` OR `) + `)`
-	}
-	prunable = `(j.workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_workflows w
-			WHERE w.id = j.workflow_id AND (w.state IN (` + openWorkflows + `)
-				OR (w.state = '` + string(errandtype.WorkflowFailed) + `' AND j.id <> ` + errandstore.FailedStepJobIDSQL("w") + `
-					AND EXISTS (SELECT 1 FROM errand_jobs f WHERE f.id = ` + errandstore.FailedStepJobIDSQL("w") + `
-						AND NOT ` + aged("f") + `)))))
-		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM errand_batches b
-			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
-	return aged, prunable, args
-}
-
 // pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2 of which
-// prunable (from pruneConds, its parameters from ?4 on) holds, oldest
+// prunable (from dialect.PruneConds, its parameters from ?4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
 // workflows and batches it keeps).
@@ -401,7 +328,7 @@ func pruneSQL(prunable string) string {
 
 // finishedWorkflows is errand's finished workflow states as a SQL list, as
 // errand_workflows_finished's predicate spells it.
-var finishedWorkflows = `'` + string(errandtype.WorkflowSucceeded) + `', '` + string(errandtype.WorkflowFailed) + `'`
+var finishedWorkflows = errandstore.FinishedWorkflowsSQL
 
 // pruneBatchesSQL deletes up to ?2 completed batches that completed before
 // ?1 and have no job left: no member (errand_jobs_batch) and no callback job
@@ -424,118 +351,86 @@ var pruneWorkflowsSQL = `DELETE FROM errand_workflows WHERE id IN (
 
 // JobPrune implements [errandstore.OperatorStore].
 func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (errandstore.PruneResult, error) {
-	r := errandstore.PruneResult{DryRun: p.DryRun}
 	if err := p.Validate(); err != nil {
-		return r, err
+		return errandstore.PruneResult{DryRun: p.DryRun}, err
 	}
 	now := s.clock.Now()
+	return errandstore.RunPrune(p,
+		func(r *errandstore.PruneResult) error { return s.pruneDryRun(ctx, p, now, r) },
+		func(r *errandstore.PruneResult) error {
+			return s.tx(ctx, func(tx *sql.Tx) error { return s.prune(ctx, tx, p, now, r) })
+		})
+}
+
+// pruneDryRun counts into r what a prune of p at now would delete.
+func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	count := func(state string, n int) {
-		switch errandtype.JobState(state) {
-		case errandtype.StateSucceeded:
-			r.Succeeded += n
-		case errandtype.StateCancelled:
-			r.Cancelled += n
-		case errandtype.StateDead:
-			r.Dead += n
-		}
-	}
-	if p.DryRun {
-		_, prunable, args := pruneConds(groups, now, 3)
-		for _, g := range groups {
-			rows, err := s.read.QueryContext(ctx, `SELECT j.state, count(*) FROM errand_jobs j INDEXED BY errand_jobs_finished
-				WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND `+prunable+` GROUP BY j.state`,
-				append([]any{string(g.State), micros(now.Add(-g.Age))}, args...)...)
-			if err != nil {
-				return r, fmt.Errorf("prune: %w", err)
-			}
-			for rows.Next() {
-				var st string
-				var n int
-				if err := rows.Scan(&st, &n); err != nil {
-					rows.Close()
-					return r, fmt.Errorf("prune: %w", err)
-				}
-				count(st, n)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return r, fmt.Errorf("prune: %w", err)
-			}
-		}
-		// A batch or workflow goes when no job of it is kept: too young,
-		// or kept by what prunable says.
-		aged, prunable, args := pruneConds(groups, now, 2)
-		kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
-		args = append([]any{micros(errandstore.PruneBatchCutoff(p, now))}, args...)
-		err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_batches b INDEXED BY errand_batches_completed
-			WHERE b.completed_at IS NOT NULL AND b.completed_at < ?1
-				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND `+kept+`)
-				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.id = b.callback_job_id AND `+kept+`)`,
-			args...).Scan(&r.Batches)
+	_, prunable, args := dialect.PruneConds(groups, now, 3)
+	for _, g := range groups {
+		var n int
+		err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_jobs j INDEXED BY errand_jobs_finished
+			WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND `+prunable,
+			append([]any{string(g.State), micros(now.Add(-g.Age))}, args...)...).Scan(&n)
 		if err != nil {
-			return r, fmt.Errorf("prune: %w", err)
+			return err
 		}
-		err = s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_workflows w INDEXED BY errand_workflows_finished
-			WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < ?1
-				AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND `+kept+`)`,
-			args...).Scan(&r.Workflows)
-		if err != nil {
-			return r, fmt.Errorf("prune: %w", err)
-		}
-		return r, nil
+		r.Add(g.State, n)
 	}
-	_, prunable, condArgs := pruneConds(groups, now, 4)
+	// A batch or workflow goes when no job of it is kept: too young,
+	// or kept by what prunable says.
+	aged, prunable, args := dialect.PruneConds(groups, now, 2)
+	kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
+	args = append([]any{micros(errandstore.PruneBatchCutoff(p, now))}, args...)
+	err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_batches b INDEXED BY errand_batches_completed
+		WHERE b.completed_at IS NOT NULL AND b.completed_at < ?1
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.batch_id = b.id AND `+kept+`)
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.id = b.callback_job_id AND `+kept+`)`,
+		args...).Scan(&r.Batches)
+	if err != nil {
+		return err
+	}
+	return s.read.QueryRowContext(ctx, `SELECT count(*) FROM errand_workflows w INDEXED BY errand_workflows_finished
+		WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < ?1
+			AND NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.workflow_id = w.id AND `+kept+`)`,
+		args...).Scan(&r.Workflows)
+}
+
+// prune deletes in tx up to p.Limit jobs of p at now, then the batches and
+// workflows left without jobs, and counts them into r.
+func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
+	groups := errandstore.PruneGroups(p)
+	_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
 	deleteSQL := pruneSQL(prunable)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		left := p.Limit
-		for _, g := range groups {
-			if left == 0 {
-				break
-			}
-			rows, err := tx.QueryContext(ctx, deleteSQL, append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var st string
-				if err := rows.Scan(&st); err != nil {
-					rows.Close()
-					return err
-				}
-				count(st, 1)
-				left--
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-		}
-		cut := micros(errandstore.PruneBatchCutoff(p, now))
-		res, err := tx.ExecContext(ctx, pruneBatchesSQL, cut, p.Limit)
+	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
+		rows, err := tx.QueryContext(ctx, deleteSQL, append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		r.Batches = int(n)
-		if res, err = tx.ExecContext(ctx, pruneWorkflowsSQL, cut, p.Limit); err != nil {
-			return err
-		}
-		if n, err = res.RowsAffected(); err != nil {
-			return err
-		}
-		r.Workflows = int(n)
-		if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
-			return nil
-		}
-		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator, reason: p.Reason,
-			at: now, details: errandstore.PruneDetails(p, r)})
+		return scanRows(rows, func(row scanner) (st string, err error) { return st, row.Scan(&st) })
 	})
 	if err != nil {
-		return errandstore.PruneResult{DryRun: p.DryRun}, fmt.Errorf("prune: %w", err)
+		return err
 	}
-	return r, nil
+	cut := micros(errandstore.PruneBatchCutoff(p, now))
+	if r.Batches, err = execCount(ctx, tx, pruneBatchesSQL, cut, p.Limit); err != nil {
+		return err
+	}
+	if r.Workflows, err = execCount(ctx, tx, pruneWorkflowsSQL, cut, p.Limit); err != nil {
+		return err
+	}
+	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
+		return nil
+	}
+	return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator, reason: p.Reason,
+		at: now, details: errandstore.PruneDetails(p, *r)})
+}
+
+// execCount runs q in tx and returns how many rows it changed.
+func execCount(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }

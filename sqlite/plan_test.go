@@ -206,8 +206,8 @@ func explain(t *testing.T, s *Store, q string) string {
 	return b.String()
 }
 
-// pruneSQLConds is pruneConds' prunable for a prune of every state.
+// pruneSQLConds is dialect.PruneConds' prunable for a prune of every state.
 func pruneSQLConds() string {
-	_, prunable, _ := pruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	_, prunable, _ := dialect.PruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
 	return prunable
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -57,60 +58,41 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *errandstore.ScheduleUpser
 // transaction serialises advances; the condition on next_fire_at is the
 // compare-and-set.
 func (s *Store) ScheduleAdvance(ctx context.Context, p *errandstore.ScheduleAdvanceParams) (*errandstore.ScheduleAdvanceResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	res := &errandstore.ScheduleAdvanceResult{}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := micros(s.clock.Now())
-		r, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET next_fire_at = ?, updated_at = ?
-			WHERE name = ? AND next_fire_at = ? AND (?5 = '' OR spec = ?5) RETURNING `+scheduleColumns,
-			micros(p.To), now, p.Name, micros(p.From), p.Spec))
-		if errors.Is(err, sql.ErrNoRows) {
-			res.Schedule, err = scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules WHERE name = ?`, p.Name))
+	return errandstore.AdvanceSchedule(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) }, errandstore.ScheduleAdvanceSteps[*sql.Tx]{
+		Advance: func(tx *sql.Tx) (*errandtype.ScheduleRecord, error) {
+			r, err := scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET next_fire_at = ?, updated_at = ?
+				WHERE name = ? AND next_fire_at = ? AND (?5 = '' OR spec = ?5) RETURNING `+scheduleColumns,
+				micros(p.To), micros(s.clock.Now()), p.Name, micros(p.From), p.Spec))
 			if errors.Is(err, sql.ErrNoRows) {
-				return errandtype.ErrNotFound
+				return nil, nil
 			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		res.Advanced, res.Schedule = true, r
-		if p.Job == nil {
-			return nil
-		}
-		rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{p.Job})
-		if err != nil {
-			return err
-		}
-		res.Job = &rs[0]
-		res.Schedule, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET last_fire_at = ?, last_job_id = ?
-			WHERE name = ? RETURNING `+scheduleColumns, micros(p.Tick), rs[0].Job.ID, p.Name))
-		return err
+			return r, err
+		},
+		Read: func(tx *sql.Tx) (*errandtype.ScheduleRecord, error) {
+			r, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules WHERE name = ?`, p.Name))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, errandtype.ErrNotFound
+			}
+			return r, err
+		},
+		Insert: func(tx *sql.Tx, j *errandstore.JobInsertParams) (errandstore.JobInsertResult, error) {
+			rs, err := s.insert(ctx, tx, []*errandstore.JobInsertParams{j})
+			if err != nil {
+				return errandstore.JobInsertResult{}, err
+			}
+			return rs[0], nil
+		},
+		Fired: func(tx *sql.Tx, jobID string) (*errandtype.ScheduleRecord, error) {
+			return scanSchedule(tx.QueryRowContext(ctx, `UPDATE errand_schedules SET last_fire_at = ?, last_job_id = ?
+				WHERE name = ? RETURNING `+scheduleColumns, micros(p.Tick), jobID, p.Name))
+		},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("advance schedule %s: %w", p.Name, err)
-	}
-	return res, nil
 }
 
 // ScheduleList implements [errandstore.ScheduleStore].
 func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListParams) ([]*errandtype.ScheduleRecord, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM errand_schedules ORDER BY name`)
+	out, err := readList(ctx, s.read, scanSchedule, `SELECT `+scheduleColumns+` FROM errand_schedules ORDER BY name`)
 	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	defer rows.Close()
-	out := []*errandtype.ScheduleRecord{}
-	for rows.Next() {
-		r, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return out, nil
@@ -118,24 +100,16 @@ func (s *Store) ScheduleList(ctx context.Context, _ *errandstore.ScheduleListPar
 
 // ScheduleDelete implements [errandstore.ScheduleStore].
 func (s *Store) ScheduleDelete(ctx context.Context, p *errandstore.ScheduleDeleteParams) (*errandtype.ScheduleRecord, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	var r *errandtype.ScheduleRecord
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		r, err = scanSchedule(tx.QueryRowContext(ctx, `DELETE FROM errand_schedules WHERE name = ? RETURNING `+scheduleColumns, p.Name))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errandtype.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
-			at: s.clock.Now(), details: errandstore.ScheduleDeleteDetails(r)})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("delete schedule %s: %w", p.Name, err)
-	}
-	return r, nil
+	return errandstore.DeleteSchedule(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
+		func(tx *sql.Tx) (*errandtype.ScheduleRecord, error) {
+			r, err := scanSchedule(tx.QueryRowContext(ctx, `DELETE FROM errand_schedules WHERE name = ? RETURNING `+scheduleColumns, p.Name))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, errandtype.ErrNotFound
+			}
+			return r, err
+		},
+		func(tx *sql.Tx, details json.RawMessage) error {
+			return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditScheduleDelete, operator: p.Operator, reason: p.Reason,
+				at: s.clock.Now(), details: details})
+		})
 }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 	"github.com/errandhq/errand/internal/sqltx"
 	"github.com/ncruces/go-sqlite3/driver" // also registers the "sqlite3" driver
 )
@@ -131,49 +132,15 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open sqlite: %q is not a file path; give a path such as ./errand.db", path)
 	}
-	if o.Clock == nil {
-		o.Clock = systemClock{}
-	}
-	switch strings.ToUpper(o.Synchronous) {
-	case "":
-		o.Synchronous = "FULL"
-	case "FULL", "NORMAL":
-		o.Synchronous = strings.ToUpper(o.Synchronous)
-	default:
-		return nil, fmt.Errorf("open sqlite: synchronous %q: use FULL or NORMAL", o.Synchronous)
-	}
-	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = 10 * time.Second
-	}
-	if o.ReadConns <= 0 {
-		o.ReadConns = 4
-	}
-	if o.WakeInterval <= 0 {
-		o.WakeInterval = defaultWakeInterval
+	if err := o.applyDefaults(); err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
-	if o.MustExist || o.NoMigrate {
-		if _, err := os.Stat(abs); err != nil {
-			if o.NoMigrate {
-				return nil, fmt.Errorf("open sqlite: %s does not exist: %w", path, errandtype.ErrNoSchema)
-			}
-			return nil, fmt.Errorf("open sqlite: %s does not exist; check the path (or --db / ERRAND_DB)", path)
-		}
-	}
-	if o.NoMigrate {
-		if err := checkSchema(ctx, abs, o); err != nil {
-			return nil, fmt.Errorf("open sqlite: %w", err)
-		}
-	}
-
-	if o.checkpointPages <= 0 {
-		o.checkpointPages = walCheckpointPages
-	}
-	if o.forcePages <= 0 {
-		o.forcePages = walForcePages
+	if err := checkExisting(ctx, path, abs, o); err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	ckpt := newCheckpointer(dsn(abs, o, false), o.checkpointPages, o.forcePages, o.BusyTimeout)
 	db, err := driver.Open(dsn(abs, o, false), ckpt.initWriter)
@@ -204,6 +171,57 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	read.SetMaxOpenConns(o.ReadConns)
 	s.read = read
 	return s, nil
+}
+
+// applyDefaults fills in the options left zero, in one place, and checks
+// the ones given.
+func (o *Options) applyDefaults() error {
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	switch strings.ToUpper(o.Synchronous) {
+	case "":
+		o.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		o.Synchronous = strings.ToUpper(o.Synchronous)
+	default:
+		return fmt.Errorf("synchronous %q: use FULL or NORMAL", o.Synchronous)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 10 * time.Second
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 4
+	}
+	if o.WakeInterval <= 0 {
+		o.WakeInterval = defaultWakeInterval
+	}
+	if o.checkpointPages <= 0 {
+		o.checkpointPages = walCheckpointPages
+	}
+	if o.forcePages <= 0 {
+		o.forcePages = walForcePages
+	}
+	return nil
+}
+
+// checkExisting checks, for options that open only an existing store,
+// that the file at abs (path as given) exists and, without migrations,
+// holds errand's current schema.
+func checkExisting(ctx context.Context, path, abs string, o Options) error {
+	if !o.MustExist && !o.NoMigrate {
+		return nil
+	}
+	if _, err := os.Stat(abs); err != nil {
+		if o.NoMigrate {
+			return fmt.Errorf("%s does not exist: %w", path, errandtype.ErrNoSchema)
+		}
+		return fmt.Errorf("%s does not exist; check the path (or --db / ERRAND_DB)", path)
+	}
+	if o.NoMigrate {
+		return checkSchema(ctx, abs, o)
+	}
+	return nil
 }
 
 // dsn builds a connection string for the ncruces driver. Pragmas run on every
@@ -311,6 +329,14 @@ func (s *Store) writer(ctx context.Context) (*sql.Conn, error) {
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// dialect renders the SQL this store builds as PostgreSQL's does: numbered
+// parameters ?N, the tables by name, times in microseconds.
+var dialect = sqlbuild.Dialect{
+	Mark:  "?",
+	Table: func(name string) string { return "errand_" + name },
+	Time:  func(t time.Time) any { return micros(t) },
+}
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 

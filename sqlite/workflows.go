@@ -20,7 +20,7 @@ const workflowColumns = `id, name, state, failed_step, steps, enqueued, created_
 	compensation_started_at, rerun_of, rerun_as`
 
 // openWorkflows is errand's open workflow states as a SQL list.
-var openWorkflows = `'` + string(errandtype.WorkflowRunning) + `', '` + string(errandtype.WorkflowCompensating) + `'`
+var openWorkflows = errandstore.OpenWorkflowsSQL
 
 func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 	var (
@@ -34,14 +34,10 @@ func scanWorkflow(row scanner) (*errandstore.WorkflowRecord, error) {
 		&compensated, &rerunOf, &rerunAs); err != nil {
 		return nil, err
 	}
-	var err error
-	if w.Steps, err = errandstore.DecodeWorkflowSteps(steps); err != nil {
+	if err := w.DecodeColumns(state, steps, enqueued); err != nil {
 		return nil, err
 	}
-	if w.Enqueued, err = errandstore.DecodeWorkflowEnqueued(enqueued); err != nil {
-		return nil, err
-	}
-	w.State, w.FailedStep = errandtype.WorkflowState(state), nullString(failed)
+	w.FailedStep = nullString(failed)
 	w.CreatedAt, w.UpdatedAt, w.CheckedAt = fromMicros(created), fromMicros(updated), fromMicros(checked)
 	w.FinishedAt, w.CompensationStartedAt = nullMicros(finished), nullMicros(compensated)
 	w.RerunOf, w.RerunAs = nullString(rerunOf), nullString(rerunAs)
@@ -102,65 +98,27 @@ func workflowJobs(ctx context.Context, q queryer, ids ...string) (map[string]map
 	return out, nil
 }
 
-// workflowJobOf is what a workflow reads of its job j.
-func workflowJobOf(j *errandtype.Job) *errandstore.WorkflowJob {
-	return &errandstore.WorkflowJob{ID: j.ID, State: j.State, Attempts: j.Attempt, MaxAttempts: j.MaxAttempts, Output: j.Output, LastError: j.LastError}
-}
-
-// workflowJobTakenError is the *InputError of a workflow whose first job's
-// id or unique key is taken by a job that exists already.
-func workflowJobTakenError(jobID string) error {
-	return &errandtype.InputError{Field: "workflow steps", Message: fmt.Sprintf("job %s: its id is taken by an existing job; a workflow's jobs must be new, so give the workflow another id", jobID)}
-}
-
-// markWorkflowJobs sets the workflow_id of jobs to id.
-func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, jobs []*errandtype.Job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	args := make([]any, 0, len(jobs)+1)
+// markWorkflowJobs sets the workflow_id of the jobs ids to id.
+func markWorkflowJobs(ctx context.Context, tx *sql.Tx, id string, ids []string) error {
+	args := make([]any, 0, len(ids)+1)
 	args = append(args, id)
-	for _, j := range jobs {
-		args = append(args, j.ID)
+	for _, j := range ids {
+		args = append(args, j)
 	}
 	// A workflow has at most MaxWorkflowSteps steps and as many
 	// compensations: far below SQLite's parameter limit.
-	if _, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET workflow_id = ? WHERE id IN (`+
-		strings.TrimSuffix(strings.Repeat("?, ", len(jobs)), ", ")+`)`, args...); err != nil {
-		return fmt.Errorf("mark jobs: %w", err)
-	}
-	for _, j := range jobs {
-		j.WorkflowID = &id
-	}
-	return nil
+	_, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET workflow_id = ? WHERE id IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")+`)`, args...)
+	return err
 }
 
-// killWorkflowJobs makes dead at once the jobs of dead among jobs, just
-// inserted in tx, with their errors (see [errandstore.WorkflowPlan].Dead), and
-// replaces them in jobs with their rows as they are now.
-func killWorkflowJobs(ctx context.Context, tx *sql.Tx, now time.Time, dead []*errandstore.WorkflowDeadJob, jobs []*errandtype.Job) error {
-	if len(dead) == 0 {
-		return nil
-	}
-	errs := make(map[string]*errandstore.WorkflowDeadJob, len(dead))
-	for _, d := range dead {
-		errs[d.ID] = d
-	}
-	for i, j := range jobs {
-		d := errs[j.ID]
-		if d == nil {
-			continue
-		}
-		k, err := scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
-				state = 'dead', finished_at = ?4
-			WHERE id = ?5 AND state = 'queued' AND attempt = 0
-			RETURNING `+jobColumns, historyTime(now), d.Class, d.Message, micros(now), j.ID))
-		if err != nil {
-			return fmt.Errorf("enqueue job %s dead: %w", j.ID, err)
-		}
-		jobs[i] = k
-	}
-	return nil
+// killWorkflowJob makes dead at once the job d.ID, just inserted in tx,
+// with d's error (see [errandstore.WorkflowPlan].Dead).
+func killWorkflowJob(ctx context.Context, tx *sql.Tx, now time.Time, d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+	return scanJob(tx.QueryRowContext(ctx, `UPDATE errand_jobs SET `+sweepError+`,
+			state = 'dead', finished_at = ?4
+		WHERE id = ?5 AND state = 'queued' AND attempt = 0
+		RETURNING `+jobColumns, historyTime(now), d.Class, d.Message, micros(now), d.ID))
 }
 
 // WorkflowInsert implements [errandstore.WorkflowStore].
@@ -218,16 +176,11 @@ func (s *Store) insertWorkflow(ctx context.Context, tx *sql.Tx, p *errandstore.W
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*errandtype.Job, len(rs))
-	byID := make(map[string]*errandstore.WorkflowJob, len(rs))
-	for i, r := range rs {
-		if r.Duplicate {
-			return nil, workflowJobTakenError(plan.Insert[i].ID)
-		}
-		jobs[i] = r.Job
-		byID[r.Job.ID] = workflowJobOf(r.Job)
+	jobs, byID, err := errandstore.NewWorkflowJobs(plan.Insert, rs)
+	if err != nil {
+		return nil, err
 	}
-	if err := markWorkflowJobs(ctx, tx, p.ID, jobs); err != nil {
+	if err := errandstore.MarkWorkflowJobs(p.ID, jobs, func(ids []string) error { return markWorkflowJobs(ctx, tx, p.ID, ids) }); err != nil {
 		return nil, fmt.Errorf("insert workflow %s: %w", p.ID, err)
 	}
 	return &errandstore.WorkflowInsertResult{Workflow: errandstore.ViewWorkflow(w, byID), Jobs: jobs}, nil
@@ -319,17 +272,11 @@ func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListPar
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.ID
-	}
-	jobs, err := workflowJobs(ctx, s.read, ids...)
+	out, err := errandstore.ViewWorkflows(ws, func(ids []string) (map[string]map[string]*errandstore.WorkflowJob, error) {
+		return workflowJobs(ctx, s.read, ids...)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
-	}
-	out := make([]*errandtype.Workflow, len(ws))
-	for i, w := range ws {
-		out[i] = errandstore.ViewWorkflow(w, jobs[w.ID])
 	}
 	return out, nil
 }
@@ -338,6 +285,17 @@ func (s *Store) WorkflowList(ctx context.Context, p *errandstore.WorkflowListPar
 func scanRows[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
 	return rowscan.All(rows, scan)
+}
+
+// readList reads with db every row of query q with scan, as a list: empty,
+// not nil, when there are none.
+func readList[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return rowscan.List(rows, scan)
 }
 
 // readyWorkflowsSQL finds the open workflows with a job finished since
@@ -372,18 +330,7 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			return nil, fmt.Errorf("advance workflows: %w", err)
 		}
 	}
-	// A workflow whose advance fails is reported and passed over: one
-	// that fails on every pass (a planned job the store refuses) must not
-	// keep the leader from the workflows after it.
-	var (
-		out  []*errandstore.WorkflowAdvanceResult
-		errs []error
-	)
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
+	return errandstore.EachID(ctx, ids, "advance workflow", func(id string) (*errandstore.WorkflowAdvanceResult, error) {
 		if named {
 			// A worker's advance after an outcome that changes nothing
 			// (a step succeeded while its siblings run) costs one read
@@ -391,16 +338,11 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			// outcome committed sees every outcome committed before it;
 			// a later outcome's process advances the workflow itself.
 			r, err := s.planWorkflow(ctx, s.read, id)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
-				continue
-			}
-			if r == nil {
-				continue // unknown id
+			if err != nil || r == nil {
+				return nil, err // nil: unknown id
 			}
 			if !r.plan.Changed {
-				out = append(out, &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(r.w, r.jobs)})
-				continue
+				return &errandstore.WorkflowAdvanceResult{Workflow: errandstore.ViewWorkflow(r.w, r.jobs)}, nil
 			}
 		}
 		var res *errandstore.WorkflowAdvanceResult
@@ -409,15 +351,8 @@ func (s *Store) WorkflowAdvance(ctx context.Context, p *errandstore.WorkflowAdva
 			res, err = s.advanceWorkflow(ctx, tx, id)
 			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("advance workflow %s: %w", id, err))
-			continue
-		}
-		if res != nil {
-			out = append(out, res)
-		}
-	}
-	return out, errors.Join(errs...)
+		return res, err
+	})
 }
 
 // plannedWorkflow is a workflow's row, its jobs and their plan.
@@ -444,11 +379,7 @@ func (s *Store) planWorkflow(ctx context.Context, q interface {
 	if err != nil {
 		return nil, err
 	}
-	byID := jobs[id]
-	if byID == nil {
-		byID = make(map[string]*errandstore.WorkflowJob)
-	}
-	plan, err := errandstore.PlanWorkflow(w, byID)
+	byID, plan, err := errandstore.PlanWorkflowJobs(w, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -462,28 +393,17 @@ func (s *Store) advanceWorkflow(ctx context.Context, tx *sql.Tx, id string) (*er
 		return nil, err
 	}
 	w, plan := r.w, r.plan
-	var jobs []*errandtype.Job
-	if len(plan.Insert) > 0 {
-		rs, err := s.insert(ctx, tx, plan.Insert)
-		if err != nil {
-			return nil, err
-		}
-		for _, ir := range rs {
-			// A job whose id is taken counts as enqueued: enqueued
-			// records it, and the workflow waits on whatever has it.
-			if !ir.Duplicate {
-				jobs = append(jobs, ir.Job)
-			}
-		}
-		if err := killWorkflowJobs(ctx, tx, s.clock.Now(), plan.Dead, jobs); err != nil {
-			return nil, err
-		}
-		if err := markWorkflowJobs(ctx, tx, id, jobs); err != nil {
-			return nil, err
-		}
-		for _, j := range jobs {
-			r.jobs[j.ID] = workflowJobOf(j)
-		}
+	jobs, err := errandstore.EnqueuePlanned(id, plan, r.jobs, errandstore.WorkflowEnqueueSteps{
+		Insert: func(ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+			return s.insert(ctx, tx, ps)
+		},
+		Kill: func(d *errandstore.WorkflowDeadJob) (*errandtype.Job, error) {
+			return killWorkflowJob(ctx, tx, s.clock.Now(), d)
+		},
+		Mark: func(ids []string) error { return markWorkflowJobs(ctx, tx, id, ids) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	now := fromMicros(micros(s.clock.Now()))
 	w.CheckedAt = now

@@ -56,7 +56,7 @@ func (e *env) heartbeat(js ...*errandtype.Job) []errandstore.HeartbeatResult {
 
 func cancelled(j *errandtype.Job) *errandstore.JobOutcome {
 	return &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeCancelled,
-		Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errandstore.ClassCancelled, Message: errand.CancelledByRequestMessage}}
+		Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: errandstore.ClassCancelled, Message: errandstore.CancelledByRequestMessage}}
 }
 
 // testCancelRunningRequest checks that cancelling a running job records

@@ -93,7 +93,7 @@ func testOutcomeKinds(t *testing.T, h harness) {
 		},
 		{
 			kind:  errandstore.OutcomeCancelled,
-			err:   &errandtype.AttemptError{Attempt: 1, Class: errandstore.ClassCancelled, Message: errand.CancelledByRequestMessage},
+			err:   &errandtype.AttemptError{Attempt: 1, Class: errandstore.ClassCancelled, Message: errandstore.CancelledByRequestMessage},
 			state: errandtype.StateCancelled,
 			expect: func(w *errandtype.Job, now time.Time, e *errandtype.AttemptError) {
 				w.FinishedAt = ptr(now)

@@ -27,3 +27,13 @@ func All[T any](rows Rows, scan func(row Row) (T, error)) ([]T, error) {
 	}
 	return out, rows.Err()
 }
+
+// List is All, but reads no rows as an empty list rather than nil, so that
+// an empty result is [] in JSON too.
+func List[T any](rows Rows, scan func(row Row) (T, error)) ([]T, error) {
+	out, err := All(rows, scan)
+	if err == nil && out == nil {
+		out = []T{}
+	}
+	return out, err
+}
