@@ -10,6 +10,8 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
+	"github.com/errandhq/errand/internal/leasekeeper"
 )
 
 // errTimeout is the cancellation cause when an attempt passes its kind's
@@ -77,7 +79,7 @@ type attempt struct {
 	// Kept here, so that an attempt costs one allocation for them: what
 	// the handler's context carries, and the lease keeper's record.
 	info attemptInfo
-	held heldLease
+	held leasekeeper.Lease
 }
 
 // runAttempt runs the handler for a claimed job while leases renews its
@@ -86,7 +88,7 @@ type attempt struct {
 // the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
 // later than the store's own start of it.
-func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *errandtype.Job, lease time.Duration, claimSent time.Time) *attempt {
+func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	if c.observer != nil {
 		c.observer.JobStarted(job)
@@ -105,7 +107,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *er
 	stopTimer := func() bool { return false }
 	if k.Timeout > 0 {
 		var stop context.CancelFunc
-		hctx, stop = withTimeout(ctx, c.clock, k.Timeout, errTimeout)
+		hctx, stop = clock.WithTimeout(ctx, c.clock, k.Timeout, errTimeout)
 		defer stop()
 		stopTimer = func() bool { stop(); return context.Cause(hctx) == errTimeout }
 	}
@@ -116,8 +118,8 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *er
 	start := c.clock.Now()
 	// Heartbeats stop the moment the handler returns, even in the middle of
 	// a store call, so a slow store never delays the outcome.
-	a.held = heldLease{job: job, renewed: a.renewed, lose: cancel}
-	leases.hold(&a.held)
+	a.held = leasekeeper.Lease{Job: job, Renewed: a.renewed, Lose: cancel}
+	leases.Hold(&a.held)
 
 	if k.Timeout > 0 {
 		a.err, a.stack = c.callHandlerUntilCancelled(ctx, hctx, k, job, a)
@@ -126,7 +128,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leaseKeeper, job *er
 	}
 	a.took = c.clock.Now().Sub(start)
 	timedOut := stopTimer()
-	a.renewed = leases.release(&a.held)
+	a.renewed = leases.Release(&a.held)
 
 	switch {
 	case a.err == nil:

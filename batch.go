@@ -128,7 +128,7 @@ func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []Enque
 		}
 	} else {
 		if c.notifier != nil {
-			c.notifier.noteTx(queuesOf(p.Jobs))
+			c.notifier.NoteTx(queuesOf(p.Jobs))
 		}
 		if c.observer != nil {
 			c.observer.JobsEnqueued(res.Jobs)
@@ -264,8 +264,8 @@ func (c *engine) wakeQueues(queues ...string) {
 	if len(queues) == 0 {
 		return
 	}
-	claims := c.wakeLocal(queues)
+	claims := c.wakes.Wake(queues)
 	if c.notifier != nil {
-		c.notifier.notify(queues, claims)
+		c.notifier.Notify(queues, claims)
 	}
 }

@@ -115,7 +115,7 @@ func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason st
 	if err != nil {
 		return nil, fmt.Errorf("reset breaker %s: %w", dep, err)
 	}
-	c.wakeLocal(nil)
+	c.wakes.Wake(nil)
 	return r.Breaker, nil
 }
 
@@ -509,7 +509,7 @@ func (g *breakerGate) write(ctx context.Context, p *errandstore.BreakerUpdatePar
 			"until", r.Breaker.OpenUntil, "trips", r.Breaker.Trips, "last_error", r.Breaker.LastError)
 	case errandstore.BreakerSuccess:
 		g.e.logger.Info("circuit breaker closed; jobs of the dependency run again", "dependency", dep)
-		g.e.wakeLocal(nil)
+		g.e.wakes.Wake(nil)
 	}
 }
 

@@ -56,8 +56,8 @@ func (w *Worker) watchCancels(ctx context.Context) *cancelWatch {
 	cw := &cancelWatch{cancel: cancel}
 	cw.done.Go(func() {
 		for id := range ch {
-			if id == "" || w.leases.holds(id) {
-				w.leases.checkNow()
+			if id == "" || w.leases.Holds(id) {
+				w.leases.CheckNow()
 			}
 		}
 	})

@@ -6,12 +6,13 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 )
 
 // A queue loop's claim passes the worker's claim gates, the rules that
 // decide at claim time how many jobs of which kinds it may take: the
-// capacity shared by weight (worker_weights.go), rate limits and retry
-// budgets (ratelimit_worker.go), circuit breakers (breaker.go). NewWorker
+// capacity shared by weight (internal/flow), rate limits and retry
+// budgets (internal/flow), circuit breakers (breaker.go). NewWorker
 // builds the gates once from the config and what the store can do; a
 // worker without them has none, and its claims go straight to the store.
 // Claims made outside a Worker pass the same gates (see claimOutside).
@@ -49,7 +50,7 @@ type claimTicket struct {
 	// ask when the next job comes due in its round trip.
 	wrapped bool
 	shared  int       // slots the capacity gate granted
-	plan    claimPlan // the rate limits' part
+	plan    flow.Plan // the rate limits' part
 	sent    time.Time // the store's leases start no earlier than this
 	// wake is the queue's wake-up as it stood before the claim was sent:
 	// an idle queue sleeps on it after.
@@ -59,7 +60,7 @@ type claimTicket struct {
 // more reports whether the queue may hold more work than t's claim took:
 // it came back full, or gave a retry budget tokens it lacked.
 func (t *claimTicket) more(jobs []*errandtype.Job, err error) bool {
-	return err == nil && (len(jobs) == t.limit || t.plan.again)
+	return err == nil && (len(jobs) == t.limit || t.plan.Again)
 }
 
 // claimGates returns the gates of a worker as configured, in the order a
@@ -166,17 +167,17 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 		jobs, err = claim(claimCtx, params)
 	}
 	cancelClaim()
-	w.c.claimReturned(t.queue)
+	w.c.wakes.ClaimReturned(t.queue)
 	w.gates.settle(loopCtx, t, jobs, err)
 	return jobs, due, err
 }
 
 // shareGate is the worker's capacity shared by weight among its queues:
 // a claim waits for the queue's share, and gives back what it did not use.
-type shareGate struct{ s *capacityShare }
+type shareGate struct{ s *flow.Share }
 
 func (g shareGate) admit(ctx context.Context, t *claimTicket) bool {
-	t.shared = g.s.acquire(ctx, t.queue, t.limit)
+	t.shared = g.s.Acquire(ctx, t.queue, t.limit)
 	t.limit = t.shared
 	return t.shared > 0
 }
@@ -186,44 +187,44 @@ func (g shareGate) through(_ *claimTicket, next claimFunc) claimFunc { return ne
 func (g shareGate) settle(_ context.Context, t *claimTicket, jobs []*errandtype.Job, _ error) {
 	// A queue held back or stopped lends its capacity to the others.
 	if len(jobs) < t.shared {
-		g.s.rest(t.queue, t.shared-len(jobs))
+		g.s.Rest(t.queue, t.shared-len(jobs))
 	}
 }
 
 func (g shareGate) idleWait(_ *claimTicket, wait time.Duration) time.Duration { return wait }
 
 // flowGate is the worker's rate limits and retry budgets (see
-// ratelimit_worker.go): a claim takes their tokens first.
+// internal/flow): a claim takes their tokens first.
 type flowGate struct {
-	f *flowLimits
+	f *flow.Limits
 	e *engine
 }
 
 func (g flowGate) admit(ctx context.Context, t *claimTicket) bool {
-	t.plan = g.f.plan(ctx, g.e.logger, t.queue, t.kinds, t.limit)
-	t.kinds, t.limit, t.skipRetry = t.plan.kinds, t.plan.limit, t.plan.skipRetry
-	t.held, t.wait = t.plan.held, t.plan.wait
+	t.plan = g.f.Plan(ctx, g.e.logger, t.queue, t.kinds, t.limit)
+	t.kinds, t.limit, t.skipRetry = t.plan.Kinds, t.plan.Limit, t.plan.SkipRetry
+	t.held, t.wait = t.plan.Held, t.plan.Wait
 	return true
 }
 
 func (g flowGate) through(t *claimTicket, next claimFunc) claimFunc {
-	if !t.plan.split() {
+	if !t.plan.Split() {
 		return next
 	}
 	t.wrapped = true
 	return func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return t.plan.claim(ctx, g.e.logger, p, next)
+		return t.plan.Claim(ctx, g.e.logger, p, next)
 	}
 }
 
 func (g flowGate) settle(ctx context.Context, t *claimTicket, jobs []*errandtype.Job, err error) {
-	if !t.plan.held { // a held plan gave its tokens back already
-		g.f.settle(ctx, g.e.logger, &t.plan, jobs, err)
+	if !t.plan.Held { // a held plan gave its tokens back already
+		g.f.Settle(ctx, g.e.logger, &t.plan, jobs, err)
 	}
 }
 
 func (g flowGate) idleWait(t *claimTicket, wait time.Duration) time.Duration {
-	return t.plan.idleWait(wait)
+	return t.plan.IdleWait(wait, minDueWait)
 }
 
 // The circuit breakers are a gate when the worker's kinds name

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 )
 
 // fakeGate records what a claim asks of it, in calls shared by every gate
@@ -100,24 +101,24 @@ func TestClaimGatesSettle(t *testing.T) {
 // TestShareGateGivesBackUnused: the capacity gate takes the queue's share
 // and gives back what the claim did not use, all of it when held back.
 func TestShareGateGivesBackUnused(t *testing.T) {
-	s := newCapacityShare(4, map[string]int{"q": 1}, nil)
+	s := flow.NewShare(4, map[string]int{"q": 1}, nil)
 	g := shareGate{s}
 	ticket := &claimTicket{queue: "q", limit: 10}
 	if !g.admit(t.Context(), ticket) || ticket.limit != 4 {
 		t.Fatalf("admit: limit %d, want 4", ticket.limit)
 	}
 	g.settle(t.Context(), ticket, []*errandtype.Job{{ID: "1"}}, nil)
-	if s.free != 3 {
-		t.Errorf("free after a claim of 1 of 4: %d, want 3", s.free)
+	if s.Free() != 3 {
+		t.Errorf("free after a claim of 1 of 4: %d, want 3", s.Free())
 	}
-	s.release("q")
+	s.Release("q")
 	ticket = &claimTicket{queue: "q", limit: 10}
 	if !g.admit(t.Context(), ticket) || ticket.limit != 4 {
 		t.Fatalf("admit again: limit %d, want 4", ticket.limit)
 	}
 	g.settle(t.Context(), ticket, nil, nil)
-	if s.free != 4 {
-		t.Errorf("free after a held claim: %d, want 4", s.free)
+	if s.Free() != 4 {
+		t.Errorf("free after a held claim: %d, want 4", s.Free())
 	}
 }
 

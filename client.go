@@ -14,6 +14,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/ids"
+	"github.com/errandhq/errand/internal/notifier"
 )
 
 // DefaultQueue is the queue of a job enqueued without one.
@@ -87,11 +88,10 @@ type engine struct {
 	observer          Observer                             // Config.Observer; nil: none
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
 
-	wakeMu sync.Mutex
-	wakes  map[string]*queueWakes // per queue; see wake.go
+	wakes notifier.Wakes // per queue; see internal/notifier
 
-	notifier *queueNotifier // nil unless the store is a Notifier
-	echoes   notifyEchoes   // this client's own announcements; see wake.go
+	notifier *notifier.Notifier // nil unless the store is a Notifier
+	echoes   notifier.Echoes    // this client's own announcements
 
 	subs subscribers // see subscribe.go
 
@@ -144,7 +144,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 	}
 	c.breakers = cfg.Breakers
 	if c.caps.notifier != nil {
-		c.notifier = newQueueNotifier(c, c.caps.notifier)
+		c.notifier = notifier.New(c.caps.notifier, &c.echoes, c.clock, c.logger)
 	}
 	if cfg.Kinds != nil {
 		if cfg.Kinds.err != nil {
@@ -316,7 +316,7 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 		}
 	} else {
 		if c.notifier != nil {
-			c.notifier.noteTx(queuesOf(ps))
+			c.notifier.NoteTx(queuesOf(ps))
 		}
 		if c.observer != nil {
 			c.observer.JobsEnqueued(freshJobs(rs))

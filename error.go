@@ -20,7 +20,7 @@ var (
 	// job. A handler that sees it should stop and return; the attempt ends
 	// cancelled whatever error it returns, unless it returns nil, which
 	// records the job as succeeded: the work was done.
-	ErrJobCancelled = errors.New("job cancelled by an operator")
+	ErrJobCancelled = errandtype.ErrJobCancelled
 	// ErrIDConflict reports an enqueue whose id names an existing job,
 	// batch or workflow that differs from the one it would have made. The
 	// concrete error is an *IDConflictError.

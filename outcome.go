@@ -8,7 +8,7 @@ package errand
 //     handler's hint, snoozed, dead (permanent, exhausted), cancelled,
 //     given back on a drain; a lost lease writes nothing.
 //  2. write: fenced by the lease token, through the worker's outcome
-//     batcher (see worker_outcomes.go). An attempt that needs nothing but
+//     batcher (see internal/completer). An attempt that needs nothing but
 //     its write hands it over and moves on (recordLater); every other one
 //     waits for it, retrying while the lease lasts (recordNow, record,
 //     writeUntilLeaseEnds).
@@ -31,6 +31,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // recordAttempt records the finished attempt a of a job holding a slot of
@@ -155,18 +156,18 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 		// Freed before the handover, so that the batcher, which wakes the
 		// claim loop when it starts the write, never wakes it for a slot
 		// not yet free.
-		slots.free()
+		slots.Free()
 	} else {
 		slots.writing.Add(1)
 	}
-	err := w.outcomes.submit(ctx, o, a.renewed.Add(a.lease), l.early, l.written, slots)
+	err := w.outcomes.Submit(ctx, o, a.renewed.Add(a.lease), l.early, l.written, slots)
 	switch {
 	case err == nil:
 		return true
 	case l.early:
 		// Not handed over, and the slot already free: record it here,
 		// holding the early token until it is.
-		slots.wake()
+		slots.Wake()
 		w.recordNow(ctx, slots.queue, a)
 		<-slots.early
 		w.running.Done()
@@ -184,7 +185,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 // whose outcome leads to more writes) is recorded by recordNow, waiting.
 func (w *Worker) onlyWrite(a *attempt) bool {
 	job := a.job
-	return a.err == nil && a.leaseErr == nil && a.handlerDone == nil && !w.outcomes.direct && !w.abandoned.Load() &&
+	return a.err == nil && a.leaseErr == nil && a.handlerDone == nil && !w.outcomes.Direct && !w.abandoned.Load() &&
 		job.BatchID == nil && job.WorkflowID == nil && !w.breakers.guards(job.Kind)
 }
 
@@ -202,7 +203,7 @@ type laterOutcome struct {
 
 // written finishes the outcome once its batch's write returned r or err,
 // on the batcher's writing goroutine, and reports whether the job's slot
-// is to be given back (see outcomeBatcher.submit). A failed write is
+// is to be given back (see completer.Batcher.Submit). A failed write is
 // recorded again as recordNow records, on a goroutine of its own.
 func (l *laterOutcome) written(r errandstore.OutcomeResult, err error) bool {
 	w, a := l.w, l.a
@@ -247,7 +248,7 @@ func (l *laterOutcome) held() bool {
 // recordNow records a's outcome, waiting for the write and retrying it
 // while the lease lasts, and follows it up.
 func (w *Worker) recordNow(ctx context.Context, queue string, a *attempt) {
-	res, err := w.c.record(ctx, a, w.outcomes.write)
+	res, err := w.c.record(ctx, a, w.outcomes.Write)
 	w.followUp(ctx, queue, a, res, err)
 }
 
@@ -325,7 +326,7 @@ func (c *engine) writeUntilLeaseEnds(ctx context.Context, a *attempt, o *errands
 		}
 		c.logger.Log(ctx, level, "record outcome failed; retrying while the lease lasts", "job_id", a.job.ID,
 			"outcome", string(o.Kind), "lease_left", left.Round(time.Millisecond).String(), "failed_writes", failures, "err", err)
-		sleep(c.clock, min(backoff, left))
+		clock.Sleep(c.clock, min(backoff, left))
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
@@ -388,7 +389,7 @@ type outcomeWriter func(ctx context.Context, o *errandstore.JobOutcome, until ti
 // writeOutcomeUntil is writeOutcome giving up at until: the outcomeWriter
 // of an attempt run outside a Worker.
 func (c *engine) writeOutcomeUntil(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
-	ctx, cancel := withDeadline(ctx, c.clock, until, nil)
+	ctx, cancel := clock.WithDeadline(ctx, c.clock, until, nil)
 	defer cancel()
 	return writeOutcome(ctx, c.store, o, false)
 }
@@ -513,7 +514,7 @@ func (w *Worker) followUp(ctx context.Context, queue string, a *attempt, res *Wo
 	w.noteResult(res)
 	w.stats.countResult(res)
 	if changesSchedule(job, res) {
-		w.c.wakeLocal([]string{queue})
+		w.c.wakes.Wake([]string{queue})
 	}
 }
 

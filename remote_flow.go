@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 )
 
 // Claims made outside a Worker, a remote worker's through the HTTP API
@@ -116,7 +117,7 @@ func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams
 
 // outsideGates returns the gates of a claim outside a Worker: flow, the
 // stored limits that bind it (nil: none), and the client's breakers.
-func (c *engine) outsideGates(ctx context.Context, flow *flowLimits) claimGates {
+func (c *engine) outsideGates(ctx context.Context, flow *flow.Limits) claimGates {
 	var gates claimGates
 	if flow != nil {
 		gates = append(gates, flowGate{flow, c})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 )
 
 // A claim made outside a Worker, by a worker in another language through
@@ -20,7 +21,7 @@ import (
 // storedFlowLimits returns the limits that bind a claim of queue for kinds:
 // the stored buckets of the queue, of each kind and of each kind's retries.
 // It returns nil when none applies or the store keeps no limits.
-func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue string, kinds []string) (*flowLimits, error) {
+func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue string, kinds []string) (*flow.Limits, error) {
 	if ls == nil {
 		return nil, nil
 	}
@@ -28,23 +29,23 @@ func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue st
 	if err != nil {
 		return nil, err
 	}
-	f := &flowLimits{store: ls, queues: map[string]flowRule{}, kinds: map[string]flowRule{}, budgets: map[string]flowRule{}}
+	f := flow.NewLimits(ls)
 	n := 0
 	for _, r := range rs {
 		scope, name, _ := strings.Cut(r.Name, ":")
 		budget := r.Spec.Mode == errandtype.LimiterModeRetryBudget
-		var m map[string]flowRule
+		var m map[string]flow.Rule
 		switch {
 		case scope == "queue" && name == queue && !budget:
-			m = f.queues
+			m = f.Queues
 		case scope == "kind" && slices.Contains(kinds, name) && !budget:
-			m = f.kinds
+			m = f.Kinds
 		case scope == "retry" && slices.Contains(kinds, name) && budget:
-			m = f.budgets
+			m = f.Budgets
 		default:
 			continue
 		}
-		m[name] = flowRule{name: r.Name, spec: r.Spec}
+		m[name] = flow.Rule{Name: r.Name, Spec: r.Spec}
 		n++
 	}
 	if n == 0 {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 	"github.com/errandhq/errand/internal/ids"
+	"github.com/errandhq/errand/internal/leasekeeper"
 )
 
 // DefaultLease is how long a claim holds before it must be renewed.
@@ -106,9 +108,9 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	if len(jobs) == 0 {
 		return &WorkResult{Result: ResultIdle}, nil
 	}
-	leases := c.newLeaseKeeper(opts.Lease)
+	leases := leasekeeper.New(c.store, c.clock, c.logger, opts.Lease)
 	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent)
-	leases.stop()
+	leases.Stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)
 	c.outsideGate(ctx).observe(ctx, a, res)
@@ -128,15 +130,15 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 		return err
 	}
 	var takes []errandstore.LimiterTake
-	for _, m := range []map[string]flowRule{f.queues, f.kinds, f.budgets} {
+	for _, m := range []map[string]flow.Rule{f.Queues, f.Kinds, f.Budgets} {
 		for _, r := range m {
-			takes = append(takes, errandstore.LimiterTake{Name: r.name, Spec: r.spec})
+			takes = append(takes, errandstore.LimiterTake{Name: r.Name, Spec: r.Spec})
 		}
 	}
 	// In name order, as every take is, so that two writers lock the
 	// buckets in the same order.
 	slices.SortFunc(takes, func(a, b errandstore.LimiterTake) int { return strings.Compare(a.Name, b.Name) })
-	if _, err := f.store.LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: takes}); err != nil {
+	if _, err := f.Store.LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: takes}); err != nil {
 		return fmt.Errorf("record rate limits: %w", err)
 	}
 	return nil

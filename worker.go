@@ -12,7 +12,11 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/completer"
+	"github.com/errandhq/errand/internal/flow"
 	"github.com/errandhq/errand/internal/growstack"
+	"github.com/errandhq/errand/internal/leasekeeper"
+	"github.com/errandhq/errand/internal/maintenance"
 )
 
 // DefaultPollInterval is how often an idle worker looks for jobs it was not
@@ -112,27 +116,27 @@ type Worker struct {
 	running   sync.WaitGroup
 	done      chan struct{}
 
-	outcomes  *outcomeBatcher // records outcomes in batches; see worker_outcomes.go
-	leases    *leaseKeeper    // renews running jobs' leases in batches; see lease_keeper.go
-	cancels   *cancelWatch    // nil unless the store notifies cancels; see cancel.go
-	unbatched bool            // write each outcome alone (benchmarks set it to compare)
-	abandoned atomic.Bool     // set by Abandon: record nothing more
+	outcomes  *completer.Batcher[*queueSlots] // records outcomes in batches; see internal/completer
+	leases    *leasekeeper.Keeper             // renews running jobs' leases in batches; see internal/leasekeeper
+	cancels   *cancelWatch                    // nil unless the store notifies cancels; see cancel.go
+	unbatched bool                            // write each outcome alone (benchmarks set it to compare)
+	abandoned atomic.Bool                     // set by Abandon: record nothing more
 	// left counts the jobs whose outcome, or hand-back, was not recorded:
 	// they wait out their leases. lastLeft is why the last one was not.
 	left     atomic.Int64
 	lastLeft atomic.Pointer[error]
 	// echoesSkipped counts notifications skipped as echoes of this client's
-	// own announcements (see notifyEchoes).
+	// own announcements (see notifier.Echoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
-	share         *capacityShare     // nil without MaxWorkers; see worker_weights.go
-	weights       map[string]int     // each queue's weight; nil without MaxWorkers
-	reg           workerRegistration // see worker_registry.go
-	leader        workerLeadership   // see worker_leader.go
-	scheduler     *scheduler         // nil without schedules; see schedule.go
-	flow          *flowLimits        // nil without limits; see ratelimit_worker.go
-	breakers      *breakerGate       // nil when the store keeps no breakers; see breaker.go
-	gates         claimGates         // what a claim passes; see claim_gates.go
+	share         *flow.Share         // nil without MaxWorkers; see internal/flow
+	weights       map[string]int      // each queue's weight; nil without MaxWorkers
+	reg           workerRegistration  // see worker_registry.go
+	leader        *maintenance.Leader // see internal/maintenance
+	scheduler     *scheduler          // nil without schedules; see schedule.go
+	flow          *flow.Limits        // nil without limits; see internal/flow
+	breakers      *breakerGate        // nil when the store keeps no breakers; see breaker.go
+	gates         claimGates          // what a claim passes; see claim_gates.go
 	// parallelWrites: the store writes outcomes in parallel, so a job's
 	// slot may free at its outcome's handover (see ParallelWriter).
 	parallelWrites bool
@@ -177,6 +181,7 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 	if err := w.build(); err != nil {
 		return nil, err
 	}
+	w.leader = w.newLeader()
 	return w, nil
 }
 
@@ -233,13 +238,13 @@ func checkWorkerTimes(cfg *WorkerConfig) error {
 // limits, circuit breakers and schedules, and the claim gates they make.
 func (w *Worker) build() error {
 	c, cfg := w.c, &w.cfg
-	flow, err := newFlowLimits(c.store, cfg, w.kinds)
+	limits, err := newFlowLimits(c.store, cfg, w.kinds)
 	if err != nil {
 		return err
 	}
-	w.flow = flow
+	w.flow = limits
 	if w.weights != nil {
-		w.share = newCapacityShare(cfg.MaxWorkers, w.weights, cfg.Queues)
+		w.share = flow.NewShare(cfg.MaxWorkers, w.weights, cfg.Queues)
 	}
 	if w.breakers, err = newBreakerGate(c, w.kinds); err != nil {
 		return err
@@ -288,19 +293,17 @@ func (w *Worker) Start(ctx context.Context) error {
 		case <-w.done:
 		}
 	}()
-	w.outcomes = newOutcomeBatcher(w.c.store, &w.stats, w.unbatched)
-	w.outcomes.abandoned = &w.abandoned
-	w.outcomes.timeout = w.cfg.Lease
-	w.outcomes.clock = w.c.clock
-	w.outcomes.start(ctx)
-	w.leases = w.c.newLeaseKeeper(w.cfg.Lease)
+	w.outcomes = completer.New[*queueSlots](completer.Config{Store: w.c.store, Running: &w.stats.running, Writes: &w.stats.outcomeWrites,
+		Direct: w.unbatched, Timeout: w.cfg.Lease, Clock: w.c.clock, Abandoned: &w.abandoned})
+	w.outcomes.Start(ctx)
+	w.leases = leasekeeper.New(w.c.store, w.c.clock, w.c.logger, w.cfg.Lease)
 	w.cancels = w.watchCancels(ctx)
 	// Listen before the first claim, so no notification falls between them;
 	// a worker that claims nothing does not listen.
 	if len(w.queues) > 0 {
 		w.listen(loopCtx)
 	}
-	w.loops.Go(func() { w.lead(loopCtx) })
+	w.loops.Go(func() { w.leader.Run(loopCtx) })
 	if w.scheduler != nil {
 		w.loops.Go(func() { w.scheduler.run(loopCtx) })
 	}
@@ -366,8 +369,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	// Every job has returned, its outcome handed to the batcher and
 	// written: nothing can send to it any more, and no lease is held.
 	w.cancels.stop()
-	w.leases.stop()
-	w.outcomes.stop()
+	w.leases.Stop()
+	w.outcomes.Stop()
 	w.deregister(ctx)
 	close(w.done)
 	return w.stopErr(ctx, w.left.Load()-leftBefore)
@@ -396,7 +399,7 @@ func (w *Worker) leftToLease(err error) {
 }
 
 // errAbandoned is what recording an outcome returns after Abandon.
-var errAbandoned = errors.New("worker abandoned its jobs")
+var errAbandoned = completer.ErrAbandoned
 
 // Abandon makes the worker record nothing more: outcomes of jobs still
 // running are not written, so their leases expire and other workers run them
@@ -481,7 +484,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			}
 			continue
 		}
-		t.wake = w.c.wakeChan(queue)
+		t.wake = w.c.wakes.Chan(queue)
 		jobs, due, err := w.claimThroughGates(loopCtx, t, claimer, idle)
 		w.claimed(loopCtx, slots, len(jobs), err)
 		w.startJobs(runCtx, slots, jobs, t.sent)
@@ -542,8 +545,8 @@ func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Time
 	}
 	wait = w.gates.idleWait(t, wait)
 	poll.Reset(wait)
-	w.c.sleeping(queue, 1)
-	defer w.c.sleeping(queue, -1)
+	w.c.wakes.Sleeping(queue, 1)
+	defer w.c.wakes.Sleeping(queue, -1)
 	select {
 	case <-loopCtx.Done():
 		return false
@@ -590,7 +593,7 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 		return
 	}
 	// Counted before any starts, so that the first to finish sees the
-	// others running (see outcomeLinger).
+	// others running (see completer.Batcher).
 	w.stats.running.Add(int64(len(jobs)))
 	for range jobs {
 		slots.tokens <- struct{}{}
@@ -695,13 +698,13 @@ func (s *queueSlots) releaseEarly() bool {
 	}
 }
 
-// free gives a job's slot back without waking the claim loop: the outcome
+// Free gives a job's slot back without waking the claim loop: the outcome
 // batcher frees the slots of a batch first and wakes the loop after, so
 // that it claims for all of them at once.
-func (s *queueSlots) free() {
+func (s *queueSlots) Free() {
 	s.w.stats.running.Add(-1)
 	if s.w.share != nil {
-		s.w.share.release(s.queue)
+		s.w.share.Release(s.queue)
 	}
 	<-s.tokens
 }
@@ -717,8 +720,8 @@ func (s *queueSlots) waitFreed(ctx context.Context) bool {
 	}
 }
 
-// wake wakes the claim loop to the slots freed.
-func (s *queueSlots) wake() {
+// Wake wakes the claim loop to the slots freed.
+func (s *queueSlots) Wake() {
 	select {
 	case s.freed <- struct{}{}:
 	default:
@@ -727,8 +730,8 @@ func (s *queueSlots) wake() {
 
 // release gives a job's slot back and wakes the claim loop.
 func (s *queueSlots) release() {
-	s.free()
-	s.wake()
+	s.Free()
+	s.Wake()
 }
 
 // CheckWorker reports what NewWorker, of a client made with cfg, would

@@ -156,7 +156,7 @@ func (w *Worker) receiveAhead(loopCtx, runCtx context.Context, b *busyClaims, sl
 func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, queue string, free int) {
 	b.inFlight++
 	b.reserved += free
-	wake := w.c.wakeChan(queue)
+	wake := w.c.wakes.Chan(queue)
 	sent := w.c.clock.Now()
 	params := &errandstore.JobClaimParams{
 		Queues: []string{queue},
@@ -169,7 +169,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, 
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 		jobs, err := qc.claim(ctx, w.c.store, params)
 		cancel()
-		w.c.claimReturned(queue)
+		w.c.wakes.ClaimReturned(queue)
 		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
 	}()
 }

@@ -19,7 +19,7 @@ func UnbatchOutcomes(w *Worker) { w.unbatched = true }
 // before c enqueues.
 func SetLocalClaimWait[TTx any](c *Client[TTx], d time.Duration) {
 	if c.notifier != nil {
-		c.notifier.claimWait = d
+		c.notifier.ClaimWait = d
 	}
 }
 
@@ -68,7 +68,7 @@ func WaitingForCapacity(w *Worker) int {
 	if w.share == nil {
 		return 0
 	}
-	return w.share.waiting()
+	return w.share.Waiting()
 }
 
 // ScanDeadHooks runs one look of the dead-hook scanner a Worker of c would

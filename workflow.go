@@ -135,7 +135,7 @@ func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []Wor
 		}
 	} else {
 		if c.notifier != nil {
-			c.notifier.noteTx(queues)
+			c.notifier.NoteTx(queues)
 		}
 		if c.observer != nil {
 			c.observer.JobsEnqueued(res.Jobs)

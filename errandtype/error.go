@@ -27,6 +27,9 @@ var (
 	// (which may then have taken effect). Try again shortly; a duplicate
 	// id or unique key makes a repeated enqueue safe.
 	ErrStoreUnavailable = errors.New("store unavailable")
+	// ErrJobCancelled is the cause with which a running handler's context
+	// is cancelled when an operator cancels its job.
+	ErrJobCancelled = errors.New("job cancelled by an operator")
 )
 
 // StateError reports a transition that a job's current state forbids. Its

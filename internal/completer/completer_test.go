@@ -1,24 +1,31 @@
-package errand
+package completer
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // heldOutcomes is a store whose JobRecordOutcomes waits until the test
 // releases it, reporting each call on started.
 type heldOutcomes struct {
-	errandstore.Store
 	started chan heldCall
 }
+
+// testSlots are the slots of no queue.
+type testSlots struct{}
+
+func (*testSlots) Free() {}
+func (*testSlots) Wake() {}
 
 type heldCall struct {
 	size    int
@@ -36,24 +43,22 @@ func (s *heldOutcomes) JobRecordOutcomes(ctx context.Context, p *errandstore.Job
 	return rs, nil
 }
 
-// TestOutcomeBatcherOverlapsFullBatches checks that a lone outcome is
+// TestBatcherOverlapsFullBatches checks that a lone outcome is
 // written at once, that while a write is in flight another starts only with
 // a full batch, that no more than maxOutcomeWrites run at once, and that
 // every outcome is written exactly once.
-func TestOutcomeBatcherOverlapsFullBatches(t *testing.T) {
+func TestBatcherOverlapsFullBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const later = 2*maxOutcomeBatch + 50
 		store := &heldOutcomes{started: make(chan heldCall, later+1)}
-		b := newOutcomeBatcher(store, &workerCounters{}, false)
-		b.clock = systemTime{}
-		b.timeout = time.Hour
-		b.start(t.Context())
+		b := New[*testSlots](Config{Store: store, Running: new(atomic.Int64), Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b.Start(t.Context())
 
 		var senders sync.WaitGroup
 		send := func(i int) {
 			senders.Go(func() {
 				o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%03d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
-				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
+				if _, err := b.Write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
 			})
@@ -99,29 +104,27 @@ func TestOutcomeBatcherOverlapsFullBatches(t *testing.T) {
 			}
 		}
 		senders.Wait()
-		b.stop()
+		b.Stop()
 		if written != later+1 {
 			t.Errorf("wrote %d outcomes, want %d", written, later+1)
 		}
 	})
 }
 
-// TestOutcomeBatcherWaitEndsWithLease checks that an outcome the batcher
+// TestBatcherWaitEndsWithLease checks that an outcome the batcher
 // cannot take yet (every write in flight and a full batch waiting) is given
 // up at its lease's end, and that one it can take is written whatever its
 // deadline.
-func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
+func TestBatcherWaitEndsWithLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &heldOutcomes{started: make(chan heldCall, 4*maxOutcomeBatch)}
-		b := newOutcomeBatcher(store, &workerCounters{}, false)
-		b.clock = systemTime{}
-		b.timeout = time.Hour
-		b.start(t.Context())
+		b := New[*testSlots](Config{Store: store, Running: new(atomic.Int64), Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b.Start(t.Context())
 		var senders sync.WaitGroup
 		send := func(i int) {
 			senders.Go(func() {
 				o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%04d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
-				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
+				if _, err := b.Write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
 			})
@@ -139,7 +142,7 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 
 		start := time.Now()
 		o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: "late", LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
-		_, err := b.write(t.Context(), o, start.Add(time.Minute))
+		_, err := b.Write(t.Context(), o, start.Add(time.Minute))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("write to a busy batcher: %v, want %v", err, context.DeadlineExceeded)
 		}
@@ -158,7 +161,7 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 		// store, which fences by lease, decides.
 		done := make(chan error, 1)
 		go func() {
-			_, err := b.write(t.Context(), &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: "last", LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}, time.Now())
+			_, err := b.Write(t.Context(), &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: "last", LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}, time.Now())
 			done <- err
 		}()
 		c := <-store.started
@@ -166,27 +169,25 @@ func TestOutcomeBatcherWaitEndsWithLease(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("write with room at its deadline: %v", err)
 		}
-		b.stop()
+		b.Stop()
 	})
 }
 
-// TestOutcomeBatcherLingersForRunningJobs checks that a lone outcome waits
+// TestBatcherLingersForRunningJobs checks that a lone outcome waits
 // for the outcomes of the worker's other running jobs, is written with them
 // as soon as the last arrives, and waits no longer than outcomeLinger for a
 // job that is still running.
-func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
+func TestBatcherLingersForRunningJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &heldOutcomes{started: make(chan heldCall, 8)}
-		stats := &workerCounters{}
-		b := newOutcomeBatcher(store, stats, false)
-		b.clock = systemTime{}
-		b.timeout = time.Hour
-		b.start(t.Context())
+		running := new(atomic.Int64)
+		b := New[*testSlots](Config{Store: store, Running: running, Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
+		b.Start(t.Context())
 		var senders sync.WaitGroup
 		send := func(id string) {
 			senders.Go(func() {
 				o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: id, LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
-				if _, err := b.write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
+				if _, err := b.Write(t.Context(), o, time.Now().Add(time.Hour)); err != nil {
 					t.Errorf("write: %v", err)
 				}
 			})
@@ -212,7 +213,7 @@ func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
 
 		// Three jobs held: the first outcome waits for the other two, and
 		// the three go in one write the moment the last arrives.
-		stats.running.Store(3)
+		running.Store(3)
 		start := time.Now()
 		send("a")
 		noWrite("one outcome of three running jobs")
@@ -231,7 +232,7 @@ func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
 
 		// Two jobs held, one of them still running: the other's outcome
 		// is written after outcomeLinger, alone.
-		stats.running.Store(2)
+		running.Store(2)
 		start = time.Now()
 		send("d")
 		noWrite("one outcome of two running jobs")
@@ -249,7 +250,7 @@ func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
 		senders.Wait()
 
 		// No other job held: written at once.
-		stats.running.Store(1)
+		running.Store(1)
 		start = time.Now()
 		send("e")
 		c = write()
@@ -258,30 +259,28 @@ func TestOutcomeBatcherLingersForRunningJobs(t *testing.T) {
 		}
 		close(c.release)
 		senders.Wait()
-		b.stop()
+		b.Stop()
 	})
 }
 
-// TestOutcomeBatcherTakesEveryHandedOutcome: the outcomes of jobs held
+// TestBatcherTakesEveryHandedOutcome: the outcomes of jobs held
 // that have been handed over all go in one write, even when the batcher
 // finds them already waiting as it starts. A batcher that counted an
 // outcome as seen once it was handed over, not once it had taken it,
 // wrote the first alone (no other job seemed to be running) and the rest
 // after it: at concurrency 10 a busy worker's claims then split into one
 // job and nine for as long as it stayed busy.
-func TestOutcomeBatcherTakesEveryHandedOutcome(t *testing.T) {
+func TestBatcherTakesEveryHandedOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 3
 		store := &heldOutcomes{started: make(chan heldCall, n)}
-		stats := &workerCounters{}
-		stats.running.Store(n) // the n jobs whose outcomes these are
-		b := newOutcomeBatcher(store, stats, false)
-		b.clock = systemTime{}
-		b.timeout = time.Hour
+		running := new(atomic.Int64)
+		running.Store(n) // the n jobs whose outcomes these are
+		b := New[*testSlots](Config{Store: store, Running: running, Writes: new(atomic.Int64), Timeout: time.Hour, Clock: clock.System{}})
 		answered := make(chan struct{}, n)
 		for i := range n {
 			o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: fmt.Sprintf("j%d", i), LeaseToken: "t"}, Kind: errandstore.OutcomeSucceeded}
-			err := b.submit(t.Context(), o, time.Now().Add(time.Hour), false, func(errandstore.OutcomeResult, error) bool {
+			err := b.Submit(t.Context(), o, time.Now().Add(time.Hour), false, func(errandstore.OutcomeResult, error) bool {
 				answered <- struct{}{}
 				return false
 			}, nil)
@@ -289,7 +288,7 @@ func TestOutcomeBatcherTakesEveryHandedOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b.start(t.Context())
+		b.Start(t.Context())
 		synctest.Wait()
 		var sizes []int
 		for len(store.started) > 0 {
@@ -303,6 +302,6 @@ func TestOutcomeBatcherTakesEveryHandedOutcome(t *testing.T) {
 		for range n {
 			<-answered
 		}
-		b.stop()
+		b.Stop()
 	})
 }

@@ -1,17 +1,22 @@
-package errand
+// Package leasekeeper renews the leases of the attempts a worker is running,
+// all in one store call per tick, and cancels an attempt whose lease is lost
+// or whose job an operator cancelled.
+package leasekeeper
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
-// leaseKeeper renews the leases of every attempt a Worker (or one WorkOne)
+// Keeper renews the leases of every attempt a Worker (or one WorkOne)
 // is running, all with one JobHeartbeatMany call per tick, every third of the
 // lease, instead of a goroutine, a ticker and a transaction per attempt. The
 // store still fences each lease by its own token. An attempt whose lease the
@@ -20,78 +25,87 @@ import (
 // cancelled (the renewal's answer says so) has its context cancelled with
 // ErrJobCancelled and stays held, so that its lease lives until its outcome
 // is written. A cancel notification makes the keeper renew at once (see
-// checkNow) instead of at its next tick. Its ticker runs only while it holds
+// CheckNow) instead of at its next tick. Its ticker runs only while it holds
 // leases, so an idle worker arms no heartbeat timer.
-type leaseKeeper struct {
-	c     *engine
-	lease time.Duration
+type Keeper struct {
+	store  Heartbeater
+	clock  errandtype.TimeSource
+	logger *slog.Logger
+	lease  time.Duration
 
 	mu      sync.Mutex
-	held    map[*heldLease]struct{}
+	held    map[*Lease]struct{}
 	armedAt time.Time // when the expiry timer fires; zero when disarmed
 
 	wake   chan struct{} // buffered: the loop re-arms its timers
-	urgent atomic.Bool   // checkNow asked for a renewal at once
+	urgent atomic.Bool   // CheckNow asked for a renewal at once
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// heldLease is one running attempt's lease, as the keeper knows it.
-type heldLease struct {
-	job     *errandtype.Job
-	renewed time.Time   // last renewal sent (or the claim); guarded by leaseKeeper.mu
-	lose    func(error) // cancels the attempt's context
-	gone    bool        // released or lost; guarded by leaseKeeper.mu
+// Lease is one running attempt's lease, as the keeper knows it. The caller
+// fills Job, Renewed and Lose before Hold, and leaves it alone until
+// Release.
+type Lease struct {
+	Job     *errandtype.Job
+	Renewed time.Time   // last renewal sent (or the claim); guarded by Keeper.mu once held
+	Lose    func(error) // cancels the attempt's context
+	gone    bool        // released or lost; guarded by Keeper.mu
 	// cancelled: the attempt's context was cancelled with ErrJobCancelled;
-	// guarded by leaseKeeper.mu.
+	// guarded by Keeper.mu.
 	cancelled bool
+}
+
+// Heartbeater is the part of a store the keeper calls.
+type Heartbeater interface {
+	JobHeartbeatMany(ctx context.Context, params *errandstore.JobHeartbeatParams) ([]errandstore.HeartbeatResult, error)
 }
 
 // errShortHeartbeat reports a store that answered a heartbeat with the
 // wrong number of results.
 var errShortHeartbeat = errors.New("heartbeat: store returned a result count unlike the leases sent")
 
-// newLeaseKeeper starts a keeper for leases of length lease. Call stop when
-// no attempt holds a lease any more.
-func (c *engine) newLeaseKeeper(lease time.Duration) *leaseKeeper {
+// New starts a keeper for leases of length lease, renewed in store and
+// timed by clock. Call Stop when no attempt holds a lease any more.
+func New(store Heartbeater, clock errandtype.TimeSource, logger *slog.Logger, lease time.Duration) *Keeper {
 	ctx, cancel := context.WithCancel(context.Background())
-	k := &leaseKeeper{c: c, lease: lease, held: map[*heldLease]struct{}{},
+	k := &Keeper{store: store, clock: clock, logger: logger, lease: lease, held: map[*Lease]struct{}{},
 		wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go k.run(ctx)
 	return k
 }
 
-// stop ends the keeper and waits for it. An attempt still held is no longer
+// Stop ends the keeper and waits for it. An attempt still held is no longer
 // renewed.
-func (k *leaseKeeper) stop() {
+func (k *Keeper) Stop() {
 	k.cancel()
 	<-k.done
 }
 
-// hold starts renewing h.job's lease, last renewed (or claimed) at
-// h.renewed; h.lose is called at most once, with ErrLeaseLost, when the
+// Hold starts renewing h.Job's lease, last renewed (or claimed) at
+// h.Renewed; h.lose is called at most once, with ErrLeaseLost, when the
 // lease is lost. The caller owns h (an attempt holds its own), and must
 // not touch it until release.
-func (k *leaseKeeper) hold(h *heldLease) {
+func (k *Keeper) Hold(h *Lease) {
 	k.mu.Lock()
 	first := len(k.held) == 0
 	k.held[h] = struct{}{}
 	// The loop re-arms when this lease must be watched sooner than it
 	// watches now, or when it was idle.
-	notify := first || k.armedAt.IsZero() || h.renewed.Add(k.lease).Before(k.armedAt)
+	notify := first || k.armedAt.IsZero() || h.Renewed.Add(k.lease).Before(k.armedAt)
 	k.mu.Unlock()
 	if notify {
 		k.poke()
 	}
 }
 
-// release stops renewing h's lease and returns when it was last renewed;
+// Release stops renewing h's lease and returns when it was last renewed;
 // it never waits for a store call.
-func (k *leaseKeeper) release(h *heldLease) time.Time {
+func (k *Keeper) Release(h *Lease) time.Time {
 	k.mu.Lock()
 	h.gone = true
 	delete(k.held, h)
-	renewed, empty := h.renewed, len(k.held) == 0
+	renewed, empty := h.Renewed, len(k.held) == 0
 	k.mu.Unlock()
 	if empty {
 		k.poke() // disarm: an idle keeper holds no timer
@@ -99,27 +113,27 @@ func (k *leaseKeeper) release(h *heldLease) time.Time {
 	return renewed
 }
 
-// holds reports whether the keeper renews a lease on job id.
-func (k *leaseKeeper) holds(id string) bool {
+// Holds reports whether the keeper renews a lease on job id.
+func (k *Keeper) Holds(id string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for h := range k.held {
-		if h.job.ID == id {
+		if h.Job.ID == id {
 			return true
 		}
 	}
 	return false
 }
 
-// checkNow makes the keeper renew every held lease at once, so that a cancel
+// CheckNow makes the keeper renew every held lease at once, so that a cancel
 // request a notification announced reaches its attempt without waiting for
 // the next tick. The renewal's answer decides; the notification is a hint.
-func (k *leaseKeeper) checkNow() {
+func (k *Keeper) CheckNow() {
 	k.urgent.Store(true)
 	k.poke()
 }
 
-func (k *leaseKeeper) poke() {
+func (k *Keeper) poke() {
 	select {
 	case k.wake <- struct{}{}:
 	default:
@@ -128,13 +142,13 @@ func (k *leaseKeeper) poke() {
 
 // run renews leases every third of the lease while any is held, and ends
 // leases that went a whole lease without a renewal.
-func (k *leaseKeeper) run(ctx context.Context) {
+func (k *Keeper) run(ctx context.Context) {
 	defer close(k.done)
 	interval := k.lease / 3
 	if interval <= 0 {
 		interval = time.Millisecond
 	}
-	t := &keeperTimers{clock: k.c.clock, interval: interval}
+	t := &keeperTimers{clock: k.clock, interval: interval}
 	defer t.stop()
 	for {
 		t.arm(k.earliestEnd())
@@ -157,12 +171,12 @@ func (k *leaseKeeper) run(ctx context.Context) {
 
 // earliestEnd returns the earliest end of a held lease, zero when none is
 // held, and notes it as the end the keeper is armed for.
-func (k *leaseKeeper) earliestEnd() time.Time {
+func (k *Keeper) earliestEnd() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var earliest time.Time
 	for h := range k.held {
-		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
+		if end := h.Renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
 			earliest = end
 		}
 	}
@@ -173,11 +187,11 @@ func (k *leaseKeeper) earliestEnd() time.Time {
 // keeperTimers are the lease keeper's ticker, running while a lease is
 // held, and its timer for the earliest end of one.
 type keeperTimers struct {
-	clock    TimeSource
+	clock    errandtype.TimeSource
 	interval time.Duration
-	ticker   Ticker
+	ticker   errandtype.Ticker
 	tick     <-chan time.Time
-	expiry   Timer
+	expiry   errandtype.Timer
 	expires  <-chan time.Time
 	// armedFor is the end of a lease the expiry timer is armed for; zero
 	// when it is not armed. The timer is armed as a duration from now, so
@@ -226,14 +240,14 @@ func (t *keeperTimers) stop() {
 // beat renews every held lease in one call. The call is bounded by the
 // earliest end of a held lease, so that a store that hangs cannot keep a
 // handler running past a lease another worker may take.
-func (k *leaseKeeper) beat(ctx context.Context) {
+func (k *Keeper) beat(ctx context.Context) {
 	held, leases, earliest := k.heldNow()
 	if len(held) == 0 {
 		return
 	}
-	sent := k.c.clock.Now()
-	callCtx, cancelCall := withDeadline(ctx, k.c.clock, earliest, nil)
-	rs, err := k.c.store.JobHeartbeatMany(callCtx, &errandstore.JobHeartbeatParams{Leases: leases, Lease: k.lease})
+	sent := k.clock.Now()
+	callCtx, cancelCall := clock.WithDeadline(ctx, k.clock, earliest, nil)
+	rs, err := k.store.JobHeartbeatMany(callCtx, &errandstore.JobHeartbeatParams{Leases: leases, Lease: k.lease})
 	cancelCall()
 	if ctx.Err() != nil {
 		return
@@ -242,31 +256,31 @@ func (k *leaseKeeper) beat(ctx context.Context) {
 		err = errShortHeartbeat
 	}
 	if err != nil {
-		k.c.logger.Warn("heartbeat failed", "jobs", len(held), "err", err)
+		k.logger.Warn("heartbeat failed", "jobs", len(held), "err", err)
 		return // expire ends the leases that can wait no longer
 	}
 	lost, cancelled := k.renewed(held, rs, sent)
 	for _, h := range cancelled {
-		k.c.logger.Info("cancel requested; cancelling the handler", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
-		h.lose(ErrJobCancelled)
+		k.logger.Info("cancel requested; cancelling the handler", "job_id", h.Job.ID, "kind", h.Job.Kind, "attempt", h.Job.Attempt)
+		h.Lose(errandtype.ErrJobCancelled)
 	}
 	for _, h := range lost {
-		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt)
-		h.lose(errandtype.ErrLeaseLost)
+		k.logger.Warn("lease lost", "job_id", h.Job.ID, "kind", h.Job.Kind, "attempt", h.Job.Attempt)
+		h.Lose(errandtype.ErrLeaseLost)
 	}
 }
 
 // heldNow returns the leases held now, and the earliest end of one.
-func (k *leaseKeeper) heldNow() ([]*heldLease, []errandstore.JobLease, time.Time) {
+func (k *Keeper) heldNow() ([]*Lease, []errandstore.JobLease, time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	held := make([]*heldLease, 0, len(k.held))
+	held := make([]*Lease, 0, len(k.held))
 	leases := make([]errandstore.JobLease, 0, len(k.held))
 	var earliest time.Time
 	for h := range k.held {
 		held = append(held, h)
-		leases = append(leases, errandstore.JobLease{ID: h.job.ID, LeaseToken: *h.job.LeaseToken})
-		if end := h.renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
+		leases = append(leases, errandstore.JobLease{ID: h.Job.ID, LeaseToken: *h.Job.LeaseToken})
+		if end := h.Renewed.Add(k.lease); earliest.IsZero() || end.Before(earliest) {
 			earliest = end
 		}
 	}
@@ -276,7 +290,7 @@ func (k *leaseKeeper) heldNow() ([]*heldLease, []errandstore.JobLease, time.Time
 // renewed applies the heartbeat sent at sent that answered rs for held:
 // it returns the leases found lost, no longer held, and those whose jobs
 // an operator cancelled.
-func (k *leaseKeeper) renewed(held []*heldLease, rs []errandstore.HeartbeatResult, sent time.Time) (lost, cancelled []*heldLease) {
+func (k *Keeper) renewed(held []*Lease, rs []errandstore.HeartbeatResult, sent time.Time) (lost, cancelled []*Lease) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for i, h := range held {
@@ -284,7 +298,7 @@ func (k *leaseKeeper) renewed(held []*heldLease, rs []errandstore.HeartbeatResul
 			continue // the attempt ended meanwhile; its outcome decides
 		}
 		if rs[i].Err == nil {
-			h.renewed = sent
+			h.Renewed = sent
 			if rs[i].CancelRequested && !h.cancelled {
 				h.cancelled = true
 				cancelled = append(cancelled, h)
@@ -299,12 +313,12 @@ func (k *leaseKeeper) renewed(held []*heldLease, rs []errandstore.HeartbeatResul
 }
 
 // expire ends the leases not renewed for a whole lease.
-func (k *leaseKeeper) expire() {
-	now := k.c.clock.Now()
-	var lost []*heldLease
+func (k *Keeper) expire() {
+	now := k.clock.Now()
+	var lost []*Lease
 	k.mu.Lock()
 	for h := range k.held {
-		if now.Sub(h.renewed) >= k.lease {
+		if now.Sub(h.Renewed) >= k.lease {
 			h.gone = true
 			delete(k.held, h)
 			lost = append(lost, h)
@@ -312,8 +326,8 @@ func (k *leaseKeeper) expire() {
 	}
 	k.mu.Unlock()
 	for _, h := range lost {
-		k.c.logger.Warn("lease lost", "job_id", h.job.ID, "kind", h.job.Kind, "attempt", h.job.Attempt,
+		k.logger.Warn("lease lost", "job_id", h.Job.ID, "kind", h.Job.Kind, "attempt", h.Job.Attempt,
 			"reason", "no renewal for a whole lease")
-		h.lose(errandtype.ErrLeaseLost)
+		h.Lose(errandtype.ErrLeaseLost)
 	}
 }

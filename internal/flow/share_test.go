@@ -1,4 +1,4 @@
-package errand
+package flow
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 // shareRace hands one slot of s back and forth between queues that all
 // wait for it, rounds times, and returns which queue got it each round. The
 // slot is held when it starts, by holder.
-func shareRace(t *testing.T, s *capacityShare, queues []string, holder string, rounds int) []string {
+func shareRace(t *testing.T, s *Share, queues []string, holder string, rounds int) []string {
 	t.Helper()
 	won := make(chan string, len(queues))
 	waiting := map[string]bool{}
@@ -19,20 +19,20 @@ func shareRace(t *testing.T, s *capacityShare, queues []string, holder string, r
 			if !waiting[q] {
 				waiting[q] = true
 				go func() {
-					if s.acquire(t.Context(), q, 1) == 1 {
+					if s.Acquire(t.Context(), q, 1) == 1 {
 						won <- q
 					}
 				}()
 			}
 		}
 		deadline := time.Now().Add(10 * time.Second)
-		for s.waiting() < len(queues) {
+		for s.Waiting() < len(queues) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d queues wait, want %d", s.waiting(), len(queues))
+				t.Fatalf("%d queues wait, want %d", s.Waiting(), len(queues))
 			}
 			time.Sleep(time.Millisecond)
 		}
-		s.release(holder)
+		s.Release(holder)
 		q := <-won
 		holder = q
 		waiting[q] = false
@@ -55,16 +55,16 @@ func count(qs []string, q string) int {
 // time it wanted nothing: it shares with the busy queue at once instead of
 // taking every slot until its pass catches up.
 func TestCapacityShareRejoin(t *testing.T) {
-	s := newCapacityShare(1, map[string]int{"a": 1, "b": 1}, nil)
+	s := NewShare(1, map[string]int{"a": 1, "b": 1}, nil)
 	ctx := context.Background()
 	for range 20 { // b works alone while a is idle
-		if s.acquire(ctx, "b", 1) != 1 {
+		if s.Acquire(ctx, "b", 1) != 1 {
 			t.Fatal("no slot")
 		}
-		s.release("b")
+		s.Release("b")
 	}
-	s.rest("a", 0)
-	if s.acquire(ctx, "b", 1) != 1 { // b holds the slot
+	s.Rest("a", 0)
+	if s.Acquire(ctx, "b", 1) != 1 { // b holds the slot
 		t.Fatal("no slot")
 	}
 	got := shareRace(t, s, []string{"a", "b"}, "b", 10)
@@ -76,8 +76,8 @@ func TestCapacityShareRejoin(t *testing.T) {
 // TestCapacityShareWeights: slots go by weight, one at a time, to the queue
 // furthest behind its share.
 func TestCapacityShareWeights(t *testing.T) {
-	s := newCapacityShare(1, map[string]int{"a": 3, "b": 1}, nil)
-	if s.acquire(context.Background(), "a", 1) != 1 {
+	s := NewShare(1, map[string]int{"a": 3, "b": 1}, nil)
+	if s.Acquire(context.Background(), "a", 1) != 1 {
 		t.Fatal("no slot")
 	}
 	got := shareRace(t, s, []string{"a", "b"}, "a", 40)
@@ -90,16 +90,16 @@ func TestCapacityShareWeights(t *testing.T) {
 // pass they cost, so a queue with little work is not charged for slots it
 // could not use.
 func TestCapacityShareGiveBack(t *testing.T) {
-	s := newCapacityShare(4, map[string]int{"a": 1, "b": 1}, nil)
+	s := NewShare(4, map[string]int{"a": 1, "b": 1}, nil)
 	ctx := context.Background()
-	if n := s.acquire(ctx, "a", 4); n != 4 {
+	if n := s.Acquire(ctx, "a", 4); n != 4 {
 		t.Fatalf("a was granted %d of 4 free slots", n)
 	}
-	s.rest("a", 3) // its claim took one job
+	s.Rest("a", 3) // its claim took one job
 	if a := s.queues["a"]; a.pass != 1 || a.held != 1 || s.free != 3 {
 		t.Fatalf("after giving 3 back: pass %v, held %d, free %d; want 1, 1, 3", a.pass, a.held, s.free)
 	}
-	if n := s.acquire(ctx, "b", 3); n != 3 {
+	if n := s.Acquire(ctx, "b", 3); n != 3 {
 		t.Fatalf("b was granted %d of 3 free slots", n)
 	}
 }
@@ -109,15 +109,15 @@ func TestCapacityShareGiveBack(t *testing.T) {
 // they wait for its next acquire, instead of all going to the queue that
 // happened to wait.
 func TestCapacityShareClaimingQueueKeepsItsTurn(t *testing.T) {
-	s := newCapacityShare(4, map[string]int{"a": 3, "b": 1}, map[string]int{"a": 4, "b": 4})
+	s := NewShare(4, map[string]int{"a": 3, "b": 1}, map[string]int{"a": 4, "b": 4})
 	ctx := t.Context()
-	if n := s.acquire(ctx, "a", 4); n != 4 { // a runs four jobs
+	if n := s.Acquire(ctx, "a", 4); n != 4 { // a runs four jobs
 		t.Fatalf("a was granted %d of 4 free slots", n)
 	}
 	won := make(chan int, 1)
-	go func() { won <- s.acquire(ctx, "b", 4) }()
+	go func() { won <- s.Acquire(ctx, "b", 4) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for s.waiting() < 1 {
+	for s.Waiting() < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("b does not wait for a slot")
 		}
@@ -127,7 +127,7 @@ func TestCapacityShareClaimingQueueKeepsItsTurn(t *testing.T) {
 	// a's last grant, 1; a stands at 4/3. b gets one slot (pass 2), a the
 	// next three (5/3, 2 and, on the tie, by weight, 7/3).
 	for range 4 {
-		s.release("a")
+		s.Release("a")
 	}
 	if n := <-won; n != 1 {
 		t.Fatalf("b was granted %d slots, want 1", n)
@@ -135,16 +135,16 @@ func TestCapacityShareClaimingQueueKeepsItsTurn(t *testing.T) {
 	if a := s.queues["a"]; a.pending != 3 {
 		t.Fatalf("a has %d slots kept for it, want 3", a.pending)
 	}
-	if n := s.acquire(ctx, "a", 4); n != 3 { // at once: no wait
+	if n := s.Acquire(ctx, "a", 4); n != 3 { // at once: no wait
 		t.Fatalf("a's next acquire took %d slots, want 3", n)
 	}
 	// A queue whose claim comes up short gives back what was kept for it.
-	s.rest("b", 0)
-	s.release("a")
+	s.Rest("b", 0)
+	s.Release("a")
 	if a := s.queues["a"]; a.pending != 1 {
 		t.Fatalf("a has %d slots kept for it, want 1", a.pending)
 	}
-	s.rest("a", 0)
+	s.Rest("a", 0)
 	if a := s.queues["a"]; a.pending != 0 || s.free != 1 {
 		t.Fatalf("after a rests: %d pending, %d free; want 0, 1", a.pending, s.free)
 	}

@@ -1,4 +1,7 @@
-package errand
+// Package completer records the outcomes of a worker's attempts in batches,
+// one store call for every outcome waiting, each still fenced by its own
+// lease token, and gives back the queue slots a written batch frees.
+package completer
 
 import (
 	"context"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // maxOutcomeBatch bounds how many outcomes one transaction records. Batches
@@ -17,7 +21,7 @@ import (
 // commit per 500 jobs, not per 100), and batches of 1,000 added nothing.
 const maxOutcomeBatch = 500
 
-// outcomeBatcher records the outcomes of a Worker's attempts in batches: a
+// Batcher records the outcomes of a Worker's attempts in batches: a
 // single goroutine takes every outcome waiting for it (up to
 // maxOutcomeBatch) and writes them with one JobRecordOutcomes call, so a
 // worker running many short jobs commits once per batch instead of once per
@@ -27,20 +31,10 @@ const maxOutcomeBatch = 500
 // still running, and then no longer than outcomeLinger (see there); with
 // a write in flight, outcomes batch up behind it. Under load, up to
 // maxOutcomeWrites full batches are written at once.
-type outcomeBatcher struct {
-	store  errandstore.Store
-	stats  *workerCounters
-	direct bool // no batching: each caller writes its own outcome
-	// timeout bounds one write. A write that hangs (a connection cut off
-	// without a reset) would otherwise hold up every later outcome, and
-	// Stop with them; after the timeout the caller retries it on another
-	// connection while the lease lasts.
-	timeout time.Duration
-	clock   TimeSource // times the timeout
-	// abandoned, when set, makes flush write nothing (see Worker.Abandon).
-	abandoned *atomic.Bool
-	reqs      chan outcomeRequest
-	done      chan struct{}
+type Batcher[S Slots] struct {
+	Config
+	reqs chan outcomeRequest[S]
+	done chan struct{}
 	// waiting counts the outcomes the batcher has taken and not yet
 	// answered: with stats.running, the jobs held, it tells whether other
 	// jobs are still running (see outcomeLinger). An outcome is counted
@@ -52,14 +46,14 @@ type outcomeBatcher struct {
 	waiting atomic.Int64
 }
 
-type outcomeRequest struct {
+type outcomeRequest[S Slots] struct {
 	o     *errandstore.JobOutcome
 	reply chan outcomeReply // buffered: the batcher never blocks on a sender
 	// done, when not nil, is called with the outcome's result instead of
 	// a reply, and reports whether the job's slot in slots is to be given
 	// back: see submit.
 	done  func(errandstore.OutcomeResult, error) bool
-	slots *queueSlots
+	slots S
 	// detached: the job's slot was given back at the handover, so the
 	// outcome does not count among those of jobs still held (waiting).
 	detached bool
@@ -67,12 +61,13 @@ type outcomeRequest struct {
 
 // answer hands the result of req's outcome to its sender, and reports
 // whether req's slot is to be given back.
-func (req *outcomeRequest) answer(b *outcomeBatcher, r errandstore.OutcomeResult, err error) bool {
+func (req *outcomeRequest[S]) answer(b *Batcher[S], r errandstore.OutcomeResult, err error) bool {
 	if !req.detached {
 		b.waiting.Add(-1)
 	}
 	if req.done != nil {
-		return req.done(r, err) && req.slots != nil
+		var none S
+		return req.done(r, err) && req.slots != none
 	}
 	req.reply <- outcomeReply{r: r, err: err}
 	return false
@@ -91,8 +86,44 @@ type outcomeReply struct {
 // its wait.
 const outcomeQueue = maxOutcomeBatch
 
-func newOutcomeBatcher(store errandstore.Store, stats *workerCounters, direct bool) *outcomeBatcher {
-	return &outcomeBatcher{store: store, stats: stats, direct: direct, reqs: make(chan outcomeRequest, outcomeQueue), done: make(chan struct{})}
+// Config is what a Batcher takes from its worker.
+type Config struct {
+	Store Recorder
+	// Running counts the jobs the worker holds (see outcomeLinger);
+	// Writes counts the store calls that recorded outcomes.
+	Running, Writes *atomic.Int64
+	Direct          bool // no batching: each caller writes its own outcome
+	// Timeout bounds one write. A write that hangs (a connection cut off
+	// without a reset) would otherwise hold up every later outcome, and
+	// Stop with them; after the timeout the caller retries it on another
+	// connection while the lease lasts.
+	Timeout time.Duration
+	Clock   errandtype.TimeSource // times the timeout
+	// Abandoned, when set, makes flush write nothing (see Worker.Abandon).
+	Abandoned *atomic.Bool
+}
+
+// Recorder is the part of a store the batcher calls.
+type Recorder interface {
+	JobRecordOutcomes(ctx context.Context, params *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error)
+}
+
+// Slots are the slots of one queue of a worker, which a written outcome
+// may give back (Free) and whose claim loop it wakes (Wake): a pointer,
+// its zero value for none. A type parameter rather than an interface
+// value, so that an outcome in a batch stays one word smaller.
+type Slots interface {
+	comparable
+	Free()
+	Wake()
+}
+
+// ErrAbandoned answers the outcomes of a worker that abandoned its jobs.
+var ErrAbandoned = errors.New("worker abandoned its jobs")
+
+// New returns a batcher; Start runs it.
+func New[S Slots](cfg Config) *Batcher[S] {
+	return &Batcher[S]{Config: cfg, reqs: make(chan outcomeRequest[S], outcomeQueue), done: make(chan struct{})}
 }
 
 // maxOutcomeWrites bounds how many batches are written at once. A second
@@ -123,14 +154,14 @@ const maxOutcomeWrites = 2
 // clock to hold back.
 const outcomeLinger = 200 * time.Microsecond
 
-// start runs the batcher until stop. ctx carries values to the store; its
+// Start runs the batcher until stop. ctx carries values to the store; its
 // cancellation is ignored, since a recorded outcome is what lets a job move
 // on without waiting for its lease to expire.
-func (b *outcomeBatcher) start(ctx context.Context) {
-	l := &batchLoop{
+func (b *Batcher[S]) Start(ctx context.Context) {
+	l := &batchLoop[S]{
 		b:       b,
 		ctx:     context.WithoutCancel(ctx),
-		written: make(chan []outcomeRequest, maxOutcomeWrites),
+		written: make(chan []outcomeRequest[S], maxOutcomeWrites),
 		reqs:    b.reqs,
 		linger:  time.NewTimer(outcomeLinger),
 	}
@@ -153,25 +184,25 @@ func (b *outcomeBatcher) start(ctx context.Context) {
 }
 
 // batchLoop is the state of the batcher's goroutine.
-type batchLoop struct {
-	b   *outcomeBatcher
+type batchLoop[S Slots] struct {
+	b   *Batcher[S]
 	ctx context.Context
 	// A write that ends hands its batch back, emptied, on written, to be
 	// filled again (spare): a batch has room for maxOutcomeBatch, and
 	// allocating one per write would cost more than the few outcomes it
 	// often holds.
-	written  chan []outcomeRequest
-	spare    [][]outcomeRequest
+	written  chan []outcomeRequest[S]
+	spare    [][]outcomeRequest[S]
 	inFlight int
-	batch    []outcomeRequest
-	reqs     chan outcomeRequest // nil once closed
+	batch    []outcomeRequest[S]
+	reqs     chan outcomeRequest[S] // nil once closed
 	linger   *time.Timer
 	// lingering: the timer runs; lingered: it ran out for this batch.
 	lingering, lingered bool
 }
 
 // add puts req in the batch.
-func (l *batchLoop) add(req outcomeRequest) {
+func (l *batchLoop[S]) add(req outcomeRequest[S]) {
 	if !req.detached {
 		l.b.waiting.Add(1)
 	}
@@ -179,7 +210,7 @@ func (l *batchLoop) add(req outcomeRequest) {
 		if n := len(l.spare); n > 0 {
 			l.batch, l.spare = l.spare[n-1], l.spare[:n-1]
 		} else {
-			l.batch = make([]outcomeRequest, 0, maxOutcomeBatch)
+			l.batch = make([]outcomeRequest[S], 0, maxOutcomeBatch)
 		}
 	}
 	l.batch = append(l.batch, req)
@@ -187,7 +218,7 @@ func (l *batchLoop) add(req outcomeRequest) {
 
 // takeWaiting adds the outcomes waiting to be taken, while the batch has
 // room.
-func (l *batchLoop) takeWaiting() {
+func (l *batchLoop[S]) takeWaiting() {
 	for len(l.batch) < maxOutcomeBatch && l.reqs != nil && len(l.reqs) > 0 {
 		req, ok := <-l.reqs
 		if !ok {
@@ -200,7 +231,7 @@ func (l *batchLoop) takeWaiting() {
 
 // shouldLinger reports whether a lone batch waits for others to join it
 // (see outcomeLinger), and arms or stops the timer to match.
-func (l *batchLoop) shouldLinger(full bool) bool {
+func (l *batchLoop[S]) shouldLinger(full bool) bool {
 	wait := len(l.batch) > 0 && l.inFlight == 0 && !full && !l.lingered && l.reqs != nil && l.b.othersRunning()
 	if wait && !l.lingering {
 		l.linger.Reset(outcomeLinger)
@@ -214,10 +245,10 @@ func (l *batchLoop) shouldLinger(full bool) bool {
 }
 
 // writeBatch starts the batch's write on a goroutine of its own.
-func (l *batchLoop) writeBatch() {
+func (l *batchLoop[S]) writeBatch() {
 	l.inFlight++
 	wakeDetached(l.batch)
-	go func(batch []outcomeRequest) {
+	go func(batch []outcomeRequest[S]) {
 		l.b.flush(l.ctx, batch)
 		clear(batch) // drop the outcomes and their callbacks
 		l.written <- batch[:0]
@@ -227,7 +258,7 @@ func (l *batchLoop) writeBatch() {
 
 // next waits for an outcome, a write's end, or the linger's; a full batch
 // takes no outcome (back-pressure: senders wait until a write ends).
-func (l *batchLoop) next(full bool) {
+func (l *batchLoop[S]) next(full bool) {
 	in := l.reqs
 	if full {
 		in = nil
@@ -256,11 +287,11 @@ func (l *batchLoop) next(full bool) {
 // batch's write starts: their next claim goes out beside the write, for
 // every slot the batch's jobs freed, rather than one claim for each job
 // as it finished.
-func wakeDetached(batch []outcomeRequest) {
-	var last *queueSlots
+func wakeDetached[S Slots](batch []outcomeRequest[S]) {
+	var none, last S
 	for i := range batch {
-		if s := batch[i].slots; batch[i].detached && s != nil && s != last {
-			s.wake()
+		if s := batch[i].slots; batch[i].detached && s != none && s != last {
+			s.Wake()
 			last = s
 		}
 	}
@@ -268,28 +299,32 @@ func wakeDetached(batch []outcomeRequest) {
 
 // othersRunning reports whether the worker holds jobs whose outcomes the
 // batcher has not taken yet.
-func (b *outcomeBatcher) othersRunning() bool {
-	return b.stats.running.Load() > b.waiting.Load()
+func (b *Batcher[S]) othersRunning() bool {
+	return b.Running.Load() > b.waiting.Load()
 }
 
-// write is the Worker's outcomeWriter: it hands o to the batcher and waits
+// Write is the Worker's outcomeWriter: it hands o to the batcher and waits
 // for the batch that holds it to be written; after Abandon it writes
 // nothing. It stops waiting for the
 // batcher to take o at until (or when ctx ends); once taken, o is written
 // under the batcher's own timeout.
-func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
-	if b.abandoned != nil && b.abandoned.Load() {
-		return errandstore.OutcomeResult{}, errAbandoned
+func (b *Batcher[S]) Write(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
+	if b.Abandoned != nil && b.Abandoned.Load() {
+		return errandstore.OutcomeResult{}, ErrAbandoned
 	}
-	if b.direct {
-		b.stats.outcomeWrites.Add(1)
-		dctx, cancelDeadline := withDeadline(ctx, b.clock, until, nil)
+	if b.Direct {
+		b.Writes.Add(1)
+		dctx, cancelDeadline := clock.WithDeadline(ctx, b.Clock, until, nil)
 		defer cancelDeadline()
-		wctx, cancel := withTimeout(dctx, b.clock, b.timeout, nil)
+		wctx, cancel := clock.WithTimeout(dctx, b.Clock, b.Timeout, nil)
 		defer cancel()
-		return writeOutcome(wctx, b.store, o, false)
+		rs, err := b.Store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
+		if err != nil {
+			return errandstore.OutcomeResult{}, err
+		}
+		return rs[0], nil
 	}
-	req := outcomeRequest{o: o, reply: make(chan outcomeReply, 1)}
+	req := outcomeRequest[S]{o: o, reply: make(chan outcomeReply, 1)}
 	if err := b.hand(ctx, req, until); err != nil {
 		return errandstore.OutcomeResult{}, err
 	}
@@ -297,7 +332,7 @@ func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, u
 	return rep.r, rep.err
 }
 
-// submit hands o to the batcher as write does, but does not wait for it to
+// Submit hands o to the batcher as Write does, but does not wait for it to
 // be written: done is called with its result, on the goroutine that wrote
 // its batch, so it must not block. When done reports true, the job's slot
 // in slots is given back too, once every outcome of the batch has been
@@ -308,13 +343,13 @@ func (b *outcomeBatcher) write(ctx context.Context, o *errandstore.JobOutcome, u
 // outcomes of the attempts that need nothing more than to be recorded, so
 // that their goroutines end with their handlers instead of waiting, by the
 // hundred, for their batches.
-func (b *outcomeBatcher) submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots *queueSlots) error {
-	return b.hand(ctx, outcomeRequest{o: o, done: done, slots: slots, detached: detached}, until)
+func (b *Batcher[S]) Submit(ctx context.Context, o *errandstore.JobOutcome, until time.Time, detached bool, done func(errandstore.OutcomeResult, error) bool, slots S) error {
+	return b.hand(ctx, outcomeRequest[S]{o: o, done: done, slots: slots, detached: detached}, until)
 }
 
 // hand gives req to the batcher, waiting for room until the lease ends
 // (until) or ctx does.
-func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until time.Time) error {
+func (b *Batcher[S]) hand(ctx context.Context, req outcomeRequest[S], until time.Time) error {
 	select {
 	case b.reqs <- req:
 		// Taken at once: no timer was needed.
@@ -325,7 +360,7 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 	// outcomeQueue more wait to be taken): wait, but not past the lease.
 	// A timer, not a context with a deadline: this wait is common under
 	// load, and a timer costs fewer allocations than a derived context.
-	t := b.clock.NewTimer(until.Sub(b.clock.Now()))
+	t := b.Clock.NewTimer(until.Sub(b.Clock.Now()))
 	select {
 	case b.reqs <- req:
 		t.Stop()
@@ -338,33 +373,33 @@ func (b *outcomeBatcher) hand(ctx context.Context, req outcomeRequest, until tim
 	}
 }
 
-// stop ends the batcher once every outcome handed to it is written. The
+// Stop ends the batcher once every outcome handed to it is written. The
 // caller must make sure no write is in progress or will start: the Worker
 // calls it after all its jobs have returned.
-func (b *outcomeBatcher) stop() {
+func (b *Batcher[S]) Stop() {
 	close(b.reqs)
 	<-b.done
 }
 
 // flush writes one batch and replies to every sender.
-func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
-	if b.abandoned != nil && b.abandoned.Load() {
-		b.answer(batch, nil, errAbandoned)
+func (b *Batcher[S]) flush(ctx context.Context, batch []outcomeRequest[S]) {
+	if b.Abandoned != nil && b.Abandoned.Load() {
+		b.answer(batch, nil, ErrAbandoned)
 		return
 	}
 	outcomes := make([]*errandstore.JobOutcome, len(batch))
 	for i, req := range batch {
 		outcomes[i] = req.o
 	}
-	wctx, cancel := withTimeout(ctx, b.clock, b.timeout, nil)
-	rs, err := b.store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
+	wctx, cancel := clock.WithTimeout(ctx, b.Clock, b.Timeout, nil)
+	rs, err := b.Store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
 	cancel()
-	b.stats.outcomeWrites.Add(1)
+	b.Writes.Add(1)
 	if err != nil && len(batch) > 1 && errors.Is(err, errandtype.ErrInvalid) {
 		// A store rejects a whole batch for one malformed outcome; write
 		// them one by one so that only that outcome fails.
 		for _, req := range batch {
-			b.flush(ctx, []outcomeRequest{req})
+			b.flush(ctx, []outcomeRequest[S]{req})
 		}
 		return
 	}
@@ -374,8 +409,8 @@ func (b *outcomeBatcher) flush(ctx context.Context, batch []outcomeRequest) {
 // answer replies to every sender of batch with its result in rs, or err,
 // then gives back the slots the answers free, and wakes their claim loops
 // after: one claim per queue for them all.
-func (b *outcomeBatcher) answer(batch []outcomeRequest, rs []errandstore.OutcomeResult, err error) {
-	var freed []*queueSlots // a job's queue for each slot to give back
+func (b *Batcher[S]) answer(batch []outcomeRequest[S], rs []errandstore.OutcomeResult, err error) {
+	var freed []S // a job's queue for each slot to give back
 	for i := range batch {
 		var r errandstore.OutcomeResult
 		if err == nil {
@@ -386,77 +421,11 @@ func (b *outcomeBatcher) answer(batch []outcomeRequest, rs []errandstore.Outcome
 		}
 	}
 	for _, s := range freed {
-		s.free()
+		s.Free()
 	}
 	for i, s := range freed {
 		if i == 0 || s != freed[i-1] {
-			s.wake()
+			s.Wake()
 		}
-	}
-}
-
-// workerCounters are a Worker's running totals, updated atomically.
-type workerCounters struct {
-	claims        atomic.Int64
-	idleClaims    atomic.Int64
-	completed     atomic.Int64
-	givenBack     atomic.Int64
-	leasesLost    atomic.Int64
-	outcomeWrites atomic.Int64
-	running       atomic.Int64
-}
-
-// WorkerRunStats are a Worker's totals since it started, for logs and
-// benchmarks. Read them with [Worker.Stats].
-type WorkerRunStats struct {
-	// Claims counts claim queries, one per queue each time it looked for
-	// work; IdleClaims counts those that found nothing. IdleClaims divided
-	// by the worker's uptime is the idle query rate: the load an idle
-	// worker puts on the store, governed by the poll interval.
-	Claims     int64
-	IdleClaims int64
-	// JobsRunning is how many jobs hold one of the worker's slots now:
-	// their handlers run, or their outcomes wait to be written (on a store
-	// that writes in parallel, a successful job's slot frees as soon as
-	// its outcome is handed over; see [ParallelWriter]).
-	JobsRunning int64
-	// JobsCompleted counts attempts finished and recorded, whatever the
-	// outcome (succeeded, retrying, dead, snoozed).
-	JobsCompleted int64
-	// JobsGivenBack counts jobs given back on a drain, their attempt not
-	// counted.
-	JobsGivenBack int64
-	// LeasesLost counts attempts whose lease was lost: nothing about them
-	// was written, and the job is another worker's now.
-	LeasesLost int64
-	// OutcomeWrites counts the store transactions that recorded outcomes;
-	// JobsCompleted+JobsGivenBack over OutcomeWrites is the mean batch.
-	OutcomeWrites int64
-}
-
-// Stats returns the worker's totals so far. It is safe to call at any time,
-// also after Stop.
-func (w *Worker) Stats() WorkerRunStats {
-	s := &w.stats
-	return WorkerRunStats{
-		Claims:        s.claims.Load(),
-		IdleClaims:    s.idleClaims.Load(),
-		JobsRunning:   s.running.Load(),
-		JobsCompleted: s.completed.Load(),
-		JobsGivenBack: s.givenBack.Load(),
-		LeasesLost:    s.leasesLost.Load(),
-		OutcomeWrites: s.outcomeWrites.Load(),
-	}
-}
-
-// countResult adds a recorded attempt to the totals.
-func (s *workerCounters) countResult(res *WorkResult) {
-	switch res.Result {
-	case ResultLeaseLost:
-		s.leasesLost.Add(1)
-	case ResultInterrupted:
-		s.givenBack.Add(1)
-	default:
-		s.completed.Add(1)
 	}
 }
