@@ -81,8 +81,8 @@ func checkBreakers(m map[string]*errandtype.BreakerPolicy) error {
 // (every breaker that ever counted a failure or was reset), ordered by
 // dependency: none when the store keeps no breakers.
 func (c *Client[TTx]) Breakers(ctx context.Context) ([]*errandtype.BreakerRecord, error) {
-	bs, ok := c.store.(errandstore.BreakerStore)
-	if !ok {
+	bs := c.caps.breakers
+	if bs == nil {
 		return []*errandtype.BreakerRecord{}, nil
 	}
 	r, err := bs.BreakerList(ctx, &errandstore.BreakerListParams{})
@@ -107,8 +107,8 @@ func (c *Client[TTx]) Dependency(kind string) string {
 // without waiting for the cool-down and a probe. A dependency that has no
 // breaker (see [Client.Breakers]) is ErrNotFound.
 func (c *Client[TTx]) ResetBreaker(ctx context.Context, dep, operator, reason string) (*errandtype.BreakerRecord, error) {
-	bs, ok := c.store.(errandstore.BreakerStore)
-	if !ok {
+	bs := c.caps.breakers
+	if bs == nil {
 		return nil, errNoBreakerStore
 	}
 	r, err := bs.BreakerUpdate(ctx, &errandstore.BreakerUpdateParams{Dependency: dep, Event: errandstore.BreakerReset, Operator: operator, Reason: reason})
@@ -158,7 +158,8 @@ func newBreakerGate(e *engine, kinds []string) (*breakerGate, error) {
 		}
 	}
 	slices.Sort(g.deps)
-	bs, ok := e.store.(errandstore.BreakerStore)
+	bs := e.caps.breakers
+	ok := bs != nil
 	switch {
 	case !ok && len(g.deps) > 0:
 		return nil, &errandtype.InputError{Field: "Kinds", Message: fmt.Sprintf("kinds name dependencies (%v) but the store keeps no circuit breakers; use errand/sqlite or errand/postgres", g.deps)}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
 )
@@ -39,13 +38,13 @@ import (
 // newFlowLimits checks a worker's limits against what it works: a limit
 // on a queue it does not work, or a kind it has no handler for, is a
 // mistake (it would limit nothing). It returns nil without limits.
-func newFlowLimits(store errandstore.Store, cfg *WorkerConfig, kinds []string) (*flow.Limits, error) {
+func newFlowLimits(e *engine, cfg *WorkerConfig, kinds []string) (*flow.Limits, error) {
 	if len(cfg.RateLimits) == 0 && len(cfg.RetryBudgets) == 0 {
 		return nil, nil
 	}
-	ls, ok := store.(errandstore.LimiterStore)
-	if !ok {
-		return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("the store (%T) keeps no limits: it is not an errandstore.LimiterStore; drop RateLimits and RetryBudgets", store)}
+	ls := e.caps.limiter
+	if ls == nil {
+		return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("the store (%T) keeps no limits: it is not an errandstore.LimiterStore; drop RateLimits and RetryBudgets", e.store)}
 	}
 	f := flow.NewLimits(ls)
 	for _, l := range cfg.RateLimits {

@@ -125,7 +125,7 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 	for _, q := range opts.Queues {
 		queues[q] = 1
 	}
-	f, err := newFlowLimits(c.store, &WorkerConfig{Queues: queues, RateLimits: opts.RateLimits, RetryBudgets: opts.RetryBudgets}, kinds)
+	f, err := newFlowLimits(c, &WorkerConfig{Queues: queues, RateLimits: opts.RateLimits, RetryBudgets: opts.RetryBudgets}, kinds)
 	if err != nil || f == nil {
 		return err
 	}

@@ -238,7 +238,7 @@ func checkWorkerTimes(cfg *WorkerConfig) error {
 // limits, circuit breakers and schedules, and the claim gates they make.
 func (w *Worker) build() error {
 	c, cfg := w.c, &w.cfg
-	limits, err := newFlowLimits(c.store, cfg, w.kinds)
+	limits, err := newFlowLimits(c, cfg, w.kinds)
 	if err != nil {
 		return err
 	}
@@ -250,8 +250,8 @@ func (w *Worker) build() error {
 		return err
 	}
 	w.gates = w.claimGates()
-	if pw, ok := c.store.(errandstore.ParallelWriter); ok {
-		w.parallelWrites = pw.WritesInParallel()
+	if c.caps.parallel != nil {
+		w.parallelWrites = c.caps.parallel.WritesInParallel()
 	}
 	if len(cfg.Schedules) > 0 {
 		if w.scheduler, err = newScheduler(c, cfg.Schedules); err != nil {

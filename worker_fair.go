@@ -27,9 +27,7 @@ type queueClaimer struct {
 }
 
 func (w *Worker) newQueueClaimer() *queueClaimer {
-	f, _ := w.c.store.(errandstore.FairClaimer)
-	d, _ := w.c.store.(errandstore.NextDueClaimer)
-	return &queueClaimer{store: f, due: d}
+	return &queueClaimer{store: w.c.caps.fair, due: w.c.caps.nextDue}
 }
 
 // claimAsksDue reports whether the queue's next claim can answer when its

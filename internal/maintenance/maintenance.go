@@ -35,8 +35,7 @@ import (
 // idle fairness keys.
 const pruneEvery = 5 * time.Minute
 
-// Store is the part of a store the leader calls; a store that is also an
-// [errandstore.FairTurnPruner] has its fairness turns pruned too.
+// Store is the part of a store the leader calls.
 type Store interface {
 	errandstore.LeaderElector
 	JobSweep(ctx context.Context, params *errandstore.JobSweepParams) (errandstore.SweepResult, error)
@@ -45,12 +44,14 @@ type Store interface {
 
 // Config is what a Leader takes from its worker.
 type Config struct {
-	Store  Store
-	Clock  errandtype.TimeSource
-	Logger *slog.Logger
-	ID     string // the worker's id: the holder of the lease
-	Name   string // the leadership's name
-	TTL    time.Duration
+	Store Store
+	// FairTurns, when the store keeps fairness turns, has them pruned too.
+	FairTurns errandstore.FairTurnPruner
+	Clock     errandtype.TimeSource
+	Logger    *slog.Logger
+	ID        string // the worker's id: the holder of the lease
+	Name      string // the leadership's name
+	TTL       time.Duration
 	// SweepInterval is how often the leader sweeps; AfterSweep runs after
 	// each sweep, in order, while the worker still leads.
 	SweepInterval time.Duration
@@ -287,7 +288,7 @@ func (w *Leader) prune(ctx context.Context) {
 	case err == nil && n > 0:
 		w.cfg.Logger.Info("pruned worker registry", "worker_id", w.cfg.ID, "removed", n, "older_than", w.cfg.WorkerPruneAfter.String())
 	}
-	if p, ok := w.cfg.Store.(errandstore.FairTurnPruner); ok {
+	if p := w.cfg.FairTurns; p != nil {
 		n, err := p.FairTurnPrune(ctx, &errandstore.FairTurnPruneParams{IdleFor: w.cfg.FairTurnPruneAfter})
 		switch {
 		case err != nil && ctx.Err() == nil:
