@@ -96,8 +96,8 @@ const (
 // once it listens, it wakes every queue, for the jobs whose notifications
 // it missed.
 func (w *Worker) listen(ctx context.Context) {
-	n, ok := w.c.store.(errandstore.Notifier)
-	if !ok || w.cfg.PollOnly {
+	n := w.c.caps.notifier
+	if n == nil || w.cfg.PollOnly {
 		return
 	}
 	ch, err := n.ListenQueues(ctx)
