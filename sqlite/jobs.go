@@ -172,8 +172,10 @@ func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errandstore
 	if err != nil {
 		return nil, err
 	}
-	inserted, err := insertChunks(ctx, st, args, len(params))
-	if err != nil {
+	// Made here, where it does not escape: a batch of one job allocates
+	// no map.
+	inserted := make(map[string]*errandtype.Job, len(params))
+	if err := insertChunks(ctx, st, args, len(params), inserted); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	rs := make([]errandstore.JobInsertResult, len(params))
@@ -223,28 +225,27 @@ func insertArgs(params []*errandstore.JobInsertParams, now time.Time) ([]any, er
 }
 
 // insertChunks inserts the n jobs of args insertChunkRows per statement
-// and returns those it wrote, by id.
-func insertChunks(ctx context.Context, st *stmts, args []any, n int) (map[string]*errandtype.Job, error) {
-	inserted := make(map[string]*errandtype.Job, n)
+// and puts those it wrote in inserted, by id.
+func insertChunks(ctx context.Context, st *stmts, args []any, n int, inserted map[string]*errandtype.Job) error {
 	for start := 0; start < n; start += insertChunkRows {
 		rowsN := min(insertChunkRows, n-start)
 		ins, err := st.get(ctx, insertRowsSQL(rowsN))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rows, err := ins.QueryContext(ctx, args[start*insertParamsPerRow:(start+rowsN)*insertParamsPerRow]...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		jobs, err := scanJobs(rows, scanJob)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, j := range jobs {
 			inserted[j.ID] = j
 		}
 	}
-	return inserted, nil
+	return nil
 }
 
 // findDuplicate is the job that holds the id or unique key p conflicted
@@ -591,8 +592,10 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errands
 	if len(outcomes) < outcomeGroupMin {
 		return nil, nil
 	}
+	groups := map[errandstore.OutcomeKind][]int{} // made here, where it does not escape
+	groupOutcomes(outcomes, groups)
 	var grouped []bool
-	for _, idx := range outcomeGroups(outcomes) {
+	for _, idx := range groups {
 		if len(idx) < outcomeGroupMin {
 			continue
 		}
@@ -606,21 +609,19 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errands
 	return grouped, nil
 }
 
-// outcomeGroups are the indexes of the outcomes that may be written in a
-// group, by kind: valid, of a job no other outcome of the batch names,
-// appending no error and waiting no delay.
-func outcomeGroups(outcomes []*errandstore.JobOutcome) map[errandstore.OutcomeKind][]int {
+// groupOutcomes puts in groups, by kind, the indexes of the outcomes that
+// may be written in a group: valid, of a job no other outcome of the
+// batch names, appending no error and waiting no delay.
+func groupOutcomes(outcomes []*errandstore.JobOutcome, groups map[errandstore.OutcomeKind][]int) {
 	seen := make(map[string]int, len(outcomes))
 	for _, o := range outcomes {
 		seen[o.ID]++
 	}
-	groups := map[errandstore.OutcomeKind][]int{}
 	for i, o := range outcomes {
 		if seen[o.ID] == 1 && !o.Kind.AppendsError() && !o.Kind.Delayed() && o.Validate() == nil {
 			groups[o.Kind] = append(groups[o.Kind], i)
 		}
 	}
-	return groups
 }
 
 // recordGroup writes the outcomes at idx, of one kind, with one
