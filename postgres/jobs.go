@@ -352,12 +352,13 @@ func findDuplicates(ctx context.Context, q querier, r *strings.Replacer, params 
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
-	holders := newHolders(existing)
+	held := holders{ofID: map[string]*errandtype.Job{}, ofKey: map[keyWindow]*errandtype.Job{}} // made here, where they do not escape
+	held.add(existing)
 	for _, i := range dups {
 		p := params[i]
-		j := holders.ofID[p.ID] // the id match first, as SQLite does
+		j := held.ofID[p.ID] // the id match first, as SQLite does
 		if j == nil && p.UniqueKey != "" {
-			j = holders.ofKey[keyWindow{p.UniqueKey, uwindows[i]}]
+			j = held.ofKey[keyWindow{p.UniqueKey, uwindows[i]}]
 		}
 		if j == nil {
 			again = append(again, i) // conflicted with a job gone since
@@ -380,8 +381,8 @@ type holders struct {
 	ofKey map[keyWindow]*errandtype.Job
 }
 
-func newHolders(jobs []*errandtype.Job) holders {
-	h := holders{ofID: map[string]*errandtype.Job{}, ofKey: map[keyWindow]*errandtype.Job{}}
+// add puts jobs in h by the id and the key in its window each holds.
+func (h holders) add(jobs []*errandtype.Job) {
 	for _, j := range jobs {
 		h.ofID[j.ID] = j
 		if j.UniqueKey != nil && j.UniqueScope != nil && j.UniqueScope.Holds(j.State) {
@@ -392,7 +393,6 @@ func newHolders(jobs []*errandtype.Job) holders {
 			h.ofKey[keyWindow{*j.UniqueKey, w}] = j
 		}
 	}
-	return h
 }
 
 // insertAgain inserts the params at again, whose conflicting job left its
