@@ -119,141 +119,111 @@ func decodeJobRow(vals [][]byte, text *[]byte) (*errandtype.Job, error) {
 	if len(vals) != len(jobColumnTypes) {
 		return nil, fmt.Errorf("decode job: %d columns, want %d", len(vals), len(jobColumnTypes))
 	}
-	r := rowDecoder{vals: vals, d: new(decodedJob)}
-	r.joinText(text)
-	j := &r.d.job
-	var c errandtype.JobColumns
-	j.Seq = r.integer(0, 8)
-	j.ID, j.Queue, j.Kind, c.Args = r.str(1), r.str(2), r.str(3), r.str(4)
-	j.ArgsVersion, j.Priority = int(r.integer(5, 4)), int(r.integer(6, 4))
-	c.State = r.str(7)
-	j.Attempt, j.MaxAttempts = int(r.integer(8, 4)), int(r.integer(9, 4))
-	c.BackoffBaseUS, c.BackoffMaxUS = r.integer(10, 8), r.integer(11, 8)
-	j.AvailableAt = r.timestamp(12)
-	j.Deadline = r.optTime(13, 0)
-	j.LeaseToken = r.optText(14, 0)
-	j.LeaseUntil = r.optTime(15, 1)
-	j.LeaseOwner = r.optText(16, 1)
-	j.UniqueKey, j.OrderingKey = r.optText(17, 2), r.optText(18, 3)
-	c.Progress = r.optJSON(19)
-	j.CreatedAt = r.timestamp(20)
-	j.AttemptedAt, j.FinishedAt = r.optTime(21, 2), r.optTime(22, 3)
-	c.LastError = r.optJSON(23)
-	c.Errors = r.str(24)
-	j.Replays = int(r.integer(25, 4))
-	c.Tags = r.str(26)
-	ustates, uwindow := r.integer(27, 4), r.integer(28, 8)
-	j.OrderingHold = r.integer(29, 2) == 1
-	j.CancelRequestedAt = r.optTime(30, 4)
-	j.FairnessKey, j.BatchID, j.WorkflowID = r.optText(31, 4), r.optText(32, 5), r.optText(33, 6)
-	if vals[34] != nil { // copied: vals are pgx's buffer, reused for the next row
-		j.Output = json.RawMessage(r.text(34))
+	// Every text column of the row in one string: its substrings are the
+	// job's strings.
+	t := (*text)[:0]
+	var bounds [len(jobColumnTypes)][2]int
+	for i, v := range vals {
+		if jobColumnTypes[i] == pgtype.TextOID && v != nil {
+			bounds[i] = [2]int{len(t), len(t) + len(v)}
+			t = append(t, v...)
+		}
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("decode job: %w", r.err)
+	*text = t
+	all := string(t)
+	var err error
+	str := func(i int) string {
+		if vals[i] == nil && err == nil {
+			err = fmt.Errorf("column %d: %w", i+1, errRawNull)
+		}
+		return all[bounds[i][0]:bounds[i][1]]
+	}
+	integer := func(i, size int) int64 {
+		v := vals[i]
+		switch {
+		case err != nil:
+			return 0
+		case v == nil:
+			err = fmt.Errorf("column %d: %w", i+1, errRawNull)
+			return 0
+		case len(v) != size:
+			err = fmt.Errorf("column %d: %d bytes, want %d", i+1, len(v), size)
+			return 0
+		}
+		switch size {
+		case 8:
+			return int64(binary.BigEndian.Uint64(v))
+		case 4:
+			return int64(int32(binary.BigEndian.Uint32(v)))
+		default:
+			return int64(int16(binary.BigEndian.Uint16(v)))
+		}
+	}
+	timestamp := func(i int) time.Time {
+		us := integer(i, 8)
+		if err == nil && (us == math.MaxInt64 || us == math.MinInt64) {
+			err = fmt.Errorf("column %d: an infinite timestamp", i+1)
+		}
+		return time.UnixMicro(us + postgresEpochUS).UTC()
+	}
+	d := new(decodedJob)
+	optTime := func(i, slot int) *time.Time {
+		if vals[i] == nil {
+			return nil
+		}
+		d.times[slot] = timestamp(i)
+		return &d.times[slot]
+	}
+	optText := func(i, slot int) *string {
+		if vals[i] == nil {
+			return nil
+		}
+		d.texts[slot] = all[bounds[i][0]:bounds[i][1]]
+		return &d.texts[slot]
+	}
+	optJSON := func(i int) *string {
+		if vals[i] == nil {
+			return nil
+		}
+		s := all[bounds[i][0]:bounds[i][1]]
+		return &s
+	}
+	j := &d.job
+	var c errandtype.JobColumns
+	j.Seq = integer(0, 8)
+	j.ID, j.Queue, j.Kind, c.Args = str(1), str(2), str(3), str(4)
+	j.ArgsVersion, j.Priority = int(integer(5, 4)), int(integer(6, 4))
+	c.State = str(7)
+	j.Attempt, j.MaxAttempts = int(integer(8, 4)), int(integer(9, 4))
+	c.BackoffBaseUS, c.BackoffMaxUS = integer(10, 8), integer(11, 8)
+	j.AvailableAt = timestamp(12)
+	j.Deadline = optTime(13, 0)
+	j.LeaseToken = optText(14, 0)
+	j.LeaseUntil = optTime(15, 1)
+	j.LeaseOwner = optText(16, 1)
+	j.UniqueKey, j.OrderingKey = optText(17, 2), optText(18, 3)
+	c.Progress = optJSON(19)
+	j.CreatedAt = timestamp(20)
+	j.AttemptedAt, j.FinishedAt = optTime(21, 2), optTime(22, 3)
+	c.LastError = optJSON(23)
+	c.Errors = str(24)
+	j.Replays = int(integer(25, 4))
+	c.Tags = str(26)
+	ustates, uwindow := integer(27, 4), integer(28, 8)
+	j.OrderingHold = integer(29, 2) == 1
+	j.CancelRequestedAt = optTime(30, 4)
+	j.FairnessKey, j.BatchID, j.WorkflowID = optText(31, 4), optText(32, 5), optText(33, 6)
+	if vals[34] != nil { // copied: vals are pgx's buffer, reused for the next row
+		j.Output = json.RawMessage(all[bounds[34][0]:bounds[34][1]])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode job: %w", err)
 	}
 	j.SetUniqueColumns(ustates, uwindow)
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
 	return j, nil
-}
-
-// rowDecoder reads the columns of one row of jobColumns into d. Its
-// methods are plain calls, not a table of decoders behind an interface:
-// the columns are read in a fixed order by fixed code. The first error
-// sticks in err, and the methods return zero values after it.
-type rowDecoder struct {
-	vals   [][]byte
-	d      *decodedJob
-	all    string // every text column of the row, end to end
-	bounds [len(jobColumnTypes)][2]int
-	err    error
-}
-
-// joinText puts every text column of the row in one string, r.all, whose
-// substrings become the job's strings: one allocation for all of them.
-// text is the scratch space the row is gathered in.
-func (r *rowDecoder) joinText(text *[]byte) {
-	t := (*text)[:0]
-	for i, v := range r.vals {
-		if jobColumnTypes[i] == pgtype.TextOID && v != nil {
-			r.bounds[i] = [2]int{len(t), len(t) + len(v)}
-			t = append(t, v...)
-		}
-	}
-	*text = t
-	r.all = string(t)
-}
-
-// text is column i's text, empty when it is NULL.
-func (r *rowDecoder) text(i int) string { return r.all[r.bounds[i][0]:r.bounds[i][1]] }
-
-// str is column i's text, which must not be NULL.
-func (r *rowDecoder) str(i int) string {
-	if r.vals[i] == nil && r.err == nil {
-		r.err = fmt.Errorf("column %d: %w", i+1, errRawNull)
-	}
-	return r.text(i)
-}
-
-// integer is column i, a binary integer of size bytes that must not be NULL.
-func (r *rowDecoder) integer(i, size int) int64 {
-	v := r.vals[i]
-	switch {
-	case r.err != nil:
-		return 0
-	case v == nil:
-		r.err = fmt.Errorf("column %d: %w", i+1, errRawNull)
-		return 0
-	case len(v) != size:
-		r.err = fmt.Errorf("column %d: %d bytes, want %d", i+1, len(v), size)
-		return 0
-	}
-	switch size {
-	case 8:
-		return int64(binary.BigEndian.Uint64(v))
-	case 4:
-		return int64(int32(binary.BigEndian.Uint32(v)))
-	default:
-		return int64(int16(binary.BigEndian.Uint16(v)))
-	}
-}
-
-// timestamp is column i, a binary timestamptz that must not be NULL.
-func (r *rowDecoder) timestamp(i int) time.Time {
-	us := r.integer(i, 8)
-	if r.err == nil && (us == math.MaxInt64 || us == math.MinInt64) {
-		r.err = fmt.Errorf("column %d: an infinite timestamp", i+1)
-	}
-	return time.UnixMicro(us + postgresEpochUS).UTC()
-}
-
-// optTime is column i, a timestamptz or NULL, kept in d.times[slot].
-func (r *rowDecoder) optTime(i, slot int) *time.Time {
-	if r.vals[i] == nil {
-		return nil
-	}
-	r.d.times[slot] = r.timestamp(i)
-	return &r.d.times[slot]
-}
-
-// optText is column i, a text or NULL, kept in d.texts[slot].
-func (r *rowDecoder) optText(i, slot int) *string {
-	if r.vals[i] == nil {
-		return nil
-	}
-	r.d.texts[slot] = r.text(i)
-	return &r.d.texts[slot]
-}
-
-// optJSON is column i, a JSON text or NULL.
-func (r *rowDecoder) optJSON(i int) *string {
-	if r.vals[i] == nil {
-		return nil
-	}
-	s := r.text(i)
-	return &s
 }
 
 // postgresEpochUS is PostgreSQL's epoch for timestamps, 2000-01-01 UTC, in
