@@ -195,44 +195,15 @@ func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, para
 
 // insertTry is insert's tries-th try.
 func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams, tries int) ([]errandstore.JobInsertResult, error) {
-	n := len(params)
-	var (
-		ids, queues, kinds, args, tags = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		versions, prios, maxAttempts   = make([]int32, n), make([]int32, n), make([]int32, n)
-		bases, maxes, ages, delays     = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		runAt                          = make([]*time.Time, n)
-		ukeys, okeys, fkeys            = make([]*string, n), make([]*string, n), make([]*string, n)
-		ustates, holds                 = make([]int32, n), make([]int16, n)
-		uwindows                       = make([]int64, n)
-		windowed                       bool
-	)
-	for i, p := range params {
-		if err := p.Validate(); err != nil {
-			return nil, err
-		}
-		tagsJSON, err := p.TagsJSON()
-		if err != nil {
-			return nil, err
-		}
-		ids[i], queues[i], kinds[i], args[i], tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), tagsJSON
-		versions[i], prios[i], maxAttempts[i] = int32(p.ArgsVersion), int32(p.Priority), int32(p.MaxAttempts)
-		bases[i], maxes[i], ages[i], delays[i] = us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge), us(p.Delay)
-		if !p.RunAt.IsZero() {
-			t := micro(p.RunAt)
-			runAt[i] = &t
-		}
-		ukeys[i], okeys[i], fkeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey), nullIfEmpty(p.FairnessKey)
-		ustates[i] = int32(p.UniqueScopeColumn())
-		if p.OrderingHold {
-			holds[i] = 1
-		}
-		windowed = windowed || (p.UniqueKey != "" && p.UniqueWindow > 0)
+	cols, err := newInsertColumns(params)
+	if err != nil {
+		return nil, err
 	}
-	if n == 0 {
+	if cols.n == 0 {
 		return []errandstore.JobInsertResult{}, nil
 	}
 	now := s.nowArg()
-	if windowed {
+	if cols.windowed {
 		// A unique window is computed from the time the jobs are inserted
 		// at, in Go as every store does: read it first and insert at it.
 		if now == nil {
@@ -242,19 +213,9 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 			}
 			now = t
 		}
-		for i, p := range params {
-			uwindows[i] = p.UniqueWindowColumn(now.(time.Time))
-		}
+		cols.setWindows(params, now.(time.Time))
 	}
-	var rs rows
-	var err error
-	if n == 1 {
-		rs, err = q.query(ctx, r.Replace(insertOneSQL), now, ids[0], queues[0], kinds[0], args[0], versions[0], prios[0],
-			maxAttempts[0], bases[0], maxes[0], ages[0], runAt[0], delays[0], ukeys[0], okeys[0], tags[0], ustates[0], uwindows[0], holds[0], fkeys[0])
-	} else {
-		rs, err = q.query(ctx, r.Replace(insertSQL), now, ids, queues, kinds, args, versions, prios,
-			maxAttempts, bases, maxes, ages, runAt, delays, ukeys, okeys, tags, ustates, uwindows, holds, fkeys)
-	}
+	rs, err := cols.query(ctx, q, r, now)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -262,12 +223,98 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
+	out, dups := matchInserted(params, inserted)
+	if len(dups) == 0 {
+		return out, nil
+	}
+	again, err := findDuplicates(ctx, q, r, params, cols.uwindows, dups, out)
+	if err != nil || len(again) == 0 {
+		return out, err
+	}
+	return s.insertAgain(ctx, q, r, params, again, out, tries)
+}
+
+// insertColumns are the columns of the jobs to insert, one array each, as
+// insertSQL takes them.
+type insertColumns struct {
+	n                              int
+	ids, queues, kinds, args, tags []string
+	versions, prios, maxAttempts   []int32
+	bases, maxes, ages, delays     []int64
+	runAt                          []*time.Time
+	ukeys, okeys, fkeys            []*string
+	ustates                        []int32
+	holds                          []int16
+	uwindows                       []int64 // zero until setWindows
+	windowed                       bool    // a job has a unique window: setWindows must run
+}
+
+// newInsertColumns validates params and lays them out in columns.
+// It returns them by value: one allocation less per insert.
+func newInsertColumns(params []*errandstore.JobInsertParams) (insertColumns, error) {
+	n := len(params)
+	c := insertColumns{
+		n:   n,
+		ids: make([]string, n), queues: make([]string, n), kinds: make([]string, n), args: make([]string, n), tags: make([]string, n),
+		versions: make([]int32, n), prios: make([]int32, n), maxAttempts: make([]int32, n),
+		bases: make([]int64, n), maxes: make([]int64, n), ages: make([]int64, n), delays: make([]int64, n),
+		runAt: make([]*time.Time, n),
+		ukeys: make([]*string, n), okeys: make([]*string, n), fkeys: make([]*string, n),
+		ustates: make([]int32, n), holds: make([]int16, n),
+		uwindows: make([]int64, n),
+	}
+	for i, p := range params {
+		if err := p.Validate(); err != nil {
+			return insertColumns{}, err
+		}
+		tagsJSON, err := p.TagsJSON()
+		if err != nil {
+			return insertColumns{}, err
+		}
+		c.ids[i], c.queues[i], c.kinds[i], c.args[i], c.tags[i] = p.ID, p.Queue, p.Kind, string(p.Args), tagsJSON
+		c.versions[i], c.prios[i], c.maxAttempts[i] = int32(p.ArgsVersion), int32(p.Priority), int32(p.MaxAttempts)
+		c.bases[i], c.maxes[i], c.ages[i], c.delays[i] = us(p.BackoffBase), us(p.BackoffMax), us(p.MaxAge), us(p.Delay)
+		if !p.RunAt.IsZero() {
+			t := micro(p.RunAt)
+			c.runAt[i] = &t
+		}
+		c.ukeys[i], c.okeys[i], c.fkeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey), nullIfEmpty(p.FairnessKey)
+		c.ustates[i] = int32(p.UniqueScopeColumn())
+		if p.OrderingHold {
+			c.holds[i] = 1
+		}
+		c.windowed = c.windowed || (p.UniqueKey != "" && p.UniqueWindow > 0)
+	}
+	return c, nil
+}
+
+// setWindows computes the unique windows of params for jobs inserted at now.
+func (c *insertColumns) setWindows(params []*errandstore.JobInsertParams, now time.Time) {
+	for i, p := range params {
+		c.uwindows[i] = p.UniqueWindowColumn(now)
+	}
+}
+
+// query runs the insert: insertOneSQL, with scalars, for one job,
+// insertSQL, with arrays, for more.
+func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replacer, now any) (rows, error) {
+	if c.n == 1 {
+		return q.query(ctx, r.Replace(insertOneSQL), now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
+			c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
+			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0])
+	}
+	return q.query(ctx, r.Replace(insertSQL), now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
+		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys)
+}
+
+// matchInserted pairs params with the jobs the insert wrote: out holds
+// those, dups the indexes of params that wrote none.
+func matchInserted(params []*errandstore.JobInsertParams, inserted []*errandtype.Job) (out []errandstore.JobInsertResult, dups []int) {
 	byID := make(map[string]*errandtype.Job, len(inserted))
 	for _, j := range inserted {
 		byID[j.ID] = j
 	}
-	out := make([]errandstore.JobInsertResult, n)
-	var dups []int
+	out = make([]errandstore.JobInsertResult, len(params))
 	for i, p := range params {
 		if j, ok := byID[p.ID]; ok && errandstore.InsertedFor(j, p) {
 			out[i] = errandstore.JobInsertResult{Job: j}
@@ -276,12 +323,20 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		}
 		dups = append(dups, i)
 	}
-	if len(dups) == 0 {
-		return out, nil
-	}
-	// The jobs holding the ids and keys that conflicted. A conflict with a
-	// transaction that committed meanwhile is visible here: each statement
-	// of a READ COMMITTED transaction takes a new snapshot.
+	return out, dups
+}
+
+// duplicatesSQL reads the jobs holding the ids $1 and the unique keys $2.
+var duplicatesSQL = `SELECT ` + jobColumns + ` FROM {jobs} WHERE id = ANY($1)
+		UNION SELECT ` + jobColumns + ` FROM {jobs} WHERE unique_key = ANY($2) AND ` + errandstore.UniqueHeldSQL()
+
+// findDuplicates reads the jobs holding the ids and keys that the params
+// at dups conflicted with and sets each one's result in out. again are
+// the indexes of params whose holder is gone.
+func findDuplicates(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams, uwindows []int64, dups []int, out []errandstore.JobInsertResult) (again []int, err error) {
+	// A conflict with a transaction that committed meanwhile is visible
+	// here: each statement of a READ COMMITTED transaction takes a new
+	// snapshot.
 	var dupIDs, dupKeys []string
 	for _, i := range dups {
 		dupIDs = append(dupIDs, params[i].ID)
@@ -289,8 +344,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 			dupKeys = append(dupKeys, params[i].UniqueKey)
 		}
 	}
-	rs, err = q.query(ctx, r.Replace(`SELECT `+jobColumns+` FROM {jobs} WHERE id = ANY($1)
-		UNION SELECT `+jobColumns+` FROM {jobs} WHERE unique_key = ANY($2) AND `+errandstore.UniqueHeldSQL()), dupIDs, dupKeys)
+	rs, err := q.query(ctx, r.Replace(duplicatesSQL), dupIDs, dupKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
@@ -298,46 +352,58 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: find duplicates: %w", err)
 	}
-	type keyWindow struct {
-		key    string
-		window int64
+	held := holders{ofID: map[string]*errandtype.Job{}, ofKey: map[keyWindow]*errandtype.Job{}} // made here, where they do not escape
+	held.add(existing)
+	for _, i := range dups {
+		p := params[i]
+		j := held.ofID[p.ID] // the id match first, as SQLite does
+		if j == nil && p.UniqueKey != "" {
+			j = held.ofKey[keyWindow{p.UniqueKey, uwindows[i]}]
+		}
+		if j == nil {
+			again = append(again, i) // conflicted with a job gone since
+			continue
+		}
+		out[i] = errandstore.JobInsertResult{Job: j, Duplicate: true}
 	}
-	holderOfID := map[string]*errandtype.Job{}
-	holderOfKey := map[keyWindow]*errandtype.Job{}
-	for _, j := range existing {
-		holderOfID[j.ID] = j
+	return again, nil
+}
+
+// keyWindow is a unique key in one of its windows (0: no window).
+type keyWindow struct {
+	key    string
+	window int64
+}
+
+// holders are jobs that hold ids and unique keys, by what they hold.
+type holders struct {
+	ofID  map[string]*errandtype.Job
+	ofKey map[keyWindow]*errandtype.Job
+}
+
+// add puts jobs in h by the id and the key in its window each holds.
+func (h holders) add(jobs []*errandtype.Job) {
+	for _, j := range jobs {
+		h.ofID[j.ID] = j
 		if j.UniqueKey != nil && j.UniqueScope != nil && j.UniqueScope.Holds(j.State) {
 			var w int64
 			if j.UniqueWindowStart != nil {
 				w = j.UniqueWindowStart.UnixMicro()
 			}
-			holderOfKey[keyWindow{*j.UniqueKey, w}] = j
+			h.ofKey[keyWindow{*j.UniqueKey, w}] = j
 		}
 	}
-	var again []int // conflicted with a job gone since
-	for _, i := range dups {
-		p := params[i]
-		j := holderOfID[p.ID] // the id match first, as SQLite does
-		if j == nil && p.UniqueKey != "" {
-			j = holderOfKey[keyWindow{p.UniqueKey, uwindows[i]}]
-		}
-		if j == nil {
-			again = append(again, i)
-			continue
-		}
-		out[i] = errandstore.JobInsertResult{Job: j, Duplicate: true}
-	}
-	if len(again) == 0 {
-		return out, nil
-	}
-	// The job that held a key (or an id) left it between the INSERT and
-	// the look-up: a job of a unique key that finished, say. Under READ
-	// COMMITTED the next statement sees the key free or held, so insert
-	// those jobs again. Under a REPEATABLE READ or SERIALIZABLE snapshot
-	// it sees the same as before, and tries end. On the pool, outside a
-	// transaction, the jobs inserted by the first statement stay if the
-	// second fails: their ids are in the error, for a caller that retries
-	// to give them.
+}
+
+// insertAgain inserts the params at again, whose conflicting job left its
+// key (or id) between the INSERT and the look-up: a job of a unique key
+// that finished, say. Under READ COMMITTED the next statement sees the
+// key free or held. Under a REPEATABLE READ or SERIALIZABLE snapshot it
+// sees the same as before, and tries end. On the pool, outside a
+// transaction, the jobs inserted by the first statement stay if the
+// second fails: their ids are in the error, for a caller that retries to
+// give them.
+func (s *Store) insertAgain(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams, again []int, out []errandstore.JobInsertResult, tries int) ([]errandstore.JobInsertResult, error) {
 	if tries >= maxInsertTries {
 		return nil, fmt.Errorf("insert job %s: it conflicts with a job this transaction cannot see (a REPEATABLE READ or SERIALIZABLE snapshot); retry the transaction", params[again[0]].ID)
 	}
@@ -600,36 +666,22 @@ func (s *Store) claim(ctx context.Context, p *errandstore.JobClaimParams, next *
 }
 
 // claimOnce is one try of claim.
+//
+// The sweeps (when due, see errandstore.ClaimSweeps) and the claim go in one
+// pipelined batch behind an explicit BEGIN, so they take one round trip
+// and the claim sees what the sweeps freed; COMMIT follows only once
+// every claimed row has been read and decoded. A claim whose rows
+// cannot be handed to the caller (a decode error, a cancelled context)
+// is rolled back rather than left running with an attempt spent. Two
+// round trips instead of five (BEGIN, two sweeps, the claim, COMMIT).
 func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
-	var due errandstore.JobNextDueResult
-	if err := p.Validate(); err != nil {
-		return nil, due, err
+	askDue, err := validateClaim(p, next)
+	if err != nil {
+		return nil, errandstore.JobNextDueResult{}, err
 	}
-	askDue := next != nil && len(next.Queues) > 0
-	if askDue {
-		if err := next.Validate(); err != nil {
-			return nil, due, err
-		}
-	}
-	var dueKinds []string // NULL: every kind
-	if askDue && len(next.Kinds) > 0 {
-		dueKinds = next.Kinds
-	}
-	var kinds []string // NULL: every kind
-	if len(p.Kinds) > 0 {
-		kinds = p.Kinds
-	}
-	queues := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
-	// The sweeps (when due, see errandstore.ClaimSweeps) and the claim go in one
-	// pipelined batch behind an explicit BEGIN, so they take one round trip
-	// and the claim sees what the sweeps freed; COMMIT follows only once
-	// every claimed row has been read and decoded. A claim whose rows
-	// cannot be handed to the caller (a decode error, a cancelled context)
-	// is rolled back rather than left running with an attempt spent. Two
-	// round trips instead of five (BEGIN, two sweeps, the claim, COMMIT).
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, due, fmt.Errorf("claim: %w", err)
+		return nil, errandstore.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
 	}
 	defer conn.Release()
 	now := s.nowArg()
@@ -641,9 +693,55 @@ func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, ne
 	}
 	if askDue {
 		b.Queue(genericPlans)
-		b.Queue(s.sql(nextDueSQL), now, next.Queues, dueKinds)
+		b.Queue(s.sql(nextDueSQL), now, next.Queues, kindFilter(next.Kinds))
 		b.Queue(defaultPlans)
 	}
+	s.queueClaim(b, p, now)
+	br := conn.SendBatch(ctx, b)
+	jobs, due, err := readClaimBatch(br, sweep, askDue)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "COMMIT")
+	}
+	if err != nil {
+		s.abortClaim(ctx, conn, sweep)
+		return nil, errandstore.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
+	}
+	errandstore.SortClaimOrder(jobs)
+	return jobs, due, nil
+}
+
+// validateClaim validates p, and next unless it asks nothing; askDue
+// reports whether it asks.
+func validateClaim(p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) (askDue bool, err error) {
+	if err := p.Validate(); err != nil {
+		return false, err
+	}
+	askDue = next != nil && len(next.Queues) > 0
+	if askDue {
+		if err := next.Validate(); err != nil {
+			return false, err
+		}
+	}
+	return askDue, nil
+}
+
+// kindFilter is kinds as a claim filters on them: NULL, every kind, when
+// there are none.
+func kindFilter(kinds []string) []string {
+	if len(kinds) == 0 {
+		return nil
+	}
+	return kinds
+}
+
+// queueClaim queues the claim of p in b: the statement for one queue or
+// many, leaving out the retries of p.SkipRetryKinds if any.
+func (s *Store) queueClaim(b *pgx.Batch, p *errandstore.JobClaimParams, now any) {
+	queues := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
+	kinds := kindFilter(p.Kinds)
 	switch {
 	case len(p.SkipRetryKinds) > 0 && len(queues) == 1:
 		b.Queue(s.sql(claimOneSkipSQL), now, us(p.Lease), p.Owner, queues[0], kinds, p.Limit, p.SkipRetryKinds)
@@ -654,60 +752,66 @@ func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, ne
 	default:
 		b.Queue(s.sql(claimManySQL), now, us(p.Lease), p.Owner, queues, kinds, p.Limit)
 	}
-	br := conn.SendBatch(ctx, b)
-	jobs, err := func() ([]*errandtype.Job, error) {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-		if sweep {
-			if _, err := readSweep(br); err != nil {
-				return nil, err
-			}
-		}
-		if askDue {
-			var at *time.Time
-			var dueNow time.Time
-			if _, err := br.Exec(); err != nil {
-				return nil, err
-			}
-			if err := br.QueryRow().Scan(&at, &dueNow); err != nil {
-				return nil, fmt.Errorf("next due: %w", err)
-			}
-			if _, err := br.Exec(); err != nil {
-				return nil, err
-			}
-			if at != nil {
-				due = errandstore.JobNextDueResult{Wait: at.Sub(dueNow), Found: true}
-			}
-		}
-		rs, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		return scanClaimedJobs(rs)
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
+}
+
+// readClaimBatch reads the results of the batch claimOnce sent: BEGIN,
+// the sweeps if sweep, the next-due query if askDue, and the claim.
+func readClaimBatch(br pgx.BatchResults, sweep, askDue bool) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
+	var due errandstore.JobNextDueResult
+	if _, err := br.Exec(); err != nil {
+		return nil, due, err
 	}
-	if err == nil {
-		_, err = conn.Exec(ctx, "COMMIT")
+	if sweep {
+		if _, err := readSweep(br); err != nil {
+			return nil, due, err
+		}
 	}
+	if askDue {
+		var err error
+		if due, err = readNextDue(br); err != nil {
+			return nil, due, err
+		}
+	}
+	rs, err := br.Query()
 	if err != nil {
-		if sweep {
-			s.sweeps.Failed()
-		}
-		// Roll back on a context of its own: the caller's may be what
-		// ended the claim. A connection that cannot roll back is closed,
-		// which ends its transaction too.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-			conn.Conn().Close(rctx)
-		}
-		cancel()
-		return nil, errandstore.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
+		return nil, due, err
 	}
-	errandstore.SortClaimOrder(jobs)
-	return jobs, due, nil
+	jobs, err := scanClaimedJobs(rs)
+	return jobs, due, err
+}
+
+// readNextDue reads the results of the next-due query and the plan
+// settings around it.
+func readNextDue(br pgx.BatchResults) (errandstore.JobNextDueResult, error) {
+	var at *time.Time
+	var dueNow time.Time
+	if _, err := br.Exec(); err != nil {
+		return errandstore.JobNextDueResult{}, err
+	}
+	if err := br.QueryRow().Scan(&at, &dueNow); err != nil {
+		return errandstore.JobNextDueResult{}, fmt.Errorf("next due: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return errandstore.JobNextDueResult{}, err
+	}
+	if at == nil {
+		return errandstore.JobNextDueResult{}, nil
+	}
+	return errandstore.JobNextDueResult{Wait: at.Sub(dueNow), Found: true}, nil
+}
+
+// abortClaim rolls back a claim that failed. It rolls back on a context
+// of its own: the caller's may be what ended the claim. A connection that
+// cannot roll back is closed, which ends its transaction too.
+func (s *Store) abortClaim(ctx context.Context, c conn, sweep bool) {
+	if sweep {
+		s.sweeps.Failed()
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, rerr := c.Exec(rctx, "ROLLBACK"); rerr != nil {
+		c.Conn().Close(rctx)
+	}
 }
 
 // nextDueSQL finds the earliest job that comes due after now. For each
@@ -937,32 +1041,75 @@ var outcomesFollowSQL = outcomesSQL + `, j.kind, j.batch_id, j.workflow_id`
 // JobRecordOutcomes implements [errandstore.JobStore]: one statement for the
 // batch, each outcome fenced by its own token.
 func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordOutcomesParams) ([]errandstore.OutcomeResult, error) {
+	c, err := newOutcomeColumns(p)
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]errandstore.OutcomeResult, len(p.Outcomes))
+	for i := range rs {
+		rs[i].Err = errandtype.ErrLeaseLost
+	}
+	if len(c.ids) == 0 {
+		return rs, nil
+	}
+	if p.Follow {
+		return s.recordOutcomesFollowed(ctx, rs, c.ids, c.tokens, c.kinds, c.delays, c.attempts, c.classes, c.messages, c.stacks, c.ords)
+	}
+	var rows pgx.Rows
+	if c.plain {
+		rows, err = s.pool.Query(ctx, s.sql(outcomesPlainSQL), s.nowArg(), textArray(c.ids), textArray(c.tokens), textArray(c.kinds))
+	} else {
+		rows, err = s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), c.ids, c.tokens, c.kinds, c.delays, c.attempts, c.classes, c.messages, c.stacks, c.ords)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
+	}
+	if err := scanOutcomeRows(rows, rs, c.rowIndex); err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
+	}
+	return rs, nil
+}
+
+// outcomeColumns are the outcomes of a batch to write, one array each, in
+// id order, as outcomesSQL takes them.
+type outcomeColumns struct {
+	// plain: no outcome appends an error or waits a delay (successes,
+	// above all), and no follow-ups are asked. Such a batch goes as
+	// outcomesPlainSQL, which needs only the ids, tokens and kinds, and
+	// the arrays after kinds stay nil.
+	plain              bool
+	n                  int     // outcomes in the batch
+	ords               []int32 // each row's index in the batch
+	ids, tokens, kinds []string
+	delays             []int64
+	attempts           []int32
+	classes            []*string // NULL: no history entry
+	messages, stacks   []string
+}
+
+// newOutcomeColumns validates the outcomes of p and lays them out in
+// columns, leaving out each outcome that repeats an earlier one's lease.
+func newOutcomeColumns(p *errandstore.JobRecordOutcomesParams) (outcomeColumns, error) {
 	outcomes := p.Outcomes
 	n := len(outcomes)
-	// A batch whose outcomes append no error and wait no delay (successes,
-	// above all) goes as outcomesPlainSQL, which needs only the ids,
-	// tokens and kinds.
 	plain := !p.Follow
 	for _, o := range outcomes {
 		if err := o.Validate(); err != nil {
-			return nil, err
+			return outcomeColumns{}, err
 		}
 		plain = plain && !o.Kind.AppendsError() && o.Delay == 0
 	}
-	var (
-		ords               = make([]int32, 0, n) // each row's index in outcomes
-		ids, tokens, kinds = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-		delays             []int64
-		attempts           []int32
-		classes            []*string // NULL: no history entry
-		messages, stacks   []string
-		order              = byID(n, func(i int) string { return outcomes[i].ID })
-		sameID             = 0 // where in order the run of outcomes of this id began
-	)
-	if !plain {
-		delays, attempts, classes = make([]int64, 0, n), make([]int32, 0, n), make([]*string, 0, n)
-		messages, stacks = make([]string, 0, n), make([]string, 0, n)
+	c := outcomeColumns{
+		plain: plain, n: n,
+		ords: make([]int32, 0, n),
+		ids:  make([]string, 0, n), tokens: make([]string, 0, n), kinds: make([]string, 0, n),
 	}
+	if !plain {
+		c.delays, c.attempts, c.classes = make([]int64, 0, n), make([]int32, 0, n), make([]*string, 0, n)
+		c.messages, c.stacks = make([]string, 0, n), make([]string, 0, n)
+	}
+	order := byID(n, func(i int) string { return outcomes[i].ID })
+	sameID := 0 // where in order the run of outcomes of this id began
 	for k, i := range order {
 		o := outcomes[i]
 		// A later outcome under the same lease finds it ended by the
@@ -974,58 +1121,42 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 		if slices.ContainsFunc(order[sameID:k], func(j int) bool { return outcomes[j].JobLease == o.JobLease }) {
 			continue
 		}
-		ords = append(ords, int32(i))
-		ids, tokens, kinds = append(ids, o.ID), append(tokens, o.LeaseToken), append(kinds, string(o.Kind))
-		if plain {
-			continue
+		c.add(i, o)
+	}
+	return c, nil
+}
+
+// add appends o, the batch's i-th outcome.
+func (c *outcomeColumns) add(i int, o *errandstore.JobOutcome) {
+	c.ords = append(c.ords, int32(i))
+	c.ids, c.tokens, c.kinds = append(c.ids, o.ID), append(c.tokens, o.LeaseToken), append(c.kinds, string(o.Kind))
+	if c.plain {
+		return
+	}
+	var class *string
+	var e errandtype.AttemptError
+	if o.Kind.AppendsError() {
+		e = *o.Error
+		class = &e.Class
+	}
+	c.delays, c.attempts, c.classes = append(c.delays, us(o.Delay)), append(c.attempts, int32(e.Attempt)), append(c.classes, class)
+	c.messages, c.stacks = append(c.messages, e.Message), append(c.stacks, e.Stack)
+}
+
+// rowIndex is the index in the batch of the outcome a written row names
+// by ord: a plain batch's rows name their place in the arrays, from 1;
+// the others, their outcome's index.
+func (c *outcomeColumns) rowIndex(ord int64) (int, error) {
+	if c.plain {
+		if ord < 1 || ord > int64(len(c.ords)) {
+			return 0, fmt.Errorf("outcome row %d of %d", ord, len(c.ords))
 		}
-		var class *string
-		var e errandtype.AttemptError
-		if o.Kind.AppendsError() {
-			e = *o.Error
-			class = &e.Class
-		}
-		delays, attempts, classes = append(delays, us(o.Delay)), append(attempts, int32(e.Attempt)), append(classes, class)
-		messages, stacks = append(messages, e.Message), append(stacks, e.Stack)
+		return int(c.ords[ord-1]), nil
 	}
-	rs := make([]errandstore.OutcomeResult, len(outcomes))
-	for i := range rs {
-		rs[i].Err = errandtype.ErrLeaseLost
+	if ord < 0 || ord >= int64(c.n) {
+		return 0, fmt.Errorf("outcome row for outcome %d of %d", ord, c.n)
 	}
-	if len(ids) == 0 {
-		return rs, nil
-	}
-	if p.Follow {
-		return s.recordOutcomesFollowed(ctx, rs, ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
-	}
-	var rows pgx.Rows
-	var err error
-	if plain {
-		rows, err = s.pool.Query(ctx, s.sql(outcomesPlainSQL), s.nowArg(), textArray(ids), textArray(tokens), textArray(kinds))
-	} else {
-		rows, err = s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), ids, tokens, kinds, delays, attempts, classes, messages, stacks, ords)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
-	}
-	// A plain batch's rows name their place in the arrays, from 1; the
-	// others, their outcome's index.
-	index := func(ord int64) (int, error) {
-		if plain {
-			if ord < 1 || ord > int64(len(ords)) {
-				return 0, fmt.Errorf("outcome row %d of %d", ord, len(ords))
-			}
-			return int(ords[ord-1]), nil
-		}
-		if ord < 0 || ord >= int64(len(rs)) {
-			return 0, fmt.Errorf("outcome row for outcome %d of %d", ord, len(rs))
-		}
-		return int(ord), nil
-	}
-	if err := scanOutcomeRows(rows, rs, index); err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
-	}
-	return rs, nil
+	return int(ord), nil
 }
 
 // recordOutcomesFollowed is JobRecordOutcomes with Follow: each result

@@ -237,52 +237,72 @@ const postgresEpochUS = 946_684_800_000_000
 // successes returns 500 rows, and Scan allocated each state's string.
 func scanOutcomeRows(rows pgx.Rows, rs []errandstore.OutcomeResult, index func(ord int64) (int, error)) error {
 	defer rows.Close()
-	fds := rows.FieldDescriptions()
-	if len(fds) != 3 || fds[0].Format != pgtype.BinaryFormatCode || fds[2].Format != pgtype.BinaryFormatCode ||
-		fds[0].DataTypeOID != pgtype.Int4OID && fds[0].DataTypeOID != pgtype.Int8OID ||
-		fds[1].DataTypeOID != pgtype.TextOID || fds[2].DataTypeOID != pgtype.TimestamptzOID {
-		var ord int64
-		var state string
-		var avail time.Time
-		_, err := pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
-			i, err := index(ord)
-			if err != nil {
-				return err
-			}
-			rs[i] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC()}
-			return nil
-		})
-		return err
+	if !outcomeRowsDecodable(rows.FieldDescriptions()) {
+		return scanOutcomeRowsSlow(rows, rs, index)
 	}
 	for rows.Next() {
-		vals := rows.RawValues()
-		var ord int64
-		switch v := vals[0]; len(v) {
-		case 4:
-			ord = int64(int32(binary.BigEndian.Uint32(v)))
-		case 8:
-			ord = int64(binary.BigEndian.Uint64(v))
-		default:
-			return fmt.Errorf("outcome row: ord of %d bytes", len(v))
+		ord, r, err := decodeOutcomeRow(rows.RawValues())
+		if err != nil {
+			return err
 		}
 		i, err := index(ord)
 		if err != nil {
 			return err
 		}
-		state, ok := knownState(vals[1])
-		if !ok {
-			return fmt.Errorf("outcome row: state %q", vals[1])
-		}
-		if len(vals[2]) != 8 {
-			return fmt.Errorf("outcome row: available_at of %d bytes", len(vals[2]))
-		}
-		us := int64(binary.BigEndian.Uint64(vals[2]))
-		if us == math.MaxInt64 || us == math.MinInt64 {
-			return errors.New("outcome row: an infinite available_at")
-		}
-		rs[i] = errandstore.OutcomeResult{State: state, AvailableAt: time.UnixMicro(us + postgresEpochUS).UTC()}
+		rs[i] = r
 	}
 	return rows.Err()
+}
+
+// outcomeRowsDecodable reports whether fds are an outcome write's columns
+// in the encodings decodeOutcomeRow reads.
+func outcomeRowsDecodable(fds []pgconn.FieldDescription) bool {
+	return len(fds) == 3 && fds[0].Format == pgtype.BinaryFormatCode && fds[2].Format == pgtype.BinaryFormatCode &&
+		(fds[0].DataTypeOID == pgtype.Int4OID || fds[0].DataTypeOID == pgtype.Int8OID) &&
+		fds[1].DataTypeOID == pgtype.TextOID && fds[2].DataTypeOID == pgtype.TimestamptzOID
+}
+
+// scanOutcomeRowsSlow is scanOutcomeRows for rows that come in other
+// encodings, read with Scan.
+func scanOutcomeRowsSlow(rows pgx.Rows, rs []errandstore.OutcomeResult, index func(ord int64) (int, error)) error {
+	var ord int64
+	var state string
+	var avail time.Time
+	_, err := pgx.ForEachRow(rows, []any{&ord, &state, &avail}, func() error {
+		i, err := index(ord)
+		if err != nil {
+			return err
+		}
+		rs[i] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC()}
+		return nil
+	})
+	return err
+}
+
+// decodeOutcomeRow decodes the wire values of one outcome row that
+// outcomeRowsDecodable accepted: its ord and its result.
+func decodeOutcomeRow(vals [][]byte) (int64, errandstore.OutcomeResult, error) {
+	var ord int64
+	switch v := vals[0]; len(v) {
+	case 4:
+		ord = int64(int32(binary.BigEndian.Uint32(v)))
+	case 8:
+		ord = int64(binary.BigEndian.Uint64(v))
+	default:
+		return 0, errandstore.OutcomeResult{}, fmt.Errorf("outcome row: ord of %d bytes", len(v))
+	}
+	state, ok := knownState(vals[1])
+	if !ok {
+		return 0, errandstore.OutcomeResult{}, fmt.Errorf("outcome row: state %q", vals[1])
+	}
+	if len(vals[2]) != 8 {
+		return 0, errandstore.OutcomeResult{}, fmt.Errorf("outcome row: available_at of %d bytes", len(vals[2]))
+	}
+	us := int64(binary.BigEndian.Uint64(vals[2]))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return 0, errandstore.OutcomeResult{}, errors.New("outcome row: an infinite available_at")
+	}
+	return ord, errandstore.OutcomeResult{State: state, AvailableAt: time.UnixMicro(us + postgresEpochUS).UTC()}, nil
 }
 
 // knownState is the job state spelled b, without allocating its string.

@@ -168,8 +168,37 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, params []*errandstore.Jo
 func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	defer st.Close()
 	now := s.clock.Now()
-	// Every job is checked before any is written, so that a bad job in a
-	// caller's transaction leaves nothing of its batch behind.
+	args, err := insertArgs(params, now)
+	if err != nil {
+		return nil, err
+	}
+	// Made here, where it does not escape: a batch of one job allocates
+	// no map.
+	inserted := make(map[string]*errandtype.Job, len(params))
+	if err := insertChunks(ctx, st, args, len(params), inserted); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	rs := make([]errandstore.JobInsertResult, len(params))
+	for i, p := range params {
+		if j, ok := inserted[p.ID]; ok && errandstore.InsertedFor(j, p) {
+			rs[i] = errandstore.JobInsertResult{Job: j}
+			delete(inserted, p.ID) // a later job with this id is its duplicate
+			continue
+		}
+		j, err := findDuplicate(ctx, st, p, now)
+		if err != nil {
+			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
+		}
+		rs[i] = errandstore.JobInsertResult{Job: j, Duplicate: true}
+	}
+	return rs, nil
+}
+
+// insertArgs are the parameters of insertRowsSQL for params inserted at
+// now, insertParamsPerRow per job. Every job is checked before any is
+// written, so that a bad job in a caller's transaction leaves nothing of
+// its batch behind.
+func insertArgs(params []*errandstore.JobInsertParams, now time.Time) ([]any, error) {
 	args := make([]any, 0, len(params)*insertParamsPerRow)
 	for _, p := range params {
 		if err := p.Validate(); err != nil {
@@ -192,44 +221,41 @@ func (s *Store) insertWith(ctx context.Context, st *stmts, params []*errandstore
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey))
 	}
-	inserted := make(map[string]*errandtype.Job, len(params))
-	for start := 0; start < len(params); start += insertChunkRows {
-		rowsN := min(insertChunkRows, len(params)-start)
+	return args, nil
+}
+
+// insertChunks inserts the n jobs of args insertChunkRows per statement
+// and puts those it wrote in inserted, by id.
+func insertChunks(ctx context.Context, st *stmts, args []any, n int, inserted map[string]*errandtype.Job) error {
+	for start := 0; start < n; start += insertChunkRows {
+		rowsN := min(insertChunkRows, n-start)
 		ins, err := st.get(ctx, insertRowsSQL(rowsN))
 		if err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
+			return err
 		}
 		rows, err := ins.QueryContext(ctx, args[start*insertParamsPerRow:(start+rowsN)*insertParamsPerRow]...)
 		if err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
+			return err
 		}
 		jobs, err := scanJobs(rows, scanJob)
 		if err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
+			return err
 		}
 		for _, j := range jobs {
 			inserted[j.ID] = j
 		}
 	}
-	rs := make([]errandstore.JobInsertResult, len(params))
-	for i, p := range params {
-		if j, ok := inserted[p.ID]; ok && errandstore.InsertedFor(j, p) {
-			rs[i] = errandstore.JobInsertResult{Job: j}
-			delete(inserted, p.ID) // a later job with this id is its duplicate
-			continue
-		}
-		// A conflict on id or unique_key: return the job that holds it.
-		dup, err := st.get(ctx, duplicateSQL)
-		if err != nil {
-			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
-		}
-		j, err := scanJob(dup.QueryRowContext(ctx, p.ID, nullIfEmpty(p.UniqueKey), p.UniqueWindowColumn(now)))
-		if err != nil {
-			return nil, fmt.Errorf("insert job %s: find duplicate: %w", p.ID, err)
-		}
-		rs[i] = errandstore.JobInsertResult{Job: j, Duplicate: true}
+	return nil
+}
+
+// findDuplicate is the job that holds the id or unique key p conflicted
+// on, inserted at now.
+func findDuplicate(ctx context.Context, st *stmts, p *errandstore.JobInsertParams, now time.Time) (*errandtype.Job, error) {
+	dup, err := st.get(ctx, duplicateSQL)
+	if err != nil {
+		return nil, err
 	}
-	return rs, nil
+	return scanJob(dup.QueryRowContext(ctx, p.ID, nullIfEmpty(p.UniqueKey), p.UniqueWindowColumn(now)))
 }
 
 // JobGet implements [errandstore.JobStore].
@@ -566,78 +592,97 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errands
 	if len(outcomes) < outcomeGroupMin {
 		return nil, nil
 	}
-	seen := make(map[string]int, len(outcomes))
-	for _, o := range outcomes {
-		seen[o.ID]++
-	}
-	groups := map[errandstore.OutcomeKind][]int{}
-	for i, o := range outcomes {
-		if seen[o.ID] == 1 && !o.Kind.AppendsError() && !o.Kind.Delayed() && o.Validate() == nil {
-			groups[o.Kind] = append(groups[o.Kind], i)
-		}
-	}
+	groups := map[errandstore.OutcomeKind][]int{} // made here, where it does not escape
+	groupOutcomes(outcomes, groups)
 	var grouped []bool
 	for _, idx := range groups {
 		if len(idx) < outcomeGroupMin {
 			continue
 		}
-		set, args, err := outcomeSet(outcomes[idx[0]], now)
-		if err != nil {
-			return nil, err
-		}
-		pairs := make([][2]string, len(idx))
-		byID := make(map[string]int, len(idx))
-		for k, i := range idx {
-			pairs[k] = [2]string{outcomes[i].ID, outcomes[i].LeaseToken}
-			byID[outcomes[i].ID] = i
-		}
-		group, err := json.Marshal(pairs)
-		if err != nil {
-			return nil, err
-		}
-		update, err := st.get(ctx, outcomeGroupSQL(set, followed))
-		if err != nil {
-			return nil, err
-		}
-		rows, err := update.QueryContext(ctx, append(args, string(group), micros(now))...)
-		if err != nil {
-			return nil, err
-		}
 		if grouped == nil {
 			grouped = make([]bool, len(outcomes))
 		}
-		for _, i := range idx {
-			grouped[i] = true
-			rs[i] = errandstore.OutcomeResult{Err: errandtype.ErrLeaseLost}
-		}
-		for rows.Next() {
-			var id, state string
-			var avail int64
-			var r errandstore.OutcomeResult
-			var err error
-			if followed != "" {
-				var batch, workflow sql.NullString
-				err = rows.Scan(&id, &state, &avail, &r.Kind, &batch, &workflow)
-				r.BatchID, r.WorkflowID = nullString(batch), nullString(workflow)
-			} else {
-				err = rows.Scan(&id, &state, &avail)
-			}
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
-			r.State, r.AvailableAt = errandtype.JobState(state), fromMicros(avail)
-			rs[byID[id]] = r
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if err := rows.Close(); err != nil {
+		if err := recordGroup(ctx, st, outcomes, idx, now, rs, grouped, followed); err != nil {
 			return nil, err
 		}
 	}
 	return grouped, nil
+}
+
+// groupOutcomes puts in groups, by kind, the indexes of the outcomes that
+// may be written in a group: valid, of a job no other outcome of the
+// batch names, appending no error and waiting no delay.
+func groupOutcomes(outcomes []*errandstore.JobOutcome, groups map[errandstore.OutcomeKind][]int) {
+	seen := make(map[string]int, len(outcomes))
+	for _, o := range outcomes {
+		seen[o.ID]++
+	}
+	for i, o := range outcomes {
+		if seen[o.ID] == 1 && !o.Kind.AppendsError() && !o.Kind.Delayed() && o.Validate() == nil {
+			groups[o.Kind] = append(groups[o.Kind], i)
+		}
+	}
+}
+
+// recordGroup writes the outcomes at idx, of one kind, with one
+// statement, marks them in grouped and puts their results in rs.
+func recordGroup(ctx context.Context, st *stmts, outcomes []*errandstore.JobOutcome, idx []int, now time.Time, rs []errandstore.OutcomeResult, grouped []bool, followed string) error {
+	set, args, err := outcomeSet(outcomes[idx[0]], now)
+	if err != nil {
+		return err
+	}
+	pairs := make([][2]string, len(idx))
+	byID := make(map[string]int, len(idx))
+	for k, i := range idx {
+		pairs[k] = [2]string{outcomes[i].ID, outcomes[i].LeaseToken}
+		byID[outcomes[i].ID] = i
+	}
+	group, err := json.Marshal(pairs)
+	if err != nil {
+		return err
+	}
+	update, err := st.get(ctx, outcomeGroupSQL(set, followed))
+	if err != nil {
+		return err
+	}
+	rows, err := update.QueryContext(ctx, append(args, string(group), micros(now))...)
+	if err != nil {
+		return err
+	}
+	for _, i := range idx {
+		grouped[i] = true
+		rs[i] = errandstore.OutcomeResult{Err: errandtype.ErrLeaseLost}
+	}
+	return scanGroupRows(rows, rs, byID, followed != "")
+}
+
+// scanGroupRows reads the rows of outcomeGroupSQL into rs, at the index
+// byID gives each row's job, and closes rows. follow: the rows carry
+// the follow-up columns too.
+func scanGroupRows(rows *sql.Rows, rs []errandstore.OutcomeResult, byID map[string]int, follow bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id, state string
+		var avail int64
+		var r errandstore.OutcomeResult
+		var err error
+		if follow {
+			var batch, workflow sql.NullString
+			err = rows.Scan(&id, &state, &avail, &r.Kind, &batch, &workflow)
+			r.BatchID, r.WorkflowID = nullString(batch), nullString(workflow)
+		} else {
+			err = rows.Scan(&id, &state, &avail)
+		}
+		if err != nil {
+			return err
+		}
+		r.State, r.AvailableAt = errandtype.JobState(state), fromMicros(avail)
+		rs[byID[id]] = r
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
 }
 
 // outcomeSet returns the SET clause and its arguments for one outcome,
