@@ -17,6 +17,7 @@ import (
 	"github.com/errandhq/errand/internal/growstack"
 	"github.com/errandhq/errand/internal/leasekeeper"
 	"github.com/errandhq/errand/internal/maintenance"
+	"github.com/errandhq/errand/internal/schedule"
 )
 
 // DefaultPollInterval is how often an idle worker looks for jobs it was not
@@ -133,7 +134,7 @@ type Worker struct {
 	weights       map[string]int      // each queue's weight; nil without MaxWorkers
 	reg           workerRegistration  // see worker_registry.go
 	leader        *maintenance.Leader // see internal/maintenance
-	scheduler     *scheduler          // nil without schedules; see schedule.go
+	scheduler     *schedule.Scheduler // nil without schedules; see schedule.go
 	flow          *flow.Limits        // nil without limits; see internal/flow
 	breakers      *breakerGate        // nil when the store keeps no breakers; see breaker.go
 	gates         claimGates          // what a claim passes; see claim_gates.go
@@ -305,7 +306,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.loops.Go(func() { w.leader.Run(loopCtx) })
 	if w.scheduler != nil {
-		w.loops.Go(func() { w.scheduler.run(loopCtx) })
+		w.loops.Go(func() { w.scheduler.Run(loopCtx) })
 	}
 	if hooks := w.c.newDeadHookScanner(w.cfg.SweepInterval); hooks != nil {
 		w.loops.Go(func() { hooks.run(loopCtx) })

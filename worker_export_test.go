@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/schedule"
 )
 
 // UnbatchOutcomes makes w write each outcome in a transaction of its own, as
@@ -30,7 +31,7 @@ func SetWallClock(w *Worker, now func() time.Time) { w.reg.wallClock = now }
 
 // ScheduleRunner drives a worker's scheduler pass by pass, as a test
 // moves a fake clock.
-type ScheduleRunner struct{ sc *scheduler }
+type ScheduleRunner struct{ sc *schedule.Scheduler }
 
 // NewScheduleRunner returns the scheduler a Worker of c with schedules ss
 // would run.
@@ -43,12 +44,12 @@ func NewScheduleRunner[TTx any](c *Client[TTx], ss []*Schedule) (*ScheduleRunner
 }
 
 // Register records the schedules, as a starting worker does.
-func (r *ScheduleRunner) Register(ctx context.Context) error { return r.sc.register(ctx) }
+func (r *ScheduleRunner) Register(ctx context.Context) error { return r.sc.Register(ctx) }
 
 // Fire fires every due tick and returns the earliest next fire time.
 // A schedule that failed is an error.
 func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
-	next, failed, err := r.sc.fire(ctx)
+	next, failed, err := r.sc.Fire(ctx)
 	if err == nil && failed {
 		err = errors.New("a schedule failed; see the log")
 	}

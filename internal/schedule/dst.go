@@ -1,4 +1,4 @@
-package errand
+package schedule
 
 import (
 	"time"
