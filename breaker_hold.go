@@ -120,18 +120,10 @@ func (h *BreakerHolds) holdInsights(ins *Insights) {
 	}
 }
 
-// declareDependencies records the dependencies that kinds name, for every
-// process's readers, when any of them names one; a failure is logged, as
-// it changes only what readers report.
+// declareDependencies records the dependencies that g's kinds name (see
+// breaker.Gate.Declare). Nil-safe.
 func (c *engine) declareDependencies(ctx context.Context, g *breakerGate) {
-	if g == nil || len(g.deps) == 0 {
-		return
-	}
-	p := &errandstore.BreakerKindsDeclareParams{Kinds: make([]errandstore.KindDependency, len(g.kinds))}
-	for i, k := range g.kinds {
-		p.Kinds[i] = errandstore.KindDependency{Kind: k, Dependency: g.dep[k]}
-	}
-	if err := g.store.BreakerKindsDeclare(ctx, p); err != nil {
-		c.logger.Warn("record kinds' dependencies failed; other processes may report their jobs ready while a breaker holds them", "err", err)
+	if g != nil {
+		g.Declare(ctx)
 	}
 }

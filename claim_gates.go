@@ -6,13 +6,14 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/breaker"
 	"github.com/errandhq/errand/internal/flow"
 )
 
 // A queue loop's claim passes the worker's claim gates, the rules that
 // decide at claim time how many jobs of which kinds it may take: the
 // capacity shared by weight (internal/flow), rate limits and retry
-// budgets (internal/flow), circuit breakers (breaker.go). NewWorker
+// budgets (internal/flow), circuit breakers (internal/breaker). NewWorker
 // builds the gates once from the config and what the store can do; a
 // worker without them has none, and its claims go straight to the store.
 // Claims made outside a Worker pass the same gates (see claimOutside).
@@ -36,6 +37,9 @@ type claimGate interface {
 	// may let more through.
 	idleWait(t *claimTicket, wait time.Duration) time.Duration
 }
+
+// claimFunc claims the jobs p asks for.
+type claimFunc = breaker.ClaimFunc
 
 // claimTicket is one claim of a queue loop on its way through the gates.
 type claimTicket struct {
@@ -73,7 +77,7 @@ func (w *Worker) claimGates() claimGates {
 	if w.flow != nil {
 		gates = append(gates, flowGate{w.flow, w.c})
 	}
-	if w.breakers != nil && len(w.breakers.deps) > 0 {
+	if w.breakers != nil && len(w.breakers.Deps()) > 0 {
 		gates = append(gates, w.breakers)
 	}
 	return gates
@@ -229,19 +233,19 @@ func (g flowGate) idleWait(t *claimTicket, wait time.Duration) time.Duration {
 
 // The circuit breakers are a gate when the worker's kinds name
 // dependencies: a claim leaves out the kinds whose breaker is open and
-// claims probes for those whose cool-down is over (see breakerGate.claim).
+// claims probes for those whose cool-down is over (see breaker.Gate.Claim).
 
 func (g *breakerGate) admit(context.Context, *claimTicket) bool { return true }
 
 func (g *breakerGate) through(t *claimTicket, next claimFunc) claimFunc {
 	t.wrapped = true
 	return func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return g.claim(ctx, p, next)
+		return g.Claim(ctx, p, next)
 	}
 }
 
 func (g *breakerGate) settle(context.Context, *claimTicket, []*errandtype.Job, error) {}
 
 func (g *breakerGate) idleWait(_ *claimTicket, wait time.Duration) time.Duration {
-	return g.capWait(wait)
+	return g.CapWait(wait, minDueWait)
 }

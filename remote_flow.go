@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/breaker"
 	"github.com/errandhq/errand/internal/flow"
 )
 
@@ -57,7 +58,7 @@ func (c *engine) outsideGate(ctx context.Context) *breakerGate {
 			c.logger.Warn("circuit breakers do not apply to claims outside a worker", "err", err)
 			return
 		}
-		if g != nil && len(g.deps) > 0 {
+		if g != nil && len(g.Deps()) > 0 {
 			o.gate = g
 			c.declareDependencies(context.WithoutCancel(ctx), g)
 		}
@@ -139,7 +140,7 @@ func (g *breakerGate) observeRemote(ctx context.Context, a *attempt, o *errandst
 
 // remoteEvent is what a remote outcome tells its breaker (see
 // observeRemote).
-func (g *breakerGate) remoteEvent(ctx context.Context, a *attempt, o *errandstore.JobOutcome, r errandstore.OutcomeResult, err error) breakerReport {
+func (g *breakerGate) remoteEvent(ctx context.Context, a *attempt, o *errandstore.JobOutcome, r errandstore.OutcomeResult, err error) breaker.Report {
 	res := &WorkResult{Kind: a.job.Kind}
 	if o.Error != nil {
 		res.Error = o.Error.Message

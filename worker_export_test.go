@@ -105,7 +105,5 @@ func OutsideProbes[TTx any](c *Client[TTx]) int {
 	if g == nil {
 		return 0
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.probes)
+	return g.Probes()
 }
