@@ -85,3 +85,25 @@ const (
 	EffectRetaken   = errandtype.EffectRetaken
 	EffectAbandoned = errandtype.EffectAbandoned
 )
+
+// RateLimit caps how many jobs of a queue, or of a kind, start per interval
+// across the whole cluster: see [errandtype.RateLimit].
+type RateLimit = errandtype.RateLimit
+
+// RetryBudget caps the retries of a kind to a fraction of its first
+// attempts: see [errandtype.RetryBudget].
+type RetryBudget = errandtype.RetryBudget
+
+// Defaults of RetryBudget.
+const (
+	DefaultRetryBudgetWindow = errandtype.DefaultRetryBudgetWindow
+	DefaultRetryBudgetMin    = errandtype.DefaultRetryBudgetMin
+)
+
+// ParseRateLimit reads a rate limit written on a command line, as errand
+// work --rate-limit takes it: see [errandtype.ParseRateLimit].
+func ParseRateLimit(s string) (RateLimit, error) { return errandtype.ParseRateLimit(s) }
+
+// ParseRetryBudget reads a retry budget written on a command line, as
+// errand work --retry-budget takes it: see [errandtype.ParseRetryBudget].
+func ParseRetryBudget(s string) (RetryBudget, error) { return errandtype.ParseRetryBudget(s) }

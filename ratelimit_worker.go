@@ -48,7 +48,7 @@ func newFlowLimits(e *engine, cfg *WorkerConfig, kinds []string) (*flow.Limits, 
 	}
 	f := flow.NewLimits(ls)
 	for _, l := range cfg.RateLimits {
-		spec, err := l.spec()
+		spec, err := l.Spec()
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +67,7 @@ func newFlowLimits(e *engine, cfg *WorkerConfig, kinds []string) (*flow.Limits, 
 		m[key] = flow.Rule{Name: l.Name(), Spec: spec}
 	}
 	for _, b := range cfg.RetryBudgets {
-		spec, err := b.spec()
+		spec, err := b.Spec()
 		if err != nil {
 			return nil, err
 		}

@@ -61,7 +61,7 @@ func (r *ScheduleRunner) Fire(ctx context.Context) (time.Time, error) {
 func EchoesSkipped(w *Worker) int64 { return w.echoesSkipped.Load() }
 
 // RateLimitSpec is the bucket rule of a rate limit, defaults applied.
-func RateLimitSpec(l RateLimit) (errandtype.LimiterSpec, error) { return l.spec() }
+func RateLimitSpec(l RateLimit) (errandtype.LimiterSpec, error) { return l.Spec() }
 
 // WaitingForCapacity returns how many of w's queue loops wait for a slot of
 // its shared capacity (MaxWorkers); 0 without one.
@@ -91,7 +91,7 @@ func CompleteOpenBatches[TTx any](ctx context.Context, c *Client[TTx]) (int, err
 }
 
 // RetryBudgetSpec is the bucket rule of a retry budget, defaults applied.
-func RetryBudgetSpec(b RetryBudget) (errandtype.LimiterSpec, error) { return b.spec() }
+func RetryBudgetSpec(b RetryBudget) (errandtype.LimiterSpec, error) { return b.Spec() }
 
 // AdvanceOpenWorkflows runs the leader's workflow pass once and returns how
 // many workflows it changed.

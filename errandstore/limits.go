@@ -61,24 +61,15 @@ const (
 	MaxMessageBytes = 16 << 10
 )
 
-// CheckName validates a kind or queue name: 1 to MaxNameBytes bytes of
-// valid UTF-8, printable, without spaces.
-func CheckName(field, s string) error {
-	if err := checkNameChars(field, s, "use printable characters without spaces"); err != nil {
-		return err
-	}
-	if s == "." || s == ".." {
-		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q cannot be addressed in a URL, where it means a directory; choose another name", s)}
-	}
-	return nil
-}
+// CheckName validates a kind or queue name: see [errandtype.CheckName].
+func CheckName(field, s string) error { return errandtype.CheckName(field, s) }
 
 // checkStepName validates a workflow step's name: a name of at most
 // MaxStepNameBytes, without '.', since it ends its job's id
 // (ID.step.NAME).
 func checkStepName(field, s string) error {
 	const rule = "use printable characters without spaces or '.'"
-	if err := checkNameChars(field, s, rule); err != nil {
+	if err := errandtype.CheckNameWith(field, s, rule); err != nil {
 		return err
 	}
 	if len(s) > MaxStepNameBytes {
@@ -86,27 +77,6 @@ func checkStepName(field, s string) error {
 	}
 	if strings.Contains(s, ".") {
 		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q contains '.'; a step's name ends its job's id (ID.step.NAME), so %s", s, rule)}
-	}
-	return nil
-}
-
-// checkNameChars checks what every name shares: 1 to MaxNameBytes bytes of
-// valid UTF-8, printable, without spaces. rule says what a name may hold,
-// as the advice of a refusal.
-func checkNameChars(field, s, rule string) error {
-	if s == "" {
-		return &errandtype.InputError{Field: field, Message: "is empty; name it, e.g. \"send_receipt\""}
-	}
-	if len(s) > errandtype.MaxNameBytes {
-		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("is %d bytes; use at most %d", len(s), errandtype.MaxNameBytes)}
-	}
-	if !utf8.ValidString(s) {
-		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q is not valid UTF-8; %s", s, rule)}
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q contains a space or control character; %s", s, rule)}
-		}
 	}
 	return nil
 }
