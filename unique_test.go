@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,19 +59,45 @@ func TestParseUniqueScope(t *testing.T) {
 	}
 }
 
-// TestMigrationsSpellTheRulesPredicates: each store's migration 8 spells
-// the unique and ordering indexes' predicates exactly as the queries
-// render them, without which SQLite reads the table instead of the index.
+// TestMigrationsSpellTheRulesPredicates: the last migration of each store
+// that creates the unique or the ordering index spells its predicate
+// exactly as the queries render it, without which SQLite reads the table
+// instead of the index; and the last default it gives unique_states is
+// UniqueAlways. A new state changes both, and its migrations must follow.
 func TestMigrationsSpellTheRulesPredicates(t *testing.T) {
+	indexes := map[string]string{
+		"UNIQUE INDEX errand_jobs_unique ON": errandstore.UniqueHeldSQL(),
+		"INDEX errand_jobs_ordering ON":      errandstore.OrderingIndexSQL(),
+	}
+	defaultRE := regexp.MustCompile(`unique_states[^;,\n]*DEFAULT (\d+)`)
 	for _, store := range []string{"sqlite", "postgres"} {
-		b, err := os.ReadFile(filepath.Join(store, "migrations", "008_unique_scope.sql"))
-		if err != nil {
-			t.Fatal(err)
+		files, err := filepath.Glob(filepath.Join(store, "migrations", "*.sql"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s migrations: %v", store, err)
 		}
-		for _, pred := range []string{errandstore.UniqueHeldSQL(), errandstore.OrderingIndexSQL()} {
-			if !strings.Contains(string(b), "WHERE "+pred+";") {
-				t.Errorf("%s migration 8 does not spell %q", store, pred)
+		last := map[string]string{} // what each index's or default's last migration says
+		for _, f := range files {   // Glob sorts: migration order
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
 			}
+			for index := range indexes {
+				if strings.Contains(string(b), index) {
+					last[index] = filepath.Base(f) + "\n" + string(b)
+				}
+			}
+			if m := defaultRE.FindAllStringSubmatch(string(b), -1); m != nil {
+				last["default"] = m[len(m)-1][1]
+			}
+		}
+		for index, pred := range indexes {
+			if !strings.Contains(last[index], "WHERE "+pred+";") {
+				name, _, _ := strings.Cut(last[index], "\n")
+				t.Errorf("%s migration %s, the last to create %s, does not spell %q", store, name, index, pred)
+			}
+		}
+		if want := strconv.Itoa(int(errandtype.UniqueAlways)); last["default"] != want {
+			t.Errorf("%s migrations default unique_states to %s, want UniqueAlways, %s", store, last["default"], want)
 		}
 	}
 }

@@ -11,9 +11,11 @@ import (
 // clock: when it runs or retries and with which attempt, whose lease it runs
 // under, or that only a replay runs it again. handled reports whether a
 // live worker handles the job's kind in its queue; a waiting job of a kind
-// nobody handles says so, since it waits until one does.
+// nobody handles says so, since it waits until one does. Which step applies
+// is errandtype.NextOf's to say; stepWords words it.
 func nextStep(j *errandtype.Job, now time.Time, handled bool) string {
-	n := nextOf{j: j, now: now, attempt: fmt.Sprintf("attempt %d of %d", j.Attempt+1, j.MaxAttempts)}
+	next := errandtype.NextOf(j, now)
+	n := nextOf{j: j, now: now, next: next, attempt: fmt.Sprintf("attempt %d of %d", next.Attempt, j.MaxAttempts)}
 	if j.HeldBy != nil {
 		key := ""
 		if j.OrderingKey != nil {
@@ -21,17 +23,7 @@ func nextStep(j *errandtype.Job, now time.Time, handled bool) string {
 		}
 		n.held = fmt.Sprintf("held back by job %s%s (one job of a key runs at a time, in order)", *j.HeldBy, key)
 	}
-	var s string
-	switch j.State {
-	case errandtype.StateQueued:
-		s = n.queued()
-	case errandtype.StateRetrying:
-		s = n.retrying()
-	case errandtype.StateRunning:
-		s = n.running()
-	default:
-		s = n.finished()
-	}
+	s := stepWords[next.Step](n)
 	if j.State.Waiting() && !handled {
 		s += fmt.Sprintf("; no live worker handles kind %s in queue %s, so it waits until one does", j.Kind, j.Queue)
 	}
@@ -39,91 +31,89 @@ func nextStep(j *errandtype.Job, now time.Time, handled bool) string {
 }
 
 // nextOf is what nextStep says of one job: the job, the store's now, its
-// next attempt ("attempt 2 of 5") and what holds it back ("" for nothing).
+// next step, the attempt the step is about ("attempt 2 of 5") and what
+// holds it back ("" for nothing).
 type nextOf struct {
 	j             *errandtype.Job
 	now           time.Time
+	next          errandtype.Next
 	attempt, held string
 }
 
 func (n nextOf) at(t time.Time) string { return clockTime(t, n.now) }
 
-// queued is the next step of a queued job.
-func (n nextOf) queued() string {
-	switch j := n.j; {
-	case j.AvailableAt.After(n.now):
-		return "runs at " + n.at(j.AvailableAt) + ", " + n.attempt
-	case n.held != "":
-		return "ready since " + n.at(j.AvailableAt) + " but " + n.held + "; then " + n.attempt
-	default:
-		return "waiting for a worker since " + n.at(j.AvailableAt) + ", " + n.attempt
-	}
-}
-
-// retrying is the next step of a job waiting out its backoff.
-func (n nextOf) retrying() string {
-	switch j := n.j; {
-	case j.AvailableAt.After(n.now):
-		return "retries at " + n.at(j.AvailableAt) + ", " + n.attempt
-	case n.held != "":
-		return "due to retry since " + n.at(j.AvailableAt) + " but " + n.held + "; then " + n.attempt
-	default:
-		return "retries as soon as a worker claims it (due since " + n.at(j.AvailableAt) + "), " + n.attempt
-	}
-}
-
-// running is the next step of a running job: its lease, a cancel request,
-// or what the next sweep does once the lease has expired.
-func (n nextOf) running() string {
-	j := n.j
-	owner := "an unnamed worker"
-	if j.LeaseOwner != nil {
-		owner = *j.LeaseOwner
-	}
-	switch {
-	case j.CancelRequestedAt != nil && (j.LeaseUntil == nil || j.LeaseUntil.After(n.now)):
-		return fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled (attempt %d of %d)",
-			n.at(*j.CancelRequestedAt), owner, j.Attempt, j.MaxAttempts)
-	case j.CancelRequestedAt != nil:
+// stepWords words each of errandtype.NextSteps for the dashboard.
+var stepWords = map[errandtype.NextStep]func(nextOf) string{
+	errandtype.NextScheduled: func(n nextOf) string {
+		return n.waiting("runs", "retries") + " at " + n.at(n.j.AvailableAt) + ", " + n.attempt
+	},
+	errandtype.NextHeld: func(n nextOf) string {
+		return n.waiting("ready", "due to retry") + " since " + n.at(n.j.AvailableAt) + " but " + n.held + "; then " + n.attempt
+	},
+	errandtype.NextDue: func(n nextOf) string {
+		if n.j.State == errandtype.StateRetrying {
+			return "retries as soon as a worker claims it (due since " + n.at(n.j.AvailableAt) + "), " + n.attempt
+		}
+		return "waiting for a worker since " + n.at(n.j.AvailableAt) + ", " + n.attempt
+	},
+	errandtype.NextRunning: func(n nextOf) string {
+		if n.j.LeaseUntil == nil {
+			return fmt.Sprintf("running under lease of %s, %s", n.next.Owner, n.attempt)
+		}
+		return fmt.Sprintf("running under lease of %s until %s, %s", n.next.Owner, n.at(*n.j.LeaseUntil), n.attempt)
+	},
+	errandtype.NextCancelling: func(n nextOf) string {
+		return fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled (%s)",
+			n.at(*n.j.CancelRequestedAt), n.next.Owner, n.attempt)
+	},
+	errandtype.NextSweepCancel: func(n nextOf) string {
 		return fmt.Sprintf("cancel requested at %s, and the lease of %s expired at %s; the next sweep makes it cancelled",
-			n.at(*j.CancelRequestedAt), owner, n.at(*j.LeaseUntil))
-	case j.LeaseUntil == nil:
-		return fmt.Sprintf("running under lease of %s, attempt %d of %d", owner, j.Attempt, j.MaxAttempts)
-	case j.LeaseUntil.After(n.now):
-		return fmt.Sprintf("running under lease of %s until %s, attempt %d of %d", owner, n.at(*j.LeaseUntil), j.Attempt, j.MaxAttempts)
-	case j.Attempt >= j.MaxAttempts:
-		return fmt.Sprintf("the lease of %s expired at %s on the final attempt; the next sweep makes it dead (class lease_expired)", owner, n.at(*j.LeaseUntil))
-	default:
-		return fmt.Sprintf("the lease of %s expired at %s; the next sweep retries it, attempt %d of %d", owner, n.at(*j.LeaseUntil), j.Attempt+1, j.MaxAttempts)
-	}
-}
-
-// finished is the next step of a job in a terminal state (or one this
-// version does not know).
-func (n nextOf) finished() string {
-	j := n.j
-	switch j.State {
-	case errandtype.StateSucceeded:
-		s := "succeeded"
-		if j.FinishedAt != nil {
-			s += " at " + n.at(*j.FinishedAt)
+			n.at(*n.j.CancelRequestedAt), n.next.Owner, n.at(*n.j.LeaseUntil))
+	},
+	errandtype.NextSweepRetry: func(n nextOf) string {
+		return fmt.Sprintf("the lease of %s expired at %s; the next sweep retries it, %s", n.next.Owner, n.at(*n.j.LeaseUntil), n.attempt)
+	},
+	errandtype.NextSweepDead: func(n nextOf) string {
+		return fmt.Sprintf("the lease of %s expired at %s on the final attempt; the next sweep makes it dead (class lease_expired)", n.next.Owner, n.at(*n.j.LeaseUntil))
+	},
+	errandtype.NextNever: func(n nextOf) string {
+		s := string(n.j.State)
+		if n.j.FinishedAt != nil {
+			s += " at " + n.at(*n.j.FinishedAt)
 		}
 		return s + "; it will not run again"
-	case errandtype.StateDead:
-		s := "dead"
-		if j.LastError != nil {
-			s += fmt.Sprintf(" after attempt %d of %d (class %s)", j.Attempt, j.MaxAttempts, j.LastError.Class)
-		}
-		s += ": replay to run again"
-		if j.OrderingHold && j.OrderingKey != nil {
-			s += "; it holds ordering key " + *j.OrderingKey + ", so the later jobs of the key wait until it is replayed or cancelled"
-		}
-		return s
-	case errandtype.StateCancelled:
-		return "cancelled: replay to run again"
-	default:
-		return "in unknown state " + string(j.State)
+	},
+	errandtype.NextReplay: nextOf.replay,
+	errandtype.NextUnknown: func(n nextOf) string {
+		return "in unknown state " + string(n.j.State)
+	},
+}
+
+// waiting picks the word of a waiting job: queued's or retrying's.
+func (n nextOf) waiting(queued, retrying string) string {
+	if n.j.State == errandtype.StateRetrying {
+		return retrying
 	}
+	return queued
+}
+
+// replay is the next step of a finished job that only a replay runs
+// again; a dead one says how it died and whether it holds its ordering
+// key.
+func (n nextOf) replay() string {
+	j := n.j
+	if j.State != errandtype.StateDead {
+		return string(j.State) + ": replay to run again"
+	}
+	s := "dead"
+	if j.LastError != nil {
+		s += fmt.Sprintf(" after %s (class %s)", n.attempt, j.LastError.Class)
+	}
+	s += ": replay to run again"
+	if j.OrderingHold && j.OrderingKey != nil {
+		s += "; it holds ordering key " + *j.OrderingKey + ", so the later jobs of the key wait until it is replayed or cancelled"
+	}
+	return s
 }
 
 // breakerStep is what the circuit breaker that holds a waiting job back

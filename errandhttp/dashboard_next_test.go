@@ -132,3 +132,13 @@ func TestSince(t *testing.T) {
 		t.Errorf("ageSeconds(61.5) = %q, want 1m01s", got)
 	}
 }
+
+// TestEveryNextStepHasWords: the dashboard words every step of
+// errandtype.NextOf.
+func TestEveryNextStepHasWords(t *testing.T) {
+	for _, step := range errandtype.NextSteps {
+		if stepWords[step] == nil {
+			t.Errorf("next step %s has no words on the dashboard: add it to stepWords", step)
+		}
+	}
+}

@@ -2,7 +2,9 @@ package errandstore
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand/errandtype"
 )
@@ -56,4 +58,26 @@ func TestCancelJob(t *testing.T) {
 			t.Fatalf("got wrote %v, err %v; want boom and no write", wrote, err)
 		}
 	})
+}
+
+// TestEveryStateHasItsRules fails for a state added to JobStates without
+// its rules: each state is either unfinished or terminal, an operator can
+// cancel or replay a job in it unless it succeeded, and the next-step rule
+// tells a finished job's replay as these rules allow it.
+func TestEveryStateHasItsRules(t *testing.T) {
+	now := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+	for _, st := range errandtype.JobStates {
+		unfinished, terminal := slices.Contains(UnfinishedStates, st), slices.Contains(TerminalStates, st)
+		if unfinished == terminal {
+			t.Errorf("state %s: unfinished %v, terminal %v; want exactly one (JobState.Waiting, JobState.Terminal)", st, unfinished, terminal)
+		}
+		cancellable, replayable := slices.Contains(CancellableStates, st), slices.Contains(ReplayableStates, st)
+		if !cancellable && !replayable && st != errandtype.StateSucceeded {
+			t.Errorf("state %s can be neither cancelled nor replayed: a job in it could never leave it", st)
+		}
+		step := errandtype.NextOf(&errandtype.Job{State: st, AvailableAt: now}, now).Step
+		if terminal && (step == errandtype.NextReplay) != replayable {
+			t.Errorf("state %s: next step %s, but replayable %v", st, step, replayable)
+		}
+	}
 }

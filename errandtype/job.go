@@ -40,6 +40,12 @@ const (
 // JobStates lists every state in the order the operator tools show them.
 var JobStates = []JobState{StateQueued, StateRunning, StateRetrying, StateSucceeded, StateDead, StateCancelled}
 
+// uniqueBitOrder gives each state its bit of a [UniqueScope]: bit i stands
+// for the i-th state. The bits are stored with every unique job and named
+// in the unique index, so a new state is appended, never inserted. A scope
+// is a byte whose top bit marks an invalid one: room for seven states.
+var uniqueBitOrder = [...]JobState{StateQueued, StateRunning, StateRetrying, StateSucceeded, StateDead, StateCancelled}
+
 // Valid reports whether s is one of the known states.
 func (s JobState) Valid() bool {
 	for _, v := range JobStates {

@@ -26,7 +26,7 @@ const (
 	// UniqueAlways holds the key in every state, for as long as the job
 	// exists (until retention prunes it): once a key was used it never
 	// enqueues again. The default, and the scope of recurring ticks.
-	UniqueAlways = UniqueScope(1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5)
+	UniqueAlways = UniqueScope(1<<len(uniqueBitOrder) - 1)
 	// UniqueUntilFinished holds the key while the job is queued, scheduled,
 	// running or waiting out a retry: at most one pending job per key, and
 	// the key is free again once the job succeeded, died or was cancelled.
@@ -40,11 +40,13 @@ const (
 // uniqueInvalid marks a scope built from a name that is no state.
 const uniqueInvalid UniqueScope = 1 << 7
 
-// UniqueStateBits gives each state its bit of a UniqueScope. The bits are
-// stored with every unique job and named in the unique index: never
-// reorder them, only add.
-var UniqueStateBits = []JobState{StateQueued, StateRunning, StateRetrying, StateSucceeded, StateDead, StateCancelled}
+// UniqueStateBits gives each state its bit of a UniqueScope: bit i stands
+// for the i-th state. The order is job.go's, beside JobStates, and fixed
+// for good: the bits are stored with every unique job and named in the
+// unique index.
+var UniqueStateBits = uniqueBitOrder[:]
 
+// UniqueBit returns the bit of state s in a UniqueScope.
 func UniqueBit(s JobState) UniqueScope {
 	for i, st := range UniqueStateBits {
 		if st == s {

@@ -262,117 +262,129 @@ func unhandledSentence(j *errandtype.Job, next string) string {
 	return next + "; but " + nobody
 }
 
-// nextSentence says in words what happens to the job next.
+// nextSentence says in words what happens to the job next. Which step
+// applies is errandtype.NextOf's to say; sentences words it.
 func nextSentence(j *errandtype.Job, breaker *errandtype.BreakerRecord, now time.Time) string {
-	at := func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
-	held := ""
+	n := sentenceOf{j: j, next: errandtype.NextOf(j, now)}
+	n.at = func(t time.Time) string { return formatTime(t) + " (" + relative(now, t) + ")" }
 	switch {
 	case j.HeldBy != nil && j.OrderingKey != nil:
-		held = fmt.Sprintf("held by job %s of ordering key %s (jobs of one key run one at a time, in order)",
+		n.held = fmt.Sprintf("held by job %s of ordering key %s (jobs of one key run one at a time, in order)",
 			*j.HeldBy, *j.OrderingKey)
 	case breaker != nil:
-		held = breakerHeld(breaker, at, now)
+		n.held = breakerHeld(breaker, n.at, now)
 	}
-	var s string
-	switch j.State {
-	case errandtype.StateQueued:
-		s = queuedSentence(j, held, at, now)
-	case errandtype.StateRetrying:
-		s = retryingSentence(j, held, at, now)
-	case errandtype.StateRunning:
-		s = runningSentence(j, at, now)
-	default:
-		s = finishedSentence(j, at)
-	}
+	s := sentences[n.next.Step](n)
 	if j.Deadline != nil && j.State.Waiting() {
-		s += "; expires (class expired) at " + at(*j.Deadline)
+		s += "; expires (class expired) at " + n.at(*j.Deadline)
 	}
 	return s
 }
 
-// queuedSentence is nextSentence for a queued job; held says what holds
-// it back, if anything.
-func queuedSentence(j *errandtype.Job, held string, at func(time.Time) string, now time.Time) string {
-	switch {
-	case j.AvailableAt.After(now):
-		s := "scheduled for " + at(j.AvailableAt)
-		if held != "" {
-			s += "; " + held
-		}
-		return s
-	case held != "":
-		return "queued: " + held + "; available since " + at(j.AvailableAt)
-	default:
-		return "queued: waiting for a worker since " + at(j.AvailableAt)
-	}
+// sentenceOf is what nextSentence says of one job: the job, its next step,
+// how a time reads and what holds it back ("" for nothing: an ordering key
+// or a circuit breaker).
+type sentenceOf struct {
+	j    *errandtype.Job
+	next errandtype.Next
+	at   func(time.Time) string
+	held string
 }
 
-// retryingSentence is nextSentence for a job waiting out its backoff.
-func retryingSentence(j *errandtype.Job, held string, at func(time.Time) string, now time.Time) string {
+// sentences words each of errandtype.NextSteps for errand inspect. A job
+// held back by a breaker is due by its own rules, so due words a hold too.
+var sentences = map[errandtype.NextStep]func(sentenceOf) string{
+	errandtype.NextScheduled: sentenceOf.scheduled,
+	errandtype.NextHeld:      sentenceOf.due,
+	errandtype.NextDue:       sentenceOf.due,
+	errandtype.NextRunning: func(n sentenceOf) string {
+		if n.j.LeaseUntil == nil {
+			return "running under lease of " + n.next.Owner
+		}
+		return fmt.Sprintf("running attempt %d of %d under lease of %s until %s", n.next.Attempt, n.j.MaxAttempts, n.next.Owner, n.at(*n.j.LeaseUntil))
+	},
+	errandtype.NextCancelling: func(n sentenceOf) string {
+		return fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled", n.at(*n.j.CancelRequestedAt), n.next.Owner)
+	},
+	errandtype.NextSweepCancel: func(n sentenceOf) string {
+		return fmt.Sprintf("cancel requested at %s, and its worker's lease expired at %s; the next claim or sweep cancels it", n.at(*n.j.CancelRequestedAt), n.at(*n.j.LeaseUntil))
+	},
+	errandtype.NextSweepRetry: func(n sentenceOf) string {
+		return fmt.Sprintf("its worker's lease expired at %s; the next claim retries it", n.at(*n.j.LeaseUntil))
+	},
+	errandtype.NextSweepDead: func(n sentenceOf) string {
+		return fmt.Sprintf("its worker's lease expired at %s on the final attempt; the next claim dead-letters it (class lease_expired)", n.at(*n.j.LeaseUntil))
+	},
+	errandtype.NextNever: func(n sentenceOf) string {
+		s := string(n.j.State)
+		if n.j.FinishedAt != nil {
+			s += " at " + n.at(*n.j.FinishedAt)
+		}
+		return s + "; it will not run again"
+	},
+	errandtype.NextReplay: sentenceOf.replay,
+	errandtype.NextUnknown: func(n sentenceOf) string {
+		return "in unknown state " + string(n.j.State)
+	},
+}
+
+// retrying is how a sentence about a retrying job starts: the attempt
+// that failed and how; "" for any other job.
+func (n sentenceOf) retrying() string {
+	j := n.j
+	if j.State != errandtype.StateRetrying {
+		return ""
+	}
 	class := "error"
 	if j.LastError != nil {
 		class = j.LastError.Class
 	}
-	s := fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
-	switch {
-	case j.AvailableAt.After(now):
-		s += "runs again at " + at(j.AvailableAt)
-		if held != "" {
-			s += " at the earliest; " + held
+	return fmt.Sprintf("retrying: attempt %d of %d failed with class %s; ", j.Attempt, j.MaxAttempts, class)
+}
+
+// scheduled is the sentence of a waiting job whose time has not come.
+func (n sentenceOf) scheduled() string {
+	if s := n.retrying(); s != "" {
+		s += "runs again at " + n.at(n.j.AvailableAt)
+		if n.held != "" {
+			s += " at the earliest; " + n.held
 		}
-	case held != "":
-		s += held + "; due since " + at(j.AvailableAt)
-	default:
-		s += "runs again as soon as a worker claims it; due since " + at(j.AvailableAt)
+		return s
+	}
+	s := "scheduled for " + n.at(n.j.AvailableAt)
+	if n.held != "" {
+		s += "; " + n.held
 	}
 	return s
 }
 
-// runningSentence is nextSentence for a running job: its lease, or what
-// happens now that the lease has expired.
-func runningSentence(j *errandtype.Job, at func(time.Time) string, now time.Time) string {
-	owner := "an unnamed worker"
-	if j.LeaseOwner != nil {
-		owner = *j.LeaseOwner
+// due is the sentence of a waiting job whose time has come.
+func (n sentenceOf) due() string {
+	since := n.at(n.j.AvailableAt)
+	if s := n.retrying(); s != "" {
+		if n.held != "" {
+			return s + n.held + "; due since " + since
+		}
+		return s + "runs again as soon as a worker claims it; due since " + since
 	}
-	switch {
-	case j.CancelRequestedAt != nil && (j.LeaseUntil == nil || j.LeaseUntil.After(now)):
-		return fmt.Sprintf("cancel requested at %s: %s cancels the handler and ends the attempt cancelled", at(*j.CancelRequestedAt), owner)
-	case j.CancelRequestedAt != nil:
-		return fmt.Sprintf("cancel requested at %s, and its worker's lease expired at %s; the next claim or sweep cancels it", at(*j.CancelRequestedAt), at(*j.LeaseUntil))
-	case j.LeaseUntil == nil:
-		return "running under lease of " + owner
-	case j.LeaseUntil.After(now):
-		return fmt.Sprintf("running attempt %d of %d under lease of %s until %s", j.Attempt, j.MaxAttempts, owner, at(*j.LeaseUntil))
-	case j.Attempt >= j.MaxAttempts:
-		return fmt.Sprintf("its worker's lease expired at %s on the final attempt; the next claim dead-letters it (class lease_expired)", at(*j.LeaseUntil))
-	default:
-		return fmt.Sprintf("its worker's lease expired at %s; the next claim retries it", at(*j.LeaseUntil))
+	if n.held != "" {
+		return "queued: " + n.held + "; available since " + since
 	}
+	return "queued: waiting for a worker since " + since
 }
 
-// finishedSentence is nextSentence for a job in a terminal state (or one
-// this binary does not know).
-func finishedSentence(j *errandtype.Job, at func(time.Time) string) string {
+// replay is the sentence of a finished job that only a replay runs again.
+func (n sentenceOf) replay() string {
+	j := n.j
 	replay := "errand replay " + j.ID + " --reason \"...\""
-	switch j.State {
-	case errandtype.StateSucceeded:
-		s := "succeeded"
-		if j.FinishedAt != nil {
-			s += " at " + at(*j.FinishedAt)
-		}
-		return s + "; it will not run again"
-	case errandtype.StateDead:
-		s := "dead"
-		if j.LastError != nil {
-			s += fmt.Sprintf(" (class %s, attempt %d of %d)", j.LastError.Class, j.Attempt, j.MaxAttempts)
-		}
-		return s + ": will not run again unless replayed: " + replay
-	case errandtype.StateCancelled:
-		return "cancelled: will not run unless replayed: " + replay
-	default:
-		return "in unknown state " + string(j.State)
+	if j.State != errandtype.StateDead {
+		return string(j.State) + ": will not run unless replayed: " + replay
 	}
+	s := "dead"
+	if j.LastError != nil {
+		s += fmt.Sprintf(" (class %s, attempt %d of %d)", j.LastError.Class, j.Attempt, j.MaxAttempts)
+	}
+	return s + ": will not run again unless replayed: " + replay
 }
 
 // breakerHeld says how the open or half-open circuit breaker b holds a
