@@ -308,7 +308,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.loops.Go(func() { w.scheduler.run(loopCtx) })
 	}
 	if hooks := w.c.newDeadHookScanner(w.cfg.SweepInterval); hooks != nil {
-		w.loops.Go(func() { hooks.run(loopCtx) })
+		w.loops.Go(func() { hooks.Run(loopCtx) })
 	}
 	for _, q := range w.queues {
 		w.loops.Go(func() { w.runQueue(loopCtx, runCtx, q, w.cfg.Queues[q]) })

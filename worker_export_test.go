@@ -80,7 +80,7 @@ func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	if s == nil {
 		return 0, errors.New("no hooked kinds, or the store is not a DeadHookStore")
 	}
-	return s.scan(ctx)
+	return s.Scan(ctx)
 }
 
 // CompleteOpenBatches runs the leader's batch pass once and returns how
