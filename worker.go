@@ -351,7 +351,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 
 	leftBefore := w.left.Load()
 	w.stopLoops()
-	w.markDraining()
+	w.reg.MarkDraining()
 	w.loops.Wait()
 	finished := make(chan struct{})
 	go func() {
@@ -371,7 +371,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.cancels.stop()
 	w.leases.Stop()
 	w.outcomes.Stop()
-	w.deregister(ctx)
+	w.reg.Deregister(ctx)
 	close(w.done)
 	return w.stopErr(ctx, w.left.Load()-leftBefore)
 }
