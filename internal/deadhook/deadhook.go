@@ -1,8 +1,8 @@
 // Package deadhook looks for the dead jobs of a worker's hooked kinds whose
 // on-dead hook job was never enqueued, and has their hooks fired. Every
 // worker that handles a kind with a hook runs one: it is not a leader duty,
-// since a worker that fires hooks must also be there to catch its own
-// misses.
+// since a hook is a function of the workers that declare it, and the leader
+// may not be one of them.
 package deadhook
 
 import (
