@@ -50,6 +50,26 @@ type (
 	WorkflowCompensatedError = errandstore.WorkflowCompensatedError
 )
 
+// The operator's figures, per queue and kind ([Client.Insights]): see
+// [errandtype.Insights].
+type (
+	Insights      = errandtype.Insights
+	KindInsights  = errandtype.KindInsights
+	Throughput    = errandtype.Throughput
+	ClassFailures = errandtype.ClassFailures
+	Percentiles   = errandtype.Percentiles
+)
+
+// The depth buckets of [KindInsights]: see [errandtype.DepthBucket].
+const (
+	BucketReady     = errandtype.BucketReady
+	BucketScheduled = errandtype.BucketScheduled
+	BucketRetrying  = errandtype.BucketRetrying
+	BucketHeld      = errandtype.BucketHeld
+	BucketRunning   = errandtype.BucketRunning
+	BucketDead      = errandtype.BucketDead
+)
+
 // UniqueScope is the set of states in which a unique job holds its key
 // (UniqueOpts.Scope).
 type UniqueScope = errandtype.UniqueScope

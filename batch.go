@@ -158,7 +158,7 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandst
 	if opts == nil {
 		opts = &BatchOpts{}
 	}
-	if err := checkFirstWins(opts.FirstWins, opts.ID, "batch"); err != nil {
+	if err := errandstore.CheckFirstWins(opts.FirstWins, opts.ID, "batch"); err != nil {
 		return nil, err
 	}
 	for i := range params {

@@ -332,7 +332,7 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 // unwritten.
 func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
 	p := &errandstore.JobInsertManyParams{Jobs: ps}
-	if len(ps) == 1 || !mayConflict(ps) {
+	if len(ps) == 1 || !errandstore.MayConflict(ps) {
 		rs, err := c.store.JobInsertMany(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("enqueue: %w", err)
@@ -497,7 +497,7 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobIn
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFirstWins(o.FirstWins, o.ID, "job"); err != nil {
+	if err := errandstore.CheckFirstWins(o.FirstWins, o.ID, "job"); err != nil {
 		return nil, err
 	}
 	ip := &errandstore.JobInsertParams{

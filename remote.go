@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/registry"
 )
 
 // Remote workers: a process that is not a Go [Worker] (a Node.js service,
@@ -108,108 +108,17 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*errandtype
 	return jobs, nil
 }
 
-// Remote workers in the worker registry: each claim of a remote worker
-// counts as its heartbeat, so that `errand workers` lists it with the
-// queues and kinds it claims, and [Client.Stats] does not report its kinds
-// as handled by no live worker. Its declared heartbeat interval is its
-// lease: a remote worker that has not claimed for WorkerMissedHeartbeats
-// leases is shown as gone (a worker busy that long on one job included).
-// Its job counters are not tracked. The registry is for operators, so a
-// failed registry write is logged and the claim stands.
+// remoteWorkers remembers the remote workers a client has seen claim, so
+// that one polling with claims writes the registry at most once per
+// DefaultWorkerHeartbeat.
+type remoteWorkers = registry.Remotes
 
-// maxRemoteWorkers bounds how many remote workers a client remembers; past
-// it the memory is cleared, and workers register again at their next
-// claim.
-const maxRemoteWorkers = 1000
-
-// remoteWorkers remembers, per remote worker, what the registry holds and
-// when it was last written, so that a worker polling with claims writes the
-// registry at most once per DefaultWorkerHeartbeat.
-type remoteWorkers struct {
-	mu   sync.Mutex
-	seen map[string]*remoteWorker
-}
-
-type remoteWorker struct {
-	queues  []string
-	kinds   []string
-	lease   time.Duration
-	written time.Time // on the client's clock
-}
-
-// noteRemoteWorker records a claim of opts.Owner in the registry: a
-// registration when the worker is new to this client or claims from a
-// queue or of a kind its record lacks, else a heartbeat when the last
-// write is DefaultWorkerHeartbeat old.
+// noteRemoteWorker records a claim of opts.Owner in the worker registry:
+// each claim of a remote worker counts as its heartbeat (see
+// internal/registry), written at most once per DefaultWorkerHeartbeat.
 func (c *Client[TTx]) noteRemoteWorker(ctx context.Context, o *ClaimOpts) {
-	now := c.clock.Now()
-	params, register, write := c.remotes.note(o, now)
-	if !write {
-		return
-	}
-	var err error
-	if !register {
-		_, err = c.store.WorkerHeartbeat(ctx, &errandstore.WorkerHeartbeatParams{ID: o.Owner, Stats: errandstore.WorkerStats{SentAt: now}})
-		register = errors.Is(err, errandtype.ErrNotFound) // pruned, or stopped: it is back
-	}
-	if register {
-		_, err = c.store.WorkerRegister(ctx, params)
-	}
-	if err != nil {
-		c.logger.Warn("record remote worker", "worker_id", o.Owner, "err", err)
-	}
-}
-
-// note notes a claim of o.Owner at now, and returns what to write: its
-// registration, whether it is new or changed (register), and whether to
-// write at all.
-func (r *remoteWorkers) note(o *ClaimOpts, now time.Time) (params *errandstore.WorkerRegisterParams, register, write bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.seen == nil || len(r.seen) >= maxRemoteWorkers {
-		r.seen = map[string]*remoteWorker{}
-	}
-	w := r.seen[o.Owner]
-	register = w == nil || !slices.Contains(w.queues, o.Queue) || !containsAll(w.kinds, o.Kinds) || w.lease != o.Lease
-	if !register && now.Sub(w.written) < DefaultWorkerHeartbeat {
-		return nil, false, false
-	}
-	if w == nil {
-		w = &remoteWorker{}
-		r.seen[o.Owner] = w
-	}
-	if register {
-		w.add(o)
-	}
-	w.written = now
-	params = &errandstore.WorkerRegisterParams{ID: o.Owner, Host: "remote", Kinds: slices.Clone(w.kinds), HeartbeatInterval: w.lease}
-	for _, q := range w.queues {
-		params.Queues = append(params.Queues, errandtype.WorkerQueue{Name: q})
-	}
-	return params, register, true
-}
-
-// add adds the queue, kinds and lease of o to w's record.
-func (w *remoteWorker) add(o *ClaimOpts) {
-	if !slices.Contains(w.queues, o.Queue) {
-		w.queues = append(w.queues, o.Queue)
-	}
-	for _, k := range o.Kinds {
-		if !slices.Contains(w.kinds, k) {
-			w.kinds = append(w.kinds, k)
-		}
-	}
-	slices.Sort(w.kinds)
-	w.lease = o.Lease
-}
-
-func containsAll(set, items []string) bool {
-	for _, it := range items {
-		if !slices.Contains(set, it) {
-			return false
-		}
-	}
-	return true
+	c.remotes.Note(ctx, c.store, c.logger, c.clock.Now(), DefaultWorkerHeartbeat,
+		&registry.Claim{Owner: o.Owner, Queue: o.Queue, Kinds: o.Kinds, Lease: o.Lease})
 }
 
 // checkLeaseRef validates the job id and lease token of a remote call.

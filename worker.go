@@ -309,7 +309,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.loops.Go(func() { w.scheduler.Run(loopCtx) })
 	}
 	if hooks := w.c.newDeadHookScanner(w.cfg.SweepInterval); hooks != nil {
-		w.loops.Go(func() { hooks.run(loopCtx) })
+		w.loops.Go(func() { hooks.Run(loopCtx) })
 	}
 	for _, q := range w.queues {
 		w.loops.Go(func() { w.runQueue(loopCtx, runCtx, q, w.cfg.Queues[q]) })
@@ -352,7 +352,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 
 	leftBefore := w.left.Load()
 	w.stopLoops()
-	w.markDraining()
+	w.reg.MarkDraining()
 	w.loops.Wait()
 	finished := make(chan struct{})
 	go func() {
@@ -372,7 +372,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.cancels.stop()
 	w.leases.Stop()
 	w.outcomes.Stop()
-	w.deregister(ctx)
+	w.reg.Deregister(ctx)
 	close(w.done)
 	return w.stopErr(ctx, w.left.Load()-leftBefore)
 }

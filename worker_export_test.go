@@ -27,7 +27,7 @@ func SetLocalClaimWait[TTx any](c *Client[TTx], d time.Duration) {
 // SetWallClock makes w read now as its wall clock when it reports its
 // clock to the registry, so that a test can play a host whose clock is off.
 // Call it before Start.
-func SetWallClock(w *Worker, now func() time.Time) { w.reg.wallClock = now }
+func SetWallClock(w *Worker, now func() time.Time) { w.reg.WallClock = now }
 
 // ScheduleRunner drives a worker's scheduler pass by pass, as a test
 // moves a fake clock.
@@ -81,7 +81,7 @@ func ScanDeadHooks[TTx any](ctx context.Context, c *Client[TTx]) (int, error) {
 	if s == nil {
 		return 0, errors.New("no hooked kinds, or the store is not a DeadHookStore")
 	}
-	return s.scan(ctx)
+	return s.Scan(ctx)
 }
 
 // CompleteOpenBatches runs the leader's batch pass once and returns how

@@ -200,7 +200,7 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*erra
 	if opts == nil {
 		opts = &WorkflowOpts{}
 	}
-	if err := checkFirstWins(opts.FirstWins, opts.ID, "workflow"); err != nil {
+	if err := errandstore.CheckFirstWins(opts.FirstWins, opts.ID, "workflow"); err != nil {
 		return nil, err
 	}
 	p := &errandstore.WorkflowInsertParams{ID: opts.ID, Name: opts.Name, Steps: make([]errandstore.WorkflowStepDef, len(steps)),

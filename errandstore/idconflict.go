@@ -2,7 +2,10 @@ package errandstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math/big"
 	"slices"
 	"strings"
@@ -183,4 +186,173 @@ func canonNumber(n string) string {
 	trimmed := strings.TrimRight(digits, "0")
 	exp.Add(exp, big.NewInt(int64(len(digits)-len(trimmed))))
 	return sign + trimmed + "e" + exp.String()
+}
+
+// The rules by which a client finds a caller-given id taken by a different
+// job, batch or workflow (see [github.com/errandhq/errand.IDConflictError]):
+// they name what differs as the JSON API names it. A duplicate found by a
+// unique key is never a conflict: unique keys exist to dedupe jobs whose
+// args differ.
+
+// CheckFirstWins refuses FirstWins without the id it is about; what is
+// "job", "batch" or "workflow".
+func CheckFirstWins(firstWins bool, id, what string) error {
+	if firstWins && id == "" {
+		return &errandtype.InputError{Field: "first_wins", Message: fmt.Sprintf("is set without a %s id; it only decides what a duplicate id returns, so give the id or drop it", what)}
+	}
+	return nil
+}
+
+// ShapeOfTemplate is what template t keeps of a job, for comparison.
+func ShapeOfTemplate(t *JobTemplate) JobShape {
+	return JobShape{Kind: t.Kind, Queue: t.Queue, Args: t.Args, ArgsVersion: t.ArgsVersion, Priority: t.Priority,
+		MaxAttempts: t.MaxAttempts, BackoffBase: time.Duration(t.BackoffBaseUS) * time.Microsecond,
+		BackoffMax: time.Duration(t.BackoffMaxUS) * time.Microsecond, Delay: time.Duration(t.DelayUS) * time.Microsecond,
+		MaxAge: time.Duration(t.MaxAgeUS) * time.Microsecond, Timed: true,
+		OrderingKey: t.OrderingKey, FairnessKey: t.FairnessKey, OrderingHold: t.OrderingHold, Tags: t.Tags}
+}
+
+// MayConflict reports whether an insert of ps may find a caller-given id
+// taken by a different job.
+func MayConflict(ps []*JobInsertParams) bool {
+	return slices.ContainsFunc(ps, func(p *JobInsertParams) bool { return p.CallerID && !p.FirstWins })
+}
+
+// JobConflict returns the index in ps of the first job whose caller-given
+// id found, in rs, an existing job that differs, and the fields that
+// differ; -1 when there is none.
+func JobConflict(ps []*JobInsertParams, rs []JobInsertResult) (int, []string) {
+	for i, p := range ps {
+		r := rs[i]
+		if !r.Duplicate || !p.CallerID || p.FirstWins || r.Job.ID != p.ID {
+			continue // new, errand's id, first wins, or found by its unique key
+		}
+		if fields := p.JobDifferences(r.Job); len(fields) > 0 {
+			return i, fields
+		}
+	}
+	return -1, nil
+}
+
+// JobGetter reads one job; a Store is one.
+type JobGetter interface {
+	JobGet(ctx context.Context, params *JobGetParams) (*errandtype.Job, error)
+}
+
+// BatchDifferences names the fields in which b, the batch found under p's
+// id, differs from the one p would have made, as far as the store tells:
+// its number of jobs, its callback, and each member given an id that still
+// exists. An id no job has is a member deleted since, unless every member
+// is there. Members without an id cannot be told apart.
+func BatchDifferences(ctx context.Context, jobs JobGetter, b *Batch, p *BatchInsertParams) ([]string, error) {
+	var fields []string
+	if b.Total != len(p.Jobs) {
+		fields = append(fields, "jobs")
+	}
+	switch {
+	case (b.Callback == nil) != (p.ClientCallback == nil):
+		fields = append(fields, "callback")
+	case b.Callback != nil:
+		for _, f := range p.ClientCallback.Differences(ShapeOfTemplate(b.Callback), "batch") {
+			fields = append(fields, "callback."+f)
+		}
+	}
+	for i, jp := range p.Jobs {
+		if !jp.CallerID {
+			continue
+		}
+		j, err := jobs.JobGet(ctx, &JobGetParams{ID: jp.ID})
+		if errors.Is(err, errandtype.ErrNotFound) {
+			if present(b) == b.Total {
+				fields = append(fields, fmt.Sprintf("jobs[%d].id", i)) // never a member
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("enqueue batch %s: compare with the existing one: %w", b.ID, err)
+		}
+		if j.BatchID == nil || *j.BatchID != b.ID {
+			fields = append(fields, fmt.Sprintf("jobs[%d].id", i))
+			continue
+		}
+		for _, f := range jp.JobDifferences(j) {
+			fields = append(fields, fmt.Sprintf("jobs[%d].%s", i, f))
+		}
+	}
+	return fields, nil
+}
+
+// present is how many of b's members exist still.
+func present(b *Batch) int {
+	n := 0
+	for _, c := range b.Counts {
+		n += c
+	}
+	return n
+}
+
+// WorkflowDifferences names the fields in which w, the workflow found
+// under p's id, differs from the one p would have made, as far as the
+// store tells: its name and graph, and the job of every step and
+// compensation enqueued and not deleted since.
+func WorkflowDifferences(ctx context.Context, jobs JobGetter, w *errandtype.Workflow, p *WorkflowInsertParams) ([]string, error) {
+	var fields []string
+	if w.Name != p.Name {
+		fields = append(fields, "name")
+	}
+	if len(w.Steps) != len(p.Steps) {
+		fields = append(fields, "steps")
+	}
+	for i := range min(len(w.Steps), len(p.Steps)) {
+		ws, ps, at := &w.Steps[i], &p.Steps[i], fmt.Sprintf("steps[%d].", i)
+		if ws.Name != ps.Name {
+			fields = append(fields, at+"name")
+		}
+		if !slices.Equal(ws.DependsOn, ps.DependsOn) {
+			fields = append(fields, at+"depends_on")
+		}
+		fs, err := workflowJobDifferences(ctx, jobs, ws.JobID, ws.State, ws.Kind, p.Jobs[i][0])
+		if err != nil {
+			return nil, err
+		}
+		fields = appendPrefixed(fields, at, fs)
+		switch wc := ws.Compensation; {
+		case (wc == nil) != (ps.Compensation == nil):
+			fields = append(fields, at+"compensate")
+		case wc != nil:
+			fs, err := workflowJobDifferences(ctx, jobs, wc.JobID, wc.State, wc.Kind, p.Jobs[i][1])
+			if err != nil {
+				return nil, err
+			}
+			fields = appendPrefixed(fields, at+"compensate.", fs)
+		}
+	}
+	return fields, nil
+}
+
+// workflowJobDifferences names the fields in which a workflow's job id, of
+// kind and in state (nil when it is not enqueued or was deleted), differs
+// from the one want would make: only the kind, when there is no job.
+func workflowJobDifferences(ctx context.Context, jobs JobGetter, id string, state *errandtype.JobState, kind string, want *JobInsertParams) ([]string, error) {
+	if state == nil {
+		if kind != want.Kind {
+			return []string{"kind"}, nil
+		}
+		return nil, nil
+	}
+	j, err := jobs.JobGet(ctx, &JobGetParams{ID: id})
+	if errors.Is(err, errandtype.ErrNotFound) {
+		return workflowJobDifferences(ctx, jobs, id, nil, kind, want) // deleted since
+	}
+	if err != nil {
+		return nil, fmt.Errorf("enqueue workflow: compare with the existing one: %w", err)
+	}
+	return want.Differences(ShapeOfJob(j), "workflow"), nil
+}
+
+func appendPrefixed(out []string, prefix string, fields []string) []string {
+	for _, f := range fields {
+		out = append(out, prefix+f)
+	}
+	return out
 }
