@@ -142,12 +142,12 @@ func (gs claimGates) idleWait(t *claimTicket, wait time.Duration) time.Duration 
 // that comes due meanwhile is then either taken by the claim or not
 // earlier than the answer, so the sleep after never passes a due job. A
 // store that can (NextDueClaimer) answers in the claim's own round trip.
-func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *queueClaimer, idle bool) ([]*errandtype.Job, time.Time, error) {
+func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *flow.Claimer, idle bool) ([]*errandtype.Job, time.Time, error) {
 	claim := w.gates.through(t, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return qc.claim(ctx, w.c.store, p)
+		return qc.Claim(ctx, w.c.store, p)
 	})
 	var due time.Time
-	askDue := idle && !t.wrapped && w.claimAsksDue(qc)
+	askDue := idle && !t.wrapped && qc.AsksDue()
 	if idle && !askDue {
 		due = w.nextDue(loopCtx, t.queue)
 	}
@@ -163,7 +163,7 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 	var err error
 	if askDue {
 		var next errandstore.JobNextDueResult
-		jobs, next, err = qc.claimNextDue(claimCtx, params, w.nextDueParams(t.queue))
+		jobs, next, err = qc.ClaimNextDue(claimCtx, params, w.nextDueParams(t.queue))
 		if err == nil { // a failed claim is logged by the loop; the poll covers it
 			due = w.dueAt(loopCtx, t.queue, t.sent, next, nil)
 		}

@@ -38,7 +38,7 @@ type outsideClaims struct {
 	gate     *breakerGate // nil: no kind names a dependency (or no store keeps breakers)
 
 	mu     sync.Mutex
-	queues map[string]*queueClaimer
+	queues map[string]*flow.Claimer
 }
 
 // outsideGate returns the client's circuit breakers for claims outside a
@@ -67,20 +67,20 @@ func (c *engine) outsideGate(ctx context.Context) *breakerGate {
 }
 
 // outsideClaimer returns the fair-mode memory of queue.
-func (c *engine) outsideClaimer(queue string) *queueClaimer {
+func (c *engine) outsideClaimer(queue string) *flow.Claimer {
 	f := c.caps.fair
 	if f == nil {
-		return &queueClaimer{}
+		return &flow.Claimer{}
 	}
 	o := &c.outside
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.queues == nil || len(o.queues) >= maxOutsideQueues {
-		o.queues = map[string]*queueClaimer{}
+		o.queues = map[string]*flow.Claimer{}
 	}
 	qc := o.queues[queue]
 	if qc == nil {
-		qc = &queueClaimer{store: f}
+		qc = &flow.Claimer{Fair: f}
 		o.queues[queue] = qc
 	}
 	return qc
@@ -107,7 +107,7 @@ func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams
 	q.Kinds, q.Limit, q.SkipRetryKinds = t.kinds, t.limit, t.skipRetry
 	qc := c.outsideClaimer(queue)
 	jobs, err := gates.through(t, func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
-		return qc.claim(ctx, c.store, p)
+		return qc.Claim(ctx, c.store, p)
 	})(ctx, &q)
 	gates.settle(ctx, t, jobs, err)
 	if jobs == nil && err == nil {

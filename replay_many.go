@@ -7,6 +7,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 	"github.com/errandhq/errand/internal/ids"
 )
 
@@ -142,25 +143,10 @@ func (c *Client[TTx]) replayBatches(ctx context.Context, opts *ReplayManyOpts, l
 		after = js[len(js)-1].Seq
 		if opts.Rate > 0 && !opts.DryRun && len(res.Jobs) < limit {
 			due := start.Add(time.Duration(float64(len(res.Jobs)) / opts.Rate * float64(time.Second)))
-			if err := sleepCtx(ctx, c.clock, due.Sub(c.clock.Now())); err != nil {
+			if err := clock.SleepCtx(ctx, c.clock, due.Sub(c.clock.Now())); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// sleepCtx waits for d on clock, or until ctx ends.
-func sleepCtx(ctx context.Context, clock TimeSource, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
 }

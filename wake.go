@@ -3,9 +3,9 @@ package errand
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/internal/notifier"
 )
 
 // Wake-ups (the mechanics are in internal/notifier). An idle queue loop of a Worker waits on a wake channel of its
@@ -81,84 +81,15 @@ func queuesOf(ps []*errandstore.JobInsertParams) []string {
 	return setNames(set)
 }
 
-// Listen retries: a worker whose first subscription to the store's
-// notifications fails (the database away as it starts) polls, and tries
-// again after listenRetryMin, doubling up to listenRetryMax.
-const (
-	listenRetryMin = time.Second
-	listenRetryMax = time.Minute
-)
-
 // listen subscribes to the store's notifications, when it has them and the
-// worker is not PollOnly, and wakes the queue loops on them until ctx ends
-// (see wakeOnNotify). When subscribing fails, the worker polls and tries
-// again in the background, rather than polling for the rest of its life;
-// once it listens, it wakes every queue, for the jobs whose notifications
-// it missed.
+// worker is not PollOnly (see notifier.Listener).
 func (w *Worker) listen(ctx context.Context) {
 	n := w.c.caps.notifier
 	if n == nil || w.cfg.PollOnly {
 		return
 	}
-	ch, err := n.ListenQueues(ctx)
-	if err == nil {
-		w.loops.Go(func() { w.wakeOnNotify(ctx, ch) })
-		return
-	}
-	w.c.logger.Warn("listen for new jobs failed; polling, and trying again", "worker_id", w.ID(),
-		"poll", w.cfg.PollInterval.String(), "retry", listenRetryMin.String(), "err", err)
-	w.loops.Go(func() {
-		for wait := listenRetryMin; ; wait = min(2*wait, listenRetryMax) {
-			if sleepCtx(ctx, w.c.clock, wait) != nil {
-				return
-			}
-			ch, err := n.ListenQueues(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				w.c.logger.Debug("listen for new jobs failed again", "worker_id", w.ID(), "err", err)
-				continue
-			}
-			w.c.logger.Info("listening for new jobs", "worker_id", w.ID())
-			w.c.wakes.Wake(w.queues)
-			w.wakeOnNotify(ctx, ch)
-			return
-		}
-	})
-}
-
-// wakeOnNotify wakes the queue loops that the store's notifications name
-// ("" names every queue) until the store closes the channel. When ctx ends
-// it waits for that close, so Stop returns only after the store's listener
-// has let go of its connection.
-func (w *Worker) wakeOnNotify(ctx context.Context, ch <-chan string) {
-	// Announcements sent before the worker listened have no echo here.
-	seen := w.c.echoes.Snapshot()
-	for {
-		select {
-		case <-ctx.Done():
-			for range ch {
-			}
-			return
-		case q, ok := <-ch:
-			if !ok {
-				if ctx.Err() == nil {
-					w.c.logger.Warn("listener for new jobs closed; polling only", "worker_id", w.ID(),
-						"poll", w.cfg.PollInterval.String())
-				}
-				return
-			}
-			switch _, mine := w.cfg.Queues[q]; {
-			case q == "":
-				// Echoes lost while the store reconnected never come.
-				seen = w.c.echoes.Snapshot()
-				w.c.wakes.Wake(w.queues)
-			case w.c.echoes.Echo(q, seen, w.c.clock.Now()):
-				w.echoesSkipped.Add(1)
-			case mine:
-				w.c.wakes.Wake([]string{q})
-			}
-		}
-	}
+	l := &notifier.Listener{Store: n, Wakes: &w.c.wakes, Echoes: &w.c.echoes, Clock: w.c.clock,
+		Logger: w.c.logger.With("worker_id", w.ID()), Queues: w.queues, Poll: w.cfg.PollInterval,
+		Skipped: &w.echoesSkipped}
+	l.Listen(ctx, w.loops.Go)
 }

@@ -455,8 +455,8 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	slots := w.newQueueSlots(queue, n)
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
-	claimer := w.newQueueClaimer() // fair claims while the queue has fairness keys
-	idle := false                  // the last claim came up short
+	claimer := &flow.Claimer{Fair: w.c.caps.fair, Due: w.c.caps.nextDue} // fair claims while the queue has fairness keys
+	idle := false                                                        // the last claim came up short
 	busy := busyClaims{n: n, results: make(chan claimResult, maxClaimsInFlight)}
 	defer w.drainClaims(runCtx, &busy, slots)
 	for {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 )
 
 // maxClaimsInFlight is how many claims a busy queue keeps in flight at
@@ -88,7 +89,7 @@ const (
 // free or a claim to return and starts its jobs. After a short claim, once
 // none is in flight, it sleeps the loop until its next wake-up, poll or
 // due job, and marks it idle.
-func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, qc *queueClaimer, poll Timer, idle *bool) int {
+func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, qc *flow.Claimer, poll Timer, idle *bool) int {
 	free := b.n - len(slots.tokens) - b.reserved
 	if b.room(free) && w.pipelines(qc, *idle) && loopCtx.Err() == nil {
 		return w.sendAhead(loopCtx, b, slots, qc, free)
@@ -113,7 +114,7 @@ func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slot
 
 // sendAhead sends a claim for free slots, unless slots about to free make
 // it worth waiting for them first (see freeingSoon).
-func (w *Worker) sendAhead(loopCtx context.Context, b *busyClaims, slots *queueSlots, qc *queueClaimer, free int) int {
+func (w *Worker) sendAhead(loopCtx context.Context, b *busyClaims, slots *queueSlots, qc *flow.Claimer, free int) int {
 	if b.inFlight == 0 && b.freeingSoon(free, slots) {
 		if !slots.waitFreed(loopCtx) {
 			return aheadStop
@@ -153,7 +154,7 @@ func (w *Worker) receiveAhead(loopCtx, runCtx context.Context, b *busyClaims, sl
 // send claims up to free jobs of queue on a goroutine of its own; the
 // result arrives on b.results. Like every claim, it is not cancelled by a
 // stop once sent (see drainClaims).
-func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, queue string, free int) {
+func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *flow.Claimer, queue string, free int) {
 	b.inFlight++
 	b.reserved += free
 	wake := w.c.wakes.Chan(queue)
@@ -167,7 +168,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *queueClaimer, 
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
-		jobs, err := qc.claim(ctx, w.c.store, params)
+		jobs, err := qc.Claim(ctx, w.c.store, params)
 		cancel()
 		w.c.wakes.ClaimReturned(queue)
 		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
@@ -191,6 +192,6 @@ func (w *Worker) drainClaims(runCtx context.Context, b *busyClaims, slots *queue
 // weight to acquire, no fairness turns and no circuit breaker in its way,
 // by a queue that is not idle. Other claims are made one at a time, each
 // after the last returned.
-func (w *Worker) pipelines(qc *queueClaimer, idle bool) bool {
-	return !idle && len(w.gates) == 0 && !qc.fair.Load()
+func (w *Worker) pipelines(qc *flow.Claimer, idle bool) bool {
+	return !idle && len(w.gates) == 0 && !qc.Fairly()
 }

@@ -42,6 +42,22 @@ func Sleep(clock errandtype.TimeSource, d time.Duration) {
 	<-t.C()
 }
 
+// SleepCtx waits for d on clock, or until ctx ends, and returns ctx's error
+// then.
+func SleepCtx(ctx context.Context, clock errandtype.TimeSource, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
 // WithDeadline returns a copy of parent that is cancelled with cause (nil:
 // context.DeadlineExceeded) when clock reaches deadline. On the system
 // clock it is context.WithDeadlineCause, whose deadline database drivers

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // notifyCoalesce is how long the client's notifier gathers queue names after
@@ -342,4 +344,96 @@ func sortedNames(set map[string]struct{}) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Listen retries: a worker whose first subscription to the store's
+// notifications fails (the database away as it starts) polls, and tries
+// again after listenRetryMin, doubling up to listenRetryMax.
+const (
+	listenRetryMin = time.Second
+	listenRetryMax = time.Minute
+)
+
+// Listener wakes a worker's queue loops on the store's notifications.
+type Listener struct {
+	Store   errandstore.Notifier
+	Wakes   *Wakes
+	Echoes  *Echoes
+	Clock   errandtype.TimeSource
+	Logger  *slog.Logger // with the worker's id
+	Queues  []string     // the worker's queues
+	Poll    time.Duration
+	Skipped *atomic.Int64 // counts notifications skipped as echoes
+}
+
+// Listen subscribes to the store's notifications and wakes the queue loops
+// on them until ctx ends (see wakeOnNotify), in goroutines started by goFn.
+// When subscribing fails, the worker polls and tries again in the
+// background, rather than polling for the rest of its life; once it
+// listens, it wakes every queue, for the jobs whose notifications it missed.
+func (l *Listener) Listen(ctx context.Context, goFn func(func())) {
+	ch, err := l.Store.ListenQueues(ctx)
+	if err == nil {
+		goFn(func() { l.wakeOnNotify(ctx, ch) })
+		return
+	}
+	l.Logger.Warn("listen for new jobs failed; polling, and trying again",
+		"poll", l.Poll.String(), "retry", listenRetryMin.String(), "err", err)
+	goFn(func() {
+		for wait := listenRetryMin; ; wait = min(2*wait, listenRetryMax) {
+			if clock.SleepCtx(ctx, l.Clock, wait) != nil {
+				return
+			}
+			ch, err := l.Store.ListenQueues(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				l.Logger.Debug("listen for new jobs failed again", "err", err)
+				continue
+			}
+			l.Logger.Info("listening for new jobs")
+			l.Wakes.Wake(l.Queues)
+			l.wakeOnNotify(ctx, ch)
+			return
+		}
+	})
+}
+
+// wakeOnNotify wakes the queue loops that the store's notifications name
+// ("" names every queue) until the store closes the channel. When ctx ends
+// it waits for that close, so Stop returns only after the store's listener
+// has let go of its connection.
+func (l *Listener) wakeOnNotify(ctx context.Context, ch <-chan string) {
+	mine := make(map[string]bool, len(l.Queues))
+	for _, q := range l.Queues {
+		mine[q] = true
+	}
+	// Announcements sent before the worker listened have no echo here.
+	seen := l.Echoes.Snapshot()
+	for {
+		select {
+		case <-ctx.Done():
+			for range ch {
+			}
+			return
+		case q, ok := <-ch:
+			if !ok {
+				if ctx.Err() == nil {
+					l.Logger.Warn("listener for new jobs closed; polling only", "poll", l.Poll.String())
+				}
+				return
+			}
+			switch {
+			case q == "":
+				// Echoes lost while the store reconnected never come.
+				seen = l.Echoes.Snapshot()
+				l.Wakes.Wake(l.Queues)
+			case l.Echoes.Echo(q, seen, l.Clock.Now()):
+				l.Skipped.Add(1)
+			case mine[q]:
+				l.Wakes.Wake([]string{q})
+			}
+		}
+	}
 }

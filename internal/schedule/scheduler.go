@@ -9,6 +9,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
 )
 
 // resync bounds how long a scheduler sleeps without reading the stored
@@ -216,7 +217,7 @@ func (sc *Scheduler) Run(ctx context.Context) {
 			break
 		}
 		sc.cfg.Logger.Error("register schedules failed; retrying", "err", err, "in", backoff)
-		sc.sleep(ctx, backoff)
+		_ = clock.SleepCtx(ctx, sc.cfg.Clock, backoff)
 		backoff = min(2*backoff, resync)
 	}
 	lastSync := sc.cfg.Clock.Now()
@@ -239,17 +240,7 @@ func (sc *Scheduler) Run(ctx context.Context) {
 			wait = max(wait, retry) // not a busy loop against a failing store
 		}
 		if wait > 0 {
-			sc.sleep(ctx, wait)
+			_ = clock.SleepCtx(ctx, sc.cfg.Clock, wait)
 		}
-	}
-}
-
-// sleep waits for d on the scheduler's clock, or until ctx ends.
-func (sc *Scheduler) sleep(ctx context.Context, d time.Duration) {
-	t := sc.cfg.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C():
 	}
 }
