@@ -246,17 +246,6 @@ func (c *engine) afterMemberFinished(ctx context.Context, job *errandtype.Job) {
 	}
 }
 
-// leaderBatches completes the open batches whose members have all
-// finished, by whatever path.
-func (w *Worker) leaderBatches(ctx context.Context) {
-	if !w.Leading() {
-		return
-	}
-	if _, err := w.c.completeBatches(ctx, nil); err != nil && ctx.Err() == nil {
-		w.c.logger.Error("leader batch completion failed", "worker_id", w.ID(), "err", err)
-	}
-}
-
 // wakeQueues wakes the workers of queues, here and, through the store's
 // notifications, in other processes: for jobs the engine itself enqueued
 // (callbacks, hooks).
@@ -268,4 +257,15 @@ func (c *engine) wakeQueues(queues ...string) {
 	if c.notifier != nil {
 		c.notifier.Notify(queues, claims)
 	}
+}
+
+// batchConflict returns the *IDConflictError of b, the batch found under
+// p's id, when it is not what p would have made (see
+// [errandstore.BatchDifferences]).
+func (c *engine) batchConflict(ctx context.Context, b *errandstore.Batch, p *errandstore.BatchInsertParams) error {
+	fields, err := errandstore.BatchDifferences(ctx, c.store, b, p)
+	if err != nil || len(fields) == 0 {
+		return err
+	}
+	return &IDConflictError{What: "batch", ID: b.ID, Fields: fields}
 }

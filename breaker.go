@@ -59,22 +59,6 @@ func (c *engine) breakerPolicy(dep string) errandtype.BreakerPolicy {
 	return errandtype.BreakerPolicy{}.WithDefaults()
 }
 
-// checkBreakers validates Config.Breakers.
-func checkBreakers(m map[string]*errandtype.BreakerPolicy) error {
-	for dep, p := range m {
-		if err := errandstore.CheckName("Breakers key", dep); err != nil {
-			return err
-		}
-		if p == nil {
-			return &errandtype.InputError{Field: "Breakers." + dep, Message: "is nil; give a BreakerPolicy (its zero value takes the defaults)"}
-		}
-		if err := p.Validate("Breakers." + dep); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Breakers returns the circuit breakers of dependencies that have had one
 // (every breaker that ever counted a failure or was reset), ordered by
 // dependency: none when the store keeps no breakers.

@@ -3,6 +3,8 @@ package errand
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -126,4 +128,9 @@ func (c *engine) declareDependencies(ctx context.Context, g *breakerGate) {
 	if g != nil {
 		g.Declare(ctx)
 	}
+}
+
+// sortHeldKinds orders held kinds by kind.
+func sortHeldKinds(ks []errandtype.BreakerHeldKind) {
+	slices.SortFunc(ks, func(a, b errandtype.BreakerHeldKind) int { return strings.Compare(a.Kind, b.Kind) })
 }

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/flow"
 	"github.com/errandhq/errand/internal/ids"
 	"github.com/errandhq/errand/internal/notifier"
 )
@@ -891,4 +893,91 @@ func (c *engine) handlerKinds() []string {
 		}
 	}
 	return ks
+}
+
+// unhandledKinds lists the kinds waiting in q that no worker of workers
+// handles (see [KindHandled]), with how many jobs of each wait, by kind.
+func unhandledKinds(q *errandtype.QueueStats, workers []*errandtype.WorkerRecord) []errandtype.KindCount {
+	out := []errandtype.KindCount{}
+	for kind, n := range q.WaitingByKind {
+		if n > 0 && !KindHandled(workers, q.Queue, kind) {
+			out = append(out, errandtype.KindCount{Kind: kind, Waiting: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b errandtype.KindCount) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
+}
+
+// templateOf returns the template of ip, a job's checked insert parameters.
+func templateOf(ip *errandstore.JobInsertParams) *errandstore.JobTemplate {
+	return &errandstore.JobTemplate{
+		Kind: ip.Kind, Queue: ip.Queue, Args: ip.Args, ArgsVersion: ip.ArgsVersion,
+		Priority: ip.Priority, MaxAttempts: ip.MaxAttempts,
+		BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
+		MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
+		OrderingKey: ip.OrderingKey, OrderingHold: ip.OrderingHold, FairnessKey: ip.FairnessKey, Tags: ip.Tags,
+	}
+}
+
+// subscribers fans events out to every subscription of a client.
+type subscribers struct {
+	mu      sync.Mutex
+	subs    map[*subscription]struct{}
+	dropped atomic.Int64
+}
+
+// subscription is one Subscribe call's channel and the results it wants.
+type subscription struct {
+	ch      chan Event
+	results []Result // empty: every result
+}
+
+// maxOutsideQueues bounds how many queues' fair modes a client remembers;
+// past it the memory is cleared, and a queue with fairness keys costs one
+// plain claim to be found fair again.
+const maxOutsideQueues = 1000
+
+// outsideClaims is what a client keeps for the claims made outside a
+// Worker.
+type outsideClaims struct {
+	gateOnce sync.Once
+	gate     *breakerGate // nil: no kind names a dependency (or no store keeps breakers)
+
+	mu     sync.Mutex
+	queues map[string]*flow.Claimer
+}
+
+// setNames returns the names in set, sorted.
+func setNames(set map[string]struct{}) []string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// queuesOf lists the distinct queues of ps.
+func queuesOf(ps []*errandstore.JobInsertParams) []string {
+	set := make(map[string]struct{}, 1)
+	for _, p := range ps {
+		set[p.Queue] = struct{}{}
+	}
+	return setNames(set)
+}
+
+// checkBreakers validates Config.Breakers.
+func checkBreakers(m map[string]*errandtype.BreakerPolicy) error {
+	for dep, p := range m {
+		if err := errandstore.CheckName("Breakers key", dep); err != nil {
+			return err
+		}
+		if p == nil {
+			return &errandtype.InputError{Field: "Breakers." + dep, Message: "is nil; give a BreakerPolicy (its zero value takes the defaults)"}
+		}
+		if err := p.Validate("Breakers." + dep); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,12 +1,10 @@
 package errand
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/errandhq/errand/errandstore"
-	"github.com/errandhq/errand/errandtype"
 )
 
 // A caller-given id makes a retried enqueue return the job (batch,
@@ -54,26 +52,4 @@ func checkJobConflicts(ps []*errandstore.JobInsertParams, rs []errandstore.JobIn
 		return fmt.Errorf("job %d: %w", i, err)
 	}
 	return err
-}
-
-// batchConflict returns the *IDConflictError of b, the batch found under
-// p's id, when it is not what p would have made (see
-// [errandstore.BatchDifferences]).
-func (c *engine) batchConflict(ctx context.Context, b *errandstore.Batch, p *errandstore.BatchInsertParams) error {
-	fields, err := errandstore.BatchDifferences(ctx, c.store, b, p)
-	if err != nil || len(fields) == 0 {
-		return err
-	}
-	return &IDConflictError{What: "batch", ID: b.ID, Fields: fields}
-}
-
-// workflowConflict returns the *IDConflictError of w, the workflow found
-// under p's id, when it is not what p would have made (see
-// [errandstore.WorkflowDifferences]).
-func (c *engine) workflowConflict(ctx context.Context, w *errandtype.Workflow, p *errandstore.WorkflowInsertParams) error {
-	fields, err := errandstore.WorkflowDifferences(ctx, c.store, w, p)
-	if err != nil || len(fields) == 0 {
-		return err
-	}
-	return &IDConflictError{What: "workflow", ID: w.ID, Fields: fields}
 }

@@ -271,3 +271,12 @@ func (h *typedHandler[T]) Work(ctx context.Context, job *errandtype.Job) error {
 	}
 	return h.fn(ctx, job, args)
 }
+
+// OnDeadFunc returns the job to enqueue because job was dead-lettered, or
+// nil args for none. job is the dead job as it was claimed or read (its
+// last error may not be on it yet when a worker found it dead itself: use
+// its id to read it again if the hook needs the history). The hook job's
+// id is [DeadHookJobID] whatever opts say; other options apply. The
+// hook's kind must be one the client may enqueue: declare it (with
+// [Declare], or a handler) in the worker's Kinds.
+type OnDeadFunc func(job *errandtype.Job) (JobArgs, *EnqueueOpts)

@@ -1,6 +1,10 @@
 package errand
 
-import "github.com/errandhq/errand/errandtype"
+import (
+	"time"
+
+	"github.com/errandhq/errand/errandtype"
+)
 
 // Observer is told, synchronously, about the jobs one client enqueues and
 // the attempts its workers start and finish: what process-local metrics
@@ -26,4 +30,63 @@ type Observer interface {
 	// lost lease): the same result [Client.Subscribe] delivers. job is the
 	// job as it was claimed.
 	JobFinished(job *errandtype.Job, res *WorkResult)
+}
+
+// The result of an attempt, as subscribers, observers and WorkOne see it.
+
+// WorkResult reports what one claimed job did.
+type WorkResult struct {
+	// Result is what became of the attempt.
+	Result Result `json:"result"`
+	// JobID is the claimed job, or null when idle.
+	JobID *string `json:"job_id"`
+	// Attempt is the claimed attempt, or 0 when idle.
+	Attempt int `json:"attempt"`
+	// Kind is the job's kind.
+	Kind string `json:"kind,omitempty"`
+	// Class is the failure class when the attempt failed.
+	Class string `json:"class,omitempty"`
+	// Error is the failure message when the attempt failed.
+	Error string `json:"error,omitempty"`
+	// AvailableAt is when a retried or snoozed job runs next.
+	AvailableAt *time.Time `json:"available_at,omitempty"`
+	// Duration is how long the handler ran.
+	Duration time.Duration `json:"-"`
+}
+
+// Result is what became of one claim: the state its outcome moved the job
+// to, or why nothing was recorded.
+type Result string
+
+const (
+	// ResultIdle: there was nothing to claim.
+	ResultIdle Result = "idle"
+	// ResultSucceeded: the handler returned nil; the job succeeded.
+	ResultSucceeded Result = "succeeded"
+	// ResultRetrying: the attempt failed and the job waits out its backoff.
+	ResultRetrying Result = "retrying"
+	// ResultDead: the attempt failed for good; the job is dead.
+	ResultDead Result = "dead"
+	// ResultSnoozed: the handler snoozed; the job is queued again, the
+	// attempt not counted.
+	ResultSnoozed Result = "snoozed"
+	// ResultLeaseLost: the worker lost the job's lease; nothing was
+	// recorded, and the job is another worker's now.
+	ResultLeaseLost Result = "lease_lost"
+	// ResultInterrupted: a stopping worker gave the job back, queued and
+	// available at once, the attempt not counted.
+	ResultInterrupted Result = "interrupted"
+	// ResultCancelled: an operator cancelled the job while it ran; the
+	// attempt ended and the job is cancelled.
+	ResultCancelled Result = "cancelled"
+)
+
+// Event reports one attempt this client recorded, or whose lease it lost:
+// what [Client.Subscribe] delivers.
+type Event struct {
+	// WorkResult is what became of the attempt.
+	WorkResult
+	// Job is the job as its attempt was claimed: its state then was
+	// running; Result says what it is now.
+	Job *errandtype.Job
 }

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -533,51 +534,19 @@ func changesSchedule(job *errandtype.Job, res *WorkResult) bool {
 	return false
 }
 
-// The result of an attempt, as subscribers, observers and WorkOne see it.
-
-// WorkResult reports what one claimed job did.
-type WorkResult struct {
-	// Result is what became of the attempt.
-	Result Result `json:"result"`
-	// JobID is the claimed job, or null when idle.
-	JobID *string `json:"job_id"`
-	// Attempt is the claimed attempt, or 0 when idle.
-	Attempt int `json:"attempt"`
-	// Kind is the job's kind.
-	Kind string `json:"kind,omitempty"`
-	// Class is the failure class when the attempt failed.
-	Class string `json:"class,omitempty"`
-	// Error is the failure message when the attempt failed.
-	Error string `json:"error,omitempty"`
-	// AvailableAt is when a retried or snoozed job runs next.
-	AvailableAt *time.Time `json:"available_at,omitempty"`
-	// Duration is how long the handler ran.
-	Duration time.Duration `json:"-"`
+// publish sends one event to every subscriber that wants it, never
+// blocking the worker.
+func (c *engine) publish(job *errandtype.Job, res *WorkResult) {
+	c.subs.mu.Lock()
+	defer c.subs.mu.Unlock()
+	for s := range c.subs.subs {
+		if len(s.results) > 0 && !slices.Contains(s.results, res.Result) {
+			continue
+		}
+		select {
+		case s.ch <- Event{WorkResult: *res, Job: job}:
+		default:
+			c.subs.dropped.Add(1)
+		}
+	}
 }
-
-// Result is what became of one claim: the state its outcome moved the job
-// to, or why nothing was recorded.
-type Result string
-
-const (
-	// ResultIdle: there was nothing to claim.
-	ResultIdle Result = "idle"
-	// ResultSucceeded: the handler returned nil; the job succeeded.
-	ResultSucceeded Result = "succeeded"
-	// ResultRetrying: the attempt failed and the job waits out its backoff.
-	ResultRetrying Result = "retrying"
-	// ResultDead: the attempt failed for good; the job is dead.
-	ResultDead Result = "dead"
-	// ResultSnoozed: the handler snoozed; the job is queued again, the
-	// attempt not counted.
-	ResultSnoozed Result = "snoozed"
-	// ResultLeaseLost: the worker lost the job's lease; nothing was
-	// recorded, and the job is another worker's now.
-	ResultLeaseLost Result = "lease_lost"
-	// ResultInterrupted: a stopping worker gave the job back, queued and
-	// available at once, the attempt not counted.
-	ResultInterrupted Result = "interrupted"
-	// ResultCancelled: an operator cancelled the job while it ran; the
-	// attempt ended and the job is cancelled.
-	ResultCancelled Result = "cancelled"
-)

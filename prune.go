@@ -139,21 +139,3 @@ func checkRetention(p *RetentionPolicy) error {
 	}
 	return nil
 }
-
-// leaderRetention applies the worker's retention policy, when it has one
-// and leads.
-func (w *Worker) leaderRetention(ctx context.Context) {
-	p := w.cfg.Retention
-	if p == nil || !w.Leading() {
-		return
-	}
-	r, err := w.c.prune(ctx, &PruneOpts{SucceededAge: p.SucceededAge, DeadAge: p.DeadAge, BatchSize: p.BatchSize,
-		Operator: RetentionOperator, Reason: "retention policy of worker " + w.ID()})
-	switch {
-	case err != nil && ctx.Err() == nil:
-		w.c.logger.Error("retention failed", "worker_id", w.ID(), "err", err)
-	case r.Total() > 0 || r.Batches > 0 || r.Workflows > 0:
-		w.c.logger.Info("pruned finished jobs", "worker_id", w.ID(), "succeeded", r.Succeeded,
-			"cancelled", r.Cancelled, "dead", r.Dead, "batches", r.Batches, "workflows", r.Workflows)
-	}
-}

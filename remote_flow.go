@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
@@ -25,21 +24,6 @@ import (
 // the breakers as a Worker's do. A client whose kinds name no dependency
 // claims a queue without fairness keys exactly as it did without these
 // rules: one claim, no read added.
-
-// maxOutsideQueues bounds how many queues' fair modes a client remembers;
-// past it the memory is cleared, and a queue with fairness keys costs one
-// plain claim to be found fair again.
-const maxOutsideQueues = 1000
-
-// outsideClaims is what a client keeps for the claims made outside a
-// Worker.
-type outsideClaims struct {
-	gateOnce sync.Once
-	gate     *breakerGate // nil: no kind names a dependency (or no store keeps breakers)
-
-	mu     sync.Mutex
-	queues map[string]*flow.Claimer
-}
 
 // outsideGate returns the client's circuit breakers for claims outside a
 // Worker, over every kind it knows, or nil when none names a dependency.

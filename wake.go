@@ -1,11 +1,7 @@
 package errand
 
 import (
-	"context"
 	"slices"
-
-	"github.com/errandhq/errand/errandstore"
-	"github.com/errandhq/errand/internal/notifier"
 )
 
 // Wake-ups (the mechanics are in internal/notifier). An idle queue loop of a Worker waits on a wake channel of its
@@ -60,36 +56,4 @@ func (c *Client[TTx]) Close() error {
 		c.notifier.Close()
 	}
 	return nil
-}
-
-// setNames returns the names in set, sorted.
-func setNames(set map[string]struct{}) []string {
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// queuesOf lists the distinct queues of ps.
-func queuesOf(ps []*errandstore.JobInsertParams) []string {
-	set := make(map[string]struct{}, 1)
-	for _, p := range ps {
-		set[p.Queue] = struct{}{}
-	}
-	return setNames(set)
-}
-
-// listen subscribes to the store's notifications, when it has them and the
-// worker is not PollOnly (see notifier.Listener).
-func (w *Worker) listen(ctx context.Context) {
-	n := w.c.caps.notifier
-	if n == nil || w.cfg.PollOnly {
-		return
-	}
-	l := &notifier.Listener{Store: n, Wakes: &w.c.wakes, Echoes: &w.c.echoes, Clock: w.c.clock,
-		Logger: w.c.logger.With("worker_id", w.ID()), Queues: w.queues, Poll: w.cfg.PollInterval,
-		Skipped: &w.echoesSkipped}
-	l.Listen(ctx, w.loops.Go)
 }

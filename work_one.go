@@ -3,7 +3,6 @@ package errand
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -11,20 +10,8 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
-	"github.com/errandhq/errand/internal/ids"
 	"github.com/errandhq/errand/internal/leasekeeper"
 )
-
-// DefaultLease is how long a claim holds before it must be renewed.
-const DefaultLease = 30 * time.Second
-
-// claimTimeout bounds one claim. It is not the lease: a short lease must not
-// make every claim on a slow database time out. A claim that returns after
-// its lease ended is harmless, since every write about its jobs is fenced
-// and the first heartbeat finds the lease gone. It runs on real time, not
-// the client's clock: it bounds a call to the database, which a fake clock
-// cannot slow down (see clock.go).
-const claimTimeout = 30 * time.Second
 
 // WorkOneOpts configure WorkOne.
 type WorkOneOpts struct {
@@ -179,15 +166,4 @@ func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams)
 		}
 	}
 	return []*errandtype.Job{}, nil
-}
-
-// DefaultOwner returns a new owner id, host:pid:random, for a worker or a
-// claim that names none. The random part keeps two Workers in one process,
-// or a pid reused after a restart, from sharing an id.
-func DefaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return fmt.Sprintf("%s:%d:%s", errandstore.CleanText(host, errandtype.MaxNameBytes), os.Getpid(), ids.NewToken()[:8])
 }

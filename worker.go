@@ -17,6 +17,7 @@ import (
 	"github.com/errandhq/errand/internal/growstack"
 	"github.com/errandhq/errand/internal/leasekeeper"
 	"github.com/errandhq/errand/internal/maintenance"
+	"github.com/errandhq/errand/internal/notifier"
 	"github.com/errandhq/errand/internal/schedule"
 )
 
@@ -757,4 +758,21 @@ type capableStore struct {
 	errandstore.LimiterStore
 	errandstore.BreakerStore
 	errandstore.ScheduleStore
+}
+
+// ID returns the worker's id: its row in the registry ([Client.Workers]) and
+// the lease_owner of the jobs it claims.
+func (w *Worker) ID() string { return w.cfg.Owner }
+
+// listen subscribes to the store's notifications, when it has them and the
+// worker is not PollOnly (see notifier.Listener).
+func (w *Worker) listen(ctx context.Context) {
+	n := w.c.caps.notifier
+	if n == nil || w.cfg.PollOnly {
+		return
+	}
+	l := &notifier.Listener{Store: n, Wakes: &w.c.wakes, Echoes: &w.c.echoes, Clock: w.c.clock,
+		Logger: w.c.logger.With("worker_id", w.ID()), Queues: w.queues, Poll: w.cfg.PollInterval,
+		Skipped: &w.echoesSkipped}
+	l.Listen(ctx, w.loops.Go)
 }

@@ -87,3 +87,44 @@ func checkLeaderConfig(cfg *WorkerConfig) error {
 	}
 	return errandstore.CheckInterval("SweepInterval", cfg.SweepInterval, "5s")
 }
+
+// leaderWorkflows advances the open workflows whose jobs have all finished
+// since they were last looked at (less [WorkflowRecheckOverlap]), by
+// whatever path.
+func (w *Worker) leaderWorkflows(ctx context.Context) {
+	if !w.Leading() {
+		return
+	}
+	if _, err := w.c.advanceWorkflows(ctx, nil); err != nil && ctx.Err() == nil {
+		w.c.logger.Error("leader workflow advance failed", "worker_id", w.ID(), "err", err)
+	}
+}
+
+// leaderBatches completes the open batches whose members have all
+// finished, by whatever path.
+func (w *Worker) leaderBatches(ctx context.Context) {
+	if !w.Leading() {
+		return
+	}
+	if _, err := w.c.completeBatches(ctx, nil); err != nil && ctx.Err() == nil {
+		w.c.logger.Error("leader batch completion failed", "worker_id", w.ID(), "err", err)
+	}
+}
+
+// leaderRetention applies the worker's retention policy, when it has one
+// and leads.
+func (w *Worker) leaderRetention(ctx context.Context) {
+	p := w.cfg.Retention
+	if p == nil || !w.Leading() {
+		return
+	}
+	r, err := w.c.prune(ctx, &PruneOpts{SucceededAge: p.SucceededAge, DeadAge: p.DeadAge, BatchSize: p.BatchSize,
+		Operator: RetentionOperator, Reason: "retention policy of worker " + w.ID()})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		w.c.logger.Error("retention failed", "worker_id", w.ID(), "err", err)
+	case r.Total() > 0 || r.Batches > 0 || r.Workflows > 0:
+		w.c.logger.Info("pruned finished jobs", "worker_id", w.ID(), "succeeded", r.Succeeded,
+			"cancelled", r.Cancelled, "dead", r.Dead, "batches", r.Batches, "workflows", r.Workflows)
+	}
+}

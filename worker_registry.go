@@ -45,10 +45,6 @@ func (c *Client[TTx]) Workers(ctx context.Context) ([]*errandtype.WorkerRecord, 
 // and when it last finished a job.
 type workerRegistration = registry.Registration
 
-// ID returns the worker's id: its row in the registry ([Client.Workers]) and
-// the lease_owner of the jobs it claims.
-func (w *Worker) ID() string { return w.cfg.Owner }
-
 // register records the worker in the registry and starts its heartbeats
 // (see internal/registry), which run until deregister or until ctx ends.
 func (w *Worker) register(ctx context.Context) error {

@@ -365,18 +365,6 @@ func (c *engine) afterWorkflowJob(ctx context.Context, job *errandtype.Job) {
 	}
 }
 
-// leaderWorkflows advances the open workflows whose jobs have all finished
-// since they were last looked at (less [WorkflowRecheckOverlap]), by
-// whatever path.
-func (w *Worker) leaderWorkflows(ctx context.Context) {
-	if !w.Leading() {
-		return
-	}
-	if _, err := w.c.advanceWorkflows(ctx, nil); err != nil && ctx.Err() == nil {
-		w.c.logger.Error("leader workflow advance failed", "worker_id", w.ID(), "err", err)
-	}
-}
-
 // queuesOfJobs lists, sorted, the queues of jobs.
 func queuesOfJobs(jobs []*errandtype.Job) []string {
 	set := make(map[string]struct{}, 1)
@@ -451,17 +439,6 @@ func (c *engine) advanceWorkflowsOf(ctx context.Context, jobs []*errandtype.Job)
 	}
 }
 
-// templateOf returns the template of ip, a job's checked insert parameters.
-func templateOf(ip *errandstore.JobInsertParams) *errandstore.JobTemplate {
-	return &errandstore.JobTemplate{
-		Kind: ip.Kind, Queue: ip.Queue, Args: ip.Args, ArgsVersion: ip.ArgsVersion,
-		Priority: ip.Priority, MaxAttempts: ip.MaxAttempts,
-		BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
-		MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
-		OrderingKey: ip.OrderingKey, OrderingHold: ip.OrderingHold, FairnessKey: ip.FairnessKey, Tags: ip.Tags,
-	}
-}
-
 // StepOutput decodes the output step recorded (see [SetOutput]); ok is false
 // when it recorded none or is not among wc's outputs.
 func StepOutput[T any](wc errandstore.WorkflowContext, step string) (v T, ok bool, err error) {
@@ -473,4 +450,15 @@ func StepOutput[T any](wc errandstore.WorkflowContext, step string) (v T, ok boo
 		return v, false, fmt.Errorf("output of step %s: %w", step, err)
 	}
 	return v, true, nil
+}
+
+// workflowConflict returns the *IDConflictError of w, the workflow found
+// under p's id, when it is not what p would have made (see
+// [errandstore.WorkflowDifferences]).
+func (c *engine) workflowConflict(ctx context.Context, w *errandtype.Workflow, p *errandstore.WorkflowInsertParams) error {
+	fields, err := errandstore.WorkflowDifferences(ctx, c.store, w, p)
+	if err != nil || len(fields) == 0 {
+		return err
+	}
+	return &IDConflictError{What: "workflow", ID: w.ID, Fields: fields}
 }
