@@ -300,30 +300,8 @@ func testWorkflowRerun(t *testing.T, h harness) {
 	}
 
 	e.clock.Advance(time.Minute)
-	r, err := e.rerun("w1", "w1-again")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw := r.Workflow
-	if r.Duplicate || nw.ID != "w1-again" || nw.Name != old.Name || nw.State != errandtype.WorkflowRunning ||
-		nw.RerunOf == nil || *nw.RerunOf != "w1" || nw.RerunAs != nil || nw.CompensationStartedAt != nil || !nw.CreatedAt.Equal(e.now()) {
-		t.Fatalf("rerun = %+v", nw)
-	}
-	if got := ids(r.Jobs); !slices.Equal(got, []string{"w1-again.step.charge"}) {
-		t.Fatalf("rerun enqueued %v, want its first step", got)
-	}
-	if got := e.workflow("w1-again"); got.RerunOf == nil || *got.RerunOf != "w1" || len(got.Steps) != len(old.Steps) {
-		t.Fatalf("stored rerun = %+v", got)
-	}
-	w1 := e.workflow("w1")
-	if w1.RerunAs == nil || *w1.RerunAs != "w1-again" || w1.State != errandtype.WorkflowFailed ||
-		!w1.UpdatedAt.Equal(old.UpdatedAt) || !slices.Equal(enqueuedJobs(w1), enqueuedJobs(old)) {
-		t.Fatalf("old workflow after the rerun = %+v", w1)
-	}
-	for _, j := range oldJobs {
-		e.unchanged("old workflow's job after the rerun", j)
-	}
-	e.wantReplayRefused("w1", "book", errandtype.WorkflowFailed, []string{"reserve", "charge"}, "w1-again")
+	e.wantRerunAs(old, "w1-again")
+	e.wantRerunLeavesOld(old, oldJobs, "w1-again")
 
 	again, err := e.rerun("w1", "w1-again")
 	if err != nil || !again.Duplicate || again.Workflow.ID != "w1-again" || len(again.Jobs) != 0 {
@@ -358,6 +336,46 @@ func testWorkflowRerun(t *testing.T, h harness) {
 		t.Fatal(err)
 	}
 	e.wantReplayRefused("w2", "p", errandtype.WorkflowFailed, nil, "w2-again")
+}
+
+// wantRerunAs reruns old as newID, and checks the new workflow, as the
+// rerun returns it and as read: running now, with old's name and steps,
+// naming old, with only its first step enqueued.
+func (e *env) wantRerunAs(old *errandtype.Workflow, newID string) {
+	t := e.t
+	t.Helper()
+	r, err := e.rerun(old.ID, newID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := r.Workflow
+	if r.Duplicate || nw.ID != newID || nw.Name != old.Name || nw.State != errandtype.WorkflowRunning ||
+		nw.RerunOf == nil || *nw.RerunOf != old.ID || nw.RerunAs != nil || nw.CompensationStartedAt != nil || !nw.CreatedAt.Equal(e.now()) {
+		t.Fatalf("rerun = %+v", nw)
+	}
+	if got := ids(r.Jobs); !slices.Equal(got, []string{newID + ".step.charge"}) {
+		t.Fatalf("rerun enqueued %v, want its first step", got)
+	}
+	if got := e.workflow(newID); got.RerunOf == nil || *got.RerunOf != old.ID || len(got.Steps) != len(old.Steps) {
+		t.Fatalf("stored rerun = %+v", got)
+	}
+}
+
+// wantRerunLeavesOld checks that old, rerun as newID, stays as it was but
+// for naming the rerun, its jobs oldJobs unchanged, and that its steps are
+// no longer replayed.
+func (e *env) wantRerunLeavesOld(old *errandtype.Workflow, oldJobs []*errandtype.Job, newID string) {
+	t := e.t
+	t.Helper()
+	w := e.workflow(old.ID)
+	if w.RerunAs == nil || *w.RerunAs != newID || w.State != errandtype.WorkflowFailed ||
+		!w.UpdatedAt.Equal(old.UpdatedAt) || !slices.Equal(enqueuedJobs(w), enqueuedJobs(old)) {
+		t.Fatalf("old workflow after the rerun = %+v", w)
+	}
+	for _, j := range oldJobs {
+		e.unchanged("old workflow's job after the rerun", j)
+	}
+	e.wantReplayRefused(old.ID, "book", errandtype.WorkflowFailed, []string{"reserve", "charge"}, newID)
 }
 
 // testWorkflowRerunOpen: a running or compensating workflow is not rerun,
