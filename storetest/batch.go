@@ -457,6 +457,21 @@ func testScheduleDelete(t *testing.T, h harness) {
 	if len(list) != 1 || list[0].Name != "other" {
 		t.Fatalf("schedules after delete = %v", list)
 	}
+	e.wantScheduleDeleteAudit()
+	if _, err := e.schedules().ScheduleDelete(e.ctx, &errandstore.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Fatalf("deleting again = %v, want ErrNotFound", err)
+	}
+	if n := len(e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})); n != 1 {
+		t.Fatalf("%d audit records after a failed delete, want 1", n)
+	}
+}
+
+// wantScheduleDeleteAudit checks testScheduleDelete's audit of deleting
+// schedule digest: one record, of no job, saying who, why and when, with
+// the schedule's name and spec in its details.
+func (e *env) wantScheduleDeleteAudit() {
+	t := e.t
+	t.Helper()
 	recs := e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})
 	if len(recs) != 1 || recs[0].JobID != nil || recs[0].Operator != "ops" || recs[0].Reason != "retired" || !recs[0].At.Equal(e.now()) {
 		t.Fatalf("audit = %+v", recs)
@@ -464,12 +479,6 @@ func testScheduleDelete(t *testing.T, h harness) {
 	var d map[string]string
 	if err := json.Unmarshal(recs[0].Details, &d); err != nil || d["name"] != "digest" || d["spec"] != "@every 1m" {
 		t.Fatalf("audit details = %s (%v)", recs[0].Details, err)
-	}
-	if _, err := e.schedules().ScheduleDelete(e.ctx, &errandstore.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errandtype.ErrNotFound) {
-		t.Fatalf("deleting again = %v, want ErrNotFound", err)
-	}
-	if n := len(e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})); n != 1 {
-		t.Fatalf("%d audit records after a failed delete, want 1", n)
 	}
 }
 

@@ -405,6 +405,30 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 	if got := e.get("w1.step.a").Output; string(got) != `{"sku":"x-1","qty":2}` {
 		t.Fatalf("output of a = %s", got)
 	}
+	e.wantOutputOfAPassedOn()
+	// Again: nothing new.
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
+
+	// A step without output: its dependants get no outputs for it.
+	e.finishStep("w1", "b", "", true)
+	e.finishStep("w1", "c", "", true)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "d", `"done"`, true)
+	r := e.wantAdvance("w1", errandtype.WorkflowSucceeded)
+	if r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) || r.Workflow.FailedStep != nil {
+		t.Fatalf("succeeded workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
+	}
+	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
+}
+
+// wantOutputOfAPassedOn checks testWorkflowOutputs' advance after step a
+// of w1 succeeded: its dependants b and c enqueued with a's output in
+// their workflow context, and the workflow, as the advance returns it and
+// as read, showing a's output and still running.
+func (e *env) wantOutputOfAPassedOn() {
+	t := e.t
+	t.Helper()
 	r := e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.b", "w1.step.c")
 	for _, id := range []string{"w1.step.b", "w1.step.c"} {
 		n, wc := wfArgs(t, e.get(id))
@@ -424,20 +448,6 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 	if got := e.workflow("w1"); !reflect.DeepEqual(got, r.Workflow) {
 		t.Fatalf("WorkflowGet =\n  %+v\nwant the advance's\n  %+v", got, r.Workflow)
 	}
-	// Again: nothing new.
-	e.wantAdvance("w1", errandtype.WorkflowRunning)
-
-	// A step without output: its dependants get no outputs for it.
-	e.finishStep("w1", "b", "", true)
-	e.finishStep("w1", "c", "", true)
-	e.wantAdvance("w1", errandtype.WorkflowRunning)
-	e.clock.Advance(time.Second)
-	e.finishStep("w1", "d", `"done"`, true)
-	r = e.wantAdvance("w1", errandtype.WorkflowSucceeded)
-	if r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) || r.Workflow.FailedStep != nil {
-		t.Fatalf("succeeded workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
-	}
-	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 }
 
 func testWorkflowDiamond(t *testing.T, h harness) {
@@ -484,11 +494,34 @@ func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w1", steps...))
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "a", `{"ok":true}`, true)
+	inserted, changed := e.advanceConcurrently(other)
+	slices.Sort(inserted)
+	var want []string
+	for i := range 8 {
+		want = append(want, fmt.Sprintf("w1.step.b%d", i))
+	}
+	if !slices.Equal(inserted, want) || changed != 1 {
+		t.Fatalf("concurrent advances inserted %v in %d changes, want %v in one", inserted, changed, want)
+	}
+	if n := len(e.listAll()); n != 9 {
+		t.Fatalf("%d jobs, want 9", n)
+	}
+	w := e.workflow("w1")
+	for _, s := range w.Steps {
+		if !s.Enqueued || s.State == nil {
+			t.Fatalf("step %s: enqueued %v, state %v", s.Name, s.Enqueued, s.State)
+		}
+	}
+}
+
+// advanceConcurrently runs 16 advances of w1 at once, half of them in the
+// second store other, half of them of every workflow with news; it returns
+// the jobs they inserted and how many changed a workflow.
+func (e *env) advanceConcurrently(other errandstore.WorkflowStore) (inserted []string, changed int) {
+	t := e.t
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		inserted []string
-		changed  int
+		wg sync.WaitGroup
+		mu sync.Mutex
 	)
 	for i := range 16 {
 		s := e.workflows()
@@ -516,23 +549,7 @@ func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 		})
 	}
 	wg.Wait()
-	slices.Sort(inserted)
-	var want []string
-	for i := range 8 {
-		want = append(want, fmt.Sprintf("w1.step.b%d", i))
-	}
-	if !slices.Equal(inserted, want) || changed != 1 {
-		t.Fatalf("concurrent advances inserted %v in %d changes, want %v in one", inserted, changed, want)
-	}
-	if n := len(e.listAll()); n != 9 {
-		t.Fatalf("%d jobs, want 9", n)
-	}
-	w := e.workflow("w1")
-	for _, s := range w.Steps {
-		if !s.Enqueued || s.State == nil {
-			t.Fatalf("step %s: enqueued %v, state %v", s.Name, s.Enqueued, s.State)
-		}
-	}
+	return inserted, changed
 }
 
 // testWorkflowCompensate is the four-step workflow whose third step dies:
@@ -652,14 +669,7 @@ func testWorkflowDeletedJob(t *testing.T, h harness) {
 // the last advance, and looks at a stuck one once.
 func testWorkflowLeader(t *testing.T, h harness) {
 	e := open(t, h)
-	leader := func() []string {
-		t.Helper()
-		var out []string
-		for _, r := range e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}) {
-			out = append(out, r.Workflow.ID)
-		}
-		return out
-	}
+	leader := e.leaderAdvance
 	e.insertWorkflow(wfParams("w1", wfStep("a")))
 	e.clock.Advance(time.Second)
 	e.insertWorkflow(wfParams("w2", wfStep("a")))
@@ -690,33 +700,58 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	if w := e.workflow("w3"); w.State != errandtype.WorkflowCompensating {
 		t.Fatalf("w3 with a dead compensation is %s", w.State)
 	}
-	// Held, w3 is looked at again while its last look was within the
-	// margin of its last finish, and no more after.
+	e.wantHeldW3LookedAtWithinTheMargin()
+	e.wantHeldW3ReleasedByReplay()
+}
+
+// leaderAdvance advances, as the leader does, every workflow with news,
+// and returns their ids.
+func (e *env) leaderAdvance() []string {
+	e.t.Helper()
+	var out []string
+	for _, r := range e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}) {
+		out = append(out, r.Workflow.ID)
+	}
+	return out
+}
+
+// wantHeldW3LookedAtWithinTheMargin: w3 of testWorkflowLeader, held by a
+// dead compensation, is looked at again while its last look was within
+// the margin of its last finish, and no more after.
+func (e *env) wantHeldW3LookedAtWithinTheMargin() {
+	t := e.t
+	t.Helper()
 	e.clock.Advance(errandstore.WorkflowRecheckOverlap - 2*time.Second)
-	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+	if got := e.leaderAdvance(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader within the margin advanced %v, want [w3]", got)
 	}
 	e.clock.Advance(3 * time.Second)
-	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+	if got := e.leaderAdvance(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader after a look within the margin advanced %v, want [w3]", got)
 	}
-	if got := leader(); len(got) != 0 {
+	if got := e.leaderAdvance(); len(got) != 0 {
 		t.Fatalf("leader advanced %v again, want none", got)
 	}
+}
 
-	// The compensation replayed and succeeded: news again.
+// wantHeldW3ReleasedByReplay: once the dead compensation of
+// testWorkflowLeader's w3 is replayed and succeeds, w3 is news again and
+// the leader's advance fails it at b; then nothing is left to advance.
+func (e *env) wantHeldW3ReleasedByReplay() {
+	t := e.t
+	t.Helper()
 	e.clock.Advance(time.Second)
 	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w3.undo.a", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.finishUndo("w3", "a", true)
-	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+	if got := e.leaderAdvance(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader after the compensation succeeded advanced %v, want [w3]", got)
 	}
 	if w := e.workflow("w3"); w.State != errandtype.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "b" {
 		t.Fatalf("w3 = %s, failed step %v; want failed at b", w.State, w.FailedStep)
 	}
-	if got := leader(); len(got) != 0 {
+	if got := e.leaderAdvance(); len(got) != 0 {
 		t.Fatalf("leader advanced %v after every workflow settled", got)
 	}
 }
@@ -865,12 +900,6 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	str := func(p *string) string {
-		if p == nil {
-			return "<nil>"
-		}
-		return *p
-	}
 	for i, w := range []struct{ state, kind, batch, workflow string }{
 		{"succeeded", "step_a", "<nil>", "w1"},
 		{"dead", "email", "b1", "<nil>"},
@@ -878,26 +907,40 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 		{"queued", "email", "<nil>", "<nil>"},
 	} {
 		r := rs[i]
-		if string(r.State) != w.state || r.Kind != w.kind || str(r.BatchID) != w.batch || str(r.WorkflowID) != w.workflow {
-			t.Errorf("result %d = state %q, kind %q, batch %s, workflow %s; want %+v", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID), w)
+		if string(r.State) != w.state || r.Kind != w.kind || nilOr(r.BatchID) != w.batch || nilOr(r.WorkflowID) != w.workflow {
+			t.Errorf("result %d = state %q, kind %q, batch %s, workflow %s; want %+v", i, r.State, r.Kind, nilOr(r.BatchID), nilOr(r.WorkflowID), w)
 		}
 	}
+	e.wantGroupOutcomeResults()
+}
 
-	// Enough successes of one kind for a store to write them with one
-	// statement: each result still names its kind and batch.
+// nilOr is *p, or <nil> when p is nil.
+func nilOr(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
+
+// wantGroupOutcomeResults: enough successes of one kind for a store to
+// write them with one statement (the members of batch b2): each result
+// still names its kind and batch.
+func (e *env) wantGroupOutcomeResults() {
+	t := e.t
+	t.Helper()
 	e.insertBatch(batchParams("b2", 5))
 	ms := e.claim(5)
 	outs := make([]*errandstore.JobOutcome, len(ms))
 	for i, j := range ms {
 		outs[i] = succeeded(j)
 	}
-	rs, err = e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range rs {
-		if r.State != errandtype.StateSucceeded || r.Kind != "email" || str(r.BatchID) != "b2" || r.WorkflowID != nil {
-			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID))
+		if r.State != errandtype.StateSucceeded || r.Kind != "email" || nilOr(r.BatchID) != "b2" || r.WorkflowID != nil {
+			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, nilOr(r.BatchID), nilOr(r.WorkflowID))
 		}
 	}
 }
