@@ -3,10 +3,7 @@ package errandhttp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -290,18 +287,11 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		value := "JSON"
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			value = te.Value
-		}
-		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeFor[Time]()}
-	}
-	v, err := time.Parse(time.RFC3339Nano, s)
+	v, err := errandtype.UnmarshalJSONString[Time](b, func(s string) (time.Time, error) {
+		return time.Parse(time.RFC3339Nano, s)
+	})
 	if err != nil {
-		return &json.UnmarshalTypeError{Value: "string " + strconv.Quote(s), Type: reflect.TypeFor[Time]()}
+		return err
 	}
 	t.Time = v
 	return nil

@@ -2,10 +2,7 @@ package errandtype
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -287,20 +284,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		*d = 0
 		return nil
 	}
-	// Errors are *json.UnmarshalTypeError, to which a decoder adds the
-	// field's name.
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		value := "JSON"
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			value = te.Value
-		}
-		return &json.UnmarshalTypeError{Value: value, Type: reflect.TypeFor[Duration]()}
-	}
-	v, err := time.ParseDuration(s)
+	v, err := UnmarshalJSONString[Duration](b, time.ParseDuration)
 	if err != nil {
-		return &json.UnmarshalTypeError{Value: "string " + strconv.Quote(s), Type: reflect.TypeFor[Duration]()}
+		return err
 	}
 	*d = Duration(v)
 	return nil

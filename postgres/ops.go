@@ -11,6 +11,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlbuild"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jackc/pgx/v5"
@@ -463,33 +464,26 @@ func (s *Store) JobPrune(ctx context.Context, p *errandstore.JobPruneParams) (er
 
 // pruneDryRun counts into r what a prune of p at now would delete.
 func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
-	groups := errandstore.PruneGroups(p)
-	_, prunable, args := dialect.PruneConds(groups, now, 3)
-	for _, g := range groups {
-		var n int
-		err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {jobs} j
-			WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable)),
-			append([]any{string(g.State), micro(now.Add(-g.Age))}, args...)...).Scan(&n)
-		if err != nil {
-			return err
-		}
-		r.Add(g.State, n)
+	count := func(q string, args []any) (n int, err error) {
+		return n, s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, q)), args...).Scan(&n)
 	}
-	// A batch or workflow goes when no job of it is kept: too young,
-	// or kept by what prunable says.
-	aged, prunable, args := dialect.PruneConds(groups, now, 2)
-	kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
-	args = append([]any{micro(errandstore.PruneBatchCutoff(p, now))}, args...)
-	err := s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {batches} b
+	return dialect.PruneDryRun(p, now, r, sqlbuild.PruneCounts{
+		Jobs: func(prunable string, args []any) (int, error) {
+			return count(`SELECT count(*) FROM {jobs} j
+			WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable, args)
+		},
+		Batches: func(kept string, args []any) (int, error) {
+			return count(`SELECT count(*) FROM {batches} b
 		WHERE b.completed_at IS NOT NULL AND b.completed_at < $1
 			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.batch_id = b.id AND `+kept+`)
-			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`)), args...).Scan(&r.Batches)
-	if err != nil {
-		return err
-	}
-	return s.pool.QueryRow(ctx, s.workflowSQL(s.own, s.batchSQL(s.own, `SELECT count(*) FROM {workflows} w
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = b.callback_job_id AND `+kept+`)`, args)
+		},
+		Workflows: func(kept string, args []any) (int, error) {
+			return count(`SELECT count(*) FROM {workflows} w
 		WHERE w.state IN (`+finishedWorkflows+`) AND w.finished_at < $1
-			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`)), args...).Scan(&r.Workflows)
+			AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.workflow_id = w.id AND `+kept+`)`, args)
+		},
+	})
 }
 
 // prune deletes in tx up to p.Limit jobs of p at now, then the batches and

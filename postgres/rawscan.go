@@ -119,111 +119,158 @@ func decodeJobRow(vals [][]byte, text *[]byte) (*errandtype.Job, error) {
 	if len(vals) != len(jobColumnTypes) {
 		return nil, fmt.Errorf("decode job: %d columns, want %d", len(vals), len(jobColumnTypes))
 	}
-	// Every text column of the row in one string: its substrings are the
-	// job's strings.
-	t := (*text)[:0]
-	var bounds [len(jobColumnTypes)][2]int
-	for i, v := range vals {
-		if jobColumnTypes[i] == pgtype.TextOID && v != nil {
-			bounds[i] = [2]int{len(t), len(t) + len(v)}
-			t = append(t, v...)
-		}
+	r := rowDecoder{vals: (*[len(jobColumnTypes)][]byte)(vals), d: new(decodedJob)}
+	r.joinText(text)
+	c, ustates, uwindow := r.columns()
+	if r.err != nil {
+		return nil, fmt.Errorf("decode job: %w", r.err)
 	}
-	*text = t
-	all := string(t)
-	var err error
-	str := func(i int) string {
-		if vals[i] == nil && err == nil {
-			err = fmt.Errorf("column %d: %w", i+1, errRawNull)
-		}
-		return all[bounds[i][0]:bounds[i][1]]
-	}
-	integer := func(i, size int) int64 {
-		v := vals[i]
-		switch {
-		case err != nil:
-			return 0
-		case v == nil:
-			err = fmt.Errorf("column %d: %w", i+1, errRawNull)
-			return 0
-		case len(v) != size:
-			err = fmt.Errorf("column %d: %d bytes, want %d", i+1, len(v), size)
-			return 0
-		}
-		switch size {
-		case 8:
-			return int64(binary.BigEndian.Uint64(v))
-		case 4:
-			return int64(int32(binary.BigEndian.Uint32(v)))
-		default:
-			return int64(int16(binary.BigEndian.Uint16(v)))
-		}
-	}
-	timestamp := func(i int) time.Time {
-		us := integer(i, 8)
-		if err == nil && (us == math.MaxInt64 || us == math.MinInt64) {
-			err = fmt.Errorf("column %d: an infinite timestamp", i+1)
-		}
-		return time.UnixMicro(us + postgresEpochUS).UTC()
-	}
-	d := new(decodedJob)
-	optTime := func(i, slot int) *time.Time {
-		if vals[i] == nil {
-			return nil
-		}
-		d.times[slot] = timestamp(i)
-		return &d.times[slot]
-	}
-	optText := func(i, slot int) *string {
-		if vals[i] == nil {
-			return nil
-		}
-		d.texts[slot] = all[bounds[i][0]:bounds[i][1]]
-		return &d.texts[slot]
-	}
-	optJSON := func(i int) *string {
-		if vals[i] == nil {
-			return nil
-		}
-		s := all[bounds[i][0]:bounds[i][1]]
-		return &s
-	}
-	j := &d.job
-	var c errandtype.JobColumns
-	j.Seq = integer(0, 8)
-	j.ID, j.Queue, j.Kind, c.Args = str(1), str(2), str(3), str(4)
-	j.ArgsVersion, j.Priority = int(integer(5, 4)), int(integer(6, 4))
-	c.State = str(7)
-	j.Attempt, j.MaxAttempts = int(integer(8, 4)), int(integer(9, 4))
-	c.BackoffBaseUS, c.BackoffMaxUS = integer(10, 8), integer(11, 8)
-	j.AvailableAt = timestamp(12)
-	j.Deadline = optTime(13, 0)
-	j.LeaseToken = optText(14, 0)
-	j.LeaseUntil = optTime(15, 1)
-	j.LeaseOwner = optText(16, 1)
-	j.UniqueKey, j.OrderingKey = optText(17, 2), optText(18, 3)
-	c.Progress = optJSON(19)
-	j.CreatedAt = timestamp(20)
-	j.AttemptedAt, j.FinishedAt = optTime(21, 2), optTime(22, 3)
-	c.LastError = optJSON(23)
-	c.Errors = str(24)
-	j.Replays = int(integer(25, 4))
-	c.Tags = str(26)
-	ustates, uwindow := integer(27, 4), integer(28, 8)
-	j.OrderingHold = integer(29, 2) == 1
-	j.CancelRequestedAt = optTime(30, 4)
-	j.FairnessKey, j.BatchID, j.WorkflowID = optText(31, 4), optText(32, 5), optText(33, 6)
-	if vals[34] != nil { // copied: vals are pgx's buffer, reused for the next row
-		j.Output = json.RawMessage(all[bounds[34][0]:bounds[34][1]])
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decode job: %w", err)
-	}
+	j := &r.d.job
 	j.SetUniqueColumns(ustates, uwindow)
 	if err := j.DecodeColumns(&c); err != nil {
 		return nil, err
 	}
 	return j, nil
+}
+
+// rowDecoder reads the wire values of one row of jobColumns. The readers
+// of text and nullable columns inline into columns, which reads the row in
+// one pass; the first error sticks, and later reads return zero values.
+type rowDecoder struct {
+	vals   *[len(jobColumnTypes)][]byte // an array, so that reading a column needs no bounds check
+	all    string                       // every text column of the row, end to end
+	lo, hi [len(jobColumnTypes)]int     // text column i is all[lo[i]:hi[i]]
+	err    error
+	d      *decodedJob
+}
+
+// joinText puts every text column of the row in one string, r.all: its
+// substrings are the job's strings, so they cost one allocation.
+func (r *rowDecoder) joinText(text *[]byte) {
+	t := (*text)[:0]
+	for i, v := range r.vals {
+		if jobColumnTypes[i] == pgtype.TextOID && v != nil {
+			r.lo[i], r.hi[i] = len(t), len(t)+len(v)
+			t = append(t, v...)
+		}
+	}
+	*text = t
+	r.all = string(t)
+}
+
+// columns reads the row, in column order, into the job r decodes and the
+// columns the job decodes with DecodeColumns, c, and returns them with the
+// unique columns it sets with SetUniqueColumns. c is a result, not a
+// pointer, so that its strings are written to the stack with no write
+// barrier.
+func (r *rowDecoder) columns() (c errandtype.JobColumns, ustates, uwindow int64) {
+	j := &r.d.job
+	j.Seq = r.integer(0, 8)
+	j.ID, j.Queue, j.Kind, c.Args = r.str(1), r.str(2), r.str(3), r.str(4)
+	j.ArgsVersion, j.Priority = int(r.integer(5, 4)), int(r.integer(6, 4))
+	c.State = r.str(7)
+	j.Attempt, j.MaxAttempts = int(r.integer(8, 4)), int(r.integer(9, 4))
+	c.BackoffBaseUS, c.BackoffMaxUS = r.integer(10, 8), r.integer(11, 8)
+	j.AvailableAt = r.timestamp(12)
+	j.Deadline = r.optTime(13, &r.d.times[0])
+	j.LeaseToken = r.optText(14, 0)
+	j.LeaseUntil = r.optTime(15, &r.d.times[1])
+	j.LeaseOwner = r.optText(16, 1)
+	j.UniqueKey, j.OrderingKey = r.optText(17, 2), r.optText(18, 3)
+	c.Progress = r.optJSON(19)
+	j.CreatedAt = r.timestamp(20)
+	j.AttemptedAt, j.FinishedAt = r.optTime(21, &r.d.times[2]), r.optTime(22, &r.d.times[3])
+	c.LastError = r.optJSON(23)
+	c.Errors = r.str(24)
+	j.Replays = int(r.integer(25, 4))
+	c.Tags = r.str(26)
+	ustates, uwindow = r.integer(27, 4), r.integer(28, 8)
+	j.OrderingHold = r.integer(29, 2) == 1
+	j.CancelRequestedAt = r.optTime(30, &r.d.times[4])
+	j.FairnessKey, j.BatchID, j.WorkflowID = r.optText(31, 4), r.optText(32, 5), r.optText(33, 6)
+	if r.vals[34] != nil { // copied: vals are pgx's buffer, reused for the next row
+		j.Output = json.RawMessage(r.text(34))
+	}
+	return c, ustates, uwindow
+}
+
+// text is text column i, a substring of r.all.
+func (r *rowDecoder) text(i int) string { return r.all[r.lo[i]:r.hi[i]] }
+
+// str is text column i, which is never NULL.
+func (r *rowDecoder) str(i int) string {
+	if r.vals[i] == nil {
+		r.null(i)
+	}
+	return r.all[r.lo[i]:r.hi[i]]
+}
+
+// null records that column i, which is never NULL, was, unless an error
+// came first. Kept out of str so that str inlines.
+func (r *rowDecoder) null(i int) {
+	if r.err == nil {
+		r.err = fmt.Errorf("column %d: %w", i+1, errRawNull)
+	}
+}
+
+// integer is the size-byte integer column i, which is never NULL.
+func (r *rowDecoder) integer(i, size int) int64 {
+	v := r.vals[i]
+	switch {
+	case r.err != nil:
+		return 0
+	case v == nil:
+		r.null(i)
+		return 0
+	case len(v) != size:
+		r.err = fmt.Errorf("column %d: %d bytes, want %d", i+1, len(v), size)
+		return 0
+	}
+	switch size {
+	case 8:
+		return int64(binary.BigEndian.Uint64(v))
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(v)))
+	default:
+		return int64(int16(binary.BigEndian.Uint16(v)))
+	}
+}
+
+// timestamp is the timestamptz column i, which is never NULL nor infinite.
+func (r *rowDecoder) timestamp(i int) time.Time {
+	us := r.integer(i, 8)
+	if r.err == nil && (us == math.MaxInt64 || us == math.MinInt64) {
+		r.err = fmt.Errorf("column %d: an infinite timestamp", i+1)
+	}
+	return time.UnixMicro(us + postgresEpochUS).UTC()
+}
+
+// optTime is the nullable timestamptz column i, kept in t, one of the
+// decoded job's slots.
+func (r *rowDecoder) optTime(i int, t *time.Time) *time.Time {
+	if r.vals[i] == nil {
+		return nil
+	}
+	*t = r.timestamp(i)
+	return t
+}
+
+// optText is the nullable text column i, kept in the decoded job's slot.
+func (r *rowDecoder) optText(i, slot int) *string {
+	if r.vals[i] == nil {
+		return nil
+	}
+	r.d.texts[slot] = r.text(i)
+	return &r.d.texts[slot]
+}
+
+// optJSON is the nullable JSON column i.
+func (r *rowDecoder) optJSON(i int) *string {
+	if r.vals[i] == nil {
+		return nil
+	}
+	s := r.text(i)
+	return &s
 }
 
 // postgresEpochUS is PostgreSQL's epoch for timestamps, 2000-01-01 UTC, in

@@ -43,13 +43,19 @@ func checkRecords(t *testing.T, what string, got, want []errandtype.AuditRecord)
 		if g.ID <= 0 || (i > 0 && g.ID >= got[i-1].ID) {
 			t.Errorf("%s: record %d has id %d; want positive ids, newest (greatest) first", what, i, g.ID)
 		}
-		jobOK := (g.JobID == nil) == (w.JobID == nil) && (g.JobID == nil || *g.JobID == *w.JobID)
-		detailsOK := (g.Details == nil) == (w.Details == nil) && (g.Details == nil || sameJSON(g.Details, w.Details))
-		if g.Action != w.Action || !jobOK || g.Operator != w.Operator || g.Reason != w.Reason ||
-			!g.At.Equal(w.At) || g.PriorState != w.PriorState || g.Replay != w.Replay || !detailsOK {
+		if !sameRecord(g, w) {
 			t.Errorf("%s: record %d:\n got %s\nwant %s", what, i, recordString(g), recordString(w))
 		}
 	}
+}
+
+// sameRecord reports whether audit records g and w are the same, field by
+// field (but the id), details by JSON value.
+func sameRecord(g, w errandtype.AuditRecord) bool {
+	jobOK := (g.JobID == nil) == (w.JobID == nil) && (g.JobID == nil || *g.JobID == *w.JobID)
+	detailsOK := (g.Details == nil) == (w.Details == nil) && (g.Details == nil || sameJSON(g.Details, w.Details))
+	return g.Action == w.Action && jobOK && g.Operator == w.Operator && g.Reason == w.Reason &&
+		g.At.Equal(w.At) && g.PriorState == w.PriorState && g.Replay == w.Replay && detailsOK
 }
 
 func recordString(r errandtype.AuditRecord) string {

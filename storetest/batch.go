@@ -86,32 +86,13 @@ func counts(kv ...any) map[errandtype.JobState]int {
 	return m
 }
 
+// testBatchLifecycle: a batch's members carry its id; the batch counts them
+// by state and does not complete while one is not finished; when the last
+// finishes, it completes once, with its callback job, whose args hold the
+// batch's result.
 func testBatchLifecycle(t *testing.T, h harness) {
 	e := open(t, h)
-	t0 := e.now()
-	r := e.insertBatch(batchParams("b1", 3))
-	if r.Duplicate || len(r.Jobs) != 3 {
-		t.Fatalf("BatchInsert = duplicate %v, %d jobs; want a new batch of 3", r.Duplicate, len(r.Jobs))
-	}
-	for _, j := range r.Jobs {
-		if j.BatchID == nil || *j.BatchID != "b1" {
-			t.Fatalf("inserted job %s has batch %v, want b1", j.ID, j.BatchID)
-		}
-		if g := e.get(j.ID); g.BatchID == nil || *g.BatchID != "b1" {
-			t.Fatalf("stored job %s has batch %v, want b1", j.ID, g.BatchID)
-		}
-	}
-	want := &errandstore.Batch{ID: "b1", Total: 3, Counts: counts(errandtype.StateQueued, 3),
-		Callback: batchParams("b1", 0).Callback, CreatedAt: t0}
-	if !reflect.DeepEqual(r.Batch, want) {
-		t.Fatalf("BatchInsert batch =\n  %+v\nwant\n  %+v", r.Batch, want)
-	}
-	if got := e.batch("b1"); !reflect.DeepEqual(got, want) {
-		t.Fatalf("BatchGet =\n  %+v\nwant\n  %+v", got, want)
-	}
-	if _, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: "nope"}); !errors.Is(err, errandtype.ErrNotFound) {
-		t.Fatalf("BatchGet(unknown) = %v, want ErrNotFound", err)
-	}
+	e.wantBatchInserted("b1")
 
 	// Claimed members are running; one succeeds, one dies.
 	e.clock.Advance(time.Second)
@@ -145,7 +126,55 @@ func testBatchLifecycle(t *testing.T, h harness) {
 	if !reflect.DeepEqual(done[0].Final, final) || done[0].CompletedAt == nil || !done[0].CompletedAt.Equal(t2) {
 		t.Fatalf("completed batch final = %+v at %v, want %+v", done[0].Final, done[0].CompletedAt, final)
 	}
-	cb := e.get(errandstore.BatchCallbackJobID("b1"))
+	e.wantBatchCallback("b1", final)
+	if again := e.completeBatches("b1"); len(again) != 0 {
+		t.Fatalf("a second BatchComplete completed %d batches", len(again))
+	}
+	if again := e.completeBatches(); len(again) != 0 {
+		t.Fatalf("a second BatchComplete of every open batch completed %d", len(again))
+	}
+}
+
+// wantBatchInserted inserts batch id of 3 members, and checks that its
+// members, as inserted and as stored, carry its id, that the batch, as
+// inserted and as read, counts them queued, and that an unknown batch is
+// not found.
+func (e *env) wantBatchInserted(id string) {
+	t := e.t
+	t.Helper()
+	t0 := e.now()
+	r := e.insertBatch(batchParams(id, 3))
+	if r.Duplicate || len(r.Jobs) != 3 {
+		t.Fatalf("BatchInsert = duplicate %v, %d jobs; want a new batch of 3", r.Duplicate, len(r.Jobs))
+	}
+	for _, j := range r.Jobs {
+		if j.BatchID == nil || *j.BatchID != id {
+			t.Fatalf("inserted job %s has batch %v, want %s", j.ID, j.BatchID, id)
+		}
+		if g := e.get(j.ID); g.BatchID == nil || *g.BatchID != id {
+			t.Fatalf("stored job %s has batch %v, want %s", j.ID, g.BatchID, id)
+		}
+	}
+	want := &errandstore.Batch{ID: id, Total: 3, Counts: counts(errandtype.StateQueued, 3),
+		Callback: batchParams(id, 0).Callback, CreatedAt: t0}
+	if !reflect.DeepEqual(r.Batch, want) {
+		t.Fatalf("BatchInsert batch =\n  %+v\nwant\n  %+v", r.Batch, want)
+	}
+	if got := e.batch(id); !reflect.DeepEqual(got, want) {
+		t.Fatalf("BatchGet =\n  %+v\nwant\n  %+v", got, want)
+	}
+	if _, err := e.batches().BatchGet(e.ctx, &errandstore.BatchGetParams{ID: "nope"}); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Fatalf("BatchGet(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+// wantBatchCallback checks the callback job of completed batch id: queued
+// as batchParams asks, outside the batch, with the callback's args and the
+// batch's result final; and that the batch names it and keeps final.
+func (e *env) wantBatchCallback(id string, final *errandstore.BatchResult) {
+	t := e.t
+	t.Helper()
+	cb := e.get(errandstore.BatchCallbackJobID(id))
 	if cb.Kind != "import_done" || cb.Queue != "callbacks" || cb.MaxAttempts != 5 || cb.State != errandtype.StateQueued || cb.BatchID != nil {
 		t.Fatalf("callback job = %+v", cb)
 	}
@@ -159,15 +188,9 @@ func testBatchLifecycle(t *testing.T, h harness) {
 	if args.Import != 7 || !reflect.DeepEqual(args.Batch, *final) {
 		t.Fatalf("callback args = %s, want the callback's args with the batch result %+v", cb.Args, final)
 	}
-	got := e.batch("b1")
+	got := e.batch(id)
 	if got.CallbackJobID == nil || *got.CallbackJobID != cb.ID || !reflect.DeepEqual(got.Final, final) {
 		t.Fatalf("completed batch = %+v", got)
-	}
-	if again := e.completeBatches("b1"); len(again) != 0 {
-		t.Fatalf("a second BatchComplete completed %d batches", len(again))
-	}
-	if again := e.completeBatches(); len(again) != 0 {
-		t.Fatalf("a second BatchComplete of every open batch completed %d", len(again))
 	}
 }
 
@@ -434,6 +457,21 @@ func testScheduleDelete(t *testing.T, h harness) {
 	if len(list) != 1 || list[0].Name != "other" {
 		t.Fatalf("schedules after delete = %v", list)
 	}
+	e.wantScheduleDeleteAudit()
+	if _, err := e.schedules().ScheduleDelete(e.ctx, &errandstore.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Fatalf("deleting again = %v, want ErrNotFound", err)
+	}
+	if n := len(e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})); n != 1 {
+		t.Fatalf("%d audit records after a failed delete, want 1", n)
+	}
+}
+
+// wantScheduleDeleteAudit checks testScheduleDelete's audit of deleting
+// schedule digest: one record, of no job, saying who, why and when, with
+// the schedule's name and spec in its details.
+func (e *env) wantScheduleDeleteAudit() {
+	t := e.t
+	t.Helper()
 	recs := e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})
 	if len(recs) != 1 || recs[0].JobID != nil || recs[0].Operator != "ops" || recs[0].Reason != "retired" || !recs[0].At.Equal(e.now()) {
 		t.Fatalf("audit = %+v", recs)
@@ -441,12 +479,6 @@ func testScheduleDelete(t *testing.T, h harness) {
 	var d map[string]string
 	if err := json.Unmarshal(recs[0].Details, &d); err != nil || d["name"] != "digest" || d["spec"] != "@every 1m" {
 		t.Fatalf("audit details = %s (%v)", recs[0].Details, err)
-	}
-	if _, err := e.schedules().ScheduleDelete(e.ctx, &errandstore.ScheduleDeleteParams{Name: "digest", Operator: "ops", Reason: "again"}); !errors.Is(err, errandtype.ErrNotFound) {
-		t.Fatalf("deleting again = %v, want ErrNotFound", err)
-	}
-	if n := len(e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditScheduleDelete})); n != 1 {
-		t.Fatalf("%d audit records after a failed delete, want 1", n)
 	}
 }
 

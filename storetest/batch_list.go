@@ -16,25 +16,7 @@ import (
 // returns it.
 func testBatchList(t *testing.T, h harness) {
 	e := open(t, h)
-	list := func(p *errandstore.BatchListParams) []string {
-		t.Helper()
-		bs, err := e.batches().BatchList(e.ctx, p)
-		if err != nil {
-			t.Fatalf("BatchList(%+v): %v", *p, err)
-		}
-		if bs == nil {
-			t.Fatalf("BatchList(%+v) = nil, want an empty list", *p)
-		}
-		out := []string{}
-		for _, b := range bs {
-			if got := e.batch(b.ID); !reflect.DeepEqual(got, b) {
-				t.Errorf("listed %s =\n  %+v\nBatchGet\n  %+v", b.ID, b, got)
-			}
-			out = append(out, b.ID)
-		}
-		return out
-	}
-	if got := list(&errandstore.BatchListParams{}); len(got) != 0 {
+	if got := e.listBatches(&errandstore.BatchListParams{}); len(got) != 0 {
 		t.Fatalf("list of none = %v", got)
 	}
 	e.insertBatch(batchParams("b1", 2))
@@ -54,6 +36,45 @@ func testBatchList(t *testing.T, h harness) {
 	if done := e.completeBatches("b1"); len(done) != 1 {
 		t.Fatalf("BatchComplete(b1) completed %d batches, want 1", len(done))
 	}
+	e.wantBatchListOrderAndFilters()
+	e.wantListedBatchStates()
+	var ie *errandtype.InputError
+	if _, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{State: "done"}); !errors.As(err, &ie) {
+		t.Errorf("BatchList(state done) = %v, want an *InputError", err)
+	}
+	if _, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{Before: &errandtype.ListCursor{CreatedAt: T0}}); !errors.As(err, &ie) {
+		t.Errorf("BatchList(a cursor without an id) = %v, want an *InputError", err)
+	}
+}
+
+// listBatches returns the ids of the batches BatchList(p) lists, in its
+// order, and checks that it lists none as nil and each as BatchGet
+// returns it.
+func (e *env) listBatches(p *errandstore.BatchListParams) []string {
+	t := e.t
+	t.Helper()
+	bs, err := e.batches().BatchList(e.ctx, p)
+	if err != nil {
+		t.Fatalf("BatchList(%+v): %v", *p, err)
+	}
+	if bs == nil {
+		t.Fatalf("BatchList(%+v) = nil, want an empty list", *p)
+	}
+	out := []string{}
+	for _, b := range bs {
+		if got := e.batch(b.ID); !reflect.DeepEqual(got, b) {
+			t.Errorf("listed %s =\n  %+v\nBatchGet\n  %+v", b.ID, b, got)
+		}
+		out = append(out, b.ID)
+	}
+	return out
+}
+
+// wantBatchListOrderAndFilters checks, on testBatchList's batches, the
+// order (newest first, ties by id), the state filters, the limit and the
+// pages.
+func (e *env) wantBatchListOrderAndFilters() {
+	e.t.Helper()
 	for _, c := range []struct {
 		p    errandstore.BatchListParams
 		want []string
@@ -71,10 +92,18 @@ func testBatchList(t *testing.T, h harness) {
 		{errandstore.BatchListParams{Before: cursorOf(e.batch("b1").CreatedAt, "b1")}, []string{}},
 		{errandstore.BatchListParams{State: errandtype.BatchOpen, Before: cursorOf(e.batch("b4").CreatedAt, "b4")}, []string{"b3", "b2"}},
 	} {
-		if got := list(&c.p); !slices.Equal(got, c.want) {
-			t.Errorf("BatchList(%+v) = %v, want %v", c.p, got, c.want)
+		if got := e.listBatches(&c.p); !slices.Equal(got, c.want) {
+			e.t.Errorf("BatchList(%+v) = %v, want %v", c.p, got, c.want)
 		}
 	}
+}
+
+// wantListedBatchStates checks how BatchList lists testBatchList's
+// completed b1 (its result and callback job) and open b2 (its member
+// running).
+func (e *env) wantListedBatchStates() {
+	t := e.t
+	t.Helper()
 	bs, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -89,12 +118,5 @@ func testBatchList(t *testing.T, h harness) {
 	}
 	if b := byID["b2"]; b.Final != nil || b.CompletedAt != nil || !reflect.DeepEqual(b.Counts, counts(errandtype.StateRunning, 1)) {
 		t.Errorf("listed open b2 = %+v, want its member running", b)
-	}
-	var ie *errandtype.InputError
-	if _, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{State: "done"}); !errors.As(err, &ie) {
-		t.Errorf("BatchList(state done) = %v, want an *InputError", err)
-	}
-	if _, err := e.batches().BatchList(e.ctx, &errandstore.BatchListParams{Before: &errandtype.ListCursor{CreatedAt: T0}}); !errors.As(err, &ie) {
-		t.Errorf("BatchList(a cursor without an id) = %v, want an *InputError", err)
 	}
 }

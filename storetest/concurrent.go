@@ -28,40 +28,7 @@ func testConcurrentClaims(t *testing.T, h harness) {
 	}
 	e.insert(ps...) // committed before any claim starts
 
-	type claimRec struct {
-		id, token string
-		attempt   int
-		by        string
-	}
-	var (
-		mu     sync.Mutex
-		claims []claimRec
-		wg     sync.WaitGroup
-		start  = make(chan struct{})
-	)
-	for w, s := range []errandstore.Store{e.s, other, e.s, other} {
-		name := fmt.Sprintf("claimer-%d", w)
-		wg.Go(func() {
-			<-start
-			for {
-				js, err := s.JobClaimMany(e.ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 7, Lease: lease, Owner: name})
-				if err != nil {
-					t.Errorf("%s: JobClaimMany: %v", name, err)
-					return
-				}
-				if len(js) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, j := range js {
-					claims = append(claims, claimRec{j.ID, token(j), j.Attempt, name})
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	claims := e.claimAllConcurrently([]errandstore.Store{e.s, other, e.s, other})
 	if t.Failed() {
 		return
 	}
@@ -87,6 +54,50 @@ func testConcurrentClaims(t *testing.T, h harness) {
 				p.ID, j.State, token(j), j.LeaseOwner, j.Attempt, c.by, c.token)
 		}
 	}
+}
+
+// claimRec is a claim as its claimer was told it.
+type claimRec struct {
+	id, token string
+	attempt   int
+	by        string
+}
+
+// claimAllConcurrently claims every job of the default queue with one
+// claimer per store of stores, all started at once, 7 jobs a claim, and
+// returns every claim.
+func (e *env) claimAllConcurrently(stores []errandstore.Store) []claimRec {
+	t := e.t
+	var (
+		mu     sync.Mutex
+		claims []claimRec
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+	)
+	for w, s := range stores {
+		name := fmt.Sprintf("claimer-%d", w)
+		wg.Go(func() {
+			<-start
+			for {
+				js, err := s.JobClaimMany(e.ctx, &errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Limit: 7, Lease: lease, Owner: name})
+				if err != nil {
+					t.Errorf("%s: JobClaimMany: %v", name, err)
+					return
+				}
+				if len(js) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range js {
+					claims = append(claims, claimRec{j.ID, token(j), j.Attempt, name})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return claims
 }
 
 // testConcurrentUniqueKey checks that racing inserts of one unique key, from

@@ -269,24 +269,26 @@ func testFairConcurrent(t *testing.T, h harness) {
 			}
 			done++
 		case js := <-seen:
-			for _, j := range js {
-				if got[j.ID] {
-					t.Fatalf("job %s claimed twice", j.ID)
-				}
-				got[j.ID] = true
-			}
+			claimedOnce(t, got, js)
 		}
 	}
 	for len(seen) > 0 {
-		for _, j := range <-seen {
-			if got[j.ID] {
-				t.Fatalf("job %s claimed twice", j.ID)
-			}
-			got[j.ID] = true
-		}
+		claimedOnce(t, got, <-seen)
 	}
 	if len(got) != len(ps) {
 		t.Fatalf("claimed %d jobs, want %d", len(got), len(ps))
+	}
+}
+
+// claimedOnce checks that no job of js is in got, the jobs claimed so far,
+// and adds them.
+func claimedOnce(t *testing.T, got map[string]bool, js []*errandtype.Job) {
+	t.Helper()
+	for _, j := range js {
+		if got[j.ID] {
+			t.Fatalf("job %s claimed twice", j.ID)
+		}
+		got[j.ID] = true
 	}
 }
 

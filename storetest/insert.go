@@ -261,25 +261,7 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 	now := e.now()
 
 	const n = 2500
-	ps := make([]*errandstore.JobInsertParams, n)
-	for i := range ps {
-		p := newJob(fmt.Sprintf("bulk-%04d", i))
-		p.Args = json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))
-		switch i % 5 {
-		case 1:
-			p.Priority, p.Delay = i%7-3, time.Duration(i)*time.Second
-		case 2:
-			p.OrderingKey, p.MaxAge = fmt.Sprintf("order-%d", i%3), time.Hour
-		case 3:
-			p.Tags = []string{"bulk", fmt.Sprint(i)}
-			if uniqueKeys {
-				p.UniqueKey = fmt.Sprintf("unique-%d", i)
-			}
-		case 4:
-			p.RunAt = now.Add(time.Duration(i) * time.Millisecond)
-		}
-		ps[i] = p
-	}
+	ps := largeBatch(n, now, uniqueKeys)
 	dupOf := map[int]string{} // batch index: the job that holds its id or key
 	if dups {
 		dupOf[7], ps[7] = "existing", newJob("existing")         // the id of an existing job
@@ -299,6 +281,49 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 	if want := 2 + n - len(dupOf); len(byID) != want {
 		t.Errorf("%d jobs stored after the batch, want %d", len(byID), want)
 	}
+	wantLargeBatchResults(t, ps, rs, dupOf, byID, now)
+	if dups {
+		same(t, "duplicate of an existing job", existing[0], rs[7].Job)
+	}
+	if dups && uniqueKeys {
+		same(t, "duplicate of an existing unique key", existing[1], rs[1234].Job)
+	}
+	e.wantLargeBadBatchRefused(len(byID))
+}
+
+// largeBatch is a batch of n jobs, inserted at now, whose fields vary from
+// job to job: priorities, delays, ordering keys, deadlines, tags, unique
+// keys (if uniqueKeys) and run times.
+func largeBatch(n int, now time.Time, uniqueKeys bool) []*errandstore.JobInsertParams {
+	ps := make([]*errandstore.JobInsertParams, n)
+	for i := range ps {
+		p := newJob(fmt.Sprintf("bulk-%04d", i))
+		p.Args = json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))
+		switch i % 5 {
+		case 1:
+			p.Priority, p.Delay = i%7-3, time.Duration(i)*time.Second
+		case 2:
+			p.OrderingKey, p.MaxAge = fmt.Sprintf("order-%d", i%3), time.Hour
+		case 3:
+			p.Tags = []string{"bulk", fmt.Sprint(i)}
+			if uniqueKeys {
+				p.UniqueKey = fmt.Sprintf("unique-%d", i)
+			}
+		case 4:
+			p.RunAt = now.Add(time.Duration(i) * time.Millisecond)
+		}
+		ps[i] = p
+	}
+	return ps
+}
+
+// wantLargeBatchResults checks the results rs of inserting ps at now: in
+// the batch's order, a duplicate (of the job dupOf names) where dupOf has
+// the index, and otherwise the new job, with seq following the batch, as
+// stored (byID) and with the fields of its params.
+func wantLargeBatchResults(t *testing.T, ps []*errandstore.JobInsertParams, rs []errandstore.JobInsertResult,
+	dupOf map[int]string, byID map[string]*errandtype.Job, now time.Time) {
+	t.Helper()
 	var lastSeq int64
 	for i, r := range rs {
 		p := ps[i]
@@ -317,24 +342,29 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 		}
 		lastSeq = r.Job.Seq
 		same(t, "stored job "+p.ID, byID[p.ID], r.Job)
-		wantAvail := now.Add(p.Delay)
-		if !p.RunAt.IsZero() {
-			wantAvail = p.RunAt
-		}
-		if !r.Job.AvailableAt.Equal(wantAvail) || r.Job.Priority != p.Priority || !sameJSON(r.Job.Args, p.Args) ||
-			deref(r.Job.UniqueKey) != p.UniqueKey || deref(r.Job.OrderingKey) != p.OrderingKey ||
-			(p.MaxAge > 0) != (r.Job.Deadline != nil) || len(r.Job.Tags) != len(p.Tags) {
+		if !insertedAs(r.Job, p, now) {
 			t.Errorf("job %d (%s): stored %+v, want the fields of %+v", i, p.ID, r.Job, p)
 		}
 	}
-	if dups {
-		same(t, "duplicate of an existing job", existing[0], rs[7].Job)
-	}
-	if dups && uniqueKeys {
-		same(t, "duplicate of an existing unique key", existing[1], rs[1234].Job)
-	}
+}
 
-	// A bad job at the end of a large batch: nothing of it is written.
+// insertedAs reports whether j has the fields of p, inserted at now, that
+// largeBatch varies.
+func insertedAs(j *errandtype.Job, p *errandstore.JobInsertParams, now time.Time) bool {
+	wantAvail := now.Add(p.Delay)
+	if !p.RunAt.IsZero() {
+		wantAvail = p.RunAt
+	}
+	return j.AvailableAt.Equal(wantAvail) && j.Priority == p.Priority && sameJSON(j.Args, p.Args) &&
+		deref(j.UniqueKey) == p.UniqueKey && deref(j.OrderingKey) == p.OrderingKey &&
+		(p.MaxAge > 0) == (j.Deadline != nil) && len(j.Tags) == len(p.Tags)
+}
+
+// wantLargeBadBatchRefused checks that a bad job at the end of a large
+// batch makes the store write nothing of it: stored jobs stay at stored.
+func (e *env) wantLargeBadBatchRefused(stored int) {
+	t := e.t
+	t.Helper()
 	bad := make([]*errandstore.JobInsertParams, 1500)
 	for i := range bad {
 		bad[i] = newJob(fmt.Sprintf("bad-batch-%04d", i))
@@ -344,7 +374,7 @@ func testInsertLargeBatchOf(t *testing.T, h harness, uniqueKeys, dups bool) {
 		t.Fatalf("JobInsertMany of a large batch with a bad job = %d results, %v; want an error wrapping ErrInvalid", len(rs), err)
 	}
 	e.notFound("bad-batch-0000")
-	if got, want := len(e.listAll()), len(byID); got != want {
+	if got, want := len(e.listAll()), stored; got != want {
 		t.Errorf("%d jobs stored after the rejected batch, want %d", got, want)
 	}
 }
@@ -436,71 +466,100 @@ func testInsertLargeBatchTx(t *testing.T, h harness) {
 		for _, commit := range []bool{true, false} {
 			uniqueKeys, dup := c.uniqueKeys, c.dup
 			name := fmt.Sprintf("unique-keys-%t-taken-id-%t-commit-%t", uniqueKeys, dup, commit)
-			t.Run(name, func(t *testing.T) {
-				e := open(t, h)
-				existing := e.insertIDs("existing")[0]
-				const n = 300
-				ps := make([]*errandstore.JobInsertParams, n)
-				for i := range ps {
-					ps[i] = newJob(fmt.Sprintf("big-%03d", i))
-					ps[i].Priority = i % 3
-					if uniqueKeys {
-						ps[i].UniqueKey = fmt.Sprintf("key-%03d", i)
-					}
-				}
-				if dup {
-					ps[n/2] = newJob("existing")
-				}
-				var rs []errandstore.JobInsertResult
-				err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
-					var err error
-					if rs, err = tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: ps}); err != nil {
-						return fmt.Errorf("JobInsertManyTx: %w", err)
-					}
-					if _, err := tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{newJob("after")}}); err != nil {
-						return fmt.Errorf("JobInsertManyTx after the batch: %w", err)
-					}
-					if !commit {
-						return errRollback
-					}
-					return nil
-				})
-				if err != nil && !errors.Is(err, errRollback) {
-					t.Fatal(err)
-				}
-				if len(rs) != n {
-					t.Fatalf("%d results for %d jobs", len(rs), n)
-				}
-				for i, r := range rs {
-					if dup && i == n/2 {
-						if !r.Duplicate {
-							t.Fatalf("job %d: a new job with the taken id %s", i, r.Job.ID)
-						}
-						same(t, "duplicate", existing, r.Job)
-						continue
-					}
-					if r.Duplicate || r.Job.ID != ps[i].ID {
-						t.Fatalf("job %d: %+v, want new job %s", i, r, ps[i].ID)
-					}
-					if i > 0 && !(dup && i == n/2+1) && r.Job.Seq <= rs[i-1].Job.Seq {
-						t.Fatalf("job %d: seq %d after %d, want the batch's order", i, r.Job.Seq, rs[i-1].Job.Seq)
-					}
-					if commit {
-						same(t, "committed job "+r.Job.ID, r.Job, e.get(r.Job.ID))
-					} else {
-						e.notFound(r.Job.ID)
-					}
-				}
-				if commit {
-					e.get("after")
-					return
-				}
-				e.notFound("after")
-				same(t, "existing job after the rollback", existing, e.get("existing"))
-				// The ids and keys are free again.
-				e.insert(ps[0], ps[n-1])
-			})
+			t.Run(name, func(t *testing.T) { testInsertLargeBatchTxOf(t, h, uniqueKeys, dup, commit) })
 		}
+	}
+}
+
+// testInsertLargeBatchTxOf runs testInsertLargeBatchTx on a batch with or
+// without unique keys and a taken id, in a transaction that commits or
+// rolls back.
+func testInsertLargeBatchTxOf(t *testing.T, h harness, uniqueKeys, dup, commit bool) {
+	e := open(t, h)
+	existing := e.insertIDs("existing")[0]
+	const n = 300
+	ps := make([]*errandstore.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = newJob(fmt.Sprintf("big-%03d", i))
+		ps[i].Priority = i % 3
+		if uniqueKeys {
+			ps[i].UniqueKey = fmt.Sprintf("key-%03d", i)
+		}
+	}
+	if dup {
+		ps[n/2] = newJob("existing")
+	}
+	rs := e.insertBatchThenOneInTx(ps, commit)
+	if len(rs) != n {
+		t.Fatalf("%d results for %d jobs", len(rs), n)
+	}
+	taken := -1 // the index of the job with the taken id, if any
+	if dup {
+		taken = n / 2
+	}
+	for i, r := range rs {
+		if i == taken {
+			if !r.Duplicate {
+				t.Fatalf("job %d: a new job with the taken id %s", i, r.Job.ID)
+			}
+			same(t, "duplicate", existing, r.Job)
+			continue
+		}
+		e.wantBatchTxResult(ps, rs, i, i > 0 && i-1 != taken, commit)
+	}
+	if commit {
+		e.get("after")
+		return
+	}
+	e.notFound("after")
+	same(t, "existing job after the rollback", existing, e.get("existing"))
+	// The ids and keys are free again.
+	e.insert(ps[0], ps[n-1])
+}
+
+// insertBatchThenOneInTx inserts ps, then a job "after", in one
+// transaction that commits if commit and rolls back if not, and returns the
+// results of the batch.
+func (e *env) insertBatchThenOneInTx(ps []*errandstore.JobInsertParams, commit bool) []errandstore.JobInsertResult {
+	e.t.Helper()
+	var rs []errandstore.JobInsertResult
+	err := e.h.inTx(e.ctx, e.s, func(ctx context.Context, tx txOps) error {
+		var err error
+		if rs, err = tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: ps}); err != nil {
+			return fmt.Errorf("JobInsertManyTx: %w", err)
+		}
+		if _, err := tx.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: []*errandstore.JobInsertParams{newJob("after")}}); err != nil {
+			return fmt.Errorf("JobInsertManyTx after the batch: %w", err)
+		}
+		if !commit {
+			return errRollback
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errRollback) {
+		e.t.Fatal(err)
+	}
+	return rs
+}
+
+// wantBatchTxResult checks rs[i], the result of inserting the new job
+// ps[i] in a transaction: that job, with seq after the previous result's
+// if afterPrev, stored as the result says if the transaction committed,
+// and not stored if it rolled back.
+func (e *env) wantBatchTxResult(ps []*errandstore.JobInsertParams, rs []errandstore.JobInsertResult, i int, afterPrev, commit bool) {
+	t := e.t
+	t.Helper()
+	r := rs[i]
+	if r.Duplicate || r.Job.ID != ps[i].ID {
+		t.Fatalf("job %d: %+v, want new job %s", i, r, ps[i].ID)
+	}
+	if afterPrev && r.Job.Seq <= rs[i-1].Job.Seq {
+		t.Fatalf("job %d: seq %d after %d, want the batch's order", i, r.Job.Seq, rs[i-1].Job.Seq)
+	}
+	if commit {
+		same(t, "committed job "+r.Job.ID, r.Job, e.get(r.Job.ID))
+	} else {
+		e.notFound(r.Job.ID)
 	}
 }
 

@@ -41,22 +41,56 @@ func testInsightsEmpty(t *testing.T, h harness) {
 // fake clock, and compares the whole result.
 func testInsightsExact(t *testing.T, h harness) {
 	e := open(t, h)
+	e.fillExactInsightsQueue()
+	// 56s later: ok1 finished 61s ago, ok2 and f1 56s ago.
+	e.clock.Advance(56 * time.Second)
+	e.wantExactInsights()
+
+	// An hour and a minute on, the last hour is empty; the day still
+	// counts both deaths.
+	e.clock.Advance(time.Hour + time.Minute)
+	later := e.insights()
+	a := later.Kinds[0]
+	if a.Kind != "a" || a.SucceededLastHour != 0 || a.FailedLastHour != 0 || a.DeadLastHour != 0 || a.DeadLastDay != 2 ||
+		a.Throughput != (errand.Throughput{}) || a.RunTime.Samples != 0 || len(a.FailuresByClass) != 0 {
+		t.Errorf("insights an hour later: %+v", a)
+	}
+	// rt is still retrying, so its failure stays visible until it is an
+	// hour old; now it is not.
+	if b := later.Kinds[1]; b.FailedLastHour != 0 || b.RetriesLastHour != 0 {
+		t.Errorf("kind b an hour later: %+v", b)
+	}
+}
+
+// claimFrom claims one job of queue, and checks that it is id.
+func (e *env) claimFrom(queue, id string) *errandtype.Job {
+	e.t.Helper()
+	js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{queue}, Limit: 1, Lease: lease, Owner: owner})
+	if len(js) != 1 || js[0].ID != id {
+		e.t.Fatalf("claim: got %v, want %s", ids(js), id)
+	}
+	return js[0]
+}
+
+// failRetry records that j's attempt failed with class, to retry after
+// delay.
+func (e *env) failRetry(j *errandtype.Job, class string, delay time.Duration) {
+	e.t.Helper()
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry, Delay: delay,
+		Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
+}
+
+// fillExactInsightsQueue fills queue q, over two hours of the fake clock,
+// with the jobs of kinds a and b whose figures testInsightsExact knows.
+func (e *env) fillExactInsightsQueue() {
+	t := e.t
+	t.Helper()
 	job := func(id, kind string) *errandstore.JobInsertParams {
 		p := newJob(id)
 		p.Queue, p.Kind = "q", kind
 		return p
 	}
-	claim := func(id string) *errandtype.Job {
-		js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 1, Lease: lease, Owner: owner})
-		if len(js) != 1 || js[0].ID != id {
-			t.Fatalf("claim: got %v, want %s", ids(js), id)
-		}
-		return js[0]
-	}
-	fail := func(j *errandtype.Job, class string, delay time.Duration) {
-		e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry, Delay: delay,
-			Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
-	}
+	claim := func(id string) *errandtype.Job { return e.claimFrom("q", id) }
 
 	// Two hours before: a job dies (in the last day, not the last hour).
 	e.insert(job("old", "a"))
@@ -79,11 +113,11 @@ func testInsightsExact(t *testing.T, h harness) {
 	p := job("f1", "a")
 	p.MaxAttempts = 2
 	e.insert(p)
-	fail(claim("f1"), "timeout", 0)
+	e.failRetry(claim("f1"), "timeout", 0)
 	e.recordOK(dead(claim("f1")))
 	// rt fails and waits an hour; run is running.
 	e.insert(job("rt", "b"))
-	fail(claim("rt"), errand.ClassError, time.Hour)
+	e.failRetry(claim("rt"), errand.ClassError, time.Hour)
 	e.insert(job("run", "b"))
 	claim("run")
 	// Waiting: a cancelled job, a scheduled one, two of one ordering key
@@ -97,9 +131,14 @@ func testInsightsExact(t *testing.T, h harness) {
 	k1, k2 := job("k1", "b"), job("k2", "b")
 	k1.OrderingKey, k2.OrderingKey = "x", "x"
 	e.insert(sch, k1, k2, job("rdy", "a"))
-	// 56s later: ok1 finished 61s ago, ok2 and f1 56s ago.
-	e.clock.Advance(56 * time.Second)
+}
 
+// wantExactInsights compares the whole of the insights of
+// fillExactInsightsQueue's queue, 56s after it was filled, with its known
+// figures.
+func (e *env) wantExactInsights() {
+	t := e.t
+	t.Helper()
 	got := e.insights()
 	want := &errand.Insights{At: e.now(), Kinds: []errand.KindInsights{{
 		Queue: "q", Kind: "a",
@@ -131,21 +170,6 @@ func testInsightsExact(t *testing.T, h harness) {
 		w, _ := json.MarshalIndent(want, "", "  ")
 		t.Errorf("insights:\n got %s\nwant %s", g, w)
 	}
-
-	// An hour and a minute on, the last hour is empty; the day still
-	// counts both deaths.
-	e.clock.Advance(time.Hour + time.Minute)
-	later := e.insights()
-	a := later.Kinds[0]
-	if a.Kind != "a" || a.SucceededLastHour != 0 || a.FailedLastHour != 0 || a.DeadLastHour != 0 || a.DeadLastDay != 2 ||
-		a.Throughput != (errand.Throughput{}) || a.RunTime.Samples != 0 || len(a.FailuresByClass) != 0 {
-		t.Errorf("insights an hour later: %+v", a)
-	}
-	// rt is still retrying, so its failure stays visible until it is an
-	// hour old; now it is not.
-	if b := later.Kinds[1]; b.FailedLastHour != 0 || b.RetriesLastHour != 0 {
-		t.Errorf("kind b an hour later: %+v", b)
-	}
 }
 
 // testInsightsFailuresWhateverTheState checks that a failure of the last
@@ -155,10 +179,6 @@ func testInsightsExact(t *testing.T, h harness) {
 // delivery cycle stays a failure that was not retried.
 func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 	e := open(t, h)
-	fail := func(j *errandtype.Job, class string, delay time.Duration) {
-		e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeRetry, Delay: delay,
-			Error: &errandtype.AttemptError{Attempt: j.Attempt, Class: class, Message: "failed"}})
-	}
 	// Each job has a queue of its own, so that each claim takes the one
 	// meant.
 	job := func(id string, maxAttempts int) {
@@ -166,42 +186,14 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 		p.Queue, p.MaxAttempts = id, maxAttempts
 		e.insert(p)
 	}
-	claim := func(id string) *errandtype.Job {
-		t.Helper()
-		js := e.claimWith(&errandstore.JobClaimParams{Queues: []string{id}, Limit: 1, Lease: lease, Owner: owner})
-		if len(js) != 1 || js[0].ID != id {
-			t.Fatalf("claim: got %v, want %s", ids(js), id)
-		}
-		return js[0]
-	}
-	replay := func(id string) {
-		t.Helper()
-		if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: id, Operator: "ana", Reason: "fixed"}); err != nil {
-			t.Fatalf("replay %s: %v", id, err)
-		}
-	}
-	check := func(when string, failed, retried int, byClass map[string]int) {
-		t.Helper()
-		var gotFailed, gotRetried int
-		classes := map[string]int{}
-		for _, ki := range e.insights().Kinds {
-			gotFailed += ki.FailedLastHour
-			gotRetried += ki.RetriesLastHour
-			for _, c := range ki.FailuresByClass {
-				classes[c.Class] += c.Failures
-			}
-		}
-		if gotFailed != failed || gotRetried != retried || !reflect.DeepEqual(classes, byClass) {
-			t.Errorf("%s: failed %d, retried %d, by class %v; want %d, %d, %v",
-				when, gotFailed, gotRetried, classes, failed, retried, byClass)
-		}
-	}
+	claim := func(id string) *errandtype.Job { t.Helper(); return e.claimFrom(id, id) }
+	fail, check := e.failRetry, e.wantFailuresLastHour
 	job("r", 2)
 	fail(claim("r"), "timeout", 0)
 	e.recordOK(dead(claim("r")))
 	check("dead", 2, 1, map[string]int{"timeout": 1, errand.ClassPermanent: 1})
 
-	replay("r")
+	e.replayFixed("r")
 	check("replayed", 2, 1, map[string]int{"timeout": 1, errand.ClassPermanent: 1})
 
 	job("s", 3)
@@ -223,7 +215,7 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 	if _, err := e.s.JobCancel(e.ctx, &errandstore.JobCancelParams{ID: "c", Operator: "ana", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	replay("c")
+	e.replayFixed("c")
 	check("cancelled while retrying, replayed", 5, 4, map[string]int{"timeout": 1, errand.ClassPermanent: 1, errand.ClassError: 3})
 
 	// The replayed job runs again, fails and dies again: its first death is
@@ -238,4 +230,31 @@ func testInsightsFailuresWhateverTheState(t *testing.T, h harness) {
 	// cycle is left.
 	e.clock.Advance(time.Hour - time.Second)
 	check("an hour later", 2, 1, map[string]int{"timeout": 1, errand.ClassPermanent: 1})
+}
+
+// replayFixed replays dead or cancelled job id.
+func (e *env) replayFixed(id string) {
+	e.t.Helper()
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: id, Operator: "ana", Reason: "fixed"}); err != nil {
+		e.t.Fatalf("replay %s: %v", id, err)
+	}
+}
+
+// wantFailuresLastHour checks the insights' failures of the last hour,
+// summed over kinds, when: failed, retried, and by class.
+func (e *env) wantFailuresLastHour(when string, failed, retried int, byClass map[string]int) {
+	e.t.Helper()
+	var gotFailed, gotRetried int
+	classes := map[string]int{}
+	for _, ki := range e.insights().Kinds {
+		gotFailed += ki.FailedLastHour
+		gotRetried += ki.RetriesLastHour
+		for _, c := range ki.FailuresByClass {
+			classes[c.Class] += c.Failures
+		}
+	}
+	if gotFailed != failed || gotRetried != retried || !reflect.DeepEqual(classes, byClass) {
+		e.t.Errorf("%s: failed %d, retried %d, by class %v; want %d, %d, %v",
+			when, gotFailed, gotRetried, classes, failed, retried, byClass)
+	}
 }

@@ -20,15 +20,28 @@ var outcomeCases = []testCase{
 
 // testOutcomeKinds checks the whole record each outcome kind writes.
 func testOutcomeKinds(t *testing.T, h harness) {
-	const stack = "goroutine 7 [running]:\nmain.handler(...)\n\t/src/main.go:42 +0x1d"
-	for _, c := range []struct {
-		kind    errandstore.OutcomeKind
-		delay   time.Duration
-		err     *errandtype.AttemptError
-		expect  func(want *errandtype.Job, now time.Time, entry *errandtype.AttemptError)
-		state   errandtype.JobState
-		nextRun func(now time.Time) time.Time
-	}{
+	for _, c := range outcomeKindCases() {
+		t.Run(string(c.kind), func(t *testing.T) { testOutcomeKind(t, h, c) })
+	}
+}
+
+// outcomeKindCase is an outcome of a job's first attempt and what it
+// writes: expect turns the claimed job into the one the outcome leaves at
+// now, given the history entry it writes (nil for none).
+type outcomeKindCase struct {
+	kind    errandstore.OutcomeKind
+	delay   time.Duration
+	err     *errandtype.AttemptError
+	expect  func(want *errandtype.Job, now time.Time, entry *errandtype.AttemptError)
+	state   errandtype.JobState
+	nextRun func(now time.Time) time.Time
+}
+
+const outcomeStack = "goroutine 7 [running]:\nmain.handler(...)\n\t/src/main.go:42 +0x1d"
+
+// outcomeKindCases are testOutcomeKinds' cases, made afresh for each run.
+func outcomeKindCases() []outcomeKindCase {
+	return []outcomeKindCase{
 		{
 			kind:  errandstore.OutcomeSucceeded,
 			state: errandtype.StateSucceeded,
@@ -50,7 +63,7 @@ func testOutcomeKinds(t *testing.T, h harness) {
 		},
 		{
 			kind:  errandstore.OutcomeDead,
-			err:   &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPanic, Message: "panic: nil map", Stack: stack},
+			err:   &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPanic, Message: "panic: nil map", Stack: outcomeStack},
 			state: errandtype.StateDead,
 			expect: func(w *errandtype.Job, now time.Time, e *errandtype.AttemptError) {
 				w.FinishedAt = ptr(now)
@@ -101,34 +114,36 @@ func testOutcomeKinds(t *testing.T, h harness) {
 				w.LastError = lastErr(*e)
 			},
 		},
-	} {
-		t.Run(string(c.kind), func(t *testing.T) {
-			e := open(t, h)
-			e.insertIDs("a")
-			j := e.claimOne("a")
-			now := e.clock.Advance(5 * time.Second)
-			o := &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: c.kind, Delay: c.delay, Error: c.err}
-			r := e.recordOK(o)
-			if r.State != c.state {
-				t.Errorf("result state %s, want %s", r.State, c.state)
-			}
-			if c.nextRun != nil && !r.AvailableAt.Equal(c.nextRun(now)) {
-				t.Errorf("result available_at %v, want %v", r.AvailableAt, c.nextRun(now))
-			}
-			// Every outcome ends the lease; lease_owner keeps the last
-			// worker for operators.
-			want := *j
-			want.State = c.state
-			want.LeaseToken, want.LeaseUntil = nil, nil
-			var ent *errandtype.AttemptError
-			if c.err != nil {
-				en := entry(o, 0, now)
-				ent = &en
-			}
-			c.expect(&want, now, ent)
-			same(t, "job after "+string(c.kind), &want, e.get("a"))
-		})
 	}
+}
+
+// testOutcomeKind records outcome c of a claimed job's first attempt, and
+// checks the result and the whole record it leaves.
+func testOutcomeKind(t *testing.T, h harness, c outcomeKindCase) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	now := e.clock.Advance(5 * time.Second)
+	o := &errandstore.JobOutcome{JobLease: leaseOf(j), Kind: c.kind, Delay: c.delay, Error: c.err}
+	r := e.recordOK(o)
+	if r.State != c.state {
+		t.Errorf("result state %s, want %s", r.State, c.state)
+	}
+	if c.nextRun != nil && !r.AvailableAt.Equal(c.nextRun(now)) {
+		t.Errorf("result available_at %v, want %v", r.AvailableAt, c.nextRun(now))
+	}
+	// Every outcome ends the lease; lease_owner keeps the last
+	// worker for operators.
+	want := *j
+	want.State = c.state
+	want.LeaseToken, want.LeaseUntil = nil, nil
+	var ent *errandtype.AttemptError
+	if c.err != nil {
+		en := entry(o, 0, now)
+		ent = &en
+	}
+	c.expect(&want, now, ent)
+	same(t, "job after "+string(c.kind), &want, e.get("a"))
 }
 
 // testOutcomeBatch checks that outcomes in one call are fenced one by one.

@@ -226,41 +226,13 @@ func wfArgs(t *testing.T, j *errandtype.Job) (n int, wc errandstore.WorkflowCont
 	return a.N, a.Workflow
 }
 
+// testWorkflowInsert: a workflow is inserted with the jobs of its first
+// steps, each carrying its workflow context, and reads back as inserted; the
+// same id again is a duplicate that inserts nothing; a first step whose job
+// id is taken, and a malformed workflow, are refused whole.
 func testWorkflowInsert(t *testing.T, h harness) {
 	e := open(t, h)
-	t0 := e.now()
-	r := e.insertWorkflow(wfParams("w1", wfUndoStep("a"), wfStep("b", "a"), wfStep("c")))
-	if r.Duplicate || !slices.Equal(ids(r.Jobs), []string{"w1.step.a", "w1.step.c"}) {
-		t.Fatalf("WorkflowInsert = duplicate %v, jobs %v; want a new workflow with jobs a and c", r.Duplicate, ids(r.Jobs))
-	}
-	for _, j := range r.Jobs {
-		if j.WorkflowID == nil || *j.WorkflowID != "w1" || j.State != errandtype.StateQueued || j.Output != nil {
-			t.Fatalf("inserted job %s: workflow %v, state %s, output %s", j.ID, j.WorkflowID, j.State, j.Output)
-		}
-		g := e.get(j.ID)
-		if g.WorkflowID == nil || *g.WorkflowID != "w1" {
-			t.Fatalf("stored job %s has workflow %v, want w1", j.ID, g.WorkflowID)
-		}
-		if _, wc := wfArgs(t, g); wc.ID != "w1" || wc.Compensating || wc.Outputs != nil || "w1.step."+wc.Step != j.ID {
-			t.Fatalf("job %s's workflow context = %+v", j.ID, wc)
-		}
-	}
-	queued := errandtype.StateQueued
-	want := &errandtype.Workflow{ID: "w1", Name: "order", State: errandtype.WorkflowRunning, CreatedAt: t0, UpdatedAt: t0,
-		Steps: []errandtype.WorkflowStepView{
-			{Name: "a", DependsOn: []string{}, Kind: "step_a", JobID: "w1.step.a", State: &queued, Enqueued: true, MaxAttempts: 3,
-				Compensation: &errandtype.WorkflowCompensationView{Kind: "undo_a", JobID: "w1.undo.a"}},
-			{Name: "b", DependsOn: []string{"a"}, Kind: "step_b", JobID: "w1.step.b", MaxAttempts: 3}, // not enqueued yet: its budget to come
-			{Name: "c", DependsOn: []string{}, Kind: "step_c", JobID: "w1.step.c", State: &queued, Enqueued: true, MaxAttempts: 3},
-		}}
-	if !reflect.DeepEqual(r.Workflow, want) {
-		t.Fatalf("WorkflowInsert workflow =\n  %+v\nwant\n  %+v", r.Workflow, want)
-	}
-	if got := e.workflow("w1"); !reflect.DeepEqual(got, want) {
-		t.Fatalf("WorkflowGet =\n  %+v\nwant\n  %+v", got, want)
-	}
-	e.noWorkflow("nope")
-	e.noWorkflow("bad\x00id")
+	want := e.wantWorkflowInserted("w1")
 
 	// The same id again: the first workflow, nothing inserted.
 	e.clock.Advance(time.Second)
@@ -284,6 +256,73 @@ func testWorkflowInsert(t *testing.T, h harness) {
 		t.Fatal("the job holding the taken id joined the refused workflow")
 	}
 
+	e.wantBadWorkflowsRefused()
+	if n := len(e.listAll()); n != 3 {
+		t.Fatalf("%d jobs after refused workflows, want 3", n)
+	}
+	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{IDs: []string{"nope", "bad\x00id"}}); len(rs) != 0 {
+		t.Fatalf("advancing unknown workflows = %d results, want none", len(rs))
+	}
+}
+
+// wantWorkflowInserted inserts workflow id of steps a (with a
+// compensation), b after a, and c, and checks that the jobs of a and c are
+// inserted queued in it, each with its workflow context, and that the
+// workflow, as inserted and as read, is running with b not enqueued; and
+// that unknown workflows are not found. It returns the workflow.
+func (e *env) wantWorkflowInserted(id string) *errandtype.Workflow {
+	t := e.t
+	t.Helper()
+	t0 := e.now()
+	r := e.insertWorkflow(wfParams(id, wfUndoStep("a"), wfStep("b", "a"), wfStep("c")))
+	if r.Duplicate || !slices.Equal(ids(r.Jobs), []string{id + ".step.a", id + ".step.c"}) {
+		t.Fatalf("WorkflowInsert = duplicate %v, jobs %v; want a new workflow with jobs a and c", r.Duplicate, ids(r.Jobs))
+	}
+	for _, j := range r.Jobs {
+		e.wantWorkflowStepJob(id, j)
+	}
+	queued := errandtype.StateQueued
+	want := &errandtype.Workflow{ID: id, Name: "order", State: errandtype.WorkflowRunning, CreatedAt: t0, UpdatedAt: t0,
+		Steps: []errandtype.WorkflowStepView{
+			{Name: "a", DependsOn: []string{}, Kind: "step_a", JobID: id + ".step.a", State: &queued, Enqueued: true, MaxAttempts: 3,
+				Compensation: &errandtype.WorkflowCompensationView{Kind: "undo_a", JobID: id + ".undo.a"}},
+			{Name: "b", DependsOn: []string{"a"}, Kind: "step_b", JobID: id + ".step.b", MaxAttempts: 3}, // not enqueued yet: its budget to come
+			{Name: "c", DependsOn: []string{}, Kind: "step_c", JobID: id + ".step.c", State: &queued, Enqueued: true, MaxAttempts: 3},
+		}}
+	if !reflect.DeepEqual(r.Workflow, want) {
+		t.Fatalf("WorkflowInsert workflow =\n  %+v\nwant\n  %+v", r.Workflow, want)
+	}
+	if got := e.workflow(id); !reflect.DeepEqual(got, want) {
+		t.Fatalf("WorkflowGet =\n  %+v\nwant\n  %+v", got, want)
+	}
+	e.noWorkflow("nope")
+	e.noWorkflow("bad\x00id")
+	return want
+}
+
+// wantWorkflowStepJob checks j, a step's job as WorkflowInsert inserted it
+// in workflow id: queued in it without an output, and stored in it with
+// the workflow context of its step.
+func (e *env) wantWorkflowStepJob(id string, j *errandtype.Job) {
+	t := e.t
+	t.Helper()
+	if j.WorkflowID == nil || *j.WorkflowID != id || j.State != errandtype.StateQueued || j.Output != nil {
+		t.Fatalf("inserted job %s: workflow %v, state %s, output %s", j.ID, j.WorkflowID, j.State, j.Output)
+	}
+	g := e.get(j.ID)
+	if g.WorkflowID == nil || *g.WorkflowID != id {
+		t.Fatalf("stored job %s has workflow %v, want %s", j.ID, g.WorkflowID, id)
+	}
+	if _, wc := wfArgs(t, g); wc.ID != id || wc.Compensating || wc.Outputs != nil || id+".step."+wc.Step != j.ID {
+		t.Fatalf("job %s's workflow context = %+v", j.ID, wc)
+	}
+}
+
+// wantBadWorkflowsRefused checks that malformed workflows are refused with
+// an *InputError, and not stored.
+func (e *env) wantBadWorkflowsRefused() {
+	e.t.Helper()
+	var ie *errandtype.InputError
 	for name, bad := range map[string]*errandstore.WorkflowInsertParams{
 		"no steps":       wfParams("w3"),
 		"no id":          wfParams("", wfStep("a")),
@@ -298,17 +337,11 @@ func testWorkflowInsert(t *testing.T, h harness) {
 		"step name dot":  wfParams("w12", wfStep("b.step.a")),
 	} {
 		if _, err := e.workflows().WorkflowInsert(e.ctx, bad); !errors.As(err, &ie) {
-			t.Errorf("WorkflowInsert(%s) = %v, want an *InputError", name, err)
+			e.t.Errorf("WorkflowInsert(%s) = %v, want an *InputError", name, err)
 		}
 		if bad.ID != "" {
 			e.noWorkflow(bad.ID)
 		}
-	}
-	if n := len(e.listAll()); n != 3 {
-		t.Fatalf("%d jobs after refused workflows, want 3", n)
-	}
-	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{IDs: []string{"nope", "bad\x00id"}}); len(rs) != 0 {
-		t.Fatalf("advancing unknown workflows = %d results, want none", len(rs))
 	}
 }
 
@@ -372,6 +405,30 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 	if got := e.get("w1.step.a").Output; string(got) != `{"sku":"x-1","qty":2}` {
 		t.Fatalf("output of a = %s", got)
 	}
+	e.wantOutputOfAPassedOn()
+	// Again: nothing new.
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
+
+	// A step without output: its dependants get no outputs for it.
+	e.finishStep("w1", "b", "", true)
+	e.finishStep("w1", "c", "", true)
+	e.wantAdvance("w1", errandtype.WorkflowRunning)
+	e.clock.Advance(time.Second)
+	e.finishStep("w1", "d", `"done"`, true)
+	r := e.wantAdvance("w1", errandtype.WorkflowSucceeded)
+	if r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) || r.Workflow.FailedStep != nil {
+		t.Fatalf("succeeded workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
+	}
+	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
+}
+
+// wantOutputOfAPassedOn checks testWorkflowOutputs' advance after step a
+// of w1 succeeded: its dependants b and c enqueued with a's output in
+// their workflow context, and the workflow, as the advance returns it and
+// as read, showing a's output and still running.
+func (e *env) wantOutputOfAPassedOn() {
+	t := e.t
+	t.Helper()
 	r := e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.b", "w1.step.c")
 	for _, id := range []string{"w1.step.b", "w1.step.c"} {
 		n, wc := wfArgs(t, e.get(id))
@@ -391,20 +448,6 @@ func testWorkflowOutputs(t *testing.T, h harness) {
 	if got := e.workflow("w1"); !reflect.DeepEqual(got, r.Workflow) {
 		t.Fatalf("WorkflowGet =\n  %+v\nwant the advance's\n  %+v", got, r.Workflow)
 	}
-	// Again: nothing new.
-	e.wantAdvance("w1", errandtype.WorkflowRunning)
-
-	// A step without output: its dependants get no outputs for it.
-	e.finishStep("w1", "b", "", true)
-	e.finishStep("w1", "c", "", true)
-	e.wantAdvance("w1", errandtype.WorkflowRunning)
-	e.clock.Advance(time.Second)
-	e.finishStep("w1", "d", `"done"`, true)
-	r = e.wantAdvance("w1", errandtype.WorkflowSucceeded)
-	if r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) || r.Workflow.FailedStep != nil {
-		t.Fatalf("succeeded workflow: finished %v, failed step %v", r.Workflow.FinishedAt, r.Workflow.FailedStep)
-	}
-	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 }
 
 func testWorkflowDiamond(t *testing.T, h harness) {
@@ -451,11 +494,34 @@ func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 	e.insertWorkflow(wfParams("w1", steps...))
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "a", `{"ok":true}`, true)
+	inserted, changed := e.advanceConcurrently(other)
+	slices.Sort(inserted)
+	var want []string
+	for i := range 8 {
+		want = append(want, fmt.Sprintf("w1.step.b%d", i))
+	}
+	if !slices.Equal(inserted, want) || changed != 1 {
+		t.Fatalf("concurrent advances inserted %v in %d changes, want %v in one", inserted, changed, want)
+	}
+	if n := len(e.listAll()); n != 9 {
+		t.Fatalf("%d jobs, want 9", n)
+	}
+	w := e.workflow("w1")
+	for _, s := range w.Steps {
+		if !s.Enqueued || s.State == nil {
+			t.Fatalf("step %s: enqueued %v, state %v", s.Name, s.Enqueued, s.State)
+		}
+	}
+}
+
+// advanceConcurrently runs 16 advances of w1 at once, half of them in the
+// second store other, half of them of every workflow with news; it returns
+// the jobs they inserted and how many changed a workflow.
+func (e *env) advanceConcurrently(other errandstore.WorkflowStore) (inserted []string, changed int) {
+	t := e.t
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		inserted []string
-		changed  int
+		wg sync.WaitGroup
+		mu sync.Mutex
 	)
 	for i := range 16 {
 		s := e.workflows()
@@ -483,23 +549,7 @@ func testWorkflowConcurrentAdvance(t *testing.T, h harness) {
 		})
 	}
 	wg.Wait()
-	slices.Sort(inserted)
-	var want []string
-	for i := range 8 {
-		want = append(want, fmt.Sprintf("w1.step.b%d", i))
-	}
-	if !slices.Equal(inserted, want) || changed != 1 {
-		t.Fatalf("concurrent advances inserted %v in %d changes, want %v in one", inserted, changed, want)
-	}
-	if n := len(e.listAll()); n != 9 {
-		t.Fatalf("%d jobs, want 9", n)
-	}
-	w := e.workflow("w1")
-	for _, s := range w.Steps {
-		if !s.Enqueued || s.State == nil {
-			t.Fatalf("step %s: enqueued %v, state %v", s.Name, s.Enqueued, s.State)
-		}
-	}
+	return inserted, changed
 }
 
 // testWorkflowCompensate is the four-step workflow whose third step dies:
@@ -515,19 +565,8 @@ func testWorkflowCompensate(t *testing.T, h harness) {
 	e.wantAdvance("w1", errandtype.WorkflowRunning, "w1.step.s3")
 	e.clock.Advance(time.Second)
 	e.finishStep("w1", "s3", "", false)
+	e.wantCompensationOfS2()
 
-	r := e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.s2")
-	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt != nil {
-		t.Fatalf("compensating workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
-	}
-	if s4 := stepView(t, r.Workflow, "s4"); s4.Enqueued || s4.State != nil {
-		t.Fatalf("s4 after s3 died: %+v", s4)
-	}
-	_, wc := wfArgs(t, e.get("w1.undo.s2"))
-	wantOut := map[string]json.RawMessage{"s1": json.RawMessage(`{"reserved":7}`), "s2": json.RawMessage(`{"charge":"ch_1"}`)}
-	if wc.ID != "w1" || wc.Step != "s2" || !wc.Compensating || !sameOutputs(wc.Outputs, wantOut) {
-		t.Fatalf("compensation's workflow context = %+v", wc)
-	}
 	// The first compensation only after the second succeeded; a retried
 	// attempt does not count.
 	e.wantAdvance("w1", errandtype.WorkflowCompensating)
@@ -540,7 +579,45 @@ func testWorkflowCompensate(t *testing.T, h harness) {
 	e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.s1")
 	e.clock.Advance(time.Second)
 	e.finishUndo("w1", "s1", true)
-	r = e.wantAdvance("w1", errandtype.WorkflowFailed)
+	e.wantCompensatedFailed()
+	e.wantAdvance("w1", errandtype.WorkflowFailed)
+
+	// Compensated, it does not resume: a replay of the dead step is
+	// refused (see the WorkflowReplay cases).
+	e.clock.Advance(time.Minute)
+	e.wantReplayRefused("w1", "s3", errandtype.WorkflowFailed, []string{"s2", "s1"}, "")
+	if n := len(e.listAll()); n != 5 {
+		t.Fatalf("%d jobs, want 5 (three steps, two compensations)", n)
+	}
+}
+
+// wantCompensationOfS2 checks testWorkflowCompensate's advance after s3
+// died: w1 compensating, failed at s3, not finished, s4 never enqueued, and
+// the compensation of s2 enqueued with the outputs of s1 and s2.
+func (e *env) wantCompensationOfS2() {
+	t := e.t
+	t.Helper()
+	r := e.wantAdvance("w1", errandtype.WorkflowCompensating, "w1.undo.s2")
+	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt != nil {
+		t.Fatalf("compensating workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
+	}
+	if s4 := stepView(t, r.Workflow, "s4"); s4.Enqueued || s4.State != nil {
+		t.Fatalf("s4 after s3 died: %+v", s4)
+	}
+	_, wc := wfArgs(t, e.get("w1.undo.s2"))
+	wantOut := map[string]json.RawMessage{"s1": json.RawMessage(`{"reserved":7}`), "s2": json.RawMessage(`{"charge":"ch_1"}`)}
+	if wc.ID != "w1" || wc.Step != "s2" || !wc.Compensating || !sameOutputs(wc.Outputs, wantOut) {
+		t.Fatalf("compensation's workflow context = %+v", wc)
+	}
+}
+
+// wantCompensatedFailed checks testWorkflowCompensate's advance after the
+// compensations of s2 and s1 succeeded: w1 failed at s3, finished now, and
+// the dead step's own compensation never enqueued.
+func (e *env) wantCompensatedFailed() {
+	t := e.t
+	t.Helper()
+	r := e.wantAdvance("w1", errandtype.WorkflowFailed)
 	if r.Workflow.FailedStep == nil || *r.Workflow.FailedStep != "s3" || r.Workflow.FinishedAt == nil || !r.Workflow.FinishedAt.Equal(e.now()) {
 		t.Fatalf("failed workflow: failed step %v, finished %v", r.Workflow.FailedStep, r.Workflow.FinishedAt)
 	}
@@ -551,15 +628,6 @@ func testWorkflowCompensate(t *testing.T, h harness) {
 	}
 	if c := stepView(t, r.Workflow, "s3").Compensation; c.Enqueued || c.State != nil {
 		t.Fatalf("the dead step's compensation ran: %+v", c)
-	}
-	e.wantAdvance("w1", errandtype.WorkflowFailed)
-
-	// Compensated, it does not resume: a replay of the dead step is
-	// refused (see the WorkflowReplay cases).
-	e.clock.Advance(time.Minute)
-	e.wantReplayRefused("w1", "s3", errandtype.WorkflowFailed, []string{"s2", "s1"}, "")
-	if n := len(e.listAll()); n != 5 {
-		t.Fatalf("%d jobs, want 5 (three steps, two compensations)", n)
 	}
 }
 
@@ -601,14 +669,7 @@ func testWorkflowDeletedJob(t *testing.T, h harness) {
 // the last advance, and looks at a stuck one once.
 func testWorkflowLeader(t *testing.T, h harness) {
 	e := open(t, h)
-	leader := func() []string {
-		t.Helper()
-		var out []string
-		for _, r := range e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}) {
-			out = append(out, r.Workflow.ID)
-		}
-		return out
-	}
+	leader := e.leaderAdvance
 	e.insertWorkflow(wfParams("w1", wfStep("a")))
 	e.clock.Advance(time.Second)
 	e.insertWorkflow(wfParams("w2", wfStep("a")))
@@ -639,33 +700,58 @@ func testWorkflowLeader(t *testing.T, h harness) {
 	if w := e.workflow("w3"); w.State != errandtype.WorkflowCompensating {
 		t.Fatalf("w3 with a dead compensation is %s", w.State)
 	}
-	// Held, w3 is looked at again while its last look was within the
-	// margin of its last finish, and no more after.
+	e.wantHeldW3LookedAtWithinTheMargin()
+	e.wantHeldW3ReleasedByReplay()
+}
+
+// leaderAdvance advances, as the leader does, every workflow with news,
+// and returns their ids.
+func (e *env) leaderAdvance() []string {
+	e.t.Helper()
+	var out []string
+	for _, r := range e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{}) {
+		out = append(out, r.Workflow.ID)
+	}
+	return out
+}
+
+// wantHeldW3LookedAtWithinTheMargin: w3 of testWorkflowLeader, held by a
+// dead compensation, is looked at again while its last look was within
+// the margin of its last finish, and no more after.
+func (e *env) wantHeldW3LookedAtWithinTheMargin() {
+	t := e.t
+	t.Helper()
 	e.clock.Advance(errandstore.WorkflowRecheckOverlap - 2*time.Second)
-	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+	if got := e.leaderAdvance(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader within the margin advanced %v, want [w3]", got)
 	}
 	e.clock.Advance(3 * time.Second)
-	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+	if got := e.leaderAdvance(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader after a look within the margin advanced %v, want [w3]", got)
 	}
-	if got := leader(); len(got) != 0 {
+	if got := e.leaderAdvance(); len(got) != 0 {
 		t.Fatalf("leader advanced %v again, want none", got)
 	}
+}
 
-	// The compensation replayed and succeeded: news again.
+// wantHeldW3ReleasedByReplay: once the dead compensation of
+// testWorkflowLeader's w3 is replayed and succeeds, w3 is news again and
+// the leader's advance fails it at b; then nothing is left to advance.
+func (e *env) wantHeldW3ReleasedByReplay() {
+	t := e.t
+	t.Helper()
 	e.clock.Advance(time.Second)
 	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w3.undo.a", Operator: "ops", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.finishUndo("w3", "a", true)
-	if got := leader(); !slices.Equal(got, []string{"w3"}) {
+	if got := e.leaderAdvance(); !slices.Equal(got, []string{"w3"}) {
 		t.Fatalf("leader after the compensation succeeded advanced %v, want [w3]", got)
 	}
 	if w := e.workflow("w3"); w.State != errandtype.WorkflowFailed || w.FailedStep == nil || *w.FailedStep != "b" {
 		t.Fatalf("w3 = %s, failed step %v; want failed at b", w.State, w.FailedStep)
 	}
-	if got := leader(); len(got) != 0 {
+	if got := e.leaderAdvance(); len(got) != 0 {
 		t.Fatalf("leader advanced %v after every workflow settled", got)
 	}
 }
@@ -814,12 +900,6 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	str := func(p *string) string {
-		if p == nil {
-			return "<nil>"
-		}
-		return *p
-	}
 	for i, w := range []struct{ state, kind, batch, workflow string }{
 		{"succeeded", "step_a", "<nil>", "w1"},
 		{"dead", "email", "b1", "<nil>"},
@@ -827,26 +907,40 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 		{"queued", "email", "<nil>", "<nil>"},
 	} {
 		r := rs[i]
-		if string(r.State) != w.state || r.Kind != w.kind || str(r.BatchID) != w.batch || str(r.WorkflowID) != w.workflow {
-			t.Errorf("result %d = state %q, kind %q, batch %s, workflow %s; want %+v", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID), w)
+		if string(r.State) != w.state || r.Kind != w.kind || nilOr(r.BatchID) != w.batch || nilOr(r.WorkflowID) != w.workflow {
+			t.Errorf("result %d = state %q, kind %q, batch %s, workflow %s; want %+v", i, r.State, r.Kind, nilOr(r.BatchID), nilOr(r.WorkflowID), w)
 		}
 	}
+	e.wantGroupOutcomeResults()
+}
 
-	// Enough successes of one kind for a store to write them with one
-	// statement: each result still names its kind and batch.
+// nilOr is *p, or <nil> when p is nil.
+func nilOr(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}
+
+// wantGroupOutcomeResults: enough successes of one kind for a store to
+// write them with one statement (the members of batch b2): each result
+// still names its kind and batch.
+func (e *env) wantGroupOutcomeResults() {
+	t := e.t
+	t.Helper()
 	e.insertBatch(batchParams("b2", 5))
 	ms := e.claim(5)
 	outs := make([]*errandstore.JobOutcome, len(ms))
 	for i, j := range ms {
 		outs[i] = succeeded(j)
 	}
-	rs, err = e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: outs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range rs {
-		if r.State != errandtype.StateSucceeded || r.Kind != "email" || str(r.BatchID) != "b2" || r.WorkflowID != nil {
-			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, str(r.BatchID), str(r.WorkflowID))
+		if r.State != errandtype.StateSucceeded || r.Kind != "email" || nilOr(r.BatchID) != "b2" || r.WorkflowID != nil {
+			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, nilOr(r.BatchID), nilOr(r.WorkflowID))
 		}
 	}
 }
@@ -1040,19 +1134,7 @@ func testWorkflowAdvanceFailureSkipped(t *testing.T, h harness) {
 // the join with smaller args, resumes the workflow to its end.
 func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	e := open(t, h)
-	steps := []errandstore.WorkflowStepDef{wfUndoStep("s0")}
-	names := []string{"s0"}
-	for i := 1; i < 17; i++ {
-		n := fmt.Sprintf("s%d", i)
-		steps = append(steps, wfStep(n))
-		names = append(names, n)
-	}
-	steps = append(steps, wfStep("join", names...), wfStep("after", "join"))
-	e.insertWorkflow(wfParams("w1", steps...))
-	out := `"` + strings.Repeat("a", errandstore.MaxOutputBytes-2) + `"`
-	for _, n := range names {
-		e.finishStep("w1", n, out, true)
-	}
+	e.insertJoinOverTheBound("w1")
 	e.clock.Advance(time.Second)
 	rs, err := e.workflows().WorkflowAdvance(e.ctx, &errandstore.WorkflowAdvanceParams{})
 	if err != nil {
@@ -1066,47 +1148,93 @@ func testWorkflowArgsTooLarge(t *testing.T, h harness) {
 	}
 	// The workflow's view says why, as the advance made it and as read.
 	for _, w := range []*errandtype.Workflow{rs[0].Workflow, e.workflow("w1")} {
-		join, s0 := stepView(t, w, "join"), stepView(t, w, "s0")
-		if join.LastError == nil || join.LastError.Class != errandstore.ClassArgsTooLarge ||
-			s0.Compensation == nil || s0.Compensation.LastError == nil || s0.Compensation.LastError.Class != errandstore.ClassArgsTooLarge || s0.LastError != nil {
-			t.Fatalf("view: join's last error %+v, s0's %+v and its compensation's %+v; want %s for join and the compensation",
-				join.LastError, s0.LastError, s0.Compensation, errandstore.ClassArgsTooLarge)
-		}
+		wantArgsTooLargeView(t, w)
 	}
 	for _, id := range []string{"w1.step.join", "w1.undo.s0"} {
-		j := e.get(id)
-		if j.State != errandtype.StateDead || j.Attempt != 0 || j.FinishedAt == nil || !j.FinishedAt.Equal(e.now()) || j.LastError == nil ||
-			j.LastError.Class != errandstore.ClassArgsTooLarge || len(j.Errors) != 1 || j.Errors[0].Attempt != 0 {
-			t.Fatalf("job %s: state %s, attempt %d, finished %v, last error %+v, errors %+v; want dead at once with class %s",
-				id, j.State, j.Attempt, j.FinishedAt, j.LastError, j.Errors, errandstore.ClassArgsTooLarge)
-		}
-		for _, want := range []string{"s0, s1", "over the bound of 1048576", "errand replay " + id + " --args", "record their key"} {
-			if !strings.Contains(j.LastError.Message, want) {
-				t.Fatalf("job %s: message %q does not say %q", id, j.LastError.Message, want)
-			}
-		}
-		if j.WorkflowID == nil || *j.WorkflowID != "w1" {
-			t.Fatalf("job %s has workflow %v", id, j.WorkflowID)
-		}
-		if _, wc := wfArgs(t, j); wc.ID != "w1" || len(wc.Outputs) != 0 {
-			t.Fatalf("job %s: workflow context %+v, want the workflow's without the outputs", id, wc)
-		}
+		e.wantDeadArgsTooLarge(id)
 	}
 	// Nothing more to do until an operator acts: a dead compensation holds
 	// the workflow.
 	if rs := e.advanceWorkflows(&errandstore.WorkflowAdvanceParams{IDs: []string{"w1"}}); len(rs) != 1 || rs[0].Changed {
 		t.Fatalf("a second advance changed the workflow: %+v", rs)
 	}
+	e.compensateAfterArgsTooLarge("w1")
+}
+
+// insertJoinOverTheBound inserts workflow id whose step join depends on
+// 17 steps, s0 (which has a compensation) to s16, and finishes each of
+// them with an output of the largest size a step may have: with them, the
+// args of join, and of s0's compensation, are over a job's bound.
+func (e *env) insertJoinOverTheBound(id string) {
+	steps := []errandstore.WorkflowStepDef{wfUndoStep("s0")}
+	names := []string{"s0"}
+	for i := 1; i < 17; i++ {
+		n := fmt.Sprintf("s%d", i)
+		steps = append(steps, wfStep(n))
+		names = append(names, n)
+	}
+	steps = append(steps, wfStep("join", names...), wfStep("after", "join"))
+	e.insertWorkflow(wfParams(id, steps...))
+	out := `"` + strings.Repeat("a", errandstore.MaxOutputBytes-2) + `"`
+	for _, n := range names {
+		e.finishStep(id, n, out, true)
+	}
+}
+
+// wantArgsTooLargeView checks that w's view of its join and of the
+// compensation of s0 says they failed with class args_too_large, and that
+// s0 itself did not.
+func wantArgsTooLargeView(t *testing.T, w *errandtype.Workflow) {
+	t.Helper()
+	join, s0 := stepView(t, w, "join"), stepView(t, w, "s0")
+	if join.LastError == nil || join.LastError.Class != errandstore.ClassArgsTooLarge ||
+		s0.Compensation == nil || s0.Compensation.LastError == nil || s0.Compensation.LastError.Class != errandstore.ClassArgsTooLarge || s0.LastError != nil {
+		t.Fatalf("view: join's last error %+v, s0's %+v and its compensation's %+v; want %s for join and the compensation",
+			join.LastError, s0.LastError, s0.Compensation, errandstore.ClassArgsTooLarge)
+	}
+}
+
+// wantDeadArgsTooLarge checks that job id of workflow w1 was enqueued
+// dead, unrun, with an error of class args_too_large that says why and
+// what to do, and args with the workflow's context but not the outputs.
+func (e *env) wantDeadArgsTooLarge(id string) {
+	t := e.t
+	t.Helper()
+	j := e.get(id)
+	if j.State != errandtype.StateDead || j.Attempt != 0 || j.FinishedAt == nil || !j.FinishedAt.Equal(e.now()) || j.LastError == nil ||
+		j.LastError.Class != errandstore.ClassArgsTooLarge || len(j.Errors) != 1 || j.Errors[0].Attempt != 0 {
+		t.Fatalf("job %s: state %s, attempt %d, finished %v, last error %+v, errors %+v; want dead at once with class %s",
+			id, j.State, j.Attempt, j.FinishedAt, j.LastError, j.Errors, errandstore.ClassArgsTooLarge)
+	}
+	for _, want := range []string{"s0, s1", "over the bound of 1048576", "errand replay " + id + " --args", "record their key"} {
+		if !strings.Contains(j.LastError.Message, want) {
+			t.Fatalf("job %s: message %q does not say %q", id, j.LastError.Message, want)
+		}
+	}
+	if j.WorkflowID == nil || *j.WorkflowID != "w1" {
+		t.Fatalf("job %s has workflow %v", id, j.WorkflowID)
+	}
+	if _, wc := wfArgs(t, j); wc.ID != "w1" || len(wc.Outputs) != 0 {
+		t.Fatalf("job %s: workflow context %+v, want the workflow's without the outputs", id, wc)
+	}
+}
+
+// compensateAfterArgsTooLarge replays the dead compensation of s0 in
+// workflow w, which then fails, compensated; and checks that its join,
+// compensated, is not replayed, even with args that fit.
+func (e *env) compensateAfterArgsTooLarge(w string) {
+	t := e.t
+	t.Helper()
 	e.clock.Advance(time.Second)
-	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.undo.s0", Operator: "ops", Reason: "nothing to read"}); err != nil {
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: w + ".undo.s0", Operator: "ops", Reason: "nothing to read"}); err != nil {
 		t.Fatal(err)
 	}
-	e.wantAdvance("w1", errandtype.WorkflowCompensating)
-	e.finishUndo("w1", "s0", true)
-	e.wantAdvance("w1", errandtype.WorkflowFailed)
+	e.wantAdvance(w, errandtype.WorkflowCompensating)
+	e.finishUndo(w, "s0", true)
+	e.wantAdvance(w, errandtype.WorkflowFailed)
 	// Compensated, it does not resume, even with args that fit.
-	args := json.RawMessage(`{"n":2,"workflow":{"id":"w1","step":"join"}}`)
-	_, err = e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w1.step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true})
+	args := json.RawMessage(`{"n":2,"workflow":{"id":"` + w + `","step":"join"}}`)
+	_, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: w + ".step.join", Operator: "ops", Reason: "smaller", Args: args, ClearProgress: true})
 	if !errors.Is(err, errandstore.ErrWorkflowCompensated) {
 		t.Fatalf("replay of the compensated join = %v, want ErrWorkflowCompensated", err)
 	}

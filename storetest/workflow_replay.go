@@ -64,29 +64,38 @@ func (e *env) wantReplayRefused(wf, step string, state errandtype.WorkflowState,
 	before := e.get(errandstore.WorkflowStepJobID(wf, step))
 	wfBefore := e.workflow(wf)
 	j, err := e.replayStep(wf, step)
-	var ce *errandstore.WorkflowCompensatedError
-	var se *errandtype.StateError
-	if !errors.As(err, &ce) || !errors.Is(err, errandstore.ErrWorkflowCompensated) || !errors.Is(err, errandtype.ErrWrongState) || !errors.As(err, &se) {
-		e.t.Fatalf("replay of %s.step.%s = %v, %v; want a *WorkflowCompensatedError", wf, step, j, err)
-	}
-	want := errandstore.WorkflowCompensatedError{JobID: before.ID, JobState: before.State, WorkflowID: wf, WorkflowState: state, Undone: undone, RerunAs: rerunAs}
-	if ce.JobID != want.JobID || ce.JobState != want.JobState || ce.WorkflowID != wf || ce.WorkflowState != state ||
-		!slices.Equal(ce.Undone, undone) || ce.RerunAs != rerunAs {
-		e.t.Fatalf("refusal = %+v, want %+v", *ce, want)
-	}
-	forward := "errand workflow rerun " + wf
-	if rerunAs != "" {
-		forward = "errand workflow " + rerunAs
-	}
-	if !strings.Contains(err.Error(), forward) || !strings.Contains(se.Reason, forward) {
-		e.t.Fatalf("refusal %q does not name the way forward, %q", err, forward)
-	}
+	e.wantCompensatedError(j, err, errandstore.WorkflowCompensatedError{JobID: before.ID, JobState: before.State,
+		WorkflowID: wf, WorkflowState: state, Undone: undone, RerunAs: rerunAs})
 	e.unchanged("refused step", before)
 	if n := len(e.auditList(&errandstore.AuditListParams{JobID: before.ID})); n != 0 {
 		e.t.Fatalf("refused replay left %d audit records", n)
 	}
 	if got := e.workflow(wf); got.State != wfBefore.State || !slices.Equal(enqueuedJobs(got), enqueuedJobs(wfBefore)) {
 		e.t.Fatalf("refused replay changed the workflow: %s %v, was %s %v", got.State, enqueuedJobs(got), wfBefore.State, enqueuedJobs(wfBefore))
+	}
+}
+
+// wantCompensatedError checks that j, err, what a replay of want.JobID
+// returned, are a refusal: a *WorkflowCompensatedError as want (also
+// ErrWorkflowCompensated, ErrWrongState and a *StateError) that names the
+// way forward, a rerun or the rerun.
+func (e *env) wantCompensatedError(j *errandtype.Job, err error, want errandstore.WorkflowCompensatedError) {
+	e.t.Helper()
+	var ce *errandstore.WorkflowCompensatedError
+	var se *errandtype.StateError
+	if !errors.As(err, &ce) || !errors.Is(err, errandstore.ErrWorkflowCompensated) || !errors.Is(err, errandtype.ErrWrongState) || !errors.As(err, &se) {
+		e.t.Fatalf("replay of %s = %v, %v; want a *WorkflowCompensatedError", want.JobID, j, err)
+	}
+	if ce.JobID != want.JobID || ce.JobState != want.JobState || ce.WorkflowID != want.WorkflowID || ce.WorkflowState != want.WorkflowState ||
+		!slices.Equal(ce.Undone, want.Undone) || ce.RerunAs != want.RerunAs {
+		e.t.Fatalf("refusal = %+v, want %+v", *ce, want)
+	}
+	forward := "errand workflow rerun " + want.WorkflowID
+	if want.RerunAs != "" {
+		forward = "errand workflow " + want.RerunAs
+	}
+	if !strings.Contains(err.Error(), forward) || !strings.Contains(se.Reason, forward) {
+		e.t.Fatalf("refusal %q does not name the way forward, %q", err, forward)
 	}
 }
 
@@ -256,23 +265,33 @@ func testReplayRacesCompensation(t *testing.T, h harness) {
 	}
 	wg.Wait()
 	for i, r := range results {
-		id := fmt.Sprintf("w%d", i)
-		e.advanceOne(id) // whatever the race left, the next advance settles
-		w, book := e.workflow(id), e.get(id+".step.book")
-		undo := stepView(t, w, "reserve").Compensation
-		switch {
-		case r.replayErr == nil:
-			if book.State != errandtype.StateQueued || w.State != errandtype.WorkflowRunning || undo.Enqueued || w.CompensationStartedAt != nil {
-				t.Fatalf("%s: replay won, but the step is %s, the workflow %s, its compensation enqueued %v", id, book.State, w.State, undo.Enqueued)
-			}
-		case errors.Is(r.replayErr, errandstore.ErrWorkflowCompensated):
-			if book.State != errandtype.StateDead || book.Replays != 0 || w.State != errandtype.WorkflowCompensating || !undo.Enqueued {
-				t.Fatalf("%s: replay refused, but the step is %s (%d replays), the workflow %s, its compensation enqueued %v",
-					id, book.State, book.Replays, w.State, undo.Enqueued)
-			}
-		default:
-			t.Fatalf("%s: replay: %v", id, r.replayErr)
+		e.wantOneWinner(fmt.Sprintf("w%d", i), r.replayErr)
+	}
+}
+
+// wantOneWinner checks workflow id after a replay of its dead step book,
+// which returned replayErr, raced the advance that would compensate it:
+// the replay won, and the step is queued and nothing compensated, or it
+// was refused, and the step is dead as it was and the compensation
+// enqueued.
+func (e *env) wantOneWinner(id string, replayErr error) {
+	t := e.t
+	t.Helper()
+	e.advanceOne(id) // whatever the race left, the next advance settles
+	w, book := e.workflow(id), e.get(id+".step.book")
+	undo := stepView(t, w, "reserve").Compensation
+	switch {
+	case replayErr == nil:
+		if book.State != errandtype.StateQueued || w.State != errandtype.WorkflowRunning || undo.Enqueued || w.CompensationStartedAt != nil {
+			t.Fatalf("%s: replay won, but the step is %s, the workflow %s, its compensation enqueued %v", id, book.State, w.State, undo.Enqueued)
 		}
+	case errors.Is(replayErr, errandstore.ErrWorkflowCompensated):
+		if book.State != errandtype.StateDead || book.Replays != 0 || w.State != errandtype.WorkflowCompensating || !undo.Enqueued {
+			t.Fatalf("%s: replay refused, but the step is %s (%d replays), the workflow %s, its compensation enqueued %v",
+				id, book.State, book.Replays, w.State, undo.Enqueued)
+		}
+	default:
+		t.Fatalf("%s: replay: %v", id, replayErr)
 	}
 }
 
@@ -300,30 +319,8 @@ func testWorkflowRerun(t *testing.T, h harness) {
 	}
 
 	e.clock.Advance(time.Minute)
-	r, err := e.rerun("w1", "w1-again")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw := r.Workflow
-	if r.Duplicate || nw.ID != "w1-again" || nw.Name != old.Name || nw.State != errandtype.WorkflowRunning ||
-		nw.RerunOf == nil || *nw.RerunOf != "w1" || nw.RerunAs != nil || nw.CompensationStartedAt != nil || !nw.CreatedAt.Equal(e.now()) {
-		t.Fatalf("rerun = %+v", nw)
-	}
-	if got := ids(r.Jobs); !slices.Equal(got, []string{"w1-again.step.charge"}) {
-		t.Fatalf("rerun enqueued %v, want its first step", got)
-	}
-	if got := e.workflow("w1-again"); got.RerunOf == nil || *got.RerunOf != "w1" || len(got.Steps) != len(old.Steps) {
-		t.Fatalf("stored rerun = %+v", got)
-	}
-	w1 := e.workflow("w1")
-	if w1.RerunAs == nil || *w1.RerunAs != "w1-again" || w1.State != errandtype.WorkflowFailed ||
-		!w1.UpdatedAt.Equal(old.UpdatedAt) || !slices.Equal(enqueuedJobs(w1), enqueuedJobs(old)) {
-		t.Fatalf("old workflow after the rerun = %+v", w1)
-	}
-	for _, j := range oldJobs {
-		e.unchanged("old workflow's job after the rerun", j)
-	}
-	e.wantReplayRefused("w1", "book", errandtype.WorkflowFailed, []string{"reserve", "charge"}, "w1-again")
+	e.wantRerunAs(old, "w1-again")
+	e.wantRerunLeavesOld(old, oldJobs, "w1-again")
 
 	again, err := e.rerun("w1", "w1-again")
 	if err != nil || !again.Duplicate || again.Workflow.ID != "w1-again" || len(again.Jobs) != 0 {
@@ -358,6 +355,46 @@ func testWorkflowRerun(t *testing.T, h harness) {
 		t.Fatal(err)
 	}
 	e.wantReplayRefused("w2", "p", errandtype.WorkflowFailed, nil, "w2-again")
+}
+
+// wantRerunAs reruns old as newID, and checks the new workflow, as the
+// rerun returns it and as read: running now, with old's name and steps,
+// naming old, with only its first step enqueued.
+func (e *env) wantRerunAs(old *errandtype.Workflow, newID string) {
+	t := e.t
+	t.Helper()
+	r, err := e.rerun(old.ID, newID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := r.Workflow
+	if r.Duplicate || nw.ID != newID || nw.Name != old.Name || nw.State != errandtype.WorkflowRunning ||
+		nw.RerunOf == nil || *nw.RerunOf != old.ID || nw.RerunAs != nil || nw.CompensationStartedAt != nil || !nw.CreatedAt.Equal(e.now()) {
+		t.Fatalf("rerun = %+v", nw)
+	}
+	if got := ids(r.Jobs); !slices.Equal(got, []string{newID + ".step.charge"}) {
+		t.Fatalf("rerun enqueued %v, want its first step", got)
+	}
+	if got := e.workflow(newID); got.RerunOf == nil || *got.RerunOf != old.ID || len(got.Steps) != len(old.Steps) {
+		t.Fatalf("stored rerun = %+v", got)
+	}
+}
+
+// wantRerunLeavesOld checks that old, rerun as newID, stays as it was but
+// for naming the rerun, its jobs oldJobs unchanged, and that its steps are
+// no longer replayed.
+func (e *env) wantRerunLeavesOld(old *errandtype.Workflow, oldJobs []*errandtype.Job, newID string) {
+	t := e.t
+	t.Helper()
+	w := e.workflow(old.ID)
+	if w.RerunAs == nil || *w.RerunAs != newID || w.State != errandtype.WorkflowFailed ||
+		!w.UpdatedAt.Equal(old.UpdatedAt) || !slices.Equal(enqueuedJobs(w), enqueuedJobs(old)) {
+		t.Fatalf("old workflow after the rerun = %+v", w)
+	}
+	for _, j := range oldJobs {
+		e.unchanged("old workflow's job after the rerun", j)
+	}
+	e.wantReplayRefused(old.ID, "book", errandtype.WorkflowFailed, []string{"reserve", "charge"}, newID)
 }
 
 // testWorkflowRerunOpen: a running or compensating workflow is not rerun,

@@ -45,3 +45,43 @@ func (d Dialect) PruneConds(groups []errandstore.PruneGroup, now time.Time, firs
 			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
 	return aged, prunable, args
 }
+
+// PruneCounts are a store's counting statements for a prune's dry run,
+// each given the condition to add to its WHERE and the arguments of all
+// its parameters.
+type PruneCounts struct {
+	// Jobs counts the finished jobs of state $1 that finished before $2
+	// and satisfy prunable (parameters from 3 on).
+	Jobs func(prunable string, args []any) (int, error)
+	// Batches counts the batches completed before $1 of which no job,
+	// member or callback, satisfies kept (parameters from 2 on).
+	Batches func(kept string, args []any) (int, error)
+	// Workflows counts the workflows finished before $1 of which no job
+	// satisfies kept (parameters from 2 on).
+	Workflows func(kept string, args []any) (int, error)
+}
+
+// PruneDryRun counts into r what a prune of p at now would delete, with
+// the store's statements c.
+func (d Dialect) PruneDryRun(p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult, c PruneCounts) error {
+	groups := errandstore.PruneGroups(p)
+	_, prunable, args := d.PruneConds(groups, now, 3)
+	for _, g := range groups {
+		n, err := c.Jobs(prunable, append([]any{string(g.State), d.Time(now.Add(-g.Age))}, args...))
+		if err != nil {
+			return err
+		}
+		r.Add(g.State, n)
+	}
+	// A batch or workflow goes when no job of it is kept: too young,
+	// or kept by what prunable says.
+	aged, prunable, args := d.PruneConds(groups, now, 2)
+	kept := `(NOT ` + aged("j") + ` OR NOT ` + prunable + `)`
+	args = append([]any{d.Time(errandstore.PruneBatchCutoff(p, now))}, args...)
+	var err error
+	if r.Batches, err = c.Batches(kept, args); err != nil {
+		return err
+	}
+	r.Workflows, err = c.Workflows(kept, args)
+	return err
+}

@@ -57,6 +57,37 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if o.scaling {
+		return runScaling(ctx, out, o.stores, o.pgURL, o.jobs, o.reps, o.concurrency, o.svg, o.markdown)
+	}
+	return runTable(ctx, out, o)
+}
+
+// options are compare's flags, checked.
+type options struct {
+	jobs, reps       int
+	stores           []string
+	scaling          bool
+	concurrency, svg string
+	samples          sampling
+	pgURL, markdown  string
+	cpuProfile, only string
+	ceilingBatch     int
+}
+
+// parseFlags reads compare's flags from args, and checks them.
+func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	jobs := fs.Int("jobs", 20000, "jobs per throughput measure")
 	store := fs.String("store", "both", "sqlite, postgres or both")
@@ -72,7 +103,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	only := fs.String("measures", "", "run only the measures whose name starts with this text, e.g. work")
 	ceilingBatch := fs.Int("ceiling-batch", 500, "jobs per claim and per acknowledgment of the bare-SQL ceiling (PostgreSQL); the default is the most outcomes an errand worker records at once")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	jobsSet := false
 	fs.Visit(func(f *flag.Flag) { jobsSet = jobsSet || f.Name == "jobs" })
@@ -86,36 +117,47 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "both":
 		stores = []string{"sqlite", "postgres"}
 	default:
-		return fmt.Errorf("-store %q: use sqlite, postgres or both", *store)
+		return nil, fmt.Errorf("-store %q: use sqlite, postgres or both", *store)
 	}
 	if *jobs < 1 || *reps < 1 || *samples < 1 || *ceilingBatch < 1 {
-		return fmt.Errorf("-jobs, -reps, -samples and -ceiling-batch must be at least 1")
+		return nil, fmt.Errorf("-jobs, -reps, -samples and -ceiling-batch must be at least 1")
 	}
 	if *warmup < 0 {
-		return fmt.Errorf("-warmup must be at least 0")
+		return nil, fmt.Errorf("-warmup must be at least 0")
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	return &options{jobs: *jobs, reps: *reps, stores: stores, scaling: *scaling, concurrency: *concurrency, svg: *svg,
+		samples: sampling{*warmup, *samples}, pgURL: *pgURL, markdown: *markdown, cpuProfile: *cpuProfile, only: *only,
+		ceilingBatch: *ceilingBatch}, nil
+}
+
+// startCPUProfile profiles the process's CPU into the file at path until
+// stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
 	}
-	if *scaling {
-		return runScaling(ctx, out, stores, *pgURL, *jobs, *reps, *concurrency, *svg, *markdown)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
 	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// runTable measures every store of o, and prints the table of the
+// measures to out (and as markdown, with -markdown).
+func runTable(ctx context.Context, out io.Writer, o *options) error {
 	var rows []row
-	for _, s := range stores {
-		e := &env{store: s, url: *pgURL}
-		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, *jobs, *reps)
-		list := slices.DeleteFunc(measures(*jobs, sampling{*warmup, *samples}, *ceilingBatch), func(m measure) bool {
-			return !strings.HasPrefix(m.name, *only) || (m.store != "" && m.store != s)
+	for _, s := range o.stores {
+		e := &env{store: s, url: o.pgURL}
+		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, o.jobs, o.reps)
+		list := slices.DeleteFunc(measures(o.jobs, o.samples, o.ceilingBatch), func(m measure) bool {
+			return !strings.HasPrefix(m.name, o.only) || (m.store != "" && m.store != s)
 		})
-		rs, err := measureStore(ctx, e, list, *reps)
+		rs, err := measureStore(ctx, e, list, o.reps)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
@@ -128,14 +170,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if slices.ContainsFunc(rows, func(r row) bool { return strings.Contains(r.measure, "floor") }) {
 		fmt.Fprintln(out, "(in the floor rows, the River column is the bare-SQL floor, measured interleaved with errand)")
 	}
-	if *markdown != "" {
-		var b strings.Builder
-		writeMarkdown(&b, rows)
-		if err := os.WriteFile(*markdown, []byte(b.String()), 0o644); err != nil {
-			return err
-		}
+	if o.markdown == "" {
+		return nil
 	}
-	return nil
+	var b strings.Builder
+	writeMarkdown(&b, rows)
+	return os.WriteFile(o.markdown, []byte(b.String()), 0o644)
 }
 
 // result is one run of one measure by one system.
@@ -168,36 +208,46 @@ type measure struct {
 	errand, river func(ctx context.Context, e *env) (result, error)
 }
 
+// measures are the comparison's lines: work, bulk enqueue, latency.
 func measures(jobs int, samples sampling, ceilingBatch int) []measure {
-	throughput := func(n int, d time.Duration) result { return result{perSec: float64(n) / d.Seconds()} }
-	timed := func(n int, f func(ctx context.Context) error) func(ctx context.Context) (result, error) {
-		return func(ctx context.Context) (result, error) {
-			start := time.Now()
-			if err := f(ctx); err != nil {
+	return slices.Concat(workMeasures(jobs, ceilingBatch), bulkMeasures(jobs), latencyMeasures(samples))
+}
+
+// throughput is the result of n jobs in d.
+func throughput(n int, d time.Duration) result { return result{perSec: float64(n) / d.Seconds()} }
+
+// timed is f as a throughput measure of n jobs.
+func timed(n int, f func(ctx context.Context) error) func(ctx context.Context) (result, error) {
+	return func(ctx context.Context) (result, error) {
+		start := time.Now()
+		if err := f(ctx); err != nil {
+			return result{}, err
+		}
+		return throughput(n, time.Since(start)), nil
+	}
+}
+
+// errandWork is errand's side of both work measures: enqueue jobs, then
+// time the workers running them.
+func errandWork(jobs int) func(ctx context.Context, e *env) (result, error) {
+	return func(ctx context.Context, e *env) (result, error) {
+		return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+			if err := c.enqueueMany(ctx, jobs); err != nil {
 				return result{}, err
 			}
-			return throughput(n, time.Since(start)), nil
-		}
-	}
-	// errandLatency is errand's side of both latency measures.
-	errandLatency := func(ctx context.Context, e *env) (result, error) {
-		started := make(chan time.Duration, 1)
-		return withErrand(ctx, e, started, func(c errandClient) (result, error) {
-			return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
+			d, err := c.work(ctx, jobs)
+			return throughput(jobs, d), err
 		})
 	}
+}
+
+// workMeasures time workers running jobs already enqueued: errand against
+// River, and against the bare-SQL ceiling.
+func workMeasures(jobs, ceilingBatch int) []measure {
 	return []measure{
 		{
-			name: "work: claim, run, ack (jobs/s)",
-			errand: func(ctx context.Context, e *env) (result, error) {
-				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
-					if err := c.enqueueMany(ctx, jobs); err != nil {
-						return result{}, err
-					}
-					d, err := c.work(ctx, jobs)
-					return throughput(jobs, d), err
-				})
-			},
+			name:   "work: claim, run, ack (jobs/s)",
+			errand: errandWork(jobs),
 			river: func(ctx context.Context, e *env) (result, error) {
 				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
 					if err := c.insertMany(ctx, jobs); err != nil {
@@ -209,28 +259,28 @@ func measures(jobs int, samples sampling, ceilingBatch int) []measure {
 			},
 		},
 		{
-			name:  fmt.Sprintf("work vs bare-SQL claim+ack ceiling, batch %d (jobs/s)", ceilingBatch),
-			store: "postgres",
-			errand: func(ctx context.Context, e *env) (result, error) {
-				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
-					if err := c.enqueueMany(ctx, jobs); err != nil {
-						return result{}, err
-					}
-					d, err := c.work(ctx, jobs)
-					return throughput(jobs, d), err
-				})
-			},
+			name:   fmt.Sprintf("work vs bare-SQL claim+ack ceiling, batch %d (jobs/s)", ceilingBatch),
+			store:  "postgres",
+			errand: errandWork(jobs),
 			river: func(ctx context.Context, e *env) (result, error) {
 				return ceilingWork(ctx, e, jobs, ceilingBatch)
 			},
 		},
+	}
+}
+
+// bulkMeasures time enqueueing jobs in batches: EnqueueMany against River's
+// InsertMany and InsertManyFast.
+func bulkMeasures(jobs int) []measure {
+	errandBulk := func(ctx context.Context, e *env) (result, error) {
+		return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+			return timed(jobs, func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) })(ctx)
+		})
+	}
+	return []measure{
 		{
-			name: "bulk enqueue: EnqueueMany vs InsertMany (jobs/s)",
-			errand: func(ctx context.Context, e *env) (result, error) {
-				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
-					return timed(jobs, func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) })(ctx)
-				})
-			},
+			name:   "bulk enqueue: EnqueueMany vs InsertMany (jobs/s)",
+			errand: errandBulk,
 			river: func(ctx context.Context, e *env) (result, error) {
 				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
 					return timed(jobs, func(ctx context.Context) error { return c.insertMany(ctx, jobs) })(ctx)
@@ -238,18 +288,28 @@ func measures(jobs int, samples sampling, ceilingBatch int) []measure {
 			},
 		},
 		{
-			name: "bulk enqueue: EnqueueMany vs InsertManyFast (jobs/s)",
-			errand: func(ctx context.Context, e *env) (result, error) {
-				return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
-					return timed(jobs, func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) })(ctx)
-				})
-			},
+			name:   "bulk enqueue: EnqueueMany vs InsertManyFast (jobs/s)",
+			errand: errandBulk,
 			river: func(ctx context.Context, e *env) (result, error) {
 				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
 					return timed(jobs, func(ctx context.Context) error { return c.insertManyFast(ctx, jobs) })(ctx)
 				})
 			},
 		},
+	}
+}
+
+// latencyMeasures time single jobs from enqueue to start on an idle
+// worker: errand against the bare-SQL floor, and against River.
+func latencyMeasures(samples sampling) []measure {
+	// errandLatency is errand's side of both latency measures.
+	errandLatency := func(ctx context.Context, e *env) (result, error) {
+		started := make(chan time.Duration, 1)
+		return withErrand(ctx, e, started, func(c errandClient) (result, error) {
+			return latency(ctx, samples, started, c.idleWorker, c.enqueueOne)
+		})
+	}
+	return []measure{
 		{
 			name:   "latency vs bare-SQL floor: insert commit, then claim commit (ms)",
 			store:  "postgres",
@@ -313,74 +373,96 @@ type row struct {
 	better         string // which way is better
 }
 
+// runs are the results of one measure's repetitions, for each system.
+type runs struct{ errand, river []result }
+
+// measureStore runs every measure of list reps times on e's store, each
+// repetition's errand and River runs adjacent and alternating which goes
+// first, and returns the table's rows of the store.
 func measureStore(ctx context.Context, e *env, list []measure, reps int) ([]row, error) {
-	type pair struct{ errand, river []result }
-	got := make([]pair, len(list))
+	got := make([]runs, len(list))
 	for rep := range reps {
 		for i, m := range list {
-			order := []string{"errand", "river"}
-			if (rep+i)%2 == 1 {
-				order = []string{"river", "errand"}
-			}
-			for _, sys := range order {
-				f := m.errand
-				if sys == "river" {
-					f = m.river
-				}
-				r, err := f(ctx, e)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %s: %w", m.name, sys, err)
-				}
-				if sys == "errand" {
-					got[i].errand = append(got[i].errand, r)
-				} else {
-					got[i].river = append(got[i].river, r)
-				}
-				if sys == "river" && strings.Contains(m.name, "ceiling") {
-					sys = "ceiling"
-				}
-				if sys == "river" && strings.Contains(m.name, "floor") {
-					sys = "floor"
-				}
-				fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-7s %s\n", rep+1, m.name, sys, r)
+			if err := measureRep(ctx, e, m, rep, (rep+i)%2 == 1, &got[i]); err != nil {
+				return nil, err
 			}
 		}
 	}
 	var rows []row
 	for i, m := range list {
-		p := got[i]
-		if p.errand[0].latencies == nil {
-			// The ratio is the median of each repetition's ratio: the two
-			// runs of a repetition are adjacent, so they share whatever
-			// load the machine had then.
-			ratios := make([]float64, len(p.errand))
-			for j := range ratios {
-				ratios[j] = p.errand[j].perSec / p.river[j].perSec
-			}
-			ev, rv, ratio := median(rates(p.errand)), median(rates(p.river)), median(ratios)
-			rows = append(rows, row{store: e.store, measure: m.name,
-				errand: fmt.Sprintf("%.0f", ev), river: fmt.Sprintf("%.0f", rv),
-				ratio: fmt.Sprintf("%.2f×", ratio), better: "higher"})
+		if got[i].errand[0].latencies == nil {
+			rows = append(rows, throughputRow(e.store, m, got[i]))
 			continue
 		}
-		el, rl := pooled(p.errand), pooled(p.river)
-		for _, q := range []struct {
-			name string
-			p    float64
-		}{{"p50", 0.50}, {"p99", 0.99}} {
-			ev, rv := ms(percentile(el, q.p)), ms(percentile(rl, q.p))
-			rows = append(rows, row{store: e.store, measure: strings.Replace(m.name, "(ms)", q.name+" (ms)", 1),
-				errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
-				ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
+		rows = append(rows, latencyRows(e.store, m, got[i])...)
+	}
+	return rows, nil
+}
+
+// measureRep runs repetition rep of m, errand then River or, if
+// riverFirst, River then errand, and adds their results to got.
+func measureRep(ctx context.Context, e *env, m measure, rep int, riverFirst bool, got *runs) error {
+	order := []string{"errand", "river"}
+	if riverFirst {
+		order = []string{"river", "errand"}
+	}
+	for _, sys := range order {
+		f, into := m.errand, &got.errand
+		if sys == "river" {
+			f, into = m.river, &got.river
 		}
-		// The first job of each repetition, before the warm-up ends: the
-		// median over the repetitions.
-		ev, rv := ms(time.Duration(median(firsts(p.errand)))), ms(time.Duration(median(firsts(p.river))))
-		rows = append(rows, row{store: e.store, measure: strings.Replace(m.name, "(ms)", "first job, median (ms)", 1),
+		r, err := f(ctx, e)
+		if err != nil {
+			return fmt.Errorf("%s, %s: %w", m.name, sys, err)
+		}
+		*into = append(*into, r)
+		if sys == "river" && strings.Contains(m.name, "ceiling") {
+			sys = "ceiling"
+		}
+		if sys == "river" && strings.Contains(m.name, "floor") {
+			sys = "floor"
+		}
+		fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-7s %s\n", rep+1, m.name, sys, r)
+	}
+	return nil
+}
+
+// throughputRow is the row of throughput measure m on store: the median
+// of each system's rates, and the median of each repetition's ratio.
+func throughputRow(store string, m measure, p runs) row {
+	// The ratio is the median of each repetition's ratio: the two
+	// runs of a repetition are adjacent, so they share whatever
+	// load the machine had then.
+	ratios := make([]float64, len(p.errand))
+	for j := range ratios {
+		ratios[j] = p.errand[j].perSec / p.river[j].perSec
+	}
+	ev, rv, ratio := median(rates(p.errand)), median(rates(p.river)), median(ratios)
+	return row{store: store, measure: m.name,
+		errand: fmt.Sprintf("%.0f", ev), river: fmt.Sprintf("%.0f", rv),
+		ratio: fmt.Sprintf("%.2f×", ratio), better: "higher"}
+}
+
+// latencyRows are the rows of latency measure m on store: p50 and p99 of
+// every repetition's samples pooled, and the median first job.
+func latencyRows(store string, m measure, p runs) []row {
+	var rows []row
+	el, rl := pooled(p.errand), pooled(p.river)
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.50}, {"p99", 0.99}} {
+		ev, rv := ms(percentile(el, q.p)), ms(percentile(rl, q.p))
+		rows = append(rows, row{store: store, measure: strings.Replace(m.name, "(ms)", q.name+" (ms)", 1),
 			errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
 			ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
 	}
-	return rows, nil
+	// The first job of each repetition, before the warm-up ends: the
+	// median over the repetitions.
+	ev, rv := ms(time.Duration(median(firsts(p.errand)))), ms(time.Duration(median(firsts(p.river))))
+	return append(rows, row{store: store, measure: strings.Replace(m.name, "(ms)", "first job, median (ms)", 1),
+		errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
+		ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
 }
 
 func (r result) String() string {
