@@ -30,6 +30,7 @@ func FuzzEnqueueBody(f *testing.F) {
 		{0, `{"id":"pay-1","kind":"task","queue":"mail","priority":3,"delay":"2s","max_attempts":5,"tags":["a","b"]}`},
 		{0, `{"kind":"task","run_at":"2026-12-01T10:00:00Z","backoff_base":"1s","backoff_max":"1m","max_age":"1h"}`},
 		{0, `{"kind":"task","unique_key":"k","unique_scope":"until_finished","unique_window":"1h"}`},
+		{0, `{"kind":"task","priority":-5,"max_attempts":1}`},
 		{0, `{"kind":"task","ordering_key":"acct-1","ordering_on_dead":"hold","fairness_key":"tenant-1"}`},
 		{0, `{"kind":"task","run_at":"2026-12-01T10:00:00Z","delay":"1s"}`},
 		{0, `{"kind":"task","delay":"-1s"}`},
