@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -194,4 +196,32 @@ func jobTotal(t *testing.T, c *errand.Client[*sql.Tx]) int {
 		}
 	}
 	return n
+}
+
+// FuzzTimeJSON checks Time's JSON: RFC 3339 text it reads writes back as
+// the same instant, null leaves the time as it was, and what it refuses is
+// a *json.UnmarshalTypeError naming Time.
+func FuzzTimeJSON(f *testing.F) {
+	for _, s := range []string{`"2026-12-01T10:00:00Z"`, `"2026-12-01T10:00:00.123456789+05:30"`, `"2026-12-01T10:00:00-00:00"`,
+		`"0001-01-01T00:00:00Z"`, `"9999-12-31T23:59:59Z"`, `null`, `"2026-12-01"`, `"2026-12-01 10:00:00Z"`, `""`, `1`, `{}`, `"2026-02-30T00:00:00Z"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var tm errandhttp.Time
+		if err := json.Unmarshal(b, &tm); err != nil {
+			var te *json.UnmarshalTypeError
+			if json.Valid(b) && (!errors.As(err, &te) || te.Type != reflect.TypeFor[errandhttp.Time]()) {
+				t.Fatalf("%q: refused with %T %v, want a *json.UnmarshalTypeError naming Time", b, err, err)
+			}
+			return
+		}
+		out, err := json.Marshal(tm)
+		if err != nil {
+			return // past RFC 3339's years: the time's own MarshalJSON refuses it
+		}
+		var back errandhttp.Time
+		if err := json.Unmarshal(out, &back); err != nil || !back.Equal(tm.Time) {
+			t.Fatalf("%q read as %v, marshalled as %s, read back as %v (%v)", b, tm.Time, out, back.Time, err)
+		}
+	})
 }
