@@ -27,11 +27,11 @@ func FuzzParseRateLimit(f *testing.F) {
 			return
 		}
 		if _, err := l.Spec(); err != nil {
-			t.Fatalf("ParseRateLimit(%q) = %+v, which Spec refuses: %v", s, l, err)
+			t.Fatalf("ParseRateLimit(%q) = %#v, which Spec refuses: %v", s, l, err)
 		}
 		back, err := ParseRateLimit(l.String())
 		if err != nil || back != l {
-			t.Fatalf("ParseRateLimit(%q) = %+v, written %q, read back as %+v, %v", s, l, l.String(), back, err)
+			t.Fatalf("ParseRateLimit(%q) = %#v, written %q, read back as %#v, %v", s, l, l.String(), back, err)
 		}
 	})
 }
@@ -57,11 +57,11 @@ func FuzzParseRetryBudget(f *testing.F) {
 			return
 		}
 		if _, err := b.Spec(); err != nil {
-			t.Fatalf("ParseRetryBudget(%q) = %+v, which Spec refuses: %v", s, b, err)
+			t.Fatalf("ParseRetryBudget(%q) = %#v, which Spec refuses: %v", s, b, err)
 		}
 		back, err := ParseRetryBudget(b.String())
 		if err != nil || back != b {
-			t.Fatalf("ParseRetryBudget(%q) = %+v, written %q, read back as %+v, %v", s, b, b.String(), back, err)
+			t.Fatalf("ParseRetryBudget(%q) = %#v, written %q, read back as %#v, %v", s, b, b.String(), back, err)
 		}
 	})
 }
