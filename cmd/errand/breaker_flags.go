@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"math"
 	"strings"
@@ -100,6 +101,12 @@ func parseBreakerPolicy(spec string, parts []string) (*errandtype.BreakerPolicy,
 		if p.Probes, err = atoi32(parts[3]); err != nil || p.Probes < 1 {
 			return nil, usagef("--breaker %q: the probes %q must be a whole number of at least 1 and at most %d", spec, parts[3], math.MaxInt32)
 		}
+	}
+	// The library's bounds (a window of at least 1ms, ...), named here
+	// rather than when the worker starts.
+	var ie *errandtype.InputError
+	if err := p.Validate("breaker"); errors.As(err, &ie) {
+		return nil, usagef("--breaker %q: %s %s", spec, strings.TrimPrefix(ie.Field, "breaker."), ie.Message)
 	}
 	return &p, nil
 }

@@ -90,6 +90,10 @@ func canonicalSpec(spec string, loc *time.Location) (string, error) {
 		if strings.HasPrefix(spec, "CRON_TZ=@every") || strings.Contains(spec, " @every") {
 			return "", &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q: @every takes no time zone; drop the CRON_TZ= prefix", spec)}
 		}
+		// The cron parser panics on a zone with no expression after it.
+		if !strings.Contains(spec, " ") {
+			return "", &errandtype.InputError{Field: "spec", Message: fmt.Sprintf("%q names a zone but no schedule; write CRON_TZ=ZONE then a cron expression, e.g. \"CRON_TZ=Europe/Paris 0 9 * * *\"", spec)}
+		}
 		return spec, nil
 	}
 	if loc == nil || loc == time.UTC || strings.HasPrefix(spec, "@every ") {
