@@ -17,6 +17,7 @@ import (
 	"github.com/errandhq/errand/internal/flow"
 	"github.com/errandhq/errand/internal/ids"
 	"github.com/errandhq/errand/internal/notifier"
+	"github.com/errandhq/errand/internal/registry"
 )
 
 // DefaultQueue is the queue of a job enqueued without one.
@@ -97,8 +98,8 @@ type engine struct {
 
 	subs subscribers // see subscribe.go
 
-	remotes remoteWorkers // remote workers seen by Claim; see remote.go
-	outside outsideClaims // breakers and fair modes of claims outside a Worker; see remote_flow.go
+	remotes registry.Remotes // remote workers seen by Claim, written at most once per heartbeat
+	outside outsideClaims    // breakers and fair modes of claims outside a Worker; see remote_flow.go
 }
 
 // NewClient returns a client over store. It returns an error naming the

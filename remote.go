@@ -108,11 +108,6 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*errandtype
 	return jobs, nil
 }
 
-// remoteWorkers remembers the remote workers a client has seen claim, so
-// that one polling with claims writes the registry at most once per
-// DefaultWorkerHeartbeat.
-type remoteWorkers = registry.Remotes
-
 // noteRemoteWorker records a claim of opts.Owner in the worker registry:
 // each claim of a remote worker counts as its heartbeat (see
 // internal/registry), written at most once per DefaultWorkerHeartbeat.

@@ -18,6 +18,7 @@ import (
 	"github.com/errandhq/errand/internal/leasekeeper"
 	"github.com/errandhq/errand/internal/maintenance"
 	"github.com/errandhq/errand/internal/notifier"
+	"github.com/errandhq/errand/internal/registry"
 	"github.com/errandhq/errand/internal/schedule"
 )
 
@@ -131,14 +132,14 @@ type Worker struct {
 	// own announcements (see notifier.Echoes).
 	echoesSkipped atomic.Int64
 	stats         workerCounters
-	share         *flow.Share         // nil without MaxWorkers; see internal/flow
-	weights       map[string]int      // each queue's weight; nil without MaxWorkers
-	reg           workerRegistration  // see worker_registry.go
-	leader        *maintenance.Leader // see internal/maintenance
-	scheduler     *schedule.Scheduler // nil without schedules; see schedule.go
-	flow          *flow.Limits        // nil without limits; see internal/flow
-	breakers      *breakerGate        // nil when the store keeps no breakers; see breaker.go
-	gates         claimGates          // what a claim passes; see claim_gates.go
+	share         *flow.Share           // nil without MaxWorkers; see internal/flow
+	weights       map[string]int        // each queue's weight; nil without MaxWorkers
+	reg           registry.Registration // heartbeats and the last job finished
+	leader        *maintenance.Leader   // see internal/maintenance
+	scheduler     *schedule.Scheduler   // nil without schedules; see schedule.go
+	flow          *flow.Limits          // nil without limits; see internal/flow
+	breakers      *breakerGate          // nil when the store keeps no breakers; see breaker.go
+	gates         claimGates            // what a claim passes; see claim_gates.go
 	// parallelWrites: the store writes outcomes in parallel, so a job's
 	// slot may free at its outcome's handover (see ParallelWriter).
 	parallelWrites bool

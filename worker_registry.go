@@ -41,10 +41,6 @@ func (c *Client[TTx]) Workers(ctx context.Context) ([]*errandtype.WorkerRecord, 
 	return ws, nil
 }
 
-// workerRegistration is a Worker's side of the registry: its heartbeats
-// and when it last finished a job.
-type workerRegistration = registry.Registration
-
 // register records the worker in the registry and starts its heartbeats
 // (see internal/registry), which run until deregister or until ctx ends.
 func (w *Worker) register(ctx context.Context) error {
