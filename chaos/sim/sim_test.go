@@ -1,0 +1,101 @@
+package sim_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand/chaos/sim"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/errandhq/errand/sqlite"
+)
+
+var (
+	seedFlag  = flag.Int64("seed", -1, "run only this seed, printing its trace (reproduces a failure)")
+	startFlag = flag.Uint64("sim.start", 1, "first seed of the range")
+	seedsFlag = flag.Int("sim.seeds", 0, "number of seeds to run on SQLite (0: the default range); PostgreSQL runs a tenth as many")
+	stepsFlag = flag.Int("sim.steps", sim.DefaultSteps, "operations per seed")
+)
+
+// defaultSeeds is the default range on SQLite, sized for about half a
+// minute on a small machine; PostgreSQL runs pgSeedsDiv times fewer.
+const (
+	defaultSeeds = 400
+	pgSeedsDiv   = 10
+)
+
+// seeds returns the seeds to run: -seed alone, or a range of n (-sim.seeds
+// unless set).
+func seeds(n int) []uint64 {
+	if *seedFlag >= 0 {
+		return []uint64{uint64(*seedFlag)}
+	}
+	if *seedsFlag > 0 {
+		n = *seedsFlag
+	}
+	ss := make([]uint64, n)
+	for i := range ss {
+		ss[i] = *startFlag + uint64(i)
+	}
+	return ss
+}
+
+type openFunc func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store
+
+func runSeeds(t *testing.T, ss []uint64, open openFunc) {
+	start := time.Now()
+	for _, seed := range ss {
+		clock := errandtest.NewClock(sim.Epoch)
+		st := open(t, seed, clock)
+		r, err := sim.Run(t.Context(), sim.Config{Store: st, Clock: clock, Seed: seed, Steps: *stepsFlag})
+		st.Close()
+		var f *sim.Failure
+		if errors.As(err, &f) {
+			t.Fatal(f)
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if *seedFlag >= 0 {
+			for _, l := range r.Trace {
+				t.Log(l)
+			}
+			t.Logf("seed %d: %d steps, %d jobs, ops %v", seed, r.Steps, r.Jobs, r.Ops)
+		}
+	}
+	el := time.Since(start)
+	t.Logf("%d seeds from %d, %d steps each, in %s (%s a seed)", len(ss), ss[0], *stepsFlag, el.Round(time.Millisecond), (el / time.Duration(len(ss))).Round(time.Microsecond))
+}
+
+func TestSimSQLite(t *testing.T) {
+	dir := t.TempDir()
+	runSeeds(t, seeds(defaultSeeds), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(dir, fmt.Sprintf("seed-%d.db", seed)), &sqlite.Options{Clock: clock, Synchronous: "NORMAL"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestSimPostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	n := defaultSeeds / pgSeedsDiv
+	if *seedsFlag > 0 {
+		n = max(1, *seedsFlag/pgSeedsDiv)
+	}
+	runSeeds(t, seeds(n), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
+		s, err := postgres.Open(context.Background(), url, &postgres.Options{Clock: clock, Schema: pgtest.Schema(t, url)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
