@@ -50,65 +50,106 @@ func (v *Violation) Error() string {
 }
 
 // Check returns nil when h is linearizable, a *Violation when it is not, or
-// another error when the check could not decide.
+// another error when the check could not decide. It checks each job's
+// operations without the claims of unknown outcome first, and only a job
+// that fails so again with those that may have touched it, since each such
+// claim doubles the orders to try.
 func Check(h History, o Options) error {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute
 	}
 	m := Model.ToModel()
+	p := partition(h.ops)
 	res, info := porcupine.CheckOperationsVerbose(m, h.ops, o.Timeout)
-	if o.VisualizationPath != "" {
-		if err := porcupine.VisualizePath(m, info, o.VisualizationPath); err != nil {
-			return fmt.Errorf("history: write the visualization: %w", err)
-		}
-	}
-	switch res {
-	case porcupine.Ok:
-		return nil
-	case porcupine.Unknown:
+	if res == porcupine.Unknown {
 		return fmt.Errorf("history: the check of %d operations ran out of its %s", len(h.ops), o.Timeout)
 	}
-	v := violation(m, partition(h.ops), info.PartialLinearizationsOperations())
-	v.VisualizationPath = o.VisualizationPath
-	return v
-}
-
-// violation finds the first partition that no order fits and describes it.
-func violation(m porcupine.Model, parts [][]porcupine.Operation, lins [][][]porcupine.Operation) *Violation {
-	for p, ops := range parts {
-		var longest []porcupine.Operation
-		for _, l := range lins[p] {
-			if len(l) > len(longest) {
-				longest = l
-			}
-		}
-		if len(longest) == len(ops) {
+	if res == porcupine.Ok {
+		return visualize(m, info, o.VisualizationPath)
+	}
+	one := Model
+	one.Partition = nil
+	m1 := one.ToModel()
+	lins := info.PartialLinearizationsOperations()
+	for i, ops := range p.jobs {
+		if longest(lins[i]) == len(ops) {
 			continue
 		}
-		v := &Violation{}
-		for _, o := range ops {
-			if id := o.Input.(input).JobID; id != "" {
-				v.JobID = id
-			}
+		ops = p.withAnyJob(ops)
+		res, info := porcupine.CheckOperationsVerbose(m1, ops, o.Timeout)
+		switch res {
+		case porcupine.Ok:
+			continue
+		case porcupine.Unknown:
+			return fmt.Errorf("history: the check of the %d operations of one job ran out of its %s", len(ops), o.Timeout)
 		}
-		// Replay the order to describe the states it passes through.
-		states := []any{job{}}
-		for _, o := range longest {
-			var next []any
-			for _, s := range states {
-				next = append(next, step(s, o.Input, o.Output)...)
-			}
-			states = next
-			v.Linearized = append(v.Linearized, describe(m, o)+"  => "+describeStates(states))
+		if err := visualize(m1, info, o.VisualizationPath); err != nil {
+			return err
 		}
-		for _, o := range ops {
-			if !slices.ContainsFunc(longest, func(l porcupine.Operation) bool { return sameOp(l, o) }) {
-				v.Stuck = append(v.Stuck, describe(m, o))
-			}
-		}
+		v := violation(m1, ops, info.PartialLinearizationsOperations()[0])
+		v.VisualizationPath = o.VisualizationPath
 		return v
 	}
-	return &Violation{Stuck: []string{"porcupine found the history illegal, but every partition's longest order is complete"}}
+	return visualize(m, info, o.VisualizationPath)
+}
+
+func visualize(m porcupine.Model, info porcupine.LinearizationInfo, path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := porcupine.VisualizePath(m, info, path); err != nil {
+		return fmt.Errorf("history: write the visualization: %w", err)
+	}
+	return nil
+}
+
+func longest(lins [][]porcupine.Operation) int {
+	n := 0
+	for _, l := range lins {
+		n = max(n, len(l))
+	}
+	return n
+}
+
+// violation describes the operations of one job that no order fits, given
+// the longest orders that fit their beginnings.
+func violation(m porcupine.Model, ops []porcupine.Operation, lins [][]porcupine.Operation) *Violation {
+	var best []porcupine.Operation
+	for _, l := range lins {
+		if len(l) > len(best) {
+			best = l
+		}
+	}
+	v := &Violation{}
+	for _, o := range ops {
+		if id := o.Input.(input).JobID; id != "" {
+			v.JobID = id
+		}
+	}
+	// Replay the order to describe the states it passes through.
+	states := []any{job{}}
+	for _, o := range best {
+		var next []any
+		for _, s := range states {
+			next = append(next, step(s, o.Input, o.Output)...)
+		}
+		states = next
+		v.Linearized = append(v.Linearized, describe(m, o)+"  => "+describeStates(states))
+	}
+	unknownClaims := 0
+	for _, o := range ops {
+		switch {
+		case slices.ContainsFunc(best, func(l porcupine.Operation) bool { return sameOp(l, o) }):
+		case o.Input.(input).JobID == "":
+			unknownClaims++
+		default:
+			v.Stuck = append(v.Stuck, describe(m, o))
+		}
+	}
+	if unknownClaims > 0 {
+		v.Stuck = append(v.Stuck, fmt.Sprintf("(and %d claims of unknown outcome, which may or may not have claimed the job)", unknownClaims))
+	}
+	return v
 }
 
 func sameOp(a, b porcupine.Operation) bool {

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -32,35 +33,62 @@ type job struct {
 
 // Model is errand's queue as porcupine checks it, partitioned per job: an
 // operation on one job never depends on another's. A claim whose outcome
-// is unknown belongs to every job's history, since it may have claimed any.
+// is unknown names no job: it may have claimed any. The partitions leave
+// such claims out, which can only make a history look worse than it is;
+// [Check] adds them back to the history of each job that fails without
+// them.
 var Model = porcupine.NondeterministicModel{
-	Partition:         partition,
+	Partition:         func(ops []porcupine.Operation) [][]porcupine.Operation { return partition(ops).jobs },
 	Init:              func() []any { return []any{job{}} },
 	Step:              step,
 	DescribeOperation: describeOp,
 	DescribeState:     func(s any) string { return s.(job).String() },
 }
 
-func partition(ops []porcupine.Operation) [][]porcupine.Operation {
-	byJob := map[string][]porcupine.Operation{}
-	var order []string
-	var anyJob []porcupine.Operation
+// parts is a history split per job, in the order the jobs first appear,
+// and the claims of unknown outcome, which name none.
+type parts struct {
+	jobs       [][]porcupine.Operation
+	anyJob []porcupine.Operation
+}
+
+func partition(ops []porcupine.Operation) parts {
+	var p parts
+	at := map[string]int{}
 	for _, o := range ops {
 		id := o.Input.(input).JobID
 		if id == "" {
-			anyJob = append(anyJob, o)
+			p.anyJob = append(p.anyJob, o)
 			continue
 		}
-		if _, ok := byJob[id]; !ok {
-			order = append(order, id)
+		i, ok := at[id]
+		if !ok {
+			i = len(p.jobs)
+			at[id] = i
+			p.jobs = append(p.jobs, nil)
 		}
-		byJob[id] = append(byJob[id], o)
+		p.jobs[i] = append(p.jobs[i], o)
 	}
-	parts := make([][]porcupine.Operation, 0, len(order))
-	for _, id := range order {
-		parts = append(parts, append(byJob[id], anyJob...))
+	return p
+}
+
+// withAnyJob returns a job's operations with the claims of unknown outcome
+// that may have changed what they saw: those called before the last of
+// them returned. A later one can take effect after all of them, or never.
+func (p parts) withAnyJob(ops []porcupine.Operation) []porcupine.Operation {
+	var last int64
+	for _, o := range ops {
+		if o.Output.(output).Result != Unknown {
+			last = max(last, o.Return)
+		}
 	}
-	return parts
+	out := slices.Clone(ops)
+	for _, o := range p.anyJob {
+		if o.Call <= last {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // step returns the states j may be in after the operation, none when the
