@@ -48,7 +48,7 @@ var Model = porcupine.NondeterministicModel{
 // parts is a history split per job, in the order the jobs first appear,
 // and the claims of unknown outcome, which name none.
 type parts struct {
-	jobs       [][]porcupine.Operation
+	jobs   [][]porcupine.Operation
 	anyJob []porcupine.Operation
 }
 
