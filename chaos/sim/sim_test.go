@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,12 +41,23 @@ func seeds(n int) []uint64 {
 	}
 	if *seedsFlag > 0 {
 		n = *seedsFlag
+	} else {
+		n = max(2, n/raceDiv)
 	}
 	ss := make([]uint64, n)
 	for i := range ss {
 		ss[i] = *startFlag + uint64(i)
 	}
 	return ss
+}
+
+// pgSeeds returns the seeds to run on PostgreSQL: a tenth of SQLite's.
+func pgSeeds() []uint64 {
+	if *seedsFlag > 0 && *seedFlag < 0 {
+		ss := seeds(0)
+		return ss[:max(1, len(ss)/pgSeedsDiv)]
+	}
+	return seeds(defaultSeeds / pgSeedsDiv)
 }
 
 type openFunc func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store
@@ -74,24 +87,42 @@ func runSeeds(t *testing.T, ss []uint64, open openFunc) {
 	t.Logf("%d seeds from %d, %d steps each, in %s (%s a seed)", len(ss), ss[0], *stepsFlag, el.Round(time.Millisecond), (el / time.Duration(len(ss))).Round(time.Microsecond))
 }
 
-func TestSimSQLite(t *testing.T) {
-	dir := t.TempDir()
-	runSeeds(t, seeds(defaultSeeds), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
+func openSQLite(dir string) openFunc {
+	return func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
 		s, err := sqlite.Open(context.Background(), filepath.Join(dir, fmt.Sprintf("seed-%d.db", seed)), &sqlite.Options{Clock: clock, Synchronous: "NORMAL"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
-	})
+	}
+}
+
+func TestSimSQLite(t *testing.T) {
+	runSeeds(t, seeds(defaultSeeds), openSQLite(t.TempDir()))
+}
+
+// TestSimDeterministic checks what reproducing a seed relies on: a seed
+// runs the same operations, with the same results, every time.
+func TestSimDeterministic(t *testing.T) {
+	var traces [2][]string
+	for i := range traces {
+		clock := errandtest.NewClock(sim.Epoch)
+		st := openSQLite(t.TempDir())(t, 7, clock)
+		r, err := sim.Run(t.Context(), sim.Config{Store: st, Clock: clock, Seed: 7})
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		traces[i] = r.Trace
+	}
+	if !slices.Equal(traces[0], traces[1]) {
+		t.Fatalf("seed 7 ran differently twice:\n%s\n---\n%s", strings.Join(traces[0], "\n"), strings.Join(traces[1], "\n"))
+	}
 }
 
 func TestSimPostgres(t *testing.T) {
 	url := pgtest.URL(t)
-	n := defaultSeeds / pgSeedsDiv
-	if *seedsFlag > 0 {
-		n = max(1, *seedsFlag/pgSeedsDiv)
-	}
-	runSeeds(t, seeds(n), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
+	runSeeds(t, pgSeeds(), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
 		s, err := postgres.Open(context.Background(), url, &postgres.Options{Clock: clock, Schema: pgtest.Schema(t, url)})
 		if err != nil {
 			t.Fatal(err)
