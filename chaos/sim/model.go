@@ -124,7 +124,7 @@ func (j *mjob) holds(token string, now time.Time) bool {
 func (j *mjob) endLease() { j.token, j.leaseUntil = "", time.Time{} }
 
 // record applies an outcome under j's live lease.
-func (j *mjob) record(o *errandstore.JobOutcome, now time.Time, m *model) {
+func (j *mjob) record(o *errandstore.JobOutcome, now time.Time) {
 	k := o.Kind
 	j.state = k.State()
 	if k.YieldsToCancel() && j.cancelReq {

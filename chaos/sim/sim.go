@@ -56,9 +56,11 @@ func (f *Failure) Unwrap() error { return f.Err }
 type Result struct {
 	Steps int
 	Jobs  int
-	// Ops counts the steps of each operation.
-	Ops   map[string]int
-	Trace []string
+	// Ops counts the steps of each operation, Events what they did (see
+	// the Event constants).
+	Ops    map[string]int
+	Events map[string]int
+	Trace  []string
 }
 
 // op is one kind of step. A new operation (a signal, a durable sleep) is a
@@ -110,6 +112,7 @@ type sim struct {
 	line    string // the current step's trace line
 	nextID  int
 	ops     map[string]int
+	events  map[string]int
 	// seen is each job as the store last returned it, read after every
 	// step.
 	seen map[string]*errandtype.Job
@@ -128,7 +131,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		ctx: ctx, st: cfg.Store, clock: cfg.Clock,
 		rng:  rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		m:    newModel(),
-		ops:  map[string]int{},
+		ops:    map[string]int{},
+		events: map[string]int{},
 		seen: map[string]*errandtype.Job{},
 	}
 	total := 0
@@ -158,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.checkAudit(); err != nil {
 		return nil, &Failure{Seed: cfg.Seed, Step: steps, Trace: s.trace, Err: err}
 	}
-	return &Result{Steps: steps, Jobs: len(s.m.jobs), Ops: s.ops, Trace: s.trace}, nil
+	return &Result{Steps: steps, Jobs: len(s.m.jobs), Ops: s.ops, Events: s.events, Trace: s.trace}, nil
 }
 
 func (s *sim) note(format string, args ...any) { s.line += " " + fmt.Sprintf(format, args...) }
@@ -213,6 +217,7 @@ func (s *sim) enqueue() error {
 			return fmt.Errorf("enqueue %s: want it inserted, got duplicate=%v job %s", p.ID, got.Duplicate, jobID(got.Job))
 		case holder != nil:
 			desc += "=dup:" + holder.id
+			s.events[EventDuplicate]++
 		}
 		s.note("%s", desc)
 	}
@@ -334,6 +339,8 @@ func (s *sim) heartbeat() error {
 			return fmt.Errorf("heartbeat of %s: lease until %s, cancel requested %v; want %s, %v", h.id, r.LeaseUntil, r.CancelRequested, now.Add(lease), mj.cancelReq)
 		case live:
 			mj.leaseUntil = now.Add(lease)
+		default:
+			s.events[EventHeartbeatFenced]++
 		}
 	}
 	return nil
@@ -401,10 +408,13 @@ func (s *sim) outcome() error {
 		case !live && !errors.Is(r.Err, errandtype.ErrLeaseLost):
 			return fmt.Errorf("outcome %s of %s with a stale token: %v, want ErrLeaseLost", o.Kind, o.ID, r.Err)
 		case live:
-			mj.record(o, now, s.m)
+			mj.record(o, now)
 			if r.State != mj.state {
 				return fmt.Errorf("outcome %s of %s: result state %s, the model's %s", o.Kind, o.ID, r.State, mj.state)
 			}
+			s.events["outcome "+string(o.Kind)+" to "+string(mj.state)]++
+		default:
+			s.events[EventOutcomeFenced]++
 		}
 	}
 	// A worker forgets the leases it reported on, whatever became of them.
@@ -451,6 +461,7 @@ func (s *sim) expectSweep(now time.Time, sweeps bool) error {
 		if mj.state != errandtype.StateRunning {
 			continue
 		}
+		prior := mj.state
 		next := errandtype.NextOf(s.seen[mj.id], now).Step
 		want := map[errandtype.NextStep]errandtype.JobState{
 			errandtype.NextRunning: errandtype.StateRunning, errandtype.NextCancelling: errandtype.StateRunning,
@@ -461,9 +472,16 @@ func (s *sim) expectSweep(now time.Time, sweeps bool) error {
 		if mj.state != want {
 			return fmt.Errorf("sweep: NextOf says %s for job %s, the model sweeps it to %s", next, mj.id, mj.state)
 		}
+		if mj.state != prior {
+			s.events["sweep running to "+string(mj.state)]++
+		}
 	}
 	for _, mj := range s.m.jobs {
+		prior := mj.state
 		mj.sweepDeadline(now, &s.m.lastSweep)
+		if mj.state != prior {
+			s.events["sweep "+string(prior)+" past its deadline to "+string(mj.state)]++
+		}
 	}
 	return nil
 }
@@ -504,9 +522,13 @@ func (s *sim) replay() error {
 		return fmt.Errorf("replay of %s (%s): got %v, want a *StateError", mj.id, mj.state, err)
 	case wantErr == errUnique && !errors.As(err, &ue):
 		return fmt.Errorf("replay of %s (%s) whose key %s another job holds: got %v, want a *UniqueConflictError", mj.id, mj.state, mj.uniqueKey, err)
+	case wantErr == errUnique:
+		s.events[EventReplayKeyHeld]++
+		return nil
 	case wantErr != nil:
 		return nil
 	}
+	s.events["replay "+string(mj.state)]++
 	mj.replay(now)
 	if j.State != errandtype.StateQueued || j.Replays != mj.replays {
 		return fmt.Errorf("replay of %s: returned state %s, replays %d", mj.id, j.State, j.Replays)
@@ -520,6 +542,15 @@ func (s *sim) replay() error {
 	}
 	return nil
 }
+
+// Events a run counts beside those named by the states they move between
+// ("sweep running to dead", "outcome retry to cancelled", ...).
+const (
+	EventDuplicate       = "enqueue found its unique key held"
+	EventHeartbeatFenced = "heartbeat with a stale token refused"
+	EventOutcomeFenced   = "outcome with a stale token refused"
+	EventReplayKeyHeld   = "replay refused: its unique key is held"
+)
 
 var (
 	errState  = errors.New("state")
@@ -557,6 +588,7 @@ func (s *sim) cancel() error {
 	}
 	if wrote {
 		mj.cancelAudits++
+		s.events["cancel "+string(prior)+" to "+string(mj.state)]++
 	}
 	return s.checkCancelAudit(mj)
 }

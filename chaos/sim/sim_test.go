@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,8 +63,10 @@ func pgSeeds() []uint64 {
 
 type openFunc func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store
 
-func runSeeds(t *testing.T, ss []uint64, open openFunc) {
+// runSeeds runs the seeds and returns the events of their runs, summed.
+func runSeeds(t *testing.T, ss []uint64, open openFunc) map[string]int {
 	start := time.Now()
+	events := map[string]int{}
 	for _, seed := range ss {
 		clock := errandtest.NewClock(sim.Epoch)
 		st := open(t, seed, clock)
@@ -76,6 +79,9 @@ func runSeeds(t *testing.T, ss []uint64, open openFunc) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		for e, n := range r.Events {
+			events[e] += n
+		}
 		if *seedFlag >= 0 {
 			for _, l := range r.Trace {
 				t.Log(l)
@@ -85,6 +91,33 @@ func runSeeds(t *testing.T, ss []uint64, open openFunc) {
 	}
 	el := time.Since(start)
 	t.Logf("%d seeds from %d, %d steps each, in %s (%s a seed)", len(ss), ss[0], *stepsFlag, el.Round(time.Millisecond), (el / time.Duration(len(ss))).Round(time.Microsecond))
+	names := slices.Sorted(maps.Keys(events))
+	for _, e := range names {
+		t.Logf("%6d  %s", events[e], e)
+	}
+	return events
+}
+
+// mustHappen are the events a default range must exercise: a simulation
+// that stopped producing them would pass without checking what they
+// check. A run is deterministic, so their counts are too.
+var mustHappen = []string{
+	sim.EventDuplicate, sim.EventHeartbeatFenced, sim.EventOutcomeFenced, sim.EventReplayKeyHeld,
+	"sweep running to retrying", "sweep running to dead", "sweep running to cancelled",
+	"sweep queued past its deadline to dead", "sweep retrying past its deadline to dead",
+	"outcome retry to cancelled", "outcome snooze to queued", "outcome interrupted to queued",
+	"cancel running to running", "cancel queued to cancelled", "replay dead", "replay cancelled",
+}
+
+func checkCoverage(t *testing.T, events map[string]int) {
+	if *seedFlag >= 0 || *seedsFlag > 0 {
+		return
+	}
+	for _, e := range mustHappen {
+		if events[e] == 0 {
+			t.Errorf("the default seed range never got to %q", e)
+		}
+	}
 }
 
 func openSQLite(dir string) openFunc {
@@ -98,7 +131,7 @@ func openSQLite(dir string) openFunc {
 }
 
 func TestSimSQLite(t *testing.T) {
-	runSeeds(t, seeds(defaultSeeds), openSQLite(t.TempDir()))
+	checkCoverage(t, runSeeds(t, seeds(defaultSeeds), openSQLite(t.TempDir())))
 }
 
 // TestSimDeterministic checks what reproducing a seed relies on: a seed
@@ -122,7 +155,7 @@ func TestSimDeterministic(t *testing.T) {
 
 func TestSimPostgres(t *testing.T) {
 	url := pgtest.URL(t)
-	runSeeds(t, pgSeeds(), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
+	_ = runSeeds(t, pgSeeds(), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
 		s, err := postgres.Open(context.Background(), url, &postgres.Options{Clock: clock, Schema: pgtest.Schema(t, url)})
 		if err != nil {
 			t.Fatal(err)
