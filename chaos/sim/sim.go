@@ -129,11 +129,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	s := &sim{
 		ctx: ctx, st: cfg.Store, clock: cfg.Clock,
-		rng:  rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		m:    newModel(),
+		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		m:      newModel(),
 		ops:    map[string]int{},
 		events: map[string]int{},
-		seen: map[string]*errandtype.Job{},
+		seen:   map[string]*errandtype.Job{},
 	}
 	total := 0
 	for _, o := range ops {
