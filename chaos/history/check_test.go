@@ -33,6 +33,11 @@ func claimed(token string, attempt int, until int64) output {
 	return output{Output: Output{Result: Ok}, token: token, attempt: attempt, leaseUntil: until}
 }
 
+// renewed is a heartbeat's result: the lease's new end (ms).
+func renewed(until int64) output {
+	return output{Output: Output{Result: Ok}, leaseUntil: until}
+}
+
 func enqueued(h *hist) {
 	h.add(0, 0, 1, Input{Op: OpEnqueue, JobID: "j1", MaxAttempts: 2}, ok(""))
 	h.add(0, 2, 3, Input{Op: OpClaim, JobID: "j1", Lease: 100 * time.Millisecond}, claimed("A", 1, 103))
@@ -134,6 +139,21 @@ func TestCheckCases(t *testing.T) {
 			h.add(0, 10, 11, Input{Op: OpFail, JobID: "j1", Token: "A"}, ok(errandtype.StateCancelled))
 			h.add(1, 12, 13, Input{Op: OpCancel, JobID: "j1"}, output{Output: Output{Result: Refused}})
 		}, true},
+		{"heartbeat, then an ack past the first lease", func(h *hist) {
+			enqueued(h)
+			h.add(0, 50, 51, Input{Op: OpHeartbeat, JobID: "j1", Token: "A", Lease: 100 * time.Millisecond}, renewed(151))
+			h.add(0, 120, 121, Input{Op: OpAck, JobID: "j1", Token: "A"}, ok(""))
+		}, true},
+		{"heartbeat of unknown outcome, then an ack past the first lease", func(h *hist) {
+			enqueued(h)
+			h.add(0, 50, 1000, Input{Op: OpHeartbeat, JobID: "j1", Token: "A", Lease: 100 * time.Millisecond}, output{Output: Output{Result: Unknown}})
+			h.add(1, 120, 121, Input{Op: OpAck, JobID: "j1", Token: "A"}, ok(""))
+		}, true},
+		{"stale heartbeat renewed", func(h *hist) {
+			enqueued(h)
+			h.add(1, 150, 151, lease, claimed("B", 2, 251))
+			h.add(0, 160, 161, Input{Op: OpHeartbeat, JobID: "j1", Token: "A", Lease: 100 * time.Millisecond}, renewed(261))
+		}, false},
 		{"duplicate before the enqueue", func(h *hist) {
 			h.add(0, 0, 1, Input{Op: OpEnqueue, JobID: "j1", MaxAttempts: 1}, output{Output: Output{Result: Duplicate}})
 		}, false},

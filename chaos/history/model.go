@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -144,7 +145,7 @@ func apply(j job, i input, o output) []job {
 		refused = i.Op == OpEnqueue && j.Exists
 	case LeaseLost:
 		// Not this lease, or one that may have ended within the call.
-		refused = (i.Op == OpAck || i.Op == OpFail) &&
+		refused = (i.Op == OpAck || i.Op == OpFail || i.Op == OpHeartbeat) &&
 			(j.State != errandtype.StateRunning || j.Token != i.Token || j.LeaseUntil <= o.ret+leaseSlack)
 	case Refused:
 		_, ok := happen(j, i, o)
@@ -180,12 +181,23 @@ func happen(j job, i input, o output) (job, bool) {
 		s.Token, s.LeaseUntil = o.token, o.leaseUntil
 		// Attempts are counted at claim, and bounded.
 		return s, o.attempt == s.Attempt
-	case OpAck, OpFail:
+	case OpAck, OpFail, OpHeartbeat:
 		// The lease must be live at some instant of the call.
 		if !running || j.Token != i.Token || j.LeaseUntil <= i.call-leaseSlack {
 			return j, false
 		}
 		s := j
+		if i.Op == OpHeartbeat {
+			// A renewal of unknown outcome may have moved the lease's
+			// end to any time: as far as this model goes, for ever. Its
+			// other branch, the lease unchanged, covers the ends that
+			// came sooner.
+			s.LeaseUntil = o.leaseUntil
+			if o.Result == Unknown {
+				s.LeaseUntil = math.MaxInt64 / 2
+			}
+			return s, true
+		}
 		s.Token, s.LeaseUntil = "", 0
 		switch {
 		case i.Op == OpAck:
@@ -238,7 +250,7 @@ func describeOp(in, out any) string {
 	switch i.Op {
 	case OpEnqueue:
 		s += fmt.Sprintf(" max %d", i.MaxAttempts)
-	case OpAck, OpFail:
+	case OpAck, OpFail, OpHeartbeat:
 		s += " lease " + short(i.Token)
 		if i.Final {
 			s += " final"
@@ -250,8 +262,11 @@ func describeOp(in, out any) string {
 	if o.State != "" {
 		s += " " + string(o.State)
 	}
-	if i.Op == OpClaim && o.Result == Ok {
+	switch {
+	case i.Op == OpClaim && o.Result == Ok:
 		s += fmt.Sprintf(" %s #%d until %s", short(o.token), o.attempt, ms(o.leaseUntil))
+	case i.Op == OpHeartbeat && o.Result == Ok:
+		s += " until " + ms(o.leaseUntil)
 	}
 	return s
 }

@@ -21,6 +21,9 @@ const (
 	OpClaim Op = "claim"
 	// OpAck records the success of job JobID's attempt under Token.
 	OpAck Op = "ack"
+	// OpHeartbeat renews job JobID's lease Token for Lease; a successful
+	// one completes with the lease's new end (Output.LeaseUntil).
+	OpHeartbeat Op = "heartbeat"
 	// OpFail records the failure of job JobID's attempt under Token: a
 	// retry, or with Final the job's death (the client's retry policy
 	// decided it was the last attempt).
@@ -35,13 +38,13 @@ const (
 type Input struct {
 	Op    Op
 	JobID string
-	// Token is the lease token an ack or a fail presents.
+	// Token is the lease token an ack, a fail or a heartbeat presents.
 	Token string
 	// MaxAttempts is an enqueued job's.
 	MaxAttempts int
 	// Final marks a fail that ends the job dead rather than retrying it.
 	Final bool
-	// Lease is how long a claim holds its jobs.
+	// Lease is how long a claim or a heartbeat holds its jobs.
 	Lease time.Duration
 }
 
@@ -52,7 +55,7 @@ const (
 	Ok Result = "ok"
 	// Duplicate: an enqueue found the job already there.
 	Duplicate Result = "duplicate"
-	// LeaseLost: an ack or a fail presented a token that was not the
+	// LeaseLost: an ack, a fail or a heartbeat presented a token that was not the
 	// job's live lease ([errandtype.ErrLeaseLost]); nothing was written.
 	LeaseLost Result = "lease_lost"
 	// Refused: the job's state forbids a replay or a cancel
@@ -68,6 +71,8 @@ type Output struct {
 	// State is the job's state the call returned: the state a fail, a
 	// cancel or a replay left it in. Empty leaves it unchecked.
 	State errandtype.JobState
+	// LeaseUntil is the new end of the lease a heartbeat renewed.
+	LeaseUntil time.Time
 }
 
 // Claim is one job a claim returned.
@@ -160,7 +165,12 @@ func (r *Recorder) Begin(client int, in Input) *Call {
 
 // Done records the completion of an operation other than a claim.
 func (c *Call) Done(out Output) {
-	c.record(c.in, output{Output: out, ret: c.r.now()})
+	o := output{Output: out, ret: c.r.now()}
+	if c.in.Op == OpHeartbeat && out.Result == Ok {
+		o.leaseUntil = c.r.at(out.LeaseUntil)
+		o.LeaseUntil = time.Time{} // comparable without its location
+	}
+	c.record(c.in, o)
 }
 
 // Err records the completion of an operation other than a claim by its

@@ -63,6 +63,7 @@ type counts struct {
 	mu                          sync.Mutex
 	stalls, leaseLost, unknown  int
 	acked, failed, dup, claimed int
+	renewed                     int
 }
 
 func (c *counts) add(f func(c *counts)) {
@@ -125,7 +126,7 @@ func exercise(t *testing.T, stores []errandstore.Store) {
 			}
 			for range opsPerClient {
 				cctx, cancel := callCtx(true)
-				r := rng.IntN(14)
+				r := rng.IntN(16)
 				if len(held) > 2 && r < 8 {
 					r = 8 + r%4 // a worker with its hands full finishes what it holds
 				}
@@ -215,6 +216,20 @@ func exercise(t *testing.T, stores []errandstore.Store) {
 							}
 						})
 					}
+				case r >= 14 && len(held) > 0:
+					h := held[rng.IntN(len(held))]
+					call := rec.Begin(c, history.Input{Op: history.OpHeartbeat, JobID: h.JobID, Token: h.Token, Lease: lease})
+					rs, err := st.JobHeartbeatMany(cctx, &errandstore.JobHeartbeatParams{Leases: []errandstore.JobLease{{ID: h.JobID, LeaseToken: h.Token}}, Lease: lease})
+					switch {
+					case err != nil:
+						call.Unknown()
+						cs.add(func(c *counts) { c.unknown++ })
+					case rs[0].Err != nil:
+						call.Err(rs[0].Err, "")
+					default:
+						call.Done(history.Output{Result: history.Ok, LeaseUntil: rs[0].LeaseUntil})
+						cs.add(func(c *counts) { c.renewed++ })
+					}
 				case r < 13:
 					id := pick()
 					if id == "" {
@@ -245,8 +260,8 @@ func exercise(t *testing.T, stores []errandstore.Store) {
 		viz = filepath.Join(t.TempDir(), "history.html")
 	}
 	err := history.Check(h, history.Options{VisualizationPath: viz})
-	t.Logf("%d operations: %d claimed, %d acked, %d failed, %d duplicates, %d stalls past the lease, %d leases lost, %d unknown; visualization %s",
-		h.Len(), cs.claimed, cs.acked, cs.failed, cs.dup, cs.stalls, cs.leaseLost, cs.unknown, viz)
+	t.Logf("%d operations: %d claimed, %d renewed, %d acked, %d failed, %d duplicates, %d stalls past the lease, %d leases lost, %d unknown; visualization %s",
+		h.Len(), cs.claimed, cs.renewed, cs.acked, cs.failed, cs.dup, cs.stalls, cs.leaseLost, cs.unknown, viz)
 	if err != nil {
 		t.Fatal(err)
 	}
