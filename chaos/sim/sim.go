@@ -361,7 +361,7 @@ func (s *sim) outcome() error {
 	}
 	hs := s.pickHeld(w)
 	allSucceeded := s.rng.IntN(4) == 0 // one statement for the group
-	os := make([]*errandstore.JobOutcome, len(hs))
+	outs := make([]*errandstore.JobOutcome, len(hs))
 	for i, h := range hs {
 		k := errandstore.OutcomeKinds[s.rng.IntN(len(errandstore.OutcomeKinds))]
 		if allSucceeded {
@@ -384,18 +384,18 @@ func (s *sim) outcome() error {
 			}
 			o.Error = &errandtype.AttemptError{Attempt: h.attempt, Class: class, Message: "attempt " + fmt.Sprint(h.attempt) + " " + string(k)}
 		}
-		os[i] = o
+		outs[i] = o
 	}
 	now := s.now()
-	rs, err := s.st.JobRecordOutcomes(s.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: os})
+	rs, err := s.st.JobRecordOutcomes(s.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs})
 	if err != nil {
 		return fmt.Errorf("JobRecordOutcomes: %w", err)
 	}
-	if len(rs) != len(os) {
-		return fmt.Errorf("outcome: %d results for %d outcomes", len(rs), len(os))
+	if len(rs) != len(outs) {
+		return fmt.Errorf("outcome: %d results for %d outcomes", len(rs), len(outs))
 	}
 	s.note("w%d", w)
-	for i, o := range os {
+	for i, o := range outs {
 		mj := s.m.byID[o.ID]
 		live := mj.holds(o.LeaseToken, now)
 		r := rs[i]
@@ -462,7 +462,11 @@ func (s *sim) expectSweep(now time.Time, sweeps bool) error {
 			continue
 		}
 		prior := mj.state
-		next := errandtype.NextOf(s.seen[mj.id], now).Step
+		seen := s.seen[mj.id]
+		if seen == nil {
+			return fmt.Errorf("sweep: running job %s was never read", mj.id)
+		}
+		next := errandtype.NextOf(seen, now).Step
 		want := map[errandtype.NextStep]errandtype.JobState{
 			errandtype.NextRunning: errandtype.StateRunning, errandtype.NextCancelling: errandtype.StateRunning,
 			errandtype.NextSweepRetry: errandtype.StateRetrying, errandtype.NextSweepDead: errandtype.StateDead,
