@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
+	"io/fs"
+	"os"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -120,9 +121,17 @@ func checkCoverage(t *testing.T, events map[string]int) {
 	}
 }
 
+// openSQLite opens each seed's store on a fresh file in dir, removing the
+// previous seed's.
 func openSQLite(dir string) openFunc {
 	return func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(dir, fmt.Sprintf("seed-%d.db", seed)), &sqlite.Options{Clock: clock, Synchronous: "NORMAL"})
+		path := filepath.Join(dir, "sim.db")
+		for _, f := range []string{path, path + "-wal", path + "-shm"} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+		}
+		s, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock, Synchronous: "NORMAL"})
 		if err != nil {
 			t.Fatal(err)
 		}
