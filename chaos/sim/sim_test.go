@@ -28,8 +28,9 @@ var (
 	stepsFlag = flag.Int("sim.steps", sim.DefaultSteps, "operations per seed")
 )
 
-// defaultSeeds is the default range on SQLite, sized for about half a
-// minute on a small machine; PostgreSQL runs pgSeedsDiv times fewer.
+// defaultSeeds is the default range on SQLite, sized for 30 to 60 seconds
+// on a 2-core machine (a seed of 100 steps takes about 0.1 s when the
+// machine is quiet); PostgreSQL runs pgSeedsDiv times fewer.
 const (
 	defaultSeeds = 400
 	pgSeedsDiv   = 10
