@@ -154,6 +154,9 @@ func TestCheckCases(t *testing.T) {
 			h.add(1, 150, 151, lease, claimed("B", 2, 251))
 			h.add(0, 160, 161, Input{Op: OpHeartbeat, JobID: "j1", Token: "A", Lease: 100 * time.Millisecond}, renewed(261))
 		}, false},
+		{"replay of no job", func(h *hist) {
+			h.add(0, 0, 1, Input{Op: OpReplay, JobID: "j1"}, output{Output: Output{Result: Refused}})
+		}, true},
 		{"duplicate before the enqueue", func(h *hist) {
 			h.add(0, 0, 1, Input{Op: OpEnqueue, JobID: "j1", MaxAttempts: 1}, output{Output: Output{Result: Duplicate}})
 		}, false},

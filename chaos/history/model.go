@@ -149,7 +149,7 @@ func apply(j job, i input, o output) []job {
 			(j.State != errandtype.StateRunning || j.Token != i.Token || j.LeaseUntil <= o.ret+leaseSlack)
 	case Refused:
 		_, ok := happen(j, i, o)
-		refused = (i.Op == OpReplay || i.Op == OpCancel) && j.Exists && !ok
+		refused = (i.Op == OpReplay || i.Op == OpCancel) && !ok
 	}
 	if refused {
 		return []job{j}

@@ -59,7 +59,8 @@ const (
 	// job's live lease ([errandtype.ErrLeaseLost]); nothing was written.
 	LeaseLost Result = "lease_lost"
 	// Refused: the job's state forbids a replay or a cancel
-	// ([errandtype.StateError]); nothing was written.
+	// ([errandtype.StateError]), or there is no such job
+	// ([errandtype.ErrNotFound]); nothing was written.
 	Refused Result = "refused"
 	// Unknown: the call failed without saying whether it happened.
 	Unknown Result = "unknown"
@@ -96,8 +97,8 @@ func ClaimOf(j *errandtype.Job) Claim {
 }
 
 // ResultOf maps a store call's error to the Result to record: nil is Ok,
-// [errandtype.ErrLeaseLost] LeaseLost, a [*errandtype.StateError] Refused
-// and any other error Unknown, since a call that failed otherwise (a
+// [errandtype.ErrLeaseLost] LeaseLost, a [*errandtype.StateError] and
+// [errandtype.ErrNotFound] Refused, and any other error Unknown, since a call that failed otherwise (a
 // connection lost, a deadline passed) may have committed.
 func ResultOf(err error) Result {
 	var se *errandtype.StateError
@@ -106,7 +107,7 @@ func ResultOf(err error) Result {
 		return Ok
 	case errors.Is(err, errandtype.ErrLeaseLost):
 		return LeaseLost
-	case errors.As(err, &se):
+	case errors.As(err, &se), errors.Is(err, errandtype.ErrNotFound):
 		return Refused
 	}
 	return Unknown
