@@ -220,3 +220,15 @@ func connLost(err error) bool {
 	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, net.ErrClosed)
 }
+
+// poolerHint says what to change when a named prepared statement failed
+// the way a pooler in transaction mode breaks them: pgx prepares and caches
+// each statement on its connection, and such a pooler runs the next
+// transaction on another server connection, where it is missing or left over.
+func poolerHint(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P05" || pgErr.Code == "26000") {
+		return fmt.Errorf("%w (behind a pooler in transaction mode? add default_query_exec_mode=cache_describe to the URL: see docs/postgresql.md, Poolers)", err)
+	}
+	return err
+}

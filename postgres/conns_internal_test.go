@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/errandhq/errand/errandtype"
@@ -50,6 +52,21 @@ func TestRetrySendsAgainOnlyWhatWasNotSent(t *testing.T) {
 		})
 		if sends != c.sends || errors.Is(err, errandtype.ErrStoreUnavailable) != c.unavailable {
 			t.Errorf("%s: sent %d times, err %v; want %d sends, unavailable %v", c.name, sends, err, c.sends, c.unavailable)
+		}
+	}
+}
+
+// TestPoolerHint checks that the errors a transaction pooler makes of named
+// prepared statements say what to change, and that others are left alone.
+func TestPoolerHint(t *testing.T) {
+	for code, hinted := range map[string]bool{"42P05": true, "26000": true, "42P01": false} {
+		err := poolerHint(fmt.Errorf("migrate: %w", &pgconn.PgError{Code: code, Message: "prepared statement"}))
+		if got := strings.Contains(err.Error(), "default_query_exec_mode=cache_describe"); got != hinted {
+			t.Errorf("SQLSTATE %s: %v; hint %v, want %v", code, err, got, hinted)
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != code {
+			t.Errorf("SQLSTATE %s: the hint hides the server's error: %v", code, err)
 		}
 	}
 }

@@ -19,8 +19,8 @@ import (
 // errand schema (see notifyChannel), the payload a queue name. Clients send
 // them after the enqueue transaction commits, never inside it: a NOTIFY
 // takes a cluster-wide lock at commit and halves group-commit throughput
-// (docs/design.md, "Storage decisions"). Behind a pooler in transaction mode LISTEN does not
-// work; run workers with PollOnly there.
+// (docs/design.md, "Storage decisions"). Behind a pooler in transaction
+// mode LISTEN does not work: Options.ListenURL then names the server itself.
 
 var _ errandstore.Notifier = (*Store)(nil)
 
@@ -44,6 +44,10 @@ const (
 	// to reconnect a dropped listener; it doubles from one to the other.
 	listenBackoffMin = 100 * time.Millisecond
 	listenBackoffMax = 5 * time.Second
+	// listenProbeTimeout bounds the wait for the probe that checks a new
+	// listening connection: delivery takes a millisecond or two, but a
+	// loaded server must not be mistaken for a pooler.
+	listenProbeTimeout = 5 * time.Second
 	// listenMaxPending is the most distinct queue names the listener holds
 	// for a slow reader; past it they collapse into "" (every queue).
 	listenMaxPending = 1000
@@ -217,9 +221,14 @@ func (s *Store) deliver(channel, payload string) {
 	}
 }
 
-// listenConn opens a connection that listens on the schema's channels.
+// listenConn opens a connection that listens on the schema's channels, and
+// checks that notifications sent through the pool reach it (see probeListen).
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg := s.listenTo
+	if cfg == nil {
+		cfg = s.pool.Config().ConnConfig
+	}
+	cfg = cfg.Copy()
 	if app := cfg.RuntimeParams["application_name"]; app != "" {
 		cfg.RuntimeParams["application_name"] = app + "/listener"
 	} else {
@@ -229,11 +238,48 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, s.listenSQL()); err != nil {
+	probe := fmt.Sprintf("errand_probe_%016x", rand.Uint64())
+	if _, err := conn.Exec(ctx, s.listenSQL()+`; LISTEN `+probe); err != nil {
+		closeConn(conn)
+		return nil, err
+	}
+	if err := s.probeListen(ctx, conn, probe); err != nil {
 		closeConn(conn)
 		return nil, err
 	}
 	return conn, nil
+}
+
+// errListenThroughPooler is probeListen's finding.
+var errListenThroughPooler = errors.New("a notification sent through the pool did not reach the listening connection: " +
+	"a pooler in transaction mode is in between (LISTEN holds to one server connection, which such a pooler hands to others); " +
+	"set ListenURL (ERRAND_LISTEN_DB for the CLI) to a direct connection to the server, or run workers poll-only")
+
+// probeListen sends a notification on channel probe through the pool and
+// waits for it on conn, so that a listener behind a pooler in transaction
+// mode, which would never hear anything, fails at once with what to change
+// rather than leave every wake-up to the poll. It costs one round trip and
+// the delivery, once per connection.
+func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn, probe string) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, probe); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(waitCtx)
+		switch {
+		case err == nil && n.Channel == probe:
+			return nil
+		case err == nil:
+			// A wake-up before the probe: no one subscribes yet on a first
+			// connection, and a reconnect is followed by "" for every queue.
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			return errListenThroughPooler
+		default:
+			return err
+		}
+	}
 }
 
 // listenSQL is the statement that listens on the schema's channels: one

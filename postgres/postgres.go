@@ -114,6 +114,11 @@ type Options struct {
 	// that inspect or operate on an existing queue, such as errand's
 	// reading commands.
 	NoMigrate bool
+	// ListenURL is where the store's listening connection goes (LISTEN for
+	// wake-ups and cancels). Empty means the pool's own settings. Behind a
+	// pooler in transaction mode, where LISTEN does not work, give a direct
+	// connection to the server here (see docs/postgresql.md, "Poolers").
+	ListenURL string
 }
 
 // Store is errand's PostgreSQL store. It implements [errandstore.TxStore] with
@@ -126,7 +131,8 @@ type Store struct {
 	clock    errandstore.Clock // nil: the database's clock
 	logger   *slog.Logger      // never nil
 	sweeps   errandstore.ClaimSweeps
-	hub      listenHub // the listening connection; see notify.go
+	hub      listenHub       // the listening connection; see notify.go
+	listenTo *pgx.ConnConfig // Options.ListenURL parsed; nil: the pool's
 
 	// own expands the {name} placeholders of SQL that runs in errand's own
 	// short transactions; inTx of SQL that runs in a caller's.
@@ -274,14 +280,24 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	}
 	s.own = s.replacer("now()")
 	s.inTx = s.replacer("statement_timestamp()")
+	if o.ListenURL != "" {
+		cfg, err := pgx.ParseConfig(o.ListenURL)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: ListenURL: %w; give a postgres:// URL of the server itself, not of the pooler", err)
+		}
+		if cfg.ConnectTimeout <= 0 {
+			cfg.ConnectTimeout = DefaultConnectTimeout
+		}
+		s.listenTo = cfg
+	}
 	if o.NoMigrate {
 		if err := s.checkSchema(ctx); err != nil {
-			return nil, fmt.Errorf("open postgres: %w", err)
+			return nil, fmt.Errorf("open postgres: %w", poolerHint(err))
 		}
 		return s, nil
 	}
 	if err := s.migrate(ctx); err != nil {
-		return nil, err
+		return nil, poolerHint(err)
 	}
 	return s, nil
 }

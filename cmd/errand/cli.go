@@ -182,7 +182,8 @@ subcommands:
 	fmt.Fprint(w, `
 Flags may come before or after arguments; -- ends the flags.
 Database: --db PATH or ERRAND_DB (default ./errand.db), or a postgres:// URL
-(schema ERRAND_SCHEMA, default errand). enqueue, batch enqueue, workflow
+(schema ERRAND_SCHEMA, default errand; behind PgBouncer in transaction mode,
+ERRAND_LISTEN_DB names the server itself for LISTEN). enqueue, batch enqueue, workflow
 enqueue, work, serve, migrate and bench create and migrate it; the other
 subcommands never do: they open only a database that errand has migrated
 (demo makes its own, ./errand-demo.db).
@@ -433,7 +434,8 @@ func openStore(ctx context.Context, flagValue string, mode openMode, logger *slo
 		if !errandtype.StorableText(schema) {
 			return nil, usagef("ERRAND_SCHEMA is not valid UTF-8 without NUL bytes; name the schema your application uses, e.g. errand")
 		}
-		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: schema, Logger: logger, NoMigrate: mode == mustExist})
+		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: schema, Logger: logger, NoMigrate: mode == mustExist,
+			ListenURL: os.Getenv("ERRAND_LISTEN_DB")})
 		if errors.Is(err, errandtype.ErrNoSchema) {
 			if schema == "" {
 				schema = postgres.DefaultSchema

@@ -65,8 +65,9 @@ every third of --lease while the command runs, and looks for jobs every
 jobs enqueued by other processes: PostgreSQL announces them with
 LISTEN/NOTIFY, and on SQLite the worker checks the file for other
 processes' commits (every 2ms, on Linux only after a write to the WAL). --poll-only turns listening off, for a
-PostgreSQL pooler in transaction mode where LISTEN is unavailable, or to
-spend no CPU on those checks; polling alone then finds every job.
+PostgreSQL pooler in transaction mode with no direct connection for LISTEN
+(ERRAND_LISTEN_DB names one), or to spend no CPU on those checks; polling
+alone then finds every job.
 
 Every worker competes for the cluster's leadership, a lease on the
 database's clock that the leader renews every third of --leader-ttl
