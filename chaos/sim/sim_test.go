@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,11 +31,11 @@ var (
 	stepsFlag = flag.Int("sim.steps", sim.DefaultSteps, "operations per seed")
 )
 
-// defaultSeeds is the default range on SQLite, sized for 30 to 60 seconds
-// on a 2-core machine (a seed of 100 steps takes about 0.1 s when the
-// machine is quiet); PostgreSQL runs pgSeedsDiv times fewer.
+// defaultSeeds is the default range on SQLite, a thousand seeds: a seed of
+// 100 steps costs about 0.1 s of CPU, spread over the CPUs; PostgreSQL runs
+// pgSeedsDiv times fewer.
 const (
-	defaultSeeds = 400
+	defaultSeeds = 1000
 	pgSeedsDiv   = 10
 )
 
@@ -63,32 +66,39 @@ func pgSeeds() []uint64 {
 	return seeds(defaultSeeds / pgSeedsDiv)
 }
 
-type openFunc func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store
+// openFunc opens a seed's store; the store's Close and the test's cleanup
+// dispose of it.
+type openFunc func(t *testing.T, seed uint64, clock *errandtest.Clock) (errandstore.Store, error)
 
-// runSeeds runs the seeds and returns the events of their runs, summed.
+// runSeeds runs the seeds, spread over one goroutine a CPU (each seed is a
+// run of its own, so the spread changes no result), and returns the events
+// of their runs, summed.
 func runSeeds(t *testing.T, ss []uint64, open openFunc) map[string]int {
 	start := time.Now()
-	events := map[string]int{}
-	for _, seed := range ss {
-		clock := errandtest.NewClock(sim.Epoch)
-		st := open(t, seed, clock)
-		r, err := sim.Run(t.Context(), sim.Config{Store: st, Clock: clock, Seed: seed, Steps: *stepsFlag})
-		st.Close()
-		var f *sim.Failure
-		if errors.As(err, &f) {
-			t.Fatal(f)
-		}
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		for e, n := range r.Events {
-			events[e] += n
-		}
-		if *seedFlag >= 0 {
-			for _, l := range r.Trace {
-				t.Log(l)
+	shards := min(runtime.GOMAXPROCS(0), len(ss))
+	found := make([]map[string]int, shards)
+	failed := make([]error, shards)
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Go(func() {
+			found[i] = map[string]int{}
+			for j := i; j < len(ss); j += shards {
+				if failed[i] = runSeed(t, ss[j], open, found[i]); failed[i] != nil {
+					return
+				}
 			}
-			t.Logf("seed %d: %d steps, %d jobs, ops %v", seed, r.Steps, r.Jobs, r.Ops)
+		})
+	}
+	wg.Wait()
+	for _, err := range failed {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := map[string]int{}
+	for _, f := range found {
+		for e, n := range f {
+			events[e] += n
 		}
 	}
 	el := time.Since(start)
@@ -98,6 +108,34 @@ func runSeeds(t *testing.T, ss []uint64, open openFunc) map[string]int {
 		t.Logf("%6d  %s", events[e], e)
 	}
 	return events
+}
+
+// runSeed runs one seed, adding its events to events.
+func runSeed(t *testing.T, seed uint64, open openFunc, events map[string]int) error {
+	clock := errandtest.NewClock(sim.Epoch)
+	st, err := open(t, seed, clock)
+	if err != nil {
+		return fmt.Errorf("seed %d: open: %w", seed, err)
+	}
+	r, err := sim.Run(t.Context(), sim.Config{Store: st, Clock: clock, Seed: seed, Steps: *stepsFlag})
+	st.Close()
+	var f *sim.Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	if err != nil {
+		return fmt.Errorf("seed %d: %w", seed, err)
+	}
+	for e, n := range r.Events {
+		events[e] += n
+	}
+	if *seedFlag >= 0 {
+		for _, l := range r.Trace {
+			t.Log(l)
+		}
+		t.Logf("seed %d: %d steps, %d jobs, ops %v", seed, r.Steps, r.Jobs, r.Ops)
+	}
+	return nil
 }
 
 // mustHappen are the events a default range must exercise: a simulation
@@ -122,22 +160,33 @@ func checkCoverage(t *testing.T, events map[string]int) {
 	}
 }
 
-// openSQLite opens each seed's store on a fresh file in dir, removing the
-// previous seed's.
+// openSQLite opens each seed's store on a fresh file in dir, removed when
+// the seed is done.
 func openSQLite(dir string) openFunc {
-	return func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
-		path := filepath.Join(dir, "sim.db")
-		for _, f := range []string{path, path + "-wal", path + "-shm"} {
-			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				t.Fatal(err)
-			}
-		}
+	return func(t *testing.T, seed uint64, clock *errandtest.Clock) (errandstore.Store, error) {
+		path := filepath.Join(dir, fmt.Sprintf("sim-%d.db", seed))
 		s, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock, Synchronous: "NORMAL"})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		return s
+		return removing{s, path}, nil
 	}
+}
+
+// removing is a SQLite store whose Close removes its files.
+type removing struct {
+	*sqlite.Store
+	path string
+}
+
+func (r removing) Close() error {
+	err := r.Store.Close()
+	for _, f := range []string{r.path, r.path + "-wal", r.path + "-shm"} {
+		if rerr := os.Remove(f); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+			err = rerr
+		}
+	}
+	return err
 }
 
 func TestSimSQLite(t *testing.T) {
@@ -150,7 +199,10 @@ func TestSimDeterministic(t *testing.T) {
 	var traces [2][]string
 	for i := range traces {
 		clock := errandtest.NewClock(sim.Epoch)
-		st := openSQLite(t.TempDir())(t, 7, clock)
+		st, err := openSQLite(t.TempDir())(t, 7, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
 		r, err := sim.Run(t.Context(), sim.Config{Store: st, Clock: clock, Seed: 7})
 		st.Close()
 		if err != nil {
@@ -165,11 +217,7 @@ func TestSimDeterministic(t *testing.T) {
 
 func TestSimPostgres(t *testing.T) {
 	url := pgtest.URL(t)
-	_ = runSeeds(t, pgSeeds(), func(t *testing.T, seed uint64, clock *errandtest.Clock) errandstore.Store {
-		s, err := postgres.Open(context.Background(), url, &postgres.Options{Clock: clock, Schema: pgtest.Schema(t, url)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	_ = runSeeds(t, pgSeeds(), func(t *testing.T, seed uint64, clock *errandtest.Clock) (errandstore.Store, error) {
+		return postgres.Open(context.Background(), url, &postgres.Options{Clock: clock, Schema: pgtest.Schema(t, url)})
 	})
 }
