@@ -159,7 +159,11 @@ cmd_kill_primary() {
 	pid=$(pid_of "$DIR/primary") || die "the primary has no postmaster.pid: it is not running"
 	kill -0 "$pid" 2>/dev/null || die "the primary (pid $pid) is not running"
 	kill -KILL "$pid"
-	while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+	# Gone, or a zombie its parent has yet to reap: either way it is dead.
+	while kill -0 "$pid" 2>/dev/null; do
+		[ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && break
+		sleep 0.01
+	done
 	echo "KILLED_PID=$pid"
 }
 
