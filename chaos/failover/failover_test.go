@@ -216,7 +216,15 @@ func runFailover(t *testing.T, mode pgtopology.Mode) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 
+	// ERRAND_FAILOVER_LOGS keeps the processes' logs in a directory of its
+	// own, mode by mode, for reading after the run.
 	dir := t.TempDir()
+	if keep := os.Getenv("ERRAND_FAILOVER_LOGS"); keep != "" {
+		dir = filepath.Join(keep, string(mode))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var procs []*process
 	for i := range 2 {
 		procs = append(procs, startProcess(t, bin, filepath.Join(dir, fmt.Sprintf("work%d.log", i)),
