@@ -28,6 +28,32 @@ die() {
 	exit 1
 }
 
+# die_log dies, quoting the end of a log that says why.
+die_log() {
+	local log=$1
+	shift
+	echo "pg-standby: $*; the end of $log:" >&2
+	tail -n 15 "$log" >&2 2>/dev/null || true
+	exit 1
+}
+
+# start_node starts the server of data directory $1 on port $2, or on
+# another free port when something took that one meanwhile; it prints the
+# port it runs on.
+start_node() {
+	local data=$1 port=$2 log=$1.log
+	for _ in 1 2 3; do
+		sed -i "s/^port = .*\$/port = $port/" "$data/postgresql.conf"
+		if as "$PG_BIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null; then
+			echo "$port"
+			return 0
+		fi
+		grep -q "could not bind\|could not create listen socket" "$log" || break
+		port=$(free_port "$PRIMARY_PORT" "$STANDBY_PORT")
+	done
+	die_log "$log" "$(basename "$data") did not start"
+}
+
 # as runs a command as the servers' user.
 as() {
 	if [ "$(id -u)" -eq 0 ]; then
@@ -73,6 +99,12 @@ load_state() {
 	. "$DIR/topology.env"
 }
 
+# save_state keeps the ports for the other subcommands (stop, too, after a
+# start that failed halfway).
+save_state() {
+	printf 'MODE=%s\nPRIMARY_PORT=%s\nSTANDBY_PORT=%s\n' "$MODE" "$PRIMARY_PORT" "$STANDBY_PORT" >"$DIR/topology.env"
+}
+
 print_state() {
 	echo "DIR=$DIR"
 	echo "MODE=$MODE"
@@ -101,10 +133,9 @@ cmd_start() {
 
 	PRIMARY_PORT=$(free_port)
 	STANDBY_PORT=$(free_port "$PRIMARY_PORT")
-	printf 'MODE=%s\nPRIMARY_PORT=%s\nSTANDBY_PORT=%s\n' "$MODE" "$PRIMARY_PORT" "$STANDBY_PORT" >"$DIR/topology.env"
 
 	as "$PG_BIN/initdb" -D "$DIR/primary" -U postgres --auth=trust -E UTF8 --no-sync --no-instructions >"$DIR/initdb.log" 2>&1 ||
-		die "initdb failed; see $DIR/initdb.log"
+		die_log "$DIR/initdb.log" "initdb failed"
 	# Sockets in DIR: nothing shared with a system server's socket directory.
 	cat >>"$DIR/primary/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
@@ -119,15 +150,14 @@ fsync = on
 max_connections = 100
 CONF
 	echo "host replication postgres 127.0.0.1/32 trust" >>"$DIR/primary/pg_hba.conf"
-	as "$PG_BIN/pg_ctl" -D "$DIR/primary" -l "$DIR/primary.log" -w -t 60 start >/dev/null ||
-		die "the primary did not start; see $DIR/primary.log"
+	PRIMARY_PORT=$(start_node "$DIR/primary" "$PRIMARY_PORT")
+	save_state
 
 	as "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$PRIMARY_PORT" -U postgres -D "$DIR/standby" -R -X stream --no-sync \
 		-d "application_name=standby" >"$DIR/basebackup.log" 2>&1 ||
-		die "pg_basebackup failed; see $DIR/basebackup.log"
-	sed -i "s/^port = $PRIMARY_PORT\$/port = $STANDBY_PORT/" "$DIR/standby/postgresql.conf"
-	as "$PG_BIN/pg_ctl" -D "$DIR/standby" -l "$DIR/standby.log" -w -t 60 start >/dev/null ||
-		die "the standby did not start; see $DIR/standby.log"
+		die_log "$DIR/basebackup.log" "pg_basebackup failed"
+	STANDBY_PORT=$(start_node "$DIR/standby" "$STANDBY_PORT")
+	save_state
 
 	# Wait for streaming, and only then make commits wait for the standby:
 	# set earlier, on the primary only, so that the standby (copied before)
@@ -138,7 +168,7 @@ CONF
 		[ "$state" = streaming ] && break
 		sleep 0.1
 	done
-	[ "$state" = streaming ] || die "the standby does not stream from the primary; see $DIR/standby.log"
+	[ "$state" = streaming ] || die_log "$DIR/standby.log" "the standby does not stream from the primary"
 	if [ "$MODE" = sync ]; then
 		psql_at "$PRIMARY_PORT" "ALTER SYSTEM SET synchronous_standby_names = 'standby'" >/dev/null
 		psql_at "$PRIMARY_PORT" "SELECT pg_reload_conf()" >/dev/null
