@@ -268,50 +268,46 @@ func runFailover(t *testing.T, mode pgtopology.Mode) {
 	workCtx, stopWork := context.WithCancel(ctx)
 	var load, work sync.WaitGroup
 	var seq atomic.Int64
-	load.Go(func() {
-		for loadCtx.Err() == nil {
-			n := int(seq.Add(1))
-			id := fmt.Sprintf("lib-%d", n)
-			var args errand.JobArgs = hookArgs{n}
-			queue := "default"
-			switch {
-			case n%2 == 0:
-				args, queue = remoteArgs{n}, "remote"
-			case n%41 == 1:
-				args, queue = slowArgs{n}, "slow"
+	// producer enqueues every pause until the load stops, each job n by
+	// enqueue, which returns its id and whether it answered success.
+	producer := func(what string, pause time.Duration, enqueue func(n int) (string, bool)) {
+		load.Go(func() {
+			for loadCtx.Err() == nil {
+				began := time.Now()
+				if id, ok := enqueue(int(seq.Add(1))); ok {
+					l.add(l.enqueued, id)
+					f.saw(what, began, time.Now())
+				} else {
+					l.failed(what)
+				}
+				sleep(loadCtx, pause)
 			}
-			began := time.Now()
-			cctx, cancel := context.WithTimeout(loadCtx, 5*time.Second)
-			_, err := client.Enqueue(cctx, args, &errand.EnqueueOpts{ID: id, Queue: queue, MaxAttempts: maxAttempts})
-			cancel()
-			if err == nil {
-				l.add(l.enqueued, id)
-				f.saw("library enqueue", began, time.Now())
-			} else {
-				l.failed("library enqueue")
-			}
-			sleep(loadCtx, 15*time.Millisecond)
+		})
+	}
+	producer("library enqueue", 15*time.Millisecond, func(n int) (string, bool) {
+		id := fmt.Sprintf("lib-%d", n)
+		var args errand.JobArgs = hookArgs{n}
+		queue := "default"
+		switch {
+		case n%2 == 0:
+			args, queue = remoteArgs{n}, "remote"
+		case n%41 == 1:
+			args, queue = slowArgs{n}, "slow"
 		}
+		cctx, cancel := context.WithTimeout(loadCtx, 5*time.Second)
+		defer cancel()
+		_, err := client.Enqueue(cctx, args, &errand.EnqueueOpts{ID: id, Queue: queue, MaxAttempts: maxAttempts})
+		return id, err == nil
 	})
-	load.Go(func() {
-		for loadCtx.Err() == nil {
-			n := int(seq.Add(1))
-			id := fmt.Sprintf("api-%d", n)
-			kind, queue := "hook", "default"
-			if n%2 == 0 {
-				kind, queue = "remote", "remote"
-			}
-			began := time.Now()
-			status, _, err := call(loadCtx, "/jobs", map[string]any{"kind": kind, "queue": queue, "args": map[string]int{"n": n}, "max_attempts": maxAttempts},
-				"Idempotency-Key", id)
-			if err == nil && status/100 == 2 {
-				l.add(l.enqueued, id)
-				f.saw("API call (enqueue)", began, time.Now())
-			} else {
-				l.failed("API enqueue")
-			}
-			sleep(loadCtx, 30*time.Millisecond)
+	producer("API call (enqueue)", 30*time.Millisecond, func(n int) (string, bool) {
+		id := fmt.Sprintf("api-%d", n)
+		kind, queue := "hook", "default"
+		if n%2 == 0 {
+			kind, queue = "remote", "remote"
 		}
+		status, _, err := call(loadCtx, "/jobs", map[string]any{"kind": kind, "queue": queue, "args": map[string]int{"n": n}, "max_attempts": maxAttempts},
+			"Idempotency-Key", id)
+		return id, err == nil && status/100 == 2
 	})
 	work.Go(func() {
 		for workCtx.Err() == nil {

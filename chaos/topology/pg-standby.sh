@@ -83,10 +83,16 @@ pid_of() {
 	[ -f "$1/postmaster.pid" ] && head -1 "$1/postmaster.pid"
 }
 
+# alive reports whether a process runs: a zombie its parent has yet to
+# reap is dead.
+alive() {
+	kill -0 "$1" 2>/dev/null && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
+}
+
 running() {
 	local pid
 	pid=$(pid_of "$1" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+	[ -n "$pid" ] && alive "$pid"
 }
 
 psql_at() {
@@ -97,6 +103,16 @@ load_state() {
 	[ -f "$DIR/topology.env" ] || die "$DIR has no topology (run: $0 start $DIR)"
 	# shellcheck disable=SC1091
 	. "$DIR/topology.env"
+}
+
+# replication_is waits up to 30s for the standby's row of the primary's
+# pg_stat_replication to show value in column.
+replication_is() {
+	for _ in $(seq 300); do
+		[ "$(psql_at "$PRIMARY_PORT" "SELECT $1 FROM pg_stat_replication WHERE application_name = 'standby'" 2>/dev/null || true)" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 # save_state keeps the ports for the other subcommands (stop, too, after a
@@ -129,7 +145,7 @@ cmd_start() {
 	[ -z "$(ls -A "$DIR")" ] || die "$DIR is not empty: give a new or empty directory"
 	[ "$(id -u)" -ne 0 ] || chown "$PG_USER" "$DIR"
 	# The directory's parents must let the servers' user through.
-	as test -w "$DIR" || die "$PG_USER cannot write $DIR: give a directory it can reach (e.g. under /tmp)"
+	as test -w "$DIR" || die "$PG_USER cannot write $DIR: give a directory whose parents it may enter (mktemp -d makes one it may not; /tmp/NAME will do)"
 
 	PRIMARY_PORT=$(free_port)
 	STANDBY_PORT=$(free_port "$PRIMARY_PORT")
@@ -162,23 +178,11 @@ CONF
 	# Wait for streaming, and only then make commits wait for the standby:
 	# set earlier, on the primary only, so that the standby (copied before)
 	# does not wait for a standby of its own once promoted.
-	local state=""
-	for _ in $(seq 300); do
-		state=$(psql_at "$PRIMARY_PORT" "SELECT state FROM pg_stat_replication WHERE application_name = 'standby'" 2>/dev/null || true)
-		[ "$state" = streaming ] && break
-		sleep 0.1
-	done
-	[ "$state" = streaming ] || die_log "$DIR/standby.log" "the standby does not stream from the primary"
+	replication_is state streaming || die_log "$DIR/standby.log" "the standby does not stream from the primary"
 	if [ "$MODE" = sync ]; then
 		psql_at "$PRIMARY_PORT" "ALTER SYSTEM SET synchronous_standby_names = 'standby'" >/dev/null
 		psql_at "$PRIMARY_PORT" "SELECT pg_reload_conf()" >/dev/null
-		local sync=""
-		for _ in $(seq 300); do
-			sync=$(psql_at "$PRIMARY_PORT" "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'" 2>/dev/null || true)
-			[ "$sync" = sync ] && break
-			sleep 0.1
-		done
-		[ "$sync" = sync ] || die "the standby did not become synchronous (sync_state $sync)"
+		replication_is sync_state sync || die_log "$DIR/primary.log" "the standby did not become synchronous"
 	fi
 	print_state
 }
@@ -187,13 +191,9 @@ cmd_kill_primary() {
 	load_state
 	local pid
 	pid=$(pid_of "$DIR/primary") || die "the primary has no postmaster.pid: it is not running"
-	kill -0 "$pid" 2>/dev/null || die "the primary (pid $pid) is not running"
+	alive "$pid" || die "the primary (pid $pid) is not running"
 	kill -KILL "$pid"
-	# Gone, or a zombie its parent has yet to reap: either way it is dead.
-	while kill -0 "$pid" 2>/dev/null; do
-		[ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && break
-		sleep 0.01
-	done
+	while alive "$pid"; do sleep 0.01; done
 	echo "KILLED_PID=$pid"
 }
 
