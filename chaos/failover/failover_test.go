@@ -46,11 +46,18 @@ const (
 
 // TestFailoverSync: with a synchronous standby every acknowledged enqueue
 // and outcome survives the failover.
-func TestFailoverSync(t *testing.T) { runFailover(t, pgtopology.Sync) }
+func TestFailoverSync(t *testing.T) { runFailover(t, pgtopology.Sync, false) }
 
 // TestFailoverAsync: with an asynchronous standby the last acknowledged
 // commits may be lost; the other guarantees hold, and the loss is reported.
-func TestFailoverAsync(t *testing.T) { runFailover(t, pgtopology.Async) }
+func TestFailoverAsync(t *testing.T) { runFailover(t, pgtopology.Async, false) }
+
+// TestFailoverSilentPrimary: the dead primary's address takes connections
+// and never answers, as a machine that is gone rather than a server that
+// refuses. Every new connection first waits out the connect timeout (10s by
+// default) on it before it tries the standby; errand, listeners included,
+// must get there all the same.
+func TestFailoverSilentPrimary(t *testing.T) { runFailover(t, pgtopology.Sync, true) }
 
 var errandBin struct {
 	once sync.Once
@@ -159,7 +166,11 @@ func (l *ledger) failed(what string) {
 	l.failures[what]++
 }
 
-func runFailover(t *testing.T, mode pgtopology.Mode) {
+// silentLoadAfter is loadAfter when the old primary is silent: long enough
+// for connections to wait out the default connect timeout on it.
+const silentLoadAfter = 16 * time.Second
+
+func runFailover(t *testing.T, mode pgtopology.Mode, silent bool) {
 	if err := pgtopology.Available(); err != nil {
 		t.Skip(err)
 	}
@@ -352,6 +363,9 @@ func runFailover(t *testing.T, mode pgtopology.Mode) {
 	if err := top.KillPrimary(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if silent {
+		silentServer(t, top.PrimaryPort)
+	}
 	killAt := time.Now() // the postmaster is dead: nothing begun now reaches it
 	f.killed(killAt)
 	sleep(ctx, promoteAfter)
@@ -361,7 +375,11 @@ func runFailover(t *testing.T, mode pgtopology.Mode) {
 	}
 	promoted := time.Now()
 	t.Logf("killed the primary at +0; promote began at +%v and returned at +%v", promoteAt.Sub(killAt).Round(time.Millisecond), promoted.Sub(killAt).Round(time.Millisecond))
-	sleep(ctx, loadAfter)
+	if silent {
+		sleep(ctx, silentLoadAfter)
+	} else {
+		sleep(ctx, loadAfter)
+	}
 	stopLoad()
 	load.Wait()
 
@@ -490,6 +508,36 @@ func runFailover(t *testing.T, mode pgtopology.Mode) {
 			t.Errorf("%s exited during the failover:\n%s", p.name, p.tail())
 		}
 	}
+}
+
+// silentServer takes connections on 127.0.0.1:port, never answering them,
+// until the test ends.
+func silentServer(t *testing.T, port int) {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatalf("listen on the dead primary's port: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 }
 
 // sleep waits d or until ctx ends.
