@@ -228,10 +228,10 @@ func runFailover(t *testing.T, mode pgtopology.Mode, silent bool) {
 	}))
 
 	// ERRAND_FAILOVER_LOGS keeps the processes' logs in a directory of its
-	// own, mode by mode, for reading after the run.
+	// own, test by test, for reading after the run.
 	dir := t.TempDir()
 	if keep := os.Getenv("ERRAND_FAILOVER_LOGS"); keep != "" {
-		dir = filepath.Join(keep, string(mode))
+		dir = filepath.Join(keep, t.Name())
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
