@@ -27,6 +27,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/chaos/pgtopology"
 	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -364,7 +365,7 @@ func runFailover(t *testing.T, mode pgtopology.Mode, silent bool) {
 		t.Fatal(err)
 	}
 	if silent {
-		silentServer(t, top.PrimaryPort)
+		pgtest.SilentServerAt(t, fmt.Sprintf("127.0.0.1:%d", top.PrimaryPort))
 	}
 	killAt := time.Now() // the postmaster is dead: nothing begun now reaches it
 	f.killed(killAt)
@@ -508,36 +509,6 @@ func runFailover(t *testing.T, mode pgtopology.Mode, silent bool) {
 			t.Errorf("%s exited during the failover:\n%s", p.name, p.tail())
 		}
 	}
-}
-
-// silentServer takes connections on 127.0.0.1:port, never answering them,
-// until the test ends.
-func silentServer(t *testing.T, port int) {
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatalf("listen on the dead primary's port: %v", err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
 }
 
 // sleep waits d or until ctx ends.
