@@ -13,6 +13,7 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Wake-ups across processes go through LISTEN/NOTIFY on one channel per
@@ -36,9 +37,10 @@ const (
 	listenIdlePing = time.Minute
 	// listenPingTimeout bounds that check.
 	listenPingTimeout = 5 * time.Second
-	// listenConnectTimeout bounds one attempt to reconnect, so that a
-	// connect lost in a partition is retried rather than awaited for the
-	// kernel's minutes.
+	// listenConnectTimeout bounds the listener's connection to each server
+	// of the URL when the pool sets no connect timeout, so that a connect
+	// lost in a partition is retried rather than awaited for the kernel's
+	// minutes.
 	listenConnectTimeout = 10 * time.Second
 	// listenBackoffMin and listenBackoffMax bound the wait between attempts
 	// to reconnect a dropped listener; it doubles from one to the other.
@@ -224,11 +226,7 @@ func (s *Store) deliver(channel, payload string) {
 // listenConn opens a connection that listens on the schema's channels, and
 // checks that notifications sent through the pool reach it (see probeListen).
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	cfg := s.listenTo
-	if cfg == nil {
-		cfg = s.pool.Config().ConnConfig
-	}
-	cfg = cfg.Copy()
+	cfg := s.listenConfig()
 	if app := cfg.RuntimeParams["application_name"]; app != "" {
 		cfg.RuntimeParams["application_name"] = app + "/listener"
 	} else {
@@ -412,6 +410,42 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
+// listenConfig is the listening connection's configuration: ListenURL's,
+// or the pool's, each server bounded by listenConnectTimeout when it sets
+// no connect timeout of its own.
+func (s *Store) listenConfig() *pgx.ConnConfig {
+	cfg := s.listenTo
+	if cfg == nil {
+		cfg = s.pool.Config().ConnConfig
+	}
+	cfg = cfg.Copy()
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = listenConnectTimeout
+	}
+	return cfg
+}
+
+// listenAttemptTimeout bounds one attempt to reconnect the listener: the
+// connect timeout once for each server of the listener's URL, as much for
+// the pool's (the probe's notification goes through the pool, perhaps on a
+// new connection), and the probe's wait. After a failover the first server
+// may be a dead primary that never answers; a bound of one timeout would
+// run out on it every time and never reach the promoted standby.
+func (s *Store) listenAttemptTimeout() time.Duration {
+	return connectBound(&s.listenConfig().Config) + connectBound(&s.pool.Config().ConnConfig.Config) + listenProbeTimeout
+}
+
+// connectBound is the longest a connection of cfg may take to find a
+// server: its connect timeout (listenConnectTimeout when it sets none) for
+// each server it names.
+func connectBound(cfg *pgconn.Config) time.Duration {
+	per := cfg.ConnectTimeout
+	if per <= 0 {
+		per = listenConnectTimeout
+	}
+	return per * time.Duration(len(hostList(cfg)))
+}
+
 // reconnect opens a new listening connection, waiting with backoff between
 // attempts. It returns nil when ctx ends first.
 func (s *Store) reconnectListen(ctx context.Context) *pgx.Conn {
@@ -427,7 +461,7 @@ func (s *Store) reconnectListen(ctx context.Context) *pgx.Conn {
 			return nil
 		case <-t.C:
 		}
-		attemptCtx, cancel := context.WithTimeout(ctx, listenConnectTimeout)
+		attemptCtx, cancel := context.WithTimeout(ctx, s.listenAttemptTimeout())
 		conn, err := s.listenConn(attemptCtx)
 		cancel()
 		if err == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -175,6 +176,52 @@ func TestListenReconnects(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
+	}
+}
+
+// TestListenReconnectsPastSilentServer: after a failover the URL's first
+// server may be a dead primary whose address takes connections and never
+// answers; the listener, cut off, reconnects to the next server all the
+// same, each server bounded by the URL's connect_timeout.
+func TestListenReconnectsPastSilentServer(t *testing.T) {
+	live := pgtest.URL(t)
+	schema := pgtest.Schema(t, live)
+	u, err := url.Parse(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = pgtest.SilentServer(t) + "," + u.Host
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	q.Set("application_name", "errand-silent-first")
+	u.RawQuery = q.Encode()
+	var logs syncBuffer
+	listener, err := postgres.Open(t.Context(), u.String(), &postgres.Options{Schema: schema,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	sender := open(t, live, schema, nil)
+	defer sender.Close()
+	ch, err := listener.ListenQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := terminateApp(t, sender, "errand-silent-first/listener"); n != 1 {
+		t.Fatalf("terminated %d listener backends, want 1", n)
+	}
+	if q := receive(t, ch, "after the drop"); q != "" {
+		t.Fatalf("first delivery after the drop %q, want \"\" (look at every queue)", q)
+	}
+	if err := sender.NotifyQueues(t.Context(), []string{"after"}); err != nil {
+		t.Fatal(err)
+	}
+	if q := receive(t, ch, "after reconnecting"); q != "after" {
+		t.Errorf("got %q, want after", q)
+	}
+	if !strings.Contains(logs.String(), "reconnected") {
+		t.Errorf("log lacks the reconnect:\n%s", logs.String())
 	}
 }
 

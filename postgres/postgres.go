@@ -243,6 +243,12 @@ func lastCause(err error) error {
 // addresses lists the servers a configuration tries, as host:port (or the
 // socket path).
 func addresses(cfg *pgx.ConnConfig) string {
+	return strings.Join(hostList(&cfg.Config), ", ")
+}
+
+// hostList returns the servers a configuration tries, each once (a URL's
+// host appears once for each TLS mode tried on it).
+func hostList(cfg *pgconn.Config) []string {
 	var list []string
 	seen := map[string]bool{}
 	add := func(host string, port uint16) {
@@ -259,7 +265,7 @@ func addresses(cfg *pgx.ConnConfig) string {
 	for _, fb := range cfg.Fallbacks {
 		add(fb.Host, fb.Port)
 	}
-	return strings.Join(list, ", ")
+	return list
 }
 
 // New returns a store on the application's own pool, applying errand's

@@ -25,7 +25,10 @@ import (
 // cancelled (the renewal's answer says so) has its context cancelled with
 // ErrJobCancelled and stays held, so that its lease lives until its outcome
 // is written. A cancel notification makes the keeper renew at once (see
-// CheckNow) instead of at its next tick. Its ticker runs only while it holds
+// CheckNow) instead of at its next tick. A renewal that failed (the store
+// away, as in a database failover) is tried again 100ms later, the wait
+// doubling up to a second (or the tick, when sooner), so that a store back
+// within the lease keeps it. Its ticker runs only while it holds
 // leases, so an idle worker arms no heartbeat timer.
 type Keeper struct {
 	store  Heartbeater
@@ -157,13 +160,17 @@ func (k *Keeper) run(ctx context.Context) {
 			return
 		case <-k.wake:
 			if k.urgent.Swap(false) {
-				k.beat(ctx)
+				t.beaten(k.beat(ctx))
 			}
 		case <-t.expires:
 			t.armedFor = time.Time{}
 			k.expire()
 		case <-t.tick:
-			k.beat(ctx)
+			t.beaten(k.beat(ctx))
+			k.expire()
+		case <-t.retries:
+			t.retries = nil
+			t.beaten(k.beat(ctx))
 			k.expire()
 		}
 	}
@@ -198,12 +205,49 @@ type keeperTimers struct {
 	// it is re-armed only when that end moves: each re-arming would put it
 	// late by the time between reading the clock and arming it.
 	armedFor time.Time
+	// retry fires a renewal again, backoff after one failed; retries is nil
+	// while none is due.
+	retry   errandtype.Timer
+	retries <-chan time.Time
+	backoff time.Duration
+}
+
+// retryMin is the first wait before renewing again after a failed renewal:
+// short, so that leases outlive a brief outage of the store (a failover).
+// It doubles up to retryMax (or the tick, when sooner), so that a store
+// that stays away is not hammered, and one that returns is found within a
+// second.
+const (
+	retryMin = 100 * time.Millisecond
+	retryMax = time.Second
+)
+
+// beaten arms the retry after a failed renewal, or disarms it after one
+// that succeeded.
+func (t *keeperTimers) beaten(ok bool) {
+	if ok {
+		t.backoff = 0
+		if t.retry != nil {
+			t.retry.Stop()
+		}
+		t.retries = nil
+		return
+	}
+	t.backoff = min(max(2*t.backoff, retryMin), retryMax, t.interval)
+	if t.retry == nil {
+		t.retry = t.clock.NewTimer(t.backoff)
+	} else {
+		t.retry.Stop()
+		t.retry.Reset(t.backoff)
+	}
+	t.retries = t.retry.C()
 }
 
 // arm runs the ticker and the expiry timer for a held lease ending first
 // at earliest, or stops them when none is held (earliest zero).
 func (t *keeperTimers) arm(earliest time.Time) {
 	if earliest.IsZero() {
+		t.beaten(true)
 		if t.expiry != nil {
 			t.expiry.Stop()
 			t.armedFor = time.Time{}
@@ -235,29 +279,33 @@ func (t *keeperTimers) stop() {
 	if t.ticker != nil {
 		t.ticker.Stop()
 	}
+	if t.retry != nil {
+		t.retry.Stop()
+	}
 }
 
-// beat renews every held lease in one call. The call is bounded by the
-// earliest end of a held lease, so that a store that hangs cannot keep a
-// handler running past a lease another worker may take.
-func (k *Keeper) beat(ctx context.Context) {
+// beat renews every held lease in one call, and reports whether the call
+// succeeded. The call is bounded by the earliest end of a held lease, so
+// that a store that hangs cannot keep a handler running past a lease
+// another worker may take.
+func (k *Keeper) beat(ctx context.Context) bool {
 	held, leases, earliest := k.heldNow()
 	if len(held) == 0 {
-		return
+		return true
 	}
 	sent := k.clock.Now()
 	callCtx, cancelCall := clock.WithDeadline(ctx, k.clock, earliest, nil)
 	rs, err := k.store.JobHeartbeatMany(callCtx, &errandstore.JobHeartbeatParams{Leases: leases, Lease: k.lease})
 	cancelCall()
 	if ctx.Err() != nil {
-		return
+		return true
 	}
 	if err == nil && len(rs) != len(held) {
 		err = errShortHeartbeat
 	}
 	if err != nil {
 		k.logger.Warn("heartbeat failed", "jobs", len(held), "err", err)
-		return // expire ends the leases that can wait no longer
+		return false // expire ends the leases that can wait no longer
 	}
 	lost, cancelled := k.renewed(held, rs, sent)
 	for _, h := range cancelled {
@@ -268,6 +316,7 @@ func (k *Keeper) beat(ctx context.Context) {
 		k.logger.Warn("lease lost", "job_id", h.Job.ID, "kind", h.Job.Kind, "attempt", h.Job.Attempt)
 		h.Lose(errandtype.ErrLeaseLost)
 	}
+	return true
 }
 
 // heldNow returns the leases held now, and the earliest end of one.

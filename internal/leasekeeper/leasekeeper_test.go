@@ -130,3 +130,57 @@ func TestKeeperEndsUnrenewedLease(t *testing.T) {
 		}
 	})
 }
+
+// TestKeeperRetriesFailedRenewal: a renewal that failed is tried again
+// within a second, not a tick later, so a store back within the lease (a
+// database failover) keeps it: here the ticks at 20s and 30s fail, and the
+// next, at 40s, would come as the lease renewed at 10s ends.
+func TestKeeperRetriesFailedRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &answers{}
+		k := New(s, clock.System{}, slog.New(slog.DiscardHandler), 30*time.Second)
+		defer k.Stop()
+		a, aErr := held("a")
+		k.Hold(a)
+		time.Sleep(15 * time.Second) // renewed at 10s
+		synctest.Wait()
+		s.mu.Lock()
+		s.fail = true // the store goes away at 15s
+		s.mu.Unlock()
+		time.Sleep(16 * time.Second)
+		synctest.Wait()
+		s.mu.Lock()
+		s.fail = false // and is back at 31s
+		failed := s.calls
+		s.mu.Unlock()
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if calls := s.callCount(); calls <= failed {
+			t.Fatalf("no renewal within 1.1s of the store's return (%d calls)", calls)
+		}
+		time.Sleep(10 * time.Second) // past 40s
+		synctest.Wait()
+		if aErr.err() != nil || !k.Holds("a") {
+			t.Fatalf("lease lost with %v after the store came back within it; held %v", aErr.err(), k.Holds("a"))
+		}
+	})
+}
+
+// TestKeeperRetryBacksOff: while the store stays away, the retries wait
+// longer each time, up to a second.
+func TestKeeperRetryBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &answers{fail: true}
+		k := New(s, clock.System{}, slog.New(slog.DiscardHandler), 30*time.Second)
+		defer k.Stop()
+		a, _ := held("a")
+		k.Hold(a)
+		// The tick at 10s fails; retries at 10.1, 10.3, 10.7, 11.5, 12.5,
+		// then every second, and the 20s tick.
+		time.Sleep(20*time.Second - time.Millisecond)
+		synctest.Wait()
+		if calls := s.callCount(); calls < 12 || calls > 16 {
+			t.Fatalf("%d renewals in the 10s after the first failed, want a retry doubling from 100ms to 1s (about 14)", calls)
+		}
+	})
+}

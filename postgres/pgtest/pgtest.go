@@ -79,7 +79,14 @@ func AnnounceSkip() {
 // timeouts. It returns host:port; the test's cleanup closes it.
 func SilentServer(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return SilentServerAt(t, "127.0.0.1:0")
+}
+
+// SilentServerAt is SilentServer on addr: a dead server's port that takes
+// connections, as a machine that is gone does not refuse them.
+func SilentServerAt(t testing.TB, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
