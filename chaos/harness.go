@@ -281,7 +281,7 @@ func (r *run) setupTarget(ctx context.Context, dir string) error {
 	case "sqlite":
 		t := &sqliteTarget{}
 		disk := filepath.Join(dir, "disk")
-		if err := mountTmpfs(disk, 96<<20); err != nil {
+		if err := mountTmpfs(disk, 64<<20); err != nil {
 			r.skipped["disk_full"] = "mounting a tmpfs failed (" + err.Error() + "); the database is on the ordinary disk"
 			os.MkdirAll(disk, 0o700)
 		} else {

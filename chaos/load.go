@@ -338,4 +338,3 @@ func (r *run) race(fns ...func() error) int {
 	wg.Wait()
 	return ok
 }
-

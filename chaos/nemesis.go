@@ -2,12 +2,16 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/errandhq/errand"
 )
 
 const sigcont = syscall.SIGCONT
@@ -62,7 +66,7 @@ func (r *run) supported() []string {
 }
 
 // plan is the nemesis's schedule, from the seed alone: a fault every 2 to 5
-// seconds, the first after 3.
+// seconds, the first after 3, the kinds in a shuffled order each round.
 func (r *run) plan() []step {
 	kinds := r.supported()
 	if len(kinds) == 0 {
@@ -70,8 +74,13 @@ func (r *run) plan() []step {
 	}
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 3))
 	var plan []step
+	var round []int
 	for at := 3 * time.Second; at < r.cfg.Duration-2*time.Second; at += time.Duration(2000+rng.IntN(3000)) * time.Millisecond {
-		plan = append(plan, step{at: at, kind: kinds[rng.IntN(len(kinds))], which: rng.IntN(1 << 20)})
+		if len(round) == 0 {
+			round = rng.Perm(len(kinds)) // every kind once a round, so a short run has them all
+		}
+		plan = append(plan, step{at: at, kind: kinds[round[0]], which: rng.IntN(1 << 20)})
+		round = round[1:]
 	}
 	return plan
 }
@@ -140,7 +149,7 @@ func (r *run) inject(ctx context.Context, s step) error {
 			fillerRemove(r)
 			return err
 		}
-		sleepCtx(context.WithoutCancel(ctx), 2*time.Second)
+		r.burst(context.WithoutCancel(ctx), 3*time.Second)
 		fillerRemove(r)
 		return nil
 	case "clock_skew":
@@ -175,5 +184,33 @@ func fillDisk(dir string) error {
 func fillerRemove(r *run) {
 	if t, ok := r.target.(*sqliteTarget); ok && t.disk != "" {
 		os.Remove(filepath.Join(t.disk, "filler"))
+	}
+}
+
+// burst enqueues jobs with large args for d, so that a full disk refuses
+// writes (the WAL must grow) rather than going unnoticed. Refused enqueues
+// are not logged; accepted ones are owed like any other.
+func (r *run) burst(ctx context.Context, d time.Duration) {
+	pad := strings.Repeat("x", 32<<10)
+	end := time.Now().Add(d)
+	for n := 0; time.Now().Before(end); n++ {
+		args, _ := json.Marshal(map[string]any{"pad": pad, "n": n})
+		res, err := r.client.Enqueue(ctx, errand.RawArgs{KindName: "chaos_ok", JSON: args},
+			&errand.EnqueueOpts{MaxAttempts: 3, BackoffBase: backoffBase, BackoffMax: backoffMax})
+		if err != nil {
+			// ENOSPC reaches SQLite's WAL as SQLITE_FULL or SQLITE_IOERR.
+			if msg := err.Error(); strings.Contains(msg, "full") || strings.Contains(msg, "disk I/O error") {
+				r.count("disk_full_refusals")
+			} else {
+				r.count("enqueue_errors")
+				r.logf("enqueue on a full disk: %v", err)
+			}
+			sleepCtx(ctx, 50*time.Millisecond)
+			continue
+		}
+		if err := r.log.append(logEntry{ID: res.Job.ID, Kind: "chaos_ok", MaxAttempts: 3, Digest: digest(args), Via: "client"}); err != nil {
+			return
+		}
+		r.count("enqueued")
 	}
 }
