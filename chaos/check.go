@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -244,11 +245,24 @@ func (r *run) check(ctx context.Context) *Report {
 			ticks[deref(j.UniqueKey)]++
 		}
 	}
+	var times []time.Time
 	for k, n := range ticks {
 		if n > 1 {
 			add(invCron, k, "tick fired %d jobs", n)
 		}
+		if t, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(k, "errand.cron:tick:")); err == nil {
+			times = append(times, t)
+		}
 	}
+	// The longest gap between ticks: a schedule that stalls after a fault
+	// shows here (missed ticks are skipped by design, so it is a figure).
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	for i := 1; i < len(times); i++ {
+		if g := times[i].Sub(times[i-1]); g > rep.cronGap {
+			rep.cronGap = g
+		}
+	}
+	rep.CronMaxGap = rep.cronGap.String()
 
 	for id, n := range sv.deliveries {
 		rep.Deliveries += n

@@ -189,6 +189,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		dir = d
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	rep, err := r.run(ctx, dir)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Violation is one broken invariant, about one job (or batch, workflow,
@@ -47,11 +48,14 @@ type Report struct {
 	// StaleAcks are remote acknowledgments sent after stalling past the
 	// lease; StaleAcksFenced those refused. LeaseLostLogged counts the
 	// worker processes' fenced outcomes.
-	StaleAcks       int               `json:"stale_acks"`
-	StaleAcksFenced int               `json:"stale_acks_fenced"`
-	LeaseLostLogged int               `json:"lease_lost_logged"`
-	CronTicks       int               `json:"cron_ticks"`
-	Invariants      []InvariantResult `json:"invariants"`
+	StaleAcks       int `json:"stale_acks"`
+	StaleAcksFenced int `json:"stale_acks_fenced"`
+	LeaseLostLogged int `json:"lease_lost_logged"`
+	CronTicks       int `json:"cron_ticks"`
+	// CronMaxGap is the longest time between two ticks' jobs.
+	CronMaxGap string `json:"cron_max_gap"`
+	cronGap    time.Duration
+	Invariants []InvariantResult `json:"invariants"`
 	// Dir keeps the run's files (logs, sink, database) after a failure.
 	Dir string `json:"dir"`
 }
@@ -110,8 +114,8 @@ func (r *Report) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "jobs:     %d in the store, %d logged enqueues; %s\n", r.Jobs, r.Logged, kv(r.States))
 	fmt.Fprintf(w, "waiting:  %s\n", kv(r.Waiting))
-	fmt.Fprintf(w, "sink:     %d deliveries, %d redeliveries; stale remote acks %d (%d fenced); lease lost logged %d; cron ticks %d\n",
-		r.Deliveries, r.Redeliveries, r.StaleAcks, r.StaleAcksFenced, r.LeaseLostLogged, r.CronTicks)
+	fmt.Fprintf(w, "sink:     %d deliveries, %d redeliveries; stale remote acks %d (%d fenced); lease lost logged %d; cron ticks %d, longest gap %s\n",
+		r.Deliveries, r.Redeliveries, r.StaleAcks, r.StaleAcksFenced, r.LeaseLostLogged, r.CronTicks, r.CronMaxGap)
 	for _, i := range r.Invariants {
 		mark := "ok  "
 		if !i.OK {

@@ -258,6 +258,10 @@ func startPrivateCluster(ctx context.Context, dir string) (dataDir string, port 
 		return "", 0, "", err
 	}
 	if os.Geteuid() == 0 {
+		// The postgres user must reach its directory through the run's.
+		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+			return "", 0, "", err
+		}
 		if out, err := exec.Command("chown", "-R", "postgres:postgres", dir).CombinedOutput(); err != nil {
 			return "", 0, "", fmt.Errorf("chown %s to postgres: %v: %s", dir, err, out)
 		}
