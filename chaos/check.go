@@ -189,6 +189,9 @@ func (r *run) check(ctx context.Context) *Report {
 		if n, max := len(sv.tokens[j.ID]), j.MaxAttempts*(j.Replays+1)+given; n > max {
 			add(invAttempts, j.ID, "delivered under %d leases, more than %d attempts allow", n, max)
 		}
+		if n := sv.staleAckOK[j.ID]; n > 0 {
+			add(invFence, j.ID, "%d outcomes sent after the lease expired were recorded, not refused as lease_lost", n)
+		}
 		if acks := sv.acksOK[j.ID]; len(acks) > 1 {
 			add(invFence, j.ID, "%d acknowledgments succeeded (attempts %v)", len(acks), acks)
 		} else if len(acks) == 1 && (j.State != errandtype.StateSucceeded || acks[0] != j.Attempt) && j.Replays == 0 {

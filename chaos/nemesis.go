@@ -130,7 +130,9 @@ func (r *run) inject(ctx context.Context, s step) error {
 		}
 		return r.waitServe()
 	case "stall_remote":
-		r.remotes[s.which%len(r.remotes)].stall.Add(1)
+		for _, w := range r.remotes { // each stalls on its next job
+			w.stall.Add(1)
+		}
 		return nil
 	case "sink_outage":
 		r.sink.outage.Store(true)

@@ -175,13 +175,15 @@ func (w *remoteWorker) work(ctx context.Context, env errandtype.Envelope) {
 			sleepCtx(ctx, 300*time.Millisecond)
 			continue
 		}
+		outcome := "fail"
 		if strings.HasSuffix(path, "/ack") {
-			if e := w.sink.recordAck(env.ID, env.Attempt, env.LeaseToken, code == "ok", stale, code); e != nil {
-				w.run.logf("record ack: %v", e)
-			}
-			if code == "lease_lost" {
-				w.run.count("remote_fenced")
-			}
+			outcome = "ack"
+		}
+		if e := w.sink.recordOutcome(env.ID, env.Attempt, env.LeaseToken, outcome, code == "ok", stale, code); e != nil {
+			w.run.logf("record %s: %v", outcome, e)
+		}
+		if code == "lease_lost" {
+			w.run.count("remote_fenced")
 		}
 		return
 	}

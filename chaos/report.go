@@ -45,8 +45,8 @@ type Report struct {
 	// Deliveries to the sink, and those beyond a job's first.
 	Deliveries   int `json:"deliveries"`
 	Redeliveries int `json:"redeliveries"`
-	// StaleAcks are remote acknowledgments sent after stalling past the
-	// lease; StaleAcksFenced those refused. LeaseLostLogged counts the
+	// StaleAcks are remote outcomes (ack or fail) sent after stalling
+	// past the lease; StaleAcksFenced those refused. LeaseLostLogged counts the
 	// worker processes' fenced outcomes.
 	StaleAcks       int `json:"stale_acks"`
 	StaleAcksFenced int `json:"stale_acks_fenced"`
@@ -114,7 +114,7 @@ func (r *Report) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "jobs:     %d in the store, %d logged enqueues; %s\n", r.Jobs, r.Logged, kv(r.States))
 	fmt.Fprintf(w, "waiting:  %s\n", kv(r.Waiting))
-	fmt.Fprintf(w, "sink:     %d deliveries, %d redeliveries; stale remote acks %d (%d fenced); lease lost logged %d; cron ticks %d, longest gap %s\n",
+	fmt.Fprintf(w, "sink:     %d deliveries, %d redeliveries; late remote outcomes %d (%d fenced); lease lost logged %d; cron ticks %d, longest gap %s\n",
 		r.Deliveries, r.Redeliveries, r.StaleAcks, r.StaleAcksFenced, r.LeaseLostLogged, r.CronTicks, r.CronMaxGap)
 	for _, i := range r.Invariants {
 		mark := "ok  "

@@ -55,9 +55,9 @@ CREATE INDEX IF NOT EXISTS deliveries_job ON deliveries (job_id);
 CREATE TABLE IF NOT EXISTS effects (
 	job_id TEXT PRIMARY KEY, kind TEXT NOT NULL, attempt INTEGER NOT NULL, lease_token TEXT NOT NULL,
 	applied INTEGER NOT NULL DEFAULT 1);
-CREATE TABLE IF NOT EXISTS acks (
+CREATE TABLE IF NOT EXISTS outcomes (
 	n INTEGER PRIMARY KEY, job_id TEXT NOT NULL, attempt INTEGER NOT NULL, lease_token TEXT NOT NULL,
-	ok INTEGER NOT NULL, stale INTEGER NOT NULL, code TEXT NOT NULL);
+	outcome TEXT NOT NULL, ok INTEGER NOT NULL, stale INTEGER NOT NULL, code TEXT NOT NULL);
 `
 
 func openSink(path string) (*sink, error) {
@@ -155,13 +155,14 @@ func (s *sink) deliver(ctx context.Context, d *delivery, via string) (int, error
 	return status, tx.Commit()
 }
 
-// recordAck records what a remote worker's acknowledgment got back; stale
-// marks one sent after the worker had stalled past its lease.
-func (s *sink) recordAck(id string, attempt int, token string, ok, stale bool, code string) error {
+// recordOutcome records what a remote worker's ack or fail got back; stale
+// marks one sent after the worker had stalled past its lease, which errand
+// must refuse (lease_lost).
+func (s *sink) recordOutcome(id string, attempt int, token, outcome string, ok, stale bool, code string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.db.Exec(`INSERT INTO acks (job_id, attempt, lease_token, ok, stale, code) VALUES (?, ?, ?, ?, ?, ?)`,
-		id, attempt, token, ok, stale, code)
+	_, err := s.db.Exec(`INSERT INTO outcomes (job_id, attempt, lease_token, outcome, ok, stale, code) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, attempt, token, outcome, ok, stale, code)
 	return err
 }
 
@@ -180,7 +181,7 @@ type sinkView struct {
 	tokens      map[string]map[string]int // job id -> distinct lease tokens delivered
 	effects     map[string]int            // job id -> effect rows (at most 1 by the key)
 	acksOK      map[string][]int          // job id -> attempts of successful remote acks
-	staleAckOK  map[string]int            // job id -> stale acks that succeeded
+	staleAckOK  map[string]int            // job id -> late outcomes that were recorded
 	staleAcks   int
 	staleFenced int
 }
@@ -218,7 +219,7 @@ func (s *sink) read(ctx context.Context) (*sinkView, error) {
 		v.effects[id]++
 	}
 	rows.Close()
-	rows, err = s.db.QueryContext(ctx, `SELECT job_id, attempt, ok, stale FROM acks`)
+	rows, err = s.db.QueryContext(ctx, `SELECT job_id, attempt, outcome = 'ack', ok, stale FROM outcomes`)
 	if err != nil {
 		return nil, err
 	}
@@ -226,11 +227,11 @@ func (s *sink) read(ctx context.Context) (*sinkView, error) {
 	for rows.Next() {
 		var id string
 		var attempt int
-		var ok, stale bool
-		if err := rows.Scan(&id, &attempt, &ok, &stale); err != nil {
+		var ack, ok, stale bool
+		if err := rows.Scan(&id, &attempt, &ack, &ok, &stale); err != nil {
 			return nil, err
 		}
-		if ok {
+		if ok && ack {
 			v.acksOK[id] = append(v.acksOK[id], attempt)
 		}
 		if stale {
