@@ -56,7 +56,9 @@ func short(t *testing.T, cfg chaos.Config) {
 		t.Skip("the chaos run takes about a minute; -short leaves it out")
 	}
 	cfg.Seed = 20261205
-	cfg.Duration = 40 * time.Second
+	if cfg.Duration == 0 {
+		cfg.Duration = 40 * time.Second
+	}
 	cfg.ErrandBin = errandBinary(t)
 	cfg.Self = []string{os.Args[0]}
 	cfg.Logf = t.Logf
@@ -69,8 +71,17 @@ func short(t *testing.T, cfg chaos.Config) {
 	if !rep.OK() {
 		t.Fatalf("invariants violated:\n%s", b.String())
 	}
-	if rep.Faults["kill_worker"]+rep.Faults["stop_worker"] == 0 || rep.Ops["enqueued"] == 0 {
-		t.Fatalf("the run injected no process fault or enqueued nothing:\n%s", b.String())
+	faults := cfg.Faults
+	if faults == nil {
+		faults = chaos.FaultKinds
+	}
+	for _, f := range faults {
+		if _, skipped := rep.Skipped[f]; !skipped && rep.Faults[f] == 0 {
+			t.Fatalf("the run never injected %s:\n%s", f, b.String())
+		}
+	}
+	if rep.Ops["enqueued"] == 0 {
+		t.Fatalf("the run enqueued nothing:\n%s", b.String())
 	}
 	t.Logf("\n%s", b.String())
 }
@@ -85,4 +96,18 @@ func TestChaosPostgres(t *testing.T) {
 		t.Skip("ERRAND_TEST_POSTGRES_URL is not set")
 	}
 	short(t, chaos.Config{Store: "postgres", PostgresURL: url})
+}
+
+// TestChaosPostgresRestart restarts a PostgreSQL cluster of the run's own
+// under load: the one fault the shared server cannot take.
+func TestChaosPostgresRestart(t *testing.T) {
+	for _, bin := range []string{"initdb", "pg_ctl"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if _, err := os.Stat(filepath.Join("/usr/lib/postgresql/15/bin", bin)); err != nil {
+				t.Skipf("%s is not installed (PostgreSQL's server binaries)", bin)
+			}
+		}
+	}
+	short(t, chaos.Config{Store: "postgres", PGPrivate: true, Duration: 20 * time.Second,
+		Faults: []string{"db_restart", "db_terminate", "conn_cut", "kill_worker"}})
 }

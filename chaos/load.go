@@ -160,6 +160,9 @@ func (r *run) enqueue(ctx context.Context, s spec, dup bool) (string, bool) {
 		return "", false
 	}
 	r.count("enqueued")
+	if s.poison {
+		r.fault("poison")
+	}
 	return id, true
 }
 
@@ -238,8 +241,9 @@ func (r *run) enqueueWorkflow(ctx context.Context, rng *rand.Rand, n int) {
 		return errand.RawArgs{KindName: "chaos_undo", JSON: json.RawMessage(fmt.Sprintf(`{"undo":%q,"n":%d}`, name, n))}
 	}
 	last := ""
-	if rng.IntN(3) == 0 {
+	if rng.IntN(3) == 0 && r.enabled("poison") {
 		last = `,"poison":true` // the last step dies: the workflow compensates
+		r.fault("poison")
 	}
 	steps := []errand.WorkflowStep{
 		{Name: "a", Args: step("a", ""), Opts: opts, Compensate: undo("a"), CompensateOpts: opts},
