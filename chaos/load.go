@@ -283,44 +283,54 @@ func (r *run) operators(ctx context.Context) {
 	}
 }
 
+// cancelRace cancels a waiting or running slow job through the client and
+// the API at once.
 func (r *run) cancelRace(ctx context.Context, rng *rand.Rand) {
-	jobs, err := r.client.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateQueued, errandtype.StateRetrying, errandtype.StateRunning}, Kind: "chaos_slow", Limit: 20})
-	if err != nil || len(jobs) == 0 {
+	id, ok := r.pick(ctx, rng, "cancel_race", &errand.ListOpts{Kind: "chaos_slow", Limit: 20,
+		States: []errandtype.JobState{errandtype.StateQueued, errandtype.StateRetrying, errandtype.StateRunning}})
+	if !ok {
 		return
 	}
-	id := jobs[rng.IntN(len(jobs))].ID
-	r.fault("cancel_race")
-	ok := r.race(func() error {
+	n := r.race(func() error {
 		_, err := r.client.Cancel(ctx, id, &errand.CancelOpts{Reason: "chaos cancel", Operator: "chaos"})
 		return err
-	}, func() error {
-		_, err := r.api.call(ctx, http.MethodPost, "/jobs/"+id+"/cancel", map[string]any{"reason": "chaos cancel"}, nil)
-		return err
-	})
-	if ok > 0 {
-		r.mu.Lock()
-		r.cancels[id] = true
-		r.mu.Unlock()
-	}
+	}, r.apiAction(ctx, id, "cancel"))
+	r.mu.Lock()
+	r.cancels[id] = r.cancels[id] || n > 0
+	r.mu.Unlock()
 }
 
+// replayRace replays a dead job through the client and the API at once.
 func (r *run) replayRace(ctx context.Context, rng *rand.Rand) {
-	jobs, err := r.client.List(ctx, &errand.ListOpts{States: []errandtype.JobState{errandtype.StateDead}, Limit: 50})
-	if err != nil || len(jobs) == 0 {
+	id, ok := r.pick(ctx, rng, "replay_race", &errand.ListOpts{States: []errandtype.JobState{errandtype.StateDead}, Limit: 50})
+	if !ok {
 		return
 	}
-	id := jobs[rng.IntN(len(jobs))].ID
-	r.fault("replay_race")
-	ok := r.race(func() error {
+	n := r.race(func() error {
 		_, err := r.client.Replay(ctx, id, &errand.ReplayOpts{Reason: "chaos replay", Operator: "chaos"})
 		return err
-	}, func() error {
-		_, err := r.api.call(ctx, http.MethodPost, "/jobs/"+id+"/replay", map[string]any{"reason": "chaos replay"}, nil)
-		return err
-	})
+	}, r.apiAction(ctx, id, "replay"))
 	r.mu.Lock()
-	r.replays[id] += ok
+	r.replays[id] += n
 	r.mu.Unlock()
+}
+
+// pick chooses one of the jobs opts lists, and counts the fault.
+func (r *run) pick(ctx context.Context, rng *rand.Rand, fault string, opts *errand.ListOpts) (string, bool) {
+	jobs, err := r.client.List(ctx, opts)
+	if err != nil || len(jobs) == 0 {
+		return "", false
+	}
+	r.fault(fault)
+	return jobs[rng.IntN(len(jobs))].ID, true
+}
+
+// apiAction is POST /api/v1/jobs/{id}/{action} with a reason.
+func (r *run) apiAction(ctx context.Context, id, action string) func() error {
+	return func() error {
+		_, err := r.api.call(ctx, http.MethodPost, "/jobs/"+id+"/"+action, map[string]any{"reason": "chaos " + action}, nil)
+		return err
+	}
 }
 
 // race runs fns at once and returns how many succeeded.

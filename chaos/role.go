@@ -18,8 +18,6 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/clock"
-	"github.com/errandhq/errand/postgres"
-	"github.com/errandhq/errand/sqlite"
 )
 
 // RoleEnv names the role a harness process runs as. The harness starts the
@@ -82,36 +80,16 @@ func skewWorker() error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	cfg := &errand.Config{Kinds: ks, Clock: clk, Logger: logger, AllowUnknownKinds: true}
-	var c interface {
-		NewWorker(*errand.WorkerConfig) (*errand.Worker, error)
-		Close() error
+	// On PostgreSQL the store keeps the server's clock: only the host is
+	// wrong. A SQLite store's clock is the process's, skewed with it.
+	var storeClock errandstore.Clock = clk
+	if strings.HasPrefix(db, "postgres") {
+		storeClock = nil
 	}
-	var closeStore func() error
-	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
-		// PostgreSQL keeps the database's clock: only the host is wrong.
-		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: os.Getenv("ERRAND_SCHEMA"), NoMigrate: true, Logger: logger})
-		if err != nil {
-			return err
-		}
-		closeStore = st.Close
-		cl, err := errand.NewClient(st, cfg)
-		if err != nil {
-			return err
-		}
-		c = cl
-	} else {
-		st, err := sqlite.Open(ctx, db, &sqlite.Options{Clock: errandstore.Clock(clk), NoMigrate: true})
-		if err != nil {
-			return err
-		}
-		closeStore = st.Close
-		cl, err := errand.NewClient(st, cfg)
-		if err != nil {
-			return err
-		}
-		c = cl
+	c, err := openClient(ctx, db, os.Getenv("ERRAND_SCHEMA"), storeClock, true, cfg)
+	if err != nil {
+		return err
 	}
-	defer closeStore()
 	defer c.Close()
 	w, err := c.NewWorker(&errand.WorkerConfig{Lease: lease, PollInterval: 500 * time.Millisecond,
 		LeaderTTL: 3 * time.Second, SweepInterval: time.Second, Owner: "skew-" + fmt.Sprint(os.Getpid())})

@@ -65,12 +65,39 @@ type Client interface {
 // closingClient closes its store with the client.
 type closingClient struct {
 	Client
-	store interface{ Close() error }
+	closeStore func() error
 }
 
 func (c closingClient) Close() error {
 	err := c.Client.Close()
-	return errors.Join(err, c.store.Close())
+	return errors.Join(err, c.closeStore())
+}
+
+// openClient opens the store at db (a SQLite path or a postgres:// URL, in
+// schema) and a client of it. clock is the store's clock (nil: the store's
+// own; PostgreSQL's is the server's).
+func openClient(ctx context.Context, db, schema string, clock errandstore.Clock, noMigrate bool, cfg *errand.Config) (Client, error) {
+	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+		st, err := postgres.Open(ctx, db, &postgres.Options{Schema: schema, Clock: clock, MaxConns: 8, NoMigrate: noMigrate})
+		if err != nil {
+			return nil, err
+		}
+		return clientOf(st, st.Close, cfg)
+	}
+	st, err := sqlite.Open(ctx, db, &sqlite.Options{Clock: clock, NoMigrate: noMigrate})
+	if err != nil {
+		return nil, err
+	}
+	return clientOf(st, st.Close, cfg)
+}
+
+func clientOf[TTx any](st errandstore.TxStore[TTx], closeStore func() error, cfg *errand.Config) (Client, error) {
+	c, err := errand.NewClient(st, cfg)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	return closingClient{c, closeStore}, nil
 }
 
 // sqliteTarget is a SQLite file that every process opens.
@@ -85,16 +112,7 @@ func (t *sqliteTarget) Name() string  { return "sqlite" }
 func (t *sqliteTarget) URL() string   { return t.path }
 func (t *sqliteTarget) Env() []string { return nil }
 func (t *sqliteTarget) Open(ctx context.Context, clock errandstore.Clock, cfg *errand.Config) (Client, error) {
-	st, err := sqlite.Open(ctx, t.path, &sqlite.Options{Clock: clock})
-	if err != nil {
-		return nil, err
-	}
-	c, err := errand.NewClient(st, cfg)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return closingClient{c, st}, nil
+	return openClient(ctx, t.path, "", clock, false, cfg)
 }
 func (t *sqliteTarget) Restart(context.Context) error {
 	return fmt.Errorf("restart: %w: SQLite has no server; its processes are killed instead", ErrUnsupported)
@@ -163,16 +181,7 @@ func (t *postgresTarget) Name() string  { return "postgres" }
 func (t *postgresTarget) URL() string   { return t.proxied }
 func (t *postgresTarget) Env() []string { return []string{"ERRAND_SCHEMA=" + t.schema} }
 func (t *postgresTarget) Open(ctx context.Context, clock errandstore.Clock, cfg *errand.Config) (Client, error) {
-	st, err := postgres.Open(ctx, t.direct, &postgres.Options{Schema: t.schema, Clock: clock, MaxConns: 8})
-	if err != nil {
-		return nil, err
-	}
-	c, err := errand.NewClient(st, cfg)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return closingClient{c, st}, nil
+	return openClient(ctx, t.direct, t.schema, clock, false, cfg)
 }
 
 func (t *postgresTarget) admin(ctx context.Context, sql string, args ...any) error {
