@@ -78,7 +78,7 @@ func (r *run) listAll(ctx context.Context, states ...errandtype.JobState) ([]*er
 // and tests every invariant.
 func (r *run) check(ctx context.Context) *Report {
 	rep := &Report{Seed: r.cfg.Seed, Store: r.target.Name(), Duration: r.cfg.Duration.String(),
-		Ops: map[string]int{}, Faults: map[string]int{}, Skipped: r.skipped}
+		Ops: map[string]int{}, Faults: map[string]int{}, Skipped: r.skipped, States: map[string]int{}, Waiting: map[string]int{}}
 	r.mu.Lock()
 	for k, v := range r.counts {
 		rep.Ops[k] = v
@@ -111,7 +111,7 @@ func (r *run) check(ctx context.Context) *Report {
 	byID := map[string]*errandtype.Job{}
 	for _, j := range jobs {
 		byID[j.ID] = j
-		rep.States = addState(rep.States, string(j.State))
+		rep.States[string(j.State)]++
 	}
 	sv, err := r.sink.read(ctx)
 	if err != nil {
@@ -278,7 +278,7 @@ func (r *run) check(ctx context.Context) *Report {
 	}
 	rep.StaleAcks, rep.StaleAcksFenced = sv.staleAcks, sv.staleFenced
 	for _, w := range r.workers {
-		rep.LeaseLostLogged += w.count(`msg="lease lost"`) + w.count(`"lease lost"`)
+		rep.LeaseLostLogged += w.count(`msg="lease lost"`)
 		rep.Ops["worker_crashes"] += w.exits
 	}
 	if r.skew != nil {

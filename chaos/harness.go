@@ -122,7 +122,20 @@ func (r *run) violate(inv, id, detail string) {
 	r.mu.Unlock()
 }
 
+// UsageError is a Config that cannot run: it says what to change.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
 func (c *Config) defaults() error {
+	if err := c.check(); err != nil {
+		return &UsageError{err}
+	}
+	return nil
+}
+
+func (c *Config) check() error {
 	if c.Store == "" {
 		c.Store = "sqlite"
 	}
@@ -200,12 +213,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if rep != nil {
-		rep.Dir = dir
+		rep.Dir = &dir
 		rep.Elapsed = time.Since(start).Round(time.Second).String()
 		if cfg.Dir == "" && err == nil && rep.OK() {
 			os.RemoveAll(dir)
-			rep.Dir = ""
+			rep.Dir = nil
 		}
+	} else if cfg.Dir == "" {
+		os.RemoveAll(dir)
 	}
 	return rep, err
 }

@@ -56,16 +56,9 @@ type Report struct {
 	CronMaxGap string `json:"cron_max_gap"`
 	cronGap    time.Duration
 	Invariants []InvariantResult `json:"invariants"`
-	// Dir keeps the run's files (logs, sink, database) after a failure.
-	Dir string `json:"dir"`
-}
-
-func addState(m map[string]int, s string) map[string]int {
-	if m == nil {
-		m = map[string]int{}
-	}
-	m[s]++
-	return m
+	// Dir keeps the run's files (logs, sink, database): a failed run's,
+	// or the one Config.Dir named; null when removed.
+	Dir *string `json:"dir"`
 }
 
 func (r *Report) finish(v map[string][]Violation) {
@@ -137,8 +130,8 @@ func (r *Report) Write(w io.Writer) {
 	if !r.OK() {
 		fmt.Fprintf(w, "VIOLATIONS in jobs: %s\n", strings.Join(r.ViolatingIDs(), " "))
 	}
-	if r.Dir != "" {
-		fmt.Fprintf(w, "files: %s\n", r.Dir)
+	if r.Dir != nil {
+		fmt.Fprintf(w, "files: %s\n", *r.Dir)
 	}
 }
 

@@ -84,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "errand-chaos:", err)
-		if strings.Contains(err.Error(), ": use ") || strings.Contains(err.Error(), "give ") {
+		if errors.As(err, new(*chaos.UsageError)) {
 			return 2
 		}
 		return 1
