@@ -295,9 +295,11 @@ func (r *run) cancelRace(ctx context.Context, rng *rand.Rand) {
 		_, err := r.client.Cancel(ctx, id, &errand.CancelOpts{Reason: "chaos cancel", Operator: "chaos"})
 		return err
 	}, r.apiAction(ctx, id, "cancel"))
-	r.mu.Lock()
-	r.cancels[id] = r.cancels[id] || n > 0
-	r.mu.Unlock()
+	if n > 0 {
+		r.mu.Lock()
+		r.cancels[id] = true
+		r.mu.Unlock()
+	}
 }
 
 // replayRace replays a dead job through the client and the API at once.
