@@ -279,7 +279,7 @@ func (r *run) check(ctx context.Context) *Report {
 	rep.StaleAcks, rep.StaleAcksFenced = sv.staleAcks, sv.staleFenced
 	for _, w := range r.workers {
 		rep.LeaseLostLogged += w.count(`msg="lease lost"`)
-		rep.Ops["worker_crashes"] += w.exits
+		rep.Ops["worker_exits_restarted"] += w.exits
 	}
 	if r.skew != nil {
 		rep.LeaseLostLogged += r.skew.count(`msg="lease lost"`)

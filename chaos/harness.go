@@ -275,7 +275,8 @@ func (r *run) run(ctx context.Context, dir string) (*Report, error) {
 		go func() { defer rwg.Done(); w.loop(remCtx) }()
 	}
 	plan := r.plan()
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.supervise(loadCtx) }()
 	go func() { defer wg.Done(); r.load(loadCtx) }()
 	go func() { defer wg.Done(); r.operators(loadCtx) }()
 	go func() { defer wg.Done(); r.nemesis(loadCtx, plan) }()
@@ -428,6 +429,23 @@ func (r *run) heal(ctx context.Context) {
 	}
 	if err := r.waitServe(); err != nil {
 		r.logf("%v", err)
+	}
+}
+
+// supervise restarts a worker or server process that exited on its own (an
+// errand work that cannot reach the database at start exits 1), as a
+// service manager would.
+func (r *run) supervise(ctx context.Context) {
+	for ctx.Err() == nil {
+		sleepCtx(ctx, time.Second)
+		for _, p := range append(append([]*proc{}, r.workers...), r.server) {
+			if p.crashed() && ctx.Err() == nil {
+				r.logf("%s exited on its own; restarting it", p.name)
+				if err := p.start(); err != nil {
+					r.logf("restart %s: %v", p.name, err)
+				}
+			}
+		}
 	}
 }
 

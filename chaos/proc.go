@@ -75,6 +75,21 @@ func (p *proc) alive() bool {
 	}
 }
 
+// crashed reports that the process exited without the harness causing it.
+func (p *proc) crashed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.killed {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *proc) signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
