@@ -30,7 +30,10 @@ const (
 var invariants = []string{invLogged, invSettled, invEffect, invLease, invAttempts, invFence, invDead, invAudit,
 	invWorkflows, invBatches, invCron, invDuplicate}
 
-// drain waits until no job is due or running, with every worker up, or
+// drainMargin is how far ahead of now the drain looks for due jobs.
+const drainMargin = 30 * time.Second
+
+// drain waits until no job is running or due within drainMargin, or
 // DrainTimeout. Cron ticks of the last seconds do not count: the schedule
 // fires every second while workers run.
 func (r *run) drain(ctx context.Context) bool {
@@ -44,7 +47,9 @@ func (r *run) drain(ctx context.Context) bool {
 				if j.Kind == "chaos_tick" && now.Sub(j.CreatedAt) < 5*time.Second {
 					continue
 				}
-				if j.State == errandtype.StateRunning || !j.AvailableAt.After(now) {
+				// A job due within the margin is waited for too, so that
+				// none comes due between the drain and the check.
+				if j.State == errandtype.StateRunning || j.AvailableAt.Before(now.Add(drainMargin)) {
 					busy++
 				}
 			}
@@ -123,6 +128,7 @@ func (r *run) check(ctx context.Context) *Report {
 	}
 	now := time.Now()
 
+	waiting := rep.Waiting
 	// Logged enqueues: present, payload intact.
 	for _, id := range order {
 		e := logged[id]
@@ -131,7 +137,7 @@ func (r *run) check(ctx context.Context) *Report {
 			r.checkBatch(ctx, id, byID, sv, add)
 			continue
 		case "@workflow":
-			r.checkWorkflow(ctx, id, byID, add)
+			r.checkWorkflow(ctx, id, byID, waiting, add)
 			continue
 		}
 		j, ok := byID[id]
@@ -146,7 +152,6 @@ func (r *run) check(ctx context.Context) *Report {
 	}
 
 	// Every job in the store, whoever enqueued it.
-	waiting := map[string]int{}
 	for _, j := range jobs {
 		switch j.State {
 		case errandtype.StateSucceeded:
@@ -284,7 +289,6 @@ func (r *run) check(ctx context.Context) *Report {
 	if r.skew != nil {
 		rep.LeaseLostLogged += r.skew.count(`msg="lease lost"`)
 	}
-	rep.Waiting = waiting
 	rep.Jobs = len(jobs)
 	rep.Logged = len(logged)
 	rep.finish(v)
@@ -374,7 +378,7 @@ func (r *run) checkBatch(ctx context.Context, id string, byID map[string]*errand
 	}
 }
 
-func (r *run) checkWorkflow(ctx context.Context, id string, byID map[string]*errandtype.Job, add func(inv, id, format string, args ...any)) {
+func (r *run) checkWorkflow(ctx context.Context, id string, byID map[string]*errandtype.Job, waiting map[string]int, add func(inv, id, format string, args ...any)) {
 	w, err := r.client.Workflow(ctx, id)
 	if err != nil {
 		add(invLogged, id, "workflow logged as enqueued but not readable: %v", err)
@@ -395,6 +399,16 @@ func (r *run) checkWorkflow(ctx context.Context, id string, byID map[string]*err
 				}
 			}
 		}
+	case errandtype.WorkflowCompensating:
+		// A dead compensation holds the workflow until an operator
+		// replays it (docs/workflows.md); anything else is stuck.
+		for _, s := range w.Steps {
+			if c := s.Compensation; c != nil && c.State != nil && *c.State == errandtype.StateDead {
+				waiting["workflow held by a dead compensation"]++
+				return
+			}
+		}
+		add(invWorkflows, id, "still compensating after the drain, with no dead compensation holding it")
 	default:
 		add(invWorkflows, id, "still %s after the drain", w.State)
 	}

@@ -245,9 +245,11 @@ func (r *run) enqueueWorkflow(ctx context.Context, rng *rand.Rand, n int) {
 		last = `,"poison":true` // the last step dies: the workflow compensates
 		r.fault("poison")
 	}
+	// Compensations retry longer than any outage of the sink lasts.
+	undoOpts := &errand.EnqueueOpts{MaxAttempts: 10, BackoffBase: backoffBase, BackoffMax: backoffMax}
 	steps := []errand.WorkflowStep{
-		{Name: "a", Args: step("a", ""), Opts: opts, Compensate: undo("a"), CompensateOpts: opts},
-		{Name: "b", Args: step("b", `,"fail_first":1`), Opts: opts, DependsOn: []string{"a"}, Compensate: undo("b"), CompensateOpts: opts},
+		{Name: "a", Args: step("a", ""), Opts: opts, Compensate: undo("a"), CompensateOpts: undoOpts},
+		{Name: "b", Args: step("b", `,"fail_first":1`), Opts: opts, DependsOn: []string{"a"}, Compensate: undo("b"), CompensateOpts: undoOpts},
 		{Name: "c", Args: step("c", last), Opts: opts, DependsOn: []string{"b"}},
 	}
 	if _, err := r.client.EnqueueWorkflow(ctx, steps, &errand.WorkflowOpts{ID: id, Name: "chaos"}); err != nil {
