@@ -134,9 +134,6 @@ func (w *remoteWorker) work(ctx context.Context, env errandtype.Envelope) {
 	}()
 	status, err := w.sink.deliver(ctx, &delivery{ID: env.ID, Kind: env.Kind, Args: env.Args, Attempt: env.Attempt, LeaseToken: env.LeaseToken}, "remote")
 	stopHB()
-	if ctx.Err() != nil {
-		return // the job waits out its lease
-	}
 	stale := false
 	if w.stall.Load() > 0 {
 		w.stall.Add(-1)
