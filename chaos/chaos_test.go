@@ -18,11 +18,16 @@ func TestMain(m *testing.M) {
 	if code, ok := chaos.RunRole(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	errandBin string
 	buildErr  error
 )
@@ -31,12 +36,12 @@ var (
 func errandBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "errand-chaos-bin-")
-		if err != nil {
+		var err error
+		if binDir, err = os.MkdirTemp("", "errand-chaos-bin-"); err != nil {
 			buildErr = err
 			return
 		}
-		errandBin = filepath.Join(dir, "errand")
+		errandBin = filepath.Join(binDir, "errand")
 		out, err := exec.Command("go", "build", "-o", errandBin, "github.com/errandhq/errand/cmd/errand").CombinedOutput()
 		if err != nil {
 			buildErr = err
