@@ -232,7 +232,7 @@ func (sc *Scheduler) Run(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		wait := resync
+		wait := retry // the store's clock is out of reach: look again soon
 		if now, err := sc.cfg.Now(ctx); err == nil {
 			wait = min(max(next.Sub(now), 0), resync)
 		}
