@@ -25,10 +25,11 @@ const (
 	invBatches   = "batch callbacks fire once"
 	invCron      = "cron ticks fire once"
 	invDuplicate = "duplicate enqueues return the first job"
+	invHistory   = "the linear queue's history is linearizable"
 )
 
 var invariants = []string{invLogged, invSettled, invEffect, invLease, invAttempts, invFence, invDead, invAudit,
-	invWorkflows, invBatches, invCron, invDuplicate}
+	invWorkflows, invBatches, invCron, invDuplicate, invHistory}
 
 // drainMargin is how far ahead of now the drain looks for due jobs.
 const drainMargin = 30 * time.Second
@@ -81,7 +82,7 @@ func (r *run) listAll(ctx context.Context, states ...errandtype.JobState) ([]*er
 
 // check reads the store and the sink directly, once everything stopped,
 // and tests every invariant.
-func (r *run) check(ctx context.Context) *Report {
+func (r *run) check(ctx context.Context, dir string) *Report {
 	rep := &Report{Seed: r.cfg.Seed, Store: r.target.Name(), Duration: r.cfg.Duration.String(),
 		Ops: map[string]int{}, Faults: map[string]int{}, Skipped: r.skipped, States: map[string]int{}, Waiting: map[string]int{}}
 	r.mu.Lock()
@@ -291,6 +292,7 @@ func (r *run) check(ctx context.Context) *Report {
 	}
 	rep.Jobs = len(jobs)
 	rep.Logged = len(logged)
+	rep.HistoryOps, rep.History = r.checkHistory(dir, add)
 	rep.finish(v)
 	return rep
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/chaos/history"
 )
 
 // Config is one run.
@@ -91,6 +92,7 @@ type run struct {
 	server  *proc
 	skew    *proc
 	remotes []*remoteWorker
+	lin     linear
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -194,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		counts: map[string]int{}, faults: map[string]int{}, skipped: map[string]string{},
-		cancels: map[string]bool{}, replays: map[string]int{}}
+		cancels: map[string]bool{}, replays: map[string]int{}, lin: linear{rec: history.NewRecorder()}}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "errand-chaos-")
@@ -274,8 +276,13 @@ func (r *run) run(ctx context.Context, dir string) (*Report, error) {
 		rwg.Add(1)
 		go func() { defer rwg.Done(); w.loop(remCtx) }()
 	}
+	for i := range 2 {
+		rwg.Add(1)
+		go func() { defer rwg.Done(); r.linearWorker(remCtx, fmt.Sprintf("linear-%d", i)) }()
+	}
 	plan := r.plan()
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); r.linearLoad(loadCtx) }()
 	go func() { defer wg.Done(); r.supervise(loadCtx) }()
 	go func() { defer wg.Done(); r.load(loadCtx) }()
 	go func() { defer wg.Done(); r.operators(loadCtx) }()
@@ -289,7 +296,7 @@ func (r *run) run(ctx context.Context, dir string) (*Report, error) {
 	rwg.Wait()
 	r.stopAll()
 
-	rep := r.check(ctx)
+	rep := r.check(ctx, dir)
 	rep.Quiet = quiet
 	return rep, nil
 }

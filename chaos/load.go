@@ -288,7 +288,7 @@ func (r *run) operators(ctx context.Context) {
 // cancelRace cancels a waiting or running slow job through the client and
 // the API at once.
 func (r *run) cancelRace(ctx context.Context, rng *rand.Rand) {
-	id, ok := r.pick(ctx, rng, "cancel_race", &errand.ListOpts{Kind: "chaos_slow", Limit: 20,
+	id, ok := r.pick(ctx, rng, "cancel_race", &errand.ListOpts{Queue: errand.DefaultQueue, Kind: "chaos_slow", Limit: 20,
 		States: []errandtype.JobState{errandtype.StateQueued, errandtype.StateRetrying, errandtype.StateRunning}})
 	if !ok {
 		return
@@ -306,7 +306,7 @@ func (r *run) cancelRace(ctx context.Context, rng *rand.Rand) {
 
 // replayRace replays a dead job through the client and the API at once.
 func (r *run) replayRace(ctx context.Context, rng *rand.Rand) {
-	id, ok := r.pick(ctx, rng, "replay_race", &errand.ListOpts{States: []errandtype.JobState{errandtype.StateDead}, Limit: 50})
+	id, ok := r.pick(ctx, rng, "replay_race", &errand.ListOpts{Queue: errand.DefaultQueue, States: []errandtype.JobState{errandtype.StateDead}, Limit: 50})
 	if !ok {
 		return
 	}

@@ -55,6 +55,10 @@ type Report struct {
 	// CronMaxGap is the longest time between two ticks' jobs.
 	CronMaxGap string `json:"cron_max_gap"`
 	cronGap    time.Duration
+	// HistoryOps counts the linear queue's recorded operations; History
+	// says why their check was left out, when it was.
+	HistoryOps int               `json:"history_ops"`
+	History    string            `json:"history_not_checked,omitempty"`
 	Invariants []InvariantResult `json:"invariants"`
 	// Dir keeps the run's files (logs, sink, database): a failed run's,
 	// or the one Config.Dir named; null when removed.
@@ -109,6 +113,11 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "waiting:  %s\n", kv(r.Waiting))
 	fmt.Fprintf(w, "sink:     %d deliveries, %d redeliveries; late remote outcomes %d (%d fenced); lease lost logged %d; cron ticks %d, longest gap %s\n",
 		r.Deliveries, r.Redeliveries, r.StaleAcks, r.StaleAcksFenced, r.LeaseLostLogged, r.CronTicks, r.CronMaxGap)
+	fmt.Fprintf(w, "history:  %d operations on the linear queue", r.HistoryOps)
+	if r.History != "" {
+		fmt.Fprintf(w, "; not checked: %s", r.History)
+	}
+	fmt.Fprintln(w)
 	for _, i := range r.Invariants {
 		mark := "ok  "
 		if !i.OK {
