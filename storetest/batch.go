@@ -175,6 +175,9 @@ func (e *env) wantBatchCallback(id string, final *errandstore.BatchResult) {
 	t := e.t
 	t.Helper()
 	cb := e.get(errandstore.BatchCallbackJobID(id))
+	if n := len(e.list(&errandstore.JobListParams{Kind: "import_done", Limit: 100})); n != 1 {
+		t.Fatalf("batch %s: %d callback jobs, want 1", id, n)
+	}
 	if cb.Kind != "import_done" || cb.Queue != "callbacks" || cb.MaxAttempts != 5 || cb.State != errandtype.StateQueued || cb.BatchID != nil {
 		t.Fatalf("callback job = %+v", cb)
 	}
