@@ -412,6 +412,19 @@ func (r *run) checkWorkflow(ctx context.Context, id string, byID map[string]*err
 		}
 		add(invWorkflows, id, "still compensating after the drain, with no dead compensation holding it")
 	default:
-		add(invWorkflows, id, "still %s after the drain", w.State)
+		// A step whose retry waits past the drain (a backoff, or a skewed
+		// clock's on SQLite) or that runs under a live lease holds its
+		// workflow legitimately.
+		now := time.Now()
+		for _, j := range byID {
+			if j.WorkflowID == nil || *j.WorkflowID != id {
+				continue
+			}
+			if (j.State.Waiting() && j.AvailableAt.After(now)) || (j.State == errandtype.StateRunning && j.LeaseUntil != nil && j.LeaseUntil.After(now)) {
+				waiting["workflow waiting on a step that waits"]++
+				return
+			}
+		}
+		add(invWorkflows, id, "still %s after the drain, with no step waiting", w.State)
 	}
 }
