@@ -98,14 +98,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rep, err := soak(ctx, cfg, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "errand-soak:", err)
-		return 1
+	if errors.As(err, &ue) {
+		fmt.Fprintln(stderr, "errand-soak:", ue.msg)
+		return 2
 	}
-	if cfg.json {
-		err = rep.writeJSON(stdout)
-	} else {
-		err = rep.writeText(stdout)
+	if rep != nil {
+		werr := rep.writeText
+		if cfg.json {
+			werr = rep.writeJSON
+		}
+		if err := werr(stdout); err != nil {
+			fmt.Fprintln(stderr, "errand-soak:", err)
+			return 1
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "errand-soak:", err)

@@ -67,28 +67,30 @@ func soak(ctx context.Context, cfg *config, logw io.Writer) (*report, error) {
 	ld.start(loadCtx)
 	sm := &sampler{target: tg, procs: procs, sink: sk, load: ld, rec: newRecorder(), slack: float64(cfg.rate),
 		logger: logger, httpc: &http.Client{Timeout: 10 * time.Second}}
-	err = sampleLoop(ctx, cfg, procs, sm)
+	csvPath := ""
+	if cfg.dir != "" {
+		csvPath = filepath.Join(dir, "samples.csv")
+	}
+	runErr := sampleLoop(ctx, cfg, procs, sm, csvPath)
 	stopLoad()
 	ld.wait()
-	if err != nil {
-		return nil, err
+	if runErr != nil && len(sm.rec.rows) == 0 {
+		return nil, runErr
 	}
 	rep.Totals = totals{Enqueued: ld.enqueued.Load(), EnqueuedLibrary: ld.lib.Load(), EnqueuedAPI: ld.api.Load(),
 		EnqueueErrors: ld.errs.Load(), DeliveredOK: sk.ok.Load(), DeliveredFailed: sk.failed.Load(), DeliveredPoison: sk.poisond.Load(),
 		SampleErrors: sm.warned}
 	rep.judge(sm.rec)
-	if cfg.dir != "" {
-		rep.CSV = filepath.Join(dir, "samples.csv")
-		if err := writeCSV(rep.CSV, sm.rec); err != nil {
-			return nil, err
-		}
-	}
-	return rep, nil
+	rep.CSV = csvPath
+	// A run cut short still reports the samples it took, and fails.
+	return rep, runErr
 }
 
 // sampleLoop samples on a fixed schedule until the run's samples are
 // taken, and fails when the run is interrupted or a process dies.
-func sampleLoop(ctx context.Context, cfg *config, procs []*proc, sm *sampler) error {
+// The samples so far are written to csvPath after each, when it is set, so
+// that an hour's run leaves its figures even if this process dies.
+func sampleLoop(ctx context.Context, cfg *config, procs []*proc, sm *sampler, csvPath string) error {
 	exits := make(chan *proc, len(procs))
 	for _, p := range procs {
 		go func() { <-p.done; exits <- p }()
@@ -106,6 +108,11 @@ func sampleLoop(ctx context.Context, cfg *config, procs []*proc, sm *sampler) er
 			return p.exited()
 		case now := <-timer.C:
 			sm.sample(ctx, now)
+			if csvPath != "" {
+				if err := writeCSV(csvPath, sm.rec); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
