@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestSoakShort runs the whole command for 20s on each store: it must
@@ -38,6 +40,9 @@ func TestSoakShort(t *testing.T) {
 			if code != 0 && (code != 1 || rep.Flat) {
 				t.Fatalf("exit %d, flat %v; stderr: %s", code, rep.Flat, stderr.String())
 			}
+			if rep.Schema != "" {
+				t.Cleanup(func() { dropSchema(t, url, rep.Schema) }) // -dir keeps it
+			}
 			checkReport(t, &rep, store)
 			checkCSV(t, rep.CSV, rep.Samples, len(rep.Series))
 			if rep.Totals.Enqueued == 0 || rep.Totals.EnqueuedAPI == 0 || rep.Totals.DeliveredOK == 0 ||
@@ -45,6 +50,19 @@ func TestSoakShort(t *testing.T) {
 				t.Errorf("totals %+v: want jobs through both paths, each answer of the sink, no errors", rep.Totals)
 			}
 		})
+	}
+}
+
+func dropSchema(t *testing.T, url, schema string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
 	}
 }
 

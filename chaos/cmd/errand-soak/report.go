@@ -69,8 +69,12 @@ func (r *report) writeText(w io.Writer) error {
 		verdict = fmt.Sprintf("GREW: %v", r.Grew)
 	}
 	t := r.Totals
+	store := r.Store
+	if r.Schema != "" {
+		store += " (schema " + r.Schema + ")"
+	}
 	fmt.Fprintf(w, "errand soak: %s, commit %s, started %s, %s at %d jobs/s, %d workers + serve, %d samples every %s: %s\n",
-		r.Store, r.Commit, r.Started.Format(time.RFC3339), time.Duration(r.DurationSeconds*float64(time.Second)),
+		store, r.Commit, r.Started.Format(time.RFC3339), time.Duration(r.DurationSeconds*float64(time.Second)),
 		r.Rate, r.Workers, r.Samples, time.Duration(r.SampleSeconds*float64(time.Second)), verdict)
 	fmt.Fprintf(w, "enqueued %d (library %d, api %d, errors %d); delivered ok %d, failed once %d, poison %d; sample errors %d\n",
 		t.Enqueued, t.EnqueuedLibrary, t.EnqueuedAPI, t.EnqueueErrors, t.DeliveredOK, t.DeliveredFailed, t.DeliveredPoison, t.SampleErrors)
