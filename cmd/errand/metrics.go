@@ -94,17 +94,26 @@ func (m *metricsServer) stop() {
 	<-m.done // http.ErrServerClosed
 }
 
-// retentionFlags are --retain-succeeded and --retain-dead, shared by work
-// and serve: the leader's retention policy.
+// retentionFlags are --retain-succeeded, --retain-dead and --retain-every,
+// shared by work and serve: the leader's retention policy.
 type retentionFlags struct {
-	succeeded, dead *time.Duration
+	succeeded, dead, every *time.Duration
 }
 
 func addRetentionFlags(fs *flag.FlagSet) retentionFlags {
 	return retentionFlags{
 		succeeded: durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)"),
 		dead:      durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)"),
+		every:     durationFlag(fs, "retain-every", "prune as --retain-succeeded and --retain-dead say every `DUR` instead of every hour"),
 	}
+}
+
+// check refuses --retain-every without a policy to apply.
+func (r retentionFlags) check() error {
+	if *r.every > 0 && r.policy() == nil {
+		return usagef("--retain-every sets how often the retention policy prunes; add --retain-succeeded AGE or --retain-dead AGE")
+	}
+	return nil
 }
 
 // policy is the retention policy the flags give, nil when neither is set.
@@ -112,5 +121,5 @@ func (r retentionFlags) policy() *errand.RetentionPolicy {
 	if *r.succeeded <= 0 && *r.dead <= 0 {
 		return nil
 	}
-	return &errand.RetentionPolicy{SucceededAge: *r.succeeded, DeadAge: *r.dead}
+	return &errand.RetentionPolicy{SucceededAge: *r.succeeded, DeadAge: *r.dead, Interval: *r.every}
 }

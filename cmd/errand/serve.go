@@ -78,7 +78,7 @@ kinds in this process, as errand work does (see errand help work for
 --queue, --max-workers, --weight, --lease, --timeout and --grace). With --cron 'NAME=SPEC KIND
 [JSON]' (repeatable) the worker also enqueues a job of KIND on every tick
 of SPEC, and with --retain-succeeded AGE and --retain-dead AGE it deletes
-finished jobs past those ages every hour while it leads the cluster, as
+finished jobs past those ages every hour (--retain-every) while it leads the cluster, as
 errand work does. --cron and --retain alone run a worker that claims no
 job: it fires the schedules and applies the retention only. --rate-limit
 and --retry-budget limit the worker's claims as they limit errand work's;
@@ -151,6 +151,9 @@ drains the worker for --grace, and exits 0.`,
 				tokens = []errandhttp.Token{{Name: flagOperatorName, Secret: generated, Role: errandhttp.RoleOperator}}
 			}
 			handles := len(*execs)+len(*hooks) > 0
+			if err := retention.check(); err != nil {
+				return err
+			}
 			retain := retention.policy() != nil
 			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set()) {
 				return usagef("--queue, --max-workers, --weight, --timeout, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")

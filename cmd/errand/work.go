@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -182,8 +182,11 @@ does, so the claim stays within them.`,
 			if isSet(fs, "leader-ttl") && *leaderTTL < 30*time.Millisecond {
 				return usagef("--leader-ttl must be at least 30ms, e.g. 15s")
 			}
+			if err := retention.check(); err != nil {
+				return err
+			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight", "retain-succeeded", "retain-dead"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight", "retain-succeeded", "retain-dead", "retain-every"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -635,6 +638,8 @@ func retentionFlagError(err error) error {
 			return usagef("--retain-succeeded: %s", ie.Message)
 		case "Retention.dead_age":
 			return usagef("--retain-dead: %s", ie.Message)
+		case "Retention.Interval":
+			return usagef("--retain-every: %s", ie.Message)
 		}
 	}
 	return err
