@@ -153,7 +153,7 @@ func startFleet(ctx context.Context, cfg *config, bin, dir, sinkURL string, env 
 		}
 		p, err := startProc(bin, dir, "worker"+strconv.Itoa(i), []string{"work",
 			"--queue", "default=50", "--http", "soak=" + sinkURL,
-			"--retain-succeeded", "2m", "--retain-dead", "2m",
+			"--retain-succeeded", "2m", "--retain-dead", "2m", "--retain-every", "30s",
 			"--metrics-addr", addr, "--lease", "10s", "--grace", "5s"}, env)
 		if err != nil {
 			return fail(err)
