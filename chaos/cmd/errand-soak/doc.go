@@ -4,9 +4,9 @@
 // the retention policy.
 //
 //	go run ./chaos/cmd/errand-soak -store sqlite|postgres [-pg-url URL] [-duration 1h]
-//	    [-rate 200] [-workers 2] [-sample 30s] [-dir DIR] [--json]
+//	    [-rate 200] [-workers 2] [-sample 30s] [-dir DIR] [-errand PATH] [--json]
 //
-// It builds ./cmd/errand, starts -workers `errand work` processes that
+// It builds ./cmd/errand (or runs the binary -errand names), starts -workers `errand work` processes that
 // deliver jobs to a webhook of its own (retention 2m for succeeded and
 // dead jobs) and one `errand serve`, enqueues -rate jobs a second (four
 // fifths through the library in batches of ten, one fifth through the

@@ -35,6 +35,7 @@ type config struct {
 	workers  int
 	sample   time.Duration
 	dir      string
+	errand   string
 	json     bool
 }
 
@@ -50,10 +51,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.workers, "workers", 2, "errand work processes, `N`")
 	fs.DurationVar(&c.sample, "sample", 30*time.Second, "sample every `DUR`")
 	fs.StringVar(&c.dir, "dir", "", "keep the run in `DIR`: database, logs, samples.csv (and the PostgreSQL schema)")
+	fs.StringVar(&c.errand, "errand", "", "run the errand binary at `PATH` (default: build ./cmd/errand)")
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: errand-soak -store sqlite|postgres [-pg-url URL] [-duration 1h] [-rate 200] [-workers 2] [-sample 30s] [-dir DIR] [--json]")
+			fmt.Fprintln(stderr, "usage: errand-soak -store sqlite|postgres [-pg-url URL] [-duration 1h] [-rate 200] [-workers 2] [-sample 30s] [-dir DIR] [-errand PATH] [--json]")
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
 			return nil, usagef("")
@@ -83,6 +85,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("-sample %s is too short: give at least 500ms", c.sample)
 	case c.duration < minSamples*c.sample:
 		return nil, usagef("-duration %s gives fewer than %d samples of -sample %s: lengthen -duration or shorten -sample", c.duration, minSamples, c.sample)
+	}
+	if c.errand != "" {
+		if fi, err := os.Stat(c.errand); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return nil, usagef("-errand %s is not an executable file: give the path of a built errand, or leave -errand out to build ./cmd/errand", c.errand)
+		}
 	}
 	return c, nil
 }

@@ -34,9 +34,12 @@ func soak(ctx context.Context, cfg *config, logw io.Writer) (*report, error) {
 			return nil, usagef("-dir %s: %v; give a directory you can write", dir, err)
 		}
 	}
-	bin, err := buildErrand(ctx, dir)
-	if err != nil {
-		return nil, err
+	bin := cfg.errand
+	if bin == "" {
+		var err error
+		if bin, err = buildErrand(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	tg, err := openTarget(ctx, cfg, dir)
 	if err != nil {
