@@ -276,7 +276,7 @@ func (r *run) run(ctx context.Context, dir string) (*Report, error) {
 		rwg.Add(1)
 		go func() { defer rwg.Done(); w.loop(remCtx) }()
 	}
-	for i := range 2 {
+	for i := range 3 {
 		rwg.Add(1)
 		go func() { defer rwg.Done(); r.linearWorker(remCtx, fmt.Sprintf("linear-%d", i)) }()
 	}

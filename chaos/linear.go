@@ -36,12 +36,13 @@ type linear struct {
 
 func (l *linear) client() int { return int(l.clients.Add(1)) - 1 }
 
-// linearLoad enqueues to the linear queue at a third of the load's rate,
+// linearLoad enqueues to the linear queue at a sixth of the load's rate (its
+// workers, which stall now and then, must keep up with it through the faults),
 // and now and then replays a dead job or cancels a waiting one there.
 func (r *run) linearLoad(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 3))
 	c := r.lin.client()
-	t := time.NewTicker(time.Duration(float64(3*time.Second) / r.cfg.Rate))
+	t := time.NewTicker(time.Duration(float64(6*time.Second) / r.cfg.Rate))
 	defer t.Stop()
 	for n := 0; ; n++ {
 		select {
@@ -125,7 +126,7 @@ func (r *run) linearAction(ctx context.Context, rng *rand.Rand, c int, op histor
 
 // linearWorker claims from the linear queue through the API, delivers to
 // the sink, and reports the outcome, recording each call. It renews no
-// lease; one job in eight it holds past its lease first, so that its late
+// lease; one job in sixteen it holds past its lease first, so that its late
 // outcome must be fenced.
 func (r *run) linearWorker(ctx context.Context, name string) {
 	bg := context.WithoutCancel(ctx)
@@ -164,7 +165,7 @@ func (r *run) linearWorker(ctx context.Context, name string) {
 func (r *run) linearWork(ctx context.Context, c int, rng *rand.Rand, env errandtype.Envelope) {
 	r.count("linear_claims")
 	status, err := r.sink.deliver(ctx, &delivery{ID: env.ID, Kind: env.Kind, Args: env.Args, Attempt: env.Attempt, LeaseToken: env.LeaseToken}, "remote")
-	stale := rng.IntN(8) == 0
+	stale := rng.IntN(16) == 0
 	if stale {
 		r.count("linear_stalls")
 		sleepCtx(ctx, r.cfg.Lease+r.cfg.Lease/2+500*time.Millisecond)
