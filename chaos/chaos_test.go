@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/chaos"
+	"github.com/errandhq/errand/chaos/pgtopology"
 )
 
 func TestMain(m *testing.M) {
@@ -106,12 +107,8 @@ func TestChaosPostgres(t *testing.T) {
 // TestChaosPostgresRestart restarts a PostgreSQL cluster of the run's own
 // under load: the one fault the shared server cannot take.
 func TestChaosPostgresRestart(t *testing.T) {
-	for _, bin := range []string{"initdb", "pg_ctl"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if _, err := os.Stat(filepath.Join("/usr/lib/postgresql/15/bin", bin)); err != nil {
-				t.Skipf("%s is not installed (PostgreSQL's server binaries)", bin)
-			}
-		}
+	if err := pgtopology.Available(); err != nil {
+		t.Skip(err)
 	}
 	short(t, chaos.Config{Store: "postgres", PGPrivate: true, Duration: 20 * time.Second,
 		Faults: []string{"db_restart", "db_terminate", "conn_cut", "kill_worker"}})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/chaos/history"
+	"github.com/errandhq/errand/chaos/pgtopology"
 )
 
 // Config is one run.
@@ -316,21 +317,23 @@ func (r *run) setupTarget(ctx context.Context, dir string) error {
 		r.target = t
 	case "postgres":
 		base := r.cfg.PostgresURL
-		var dataDir string
-		var port int
+		var topo *pgtopology.Topology
 		if r.cfg.PGPrivate {
-			pgdir := filepath.Join(dir, "pg")
 			var err error
-			if dataDir, port, base, err = startPrivateCluster(ctx, pgdir); err != nil {
+			if topo, err = pgtopology.Start(ctx, pgtopology.Single); err != nil {
 				return err
 			}
+			base = topo.URL
 		}
 		schema := fmt.Sprintf("chaos_%d_%d", r.cfg.Seed, time.Now().UnixNano()%1e9)
 		t, err := newPostgresTarget(ctx, base, schema)
 		if err != nil {
+			if topo != nil {
+				topo.Stop(context.WithoutCancel(ctx))
+			}
 			return err
 		}
-		t.dataDir, t.port = dataDir, port
+		t.topo = topo
 		r.target = t
 		r.skipped["disk_full"] = "PostgreSQL's data directory is not the run's to fill; the fault runs on SQLite"
 	}

@@ -35,7 +35,7 @@ func (r *run) supported() []string {
 		why := ""
 		switch k {
 		case "db_restart":
-			if pg, ok := r.target.(*postgresTarget); !ok || pg.dataDir == "" {
+			if pg, ok := r.target.(*postgresTarget); !ok || pg.topo == nil {
 				why = r.target.Restart(context.Background()).Error()
 			}
 		case "db_terminate":

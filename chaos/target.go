@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/chaos/pgtopology"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
@@ -144,7 +144,7 @@ func mountTmpfs(dir string, size int64) error {
 // postgresTarget is a schema of the harness's own on a PostgreSQL server,
 // reached by worker processes through the harness's TCP proxy. Its
 // connections carry an application_name of their own, so terminating
-// backends hits no one else's. Restart needs a private cluster (dataDir).
+// backends hits no one else's. Restart needs a private cluster (topo).
 type postgresTarget struct {
 	direct  string // the server's URL, with the schema's application_name
 	proxied string
@@ -152,8 +152,7 @@ type postgresTarget struct {
 	app     string
 	proxy   *proxy
 	// A private cluster, when the harness started one: restartable.
-	dataDir string
-	port    int
+	topo *pgtopology.Topology
 }
 
 func newPostgresTarget(ctx context.Context, base, schema string) (*postgresTarget, error) {
@@ -203,87 +202,19 @@ func (t *postgresTarget) Terminate(ctx context.Context) error {
 }
 
 func (t *postgresTarget) Restart(ctx context.Context) error {
-	if t.dataDir == "" {
+	if t.topo == nil {
 		return fmt.Errorf("restart: %w: the shared server is never restarted; pass -pg-private for a cluster of the run's own", ErrUnsupported)
 	}
-	return pgCtl(ctx, t.dataDir, "restart", "-m", "immediate", "-w", "-t", "60", "-o", fmt.Sprintf("-p %d -k %s", t.port, t.dataDir))
+	return t.topo.RestartPrimary(ctx)
 }
 
 func (t *postgresTarget) Close() error {
 	t.proxy.close()
 	var err error
-	if t.dataDir == "" {
+	if t.topo == nil {
 		err = t.admin(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{t.schema}.Sanitize()+` CASCADE`)
 	} else {
-		err = pgCtl(context.Background(), t.dataDir, "stop", "-m", "immediate", "-w")
+		err = t.topo.Stop(context.Background())
 	}
 	return err
-}
-
-const pgBin = "/usr/lib/postgresql/15/bin"
-
-// pgBinary finds a PostgreSQL program: on PATH, else in pgBin.
-func pgBinary(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	p := filepath.Join(pgBin, name)
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s not found on PATH or in %s: install PostgreSQL's server binaries", name, pgBin)
-	}
-	return p, nil
-}
-
-// asPostgres runs a PostgreSQL program, as the postgres OS user when root
-// (initdb refuses root).
-func asPostgres(ctx context.Context, name string, args ...string) *exec.Cmd {
-	if os.Geteuid() == 0 {
-		return exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", name}, args...)...)
-	}
-	return exec.CommandContext(ctx, name, args...)
-}
-
-func pgCtl(ctx context.Context, dataDir string, args ...string) error {
-	bin, err := pgBinary("pg_ctl")
-	if err != nil {
-		return err
-	}
-	cmd := asPostgres(ctx, bin, append([]string{"-D", dataDir, "-l", filepath.Join(dataDir, "server.log")}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// startPrivateCluster initdbs and starts a cluster of the run's own on a
-// free port in dir, and returns its URL.
-func startPrivateCluster(ctx context.Context, dir string) (dataDir string, port int, u string, err error) {
-	initdb, err := pgBinary("initdb")
-	if err != nil {
-		return "", 0, "", err
-	}
-	dataDir = filepath.Join(dir, "pgdata")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return "", 0, "", err
-	}
-	if os.Geteuid() == 0 {
-		// The postgres user must reach its directory through the run's.
-		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-			return "", 0, "", err
-		}
-		if out, err := exec.Command("chown", "-R", "postgres:postgres", dir).CombinedOutput(); err != nil {
-			return "", 0, "", fmt.Errorf("chown %s to postgres: %v: %s", dir, err, out)
-		}
-	}
-	if out, err := asPostgres(ctx, initdb, "-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
-		return "", 0, "", fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	port, err = freePort()
-	if err != nil {
-		return "", 0, "", err
-	}
-	if err := pgCtl(ctx, dataDir, "start", "-w", "-t", "60", "-o", fmt.Sprintf("-p %d -k %s -c fsync=on", port, dataDir)); err != nil {
-		return "", 0, "", err
-	}
-	return dataDir, port, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), nil
 }

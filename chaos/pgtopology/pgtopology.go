@@ -1,6 +1,7 @@
-// Package pgtopology runs a PostgreSQL primary with a streaming standby for
-// tests, through chaos/topology/pg-standby.sh, so that one place knows how
-// the topology is made and failed over.
+// Package pgtopology runs private PostgreSQL servers for tests and the
+// fault harness, through chaos/topology/pg-standby.sh, so that one place
+// knows how they are made, restarted and failed over: a primary with a
+// streaming standby, or a primary alone.
 package pgtopology
 
 import (
@@ -30,25 +31,28 @@ const (
 	// Async streams commits after acknowledging them: the last ones
 	// acknowledged may be missing from a promoted standby.
 	Async Mode = "async"
+	// Single is a primary without a standby: a server of the caller's own
+	// to restart, at PostgreSQL's default settings (autovacuum on).
+	Single Mode = "single"
 )
 
 // Bin is the directory of the PostgreSQL binaries the script runs; the
 // environment's PG_BIN replaces it.
 const Bin = "/usr/lib/postgresql/15/bin"
 
-// Topology is a running primary and standby on free ports of 127.0.0.1,
-// in a directory of their own.
+// Topology is a running primary and standby (none for Single) on free
+// ports of 127.0.0.1, in a directory of their own.
 type Topology struct {
 	Dir         string
 	Mode        Mode
 	PrimaryPort int
-	StandbyPort int
+	StandbyPort int // 0 for Single
 	// URL names both servers and asks for the one that accepts writes
 	// (target_session_attrs=read-write): the primary, and after a failover
 	// the promoted standby.
 	URL        string
 	PrimaryURL string
-	StandbyURL string
+	StandbyURL string // empty for Single
 
 	script string
 }
@@ -81,12 +85,13 @@ func Available() error {
 	return nil
 }
 
-// Start makes a primary and a standby streaming from it, in a new
-// directory under the system's temporary directory, and returns once the
-// standby streams (and, for Sync, is synchronous). Stop removes them.
+// Start makes a primary and a standby streaming from it (only the primary
+// for Single), in a new directory under the system's temporary directory,
+// and returns once the standby streams (and, for Sync, is synchronous).
+// Stop removes them.
 func Start(ctx context.Context, mode Mode) (*Topology, error) {
-	if mode != Sync && mode != Async {
-		return nil, fmt.Errorf("pgtopology: mode %q: give Sync or Async", mode)
+	if mode != Sync && mode != Async && mode != Single {
+		return nil, fmt.Errorf("pgtopology: mode %q: give Sync, Async or Single", mode)
 	}
 	if err := Available(); err != nil {
 		return nil, err
@@ -122,6 +127,14 @@ func Start(ctx context.Context, mode Mode) (*Topology, error) {
 // is gone; its backends exit when they notice.
 func (t *Topology) KillPrimary(ctx context.Context) error {
 	_, err := t.run(ctx, "kill-primary", t.Dir)
+	return err
+}
+
+// RestartPrimary restarts the primary at once (pg_ctl restart -m
+// immediate: a crash and its recovery) and returns once it accepts
+// connections again.
+func (t *Topology) RestartPrimary(ctx context.Context) error {
+	_, err := t.run(ctx, "restart-primary", t.Dir)
 	return err
 }
 
@@ -178,12 +191,18 @@ func (t *Topology) parse(out []byte) error {
 	if t.PrimaryPort, err = strconv.Atoi(kv["PRIMARY_PORT"]); err != nil {
 		return fmt.Errorf("pg-standby.sh start printed no PRIMARY_PORT: %q", out)
 	}
+	t.URL, t.PrimaryURL, t.StandbyURL = kv["URL"], kv["PRIMARY_URL"], kv["STANDBY_URL"]
+	if t.URL == "" || t.PrimaryURL == "" {
+		return fmt.Errorf("pg-standby.sh start printed no URLs: %q", out)
+	}
+	if t.Mode == Single {
+		return nil
+	}
 	if t.StandbyPort, err = strconv.Atoi(kv["STANDBY_PORT"]); err != nil {
 		return fmt.Errorf("pg-standby.sh start printed no STANDBY_PORT: %q", out)
 	}
-	t.URL, t.PrimaryURL, t.StandbyURL = kv["URL"], kv["PRIMARY_URL"], kv["STANDBY_URL"]
-	if t.URL == "" || t.PrimaryURL == "" || t.StandbyURL == "" {
-		return fmt.Errorf("pg-standby.sh start printed no URLs: %q", out)
+	if t.StandbyURL == "" {
+		return fmt.Errorf("pg-standby.sh start printed no STANDBY_URL: %q", out)
 	}
 	return nil
 }

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # A PostgreSQL primary with a streaming standby in one directory, on free
-# ports of 127.0.0.1, for failover tests and for trying a failover by hand.
-# Failover is pg_ctl promote: no Patroni or etcd.
+# ports of 127.0.0.1, for failover tests and for trying a failover by hand;
+# or a primary alone, a private server to restart. Failover is pg_ctl
+# promote: no Patroni or etcd.
 #
-#   pg-standby.sh start DIR [--sync|--async]  initdb a primary, pg_basebackup -R a
-#                                             standby; prints KEY=VALUE lines
-#   pg-standby.sh kill-primary DIR            SIGKILL the primary's postmaster
-#   pg-standby.sh promote DIR                 pg_ctl promote the standby
-#   pg-standby.sh status DIR                  KEY=VALUE lines: ports, URL, who runs
-#   pg-standby.sh stop DIR                    stop both servers; removes nothing
+#   pg-standby.sh start DIR [--sync|--async|--single]
+#                                 initdb a primary, pg_basebackup -R a standby
+#                                 (none with --single); prints KEY=VALUE lines
+#   pg-standby.sh kill-primary DIR     SIGKILL the primary's postmaster
+#   pg-standby.sh restart-primary DIR  pg_ctl restart -m immediate the primary
+#   pg-standby.sh promote DIR          pg_ctl promote the standby
+#   pg-standby.sh status DIR           KEY=VALUE lines: ports, URL, who runs
+#   pg-standby.sh stop DIR             stop the servers; removes nothing
 #
 # Run as root (the servers then run as the postgres user, since initdb
 # refuses root) or as the postgres user. PG_BIN overrides the binaries'
@@ -19,7 +22,7 @@ PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 PG_USER=${PG_USER:-postgres}
 
 usage() {
-	sed -n '5,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '7,15p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -127,6 +130,10 @@ print_state() {
 	echo "PRIMARY_PORT=$PRIMARY_PORT"
 	echo "STANDBY_PORT=$STANDBY_PORT"
 	echo "PRIMARY_URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT/postgres?sslmode=disable"
+	if [ "$MODE" = single ]; then
+		echo "URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT/postgres?sslmode=disable"
+		return
+	fi
 	echo "STANDBY_URL=postgres://postgres@127.0.0.1:$STANDBY_PORT/postgres?sslmode=disable"
 	echo "URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT,127.0.0.1:$STANDBY_PORT/postgres?sslmode=disable&target_session_attrs=read-write"
 }
@@ -136,8 +143,9 @@ cmd_start() {
 	case "${1:-}" in
 	--sync) MODE=sync ;;
 	--async) MODE=async ;;
+	--single) MODE=single ;;
 	"") ;;
-	*) die "unknown option $1: give --sync or --async" ;;
+	*) die "unknown option $1: give --sync, --async or --single" ;;
 	esac
 	[ -x "$PG_BIN/initdb" ] || die "no PostgreSQL binaries in $PG_BIN (install postgresql-15, or set PG_BIN)"
 	id "$PG_USER" >/dev/null 2>&1 || die "no OS user $PG_USER to run the servers as (set PG_USER)"
@@ -148,7 +156,8 @@ cmd_start() {
 	as test -w "$DIR" || die "$PG_USER cannot write $DIR: give a directory whose parents it may enter (mktemp -d makes one it may not; /tmp/NAME will do)"
 
 	PRIMARY_PORT=$(free_port)
-	STANDBY_PORT=$(free_port "$PRIMARY_PORT")
+	STANDBY_PORT=
+	[ "$MODE" = single ] || STANDBY_PORT=$(free_port "$PRIMARY_PORT")
 
 	as "$PG_BIN/initdb" -D "$DIR/primary" -U postgres --auth=trust -E UTF8 --no-sync --no-instructions >"$DIR/initdb.log" 2>&1 ||
 		die_log "$DIR/initdb.log" "initdb failed"
@@ -168,6 +177,10 @@ CONF
 	echo "host replication postgres 127.0.0.1/32 trust" >>"$DIR/primary/pg_hba.conf"
 	PRIMARY_PORT=$(start_node "$DIR/primary" "$PRIMARY_PORT")
 	save_state
+	if [ "$MODE" = single ]; then
+		print_state
+		return
+	fi
 
 	as "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$PRIMARY_PORT" -U postgres -D "$DIR/standby" -R -X stream --no-sync \
 		-d "application_name=standby" >"$DIR/basebackup.log" 2>&1 ||
@@ -197,6 +210,14 @@ cmd_kill_primary() {
 	echo "KILLED_PID=$pid"
 }
 
+cmd_restart_primary() {
+	load_state
+	running "$DIR/primary" || die "the primary is not running"
+	as "$PG_BIN/pg_ctl" -D "$DIR/primary" -l "$DIR/primary.log" -m immediate -w -t 60 restart >/dev/null ||
+		die_log "$DIR/primary.log" "pg_ctl restart failed"
+	echo "RESTARTED_PORT=$PRIMARY_PORT"
+}
+
 cmd_promote() {
 	load_state
 	running "$DIR/standby" || die "the standby is not running"
@@ -207,8 +228,9 @@ cmd_promote() {
 cmd_status() {
 	load_state
 	print_state
-	local role
-	for node in primary standby; do
+	local role nodes=(primary standby)
+	[ "$MODE" = single ] && nodes=(primary)
+	for node in "${nodes[@]}"; do
 		local port=$PRIMARY_PORT
 		[ "$node" = standby ] && port=$STANDBY_PORT
 		role=down
@@ -245,6 +267,7 @@ shift 2
 case "$cmd" in
 start) cmd_start "$@" ;;
 kill-primary) cmd_kill_primary ;;
+restart-primary) cmd_restart_primary ;;
 promote) cmd_promote ;;
 status) cmd_status ;;
 stop) cmd_stop ;;

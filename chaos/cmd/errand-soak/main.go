@@ -30,6 +30,7 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 type config struct {
 	store    string
 	pgURL    string
+	private  bool
 	duration time.Duration
 	rate     int
 	workers  int
@@ -46,6 +47,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	c := &config{}
 	fs.StringVar(&c.store, "store", "", "store to soak: `sqlite` or postgres")
 	fs.StringVar(&c.pgURL, "pg-url", os.Getenv("ERRAND_TEST_POSTGRES_URL"), "PostgreSQL `URL` for -store postgres (default $ERRAND_TEST_POSTGRES_URL)")
+	fs.BoolVar(&c.private, "pg-private", false, "run PostgreSQL as a private cluster at its default settings (autovacuum on) instead of -pg-url")
 	fs.DurationVar(&c.duration, "duration", time.Hour, "how long to run, `DUR`")
 	fs.IntVar(&c.rate, "rate", 200, "jobs enqueued per second, `N`")
 	fs.IntVar(&c.workers, "workers", 2, "errand work processes, `N`")
@@ -55,7 +57,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.json, "json", false, "print the report as one JSON object")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: errand-soak -store sqlite|postgres [-pg-url URL] [-duration 1h] [-rate 200] [-workers 2] [-sample 30s] [-dir DIR] [-errand PATH] [--json]")
+			fmt.Fprintln(stderr, "usage: errand-soak -store sqlite|postgres [-pg-url URL | -pg-private] [-duration 1h] [-rate 200] [-workers 2] [-sample 30s] [-dir DIR] [-errand PATH] [--json]")
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
 			return nil, usagef("")
@@ -67,9 +69,15 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	switch c.store {
 	case "sqlite":
+		if c.private {
+			return nil, usagef("-pg-private is for -store postgres")
+		}
 	case "postgres":
+		if c.private {
+			break
+		}
 		if !strings.HasPrefix(c.pgURL, "postgres://") && !strings.HasPrefix(c.pgURL, "postgresql://") {
-			return nil, usagef("-store postgres needs -pg-url postgres://user@host:5432/db (or ERRAND_TEST_POSTGRES_URL)")
+			return nil, usagef("-store postgres needs -pg-url postgres://user@host:5432/db (or ERRAND_TEST_POSTGRES_URL), or -pg-private")
 		}
 	case "":
 		return nil, usagef("give -store sqlite or -store postgres")

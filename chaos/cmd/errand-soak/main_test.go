@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/errandhq/errand/chaos/pgtopology"
 )
 
 // errandBin is errand, built once for the tests.
@@ -29,21 +31,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestSoakShort runs the whole command for 16s on each store: it must
-// build errand, run the fleet under load, take every sample of every
-// series and report them.
+// TestSoakShort runs the whole command for 16s on each store (PostgreSQL
+// both shared and private): it must build errand, run the fleet under load,
+// take every sample of every series and report them.
 func TestSoakShort(t *testing.T) {
 	stores := map[string]string{"sqlite": ""}
 	if url := os.Getenv("ERRAND_TEST_POSTGRES_URL"); url != "" {
 		stores["postgres"] = url
 	}
-	for store, url := range stores {
-		t.Run(store, func(t *testing.T) {
+	if pgtopology.Available() == nil {
+		stores["postgres-private"] = ""
+	}
+	for name, url := range stores {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			store, private := strings.TrimSuffix(name, "-private"), strings.HasSuffix(name, "-private")
 			dir := filepath.Join(t.TempDir(), "run")
 			args := []string{"-store", store, "-duration", "16s", "-sample", "2s", "-rate", "40", "-workers", "2", "-dir", dir, "-errand", errandBin, "--json"}
 			if url != "" {
 				args = append(args, "-pg-url", url)
+			}
+			if private {
+				args = append(args, "-pg-private")
 			}
 			var stdout, stderr bytes.Buffer
 			code := run(context.Background(), args, &stdout, &stderr)
@@ -56,8 +65,11 @@ func TestSoakShort(t *testing.T) {
 			if code != 0 && (code != 1 || rep.Flat) {
 				t.Fatalf("exit %d, flat %v; stderr: %s", code, rep.Flat, stderr.String())
 			}
-			if rep.Schema != "" {
+			if rep.Schema != "" && !private {
 				t.Cleanup(func() { dropSchema(t, url, rep.Schema) }) // -dir keeps it
+			}
+			if private && !strings.Contains(rep.Server, "autovacuum on, a private cluster") {
+				t.Errorf("server %q: want a private cluster with autovacuum on", rep.Server)
 			}
 			checkReport(t, &rep, store)
 			checkCSV(t, rep.CSV, rep.Samples, len(rep.Series))
@@ -143,6 +155,7 @@ func TestUsage(t *testing.T) {
 		{nil, "give -store"},
 		{[]string{"-store", "mysql"}, "use sqlite or postgres"},
 		{[]string{"-store", "postgres", "-pg-url", "mysql://x"}, "-pg-url postgres://"},
+		{[]string{"-store", "sqlite", "-pg-private"}, "-pg-private is for -store postgres"},
 		{[]string{"-store", "sqlite", "-duration", "10s", "-sample", "5s"}, "fewer than 8 samples"},
 		{[]string{"-store", "sqlite", "-rate", "0"}, "-rate 0"},
 		{[]string{"-store", "sqlite", "-workers", "0"}, "-workers 0"},

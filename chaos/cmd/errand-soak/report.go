@@ -28,6 +28,7 @@ type totals struct {
 type report struct {
 	Store           string    `json:"store"`
 	Schema          string    `json:"schema"`
+	Server          string    `json:"server,omitempty"`
 	Commit          string    `json:"commit"`
 	Started         time.Time `json:"started_at"`
 	DurationSeconds float64   `json:"duration_seconds"`
@@ -72,6 +73,9 @@ func (r *report) writeText(w io.Writer) error {
 	store := r.Store
 	if r.Schema != "" {
 		store += " (schema " + r.Schema + ")"
+	}
+	if r.Server != "" {
+		store += " on " + r.Server
 	}
 	fmt.Fprintf(w, "errand soak: %s, commit %s, started %s, %s at %d jobs/s, %d workers + serve, %d samples every %s: %s\n",
 		store, r.Commit, r.Started.Format(time.RFC3339), time.Duration(r.DurationSeconds*float64(time.Second)),

@@ -63,7 +63,7 @@ func soak(ctx context.Context, cfg *config, logw io.Writer) (*report, error) {
 	defer stopAll(procs)
 
 	rep := &report{Store: cfg.store, Commit: commit(), Started: time.Now().UTC(), Rate: cfg.rate, Workers: cfg.workers,
-		DurationSeconds: cfg.duration.Seconds(), SampleSeconds: cfg.sample.Seconds(), Schema: tg.schema}
+		DurationSeconds: cfg.duration.Seconds(), SampleSeconds: cfg.sample.Seconds(), Schema: tg.schema, Server: tg.server}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	ld := &load{client: tg.client, apiURL: strings.TrimSuffix(serve.metrics, "/metrics") + "/api/v1/jobs",
 		token: serve.token, rate: cfg.rate, logger: logger}

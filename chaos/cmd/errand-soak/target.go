@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/chaos/pgtopology"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
@@ -30,9 +31,11 @@ type target struct {
 
 	dbFiles []string // SQLite: the database, its -wal and -shm
 
-	pg     *pgx.Conn // PostgreSQL: the sampler's own connection
-	schema string    // and the run's schema, also the processes' application_name
-	keep   bool      // leave the schema in place
+	pg     *pgx.Conn            // PostgreSQL: the sampler's own connection
+	schema string               // and the run's schema, also the processes' application_name
+	keep   bool                 // leave the schema in place
+	server string               // PostgreSQL's version and autovacuum setting, for the report
+	topo   *pgtopology.Topology // -pg-private: the cluster, stopped at shutdown
 }
 
 func randomHex(n int) string {
@@ -53,19 +56,43 @@ func openTarget(ctx context.Context, cfg *config, dir string) (*target, error) {
 		return t, t.withClient(st, st.Close)
 	}
 	t := &target{schema: "errand_soak_" + randomHex(4), keep: cfg.dir != ""}
-	procURL, err := withAppName(cfg.pgURL, t.schema)
-	if err != nil {
+	base := cfg.pgURL
+	if cfg.private {
+		topo, err := pgtopology.Start(ctx, pgtopology.Single)
+		if err != nil {
+			return nil, fmt.Errorf("start a private cluster: %w", err)
+		}
+		t.topo, base = topo, topo.URL
+	}
+	fail := func(err error) (*target, error) {
+		if t.pg != nil {
+			t.pg.Close(ctx)
+		}
+		if t.topo != nil {
+			_ = t.topo.Stop(context.WithoutCancel(ctx))
+		}
 		return nil, err
 	}
-	ownURL, _ := withAppName(cfg.pgURL, t.schema+"-ctl")
+	procURL, err := withAppName(base, t.schema)
+	if err != nil {
+		return fail(err)
+	}
+	ownURL, _ := withAppName(base, t.schema+"-ctl")
 	t.env = []string{"ERRAND_DB=" + procURL, "ERRAND_SCHEMA=" + t.schema}
 	if t.pg, err = pgx.Connect(ctx, ownURL); err != nil {
-		return nil, fmt.Errorf("connect to postgres: %w", err)
+		return fail(fmt.Errorf("connect to postgres: %w", err))
+	}
+	var version, autovacuum string
+	if err := t.pg.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('autovacuum')").Scan(&version, &autovacuum); err != nil {
+		return fail(fmt.Errorf("read the server's settings: %w", err))
+	}
+	t.server = fmt.Sprintf("PostgreSQL %s, autovacuum %s", version, autovacuum)
+	if t.topo != nil {
+		t.server += ", a private cluster"
 	}
 	st, err := postgres.Open(ctx, ownURL, &postgres.Options{Schema: t.schema})
 	if err != nil {
-		t.pg.Close(ctx)
-		return nil, fmt.Errorf("open postgres schema %s: %w", t.schema, err)
+		return fail(fmt.Errorf("open postgres schema %s: %w", t.schema, err))
 	}
 	view := st.SQL(nil)
 	return t, t.withClient(view, func() error { view.Close(); return st.Close() })
@@ -95,13 +122,18 @@ func withAppName(raw, app string) (string, error) {
 	return u.String(), nil
 }
 
-// shutdown closes the store and drops the run's schema unless kept.
+// shutdown closes the store and drops the run's schema unless kept; a
+// private cluster is stopped and removed, kept or not.
 func (t *target) shutdown(ctx context.Context) error {
 	t.close()
 	if t.pg == nil {
 		return nil
 	}
 	defer t.pg.Close(ctx)
+	if t.topo != nil {
+		t.pg.Close(ctx)
+		return t.topo.Stop(ctx)
+	}
 	if t.keep {
 		return nil
 	}
