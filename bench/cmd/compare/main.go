@@ -538,6 +538,12 @@ type env struct {
 	store   string // sqlite or postgres
 	url     string
 	workers int // jobs each system runs at once; 0 means the comparison's workers
+	// tracer, when set, traces every connection of the PostgreSQL pools
+	// (the cost measure counts the client's calls with it).
+	tracer pgx.QueryTracer
+	// created, when set, is told the name of each fresh PostgreSQL schema
+	// (the cost measure reads that schema's statistics).
+	created func(schema string)
 }
 
 // concurrency is how many jobs each system runs at once.
@@ -565,6 +571,9 @@ func (e *env) pool(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	cfg.MaxConns = 4
+	if e.tracer != nil {
+		cfg.ConnConfig.Tracer = e.tracer
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
@@ -578,6 +587,9 @@ func (e *env) freshSchema(ctx context.Context, prefix string) (string, func(), e
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		conn.Close(ctx)
 		return "", nil, err
+	}
+	if e.created != nil {
+		e.created(name)
 	}
 	return name, func() {
 		defer conn.Close(context.Background())
