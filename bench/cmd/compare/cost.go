@@ -131,7 +131,19 @@ func measureCost(ctx context.Context, o *options) (*costReport, error) {
 				r.phases[0]["wal.bytes"]/float64(o.jobs), r.phases[1]["wal.bytes"]/float64(o.jobs))
 		}
 	}
-	return &costReport{jobs: o.jobs, reps: o.reps, server: srv.describe, settings: srv.settings, walinspect: srv.walinspect, runs: runs}, nil
+	rep := &costReport{jobs: o.jobs, reps: o.reps, server: srv.describe, settings: srv.settings, walinspect: srv.walinspect, runs: runs}
+	// A phase whose WAL could not be read back would mix its zeros into
+	// the medians: the figures read from the WAL are left out altogether.
+	for _, vr := range runs {
+		for _, r := range vr {
+			for _, f := range r.phases {
+				if f["walinspect.failed"] != 0 && rep.walinspect {
+					rep.walinspect, rep.walFailed = false, true
+				}
+			}
+		}
+	}
+	return rep, nil
 }
 
 // costServer is the server the cost measure runs on, and the probe's own

@@ -16,6 +16,7 @@ type costReport struct {
 	jobs, reps       int
 	server, settings string
 	walinspect       bool
+	walFailed        bool         // a phase's WAL could not be read back
 	runs             [][]*costRun // by costVariants, by repetition
 }
 
@@ -32,7 +33,7 @@ type costTable struct {
 type costMetric func(v int, f phaseFigures) float64
 
 func (r *costReport) heading() []string {
-	return []string{
+	h := []string{
 		fmt.Sprintf("PostgreSQL: where a job's cost goes. %d jobs; figures per job unless said, the median of %d repetition(s), their range in brackets where they differ.", r.jobs, r.reps),
 		"Server: " + r.server + "; " + r.settings + ".",
 		fmt.Sprintf("enqueue: %d jobs in calls of %d (errand EnqueueMany; River InsertMany, and InsertManyFast, which is COPY). "+
@@ -40,6 +41,10 @@ func (r *costReport) heading() []string {
 		"Each phase starts after a CHECKPOINT, so every page's first change in it writes a full-page image. Counters: pg_stat_wal (whole server), " +
 			"pg_stat_user_tables, pg_stat_statements, pg_relation_size; WAL read back with pg_walinspect; client calls by a pgx tracer.",
 	}
+	if r.walFailed {
+		h = append(h, "The WAL of a phase could not be read back (see the log): the figures read from the WAL are left out.")
+	}
+	return h
 }
 
 // vals is m over the repetitions of variant v's phase ph.

@@ -18,15 +18,23 @@ func (p *costProbe) readWAL(ctx context.Context, from, to string, f phaseFigures
 	if from == to {
 		return nil
 	}
-	// pg_walinspect reads only WAL flushed to disk; the WAL writer
-	// flushes within wal_writer_delay.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// pg_walinspect reads only WAL flushed to disk. The WAL writer
+	// flushes whole pages only, unless an asynchronous commit waits, so
+	// the records after the phase's last commit may not be: a commit of
+	// the probe's own flushes them (its record comes after to).
+	for try, deadline := 0, time.Now().Add(10*time.Second); ; try++ {
 		var flushed bool
 		if err := p.conn.QueryRow(ctx, "SELECT /* cost-probe */ pg_current_wal_flush_lsn() >= $1::pg_lsn", to).Scan(&flushed); err != nil {
 			return err
 		}
 		if flushed {
 			break
+		}
+		if try == 0 {
+			if _, err := p.conn.Exec(ctx, "SELECT /* cost-probe */ pg_current_xact_id()"); err != nil {
+				return err
+			}
+			continue
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the WAL up to %s was not flushed within 10s", to)
