@@ -145,6 +145,9 @@ func (r *costReport) summary(ph int, phase string) costTable {
 	perJob := func(m costMetric) costMetric {
 		return func(v int, f phaseFigures) float64 { return m(v, f) / float64(r.jobs) }
 	}
+	perThousand := func(m costMetric) costMetric {
+		return func(v int, f phaseFigures) float64 { return 1000 * m(v, f) / float64(r.jobs) }
+	}
 	tab := func(counter string) costMetric {
 		return func(v int, f phaseFigures) float64 { return f["tab."+counter+"."+costVariants[v].table] }
 	}
@@ -204,8 +207,8 @@ func (r *costReport) summary(ph int, phase string) costTable {
 		{"no relation (commits and the like): WAL bytes", perJob(key("walrel.bytes.(no relation)")), costNum, true},
 		{"job table heap: bytes added", perJob(func(v int, f phaseFigures) float64 { return f["grow."+costVariants[v].table] }), costNum, false},
 		{"job table indexes: bytes added", perJob(indexSum("grow.")), costNum, false},
-		{"statements (pg_stat_statements)", perJob(key("stmt.calls")), costNum, false},
-		{"client calls (pgx: statements, batches, COPYs, prepares)", perJob(func(_ int, f phaseFigures) float64 {
+		{"statements (pg_stat_statements), per 1,000 jobs", perThousand(key("stmt.calls")), costNum, false},
+		{"client calls (pgx: statements, batches, COPYs, prepares), per 1,000 jobs", perThousand(func(_ int, f phaseFigures) float64 {
 			return f["client.queries"] + f["client.batches"] + f["client.copies"] + f["client.prepares"]
 		}), costNum, false},
 		{"job table heap size after the phase (kB, total)", func(v int, f phaseFigures) float64 {
@@ -453,7 +456,7 @@ func (r *costReport) statements(v int) costTable {
 	cv := costVariants[v]
 	t := costTable{
 		title:  fmt.Sprintf("%s (%s): statements by calls (pg_stat_statements, top-level)", cv.name, cv.enqueue),
-		header: []string{"phase", "calls per job", "rows per call", "mean ms", "WAL bytes per job", "statement"},
+		header: []string{"phase", "calls per 1,000 jobs", "rows per call", "mean ms", "WAL bytes per job", "statement"},
 		align:  "lrrrrl",
 	}
 	for ph, phase := range costPhases {
@@ -469,7 +472,7 @@ func (r *costReport) statements(v int) costTable {
 				for _, q := range qs[i:] {
 					rest += calls[q]
 				}
-				t.rows = append(t.rows, []string{phase, costNum(rest / float64(r.jobs)), "", "", "", fmt.Sprintf("(%d other statements)", len(qs)-i)})
+				t.rows = append(t.rows, []string{phase, costNum(1000 * rest / float64(r.jobs)), "", "", "", fmt.Sprintf("(%d other statements)", len(qs)-i)})
 				break
 			}
 			per := func(name string, by string) costMetric {
@@ -485,7 +488,7 @@ func (r *costReport) statements(v int) costTable {
 				}
 			}
 			t.rows = append(t.rows, []string{phase,
-				cell(r.vals(v, ph, per("stmt.calls."+q, "")), costNum),
+				cell(r.vals(v, ph, func(v int, f phaseFigures) float64 { return 1000 * per("stmt.calls."+q, "")(v, f) }), costNum),
 				cell(r.vals(v, ph, per("stmt.rows."+q, "stmt.calls."+q)), costNum),
 				costNum(median(r.vals(v, ph, per("stmt.ms."+q, "stmt.calls."+q)))),
 				cell(r.vals(v, ph, per("stmt.walbytes."+q, "")), costNum),
