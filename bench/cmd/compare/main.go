@@ -8,6 +8,12 @@
 //
 //	go run ./cmd/compare -scaling -svg scaling.svg
 //
+// With -cost it counts instead where each job's cost goes on the
+// PostgreSQL server (WAL, row versions, index entries, statements), per
+// phase, on a private server of its own (see cost.go):
+//
+//	go run ./cmd/compare -cost -jobs 20000 -markdown cost.md
+//
 // Every measure of every repetition gets a fresh database (a SQLite file in a
 // temporary directory, or a PostgreSQL schema that is dropped afterwards),
 // and within a repetition the two systems alternate which goes first, so
@@ -68,6 +74,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer stop()
 	}
+	if o.cost {
+		return runCost(ctx, out, o)
+	}
 	if o.scaling {
 		return runScaling(ctx, out, o.stores, o.pgURL, o.jobs, o.reps, o.concurrency, o.svg, o.markdown)
 	}
@@ -78,10 +87,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 type options struct {
 	jobs, reps       int
 	stores           []string
-	scaling          bool
+	scaling, cost    bool
 	concurrency, svg string
 	samples          sampling
 	pgURL, markdown  string
+	pgURLSet         bool // -postgres was given
 	cpuProfile, only string
 	ceilingBatch     int
 }
@@ -93,6 +103,7 @@ func parseFlags(args []string) (*options, error) {
 	store := fs.String("store", "both", "sqlite, postgres or both")
 	reps := fs.Int("reps", 3, "repetitions of every measure")
 	scaling := fs.Bool("scaling", false, "instead of the table, measure work throughput at each -concurrency")
+	cost := fs.Bool("cost", false, "instead of the table, count each job's cost on the PostgreSQL server (WAL, row versions, index entries, statements) per phase, on a private server unless -postgres is given")
 	concurrency := fs.String("concurrency", "1,10,50,100,500,1000", "with -scaling: the worker counts to measure, comma-separated")
 	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
@@ -105,10 +116,22 @@ func parseFlags(args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	jobsSet := false
-	fs.Visit(func(f *flag.Flag) { jobsSet = jobsSet || f.Name == "jobs" })
-	if *scaling && !jobsSet {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *scaling && !set["jobs"] {
 		*jobs = defaultScalingJobs
+	}
+	if *cost {
+		if *scaling {
+			return nil, fmt.Errorf("-cost and -scaling are separate modes: give one")
+		}
+		if set["store"] && *store != "postgres" {
+			return nil, fmt.Errorf("-cost measures PostgreSQL only: leave -store out")
+		}
+		*store = "postgres"
+		if !set["reps"] {
+			*reps = defaultCostReps
+		}
 	}
 	var stores []string
 	switch *store {
@@ -125,8 +148,8 @@ func parseFlags(args []string) (*options, error) {
 	if *warmup < 0 {
 		return nil, fmt.Errorf("-warmup must be at least 0")
 	}
-	return &options{jobs: *jobs, reps: *reps, stores: stores, scaling: *scaling, concurrency: *concurrency, svg: *svg,
-		samples: sampling{*warmup, *samples}, pgURL: *pgURL, markdown: *markdown, cpuProfile: *cpuProfile, only: *only,
+	return &options{jobs: *jobs, reps: *reps, stores: stores, scaling: *scaling, cost: *cost, concurrency: *concurrency, svg: *svg,
+		samples: sampling{*warmup, *samples}, pgURL: *pgURL, pgURLSet: set["postgres"], markdown: *markdown, cpuProfile: *cpuProfile, only: *only,
 		ceilingBatch: *ceilingBatch}, nil
 }
 
@@ -538,6 +561,12 @@ type env struct {
 	store   string // sqlite or postgres
 	url     string
 	workers int // jobs each system runs at once; 0 means the comparison's workers
+	// tracer, when set, traces every connection of the PostgreSQL pools
+	// (the cost measure counts the client's calls with it).
+	tracer pgx.QueryTracer
+	// created, when set, is told the name of each fresh PostgreSQL schema
+	// (the cost measure reads that schema's statistics).
+	created func(schema string)
 }
 
 // concurrency is how many jobs each system runs at once.
@@ -565,6 +594,9 @@ func (e *env) pool(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	cfg.MaxConns = 4
+	if e.tracer != nil {
+		cfg.ConnConfig.Tracer = e.tracer
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
@@ -578,6 +610,9 @@ func (e *env) freshSchema(ctx context.Context, prefix string) (string, func(), e
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		conn.Close(ctx)
 		return "", nil, err
+	}
+	if e.created != nil {
+		e.created(name)
 	}
 	return name, func() {
 		defer conn.Close(context.Background())
