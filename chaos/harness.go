@@ -302,12 +302,21 @@ func (r *run) run(ctx context.Context, dir string) (*Report, error) {
 	return rep, nil
 }
 
+// diskSize is the size of the SQLite run's tmpfs: room for everything the
+// run writes (about 3.6 KiB of database and WAL a logged enqueue, counted
+// twice over), so that only the disk_full fault fills it. A 64 MiB disk
+// filled up for good 25 minutes into a run of 8 enqueues a second.
+func diskSize(c Config) int64 {
+	enqueues := c.Rate * c.Duration.Seconds()
+	return 64<<20 + int64(enqueues)*8<<10
+}
+
 func (r *run) setupTarget(ctx context.Context, dir string) error {
 	switch r.cfg.Store {
 	case "sqlite":
 		t := &sqliteTarget{}
 		disk := filepath.Join(dir, "disk")
-		if err := mountTmpfs(disk, 64<<20); err != nil {
+		if err := mountTmpfs(disk, diskSize(r.cfg)); err != nil {
 			r.skipped["disk_full"] = "mounting a tmpfs failed (" + err.Error() + "); the database is on the ordinary disk"
 			os.MkdirAll(disk, 0o700)
 		} else {
