@@ -18,8 +18,11 @@ type Violation struct {
 
 // InvariantResult is one invariant's verdict.
 type InvariantResult struct {
-	Name       string      `json:"name"`
-	OK         bool        `json:"ok"`
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// NotChecked says why the run could not check it (OK is then true:
+	// nothing was found, as nothing was looked at).
+	NotChecked string      `json:"not_checked,omitempty"`
 	Violations []Violation `json:"violations"`
 }
 
@@ -71,7 +74,11 @@ func (r *Report) finish(v map[string][]Violation) {
 		if vs == nil {
 			vs = []Violation{}
 		}
-		r.Invariants = append(r.Invariants, InvariantResult{Name: name, OK: len(vs) == 0, Violations: vs})
+		res := InvariantResult{Name: name, OK: len(vs) == 0, Violations: vs}
+		if name == invHistory {
+			res.NotChecked = r.History
+		}
+		r.Invariants = append(r.Invariants, res)
 	}
 }
 
@@ -120,8 +127,11 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintln(w)
 	for _, i := range r.Invariants {
 		mark := "ok  "
-		if !i.OK {
+		switch {
+		case !i.OK:
 			mark = "FAIL"
+		case i.NotChecked != "":
+			mark = "skip"
 		}
 		fmt.Fprintf(w, "  %s %s", mark, i.Name)
 		if !i.OK {
