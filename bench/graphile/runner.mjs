@@ -46,7 +46,9 @@ for (const k of ["measure", "url", "schema"]) {
 //
 // https://worker.graphile.org/docs/performance lists the settings of its
 // fastest run (localQueue, batched completion, a pool one larger than the
-// concurrency); https://worker.graphile.org/docs/config describes each one.
+// concurrency) and explains them under "Batching"; each option's own
+// documentation is in node_modules/graphile-worker/dist/index.d.ts
+// (GraphileConfig.WorkerOptions).
 const concurrency = req.concurrency ?? 1000;
 const settings = {
   connectionString: req.url,
@@ -57,22 +59,26 @@ const settings = {
   // The local queue fetches and locks a batch of jobs in one statement and
   // hands them to the pool's workers without a round trip each; it is
   // refetched only when empty. The docs' starting point is
-  // concurrentJobs + 1, "a much higher number" for very fast jobs (their
+  // concurrentJobs + 1 and "a much higher number" for very fast jobs (their
   // fastest run: 500 at concurrency 24), and Graphile warns below
-  // concurrentJobs. Twice the concurrency did best here among
-  // concurrency + 1, 2x and 5x (bench/RESULTS.md).
-  localQueue: { size: req.localQueueSize ?? 2 * concurrency },
+  // concurrentJobs. 5 x concurrentJobs: at 20,000 jobs, sizes from
+  // concurrentJobs + 1 to 10 x measured within 6% of one another here
+  // (bench/RESULTS.md, 2026-12-05 22:51).
+  localQueue: { size: req.localQueueSize ?? 5 * concurrency },
   // Batch completions: 0 ms gathers those of one event-loop turn into one
   // statement, as in the docs' fastest run.
   completeJobBatchDelay: 0,
   failJobBatchDelay: 0,
   // The docs advise max(10, concurrentJobs + 2) connections, for workers that
   // each fetch and complete their own jobs; with the local queue and batched
-  // completion a few fetch and complete for all (the docs' fastest run had 25
-  // for 24 jobs at once), and the server allows 100 connections. 10 is
-  // Graphile's default, and did as well as 25 and better than 4 here.
+  // completion one fetch and one completion serve many jobs (the docs'
+  // fastest run had 25 for 24 jobs at once), and this server takes 100
+  // connections in all. 10, Graphile's default: 4, 25 and 50 measured within
+  // 6% of it here (bench/RESULTS.md). Graphile warns that it is below
+  // concurrentJobs.
   maxPoolSize: req.maxPoolSize ?? 10,
-  // Prepared statements on (the default; "a minor performance penalty" off).
+  // Prepared statements on: the default, and turning them off costs "a
+  // minor performance penalty" (the 0.17 release notes).
   preparedStatements: true,
   // New jobs are announced by LISTEN/NOTIFY; the poll is the fallback
   // (default 2000 ms), as River's FetchPollInterval is.
@@ -204,7 +210,7 @@ const measures = { work, bulk, latency };
 if (!measures[req.measure]) fail(`unknown measure "${req.measure}"`);
 try {
   const out = await measures[req.measure]();
-  const { connectionString, ...shown } = settings;
+  const { connectionString, schema, ...shown } = settings;
   process.stdout.write(JSON.stringify({ version, settings: shown, ...out }) + "\n");
   process.exit(0);
 } catch (e) {
