@@ -15,8 +15,8 @@ import (
 // TestGraphileRunner runs each measure of Graphile Worker's runner on a few
 // jobs through compare's own calls, and checks the results are sane and
 // the fresh schemas dropped. It needs node, `npm ci` in bench/graphile,
-// and a PostgreSQL server in ERRAND_TEST_POSTGRES_URL; it skips, saying
-// which is missing, without them.
+// and a PostgreSQL server (ERRAND_TEST_POSTGRES_URL, or compare's default);
+// it skips, saying which is missing, without them.
 func TestGraphileRunner(t *testing.T) {
 	dir := defaultGraphileDir()
 	if err := graphileReady(dir); err != nil {
@@ -25,11 +25,16 @@ func TestGraphileRunner(t *testing.T) {
 		}
 		t.Skipf("%v", err)
 	}
+	ctx := context.Background()
 	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
 	if url == "" {
-		t.Skip("ERRAND_TEST_POSTGRES_URL is not set")
+		url = defaultPostgresURL
 	}
-	ctx := context.Background()
+	if conn, err := pgx.Connect(ctx, url); err != nil {
+		t.Skipf("no PostgreSQL at %s (set ERRAND_TEST_POSTGRES_URL): %v", url, err)
+	} else {
+		conn.Close(ctx)
+	}
 	var version string
 	e := &env{store: "postgres", url: url, workers: 10, graphileDir: dir,
 		graphileSeen: func(r graphileResponse) { version = r.Version }}

@@ -60,6 +60,8 @@ const (
 	// varies it.
 	workers     = 1000
 	workTimeout = 5 * time.Minute
+
+	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 )
 
 func main() {
@@ -161,7 +163,7 @@ func parseFlags(args []string) (*options, error) {
 	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
 	warmup := fs.Int("warmup", 20, "single enqueues before a latency measure's samples, not counted in them")
-	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
+	pgURL := fs.String("postgres", defaultPostgresURL, "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	only := fs.String("measures", "", "run only the measures whose name starts with this text, e.g. work")
