@@ -542,7 +542,7 @@ func measureStore(ctx context.Context, e *env, list []measure, reps int, systems
 		for i, m := range list {
 			order := participants(e, m, systems)
 			k := (rep + i) % len(order)
-			order = append(order[k:], order[:k]...)
+			order = slices.Concat(order[k:], order[:k])
 			if err := measureRep(ctx, e, m, rep, order, got[i]); err != nil {
 				return nil, err
 			}
