@@ -34,6 +34,12 @@ for side in old new; do
 	mkdir "$src/$side"
 	git -C "$root" archive "$rev" | tar -x -C "$src/$side"
 	(cd "$src/$side/bench" && go build -o "$out/compare-$side" ./cmd/compare)
+	# A compare that also runs Graphile Worker is held to errand and River,
+	# so that both sides print the same columns.
+	help=$("$out/compare-$side" -h 2>&1 || true)
+	systems=""
+	grep -q -- '-systems' <<<"$help" && systems="-systems=errand,river"
+	declare "systems_$side=$systems"
 	echo "$side: $(git -C "$root" rev-parse --short "$rev")" | tee -a "$out/commits.txt" >&2
 done
 
@@ -42,7 +48,8 @@ for i in $(seq 1 "$rounds"); do
 	[ $((i % 2)) -eq 0 ] && order="new old"
 	for side in $order; do
 		echo "round $i, $side: full table, then work at concurrency $batches (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-		"$out/compare-$side" -markdown "$out/$side-$i.md" "$@" >/dev/null
+		systems=systems_$side
+		"$out/compare-$side" ${!systems:+"${!systems}"} -markdown "$out/$side-$i.md" "$@" >/dev/null
 		"$out/compare-$side" -scaling -concurrency "$batches" -markdown "$out/$side-$i-scaling.md" "$@" >/dev/null
 	done
 done

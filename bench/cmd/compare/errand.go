@@ -83,6 +83,7 @@ func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn 
 // errandClient hides the client's transaction type from the measures.
 type errandClient interface {
 	enqueueMany(ctx context.Context, n int) error
+	enqueueBatches(ctx context.Context, n, batch int) error
 	enqueueOne(ctx context.Context) error
 	work(ctx context.Context, n int) (time.Duration, error)
 	idleWorker(ctx context.Context) (stop func(), err error)
@@ -93,9 +94,15 @@ type errandOps[TTx any] struct {
 	workers int // the queue's concurrency
 }
 
+// enqueueMany enqueues n jobs, batchSize a call.
 func (o errandOps[TTx]) enqueueMany(ctx context.Context, n int) error {
-	for done := 0; done < n; done += batchSize {
-		params := make([]errand.EnqueueParams, min(batchSize, n-done))
+	return o.enqueueBatches(ctx, n, batchSize)
+}
+
+// enqueueBatches enqueues n jobs, batch a call.
+func (o errandOps[TTx]) enqueueBatches(ctx context.Context, n, batch int) error {
+	for done := 0; done < n; done += batch {
+		params := make([]errand.EnqueueParams, min(batch, n-done))
 		for i := range params {
 			params[i] = errand.EnqueueParams{Args: noopArgs{}}
 		}

@@ -1,7 +1,12 @@
-// Command compare runs errand and River on the same kind of fresh database,
-// interleaved, and prints each measure for both and their ratio.
+// Command compare runs errand, River and, on PostgreSQL, Graphile Worker on
+// the same kind of fresh database, interleaved, and prints each measure for
+// each and errand's ratio to each.
 //
 //	go run ./cmd/compare -store both -jobs 20000 -reps 3 -markdown results.md
+//
+// Graphile Worker runs under node from bench/graphile (graphile.go), after
+// `npm ci` there; without node it is left out, with a note. -systems picks
+// the systems, errand always among them.
 //
 // With -scaling it measures instead only work throughput, at each worker
 // concurrency of -concurrency, and with -svg draws it:
@@ -16,13 +21,14 @@
 //
 // Every measure of every repetition gets a fresh database (a SQLite file in a
 // temporary directory, or a PostgreSQL schema that is dropped afterwards),
-// and within a repetition the two systems alternate which goes first, so
-// that whatever else the machine is doing falls on both.
+// and within a repetition the systems take turns going first, so that
+// whatever else the machine is doing falls on all of them.
 package main
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,12 +51,17 @@ type (
 )
 
 const (
-	batchSize = 1000 // jobs per EnqueueMany / InsertMany call
+	batchSize = 1000 // jobs per EnqueueMany / InsertMany / addJobs call
+	// bigBatchSize is the batch of the second set of bulk rows
+	// (PostgreSQL).
+	bigBatchSize = 5000
 	// workers is the comparison's concurrency: errand's one queue runs
 	// this many jobs at once, and it is River's MaxWorkers. -scaling
 	// varies it.
 	workers     = 1000
 	workTimeout = 5 * time.Minute
+
+	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 )
 
 func main() {
@@ -80,6 +91,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.scaling {
 		return runScaling(ctx, out, o.stores, o.pgURL, o.jobs, o.reps, o.concurrency, o.svg, o.markdown)
 	}
+	if err := o.pickSystems(); err != nil {
+		return err
+	}
 	return runTable(ctx, out, o)
 }
 
@@ -94,6 +108,47 @@ type options struct {
 	pgURLSet         bool // -postgres was given
 	cpuProfile, only string
 	ceilingBatch     int
+	// systems are the table's systems (errand, river, graphile), as
+	// -systems gave them; pickSystems settles the default.
+	systems     []string
+	systemsSet  bool
+	graphileDir string
+}
+
+// systemNames are the systems the table can compare, in column order.
+var systemNames = []string{"errand", "river", "graphile"}
+
+// has reports whether the table runs system sys.
+func (o *options) has(sys string) bool { return slices.Contains(o.systems, sys) }
+
+// pickSystems settles which systems the table runs: those of -systems, or
+// by default all that can run here. Graphile Worker runs on PostgreSQL
+// only, and needs node and its packages: without node it is left out of
+// the default with a note; without its packages compare stops and says
+// how to install them.
+func (o *options) pickSystems() error {
+	if !o.systemsSet {
+		o.systems = systemNames
+		if !slices.Contains(o.stores, "postgres") {
+			o.systems = []string{"errand", "river"}
+		}
+	}
+	if !o.has("graphile") {
+		return nil
+	}
+	if !slices.Contains(o.stores, "postgres") {
+		return fmt.Errorf("-systems graphile: Graphile Worker runs on PostgreSQL only (-store postgres or both)")
+	}
+	err := graphileReady(o.graphileDir)
+	if errors.Is(err, errNoNode) && !o.systemsSet {
+		fmt.Fprintln(os.Stderr, "note: node is not installed, so Graphile Worker is left out; errand and River still run")
+		o.systems = []string{"errand", "river"}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("Graphile Worker: %w", err)
+	}
+	return nil
 }
 
 // parseFlags reads compare's flags from args, and checks them.
@@ -108,10 +163,12 @@ func parseFlags(args []string) (*options, error) {
 	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
 	warmup := fs.Int("warmup", 20, "single enqueues before a latency measure's samples, not counted in them")
-	pgURL := fs.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database; each run works in fresh schemas and drops them")
+	pgURL := fs.String("postgres", defaultPostgresURL, "PostgreSQL database; each run works in fresh schemas and drops them")
 	markdown := fs.String("markdown", "", "also write the table as markdown to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	only := fs.String("measures", "", "run only the measures whose name starts with this text, e.g. work")
+	systems := fs.String("systems", strings.Join(systemNames, ","), "the table's systems, comma-separated, errand among them: errand, river, graphile (Graphile Worker, PostgreSQL only, run by node from -graphile-dir); by default those that can run here")
+	graphileDir := fs.String("graphile-dir", defaultGraphileDir(), "the directory of Graphile Worker's runner (bench/graphile), where npm ci has been run")
 	ceilingBatch := fs.Int("ceiling-batch", 500, "jobs per claim and per acknowledgment of the bare-SQL ceiling (PostgreSQL); the default is the most outcomes an errand worker records at once")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -148,9 +205,25 @@ func parseFlags(args []string) (*options, error) {
 	if *warmup < 0 {
 		return nil, fmt.Errorf("-warmup must be at least 0")
 	}
+	var systemList []string
+	for f := range strings.SplitSeq(*systems, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(systemNames, f) {
+			return nil, fmt.Errorf("-systems %q: give some of %s, comma-separated", *systems, strings.Join(systemNames, ","))
+		}
+		if !slices.Contains(systemList, f) {
+			systemList = append(systemList, f)
+		}
+	}
+	if !slices.Contains(systemList, "errand") {
+		return nil, fmt.Errorf("-systems %q: the table is errand against the others, so errand must be among them", *systems)
+	}
+	if set["systems"] && (*scaling || *cost) {
+		return nil, fmt.Errorf("-systems is for the table: -scaling and -cost compare errand and River")
+	}
 	return &options{jobs: *jobs, reps: *reps, stores: stores, scaling: *scaling, cost: *cost, concurrency: *concurrency, svg: *svg,
 		samples: sampling{*warmup, *samples}, pgURL: *pgURL, pgURLSet: set["postgres"], markdown: *markdown, cpuProfile: *cpuProfile, only: *only,
-		ceilingBatch: *ceilingBatch}, nil
+		ceilingBatch: *ceilingBatch, systems: systemList, systemsSet: set["systems"], graphileDir: *graphileDir}, nil
 }
 
 // startCPUProfile profiles the process's CPU into the file at path until
@@ -174,31 +247,54 @@ func startCPUProfile(path string) (stop func(), err error) {
 // measures to out (and as markdown, with -markdown).
 func runTable(ctx context.Context, out io.Writer, o *options) error {
 	var rows []row
+	graphileVersion := ""
 	for _, s := range o.stores {
-		e := &env{store: s, url: o.pgURL}
-		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions\n", s, o.jobs, o.reps)
+		e := &env{store: s, url: o.pgURL, graphileDir: o.graphileDir}
+		e.graphileSeen = func(r graphileResponse) {
+			if graphileVersion == "" {
+				graphileVersion = r.Version
+				fmt.Fprintf(os.Stderr, "Graphile Worker %s, settings %s\n", r.Version, r.Settings)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "%s: %d jobs, %d repetitions, %s\n", s, o.jobs, o.reps, strings.Join(o.systems, ", "))
 		list := slices.DeleteFunc(measures(o.jobs, o.samples, o.ceilingBatch), func(m measure) bool {
-			return !strings.HasPrefix(m.name, o.only) || (m.store != "" && m.store != s)
+			return !strings.HasPrefix(m.name, o.only) || (m.store != "" && m.store != s) ||
+				(m.vs != "" && !o.has("river")) // the ceiling and floor stand in River's column
 		})
-		rs, err := measureStore(ctx, e, list, o.reps)
+		rs, err := measureStore(ctx, e, list, o.reps, o.systems)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 		rows = append(rows, rs...)
 	}
-	printTable(out, rows)
-	if slices.ContainsFunc(rows, func(r row) bool { return strings.Contains(r.measure, "ceiling") }) {
+	cols := tableColumns(o)
+	printTable(out, rows, cols)
+	if slices.ContainsFunc(rows, func(r row) bool { return r.vs == "ceiling" }) {
 		fmt.Fprintln(out, "(in the ceiling row, the River column is the bare-SQL ceiling, measured interleaved with errand)")
 	}
-	if slices.ContainsFunc(rows, func(r row) bool { return strings.Contains(r.measure, "floor") }) {
+	if slices.ContainsFunc(rows, func(r row) bool { return r.vs == "floor" }) {
 		fmt.Fprintln(out, "(in the floor rows, the River column is the bare-SQL floor, measured interleaved with errand)")
+	}
+	if graphileVersion != "" {
+		fmt.Fprintf(out, "(Graphile is Graphile Worker %s under node, its settings in bench/graphile/runner.mjs; in the bulk rows it is addJobs at the row's batch size)\n", graphileVersion)
 	}
 	if o.markdown == "" {
 		return nil
 	}
 	var b strings.Builder
-	writeMarkdown(&b, rows)
+	writeMarkdown(&b, rows, cols)
 	return os.WriteFile(o.markdown, []byte(b.String()), 0o644)
+}
+
+// tableColumns are the systems the table has a column for beside errand's.
+func tableColumns(o *options) []string {
+	var cols []string
+	for _, sys := range systemNames[1:] {
+		if o.has(sys) {
+			cols = append(cols, sys)
+		}
+	}
+	return cols
 }
 
 // result is one run of one measure by one system.
@@ -223,12 +319,27 @@ func (r *result) add(i int, s sampling, d time.Duration) {
 	}
 }
 
-// measure is one line of the comparison: how errand and River each do it.
-// In the ceiling measure, river is the bare-SQL ceiling instead.
+// measure is one line of the comparison: how each system does it (nil
+// where a system has no part in it). In the ceiling and floor measures,
+// river is the bare-SQL ceiling or floor instead.
 type measure struct {
-	name          string
-	store         string // only on this store, when not empty
-	errand, river func(ctx context.Context, e *env) (result, error)
+	name                    string
+	store                   string // only on this store, when not empty
+	vs                      string // "ceiling" or "floor": what stands in River's column
+	errand, river, graphile func(ctx context.Context, e *env) (result, error)
+}
+
+// fn is system sys's side of m, or nil.
+func (m measure) fn(sys string) func(ctx context.Context, e *env) (result, error) {
+	switch sys {
+	case "errand":
+		return m.errand
+	case "river":
+		return m.river
+	case "graphile":
+		return m.graphile
+	}
+	return nil
 }
 
 // measures are the comparison's lines: work, bulk enqueue, latency.
@@ -265,7 +376,7 @@ func errandWork(jobs int) func(ctx context.Context, e *env) (result, error) {
 }
 
 // workMeasures time workers running jobs already enqueued: errand against
-// River, and against the bare-SQL ceiling.
+// River and Graphile Worker, and against the bare-SQL ceiling.
 func workMeasures(jobs, ceilingBatch int) []measure {
 	return []measure{
 		{
@@ -280,10 +391,12 @@ func workMeasures(jobs, ceilingBatch int) []measure {
 					return throughput(jobs, d), err
 				})
 			},
+			graphile: graphileThroughput(graphileRequest{Measure: "work", Jobs: jobs, Batch: batchSize}),
 		},
 		{
 			name:   fmt.Sprintf("work vs bare-SQL claim+ack ceiling, batch %d (jobs/s)", ceilingBatch),
 			store:  "postgres",
+			vs:     "ceiling",
 			errand: errandWork(jobs),
 			river: func(ctx context.Context, e *env) (result, error) {
 				return ceilingWork(ctx, e, jobs, ceilingBatch)
@@ -293,37 +406,40 @@ func workMeasures(jobs, ceilingBatch int) []measure {
 }
 
 // bulkMeasures time enqueueing jobs in batches: EnqueueMany against River's
-// InsertMany and InsertManyFast.
+// InsertMany and InsertManyFast, and Graphile Worker's addJobs beside each;
+// at batchSize jobs a call, and on PostgreSQL at bigBatchSize too.
 func bulkMeasures(jobs int) []measure {
-	errandBulk := func(ctx context.Context, e *env) (result, error) {
-		return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
-			return timed(jobs, func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) })(ctx)
-		})
-	}
-	return []measure{
-		{
-			name:   "bulk enqueue: EnqueueMany vs InsertMany (jobs/s)",
-			errand: errandBulk,
-			river: func(ctx context.Context, e *env) (result, error) {
+	var list []measure
+	for _, batch := range []int{batchSize, bigBatchSize} {
+		errandBulk := func(ctx context.Context, e *env) (result, error) {
+			return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+				return timed(jobs, func(ctx context.Context) error { return c.enqueueBatches(ctx, jobs, batch) })(ctx)
+			})
+		}
+		riverBulk := func(fast bool) func(ctx context.Context, e *env) (result, error) {
+			return func(ctx context.Context, e *env) (result, error) {
 				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
-					return timed(jobs, func(ctx context.Context) error { return c.insertMany(ctx, jobs) })(ctx)
+					return timed(jobs, func(ctx context.Context) error { return c.insertBatches(ctx, jobs, batch, fast) })(ctx)
 				})
-			},
-		},
-		{
-			name:   "bulk enqueue: EnqueueMany vs InsertManyFast (jobs/s)",
-			errand: errandBulk,
-			river: func(ctx context.Context, e *env) (result, error) {
-				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
-					return timed(jobs, func(ctx context.Context) error { return c.insertManyFast(ctx, jobs) })(ctx)
-				})
-			},
-		},
+			}
+		}
+		graphileBulk := graphileThroughput(graphileRequest{Measure: "bulk", Jobs: jobs, Batch: batch})
+		prefix, store := "bulk enqueue: ", ""
+		if batch != batchSize {
+			prefix, store = fmt.Sprintf("bulk enqueue, %d a call: ", batch), "postgres"
+		}
+		list = append(list,
+			measure{name: prefix + "EnqueueMany vs InsertMany (jobs/s)", store: store,
+				errand: errandBulk, river: riverBulk(false), graphile: graphileBulk},
+			measure{name: prefix + "EnqueueMany vs InsertManyFast (jobs/s)", store: store,
+				errand: errandBulk, river: riverBulk(true), graphile: graphileBulk})
 	}
+	return list
 }
 
 // latencyMeasures time single jobs from enqueue to start on an idle
-// worker: errand against the bare-SQL floor, and against River.
+// worker: errand against the bare-SQL floor, and against River and
+// Graphile Worker.
 func latencyMeasures(samples sampling) []measure {
 	// errandLatency is errand's side of both latency measures.
 	errandLatency := func(ctx context.Context, e *env) (result, error) {
@@ -336,6 +452,7 @@ func latencyMeasures(samples sampling) []measure {
 		{
 			name:   "latency vs bare-SQL floor: insert commit, then claim commit (ms)",
 			store:  "postgres",
+			vs:     "floor",
 			errand: errandLatency,
 			river: func(ctx context.Context, e *env) (result, error) {
 				return floorLatency(ctx, e, samples)
@@ -350,6 +467,7 @@ func latencyMeasures(samples sampling) []measure {
 					return latency(ctx, samples, started, c.idleWorker, c.insertOne)
 				})
 			},
+			graphile: graphileLatency(samples),
 		},
 	}
 }
@@ -391,29 +509,48 @@ func latency(ctx context.Context, samples sampling, started <-chan time.Duration
 // row is one line of the table.
 type row struct {
 	store, measure string
-	errand, river  string
-	ratio          string // errand ÷ River
-	better         string // which way is better
+	vs             string            // the measure's vs
+	errand         string            // errand's figure
+	other, ratio   map[string]string // each other system's figure, and errand ÷ it
+	better         string            // which way is better
 }
 
 // runs are the results of one measure's repetitions, for each system.
-type runs struct{ errand, river []result }
+type runs map[string][]result
+
+// participants are the systems of systems that take part in m on e's
+// store, in column order.
+func participants(e *env, m measure, systems []string) []string {
+	var out []string
+	for _, sys := range systemNames {
+		if slices.Contains(systems, sys) && m.fn(sys) != nil && (sys != "graphile" || e.store == "postgres") {
+			out = append(out, sys)
+		}
+	}
+	return out
+}
 
 // measureStore runs every measure of list reps times on e's store, each
-// repetition's errand and River runs adjacent and alternating which goes
-// first, and returns the table's rows of the store.
-func measureStore(ctx context.Context, e *env, list []measure, reps int) ([]row, error) {
+// repetition's runs of the systems adjacent and taking turns going first,
+// and returns the table's rows of the store.
+func measureStore(ctx context.Context, e *env, list []measure, reps int, systems []string) ([]row, error) {
 	got := make([]runs, len(list))
+	for i := range got {
+		got[i] = runs{}
+	}
 	for rep := range reps {
 		for i, m := range list {
-			if err := measureRep(ctx, e, m, rep, (rep+i)%2 == 1, &got[i]); err != nil {
+			order := participants(e, m, systems)
+			k := (rep + i) % len(order)
+			order = slices.Concat(order[k:], order[:k])
+			if err := measureRep(ctx, e, m, rep, order, got[i]); err != nil {
 				return nil, err
 			}
 		}
 	}
 	var rows []row
 	for i, m := range list {
-		if got[i].errand[0].latencies == nil {
+		if got[i]["errand"][0].latencies == nil {
 			rows = append(rows, throughputRow(e.store, m, got[i]))
 			continue
 		}
@@ -422,30 +559,19 @@ func measureStore(ctx context.Context, e *env, list []measure, reps int) ([]row,
 	return rows, nil
 }
 
-// measureRep runs repetition rep of m, errand then River or, if
-// riverFirst, River then errand, and adds their results to got.
-func measureRep(ctx context.Context, e *env, m measure, rep int, riverFirst bool, got *runs) error {
-	order := []string{"errand", "river"}
-	if riverFirst {
-		order = []string{"river", "errand"}
-	}
+// measureRep runs repetition rep of m, the systems in order, and adds
+// their results to got.
+func measureRep(ctx context.Context, e *env, m measure, rep int, order []string, got runs) error {
 	for _, sys := range order {
-		f, into := m.errand, &got.errand
-		if sys == "river" {
-			f, into = m.river, &got.river
-		}
-		r, err := f(ctx, e)
+		r, err := m.fn(sys)(ctx, e)
 		if err != nil {
 			return fmt.Errorf("%s, %s: %w", m.name, sys, err)
 		}
-		*into = append(*into, r)
-		if sys == "river" && strings.Contains(m.name, "ceiling") {
-			sys = "ceiling"
+		got[sys] = append(got[sys], r)
+		if sys == "river" && m.vs != "" {
+			sys = m.vs
 		}
-		if sys == "river" && strings.Contains(m.name, "floor") {
-			sys = "floor"
-		}
-		fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-7s %s\n", rep+1, m.name, sys, r)
+		fmt.Fprintf(os.Stderr, "  rep %d  %-58s %-8s %s\n", rep+1, m.name, sys, r)
 	}
 	return nil
 }
@@ -453,39 +579,60 @@ func measureRep(ctx context.Context, e *env, m measure, rep int, riverFirst bool
 // throughputRow is the row of throughput measure m on store: the median
 // of each system's rates, and the median of each repetition's ratio.
 func throughputRow(store string, m measure, p runs) row {
-	// The ratio is the median of each repetition's ratio: the two
-	// runs of a repetition are adjacent, so they share whatever
-	// load the machine had then.
-	ratios := make([]float64, len(p.errand))
-	for j := range ratios {
-		ratios[j] = p.errand[j].perSec / p.river[j].perSec
+	ev := median(rates(p["errand"]))
+	r := row{store: store, measure: m.name, vs: m.vs, errand: fmt.Sprintf("%.0f", ev),
+		other: map[string]string{}, ratio: map[string]string{}, better: "higher"}
+	for sys, rs := range p {
+		if sys == "errand" {
+			continue
+		}
+		// The ratio is the median of each repetition's ratio: the
+		// runs of a repetition are adjacent, so they share whatever
+		// load the machine had then.
+		ratios := make([]float64, len(rs))
+		for j := range ratios {
+			ratios[j] = p["errand"][j].perSec / rs[j].perSec
+		}
+		r.other[sys] = fmt.Sprintf("%.0f", median(rates(rs)))
+		r.ratio[sys] = fmt.Sprintf("%.2f×", median(ratios))
 	}
-	ev, rv, ratio := median(rates(p.errand)), median(rates(p.river)), median(ratios)
-	return row{store: store, measure: m.name,
-		errand: fmt.Sprintf("%.0f", ev), river: fmt.Sprintf("%.0f", rv),
-		ratio: fmt.Sprintf("%.2f×", ratio), better: "higher"}
+	return r
 }
 
 // latencyRows are the rows of latency measure m on store: p50 and p99 of
 // every repetition's samples pooled, and the median first job.
 func latencyRows(store string, m measure, p runs) []row {
+	newRow := func(name string, ev float64) row {
+		return row{store: store, measure: strings.Replace(m.name, "(ms)", name+" (ms)", 1), vs: m.vs,
+			errand: fmt.Sprintf("%.2f", ev), other: map[string]string{}, ratio: map[string]string{}, better: "lower"}
+	}
 	var rows []row
-	el, rl := pooled(p.errand), pooled(p.river)
+	el := pooled(p["errand"])
 	for _, q := range []struct {
 		name string
 		p    float64
 	}{{"p50", 0.50}, {"p99", 0.99}} {
-		ev, rv := ms(percentile(el, q.p)), ms(percentile(rl, q.p))
-		rows = append(rows, row{store: store, measure: strings.Replace(m.name, "(ms)", q.name+" (ms)", 1),
-			errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
-			ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
+		ev := ms(percentile(el, q.p))
+		r := newRow(q.name, ev)
+		for sys, rs := range p {
+			if sys != "errand" {
+				v := ms(percentile(pooled(rs), q.p))
+				r.other[sys], r.ratio[sys] = fmt.Sprintf("%.2f", v), fmt.Sprintf("%.2f×", ev/v)
+			}
+		}
+		rows = append(rows, r)
 	}
 	// The first job of each repetition, before the warm-up ends: the
 	// median over the repetitions.
-	ev, rv := ms(time.Duration(median(firsts(p.errand)))), ms(time.Duration(median(firsts(p.river))))
-	return append(rows, row{store: store, measure: strings.Replace(m.name, "(ms)", "first job, median (ms)", 1),
-		errand: fmt.Sprintf("%.2f", ev), river: fmt.Sprintf("%.2f", rv),
-		ratio: fmt.Sprintf("%.2f×", ev/rv), better: "lower"})
+	ev := ms(time.Duration(median(firsts(p["errand"]))))
+	r := newRow("first job, median", ev)
+	for sys, rs := range p {
+		if sys != "errand" {
+			v := ms(time.Duration(median(firsts(rs))))
+			r.other[sys], r.ratio[sys] = fmt.Sprintf("%.2f", v), fmt.Sprintf("%.2f×", ev/v)
+		}
+	}
+	return append(rows, r)
 }
 
 func (r result) String() string {
@@ -539,20 +686,56 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func printTable(out io.Writer, rows []row) {
+// columnNames are the systems' names in the table's headers.
+var columnNames = map[string]string{"river": "River", "graphile": "Graphile"}
+
+// cells is the line of r: store, measure, errand, each of cols, errand ÷
+// each of cols, better; "–" where a system had no part.
+func (r row) cells(cols []string) []string {
+	c := []string{r.store, r.measure, r.errand}
+	for _, m := range []map[string]string{r.other, r.ratio} {
+		for _, sys := range cols {
+			v, ok := m[sys]
+			if !ok {
+				v = "–"
+			}
+			c = append(c, v)
+		}
+	}
+	return append(c, r.better)
+}
+
+// header is the table's first line for cols.
+func header(cols []string) []string {
+	h := []string{"store", "measure", "errand"}
+	for _, sys := range cols {
+		h = append(h, columnNames[sys])
+	}
+	for _, sys := range cols {
+		h = append(h, "errand ÷ "+columnNames[sys])
+	}
+	return append(h, "better")
+}
+
+func printTable(out io.Writer, rows []row, cols []string) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "store\tmeasure\terrand\tRiver\terrand ÷ River\tbetter")
+	fmt.Fprintln(tw, strings.Join(header(cols), "\t"))
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.store, r.measure, r.errand, r.river, r.ratio, r.better)
+		fmt.Fprintln(tw, strings.Join(r.cells(cols), "\t"))
 	}
 	tw.Flush()
 }
 
-func writeMarkdown(b *strings.Builder, rows []row) {
-	b.WriteString("| store | measure | errand | River | errand ÷ River | better |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | --- |\n")
+func writeMarkdown(b *strings.Builder, rows []row, cols []string) {
+	line := func(c []string) { fmt.Fprintf(b, "| %s |\n", strings.Join(c, " | ")) }
+	line(header(cols))
+	align := []string{"---", "---"}
+	for range 1 + 2*len(cols) {
+		align = append(align, "---:")
+	}
+	line(append(align, "---"))
 	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", r.store, r.measure, r.errand, r.river, r.ratio, r.better)
+		line(r.cells(cols))
 	}
 }
 
@@ -567,6 +750,10 @@ type env struct {
 	// created, when set, is told the name of each fresh PostgreSQL schema
 	// (the cost measure reads that schema's statistics).
 	created func(schema string)
+	// graphileDir is Graphile Worker's runner; graphileSeen, when set,
+	// is told each of its results.
+	graphileDir  string
+	graphileSeen func(graphileResponse)
 }
 
 // concurrency is how many jobs each system runs at once.

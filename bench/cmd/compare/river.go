@@ -115,6 +115,7 @@ func riverMigrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], 
 type riverClient interface {
 	insertMany(ctx context.Context, n int) error
 	insertManyFast(ctx context.Context, n int) error
+	insertBatches(ctx context.Context, n, batch int, fast bool) error
 	insertOne(ctx context.Context) error
 	work(ctx context.Context, n int) (time.Duration, error)
 	idleWorker(ctx context.Context) (stop func(), err error)
@@ -130,18 +131,25 @@ func riverParams(n int) []river.InsertManyParams {
 	return params
 }
 
+// insertMany inserts n jobs with InsertMany, batchSize a call.
 func (o riverOps[TTx]) insertMany(ctx context.Context, n int) error {
-	for done := 0; done < n; done += batchSize {
-		if _, err := o.c.InsertMany(ctx, riverParams(min(batchSize, n-done))); err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.insertBatches(ctx, n, batchSize, false)
 }
 
+// insertManyFast inserts n jobs with InsertManyFast, batchSize a call.
 func (o riverOps[TTx]) insertManyFast(ctx context.Context, n int) error {
-	for done := 0; done < n; done += batchSize {
-		if _, err := o.c.InsertManyFast(ctx, riverParams(min(batchSize, n-done))); err != nil {
+	return o.insertBatches(ctx, n, batchSize, true)
+}
+
+// insertBatches inserts n jobs, batch a call, with InsertManyFast if fast
+// or else InsertMany.
+func (o riverOps[TTx]) insertBatches(ctx context.Context, n, batch int, fast bool) error {
+	insert := func(p []river.InsertManyParams) error { _, err := o.c.InsertMany(ctx, p); return err }
+	if fast {
+		insert = func(p []river.InsertManyParams) error { _, err := o.c.InsertManyFast(ctx, p); return err }
+	}
+	for done := 0; done < n; done += batch {
+		if err := insert(riverParams(min(batch, n-done))); err != nil {
 			return err
 		}
 	}
