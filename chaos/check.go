@@ -403,28 +403,45 @@ func (r *run) checkWorkflow(ctx context.Context, id string, byID map[string]*err
 		}
 	case errandtype.WorkflowCompensating:
 		// A dead compensation holds the workflow until an operator
-		// replays it (docs/workflows.md); anything else is stuck.
+		// replays it (docs/workflows.md), and one that waits past the
+		// drain (a backoff, or a skewed clock's on SQLite) or runs under a
+		// live lease holds it for now; anything else is stuck.
 		for _, s := range w.Steps {
-			if c := s.Compensation; c != nil && c.State != nil && *c.State == errandtype.StateDead {
+			c := s.Compensation
+			if c == nil {
+				continue
+			}
+			if c.State != nil && *c.State == errandtype.StateDead {
 				waiting["workflow held by a dead compensation"]++
 				return
 			}
+			if j, ok := byID[c.JobID]; ok && waitsPastDrain(j) {
+				waiting["workflow waiting on a compensation that waits"]++
+				return
+			}
 		}
-		add(invWorkflows, id, "still compensating after the drain, with no dead compensation holding it")
+		add(invWorkflows, id, "still compensating after the drain, with no dead or waiting compensation holding it")
 	default:
 		// A step whose retry waits past the drain (a backoff, or a skewed
 		// clock's on SQLite) or that runs under a live lease holds its
 		// workflow legitimately.
-		now := time.Now()
 		for _, j := range byID {
 			if j.WorkflowID == nil || *j.WorkflowID != id {
 				continue
 			}
-			if (j.State.Waiting() && j.AvailableAt.After(now)) || (j.State == errandtype.StateRunning && j.LeaseUntil != nil && j.LeaseUntil.After(now)) {
+			if waitsPastDrain(j) {
 				waiting["workflow waiting on a step that waits"]++
 				return
 			}
 		}
 		add(invWorkflows, id, "still %s after the drain, with no step waiting", w.State)
 	}
+}
+
+// waitsPastDrain reports a job that legitimately is not finished yet: due
+// after now, or running under a live lease.
+func waitsPastDrain(j *errandtype.Job) bool {
+	now := time.Now()
+	return (j.State.Waiting() && j.AvailableAt.After(now)) ||
+		(j.State == errandtype.StateRunning && j.LeaseUntil != nil && j.LeaseUntil.After(now))
 }
