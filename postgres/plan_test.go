@@ -195,3 +195,56 @@ func explainPrepared(t *testing.T, conn *pgx.Conn, mode, query, types, args stri
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestSweepPlanWithDeadEntries pins the sweeps' plans on a table whose lease
+// index holds only dead entries, as it does, never vacuumed, after every job
+// ran: no bitmap scan, which would visit every dead entry's heap page in
+// every sweep and never mark one dead (see sweepPlans). The statements run
+// as a claim's batch queues them, in one transaction, each sweep under
+// EXPLAIN.
+func TestSweepPlanWithDeadEntries(t *testing.T) {
+	ctx := t.Context()
+	s := openTestStore(t)
+	for _, q := range []string{
+		`ALTER TABLE {jobs} SET (autovacuum_enabled = false)`,
+		`INSERT INTO {jobs} (id, queue, kind, args, state, max_attempts, attempt, available_at, created_at, lease_until, lease_token, deadline)
+			SELECT 'j' || g, 'default', 'k', '{}', 'running', 3, 1, now(), now(), now() - interval '1 hour', 't' || g, now() + interval '1 hour'
+			FROM generate_series(1, 20000) g`,
+		`UPDATE {jobs} SET state = 'succeeded', finished_at = now(), lease_until = NULL, lease_token = NULL`,
+	} {
+		if _, err := s.pool.Exec(ctx, s.sql(q)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	b := &pgx.Batch{}
+	s.queueSweep(b, s.nowArg())
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	swept := 0
+	for _, q := range b.QueuedQueries {
+		if strings.HasPrefix(q.SQL, "SET") {
+			if _, err := tx.Exec(ctx, q.SQL, q.Arguments...); err != nil {
+				t.Fatalf("%s: %v", q.SQL, err)
+			}
+			continue
+		}
+		swept++
+		rows, err := tx.Query(ctx, "EXPLAIN "+q.SQL, q.Arguments...)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan := strings.Join(lines, "\n"); strings.Contains(plan, "Bitmap") {
+			t.Errorf("a sweep takes a bitmap scan:\n%s\n%s", q.SQL, plan)
+		}
+	}
+	if swept != 2 {
+		t.Fatalf("explained %d sweep statements, want 2", swept)
+	}
+}
