@@ -13,6 +13,7 @@ type capabilities struct {
 	parallel        errandstore.ParallelWriter
 	fair            errandstore.FairClaimer
 	fairPruner      errandstore.FairTurnPruner
+	tableKeeper     errandstore.TableKeeper
 	limiter         errandstore.LimiterStore
 	breakers        errandstore.BreakerStore
 	schedules       errandstore.ScheduleStore
@@ -31,6 +32,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.parallel, _ = store.(errandstore.ParallelWriter)
 	c.fair, _ = store.(errandstore.FairClaimer)
 	c.fairPruner, _ = store.(errandstore.FairTurnPruner)
+	c.tableKeeper, _ = store.(errandstore.TableKeeper)
 	c.limiter, _ = store.(errandstore.LimiterStore)
 	c.breakers, _ = store.(errandstore.BreakerStore)
 	c.schedules, _ = store.(errandstore.ScheduleStore)

@@ -64,7 +64,7 @@ func (w *Worker) Leading() bool { return w.leader.Leading() }
 // newLeader makes the worker's candidacy, with the duties that need the
 // root: batches, workflows and retention.
 func (w *Worker) newLeader() *maintenance.Leader {
-	cfg := maintenance.Config{Store: w.c.store, FairTurns: w.c.caps.fairPruner, Clock: w.c.clock, Logger: w.c.logger, ID: w.ID(), Name: LeaderName,
+	cfg := maintenance.Config{Store: w.c.store, FairTurns: w.c.caps.fairPruner, Keeper: w.c.caps.tableKeeper, Clock: w.c.clock, Logger: w.c.logger, ID: w.ID(), Name: LeaderName,
 		TTL: w.cfg.LeaderTTL, SweepInterval: w.cfg.SweepInterval,
 		AfterSweep:       []func(context.Context){w.leaderBatches, w.leaderWorkflows},
 		WorkerPruneAfter: WorkerPruneAfter, FairTurnPruneAfter: FairTurnPruneAfter}

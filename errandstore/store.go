@@ -544,6 +544,34 @@ type FairTurnPruner interface {
 	FairTurnPrune(ctx context.Context, params *FairTurnPruneParams) (int, error)
 }
 
+// TableKeeper is an optional capability of a Store: upkeep of its jobs
+// table that the database may not do in time by itself. errand/postgres
+// implements it: every claimed and every finished job leaves dead entries
+// at the head of the claim and lease indexes, which only a vacuum removes,
+// and each claim reads them until one does. The leader calls TableKeep
+// every few seconds; the store decides whether there is anything to do.
+type TableKeeper interface {
+	TableKeep(ctx context.Context, params *TableKeepParams) (TableKeepResult, error)
+}
+
+// TableKeepParams is the input of [TableKeeper.TableKeep].
+type TableKeepParams struct{}
+
+// TableKeepResult says what a [TableKeeper.TableKeep] did.
+type TableKeepResult struct {
+	// Done is true when the store did upkeep (a vacuum), false when it
+	// found none due.
+	Done bool
+	// Dead is the number of dead rows the database counted in the jobs
+	// table before, Live the live ones.
+	Dead, Live int64
+	// Took is how long the upkeep took, when done.
+	Took time.Duration
+	// Note says why nothing was done when that is worth an operator's
+	// attention (the role does not own the table, say); empty otherwise.
+	Note string
+}
+
 // LimiterStore is an optional capability of a Store: the token buckets of
 // cluster-wide rate limits and retry budgets (see
 // [github.com/errandhq/errand.RateLimit] and

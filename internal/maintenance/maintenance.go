@@ -35,6 +35,12 @@ import (
 // idle fairness keys.
 const pruneEvery = 5 * time.Minute
 
+// KeepEvery is how often the leader asks a [errandstore.TableKeeper] store
+// whether its jobs table needs upkeep. Asking is one read of the
+// database's table statistics; the upkeep itself runs on its own
+// goroutine, so a long vacuum delays no sweep.
+const KeepEvery = 5 * time.Second
+
 // Store is the part of a store the leader calls.
 type Store interface {
 	errandstore.LeaderElector
@@ -47,11 +53,14 @@ type Config struct {
 	Store Store
 	// FairTurns, when the store keeps fairness turns, has them pruned too.
 	FairTurns errandstore.FairTurnPruner
-	Clock     errandtype.TimeSource
-	Logger    *slog.Logger
-	ID        string // the worker's id: the holder of the lease
-	Name      string // the leadership's name
-	TTL       time.Duration
+	// Keeper, when the store's jobs table needs upkeep, is asked for it
+	// every KeepEvery.
+	Keeper errandstore.TableKeeper
+	Clock  errandtype.TimeSource
+	Logger *slog.Logger
+	ID     string // the worker's id: the holder of the lease
+	Name   string // the leadership's name
+	TTL    time.Duration
 	// SweepInterval is how often the leader sweeps; AfterSweep runs after
 	// each sweep, in order, while the worker still leads.
 	SweepInterval time.Duration
@@ -222,6 +231,11 @@ func (w *Leader) resign(ctx context.Context) {
 // election, so that an armed sweep ticker means the leader waits for its
 // next sweep (a fake clock's tests wait for that).
 func (w *Leader) leaderDuties(ctx context.Context) {
+	if w.cfg.Keeper != nil {
+		var keep sync.WaitGroup
+		defer keep.Wait()
+		keep.Go(func() { w.keepLoop(ctx) })
+	}
 	w.sweep(ctx)
 	w.prune(ctx)
 	w.retain(ctx)
@@ -295,6 +309,34 @@ func (w *Leader) prune(ctx context.Context) {
 			w.cfg.Logger.Error("prune fair turns failed", "worker_id", w.cfg.ID, "err", err)
 		case err == nil && n > 0:
 			w.cfg.Logger.Info("pruned the turns of idle fairness keys", "worker_id", w.cfg.ID, "removed", n, "idle_for", w.cfg.FairTurnPruneAfter.String())
+		}
+	}
+}
+
+// keepLoop asks the store for upkeep of its jobs table at once, then
+// KeepEvery after each upkeep returns, until ctx ends.
+func (w *Leader) keepLoop(ctx context.Context) {
+	t := w.cfg.Clock.NewTimer(KeepEvery)
+	defer t.Stop()
+	noted := ""
+	for {
+		if w.Leading() {
+			r, err := w.cfg.Keeper.TableKeep(ctx, &errandstore.TableKeepParams{})
+			switch {
+			case err != nil && ctx.Err() == nil:
+				w.cfg.Logger.Error("jobs table upkeep failed", "worker_id", w.cfg.ID, "err", err)
+			case r.Done:
+				w.cfg.Logger.Info("vacuumed the jobs table", "worker_id", w.cfg.ID, "dead_rows", r.Dead, "live_rows", r.Live, "took", r.Took.Round(time.Millisecond).String())
+			case r.Note != "" && r.Note != noted:
+				w.cfg.Logger.Warn("jobs table upkeep skipped", "worker_id", w.cfg.ID, "reason", r.Note)
+			}
+			noted = r.Note // said once, until it changes
+		}
+		t.Reset(KeepEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
 		}
 	}
 }

@@ -368,3 +368,48 @@ func TestLeaderResignsWhenItStops(t *testing.T) {
 		}
 	})
 }
+
+// keeper is a TableKeeper whose upkeep takes took, recording when each was
+// asked for.
+type keeper struct {
+	s    *store
+	took time.Duration
+	mu   sync.Mutex
+	at   []time.Duration
+}
+
+func (k *keeper) TableKeep(ctx context.Context, _ *errandstore.TableKeepParams) (errandstore.TableKeepResult, error) {
+	k.mu.Lock()
+	k.at = append(k.at, k.s.at())
+	k.mu.Unlock()
+	select {
+	case <-time.After(k.took):
+	case <-ctx.Done():
+	}
+	return errandstore.TableKeepResult{Done: true}, nil
+}
+
+// TestLeaderKeepsTheTableBesideItsSweeps: the leader asks for the jobs
+// table's upkeep on election and then every KeepEvery after the last one
+// returned, and an upkeep that takes long (a vacuum of a large table)
+// delays no sweep.
+func TestLeaderKeepsTheTableBesideItsSweeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(wins)
+		k := &keeper{s: s, took: 25 * time.Second}
+		cfg := config(s)
+		cfg.Keeper = k
+		stop := run(New(cfg))
+		sleepTo(s, 40*time.Second+500*time.Millisecond)
+		stop()
+		_, sweeps, _, _ := s.snapshot()
+		if len(sweeps) != 41 {
+			t.Errorf("%d sweeps in 40.5s with a 25s upkeep running, want 41 (one a second from 0)", len(sweeps))
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if want := []time.Duration{0, 25*time.Second + KeepEvery}; !slices.Equal(k.at, want) {
+			t.Errorf("upkeep asked for at %v, want %v", k.at, want)
+		}
+	})
+}
