@@ -119,6 +119,14 @@ type Options struct {
 	// pooler in transaction mode, where LISTEN does not work, give a direct
 	// connection to the server here (see docs/postgresql.md, "Poolers").
 	ListenURL string
+	// NoVacuum leaves the vacuuming of errand_jobs to autovacuum alone. By
+	// default the worker that leads also vacuums it whenever its dead rows
+	// pass 10,000 plus 5% of its live ones, which autovacuum, when on,
+	// does not let happen (the migration sets it to 2%): claims read every
+	// dead entry at the head of the claim index until a vacuum removes it
+	// (see docs/postgresql.md, "Operating it"). It needs a role that owns
+	// the table or the database; another is told so in the leader's log.
+	NoVacuum bool
 }
 
 // Store is errand's PostgreSQL store. It implements [errandstore.TxStore] with
@@ -133,6 +141,7 @@ type Store struct {
 	sweeps   errandstore.ClaimSweeps
 	hub      listenHub       // the listening connection; see notify.go
 	listenTo *pgx.ConnConfig // Options.ListenURL parsed; nil: the pool's
+	noVacuum bool            // Options.NoVacuum
 
 	// own expands the {name} placeholders of SQL that runs in errand's own
 	// short transactions; inTx of SQL that runs in a caller's.
@@ -280,7 +289,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if o.Schema == "" {
 		o.Schema = DefaultSchema
 	}
-	s := &Store{pool: db{pool}, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock, logger: o.Logger}
+	s := &Store{pool: db{pool}, schema: pgx.Identifier{o.Schema}.Sanitize(), name: o.Schema, clock: o.Clock, logger: o.Logger, noVacuum: o.NoVacuum}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
