@@ -73,7 +73,8 @@ func TestInsightsPlanWithoutStatistics(t *testing.T) {
 			{"finished", insightsFinishedSQL, []any{now.Add(-time.Minute), now.Add(-5 * time.Minute), now.Add(-time.Hour), now.Add(-24 * time.Hour)}},
 			{"failures", insightsFailuresSQL, []any{now.Add(-errandstore.InsightsWindow)}},
 			{"samples", insightsSamplesSQL, []any{now.Add(-errandstore.InsightsWindow), errandstore.DefaultInsightsSample}},
-			{"queue stats", queueStatsSQL, []any{nil}},
+			{"queue counts", queueCountsSQL, nil},
+			{"queue ages", queueAgesSQL, []any{nil}},
 		} {
 			var plan []string
 			err = s.insightsTx(ctx, func(tx pgx.Tx) error {

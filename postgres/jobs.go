@@ -1330,30 +1330,53 @@ func readSweep(br pgx.BatchResults) (errandstore.SweepResult, error) {
 	return r, err
 }
 
-// queueStatsSQL counts the jobs by queue, state and kind, with the oldest
-// ready age of each group.
-var queueStatsSQL = `SELECT queue, state, kind, count(*),
-		coalesce(extract(epoch FROM {now} - min(available_at)
-			FILTER (WHERE state IN (` + waiting + `) AND available_at <= {now}
-				AND ` + orderingFree + `))::float8, 0)
-	FROM {jobs} j GROUP BY queue, state, kind`
+// queueCountsSQL counts the jobs by queue, state and kind. It reads only
+// columns of errand_jobs_state, so on a vacuumed table it is an index-only
+// scan: with a million finished jobs, 1,210 buffers against the 91,839 of
+// the table it read when it also took the ages (bench/RESULTS.md).
+var queueCountsSQL = `SELECT queue, state, kind, count(*) FROM {jobs} GROUP BY queue, state, kind`
 
-// QueueStats implements [errandstore.JobStore]. It reads without JIT (see
+// queueAgesSQL is the oldest ready age of each queue, waiting state and
+// kind: it reads the waiting jobs alone, through the claim index.
+var queueAgesSQL = `SELECT queue, state, kind, extract(epoch FROM {now} - min(available_at))::float8
+	FROM {jobs} j WHERE state IN (` + waiting + `) AND available_at <= {now} AND ` + orderingFree + `
+	GROUP BY queue, state, kind`
+
+// QueueStats implements [errandstore.JobStore]: the counts and the ages in
+// one snapshot (a repeatable-read transaction), without JIT (see
 // operatorTx).
 func (s *Store) QueueStats(ctx context.Context, _ *errandstore.QueueStatsParams) ([]errandtype.QueueStats, error) {
 	var counts []errandstore.QueueCount
-	err := s.operatorTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.sql(queueStatsSQL), s.nowArg())
+	err := s.operatorTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		counts = counts[:0]
+		rows, err := tx.Query(ctx, s.sql(queueCountsSQL))
 		if err != nil {
 			return err
 		}
 		var c errandstore.QueueCount
 		var state string
-		_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs, &c.OldestReadyAgeSeconds}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &c.Jobs}, func() error {
 			c.State = errandtype.JobState(state)
 			counts = append(counts, c)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		type group struct{ queue, state, kind string }
+		ages := map[group]float64{}
+		var age float64
+		rows, err = tx.Query(ctx, s.sql(queueAgesSQL), s.nowArg())
+		if err != nil {
+			return err
+		}
+		_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &age}, func() error {
+			ages[group{c.Queue, state, c.Kind}] = age
+			return nil
+		})
+		for i := range counts {
+			counts[i].OldestReadyAgeSeconds = ages[group{counts[i].Queue, string(counts[i].State), counts[i].Kind}]
+		}
 		return err
 	})
 	if err != nil {
