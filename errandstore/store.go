@@ -569,6 +569,8 @@ type TableKeepResult struct {
 	Took time.Duration
 	// Note says why nothing was done when that is worth an operator's
 	// attention (the role does not own the table, say); empty otherwise.
+	// It stays the same while the reason does, so that a leader can say it
+	// once.
 	Note string
 }
 

@@ -59,8 +59,8 @@ func (s *Store) TableKeep(ctx context.Context, _ *errandstore.TableKeepParams) (
 		return r, nil
 	}
 	if !may {
-		r.Note = fmt.Sprintf("%d dead rows in %s, and this role may not vacuum it: run errand as the table's owner, or keep autovacuum on and set postgres.Options.NoVacuum",
-			r.Dead, s.table("errand_jobs"))
+		r.Note = fmt.Sprintf("this role may not vacuum %s: run errand as the table's owner, or keep autovacuum on and set postgres.Options.NoVacuum",
+			s.table("errand_jobs"))
 		return r, nil
 	}
 	start := time.Now()

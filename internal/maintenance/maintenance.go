@@ -328,7 +328,7 @@ func (w *Leader) keepLoop(ctx context.Context) {
 			case r.Done:
 				w.cfg.Logger.Info("vacuumed the jobs table", "worker_id", w.cfg.ID, "dead_rows", r.Dead, "live_rows", r.Live, "took", r.Took.Round(time.Millisecond).String())
 			case r.Note != "" && r.Note != noted:
-				w.cfg.Logger.Warn("jobs table upkeep skipped", "worker_id", w.cfg.ID, "reason", r.Note)
+				w.cfg.Logger.Warn("jobs table upkeep skipped", "worker_id", w.cfg.ID, "reason", r.Note, "dead_rows", r.Dead, "live_rows", r.Live)
 			}
 			noted = r.Note // said once, until it changes
 		}

@@ -413,3 +413,45 @@ func TestLeaderKeepsTheTableBesideItsSweeps(t *testing.T) {
 		}
 	})
 }
+
+// noteKeeper is a TableKeeper that never keeps, always for the same reason.
+type noteKeeper struct{}
+
+func (noteKeeper) TableKeep(context.Context, *errandstore.TableKeepParams) (errandstore.TableKeepResult, error) {
+	return errandstore.TableKeepResult{Note: "this role may not vacuum", Dead: 20000}, nil
+}
+
+// countHandler counts the records logged with each message.
+type countHandler struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[r.Message]++
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestLeaderSaysAKeeperNoteOnce: a reason the store gives for not keeping
+// its table is logged once, not at every check.
+func TestLeaderSaysAKeeperNoteOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(wins)
+		h := &countHandler{n: map[string]int{}}
+		cfg := config(s)
+		cfg.Keeper, cfg.Logger = noteKeeper{}, slog.New(h)
+		stop := run(New(cfg))
+		sleepTo(s, 10*KeepEvery+time.Second)
+		stop()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if n := h.n["jobs table upkeep skipped"]; n != 1 {
+			t.Errorf("the note was logged %d times over 11 checks, want once", n)
+		}
+	})
+}
