@@ -41,6 +41,9 @@ const pruneEvery = 5 * time.Minute
 // goroutine, so a long vacuum delays no sweep.
 const KeepEvery = 5 * time.Second
 
+// keepBackoffMax bounds the wait after upkeep that keeps failing.
+const keepBackoffMax = 5 * time.Minute
+
 // Store is the part of a store the leader calls.
 type Store interface {
 	errandstore.LeaderElector
@@ -314,17 +317,24 @@ func (w *Leader) prune(ctx context.Context) {
 }
 
 // keepLoop asks the store for upkeep of its jobs table at once, then
-// KeepEvery after each upkeep returns, until ctx ends.
+// KeepEvery after each upkeep returns, until ctx ends. After a failure it
+// waits twice as long as before, up to keepBackoffMax: an upkeep that
+// fails the same way each time (a vacuum a statement timeout cuts off)
+// would otherwise redo its work, and log it, every few seconds.
 func (w *Leader) keepLoop(ctx context.Context) {
 	t := w.cfg.Clock.NewTimer(KeepEvery)
 	defer t.Stop()
-	noted := ""
+	noted, wait := "", KeepEvery
 	for {
 		if w.Leading() {
 			r, err := w.cfg.Keeper.TableKeep(ctx, &errandstore.TableKeepParams{})
+			if err == nil {
+				wait = KeepEvery
+			}
 			switch {
 			case err != nil && ctx.Err() == nil:
-				w.cfg.Logger.Error("jobs table upkeep failed", "worker_id", w.cfg.ID, "err", err)
+				wait = min(2*wait, keepBackoffMax)
+				w.cfg.Logger.Error("jobs table upkeep failed", "worker_id", w.cfg.ID, "err", err, "next_in", wait.String())
 			case r.Done:
 				w.cfg.Logger.Info("vacuumed the jobs table", "worker_id", w.cfg.ID, "dead_rows", r.Dead, "live_rows", r.Live, "took", r.Took.Round(time.Millisecond).String())
 			case r.Note != "" && r.Note != noted:
@@ -332,7 +342,7 @@ func (w *Leader) keepLoop(ctx context.Context) {
 			}
 			noted = r.Note // said once, until it changes
 		}
-		t.Reset(KeepEvery)
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return

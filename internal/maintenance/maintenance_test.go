@@ -455,3 +455,49 @@ func TestLeaderSaysAKeeperNoteOnce(t *testing.T) {
 		}
 	})
 }
+
+// failKeeper is a TableKeeper that fails until ok, recording when it was
+// asked.
+type failKeeper struct {
+	s  *store
+	mu sync.Mutex
+	at []time.Duration
+	ok bool
+}
+
+func (k *failKeeper) TableKeep(context.Context, *errandstore.TableKeepParams) (errandstore.TableKeepResult, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.at = append(k.at, k.s.at())
+	if k.ok {
+		return errandstore.TableKeepResult{}, nil
+	}
+	return errandstore.TableKeepResult{}, errors.New("canceling statement due to statement timeout")
+}
+
+// TestLeaderBacksOffAFailingKeeper: upkeep that fails is asked for again
+// after twice the wait each time, and at KeepEvery again once it succeeds.
+func TestLeaderBacksOffAFailingKeeper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(wins)
+		k := &failKeeper{s: s}
+		cfg := config(s)
+		cfg.Keeper = k
+		stop := run(New(cfg))
+		// Failures at 0, then waits of 2, 4, 8 and 16 KeepEvery.
+		sleepTo(s, 30*KeepEvery+time.Second)
+		k.mu.Lock()
+		k.ok = true
+		k.mu.Unlock()
+		// The next call, at 62 KeepEvery (a wait of 32), succeeds; the one
+		// after comes KeepEvery later.
+		sleepTo(s, 63*KeepEvery+time.Second)
+		stop()
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		want := []time.Duration{0, 2 * KeepEvery, 6 * KeepEvery, 14 * KeepEvery, 30 * KeepEvery, 62 * KeepEvery, 63 * KeepEvery}
+		if !slices.Equal(k.at, want) {
+			t.Errorf("upkeep asked for at %v, want %v", k.at, want)
+		}
+	})
+}
