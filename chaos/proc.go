@@ -40,7 +40,12 @@ func (p *proc) start() error {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A group of its own, so that the nemesis can signal the child alone;
+	// then neither Ctrl-C nor a test binary killed on its timeout reaches
+	// it, and the kernel kills it when the harness's process ends instead
+	// of leaving it to run on, holding its ports and writing to the
+	// database.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
