@@ -1365,13 +1365,14 @@ func (s *Store) QueueStats(ctx context.Context, _ *errandstore.QueueStatsParams)
 		}
 		type group struct{ queue, state, kind string }
 		ages := map[group]float64{}
+		var g group
 		var age float64
 		rows, err = tx.Query(ctx, s.sql(queueAgesSQL), s.nowArg())
 		if err != nil {
 			return err
 		}
-		_, err = pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Kind, &age}, func() error {
-			ages[group{c.Queue, state, c.Kind}] = age
+		_, err = pgx.ForEachRow(rows, []any{&g.queue, &g.state, &g.kind, &age}, func() error {
+			ages[g] = age
 			return nil
 		})
 		for i := range counts {
