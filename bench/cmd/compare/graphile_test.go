@@ -91,7 +91,8 @@ func TestGraphileRunner(t *testing.T) {
 }
 
 // TestSystemsFlag checks -systems: errand always among them, only known
-// names, and not with -scaling or -cost.
+// names, and with -scaling or -cost only errand and River, what they
+// compare anyway.
 func TestSystemsFlag(t *testing.T) {
 	o, err := parseFlags([]string{"-systems", "errand, river"})
 	if err != nil || !o.systemsSet || !o.has("river") || o.has("graphile") {
@@ -101,10 +102,16 @@ func TestSystemsFlag(t *testing.T) {
 		{"-systems", "river,graphile"},
 		{"-systems", "errand,sidekiq"},
 		{"-systems", ""},
-		{"-scaling", "-systems", "errand,river"},
+		{"-scaling", "-systems", "errand,graphile"},
+		{"-cost", "-systems", "errand"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q): no error", bad)
+		}
+	}
+	for _, good := range [][]string{{"-scaling", "-systems", "errand,river"}, {"-cost", "-systems", "river,errand"}} {
+		if _, err := parseFlags(good); err != nil {
+			t.Errorf("parseFlags(%q): %v", good, err)
 		}
 	}
 	o, err = parseFlags([]string{"-store", "sqlite"})
