@@ -111,6 +111,21 @@ type KindOpts struct {
 	// enqueues one. Only a Worker with this kind's handler enqueues it;
 	// see [OnDeadFunc].
 	OnDead OnDeadFunc
+	// DeleteOnSuccess deletes a job of this kind in the write that records
+	// its success, instead of keeping it as succeeded until retention
+	// prunes it: the way Graphile Worker, Faktory and Sidekiq treat a
+	// finished job, and the cheapest acknowledgment errand has (on
+	// PostgreSQL a delete writes no index entry, where marking the job
+	// succeeded writes four). Once deleted, a job is gone from lists,
+	// stats, insights and replay, and its id may be enqueued again, as
+	// after retention; so do not set it where a repeated enqueue of the
+	// same id must stay a duplicate after the job ran (OnDead hook kinds,
+	// batch callbacks). Jobs that are read after they succeed are kept
+	// whatever this says: members of a batch or a workflow, and jobs
+	// whose unique key holds while succeeded. Failed, dead and cancelled
+	// jobs are always kept. It applies to jobs a Worker or WorkOne runs;
+	// remote workers' acknowledgments keep the job.
+	DeleteOnSuccess bool
 }
 
 // Handler runs jobs of one kind whatever their args: what [Handle] builds

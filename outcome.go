@@ -74,6 +74,9 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 	switch {
 	case a.err == nil:
 		o.Kind = errandstore.OutcomeSucceeded
+		if k := c.kind(job.Kind); k != nil && k.DeleteOnSuccess {
+			o.Delete = errandstore.DeletableOnSuccess(job)
+		}
 	case a.stopped:
 		// The worker is shutting down, not the job failing: give the job
 		// back without counting the attempt.

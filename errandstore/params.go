@@ -302,6 +302,8 @@ func (o *JobOutcome) Validate() error {
 	switch {
 	case !slices.Contains(OutcomeKinds, o.Kind):
 		return &errandtype.InputError{Field: "outcome", Message: fmt.Sprintf("unknown outcome kind %q", o.Kind)}
+	case o.Delete && o.Kind != OutcomeSucceeded:
+		return &errandtype.InputError{Field: "outcome", Message: fmt.Sprintf("a %s outcome cannot delete its job; only a success can", o.Kind)}
 	case !o.Kind.AppendsError():
 		return nil
 	default:

@@ -839,6 +839,20 @@ type JobOutcome struct {
 	// Error is appended to the history (Retry, Dead, Interrupted). The store
 	// sets its At and Replay fields.
 	Error *errandtype.AttemptError
+	// Delete, with Kind OutcomeSucceeded, deletes the job in the write
+	// that records its success, instead of keeping it as succeeded (a
+	// kind's DeleteOnSuccess); fenced like every outcome, and reported as
+	// state succeeded. Set it only where [DeletableOnSuccess] holds.
+	Delete bool
+}
+
+// DeletableOnSuccess reports whether a job may be deleted as it succeeds
+// rather than kept: nothing reads it afterwards. A member of a batch or a
+// workflow is counted and read when its group moves on, and a job whose
+// unique key holds while it is succeeded must keep holding it.
+func DeletableOnSuccess(j *errandtype.Job) bool {
+	return j.BatchID == nil && j.WorkflowID == nil &&
+		(j.UniqueKey == nil || j.UniqueScope == nil || !j.UniqueScope.Holds(errandtype.StateSucceeded))
 }
 
 // OutcomeResult is what recording one outcome did.

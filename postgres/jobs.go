@@ -949,23 +949,96 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 	return entry, last
 }
 
-// outcomesSQL applies a batch of outcomes in one statement. Each outcome is
-// a row of the unnested arrays, joined to its job only while the job runs
-// under the outcome's token with a live lease; an outcome that matches no
-// row lost its lease. At most one outcome per job can match (its current
-// token); JobRecordOutcomes sends a lease's first outcome only.
-var outcomesSQL = outcomesUpdate(`unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::integer[], $7::text[],
-			$8::text[], $9::text[], $10::integer[])
-		AS o(id, token, kind, delay_us, attempt, class, message, stack, ord)`)
+// The outcome writes apply a batch of outcomes in one statement. Each
+// outcome is a row of unnested arrays, o, joined to its job only while the
+// job runs under the outcome's token with a live lease; an outcome that
+// matches no row lost its lease. At most one outcome per job can match (its
+// current token); JobRecordOutcomes sends a lease's first outcome only.
+//
+// A batch comes in one of two forms. The full form sends every column of
+// the outcomes ($2 to $10). The plain form is for a batch whose outcomes
+// append no error and wait no delay (successes, above all): the columns
+// that would be the same for every row are constants, the values the full
+// form would be sent for them, so only the ids, tokens and kinds travel
+// ($2 to $4), as array literals (see textArray); each row's ord is its
+// place in them, from 1. A batch that deletes some of its jobs and keeps
+// the others (outcomesSome) also sends which ($11 or $5).
+func outcomesFrom(plain, some bool) string {
+	if plain {
+		sel, arg, name := "", "", ""
+		if some {
+			sel, arg, name = ", u.gone", ", $5::boolean[]", " gone,"
+		}
+		return `(SELECT u.id, u.token, u.kind, 0::bigint AS delay_us, 0::integer AS attempt,
+			NULL::text AS class, ''::text AS message, ''::text AS stack, u.ord` + sel + `
+		FROM unnest($2::text[], $3::text[], $4::text[]` + arg + `) WITH ORDINALITY AS u(id, token, kind,` + name + ` ord)) AS o`
+	}
+	arg, name := "", ""
+	if some {
+		arg, name = ", $11::boolean[]", ", gone"
+	}
+	return `unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::integer[], $7::text[],
+			$8::text[], $9::text[], $10::integer[]` + arg + `)
+		AS o(id, token, kind, delay_us, attempt, class, message, stack, ord` + name + `)`
+}
 
-// outcomesPlainSQL is outcomesSQL for a batch whose outcomes append no
-// error and wait no delay (successes, above all): the columns that would
-// be the same for every row are constants, the values outcomesSQL would be
-// sent for them, so only the ids, tokens and kinds travel, as array
-// literals (see textArray). Each row's ord is its place in them, from 1.
-var outcomesPlainSQL = outcomesUpdate(`(SELECT u.id, u.token, u.kind, 0::bigint AS delay_us, 0::integer AS attempt,
-			NULL::text AS class, ''::text AS message, ''::text AS stack, u.ord
-		FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, token, kind, ord)) AS o`)
+// outcomeDeletes says which jobs of a batch its write deletes (the
+// successes of JobOutcome.Delete): none, all, or some.
+type outcomeDeletes int
+
+const (
+	deleteNone outcomeDeletes = iota
+	deleteAll
+	deleteSome
+)
+
+// outcomeFence is the condition under which an outcome o applies to its
+// job j.
+const outcomeFence = `j.id = o.id AND j.state = 'running' AND j.lease_token = o.token AND j.lease_until > {now}`
+
+// followColumns are what the follow-ups of a remote outcome need too
+// (JobRecordOutcomesParams.Follow), after ord, state and available_at.
+const followColumns = `, j.kind, j.batch_id, j.workflow_id`
+
+// outcomesWrite is the statement that writes a batch of the form plain
+// (see outcomesFrom) deleting the jobs dels says, returning each written
+// row's ord, state and available_at, and followColumns when follow. A
+// deleted job is reported succeeded: a delete writes no new version of the
+// row and no index entry, where an update writes four.
+func outcomesWrite(plain bool, dels outcomeDeletes, follow bool) string {
+	from := outcomesFrom(plain, dels == deleteSome)
+	returning := ""
+	if follow {
+		returning = followColumns
+	}
+	del := func(only string) string {
+		return `DELETE FROM {jobs} j USING ` + from + `
+	WHERE ` + only + outcomeFence + `
+	RETURNING o.ord, '` + string(errandtype.StateSucceeded) + `'::text AS state, j.available_at` + returning
+	}
+	switch dels {
+	case deleteAll:
+		return del("")
+	case deleteSome:
+		return `WITH gone AS (` + del("o.gone AND ") + `),
+	kept AS (` + outcomesUpdate(from, "NOT o.gone AND ") + returning + `)
+	SELECT * FROM gone UNION ALL SELECT * FROM kept`
+	}
+	return outcomesUpdate(from, "") + returning
+}
+
+// outcomeWrites are outcomesWrite's statements, by form, deletes and
+// follow.
+var outcomeWrites = func() (w [2][3][2]string) {
+	for plain := range 2 {
+		for dels := range 3 {
+			for follow := range 2 {
+				w[plain][dels][follow] = outcomesWrite(plain == 1, outcomeDeletes(dels), follow == 1)
+			}
+		}
+	}
+	return w
+}()
 
 // textArray spells vals as the literal of a PostgreSQL text array, every
 // element quoted. pgx sends a string argument in the text format whatever
@@ -1006,9 +1079,9 @@ func textArray(vals []string) string {
 	return b.String()
 }
 
-// outcomesUpdate is the statement of outcomesSQL reading its outcomes, o,
-// from from.
-func outcomesUpdate(from string) string {
+// outcomesUpdate is the update of outcomesWrite reading its outcomes, o,
+// from from, those of which only holds.
+func outcomesUpdate(from, only string) string {
 	entry, last := historyEntry("o.attempt", "o.class", "o.message", "o.stack")
 	yields := errandstore.SQLOutcomeKinds(errandstore.OutcomeKind.YieldsToCancel)
 	// A cancel request that the attempt did not hear of in time still wins
@@ -1030,13 +1103,9 @@ func outcomesUpdate(from string) string {
 		last_error = CASE WHEN o.class IS NULL THEN j.last_error ELSE ` + last + ` END,
 		lease_token = NULL, lease_until = NULL
 	FROM ` + from + `
-	WHERE j.id = o.id AND j.state = 'running' AND j.lease_token = o.token AND j.lease_until > {now}
+	WHERE ` + only + outcomeFence + `
 	RETURNING o.ord, j.state, j.available_at`
 }
-
-// outcomesFollowSQL is outcomesSQL returning what the follow-ups of a
-// remote outcome need too (JobRecordOutcomesParams.Follow).
-var outcomesFollowSQL = outcomesSQL + `, j.kind, j.batch_id, j.workflow_id`
 
 // JobRecordOutcomes implements [errandstore.JobStore]: one statement for the
 // batch, each outcome fenced by its own token.
@@ -1052,15 +1121,21 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 	if len(c.ids) == 0 {
 		return rs, nil
 	}
-	if p.Follow {
-		return s.recordOutcomesFollowed(ctx, rs, c.ids, c.tokens, c.kinds, c.delays, c.attempts, c.classes, c.messages, c.stacks, c.ords)
-	}
-	var rows pgx.Rows
+	var args []any
 	if c.plain {
-		rows, err = s.pool.Query(ctx, s.sql(outcomesPlainSQL), s.nowArg(), textArray(c.ids), textArray(c.tokens), textArray(c.kinds))
+		args = []any{s.nowArg(), textArray(c.ids), textArray(c.tokens), textArray(c.kinds)}
 	} else {
-		rows, err = s.pool.Query(ctx, s.sql(outcomesSQL), s.nowArg(), c.ids, c.tokens, c.kinds, c.delays, c.attempts, c.classes, c.messages, c.stacks, c.ords)
+		args = []any{s.nowArg(), c.ids, c.tokens, c.kinds, c.delays, c.attempts, c.classes, c.messages, c.stacks, c.ords}
 	}
+	dels := c.deletes()
+	if dels == deleteSome {
+		args = append(args, c.gone)
+	}
+	write := s.sql(outcomeWrites[b2i(c.plain)][dels][b2i(p.Follow)])
+	if p.Follow {
+		return s.recordOutcomesFollowed(ctx, rs, write, args)
+	}
+	rows, err := s.pool.Query(ctx, write, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
@@ -1071,11 +1146,11 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 }
 
 // outcomeColumns are the outcomes of a batch to write, one array each, in
-// id order, as outcomesSQL takes them.
+// id order, as outcomesWrite takes them.
 type outcomeColumns struct {
 	// plain: no outcome appends an error or waits a delay (successes,
 	// above all), and no follow-ups are asked. Such a batch goes as
-	// outcomesPlainSQL, which needs only the ids, tokens and kinds, and
+	// the plain form, which needs only the ids, tokens and kinds, and
 	// the arrays after kinds stay nil.
 	plain              bool
 	n                  int     // outcomes in the batch
@@ -1085,6 +1160,27 @@ type outcomeColumns struct {
 	attempts           []int32
 	classes            []*string // NULL: no history entry
 	messages, stacks   []string
+	gone               []bool // the outcomes that delete their job
+	deleted            int    // how many do
+}
+
+// deletes says which of c's jobs its write deletes.
+func (c *outcomeColumns) deletes() outcomeDeletes {
+	switch c.deleted {
+	case 0:
+		return deleteNone
+	case len(c.ids):
+		return deleteAll
+	}
+	return deleteSome
+}
+
+// b2i is 1 for true and 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // newOutcomeColumns validates the outcomes of p and lays them out in
@@ -1103,6 +1199,7 @@ func newOutcomeColumns(p *errandstore.JobRecordOutcomesParams) (outcomeColumns, 
 		plain: plain, n: n,
 		ords: make([]int32, 0, n),
 		ids:  make([]string, 0, n), tokens: make([]string, 0, n), kinds: make([]string, 0, n),
+		gone: make([]bool, 0, n),
 	}
 	if !plain {
 		c.delays, c.attempts, c.classes = make([]int64, 0, n), make([]int32, 0, n), make([]*string, 0, n)
@@ -1130,6 +1227,10 @@ func newOutcomeColumns(p *errandstore.JobRecordOutcomesParams) (outcomeColumns, 
 func (c *outcomeColumns) add(i int, o *errandstore.JobOutcome) {
 	c.ords = append(c.ords, int32(i))
 	c.ids, c.tokens, c.kinds = append(c.ids, o.ID), append(c.tokens, o.LeaseToken), append(c.kinds, string(o.Kind))
+	c.gone = append(c.gone, o.Delete)
+	if o.Delete {
+		c.deleted++
+	}
 	if c.plain {
 		return
 	}
@@ -1161,8 +1262,8 @@ func (c *outcomeColumns) rowIndex(ord int64) (int, error) {
 
 // recordOutcomesFollowed is JobRecordOutcomes with Follow: each result
 // names its job's kind, batch and workflow too.
-func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errandstore.OutcomeResult, args ...any) ([]errandstore.OutcomeResult, error) {
-	rows, err := s.pool.Query(ctx, s.sql(outcomesFollowSQL), append([]any{s.nowArg()}, args...)...)
+func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errandstore.OutcomeResult, write string, args []any) ([]errandstore.OutcomeResult, error) {
+	rows, err := s.pool.Query(ctx, write, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}

@@ -277,8 +277,8 @@ func (r *rowDecoder) optJSON(i int) *string {
 // Unix microseconds.
 const postgresEpochUS = 946_684_800_000_000
 
-// scanOutcomeRows reads the rows of an outcome write (outcomesSQL or
-// outcomesPlainSQL: ord, state, available_at) into rs, at the index each
+// scanOutcomeRows reads the rows of an outcome write (outcomesWrite
+// without follow: ord, state, available_at) into rs, at the index each
 // row's ord gives. Like a claim's rows, they are decoded from their wire
 // values when they come as expected, and scanned otherwise: a batch of 500
 // successes returns 500 rows, and Scan allocated each state's string.

@@ -521,10 +521,17 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 				return err
 			}
 			args = append(args, o.ID, o.LeaseToken, micros(now))
-			update, err := st.get(ctx, `UPDATE errand_jobs SET `+set+`,
+			write := `UPDATE errand_jobs SET ` + set + `,
 					lease_token = NULL, lease_until = NULL
 				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
-				RETURNING state, available_at`+followed)
+				RETURNING state, available_at` + followed
+			if o.Delete {
+				write = `DELETE FROM errand_jobs
+				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+				RETURNING '` + string(errandtype.StateSucceeded) + `', available_at` + followed
+				args = args[len(args)-3:]
+			}
+			update, err := st.get(ctx, write)
 			if err != nil {
 				return fmt.Errorf("job %s: %w", o.ID, err)
 			}
@@ -580,7 +587,16 @@ func outcomeGroupSQL(set, followed string) string {
 		RETURNING errand_jobs.id, errand_jobs.state, errand_jobs.available_at` + followed
 }
 
-// recordGroups writes, one statement per kind, the outcomes whose SET
+// outcomeGroupDeleteSQL is outcomeGroupSQL for a group of successes that
+// delete their jobs (JobOutcome.Delete), reported as succeeded.
+func outcomeGroupDeleteSQL(followed string) string {
+	return `DELETE FROM errand_jobs
+		WHERE (id, lease_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+			AND +state = 'running' AND +lease_until > ?
+		RETURNING id, '` + string(errandtype.StateSucceeded) + `', available_at` + followed
+}
+
+// recordGroups writes, one statement per kind and delete, the outcomes whose SET
 // arguments do not depend on the outcome (no error to append, no delay:
 // succeeded, above all), and reports which it wrote, their results in rs.
 // followed is JobRecordOutcomes' extra RETURNING columns: "" or kind,
@@ -592,7 +608,7 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errands
 	if len(outcomes) < outcomeGroupMin {
 		return nil, nil
 	}
-	groups := map[errandstore.OutcomeKind][]int{} // made here, where it does not escape
+	groups := map[outcomeGroup][]int{} // made here, where it does not escape
 	groupOutcomes(outcomes, groups)
 	var grouped []bool
 	for _, idx := range groups {
@@ -609,17 +625,25 @@ func (s *Store) recordGroups(ctx context.Context, st *stmts, outcomes []*errands
 	return grouped, nil
 }
 
-// groupOutcomes puts in groups, by kind, the indexes of the outcomes that
-// may be written in a group: valid, of a job no other outcome of the
-// batch names, appending no error and waiting no delay.
-func groupOutcomes(outcomes []*errandstore.JobOutcome, groups map[errandstore.OutcomeKind][]int) {
+// outcomeGroup is what the outcomes of one group share: their kind, and
+// whether they delete their jobs.
+type outcomeGroup struct {
+	kind   errandstore.OutcomeKind
+	delete bool
+}
+
+// groupOutcomes puts in groups, by kind and delete, the indexes of the
+// outcomes that may be written in a group: valid, of a job no other outcome
+// of the batch names, appending no error and waiting no delay.
+func groupOutcomes(outcomes []*errandstore.JobOutcome, groups map[outcomeGroup][]int) {
 	seen := make(map[string]int, len(outcomes))
 	for _, o := range outcomes {
 		seen[o.ID]++
 	}
 	for i, o := range outcomes {
 		if seen[o.ID] == 1 && !o.Kind.AppendsError() && !o.Kind.Delayed() && o.Validate() == nil {
-			groups[o.Kind] = append(groups[o.Kind], i)
+			g := outcomeGroup{o.Kind, o.Delete}
+			groups[g] = append(groups[g], i)
 		}
 	}
 }
@@ -641,7 +665,11 @@ func recordGroup(ctx context.Context, st *stmts, outcomes []*errandstore.JobOutc
 	if err != nil {
 		return err
 	}
-	update, err := st.get(ctx, outcomeGroupSQL(set, followed))
+	write := outcomeGroupSQL(set, followed)
+	if outcomes[idx[0]].Delete {
+		write, args = outcomeGroupDeleteSQL(followed), nil
+	}
+	update, err := st.get(ctx, write)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ var outcomeCases = []testCase{
 	{"BatchOfOneKind", testOutcomeBatchOfOneKind},
 	{"AttemptsBounded", testOutcomeAttemptsBounded},
 	{"Invalid", testOutcomeInvalid},
+	{"Delete", testOutcomeDelete},
 }
 
 // testOutcomeKinds checks the whole record each outcome kind writes.
@@ -290,6 +291,7 @@ func testOutcomeInvalid(t *testing.T, h harness) {
 		{JobLease: leaseOf(j), Kind: errandstore.OutcomeDead},        // no error entry
 		{JobLease: leaseOf(j), Kind: errandstore.OutcomeInterrupted}, // no error entry
 		{JobLease: leaseOf(j), Kind: "vanished"},
+		{JobLease: leaseOf(j), Kind: errandstore.OutcomeCancelled, Delete: true, Error: &errandtype.AttemptError{Attempt: 1, Class: "cancelled", Message: "x"}},
 	} {
 		rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
 		if !errors.Is(err, errandtype.ErrInvalid) {
@@ -297,4 +299,76 @@ func testOutcomeInvalid(t *testing.T, h harness) {
 		}
 	}
 	e.unchanged("job after invalid outcomes", j)
+}
+
+// testOutcomeDelete: a success that deletes its job (JobOutcome.Delete) is
+// fenced like any outcome and reported succeeded; the job is gone and its
+// id free. Batches delete all their jobs, some of them (beside outcomes
+// that keep theirs), in groups and one by one, with and without Follow.
+func testOutcomeDelete(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b", "c", "d", "e", "f", "g", "h")
+	js := e.claim(8)
+	if len(js) != 8 {
+		t.Fatalf("claimed %d of 8", len(js))
+	}
+	del := func(j *errandtype.Job) *errandstore.JobOutcome {
+		o := succeeded(j)
+		o.Delete = true
+		return o
+	}
+	beforeB := e.get("b")
+	staleB := del(js[1])
+	staleB.LeaseToken = "stale"
+	now := e.clock.Advance(time.Second)
+	rs := e.record(del(js[0]), staleB, succeeded(js[2]), dead(js[3]), del(js[4]), del(js[5]), del(js[6]), del(js[7]))
+	for i, want := range []errandtype.JobState{"succeeded", "", "succeeded", "dead", "succeeded", "succeeded", "succeeded", "succeeded"} {
+		if want == "" {
+			if !errors.Is(rs[i].Err, errandtype.ErrLeaseLost) {
+				t.Errorf("outcome %d with a stale token: %+v, want lease lost", i, rs[i])
+			}
+			continue
+		}
+		if rs[i].Err != nil || rs[i].State != want {
+			t.Errorf("outcome %d: %+v, want state %s", i, rs[i], want)
+		}
+	}
+	for _, id := range []string{"a", "e", "f", "g", "h"} {
+		e.notFound(id)
+	}
+	e.unchanged("job b with a stale outcome", beforeB)
+	if got := e.get("c"); got.State != errandtype.StateSucceeded || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+		t.Errorf("job c, kept: state %s finished_at %v, want succeeded at %v", got.State, got.FinishedAt, now)
+	}
+	if got := e.get("d"); got.State != errandtype.StateDead {
+		t.Errorf("job d: state %s, want dead", got.State)
+	}
+
+	// A batch that deletes every job, one that deletes one, and one that
+	// asks for the follow-up columns.
+	e.insertIDs("i", "j", "k", "l", "m", "n")
+	js = e.claim(6)
+	if len(js) != 6 {
+		t.Fatalf("claimed %d of 6", len(js))
+	}
+	for i, r := range e.record(del(js[0]), del(js[1]), del(js[2]), del(js[3]), del(js[1])) {
+		if lost := i == 4; lost != errors.Is(r.Err, errandtype.ErrLeaseLost) || (!lost && r.State != errandtype.StateSucceeded) {
+			t.Errorf("all deleting, outcome %d: %+v", i, r)
+		}
+	}
+	if r := e.recordOK(del(js[4])); r.State != errandtype.StateSucceeded {
+		t.Errorf("one deleting: %+v", r)
+	}
+	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: []*errandstore.JobOutcome{del(js[5])}})
+	if err != nil || len(rs) != 1 || rs[0].Err != nil || rs[0].State != errandtype.StateSucceeded || rs[0].Kind != "email" {
+		t.Errorf("deleting with Follow: %+v, %v; want succeeded of kind email", rs, err)
+	}
+	for _, id := range []string{"i", "j", "k", "l", "m", "n"} {
+		e.notFound(id)
+	}
+
+	// The id is free again: an enqueue makes a new job.
+	if got := e.insertIDs("a")[0]; got.State != errandtype.StateQueued || got.Attempt != 0 {
+		t.Errorf("job a enqueued again: %+v", got)
+	}
 }
