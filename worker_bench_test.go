@@ -44,29 +44,36 @@ func BenchmarkWorkerDrain(b *testing.B) {
 
 // BenchmarkWorkerDrainPostgres is BenchmarkWorkerDrain on a fresh schema of
 // the database ERRAND_TEST_POSTGRES_URL names, with a pool of 4 and
-// outcomes batched, at the concurrencies bench/ compares:
+// outcomes batched, at the concurrencies bench/ compares, keeping the
+// succeeded jobs and deleting them (KindOpts.DeleteOnSuccess):
 //
 //	go test -run '^$' -bench WorkerDrainPostgres -benchtime 20000x -benchmem -count 6 .
 func BenchmarkWorkerDrainPostgres(b *testing.B) {
-	for _, concurrency := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("concurrency=%d", concurrency), func(b *testing.B) {
-			url := pgtest.URL(b)
-			s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(b, url), MaxConns: 4})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			benchWorkerDrain(b, s, concurrency, true)
-		})
+	for _, deleting := range []bool{false, true} {
+		for _, concurrency := range []int{10, 100, 1000, 2000} {
+			b.Run(fmt.Sprintf("deleting=%t/concurrency=%d", deleting, concurrency), func(b *testing.B) {
+				url := pgtest.URL(b)
+				s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(b, url), MaxConns: 4})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				benchWorkerDrainKind(b, s, concurrency, true, &errand.KindOpts{DeleteOnSuccess: deleting})
+			})
+		}
 	}
 }
 
 func benchWorkerDrain[TX any](b *testing.B, s errandstore.TxStore[TX], concurrency int, batched bool) {
+	benchWorkerDrainKind(b, s, concurrency, batched, nil)
+}
+
+// benchWorkerDrainKind is benchWorkerDrain with the no-op kind's options.
+func benchWorkerDrainKind[TX any](b *testing.B, s errandstore.TxStore[TX], concurrency int, batched bool, opts *errand.KindOpts) {
 	ctx := context.Background()
-	c, err := errand.NewClient(s, &errand.Config{Kinds: kindsOf([]testKind{{
-		Name:    "noop",
-		Handler: errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
-	}})})
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("noop", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), opts)
+	c, err := errand.NewClient(s, &errand.Config{Kinds: kinds})
 	if err != nil {
 		b.Fatal(err)
 	}

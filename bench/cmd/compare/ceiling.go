@@ -40,16 +40,23 @@ const ceilingAckSQL = `UPDATE %[1]s j SET
 	FROM unnest($1::text[], $2::text[]) AS l(id, token)
 	WHERE j.id = l.id AND j.state = 'running' AND j.lease_token = l.token AND j.lease_until > now()`
 
+// ceilingDeleteSQL is the acknowledgment of the ceiling that deletes its
+// jobs, as errand does with KindOpts.DeleteOnSuccess.
+const ceilingDeleteSQL = `DELETE FROM %[1]s j
+	USING unnest($1::text[], $2::text[]) AS l(id, token)
+	WHERE j.id = l.id AND j.state = 'running' AND j.lease_token = l.token AND j.lease_until > now()`
+
 // ceilingWork enqueues n jobs with errand into a fresh schema (untimed) and
-// times the bare claim+ack loops until all n are acknowledged.
-func ceilingWork(ctx context.Context, env *env, n, batch int) (result, error) {
+// times the bare claim+ack loops until all n are acknowledged; deleting,
+// the acknowledgments delete the jobs.
+func ceilingWork(ctx context.Context, env *env, n, batch int, deleting bool) (result, error) {
 	b, err := newBareSchema(ctx, env, "ceiling")
 	if err != nil {
 		return result{}, err
 	}
 	defer b.close()
 	pool, store, table := b.pool, b.store, b.table
-	client, err := errand.NewClient(store, &errand.Config{Kinds: errandKinds(nil)})
+	client, err := errand.NewClient(store, &errand.Config{Kinds: errandKinds(nil, nil)})
 	if err != nil {
 		return result{}, err
 	}
@@ -57,17 +64,21 @@ func ceilingWork(ctx context.Context, env *env, n, batch int) (result, error) {
 	if err := (errandOps[pgxTx]{c: client}).enqueueMany(ctx, n); err != nil {
 		return result{}, err
 	}
-	d, err := ceilingLoops(ctx, pool, table, n, batch)
+	ack := ceilingAckSQL
+	if deleting {
+		ack = ceilingDeleteSQL
+	}
+	d, err := ceilingLoops(ctx, pool, table, ack, n, batch)
 	if err != nil {
 		return result{}, err
 	}
 	return result{perSec: float64(n) / d.Seconds()}, nil
 }
 
-// ceilingLoops runs one claim+ack loop per pool connection until n jobs
-// are acknowledged, and returns how long that took.
-func ceilingLoops(ctx context.Context, pool *pgxpool.Pool, table string, n, batch int) (time.Duration, error) {
-	claimSQL, ackSQL := fmt.Sprintf(ceilingClaimSQL, table), fmt.Sprintf(ceilingAckSQL, table)
+// ceilingLoops runs one claim+ack loop per pool connection, acknowledging
+// with ack, until n jobs are acknowledged, and returns how long that took.
+func ceilingLoops(ctx context.Context, pool *pgxpool.Pool, table, ack string, n, batch int) (time.Duration, error) {
+	claimSQL, ackSQL := fmt.Sprintf(ceilingClaimSQL, table), fmt.Sprintf(ack, table)
 	var acked atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, pool.Config().MaxConns)

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/errandhq/errand"
 	"io"
 	"os"
 	"slices"
@@ -63,10 +64,14 @@ type costVariant struct {
 	river   bool
 	table   string // the job table
 	enqueue string // the enqueue call
+	// deleting: errand's kind deletes its jobs as they succeed
+	// (KindOpts.DeleteOnSuccess).
+	deleting bool
 }
 
 var costVariants = []costVariant{
 	{name: "errand", table: "errand_jobs", enqueue: "EnqueueMany"},
+	{name: "errand, deleting", table: "errand_jobs", enqueue: "EnqueueMany", deleting: true},
 	{name: "River", river: true, table: "river_job", enqueue: "InsertMany"},
 	{name: "River, fast", river: true, table: "river_job", enqueue: "InsertManyFast"},
 }
@@ -308,7 +313,8 @@ func (s *costServer) run(ctx context.Context, v costVariant, jobs int) (*costRun
 				func(ctx context.Context) error { _, err := c.work(ctx, jobs); return err })
 		})
 	} else {
-		_, err = withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+		kinds := errandKinds(nil, &errand.KindOpts{DeleteOnSuccess: v.deleting})
+		_, err = withErrandKinds(ctx, e, kinds, func(c errandClient) (result, error) {
 			return phases(func(ctx context.Context) error { return c.enqueueMany(ctx, jobs) },
 				func(ctx context.Context) error { _, err := c.work(ctx, jobs); return err })
 		})
@@ -317,7 +323,10 @@ func (s *costServer) run(ctx context.Context, v costVariant, jobs int) (*costRun
 		return nil, err
 	}
 	done := r.states["succeeded"] + r.states["completed"]
-	if done != jobs || len(r.states) != 1 {
+	switch {
+	case v.deleting && len(r.states) != 0:
+		return nil, fmt.Errorf("after the work the job table holds %v; want no job", r.states)
+	case !v.deleting && (done != jobs || len(r.states) != 1):
 		return nil, fmt.Errorf("after the work the job table holds %v; want %d finished jobs", r.states, jobs)
 	}
 	return r, nil

@@ -20,23 +20,28 @@ type noopArgs struct {
 
 func (noopArgs) Kind() string { return "noop" }
 
-// errandKinds declares the no-op kind; started, when not nil, receives each
-// job's enqueue-to-start delay.
-func errandKinds(started chan<- time.Duration) *errand.Kinds {
+// errandKinds declares the no-op kind with opts (nil: the defaults);
+// started, when not nil, receives each job's enqueue-to-start delay.
+func errandKinds(started chan<- time.Duration, opts *errand.KindOpts) *errand.Kinds {
 	kinds := errand.NewKinds()
 	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, args noopArgs) error {
 		if started != nil && args.EnqueuedAt != 0 {
 			started <- time.Since(time.Unix(0, args.EnqueuedAt))
 		}
 		return nil
-	}, nil)
+	}, opts)
 	return kinds
 }
 
 // withErrand opens errand on a fresh database of env and calls fn with a
 // client, closing everything afterwards.
 func withErrand(ctx context.Context, env *env, started chan<- time.Duration, fn func(c errandClient) (result, error)) (result, error) {
-	cfg := &errand.Config{Kinds: errandKinds(started)}
+	return withErrandKinds(ctx, env, errandKinds(started, nil), fn)
+}
+
+// withErrandKinds is withErrand with the client's kinds.
+func withErrandKinds(ctx context.Context, env *env, kinds *errand.Kinds, fn func(c errandClient) (result, error)) (result, error) {
+	cfg := &errand.Config{Kinds: kinds}
 	switch env.store {
 	case "sqlite":
 		dir, cleanup, err := env.freshDir()

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/errandhq/errand"
 	"io"
 	"os"
 	"os/signal"
@@ -363,11 +364,13 @@ func timed(n int, f func(ctx context.Context) error) func(ctx context.Context) (
 	}
 }
 
-// errandWork is errand's side of both work measures: enqueue jobs, then
-// time the workers running them.
-func errandWork(jobs int) func(ctx context.Context, e *env) (result, error) {
+// errandWork is errand's side of the work measures: enqueue jobs, then
+// time the workers running them; deleting, the kind deletes its jobs as
+// they succeed (KindOpts.DeleteOnSuccess).
+func errandWork(jobs int, deleting bool) func(ctx context.Context, e *env) (result, error) {
 	return func(ctx context.Context, e *env) (result, error) {
-		return withErrand(ctx, e, nil, func(c errandClient) (result, error) {
+		kinds := errandKinds(nil, &errand.KindOpts{DeleteOnSuccess: deleting})
+		return withErrandKinds(ctx, e, kinds, func(c errandClient) (result, error) {
 			if err := c.enqueueMany(ctx, jobs); err != nil {
 				return result{}, err
 			}
@@ -378,12 +381,16 @@ func errandWork(jobs int) func(ctx context.Context, e *env) (result, error) {
 }
 
 // workMeasures time workers running jobs already enqueued: errand against
-// River and Graphile Worker, and against the bare-SQL ceiling.
+// River and Graphile Worker, and against the bare-SQL ceiling; then, on
+// PostgreSQL, errand deleting its jobs as they succeed, as Graphile Worker
+// always does (River cannot), against Graphile Worker and against the
+// ceiling that deletes.
 func workMeasures(jobs, ceilingBatch int) []measure {
+	graphileWork := graphileThroughput(graphileRequest{Measure: "work", Jobs: jobs, Batch: batchSize})
 	return []measure{
 		{
 			name:   "work: claim, run, ack (jobs/s)",
-			errand: errandWork(jobs),
+			errand: errandWork(jobs, false),
 			river: func(ctx context.Context, e *env) (result, error) {
 				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
 					if err := c.insertMany(ctx, jobs); err != nil {
@@ -393,16 +400,29 @@ func workMeasures(jobs, ceilingBatch int) []measure {
 					return throughput(jobs, d), err
 				})
 			},
-			graphile: graphileThroughput(graphileRequest{Measure: "work", Jobs: jobs, Batch: batchSize}),
+			graphile: graphileWork,
 		},
+		ceilingMeasure("work vs bare-SQL claim+ack ceiling", jobs, ceilingBatch, false),
 		{
-			name:   fmt.Sprintf("work vs bare-SQL claim+ack ceiling, batch %d (jobs/s)", ceilingBatch),
-			store:  "postgres",
-			vs:     "ceiling",
-			errand: errandWork(jobs),
-			river: func(ctx context.Context, e *env) (result, error) {
-				return ceilingWork(ctx, e, jobs, ceilingBatch)
-			},
+			name:     "work, succeeded jobs deleted: DeleteOnSuccess vs Graphile Worker (jobs/s)",
+			store:    "postgres",
+			errand:   errandWork(jobs, true),
+			graphile: graphileWork,
+		},
+		ceilingMeasure("work, succeeded jobs deleted, vs bare-SQL ceiling that deletes", jobs, ceilingBatch, true),
+	}
+}
+
+// ceilingMeasure is errand's work against the bare-SQL ceiling at batch
+// (see ceilingWork), both keeping their jobs or both deleting them.
+func ceilingMeasure(name string, jobs, batch int, deleting bool) measure {
+	return measure{
+		name:   fmt.Sprintf("%s, batch %d (jobs/s)", name, batch),
+		store:  "postgres",
+		vs:     "ceiling",
+		errand: errandWork(jobs, deleting),
+		river: func(ctx context.Context, e *env) (result, error) {
+			return ceilingWork(ctx, e, jobs, batch, deleting)
 		},
 	}
 }
