@@ -131,6 +131,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{args: []string{"work", "--once", "--exec", "k=x", "--exec", "k=y"}, code: 2, line: "twice"},
 		{args: []string{"work", "--once", "--exec", "k=x", "--timeout", "other=1s"}, code: 2, line: `kind "other"`},
 		{args: []string{"work", "--once", "--exec", "k=x", "--timeout", "k=soon"}, code: 2, line: "duration"},
+		{args: []string{"work", "--once", "--exec", "k=x", "--delete-on-success", "other"}, code: 2, line: `--delete-on-success names kind "other"`},
+		{args: []string{"serve", "--delete-on-success", "k"}, code: 2, line: "--delete-on-success"},
 		{args: []string{"work", "--once", "--http", "k=http://127.0.0.1:1/", "--exec-env", "AWS_REGION"}, code: 2, line: "--exec-env passes variables to the commands of --exec"},
 		{args: []string{"serve", "--exec-env", "AWS_REGION"}, code: 2, line: "--exec-env passes variables to the commands of --exec"},
 		{args: []string{"work", "--once", "--exec", "k=x", "--exec-env", "AWS_REGION=eu"}, code: 2, line: "--exec-env: \"AWS_REGION=eu\" is not a variable name"},

@@ -75,8 +75,8 @@ only from this server's own pages (cross-origin protection). Bodies over
 
 With --exec KIND=COMMAND or --http KIND=URL it also runs a worker for those
 kinds in this process, as errand work does (see errand help work for
---queue, --max-workers, --weight, --lease, --timeout and --grace). With --cron 'NAME=SPEC KIND
-[JSON]' (repeatable) the worker also enqueues a job of KIND on every tick
+--queue, --max-workers, --weight, --lease, --timeout, --delete-on-success
+and --grace). With --cron 'NAME=SPEC KIND [JSON]' (repeatable) the worker also enqueues a job of KIND on every tick
 of SPEC, and with --retain-succeeded AGE and --retain-dead AGE it deletes
 finished jobs past those ages every hour (--retain-every) while it leads the cluster, as
 errand work does. --cron and --retain alone run a worker that claims no
@@ -108,7 +108,7 @@ drains the worker for --grace, and exits 0.`,
 		execs := listFlag(fs, "exec", "also run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
 		execEnv := listFlag(fs, "exec-env", execEnvUsage)
 		hooks := listFlag(fs, "http", "also deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
-		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
+		kindFlags := addKindPolicyFlags(fs)
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		weights := addWeightFlags(fs)
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
@@ -155,8 +155,8 @@ drains the worker for --grace, and exits 0.`,
 				return err
 			}
 			retain := retention.policy() != nil
-			if !handles && (len(*queues) > 0 || len(*timeouts) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set()) {
-				return usagef("--queue, --max-workers, --weight, --timeout, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+			if !handles && (len(*queues) > 0 || len(*kindFlags.timeouts) > 0 || len(*kindFlags.deletes) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set()) {
+				return usagef("--queue, --max-workers, --weight, --timeout, --delete-on-success, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
 			}
 			rates, budgets, err := limits.parse()
 			if err != nil {
@@ -196,7 +196,7 @@ drains the worker for --grace, and exits 0.`,
 			if len(*execs)+len(*hooks)+len(deps)+len(*execEnv) > 0 {
 				// A --dependency of a kind no --exec maps binds the API's
 				// claims of it by remote workers.
-				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *execEnv, *hooks, *timeouts, deps, true, e)
+				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *execEnv, *hooks, kindFlags, deps, true, e)
 				if err != nil {
 					return err
 				}

@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -50,6 +50,9 @@ attempt, lease_token, ...) is POSTed as JSON to URL, which is fixed here
 and never taken from a job. 2xx succeeds; 429 and 503 retry after their
 Retry-After; 408 and other 5xx retry; other 4xx dead-letter the job (class
 http_NNN); a timeout (--timeout, default 30s) retries with class timeout.
+--delete-on-success KIND deletes each job of KIND in the write that
+records its success, instead of keeping it as succeeded: the cheapest
+acknowledgment, at the cost of the job's record (docs/retention.md).
 
 Without --once, errand work runs until stopped. Each --queue NAME=N runs
 queue NAME with at most N jobs at once, with slots of its own, so a backlog
@@ -145,7 +148,7 @@ does, so the claim stays within them.`,
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
 		execEnv := listFlag(fs, "exec-env", execEnvUsage)
 		hooks := listFlag(fs, "http", "deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
-		timeouts := listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)")
+		kindFlags := addKindPolicyFlags(fs)
 		queues := listFlag(fs, "queue", "work queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		weights := addWeightFlags(fs)
 		lease := durationFlag(fs, "lease", "lease `DUR`, renewed every third of it while the command runs (default 30s)")
@@ -234,7 +237,7 @@ does, so the claim stays within them.`,
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *execEnv, *hooks, *timeouts, deps, false, e)
+			kinds, kindNames, handlers, err := execKinds(*execs, *execEnv, *hooks, kindFlags, deps, false, e)
 			if err != nil {
 				return err
 			}
@@ -498,23 +501,44 @@ func nameError(flag, name string) error {
 // execEnvUsage is --exec-env's, for errand work and errand serve.
 const execEnvUsage = "also pass variable `NAME` of this process's environment to --exec commands (repeatable; NAME* passes every name with the prefix)"
 
+// kindPolicyFlags are the policies of the kinds --exec and --http map, in
+// errand work and errand serve.
+type kindPolicyFlags struct {
+	timeouts *[]string
+	deletes  *[]string
+}
+
+func addKindPolicyFlags(fs *flag.FlagSet) kindPolicyFlags {
+	return kindPolicyFlags{
+		timeouts: listFlag(fs, "timeout", "fail an attempt of KIND with class timeout after DUR (`KIND=DUR`, repeatable)"),
+		deletes:  listFlag(fs, "delete-on-success", "delete each job of `KIND` as it succeeds instead of keeping it (repeatable; see docs/retention.md)"),
+	}
+}
+
 // execKinds builds a kind with an exec handler for every --exec and a
-// webhook for every --http, with the timeouts --timeout gives, and returns
-// their names, in flag order, and the exec handlers too.
+// webhook for every --http, with the policies --timeout and
+// --delete-on-success give, and returns their names, in flag order, and
+// the exec handlers too.
 //
 // A --dependency of a kind that no --exec or --http maps is a usage error,
 // unless declare: then the kind is declared with its dependency, for the
 // claims of remote workers through errand serve's API.
-func execKinds(execs, execEnv, hooks, timeouts []string, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
-	ks := &kindSet{byName: map[string]errand.Handler{}, hookURLs: map[string]string{}, timeoutOf: map[string]time.Duration{}}
+func execKinds(execs, execEnv, hooks []string, policies kindPolicyFlags, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+	ks := &kindSet{byName: map[string]errand.Handler{}, hookURLs: map[string]string{}, timeoutOf: map[string]time.Duration{}, deletes: map[string]bool{}}
 	if err := ks.addExecs(execs, execEnv, e); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := ks.addHooks(hooks); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := ks.addTimeouts(timeouts); err != nil {
+	if err := ks.addTimeouts(*policies.timeouts); err != nil {
 		return nil, nil, nil, err
+	}
+	for _, kind := range *policies.deletes {
+		if _, known := ks.byName[kind]; !known {
+			return nil, nil, nil, usagef("--delete-on-success names kind %q, which no --exec or --http maps", kind)
+		}
+		ks.deletes[kind] = true
 	}
 	var declared []string
 	for kind := range deps {
@@ -535,7 +559,7 @@ func execKinds(execs, execEnv, hooks, timeouts []string, deps map[string]string,
 	}
 	kinds := errand.NewKinds()
 	for _, name := range ks.order {
-		kinds.HandleRaw(name, ks.byName[name], &errand.KindOpts{Timeout: ks.timeoutOf[name], Dependency: deps[name]})
+		kinds.HandleRaw(name, ks.byName[name], &errand.KindOpts{Timeout: ks.timeoutOf[name], Dependency: deps[name], DeleteOnSuccess: ks.deletes[name]})
 	}
 	for _, name := range declared {
 		kinds.HandleRaw(name, nil, &errand.KindOpts{Dependency: deps[name]})
@@ -551,6 +575,7 @@ type kindSet struct {
 	execs     []*exechandler.Handler
 	hookURLs  map[string]string
 	timeoutOf map[string]time.Duration
+	deletes   map[string]bool // --delete-on-success
 }
 
 // addExecs reads --exec KIND=COMMAND and --exec-env NAME.
