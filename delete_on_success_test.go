@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
@@ -72,6 +73,49 @@ func TestDeleteOnSuccess(t *testing.T) {
 		}
 		if r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "gone"}, &errand.EnqueueOpts{ID: "plain"}); err != nil || r.Duplicate {
 			t.Errorf("enqueue of a deleted job's id: %+v, %v; want a new job", r, err)
+		}
+	})
+}
+
+// TestWorkerDeletesOnSuccess: a Worker draining a kind with DeleteOnSuccess,
+// its outcomes written in batches, leaves no job behind and counts every
+// success.
+func TestWorkerDeletesOnSuccess(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("gone", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), &errand.KindOpts{DeleteOnSuccess: true})
+		c := newClient(t, s, &errand.Config{Kinds: kinds})
+		const n = 300
+		ps := make([]errand.EnqueueParams, n)
+		for i := range ps {
+			ps[i] = errand.EnqueueParams{Args: errand.RawArgs{KindName: "gone"}}
+		}
+		if _, err := c.EnqueueMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop(ctx)
+		waitFor(t, 30*time.Second, "the worker to finish the jobs", func() bool { return w.Stats().JobsCompleted == n })
+		if st := w.Stats(); st.LeasesLost != 0 || st.OutcomeWrites >= n {
+			t.Errorf("stats %+v: want no lease lost, and outcomes written in batches", st)
+		}
+		stats, err := c.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range stats {
+			for state, k := range q.Counts {
+				if k != 0 {
+					t.Errorf("queue %s holds %d %s jobs after the drain; want none", q.Queue, k, state)
+				}
+			}
 		}
 	})
 }
