@@ -344,13 +344,23 @@ func testOutcomeDelete(t *testing.T, h harness) {
 		t.Errorf("job d: state %s, want dead", got.State)
 	}
 
-	// A batch that deletes every job, one that deletes one, and one that
-	// asks for the follow-up columns.
-	e.insertIDs("i", "j", "k", "l", "m", "n")
-	js = e.claim(6)
-	if len(js) != 6 {
-		t.Fatalf("claimed %d of 6", len(js))
+	// A batch that deletes every job, one of successes alone that deletes
+	// some, one that deletes one, and one that asks for the follow-up
+	// columns.
+	e.insertIDs("i", "j", "k", "l", "m", "n", "o", "p")
+	js = e.claim(8)
+	if len(js) != 8 {
+		t.Fatalf("claimed %d of 8", len(js))
 	}
+	for i, r := range e.record(succeeded(js[6]), del(js[7])) {
+		if r.Err != nil || r.State != errandtype.StateSucceeded {
+			t.Errorf("successes, one deleting, outcome %d: %+v", i, r)
+		}
+	}
+	if got := e.get("o"); got.State != errandtype.StateSucceeded {
+		t.Errorf("job o, kept beside a deleting success: state %s", got.State)
+	}
+	e.notFound("p")
 	for i, r := range e.record(del(js[0]), del(js[1]), del(js[2]), del(js[3]), del(js[1])) {
 		if lost := i == 4; lost != errors.Is(r.Err, errandtype.ErrLeaseLost) || (!lost && r.State != errandtype.StateSucceeded) {
 			t.Errorf("all deleting, outcome %d: %+v", i, r)
