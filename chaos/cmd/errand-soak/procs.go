@@ -58,6 +58,9 @@ func startProc(bin, dir, name string, args, env []string) (*proc, error) {
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
+	// A soak killed outright takes its workers and server with it, rather
+	// than leaving them holding leases and load on the database.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
