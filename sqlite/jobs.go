@@ -520,16 +520,16 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 			if err != nil {
 				return err
 			}
-			args = append(args, o.ID, o.LeaseToken, micros(now))
+			fence := []any{o.ID, o.LeaseToken, micros(now)} // outcomeFence's
 			write := `UPDATE errand_jobs SET ` + set + `,
 					lease_token = NULL, lease_until = NULL
-				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+				WHERE ` + outcomeFence + `
 				RETURNING state, available_at` + followed
+			args = append(args, fence...)
 			if o.Delete {
-				write = `DELETE FROM errand_jobs
-				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+				write = `DELETE FROM errand_jobs WHERE ` + outcomeFence + `
 				RETURNING '` + string(errandtype.StateSucceeded) + `', available_at` + followed
-				args = args[len(args)-3:]
+				args = fence
 			}
 			update, err := st.get(ctx, write)
 			if err != nil {
@@ -586,6 +586,10 @@ func outcomeGroupSQL(set, followed string) string {
 			AND +errand_jobs.lease_until > ?
 		RETURNING errand_jobs.id, errand_jobs.state, errand_jobs.available_at` + followed
 }
+
+// outcomeFence is the condition under which one outcome applies to its
+// job: its id, its lease token and now.
+const outcomeFence = `id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`
 
 // outcomeGroupDeleteSQL is outcomeGroupSQL for a group of successes that
 // delete their jobs (JobOutcome.Delete), reported as succeeded.
