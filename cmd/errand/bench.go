@@ -39,7 +39,7 @@ const (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--jobs N] [--workers W] [--samples S] [--json]",
+	args:    "[--jobs N] [--workers W] [--samples S] [--delete-on-success] [--json]",
 	summary: "measure enqueue and work throughput, start latency and memory on a database",
 	detail: `
 The benchmark enqueues --jobs no-op jobs in calls of ` + strconv.Itoa(benchBatch) + ` (enqueue_per_sec),
@@ -52,20 +52,23 @@ peak resident memory (Linux only; null elsewhere).
 
 Its jobs go to a queue of their own, errand_bench_ and a random suffix, of
 kind errand_bench_noop, so it never claims other jobs; they stay in the
-database as succeeded jobs. While it runs, its worker is one of the
+database as succeeded jobs, or, with --delete-on-success, are deleted as
+they succeed (docs/retention.md): the cheaper acknowledgment, measured.
+While it runs, its worker is one of the
 cluster's like any other (it may lead); afterwards the worker registry
 shows it stopped until a leader prunes it a day later. Point --db at a
 scratch database, or at a copy of yours to measure it. Like enqueue and
 work, it creates and migrates the database.
 
 With --json, prints {"store", "queue", "jobs", "workers", "samples",
-"enqueue_per_sec", "work_per_sec", "latency_p50_ms", "latency_p99_ms",
+"delete_on_success", "enqueue_per_sec", "work_per_sec", "latency_p50_ms", "latency_p99_ms",
 "peak_rss_bytes", "dropped_events"}.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		jobs := intFlag(fs, "jobs", defaultBenchJobs, "enqueue and work `N` no-op jobs (default "+strconv.Itoa(defaultBenchJobs)+")")
 		workers := intFlag(fs, "workers", defaultBenchWorkers, "run at most `W` jobs at once, the queue's concurrency (default "+strconv.Itoa(defaultBenchWorkers)+")")
 		samples := intFlag(fs, "samples", defaultBenchSamples, "measure start latency over `S` single enqueues; 0 skips it (default "+strconv.Itoa(defaultBenchSamples)+")")
+		deleting := fs.Bool("delete-on-success", false, "delete each job as it succeeds instead of keeping it (KindOpts.DeleteOnSuccess)")
 		asJSON := fs.Bool("json", false, "print the results as one JSON object")
 
 		return func(ctx context.Context, pos []string) error {
@@ -82,12 +85,13 @@ With --json, prints {"store", "queue", "jobs", "workers", "samples",
 				return usagef("--samples %d: give 0 to skip the latency measure, or up to %d, e.g. --samples %d", *samples, maxBenchSamples, defaultBenchSamples)
 			}
 			b := &benchRun{
-				queue:   "errand_bench_" + randomSuffix(),
-				jobs:    *jobs,
-				workers: *workers,
-				samples: *samples,
-				started: make(chan time.Duration, *samples+1),
-				e:       e,
+				queue:    "errand_bench_" + randomSuffix(),
+				jobs:     *jobs,
+				workers:  *workers,
+				samples:  *samples,
+				deleting: *deleting,
+				started:  make(chan time.Duration, *samples+1),
+				e:        e,
 			}
 			// The library logs every job's outcome at Info: thousands of
 			// lines that would slow what they describe. Warnings still show.
@@ -115,16 +119,18 @@ With --json, prints {"store", "queue", "jobs", "workers", "samples",
 
 // benchResult is what errand bench reports.
 type benchResult struct {
-	Store         string   `json:"store"`
-	Queue         string   `json:"queue"`
-	Jobs          int      `json:"jobs"`
-	Workers       int      `json:"workers"`
-	Samples       int      `json:"samples"`
-	EnqueuePerSec float64  `json:"enqueue_per_sec"`
-	WorkPerSec    float64  `json:"work_per_sec"`
-	LatencyP50MS  *float64 `json:"latency_p50_ms"`
-	LatencyP99MS  *float64 `json:"latency_p99_ms"`
-	PeakRSSBytes  *int64   `json:"peak_rss_bytes"`
+	Store   string `json:"store"`
+	Queue   string `json:"queue"`
+	Jobs    int    `json:"jobs"`
+	Workers int    `json:"workers"`
+	Samples int    `json:"samples"`
+	// DeleteOnSuccess: the jobs were deleted as they succeeded.
+	DeleteOnSuccess bool     `json:"delete_on_success"`
+	EnqueuePerSec   float64  `json:"enqueue_per_sec"`
+	WorkPerSec      float64  `json:"work_per_sec"`
+	LatencyP50MS    *float64 `json:"latency_p50_ms"`
+	LatencyP99MS    *float64 `json:"latency_p99_ms"`
+	PeakRSSBytes    *int64   `json:"peak_rss_bytes"`
 	// DroppedEvents counts outcome events the measure missed because it
 	// fell behind; it counts them as completions all the same.
 	DroppedEvents int64 `json:"dropped_events"`
@@ -143,6 +149,7 @@ func (benchArgs) Kind() string { return "errand_bench_noop" }
 type benchRun struct {
 	queue                  string
 	jobs, workers, samples int
+	deleting               bool // --delete-on-success
 	// started receives each latency job's delay from enqueue to the start
 	// of its handler.
 	started chan time.Duration
@@ -159,12 +166,12 @@ func (b *benchRun) kinds() *errand.Kinds {
 			}
 		}
 		return nil
-	}, nil)
+	}, &errand.KindOpts{DeleteOnSuccess: b.deleting})
 	return kinds
 }
 
 func (b *benchRun) run(ctx context.Context, c *errand.Client[*sql.Tx]) (*benchResult, error) {
-	res := &benchResult{Queue: b.queue, Jobs: b.jobs, Workers: b.workers, Samples: b.samples}
+	res := &benchResult{Queue: b.queue, Jobs: b.jobs, Workers: b.workers, Samples: b.samples, DeleteOnSuccess: b.deleting}
 	opts := &errand.EnqueueOpts{Queue: b.queue}
 
 	b.e.logger.Info("enqueueing", "jobs", b.jobs, "queue", b.queue)
@@ -354,6 +361,9 @@ func writeBenchTable(e *env, r *benchResult) error {
 	fmt.Fprintf(tw, "queue\t%s\n", r.Queue)
 	fmt.Fprintf(tw, "jobs\t%d\n", r.Jobs)
 	fmt.Fprintf(tw, "workers\t%d\n", r.Workers)
+	if r.DeleteOnSuccess {
+		fmt.Fprintf(tw, "succeeded\tdeleted\n")
+	}
 	fmt.Fprintf(tw, "enqueue\t%.0f jobs/s\n", r.EnqueuePerSec)
 	fmt.Fprintf(tw, "work\t%.0f jobs/s\n", r.WorkPerSec)
 	fmt.Fprintf(tw, "latency p50\t%s\n", ms(r.LatencyP50MS))

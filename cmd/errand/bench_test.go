@@ -83,6 +83,29 @@ func TestBench(t *testing.T) {
 	})
 }
 
+// TestBenchDeleteOnSuccess: with --delete-on-success the benchmark's jobs
+// are gone once it ends, and its JSON says so.
+func TestBenchDeleteOnSuccess(t *testing.T) {
+	eachStore(t, true, func(t *testing.T, store string) {
+		db := workerDB(t, store)
+		r := ok(t, bin(t, "bench", "--db", db, "--jobs", "100", "--workers", "10", "--samples", "5", "--delete-on-success", "--json"))
+		var got struct {
+			Queue           string  `json:"queue"`
+			DeleteOnSuccess bool    `json:"delete_on_success"`
+			WorkPerSec      float64 `json:"work_per_sec"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+		}
+		if !got.DeleteOnSuccess || got.WorkPerSec <= 0 {
+			t.Errorf("bench --delete-on-success --json = %+v", got)
+		}
+		if left := ok(t, cli(t, "jobs", "--db", db, "--queue", got.Queue, "--json")).stdout; strings.TrimSpace(left) != "[]" {
+			t.Errorf("the bench queue %s after --delete-on-success holds %s; want no job", got.Queue, left)
+		}
+	})
+}
+
 // TestBenchTable: without --json, a table on stdout, logs on stderr.
 func TestBenchTable(t *testing.T) {
 	t.Parallel()
