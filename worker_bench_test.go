@@ -18,25 +18,22 @@ import (
 
 // BenchmarkWorkerDrain measures a Worker working through b.N queued no-op
 // jobs on SQLite (synchronous=FULL, the default), with outcomes batched and,
-// for comparison, written one per transaction as before batching. ns/op is
+// for comparison, written one per transaction as before batching, and
+// batched deleting the jobs (KindOpts.DeleteOnSuccess). ns/op is
 // per job. Run with a fixed count so that every variant drains the same
 // backlog:
 //
 //	go test -run '^$' -bench WorkerDrain -benchtime 3000x -count 3 .
 func BenchmarkWorkerDrain(b *testing.B) {
 	for _, concurrency := range []int{10, 100} {
-		for _, batched := range []bool{false, true} {
-			name := fmt.Sprintf("concurrency=%d/outcomes=single", concurrency)
-			if batched {
-				name = fmt.Sprintf("concurrency=%d/outcomes=batched", concurrency)
-			}
-			b.Run(name, func(b *testing.B) {
+		for _, outcomes := range []string{"single", "batched", "deleting"} {
+			b.Run(fmt.Sprintf("concurrency=%d/outcomes=%s", concurrency, outcomes), func(b *testing.B) {
 				s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				benchWorkerDrain(b, s, concurrency, batched)
+				benchWorkerDrain(b, s, concurrency, outcomes != "single", &errand.KindOpts{DeleteOnSuccess: outcomes == "deleting"})
 			})
 		}
 	}
@@ -58,18 +55,14 @@ func BenchmarkWorkerDrainPostgres(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				benchWorkerDrainKind(b, s, concurrency, true, &errand.KindOpts{DeleteOnSuccess: deleting})
+				benchWorkerDrain(b, s, concurrency, true, &errand.KindOpts{DeleteOnSuccess: deleting})
 			})
 		}
 	}
 }
 
-func benchWorkerDrain[TX any](b *testing.B, s errandstore.TxStore[TX], concurrency int, batched bool) {
-	benchWorkerDrainKind(b, s, concurrency, batched, nil)
-}
-
-// benchWorkerDrainKind is benchWorkerDrain with the no-op kind's options.
-func benchWorkerDrainKind[TX any](b *testing.B, s errandstore.TxStore[TX], concurrency int, batched bool, opts *errand.KindOpts) {
+// benchWorkerDrain drains b.N no-op jobs of a kind with opts.
+func benchWorkerDrain[TX any](b *testing.B, s errandstore.TxStore[TX], concurrency int, batched bool, opts *errand.KindOpts) {
 	ctx := context.Background()
 	kinds := errand.NewKinds()
 	kinds.HandleRaw("noop", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), opts)
