@@ -38,7 +38,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/errandhq/errand"
 	"io"
 	"os"
 	"slices"
@@ -46,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/chaos/pgtopology"
 	"github.com/jackc/pgx/v5"
 )

@@ -13,6 +13,10 @@
 //
 //	go run ./cmd/compare -scaling -svg scaling.svg
 //
+// On PostgreSQL two more rows run errand's work with its jobs deleted as
+// they succeed (KindOpts.DeleteOnSuccess), as Graphile Worker always does:
+// against Graphile Worker, and against a bare-SQL ceiling that deletes.
+//
 // With -cost it counts instead where each job's cost goes on the
 // PostgreSQL server (WAL, row versions, index entries, statements), per
 // phase, on a private server of its own (see cost.go):
@@ -31,7 +35,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/errandhq/errand"
 	"io"
 	"os"
 	"os/signal"
@@ -42,6 +45,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
