@@ -7,7 +7,6 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/postgres"
 )
 
 // TestAuditMigrationKeepsReplays builds a schema as an errand before
@@ -15,21 +14,14 @@ import (
 // replays move to the audit with their ids, and later records follow them.
 func TestAuditMigrationKeepsReplays(t *testing.T) {
 	o := newOldSchema(t, 5)
-	url, schema, conn, tx, exec := o.url, o.name, o.conn, o.tx, o.exec
+	schema, conn, exec := o.name, o.conn, o.exec
 	ctx := t.Context()
 	at := func(s int64) time.Time { return time.Unix(s, 0).UTC() }
 	exec(`INSERT INTO errand_replays (id, job_id, replay, prior_state, operator, reason, at) OVERRIDING SYSTEM VALUE VALUES
 		(1, 'a', 1, 'dead', 'ana', 'fixed', $1), (2, 'b', 1, 'cancelled', 'bo', 'mistake', $2),
 		(3, 'a', 2, 'dead', 'cy', 'again', $3)`, at(1), at(2), at(3))
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := o.migrate(t)
 	rs, err := s.JobReplayAudit(ctx, &errandstore.JobReplayAuditParams{JobID: "a"})
 	if err != nil {
 		t.Fatal(err)

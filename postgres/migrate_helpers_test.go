@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -56,4 +57,19 @@ func newOldSchema(t *testing.T, version int) *oldSchema {
 		o.exec(`INSERT INTO errand_migrations (version, name) VALUES ($1, $2)`, i+1, filepath.Base(f))
 	}
 	return o
+}
+
+// migrate commits the old schema and opens it with the current store,
+// which migrates it the rest of the way; the store closes with the test.
+func (o *oldSchema) migrate(t *testing.T) *postgres.Store {
+	t.Helper()
+	if err := o.tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.Open(t.Context(), o.url, &postgres.Options{Schema: o.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/postgres"
 )
 
 // TestUniqueScopeMigrationKeepsBehaviour builds a schema as an errand
@@ -15,21 +14,14 @@ import (
 // dead job holds nothing back, as before.
 func TestUniqueScopeMigrationKeepsBehaviour(t *testing.T) {
 	o := newOldSchema(t, 7)
-	url, schema, conn, tx, exec := o.url, o.name, o.conn, o.tx, o.exec
+	schema, conn, exec := o.name, o.conn, o.exec
 	ctx := t.Context()
 	exec(`INSERT INTO errand_jobs (id, queue, kind, args, state, max_attempts, available_at, created_at, unique_key, ordering_key, finished_at) VALUES
 		('old', 'default', 'k', '{}', 'succeeded', 1, now(), now(), 'digest:1', NULL, now()),
 		('head', 'default', 'k', '{}', 'dead', 1, now(), now(), NULL, 'acct', now()),
 		('next', 'default', 'k', '{}', 'queued', 1, now(), now(), NULL, 'acct', NULL)`)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := o.migrate(t)
 	old, err := s.JobGet(ctx, &errandstore.JobGetParams{ID: "old"})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/postgres"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,7 +17,7 @@ import (
 // expired, at once; the dead and cancelled ones once replayed).
 func TestWorkflowMigrationKeepsJobs(t *testing.T) {
 	o := newOldSchema(t, 13)
-	url, schema, conn, tx, exec := o.url, o.name, o.conn, o.tx, o.exec
+	schema, conn, exec := o.name, o.conn, o.exec
 	ctx := t.Context()
 	exec(`INSERT INTO errand_batches (id, total, created_at) VALUES ('b1', 2, now())`)
 	exec(`INSERT INTO errand_jobs (id, queue, kind, args, state, attempt, max_attempts, available_at, created_at,
@@ -29,15 +28,8 @@ func TestWorkflowMigrationKeepsJobs(t *testing.T) {
 		('succeeded', 'default', 'k', '{}', 'succeeded', 1, 3, now() - interval '1 hour', now() - interval '1 hour', NULL, NULL, NULL, now() - interval '1 hour', now() - interval '1 hour', 'b1'),
 		('dead', 'default', 'k', '{}', 'dead', 3, 3, now() - interval '1 hour', now() - interval '1 hour', NULL, NULL, NULL, now() - interval '1 hour', now() - interval '1 hour', NULL),
 		('cancelled', 'default', 'k', '{}', 'cancelled', 0, 3, now() - interval '1 hour', now() - interval '1 hour', NULL, NULL, NULL, NULL, now() - interval '1 hour', NULL)`)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := o.migrate(t)
 	var applied int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+`.errand_migrations WHERE version = 14`).Scan(&applied); err != nil || applied != 1 {
 		t.Fatalf("migration 14 recorded %d times, %v; want once", applied, err)
