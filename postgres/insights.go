@@ -19,7 +19,7 @@ var insightsDepthSQL = `SELECT queue, kind,
 			WHEN NOT ` + orderingFree + ` THEN 'held'
 			ELSE 'ready' END AS bucket,
 		count(*), min(available_at)
-	FROM {jobs} j WHERE state IN (` + errandstore.SQLStates(errandstore.InsightsDepthStates) + `)
+	FROM {jobs} j WHERE ` + statesWhere(errandstore.InsightsDepthStates) + `
 	GROUP BY queue, kind, bucket`
 
 // insightsFinishedSQL counts the last day's finished jobs by window. $1 is
@@ -43,7 +43,7 @@ var insightsFailuresSQL = `SELECT j.queue, j.kind, e.v ->> 'class', count(*),
 			SELECT * FROM {jobs}
 				WHERE state IN (` + errandstore.SQLStates(errandstore.TerminalStates) + `) AND finished_at IS NOT NULL AND finished_at >= $1
 			UNION ALL
-			SELECT * FROM {jobs} WHERE state IN (` + errandstore.SQLStates(errandstore.InsightsFailingStates) + `)
+			SELECT * FROM {jobs} WHERE ` + statesWhere(errandstore.InsightsFailingStates) + `
 			UNION ALL
 			SELECT * FROM {jobs}
 				WHERE state = 'queued' AND last_error IS NOT NULL AND (last_error ->> 'at')::timestamptz >= $1) j

@@ -62,8 +62,6 @@ func loadInsightsJobs(tb testing.TB, s *Store, analyze bool) {
 // passed jit_above_cost, and compiling took 270 ms of a 40 ms query.
 func TestInsightsPlanWithoutStatistics(t *testing.T) {
 	onLoadedStores(t, func(t *testing.T, s *Store) {
-		ctx := t.Context()
-		var err error
 		now := time.Now()
 		for _, q := range []struct {
 			name, sql string
@@ -76,22 +74,7 @@ func TestInsightsPlanWithoutStatistics(t *testing.T) {
 			{"queue counts", queueCountsSQL, nil},
 			{"queue ages", queueAgesSQL, []any{nil}},
 		} {
-			var plan []string
-			err = s.insightsTx(ctx, func(tx pgx.Tx) error {
-				rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+s.sql(q.sql), q.args...)
-				if err != nil {
-					return err
-				}
-				plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-				return err
-			})
-			if err != nil {
-				t.Fatalf("%s: %v", q.name, err)
-			}
-			text := strings.Join(plan, "\n")
-			if testing.Verbose() {
-				t.Logf("%s:\n%s", q.name, text)
-			}
+			text := explainAnalyzed(t, s, q.name, q.sql, q.args)
 			if strings.Contains(text, "JIT:") {
 				t.Errorf("%s: JIT-compiled:\n%s", q.name, text)
 			}
@@ -102,6 +85,30 @@ func TestInsightsPlanWithoutStatistics(t *testing.T) {
 			}
 		}
 	})
+}
+
+// explainAnalyzed runs query under EXPLAIN (ANALYZE, BUFFERS) in the
+// transaction the operators' reads take (see operatorTx), logs the plan
+// when verbose, and returns it.
+func explainAnalyzed(t *testing.T, s *Store, name, query string, args []any) string {
+	t.Helper()
+	var plan []string
+	err := s.insightsTx(t.Context(), func(tx pgx.Tx) error {
+		rows, err := tx.Query(t.Context(), "EXPLAIN (ANALYZE, BUFFERS) "+s.sql(query), args...)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	text := strings.Join(plan, "\n")
+	if testing.Verbose() {
+		t.Logf("%s:\n%s", name, text)
+	}
+	return text
 }
 
 // onLoadedStores runs fn on a store of 100,000 jobs (loadInsightsJobs)
