@@ -11,8 +11,8 @@ import (
 
 // ownsJobSQL reports whether job $2 is running under token $3 with a live
 // lease.
-const ownsJobSQL = `SELECT EXISTS (SELECT 1 FROM {jobs}
-	WHERE id = $2 AND state = 'running' AND lease_token = $3 AND lease_until > {now})`
+var ownsJobSQL = `SELECT EXISTS (SELECT 1 FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
+	WHERE ` + leaseFence("j", "l") + `)`
 
 // EffectRecordTx implements [errandstore.TxStore]: tx is a pgx.Tx on the
 // store's database. The lease is checked against statement_timestamp(), not
@@ -146,8 +146,8 @@ func (s *Store) effectFinish(ctx context.Context, state errandtype.EffectState, 
 	e, err := scanEffect(s.pool.QueryRow(ctx, s.sql(`UPDATE {effects}
 		SET state = $2, message = $3, updated_at = {now}
 		WHERE key = $4 AND lease_token = $5 AND state = 'in_progress'
-			AND EXISTS (SELECT 1 FROM {jobs} WHERE id = $6 AND state = 'running'
-				AND lease_token = $5 AND lease_until > {now})
+			AND EXISTS (SELECT 1 FROM {jobs} j, `+leaseRows("$6::text AS id, $5::text AS token", "", "l")+`
+				WHERE `+leaseFence("j", "l")+`)
 		RETURNING `+effectColumns), s.nowArg(), string(state), p.Message, p.Key, p.LeaseToken, p.JobID))
 	if isNoRows(err) {
 		return nil, errandtype.ErrLeaseLost

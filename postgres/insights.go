@@ -141,6 +141,9 @@ func (s *Store) insightsTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.operatorTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
+// noJIT turns JIT compilation off for the rest of a transaction.
+const noJIT = "SET LOCAL jit = off"
+
 // operatorTx runs fn, an operator's read of figures over many jobs, in a
 // transaction without JIT compilation. The planner charges these reads for
 // every job they may visit (a subplan per waiting job, history entries per
@@ -149,7 +152,7 @@ func (s *Store) insightsTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // reads, so compiling never pays.
 func (s *Store) operatorTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+		if _, err := tx.Exec(ctx, noJIT); err != nil {
 			return err
 		}
 		return fn(tx)

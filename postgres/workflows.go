@@ -409,8 +409,8 @@ func (s *Store) JobSetOutput(ctx context.Context, p *errandstore.JobSetOutputPar
 		return err
 	}
 	id := p.ID
-	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET output = $2
-		WHERE id = $3 AND state = 'running' AND lease_token = $4 AND lease_until > {now}`),
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} j SET output = $2
+		FROM `+leaseRows("$3::text AS id, $4::text AS token", "", "l")+` WHERE `+leaseFence("j", "l")),
 		s.nowArg(), string(p.Output), id, p.LeaseToken)
 	if err != nil {
 		return fmt.Errorf("set output of job %s: %w", id, badValue(err))
