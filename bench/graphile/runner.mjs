@@ -10,7 +10,8 @@
 //   latency:    {"version":"0.18.0","settings":{...},"firstMs":4.1,"latenciesMs":[...]}
 //
 // Measures, as compare measures errand and River:
-//   work:    jobs enqueued beforehand (addJobs, batch a call), then timed
+//   work:    jobs enqueued beforehand (addJobs, batch a call), the
+//            schema's tables analyzed when "analyze" is true, then timed
 //            from starting the worker to the last job's completion being
 //            written (Graphile deletes a job when it completes).
 //   bulk:    jobs enqueued with addJobs, batch a call, timed.
@@ -124,6 +125,15 @@ async function addJobs(utils, n, batch) {
   }
 }
 
+// analyze has PostgreSQL take the statistics of every table of the schema,
+// as autovacuum does of a table that changed.
+async function analyze(utils) {
+  await utils.withPgClient(async (c) => {
+    const { rows } = await c.query("select tablename from pg_tables where schemaname = $1", [req.schema]);
+    for (const { tablename } of rows) await c.query(`analyze "${req.schema}"."${tablename}"`);
+  });
+}
+
 // withTimeout rejects if p has not settled within ms.
 function withTimeout(p, ms, what) {
   let timer;
@@ -139,6 +149,7 @@ async function work() {
   const { jobs, batch } = req;
   return withUtils(async (utils) => {
     await addJobs(utils, jobs, batch);
+    if (req.analyze) await analyze(utils);
     const events = new EventEmitter();
     let succeeded = 0;
     let allRan;

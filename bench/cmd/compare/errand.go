@@ -59,7 +59,7 @@ func withErrandKinds(ctx context.Context, env *env, kinds *errand.Kinds, fn func
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[sqlTx]{client, env.concurrency()})
+		return fn(errandOps[sqlTx]{client, env.concurrency(), analyzeUnsupported})
 	default:
 		schema, drop, err := env.freshSchema(ctx, "errand")
 		if err != nil {
@@ -81,7 +81,7 @@ func withErrandKinds(ctx context.Context, env *env, kinds *errand.Kinds, fn func
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[pgxTx]{client, env.concurrency()})
+		return fn(errandOps[pgxTx]{client, env.concurrency(), func(ctx context.Context) error { return analyzeSchema(ctx, pool, schema) }})
 	}
 }
 
@@ -92,12 +92,19 @@ type errandClient interface {
 	enqueueOne(ctx context.Context) error
 	work(ctx context.Context, n int) (time.Duration, error)
 	idleWorker(ctx context.Context) (stop func(), err error)
+	analyze(ctx context.Context) error
 }
 
 type errandOps[TTx any] struct {
 	c       *errand.Client[TTx]
 	workers int // the queue's concurrency
+	// analyzeTables analyzes the client's tables (PostgreSQL only).
+	analyzeTables func(ctx context.Context) error
 }
+
+// analyze has PostgreSQL take the statistics of errand's tables, as
+// autovacuum does of a table that changed (see analyzeSchema).
+func (o errandOps[TTx]) analyze(ctx context.Context) error { return o.analyzeTables(ctx) }
 
 // enqueueMany enqueues n jobs, batchSize a call.
 func (o errandOps[TTx]) enqueueMany(ctx context.Context, n int) error {

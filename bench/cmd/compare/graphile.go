@@ -30,6 +30,7 @@ type graphileRequest struct {
 	Concurrency int    `json:"concurrency,omitempty"`
 	Warmup      int    `json:"warmup,omitempty"`
 	Samples     int    `json:"samples,omitempty"`
+	Analyze     bool   `json:"analyze,omitempty"` // work: analyze the schema's tables after the enqueue
 }
 
 // graphileResponse is the runner's result.

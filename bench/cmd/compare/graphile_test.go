@@ -43,6 +43,7 @@ func TestGraphileRunner(t *testing.T) {
 
 	for _, req := range []graphileRequest{
 		{Measure: "work", Jobs: 50, Batch: 20},
+		{Measure: "work", Jobs: 50, Batch: 20, Analyze: true},
 		{Measure: "bulk", Jobs: 50, Batch: 20},
 	} {
 		r, err := graphileThroughput(req)(ctx, e)
@@ -76,8 +77,8 @@ func TestGraphileRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if len(schemas) != 3 {
-		t.Fatalf("%d fresh schemas, want 3", len(schemas))
+	if len(schemas) != 4 {
+		t.Fatalf("%d fresh schemas, want 4", len(schemas))
 	}
 	for _, name := range schemas {
 		var left bool

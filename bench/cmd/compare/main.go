@@ -15,7 +15,10 @@
 //
 // On PostgreSQL two more rows run errand's work with its jobs deleted as
 // they succeed (KindOpts.DeleteOnSuccess), as Graphile Worker always does:
-// against Graphile Worker, and against a bare-SQL ceiling that deletes.
+// against Graphile Worker, and against a bare-SQL ceiling that deletes. Two
+// more run the work on tables analyzed after the enqueue, as autovacuum
+// analyzes a table that changed: keeping jobs, against both, and deleting
+// them, against Graphile Worker.
 //
 // With -cost it counts instead where each job's cost goes on the
 // PostgreSQL server (WAL, row versions, index entries, statements), per
@@ -370,13 +373,38 @@ func timed(n int, f func(ctx context.Context) error) func(ctx context.Context) (
 
 // errandWork is errand's side of the work measures: enqueue jobs, then
 // time the workers running them; deleting, the kind deletes its jobs as
-// they succeed (KindOpts.DeleteOnSuccess).
-func errandWork(jobs int, deleting bool) func(ctx context.Context, e *env) (result, error) {
+// they succeed (KindOpts.DeleteOnSuccess); analyzed, the tables are
+// analyzed between the two.
+func errandWork(jobs int, deleting, analyzed bool) func(ctx context.Context, e *env) (result, error) {
 	return func(ctx context.Context, e *env) (result, error) {
 		kinds := errandKinds(nil, &errand.KindOpts{DeleteOnSuccess: deleting})
 		return withErrandKinds(ctx, e, kinds, func(c errandClient) (result, error) {
 			if err := c.enqueueMany(ctx, jobs); err != nil {
 				return result{}, err
+			}
+			if analyzed {
+				if err := c.analyze(ctx); err != nil {
+					return result{}, err
+				}
+			}
+			d, err := c.work(ctx, jobs)
+			return throughput(jobs, d), err
+		})
+	}
+}
+
+// riverWork times River's workers on jobs inserted with InsertMany, its
+// tables analyzed first when analyzed.
+func riverWork(jobs int, analyzed bool) func(ctx context.Context, e *env) (result, error) {
+	return func(ctx context.Context, e *env) (result, error) {
+		return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
+			if err := c.insertMany(ctx, jobs); err != nil {
+				return result{}, err
+			}
+			if analyzed {
+				if err := c.analyze(ctx); err != nil {
+					return result{}, err
+				}
 			}
 			d, err := c.work(ctx, jobs)
 			return throughput(jobs, d), err
@@ -388,32 +416,41 @@ func errandWork(jobs int, deleting bool) func(ctx context.Context, e *env) (resu
 // River and Graphile Worker, and against the bare-SQL ceiling; then, on
 // PostgreSQL, errand deleting its jobs as they succeed, as Graphile Worker
 // always does (River cannot), against Graphile Worker and against the
-// ceiling that deletes.
+// ceiling that deletes; then both again on tables analyzed after the
+// enqueue, as autovacuum analyzes a table that changed: the statistics then
+// say that no job runs, which once led errand's writes astray (see
+// leaseRows in postgres/jobs.go).
 func workMeasures(jobs, ceilingBatch int) []measure {
 	graphileWork := graphileThroughput(graphileRequest{Measure: "work", Jobs: jobs, Batch: batchSize})
+	graphileAnalyzed := graphileThroughput(graphileRequest{Measure: "work", Jobs: jobs, Batch: batchSize, Analyze: true})
 	return []measure{
 		{
-			name:   "work: claim, run, ack (jobs/s)",
-			errand: errandWork(jobs, false),
-			river: func(ctx context.Context, e *env) (result, error) {
-				return withRiver(ctx, e, nil, func(c riverClient) (result, error) {
-					if err := c.insertMany(ctx, jobs); err != nil {
-						return result{}, err
-					}
-					d, err := c.work(ctx, jobs)
-					return throughput(jobs, d), err
-				})
-			},
+			name:     "work: claim, run, ack (jobs/s)",
+			errand:   errandWork(jobs, false, false),
+			river:    riverWork(jobs, false),
 			graphile: graphileWork,
 		},
 		ceilingMeasure("work vs bare-SQL claim+ack ceiling", jobs, ceilingBatch, false),
 		{
 			name:     "work, succeeded jobs deleted: DeleteOnSuccess vs Graphile Worker (jobs/s)",
 			store:    "postgres",
-			errand:   errandWork(jobs, true),
+			errand:   errandWork(jobs, true, false),
 			graphile: graphileWork,
 		},
 		ceilingMeasure("work, succeeded jobs deleted, vs bare-SQL ceiling that deletes", jobs, ceilingBatch, true),
+		{
+			name:     "work, tables analyzed after the enqueue (jobs/s)",
+			store:    "postgres",
+			errand:   errandWork(jobs, false, true),
+			river:    riverWork(jobs, true),
+			graphile: graphileAnalyzed,
+		},
+		{
+			name:     "work, tables analyzed, succeeded jobs deleted: DeleteOnSuccess vs Graphile Worker (jobs/s)",
+			store:    "postgres",
+			errand:   errandWork(jobs, true, true),
+			graphile: graphileAnalyzed,
+		},
 	}
 }
 
@@ -424,7 +461,7 @@ func ceilingMeasure(name string, jobs, batch int, deleting bool) measure {
 		name:   fmt.Sprintf("%s, batch %d (jobs/s)", name, batch),
 		store:  "postgres",
 		vs:     "ceiling",
-		errand: errandWork(jobs, deleting),
+		errand: errandWork(jobs, deleting, false),
 		river: func(ctx context.Context, e *env) (result, error) {
 			return ceilingWork(ctx, e, jobs, batch, deleting)
 		},
@@ -814,6 +851,29 @@ func (e *env) pool(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 // freshSchema creates an empty schema; drop removes it and everything in it.
+// analyzeSchema has PostgreSQL take the statistics of every table of
+// schema, as autovacuum does of a table that changed by a tenth.
+func analyzeSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	rows, err := pool.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = $1`, schema)
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, t}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// analyzeUnsupported is the analyze of a SQLite store: the measures that
+// analyze run on PostgreSQL alone.
+func analyzeUnsupported(context.Context) error { return errors.New("analyze: PostgreSQL only") }
+
 func (e *env) freshSchema(ctx context.Context, prefix string) (string, func(), error) {
 	name := fmt.Sprintf("bench_%s_%d_%d", prefix, os.Getpid(), schemaSeq.Add(1))
 	conn, err := pgx.Connect(ctx, e.url)

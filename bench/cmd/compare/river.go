@@ -78,7 +78,7 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err != nil {
 			return result{}, err
 		}
-		return fn(riverOps[sqlTx]{client})
+		return fn(riverOps[sqlTx]{client, analyzeUnsupported})
 	default:
 		schema, drop, err := env.freshSchema(ctx, "river")
 		if err != nil {
@@ -98,7 +98,7 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err != nil {
 			return result{}, err
 		}
-		return fn(riverOps[pgxTx]{client})
+		return fn(riverOps[pgxTx]{client, func(ctx context.Context) error { return analyzeSchema(ctx, pool, schema) }})
 	}
 }
 
@@ -119,9 +119,17 @@ type riverClient interface {
 	insertOne(ctx context.Context) error
 	work(ctx context.Context, n int) (time.Duration, error)
 	idleWorker(ctx context.Context) (stop func(), err error)
+	analyze(ctx context.Context) error
 }
 
-type riverOps[TTx any] struct{ c *river.Client[TTx] }
+type riverOps[TTx any] struct {
+	c *river.Client[TTx]
+	// analyzeTables analyzes the client's tables (PostgreSQL only).
+	analyzeTables func(ctx context.Context) error
+}
+
+// analyze has PostgreSQL take the statistics of River's tables.
+func (o riverOps[TTx]) analyze(ctx context.Context) error { return o.analyzeTables(ctx) }
 
 func riverParams(n int) []river.InsertManyParams {
 	params := make([]river.InsertManyParams, n)
