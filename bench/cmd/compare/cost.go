@@ -67,11 +67,19 @@ type costVariant struct {
 	// deleting: errand's kind deletes its jobs as they succeed
 	// (KindOpts.DeleteOnSuccess).
 	deleting bool
+	// ceiling: errand enqueues, and the bare-SQL ceiling that deletes (see
+	// ceilingWork) works the jobs, ceilingCostBatch a statement.
+	ceiling bool
 }
+
+// ceilingCostBatch is the ceiling variant's batch: compare's default
+// -ceiling-batch.
+const ceilingCostBatch = 500
 
 var costVariants = []costVariant{
 	{name: "errand", table: "errand_jobs", enqueue: "EnqueueMany"},
 	{name: "errand, deleting", table: "errand_jobs", enqueue: "EnqueueMany", deleting: true},
+	{name: "bare-SQL ceiling, deleting", table: "errand_jobs", enqueue: "EnqueueMany", deleting: true, ceiling: true},
 	{name: "River", river: true, table: "river_job", enqueue: "InsertMany"},
 	{name: "River, fast", river: true, table: "river_job", enqueue: "InsertManyFast"},
 }
@@ -303,7 +311,23 @@ func (s *costServer) run(ctx context.Context, v costVariant, jobs int) (*costRun
 		return result{}, err
 	}
 	var err error
-	if v.river {
+	if v.ceiling {
+		var b *bareSchema
+		if b, err = newBareSchema(ctx, e, "ceiling"); err != nil {
+			return nil, err
+		}
+		defer b.close()
+		var client *errand.Client[pgx.Tx]
+		if client, err = errand.NewClient(b.store, &errand.Config{Kinds: errandKinds(nil, nil)}); err != nil {
+			return nil, err
+		}
+		defer client.Close()
+		_, err = phases(func(ctx context.Context) error { return (errandOps[pgxTx]{c: client}).enqueueMany(ctx, jobs) },
+			func(ctx context.Context) error {
+				_, err := ceilingLoops(ctx, b.pool, b.table, ceilingDeleteSQL, jobs, ceilingCostBatch)
+				return err
+			})
+	} else if v.river {
 		_, err = withRiver(ctx, e, nil, func(c riverClient) (result, error) {
 			enqueue := c.insertMany
 			if v.enqueue == "InsertManyFast" {
@@ -371,9 +395,11 @@ func (p *costProbe) phase(ctx context.Context, run func(context.Context) error) 
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore, start := readCPU(), time.Now()
 	if err := run(ctx); err != nil {
 		return nil, err
 	}
+	cpuAfter, wall := readCPU(), time.Since(start)
 	if err := p.settle(ctx, true); err != nil {
 		return nil, err
 	}
@@ -395,6 +421,9 @@ func (p *costProbe) phase(ctx context.Context, run func(context.Context) error) 
 			f["stmt.calls"] += calls
 		}
 	}
+	f["cpu.server"] = cpuAfter.server - cpuBefore.server
+	f["cpu.client"] = cpuAfter.client - cpuBefore.client
+	f["cpu.wall"] = wall.Seconds()
 	sizes, err := p.sizes(ctx)
 	if err != nil {
 		return nil, err
@@ -635,3 +664,56 @@ func (c *callCounter) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectS
 }
 
 func (c *callCounter) TraceConnectEnd(context.Context, pgx.TraceConnectEndData) {}
+
+// cpuTimes are CPU seconds used so far: by every postgres process of the
+// machine (the private server's, and any other server's, idle in a
+// measure), and by this process, the systems' client side.
+type cpuTimes struct{ server, client float64 }
+
+// readCPU reads the CPU times from /proc; where there is none (not Linux),
+// both stay 0 and the report shows them as such.
+func readCPU() cpuTimes {
+	var t cpuTimes
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		comm, used, ok := procCPU(string(b))
+		if !ok {
+			continue
+		}
+		if e.Name() == "self" {
+			t.client = used
+		} else if strings.HasPrefix(comm, "postgres") {
+			t.server += used
+		}
+	}
+	return t
+}
+
+// procCPU parses a /proc/PID/stat line: the command's name, and the user
+// and system CPU seconds of the process and of its children that have
+// ended (clock ticks of 100 a second, as on every Linux Go runs on). The
+// children count because a backend that exits during a phase takes its
+// time with it, and the postmaster, which waits for it, inherits it.
+func procCPU(stat string) (comm string, seconds float64, ok bool) {
+	open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", 0, false
+	}
+	f := strings.Fields(stat[end+1:])
+	if len(f) < 15 {
+		return "", 0, false
+	}
+	total := 0.0
+	for _, field := range f[11:15] { // utime, stime, cutime, cstime
+		var ticks float64
+		if _, err := fmt.Sscan(field, &ticks); err != nil {
+			return "", 0, false
+		}
+		total += ticks
+	}
+	return stat[open+1 : end], total / 100, true
+}

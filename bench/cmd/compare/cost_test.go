@@ -33,6 +33,7 @@ func TestCost(t *testing.T) {
 	if !rep.walinspect {
 		t.Fatal("the private server has no pg_walinspect")
 	}
+	cpu := map[string]float64{}
 	for v, cv := range costVariants {
 		if len(rep.runs[v]) != 1 {
 			t.Fatalf("%s: %d runs, want 1", cv.name, len(rep.runs[v]))
@@ -55,10 +56,19 @@ func TestCost(t *testing.T) {
 			if ins != wantIns || upd != wantUpd || del != wantDel {
 				t.Errorf("%s: %s rows inserted %v, updated %v, deleted %v; want %v, %v and %v", name, cv.table, ins, upd, del, wantIns, wantUpd, wantDel)
 			}
-			for _, k := range []string{"wal.records", "wal.bytes", "wal.write", "stmt.calls", "client.queries", "walinspect.n", "grow." + cv.table} {
+			for _, k := range []string{"wal.records", "wal.bytes", "wal.write", "stmt.calls", "client.queries", "walinspect.n", "grow." + cv.table, "cpu.wall"} {
 				if f[k] <= 0 {
 					t.Errorf("%s: %s = %v, want more than 0", name, k, f[k])
 				}
+			}
+			// CPU time is counted in ticks of 10 ms, which a phase of 300
+			// jobs may not reach; it is never negative, and over every
+			// run it is there.
+			for _, k := range []string{"cpu.server", "cpu.client"} {
+				if f[k] < 0 {
+					t.Errorf("%s: %s = %v, want 0 or more", name, k, f[k])
+				}
+				cpu[k] += f[k]
 			}
 			if got := sum(f, "walrel.entries.", nil); got < jobs {
 				t.Errorf("%s: %v index entries written, want at least one a job", name, got)
@@ -93,6 +103,9 @@ func TestCost(t *testing.T) {
 				t.Errorf("%s: updates by order in their row %v; want %v (none unplaced, then firsts and seconds)", name, nth, want)
 			}
 		}
+	}
+	if cpu["cpu.server"] <= 0 || cpu["cpu.client"] <= 0 {
+		t.Errorf("CPU counted over every run: %v, want some of both", cpu)
 	}
 	var text, md strings.Builder
 	tables := rep.tables()
@@ -150,6 +163,21 @@ func TestWALAnalysis(t *testing.T) {
 	} {
 		if f[k] != want {
 			t.Errorf("%s = %v, want %v", k, f[k], want)
+		}
+	}
+}
+
+// TestProcCPU reads a process's CPU seconds from a /proc/PID/stat line,
+// its ended children's included, whatever its name holds.
+func TestProcCPU(t *testing.T) {
+	line := "4242 (postgres: app db 127.0.0.1(5) idle) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 25 300 25 20 0 1 0 100 1000 10"
+	comm, seconds, ok := procCPU(line)
+	if !ok || comm != "postgres: app db 127.0.0.1(5) idle" || seconds != 5 {
+		t.Errorf("procCPU = %q, %v, %v; want the name, 5 s (150+25+300+25 ticks), true", comm, seconds, ok)
+	}
+	for _, bad := range []string{"", "4242 postgres S 1", "4242 (postgres) S 1 2 3"} {
+		if _, _, ok := procCPU(bad); ok {
+			t.Errorf("procCPU(%q) read a line it should refuse", bad)
 		}
 	}
 }

@@ -207,6 +207,9 @@ func (r *costReport) summary(ph int, phase string) costTable {
 		{"no relation (commits and the like): WAL bytes", perJob(key("walrel.bytes.(no relation)")), costNum, true},
 		{"job table heap: bytes added", perJob(func(v int, f phaseFigures) float64 { return f["grow."+costVariants[v].table] }), costNum, false},
 		{"job table indexes: bytes added", perJob(indexSum("grow.")), costNum, false},
+		{"server CPU, every postgres process (µs)", perJob(func(_ int, f phaseFigures) float64 { return 1e6 * f["cpu.server"] }), costNum, false},
+		{"client CPU, this process (µs)", perJob(func(_ int, f phaseFigures) float64 { return 1e6 * f["cpu.client"] }), costNum, false},
+		{"wall time (µs)", perJob(func(_ int, f phaseFigures) float64 { return 1e6 * f["cpu.wall"] }), costNum, false},
 		{"statements (pg_stat_statements), per 1,000 jobs", perThousand(key("stmt.calls")), costNum, false},
 		{"client calls (pgx: statements, batches, COPYs, prepares), per 1,000 jobs", perThousand(func(_ int, f phaseFigures) float64 {
 			return f["client.queries"] + f["client.batches"] + f["client.copies"] + f["client.prepares"]

@@ -21,8 +21,9 @@
 // them, against Graphile Worker.
 //
 // With -cost it counts instead where each job's cost goes on the
-// PostgreSQL server (WAL, row versions, index entries, statements), per
-// phase, on a private server of its own (see cost.go):
+// PostgreSQL server (WAL, row versions, index entries, statements, the
+// server's CPU and the client's), per phase, for errand, the bare-SQL
+// ceiling and River, on a private server of its own (see cost.go):
 //
 //	go run ./cmd/compare -cost -jobs 20000 -markdown cost.md
 //
@@ -166,7 +167,7 @@ func parseFlags(args []string) (*options, error) {
 	store := fs.String("store", "both", "sqlite, postgres or both")
 	reps := fs.Int("reps", 3, "repetitions of every measure")
 	scaling := fs.Bool("scaling", false, "instead of the table, measure work throughput at each -concurrency")
-	cost := fs.Bool("cost", false, "instead of the table, count each job's cost on the PostgreSQL server (WAL, row versions, index entries, statements) per phase, on a private server unless -postgres is given")
+	cost := fs.Bool("cost", false, "instead of the table, count each job's cost on the PostgreSQL server (WAL, row versions, index entries, statements, CPU) per phase, on a private server unless -postgres is given")
 	concurrency := fs.String("concurrency", "1,10,50,100,500,1000", "with -scaling: the worker counts to measure, comma-separated")
 	svg := fs.String("svg", "", "with -scaling: also draw the plot as SVG to this file")
 	samples := fs.Int("samples", 200, "single enqueues per latency measure")
