@@ -41,15 +41,8 @@ func (d Dialect) ReplayMany(p *errandstore.JobReplayManyParams, held, classOf st
 		add("finished_at < ", d.Time(f.DiedUntil))
 	}
 	args = append(args, p.Limit)
-	return ` FROM ` + d.Table("jobs") + ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY ` + OrderBySeqApart + ` LIMIT ` + d.Param(len(args)), args
+	return ` FROM ` + d.Table("jobs") + ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ` + d.Param(len(args)), args
 }
-
-// OrderBySeqApart orders a read of a few jobs, such as the dead ones, by
-// seq without letting the planner walk the primary key to fill a page: no
-// index holds seq + 0, so the planner reads the jobs through the index of
-// their conditions and sorts them. A walk in seq order assumes them spread
-// through the table; beside a long history they are at its end, or few.
-const OrderBySeqApart = "seq + 0"
 
 // Prefixed qualifies each column of a column list with alias, keeping a
 // column's cast (args::text becomes j.args::text).

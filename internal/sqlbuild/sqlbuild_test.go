@@ -42,7 +42,7 @@ func TestReplayMany(t *testing.T) {
 	p := &errandstore.JobReplayManyParams{AfterSeq: 7, Limit: 50,
 		Filter: errandstore.DeadFilter{Kind: "k", Class: "c", DiedUntil: time.Unix(9, 0)}}
 	q, args := postgres.ReplayMany(p, "held", "class_of")
-	want := ` FROM {jobs} WHERE state = 'dead' AND finished_at IS NOT NULL AND NOT held AND seq > $1 AND kind = $2 AND class_of = $3 AND finished_at < $4 ORDER BY seq + 0 LIMIT $5`
+	want := ` FROM {jobs} WHERE state = 'dead' AND finished_at IS NOT NULL AND NOT held AND seq > $1 AND kind = $2 AND class_of = $3 AND finished_at < $4 ORDER BY seq LIMIT $5`
 	if q != want {
 		t.Errorf("ReplayMany = %s, want %s", q, want)
 	}
