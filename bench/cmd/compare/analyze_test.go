@@ -13,15 +13,7 @@ import (
 // their job tables.
 func TestAnalyze(t *testing.T) {
 	ctx := context.Background()
-	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if url == "" {
-		url = defaultPostgresURL
-	}
-	if conn, err := pgx.Connect(ctx, url); err != nil {
-		t.Skipf("no PostgreSQL at %s (set ERRAND_TEST_POSTGRES_URL): %v", url, err)
-	} else {
-		conn.Close(ctx)
-	}
+	url := testPostgresURL(t)
 	var schemas []string
 	e := &env{store: "postgres", url: url, workers: 10, created: func(s string) { schemas = append(schemas, s) }}
 	analyzed := func(table string) bool {
@@ -61,4 +53,20 @@ func TestAnalyze(t *testing.T) {
 	if before || !after {
 		t.Errorf("river_job analyzed before the analyze %v, after it %v", before, after)
 	}
+}
+
+// testPostgresURL is the PostgreSQL the tests use (ERRAND_TEST_POSTGRES_URL,
+// or compare's default); it skips the test when none answers there.
+func testPostgresURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
+	if url == "" {
+		url = defaultPostgresURL
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Skipf("no PostgreSQL at %s (set ERRAND_TEST_POSTGRES_URL): %v", url, err)
+	}
+	conn.Close(context.Background())
+	return url
 }

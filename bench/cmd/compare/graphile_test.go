@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,15 +25,7 @@ func TestGraphileRunner(t *testing.T) {
 		t.Skipf("%v", err)
 	}
 	ctx := context.Background()
-	url := os.Getenv("ERRAND_TEST_POSTGRES_URL")
-	if url == "" {
-		url = defaultPostgresURL
-	}
-	if conn, err := pgx.Connect(ctx, url); err != nil {
-		t.Skipf("no PostgreSQL at %s (set ERRAND_TEST_POSTGRES_URL): %v", url, err)
-	} else {
-		conn.Close(ctx)
-	}
+	url := testPostgresURL(t)
 	var version string
 	e := &env{store: "postgres", url: url, workers: 10, graphileDir: dir,
 		graphileSeen: func(r graphileResponse) { version = r.Version }}
