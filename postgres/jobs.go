@@ -1100,8 +1100,8 @@ var outcomeFence = leaseFence("j", "o")
 // by its id, whatever its statistics say of the running jobs. With them as
 // constants, after an ANALYZE that saw no job running, it estimated one
 // running job, read the running jobs first and checked each against every
-// outcome of the batch: 70 to 190 ms a write of 500 outcomes instead of 3,
-// and a drain at a fifth of its speed (TestFencedWritesAfterAnalyze).
+// outcome of the batch: 70 to 190 ms a write of 500 outcomes instead of 2
+// to 5 (TestFencedWritesAfterAnalyze).
 func leaseRows(cols, from, alias string) string {
 	if from != "" {
 		from = ` FROM ` + from
