@@ -115,6 +115,11 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	if err != nil {
 		return nil, err
 	}
+	if clearProgress {
+		if _, err := tx.Exec(ctx, s.sql(`DELETE FROM {steps} WHERE job_seq = $1`), j.Seq); err != nil {
+			return nil, err
+		}
+	}
 	err = s.insertAudit(ctx, tx, now, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
 		priorState: errandtype.JobState(state), replay: j.Replays, details: details})
 	return j, err
@@ -430,6 +435,12 @@ var pruneWorkflowsSQL = `WITH victims AS MATERIALIZED (
 		ORDER BY w.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 	DELETE FROM {workflows} w USING victims v WHERE w.id = v.id AND w.state IN (` + finishedWorkflows + `)`
 
+// pruneStepsSQL deletes the steps of up to $1 jobs that are gone: pruned,
+// or deleted on success.
+const pruneStepsSQL = `DELETE FROM {steps} WHERE job_seq IN (
+	SELECT DISTINCT s.job_seq FROM {steps} s
+	WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.seq = s.job_seq) LIMIT $1)`
+
 // pruneTx runs fn, one batch of a prune, in a transaction that does not
 // sort. Each statement of a batch takes the oldest rows of an index in its
 // order up to the batch's size; on a table that autovacuum has not yet
@@ -512,6 +523,9 @@ func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPrunePar
 		return err
 	}
 	r.Workflows = int(tag.RowsAffected())
+	if _, err = tx.Exec(ctx, s.sql(pruneStepsSQL), p.Limit); err != nil {
+		return err
+	}
 	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 		return nil
 	}

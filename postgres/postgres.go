@@ -325,6 +325,7 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 		"{jobs}", s.table("errand_jobs"),
 		"{audit}", s.table("errand_audit"),
 		"{effects}", s.table("errand_effects"),
+		"{steps}", s.table("errand_steps"),
 		"{workers}", s.table("errand_workers"),
 		"{leaders}", s.table("errand_leaders"),
 		"{fair_turns}", s.table("errand_fair_turns"),

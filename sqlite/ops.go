@@ -113,6 +113,11 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 	if err != nil {
 		return nil, err
 	}
+	if clearProgress {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM errand_steps WHERE job_seq = ?`, j.Seq); err != nil {
+			return nil, err
+		}
+	}
 	err = insertAudit(ctx, tx, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
 		at: now, priorState: errandtype.JobState(state), replay: j.Replays, details: details})
 	return j, err
@@ -400,12 +405,21 @@ func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPrunePa
 	if r.Workflows, err = execCount(ctx, tx, pruneWorkflowsSQL, cut, p.Limit); err != nil {
 		return err
 	}
+	if _, err := tx.ExecContext(ctx, pruneStepsSQL, p.Limit); err != nil {
+		return err
+	}
 	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 		return nil
 	}
 	return insertAudit(ctx, tx, &auditEntry{action: errandtype.AuditPrune, operator: p.Operator, reason: p.Reason,
 		at: now, details: errandstore.PruneDetails(p, *r)})
 }
+
+// pruneStepsSQL deletes the steps of up to $1 jobs that are gone: pruned,
+// or deleted on success.
+const pruneStepsSQL = `DELETE FROM errand_steps WHERE job_seq IN (
+	SELECT DISTINCT s.job_seq FROM errand_steps s
+	WHERE NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.seq = s.job_seq) LIMIT ?)`
 
 // execCount runs q in tx and returns how many rows it changed.
 func execCount(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {

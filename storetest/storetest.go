@@ -153,6 +153,7 @@ func exercise(t *testing.T, h harness) {
 		{"Cancel", cancelCases},
 		{"CancelRunning", cancelRunningCases},
 		{"Checkpoint", checkpointCases},
+		{"Steps", stepCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},

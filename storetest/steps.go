@@ -1,0 +1,214 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
+)
+
+// stepCases check the steps of durable handlers: recorded in order under
+// the lease, read back exactly, refused without it, and tied to one job
+// record.
+var stepCases = []testCase{
+	{"RecordAndRead", testStepsRecordAndRead},
+	{"Fenced", testStepsFenced},
+	{"IndexTaken", testStepsIndexTaken},
+	{"BadInput", testStepsBadInput},
+	{"ClearedByRestart", testStepsClearedByRestart},
+	{"NotInheritedByID", testStepsNotInheritedByID},
+}
+
+func (e *env) stepStore() errandstore.StepStore {
+	e.t.Helper()
+	ss, ok := e.s.(errandstore.StepStore)
+	if !ok {
+		e.t.Skip("the store is not an errandstore.StepStore")
+	}
+	return ss
+}
+
+func (e *env) recordStep(j *errandtype.Job, tok string, st errandtype.Step) error {
+	return e.stepStore().JobStepRecord(e.ctx, &errandstore.JobStepRecordParams{
+		JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: tok}, Step: st})
+}
+
+func (e *env) steps(id string) []errandtype.Step {
+	e.t.Helper()
+	got, err := e.stepStore().JobSteps(e.ctx, &errandstore.JobStepsParams{ID: id})
+	if err != nil {
+		e.t.Fatalf("JobSteps(%s): %v", id, err)
+	}
+	return got
+}
+
+func (e *env) wantSteps(what, id string, want []errandtype.Step) {
+	e.t.Helper()
+	got := e.steps(id)
+	if got == nil {
+		e.t.Fatalf("%s: JobSteps returned nil; want an empty list for none", what)
+	}
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		e.t.Fatalf("%s: steps\n%+v\nwant\n%+v", what, got, want)
+	}
+}
+
+func testStepsRecordAndRead(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	e.wantSteps("before any step", "a", nil)
+	if _, err := e.stepStore().JobSteps(e.ctx, &errandstore.JobStepsParams{ID: "nope"}); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Fatalf("JobSteps of an unknown job: %v, want ErrNotFound", err)
+	}
+	j := e.claimOne("a")
+	at0 := e.now()
+	if err := e.recordStep(j, token(j), errandtype.Step{Index: 0, Name: "charge", Result: json.RawMessage(`{"charge":"ch_1","cents":1250}`)}); err != nil {
+		t.Fatal(err)
+	}
+	at1 := e.clock.Advance(time.Second)
+	if err := e.recordStep(j, token(j), errandtype.Step{Index: 1, Name: "mail", Error: "mailbox gone"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []errandtype.Step{
+		{Index: 0, Name: "charge", Result: json.RawMessage(`{"cents": 1250, "charge": "ch_1"}`), Attempt: 1, At: at0},
+		{Index: 1, Name: "mail", Error: "mailbox gone", Attempt: 1, At: at1},
+	}
+	got := e.steps("a")
+	if len(got) != 2 {
+		t.Fatalf("steps %+v, want 2", got)
+	}
+	// A store may keep JSON in its own spelling: compare values.
+	if !sameJSON(got[0].Result, want[0].Result) {
+		t.Errorf("step 0 result %s, want %s", got[0].Result, want[0].Result)
+	}
+	got[0].Result = want[0].Result
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("steps\n%+v\nwant\n%+v", got, want)
+	}
+
+	// The next attempt appends after them and reads them all.
+	e.recordOK(retry(j, 0))
+	e.clock.Advance(time.Second)
+	j2 := e.claimOne("a")
+	if err := e.recordStep(j2, token(j2), errandtype.Step{Index: 2, Name: "receipt", Result: json.RawMessage(`7`)}); err != nil {
+		t.Fatal(err)
+	}
+	got = e.steps("a")
+	if len(got) != 3 || got[2].Attempt != 2 || got[2].Name != "receipt" || string(got[2].Result) != "7" || !got[2].At.Equal(e.now()) {
+		t.Errorf("after the second attempt: %+v", got)
+	}
+	e.insertIDs("b")
+	e.wantSteps("another job", "b", nil)
+}
+
+func testStepsFenced(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	st := errandtype.Step{Index: 0, Name: "charge", Result: json.RawMessage(`1`)}
+	for what, write := range map[string]func() error{
+		"a stale token":      func() error { return e.recordStep(j, "stale", st) },
+		"an unknown job":     func() error { return e.recordStep(&errandtype.Job{ID: "nope"}, token(j), st) },
+		"an unclaimed token": func() error { return e.recordStep(j, "", st) },
+	} {
+		if err := write(); !errors.Is(err, errandtype.ErrLeaseLost) {
+			t.Errorf("step with %s: %v, want ErrLeaseLost", what, err)
+		}
+	}
+	e.clock.Advance(lease + time.Second)
+	if err := e.recordStep(j, token(j), st); !errors.Is(err, errandtype.ErrLeaseLost) {
+		t.Errorf("step after the lease expired: %v, want ErrLeaseLost", err)
+	}
+	e.wantSteps("after fenced writes", "a", nil)
+
+	e = open(t, h)
+	e.insertIDs("b")
+	b := e.claimOne("b")
+	e.recordOK(succeeded(b))
+	if err := e.recordStep(b, token(b), st); !errors.Is(err, errandtype.ErrLeaseLost) {
+		t.Errorf("step after the job succeeded: %v, want ErrLeaseLost", err)
+	}
+	e.wantSteps("after the job succeeded", "b", nil)
+}
+
+func testStepsIndexTaken(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	first := errandtype.Step{Index: 0, Name: "charge", Result: json.RawMessage(`1`)}
+	if err := e.recordStep(j, token(j), first); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.recordStep(j, token(j), errandtype.Step{Index: 0, Name: "other", Result: json.RawMessage(`2`)}); !errors.Is(err, errandstore.ErrStepRecorded) {
+		t.Fatalf("a second step 0: %v, want ErrStepRecorded", err)
+	}
+	first.Attempt, first.At = 1, e.now()
+	e.wantSteps("after a taken index", "a", []errandtype.Step{first})
+}
+
+func testStepsBadInput(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	for what, st := range map[string]errandtype.Step{
+		"no name":           {Index: 0, Result: json.RawMessage(`1`)},
+		"a long name":       {Index: 0, Name: strings.Repeat("n", errandstore.MaxJobStepNameBytes+1), Result: json.RawMessage(`1`)},
+		"a name with NUL":   {Index: 0, Name: "a\x00b", Result: json.RawMessage(`1`)},
+		"a negative index":  {Index: -1, Name: "x", Result: json.RawMessage(`1`)},
+		"no result":         {Index: 0, Name: "x"},
+		"invalid JSON":      {Index: 0, Name: "x", Result: json.RawMessage(`{`)},
+		"result and error":  {Index: 0, Name: "x", Result: json.RawMessage(`1`), Error: "e"},
+		"an oversize error": {Index: 0, Name: "x", Error: strings.Repeat("e", errandstore.MaxMessageBytes+1)},
+		"an oversize result": {Index: 0, Name: "x",
+			Result: json.RawMessage(`"` + strings.Repeat("r", errandstore.MaxArgsBytes) + `"`)},
+	} {
+		var ie *errandtype.InputError
+		if err := e.recordStep(j, token(j), st); !errors.As(err, &ie) {
+			t.Errorf("step with %s: %v, want an *InputError", what, err)
+		}
+	}
+	e.wantSteps("after refused steps", "a", nil)
+}
+
+func testStepsClearedByRestart(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	for _, clear := range []bool{false, true} {
+		j := e.claimOne("a")
+		if err := e.recordStep(j, token(j), errandtype.Step{Index: len(e.steps("a")), Name: "s", Result: json.RawMessage(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		e.recordOK(dead(j))
+		before := len(e.steps("a"))
+		if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "again", ClearProgress: clear}); err != nil {
+			t.Fatal(err)
+		}
+		after := len(e.steps("a"))
+		if clear && after != 0 || !clear && after != before {
+			t.Errorf("replay with ClearProgress %t: %d steps before, %d after", clear, before, after)
+		}
+	}
+}
+
+func testStepsNotInheritedByID(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	if err := e.recordStep(j, token(j), errandtype.Step{Index: 0, Name: "s", Result: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	o := succeeded(j)
+	o.Delete = true
+	e.recordOK(o)
+	e.prune(pruneParams(time.Hour, time.Hour))
+	e.insertIDs("a")
+	e.wantSteps("a new job with the id of a deleted one", "a", nil)
+}
