@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -24,7 +25,9 @@ type attemptKey struct{}
 type attemptInfo struct {
 	store     errandstore.Store
 	workflows errandstore.WorkflowStore // nil: the store keeps no workflows
+	engine    *engine
 	job       *errandtype.Job
+	steps     atomic.Pointer[steps] // made by the attempt's first step (see Step)
 }
 
 // SetProgress records a checkpoint for the job running in ctx, fenced by its
@@ -95,7 +98,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	a.info = attemptInfo{store: c.store, workflows: c.caps.workflows, job: job}
+	a.info = attemptInfo{store: c.store, workflows: c.caps.workflows, engine: c, job: job}
 	ctx = context.WithValue(ctx, attemptKey{}, &a.info)
 
 	k := c.kind(job.Kind)
@@ -127,6 +130,9 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 		a.err, a.stack = callHandler(hctx, k.handler, job)
 	}
 	a.took = c.clock.Now().Sub(start)
+	if halt := a.info.halted(); halt != nil {
+		a.err, a.stack = halt, "" // a sleep, or steps that no longer match
+	}
 	timedOut := stopTimer()
 	a.renewed = leases.Release(&a.held)
 

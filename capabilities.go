@@ -21,6 +21,7 @@ type capabilities struct {
 	deadHooks       errandstore.DeadHookStore
 	deadHookCursors errandstore.DeadHookCursorStore
 	workflows       errandstore.WorkflowStore
+	steps           errandstore.StepStore
 }
 
 // resolveCapabilities finds the optional interfaces store implements.
@@ -40,6 +41,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.deadHooks, _ = store.(errandstore.DeadHookStore)
 	c.deadHookCursors, _ = store.(errandstore.DeadHookCursorStore)
 	c.workflows, _ = store.(errandstore.WorkflowStore)
+	c.steps, _ = store.(errandstore.StepStore)
 	return c
 }
 

@@ -172,9 +172,48 @@ type chunkProc struct {
 }
 
 func startChunkWorker(t *testing.T, dsn, schema string) *chunkProc {
+	return startTestProcess(t, envChunkWorker+"=1", envChunkDB+"="+dsn, envChunkSchema+"="+schema)
+}
+
+// sharedStore opens a fresh database of store (sqlite or postgres) for
+// worker processes to share: its dsn and schema, a store on it, and its
+// rows table, created.
+func sharedStore(t *testing.T, store string) (dsn, schema string, st errandstore.TxStore[*sql.Tx], rows *chunkDB) {
+	t.Helper()
+	if store == "sqlite" {
+		dsn = filepath.Join(t.TempDir(), "errand.db")
+	} else {
+		dsn = pgtest.URL(t)
+		schema = pgtest.Schema(t, dsn)
+	}
+	st, rows, err := openChunkStore(context.Background(), dsn, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mustExec(t, rows.db, `CREATE TABLE `+rows.table+` (n INTEGER NOT NULL, pid INTEGER NOT NULL)`)
+	return dsn, schema, st, rows
+}
+
+// kill SIGKILLs the process and waits for it to die of it.
+func (p *chunkProc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, p.out)
+	_ = p.cmd.Wait()
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("the worker process was not killed: %v", p.cmd.ProcessState)
+	}
+}
+
+// startTestProcess starts this test binary as a worker process with env
+// added to the environment, and waits for it to say "ready".
+func startTestProcess(t *testing.T, env ...string) *chunkProc {
 	t.Helper()
 	p := &chunkProc{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	p.cmd.Env = append(os.Environ(), envChunkWorker+"=1", envChunkDB+"="+dsn, envChunkSchema+"="+schema)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -191,7 +230,7 @@ func startChunkWorker(t *testing.T, dsn, schema string) *chunkProc {
 		}
 	})
 	if line, err := p.out.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("chunk worker did not start: %q, %v; stderr:\n%s", line, err, p.stderr.String())
+		t.Fatalf("worker process did not start: %q, %v; stderr:\n%s", line, err, p.stderr.String())
 	}
 	return p
 }
@@ -204,19 +243,7 @@ func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			ctx := context.Background()
-			var dsn, schema string
-			if store == "sqlite" {
-				dsn = filepath.Join(t.TempDir(), "chunks.db")
-			} else {
-				dsn = pgtest.URL(t)
-				schema = pgtest.Schema(t, dsn)
-			}
-			st, rows, err := openChunkStore(ctx, dsn, schema)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			mustExec(t, rows.db, `CREATE TABLE `+rows.table+` (n INTEGER NOT NULL, pid INTEGER NOT NULL)`)
+			dsn, schema, st, rows := sharedStore(t, store)
 			c := newClient(t, st, &errand.Config{Kinds: kindsOf([]testKind{{Name: "rows"}})})
 			r, err := c.Enqueue(ctx, rawArgs(t, "rows", chunkArgs{Rows: chunkRows, Chunk: chunkSize}), nil)
 			if err != nil {
@@ -233,14 +260,7 @@ func TestCheckpointSurvivesSIGKILL(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, first.out)
-			_ = first.cmd.Wait()
-			if ws, ok := first.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-				t.Fatalf("the first worker was not killed: %v", first.cmd.ProcessState)
-			}
+			first.kill(t)
 			atKill := written()
 			j := getJob(t, c, id)
 			cp, ok, err := errand.Checkpoint[chunkCheckpoint](j)

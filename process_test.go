@@ -56,6 +56,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChunkWorker) == "1" {
 		os.Exit(chunkWorkerMain())
 	}
+	if os.Getenv(envStepWorker) == "1" {
+		os.Exit(stepWorkerMain())
+	}
 	os.Exit(m.Run())
 }
 

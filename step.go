@@ -1,0 +1,362 @@
+package errand
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/clock"
+)
+
+// Durable handlers. A handler written as ordinary Go code marks its units
+// of work with [Step]: each step runs once, its result is recorded fenced
+// by the attempt's lease, and every later attempt of the job (a retry, a
+// crash taken over by another host, a replay) runs the handler again from
+// the top, where every recorded step returns its result without running.
+// [Sleep] ends the attempt and resumes the job when the time comes,
+// without counting an attempt and without holding a worker's slot.
+//
+// Steps are matched to the record by their order and name: the handler
+// must call the same steps in the same order for the same job. A recorded
+// step whose name differs from the one the code now calls ends the job
+// dead, with class [ClassNondeterministic], naming both; no other step
+// runs. docs/durable.md says how to change the code of a handler whose jobs
+// are under way.
+
+// ClassNondeterministic is recorded when a durable handler's code no
+// longer calls the steps its job recorded, in their order.
+const ClassNondeterministic = "nondeterministic"
+
+// reservedStepPrefix starts the names of the steps errand records itself
+// (a sleep): a handler's own step may not take one.
+const reservedStepPrefix = "errand."
+
+const sleepStepName = reservedStepPrefix + "sleep"
+
+// ErrStepsUnsupported reports a store that keeps no steps.
+var ErrStepsUnsupported = errors.New("the store does not record steps (errandstore.StepStore)")
+
+// steps is one attempt's view of its job's recorded steps.
+type steps struct {
+	mu       sync.Mutex
+	loaded   bool
+	recorded []errandtype.Step
+	next     int  // the index of the next step the handler calls
+	running  bool // a step's function is running
+	// halt, once set, ends the attempt as this error whatever the handler
+	// returns: a sleep's suspension, or the nondeterminism found.
+	halt error
+}
+
+// stepOpts are a step's settings, made by StepOption.
+type stepOpts struct {
+	attempts int
+	backoff  time.Duration
+}
+
+// StepOption sets how a step runs.
+type StepOption func(*stepOpts)
+
+// StepRetry runs a step's function up to attempts times within one attempt
+// of the job, waiting backoff, doubled after each failure up to a minute,
+// between tries. A permanent error ([Permanent]) is not retried. When every
+// try fails the last error is returned, not recorded, and the step runs
+// again in the job's next attempt.
+func StepRetry(attempts int, backoff time.Duration) StepOption {
+	return func(o *stepOpts) { o.attempts, o.backoff = max(attempts, 1), max(backoff, 0) }
+}
+
+// Step runs fn once for the job of the handler's ctx and records its
+// result, as JSON, fenced by the attempt's lease; the handler's later
+// attempts get the recorded result back without running fn. A permanent
+// error from fn (see [Permanent]) is recorded too, and returned again,
+// permanent, by every later attempt; any other error is returned and not
+// recorded, so the step runs again in the job's next attempt.
+//
+// fn runs at least once and is recorded at most once: if the process dies
+// after fn and before its result is recorded, the next attempt runs fn
+// again. Give a remote side the key [StepKey] returns, so that it acts
+// once. Call steps one at a time, in an order that the job's args and the
+// results of earlier steps decide. When the attempt no longer holds the
+// job's lease, Step returns an error wrapping ErrLeaseLost: return it.
+func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error), opts ...StepOption) (T, error) {
+	var zero T
+	a, err := stepAttempt(ctx, "step "+name)
+	if err != nil {
+		return zero, err
+	}
+	if strings.HasPrefix(name, reservedStepPrefix) {
+		return zero, fmt.Errorf("step %q: names starting with %q are errand's own; choose another", name, reservedStepPrefix)
+	}
+	if err := errandstore.CheckJobStepName(name); err != nil {
+		return zero, fmt.Errorf("step %q: %w", name, err)
+	}
+	idx, rec, err := a.stepLog().take(ctx, a, name)
+	if err != nil {
+		return zero, err
+	}
+	defer a.stepLog().done()
+	if rec != nil {
+		if rec.Error != "" {
+			return zero, Permanent(fmt.Errorf("step %q (recorded): %s", name, rec.Error))
+		}
+		var v T
+		if err := json.Unmarshal(rec.Result, &v); err != nil {
+			return zero, a.stepLog().stop(Permanent(WithClass(ClassNondeterministic,
+				fmt.Errorf("step %d %q: its recorded result %s does not decode into %T: %w", idx, name, rec.Result, v, err))))
+		}
+		return v, nil
+	}
+	o := stepOpts{attempts: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	v, ferr := runStep(ctx, a, &o, fn)
+	step := errandtype.Step{Index: idx, Name: name}
+	switch {
+	case ferr == nil:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return zero, fmt.Errorf("step %q: its result: %w", name, err)
+		}
+		rewrite, err := errandstore.CheckProgress(b)
+		if err != nil {
+			return zero, fmt.Errorf("step %q: %w", name, err)
+		}
+		if rewrite {
+			b = plainJSON(b)
+		}
+		step.Result = b
+	case isPermanent(ferr):
+		step.Error = errandstore.CleanText(ferr.Error(), errandstore.MaxMessageBytes)
+	default:
+		return zero, ferr
+	}
+	if err := a.recordStep(ctx, step); err != nil {
+		return zero, err
+	}
+	return v, ferr
+}
+
+// runStep calls fn as o says: again after a failure that is not permanent,
+// while tries are left and ctx lasts.
+func runStep[T any](ctx context.Context, a *attemptInfo, o *stepOpts, fn func(context.Context) (T, error)) (T, error) {
+	wait := o.backoff
+	for try := 1; ; try++ {
+		v, err := fn(ctx)
+		if err == nil || try >= o.attempts || isPermanent(err) {
+			return v, err
+		}
+		if serr := clock.SleepCtx(ctx, a.engine.clock, wait); serr != nil {
+			return v, err
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+// isPermanent reports whether err asks for no retry.
+func isPermanent(err error) bool {
+	var je *JobError
+	return errors.As(err, &je) && je.permanent
+}
+
+// StepKey returns a key for the effect of the step named name of the job
+// of ctx: the same in every attempt of the job, different for each step
+// and job. Pass it to a remote side as its idempotency key.
+func StepKey(ctx context.Context, name string) string {
+	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
+	if !ok {
+		return ""
+	}
+	return a.job.ID + "/" + name
+}
+
+// Sleep ends the attempt of the job of ctx and resumes the job d from the
+// moment Sleep was first called, without counting an attempt: the worker's
+// slot is free while it waits, and any host may resume it. The wake time
+// is recorded as a step, so the attempt that resumes the job passes the
+// same Sleep at once. Sleep returns an error that ends the attempt: return
+// it. Whatever the handler returns after it, the attempt ends suspended,
+// and no step after it runs.
+func Sleep(ctx context.Context, d time.Duration) error {
+	a, err := stepAttempt(ctx, "sleep")
+	if err != nil {
+		return err
+	}
+	if err := errandstore.CheckDelay("sleep", d); err != nil {
+		return err
+	}
+	idx, rec, err := a.stepLog().take(ctx, a, sleepStepName)
+	if err != nil {
+		return err
+	}
+	defer a.stepLog().done()
+	// The store's clock is the one leases and wake-ups keep: every host
+	// that resumes the job compares the wake time with the same clock.
+	now, err := a.store.Now(ctx)
+	if err != nil {
+		return fmt.Errorf("sleep: %w", err)
+	}
+	var until time.Time
+	if rec != nil {
+		var r sleepResult
+		if err := json.Unmarshal(rec.Result, &r); err != nil {
+			return a.stepLog().stop(Permanent(WithClass(ClassNondeterministic, fmt.Errorf("step %d: a recorded sleep of %s: %w", idx, rec.Result, err))))
+		}
+		until = r.Until
+	} else {
+		until = now.Add(max(d, 0)).Truncate(time.Microsecond)
+		b, _ := json.Marshal(sleepResult{Until: until})
+		if err := a.recordStep(ctx, errandtype.Step{Index: idx, Name: sleepStepName, Result: b}); err != nil {
+			return err
+		}
+	}
+	left := until.Sub(now)
+	if left <= 0 {
+		return nil
+	}
+	return a.stepLog().stop(&suspension{until: until, left: left})
+}
+
+// sleepResult is a recorded sleep.
+type sleepResult struct {
+	Until time.Time `json:"until"`
+}
+
+// suspension ends an attempt until a time, as a snooze of what was left
+// of the sleep when it was found: the job wakes at until, or a moment after.
+type suspension struct {
+	until time.Time
+	left  time.Duration
+}
+
+func (s *suspension) Error() string {
+	return "sleeping until " + s.until.UTC().Format(time.RFC3339Nano)
+}
+
+// jobError is the snooze that resumes the job at s.until.
+func (s *suspension) jobError() error { return Snooze(s.left) }
+
+// stepAttempt returns the attempt of ctx, or an error for doing what.
+func stepAttempt(ctx context.Context, doing string) (*attemptInfo, error) {
+	a, ok := ctx.Value(attemptKey{}).(*attemptInfo)
+	if !ok {
+		return nil, fmt.Errorf("%s: no errand job in this context; call it inside a handler", doing)
+	}
+	if a.engine.caps.steps == nil {
+		return nil, fmt.Errorf("%s: %w", doing, ErrStepsUnsupported)
+	}
+	return a, nil
+}
+
+// stepLog returns the attempt's steps, made on first use: an attempt that
+// takes no step costs nothing more.
+func (a *attemptInfo) stepLog() *steps {
+	if s := a.steps.Load(); s != nil {
+		return s
+	}
+	a.steps.CompareAndSwap(nil, &steps{})
+	return a.steps.Load()
+}
+
+// halted returns the error that ends the attempt whatever the handler
+// returned, or nil.
+func (a *attemptInfo) halted() error {
+	s := a.steps.Load()
+	if s == nil {
+		return nil
+	}
+	return s.halted()
+}
+
+// take claims the next step's index for the step called name, with its
+// record when one exists. It loads the job's steps on first use. A
+// recorded step of another name ends the attempt as nondeterministic.
+// Every successful take is followed by done.
+func (s *steps) take(ctx context.Context, a *attemptInfo, name string) (int, *errandtype.Step, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.halt != nil {
+		return 0, nil, s.halt
+	}
+	if s.running {
+		return 0, nil, fmt.Errorf("step %q: another step of this job is running; call steps one at a time", name)
+	}
+	if !s.loaded {
+		rec, err := a.engine.caps.steps.JobSteps(ctx, &errandstore.JobStepsParams{ID: a.job.ID})
+		if err != nil {
+			return 0, nil, fmt.Errorf("steps of job %s: %w", a.job.ID, err)
+		}
+		s.recorded, s.loaded = rec, true
+	}
+	idx := s.next
+	var rec *errandtype.Step
+	if idx < len(s.recorded) {
+		rec = &s.recorded[idx]
+		if rec.Name != name {
+			s.halt = Permanent(WithClass(ClassNondeterministic, fmt.Errorf(
+				"step %d: the code calls %q where the job recorded %q; the handler no longer matches this job's steps", idx, name, rec.Name)))
+			return 0, nil, s.halt
+		}
+	}
+	s.next++
+	s.running = true
+	return idx, rec, nil
+}
+
+func (s *steps) done() {
+	s.mu.Lock()
+	s.running = false
+	s.mu.Unlock()
+}
+
+// stop makes err the attempt's end, and returns it.
+func (s *steps) stop(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.halt == nil {
+		s.halt = err
+	}
+	return s.halt
+}
+
+// halted returns the error that ends the attempt whatever the handler
+// returned, or nil.
+func (s *steps) halted() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp, ok := s.halt.(*suspension); ok {
+		return sp.jobError()
+	}
+	return s.halt
+}
+
+// recordStep records step for the attempt, fenced by its lease.
+func (a *attemptInfo) recordStep(ctx context.Context, step errandtype.Step) error {
+	err := a.engine.caps.steps.JobStepRecord(ctx, &errandstore.JobStepRecordParams{
+		JobLease: errandstore.JobLease{ID: a.job.ID, LeaseToken: *a.job.LeaseToken}, Step: step})
+	if err != nil {
+		return fmt.Errorf("record step %d %q of job %s: %w", step.Index, step.Name, a.job.ID, err)
+	}
+	return nil
+}
+
+// Steps returns the recorded steps of job id, in order: what its durable
+// handler has done (see [Step]). A job without steps has none; an unknown
+// job is an error wrapping ErrNotFound.
+func (c *engine) Steps(ctx context.Context, id string) ([]errandtype.Step, error) {
+	if c.caps.steps == nil {
+		return nil, fmt.Errorf("steps of job %s: %w", id, ErrStepsUnsupported)
+	}
+	s, err := c.caps.steps.JobSteps(ctx, &errandstore.JobStepsParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("steps of job %s: %w", id, err)
+	}
+	return s, nil
+}
