@@ -159,6 +159,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/replay", withBody(a.replay)},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
 		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
+		{"GET /api/v1/jobs/{id}/steps", a.jobSteps},
 		{"GET /api/v1/audit", a.audit},
 		{"POST /api/v1/replay", withBody(a.bulkReplay)},
 		{"POST /api/v1/prune", withBody(a.prune)},
@@ -1066,6 +1067,24 @@ func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
 		rs = []errandtype.ReplayRecord{}
 	}
 	return reply(w, map[string]any{"audit": rs})
+}
+
+// jobSteps answers the steps a job's durable handler recorded, in order;
+// their results are hidden as args are (APIOptions.HideArgs).
+func (a *api[TTx]) jobSteps(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	steps, err := a.c.Steps(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if a.hideArgs {
+		for i := range steps {
+			steps[i].Result = nil
+		}
+	}
+	return reply(w, map[string]any{"steps": steps})
 }
 
 func (a *api[TTx]) workers(w http.ResponseWriter, r *http.Request) error {

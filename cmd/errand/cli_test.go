@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,8 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/sqlite"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -416,6 +420,52 @@ func TestJSONOutputs(t *testing.T) {
 	}
 	if audit, ok := in["replays_audit"].([]any); !ok || len(audit) != 0 {
 		t.Errorf("replays_audit = %v, want []", in["replays_audit"])
+	}
+	if steps, ok := in["steps"].([]any); !ok || len(steps) != 0 {
+		t.Errorf("steps = %v, want []", in["steps"])
+	}
+}
+
+// TestInspectShowsSteps: errand inspect lists the steps a durable handler
+// recorded, in text and in --json.
+func TestInspectShowsSteps(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "errand.db")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("order", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+		if _, err := errand.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_1", nil }); err != nil {
+			return err
+		}
+		return errand.Sleep(ctx, time.Hour)
+	}), nil)
+	c, err := errand.NewClient(st, &errand.Config{Kinds: kinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "order"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := c.WorkOne(ctx, nil); err != nil || w.Result != errand.ResultSnoozed {
+		t.Fatalf("work one: %+v, %v", w, err)
+	}
+	st.Close()
+	out := ok(t, cli(t, "inspect", r.Job.ID, "--db", db)).stdout
+	for _, want := range []string{"steps (2):", `0 charge, attempt 1, at `, `: "ch_1"`, "1 errand.sleep, attempt 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, out)
+		}
+	}
+	var in struct {
+		Steps []errandtype.Step `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "inspect", r.Job.ID, "--db", db, "--json")).stdout), &in); err != nil ||
+		len(in.Steps) != 2 || string(in.Steps[0].Result) != `"ch_1"` {
+		t.Errorf("inspect --json steps: %+v, %v", in.Steps, err)
 	}
 }
 

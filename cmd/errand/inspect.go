@@ -18,11 +18,12 @@ import (
 var inspectCommand = &command{
 	name:    "inspect",
 	args:    "ID [flags]",
-	summary: "show a job, its error history, its replays and what happens next",
+	summary: "show a job, its error history, its steps, its replays and what happens next",
 	detail: `
-With --json, prints the job record with two more fields: "replays_audit"
-(every replay: operator, reason, prior state, time) and "next" (what
-happens next, in words).`,
+With --json, prints the job record with three more fields: "steps" (the
+steps its durable handler recorded, in order), "replays_audit" (every
+replay: operator, reason, prior state, time) and "next" (what happens
+next, in words).`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print the job record, replays_audit and next as one JSON object")
@@ -42,6 +43,10 @@ happens next, in words).`,
 				return jobError(id, err)
 			}
 			audit, err := c.ReplayAudit(ctx, id)
+			if err != nil {
+				return err
+			}
+			steps, err := c.Steps(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -70,11 +75,12 @@ happens next, in words).`,
 			if *asJSON {
 				return writeJSON(e.stdout, struct {
 					*errandtype.Job
+					Steps        []errandtype.Step         `json:"steps"`
 					ReplaysAudit []errandtype.ReplayRecord `json:"replays_audit"`
 					Next         string                    `json:"next"`
-				}{j, audit, next})
+				}{j, steps, audit, next})
 			}
-			return writeInspect(e.stdout, j, audit, next, now)
+			return writeInspect(e.stdout, j, steps, audit, next, now)
 		}
 	},
 }
@@ -82,7 +88,7 @@ happens next, in words).`,
 // writeInspect prints a job for a person to read. Every value from the
 // database is escaped (see printable); error messages and stacks keep their
 // line breaks.
-func writeInspect(w io.Writer, j *errandtype.Job, audit []errandtype.ReplayRecord, next string, now time.Time) error {
+func writeInspect(w io.Writer, j *errandtype.Job, steps []errandtype.Step, audit []errandtype.ReplayRecord, next string, now time.Time) error {
 	fmt.Fprintf(w, "job %s\n", printable(j.ID))
 	f := inspectFields{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0), now: now}
 	f.run(j)
@@ -92,6 +98,7 @@ func writeInspect(w io.Writer, j *errandtype.Job, audit []errandtype.ReplayRecor
 		return err
 	}
 	writeErrorHistory(w, j.Errors)
+	writeSteps(w, steps)
 	writeReplays(w, audit)
 	_, err := fmt.Fprintf(w, "\nnext: %s\n", printable(next))
 	return err
@@ -210,6 +217,29 @@ func writeErrorHistory(w io.Writer, errs []errandtype.AttemptError) {
 			fmt.Fprintln(w, "    stack:")
 			fmt.Fprint(w, indent(printableLines(e.Stack), "      "))
 		}
+	}
+}
+
+// maxStepShown bounds a step's result as errand inspect shows it: the
+// --json form has all of it.
+const maxStepShown = 200
+
+// writeSteps writes the steps of a durable handler; nothing for a job
+// without any.
+func writeSteps(w io.Writer, steps []errandtype.Step) {
+	if len(steps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsteps (%d):\n", len(steps))
+	for _, s := range steps {
+		what := compactJSON(s.Result)
+		if s.Error != "" {
+			what = "failed: " + s.Error
+		}
+		if len(what) > maxStepShown {
+			what = fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(what[:maxStepShown], ""), len(what))
+		}
+		fmt.Fprintf(w, "  %d %s, attempt %d, at %s: %s\n", s.Index, printable(s.Name), s.Attempt, formatTime(s.At), printable(what))
 	}
 }
 

@@ -1,0 +1,62 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
+)
+
+// TestAPIJobSteps: GET /api/v1/jobs/{id}/steps answers a job's recorded
+// steps in order, none for a job without them, 404 for an unknown job, and
+// hides their results with HideArgs.
+func TestAPIJobSteps(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		for _, hide := range []bool{false, true} {
+			s := newServer(t, st, clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: hide}})
+			id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+			if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/steps", nil); r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"steps":[]}` {
+				t.Fatalf("steps of a job without any: %d %s", r.status, r.body)
+			}
+			c := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}})
+			var claimed struct {
+				Jobs []errandtype.Envelope `json:"jobs"`
+			}
+			if err := json.Unmarshal(c.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+				t.Fatalf("claim: %s", c.body)
+			}
+			lease := errandstore.JobLease{ID: id, LeaseToken: claimed.Jobs[0].LeaseToken}
+			for _, step := range []errandtype.Step{
+				{Index: 0, Name: "charge", Result: json.RawMessage(`{"card":"4111"}`)},
+				{Index: 1, Name: "mail", Error: "bounced"},
+			} {
+				if err := st.(errandstore.StepStore).JobStepRecord(t.Context(), &errandstore.JobStepRecordParams{JobLease: lease, Step: step}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := s.op(t, "GET", "/api/v1/jobs/"+id+"/steps", nil)
+			var got struct {
+				Steps []errandtype.Step `json:"steps"`
+			}
+			if err := json.Unmarshal(r.body, &got); r.status != http.StatusOK || err != nil || len(got.Steps) != 2 ||
+				got.Steps[0].Name != "charge" || got.Steps[1].Error != "bounced" || got.Steps[1].Attempt != 1 {
+				t.Fatalf("steps: %d %s", r.status, r.body)
+			}
+			if shown := strings.Contains(string(r.body), "4111"); shown == hide {
+				t.Errorf("HideArgs %t: the step's result shown %t: %s", hide, shown, r.body)
+			}
+			if r := s.op(t, "GET", "/api/v1/jobs/nope/steps", nil); r.status != http.StatusNotFound {
+				t.Errorf("steps of an unknown job: %d %s", r.status, r.body)
+			}
+			if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/steps?x=1", nil); r.status != http.StatusBadRequest {
+				t.Errorf("steps with an unknown parameter: %d %s", r.status, r.body)
+			}
+		}
+	})
+}
