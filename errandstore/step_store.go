@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/errandhq/errand/errandtype"
 )
@@ -26,6 +27,91 @@ type StepStore interface {
 	// JobSteps returns the job's recorded steps in order, none for a job
 	// without them; ErrNotFound for an unknown job.
 	JobSteps(ctx context.Context, params *JobStepsParams) ([]errandtype.Step, error)
+
+	// JobSignal records a signal sent to the job (errand.WaitFor reads it),
+	// and makes the job available now when it waits in its queue for a
+	// signal of that name: its last recorded step is a wait ([WaitStepName])
+	// for it. A finished job is a *StateError (see [CheckSignal]) and an
+	// unknown one ErrNotFound, with nothing written.
+	JobSignal(ctx context.Context, params *JobSignalParams) (*SignalResult, error)
+
+	// JobSignals returns the signals of one name sent to the job, oldest
+	// first; none for an unknown job.
+	JobSignals(ctx context.Context, params *JobSignalsParams) ([]errandtype.Signal, error)
+
+	// JobWake makes a job that waits in its queue (state queued) for a
+	// later time available now, and reports whether it did; any other job
+	// is left as it is.
+	JobWake(ctx context.Context, params *JobWakeParams) (bool, error)
+}
+
+// The steps errand records itself, and what the stores read of them. A
+// wait's result is a JSON object whose "signal" names the signal it waits
+// for.
+const (
+	SleepStepName  = "errand.sleep"
+	WaitStepName   = "errand.wait"
+	SignalStepName = "errand.signal"
+)
+
+// JobSignalParams sends a signal.
+type JobSignalParams struct {
+	ID    string
+	Name  string
+	Value json.RawMessage
+}
+
+// SignalResult is what sending a signal did.
+type SignalResult struct {
+	Queue string // the job's
+	Woke  bool   // the job waited for the signal and is available now
+}
+
+// JobSignalsParams names a job's signals of one name.
+type JobSignalsParams struct {
+	ID   string
+	Name string
+}
+
+// JobWakeParams names the job to wake.
+type JobWakeParams struct {
+	ID string
+}
+
+// Validate checks a signal: a name as a step's, and a value of valid JSON
+// no larger than args may be.
+func (p *JobSignalParams) Validate() error {
+	if err := CheckJobStepName(p.Name); err != nil {
+		var ie *errandtype.InputError
+		if errors.As(err, &ie) {
+			ie.Field = "signal name"
+		}
+		return err
+	}
+	return checkValue("signal value", p.Value)
+}
+
+// checkValue refuses a step's result or a signal's value that is not
+// valid JSON, or larger than args may be.
+func checkValue(field string, v json.RawMessage) error {
+	if !json.Valid(v) {
+		return &errandtype.InputError{Field: field, Message: "is not valid JSON"}
+	}
+	if len(v) > MaxArgsBytes {
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("is %d bytes; keep it under %d and put larger data elsewhere, keyed by the job", len(v), MaxArgsBytes)}
+	}
+	_, err := checkJSONText(field, v, MaxArgsBytes)
+	return err
+}
+
+// CheckSignal refuses a signal to a job in state: a finished job never
+// reads one.
+func CheckSignal(id string, state errandtype.JobState) error {
+	if slices.Contains(UnfinishedStates, state) {
+		return nil
+	}
+	return &errandtype.StateError{Op: "signal", ID: id, State: state, Allowed: UnfinishedStates,
+		Reason: "a finished job never reads a signal; replay it first if it should"}
 }
 
 // ErrStepRecorded reports a step whose place in its job's order is taken.
@@ -68,14 +154,7 @@ func (p *JobStepRecordParams) Validate() error {
 		}
 		return checkText("step error", s.Error)
 	}
-	if !json.Valid(s.Result) {
-		return &errandtype.InputError{Field: "step result", Message: "is not valid JSON"}
-	}
-	if len(s.Result) > MaxArgsBytes {
-		return &errandtype.InputError{Field: "step result", Message: fmt.Sprintf("is %d bytes; keep a step's result under %d bytes and put larger data elsewhere, keyed by the job", len(s.Result), MaxArgsBytes)}
-	}
-	_, err := checkJSONText("step result", s.Result, MaxArgsBytes)
-	return err
+	return checkValue("step result", s.Result)
 }
 
 // CheckJobStepName refuses a step name that is empty, too long, or text a

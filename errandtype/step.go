@@ -21,3 +21,10 @@ type Step struct {
 	Attempt int       `json:"attempt"`
 	At      time.Time `json:"at"`
 }
+
+// Signal is a value sent to a job (errand.WaitFor reads it).
+type Signal struct {
+	Name   string          `json:"name"`
+	Value  json.RawMessage `json:"value"`
+	SentAt time.Time       `json:"sent_at"`
+}

@@ -116,7 +116,8 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 		return nil, err
 	}
 	if clearProgress {
-		if _, err := tx.Exec(ctx, s.sql(`DELETE FROM {steps} WHERE job_seq = $1`), j.Seq); err != nil {
+		if _, err := tx.Exec(ctx, s.sql(`WITH st AS (DELETE FROM {steps} WHERE job_seq = $1)
+			DELETE FROM {signals} WHERE job_seq = $1`), j.Seq); err != nil {
 			return nil, err
 		}
 	}
@@ -441,6 +442,11 @@ const pruneStepsSQL = `DELETE FROM {steps} WHERE job_seq IN (
 	SELECT DISTINCT s.job_seq FROM {steps} s
 	WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.seq = s.job_seq) LIMIT $1)`
 
+// pruneSignalsSQL deletes up to $1 signals of jobs that are gone.
+const pruneSignalsSQL = `DELETE FROM {signals} WHERE id IN (
+	SELECT g.id FROM {signals} g
+	WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.seq = g.job_seq) LIMIT $1)`
+
 // pruneTx runs fn, one batch of a prune, in a transaction that does not
 // sort. Each statement of a batch takes the oldest rows of an index in its
 // order up to the batch's size; on a table that autovacuum has not yet
@@ -523,8 +529,10 @@ func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPrunePar
 		return err
 	}
 	r.Workflows = int(tag.RowsAffected())
-	if _, err = tx.Exec(ctx, s.sql(pruneStepsSQL), p.Limit); err != nil {
-		return err
+	for _, q := range []string{pruneStepsSQL, pruneSignalsSQL} {
+		if _, err = tx.Exec(ctx, s.sql(q), p.Limit); err != nil {
+			return err
+		}
 	}
 	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 		return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 )
@@ -83,4 +85,81 @@ func (s *Store) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]
 		return nil, fmt.Errorf("steps of job %s: %w", p.ID, err)
 	}
 	return steps, err
+}
+
+// signalSQL records signal $3 of value $4 for job $2 unless it has
+// finished, and makes the job available now when its last step is a wait
+// for that signal. The job's row is locked, so an outcome that moves the
+// job to its wait commits either before (and the signal wakes it) or after
+// (and the worker, reading the signal, wakes it; see errand.WaitFor).
+var signalSQL = `WITH j AS (SELECT seq, state, queue FROM {jobs} WHERE id = $2 FOR UPDATE),
+	ins AS (
+		INSERT INTO {signals} (job_seq, name, value, sent_at)
+		SELECT seq, $3, $4::jsonb, {now} FROM j WHERE state IN (` + errandstore.SQLStates(errandstore.UnfinishedStates) + `)
+		RETURNING job_seq),
+	wake AS (
+		UPDATE {jobs} w SET available_at = {now} FROM ins
+		WHERE w.seq = ins.job_seq AND w.state = 'queued' AND w.available_at > {now}
+			AND EXISTS (SELECT 1 FROM (SELECT s.name, s.result FROM {steps} s WHERE s.job_seq = w.seq ORDER BY s.idx DESC LIMIT 1) last
+				WHERE last.name = '` + errandstore.WaitStepName + `' AND last.result->>'signal' = $3)
+		RETURNING 1)
+	SELECT state, queue, EXISTS (SELECT 1 FROM wake) FROM j`
+
+// JobSignal implements [errandstore.StepStore].
+func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (*errandstore.SignalResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if !errandtype.StorableText(p.ID) {
+		return nil, errandtype.ErrNotFound
+	}
+	var state string
+	var r errandstore.SignalResult
+	err := s.pool.QueryRow(ctx, s.sql(signalSQL), s.nowArg(), p.ID, p.Name, string(p.Value)).Scan(&state, &r.Queue, &r.Woke)
+	if isNoRows(err) {
+		return nil, errandtype.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("signal job %s: %w", p.ID, badValue(err))
+	}
+	if err := errandstore.CheckSignal(p.ID, errandtype.JobState(state)); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// JobSignals implements [errandstore.StepStore].
+func (s *Store) JobSignals(ctx context.Context, p *errandstore.JobSignalsParams) ([]errandtype.Signal, error) {
+	if !errandtype.StorableText(p.ID) || !errandtype.StorableText(p.Name) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT s.name, s.value::text, s.sent_at FROM {signals} s
+		JOIN {jobs} j ON j.seq = s.job_seq WHERE j.id = $1 AND s.name = $2 ORDER BY s.id`), p.ID, p.Name)
+	if err != nil {
+		return nil, fmt.Errorf("signals of job %s: %w", p.ID, err)
+	}
+	sigs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (errandtype.Signal, error) {
+		var sig errandtype.Signal
+		var value string
+		err := row.Scan(&sig.Name, &value, &sig.SentAt)
+		sig.Value, sig.SentAt = json.RawMessage(value), sig.SentAt.UTC()
+		return sig, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signals of job %s: %w", p.ID, err)
+	}
+	return sigs, nil
+}
+
+// JobWake implements [errandstore.StepStore].
+func (s *Store) JobWake(ctx context.Context, p *errandstore.JobWakeParams) (bool, error) {
+	if !errandtype.StorableText(p.ID) {
+		return false, nil
+	}
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {jobs} SET available_at = {now}
+		WHERE id = $2 AND state = 'queued' AND available_at > {now}`), s.nowArg(), p.ID)
+	if err != nil {
+		return false, fmt.Errorf("wake job %s: %w", p.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

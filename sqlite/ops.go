@@ -114,8 +114,10 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 		return nil, err
 	}
 	if clearProgress {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM errand_steps WHERE job_seq = ?`, j.Seq); err != nil {
-			return nil, err
+		for _, table := range []string{"errand_steps", "errand_signals"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE job_seq = ?`, j.Seq); err != nil {
+				return nil, err
+			}
 		}
 	}
 	err = insertAudit(ctx, tx, &auditEntry{action: action, jobID: id, operator: operator, reason: reason,
@@ -405,8 +407,10 @@ func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPrunePa
 	if r.Workflows, err = execCount(ctx, tx, pruneWorkflowsSQL, cut, p.Limit); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, pruneStepsSQL, p.Limit); err != nil {
-		return err
+	for _, q := range []string{pruneStepsSQL, pruneSignalsSQL} {
+		if _, err := tx.ExecContext(ctx, q, p.Limit); err != nil {
+			return err
+		}
 	}
 	if r.Total() == 0 && r.Batches == 0 && r.Workflows == 0 {
 		return nil
@@ -420,6 +424,11 @@ func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPrunePa
 const pruneStepsSQL = `DELETE FROM errand_steps WHERE job_seq IN (
 	SELECT DISTINCT s.job_seq FROM errand_steps s
 	WHERE NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.seq = s.job_seq) LIMIT ?)`
+
+// pruneSignalsSQL deletes up to $1 signals of jobs that are gone.
+const pruneSignalsSQL = `DELETE FROM errand_signals WHERE id IN (
+	SELECT g.id FROM errand_signals g
+	WHERE NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.seq = g.job_seq) LIMIT ?)`
 
 // execCount runs q in tx and returns how many rows it changed.
 func execCount(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {

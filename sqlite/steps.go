@@ -83,3 +83,86 @@ func (s *Store) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]
 	}
 	return steps, err
 }
+
+// JobSignal implements [errandstore.StepStore].
+func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (*errandstore.SignalResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var r errandstore.SignalResult
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		var seq int64
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT seq, state, queue FROM errand_jobs WHERE id = ?`, p.ID).Scan(&seq, &state, &r.Queue)
+		if err == sql.ErrNoRows {
+			return errandtype.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := errandstore.CheckSignal(p.ID, errandtype.JobState(state)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO errand_signals (job_seq, name, value, sent_at) VALUES (?, ?, ?, ?)`,
+			seq, p.Name, string(p.Value), now); err != nil {
+			return err
+		}
+		// Wake the job when its last step is a wait for this signal.
+		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET available_at = ?
+			WHERE seq = ? AND state = 'queued' AND available_at > ?
+				AND (SELECT name = '`+errandstore.WaitStepName+`' AND json_extract(result, '$.signal') = ?
+					FROM errand_steps WHERE job_seq = ? ORDER BY idx DESC LIMIT 1)`,
+			now, seq, now, p.Name, seq)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		r.Woke = n == 1
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// JobSignals implements [errandstore.StepStore].
+func (s *Store) JobSignals(ctx context.Context, p *errandstore.JobSignalsParams) ([]errandtype.Signal, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT s.name, s.value, s.sent_at FROM errand_signals s
+		JOIN errand_jobs j ON j.seq = s.job_seq WHERE j.id = ? AND s.name = ? ORDER BY s.id`, p.ID, p.Name)
+	if err != nil {
+		return nil, fmt.Errorf("signals of job %s: %w", p.ID, err)
+	}
+	sigs, err := scanRows(rows, func(row scanner) (sig errandtype.Signal, err error) {
+		var value string
+		var at int64
+		err = row.Scan(&sig.Name, &value, &at)
+		sig.Value, sig.SentAt = json.RawMessage(value), fromMicros(at)
+		return sig, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signals of job %s: %w", p.ID, err)
+	}
+	return sigs, nil
+}
+
+// JobWake implements [errandstore.StepStore].
+func (s *Store) JobWake(ctx context.Context, p *errandstore.JobWakeParams) (bool, error) {
+	var woke bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET available_at = ?
+			WHERE id = ? AND state = 'queued' AND available_at > ?`, now, p.ID, now)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		woke = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("wake job %s: %w", p.ID, err)
+	}
+	return woke, nil
+}

@@ -212,3 +212,159 @@ func testStepsNotInheritedByID(t *testing.T, h harness) {
 	e.insertIDs("a")
 	e.wantSteps("a new job with the id of a deleted one", "a", nil)
 }
+
+// signalCases check signals: kept in order for the job until a wait takes
+// them, refused for a finished job, waking a job that waits for them and
+// no other.
+var signalCases = []testCase{
+	{"KeptInOrder", testSignalsKeptInOrder},
+	{"WakeTheirWait", testSignalsWakeTheirWait},
+	{"RefusedWhenFinished", testSignalsRefusedWhenFinished},
+	{"Wake", testJobWake},
+}
+
+func (e *env) signal(id, name, value string) (*errandstore.SignalResult, error) {
+	return e.stepStore().JobSignal(e.ctx, &errandstore.JobSignalParams{ID: id, Name: name, Value: json.RawMessage(value)})
+}
+
+func (e *env) signals(id, name string) []string {
+	e.t.Helper()
+	sigs, err := e.stepStore().JobSignals(e.ctx, &errandstore.JobSignalsParams{ID: id, Name: name})
+	if err != nil {
+		e.t.Fatalf("JobSignals(%s, %s): %v", id, name, err)
+	}
+	var vs []string
+	for _, s := range sigs {
+		if s.Name != name || !s.SentAt.Equal(e.now()) {
+			e.t.Errorf("signal %+v: want name %s sent at %s", s, name, e.now())
+		}
+		vs = append(vs, string(s.Value))
+	}
+	return vs
+}
+
+func testSignalsKeptInOrder(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b")
+	for _, v := range []string{`"yes"`, `{"by": "ana"}`, `3`} {
+		r, err := e.signal("a", "approval", v)
+		if err != nil || r.Woke || r.Queue != "default" {
+			t.Fatalf("JobSignal: %+v, %v; want recorded in queue default, no wait woken", r, err)
+		}
+	}
+	if _, err := e.signal("a", "other", `1`); err != nil {
+		t.Fatal(err)
+	}
+	got := e.signals("a", "approval")
+	if len(got) != 3 || got[0] != `"yes"` || !sameJSON([]byte(got[1]), []byte(`{"by":"ana"}`)) || got[2] != `3` {
+		t.Errorf("signals %q, want yes, {by: ana}, 3 in order", got)
+	}
+	if got := e.signals("b", "approval"); len(got) != 0 {
+		t.Errorf("another job's signals %q", got)
+	}
+	if got := e.signals("nope", "approval"); len(got) != 0 {
+		t.Errorf("an unknown job's signals %q", got)
+	}
+	if _, err := e.signal("nope", "approval", `1`); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Errorf("a signal to an unknown job: %v, want ErrNotFound", err)
+	}
+	for what, p := range map[string]errandstore.JobSignalParams{
+		"no name":           {ID: "a", Value: json.RawMessage(`1`)},
+		"invalid JSON":      {ID: "a", Name: "x", Value: json.RawMessage(`{`)},
+		"no value":          {ID: "a", Name: "x"},
+		"an oversize value": {ID: "a", Name: "x", Value: json.RawMessage(`"` + strings.Repeat("v", errandstore.MaxArgsBytes) + `"`)},
+	} {
+		var ie *errandtype.InputError
+		if _, err := e.stepStore().JobSignal(e.ctx, &p); !errors.As(err, &ie) {
+			t.Errorf("a signal with %s: %v, want an *InputError", what, err)
+		}
+	}
+	if got := e.signals("a", "x"); len(got) != 0 {
+		t.Errorf("refused signals were kept: %q", got)
+	}
+	// A restart clears them with the steps.
+	j := e.claimOne("a")
+	e.recordOK(dead(j))
+	if _, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "a", Operator: "ana", Reason: "again", ClearProgress: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.signals("a", "approval"); len(got) != 0 {
+		t.Errorf("signals after a restart: %q", got)
+	}
+}
+
+// waitFor leaves job id waiting in its queue for signal name until an
+// hour from now, as errand.WaitFor does: its last step a wait, snoozed.
+func (e *env) waitFor(id, name string) {
+	e.t.Helper()
+	j := e.claimOne(id)
+	if err := e.recordStep(j, token(j), errandtype.Step{Index: len(e.steps(id)), Name: errandstore.WaitStepName,
+		Result: json.RawMessage(`{"signal":"` + name + `"}`)}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.recordOK(&errandstore.JobOutcome{JobLease: leaseOf(j), Kind: errandstore.OutcomeSnooze, Delay: time.Hour})
+}
+
+func testSignalsWakeTheirWait(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	e.waitFor("a", "approval")
+	later := e.get("a")
+	if r, err := e.signal("a", "other", `1`); err != nil || r.Woke {
+		t.Fatalf("a signal the job does not wait for: %+v, %v; want no wake", r, err)
+	}
+	e.unchanged("after a signal it does not wait for", later)
+	e.clock.Advance(time.Second)
+	r, err := e.signal("a", "approval", `true`)
+	if err != nil || !r.Woke {
+		t.Fatalf("the signal the job waits for: %+v, %v; want it woken", r, err)
+	}
+	if j := e.get("a"); j.State != errandtype.StateQueued || !j.AvailableAt.Equal(e.now()) {
+		t.Errorf("woken job: %s, available at %s; want queued, available now (%s)", j.State, j.AvailableAt, e.now())
+	}
+	// Awake, or running, it is not woken again: the signal is kept.
+	if r, err := e.signal("a", "approval", `false`); err != nil || r.Woke {
+		t.Errorf("a second signal: %+v, %v; want kept, no wake", r, err)
+	}
+	e.claimOne("a")
+	if r, err := e.signal("a", "approval", `0`); err != nil || r.Woke {
+		t.Errorf("a signal to the running job: %+v, %v; want kept, no wake", r, err)
+	}
+	if got := e.signals("a", "approval"); len(got) != 3 {
+		t.Errorf("signals %q, want 3", got)
+	}
+}
+
+func testSignalsRefusedWhenFinished(t *testing.T, h harness) {
+	e := open(t, h)
+	e.succeed("a")
+	before := e.get("a")
+	if _, err := e.signal("a", "approval", `1`); !errors.Is(err, errandtype.ErrWrongState) {
+		t.Fatalf("a signal to a succeeded job: %v, want ErrWrongState", err)
+	}
+	e.unchanged("after a refused signal", before)
+	if got := e.signals("a", "approval"); len(got) != 0 {
+		t.Errorf("a refused signal was kept: %q", got)
+	}
+}
+
+func testJobWake(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b")
+	e.waitFor("a", "approval")
+	e.clock.Advance(time.Second)
+	woke, err := e.stepStore().JobWake(e.ctx, &errandstore.JobWakeParams{ID: "a"})
+	if err != nil || !woke {
+		t.Fatalf("JobWake of a waiting job: %t, %v", woke, err)
+	}
+	if j := e.get("a"); !j.AvailableAt.Equal(e.now()) {
+		t.Errorf("woken job available at %s, want now", j.AvailableAt)
+	}
+	b := e.get("b")
+	for _, id := range []string{"a", "b", "nope"} {
+		if woke, err := e.stepStore().JobWake(e.ctx, &errandstore.JobWakeParams{ID: id}); err != nil || woke {
+			t.Errorf("JobWake(%s) of a job available already, or unknown: %t, %v", id, woke, err)
+		}
+	}
+	e.unchanged("job b after a wake", b)
+}

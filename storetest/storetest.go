@@ -154,6 +154,7 @@ func exercise(t *testing.T, h harness) {
 		{"CancelRunning", cancelRunningCases},
 		{"Checkpoint", checkpointCases},
 		{"Steps", stepCases},
+		{"Signals", signalCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
