@@ -426,6 +426,9 @@ func (c *engine) recorded(ctx context.Context, a *attempt, o *errandstore.JobOut
 		at := r.AvailableAt
 		res.AvailableAt = &at
 	}
+	if res.Result == ResultSnoozed {
+		c.wakeIfSignalled(ctx, a)
+	}
 	c.publishResult(job, res)
 	c.afterOutcome(ctx, job, res)
 }

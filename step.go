@@ -37,7 +37,7 @@ const ClassNondeterministic = "nondeterministic"
 // (a sleep): a handler's own step may not take one.
 const reservedStepPrefix = "errand."
 
-const sleepStepName = reservedStepPrefix + "sleep"
+const sleepStepName = errandstore.SleepStepName
 
 // ErrStepsUnsupported reports a store that keeps no steps.
 var ErrStepsUnsupported = errors.New("the store does not record steps (errandstore.StepStore)")
@@ -231,12 +231,19 @@ type sleepResult struct {
 
 // suspension ends an attempt until a time, as a snooze of what was left
 // of the sleep when it was found: the job wakes at until, or a moment after.
+// A wait for a signal (wait, its name) is woken sooner by the signal:
+// consumed is how many of its signals earlier waits took.
 type suspension struct {
-	until time.Time
-	left  time.Duration
+	until    time.Time
+	left     time.Duration
+	wait     string
+	consumed int
 }
 
 func (s *suspension) Error() string {
+	if s.wait != "" {
+		return fmt.Sprintf("waiting for signal %q until %s", s.wait, s.until.UTC().Format(time.RFC3339Nano))
+	}
 	return "sleeping until " + s.until.UTC().Format(time.RFC3339Nano)
 }
 
@@ -263,6 +270,20 @@ func (a *attemptInfo) stepLog() *steps {
 	}
 	a.steps.CompareAndSwap(nil, &steps{})
 	return a.steps.Load()
+}
+
+// waiting returns the wait for a signal the attempt ended in, or nil.
+func (a *attemptInfo) waiting() *suspension {
+	s := a.steps.Load()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp, ok := s.halt.(*suspension); ok && sp.wait != "" {
+		return sp
+	}
+	return nil
 }
 
 // halted returns the error that ends the attempt whatever the handler
@@ -344,6 +365,14 @@ func (a *attemptInfo) recordStep(ctx context.Context, step errandtype.Step) erro
 	if err != nil {
 		return fmt.Errorf("record step %d %q of job %s: %w", step.Index, step.Name, a.job.ID, err)
 	}
+	// Kept as recorded, for what later steps of this attempt read of it
+	// (the signals earlier waits took).
+	log := a.stepLog()
+	log.mu.Lock()
+	if step.Index == len(log.recorded) {
+		log.recorded = append(log.recorded, step)
+	}
+	log.mu.Unlock()
 	return nil
 }
 
@@ -359,4 +388,188 @@ func (c *engine) Steps(ctx context.Context, id string) ([]errandtype.Step, error
 		return nil, fmt.Errorf("steps of job %s: %w", id, err)
 	}
 	return s, nil
+}
+
+// ErrWaitTimedOut is returned by WaitFor when its timeout passed without
+// the signal.
+var ErrWaitTimedOut = errors.New("the wait for a signal timed out")
+
+// WaitFor waits for the signal name sent to the job of ctx (with
+// [Client.Signal], errand signal or the JSON API) and returns its value
+// decoded into a T. The wait is durable: when the signal has not come, the
+// attempt ends without counting, the worker's slot is free, and the job
+// resumes when the signal comes, or at the timeout, on any host. Return
+// the error WaitFor returns, as for [Sleep].
+//
+// A signal sent before the wait is kept for it. Each WaitFor of a name
+// takes the next signal of that name, in the order they were sent. After
+// timeout (none when it is 0) WaitFor returns an error wrapping
+// ErrWaitTimedOut, recorded, so every later attempt gets it too; the
+// handler decides what follows.
+func WaitFor[T any](ctx context.Context, name string, timeout time.Duration) (T, error) {
+	var zero T
+	a, err := stepAttempt(ctx, "wait for "+name)
+	if err != nil {
+		return zero, err
+	}
+	if err := errandstore.CheckJobStepName(name); err != nil {
+		return zero, fmt.Errorf("wait for %q: %w", name, err)
+	}
+	if err := errandstore.CheckDelay("timeout", timeout); err != nil {
+		return zero, fmt.Errorf("wait for %q: %w", name, err)
+	}
+	now, err := a.store.Now(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("wait for %q: %w", name, err)
+	}
+	// The wait's record: which signal, until when.
+	w, err := a.waitRecord(ctx, name, now, timeout)
+	if err != nil {
+		return zero, err
+	}
+	// What came of it: the signal's value, or the timeout.
+	log := a.stepLog()
+	idx, rec, err := log.take(ctx, a, errandstore.SignalStepName)
+	if err != nil {
+		return zero, err
+	}
+	defer log.done()
+	var got signalResult
+	if rec != nil {
+		if err := json.Unmarshal(rec.Result, &got); err != nil || got.Signal != name {
+			return zero, log.stop(Permanent(WithClass(ClassNondeterministic,
+				fmt.Errorf("step %d: the code waits for signal %q where the job recorded %s", idx, name, rec.Result))))
+		}
+	} else {
+		consumed := log.signalsTaken(idx, name)
+		sigs, err := a.engine.caps.steps.JobSignals(ctx, &errandstore.JobSignalsParams{ID: a.job.ID, Name: name})
+		if err != nil {
+			return zero, fmt.Errorf("wait for %q: %w", name, err)
+		}
+		switch {
+		case len(sigs) > consumed:
+			got = signalResult{Signal: name, Value: sigs[consumed].Value}
+		case w.Until != nil && !now.Before(*w.Until):
+			got = signalResult{Signal: name, TimedOut: true}
+		default:
+			until, left := now.Add(errandstore.MaxDelay), errandstore.MaxDelay
+			if w.Until != nil {
+				until, left = *w.Until, w.Until.Sub(now)
+			}
+			return zero, log.stop(&suspension{until: until, left: left, wait: name, consumed: consumed})
+		}
+		b, _ := json.Marshal(got)
+		if err := a.recordStep(ctx, errandtype.Step{Index: idx, Name: errandstore.SignalStepName, Result: b}); err != nil {
+			return zero, err
+		}
+	}
+	if got.TimedOut {
+		return zero, fmt.Errorf("wait for %q: %w", name, ErrWaitTimedOut)
+	}
+	var v T
+	if err := json.Unmarshal(got.Value, &v); err != nil {
+		return zero, Permanent(fmt.Errorf("signal %q: its value %s does not decode into %T: %w", name, got.Value, v, err))
+	}
+	return v, nil
+}
+
+// waitResult is a recorded wait.
+type waitResult struct {
+	Signal string     `json:"signal"`
+	Until  *time.Time `json:"until,omitempty"`
+}
+
+// signalResult is what a recorded wait came to.
+type signalResult struct {
+	Signal   string          `json:"signal"`
+	Value    json.RawMessage `json:"value,omitempty"`
+	TimedOut bool            `json:"timed_out,omitempty"`
+}
+
+// waitRecord returns the wait's record for signal name, recording it (until
+// now+timeout) when this is the wait's first attempt.
+func (a *attemptInfo) waitRecord(ctx context.Context, name string, now time.Time, timeout time.Duration) (waitResult, error) {
+	log := a.stepLog()
+	idx, rec, err := log.take(ctx, a, errandstore.WaitStepName)
+	if err != nil {
+		return waitResult{}, err
+	}
+	defer log.done()
+	var w waitResult
+	if rec != nil {
+		if err := json.Unmarshal(rec.Result, &w); err != nil || w.Signal != name {
+			return w, log.stop(Permanent(WithClass(ClassNondeterministic,
+				fmt.Errorf("step %d: the code waits for signal %q where the job recorded %s", idx, name, rec.Result))))
+		}
+		return w, nil
+	}
+	w.Signal = name
+	if timeout > 0 {
+		until := now.Add(timeout).Truncate(time.Microsecond)
+		w.Until = &until
+	}
+	b, _ := json.Marshal(w)
+	return w, a.recordStep(ctx, errandtype.Step{Index: idx, Name: errandstore.WaitStepName, Result: b})
+}
+
+// signalsTaken counts the signals of name that the waits recorded before
+// step idx took.
+func (s *steps) signalsTaken(idx int, name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.recorded[:min(idx, len(s.recorded))] {
+		var r signalResult
+		if st.Name == errandstore.SignalStepName && json.Unmarshal(st.Result, &r) == nil && r.Signal == name && !r.TimedOut {
+			n++
+		}
+	}
+	return n
+}
+
+// Signal sends the job id the signal name with value, as JSON, for its
+// handler's [WaitFor]: kept until a wait takes it, and waking the job when
+// it waits for it. A finished job is an error wrapping ErrWrongState: it
+// would never read the signal.
+func (c *engine) Signal(ctx context.Context, id, name string, value any) error {
+	if c.caps.steps == nil {
+		return fmt.Errorf("signal job %s: %w", id, ErrStepsUnsupported)
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("signal job %s: its value: %w", id, err)
+	}
+	if rewrite, err := errandstore.CheckProgress(b); err == nil && rewrite {
+		b = plainJSON(b)
+	}
+	r, err := c.caps.steps.JobSignal(ctx, &errandstore.JobSignalParams{ID: id, Name: name, Value: b})
+	if err != nil {
+		return wrapStoreError("signal job "+id, err)
+	}
+	if r.Woke {
+		c.wakeQueues(r.Queue)
+	}
+	return nil
+}
+
+// wakeIfSignalled wakes the job of a, whose attempt ended waiting for a
+// signal and was recorded so, when the signal came while the attempt was
+// ending: sent while the job was still running, it found no wait to wake.
+func (c *engine) wakeIfSignalled(ctx context.Context, a *attempt) {
+	w := a.info.waiting()
+	if w == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	sigs, err := c.caps.steps.JobSignals(ctx, &errandstore.JobSignalsParams{ID: a.job.ID, Name: w.wait})
+	if err == nil && len(sigs) > w.consumed {
+		var woke bool
+		if woke, err = c.caps.steps.JobWake(ctx, &errandstore.JobWakeParams{ID: a.job.ID}); woke {
+			c.wakeQueues(a.job.Queue)
+		}
+	}
+	if err != nil {
+		c.logger.Warn("could not check for a signal that came as the job began to wait; it wakes at its timeout, or at the next signal",
+			"job_id", a.job.ID, "signal", w.wait, "err", err)
+	}
 }

@@ -1,0 +1,146 @@
+package errand_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
+)
+
+type approval struct {
+	By string `json:"by"`
+	OK bool   `json:"ok"`
+}
+
+// TestWaitForSignal: a wait with no signal ends the attempt without
+// counting it; the signal wakes the job at once, the wait returns its
+// value, and the steps before it do not run again. A signal sent before
+// the wait is kept for it, and each wait takes the next one.
+func TestWaitForSignal(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		var asked atomic.Int32
+		var got []approval
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			if _, err := errand.Step(ctx, "ask", func(context.Context) (bool, error) { asked.Add(1); return true, nil }); err != nil {
+				return err
+			}
+			for range 2 {
+				a, err := errand.WaitFor[approval](ctx, "approval", 24*time.Hour)
+				if err != nil {
+					return err
+				}
+				got = append(got, a)
+			}
+			return nil
+		})
+		id := enqueue(t, c, "task", nil).ID
+		if r := workOne(t, c, nil); r.Result != errand.ResultSnoozed {
+			t.Fatalf("without a signal: %s %q, want snoozed", r.Result, r.Error)
+		}
+		if j := getJob(t, c, id); j.Attempt != 0 || !j.AvailableAt.Equal(clock.Now().Add(24*time.Hour)) {
+			t.Fatalf("waiting: attempt %d, available at %s; want 0, at the timeout", j.Attempt, j.AvailableAt)
+		}
+		clock.Advance(time.Minute)
+		if err := c.Signal(ctx, id, "approval", approval{By: "ana", OK: true}); err != nil {
+			t.Fatal(err)
+		}
+		if j := getJob(t, c, id); !j.AvailableAt.Equal(clock.Now()) {
+			t.Fatalf("after the signal the job is available at %s, want now (%s)", j.AvailableAt, clock.Now())
+		}
+		// The second wait's signal comes before it.
+		if err := c.Signal(ctx, id, "approval", approval{By: "bo"}); err != nil {
+			t.Fatal(err)
+		}
+		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded {
+			t.Fatalf("after the signals: %s %q, want succeeded", r.Result, r.Error)
+		}
+		if len(got) != 2 || got[0] != (approval{By: "ana", OK: true}) || got[1] != (approval{By: "bo"}) {
+			t.Errorf("waits got %+v, want ana's then bo's", got)
+		}
+		if asked.Load() != 1 {
+			t.Errorf("the step before the wait ran %d times, want once", asked.Load())
+		}
+		j := getJob(t, c, id)
+		if j.Attempt != 1 {
+			t.Errorf("attempt %d, want 1: a wait counts no attempt", j.Attempt)
+		}
+		if err := c.Signal(ctx, id, "approval", true); !errors.Is(err, errandtype.ErrWrongState) || !strings.Contains(err.Error(), "never read") {
+			t.Errorf("a signal to a finished job: %v; want ErrWrongState saying why", err)
+		}
+	})
+}
+
+// TestWaitForTimeout: on the injected clock, a wait whose timeout passes
+// returns ErrWaitTimedOut, recorded, and the handler goes on.
+func TestWaitForTimeout(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		var escalated atomic.Int32
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			_, err := errand.WaitFor[approval](ctx, "approval", time.Hour)
+			if errors.Is(err, errand.ErrWaitTimedOut) {
+				_, err = errand.Step(ctx, "escalate", func(context.Context) (int, error) { escalated.Add(1); return 1, nil })
+			}
+			return err
+		})
+		id := enqueue(t, c, "task", nil).ID
+		workOne(t, c, nil)
+		clock.Advance(time.Hour - time.Second)
+		if r := workOne(t, c, nil); r.JobID != nil {
+			t.Fatalf("before the timeout the job ran: %s", r.Result)
+		}
+		clock.Advance(time.Second)
+		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded || escalated.Load() != 1 {
+			t.Fatalf("at the timeout: %s %q, escalated %d; want succeeded after escalating once", r.Result, r.Error, escalated.Load())
+		}
+		// A signal after the timeout is refused: the job has finished.
+		if err := c.Signal(ctx, id, "approval", approval{OK: true}); !errors.Is(err, errandtype.ErrWrongState) {
+			t.Errorf("a late signal: %v", err)
+		}
+		steps, err := c.Steps(ctx, id)
+		if err != nil || len(steps) != 3 || !strings.Contains(string(steps[1].Result), "timed_out") {
+			t.Errorf("steps %+v, %v; want the wait, its timeout, escalate", steps, err)
+		}
+	})
+}
+
+// TestSignalWhileTheWaitEnds: a signal that comes after the wait found
+// none, while its attempt is still ending, wakes the job all the same.
+func TestSignalWhileTheWaitEnds(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		var c *errand.Client[*sql.Tx]
+		var got []approval
+		c = handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			a, err := errand.WaitFor[approval](ctx, "approval", 24*time.Hour)
+			if err != nil {
+				// The signal comes now: the job is running, so it finds no
+				// wait to wake.
+				if serr := c.Signal(context.Background(), j.ID, "approval", approval{By: "ana"}); serr != nil {
+					t.Error(serr)
+				}
+				return err
+			}
+			got = append(got, a)
+			return nil
+		})
+		id := enqueue(t, c, "task", nil).ID
+		if r := workOne(t, c, nil); r.Result != errand.ResultSnoozed {
+			t.Fatalf("first attempt: %s, want snoozed", r.Result)
+		}
+		if j := getJob(t, c, id); !j.AvailableAt.Equal(clock.Now()) {
+			t.Fatalf("the job is available at %s; want now (%s): the signal that came as the wait ended must wake it", j.AvailableAt, clock.Now())
+		}
+		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded || len(got) != 1 || got[0].By != "ana" {
+			t.Fatalf("second attempt: %s, got %+v", r.Result, got)
+		}
+	})
+}
