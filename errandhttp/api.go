@@ -160,6 +160,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
 		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
 		{"GET /api/v1/jobs/{id}/steps", a.jobSteps},
+		{"POST /api/v1/jobs/{id}/signal", withBody(a.signal)},
 		{"GET /api/v1/audit", a.audit},
 		{"POST /api/v1/replay", withBody(a.bulkReplay)},
 		{"POST /api/v1/prune", withBody(a.prune)},
@@ -1067,6 +1068,29 @@ func (a *api[TTx]) jobAudit(w http.ResponseWriter, r *http.Request) error {
 		rs = []errandtype.ReplayRecord{}
 	}
 	return reply(w, map[string]any{"audit": rs})
+}
+
+// signalRequest is the body of POST /api/v1/jobs/{id}/signal.
+type signalRequest struct {
+	Name string `json:"name"`
+	// Value is the signal's value; absent, true.
+	Value json.RawMessage `json:"value"`
+}
+
+// signal sends a job the signal its handler waits for (errand.WaitFor).
+func (a *api[TTx]) signal(w http.ResponseWriter, r *http.Request, req *signalRequest) error {
+	if req.Name == "" {
+		return badRequest(`give "name", the signal's name, e.g. {"name": "approval", "value": {"ok": true}}`)
+	}
+	value := req.Value
+	if len(value) == 0 {
+		value = json.RawMessage("true")
+	}
+	id := r.PathValue("id")
+	if err := a.c.Signal(r.Context(), id, req.Name, value); err != nil {
+		return err
+	}
+	return reply(w, map[string]any{"job_id": id, "signal": req.Name})
 }
 
 // jobSteps answers the steps a job's durable handler recorded, in order;

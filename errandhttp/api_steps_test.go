@@ -60,3 +60,43 @@ func TestAPIJobSteps(t *testing.T) {
 		}
 	})
 }
+
+// TestAPISignal: POST /api/v1/jobs/{id}/signal keeps the signal for the
+// job (true when no value is given), and answers 400 without a name, 404
+// for an unknown job and 409 for a finished one, writing nothing.
+func TestAPISignal(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+		for _, body := range []map[string]any{{"name": "approval", "value": map[string]any{"by": "ana"}}, {"name": "approval"}} {
+			if r := s.op(t, "POST", "/api/v1/jobs/"+id+"/signal", body); r.status != http.StatusOK ||
+				strings.TrimSpace(string(r.body)) != `{"job_id":"`+id+`","signal":"approval"}` {
+				t.Fatalf("signal %v: %d %s", body, r.status, r.body)
+			}
+		}
+		for _, c := range []struct {
+			id     string
+			body   map[string]any
+			status int
+		}{
+			{id, map[string]any{"value": 1}, http.StatusBadRequest},
+			{id, map[string]any{"name": strings.Repeat("n", errandstore.MaxJobStepNameBytes+1)}, http.StatusBadRequest},
+			{"nope", map[string]any{"name": "approval"}, http.StatusNotFound},
+		} {
+			if r := s.op(t, "POST", "/api/v1/jobs/"+c.id+"/signal", c.body); r.status != c.status {
+				t.Errorf("signal %s %v: %d %s, want %d", c.id, c.body, r.status, r.body, c.status)
+			}
+		}
+		sigs, err := st.(errandstore.StepStore).JobSignals(t.Context(), &errandstore.JobSignalsParams{ID: id, Name: "approval"})
+		if err != nil || len(sigs) != 2 || string(sigs[1].Value) != "true" || !strings.Contains(string(sigs[0].Value), "ana") {
+			t.Fatalf("signals kept: %+v, %v", sigs, err)
+		}
+		s.op(t, "POST", "/api/v1/jobs/"+id+"/cancel", map[string]any{"reason": "done with it"})
+		if r := s.op(t, "POST", "/api/v1/jobs/"+id+"/signal", map[string]any{"name": "approval"}); r.status != http.StatusConflict {
+			t.Errorf("signal to a cancelled job: %d %s, want 409", r.status, r.body)
+		}
+		if sigs, _ := st.(errandstore.StepStore).JobSignals(t.Context(), &errandstore.JobSignalsParams{ID: id, Name: "approval"}); len(sigs) != 2 {
+			t.Errorf("a refused signal was kept: %d signals", len(sigs))
+		}
+	})
+}

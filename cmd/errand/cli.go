@@ -88,7 +88,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		enqueueCommand, workCommand, workersCommand, schedulesCommand, limitsCommand, breakersCommand, jobsCommand, inspectCommand, replayCommand,
-		cancelCommand, batchesCommand, batchCommand, workflowsCommand, workflowCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
+		cancelCommand, signalCommand, batchesCommand, batchCommand, workflowsCommand, workflowCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }
 

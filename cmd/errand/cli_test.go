@@ -605,3 +605,57 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// TestSignalCommand: errand signal wakes a job waiting for the signal, and
+// its handler gets the value; bad input and a finished job are refused.
+func TestSignalCommand(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "errand.db")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var got map[string]bool
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("order", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+		v, err := errand.WaitFor[map[string]bool](ctx, "approval", time.Hour)
+		got = v
+		return err
+	}), nil)
+	c, err := errand.NewClient(st, &errand.Config{Kinds: kinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Enqueue(ctx, errand.RawArgs{KindName: "order"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Job.ID
+	if w, err := c.WorkOne(ctx, nil); err != nil || w.Result != errand.ResultSnoozed {
+		t.Fatalf("work one: %+v, %v", w, err)
+	}
+	for _, bad := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"signal", id}, 2, "give the job's id and the signal's name"},
+		{[]string{"signal", id, "approval", "--value", "{"}, 2, "is not JSON"},
+		{[]string{"signal", "nope", "approval"}, 1, "no job with id nope"},
+	} {
+		res := cli(t, append(bad.args, "--db", db)...)
+		if res.code != bad.code || !strings.Contains(res.stderr, bad.line) {
+			t.Errorf("errand %v: %d %q, want %d %q", bad.args, res.code, res.stderr, bad.code, bad.line)
+		}
+	}
+	if out := ok(t, cli(t, "signal", id, "approval", "--value", `{"ok":true}`, "--db", db)).stdout; out != "signalled "+id+": approval\n" {
+		t.Errorf("errand signal: %q", out)
+	}
+	if w, err := c.WorkOne(ctx, nil); err != nil || w.Result != errand.ResultSucceeded || !got["ok"] {
+		t.Fatalf("after the signal: %+v, %v, got %v", w, err, got)
+	}
+	if res := cli(t, "signal", id, "approval", "--db", db); res.code != 1 || !strings.Contains(res.stderr, "never reads a signal") {
+		t.Errorf("a signal to a finished job: %d %q", res.code, res.stderr)
+	}
+}
