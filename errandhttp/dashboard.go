@@ -97,6 +97,7 @@ type dashboardClient interface {
 	RerunWorkflow(ctx context.Context, id string, opts *errand.WorkflowRerunOpts) (*errandstore.WorkflowInsertResult, error)
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errandtype.FairnessKeyCount, error)
+	Steps(ctx context.Context, id string) ([]errandtype.Step, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.
@@ -614,6 +615,8 @@ type detailData struct {
 	Compensated bool
 	// Audit is every operator action on the job, newest first.
 	Audit []errandtype.AuditRecord
+	// Steps are what its durable handler recorded, in order.
+	Steps []errandtype.Step
 }
 
 func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
@@ -658,7 +661,12 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 			next += breakerStep(b, now)
 		}
 	}
-	data := &detailData{Job: j, Next: next, Audit: audit}
+	steps, err := d.c.Steps(ctx, id)
+	if err != nil && !errors.Is(err, errand.ErrStepsUnsupported) {
+		d.fail(w, r, err)
+		return
+	}
+	data := &detailData{Job: j, Next: next, Audit: audit, Steps: steps}
 	if err := d.explainCompensatedStep(ctx, data); err != nil {
 		d.fail(w, r, err)
 		return

@@ -3,6 +3,7 @@ package errandhttp
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -381,6 +382,27 @@ func TestDashboardJobDetail(t *testing.T) {
 	if code, _ := get(t, h, "/jobs/no-such-job"); code != http.StatusNotFound {
 		t.Errorf("GET /jobs/no-such-job: status %d, want 404", code)
 	}
+	wantLacks(t, "a job without steps", body, `id="steps"`)
+
+	// The steps a durable handler recorded, results hidden with HideArgs.
+	run, err := c.Get(context.Background(), "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := errandstore.JobLease{ID: "run-1", LeaseToken: *run.LeaseToken}
+	for _, st := range []errandtype.Step{
+		{Index: 0, Name: "charge", Result: json.RawMessage(`{"card":"4111"}`)},
+		{Index: 1, Name: "mail", Error: "mailbox full"},
+	} {
+		if err := c.Store().(errandstore.StepStore).JobStepRecord(context.Background(), &errandstore.JobStepRecordParams{JobLease: lease, Step: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body = mustGet(t, h, "/jobs/run-1")
+	wantContains(t, "a job with steps", body, `id="steps"`, "Steps (2)", "<td>charge</td>", "4111", "<td>mail</td>", "mailbox full")
+	body = mustGet(t, NewDashboard(c, &DashboardOptions{HideArgs: true}), "/jobs/run-1")
+	wantContains(t, "a job with steps, args hidden", body, "<td>charge</td>", "mailbox full")
+	wantLacks(t, "a job with steps, args hidden", body, "4111")
 }
 
 func TestDashboardJobWithSlashInID(t *testing.T) {
