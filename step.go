@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -303,18 +304,8 @@ func (a *attemptInfo) halted() error {
 func (s *steps) take(ctx context.Context, a *attemptInfo, name string) (int, *errandtype.Step, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.halt != nil {
-		return 0, nil, s.halt
-	}
-	if s.running {
-		return 0, nil, fmt.Errorf("step %q: another step of this job is running; call steps one at a time", name)
-	}
-	if !s.loaded {
-		rec, err := a.engine.caps.steps.JobSteps(ctx, &errandstore.JobStepsParams{ID: a.job.ID})
-		if err != nil {
-			return 0, nil, fmt.Errorf("steps of job %s: %w", a.job.ID, err)
-		}
-		s.recorded, s.loaded = rec, true
+	if err := s.ready(ctx, a, "step "+strconv.Quote(name)); err != nil {
+		return 0, nil, err
 	}
 	idx := s.next
 	var rec *errandtype.Step
@@ -329,6 +320,26 @@ func (s *steps) take(ctx context.Context, a *attemptInfo, name string) (int, *er
 	s.next++
 	s.running = true
 	return idx, rec, nil
+}
+
+// ready checks, with s locked, that the next step may be taken for doing
+// what: the attempt has not ended, no other step runs; and loads the job's
+// recorded steps on first use.
+func (s *steps) ready(ctx context.Context, a *attemptInfo, doing string) error {
+	if s.halt != nil {
+		return s.halt
+	}
+	if s.running {
+		return fmt.Errorf("%s: another step of this job is running; call steps one at a time", doing)
+	}
+	if !s.loaded {
+		rec, err := a.engine.caps.steps.JobSteps(ctx, &errandstore.JobStepsParams{ID: a.job.ID})
+		if err != nil {
+			return fmt.Errorf("steps of job %s: %w", a.job.ID, err)
+		}
+		s.recorded, s.loaded = rec, true
+	}
+	return nil
 }
 
 func (s *steps) done() {
@@ -572,4 +583,73 @@ func (c *engine) wakeIfSignalled(ctx context.Context, a *attempt) {
 		c.logger.Warn("could not check for a signal that came as the job began to wait; it wakes at its timeout, or at the next signal",
 			"job_id", a.job.ID, "signal", w.wait, "err", err)
 	}
+}
+
+// Patched reports whether the job of ctx takes the new code of the change
+// named id, so that a handler's steps can change while jobs are under way:
+// true for a job that reaches this point for the first time (a new job, or
+// one whose record stops before it), which records a marker step
+// errand.patch; false for a job whose record passed this point without
+// the marker, which ran the code before the change and goes on with it.
+//
+//	if v2, err := errand.Patched(ctx, "invoice-before-charge"); err != nil {
+//		return err
+//	} else if v2 {
+//		// the new steps
+//	} else {
+//		// the old steps, until no job recorded before the change is left
+//	}
+//
+// Keep the call after the old branch is gone: jobs that recorded the
+// marker expect it there.
+func Patched(ctx context.Context, id string) (bool, error) {
+	a, err := stepAttempt(ctx, "patched "+id)
+	if err != nil {
+		return false, err
+	}
+	if err := errandstore.CheckJobStepName(id); err != nil {
+		return false, fmt.Errorf("patched %q: %w", id, err)
+	}
+	log := a.stepLog()
+	idx, recorded, err := log.patch(ctx, a, id)
+	if err != nil || !recorded {
+		return err == nil && idx >= 0, err
+	}
+	defer log.done()
+	b, _ := json.Marshal(patchResult{Patch: id})
+	if err := a.recordStep(ctx, errandtype.Step{Index: idx, Name: errandstore.PatchStepName, Result: b}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// patchResult is a recorded patch marker.
+type patchResult struct {
+	Patch string `json:"patch"`
+}
+
+// patch looks at the next step for the marker of patch id. It answers the
+// marker's index when the record has it there (taken, recorded false), or
+// when the record ends before it (taken, recorded true: the caller records
+// it, then calls done), and -1 when the record has another step there
+// (not taken: the old code goes on).
+func (s *steps) patch(ctx context.Context, a *attemptInfo, id string) (idx int, record bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(ctx, a, "patched "+strconv.Quote(id)); err != nil {
+		return -1, false, err
+	}
+	idx = s.next
+	if idx < len(s.recorded) {
+		var p patchResult
+		rec := s.recorded[idx]
+		if rec.Name != errandstore.PatchStepName || json.Unmarshal(rec.Result, &p) != nil || p.Patch != id {
+			return -1, false, nil
+		}
+		s.next++
+		return idx, false, nil
+	}
+	s.next++
+	s.running = true
+	return idx, true, nil
 }

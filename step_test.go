@@ -271,3 +271,62 @@ func TestStepsOutsideHandler(t *testing.T) {
 		t.Errorf("steps %+v, %v; want none recorded", steps, err)
 	}
 }
+
+// TestPatched: a job recorded before a change goes on with the old steps,
+// one that reaches the change afresh takes the new ones and records the
+// marker, and both finish; a job that recorded the marker keeps taking the
+// new branch.
+func TestPatched(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		var patched atomic.Bool
+		var ran []string
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			names := []string{"reserve", "charge", "ship"}
+			if patched.Load() {
+				v2, err := errand.Patched(ctx, "invoice")
+				if err != nil {
+					return err
+				}
+				if v2 {
+					names = []string{"reserve", "invoice", "charge", "ship"}
+				}
+			}
+			for _, n := range names {
+				if _, err := errand.Step(ctx, n, func(context.Context) (int, error) { ran = append(ran, j.ID+":"+n); return 1, nil }); err != nil {
+					return err
+				}
+				if n == "reserve" && j.Attempt == 1 {
+					return errors.New("crash after reserve")
+				}
+			}
+			return nil
+		})
+		// old's record has "reserve" where the new code looks for the
+		// marker: it ran the code before the change.
+		old := enqueue(t, c, "task", &errand.EnqueueOpts{ID: "old"}).ID
+		workOne(t, c, nil) // old records reserve with the code before the change
+		patched.Store(true)
+		fresh := enqueue(t, c, "task", &errand.EnqueueOpts{ID: "fresh"}).ID
+		for range 4 {
+			clock.Advance(time.Hour)
+			workOne(t, c, nil)
+		}
+		for _, id := range []string{old, fresh} {
+			if j := getJob(t, c, id); j.State != errandtype.StateSucceeded {
+				t.Errorf("job %s: %s %v, want succeeded", id, j.State, j.Errors)
+			}
+		}
+		want := "old:reserve fresh:reserve old:charge old:ship fresh:invoice fresh:charge fresh:ship"
+		if got := strings.Join(ran, " "); got != want {
+			t.Errorf("steps run:\n%s\nwant\n%s", got, want)
+		}
+		steps, err := c.Steps(ctx, fresh)
+		if err != nil || len(steps) != 5 || steps[0].Name != "errand.patch" {
+			t.Errorf("the fresh job's steps %+v, %v; want the marker first", steps, err)
+		}
+		if _, err := errand.Patched(ctx, "x"); err == nil {
+			t.Error("Patched outside a handler: no error")
+		}
+	})
+}

@@ -52,6 +52,7 @@ const (
 	SleepStepName  = "errand.sleep"
 	WaitStepName   = "errand.wait"
 	SignalStepName = "errand.signal"
+	PatchStepName  = "errand.patch"
 )
 
 // JobSignalParams sends a signal.
