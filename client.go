@@ -836,6 +836,9 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 	}
 	c.afterMemberFinished(ctx, j)
 	c.afterWorkflowJob(ctx, j)
+	if j.State == errandtype.StateCancelled {
+		c.afterChild(ctx, j, j.State)
+	}
 	return j, nil
 }
 

@@ -65,7 +65,8 @@ func ValidateName(s string) error { return errandstore.CheckName("name", s) }
 //   - BATCH.callback: a batch's callback ([BatchCallbackJobID]);
 //   - WORKFLOW.step.NAME and WORKFLOW.undo.NAME: a workflow's step and its
 //     compensation ([WorkflowStepJobID], [WorkflowCompensationJobID]);
-//   - JOB.dead.N: the on-dead job of a job that died ([DeadHookJobID]).
+//   - JOB.dead.N: the on-dead job of a job that died ([DeadHookJobID]);
+//   - JOB.child.NAME: a child job of a durable handler ([ChildJobID]).
 func checkCallerJobID(field, id string) error {
 	if len(id) > len(errandstore.BatchCallbackSuffix) && strings.HasSuffix(id, errandstore.BatchCallbackSuffix) {
 		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q ends in %q, the shape of a batch's callback job id (BATCH.callback), which errand keeps for that job; choose another id", id, errandstore.BatchCallbackSuffix)}
@@ -80,6 +81,8 @@ func checkCallerJobID(field, id string) error {
 		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q has the shape of a workflow job's id (WORKFLOW.step.NAME or WORKFLOW.undo.NAME), which errand keeps for those jobs; choose another id", id)}
 	case len(head) > len(".dead") && strings.HasSuffix(head, ".dead") && isReplays(tail):
 		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q has the shape of an on-dead job's id (JOB.dead.N), which errand keeps for those jobs; choose another id", id)}
+	case len(head) > len(childInfix) && strings.HasSuffix(head, childInfix):
+		return &errandtype.InputError{Field: field, Message: fmt.Sprintf("%q has the shape of a child job's id (JOB.child.NAME), which errand keeps for those jobs; choose another id", id)}
 	}
 	return nil
 }

@@ -186,11 +186,12 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 // onlyWrite reports whether a's outcome needs nothing but its write, so
 // that recordLater may hand it over. Every other attempt (a failure, a lost
 // lease, a job of a batch or a workflow or of a kind with a dependency,
-// whose outcome leads to more writes) is recorded by recordNow, waiting.
+// whose outcome leads to more writes, a child job, whose parent is told)
+// is recorded by recordNow, waiting.
 func (w *Worker) onlyWrite(a *attempt) bool {
 	job := a.job
 	return a.err == nil && a.leaseErr == nil && a.handlerDone == nil && !w.outcomes.Direct && !w.abandoned.Load() &&
-		job.BatchID == nil && job.WorkflowID == nil && !w.breakers.guards(job.Kind)
+		job.BatchID == nil && job.WorkflowID == nil && !w.breakers.guards(job.Kind) && childParent(job.ID) == ""
 }
 
 // laterOutcome is an outcome recordLater handed over, waiting for its
@@ -497,6 +498,14 @@ func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *Wor
 	case ResultSucceeded, ResultCancelled:
 		c.afterMemberFinished(ctx, job)
 		c.afterWorkflowJob(ctx, job)
+	}
+	switch res.Result {
+	case ResultSucceeded:
+		c.afterChild(ctx, job, errandtype.StateSucceeded)
+	case ResultDead:
+		c.afterChild(ctx, job, errandtype.StateDead)
+	case ResultCancelled:
+		c.afterChild(ctx, job, errandtype.StateCancelled)
 	}
 }
 

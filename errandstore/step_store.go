@@ -53,6 +53,7 @@ const (
 	WaitStepName   = "errand.wait"
 	SignalStepName = "errand.signal"
 	PatchStepName  = "errand.patch"
+	AwaitStepName  = "errand.await"
 )
 
 // JobSignalParams sends a signal.
@@ -206,3 +207,7 @@ func ReadSteps(next func() (st errandtype.Step, ok bool, err error)) ([]errandty
 	}
 	return steps, nil
 }
+
+// CheckChildName refuses a child job's name that is not a workflow step's:
+// it ends the child's id (JOB.child.NAME) as a step's name ends its job's.
+func CheckChildName(name string) error { return checkStepName("child name", name) }

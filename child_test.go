@@ -1,0 +1,164 @@
+package errand_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtest"
+	"github.com/errandhq/errand/errandtype"
+)
+
+// TestChildrenAwait: a parent enqueues three children and awaits each; it
+// sleeps (no attempt counted) until they finish, each child's end wakes
+// it, and it gets their outputs; a later attempt enqueues no child again
+// and gets the recorded outputs. A dead child is an error wrapping
+// ErrChildFailed.
+func TestChildrenAwait(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		var sums []int
+		var parentRuns atomic.Int32
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("parent", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+			parentRuns.Add(1)
+			var ids []string
+			for i := range 3 {
+				id, err := errand.Child(ctx, fmt.Sprintf("part%d", i), errand.RawArgs{KindName: "part", JSON: []byte(fmt.Sprintf(`{"n":%d}`, i+1))}, &errand.EnqueueOpts{Queue: "parts"})
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			sum := 0
+			for _, id := range ids {
+				n, err := errand.Await[int](ctx, id)
+				if errors.Is(err, errand.ErrChildFailed) {
+					sum += 1000
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				sum += n
+			}
+			sums = append(sums, sum)
+			return nil
+		}), nil)
+		kinds.HandleRaw("part", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+			var args struct{ N int }
+			if err := json.Unmarshal(j.Args, &args); err != nil {
+				return err
+			}
+			if args.N == 3 {
+				return errand.Permanent(errors.New("part 3 is broken"))
+			}
+			return errand.SetOutput(ctx, 10*args.N)
+		}), nil)
+		c := newClient(t, st, &errand.Config{Kinds: kinds})
+		parent := enqueue(t, c, "parent", &errand.EnqueueOpts{ID: "order-1"}).ID
+		if r := workOne(t, c, nil); r.Result != errand.ResultSnoozed {
+			t.Fatalf("the parent's first attempt: %s %q, want snoozed awaiting its children", r.Result, r.Error)
+		}
+		for i := range 3 {
+			id := errand.ChildJobID(parent, fmt.Sprintf("part%d", i))
+			if j := getJob(t, c, id); j.State != errandtype.StateQueued {
+				t.Fatalf("child %s: %s, want queued", id, j.State)
+			}
+		}
+		// The children run; the first one's end wakes the parent.
+		for range 3 {
+			workOne(t, c, &errand.WorkOneOpts{Queues: []string{"parts"}})
+		}
+		if j := getJob(t, c, parent); j.State != errandtype.StateQueued || j.AvailableAt.After(clock.Now()) || j.Attempt != 0 {
+			t.Fatalf("the parent after its children: %s, available %s, attempt %d; want queued, available now, attempt 0", j.State, j.AvailableAt, j.Attempt)
+		}
+		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded {
+			t.Fatalf("the parent's second attempt: %s %q", r.Result, r.Error)
+		}
+		// Outputs 10 and 20, and 1000 for the dead one.
+		if len(sums) != 1 || sums[0] != 1030 {
+			t.Errorf("the parent's sums %v, want [1030]", sums)
+		}
+		if n, _ := c.List(ctx, &errand.ListOpts{Queue: "parts"}); len(n) != 3 {
+			t.Errorf("%d children, want 3: a later attempt enqueues none again", len(n))
+		}
+		if _, err := c.Enqueue(ctx, errand.RawArgs{KindName: "part"}, &errand.EnqueueOpts{ID: "x.child.y"}); err == nil || !strings.Contains(err.Error(), "child job") {
+			t.Errorf("a caller's id in a child's shape: %v", err)
+		}
+	})
+}
+
+// TestAwaitCancelledChild: a child cancelled while it waits, which runs no
+// attempt, still wakes its parent.
+func TestAwaitCancelledChild(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		var got error
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("parent", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+			id, err := errand.Child(ctx, "part", errand.RawArgs{KindName: "part"}, &errand.EnqueueOpts{Queue: "parts"})
+			if err != nil {
+				return err
+			}
+			_, got = errand.Await[int](ctx, id)
+			if errors.Is(got, errand.ErrChildFailed) {
+				return nil
+			}
+			return got
+		}), nil)
+		kinds.HandleRaw("part", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
+		c := newClient(t, st, &errand.Config{Kinds: kinds})
+		parent := enqueue(t, c, "parent", nil).ID
+		workOne(t, c, nil)
+		if j := getJob(t, c, parent); !j.AvailableAt.After(clock.Now()) {
+			t.Fatalf("the parent is available at %s; want it waiting for its child", j.AvailableAt)
+		}
+		if _, err := c.Cancel(ctx, errand.ChildJobID(parent, "part"), &errand.CancelOpts{Operator: "ana", Reason: "not needed"}); err != nil {
+			t.Fatal(err)
+		}
+		if j := getJob(t, c, parent); j.AvailableAt.After(clock.Now()) {
+			t.Fatalf("the parent waits until %s after its child was cancelled; want woken now", j.AvailableAt)
+		}
+		if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded || !errors.Is(got, errand.ErrChildFailed) || !strings.Contains(got.Error(), "cancelled") {
+			t.Fatalf("the parent: %s %q, Await returned %v", r.Result, r.Error, got)
+		}
+	})
+}
+
+// TestResult: Result answers a finished job's state and output at once,
+// waits for one that finishes meanwhile, and says when one has not
+// finished within the wait, or is unknown.
+func TestResult(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, nil)
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error { return errand.SetOutput(ctx, "receipt-7") })
+	id := enqueue(t, c, "task", nil).ID
+	if _, err := c.Result(ctx, id, 0); !errors.Is(err, errand.ErrNotFinished) || !strings.Contains(err.Error(), "queued") {
+		t.Fatalf("Result of a queued job: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(50 * time.Millisecond)
+		if _, err := c.WorkOne(ctx, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	r, err := c.Result(ctx, id, 10*time.Second)
+	<-done
+	if err != nil || r.State != errandtype.StateSucceeded || string(r.Output) != `"receipt-7"` {
+		t.Fatalf("Result while it runs: %+v, %v", r, err)
+	}
+	if _, err := c.Result(ctx, "nope", 0); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Errorf("Result of an unknown job: %v", err)
+	}
+}
