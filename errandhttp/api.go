@@ -160,6 +160,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
 		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
 		{"GET /api/v1/jobs/{id}/steps", a.jobSteps},
+		{"GET /api/v1/jobs/{id}/result", a.jobResult},
 		{"POST /api/v1/jobs/{id}/signal", withBody(a.signal)},
 		{"GET /api/v1/audit", a.audit},
 		{"POST /api/v1/replay", withBody(a.bulkReplay)},
@@ -230,6 +231,8 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ice):
 		writeError(w, http.StatusConflict, "id_conflict", fmt.Sprintf("%s id %q is taken by a different %s (%s differ); give a new id for a new %s, or set \"first_wins\": true to get the existing one",
 			ice.What, ice.ID, ice.What, strings.Join(ice.Fields, ", "), ice.What))
+	case errors.Is(err, errand.ErrNotFinished):
+		writeError(w, http.StatusConflict, "not_finished", err.Error())
 	case errors.Is(err, errandtype.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "no job with id "+strconv.Quote(r.PathValue("id")))
 	case errors.Is(err, errandtype.ErrStoreUnavailable):
@@ -1091,6 +1094,35 @@ func (a *api[TTx]) signal(w http.ResponseWriter, r *http.Request, req *signalReq
 		return err
 	}
 	return reply(w, map[string]any{"job_id": id, "signal": req.Name})
+}
+
+// maxResultWait bounds the wait of GET /api/v1/jobs/{id}/result: a caller
+// that waits longer asks again.
+const maxResultWait = time.Minute
+
+// jobResult answers what a finished job came to, waiting up to ?wait= (a
+// Go duration, at most a minute) for it to finish.
+func (a *api[TTx]) jobResult(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "wait"); err != nil {
+		return err
+	}
+	var wait time.Duration
+	if s := q.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > maxResultWait {
+			return badRequest("wait %q: give a duration from 0s to %s, e.g. wait=10s", s, maxResultWait)
+		}
+		wait = d
+	}
+	res, err := a.c.Result(r.Context(), r.PathValue("id"), wait)
+	if err != nil {
+		return err
+	}
+	if a.hideArgs {
+		res.Output = nil
+	}
+	return reply(w, res)
 }
 
 // jobSteps answers the steps a job's durable handler recorded, in order;

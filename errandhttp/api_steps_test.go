@@ -100,3 +100,29 @@ func TestAPISignal(t *testing.T) {
 		}
 	})
 }
+
+// TestAPIJobResult: GET /api/v1/jobs/{id}/result answers a finished job's
+// state and output, 409 not_finished for one still waiting after ?wait=,
+// 404 for an unknown job and 400 for a bad wait.
+func TestAPIJobResult(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+		if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/result", nil); r.status != http.StatusConflict || !strings.Contains(string(r.body), `"not_finished"`) {
+			t.Errorf("result of a queued job: %d %s", r.status, r.body)
+		}
+		for _, q := range []string{"?wait=x", "?wait=2m", "?wait=-1s", "?other=1"} {
+			if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/result"+q, nil); r.status != http.StatusBadRequest {
+				t.Errorf("result%s: %d %s, want 400", q, r.status, r.body)
+			}
+		}
+		if r := s.op(t, "GET", "/api/v1/jobs/nope/result", nil); r.status != http.StatusNotFound {
+			t.Errorf("result of an unknown job: %d %s", r.status, r.body)
+		}
+		s.op(t, "POST", "/api/v1/jobs/"+id+"/cancel", map[string]any{"reason": "not needed"})
+		r := s.op(t, "GET", "/api/v1/jobs/"+id+"/result?wait=0s", nil)
+		if m := r.json(t); r.status != http.StatusOK || m["state"] != "cancelled" || m["id"] != id {
+			t.Errorf("result of a cancelled job: %d %s", r.status, r.body)
+		}
+	})
+}
