@@ -567,21 +567,25 @@ func (c *engine) Signal(ctx context.Context, id, name string, value any) error {
 // signal and was recorded so, when the signal came while the attempt was
 // ending: sent while the job was still running, it found no wait to wake.
 func (c *engine) wakeIfSignalled(ctx context.Context, a *attempt) {
-	w := a.info.waiting()
-	if w == nil {
-		return
+	if w := a.info.waiting(); w != nil {
+		c.wakeIfSignalCame(ctx, a.job, w.wait, w.consumed)
 	}
+}
+
+// wakeIfSignalCame wakes job, waiting for signal name of which earlier
+// waits took taken, when more have come.
+func (c *engine) wakeIfSignalCame(ctx context.Context, job *errandtype.Job, name string, taken int) {
 	ctx = context.WithoutCancel(ctx)
-	sigs, err := c.caps.steps.JobSignals(ctx, &errandstore.JobSignalsParams{ID: a.job.ID, Name: w.wait})
-	if err == nil && len(sigs) > w.consumed {
+	sigs, err := c.caps.steps.JobSignals(ctx, &errandstore.JobSignalsParams{ID: job.ID, Name: name})
+	if err == nil && len(sigs) > taken {
 		var woke bool
-		if woke, err = c.caps.steps.JobWake(ctx, &errandstore.JobWakeParams{ID: a.job.ID}); woke {
-			c.wakeQueues(a.job.Queue)
+		if woke, err = c.caps.steps.JobWake(ctx, &errandstore.JobWakeParams{ID: job.ID}); woke {
+			c.wakeQueues(job.Queue)
 		}
 	}
 	if err != nil {
 		c.logger.Warn("could not check for a signal that came as the job began to wait; it wakes at its timeout, or at the next signal",
-			"job_id", a.job.ID, "signal", w.wait, "err", err)
+			"job_id", job.ID, "signal", name, "err", err)
 	}
 }
 
