@@ -155,6 +155,9 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/fail", withBody(a.fail)},
 		{"POST /api/v1/ack", withBody(a.ackMany)},
 		{"POST /api/v1/jobs/{id}/output", withBody(a.output)},
+		{"POST /api/v1/jobs/{id}/steps", withBody(a.recordStep)},
+		{"GET /api/v1/jobs/{id}/signals", a.signals},
+		{"POST /api/v1/jobs/{id}/snooze", withBody(a.snooze)},
 		// Operators.
 		{"POST /api/v1/jobs/{id}/replay", withBody(a.replay)},
 		{"POST /api/v1/jobs/{id}/cancel", a.cancel},
@@ -231,6 +234,8 @@ func (a *api[TTx]) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ice):
 		writeError(w, http.StatusConflict, "id_conflict", fmt.Sprintf("%s id %q is taken by a different %s (%s differ); give a new id for a new %s, or set \"first_wins\": true to get the existing one",
 			ice.What, ice.ID, ice.What, strings.Join(ice.Fields, ", "), ice.What))
+	case errors.Is(err, errandstore.ErrStepRecorded):
+		writeError(w, http.StatusConflict, "step_recorded", "a step is recorded at this index already; read the job's steps and go on from them (nothing was changed)")
 	case errors.Is(err, errand.ErrNotFinished):
 		writeError(w, http.StatusConflict, "not_finished", err.Error())
 	case errors.Is(err, errandtype.ErrNotFound):
@@ -1135,12 +1140,80 @@ func (a *api[TTx]) jobSteps(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if a.hideArgs {
+	if a.hideArgs && a.hideLease {
 		for i := range steps {
 			steps[i].Result = nil
 		}
 	}
 	return reply(w, map[string]any{"steps": steps})
+}
+
+// stepRequest is the body of POST /api/v1/jobs/{id}/steps: a remote
+// worker's step, fenced by its lease token.
+type stepRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Index      *int            `json:"index"`
+	Name       string          `json:"name"`
+	Result     json.RawMessage `json:"result"`
+	Error      string          `json:"error"`
+}
+
+// recordStep records a remote worker's step of a durable handler.
+func (a *api[TTx]) recordStep(w http.ResponseWriter, r *http.Request, req *stepRequest) error {
+	if req.Index == nil {
+		return badRequest(`give "index", the step's place in the handler's order from 0: the number of steps the job has recorded`)
+	}
+	step := errandtype.Step{Index: *req.Index, Name: req.Name, Result: req.Result, Error: req.Error}
+	if string(step.Result) == "null" && step.Error != "" {
+		step.Result = nil
+	}
+	id := r.PathValue("id")
+	if err := a.c.RecordStep(r.Context(), id, req.LeaseToken, step); err != nil {
+		return err
+	}
+	return reply(w, map[string]any{"job_id": id, "index": step.Index})
+}
+
+// signals answers the signals of ?name= sent to a job, oldest first.
+func (a *api[TTx]) signals(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "name"); err != nil {
+		return err
+	}
+	name := q.Get("name")
+	if name == "" {
+		return badRequest("give ?name=, the signal's name")
+	}
+	sigs, err := a.c.Signals(r.Context(), r.PathValue("id"), name)
+	if err != nil {
+		return err
+	}
+	if sigs == nil {
+		sigs = []errandtype.Signal{}
+	}
+	if a.hideArgs && a.hideLease {
+		for i := range sigs {
+			sigs[i].Value = nil
+		}
+	}
+	return reply(w, map[string]any{"signals": sigs})
+}
+
+// snoozeRequest is the body of POST /api/v1/jobs/{id}/snooze.
+type snoozeRequest struct {
+	LeaseToken string              `json:"lease_token"`
+	Delay      errandtype.Duration `json:"delay"`
+}
+
+// snooze ends a remote worker's attempt by putting the job back for a
+// while, without counting the attempt: a remote sleep or wait.
+func (a *api[TTx]) snooze(w http.ResponseWriter, r *http.Request, req *snoozeRequest) error {
+	id := r.PathValue("id")
+	res, err := a.c.Snooze(r.Context(), id, req.LeaseToken, time.Duration(req.Delay))
+	if err != nil {
+		return err
+	}
+	return reply(w, outcome(id, res))
 }
 
 func (a *api[TTx]) workers(w http.ResponseWriter, r *http.Request) error {

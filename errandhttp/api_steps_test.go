@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand/errandhttp"
 	"github.com/errandhq/errand/errandstore"
@@ -15,11 +16,11 @@ import (
 
 // TestAPIJobSteps: GET /api/v1/jobs/{id}/steps answers a job's recorded
 // steps in order, none for a job without them, 404 for an unknown job, and
-// hides their results with HideArgs.
+// hides their results from readers with HideArgs.
 func TestAPIJobSteps(t *testing.T) {
 	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		for _, hide := range []bool{false, true} {
-			s := newServer(t, st, clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: hide}})
+			s := newServer(t, st, clock, &errandhttp.Options{API: &errandhttp.APIOptions{HideArgs: hide}, Auth: &errandhttp.AuthOptions{Tokens: testTokens}})
 			id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
 			if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/steps", nil); r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"steps":[]}` {
 				t.Fatalf("steps of a job without any: %d %s", r.status, r.body)
@@ -48,8 +49,14 @@ func TestAPIJobSteps(t *testing.T) {
 				got.Steps[0].Name != "charge" || got.Steps[1].Error != "bounced" || got.Steps[1].Attempt != 1 {
 				t.Fatalf("steps: %d %s", r.status, r.body)
 			}
-			if shown := strings.Contains(string(r.body), "4111"); shown == hide {
-				t.Errorf("HideArgs %t: the step's result shown %t: %s", hide, shown, r.body)
+			// A worker (who may write) needs the results; a reader sees them
+			// unless HideArgs.
+			if !strings.Contains(string(r.body), "4111") {
+				t.Errorf("HideArgs %t: a writer does not see the step's result: %s", hide, r.body)
+			}
+			rr := s.do(t, req{method: "GET", path: "/api/v1/jobs/" + id + "/steps", token: readerSecret})
+			if shown := strings.Contains(string(rr.body), "4111"); rr.status != http.StatusOK || shown == hide {
+				t.Errorf("HideArgs %t: a reader sees the step's result %t: %d %s", hide, shown, rr.status, rr.body)
 			}
 			if r := s.op(t, "GET", "/api/v1/jobs/nope/steps", nil); r.status != http.StatusNotFound {
 				t.Errorf("steps of an unknown job: %d %s", r.status, r.body)
@@ -123,6 +130,78 @@ func TestAPIJobResult(t *testing.T) {
 		r := s.op(t, "GET", "/api/v1/jobs/"+id+"/result?wait=0s", nil)
 		if m := r.json(t); r.status != http.StatusOK || m["state"] != "cancelled" || m["id"] != id {
 			t.Errorf("result of a cancelled job: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestAPIRemoteDurableFlow: a remote worker keeps a durable handler's
+// protocol through the API: it records a step under its lease (a second at
+// the same index is 409 step_recorded, a stale token 409 lease_lost),
+// records a wait and snoozes; the signal wakes the job; the next attempt
+// reads the steps and the signal and finishes. A signal that comes while
+// the attempt runs wakes the job as soon as it snoozes.
+func TestAPIRemoteDurableFlow(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		claim := func() string {
+			t.Helper()
+			var claimed struct {
+				Jobs []errandtype.Envelope `json:"jobs"`
+			}
+			c := s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}})
+			if err := json.Unmarshal(c.body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+				t.Fatalf("claim: %s", c.body)
+			}
+			return claimed.Jobs[0].LeaseToken
+		}
+		want := func(what string, r response, status int, code string) {
+			t.Helper()
+			if r.status != status || (code != "" && !strings.Contains(string(r.body), `"`+code+`"`)) {
+				t.Fatalf("%s: %d %s, want %d %s", what, r.status, r.body, status, code)
+			}
+		}
+		for _, race := range []bool{false, true} {
+			id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+			base := "/api/v1/jobs/" + id
+			tok := claim()
+			want("step 0", s.op(t, "POST", base+"/steps", map[string]any{"lease_token": tok, "index": 0, "name": "charge", "result": map[string]string{"id": "ch_1"}}), http.StatusOK, "")
+			want("step 0 again", s.op(t, "POST", base+"/steps", map[string]any{"lease_token": tok, "index": 0, "name": "charge", "result": 1}), http.StatusConflict, "step_recorded")
+			want("a stale token", s.op(t, "POST", base+"/steps", map[string]any{"lease_token": "stale", "index": 1, "name": "x", "result": 1}), http.StatusConflict, "lease_lost")
+			want("no index", s.op(t, "POST", base+"/steps", map[string]any{"lease_token": tok, "name": "x", "result": 1}), http.StatusBadRequest, "invalid_input")
+			want("the wait", s.op(t, "POST", base+"/steps", map[string]any{"lease_token": tok, "index": 1, "name": "errand.wait", "result": map[string]string{"signal": "approval"}}), http.StatusOK, "")
+			if r := s.op(t, "GET", base+"/signals?name=approval", nil); strings.TrimSpace(string(r.body)) != `{"signals":[]}` {
+				t.Fatalf("signals before any: %d %s", r.status, r.body)
+			}
+			if race {
+				want("a signal while it runs", s.op(t, "POST", base+"/signal", map[string]any{"name": "approval", "value": "ok"}), http.StatusOK, "")
+			}
+			want("a bad snooze", s.op(t, "POST", base+"/snooze", map[string]any{"lease_token": tok, "delay": "-1h"}), http.StatusBadRequest, "invalid_input")
+			r := s.op(t, "POST", base+"/snooze", map[string]any{"lease_token": tok, "delay": "1h"})
+			want("the snooze", r, http.StatusOK, "")
+			if r.json(t)["state"] != "queued" {
+				t.Fatalf("snooze: %s", r.body)
+			}
+			if !race {
+				if j := s.job(t, id); j.AvailableAt.Sub(clock.Now()) != time.Hour || j.Attempt != 0 {
+					t.Fatalf("waiting: available at %s, attempt %d; want in an hour, attempt 0", j.AvailableAt, j.Attempt)
+				}
+				want("the signal", s.op(t, "POST", base+"/signal", map[string]any{"name": "approval", "value": "ok"}), http.StatusOK, "")
+			}
+			if j := s.job(t, id); j.AvailableAt.After(clock.Now()) {
+				t.Fatalf("race %t: the job waits until %s after its signal; want available now", race, j.AvailableAt)
+			}
+			tok = claim()
+			var got struct {
+				Steps []errandtype.Step `json:"steps"`
+			}
+			if err := json.Unmarshal(s.op(t, "GET", base+"/steps", nil).body, &got); err != nil || len(got.Steps) != 2 {
+				t.Fatalf("steps on the next attempt: %+v, %v", got, err)
+			}
+			if r := s.op(t, "GET", base+"/signals?name=approval", nil); !strings.Contains(string(r.body), `"value":"ok"`) {
+				t.Fatalf("signals: %s", r.body)
+			}
+			want("the wait's outcome", s.op(t, "POST", base+"/steps", map[string]any{"lease_token": tok, "index": 2, "name": "errand.signal", "result": map[string]any{"signal": "approval", "value": "ok"}}), http.StatusOK, "")
+			want("the ack", s.op(t, "POST", base+"/ack", map[string]any{"lease_token": tok}), http.StatusOK, "")
 		}
 	})
 }
