@@ -657,3 +657,35 @@ func (s *steps) patch(ctx context.Context, a *attemptInfo, id string) (idx int, 
 	s.running = true
 	return idx, true, nil
 }
+
+// Suspension says, in words, what a waiting job's durable handler waits
+// for, from its recorded steps: a sleep, a signal or a child; "" when the
+// last step is none of those. Operators' views add it to what happens
+// next.
+func Suspension(steps []errandtype.Step) string {
+	if len(steps) == 0 {
+		return ""
+	}
+	last := steps[len(steps)-1]
+	switch last.Name {
+	case errandstore.SleepStepName:
+		var r sleepResult
+		if json.Unmarshal(last.Result, &r) == nil {
+			return "its handler sleeps until " + r.Until.UTC().Format(time.RFC3339)
+		}
+	case errandstore.WaitStepName:
+		var w waitResult
+		if json.Unmarshal(last.Result, &w) != nil {
+			return ""
+		}
+		until := "without a timeout"
+		if w.Until != nil {
+			until = "until " + w.Until.UTC().Format(time.RFC3339)
+		}
+		if child, ok := strings.CutPrefix(w.Signal, reservedStepPrefix+"child:"); ok {
+			return fmt.Sprintf("its handler awaits child job %s, whose end wakes it", child)
+		}
+		return fmt.Sprintf("its handler waits for signal %q %s; the signal wakes it at once", w.Signal, until)
+	}
+	return ""
+}

@@ -330,3 +330,22 @@ func TestPatched(t *testing.T) {
 		}
 	})
 }
+
+// TestSuspension words what a waiting job's handler waits for.
+func TestSuspension(t *testing.T) {
+	for _, c := range []struct {
+		steps []errandtype.Step
+		want  string
+	}{
+		{nil, ""},
+		{[]errandtype.Step{{Name: "charge", Result: []byte(`1`)}}, ""},
+		{[]errandtype.Step{{Name: "errand.sleep", Result: []byte(`{"until":"2026-12-01T10:00:00Z"}`)}}, "its handler sleeps until 2026-12-01T10:00:00Z"},
+		{[]errandtype.Step{{Name: "errand.wait", Result: []byte(`{"signal":"approval"}`)}}, `its handler waits for signal "approval" without a timeout; the signal wakes it at once`},
+		{[]errandtype.Step{{Name: "errand.wait", Result: []byte(`{"signal":"approval","until":"2026-12-01T10:00:00Z"}`)}}, `its handler waits for signal "approval" until 2026-12-01T10:00:00Z; the signal wakes it at once`},
+		{[]errandtype.Step{{Name: "errand.wait", Result: []byte(`{"signal":"errand.child:o.child.a"}`)}}, "its handler awaits child job o.child.a, whose end wakes it"},
+	} {
+		if got := errand.Suspension(c.steps); got != c.want {
+			t.Errorf("Suspension(%v) = %q, want %q", c.steps, got, c.want)
+		}
+	}
+}

@@ -666,6 +666,9 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if s := errand.Suspension(steps); s != "" && j.State.Waiting() {
+		next += "; " + s
+	}
 	data := &detailData{Job: j, Next: next, Audit: audit, Steps: steps}
 	if err := d.explainCompensatedStep(ctx, data); err != nil {
 		d.fail(w, r, err)

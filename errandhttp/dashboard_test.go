@@ -403,6 +403,18 @@ func TestDashboardJobDetail(t *testing.T) {
 	body = mustGet(t, NewDashboard(c, &DashboardOptions{HideArgs: true}), "/jobs/run-1")
 	wantContains(t, "a job with steps, args hidden", body, "<td>charge</td>", "mailbox full")
 	wantLacks(t, "a job with steps, args hidden", body, "4111")
+
+	// A job waiting for a signal says so in what happens next.
+	if err := c.Store().(errandstore.StepStore).JobStepRecord(context.Background(), &errandstore.JobStepRecordParams{JobLease: lease,
+		Step: errandtype.Step{Index: 2, Name: errandstore.WaitStepName, Result: json.RawMessage(`{"signal":"approval"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Store().JobRecordOutcomes(context.Background(), &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{
+		{JobLease: lease, Kind: errandstore.OutcomeSnooze, Delay: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	body = mustGet(t, h, "/jobs/run-1")
+	wantContains(t, "a job waiting for a signal", body, "its handler waits for signal &#34;approval&#34; without a timeout")
 }
 
 func TestDashboardJobWithSlashInID(t *testing.T) {

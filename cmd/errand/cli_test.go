@@ -455,7 +455,7 @@ func TestInspectShowsSteps(t *testing.T) {
 	}
 	st.Close()
 	out := ok(t, cli(t, "inspect", r.Job.ID, "--db", db)).stdout
-	for _, want := range []string{"steps (2):", `0 charge, attempt 1, at `, `: "ch_1"`, "1 errand.sleep, attempt 1"} {
+	for _, want := range []string{"steps (2):", `0 charge, attempt 1, at `, `: "ch_1"`, "1 errand.sleep, attempt 1", "; its handler sleeps until "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, out)
 		}
@@ -648,6 +648,9 @@ func TestSignalCommand(t *testing.T) {
 		if res.code != bad.code || !strings.Contains(res.stderr, bad.line) {
 			t.Errorf("errand %v: %d %q, want %d %q", bad.args, res.code, res.stderr, bad.code, bad.line)
 		}
+	}
+	if out := ok(t, cli(t, "inspect", id, "--db", db)).stdout; !strings.Contains(out, `its handler waits for signal "approval" until `) {
+		t.Errorf("inspect of a waiting job does not say what it waits for:\n%s", out)
 	}
 	if out := ok(t, cli(t, "signal", id, "approval", "--value", `{"ok":true}`, "--db", db)).stdout; out != "signalled "+id+": approval\n" {
 		t.Errorf("errand signal: %q", out)

@@ -63,6 +63,9 @@ next, in words).`,
 				breaker = h.HeldBy(j.Kind)
 			}
 			next := nextSentence(j, breaker, now)
+			if s := errand.Suspension(steps); s != "" && j.State.Waiting() {
+				next += "; " + s
+			}
 			if j.State.Waiting() {
 				ws, err := c.Workers(ctx)
 				if err != nil {
