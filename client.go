@@ -723,6 +723,11 @@ type ReplayOpts struct {
 	// replay resumes from the last checkpoint, as a retry does: replaying a
 	// cancelled or dead import goes on where it stopped.
 	Restart bool
+	// FromStep, when not nil, forks a durable handler's job from that step
+	// (see [Step]): the steps before it keep their results, it and those
+	// after it run again. It cannot be given with Restart or Args, which
+	// clear every step. The audit records it.
+	FromStep *int
 }
 
 // Replay starts a new delivery cycle for a dead or cancelled job, keeping
@@ -759,7 +764,7 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 		}
 	}
 	j, err := c.store.JobReplay(ctx, &errandstore.JobReplayParams{ID: id, Operator: opts.Operator, Reason: opts.Reason, Args: args, ArgsVersion: version,
-		ClearProgress: opts.Restart || args != nil})
+		ClearProgress: opts.Restart || args != nil, FromStep: opts.FromStep})
 	if err != nil {
 		c.explainReplayRefusal(ctx, err)
 		return nil, fmt.Errorf("replay job %s: %w", id, err)

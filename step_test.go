@@ -3,6 +3,7 @@ package errand_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -349,3 +350,52 @@ func TestSuspension(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayFromStep: a replay from step N keeps the results before it and
+// runs it and those after it again, and the audit records where it forked;
+// a fork with a restart, or from a negative step, is refused with nothing
+// written.
+func TestReplayFromStep(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		var runs [3]atomic.Int32
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			for i := range runs {
+				if _, err := errand.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (int, error) { runs[i].Add(1); return i, nil }); err != nil {
+					return err
+				}
+			}
+			return errand.Permanent(errors.New("stop"))
+		})
+		id := enqueue(t, c, "task", nil).ID
+		workOne(t, c, nil)
+		for what, opts := range map[string]*errand.ReplayOpts{
+			"a restart":       {Operator: "ana", Reason: "r", Restart: true, FromStep: ptr(1)},
+			"corrected args":  {Operator: "ana", Reason: "r", Args: []byte(`{}`), FromStep: ptr(1)},
+			"a negative step": {Operator: "ana", Reason: "r", FromStep: ptr(-1)},
+		} {
+			if _, err := c.Replay(ctx, id, opts); err == nil || !strings.Contains(err.Error(), "from_step") {
+				t.Errorf("a fork with %s: %v, want refused naming from_step", what, err)
+			}
+		}
+		if j := getJob(t, c, id); j.State != errandtype.StateDead {
+			t.Fatalf("after refused forks: %s", j.State)
+		}
+		if _, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: "ana", Reason: "redo the last two", FromStep: ptr(1)}); err != nil {
+			t.Fatal(err)
+		}
+		workOne(t, c, nil)
+		if runs[0].Load() != 1 || runs[1].Load() != 2 || runs[2].Load() != 2 {
+			t.Errorf("steps ran %d, %d, %d times; want 1, 2, 2", runs[0].Load(), runs[1].Load(), runs[2].Load())
+		}
+		audit, err := c.Audit(ctx, &errand.AuditOpts{JobID: id})
+		var d struct {
+			FromStep *int `json:"from_step"`
+		}
+		if err != nil || len(audit) != 1 || json.Unmarshal(audit[0].Details, &d) != nil || d.FromStep == nil || *d.FromStep != 1 {
+			t.Errorf("audit %+v, %v; want the replay with from_step 1", audit, err)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -147,6 +147,9 @@ type replayRequest struct {
 	// Args, when given, replace the job's args (fix-and-replay); the audit
 	// keeps the old and the new.
 	Args json.RawMessage `json:"args"`
+	// FromStep, when given, forks a durable handler's job from that step:
+	// the steps before it are kept, the rest run again.
+	FromStep *int `json:"from_step"`
 }
 
 func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request, req *replayRequest) error {
@@ -157,7 +160,7 @@ func (a *api[TTx]) replay(w http.ResponseWriter, r *http.Request, req *replayReq
 		req.Args = nil
 	}
 	operator, _ := Identity(r)
-	j, err := a.c.Replay(r.Context(), r.PathValue("id"), &errand.ReplayOpts{Operator: operator, Reason: req.Reason, Args: req.Args})
+	j, err := a.c.Replay(r.Context(), r.PathValue("id"), &errand.ReplayOpts{Operator: operator, Reason: req.Reason, Args: req.Args, FromStep: req.FromStep})
 	if err != nil {
 		return err
 	}

@@ -205,3 +205,37 @@ func TestAPIRemoteDurableFlow(t *testing.T) {
 		}
 	})
 }
+
+// TestAPIReplayFromStep: POST /api/v1/jobs/{id}/replay with from_step
+// forks a durable job there; with args too, it is 400 and nothing is
+// written.
+func TestAPIReplayFromStep(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+		base := "/api/v1/jobs/" + id
+		var claimed struct {
+			Jobs []errandtype.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}}).body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+			t.Fatal("claim", err)
+		}
+		tok := claimed.Jobs[0].LeaseToken
+		for i := range 3 {
+			s.op(t, "POST", base+"/steps", map[string]any{"lease_token": tok, "index": i, "name": "s", "result": i})
+		}
+		s.op(t, "POST", base+"/fail", map[string]any{"lease_token": tok, "permanent": true, "message": "stop"})
+		if r := s.op(t, "POST", base+"/replay", map[string]any{"reason": "r", "from_step": 1, "args": map[string]any{}}); r.status != http.StatusBadRequest {
+			t.Errorf("from_step with args: %d %s", r.status, r.body)
+		}
+		if r := s.op(t, "POST", base+"/replay", map[string]any{"reason": "redo from 1", "from_step": 1}); r.status != http.StatusOK {
+			t.Fatalf("replay from step 1: %d %s", r.status, r.body)
+		}
+		var got struct {
+			Steps []errandtype.Step `json:"steps"`
+		}
+		if err := json.Unmarshal(s.op(t, "GET", base+"/steps", nil).body, &got); err != nil || len(got.Steps) != 1 {
+			t.Errorf("steps after the fork: %+v, %v; want step 0 kept", got, err)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/errandhq/errand"
@@ -57,6 +58,9 @@ type actionData struct {
 	// page) or was applied to (on the result page).
 	Applicable int
 	Committed  bool
+	// FromStep forks the one job replayed from that step of its durable
+	// handler; empty for none.
+	FromStep string
 }
 
 // action serves the two POSTs of an action. The first (commit false)
@@ -74,12 +78,21 @@ func (d *dashboard) action(a *dashboardAction, commit bool) http.Handler {
 		if !ok {
 			return
 		}
-		data := &actionData{Action: a, Reason: reason, Committed: commit}
+		data := &actionData{Action: a, Reason: reason, Committed: commit, FromStep: strings.TrimSpace(r.FormValue("from_step"))}
+		var fromStep *int
+		if data.FromStep != "" {
+			n, err := strconv.Atoi(data.FromStep)
+			if err != nil || n < 0 || a != replayAction || len(ids) != 1 {
+				d.problem(w, r, http.StatusBadRequest, "from step: give the number of a step, from 0, when replaying one job")
+				return
+			}
+			fromStep = &n
+		}
 		for _, id := range ids {
 			aj := &actionJob{ID: id}
 			data.Jobs = append(data.Jobs, aj)
 			if commit {
-				if err := d.applyAction(r, a, aj, operator, reason); err != nil {
+				if err := d.applyAction(r, a, aj, operator, reason, fromStep); err != nil {
 					// The operator or the reason is at fault, for every
 					// job alike: stop before trying the rest.
 					d.problem(w, r, http.StatusBadRequest, err.Error())
@@ -157,11 +170,11 @@ func (d *dashboard) previewAction(r *http.Request, a *dashboardAction, aj *actio
 // applyAction does a to the job aj names and records what became of it.
 // It returns only an *errandtype.InputError, which every job would meet
 // alike.
-func (d *dashboard) applyAction(r *http.Request, a *dashboardAction, aj *actionJob, operator, reason string) error {
+func (d *dashboard) applyAction(r *http.Request, a *dashboardAction, aj *actionJob, operator, reason string, fromStep *int) error {
 	var j *errandtype.Job
 	var err error
 	if a == replayAction {
-		j, err = d.c.Replay(r.Context(), aj.ID, &errand.ReplayOpts{Operator: operator, Reason: reason})
+		j, err = d.c.Replay(r.Context(), aj.ID, &errand.ReplayOpts{Operator: operator, Reason: reason, FromStep: fromStep})
 	} else {
 		j, err = d.c.Cancel(r.Context(), aj.ID, &errand.CancelOpts{Operator: operator, Reason: reason})
 	}

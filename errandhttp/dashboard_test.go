@@ -744,3 +744,53 @@ func TestDashboardHidesStoreErrors(t *testing.T) {
 		t.Errorf("GET /jobs/%%FF: %d\n%s", code, body)
 	}
 }
+
+// TestDashboardReplayFromStep: the job page of a durable handler's dead job
+// offers a replay from a step; the confirm page carries it and the replay
+// forks the job there; a from step for several jobs, or not a number, is
+// refused.
+func TestDashboardReplayFromStep(t *testing.T) {
+	clk := errandtest.NewClock(testStart)
+	c := newSQLiteClient(t, clk)
+	ctx := context.Background()
+	h := NewDashboard(c, &DashboardOptions{Identity: func(*http.Request) (string, bool) { return "ana", true }})
+	enqueue(t, c, okArgs{}, &errand.EnqueueOpts{ID: "flow-1", Queue: "flows"})
+	js, err := c.Store().JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"flows"}, Limit: 1, Lease: time.Minute, Owner: "w"})
+	if err != nil || len(js) != 1 {
+		t.Fatal(js, err)
+	}
+	lease := errandstore.JobLease{ID: "flow-1", LeaseToken: *js[0].LeaseToken}
+	for i, name := range []string{"a", "b", "c"} {
+		if err := c.Store().(errandstore.StepStore).JobStepRecord(ctx, &errandstore.JobStepRecordParams{JobLease: lease,
+			Step: errandtype.Step{Index: i, Name: name, Result: json.RawMessage(`1`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Store().JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{JobLease: lease,
+		Kind: errandstore.OutcomeDead, Error: &errandtype.AttemptError{Attempt: 1, Class: "permanent", Message: "stop"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "a dead durable job's page", mustGet(t, h, "/jobs/flow-1"), `name="from_step"`)
+
+	for _, bad := range []url.Values{
+		{"id": {"flow-1", "dead-1"}, "reason": {"r"}, "from_step": {"1"}},
+		{"id": {"flow-1"}, "reason": {"r"}, "from_step": {"one"}},
+	} {
+		if code, body := post(t, h, "/replay/confirm", bad); code != http.StatusBadRequest {
+			t.Errorf("confirm %v: %d, want 400\n%s", bad, code, body)
+		}
+	}
+	form := url.Values{"id": {"flow-1"}, "reason": {"redo c"}, "from_step": {"2"}}
+	code, body := post(t, h, "/replay/confirm", form)
+	if code != http.StatusOK {
+		t.Fatalf("confirm: %d\n%s", code, body)
+	}
+	wantContains(t, "confirm page", body, "from step 2", `<input type="hidden" name="from_step" value="2">`)
+	if code, body = post(t, h, "/replay", form); code != http.StatusOK {
+		t.Fatalf("replay: %d\n%s", code, body)
+	}
+	steps, err := c.Steps(ctx, "flow-1")
+	if err != nil || len(steps) != 2 {
+		t.Errorf("steps after the fork: %+v, %v; want a and b kept", steps, err)
+	}
+}

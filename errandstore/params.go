@@ -212,7 +212,17 @@ func (p *JobCancelParams) Validate() error { return checkAuditText(p.Operator, p
 
 // Validate checks that the replay's audit record is text every store keeps.
 // Args, when set, the Client has checked as an enqueue checks them.
-func (p *JobReplayParams) Validate() error { return checkAuditText(p.Operator, p.Reason) }
+func (p *JobReplayParams) Validate() error {
+	if p.FromStep != nil {
+		if *p.FromStep < 0 {
+			return &errandtype.InputError{Field: "from_step", Message: fmt.Sprintf("is %d; steps count from 0", *p.FromStep)}
+		}
+		if p.ClearProgress || p.Args != nil {
+			return &errandtype.InputError{Field: "from_step", Message: "is given with a restart or corrected args, which clear every step; give one of them"}
+		}
+	}
+	return checkAuditText(p.Operator, p.Reason)
+}
 
 func checkAuditText(operator, reason string) error {
 	if err := checkText("operator", operator); err != nil {

@@ -888,6 +888,20 @@ type JobReplayParams struct {
 	// Args: the version Args were checked as, so that a worker does not
 	// upgrade corrected args from the job's old version. Zero keeps it.
 	ArgsVersion int
+	// FromStep, when not nil, forks the job from that step of its durable
+	// handler: the steps before it are kept, it and those after it are
+	// deleted, so the replay runs them again. The audit's details say so.
+	// It cannot be given with ClearProgress, which deletes every step.
+	FromStep *int
+}
+
+// ReplayDetails is the audit's details of a replay of p, or nil.
+func (p *JobReplayParams) ReplayDetails() json.RawMessage {
+	if p.FromStep == nil {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]int{"from_step": *p.FromStep})
+	return b
 }
 
 // AuditAction is the action of the replay's audit record: corrected args

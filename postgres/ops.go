@@ -164,7 +164,11 @@ func (s *Store) JobReplay(ctx context.Context, p *errandstore.JobReplayParams) (
 	var j *errandtype.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, p.AuditAction(), p.Args, p.ArgsVersion, p.ClearProgress, nil)
+		j, err = s.replay(ctx, tx, s.nowArg(), p.ID, p.Operator, p.Reason, p.AuditAction(), p.Args, p.ArgsVersion, p.ClearProgress, p.ReplayDetails())
+		if err != nil || p.FromStep == nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.sql(`DELETE FROM {steps} WHERE job_seq = $1 AND idx >= $2`), j.Seq, *p.FromStep)
 		return err
 	})
 	if err != nil {

@@ -133,7 +133,11 @@ func (s *Store) JobReplay(ctx context.Context, p *errandstore.JobReplayParams) (
 	var j *errandtype.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, p.AuditAction(), p.Args, p.ArgsVersion, p.ClearProgress, nil)
+		j, err = s.replay(ctx, tx, s.clock.Now(), p.ID, p.Operator, p.Reason, p.AuditAction(), p.Args, p.ArgsVersion, p.ClearProgress, p.ReplayDetails())
+		if err != nil || p.FromStep == nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM errand_steps WHERE job_seq = ? AND idx >= ?`, j.Seq, *p.FromStep)
 		return err
 	})
 	if err != nil {

@@ -661,4 +661,12 @@ func TestSignalCommand(t *testing.T) {
 	if res := cli(t, "signal", id, "approval", "--db", db); res.code != 1 || !strings.Contains(res.stderr, "never reads a signal") {
 		t.Errorf("a signal to a finished job: %d %q", res.code, res.stderr)
 	}
+	// --from-step replays one job from a step; it is refused in bulk or
+	// beside --restart.
+	if res := cli(t, "replay", "--state", "dead", "--from-step", "1", "--reason", "r", "--db", db); res.code != 2 || !strings.Contains(res.stderr, "give an ID") {
+		t.Errorf("--from-step in bulk: %d %q", res.code, res.stderr)
+	}
+	if res := cli(t, "replay", id, "--restart", "--from-step", "1", "--reason", "r", "--db", db); res.code == 0 || !strings.Contains(res.stderr, "from_step") {
+		t.Errorf("--from-step with --restart: %d %q", res.code, res.stderr)
+	}
 }

@@ -22,7 +22,7 @@ import (
 
 var replayCommand = &command{
 	name:    "replay",
-	args:    "ID --reason TEXT [--args JSON|@FILE] [--restart] | --state dead [filters] --reason TEXT [flags]",
+	args:    "ID --reason TEXT [--args JSON|@FILE] [--restart | --from-step N] | --state dead [filters] --reason TEXT [flags]",
 	summary: "run dead or cancelled jobs again, keeping their ids and history",
 	detail: `
 Replay starts a new delivery cycle: attempt 0, available now. The operator,
@@ -30,7 +30,10 @@ reason, prior state and time go to the audit (errand inspect and errand
 audit show it). Only dead and cancelled jobs can be replayed.
 
 With an ID it replays that job. A job's checkpoint (its progress) is kept,
-so a job that checkpoints resumes where it stopped; --restart clears it.
+so a job that checkpoints resumes where it stopped; --restart clears it,
+and the steps of a durable handler with it. --from-step N forks a durable
+handler's job from step N: the steps before it keep their results, it and
+those after it run again.
 --args replaces the job's args first (the fix-and-replay case), checked as
 an enqueue checks them, and clears the checkpoint; the audit keeps the old
 and the new args.
@@ -47,7 +50,8 @@ jobs and changes nothing.`,
 		operator := fs.String("operator", "", "who replays it, for the audit (`NAME`, default the OS user)")
 		argsFlag := fs.String("args", "", "replace the job's args: `JSON`, or @FILE to read it from a file (the audit keeps the old and new args)")
 		asJSON := fs.Bool("json", false, "print the replayed job record as JSON (in bulk: the run, with its jobs)")
-		restart := fs.Bool("restart", false, "clear the job's checkpoint (progress), so it starts from the beginning")
+		restart := fs.Bool("restart", false, "clear the job's checkpoint (progress) and steps, so it starts from the beginning")
+		fromStep := intFlag(fs, "from-step", 0, "fork the job from its durable handler's step `N`: the steps before it are kept, the rest run again")
 		state := fs.String("state", "", "replay in bulk the jobs in `STATE` (only dead) that the filters select")
 		kind := fs.String("kind", "", "bulk: only jobs of `KIND`")
 		queue := fs.String("queue", "", "bulk: only jobs in `QUEUE`")
@@ -73,8 +77,8 @@ jobs and changes nothing.`,
 				if isSet(fs, "args") {
 					return usagef("--args replaces one job's args; give an ID, not %s", strings.Join(bulk, " "))
 				}
-				if *restart {
-					return usagef("--restart clears one job's checkpoint; give an ID, not %s", strings.Join(bulk, " "))
+				if *restart || isSet(fs, "from-step") {
+					return usagef("--restart and --from-step replay one job; give an ID, not %s", strings.Join(bulk, " "))
 				}
 				if *state != string(errandtype.StateDead) {
 					return usagef("bulk replay needs --state dead: only dead jobs are replayed in bulk")
@@ -108,7 +112,11 @@ jobs and changes nothing.`,
 				return err
 			}
 			defer closeDB()
-			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason, Args: newArgs, Restart: *restart})
+			var from *int
+			if isSet(fs, "from-step") {
+				from = fromStep
+			}
+			j, err := c.Replay(ctx, id, &errand.ReplayOpts{Operator: op, Reason: *reason, Args: newArgs, Restart: *restart, FromStep: from})
 			if err != nil {
 				return opsInputError(jobError(id, err))
 			}
