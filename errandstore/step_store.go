@@ -106,21 +106,33 @@ func checkValue(field string, v json.RawMessage) error {
 	return err
 }
 
-// CheckSignal refuses a signal to a job in state: a finished job never
-// reads one.
-func CheckSignal(id string, state errandtype.JobState) error {
-	if slices.Contains(UnfinishedStates, state) {
-		return nil
+// CheckSignal refuses a signal to a job in state, which holds held signals
+// already: a finished job never reads one, and a job holds at most
+// MaxJobSignals.
+func CheckSignal(id string, state errandtype.JobState, held int) error {
+	if !slices.Contains(UnfinishedStates, state) {
+		return &errandtype.StateError{Op: "signal", ID: id, State: state, Allowed: UnfinishedStates,
+			Reason: "a finished job never reads a signal; replay it first if it should"}
 	}
-	return &errandtype.StateError{Op: "signal", ID: id, State: state, Allowed: UnfinishedStates,
-		Reason: "a finished job never reads a signal; replay it first if it should"}
+	if held >= MaxJobSignals {
+		return &errandtype.InputError{Field: "signal", Message: fmt.Sprintf("job %s holds %d signals already (errandstore.MaxJobSignals); nothing was written", id, held)}
+	}
+	return nil
 }
 
 // ErrStepRecorded reports a step whose place in its job's order is taken.
 var ErrStepRecorded = errors.New("a step is already recorded at this index")
 
-// MaxJobStepNameBytes bounds the name of a durable handler's step.
-const MaxJobStepNameBytes = 200
+// Limits of a durable handler's record.
+const (
+	// MaxJobStepNameBytes bounds the name of a step or a signal.
+	MaxJobStepNameBytes = 200
+	// MaxJobSteps bounds the steps of one job: a handler that needs more
+	// is a loop to split into child jobs.
+	MaxJobSteps = 10_000
+	// MaxJobSignals bounds the signals kept for one job.
+	MaxJobSignals = 10_000
+)
 
 // JobStepRecordParams records one step.
 type JobStepRecordParams struct {
@@ -141,8 +153,8 @@ func (p *JobStepRecordParams) Validate() error {
 		return err
 	}
 	s := &p.Step
-	if s.Index < 0 {
-		return &errandtype.InputError{Field: "step index", Message: fmt.Sprintf("is %d; steps count from 0", s.Index)}
+	if s.Index < 0 || s.Index >= MaxJobSteps {
+		return &errandtype.InputError{Field: "step index", Message: fmt.Sprintf("is %d; steps count from 0, and a job has at most %d (errandstore.MaxJobSteps): split the work into child jobs", s.Index, MaxJobSteps)}
 	}
 	if err := CheckJobStepName(s.Name); err != nil {
 		return err

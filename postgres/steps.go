@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,10 +93,12 @@ func (s *Store) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]
 // for that signal. The job's row is locked, so an outcome that moves the
 // job to its wait commits either before (and the signal wakes it) or after
 // (and the worker, reading the signal, wakes it; see errand.WaitFor).
-var signalSQL = `WITH j AS (SELECT seq, state, queue FROM {jobs} WHERE id = $2 FOR UPDATE),
+var signalSQL = `WITH j AS (SELECT seq, state, queue, (SELECT count(*) FROM {signals} g WHERE g.job_seq = jj.seq) AS held
+		FROM {jobs} jj WHERE id = $2 FOR UPDATE),
 	ins AS (
 		INSERT INTO {signals} (job_seq, name, value, sent_at)
-		SELECT seq, $3, $4::jsonb, {now} FROM j WHERE state IN (` + errandstore.SQLStates(errandstore.UnfinishedStates) + `)
+		SELECT seq, $3, $4::jsonb, {now} FROM j
+		WHERE state IN (` + errandstore.SQLStates(errandstore.UnfinishedStates) + `) AND held < ` + strconv.Itoa(errandstore.MaxJobSignals) + `
 		RETURNING job_seq),
 	wake AS (
 		UPDATE {jobs} w SET available_at = {now} FROM ins
@@ -103,7 +106,7 @@ var signalSQL = `WITH j AS (SELECT seq, state, queue FROM {jobs} WHERE id = $2 F
 			AND EXISTS (SELECT 1 FROM (SELECT s.name, s.result FROM {steps} s WHERE s.job_seq = w.seq ORDER BY s.idx DESC LIMIT 1) last
 				WHERE last.name = '` + errandstore.WaitStepName + `' AND last.result->>'signal' = $3)
 		RETURNING 1)
-	SELECT state, queue, EXISTS (SELECT 1 FROM wake) FROM j`
+	SELECT state, queue, held, EXISTS (SELECT 1 FROM wake) FROM j`
 
 // JobSignal implements [errandstore.StepStore].
 func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (*errandstore.SignalResult, error) {
@@ -114,15 +117,16 @@ func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (
 		return nil, errandtype.ErrNotFound
 	}
 	var state string
+	var held int
 	var r errandstore.SignalResult
-	err := s.pool.QueryRow(ctx, s.sql(signalSQL), s.nowArg(), p.ID, p.Name, string(p.Value)).Scan(&state, &r.Queue, &r.Woke)
+	err := s.pool.QueryRow(ctx, s.sql(signalSQL), s.nowArg(), p.ID, p.Name, string(p.Value)).Scan(&state, &r.Queue, &held, &r.Woke)
 	if isNoRows(err) {
 		return nil, errandtype.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("signal job %s: %w", p.ID, badValue(err))
 	}
-	if err := errandstore.CheckSignal(p.ID, errandtype.JobState(state)); err != nil {
+	if err := errandstore.CheckSignal(p.ID, errandtype.JobState(state), held); err != nil {
 		return nil, err
 	}
 	return &r, nil

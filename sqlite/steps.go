@@ -101,7 +101,11 @@ func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (
 		if err != nil {
 			return err
 		}
-		if err := errandstore.CheckSignal(p.ID, errandtype.JobState(state)); err != nil {
+		var held int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM errand_signals WHERE job_seq = ?`, seq).Scan(&held); err != nil {
+			return err
+		}
+		if err := errandstore.CheckSignal(p.ID, errandtype.JobState(state), held); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO errand_signals (job_seq, name, value, sent_at) VALUES (?, ?, ?, ?)`,

@@ -159,14 +159,15 @@ func testStepsBadInput(t *testing.T, h harness) {
 	e.insertIDs("a")
 	j := e.claimOne("a")
 	for what, st := range map[string]errandtype.Step{
-		"no name":           {Index: 0, Result: json.RawMessage(`1`)},
-		"a long name":       {Index: 0, Name: strings.Repeat("n", errandstore.MaxJobStepNameBytes+1), Result: json.RawMessage(`1`)},
-		"a name with NUL":   {Index: 0, Name: "a\x00b", Result: json.RawMessage(`1`)},
-		"a negative index":  {Index: -1, Name: "x", Result: json.RawMessage(`1`)},
-		"no result":         {Index: 0, Name: "x"},
-		"invalid JSON":      {Index: 0, Name: "x", Result: json.RawMessage(`{`)},
-		"result and error":  {Index: 0, Name: "x", Result: json.RawMessage(`1`), Error: "e"},
-		"an oversize error": {Index: 0, Name: "x", Error: strings.Repeat("e", errandstore.MaxMessageBytes+1)},
+		"no name":                 {Index: 0, Result: json.RawMessage(`1`)},
+		"a long name":             {Index: 0, Name: strings.Repeat("n", errandstore.MaxJobStepNameBytes+1), Result: json.RawMessage(`1`)},
+		"a name with NUL":         {Index: 0, Name: "a\x00b", Result: json.RawMessage(`1`)},
+		"a negative index":        {Index: -1, Name: "x", Result: json.RawMessage(`1`)},
+		"an index past the limit": {Index: errandstore.MaxJobSteps, Name: "x", Result: json.RawMessage(`1`)},
+		"no result":               {Index: 0, Name: "x"},
+		"invalid JSON":            {Index: 0, Name: "x", Result: json.RawMessage(`{`)},
+		"result and error":        {Index: 0, Name: "x", Result: json.RawMessage(`1`), Error: "e"},
+		"an oversize error":       {Index: 0, Name: "x", Error: strings.Repeat("e", errandstore.MaxMessageBytes+1)},
 		"an oversize result": {Index: 0, Name: "x",
 			Result: json.RawMessage(`"` + strings.Repeat("r", errandstore.MaxArgsBytes) + `"`)},
 	} {
