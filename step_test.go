@@ -17,6 +17,7 @@ import (
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/errandhq/errand/sqlite"
 )
 
 // onBothStores runs fn on a fresh SQLite file and a fresh PostgreSQL
@@ -399,3 +400,54 @@ func TestReplayFromStep(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// countingSteps is a SQLite store that counts the step reads and writes.
+type countingSteps struct {
+	*sqlite.Store
+	reads, writes atomic.Int32
+}
+
+func (s *countingSteps) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]errandtype.Step, error) {
+	s.reads.Add(1)
+	return s.Store.JobSteps(ctx, p)
+}
+
+func (s *countingSteps) JobStepRecord(ctx context.Context, p *errandstore.JobStepRecordParams) error {
+	s.writes.Add(1)
+	return s.Store.JobStepRecord(ctx, p)
+}
+
+// TestRecordedStepsCostNoWrite: an attempt whose steps are all recorded
+// reads them once and writes none; an attempt that records them writes
+// each once.
+func TestRecordedStepsCostNoWrite(t *testing.T) {
+	clock := newTestClock()
+	st := &countingSteps{Store: openStore(t, clock)}
+	var second atomic.Bool
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+		for i := range 5 {
+			if _, err := errand.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (int, error) { return i, nil }); err != nil {
+				return err
+			}
+		}
+		if !second.Load() {
+			return errand.Snooze(time.Millisecond)
+		}
+		return nil
+	})
+	enqueue(t, c, "task", nil)
+	workOne(t, c, nil)
+	if r, w := st.reads.Load(), st.writes.Load(); r != 1 || w != 5 {
+		t.Fatalf("recording attempt: %d reads, %d writes; want 1 and 5", r, w)
+	}
+	second.Store(true)
+	st.reads.Store(0)
+	st.writes.Store(0)
+	clock.Advance(time.Second)
+	if r := workOne(t, c, nil); r.Result != errand.ResultSucceeded {
+		t.Fatalf("second attempt: %s", r.Result)
+	}
+	if r, w := st.reads.Load(), st.writes.Load(); r != 1 || w != 0 {
+		t.Errorf("attempt from the record: %d reads, %d writes; want 1 and 0", r, w)
+	}
+}
