@@ -43,6 +43,44 @@ type StepStore interface {
 	// later time available now, and reports whether it did; any other job
 	// is left as it is.
 	JobWake(ctx context.Context, params *JobWakeParams) (bool, error)
+
+	// JobSetEvent publishes the value of an event of the job, replacing
+	// any earlier value of its key, fenced by the lease token:
+	// ErrLeaseLost, with nothing written, when the lease is gone.
+	JobSetEvent(ctx context.Context, params *JobSetEventParams) error
+
+	// JobEvent returns the event of a key the job published, ErrNotFound
+	// when it has published none (or the job is unknown).
+	JobEvent(ctx context.Context, params *JobEventParams) (*errandtype.Event, error)
+}
+
+// JobSetEventParams publishes an event.
+type JobSetEventParams struct {
+	JobLease
+	Key   string
+	Value json.RawMessage
+}
+
+// JobEventParams names an event of a job.
+type JobEventParams struct {
+	ID  string
+	Key string
+}
+
+// Validate checks the lease, a key as a step's name, and a value as a
+// signal's.
+func (p *JobSetEventParams) Validate() error {
+	if err := CheckLeaseText(p.ID, p.LeaseToken); err != nil {
+		return err
+	}
+	if err := CheckJobStepName(p.Key); err != nil {
+		var ie *errandtype.InputError
+		if errors.As(err, &ie) {
+			ie.Field = "event key"
+		}
+		return err
+	}
+	return checkValue("event value", p.Value)
 }
 
 // The steps errand records itself, and what the stores read of them. A

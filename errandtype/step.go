@@ -28,3 +28,10 @@ type Signal struct {
 	Value  json.RawMessage `json:"value"`
 	SentAt time.Time       `json:"sent_at"`
 }
+
+// Event is a value a job's handler published under a key (errand.SetEvent).
+type Event struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+	SetAt time.Time       `json:"set_at"`
+}

@@ -167,3 +167,47 @@ func (s *Store) JobWake(ctx context.Context, p *errandstore.JobWakeParams) (bool
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// setEventSQL publishes event $4 = $5 for the job that lease ($2, $3)
+// holds, share-locking the job's row as recordStepSQL does.
+var setEventSQL = `WITH owner AS (
+		SELECT j.seq, l.now FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
+		WHERE ` + leaseFence("j", "l") + `
+		FOR SHARE OF j)
+	INSERT INTO {events} (job_seq, key, value, set_at)
+	SELECT seq, $4, $5::jsonb, now FROM owner
+	ON CONFLICT (job_seq, key) DO UPDATE SET value = excluded.value, set_at = excluded.set_at`
+
+// JobSetEvent implements [errandstore.StepStore].
+func (s *Store) JobSetEvent(ctx context.Context, p *errandstore.JobSetEventParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql(setEventSQL), s.nowArg(), p.ID, p.LeaseToken, p.Key, string(p.Value))
+	if err != nil {
+		return fmt.Errorf("set event %s of job %s: %w", p.Key, p.ID, badValue(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return errandtype.ErrLeaseLost
+	}
+	return nil
+}
+
+// JobEvent implements [errandstore.StepStore].
+func (s *Store) JobEvent(ctx context.Context, p *errandstore.JobEventParams) (*errandtype.Event, error) {
+	if !errandtype.StorableText(p.ID) || !errandtype.StorableText(p.Key) {
+		return nil, errandtype.ErrNotFound
+	}
+	var e errandtype.Event
+	var value string
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT e.key, e.value::text, e.set_at FROM {events} e
+		JOIN {jobs} j ON j.seq = e.job_seq WHERE j.id = $1 AND e.key = $2`), p.ID, p.Key).Scan(&e.Key, &value, &e.SetAt)
+	if isNoRows(err) {
+		return nil, errandtype.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event %s of job %s: %w", p.Key, p.ID, err)
+	}
+	e.Value, e.SetAt = json.RawMessage(value), e.SetAt.UTC()
+	return &e, nil
+}

@@ -460,11 +460,20 @@ func (s *Store) JobSetProgress(ctx context.Context, p *errandstore.JobSetProgres
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		now := s.clock.Now()
-		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET progress = ?
+	return s.fencedWrite(ctx, func(now int64) (string, []any) {
+		return `UPDATE errand_jobs SET progress = ?
 			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
-			string(p.Progress), p.ID, p.LeaseToken, micros(now))
+			[]any{string(p.Progress), p.ID, p.LeaseToken, now}
+	})
+}
+
+// fencedWrite runs, in a transaction, the write q makes from the store's
+// time, which changes a row only while the lease it names is live:
+// ErrLeaseLost when it changes none.
+func (s *Store) fencedWrite(ctx context.Context, q func(now int64) (string, []any)) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		query, args := q(micros(s.clock.Now()))
+		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}

@@ -170,3 +170,33 @@ func (s *Store) JobWake(ctx context.Context, p *errandstore.JobWakeParams) (bool
 	}
 	return woke, nil
 }
+
+// JobSetEvent implements [errandstore.StepStore].
+func (s *Store) JobSetEvent(ctx context.Context, p *errandstore.JobSetEventParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.fencedWrite(ctx, func(now int64) (string, []any) {
+		return `INSERT INTO errand_events (job_seq, key, value, set_at)
+			SELECT seq, ?, ?, ? FROM errand_jobs WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+			ON CONFLICT (job_seq, key) DO UPDATE SET value = excluded.value, set_at = excluded.set_at`,
+			[]any{p.Key, string(p.Value), now, p.ID, p.LeaseToken, now}
+	})
+}
+
+// JobEvent implements [errandstore.StepStore].
+func (s *Store) JobEvent(ctx context.Context, p *errandstore.JobEventParams) (*errandtype.Event, error) {
+	var e errandtype.Event
+	var value string
+	var at int64
+	err := s.read.QueryRowContext(ctx, `SELECT e.key, e.value, e.set_at FROM errand_events e
+		JOIN errand_jobs j ON j.seq = e.job_seq WHERE j.id = ? AND e.key = ?`, p.ID, p.Key).Scan(&e.Key, &value, &at)
+	if err == sql.ErrNoRows {
+		return nil, errandtype.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event %s of job %s: %w", p.Key, p.ID, err)
+	}
+	e.Value, e.SetAt = json.RawMessage(value), fromMicros(at)
+	return &e, nil
+}

@@ -433,20 +433,10 @@ func (s *Store) JobSetOutput(ctx context.Context, p *errandstore.JobSetOutputPar
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		now := s.clock.Now()
-		res, err := tx.ExecContext(ctx, `UPDATE errand_jobs SET output = ?
+	return s.fencedWrite(ctx, func(now int64) (string, []any) {
+		return `UPDATE errand_jobs SET output = ?
 			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
-			string(p.Output), p.ID, p.LeaseToken, micros(now))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return errandtype.ErrLeaseLost
-		}
-		return nil
+			[]any{string(p.Output), p.ID, p.LeaseToken, now}
 	})
 }
 

@@ -369,3 +369,56 @@ func testJobWake(t *testing.T, h harness) {
 	}
 	e.unchanged("job b after a wake", b)
 }
+
+// eventCases check events: published under the lease, the last value of a
+// key kept, read by job and key.
+var eventCases = []testCase{
+	{"SetAndRead", testEventsSetAndRead},
+}
+
+func testEventsSetAndRead(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	ss := e.stepStore()
+	set := func(tok, key, value string) error {
+		return ss.JobSetEvent(e.ctx, &errandstore.JobSetEventParams{JobLease: errandstore.JobLease{ID: "a", LeaseToken: tok}, Key: key, Value: json.RawMessage(value)})
+	}
+	get := func(key string) (*errandtype.Event, error) {
+		return ss.JobEvent(e.ctx, &errandstore.JobEventParams{ID: "a", Key: key})
+	}
+	if _, err := get("progress"); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Fatalf("an event not published: %v, want ErrNotFound", err)
+	}
+	if err := set(token(j), "progress", `10`); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	if err := set(token(j), "progress", `{"done": 20}`); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := get("progress")
+	if err != nil || ev.Key != "progress" || !sameJSON(ev.Value, []byte(`{"done":20}`)) || !ev.SetAt.Equal(e.now()) {
+		t.Fatalf("event: %+v, %v; want the last value, set now", ev, err)
+	}
+	if err := set("stale", "progress", `1`); !errors.Is(err, errandtype.ErrLeaseLost) {
+		t.Errorf("an event under a stale token: %v, want ErrLeaseLost", err)
+	}
+	var ie *errandtype.InputError
+	for what, v := range map[string][2]string{"no key": {"", `1`}, "invalid JSON": {"k", `{`}} {
+		if err := set(token(j), v[0], v[1]); !errors.As(err, &ie) {
+			t.Errorf("an event with %s: %v, want an *InputError", what, err)
+		}
+	}
+	if _, err := ss.JobEvent(e.ctx, &errandstore.JobEventParams{ID: "nope", Key: "progress"}); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Errorf("an unknown job's event: %v", err)
+	}
+	// Readable after the job ends; an event after the lease is refused.
+	e.recordOK(succeeded(j))
+	if err := set(token(j), "progress", `2`); !errors.Is(err, errandtype.ErrLeaseLost) {
+		t.Errorf("an event after the job succeeded: %v, want ErrLeaseLost", err)
+	}
+	if ev, err := get("progress"); err != nil || !sameJSON(ev.Value, []byte(`{"done":20}`)) {
+		t.Errorf("event after the job ended: %+v, %v", ev, err)
+	}
+}

@@ -155,6 +155,7 @@ func exercise(t *testing.T, h harness) {
 		{"Checkpoint", checkpointCases},
 		{"Steps", stepCases},
 		{"Signals", signalCases},
+		{"Events", eventCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
