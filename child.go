@@ -221,22 +221,43 @@ const resultPoll = time.Second
 // job again at growing intervals up to a second; a job not finished by then
 // is an error wrapping ErrNotFinished. An unknown job wraps ErrNotFound.
 func (c *engine) Result(ctx context.Context, id string, wait time.Duration) (*JobResult, error) {
+	var res *JobResult
+	var state errandtype.JobState
+	err := c.poll(ctx, wait, func() (bool, error) {
+		j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
+		if err != nil {
+			return false, err
+		}
+		state = j.State
+		if j.State.Terminal() {
+			res = &JobResult{ID: j.ID, State: j.State, Output: j.Output, LastError: j.LastError}
+		}
+		return res != nil, nil
+	})
+	if err == nil && res == nil {
+		err = fmt.Errorf("it is %s: %w", state, ErrNotFinished)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("result of job %s: %w", id, err)
+	}
+	return res, nil
+}
+
+// poll calls done until it reports true or fails, or wait has passed, at
+// growing intervals up to resultPoll. It returns nil when wait passed.
+func (c *engine) poll(ctx context.Context, wait time.Duration, done func() (bool, error)) error {
 	deadline := c.clock.Now().Add(wait)
 	pause := 10 * time.Millisecond
 	for {
-		j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
-		if err != nil {
-			return nil, fmt.Errorf("result of job %s: %w", id, err)
-		}
-		if j.State.Terminal() {
-			return &JobResult{ID: j.ID, State: j.State, Output: j.Output, LastError: j.LastError}, nil
+		if ok, err := done(); ok || err != nil {
+			return err
 		}
 		left := deadline.Sub(c.clock.Now())
 		if left <= 0 {
-			return nil, fmt.Errorf("result of job %s: it is %s: %w", id, j.State, ErrNotFinished)
+			return nil
 		}
 		if err := clock.SleepCtx(ctx, c.clock, min(pause, left)); err != nil {
-			return nil, fmt.Errorf("result of job %s: %w", id, err)
+			return err
 		}
 		pause = min(2*pause, resultPoll)
 	}

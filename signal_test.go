@@ -144,3 +144,44 @@ func TestSignalWhileTheWaitEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestEvents: a running job's handler publishes an event that a caller
+// waiting for it reads as soon as it is set, and the last value of its key
+// after the job ends; an event never published is ErrNoEvent after the
+// wait.
+func TestEvents(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		published := make(chan struct{})
+		release := make(chan struct{})
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			if err := errand.SetEvent(ctx, "link", "https://example.com/report/7"); err != nil {
+				return err
+			}
+			close(published)
+			<-release
+			return errand.SetEvent(ctx, "link", "https://example.com/report/7-final")
+		})
+		id := enqueue(t, c, "task", nil).ID
+		done := make(chan *errand.WorkResult)
+		go func() { r, _ := c.WorkOne(ctx, nil); done <- r }()
+		<-published
+		ev, err := c.GetEvent(ctx, id, "link", 0)
+		if err != nil || string(ev.Value) != `"https://example.com/report/7"` {
+			t.Fatalf("event while the job runs: %+v, %v", ev, err)
+		}
+		close(release)
+		if r := <-done; r.Result != errand.ResultSucceeded {
+			t.Fatalf("job: %s %q", r.Result, r.Error)
+		}
+		if ev, err := c.GetEvent(ctx, id, "link", 0); err != nil || string(ev.Value) != `"https://example.com/report/7-final"` {
+			t.Errorf("event after the job: %+v, %v", ev, err)
+		}
+		if _, err := c.GetEvent(ctx, id, "other", 0); !errors.Is(err, errand.ErrNoEvent) {
+			t.Errorf("an event never published: %v, want ErrNoEvent", err)
+		}
+		if err := errand.SetEvent(ctx, "x", 1); err == nil {
+			t.Error("SetEvent outside a handler: no error")
+		}
+	})
+}

@@ -689,3 +689,57 @@ func Suspension(steps []errandtype.Step) string {
 	}
 	return ""
 }
+
+// ErrNoEvent is wrapped by GetEvent's error for an event not published
+// within the wait.
+var ErrNoEvent = errors.New("the job has not published the event")
+
+// SetEvent publishes value, as JSON, under key for the job of ctx, fenced
+// by its lease: callers read it with [Client.GetEvent] while the job runs
+// or after (a progress figure, a link the job made, a question it asks). A
+// later SetEvent of the key replaces it; an attempt that runs the handler
+// again publishes it again.
+func SetEvent(ctx context.Context, key string, value any) error {
+	a, err := stepAttempt(ctx, "set event "+key)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("set event %s: its value: %w", key, err)
+	}
+	if rewrite, err := errandstore.CheckProgress(b); err == nil && rewrite {
+		b = plainJSON(b)
+	}
+	err = a.engine.caps.steps.JobSetEvent(ctx, &errandstore.JobSetEventParams{
+		JobLease: errandstore.JobLease{ID: a.job.ID, LeaseToken: *a.job.LeaseToken}, Key: key, Value: b})
+	if err != nil {
+		return fmt.Errorf("set event %s of job %s: %w", key, a.job.ID, err)
+	}
+	return nil
+}
+
+// GetEvent returns the event key that job id published with [SetEvent],
+// waiting up to wait for it to be published. One not published by then is
+// an error wrapping ErrNoEvent.
+func (c *engine) GetEvent(ctx context.Context, id, key string, wait time.Duration) (*errandtype.Event, error) {
+	if c.caps.steps == nil {
+		return nil, fmt.Errorf("event %s of job %s: %w", key, id, ErrStepsUnsupported)
+	}
+	var ev *errandtype.Event
+	err := c.poll(ctx, wait, func() (bool, error) {
+		e, err := c.caps.steps.JobEvent(ctx, &errandstore.JobEventParams{ID: id, Key: key})
+		if errors.Is(err, errandtype.ErrNotFound) {
+			return false, nil
+		}
+		ev = e
+		return err == nil, err
+	})
+	if err == nil && ev == nil {
+		err = ErrNoEvent
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event %s of job %s: %w", key, id, err)
+	}
+	return ev, nil
+}

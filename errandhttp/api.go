@@ -164,6 +164,7 @@ func (a *api[TTx]) routes() []route {
 		{"GET /api/v1/jobs/{id}/audit", a.jobAudit},
 		{"GET /api/v1/jobs/{id}/steps", a.jobSteps},
 		{"GET /api/v1/jobs/{id}/result", a.jobResult},
+		{"GET /api/v1/jobs/{id}/events/{key}", a.jobEvent},
 		{"POST /api/v1/jobs/{id}/signal", withBody(a.signal)},
 		{"GET /api/v1/audit", a.audit},
 		{"POST /api/v1/replay", withBody(a.bulkReplay)},
@@ -1108,17 +1109,9 @@ const maxResultWait = time.Minute
 // jobResult answers what a finished job came to, waiting up to ?wait= (a
 // Go duration, at most a minute) for it to finish.
 func (a *api[TTx]) jobResult(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "wait"); err != nil {
+	wait, err := waitQuery(r)
+	if err != nil {
 		return err
-	}
-	var wait time.Duration
-	if s := q.Get("wait"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > maxResultWait {
-			return badRequest("wait %q: give a duration from 0s to %s, e.g. wait=10s", s, maxResultWait)
-		}
-		wait = d
 	}
 	res, err := a.c.Result(r.Context(), r.PathValue("id"), wait)
 	if err != nil {
@@ -1128,6 +1121,44 @@ func (a *api[TTx]) jobResult(w http.ResponseWriter, r *http.Request) error {
 		res.Output = nil
 	}
 	return reply(w, res)
+}
+
+// waitQuery reads the only query parameter of a read that waits, ?wait=,
+// a Go duration of at most maxResultWait; zero when absent.
+func waitQuery(r *http.Request) (time.Duration, error) {
+	q := r.URL.Query()
+	if err := checkQuery(q, "wait"); err != nil {
+		return 0, err
+	}
+	s := q.Get("wait")
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > maxResultWait {
+		return 0, badRequest("wait %q: give a duration from 0s to %s, e.g. wait=10s", s, maxResultWait)
+	}
+	return d, nil
+}
+
+// jobEvent answers an event a job published (errand.SetEvent), waiting up
+// to ?wait= for it; 404 no_event when it has not been published.
+func (a *api[TTx]) jobEvent(w http.ResponseWriter, r *http.Request) error {
+	wait, err := waitQuery(r)
+	if err != nil {
+		return err
+	}
+	ev, err := a.c.GetEvent(r.Context(), r.PathValue("id"), r.PathValue("key"), wait)
+	if errors.Is(err, errand.ErrNoEvent) {
+		return &httpError{http.StatusNotFound, "no_event", err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if a.hideArgs && a.hideLease {
+		ev.Value = nil
+	}
+	return reply(w, ev)
 }
 
 // jobSteps answers the steps a job's durable handler recorded, in order;

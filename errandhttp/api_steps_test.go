@@ -239,3 +239,32 @@ func TestAPIReplayFromStep(t *testing.T) {
 		}
 	})
 }
+
+// TestAPIJobEvent: GET /api/v1/jobs/{id}/events/{key} answers the event a
+// job published, and 404 no_event for one it has not.
+func TestAPIJobEvent(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+		if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/events/link", nil); r.status != http.StatusNotFound || r.errorCode() != "no_event" {
+			t.Fatalf("an event not published: %d %s", r.status, r.body)
+		}
+		var claimed struct {
+			Jobs []errandtype.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}}).body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+			t.Fatal("claim", err)
+		}
+		if err := st.(errandstore.StepStore).JobSetEvent(t.Context(), &errandstore.JobSetEventParams{
+			JobLease: errandstore.JobLease{ID: id, LeaseToken: claimed.Jobs[0].LeaseToken}, Key: "link", Value: json.RawMessage(`"https://x"`)}); err != nil {
+			t.Fatal(err)
+		}
+		r := s.op(t, "GET", "/api/v1/jobs/"+id+"/events/link?wait=1s", nil)
+		if m := r.json(t); r.status != http.StatusOK || m["value"] != "https://x" || m["key"] != "link" {
+			t.Errorf("the event: %d %s", r.status, r.body)
+		}
+		if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/events/link?wait=1h", nil); r.status != http.StatusBadRequest {
+			t.Errorf("a wait over a minute: %d %s", r.status, r.body)
+		}
+	})
+}
