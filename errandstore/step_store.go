@@ -52,6 +52,68 @@ type StepStore interface {
 	// JobEvent returns the event of a key the job published, ErrNotFound
 	// when it has published none (or the job is unknown).
 	JobEvent(ctx context.Context, params *JobEventParams) (*errandtype.Event, error)
+
+	// JobStreamAppend appends a chunk to the job's output stream, fenced by
+	// the lease token (ErrLeaseLost), and returns its index. A chunk that
+	// would take the stream past MaxStreamChunks or MaxStreamBytes is an
+	// *InputError, with nothing written.
+	JobStreamAppend(ctx context.Context, params *JobStreamAppendParams) (int, error)
+
+	// JobStream returns the chunks of the job's stream after index After
+	// (all of them for -1), in order, at most Limit, and the job's state;
+	// ErrNotFound for an unknown job.
+	JobStream(ctx context.Context, params *JobStreamParams) (*StreamPage, error)
+}
+
+// Bounds of a job's output stream.
+const (
+	MaxStreamChunkBytes = 64 << 10
+	MaxStreamBytes      = 1 << 20
+	MaxStreamChunks     = 10_000
+)
+
+// JobStreamAppendParams appends a chunk.
+type JobStreamAppendParams struct {
+	JobLease
+	Data string
+}
+
+// Validate checks the lease and a chunk of text every store keeps, from 1
+// byte to MaxStreamChunkBytes.
+func (p *JobStreamAppendParams) Validate() error {
+	if err := CheckLeaseText(p.ID, p.LeaseToken); err != nil {
+		return err
+	}
+	if p.Data == "" || len(p.Data) > MaxStreamChunkBytes {
+		return &errandtype.InputError{Field: "stream chunk", Message: fmt.Sprintf("is %d bytes; write 1 to %d bytes at a time", len(p.Data), MaxStreamChunkBytes)}
+	}
+	return checkText("stream chunk", p.Data)
+}
+
+// CheckStreamRoom refuses a chunk of size bytes for a stream of chunks
+// chunks and bytes bytes so far.
+func CheckStreamRoom(chunks, bytes, size int) error {
+	if chunks >= MaxStreamChunks || bytes+size > MaxStreamBytes {
+		return &errandtype.InputError{Field: "stream", Message: fmt.Sprintf("holds %d chunks and %d bytes; a job's stream holds at most %d chunks and %d bytes (errandstore.MaxStreamChunks, MaxStreamBytes): put larger output elsewhere, keyed by the job", chunks, bytes, MaxStreamChunks, MaxStreamBytes)}
+	}
+	return nil
+}
+
+// JobStreamParams reads a stream.
+type JobStreamParams struct {
+	ID    string
+	After int
+	Limit int
+}
+
+// Size is how many chunks a read of p returns at most: Limit, and at
+// least one.
+func (p *JobStreamParams) Size() int { return max(p.Limit, 1) }
+
+// StreamPage is part of a job's stream.
+type StreamPage struct {
+	Chunks []errandtype.Chunk
+	State  errandtype.JobState // the job's, when read
 }
 
 // JobSetEventParams publishes an event.
@@ -261,3 +323,30 @@ func ReadSteps(next func() (st errandtype.Step, ok bool, err error)) ([]errandty
 // CheckChildName refuses a child job's name that is not a workflow step's:
 // it ends the child's id (JOB.child.NAME) as a step's name ends its job's.
 func CheckChildName(name string) error { return checkStepName("child name", name) }
+
+// ReadStream gathers a page of a job's stream from the rows of the job
+// joined to its chunks in order, as both stores read them: next scans the
+// next row, ok false after the last; a row of the job without a chunk has
+// Index -1. No row at all is an unknown job, ErrNotFound.
+func ReadStream(next func() (c errandtype.Chunk, state errandtype.JobState, ok bool, err error)) (*StreamPage, error) {
+	var page *StreamPage
+	for {
+		c, state, ok, err := next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if page == nil {
+			page = &StreamPage{State: state, Chunks: []errandtype.Chunk{}}
+		}
+		if c.Index >= 0 {
+			page.Chunks = append(page.Chunks, c)
+		}
+	}
+	if page == nil {
+		return nil, errandtype.ErrNotFound
+	}
+	return page, nil
+}

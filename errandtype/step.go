@@ -35,3 +35,10 @@ type Event struct {
 	Value json.RawMessage `json:"value"`
 	SetAt time.Time       `json:"set_at"`
 }
+
+// Chunk is one write to a job's output stream (errand.Stream).
+type Chunk struct {
+	Index int       `json:"index"`
+	Data  string    `json:"data"`
+	At    time.Time `json:"at"`
+}

@@ -117,7 +117,8 @@ func (s *Store) replay(ctx context.Context, tx pgx.Tx, now any, id, operator, re
 	}
 	if clearProgress {
 		if _, err := tx.Exec(ctx, s.sql(`WITH st AS (DELETE FROM {steps} WHERE job_seq = $1),
-			ev AS (DELETE FROM {events} WHERE job_seq = $1)
+			ev AS (DELETE FROM {events} WHERE job_seq = $1),
+			sm AS (DELETE FROM {streams} WHERE job_seq = $1)
 			DELETE FROM {signals} WHERE job_seq = $1`), j.Seq); err != nil {
 			return nil, err
 		}
@@ -457,6 +458,11 @@ const pruneEventsSQL = `DELETE FROM {events} WHERE job_seq IN (
 	SELECT DISTINCT e.job_seq FROM {events} e
 	WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.seq = e.job_seq) LIMIT $1)`
 
+// pruneStreamsSQL deletes the streams of up to $1 jobs that are gone.
+const pruneStreamsSQL = `DELETE FROM {streams} WHERE job_seq IN (
+	SELECT DISTINCT c.job_seq FROM {streams} c
+	WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.seq = c.job_seq) LIMIT $1)`
+
 // pruneTx runs fn, one batch of a prune, in a transaction that does not
 // sort. Each statement of a batch takes the oldest rows of an index in its
 // order up to the batch's size; on a table that autovacuum has not yet
@@ -539,7 +545,7 @@ func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPrunePar
 		return err
 	}
 	r.Workflows = int(tag.RowsAffected())
-	for _, q := range []string{pruneStepsSQL, pruneSignalsSQL, pruneEventsSQL} {
+	for _, q := range []string{pruneStepsSQL, pruneSignalsSQL, pruneEventsSQL, pruneStreamsSQL} {
 		if _, err = tx.Exec(ctx, s.sql(q), p.Limit); err != nil {
 			return err
 		}

@@ -328,6 +328,7 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 		"{steps}", s.table("errand_steps"),
 		"{signals}", s.table("errand_signals"),
 		"{events}", s.table("errand_events"),
+		"{streams}", s.table("errand_streams"),
 		"{workers}", s.table("errand_workers"),
 		"{leaders}", s.table("errand_leaders"),
 		"{fair_turns}", s.table("errand_fair_turns"),

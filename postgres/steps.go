@@ -211,3 +211,74 @@ func (s *Store) JobEvent(ctx context.Context, p *errandstore.JobEventParams) (*e
 	e.Value, e.SetAt = json.RawMessage(value), e.SetAt.UTC()
 	return &e, nil
 }
+
+// streamOwnerSQL locks the job that lease ($2, $3) holds, so that its
+// appends take their indexes one at a time, and reads its stream's size.
+var streamOwnerSQL = `WITH owner AS (
+		SELECT j.seq, l.now FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
+		WHERE ` + leaseFence("j", "l") + `
+		FOR UPDATE OF j)
+	SELECT o.seq, o.now, count(s.idx)::int, coalesce(sum(octet_length(s.data)), 0)::int
+	FROM owner o LEFT JOIN {streams} s ON s.job_seq = o.seq GROUP BY o.seq, o.now`
+
+// JobStreamAppend implements [errandstore.StepStore].
+func (s *Store) JobStreamAppend(ctx context.Context, p *errandstore.JobStreamAppendParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	var idx int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var seq int64
+		var now time.Time
+		var bytes int
+		err := tx.QueryRow(ctx, s.sql(streamOwnerSQL), s.nowArg(), p.ID, p.LeaseToken).Scan(&seq, &now, &idx, &bytes)
+		if isNoRows(err) {
+			return errandtype.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if err := errandstore.CheckStreamRoom(idx, bytes, len(p.Data)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.sql(`INSERT INTO {streams} (job_seq, idx, data, at) VALUES ($1, $2, $3, $4)`), seq, idx, p.Data, now)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("append to the stream of job %s: %w", p.ID, badValue(err))
+	}
+	return idx, nil
+}
+
+// JobStream implements [errandstore.StepStore].
+func (s *Store) JobStream(ctx context.Context, p *errandstore.JobStreamParams) (*errandstore.StreamPage, error) {
+	if !errandtype.StorableText(p.ID) {
+		return nil, errandtype.ErrNotFound
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT j.state, s.idx, s.data, s.at FROM {jobs} j
+		LEFT JOIN {streams} s ON s.job_seq = j.seq AND s.idx > $2 WHERE j.id = $1 ORDER BY s.idx LIMIT $3`), p.ID, p.After, p.Size())
+	if err != nil {
+		return nil, fmt.Errorf("stream of job %s: %w", p.ID, err)
+	}
+	defer rows.Close()
+	page, err := errandstore.ReadStream(func() (c errandtype.Chunk, state errandtype.JobState, ok bool, err error) {
+		if !rows.Next() {
+			return c, "", false, rows.Err()
+		}
+		var idx *int
+		var data *string
+		var at *time.Time
+		if err := rows.Scan(&state, &idx, &data, &at); err != nil {
+			return c, "", false, err
+		}
+		c.Index = -1
+		if idx != nil {
+			c = errandtype.Chunk{Index: *idx, Data: *data, At: at.UTC()}
+		}
+		return c, state, true, nil
+	})
+	if err != nil && err != errandtype.ErrNotFound {
+		return nil, fmt.Errorf("stream of job %s: %w", p.ID, err)
+	}
+	return page, err
+}

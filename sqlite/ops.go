@@ -114,7 +114,7 @@ func (s *Store) replay(ctx context.Context, tx *sql.Tx, now time.Time, id, opera
 		return nil, err
 	}
 	if clearProgress {
-		for _, table := range []string{"errand_steps", "errand_signals", "errand_events"} {
+		for _, table := range []string{"errand_steps", "errand_signals", "errand_events", "errand_streams"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE job_seq = ?`, j.Seq); err != nil {
 				return nil, err
 			}
@@ -411,7 +411,7 @@ func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPrunePa
 	if r.Workflows, err = execCount(ctx, tx, pruneWorkflowsSQL, cut, p.Limit); err != nil {
 		return err
 	}
-	for _, q := range []string{pruneStepsSQL, pruneSignalsSQL, pruneEventsSQL} {
+	for _, q := range []string{pruneStepsSQL, pruneSignalsSQL, pruneEventsSQL, pruneStreamsSQL} {
 		if _, err := tx.ExecContext(ctx, q, p.Limit); err != nil {
 			return err
 		}
@@ -438,6 +438,11 @@ const pruneSignalsSQL = `DELETE FROM errand_signals WHERE id IN (
 const pruneEventsSQL = `DELETE FROM errand_events WHERE job_seq IN (
 	SELECT DISTINCT e.job_seq FROM errand_events e
 	WHERE NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.seq = e.job_seq) LIMIT ?)`
+
+// pruneStreamsSQL deletes the streams of up to $1 jobs that are gone.
+const pruneStreamsSQL = `DELETE FROM errand_streams WHERE job_seq IN (
+	SELECT DISTINCT c.job_seq FROM errand_streams c
+	WHERE NOT EXISTS (SELECT 1 FROM errand_jobs j WHERE j.seq = c.job_seq) LIMIT ?)`
 
 // execCount runs q in tx and returns how many rows it changed.
 func execCount(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {

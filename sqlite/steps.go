@@ -200,3 +200,64 @@ func (s *Store) JobEvent(ctx context.Context, p *errandstore.JobEventParams) (*e
 	e.Value, e.SetAt = json.RawMessage(value), fromMicros(at)
 	return &e, nil
 }
+
+// JobStreamAppend implements [errandstore.StepStore].
+func (s *Store) JobStreamAppend(ctx context.Context, p *errandstore.JobStreamAppendParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	var idx int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.clock.Now())
+		var seq int64
+		var bytes int
+		err := tx.QueryRowContext(ctx, `SELECT j.seq, count(s.idx), coalesce(sum(length(CAST(s.data AS BLOB))), 0)
+			FROM errand_jobs j LEFT JOIN errand_streams s ON s.job_seq = j.seq
+			WHERE j.id = ? AND j.state = 'running' AND j.lease_token = ? AND j.lease_until > ? GROUP BY j.seq`,
+			p.ID, p.LeaseToken, now).Scan(&seq, &idx, &bytes)
+		if err == sql.ErrNoRows {
+			return errandtype.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if err := errandstore.CheckStreamRoom(idx, bytes, len(p.Data)); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO errand_streams (job_seq, idx, data, at) VALUES (?, ?, ?, ?)`, seq, idx, p.Data, now)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("append to the stream of job %s: %w", p.ID, err)
+	}
+	return idx, nil
+}
+
+// JobStream implements [errandstore.StepStore].
+func (s *Store) JobStream(ctx context.Context, p *errandstore.JobStreamParams) (*errandstore.StreamPage, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT j.state, s.idx, s.data, s.at FROM errand_jobs j
+		LEFT JOIN errand_streams s ON s.job_seq = j.seq AND s.idx > ? WHERE j.id = ? ORDER BY s.idx LIMIT ?`, p.After, p.ID, p.Size())
+	if err != nil {
+		return nil, fmt.Errorf("stream of job %s: %w", p.ID, err)
+	}
+	defer rows.Close()
+	page, err := errandstore.ReadStream(func() (c errandtype.Chunk, state errandtype.JobState, ok bool, err error) {
+		if !rows.Next() {
+			return c, "", false, rows.Err()
+		}
+		var idx, at sql.NullInt64
+		var data sql.NullString
+		if err := rows.Scan(&state, &idx, &data, &at); err != nil {
+			return c, "", false, err
+		}
+		c.Index = -1
+		if idx.Valid {
+			c = errandtype.Chunk{Index: int(idx.Int64), Data: data.String, At: fromMicros(at.Int64)}
+		}
+		return c, state, true, nil
+	})
+	if err != nil && err != errandtype.ErrNotFound {
+		return nil, fmt.Errorf("stream of job %s: %w", p.ID, err)
+	}
+	return page, err
+}

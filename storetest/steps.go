@@ -422,3 +422,91 @@ func testEventsSetAndRead(t *testing.T, h harness) {
 		t.Errorf("event after the job ended: %+v, %v", ev, err)
 	}
 }
+
+// streamCases check a job's output stream: chunks appended in order under
+// the lease, read after an index with the job's state, bounded.
+var streamCases = []testCase{
+	{"AppendAndRead", testStreamAppendAndRead},
+	{"Bounded", testStreamBounded},
+}
+
+func (e *env) appendChunk(j *errandtype.Job, tok, data string) (int, error) {
+	return e.stepStore().JobStreamAppend(e.ctx, &errandstore.JobStreamAppendParams{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: tok}, Data: data})
+}
+
+func (e *env) stream(id string, after, limit int) *errandstore.StreamPage {
+	e.t.Helper()
+	p, err := e.stepStore().JobStream(e.ctx, &errandstore.JobStreamParams{ID: id, After: after, Limit: limit})
+	if err != nil {
+		e.t.Fatalf("JobStream(%s): %v", id, err)
+	}
+	return p
+}
+
+func testStreamAppendAndRead(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	if p := e.stream("a", -1, 10); len(p.Chunks) != 0 || p.State != errandtype.StateQueued {
+		t.Fatalf("a job without a stream: %+v", p)
+	}
+	if _, err := e.stepStore().JobStream(e.ctx, &errandstore.JobStreamParams{ID: "nope", After: -1, Limit: 10}); !errors.Is(err, errandtype.ErrNotFound) {
+		t.Errorf("an unknown job's stream: %v", err)
+	}
+	j := e.claimOne("a")
+	for i, data := range []string{"hello ", "wörld\n", "line two"} {
+		idx, err := e.appendChunk(j, token(j), data)
+		if err != nil || idx != i {
+			t.Fatalf("append %d: %d, %v", i, idx, err)
+		}
+	}
+	if _, err := e.appendChunk(j, "stale", "x"); !errors.Is(err, errandtype.ErrLeaseLost) {
+		t.Errorf("append under a stale token: %v, want ErrLeaseLost", err)
+	}
+	var ie *errandtype.InputError
+	if _, err := e.appendChunk(j, token(j), ""); !errors.As(err, &ie) {
+		t.Errorf("an empty chunk: %v, want an *InputError", err)
+	}
+	if _, err := e.appendChunk(j, token(j), "a\x00b"); !errors.As(err, &ie) {
+		t.Errorf("a chunk with NUL: %v, want an *InputError", err)
+	}
+	p := e.stream("a", -1, 10)
+	var all string
+	for i, c := range p.Chunks {
+		if c.Index != i || !c.At.Equal(e.now()) {
+			t.Errorf("chunk %+v, want index %d at %s", c, i, e.now())
+		}
+		all += c.Data
+	}
+	if all != "hello wörld\nline two" || p.State != errandtype.StateRunning {
+		t.Errorf("stream %q while %s", all, p.State)
+	}
+	if p := e.stream("a", 0, 1); len(p.Chunks) != 1 || p.Chunks[0].Index != 1 {
+		t.Errorf("a page of one after chunk 0: %+v", p.Chunks)
+	}
+	e.recordOK(succeeded(j))
+	if p := e.stream("a", 2, 10); len(p.Chunks) != 0 || p.State != errandtype.StateSucceeded {
+		t.Errorf("the end of a finished job's stream: %+v", p)
+	}
+}
+
+func testStreamBounded(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	var ie *errandtype.InputError
+	if _, err := e.appendChunk(j, token(j), strings.Repeat("x", errandstore.MaxStreamChunkBytes+1)); !errors.As(err, &ie) {
+		t.Errorf("an oversize chunk: %v, want an *InputError", err)
+	}
+	big := strings.Repeat("x", errandstore.MaxStreamChunkBytes)
+	for i := range errandstore.MaxStreamBytes / errandstore.MaxStreamChunkBytes {
+		if _, err := e.appendChunk(j, token(j), big); err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+	}
+	if _, err := e.appendChunk(j, token(j), "x"); !errors.As(err, &ie) || !strings.Contains(err.Error(), "MaxStreamBytes") {
+		t.Errorf("a chunk past the stream's bytes: %v, want an *InputError naming the bound", err)
+	}
+	if p := e.stream("a", -1, 100); len(p.Chunks) != errandstore.MaxStreamBytes/errandstore.MaxStreamChunkBytes {
+		t.Errorf("%d chunks kept, want %d", len(p.Chunks), errandstore.MaxStreamBytes/errandstore.MaxStreamChunkBytes)
+	}
+}

@@ -156,6 +156,7 @@ func exercise(t *testing.T, h harness) {
 		{"Steps", stepCases},
 		{"Signals", signalCases},
 		{"Events", eventCases},
+		{"Streams", streamCases},
 		{"Audit", auditCases},
 		{"BulkReplay", bulkReplayCases},
 		{"Prune", pruneCases},
