@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
@@ -182,6 +185,56 @@ func TestEvents(t *testing.T) {
 		}
 		if err := errand.SetEvent(ctx, "x", 1); err == nil {
 			t.Error("SetEvent outside a handler: no error")
+		}
+	})
+}
+
+// TestStream: what a handler writes to errand.Stream is read, in order,
+// as it is written and after the job ends; a write longer than a chunk is
+// split between characters.
+func TestStream(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		// Two bytes a character after one: a chunk's bound falls inside one.
+		long := "x" + strings.Repeat("é", errandstore.MaxStreamChunkBytes)
+		written := make(chan struct{})
+		release := make(chan struct{})
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			w := errand.Stream(ctx)
+			fmt.Fprint(w, "thinking...\n")
+			close(written)
+			<-release
+			if _, err := io.WriteString(w, long); err != nil {
+				return err
+			}
+			_, err := fmt.Fprint(w, "done\n")
+			return err
+		})
+		id := enqueue(t, c, "task", nil).ID
+		done := make(chan *errand.WorkResult)
+		go func() { r, _ := c.WorkOne(ctx, nil); done <- r }()
+		<-written
+		page, err := c.ReadStream(ctx, id, -1, 0)
+		if err != nil || len(page.Chunks) != 1 || page.Chunks[0].Data != "thinking...\n" || page.State != errandtype.StateRunning {
+			t.Fatalf("the stream while the job runs: %+v, %v", page, err)
+		}
+		close(release)
+		if r := <-done; r.Result != errand.ResultSucceeded {
+			t.Fatalf("job: %s %q", r.Result, r.Error)
+		}
+		page, err = c.ReadStream(ctx, id, 0, 0)
+		if err != nil || page.State != errandtype.StateSucceeded {
+			t.Fatalf("the stream after the job: %+v, %v", page, err)
+		}
+		var all strings.Builder
+		for _, ch := range page.Chunks {
+			if !utf8.ValidString(ch.Data) || len(ch.Data) > errandstore.MaxStreamChunkBytes {
+				t.Errorf("chunk %d: %d bytes, valid UTF-8 %t", ch.Index, len(ch.Data), utf8.ValidString(ch.Data))
+			}
+			all.WriteString(ch.Data)
+		}
+		if all.String() != long+"done\n" || len(page.Chunks) != 4 {
+			t.Errorf("read %d chunks, %d bytes after the first; want 4, the long write in three and done", len(page.Chunks), all.Len())
 		}
 	})
 }

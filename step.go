@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
@@ -742,4 +744,58 @@ func (c *engine) GetEvent(ctx context.Context, id, key string, wait time.Duratio
 		return nil, fmt.Errorf("event %s of job %s: %w", key, id, err)
 	}
 	return ev, nil
+}
+
+// Stream returns a writer that appends what the handler of ctx writes to
+// its job's output stream, each Write one chunk (a longer one split into
+// chunks of errandstore.MaxStreamChunkBytes), fenced by the lease, for
+// callers to read as it grows ([Client.ReadStream], the JSON API's
+// server-sent events, the dashboard). Writes must be text (UTF-8); a
+// stream holds at most errandstore.MaxStreamBytes and MaxStreamChunks,
+// and a Write past them fails with an error naming the bound.
+func Stream(ctx context.Context) io.Writer { return streamWriter{ctx: ctx} }
+
+type streamWriter struct{ ctx context.Context }
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	a, err := stepAttempt(w.ctx, "stream")
+	if err != nil {
+		return 0, err
+	}
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), errandstore.MaxStreamChunkBytes)
+		for n < len(p) && n > 0 && !utf8.RuneStart(p[n]) {
+			n-- // a chunk ends between characters
+		}
+		_, err := a.engine.caps.steps.JobStreamAppend(w.ctx, &errandstore.JobStreamAppendParams{
+			JobLease: errandstore.JobLease{ID: a.job.ID, LeaseToken: *a.job.LeaseToken}, Data: string(p[:n])})
+		if err != nil {
+			return written, fmt.Errorf("stream of job %s: %w", a.job.ID, err)
+		}
+		written += n
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// MaxStreamPage bounds the chunks ReadStream returns at once.
+const MaxStreamPage = 1000
+
+// ReadStream returns the chunks of job id's output stream after index
+// after (-1 for all), at most limit (at most MaxStreamPage), and the job's
+// state: a caller reads on from the last chunk's index until the job has
+// finished and a read returns no chunk.
+func (c *engine) ReadStream(ctx context.Context, id string, after, limit int) (*errandstore.StreamPage, error) {
+	if c.caps.steps == nil {
+		return nil, fmt.Errorf("stream of job %s: %w", id, ErrStepsUnsupported)
+	}
+	if limit <= 0 || limit > MaxStreamPage {
+		limit = MaxStreamPage
+	}
+	page, err := c.caps.steps.JobStream(ctx, &errandstore.JobStreamParams{ID: id, After: after, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("stream of job %s: %w", id, err)
+	}
+	return page, nil
 }

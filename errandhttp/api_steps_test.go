@@ -1,6 +1,7 @@
 package errandhttp_test
 
 import (
+	"bufio"
 	"database/sql"
 	"encoding/json"
 	"net/http"
@@ -265,6 +266,75 @@ func TestAPIJobEvent(t *testing.T) {
 		}
 		if r := s.op(t, "GET", "/api/v1/jobs/"+id+"/events/link?wait=1h", nil); r.status != http.StatusBadRequest {
 			t.Errorf("a wait over a minute: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestAPIJobStream: GET /api/v1/jobs/{id}/stream answers the chunks after
+// ?after= as JSON, and as server-sent events while the job writes them,
+// ending with an "end" event once the job has finished; 404 for an
+// unknown job.
+func TestAPIJobStream(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		id := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}).json(t)["job"].(map[string]any)["id"].(string)
+		base := "/api/v1/jobs/" + id + "/stream"
+		if r := s.op(t, "GET", "/api/v1/jobs/nope/stream", nil); r.status != http.StatusNotFound {
+			t.Errorf("an unknown job's stream: %d %s", r.status, r.body)
+		}
+		var claimed struct {
+			Jobs []errandtype.Envelope `json:"jobs"`
+		}
+		if err := json.Unmarshal(s.op(t, "POST", "/api/v1/queues/default/claim", map[string]any{"kinds": []string{"task"}}).body, &claimed); err != nil || len(claimed.Jobs) != 1 {
+			t.Fatal("claim", err)
+		}
+		tok := claimed.Jobs[0].LeaseToken
+		write := func(data string) {
+			t.Helper()
+			if _, err := st.(errandstore.StepStore).JobStreamAppend(t.Context(), &errandstore.JobStreamAppendParams{
+				JobLease: errandstore.JobLease{ID: id, LeaseToken: tok}, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("one\n")
+		write("two")
+		r := s.op(t, "GET", base+"?after=0", nil)
+		if m := r.json(t); r.status != http.StatusOK || m["state"] != "running" || m["finished"] != false || len(m["chunks"].([]any)) != 1 {
+			t.Fatalf("JSON page after chunk 0: %d %s", r.status, r.body)
+		}
+		// Server-sent events: the chunks so far, one more as it is written,
+		// then the end.
+		req, _ := http.NewRequest("GET", s.URL+base, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+operatorSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		lines := bufio.NewScanner(resp.Body)
+		read := func(n int) []string {
+			t.Helper()
+			var got []string
+			for len(got) < n && lines.Scan() {
+				got = append(got, lines.Text())
+			}
+			return got
+		}
+		want := []string{"id: 0", "data: one", "data: ", "", "id: 1", "data: two", ""}
+		if got := read(len(want)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("events so far:\n%q\nwant\n%q", got, want)
+		}
+		write("three")
+		if got := read(3); strings.Join(got, "|") != "id: 2|data: three|" {
+			t.Fatalf("the event of a chunk written since: %q", got)
+		}
+		s.op(t, "POST", "/api/v1/jobs/"+id+"/ack", map[string]any{"lease_token": tok})
+		if got := read(3); strings.Join(got, "|") != "event: end|data: succeeded|" {
+			t.Fatalf("the end: %q", got)
 		}
 	})
 }

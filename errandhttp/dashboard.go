@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
@@ -98,6 +99,7 @@ type dashboardClient interface {
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errandtype.FairnessKeyCount, error)
 	Steps(ctx context.Context, id string) ([]errandtype.Step, error)
+	ReadStream(ctx context.Context, id string, after, limit int) (*errandstore.StreamPage, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.
@@ -617,7 +619,14 @@ type detailData struct {
 	Audit []errandtype.AuditRecord
 	// Steps are what its durable handler recorded, in order.
 	Steps []errandtype.Step
+	// Stream is the end of its output stream, StreamCut the bytes before
+	// it that the page leaves out.
+	Stream    string
+	StreamCut int
 }
+
+// maxStreamShown bounds the output stream a job's page shows: its end.
+const maxStreamShown = 64 << 10
 
 func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -670,12 +679,48 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 		next += "; " + s
 	}
 	data := &detailData{Job: j, Next: next, Audit: audit, Steps: steps}
+	if err := d.readStream(ctx, data); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	if err := d.explainCompensatedStep(ctx, data); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	p.Data = data
 	d.render(w, http.StatusOK, "job", p)
+}
+
+// readStream fills in the end of the output stream of data's job.
+func (d *dashboard) readStream(ctx context.Context, data *detailData) error {
+	var all strings.Builder
+	for after := -1; ; {
+		page, err := d.c.ReadStream(ctx, data.Job.ID, after, errand.MaxStreamPage)
+		if errors.Is(err, errand.ErrStepsUnsupported) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range page.Chunks {
+			all.WriteString(c.Data)
+			after = c.Index
+		}
+		if len(page.Chunks) < errand.MaxStreamPage {
+			break
+		}
+	}
+	s := all.String()
+	if len(s) > maxStreamShown {
+		cut := len(s) - maxStreamShown
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++
+		}
+		data.Stream, data.StreamCut = s[cut:], cut
+		return nil
+	}
+	data.Stream = s
+	return nil
 }
 
 // explainCompensatedStep marks data's job, a dead or cancelled step of a

@@ -382,7 +382,7 @@ func TestDashboardJobDetail(t *testing.T) {
 	if code, _ := get(t, h, "/jobs/no-such-job"); code != http.StatusNotFound {
 		t.Errorf("GET /jobs/no-such-job: status %d, want 404", code)
 	}
-	wantLacks(t, "a job without steps", body, `id="steps"`)
+	wantLacks(t, "a job without steps", body, `id="steps"`, `id="stream"`)
 
 	// The steps a durable handler recorded, results hidden with HideArgs.
 	run, err := c.Get(context.Background(), "run-1")
@@ -398,7 +398,11 @@ func TestDashboardJobDetail(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := c.Store().(errandstore.StepStore).JobStreamAppend(context.Background(), &errandstore.JobStreamAppendParams{JobLease: lease, Data: "reading <rows>\n"}); err != nil {
+		t.Fatal(err)
+	}
 	body = mustGet(t, h, "/jobs/run-1")
+	wantContains(t, "a job with a stream", body, `id="stream"`, "reading &lt;rows&gt;", "this page reloads as it grows")
 	wantContains(t, "a job with steps", body, `id="steps"`, "Steps (2)", "<td>charge</td>", "4111", "<td>mail</td>", "mailbox full")
 	body = mustGet(t, NewDashboard(c, &DashboardOptions{HideArgs: true}), "/jobs/run-1")
 	wantContains(t, "a job with steps, args hidden", body, "<td>charge</td>", "mailbox full")
