@@ -162,3 +162,30 @@ func TestResult(t *testing.T) {
 		t.Errorf("Result of an unknown job: %v", err)
 	}
 }
+
+// TestAwaitChildOfLongID: a child whose id is as long as ids go still
+// wakes its parent: the signal's name has room for it.
+func TestAwaitChildOfLongID(t *testing.T) {
+	clock := newTestClock()
+	st := openStore(t, clock)
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("parent", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+		id, err := errand.Child(ctx, "p", errand.RawArgs{KindName: "part"}, &errand.EnqueueOpts{Queue: "parts"})
+		if err != nil {
+			return err
+		}
+		_, err = errand.Await[int](ctx, id)
+		return err
+	}), nil)
+	kinds.HandleRaw("part", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), nil)
+	c := newClient(t, st, &errand.Config{Kinds: kinds})
+	parent := strings.Repeat("o", errandstore.MaxIDBytes-len(".child.p"))
+	enqueue(t, c, "parent", &errand.EnqueueOpts{ID: parent})
+	if r := workOne(t, c, nil); r.Result != errand.ResultSnoozed {
+		t.Fatalf("parent: %s %q", r.Result, r.Error)
+	}
+	workOne(t, c, &errand.WorkOneOpts{Queues: []string{"parts"}})
+	if j := getJob(t, c, parent); j.AvailableAt.After(clock.Now()) {
+		t.Errorf("the parent waits until %s; want woken by its child", j.AvailableAt)
+	}
+}

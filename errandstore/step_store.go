@@ -225,8 +225,9 @@ var ErrStepRecorded = errors.New("a step is already recorded at this index")
 
 // Limits of a durable handler's record.
 const (
-	// MaxJobStepNameBytes bounds the name of a step or a signal.
-	MaxJobStepNameBytes = 200
+	// MaxJobStepNameBytes bounds the name of a step or a signal: room for
+	// the signal a child sends, "errand.child:" and an id of MaxIDBytes.
+	MaxJobStepNameBytes = 300
 	// MaxJobSteps bounds the steps of one job: a handler that needs more
 	// is a loop to split into child jobs.
 	MaxJobSteps = 10_000
