@@ -100,6 +100,8 @@ type engine struct {
 
 	remotes registry.Remotes // remote workers seen by Claim, written at most once per heartbeat
 	outside outsideClaims    // breakers and fair modes of claims outside a Worker; see remote_flow.go
+
+	stepw stepWriter // the steps of this client's attempts; see step.go
 }
 
 // NewClient returns a client over store. It returns an error naming the

@@ -373,7 +373,7 @@ func (s *steps) halted() error {
 
 // recordStep records step for the attempt, fenced by its lease.
 func (a *attemptInfo) recordStep(ctx context.Context, step errandtype.Step) error {
-	err := a.engine.caps.steps.JobStepRecord(ctx, &errandstore.JobStepRecordParams{
+	err := a.engine.writeStep(&errandstore.JobStepRecordParams{
 		JobLease: errandstore.JobLease{ID: a.job.ID, LeaseToken: *a.job.LeaseToken}, Step: step})
 	if err != nil {
 		return fmt.Errorf("record step %d %q of job %s: %w", step.Index, step.Name, a.job.ID, err)
@@ -798,4 +798,82 @@ func (c *engine) ReadStream(ctx context.Context, id string, after, limit int) (*
 		return nil, fmt.Errorf("stream of job %s: %w", id, err)
 	}
 	return page, nil
+}
+
+// stepWriter writes the steps of a client's attempts together: a step
+// waits for the write in flight, if any, then goes in one transaction with
+// every step that came meanwhile, as a database's group commit does. A
+// flow's step costs one commit alone; a hundred flows' steps, a few.
+type stepWriter struct {
+	mu      sync.Mutex
+	pending []*stepWrite
+	writing bool
+}
+
+type stepWrite struct {
+	p    *errandstore.JobStepRecordParams
+	done chan error
+}
+
+const (
+	// maxStepBatch bounds the steps of one write.
+	maxStepBatch = 500
+	// stepWriteTimeout bounds one write of steps; a step whose write fails
+	// is not recorded, and its attempt sees the error.
+	stepWriteTimeout = 30 * time.Second
+)
+
+// writeStep records p with the steps of the other attempts writing now,
+// and returns what its write found for it.
+func (c *engine) writeStep(p *errandstore.JobStepRecordParams) error {
+	w := &c.stepw
+	req := &stepWrite{p: p, done: make(chan error, 1)}
+	w.mu.Lock()
+	w.pending = append(w.pending, req)
+	start := !w.writing
+	w.writing = true
+	w.mu.Unlock()
+	if start {
+		// No write in flight: this caller writes, without a goroutine's
+		// hop, and hands what came meanwhile to one.
+		c.writeSteps(req)
+	}
+	return <-req.done
+}
+
+// writeSteps writes the pending steps, a batch at a time: until own is
+// answered, when own is not nil (and then hands the rest to another
+// goroutine), or until none is left.
+func (c *engine) writeSteps(own *stepWrite) {
+	w := &c.stepw
+	for {
+		w.mu.Lock()
+		n := min(len(w.pending), maxStepBatch)
+		if n == 0 || own != nil && len(own.done) > 0 {
+			if n > 0 {
+				go c.writeSteps(nil)
+			} else {
+				w.writing = false
+			}
+			w.mu.Unlock()
+			return
+		}
+		batch := w.pending[:n:n]
+		w.pending = w.pending[n:]
+		w.mu.Unlock()
+		ps := make([]*errandstore.JobStepRecordParams, n)
+		for i, r := range batch {
+			ps[i] = r.p
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), stepWriteTimeout)
+		errs, err := c.caps.steps.JobStepRecordMany(ctx, ps)
+		cancel()
+		for i, r := range batch {
+			if err != nil {
+				r.done <- err
+			} else {
+				r.done <- errs[i]
+			}
+		}
+	}
 }

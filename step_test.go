@@ -401,10 +401,11 @@ func TestReplayFromStep(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// countingSteps is a SQLite store that counts the step reads and writes.
+// countingSteps is a SQLite store that counts the step reads and writes,
+// and the transactions that write them.
 type countingSteps struct {
 	*sqlite.Store
-	reads, writes atomic.Int32
+	reads, writes, commits atomic.Int32
 }
 
 func (s *countingSteps) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]errandtype.Step, error) {
@@ -412,9 +413,10 @@ func (s *countingSteps) JobSteps(ctx context.Context, p *errandstore.JobStepsPar
 	return s.Store.JobSteps(ctx, p)
 }
 
-func (s *countingSteps) JobStepRecord(ctx context.Context, p *errandstore.JobStepRecordParams) error {
-	s.writes.Add(1)
-	return s.Store.JobStepRecord(ctx, p)
+func (s *countingSteps) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStepRecordParams) ([]error, error) {
+	s.writes.Add(int32(len(ps)))
+	s.commits.Add(1)
+	return s.Store.JobStepRecordMany(ctx, ps)
 }
 
 // TestRecordedStepsCostNoWrite: an attempt whose steps are all recorded
@@ -449,5 +451,56 @@ func TestRecordedStepsCostNoWrite(t *testing.T) {
 	}
 	if r, w := st.reads.Load(), st.writes.Load(); r != 1 || w != 0 {
 		t.Errorf("attempt from the record: %d reads, %d writes; want 1 and 0", r, w)
+	}
+}
+
+// TestStepsWrittenTogether: the steps of many attempts running at once are
+// written in fewer transactions than steps, each recorded once, in its
+// job's order.
+func TestStepsWrittenTogether(t *testing.T) {
+	st := &countingSteps{Store: openStore(t, nil)}
+	const jobs, steps = 200, 3
+	var ran atomic.Int32
+	c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+		for i := range steps {
+			if _, err := errand.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (string, error) { ran.Add(1); return j.ID, nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ids := enqueueN(t, c, "task", jobs)
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 50}, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for ran.Load() < jobs*steps && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.writes.Load(); n != jobs*steps {
+		t.Fatalf("%d steps written, want %d", n, jobs*steps)
+	}
+	if n := st.commits.Load(); n >= jobs*steps {
+		t.Errorf("%d transactions for %d steps of attempts running together; want fewer", n, jobs*steps)
+	}
+	t.Logf("%d steps in %d transactions", jobs*steps, st.commits.Load())
+	for _, r := range ids {
+		got, err := c.Steps(ctx, r.Job.ID)
+		if err != nil || len(got) != steps {
+			t.Fatalf("job %s: %d steps, %v", r.Job.ID, len(got), err)
+		}
+		for i, s := range got {
+			if s.Name != fmt.Sprintf("s%d", i) || string(s.Result) != `"`+r.Job.ID+`"` {
+				t.Errorf("job %s step %d: %+v", r.Job.ID, i, s)
+			}
+		}
 	}
 }

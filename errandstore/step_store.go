@@ -24,6 +24,13 @@ type StepStore interface {
 	// recorded one stays. The store sets the step's Attempt and At.
 	JobStepRecord(ctx context.Context, params *JobStepRecordParams) error
 
+	// JobStepRecordMany records the steps of many attempts in one
+	// transaction, each as JobStepRecord does, fenced by its own lease. The
+	// result has one entry per step, in order: nil, or the error that step
+	// alone met (ErrLeaseLost, ErrStepRecorded, an *InputError), with
+	// nothing written for it. The steps name different jobs.
+	JobStepRecordMany(ctx context.Context, params []*JobStepRecordParams) ([]error, error)
+
 	// JobSteps returns the job's recorded steps in order, none for a job
 	// without them; ErrNotFound for an unknown job.
 	JobSteps(ctx context.Context, params *JobStepsParams) ([]errandtype.Step, error)

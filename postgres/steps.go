@@ -13,40 +13,13 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
-// recordStepSQL appends step $4 to the job that lease ($2, $3) holds. The
-// job's row is share-locked, so a sweep or an outcome that ends the lease
-// either waits for the step or, having committed first, fails the fence:
-// a step is never recorded by an attempt that lost its job. It returns
-// whether the fence held and whether the step was written.
-var recordStepSQL = `WITH owner AS (
-		SELECT j.seq, j.attempt, l.now FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
-		WHERE ` + leaseFence("j", "l") + `
-		FOR SHARE OF j),
-	ins AS (
-		INSERT INTO {steps} (job_seq, idx, name, result, error, attempt, at)
-		SELECT seq, $4, $5, $6::jsonb, $7, attempt, now FROM owner
-		ON CONFLICT (job_seq, idx) DO NOTHING
-		RETURNING 1)
-	SELECT EXISTS (SELECT 1 FROM owner), EXISTS (SELECT 1 FROM ins)`
-
 // JobStepRecord implements [errandstore.StepStore].
 func (s *Store) JobStepRecord(ctx context.Context, p *errandstore.JobStepRecordParams) error {
-	if err := p.Validate(); err != nil {
+	errs, err := s.JobStepRecordMany(ctx, []*errandstore.JobStepRecordParams{p})
+	if err != nil {
 		return err
 	}
-	var result, msg *string
-	if p.Step.Error != "" {
-		msg = &p.Step.Error
-	} else {
-		r := string(p.Step.Result)
-		result = &r
-	}
-	var owned, written bool
-	err := s.pool.QueryRow(ctx, s.sql(recordStepSQL), s.nowArg(), p.ID, p.LeaseToken, p.Step.Index, p.Step.Name, result, msg).Scan(&owned, &written)
-	if err != nil {
-		return fmt.Errorf("record step %d of job %s: %w", p.Step.Index, p.ID, badValue(err))
-	}
-	return errandstore.StepWritten(owned, written)
+	return errs[0]
 }
 
 // JobSteps implements [errandstore.StepStore].
@@ -281,4 +254,110 @@ func (s *Store) JobStream(ctx context.Context, p *errandstore.JobStreamParams) (
 		return nil, fmt.Errorf("stream of job %s: %w", p.ID, err)
 	}
 	return page, err
+}
+
+// recordStepSQL is recordStepsSQL for one step, from scalars: $2 and $3
+// its job's id and token, $4 to $7 its index, name, result and error.
+var recordStepSQL = `WITH owner AS (
+		SELECT j.seq, j.attempt, l.now FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
+		WHERE ` + leaseFence("j", "l") + `
+		FOR SHARE OF j),
+	ins AS (
+		INSERT INTO {steps} (job_seq, idx, name, result, error, attempt, at)
+		SELECT seq, $4, $5, $6::jsonb, $7, attempt, now FROM owner
+		ON CONFLICT (job_seq, idx) DO NOTHING
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM owner), EXISTS (SELECT 1 FROM ins)`
+
+// recordStepsSQL appends steps, each to the job its lease holds: $2 to $7
+// are their jobs' ids, tokens, and their indexes, names, results and
+// errors. The jobs' rows are share-locked, so a sweep or an outcome that
+// ends a lease either waits for its step or, having committed first, fails
+// the fence: a step is never recorded by an attempt that lost its job. It
+// returns, for each step in order, whether its fence held and whether it
+// was written.
+var recordStepsSQL = `WITH owner AS (
+		SELECT l.ord, j.seq, j.attempt, l.now FROM {jobs} j, ` + leaseRows("u.id, u.token, u.ord", `unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(id, token, ord)`, "l") + `
+		WHERE ` + leaseFence("j", "l") + `
+		FOR SHARE OF j),
+	ins AS (
+		INSERT INTO {steps} (job_seq, idx, name, result, error, attempt, at)
+		SELECT o.seq, s.idx, s.name, s.result::jsonb, s.error, o.attempt, o.now
+		FROM owner o JOIN unnest($4::int[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS s(idx, name, result, error, ord) ON s.ord = o.ord
+		ON CONFLICT (job_seq, idx) DO NOTHING
+		RETURNING job_seq)
+	SELECT n.ord, o.seq IS NOT NULL, EXISTS (SELECT 1 FROM ins WHERE ins.job_seq = o.seq)
+	FROM generate_series(1, cardinality($2::text[])) AS n(ord) LEFT JOIN owner o ON o.ord = n.ord ORDER BY n.ord`
+
+// JobStepRecordMany implements [errandstore.StepStore].
+func (s *Store) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStepRecordParams) ([]error, error) {
+	errs := make([]error, len(ps))
+	var ids, tokens, names []string
+	var results, messages []*string
+	var idxs []int
+	var at []int // each row's place in ps
+	for i, p := range ps {
+		if errs[i] = p.Validate(); errs[i] != nil {
+			continue
+		}
+		var result, msg *string
+		if p.Step.Error != "" {
+			msg = &p.Step.Error
+		} else {
+			r := string(p.Step.Result)
+			result = &r
+		}
+		ids, tokens, idxs, names = append(ids, p.ID), append(tokens, p.LeaseToken), append(idxs, p.Step.Index), append(names, p.Step.Name)
+		results, messages, at = append(results, result), append(messages, msg), append(at, i)
+	}
+	if len(at) == 0 {
+		return errs, nil
+	}
+	if len(at) == 1 {
+		// One step, as when a single flow runs: a statement of scalars,
+		// planned cheaply.
+		var owned, written bool
+		err := s.pool.QueryRow(ctx, s.sql(recordStepSQL), s.nowArg(), ids[0], tokens[0], idxs[0], names[0], results[0], messages[0]).Scan(&owned, &written)
+		if err != nil {
+			return nil, fmt.Errorf("record a step: %w", badValue(err))
+		}
+		errs[at[0]] = errandstore.StepWritten(owned, written)
+		return errs, nil
+	}
+	// One round trip. The statement's generic plan is the one wanted, and
+	// a custom plan costs more to make than the write itself: with the
+	// default plan_cache_mode, a step of one flow took 0.7 to 0.8 ms
+	// against 0.28 for a single-row statement (BenchmarkStep).
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(genericPlans)
+	b.Queue(s.sql(recordStepsSQL), s.nowArg(), ids, tokens, idxs, names, results, messages)
+	b.Queue("COMMIT")
+	err := func() error {
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var ord int64
+		var owned, written bool
+		if _, err := pgx.ForEachRow(rows, []any{&ord, &owned, &written}, func() error {
+			errs[at[ord-1]] = errandstore.StepWritten(owned, written)
+			return nil
+		}); err != nil {
+			return err
+		}
+		_, err = br.Exec()
+		return err
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("record %d steps: %w", len(at), badValue(err))
+	}
+	return errs, nil
 }

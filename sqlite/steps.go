@@ -12,44 +12,56 @@ import (
 
 // JobStepRecord implements [errandstore.StepStore].
 func (s *Store) JobStepRecord(ctx context.Context, p *errandstore.JobStepRecordParams) error {
-	if err := p.Validate(); err != nil {
+	errs, err := s.JobStepRecordMany(ctx, []*errandstore.JobStepRecordParams{p})
+	if err != nil {
 		return err
 	}
-	var result, msg any
-	if p.Step.Error != "" {
-		msg = p.Step.Error
-	} else {
-		result = string(p.Step.Result)
-	}
+	return errs[0]
+}
+
+// JobStepRecordMany implements [errandstore.StepStore]: one transaction,
+// a fenced insert for each step.
+func (s *Store) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStepRecordParams) ([]error, error) {
+	errs := make([]error, len(ps))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := s.clock.Now()
-		var seq int64
-		var attempt int
-		err := tx.QueryRowContext(ctx, `SELECT seq, attempt FROM errand_jobs
-			WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?`,
-			p.ID, p.LeaseToken, micros(now)).Scan(&seq, &attempt)
-		if err == sql.ErrNoRows {
-			return errandstore.StepWritten(false, false)
+		now := micros(s.clock.Now())
+		for i, p := range ps {
+			if errs[i] = p.Validate(); errs[i] != nil {
+				continue
+			}
+			var result, msg any
+			if p.Step.Error != "" {
+				msg = p.Step.Error
+			} else {
+				result = string(p.Step.Result)
+			}
+			res, err := tx.ExecContext(ctx, `INSERT INTO errand_steps (job_seq, idx, name, result, error, attempt, at)
+				SELECT seq, ?, ?, ?, ?, attempt, ? FROM errand_jobs
+				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?
+				ON CONFLICT (job_seq, idx) DO NOTHING`,
+				p.Step.Index, p.Step.Name, result, msg, now, p.ID, p.LeaseToken, now)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				continue
+			}
+			// Nothing written: the lease is gone, or the index is taken.
+			var owned bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM errand_jobs
+				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?)`, p.ID, p.LeaseToken, now).Scan(&owned); err != nil {
+				return err
+			}
+			errs[i] = errandstore.StepWritten(owned, false)
 		}
-		if err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO errand_steps (job_seq, idx, name, result, error, attempt, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_seq, idx) DO NOTHING`,
-			seq, p.Step.Index, p.Step.Name, result, msg, attempt, micros(now))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		return errandstore.StepWritten(true, n == 1)
+		return nil
 	})
-	if err != nil && err != errandtype.ErrLeaseLost && err != errandstore.ErrStepRecorded {
-		return fmt.Errorf("record step %d of job %s: %w", p.Step.Index, p.ID, err)
+	if err != nil {
+		return nil, fmt.Errorf("record %d steps: %w", len(ps), err)
 	}
-	return err
+	return errs, nil
 }
 
 // JobSteps implements [errandstore.StepStore].

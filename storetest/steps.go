@@ -22,6 +22,7 @@ var stepCases = []testCase{
 	{"BadInput", testStepsBadInput},
 	{"ClearedByRestart", testStepsClearedByRestart},
 	{"NotInheritedByID", testStepsNotInheritedByID},
+	{"RecordMany", testStepsRecordMany},
 }
 
 func (e *env) stepStore() errandstore.StepStore {
@@ -508,5 +509,45 @@ func testStreamBounded(t *testing.T, h harness) {
 	}
 	if p := e.stream("a", -1, 100); len(p.Chunks) != errandstore.MaxStreamBytes/errandstore.MaxStreamChunkBytes {
 		t.Errorf("%d chunks kept, want %d", len(p.Chunks), errandstore.MaxStreamBytes/errandstore.MaxStreamChunkBytes)
+	}
+}
+
+// testStepsRecordMany: steps of several jobs in one call, each with its own
+// answer: written, a stale lease, an index taken, bad input.
+func testStepsRecordMany(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a", "b", "c", "d")
+	a, b, c, d := e.claimOne("a"), e.claimOne("b"), e.claimOne("c"), e.claimOne("d")
+	if err := e.recordStep(c, token(c), errandtype.Step{Index: 0, Name: "first", Result: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	p := func(j *errandtype.Job, tok string, st errandtype.Step) *errandstore.JobStepRecordParams {
+		return &errandstore.JobStepRecordParams{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: tok}, Step: st}
+	}
+	errs, err := e.stepStore().JobStepRecordMany(e.ctx, []*errandstore.JobStepRecordParams{
+		p(a, token(a), errandtype.Step{Index: 0, Name: "charge", Result: json.RawMessage(`{"id": 1}`)}),
+		p(b, "stale", errandtype.Step{Index: 0, Name: "charge", Result: json.RawMessage(`2`)}),
+		p(c, token(c), errandtype.Step{Index: 0, Name: "again", Result: json.RawMessage(`3`)}),
+		p(d, token(d), errandtype.Step{Index: 0, Name: "", Result: json.RawMessage(`4`)}),
+		p(d, token(d), errandtype.Step{Index: 0, Name: "mail", Error: "bounced"}),
+	})
+	if err != nil || len(errs) != 5 {
+		t.Fatalf("JobStepRecordMany: %v, %v", errs, err)
+	}
+	var ie *errandtype.InputError
+	if errs[0] != nil || !errors.Is(errs[1], errandtype.ErrLeaseLost) || !errors.Is(errs[2], errandstore.ErrStepRecorded) || !errors.As(errs[3], &ie) || errs[4] != nil {
+		t.Errorf("answers %v; want written, lease lost, step recorded, input error, written", errs)
+	}
+	if got := e.steps("a"); len(got) != 1 || got[0].Name != "charge" || !sameJSON(got[0].Result, []byte(`{"id":1}`)) {
+		t.Errorf("a's steps %+v", got)
+	}
+	if got := e.steps("b"); len(got) != 0 {
+		t.Errorf("b's steps under a stale lease: %+v", got)
+	}
+	if got := e.steps("c"); len(got) != 1 || got[0].Name != "first" {
+		t.Errorf("c's steps %+v; want the first kept", got)
+	}
+	if got := e.steps("d"); len(got) != 1 || got[0].Error != "bounced" {
+		t.Errorf("d's steps %+v", got)
 	}
 }
