@@ -29,7 +29,7 @@ func (c *engine) RecordStep(ctx context.Context, id, token string, step errandty
 	if err := checkLeaseRef(id, token); err != nil {
 		return err
 	}
-	err := c.caps.steps.JobStepRecord(ctx, &errandstore.JobStepRecordParams{JobLease: errandstore.JobLease{ID: id, LeaseToken: token}, Step: step})
+	err := c.writeStep(&errandstore.JobStepRecordParams{JobLease: errandstore.JobLease{ID: id, LeaseToken: token}, Step: step})
 	if err != nil {
 		return wrapStoreError(fmt.Sprintf("record step %d of job %s", step.Index, id), err)
 	}

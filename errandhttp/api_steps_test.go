@@ -38,7 +38,7 @@ func TestAPIJobSteps(t *testing.T) {
 				{Index: 0, Name: "charge", Result: json.RawMessage(`{"card":"4111"}`)},
 				{Index: 1, Name: "mail", Error: "bounced"},
 			} {
-				if err := st.(errandstore.StepStore).JobStepRecord(t.Context(), &errandstore.JobStepRecordParams{JobLease: lease, Step: step}); err != nil {
+				if err := errandstore.RecordStep(t.Context(), st.(errandstore.StepStore), &errandstore.JobStepRecordParams{JobLease: lease, Step: step}); err != nil {
 					t.Fatal(err)
 				}
 			}

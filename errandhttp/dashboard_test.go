@@ -394,7 +394,7 @@ func TestDashboardJobDetail(t *testing.T) {
 		{Index: 0, Name: "charge", Result: json.RawMessage(`{"card":"4111"}`)},
 		{Index: 1, Name: "mail", Error: "mailbox full"},
 	} {
-		if err := c.Store().(errandstore.StepStore).JobStepRecord(context.Background(), &errandstore.JobStepRecordParams{JobLease: lease, Step: st}); err != nil {
+		if err := errandstore.RecordStep(context.Background(), c.Store().(errandstore.StepStore), &errandstore.JobStepRecordParams{JobLease: lease, Step: st}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,7 +409,7 @@ func TestDashboardJobDetail(t *testing.T) {
 	wantLacks(t, "a job with steps, args hidden", body, "4111")
 
 	// A job waiting for a signal says so in what happens next.
-	if err := c.Store().(errandstore.StepStore).JobStepRecord(context.Background(), &errandstore.JobStepRecordParams{JobLease: lease,
+	if err := errandstore.RecordStep(context.Background(), c.Store().(errandstore.StepStore), &errandstore.JobStepRecordParams{JobLease: lease,
 		Step: errandtype.Step{Index: 2, Name: errandstore.WaitStepName, Result: json.RawMessage(`{"signal":"approval"}`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -765,7 +765,7 @@ func TestDashboardReplayFromStep(t *testing.T) {
 	}
 	lease := errandstore.JobLease{ID: "flow-1", LeaseToken: *js[0].LeaseToken}
 	for i, name := range []string{"a", "b", "c"} {
-		if err := c.Store().(errandstore.StepStore).JobStepRecord(ctx, &errandstore.JobStepRecordParams{JobLease: lease,
+		if err := errandstore.RecordStep(ctx, c.Store().(errandstore.StepStore), &errandstore.JobStepRecordParams{JobLease: lease,
 			Step: errandtype.Step{Index: i, Name: name, Result: json.RawMessage(`1`)}}); err != nil {
 			t.Fatal(err)
 		}

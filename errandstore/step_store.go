@@ -18,17 +18,14 @@ import (
 // none. A replay that clears the job's progress ([JobReplayParams]) clears
 // its steps too.
 type StepStore interface {
-	// JobStepRecord appends the step to the job, fenced by the lease
-	// token: ErrLeaseLost, with nothing written, when the lease is gone. A
-	// step already recorded at Step.Index is ErrStepRecorded, and the
-	// recorded one stays. The store sets the step's Attempt and At.
-	JobStepRecord(ctx context.Context, params *JobStepRecordParams) error
-
 	// JobStepRecordMany records the steps of many attempts in one
-	// transaction, each as JobStepRecord does, fenced by its own lease. The
-	// result has one entry per step, in order: nil, or the error that step
-	// alone met (ErrLeaseLost, ErrStepRecorded, an *InputError), with
-	// nothing written for it. The steps name different jobs.
+	// transaction, each appended to its job and fenced by its own lease
+	// token; the store sets each step's Attempt and At. The result has one
+	// entry per step, in order: nil, or the error that step alone met, with
+	// nothing written for it: ErrLeaseLost when its lease is gone,
+	// ErrStepRecorded when a step is recorded at its index already (the
+	// recorded one stays), an *InputError. The steps name different jobs.
+	// [RecordStep] records one.
 	JobStepRecordMany(ctx context.Context, params []*JobStepRecordParams) ([]error, error)
 
 	// JobSteps returns the job's recorded steps in order, none for a job
@@ -357,4 +354,36 @@ func ReadStream(next func() (c errandtype.Chunk, state errandtype.JobState, ok b
 		return nil, errandtype.ErrNotFound
 	}
 	return page, nil
+}
+
+// RecordStep records one step with s.JobStepRecordMany, and returns what
+// its write found for it.
+func RecordStep(ctx context.Context, s StepStore, p *JobStepRecordParams) error {
+	errs, err := s.JobStepRecordMany(ctx, []*JobStepRecordParams{p})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// ValidSteps validates each step of a JobStepRecordMany: errs holds each
+// one's error, nil for those to write, whose places valid lists in order.
+func ValidSteps(ps []*JobStepRecordParams) (errs []error, valid []int) {
+	errs = make([]error, len(ps))
+	for i, p := range ps {
+		if errs[i] = p.Validate(); errs[i] == nil {
+			valid = append(valid, i)
+		}
+	}
+	return errs, valid
+}
+
+// StepColumns returns a step's result and error as the stores keep them:
+// the one it has, the other nil.
+func StepColumns(st *errandtype.Step) (result, message *string) {
+	if st.Error != "" {
+		return nil, &st.Error
+	}
+	r := string(st.Result)
+	return &r, nil
 }

@@ -13,15 +13,6 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
-// JobStepRecord implements [errandstore.StepStore].
-func (s *Store) JobStepRecord(ctx context.Context, p *errandstore.JobStepRecordParams) error {
-	errs, err := s.JobStepRecordMany(ctx, []*errandstore.JobStepRecordParams{p})
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
-
 // JobSteps implements [errandstore.StepStore].
 func (s *Store) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]errandtype.Step, error) {
 	if !errandtype.StorableText(p.ID) {
@@ -291,24 +282,15 @@ var recordStepsSQL = `WITH owner AS (
 
 // JobStepRecordMany implements [errandstore.StepStore].
 func (s *Store) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStepRecordParams) ([]error, error) {
-	errs := make([]error, len(ps))
+	errs, at := errandstore.ValidSteps(ps) // at: each row's place in ps
 	var ids, tokens, names []string
 	var results, messages []*string
 	var idxs []int
-	var at []int // each row's place in ps
-	for i, p := range ps {
-		if errs[i] = p.Validate(); errs[i] != nil {
-			continue
-		}
-		var result, msg *string
-		if p.Step.Error != "" {
-			msg = &p.Step.Error
-		} else {
-			r := string(p.Step.Result)
-			result = &r
-		}
+	for _, i := range at {
+		p := ps[i]
+		result, msg := errandstore.StepColumns(&p.Step)
 		ids, tokens, idxs, names = append(ids, p.ID), append(tokens, p.LeaseToken), append(idxs, p.Step.Index), append(names, p.Step.Name)
-		results, messages, at = append(results, result), append(messages, msg), append(at, i)
+		results, messages = append(results, result), append(messages, msg)
 	}
 	if len(at) == 0 {
 		return errs, nil

@@ -10,31 +10,15 @@ import (
 	"github.com/errandhq/errand/errandtype"
 )
 
-// JobStepRecord implements [errandstore.StepStore].
-func (s *Store) JobStepRecord(ctx context.Context, p *errandstore.JobStepRecordParams) error {
-	errs, err := s.JobStepRecordMany(ctx, []*errandstore.JobStepRecordParams{p})
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
-
 // JobStepRecordMany implements [errandstore.StepStore]: one transaction,
 // a fenced insert for each step.
 func (s *Store) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStepRecordParams) ([]error, error) {
-	errs := make([]error, len(ps))
+	errs, valid := errandstore.ValidSteps(ps)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := micros(s.clock.Now())
-		for i, p := range ps {
-			if errs[i] = p.Validate(); errs[i] != nil {
-				continue
-			}
-			var result, msg any
-			if p.Step.Error != "" {
-				msg = p.Step.Error
-			} else {
-				result = string(p.Step.Result)
-			}
+		for _, i := range valid {
+			p := ps[i]
+			result, msg := errandstore.StepColumns(&p.Step)
 			res, err := tx.ExecContext(ctx, `INSERT INTO errand_steps (job_seq, idx, name, result, error, attempt, at)
 				SELECT seq, ?, ?, ?, ?, attempt, ? FROM errand_jobs
 				WHERE id = ? AND state = 'running' AND lease_token = ? AND lease_until > ?

@@ -35,7 +35,7 @@ func (e *env) stepStore() errandstore.StepStore {
 }
 
 func (e *env) recordStep(j *errandtype.Job, tok string, st errandtype.Step) error {
-	return e.stepStore().JobStepRecord(e.ctx, &errandstore.JobStepRecordParams{
+	return errandstore.RecordStep(e.ctx, e.stepStore(), &errandstore.JobStepRecordParams{
 		JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: tok}, Step: st})
 }
 
