@@ -10,7 +10,6 @@ import (
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
-	"github.com/errandhq/errand/internal/clock"
 )
 
 // Children. A durable handler enqueues child jobs with [Child] and waits
@@ -218,12 +217,13 @@ const resultPoll = time.Second
 
 // Result returns what job id came to once it has finished (succeeded, dead
 // or cancelled). With wait > 0 it waits for that up to wait, reading the
-// job again at growing intervals up to a second; a job not finished by then
+// job as soon as this process's workers finish it, and otherwise at growing
+// intervals up to a second; a job not finished by then
 // is an error wrapping ErrNotFinished. An unknown job wraps ErrNotFound.
 func (c *engine) Result(ctx context.Context, id string, wait time.Duration) (*JobResult, error) {
 	var res *JobResult
 	var state errandtype.JobState
-	err := c.poll(ctx, wait, func() (bool, error) {
+	err := c.poll(ctx, wait, resultPoll, finishKey(id), func() (bool, error) {
 		j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
 		if err != nil {
 			return false, err
@@ -241,24 +241,4 @@ func (c *engine) Result(ctx context.Context, id string, wait time.Duration) (*Jo
 		return nil, fmt.Errorf("result of job %s: %w", id, err)
 	}
 	return res, nil
-}
-
-// poll calls done until it reports true or fails, or wait has passed, at
-// growing intervals up to resultPoll. It returns nil when wait passed.
-func (c *engine) poll(ctx context.Context, wait time.Duration, done func() (bool, error)) error {
-	deadline := c.clock.Now().Add(wait)
-	pause := 10 * time.Millisecond
-	for {
-		if ok, err := done(); ok || err != nil {
-			return err
-		}
-		left := deadline.Sub(c.clock.Now())
-		if left <= 0 {
-			return nil
-		}
-		if err := clock.SleepCtx(ctx, c.clock, min(pause, left)); err != nil {
-			return err
-		}
-		pause = min(2*pause, resultPoll)
-	}
 }

@@ -101,7 +101,8 @@ type engine struct {
 	remotes registry.Remotes // remote workers seen by Claim, written at most once per heartbeat
 	outside outsideClaims    // breakers and fair modes of claims outside a Worker; see remote_flow.go
 
-	stepw stepWriter // the steps of this client's attempts; see step.go
+	stepw   stepWriter // the steps of this client's attempts; see step.go
+	watches watches    // this process's waits on its own work; see watch.go
 }
 
 // NewClient returns a client over store. It returns an error naming the
@@ -844,6 +845,8 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 	c.afterMemberFinished(ctx, j)
 	c.afterWorkflowJob(ctx, j)
 	if j.State == errandtype.StateCancelled {
+		c.watches.wake(finishKey(j.ID))
+		c.watches.wake(streamKey(j.ID))
 		c.afterChild(ctx, j, j.State)
 	}
 	return j, nil

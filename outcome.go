@@ -499,14 +499,20 @@ func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *Wor
 		c.afterMemberFinished(ctx, job)
 		c.afterWorkflowJob(ctx, job)
 	}
+	var state errandtype.JobState
 	switch res.Result {
 	case ResultSucceeded:
-		c.afterChild(ctx, job, errandtype.StateSucceeded)
+		state = errandtype.StateSucceeded
 	case ResultDead:
-		c.afterChild(ctx, job, errandtype.StateDead)
+		state = errandtype.StateDead
 	case ResultCancelled:
-		c.afterChild(ctx, job, errandtype.StateCancelled)
+		state = errandtype.StateCancelled
+	default:
+		return
 	}
+	c.watches.wake(finishKey(job.ID))
+	c.watches.wake(streamKey(job.ID))
+	c.afterChild(ctx, job, state)
 }
 
 // followUp does a worker's part once a's outcome was recorded as res, or

@@ -214,7 +214,7 @@ func TestStream(t *testing.T) {
 		done := make(chan *errand.WorkResult)
 		go func() { r, _ := c.WorkOne(ctx, nil); done <- r }()
 		<-written
-		page, err := c.ReadStream(ctx, id, -1, 0)
+		page, err := c.ReadStream(ctx, id, -1, 0, 0)
 		if err != nil || len(page.Chunks) != 1 || page.Chunks[0].Data != "thinking...\n" || page.State != errandtype.StateRunning {
 			t.Fatalf("the stream while the job runs: %+v, %v", page, err)
 		}
@@ -222,7 +222,7 @@ func TestStream(t *testing.T) {
 		if r := <-done; r.Result != errand.ResultSucceeded {
 			t.Fatalf("job: %s %q", r.Result, r.Error)
 		}
-		page, err = c.ReadStream(ctx, id, 0, 0)
+		page, err = c.ReadStream(ctx, id, 0, 0, 0)
 		if err != nil || page.State != errandtype.StateSucceeded {
 			t.Fatalf("the stream after the job: %+v, %v", page, err)
 		}
@@ -235,6 +235,70 @@ func TestStream(t *testing.T) {
 		}
 		if all.String() != long+"done\n" || len(page.Chunks) != 4 {
 			t.Errorf("read %d chunks, %d bytes after the first; want 4, the long write in three and done", len(page.Chunks), all.Len())
+		}
+	})
+}
+
+// TestWaitsWokenByLocalWork: Result, GetEvent and ReadStream return as
+// soon as this process's attempt finishes the job, publishes the event or
+// writes to the stream, not at their next poll (lengthened here to an hour,
+// so only a wake can end them).
+func TestWaitsWokenByLocalWork(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, st errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		defer errand.SetPollPause(time.Hour)()
+		release := make(chan struct{})
+		c := handlerClient(t, st, func(ctx context.Context, j *errandtype.Job) error {
+			if err := errand.SetEvent(ctx, "ready", 1); err != nil {
+				return err
+			}
+			if _, err := fmt.Fprint(errand.Stream(ctx), "line\n"); err != nil {
+				return err
+			}
+			<-release
+			return errand.SetOutput(ctx, "done")
+		})
+		id := enqueue(t, c, "task", nil).ID
+		got := make(chan string, 3)
+		go func() {
+			ev, err := c.GetEvent(ctx, id, "ready", time.Hour)
+			got <- fmt.Sprintf("event %v %v", ev != nil && string(ev.Value) == "1", err)
+		}()
+		go func() {
+			p, err := c.ReadStream(ctx, id, -1, 0, time.Hour)
+			got <- fmt.Sprintf("stream %v %v", p != nil && len(p.Chunks) == 1, err)
+		}()
+		go func() {
+			r, err := c.Result(ctx, id, time.Hour)
+			got <- fmt.Sprintf("result %v %v", r != nil && r.State == errandtype.StateSucceeded, err)
+		}()
+		for errand.Watching(c) < 3 { // each wait has looked once and sleeps
+			time.Sleep(time.Millisecond)
+		}
+		done := make(chan *errand.WorkResult)
+		go func() { r, _ := c.WorkOne(ctx, nil); done <- r }()
+		want := map[string]bool{"event true <nil>": true, "stream true <nil>": true}
+		for range 2 {
+			select {
+			case s := <-got:
+				if !want[s] {
+					t.Errorf("while the job runs: %s", s)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the event's and the stream's waits were not woken while the job runs")
+			}
+		}
+		close(release)
+		if r := <-done; r.Result != errand.ResultSucceeded {
+			t.Fatalf("job: %s %q", r.Result, r.Error)
+		}
+		select {
+		case s := <-got:
+			if s != "result true <nil>" {
+				t.Errorf("after the job: %s", s)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Result's wait was not woken when the job finished")
 		}
 	})
 }

@@ -718,6 +718,7 @@ func SetEvent(ctx context.Context, key string, value any) error {
 	if err != nil {
 		return fmt.Errorf("set event %s of job %s: %w", key, a.job.ID, err)
 	}
+	a.engine.watches.wake(eventKey(a.job.ID, key))
 	return nil
 }
 
@@ -729,7 +730,7 @@ func (c *engine) GetEvent(ctx context.Context, id, key string, wait time.Duratio
 		return nil, fmt.Errorf("event %s of job %s: %w", key, id, ErrStepsUnsupported)
 	}
 	var ev *errandtype.Event
-	err := c.poll(ctx, wait, func() (bool, error) {
+	err := c.poll(ctx, wait, resultPoll, eventKey(id, key), func() (bool, error) {
 		e, err := c.caps.steps.JobEvent(ctx, &errandstore.JobEventParams{ID: id, Key: key})
 		if errors.Is(err, errandtype.ErrNotFound) {
 			return false, nil
@@ -775,6 +776,7 @@ func (w streamWriter) Write(p []byte) (int, error) {
 		}
 		written += n
 		p = p[n:]
+		a.engine.watches.wake(streamKey(a.job.ID))
 	}
 	return written, nil
 }
@@ -782,18 +784,29 @@ func (w streamWriter) Write(p []byte) (int, error) {
 // MaxStreamPage bounds the chunks ReadStream returns at once.
 const MaxStreamPage = 1000
 
+// streamPoll bounds the pause between ReadStream's reads while it waits.
+const streamPoll = 250 * time.Millisecond
+
 // ReadStream returns the chunks of job id's output stream after index
 // after (-1 for all), at most limit (at most MaxStreamPage), and the job's
 // state: a caller reads on from the last chunk's index until the job has
-// finished and a read returns no chunk.
-func (c *engine) ReadStream(ctx context.Context, id string, after, limit int) (*errandstore.StreamPage, error) {
+// finished and a read returns no chunk. With wait > 0, while there is no
+// new chunk and the job has not finished, it waits up to wait for one: at
+// once when this process's attempt writes it, otherwise by reading again
+// at intervals up to a quarter of a second.
+func (c *engine) ReadStream(ctx context.Context, id string, after, limit int, wait time.Duration) (*errandstore.StreamPage, error) {
 	if c.caps.steps == nil {
 		return nil, fmt.Errorf("stream of job %s: %w", id, ErrStepsUnsupported)
 	}
 	if limit <= 0 || limit > MaxStreamPage {
 		limit = MaxStreamPage
 	}
-	page, err := c.caps.steps.JobStream(ctx, &errandstore.JobStreamParams{ID: id, After: after, Limit: limit})
+	var page *errandstore.StreamPage
+	err := c.poll(ctx, wait, streamPoll, streamKey(id), func() (bool, error) {
+		p, err := c.caps.steps.JobStream(ctx, &errandstore.JobStreamParams{ID: id, After: after, Limit: limit})
+		page = p
+		return err != nil || len(p.Chunks) > 0 || p.State.Terminal(), err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stream of job %s: %w", id, err)
 	}
