@@ -1162,82 +1162,37 @@ func (a *api[TTx]) jobEvent(w http.ResponseWriter, r *http.Request) error {
 	return reply(w, ev)
 }
 
-// streamPoll is how often a server-sent stream reads the job's new chunks.
-const streamPoll = 250 * time.Millisecond
-
 // jobStream answers a job's output stream: as JSON, the chunks after
-// ?after= (a page, with the job's state); with Accept: text/event-stream,
-// as server-sent events, one per chunk (its id the chunk's index, so a
-// client resumes with Last-Event-ID), until the job has finished and every
-// chunk is sent, then an "end" event whose data is the job's state.
+// ?after= (a page, with the job's state), waiting up to ?wait= for one
+// while the job runs; with Accept: text/event-stream, as server-sent
+// events (see serveStream).
 func (a *api[TTx]) jobStream(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "after"); err != nil {
+	if err := checkQuery(q, "after", "wait"); err != nil {
 		return err
 	}
-	after := -1
-	if s := firstOf(q.Get("after"), r.Header.Get("Last-Event-ID")); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < -1 {
-			return badRequest("after %q: give the index of the last chunk read, or -1 for all", s)
-		}
-		after = n
+	after, err := streamAfter(r)
+	if err != nil {
+		return err
 	}
 	if a.hideArgs && a.hideLease {
 		return &httpError{http.StatusForbidden, "forbidden", "this server hides jobs' data from read-only tokens (HideArgs), and a job's stream is its data; use a worker's or an operator's token"}
 	}
 	id := r.PathValue("id")
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		page, err := a.c.ReadStream(r.Context(), id, after, errand.MaxStreamPage)
+		var wait time.Duration
+		if s := q.Get("wait"); s != "" {
+			if wait, err = time.ParseDuration(s); err != nil || wait < 0 || wait > maxResultWait {
+				return badRequest("wait %q: give a duration from 0s to %s, e.g. wait=10s", s, maxResultWait)
+			}
+		}
+		page, err := a.c.ReadStream(r.Context(), id, after, errand.MaxStreamPage, wait)
 		if err != nil {
 			return err
 		}
 		return reply(w, map[string]any{"chunks": page.Chunks, "state": page.State, "finished": page.State.Terminal()})
 	}
-	// The first read answers an unknown job with an error, before the
-	// events begin.
-	page, err := a.c.ReadStream(r.Context(), id, after, errand.MaxStreamPage)
-	if err != nil {
-		return err
-	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	for {
-		// A stream outlives the server's write timeout: each round of
-		// events has its own. An error means the server sets none.
-		_ = rc.SetWriteDeadline(time.Now().Add(time.Minute))
-		for _, c := range page.Chunks {
-			fmt.Fprintf(w, "id: %d\n", c.Index)
-			for _, line := range strings.Split(c.Data, "\n") {
-				fmt.Fprintf(w, "data: %s\n", line)
-			}
-			fmt.Fprint(w, "\n")
-			after = c.Index
-		}
-		if len(page.Chunks) == 0 && page.State.Terminal() {
-			fmt.Fprintf(w, "event: end\ndata: %s\n\n", page.State)
-			_ = rc.Flush()
-			return nil
-		}
-		if err := rc.Flush(); err != nil {
-			return nil // the client has gone
-		}
-		if len(page.Chunks) < errand.MaxStreamPage {
-			select {
-			case <-r.Context().Done():
-				return nil
-			case <-time.After(streamPoll):
-			}
-		}
-		if page, err = a.c.ReadStream(r.Context(), id, after, errand.MaxStreamPage); err != nil {
-			if r.Context().Err() == nil {
-				a.log.Warn("stream read failed; the client resumes with Last-Event-ID", "job_id", id, "err", err)
-			}
-			return nil
-		}
-	}
+	return serveStream(w, r, a.c, id, after, a.log)
 }
 
 // firstOf returns the first of ss that is not empty.

@@ -302,6 +302,16 @@ func TestAPIJobStream(t *testing.T) {
 		if m := r.json(t); r.status != http.StatusOK || m["state"] != "running" || m["finished"] != false || len(m["chunks"].([]any)) != 1 {
 			t.Fatalf("JSON page after chunk 0: %d %s", r.status, r.body)
 		}
+		if r := s.op(t, "GET", base+"?wait=2h", nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "wait") {
+			t.Errorf("a wait of two hours: %d %s", r.status, r.body)
+		}
+		// ?wait= answers the chunk written while it waits.
+		waited := make(chan response, 1)
+		go func() { waited <- s.op(t, "GET", base+"?after=1&wait=1m", nil) }()
+		write("wait")
+		if r := <-waited; r.status != http.StatusOK || !strings.Contains(string(r.body), `"data":"wait"`) {
+			t.Fatalf("JSON page waited for: %d %s", r.status, r.body)
+		}
 		// Server-sent events: the chunks so far, one more as it is written,
 		// then the end.
 		req, _ := http.NewRequest("GET", s.URL+base, nil)
@@ -324,12 +334,12 @@ func TestAPIJobStream(t *testing.T) {
 			}
 			return got
 		}
-		want := []string{"id: 0", "data: one", "data: ", "", "id: 1", "data: two", ""}
+		want := []string{"id: 0", "data: one", "data: ", "", "id: 1", "data: two", "", "id: 2", "data: wait", ""}
 		if got := read(len(want)); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("events so far:\n%q\nwant\n%q", got, want)
 		}
 		write("three")
-		if got := read(3); strings.Join(got, "|") != "id: 2|data: three|" {
+		if got := read(3); strings.Join(got, "|") != "id: 3|data: three|" {
 			t.Fatalf("the event of a chunk written since: %q", got)
 		}
 		s.op(t, "POST", "/api/v1/jobs/"+id+"/ack", map[string]any{"lease_token": tok})

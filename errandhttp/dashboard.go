@@ -99,7 +99,7 @@ type dashboardClient interface {
 	ReplayMany(ctx context.Context, opts *errand.ReplayManyOpts) (*errand.ReplayManyResult, error)
 	FairnessKeys(ctx context.Context, opts *errand.FairnessKeysOpts) ([]errandtype.FairnessKeyCount, error)
 	Steps(ctx context.Context, id string) ([]errandtype.Step, error)
-	ReadStream(ctx context.Context, id string, after, limit int) (*errandstore.StreamPage, error)
+	ReadStream(ctx context.Context, id string, after, limit int, wait time.Duration) (*errandstore.StreamPage, error)
 }
 
 // dashboard serves the operator pages. See NewDashboard.
@@ -165,6 +165,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /{$}", d.overview)
 	mux.HandleFunc("GET /jobs", d.jobList)
 	mux.HandleFunc("GET /jobs/{id...}", d.jobDetail)
+	mux.HandleFunc("GET /stream/{id...}", d.jobStream)
 	mux.HandleFunc("GET /dead", d.deadList)
 	mux.HandleFunc("GET /audit", d.auditPage)
 	mux.HandleFunc("GET /schedules", d.schedulesPage)
@@ -211,10 +212,10 @@ func dashboardDefaults(opts *DashboardOptions) DashboardOptions {
 	return o
 }
 
-// dashboardCSP allows the dashboard's own script, style sheet and forms
-// and nothing else: no inline script or style, no framing.
+// dashboardCSP allows the dashboard's own script, style sheet, forms and
+// live streams and nothing else: no inline script or style, no framing.
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
-	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -620,9 +621,14 @@ type detailData struct {
 	// Steps are what its durable handler recorded, in order.
 	Steps []errandtype.Step
 	// Stream is the end of its output stream, StreamCut the bytes before
-	// it that the page leaves out.
-	Stream    string
-	StreamCut int
+	// it that the page leaves out, StreamAfter the index of its last chunk
+	// (-1: none yet).
+	Stream      string
+	StreamCut   int
+	StreamAfter int
+	// StreamLive: the job runs and has written, so the page follows its
+	// stream as it grows (static/stream.js, reading /stream/{id}).
+	StreamLive bool
 }
 
 // maxStreamShown bounds the output stream a job's page shows: its end.
@@ -694,8 +700,9 @@ func (d *dashboard) jobDetail(w http.ResponseWriter, r *http.Request) {
 // readStream fills in the end of the output stream of data's job.
 func (d *dashboard) readStream(ctx context.Context, data *detailData) error {
 	var all strings.Builder
+	data.StreamAfter = -1
 	for after := -1; ; {
-		page, err := d.c.ReadStream(ctx, data.Job.ID, after, errand.MaxStreamPage)
+		page, err := d.c.ReadStream(ctx, data.Job.ID, after, errand.MaxStreamPage, 0)
 		if errors.Is(err, errand.ErrStepsUnsupported) {
 			return nil
 		}
@@ -706,7 +713,10 @@ func (d *dashboard) readStream(ctx context.Context, data *detailData) error {
 			all.WriteString(c.Data)
 			after = c.Index
 		}
+		data.StreamAfter = after
 		if len(page.Chunks) < errand.MaxStreamPage {
+			// A job that has not written yet shows no stream until a reload.
+			data.StreamLive = after >= 0 && page.State == errandtype.StateRunning && !d.opts.HideArgs
 			break
 		}
 	}
@@ -721,6 +731,23 @@ func (d *dashboard) readStream(ctx context.Context, data *detailData) error {
 	}
 	data.Stream = s
 	return nil
+}
+
+// jobStream follows a job's output stream for its page, as server-sent
+// events (see serveStream); a stream is the job's data, hidden with
+// HideArgs.
+func (d *dashboard) jobStream(w http.ResponseWriter, r *http.Request) {
+	if d.opts.HideArgs {
+		d.problem(w, r, http.StatusForbidden, "this dashboard hides jobs' data (HideArgs), and a job's stream is its data")
+		return
+	}
+	after, err := streamAfter(r)
+	if err == nil {
+		err = serveStream(w, r, d.c, r.PathValue("id"), after, d.opts.Logger)
+	}
+	if err != nil {
+		d.fail(w, r, err)
+	}
 }
 
 // explainCompensatedStep marks data's job, a dead or cancelled step of a

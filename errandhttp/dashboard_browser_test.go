@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 )
 
@@ -240,6 +241,52 @@ func TestDashboardFitsTheWindow(t *testing.T) {
 					t.Errorf("cut off at the window's edge (%s px): %s", m[1], m[3])
 				}
 			})
+		}
+	}
+}
+
+// TestDashboardStreamLiveInChromium: a running job's page follows its
+// output stream in a real Chromium: a chunk the job writes after the page
+// has loaded is appended to it, and the job's end is shown, without a
+// reload (static/stream.js over the page's server-sent events).
+func TestDashboardStreamLiveInChromium(t *testing.T) {
+	browser := chromiumOnPath(t)
+	ctx := context.Background()
+	c := newSQLiteClient(t, errandtest.NewClock(testStart))
+	enqueue(t, c, okArgs{}, &errand.EnqueueOpts{ID: "live-1", Queue: "live"})
+	jobs, err := c.Store().JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"live"}, Limit: 1, Lease: time.Hour, Owner: "web-2:77"})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v, %d jobs", err, len(jobs))
+	}
+	lease := errandstore.JobLease{ID: "live-1", LeaseToken: *jobs[0].LeaseToken}
+	steps := c.Store().(errandstore.StepStore)
+	if _, err := steps.JobStreamAppend(ctx, &errandstore.JobStreamAppendParams{JobLease: lease, Data: "loaded with the page\n"}); err != nil {
+		t.Fatal(err)
+	}
+	dash := NewDashboard(c, &DashboardOptions{Refresh: -1}) // a reload would show the end without the script
+	// The page is served as it is; the job writes and finishes only once
+	// the page's script asks for the stream.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/stream/") {
+			if _, err := steps.JobStreamAppend(ctx, &errandstore.JobStreamAppendParams{JobLease: lease, Data: "written after <load>\n"}); err != nil {
+				t.Error(err)
+			}
+			if _, err := c.Store().JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{
+				{JobLease: lease, Kind: errandstore.OutcomeSucceeded}}}); err != nil {
+				t.Error(err)
+			}
+		}
+		dash.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	shot := filepath.Join(t.TempDir(), "stream.png")
+	dom, logs := chromium(t, browser, "--window-size=1280,800", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
+		"--screenshot="+shot, "--dump-dom", srv.URL+"/jobs/live-1")
+	wantContains(t, "DOM of a running job's page", dom, "loaded with the page\nwritten after &lt;load&gt;\n</pre>", `data-streaming="ended"`,
+		"The job has finished (succeeded)")
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "Content Security Policy") || strings.Contains(line, "Refused to") {
+			t.Errorf("Chromium reported: %s", line)
 		}
 	}
 }

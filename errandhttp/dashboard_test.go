@@ -402,7 +402,14 @@ func TestDashboardJobDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	body = mustGet(t, h, "/jobs/run-1")
-	wantContains(t, "a job with a stream", body, `id="stream"`, "reading &lt;rows&gt;", "this page reloads as it grows")
+	wantContains(t, "a job with a stream", body, `id="stream"`, "reading &lt;rows&gt;", "it grows here as the job writes",
+		`data-stream="/stream/run-1" data-after="0"`, `src="/static/stream.js"`)
+	if code, body := get(t, NewDashboard(c, &DashboardOptions{HideArgs: true}), "/stream/run-1"); code != http.StatusForbidden || !strings.Contains(body, "HideArgs") {
+		t.Errorf("GET /stream/run-1 with HideArgs: %d %q, want 403", code, body)
+	}
+	if code, _ := get(t, h, "/stream/no-such-job"); code != http.StatusNotFound {
+		t.Errorf("GET /stream/no-such-job: status %d, want 404", code)
+	}
 	wantContains(t, "a job with steps", body, `id="steps"`, "Steps (2)", "<td>charge</td>", "4111", "<td>mail</td>", "mailbox full")
 	body = mustGet(t, NewDashboard(c, &DashboardOptions{HideArgs: true}), "/jobs/run-1")
 	wantContains(t, "a job with steps, args hidden", body, "<td>charge</td>", "mailbox full")
