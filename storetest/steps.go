@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,6 +225,7 @@ var signalCases = []testCase{
 	{"KeptInOrder", testSignalsKeptInOrder},
 	{"WakeTheirWait", testSignalsWakeTheirWait},
 	{"RefusedWhenFinished", testSignalsRefusedWhenFinished},
+	{"Bounded", testSignalsBounded},
 	{"Wake", testJobWake},
 }
 
@@ -334,6 +338,32 @@ func testSignalsWakeTheirWait(t *testing.T, h harness) {
 	}
 	if got := e.signals("a", "approval"); len(got) != 3 {
 		t.Errorf("signals %q, want 3", got)
+	}
+}
+
+// testSignalsBounded: a job holds at most MaxJobSignals signals; one more
+// is bad input naming the bound, and nothing is written.
+func testSignalsBounded(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for w := range 8 { // the bound is checked under the job's lock
+		wg.Go(func() {
+			for i := w; i < errandstore.MaxJobSignals; i += 8 {
+				if _, err := e.signal("a", "tick", strconv.Itoa(i)); err != nil && failed.Add(1) == 1 {
+					t.Errorf("signal %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var ie *errandtype.InputError
+	if _, err := e.signal("a", "tick", `-1`); !errors.As(err, &ie) || !strings.Contains(err.Error(), "MaxJobSignals") {
+		t.Errorf("a signal past the bound: %v, want an *InputError naming MaxJobSignals", err)
+	}
+	if got := len(e.signals("a", "tick")); got != errandstore.MaxJobSignals {
+		t.Errorf("%d signals kept, want %d", got, errandstore.MaxJobSignals)
 	}
 }
 
