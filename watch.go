@@ -12,7 +12,7 @@ import (
 // append to a stream, so a wait on local work takes no poll's pause. Waits
 // on other processes' work find it by polling.
 type watches struct {
-	n  atomic.Int64 // keys watched; zero spares every outcome the lock
+	n  atomic.Int64 // watches open; none spares every outcome the lock
 	mu sync.Mutex
 	m  map[string]map[chan struct{}]struct{}
 }
