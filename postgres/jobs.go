@@ -1250,59 +1250,16 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 	}
 	write, args := s.outcomesStatement(&c, p.Follow)
 	if p.Follow {
-		return s.recordOutcomesFollowed(ctx, c.n, rs, write, args)
+		return s.recordOutcomesFollowed(ctx, rs, write, args)
 	}
-	err = s.queryOutcomes(ctx, c.n, write, args, func(rows pgx.Rows) error { return scanOutcomeRows(rows, rs, c.rowIndex) })
+	rows, err := s.pool.Query(ctx, write, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
+	if err := scanOutcomeRows(rows, rs, c.rowIndex); err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
+	}
 	return rs, nil
-}
-
-// queryOutcomes runs query, the write of n outcomes, and hands its rows to
-// scan. A lone outcome (a job that ends while no other does, as on the path
-// from a flow's last step to its result) runs on the statement's generic
-// plan (queryGeneric): a handler's return to its result took 0.79 to
-// 0.92 ms so, against 0.93 to 1.45 planned afresh (p50s of 400 flows, eight
-// alternated runs, 2026-12-06). A batch's plan serves all its rows, and
-// alternated work runs found no gain there.
-func (s *Store) queryOutcomes(ctx context.Context, n int, query string, args []any, scan func(pgx.Rows) error) error {
-	if n == 1 {
-		return s.queryGeneric(ctx, query, args, scan)
-	}
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	return scan(rows)
-}
-
-// queryGeneric runs query on its generic plan, in a transaction of its own
-// sent as one round trip, and hands its rows to scan: for statements whose
-// generic plan is the one wanted and costs less than planning them anew
-// (genericPlans).
-func (s *Store) queryGeneric(ctx context.Context, query string, args []any, scan func(pgx.Rows) error) error {
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(genericPlans)
-	b.Queue(query, args...)
-	b.Queue("COMMIT")
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	if err := scan(rows); err != nil {
-		return err
-	}
-	_, err = br.Exec()
-	return err
 }
 
 // outcomesStatement is the statement that writes c, and its arguments.
@@ -1437,21 +1394,22 @@ func (c *outcomeColumns) rowIndex(ord int64) (int, error) {
 
 // recordOutcomesFollowed is JobRecordOutcomes with Follow: each result
 // names its job's kind, batch and workflow too.
-func (s *Store) recordOutcomesFollowed(ctx context.Context, n int, rs []errandstore.OutcomeResult, write string, args []any) ([]errandstore.OutcomeResult, error) {
+func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errandstore.OutcomeResult, write string, args []any) ([]errandstore.OutcomeResult, error) {
+	rows, err := s.pool.Query(ctx, write, args...)
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
+	}
 	var (
 		ord             int
 		state, kind     string
 		avail           time.Time
 		batch, workflow *string
 	)
-	err := s.queryOutcomes(ctx, n, write, args, func(rows pgx.Rows) error {
-		_, err := pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow}, func() error {
-			rs[ord] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC(),
-				Kind: kind, BatchID: batch, WorkflowID: workflow}
-			batch, workflow = nil, nil // a new string for the next row's
-			return nil
-		})
-		return err
+	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow}, func() error {
+		rs[ord] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC(),
+			Kind: kind, BatchID: batch, WorkflowID: workflow}
+		batch, workflow = nil, nil // a new string for the next row's
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
