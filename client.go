@@ -845,8 +845,7 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 	c.afterMemberFinished(ctx, j)
 	c.afterWorkflowJob(ctx, j)
 	if j.State == errandtype.StateCancelled {
-		c.watches.wake(finishKey(j.ID))
-		c.watches.wake(streamKey(j.ID))
+		c.watches.finished(j.ID)
 		c.afterChild(ctx, j, j.State)
 	}
 	return j, nil

@@ -510,8 +510,7 @@ func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *Wor
 	default:
 		return
 	}
-	c.watches.wake(finishKey(job.ID))
-	c.watches.wake(streamKey(job.ID))
+	c.watches.finished(job.ID)
 	c.afterChild(ctx, job, state)
 }
 

@@ -59,6 +59,16 @@ func (w *watches) wake(key string) {
 	w.mu.Unlock()
 }
 
+// finished wakes the waits on job id's end and on its stream. The keys are
+// built only when something is watched: every outcome passes here.
+func (w *watches) finished(id string) {
+	if w.n.Load() == 0 {
+		return
+	}
+	w.wake(finishKey(id))
+	w.wake(streamKey(id))
+}
+
 // The keys of what can be watched: a job's end, one of its events, its
 // stream.
 func finishKey(id string) string     { return "finish\x00" + id }
