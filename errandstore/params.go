@@ -291,6 +291,22 @@ func (p *JobClaimParams) Validate() error {
 	return checkTexts("skip retry kinds", p.SkipRetryKinds)
 }
 
+// Validate checks an insert that claims: the job, and a claim of its
+// queue alone for one job.
+func (p *JobInsertClaimParams) Validate() error {
+	if p.Job == nil {
+		return &errandtype.InputError{Field: "job", Message: "is nil; give the job to insert"}
+	}
+	if err := p.Job.Validate(); err != nil {
+		return err
+	}
+	c := &p.Claim
+	if len(c.Queues) != 1 || c.Queues[0] != p.Job.Queue || c.Limit != 1 || len(c.SkipRetryKinds) > 0 {
+		return &errandtype.InputError{Field: "claim", Message: "must name the job's queue alone, a limit of 1 and no retry kinds to skip"}
+	}
+	return c.Validate()
+}
+
 // Validate checks a heartbeat's parameters.
 func (p *JobHeartbeatParams) Validate() error {
 	if p.Lease <= 0 {

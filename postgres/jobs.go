@@ -330,16 +330,22 @@ func (c *insertColumns) setWindows(params []*errandstore.JobInsertParams, now ti
 	}
 }
 
-// query runs the insert: insertOneSQL, with scalars, for one job,
-// insertSQL, with arrays, for more.
+// query runs the insert.
 func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replacer, now any) (rows, error) {
+	sql, args := c.statement(r, now)
+	return q.query(ctx, sql, args...)
+}
+
+// statement is the insert: insertOneSQL, with scalars, for one job,
+// insertSQL, with arrays, for more.
+func (c *insertColumns) statement(r *strings.Replacer, now any) (string, []any) {
 	if c.n == 1 {
-		return q.query(ctx, r.Replace(insertOneSQL), now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
+		return r.Replace(insertOneSQL), []any{now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
 			c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
-			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0])
+			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0]}
 	}
-	return q.query(ctx, r.Replace(insertSQL), now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
-		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys)
+	return r.Replace(insertSQL), []any{now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
+		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys}
 }
 
 // matchInserted pairs params with the jobs the insert wrote: out holds
@@ -651,6 +657,13 @@ const (
 // TestClaimPlanWithoutStatistics).
 const wantedKind = `AND ($5::text[] IS NULL OR kind || '' = ANY($5))`
 
+// claimable is the claim's rule for a job j: waiting, available, within
+// its deadline, of a kind the claim wants ($5), its ordering key free.
+var claimable = `state IN (` + waiting + `) AND available_at <= {now}
+				AND (deadline IS NULL OR deadline > {now})
+				` + wantedKind + `
+				AND ` + orderingFree
+
 // claimPick picks from the queues of from, a FROM item q(name): the first
 // Limit claimable jobs of each range of each queue, and the best Limit of
 // those. The other rows it locked stay locked (and skipped by other
@@ -659,10 +672,7 @@ const wantedKind = `AND ($5::text[] IS NULL OR kind || '' = ANY($5))`
 func claimPick(from string) string {
 	return `SELECT c.seq FROM ` + from + ` CROSS JOIN ` + keyRanges + ` CROSS JOIN LATERAL (
 			SELECT seq, priority, available_at FROM {jobs} j
-			WHERE queue = q.name AND ` + inRange + ` AND state IN (` + waiting + `) AND available_at <= {now}
-				AND (deadline IS NULL OR deadline > {now})
-				` + wantedKind + `
-				AND ` + orderingFree + `
+			WHERE queue = q.name AND ` + inRange + ` AND ` + claimable + `
 			ORDER BY priority, available_at, seq
 			LIMIT $6
 			FOR UPDATE SKIP LOCKED) c

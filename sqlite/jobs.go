@@ -349,13 +349,34 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams)
 
 // claimSQL is the claim of JobClaimMany for that many queues and kinds (no
 // kinds: every kind), leaving out the retries of skipRetry kinds. Its
-// parameters are attempted_at, lease_until, lease_owner, now, the queues,
-// the kinds, the kinds whose retries to skip and the limit. The pick walks the
-// claim index, which holds waiting rows in claim order: named, because the
-// errand_jobs_due index also matches queue and available_at, and a pick
-// through it would read and sort every ready job of the queue to take a
-// few. Each row gets its own token: randomblob is evaluated per row.
+// parameters are claimUpdate's, then claimable's, then the limit. The pick
+// walks the claim index, which holds waiting rows in claim order: named,
+// because the errand_jobs_due index also matches queue and available_at,
+// and a pick through it would read and sort every ready job of the queue
+// to take a few.
 func claimSQL(queues, kinds, skipRetry int) string {
+	return claimUpdate(`SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
+			WHERE ` + claimable(queues, kinds, skipRetry) + `
+			ORDER BY j.priority, j.available_at, j.seq LIMIT ?`)
+}
+
+// claimUpdate claims the jobs whose seqs pick selects. Its parameters are
+// attempted_at, lease_until and lease_owner, then pick's. Each row gets its
+// own token: randomblob is evaluated per row.
+func claimUpdate(pick string) string {
+	return `UPDATE errand_jobs SET
+			state = 'running', attempt = attempt + 1, attempted_at = ?,
+			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
+		WHERE seq IN (` + pick + `)
+		RETURNING ` + jobColumns
+}
+
+// claimable is the claim's rule for a job j: waiting, available, within its
+// deadline, in one of that many queues, of one of that many kinds (none:
+// every kind), not a retry of skipRetry kinds, its ordering key free. Its
+// parameters, numbered after claimUpdate's three, are now, the queues, the
+// kinds and the kinds whose retries to skip.
+func claimable(queues, kinds, skipRetry int) string {
 	filter := "queue IN (" + placeholders(queues) + ")"
 	if kinds > 0 {
 		filter += " AND kind IN (" + placeholders(kinds) + ")"
@@ -363,15 +384,9 @@ func claimSQL(queues, kinds, skipRetry int) string {
 	if skipRetry > 0 {
 		filter += " AND NOT (j.attempt > 0 AND j.kind IN (" + placeholders(skipRetry) + "))"
 	}
-	return `UPDATE errand_jobs SET
-			state = 'running', attempt = attempt + 1, attempted_at = ?,
-			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
-		WHERE seq IN (SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_claim
-			WHERE j.state IN (` + waiting + `) AND j.available_at <= ?
+	return `j.state IN (` + waiting + `) AND j.available_at <= ?
 				AND (j.deadline IS NULL OR j.deadline > ?4) AND ` + filter + `
-				AND ` + errandstore.OrderingFreeSQL("errand_jobs") + `
-			ORDER BY j.priority, j.available_at, j.seq LIMIT ?)
-		RETURNING ` + jobColumns
+				AND ` + errandstore.OrderingFreeSQL("errand_jobs")
 }
 
 // nextDueSQL finds the earliest job of one queue that comes due after now,

@@ -145,6 +145,7 @@ func exercise(t *testing.T, h harness) {
 	}{
 		{"Insert", insertCases},
 		{"Claim", claimCases},
+		{"InsertClaim", insertClaimCases},
 		{"NextDue", nextDueCases},
 		{"Fencing", fencingCases},
 		{"Outcome", outcomeCases},
