@@ -91,7 +91,7 @@ type attempt struct {
 // the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
 // later than the store's own start of it.
-func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time) *attempt {
+func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time, fresh bool) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	if c.observer != nil {
 		c.observer.JobStarted(job)
@@ -99,6 +99,9 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	a.info = attemptInfo{store: c.store, workflows: c.caps.workflows, engine: c, job: job}
+	if fresh {
+		a.info.steps.Store(&steps{loaded: true}) // nothing to read
+	}
 	ctx = context.WithValue(ctx, attemptKey{}, &a.info)
 
 	k := c.kind(job.Kind)

@@ -10,6 +10,7 @@ type capabilities struct {
 	notifier        errandstore.Notifier
 	cancels         errandstore.CancelListener
 	nextDue         errandstore.NextDueClaimer
+	insertClaim     errandstore.InsertClaimer
 	parallel        errandstore.ParallelWriter
 	fair            errandstore.FairClaimer
 	fairPruner      errandstore.FairTurnPruner
@@ -30,6 +31,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.notifier, _ = store.(errandstore.Notifier)
 	c.cancels, _ = store.(errandstore.CancelListener)
 	c.nextDue, _ = store.(errandstore.NextDueClaimer)
+	c.insertClaim, _ = store.(errandstore.InsertClaimer)
 	c.parallel, _ = store.(errandstore.ParallelWriter)
 	c.fair, _ = store.(errandstore.FairClaimer)
 	c.fairPruner, _ = store.(errandstore.FairTurnPruner)

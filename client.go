@@ -101,8 +101,9 @@ type engine struct {
 	remotes registry.Remotes // remote workers seen by Claim, written at most once per heartbeat
 	outside outsideClaims    // breakers and fair modes of claims outside a Worker; see remote_flow.go
 
-	stepw   stepWriter // the steps of this client's attempts; see step.go
-	watches watches    // this process's waits on its own work; see watch.go
+	stepw   stepWriter  // the steps of this client's attempts; see step.go
+	watches watches     // this process's waits on its own work; see watch.go
+	eager   eagerQueues // workers' queues that may take eager jobs; see eager.go
 }
 
 // NewClient returns a client over store. It returns an error naming the
@@ -226,6 +227,18 @@ type EnqueueOpts struct {
 	FairnessKey string
 	// Tags are free-form labels for operators.
 	Tags []string
+	// Eager starts the job at once on a Worker of this client, in this
+	// process, if one of its queues is idle with a slot free: the
+	// enqueue's own transaction claims the job for it, so the job starts
+	// without a claim and a commit of its own, and the returned job is
+	// running. Otherwise (no idle worker of the job's queue and kind, a
+	// job not yet due or held by its ordering key, a worker whose claims
+	// pass weights, rate limits, retry budgets or breakers) the job is
+	// enqueued as without Eager. An eager job may start ahead of jobs
+	// waiting in its queue. It applies to a job enqueued alone with
+	// Enqueue or EnqueueMany, not in a transaction of yours, a batch or
+	// a workflow. See docs/durable.md.
+	Eager bool
 }
 
 // EnqueueParams describes one job for EnqueueMany.
@@ -274,17 +287,32 @@ func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, args JobArgs, opts 
 // different job (an *IDConflictError) refuses the whole call, as bad input
 // does: nothing is written.
 func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
+	params, eager := takeEager(params)
 	ps, err := c.insertParams(params)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.insertMany(ctx, ps)
-	if err != nil {
-		return nil, err
+	var rs []errandstore.JobInsertResult
+	started, tried := false, false
+	if eager {
+		var r errandstore.JobInsertResult
+		r, tried, started, err = c.enqueueEager(ctx, ps[0])
+		if err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		rs = []errandstore.JobInsertResult{r}
+		if err := checkJobConflicts(ps, rs); err != nil {
+			return nil, err
+		}
 	}
-	var fresh []*errandstore.JobInsertParams // a duplicate is no news to a worker
+	if !tried {
+		if rs, err = c.insertMany(ctx, ps); err != nil {
+			return nil, err
+		}
+	}
+	var fresh []*errandstore.JobInsertParams // a duplicate, or a job started, is no news to a worker
 	for i, r := range rs {
-		if !r.Duplicate {
+		if !r.Duplicate && !started {
 			fresh = append(fresh, ps[i])
 		}
 	}
@@ -295,6 +323,18 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 		c.observer.JobsEnqueued(freshJobs(rs))
 	}
 	return enqueueResults(rs), nil
+}
+
+// takeEager returns params with the Eager option of a job enqueued alone
+// taken out, and whether it was set; elsewhere Eager is refused (see
+// ownInsertParam).
+func takeEager(params []EnqueueParams) ([]EnqueueParams, bool) {
+	if len(params) != 1 || params[0].Opts == nil || !params[0].Opts.Eager {
+		return params, false
+	}
+	o := *params[0].Opts
+	o.Eager = false
+	return []EnqueueParams{{Args: params[0].Args, Opts: &o}}, true
 }
 
 // EnqueueManyTx inserts jobs inside the caller's transaction. Inside
@@ -460,7 +500,8 @@ func (c *engine) insertParams(params []EnqueueParams) ([]*errandstore.JobInsertP
 // command line or a form can check its input with it before it opens, and
 // so perhaps creates, a database.
 func CheckEnqueue(args JobArgs, opts *EnqueueOpts) error {
-	_, err := checkingEngine().insertParam(&EnqueueParams{Args: args, Opts: opts})
+	params, _ := takeEager([]EnqueueParams{{Args: args, Opts: opts}})
+	_, err := checkingEngine().insertParam(&params[0])
 	return err
 }
 
@@ -505,6 +546,9 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobIn
 	}
 	if err := errandstore.CheckFirstWins(o.FirstWins, o.ID, "job"); err != nil {
 		return nil, err
+	}
+	if o.Eager {
+		return nil, &errandtype.InputError{Field: "Eager", Message: "starts a job enqueued alone with Enqueue or EnqueueMany, outside your transaction, a batch or a workflow; leave it out here"}
 	}
 	ip := &errandstore.JobInsertParams{
 		ArgsChecked: true,

@@ -96,7 +96,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 		return &WorkResult{Result: ResultIdle}, nil
 	}
 	leases := leasekeeper.New(c.store, c.clock, c.logger, opts.Lease)
-	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent)
+	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent, false)
 	leases.Stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)

@@ -455,6 +455,11 @@ func (w *Worker) dueAt(ctx context.Context, queue string, asked time.Time, next 
 // keeps claims in flight (see claimAhead) unless its claims pass gates.
 func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) {
 	slots := w.newQueueSlots(queue, n)
+	if len(w.gates) == 0 && w.c.caps.insertClaim != nil {
+		slots.eager, slots.runCtx = &eagerGate{}, runCtx
+		w.c.eager.add(slots)
+		defer w.c.eager.remove(slots)
+	}
 	poll := w.c.clock.NewTimer(0)
 	defer poll.Stop()
 	claimer := &flow.Claimer{Fair: w.c.caps.fair, Due: w.c.caps.nextDue} // fair claims while the queue has fairness keys
@@ -547,6 +552,8 @@ func (w *Worker) sleepIdle(loopCtx context.Context, slots *queueSlots, poll Time
 		wait = min(wait, max(due.Sub(w.c.clock.Now()), minDueWait))
 	}
 	wait = w.gates.idleWait(t, wait)
+	slots.setEager(true) // before the poll is armed: a test waits for that
+	defer slots.setEager(false)
 	poll.Reset(wait)
 	w.c.wakes.Sleeping(queue, 1)
 	defer w.c.wakes.Sleeping(queue, -1)
@@ -657,13 +664,14 @@ func (w *Worker) runClaimed(runCtx context.Context, slots *queueSlots, cj *claim
 			growstack.Grow()
 			grown = true
 		}
-		w.runJob(runCtx, slots, job, claimSent)
+		w.runJob(runCtx, slots, job, claimSent, false)
 	}
 }
 
 // runJob runs one attempt of job, in a slot of slots, and records it.
-func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time) {
-	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent)
+// fresh: the claim inserted job, which has recorded nothing yet.
+func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time, fresh bool) {
+	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent, fresh)
 	w.recordAttempt(runCtx, slots, a)
 }
 
@@ -685,6 +693,10 @@ type queueSlots struct {
 	// failedClaims counts the queue's claims that failed in a row; the
 	// queue loop alone uses it.
 	failedClaims int
+	// eager, when not nil, lets eager jobs take free slots while the loop
+	// sleeps (see eager.go); runCtx is what they run under.
+	eager  *eagerGate
+	runCtx context.Context
 }
 
 // releaseEarly takes an early token for a job whose outcome is about to

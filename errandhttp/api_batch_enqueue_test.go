@@ -46,6 +46,7 @@ func TestAPIBatchEnqueue(t *testing.T) {
 			{"run_at and delay", map[string]any{"jobs": []map[string]any{{"kind": "k", "run_at": "2030-01-01T00:00:00Z", "delay": "1s"}}}, "jobs[0].run_at: is set, and so is delay; give run_at or delay"},
 			{"negative delay", map[string]any{"jobs": []map[string]any{{"kind": "k", "delay": "-1s"}}}, "jobs[0].delay: must not be negative"},
 			{"bad member option", map[string]any{"jobs": []map[string]any{job, {"kind": "k", "max_attempts": -1}}}, "job 1: max_attempts"},
+			{"eager member", map[string]any{"jobs": []map[string]any{job, {"kind": "k", "eager": true}}}, "job 1: Eager"},
 			{"unknown member field", map[string]any{"jobs": []map[string]any{{"kind": "k", "steps": 1}}}, "unknown field"},
 			{"callback without kind", map[string]any{"jobs": []map[string]any{job}, "callback": map[string]any{"queue": "q"}}, "callback.kind"},
 			{"callback args not an object", map[string]any{"jobs": []map[string]any{job}, "callback": map[string]any{"kind": "d", "args": []int{1}}}, "callback.args"},

@@ -45,6 +45,10 @@ type JobRequest struct {
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
 	Tags           []string              `json:"tags"`
+	// Eager starts the job at once on the serving process's own worker
+	// when it is idle (errand.EnqueueOpts.Eager); a batch's member may
+	// not ask it.
+	Eager bool `json:"eager"`
 }
 
 // params returns the job's enqueue parameters, checked as POST /api/v1/jobs
@@ -85,7 +89,7 @@ func (j *JobRequest) opts() *errand.EnqueueOpts {
 		MaxAttempts: j.MaxAttempts, BackoffBase: time.Duration(j.BackoffBase), BackoffMax: time.Duration(j.BackoffMax),
 		MaxAge:    time.Duration(j.MaxAge),
 		UniqueKey: j.UniqueKey, OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
-		FairnessKey: j.FairnessKey, Tags: j.Tags,
+		FairnessKey: j.FairnessKey, Tags: j.Tags, Eager: j.Eager,
 	}
 	if j.UniqueScope != 0 || j.UniqueWindow != 0 {
 		opts.UniqueKey = ""
@@ -120,6 +124,10 @@ type LaterJob struct {
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
 	Tags           []string              `json:"tags"`
+	// Eager starts the job at once on the serving process's own worker
+	// when it is idle (errand.EnqueueOpts.Eager); a batch's member may
+	// not ask it.
+	Eager bool `json:"eager"`
 }
 
 // params returns the job's args and options. A missing kind, a negative
