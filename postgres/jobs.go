@@ -1068,8 +1068,18 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 // ($2 to $4), as array literals (see textArray); each row's ord is its
 // place in them, from 1. A batch that deletes some of its jobs and keeps
 // the others (outcomesSome) also sends which ($11 or $5).
-func outcomesFrom(plain, some bool) string {
-	if plain {
+//
+// A lone plain outcome, what a worker that is not busy writes, sends its
+// id, token and kind as scalars, one row of VALUES: the server then plans
+// the statement once and keeps the plan, where the arrays' estimate kept
+// it planning each write anew (bench/RESULTS.md, "A lone outcome").
+func outcomesFrom(form outcomeForm, some bool) string {
+	switch form {
+	case formOne:
+		return leaseRows(`u.id, u.token, u.kind, 0::bigint AS delay_us, 0::integer AS attempt,
+			NULL::text AS class, ''::text AS message, ''::text AS stack, u.ord`,
+			`(VALUES ($2::text, $3::text, $4::text, 1::bigint)) AS u(id, token, kind, ord)`, "o")
+	case formPlain:
 		sel, arg, name := "", "", ""
 		if some {
 			sel, arg, name = ", u.gone", ", $5::boolean[]", " gone,"
@@ -1086,6 +1096,16 @@ func outcomesFrom(plain, some bool) string {
 			$8::text[], $9::text[], $10::integer[]`+arg+`)
 		AS u(id, token, kind, delay_us, attempt, class, message, stack, ord`+name+`)`, "o")
 }
+
+// outcomeForm is how a batch's outcomes travel (see outcomesFrom).
+type outcomeForm int
+
+const (
+	formFull  outcomeForm = iota // every column, as arrays
+	formPlain                    // ids, tokens and kinds, as arrays
+	formOne                      // one plain outcome's id, token and kind
+	outcomeForms
+)
 
 // outcomeDeletes says which jobs of a batch its write deletes (the
 // successes of JobOutcome.Delete): none, all, or some.
@@ -1142,8 +1162,8 @@ const followColumns = `, j.kind, j.batch_id, j.workflow_id`
 // row's ord, state and available_at, and followColumns when follow. A
 // deleted job is reported succeeded: a delete writes no new version of the
 // row and no index entry, where an update writes three.
-func outcomesWrite(plain bool, dels outcomeDeletes, follow bool) string {
-	from := outcomesFrom(plain, dels == deleteSome)
+func outcomesWrite(form outcomeForm, dels outcomeDeletes, follow bool) string {
+	from := outcomesFrom(form, dels == deleteSome)
 	returning := ""
 	if follow {
 		returning = followColumns
@@ -1166,11 +1186,11 @@ func outcomesWrite(plain bool, dels outcomeDeletes, follow bool) string {
 
 // outcomeWrites are outcomesWrite's statements, by form, deletes and
 // follow.
-var outcomeWrites = func() (w [2][3][2]string) {
-	for plain := range 2 {
+var outcomeWrites = func() (w [outcomeForms][3][2]string) {
+	for form := range outcomeForms {
 		for dels := range 3 {
 			for follow := range 2 {
-				w[plain][dels][follow] = outcomesWrite(plain == 1, outcomeDeletes(dels), follow == 1)
+				w[form][dels][follow] = outcomesWrite(form, outcomeDeletes(dels), follow == 1)
 			}
 		}
 	}
@@ -1275,16 +1295,20 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 // outcomesStatement is the statement that writes c, and its arguments.
 func (s *Store) outcomesStatement(c *outcomeColumns, follow bool) (string, []any) {
 	var args []any
-	if c.plain {
-		args = []any{s.nowArg(), textArray(c.ids), textArray(c.tokens), textArray(c.kinds)}
-	} else {
+	form := formFull
+	switch {
+	case c.plain && len(c.ids) == 1:
+		form, args = formOne, []any{s.nowArg(), c.ids[0], c.tokens[0], c.kinds[0]}
+	case c.plain:
+		form, args = formPlain, []any{s.nowArg(), textArray(c.ids), textArray(c.tokens), textArray(c.kinds)}
+	default:
 		args = []any{s.nowArg(), c.ids, c.tokens, c.kinds, c.delays, c.attempts, c.classes, c.messages, c.stacks, c.ords}
 	}
 	dels := c.deletes()
 	if dels == deleteSome {
 		args = append(args, c.gone)
 	}
-	return s.sql(outcomeWrites[b2i(c.plain)][dels][b2i(follow)]), args
+	return s.sql(outcomeWrites[form][dels][b2i(follow)]), args
 }
 
 // outcomeColumns are the outcomes of a batch to write, one array each, in
