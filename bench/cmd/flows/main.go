@@ -15,6 +15,9 @@
 //     -concurrency; a flow counts once its success is recorded (the client's
 //     Observer reports it after the commit), and a sample ends when
 //     Client.Result reads the job succeeded.
+//   - errand-eager: the same, its samples enqueued with Eager, so that the
+//     idle worker's queue takes each in the enqueue's transaction, as
+//     DBOS's RunWorkflow starts a workflow in the calling process.
 //   - dbos: -flows workflows started at once with RunWorkflow; each ends at
 //     GetResult, which returns once the outcome is recorded.
 //   - dbos-queue: -queue-flows workflows enqueued on a queue of worker
@@ -159,7 +162,8 @@ var systems = []struct {
 	name string
 	fn   func(context.Context, *options, target) (result, error)
 }{
-	{"errand", errandFlows},
+	{"errand", func(ctx context.Context, o *options, t target) (result, error) { return errandFlows(ctx, o, t, false) }},
+	{"errand-eager", func(ctx context.Context, o *options, t target) (result, error) { return errandFlows(ctx, o, t, true) }},
 	{"dbos", func(ctx context.Context, o *options, t target) (result, error) { return dbosFlows(ctx, o, t, false) }},
 	{"dbos-queue", func(ctx context.Context, o *options, t target) (result, error) { return dbosFlows(ctx, o, t, true) }},
 }
@@ -170,7 +174,7 @@ func runBench(ctx context.Context, o *options, out io.Writer) error {
 	if slices.Contains(o.stores, "sqlite") {
 		fmt.Fprintf(out, "sqlite: errand synchronous=%s, DBOS synchronous=NORMAL (its setting)\n", o.sqliteSync)
 	}
-	fmt.Fprintf(out, "%-4s %-9s %-11s %6s %9s %8s %9s %9s\n", "rep", "store", "system", "flows", "flows/s", "samples", "p50 ms", "p99 ms")
+	fmt.Fprintf(out, "%-4s %-9s %-12s %6s %9s %8s %9s %9s\n", "rep", "store", "system", "flows", "flows/s", "samples", "p50 ms", "p99 ms")
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, store := range o.stores {
 			for _, sys := range systems {
@@ -184,7 +188,7 @@ func runBench(ctx context.Context, o *options, out io.Writer) error {
 					return fmt.Errorf("%s on %s: %w", sys.name, store, err)
 				}
 				slices.Sort(r.lat)
-				fmt.Fprintf(out, "%-4d %-9s %-11s %6d %9.0f %8d %9.2f %9.2f\n", rep, store, sys.name, r.flows, r.perSec,
+				fmt.Fprintf(out, "%-4d %-9s %-12s %6d %9.0f %8d %9.2f %9.2f\n", rep, store, sys.name, r.flows, r.perSec,
 					len(r.lat), ms(r.lat[len(r.lat)/2]), ms(r.lat[len(r.lat)*99/100]))
 			}
 		}
@@ -271,27 +275,28 @@ func (a acks) JobFinished(_ *errandtype.Job, r *errand.WorkResult) {
 	}
 }
 
-// errandFlows measures errand on t's store.
-func errandFlows(ctx context.Context, o *options, t target) (result, error) {
+// errandFlows measures errand on t's store, its latency samples enqueued
+// with Eager when eager.
+func errandFlows(ctx context.Context, o *options, t target, eager bool) (result, error) {
 	if t.store == "sqlite" {
 		st, err := sqlite.Open(ctx, t.path, &sqlite.Options{Synchronous: o.sqliteSync})
 		if err != nil {
 			return result{}, err
 		}
 		defer st.Close()
-		return errandMeasure(ctx, o, st)
+		return errandMeasure(ctx, o, st, eager)
 	}
 	st, err := postgres.Open(ctx, t.url, &postgres.Options{Schema: t.schema, MaxConns: 10})
 	if err != nil {
 		return result{}, err
 	}
 	defer st.Close()
-	return errandMeasure(ctx, o, st)
+	return errandMeasure(ctx, o, st, eager)
 }
 
 // errandMeasure enqueues -flows flows at once and works them, then runs
 // -samples one at a time, each to its result.
-func errandMeasure[TTx any](ctx context.Context, o *options, store errandstore.TxStore[TTx]) (result, error) {
+func errandMeasure[TTx any](ctx context.Context, o *options, store errandstore.TxStore[TTx], eager bool) (result, error) {
 	done := acks{make(chan struct{}, o.flows)}
 	kinds := errand.NewKinds()
 	errand.Handle(kinds, func(ctx context.Context, _ *errandtype.Job, _ flowArgs) error {
@@ -335,7 +340,7 @@ func errandMeasure[TTx any](ctx context.Context, o *options, store errandstore.T
 	time.Sleep(200 * time.Millisecond) // idle before the latency samples
 	for range o.samples {
 		t := time.Now()
-		e, err := c.Enqueue(ctx, flowArgs{}, nil)
+		e, err := c.Enqueue(ctx, flowArgs{}, &errand.EnqueueOpts{Eager: eager})
 		if err != nil {
 			return result{}, err
 		}
