@@ -124,10 +124,6 @@ type LaterJob struct {
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
 	Tags           []string              `json:"tags"`
-	// Eager starts the job at once on the serving process's own worker
-	// when it is idle (errand.EnqueueOpts.Eager); a batch's member may
-	// not ask it.
-	Eager bool `json:"eager"`
 }
 
 // params returns the job's args and options. A missing kind, a negative

@@ -23,7 +23,8 @@ func TestEnqueueFlagsAreTheJSONAPIs(t *testing.T) {
 	flagOnly := map[string]string{"db": "the database", "json": "the output", "key": "an older name of --unique-key"}
 	renamed := map[string]string{
 		"kind": "", "args": "", // KIND and JSON_ARGS, the arguments
-		"tags": "tag", // one tag per flag, repeated
+		"eager": "",    // errand enqueue runs no worker to start the job on
+		"tags":  "tag", // one tag per flag, repeated
 	}
 	job := reflect.TypeFor[errandhttp.JobRequest]()
 	fields := map[string]bool{}
