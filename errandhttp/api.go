@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/errandhq/errand"
+	contract "github.com/errandhq/errand/api"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/jsonesc"
@@ -187,7 +188,20 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/workflows/{id}/rerun", withBody(a.rerunWorkflow)},
 		{"GET /api/v1/workers", a.workers},
 		{"GET /api/v1/fairness-keys", a.fairnessKeys},
+		// This list as a contract: api/openapi.yaml.
+		{"GET /api/v1/openapi.yaml", serveContract},
 	}
+}
+
+// serveContract answers the API's contract, api/openapi.yaml.
+func serveContract(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(contract.OpenAPI)))
+	_, _ = w.Write(contract.OpenAPI)
+	return nil
 }
 
 // httpError is an error with its status and code.

@@ -173,6 +173,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /batches/{id...}", d.batchPage)
 	mux.HandleFunc("GET /workflows", d.workflowsPage)
 	mux.HandleFunc("GET /workflows/{id...}", d.workflowPage)
+	mux.HandleFunc("GET /api-docs", d.apiPage)
 	mux.Handle("POST /replay-filter/confirm", protect.Handler(d.filterReplay(false)))
 	mux.Handle("POST /replay-filter", protect.Handler(d.filterReplay(true)))
 	mux.Handle("POST /replay-args/confirm", protect.Handler(d.fixReplay(false)))

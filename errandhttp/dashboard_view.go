@@ -19,7 +19,7 @@ import (
 
 // dashboardPages names the page templates under dashboard/templates; each
 // defines "content" for layout.html.
-var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batches", "batch", "workflows", "workflow"}
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batches", "batch", "workflows", "workflow", "apidoc"}
 
 // parseDashboardPages parses each page with the layout. Links in the pages
 // start with prefix.
@@ -52,6 +52,7 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"perMinute":  perMinute,
 		"percent":    percent,
 		"seconds":    seconds,
+		"code":       codeSpans,
 	}
 	pages := make(map[string]*template.Template, len(dashboardPages))
 	for _, name := range dashboardPages {

@@ -1,0 +1,134 @@
+package errandhttp_test
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	contract "github.com/errandhq/errand/api"
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtest"
+	"go.yaml.in/yaml/v3"
+)
+
+// contractOp is what TestContractExamples reads of an operation.
+type contractOp struct {
+	OperationID string `yaml:"operationId"`
+	Parameters  []struct {
+		Ref      string `yaml:"$ref"`
+		In       string
+		Required bool
+	}
+	RequestBody *struct {
+		Content map[string]struct{ Example any }
+	} `yaml:"requestBody"`
+	Responses map[string]yaml.Node
+}
+
+// TestContractExamples sends every operation of api/openapi.yaml that
+// needs no path parameter to a real server, on both stores, with the
+// example body the file gives: each answers one of the success statuses
+// the file documents for it, with a JSON body.
+func TestContractExamples(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]contractOp
+	}
+	if err := yaml.Unmarshal(contract.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		tried := 0
+		for path, item := range doc.Paths {
+			if strings.Contains(path, "{") {
+				continue
+			}
+			for method, op := range item {
+				if op.OperationID == "" {
+					continue // not an operation
+				}
+				var body any
+				if op.RequestBody != nil {
+					c, ok := op.RequestBody.Content["application/json"]
+					if !ok || c.Example == nil {
+						t.Errorf("%s %s: its request body has no application/json example", method, path)
+						continue
+					}
+					body = c.Example
+				} else if slices.ContainsFunc(op.Parameters, func(p struct {
+					Ref      string `yaml:"$ref"`
+					In       string
+					Required bool
+				}) bool {
+					return p.Required
+				}) {
+					continue // its required parameters have no example here
+				}
+				r := s.do(t, req{method: strings.ToUpper(method), path: path, token: operatorSecret, body: body})
+				var ok []string
+				for status := range op.Responses {
+					if strings.HasPrefix(status, "2") {
+						ok = append(ok, status)
+					}
+				}
+				if !slices.Contains(ok, http.StatusText(r.status)) && !slices.Contains(ok, itoa(r.status)) {
+					t.Errorf("%s %s (%s) with its example: %d %s; the file documents %v", method, path, op.OperationID, r.status, r.body, ok)
+					continue
+				}
+				if ct := r.header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") && !json.Valid(r.body) {
+					t.Errorf("%s %s: the answer is not JSON: %s", method, path, r.body)
+				}
+				tried++
+			}
+		}
+		if tried < 10 {
+			t.Errorf("tried %d operations; the file should give at least 10 that need no path parameter", tried)
+		}
+	})
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestContractServed: the server answers its contract at
+// /api/v1/openapi.yaml to any token, and the dashboard shows it as a page
+// (/api-docs) naming every operation.
+func TestContractServed(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		r := s.do(t, req{method: "GET", path: "/api/v1/openapi.yaml", token: readerSecret})
+		want(t, "contract", r, http.StatusOK, "")
+		if ct := r.header.Get("Content-Type"); ct != "application/yaml" || !bytes.Equal(r.body, contract.OpenAPI) {
+			t.Fatalf("contract: %s, %d bytes; want application/yaml, api/openapi.yaml's %d bytes", ct, len(r.body), len(contract.OpenAPI))
+		}
+		rec := httptest.NewRecorder()
+		errandhttp.NewDashboard(s.c, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api-docs", nil))
+		page := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("API page: %d %s", rec.Code, page)
+		}
+		var doc struct {
+			Paths map[string]map[string]struct {
+				OperationID string `yaml:"operationId"`
+			}
+		}
+		if err := yaml.Unmarshal(contract.OpenAPI, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for path, item := range doc.Paths {
+			for _, op := range item {
+				if op.OperationID != "" && !strings.Contains(page, `id="`+op.OperationID+`"`) {
+					t.Errorf("the API page does not show %s (%s)", op.OperationID, path)
+				}
+			}
+		}
+	})
+}
