@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -36,16 +35,9 @@ func (s *Store) JobInsertClaim(ctx context.Context, p *errandstore.JobInsertClai
 		return errandstore.JobInsertResult{}, false, err
 	}
 	q := pgxQuerier{s.pool}
-	now := s.nowArg()
-	if cols.windowed && now == nil {
-		t, err := s.readNow(ctx, q, s.own)
-		if err != nil {
-			return errandstore.JobInsertResult{}, false, fmt.Errorf("insert job: read the clock: %w", err)
-		}
-		now = t
-	}
-	if cols.windowed {
-		cols.setWindows(params, now.(time.Time))
+	now, err := s.insertNow(ctx, q, s.own, &cols, params)
+	if err != nil {
+		return errandstore.JobInsertResult{}, false, err
 	}
 	inserted, claimed, err := s.insertClaimBatch(ctx, &cols, p, now)
 	if orderingRace(err) {

@@ -237,18 +237,9 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 	if cols.n == 0 {
 		return []errandstore.JobInsertResult{}, nil
 	}
-	now := s.nowArg()
-	if cols.windowed {
-		// A unique window is computed from the time the jobs are inserted
-		// at, in Go as every store does: read it first and insert at it.
-		if now == nil {
-			t, err := s.readNow(ctx, q, r)
-			if err != nil {
-				return nil, fmt.Errorf("insert jobs: read the clock: %w", err)
-			}
-			now = t
-		}
-		cols.setWindows(params, now.(time.Time))
+	now, err := s.insertNow(ctx, q, r, &cols, params)
+	if err != nil {
+		return nil, err
 	}
 	rs, err := cols.query(ctx, q, r, now)
 	if err != nil {
@@ -267,6 +258,27 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		return out, err
 	}
 	return s.insertAgain(ctx, q, r, params, again, out, tries)
+}
+
+// insertNow is the {now} argument of an insert of cols: nil (the
+// server's time) unless the store's clock is injected, or a job has a
+// unique window. A window is computed from the time the jobs are inserted
+// at, in Go as every store does: then the time is read first and the jobs
+// inserted at it.
+func (s *Store) insertNow(ctx context.Context, q querier, r *strings.Replacer, cols *insertColumns, params []*errandstore.JobInsertParams) (any, error) {
+	now := s.nowArg()
+	if !cols.windowed {
+		return now, nil
+	}
+	if now == nil {
+		t, err := s.readNow(ctx, q, r)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: read the clock: %w", err)
+		}
+		now = t
+	}
+	cols.setWindows(params, now.(time.Time))
+	return now, nil
 }
 
 // insertColumns are the columns of the jobs to insert, one array each, as
