@@ -260,3 +260,20 @@ func pauseStats(qs []errandtype.QueueStats, ps []errandtype.Pause) {
 		}
 	}
 }
+
+// pauseInsights moves the ready jobs of paused queues and kinds to Paused.
+func pauseInsights(ins *Insights, ps []errandtype.Pause) {
+	if len(ps) == 0 {
+		return
+	}
+	paused := map[errandtype.Pause]bool{}
+	for _, p := range ps {
+		paused[errandtype.Pause{Scope: p.Scope, Name: p.Name}] = true
+	}
+	for i := range ins.Kinds {
+		k := &ins.Kinds[i]
+		if paused[errandtype.Pause{Scope: errandtype.PauseQueue, Name: k.Queue}] || paused[errandtype.Pause{Scope: errandtype.PauseKind, Name: k.Kind}] {
+			k.Paused, k.Ready, k.OldestReadyAgeSeconds = k.Ready, 0, 0
+		}
+	}
+}

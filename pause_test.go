@@ -81,6 +81,15 @@ func TestPauseStopsClaims(t *testing.T) {
 		if stats.Paused != nil || len(stats.PausedKinds) != 1 || stats.PausedKinds[0] != (errandtype.KindCount{Kind: "a", Waiting: 2}) {
 			t.Fatalf("stats with kind a paused: paused %+v, paused kinds %+v", stats.Paused, stats.PausedKinds)
 		}
+		ins, err := c.Insights(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range ins.Kinds {
+			if k.Kind == "a" && (k.Paused != 2 || k.Ready != 0) {
+				t.Fatalf("insights of paused kind a: paused %d, ready %d; want 2 and 0", k.Paused, k.Ready)
+			}
+		}
 		if _, err := c.Resume(ctx, errand.PauseTarget{Kind: "a"}, "bo", ""); err != nil {
 			t.Fatal(err)
 		}
