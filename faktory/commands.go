@@ -194,7 +194,8 @@ func (c *conn) claim(queues []string) (*errandtype.Job, error) {
 			continue
 		}
 		j := js[0]
-		if rf := reserveFor(j); rf != DefaultReserveFor {
+		m := readMeta(j)
+		if rf := reserveFor(&m); rf != DefaultReserveFor {
 			until, err := c.s.jobs.Heartbeat(ctx, j.ID, *j.LeaseToken, rf)
 			if err != nil {
 				c.giveBack(j)

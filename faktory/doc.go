@@ -23,6 +23,11 @@
 //   - Priorities map 5-p: Faktory's 1 to 9 (9 first, default 5) become
 //     errand's 4 to -4 (lower first, default 0), so that the default is
 //     the same in both and the order is kept.
+//   - What errand has no field for is kept in the job's metadata under
+//     one key, "faktory": {"custom": {...}, "reserve_for": 600,
+//     "retry": -1}, each only when it says something. Other metadata keys
+//     (a Go producer's trace context) are left alone, and a job enqueued
+//     without them reaches a Faktory worker with custom {}.
 //   - retry n is n+1 attempts; retry 0 and -1 are one attempt. errand
 //     never discards a job: a job without retries that fails is dead, to
 //     be inspected and replayed, where Faktory would drop it (retry 0).

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 )
 
@@ -90,13 +91,78 @@ func (j *pushJob) params() (errand.EnqueueParams, error) {
 			opts.RunAt = at
 		}
 	}
-	if _, err := reserveForOf(j.ReserveFor); err != nil {
+	var meta faktoryMeta
+	rf, err := reserveForOf(j.ReserveFor)
+	if err != nil {
 		return none, err
 	}
-	if c := bytes.TrimSpace(j.Custom); len(c) > 0 && string(c) != "null" && c[0] != '{' {
-		return none, jobError("custom", "must be a JSON object")
+	if rf != DefaultReserveFor {
+		meta.ReserveFor = int(rf.Seconds())
+	}
+	if j.Retry != nil && *j.Retry == -1 {
+		meta.Retry = j.Retry
+	}
+	if c := bytes.TrimSpace(j.Custom); len(c) > 0 && string(c) != "null" {
+		if c[0] != '{' {
+			return none, jobError("custom", "must be a JSON object")
+		}
+		if string(c) != "{}" {
+			meta.Custom = c
+		}
+	}
+	if opts.Metadata, err = meta.metadata(); err != nil {
+		return none, err
 	}
 	return errand.EnqueueParams{Args: errand.RawArgs{KindName: j.Type, JSON: args}, Opts: opts}, nil
+}
+
+// metadataKey is the key of a job's metadata under which it keeps what
+// errand has no field for of a Faktory job (see faktoryMeta). Other keys,
+// a Go producer's trace context say, are left alone.
+const metadataKey = "faktory"
+
+// faktoryMeta is what a job keeps, in its metadata, of Faktory's fields
+// that errand has no field for, each only when it says something:
+// {"faktory": {"custom": {...}, "reserve_for": 600, "retry": -1}}.
+type faktoryMeta struct {
+	// Custom is the job's custom object, returned on FETCH unchanged (on
+	// PostgreSQL, its keys may come back in another order).
+	Custom json.RawMessage `json:"custom,omitempty"`
+	// ReserveFor is the job's reserve_for in seconds, when not the
+	// default.
+	ReserveFor int `json:"reserve_for,omitempty"`
+	// Retry is -1 when the job was pushed with it: max_attempts 1 cannot
+	// tell it from retry 0.
+	Retry *int `json:"retry,omitempty"`
+}
+
+// metadata returns m as a job's metadata, nil when it says nothing.
+func (m *faktoryMeta) metadata() (json.RawMessage, error) {
+	if m.Custom == nil && m.ReserveFor == 0 && m.Retry == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(map[string]*faktoryMeta{metadataKey: m})
+	if err != nil {
+		return nil, jobError("custom", "%v", err)
+	}
+	if len(b) > errandstore.MaxMetadataBytes {
+		return nil, jobError("custom", "is %d bytes; keep custom fields under %d bytes: ids, not documents", len(m.Custom), errandstore.MaxMetadataBytes-64)
+	}
+	return b, nil
+}
+
+// readMeta returns what job j keeps of its Faktory fields; none for a job
+// enqueued otherwise, or whose metadata another producer shaped
+// differently.
+func readMeta(j *errandtype.Job) faktoryMeta {
+	var outer map[string]json.RawMessage
+	var m faktoryMeta
+	if json.Unmarshal(j.Metadata, &outer) == nil && outer[metadataKey] != nil {
+		if json.Unmarshal(outer[metadataKey], &m) != nil {
+			return faktoryMeta{}
+		}
+	}
+	return m
 }
 
 // errandPriority maps Faktory's priority (1 to 9, 9 first, default 5) to
@@ -147,9 +213,13 @@ func reserveForOf(secs *int) (time.Duration, error) {
 	return max(MinReserveFor, time.Duration(*secs)*time.Second), nil
 }
 
-// reserveFor is the lease a fetched job is held under.
-func reserveFor(j *errandtype.Job) time.Duration {
-	return DefaultReserveFor
+// reserveFor is the lease job j is held under once fetched: its
+// reserve_for, within the bounds a push checks.
+func reserveFor(m *faktoryMeta) time.Duration {
+	if m.ReserveFor <= 0 {
+		return DefaultReserveFor
+	}
+	return min(MaxReserveFor, max(MinReserveFor, time.Duration(m.ReserveFor)*time.Second))
 }
 
 // wireJob is a job as FETCH answers it, in Faktory's shape.
@@ -188,15 +258,22 @@ func fetchedJob(j *errandtype.Job) *wireJob {
 		}
 		args = append(append([]byte("["), args...), ']')
 	}
+	m := readMeta(j)
 	w := &wireJob{
 		Jid: j.ID, Type: j.Kind, Args: args, Queue: j.Queue,
 		Priority:   faktoryPriority(j.Priority),
 		Retry:      j.MaxAttempts - 1,
-		ReserveFor: int(reserveFor(j).Seconds()),
+		ReserveFor: int(reserveFor(&m).Seconds()),
 		CreatedAt:  wireTime(j.CreatedAt),
 		EnqueuedAt: wireTime(j.CreatedAt),
-		Custom:     json.RawMessage("{}"),
+		Custom:     m.Custom,
 		Failure:    lastFailure(j),
+	}
+	if m.Retry != nil {
+		w.Retry = *m.Retry
+	}
+	if w.Custom == nil {
+		w.Custom = json.RawMessage("{}") // a worker may read custom.x without a check
 	}
 	if j.AvailableAt.After(j.CreatedAt) { // scheduled, or a retry: when it became ready
 		w.EnqueuedAt = wireTime(j.AvailableAt)

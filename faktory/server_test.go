@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtype"
 )
 
@@ -503,5 +504,72 @@ func TestEndClosesTheConnection(t *testing.T) {
 	w.nc.Write([]byte("END\r\n"))
 	if !w.closed(2 * time.Second) {
 		t.Fatal("END left the connection open")
+	}
+}
+
+// reserve_for is the fetched job's lease: 60 s at least, as in Faktory.
+func TestReserveFor(t *testing.T) {
+	e := start(t, nil)
+	a, b := e.worker("a"), e.worker("b")
+	a.push(map[string]any{"jid": "short-001", "jobtype": "k", "args": []any{}, "reserve_for": 30})
+	a.push(map[string]any{"jid": "hour-0001", "jobtype": "k", "args": []any{}, "reserve_for": 3600, "queue": "long"})
+	if j := a.fetch(); j == nil || j.Jid != "short-001" || j.ReserveFor != 60 {
+		t.Fatalf("FETCH: %+v, want short-001 reserved for 60s, Faktory's least", j)
+	}
+	if j := e.job("short-001"); !j.LeaseUntil.Equal(e.clock.Now().Add(time.Minute)) {
+		t.Fatalf("lease until %s, want 60s from now", j.LeaseUntil)
+	}
+	if j := a.fetch("long"); j == nil || j.ReserveFor != 3600 {
+		t.Fatalf("FETCH long: %+v, want reserved for 3600s", j)
+	}
+	if j := e.job("hour-0001"); !j.LeaseUntil.Equal(e.clock.Now().Add(time.Hour)) {
+		t.Fatalf("lease until %s, want an hour from now", j.LeaseUntil)
+	}
+	e.clock.Advance(61 * time.Second)
+	if j := b.fetch(); j == nil || j.Jid != "short-001" {
+		t.Fatalf("b's FETCH after 61s: %v, want short-001 again", j)
+	}
+	a.mustErr(ack("short-001"), "lease lost")
+	a.must(ack("hour-0001"), "+OK")
+	b.must(ack("short-001"), "+OK")
+}
+
+// custom is kept in the job's metadata, under "faktory", and comes back
+// on FETCH unchanged; so does retry -1.
+func TestCustomAndRetryRoundTrip(t *testing.T) {
+	e := start(t, nil)
+	w := e.worker("w1")
+	custom := `{"tenant":"acme","trace":{"id":"t-1","sampled":true},"n":[1,2.5,null]}`
+	w.push(map[string]any{"jid": "custom-01", "jobtype": "k", "args": []any{}, "custom": json.RawMessage(custom), "retry": -1})
+	if got, want := string(e.job("custom-01").Metadata), `{"faktory":{"custom":`+custom+`,"retry":-1}}`; got != want {
+		t.Fatalf("metadata %s, want %s", got, want)
+	}
+	j := w.fetch()
+	if j == nil || string(j.Custom) != custom || j.Retry != -1 {
+		t.Fatalf("FETCH: %+v; want custom %s and retry -1", j, custom)
+	}
+	// A re-push of the jid with other custom fields is the same job: custom
+	// describes the request, not the work, and the first push's is kept.
+	w.push(map[string]any{"jid": "custom-01", "jobtype": "k", "args": []any{}, "custom": map[string]any{"tenant": "other"}, "retry": -1})
+	if got := string(e.job("custom-01").Metadata); !strings.Contains(got, "acme") {
+		t.Fatalf("metadata %s after a re-push, want the first push's", got)
+	}
+	w.mustErr("PUSH "+mustJSON(t, map[string]any{"jid": "custom-02", "jobtype": "k", "args": []any{}, "custom": map[string]any{"blob": strings.Repeat("x", 70000)}}),
+		"custom: is ", "keep custom fields under")
+}
+
+// A job enqueued through errand with metadata of its own reaches a
+// Faktory worker with empty custom fields, its metadata left alone.
+func TestFetchJobEnqueuedByErrand(t *testing.T) {
+	e := start(t, nil)
+	_, err := e.c.Enqueue(context.Background(), errand.RawArgs{KindName: "resize", JSON: json.RawMessage(`{"image":7}`)},
+		&errand.EnqueueOpts{ID: "native-01", Priority: 3, MaxAttempts: 2, Metadata: json.RawMessage(`{"traceparent":"00-abc"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.worker("w1")
+	j := w.fetch()
+	if j == nil || string(j.Args) != `[{"image":7}]` || string(j.Custom) != "{}" || j.Priority != 2 || j.Retry != 1 || j.ReserveFor != 1800 {
+		t.Fatalf("FETCH: %+v; want args [{\"image\":7}], custom {}, priority 2, retry 1, reserve_for 1800", j)
 	}
 }
