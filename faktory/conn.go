@@ -37,7 +37,11 @@ const maxWIDBytes = 128
 // maxErrorBytes bounds the message of an -ERR answer.
 const maxErrorBytes = 1024
 
-var errLineTooLong = errors.New("command line too long")
+var (
+	errLineTooLong = errors.New("command line too long")
+	// errIdle: no command began within IdleTimeout.
+	errIdle = errors.New("idle")
+)
 
 // conn is one client connection. Its methods run on its own goroutine.
 type conn struct {
@@ -112,6 +116,10 @@ func (c *conn) greet() error {
 func (c *conn) readFailed(err error) {
 	var ne net.Error
 	switch {
+	case errors.Is(err, errIdle):
+		// Closed without a word: a pooled client that is not waiting for
+		// an answer would take one for the answer to its next command.
+		return
 	case errors.Is(err, errLineTooLong):
 		c.writeErr(fmt.Sprintf("command line over %d bytes; push fewer or smaller jobs at once (the connection is closed)", c.s.opts.MaxLineBytes))
 	case !c.hello && errors.As(err, &ne) && ne.Timeout():
@@ -136,6 +144,10 @@ func (c *conn) readLine() (string, error) {
 	} else {
 		c.nc.SetReadDeadline(time.Now().Add(o.IdleTimeout))
 		if _, err := c.r.Peek(1); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return "", errIdle
+			}
 			return "", err
 		}
 		c.nc.SetReadDeadline(time.Now().Add(o.LineTimeout))

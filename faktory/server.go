@@ -20,7 +20,7 @@ const (
 	DefaultMaxLineBytes     = 1 << 20
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultLineTimeout      = 30 * time.Second
-	DefaultIdleTimeout      = 10 * time.Minute
+	DefaultIdleTimeout      = time.Hour
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultFetchWait        = 2 * time.Second
 	DefaultPollInterval     = 500 * time.Millisecond
@@ -49,8 +49,10 @@ type Options struct {
 	// LineTimeout is how long a command line may take to arrive once its
 	// first byte has. Default DefaultLineTimeout.
 	LineTimeout time.Duration
-	// IdleTimeout closes a connection that sends no command for that
-	// long. Default DefaultIdleTimeout; a pooled client reconnects.
+	// IdleTimeout closes, without an answer, a connection that sends no
+	// command for that long. Default DefaultIdleTimeout. Faktory has no
+	// such limit and some clients keep pooled connections open for long:
+	// give it room.
 	IdleTimeout time.Duration
 	// WriteTimeout bounds writing one answer to a client that does not
 	// read. Default DefaultWriteTimeout.

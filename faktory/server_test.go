@@ -3,6 +3,7 @@ package faktory
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -389,8 +390,10 @@ func TestSlowClients(t *testing.T) {
 	idle := e.worker("w2")
 	time.Sleep(250 * time.Millisecond) // longer than LineTimeout, shorter than IdleTimeout
 	idle.must(`BEAT {"wid":"w2"}`, "+OK")
-	if !idle.closed(2 * time.Second) {
-		t.Fatal("an idle client stayed connected past IdleTimeout")
+	idle.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	b, err := io.ReadAll(idle.r)
+	if err != nil || len(b) != 0 {
+		t.Fatalf("an idle client got %q, %v; want the connection closed without a word", b, err)
 	}
 }
 
