@@ -3,6 +3,7 @@ package faktory
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -345,6 +346,7 @@ func TestUnsupportedAndUnknownCommands(t *testing.T) {
 	w.mustErr(`FAIL [1]`, "FAIL: ")
 	w.mustErr(`ACK {}`, "jid is missing")
 	w.mustErr("FETCH default \x01", "FETCH: ", "queue")
+	w.mustErr("FETCH"+strings.Repeat(" q", 101), "FETCH names 101 queues; name at most 100")
 	// Still usable after all of it.
 	w.push(fjob("after-001", "k"))
 	if j := w.fetch(); j == nil {
@@ -574,5 +576,41 @@ func TestFetchJobEnqueuedByErrand(t *testing.T) {
 	j := w.fetch()
 	if j == nil || string(j.Args) != `[{"image":7}]` || string(j.Custom) != "{}" || j.Priority != 2 || j.Retry != 1 || j.ReserveFor != 1800 {
 		t.Fatalf("FETCH: %+v; want args [{\"image\":7}], custom {}, priority 2, retry 1, reserve_for 1800", j)
+	}
+}
+
+// Among many jobs of a PUSHB, those errand refuses (a jid taken by a
+// different job, a queue errand cannot name) are named, and every other
+// job is enqueued.
+func TestPushBulkRefusesOnlyTheBadJobs(t *testing.T) {
+	e := start(t, nil)
+	w := e.worker("")
+	w.push(fjob("taken-017", "k", "first"))
+	w.push(fjob("taken-042", "k", "first"))
+	var jobs []any
+	for i := range 64 {
+		jid := fmt.Sprintf("many-%03d", i)
+		switch i {
+		case 17, 42:
+			jid = fmt.Sprintf("taken-%03d", i)
+		}
+		jobs = append(jobs, fjob(jid, "k", "second"))
+	}
+	jobs = append(jobs, map[string]any{"jid": "badq-0001", "jobtype": "k", "args": []any{}, "queue": "tab\tqueue"})
+	got := w.send("PUSHB " + mustJSON(t, jobs))
+	var refused map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(got, "$")), &refused); err != nil {
+		t.Fatalf("PUSHB reply %q: %v", got, err)
+	}
+	if len(refused) != 3 || !strings.Contains(refused["taken-017"], "taken by a different job") ||
+		!strings.Contains(refused["taken-042"], "taken by a different job") || !strings.Contains(refused["badq-0001"], "queue") {
+		t.Fatalf("PUSHB refused %v; want taken-017, taken-042 and badq-0001", refused)
+	}
+	js, err := e.c.List(context.Background(), &errand.ListOpts{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != 64 { // 62 new, and the two taken
+		t.Fatalf("%d jobs after the PUSHB, want 64", len(js))
 	}
 }
