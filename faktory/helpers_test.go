@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/postgres"
+	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -31,7 +34,8 @@ type env struct {
 	addr  string
 }
 
-// start serves a fresh store with opts (nil: short waits for tests).
+// start serves a fresh SQLite store with opts (nil: short waits for
+// tests).
 func start(t *testing.T, opts *Options) *env {
 	t.Helper()
 	clock := errandtest.NewClock(time.Now().UTC().Truncate(time.Millisecond)) // stores keep microseconds
@@ -40,6 +44,29 @@ func start(t *testing.T, opts *Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return startOn(t, st, clock, opts)
+}
+
+// onBothStores runs body against a server of a fresh SQLite store and of
+// a fresh schema of the test PostgreSQL database (skipped without one).
+func onBothStores(t *testing.T, body func(t *testing.T, e *env)) {
+	t.Run("sqlite", func(t *testing.T) { body(t, start(t, nil)) })
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.URL(t)
+		clock := errandtest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
+		st, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgtest.Schema(t, url), MaxConns: 4, Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := st.SQL(nil)
+		t.Cleanup(func() { v.Close() })
+		body(t, startOn(t, v, clock, nil))
+	})
+}
+
+// startOn serves st, whose clock is clock, with opts.
+func startOn(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock, opts *Options) *env {
+	t.Helper()
 	c, err := errand.NewClient(st, &errand.Config{AllowUnknownKinds: true, Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package faktory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,75 +16,78 @@ import (
 )
 
 func TestPushFetchAck(t *testing.T) {
-	e := start(t, nil)
-	w := e.worker("w1")
-	w.push(map[string]any{"jid": "job-00001", "jobtype": "resize", "args": []any{7, "big"}, "queue": "images", "priority": 7, "retry": 3})
+	onBothStores(t, func(t *testing.T, e *env) {
+		w := e.worker("w1")
+		w.push(map[string]any{"jid": "job-00001", "jobtype": "resize", "args": []any{7, "big"}, "queue": "images", "priority": 7, "retry": 3})
 
-	j := e.job("job-00001")
-	if j.Kind != "resize" || j.Queue != "images" || string(j.Args) != `[7,"big"]` || j.Priority != -2 || j.MaxAttempts != 4 || j.State != errandtype.StateQueued {
-		t.Fatalf("enqueued %s %s %s priority %d max %d %s; want resize images [7,\"big\"] -2 4 queued", j.Kind, j.Queue, j.Args, j.Priority, j.MaxAttempts, j.State)
-	}
-	got := w.fetch("images")
-	if got == nil {
-		t.Fatal("FETCH images: null, want the job")
-	}
-	if got.Jid != "job-00001" || got.Type != "resize" || string(got.Args) != `[7,"big"]` || got.Queue != "images" ||
-		got.Priority != 7 || got.Retry != 3 || got.ReserveFor != 1800 || got.Failure != nil || string(got.Custom) != "{}" {
-		t.Fatalf("fetched %+v", got)
-	}
-	if _, err := time.Parse(time.RFC3339Nano, got.CreatedAt); err != nil {
-		t.Fatalf("created_at %q: %v", got.CreatedAt, err)
-	}
-	j = e.job("job-00001")
-	if j.State != errandtype.StateRunning || j.LeaseOwner == nil || *j.LeaseOwner != "faktory:w1" {
-		t.Fatalf("after FETCH: %s owned by %v; want running, faktory:w1", j.State, j.LeaseOwner)
-	}
-	if want := e.clock.Now().Add(DefaultReserveFor); !j.LeaseUntil.Equal(want) {
-		t.Fatalf("lease until %s, want reserve_for from now, %s", j.LeaseUntil, want)
-	}
-	w.must(ack("job-00001"), "+OK")
-	if j := e.job("job-00001"); j.State != errandtype.StateSucceeded {
-		t.Fatalf("after ACK: %s, want succeeded", j.State)
-	}
-	w.mustErr(ack("job-00001"), "not reserved by worker")
+		j := e.job("job-00001")
+		if j.Kind != "resize" || j.Queue != "images" || compact(t, j.Args) != `[7,"big"]` || j.Priority != -2 || j.MaxAttempts != 4 || j.State != errandtype.StateQueued {
+			t.Fatalf("enqueued %s %s %s priority %d max %d %s; want resize images [7,\"big\"] -2 4 queued", j.Kind, j.Queue, j.Args, j.Priority, j.MaxAttempts, j.State)
+		}
+		got := w.fetch("images")
+		if got == nil {
+			t.Fatal("FETCH images: null, want the job")
+		}
+		if got.Jid != "job-00001" || got.Type != "resize" || compact(t, got.Args) != `[7,"big"]` || got.Queue != "images" ||
+			got.Priority != 7 || got.Retry != 3 || got.ReserveFor != 1800 || got.Failure != nil || string(got.Custom) != "{}" {
+			t.Fatalf("fetched %+v", got)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, got.CreatedAt); err != nil {
+			t.Fatalf("created_at %q: %v", got.CreatedAt, err)
+		}
+		j = e.job("job-00001")
+		if j.State != errandtype.StateRunning || j.LeaseOwner == nil || *j.LeaseOwner != "faktory:w1" {
+			t.Fatalf("after FETCH: %s owned by %v; want running, faktory:w1", j.State, j.LeaseOwner)
+		}
+		if want := e.clock.Now().Add(DefaultReserveFor); !j.LeaseUntil.Equal(want) {
+			t.Fatalf("lease until %s, want reserve_for from now, %s", j.LeaseUntil, want)
+		}
+		w.must(ack("job-00001"), "+OK")
+		if j := e.job("job-00001"); j.State != errandtype.StateSucceeded {
+			t.Fatalf("after ACK: %s, want succeeded", j.State)
+		}
+		w.mustErr(ack("job-00001"), "not reserved by worker")
+	})
 }
 
 // The connections of one worker share its reservations: Faktory clients
 // pool connections and ACK on any of them.
 func TestAckOnAnotherConnectionOfTheWorker(t *testing.T) {
-	e := start(t, nil)
-	a, b := e.worker("w1"), e.worker("w1")
-	a.push(fjob("job-00002", "k"))
-	if a.fetch() == nil {
-		t.Fatal("FETCH: null")
-	}
-	e.worker("w2").mustErr(ack("job-00002"), "not reserved by worker", `"w2"`)
-	b.must(ack("job-00002"), "+OK")
+	onBothStores(t, func(t *testing.T, e *env) {
+		a, b := e.worker("w1"), e.worker("w1")
+		a.push(fjob("job-00002", "k"))
+		if a.fetch() == nil {
+			t.Fatal("FETCH: null")
+		}
+		e.worker("w2").mustErr(ack("job-00002"), "not reserved by worker", `"w2"`)
+		b.must(ack("job-00002"), "+OK")
+	})
 }
 
 // FETCH takes the queues strictly in the order given, and within a queue
 // Faktory's priorities in order, 9 first.
 func TestFetchOrder(t *testing.T) {
-	e := start(t, nil)
-	w := e.worker("w1")
-	w.push(map[string]any{"jid": "low-0001", "jobtype": "k", "args": []any{}, "queue": "q2", "priority": 9})
-	for _, p := range []int{1, 9, 5} {
-		w.push(map[string]any{"jid": "q1-p" + string(rune('0'+p)) + "-001", "jobtype": "k", "args": []any{}, "queue": "q1", "priority": p})
-	}
-	var got []string
-	for range 4 {
-		j := w.fetch("q1", "q2")
-		if j == nil {
-			t.Fatal("FETCH: null")
+	onBothStores(t, func(t *testing.T, e *env) {
+		w := e.worker("w1")
+		w.push(map[string]any{"jid": "low-0001", "jobtype": "k", "args": []any{}, "queue": "q2", "priority": 9})
+		for _, p := range []int{1, 9, 5} {
+			w.push(map[string]any{"jid": "q1-p" + string(rune('0'+p)) + "-001", "jobtype": "k", "args": []any{}, "queue": "q1", "priority": p})
 		}
-		got = append(got, j.Jid)
-	}
-	if want := "q1-p9-001 q1-p5-001 q1-p1-001 low-0001"; strings.Join(got, " ") != want {
-		t.Fatalf("fetched %v, want %s", got, want)
-	}
-	if j := w.fetch("q1", "q2"); j != nil {
-		t.Fatalf("fetched %s from empty queues", j.Jid)
-	}
+		var got []string
+		for range 4 {
+			j := w.fetch("q1", "q2")
+			if j == nil {
+				t.Fatal("FETCH: null")
+			}
+			got = append(got, j.Jid)
+		}
+		if want := "q1-p9-001 q1-p5-001 q1-p1-001 low-0001"; strings.Join(got, " ") != want {
+			t.Fatalf("fetched %v, want %s", got, want)
+		}
+		if j := w.fetch("q1", "q2"); j != nil {
+			t.Fatalf("fetched %s from empty queues", j.Jid)
+		}
+	})
 }
 
 func TestFetchDefaultQueueWaitsThenNull(t *testing.T) {
@@ -127,76 +131,79 @@ func TestFetchWokenByPush(t *testing.T) {
 
 // at schedules the job: it is not fetched before then.
 func TestPushAt(t *testing.T) {
-	e := start(t, nil)
-	w := e.worker("w1")
-	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
-	w.push(map[string]any{"jid": "later-001", "jobtype": "k", "args": []any{}, "at": at.Format(time.RFC3339Nano)})
-	if j := e.job("later-001"); !j.AvailableAt.Equal(at) {
-		t.Fatalf("available at %s, want %s", j.AvailableAt, at)
-	}
-	if j := w.fetch(); j != nil {
-		t.Fatalf("fetched %s an hour early", j.Jid)
-	}
-	e.clock.Set(at.Add(time.Second))
-	if j := w.fetch(); j == nil || j.Jid != "later-001" {
-		t.Fatalf("FETCH after at: %v, want later-001", j)
-	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		w := e.worker("w1")
+		at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+		w.push(map[string]any{"jid": "later-001", "jobtype": "k", "args": []any{}, "at": at.Format(time.RFC3339Nano)})
+		if j := e.job("later-001"); !j.AvailableAt.Equal(at) {
+			t.Fatalf("available at %s, want %s", j.AvailableAt, at)
+		}
+		if j := w.fetch(); j != nil {
+			t.Fatalf("fetched %s an hour early", j.Jid)
+		}
+		e.clock.Set(at.Add(time.Second))
+		if j := w.fetch(); j == nil || j.Jid != "later-001" {
+			t.Fatalf("FETCH after at: %v, want later-001", j)
+		}
+	})
 }
 
 // An ACK whose reservation ended, the job now another worker's, is
 // refused: errand's fencing, never a silent success.
 func TestAckAfterLeaseLost(t *testing.T) {
-	e := start(t, nil)
-	a, b := e.worker("a"), e.worker("b")
-	a.push(fjob("fence-001", "k"))
-	if j := a.fetch(); j == nil {
-		t.Fatal("FETCH: null")
-	}
-	e.clock.Advance(DefaultReserveFor + time.Second)
-	if j := b.fetch(); j == nil || j.Jid != "fence-001" {
-		t.Fatalf("worker b's FETCH after the reservation ended: %v", j)
-	}
-	a.mustErr(ack("fence-001"), "lease lost", "nothing was recorded")
-	if j := e.job("fence-001"); j.State != errandtype.StateRunning || *j.LeaseOwner != "faktory:b" {
-		t.Fatalf("after a's refused ACK: %s owned by %s; want running under b", j.State, *j.LeaseOwner)
-	}
-	b.must(ack("fence-001"), "+OK")
+	onBothStores(t, func(t *testing.T, e *env) {
+		a, b := e.worker("a"), e.worker("b")
+		a.push(fjob("fence-001", "k"))
+		if j := a.fetch(); j == nil {
+			t.Fatal("FETCH: null")
+		}
+		e.clock.Advance(DefaultReserveFor + time.Second)
+		if j := b.fetch(); j == nil || j.Jid != "fence-001" {
+			t.Fatalf("worker b's FETCH after the reservation ended: %v", j)
+		}
+		a.mustErr(ack("fence-001"), "lease lost", "nothing was recorded")
+		if j := e.job("fence-001"); j.State != errandtype.StateRunning || *j.LeaseOwner != "faktory:b" {
+			t.Fatalf("after a's refused ACK: %s owned by %s; want running under b", j.State, *j.LeaseOwner)
+		}
+		b.must(ack("fence-001"), "+OK")
+	})
 }
 
 // FAIL records the class, message and backtrace; the job retries on
 // errand's policy, and its next FETCH carries the failure.
 func TestFailRetriesWithFailure(t *testing.T) {
-	e := start(t, nil)
-	w := e.worker("w1")
-	w.push(map[string]any{"jid": "flaky-001", "jobtype": "k", "args": []any{}, "retry": 2})
-	w.fetch()
-	w.must(`FAIL {"jid":"flaky-001","errtype":"TypeError","message":"x is undefined","backtrace":["at a (a.js:1)","at b (b.js:2)"]}`, "+OK")
-	j := e.job("flaky-001")
-	if j.State != errandtype.StateRetrying || len(j.Errors) != 1 {
-		t.Fatalf("after FAIL: %s with %d errors, want retrying with 1", j.State, len(j.Errors))
-	}
-	if got := j.Errors[0]; got.Class != "type_error" || got.Message != "x is undefined" || got.Stack != "at a (a.js:1)\nat b (b.js:2)" {
-		t.Fatalf("error %+v", got)
-	}
-	e.clock.Set(j.AvailableAt.Add(time.Second))
-	got := w.fetch()
-	if got == nil || got.Failure == nil {
-		t.Fatalf("FETCH of the retry: %+v, want its failure", got)
-	}
-	want := wireFailure{RetryCount: 0, Remaining: 2, FailedAt: wireTime(j.Errors[0].At), Message: "x is undefined", ErrType: "type_error",
-		Backtrace: []string{"at a (a.js:1)", "at b (b.js:2)"}}
-	if mustJSON(t, got.Failure) != mustJSON(t, want) {
-		t.Fatalf("failure %s, want %s", mustJSON(t, got.Failure), mustJSON(t, want))
-	}
-	w.must(`FAIL {"jid":"flaky-001","message":"again"}`, "+OK")
-	e.clock.Set(e.job("flaky-001").AvailableAt.Add(time.Second))
-	if got := w.fetch(); got.Failure.RetryCount != 1 || got.Failure.Remaining != 1 || got.Failure.ErrType != "error" {
-		t.Fatalf("second retry's failure %+v", got.Failure)
-	}
-	w.must(`FAIL {"jid":"flaky-001","message":"last"}`, "+OK")
-	if j := e.job("flaky-001"); j.State != errandtype.StateDead || len(j.Errors) != 3 {
-		t.Fatalf("after the third failure of retry 2: %s with %d errors, want dead with 3", j.State, len(j.Errors))
-	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		w := e.worker("w1")
+		w.push(map[string]any{"jid": "flaky-001", "jobtype": "k", "args": []any{}, "retry": 2})
+		w.fetch()
+		w.must(`FAIL {"jid":"flaky-001","errtype":"TypeError","message":"x is undefined","backtrace":["at a (a.js:1)","at b (b.js:2)"]}`, "+OK")
+		j := e.job("flaky-001")
+		if j.State != errandtype.StateRetrying || len(j.Errors) != 1 {
+			t.Fatalf("after FAIL: %s with %d errors, want retrying with 1", j.State, len(j.Errors))
+		}
+		if got := j.Errors[0]; got.Class != "type_error" || got.Message != "x is undefined" || got.Stack != "at a (a.js:1)\nat b (b.js:2)" {
+			t.Fatalf("error %+v", got)
+		}
+		e.clock.Set(j.AvailableAt.Add(time.Second))
+		got := w.fetch()
+		if got == nil || got.Failure == nil {
+			t.Fatalf("FETCH of the retry: %+v, want its failure", got)
+		}
+		want := wireFailure{RetryCount: 0, Remaining: 2, FailedAt: wireTime(j.Errors[0].At), Message: "x is undefined", ErrType: "type_error",
+			Backtrace: []string{"at a (a.js:1)", "at b (b.js:2)"}}
+		if mustJSON(t, got.Failure) != mustJSON(t, want) {
+			t.Fatalf("failure %s, want %s", mustJSON(t, got.Failure), mustJSON(t, want))
+		}
+		w.must(`FAIL {"jid":"flaky-001","message":"again"}`, "+OK")
+		e.clock.Set(e.job("flaky-001").AvailableAt.Add(time.Second))
+		if got := w.fetch(); got.Failure.RetryCount != 1 || got.Failure.Remaining != 1 || got.Failure.ErrType != "error" {
+			t.Fatalf("second retry's failure %+v", got.Failure)
+		}
+		w.must(`FAIL {"jid":"flaky-001","message":"last"}`, "+OK")
+		if j := e.job("flaky-001"); j.State != errandtype.StateDead || len(j.Errors) != 3 {
+			t.Fatalf("after the third failure of retry 2: %s with %d errors, want dead with 3", j.State, len(j.Errors))
+		}
+	})
 }
 
 // retry 0 and -1 fail once, to dead: errand never discards a job.
@@ -244,14 +251,15 @@ func TestPushRefusals(t *testing.T) {
 // A PUSH of a jid that exists returns the existing job when it is the
 // same job (a retried push), and is refused when it differs.
 func TestPushExistingJid(t *testing.T) {
-	e := start(t, nil)
-	w := e.worker("")
-	w.push(fjob("dup-00001", "k", 1))
-	w.push(fjob("dup-00001", "k", 1))
-	w.mustErr("PUSH "+mustJSON(t, fjob("dup-00001", "k", 2)), `jid "dup-00001" is taken by a different job (args differ)`)
-	if j := e.job("dup-00001"); string(j.Args) != "[1]" {
-		t.Fatalf("args %s after pushes, want the first push's [1]", j.Args)
-	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		w := e.worker("")
+		w.push(fjob("dup-00001", "k", 1))
+		w.push(fjob("dup-00001", "k", 1))
+		w.mustErr("PUSH "+mustJSON(t, fjob("dup-00001", "k", 2)), `jid "dup-00001" is taken by a different job (args differ)`)
+		if j := e.job("dup-00001"); compact(t, j.Args) != "[1]" {
+			t.Fatalf("args %s after pushes, want the first push's [1]", j.Args)
+		}
+	})
 }
 
 func TestPushBulk(t *testing.T) {
@@ -402,23 +410,24 @@ func TestSlowClients(t *testing.T) {
 // A job claimed for a FETCH whose answer cannot be delivered is given back
 // at once, its attempt not counted.
 func TestUndeliveredFetchGivesTheJobBack(t *testing.T) {
-	e := start(t, nil)
-	e.worker("").push(fjob("lost-0001", "k"))
-	server, client := net.Pipe()
-	c := newConn(e.srv, server)
-	c.hello, c.wid, c.owner = true, "w1", "faktory:w1"
-	c.s.res.attach("w1")
-	done := make(chan struct{})
-	go func() { defer close(done); c.dispatch("FETCH"); c.flush() }()
-	client.Close() // the worker is gone before the answer
-	<-done
-	j := e.job("lost-0001")
-	if j.State != errandtype.StateQueued || j.Attempt != 0 || j.LeaseToken != nil {
-		t.Fatalf("after an undelivered FETCH: %s attempt %d; want queued, attempt 0", j.State, j.Attempt)
-	}
-	if _, ok := e.srv.res.token("w1", "lost-0001"); ok {
-		t.Fatal("the undelivered job is still reserved")
-	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		e.worker("").push(fjob("lost-0001", "k"))
+		server, client := net.Pipe()
+		c := newConn(e.srv, server)
+		c.hello, c.wid, c.owner = true, "w1", "faktory:w1"
+		c.s.res.attach("w1")
+		done := make(chan struct{})
+		go func() { defer close(done); c.dispatch("FETCH"); c.flush() }()
+		client.Close() // the worker is gone before the answer
+		<-done
+		j := e.job("lost-0001")
+		if j.State != errandtype.StateQueued || j.Attempt != 0 || j.LeaseToken != nil {
+			t.Fatalf("after an undelivered FETCH: %s attempt %d; want queued, attempt 0", j.State, j.Attempt)
+		}
+		if _, ok := e.srv.res.token("w1", "lost-0001"); ok {
+			t.Fatal("the undelivered job is still reserved")
+		}
+	})
 }
 
 // Shutdown tells workers to terminate, hands out no more jobs, and waits
@@ -514,29 +523,30 @@ func TestEndClosesTheConnection(t *testing.T) {
 
 // reserve_for is the fetched job's lease: 60 s at least, as in Faktory.
 func TestReserveFor(t *testing.T) {
-	e := start(t, nil)
-	a, b := e.worker("a"), e.worker("b")
-	a.push(map[string]any{"jid": "short-001", "jobtype": "k", "args": []any{}, "reserve_for": 30})
-	a.push(map[string]any{"jid": "hour-0001", "jobtype": "k", "args": []any{}, "reserve_for": 3600, "queue": "long"})
-	if j := a.fetch(); j == nil || j.Jid != "short-001" || j.ReserveFor != 60 {
-		t.Fatalf("FETCH: %+v, want short-001 reserved for 60s, Faktory's least", j)
-	}
-	if j := e.job("short-001"); !j.LeaseUntil.Equal(e.clock.Now().Add(time.Minute)) {
-		t.Fatalf("lease until %s, want 60s from now", j.LeaseUntil)
-	}
-	if j := a.fetch("long"); j == nil || j.ReserveFor != 3600 {
-		t.Fatalf("FETCH long: %+v, want reserved for 3600s", j)
-	}
-	if j := e.job("hour-0001"); !j.LeaseUntil.Equal(e.clock.Now().Add(time.Hour)) {
-		t.Fatalf("lease until %s, want an hour from now", j.LeaseUntil)
-	}
-	e.clock.Advance(61 * time.Second)
-	if j := b.fetch(); j == nil || j.Jid != "short-001" {
-		t.Fatalf("b's FETCH after 61s: %v, want short-001 again", j)
-	}
-	a.mustErr(ack("short-001"), "lease lost")
-	a.must(ack("hour-0001"), "+OK")
-	b.must(ack("short-001"), "+OK")
+	onBothStores(t, func(t *testing.T, e *env) {
+		a, b := e.worker("a"), e.worker("b")
+		a.push(map[string]any{"jid": "short-001", "jobtype": "k", "args": []any{}, "reserve_for": 30})
+		a.push(map[string]any{"jid": "hour-0001", "jobtype": "k", "args": []any{}, "reserve_for": 3600, "queue": "long"})
+		if j := a.fetch(); j == nil || j.Jid != "short-001" || j.ReserveFor != 60 {
+			t.Fatalf("FETCH: %+v, want short-001 reserved for 60s, Faktory's least", j)
+		}
+		if j := e.job("short-001"); !j.LeaseUntil.Equal(e.clock.Now().Add(time.Minute)) {
+			t.Fatalf("lease until %s, want 60s from now", j.LeaseUntil)
+		}
+		if j := a.fetch("long"); j == nil || j.ReserveFor != 3600 {
+			t.Fatalf("FETCH long: %+v, want reserved for 3600s", j)
+		}
+		if j := e.job("hour-0001"); !j.LeaseUntil.Equal(e.clock.Now().Add(time.Hour)) {
+			t.Fatalf("lease until %s, want an hour from now", j.LeaseUntil)
+		}
+		e.clock.Advance(61 * time.Second)
+		if j := b.fetch(); j == nil || j.Jid != "short-001" {
+			t.Fatalf("b's FETCH after 61s: %v, want short-001 again", j)
+		}
+		a.mustErr(ack("short-001"), "lease lost")
+		a.must(ack("hour-0001"), "+OK")
+		b.must(ack("short-001"), "+OK")
+	})
 }
 
 // custom is kept in the job's metadata, under "faktory", and comes back
@@ -566,51 +576,63 @@ func TestCustomAndRetryRoundTrip(t *testing.T) {
 // A job enqueued through errand with metadata of its own reaches a
 // Faktory worker with empty custom fields, its metadata left alone.
 func TestFetchJobEnqueuedByErrand(t *testing.T) {
-	e := start(t, nil)
-	_, err := e.c.Enqueue(context.Background(), errand.RawArgs{KindName: "resize", JSON: json.RawMessage(`{"image":7}`)},
-		&errand.EnqueueOpts{ID: "native-01", Priority: 3, MaxAttempts: 2, Metadata: json.RawMessage(`{"traceparent":"00-abc"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := e.worker("w1")
-	j := w.fetch()
-	if j == nil || string(j.Args) != `[{"image":7}]` || string(j.Custom) != "{}" || j.Priority != 2 || j.Retry != 1 || j.ReserveFor != 1800 {
-		t.Fatalf("FETCH: %+v; want args [{\"image\":7}], custom {}, priority 2, retry 1, reserve_for 1800", j)
-	}
+	onBothStores(t, func(t *testing.T, e *env) {
+		_, err := e.c.Enqueue(context.Background(), errand.RawArgs{KindName: "resize", JSON: json.RawMessage(`{"image":7}`)},
+			&errand.EnqueueOpts{ID: "native-01", Priority: 3, MaxAttempts: 2, Metadata: json.RawMessage(`{"traceparent":"00-abc"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := e.worker("w1")
+		j := w.fetch()
+		if j == nil || compact(t, j.Args) != `[{"image":7}]` || string(j.Custom) != "{}" || j.Priority != 2 || j.Retry != 1 || j.ReserveFor != 1800 {
+			t.Fatalf("FETCH: %+v; want args [{\"image\":7}], custom {}, priority 2, retry 1, reserve_for 1800", j)
+		}
+	})
 }
 
 // Among many jobs of a PUSHB, those errand refuses (a jid taken by a
 // different job, a queue errand cannot name) are named, and every other
 // job is enqueued.
 func TestPushBulkRefusesOnlyTheBadJobs(t *testing.T) {
-	e := start(t, nil)
-	w := e.worker("")
-	w.push(fjob("taken-017", "k", "first"))
-	w.push(fjob("taken-042", "k", "first"))
-	var jobs []any
-	for i := range 64 {
-		jid := fmt.Sprintf("many-%03d", i)
-		switch i {
-		case 17, 42:
-			jid = fmt.Sprintf("taken-%03d", i)
+	onBothStores(t, func(t *testing.T, e *env) {
+		w := e.worker("")
+		w.push(fjob("taken-017", "k", "first"))
+		w.push(fjob("taken-042", "k", "first"))
+		var jobs []any
+		for i := range 64 {
+			jid := fmt.Sprintf("many-%03d", i)
+			switch i {
+			case 17, 42:
+				jid = fmt.Sprintf("taken-%03d", i)
+			}
+			jobs = append(jobs, fjob(jid, "k", "second"))
 		}
-		jobs = append(jobs, fjob(jid, "k", "second"))
+		jobs = append(jobs, map[string]any{"jid": "badq-0001", "jobtype": "k", "args": []any{}, "queue": "tab\tqueue"})
+		got := w.send("PUSHB " + mustJSON(t, jobs))
+		var refused map[string]string
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(got, "$")), &refused); err != nil {
+			t.Fatalf("PUSHB reply %q: %v", got, err)
+		}
+		if len(refused) != 3 || !strings.Contains(refused["taken-017"], "taken by a different job") ||
+			!strings.Contains(refused["taken-042"], "taken by a different job") || !strings.Contains(refused["badq-0001"], "queue") {
+			t.Fatalf("PUSHB refused %v; want taken-017, taken-042 and badq-0001", refused)
+		}
+		js, err := e.c.List(context.Background(), &errand.ListOpts{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(js) != 64 { // 62 new, and the two taken
+			t.Fatalf("%d jobs after the PUSHB, want 64", len(js))
+		}
+	})
+}
+
+// compact returns JSON b without spaces: PostgreSQL's jsonb writes some.
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("%s: %v", b, err)
 	}
-	jobs = append(jobs, map[string]any{"jid": "badq-0001", "jobtype": "k", "args": []any{}, "queue": "tab\tqueue"})
-	got := w.send("PUSHB " + mustJSON(t, jobs))
-	var refused map[string]string
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(got, "$")), &refused); err != nil {
-		t.Fatalf("PUSHB reply %q: %v", got, err)
-	}
-	if len(refused) != 3 || !strings.Contains(refused["taken-017"], "taken by a different job") ||
-		!strings.Contains(refused["taken-042"], "taken by a different job") || !strings.Contains(refused["badq-0001"], "queue") {
-		t.Fatalf("PUSHB refused %v; want taken-017, taken-042 and badq-0001", refused)
-	}
-	js, err := e.c.List(context.Background(), &errand.ListOpts{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(js) != 64 { // 62 new, and the two taken
-		t.Fatalf("%d jobs after the PUSHB, want 64", len(js))
-	}
+	return buf.String()
 }
