@@ -122,7 +122,7 @@ finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		weights := addWeightFlags(fs)
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
-		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
+		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs, and the jobs Faktory workers hold, finish for `DUR` (default 30s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
 		limits := addLimitFlags(fs)
