@@ -636,3 +636,28 @@ func compact(t *testing.T, b []byte) string {
 	}
 	return buf.String()
 }
+
+// A Faktory worker is in errand's worker registry under faktory:WID, and
+// an operator's cancel of its job takes effect when it reports.
+func TestWorkerRegistryAndCancel(t *testing.T) {
+	e := start(t, nil)
+	w := e.worker("w1")
+	w.push(fjob("cancel-01", "k"))
+	if j := w.fetch(); j == nil {
+		t.Fatal("FETCH: null")
+	}
+	ws, err := e.c.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 || ws[0].ID != "faktory:w1" || ws[0].Host != "remote" || len(ws[0].Queues) != 1 || ws[0].Queues[0].Name != "default" {
+		t.Fatalf("workers %+v, want faktory:w1 on host remote, queue default", ws)
+	}
+	if _, err := e.c.Cancel(context.Background(), "cancel-01", &errand.CancelOpts{Operator: "op", Reason: "not needed"}); err != nil {
+		t.Fatal(err)
+	}
+	w.must(`FAIL {"jid":"cancel-01","errtype":"AbortError","message":"stopped"}`, "+OK")
+	if j := e.job("cancel-01"); j.State != errandtype.StateCancelled {
+		t.Fatalf("after FAIL of a cancelled job: %s, want cancelled", j.State)
+	}
+}
