@@ -93,7 +93,10 @@ func (c *conn) pushBulk(arg string) {
 			err = errand.CheckEnqueue(p.Args, p.Opts) // refused here, it refuses this job alone
 		}
 		if err == nil && seen[j.Jid] {
-			err = fmt.Errorf("jid %q is pushed twice in this PUSHB; give each job its own jid", j.Jid)
+			// Keyed by its place: under its jid it would read as the
+			// refusal of the job that was pushed.
+			refused[bulkKey("", i)] = fmt.Sprintf("jid %q is pushed twice in this PUSHB; give each job its own jid", j.Jid)
+			continue
 		}
 		if err != nil {
 			refused[bulkKey(j.Jid, i)] = err.Error()
@@ -134,8 +137,8 @@ func (c *conn) pushMany(ctx context.Context, ps []errand.EnqueueParams, jids []s
 	c.pushMany(ctx, ps[half:], jids[half:], refused)
 }
 
-// bulkKey names a refused job of a PUSHB: its jid, or its place when it
-// has none.
+// bulkKey names a refused job of a PUSHB: its jid, or, when it has none,
+// its place: "[3]".
 func bulkKey(jid string, i int) string {
 	if jid == "" {
 		return fmt.Sprintf("[%d]", i)

@@ -271,14 +271,16 @@ func TestPushBulk(t *testing.T) {
 		map[string]any{"jid": "bulk-0004", "jobtype": "k", "args": []any{}, "priority": 11},
 		fjob("bulk-0001", "k", "changed"),
 		map[string]any{"jobtype": "k", "args": []any{}},
+		fjob("bulk-0003", "k"),
 	}))
 	var refused map[string]string
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(got, "$")), &refused); err != nil {
 		t.Fatalf("PUSHB reply %q: %v", got, err)
 	}
-	if len(refused) != 3 || !strings.Contains(refused["bulk-0004"], "priority") ||
-		!strings.Contains(refused["bulk-0001"], "taken by a different job") || !strings.Contains(refused["[3]"], "jid: is missing") {
-		t.Fatalf("PUSHB refused %v; want bulk-0004 (priority), bulk-0001 (taken) and [3] (no jid)", refused)
+	if len(refused) != 4 || !strings.Contains(refused["bulk-0004"], "priority") ||
+		!strings.Contains(refused["bulk-0001"], "taken by a different job") || !strings.Contains(refused["[3]"], "jid: is missing") ||
+		!strings.Contains(refused["[4]"], `jid "bulk-0003" is pushed twice`) {
+		t.Fatalf("PUSHB refused %v; want bulk-0004 (priority), bulk-0001 (taken), [3] (no jid) and [4] (bulk-0003 again)", refused)
 	}
 	for _, id := range []string{"bulk-0002", "bulk-0003"} {
 		if j := e.job(id); j.State != errandtype.StateQueued {
