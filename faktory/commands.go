@@ -30,6 +30,7 @@ var commands = map[string]func(c *conn, arg string){
 	"FAIL":  (*conn).fail,
 	"BEAT":  (*conn).beat,
 	"INFO":  (*conn).info,
+	"QUEUE": (*conn).queue,
 }
 
 // unsupported are Faktory's commands that errand refuses, and why; the
@@ -37,7 +38,6 @@ var commands = map[string]func(c *conn, arg string){
 var unsupported = map[string]string{
 	"FLUSH":  "it would delete every job; errand prune deletes finished jobs by age",
 	"MUTATE": "edit the retry, scheduled and dead sets with errand's API, CLI or dashboard (errand replay, errand cancel)",
-	"QUEUE":  "errand has no queue pause or removal; stop the workers of the queue instead",
 	"BATCH":  "Faktory batches are an Enterprise feature; use errand's batches (POST /api/v1/batches)",
 	"TRACK":  "job tracking is an Enterprise feature; read the job with GET /api/v1/jobs/{jid}",
 	"PUSHU":  "unique jobs are an Enterprise feature; errand's unique keys are set through its API",
@@ -433,4 +433,43 @@ func (c *conn) info(string) {
 		},
 		"errand": map[string]any{"queues": stats},
 	})
+}
+
+// queue pauses or resumes queues: QUEUE PAUSE q1 q2 ..., QUEUE RESUME
+// q1 q2 .... A pause is errand's (docs/pauses.md): every worker of the
+// store, Faktory's or not, stops claiming the queue, and the audit records
+// it under the worker's id. QUEUE REMOVE, which deletes jobs, is refused.
+func (c *conn) queue(arg string) {
+	verb, rest, _ := strings.Cut(strings.TrimSpace(arg), " ")
+	names := strings.Fields(rest)
+	switch {
+	case verb != "PAUSE" && verb != "RESUME":
+		c.writeErr(fmt.Sprintf("QUEUE %s is not supported by errand's Faktory server: it answers QUEUE PAUSE and QUEUE RESUME; errand prune deletes finished jobs; see docs/faktory.md", verb))
+		return
+	case len(names) == 0:
+		c.writeErr("QUEUE " + verb + ": name the queues, e.g. QUEUE " + verb + " default")
+		return
+	case len(names) > maxFetchQueues:
+		c.writeErr(fmt.Sprintf("QUEUE %s names %d queues; name at most %d", verb, len(names), maxFetchQueues))
+		return
+	}
+	operator := c.owner
+	if operator == "" {
+		operator = "faktory"
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	for _, q := range names {
+		var err error
+		if verb == "PAUSE" {
+			_, _, err = c.s.jobs.Pause(ctx, errand.PauseTarget{Queue: q}, operator, "Faktory QUEUE PAUSE")
+		} else {
+			_, err = c.s.jobs.Resume(ctx, errand.PauseTarget{Queue: q}, operator, "Faktory QUEUE RESUME")
+		}
+		if err != nil {
+			c.writeErr(fmt.Sprintf("QUEUE %s %s: %v", verb, q, err))
+			return
+		}
+	}
+	c.writeOK()
 }

@@ -192,7 +192,7 @@ func (c *conn) dispatch(line string) bool {
 		c.writeErr(fmt.Sprintf("%s is not supported by errand's Faktory server: %s; see docs/faktory.md", verb, why))
 		return true
 	}
-	c.writeErr(fmt.Sprintf("unknown command %s; errand's Faktory server answers HELLO, PUSH, PUSHB, FETCH, ACK, FAIL, BEAT, INFO and END", oneWord(verb)))
+	c.writeErr(fmt.Sprintf("unknown command %s; errand's Faktory server answers HELLO, PUSH, PUSHB, FETCH, ACK, FAIL, BEAT, INFO, QUEUE and END", oneWord(verb)))
 	return true
 }
 

@@ -116,6 +116,8 @@ type jobs interface {
 	Fail(ctx context.Context, id, token string, opts *errand.FailOpts) (errandstore.OutcomeResult, error)
 	Snooze(ctx context.Context, id, token string, d time.Duration) (errandstore.OutcomeResult, error)
 	Stats(ctx context.Context) ([]errandtype.QueueStats, error)
+	Pause(ctx context.Context, target errand.PauseTarget, operator, reason string) (*errandtype.Pause, bool, error)
+	Resume(ctx context.Context, target errand.PauseTarget, operator, reason string) (bool, error)
 }
 
 // Server serves Faktory's protocol on the listeners given to

@@ -343,7 +343,6 @@ func TestUnsupportedAndUnknownCommands(t *testing.T) {
 	w := e.worker("w1")
 	for verb, line := range map[string]string{
 		"MUTATE": `MUTATE {"cmd":"kill","target":"retries"}`,
-		"QUEUE":  `QUEUE PAUSE default`,
 		"FLUSH":  `FLUSH`,
 		"BATCH":  `BATCH NEW {}`,
 		"TRACK":  `TRACK GET abc`,
@@ -661,5 +660,28 @@ func TestWorkerRegistryAndCancel(t *testing.T) {
 	w.must(`FAIL {"jid":"cancel-01","errtype":"AbortError","message":"stopped"}`, "+OK")
 	if j := e.job("cancel-01"); j.State != errandtype.StateCancelled {
 		t.Fatalf("after FAIL of a cancelled job: %s, want cancelled", j.State)
+	}
+}
+
+// TestQueuePauseResume: QUEUE PAUSE is errand's pause of the queue,
+// audited under the worker's id, so a FETCH gets none of its jobs until
+// QUEUE RESUME; QUEUE REMOVE is refused.
+func TestQueuePauseResume(t *testing.T) {
+	e := start(t, &Options{FetchWait: 50 * time.Millisecond})
+	w := e.worker("w1")
+	w.push(fjob("held-0001", "k"))
+	w.must(`QUEUE PAUSE default other`, "+OK")
+	ps, err := e.c.Pauses(context.Background())
+	if err != nil || len(ps) != 2 || ps[0].Name != "default" || ps[0].Operator != "faktory:w1" {
+		t.Fatalf("pauses after QUEUE PAUSE: %+v, %v", ps, err)
+	}
+	if j := w.fetch(); j != nil {
+		t.Fatalf("FETCH of a paused queue: %+v, want null", j)
+	}
+	w.mustErr(`QUEUE REMOVE default`, "QUEUE REMOVE is not supported")
+	w.mustErr(`QUEUE PAUSE`, "name the queues")
+	w.must(`QUEUE RESUME default other`, "+OK")
+	if j := w.fetch(); j == nil || j.Jid != "held-0001" {
+		t.Fatalf("FETCH after QUEUE RESUME: %+v, want held-0001", j)
 	}
 }
