@@ -136,12 +136,27 @@ type faktoryMeta struct {
 	Retry *int `json:"retry,omitempty"`
 }
 
+// traceKeys are the W3C trace context's fields, which a Faktory producer
+// sends among its custom fields and errand keeps at the top of a job's
+// metadata, where its tracing reads them (docs/tracing.md).
+var traceKeys = []string{"traceparent", "tracestate"}
+
 // metadata returns m as a job's metadata, nil when it says nothing.
 func (m *faktoryMeta) metadata() (json.RawMessage, error) {
 	if m.Custom == nil && m.ReserveFor == 0 && m.Retry == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(map[string]*faktoryMeta{metadataKey: m})
+	out := map[string]any{metadataKey: m}
+	var custom map[string]json.RawMessage
+	if json.Unmarshal(m.Custom, &custom) == nil {
+		for _, k := range traceKeys {
+			var v string
+			if json.Unmarshal(custom[k], &v) == nil && v != "" {
+				out[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, jobError("custom", "%v", err)
 	}

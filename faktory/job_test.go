@@ -1,6 +1,9 @@
 package faktory
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestErrorClass(t *testing.T) {
 	for errtype, want := range map[string]string{
@@ -50,5 +53,30 @@ func TestPriorityMapping(t *testing.T) {
 	}
 	if faktoryPriority(-100) != 9 || faktoryPriority(100) != 1 {
 		t.Fatal("errand priorities beyond Faktory's range are not bounded to 1..9")
+	}
+}
+
+// A trace context among a job's custom fields is kept at the top of its
+// metadata too, where errand's tracing reads it; custom comes back whole.
+func TestTraceContextFromCustom(t *testing.T) {
+	m := faktoryMeta{Custom: []byte(`{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"a=1","order":7}`)}
+	b, err := m.metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["traceparent"] != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" || got["tracestate"] != "a=1" {
+		t.Fatalf("metadata %s: no trace context at the top", b)
+	}
+	if custom := got["faktory"].(map[string]any)["custom"].(map[string]any); custom["order"] != 7.0 || custom["traceparent"] == nil {
+		t.Fatalf("metadata %s: custom not kept whole", b)
+	}
+	b, _ = (&faktoryMeta{Custom: []byte(`{"traceparent":7}`)}).metadata()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil || top["traceparent"] != nil {
+		t.Fatalf("a trace context that is not a string was lifted: %s (%v)", b, err)
 	}
 }
