@@ -400,7 +400,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Fatalf("stats --json = %s (%v)", r.stdout, err)
 	}
 	q := stats.Queues[0]
-	if got := keys(q); !reflect.DeepEqual(got, []string{"breaker_held_kinds", "counts", "dead", "kinds", "oldest_ready_age_seconds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
+	if got := keys(q); !reflect.DeepEqual(got, []string{"breaker_held_kinds", "counts", "dead", "kinds", "oldest_ready_age_seconds", "paused", "paused_kinds", "queue", "unhandled_kinds", "waiting_by_kind"}) {
 		t.Errorf("stats queue fields %v", got)
 	}
 	counts, _ := q["counts"].(map[string]any)

@@ -232,7 +232,15 @@ test("the password is required", async () => {
 
 test("an unsupported command is refused by name, the connection usable", async () => {
   await assert.rejects(client.send(["MUTATE", JSON.stringify({ cmd: "clear", target: "dead" })]), /MUTATE is not supported by errand/);
-  await assert.rejects(client.send(["QUEUE", "PAUSE", "default"]), /QUEUE is not supported by errand/);
+  await assert.rejects(client.send(["QUEUE", "REMOVE", "default"]), /QUEUE REMOVE is not supported by errand/);
   assert.equal(await client.send(["BEAT", JSON.stringify({ wid: "nobody" })]).catch((e) => e.message), "ERR BEAT: wid \"nobody\" is not this connection's worker; send the wid given in HELLO");
   assert.equal((await client.info()).server.description, "errand");
+});
+
+test("QUEUE PAUSE is errand's pause of the queue, QUEUE RESUME lifts it", async () => {
+  assert.equal(await client.send(["QUEUE", "PAUSE", "paused-q"]), "OK");
+  const { body } = await api("GET", "/api/v1/pauses");
+  assert.deepEqual(body.pauses.map((p) => [p.scope, p.name, p.reason]), [["queue", "paused-q", "Faktory QUEUE PAUSE"]]);
+  assert.equal(await client.send(["QUEUE", "RESUME", "paused-q"]), "OK");
+  assert.deepEqual((await api("GET", "/api/v1/pauses")).body.pauses, []);
 });
