@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/clock"
@@ -83,6 +85,10 @@ type attempt struct {
 	// the handler's context carries, and the lease keeper's record.
 	info attemptInfo
 	held leasekeeper.Lease
+
+	// span is the attempt's errand.run span, ended once its outcome is
+	// recorded; nil with tracing off (see tracing.go).
+	span trace.Span
 }
 
 // runAttempt runs the handler for a claimed job while leases renews its
@@ -90,14 +96,16 @@ type attempt struct {
 // until the handler returns. A heartbeat that finds the lease lost cancels
 // the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
-// later than the store's own start of it.
-func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time, fresh bool) *attempt {
+// later than the store's own start of it. claim is the claim's span, for
+// the attempt's span to link to (see startRun).
+func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time, fresh bool, claim trace.SpanContext) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	if c.observer != nil {
 		c.observer.JobStarted(job)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	ctx, a.span = c.startRun(ctx, job, claim)
 	a.info = attemptInfo{store: c.store, workflows: c.caps.workflows, engine: c, job: job}
 	if fresh {
 		a.info.steps.Store(&steps{loaded: true}) // nothing to read
@@ -133,6 +141,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 		a.err, a.stack = callHandler(hctx, k.handler, job)
 	}
 	a.took = c.clock.Now().Sub(start)
+	a.handlerReturned()
 	if halt := a.info.halted(); halt != nil {
 		a.err, a.stack = halt, "" // a sleep, or steps that no longer match
 	}

@@ -74,6 +74,16 @@ type BatchOpts struct {
 // job whose id or unique key is taken is an *InputError: a batch's jobs are
 // its own. The store must be a [BatchStore].
 func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	res, err := c.enqueueBatch(ctx, params, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrBatchID.String(res.Batch.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
 	bs := c.caps.batches
 	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
@@ -103,6 +113,16 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, 
 // roll tx back. Inside [Client.InTx] workers are woken after the commit;
 // otherwise call [Client.Wake] once tx commits.
 func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	res, err := c.enqueueBatchTx(ctx, tx, params, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrBatchID.String(res.Batch.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
 	bs := c.txCaps.batches
 	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)

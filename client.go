@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
@@ -58,6 +60,12 @@ type Config struct {
 	// kinds name (see [KindOpts].Dependency), by dependency. A dependency
 	// without one takes the defaults of [BreakerPolicy].
 	Breakers map[string]*errandtype.BreakerPolicy
+	// TracerProvider makes the client's enqueues and its workers' claims
+	// and attempts OpenTelemetry spans, and an attempt a child of the
+	// trace that enqueued its job (see docs/tracing.md). Nil means the
+	// global provider (otel.GetTracerProvider): no spans, and no cost,
+	// until the application sets one.
+	TracerProvider trace.TracerProvider
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -90,6 +98,7 @@ type engine struct {
 	clock             TimeSource                           // Config.Clock, or the system clock
 	observer          Observer                             // Config.Observer; nil: none
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
+	tracing           tracing                              // Config.TracerProvider; see tracing.go
 
 	wakes notifier.Wakes // per queue; see internal/notifier
 
@@ -127,6 +136,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 		allowUnknownKinds: cfg.AllowUnknownKinds,
 		clock:             cfg.Clock,
 		observer:          cfg.Observer,
+		tracing:           newTracing(cfg.TracerProvider),
 	}
 	if c.clock == nil {
 		c.clock = systemTime{}
@@ -287,6 +297,13 @@ func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, args JobArgs, opts 
 // different job (an *IDConflictError) refuses the whole call, as bad input
 // does: nothing is written.
 func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	rs, err := c.enqueueMany(ctx, params)
+	endEnqueue(span, onlyJob(rs), err)
+	return rs, err
+}
+
+func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
 	params, eager := takeEager(params)
 	ps, err := c.insertParams(params)
 	if err != nil {
@@ -344,6 +361,13 @@ func takeEager(params []EnqueueParams) ([]EnqueueParams, bool) {
 // *IDConflictError is found once the other jobs are inserted), roll the
 // transaction back.
 func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	rs, err := c.enqueueManyTx(ctx, tx, params)
+	endEnqueue(span, onlyJob(rs), err)
+	return rs, err
+}
+
+func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
 	ps, err := c.insertParams(params)
 	if err != nil {
 		return nil, err

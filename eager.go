@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 )
@@ -102,7 +104,7 @@ func (s *queueSlots) unreserve() {
 func (s *queueSlots) startEager(job *errandtype.Job, claimSent time.Time) {
 	go func() {
 		defer s.w.running.Done()
-		s.w.runJob(s.runCtx, s, job, claimSent, true)
+		s.w.runJob(s.runCtx, s, job, claimSent, true, trace.SpanContext{}) // the enqueue's span is its parent
 	}()
 }
 

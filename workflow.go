@@ -73,6 +73,16 @@ type WorkflowOpts struct {
 //
 // The store must be a [WorkflowStore].
 func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(steps))
+	res, err := c.enqueueWorkflow(ctx, steps, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrWorkflowID.String(res.Workflow.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
 	ws := c.caps.workflows
 	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
@@ -109,6 +119,16 @@ func (c *engine) afterWorkflowInsert(res *errandstore.WorkflowInsertResult) {
 // error, roll tx back. Inside [Client.InTx] workers are woken after the
 // commit; otherwise call [Client.Wake] once tx commits.
 func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(steps))
+	res, err := c.enqueueWorkflowTx(ctx, tx, steps, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrWorkflowID.String(res.Workflow.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
 	ws := c.txCaps.workflows
 	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
