@@ -60,7 +60,7 @@ type claimTicket struct {
 	sent    time.Time // the store's leases start no earlier than this
 	// span is the claim's span, for its jobs' attempts to link to;
 	// invalid with tracing off or no job claimed.
-	span trace.SpanContext
+	span *trace.SpanContext
 	// wake is the queue's wake-up as it stood before the claim was sent:
 	// an idle queue sleeps on it after.
 	wake <-chan struct{}

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 )
@@ -104,7 +102,7 @@ func (s *queueSlots) unreserve() {
 func (s *queueSlots) startEager(job *errandtype.Job, claimSent time.Time) {
 	go func() {
 		defer s.w.running.Done()
-		s.w.runJob(s.runCtx, s, job, claimSent, true, trace.SpanContext{}) // the enqueue's span is its parent
+		s.w.runJob(s.runCtx, s, job, claimSent, true, nil) // no claim: the enqueue's span is its parent
 	}()
 }
 

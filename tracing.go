@@ -127,12 +127,12 @@ func onlyJob(rs []EnqueueResult) *errandtype.Job {
 
 // claimSpan records the errand.claim span of a claim of queue sent at
 // start (see tracing.now) that returned n jobs or err, and returns its
-// context for the attempts to link to. A claim that found nothing makes no
-// span: an idle queue claims every poll, and such spans would bury the
-// ones that matter.
-func (c *engine) claimSpan(start time.Time, queue, owner string, n int, err error) trace.SpanContext {
+// context for the attempts to link to, nil when it made none. A claim that
+// found nothing makes no span: an idle queue claims every poll, and such
+// spans would bury the ones that matter.
+func (c *engine) claimSpan(start time.Time, queue, owner string, n int, err error) *trace.SpanContext {
 	if start.IsZero() || (n == 0 && err == nil) {
-		return trace.SpanContext{}
+		return nil
 	}
 	_, span := c.tracing.tracer.Start(context.Background(), "errand.claim", trace.WithTimestamp(start),
 		trace.WithAttributes(attrQueue.String(queue), attrClaimJobs.Int(n), attrWorkerID.String(owner)))
@@ -141,7 +141,7 @@ func (c *engine) claimSpan(start time.Time, queue, owner string, n int, err erro
 	}
 	sc := span.SpanContext()
 	span.End()
-	return sc
+	return &sc
 }
 
 // startRun starts the errand.run span of an attempt of job, when tracing
@@ -149,7 +149,7 @@ func (c *engine) claimSpan(start time.Time, queue, owner string, n int, err erro
 // ctx's span, linked to the span of the claim that took it, if any. The
 // handler's context carries it, so that the handler's own spans nest under
 // it.
-func (c *engine) startRun(ctx context.Context, job *errandtype.Job, claim trace.SpanContext) (context.Context, trace.Span) {
+func (c *engine) startRun(ctx context.Context, job *errandtype.Job, claim *trace.SpanContext) (context.Context, *runSpan) {
 	if !c.tracing.on() {
 		return ctx, nil
 	}
@@ -158,17 +158,21 @@ func (c *engine) startRun(ctx context.Context, job *errandtype.Job, claim trace.
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attrJobID.String(job.ID), attrJobKind.String(job.Kind), attrQueue.String(job.Queue), attrAttempt.Int(job.Attempt))}
-	if claim.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: claim}))
+	if claim != nil && claim.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: *claim}))
 	}
-	return c.tracing.tracer.Start(ctx, "errand.run", opts...)
+	ctx, span := c.tracing.tracer.Start(ctx, "errand.run", opts...)
+	return ctx, &runSpan{span}
 }
+
+// runSpan is an attempt's errand.run span.
+type runSpan struct{ span trace.Span }
 
 // handlerReturned marks the handler's return on a's run span, which ends
 // only once the outcome is recorded.
 func (a *attempt) handlerReturned() {
-	if a.span != nil {
-		a.span.AddEvent(eventHandlerDone)
+	if a.run != nil {
+		a.run.span.AddEvent(eventHandlerDone)
 	}
 }
 
@@ -177,10 +181,10 @@ func (a *attempt) handlerReturned() {
 // the run span rather than a span of its own: one span per attempt, and
 // an outcome written in a batch would show mostly the batch's wait.
 func (a *attempt) endRun(res *WorkResult, err error) {
-	span := a.span
-	if span == nil {
+	if a.run == nil {
 		return
 	}
+	span := a.run.span
 	switch {
 	case err != nil:
 		span.SetStatus(codes.Error, "record outcome: "+err.Error())

@@ -601,7 +601,7 @@ func (w *Worker) claimed(loopCtx context.Context, slots *queueSlots, jobs int, e
 // startJobs runs the jobs a claim sent at claimSent returned, each in a
 // slot of slots, each at once whatever the others do (see claimedJobs).
 // span is the claim's span (see claimSpan).
-func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*errandtype.Job, claimSent time.Time, span trace.SpanContext) {
+func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*errandtype.Job, claimSent time.Time, span *trace.SpanContext) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -631,8 +631,8 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 // for each other) each get a goroutine of their own, as before.
 type claimedJobs struct {
 	jobs []*errandtype.Job
-	span trace.SpanContext // the claim's span
-	next atomic.Int64      // index of the next job to take
+	span *trace.SpanContext // the claim's span
+	next atomic.Int64       // index of the next job to take
 	// spare is set while a goroutine started to take a job has not yet
 	// taken one; it is cleared by that goroutine as it starts.
 	spare atomic.Bool
@@ -675,7 +675,7 @@ func (w *Worker) runClaimed(runCtx context.Context, slots *queueSlots, cj *claim
 // runJob runs one attempt of job, in a slot of slots, and records it.
 // fresh: the claim inserted job, which has recorded nothing yet. claim is
 // the claim's span.
-func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time, fresh bool, claim trace.SpanContext) {
+func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time, fresh bool, claim *trace.SpanContext) {
 	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent, fresh, claim)
 	w.recordAttempt(runCtx, slots, a)
 }

@@ -47,7 +47,7 @@ type claimResult struct {
 	limit int
 	sent  time.Time // the store's leases start no earlier than this
 	wake  <-chan struct{}
-	span  trace.SpanContext // the claim's span (see claimSpan)
+	span  *trace.SpanContext // the claim's span (see claimSpan)
 }
 
 // room reports whether a claim for free slots may be sent now: the first
