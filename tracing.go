@@ -12,13 +12,16 @@ package errand
 // context and a span value per call.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -207,4 +210,77 @@ func (a *attempt) endRun(res *WorkResult, err error) {
 // one.
 func jobSpanContext(job *errandtype.Job) trace.SpanContext {
 	return trace.SpanContext{}
+}
+
+// The keys of a job's metadata that hold its trace context: W3C Trace
+// Context's own header names, so that a worker in any language extracts it
+// with its propagator as from HTTP headers.
+const (
+	traceparentKey = "traceparent"
+	tracestateKey  = "tracestate"
+)
+
+// withTraceContext returns meta, a job's metadata (a JSON object, or
+// empty), with the trace context of ctx's span added under traceparent
+// and tracestate. It returns meta unchanged when ctx carries no valid span
+// context, or when meta names either key: a caller who stores a trace
+// context of their own wins.
+func withTraceContext(ctx context.Context, meta json.RawMessage) json.RawMessage {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return meta
+	}
+	body := bytes.TrimSpace(meta)
+	if len(body) > 0 {
+		var own map[string]json.RawMessage
+		if json.Unmarshal(body, &own) != nil {
+			return meta // not an object: the enqueue refuses it
+		}
+		if _, ok := own[traceparentKey]; ok {
+			return meta
+		}
+		if _, ok := own[tracestateKey]; ok {
+			return meta
+		}
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	out := []byte{'{'}
+	out = appendMember(out, traceparentKey, carrier[traceparentKey])
+	if ts := carrier[tracestateKey]; ts != "" {
+		out = append(out, ',')
+		out = appendMember(out, tracestateKey, ts)
+	}
+	// The caller's members follow ours, as they were written.
+	rest := bytes.TrimSpace(bytes.TrimPrefix(body, []byte("{")))
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+		return append(out, rest...)
+	}
+	return append(out, '}')
+}
+
+// appendMember appends "key":"value" to b.
+func appendMember(b []byte, key, value string) []byte {
+	k, _ := json.Marshal(key)
+	v, _ := json.Marshal(value)
+	b = append(b, k...)
+	b = append(b, ':')
+	return append(b, v...)
+}
+
+// metadataSpanContext returns the trace context stored in meta, a job's
+// metadata, or an invalid one.
+func metadataSpanContext(meta json.RawMessage) trace.SpanContext {
+	if !bytes.Contains(meta, []byte(`"`+traceparentKey+`"`)) {
+		return trace.SpanContext{}
+	}
+	var tc struct {
+		Traceparent string `json:"traceparent"`
+		Tracestate  string `json:"tracestate"`
+	}
+	if json.Unmarshal(meta, &tc) != nil || tc.Traceparent == "" {
+		return trace.SpanContext{} // not ours to read: the caller's own value
+	}
+	carrier := propagation.MapCarrier{traceparentKey: tc.Traceparent, tracestateKey: tc.Tracestate}
+	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 }
