@@ -88,7 +88,7 @@ func (c *Client[TTx]) enqueueBatch(ctx context.Context, params []EnqueueParams, 
 	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
-	p, err := c.batchParams(params, opts)
+	p, err := c.batchParams(ctx, params, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (c *Client[TTx]) enqueueBatchTx(ctx context.Context, tx TTx, params []Enque
 	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
-	p, err := c.batchParams(params, opts)
+	p, err := c.batchParams(ctx, params, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (c *Client[TTx]) Batch(ctx context.Context, id string) (*errandstore.Batch,
 var errNoBatchStore = &errandtype.InputError{Field: "store", Message: "does not keep batches (it is not an errandstore.BatchStore); use errand/sqlite or errand/postgres"}
 
 // batchParams builds and checks a batch's insert parameters.
-func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertParams, error) {
+func (c *engine) batchParams(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertParams, error) {
 	if opts == nil {
 		opts = &BatchOpts{}
 	}
@@ -186,7 +186,7 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandst
 			return nil, &errandtype.InputError{Field: fmt.Sprintf("job %d: first_wins", i), Message: "is set; a batch's jobs must be new, so set FirstWins on the batch instead"}
 		}
 	}
-	jobs, err := c.insertParams(params)
+	jobs, err := c.insertParams(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandst
 		case co.UniqueKey != "":
 			return nil, &errandtype.InputError{Field: "CallbackOpts.UniqueKey", Message: "must be empty: the callback's fixed id already makes it unique"}
 		}
-		ip, err := c.insertParam(&EnqueueParams{Args: opts.Callback, Opts: &co})
+		ip, err := c.insertParam(ctx, &EnqueueParams{Args: opts.Callback, Opts: &co})
 		if err != nil {
 			return nil, fmt.Errorf("callback: %w", err)
 		}

@@ -305,7 +305,7 @@ func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) (
 
 func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
 	params, eager := takeEager(params)
-	ps, err := c.insertParams(params)
+	ps, err := c.insertParams(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 }
 
 func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
-	ps, err := c.insertParams(params)
+	ps, err := c.insertParams(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -500,13 +500,13 @@ func enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
 	return out
 }
 
-func (c *engine) insertParams(params []EnqueueParams) ([]*errandstore.JobInsertParams, error) {
+func (c *engine) insertParams(ctx context.Context, params []EnqueueParams) ([]*errandstore.JobInsertParams, error) {
 	if len(params) == 0 {
 		return nil, &errandtype.InputError{Field: "jobs", Message: "nothing to enqueue"}
 	}
 	out := make([]*errandstore.JobInsertParams, len(params))
 	for i := range params {
-		p, err := c.insertParam(&params[i])
+		p, err := c.insertParam(ctx, &params[i])
 		if err != nil {
 			if len(params) > 1 {
 				return nil, fmt.Errorf("job %d: %w", i, err)
@@ -525,21 +525,21 @@ func (c *engine) insertParams(params []EnqueueParams) ([]*errandstore.JobInsertP
 // so perhaps creates, a database.
 func CheckEnqueue(args JobArgs, opts *EnqueueOpts) error {
 	params, _ := takeEager([]EnqueueParams{{Args: args, Opts: opts}})
-	_, err := checkingEngine().insertParam(&params[0])
+	_, err := checkingEngine().insertParam(context.Background(), &params[0])
 	return err
 }
 
 // CheckEnqueueBatch is CheckEnqueue for EnqueueBatch: what it would refuse
 // in params and opts, without a store.
 func CheckEnqueueBatch(params []EnqueueParams, opts *BatchOpts) error {
-	_, err := checkingEngine().batchParams(params, opts)
+	_, err := checkingEngine().batchParams(context.Background(), params, opts)
 	return err
 }
 
 // CheckEnqueueWorkflow is CheckEnqueue for EnqueueWorkflow: what it would
 // refuse in steps and opts, without a store.
 func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
-	_, err := checkingEngine().workflowParams(steps, opts)
+	_, err := checkingEngine().workflowParams(context.Background(), steps, opts)
 	return err
 }
 
@@ -548,14 +548,14 @@ func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
 // store's params touches no store.
 func checkingEngine() *engine { return &engine{maxAttempts: DefaultMaxAttempts} }
 
-func (c *engine) insertParam(p *EnqueueParams) (*errandstore.JobInsertParams, error) {
-	return c.ownInsertParam(p, "")
+func (c *engine) insertParam(ctx context.Context, p *EnqueueParams) (*errandstore.JobInsertParams, error) {
+	return c.ownInsertParam(ctx, p, "")
 }
 
 // ownInsertParam is insertParam for a job errand enqueues itself under id,
 // in one of the shapes a caller may not give (see checkCallerJobID), in
 // place of the id in p's options. With id empty the job is the caller's.
-func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobInsertParams, error) {
+func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string) (*errandstore.JobInsertParams, error) {
 	kind, err := c.checkKind(p.Args)
 	if err != nil {
 		return nil, err

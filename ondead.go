@@ -41,7 +41,7 @@ func (c *engine) fireDeadHook(ctx context.Context, job *errandtype.Job) (bool, e
 		o = *opts
 	}
 	o.ID = ""
-	ip, err := c.ownInsertParam(&EnqueueParams{Args: args, Opts: &o}, DeadHookJobID(job.ID, job.Replays))
+	ip, err := c.ownInsertParam(ctx, &EnqueueParams{Args: args, Opts: &o}, DeadHookJobID(job.ID, job.Replays))
 	if err != nil {
 		return false, fmt.Errorf("on-dead hook of job %s: %w", job.ID, err)
 	}

@@ -87,7 +87,7 @@ func (c *Client[TTx]) enqueueWorkflow(ctx context.Context, steps []WorkflowStep,
 	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
-	p, err := c.workflowParams(steps, opts)
+	p, err := c.workflowParams(ctx, steps, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (c *Client[TTx]) enqueueWorkflowTx(ctx context.Context, tx TTx, steps []Wor
 	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
-	p, err := c.workflowParams(steps, opts)
+	p, err := c.workflowParams(ctx, steps, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[errandtype.Workfl
 var errNoWorkflowStore = &errandtype.InputError{Field: "store", Message: "does not keep workflows (it is not an errandstore.WorkflowStore); use errand/sqlite or errand/postgres"}
 
 // workflowParams builds and checks a workflow's insert parameters.
-func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertParams, error) {
+func (c *engine) workflowParams(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertParams, error) {
 	if opts == nil {
 		opts = &WorkflowOpts{}
 	}
@@ -230,14 +230,14 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*erra
 	}
 	for i := range steps {
 		s := &steps[i]
-		job, ip, err := c.workflowTemplate(s.Args, s.Opts)
+		job, ip, err := c.workflowTemplate(ctx, s.Args, s.Opts)
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %s: %w", s.Name, err)
 		}
 		p.Steps[i] = errandstore.WorkflowStepDef{Name: s.Name, DependsOn: s.DependsOn, Job: job}
 		p.Jobs[i][0] = ip
 		if s.Compensate != nil {
-			if p.Steps[i].Compensation, p.Jobs[i][1], err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
+			if p.Steps[i].Compensation, p.Jobs[i][1], err = c.workflowTemplate(ctx, s.Compensate, s.CompensateOpts); err != nil {
 				return nil, fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
 			}
 		} else if s.CompensateOpts != nil {
@@ -252,7 +252,7 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*erra
 
 // workflowTemplate checks a workflow job's args and options and returns its
 // template and the params it was made of.
-func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*errandstore.JobTemplate, *errandstore.JobInsertParams, error) {
+func (c *engine) workflowTemplate(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*errandstore.JobTemplate, *errandstore.JobInsertParams, error) {
 	o := EnqueueOpts{}
 	if opts != nil {
 		o = *opts
@@ -265,7 +265,7 @@ func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*errandstore
 	case o.UniqueKey != "" || o.Unique != nil:
 		return nil, nil, &errandtype.InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
 	}
-	ip, err := c.insertParam(&EnqueueParams{Args: args, Opts: &o})
+	ip, err := c.insertParam(ctx, &EnqueueParams{Args: args, Opts: &o})
 	if err != nil {
 		return nil, nil, err
 	}
