@@ -1533,6 +1533,10 @@ export interface components {
         Wait: string;
         /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
         IdempotencyKey: string;
+        /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+        Traceparent: string;
+        /** @description W3C Trace Context vendor state, kept with traceparent. */
+        Tracestate: string;
     };
     requestBodies: never;
     headers: {
@@ -1595,6 +1599,10 @@ export interface operations {
             header?: {
                 /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state, kept with traceparent. */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -2742,6 +2750,10 @@ export interface operations {
             header?: {
                 /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state, kept with traceparent. */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -2880,6 +2892,10 @@ export interface operations {
             header?: {
                 /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state, kept with traceparent. */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
