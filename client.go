@@ -237,6 +237,12 @@ type EnqueueOpts struct {
 	FairnessKey string
 	// Tags are free-form labels for operators.
 	Tags []string
+	// Metadata is a JSON object kept with the job for its producers and
+	// consumers rather than its handler: a trace context, the custom
+	// fields of a Faktory job. It is not part of the job's identity: a
+	// duplicate id or unique key returns the existing job and its
+	// metadata. At most 64 KiB; null or {} is none.
+	Metadata json.RawMessage
 	// Eager starts the job at once on a Worker of this client, in this
 	// process, if one of its queues is idle with a slot free: the
 	// enqueue's own transaction claims the job for it, so the job starts
@@ -571,6 +577,10 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 	if err := errandstore.CheckFirstWins(o.FirstWins, o.ID, "job"); err != nil {
 		return nil, err
 	}
+	meta, err := errandstore.CheckMetadata(o.Metadata)
+	if err != nil {
+		return nil, err
+	}
 	if o.Eager {
 		return nil, &errandtype.InputError{Field: "Eager", Message: "starts a job enqueued alone with Enqueue or EnqueueMany, outside your transaction, a batch or a workflow; leave it out here"}
 	}
@@ -597,6 +607,7 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 		OrderingKey:      o.OrderingKey,
 		FairnessKey:      o.FairnessKey,
 		Tags:             o.Tags,
+		Metadata:         meta,
 	}
 	if err := c.applyKeys(ip, o); err != nil {
 		return nil, err
@@ -997,6 +1008,7 @@ func templateOf(ip *errandstore.JobInsertParams) *errandstore.JobTemplate {
 		BackoffBaseUS: ip.BackoffBase.Microseconds(), BackoffMaxUS: ip.BackoffMax.Microseconds(),
 		MaxAgeUS: ip.MaxAge.Microseconds(), DelayUS: ip.Delay.Microseconds(),
 		OrderingKey: ip.OrderingKey, OrderingHold: ip.OrderingHold, FairnessKey: ip.FairnessKey, Tags: ip.Tags,
+		Metadata: ip.Metadata,
 	}
 }
 

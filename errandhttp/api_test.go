@@ -24,6 +24,7 @@ func TestAPIEnqueueGetList(t *testing.T) {
 	r := s.op(t, "POST", "/api/v1/jobs", map[string]any{
 		"kind": "send_receipt", "args": map[string]any{"payment_id": "p1"}, "queue": "billing",
 		"priority": 3, "delay": "1m", "max_attempts": 4, "unique_key": "receipt:p1", "tags": []string{"a"},
+		"metadata": map[string]any{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 	})
 	want(t, "enqueue", r, http.StatusCreated, "")
 	var created struct {
@@ -35,7 +36,8 @@ func TestAPIEnqueueGetList(t *testing.T) {
 	}
 	j := created.Job
 	if j.Kind != "send_receipt" || j.Queue != "billing" || j.Priority != 3 || j.MaxAttempts != 4 || created.Duplicate ||
-		!j.AvailableAt.Equal(clock.Now().Add(time.Minute)) || string(j.Args) != `{"payment_id":"p1"}` {
+		!j.AvailableAt.Equal(clock.Now().Add(time.Minute)) || string(j.Args) != `{"payment_id":"p1"}` ||
+		string(j.Metadata) != `{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}` {
 		t.Fatalf("created %s", r.body)
 	}
 	if !strings.Contains(string(r.body), `"available_at":"2026-11-29T12:01:00Z"`) {
@@ -48,6 +50,12 @@ func TestAPIEnqueueGetList(t *testing.T) {
 		t.Fatalf("get: %s", got.body)
 	}
 	want(t, "get unknown", s.op(t, "GET", "/api/v1/jobs/nope", nil), http.StatusNotFound, "not_found")
+	badMeta := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "send_receipt", "id": "bad-meta", "metadata": []int{1}})
+	want(t, "metadata not an object", badMeta, http.StatusBadRequest, "invalid_input")
+	if !strings.Contains(string(badMeta.body), `metadata: is not a JSON object`) {
+		t.Fatalf("metadata not an object: %s", badMeta.body)
+	}
+	want(t, "no job for bad metadata", s.op(t, "GET", "/api/v1/jobs/bad-meta", nil), http.StatusNotFound, "not_found")
 
 	// A unique key already taken returns the first job.
 	dup := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "send_receipt", "unique_key": "receipt:p1"})

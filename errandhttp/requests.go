@@ -45,6 +45,8 @@ type JobRequest struct {
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
 	Tags           []string              `json:"tags"`
+	// Metadata is a JSON object kept with the job (errand.EnqueueOpts.Metadata).
+	Metadata json.RawMessage `json:"metadata"`
 	// Eager starts the job at once on the serving process's own worker
 	// when it is idle (errand.EnqueueOpts.Eager); a batch's member may
 	// not ask it.
@@ -89,7 +91,7 @@ func (j *JobRequest) opts() *errand.EnqueueOpts {
 		MaxAttempts: j.MaxAttempts, BackoffBase: time.Duration(j.BackoffBase), BackoffMax: time.Duration(j.BackoffMax),
 		MaxAge:    time.Duration(j.MaxAge),
 		UniqueKey: j.UniqueKey, OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
-		FairnessKey: j.FairnessKey, Tags: j.Tags, Eager: j.Eager,
+		FairnessKey: j.FairnessKey, Tags: j.Tags, Metadata: j.Metadata, Eager: j.Eager,
 	}
 	if j.UniqueScope != 0 || j.UniqueWindow != 0 {
 		opts.UniqueKey = ""
@@ -124,6 +126,7 @@ type LaterJob struct {
 	OrderingOnDead errand.OrderingOnDead `json:"ordering_on_dead"`
 	FairnessKey    string                `json:"fairness_key"`
 	Tags           []string              `json:"tags"`
+	Metadata       json.RawMessage       `json:"metadata"`
 }
 
 // params returns the job's args and options. A missing kind, a negative
@@ -150,7 +153,7 @@ func (j *LaterJob) params(field, kindHint, argsHint string) (errand.RawArgs, *er
 	return errand.RawArgs{KindName: j.Kind, JSON: args}, &errand.EnqueueOpts{
 		Queue: j.Queue, Priority: j.Priority, Delay: time.Duration(j.Delay), MaxAttempts: j.MaxAttempts,
 		BackoffBase: time.Duration(j.BackoffBase), BackoffMax: time.Duration(j.BackoffMax), MaxAge: time.Duration(j.MaxAge), OrderingKey: j.OrderingKey, OrderingOnDead: j.OrderingOnDead,
-		FairnessKey: j.FairnessKey, Tags: j.Tags,
+		FairnessKey: j.FairnessKey, Tags: j.Tags, Metadata: j.Metadata,
 	}, nil
 }
 

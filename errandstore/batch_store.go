@@ -112,6 +112,7 @@ type batchCallbackJSON struct {
 	OrderingHold bool                `json:"ordering_hold"`
 	FairnessKey  *string             `json:"fairness_key"`
 	Tags         []string            `json:"tags"`
+	Metadata     json.RawMessage     `json:"metadata"`
 }
 
 func nonEmpty(s string) *string {
@@ -137,7 +138,7 @@ func callbackJSON(t *JobTemplate) *batchCallbackJSON {
 		MaxAge:      errandtype.Duration(time.Duration(t.MaxAgeUS) * time.Microsecond),
 		Delay:       errandtype.Duration(time.Duration(t.DelayUS) * time.Microsecond),
 		OrderingKey: nonEmpty(t.OrderingKey), OrderingHold: t.OrderingHold,
-		FairnessKey: nonEmpty(t.FairnessKey), Tags: tags,
+		FairnessKey: nonEmpty(t.FairnessKey), Tags: tags, Metadata: t.Metadata,
 	}
 }
 
@@ -162,6 +163,9 @@ func (v *batchCallbackJSON) template() *JobTemplate {
 	}
 	if len(v.Tags) > 0 {
 		t.Tags = v.Tags
+	}
+	if len(v.Metadata) > 0 && string(v.Metadata) != "null" {
+		t.Metadata = v.Metadata
 	}
 	return t
 }

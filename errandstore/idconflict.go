@@ -15,7 +15,9 @@ import (
 )
 
 // JobShape is what an enqueue decides about a job, and what a stored job
-// or template keeps of it, for comparison.
+// or template keeps of it, for comparison. Metadata is left out: it
+// describes the request (a retried request carries another trace
+// context), not the work.
 type JobShape struct {
 	Kind, Queue                        string
 	Args                               json.RawMessage

@@ -22,6 +22,9 @@ const (
 	// MaxTagBytes bounds one tag; MaxTags bounds how many a job has.
 	MaxTagBytes = 128
 	MaxTags     = 64
+	// MaxMetadataBytes bounds a job's metadata: a trace context and a few
+	// fields, not a document.
+	MaxMetadataBytes = 64 << 10
 )
 
 const (

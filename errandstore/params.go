@@ -142,7 +142,8 @@ func (p *JobInsertParams) checkUnique() error {
 	return nil
 }
 
-// checkLabels checks the ordering and fairness keys and the tags.
+// checkLabels checks the ordering and fairness keys, the tags and the
+// metadata.
 func (p *JobInsertParams) checkLabels() error {
 	if p.OrderingKey != "" {
 		if err := CheckIdentifier("ordering_key", p.OrderingKey, MaxIDBytes); err != nil {
@@ -162,7 +163,7 @@ func (p *JobInsertParams) checkLabels() error {
 			return err
 		}
 	}
-	return nil
+	return checkMetadataText(p.Metadata)
 }
 
 // CheckProgress checks a handler's checkpoint before a store writes it:

@@ -683,6 +683,9 @@ type JobInsertParams struct {
 	// [FairClaimer]): a tenant, an account, a customer.
 	FairnessKey string
 	Tags        []string
+	// Metadata is a JSON object kept with the job (see [CheckMetadata]),
+	// or nil.
+	Metadata json.RawMessage
 
 	// checked is set by the Client on the params it built and validated,
 	// so that Validate, when the store calls it, does not check them again.

@@ -109,6 +109,8 @@ type JobTemplate struct {
 	OrderingHold  bool     `json:"ordering_hold,omitempty"`
 	FairnessKey   string   `json:"fairness_key,omitempty"`
 	Tags          []string `json:"tags,omitempty"`
+	// Metadata is the job's metadata, a JSON object, or nil.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // insertParams returns the template's job with id id, its args the
@@ -134,6 +136,7 @@ func (t *JobTemplate) insertParams(id, field string, v any) (*JobInsertParams, e
 		OrderingHold: t.OrderingHold,
 		FairnessKey:  t.FairnessKey,
 		Tags:         t.Tags,
+		Metadata:     t.Metadata,
 	}, nil
 }
 

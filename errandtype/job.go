@@ -175,6 +175,10 @@ type Job struct {
 	Replays int `json:"replays"`
 	// Tags are free-form labels for operators.
 	Tags []string `json:"tags"`
+	// Metadata is the JSON object given at enqueue for the job's
+	// producers and consumers rather than its handler (a trace context, a
+	// Faktory job's custom fields), or nil.
+	Metadata json.RawMessage `json:"metadata"`
 	// BatchID names the batch the job is a member of (see
 	// [github.com/errandhq/errand.Client.EnqueueBatch]), or nil.
 	BatchID *string `json:"batch_id"`

@@ -32,10 +32,12 @@ type JobColumns struct {
 	Errors string
 	// Tags is a JSON array of strings.
 	Tags string
+	// Metadata is the metadata object, nil when the column is NULL.
+	Metadata *string
 }
 
 // DecodeColumns fills j's Args, State, BackoffBase, BackoffMax, Progress,
-// LastError, Errors and Tags from c. Errors and Tags are never nil
+// Metadata, LastError, Errors and Tags from c. Errors and Tags are never nil
 // afterwards, so they marshal as [] when empty, as the storage contract
 // requires.
 func (j *Job) DecodeColumns(c *JobColumns) error {
@@ -45,6 +47,9 @@ func (j *Job) DecodeColumns(c *JobColumns) error {
 	j.BackoffMax = Duration(time.Duration(c.BackoffMaxUS) * time.Microsecond)
 	if c.Progress != nil {
 		j.Progress = json.RawMessage(*c.Progress)
+	}
+	if c.Metadata != nil {
+		j.Metadata = json.RawMessage(*c.Metadata)
 	}
 	if c.LastError != nil {
 		j.LastError = new(LastError)

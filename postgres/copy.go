@@ -27,7 +27,7 @@ const copyMinJobs = 64
 // unique key never goes through COPY.
 var copyColumns = [...]string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
 	"max_attempts", "backoff_base_us", "backoff_max_us", "max_age_us", "available_at", "deadline",
-	"ordering_key", "created_at", "tags", "ordering_hold", "fairness_key"}
+	"ordering_key", "created_at", "tags", "ordering_hold", "fairness_key", "metadata"}
 
 // copyOptional reports, for each of copyColumns, whether a job's value may
 // be the column's default (NULL for a nullable column without one). A
@@ -45,6 +45,7 @@ var copyOptional = [len(copyColumns)]func(p *errandstore.JobInsertParams, tags s
 	16: func(_ *errandstore.JobInsertParams, tags string) bool { return tags == "[]" },
 	17: func(p *errandstore.JobInsertParams, _ string) bool { return !p.OrderingHold },
 	18: func(p *errandstore.JobInsertParams, _ string) bool { return p.FairnessKey == "" },
+	19: func(p *errandstore.JobInsertParams, _ string) bool { return p.Metadata == nil },
 }
 
 // copySeqsSQL returns the statement's now and $2 new values of the jobs
@@ -215,7 +216,7 @@ func (s *Store) copyWith(ctx context.Context, conn *pgconn.PgConn, params []*err
 	// in a bulk enqueue.
 	size := 21
 	for i, p := range params {
-		size += copyRowFixed + len(p.ID) + len(p.Queue) + len(p.Kind) + len(p.Args) + len(p.OrderingKey) + len(p.FairnessKey) + len(tagsJSON[i])
+		size += copyRowFixed + len(p.ID) + len(p.Queue) + len(p.Kind) + len(p.Args) + len(p.OrderingKey) + len(p.FairnessKey) + len(tagsJSON[i]) + len(p.Metadata)
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
@@ -276,7 +277,7 @@ func copiedJob(p *errandstore.JobInsertParams, seq int64, now time.Time) *errand
 		ArgsVersion: p.ArgsVersion, Priority: p.Priority, State: errandtype.StateQueued, MaxAttempts: p.MaxAttempts,
 		BackoffBase: errandtype.Duration(microseconds(p.BackoffBase)), BackoffMax: errandtype.Duration(microseconds(p.BackoffMax)),
 		AvailableAt: now.Add(microseconds(p.Delay)), OrderingKey: nullIfEmpty(p.OrderingKey), FairnessKey: nullIfEmpty(p.FairnessKey), CreatedAt: now,
-		Errors: []errandtype.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold}
+		Errors: []errandtype.AttemptError{}, Tags: slices.Clone(p.Tags), OrderingHold: p.OrderingHold, Metadata: slices.Clone(p.Metadata)}
 	if !p.RunAt.IsZero() {
 		j.AvailableAt = micro(p.RunAt)
 	}
@@ -322,6 +323,7 @@ var copyEncoders = [len(copyColumns)]func(b []byte, r *copyRow) []byte{
 		return binary.BigEndian.AppendUint16(b, uint16(boolInt(r.p.OrderingHold)))
 	},
 	func(b []byte, r *copyRow) []byte { return copyNullText(b, r.j.FairnessKey) },
+	func(b []byte, r *copyRow) []byte { return copyNullJSONB(b, r.p.Metadata) },
 }
 
 // The fields of COPY's binary format: a length (-1 for NULL), then the
@@ -347,6 +349,14 @@ func copyNullText(b []byte, v *string) []byte {
 		return copyNull(b)
 	}
 	return copyText(b, *v)
+}
+
+// copyNullJSONB writes a jsonb value, or NULL for nil.
+func copyNullJSONB(b []byte, v []byte) []byte {
+	if v == nil {
+		return copyNull(b)
+	}
+	return copyJSONB(b, v)
 }
 
 // copyJSONB writes a jsonb value: format version 1, then the JSON text.

@@ -22,7 +22,7 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
 	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
-	workflow_id, output`
+	workflow_id, output, metadata::text`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -81,7 +81,7 @@ func readJobScanner() func(scanner) (*errandtype.Job, error) { return newReadJob
 
 // jobRow holds the destinations of a row of jobColumns. One jobRow reads
 // every row of a result, so that a claim of a thousand jobs does not make
-// a thousand lists of 35 destinations and the columns they point to: each
+// a thousand lists of 36 destinations and the columns they point to: each
 // row costs the Job it becomes.
 type jobRow struct {
 	j                errandtype.Job
@@ -100,7 +100,7 @@ func newJobRow() *jobRow {
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
 		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &r.ustates, &r.uwindow, &r.ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID,
-		&j.WorkflowID, &r.output}
+		&j.WorkflowID, &r.output, &c.Metadata}
 	return r
 }
 
@@ -191,29 +191,30 @@ var (
 	insertSQL = insertHead + `FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
 			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
 			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
-			$19::smallint[], $20::text[]) WITH ORDINALITY
+			$19::smallint[], $20::text[], $21::text[]) WITH ORDINALITY
 		AS p(` + insertNames + `, ord)
 	ORDER BY p.ord` + insertTail
 	insertOneSQL = insertHead + `FROM (VALUES ($2::text, $3::text, $4::text, $5::text, $6::integer, $7::integer,
 			$8::integer, $9::bigint, $10::bigint, $11::bigint, $12::timestamptz,
 			$13::bigint, $14::text, $15::text, $16::text, $17::integer, $18::bigint,
-			$19::smallint, $20::text))
+			$19::smallint, $20::text, $21::text))
 		AS p(` + insertNames + `)` + insertTail
 )
 
 const (
 	insertHead = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key)
+		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
 		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
 		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
-		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key
+		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key,
+		p.metadata::jsonb
 	`
 	insertNames = `id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
 			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
-			unique_states, unique_window_us, ordering_hold, fairness_key`
+			unique_states, unique_window_us, ordering_hold, fairness_key, metadata`
 	insertTail = `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -289,7 +290,7 @@ type insertColumns struct {
 	versions, prios, maxAttempts   []int32
 	bases, maxes, ages, delays     []int64
 	runAt                          []*time.Time
-	ukeys, okeys, fkeys            []*string
+	ukeys, okeys, fkeys, metas     []*string
 	ustates                        []int32
 	holds                          []int16
 	uwindows                       []int64 // zero until setWindows
@@ -306,7 +307,7 @@ func newInsertColumns(params []*errandstore.JobInsertParams) (insertColumns, err
 		versions: make([]int32, n), prios: make([]int32, n), maxAttempts: make([]int32, n),
 		bases: make([]int64, n), maxes: make([]int64, n), ages: make([]int64, n), delays: make([]int64, n),
 		runAt: make([]*time.Time, n),
-		ukeys: make([]*string, n), okeys: make([]*string, n), fkeys: make([]*string, n),
+		ukeys: make([]*string, n), okeys: make([]*string, n), fkeys: make([]*string, n), metas: make([]*string, n),
 		ustates: make([]int32, n), holds: make([]int16, n),
 		uwindows: make([]int64, n),
 	}
@@ -326,6 +327,10 @@ func newInsertColumns(params []*errandstore.JobInsertParams) (insertColumns, err
 			c.runAt[i] = &t
 		}
 		c.ukeys[i], c.okeys[i], c.fkeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey), nullIfEmpty(p.FairnessKey)
+		if p.Metadata != nil {
+			m := string(p.Metadata)
+			c.metas[i] = &m
+		}
 		c.ustates[i] = int32(p.UniqueScopeColumn())
 		if p.OrderingHold {
 			c.holds[i] = 1
@@ -354,10 +359,10 @@ func (c *insertColumns) statement(r *strings.Replacer, now any) (string, []any) 
 	if c.n == 1 {
 		return r.Replace(insertOneSQL), []any{now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
 			c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
-			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0]}
+			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0]}
 	}
 	return r.Replace(insertSQL), []any{now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
-		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys}
+		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys, c.metas}
 }
 
 // matchInserted pairs params with the jobs the insert wrote: out holds

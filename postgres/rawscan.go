@@ -18,7 +18,7 @@ import (
 // A claim's rows, the hot path's largest read, are decoded from the wire
 // values pgx received rather than through its Scan: Scan finds a plan per
 // column and allocates each nullable value and each string on its own, and
-// was a ninth of a busy worker's CPU. decodeJobRow reads the 35 columns of
+// was a ninth of a busy worker's CPU. decodeJobRow reads the 36 columns of
 // jobColumns straight from their binary encodings, and puts each row's text
 // in one string that the job's strings are slices of. scanClaimedJobs falls
 // back to Scan whenever the columns do not come as it expects.
@@ -60,6 +60,7 @@ var jobColumnTypes = [...]uint32{
 	pgtype.TextOID,        // batch_id
 	pgtype.TextOID,        // workflow_id
 	pgtype.TextOID,        // output
+	pgtype.TextOID,        // metadata::text
 }
 
 // decodable reports whether fds are jobColumns in the encodings
@@ -191,6 +192,7 @@ func (r *rowDecoder) columns() (c errandtype.JobColumns, ustates, uwindow int64)
 	if r.vals[34] != nil { // copied: vals are pgx's buffer, reused for the next row
 		j.Output = json.RawMessage(r.text(34))
 	}
+	c.Metadata = r.optJSON(35)
 	return c, ustates, uwindow
 }
 

@@ -18,7 +18,7 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
-	workflow_id, output`
+	workflow_id, output, metadata`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -66,7 +66,7 @@ func scanJobAnd(row scanner, extra ...any) (*errandtype.Job, error) {
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
 		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
-		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output},
+		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output, &c.Metadata},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -127,10 +127,10 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.
 // Each row's parameters are the columns it names but state. Rows are
 // inserted in the order given, so seq follows the batch.
 func insertRowsSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	return `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
 	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key)
+	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata)
 	VALUES ` + strings.Repeat(row+", ", rows-1) + row + `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -138,11 +138,11 @@ func insertRowsSQL(rows int) string {
 
 // insertParamsPerRow is the number of parameters of one row of
 // insertRowsSQL.
-const insertParamsPerRow = 20
+const insertParamsPerRow = 21
 
 // insertChunkRows is how many jobs one statement of a batch inserts: a
 // statement per job cost a VM start, a statement journal and a round
-// through database/sql for each. 100 rows (2,000 parameters, far below
+// through database/sql for each. 100 rows (2,100 parameters, far below
 // SQLite's limit of 32,766) is one statement for a small batch and ten for
 // a batch of 1,000.
 const insertChunkRows = 100
@@ -219,7 +219,8 @@ func insertArgs(params []*errandstore.JobInsertParams, now time.Time) ([]any, er
 		args = append(args, p.ID, p.Queue, p.Kind, string(p.Args), p.ArgsVersion, p.Priority, p.MaxAttempts,
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
-			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey))
+			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey),
+			nullIfEmpty(string(p.Metadata)))
 	}
 	return args, nil
 }

@@ -146,6 +146,7 @@ func exercise(t *testing.T, h harness) {
 		{"Insert", insertCases},
 		{"Claim", claimCases},
 		{"InsertClaim", insertClaimCases},
+		{"Metadata", metadataCases},
 		{"NextDue", nextDueCases},
 		{"Fencing", fencingCases},
 		{"Outcome", outcomeCases},

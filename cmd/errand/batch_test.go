@@ -108,11 +108,11 @@ func TestBatchCallbackJSON(t *testing.T) {
 	}{
 		{"plain", `{"kind": "import_done", "args": {"import": 7}}`,
 			`{"kind":"import_done","queue":"default","args":{"import":7},"args_version":1,"priority":0,"max_attempts":20,` +
-				`"backoff_base":null,"backoff_max":null,"max_age":null,"delay":null,"ordering_key":null,"ordering_hold":false,"fairness_key":null,"tags":[]}`},
+				`"backoff_base":null,"backoff_max":null,"max_age":null,"delay":null,"ordering_key":null,"ordering_hold":false,"fairness_key":null,"tags":[],"metadata":null}`},
 		{"every option", `{"kind": "import_done", "queue": "q", "priority": 2, "max_attempts": 3, "delay": "5s", "max_age": "1h",
-		  "ordering_key": "o", "ordering_on_dead": "hold", "fairness_key": "tenant:1", "tags": ["a"]}`,
+		  "ordering_key": "o", "ordering_on_dead": "hold", "fairness_key": "tenant:1", "tags": ["a"], "metadata": {"traceparent": "t"}}`,
 			`{"kind":"import_done","queue":"q","args":{},"args_version":1,"priority":2,"max_attempts":3,` +
-				`"backoff_base":null,"backoff_max":null,"max_age":"1h0m0s","delay":"5s","ordering_key":"o","ordering_hold":true,"fairness_key":"tenant:1","tags":["a"]}`},
+				`"backoff_base":null,"backoff_max":null,"max_age":"1h0m0s","delay":"5s","ordering_key":"o","ordering_hold":true,"fairness_key":"tenant:1","tags":["a"],"metadata":{"traceparent":"t"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,6 +55,7 @@ cancelled.`,
 		orderingOnDead := fs.String("ordering-on-dead", "", "`hold` the --ordering-key while the job is dead, until replayed or cancelled, or `release` it (default the kind's, release)")
 		fairnessKey := fs.String("fairness-key", "", "who the job is for (`KEY`, e.g. tenant:42): workers share its queue fairly among keys")
 		tags := listFlag(fs, "tag", "a free-form label `TAG` for operators (repeatable)")
+		metadata := fs.String("metadata", "", "a JSON object `OBJ` kept with the job for its producers and consumers, e.g. '{\"traceparent\": \"00-...\"}'")
 		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
 
 		return func(ctx context.Context, pos []string) error {
@@ -85,6 +86,7 @@ cancelled.`,
 				OrderingKey: *orderingKey,
 				FairnessKey: *fairnessKey,
 				Tags:        *tags,
+				Metadata:    json.RawMessage(*metadata),
 			}
 			if isSet(fs, "key") {
 				if isSet(fs, "unique-key") {
@@ -175,7 +177,7 @@ var enqueueFlags = map[string]string{
 	"unique_scope": "--unique-scope", "unique_window": "--unique-window",
 	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
-	"tag": "--tag", "tags": "--tag",
+	"tag": "--tag", "tags": "--tag", "metadata": "--metadata",
 }
 
 // idConflict says what to change of err, an *errand.IDConflictError, in

@@ -62,3 +62,30 @@ func TestEnqueueTagFlag(t *testing.T) {
 		t.Fatalf("a bad --tag: %s", r)
 	}
 }
+
+// TestEnqueueMetadataFlag: --metadata keeps a JSON object with the job,
+// shown by inspect; anything but an object is refused, and nothing is
+// enqueued.
+func TestEnqueueMetadataFlag(t *testing.T) {
+	db := tempDB(t)
+	r := ok(t, cli(t, "enqueue", "k", "--id", "m1", "--metadata", `{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "n": 1}`, "--db", db, "--json"))
+	var out struct {
+		Job struct {
+			Metadata map[string]any `json:"metadata"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Job.Metadata["traceparent"] != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" || out.Job.Metadata["n"] != 1.0 {
+		t.Fatalf("--metadata: %s (%v)", r.stdout, err)
+	}
+	if r := ok(t, cli(t, "inspect", "m1", "--db", db)); !strings.Contains(r.stdout, `"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`) {
+		t.Fatalf("inspect shows no metadata:\n%s", r.stdout)
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":`} {
+		if r := cli(t, "enqueue", "k", "--id", "m2", "--metadata", bad, "--db", db); r.code != 2 || !strings.Contains(r.stderr, "--metadata") {
+			t.Fatalf("--metadata %s: %s", bad, r)
+		}
+	}
+	if r := cli(t, "inspect", "m2", "--db", db); r.code == 0 {
+		t.Fatalf("a refused --metadata enqueued its job: %s", r)
+	}
+}

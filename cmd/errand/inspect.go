@@ -204,6 +204,9 @@ func (f inspectFields) rest(j *errandtype.Job) {
 	if len(j.Tags) > 0 {
 		f.field("tags", strings.Join(j.Tags, ", "))
 	}
+	if len(j.Metadata) > 0 {
+		f.field("metadata", compactJSON(j.Metadata))
+	}
 }
 
 // writeErrorHistory writes every attempt's error; messages and stacks

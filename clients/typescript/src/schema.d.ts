@@ -769,6 +769,8 @@ export interface components {
          * @example 30s
          */
         Lease: string | null;
+        /** @description A JSON object kept with the job for its producers and consumers rather than its handler (a trace context, a Faktory job's custom fields), at most 64 KiB; null, absent or {} is none. Not part of the job's identity: a duplicate id or unique key returns the existing job and its metadata. */
+        Metadata: Record<string, never> | null;
         /** @description Free-form labels for operators. */
         Tags: string[];
         /**
@@ -815,6 +817,7 @@ export interface components {
             /** @description The job's group for fair claims within its queue. */
             fairness_key?: string;
             tags?: components["schemas"]["Tags"];
+            metadata?: components["schemas"]["Metadata"];
             /** @description Start the job at once on the serving process's own worker when it is idle. Refused (400) in a batch member. */
             eager?: boolean;
         };
@@ -836,6 +839,7 @@ export interface components {
             ordering_on_dead?: components["schemas"]["OrderingOnDead"];
             fairness_key?: string;
             tags?: components["schemas"]["Tags"];
+            metadata?: components["schemas"]["Metadata"];
         };
         BatchRequest: {
             /** @description The batch's id; absent, a new one. */
@@ -876,6 +880,7 @@ export interface components {
             ordering_on_dead?: components["schemas"]["OrderingOnDead"];
             fairness_key?: string;
             tags?: components["schemas"]["Tags"];
+            metadata?: components["schemas"]["Metadata"];
             /** @description The job that undoes the step; null for none. */
             compensate?: components["schemas"]["LaterJob"] | null;
         };
@@ -1013,6 +1018,7 @@ export interface components {
             errors: components["schemas"]["AttemptError"][];
             replays: number;
             tags: components["schemas"]["Tags"];
+            metadata?: components["schemas"]["Metadata"];
             batch_id: components["schemas"]["NullableString"];
             workflow_id: components["schemas"]["NullableString"];
             /** @description What the handler recorded with SetOutput, raw JSON, or null. */
@@ -1298,6 +1304,7 @@ export interface components {
             ordering_hold: boolean;
             fairness_key: components["schemas"]["NullableString"];
             tags: components["schemas"]["Tags"];
+            metadata?: components["schemas"]["Metadata"];
         };
         BatchResult: {
             id: string;
