@@ -581,6 +581,12 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 	if err != nil {
 		return nil, err
 	}
+	// The one place every enqueue passes, so that each job, a batch's, a
+	// workflow's step template or a child, joins the enqueue's trace. A
+	// caller's metadata at its limit keeps its room, and the job no trace.
+	if traced := withTraceContext(ctx, meta); len(traced) <= errandstore.MaxMetadataBytes {
+		meta = traced
+	}
 	if o.Eager {
 		return nil, &errandtype.InputError{Field: "Eager", Message: "starts a job enqueued alone with Enqueue or EnqueueMany, outside your transaction, a batch or a workflow; leave it out here"}
 	}

@@ -209,7 +209,7 @@ func (a *attempt) endRun(res *WorkResult, err error) {
 // jobSpanContext returns the trace context stored with job, or an invalid
 // one.
 func jobSpanContext(job *errandtype.Job) trace.SpanContext {
-	return trace.SpanContext{}
+	return metadataSpanContext(job.Metadata)
 }
 
 // The keys of a job's metadata that hold its trace context: W3C Trace
