@@ -1061,6 +1061,8 @@ export interface components {
             lease_token: string;
             lease_until: components["schemas"]["Time"];
             deadline: components["schemas"]["NullableTime"];
+            /** @description The job's metadata. Its traceparent and tracestate, when present, are the W3C trace context to continue (docs/tracing.md). */
+            metadata?: components["schemas"]["Metadata"];
         };
         HeartbeatResponse: {
             id: string;
