@@ -104,3 +104,41 @@ func spansNamed(spans []sdktrace.ReadOnlySpan, name string) []sdktrace.ReadOnlyS
 	}
 	return out
 }
+
+// A webhook's request carries the attempt's span as a traceparent header,
+// so that the endpoint's spans nest under the attempt.
+func TestWebhookCarriesTheAttemptsSpan(t *testing.T) {
+	got := make(chan string, 1)
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+	}))
+	defer endpoint.Close()
+	hook, err := errandhttp.NewWebhook(endpoint.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("hook", hook, nil)
+	clock := newTestClock()
+	c, err := errand.NewClient(openSQLite(t, clock), &errand.Config{Kinds: kinds, Clock: clock, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: "hook"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.WorkOne(context.Background(), &errand.WorkOneOpts{Lease: time.Minute}); err != nil || res.Result != errand.ResultSucceeded {
+		t.Fatalf("work: %v, %v", res, err)
+	}
+	runs := spansNamed(sr.Ended(), "errand.run")
+	if len(runs) != 1 {
+		t.Fatalf("%d run spans, want 1", len(runs))
+	}
+	sc := runs[0].SpanContext()
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; <-got != want {
+		t.Errorf("the webhook's traceparent is not the attempt's span %s", want)
+	}
+}
