@@ -23,6 +23,7 @@ type capabilities struct {
 	deadHookCursors errandstore.DeadHookCursorStore
 	workflows       errandstore.WorkflowStore
 	steps           errandstore.StepStore
+	pauses          errandstore.PauseStore
 }
 
 // resolveCapabilities finds the optional interfaces store implements.
@@ -44,6 +45,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.deadHookCursors, _ = store.(errandstore.DeadHookCursorStore)
 	c.workflows, _ = store.(errandstore.WorkflowStore)
 	c.steps, _ = store.(errandstore.StepStore)
+	c.pauses, _ = store.(errandstore.PauseStore)
 	return c
 }
 

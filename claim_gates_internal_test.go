@@ -161,7 +161,7 @@ func TestWorkerGatesFromConfig(t *testing.T) {
 			if s := fmt.Sprint(got); s != "["+tt.want+"]" {
 				t.Errorf("gates %s, want [%s]", s, tt.want)
 			}
-			if pipe := w.pipelines(&flow.Claimer{}, false); pipe != (tt.want == "") {
+			if pipe := w.pipelines(t.Context(), &flow.Claimer{}, false); pipe != (tt.want == "") {
 				t.Errorf("pipelines = %v with gates %s", pipe, got)
 			}
 		})

@@ -113,6 +113,7 @@ type engine struct {
 	stepw   stepWriter  // the steps of this client's attempts; see step.go
 	watches watches     // this process's waits on its own work; see watch.go
 	eager   eagerQueues // workers' queues that may take eager jobs; see eager.go
+	paused  pauseView   // the store's pauses; see pause.go
 }
 
 // NewClient returns a client over store. It returns an error naming the
@@ -156,6 +157,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	c.paused = pauseView{store: c.caps.pauses, clock: c.clock, logger: c.logger}
 	if err := checkBreakers(cfg.Breakers); err != nil {
 		return nil, err
 	}
@@ -958,6 +960,11 @@ func (c *Client[TTx]) Stats(ctx context.Context) ([]errandtype.QueueStats, error
 		s[i].UnhandledKinds = unhandledKinds(&s[i], ws)
 	}
 	h.holdStats(s)
+	ps, err := c.Pauses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	pauseStats(s, ps)
 	return s, nil
 }
 

@@ -112,7 +112,7 @@ func (s *queueSlots) startEager(job *errandtype.Job, claimSent time.Time) {
 // caller then enqueues p as without Eager. started reports that the job
 // was claimed and runs.
 func (c *engine) enqueueEager(ctx context.Context, p *errandstore.JobInsertParams) (r errandstore.JobInsertResult, tried, started bool, err error) {
-	if c.caps.insertClaim == nil {
+	if c.caps.insertClaim == nil || c.paused.paused(ctx, p.Queue, p.Kind) {
 		return r, false, false, nil
 	}
 	s := c.eager.reserve(p.Queue, p.Kind)

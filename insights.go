@@ -51,7 +51,12 @@ func (c *Client[TTx]) Insights(ctx context.Context, opts *InsightsOpts) (*Insigh
 	if err != nil {
 		return nil, fmt.Errorf("insights: %w", err)
 	}
+	ps, err := c.Pauses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insights: %w", err)
+	}
 	ins := AssembleInsights(d)
 	h.holdInsights(ins)
+	pauseInsights(ins, ps)
 	return ins, nil
 }

@@ -29,9 +29,16 @@ const MaxClaimJobs = 100
 type ClaimOpts struct {
 	// Queue to claim from. Default: DefaultQueue.
 	Queue string
-	// Kinds the remote worker has handlers for; at least one. A worker
-	// never claims a job it cannot run.
+	// Kinds the remote worker has handlers for; at least one, unless
+	// AnyKind. A worker never claims a job it cannot run.
 	Kinds []string
+	// AnyKind claims jobs of every kind, for a worker that finds its
+	// handler only once it holds the job (a Faktory worker, which never
+	// announces its job types). It cannot be combined with Kinds. The
+	// rate limits and retry budgets of kinds, and the circuit breakers of
+	// their dependencies, bind a claim only through the kinds it names, so
+	// they do not bind this one; the queue's rate limit does.
+	AnyKind bool
 	// Lease is how long the claim holds unless renewed with
 	// [Client.Heartbeat]. Default: DefaultLease; at least MinLease.
 	Lease time.Duration
@@ -70,7 +77,10 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*errandtype
 	if err := errandstore.CheckName("queue", o.Queue); err != nil {
 		return nil, err
 	}
-	if len(o.Kinds) == 0 {
+	switch {
+	case o.AnyKind && len(o.Kinds) > 0:
+		return nil, &errandtype.InputError{Field: "kinds", Message: "is set, and so is AnyKind; name the kinds or claim any kind, not both"}
+	case len(o.Kinds) == 0 && !o.AnyKind:
 		return nil, &errandtype.InputError{Field: "kinds", Message: "is empty; name the kinds this worker has handlers for"}
 	}
 	for _, k := range o.Kinds {

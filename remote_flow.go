@@ -75,12 +75,16 @@ func (c *engine) outsideClaimer(queue string) *flow.Claimer {
 // and the circuit breakers, fairly while the queue has fairness keys.
 func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	queue := p.Queues[0]
-	flow, err := storedFlowLimits(ctx, c.caps.limiter, queue, p.Kinds)
+	kinds, paused := c.paused.filter(ctx, queue, p.Kinds)
+	if paused {
+		return []*errandtype.Job{}, nil
+	}
+	flow, err := storedFlowLimits(ctx, c.caps.limiter, queue, kinds)
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}
 	gates := c.outsideGates(ctx, flow)
-	t := &claimTicket{queue: queue, kinds: p.Kinds, limit: p.Limit}
+	t := &claimTicket{queue: queue, kinds: kinds, limit: p.Limit}
 	switch gates.admit(ctx, t) {
 	case admitHeld:
 		return []*errandtype.Job{}, nil // over a limit: nothing is ready for now

@@ -350,3 +350,26 @@ func TestRemoteClaimRepeatedKind(t *testing.T) {
 		}
 	})
 }
+
+// A claim with AnyKind takes jobs of every kind, in the queue's order, and
+// refuses to be combined with a list of kinds.
+func TestRemoteClaimAnyKind(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := remoteClient(t, s, clock)
+		first := enqueue(t, c, "other", nil) // a kind the client does not declare
+		second := enqueue(t, c, "task", nil)
+		js, err := c.Claim(ctx, &errand.ClaimOpts{AnyKind: true, Limit: 5, Owner: "faktory-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(js) != 2 || js[0].ID != first.ID || js[1].ID != second.ID {
+			t.Fatalf("claimed %d jobs, want %s then %s", len(js), first.ID, second.ID)
+		}
+		_, err = c.Claim(ctx, &errand.ClaimOpts{AnyKind: true, Kinds: []string{"task"}, Owner: "faktory-1"})
+		var ie *errandtype.InputError
+		if !errors.As(err, &ie) || ie.Field != "kinds" {
+			t.Fatalf("AnyKind with Kinds: %v; want an input error naming kinds", err)
+		}
+	})
+}

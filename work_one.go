@@ -137,13 +137,17 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 // (see remote_flow.go): a single queue through claimOutside; several in one
 // claim, through the circuit breakers, unless a stored rate limit or retry
 // budget binds one of them, in which case each queue is claimed in turn,
-// within its limits, until one gives a job.
+// within its limits, until one gives a job; so are they while anything is
+// paused, each queue's claim leaving out what is.
 func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 	if len(p.Queues) == 1 {
 		return c.claimOutside(ctx, p)
 	}
-	limited := false
+	limited := c.paused.any(ctx)
 	for _, q := range p.Queues {
+		if limited {
+			break
+		}
 		flow, err := storedFlowLimits(ctx, c.caps.limiter, q, p.Kinds)
 		if err != nil {
 			return nil, fmt.Errorf("read rate limits: %w", err)

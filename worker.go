@@ -469,7 +469,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 	busy := busyClaims{n: n, results: make(chan claimResult, maxClaimsInFlight)}
 	defer w.drainClaims(runCtx, &busy, slots)
 	for {
-		if busy.inFlight > 0 || w.pipelines(claimer, idle) {
+		if busy.inFlight > 0 || w.pipelines(loopCtx, claimer, idle) {
 			switch w.claimAhead(loopCtx, runCtx, &busy, slots, claimer, poll, &idle) {
 			case aheadStop:
 				return
@@ -484,7 +484,14 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 			}
 			continue
 		}
-		t := &claimTicket{queue: queue, kinds: w.kinds, limit: free}
+		kinds, paused := w.c.paused.filter(loopCtx, queue, w.kinds)
+		if paused {
+			if !w.waitPaused(loopCtx, poll, queue) {
+				return
+			}
+			continue
+		}
+		t := &claimTicket{queue: queue, kinds: kinds, limit: free}
 		switch w.gates.admit(loopCtx, t) {
 		case admitStop:
 			return

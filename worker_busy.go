@@ -94,7 +94,7 @@ const (
 // due job, and marks it idle.
 func (w *Worker) claimAhead(loopCtx, runCtx context.Context, b *busyClaims, slots *queueSlots, qc *flow.Claimer, poll Timer, idle *bool) int {
 	free := b.n - len(slots.tokens) - b.reserved
-	if b.room(free) && w.pipelines(qc, *idle) && loopCtx.Err() == nil {
+	if b.room(free) && w.pipelines(loopCtx, qc, *idle) && loopCtx.Err() == nil {
 		return w.sendAhead(loopCtx, b, slots, qc, free)
 	}
 	if b.inFlight > 0 {
@@ -195,8 +195,8 @@ func (w *Worker) drainClaims(runCtx context.Context, b *busyClaims, slots *queue
 // maxClaimsInFlight): a plain claim of the worker's kinds, with no rate
 // limit or retry budget to take tokens from first, no capacity shared by
 // weight to acquire, no fairness turns and no circuit breaker in its way,
-// by a queue that is not idle. Other claims are made one at a time, each
-// after the last returned.
-func (w *Worker) pipelines(qc *flow.Claimer, idle bool) bool {
-	return !idle && len(w.gates) == 0 && !qc.Fairly()
+// by a queue that is not idle, while nothing is paused. Other claims are
+// made one at a time, each after the last returned.
+func (w *Worker) pipelines(ctx context.Context, qc *flow.Claimer, idle bool) bool {
+	return !idle && len(w.gates) == 0 && !qc.Fairly() && !w.c.paused.any(ctx)
 }

@@ -178,6 +178,11 @@ func (a *api[TTx]) routes() []route {
 		// Each as errandtype.BreakerRecord marshals, ordered by dependency.
 		{"GET /api/v1/breakers", listing("breakers", a.c.Breakers)},
 		{"POST /api/v1/breakers/{dependency}/reset", a.resetBreaker},
+		{"GET /api/v1/pauses", listing("pauses", a.c.Pauses)},
+		{"POST /api/v1/queues/{queue}/pause", a.pauseSet(errandtype.PauseQueue, true)},
+		{"POST /api/v1/queues/{queue}/resume", a.pauseSet(errandtype.PauseQueue, false)},
+		{"POST /api/v1/kinds/{kind}/pause", a.pauseSet(errandtype.PauseKind, true)},
+		{"POST /api/v1/kinds/{kind}/resume", a.pauseSet(errandtype.PauseKind, false)},
 		{"DELETE /api/v1/schedules/{name}", a.deleteSchedule},
 		{"POST /api/v1/batches", withBody(a.enqueueBatch)},
 		{"GET /api/v1/batches", a.batches},

@@ -291,3 +291,33 @@ func optCount(field string, v *int, max, def int) (int, error) {
 	}
 	return *v, nil
 }
+
+// pauseSet serves the pause (paused) or the resume of a queue or a kind
+// (scope), named in the path: an operator action with a reason, audited.
+func (a *api[TTx]) pauseSet(scope errandtype.PauseScope, paused bool) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		operator, reason, err := operatorReason(r)
+		if err != nil {
+			return err
+		}
+		name := r.PathValue(string(scope))
+		target := errand.PauseTarget{Queue: name}
+		if scope == errandtype.PauseKind {
+			target = errand.PauseTarget{Kind: name}
+		}
+		if !paused {
+			changed, err := a.c.Resume(r.Context(), target, operator, reason)
+			if err != nil {
+				return err
+			}
+			a.log.Info("resumed", string(scope), name, "operator", operator, "reason", reason, "changed", changed)
+			return reply(w, map[string]bool{"changed": changed})
+		}
+		p, changed, err := a.c.Pause(r.Context(), target, operator, reason)
+		if err != nil {
+			return err
+		}
+		a.log.Info("paused", string(scope), name, "operator", operator, "reason", reason, "changed", changed)
+		return reply(w, map[string]any{"pause": p, "changed": changed})
+	}
+}

@@ -89,6 +89,9 @@ type dashboardClient interface {
 	Schedules(ctx context.Context) ([]*errandtype.ScheduleRecord, error)
 	Limits(ctx context.Context) ([]*errandtype.LimiterRecord, error)
 	Breakers(ctx context.Context) ([]*errandtype.BreakerRecord, error)
+	Pauses(ctx context.Context) ([]errandtype.Pause, error)
+	Pause(ctx context.Context, target errand.PauseTarget, operator, reason string) (*errandtype.Pause, bool, error)
+	Resume(ctx context.Context, target errand.PauseTarget, operator, reason string) (bool, error)
 	BreakerHolds(ctx context.Context) (*errand.BreakerHolds, error)
 	Batch(ctx context.Context, id string) (*errandstore.Batch, error)
 	Batches(ctx context.Context, p *errandstore.BatchListParams) ([]*errandstore.Batch, error)
@@ -183,6 +186,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.Handle("POST /cancel/confirm", protect.Handler(d.action(cancelAction, false)))
 	mux.Handle("POST /cancel", protect.Handler(d.action(cancelAction, true)))
 	mux.Handle("POST /workflow-rerun", protect.Handler(http.HandlerFunc(d.rerunWorkflow)))
+	mux.Handle("POST /pause", protect.Handler(http.HandlerFunc(d.setPause)))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	d.mux = mux
 	return d
@@ -326,6 +330,8 @@ type overviewData struct {
 	Limits []*errandtype.LimiterRecord
 	// Breakers are the circuit breakers of dependencies.
 	Breakers []*errandtype.BreakerRecord
+	// Pauses are the paused queues and kinds.
+	Pauses []errandtype.Pause
 	// FairKeys are each queue's fairness keys with the most waiting jobs.
 	FairKeys map[string][]errandtype.FairnessKeyCount
 	// Workflows counts the workflows of each state; nil when the store
@@ -421,6 +427,10 @@ func (d *dashboard) loadOverview(ctx context.Context, from string) (*overviewDat
 	if err != nil {
 		return nil, err
 	}
+	pauses, err := d.c.Pauses(ctx)
+	if err != nil {
+		return nil, err
+	}
 	keys, err := d.c.FairnessKeys(ctx, &errand.FairnessKeysOpts{Limit: overviewFairKeys})
 	if err != nil {
 		return nil, err
@@ -430,7 +440,7 @@ func (d *dashboard) loadOverview(ctx context.Context, from string) (*overviewDat
 		return nil, err
 	}
 	data := &overviewData{States: errandtype.JobStates, Workers: workers, Totals: map[errandtype.JobState]int{},
-		Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers,
+		Depth: insightsByQueue(ins), Limits: limits, Breakers: breakers, Pauses: pauses,
 		FairKeys: map[string][]errandtype.FairnessKeyCount{}, Workflows: wfs}
 	data.pageQueues(stats, ins, from)
 	data.tally(stats, keys)
@@ -455,6 +465,7 @@ func (o *overviewData) tally(stats []errandtype.QueueStats, keys []errandtype.Fa
 		o.TotalDepth.Ready += q.Ready
 		o.TotalDepth.Scheduled += q.Scheduled
 		o.TotalDepth.Held += q.Held
+		o.TotalDepth.Paused += q.Paused
 	}
 	for _, q := range stats {
 		for st, n := range q.Counts {

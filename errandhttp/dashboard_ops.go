@@ -20,7 +20,7 @@ import (
 // queueDepth splits a queue's queued jobs by why they wait, from the
 // insights' depth buckets.
 type queueDepth struct {
-	Ready, Scheduled, Held int
+	Ready, Scheduled, Held, Paused int
 }
 
 // insightsByQueue sums the insights' buckets per queue.
@@ -35,6 +35,7 @@ func insightsByQueue(ins *errand.Insights) map[string]*queueDepth {
 		q.Ready += k.Ready
 		q.Scheduled += k.Scheduled
 		q.Held += k.Held
+		q.Paused += k.Paused
 	}
 	return m
 }
@@ -359,4 +360,51 @@ func (d *dashboard) batchPage(w http.ResponseWriter, r *http.Request) {
 	p := d.newPage(r, "Batch "+id, "batches", now, true)
 	p.Data = b
 	d.render(w, http.StatusOK, "batch", p)
+}
+
+// setPause pauses or resumes (form field do) the queue or kind of the form,
+// with its reason, and goes back to the overview's pauses.
+func (d *dashboard) setPause(w http.ResponseWriter, r *http.Request) {
+	operator, canWrite := d.opts.Identity(r)
+	if !canWrite {
+		d.problem(w, r, http.StatusForbidden, "your token may read but not change anything; sign in with an operator token to pause or resume")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxActionBody)
+	if err := r.ParseForm(); err != nil {
+		d.problem(w, r, http.StatusBadRequest, "read form: "+err.Error())
+		return
+	}
+	f := r.PostForm
+	name, reason := strings.TrimSpace(f.Get("name")), strings.TrimSpace(f.Get("reason"))
+	if reason == "" {
+		d.problem(w, r, http.StatusBadRequest, "give a reason: the audit records why")
+		return
+	}
+	var target errand.PauseTarget
+	switch f.Get("scope") {
+	case string(errandtype.PauseQueue):
+		target.Queue = name
+	case string(errandtype.PauseKind):
+		target.Kind = name
+	default:
+		d.problem(w, r, http.StatusBadRequest, "pause a queue or a kind")
+		return
+	}
+	var err error
+	switch f.Get("do") {
+	case "pause":
+		_, _, err = d.c.Pause(r.Context(), target, operator, reason)
+	case "resume":
+		_, err = d.c.Resume(r.Context(), target, operator, reason)
+	default:
+		d.problem(w, r, http.StatusBadRequest, "pause or resume; use the overview's forms")
+		return
+	}
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.opts.Logger.Info("dashboard: "+f.Get("do"), "operator", operator, string(f.Get("scope")), name, "reason", reason)
+	http.Redirect(w, r, d.opts.PathPrefix+"/#pauses", http.StatusSeeOther)
 }

@@ -34,10 +34,15 @@ const (
 	// details the schedule as it was (see
 	// [github.com/errandhq/errand/errandstore.ScheduleDeleteDetails]).
 	AuditScheduleDelete AuditAction = "schedule_delete"
+	// AuditPause and AuditResume: an operator paused or resumed the claims
+	// of a queue or a kind; no job id, the details naming it (see
+	// [github.com/errandhq/errand/errandstore.PauseDetails]).
+	AuditPause  AuditAction = "pause"
+	AuditResume AuditAction = "resume"
 )
 
 // AuditActions lists every action, in the order of their constants.
-var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune, AuditBreakerReset, AuditScheduleDelete}
+var AuditActions = []AuditAction{AuditReplay, AuditReplayArgs, AuditBulkReplay, AuditCancel, AuditPrune, AuditBreakerReset, AuditScheduleDelete, AuditPause, AuditResume}
 
 // Valid reports whether a is one of AuditActions.
 func (a AuditAction) Valid() bool { return slices.Contains(AuditActions, a) }

@@ -108,6 +108,11 @@ type KindInsights struct {
 	// kind. [github.com/errandhq/errand.Client.Insights] fills them.
 	HeldByBreaker int     `json:"held_by_breaker"`
 	Breaker       *string `json:"breaker"`
+	// Paused counts the waiting, available jobs of a paused queue or kind
+	// (see [github.com/errandhq/errand.Client.Pause]): they are not in
+	// Ready nor in OldestReadyAgeSeconds.
+	// [github.com/errandhq/errand.Client.Insights] fills it.
+	Paused int `json:"paused"`
 	// OldestReadyAgeSeconds is how long the oldest ready job has been
 	// available; 0 when none is ready.
 	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`

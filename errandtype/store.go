@@ -58,6 +58,13 @@ type QueueStats struct {
 	// [github.com/errandhq/errand.Client.Stats] fills it, and leaves those
 	// kinds out of OldestReadyAgeSeconds; a store leaves it nil.
 	BreakerHeldKinds []BreakerHeldKind `json:"breaker_held_kinds"`
+	// Paused is the queue's pause, or nil; PausedKinds lists, by kind, the
+	// waiting jobs of paused kinds (see
+	// [github.com/errandhq/errand.Client.Pause]).
+	// [github.com/errandhq/errand.Client.Stats] fills both, and leaves
+	// what is paused out of OldestReadyAgeSeconds; a store leaves them nil.
+	Paused      *Pause      `json:"paused"`
+	PausedKinds []KindCount `json:"paused_kinds"`
 	// ReadyAgeByKind is OldestReadyAgeSeconds per kind, for
 	// [github.com/errandhq/errand.Client.Stats] to leave out the kinds a
 	// breaker holds back.

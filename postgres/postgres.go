@@ -324,6 +324,7 @@ func (s *Store) replacer(dbNow string) *strings.Replacer {
 		"{now}", "coalesce($1::timestamptz, "+dbNow+")",
 		"{jobs}", s.table("errand_jobs"),
 		"{audit}", s.table("errand_audit"),
+		"{pauses}", s.table("errand_pauses"),
 		"{effects}", s.table("errand_effects"),
 		"{steps}", s.table("errand_steps"),
 		"{signals}", s.table("errand_signals"),

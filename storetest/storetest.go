@@ -147,6 +147,7 @@ func exercise(t *testing.T, h harness) {
 		{"Claim", claimCases},
 		{"InsertClaim", insertClaimCases},
 		{"Metadata", metadataCases},
+		{"Pause", pauseCases},
 		{"NextDue", nextDueCases},
 		{"Fencing", fencingCases},
 		{"Outcome", outcomeCases},

@@ -87,7 +87,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		enqueueCommand, workCommand, workersCommand, schedulesCommand, limitsCommand, breakersCommand, jobsCommand, inspectCommand, replayCommand,
+		enqueueCommand, workCommand, workersCommand, schedulesCommand, limitsCommand, breakersCommand, pauseCommand, resumeCommand, pausesCommand, jobsCommand, inspectCommand, replayCommand,
 		cancelCommand, signalCommand, batchesCommand, batchCommand, workflowsCommand, workflowCommand, pruneCommand, auditCommand, statsCommand, serveCommand, migrateCommand, benchCommand, demoCommand,
 	}
 }

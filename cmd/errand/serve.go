@@ -20,6 +20,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/cmd/errand/internal/exechandler"
 	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/faktory"
 )
 
 // defaultAddr is where errand serve listens unless told otherwise: the
@@ -35,7 +36,7 @@ const (
 
 var serveCommand = &command{
 	name:    "serve",
-	args:    "[--addr HOST:PORT] [--token-file PATH | --no-auth] [--trust-proxy] [--exec KIND=COMMAND... [--exec-env NAME...]] [--http KIND=URL...] [--dependency KIND=DEP...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
+	args:    "[--addr HOST:PORT] [--token-file PATH | --no-auth] [--trust-proxy] [--faktory HOST:PORT [--faktory-password SECRET]] [--exec KIND=COMMAND... [--exec-env NAME...]] [--http KIND=URL...] [--dependency KIND=DEP...] [--cron 'NAME=SPEC KIND [JSON]'...] [flags]",
 	summary: "serve the dashboard, the JSON API and /metrics (and run a worker with --exec or --http)",
 	detail: `
 errand serve answers HTTP on --addr (default 127.0.0.1:8080, the loopback
@@ -92,8 +93,17 @@ whether this process runs it or only remote workers do: while DEP's breaker
 is open the API claims no job of KIND, and remote workers' failures and
 acknowledgments of its jobs count toward the breaker.
 
+With --faktory HOST:PORT it also speaks Faktory's work protocol there, so
+that unchanged Faktory workers and producers (faktory-worker for Node.js,
+Ruby, Go, ...) push, fetch, acknowledge and fail errand's jobs; see
+docs/faktory.md. Like --addr it binds a loopback address unless told
+otherwise, and a non-loopback address needs --faktory-password (or
+ERRAND_FAKTORY_PASSWORD), which every Faktory client must then prove in
+its HELLO.
+
 SIGINT or SIGTERM stops accepting requests, lets requests in flight finish,
-drains the worker for --grace, and exits 0.`,
+tells Faktory workers to terminate and waits up to --grace for them to
+finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		addr := fs.String("addr", defaultAddr, "listen on `HOST:PORT`; a non-loopback address needs a token")
@@ -112,12 +122,14 @@ drains the worker for --grace, and exits 0.`,
 		queues := listFlag(fs, "queue", "the worker runs queue NAME with at most N jobs at once (`NAME=N`, repeatable; default default=10)")
 		weights := addWeightFlags(fs)
 		lease := durationFlag(fs, "lease", "the worker's lease `DUR` (default 30s)")
-		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs finish for `DUR` (default 30s)")
+		grace := durationFlag(fs, "grace", "on SIGTERM, let the worker's running jobs, and the jobs Faktory workers hold, finish for `DUR` (default 30s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
 		limits := addLimitFlags(fs)
 		breakers := addBreakerFlags(fs)
 		ready := addReadyFlags(fs)
+		faktoryAddr := fs.String("faktory", "", "also speak Faktory's work protocol on `HOST:PORT` (e.g. 127.0.0.1:7419); a non-loopback address needs --faktory-password")
+		faktoryPassword := fs.String("faktory-password", "", "the `SECRET` Faktory clients must prove, also $ERRAND_FAKTORY_PASSWORD")
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
@@ -136,6 +148,10 @@ drains the worker for --grace, and exits 0.`,
 				return err
 			}
 			loopback, err := isLoopback(*addr)
+			if err != nil {
+				return err
+			}
+			fopts, err := faktoryOptions(*faktoryAddr, *faktoryPassword, e)
 			if err != nil {
 				return err
 			}
@@ -166,8 +182,11 @@ drains the worker for --grace, and exits 0.`,
 			if err != nil {
 				return err
 			}
-			if !handles && len(*crons) == 0 && !retain && isSet(fs, "grace") {
-				return usagef("--grace configures the worker; add --exec, --http, --cron or --retain-succeeded/--retain-dead, or drop it")
+			if !handles && len(*crons) == 0 && !retain && fopts == nil && isSet(fs, "grace") {
+				return usagef("--grace configures the worker's drain and the Faktory workers'; add --exec, --http, --cron, --retain-succeeded/--retain-dead or --faktory, or drop it")
+			}
+			if !isSet(fs, "grace") {
+				*grace = defaultGrace
 			}
 			schedules, err := parseCrons(*crons)
 			if err != nil {
@@ -254,6 +273,13 @@ drains the worker for --grace, and exits 0.`,
 				MaxHeaderBytes:    64 << 10,
 				ErrorLog:          slog.NewLogLogger(e.logger.Handler(), slog.LevelWarn),
 			}
+			var fsrv *faktory.Server
+			if fopts != nil {
+				if fsrv, err = startFaktory(c, *faktoryAddr, fopts, e); err != nil {
+					ln.Close()
+					return err
+				}
+			}
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
 			e.logger.Info("serving", "addr", ln.Addr().String(), "api", "/api/v1/", "tokens", len(tokens), "kinds", strings.Join(kindNames, ","))
@@ -281,6 +307,11 @@ drains the worker for --grace, and exits 0.`,
 			case serveErr = <-served:
 			}
 			e.logger.Info("stopping: finishing requests in flight")
+			if fsrv != nil {
+				// Faktory workers learn at their next BEAT (every 15 s
+				// for most clients) that they should stop.
+				wg.Go(func() { stopFaktory(fsrv, *grace, e) })
+			}
 			shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if err := srv.Shutdown(shutCtx); err != nil {
@@ -373,15 +404,22 @@ func writeGeneratedToken(addr, secret string) (string, error) {
 	return path, nil
 }
 
-// isLoopback reports whether addr listens on the loopback interface only:
-// 127.0.0.0/8, ::1 or localhost. An empty host means every interface.
+// isLoopback reports whether addr, given as --addr, listens on the
+// loopback interface only: 127.0.0.0/8, ::1 or localhost. An empty host
+// means every interface.
 func isLoopback(addr string) (bool, error) {
+	return isLoopbackFlag("--addr", addr, defaultAddr)
+}
+
+// isLoopbackFlag is isLoopback for the address of flag, whose default
+// (or example) is example.
+func isLoopbackFlag(flag, addr, example string) (bool, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, usagef("--addr %q: write HOST:PORT, e.g. 127.0.0.1:8080", addr)
+		return false, usagef("%s %q: write HOST:PORT, e.g. %s", flag, addr, example)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return false, usagef("--addr %q: give a port from 0 to 65535, e.g. 127.0.0.1:8080", addr)
+		return false, usagef("%s %q: give a port from 0 to 65535, e.g. %s", flag, addr, example)
 	}
 	if strings.EqualFold(host, "localhost") {
 		return true, nil

@@ -141,6 +141,22 @@ func writeStatsTable(w io.Writer, stats []errandtype.QueueStats) error {
 				return err
 			}
 		}
+		if p := q.Paused; p != nil {
+			if _, err := fmt.Fprintf(w, "queue %s paused since %s by %s: %s\n",
+				printable(q.Queue), formatTime(p.PausedAt), printable(p.Operator), printable(p.Reason)); err != nil {
+				return err
+			}
+		}
+		for _, k := range q.PausedKinds {
+			jobs := "jobs"
+			if k.Waiting == 1 {
+				jobs = "job"
+			}
+			if _, err := fmt.Fprintf(w, "%d %s of kind %s in queue %s: the kind is paused\n",
+				k.Waiting, jobs, printable(k.Kind), printable(q.Queue)); err != nil {
+				return err
+			}
+		}
 		for _, k := range q.BreakerHeldKinds {
 			jobs := "jobs"
 			if k.Waiting == 1 {

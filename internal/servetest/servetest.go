@@ -48,14 +48,16 @@ func Build(t *testing.T) string {
 // answers; it is stopped with SIGTERM when the test ends.
 func Start(t *testing.T, bin, db string, env ...string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	return StartArgs(t, bin, db, nil, env...)
+}
+
+// StartArgs is Start with more arguments of errand serve (--faktory ADDR,
+// say).
+func StartArgs(t *testing.T, bin, db string, args []string, env ...string) string {
+	t.Helper()
+	addr := FreeAddr(t)
 	var log bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--db", db, "--addr", addr)
+	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--addr", addr}, args...)...)
 	cmd.Env = append(append(os.Environ(), "ERRAND_TOKEN="+Token), env...)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -90,4 +92,16 @@ func Start(t *testing.T, bin, db string, env ...string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago,
+// for a server the test starts.
+func FreeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -546,6 +546,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/pauses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the pauses
+         * @description The paused queues and kinds, queues first, then by name.
+         */
+        get: operations["listPauses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/queues/{queue}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a queue
+         * @description Stops the claims of the queue's jobs by every worker of the store, within a second at the default poll interval; running jobs finish. Audited as `pause`. Pausing what is paused keeps the first pause (`changed` false).
+         */
+        post: operations["pauseQueue"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/queues/{queue}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a queue
+         * @description Lifts the pause of the queue; audited as `resume`. Resuming what is not paused changes nothing (`changed` false).
+         */
+        post: operations["resumeQueue"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/kinds/{kind}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a kind
+         * @description Stops the claims of the kind's jobs by every worker of the store, within a second at the default poll interval; running jobs finish. Audited as `pause`. Pausing what is paused keeps the first pause (`changed` false).
+         */
+        post: operations["pauseKind"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/kinds/{kind}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a kind
+         * @description Lifts the pause of the kind; audited as `resume`. Resuming what is not paused changes nothing (`changed` false).
+         */
+        post: operations["resumeKind"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/batches": {
         parameters: {
             query?: never;
@@ -1138,7 +1238,7 @@ export interface components {
             at: components["schemas"]["Time"];
         };
         /** @enum {string} */
-        AuditAction: "replay" | "replay_args" | "bulk_replay" | "cancel" | "prune" | "breaker_reset" | "schedule_delete";
+        AuditAction: "replay" | "replay_args" | "bulk_replay" | "cancel" | "prune" | "breaker_reset" | "schedule_delete" | "pause" | "resume";
         AuditRecord: {
             /**
              * Format: int64
@@ -1197,6 +1297,13 @@ export interface components {
                 dependency: string;
                 waiting: number;
             }[];
+            /** @description The queue's pause, or null. */
+            paused?: components["schemas"]["Pause"] | null;
+            /** @description The waiting jobs of paused kinds, by kind. */
+            paused_kinds?: {
+                kind: string;
+                waiting: number;
+            }[];
         };
         KindInsights: {
             queue: string;
@@ -1208,6 +1315,8 @@ export interface components {
             running: number;
             held_by_breaker: number;
             breaker: components["schemas"]["NullableString"];
+            /** @description Waiting, available jobs of a paused queue or kind; not in ready. */
+            paused?: number;
             /** @description Null when no job is ready. */
             oldest_ready_age_seconds: number | null;
             throughput_per_minute: {
@@ -1274,6 +1383,24 @@ export interface components {
              */
             denied: number;
             updated_at: components["schemas"]["Time"];
+        };
+        Pause: {
+            /** @enum {string} */
+            scope: "queue" | "kind";
+            name: string;
+            /** Format: date-time */
+            paused_at: string;
+            operator: string;
+            reason: string;
+        };
+        PauseResult: {
+            pause: components["schemas"]["Pause"];
+            /** @description This call paused it; false when it was paused already. */
+            changed: boolean;
+        };
+        ResumeResult: {
+            /** @description This call lifted a pause; false when there was none. */
+            changed: boolean;
         };
         Breaker: {
             dependency: string;
@@ -2712,6 +2839,189 @@ export interface operations {
             403: components["responses"]["ForbiddenWrite"];
             /** @description `not_found`: the dependency has no breaker. */
             404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listPauses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pauses in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        pauses: components["schemas"]["Pause"][];
+                    };
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenHost"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pauseQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The queue to pause. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "provider outage"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReasonRequest"];
+            };
+        };
+        responses: {
+            /** @description The pause in force, and whether this call made it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseResult"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWrite"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resumeQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The queue to resume. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "provider back"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReasonRequest"];
+            };
+        };
+        responses: {
+            /** @description Whether this call lifted a pause. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResumeResult"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWrite"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pauseKind: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The kind to pause. */
+                kind: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "provider outage"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReasonRequest"];
+            };
+        };
+        responses: {
+            /** @description The pause in force, and whether this call made it. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseResult"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWrite"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resumeKind: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The kind to resume. */
+                kind: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "provider back"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReasonRequest"];
+            };
+        };
+        responses: {
+            /** @description Whether this call lifted a pause. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResumeResult"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWrite"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
