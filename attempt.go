@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/clock"
@@ -70,19 +72,24 @@ type attempt struct {
 	// abandoned: the handler ignored the cancellation past its kind's
 	// timeout; the attempt ended without it, and handlerDone is closed
 	// when it finally returns.
-	abandoned   bool
+	abandoned bool
+	// writeFailed: a write of the outcome failed, and may have committed
+	// all the same (see writeUntilLeaseEnds).
+	writeFailed bool
 	handlerDone chan struct{}
 	lease       time.Duration // the claim's lease
 	renewed     time.Time     // when the lease was last renewed (or claimed)
 	took        time.Duration // wall time of the handler
-	// writeFailed: a write of the outcome failed, and may have committed
-	// all the same (see writeUntilLeaseEnds).
-	writeFailed bool
 
 	// Kept here, so that an attempt costs one allocation for them: what
 	// the handler's context carries, and the lease keeper's record.
 	info attemptInfo
 	held leasekeeper.Lease
+
+	// run is the attempt's errand.run span, ended once its outcome is
+	// recorded; nil with tracing off (see tracing.go). A pointer, not the
+	// span itself, so that the attempt keeps its allocation size class.
+	run *runSpan
 }
 
 // runAttempt runs the handler for a claimed job while leases renews its
@@ -90,14 +97,16 @@ type attempt struct {
 // until the handler returns. A heartbeat that finds the lease lost cancels
 // the handler's context.
 // claimSent is when the claim was sent: the lease is timed from then, never
-// later than the store's own start of it.
-func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time, fresh bool) *attempt {
+// later than the store's own start of it. claim is the claim's span, for
+// the attempt's span to link to (nil: none; see startRun).
+func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, job *errandtype.Job, lease time.Duration, claimSent time.Time, fresh bool, claim *trace.SpanContext) *attempt {
 	a := &attempt{job: job, lease: lease, renewed: claimSent}
 	if c.observer != nil {
 		c.observer.JobStarted(job)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	ctx, a.run = c.startRun(ctx, job, claim)
 	a.info = attemptInfo{store: c.store, workflows: c.caps.workflows, engine: c, job: job}
 	if fresh {
 		a.info.steps.Store(&steps{loaded: true}) // nothing to read
@@ -133,6 +142,7 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 		a.err, a.stack = callHandler(hctx, k.handler, job)
 	}
 	a.took = c.clock.Now().Sub(start)
+	a.handlerReturned()
 	if halt := a.info.halted(); halt != nil {
 		a.err, a.stack = halt, "" // a sleep, or steps that no longer match
 	}

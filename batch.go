@@ -74,11 +74,21 @@ type BatchOpts struct {
 // job whose id or unique key is taken is an *InputError: a batch's jobs are
 // its own. The store must be a [BatchStore].
 func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	res, err := c.enqueueBatch(ctx, params, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrBatchID.String(res.Batch.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueBatch(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
 	bs := c.caps.batches
 	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
-	p, err := c.batchParams(params, opts)
+	p, err := c.batchParams(ctx, params, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -103,11 +113,21 @@ func (c *Client[TTx]) EnqueueBatch(ctx context.Context, params []EnqueueParams, 
 // roll tx back. Inside [Client.InTx] workers are woken after the commit;
 // otherwise call [Client.Wake] once tx commits.
 func (c *Client[TTx]) EnqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	res, err := c.enqueueBatchTx(ctx, tx, params, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrBatchID.String(res.Batch.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueBatchTx(ctx context.Context, tx TTx, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertResult, error) {
 	bs := c.txCaps.batches
 	if bs == nil {
 		return nil, fmt.Errorf("enqueue batch: %w", errNoBatchStore)
 	}
-	p, err := c.batchParams(params, opts)
+	p, err := c.batchParams(ctx, params, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +174,7 @@ func (c *Client[TTx]) Batch(ctx context.Context, id string) (*errandstore.Batch,
 var errNoBatchStore = &errandtype.InputError{Field: "store", Message: "does not keep batches (it is not an errandstore.BatchStore); use errand/sqlite or errand/postgres"}
 
 // batchParams builds and checks a batch's insert parameters.
-func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertParams, error) {
+func (c *engine) batchParams(ctx context.Context, params []EnqueueParams, opts *BatchOpts) (*errandstore.BatchInsertParams, error) {
 	if opts == nil {
 		opts = &BatchOpts{}
 	}
@@ -166,7 +186,7 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandst
 			return nil, &errandtype.InputError{Field: fmt.Sprintf("job %d: first_wins", i), Message: "is set; a batch's jobs must be new, so set FirstWins on the batch instead"}
 		}
 	}
-	jobs, err := c.insertParams(params)
+	jobs, err := c.insertParams(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +207,7 @@ func (c *engine) batchParams(params []EnqueueParams, opts *BatchOpts) (*errandst
 		case co.UniqueKey != "":
 			return nil, &errandtype.InputError{Field: "CallbackOpts.UniqueKey", Message: "must be empty: the callback's fixed id already makes it unique"}
 		}
-		ip, err := c.insertParam(&EnqueueParams{Args: opts.Callback, Opts: &co})
+		ip, err := c.insertParam(ctx, &EnqueueParams{Args: opts.Callback, Opts: &co})
 		if err != nil {
 			return nil, fmt.Errorf("callback: %w", err)
 		}

@@ -73,7 +73,7 @@ func Child(ctx context.Context, name string, args JobArgs, opts *EnqueueOpts) (s
 	}
 	c := a.engine
 	id := ChildJobID(a.job.ID, name)
-	ip, err := c.ownInsertParam(&EnqueueParams{Args: args, Opts: &o}, id)
+	ip, err := c.ownInsertParam(ctx, &EnqueueParams{Args: args, Opts: &o}, id)
 	if err != nil {
 		return "", fmt.Errorf("child %q: %w", name, err)
 	}

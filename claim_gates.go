@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/breaker"
@@ -56,6 +58,9 @@ type claimTicket struct {
 	shared  int       // slots the capacity gate granted
 	plan    flow.Plan // the rate limits' part
 	sent    time.Time // the store's leases start no earlier than this
+	// span is the claim's span, for its jobs' attempts to link to;
+	// invalid with tracing off or no job claimed.
+	span *trace.SpanContext
 	// wake is the queue's wake-up as it stood before the claim was sent:
 	// an idle queue sleeps on it after.
 	wake <-chan struct{}
@@ -157,6 +162,7 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 	// run, and Stop waits for them.
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
 	t.sent = w.c.clock.Now()
+	traced := w.c.tracing.now()
 	params := &errandstore.JobClaimParams{Queues: []string{t.queue}, Kinds: t.kinds, Limit: t.limit,
 		Lease: w.cfg.Lease, Owner: w.cfg.Owner, SkipRetryKinds: t.skipRetry}
 	var jobs []*errandtype.Job
@@ -171,6 +177,7 @@ func (w *Worker) claimThroughGates(loopCtx context.Context, t *claimTicket, qc *
 		jobs, err = claim(claimCtx, params)
 	}
 	cancelClaim()
+	t.span = w.c.claimSpan(traced, t.queue, w.cfg.Owner, len(jobs), err)
 	w.c.wakes.ClaimReturned(t.queue)
 	w.gates.settle(loopCtx, t, jobs, err)
 	return jobs, due, err

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
@@ -58,6 +60,12 @@ type Config struct {
 	// kinds name (see [KindOpts].Dependency), by dependency. A dependency
 	// without one takes the defaults of [BreakerPolicy].
 	Breakers map[string]*errandtype.BreakerPolicy
+	// TracerProvider makes the client's enqueues and its workers' claims
+	// and attempts OpenTelemetry spans, and an attempt a child of the
+	// trace that enqueued its job (see docs/tracing.md). Nil means the
+	// global provider (otel.GetTracerProvider): no spans, and no cost,
+	// until the application sets one.
+	TracerProvider trace.TracerProvider
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -90,6 +98,7 @@ type engine struct {
 	clock             TimeSource                           // Config.Clock, or the system clock
 	observer          Observer                             // Config.Observer; nil: none
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
+	tracing           tracing                              // Config.TracerProvider; see tracing.go
 
 	wakes notifier.Wakes // per queue; see internal/notifier
 
@@ -128,6 +137,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 		allowUnknownKinds: cfg.AllowUnknownKinds,
 		clock:             cfg.Clock,
 		observer:          cfg.Observer,
+		tracing:           newTracing(cfg.TracerProvider),
 	}
 	if c.clock == nil {
 		c.clock = systemTime{}
@@ -295,8 +305,15 @@ func (c *Client[TTx]) EnqueueTx(ctx context.Context, tx TTx, args JobArgs, opts 
 // different job (an *IDConflictError) refuses the whole call, as bad input
 // does: nothing is written.
 func (c *Client[TTx]) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(params))
+	rs, err := c.enqueueMany(ctx, params)
+	endEnqueue(span, onlyJob(rs), err)
+	return rs, err
+}
+
+func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
 	params, eager := takeEager(params)
-	ps, err := c.insertParams(params)
+	ps, err := c.insertParams(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +369,14 @@ func takeEager(params []EnqueueParams) ([]EnqueueParams, bool) {
 // *IDConflictError is found once the other jobs are inserted), roll the
 // transaction back.
 func (c *Client[TTx]) EnqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
-	ps, err := c.insertParams(params)
+	ctx, span := c.startEnqueue(ctx, len(params))
+	rs, err := c.enqueueManyTx(ctx, tx, params)
+	endEnqueue(span, onlyJob(rs), err)
+	return rs, err
+}
+
+func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []EnqueueParams) ([]EnqueueResult, error) {
+	ps, err := c.insertParams(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -484,13 +508,13 @@ func enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
 	return out
 }
 
-func (c *engine) insertParams(params []EnqueueParams) ([]*errandstore.JobInsertParams, error) {
+func (c *engine) insertParams(ctx context.Context, params []EnqueueParams) ([]*errandstore.JobInsertParams, error) {
 	if len(params) == 0 {
 		return nil, &errandtype.InputError{Field: "jobs", Message: "nothing to enqueue"}
 	}
 	out := make([]*errandstore.JobInsertParams, len(params))
 	for i := range params {
-		p, err := c.insertParam(&params[i])
+		p, err := c.insertParam(ctx, &params[i])
 		if err != nil {
 			if len(params) > 1 {
 				return nil, fmt.Errorf("job %d: %w", i, err)
@@ -509,21 +533,21 @@ func (c *engine) insertParams(params []EnqueueParams) ([]*errandstore.JobInsertP
 // so perhaps creates, a database.
 func CheckEnqueue(args JobArgs, opts *EnqueueOpts) error {
 	params, _ := takeEager([]EnqueueParams{{Args: args, Opts: opts}})
-	_, err := checkingEngine().insertParam(&params[0])
+	_, err := checkingEngine().insertParam(context.Background(), &params[0])
 	return err
 }
 
 // CheckEnqueueBatch is CheckEnqueue for EnqueueBatch: what it would refuse
 // in params and opts, without a store.
 func CheckEnqueueBatch(params []EnqueueParams, opts *BatchOpts) error {
-	_, err := checkingEngine().batchParams(params, opts)
+	_, err := checkingEngine().batchParams(context.Background(), params, opts)
 	return err
 }
 
 // CheckEnqueueWorkflow is CheckEnqueue for EnqueueWorkflow: what it would
 // refuse in steps and opts, without a store.
 func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
-	_, err := checkingEngine().workflowParams(steps, opts)
+	_, err := checkingEngine().workflowParams(context.Background(), steps, opts)
 	return err
 }
 
@@ -532,14 +556,14 @@ func CheckEnqueueWorkflow(steps []WorkflowStep, opts *WorkflowOpts) error {
 // store's params touches no store.
 func checkingEngine() *engine { return &engine{maxAttempts: DefaultMaxAttempts} }
 
-func (c *engine) insertParam(p *EnqueueParams) (*errandstore.JobInsertParams, error) {
-	return c.ownInsertParam(p, "")
+func (c *engine) insertParam(ctx context.Context, p *EnqueueParams) (*errandstore.JobInsertParams, error) {
+	return c.ownInsertParam(ctx, p, "")
 }
 
 // ownInsertParam is insertParam for a job errand enqueues itself under id,
 // in one of the shapes a caller may not give (see checkCallerJobID), in
 // place of the id in p's options. With id empty the job is the caller's.
-func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobInsertParams, error) {
+func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string) (*errandstore.JobInsertParams, error) {
 	kind, err := c.checkKind(p.Args)
 	if err != nil {
 		return nil, err
@@ -558,6 +582,12 @@ func (c *engine) ownInsertParam(p *EnqueueParams, id string) (*errandstore.JobIn
 	meta, err := errandstore.CheckMetadata(o.Metadata)
 	if err != nil {
 		return nil, err
+	}
+	// The one place every enqueue passes, so that each job, a batch's, a
+	// workflow's step template or a child, joins the enqueue's trace. A
+	// caller's metadata at its limit keeps its room, and the job no trace.
+	if traced := withTraceContext(ctx, meta); len(traced) <= errandstore.MaxMetadataBytes {
+		meta = traced
 	}
 	if o.Eager {
 		return nil, &errandtype.InputError{Field: "Eager", Message: "starts a job enqueued alone with Enqueue or EnqueueMany, outside your transaction, a batch or a workflow; leave it out here"}

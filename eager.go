@@ -102,7 +102,7 @@ func (s *queueSlots) unreserve() {
 func (s *queueSlots) startEager(job *errandtype.Job, claimSent time.Time) {
 	go func() {
 		defer s.w.running.Done()
-		s.w.runJob(s.runCtx, s, job, claimSent, true)
+		s.w.runJob(s.runCtx, s, job, claimSent, true, nil) // no claim: the enqueue's span is its parent
 	}()
 }
 

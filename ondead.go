@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/deadhook"
@@ -41,7 +43,11 @@ func (c *engine) fireDeadHook(ctx context.Context, job *errandtype.Job) (bool, e
 		o = *opts
 	}
 	o.ID = ""
-	ip, err := c.ownInsertParam(&EnqueueParams{Args: args, Opts: &o}, DeadHookJobID(job.ID, job.Replays))
+	hctx := ctx
+	if sc := jobSpanContext(job); sc.IsValid() {
+		hctx = trace.ContextWithRemoteSpanContext(ctx, sc) // the hook job joins the dead job's trace
+	}
+	ip, err := c.ownInsertParam(hctx, &EnqueueParams{Args: args, Opts: &o}, DeadHookJobID(job.ID, job.Replays))
 	if err != nil {
 		return false, fmt.Errorf("on-dead hook of job %s: %w", job.ID, err)
 	}

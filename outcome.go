@@ -222,6 +222,7 @@ func (l *laterOutcome) written(r errandstore.OutcomeResult, err error) bool {
 		w.followUp(l.ctx, l.slots.queue, a, l.res, nil)
 	case errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease:
 		// Nothing to try again, as record would find.
+		a.endRun(nil, err)
 		w.followUp(l.ctx, l.slots.queue, a, nil, fmt.Errorf("record outcome of job %s: %w", a.job.ID, err))
 	default:
 		// Retried while the lease lasts, on a goroutine of its own, which
@@ -264,7 +265,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 	id := job.ID
 	res, o := c.classify(a)
 	if o == nil {
-		c.publishResult(job, res)
+		c.publishResult(a, res)
 		return res, nil
 	}
 	if write == nil {
@@ -285,6 +286,7 @@ func (c *engine) record(ctx context.Context, a *attempt, write outcomeWriter) (*
 		r, err = c.writeUntilLeaseEnds(context.WithoutCancel(ctx), a, o, write)
 	}
 	if err != nil {
+		a.endRun(nil, err)
 		return nil, fmt.Errorf("record outcome of job %s: %w", id, err)
 	}
 	c.recorded(ctx, a, o, res, r)
@@ -419,7 +421,7 @@ func (c *engine) recorded(ctx context.Context, a *attempt, o *errandstore.JobOut
 	if r.Err != nil {
 		res.Result = ResultLeaseLost
 		c.logger.Warn("lease lost", "job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", string(o.Kind))
-		c.publishResult(job, res)
+		c.publishResult(a, res)
 		return
 	}
 	res.Result = resultOfState(r.State, o.Kind)
@@ -430,7 +432,7 @@ func (c *engine) recorded(ctx context.Context, a *attempt, o *errandstore.JobOut
 	if res.Result == ResultSnoozed {
 		c.wakeIfSignalled(ctx, a)
 	}
-	c.publishResult(job, res)
+	c.publishResult(a, res)
 	c.afterOutcome(ctx, job, res)
 }
 
@@ -456,8 +458,10 @@ func resultOfState(state errandtype.JobState, kind errandstore.OutcomeKind) Resu
 }
 
 // publishResult tells the observer and subscribers an attempt's result,
-// and logs it.
-func (c *engine) publishResult(job *errandtype.Job, r *WorkResult) {
+// logs it, and ends the attempt's span.
+func (c *engine) publishResult(a *attempt, r *WorkResult) {
+	job := a.job
+	a.endRun(r, nil)
 	if c.observer != nil {
 		c.observer.JobFinished(job, r)
 	}

@@ -177,7 +177,7 @@ func (c *engine) scheduleJob(s *Schedule, tick time.Time, catchUp bool) (*errand
 	if catchUp && !slices.Contains(o.Tags, catchUpTag) {
 		o.Tags = append(slices.Clip(o.Tags), catchUpTag)
 	}
-	return c.insertParam(&EnqueueParams{Args: s.args, Opts: &o})
+	return c.insertParam(context.Background(), &EnqueueParams{Args: s.args, Opts: &o}) // a tick is no request's: no trace
 }
 
 // Schedules returns the stored state of every schedule any process

@@ -81,6 +81,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	// jobs would be stranded until their leases expire.
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	claimSent := c.clock.Now() // the store's lease starts no earlier than this
+	traced := c.tracing.now()
 	defer cancelClaim()
 	jobs, err := c.claimAcross(claimCtx, &errandstore.JobClaimParams{
 		Queues: opts.Queues,
@@ -89,6 +90,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 		Lease:  opts.Lease,
 		Owner:  opts.Owner,
 	})
+	span := c.claimSpan(traced, strings.Join(opts.Queues, ","), opts.Owner, len(jobs), err)
 	if err != nil {
 		return nil, fmt.Errorf("claim job: %w", err)
 	}
@@ -96,7 +98,7 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 		return &WorkResult{Result: ResultIdle}, nil
 	}
 	leases := leasekeeper.New(c.store, c.clock, c.logger, opts.Lease)
-	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent, false)
+	a := c.runAttempt(ctx, leases, jobs[0], opts.Lease, claimSent, false, span)
 	leases.Stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/completer"
@@ -502,7 +504,7 @@ func (w *Worker) runQueue(loopCtx, runCtx context.Context, queue string, n int) 
 		t.wake = w.c.wakes.Chan(queue)
 		jobs, due, err := w.claimThroughGates(loopCtx, t, claimer, idle)
 		w.claimed(loopCtx, slots, len(jobs), err)
-		w.startJobs(runCtx, slots, jobs, t.sent)
+		w.startJobs(runCtx, slots, jobs, t.sent, t.span)
 		if t.more(jobs, err) {
 			idle = false
 			continue // there may be more
@@ -605,7 +607,8 @@ func (w *Worker) claimed(loopCtx context.Context, slots *queueSlots, jobs int, e
 
 // startJobs runs the jobs a claim sent at claimSent returned, each in a
 // slot of slots, each at once whatever the others do (see claimedJobs).
-func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*errandtype.Job, claimSent time.Time) {
+// span is the claim's span (see claimSpan).
+func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*errandtype.Job, claimSent time.Time, span *trace.SpanContext) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -615,7 +618,7 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 	for range jobs {
 		slots.tokens <- struct{}{}
 	}
-	cj := &claimedJobs{jobs: jobs}
+	cj := &claimedJobs{jobs: jobs, span: span}
 	cj.spare.Store(true)
 	w.running.Go(func() { w.runClaimed(runCtx, slots, cj, claimSent) })
 }
@@ -635,7 +638,8 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 // for each other) each get a goroutine of their own, as before.
 type claimedJobs struct {
 	jobs []*errandtype.Job
-	next atomic.Int64 // index of the next job to take
+	span *trace.SpanContext // the claim's span
+	next atomic.Int64       // index of the next job to take
 	// spare is set while a goroutine started to take a job has not yet
 	// taken one; it is cleared by that goroutine as it starts.
 	spare atomic.Bool
@@ -671,14 +675,15 @@ func (w *Worker) runClaimed(runCtx context.Context, slots *queueSlots, cj *claim
 			growstack.Grow()
 			grown = true
 		}
-		w.runJob(runCtx, slots, job, claimSent, false)
+		w.runJob(runCtx, slots, job, claimSent, false, cj.span)
 	}
 }
 
 // runJob runs one attempt of job, in a slot of slots, and records it.
-// fresh: the claim inserted job, which has recorded nothing yet.
-func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time, fresh bool) {
-	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent, fresh)
+// fresh: the claim inserted job, which has recorded nothing yet. claim is
+// the claim's span.
+func (w *Worker) runJob(runCtx context.Context, slots *queueSlots, job *errandtype.Job, claimSent time.Time, fresh bool, claim *trace.SpanContext) {
+	a := w.c.runAttempt(runCtx, w.leases, job, w.cfg.Lease, claimSent, fresh, claim)
 	w.recordAttempt(runCtx, slots, a)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
@@ -45,6 +47,7 @@ type claimResult struct {
 	limit int
 	sent  time.Time // the store's leases start no earlier than this
 	wake  <-chan struct{}
+	span  *trace.SpanContext // the claim's span (see claimSpan)
 }
 
 // room reports whether a claim for free slots may be sent now: the first
@@ -138,7 +141,7 @@ func (w *Worker) receiveAhead(loopCtx, runCtx context.Context, b *busyClaims, sl
 		b.inFlight--
 		b.reserved -= r.limit
 		w.claimed(loopCtx, slots, len(r.jobs), r.err)
-		w.startJobs(runCtx, slots, r.jobs, r.sent)
+		w.startJobs(runCtx, slots, r.jobs, r.sent, r.span)
 		if r.err == nil && len(r.jobs) == r.limit {
 			*idle, b.short = false, false
 			return aheadAgain
@@ -168,10 +171,12 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *flow.Claimer, 
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(loopCtx), claimTimeout)
+		traced := w.c.tracing.now()
 		jobs, err := qc.Claim(ctx, w.c.store, params)
 		cancel()
+		span := w.c.claimSpan(traced, queue, w.cfg.Owner, len(jobs), err)
 		w.c.wakes.ClaimReturned(queue)
-		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake}
+		b.results <- claimResult{jobs: jobs, err: err, limit: free, sent: sent, wake: wake, span: span}
 	}()
 }
 
@@ -182,7 +187,7 @@ func (b *busyClaims) send(w *Worker, loopCtx context.Context, qc *flow.Claimer, 
 func (w *Worker) drainClaims(runCtx context.Context, b *busyClaims, slots *queueSlots) {
 	for ; b.inFlight > 0; b.inFlight-- {
 		r := <-b.results
-		w.startJobs(runCtx, slots, r.jobs, r.sent)
+		w.startJobs(runCtx, slots, r.jobs, r.sent, r.span)
 	}
 }
 

@@ -73,11 +73,21 @@ type WorkflowOpts struct {
 //
 // The store must be a [WorkflowStore].
 func (c *Client[TTx]) EnqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(steps))
+	res, err := c.enqueueWorkflow(ctx, steps, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrWorkflowID.String(res.Workflow.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueWorkflow(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
 	ws := c.caps.workflows
 	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
-	p, err := c.workflowParams(steps, opts)
+	p, err := c.workflowParams(ctx, steps, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -109,11 +119,21 @@ func (c *engine) afterWorkflowInsert(res *errandstore.WorkflowInsertResult) {
 // error, roll tx back. Inside [Client.InTx] workers are woken after the
 // commit; otherwise call [Client.Wake] once tx commits.
 func (c *Client[TTx]) EnqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
+	ctx, span := c.startEnqueue(ctx, len(steps))
+	res, err := c.enqueueWorkflowTx(ctx, tx, steps, opts)
+	if span != nil && res != nil {
+		span.SetAttributes(attrWorkflowID.String(res.Workflow.ID))
+	}
+	endEnqueue(span, nil, err)
+	return res, err
+}
+
+func (c *Client[TTx]) enqueueWorkflowTx(ctx context.Context, tx TTx, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertResult, error) {
 	ws := c.txCaps.workflows
 	if ws == nil {
 		return nil, fmt.Errorf("enqueue workflow: %w", errNoWorkflowStore)
 	}
-	p, err := c.workflowParams(steps, opts)
+	p, err := c.workflowParams(ctx, steps, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +216,7 @@ func (c *Client[TTx]) WorkflowCounts(ctx context.Context) (map[errandtype.Workfl
 var errNoWorkflowStore = &errandtype.InputError{Field: "store", Message: "does not keep workflows (it is not an errandstore.WorkflowStore); use errand/sqlite or errand/postgres"}
 
 // workflowParams builds and checks a workflow's insert parameters.
-func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertParams, error) {
+func (c *engine) workflowParams(ctx context.Context, steps []WorkflowStep, opts *WorkflowOpts) (*errandstore.WorkflowInsertParams, error) {
 	if opts == nil {
 		opts = &WorkflowOpts{}
 	}
@@ -210,14 +230,14 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*erra
 	}
 	for i := range steps {
 		s := &steps[i]
-		job, ip, err := c.workflowTemplate(s.Args, s.Opts)
+		job, ip, err := c.workflowTemplate(ctx, s.Args, s.Opts)
 		if err != nil {
 			return nil, fmt.Errorf("workflow step %s: %w", s.Name, err)
 		}
 		p.Steps[i] = errandstore.WorkflowStepDef{Name: s.Name, DependsOn: s.DependsOn, Job: job}
 		p.Jobs[i][0] = ip
 		if s.Compensate != nil {
-			if p.Steps[i].Compensation, p.Jobs[i][1], err = c.workflowTemplate(s.Compensate, s.CompensateOpts); err != nil {
+			if p.Steps[i].Compensation, p.Jobs[i][1], err = c.workflowTemplate(ctx, s.Compensate, s.CompensateOpts); err != nil {
 				return nil, fmt.Errorf("workflow step %s: compensation: %w", s.Name, err)
 			}
 		} else if s.CompensateOpts != nil {
@@ -232,7 +252,7 @@ func (c *engine) workflowParams(steps []WorkflowStep, opts *WorkflowOpts) (*erra
 
 // workflowTemplate checks a workflow job's args and options and returns its
 // template and the params it was made of.
-func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*errandstore.JobTemplate, *errandstore.JobInsertParams, error) {
+func (c *engine) workflowTemplate(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*errandstore.JobTemplate, *errandstore.JobInsertParams, error) {
 	o := EnqueueOpts{}
 	if opts != nil {
 		o = *opts
@@ -245,7 +265,7 @@ func (c *engine) workflowTemplate(args JobArgs, opts *EnqueueOpts) (*errandstore
 	case o.UniqueKey != "" || o.Unique != nil:
 		return nil, nil, &errandtype.InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
 	}
-	ip, err := c.insertParam(&EnqueueParams{Args: args, Opts: &o})
+	ip, err := c.insertParam(ctx, &EnqueueParams{Args: args, Opts: &o})
 	if err != nil {
 		return nil, nil, err
 	}

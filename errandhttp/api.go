@@ -790,7 +790,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *JobReque
 	if err != nil {
 		return err
 	}
-	res, err := a.c.Enqueue(r.Context(), p.Args, p.Opts)
+	res, err := a.c.Enqueue(enqueueContext(r), p.Args, p.Opts)
 	if err != nil {
 		return keyConflict(keyError(err, key), key)
 	}

@@ -102,7 +102,7 @@ func (a *api[TTx]) enqueueBatch(w http.ResponseWriter, r *http.Request, req *Bat
 	if err != nil {
 		return err
 	}
-	res, err := a.c.EnqueueBatch(r.Context(), params, opts)
+	res, err := a.c.EnqueueBatch(enqueueContext(r), params, opts)
 	err = keyConflict(keyError(err, key), key)
 	if ie := (*errandtype.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the job (or the callback) whose

@@ -40,7 +40,7 @@ func (a *api[TTx]) enqueueWorkflow(w http.ResponseWriter, r *http.Request, req *
 	if err != nil {
 		return err
 	}
-	res, err := a.c.EnqueueWorkflow(r.Context(), steps, opts)
+	res, err := a.c.EnqueueWorkflow(enqueueContext(r), steps, opts)
 	err = keyConflict(keyError(err, key), key)
 	if ie := (*errandtype.InputError)(nil); errors.As(err, &ie) {
 		// The whole message: it names the step (and compensation) whose

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtype"
 )
@@ -166,6 +168,9 @@ func (w *Webhook) request(ctx context.Context, job *errandtype.Job) (*http.Reque
 	req.Header.Set("User-Agent", "errand-webhook")
 	req.Header.Set("Errand-Job-Id", job.ID)
 	req.Header.Set("Errand-Attempt", strconv.Itoa(job.Attempt))
+	// The attempt's span, when tracing is on, so that the endpoint's spans
+	// nest under it (docs/tracing.md); nothing otherwise.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	return req, nil
 }
 

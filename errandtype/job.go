@@ -248,6 +248,10 @@ type Envelope struct {
 	LeaseToken  string          `json:"lease_token"`
 	LeaseUntil  time.Time       `json:"lease_until"`
 	Deadline    *time.Time      `json:"deadline"`
+	// Metadata is the job's metadata (see Job.Metadata), where a worker
+	// finds the trace context to continue, under W3C Trace Context's
+	// header names traceparent and tracestate.
+	Metadata json.RawMessage `json:"metadata"`
 }
 
 // Envelope returns the job's envelope. It is meaningful for a claimed job.
@@ -260,6 +264,7 @@ func (j *Job) Envelope() Envelope {
 		Attempt:     j.Attempt,
 		MaxAttempts: j.MaxAttempts,
 		Deadline:    j.Deadline,
+		Metadata:    j.Metadata,
 	}
 	if j.LeaseToken != nil {
 		e.LeaseToken = *j.LeaseToken

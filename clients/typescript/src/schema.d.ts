@@ -1161,6 +1161,8 @@ export interface components {
             lease_token: string;
             lease_until: components["schemas"]["Time"];
             deadline: components["schemas"]["NullableTime"];
+            /** @description The job's metadata. Its traceparent and tracestate, when present, are the W3C trace context to continue (docs/tracing.md). */
+            metadata?: components["schemas"]["Metadata"];
         };
         HeartbeatResponse: {
             id: string;
@@ -1667,6 +1669,10 @@ export interface components {
         Wait: string;
         /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
         IdempotencyKey: string;
+        /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+        Traceparent: string;
+        /** @description W3C Trace Context vendor state, kept with traceparent. */
+        Tracestate: string;
     };
     requestBodies: never;
     headers: {
@@ -1729,6 +1735,10 @@ export interface operations {
             header?: {
                 /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state, kept with traceparent. */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -3059,6 +3069,10 @@ export interface operations {
             header?: {
                 /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state, kept with traceparent. */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -3197,6 +3211,10 @@ export interface operations {
             header?: {
                 /** @description Becomes the id, so a retried request answers the first one's (200, `Idempotent-Replayed: true`) and enqueues nothing. An `id` in the body must equal it. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description W3C Trace Context: the caller's span. The jobs enqueued store it in their metadata, and each attempt's span continues the trace (docs/tracing.md). */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description W3C Trace Context vendor state, kept with traceparent. */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
