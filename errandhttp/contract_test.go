@@ -30,7 +30,72 @@ type contractOp struct {
 
 // contractParam is what it reads of a parameter. One given by $ref reads
 // as not required: should it be, the request without it fails the test.
-type contractParam struct{ Required bool }
+type contractParam struct {
+	Name, In string
+	Required bool
+	Ref      string `yaml:"$ref"`
+}
+
+// TestContractPathExamples sends every operation of api/openapi.yaml that
+// has path parameters to a real server, on both stores, with the example
+// body the file gives and a name that matches nothing in each parameter:
+// each answers one of the statuses the file documents for it, success or
+// error, with a JSON body, so that every route the file names is served
+// as it says.
+func TestContractPathExamples(t *testing.T) {
+	var doc struct {
+		Paths      map[string]map[string]contractOp
+		Components struct{ Parameters map[string]contractParam }
+	}
+	if err := yaml.Unmarshal(contract.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		tried := 0
+		for path, item := range doc.Paths {
+			if !strings.Contains(path, "{") {
+				continue
+			}
+			for method, op := range item {
+				if op.OperationID == "" {
+					continue
+				}
+				target := path
+				for _, p := range op.Parameters {
+					if name, ok := strings.CutPrefix(p.Ref, "#/components/parameters/"); ok {
+						p = doc.Components.Parameters[name]
+					}
+					if p.In == "path" {
+						target = strings.ReplaceAll(target, "{"+p.Name+"}", "absent-"+p.Name)
+					}
+				}
+				if strings.Contains(target, "{") {
+					t.Errorf("%s %s: a path parameter is not declared: %s", method, path, target)
+					continue
+				}
+				var body any
+				if op.RequestBody != nil {
+					if c, ok := op.RequestBody.Content["application/json"]; ok {
+						body = c.Example
+					}
+				}
+				r := s.do(t, req{method: strings.ToUpper(method), path: target, token: operatorSecret, body: body})
+				if _, ok := op.Responses[strconv.Itoa(r.status)]; !ok {
+					t.Errorf("%s %s (%s): %d %s; the file does not document that status", method, target, op.OperationID, r.status, r.body)
+					continue
+				}
+				if ct := r.header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") && !json.Valid(r.body) {
+					t.Errorf("%s %s: the answer is not JSON: %s", method, target, r.body)
+				}
+				tried++
+			}
+		}
+		if tried < 20 {
+			t.Errorf("tried %d operations with path parameters, want at least 20", tried)
+		}
+	})
+}
 
 // TestContractExamples sends every operation of api/openapi.yaml that
 // needs no path parameter to a real server, on both stores, with the
