@@ -47,7 +47,7 @@ func fullJob() *errandtype.Job {
 		AttemptedAt: ptr(T0), FinishedAt: ptr(T0), LastError: &errandtype.LastError{Class: "c", Message: "m", At: T0},
 		Errors:  []errandtype.AttemptError{{Attempt: 1, At: T0, Class: "c", Message: "m", Stack: "s"}},
 		Replays: 1, Tags: []string{"x"}, BatchID: ptr("b"), Seq: 1, CancelRequestedAt: ptr(T0),
-		WorkflowID: ptr("wf"), Output: json.RawMessage(`{"o": 1}`),
+		WorkflowID: ptr("wf"), Output: json.RawMessage(`{"o": 1}`), Metadata: json.RawMessage(`{"traceparent": "t"}`),
 	}
 }
 
@@ -95,6 +95,7 @@ func TestJobDiff(t *testing.T) {
 		"CancelRequestedAt": func(j *errandtype.Job) { j.CancelRequestedAt = ptr(later) },
 		"WorkflowID":        func(j *errandtype.Job) { j.WorkflowID = ptr("wf2") },
 		"Output":            func(j *errandtype.Job) { j.Output = nil },
+		"Metadata":          func(j *errandtype.Job) { j.Metadata = nil },
 	}
 	if n := reflect.TypeFor[errandtype.Job]().NumField(); n != len(changes) {
 		t.Fatalf("errandtype.Job has %d fields and this test changes %d: cover the new field", n, len(changes))
