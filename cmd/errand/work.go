@@ -34,7 +34,8 @@ var workCommand = &command{
 Each --exec maps a kind to a command, split on spaces and run without a
 shell, in a process group of its own. Only mapped kinds are claimed. The
 command gets the job's args on stdin and ERRAND_JOB_ID, ERRAND_ATTEMPT,
-ERRAND_LEASE_TOKEN in its environment, with only PATH, HOME, USER,
+ERRAND_LEASE_TOKEN (and the job's trace context as TRACEPARENT and
+TRACESTATE, when it has one) in its environment, with only PATH, HOME, USER,
 LOGNAME, LANG, LC_*, TZ and TMPDIR of this process's: --exec-env NAME
 (repeatable; NAME* for a prefix) passes more, so ERRAND_DB, ERRAND_TOKEN
 and other secrets stay out unless named. Its output goes to this log. Exit 0

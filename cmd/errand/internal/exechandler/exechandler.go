@@ -10,7 +10,8 @@
 //     script kills its group with kill 0, not kill -- -$$).
 //   - The job's args (JSON) arrive on stdin; ERRAND_JOB_ID, ERRAND_JOB_KIND,
 //     ERRAND_ATTEMPT, ERRAND_MAX_ATTEMPTS and ERRAND_LEASE_TOKEN are in its
-//     environment, with only these of the worker's: PATH, HOME, USER,
+//     environment, and the job's trace context as TRACEPARENT and
+//     TRACESTATE when it has one, with only these of the worker's: PATH, HOME, USER,
 //     LOGNAME, LANG, LC_*, TZ, TMPDIR, and the names Options.Env lists. The
 //     worker's own secrets (ERRAND_TOKEN, ERRAND_DB, a cloud key) stay out
 //     of a command unless named.
@@ -75,6 +76,7 @@ package exechandler
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +93,8 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtype"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Exit statuses with a meaning of their own, from BSD's sysexits.h.
@@ -224,7 +228,7 @@ func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 		// Not found: no guard to start, nothing to run.
 		return startError(name, cmd.Err)
 	}
-	cmd.Env = append(passedEnv(os.Environ(), h.env), jobEnv(job)...)
+	cmd.Env = append(append(passedEnv(os.Environ(), h.env), jobEnv(job)...), traceEnv(ctx, job)...)
 	cmd.WaitDelay = h.waitDelay
 
 	pp, err := openPipes()
@@ -450,6 +454,38 @@ func jobEnv(job *errandtype.Job) []string {
 		"ERRAND_MAX_ATTEMPTS=" + strconv.Itoa(job.MaxAttempts),
 		"ERRAND_LEASE_TOKEN=" + token,
 	}
+}
+
+// traceEnv carries the attempt's W3C trace context to the command as
+// TRACEPARENT and TRACESTATE, OpenTelemetry's environment carrier, so that
+// the command's own spans join the job's trace: the attempt's span when
+// tracing is on, else the context stored in the job's metadata. The
+// propagator parses the stored one first, so that a malformed value
+// reaches no command.
+func traceEnv(ctx context.Context, job *errandtype.Job) []string {
+	var prop propagation.TraceContext
+	if !trace.SpanContextFromContext(ctx).IsValid() && len(job.Metadata) > 0 {
+		var m map[string]any
+		if json.Unmarshal(job.Metadata, &m) == nil {
+			stored := propagation.MapCarrier{}
+			for _, k := range prop.Fields() {
+				if v, ok := m[k].(string); ok {
+					stored[k] = v
+				}
+			}
+			ctx = prop.Extract(ctx, stored)
+		}
+	}
+	out := propagation.MapCarrier{}
+	prop.Inject(ctx, out)
+	var env []string
+	if v := out.Get("traceparent"); v != "" {
+		env = append(env, "TRACEPARENT="+v)
+	}
+	if v := out.Get("tracestate"); v != "" {
+		env = append(env, "TRACESTATE="+v)
+	}
+	return env
 }
 
 // eachLine calls fn for every line read from r, without its line ending,

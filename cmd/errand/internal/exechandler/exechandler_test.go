@@ -20,6 +20,7 @@ import (
 
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandtype"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // script writes an executable /bin/sh script into a temporary directory and
@@ -387,5 +388,40 @@ exit 0`)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Work took %s with a 200ms wait delay", took)
+	}
+}
+
+// TestTraceEnvironment: the command gets the attempt's trace context as
+// TRACEPARENT and TRACESTATE: the attempt's span when there is one, else
+// the context stored in the job's metadata; a malformed stored one, and a
+// job with none, set nothing.
+func TestTraceEnvironment(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "trace")
+	s := script(t, `echo "[$TRACEPARENT] [$TRACESTATE] [${TRACEPARENT+set}]" > `+out)
+	h := newHandler(t, s, nil)
+	const stored = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	spanCtx := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
+	for _, tt := range []struct {
+		name     string
+		ctx      context.Context
+		metadata string
+		want     string
+	}{
+		{"stored", context.Background(), `{"traceparent": "` + stored + `", "tracestate": "a=1", "x": 2}`, "[" + stored + "] [a=1] [set]"},
+		{"the attempt's span first", trace.ContextWithSpanContext(context.Background(), spanCtx), `{"traceparent": "` + stored + `"}`,
+			"[00-01020300000000000000000000000000-0405060000000000-01] [] [set]"},
+		{"malformed", context.Background(), `{"traceparent": "00-zz\nINJECTED=1"}`, "[] [] []"},
+		{"none", context.Background(), ``, "[] [] []"},
+	} {
+		j := testJob()
+		j.Metadata = json.RawMessage(tt.metadata)
+		if err := h.Work(tt.ctx, j); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		got, _ := os.ReadFile(out)
+		if strings.TrimSpace(string(got)) != tt.want {
+			t.Errorf("%s: the command saw %q, want %q", tt.name, strings.TrimSpace(string(got)), tt.want)
+		}
 	}
 }
