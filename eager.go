@@ -112,11 +112,17 @@ func (s *queueSlots) startEager(job *errandtype.Job, claimSent time.Time) {
 // caller then enqueues p as without Eager. started reports that the job
 // was claimed and runs.
 func (c *engine) enqueueEager(ctx context.Context, p *errandstore.JobInsertParams) (r errandstore.JobInsertResult, tried, started bool, err error) {
-	if c.caps.insertClaim == nil || c.paused.paused(ctx, p.Queue, p.Kind) {
+	if c.caps.insertClaim == nil {
 		return r, false, false, nil
 	}
 	s := c.eager.reserve(p.Queue, p.Kind)
 	if s == nil {
+		return r, false, false, nil
+	}
+	// Asked only with a slot in hand: a stale view of the pauses costs a
+	// read, which an enqueue no idle worker could take need not pay.
+	if c.paused.paused(ctx, p.Queue, p.Kind) {
+		s.unreserve()
 		return r, false, false, nil
 	}
 	w := s.w

@@ -143,9 +143,9 @@ func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams)
 	if len(p.Queues) == 1 {
 		return c.claimOutside(ctx, p)
 	}
-	limited := c.paused.any(ctx)
+	oneByOne := c.paused.any(ctx)
 	for _, q := range p.Queues {
-		if limited {
+		if oneByOne {
 			break
 		}
 		flow, err := storedFlowLimits(ctx, c.caps.limiter, q, p.Kinds)
@@ -153,11 +153,11 @@ func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams)
 			return nil, fmt.Errorf("read rate limits: %w", err)
 		}
 		if flow != nil {
-			limited = true
+			oneByOne = true
 			break
 		}
 	}
-	if !limited {
+	if !oneByOne {
 		claim := func(ctx context.Context, p *errandstore.JobClaimParams) ([]*errandtype.Job, error) {
 			return c.store.JobClaimMany(ctx, p)
 		}

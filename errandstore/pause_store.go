@@ -3,6 +3,7 @@ package errandstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/errandhq/errand/errandtype"
 )
@@ -106,4 +107,10 @@ func (p *PauseSetParams) Verb() string {
 		return "pause"
 	}
 	return "resume"
+}
+
+// Failed names the pause or resume p asked for in err, a store's failure
+// to write it.
+func (p *PauseSetParams) Failed(err error) error {
+	return fmt.Errorf("%s %s %s: %w", p.Verb(), p.Scope, p.Name, err)
 }

@@ -48,7 +48,7 @@ func (s *Store) PauseSet(ctx context.Context, p *errandstore.PauseSetParams) (*e
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s %s %s: %w", p.Verb(), p.Scope, p.Name, badValue(err))
+		return nil, p.Failed(badValue(err))
 	}
 	return res, nil
 }
