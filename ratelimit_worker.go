@@ -65,6 +65,9 @@ func newFlowLimits(e *engine, cfg *WorkerConfig, kinds []string) (*flow.Limits, 
 			return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s is limited twice; give each queue or kind one limit", l.Name())}
 		}
 		m[key] = flow.Rule{Name: l.Name(), Spec: spec}
+		if spec.Adaptive() {
+			f.Adaptive[l.Kind] = &flow.Adaptive{Name: l.Name(), Target: l.Target}
+		}
 	}
 	for _, b := range cfg.RetryBudgets {
 		spec, err := b.Spec()
@@ -99,4 +102,44 @@ func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, until time.D
 	case <-poll.C():
 		return true
 	}
+}
+
+// adaptiveOutcome is what attempt a, recorded as res (nil: not recorded),
+// tells its kind's adaptive limit (see internal/flow's adaptive.go), and
+// whether it tells anything: a success and how long it took, or a
+// throttle (a failure with a provider's reset time, an HTTP 429 or 503,
+// a timeout). Other failures, a lost lease, a snooze or a drain say
+// nothing of the service's capacity; a service that is down is the
+// circuit breaker's.
+func adaptiveOutcome(a *attempt, res *WorkResult) (flow.Outcome, bool) {
+	switch {
+	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
+		return flow.Outcome{}, false
+	case res.Result == ResultSucceeded:
+		return flow.Outcome{Succeeded: true, Took: a.took}, true
+	case a.timedOut:
+		return flow.Outcome{Throttled: true, Class: ClassTimeout}, true
+	case a.err == nil:
+		return flow.Outcome{}, false
+	}
+	je := classified(a.err)
+	if je.retryAfter > 0 || je.class == "http_429" || je.class == "http_503" {
+		return flow.Outcome{Throttled: true, Class: je.class, RetryAfter: je.retryAfter}, true
+	}
+	return flow.Outcome{}, false
+}
+
+// observeAdaptive reports a's outcome to its kind's adaptive limit, and
+// marks a provider's throttle (not a timeout), which the limit answers,
+// as no failure of the kind's circuit breaker.
+func (w *Worker) observeAdaptive(ctx context.Context, a *attempt, res *WorkResult) {
+	if !w.flow.Adapts(a.job.Kind) {
+		return
+	}
+	o, ok := adaptiveOutcome(a, res)
+	if !ok {
+		return
+	}
+	a.throttled = o.Throttled && !a.timedOut
+	w.flow.Observe(ctx, w.c.logger, a.job.Kind, o, w.c.clock.Now())
 }
