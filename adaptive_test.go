@@ -184,7 +184,7 @@ func TestWorkerAdaptiveLimitHolds(t *testing.T) {
 		held := clock.Now().Add(3 * time.Second)
 		r := waitLimit(t, c, "kind:hook", func(r *errandtype.LimiterRecord) bool { return r.Adaptive != nil && !r.Adaptive.HeldUntil.IsZero() })
 		if !r.Adaptive.HeldUntil.Equal(held.Truncate(time.Microsecond)) || r.Spec.Rate != 100*errandtype.AdaptiveDecrease ||
-			!strings.HasPrefix(r.Adaptive.Reason, "throttled: 1 attempts throttled (last http_429)") || r.Adaptive.Decreases != 1 {
+			!strings.HasPrefix(r.Adaptive.Reason, "throttled: 1 attempt turned away (last http_429)") || r.Adaptive.Decreases != 1 {
 			t.Fatalf("after a 429 with a reset time of 3s at %s: rate %g, %+v", clock.Now(), r.Spec.Rate, *r.Adaptive)
 		}
 		notYet(t, ran, "while the provider's reset time holds the kind")
@@ -233,4 +233,44 @@ func waitLimit(t *testing.T, c *errand.Client[*sql.Tx], name string, ok func(*er
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestRemoteThrottleHoldsAdaptiveLimit: a remote worker's failure with a
+// reset time lowers and holds the kind's adaptive limit that workers keep,
+// so that the next remote claim of the kind gets nothing until it passes.
+func TestRemoteThrottleHoldsAdaptiveLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "hook"}})})
+		rl := errand.RateLimit{Kind: "hook", Limit: 100, Per: time.Second, Floor: 1, Ceiling: 1000}
+		spec, err := rl.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The bucket as a worker with the limit leaves it.
+		if _, err := s.(errandstore.LimiterStore).LimiterTake(ctx, &errandstore.LimiterTakeParams{Takes: []errandstore.LimiterTake{{Name: rl.Name(), Spec: spec}}}); err != nil {
+			t.Fatal(err)
+		}
+		enqueue(t, c, "hook", &errand.EnqueueOpts{ID: "j0"})
+		enqueue(t, c, "hook", &errand.EnqueueOpts{ID: "j1", Priority: 1})
+		claim := &errand.ClaimOpts{Kinds: []string{"hook"}, Owner: "remote"}
+		jobs, err := c.Claim(ctx, claim)
+		if err != nil || len(jobs) != 1 || jobs[0].ID != "j0" {
+			t.Fatalf("claim: %v, %v", jobs, err)
+		}
+		if _, err := c.Fail(ctx, "j0", *jobs[0].LeaseToken, &errand.FailOpts{Class: "http_429", RetryAfter: 2 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		r := waitLimit(t, c, rl.Name(), func(r *errandtype.LimiterRecord) bool { return r.Adaptive != nil && !r.Adaptive.HeldUntil.IsZero() })
+		if !r.Adaptive.HeldUntil.Equal(clock.Now().Add(2*time.Second).Truncate(time.Microsecond)) || r.Spec.Rate != 90 {
+			t.Fatalf("after a remote 429: rate %g, %+v", r.Spec.Rate, *r.Adaptive)
+		}
+		if jobs, err := c.Claim(ctx, claim); err != nil || len(jobs) != 0 {
+			t.Fatalf("a claim during the hold: %v, %v; want none", jobs, err)
+		}
+		clock.Advance(2*time.Second + 100*time.Millisecond)
+		if jobs, err := c.Claim(ctx, claim); err != nil || len(jobs) != 1 {
+			t.Fatalf("a claim after the hold: %v, %v; want one", jobs, err)
+		}
+	})
 }

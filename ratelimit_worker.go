@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
 )
@@ -142,4 +143,25 @@ func (w *Worker) observeAdaptive(ctx context.Context, a *attempt, res *WorkResul
 	}
 	a.throttled = o.Throttled && !a.timedOut
 	w.flow.Observe(ctx, w.c.logger, a.job.Kind, o, w.c.clock.Now())
+}
+
+// remoteThrottle reports a remote worker's throttled attempt a (a failure
+// with a reset time or of class http_429 or http_503) to its kind's
+// adaptive limit, which holds and lowers it for every process; a kind
+// whose limit is not adaptive, or has none, is left alone by the store.
+// The remote worker's successes do not raise it: only a Worker knows
+// whether the limit held its claims back.
+func (c *Client[TTx]) remoteThrottle(ctx context.Context, a *attempt) {
+	ls := c.caps.limiter
+	if ls == nil {
+		return
+	}
+	o, ok := adaptiveOutcome(a, &WorkResult{Result: ResultRetrying})
+	if !ok || !o.Throttled {
+		return
+	}
+	sig := errandtype.LimiterSignal{Throttled: 1, Class: o.Class, RetryAfter: o.RetryAfter}
+	if _, err := ls.LimiterAdjust(ctx, &errandstore.LimiterAdjustParams{Name: "kind:" + a.job.Kind, Signal: sig}); err != nil {
+		c.logger.Warn("report a remote worker's throttle to its adaptive rate limit failed", "job_id", a.job.ID, "kind", a.job.Kind, "err", err)
+	}
 }

@@ -288,7 +288,7 @@ func (l *limitCollector) Collect(ch chan<- prometheus.Metric) {
 		if a := r.Adaptive; a != nil {
 			ch <- prometheus.MustNewConstMetric(adaptiveFloorDesc, prometheus.GaugeValue, r.Spec.Floor, r.Name)
 			ch <- prometheus.MustNewConstMetric(adaptiveCeilingDesc, prometheus.GaugeValue, r.Spec.Ceiling, r.Name)
-			ch <- prometheus.MustNewConstMetric(adaptiveHeldDesc, prometheus.GaugeValue, max(time.Until(a.HeldUntil).Seconds(), 0), r.Name)
+			ch <- prometheus.MustNewConstMetric(adaptiveHeldDesc, prometheus.GaugeValue, max(a.HeldUntil.Sub(l.cache.clock.Now()).Seconds(), 0), r.Name)
 			ch <- prometheus.MustNewConstMetric(adaptiveDecreasesDesc, prometheus.CounterValue, float64(a.Decreases), r.Name)
 			if !a.MovedAt.IsZero() {
 				reason, _, _ := strings.Cut(a.Reason, ":")

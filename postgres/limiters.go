@@ -14,7 +14,7 @@ import (
 var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
-	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, increases`
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts`
 
 // limSQL expands a limiter statement: {limiters} and what [Store.sql]
 // expands.
@@ -30,7 +30,7 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 	var held, moved *time.Time
 	var a errandtype.AdaptiveState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Increases); err != nil {
+		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
@@ -130,8 +130,8 @@ func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustP
 		func(tx pgx.Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error {
 			a := r.Adaptive
 			_, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET rate = $1, burst = $2, tokens = $3, updated_at = $4,
-				held_until = $5, moved_at = $6, moved_reason = $7, decreases = $8, peak = $9, increases = $10 WHERE name = $11`),
-				r.Spec.Rate, r.Spec.Burst, st.Tokens, st.At, zeroNull(a.HeldUntil), zeroNull(a.MovedAt), a.Reason, a.Decreases, a.Peak, a.Increases, r.Name)
+				held_until = $5, moved_at = $6, moved_reason = $7, decreases = $8, peak = $9, cuts = $10 WHERE name = $11`),
+				r.Spec.Rate, r.Spec.Burst, st.Tokens, st.At, zeroNull(a.HeldUntil), zeroNull(a.MovedAt), a.Reason, a.Decreases, a.Peak, a.Cuts, r.Name)
 			return err
 		})
 }

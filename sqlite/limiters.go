@@ -14,7 +14,7 @@ import (
 var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
-	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, increases`
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts`
 
 func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
 	var r errandtype.LimiterRecord
@@ -24,7 +24,7 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 	var a errandtype.AdaptiveState
 	var st errandtype.LimiterState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Increases); err != nil {
+		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
@@ -116,8 +116,8 @@ func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustP
 		func(tx *sql.Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error {
 			a := r.Adaptive
 			_, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET rate = ?, burst = ?, tokens = ?, updated_at = ?,
-				held_until = ?, moved_at = ?, moved_reason = ?, decreases = ?, peak = ?, increases = ? WHERE name = ?`,
-				r.Spec.Rate, r.Spec.Burst, st.Tokens, micros(st.At), zeroNull(a.HeldUntil), zeroNull(a.MovedAt), a.Reason, a.Decreases, a.Peak, a.Increases, r.Name)
+				held_until = ?, moved_at = ?, moved_reason = ?, decreases = ?, peak = ?, cuts = ? WHERE name = ?`,
+				r.Spec.Rate, r.Spec.Burst, st.Tokens, micros(st.At), zeroNull(a.HeldUntil), zeroNull(a.MovedAt), a.Reason, a.Decreases, a.Peak, a.Cuts, r.Name)
 			return err
 		})
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // Provider serves up to Capacity(now) requests a second: a token bucket of
-// that rate holding a tenth of a second's worth (at least 1). A request
+// that rate holding a quarter of a second's worth (at least 1), so that
+// requests sent evenly at the capacity pass though they arrive unevenly. A request
 // past it is answered 429 with Retry-After: RetryAfter seconds (0: no
 // header).
 type Provider struct {
@@ -33,7 +34,7 @@ func (p *Provider) Call() bool {
 	defer p.mu.Unlock()
 	now := p.Now()
 	c := p.Capacity(now)
-	burst := math.Max(1, math.Floor(c/10))
+	burst := math.Max(1, math.Floor(c/4))
 	if p.at.IsZero() {
 		p.tokens = burst
 	} else if d := now.Sub(p.at); d > 0 {

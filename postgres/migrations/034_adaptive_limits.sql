@@ -3,7 +3,7 @@
 -- and burst are then the bucket's own, kept across takes; held_until is a
 -- provider's reset time, before which no token is granted; moved_at,
 -- moved_reason, decreases, peak (the rate of the last decrease) and
--- increases (past it since) say when and why the rate last moved. Added
+-- cuts (decreases since the last increase) say when and why the rate last moved. Added
 -- with constant defaults: no rewrite of the table.
 ALTER TABLE errand_limiters
     ADD COLUMN floor_rate   double precision NOT NULL DEFAULT 0,
@@ -13,4 +13,4 @@ ALTER TABLE errand_limiters
     ADD COLUMN moved_reason text             NOT NULL DEFAULT '',
     ADD COLUMN decreases    bigint           NOT NULL DEFAULT 0,
     ADD COLUMN peak         double precision NOT NULL DEFAULT 0,
-    ADD COLUMN increases    bigint           NOT NULL DEFAULT 0;
+    ADD COLUMN cuts         bigint           NOT NULL DEFAULT 0;
