@@ -66,7 +66,10 @@ type attempt struct {
 	stack    string // stack of a recovered panic
 	leaseErr error  // ErrLeaseLost when a heartbeat found the lease gone
 	timedOut bool   // the kind's timeout cancelled the handler
-	stopped  bool   // the worker's own context ended (shutdown)
+	// throttled: the service turned the attempt away, which the kind's
+	// adaptive rate limit answers, not its circuit breaker.
+	throttled bool
+	stopped   bool // the worker's own context ended (shutdown)
 	// cancelled: an operator cancelled the job while the handler ran.
 	cancelled bool
 	// abandoned: the handler ignored the cancellation past its kind's

@@ -20,7 +20,8 @@ import (
 //
 // What counts as a failure of the dependency: a retryable failure (whatever
 // its class, other than a panic) and a timeout, including one on a job's
-// last attempt. A permanent failure, a panic, a snooze, a job given back on
+// last attempt; but not a throttle (a reset time, an HTTP 429 or 503) of
+// a kind whose adaptive rate limit answers it (see ratelimit_worker.go). A permanent failure, a panic, a snooze, a job given back on
 // drain and a lost lease say nothing about the dependency and do not count.
 // A handler can name the dependency explicitly with [DependencyDown], which
 // counts whatever the kind declares.
@@ -169,6 +170,7 @@ func (g *breakerGate) eventOf(ctx context.Context, a *attempt, res *WorkResult) 
 func breakerEvent(a *attempt, res *WorkResult, je *JobError) errandstore.BreakerEvent {
 	switch {
 	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
+	case a.throttled:
 	case res.Result == ResultSucceeded:
 		return errandstore.BreakerSuccess
 	case a.timedOut:

@@ -529,6 +529,7 @@ func (w *Worker) followUp(ctx context.Context, queue string, a *attempt, res *Wo
 		w.leftToLease(err)
 		return
 	}
+	w.observeAdaptive(ctx, a, res)
 	w.breakers.observe(ctx, a, res)
 	if err != nil {
 		w.c.logger.Error("record outcome failed; the lease will expire and the job run again",

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
 )
@@ -65,6 +66,9 @@ func newFlowLimits(e *engine, cfg *WorkerConfig, kinds []string) (*flow.Limits, 
 			return nil, &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s is limited twice; give each queue or kind one limit", l.Name())}
 		}
 		m[key] = flow.Rule{Name: l.Name(), Spec: spec}
+		if spec.Adaptive() {
+			f.Adaptive[l.Kind] = &flow.Adaptive{Name: l.Name(), Target: l.Target}
+		}
 	}
 	for _, b := range cfg.RetryBudgets {
 		spec, err := b.Spec()
@@ -98,5 +102,66 @@ func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, until time.D
 		return false
 	case <-poll.C():
 		return true
+	}
+}
+
+// adaptiveOutcome is what attempt a, recorded as res (nil: not recorded),
+// tells its kind's adaptive limit (see internal/flow's adaptive.go), and
+// whether it tells anything: a success and how long it took, or a
+// throttle (a failure with a provider's reset time, an HTTP 429 or 503,
+// a timeout). Other failures, a lost lease, a snooze or a drain say
+// nothing of the service's capacity; a service that is down is the
+// circuit breaker's.
+func adaptiveOutcome(a *attempt, res *WorkResult) (flow.Outcome, bool) {
+	switch {
+	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
+		return flow.Outcome{}, false
+	case res.Result == ResultSucceeded:
+		return flow.Outcome{Succeeded: true, Took: a.took}, true
+	case a.timedOut:
+		return flow.Outcome{Throttled: true, Class: ClassTimeout}, true
+	case a.err == nil:
+		return flow.Outcome{}, false
+	}
+	je := classified(a.err)
+	if je.retryAfter > 0 || je.class == "http_429" || je.class == "http_503" {
+		return flow.Outcome{Throttled: true, Class: je.class, RetryAfter: je.retryAfter}, true
+	}
+	return flow.Outcome{}, false
+}
+
+// observeAdaptive reports a's outcome to its kind's adaptive limit, and
+// marks a provider's throttle (not a timeout), which the limit answers,
+// as no failure of the kind's circuit breaker.
+func (w *Worker) observeAdaptive(ctx context.Context, a *attempt, res *WorkResult) {
+	if !w.flow.Adapts(a.job.Kind) {
+		return
+	}
+	o, ok := adaptiveOutcome(a, res)
+	if !ok {
+		return
+	}
+	a.throttled = o.Throttled && !a.timedOut
+	w.flow.Observe(ctx, w.c.logger, a.job.Kind, o, w.c.clock.Now())
+}
+
+// remoteThrottle reports a remote worker's throttled attempt a (a failure
+// with a reset time or of class http_429 or http_503) to its kind's
+// adaptive limit, which holds and lowers it for every process; a kind
+// whose limit is not adaptive, or has none, is left alone by the store.
+// The remote worker's successes do not raise it: only a Worker knows
+// whether the limit held its claims back.
+func (c *Client[TTx]) remoteThrottle(ctx context.Context, a *attempt) {
+	ls := c.caps.limiter
+	if ls == nil {
+		return
+	}
+	o, ok := adaptiveOutcome(a, &WorkResult{Result: ResultRetrying})
+	if !ok || !o.Throttled {
+		return
+	}
+	sig := errandtype.LimiterSignal{Throttled: 1, Class: o.Class, RetryAfter: o.RetryAfter}
+	if _, err := ls.LimiterAdjust(ctx, &errandstore.LimiterAdjustParams{Name: "kind:" + a.job.Kind, Signal: sig}); err != nil {
+		c.logger.Warn("report a remote worker's throttle to its adaptive rate limit failed", "job_id", a.job.ID, "kind", a.job.Kind, "err", err)
 	}
 }

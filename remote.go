@@ -297,6 +297,7 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
 	if err == nil {
 		c.afterRemoteOutcome(ctx, id, job, r)
+		c.remoteThrottle(ctx, a)
 	}
 	return r, err
 }

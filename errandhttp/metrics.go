@@ -66,6 +66,11 @@ type MetricsOptions struct {
 //	errand_rate_limit_tokens{limit}                   a rate limit's tokens now: jobs that may start at once
 //	errand_rate_limit_per_second{limit}               a rate limit's rate
 //	errand_rate_limited_total{limit}                  claims held back for want of a token, by every process
+//	errand_adaptive_limit_floor{limit}                an adaptive rate limit's floor, per second
+//	errand_adaptive_limit_ceiling{limit}              an adaptive rate limit's ceiling, per second
+//	errand_adaptive_limit_held_seconds{limit}         how long a provider's reset time still holds it
+//	errand_adaptive_limit_decreases_total{limit}      times its rate went down
+//	errand_adaptive_limit_last_move{limit,reason}     when its rate last moved (Unix seconds), and why
 //	errand_retry_budget_tokens{kind}                  a retry budget's tokens now: retries that may start
 //	errand_retry_budget_exhausted{kind}               1 while the kind's retries wait for the budget, else 0
 //	errand_retry_budget_held_back_total{kind}         claims that left the kind's retries out
@@ -229,6 +234,16 @@ var (
 		"Starts per second a cluster-wide rate limit allows.", []string{"limit"}, nil)
 	rateLimitedDesc = prometheus.NewDesc("errand_rate_limited_total",
 		"Claims that a cluster-wide rate limit held back for want of a token, by every process.", []string{"limit"}, nil)
+	adaptiveFloorDesc = prometheus.NewDesc("errand_adaptive_limit_floor",
+		"Starts per second an adaptive rate limit never goes below.", []string{"limit"}, nil)
+	adaptiveCeilingDesc = prometheus.NewDesc("errand_adaptive_limit_ceiling",
+		"Starts per second an adaptive rate limit never goes above.", []string{"limit"}, nil)
+	adaptiveHeldDesc = prometheus.NewDesc("errand_adaptive_limit_held_seconds",
+		"Seconds a provider's reset time still holds an adaptive rate limit's claims back.", []string{"limit"}, nil)
+	adaptiveDecreasesDesc = prometheus.NewDesc("errand_adaptive_limit_decreases_total",
+		"Times an adaptive rate limit's rate went down, cluster-wide.", []string{"limit"}, nil)
+	adaptiveMoveDesc = prometheus.NewDesc("errand_adaptive_limit_last_move",
+		"When an adaptive rate limit last moved, in Unix seconds; reason is the first word of why (probing, growing, throttled, slow).", []string{"limit", "reason"}, nil)
 	budgetTokensDesc = prometheus.NewDesc("errand_retry_budget_tokens",
 		"Tokens a kind's retry budget holds now: retries that may start.", []string{"kind"}, nil)
 	budgetExhaustedDesc = prometheus.NewDesc("errand_retry_budget_exhausted",
@@ -245,7 +260,8 @@ type limitCollector struct {
 }
 
 func (l *limitCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{rateTokensDesc, ratePerSecondDesc, rateLimitedDesc, budgetTokensDesc, budgetExhaustedDesc, budgetHeldDesc} {
+	for _, d := range []*prometheus.Desc{rateTokensDesc, ratePerSecondDesc, rateLimitedDesc, budgetTokensDesc, budgetExhaustedDesc, budgetHeldDesc,
+		adaptiveFloorDesc, adaptiveCeilingDesc, adaptiveHeldDesc, adaptiveDecreasesDesc, adaptiveMoveDesc} {
 		ch <- d
 	}
 }
@@ -269,6 +285,16 @@ func (l *limitCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(rateTokensDesc, prometheus.GaugeValue, r.Tokens, r.Name)
 		ch <- prometheus.MustNewConstMetric(ratePerSecondDesc, prometheus.GaugeValue, r.Spec.Rate, r.Name)
 		ch <- prometheus.MustNewConstMetric(rateLimitedDesc, prometheus.CounterValue, float64(r.Denied), r.Name)
+		if a := r.Adaptive; a != nil {
+			ch <- prometheus.MustNewConstMetric(adaptiveFloorDesc, prometheus.GaugeValue, r.Spec.Floor, r.Name)
+			ch <- prometheus.MustNewConstMetric(adaptiveCeilingDesc, prometheus.GaugeValue, r.Spec.Ceiling, r.Name)
+			ch <- prometheus.MustNewConstMetric(adaptiveHeldDesc, prometheus.GaugeValue, max(a.HeldUntil.Sub(l.cache.clock.Now()).Seconds(), 0), r.Name)
+			ch <- prometheus.MustNewConstMetric(adaptiveDecreasesDesc, prometheus.CounterValue, float64(a.Decreases), r.Name)
+			if !a.MovedAt.IsZero() {
+				reason, _, _ := strings.Cut(a.Reason, ":")
+				ch <- prometheus.MustNewConstMetric(adaptiveMoveDesc, prometheus.GaugeValue, float64(a.MovedAt.UnixMilli())/1e3, r.Name, reason)
+			}
+		}
 	}
 }
 

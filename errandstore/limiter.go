@@ -100,15 +100,72 @@ func checkLimiterName(name string) error {
 }
 
 // From takes t's tokens from a bucket in state st at now: the state to
-// write, what the take got, and 1 for a take that wanted tokens and got
-// none (a limiter counts those as denied), else 0.
-func (t LimiterTake) From(st errandtype.LimiterState, now time.Time) (errandtype.LimiterState, LimiterGrant, int) {
-	next, granted, wait := t.Spec.Take(st, now, t.Want)
+// write (its Rate and the spec's burst are the bucket's rate and burst
+// from now on: t's own for a fixed limit, the stored rate within t's
+// bounds for an adaptive one), what the take got, and 1 for a take that
+// wanted tokens and got none (a limiter counts those as denied), else 0.
+func (t LimiterTake) From(st errandtype.LimiterState, now time.Time) (errandtype.LimiterState, errandtype.LimiterSpec, LimiterGrant, int) {
+	spec := t.Spec.Current(st.Rate)
+	if !spec.Adaptive() {
+		st.HeldUntil = time.Time{} // only an adaptive limit is held
+	}
+	next, granted, wait := spec.Take(st, now, t.Want)
+	next.Rate = spec.Rate
 	denied := 0
 	if granted == 0 && t.Want > 0 {
 		denied = 1
 	}
-	return next, LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}, denied
+	return next, spec, LimiterGrant{Granted: granted, Tokens: next.Tokens, Wait: wait}, denied
+}
+
+// LimiterAdjustParams report one worker's signal for an adaptive limit.
+type LimiterAdjustParams struct {
+	Name   string
+	Signal errandtype.LimiterSignal
+}
+
+// Validate checks the params.
+func (p *LimiterAdjustParams) Validate() error {
+	if err := checkLimiterName(p.Name); err != nil {
+		return err
+	}
+	return p.Signal.Validate()
+}
+
+// AdjustLimiter applies p's signal to the bucket read, locked, in tx (see
+// [errandtype.LimiterSpec.Adapt]) and writes what moved with write. read
+// returns nil for a bucket that does not exist or is not adaptive, which
+// is left alone. The result is the bucket as it stands after.
+func AdjustLimiter[Tx any](p *LimiterAdjustParams, now func() time.Time, inTx func(fn func(tx Tx) error) error,
+	read func(tx Tx) (*errandtype.LimiterRecord, errandtype.LimiterState, error),
+	write func(tx Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error) (*errandtype.LimiterRecord, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var out *errandtype.LimiterRecord
+	err := inTx(func(tx Tx) error {
+		r, st, err := read(tx)
+		if err != nil || r == nil || r.Adaptive == nil {
+			return err
+		}
+		at := now()
+		next, a, moved := r.Spec.Adapt(st, *r.Adaptive, p.Signal, at)
+		r.Adaptive = &a
+		if moved {
+			r.Spec = r.Spec.Current(next.Rate)
+			r.UpdatedAt = next.At
+			if err := write(tx, r, next); err != nil {
+				return err
+			}
+		}
+		r.Tokens = r.Spec.Level(next, at)
+		out = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adjust limiter %s: %w", p.Name, err)
+	}
+	return out, nil
 }
 
 // TakeLimiters takes the tokens of p's takes in one transaction, which

@@ -621,6 +621,13 @@ type LimiterStore interface {
 	// as of now on the store's clock ([errandtype.LimiterSpec.Level]). It writes
 	// nothing.
 	LimiterList(ctx context.Context, params *LimiterListParams) ([]*errandtype.LimiterRecord, error)
+
+	// LimiterAdjust applies a worker's signal to an adaptive rate limit's
+	// bucket in one transaction, as [AdjustLimiter] does, on the store's
+	// clock, and returns the bucket after; nil (and no write) when it does
+	// not exist or is not adaptive. Bad parameters are an *InputError and
+	// nothing is written.
+	LimiterAdjust(ctx context.Context, params *LimiterAdjustParams) (*errandtype.LimiterRecord, error)
 }
 
 // LeaderResignParams names the lease to end.

@@ -63,6 +63,10 @@ type LimiterSpec struct {
 	// Window is a retry budget's memory: first attempts and retries older
 	// than it count less and less (by e^-age/Window).
 	Window time.Duration
+	// Floor and Ceiling bound an adaptive rate limit's Rate (see
+	// adaptive.go); both 0 for a fixed one. Rate is then where it starts.
+	Floor   float64
+	Ceiling float64
 }
 
 // Validate checks that a spec is one every store keeps exactly.
@@ -88,6 +92,9 @@ func (s LimiterSpec) validateRate() error {
 	if s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
 		return &InputError{Field: "rate", Message: "a rate bucket takes Rate and Burst only"}
 	}
+	if (s.Floor != 0 || s.Ceiling != 0) && !(finite(s.Floor) && finite(s.Ceiling) && s.Floor > 0 && s.Floor <= s.Rate && s.Rate <= s.Ceiling) {
+		return &InputError{Field: "floor", Message: fmt.Sprintf("an adaptive rate's floor %g and ceiling %g must hold its starting rate %g, with the floor above 0", s.Floor, s.Ceiling, s.Rate)}
+	}
 	return nil
 }
 
@@ -102,7 +109,7 @@ func (s LimiterSpec) validateRetryBudget() error {
 	if s.Window < MinLimiterWindow || s.Window > MaxLimiterWindow || s.Window%time.Microsecond != 0 {
 		return &InputError{Field: "window", Message: fmt.Sprintf("must be %s to %s in whole microseconds, e.g. 1m", MinLimiterWindow, MaxLimiterWindow)}
 	}
-	if s.Rate != 0 || s.Burst != 0 {
+	if s.Rate != 0 || s.Burst != 0 || s.Floor != 0 || s.Ceiling != 0 {
 		return &InputError{Field: "ratio", Message: "a retry budget takes Ratio, Min and Window only"}
 	}
 	return nil
@@ -120,10 +127,13 @@ func (s LimiterSpec) Full() float64 {
 	return s.Min
 }
 
-// LimiterState is a bucket's stored state: its tokens at At.
+// LimiterState is a bucket's stored state: its tokens at At, and for an
+// adaptive limit its rate now and the end of a provider's hold.
 type LimiterState struct {
-	Tokens float64
-	At     time.Time
+	Tokens    float64
+	At        time.Time
+	Rate      float64
+	HeldUntil time.Time
 }
 
 // Level returns the bucket's tokens at now. A clock that went back refills
@@ -146,7 +156,8 @@ func after(st LimiterState, now time.Time, level float64) LimiterState {
 	if now.Before(st.At) {
 		now = st.At
 	}
-	return LimiterState{Tokens: level, At: now}
+	st.Tokens, st.At = level, now
+	return st
 }
 
 // Take takes up to want whole tokens at now. It returns the bucket's new
@@ -155,9 +166,13 @@ func after(st LimiterState, now time.Time, level float64) LimiterState {
 // a retry budget with Min below 1). Every mode grants only the whole tokens
 // it holds, so that takers racing for a bucket (each in the store's
 // transaction) get together no more than it holds, and its level never
-// goes below zero.
+// goes below zero. A bucket held by a provider's reset time (HeldUntil)
+// grants nothing until then.
 func (s LimiterSpec) Take(st LimiterState, now time.Time, want int) (LimiterState, int, time.Duration) {
 	level := s.Level(st, now)
+	if now.Before(st.HeldUntil) {
+		return after(st, now, level), 0, st.HeldUntil.Sub(now)
+	}
 	grant := 0
 	if want > 0 {
 		grant = int(min(float64(want), max(math.Floor(level+limiterEpsilon), 0)))
@@ -218,6 +233,9 @@ type LimiterRecord struct {
 	Denied int64 `json:"denied"`
 	// UpdatedAt is when a worker last took from it or gave to it.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Adaptive is an adaptive limit's state (Spec.Rate is its rate now);
+	// nil for a fixed limit.
+	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
 }
 
 // specJSON is a spec as JSON: the window in seconds, and null for what
@@ -230,6 +248,8 @@ type specJSON struct {
 	Min           *float64    `json:"min"`
 	Ratio         *float64    `json:"ratio"`
 	WindowSeconds *float64    `json:"window_seconds"`
+	Floor         *float64    `json:"floor,omitempty"`
+	Ceiling       *float64    `json:"ceiling,omitempty"`
 }
 
 // MarshalJSON writes the spec with its window in seconds.
@@ -241,6 +261,9 @@ func (s LimiterSpec) MarshalJSON() ([]byte, error) {
 	}
 	if s.Mode != LimiterModeRate || s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
 		j.Min, j.Ratio, j.WindowSeconds = set(s.Min), set(s.Ratio), set(s.Window.Seconds())
+	}
+	if s.Adaptive() {
+		j.Floor, j.Ceiling = set(s.Floor), set(s.Ceiling)
 	}
 	return json.Marshal(j)
 }
@@ -258,6 +281,6 @@ func (s *LimiterSpec) UnmarshalJSON(b []byte) error {
 		return *v
 	}
 	*s = LimiterSpec{Mode: j.Mode, Rate: get(j.Rate), Burst: get(j.Burst), Min: get(j.Min), Ratio: get(j.Ratio),
-		Window: time.Duration(math.Round(get(j.WindowSeconds)*1e6)) * time.Microsecond}
+		Window: time.Duration(math.Round(get(j.WindowSeconds)*1e6)) * time.Microsecond, Floor: get(j.Floor), Ceiling: get(j.Ceiling)}
 	return nil
 }

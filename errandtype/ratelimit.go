@@ -30,6 +30,15 @@ type RateLimit struct {
 	// that starts are spread evenly and no interval of Per sees more than
 	// Limit+Burst of them.
 	Burst int
+	// Floor and Ceiling, both given, make a kind's limit adaptive: its
+	// rate, in jobs per Per like Limit, starts at Limit and follows the
+	// outcomes of the kind's jobs within these bounds (see
+	// LimiterSpec.Adapt). Its burst follows the rate; Burst must be 0.
+	Floor, Ceiling int
+	// Target, on an adaptive limit, is the latency a success should stay
+	// within: most successes slower than it lower the rate like a
+	// throttle. Zero: latency does not count.
+	Target time.Duration
 }
 
 // Name is the limit's bucket: "queue:NAME" or "kind:NAME".
@@ -64,17 +73,48 @@ func (l RateLimit) Spec() (LimiterSpec, error) {
 		return LimiterSpec{}, &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: burst %d; give at least 1", l.Name(), l.Burst)}
 	}
 	s := LimiterSpec{Mode: LimiterModeRate, Rate: rate, Burst: float64(burst)}
+	if l.Floor != 0 || l.Ceiling != 0 || l.Target != 0 {
+		if err := l.checkAdaptive(); err != nil {
+			return LimiterSpec{}, err
+		}
+		s.Floor, s.Ceiling = float64(l.Floor)/l.Per.Seconds(), float64(l.Ceiling)/l.Per.Seconds()
+		s = s.Current(0)
+	}
 	if err := s.Validate(); err != nil {
 		return LimiterSpec{}, fmt.Errorf("%s: %w", l.Name(), err)
 	}
 	return s, nil
 }
 
+// checkAdaptive checks an adaptive limit's own fields.
+func (l RateLimit) checkAdaptive() error {
+	switch {
+	case l.Kind == "":
+		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: only a kind's limit can be adaptive, since its jobs' outcomes move it; drop Floor, Ceiling and Target or limit a kind", l.Name())}
+	case l.Floor < 1 || l.Ceiling < l.Limit || l.Floor > l.Limit:
+		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: floor %d and ceiling %d must hold the starting limit %d, with a floor of at least 1, e.g. floor=1,ceiling=%d", l.Name(), l.Floor, l.Ceiling, l.Limit, max(l.Limit*10, 1))}
+	case l.Burst != 0:
+		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: an adaptive limit's burst follows its rate; drop Burst", l.Name())}
+	case l.Target < 0:
+		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: target %s; give a positive latency or 0 for none", l.Name(), l.Target)}
+	}
+	return nil
+}
+
+// Adaptive reports whether the limit is adaptive.
+func (l RateLimit) Adaptive() bool { return l.Ceiling > 0 }
+
 // String writes the limit as ParseRateLimit reads it.
 func (l RateLimit) String() string {
 	s := l.Name() + "=" + strconv.Itoa(l.Limit) + "/" + perString(l.Per)
 	if l.Burst > 0 {
 		s += ",burst=" + strconv.Itoa(l.Burst)
+	}
+	if l.Floor > 0 || l.Ceiling > 0 {
+		s += ",floor=" + strconv.Itoa(l.Floor) + ",ceiling=" + strconv.Itoa(l.Ceiling)
+	}
+	if l.Target > 0 {
+		s += ",target=" + l.Target.String()
 	}
 	return s
 }
@@ -96,12 +136,14 @@ func perString(d time.Duration) string {
 //
 //	queue:NAME=N/PER[,burst=B]
 //	kind:NAME=N/PER[,burst=B]
+//	kind:NAME=N/PER,floor=F,ceiling=C[,target=DURATION]
 //
 // PER is s, m or h, or a Go duration: "queue:emails=20/s",
-// "kind:charge=100/m", "kind:sync=5/30s,burst=5". Bad input is an
-// *InputError that shows the form to use.
+// "kind:charge=100/m", "kind:sync=5/30s,burst=5",
+// "kind:webhook=50/s,floor=5,ceiling=500,target=2s" (adaptive). Bad input
+// is an *InputError that shows the form to use.
 func ParseRateLimit(s string) (RateLimit, error) {
-	const form = "write queue:NAME=N/PER or kind:NAME=N/PER, with PER s, m, h or a duration and an optional ,burst=B, e.g. queue:emails=20/s"
+	const form = "write queue:NAME=N/PER or kind:NAME=N/PER, with PER s, m, h or a duration and options ,burst=B or (a kind's, adaptive) ,floor=F,ceiling=C[,target=2s], e.g. queue:emails=20/s"
 	bad := func(why string) (RateLimit, error) {
 		return RateLimit{}, &InputError{Field: "rate limit", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
 	}
@@ -129,13 +171,25 @@ func ParseRateLimit(s string) (RateLimit, error) {
 	if l.Per, err = parsePer(per); err != nil {
 		return bad("has no interval PER")
 	}
-	if hasOpt {
-		b, ok := strings.CutPrefix(opt, "burst=")
-		burst, err := strconv.Atoi(b)
-		if !ok || err != nil || burst < 1 {
-			return bad("has a burst that is not burst=B with B at least 1")
+	for hasOpt {
+		var o string
+		o, opt, hasOpt = strings.Cut(opt, ",")
+		key, val, _ := strings.Cut(o, "=")
+		n, err := strconv.Atoi(val)
+		switch {
+		case key == "burst" && err == nil && n >= 1 && l.Burst == 0:
+			l.Burst = n
+		case key == "floor" && err == nil && n >= 1 && l.Floor == 0:
+			l.Floor = n
+		case key == "ceiling" && err == nil && n >= 1 && l.Ceiling == 0:
+			l.Ceiling = n
+		case key == "target" && l.Target == 0:
+			if l.Target, err = time.ParseDuration(val); err != nil || l.Target <= 0 {
+				return bad("has a target that is not a positive duration")
+			}
+		default:
+			return bad(fmt.Sprintf("has an option %q that is not burst=B, floor=F, ceiling=C or target=DURATION, each once with a number at least 1", o))
 		}
-		l.Burst = burst
 	}
 	if _, err := l.Spec(); err != nil {
 		return RateLimit{}, err

@@ -13,7 +13,8 @@ import (
 
 var _ errandstore.LimiterStore = (*Store)(nil)
 
-const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at`
+const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts`
 
 // limSQL expands a limiter statement: {limiters} and what [Store.sql]
 // expands.
@@ -26,14 +27,33 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 	var mode string
 	var window int64
 	var st errandtype.LimiterState
+	var held, moved *time.Time
+	var a errandtype.AdaptiveState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &st.At); err != nil {
+		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
-	st.At = st.At.UTC()
+	st.At, st.Rate = st.At.UTC(), r.Spec.Rate
+	if held != nil {
+		st.HeldUntil, a.HeldUntil = held.UTC(), held.UTC()
+	}
+	if moved != nil {
+		a.MovedAt = moved.UTC()
+	}
+	if r.Spec.Adaptive() {
+		r.Adaptive = &a
+	}
 	r.UpdatedAt = st.At
 	return &r, st, nil
+}
+
+// zeroNull is t, or NULL for the zero time.
+func zeroNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }
 
 // LimiterTake implements [errandstore.LimiterStore]. The upsert locks each
@@ -47,21 +67,27 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 			sp := t.Spec
 			var st errandtype.LimiterState
 			var now time.Time
+			var held *time.Time
 			err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
-				VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now})
-				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, rate = excluded.rate,
-					burst = excluded.burst, min_tokens = excluded.min_tokens, ratio = excluded.ratio,
-					window_us = excluded.window_us
-				RETURNING tokens, updated_at, {now}`),
+				VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0)
+				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
+					ratio = excluded.ratio, window_us = excluded.window_us,
+					floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
+				RETURNING tokens, updated_at, rate, held_until, {now}`),
 				s.nowArg(), t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
-			).Scan(&st.Tokens, &st.At, &now)
+				sp.Floor, sp.Ceiling,
+			).Scan(&st.Tokens, &st.At, &st.Rate, &held, &now)
 			if err != nil {
 				return errandstore.LimiterGrant{}, badValue(err)
 			}
 			st.At, now = st.At.UTC(), micro(now)
-			next, grant, denied := t.From(st, now)
-			_, err = tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3 WHERE name = $4`),
-				next.Tokens, next.At, denied, t.Name)
+			if held != nil {
+				st.HeldUntil = held.UTC()
+			}
+			next, cur, grant, denied := t.From(st, now)
+			_, err = tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3,
+				rate = $4, burst = $5, held_until = $6 WHERE name = $7`),
+				next.Tokens, next.At, denied, cur.Rate, cur.Burst, zeroNull(next.HeldUntil), t.Name)
 			return grant, err
 		})
 }
@@ -83,6 +109,29 @@ func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParam
 			next := r.Spec.Give(st, micro(now), g.Amount)
 			_, err = tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2 WHERE name = $3`),
 				next.Tokens, next.At, g.Name)
+			return err
+		})
+}
+
+// LimiterAdjust implements [errandstore.LimiterStore]. The row is locked
+// as a take locks it.
+func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandtype.LimiterRecord, error) {
+	var now time.Time
+	return errandstore.AdjustLimiter(p, func() time.Time { return micro(now) },
+		func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
+		func(tx pgx.Tx) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
+			row := tx.QueryRow(ctx, s.limSQL(`SELECT `+limiterColumns+`, {now} FROM {limiters} WHERE name = $2 FOR UPDATE`), s.nowArg(), p.Name)
+			r, st, err := scanLimiter(nowScanner{row, &now})
+			if isNoRows(err) {
+				return nil, st, nil
+			}
+			return r, st, err
+		},
+		func(tx pgx.Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error {
+			a := r.Adaptive
+			_, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET rate = $1, burst = $2, tokens = $3, updated_at = $4,
+				held_until = $5, moved_at = $6, moved_reason = $7, decreases = $8, peak = $9, cuts = $10 WHERE name = $11`),
+				r.Spec.Rate, r.Spec.Burst, st.Tokens, st.At, zeroNull(a.HeldUntil), zeroNull(a.MovedAt), a.Reason, a.Decreases, a.Peak, a.Cuts, r.Name)
 			return err
 		})
 }

@@ -13,21 +13,41 @@ import (
 
 var _ errandstore.LimiterStore = (*Store)(nil)
 
-const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at`
+const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts`
 
 func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
 	var r errandtype.LimiterRecord
 	var mode string
 	var window, updated int64
+	var held, moved sql.NullInt64
+	var a errandtype.AdaptiveState
 	var st errandtype.LimiterState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &updated); err != nil {
+		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
-	st.At = fromMicros(updated)
+	st.At, st.Rate = fromMicros(updated), r.Spec.Rate
+	if t := nullMicros(held); t != nil {
+		st.HeldUntil, a.HeldUntil = *t, *t
+	}
+	if t := nullMicros(moved); t != nil {
+		a.MovedAt = *t
+	}
+	if r.Spec.Adaptive() {
+		r.Adaptive = &a
+	}
 	r.UpdatedAt = st.At
 	return &r, st, nil
+}
+
+// zeroNull is t in microseconds, or NULL for the zero time.
+func zeroNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
 }
 
 // LimiterTake implements [errandstore.LimiterStore]. The writer transaction
@@ -39,21 +59,27 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 			sp := t.Spec
 			var st errandtype.LimiterState
 			var at int64
+			var held sql.NullInt64
 			err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
-				VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
-				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, rate = excluded.rate,
-					burst = excluded.burst, min_tokens = excluded.min_tokens, ratio = excluded.ratio,
-					window_us = excluded.window_us
-				RETURNING tokens, updated_at`,
+				VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0)
+				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
+					ratio = excluded.ratio, window_us = excluded.window_us,
+					floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
+				RETURNING tokens, updated_at, rate, held_until`,
 				t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
-			).Scan(&st.Tokens, &at)
+				sp.Floor, sp.Ceiling,
+			).Scan(&st.Tokens, &at, &st.Rate, &held)
 			if err != nil {
 				return errandstore.LimiterGrant{}, err
 			}
 			st.At = fromMicros(at)
-			next, grant, denied := t.From(st, now)
-			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ? WHERE name = ?`,
-				next.Tokens, micros(next.At), denied, t.Name)
+			if t := nullMicros(held); t != nil {
+				st.HeldUntil = *t
+			}
+			next, cur, grant, denied := t.From(st, now)
+			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ?,
+				rate = ?, burst = ?, held_until = ? WHERE name = ?`,
+				next.Tokens, micros(next.At), denied, cur.Rate, cur.Burst, zeroNull(next.HeldUntil), t.Name)
 			return grant, err
 		})
 }
@@ -72,6 +98,26 @@ func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParam
 			next := r.Spec.Give(st, fromMicros(micros(s.clock.Now())), g.Amount)
 			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ? WHERE name = ?`,
 				next.Tokens, micros(next.At), g.Name)
+			return err
+		})
+}
+
+// LimiterAdjust implements [errandstore.LimiterStore].
+func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandtype.LimiterRecord, error) {
+	return errandstore.AdjustLimiter(p, func() time.Time { return fromMicros(micros(s.clock.Now())) },
+		func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
+		func(tx *sql.Tx) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
+			r, st, err := scanLimiter(tx.QueryRowContext(ctx, `SELECT `+limiterColumns+` FROM errand_limiters WHERE name = ?`, p.Name))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, st, nil
+			}
+			return r, st, err
+		},
+		func(tx *sql.Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error {
+			a := r.Adaptive
+			_, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET rate = ?, burst = ?, tokens = ?, updated_at = ?,
+				held_until = ?, moved_at = ?, moved_reason = ?, decreases = ?, peak = ?, cuts = ? WHERE name = ?`,
+				r.Spec.Rate, r.Spec.Burst, st.Tokens, micros(st.At), zeroNull(a.HeldUntil), zeroNull(a.MovedAt), a.Reason, a.Decreases, a.Peak, a.Cuts, r.Name)
 			return err
 		})
 }

@@ -29,9 +29,15 @@ and when it was last used. A rate limit's tokens are the jobs that may
 start at once; a retry budget's, the retries that may start (0 or less:
 the kind's retries wait).
 
+An adaptive rate limit (a kind's, given floor= and ceiling=) shows its rate
+now, its bounds, and a line saying when and why it last moved.
+
 With --json, prints one JSON array ordered by name: {"name", "spec":
 {"mode", "rate", "burst", "min", "ratio", "window_seconds"}, "tokens",
-"denied", "updated_at"}; a spec's fields its mode does not use are null.`,
+"denied", "updated_at"}; a spec's fields its mode does not use are null.
+An adaptive limit's spec adds "floor" and "ceiling", and its record
+"adaptive": {"held_until", "moved_at", "reason", "decreases", "peak",
+"increases"}.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print a JSON array of limit records")
@@ -64,16 +70,35 @@ With --json, prints one JSON array ordered by name: {"name", "spec":
 func writeLimitsTable(w io.Writer, rs []*errandtype.LimiterRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTOKENS\tRULE\tHELD BACK\tUPDATED")
+	var moves []string
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(r.Name), strconv.FormatFloat(r.Tokens, 'f', 2, 64),
 			limitRule(r.Spec), r.Denied, formatTime(r.UpdatedAt))
+		if a := r.Adaptive; a != nil && !a.MovedAt.IsZero() {
+			m := fmt.Sprintf("%s last moved %s: %s", printable(r.Name), formatTime(a.MovedAt), printable(a.Reason))
+			if a.HeldUntil.After(a.MovedAt) {
+				m += fmt.Sprintf(" (held until %s)", formatTime(a.HeldUntil))
+			}
+			moves = append(moves, m)
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range moves {
+		if _, err := fmt.Fprintln(w, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // limitRule describes a bucket's rule for a person.
 func limitRule(s errandtype.LimiterSpec) string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+	if s.Mode == errandtype.LimiterModeRate && s.Adaptive() {
+		return f(s.Rate) + "/s adaptive between " + f(s.Floor) + " and " + f(s.Ceiling) + ", burst " + f(s.Burst)
+	}
 	if s.Mode == errandtype.LimiterModeRate {
 		return f(s.Rate) + "/s, burst " + f(s.Burst)
 	}

@@ -30,6 +30,8 @@ type Limits struct {
 	Queues  map[string]Rule // queue -> its rate limit
 	Kinds   map[string]Rule // kind -> its rate limit
 	Budgets map[string]Rule // kind -> its retry budget
+	// Adaptive: kind -> the collector of its adaptive limit (in Kinds too).
+	Adaptive map[string]*Adaptive
 }
 
 // Rule is one bucket: its stored name and its rule.
@@ -40,7 +42,7 @@ type Rule struct {
 
 // NewLimits returns empty limits kept in store.
 func NewLimits(store errandstore.LimiterStore) *Limits {
-	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}}
+	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{}}
 }
 
 // Plan is what the limits allow one claim.
@@ -234,7 +236,11 @@ func (f *Limits) Settle(ctx context.Context, logger *slog.Logger, p *Plan, jobs 
 			k := strings.TrimPrefix(t.Name, "retry:")
 			used, deposit = retries[k], t.Spec.Ratio*float64(firsts[k])
 		case strings.HasPrefix(t.Name, "kind:"):
-			used = perKind[strings.TrimPrefix(t.Name, "kind:")]
+			k := kindOf(t.Name)
+			used = perKind[k]
+			if g := p.grants[i].Granted; g < t.Want && used == g {
+				f.noteLimited(k)
+			}
 		default:
 			used = len(jobs)
 		}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand/errandtype"
+)
+
+// TestLimitsTableAdaptive: errand limits shows an adaptive limit's rate,
+// bounds, and when and why it last moved.
+func TestLimitsTableAdaptive(t *testing.T) {
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	r := &errandtype.LimiterRecord{Name: "kind:hook", Tokens: 3, UpdatedAt: at,
+		Spec:     errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 90, Burst: 9, Floor: 5, Ceiling: 500},
+		Adaptive: &errandtype.AdaptiveState{MovedAt: at, HeldUntil: at.Add(30 * time.Second), Reason: "throttled: 2 attempts turned away (last http_429)"}}
+	var b strings.Builder
+	if err := writeLimitsTable(&b, []*errandtype.LimiterRecord{r}); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"90/s adaptive between 5 and 500, burst 9", "kind:hook last moved 2026-12-06T12:00:00Z: throttled: 2 attempts turned away (last http_429) (held until 2026-12-06T12:00:30Z)"} {
+		if !strings.Contains(b.String(), part) {
+			t.Errorf("errand limits lacks %q:\n%s", part, b.String())
+		}
+	}
+}
