@@ -39,6 +39,9 @@ func (p *JobInsertParams) Validate() error {
 	if err := p.checkUnique(); err != nil {
 		return err
 	}
+	if err := p.checkDebounce(); err != nil {
+		return err
+	}
 	return p.checkLabels()
 }
 

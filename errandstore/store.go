@@ -683,6 +683,9 @@ type JobInsertParams struct {
 	// [FairClaimer]): a tenant, an account, a customer.
 	FairnessKey string
 	Tags        []string
+	// Debounce, when set, folds this enqueue into the pending job of its
+	// key and kind: see [InsertKeyed].
+	Debounce *JobDebounce
 	// Metadata is a JSON object kept with the job (see [CheckMetadata]),
 	// or nil.
 	Metadata json.RawMessage
@@ -710,8 +713,12 @@ type JobInsertResult struct {
 	Job *errandtype.Job
 	// Duplicate reports that a job with the same ID existed, or one held
 	// the UniqueKey (in its scope and window), and Job is that job,
-	// unchanged.
+	// unchanged; or that the job's Debounce key folded it into Job (see
+	// Absorbed).
 	Duplicate bool
+	// Absorbed reports that Job is the pending job of the enqueue's
+	// debounce key, which absorbed it (and, last-wins, took its args).
+	Absorbed bool
 }
 
 // JobGetParams names a job.
