@@ -178,6 +178,7 @@ func exercise(t *testing.T, h harness) {
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},
+		{"Debounce", debounceCases},
 		{"Fairness", fairnessCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
