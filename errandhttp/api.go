@@ -710,6 +710,9 @@ type enqueueResponse struct {
 	// Duplicate: a job with this id (or Idempotency-Key), or unique key,
 	// existed; Job is that job and nothing was enqueued.
 	Duplicate bool `json:"duplicate"`
+	// Absorbed: the job's debounce key folded it into Job (duplicate is
+	// set too).
+	Absorbed bool `json:"absorbed"`
 }
 
 // IdempotencyHeader names the request header whose value makes a retried
@@ -794,7 +797,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *JobReque
 	if err != nil {
 		return keyConflict(keyError(err, key), key)
 	}
-	writeJSON(w, enqueueStatus(w, res.Duplicate, key), enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate})
+	writeJSON(w, enqueueStatus(w, res.Duplicate, key), enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate, Absorbed: res.Absorbed})
 	return nil
 }
 
