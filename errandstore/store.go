@@ -770,6 +770,11 @@ type JobListParams struct {
 	AfterSeq int64
 	// Limit bounds the result; zero means 100.
 	Limit int
+	// ArgsHas and OutputHas, when set, keep jobs whose args, or output,
+	// hold the filter's fields (see [ContainmentLeaves]); Tags keeps jobs
+	// that have every one of the tags. See [JobListParams.Validate].
+	ArgsHas, OutputHas json.RawMessage
+	Tags               []string
 }
 
 // JobClaimParams describes a claim.
