@@ -569,6 +569,9 @@ func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*erran
 // order first, and only when they hold less than a page does it fetch and
 // sort (TestOperatorReadsBesideHistory, TestListBesideBacklog).
 func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*errandtype.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if !errandtype.StorableText(p.Queue) || !errandtype.StorableText(p.Kind) {
 		return []*errandtype.Job{}, nil // no job is in such a queue or of such a kind
 	}
@@ -619,6 +622,18 @@ func jobListSQL(p *errandstore.JobListParams, walk bool) (string, []any, int) {
 	}
 	if p.Kind != "" {
 		where = append(where, "kind = "+arg(p.Kind))
+	}
+	// Containment with @>, which the stores' shared check (ContainmentLeaves)
+	// limits to what SQLite's json functions match alike. No index serves it
+	// unless the operator made one (docs/search.md): the list walks seqs.
+	if p.ArgsHas != nil {
+		where = append(where, "args @> "+arg(string(p.ArgsHas))+"::jsonb")
+	}
+	if p.OutputHas != nil {
+		where = append(where, "output::jsonb @> "+arg(string(p.OutputHas))+"::jsonb")
+	}
+	if len(p.Tags) > 0 {
+		where = append(where, "tags @> "+arg(p.TagsFilterJSON())+"::jsonb")
 	}
 	limit := p.Limit
 	if limit <= 0 {

@@ -303,6 +303,9 @@ func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*erran
 
 // JobList implements [errandstore.JobStore].
 func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*errandtype.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	where := []string{"seq > ?"}
 	args := []any{p.AfterSeq}
 	if len(p.States) > 0 {
@@ -318,6 +321,10 @@ func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*e
 	if p.Kind != "" {
 		where = append(where, "kind = ?")
 		args = append(args, p.Kind)
+	}
+	where, args, err := searchWhere(p, where, args)
+	if err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	if limit <= 0 {

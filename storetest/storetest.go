@@ -179,6 +179,7 @@ func exercise(t *testing.T, h harness) {
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},
 		{"Debounce", debounceCases},
+		{"Search", searchCases},
 		{"Fairness", fairnessCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
