@@ -764,6 +764,14 @@ type ListOpts struct {
 	AfterSeq int64
 	// Limit bounds the page; zero means 100.
 	Limit int
+	// ArgsHas keeps jobs whose args hold this JSON object's fields:
+	// {"user_id": 42} keeps jobs whose args have user_id 42. Values are
+	// scalars or such objects, matched at their paths; arrays and empty
+	// objects are refused. OutputHas does the same for the output a
+	// handler recorded. See docs/search.md.
+	ArgsHas, OutputHas json.RawMessage
+	// Tags keeps jobs that have every one of these tags.
+	Tags []string
 }
 
 // List returns jobs matching opts (nil for all), in insertion order. To
@@ -792,7 +800,11 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*errandtype.J
 			return nil, err
 		}
 	}
-	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit}
+	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit,
+		ArgsHas: opts.ArgsHas, OutputHas: opts.OutputHas, Tags: opts.Tags}
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
 	js, err := c.store.JobList(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
