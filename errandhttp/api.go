@@ -821,10 +821,19 @@ type listResponse struct {
 
 func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor"); err != nil {
+	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor", "args_has", "output_has", "tag"); err != nil {
 		return err
 	}
-	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind")}
+	if a.hideArgs && (q.Has("args_has") || q.Has("output_has")) {
+		return &httpError{http.StatusForbidden, "forbidden", "this server hides jobs' args and output from this token (HideArgs), and a search of them would reveal them; search by tag, or use an operator's token"}
+	}
+	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Tags: q["tag"]}
+	if v := q.Get("args_has"); v != "" {
+		opts.ArgsHas = json.RawMessage(v)
+	}
+	if v := q.Get("output_has"); v != "" {
+		opts.OutputHas = json.RawMessage(v)
+	}
 	for _, v := range q["state"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {
