@@ -185,6 +185,9 @@ func (c *engine) batchParams(ctx context.Context, params []EnqueueParams, opts *
 		if o := params[i].Opts; o != nil && o.FirstWins {
 			return nil, &errandtype.InputError{Field: fmt.Sprintf("job %d: first_wins", i), Message: "is set; a batch's jobs must be new, so set FirstWins on the batch instead"}
 		}
+		if o := params[i].Opts; o != nil && o.Debounce != nil {
+			return nil, &errandtype.InputError{Field: fmt.Sprintf("job %d: debounce", i), Message: "is set; a batch's jobs must be new, and a debounced one may fold into another job; enqueue it on its own"}
+		}
 	}
 	jobs, err := c.insertParams(ctx, params)
 	if err != nil {

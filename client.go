@@ -219,6 +219,11 @@ type EnqueueOpts struct {
 	// states and, optionally, a time window: see [UniqueOpts]. A duplicate
 	// enqueue returns the job that holds the key, with Duplicate set.
 	Unique *UniqueOpts
+	// Debounce, when set, folds this enqueue into the pending job of its
+	// key and kind (debounce, last-wins) or into the key's job of the last
+	// window (throttle, first-wins): see [DebounceOpts]. It takes no ID or
+	// unique key, and, last-wins, no Delay or RunAt.
+	Debounce *DebounceOpts
 	// OrderingKey groups jobs that must run one at a time, in the order
 	// they were enqueued (a customer id, say): a job of the key waits while
 	// another is running, or while an earlier one is queued or waiting out a
@@ -274,7 +279,12 @@ type EnqueueResult struct {
 	// Duplicate reports that a job with the same ID existed (the same job,
 	// or any with FirstWins), or one held the unique key (see
 	// [UniqueOpts]): Job is that job, unchanged, and nothing was enqueued.
+	// It is set too when Absorbed.
 	Duplicate bool
+	// Absorbed reports that the job's debounce key folded it into Job
+	// (see [DebounceOpts]): nothing was enqueued, and Job, last-wins, now
+	// has this enqueue's args and a later start.
+	Absorbed bool
 }
 
 // Enqueue inserts one job in a transaction of its own. The kind is the
@@ -354,7 +364,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 // taken out, and whether it was set; elsewhere Eager is refused (see
 // ownInsertParam).
 func takeEager(params []EnqueueParams) ([]EnqueueParams, bool) {
-	if len(params) != 1 || params[0].Opts == nil || !params[0].Opts.Eager {
+	if len(params) != 1 || params[0].Opts == nil || !params[0].Opts.Eager || params[0].Opts.Debounce != nil {
 		return params, false
 	}
 	o := *params[0].Opts
@@ -503,7 +513,7 @@ func freshJobs(rs []errandstore.JobInsertResult) []*errandtype.Job {
 func enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
 	out := make([]EnqueueResult, len(rs))
 	for i, r := range rs {
-		out[i] = EnqueueResult{Job: r.Job, Duplicate: r.Duplicate}
+		out[i] = EnqueueResult{Job: r.Job, Duplicate: r.Duplicate, Absorbed: r.Absorbed}
 	}
 	return out
 }
@@ -589,6 +599,9 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 	if traced := withTraceContext(ctx, meta); len(traced) <= errandstore.MaxMetadataBytes {
 		meta = traced
 	}
+	if o.Debounce != nil && (o.Eager || id != "") {
+		return nil, &errandtype.InputError{Field: "Debounce", Message: "folds a job into a pending one, so it cannot start at once (Eager) or be a job errand names (a child, an on-dead job); leave it out here"}
+	}
 	if o.Eager {
 		return nil, &errandtype.InputError{Field: "Eager", Message: "starts a job enqueued alone with Enqueue or EnqueueMany, outside your transaction, a batch or a workflow; leave it out here"}
 	}
@@ -615,6 +628,7 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 		OrderingKey:      o.OrderingKey,
 		FairnessKey:      o.FairnessKey,
 		Tags:             o.Tags,
+		Debounce:         o.Debounce.storeDebounce(),
 		Metadata:         meta,
 	}
 	if err := c.applyKeys(ip, o); err != nil {
@@ -750,6 +764,14 @@ type ListOpts struct {
 	AfterSeq int64
 	// Limit bounds the page; zero means 100.
 	Limit int
+	// ArgsHas keeps jobs whose args hold this JSON object's fields:
+	// {"user_id": 42} keeps jobs whose args have user_id 42. Values are
+	// scalars or such objects, matched at their paths; arrays and empty
+	// objects are refused. OutputHas does the same for the output a
+	// handler recorded. See docs/search.md.
+	ArgsHas, OutputHas json.RawMessage
+	// Tags keeps jobs that have every one of these tags.
+	Tags []string
 }
 
 // List returns jobs matching opts (nil for all), in insertion order. To
@@ -778,7 +800,11 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*errandtype.J
 			return nil, err
 		}
 	}
-	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit}
+	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit,
+		ArgsHas: opts.ArgsHas, OutputHas: opts.OutputHas, Tags: opts.Tags}
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
 	js, err := c.store.JobList(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)

@@ -264,6 +264,8 @@ func (c *engine) workflowTemplate(ctx context.Context, args JobArgs, opts *Enque
 		return nil, nil, &errandtype.InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
 	case o.UniqueKey != "" || o.Unique != nil:
 		return nil, nil, &errandtype.InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
+	case o.Debounce != nil:
+		return nil, nil, &errandtype.InputError{Field: "Debounce", Message: "must be empty: a workflow's jobs have fixed ids and cannot fold into other jobs"}
 	}
 	ip, err := c.insertParam(ctx, &EnqueueParams{Args: args, Opts: &o})
 	if err != nil {

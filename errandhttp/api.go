@@ -710,6 +710,9 @@ type enqueueResponse struct {
 	// Duplicate: a job with this id (or Idempotency-Key), or unique key,
 	// existed; Job is that job and nothing was enqueued.
 	Duplicate bool `json:"duplicate"`
+	// Absorbed: the job's debounce key folded it into Job (duplicate is
+	// set too).
+	Absorbed bool `json:"absorbed"`
 }
 
 // IdempotencyHeader names the request header whose value makes a retried
@@ -794,7 +797,7 @@ func (a *api[TTx]) enqueue(w http.ResponseWriter, r *http.Request, req *JobReque
 	if err != nil {
 		return keyConflict(keyError(err, key), key)
 	}
-	writeJSON(w, enqueueStatus(w, res.Duplicate, key), enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate})
+	writeJSON(w, enqueueStatus(w, res.Duplicate, key), enqueueResponse{Job: a.show(res.Job), Duplicate: res.Duplicate, Absorbed: res.Absorbed})
 	return nil
 }
 
@@ -818,10 +821,19 @@ type listResponse struct {
 
 func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor"); err != nil {
+	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor", "args_has", "output_has", "tag"); err != nil {
 		return err
 	}
-	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind")}
+	if a.hideArgs && (q.Has("args_has") || q.Has("output_has")) {
+		return &httpError{http.StatusForbidden, "forbidden", "this server hides jobs' args and output from this token (HideArgs), and a search of them would reveal them; search by tag, or use an operator's token"}
+	}
+	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Tags: q["tag"]}
+	if v := q.Get("args_has"); v != "" {
+		opts.ArgsHas = json.RawMessage(v)
+	}
+	if v := q.Get("output_has"); v != "" {
+		opts.OutputHas = json.RawMessage(v)
+	}
 	for _, v := range q["state"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -522,7 +523,10 @@ type listData struct {
 	States []errandtype.JobState
 	// Filter is the listing's filter as the visitor gave it.
 	State, Queue, Kind string
-	Limit              int
+	// ArgsHas and OutputHas are JSON objects to search args and output
+	// for, Tag a tag (see errand.ListOpts).
+	ArgsHas, OutputHas, Tag string
+	Limit                   int
 	// After is the cursor of this page; Next the cursor of the next page,
 	// 0 when this is the last.
 	After, Next int64
@@ -539,7 +543,8 @@ func (l *listData) QueryFirst() template.URL { return l.query(0) }
 // query-escaped by url.Values, which is what makes it a safe template.URL.
 func (l *listData) query(after int64) template.URL {
 	v := url.Values{}
-	for k, s := range map[string]string{"state": l.State, "queue": l.Queue, "kind": l.Kind} {
+	for k, s := range map[string]string{"state": l.State, "queue": l.Queue, "kind": l.Kind,
+		"args_has": l.ArgsHas, "output_has": l.OutputHas, "tag": l.Tag} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -556,7 +561,8 @@ func (l *listData) query(after int64) template.URL {
 func (d *dashboard) listPage(r *http.Request, state errandtype.JobState) (*listData, error) {
 	q := r.URL.Query()
 	l := &listData{States: errandtype.JobStates, State: q.Get("state"), Queue: strings.TrimSpace(q.Get("queue")),
-		Kind: strings.TrimSpace(q.Get("kind")), Limit: d.opts.PageSize, MaxBatch: d.opts.MaxBatch}
+		Kind: strings.TrimSpace(q.Get("kind")), Limit: d.opts.PageSize, MaxBatch: d.opts.MaxBatch,
+		ArgsHas: strings.TrimSpace(q.Get("args_has")), OutputHas: strings.TrimSpace(q.Get("output_has")), Tag: strings.TrimSpace(q.Get("tag"))}
 	if state != "" {
 		l.State = string(state)
 	}
@@ -575,6 +581,9 @@ func (d *dashboard) listPage(r *http.Request, state errandtype.JobState) (*listD
 		l.After = n
 	}
 	opts := &errand.ListOpts{Queue: l.Queue, Kind: l.Kind, AfterSeq: l.After, Limit: l.Limit + 1}
+	if err := d.searchOpts(l, opts); err != nil {
+		return nil, err
+	}
 	if l.State != "" {
 		st, err := errandtype.ParseJobState(l.State)
 		if err != nil {
@@ -592,6 +601,24 @@ func (d *dashboard) listPage(r *http.Request, state errandtype.JobState) (*listD
 	}
 	l.Jobs = jobs
 	return l, nil
+}
+
+// searchOpts sets the search filters of l on opts. A dashboard that hides
+// args refuses to search them, which would reveal them.
+func (d *dashboard) searchOpts(l *listData, opts *errand.ListOpts) error {
+	if d.opts.HideArgs && (l.ArgsHas != "" || l.OutputHas != "") {
+		return &errandtype.InputError{Field: "args_has", Message: "this dashboard hides jobs' args and output, and a search of them would reveal them; search by tag"}
+	}
+	if l.ArgsHas != "" {
+		opts.ArgsHas = json.RawMessage(l.ArgsHas)
+	}
+	if l.OutputHas != "" {
+		opts.OutputHas = json.RawMessage(l.OutputHas)
+	}
+	if l.Tag != "" {
+		opts.Tags = []string{l.Tag}
+	}
+	return nil
 }
 
 func (d *dashboard) jobList(w http.ResponseWriter, r *http.Request) {

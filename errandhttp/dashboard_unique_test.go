@@ -26,3 +26,16 @@ func TestDashboardJobDetailUniqueAndHold(t *testing.T) {
 		"acct-7, held while dead until replayed or cancelled",
 		"it holds ordering key acct-7, so the later jobs of the key wait until it is replayed or cancelled")
 }
+
+// TestDashboardJobDetailDebounce: a job's page shows its debounce key and
+// how many enqueues it absorbed.
+func TestDashboardJobDetailDebounce(t *testing.T) {
+	c := newSQLiteClient(t, errandtest.NewClock(testStart))
+	h := NewDashboard(c, nil)
+	opts := &errand.EnqueueOpts{Debounce: &errand.DebounceOpts{Key: "user:42", Window: time.Minute}}
+	var id string
+	for range 3 {
+		id = enqueue(t, c, failArgs{Note: "reindex"}, opts).ID
+	}
+	wantContains(t, "debounced job", mustGet(t, h, "/jobs/"+id), "Debounce key", "user:42 (absorbed 2 enqueues)")
+}

@@ -47,6 +47,14 @@ type JobRequest struct {
 	Tags           []string              `json:"tags"`
 	// Metadata is a JSON object kept with the job (errand.EnqueueOpts.Metadata).
 	Metadata json.RawMessage `json:"metadata"`
+	// DebounceKey folds enqueues of the key and kind into one job
+	// (errand.EnqueueOpts.Debounce); DebounceMode is "last_wins" (the
+	// default) or "first_wins", DebounceWindow ("5s") and DebounceMaxWait
+	// its durations.
+	DebounceKey     string                  `json:"debounce_key"`
+	DebounceMode    errandtype.DebounceMode `json:"debounce_mode"`
+	DebounceWindow  errandtype.Duration     `json:"debounce_window"`
+	DebounceMaxWait errandtype.Duration     `json:"debounce_max_wait"`
 	// Eager starts the job at once on the serving process's own worker
 	// when it is idle (errand.EnqueueOpts.Eager); a batch's member may
 	// not ask it.
@@ -74,6 +82,8 @@ func (j *JobRequest) params(field string) (errand.EnqueueParams, error) {
 		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("max_age"), Message: "must not be negative"}
 	case j.UniqueKey == "" && (j.UniqueScope != 0 || j.UniqueWindow != 0):
 		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("unique_key"), Message: "is empty, but unique_scope or unique_window is set; give the key too"}
+	case j.DebounceKey == "" && (j.DebounceMode != 0 || j.DebounceWindow != 0 || j.DebounceMaxWait != 0):
+		return errand.EnqueueParams{}, &errandtype.InputError{Field: at("debounce_key"), Message: "is empty, but debounce_mode, debounce_window or debounce_max_wait is set; give the key too"}
 	}
 	args := j.Args
 	if t := bytes.TrimSpace(args); len(t) == 0 || string(t) == "null" {
@@ -96,6 +106,10 @@ func (j *JobRequest) opts() *errand.EnqueueOpts {
 	if j.UniqueScope != 0 || j.UniqueWindow != 0 {
 		opts.UniqueKey = ""
 		opts.Unique = &errand.UniqueOpts{Key: j.UniqueKey, Scope: j.UniqueScope, Window: time.Duration(j.UniqueWindow)}
+	}
+	if j.DebounceKey != "" || j.DebounceMode != 0 || j.DebounceWindow != 0 || j.DebounceMaxWait != 0 {
+		opts.Debounce = &errand.DebounceOpts{Key: j.DebounceKey, Mode: j.DebounceMode,
+			Window: time.Duration(j.DebounceWindow), MaxWait: time.Duration(j.DebounceMaxWait)}
 	}
 	if j.RunAt != nil {
 		opts.RunAt = j.RunAt.Time

@@ -22,9 +22,12 @@ func TestJobFieldsAreEnqueueOpts(t *testing.T) {
 		// The unique key's scope and window, flat in JSON, are
 		// EnqueueOpts.Unique; so is the key when either is given.
 		"unique_scope": "Unique.Scope", "unique_window": "Unique.Window",
+		"debounce_key": "Debounce.Key", "debounce_mode": "Debounce.Mode",
+		"debounce_window": "Debounce.Window", "debounce_max_wait": "Debounce.MaxWait",
 	}, map[string]string{
 		"Unique":    "unique_key, unique_scope and unique_window",
 		"UniqueKey": "Unique.Key when unique_scope or unique_window is given",
+		"Debounce":  "debounce_key, debounce_mode, debounce_window and debounce_max_wait",
 	}, func(j any) *errand.EnqueueOpts { return j.(*JobRequest).opts() })
 }
 
@@ -37,7 +40,7 @@ func TestLaterJobFieldsAreEnqueueOpts(t *testing.T) {
 	checkFields(t, reflect.TypeFor[LaterJob](), map[string]string{
 		"kind": "the args' kind", "args": "the args themselves",
 	}, map[string]string{
-		"ID": notLater, "FirstWins": notLater, "RunAt": notLater, "UniqueKey": notLater, "Unique": notLater,
+		"ID": notLater, "FirstWins": notLater, "RunAt": notLater, "UniqueKey": notLater, "Unique": notLater, "Debounce": notLater,
 		"Eager": "a job errand enqueues later starts once its batch or dependencies are done, never in its enqueue",
 	}, func(j any) *errand.EnqueueOpts {
 		_, opts, err := j.(*LaterJob).params("job", "", "")

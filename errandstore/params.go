@@ -39,6 +39,9 @@ func (p *JobInsertParams) Validate() error {
 	if err := p.checkUnique(); err != nil {
 		return err
 	}
+	if err := p.checkDebounce(); err != nil {
+		return err
+	}
 	return p.checkLabels()
 }
 
@@ -155,15 +158,23 @@ func (p *JobInsertParams) checkLabels() error {
 			return err
 		}
 	}
-	if len(p.Tags) > MaxTags {
-		return &errandtype.InputError{Field: "tags", Message: fmt.Sprintf("%d tags; give at most %d", len(p.Tags), MaxTags)}
+	if err := checkTags(p.Tags); err != nil {
+		return err
 	}
-	for _, t := range p.Tags {
+	return checkMetadataText(p.Metadata)
+}
+
+// checkTags checks a job's tags, or those a listing asks for.
+func checkTags(tags []string) error {
+	if len(tags) > MaxTags {
+		return &errandtype.InputError{Field: "tags", Message: fmt.Sprintf("%d tags; give at most %d", len(tags), MaxTags)}
+	}
+	for _, t := range tags {
 		if err := CheckIdentifier("tag", t, MaxTagBytes); err != nil {
 			return err
 		}
 	}
-	return checkMetadataText(p.Metadata)
+	return nil
 }
 
 // CheckProgress checks a handler's checkpoint before a store writes it:

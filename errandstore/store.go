@@ -690,6 +690,9 @@ type JobInsertParams struct {
 	// [FairClaimer]): a tenant, an account, a customer.
 	FairnessKey string
 	Tags        []string
+	// Debounce, when set, folds this enqueue into the pending job of its
+	// key and kind: see [InsertKeyed].
+	Debounce *JobDebounce
 	// Metadata is a JSON object kept with the job (see [CheckMetadata]),
 	// or nil.
 	Metadata json.RawMessage
@@ -717,8 +720,12 @@ type JobInsertResult struct {
 	Job *errandtype.Job
 	// Duplicate reports that a job with the same ID existed, or one held
 	// the UniqueKey (in its scope and window), and Job is that job,
-	// unchanged.
+	// unchanged; or that the job's Debounce key folded it into Job (see
+	// Absorbed).
 	Duplicate bool
+	// Absorbed reports that Job is the pending job of the enqueue's
+	// debounce key, which absorbed it (and, last-wins, took its args).
+	Absorbed bool
 }
 
 // JobGetParams names a job.
@@ -770,6 +777,11 @@ type JobListParams struct {
 	AfterSeq int64
 	// Limit bounds the result; zero means 100.
 	Limit int
+	// ArgsHas and OutputHas, when set, keep jobs whose args, or output,
+	// hold the filter's fields (see [ContainmentLeaves]); Tags keeps jobs
+	// that have every one of the tags. See [JobListParams.Validate].
+	ArgsHas, OutputHas json.RawMessage
+	Tags               []string
 }
 
 // JobClaimParams describes a claim.

@@ -134,6 +134,14 @@ type Job struct {
 	// UniqueWindowStart is the start of the unique window the job was
 	// enqueued in; nil for a key without a window.
 	UniqueWindowStart *time.Time `json:"unique_window_start"`
+	// DebounceKey, when set, is the key the job was enqueued with for
+	// debounce or throttle: later enqueues of the key and kind fold into
+	// it while it is pending (see [github.com/errandhq/errand.DebounceOpts]).
+	DebounceKey *string `json:"debounce_key"`
+	// Absorbed counts the enqueues of DebounceKey folded into this job.
+	// Like HeldBy it is read for operators (Get, List) and by the
+	// enqueue that folds; jobs returned by other calls leave it 0.
+	Absorbed int `json:"absorbed"`
 	// OrderingKey groups jobs that must run one at a time in sequence order.
 	OrderingKey *string `json:"ordering_key"`
 	// OrderingHold reports that the job holds its ordering key while dead,

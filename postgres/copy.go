@@ -79,6 +79,9 @@ func (s *Store) insertOwnTx(ctx context.Context, params []*errandstore.JobInsert
 	// batch or none of it, committed when the statement ends. Sent on the
 	// pool, without BEGIN and COMMIT, it costs one round trip instead of
 	// three, which is most of what enqueueing one job costs.
+	if errandstore.HasDebounce(params) {
+		return s.insertKeyedOwnTx(ctx, params)
+	}
 	insert := func() ([]errandstore.JobInsertResult, error) {
 		return s.insert(ctx, pgxQuerier{s.pool}, s.own, params)
 	}
@@ -145,6 +148,9 @@ func (s *Store) copyOwnTx(ctx context.Context, params []*errandstore.JobInsertPa
 // insertCallerTx is JobInsertManyTx: as insertOwnTx, but in the caller's
 // tx, with the COPY in a savepoint so that a conflict leaves tx usable.
 func (s *Store) insertCallerTx(ctx context.Context, tx pgx.Tx, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+	if errandstore.HasDebounce(params) {
+		return errandstore.InsertKeyed(ctx, keyedTx{s, pgxQuerier{tx}, s.inTx}, params)
+	}
 	if !copyable(params) {
 		return s.insert(ctx, pgxQuerier{tx}, s.inTx, params)
 	}

@@ -24,9 +24,14 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
 	workflow_id, output, metadata::text`
 
+// keyedColumns are jobColumns and the debounce columns, which only
+// operators' reads and debounced enqueues read: a claim's RETURNING
+// leaves them out. keyedJobScanner reads them.
+const keyedColumns = jobColumns + `, debounce_key, absorbed`
+
 // readColumns are what operators' reads (JobGet, JobList) select from the
-// jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-var readColumns = jobColumns + `, ` + errandstore.HeldBySQL("{jobs}")
+// jobs table aliased j: keyedColumns and HeldBy. scanReadJob reads them.
+var readColumns = keyedColumns + `, ` + errandstore.HeldBySQL("{jobs}")
 
 // waiting is errandstore.WaitingStates as a SQL list, for IN (...).
 var waiting = errandstore.SQLStates(errandstore.WaitingStates)
@@ -89,6 +94,8 @@ type jobRow struct {
 	ustates, uwindow int64
 	ohold            int16
 	output           *string
+	dkey             *string // keyedColumns' debounce_key
+	absorbed         int32   // keyedColumns' absorbed
 	held             *string // readColumns' HeldBy
 	dest             []any
 }
@@ -104,8 +111,14 @@ func newJobRow() *jobRow {
 	return r
 }
 
-func newReadJobRow() *jobRow {
+func newKeyedJobRow() *jobRow {
 	r := newJobRow()
+	r.dest = append(r.dest, &r.dkey, &r.absorbed)
+	return r
+}
+
+func newReadJobRow() *jobRow {
+	r := newKeyedJobRow()
 	r.dest = append(r.dest, &r.held)
 	return r
 }
@@ -115,7 +128,7 @@ func (r *jobRow) scan(row scanner) (*errandtype.Job, error) {
 	// Every pointer is nil before the scan, so that the drivers set each
 	// to a value of its own (or leave it nil for NULL), never one an
 	// earlier row's Job still points to.
-	r.j, r.c, r.output, r.held = errandtype.Job{}, errandtype.JobColumns{}, nil, nil
+	r.j, r.c, r.output, r.dkey, r.absorbed, r.held = errandtype.Job{}, errandtype.JobColumns{}, nil, nil, 0, nil
 	if err := row.Scan(r.dest...); err != nil {
 		return nil, err
 	}
@@ -134,7 +147,7 @@ func (r *jobRow) scan(row scanner) (*errandtype.Job, error) {
 	if r.output != nil {
 		j.Output = json.RawMessage(*r.output)
 	}
-	j.HeldBy = r.held
+	j.DebounceKey, j.Absorbed, j.HeldBy = r.dkey, int(r.absorbed), r.held
 	if err := j.DecodeColumns(&r.c); err != nil {
 		return nil, err
 	}
@@ -191,30 +204,31 @@ var (
 	insertSQL = insertHead + `FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
 			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
 			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
-			$19::smallint[], $20::text[], $21::text[]) WITH ORDINALITY
+			$19::smallint[], $20::text[], $21::text[], $22::text[]) WITH ORDINALITY
 		AS p(` + insertNames + `, ord)
 	ORDER BY p.ord` + insertTail
 	insertOneSQL = insertHead + `FROM (VALUES ($2::text, $3::text, $4::text, $5::text, $6::integer, $7::integer,
 			$8::integer, $9::bigint, $10::bigint, $11::bigint, $12::timestamptz,
 			$13::bigint, $14::text, $15::text, $16::text, $17::integer, $18::bigint,
-			$19::smallint, $20::text, $21::text))
+			$19::smallint, $20::text, $21::text, $22::text))
 		AS p(` + insertNames + `)` + insertTail
 )
 
 const (
 	insertHead = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata)
+		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata,
+		debounce_key)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
 		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
 		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
 		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key,
-		p.metadata::jsonb
+		p.metadata::jsonb, p.debounce_key
 	`
 	insertNames = `id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
 			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
-			unique_states, unique_window_us, ordering_hold, fairness_key, metadata`
+			unique_states, unique_window_us, ordering_hold, fairness_key, metadata, debounce_key`
 	insertTail = `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -291,6 +305,7 @@ type insertColumns struct {
 	bases, maxes, ages, delays     []int64
 	runAt                          []*time.Time
 	ukeys, okeys, fkeys, metas     []*string
+	dkeys                          []*string // nil unless a job has a debounce key: unnest pads it with NULLs
 	ustates                        []int32
 	holds                          []int16
 	uwindows                       []int64 // zero until setWindows
@@ -331,6 +346,12 @@ func newInsertColumns(params []*errandstore.JobInsertParams) (insertColumns, err
 			m := string(p.Metadata)
 			c.metas[i] = &m
 		}
+		if p.Debounce != nil {
+			if c.dkeys == nil {
+				c.dkeys = make([]*string, n)
+			}
+			c.dkeys[i] = &p.Debounce.Key
+		}
 		c.ustates[i] = int32(p.UniqueScopeColumn())
 		if p.OrderingHold {
 			c.holds[i] = 1
@@ -347,6 +368,14 @@ func (c *insertColumns) setWindows(params []*errandstore.JobInsertParams, now ti
 	}
 }
 
+// debounceKey0 is the first job's debounce key, or nil.
+func (c *insertColumns) debounceKey0() *string {
+	if c.dkeys == nil {
+		return nil
+	}
+	return c.dkeys[0]
+}
+
 // query runs the insert.
 func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replacer, now any) (rows, error) {
 	sql, args := c.statement(r, now)
@@ -359,10 +388,10 @@ func (c *insertColumns) statement(r *strings.Replacer, now any) (string, []any) 
 	if c.n == 1 {
 		return r.Replace(insertOneSQL), []any{now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
 			c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
-			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0]}
+			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0], c.debounceKey0()}
 	}
 	return r.Replace(insertSQL), []any{now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
-		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys, c.metas}
+		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys, c.metas, c.dkeys}
 }
 
 // matchInserted pairs params with the jobs the insert wrote: out holds
@@ -540,6 +569,9 @@ func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*erran
 // order first, and only when they hold less than a page does it fetch and
 // sort (TestOperatorReadsBesideHistory, TestListBesideBacklog).
 func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*errandtype.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if !errandtype.StorableText(p.Queue) || !errandtype.StorableText(p.Kind) {
 		return []*errandtype.Job{}, nil // no job is in such a queue or of such a kind
 	}
@@ -590,6 +622,18 @@ func jobListSQL(p *errandstore.JobListParams, walk bool) (string, []any, int) {
 	}
 	if p.Kind != "" {
 		where = append(where, "kind = "+arg(p.Kind))
+	}
+	// Containment with @>, which the stores' shared check (ContainmentLeaves)
+	// limits to what SQLite's json functions match alike. No index serves it
+	// unless the operator made one (docs/search.md): the list walks seqs.
+	if p.ArgsHas != nil {
+		where = append(where, "args @> "+arg(string(p.ArgsHas))+"::jsonb")
+	}
+	if p.OutputHas != nil {
+		where = append(where, "output::jsonb @> "+arg(string(p.OutputHas))+"::jsonb")
+	}
+	if len(p.Tags) > 0 {
+		where = append(where, "tags @> "+arg(p.TagsFilterJSON())+"::jsonb")
 	}
 	limit := p.Limit
 	if limit <= 0 {

@@ -59,7 +59,7 @@ const replaySQL = `UPDATE {jobs} SET
 	WHERE id = $2 RETURNING ` + jobColumns
 
 // uniqueHolderSQL finds another job holding a unique key in a window.
-var uniqueHolderSQL = errandstore.UniqueReplayHolderSQL("{jobs}", func(n int) string { return "$" + strconv.Itoa(n) })
+var uniqueHolderSQL = errandstore.UniqueReplayHolderSQL("{jobs}", pgParam)
 
 // isUniqueViolation reports whether err is a violation of the unique
 // index named index.

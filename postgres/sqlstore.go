@@ -43,6 +43,9 @@ func (s *SQLStore) DB() *sql.DB { return s.db }
 // driver on the store's database. Times come from statement_timestamp(),
 // not the start of the caller's transaction.
 func (s *SQLStore) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
+	if errandstore.HasDebounce(p.Jobs) {
+		return errandstore.InsertKeyed(ctx, keyedTx{s.Store, sqlQuerier{tx}, s.inTx}, p.Jobs)
+	}
 	return s.insert(ctx, sqlQuerier{tx}, s.inTx, p.Jobs)
 }
 

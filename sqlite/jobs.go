@@ -20,9 +20,13 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
 	workflow_id, output, metadata`
 
+// keyedColumns are jobColumns and the debounce columns, which only
+// operators' reads and debounced enqueues read. scanKeyedJob reads them.
+const keyedColumns = jobColumns + `, debounce_key, absorbed`
+
 // readColumns are what operators' reads (JobGet, JobList) select from the
-// jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
-var readColumns = jobColumns + `, ` + errandstore.HeldBySQL("errand_jobs")
+// jobs table aliased j: keyedColumns and HeldBy. scanReadJob reads them.
+var readColumns = keyedColumns + `, ` + errandstore.HeldBySQL("errand_jobs")
 
 // waiting is errandstore.WaitingStates as a SQL list, for IN (...).
 var waiting = errandstore.SQLStates(errandstore.WaitingStates)
@@ -38,12 +42,25 @@ func scanJobs(rows *sql.Rows, scan func(scanner) (*errandtype.Job, error)) ([]*e
 
 // scanReadJob reads a row of readColumns.
 func scanReadJob(row scanner) (*errandtype.Job, error) {
-	var held sql.NullString
-	j, err := scanJobAnd(row, &held)
+	var held, dkey sql.NullString
+	var absorbed int
+	j, err := scanJobAnd(row, &dkey, &absorbed, &held)
 	if err != nil {
 		return nil, err
 	}
-	j.HeldBy = nullString(held)
+	j.DebounceKey, j.Absorbed, j.HeldBy = nullString(dkey), absorbed, nullString(held)
+	return j, nil
+}
+
+// scanKeyedJob reads a row of keyedColumns.
+func scanKeyedJob(row scanner) (*errandtype.Job, error) {
+	var dkey sql.NullString
+	var absorbed int
+	j, err := scanJobAnd(row, &dkey, &absorbed)
+	if err != nil {
+		return nil, err
+	}
+	j.DebounceKey, j.Absorbed = nullString(dkey), absorbed
 	return j, nil
 }
 
@@ -108,6 +125,10 @@ func (s *Store) JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyP
 	var rs []errandstore.JobInsertResult
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
+		if errandstore.HasDebounce(p.Jobs) {
+			rs, err = errandstore.InsertKeyed(ctx, keyedTx{s, tx}, p.Jobs)
+			return err
+		}
 		rs, err = s.insertWith(ctx, s.ownStmts(tx), p.Jobs)
 		return err
 	})
@@ -117,6 +138,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyP
 // JobInsertManyTx implements [errandstore.TxStore]. tx is a transaction on
 // [Store.DB].
 func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
+	if errandstore.HasDebounce(p.Jobs) {
+		return errandstore.InsertKeyed(ctx, keyedTx{s, tx}, p.Jobs)
+	}
 	return s.insert(ctx, tx, p.Jobs)
 }
 
@@ -127,10 +151,11 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.
 // Each row's parameters are the columns it names but state. Rows are
 // inserted in the order given, so seq follows the batch.
 func insertRowsSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	return `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
 	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata)
+	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata,
+	debounce_key)
 	VALUES ` + strings.Repeat(row+", ", rows-1) + row + `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -138,11 +163,11 @@ func insertRowsSQL(rows int) string {
 
 // insertParamsPerRow is the number of parameters of one row of
 // insertRowsSQL.
-const insertParamsPerRow = 21
+const insertParamsPerRow = 22
 
 // insertChunkRows is how many jobs one statement of a batch inserts: a
 // statement per job cost a VM start, a statement journal and a round
-// through database/sql for each. 100 rows (2,100 parameters, far below
+// through database/sql for each. 100 rows (2,200 parameters, far below
 // SQLite's limit of 32,766) is one statement for a small batch and ten for
 // a batch of 1,000.
 const insertChunkRows = 100
@@ -220,9 +245,17 @@ func insertArgs(params []*errandstore.JobInsertParams, now time.Time) ([]any, er
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey),
-			nullIfEmpty(string(p.Metadata)))
+			nullIfEmpty(string(p.Metadata)), debounceKey(p))
 	}
 	return args, nil
+}
+
+// debounceKey is the debounce_key column of p.
+func debounceKey(p *errandstore.JobInsertParams) any {
+	if p.Debounce == nil {
+		return nil
+	}
+	return p.Debounce.Key
 }
 
 // insertChunks inserts the n jobs of args insertChunkRows per statement
@@ -270,6 +303,9 @@ func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*erran
 
 // JobList implements [errandstore.JobStore].
 func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*errandtype.Job, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	where := []string{"seq > ?"}
 	args := []any{p.AfterSeq}
 	if len(p.States) > 0 {
@@ -285,6 +321,10 @@ func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*e
 	if p.Kind != "" {
 		where = append(where, "kind = ?")
 		args = append(args, p.Kind)
+	}
+	where, args, err := searchWhere(p, where, args)
+	if err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	if limit <= 0 {

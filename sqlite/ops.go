@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +56,7 @@ const replaySQL = `UPDATE errand_jobs SET
 	WHERE id = ?2 RETURNING ` + jobColumns
 
 // uniqueHolderSQL finds another job holding a unique key in a window.
-var uniqueHolderSQL = errandstore.UniqueReplayHolderSQL("errand_jobs", func(n int) string { return "?" + strconv.Itoa(n) })
+var uniqueHolderSQL = errandstore.UniqueReplayHolderSQL("errand_jobs", sqliteParam)
 
 // replay replays job id inside tx and audits it as action, with details
 // (nil for none). newArgs, when not nil, replaces the job's args, and the

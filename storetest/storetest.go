@@ -178,6 +178,8 @@ func exercise(t *testing.T, h harness) {
 		{"Ordering", orderingCases},
 		{"OrderingHold", orderingHoldCases},
 		{"Unique", uniqueCases},
+		{"Debounce", debounceCases},
+		{"Search", searchCases},
 		{"Fairness", fairnessCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},

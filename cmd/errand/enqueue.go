@@ -34,7 +34,14 @@ queued,running,retrying,succeeded (queued,succeeded is refused).
 --unique-window 1h holds it once per clock hour. A job with an
 --ordering-key runs after the earlier jobs of its key; --ordering-on-dead
 hold makes it, should it die, hold them back until it is replayed or
-cancelled.`,
+cancelled.
+
+--debounce-key folds a burst of enqueues of one key and kind into one job.
+With --debounce-mode last_wins (the default) the job starts
+--debounce-window after the latest enqueue, with its args, and no later
+than --debounce-max-wait (default ten windows) after the first; with
+first_wins an enqueue within a window of the key's last job is absorbed by
+it. An absorbed enqueue prints the id of the job that absorbed it.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		id := fs.String("id", "", "the job's `ID` (default a new UUIDv7); a duplicate id returns the existing job, if it is this one")
@@ -56,7 +63,8 @@ cancelled.`,
 		fairnessKey := fs.String("fairness-key", "", "who the job is for (`KEY`, e.g. tenant:42): workers share its queue fairly among keys")
 		tags := listFlag(fs, "tag", "a free-form label `TAG` for operators (repeatable)")
 		metadata := fs.String("metadata", "", "a JSON object `OBJ` kept with the job for its producers and consumers, e.g. '{\"traceparent\": \"00-...\"}'")
-		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"job\"} as JSON")
+		debounce := debounceFlags(fs)
+		asJSON := fs.Bool("json", false, "print {\"id\", \"duplicate\", \"absorbed\", \"job\"} as JSON")
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) == 0 {
@@ -116,6 +124,9 @@ cancelled.`,
 				return usagef("--ordering-on-dead needs --ordering-key")
 			}
 			opts.OrderingOnDead = hold
+			if opts.Debounce, err = debounce(); err != nil {
+				return err
+			}
 			if isSet(fs, "delay") && isSet(fs, "run-at") {
 				return usagef("give --delay or --run-at, not both")
 			}
@@ -153,15 +164,18 @@ cancelled.`,
 			if err != nil {
 				return idConflict(flagInputError(err), "--id", "--first-wins")
 			}
-			if res.Duplicate {
+			if res.Absorbed {
+				e.logger.Info("absorbed by the pending job of its debounce key", "id", res.Job.ID, "absorbed", res.Job.Absorbed)
+			} else if res.Duplicate {
 				e.logger.Info("job already exists; not enqueued again", "id", res.Job.ID, "state", string(res.Job.State))
 			}
 			if *asJSON {
 				return writeJSON(e.stdout, struct {
 					ID        string          `json:"id"`
 					Duplicate bool            `json:"duplicate"`
+					Absorbed  bool            `json:"absorbed"`
 					Job       *errandtype.Job `json:"job"`
-				}{res.Job.ID, res.Duplicate, res.Job})
+				}{res.Job.ID, res.Duplicate, res.Absorbed, res.Job})
 			}
 			_, err = e.stdout.Write([]byte(printable(res.Job.ID) + "\n"))
 			return err
@@ -178,6 +192,35 @@ var enqueueFlags = map[string]string{
 	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
 	"tag": "--tag", "tags": "--tag", "metadata": "--metadata",
+	"debounce_key": "--debounce-key", "debounce_mode": "--debounce-mode", "debounce_window": "--debounce-window",
+	"debounce_max_wait": "--debounce-max-wait", "Debounce": "--debounce-key",
+}
+
+// debounceFlags defines the debounce flags on fs and returns what reads
+// them: nil options without --debounce-key.
+func debounceFlags(fs *flag.FlagSet) func() (*errand.DebounceOpts, error) {
+	key := fs.String("debounce-key", "", "debounce `KEY`: enqueues of the key and kind within a window fold into one job")
+	mode := fs.String("debounce-mode", "", "`MODE` of --debounce-key: last_wins (default: the newest args, run once the burst is quiet) or first_wins (throttle)")
+	window := durationFlag(fs, "debounce-window", "quiet time (last_wins) or throttle period (first_wins) `DUR` of --debounce-key")
+	maxWait := durationFlag(fs, "debounce-max-wait", "last_wins: run no later than `DUR` after the first enqueue (default ten windows)")
+	return func() (*errand.DebounceOpts, error) {
+		if *key == "" {
+			for _, name := range []string{"debounce-key", "debounce-mode", "debounce-window", "debounce-max-wait"} {
+				if isSet(fs, name) {
+					return nil, usagef("--%s needs a non-empty --debounce-key", name)
+				}
+			}
+			return nil, nil
+		}
+		m, err := errandtype.ParseDebounceMode(*mode)
+		if err != nil {
+			return nil, flagInputError(err)
+		}
+		if !isSet(fs, "debounce-window") {
+			return nil, usagef("--debounce-key needs --debounce-window, e.g. 5s")
+		}
+		return &errand.DebounceOpts{Key: *key, Mode: m, Window: *window, MaxWait: *maxWait}, nil
+	}
 }
 
 // idConflict says what to change of err, an *errand.IDConflictError, in

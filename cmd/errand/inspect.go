@@ -168,6 +168,9 @@ func (f inspectFields) keys(j *errandtype.Job) {
 	if j.UniqueWindowStart != nil {
 		f.field("unique window", "from "+f.when(j.UniqueWindowStart))
 	}
+	if j.DebounceKey != nil {
+		f.field("debounce key", fmt.Sprintf("%s (absorbed %d enqueues)", *j.DebounceKey, j.Absorbed))
+	}
 	if j.OrderingKey != nil {
 		ordering := *j.OrderingKey
 		if j.OrderingHold {

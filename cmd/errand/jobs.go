@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,23 +21,38 @@ var jobsCommand = &command{
 	summary: "list jobs, oldest first",
 	detail: `
 With --json, prints one JSON array of job records ([] when none match),
-field names as in the job record, times in RFC 3339 UTC.`,
+field names as in the job record, times in RFC 3339 UTC.
+
+--args-has '{"user_id":42}' keeps jobs whose args hold the object's fields
+(scalars or nested objects, matched at their paths); --output-has does the
+same for the output a handler recorded; --tag keeps jobs with every tag
+given. --after SEQ continues after the last job (its seq) of a page.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		state := fs.String("state", "", "only jobs in `STATE` ("+errandtype.StateNames()+"; comma-separate several)")
 		queue := fs.String("queue", "", "only jobs in `QUEUE`")
 		kind := fs.String("kind", "", "only jobs of `KIND`")
 		limit := intFlag(fs, "limit", 100, "at most `N` jobs (default 100)")
+		argsHas := fs.String("args-has", "", "only jobs whose args hold this JSON `OBJECT`'s fields, e.g. '{\"user_id\":42}'")
+		outputHas := fs.String("output-has", "", "only jobs whose output holds this JSON `OBJECT`'s fields")
+		tags := listFlag(fs, "tag", "only jobs with `TAG` (repeatable: every one)")
+		after := fs.Int64("after", 0, "list after the job with seq `SEQ` (the last of the previous page)")
 		asJSON := fs.Bool("json", false, "print a JSON array of job records")
 
 		return func(ctx context.Context, pos []string) error {
 			if len(pos) > 0 {
-				return usagef("unexpected argument %q; filter with --state, --queue or --kind", pos[0])
+				return usagef("unexpected argument %q; filter with --state, --queue, --kind, --args-has, --output-has or --tag", pos[0])
 			}
 			if *limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			params := &errand.ListOpts{Queue: *queue, Kind: *kind, Limit: *limit}
+			params := &errand.ListOpts{Queue: *queue, Kind: *kind, Limit: *limit, Tags: *tags, AfterSeq: *after}
+			if *argsHas != "" {
+				params.ArgsHas = json.RawMessage(*argsHas)
+			}
+			if *outputHas != "" {
+				params.OutputHas = json.RawMessage(*outputHas)
+			}
 			if *state != "" {
 				for _, s := range strings.Split(*state, ",") {
 					st, err := errandtype.ParseJobState(strings.TrimSpace(s))
@@ -73,7 +89,7 @@ field names as in the job record, times in RFC 3339 UTC.`,
 				return err
 			}
 			if len(jobs) == *limit {
-				e.logger.Info("more jobs may match; raise --limit or narrow the filters", "limit", *limit)
+				e.logger.Info("more jobs may match; raise --limit, narrow the filters, or page on with --after", "limit", *limit, "after", jobs[len(jobs)-1].Seq)
 			}
 			return nil
 		}

@@ -233,6 +233,7 @@ var opsFlags = map[string]string{
 	"kind": "--kind", "queue": "--queue", "class": "--class", "since": "--since", "until": "--until",
 	"limit": "--limit", "rate": "--rate", "args": "--args", "operator": "--operator", "reason": "--reason",
 	"succeeded_age": "--succeeded-after", "dead_age": "--dead-after", "action": "--action", "before_id": "--before",
+	"args_has": "--args-has", "output_has": "--output-has", "tag": "--tag", "tags": "--tag",
 }
 
 // opsInputError makes a library's input error a usage error naming the
