@@ -152,6 +152,7 @@ func exercise(t *testing.T, h harness) {
 		{"Fencing", fencingCases},
 		{"Outcome", outcomeCases},
 		{"Sweep", sweepCases},
+		{"StartBy", startByCases},
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
 		{"CancelRunning", cancelRunningCases},

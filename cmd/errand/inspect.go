@@ -147,6 +147,9 @@ func (f inspectFields) run(j *errandtype.Job) {
 	f.field("attempted", f.when(j.AttemptedAt))
 	f.field("finished", f.when(j.FinishedAt))
 	f.field("deadline", f.when(j.Deadline))
+	if j.StartBy != nil {
+		f.field("start by", f.when(j.StartBy))
+	}
 	if j.BackoffBase != 0 || j.BackoffMax != 0 {
 		f.field("backoff", fmt.Sprintf("base %s, max %s", orDefault(j.BackoffBase), orDefault(j.BackoffMax)))
 	}
@@ -312,7 +315,7 @@ func nextSentence(j *errandtype.Job, breaker *errandtype.BreakerRecord, now time
 	}
 	s := sentences[n.next.Step](n)
 	if j.Deadline != nil && j.State.Waiting() {
-		s += "; expires (class expired) at " + n.at(*j.Deadline)
+		s += "; expires (class " + j.DeadlineClass() + ") at " + n.at(*j.Deadline)
 	}
 	return s
 }

@@ -1,0 +1,42 @@
+package errandhttp_test
+
+import (
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/errandhq/errand/errandhttp"
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtest"
+)
+
+// TestAPIStartBy: a job's start_by is enqueued, read back, and shown on its
+// dashboard page with the class its deadline ends it with; one before
+// run_at is refused and nothing written.
+func TestAPIStartBy(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		startBy := clock.Now().Add(10 * time.Minute)
+		r := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "s1", "start_by": startBy, "max_age": "1h"})
+		want(t, "enqueue with start_by", r, http.StatusCreated, "")
+		j := s.job(t, "s1")
+		if j.StartBy == nil || !j.StartBy.Equal(startBy) || j.Deadline == nil || !j.Deadline.Equal(startBy) {
+			t.Fatalf("job: start_by %v, deadline %v; want both %v", j.StartBy, j.Deadline, startBy)
+		}
+		rec := httptest.NewRecorder()
+		errandhttp.NewDashboard(s.c, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/jobs/s1", nil))
+		if page := rec.Body.String(); rec.Code != http.StatusOK || !strings.Contains(page, "Start by") || !strings.Contains(page, "dies with class start_by") {
+			t.Fatalf("job page (%d) shows no start-by:\n%s", rec.Code, page)
+		}
+		bad := s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task", "id": "s2",
+			"run_at": clock.Now().Add(time.Hour), "start_by": startBy})
+		want(t, "start_by before run_at", bad, http.StatusBadRequest, "invalid_input")
+		if !strings.Contains(string(bad.body), "start_by") {
+			t.Fatalf("refusal does not name start_by: %s", bad.body)
+		}
+		want(t, "no job for a refused start_by", s.op(t, "GET", "/api/v1/jobs/s2", nil), http.StatusNotFound, "not_found")
+	})
+}
