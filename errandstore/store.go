@@ -211,8 +211,8 @@ type JobStore interface {
 	// [ReplayableStates]: state queued, attempt 0, available now, replays+1,
 	// lease cleared, error history kept, finished_at and any cancel request
 	// cleared, progress kept unless ClearProgress; a job with a
-	// maximum age gets a new deadline, now+MaxAge, and the start-by is
-	// cleared. When Args is set the job's
+	// maximum age gets a new deadline, now+MaxAge, the start-by is
+	// cleared and an aged priority goes back to the enqueued one. When Args is set the job's
 	// args become Args. In the same transaction it appends an [errandtype.AuditRecord]:
 	// action [errandtype.AuditReplay] (or [errandtype.AuditReplayArgs], with details from
 	// [ReplayArgsDetails] keeping the old and new args), the operator,

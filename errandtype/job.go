@@ -118,6 +118,10 @@ type Job struct {
 	// running: it dies with class "expired" instead. Until the job first
 	// starts it is the earlier of StartBy and the maximum age's deadline.
 	Deadline *time.Time `json:"deadline"`
+	// BasePriority is the priority the job was enqueued with once priority
+	// aging has lowered Priority, the one claims order by; nil while it
+	// never aged.
+	BasePriority *int `json:"base_priority"`
 	// StartBy, when set, is the time by which the job must have started: a
 	// job not started by then never starts and dies with class "start_by".
 	// It bounds the first start only; a replay clears it.
@@ -328,4 +332,13 @@ func (j *Job) DeadlineClass() string {
 		return ClassStartBy
 	}
 	return ClassExpired
+}
+
+// EnqueuedPriority is the priority the job was enqueued with, before any
+// aging.
+func (j *Job) EnqueuedPriority() int {
+	if j.BasePriority != nil {
+		return *j.BasePriority
+	}
+	return j.Priority
 }

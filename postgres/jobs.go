@@ -22,7 +22,7 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
 	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
-	workflow_id, output, metadata::text, start_by`
+	workflow_id, output, metadata::text, start_by, base_priority`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -81,7 +81,7 @@ func readJobScanner() func(scanner) (*errandtype.Job, error) { return newReadJob
 
 // jobRow holds the destinations of a row of jobColumns. One jobRow reads
 // every row of a result, so that a claim of a thousand jobs does not make
-// a thousand lists of 37 destinations and the columns they point to: each
+// a thousand lists of 38 destinations and the columns they point to: each
 // row costs the Job it becomes.
 type jobRow struct {
 	j                errandtype.Job
@@ -100,7 +100,7 @@ func newJobRow() *jobRow {
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
 		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &r.ustates, &r.uwindow, &r.ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID,
-		&j.WorkflowID, &r.output, &c.Metadata, &j.StartBy}
+		&j.WorkflowID, &r.output, &c.Metadata, &j.StartBy, &j.BasePriority}
 	return r
 }
 

@@ -18,7 +18,7 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
-	workflow_id, output, metadata, start_by`
+	workflow_id, output, metadata, start_by, base_priority`
 
 // readColumns are what operators' reads (JobGet, JobList) select from the
 // jobs table aliased j: jobColumns and HeldBy. scanReadJob reads them.
@@ -62,11 +62,12 @@ func scanJobAnd(row scanner, extra ...any) (*errandtype.Job, error) {
 		token, owner, ukey, okey, fkey, batch sql.NullString
 		workflow, output                      sql.NullString
 		ustates, uwindow, ohold               int64
+		basePrio                              sql.NullInt32
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
 		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
-		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output, &c.Metadata, &startBy},
+		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output, &c.Metadata, &startBy, &basePrio},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -75,6 +76,10 @@ func scanJobAnd(row scanner, extra ...any) (*errandtype.Job, error) {
 	j.Deadline, j.LeaseUntil = nullMicros(deadline), nullMicros(leaseUntil)
 	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
 	j.CancelRequestedAt, j.StartBy = nullMicros(cancelReq), nullMicros(startBy)
+	if basePrio.Valid {
+		p := int(basePrio.Int32)
+		j.BasePriority = &p
+	}
 	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
 	j.UniqueKey, j.OrderingKey, j.FairnessKey = nullString(ukey), nullString(okey), nullString(fkey)
 	j.SetUniqueColumns(ustates, uwindow)

@@ -153,6 +153,7 @@ func exercise(t *testing.T, h harness) {
 		{"Outcome", outcomeCases},
 		{"Sweep", sweepCases},
 		{"StartBy", startByCases},
+		{"Aging", agingCases},
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
 		{"CancelRunning", cancelRunningCases},

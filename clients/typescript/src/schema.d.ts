@@ -1096,6 +1096,8 @@ export interface components {
             deadline: components["schemas"]["NullableTime"];
             /** @description The time by which the job must have started; null for none, and after a replay. */
             start_by: components["schemas"]["NullableTime"];
+            /** @description The priority the job was enqueued with once priority aging has lowered priority (the one claims order by); null while it never aged, and after a replay. */
+            base_priority: number | null;
             /** @description The current claim's fencing token; null for read-only tokens. */
             lease_token: components["schemas"]["NullableString"];
             lease_until: components["schemas"]["NullableTime"];

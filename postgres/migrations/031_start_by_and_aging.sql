@@ -4,3 +4,7 @@
 -- sweep (and their index) serve both. NULL for none; adding a column with
 -- no default rewrites nothing.
 ALTER TABLE errand_jobs ADD COLUMN start_by timestamptz;
+
+-- The priority a job was enqueued with, once priority aging has lowered its
+-- stored priority (the claim index's column); NULL while it never aged.
+ALTER TABLE errand_jobs ADD COLUMN base_priority integer;
