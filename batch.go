@@ -63,7 +63,7 @@ type BatchOpts struct {
 	//	}
 	Callback JobArgs
 	// CallbackOpts are the callback job's options; nil for the defaults.
-	// ID, RunAt and UniqueKey must be empty: the callback's id is
+	// ID, RunAt, StartBy and UniqueKey must be empty: the callback's id is
 	// "BATCH.callback" and it runs when the batch completes (Delay after
 	// it, when set).
 	CallbackOpts *EnqueueOpts
@@ -207,6 +207,8 @@ func (c *engine) batchParams(ctx context.Context, params []EnqueueParams, opts *
 			return nil, &errandtype.InputError{Field: "CallbackOpts.ID", Message: "must be empty: the callback's id is BATCH.callback"}
 		case !co.RunAt.IsZero():
 			return nil, &errandtype.InputError{Field: "CallbackOpts.RunAt", Message: "must be zero: the callback runs when the batch completes; use Delay to wait after that"}
+		case !co.StartBy.IsZero():
+			return nil, &errandtype.InputError{Field: "CallbackOpts.StartBy", Message: "must be zero: the callback is enqueued when the batch completes, a time fixed now may pass before then; use MaxAge to bound it"}
 		case co.UniqueKey != "":
 			return nil, &errandtype.InputError{Field: "CallbackOpts.UniqueKey", Message: "must be empty: the callback's fixed id already makes it unique"}
 		}

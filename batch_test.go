@@ -399,11 +399,12 @@ func TestEnqueueBatchRefusals(t *testing.T) {
 	ctx := t.Context()
 	var ie *errandtype.InputError
 	for name, opts := range map[string]*errand.BatchOpts{
-		"callback id":     {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{ID: "x"}},
-		"callback run at": {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{RunAt: time.Now()}},
-		"callback key":    {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{UniqueKey: "k"}},
-		"callback array":  {Callback: errand.RawArgs{KindName: "k", JSON: json.RawMessage(`[1]`)}},
-		"long id":         {ID: string(make([]byte, errandstore.MaxBatchIDBytes+1))},
+		"callback id":       {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{ID: "x"}},
+		"callback run at":   {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{RunAt: time.Now()}},
+		"callback key":      {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{UniqueKey: "k"}},
+		"callback start by": {Callback: doneArgs{}, CallbackOpts: &errand.EnqueueOpts{StartBy: time.Now().Add(time.Hour)}},
+		"callback array":    {Callback: errand.RawArgs{KindName: "k", JSON: json.RawMessage(`[1]`)}},
+		"long id":           {ID: string(make([]byte, errandstore.MaxBatchIDBytes+1))},
 	} {
 		if _, err := c.EnqueueBatch(ctx, memberParams(1), opts); !errors.As(err, &ie) {
 			t.Errorf("%s: %v, want an *InputError", name, err)

@@ -24,6 +24,7 @@ type capabilities struct {
 	workflows       errandstore.WorkflowStore
 	steps           errandstore.StepStore
 	pauses          errandstore.PauseStore
+	ager            errandstore.PriorityAger
 }
 
 // resolveCapabilities finds the optional interfaces store implements.
@@ -37,6 +38,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.fair, _ = store.(errandstore.FairClaimer)
 	c.fairPruner, _ = store.(errandstore.FairTurnPruner)
 	c.tableKeeper, _ = store.(errandstore.TableKeeper)
+	c.ager, _ = store.(errandstore.PriorityAger)
 	c.limiter, _ = store.(errandstore.LimiterStore)
 	c.breakers, _ = store.(errandstore.BreakerStore)
 	c.schedules, _ = store.(errandstore.ScheduleStore)

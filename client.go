@@ -211,6 +211,12 @@ type EnqueueOpts struct {
 	// MaxAge gives the job a deadline MaxAge after enqueue: past it the job
 	// dies with class "expired" instead of running.
 	MaxAge time.Duration
+	// StartBy, when not zero, is the time by which the job must have
+	// started: a job not started by then never starts and dies with class
+	// "start_by", kept apart from MaxAge's "expired". It bounds the first
+	// start only (retries after a start are not bound by it); a replay
+	// clears it. It must be after RunAt when both are set.
+	StartBy time.Time
 	// UniqueKey, when set, is unique across all jobs, whatever their state:
 	// a second enqueue with the same key returns the first job. It is
 	// short for Unique: &UniqueOpts{Key: UniqueKey}; set one or the other.
@@ -624,6 +630,7 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 		RunAt:            o.RunAt,
 		Delay:            o.Delay,
 		MaxAge:           o.MaxAge,
+		StartBy:          o.StartBy,
 		UniqueKey:        o.UniqueKey,
 		OrderingKey:      o.OrderingKey,
 		FairnessKey:      o.FairnessKey,

@@ -42,6 +42,7 @@ func TestEnqueueRejectsBadInputAndWritesNothing(t *testing.T) {
 		{"negative delay", "task", nil, errand.EnqueueOpts{Delay: -time.Second}, "delay"},
 		{"delay with run-at", "task", nil, errand.EnqueueOpts{Delay: time.Second, RunAt: clock.Now().Add(time.Hour)}, "run_at"},
 		{"negative max age", "task", nil, errand.EnqueueOpts{MaxAge: -time.Second}, "max_age"},
+		{"start-by before run-at", "task", nil, errand.EnqueueOpts{RunAt: clock.Now().Add(time.Hour), StartBy: clock.Now().Add(time.Minute)}, "start_by"},
 		{"negative backoff base", "task", nil, errand.EnqueueOpts{BackoffBase: -time.Second}, "backoff"},
 		{"negative backoff max", "task", nil, errand.EnqueueOpts{BackoffMax: -time.Second}, "backoff"},
 		{"backoff max below base", "task", nil, errand.EnqueueOpts{BackoffBase: time.Minute, BackoffMax: time.Second}, "backoff_max"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,13 @@ type WorkerConfig struct {
 	// default, deletes nothing: how long to keep jobs is the operator's
 	// decision.
 	Retention *RetentionPolicy
+	// PriorityAging, by queue, raises the priority of the queue's waiting
+	// jobs with their wait so that low priority never starves (see
+	// [PriorityAging]). The leader applies it after each sweep, so every
+	// worker that may lead should carry the same map: it is a property of
+	// the queue, not of a worker. The store must be a
+	// [errandstore.PriorityAger].
+	PriorityAging map[string]PriorityAging
 	// RateLimits cap how many jobs of a queue or a kind start per
 	// interval across the cluster (see [RateLimit]); RetryBudgets cap a
 	// kind's retries to a fraction of its first attempts (see
@@ -181,6 +189,10 @@ func (c *Client[TTx]) NewWorker(config *WorkerConfig) (*Worker, error) {
 		if err := checkRetention(cfg.Retention); err != nil {
 			return nil, err
 		}
+	}
+	cfg.PriorityAging = maps.Clone(cfg.PriorityAging) // the caller may change its map later
+	if err := checkPriorityAging(c.engine, cfg.PriorityAging); err != nil {
+		return nil, err
 	}
 	w := &Worker{c: c.engine, cfg: cfg, queues: queues, kinds: kinds, done: make(chan struct{}), weights: weights}
 	if err := w.build(); err != nil {

@@ -71,6 +71,9 @@ func (w *Worker) newLeader() *maintenance.Leader {
 	if w.cfg.Retention != nil {
 		cfg.Retention, cfg.RetentionEvery = w.leaderRetention, w.cfg.Retention.Interval
 	}
+	if len(w.cfg.PriorityAging) > 0 {
+		cfg.AfterSweep = append(cfg.AfterSweep, w.leaderAging)
+	}
 	return maintenance.New(cfg)
 }
 

@@ -20,9 +20,9 @@ type WorkflowStep struct {
 	// sets its field "workflow" to a [WorkflowContext], so declare one in
 	// the args type to read the dependencies' outputs.
 	Args JobArgs
-	// Opts are the job's options; nil for the defaults. ID, RunAt, Unique
-	// and UniqueKey must be empty: the step's id is fixed and it runs when
-	// its dependencies succeed (Delay after that, when set).
+	// Opts are the job's options; nil for the defaults. ID, RunAt, StartBy,
+	// Unique and UniqueKey must be empty: the step's id is fixed and it runs
+	// when its dependencies succeed (Delay after that, when set).
 	Opts *EnqueueOpts
 	// DependsOn names the steps that must succeed before this one is
 	// enqueued. Each must be declared before this step.
@@ -262,6 +262,8 @@ func (c *engine) workflowTemplate(ctx context.Context, args JobArgs, opts *Enque
 		return nil, nil, &errandtype.InputError{Field: "ID", Message: "must be empty: a workflow's jobs have fixed ids (ID.step.NAME, ID.undo.NAME)"}
 	case !o.RunAt.IsZero():
 		return nil, nil, &errandtype.InputError{Field: "RunAt", Message: "must be zero: a step runs when its dependencies succeed; use Delay to wait after that"}
+	case !o.StartBy.IsZero():
+		return nil, nil, &errandtype.InputError{Field: "StartBy", Message: "must be zero: a step is enqueued when its dependencies succeed, a time fixed now may pass before then; use MaxAge to bound it"}
 	case o.UniqueKey != "" || o.Unique != nil:
 		return nil, nil, &errandtype.InputError{Field: "Unique", Message: "must be empty: a workflow's jobs are unique by their fixed ids"}
 	case o.Debounce != nil:

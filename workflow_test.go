@@ -602,6 +602,10 @@ func TestEnqueueWorkflowRefusals(t *testing.T) {
 			s[0].Opts = &errand.EnqueueOpts{RunAt: time.Now()}
 			return s
 		},
+		"step start by": func(s []errand.WorkflowStep) []errand.WorkflowStep {
+			s[0].Opts = &errand.EnqueueOpts{StartBy: time.Now().Add(time.Hour)}
+			return s
+		},
 		"step unique key": func(s []errand.WorkflowStep) []errand.WorkflowStep {
 			s[0].Opts = &errand.EnqueueOpts{UniqueKey: "k"}
 			return s

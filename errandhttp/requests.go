@@ -34,7 +34,10 @@ type JobRequest struct {
 	BackoffBase errandtype.Duration `json:"backoff_base"`
 	BackoffMax  errandtype.Duration `json:"backoff_max"`
 	MaxAge      errandtype.Duration `json:"max_age"`
-	UniqueKey   string              `json:"unique_key"`
+	// StartBy is the time by which the job must have started
+	// (errand.EnqueueOpts.StartBy); null for none.
+	StartBy   *Time  `json:"start_by"`
+	UniqueKey string `json:"unique_key"`
 	// UniqueScope names the states in which the job holds UniqueKey
 	// ("always", the default; "until_finished"; "until_succeeded"; or a
 	// comma-separated list of states), UniqueWindow its window ("1h").
@@ -113,6 +116,9 @@ func (j *JobRequest) opts() *errand.EnqueueOpts {
 	}
 	if j.RunAt != nil {
 		opts.RunAt = j.RunAt.Time
+	}
+	if j.StartBy != nil {
+		opts.StartBy = j.StartBy.Time
 	}
 	return opts
 }

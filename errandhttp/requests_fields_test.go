@@ -40,7 +40,7 @@ func TestLaterJobFieldsAreEnqueueOpts(t *testing.T) {
 	checkFields(t, reflect.TypeFor[LaterJob](), map[string]string{
 		"kind": "the args' kind", "args": "the args themselves",
 	}, map[string]string{
-		"ID": notLater, "FirstWins": notLater, "RunAt": notLater, "UniqueKey": notLater, "Unique": notLater, "Debounce": notLater,
+		"ID": notLater, "FirstWins": notLater, "RunAt": notLater, "StartBy": notLater, "UniqueKey": notLater, "Unique": notLater, "Debounce": notLater,
 		"Eager": "a job errand enqueues later starts once its batch or dependencies are done, never in its enqueue",
 	}, func(j any) *errand.EnqueueOpts {
 		_, opts, err := j.(*LaterJob).params("job", "", "")

@@ -3,6 +3,8 @@ package errandstore
 import (
 	"errors"
 	"regexp"
+
+	"github.com/errandhq/errand/errandtype"
 )
 
 var (
@@ -14,8 +16,11 @@ var (
 
 const (
 	ClassLeaseExpired = "lease_expired"
-	ClassExpired      = "expired"
-	ClassCancelled    = "cancelled"
+	ClassExpired      = errandtype.ClassExpired
+	// ClassStartBy ends a job that had not started by its start-by time,
+	// distinct from ClassExpired, the maximum age of the whole job.
+	ClassStartBy   = errandtype.ClassStartBy
+	ClassCancelled = "cancelled"
 	// ClassArgsTooLarge is recorded on a workflow's job that errand
 	// enqueued dead, unrun, because its args with the outputs of the
 	// steps before it would exceed the bound of a job's args.

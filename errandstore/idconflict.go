@@ -37,7 +37,7 @@ func shapeOfParams(p *JobInsertParams) JobShape {
 }
 
 func ShapeOfJob(j *errandtype.Job) JobShape {
-	return JobShape{Kind: j.Kind, Queue: j.Queue, Args: j.Args, ArgsVersion: j.ArgsVersion, Priority: j.Priority,
+	return JobShape{Kind: j.Kind, Queue: j.Queue, Args: j.Args, ArgsVersion: j.ArgsVersion, Priority: j.EnqueuedPriority(),
 		MaxAttempts: j.MaxAttempts, BackoffBase: time.Duration(j.BackoffBase), BackoffMax: time.Duration(j.BackoffMax),
 		OrderingKey: deref(j.OrderingKey), FairnessKey: deref(j.FairnessKey), OrderingHold: j.OrderingHold, Tags: j.Tags}
 }

@@ -120,7 +120,7 @@ func (p *JobInsertParams) checkTiming() error {
 	if p.MaxAge > 0 && p.MaxAge < MinMaxAge {
 		return &errandtype.InputError{Field: "max_age", Message: fmt.Sprintf("%s is too short; give at least %s, or none", p.MaxAge, MinMaxAge)}
 	}
-	return nil
+	return checkStartBy(p.StartBy, p.RunAt)
 }
 
 // checkUnique checks the unique key, its scope and its window.

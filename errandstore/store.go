@@ -211,7 +211,8 @@ type JobStore interface {
 	// [ReplayableStates]: state queued, attempt 0, available now, replays+1,
 	// lease cleared, error history kept, finished_at and any cancel request
 	// cleared, progress kept unless ClearProgress; a job with a
-	// maximum age gets a new deadline, now+MaxAge. When Args is set the job's
+	// maximum age gets a new deadline, now+MaxAge, the start-by is
+	// cleared and an aged priority goes back to the enqueued one. When Args is set the job's
 	// args become Args. In the same transaction it appends an [errandtype.AuditRecord]:
 	// action [errandtype.AuditReplay] (or [errandtype.AuditReplayArgs], with details from
 	// [ReplayArgsDetails] keeping the old and new args), the operator,
@@ -246,7 +247,9 @@ type JobStore interface {
 	// lease_expired entry in its history, or dead on its final attempt, or,
 	// when a cancel was requested, cancelled with a cancelled entry
 	// ([CancelledBySweepMessage]) and counted in Cancelled; a
-	// waiting job past its deadline becomes dead with class expired. Each
+	// waiting job past its deadline becomes dead with class expired, or
+	// with class start_by ([StartByMessage]) when that deadline is the
+	// start-by of a job never claimed (see [FirstDeadline]). Each
 	// new history entry carries the job's attempt (0 for a job never
 	// claimed). Leases are swept before deadlines, so a job whose worker
 	// died past the job's deadline gets both entries and dies. Claims sweep
@@ -675,7 +678,11 @@ type JobInsertParams struct {
 	RunAt time.Time
 	Delay time.Duration
 	// MaxAge, when non-zero, sets the deadline to created_at + MaxAge.
-	MaxAge    time.Duration
+	MaxAge time.Duration
+	// StartBy, when not zero, is the time by which the job must have
+	// started: until its first claim its deadline is the earlier of StartBy
+	// and created_at + MaxAge (see [FirstDeadline]).
+	StartBy   time.Time
 	UniqueKey string
 	// UniqueScope is the set of states in which the job holds UniqueKey
 	// (zero: [errandtype.UniqueAlways]); UniqueWindow, when non-zero, the length of

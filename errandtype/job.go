@@ -115,8 +115,17 @@ type Job struct {
 	// AvailableAt is when the job may next be claimed.
 	AvailableAt time.Time `json:"available_at"`
 	// Deadline, when set, is the moment past which the job is no longer worth
-	// running: it dies with class "expired" instead.
+	// running: it dies with class "expired" instead. Until the job first
+	// starts it is the earlier of StartBy and the maximum age's deadline.
 	Deadline *time.Time `json:"deadline"`
+	// BasePriority is the priority the job was enqueued with once priority
+	// aging has lowered Priority, the one claims order by; nil while it
+	// never aged.
+	BasePriority *int `json:"base_priority"`
+	// StartBy, when set, is the time by which the job must have started: a
+	// job not started by then never starts and dies with class "start_by".
+	// It bounds the first start only; a replay clears it.
+	StartBy *time.Time `json:"start_by"`
 	// LeaseToken is the fencing token of the current claim. Writes about a
 	// running job must present it.
 	LeaseToken *string `json:"lease_token"`
@@ -313,4 +322,31 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // runs and the attempt has not ended yet.
 func (j *Job) CancelPending() bool {
 	return j.State == StateRunning && j.CancelRequestedAt != nil
+}
+
+// The classes of a waiting job that dies at its Deadline.
+const (
+	// ClassExpired ends a job past its maximum age.
+	ClassExpired = "expired"
+	// ClassStartBy ends a job not started by its start-by time.
+	ClassStartBy = "start_by"
+)
+
+// DeadlineClass is the class a waiting job dies with at its Deadline:
+// [ClassStartBy] while the deadline is the start-by of a job never
+// started, [ClassExpired] otherwise.
+func (j *Job) DeadlineClass() string {
+	if j.StartBy != nil && j.Deadline != nil && j.AttemptedAt == nil && j.StartBy.Equal(*j.Deadline) {
+		return ClassStartBy
+	}
+	return ClassExpired
+}
+
+// EnqueuedPriority is the priority the job was enqueued with, before any
+// aging.
+func (j *Job) EnqueuedPriority() int {
+	if j.BasePriority != nil {
+		return *j.BasePriority
+	}
+	return j.Priority
 }

@@ -27,7 +27,7 @@ const copyMinJobs = 64
 // unique key never goes through COPY.
 var copyColumns = [...]string{"seq", "id", "queue", "kind", "args", "args_version", "priority", "state",
 	"max_attempts", "backoff_base_us", "backoff_max_us", "max_age_us", "available_at", "deadline",
-	"ordering_key", "created_at", "tags", "ordering_hold", "fairness_key", "metadata"}
+	"ordering_key", "created_at", "tags", "ordering_hold", "fairness_key", "metadata", "start_by"}
 
 // copyOptional reports, for each of copyColumns, whether a job's value may
 // be the column's default (NULL for a nullable column without one). A
@@ -40,12 +40,13 @@ var copyOptional = [len(copyColumns)]func(p *errandstore.JobInsertParams, tags s
 	9:  func(p *errandstore.JobInsertParams, _ string) bool { return us(p.BackoffBase) == 0 },
 	10: func(p *errandstore.JobInsertParams, _ string) bool { return us(p.BackoffMax) == 0 },
 	11: func(p *errandstore.JobInsertParams, _ string) bool { return us(p.MaxAge) == 0 },
-	13: func(p *errandstore.JobInsertParams, _ string) bool { return p.MaxAge <= 0 },
+	13: func(p *errandstore.JobInsertParams, _ string) bool { return p.MaxAge <= 0 && p.StartBy.IsZero() },
 	14: func(p *errandstore.JobInsertParams, _ string) bool { return p.OrderingKey == "" },
 	16: func(_ *errandstore.JobInsertParams, tags string) bool { return tags == "[]" },
 	17: func(p *errandstore.JobInsertParams, _ string) bool { return !p.OrderingHold },
 	18: func(p *errandstore.JobInsertParams, _ string) bool { return p.FairnessKey == "" },
 	19: func(p *errandstore.JobInsertParams, _ string) bool { return p.Metadata == nil },
+	20: func(p *errandstore.JobInsertParams, _ string) bool { return p.StartBy.IsZero() },
 }
 
 // copySeqsSQL returns the statement's now and $2 new values of the jobs
@@ -287,10 +288,11 @@ func copiedJob(p *errandstore.JobInsertParams, seq int64, now time.Time) *errand
 	if !p.RunAt.IsZero() {
 		j.AvailableAt = micro(p.RunAt)
 	}
-	if p.MaxAge > 0 {
-		d := now.Add(microseconds(p.MaxAge))
-		j.Deadline = &d
+	startBy := micro(p.StartBy)
+	if !startBy.IsZero() {
+		j.StartBy = &startBy
 	}
+	j.Deadline = errandstore.FirstDeadline(now, microseconds(p.MaxAge), startBy)
 	if j.Tags == nil {
 		j.Tags = []string{}
 	}
@@ -330,6 +332,7 @@ var copyEncoders = [len(copyColumns)]func(b []byte, r *copyRow) []byte{
 	},
 	func(b []byte, r *copyRow) []byte { return copyNullText(b, r.j.FairnessKey) },
 	func(b []byte, r *copyRow) []byte { return copyNullJSONB(b, r.p.Metadata) },
+	func(b []byte, r *copyRow) []byte { return copyTime(b, r.j.StartBy) },
 }
 
 // The fields of COPY's binary format: a length (-1 for NULL), then the

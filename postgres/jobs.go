@@ -22,7 +22,7 @@ const jobColumns = `seq, id, queue, kind, args::text, args_version, priority, st
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress::text, created_at, attempted_at, finished_at, last_error::text,
 	errors::text, replays, tags::text, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
-	workflow_id, output, metadata::text`
+	workflow_id, output, metadata::text, start_by, base_priority`
 
 // keyedColumns are jobColumns and the debounce columns, which only
 // operators' reads and debounced enqueues read: a claim's RETURNING
@@ -86,7 +86,7 @@ func readJobScanner() func(scanner) (*errandtype.Job, error) { return newReadJob
 
 // jobRow holds the destinations of a row of jobColumns. One jobRow reads
 // every row of a result, so that a claim of a thousand jobs does not make
-// a thousand lists of 36 destinations and the columns they point to: each
+// a thousand lists of 38 destinations and the columns they point to: each
 // row costs the Job it becomes.
 type jobRow struct {
 	j                errandtype.Job
@@ -107,7 +107,7 @@ func newJobRow() *jobRow {
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &j.AvailableAt, &j.Deadline, &j.LeaseToken,
 		&j.LeaseUntil, &j.LeaseOwner, &j.UniqueKey, &j.OrderingKey, &c.Progress, &j.CreatedAt, &j.AttemptedAt,
 		&j.FinishedAt, &c.LastError, &c.Errors, &j.Replays, &c.Tags, &r.ustates, &r.uwindow, &r.ohold, &j.CancelRequestedAt, &j.FairnessKey, &j.BatchID,
-		&j.WorkflowID, &r.output, &c.Metadata}
+		&j.WorkflowID, &r.output, &c.Metadata, &j.StartBy, &j.BasePriority}
 	return r
 }
 
@@ -204,13 +204,13 @@ var (
 	insertSQL = insertHead + `FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[],
 			$8::integer[], $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[],
 			$13::bigint[], $14::text[], $15::text[], $16::text[], $17::integer[], $18::bigint[],
-			$19::smallint[], $20::text[], $21::text[], $22::text[]) WITH ORDINALITY
+			$19::smallint[], $20::text[], $21::text[], $22::text[], $23::timestamptz[]) WITH ORDINALITY
 		AS p(` + insertNames + `, ord)
 	ORDER BY p.ord` + insertTail
 	insertOneSQL = insertHead + `FROM (VALUES ($2::text, $3::text, $4::text, $5::text, $6::integer, $7::integer,
 			$8::integer, $9::bigint, $10::bigint, $11::bigint, $12::timestamptz,
 			$13::bigint, $14::text, $15::text, $16::text, $17::integer, $18::bigint,
-			$19::smallint, $20::text, $21::text, $22::text))
+			$19::smallint, $20::text, $21::text, $22::text, $23::timestamptz))
 		AS p(` + insertNames + `)` + insertTail
 )
 
@@ -218,17 +218,17 @@ const (
 	insertHead = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
 		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
 		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata,
-		debounce_key)
+		debounce_key, start_by)
 	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
 		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
 		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
-		CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END,
+		least(p.start_by, CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END),
 		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key,
-		p.metadata::jsonb, p.debounce_key
+		p.metadata::jsonb, p.debounce_key, p.start_by
 	`
 	insertNames = `id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
 			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
-			unique_states, unique_window_us, ordering_hold, fairness_key, metadata, debounce_key`
+			unique_states, unique_window_us, ordering_hold, fairness_key, metadata, debounce_key, start_by`
 	insertTail = `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -303,7 +303,7 @@ type insertColumns struct {
 	ids, queues, kinds, args, tags []string
 	versions, prios, maxAttempts   []int32
 	bases, maxes, ages, delays     []int64
-	runAt                          []*time.Time
+	runAt, startBy                 []*time.Time
 	ukeys, okeys, fkeys, metas     []*string
 	dkeys                          []*string // nil unless a job has a debounce key: unnest pads it with NULLs
 	ustates                        []int32
@@ -321,7 +321,7 @@ func newInsertColumns(params []*errandstore.JobInsertParams) (insertColumns, err
 		ids: make([]string, n), queues: make([]string, n), kinds: make([]string, n), args: make([]string, n), tags: make([]string, n),
 		versions: make([]int32, n), prios: make([]int32, n), maxAttempts: make([]int32, n),
 		bases: make([]int64, n), maxes: make([]int64, n), ages: make([]int64, n), delays: make([]int64, n),
-		runAt: make([]*time.Time, n),
+		runAt: make([]*time.Time, n), startBy: make([]*time.Time, n),
 		ukeys: make([]*string, n), okeys: make([]*string, n), fkeys: make([]*string, n), metas: make([]*string, n),
 		ustates: make([]int32, n), holds: make([]int16, n),
 		uwindows: make([]int64, n),
@@ -340,6 +340,10 @@ func newInsertColumns(params []*errandstore.JobInsertParams) (insertColumns, err
 		if !p.RunAt.IsZero() {
 			t := micro(p.RunAt)
 			c.runAt[i] = &t
+		}
+		if !p.StartBy.IsZero() {
+			t := micro(p.StartBy)
+			c.startBy[i] = &t
 		}
 		c.ukeys[i], c.okeys[i], c.fkeys[i] = nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey), nullIfEmpty(p.FairnessKey)
 		if p.Metadata != nil {
@@ -388,10 +392,10 @@ func (c *insertColumns) statement(r *strings.Replacer, now any) (string, []any) 
 	if c.n == 1 {
 		return r.Replace(insertOneSQL), []any{now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
 			c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
-			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0], c.debounceKey0()}
+			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0], c.debounceKey0(), c.startBy[0]}
 	}
 	return r.Replace(insertSQL), []any{now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
-		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys, c.metas, c.dkeys}
+		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys, c.metas, c.dkeys, c.startBy}
 }
 
 // matchInserted pairs params with the jobs the insert wrote: out holds
@@ -682,11 +686,16 @@ const (
 // never-analyzed table when claiming from several queues (see
 // TestClaimPlanWithoutStatistics).
 const claimSQL = `UPDATE {jobs} SET
-		state = 'running', attempt = attempt + 1, attempted_at = {now},
+		state = 'running', attempt = attempt + 1, attempted_at = {now}, ` + firstStartDeadline + `,
 		lease_token = replace(gen_random_uuid()::text, '-', ''),
 		lease_until = {now} + $2 * interval '1 microsecond', lease_owner = $3
 	WHERE seq = ANY(ARRAY({pick}))
 	RETURNING ` + jobColumns
+
+// firstStartDeadline puts back, on a job's first start, the maximum age's
+// deadline that its start-by replaced (see errandstore.FirstDeadline).
+const firstStartDeadline = `deadline = CASE WHEN start_by IS NULL OR attempted_at IS NOT NULL THEN deadline
+			WHEN max_age_us > 0 THEN created_at + max_age_us * interval '1 microsecond' END`
 
 // orderingFree is errand's ordering-key rule on a candidate aliased j. A
 // concurrent claimer sees a job another has just locked as still queued, so
@@ -1589,8 +1598,12 @@ var sweepLeasesSQL = func() string {
 // sweepDeadlinesSQL dead-letters queued and retrying jobs past their
 // deadline. It runs after the lease sweep in the same transaction, so it
 // sees the jobs that sweep just made retrying.
+// The deadline of a job never started that is its start-by ends it with
+// class $4 and message $5 instead.
 var sweepDeadlinesSQL = func() string {
-	entry, last := historyEntry("attempt", "$2::text", "$3::text", "''")
+	const startBy = `start_by = deadline AND attempted_at IS NULL`
+	entry, last := historyEntry("attempt", "CASE WHEN "+startBy+" THEN $4::text ELSE $2::text END",
+		"CASE WHEN "+startBy+" THEN $5::text ELSE $3::text END", "''")
 	return `UPDATE {jobs} SET
 		errors = errors || ` + entry + `,
 		last_error = ` + last + `,
@@ -1620,7 +1633,8 @@ func (s *Store) queueSweep(b *pgx.Batch, now any) {
 	b.Queue(sweepPlans)
 	b.Queue(s.sql(sweepLeasesSQL), now, errandstore.ClassLeaseExpired, leaseExpiredMessage,
 		errandstore.ClassCancelled, errandstore.CancelledBySweepMessage)
-	b.Queue(s.sql(sweepDeadlinesSQL), now, errandstore.ClassExpired, "deadline passed before the job could run")
+	b.Queue(s.sql(sweepDeadlinesSQL), now, errandstore.ClassExpired, errandstore.ExpiredMessage,
+		errandstore.ClassStartBy, errandstore.StartByMessage)
 	b.Queue(sweepPlansEnd)
 }
 

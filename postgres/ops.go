@@ -51,7 +51,8 @@ func (s *Store) insertAudit(ctx context.Context, tx pgx.Tx, now any, a *auditEnt
 // args with $3 when that is not NULL, and clearing its progress when $5.
 const replaySQL = `UPDATE {jobs} SET
 		state = 'queued', attempt = 0, available_at = {now}, replays = replays + 1,
-		deadline = CASE WHEN max_age_us > 0 THEN {now} + max_age_us * interval '1 microsecond' END,
+		deadline = CASE WHEN max_age_us > 0 THEN {now} + max_age_us * interval '1 microsecond' END, start_by = NULL,
+		priority = coalesce(base_priority, priority), base_priority = NULL,
 		lease_token = NULL, lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL,
 		progress = CASE WHEN $5::boolean THEN NULL ELSE progress END,
 		args = coalesce($3::jsonb, args),

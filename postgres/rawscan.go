@@ -18,7 +18,7 @@ import (
 // A claim's rows, the hot path's largest read, are decoded from the wire
 // values pgx received rather than through its Scan: Scan finds a plan per
 // column and allocates each nullable value and each string on its own, and
-// was a ninth of a busy worker's CPU. decodeJobRow reads the 36 columns of
+// was a ninth of a busy worker's CPU. decodeJobRow reads the 38 columns of
 // jobColumns straight from their binary encodings, and puts each row's text
 // in one string that the job's strings are slices of. scanClaimedJobs falls
 // back to Scan whenever the columns do not come as it expects.
@@ -61,6 +61,8 @@ var jobColumnTypes = [...]uint32{
 	pgtype.TextOID,        // workflow_id
 	pgtype.TextOID,        // output
 	pgtype.TextOID,        // metadata::text
+	pgtype.TimestamptzOID, // start_by
+	pgtype.Int4OID,        // base_priority
 }
 
 // decodable reports whether fds are jobColumns in the encodings
@@ -107,9 +109,10 @@ func scanClaimedJobs(rs pgx.Rows) ([]*errandtype.Job, error) {
 // decodedJob is a Job with room for what its pointers point to, so that a
 // decoded row costs one allocation for all of them.
 type decodedJob struct {
-	job   errandtype.Job
-	times [5]time.Time // deadline, lease_until, attempted_at, finished_at, cancel_requested_at
-	texts [7]string    // lease_token, lease_owner, unique_key, ordering_key, fairness_key, batch_id, workflow_id
+	job          errandtype.Job
+	times        [6]time.Time // deadline, lease_until, attempted_at, finished_at, cancel_requested_at, start_by
+	texts        [7]string    // lease_token, lease_owner, unique_key, ordering_key, fairness_key, batch_id, workflow_id
+	basePriority int
 }
 
 var errRawNull = errors.New("NULL in a column that is never NULL")
@@ -193,6 +196,11 @@ func (r *rowDecoder) columns() (c errandtype.JobColumns, ustates, uwindow int64)
 		j.Output = json.RawMessage(r.text(34))
 	}
 	c.Metadata = r.optJSON(35)
+	j.StartBy = r.optTime(36, &r.d.times[5])
+	if r.vals[37] != nil {
+		r.d.basePriority = int(r.integer(37, 4))
+		j.BasePriority = &r.d.basePriority
+	}
 	return c, ustates, uwindow
 }
 

@@ -42,7 +42,7 @@ func fairClaimSQL(kinds, skip int) string {
 			WHERE j.queue = ?5 AND j.fairness_key IS NULL AND ` + claimable + `
 			ORDER BY j.priority, j.available_at, j.seq LIMIT ?6)`
 	return `UPDATE errand_jobs SET
-			state = 'running', attempt = attempt + 1, attempted_at = ?1,
+			state = 'running', attempt = attempt + 1, ` + firstStartDeadline + `, attempted_at = ?1,
 			lease_token = lower(hex(randomblob(16))), lease_until = ?2, lease_owner = ?3
 		WHERE seq IN (WITH RECURSIVE fair_keys(k) AS (
 				SELECT (SELECT fairness_key FROM errand_jobs INDEXED BY errand_jobs_fair

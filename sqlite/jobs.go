@@ -18,7 +18,7 @@ const jobColumns = `seq, id, queue, kind, args, args_version, priority, state, a
 	backoff_base_us, backoff_max_us, available_at, deadline, lease_token, lease_until, lease_owner,
 	unique_key, ordering_key, progress, created_at, attempted_at, finished_at, last_error, errors,
 	replays, tags, unique_states, unique_window_us, ordering_hold, cancel_requested_at, fairness_key, batch_id,
-	workflow_id, output, metadata`
+	workflow_id, output, metadata, start_by, base_priority`
 
 // keyedColumns are jobColumns and the debounce columns, which only
 // operators' reads and debounced enqueues read. scanKeyedJob reads them.
@@ -75,15 +75,16 @@ func scanJobAnd(row scanner, extra ...any) (*errandtype.Job, error) {
 		c                                     errandtype.JobColumns
 		avail, crt                            int64
 		deadline, leaseUntil, attempted       sql.NullInt64
-		finished, cancelReq                   sql.NullInt64
+		finished, cancelReq, startBy          sql.NullInt64
 		token, owner, ukey, okey, fkey, batch sql.NullString
 		workflow, output                      sql.NullString
 		ustates, uwindow, ohold               int64
+		basePrio                              sql.NullInt32
 	)
 	err := row.Scan(append([]any{&j.Seq, &j.ID, &j.Queue, &j.Kind, &c.Args, &j.ArgsVersion, &j.Priority, &c.State,
 		&j.Attempt, &j.MaxAttempts, &c.BackoffBaseUS, &c.BackoffMaxUS, &avail, &deadline, &token, &leaseUntil,
 		&owner, &ukey, &okey, &c.Progress, &crt, &attempted, &finished, &c.LastError, &c.Errors, &j.Replays, &c.Tags,
-		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output, &c.Metadata},
+		&ustates, &uwindow, &ohold, &cancelReq, &fkey, &batch, &workflow, &output, &c.Metadata, &startBy, &basePrio},
 		extra...)...)
 	if err != nil {
 		return nil, err
@@ -91,7 +92,11 @@ func scanJobAnd(row scanner, extra ...any) (*errandtype.Job, error) {
 	j.AvailableAt, j.CreatedAt = fromMicros(avail), fromMicros(crt)
 	j.Deadline, j.LeaseUntil = nullMicros(deadline), nullMicros(leaseUntil)
 	j.AttemptedAt, j.FinishedAt = nullMicros(attempted), nullMicros(finished)
-	j.CancelRequestedAt = nullMicros(cancelReq)
+	j.CancelRequestedAt, j.StartBy = nullMicros(cancelReq), nullMicros(startBy)
+	if basePrio.Valid {
+		p := int(basePrio.Int32)
+		j.BasePriority = &p
+	}
 	j.LeaseToken, j.LeaseOwner = nullString(token), nullString(owner)
 	j.UniqueKey, j.OrderingKey, j.FairnessKey = nullString(ukey), nullString(okey), nullString(fkey)
 	j.SetUniqueColumns(ustates, uwindow)
@@ -155,7 +160,7 @@ func insertRowsSQL(rows int) string {
 	return `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
 	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
 	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata,
-	debounce_key)
+	debounce_key, start_by)
 	VALUES ` + strings.Repeat(row+", ", rows-1) + row + `
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
@@ -233,9 +238,12 @@ func insertArgs(params []*errandstore.JobInsertParams, now time.Time) ([]any, er
 		if !p.RunAt.IsZero() {
 			avail = p.RunAt
 		}
-		var deadline any
-		if p.MaxAge > 0 {
-			deadline = micros(now.Add(p.MaxAge))
+		var deadline, startBy any
+		if d := errandstore.FirstDeadline(now, p.MaxAge, p.StartBy); d != nil {
+			deadline = micros(*d)
+		}
+		if !p.StartBy.IsZero() {
+			startBy = micros(p.StartBy)
 		}
 		tagsJSON, err := p.TagsJSON()
 		if err != nil {
@@ -245,7 +253,7 @@ func insertArgs(params []*errandstore.JobInsertParams, now time.Time) ([]any, er
 			p.BackoffBase.Microseconds(), p.BackoffMax.Microseconds(), p.MaxAge.Microseconds(),
 			micros(avail), deadline, nullIfEmpty(p.UniqueKey), nullIfEmpty(p.OrderingKey),
 			micros(now), tagsJSON, p.UniqueScopeColumn(), p.UniqueWindowColumn(now), boolInt(p.OrderingHold), nullIfEmpty(p.FairnessKey),
-			nullIfEmpty(string(p.Metadata)), debounceKey(p))
+			nullIfEmpty(string(p.Metadata)), debounceKey(p), startBy)
 	}
 	return args, nil
 }
@@ -406,11 +414,16 @@ func claimSQL(queues, kinds, skipRetry int) string {
 // own token: randomblob is evaluated per row.
 func claimUpdate(pick string) string {
 	return `UPDATE errand_jobs SET
-			state = 'running', attempt = attempt + 1, attempted_at = ?,
+			state = 'running', attempt = attempt + 1, ` + firstStartDeadline + `, attempted_at = ?,
 			lease_token = lower(hex(randomblob(16))), lease_until = ?, lease_owner = ?
 		WHERE seq IN (` + pick + `)
 		RETURNING ` + jobColumns
 }
+
+// firstStartDeadline puts back, on a job's first start, the maximum age's
+// deadline that its start-by replaced (see errandstore.FirstDeadline).
+const firstStartDeadline = `deadline = CASE WHEN start_by IS NULL OR attempted_at IS NOT NULL THEN deadline
+			WHEN max_age_us > 0 THEN created_at + max_age_us END`
 
 // claimable is the claim's rule for a job j: waiting, available, within its
 // deadline, in one of that many queues, of one of that many kinds (none:
@@ -866,11 +879,20 @@ var (
 			lease_token = NULL, lease_until = NULL
 		WHERE state = 'running' AND lease_until <= ?4
 		RETURNING state`
-	// sweepDeadlineSQL ends waiting jobs past their deadline.
-	sweepDeadlineSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_deadline SET ` + sweepError + `,
+	// sweepDeadlineSQL ends waiting jobs past their deadline: with class ?5
+	// and message ?6 a job never started whose deadline is its start-by.
+	sweepDeadlineSQL = `UPDATE errand_jobs INDEXED BY errand_jobs_deadline SET
+			errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'replay', replays, 'at', ?1,
+				'class', iif(` + startByEnds + `, ?5, ?2), 'message', iif(` + startByEnds + `, ?6, ?3), 'stack', '')),
+			last_error = json_object('class', iif(` + startByEnds + `, ?5, ?2),
+				'message', iif(` + startByEnds + `, ?6, ?3), 'at', ?1),
 			state = 'dead', finished_at = ?4
 		WHERE state IN (` + waiting + `) AND deadline IS NOT NULL AND deadline <= ?4`
 )
+
+// startByEnds is true of a waiting job never started whose deadline is its
+// start-by.
+const startByEnds = `start_by = deadline AND attempted_at IS NULL`
 
 func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errandstore.SweepResult, error) {
 	var r errandstore.SweepResult
@@ -906,7 +928,7 @@ func (s *Store) sweep(ctx context.Context, tx *sql.Tx, now time.Time) (errandsto
 		return r, err
 	}
 	res, err = tx.ExecContext(ctx, sweepDeadlineSQL,
-		at, errandstore.ClassExpired, "deadline passed before the job could run", us)
+		at, errandstore.ClassExpired, errandstore.ExpiredMessage, us, errandstore.ClassStartBy, errandstore.StartByMessage)
 	if err != nil {
 		return r, err
 	}

@@ -48,7 +48,8 @@ func insertAudit(ctx context.Context, tx *sql.Tx, a *auditEntry) error {
 // args with ?3 when that is not NULL, and clearing its progress when ?5.
 const replaySQL = `UPDATE errand_jobs SET
 		state = 'queued', attempt = 0, available_at = ?1, replays = replays + 1,
-		deadline = CASE WHEN max_age_us > 0 THEN ?1 + max_age_us END,
+		deadline = CASE WHEN max_age_us > 0 THEN ?1 + max_age_us END, start_by = NULL,
+		priority = coalesce(base_priority, priority), base_priority = NULL,
 		lease_token = NULL, lease_until = NULL, finished_at = NULL, cancel_requested_at = NULL,
 		progress = iif(?5, NULL, progress),
 		args = coalesce(?3, args),

@@ -152,6 +152,8 @@ func exercise(t *testing.T, h harness) {
 		{"Fencing", fencingCases},
 		{"Outcome", outcomeCases},
 		{"Sweep", sweepCases},
+		{"StartBy", startByCases},
+		{"Aging", agingCases},
 		{"Replay", replayCases},
 		{"Cancel", cancelCases},
 		{"CancelRunning", cancelRunningCases},

@@ -54,6 +54,8 @@ it. An absorbed enqueue prints the id of the job that absorbed it.`,
 		backoffBase := durationFlag(fs, "backoff-base", "retry delay cap after the first failure `DUR` (default 1s)")
 		backoffMax := durationFlag(fs, "backoff-max", "largest retry delay `DUR` (default 1h)")
 		maxAge := durationFlag(fs, "max-age", "dead-letter the job (class expired) if it has not succeeded `DUR` after enqueue")
+		startBy := fs.String("start-by", "", "never start the job after `TIME` (RFC 3339): not started by then, it dies with class start_by")
+		startWithin := durationFlag(fs, "start-within", "never start the job later than `DUR` from now (--start-by now+DUR)")
 		key := fs.String("unique-key", "", "unique `KEY`: while a job holds it, enqueueing it again returns that job")
 		legacyKey := fs.String("key", "", "unique `KEY`, the same as --unique-key (kept for scripts that use it)")
 		uniqueScope := fs.String("unique-scope", "", "`SCOPE` of --unique-key: always (default), until_finished, until_succeeded, or states like queued,running,retrying,succeeded")
@@ -137,6 +139,9 @@ it. An absorbed enqueue prints the id of the job that absorbed it.`,
 				}
 				opts.RunAt = t
 			}
+			if err := setStartBy(fs, opts, *startBy, *startWithin); err != nil {
+				return err
+			}
 			if isSet(fs, "max-attempts") && (*maxAttempts < 1 || *maxAttempts > errandtype.MaxAttemptsLimit) {
 				return usagef("--max-attempts %d is out of range; give 1 to %d", *maxAttempts, errandtype.MaxAttemptsLimit)
 			}
@@ -191,7 +196,7 @@ var enqueueFlags = map[string]string{
 	"unique_scope": "--unique-scope", "unique_window": "--unique-window",
 	"ordering_key": "--ordering-key", "ordering_on_dead": "--ordering-on-dead", "fairness_key": "--fairness-key",
 	"backoff": "--backoff-base and --backoff-max", "backoff_max": "--backoff-max",
-	"tag": "--tag", "tags": "--tag", "metadata": "--metadata",
+	"tag": "--tag", "tags": "--tag", "metadata": "--metadata", "start_by": "--start-by or --start-within",
 	"debounce_key": "--debounce-key", "debounce_mode": "--debounce-mode", "debounce_window": "--debounce-window",
 	"debounce_max_wait": "--debounce-max-wait", "Debounce": "--debounce-key",
 }
@@ -221,6 +226,27 @@ func debounceFlags(fs *flag.FlagSet) func() (*errand.DebounceOpts, error) {
 		}
 		return &errand.DebounceOpts{Key: *key, Mode: m, Window: *window, MaxWait: *maxWait}, nil
 	}
+}
+
+// setStartBy sets opts.StartBy from --start-by or --start-within, the
+// latter from this host's clock.
+func setStartBy(fs *flag.FlagSet, opts *errand.EnqueueOpts, at string, within time.Duration) error {
+	switch {
+	case isSet(fs, "start-by") && isSet(fs, "start-within"):
+		return usagef("give --start-by or --start-within, not both")
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return usagef("--start-by %q is not an RFC 3339 time; write it like 2026-11-29T09:00:00Z", at)
+		}
+		opts.StartBy = t
+	case isSet(fs, "start-within"):
+		if within <= 0 {
+			return usagef("--start-within %s is not positive; give a duration such as 10m", within)
+		}
+		opts.StartBy = time.Now().Add(within)
+	}
+	return nil
 }
 
 // idConflict says what to change of err, an *errand.IDConflictError, in

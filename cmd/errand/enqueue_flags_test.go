@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand/errandhttp"
 )
@@ -20,7 +21,8 @@ import (
 func TestEnqueueFlagsAreTheJSONAPIs(t *testing.T) {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
 	enqueueCommand.setup(fs, &env{stdout: io.Discard, stderr: io.Discard, logger: slog.New(slog.DiscardHandler)})
-	flagOnly := map[string]string{"db": "the database", "json": "the output", "key": "an older name of --unique-key"}
+	flagOnly := map[string]string{"db": "the database", "json": "the output", "key": "an older name of --unique-key",
+		"start-within": "--start-by from now, for a shell"}
 	renamed := map[string]string{
 		"kind": "", "args": "", // KIND and JSON_ARGS, the arguments
 		"eager": "",    // errand enqueue runs no worker to start the job on
@@ -87,5 +89,48 @@ func TestEnqueueMetadataFlag(t *testing.T) {
 	}
 	if r := cli(t, "inspect", "m2", "--db", db); r.code == 0 {
 		t.Fatalf("a refused --metadata enqueued its job: %s", r)
+	}
+}
+
+// TestEnqueueStartByFlags: --start-by and --start-within set the job's
+// start-by, which inspect shows with the class its deadline ends it with;
+// both at once, a bad time or a start-by before --run-at are refused, and
+// nothing is enqueued.
+func TestEnqueueStartByFlags(t *testing.T) {
+	db := tempDB(t)
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	r := ok(t, cli(t, "enqueue", "k", "--id", "s1", "--start-by", at.Format(time.RFC3339), "--max-age", "2h", "--db", db, "--json"))
+	var out struct {
+		Job struct {
+			StartBy  *time.Time `json:"start_by"`
+			Deadline *time.Time `json:"deadline"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Job.StartBy == nil || !out.Job.StartBy.Equal(at) ||
+		out.Job.Deadline == nil || !out.Job.Deadline.Equal(at) {
+		t.Fatalf("--start-by %s: %s (%v); want start_by and deadline %s", at.Format(time.RFC3339), r.stdout, err, at)
+	}
+	if r := ok(t, cli(t, "inspect", "s1", "--db", db)); !strings.Contains(r.stdout, "start by") || !strings.Contains(r.stdout, "class start_by") {
+		t.Fatalf("inspect shows no start-by:\n%s", r.stdout)
+	}
+	before := time.Now()
+	r = ok(t, cli(t, "enqueue", "k", "--id", "s2", "--start-within", "10m", "--db", db, "--json"))
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Job.StartBy == nil ||
+		out.Job.StartBy.Before(before.Add(10*time.Minute).Truncate(time.Microsecond)) || out.Job.StartBy.After(time.Now().Add(10*time.Minute)) {
+		t.Fatalf("--start-within 10m: %s (%v)", r.stdout, err)
+	}
+	for _, bad := range [][]string{
+		{"--start-by", "tomorrow"},
+		{"--start-by", at.Format(time.RFC3339), "--start-within", "1m"},
+		{"--start-within", "-1m"},
+		{"--start-by", at.Format(time.RFC3339), "--run-at", at.Add(time.Minute).Format(time.RFC3339)},
+	} {
+		r := cli(t, append([]string{"enqueue", "k", "--id", "s3", "--db", db}, bad...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--start-") {
+			t.Fatalf("enqueue %v: %s; want exit 2 naming the flag", bad, r)
+		}
+	}
+	if r := cli(t, "inspect", "s3", "--db", db); r.code == 0 {
+		t.Fatalf("a refused start-by enqueued its job: %s", r)
 	}
 }

@@ -140,13 +140,16 @@ func (f inspectFields) run(j *errandtype.Job) {
 	f.field("state", string(j.State))
 	f.field("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
 	f.field("replays", fmt.Sprint(j.Replays))
-	f.field("priority", fmt.Sprint(j.Priority))
+	f.field("priority", priorityText(j))
 	f.field("args", fmt.Sprintf("%s (version %d)", compactJSON(j.Args), j.ArgsVersion))
 	f.field("created", f.when(&j.CreatedAt))
 	f.field("available", f.when(&j.AvailableAt))
 	f.field("attempted", f.when(j.AttemptedAt))
 	f.field("finished", f.when(j.FinishedAt))
 	f.field("deadline", f.when(j.Deadline))
+	if j.StartBy != nil {
+		f.field("start by", f.when(j.StartBy))
+	}
 	if j.BackoffBase != 0 || j.BackoffMax != 0 {
 		f.field("backoff", fmt.Sprintf("base %s, max %s", orDefault(j.BackoffBase), orDefault(j.BackoffMax)))
 	}
@@ -315,7 +318,7 @@ func nextSentence(j *errandtype.Job, breaker *errandtype.BreakerRecord, now time
 	}
 	s := sentences[n.next.Step](n)
 	if j.Deadline != nil && j.State.Waiting() {
-		s += "; expires (class expired) at " + n.at(*j.Deadline)
+		s += "; expires (class " + j.DeadlineClass() + ") at " + n.at(*j.Deadline)
 	}
 	return s
 }
@@ -437,4 +440,12 @@ func breakerHeld(b *errandtype.BreakerRecord, at func(time.Time) string, now tim
 		return "held by breaker " + dep + " (open until " + at(*b.OpenUntil) + ", then a probe job tests " + dep + ")"
 	}
 	return "held by breaker " + dep + " (open, cool-down over: it runs once a probe job succeeds)"
+}
+
+// priorityText is the job's priority, and the enqueued one once it aged.
+func priorityText(j *errandtype.Job) string {
+	if j.BasePriority != nil {
+		return fmt.Sprintf("%d (aged from %d while waiting)", j.Priority, *j.BasePriority)
+	}
+	return fmt.Sprint(j.Priority)
 }

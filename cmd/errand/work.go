@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -159,6 +159,7 @@ does, so the claim stays within them.`,
 		leaderTTL := durationFlag(fs, "leader-ttl", "lease `DUR` of the cluster's leadership, renewed every third of it (default 15s)")
 		crons := listFlag(fs, "cron", "enqueue a job of KIND on every tick of SPEC (`'NAME=SPEC KIND [JSON]'`, repeatable)")
 		retention := addRetentionFlags(fs)
+		agingF := agingFlag(fs)
 		limits := addLimitFlags(fs)
 		breakers := addBreakerFlags(fs)
 		heartbeat := durationFlag(fs, "heartbeat", "record in the worker registry every `DUR` that this worker is alive (default 5s; errand workers shows it gone after three missed)")
@@ -225,7 +226,11 @@ does, so the claim stays within them.`,
 			if err != nil {
 				return err
 			}
-			cfg := &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
+			aging, err := parseAging(*agingF)
+			if err != nil {
+				return err
+			}
+			cfg := &errand.WorkerConfig{PriorityAging: aging, Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
 				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy(),
 				RateLimits: rates, RetryBudgets: budgets}
 			if err := weights.apply(fs, qs, cfg); err != nil {

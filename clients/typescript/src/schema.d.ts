@@ -902,6 +902,8 @@ export interface components {
             backoff_max?: components["schemas"]["Duration"];
             /** @description After this long from now the job is not worth running and dies as expired. */
             max_age?: components["schemas"]["Duration"];
+            /** @description A job not started by this time never starts and dies with class start_by (its first start only; a replay clears it). After run_at when both are set. */
+            start_by?: components["schemas"]["NullableTime"];
             /** @description While a job holds this key, enqueueing another with it answers that job. */
             unique_key?: string;
             /**
@@ -1090,8 +1092,12 @@ export interface components {
             backoff_base: components["schemas"]["Duration"];
             backoff_max: components["schemas"]["Duration"];
             available_at: components["schemas"]["Time"];
-            /** @description Past it the job dies as expired instead of running. */
+            /** @description Past it the waiting job dies instead of running: until its first start the earlier of start_by (class start_by) and its maximum age (class expired). */
             deadline: components["schemas"]["NullableTime"];
+            /** @description The time by which the job must have started; null for none, and after a replay. */
+            start_by: components["schemas"]["NullableTime"];
+            /** @description The priority the job was enqueued with once priority aging has lowered priority (the one claims order by); null while it never aged, and after a replay. */
+            base_priority: number | null;
             /** @description The current claim's fencing token; null for read-only tokens. */
             lease_token: components["schemas"]["NullableString"];
             lease_until: components["schemas"]["NullableTime"];
