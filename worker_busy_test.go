@@ -73,6 +73,10 @@ func (g *gatedClaims) LimiterList(ctx context.Context, p *errandstore.LimiterLis
 	return g.limiter().LimiterList(ctx, p)
 }
 
+func (g *gatedClaims) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandtype.LimiterRecord, error) {
+	return g.limiter().LimiterAdjust(ctx, p)
+}
+
 // next returns the next claim to arrive at the gate, or fails the test
 // after wait.
 func (g *gatedClaims) next(t *testing.T, wait time.Duration, what string) *gatedClaim {

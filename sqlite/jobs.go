@@ -156,7 +156,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *sql.Tx, p *errandstore.
 // Each row's parameters are the columns it names but state. Rows are
 // inserted in the order given, so seq follows the batch.
 func insertRowsSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	return `INSERT INTO errand_jobs (id, queue, kind, args, args_version, priority,
 	state, max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
 	unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata,
@@ -168,11 +168,11 @@ func insertRowsSQL(rows int) string {
 
 // insertParamsPerRow is the number of parameters of one row of
 // insertRowsSQL.
-const insertParamsPerRow = 22
+const insertParamsPerRow = 23
 
 // insertChunkRows is how many jobs one statement of a batch inserts: a
 // statement per job cost a VM start, a statement journal and a round
-// through database/sql for each. 100 rows (2,200 parameters, far below
+// through database/sql for each. 100 rows (2,300 parameters, far below
 // SQLite's limit of 32,766) is one statement for a small batch and ten for
 // a batch of 1,000.
 const insertChunkRows = 100
