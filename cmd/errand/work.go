@@ -145,6 +145,7 @@ outcome counts toward its breaker. --rate-limit and --retry-budget with
 does, so the claim stays within them.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
+		codecKeys := codecFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
 		execEnv := listFlag(fs, "exec-env", execEnvUsage)
@@ -251,6 +252,9 @@ does, so the claim stays within them.`,
 			// is opened, and perhaps created.
 			if err := errand.CheckWorker(clientCfg, cfg); err != nil {
 				return workerConfigError(err)
+			}
+			if clientCfg.Codec, err = loadCodec(*codecKeys); err != nil {
+				return err
 			}
 			c, closeDB, err := openClient(ctx, *db, mayCreate, clientCfg)
 			if err != nil {
