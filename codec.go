@@ -224,6 +224,17 @@ func (c *engine) openForReader(jobs ...*errandtype.Job) {
 	}
 }
 
+// openWorkflowForReader opens what it can of the outputs of ws' steps.
+func (c *engine) openWorkflowForReader(ws ...*errandtype.Workflow) {
+	for _, w := range ws {
+		for i := range w.Steps {
+			if o, err := c.open("output", w.Steps[i].Output); err == nil {
+				w.Steps[i].Output = o
+			}
+		}
+	}
+}
+
 // openWorkflowOutputs opens the sealed outputs that a workflow's store set
 // in the field "workflow" of args.
 func (c *engine) openWorkflowOutputs(args []byte) ([]byte, error) {

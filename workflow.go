@@ -175,6 +175,7 @@ func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*errandtype.Work
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %s: %w", id, err)
 	}
+	c.openWorkflowForReader(w)
 	return w, nil
 }
 
@@ -196,6 +197,7 @@ func (c *Client[TTx]) Workflows(ctx context.Context, p *errandstore.WorkflowList
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
+	c.openWorkflowForReader(w...)
 	return w, nil
 }
 

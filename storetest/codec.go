@@ -27,6 +27,7 @@ var codecCases = []testCase{
 	{"KeyMissingGivesBack", testCodecKeyMissing},
 	{"TamperDetected", testCodecTamper},
 	{"RemoteClaim", testCodecRemoteClaim},
+	{"WorkflowOutputs", testCodecWorkflow},
 	{"DuplicateIDComparesPlain", testCodecDuplicateID},
 	{"ReplayArgsSealed", testCodecReplayArgs},
 }
@@ -37,6 +38,13 @@ type cardArgs struct {
 }
 
 func (cardArgs) Kind() string { return "charge" }
+
+// shipArgs are a workflow step after a charge, reading its output.
+type shipArgs struct {
+	Workflow errandstore.WorkflowContext `json:"workflow"`
+}
+
+func (shipArgs) Kind() string { return "ship" }
 
 // secret is in every plain value the codec cases write.
 const secret = "4111-1111-SECRET"
@@ -78,6 +86,14 @@ func (w *codecWorld) client(keys ...errand.CodecKey) jobClient {
 		if _, ok := w.s.(errandstore.WorkflowStore); ok {
 			return errand.SetOutput(ctx, map[string]string{"receipt": a.Card})
 		}
+		return nil
+	}, nil)
+	errand.Handle(ks, func(ctx context.Context, job *errandtype.Job, a shipArgs) error {
+		out, ok, err := errand.StepOutput[map[string]string](a.Workflow, "charge")
+		if err != nil || !ok {
+			return fmt.Errorf("output of charge: %v, %v", ok, err)
+		}
+		w.seen = append(w.seen, "ship "+out["receipt"])
 		return nil
 	}, nil)
 	cfg := &errand.Config{Kinds: ks, Clock: w.clock}
@@ -347,5 +363,34 @@ func testCodecStepReadBack(t *testing.T, h harness) {
 	w.clock.Advance(errand.DefaultBackoffMax)
 	if r := w.workOne(c); r.Result != errand.ResultSucceeded || w.steps != 1 {
 		t.Fatalf("second WorkOne = %+v, step run %d times; want succeeded, its sealed step read back, not run again", r, w.steps)
+	}
+}
+
+func testCodecWorkflow(t *testing.T, h harness) {
+	w := &codecWorld{env: open(t, h)}
+	if _, ok := w.s.(errandstore.WorkflowStore); !ok {
+		t.Skip("the store keeps no workflows")
+	}
+	c := w.client(codecKey("k1", 1))
+	if _, err := c.EnqueueWorkflow(w.ctx, []errand.WorkflowStep{
+		{Name: "charge", Args: cardArgs{Card: secret}},
+		{Name: "ship", Args: shipArgs{}, DependsOn: []string{"charge"}},
+	}, &errand.WorkflowOpts{ID: "order-1"}); err != nil {
+		t.Fatalf("EnqueueWorkflow: %v", err)
+	}
+	for range 2 {
+		if r := w.workOne(c); r.Result != errand.ResultSucceeded {
+			t.Fatalf("WorkOne = %+v; want succeeded", r)
+		}
+	}
+	if strings.Join(w.seen, ",") != secret+",ship "+secret {
+		t.Fatalf("the handlers saw %q; want the card, then its receipt from the charge's output", w.seen)
+	}
+	// The store set the sealed output beside the sealed args of the step.
+	ship := w.get(errandstore.WorkflowStepJobID("order-1", "ship")).Args
+	wantSealed(t, "args of a step with its dependency's output", ship, "k1")
+	wf, err := c.Workflow(w.ctx, "order-1")
+	if err != nil || !sameJSON(wf.Steps[0].Output, []byte(`{"receipt":"`+secret+`"}`)) {
+		t.Fatalf("Workflow with the key = %+v, %v; want the charge's output plain", wf, err)
 	}
 }
