@@ -53,6 +53,12 @@ func SetProgress(ctx context.Context, v any) error {
 	if rewrite {
 		b = plainJSON(b)
 	}
+	if b, err = a.engine.seal("progress", b); err != nil {
+		return fmt.Errorf("set progress: %w", err)
+	}
+	if len(b) > errandstore.MaxArgsBytes {
+		return fmt.Errorf("set progress: %w", &errandtype.InputError{Field: "progress", Message: fmt.Sprintf("is %d bytes once sealed; keep a checkpoint under %d bytes", len(b), errandstore.MaxArgsBytes)})
+	}
 	if err := a.store.JobSetProgress(ctx, &errandstore.JobSetProgressParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Progress: b}); err != nil {
 		return fmt.Errorf("set progress: %w", err)
 	}
@@ -119,6 +125,10 @@ func (c *engine) runAttempt(parent context.Context, leases *leasekeeper.Keeper, 
 	k := c.kind(job.Kind)
 	if k == nil || k.handler == nil {
 		a.err = WithClass(ClassUnknownKind, fmt.Errorf("no handler for kind %q", job.Kind))
+		return a
+	}
+	if err := c.openJob(job); err != nil {
+		a.err = err // given back, never run on sealed bytes (see outcome)
 		return a
 	}
 	hctx := ctx

@@ -144,7 +144,11 @@ func Await[T any](ctx context.Context, id string) (T, error) {
 	if len(got.Output) == 0 {
 		return v, nil
 	}
-	if err := json.Unmarshal(got.Output, &v); err != nil {
+	out, err := a.engine.open("output", got.Output)
+	if err != nil {
+		return zero, fmt.Errorf("child %s: %w", id, err)
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
 		return zero, Permanent(fmt.Errorf("child %s: its output %s does not decode into %T: %w", id, got.Output, v, err))
 	}
 	return v, nil

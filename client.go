@@ -66,6 +66,12 @@ type Config struct {
 	// global provider (otel.GetTracerProvider): no spans, and no cost,
 	// until the application sets one.
 	TracerProvider trace.TracerProvider
+	// Codec, when set, seals the args, outputs and checkpoints this client
+	// writes, and opens them for its workers and readers, so that they are
+	// unreadable at rest without its keys (see [AESGCM] and
+	// docs/encryption.md). Nil stores them as plain JSON; a job sealed by
+	// another client is then given back, never run or dead-lettered.
+	Codec Codec
 }
 
 // Client enqueues, inspects and runs jobs through a store. It is safe for
@@ -99,6 +105,7 @@ type engine struct {
 	observer          Observer                             // Config.Observer; nil: none
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
 	tracing           tracing                              // Config.TracerProvider; see tracing.go
+	codec             Codec                                // Config.Codec; nil: plain; see codec.go
 
 	wakes notifier.Wakes // per queue; see internal/notifier
 
@@ -138,6 +145,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 		clock:             cfg.Clock,
 		observer:          cfg.Observer,
 		tracing:           newTracing(cfg.TracerProvider),
+		codec:             cfg.Codec,
 	}
 	if c.clock == nil {
 		c.clock = systemTime{}
@@ -342,7 +350,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 			return nil, fmt.Errorf("enqueue: %w", err)
 		}
 		rs = []errandstore.JobInsertResult{r}
-		if err := checkJobConflicts(ps, rs); err != nil {
+		if err := c.checkJobConflicts(ps, rs); err != nil {
 			return nil, err
 		}
 	}
@@ -400,7 +408,7 @@ func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
-	if err := checkJobConflicts(ps, rs); err != nil {
+	if err := c.checkJobConflicts(ps, rs); err != nil {
 		return nil, err
 	}
 	if w, ok := ctx.Value(txWakesKey{}).(*txWakes); ok && w.c == c.engine {
@@ -431,7 +439,7 @@ func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInser
 		if err != nil {
 			return nil, fmt.Errorf("enqueue: %w", err)
 		}
-		return rs, checkJobConflicts(ps, rs)
+		return rs, c.checkJobConflicts(ps, rs)
 	}
 	var rs []errandstore.JobInsertResult
 	var conflict error
@@ -440,7 +448,7 @@ func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInser
 		if rs, err = c.txStore.JobInsertManyTx(ctx, tx, p); err != nil {
 			return err
 		}
-		conflict = checkJobConflicts(ps, rs)
+		conflict = c.checkJobConflicts(ps, rs)
 		return conflict
 	})
 	if conflict != nil {
@@ -590,6 +598,9 @@ func (c *engine) ownInsertParam(ctx context.Context, p *EnqueueParams, id string
 	}
 	args, err := marshalArgs(p.Args)
 	if err != nil {
+		return nil, err
+	}
+	if args, err = c.sealArgs(args); err != nil {
 		return nil, err
 	}
 	if err := errandstore.CheckFirstWins(o.FirstWins, o.ID, "job"); err != nil {
@@ -749,6 +760,7 @@ func (c *Client[TTx]) Get(ctx context.Context, id string) (*errandtype.Job, erro
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
+	c.openForReader(j)
 	if j.State.Waiting() {
 		h, err := c.breakerHolds(ctx)
 		if err != nil {
@@ -816,6 +828,7 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*errandtype.J
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
+	c.openForReader(js...)
 	if slices.ContainsFunc(js, func(j *errandtype.Job) bool { return j.State.Waiting() }) {
 		h, err := c.breakerHolds(ctx)
 		if err != nil {
@@ -883,6 +896,9 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 			return nil, err
 		}
 		if args, err = keepWorkflowField(old, args); err != nil {
+			return nil, err
+		}
+		if args, err = c.sealArgs(args); err != nil {
 			return nil, err
 		}
 	}

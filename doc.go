@@ -55,6 +55,7 @@
 //   - flow control: [RateLimit], [RetryBudget], [BreakerPolicy],
 //     [WorkerConfig].QueueWeights (docs/rate-limits.md,
 //     docs/circuit-breakers.md, docs/weights-and-fairness.md);
+//   - encryption at rest: [Config].Codec, [AESGCM] (docs/encryption.md);
 //   - operating: [Client.Replay], [Client.ReplayMany], [Client.Prune],
 //     [Client.Audit], [Client.Insights] (docs/replay.md, docs/retention.md).
 package errand

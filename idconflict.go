@@ -2,6 +2,7 @@ package errand
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/errandhq/errand/errandstore"
@@ -42,8 +43,8 @@ func (e *IDConflictError) Is(target error) bool { return target == ErrIDConflict
 
 // checkJobConflicts returns the *IDConflictError of the first job of ps
 // whose caller-given id found an existing job that differs, in rs.
-func checkJobConflicts(ps []*errandstore.JobInsertParams, rs []errandstore.JobInsertResult) error {
-	i, fields := errandstore.JobConflict(ps, rs)
+func (c *engine) checkJobConflicts(ps []*errandstore.JobInsertParams, rs []errandstore.JobInsertResult) error {
+	i, fields := errandstore.JobConflict(c.openedDuplicates(ps, rs))
 	if i < 0 {
 		return nil
 	}
@@ -52,4 +53,30 @@ func checkJobConflicts(ps []*errandstore.JobInsertParams, rs []errandstore.JobIn
 		return fmt.Errorf("job %d: %w", i, err)
 	}
 	return err
+}
+
+// openedDuplicates returns ps and rs with the args of each duplicate and
+// of its params opened, so that sealed args, whose nonces differ, compare
+// by what they hold. Without a codec, or without duplicates, they are ps
+// and rs.
+func (c *engine) openedDuplicates(ps []*errandstore.JobInsertParams, rs []errandstore.JobInsertResult) ([]*errandstore.JobInsertParams, []errandstore.JobInsertResult) {
+	if c.codec == nil || !slices.ContainsFunc(rs, func(r errandstore.JobInsertResult) bool { return r.Duplicate }) {
+		return ps, rs
+	}
+	ps, rs = slices.Clone(ps), slices.Clone(rs)
+	for i := range rs {
+		if !rs[i].Duplicate || rs[i].Job == nil {
+			continue
+		}
+		p, j := *ps[i], *rs[i].Job
+		// A value that does not open stays sealed, and differs.
+		if a, err := c.open("args", p.Args); err == nil {
+			p.Args = a
+		}
+		if a, err := c.open("args", j.Args); err == nil {
+			j.Args = a
+		}
+		ps[i], rs[i].Job = &p, &j
+	}
+	return ps, rs
 }

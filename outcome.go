@@ -71,6 +71,7 @@ func (c *engine) classify(a *attempt) (*WorkResult, *errandstore.JobOutcome) {
 func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 	job := a.job
 	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
+	var sealErr *SealError
 	switch {
 	case a.err == nil:
 		o.Kind = errandstore.OutcomeSucceeded
@@ -83,6 +84,12 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 		o.Kind = errandstore.OutcomeInterrupted
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
 			Message: errandstore.CleanText("worker stopped before the attempt finished: "+a.err.Error(), errandstore.MaxMessageBytes)}
+	case errors.As(a.err, &sealErr):
+		// Not the job's failure but this worker's want of a key: give it
+		// back, attempt uncounted, for a worker that holds the key.
+		o.Kind, o.Delay = errandstore.OutcomeInterrupted, CodecRetryDelay
+		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: sealErr.class(),
+			Message: errandstore.CleanText(sealErr.Error(), errandstore.MaxMessageBytes)}
 	case a.cancelled:
 		// An operator's cancel, whatever the handler returned on its way
 		// out: the job ends cancelled, fenced like every outcome.

@@ -115,6 +115,9 @@ func (c *Client[TTx]) Claim(ctx context.Context, opts *ClaimOpts) ([]*errandtype
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	c.noteRemoteWorker(ctx, &o)
+	// A remote worker gets what this client's codec opens; a value sealed
+	// with a key it lacks stays sealed, for a worker that holds the key.
+	c.openForReader(jobs...)
 	return jobs, nil
 }
 

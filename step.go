@@ -110,7 +110,11 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 			return zero, Permanent(fmt.Errorf("step %q (recorded): %s", name, rec.Error))
 		}
 		var v T
-		if err := json.Unmarshal(rec.Result, &v); err != nil {
+		raw, err := a.engine.open("step", rec.Result)
+		if err != nil {
+			return zero, a.stepLog().stop(err)
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
 			return zero, a.stepLog().stop(Permanent(WithClass(ClassNondeterministic,
 				fmt.Errorf("step %d %q: its recorded result %s does not decode into %T: %w", idx, name, rec.Result, v, err))))
 		}
@@ -135,7 +139,9 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 		if rewrite {
 			b = plainJSON(b)
 		}
-		step.Result = b
+		if step.Result, err = a.engine.seal("step", b); err != nil {
+			return zero, fmt.Errorf("step %q: %w", name, err)
+		}
 	case isPermanent(ferr):
 		step.Error = errandstore.CleanText(ferr.Error(), errandstore.MaxMessageBytes)
 	default:

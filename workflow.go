@@ -175,6 +175,7 @@ func (c *Client[TTx]) Workflow(ctx context.Context, id string) (*errandtype.Work
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %s: %w", id, err)
 	}
+	c.openWorkflowForReader(w)
 	return w, nil
 }
 
@@ -196,6 +197,7 @@ func (c *Client[TTx]) Workflows(ctx context.Context, p *errandstore.WorkflowList
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
+	c.openWorkflowForReader(w...)
 	return w, nil
 }
 
@@ -308,7 +310,7 @@ func SetOutput(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
-	return setOutput(ctx, a.workflows, &errandstore.JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b})
+	return a.engine.setOutput(ctx, a.workflows, &errandstore.JobSetOutputParams{ID: a.job.ID, LeaseToken: *a.job.LeaseToken, Output: b})
 }
 
 // SetJobOutput records output as the output of job id, running under the
@@ -320,7 +322,7 @@ func (c *Client[TTx]) SetJobOutput(ctx context.Context, id, token string, output
 	if c.caps.workflows == nil {
 		return fmt.Errorf("set output: %w", errNoWorkflowStore)
 	}
-	return setOutput(ctx, c.caps.workflows, &errandstore.JobSetOutputParams{ID: id, LeaseToken: token, Output: output})
+	return c.setOutput(ctx, c.caps.workflows, &errandstore.JobSetOutputParams{ID: id, LeaseToken: token, Output: output})
 }
 
 // SupportsWorkflows reports whether the client's store keeps workflows (is
@@ -328,14 +330,21 @@ func (c *Client[TTx]) SetJobOutput(ctx context.Context, id, token string, output
 // return an error.
 func (c *Client[TTx]) SupportsWorkflows() bool { return c.caps.workflows != nil }
 
-// setOutput checks p, writes its output in plain form and records it.
-func setOutput(ctx context.Context, ws errandstore.WorkflowStore, p *errandstore.JobSetOutputParams) error {
+// setOutput checks p, writes its output in plain form, seals it with the
+// client's codec, if any, and records it.
+func (c *engine) setOutput(ctx context.Context, ws errandstore.WorkflowStore, p *errandstore.JobSetOutputParams) error {
 	rewrite, err := p.Check()
 	if err != nil {
 		return fmt.Errorf("set output: %w", err)
 	}
 	if rewrite {
 		p.Output = plainJSON(p.Output)
+	}
+	if p.Output, err = c.seal("output", p.Output); err != nil {
+		return fmt.Errorf("set output: %w", err)
+	}
+	if len(p.Output) > errandstore.MaxOutputBytes {
+		return fmt.Errorf("set output: %w", &errandtype.InputError{Field: "output", Message: fmt.Sprintf("is %d bytes once sealed; record at most %d, and keep large results elsewhere with their key in the output", len(p.Output), errandstore.MaxOutputBytes)})
 	}
 	if err := ws.JobSetOutput(ctx, p); err != nil {
 		return fmt.Errorf("set output: %w", err)

@@ -36,6 +36,7 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"ageSeconds":  ageSeconds,
 		"prettyJSON":  prettyJSON,
 		"shortJSON":   shortJSON,
+		"sealed":      func(raw json.RawMessage) bool { _, ok := errand.SealedKeyID(raw); return ok },
 		"shortText":   shortText,
 		// failing: a job whose last failure is worth showing beside its
 		// state, one that did not succeed since.
@@ -121,11 +122,25 @@ func prettyJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
 	}
+	if sealed, ok := sealedText(raw); ok {
+		return sealed
+	}
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// sealedText is what the dashboard shows of a sealed value its client's
+// codec could not open (see errand.Config.Codec): the key it needs, never
+// the ciphertext.
+func sealedText(raw json.RawMessage) (string, bool) {
+	kid, ok := errand.SealedKeyID(raw)
+	if !ok {
+		return "", false
+	}
+	return "encrypted with key " + kid + "; serve with that key (--codec-keys-file) to read it", true
 }
 
 // shortJSONRunes bounds a checkpoint shown in a list row.
@@ -145,6 +160,9 @@ func shortText(s string) string {
 }
 
 func shortJSON(raw json.RawMessage) string {
+	if sealed, ok := sealedText(raw); ok {
+		return sealed
+	}
 	var b bytes.Buffer
 	s := string(raw)
 	if err := json.Compact(&b, raw); err == nil {

@@ -83,6 +83,13 @@ func newServer(t testing.TB, s errandstore.TxStore[*sql.Tx], clock errand.TimeSo
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveClient(t, c, opts)
+}
+
+// serveClient serves errandhttp.New's handler of c, with opts (nil: the
+// test tokens), until the test ends.
+func serveClient(t testing.TB, c *errand.Client[*sql.Tx], opts *errandhttp.Options) *server {
+	t.Helper()
 	if opts == nil {
 		opts = &errandhttp.Options{Auth: &errandhttp.AuthOptions{Tokens: testTokens}}
 	}

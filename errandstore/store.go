@@ -875,9 +875,10 @@ const (
 	// OutcomeSnooze: state queued, available_at now+Delay, attempt-1 (the
 	// attempt is not counted), nothing appended.
 	OutcomeSnooze OutcomeKind = "snooze"
-	// OutcomeInterrupted: state queued, available now, attempt-1, Error
-	// (class interrupted) appended. Used when a draining worker gives a job
-	// back.
+	// OutcomeInterrupted: state queued, available_at now+Delay, attempt-1,
+	// Error appended. Used when a worker gives a job back: on a drain
+	// (class interrupted, no delay), or when it cannot open the job's
+	// sealed args.
 	OutcomeInterrupted OutcomeKind = "interrupted"
 	// OutcomeCancelled: state cancelled, finished_at now, Error (class
 	// cancelled) appended. Used when an operator's cancel request reached

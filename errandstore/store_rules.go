@@ -284,7 +284,9 @@ func (k OutcomeKind) YieldsToCancel() bool { return k.State().Waiting() }
 // Delayed reports whether k makes the job available its Delay after now;
 // otherwise a waiting job is available now and a finished one keeps its
 // available_at.
-func (k OutcomeKind) Delayed() bool { return k == OutcomeRetry || k == OutcomeSnooze }
+func (k OutcomeKind) Delayed() bool {
+	return k == OutcomeRetry || k == OutcomeSnooze || k == OutcomeInterrupted
+}
 
 // outcomeKindsWhere lists the kinds for which keep is true.
 func outcomeKindsWhere(keep func(OutcomeKind) bool) []OutcomeKind {

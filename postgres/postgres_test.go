@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -49,7 +50,39 @@ func TestStore(t *testing.T) {
 		RefuseJob: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id string) {
 			refuseJob(t, url, s.(*postgres.Store), id)
 		},
+		RawJob: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id string) string {
+			return rawJob(t, url, s.(*postgres.Store), id)
+		},
 	})
+}
+
+// rawJob returns the row of job id in the schema of s, read through a
+// connection of the test's own.
+func rawJob(t *testing.T, url string, s *postgres.Store, id string) string {
+	t.Helper()
+	conn, sch := schemaConn(t, url, s)
+	var row string
+	q := `SELECT j::text FROM ` + sch + `.errand_jobs j WHERE id = $1`
+	if err := conn.QueryRow(t.Context(), q, id).Scan(&row); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return row
+}
+
+// schemaConn returns a connection of the test's own, closed when it ends,
+// and the quoted name of the schema of s, which the harness opened.
+func schemaConn(t *testing.T, url string, s *postgres.Store) (*pgx.Conn, string) {
+	t.Helper()
+	schema, ok := schemaOf.Load(s)
+	if !ok {
+		t.Fatal("the store was not opened by this harness")
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn, pgx.Identifier{schema.(string)}.Sanitize()
 }
 
 // TestSQLStore runs the conformance suite on the database/sql view, whose
@@ -66,6 +99,9 @@ func TestSQLStore(t *testing.T) {
 		RefuseJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) {
 			refuseJob(t, url, s.(*postgres.SQLStore).Store, id)
 		},
+		RawJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) string {
+			return rawJob(t, url, s.(*postgres.SQLStore).Store, id)
+		},
 	})
 }
 
@@ -73,16 +109,7 @@ func TestSQLStore(t *testing.T) {
 // a trigger.
 func refuseJob(t *testing.T, url string, s *postgres.Store, id string) {
 	t.Helper()
-	schema, ok := schemaOf.Load(s)
-	if !ok {
-		t.Fatal("RefuseJob: the store was not opened by this harness")
-	}
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	sch := pgx.Identifier{schema.(string)}.Sanitize()
+	conn, sch := schemaConn(t, url, s)
 	lit := "'" + strings.ReplaceAll(id, "'", "''") + "'"
 	name := pgx.Identifier{"refuse_" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(id))), 10)}.Sanitize()
 	for _, q := range []string{

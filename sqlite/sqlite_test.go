@@ -25,6 +25,10 @@ func TestStore(t *testing.T) {
 		RefuseJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) {
 			refuseJob(t, s.(*sqlite.Store).Path(), id)
 		},
+		RawJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) string {
+			return strings.Join(query(t, s.(*sqlite.Store).Path(), `SELECT json_array(args, output, progress, errors) FROM errand_jobs
+				WHERE id = '`+strings.ReplaceAll(id, "'", "''")+`'`), "")
+		},
 	})
 }
 

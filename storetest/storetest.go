@@ -58,6 +58,12 @@ type Harness[TTx any] struct {
 	// failing write does not hold up the others use it; when it is nil
 	// they are skipped.
 	RefuseJob func(t *testing.T, s errandstore.TxStore[TTx], id string)
+
+	// RawJob returns the row of job id in the database of s, read with
+	// SQL of the test's own, every column as text: what is at rest. The
+	// cases that check what a store keeps of sealed values read it; when
+	// it is nil they are skipped.
+	RawJob func(t *testing.T, s errandstore.TxStore[TTx], id string) string
 }
 
 // Exercise runs the conformance suite against the stores h opens.
@@ -77,6 +83,21 @@ type harness struct {
 	openSecond func(t *testing.T, first errandstore.Store, clock errandstore.Clock) errandstore.Store
 	refuseJob  func(t *testing.T, s errandstore.Store, id string)
 	inTx       func(ctx context.Context, s errandstore.Store, fn func(ctx context.Context, tx txOps) error) error
+	client     func(s errandstore.Store, cfg *errand.Config) (jobClient, error)
+	rawJob     func(t *testing.T, s errandstore.Store, id string) string
+}
+
+// jobClient is what the cases use of an errand.Client over a store.
+type jobClient interface {
+	Enqueue(ctx context.Context, args errand.JobArgs, opts *errand.EnqueueOpts) (*errand.EnqueueResult, error)
+	WorkOne(ctx context.Context, o *errand.WorkOneOpts) (*errand.WorkResult, error)
+	Get(ctx context.Context, id string) (*errandtype.Job, error)
+	Claim(ctx context.Context, opts *errand.ClaimOpts) ([]*errandtype.Job, error)
+	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errandtype.Job, error)
+	EnqueueBatch(ctx context.Context, params []errand.EnqueueParams, opts *errand.BatchOpts) (*errandstore.BatchInsertResult, error)
+	EnqueueWorkflow(ctx context.Context, steps []errand.WorkflowStep, opts *errand.WorkflowOpts) (*errandstore.WorkflowInsertResult, error)
+	Workflow(ctx context.Context, id string) (*errandtype.Workflow, error)
+	Close() error
 }
 
 // txOps are a store's writes inside one of its transactions.
@@ -122,9 +143,17 @@ func erase[TTx any](h Harness[TTx]) harness {
 			ts := s.(errandstore.TxStore[TTx])
 			return ts.InTx(ctx, func(ctx context.Context, tx TTx) error { return fn(ctx, boundTx[TTx]{ts, tx}) })
 		},
+		client: func(s errandstore.Store, cfg *errand.Config) (jobClient, error) {
+			return errand.NewClient(s.(errandstore.TxStore[TTx]), cfg)
+		},
 	}
 	if h.RefuseJob != nil {
 		e.refuseJob = func(t *testing.T, s errandstore.Store, id string) { h.RefuseJob(t, s.(errandstore.TxStore[TTx]), id) }
+	}
+	if h.RawJob != nil {
+		e.rawJob = func(t *testing.T, s errandstore.Store, id string) string {
+			return h.RawJob(t, s.(errandstore.TxStore[TTx]), id)
+		}
 	}
 	if h.OpenSecond != nil {
 		e.openSecond = func(t *testing.T, first errandstore.Store, clock errandstore.Clock) errandstore.Store {
@@ -182,6 +211,7 @@ func exercise(t *testing.T, h harness) {
 		{"Unique", uniqueCases},
 		{"Debounce", debounceCases},
 		{"Search", searchCases},
+		{"Codec", codecCases},
 		{"Fairness", fairnessCases},
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},

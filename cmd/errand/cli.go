@@ -482,6 +482,13 @@ func redactURL(db string) string {
 
 // openClient opens the store and a client over it with the given config.
 func openClient(ctx context.Context, flagValue string, mode openMode, cfg *errand.Config) (*errand.Client[*sql.Tx], func(), error) {
+	if cfg.Codec == nil {
+		codec, err := loadCodec("")
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Codec = codec
+	}
 	st, err := openStore(ctx, flagValue, mode, cfg.Logger)
 	if err != nil {
 		return nil, nil, err

@@ -270,6 +270,9 @@ func writeReplays(w io.Writer, audit []errandtype.ReplayRecord) {
 // compactJSON drops a JSON document's insignificant whitespace, so that one
 // written over several lines reads on one.
 func compactJSON(raw []byte) string {
+	if kid, ok := errand.SealedKeyID(raw); ok {
+		return "(encrypted with key " + kid + "; set " + codecKeysEnv + " to a file holding it to read it)"
+	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
 		return string(raw)

@@ -106,6 +106,7 @@ tells Faktory workers to terminate and waits up to --grace for them to
 finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
+		codecKeys := codecFlag(fs)
 		addr := fs.String("addr", defaultAddr, "listen on `HOST:PORT`; a non-loopback address needs a token")
 		token := fs.String("token", "", "operator `SECRET` (named operator), also $ERRAND_TOKEN")
 		readToken := fs.String("read-token", "", "read-only `SECRET` (named reader), also $ERRAND_READ_TOKEN")
@@ -233,6 +234,9 @@ finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 				if err := errand.CheckWorker(cfg, wcfg); err != nil {
 					return workerConfigError(err)
 				}
+			}
+			if cfg.Codec, err = loadCodec(*codecKeys); err != nil {
+				return err
 			}
 			c, closeDB, err := openClient(ctx, *db, mayCreate, cfg)
 			if err != nil {

@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -145,6 +145,7 @@ outcome counts toward its breaker. --rate-limit and --retry-budget with
 does, so the claim stays within them.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
+		codecKeys := codecFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
 		execEnv := listFlag(fs, "exec-env", execEnvUsage)
@@ -256,6 +257,9 @@ does, so the claim stays within them.`,
 			// is opened, and perhaps created.
 			if err := errand.CheckWorker(clientCfg, cfg); err != nil {
 				return workerConfigError(err)
+			}
+			if clientCfg.Codec, err = loadCodec(*codecKeys); err != nil {
+				return err
 			}
 			c, closeDB, err := openClient(ctx, *db, mayCreate, clientCfg)
 			if err != nil {
