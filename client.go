@@ -819,6 +819,11 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*errandtype.J
 			return nil, err
 		}
 	}
+	if c.codec != nil && (opts.ArgsHas != nil || opts.OutputHas != nil) {
+		// Sealed values match nothing in the database: say so rather
+		// than return an empty page.
+		return nil, &errandtype.InputError{Field: "args_has", Message: "this client seals args and outputs (Config.Codec), so the database cannot search them; filter by kind, queue, state or tag"}
+	}
 	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit,
 		ArgsHas: opts.ArgsHas, OutputHas: opts.OutputHas, Tags: opts.Tags}
 	if err := params.Validate(); err != nil {

@@ -82,3 +82,21 @@ func TestSealedLookingArgsRefused(t *testing.T) {
 		t.Fatalf("List = %v, %v; want no job", js, err)
 	}
 }
+
+// TestSealedSearchRefused: a client that seals args refuses a search of
+// args or output, which would match nothing in the database, and says so.
+func TestSealedSearchRefused(t *testing.T) {
+	ring, err := errand.AESGCM(errand.CodecKey{ID: "k1", Secret: bytes.Repeat([]byte{1}, 16)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, openStore(t, nil), &errand.Config{Codec: ring})
+	for _, opts := range []*errand.ListOpts{{ArgsHas: []byte(`{"user":42}`)}, {OutputHas: []byte(`{"ok":true}`)}} {
+		if _, err := c.List(t.Context(), opts); !errors.Is(err, errandtype.ErrInvalid) || !strings.Contains(err.Error(), "cannot search them") {
+			t.Errorf("List(%s%s) = %v; want an *InputError saying sealed values cannot be searched", opts.ArgsHas, opts.OutputHas, err)
+		}
+	}
+	if _, err := c.List(t.Context(), &errand.ListOpts{Tags: []string{"t"}}); err != nil {
+		t.Errorf("a tag search: %v", err)
+	}
+}
