@@ -538,6 +538,7 @@ func jobFields(j *errandtype.Job) map[string]any {
 	c.AttemptedAt = utc(c.AttemptedAt)
 	c.FinishedAt = utc(c.FinishedAt)
 	c.CancelRequestedAt = utc(c.CancelRequestedAt)
+	c.StartBy = utc(c.StartBy)
 	if c.LastError != nil {
 		le := *c.LastError
 		le.At = le.At.UTC()
