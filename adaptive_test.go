@@ -201,10 +201,11 @@ func TestWorkerAdaptiveLimitHolds(t *testing.T) {
 		// The limit restarts empty when the hold ends and refills at its
 		// rate (90/s): the two jobs run within the next moments of the
 		// clock, which the worker sleeps towards.
+		blockUntilAt(t, clock, held, 1) // the queue sleeps until the hold ends
 		clock.Advance(3 * time.Second)
 		got := map[string]bool{}
 		for step := 0; len(got) < 2; step++ {
-			if step == 100 {
+			if step == 300 {
 				t.Fatalf("after the reset time, ran only %v", got)
 			}
 			clock.Advance(10 * time.Millisecond)
