@@ -211,3 +211,61 @@ func TestHandleManyOutsideAWorkerTakesOneJob(t *testing.T) {
 		t.Fatalf("WorkOne: %+v, %v, calls %v; want job %s succeeded in one call of one job", r, err, sizes, ids[0])
 	}
 }
+
+func TestHandleManyLeavesOutAJobWhoseArgsDoNotDecode(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		var mu sync.Mutex
+		var seen []int
+		c, ids := manyClient(t, s, clock, 2, nil, func(ctx context.Context, jobs []*errand.ManyJob[manyArgs]) []error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, j := range jobs {
+				seen = append(seen, j.Args.N)
+			}
+			return make([]error, len(jobs))
+		})
+		// Args of a version newer than the handler's: dead-lettered
+		// before the call, which goes on without it.
+		newer, err := c.Enqueue(context.Background(), errand.RawArgs{KindName: "many", JSON: []byte(`{"n":9}`), Version: 2}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runManyWorker(t, c, 10, 3)
+		mu.Lock()
+		slices.Sort(seen)
+		if !slices.Equal(seen, []int{0, 1}) {
+			t.Errorf("handler saw args %v, want 0 and 1", seen)
+		}
+		mu.Unlock()
+		if j := getJob(t, c, newer.Job.ID); j.State != errandtype.StateDead || len(j.Errors) != 1 || j.Errors[0].Class != errand.ClassUnknownVersion {
+			t.Errorf("newer job: %s errors %+v, want dead with class %s", j.State, j.Errors, errand.ClassUnknownVersion)
+		}
+		for _, id := range ids {
+			if j := getJob(t, c, id); j.State != errandtype.StateSucceeded {
+				t.Errorf("job %s: %s, want succeeded", id, j.State)
+			}
+		}
+	})
+}
+
+func TestHandleManyGivesEachJobItsOwnContext(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		c, ids := manyClient(t, s, clock, 2, nil, func(ctx context.Context, jobs []*errand.ManyJob[manyArgs]) []error {
+			errs := make([]error, len(jobs))
+			for i, j := range jobs {
+				// A checkpoint through the job's own context lands on
+				// that job.
+				if err := errand.SetProgress(j.Context(), j.Args.N); err != nil {
+					errs[i] = err
+				}
+			}
+			return errs
+		})
+		runManyWorker(t, c, 10, 2)
+		for i, id := range ids {
+			if j := getJob(t, c, id); j.State != errandtype.StateSucceeded || string(j.Progress) != string(rune('0'+i)) {
+				t.Errorf("job %s: %s progress %s, want succeeded with progress %d", id, j.State, j.Progress, i)
+			}
+		}
+	})
+}
