@@ -269,3 +269,54 @@ func TestHandleManyGivesEachJobItsOwnContext(t *testing.T) {
 		}
 	})
 }
+
+func TestHandleManyLostLeaseEndsOnlyThatJobsContext(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		const lease = time.Minute
+		var c *errand.Client[*sql.Tx]
+		c, ids := manyClient(t, s, clock, 2, nil, func(ctx context.Context, jobs []*errand.ManyJob[manyArgs]) []error {
+			if len(jobs) != 2 {
+				t.Errorf("%d jobs, want 2", len(jobs))
+				return make([]error, len(jobs))
+			}
+			lost, kept := jobs[0], jobs[1]
+			if kept.Args.N == 1 {
+				lost, kept = kept, lost
+			}
+			if _, err := c.Fail(ctx, lost.Job.ID, *lost.Job.LeaseToken, &errand.FailOpts{Class: "taken", Message: "taken"}); err != nil {
+				t.Errorf("fail the second job: %v", err)
+			}
+			// The first heartbeat finds the second job's lease lost.
+			wait, cancel := context.WithTimeout(context.Background(), clockWait)
+			defer cancel()
+			if err := clock.BlockUntilAt(wait, clock.Now().Add(lease/3), 1); err != nil {
+				t.Errorf("no heartbeat armed: %v", err)
+			}
+			clock.Advance(lease / 3)
+			select {
+			case <-lost.Context().Done():
+			case <-wait.Done():
+				t.Errorf("the lost job's context did not end")
+			}
+			if kept.Context().Err() != nil || ctx.Err() != nil {
+				t.Errorf("kept job's context %v, call's %v; want both going on", kept.Context().Err(), ctx.Err())
+			}
+			return make([]error, len(jobs))
+		})
+		w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 10}, Lease: lease, PollInterval: time.Hour, PollOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop(context.Background()) })
+		workerWaitFor(t, 20*time.Second, func() bool { st := w.Stats(); return st.JobsCompleted+st.LeasesLost >= 2 })
+		if j := getJob(t, c, ids[0]); j.State != errandtype.StateSucceeded {
+			t.Errorf("job %s: %s, want succeeded", ids[0], j.State)
+		}
+		if j := getJob(t, c, ids[1]); j.State != errandtype.StateRetrying || len(j.Errors) != 1 || j.Errors[0].Class != "taken" {
+			t.Errorf("job %s: %s errors %+v, want retrying as the other party left it", ids[1], j.State, j.Errors)
+		}
+	})
+}
