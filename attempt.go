@@ -238,5 +238,9 @@ func callHandler(ctx context.Context, h Handler, job *errandtype.Job) (err error
 			stack = string(debug.Stack())
 		}
 	}()
-	return h.Work(ctx, job), ""
+	err = h.Work(ctx, job)
+	if p, ok := err.(*panicked); ok {
+		return p.err, p.stack // a many handler's panic, on another job's goroutine
+	}
+	return err, ""
 }

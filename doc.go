@@ -43,6 +43,8 @@
 // [RetryAfter], [WithClass], [Snooze] (docs/retries.md).
 //
 // Beyond that, each feature is a small part of the API:
+//   - handlers that take many jobs in one call: [HandleMany]
+//     (docs/many-jobs.md);
 //   - resumable jobs: [SetProgress], [Checkpoint] (docs/checkpoints.md);
 //   - cancelling: [Client.Cancel] (docs/cancellation.md);
 //   - identity, uniqueness and order: [UniqueOpts], [EnqueueOpts].OrderingKey

@@ -258,33 +258,47 @@ type argsChecker interface {
 }
 
 // checkArgs decodes raw, args of the handler's current version, into a T.
-func (h *typedHandler[T]) checkArgs(raw json.RawMessage) (int, error) {
+func (h *typedHandler[T]) checkArgs(raw json.RawMessage) (int, error) { return checkArgsAs[T](raw) }
+
+// checkArgsAs decodes raw, args of T's current version, into a T, and
+// returns that version.
+func checkArgsAs[T JobArgs](raw json.RawMessage) (int, error) {
 	var args T
 	return argsVersion(args), json.Unmarshal(raw, &args)
 }
 
 func (h *typedHandler[T]) Work(ctx context.Context, job *errandtype.Job) error {
+	args, err := decodeArgs[T](job)
+	if err != nil {
+		return err
+	}
+	return h.fn(ctx, job, args)
+}
+
+// decodeArgs decodes job's args into a T, after checking their version
+// against T's and upgrading older ones.
+func decodeArgs[T JobArgs](job *errandtype.Job) (T, error) {
 	var args T
 	version := argsVersion(args)
 	raw := job.Args
 	switch {
 	case job.ArgsVersion > version:
-		return Permanent(WithClass(ClassUnknownVersion, fmt.Errorf(
+		return args, Permanent(WithClass(ClassUnknownVersion, fmt.Errorf(
 			"args_version %d is newer than this handler knows (%d); run a worker that knows it, then replay the job",
 			job.ArgsVersion, version)))
 	case job.ArgsVersion < version:
 		if up, ok := any(args).(ArgsUpgrader); ok {
 			b, err := up.UpgradeArgs(job.ArgsVersion, raw)
 			if err != nil {
-				return Permanent(WithClass(ClassInvalidArgs, fmt.Errorf("upgrade args from version %d to %d: %w", job.ArgsVersion, version, err)))
+				return args, Permanent(WithClass(ClassInvalidArgs, fmt.Errorf("upgrade args from version %d to %d: %w", job.ArgsVersion, version, err)))
 			}
 			raw = b
 		}
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return Permanent(WithClass(ClassInvalidArgs, fmt.Errorf("decode args (version %d) into %T: %w", job.ArgsVersion, args, err)))
+		return args, Permanent(WithClass(ClassInvalidArgs, fmt.Errorf("decode args (version %d) into %T: %w", job.ArgsVersion, args, err)))
 	}
-	return h.fn(ctx, job, args)
+	return args, nil
 }
 
 // OnDeadFunc returns the job to enqueue because job was dead-lettered, or

@@ -150,6 +150,7 @@ type Worker struct {
 	flow          *flow.Limits          // nil without limits; see internal/flow
 	breakers      *breakerGate          // nil when the store keeps no breakers; see breaker.go
 	gates         claimGates            // what a claim passes; see claim_gates.go
+	many          map[string]manyRunner // kinds run by many handlers; nil when none (see many.go)
 	// parallelWrites: the store writes outcomes in parallel, so a job's
 	// slot may free at its outcome's handover (see ParallelWriter).
 	parallelWrites bool
@@ -267,6 +268,7 @@ func (w *Worker) build() error {
 		return err
 	}
 	w.gates = w.claimGates()
+	w.many = c.manyKinds(w.kinds)
 	if c.caps.parallel != nil {
 		w.parallelWrites = c.caps.parallel.WritesInParallel()
 	}
@@ -629,6 +631,11 @@ func (w *Worker) startJobs(runCtx context.Context, slots *queueSlots, jobs []*er
 	w.stats.running.Add(int64(len(jobs)))
 	for range jobs {
 		slots.tokens <- struct{}{}
+	}
+	if w.many != nil {
+		if jobs = w.startMany(runCtx, slots, jobs, claimSent, span); len(jobs) == 0 {
+			return
+		}
 	}
 	cj := &claimedJobs{jobs: jobs, span: span}
 	cj.spare.Store(true)
