@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -514,11 +515,16 @@ func TestServeRefusesBadScheduleAndRetentionFlags(t *testing.T) {
 		{"--cron", "nospec"},
 		{"--cron", "a=@every 1s k", "--cron", "a=@every 2s k"},
 		{"--retain-succeeded", "48h", "--retain-dead", "24h"},
+		{"--retain-kind", "mail=soon"},
+		{"--retain-dead", "24h", "--retain-kind", "mail=48h"},
 		{"--queue", "default=2", "--cron", "a=@every 1s k"},
 	} {
 		r := bin(t, append([]string{"serve", "--db", tempDB(t)}, args...)...)
 		if r.code != 2 {
 			t.Errorf("errand serve %q: exit %d, want 2 (usage)\n%s", args, r.code, r.stderr)
+		}
+		if slices.Contains(args, "--retain-kind") && !strings.Contains(r.stderr, "--retain-kind") {
+			t.Errorf("errand serve %q: %s; want the error to name --retain-kind", args, r.stderr)
 		}
 	}
 }

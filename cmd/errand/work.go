@@ -192,7 +192,7 @@ does, so the claim stays within them.`,
 				return err
 			}
 			if *once {
-				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight", "retain-succeeded", "retain-dead", "retain-every"} {
+				for _, name := range []string{"grace", "poll", "poll-only", "heartbeat", "leader-ttl", "metrics-addr", "cron", "max-workers", "weight", "retain-succeeded", "retain-dead", "retain-kind", "retain-every"} {
 					if isSet(fs, name) {
 						return usagef("--%s applies to the long-running worker; drop it or drop --once", name)
 					}
@@ -675,6 +675,9 @@ func retentionFlagError(err error) error {
 			return usagef("--retain-dead: %s", ie.Message)
 		case "Retention.Interval":
 			return usagef("--retain-every: %s", ie.Message)
+		}
+		if strings.HasPrefix(ie.Field, "Retention.kinds") {
+			return usagef("--retain-kind: %s", ie.Message)
 		}
 	}
 	return err
