@@ -439,14 +439,19 @@ func TestServeNoAuth(t *testing.T) {
 // TestServeRunsSchedulesAndRetention runs errand serve with --cron and
 // --retain-dead alone: its worker claims nothing, fires the schedule (a job
 // appears, and the schedule is listed by the API) and, on election, prunes
-// the dead job planted two days ago, recording it in the audit.
+// the dead job planted two days ago, recording it in the audit, and keeps
+// the one of a kind --retain-kind keeps longer.
 func TestServeRunsSchedulesAndRetention(t *testing.T) {
 	db := tempDB(t)
 	enqueue(t, db, "mail", `{}`, "--id", "old-dead")
 	plantFinished(t, db, "old-dead", "dead", "timeout", time.Now().Add(-48*time.Hour))
+	// A kind kept longer than the default: its dead job stays.
+	enqueue(t, db, "sms", `{}`, "--id", "kept-dead")
+	plantFinished(t, db, "kept-dead", "dead", "timeout", time.Now().Add(-48*time.Hour))
 	enqueue(t, db, "mail", `{}`, "--id", "waiting")
 
-	s := startServe(t, "--db", db, "--token", serveToken, "--cron", `tick=@every 1s ping {"n": 1}`, "--retain-dead", "24h", "--grace", "1s")
+	s := startServe(t, "--db", db, "--token", serveToken, "--cron", `tick=@every 1s ping {"n": 1}`, "--retain-dead", "24h",
+		"--retain-kind", "sms=:720h", "--grace", "1s")
 	// A worker of schedules and retention alone claims from no queue.
 	if line := s.workerStarted(t); !strings.Contains(line, `queues="" kinds=""`) || !strings.Contains(line, "poll=1s") {
 		t.Errorf("startup line claims queues or lacks the poll interval: %s", line)
@@ -484,6 +489,9 @@ func TestServeRunsSchedulesAndRetention(t *testing.T) {
 	waitUntil("the prune of the old dead job", func() bool {
 		return s.call(t, "GET", "/api/v1/jobs/old-dead", nil, nil) == http.StatusNotFound
 	})
+	if code := s.call(t, "GET", "/api/v1/jobs/kept-dead", nil, nil); code != http.StatusOK {
+		t.Errorf("the dead job of a kind kept 720h: %d, want it kept", code)
+	}
 	var audit struct {
 		Audit []struct {
 			Action, Operator string
