@@ -48,6 +48,10 @@ func TestConfigBounds(t *testing.T) {
 	// A retention interval of a nanosecond pruned in a tight loop.
 	_, err = c.NewWorker(&errand.WorkerConfig{Retention: &errand.RetentionPolicy{SucceededAge: time.Hour, Interval: time.Nanosecond}})
 	refused("Retention.Interval 1ns", err, "Retention.Interval")
+	// A kind kept a month whose dead jobs would go after a day, the default.
+	_, err = c.NewWorker(&errand.WorkerConfig{Retention: &errand.RetentionPolicy{DeadAge: 24 * time.Hour,
+		Kinds: map[string]errand.KindRetention{"task": {SucceededAge: 720 * time.Hour}}}})
+	refused("a kind's dead jobs kept shorter than its succeeded ones", err, "Retention.kinds[task].dead_age")
 
 	// MaxWorkers handed out one slot at a time (a billion took longer
 	// than a test waits), and a concurrency past 32 bits asked the rate

@@ -415,3 +415,37 @@ func TestReplayWithArgsRecordsTheirVersion(t *testing.T) {
 		t.Fatalf("plain replay: %+v, %v; want args_version 1 kept", j, err)
 	}
 }
+
+// TestLeaderAppliesRetentionByKind checks that a policy of a kind's own
+// age alone prunes that kind's jobs and no other's.
+func TestLeaderAppliesRetentionByKind(t *testing.T) {
+	ctx := context.Background()
+	clock := newTestClock()
+	st := openStore(t, clock)
+	ok := errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil })
+	c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task", Handler: ok}, {Name: "report", Handler: ok}})})
+	task := enqueue(t, c, "task", nil)
+	workOne(t, c, &errand.WorkOneOpts{})
+	report := enqueue(t, c, "report", nil)
+	workOne(t, c, &errand.WorkOneOpts{})
+	clock.Advance(2 * time.Hour)
+
+	policy := &errand.RetentionPolicy{Kinds: map[string]errand.KindRetention{"task": {SucceededAge: time.Hour}}}
+	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour, SweepInterval: time.Hour, HeartbeatInterval: time.Hour,
+		LeaderTTL: 24 * time.Hour, Retention: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	gone := func(id string) bool {
+		_, err := c.Get(ctx, id)
+		return errors.Is(err, errandtype.ErrNotFound)
+	}
+	workerWaitFor(t, clockWait, func() bool { return gone(task.ID) })
+	if gone(report.ID) {
+		t.Error("the leader pruned a job of a kind its policy gives no age")
+	}
+}

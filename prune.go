@@ -43,6 +43,10 @@ type PruneOpts struct {
 	// SucceededAge, since they are the evidence of failures. Zero keeps
 	// them.
 	DeadAge time.Duration
+	// Kinds gives kinds ages of their own, which replace SucceededAge or
+	// DeadAge for that kind's jobs; the other kinds keep the defaults.
+	// With Kinds, both defaults may be zero: only those kinds are pruned.
+	Kinds map[string]KindRetention
 	// BatchSize is the most jobs deleted per transaction: zero means
 	// MaxPruneBatch, which is also the most.
 	BatchSize int
@@ -69,7 +73,7 @@ func (c *engine) prune(ctx context.Context, opts *PruneOpts) (errandstore.PruneR
 		opts = &PruneOpts{}
 	}
 	p := &errandstore.JobPruneParams{
-		SucceededAge: opts.SucceededAge, DeadAge: opts.DeadAge, Limit: opts.BatchSize,
+		SucceededAge: opts.SucceededAge, DeadAge: opts.DeadAge, Kinds: opts.Kinds, Limit: opts.BatchSize,
 		Operator: opts.Operator, Reason: opts.Reason, DryRun: opts.DryRun,
 	}
 	if p.Limit == 0 {
@@ -104,12 +108,20 @@ func (c *engine) prune(ctx context.Context, opts *PruneOpts) (errandstore.PruneR
 	}
 }
 
+// KindRetention is one kind's retention: SucceededAge (succeeded and
+// cancelled jobs) and DeadAge, each replacing the default age of those
+// states for the kind's jobs when not zero, and leaving them to the default
+// when zero. A kind may be kept longer or shorter than the default.
+type KindRetention = errandstore.KindRetention
+
 // RetentionPolicy is the retention a Worker applies when it leads the
 // cluster (see [WorkerConfig.Retention]).
 type RetentionPolicy struct {
-	// SucceededAge and DeadAge are as in PruneOpts. Both zero is an error.
+	// SucceededAge, DeadAge and Kinds are as in PruneOpts. All zero is an
+	// error.
 	SucceededAge time.Duration
 	DeadAge      time.Duration
+	Kinds        map[string]KindRetention
 	// Interval is how often the leader prunes. Default:
 	// DefaultRetentionInterval.
 	Interval time.Duration
@@ -131,7 +143,7 @@ func checkRetention(p *RetentionPolicy) error {
 	if p.BatchSize < 0 || p.BatchSize > errandstore.MaxPruneBatch {
 		return &errandtype.InputError{Field: "Retention.BatchSize", Message: fmt.Sprintf("%d is out of range; use 1 to %d (or 0 for %d)", p.BatchSize, errandstore.MaxPruneBatch, errandstore.MaxPruneBatch)}
 	}
-	if err := errandstore.CheckPruneAges(p.SucceededAge, p.DeadAge); err != nil {
+	if err := errandstore.CheckPrune(p.SucceededAge, p.DeadAge, p.Kinds); err != nil {
 		if ie, ok := err.(*errandtype.InputError); ok {
 			ie.Field = "Retention." + ie.Field
 		}

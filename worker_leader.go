@@ -121,7 +121,7 @@ func (w *Worker) leaderRetention(ctx context.Context) {
 	if p == nil || !w.Leading() {
 		return
 	}
-	r, err := w.c.prune(ctx, &PruneOpts{SucceededAge: p.SucceededAge, DeadAge: p.DeadAge, BatchSize: p.BatchSize,
+	r, err := w.c.prune(ctx, &PruneOpts{SucceededAge: p.SucceededAge, DeadAge: p.DeadAge, Kinds: p.Kinds, BatchSize: p.BatchSize,
 		Operator: RetentionOperator, Reason: "retention policy of worker " + w.ID()})
 	switch {
 	case err != nil && ctx.Err() == nil:

@@ -190,11 +190,20 @@ type pruneRequest struct {
 	// SucceededAge and DeadAge, in Go syntax ("168h"); at least one.
 	SucceededAge errandtype.Duration `json:"succeeded_age"`
 	DeadAge      errandtype.Duration `json:"dead_age"`
+	// Kinds gives kinds their own ages, as errand prune --retain-kind.
+	Kinds map[string]pruneKind `json:"kinds"`
 	// Batch is the most jobs per transaction: 1 to errandstore.MaxPruneBatch,
 	// default the most.
 	Batch  *int   `json:"batch"`
 	Reason string `json:"reason"`
 	DryRun bool   `json:"dry_run"`
+}
+
+// pruneKind is one kind's ages in a pruneRequest; 0 or absent leaves a
+// state to the default age.
+type pruneKind struct {
+	SucceededAge errandtype.Duration `json:"succeeded_age"`
+	DeadAge      errandtype.Duration `json:"dead_age"`
 }
 
 // prune serves POST /api/v1/prune: an operator action, so it needs the
@@ -203,8 +212,15 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneReque
 	if err := requireReason(req.Reason, "monthly retention"); err != nil {
 		return err
 	}
-	if req.SucceededAge == 0 && req.DeadAge == 0 {
-		return badRequest("give succeeded_age, dead_age or both, e.g. {\"succeeded_age\": \"168h\", \"dead_age\": \"720h\"}")
+	if req.SucceededAge == 0 && req.DeadAge == 0 && len(req.Kinds) == 0 {
+		return badRequest("give succeeded_age, dead_age, kinds or more, e.g. {\"succeeded_age\": \"168h\", \"dead_age\": \"720h\"}")
+	}
+	var kinds map[string]errand.KindRetention
+	for k, a := range req.Kinds {
+		if kinds == nil {
+			kinds = map[string]errand.KindRetention{}
+		}
+		kinds[k] = errand.KindRetention{SucceededAge: time.Duration(a.SucceededAge), DeadAge: time.Duration(a.DeadAge)}
 	}
 	batch, err := optCount("batch", req.Batch, errandstore.MaxPruneBatch, 0)
 	if err != nil {
@@ -212,7 +228,7 @@ func (a *api[TTx]) prune(w http.ResponseWriter, r *http.Request, req *pruneReque
 	}
 	operator, _ := Identity(r)
 	res, err := a.c.Prune(r.Context(), &errand.PruneOpts{SucceededAge: time.Duration(req.SucceededAge), DeadAge: time.Duration(req.DeadAge),
-		BatchSize: batch, Operator: operator, Reason: req.Reason, DryRun: req.DryRun})
+		Kinds: kinds, BatchSize: batch, Operator: operator, Reason: req.Reason, DryRun: req.DryRun})
 	if err != nil {
 		return err
 	}

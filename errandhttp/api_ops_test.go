@@ -219,6 +219,36 @@ func TestAPIPrune(t *testing.T) {
 	})
 }
 
+// TestAPIPruneKinds checks POST /api/v1/prune's kinds: a kind's own dead
+// age replaces the default for its jobs alone, and bad kinds are refused
+// with nothing deleted.
+func TestAPIPruneKinds(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		mail := s.deadJob(t, "mail", "default", "timeout", nil)
+		sms := s.deadJob(t, "sms", "default", "timeout", nil)
+		clock.Advance(48 * time.Hour)
+
+		for name, body := range map[string]any{
+			"kind without ages":   map[string]any{"reason": "x", "kinds": map[string]any{"mail": map[string]any{}}},
+			"kind negative":       map[string]any{"reason": "x", "kinds": map[string]any{"mail": map[string]any{"dead_age": "-1h"}}},
+			"kind short dead":     map[string]any{"reason": "x", "dead_age": "24h", "kinds": map[string]any{"mail": map[string]any{"succeeded_age": "48h"}}},
+			"kind unknown fields": map[string]any{"reason": "x", "kinds": map[string]any{"mail": map[string]any{"age": "1h"}}},
+		} {
+			want(t, name, s.op(t, "POST", "/api/v1/prune", body), http.StatusBadRequest, "invalid_input")
+		}
+		if s.jobCount(t) != 2 {
+			t.Fatal("a refused prune deleted jobs")
+		}
+		r := s.op(t, "POST", "/api/v1/prune", map[string]any{"reason": "retention", "dead_age": "720h",
+			"kinds": map[string]any{"mail": map[string]any{"dead_age": "24h"}}})
+		if want(t, "prune by kind", r, http.StatusOK, ""); r.json(t)["dead"] != 1.0 || s.jobCount(t) != 1 || s.job(t, sms).State != errandtype.StateDead {
+			t.Fatalf("prune by kind: %s", r.body)
+		}
+		want(t, "pruned job", s.op(t, "GET", "/api/v1/jobs/"+mail, nil), http.StatusNotFound, "not_found")
+	})
+}
+
 func TestAPIStatsInsightsAndSchedules(t *testing.T) {
 	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)

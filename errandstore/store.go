@@ -288,8 +288,9 @@ type OperatorStore interface {
 	// JobPrune deletes, in one transaction, up to Limit finished jobs:
 	// first succeeded and cancelled jobs whose finished_at is at least
 	// SucceededAge before now (when SucceededAge > 0), oldest first, then
-	// dead jobs that died at least DeadAge before now (when DeadAge > 0).
-	// It never deletes a job in any other state, nor a job of an open
+	// dead jobs that died at least DeadAge before now (when DeadAge > 0);
+	// a kind in Kinds goes at its own ages instead, group by group as
+	// [PruneGroups] lists them. It never deletes a job in any other state, nor a job of an open
 	// workflow (running or compensating) or of an open batch, nor one of a
 	// failed workflow whose failed step's job it keeps, but that job: those
 	// read their finished jobs to go on. In the same transaction it

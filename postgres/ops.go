@@ -398,17 +398,17 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 }
 
 // pruneSQL deletes up to $3 jobs in state $1 finished before $2 of which
-// prunable (from dialect.PruneConds, its parameters from $4 on) holds, oldest
+// where (from dialect.PruneWhere, its parameters from $4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
 // workflows and batches it keeps). A row another transaction holds (a
 // replay under way) is skipped, not waited for. The victims are chosen
 // once, in a materialised CTE: as a subquery of "seq IN (...)" the planner
 // may run the LIMIT more than once and delete more than the batch.
-func (s *Store) pruneSQL(prunable string) string {
+func (s *Store) pruneSQL(where string) string {
 	return s.workflowSQL(s.own, s.batchSQL(s.own, `WITH victims AS MATERIALIZED (
 		SELECT j.seq FROM {jobs} j
-		WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+prunable+`
+		WHERE j.state = $1 AND j.finished_at IS NOT NULL AND j.finished_at < $2 AND `+where+`
 		ORDER BY j.finished_at LIMIT $3 FOR UPDATE OF j SKIP LOCKED)
 	DELETE FROM {jobs} j USING victims v WHERE j.seq = v.seq AND j.state = $1
 	RETURNING j.state`))
@@ -524,10 +524,10 @@ func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, 
 // workflows left without jobs, and counts them into r.
 func (s *Store) prune(ctx context.Context, tx pgx.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
-	deleteSQL := s.pruneSQL(prunable)
-	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
-		rows, err := tx.Query(ctx, deleteSQL, append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
+	where, condArgs := dialect.PruneWhere(groups, now, 4)
+	err := r.PruneJobs(groups, p.Limit, func(i int, left int) ([]string, error) {
+		g := groups[i]
+		rows, err := tx.Query(ctx, s.pruneSQL(where[i]), append([]any{string(g.State), micro(now.Add(-g.Age)), left}, condArgs...)...)
 		if err != nil {
 			return nil, err
 		}

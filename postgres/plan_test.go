@@ -42,12 +42,20 @@ func TestQueryPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, pruneConditions, pruneArgs := dialect.PruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	// Retention by kind: one kind's group and the default's group that
+	// leaves it out filter the same index walk by kind.
+	kindWhere, kindArgs := dialect.PruneWhere(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: 24 * time.Hour,
+		Kinds: map[string]errandstore.KindRetention{"k": {SucceededAge: time.Hour}}}), time.Now(), 4)
 	for _, c := range []struct {
 		name  string
 		query string
 		args  []any
 		want  []string
 	}{
+		{"prune one kind's finished jobs", s.pruneSQL(kindWhere[0]), append([]any{"succeeded", time.Now(), 1000}, kindArgs...),
+			[]string{"errand_jobs_finished"}},
+		{"prune the other kinds' finished jobs", s.pruneSQL(kindWhere[1]), append([]any{"succeeded", time.Now(), 1000}, kindArgs...),
+			[]string{"errand_jobs_finished"}},
 		{"claim from one queue", claimOneSQL, []any{nil, int64(1e6), "w", errand.DefaultQueue, []string{"k"}, 10},
 			[]string{"Index Scan using errand_jobs_claim"}},
 		{"job with what holds it", `SELECT ` + readColumns + ` FROM {jobs} j WHERE id = $1`, []any{"j0-7"},

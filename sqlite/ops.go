@@ -316,14 +316,14 @@ func (s *Store) JobReplayMany(ctx context.Context, p *errandstore.JobReplayManyP
 }
 
 // pruneSQL deletes up to ?3 jobs in state ?1 finished before ?2 of which
-// prunable (from dialect.PruneConds, its parameters from ?4 on) holds, oldest
+// where (from dialect.PruneWhere, its parameters from ?4 on) holds, oldest
 // first: one state at a time, so that errand_jobs_finished yields them in
 // order and a batch reads only the rows it deletes (and those of open
 // workflows and batches it keeps).
-func pruneSQL(prunable string) string {
+func pruneSQL(where string) string {
 	return `DELETE FROM errand_jobs WHERE seq IN (
 		SELECT j.seq FROM errand_jobs j INDEXED BY errand_jobs_finished
-		WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND ` + prunable + `
+		WHERE j.state = ?1 AND j.finished_at IS NOT NULL AND j.finished_at < ?2 AND ` + where + `
 		ORDER BY j.finished_at LIMIT ?3)
 	RETURNING state`
 }
@@ -392,10 +392,10 @@ func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, 
 // workflows left without jobs, and counts them into r.
 func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
-	deleteSQL := pruneSQL(prunable)
-	err := r.PruneJobs(groups, p.Limit, func(g errandstore.PruneGroup, left int) ([]string, error) {
-		rows, err := tx.QueryContext(ctx, deleteSQL, append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
+	where, condArgs := dialect.PruneWhere(groups, now, 4)
+	err := r.PruneJobs(groups, p.Limit, func(i int, left int) ([]string, error) {
+		g := groups[i]
+		rows, err := tx.QueryContext(ctx, pruneSQL(where[i]), append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
 		if err != nil {
 			return nil, err
 		}

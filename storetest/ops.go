@@ -32,6 +32,9 @@ var pruneCases = []testCase{
 	{"KeepsOpenWorkflowJobs", testPruneKeepsOpenWorkflowJobs},
 	{"KeepsOpenBatchMembers", testPruneKeepsOpenBatchMembers},
 	{"KeepsResumableWorkflowJobs", testPruneKeepsResumableWorkflowJobs},
+	{"KindAges", testPruneKindAges},
+	{"OnlyKinds", testPruneOnlyKinds},
+	{"KindBatches", testPruneKindBatches},
 }
 
 // deadWith makes a dead job of kind in queue, killed by class, now.
@@ -322,6 +325,107 @@ func testPruneDryRun(t *testing.T, h harness) {
 	checkRecords(t, "audit after a dry run", e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditPrune}), nil)
 }
 
+// kindParams are pruneParams with kinds of their own: "hourly" keeps its
+// succeeded jobs an hour and its dead ones as the default, "monthly" both
+// for 720h; the default is a day and two.
+func kindParams() *errandstore.JobPruneParams {
+	p := pruneParams(24*time.Hour, 48*time.Hour)
+	p.Kinds = map[string]errandstore.KindRetention{
+		"hourly":  {SucceededAge: time.Hour},
+		"monthly": {SucceededAge: 720 * time.Hour, DeadAge: 720 * time.Hour},
+	}
+	return p
+}
+
+// testPruneKindAges checks that each kind with ages of its own goes
+// exactly at them, shorter or longer than the default, and every other
+// kind and state at the default; a dry run counts the same, and the audit
+// records the kinds' ages.
+func testPruneKindAges(t *testing.T, h harness) {
+	e := open(t, h)
+	e.kindInState("h-s", "hourly", errandtype.StateSucceeded)
+	e.kindInState("h-c", "hourly", errandtype.StateCancelled)
+	e.kindInState("h-d", "hourly", errandtype.StateDead)
+	e.kindInState("m-s", "monthly", errandtype.StateSucceeded)
+	e.kindInState("m-d", "monthly", errandtype.StateDead)
+	e.kindInState("o-s", "email", errandtype.StateSucceeded)
+	e.kindInState("o-d", "email", errandtype.StateDead)
+	start := e.now()
+	step := func(at time.Duration, want errandstore.PruneResult, gone ...string) {
+		t.Helper()
+		e.clock.Advance(start.Add(at).Sub(e.now()))
+		dry := kindParams()
+		dry.DryRun = true
+		wantDry := want
+		wantDry.DryRun = true
+		if r := e.prune(dry); r != wantDry {
+			t.Errorf("dry run at %s: %+v, want %+v", at, r, wantDry)
+		}
+		if r := e.prune(kindParams()); r != want {
+			t.Errorf("prune at %s: %+v, want %+v", at, r, want)
+		}
+		for _, id := range gone {
+			e.notFound(id)
+		}
+	}
+	step(time.Hour, errandstore.PruneResult{})
+	step(time.Hour+time.Microsecond, errandstore.PruneResult{Succeeded: 1, Cancelled: 1}, "h-s", "h-c")
+	e.get("h-d")
+	e.get("o-s")
+	step(24*time.Hour, errandstore.PruneResult{})
+	step(24*time.Hour+time.Microsecond, errandstore.PruneResult{Succeeded: 1}, "o-s")
+	e.get("m-s")
+	step(48*time.Hour+time.Microsecond, errandstore.PruneResult{Dead: 2}, "h-d", "o-d")
+	e.get("m-d")
+	step(720*time.Hour, errandstore.PruneResult{})
+	step(720*time.Hour+time.Microsecond, errandstore.PruneResult{Succeeded: 1, Dead: 1}, "m-s", "m-d")
+	var details []map[string]any
+	for _, rec := range e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditPrune}) {
+		var d map[string]any
+		if err := json.Unmarshal(rec.Details, &d); err != nil {
+			t.Fatal(err)
+		}
+		details = append(details, d)
+	}
+	want := map[string]any{"hourly": map[string]any{"succeeded_age": "1h0m0s", "dead_age": "0s"},
+		"monthly": map[string]any{"succeeded_age": "720h0m0s", "dead_age": "720h0m0s"}}
+	if len(details) != 4 || !reflect.DeepEqual(details[0]["kinds"], want) {
+		t.Errorf("audit of prunes by kind: %v, want 4 records with kinds %v", details, want)
+	}
+}
+
+// testPruneOnlyKinds checks that with no default age only the kinds given
+// ages go.
+func testPruneOnlyKinds(t *testing.T, h harness) {
+	e := open(t, h)
+	e.kindInState("h-s", "hourly", errandtype.StateSucceeded)
+	e.kindInState("h-d", "hourly", errandtype.StateDead)
+	o := e.jobInState("o-s", errandtype.StateSucceeded)
+	e.clock.Advance(1000 * time.Hour)
+	p := pruneParams(0, 0)
+	p.Kinds = map[string]errandstore.KindRetention{"hourly": {SucceededAge: time.Hour}}
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1}) {
+		t.Errorf("prune of one kind: %+v, want its succeeded job", r)
+	}
+	e.notFound("h-s")
+	e.get("h-d")
+	e.unchanged("prune of another kind", o)
+}
+
+// testPruneKindBatches checks that a completed batch goes with its last
+// job when a kind's own age, shorter than the defaults, prunes its jobs.
+func testPruneKindBatches(t *testing.T, h harness) {
+	e := open(t, h)
+	e.finishedBatch("b", true, true, true)
+	e.clock.Advance(time.Hour + time.Microsecond)
+	p := pruneParams(720*time.Hour, 720*time.Hour)
+	p.Kinds = map[string]errandstore.KindRetention{"email": {SucceededAge: time.Hour}, "import_done": {SucceededAge: time.Hour}}
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 3, Batches: 1}) {
+		t.Errorf("prune of the batch's kinds: %+v, want its 3 jobs and the batch", r)
+	}
+	e.noBatch("b")
+}
+
 // testPruneBadParams checks that bad params are an *InputError and
 // nothing is deleted.
 func testPruneBadParams(t *testing.T, h harness) {
@@ -336,6 +440,15 @@ func testPruneBadParams(t *testing.T, h harness) {
 		{SucceededAge: time.Minute, Limit: 0, Operator: "ana", Reason: "r"},
 		{SucceededAge: time.Minute, Limit: errandstore.MaxPruneBatch + 1, Operator: "ana", Reason: "r"},
 		{SucceededAge: time.Minute, Limit: 10, Reason: "r"},
+		{Kinds: map[string]errandstore.KindRetention{"": {SucceededAge: time.Minute}}, Limit: 10, Operator: "ana", Reason: "r"},
+		{Kinds: map[string]errandstore.KindRetention{"email": {}}, Limit: 10, Operator: "ana", Reason: "r"},
+		{Kinds: map[string]errandstore.KindRetention{"email": {SucceededAge: -time.Minute}}, Limit: 10, Operator: "ana", Reason: "r"},
+		{Kinds: map[string]errandstore.KindRetention{"email": {SucceededAge: time.Minute, DeadAge: -time.Minute}}, Limit: 10, Operator: "ana", Reason: "r"},
+		{Kinds: map[string]errandstore.KindRetention{"email": {SucceededAge: time.Hour, DeadAge: time.Minute}}, Limit: 10, Operator: "ana", Reason: "r"},
+		// Its dead jobs would go at the default, before its succeeded ones.
+		{DeadAge: time.Hour, Kinds: map[string]errandstore.KindRetention{"email": {SucceededAge: 2 * time.Hour}}, Limit: 10, Operator: "ana", Reason: "r"},
+		{SucceededAge: time.Hour, DeadAge: -time.Hour, Kinds: map[string]errandstore.KindRetention{"email": {SucceededAge: time.Minute}}, Limit: 10, Operator: "ana", Reason: "r"},
+		{Kinds: manyKinds(errandstore.MaxPruneKinds + 1), Limit: 10, Operator: "ana", Reason: "r"},
 	} {
 		r, err := e.s.JobPrune(e.ctx, p)
 		var ie *errandtype.InputError
@@ -344,6 +457,14 @@ func testPruneBadParams(t *testing.T, h harness) {
 		}
 	}
 	e.unchanged("refused prunes", s)
+}
+
+func manyKinds(n int) map[string]errandstore.KindRetention {
+	m := map[string]errandstore.KindRetention{}
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = errandstore.KindRetention{SucceededAge: time.Hour}
+	}
+	return m
 }
 
 // finishedBatch inserts batch id with members that each succeed (ok) or

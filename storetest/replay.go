@@ -28,7 +28,14 @@ var cancelCases = []testCase{
 // operators make it.
 func (e *env) jobInState(id string, st errandtype.JobState) *errandtype.Job {
 	e.t.Helper()
+	return e.kindInState(id, "email", st)
+}
+
+// kindInState is jobInState for a job of kind.
+func (e *env) kindInState(id, kind string, st errandtype.JobState) *errandtype.Job {
+	e.t.Helper()
 	p := newJob(id)
+	p.Kind = kind
 	p.Queue = "q-" + id // so claims here touch this job only
 	e.insert(p)
 	claim := func() *errandtype.Job {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/errandhq/errand"
@@ -98,28 +99,76 @@ func (m *metricsServer) stop() {
 // shared by work and serve: the leader's retention policy.
 type retentionFlags struct {
 	succeeded, dead, every *time.Duration
+	kinds                  *[]string
 }
 
 func addRetentionFlags(fs *flag.FlagSet) retentionFlags {
 	return retentionFlags{
+		kinds:     listFlag(fs, "retain-kind", "when leading, prune jobs of KIND at their own ages instead of --retain-succeeded and --retain-dead (`KIND=SUCCEEDED[:DEAD]`, repeatable, e.g. email=1h)"),
 		succeeded: durationFlag(fs, "retain-succeeded", "when leading, delete succeeded and cancelled jobs finished `AGE` ago, every hour (default keep them; see errand prune)"),
 		dead:      durationFlag(fs, "retain-dead", "when leading, delete dead jobs that died `AGE` ago, every hour (default keep them)"),
 		every:     durationFlag(fs, "retain-every", "prune as --retain-succeeded and --retain-dead say every `DUR` instead of every hour"),
 	}
 }
 
-// check refuses --retain-every without a policy to apply.
+// check refuses a bad --retain-kind, and --retain-every without a policy
+// to apply.
 func (r retentionFlags) check() error {
+	if _, err := retainKinds("--retain-kind", *r.kinds); err != nil {
+		return err
+	}
 	if *r.every > 0 && r.policy() == nil {
-		return usagef("--retain-every sets how often the retention policy prunes; add --retain-succeeded AGE or --retain-dead AGE")
+		return usagef("--retain-every sets how often the retention policy prunes; add --retain-succeeded AGE, --retain-dead AGE or --retain-kind KIND=AGE")
 	}
 	return nil
 }
 
-// policy is the retention policy the flags give, nil when neither is set.
+// policy is the retention policy the flags give, nil when none is set.
 func (r retentionFlags) policy() *errand.RetentionPolicy {
-	if *r.succeeded <= 0 && *r.dead <= 0 {
+	kinds, _ := retainKinds("--retain-kind", *r.kinds)
+	if *r.succeeded <= 0 && *r.dead <= 0 && len(kinds) == 0 {
 		return nil
 	}
-	return &errand.RetentionPolicy{SucceededAge: *r.succeeded, DeadAge: *r.dead, Interval: *r.every}
+	return &errand.RetentionPolicy{SucceededAge: *r.succeeded, DeadAge: *r.dead, Kinds: kinds, Interval: *r.every}
+}
+
+// retainKinds reads repeated KIND=SUCCEEDED[:DEAD] specs of flag: either
+// age may be empty or 0 to leave that state to the default ages.
+func retainKinds(flag string, specs []string) (map[string]errand.KindRetention, error) {
+	var kinds map[string]errand.KindRetention
+	for _, spec := range specs {
+		kind, ages, ok := strings.Cut(spec, "=")
+		if !ok || kind == "" {
+			return nil, usagef("%s %q: write KIND=SUCCEEDED[:DEAD], e.g. %s email=1h or %s invoice=720h:2160h", flag, spec, flag, flag)
+		}
+		if err := nameError(flag, kind); err != nil {
+			return nil, err
+		}
+		if _, dup := kinds[kind]; dup {
+			return nil, usagef("%s names kind %q more than once; give each kind once", flag, kind)
+		}
+		succ, dead, _ := strings.Cut(ages, ":")
+		var a errand.KindRetention
+		for _, f := range []struct {
+			v   string
+			age *time.Duration
+		}{{succ, &a.SucceededAge}, {dead, &a.DeadAge}} {
+			if f.v == "" {
+				continue
+			}
+			d, err := time.ParseDuration(f.v)
+			if err != nil || d < 0 {
+				return nil, usagef("%s %q: %q is not an age; give a Go duration such as 1h or 720h (or 0 for the default)", flag, spec, f.v)
+			}
+			*f.age = d
+		}
+		if a.SucceededAge == 0 && a.DeadAge == 0 {
+			return nil, usagef("%s %q gives no age; give SUCCEEDED, :DEAD or both, e.g. %s %s=1h", flag, spec, flag, kind)
+		}
+		if kinds == nil {
+			kinds = map[string]errand.KindRetention{}
+		}
+		kinds[kind] = a
+	}
+	return kinds, nil
 }

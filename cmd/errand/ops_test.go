@@ -129,3 +129,51 @@ func TestBulkReplayPruneAndAudit(t *testing.T) {
 		t.Errorf("stats --json: %s (%v); want kind mail with 3 ready", r.stdout, err)
 	}
 }
+
+// TestPruneRetainKind runs errand prune --retain-kind: a kind's own age
+// replaces the default for its jobs alone, and a bad spec is a usage error
+// that deletes nothing.
+func TestPruneRetainKind(t *testing.T) {
+	db := tempDB(t)
+	old := time.Now().Add(-48 * time.Hour)
+	for _, j := range []struct{ id, kind, state string }{
+		{"m1", "mail", "succeeded"}, {"s1", "sms", "succeeded"}, {"m2", "mail", "dead"},
+	} {
+		enqueue(t, db, j.kind, `{}`, "--id", j.id)
+		plantFinished(t, db, j.id, j.state, "timeout", old)
+	}
+	for _, bad := range [][]string{
+		{"--retain-kind", "mail"},
+		{"--retain-kind", "=1h"},
+		{"--retain-kind", "mail=soon"},
+		{"--retain-kind", "mail=-1h"},
+		{"--retain-kind", "mail=:"},
+		{"--retain-kind", "mail=1h", "--retain-kind", "mail=2h"},
+		{"--retain-kind", "mail=720h:1h"},
+		{"--retain-kind", "mail=720h", "--dead-after", "1h"},
+	} {
+		if r := cli(t, append(append([]string{"prune"}, bad...), "--db", db)...); r.code != 2 || strings.Count(r.stderr, "\n") != 1 ||
+			!strings.Contains(r.stderr, "--retain-kind") || r.stdout != "" {
+			t.Errorf("errand prune %q: %s; want exit 2 with one line naming --retain-kind", bad, r)
+		}
+	}
+	if n := len(listJobs(t, db)); n != 3 {
+		t.Fatalf("refused prunes left %d jobs, want 3", n)
+	}
+	r := ok(t, cli(t, "prune", "--succeeded-after", "87600h", "--retain-kind", "sms=24h", "--dry-run", "--db", db))
+	if r.stdout != "would prune 1 job: 1 succeeded, 0 cancelled, 0 dead; 0 batches, 0 workflows\n" {
+		t.Errorf("prune --retain-kind sms=24h --dry-run printed %q", r.stdout)
+	}
+	r = ok(t, cli(t, "prune", "--retain-kind", "mail=24h", "--json", "--db", db))
+	var pr errandstore.PruneResult
+	if err := json.Unmarshal([]byte(r.stdout), &pr); err != nil || pr != (errandstore.PruneResult{Succeeded: 1}) {
+		t.Fatalf("prune --retain-kind mail=24h: %s (%v); want m1 alone", r.stdout, err)
+	}
+	left := map[string]string{}
+	for _, j := range listJobs(t, db) {
+		left[j.ID] = j.State
+	}
+	if len(left) != 2 || left["s1"] != "succeeded" || left["m2"] != "dead" {
+		t.Errorf("jobs after prune --retain-kind: %v, want s1 and m2", left)
+	}
+}

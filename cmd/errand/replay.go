@@ -244,6 +244,9 @@ func opsInputError(err error) error {
 		if name, ok := opsFlags[ie.Field]; ok {
 			return usagef("%s: %s", name, ie.Message)
 		}
+		if strings.HasPrefix(ie.Field, "kinds") {
+			return usagef("--retain-kind: %s", ie.Message)
+		}
 		return usagef("%s", ie.Error())
 	}
 	return err

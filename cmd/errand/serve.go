@@ -78,8 +78,8 @@ With --exec KIND=COMMAND or --http KIND=URL it also runs a worker for those
 kinds in this process, as errand work does (see errand help work for
 --queue, --max-workers, --weight, --lease, --timeout, --delete-on-success
 and --grace). With --cron 'NAME=SPEC KIND [JSON]' (repeatable) the worker also enqueues a job of KIND on every tick
-of SPEC, and with --retain-succeeded AGE and --retain-dead AGE it deletes
-finished jobs past those ages every hour (--retain-every) while it leads the cluster, as
+of SPEC, and with --retain-succeeded AGE, --retain-dead AGE and --retain-kind
+KIND=SUCCEEDED[:DEAD] it deletes finished jobs past those ages every hour (--retain-every) while it leads the cluster, as
 errand work does. --cron and --retain alone run a worker that claims no
 job: it fires the schedules and applies the retention only. --rate-limit
 and --retry-budget limit the worker's claims as they limit errand work's;

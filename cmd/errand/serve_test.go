@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -438,14 +439,19 @@ func TestServeNoAuth(t *testing.T) {
 // TestServeRunsSchedulesAndRetention runs errand serve with --cron and
 // --retain-dead alone: its worker claims nothing, fires the schedule (a job
 // appears, and the schedule is listed by the API) and, on election, prunes
-// the dead job planted two days ago, recording it in the audit.
+// the dead job planted two days ago, recording it in the audit, and keeps
+// the one of a kind --retain-kind keeps longer.
 func TestServeRunsSchedulesAndRetention(t *testing.T) {
 	db := tempDB(t)
 	enqueue(t, db, "mail", `{}`, "--id", "old-dead")
 	plantFinished(t, db, "old-dead", "dead", "timeout", time.Now().Add(-48*time.Hour))
+	// A kind kept longer than the default: its dead job stays.
+	enqueue(t, db, "sms", `{}`, "--id", "kept-dead")
+	plantFinished(t, db, "kept-dead", "dead", "timeout", time.Now().Add(-48*time.Hour))
 	enqueue(t, db, "mail", `{}`, "--id", "waiting")
 
-	s := startServe(t, "--db", db, "--token", serveToken, "--cron", `tick=@every 1s ping {"n": 1}`, "--retain-dead", "24h", "--grace", "1s")
+	s := startServe(t, "--db", db, "--token", serveToken, "--cron", `tick=@every 1s ping {"n": 1}`, "--retain-dead", "24h",
+		"--retain-kind", "sms=:720h", "--grace", "1s")
 	// A worker of schedules and retention alone claims from no queue.
 	if line := s.workerStarted(t); !strings.Contains(line, `queues="" kinds=""`) || !strings.Contains(line, "poll=1s") {
 		t.Errorf("startup line claims queues or lacks the poll interval: %s", line)
@@ -483,6 +489,9 @@ func TestServeRunsSchedulesAndRetention(t *testing.T) {
 	waitUntil("the prune of the old dead job", func() bool {
 		return s.call(t, "GET", "/api/v1/jobs/old-dead", nil, nil) == http.StatusNotFound
 	})
+	if code := s.call(t, "GET", "/api/v1/jobs/kept-dead", nil, nil); code != http.StatusOK {
+		t.Errorf("the dead job of a kind kept 720h: %d, want it kept", code)
+	}
 	var audit struct {
 		Audit []struct {
 			Action, Operator string
@@ -514,11 +523,16 @@ func TestServeRefusesBadScheduleAndRetentionFlags(t *testing.T) {
 		{"--cron", "nospec"},
 		{"--cron", "a=@every 1s k", "--cron", "a=@every 2s k"},
 		{"--retain-succeeded", "48h", "--retain-dead", "24h"},
+		{"--retain-kind", "mail=soon"},
+		{"--retain-dead", "24h", "--retain-kind", "mail=48h"},
 		{"--queue", "default=2", "--cron", "a=@every 1s k"},
 	} {
 		r := bin(t, append([]string{"serve", "--db", tempDB(t)}, args...)...)
 		if r.code != 2 {
 			t.Errorf("errand serve %q: exit %d, want 2 (usage)\n%s", args, r.code, r.stderr)
+		}
+		if slices.Contains(args, "--retain-kind") && !strings.Contains(r.stderr, "--retain-kind") {
+			t.Errorf("errand serve %q: %s; want the error to name --retain-kind", args, r.stderr)
 		}
 	}
 }

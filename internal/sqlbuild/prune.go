@@ -21,17 +21,56 @@ import (
 // completes. Each costs a primary-key lookup or two, and only for a job of
 // a workflow or batch.
 func (d Dialect) PruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, prunable string, args []any) {
+	aged, _, prunable, args = d.pruneConds(groups, now, first)
+	return aged, prunable, args
+}
+
+// PruneWhere renders, for each of groups, what a job j of the group's
+// state and age must also satisfy to go: be of the group's kinds, and
+// prunable (see PruneConds); with parameters from first on, and their
+// arguments. The kinds are a filter on the rows the (state, finished_at)
+// index yields.
+func (d Dialect) PruneWhere(groups []errandstore.PruneGroup, now time.Time, first int) (where []string, args []any) {
+	_, kinds, prunable, args := d.pruneConds(groups, now, first)
+	for _, k := range kinds {
+		where = append(where, k("j")+prunable)
+	}
+	return where, args
+}
+
+// pruneConds is PruneConds, and each group's kind condition on an alias
+// (empty, or ending in AND).
+func (d Dialect) pruneConds(groups []errandstore.PruneGroup, now time.Time, first int) (aged func(alias string) string, kinds []func(alias string) string, prunable string, args []any) {
 	type group struct{ state, cut string }
 	var gs []group
 	for _, g := range groups {
 		n := first + len(args)
 		gs = append(gs, group{d.Param(n), d.Param(n + 1)})
 		args = append(args, string(g.State), d.Time(now.Add(-g.Age)))
+		var cond string
+		switch {
+		case g.Kind != "":
+			cond = `%[1]s.kind = ` + d.Param(first+len(args)) + ` AND `
+			args = append(args, g.Kind)
+		case len(g.Except) > 0:
+			var ps []string
+			for _, k := range g.Except {
+				ps = append(ps, d.Param(first+len(args)))
+				args = append(args, k)
+			}
+			cond = `%[1]s.kind NOT IN (` + strings.Join(ps, `, `) + `) AND `
+		}
+		kinds = append(kinds, func(a string) string {
+			if cond == "" {
+				return ""
+			}
+			return fmt.Sprintf(cond, a)
+		})
 	}
 	aged = func(a string) string {
 		var or []string
-		for _, g := range gs {
-			or = append(or, fmt.Sprintf(`(%[1]s.state = %[2]s AND %[1]s.finished_at IS NOT NULL AND %[1]s.finished_at < %[3]s)`, a, g.state, g.cut))
+		for i, g := range gs {
+			or = append(or, fmt.Sprintf(`(%[1]s.state = %[2]s AND %[1]s.finished_at IS NOT NULL AND %[4]s%[1]s.finished_at < %[3]s)`, a, g.state, g.cut, kinds[i](a)))
 		}
 		return `(` + strings.Join(or, ` OR `) + `)`
 	}
@@ -43,7 +82,7 @@ func (d Dialect) PruneConds(groups []errandstore.PruneGroup, now time.Time, firs
 						AND NOT ` + aged("f") + `)))))
 		AND (j.batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM ` + d.Table("batches") + ` b
 			WHERE b.id = j.batch_id AND b.completed_at IS NULL))`
-	return aged, prunable, args
+	return aged, kinds, prunable, args
 }
 
 // PruneCounts are a store's counting statements for a prune's dry run,
@@ -51,8 +90,8 @@ func (d Dialect) PruneConds(groups []errandstore.PruneGroup, now time.Time, firs
 // its parameters.
 type PruneCounts struct {
 	// Jobs counts the finished jobs of state $1 that finished before $2
-	// and satisfy prunable (parameters from 3 on).
-	Jobs func(prunable string, args []any) (int, error)
+	// and satisfy where (parameters from 3 on).
+	Jobs func(where string, args []any) (int, error)
 	// Batches counts the batches completed before $1 of which no job,
 	// member or callback, satisfies kept (parameters from 2 on).
 	Batches func(kept string, args []any) (int, error)
@@ -65,9 +104,9 @@ type PruneCounts struct {
 // the store's statements c.
 func (d Dialect) PruneDryRun(p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult, c PruneCounts) error {
 	groups := errandstore.PruneGroups(p)
-	_, prunable, args := d.PruneConds(groups, now, 3)
-	for _, g := range groups {
-		n, err := c.Jobs(prunable, append([]any{string(g.State), d.Time(now.Add(-g.Age))}, args...))
+	where, args := d.PruneWhere(groups, now, 3)
+	for i, g := range groups {
+		n, err := c.Jobs(where[i], append([]any{string(g.State), d.Time(now.Add(-g.Age))}, args...))
 		if err != nil {
 			return err
 		}
