@@ -75,7 +75,8 @@ func testSearchOutput(t *testing.T, h harness) {
 	e := open(t, h)
 	ws := e.workflows()
 	e.insertIDs("a", "b", "none")
-	for id, out := range map[string]string{"a": `{"rows": 10, "file": "x.csv"}`, "b": `{"rows": 3}`} {
+	for _, o := range []struct{ id, out string }{{"a", `{"rows": 10, "file": "x.csv"}`}, {"b", `{"rows": 3}`}} { // in claim order
+		id, out := o.id, o.out
 		j := e.claimOne(id)
 		if err := ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: id, LeaseToken: *j.LeaseToken, Output: json.RawMessage(out)}); err != nil {
 			t.Fatal(err)
