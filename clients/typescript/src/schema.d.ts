@@ -420,7 +420,7 @@ export interface paths {
         put?: never;
         /**
          * Prune finished jobs
-         * @description Deletes succeeded and cancelled jobs older than `succeeded_age` and dead ones older than `dead_age`, with the batches and workflows left empty; audited. `dry_run` counts and changes nothing.
+         * @description Deletes succeeded and cancelled jobs older than `succeeded_age` and dead ones older than `dead_age`, with the batches and workflows left empty; audited. `kinds` gives kinds ages of their own, which replace the defaults for their jobs. `dry_run` counts and changes nothing.
          */
         post: operations["pruneJobs"];
         delete?: never;
@@ -920,6 +920,17 @@ export interface components {
             fairness_key?: string;
             tags?: components["schemas"]["Tags"];
             metadata?: components["schemas"]["Metadata"];
+            /** @description Fold enqueues of this key and kind into one job: see debounce_mode. Not with id, unique_key or eager; refused (400) in a batch member. */
+            debounce_key?: string;
+            /**
+             * @description last_wins (the default, debounce): the queued job of the key takes this enqueue's args and starts debounce_window from now, at the latest debounce_max_wait after its first enqueue. first_wins (throttle): the key's job enqueued within debounce_window absorbs this enqueue and keeps its args.
+             * @enum {string}
+             */
+            debounce_mode?: "last_wins" | "first_wins";
+            /** @description The quiet time (last_wins) or the throttle's period (first_wins), e.g. "5s"; needs debounce_key. */
+            debounce_window?: components["schemas"]["Duration"];
+            /** @description last_wins only; default ten windows. */
+            debounce_max_wait?: components["schemas"]["Duration"];
             /** @description Start the job at once on the serving process's own worker when it is idle. Refused (400) in a batch member. */
             eager?: boolean;
         };
@@ -1067,12 +1078,22 @@ export interface components {
             succeeded_age?: components["schemas"]["Duration"];
             /** @description Delete dead jobs finished longer ago; at least succeeded_age. */
             dead_age?: components["schemas"]["Duration"];
+            /** @description Ages of a kind's own, by kind, each replacing succeeded_age or dead_age for that kind's jobs when not 0; 0 or absent leaves the state to the default. With kinds, both defaults may be 0: only those kinds are pruned. */
+            kinds?: {
+                [key: string]: components["schemas"]["KindRetention"];
+            } | null;
             /** @description The most jobs per transaction, 1 to 1000; default 1000. */
             batch?: number | null;
             /** @description Why, for the audit. */
             reason: string;
             /** @description Count what would go and change nothing. */
             dry_run?: boolean;
+        };
+        KindRetention: {
+            /** @description Delete this kind's succeeded and cancelled jobs finished longer ago. */
+            succeeded_age?: components["schemas"]["Duration"];
+            /** @description Delete this kind's dead jobs finished longer ago; at least its succeeded age. */
+            dead_age?: components["schemas"]["Duration"];
         };
         /** @description The durable record of one job. Read-only tokens see lease_token null; with HideArgs, args, progress and output are null. */
         Job: {
@@ -1106,6 +1127,10 @@ export interface components {
             /** @description always, until_finished, until_succeeded or comma-separated states; null without a key. */
             unique_scope: components["schemas"]["NullableString"];
             unique_window_start: components["schemas"]["NullableTime"];
+            /** @description The key the job was enqueued with for debounce or throttle. */
+            debounce_key: components["schemas"]["NullableString"];
+            /** @description Enqueues of debounce_key folded into this job. */
+            absorbed: number;
             ordering_key: components["schemas"]["NullableString"];
             /** @description The job holds its ordering key while dead. */
             ordering_hold: boolean;
@@ -1154,6 +1179,8 @@ export interface components {
             job: components["schemas"]["Job"];
             /** @description The job existed and nothing was enqueued. */
             duplicate: boolean;
+            /** @description The job's debounce key folded it into job (duplicate is set too). */
+            absorbed: boolean;
         };
         /** @description A claimed job as a worker receives it. */
         Envelope: {
@@ -1380,6 +1407,10 @@ export interface components {
                 min: number | null;
                 ratio: number | null;
                 window_seconds: number | null;
+                /** @description An adaptive rate limit's floor, a second; absent on a fixed one. */
+                floor?: number;
+                /** @description An adaptive rate limit's ceiling, a second; absent on a fixed one. */
+                ceiling?: number;
             };
             /** @description The bucket's level now. */
             tokens: number;
@@ -1389,6 +1420,22 @@ export interface components {
              */
             denied: number;
             updated_at: components["schemas"]["Time"];
+            /** @description An adaptive rate limit's state (spec.rate is its rate now); absent on a fixed limit. */
+            adaptive?: {
+                held_until?: components["schemas"]["Time"];
+                moved_at?: components["schemas"]["Time"];
+                /** @description Why the rate last moved; its first word is probing, growing, throttled or slow. */
+                reason: string;
+                /** Format: int64 */
+                decreases: number;
+                /**
+                 * Format: int64
+                 * @description Decreases since the last increase.
+                 */
+                cuts: number;
+                /** @description The rate the last decrease came from. */
+                peak: number;
+            };
         };
         Pause: {
             /** @enum {string} */
@@ -1705,6 +1752,15 @@ export interface operations {
                 queue?: string;
                 /** @description Only jobs of this kind. */
                 kind?: string;
+                /**
+                 * @description A JSON object: only jobs whose args hold its fields (scalars or nested objects; arrays and empty objects are refused). 403 when the server hides args from this token.
+                 * @example {"user_id":42}
+                 */
+                args_has?: string;
+                /** @description As args_has, for the output a handler recorded. */
+                output_has?: string;
+                /** @description Only jobs with this tag; the parameter may repeat, and a job must have every one. */
+                tag?: string;
                 /** @description The page size, 1 to 1000; default 100. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page. */
@@ -2637,6 +2693,11 @@ export interface operations {
                  * @example {
                  *       "succeeded_age": "168h",
                  *       "dead_age": "720h",
+                 *       "kinds": {
+                 *         "send_email": {
+                 *           "succeeded_age": "1h"
+                 *         }
+                 *       },
                  *       "reason": "monthly retention",
                  *       "dry_run": true
                  *     }
