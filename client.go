@@ -791,6 +791,15 @@ type ListOpts struct {
 	ArgsHas, OutputHas json.RawMessage
 	// Tags keeps jobs that have every one of these tags.
 	Tags []string
+	// Class keeps jobs whose last error has this class: "start_by" lists
+	// the jobs that did not start by their start-by time.
+	Class string
+	// Absorbed keeps jobs that folded in later enqueues of their debounce
+	// key (Job.Absorbed > 0).
+	Absorbed bool
+	// Aged keeps jobs whose priority aging lowered while they waited
+	// (Job.BasePriority set).
+	Aged bool
 }
 
 // List returns jobs matching opts (nil for all), in insertion order. To
@@ -825,7 +834,7 @@ func (c *Client[TTx]) List(ctx context.Context, opts *ListOpts) ([]*errandtype.J
 		return nil, &errandtype.InputError{Field: "args_has", Message: "this client seals args and outputs (Config.Codec), so the database cannot search them; filter by kind, queue, state or tag"}
 	}
 	params := &errandstore.JobListParams{States: opts.States, Queue: opts.Queue, Kind: opts.Kind, AfterSeq: opts.AfterSeq, Limit: opts.Limit,
-		ArgsHas: opts.ArgsHas, OutputHas: opts.OutputHas, Tags: opts.Tags}
+		ArgsHas: opts.ArgsHas, OutputHas: opts.OutputHas, Tags: opts.Tags, Class: opts.Class, Absorbed: opts.Absorbed, Aged: opts.Aged}
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}

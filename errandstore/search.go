@@ -95,7 +95,29 @@ func (p *JobListParams) Validate() error {
 			return err
 		}
 	}
+	if p.Class != "" && !ValidClass(p.Class) {
+		return &errandtype.InputError{Field: "class", Message: fmt.Sprintf("%q is not an error class; give a snake_case word such as start_by or timeout", p.Class)}
+	}
 	return checkTags(p.Tags)
+}
+
+// FlowWhere appends to where the conditions of p's Class, Absorbed and
+// Aged filters, for a store's list of jobs aliased j. classOf is the
+// store's expression for the class of j.last_error; arg binds a value and
+// returns its placeholder.
+func (p *JobListParams) FlowWhere(where []string, classOf string, arg func(v any) string) []string {
+	if p.Class != "" {
+		where = append(where, classOf+" = "+arg(p.Class))
+	}
+	if p.Absorbed {
+		where = append(where, "j.absorbed > 0")
+	}
+	if p.Aged {
+		// An aged job keeps its enqueued priority there until a replay
+		// restores it.
+		where = append(where, "j.base_priority IS NOT NULL")
+	}
+	return where
 }
 
 // TagsFilterJSON is the JSON array of p's tags, for a store's containment

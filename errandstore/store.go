@@ -790,6 +790,14 @@ type JobListParams struct {
 	// that have every one of the tags. See [JobListParams.Validate].
 	ArgsHas, OutputHas json.RawMessage
 	Tags               []string
+	// Class keeps jobs whose last error has this class ("start_by" lists
+	// the jobs that did not start by their start-by time). Absorbed keeps
+	// jobs that folded in at least one later enqueue of their debounce
+	// key; Aged those whose waiting priority aging has lowered. See
+	// [JobListParams.FlowWhere].
+	Class    string
+	Absorbed bool
+	Aged     bool
 }
 
 // JobClaimParams describes a claim.

@@ -639,6 +639,7 @@ func jobListSQL(p *errandstore.JobListParams, walk bool) (string, []any, int) {
 	if len(p.Tags) > 0 {
 		where = append(where, "tags @> "+arg(p.TagsFilterJSON())+"::jsonb")
 	}
+	where = p.FlowWhere(where, "j.last_error ->> 'class'", arg)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100

@@ -334,6 +334,10 @@ func (s *Store) JobList(ctx context.Context, p *errandstore.JobListParams) ([]*e
 	if err != nil {
 		return nil, err
 	}
+	where = p.FlowWhere(where, "j.last_error ->> '$.class'", func(v any) string {
+		args = append(args, v)
+		return "?"
+	})
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100

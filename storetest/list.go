@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -16,6 +17,7 @@ var listCases = []testCase{
 	{"Filters", testListFilters},
 	{"Paging", testListPaging},
 	{"DefaultLimit", testListDefaultLimit},
+	{"FlowFilters", testListFlowFilters},
 }
 
 var statsCases = []testCase{
@@ -263,5 +265,54 @@ func testStatsEmpty(t *testing.T, h harness) {
 	got, err := e.s.QueueStats(e.ctx, &errandstore.QueueStatsParams{})
 	if err != nil || len(got) != 0 {
 		t.Errorf("QueueStats of an empty store = %+v, %v; want none", got, err)
+	}
+}
+
+// testListFlowFilters checks the filters that find flow control at work:
+// the jobs whose last error has a class (start_by: not started in time),
+// those that absorbed later enqueues of their debounce key, and those whose
+// priority aged while they waited.
+func testListFlowFilters(t *testing.T, h harness) {
+	e := open(t, h)
+	perm, late, plain := newJob("perm"), newJob("late"), newJob("plain")
+	perm.Kind = "charge"
+	late.StartBy, late.Delay = T0.Add(time.Minute), 2*time.Minute
+	plain.Priority = 5
+	e.insert(perm)
+	e.recordOK(dead(e.claimOne("perm")))
+	e.insert(late, plain)
+	e.wantNew(debounced("folded", "user:1", errandtype.DebounceLastWins, time.Hour, 1))
+	e.wantAbsorbed(debounced("gone", "user:1", errandtype.DebounceLastWins, time.Hour, 2), "folded", 1, 2, T0.Add(time.Hour))
+	e.wantNew(debounced("alone", "user:2", errandtype.DebounceLastWins, time.Hour, 1))
+	e.clock.Advance(time.Minute)
+	if r, err := e.s.JobSweep(e.ctx, &errandstore.JobSweepParams{}); err != nil || r.Dead != 1 {
+		t.Fatalf("JobSweep at late's start-by = %+v, %v; want 1 dead", r, err)
+	}
+	if n := e.age(errand.DefaultQueue, 10); n != 1 {
+		t.Fatalf("aged %d jobs, want plain alone", n)
+	}
+	queued := []errandtype.JobState{errandtype.StateQueued}
+	for _, c := range []struct {
+		p    errandstore.JobListParams
+		want []string
+	}{
+		{errandstore.JobListParams{Class: errandstore.ClassStartBy}, []string{"late"}},
+		{errandstore.JobListParams{Class: errand.ClassPermanent}, []string{"perm"}},
+		{errandstore.JobListParams{Class: errandstore.ClassExpired}, nil},
+		{errandstore.JobListParams{Class: errandstore.ClassStartBy, Kind: "charge"}, nil},
+		{errandstore.JobListParams{Absorbed: true}, []string{"folded"}},
+		{errandstore.JobListParams{Absorbed: true, States: queued}, []string{"folded"}},
+		{errandstore.JobListParams{Aged: true}, []string{"plain"}},
+		{errandstore.JobListParams{Aged: true, States: queued}, []string{"plain"}},
+		{errandstore.JobListParams{Aged: true, Absorbed: true}, nil},
+	} {
+		got := e.list(&c.p)
+		if g := ids(got); !slices.Equal(g, c.want) && !(len(g) == 0 && len(c.want) == 0) {
+			t.Errorf("JobList(%+v) = %v, want %v", c.p, g, c.want)
+		}
+	}
+	var in *errandtype.InputError
+	if _, err := e.s.JobList(e.ctx, &errandstore.JobListParams{Class: "Start By"}); !errors.As(err, &in) || in.Field != "class" {
+		t.Errorf("JobList with class %q: %v; want an input error on class", "Start By", err)
 	}
 }
