@@ -564,6 +564,19 @@ func queryLimit(q url.Values, def, max int) (int, error) {
 	return n, nil
 }
 
+// queryFlag reads the query parameter name, "true" or "false"; absent or
+// empty, false.
+func queryFlag(q url.Values, name string) (bool, error) {
+	switch v := q.Get(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, badRequest("%s %q is not a flag; give true or false", name, v)
+	}
+}
+
 // queryCursor reads the query parameter cursor, a position a page of this
 // API returned, at least min; absent, 0.
 func queryCursor(q url.Values, min int64) (int64, error) {
@@ -821,13 +834,20 @@ type listResponse struct {
 
 func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor", "args_has", "output_has", "tag"); err != nil {
+	if err := checkQuery(q, "state", "queue", "kind", "limit", "cursor", "args_has", "output_has", "tag", "class", "absorbed", "aged"); err != nil {
 		return err
 	}
 	if a.hideArgs && (q.Has("args_has") || q.Has("output_has")) {
 		return &httpError{http.StatusForbidden, "forbidden", "this server hides jobs' args and output from this token (HideArgs), and a search of them would reveal them; search by tag, or use an operator's token"}
 	}
-	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Tags: q["tag"]}
+	opts := &errand.ListOpts{Queue: q.Get("queue"), Kind: q.Get("kind"), Tags: q["tag"], Class: q.Get("class")}
+	var err error
+	if opts.Absorbed, err = queryFlag(q, "absorbed"); err != nil {
+		return err
+	}
+	if opts.Aged, err = queryFlag(q, "aged"); err != nil {
+		return err
+	}
 	if v := q.Get("args_has"); v != "" {
 		opts.ArgsHas = json.RawMessage(v)
 	}
@@ -846,7 +866,6 @@ func (a *api[TTx]) list(w http.ResponseWriter, r *http.Request) error {
 			opts.States = append(opts.States, st)
 		}
 	}
-	var err error
 	if opts.Limit, err = queryLimit(q, DefaultListLimit, MaxListLimit); err != nil {
 		return err
 	}

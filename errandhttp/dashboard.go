@@ -526,7 +526,12 @@ type listData struct {
 	// ArgsHas and OutputHas are JSON objects to search args and output
 	// for, Tag a tag (see errand.ListOpts).
 	ArgsHas, OutputHas, Tag string
-	Limit                   int
+	// Class, Absorbed and Aged find flow control at work: the jobs whose
+	// last error has a class (start_by), those that absorbed debounced
+	// enqueues, those whose priority aged (see errand.ListOpts).
+	Class          string
+	Absorbed, Aged bool
+	Limit          int
 	// After is the cursor of this page; Next the cursor of the next page,
 	// 0 when this is the last.
 	After, Next int64
@@ -544,9 +549,14 @@ func (l *listData) QueryFirst() template.URL { return l.query(0) }
 func (l *listData) query(after int64) template.URL {
 	v := url.Values{}
 	for k, s := range map[string]string{"state": l.State, "queue": l.Queue, "kind": l.Kind,
-		"args_has": l.ArgsHas, "output_has": l.OutputHas, "tag": l.Tag} {
+		"args_has": l.ArgsHas, "output_has": l.OutputHas, "tag": l.Tag, "class": l.Class} {
 		if s != "" {
 			v.Set(k, s)
+		}
+	}
+	for k, on := range map[string]bool{"absorbed": l.Absorbed, "aged": l.Aged} {
+		if on {
+			v.Set(k, "true")
 		}
 	}
 	v.Set("limit", strconv.Itoa(l.Limit))
@@ -562,7 +572,15 @@ func (d *dashboard) listPage(r *http.Request, state errandtype.JobState) (*listD
 	q := r.URL.Query()
 	l := &listData{States: errandtype.JobStates, State: q.Get("state"), Queue: strings.TrimSpace(q.Get("queue")),
 		Kind: strings.TrimSpace(q.Get("kind")), Limit: d.opts.PageSize, MaxBatch: d.opts.MaxBatch,
-		ArgsHas: strings.TrimSpace(q.Get("args_has")), OutputHas: strings.TrimSpace(q.Get("output_has")), Tag: strings.TrimSpace(q.Get("tag"))}
+		ArgsHas: strings.TrimSpace(q.Get("args_has")), OutputHas: strings.TrimSpace(q.Get("output_has")), Tag: strings.TrimSpace(q.Get("tag")),
+		Class: strings.TrimSpace(q.Get("class"))}
+	var err error
+	if l.Absorbed, err = queryFlag(q, "absorbed"); err != nil {
+		return nil, &errandtype.InputError{Field: "absorbed", Message: "give true, or leave it out"}
+	}
+	if l.Aged, err = queryFlag(q, "aged"); err != nil {
+		return nil, &errandtype.InputError{Field: "aged", Message: "give true, or leave it out"}
+	}
 	if state != "" {
 		l.State = string(state)
 	}
@@ -580,7 +598,8 @@ func (d *dashboard) listPage(r *http.Request, state errandtype.JobState) (*listD
 		}
 		l.After = n
 	}
-	opts := &errand.ListOpts{Queue: l.Queue, Kind: l.Kind, AfterSeq: l.After, Limit: l.Limit + 1}
+	opts := &errand.ListOpts{Queue: l.Queue, Kind: l.Kind, AfterSeq: l.After, Limit: l.Limit + 1,
+		Class: l.Class, Absorbed: l.Absorbed, Aged: l.Aged}
 	if err := d.searchOpts(l, opts); err != nil {
 		return nil, err
 	}

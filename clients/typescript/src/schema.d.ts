@@ -1761,6 +1761,15 @@ export interface operations {
                 output_has?: string;
                 /** @description Only jobs with this tag; the parameter may repeat, and a job must have every one. */
                 tag?: string;
+                /**
+                 * @description Only jobs whose last error has this class; `start_by` lists the jobs that did not start by their start-by time.
+                 * @example start_by
+                 */
+                class?: string;
+                /** @description `true`: only jobs that absorbed later enqueues of their debounce key (`absorbed` > 0). */
+                absorbed?: boolean;
+                /** @description `true`: only jobs whose priority aging lowered while they waited (`base_priority` set). */
+                aged?: boolean;
                 /** @description The page size, 1 to 1000; default 100. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page. */
