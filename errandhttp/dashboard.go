@@ -67,6 +67,12 @@ type DashboardOptions struct {
 	// MaxBatch bounds how many jobs one replay or cancel may name; 0 means
 	// DefaultDashboardMaxBatch.
 	MaxBatch int
+	// Retention is the retention policy the process serving the dashboard
+	// applies while its worker leads the cluster (errand serve's
+	// --retain-* flags), shown on "/retention" as the policy in force. Nil
+	// means this process applies none: the page shows what the audit
+	// records of the prunes, which any process may have run.
+	Retention *errand.RetentionPolicy
 	// Logger receives one line per operator action (who, what, which job,
 	// why, the outcome). Nil discards.
 	Logger *slog.Logger
@@ -137,6 +143,8 @@ type dashboard struct {
 //     replay by filter (kind, queue, error class).
 //   - "/audit": every operator action, filtered and paged.
 //   - "/schedules": the recurring jobs.
+//   - "/retention": the retention in force per kind (DashboardOptions.Retention,
+//     else the ages of the newest prune in the audit) and the newest prunes.
 //   - "/batches": batches, newest first, open or completed, with their
 //     members' outcomes.
 //   - "/batches/ID": one batch: its members' states, its completion and
@@ -173,6 +181,7 @@ func NewDashboard[TTx any](c *errand.Client[TTx], opts *DashboardOptions) http.H
 	mux.HandleFunc("GET /dead", d.deadList)
 	mux.HandleFunc("GET /audit", d.auditPage)
 	mux.HandleFunc("GET /schedules", d.schedulesPage)
+	mux.HandleFunc("GET /retention", d.retentionPage)
 	mux.HandleFunc("GET /batches", d.batchesPage)
 	mux.HandleFunc("GET /batches/{id...}", d.batchPage)
 	mux.HandleFunc("GET /workflows", d.workflowsPage)
@@ -214,6 +223,11 @@ func dashboardDefaults(opts *DashboardOptions) DashboardOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r := o.Retention; r != nil && r.Interval == 0 {
+		withDefault := *r
+		withDefault.Interval = errand.DefaultRetentionInterval
+		o.Retention = &withDefault
 	}
 	return o
 }

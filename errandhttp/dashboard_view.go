@@ -19,7 +19,7 @@ import (
 
 // dashboardPages names the page templates under dashboard/templates; each
 // defines "content" for layout.html.
-var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "replayfilter", "fixreplay", "batches", "batch", "workflows", "workflow", "apidoc"}
+var dashboardPages = []string{"overview", "jobs", "dead", "job", "action", "problem", "audit", "schedules", "retention", "replayfilter", "fixreplay", "batches", "batch", "workflows", "workflow", "apidoc"}
 
 // parseDashboardPages parses each page with the layout. Links in the pages
 // start with prefix.
@@ -54,6 +54,7 @@ func parseDashboardPages(prefix string) map[string]*template.Template {
 		"percent":    percent,
 		"seconds":    seconds,
 		"code":       codeSpans,
+		"keptFor":    keptFor,
 	}
 	pages := make(map[string]*template.Template, len(dashboardPages))
 	for _, name := range dashboardPages {
@@ -222,4 +223,18 @@ func seconds(p errand.Percentiles, which string) string {
 		return strconv.FormatFloat(s, 'f', 1, 64) + "s"
 	}
 	return roughDuration(time.Duration(s * float64(time.Second)))
+}
+
+// keptFor is a retention age as the retention page shows it: "kept" for
+// 0 (never deleted), else the age without trailing zero units (168h).
+func keptFor(d time.Duration) string {
+	if d <= 0 {
+		return "kept"
+	}
+	s := d.String()
+	s, _ = strings.CutSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -127,3 +127,50 @@ func TestFlowListFilters(t *testing.T) {
 		}
 	})
 }
+
+// TestDashboardRetention: the retention page shows each kind's ages under
+// the policy the server was given, else under the newest prune the audit
+// records, and says when neither is known.
+func TestDashboardRetention(t *testing.T) {
+	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		s := newServer(t, st, clock, nil)
+		seedFlow(t, st, s.c, clock)
+		page := func(opts *errandhttp.DashboardOptions) string {
+			t.Helper()
+			rec := httptest.NewRecorder()
+			errandhttp.NewDashboard(s.c, opts).ServeHTTP(rec, httptest.NewRequest("GET", "/retention", nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("GET /retention: %d\n%s", rec.Code, rec.Body)
+			}
+			return rec.Body.String()
+		}
+		row := func(kind, succeeded, dead, from string) string {
+			return `<tr><td><a href="/jobs?kind=` + kind + `">` + kind + `</a></td><td>` + succeeded + `</td><td>` + dead + `</td><td>` + from + `</td></tr>`
+		}
+		wantAll := func(what, body string, subs ...string) {
+			t.Helper()
+			for _, sub := range subs {
+				if !strings.Contains(body, sub) {
+					t.Errorf("%s lacks %s\n%s", what, sub, body)
+				}
+			}
+		}
+		wantAll("no retention", page(nil), "This server applies no retention, and the audit records no prune", "No prune has deleted a job.")
+
+		policy := &errand.RetentionPolicy{SucceededAge: 24 * time.Hour, DeadAge: 720 * time.Hour,
+			Kinds: map[string]errand.KindRetention{"audit_log": {DeadAge: 2160 * time.Hour}}}
+		wantAll("configured", page(&errandhttp.DashboardOptions{Retention: policy}),
+			"deletes finished jobs every 1h while it leads the cluster",
+			row("audit_log", "24h", "2160h", "its own ages"), row("task", "24h", "720h", "the default ages"))
+
+		clock.Advance(2 * time.Hour)
+		r, err := s.c.Prune(t.Context(), &errand.PruneOpts{SucceededAge: time.Minute, DeadAge: time.Hour,
+			Kinds: map[string]errand.KindRetention{"receipt": {DeadAge: 48 * time.Hour}}})
+		if err != nil || r.Dead != 1 {
+			t.Fatalf("prune: %+v, %v; want late deleted", r, err)
+		}
+		wantAll("after a prune", page(nil), "The ages below are those of the newest prune in the audit",
+			"by errand-retention", row("receipt", "1m", "48h", "its own ages"), row("task", "1m", "1h", "the default ages"),
+			`<td class="num">0</td><td class="num">0</td><td class="num">1</td>`, "succeeded 1m, dead 1h; receipt: 1m/48h")
+	})
+}

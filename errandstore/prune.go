@@ -84,12 +84,21 @@ func CheckPrune(succeeded, dead time.Duration, kinds map[string]KindRetention) e
 			err.(*errandtype.InputError).Field = f + "." + err.(*errandtype.InputError).Field
 			return err
 		}
-		s, d := kindAge(a.SucceededAge, succeeded), kindAge(a.DeadAge, dead)
+		r := RetentionOf(succeeded, dead, kinds, k)
+		s, d := r.SucceededAge, r.DeadAge
 		if s > 0 && d > 0 && d < s {
 			return &errandtype.InputError{Field: f + ".dead_age", Message: fmt.Sprintf("dead jobs of %s would go after %s, sooner than its succeeded ones (%s); give %s a dead age of at least %s, e.g. %s=%s:%s", k, d, s, k, s, k, s, s)}
 		}
 	}
 	return nil
+}
+
+// RetentionOf is the retention in force for kind's jobs under the default
+// ages and kinds' own: each of its own ages that is not 0, else the
+// default. An age of 0 in the result keeps those jobs.
+func RetentionOf(succeeded, dead time.Duration, kinds map[string]KindRetention, kind string) KindRetention {
+	own := kinds[kind]
+	return KindRetention{SucceededAge: kindAge(own.SucceededAge, succeeded), DeadAge: kindAge(own.DeadAge, dead)}
 }
 
 // kindAge is a kind's age for a state: its own, or else the default.

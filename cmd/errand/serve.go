@@ -244,12 +244,13 @@ finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 			}
 			defer closeDB()
 			h, err := errandhttp.New(c, &errandhttp.Options{
-				Auth:      auth,
-				API:       &errandhttp.APIOptions{Logger: e.logger, HideArgs: *hideArgs},
-				Dashboard: errandhttp.NewDashboard(c, &errandhttp.DashboardOptions{Identity: errandhttp.Identity, HideArgs: *hideArgs, Logger: e.logger}),
-				Metrics:   errandhttp.NewMetrics(c, &errandhttp.MetricsOptions{Observer: obs}),
-				Healthz:   errandhttp.NewHealthz(),
-				Readyz:    errandhttp.NewReadyz(c, readyOpts),
+				Auth: auth,
+				API:  &errandhttp.APIOptions{Logger: e.logger, HideArgs: *hideArgs},
+				Dashboard: errandhttp.NewDashboard(c, &errandhttp.DashboardOptions{Identity: errandhttp.Identity, HideArgs: *hideArgs, Logger: e.logger,
+					Retention: retention.policy()}),
+				Metrics: errandhttp.NewMetrics(c, &errandhttp.MetricsOptions{Observer: obs}),
+				Healthz: errandhttp.NewHealthz(),
+				Readyz:  errandhttp.NewReadyz(c, readyOpts),
 			})
 			if err != nil {
 				return err
