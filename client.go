@@ -103,6 +103,7 @@ type engine struct {
 	allowUnknownKinds bool
 	clock             TimeSource                           // Config.Clock, or the system clock
 	observer          Observer                             // Config.Observer; nil: none
+	absorbObserver    AbsorbObserver                       // observer, when it hears of absorbed enqueues
 	breakers          map[string]*errandtype.BreakerPolicy // Config.Breakers
 	tracing           tracing                              // Config.TracerProvider; see tracing.go
 	codec             Codec                                // Config.Codec; nil: plain; see codec.go
@@ -144,6 +145,7 @@ func NewClient[TTx any](store errandstore.TxStore[TTx], cfg *Config) (*Client[TT
 		allowUnknownKinds: cfg.AllowUnknownKinds,
 		clock:             cfg.Clock,
 		observer:          cfg.Observer,
+		absorbObserver:    asAbsorbObserver(cfg.Observer),
 		tracing:           newTracing(cfg.TracerProvider),
 		codec:             cfg.Codec,
 	}
@@ -368,9 +370,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 	if len(fresh) > 0 {
 		c.Wake(queuesOf(fresh)...)
 	}
-	if c.observer != nil {
-		c.observer.JobsEnqueued(freshJobs(rs))
-	}
+	c.observeInserts(rs)
 	return enqueueResults(rs), nil
 }
 
@@ -414,15 +414,13 @@ func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 	if w, ok := ctx.Value(txWakesKey{}).(*txWakes); ok && w.c == c.engine {
 		w.add(queuesOf(ps))
 		if c.observer != nil {
-			w.addJobs(freshJobs(rs))
+			w.addInserts(rs)
 		}
 	} else {
 		if c.notifier != nil {
 			c.notifier.NoteTx(queuesOf(ps))
 		}
-		if c.observer != nil {
-			c.observer.JobsEnqueued(freshJobs(rs))
-		}
+		c.observeInserts(rs)
 	}
 	return enqueueResults(rs), nil
 }
@@ -481,8 +479,8 @@ func (c *Client[TTx]) InTx(ctx context.Context, fn func(ctx context.Context, tx 
 	if qs := setNames(w.queues); len(qs) > 0 {
 		c.Wake(qs...)
 	}
-	if len(w.jobs) > 0 {
-		c.observer.JobsEnqueued(w.jobs)
+	if len(w.inserts) > 0 {
+		c.observeInserts(w.inserts)
 	}
 	return nil
 }
@@ -496,7 +494,8 @@ type txWakes struct {
 	c      *engine
 	mu     sync.Mutex
 	queues map[string]struct{}
-	jobs   []*errandtype.Job // new jobs, for the client's Observer
+	// inserts are the transaction's enqueues, for the client's Observer.
+	inserts []errandstore.JobInsertResult
 }
 
 func (w *txWakes) add(queues []string) {
@@ -507,10 +506,40 @@ func (w *txWakes) add(queues []string) {
 	}
 }
 
+// addJobs records jobs a transaction inserted (none a duplicate).
 func (w *txWakes) addJobs(jobs []*errandtype.Job) {
+	rs := make([]errandstore.JobInsertResult, len(jobs))
+	for i, j := range jobs {
+		rs[i].Job = j
+	}
+	w.addInserts(rs)
+}
+
+func (w *txWakes) addInserts(rs []errandstore.JobInsertResult) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.jobs = append(w.jobs, jobs...)
+	w.inserts = append(w.inserts, rs...)
+}
+
+// observeInserts tells the client's Observer of the jobs rs inserted and,
+// when it is an AbsorbObserver, of the enqueues a debounce key folded.
+func (c *engine) observeInserts(rs []errandstore.JobInsertResult) {
+	if c.observer == nil {
+		return
+	}
+	c.observer.JobsEnqueued(freshJobs(rs))
+	if c.absorbObserver == nil {
+		return
+	}
+	var folded []*errandtype.Job
+	for _, r := range rs {
+		if r.Absorbed {
+			folded = append(folded, r.Job)
+		}
+	}
+	if len(folded) > 0 {
+		c.absorbObserver.JobsAbsorbed(folded)
+	}
 }
 
 // freshJobs returns the jobs of rs that were inserted, not duplicates.

@@ -32,6 +32,23 @@ type Observer interface {
 	JobFinished(job *errandtype.Job, res *WorkResult)
 }
 
+// AbsorbObserver is an [Observer] that is also told of the enqueues a
+// debounce key folded into a pending job ([EnqueueResult.Absorbed]), which
+// JobsEnqueued leaves out as duplicates. The client finds it in
+// Config.Observer when it is built.
+type AbsorbObserver interface {
+	Observer
+	// JobsAbsorbed reports, once per folded enqueue, the pending job it
+	// was folded into, when JobsEnqueued reports the enqueues it inserts.
+	JobsAbsorbed(jobs []*errandtype.Job)
+}
+
+// asAbsorbObserver is o as an AbsorbObserver, or nil.
+func asAbsorbObserver(o Observer) AbsorbObserver {
+	a, _ := o.(AbsorbObserver)
+	return a
+}
+
 // The result of an attempt, as subscribers, observers and WorkOne see it.
 
 // WorkResult reports what one claimed job did.

@@ -80,6 +80,7 @@ type MetricsOptions struct {
 //	errand_workflows{state}                           workflows by state: running, compensating, succeeded, failed
 //	errand_workflow_stalled_seconds{state}            longest an open workflow in the state has gone unchanged
 //	errand_jobs_enqueued_total{queue,kind}            jobs this process enqueued
+//	errand_jobs_absorbed_total{queue,kind}            enqueues of this process a debounce key folded into a pending job
 //	errand_jobs_started_total{queue,kind}             attempts this process started
 //	errand_jobs_finished_total{queue,kind,outcome}    attempts ended: succeeded, retrying, dead, snoozed, interrupted, cancelled, lease_lost
 //	errand_job_failures_total{queue,kind,class,outcome}  failed attempts by class; outcome retrying or dead

@@ -16,10 +16,11 @@ import (
 var RunTimeBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 
 // MetricsObserver counts a client's jobs for /metrics. It is an
-// [errand.Observer]: give it to the client's Config.Observer and to
+// [errand.AbsorbObserver]: give it to the client's Config.Observer and to
 // MetricsOptions.Observer. Each event costs a few atomic additions.
 type MetricsObserver struct {
 	enqueued *prometheus.CounterVec
+	absorbed *prometheus.CounterVec
 	started  *prometheus.CounterVec
 	finished *prometheus.CounterVec
 	failures *prometheus.CounterVec
@@ -44,6 +45,7 @@ var otherPair = queueKind{OtherLabel, OtherLabel}
 type kindSeries struct {
 	key      queueKind // the labels: the job's, or otherPair
 	enqueued prometheus.Counter
+	absorbed prometheus.Counter
 	attempts func() *attemptSeries
 }
 
@@ -80,6 +82,7 @@ func (m *MetricsObserver) series(job *errandtype.Job) *kindSeries {
 	s := &kindSeries{
 		key:      key,
 		enqueued: m.enqueued.WithLabelValues(key.queue, key.kind),
+		absorbed: m.absorbed.WithLabelValues(key.queue, key.kind),
 		attempts: sync.OnceValue(func() *attemptSeries {
 			a := &attemptSeries{
 				started:  m.started.WithLabelValues(key.queue, key.kind),
@@ -99,7 +102,7 @@ func (m *MetricsObserver) series(job *errandtype.Job) *kindSeries {
 	return actual.(*kindSeries)
 }
 
-var _ errand.Observer = (*MetricsObserver)(nil)
+var _ errand.AbsorbObserver = (*MetricsObserver)(nil)
 
 // NewMetricsObserver returns an observer with every counter at zero.
 func NewMetricsObserver() *MetricsObserver {
@@ -107,6 +110,10 @@ func NewMetricsObserver() *MetricsObserver {
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "errand_jobs_enqueued_total",
 			Help: "Jobs this process enqueued (duplicates not counted).",
+		}, []string{"queue", "kind"}),
+		absorbed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "errand_jobs_absorbed_total",
+			Help: "Enqueues of this process that a debounce key folded into a pending job instead of inserting one.",
 		}, []string{"queue", "kind"}),
 		started: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "errand_jobs_started_total",
@@ -135,6 +142,13 @@ func (m *MetricsObserver) JobsEnqueued(jobs []*errandtype.Job) {
 	}
 }
 
+// JobsAbsorbed implements errand.AbsorbObserver.
+func (m *MetricsObserver) JobsAbsorbed(jobs []*errandtype.Job) {
+	for _, j := range jobs {
+		m.series(j).absorbed.Inc()
+	}
+}
+
 // JobStarted implements errand.Observer.
 func (m *MetricsObserver) JobStarted(job *errandtype.Job) {
 	m.series(job).attempts().started.Inc()
@@ -158,6 +172,7 @@ func (m *MetricsObserver) JobFinished(job *errandtype.Job, res *errand.WorkResul
 // Describe implements prometheus.Collector.
 func (m *MetricsObserver) Describe(ch chan<- *prometheus.Desc) {
 	m.enqueued.Describe(ch)
+	m.absorbed.Describe(ch)
 	m.started.Describe(ch)
 	m.finished.Describe(ch)
 	m.failures.Describe(ch)
@@ -167,6 +182,7 @@ func (m *MetricsObserver) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *MetricsObserver) Collect(ch chan<- prometheus.Metric) {
 	m.enqueued.Collect(ch)
+	m.absorbed.Collect(ch)
 	m.started.Collect(ch)
 	m.finished.Collect(ch)
 	m.failures.Collect(ch)

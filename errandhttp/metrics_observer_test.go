@@ -29,6 +29,7 @@ func TestMetricsCounters(t *testing.T) {
 		kinds.HandleRaw(kind, errand.HandlerFunc(f), nil)
 	}
 	handle("ok", func(context.Context, *errandtype.Job) error { return nil })
+	handle("digest", func(context.Context, *errandtype.Job) error { return nil })
 	handle("fail", func(context.Context, *errandtype.Job) error { return errand.Permanent(errors.New("card declined")) })
 	handle("flaky", func(context.Context, *errandtype.Job) error {
 		return errand.RetryAfter(time.Hour, errand.WithClass("receipt_unavailable", errors.New("try later")))
@@ -59,6 +60,17 @@ func TestMetricsCounters(t *testing.T) {
 	enqueue(t, c, "ok", &errand.EnqueueOpts{ID: "twice"})
 	all = append(all, "ok")
 	enqueue(t, c, "ok", &errand.EnqueueOpts{ID: "twice"}) // a duplicate: not counted
+	// A debounced digest absorbs two later enqueues, one in a transaction:
+	// counted as absorbed when it commits, not as enqueued.
+	digest := &errand.EnqueueOpts{Debounce: &errand.DebounceOpts{Key: "user:1", Window: time.Hour}}
+	enqueue(t, c, "digest", digest)
+	enqueue(t, c, "digest", digest)
+	if err := c.InTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := c.EnqueueTx(ctx, tx, errand.RawArgs{KindName: "digest"}, digest)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	w, err := c.NewWorker(&errand.WorkerConfig{PollInterval: time.Hour})
 	if err != nil {
@@ -80,6 +92,9 @@ func TestMetricsCounters(t *testing.T) {
 	wantSeries(t, fams, "errand_jobs_enqueued_total", "queue=default,kind=ok", 3)
 	wantSeries(t, fams, "errand_jobs_enqueued_total", "queue=mail,kind=ok", 1)
 	wantSeries(t, fams, "errand_jobs_enqueued_total", "queue=default,kind=stolen", 1)
+	wantSeries(t, fams, "errand_jobs_enqueued_total", "queue=default,kind=digest", 1)
+	wantSeries(t, fams, "errand_jobs_absorbed_total", "queue=default,kind=digest", 2)
+	wantSeries(t, fams, "errand_jobs_absorbed_total", "queue=default,kind=ok", 0)
 	wantSeries(t, fams, "errand_jobs_started_total", "queue=default,kind=ok", 3)
 	wantSeries(t, fams, "errand_jobs_started_total", "queue=default,kind=fail", 1)
 	if _, ok := seriesValue(fams, "errand_jobs_started_total", "queue=mail,kind=ok"); ok {

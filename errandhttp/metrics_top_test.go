@@ -65,6 +65,7 @@ func TestMetricsObserverBoundsPairs(t *testing.T) {
 	for i := range errandhttp.DefaultTopN + extra {
 		j := &errandtype.Job{Queue: "q", Kind: "kind" + strconv.Itoa(i)}
 		obs.JobsEnqueued([]*errandtype.Job{j})
+		obs.JobsAbsorbed([]*errandtype.Job{j})
 		obs.JobStarted(j)
 		obs.JobFinished(j, &errand.WorkResult{Result: errand.ResultDead, Class: "boom"})
 	}
