@@ -46,7 +46,12 @@ func TestDashboardInChromium(t *testing.T) {
 	}, &errand.WorkflowOpts{ID: "trip-1", Name: "trip"}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewDashboard(c, nil)) // loopback
+	digest := &errand.EnqueueOpts{Queue: "mail", Debounce: &errand.DebounceOpts{Key: "user:1", Window: time.Hour}}
+	enqueue(t, c, okArgs{}, digest)
+	enqueue(t, c, okArgs{}, digest)
+	retention := &errand.RetentionPolicy{SucceededAge: 24 * time.Hour, DeadAge: 720 * time.Hour,
+		Kinds: map[string]errand.KindRetention{"dash_fail": {DeadAge: 2160 * time.Hour}}}
+	srv := httptest.NewServer(NewDashboard(c, &DashboardOptions{Retention: retention})) // loopback
 	defer srv.Close()
 
 	dir := os.Getenv("ERRAND_SCREENSHOT_DIR")
@@ -68,6 +73,8 @@ func TestDashboardInChromium(t *testing.T) {
 		{"job", "/jobs/dead-1", []string{"dead after attempt 1 of 20 (class permanent): replay to run again", "card declined", "Fix and replay"}},
 		{"workflows", "/workflows", []string{`aria-current="page">Workflows`, `href="/workflows/trip-1"`, "running"}},
 		{"workflow", "/workflows/trip-1", []string{"waiting for step charge (queued)", `href="/jobs/trip-1.step.charge"`, "not enqueued yet"}},
+		{"absorbed", "/jobs?absorbed=true", []string{`<span class="note absorbed">absorbed 1</span>`, `name="absorbed" value="true" checked=""`}},
+		{"retention", "/retention", []string{`aria-current="page">Retention`, "deletes finished jobs every 1h", "<td>2160h</td>", "No prune has deleted a job."}},
 		{"audit", "/audit", []string{`aria-current="page">Audit`, "customer left", `href="/jobs/later-1"`, "cancel"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
