@@ -97,6 +97,8 @@ type jobClient interface {
 	EnqueueBatch(ctx context.Context, params []errand.EnqueueParams, opts *errand.BatchOpts) (*errandstore.BatchInsertResult, error)
 	EnqueueWorkflow(ctx context.Context, steps []errand.WorkflowStep, opts *errand.WorkflowOpts) (*errandstore.WorkflowInsertResult, error)
 	Workflow(ctx context.Context, id string) (*errandtype.Workflow, error)
+	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errandtype.AuditRecord, error)
+	Steps(ctx context.Context, id string) ([]errandtype.Step, error)
 	Close() error
 }
 
