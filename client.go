@@ -371,7 +371,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 	if c.observer != nil {
 		c.observer.JobsEnqueued(freshJobs(rs))
 	}
-	return enqueueResults(rs), nil
+	return c.enqueueResults(rs), nil
 }
 
 // takeEager returns params with the Eager option of a job enqueued alone
@@ -424,7 +424,7 @@ func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 			c.observer.JobsEnqueued(freshJobs(rs))
 		}
 	}
-	return enqueueResults(rs), nil
+	return c.enqueueResults(rs), nil
 }
 
 // insertMany inserts ps in a transaction of its own. A conflict is found
@@ -524,9 +524,12 @@ func freshJobs(rs []errandstore.JobInsertResult) []*errandtype.Job {
 	return out
 }
 
-func enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
+func (c *engine) enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
 	out := make([]EnqueueResult, len(rs))
 	for i, r := range rs {
+		if c.codec != nil && r.Job != nil {
+			c.openForReader(r.Job) // the caller sees what it enqueued, as Get shows it
+		}
 		out[i] = EnqueueResult{Job: r.Job, Duplicate: r.Duplicate, Absorbed: r.Absorbed}
 	}
 	return out
@@ -914,6 +917,7 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
 	c.afterWorkflowJob(ctx, j)
+	c.openForReader(j)
 	return j, nil
 }
 
@@ -989,6 +993,7 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 		c.watches.finished(j.ID)
 		c.afterChild(ctx, j, j.State)
 	}
+	c.openForReader(j)
 	return j, nil
 }
 

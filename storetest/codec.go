@@ -30,6 +30,7 @@ var codecCases = []testCase{
 	{"WorkflowOutputs", testCodecWorkflow},
 	{"DuplicateIDComparesPlain", testCodecDuplicateID},
 	{"ReplayArgsSealed", testCodecReplayArgs},
+	{"CancelReturnsPlain", testCodecCancel},
 }
 
 // cardArgs carry what must not be readable at rest.
@@ -325,8 +326,12 @@ func testCodecReplayArgs(t *testing.T, h harness) {
 	claimed := w.claim(1)[0]
 	w.recordOK(&errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: claimed.ID, LeaseToken: token(claimed)}, Kind: errandstore.OutcomeDead,
 		Error: &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "declined"}})
-	if _, err := c.Replay(w.ctx, j.ID, &errand.ReplayOpts{Operator: "ana", Reason: "fixed card", Args: json.RawMessage(`{"card":"` + secret + `"}`)}); err != nil {
+	replayed, err := c.Replay(w.ctx, j.ID, &errand.ReplayOpts{Operator: "ana", Reason: "fixed card", Args: json.RawMessage(`{"card":"` + secret + `"}`)})
+	if err != nil {
 		t.Fatalf("Replay: %v", err)
+	}
+	if !sameJSON(replayed.Args, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("the job Replay returned has args %s; want them plain", replayed.Args)
 	}
 	wantSealed(t, "replayed args", w.get(j.ID).Args, "k1")
 	if r := w.workOne(c); r.Result != errand.ResultSucceeded || len(w.seen) != 1 || w.seen[0] != secret {
@@ -356,6 +361,19 @@ func testCodecReplayArgs(t *testing.T, h harness) {
 	o, n := details(w.client())
 	wantSealed(t, "old args in the audit", o, "k1")
 	wantSealed(t, "new args in the audit", n, "k1")
+}
+
+func testCodecCancel(t *testing.T, h harness) {
+	w := &codecWorld{env: open(t, h)}
+	c := w.client(codecKey("k1", 1))
+	j := w.enqueue(c, secret, nil)
+	if !sameJSON(j.Args, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("Enqueue returned args %s; want them plain", j.Args)
+	}
+	got, err := c.Cancel(w.ctx, j.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"})
+	if err != nil || !sameJSON(got.Args, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("Cancel = %+v, %v; want the job with its args plain", got, err)
+	}
 }
 
 func testCodecRawRow(t *testing.T, h harness) {
