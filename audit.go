@@ -27,7 +27,8 @@ type AuditOpts struct {
 }
 
 // Audit returns the audit, newest first: every replay, cancel, bulk replay
-// and prune, with who did it, why and when. A limit past MaxAuditLimit or
+// and prune, with who did it, why and when. The old and new args of a
+// replay with corrected args are opened as [Client.Get] opens a job's. A limit past MaxAuditLimit or
 // an unknown action is an *InputError.
 func (c *Client[TTx]) Audit(ctx context.Context, opts *AuditOpts) ([]errandtype.AuditRecord, error) {
 	if opts == nil {
@@ -56,6 +57,7 @@ func (c *Client[TTx]) Audit(ctx context.Context, opts *AuditOpts) ([]errandtype.
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
+	c.openAuditForReader(rs)
 	return rs, nil
 }
 

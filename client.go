@@ -371,7 +371,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 		c.Wake(queuesOf(fresh)...)
 	}
 	c.observeInserts(rs)
-	return enqueueResults(rs), nil
+	return c.enqueueResults(rs), nil
 }
 
 // takeEager returns params with the Eager option of a job enqueued alone
@@ -422,7 +422,7 @@ func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 		}
 		c.observeInserts(rs)
 	}
-	return enqueueResults(rs), nil
+	return c.enqueueResults(rs), nil
 }
 
 // insertMany inserts ps in a transaction of its own. A conflict is found
@@ -553,9 +553,12 @@ func freshJobs(rs []errandstore.JobInsertResult) []*errandtype.Job {
 	return out
 }
 
-func enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
+func (c *engine) enqueueResults(rs []errandstore.JobInsertResult) []EnqueueResult {
 	out := make([]EnqueueResult, len(rs))
 	for i, r := range rs {
+		if c.codec != nil && r.Job != nil {
+			c.openForReader(r.Job) // the caller sees what it enqueued, as Get shows it
+		}
 		out[i] = EnqueueResult{Job: r.Job, Duplicate: r.Duplicate, Absorbed: r.Absorbed}
 	}
 	return out
@@ -952,6 +955,7 @@ func (c *Client[TTx]) Replay(ctx context.Context, id string, opts *ReplayOpts) (
 		return nil, fmt.Errorf("replay job %s: %w", id, err)
 	}
 	c.afterWorkflowJob(ctx, j)
+	c.openForReader(j)
 	return j, nil
 }
 
@@ -1027,6 +1031,7 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 		c.watches.finished(j.ID)
 		c.afterChild(ctx, j, j.State)
 	}
+	c.openForReader(j)
 	return j, nil
 }
 

@@ -235,6 +235,64 @@ func (c *engine) openWorkflowForReader(ws ...*errandtype.Workflow) {
 	}
 }
 
+// openAuditForReader opens what it can of the args kept in rs' details
+// (a replay's old and new args); the others stay sealed.
+func (c *engine) openAuditForReader(rs []errandtype.AuditRecord) {
+	for i := range rs {
+		d := rs[i].Details
+		if rs[i].Action != errandtype.AuditReplayArgs || !bytes.Contains(d, []byte(`"`+sealedMark+`"`)) {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(d, &m) != nil {
+			continue
+		}
+		for _, f := range []string{"old_args", "new_args"} {
+			if plain, err := c.open("args", m[f]); err == nil && m[f] != nil {
+				m[f] = plain
+			}
+		}
+		if b, err := json.Marshal(m); err == nil {
+			rs[i].Details = b
+		}
+	}
+}
+
+// RedactSealed returns raw with each sealed value inside it (see
+// [SealedKeyID]) replaced by the string "encrypted with key K": what a
+// reader without the key shows of a document holding sealed values, such
+// as an audit record's details. raw is returned as it is when it holds
+// none.
+func RedactSealed(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte(`"`+sealedMark+`"`)) {
+		return raw
+	}
+	if kid, ok := SealedKeyID(raw); ok {
+		b, _ := json.Marshal("encrypted with key " + kid)
+		return b
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) == nil {
+		for k, v := range m {
+			m[k] = RedactSealed(v)
+		}
+		if b, err := json.Marshal(m); err == nil {
+			return b
+		}
+		return raw
+	}
+	var a []json.RawMessage
+	if json.Unmarshal(raw, &a) == nil {
+		for i, v := range a {
+			a[i] = RedactSealed(v)
+		}
+		if b, err := json.Marshal(a); err == nil {
+			return b
+		}
+	}
+	return raw
+}
+
 // openWorkflowOutputs opens the sealed outputs that a workflow's store set
 // in the field "workflow" of args.
 func (c *engine) openWorkflowOutputs(args []byte) ([]byte, error) {

@@ -100,3 +100,20 @@ func TestSealedSearchRefused(t *testing.T) {
 		t.Errorf("a tag search: %v", err)
 	}
 }
+
+// TestRedactSealed: every sealed value inside a document, at any depth,
+// becomes the key it needs; a document without one is kept byte for byte.
+func TestRedactSealed(t *testing.T) {
+	sealed := `{"$errand_enc":"v1","kid":"k1","ct":"AAAA"}`
+	for _, tc := range []struct{ in, want string }{
+		{`{"a": 1}`, `{"a": 1}`},
+		{sealed, `"encrypted with key k1"`},
+		{`{"old_args":` + sealed + `,"n":2}`, `{"n":2,"old_args":"encrypted with key k1"}`},
+		{`[1,{"x":[` + sealed + `]}]`, `[1,{"x":["encrypted with key k1"]}]`},
+		{`{"note":"$errand_enc"}`, `{"note":"$errand_enc"}`},
+	} {
+		if got := string(errand.RedactSealed([]byte(tc.in))); got != tc.want {
+			t.Errorf("RedactSealed(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

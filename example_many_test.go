@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/errandhq/errand"
 )
@@ -33,7 +34,7 @@ func ExampleHandleMany() {
 		}
 		called <- len(jobs)
 		return errs
-	}, &errand.ManyOpts{Max: 100})
+	}, &errand.ManyOpts{Max: 100, Linger: 100 * time.Millisecond}) // a call waits a moment for jobs of later claims
 	client, err := errand.NewClient(store, &errand.Config{Kinds: kinds})
 	if err != nil {
 		log.Fatal(err)

@@ -31,7 +31,19 @@ type ManyOpts struct {
 	// MaxConcurrency. Zero means DefaultManyMax. A call takes the jobs of
 	// its kind that one claim returned, so a queue's slots bound it too.
 	Max int
+	// Linger is how long a call that has fewer than Max jobs waits, from
+	// the start of its first job, for jobs of the kind that the worker's
+	// next claims return, 0 to MaxManyLinger. Zero: a call takes the jobs
+	// of one claim. A call that reaches Max jobs starts at once. The jobs
+	// waiting hold their slots and their leases, which the worker's
+	// heartbeats renew, and their timeouts run: Linger must be shorter
+	// than a Timeout.
+	Linger time.Duration
 }
+
+// MaxManyLinger bounds [ManyOpts].Linger: a call waits to gather a few
+// jobs more, not to hold work back.
+const MaxManyLinger = time.Minute
 
 // ManyJob is one job of a call to a many handler: the job, its decoded
 // args, and its own context.
@@ -70,10 +82,18 @@ func HandleMany[T JobArgs](ks *Kinds, fn func(ctx context.Context, jobs []*ManyJ
 		ks.fail(&errandtype.InputError{Field: "Kinds." + zero.Kind() + ".Max", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxConcurrency, DefaultManyMax)})
 		return
 	}
+	if o.Linger < 0 || o.Linger > MaxManyLinger {
+		ks.fail(&errandtype.InputError{Field: "Kinds." + zero.Kind() + ".Linger", Message: fmt.Sprintf("%v is out of range; give 0 to %v", o.Linger, MaxManyLinger)})
+		return
+	}
+	if o.Linger > 0 && o.Timeout > 0 && o.Linger >= o.Timeout {
+		ks.fail(&errandtype.InputError{Field: "Kinds." + zero.Kind() + ".Linger", Message: fmt.Sprintf("%v is not shorter than the kind's Timeout %v, which counts from each job's start; shorten Linger", o.Linger, o.Timeout)})
+		return
+	}
 	if o.Max == 0 {
 		o.Max = DefaultManyMax
 	}
-	ks.add(zero.Kind(), &manyHandler[T]{fn: fn, max: o.Max}, &o.KindOpts)
+	ks.add(zero.Kind(), &manyHandler[T]{fn: fn, max: o.Max, linger: o.Linger}, &o.KindOpts)
 }
 
 // manyRunner is a handler that runs jobs claimed together in one call: the
@@ -81,7 +101,10 @@ func HandleMany[T JobArgs](ks *Kinds, fn func(ctx context.Context, jobs []*ManyJ
 type manyRunner interface {
 	Handler
 	maxJobs() int
-	// group returns a group for n jobs, whose call runs under parent.
+	lingerFor() time.Duration
+	// group returns a group for n jobs, whose call runs under parent;
+	// with n = 0, an open group that takes seats until it is closed or
+	// full.
 	group(parent context.Context, n int) manyGroup
 }
 
@@ -91,6 +114,11 @@ type manyGroup interface {
 	// attempt ended without the handler (args that do not decode, a key
 	// it lacks). The call starts once every seat has joined or left.
 	leave(i int)
+	// seat adds a seat to an open group, false when it is closed or full.
+	seat() (int, bool)
+	// close takes no more seats: the call starts once every seat has
+	// joined or left.
+	close()
 }
 
 // manySeat is a job's place in a group, carried in its attempt's context.
@@ -104,11 +132,13 @@ type manySeatKey struct{}
 // manyHandler decodes each job's args into T and calls fn with the jobs
 // of a group.
 type manyHandler[T JobArgs] struct {
-	fn  func(ctx context.Context, jobs []*ManyJob[T]) []error
-	max int
+	fn     func(ctx context.Context, jobs []*ManyJob[T]) []error
+	max    int
+	linger time.Duration
 }
 
-func (h *manyHandler[T]) maxJobs() int { return h.max }
+func (h *manyHandler[T]) maxJobs() int             { return h.max }
+func (h *manyHandler[T]) lingerFor() time.Duration { return h.linger }
 
 // checkArgs decodes raw, args of the handler's current version, into a T.
 func (h *manyHandler[T]) checkArgs(raw json.RawMessage) (int, error) { return checkArgsAs[T](raw) }
@@ -136,7 +166,7 @@ func (h *manyHandler[T]) Work(ctx context.Context, job *errandtype.Job) error {
 }
 
 func (h *manyHandler[T]) group(parent context.Context, n int) manyGroup {
-	return &manyCall[T]{h: h, parent: parent, seats: make([]manySeatState[T], n), waiting: n}
+	return &manyCall[T]{h: h, parent: parent, seats: make([]manySeatState[T], n), waiting: n, open: n == 0}
 }
 
 // resultCountError fails a job of a call whose handler returned got errors
@@ -151,7 +181,8 @@ type manyCall[T JobArgs] struct {
 	parent  context.Context
 	mu      sync.Mutex
 	seats   []manySeatState[T]
-	waiting int // seats neither joined nor left
+	waiting int  // seats neither joined nor left
+	open    bool // takes more seats: lingering and not full
 }
 
 type manySeatState[T JobArgs] struct {
@@ -167,12 +198,40 @@ func (g *manyCall[T]) join(i int, job *ManyJob[T]) error {
 	g.mu.Lock()
 	g.seats[i].job, g.seats[i].result = job, res
 	g.waiting--
-	last := g.waiting == 0
+	last := g.waiting == 0 && !g.open
 	g.mu.Unlock()
 	if last {
 		g.call()
 	}
 	return <-res
+}
+
+func (g *manyCall[T]) seat() (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.open {
+		return 0, false
+	}
+	g.seats = append(g.seats, manySeatState[T]{})
+	g.waiting++
+	if len(g.seats) == g.h.max {
+		g.open = false // full: the call starts once its jobs join
+	}
+	return len(g.seats) - 1, true
+}
+
+func (g *manyCall[T]) close() {
+	g.mu.Lock()
+	if !g.open {
+		g.mu.Unlock()
+		return
+	}
+	g.open = false
+	last := g.waiting == 0
+	g.mu.Unlock()
+	if last {
+		go g.call() // called from a timer: the joined jobs wait for it
+	}
 }
 
 func (g *manyCall[T]) leave(i int) {
@@ -184,7 +243,7 @@ func (g *manyCall[T]) leave(i int) {
 	}
 	s.left = true
 	g.waiting--
-	last := g.waiting == 0
+	last := g.waiting == 0 && !g.open
 	g.mu.Unlock()
 	if last {
 		go g.call() // the leaving job's own outcome need not wait for it
@@ -196,11 +255,13 @@ func (g *manyCall[T]) leave(i int) {
 func (g *manyCall[T]) call() {
 	var seats []*manySeatState[T]
 	var jobs []*ManyJob[T]
+	g.mu.Lock() // a lingering group's seats grew under it; none is added now
 	for i := range g.seats {
 		if s := &g.seats[i]; s.job != nil {
 			seats, jobs = append(seats, s), append(jobs, s.job)
 		}
 	}
+	g.mu.Unlock()
 	if len(jobs) == 0 {
 		return
 	}
@@ -268,9 +329,21 @@ func (c *engine) manyKinds(kinds []string) map[string]manyRunner {
 	return m
 }
 
+// checkLingers refuses a Linger of half the worker's lease or more: the
+// jobs waiting keep their leases only by heartbeats, and one missed must
+// not lose them.
+func checkLingers(many map[string]manyRunner, lease time.Duration) error {
+	for kind, r := range many {
+		if l := r.lingerFor(); l > 0 && l >= lease/2 {
+			return &errandtype.InputError{Field: "Kinds." + kind + ".Linger", Message: fmt.Sprintf("%v is not under half the worker's Lease %v; shorten Linger or lengthen Lease", l, lease)}
+		}
+	}
+	return nil
+}
+
 // startMany starts the jobs of many kinds in jobs, a claim's, in groups of
-// at most their handlers' Max, each job an attempt of its own in a slot of
-// slots, and returns the other jobs.
+// at most their handlers' Max (or in the kind's lingering group), each job
+// an attempt of its own in a slot of slots, and returns the other jobs.
 func (w *Worker) startMany(runCtx context.Context, slots *queueSlots, jobs []*errandtype.Job, claimSent time.Time, span *trace.SpanContext) []*errandtype.Job {
 	var rest []*errandtype.Job
 	var kinds []string
@@ -285,20 +358,74 @@ func (w *Worker) startMany(runCtx context.Context, slots *queueSlots, jobs []*er
 		}
 		byKind[job.Kind] = append(byKind[job.Kind], job)
 	}
+	start := func(g manyGroup, i int, job *errandtype.Job) {
+		ctx := context.WithValue(runCtx, manySeatKey{}, &manySeat{g: g, i: i})
+		w.running.Go(func() {
+			a := w.c.runAttempt(ctx, w.leases, job, w.cfg.Lease, claimSent, false, span)
+			g.leave(i) // an attempt that ended without joining
+			w.recordAttempt(runCtx, slots, a)
+		})
+	}
 	for _, kind := range kinds {
 		r := w.many[kind]
+		if r.lingerFor() > 0 {
+			for _, job := range byKind[kind] {
+				g, i := w.lingering.seat(runCtx, w.c.clock, kind, r)
+				start(g, i, job)
+			}
+			continue
+		}
 		for chunk := range slices.Chunk(byKind[kind], r.maxJobs()) {
 			g := r.group(runCtx, len(chunk))
 			for i, job := range chunk {
-				seat := &manySeat{g: g, i: i}
-				ctx := context.WithValue(runCtx, manySeatKey{}, seat)
-				w.running.Go(func() {
-					a := w.c.runAttempt(ctx, w.leases, job, w.cfg.Lease, claimSent, false, span)
-					g.leave(i) // an attempt that ended without joining
-					w.recordAttempt(runCtx, slots, a)
-				})
+				start(g, i, job)
 			}
 		}
 	}
 	return rest
+}
+
+// lingerGroups are a worker's open groups, at most one per kind: the
+// jobs of a kind with a Linger that its claims returned since the group's
+// first, until the group is full or its Linger has passed.
+type lingerGroups struct {
+	mu   sync.Mutex
+	open map[string]*lingerGroup
+}
+
+type lingerGroup struct {
+	g     manyGroup
+	timer errandtype.Timer // closes g once the kind's Linger has passed
+}
+
+// seat seats a job of kind in its open group, opening one when there is
+// none or it is closed or full.
+func (l *lingerGroups) seat(runCtx context.Context, clock errandtype.TimeSource, kind string, r manyRunner) (manyGroup, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lg := l.open[kind]; lg != nil {
+		if i, ok := lg.g.seat(); ok {
+			return lg.g, i
+		}
+		lg.timer.Stop()
+	}
+	g := r.group(runCtx, 0)
+	i, _ := g.seat()
+	if l.open == nil {
+		l.open = map[string]*lingerGroup{}
+	}
+	l.open[kind] = &lingerGroup{g: g, timer: clock.AfterFunc(r.lingerFor(), g.close)}
+	return g, i
+}
+
+// closeAll starts the calls of every open group: once claiming has
+// stopped no job will join them.
+func (l *lingerGroups) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for kind, lg := range l.open {
+		lg.timer.Stop()
+		lg.g.close()
+		delete(l.open, kind)
+	}
 }

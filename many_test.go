@@ -320,3 +320,126 @@ func TestHandleManyLostLeaseEndsOnlyThatJobsContext(t *testing.T) {
 		}
 	})
 }
+
+// lingerWorker starts a worker polling every poll, on the fake clock.
+func lingerWorker(t *testing.T, c *errand.Client[*sql.Tx], poll time.Duration) *errand.Worker {
+	t.Helper()
+	w, err := c.NewWorker(&errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 10}, Lease: 5 * time.Minute, PollInterval: poll, PollOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	return w
+}
+
+// callSizes records the sizes of a many handler's calls.
+type callSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *callSizes) fn(ctx context.Context, jobs []*errand.ManyJob[manyArgs]) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sizes = append(s.sizes, len(jobs))
+	return make([]error, len(jobs))
+}
+
+func (s *callSizes) get() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sizes)
+}
+
+func TestHandleManyLingerGathersJobsOfLaterClaims(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		const poll, linger = 10 * time.Second, 30 * time.Second
+		var calls callSizes
+		c, _ := manyClient(t, s, clock, 1, &errand.ManyOpts{Max: 5, Linger: linger}, calls.fn)
+		t0 := clock.Now()
+		w := lingerWorker(t, c, poll)
+		blockUntilAt(t, clock, t0.Add(poll), 1) // the first claim took job a; the queue is idle
+		if _, err := c.Enqueue(context.Background(), manyArgs{N: 1}, &errand.EnqueueOpts{ID: "many-b"}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(poll)
+		blockUntilAt(t, clock, t0.Add(2*poll), 1) // the next claim took job b
+		workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsRunning == 2 })
+		if got := calls.get(); len(got) != 0 {
+			t.Fatalf("calls of %v jobs before the linger passed; want none", got)
+		}
+		clock.Advance(linger - poll)
+		workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == 2 })
+		if got := calls.get(); !slices.Equal(got, []int{2}) {
+			t.Errorf("calls of %v jobs; want one call of the 2 jobs of two claims", got)
+		}
+	})
+}
+
+func TestHandleManyLingerDoesNotDelayAFullCall(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		const linger = 30 * time.Second
+		var calls callSizes
+		c, _ := manyClient(t, s, clock, 3, &errand.ManyOpts{Max: 2, Linger: linger}, calls.fn)
+		w := lingerWorker(t, c, time.Hour)
+		// The clock stands still: a call of Max jobs starts at once.
+		workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == 2 })
+		if got, st := calls.get(), w.Stats(); !slices.Equal(got, []int{2}) || st.JobsRunning != 1 {
+			t.Fatalf("calls of %v jobs, %d running; want one call of 2, the third job waiting", got, st.JobsRunning)
+		}
+		clock.Advance(linger)
+		workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsCompleted == 3 })
+		if got := calls.get(); !slices.Equal(got, []int{2, 1}) {
+			t.Errorf("calls of %v jobs; want 2, then 1 once the linger passed", got)
+		}
+	})
+}
+
+func TestHandleManyLingerEndsWhenTheWorkerStops(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		var calls callSizes
+		c, ids := manyClient(t, s, clock, 1, &errand.ManyOpts{Max: 5, Linger: 30 * time.Second}, calls.fn)
+		w := lingerWorker(t, c, time.Hour)
+		workerWaitFor(t, clockWait, func() bool { return w.Stats().JobsRunning == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), clockWait)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil || ctx.Err() != nil {
+			t.Fatalf("stop: %v, %v; want the lingering call made at once", err, ctx.Err())
+		}
+		if got := calls.get(); !slices.Equal(got, []int{1}) {
+			t.Errorf("calls of %v jobs; want the lingering call of 1", got)
+		}
+		if j := getJob(t, c, ids[0]); j.State != errandtype.StateSucceeded {
+			t.Errorf("job %s: %s, want succeeded", ids[0], j.State)
+		}
+	})
+}
+
+func TestHandleManyLingerUnderHalfTheLease(t *testing.T) {
+	clock := newTestClock()
+	c, _ := manyClient(t, openStore(t, clock), clock, 0, &errand.ManyOpts{Linger: 20 * time.Second}, nil)
+	_, err := c.NewWorker(&errand.WorkerConfig{Lease: 30 * time.Second})
+	var ie *errandtype.InputError
+	if !errors.As(err, &ie) || ie.Field != "Kinds.many.Linger" {
+		t.Fatalf("NewWorker: %v, want an input error on Kinds.many.Linger", err)
+	}
+}
+
+func TestHandleManyRefusesABadLinger(t *testing.T) {
+	for _, o := range []*errand.ManyOpts{
+		{Linger: -time.Second},
+		{Linger: errand.MaxManyLinger + time.Second},
+		{Linger: time.Minute, KindOpts: errand.KindOpts{Timeout: 30 * time.Second}},
+	} {
+		ks := errand.NewKinds()
+		errand.HandleMany(ks, func(context.Context, []*errand.ManyJob[manyArgs]) []error { return nil }, o)
+		_, err := errand.NewClient(openStore(t, nil), &errand.Config{Kinds: ks})
+		var ie *errandtype.InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "Linger") {
+			t.Errorf("linger %v timeout %v: %v; want an input error about Linger", o.Linger, o.Timeout, err)
+		}
+	}
+}

@@ -34,6 +34,12 @@ func (c *engine) fireDeadHook(ctx context.Context, job *errandtype.Job) (bool, e
 	if k == nil || k.OnDead == nil {
 		return false, nil
 	}
+	// A job the scanner found is as stored; the hook reads its args plain.
+	// One that does not open is looked for again, by a worker that holds
+	// its key.
+	if err := c.openJob(job); err != nil {
+		return false, fmt.Errorf("on-dead hook of job %s: %w", job.ID, err)
+	}
 	args, opts := k.OnDead(job)
 	if args == nil {
 		return false, nil

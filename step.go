@@ -396,7 +396,7 @@ func (a *attemptInfo) recordStep(ctx context.Context, step errandtype.Step) erro
 }
 
 // Steps returns the recorded steps of job id, in order: what its durable
-// handler has done (see [Step]). A job without steps has none; an unknown
+// handler has done (see [Step]), results opened as [Client.Get] opens args. A job without steps has none; an unknown
 // job is an error wrapping ErrNotFound.
 func (c *engine) Steps(ctx context.Context, id string) ([]errandtype.Step, error) {
 	if c.caps.steps == nil {
@@ -405,6 +405,11 @@ func (c *engine) Steps(ctx context.Context, id string) ([]errandtype.Step, error
 	s, err := c.caps.steps.JobSteps(ctx, &errandstore.JobStepsParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("steps of job %s: %w", id, err)
+	}
+	for i := range s {
+		if r, err := c.open("step", s[i].Result); err == nil {
+			s[i].Result = r // a result the codec cannot open stays sealed, shown as such
+		}
 	}
 	return s, nil
 }

@@ -151,6 +151,7 @@ type Worker struct {
 	breakers      *breakerGate          // nil when the store keeps no breakers; see breaker.go
 	gates         claimGates            // what a claim passes; see claim_gates.go
 	many          map[string]manyRunner // kinds run by many handlers; nil when none (see many.go)
+	lingering     lingerGroups          // calls of many handlers waiting for more jobs
 	// parallelWrites: the store writes outcomes in parallel, so a job's
 	// slot may free at its outcome's handover (see ParallelWriter).
 	parallelWrites bool
@@ -269,6 +270,9 @@ func (w *Worker) build() error {
 	}
 	w.gates = w.claimGates()
 	w.many = c.manyKinds(w.kinds)
+	if err := checkLingers(w.many, cfg.Lease); err != nil {
+		return err
+	}
 	if c.caps.parallel != nil {
 		w.parallelWrites = c.caps.parallel.WritesInParallel()
 	}
@@ -372,6 +376,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopLoops()
 	w.reg.MarkDraining()
 	w.loops.Wait()
+	w.lingering.closeAll()
 	finished := make(chan struct{})
 	go func() {
 		w.running.Wait()

@@ -82,3 +82,32 @@ func (s *codecServer) page(t *testing.T, path string) string {
 	}
 	return rec.Body.String()
 }
+
+// TestSealedArgsInTheAudit: a replay with corrected args keeps both args
+// sealed in the audit; the audit pages show them plain with the key, and
+// without it only the key they need, never the sealed value.
+func TestSealedArgsInTheAudit(t *testing.T) {
+	eachStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		codec, err := errand.AESGCM(errand.CodecKey{ID: "k1", Secret: bytes.Repeat([]byte{7}, 32)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyed := sealingServer(t, s, clock, codec)
+		blind := sealingServer(t, s, clock, nil)
+		r := keyed.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "charge", "args": map[string]string{"card": "4111-OLD"}})
+		want(t, "enqueue", r, 201, "")
+		id := r.json(t)["job"].(map[string]any)["id"].(string)
+		want(t, "cancel", keyed.op(t, "POST", "/api/v1/jobs/"+id+"/cancel", map[string]any{"reason": "wrong card"}), 200, "")
+		want(t, "replay", keyed.op(t, "POST", "/api/v1/jobs/"+id+"/replay", map[string]any{"reason": "fixed card", "args": map[string]string{"card": "4111-SECRET"}}), 200, "")
+
+		for _, path := range []string{"/audit", "/jobs/" + id} {
+			if page := keyed.page(t, path); !strings.Contains(page, "4111-OLD") || !strings.Contains(page, "4111-SECRET") {
+				t.Errorf("%s with the key: want the old and new args plain\n%s", path, page)
+			}
+			page := blind.page(t, path)
+			if !strings.Contains(page, "encrypted with key k1") || strings.Contains(page, "SECRET") || strings.Contains(page, "&#34;ct&#34;") {
+				t.Errorf("%s without the key: want the key the args need, never their sealed value\n%s", path, page)
+			}
+		}
+	})
+}

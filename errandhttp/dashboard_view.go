@@ -126,6 +126,7 @@ func prettyJSON(raw json.RawMessage) string {
 	if sealed, ok := sealedText(raw); ok {
 		return sealed
 	}
+	raw = errand.RedactSealed(raw) // sealed values inside, as an audit record's args
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return string(raw)

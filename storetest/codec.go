@@ -30,6 +30,7 @@ var codecCases = []testCase{
 	{"WorkflowOutputs", testCodecWorkflow},
 	{"DuplicateIDComparesPlain", testCodecDuplicateID},
 	{"ReplayArgsSealed", testCodecReplayArgs},
+	{"CancelReturnsPlain", testCodecCancel},
 }
 
 // cardArgs carry what must not be readable at rest.
@@ -325,12 +326,53 @@ func testCodecReplayArgs(t *testing.T, h harness) {
 	claimed := w.claim(1)[0]
 	w.recordOK(&errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: claimed.ID, LeaseToken: token(claimed)}, Kind: errandstore.OutcomeDead,
 		Error: &errandtype.AttemptError{Attempt: 1, Class: errand.ClassPermanent, Message: "declined"}})
-	if _, err := c.Replay(w.ctx, j.ID, &errand.ReplayOpts{Operator: "ana", Reason: "fixed card", Args: json.RawMessage(`{"card":"` + secret + `"}`)}); err != nil {
+	replayed, err := c.Replay(w.ctx, j.ID, &errand.ReplayOpts{Operator: "ana", Reason: "fixed card", Args: json.RawMessage(`{"card":"` + secret + `"}`)})
+	if err != nil {
 		t.Fatalf("Replay: %v", err)
+	}
+	if !sameJSON(replayed.Args, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("the job Replay returned has args %s; want them plain", replayed.Args)
 	}
 	wantSealed(t, "replayed args", w.get(j.ID).Args, "k1")
 	if r := w.workOne(c); r.Result != errand.ResultSucceeded || len(w.seen) != 1 || w.seen[0] != secret {
 		t.Fatalf("WorkOne after the replay = %+v, saw %q; want the corrected card", r, w.seen)
+	}
+
+	// The audit keeps both args sealed; a reader with the key reads them
+	// plain, one without gets them as kept.
+	details := func(c jobClient) (oldArgs, newArgs json.RawMessage) {
+		t.Helper()
+		rs, err := c.Audit(w.ctx, &errand.AuditOpts{JobID: j.ID, Action: errandtype.AuditReplayArgs})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("Audit = %v, %v; want the replay's record", rs, err)
+		}
+		var d struct {
+			OldArgs json.RawMessage `json:"old_args"`
+			NewArgs json.RawMessage `json:"new_args"`
+		}
+		if err := json.Unmarshal(rs[0].Details, &d); err != nil {
+			t.Fatalf("details %s: %v", rs[0].Details, err)
+		}
+		return d.OldArgs, d.NewArgs
+	}
+	if o, n := details(c); !sameJSON(o, []byte(`{"card":"bad-card"}`)) || !sameJSON(n, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("audit with the key: old args %s, new %s; want both plain", o, n)
+	}
+	o, n := details(w.client())
+	wantSealed(t, "old args in the audit", o, "k1")
+	wantSealed(t, "new args in the audit", n, "k1")
+}
+
+func testCodecCancel(t *testing.T, h harness) {
+	w := &codecWorld{env: open(t, h)}
+	c := w.client(codecKey("k1", 1))
+	j := w.enqueue(c, secret, nil)
+	if !sameJSON(j.Args, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("Enqueue returned args %s; want them plain", j.Args)
+	}
+	got, err := c.Cancel(w.ctx, j.ID, &errand.CancelOpts{Operator: "ana", Reason: "not needed"})
+	if err != nil || !sameJSON(got.Args, []byte(`{"card":"`+secret+`"}`)) {
+		t.Fatalf("Cancel = %+v, %v; want the job with its args plain", got, err)
 	}
 }
 
@@ -356,7 +398,7 @@ func testCodecStepReadBack(t *testing.T, h harness) {
 		t.Skip("the store keeps no steps")
 	}
 	c := w.client(codecKey("k1", 1))
-	w.enqueue(c, secret, nil)
+	j := w.enqueue(c, secret, nil)
 	if r := w.workOne(c); r.Result != errand.ResultRetrying {
 		t.Fatalf("first WorkOne = %+v; want retrying", r)
 	}
@@ -364,6 +406,14 @@ func testCodecStepReadBack(t *testing.T, h harness) {
 	if r := w.workOne(c); r.Result != errand.ResultSucceeded || w.steps != 1 {
 		t.Fatalf("second WorkOne = %+v, step run %d times; want succeeded, its sealed step read back, not run again", r, w.steps)
 	}
+	steps, err := c.Steps(w.ctx, j.ID)
+	if err != nil || len(steps) != 1 || !sameJSON(steps[0].Result, []byte(`"tok-`+secret+`"`)) {
+		t.Fatalf("Steps with the key = %+v, %v; want the step's result plain", steps, err)
+	}
+	if steps, err = w.client().Steps(w.ctx, j.ID); err != nil || len(steps) != 1 {
+		t.Fatalf("Steps without the key = %+v, %v", steps, err)
+	}
+	wantSealed(t, "step result read without the key", steps[0].Result, "k1")
 }
 
 func testCodecWorkflow(t *testing.T, h harness) {

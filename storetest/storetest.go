@@ -94,9 +94,12 @@ type jobClient interface {
 	Get(ctx context.Context, id string) (*errandtype.Job, error)
 	Claim(ctx context.Context, opts *errand.ClaimOpts) ([]*errandtype.Job, error)
 	Replay(ctx context.Context, id string, opts *errand.ReplayOpts) (*errandtype.Job, error)
+	Cancel(ctx context.Context, id string, opts *errand.CancelOpts) (*errandtype.Job, error)
 	EnqueueBatch(ctx context.Context, params []errand.EnqueueParams, opts *errand.BatchOpts) (*errandstore.BatchInsertResult, error)
 	EnqueueWorkflow(ctx context.Context, steps []errand.WorkflowStep, opts *errand.WorkflowOpts) (*errandstore.WorkflowInsertResult, error)
 	Workflow(ctx context.Context, id string) (*errandtype.Workflow, error)
+	Audit(ctx context.Context, opts *errand.AuditOpts) ([]errandtype.AuditRecord, error)
+	Steps(ctx context.Context, id string) ([]errandtype.Step, error)
 	Close() error
 }
 

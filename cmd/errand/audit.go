@@ -70,7 +70,7 @@ replay's filter, a prune's counts). To page, pass the last id printed as
 				fmt.Fprintf(e.stdout, "%d  %s  %s  %s  by %s: %s", r.ID, formatTime(r.At), printable(string(r.Action)), job,
 					printable(r.Operator), printable(r.Reason))
 				if r.Details != nil {
-					fmt.Fprintf(e.stdout, "  %s", printable(string(r.Details)))
+					fmt.Fprintf(e.stdout, "  %s", printable(string(errand.RedactSealed(r.Details))))
 				}
 				fmt.Fprintln(e.stdout)
 			}

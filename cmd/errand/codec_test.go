@@ -43,3 +43,25 @@ func TestCodecKeysFile(t *testing.T) {
 		t.Fatalf("work with a short key: %s; want a usage error naming the key sizes", r)
 	}
 }
+
+// TestCodecAudit: the audit of a replay with corrected args shows them
+// plain with the keys file, and without it the key they need, never the
+// sealed value.
+func TestCodecAudit(t *testing.T) {
+	db := tempDB(t)
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("k1=AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(codecKeysEnv, keys)
+	id := enqueue(t, db, "charge", `{"card":"4111-OLD"}`)
+	ok(t, cli(t, "cancel", id, "--reason", "wrong card", "--db", db))
+	ok(t, cli(t, "replay", id, "--reason", "fixed card", "--args", `{"card":"4111-SECRET"}`, "--db", db))
+	if r := ok(t, cli(t, "audit", "--db", db)); !strings.Contains(r.stdout, "4111-OLD") || !strings.Contains(r.stdout, "4111-SECRET") {
+		t.Fatalf("audit with the key:\n%s", r.stdout)
+	}
+	t.Setenv(codecKeysEnv, "")
+	if r := ok(t, cli(t, "audit", "--db", db)); strings.Contains(r.stdout, "SECRET") || strings.Contains(r.stdout, `"ct"`) || !strings.Contains(r.stdout, "encrypted with key k1") {
+		t.Fatalf("audit without the key:\n%s", r.stdout)
+	}
+}
