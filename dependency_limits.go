@@ -35,7 +35,7 @@ func addDependencyLimit(e *engine, f *flow.Limits, l errandtype.RateLimit, spec 
 		declared = declared || e.dependencyOf(k) == dep
 	}
 	if !declared {
-		return &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a dependency no kind declares; declare it on the kinds that call it (KindOpts.Dependency, errand work --dependency KIND=%s) or drop the limit", l.Name(), dep)}
+		return &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s limits a dependency no kind declares; declare it on the kinds that call it with KindOpts.Dependency, or drop the limit", l.Name())}
 	}
 	if _, dup := f.Deps[dep]; dup {
 		return &errandtype.InputError{Field: "RateLimits", Message: fmt.Sprintf("%s is limited twice; give each dependency one limit", l.Name())}

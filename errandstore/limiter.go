@@ -18,7 +18,8 @@ const (
 
 // LimiterTake is one bucket's part of a [LimiterStore.LimiterTake].
 type LimiterTake struct {
-	// Name is the bucket's: "queue:NAME", "kind:NAME" or "retry:KIND".
+	// Name is the bucket's: "queue:NAME", "kind:NAME", "dependency:NAME"
+	// or "retry:KIND".
 	Name string
 	// Spec is the bucket's rule; it replaces the stored one.
 	Spec errandtype.LimiterSpec
