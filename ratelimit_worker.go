@@ -13,10 +13,12 @@ import (
 // A worker's rate limits and retry budgets gate its claims. Before a claim
 // it takes tokens, in one transaction, from every bucket that applies to
 // the queue: the queue's limit, the limits and budgets of the kinds it
-// handles, each wanting as many tokens as the claim has slots. Then:
+// handles, the limits of the dependencies they declare (once each), each
+// wanting as many tokens as the claim has slots. Then:
 //
 //   - a queue limit with no token holds the claim back;
-//   - a kind limit with no token takes that kind out of the claim;
+//   - a kind limit with no token takes that kind out of the claim, a
+//     dependency's limit every kind that declares it;
 //   - a retry budget with no token takes that kind's retries out of the
 //     claim (first attempts still run);
 //   - otherwise the claim claims at most the smallest grant of a rate

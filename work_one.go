@@ -102,8 +102,8 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	leases.Stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)
-	if o, ok := adaptiveOutcome(a, res); ok {
-		c.observeOutsideAdaptive(ctx, a.job.Kind, o)
+	if out, ok := adaptiveOutcome(a, res); ok {
+		c.observeOutsideAdaptive(ctx, a.job.Kind, out)
 	}
 	c.outsideGate(ctx).observe(ctx, a, res)
 	return res, err

@@ -1,7 +1,6 @@
 package flow
 
 import (
-	"strings"
 	"sync"
 
 	"github.com/errandhq/errand/errandstore"
@@ -74,10 +73,4 @@ func (c *Collectors) For(store errandstore.LimiterStore, kind, dep string, creat
 		return nil
 	}
 	return f
-}
-
-// DependencyOf is the dependency a "dependency:NAME" bucket limits, or "".
-func DependencyOf(name string) string {
-	d, _ := strings.CutPrefix(name, errandtype.DependencyLimitPrefix)
-	return d
 }
