@@ -106,8 +106,8 @@ const (
 	EffectAbandoned = errandtype.EffectAbandoned
 )
 
-// RateLimit caps how many jobs of a queue, or of a kind, start per interval
-// across the whole cluster: see [errandtype.RateLimit].
+// RateLimit caps how many jobs of a queue, a kind or a dependency start per
+// interval across the whole cluster: see [errandtype.RateLimit].
 type RateLimit = errandtype.RateLimit
 
 // RetryBudget caps the retries of a kind to a fraction of its first

@@ -78,12 +78,7 @@ func (c *Client[TTx]) Breakers(ctx context.Context) ([]*errandtype.BreakerRecord
 // Dependency returns the dependency that kind declares (see
 // [KindOpts].Dependency), or "" when it declares none or this client does
 // not know it.
-func (c *Client[TTx]) Dependency(kind string) string {
-	if k := c.kinds[kind]; k != nil {
-		return k.Dependency
-	}
-	return ""
-}
+func (c *Client[TTx]) Dependency(kind string) string { return c.dependencyOf(kind) }
 
 // ResetBreaker closes the breaker of dep at once, an operator's decision
 // recorded in the audit with operator and reason: its jobs are claimed again

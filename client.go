@@ -1148,6 +1148,8 @@ type outsideClaims struct {
 
 	mu     sync.Mutex
 	queues map[string]*flow.Claimer
+
+	adaptive flow.Collectors // the adaptive limits' collectors of remote workers; see remote_limits.go
 }
 
 // setNames returns the names in set, sorted.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/internal/flow"
 )
@@ -14,10 +13,12 @@ import (
 // A worker's rate limits and retry budgets gate its claims. Before a claim
 // it takes tokens, in one transaction, from every bucket that applies to
 // the queue: the queue's limit, the limits and budgets of the kinds it
-// handles, each wanting as many tokens as the claim has slots. Then:
+// handles, the limits of the dependencies they declare (once each), each
+// wanting as many tokens as the claim has slots. Then:
 //
 //   - a queue limit with no token holds the claim back;
-//   - a kind limit with no token takes that kind out of the claim;
+//   - a kind limit with no token takes that kind out of the claim, a
+//     dependency's limit every kind that declares it;
 //   - a retry budget with no token takes that kind's retries out of the
 //     claim (first attempts still run);
 //   - otherwise the claim claims at most the smallest grant of a rate
@@ -52,6 +53,12 @@ func newFlowLimits(e *engine, cfg *WorkerConfig, kinds []string) (*flow.Limits, 
 		spec, err := l.Spec()
 		if err != nil {
 			return nil, err
+		}
+		if l.Dependency != "" {
+			if err := addDependencyLimit(e, f, l, spec, kinds); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		m, key := f.Kinds, l.Kind
 		if l.Queue != "" {
@@ -108,22 +115,31 @@ func (w *Worker) waitForTokens(loopCtx context.Context, poll Timer, until time.D
 // adaptiveOutcome is what attempt a, recorded as res (nil: not recorded),
 // tells its kind's adaptive limit (see internal/flow's adaptive.go), and
 // whether it tells anything: a success and how long it took, or a
-// throttle (a failure with a provider's reset time, an HTTP 429 or 503,
-// a timeout). Other failures, a lost lease, a snooze or a drain say
-// nothing of the service's capacity; a service that is down is the
-// circuit breaker's.
+// throttle (see throttleOf). A lost lease, a snooze or a drain say
+// nothing of the service's capacity.
 func adaptiveOutcome(a *attempt, res *WorkResult) (flow.Outcome, bool) {
 	switch {
 	case res == nil || res.Result == ResultLeaseLost || res.Result == ResultInterrupted || res.Result == ResultSnoozed:
 		return flow.Outcome{}, false
 	case res.Result == ResultSucceeded:
 		return flow.Outcome{Succeeded: true, Took: a.took}, true
-	case a.timedOut:
+	}
+	return throttleOf(a.err, a.timedOut)
+}
+
+// throttleOf says whether a failed attempt, which returned err or ran out
+// of time (timedOut), was throttled, and how: a failure with a provider's
+// reset time, an HTTP 429 or 503, a timeout. Other failures say nothing
+// of the service's capacity; a service that is down is the circuit
+// breaker's. Local and remote attempts alike are judged here.
+func throttleOf(err error, timedOut bool) (flow.Outcome, bool) {
+	if timedOut {
 		return flow.Outcome{Throttled: true, Class: ClassTimeout}, true
-	case a.err == nil:
+	}
+	if err == nil {
 		return flow.Outcome{}, false
 	}
-	je := classified(a.err)
+	je := classified(err)
 	if je.retryAfter > 0 || je.class == "http_429" || je.class == "http_503" {
 		return flow.Outcome{Throttled: true, Class: je.class, RetryAfter: je.retryAfter}, true
 	}
@@ -143,25 +159,4 @@ func (w *Worker) observeAdaptive(ctx context.Context, a *attempt, res *WorkResul
 	}
 	a.throttled = o.Throttled && !a.timedOut
 	w.flow.Observe(ctx, w.c.logger, a.job.Kind, o, w.c.clock.Now())
-}
-
-// remoteThrottle reports a remote worker's throttled attempt a (a failure
-// with a reset time or of class http_429 or http_503) to its kind's
-// adaptive limit, which holds and lowers it for every process; a kind
-// whose limit is not adaptive, or has none, is left alone by the store.
-// The remote worker's successes do not raise it: only a Worker knows
-// whether the limit held its claims back.
-func (c *Client[TTx]) remoteThrottle(ctx context.Context, a *attempt) {
-	ls := c.caps.limiter
-	if ls == nil {
-		return
-	}
-	o, ok := adaptiveOutcome(a, &WorkResult{Result: ResultRetrying})
-	if !ok || !o.Throttled {
-		return
-	}
-	sig := errandtype.LimiterSignal{Throttled: 1, Class: o.Class, RetryAfter: o.RetryAfter}
-	if _, err := ls.LimiterAdjust(ctx, &errandstore.LimiterAdjustParams{Name: "kind:" + a.job.Kind, Signal: sig}); err != nil {
-		c.logger.Warn("report a remote worker's throttle to its adaptive rate limit failed", "job_id", a.job.ID, "kind", a.job.Kind, "err", err)
-	}
 }

@@ -189,6 +189,7 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (errandstore.Ou
 	r, err = c.remoteResult("ack", o, r, err)
 	if err == nil {
 		c.afterRemoteOutcome(ctx, id, nil, r)
+		c.remoteSucceeded(ctx, r)
 	}
 	return r, err
 }
@@ -247,6 +248,7 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []errandstore.JobLease
 			g.report(ctx, g.remoteEvent(ctx, a, o, rs[i], rs[i].Err), succeeded)
 		}
 		c.afterRemoteOutcome(ctx, o.ID, nil, rs[i])
+		c.remoteSucceeded(ctx, rs[i])
 	}
 	return rs, nil
 }
@@ -300,7 +302,9 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
 	if err == nil {
 		c.afterRemoteOutcome(ctx, id, job, r)
-		c.remoteThrottle(ctx, a)
+		if o, ok := throttleOf(a.err, false); ok {
+			c.observeOutsideAdaptive(ctx, job.Kind, o)
+		}
 	}
 	return r, err
 }

@@ -79,7 +79,7 @@ func (c *engine) claimOutside(ctx context.Context, p *errandstore.JobClaimParams
 	if paused {
 		return []*errandtype.Job{}, nil
 	}
-	flow, err := storedFlowLimits(ctx, c.caps.limiter, queue, kinds)
+	flow, err := storedFlowLimits(ctx, c.caps.limiter, queue, kinds, c.dependencyOf, &c.outside.adaptive)
 	if err != nil {
 		return nil, fmt.Errorf("read rate limits: %w", err)
 	}

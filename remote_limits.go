@@ -16,12 +16,22 @@ import (
 // wrote into the store with their takes (the last writer's rule wins, see
 // [LimiterStore]), so a remote worker needs no configuration of its own and
 // cannot start more jobs than the cluster's limit allows. A queue or kind no
-// Worker limits has no bucket, and its remote claims are not limited.
+// Worker limits has no bucket, and its remote claims are not limited. A
+// dependency's limit binds the kinds that this client knows to declare it
+// ([KindOpts].Dependency), as its circuit breaker does.
+//
+// The remote worker's outcomes move adaptive limits as a Worker's do:
+// the client keeps a collector per adaptive bucket (internal/flow's
+// Collectors), which its claims mark when the limit held them back, and
+// which counts the successes and throttles the remote worker reports
+// (observeOutsideAdaptive).
 
 // storedFlowLimits returns the limits that bind a claim of queue for kinds:
-// the stored buckets of the queue, of each kind and of each kind's retries.
-// It returns nil when none applies or the store keeps no limits.
-func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue string, kinds []string) (*flow.Limits, error) {
+// the stored buckets of the queue, of each kind, of each kind's retries and
+// of the dependencies the kinds declare (depOf), with the collectors col
+// keeps for the adaptive ones. It returns nil when none applies or the
+// store keeps no limits.
+func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue string, kinds []string, depOf func(kind string) string, col *flow.Collectors) (*flow.Limits, error) {
 	if ls == nil {
 		return nil, nil
 	}
@@ -42,6 +52,8 @@ func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue st
 			m = f.Kinds
 		case scope == "retry" && slices.Contains(kinds, name) && budget:
 			m = f.Budgets
+		case scope+":" == errandtype.DependencyLimitPrefix && !budget && declareDependency(f, kinds, name, depOf):
+			m = f.Deps
 		default:
 			continue
 		}
@@ -51,5 +63,27 @@ func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue st
 	if n == 0 {
 		return nil, nil
 	}
+	col.Attach(f)
 	return f, nil
+}
+
+// declareDependency notes in f which of kinds declare dep, and reports
+// whether any does.
+func declareDependency(f *flow.Limits, kinds []string, dep string, depOf func(kind string) string) bool {
+	found := false
+	for _, k := range kinds {
+		if depOf(k) == dep {
+			f.DepOf[k], found = dep, true
+		}
+	}
+	return found
+}
+
+// remoteSucceeded counts a remote worker's acknowledged attempt, recorded
+// as r, for the adaptive limits of its kind. A store that does not report
+// the kind with the outcome leaves it uncounted.
+func (c *engine) remoteSucceeded(ctx context.Context, r errandstore.OutcomeResult) {
+	if r.Err == nil && r.State == errandtype.StateSucceeded && r.Kind != "" {
+		c.observeOutsideAdaptive(ctx, r.Kind, flow.Outcome{Succeeded: true})
+	}
 }

@@ -102,6 +102,9 @@ func (c *Client[TTx]) WorkOne(ctx context.Context, o *WorkOneOpts) (*WorkResult,
 	leases.Stop()
 	defer a.waitHandler()
 	res, err := c.record(ctx, a, nil)
+	if out, ok := adaptiveOutcome(a, res); ok {
+		c.observeOutsideAdaptive(ctx, a.job.Kind, out)
+	}
 	c.outsideGate(ctx).observe(ctx, a, res)
 	return res, err
 }
@@ -119,7 +122,7 @@ func (c *engine) recordLimits(ctx context.Context, opts *WorkOneOpts, kinds []st
 		return err
 	}
 	var takes []errandstore.LimiterTake
-	for _, m := range []map[string]flow.Rule{f.Queues, f.Kinds, f.Budgets} {
+	for _, m := range []map[string]flow.Rule{f.Queues, f.Kinds, f.Budgets, f.Deps} {
 		for _, r := range m {
 			takes = append(takes, errandstore.LimiterTake{Name: r.Name, Spec: r.Spec})
 		}
@@ -148,7 +151,7 @@ func (c *engine) claimAcross(ctx context.Context, p *errandstore.JobClaimParams)
 		if oneByOne {
 			break
 		}
-		flow, err := storedFlowLimits(ctx, c.caps.limiter, q, p.Kinds)
+		flow, err := storedFlowLimits(ctx, c.caps.limiter, q, p.Kinds, c.dependencyOf, &c.outside.adaptive)
 		if err != nil {
 			return nil, fmt.Errorf("read rate limits: %w", err)
 		}

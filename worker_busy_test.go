@@ -73,7 +73,7 @@ func (g *gatedClaims) LimiterList(ctx context.Context, p *errandstore.LimiterLis
 	return g.limiter().LimiterList(ctx, p)
 }
 
-func (g *gatedClaims) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandtype.LimiterRecord, error) {
+func (g *gatedClaims) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandstore.LimiterAdjustResult, error) {
 	return g.limiter().LimiterAdjust(ctx, p)
 }
 

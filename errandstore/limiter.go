@@ -18,7 +18,8 @@ const (
 
 // LimiterTake is one bucket's part of a [LimiterStore.LimiterTake].
 type LimiterTake struct {
-	// Name is the bucket's: "queue:NAME", "kind:NAME" or "retry:KIND".
+	// Name is the bucket's: "queue:NAME", "kind:NAME", "dependency:NAME"
+	// or "retry:KIND".
 	Name string
 	// Spec is the bucket's rule; it replaces the stored one.
 	Spec errandtype.LimiterSpec
@@ -132,18 +133,29 @@ func (p *LimiterAdjustParams) Validate() error {
 	return p.Signal.Validate()
 }
 
+// LimiterAdjustResult is what a [LimiterStore.LimiterAdjust] did.
+type LimiterAdjustResult struct {
+	// Limiter is the bucket as it stands after; nil when it does not
+	// exist or is not adaptive.
+	Limiter *errandtype.LimiterRecord
+	// Moved: the signal moved the bucket's rate or its hold, and the
+	// bucket was written.
+	Moved bool
+}
+
 // AdjustLimiter applies p's signal to the bucket read, locked, in tx (see
 // [errandtype.LimiterSpec.Adapt]) and writes what moved with write. read
 // returns nil for a bucket that does not exist or is not adaptive, which
-// is left alone. The result is the bucket as it stands after.
+// is left alone.
 func AdjustLimiter[Tx any](p *LimiterAdjustParams, now func() time.Time, inTx func(fn func(tx Tx) error) error,
 	read func(tx Tx) (*errandtype.LimiterRecord, errandtype.LimiterState, error),
-	write func(tx Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error) (*errandtype.LimiterRecord, error) {
+	write func(tx Tx, r *errandtype.LimiterRecord, st errandtype.LimiterState) error) (*LimiterAdjustResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var out *errandtype.LimiterRecord
+	var out LimiterAdjustResult
 	err := inTx(func(tx Tx) error {
+		out = LimiterAdjustResult{} // a retried transaction starts over
 		r, st, err := read(tx)
 		if err != nil || r == nil || r.Adaptive == nil {
 			return err
@@ -159,13 +171,13 @@ func AdjustLimiter[Tx any](p *LimiterAdjustParams, now func() time.Time, inTx fu
 			}
 		}
 		r.Tokens = r.Spec.Level(next, at)
-		out = r
+		out = LimiterAdjustResult{Limiter: r, Moved: moved}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adjust limiter %s: %w", p.Name, err)
 	}
-	return out, nil
+	return &out, nil
 }
 
 // TakeLimiters takes the tokens of p's takes in one transaction, which

@@ -628,10 +628,10 @@ type LimiterStore interface {
 
 	// LimiterAdjust applies a worker's signal to an adaptive rate limit's
 	// bucket in one transaction, as [AdjustLimiter] does, on the store's
-	// clock, and returns the bucket after; nil (and no write) when it does
-	// not exist or is not adaptive. Bad parameters are an *InputError and
-	// nothing is written.
-	LimiterAdjust(ctx context.Context, params *LimiterAdjustParams) (*errandtype.LimiterRecord, error)
+	// clock, and returns the bucket after, and whether the signal moved
+	// it; no bucket (and no write) when it does not exist or is not
+	// adaptive. Bad parameters are an *InputError and nothing is written.
+	LimiterAdjust(ctx context.Context, params *LimiterAdjustParams) (*LimiterAdjustResult, error)
 }
 
 // LeaderResignParams names the lease to end.

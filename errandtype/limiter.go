@@ -220,8 +220,8 @@ func (s LimiterSpec) Give(st LimiterState, now time.Time, amount float64) Limite
 // LimiterRecord is one bucket as [github.com/errandhq/errand.Client.Limits],
 // errand limits, the API and the dashboard show it.
 type LimiterRecord struct {
-	// Name is "queue:NAME", "kind:NAME" (rate limits) or "retry:KIND"
-	// (retry budgets).
+	// Name is "queue:NAME", "kind:NAME", "dependency:NAME" (rate limits)
+	// or "retry:KIND" (retry budgets).
 	Name string `json:"name"`
 	// Spec is the rule the last worker to take from it gave.
 	Spec LimiterSpec `json:"spec"`

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// RateLimit caps how many jobs of a queue, or of a kind, start per interval
+// RateLimit caps how many jobs of a queue, of a kind, or of the kinds that
+// call a dependency, start per interval
 // across the whole cluster: the tokens are held in the database (see
 // [github.com/errandhq/errand/errandstore.LimiterStore]), so two processes share one rate instead of each getting
 // all of it. A worker takes tokens before it claims and claims no more jobs
@@ -18,10 +19,14 @@ import (
 // works the queue or kind; when two workers give different ones, the
 // bucket follows whichever took from it last.
 type RateLimit struct {
-	// Queue names the queue limited, or Kind the kind (in every queue):
-	// exactly one of them.
-	Queue string
-	Kind  string
+	// Queue names the queue limited, Kind the kind (in every queue), or
+	// Dependency what kinds call (their
+	// [github.com/errandhq/errand.KindOpts].Dependency, e.g.
+	// "payments-api"): exactly one of them. A dependency's limit is one
+	// rate shared by every kind that declares it.
+	Queue      string
+	Kind       string
+	Dependency string
 	// Limit jobs start per Per at most, e.g. 20 per second.
 	Limit int
 	Per   time.Duration
@@ -30,9 +35,10 @@ type RateLimit struct {
 	// that starts are spread evenly and no interval of Per sees more than
 	// Limit+Burst of them.
 	Burst int
-	// Floor and Ceiling, both given, make a kind's limit adaptive: its
-	// rate, in jobs per Per like Limit, starts at Limit and follows the
-	// outcomes of the kind's jobs within these bounds (see
+	// Floor and Ceiling, both given, make a kind's or a dependency's limit
+	// adaptive: its rate, in jobs per Per like Limit, starts at Limit and
+	// follows the outcomes of the jobs of the kind (of every kind of the
+	// dependency) within these bounds (see
 	// LimiterSpec.Adapt). Its burst follows the rate; Burst must be 0.
 	Floor, Ceiling int
 	// Target, on an adaptive limit, is the latency a success should stay
@@ -41,24 +47,25 @@ type RateLimit struct {
 	Target time.Duration
 }
 
-// Name is the limit's bucket: "queue:NAME" or "kind:NAME".
+// Name is the limit's bucket: "queue:NAME", "kind:NAME" or
+// "dependency:NAME".
 func (l RateLimit) Name() string {
-	if l.Queue != "" {
+	switch {
+	case l.Queue != "":
 		return "queue:" + l.Queue
+	case l.Dependency != "":
+		return DependencyLimitPrefix + l.Dependency
 	}
 	return "kind:" + l.Kind
 }
 
+// DependencyLimitPrefix begins the name of a dependency's rate limit
+// bucket.
+const DependencyLimitPrefix = "dependency:"
+
 // Spec checks the limit and returns its bucket's rule, defaults applied.
 func (l RateLimit) Spec() (LimiterSpec, error) {
-	if (l.Queue == "") == (l.Kind == "") {
-		return LimiterSpec{}, &InputError{Field: "RateLimits", Message: fmt.Sprintf("a rate limit names a Queue or a Kind, exactly one (got queue %q, kind %q)", l.Queue, l.Kind)}
-	}
-	if l.Queue != "" {
-		if err := CheckName("RateLimits queue", l.Queue); err != nil {
-			return LimiterSpec{}, err
-		}
-	} else if err := CheckName("RateLimits kind", l.Kind); err != nil {
+	if err := l.checkScope(); err != nil {
 		return LimiterSpec{}, err
 	}
 	if l.Limit < 1 || l.Per <= 0 {
@@ -86,11 +93,25 @@ func (l RateLimit) Spec() (LimiterSpec, error) {
 	return s, nil
 }
 
+// checkScope checks that the limit names one queue, kind or dependency.
+func (l RateLimit) checkScope() error {
+	field, name, n := "", "", 0
+	for _, s := range []struct{ field, name string }{{"queue", l.Queue}, {"kind", l.Kind}, {"dependency", l.Dependency}} {
+		if s.name != "" {
+			field, name, n = s.field, s.name, n+1
+		}
+	}
+	if n != 1 {
+		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("a rate limit names a Queue, a Kind or a Dependency, exactly one (got queue %q, kind %q, dependency %q)", l.Queue, l.Kind, l.Dependency)}
+	}
+	return CheckName("RateLimits "+field, name)
+}
+
 // checkAdaptive checks an adaptive limit's own fields.
 func (l RateLimit) checkAdaptive() error {
 	switch {
-	case l.Kind == "":
-		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: only a kind's limit can be adaptive, since its jobs' outcomes move it; drop Floor, Ceiling and Target or limit a kind", l.Name())}
+	case l.Queue != "":
+		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: only a kind's or a dependency's limit can be adaptive, since its jobs' outcomes move it; drop Floor, Ceiling and Target or limit a kind or a dependency", l.Name())}
 	case l.Floor < 1 || l.Ceiling < l.Limit || l.Floor > l.Limit:
 		return &InputError{Field: "RateLimits", Message: fmt.Sprintf("%s: floor %d and ceiling %d must hold the starting limit %d, with a floor of at least 1, e.g. floor=1,ceiling=%d", l.Name(), l.Floor, l.Ceiling, l.Limit, max(l.Limit*10, 1))}
 	case l.Burst != 0:
@@ -137,20 +158,22 @@ func perString(d time.Duration) string {
 //	queue:NAME=N/PER[,burst=B]
 //	kind:NAME=N/PER[,burst=B]
 //	kind:NAME=N/PER,floor=F,ceiling=C[,target=DURATION]
+//	dependency:NAME=N/PER[,burst=B], or adaptive as a kind's
 //
 // PER is s, m or h, or a Go duration: "queue:emails=20/s",
 // "kind:charge=100/m", "kind:sync=5/30s,burst=5",
-// "kind:webhook=50/s,floor=5,ceiling=500,target=2s" (adaptive). Bad input
+// "kind:webhook=50/s,floor=5,ceiling=500,target=2s" (adaptive),
+// "dependency:payments-api=100/s" (every kind that calls it). Bad input
 // is an *InputError that shows the form to use.
 func ParseRateLimit(s string) (RateLimit, error) {
-	const form = "write queue:NAME=N/PER or kind:NAME=N/PER, with PER s, m, h or a duration and options ,burst=B or (a kind's, adaptive) ,floor=F,ceiling=C[,target=2s], e.g. queue:emails=20/s"
+	const form = "write queue:NAME=N/PER, kind:NAME=N/PER or dependency:NAME=N/PER, with PER s, m, h or a duration and options ,burst=B or (a kind's or dependency's, adaptive) ,floor=F,ceiling=C[,target=2s], e.g. queue:emails=20/s"
 	bad := func(why string) (RateLimit, error) {
 		return RateLimit{}, &InputError{Field: "rate limit", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
 	}
 	target, rule, ok := strings.Cut(s, "=")
 	scope, name, ok2 := strings.Cut(target, ":")
 	if !ok || !ok2 || name == "" {
-		return bad("names no queue or kind")
+		return bad("names no queue, kind or dependency")
 	}
 	var l RateLimit
 	switch scope {
@@ -158,8 +181,10 @@ func ParseRateLimit(s string) (RateLimit, error) {
 		l.Queue = name
 	case "kind":
 		l.Kind = name
+	case "dependency":
+		l.Dependency = name
 	default:
-		return bad("limits neither a queue nor a kind")
+		return bad("limits neither a queue, a kind nor a dependency")
 	}
 	rule, opt, hasOpt := strings.Cut(rule, ",")
 	n, per, ok := strings.Cut(rule, "/")

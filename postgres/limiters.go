@@ -115,7 +115,7 @@ func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParam
 
 // LimiterAdjust implements [errandstore.LimiterStore]. The row is locked
 // as a take locks it.
-func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandtype.LimiterRecord, error) {
+func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandstore.LimiterAdjustResult, error) {
 	var now time.Time
 	return errandstore.AdjustLimiter(p, func() time.Time { return micro(now) },
 		func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },

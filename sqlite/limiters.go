@@ -103,7 +103,7 @@ func (s *Store) LimiterGive(ctx context.Context, p *errandstore.LimiterGiveParam
 }
 
 // LimiterAdjust implements [errandstore.LimiterStore].
-func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandtype.LimiterRecord, error) {
+func (s *Store) LimiterAdjust(ctx context.Context, p *errandstore.LimiterAdjustParams) (*errandstore.LimiterAdjustResult, error) {
 	return errandstore.AdjustLimiter(p, func() time.Time { return fromMicros(micros(s.clock.Now())) },
 		func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
 		func(tx *sql.Tx) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {

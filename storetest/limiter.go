@@ -26,6 +26,7 @@ var limiterCases = []testCase{
 	{"GrantsNeverExceedTokensAcrossStores", testLimiterConcurrent},
 	{"RetryBudgetExactAcrossStores", testRetryBudgetConcurrent},
 	{"ClaimSkipRetryKinds", testClaimSkipRetryKinds},
+	{"AdjustReportsMoved", testLimiterAdjustMoved},
 }
 
 func (e *env) limiters() errandstore.LimiterStore {

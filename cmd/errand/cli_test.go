@@ -227,6 +227,7 @@ func TestUsageErrorsCreateNoDatabase(t *testing.T) {
 		{[]string{"work", "--exec", "k=/bin/true", "--retain-succeeded", "720h", "--retain-dead", "1h"}, "--retain-dead:"},
 		{[]string{"work", "--exec", "k=/bin/true", "--retry-budget", "nok=1"}, "--retry-budget:"},
 		{[]string{"work", "--exec", "k=/bin/true", "--rate-limit", "queue:zzz=1/s"}, "work it with --queue NAME=N"},
+		{[]string{"work", "--exec", "k=/bin/true", "--rate-limit", "dependency:smtp=1/s"}, "declare it on the kinds that call it with --dependency KIND=DEP"},
 		{[]string{"work", "--once", "--exec", "k=/bin/true", "--retry-budget", "zz=0.1"}, "--retry-budget:"},
 		{[]string{"work", "--once", "--exec", "k=/bin/true", "--retain-succeeded", "1h"}, "--retain-succeeded applies to the long-running worker"},
 		{[]string{"work", "--once", "--exec", "k=/bin/true", "--retain-kind", "k=1h"}, "--retain-kind applies to the long-running worker"},

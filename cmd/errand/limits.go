@@ -23,13 +23,14 @@ Lists every rate limit and retry budget that a worker has taken tokens from
 (errand work --rate-limit and --retry-budget, or
 errand.WorkerConfig.RateLimits and RetryBudgets in a program), from the
 database, where the cluster's tokens are held: the bucket's name
-(queue:NAME, kind:NAME, retry:KIND), its tokens now, its rule as the last
+(queue:NAME, kind:NAME, dependency:NAME, retry:KIND), its tokens now, its rule as the last
 worker to use it gave it, how many takes it held back (in every process),
 and when it was last used. A rate limit's tokens are the jobs that may
 start at once; a retry budget's, the retries that may start (0 or less:
 the kind's retries wait).
 
-An adaptive rate limit (a kind's, given floor= and ceiling=) shows its rate
+An adaptive rate limit (a kind's or a dependency's, given floor= and
+ceiling=) shows its rate
 now, its bounds, and a line saying when and why it last moved.
 
 With --json, prints one JSON array ordered by name: {"name", "spec":
@@ -114,8 +115,8 @@ type limitFlags struct {
 
 func addLimitFlags(fs *flag.FlagSet) limitFlags {
 	return limitFlags{
-		rates: listFlag(fs, "rate-limit", "start at most N jobs of a queue or kind per PER across every worker "+
-			"(`queue:NAME=N/PER` or kind:NAME=N/PER, PER s, m, h or a duration, optional ,burst=B; repeatable)"),
+		rates: listFlag(fs, "rate-limit", "start at most N jobs of a queue, kind or dependency per PER across every worker "+
+			"(`queue:NAME=N/PER`, kind:NAME=N/PER or dependency:NAME=N/PER, PER s, m, h or a duration, optional ,burst=B; repeatable)"),
 		budgets: listFlag(fs, "retry-budget", "let KIND retry at most RATIO per first attempt over WINDOW (default 1m), "+
 			"plus N a window (default 10) (`KIND=RATIO[/WINDOW][,min=N]`; repeatable)"),
 	}
@@ -152,7 +153,8 @@ func workerConfigError(err error) error {
 	if errors.As(err, &ie) {
 		switch {
 		case strings.HasPrefix(ie.Field, "RateLimits"):
-			return usagef("--rate-limit: %s", strings.Replace(ie.Message, "add it to Queues", "work it with --queue NAME=N", 1))
+			msg := strings.Replace(ie.Message, "add it to Queues", "work it with --queue NAME=N", 1)
+			return usagef("--rate-limit: %s", strings.Replace(msg, "with KindOpts.Dependency", "with --dependency KIND=DEP", 1))
 		case strings.HasPrefix(ie.Field, "RetryBudgets"):
 			return usagef("--retry-budget: %s", ie.Message)
 		}

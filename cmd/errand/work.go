@@ -100,10 +100,11 @@ nor repeats one; ticks missed while no worker ran are skipped (a tick up to
 10s late still runs). A changed SPEC for a NAME starts afresh from now.
 errand schedules lists them.
 
-Each --rate-limit queue:NAME=N/PER or kind:NAME=N/PER starts at most N
-jobs of queue NAME, or of kind NAME, per PER (s, m, h or a duration) across
-every worker of the database: the tokens are held in the database, so two
-workers share the rate. A job over the limit is not claimed: it stays
+Each --rate-limit queue:NAME=N/PER, kind:NAME=N/PER or
+dependency:NAME=N/PER starts at most N jobs of queue NAME, of kind NAME, or
+of the kinds declared with --dependency KIND=NAME (one rate for all of them),
+per PER (s, m, h or a duration) across every worker of the database: the
+tokens are held in the database, so two workers share the rate. A job over the limit is not claimed: it stays
 queued, its attempt unused, and the queue sleeps until a token is due.
 ,burst=B lets B start at once after a quiet spell (default a tenth of a
 second's worth, at least 1). Each --retry-budget KIND=RATIO[/WINDOW][,min=N]

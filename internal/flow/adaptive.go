@@ -3,7 +3,6 @@ package flow
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +18,10 @@ import (
 // away. A report is one transaction on the bucket's row: about one a
 // second per kind and worker, whatever the rate of jobs.
 
-// Adaptive is one adaptively limited kind's collector.
+// Adaptive is the collector of one adaptive limit, a kind's or a
+// dependency's.
 type Adaptive struct {
-	Name   string        // its bucket: "kind:NAME"
+	Name   string        // its bucket: "kind:NAME" or "dependency:NAME"
 	Target time.Duration // a success slower than it is slow; 0: none
 
 	mu           sync.Mutex
@@ -39,34 +39,36 @@ type Outcome struct {
 	RetryAfter time.Duration
 }
 
-// Adapts reports whether kind's limit is adaptive. Nil-safe.
+// Adapts reports whether an adaptive limit follows kind's outcomes: its
+// own or its dependency's. Nil-safe.
 func (f *Limits) Adapts(kind string) bool {
-	if f == nil {
-		return false
-	}
-	_, ok := f.Adaptive[kind]
-	return ok
+	return f != nil && (f.Adaptive[kind] != nil || f.DepAdaptive[f.DepOf[kind]] != nil)
 }
 
-// Observe counts o for kind's adaptive limit and reports the counts when
-// they are due, in the caller's goroutine.
+// Observe counts o for the adaptive limits that follow kind's outcomes,
+// its own and its dependency's, and reports the counts when they are due,
+// in the caller's goroutine.
 func (f *Limits) Observe(ctx context.Context, logger *slog.Logger, kind string, o Outcome, now time.Time) {
-	a := f.Adaptive[kind]
-	if a == nil {
-		return
+	for _, a := range []*Adaptive{f.Adaptive[kind], f.DepAdaptive[f.DepOf[kind]]} {
+		if a == nil {
+			continue
+		}
+		if sig, due := a.add(o, now); due {
+			f.report(ctx, logger, a, sig)
+		}
 	}
-	sig, due := a.add(o, now)
-	if !due {
-		return
-	}
+}
+
+// report applies sig to a's bucket.
+func (f *Limits) report(ctx context.Context, logger *slog.Logger, a *Adaptive, sig errandtype.LimiterSignal) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitTimeout)
 	defer cancel()
 	r, err := f.Store.LimiterAdjust(actx, &errandstore.LimiterAdjustParams{Name: a.Name, Signal: sig})
 	switch {
 	case err != nil:
 		logger.Warn("report to an adaptive rate limit failed", "limit", a.Name, "err", err)
-	case r != nil && r.Adaptive != nil && r.Adaptive.MovedAt.Equal(now.UTC().Truncate(time.Microsecond)):
-		logger.Debug("adaptive rate limit moved", "limit", a.Name, "rate", r.Spec.Rate, "reason", r.Adaptive.Reason)
+	case r.Moved:
+		logger.Debug("adaptive rate limit moved", "limit", a.Name, "rate", r.Limiter.Spec.Rate, "reason", r.Limiter.Adaptive.Reason)
 	}
 }
 
@@ -100,18 +102,12 @@ func (a *Adaptive) add(o Outcome, now time.Time) (errandtype.LimiterSignal, bool
 	return sig, true
 }
 
-// noteLimited notes that kind's limit held back a claim that used all it
-// granted: there are more jobs than the limit lets start.
-func (f *Limits) noteLimited(kind string) {
-	if a := f.Adaptive[kind]; a != nil {
+// noteLimited notes that a's limit held back a claim that used all it
+// granted: there are more jobs than the limit lets start. Nil-safe.
+func (a *Adaptive) noteLimited() {
+	if a != nil {
 		a.mu.Lock()
 		a.sig.Limited = true
 		a.mu.Unlock()
 	}
-}
-
-// kindOf is the kind a "kind:NAME" bucket limits, or "".
-func kindOf(name string) string {
-	k, _ := strings.CutPrefix(name, "kind:")
-	return k
 }

@@ -32,6 +32,7 @@ type Limits struct {
 	Budgets map[string]Rule // kind -> its retry budget
 	// Adaptive: kind -> the collector of its adaptive limit (in Kinds too).
 	Adaptive map[string]*Adaptive
+	dependencyLimits
 }
 
 // Rule is one bucket: its stored name and its rule.
@@ -42,7 +43,8 @@ type Rule struct {
 
 // NewLimits returns empty limits kept in store.
 func NewLimits(store errandstore.LimiterStore) *Limits {
-	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{}}
+	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{},
+		dependencyLimits: newDependencyLimits()}
 }
 
 // Plan is what the limits allow one claim.
@@ -69,6 +71,8 @@ type Plan struct {
 	// takes and grants, for Settle.
 	takes  []errandstore.LimiterTake
 	grants []errandstore.LimiterGrant
+	// depKinds: a dependency's bucket -> the claim's kinds that call it.
+	depKinds map[string][]string
 }
 
 // Plan takes the tokens of a claim of up to free jobs of kinds from queue.
@@ -91,7 +95,7 @@ func (f *Limits) Plan(ctx context.Context, logger *slog.Logger, queue string, ki
 		}
 		return Plan{Held: true, Wait: limitRetry}
 	}
-	p.takes, p.grants = takes, grants
+	p.takes, p.grants, p.depKinds = takes, grants, f.kindsByDependency(kinds)
 	p.apply(queueLimited)
 	if p.Held {
 		// Give back what the other buckets granted.
@@ -118,6 +122,7 @@ func (f *Limits) takesFor(queue string, kinds []string, free int) (takes []erran
 			takes = append(takes, errandstore.LimiterTake{Name: r.Name, Spec: r.Spec, Want: free})
 		}
 	}
+	takes = append(takes, f.dependencyTakes(kinds, free)...)
 	return takes, queueLimited
 }
 
@@ -142,7 +147,9 @@ func (p *Plan) apply(queueLimited bool) {
 			if out == nil {
 				out = map[string]bool{}
 			}
-			out[strings.TrimPrefix(t.Name, "kind:")] = true
+			for _, k := range p.limitedKinds(t.Name) {
+				out[k] = true
+			}
 			p.noteWait(g.Wait)
 		}
 	}
@@ -235,11 +242,12 @@ func (f *Limits) Settle(ctx context.Context, logger *slog.Logger, p *Plan, jobs 
 		case t.Spec.Mode == errandtype.LimiterModeRetryBudget:
 			k := strings.TrimPrefix(t.Name, "retry:")
 			used, deposit = retries[k], t.Spec.Ratio*float64(firsts[k])
-		case strings.HasPrefix(t.Name, "kind:"):
-			k := kindOf(t.Name)
-			used = perKind[k]
+		case strings.HasPrefix(t.Name, "kind:") || strings.HasPrefix(t.Name, errandtype.DependencyLimitPrefix):
+			for _, k := range p.limitedKinds(t.Name) {
+				used += perKind[k]
+			}
 			if g := p.grants[i].Granted; g < t.Want && used == g {
-				f.noteLimited(k)
+				f.collector(t.Name).noteLimited()
 			}
 		default:
 			used = len(jobs)

@@ -1395,7 +1395,7 @@ export interface components {
             created_at: components["schemas"]["Time"];
             updated_at: components["schemas"]["Time"];
         };
-        /** @description A rate limit (queue:NAME, kind:NAME) or retry budget (retry:KIND). */
+        /** @description A rate limit (queue:NAME, kind:NAME, dependency:NAME) or retry budget (retry:KIND). */
         Limiter: {
             name: string;
             /** @description Null where the mode does not use a field. */

@@ -1,0 +1,76 @@
+package flow
+
+import (
+	"sync"
+
+	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
+)
+
+// Collectors keep the adaptive collectors of the claims made outside a
+// Worker (a remote worker's, through the HTTP API), by bucket, from the
+// claims to the outcomes reported later: a claim the limit held back marks
+// the collector Limited, and the remote worker's successes and throttles
+// count there, so that they move the limit as a Worker's own do. The zero
+// value is ready.
+type Collectors struct {
+	mu sync.Mutex
+	m  map[string]*Adaptive
+}
+
+// maxCollectors bounds the collectors kept; past it they are dropped, and
+// the counts since the last reports with them.
+const maxCollectors = 10000
+
+// get returns the collector of bucket name; when it has none, a new one
+// if create, else nil.
+func (c *Collectors) get(name string, create bool) *Adaptive {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.m[name]
+	if a == nil && create {
+		if c.m == nil || len(c.m) >= maxCollectors {
+			c.m = map[string]*Adaptive{}
+		}
+		a = &Adaptive{Name: name}
+		c.m[name] = a
+	}
+	return a
+}
+
+// Attach gives the adaptive limits of f, limits read from the store for
+// one claim, the collectors c keeps for their buckets.
+func (c *Collectors) Attach(f *Limits) {
+	for k, r := range f.Kinds {
+		if r.Spec.Adaptive() {
+			f.Adaptive[k] = c.get(r.Name, true)
+		}
+	}
+	for d, r := range f.Deps {
+		if r.Spec.Adaptive() {
+			f.DepAdaptive[d] = c.get(r.Name, true)
+		}
+	}
+}
+
+// For returns limits whose Observe counts an outcome of kind, which
+// declares dep ("" for none), with the collectors of kind's and dep's
+// buckets that claims have attached; with create, a throttle's, also
+// those no claim has attached, since the store leaves a bucket that is
+// missing or not adaptive alone, and a throttle is rare. Nil when there
+// is none.
+func (c *Collectors) For(store errandstore.LimiterStore, kind, dep string, create bool) *Limits {
+	f := NewLimits(store)
+	if a := c.get("kind:"+kind, create); a != nil {
+		f.Adaptive[kind] = a
+	}
+	if dep != "" {
+		if a := c.get(errandtype.DependencyLimitPrefix+dep, create); a != nil {
+			f.DepOf[kind], f.DepAdaptive[dep] = dep, a
+		}
+	}
+	if !f.Adapts(kind) {
+		return nil
+	}
+	return f
+}
