@@ -811,6 +811,7 @@ type capableStore struct {
 	errandstore.LimiterStore
 	errandstore.BreakerStore
 	errandstore.ScheduleStore
+	errandstore.ConcurrencyClaimer
 }
 
 // ID returns the worker's id: its row in the registry ([Client.Workers]) and
