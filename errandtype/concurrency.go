@@ -108,28 +108,43 @@ func ParseConcurrencyLimit(s string) (ConcurrencyLimit, error) {
 	if l.Limit, err = strconv.Atoi(n); err != nil || l.Limit < 1 {
 		return bad("has no limit N of at least 1")
 	}
-	for hasOpt {
-		var o string
-		o, opt, hasOpt = strings.Cut(opt, ",")
-		key, val, _ := strings.Cut(o, "=")
-		n, err := strconv.Atoi(val)
-		switch {
-		case key == "floor" && err == nil && n >= 1 && l.Floor == 0:
-			l.Floor = n
-		case key == "ceiling" && err == nil && n >= 1 && l.Ceiling == 0:
-			l.Ceiling = n
-		case key == "target" && l.Target == 0:
-			if l.Target, err = time.ParseDuration(val); err != nil || l.Target <= 0 {
-				return bad("has a target that is not a positive duration")
-			}
-		default:
-			return bad(fmt.Sprintf("has an option %q that is not floor=F, ceiling=C or target=DURATION, each once with a number at least 1", o))
+	if hasOpt {
+		if why := readLimitOptions(opt, "", nil, &l.Floor, &l.Ceiling, &l.Target); why != "" {
+			return bad(why)
 		}
 	}
 	if _, err := l.Spec(); err != nil {
 		return ConcurrencyLimit{}, err
 	}
 	return l, nil
+}
+
+// readLimitOptions reads the options of a limit written on a command line,
+// comma-separated, each once: burst=B (when burst is not nil, named in
+// burstForm), floor=F, ceiling=C and target=DURATION. It returns why an
+// option is bad, or "".
+func readLimitOptions(opts, burstForm string, burst, floor, ceiling *int, target *time.Duration) string {
+	for more := true; more; {
+		var o string
+		o, opts, more = strings.Cut(opts, ",")
+		key, val, _ := strings.Cut(o, "=")
+		n, err := strconv.Atoi(val)
+		switch {
+		case key == "burst" && burst != nil && err == nil && n >= 1 && *burst == 0:
+			*burst = n
+		case key == "floor" && err == nil && n >= 1 && *floor == 0:
+			*floor = n
+		case key == "ceiling" && err == nil && n >= 1 && *ceiling == 0:
+			*ceiling = n
+		case key == "target" && *target == 0:
+			if *target, err = time.ParseDuration(val); err != nil || *target <= 0 {
+				return "has a target that is not a positive duration"
+			}
+		default:
+			return fmt.Sprintf("has an option %q that is not %sfloor=F, ceiling=C or target=DURATION, each once with a number at least 1", o, burstForm)
+		}
+	}
+	return ""
 }
 
 // validateConcurrency checks a concurrency limit's spec.
