@@ -120,6 +120,17 @@ const (
 	DefaultRetryBudgetMin    = errandtype.DefaultRetryBudgetMin
 )
 
+// ConcurrencyLimit caps how many jobs of a kind run at once across the
+// whole cluster: see [errandtype.ConcurrencyLimit].
+type ConcurrencyLimit = errandtype.ConcurrencyLimit
+
+// ParseConcurrencyLimit reads a concurrency limit written on a command
+// line, as errand work --concurrency-limit takes it: see
+// [errandtype.ParseConcurrencyLimit].
+func ParseConcurrencyLimit(s string) (ConcurrencyLimit, error) {
+	return errandtype.ParseConcurrencyLimit(s)
+}
+
 // ParseRateLimit reads a rate limit written on a command line, as errand
 // work --rate-limit takes it: see [errandtype.ParseRateLimit].
 func ParseRateLimit(s string) (RateLimit, error) { return errandtype.ParseRateLimit(s) }

@@ -16,6 +16,7 @@ type capabilities struct {
 	fairPruner      errandstore.FairTurnPruner
 	tableKeeper     errandstore.TableKeeper
 	limiter         errandstore.LimiterStore
+	concurrency     errandstore.ConcurrencyClaimer
 	breakers        errandstore.BreakerStore
 	schedules       errandstore.ScheduleStore
 	batches         errandstore.BatchStore
@@ -40,6 +41,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.tableKeeper, _ = store.(errandstore.TableKeeper)
 	c.ager, _ = store.(errandstore.PriorityAger)
 	c.limiter, _ = store.(errandstore.LimiterStore)
+	c.concurrency, _ = store.(errandstore.ConcurrencyClaimer)
 	c.breakers, _ = store.(errandstore.BreakerStore)
 	c.schedules, _ = store.(errandstore.ScheduleStore)
 	c.batches, _ = store.(errandstore.BatchStore)

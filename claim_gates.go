@@ -85,6 +85,9 @@ func (w *Worker) claimGates() claimGates {
 	if w.breakers != nil && len(w.breakers.Deps()) > 0 {
 		gates = append(gates, w.breakers)
 	}
+	if w.conc != nil {
+		gates = append(gates, w.conc)
+	}
 	return gates
 }
 

@@ -537,6 +537,7 @@ func (w *Worker) followUp(ctx context.Context, queue string, a *attempt, res *Wo
 		return
 	}
 	w.observeAdaptive(ctx, a, res)
+	w.conc.observe(ctx, a, res)
 	w.breakers.observe(ctx, a, res)
 	if err != nil {
 		w.c.logger.Error("record outcome failed; the lease will expire and the job run again",
@@ -546,7 +547,7 @@ func (w *Worker) followUp(ctx context.Context, queue string, a *attempt, res *Wo
 	}
 	w.noteResult(res)
 	w.stats.countResult(res)
-	if changesSchedule(job, res) {
+	if changesSchedule(job, res) || w.conc.limitsKind(job.Kind) {
 		w.c.wakes.Wake([]string{queue})
 	}
 }

@@ -110,6 +110,11 @@ type WorkerConfig struct {
 	// it handles. A worker without them makes no call for them.
 	RateLimits   []RateLimit
 	RetryBudgets []RetryBudget
+	// ConcurrencyLimits cap how many jobs of a kind run at once across
+	// the cluster (see [ConcurrencyLimit]). Each must name a kind this
+	// worker handles; the store must be an
+	// [errandstore.ConcurrencyClaimer] and a [LimiterStore].
+	ConcurrencyLimits []ConcurrencyLimit
 }
 
 // Worker runs jobs from one or more queues until stopped. It claims only as
@@ -149,6 +154,7 @@ type Worker struct {
 	scheduler     *schedule.Scheduler   // nil without schedules; see schedule.go
 	flow          *flow.Limits          // nil without limits; see internal/flow
 	breakers      *breakerGate          // nil when the store keeps no breakers; see breaker.go
+	conc          *concGate             // nil without concurrency limits; see concurrency_limit.go
 	gates         claimGates            // what a claim passes; see claim_gates.go
 	many          map[string]manyRunner // kinds run by many handlers; nil when none (see many.go)
 	lingering     lingerGroups          // calls of many handlers waiting for more jobs
@@ -266,6 +272,9 @@ func (w *Worker) build() error {
 		w.share = flow.NewShare(cfg.MaxWorkers, w.weights, cfg.Queues)
 	}
 	if w.breakers, err = newBreakerGate(c, w.kinds); err != nil {
+		return err
+	}
+	if w.conc, err = newConcGate(c, cfg, w.kinds); err != nil {
 		return err
 	}
 	w.gates = w.claimGates()
@@ -807,6 +816,7 @@ type capableStore struct {
 	errandstore.LimiterStore
 	errandstore.BreakerStore
 	errandstore.ScheduleStore
+	errandstore.ConcurrencyClaimer
 }
 
 // ID returns the worker's id: its row in the registry ([Client.Workers]) and

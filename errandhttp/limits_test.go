@@ -67,7 +67,7 @@ func TestLimitsVisible(t *testing.T) {
 		}
 		page, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		for _, part := range []string{"Rate limits and retry budgets", "queue:default", "20/s, burst 2", "retry:mail", "0.1 per first attempt over 1m0s, min 3"} {
+		for _, part := range []string{"Rate limits, retry budgets and concurrency limits", "queue:default", "20/s, burst 2", "retry:mail", "0.1 per first attempt over 1m0s, min 3"} {
 			if !strings.Contains(string(page), part) {
 				t.Errorf("the overview lacks %q", part)
 			}

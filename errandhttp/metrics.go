@@ -66,8 +66,11 @@ type MetricsOptions struct {
 //	errand_rate_limit_tokens{limit}                   a rate limit's tokens now: jobs that may start at once
 //	errand_rate_limit_per_second{limit}               a rate limit's rate
 //	errand_rate_limited_total{limit}                  claims held back for want of a token, by every process
-//	errand_adaptive_limit_floor{limit}                an adaptive rate limit's floor, per second
-//	errand_adaptive_limit_ceiling{limit}              an adaptive rate limit's ceiling, per second
+//	errand_concurrency_limit{limit}                   a concurrency limit now: jobs of its kind that may run at once
+//	errand_concurrency_running{limit}                 its kind's jobs running now under a live lease
+//	errand_concurrency_limited_total{limit}           claims it left no room, by every process
+//	errand_adaptive_limit_floor{limit}                an adaptive limit's floor (per second for a rate)
+//	errand_adaptive_limit_ceiling{limit}              an adaptive limit's ceiling (per second for a rate)
 //	errand_adaptive_limit_held_seconds{limit}         how long a provider's reset time still holds it
 //	errand_adaptive_limit_decreases_total{limit}      times its rate went down
 //	errand_adaptive_limit_last_move{limit,reason}     when its rate last moved (Unix seconds), and why
@@ -262,6 +265,7 @@ type limitCollector struct {
 
 func (l *limitCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{rateTokensDesc, ratePerSecondDesc, rateLimitedDesc, budgetTokensDesc, budgetExhaustedDesc, budgetHeldDesc,
+		concLimitDesc, concRunningDesc, concLimitedDesc,
 		adaptiveFloorDesc, adaptiveCeilingDesc, adaptiveHeldDesc, adaptiveDecreasesDesc, adaptiveMoveDesc} {
 		ch <- d
 	}
@@ -283,9 +287,13 @@ func (l *limitCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(budgetHeldDesc, prometheus.CounterValue, float64(r.Denied), kind)
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(rateTokensDesc, prometheus.GaugeValue, r.Tokens, r.Name)
-		ch <- prometheus.MustNewConstMetric(ratePerSecondDesc, prometheus.GaugeValue, r.Spec.Rate, r.Name)
-		ch <- prometheus.MustNewConstMetric(rateLimitedDesc, prometheus.CounterValue, float64(r.Denied), r.Name)
+		if r.Spec.Mode == errandtype.LimiterModeConcurrency {
+			collectConcurrency(ch, r)
+		} else {
+			ch <- prometheus.MustNewConstMetric(rateTokensDesc, prometheus.GaugeValue, r.Tokens, r.Name)
+			ch <- prometheus.MustNewConstMetric(ratePerSecondDesc, prometheus.GaugeValue, r.Spec.Rate, r.Name)
+			ch <- prometheus.MustNewConstMetric(rateLimitedDesc, prometheus.CounterValue, float64(r.Denied), r.Name)
+		}
 		if a := r.Adaptive; a != nil {
 			ch <- prometheus.MustNewConstMetric(adaptiveFloorDesc, prometheus.GaugeValue, r.Spec.Floor, r.Name)
 			ch <- prometheus.MustNewConstMetric(adaptiveCeilingDesc, prometheus.GaugeValue, r.Spec.Ceiling, r.Name)
@@ -398,4 +406,23 @@ func (w *workflowCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(workflowStalledDesc, prometheus.GaugeValue, max(g.stalled, 0).Seconds(), string(g.state))
 		}
 	}
+}
+
+// Descriptions of the concurrency limit gauges.
+var (
+	concLimitDesc = prometheus.NewDesc("errand_concurrency_limit",
+		"Jobs of a kind a cluster-wide concurrency limit lets run at once now (an adaptive one's, unrounded).", []string{"limit"}, nil)
+	concRunningDesc = prometheus.NewDesc("errand_concurrency_running",
+		"Jobs of a concurrency-limited kind running now under a live lease, cluster-wide.", []string{"limit"}, nil)
+	concLimitedDesc = prometheus.NewDesc("errand_concurrency_limited_total",
+		"Claims a cluster-wide concurrency limit left no room, by every process.", []string{"limit"}, nil)
+)
+
+// collectConcurrency reports concurrency limit r.
+func collectConcurrency(ch chan<- prometheus.Metric, r *errandtype.LimiterRecord) {
+	ch <- prometheus.MustNewConstMetric(concLimitDesc, prometheus.GaugeValue, r.Spec.Rate, r.Name)
+	if r.Running != nil {
+		ch <- prometheus.MustNewConstMetric(concRunningDesc, prometheus.GaugeValue, float64(*r.Running), r.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(concLimitedDesc, prometheus.CounterValue, float64(r.Denied), r.Name)
 }

@@ -47,6 +47,9 @@ func (p *LimiterTakeParams) Validate() error {
 		if err := t.Spec.Validate(); err != nil {
 			return fmt.Errorf("limiter %s: %w", t.Name, err)
 		}
+		if t.Spec.Mode == errandtype.LimiterModeConcurrency {
+			return &errandtype.InputError{Field: "limiter", Message: fmt.Sprintf("limiter %s: a concurrency limit holds no tokens; claim under it with JobClaimLimited", t.Name)}
+		}
 		if t.Want < 0 || t.Want > math.MaxInt32 {
 			return &errandtype.InputError{Field: "want", Message: fmt.Sprintf("limiter %s: want %d; give 0 to %d", t.Name, t.Want, math.MaxInt32)}
 		}

@@ -35,6 +35,10 @@ import (
 //     without using attempts. The bucket is empty when the hold ends, and
 //     refills at its rate from there.
 //
+// A kind's concurrency limit given a Floor and a Ceiling
+// ([ConcurrencyLimit]) moves by the same rule, its limit (the jobs that
+// may run at once) in place of the rate.
+//
 // Multiplicative rather than additive: the bucket is one for the whole
 // cluster, so there is no fairness between flows for additive increase to
 // buy, and a change of the provider's capacity is found in a number of
@@ -115,7 +119,7 @@ func (s LimiterSignal) Validate() error {
 	return nil
 }
 
-// Adaptive reports whether the spec is an adaptive rate limit's.
+// Adaptive reports whether the spec is an adaptive limit's.
 func (s LimiterSpec) Adaptive() bool { return s.Ceiling > 0 }
 
 // adaptiveBurst is an adaptive limit's burst: a tenth of a second's worth
@@ -132,7 +136,9 @@ func (s LimiterSpec) Current(stored float64) LimiterSpec {
 	if stored > 0 {
 		s.Rate = min(max(stored, s.Floor), s.Ceiling)
 	}
-	s.Burst = adaptiveBurst(s.Rate)
+	if s.Mode == LimiterModeRate {
+		s.Burst = adaptiveBurst(s.Rate)
+	}
 	return s
 }
 
@@ -182,10 +188,10 @@ func (s LimiterSpec) Adapt(st LimiterState, a AdaptiveState, sig LimiterSignal, 
 			a.Reason = fmt.Sprintf("%s: %d succeeded within the target while the limit held claims back; doubled", AdaptiveProbing, sig.Succeeded)
 		} else if rate < a.Peak {
 			rate = min(cur.Ceiling, a.Peak, rate+max((a.Peak-rate)/2, rate*0.01))
-			a.Reason = fmt.Sprintf("%s: %d succeeded within the target while the limit held claims back; back towards %.4g/s", AdaptiveGrowing, sig.Succeeded, a.Peak)
+			a.Reason = fmt.Sprintf("%s: %d succeeded within the target while the limit held claims back; back towards %.4g%s", AdaptiveGrowing, sig.Succeeded, a.Peak, s.unit())
 		} else {
 			rate = min(cur.Ceiling, rate*min(2, max(1.02, rate/a.Peak)))
-			a.Reason = fmt.Sprintf("%s: %d succeeded within the target while the limit held claims back; past %.4g/s, where it was last throttled", AdaptiveGrowing, sig.Succeeded, a.Peak)
+			a.Reason = fmt.Sprintf("%s: %d succeeded within the target while the limit held claims back; past %.4g%s, where it was last throttled", AdaptiveGrowing, sig.Succeeded, a.Peak, s.unit())
 		}
 		a.Cuts = 0
 		moved = true
@@ -208,6 +214,14 @@ func (s LimiterSpec) Adapt(st LimiterState, a AdaptiveState, sig LimiterSignal, 
 		next.Tokens, next.At = 0, a.HeldUntil
 	}
 	return next, a, true
+}
+
+// unit is what an adaptive limit's number counts, as its reasons write it.
+func (s LimiterSpec) unit() string {
+	if s.Mode == LimiterModeConcurrency {
+		return " at once"
+	}
+	return "/s"
 }
 
 // attempts is n attempts in English.

@@ -76,8 +76,10 @@ func (s LimiterSpec) Validate() error {
 		return s.validateRate()
 	case LimiterModeRetryBudget:
 		return s.validateRetryBudget()
+	case LimiterModeConcurrency:
+		return s.validateConcurrency()
 	default:
-		return &InputError{Field: "mode", Message: fmt.Sprintf("unknown limiter mode %q; use %q or %q", s.Mode, LimiterModeRate, LimiterModeRetryBudget)}
+		return &InputError{Field: "mode", Message: fmt.Sprintf("unknown limiter mode %q; use %q, %q or %q", s.Mode, LimiterModeRate, LimiterModeRetryBudget, LimiterModeConcurrency)}
 	}
 }
 
@@ -119,10 +121,14 @@ func (s LimiterSpec) validateRetryBudget() error {
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Full is the tokens of a new bucket: a rate bucket starts full, a retry
-// budget at Min.
+// budget at Min, a concurrency limit (whose tokens count its running
+// jobs as of its last claim) empty.
 func (s LimiterSpec) Full() float64 {
-	if s.Mode == LimiterModeRate {
+	switch s.Mode {
+	case LimiterModeRate:
 		return s.Burst
+	case LimiterModeConcurrency:
+		return 0
 	}
 	return s.Min
 }
@@ -140,7 +146,10 @@ type LimiterState struct {
 // nothing.
 func (s LimiterSpec) Level(st LimiterState, now time.Time) float64 {
 	d := max(now.Sub(st.At), 0)
-	if s.Mode == LimiterModeRate {
+	switch s.Mode {
+	case LimiterModeConcurrency:
+		return st.Tokens // nothing refills: a count, not a level
+	case LimiterModeRate:
 		return min(s.Burst, st.Tokens+s.Rate*d.Seconds())
 	}
 	fade := math.Exp(-float64(d) / float64(s.Window))
@@ -220,14 +229,19 @@ func (s LimiterSpec) Give(st LimiterState, now time.Time, amount float64) Limite
 // LimiterRecord is one bucket as [github.com/errandhq/errand.Client.Limits],
 // errand limits, the API and the dashboard show it.
 type LimiterRecord struct {
-	// Name is "queue:NAME", "kind:NAME", "dependency:NAME" (rate limits)
-	// or "retry:KIND" (retry budgets).
+	// Name is "queue:NAME", "kind:NAME", "dependency:NAME" (rate limits),
+	// "retry:KIND" (retry budgets) or "concurrency:KIND" (concurrency
+	// limits).
 	Name string `json:"name"`
 	// Spec is the rule the last worker to take from it gave.
 	Spec LimiterSpec `json:"spec"`
 	// Tokens is the bucket's level now: the starts a rate limit allows at
-	// once, the retries a retry budget allows.
+	// once, the retries a retry budget allows, the jobs a concurrency
+	// limit lets start now (its free slots).
 	Tokens float64 `json:"tokens"`
+	// Running is, for a concurrency limit, its kind's jobs running now
+	// under a live lease; nil for other buckets.
+	Running *int `json:"running,omitempty"`
 	// Denied counts the takes that got no token: claims a limit held
 	// back, in every process.
 	Denied int64 `json:"denied"`
@@ -259,7 +273,7 @@ func (s LimiterSpec) MarshalJSON() ([]byte, error) {
 	if s.Mode != LimiterModeRetryBudget || s.Rate != 0 || s.Burst != 0 {
 		j.Rate, j.Burst = set(s.Rate), set(s.Burst)
 	}
-	if s.Mode != LimiterModeRate || s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
+	if s.Mode == LimiterModeRetryBudget || s.Min != 0 || s.Ratio != 0 || s.Window != 0 {
 		j.Min, j.Ratio, j.WindowSeconds = set(s.Min), set(s.Ratio), set(s.Window.Seconds())
 	}
 	if s.Adaptive() {

@@ -196,24 +196,9 @@ func ParseRateLimit(s string) (RateLimit, error) {
 	if l.Per, err = parsePer(per); err != nil {
 		return bad("has no interval PER")
 	}
-	for hasOpt {
-		var o string
-		o, opt, hasOpt = strings.Cut(opt, ",")
-		key, val, _ := strings.Cut(o, "=")
-		n, err := strconv.Atoi(val)
-		switch {
-		case key == "burst" && err == nil && n >= 1 && l.Burst == 0:
-			l.Burst = n
-		case key == "floor" && err == nil && n >= 1 && l.Floor == 0:
-			l.Floor = n
-		case key == "ceiling" && err == nil && n >= 1 && l.Ceiling == 0:
-			l.Ceiling = n
-		case key == "target" && l.Target == 0:
-			if l.Target, err = time.ParseDuration(val); err != nil || l.Target <= 0 {
-				return bad("has a target that is not a positive duration")
-			}
-		default:
-			return bad(fmt.Sprintf("has an option %q that is not burst=B, floor=F, ceiling=C or target=DURATION, each once with a number at least 1", o))
+	if hasOpt {
+		if why := readLimitOptions(opt, "burst=B, ", &l.Burst, &l.Floor, &l.Ceiling, &l.Target); why != "" {
+			return bad(why)
 		}
 	}
 	if _, err := l.Spec(); err != nil {

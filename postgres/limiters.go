@@ -64,32 +64,47 @@ func zeroNull(t time.Time) any {
 func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
 	return errandstore.TakeLimiters(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
 		func(tx pgx.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
-			sp := t.Spec
-			var st errandtype.LimiterState
-			var now time.Time
-			var held *time.Time
-			err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
-				VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0)
-				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
-					ratio = excluded.ratio, window_us = excluded.window_us,
-					floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
-				RETURNING tokens, updated_at, rate, held_until, {now}`),
-				s.nowArg(), t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
-				sp.Floor, sp.Ceiling,
-			).Scan(&st.Tokens, &st.At, &st.Rate, &held, &now)
+			st, now, err := s.upsertLimiter(ctx, tx, t.Name, t.Spec)
 			if err != nil {
-				return errandstore.LimiterGrant{}, badValue(err)
-			}
-			st.At, now = st.At.UTC(), micro(now)
-			if held != nil {
-				st.HeldUntil = held.UTC()
+				return errandstore.LimiterGrant{}, err
 			}
 			next, cur, grant, denied := t.From(st, now)
-			_, err = tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3,
-				rate = $4, burst = $5, held_until = $6 WHERE name = $7`),
-				next.Tokens, next.At, denied, cur.Rate, cur.Burst, zeroNull(next.HeldUntil), t.Name)
-			return grant, err
+			return grant, s.writeTaken(ctx, tx, t.Name, next, cur, denied)
 		})
+}
+
+// upsertLimiter creates bucket name with rule sp, or gives it sp's rule
+// (an adaptive limit keeps its rate), and returns its state and now. The
+// row stays locked until tx ends.
+func (s *Store) upsertLimiter(ctx context.Context, tx pgx.Tx, name string, sp errandtype.LimiterSpec) (errandtype.LimiterState, time.Time, error) {
+	var st errandtype.LimiterState
+	var now time.Time
+	var held *time.Time
+	err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
+		VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0)
+		ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
+			ratio = excluded.ratio, window_us = excluded.window_us,
+			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
+		RETURNING tokens, updated_at, rate, held_until, {now}`),
+		s.nowArg(), name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
+		sp.Floor, sp.Ceiling,
+	).Scan(&st.Tokens, &st.At, &st.Rate, &held, &now)
+	if err != nil {
+		return st, now, badValue(err)
+	}
+	st.At, now = st.At.UTC(), micro(now)
+	if held != nil {
+		st.HeldUntil = held.UTC()
+	}
+	return st, now, nil
+}
+
+// writeTaken writes bucket name's state after a take or a limited claim.
+func (s *Store) writeTaken(ctx context.Context, tx pgx.Tx, name string, next errandtype.LimiterState, cur errandtype.LimiterSpec, denied int) error {
+	_, err := tx.Exec(ctx, s.limSQL(`UPDATE {limiters} SET tokens = $1, updated_at = $2, denied = denied + $3,
+		rate = $4, burst = $5, held_until = $6 WHERE name = $7`),
+		next.Tokens, next.At, denied, cur.Rate, cur.Burst, zeroNull(next.HeldUntil), name)
+	return err
 }
 
 // LimiterGive implements [errandstore.LimiterStore]. Rows are locked in name
@@ -153,6 +168,8 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 	}
 	defer rows.Close()
 	out := []*errandtype.LimiterRecord{}
+	var states []errandtype.LimiterState
+	var at time.Time
 	for rows.Next() {
 		var now time.Time
 		r, st, err := scanLimiter(nowScanner{rows, &now})
@@ -161,8 +178,13 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 		}
 		r.Tokens = r.Spec.Level(st, micro(now))
 		out = append(out, r)
+		states, at = append(states, st), micro(now)
 	}
 	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list limiters: %w", err)
+	}
+	rows.Close()
+	if err := s.fillRunning(ctx, out, states, at); err != nil {
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	return out, nil

@@ -366,28 +366,8 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams)
 				return err
 			}
 		}
-		args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
-		for _, q := range p.Queues {
-			args = append(args, q)
-		}
-		for _, k := range p.Kinds {
-			args = append(args, k)
-		}
-		for _, k := range p.SkipRetryKinds {
-			args = append(args, k)
-		}
-		args = append(args, p.Limit)
-		st := s.ownStmts(tx)
-		defer st.Close()
-		claim, err := st.get(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)))
-		if err != nil {
-			return err
-		}
-		rows, err := claim.QueryContext(ctx, args...)
-		if err != nil {
-			return err
-		}
-		jobs, err = scanJobs(rows, scanJob)
+		var err error
+		jobs, err = s.claimIn(ctx, tx, p, now)
 		return err
 	})
 	if err != nil {
@@ -398,6 +378,32 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams)
 	}
 	errandstore.SortClaimOrder(jobs)
 	return jobs, nil
+}
+
+// claimIn claims p's jobs at now in tx, without a sweep.
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, p *errandstore.JobClaimParams, now time.Time) ([]*errandtype.Job, error) {
+	args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
+	for _, q := range p.Queues {
+		args = append(args, q)
+	}
+	for _, k := range p.Kinds {
+		args = append(args, k)
+	}
+	for _, k := range p.SkipRetryKinds {
+		args = append(args, k)
+	}
+	args = append(args, p.Limit)
+	st := s.ownStmts(tx)
+	defer st.Close()
+	claim, err := st.get(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := claim.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanJobs(rows, scanJob)
 }
 
 // claimSQL is the claim of JobClaimMany for that many queues and kinds (no

@@ -56,32 +56,46 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 	return errandstore.TakeLimiters(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
 		func(tx *sql.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
 			now := fromMicros(micros(s.clock.Now()))
-			sp := t.Spec
-			var st errandtype.LimiterState
-			var at int64
-			var held sql.NullInt64
-			err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
-				VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0)
-				ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
-					ratio = excluded.ratio, window_us = excluded.window_us,
-					floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
-				RETURNING tokens, updated_at, rate, held_until`,
-				t.Name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
-				sp.Floor, sp.Ceiling,
-			).Scan(&st.Tokens, &at, &st.Rate, &held)
+			st, err := upsertLimiter(ctx, tx, t.Name, t.Spec, now)
 			if err != nil {
 				return errandstore.LimiterGrant{}, err
 			}
-			st.At = fromMicros(at)
-			if t := nullMicros(held); t != nil {
-				st.HeldUntil = *t
-			}
 			next, cur, grant, denied := t.From(st, now)
-			_, err = tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ?,
-				rate = ?, burst = ?, held_until = ? WHERE name = ?`,
-				next.Tokens, micros(next.At), denied, cur.Rate, cur.Burst, zeroNull(next.HeldUntil), t.Name)
-			return grant, err
+			return grant, writeTaken(ctx, tx, t.Name, next, cur, denied)
 		})
+}
+
+// upsertLimiter creates bucket name with rule sp, or gives it sp's rule
+// (an adaptive limit keeps its rate), and returns its state.
+func upsertLimiter(ctx context.Context, tx *sql.Tx, name string, sp errandtype.LimiterSpec, now time.Time) (errandtype.LimiterState, error) {
+	var st errandtype.LimiterState
+	var at int64
+	var held sql.NullInt64
+	err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0)
+		ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
+			ratio = excluded.ratio, window_us = excluded.window_us,
+			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
+		RETURNING tokens, updated_at, rate, held_until`,
+		name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
+		sp.Floor, sp.Ceiling,
+	).Scan(&st.Tokens, &at, &st.Rate, &held)
+	if err != nil {
+		return st, err
+	}
+	st.At = fromMicros(at)
+	if t := nullMicros(held); t != nil {
+		st.HeldUntil = *t
+	}
+	return st, nil
+}
+
+// writeTaken writes bucket name's state after a take or a limited claim.
+func writeTaken(ctx context.Context, tx *sql.Tx, name string, next errandtype.LimiterState, cur errandtype.LimiterSpec, denied int) error {
+	_, err := tx.ExecContext(ctx, `UPDATE errand_limiters SET tokens = ?, updated_at = ?, denied = denied + ?,
+		rate = ?, burst = ?, held_until = ? WHERE name = ?`,
+		next.Tokens, micros(next.At), denied, cur.Rate, cur.Burst, zeroNull(next.HeldUntil), name)
+	return err
 }
 
 // LimiterGive implements [errandstore.LimiterStore].
@@ -131,6 +145,7 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 	}
 	defer rows.Close()
 	out := []*errandtype.LimiterRecord{}
+	var states []errandtype.LimiterState
 	for rows.Next() {
 		r, st, err := scanLimiter(rows)
 		if err != nil {
@@ -138,8 +153,13 @@ func (s *Store) LimiterList(ctx context.Context, _ *errandstore.LimiterListParam
 		}
 		r.Tokens = r.Spec.Level(st, now)
 		out = append(out, r)
+		states = append(states, st)
 	}
 	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list limiters: %w", err)
+	}
+	rows.Close()
+	if err := s.fillRunning(ctx, out, states, now); err != nil {
 		return nil, fmt.Errorf("list limiters: %w", err)
 	}
 	return out, nil

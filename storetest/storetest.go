@@ -205,6 +205,7 @@ func exercise(t *testing.T, h harness) {
 		{"Leader", leaderCases},
 		{"Schedule", scheduleCases},
 		{"Limiter", limiterCases},
+		{"Concurrency", concurrencyCases},
 		{"Breaker", breakerCases},
 		{"Batch", batchCases},
 		{"Workflow", workflowCases},

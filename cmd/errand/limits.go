@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +18,7 @@ import (
 var limitsCommand = &command{
 	name:    "limits",
 	args:    "[--json]",
-	summary: "list rate limits and retry budgets: tokens now, rule, claims held back",
+	summary: "list rate limits, retry budgets and concurrency limits: tokens now, rule, claims held back",
 	detail: `
 Lists every rate limit and retry budget that a worker has taken tokens from
 (errand work --rate-limit and --retry-budget, or
@@ -29,16 +30,21 @@ and when it was last used. A rate limit's tokens are the jobs that may
 start at once; a retry budget's, the retries that may start (0 or less:
 the kind's retries wait).
 
-An adaptive rate limit (a kind's or a dependency's, given floor= and
-ceiling=) shows its rate
-now, its bounds, and a line saying when and why it last moved.
+A concurrency limit (errand work --concurrency-limit, or
+errand.WorkerConfig.ConcurrencyLimits), named concurrency:KIND, shows the
+jobs of its kind that may start now (its free slots) as its tokens, and
+its kind's jobs running now under a live lease in its rule.
+
+An adaptive limit (a kind's or a dependency's rate limit, or a kind's
+concurrency limit, given floor= and ceiling=) shows its rate or limit now,
+its bounds, and a line saying when and why it last moved.
 
 With --json, prints one JSON array ordered by name: {"name", "spec":
 {"mode", "rate", "burst", "min", "ratio", "window_seconds"}, "tokens",
 "denied", "updated_at"}; a spec's fields its mode does not use are null.
 An adaptive limit's spec adds "floor" and "ceiling", and its record
 "adaptive": {"held_until", "moved_at", "reason", "decreases", "peak",
-"increases"}.`,
+"increases"}. A concurrency limit's record adds "running".`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print a JSON array of limit records")
@@ -60,7 +66,7 @@ An adaptive limit's spec adds "floor" and "ceiling", and its record
 				return writeJSON(e.stdout, rs)
 			}
 			if len(rs) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "no rate limits or retry budgets")
+				_, err := fmt.Fprintln(e.stdout, "no rate limits, retry budgets or concurrency limits")
 				return err
 			}
 			return writeLimitsTable(e.stdout, rs)
@@ -73,8 +79,12 @@ func writeLimitsTable(w io.Writer, rs []*errandtype.LimiterRecord) error {
 	fmt.Fprintln(tw, "NAME\tTOKENS\tRULE\tHELD BACK\tUPDATED")
 	var moves []string
 	for _, r := range rs {
+		rule := limitRule(r.Spec)
+		if r.Running != nil {
+			rule += ", " + strconv.Itoa(*r.Running) + " running"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(r.Name), strconv.FormatFloat(r.Tokens, 'f', 2, 64),
-			limitRule(r.Spec), r.Denied, formatTime(r.UpdatedAt))
+			rule, r.Denied, formatTime(r.UpdatedAt))
 		if a := r.Adaptive; a != nil && !a.MovedAt.IsZero() {
 			m := fmt.Sprintf("%s last moved %s: %s", printable(r.Name), formatTime(a.MovedAt), printable(a.Reason))
 			if a.HeldUntil.After(a.MovedAt) {
@@ -97,6 +107,13 @@ func writeLimitsTable(w io.Writer, rs []*errandtype.LimiterRecord) error {
 // limitRule describes a bucket's rule for a person.
 func limitRule(s errandtype.LimiterSpec) string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+	if s.Mode == errandtype.LimiterModeConcurrency {
+		r := strconv.Itoa(int(math.Floor(s.Rate+1e-9))) + " at once"
+		if s.Adaptive() {
+			r += " (" + f(s.Rate) + ") adaptive between " + f(s.Floor) + " and " + f(s.Ceiling)
+		}
+		return r
+	}
 	if s.Mode == errandtype.LimiterModeRate && s.Adaptive() {
 		return f(s.Rate) + "/s adaptive between " + f(s.Floor) + " and " + f(s.Ceiling) + ", burst " + f(s.Burst)
 	}
@@ -111,6 +128,7 @@ func limitRule(s errandtype.LimiterSpec) string {
 type limitFlags struct {
 	rates   *[]string
 	budgets *[]string
+	conc    *[]string
 }
 
 func addLimitFlags(fs *flag.FlagSet) limitFlags {
@@ -119,11 +137,26 @@ func addLimitFlags(fs *flag.FlagSet) limitFlags {
 			"(`queue:NAME=N/PER`, kind:NAME=N/PER or dependency:NAME=N/PER, PER s, m, h or a duration, optional ,burst=B; repeatable)"),
 		budgets: listFlag(fs, "retry-budget", "let KIND retry at most RATIO per first attempt over WINDOW (default 1m), "+
 			"plus N a window (default 10) (`KIND=RATIO[/WINDOW][,min=N]`; repeatable)"),
+		conc: listFlag(fs, "concurrency-limit", "run at most N jobs of a kind at once across every worker "+
+			"(`kind:NAME=N`, adaptive with ,floor=F,ceiling=C[,target=DUR]; repeatable)"),
 	}
 }
 
 // set reports whether any limit was given.
-func (l limitFlags) set() bool { return len(*l.rates) > 0 || len(*l.budgets) > 0 }
+func (l limitFlags) set() bool { return len(*l.rates) > 0 || len(*l.budgets) > 0 || len(*l.conc) > 0 }
+
+// concurrency reads the --concurrency-limit flags.
+func (l limitFlags) concurrency() ([]errand.ConcurrencyLimit, error) {
+	var out []errand.ConcurrencyLimit
+	for _, f := range *l.conc {
+		c, err := errand.ParseConcurrencyLimit(f)
+		if err != nil {
+			return nil, usagef("--concurrency-limit: %v", err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
 
 // parse reads the flags.
 func (l limitFlags) parse() ([]errand.RateLimit, []errand.RetryBudget, error) {
@@ -157,6 +190,8 @@ func workerConfigError(err error) error {
 			return usagef("--rate-limit: %s", strings.Replace(msg, "with KindOpts.Dependency", "with --dependency KIND=DEP", 1))
 		case strings.HasPrefix(ie.Field, "RetryBudgets"):
 			return usagef("--retry-budget: %s", ie.Message)
+		case strings.HasPrefix(ie.Field, "ConcurrencyLimits"):
+			return usagef("--concurrency-limit: %s", ie.Message)
 		}
 	}
 	return retentionFlagError(err)

@@ -25,3 +25,22 @@ func TestLimitsTableAdaptive(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsTableConcurrency: errand limits shows a concurrency limit's
+// free slots, its limit now (an adaptive one's within its bounds) and its
+// running jobs.
+func TestLimitsTableConcurrency(t *testing.T) {
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	running := 3
+	r := &errandtype.LimiterRecord{Name: "concurrency:export", Tokens: 4, UpdatedAt: at, Running: &running, Denied: 7,
+		Spec: errandtype.LimiterSpec{Mode: errandtype.LimiterModeConcurrency, Rate: 7.2, Floor: 2, Ceiling: 50}}
+	var b strings.Builder
+	if err := writeLimitsTable(&b, []*errandtype.LimiterRecord{r}); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"concurrency:export", "4.00", "7 at once (7.2) adaptive between 2 and 50, 3 running", " 7 "} {
+		if !strings.Contains(b.String(), part) {
+			t.Errorf("errand limits lacks %q:\n%s", part, b.String())
+		}
+	}
+}

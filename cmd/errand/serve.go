@@ -173,9 +173,13 @@ finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 			}
 			retain := retention.policy() != nil
 			if !handles && (len(*queues) > 0 || len(*kindFlags.timeouts) > 0 || len(*kindFlags.deletes) > 0 || isSet(fs, "lease") || weights.set(fs) || limits.set()) {
-				return usagef("--queue, --max-workers, --weight, --timeout, --delete-on-success, --lease, --rate-limit and --retry-budget configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
+				return usagef("--queue, --max-workers, --weight, --timeout, --delete-on-success, --lease, --rate-limit, --retry-budget and --concurrency-limit configure the worker's claims; add --exec KIND=COMMAND or --http KIND=URL, or drop them")
 			}
 			rates, budgets, err := limits.parse()
+			if err != nil {
+				return err
+			}
+			conc, err := limits.concurrency()
 			if err != nil {
 				return err
 			}
@@ -227,7 +231,7 @@ finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 				wcfg = &errand.WorkerConfig{Queues: qs.concurrency, Lease: *lease, Schedules: schedules,
 					MaxWorkers: shared.MaxWorkers, QueueWeights: shared.QueueWeights}
 				wcfg.Retention = retention.policy()
-				wcfg.RateLimits, wcfg.RetryBudgets = rates, budgets
+				wcfg.RateLimits, wcfg.RetryBudgets, wcfg.ConcurrencyLimits = rates, budgets, conc
 				workerDefaults(fs, wcfg, grace)
 				// What the worker would refuse is refused before the
 				// database is opened, and perhaps created.

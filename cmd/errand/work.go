@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-kind KIND=SUCCEEDED[:DEAD]...] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--concurrency-limit kind:NAME=N...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-kind KIND=SUCCEEDED[:DEAD]...] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -107,7 +107,13 @@ per PER (s, m, h or a duration) across every worker of the database: the
 tokens are held in the database, so two workers share the rate. A job over the limit is not claimed: it stays
 queued, its attempt unused, and the queue sleeps until a token is due.
 ,burst=B lets B start at once after a quiet spell (default a tenth of a
-second's worth, at least 1). Each --retry-budget KIND=RATIO[/WINDOW][,min=N]
+second's worth, at least 1). Each --concurrency-limit kind:NAME=N runs at
+most N jobs of kind NAME at once across every worker of the database: a
+claim counts the kind's running jobs under a lock in the database, and a
+job over the limit stays queued, its attempt unused; a worker killed with
+jobs running holds their slots until their leases expire.
+,floor=F,ceiling=C[,target=DUR] makes it adaptive, as an adaptive rate
+limit is. Each --retry-budget KIND=RATIO[/WINDOW][,min=N]
 lets KIND's retries start only while they stay within RATIO of its first
 attempts over about WINDOW (default 1m), plus N per window (default 10) so
 that a quiet kind can still retry; over budget its retries wait, queued,
@@ -228,13 +234,20 @@ does, so the claim stays within them.`,
 			if err != nil {
 				return err
 			}
+			conc, err := limits.concurrency()
+			if err != nil {
+				return err
+			}
+			if *once && len(conc) > 0 {
+				return usagef("--concurrency-limit bounds a long-running worker's claims; drop it with --once")
+			}
 			aging, err := parseAging(*agingF)
 			if err != nil {
 				return err
 			}
 			cfg := &errand.WorkerConfig{PriorityAging: aging, Queues: qs.concurrency, Lease: *lease, PollInterval: *poll, PollOnly: *pollOnly,
 				HeartbeatInterval: *heartbeat, LeaderTTL: *leaderTTL, Schedules: schedules, Retention: retention.policy(),
-				RateLimits: rates, RetryBudgets: budgets}
+				RateLimits: rates, RetryBudgets: budgets, ConcurrencyLimits: conc}
 			if err := weights.apply(fs, qs, cfg); err != nil {
 				return err
 			}

@@ -494,8 +494,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List rate limits and retry budgets
-         * @description The cluster's token buckets, with their tokens now.
+         * List rate limits, retry budgets and concurrency limits
+         * @description The cluster's token buckets and concurrency limits, with their tokens (free slots) and running jobs now.
          */
         get: operations["listLimits"];
         put?: never;
@@ -1395,32 +1395,35 @@ export interface components {
             created_at: components["schemas"]["Time"];
             updated_at: components["schemas"]["Time"];
         };
-        /** @description A rate limit (queue:NAME, kind:NAME, dependency:NAME) or retry budget (retry:KIND). */
+        /** @description A rate limit (queue:NAME, kind:NAME, dependency:NAME), retry budget (retry:KIND) or concurrency limit (concurrency:KIND). */
         Limiter: {
             name: string;
             /** @description Null where the mode does not use a field. */
             spec: {
                 /** @enum {string} */
-                mode: "rate" | "retry_budget";
+                mode: "rate" | "retry_budget" | "concurrency";
+                /** @description A rate limit's starts a second; a concurrency limit's jobs at once (an adaptive one's, unrounded). */
                 rate: number | null;
                 burst: number | null;
                 min: number | null;
                 ratio: number | null;
                 window_seconds: number | null;
-                /** @description An adaptive rate limit's floor, a second; absent on a fixed one. */
+                /** @description An adaptive limit's floor (a second for a rate); absent on a fixed one. */
                 floor?: number;
-                /** @description An adaptive rate limit's ceiling, a second; absent on a fixed one. */
+                /** @description An adaptive limit's ceiling (a second for a rate); absent on a fixed one. */
                 ceiling?: number;
             };
-            /** @description The bucket's level now. */
+            /** @description The bucket's level now; a concurrency limit's free slots. */
             tokens: number;
+            /** @description A concurrency limit's jobs running now under a live lease; absent on other buckets. */
+            running?: number;
             /**
              * Format: int64
              * @description Claims held back for want of a token.
              */
             denied: number;
             updated_at: components["schemas"]["Time"];
-            /** @description An adaptive rate limit's state (spec.rate is its rate now); absent on a fixed limit. */
+            /** @description An adaptive limit's state (spec.rate is its rate or concurrency now); absent on a fixed limit. */
             adaptive?: {
                 held_until?: components["schemas"]["Time"];
                 moved_at?: components["schemas"]["Time"];

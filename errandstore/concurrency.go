@@ -1,0 +1,142 @@
+package errandstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/errandhq/errand/errandtype"
+)
+
+// ConcurrencyClaimer is the optional capability of cluster-wide
+// concurrency limits (see [errandtype.ConcurrencyLimit]): a claim made in
+// the transaction that locks the limit's row and counts the jobs it
+// limits that run now, so that concurrent claimers, in one process or
+// many, never start more than the limit between them. The limit's row
+// lives with the rate limits' buckets, so [LimiterStore.LimiterList] and
+// [LimiterStore.LimiterAdjust] show and move it. errand/sqlite and
+// errand/postgres implement it.
+type ConcurrencyClaimer interface {
+	// JobClaimLimited upserts and locks the row p.Name (p.Spec replaces
+	// its stored rule; an adaptive limit keeps its stored limit within
+	// the spec's bounds), counts the jobs of p.Claim.Kinds in state
+	// running whose lease_until is after now, and claims, as JobClaimMany
+	// does but without its sweep, at most the room [errandtype.LimiterSpec.Admit]
+	// leaves, all in one transaction (see [ClaimLimited]).
+	JobClaimLimited(ctx context.Context, p *JobClaimLimitedParams) (*JobClaimLimitedResult, error)
+}
+
+// JobClaimLimitedParams is a claim under a concurrency limit.
+type JobClaimLimitedParams struct {
+	// Name is the limit's row, "concurrency:KIND".
+	Name string
+	// Spec is the limit's rule, of mode concurrency.
+	Spec errandtype.LimiterSpec
+	// Claim is the claim: its Kinds are the kinds the limit counts, its
+	// Limit the most jobs wanted.
+	Claim JobClaimParams
+}
+
+// Validate checks the params.
+func (p *JobClaimLimitedParams) Validate() error {
+	if err := checkLimiterName(p.Name); err != nil {
+		return err
+	}
+	if p.Spec.Mode != errandtype.LimiterModeConcurrency {
+		return &errandtype.InputError{Field: "limiter", Message: fmt.Sprintf("limiter %s: a limited claim takes a concurrency limit, not mode %q", p.Name, p.Spec.Mode)}
+	}
+	if err := p.Spec.Validate(); err != nil {
+		return fmt.Errorf("limiter %s: %w", p.Name, err)
+	}
+	if len(p.Claim.Kinds) == 0 {
+		return &errandtype.InputError{Field: "kinds", Message: fmt.Sprintf("limiter %s: name the kinds the limit counts", p.Name)}
+	}
+	return p.Claim.Validate()
+}
+
+// JobClaimLimitedResult is what a limited claim got.
+type JobClaimLimitedResult struct {
+	// Jobs are the jobs claimed, in claim order.
+	Jobs []*errandtype.Job
+	// Running is how many jobs of the kinds ran before the claim, Slots
+	// the limit (0 while a provider's reset time holds it), Room what the
+	// claim was allowed: min(Slots-Running, Limit), at least 0.
+	Running, Slots, Room int
+	// Rate is the limit's number now (an adaptive one's, unrounded).
+	Rate float64
+	// HeldUntil is the end of a provider's hold of an adaptive limit.
+	HeldUntil time.Time
+}
+
+// ClaimLimited is JobClaimLimited, the same for every store: in one
+// transaction, which inTx runs, lock upserts and locks the row with p's
+// rule and returns its state and the store's now; count counts the jobs
+// of kinds running under a live lease at now; claim claims c (with its
+// Limit lowered to the room) as JobClaimMany does; write stores the
+// bucket's new state, its rule now and whether the claim was denied
+// (wanted jobs, got no room).
+func ClaimLimited[Tx any](p *JobClaimLimitedParams, inTx func(fn func(tx Tx) error) error,
+	lock func(tx Tx) (errandtype.LimiterState, time.Time, error),
+	count func(tx Tx, kinds []string, now time.Time) (int, error),
+	claim func(tx Tx, c *JobClaimParams, now time.Time) ([]*errandtype.Job, error),
+	write func(tx Tx, st errandtype.LimiterState, cur errandtype.LimiterSpec, denied int) error) (*JobClaimLimitedResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var out *JobClaimLimitedResult
+	err := inTx(func(tx Tx) error {
+		st, now, err := lock(tx)
+		if err != nil {
+			return err
+		}
+		running, err := count(tx, p.Claim.Kinds, now)
+		if err != nil {
+			return err
+		}
+		room, cur := p.Spec.Admit(st, now, running, p.Claim.Limit)
+		r := &JobClaimLimitedResult{Running: running, Slots: cur.Slots(st, now), Room: room, Rate: cur.Rate}
+		if cur.Adaptive() {
+			r.HeldUntil = st.HeldUntil
+		}
+		if room > 0 {
+			c := p.Claim
+			c.Limit = room
+			if r.Jobs, err = claim(tx, &c, now); err != nil {
+				return err
+			}
+		}
+		denied := 0
+		if room == 0 {
+			denied = 1
+		}
+		next := errandtype.LimiterState{Tokens: float64(running + len(r.Jobs)), At: now, Rate: cur.Rate, HeldUntil: r.HeldUntil}
+		if now.Before(st.At) {
+			next.At = st.At // a clock that went back does not move it back
+		}
+		out = r
+		return write(tx, next, cur, denied)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim under %s: %w", p.Name, err)
+	}
+	SortClaimOrder(out.Jobs)
+	return out, nil
+}
+
+// ConcurrencyKind is the kind a concurrency limit's row counts, or "".
+func ConcurrencyKind(name string) string {
+	k, _ := strings.CutPrefix(name, "concurrency:")
+	return k
+}
+
+// FillRunning completes a concurrency limit's record r, stored as st,
+// with the running jobs of its kind counted at now: its free slots in
+// Tokens and the count in Running. Other records are left alone.
+func FillRunning(r *errandtype.LimiterRecord, st errandtype.LimiterState, now time.Time, running int) {
+	if r.Spec.Mode != errandtype.LimiterModeConcurrency {
+		return
+	}
+	r.Running = &running
+	r.Tokens = float64(max(r.Spec.Slots(st, now)-running, 0))
+}
