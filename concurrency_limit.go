@@ -65,6 +65,16 @@ func newConcGate(e *engine, cfg *WorkerConfig, kinds []string) (*concGate, error
 	return g, nil
 }
 
+// storedConcGate returns the gate of the concurrency limits that the store
+// holds for a claim outside a Worker (see storedFlowLimits), or nil when
+// none binds it. Their adaptive limits move with the Workers' outcomes.
+func (e *engine) storedConcGate(f *flow.Limits) *concGate {
+	if f == nil || len(f.Concurrency) == 0 || e.caps.concurrency == nil {
+		return nil
+	}
+	return &concGate{store: e.caps.concurrency, rules: f.Concurrency, e: e}
+}
+
 // limitsKind reports whether kind has a concurrency limit, whose slot the
 // end of its job frees: the queue loop is woken to claim again. Another
 // process's job frees its slot for this one at its next poll. Nil-safe.

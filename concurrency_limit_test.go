@@ -200,3 +200,45 @@ func TestWorkerConcurrencyLimitRefusals(t *testing.T) {
 		t.Fatalf("refused workers left limits: %v, %v", rs, err)
 	}
 }
+
+// TestRemoteClaimsHonourConcurrencyLimit: a remote worker's claims (the
+// HTTP API's) and WorkOne's count against the kind's concurrency limit
+// that the Workers keep in the store: with the limit's 2 slots held, they
+// claim nothing, and once the holders' leases expire they claim 2, not
+// the 5 asked for.
+func TestRemoteClaimsHonourConcurrencyLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := remoteClient(t, s, clock)
+		enqueueN(t, c, "task", 8)
+		limit := errand.ConcurrencyLimit{Kind: "task", Limit: 2}
+		spec, err := limit.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Worker with the limit claims under it, which records the rule.
+		r, err := s.(errandstore.ConcurrencyClaimer).JobClaimLimited(ctx, &errandstore.JobClaimLimitedParams{Name: limit.Name(), Spec: spec,
+			Claim: errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"task"}, Owner: "worker-1", Lease: time.Minute, Limit: 5}})
+		if err != nil || len(r.Jobs) != 2 {
+			t.Fatalf("the Worker's limited claim: %+v, %v; want 2 jobs", r, err)
+		}
+		claim := func() int {
+			t.Helper()
+			js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "node-7", Lease: time.Minute, Limit: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(js)
+		}
+		if n := claim(); n != 0 {
+			t.Fatalf("a remote claim with the limit's slots held took %d jobs; want none", n)
+		}
+		clock.Advance(2 * time.Minute) // the Worker's leases expire
+		if n := claim(); n != 2 {
+			t.Fatalf("a remote claim once the slots were free took %d jobs; want the limit, 2", n)
+		}
+		if n := claim(); n != 0 {
+			t.Fatalf("a second remote claim took %d jobs; want none", n)
+		}
+	})
+}

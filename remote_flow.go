@@ -114,6 +114,9 @@ func (c *engine) outsideGates(ctx context.Context, flow *flow.Limits) claimGates
 	if g := c.outsideGate(ctx); g != nil {
 		gates = append(gates, g)
 	}
+	if g := c.storedConcGate(flow); g != nil {
+		gates = append(gates, g)
+	}
 	return gates
 }
 

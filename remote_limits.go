@@ -15,7 +15,9 @@ import (
 // budgets as every Worker: the cluster's limits are the rules the Workers
 // wrote into the store with their takes (the last writer's rule wins, see
 // [LimiterStore]), so a remote worker needs no configuration of its own and
-// cannot start more jobs than the cluster's limit allows. A queue or kind no
+// cannot start more jobs than the cluster's limit allows; a kind's
+// concurrency limit binds its claims as it binds a Worker's (see
+// concurrency_limit.go). A queue or kind no
 // Worker limits has no bucket, and its remote claims are not limited. A
 // dependency's limit binds the kinds that this client knows to declare it
 // ([KindOpts].Dependency), as its circuit breaker does.
@@ -54,6 +56,8 @@ func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue st
 			m = f.Budgets
 		case scope+":" == errandtype.DependencyLimitPrefix && !budget && declareDependency(f, kinds, name, depOf):
 			m = f.Deps
+		case r.Spec.Mode == errandtype.LimiterModeConcurrency && slices.Contains(kinds, name):
+			m = f.Concurrency
 		default:
 			continue
 		}

@@ -32,6 +32,10 @@ type Limits struct {
 	Budgets map[string]Rule // kind -> its retry budget
 	// Adaptive: kind -> the collector of its adaptive limit (in Kinds too).
 	Adaptive map[string]*Adaptive
+	// Concurrency: kind -> its concurrency limit, as the store holds it,
+	// for a claim outside a Worker (the root package's concurrency gate
+	// applies it; Plan and Take leave it alone).
+	Concurrency map[string]Rule
 	dependencyLimits
 }
 
@@ -43,7 +47,7 @@ type Rule struct {
 
 // NewLimits returns empty limits kept in store.
 func NewLimits(store errandstore.LimiterStore) *Limits {
-	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{},
+	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{}, Concurrency: map[string]Rule{},
 		dependencyLimits: newDependencyLimits()}
 }
 
