@@ -140,3 +140,20 @@ func FillRunning(r *errandtype.LimiterRecord, st errandtype.LimiterState, now ti
 	r.Running = &running
 	r.Tokens = float64(max(r.Spec.Slots(st, now)-running, 0))
 }
+
+// FillAllRunning completes each concurrency limit of rs, stored as
+// states, with its kind's running jobs at now, which count counts (see
+// [FillRunning]); other records are left alone.
+func FillAllRunning(rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time, count func(kind string) (int, error)) error {
+	for i, r := range rs {
+		if r.Spec.Mode != errandtype.LimiterModeConcurrency {
+			continue
+		}
+		n, err := count(ConcurrencyKind(r.Name))
+		if err != nil {
+			return err
+		}
+		FillRunning(r, states[i], now, n)
+	}
+	return nil
+}

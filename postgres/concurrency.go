@@ -66,17 +66,9 @@ func (s *Store) countRunning(ctx context.Context, q interface {
 }
 
 // fillRunning counts the running jobs of each concurrency limit of rs
-// (see [errandstore.FillRunning]).
+// (see [errandstore.FillAllRunning]).
 func (s *Store) fillRunning(ctx context.Context, rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time) error {
-	for i, r := range rs {
-		if r.Spec.Mode != errandtype.LimiterModeConcurrency {
-			continue
-		}
-		n, err := s.countRunning(ctx, s.pool, []string{errandstore.ConcurrencyKind(r.Name)}, now)
-		if err != nil {
-			return err
-		}
-		errandstore.FillRunning(r, states[i], now, n)
-	}
-	return nil
+	return errandstore.FillAllRunning(rs, states, now, func(kind string) (int, error) {
+		return s.countRunning(ctx, s.pool, []string{kind}, now)
+	})
 }

@@ -47,17 +47,9 @@ func countRunning(ctx context.Context, q interface {
 }
 
 // fillRunning counts the running jobs of each concurrency limit of rs
-// (see [errandstore.FillRunning]).
+// (see [errandstore.FillAllRunning]).
 func (s *Store) fillRunning(ctx context.Context, rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time) error {
-	for i, r := range rs {
-		if r.Spec.Mode != errandtype.LimiterModeConcurrency {
-			continue
-		}
-		n, err := countRunning(ctx, s.read, []string{errandstore.ConcurrencyKind(r.Name)}, now)
-		if err != nil {
-			return err
-		}
-		errandstore.FillRunning(r, states[i], now, n)
-	}
-	return nil
+	return errandstore.FillAllRunning(rs, states, now, func(kind string) (int, error) {
+		return countRunning(ctx, s.read, []string{kind}, now)
+	})
 }
