@@ -52,6 +52,29 @@ func (g *gauge) leave() {
 	g.mu.Unlock()
 }
 
+// runUnderLimit starts three workers of 4 slots with limit, waits for n
+// jobs to report to done, and fails if more than the limit ran at once by
+// g.
+func runUnderLimit(t *testing.T, c *errand.Client[*sql.Tx], done <-chan string, n int, g *gauge, limit errand.ConcurrencyLimit) {
+	t.Helper()
+	for range 3 {
+		startConcWorker(t, c, 4, time.Hour, limit)
+	}
+	for i := range n {
+		select {
+		case <-done:
+		case <-time.After(clockWait):
+			t.Fatalf("only %d of %d jobs ran", i, n)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.most > limit.Limit {
+		t.Fatalf("%d jobs ran at once under %s", g.most, limit)
+	}
+	t.Logf("at most %d jobs ran at once under %s", g.most, limit)
+}
+
 // TestWorkerConcurrencyLimit: three workers of 4 slots each, claiming at
 // once, never run more than the limit's 3 export jobs at a time between
 // them, counted inside the handlers, and run them all; an unlimited kind
@@ -72,20 +95,7 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds})
 		enqueueN(t, c, "export", 24)
 		enqueueN(t, c, "email", 6)
-		for range 3 {
-			startConcWorker(t, c, 4, time.Hour, errand.ConcurrencyLimit{Kind: "export", Limit: 3})
-		}
-		for i := range 30 {
-			select {
-			case <-done:
-			case <-time.After(clockWait):
-				t.Fatalf("only %d of 30 jobs ran", i)
-			}
-		}
-		if exports.most > 3 {
-			t.Fatalf("%d export jobs ran at once under a limit of 3", exports.most)
-		}
-		t.Logf("at most %d export jobs ran at once", exports.most)
+		runUnderLimit(t, c, done, 30, &exports, errand.ConcurrencyLimit{Kind: "export", Limit: 3})
 		r := waitLimit(t, c, "concurrency:export", func(r *errandtype.LimiterRecord) bool { return r.Running != nil && *r.Running == 0 })
 		if r.Tokens != 3 || r.Spec.Mode != errandtype.LimiterModeConcurrency || r.Spec.Rate != 3 {
 			t.Fatalf("the limit after: %+v; want 3 free slots of 3", r)
@@ -239,6 +249,102 @@ func TestRemoteClaimsHonourConcurrencyLimit(t *testing.T) {
 		}
 		if n := claim(); n != 0 {
 			t.Fatalf("a second remote claim took %d jobs; want none", n)
+		}
+	})
+}
+
+// TestWorkerDependencyConcurrencyLimit: a dependency's limit counts every
+// kind that declares it together: three workers of 4 slots never run more
+// than 3 charges and refunds at once between them, and run them all; a
+// kind that declares no dependency runs beside them. The limit's row keeps
+// the kinds it counts.
+func TestWorkerDependencyConcurrencyLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		var payments gauge
+		done := make(chan string, 100)
+		pay := errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+			payments.enter()
+			defer payments.leave()
+			time.Sleep(10 * time.Millisecond) // overlap, so that a missing limit shows
+			done <- j.ID
+			return nil
+		})
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("charge", pay, &errand.KindOpts{Dependency: "payments"})
+		kinds.HandleRaw("refund", pay, &errand.KindOpts{Dependency: "payments"})
+		kinds.HandleRaw("email", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error { done <- j.ID; return nil }), nil)
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds})
+		enqueueN(t, c, "charge", 12)
+		enqueueN(t, c, "refund", 12)
+		enqueueN(t, c, "email", 6)
+		runUnderLimit(t, c, done, 30, &payments, errand.ConcurrencyLimit{Dependency: "payments", Limit: 3})
+		r := waitLimit(t, c, "concurrency:dependency:payments", func(r *errandtype.LimiterRecord) bool { return r.Running != nil && *r.Running == 0 })
+		if r.Tokens != 3 || r.Spec.Rate != 3 || strings.Join(r.Counts, ",") != "charge,refund" {
+			t.Fatalf("the limit after: %+v; want 3 free slots of 3, counting charge and refund", r)
+		}
+	})
+}
+
+// TestWorkerDependencyConcurrencyLimitRefusals: a dependency's limit that
+// no kind of the worker declares, one that names a kind too, and a kind
+// under its own limit and its dependency's are refused with an
+// *InputError, before anything is written.
+func TestWorkerDependencyConcurrencyLimitRefusals(t *testing.T) {
+	kinds := errand.NewKinds()
+	kinds.HandleRaw("charge", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }), &errand.KindOpts{Dependency: "payments"})
+	c := newClient(t, openStore(t, nil), &errand.Config{Kinds: kinds})
+	for _, ls := range [][]errand.ConcurrencyLimit{
+		{{Dependency: "nope", Limit: 1}},
+		{{Kind: "charge", Dependency: "payments", Limit: 1}},
+		{{Kind: "charge", Limit: 1}, {Dependency: "payments", Limit: 2}},
+		{{Kind: "dependency:payments", Limit: 1}},
+	} {
+		var ie *errandtype.InputError
+		if _, err := c.NewWorker(&errand.WorkerConfig{ConcurrencyLimits: ls}); !errors.As(err, &ie) || !strings.HasPrefix(ie.Field, "ConcurrencyLimits") {
+			t.Errorf("NewWorker with %+v = %v, want an *InputError about ConcurrencyLimits", ls, err)
+		}
+	}
+	if rs, err := c.Limits(context.Background()); err != nil || len(rs) != 0 {
+		t.Fatalf("refused workers left limits: %v, %v", rs, err)
+	}
+}
+
+// TestRemoteOutcomesMoveConcurrencyLimit: a remote worker's claims pass a
+// dependency's concurrency limit, counting the running jobs of every kind
+// it counts, and the remote worker's throttle lowers the adaptive limit as
+// a Worker's would (4 to 3.6, so 3 at once).
+func TestRemoteOutcomesMoveConcurrencyLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("charge", nil, &errand.KindOpts{Dependency: "payments"})
+		kinds.HandleRaw("refund", nil, &errand.KindOpts{Dependency: "payments"})
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds})
+		enqueueN(t, c, "charge", 8)
+		enqueueN(t, c, "refund", 1)
+		limit := errand.ConcurrencyLimit{Dependency: "payments", Limit: 4, Floor: 1, Ceiling: 16}
+		spec, err := limit.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Worker with the limit claims a refund under it, which records
+		// the rule and the kinds it counts.
+		r, err := s.(errandstore.ConcurrencyClaimer).JobClaimLimited(ctx, &errandstore.JobClaimLimitedParams{Name: limit.Name(), Spec: spec,
+			Counts: []string{"charge", "refund"}, Claim: errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"refund"},
+				Owner: "worker-1", Lease: time.Minute, Limit: 5}})
+		if err != nil || len(r.Jobs) != 1 {
+			t.Fatalf("the Worker's limited claim: %+v, %v; want the refund", r, err)
+		}
+		js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"charge"}, Owner: "node-7", Lease: time.Minute, Limit: 8})
+		if err != nil || len(js) != 3 {
+			t.Fatalf("a remote claim of charges beside a running refund took %d, %v; want 3 of the limit's 4", len(js), err)
+		}
+		if _, err := c.Fail(ctx, js[0].ID, *js[0].LeaseToken, &errand.FailOpts{Class: "http_429", Message: "429 Too Many Requests"}); err != nil {
+			t.Fatal(err)
+		}
+		got := waitLimit(t, c, limit.Name(), func(r *errandtype.LimiterRecord) bool { return r.Spec.Rate != 4 })
+		if a := got.Adaptive; got.Spec.Rate != 4*errandtype.AdaptiveDecrease || a == nil || !strings.HasPrefix(a.Reason, errandtype.AdaptiveThrottled) {
+			t.Fatalf("after a remote 429: limit %g, %+v; want 0.9 of 4, throttled", got.Spec.Rate, got.Adaptive)
 		}
 	})
 }

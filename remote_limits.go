@@ -15,12 +15,12 @@ import (
 // budgets as every Worker: the cluster's limits are the rules the Workers
 // wrote into the store with their takes (the last writer's rule wins, see
 // [LimiterStore]), so a remote worker needs no configuration of its own and
-// cannot start more jobs than the cluster's limit allows; a kind's
-// concurrency limit binds its claims as it binds a Worker's (see
-// concurrency_limit.go). A queue or kind no
+// cannot start more jobs than the cluster's limit allows. A concurrency
+// limit, a kind's or a dependency's, binds the kinds its row counts as it
+// binds a Worker's claims (see concurrency_limit.go). A queue or kind no
 // Worker limits has no bucket, and its remote claims are not limited. A
-// dependency's limit binds the kinds that this client knows to declare it
-// ([KindOpts].Dependency), as its circuit breaker does.
+// dependency's rate limit binds the kinds that this client knows to
+// declare it ([KindOpts].Dependency), as its circuit breaker does.
 //
 // The remote worker's outcomes move adaptive limits as a Worker's do:
 // the client keeps a collector per adaptive bucket (internal/flow's
@@ -44,6 +44,17 @@ func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue st
 	f := flow.NewLimits(ls)
 	n := 0
 	for _, r := range rs {
+		if r.Spec.Mode == errandtype.LimiterModeConcurrency {
+			// Its own kind's limit, or its dependency's, by the kinds the
+			// row counts.
+			for _, k := range kinds {
+				if _, dup := f.Concurrency[k]; !dup && slices.Contains(r.Counts, k) {
+					f.Concurrency[k] = flow.Rule{Name: r.Name, Spec: r.Spec, Counts: r.Counts}
+					n++
+				}
+			}
+			continue
+		}
 		scope, name, _ := strings.Cut(r.Name, ":")
 		budget := r.Spec.Mode == errandtype.LimiterModeRetryBudget
 		var m map[string]flow.Rule
@@ -56,8 +67,6 @@ func storedFlowLimits(ctx context.Context, ls errandstore.LimiterStore, queue st
 			m = f.Budgets
 		case scope+":" == errandtype.DependencyLimitPrefix && !budget && declareDependency(f, kinds, name, depOf):
 			m = f.Deps
-		case r.Spec.Mode == errandtype.LimiterModeConcurrency && slices.Contains(kinds, name):
-			m = f.Concurrency
 		default:
 			continue
 		}

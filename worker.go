@@ -110,9 +110,10 @@ type WorkerConfig struct {
 	// it handles. A worker without them makes no call for them.
 	RateLimits   []RateLimit
 	RetryBudgets []RetryBudget
-	// ConcurrencyLimits cap how many jobs of a kind run at once across
-	// the cluster (see [ConcurrencyLimit]). Each must name a kind this
-	// worker handles; the store must be an
+	// ConcurrencyLimits cap how many jobs of a kind, or of the kinds
+	// that declare a dependency, run at once across the cluster (see
+	// [ConcurrencyLimit]). Each must bind a kind this worker handles, and
+	// each kind one limit at most; the store must be an
 	// [errandstore.ConcurrencyClaimer] and a [LimiterStore].
 	ConcurrencyLimits []ConcurrencyLimit
 }

@@ -34,6 +34,12 @@ func TestConcurrencyLimitVisible(t *testing.T) {
 		if r, err := st.(errandstore.ConcurrencyClaimer).JobClaimLimited(t.Context(), claim); err != nil || len(r.Jobs) != 1 {
 			t.Fatalf("JobClaimLimited = %+v, %v", r, err)
 		}
+		// A dependency's limit counts the running jobs of all its kinds.
+		dep := &errandstore.JobClaimLimitedParams{Name: "concurrency:dependency:files", Spec: errandtype.LimiterSpec{Mode: errandtype.LimiterModeConcurrency, Rate: 5},
+			Counts: []string{"export", "import"}, Claim: errandstore.JobClaimParams{Queues: []string{"default"}, Kinds: []string{"export"}, Limit: 1, Lease: time.Minute, Owner: "w"}}
+		if r, err := st.(errandstore.ConcurrencyClaimer).JobClaimLimited(t.Context(), dep); err != nil || len(r.Jobs) != 1 {
+			t.Fatalf("JobClaimLimited = %+v, %v", r, err)
+		}
 		sig := errandtype.LimiterSignal{Throttled: 1, Class: "http_429"}
 		if _, err := st.(errandstore.LimiterStore).LimiterAdjust(t.Context(), &errandstore.LimiterAdjustParams{Name: "concurrency:export", Signal: sig}); err != nil {
 			t.Fatal(err)
@@ -42,14 +48,16 @@ func TestConcurrencyLimitVisible(t *testing.T) {
 		r := s.do(t, req{method: "GET", path: "/api/v1/limits", token: readerSecret})
 		want(t, "limits", r, http.StatusOK, "")
 		for _, part := range []string{`"name":"concurrency:export"`, `"mode":"concurrency"`, `"rate":9`, `"floor":2`, `"ceiling":50`,
-			`"tokens":8`, `"running":1`, `"reason":"throttled: 1 attempt turned away (last http_429)"`} {
+			`"tokens":7`, `"running":2`, `"reason":"throttled: 1 attempt turned away (last http_429)"`,
+			`"name":"concurrency:dependency:files"`, `"tokens":3,"running":2,"counts":["export","import"]`} {
 			if !strings.Contains(string(r.body), part) {
 				t.Errorf("GET /api/v1/limits lacks %s: %s", part, r.body)
 			}
 		}
 		fams := scrape(t, errandhttp.NewMetrics(s.c, &errandhttp.MetricsOptions{Clock: clock}))
 		wantSeries(t, fams, "errand_concurrency_limit", "limit=concurrency:export", 9)
-		wantSeries(t, fams, "errand_concurrency_running", "limit=concurrency:export", 1)
+		wantSeries(t, fams, "errand_concurrency_running", "limit=concurrency:export", 2)
+		wantSeries(t, fams, "errand_concurrency_running", "limit=concurrency:dependency:files", 2)
 		wantSeries(t, fams, "errand_concurrency_limited_total", "limit=concurrency:export", 0)
 		wantSeries(t, fams, "errand_adaptive_limit_floor", "limit=concurrency:export", 2)
 		wantSeries(t, fams, "errand_adaptive_limit_ceiling", "limit=concurrency:export", 50)
@@ -63,7 +71,7 @@ func TestConcurrencyLimitVisible(t *testing.T) {
 		}
 		page, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		for _, part := range []string{"concurrency:export", "9 at once, 1 running; adaptive between 2 and 50", "throttled: 1 attempt turned away (last http_429)"} {
+		for _, part := range []string{"concurrency:export", "9 at once, 2 running; adaptive between 2 and 50", "5 at once, 2 running of export, import", "throttled: 1 attempt turned away (last http_429)"} {
 			if !strings.Contains(string(page), part) {
 				t.Errorf("the overview lacks %q", part)
 			}

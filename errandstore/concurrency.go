@@ -3,6 +3,7 @@ package errandstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,10 +19,11 @@ import (
 // [LimiterStore.LimiterAdjust] show and move it. errand/sqlite and
 // errand/postgres implement it.
 type ConcurrencyClaimer interface {
-	// JobClaimLimited upserts and locks the row p.Name (p.Spec replaces
-	// its stored rule; an adaptive limit keeps its stored limit within
-	// the spec's bounds), counts the jobs of p.Claim.Kinds in state
-	// running whose lease_until is after now, and claims, as JobClaimMany
+	// JobClaimLimited upserts and locks the row p.Name (p.Spec and
+	// p.Counts replace its stored rule and kinds; an adaptive limit keeps
+	// its stored limit within the spec's bounds), counts the jobs of
+	// p.Counted() in state running whose lease_until is after now, and
+	// claims, as JobClaimMany
 	// does but without its sweep, at most the room [errandtype.LimiterSpec.Admit]
 	// leaves, all in one transaction (see [ClaimLimited]).
 	JobClaimLimited(ctx context.Context, p *JobClaimLimitedParams) (*JobClaimLimitedResult, error)
@@ -29,13 +31,26 @@ type ConcurrencyClaimer interface {
 
 // JobClaimLimitedParams is a claim under a concurrency limit.
 type JobClaimLimitedParams struct {
-	// Name is the limit's row, "concurrency:KIND".
+	// Name is the limit's row, "concurrency:KIND" or
+	// "concurrency:dependency:NAME".
 	Name string
 	// Spec is the limit's rule, of mode concurrency.
 	Spec errandtype.LimiterSpec
-	// Claim is the claim: its Kinds are the kinds the limit counts, its
-	// Limit the most jobs wanted.
+	// Counts are the kinds whose running jobs the limit counts, the
+	// claim's among them: a dependency's limit counts every kind that
+	// declares it. Empty: the claim's kinds.
+	Counts []string
+	// Claim is the claim: its Kinds are the kinds claimed under the limit,
+	// its Limit the most jobs wanted.
 	Claim JobClaimParams
+}
+
+// Counted returns the kinds whose running jobs the limit counts.
+func (p *JobClaimLimitedParams) Counted() []string {
+	if len(p.Counts) == 0 {
+		return p.Claim.Kinds
+	}
+	return p.Counts
 }
 
 // Validate checks the params.
@@ -51,6 +66,17 @@ func (p *JobClaimLimitedParams) Validate() error {
 	}
 	if len(p.Claim.Kinds) == 0 {
 		return &errandtype.InputError{Field: "kinds", Message: fmt.Sprintf("limiter %s: name the kinds the limit counts", p.Name)}
+	}
+	if len(p.Counts) > MaxClaimNames {
+		return &errandtype.InputError{Field: "counts", Message: fmt.Sprintf("limiter %s counts %d kinds; at most %d", p.Name, len(p.Counts), MaxClaimNames)}
+	}
+	if err := checkTexts("counts", p.Counts); err != nil {
+		return err
+	}
+	for _, k := range p.Claim.Kinds {
+		if len(p.Counts) > 0 && !slices.Contains(p.Counts, k) {
+			return &errandtype.InputError{Field: "counts", Message: fmt.Sprintf("limiter %s: claims kind %q that it does not count; add it to Counts", p.Name, k)}
+		}
 	}
 	return p.Claim.Validate()
 }
@@ -90,7 +116,7 @@ func ClaimLimited[Tx any](p *JobClaimLimitedParams, inTx func(fn func(tx Tx) err
 		if err != nil {
 			return err
 		}
-		running, err := count(tx, p.Claim.Kinds, now)
+		running, err := count(tx, p.Counted(), now)
 		if err != nil {
 			return err
 		}
@@ -124,10 +150,21 @@ func ClaimLimited[Tx any](p *JobClaimLimitedParams, inTx func(fn func(tx Tx) err
 	return out, nil
 }
 
-// ConcurrencyKind is the kind a concurrency limit's row counts, or "".
-func ConcurrencyKind(name string) string {
-	k, _ := strings.CutPrefix(name, "concurrency:")
-	return k
+// CountsColumn is kinds as a limiter row keeps them: separated by spaces,
+// which no name holds.
+func CountsColumn(kinds []string) string { return strings.Join(kinds, " ") }
+
+// ReadCounts reads a limiter row's counts column into r.Counts; a
+// concurrency limit's row without one counts the kind it is named for.
+func ReadCounts(r *errandtype.LimiterRecord, column string) {
+	if column != "" {
+		r.Counts = strings.Fields(column)
+	}
+	if len(r.Counts) == 0 && r.Spec.Mode == errandtype.LimiterModeConcurrency {
+		if k, ok := strings.CutPrefix(r.Name, errandtype.ConcurrencyLimitPrefix); ok && !strings.HasPrefix(k, errandtype.DependencyLimitPrefix) {
+			r.Counts = []string{k}
+		}
+	}
 }
 
 // FillRunning completes a concurrency limit's record r, stored as st,
@@ -142,14 +179,14 @@ func FillRunning(r *errandtype.LimiterRecord, st errandtype.LimiterState, now ti
 }
 
 // FillAllRunning completes each concurrency limit of rs, stored as
-// states, with its kind's running jobs at now, which count counts (see
-// [FillRunning]); other records are left alone.
-func FillAllRunning(rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time, count func(kind string) (int, error)) error {
+// states, with the running jobs of the kinds it counts at now, which count
+// counts (see [FillRunning]); other records are left alone.
+func FillAllRunning(rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time, count func(kinds []string) (int, error)) error {
 	for i, r := range rs {
-		if r.Spec.Mode != errandtype.LimiterModeConcurrency {
+		if r.Spec.Mode != errandtype.LimiterModeConcurrency || len(r.Counts) == 0 {
 			continue
 		}
-		n, err := count(ConcurrencyKind(r.Name))
+		n, err := count(r.Counts)
 		if err != nil {
 			return err
 		}

@@ -15,18 +15,23 @@ import (
 // transaction, with the bucket's row locked (see [LimiterSpec.Admit]).
 const LimiterModeConcurrency LimiterMode = "concurrency"
 
-// ConcurrencyLimit caps how many jobs of a kind run at once across the
-// whole cluster. A worker claims jobs of the kind only in a transaction
-// that locks the limit's row in the database and counts the kind's
-// running jobs, so concurrent claimers, in one process or many, never
-// start more than the limit between them. Running means state running
-// with a lease that has not expired: a worker killed with jobs running
-// holds their slots only until their leases expire. A job over the limit
-// stays queued, its attempt unused. Give the same limit to every worker
-// that handles the kind; a worker without it claims the kind freely.
+// ConcurrencyLimit caps how many jobs of a kind, or of every kind that
+// calls a dependency, run at once across the whole cluster. A worker
+// claims jobs of a limited kind only in a transaction that locks the
+// limit's row in the database and counts the running jobs it limits, so
+// concurrent claimers, in one process or many, never start more than the
+// limit between them. Running means state running with a lease that has
+// not expired: a worker killed with jobs running holds their slots only
+// until their leases expire. A job over the limit stays queued, its
+// attempt unused. Give the same limit to every worker that handles the
+// kinds; a worker without it claims them freely.
 type ConcurrencyLimit struct {
 	// Kind is the kind limited (in every queue).
 	Kind string
+	// Dependency, instead of Kind, limits together every kind that
+	// declares it (KindOpts.Dependency): a provider that takes at most so
+	// many calls at once, whichever kind makes them.
+	Dependency string
 	// Limit is the most jobs of Kind running at once; an adaptive limit's
 	// starting point.
 	Limit int
@@ -39,8 +44,17 @@ type ConcurrencyLimit struct {
 	Target time.Duration
 }
 
-// Name is the limit's row: "concurrency:KIND".
-func (l ConcurrencyLimit) Name() string { return "concurrency:" + l.Kind }
+// Name is the limit's row: "concurrency:KIND" or
+// "concurrency:dependency:NAME".
+func (l ConcurrencyLimit) Name() string {
+	if l.Dependency != "" {
+		return ConcurrencyLimitPrefix + DependencyLimitPrefix + l.Dependency
+	}
+	return ConcurrencyLimitPrefix + l.Kind
+}
+
+// ConcurrencyLimitPrefix begins the name of a concurrency limit's row.
+const ConcurrencyLimitPrefix = "concurrency:"
 
 // Adaptive reports whether the limit is adaptive.
 func (l ConcurrencyLimit) Adaptive() bool { return l.Ceiling > 0 }
@@ -50,8 +64,19 @@ func (l ConcurrencyLimit) Spec() (LimiterSpec, error) {
 	bad := func(msg string, args ...any) (LimiterSpec, error) {
 		return LimiterSpec{}, &InputError{Field: "ConcurrencyLimits", Message: l.Name() + ": " + fmt.Sprintf(msg, args...)}
 	}
-	if err := CheckName("ConcurrencyLimits kind", l.Kind); err != nil {
-		return LimiterSpec{}, err
+	switch {
+	case l.Kind != "" && l.Dependency != "":
+		return bad("names kind %q and dependency %q; give one of them", l.Kind, l.Dependency)
+	case l.Dependency != "":
+		if err := CheckName("ConcurrencyLimits dependency", l.Dependency); err != nil {
+			return LimiterSpec{}, err
+		}
+	case strings.HasPrefix(l.Kind, DependencyLimitPrefix):
+		return bad("kind %q reads as a dependency's limit; set Dependency: %q instead", l.Kind, strings.TrimPrefix(l.Kind, DependencyLimitPrefix))
+	default:
+		if err := CheckName("ConcurrencyLimits kind", l.Kind); err != nil {
+			return LimiterSpec{}, err
+		}
 	}
 	if l.Limit < 1 || l.Limit > MaxLimiterTokens {
 		return bad("limit %d; give 1 to %d jobs at once, e.g. kind:export=10", l.Limit, int(MaxLimiterTokens))
@@ -74,7 +99,11 @@ func (l ConcurrencyLimit) Spec() (LimiterSpec, error) {
 
 // String writes the limit as ParseConcurrencyLimit reads it.
 func (l ConcurrencyLimit) String() string {
-	s := "kind:" + l.Kind + "=" + strconv.Itoa(l.Limit)
+	s := "kind:" + l.Kind
+	if l.Dependency != "" {
+		s = DependencyLimitPrefix + l.Dependency
+	}
+	s += "=" + strconv.Itoa(l.Limit)
 	if l.Floor > 0 || l.Ceiling > 0 {
 		s += ",floor=" + strconv.Itoa(l.Floor) + ",ceiling=" + strconv.Itoa(l.Ceiling)
 	}
@@ -88,21 +117,27 @@ func (l ConcurrencyLimit) String() string {
 // line, as errand work --concurrency-limit takes it:
 //
 //	kind:NAME=N
+//	dependency:NAME=N
 //	kind:NAME=N,floor=F,ceiling=C[,target=DURATION]
 //
-// e.g. "kind:export=10", "kind:sync=10,floor=2,ceiling=50,target=2s"
+// e.g. "kind:export=10", "dependency:stripe=20" (every kind that declares
+// the dependency, together), "kind:sync=10,floor=2,ceiling=50,target=2s"
 // (adaptive). Bad input is an *InputError that shows the form to use.
 func ParseConcurrencyLimit(s string) (ConcurrencyLimit, error) {
-	const form = "write kind:NAME=N, optionally adaptive with ,floor=F,ceiling=C[,target=2s], e.g. kind:export=10"
+	const form = "write kind:NAME=N or dependency:NAME=N, optionally adaptive with ,floor=F,ceiling=C[,target=2s], e.g. kind:export=10"
 	bad := func(why string) (ConcurrencyLimit, error) {
 		return ConcurrencyLimit{}, &InputError{Field: "concurrency limit", Message: fmt.Sprintf("%q %s; %s", s, why, form)}
 	}
 	target, rule, ok := strings.Cut(s, "=")
-	kind, isKind := strings.CutPrefix(target, "kind:")
-	if !ok || !isKind || kind == "" {
-		return bad("names no kind:NAME")
+	var l ConcurrencyLimit
+	if dep, isDep := strings.CutPrefix(target, DependencyLimitPrefix); isDep {
+		l.Dependency = dep
+	} else if kind, isKind := strings.CutPrefix(target, "kind:"); isKind {
+		l.Kind = kind
 	}
-	l := ConcurrencyLimit{Kind: kind}
+	if !ok || l.Kind == "" && l.Dependency == "" {
+		return bad("names no kind:NAME or dependency:NAME")
+	}
 	n, opt, hasOpt := strings.Cut(rule, ",")
 	var err error
 	if l.Limit, err = strconv.Atoi(n); err != nil || l.Limit < 1 {

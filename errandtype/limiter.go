@@ -230,8 +230,8 @@ func (s LimiterSpec) Give(st LimiterState, now time.Time, amount float64) Limite
 // errand limits, the API and the dashboard show it.
 type LimiterRecord struct {
 	// Name is "queue:NAME", "kind:NAME", "dependency:NAME" (rate limits),
-	// "retry:KIND" (retry budgets) or "concurrency:KIND" (concurrency
-	// limits).
+	// "retry:KIND" (retry budgets), "concurrency:KIND" or
+	// "concurrency:dependency:NAME" (concurrency limits).
 	Name string `json:"name"`
 	// Spec is the rule the last worker to take from it gave.
 	Spec LimiterSpec `json:"spec"`
@@ -239,9 +239,12 @@ type LimiterRecord struct {
 	// once, the retries a retry budget allows, the jobs a concurrency
 	// limit lets start now (its free slots).
 	Tokens float64 `json:"tokens"`
-	// Running is, for a concurrency limit, its kind's jobs running now
+	// Running is, for a concurrency limit, the jobs it counts running now
 	// under a live lease; nil for other buckets.
 	Running *int `json:"running,omitempty"`
+	// Counts are, for a concurrency limit, the kinds whose running jobs
+	// it counts: its kind, or every kind that declares its dependency.
+	Counts []string `json:"counts,omitempty"`
 	// Denied counts the takes that got no token: claims a limit held
 	// back, in every process.
 	Denied int64 `json:"denied"`

@@ -30,7 +30,7 @@ func (s *Store) JobClaimLimited(ctx context.Context, p *errandstore.JobClaimLimi
 func (s *Store) claimLimitedOnce(ctx context.Context, p *errandstore.JobClaimLimitedParams) (*errandstore.JobClaimLimitedResult, error) {
 	return errandstore.ClaimLimited(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
 		func(tx pgx.Tx) (errandtype.LimiterState, time.Time, error) {
-			return s.upsertLimiter(ctx, tx, p.Name, p.Spec)
+			return s.upsertLimiter(ctx, tx, p.Name, p.Spec, errandstore.CountsColumn(p.Counts))
 		},
 		func(tx pgx.Tx, kinds []string, now time.Time) (int, error) {
 			return s.countRunning(ctx, tx, kinds, now)
@@ -68,7 +68,7 @@ func (s *Store) countRunning(ctx context.Context, q interface {
 // fillRunning counts the running jobs of each concurrency limit of rs
 // (see [errandstore.FillAllRunning]).
 func (s *Store) fillRunning(ctx context.Context, rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time) error {
-	return errandstore.FillAllRunning(rs, states, now, func(kind string) (int, error) {
-		return s.countRunning(ctx, s.pool, []string{kind}, now)
+	return errandstore.FillAllRunning(rs, states, now, func(kinds []string) (int, error) {
+		return s.countRunning(ctx, s.pool, kinds, now)
 	})
 }

@@ -14,7 +14,7 @@ import (
 var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
-	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts`
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts, counts`
 
 // limSQL expands a limiter statement: {limiters} and what [Store.sql]
 // expands.
@@ -29,11 +29,13 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 	var st errandtype.LimiterState
 	var held, moved *time.Time
 	var a errandtype.AdaptiveState
+	var counts string
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts); err != nil {
+		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts, &counts); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	errandstore.ReadCounts(&r, counts)
 	st.At, st.Rate = st.At.UTC(), r.Spec.Rate
 	if held != nil {
 		st.HeldUntil, a.HeldUntil = held.UTC(), held.UTC()
@@ -64,7 +66,7 @@ func zeroNull(t time.Time) any {
 func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParams) ([]errandstore.LimiterGrant, error) {
 	return errandstore.TakeLimiters(p, func(fn func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, s.pool, fn) },
 		func(tx pgx.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
-			st, now, err := s.upsertLimiter(ctx, tx, t.Name, t.Spec)
+			st, now, err := s.upsertLimiter(ctx, tx, t.Name, t.Spec, "")
 			if err != nil {
 				return errandstore.LimiterGrant{}, err
 			}
@@ -76,18 +78,18 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 // upsertLimiter creates bucket name with rule sp, or gives it sp's rule
 // (an adaptive limit keeps its rate), and returns its state and now. The
 // row stays locked until tx ends.
-func (s *Store) upsertLimiter(ctx context.Context, tx pgx.Tx, name string, sp errandtype.LimiterSpec) (errandtype.LimiterState, time.Time, error) {
+func (s *Store) upsertLimiter(ctx context.Context, tx pgx.Tx, name string, sp errandtype.LimiterSpec, counts string) (errandtype.LimiterState, time.Time, error) {
 	var st errandtype.LimiterState
 	var now time.Time
 	var held *time.Time
 	err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
-		VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0)
+		VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0, $12)
 		ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
 			ratio = excluded.ratio, window_us = excluded.window_us,
-			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
+			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate, counts = excluded.counts
 		RETURNING tokens, updated_at, rate, held_until, {now}`),
 		s.nowArg(), name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
-		sp.Floor, sp.Ceiling,
+		sp.Floor, sp.Ceiling, counts,
 	).Scan(&st.Tokens, &st.At, &st.Rate, &held, &now)
 	if err != nil {
 		return st, now, badValue(err)

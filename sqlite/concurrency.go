@@ -18,7 +18,7 @@ func (s *Store) JobClaimLimited(ctx context.Context, p *errandstore.JobClaimLimi
 	return errandstore.ClaimLimited(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
 		func(tx *sql.Tx) (errandtype.LimiterState, time.Time, error) {
 			now := fromMicros(micros(s.clock.Now()))
-			st, err := upsertLimiter(ctx, tx, p.Name, p.Spec, now)
+			st, err := upsertLimiter(ctx, tx, p.Name, p.Spec, errandstore.CountsColumn(p.Counts), now)
 			return st, now, err
 		},
 		func(tx *sql.Tx, kinds []string, now time.Time) (int, error) {
@@ -49,7 +49,7 @@ func countRunning(ctx context.Context, q interface {
 // fillRunning counts the running jobs of each concurrency limit of rs
 // (see [errandstore.FillAllRunning]).
 func (s *Store) fillRunning(ctx context.Context, rs []*errandtype.LimiterRecord, states []errandtype.LimiterState, now time.Time) error {
-	return errandstore.FillAllRunning(rs, states, now, func(kind string) (int, error) {
-		return countRunning(ctx, s.read, []string{kind}, now)
+	return errandstore.FillAllRunning(rs, states, now, func(kinds []string) (int, error) {
+		return countRunning(ctx, s.read, kinds, now)
 	})
 }

@@ -14,7 +14,7 @@ import (
 var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
-	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts`
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts, counts`
 
 func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
 	var r errandtype.LimiterRecord
@@ -22,12 +22,14 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 	var window, updated int64
 	var held, moved sql.NullInt64
 	var a errandtype.AdaptiveState
+	var counts string
 	var st errandtype.LimiterState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts); err != nil {
+		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts, &counts); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	errandstore.ReadCounts(&r, counts)
 	st.At, st.Rate = fromMicros(updated), r.Spec.Rate
 	if t := nullMicros(held); t != nil {
 		st.HeldUntil, a.HeldUntil = *t, *t
@@ -56,7 +58,7 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 	return errandstore.TakeLimiters(p, func(fn func(*sql.Tx) error) error { return s.tx(ctx, fn) },
 		func(tx *sql.Tx, t errandstore.LimiterTake) (errandstore.LimiterGrant, error) {
 			now := fromMicros(micros(s.clock.Now()))
-			st, err := upsertLimiter(ctx, tx, t.Name, t.Spec, now)
+			st, err := upsertLimiter(ctx, tx, t.Name, t.Spec, "", now)
 			if err != nil {
 				return errandstore.LimiterGrant{}, err
 			}
@@ -65,20 +67,22 @@ func (s *Store) LimiterTake(ctx context.Context, p *errandstore.LimiterTakeParam
 		})
 }
 
-// upsertLimiter creates bucket name with rule sp, or gives it sp's rule
-// (an adaptive limit keeps its rate), and returns its state.
-func upsertLimiter(ctx context.Context, tx *sql.Tx, name string, sp errandtype.LimiterSpec, now time.Time) (errandtype.LimiterState, error) {
+// upsertLimiter creates bucket name with rule sp counting counts (a
+// concurrency limit's, see [errandstore.CountsColumn]), or gives it sp's
+// rule and counts (an adaptive limit keeps its rate), and returns its
+// state.
+func upsertLimiter(ctx context.Context, tx *sql.Tx, name string, sp errandtype.LimiterSpec, counts string, now time.Time) (errandtype.LimiterState, error) {
 	var st errandtype.LimiterState
 	var at int64
 	var held sql.NullInt64
 	err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0, ?12)
 		ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
 			ratio = excluded.ratio, window_us = excluded.window_us,
-			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate
+			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate, counts = excluded.counts
 		RETURNING tokens, updated_at, rate, held_until`,
 		name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
-		sp.Floor, sp.Ceiling,
+		sp.Floor, sp.Ceiling, counts,
 	).Scan(&st.Tokens, &at, &st.Rate, &held)
 	if err != nil {
 		return st, err

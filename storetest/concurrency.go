@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ var concurrencyCases = []testCase{
 	{"ExactAcrossStores", testConcurrencyAcrossStores},
 	{"AdaptiveLimitMoves", testConcurrencyAdaptive},
 	{"Refusals", testConcurrencyRefusals},
+	{"CountsOtherKinds", testConcurrencyCounts},
 }
 
 const concName = "concurrency:export"
@@ -202,7 +204,10 @@ func testConcurrencyRefusals(t *testing.T, h harness) {
 	noKinds.Claim.Kinds = nil
 	rate := limitedClaim(rateSpec(1, 1), 1)
 	zero := limitedClaim(concSpec(0), 1)
-	for what, p := range map[string]*errandstore.JobClaimLimitedParams{"no kinds": noKinds, "a rate limit's rule": rate, "a limit of 0": zero} {
+	uncounted := limitedClaim(concSpec(1), 1)
+	uncounted.Counts = []string{"email"}
+	for what, p := range map[string]*errandstore.JobClaimLimitedParams{"no kinds": noKinds, "a rate limit's rule": rate, "a limit of 0": zero,
+		"a claimed kind it does not count": uncounted} {
 		if _, err := cc.JobClaimLimited(e.ctx, p); !errors.As(err, &ie) {
 			t.Errorf("JobClaimLimited with %s: %v; want an *InputError", what, err)
 		}
@@ -216,5 +221,45 @@ func testConcurrencyRefusals(t *testing.T, h harness) {
 	}
 	if j := e.get("export-00"); j.State != errandtype.StateQueued {
 		t.Fatalf("refused calls left the job %s; want queued", j.State)
+	}
+}
+
+// testConcurrencyCounts: a limit that counts several kinds (a dependency's)
+// counts the running jobs of all of them, the kinds it claims and the
+// others, keeps the kinds in its row, and shows them running together.
+func testConcurrencyCounts(t *testing.T, h harness) {
+	e := open(t, h)
+	cc := e.concurrency()
+	e.insertExports(4) // and email-1
+	const dep = "concurrency:dependency:files"
+	counts := []string{"email", "export"}
+	claim := func(kinds []string, want int) *errandstore.JobClaimLimitedResult {
+		t.Helper()
+		p := &errandstore.JobClaimLimitedParams{Name: dep, Spec: concSpec(3), Counts: counts, Claim: errandstore.JobClaimParams{
+			Queues: []string{errand.DefaultQueue}, Kinds: kinds, Limit: want, Lease: lease, Owner: owner}}
+		r, err := cc.JobClaimLimited(e.ctx, p)
+		if err != nil {
+			t.Fatalf("JobClaimLimited: %v", err)
+		}
+		return r
+	}
+	if r := claim([]string{"email"}, 10); len(r.Jobs) != 1 || r.Running != 0 || r.Room != 3 {
+		t.Fatalf("claim of email: %d jobs, %d running, room %d; want email-1 alone, room 3", len(r.Jobs), r.Running, r.Room)
+	}
+	// The running email takes one of the three slots the exports share.
+	if r := claim([]string{"export"}, 10); len(r.Jobs) != 2 || r.Running != 1 || r.Slots != 3 || r.Room != 2 {
+		t.Fatalf("claim of exports beside a running email: %d jobs, %d running of %d slots, room %d; want 2, 1 of 3, room 2", len(r.Jobs), r.Running, r.Slots, r.Room)
+	}
+	if r := claim([]string{"export"}, 10); len(r.Jobs) != 0 || r.Running != 3 {
+		t.Fatalf("claim at the limit: %d jobs with %d running; want none with 3", len(r.Jobs), r.Running)
+	}
+	b := e.bucket(dep)
+	if b.Running == nil || *b.Running != 3 || b.Tokens != 0 || !slices.Equal(b.Counts, counts) {
+		t.Fatalf("bucket: running %v, tokens %g, counts %v; want 3 running, 0 tokens, counts %v", b.Running, b.Tokens, b.Counts, counts)
+	}
+	// A kind's own limit, written with no counts, counts its kind.
+	e.claimLimited(cc, concSpec(1), 1)
+	if b := e.bucket(concName); !slices.Equal(b.Counts, []string{"export"}) || b.Running == nil || *b.Running != 2 {
+		t.Fatalf("a kind's limit: counts %v, running %v; want [export], 2", b.Counts, b.Running)
 	}
 }

@@ -31,12 +31,13 @@ start at once; a retry budget's, the retries that may start (0 or less:
 the kind's retries wait).
 
 A concurrency limit (errand work --concurrency-limit, or
-errand.WorkerConfig.ConcurrencyLimits), named concurrency:KIND, shows the
-jobs of its kind that may start now (its free slots) as its tokens, and
-its kind's jobs running now under a live lease in its rule.
+errand.WorkerConfig.ConcurrencyLimits), named concurrency:KIND or
+concurrency:dependency:NAME, shows the jobs that may start now (its free
+slots) as its tokens, and the jobs it counts running now under a live
+lease in its rule.
 
-An adaptive limit (a kind's or a dependency's rate limit, or a kind's
-concurrency limit, given floor= and ceiling=) shows its rate or limit now,
+An adaptive limit (a kind's or a dependency's rate or concurrency limit,
+given floor= and ceiling=) shows its rate or limit now,
 its bounds, and a line saying when and why it last moved.
 
 With --json, prints one JSON array ordered by name: {"name", "spec":
@@ -82,6 +83,9 @@ func writeLimitsTable(w io.Writer, rs []*errandtype.LimiterRecord) error {
 		rule := limitRule(r.Spec)
 		if r.Running != nil {
 			rule += ", " + strconv.Itoa(*r.Running) + " running"
+		}
+		if len(r.Counts) > 1 {
+			rule += " of " + printable(strings.Join(r.Counts, ", "))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", printable(r.Name), strconv.FormatFloat(r.Tokens, 'f', 2, 64),
 			rule, r.Denied, formatTime(r.UpdatedAt))
@@ -137,8 +141,8 @@ func addLimitFlags(fs *flag.FlagSet) limitFlags {
 			"(`queue:NAME=N/PER`, kind:NAME=N/PER or dependency:NAME=N/PER, PER s, m, h or a duration, optional ,burst=B; repeatable)"),
 		budgets: listFlag(fs, "retry-budget", "let KIND retry at most RATIO per first attempt over WINDOW (default 1m), "+
 			"plus N a window (default 10) (`KIND=RATIO[/WINDOW][,min=N]`; repeatable)"),
-		conc: listFlag(fs, "concurrency-limit", "run at most N jobs of a kind at once across every worker "+
-			"(`kind:NAME=N`, adaptive with ,floor=F,ceiling=C[,target=DUR]; repeatable)"),
+		conc: listFlag(fs, "concurrency-limit", "run at most N jobs of a kind, or of the kinds of a dependency, at once across every worker "+
+			"(`kind:NAME=N` or dependency:NAME=N, adaptive with ,floor=F,ceiling=C[,target=DUR]; repeatable)"),
 	}
 }
 

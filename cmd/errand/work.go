@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--concurrency-limit kind:NAME=N...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-kind KIND=SUCCEEDED[:DEAD]...] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--concurrency-limit kind:NAME=N|dependency:NAME=N...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-kind KIND=SUCCEEDED[:DEAD]...] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -108,10 +108,11 @@ tokens are held in the database, so two workers share the rate. A job over the l
 queued, its attempt unused, and the queue sleeps until a token is due.
 ,burst=B lets B start at once after a quiet spell (default a tenth of a
 second's worth, at least 1). Each --concurrency-limit kind:NAME=N runs at
-most N jobs of kind NAME at once across every worker of the database: a
-claim counts the kind's running jobs under a lock in the database, and a
-job over the limit stays queued, its attempt unused; a worker killed with
-jobs running holds their slots until their leases expire.
+most N jobs of kind NAME at once across every worker of the database
+(dependency:NAME=N: of the kinds declared with --dependency KIND=NAME,
+together): a claim counts the running jobs under a lock in the database,
+and a job over the limit stays queued, its attempt unused; a worker killed
+with jobs running holds their slots until their leases expire.
 ,floor=F,ceiling=C[,target=DUR] makes it adaptive, as an adaptive rate
 limit is. Each --retry-budget KIND=RATIO[/WINDOW][,min=N]
 lets KIND's retries start only while they stay within RATIO of its first

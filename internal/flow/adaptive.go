@@ -42,14 +42,15 @@ type Outcome struct {
 // Adapts reports whether an adaptive limit follows kind's outcomes: its
 // own or its dependency's. Nil-safe.
 func (f *Limits) Adapts(kind string) bool {
-	return f != nil && (f.Adaptive[kind] != nil || f.DepAdaptive[f.DepOf[kind]] != nil)
+	return f != nil && (f.Adaptive[kind] != nil || f.DepAdaptive[f.DepOf[kind]] != nil ||
+		f.ConcAdaptive[kind] != nil || f.DepConcAdaptive[f.DepOf[kind]] != nil)
 }
 
-// Observe counts o for the adaptive limits that follow kind's outcomes,
-// its own and its dependency's, and reports the counts when they are due,
-// in the caller's goroutine.
+// Observe counts o for the adaptive limits that follow kind's outcomes:
+// its own rate and concurrency limits and its dependency's; and
+// reports the counts when they are due, in the caller's goroutine.
 func (f *Limits) Observe(ctx context.Context, logger *slog.Logger, kind string, o Outcome, now time.Time) {
-	for _, a := range []*Adaptive{f.Adaptive[kind], f.DepAdaptive[f.DepOf[kind]]} {
+	for _, a := range []*Adaptive{f.Adaptive[kind], f.DepAdaptive[f.DepOf[kind]], f.ConcAdaptive[kind], f.DepConcAdaptive[f.DepOf[kind]]} {
 		if a == nil {
 			continue
 		}

@@ -51,22 +51,33 @@ func (c *Collectors) Attach(f *Limits) {
 			f.DepAdaptive[d] = c.get(r.Name, true)
 		}
 	}
+	for k, r := range f.Concurrency {
+		if r.Spec.Adaptive() {
+			f.ConcAdaptive[k] = c.get(r.Name, true)
+		}
+	}
 }
 
 // For returns limits whose Observe counts an outcome of kind, which
 // declares dep ("" for none), with the collectors of kind's and dep's
-// buckets that claims have attached; with create, a throttle's, also
-// those no claim has attached, since the store leaves a bucket that is
-// missing or not adaptive alone, and a throttle is rare. Nil when there
-// is none.
+// buckets, rate and concurrency, that claims have attached; with create,
+// a throttle's, also those no claim has attached, since the store leaves
+// a bucket that is missing or not adaptive alone, and a throttle is rare.
+// Nil when there is none.
 func (c *Collectors) For(store errandstore.LimiterStore, kind, dep string, create bool) *Limits {
 	f := NewLimits(store)
 	if a := c.get("kind:"+kind, create); a != nil {
 		f.Adaptive[kind] = a
 	}
+	if a := c.get(errandtype.ConcurrencyLimitPrefix+kind, create); a != nil {
+		f.ConcAdaptive[kind] = a
+	}
 	if dep != "" {
 		if a := c.get(errandtype.DependencyLimitPrefix+dep, create); a != nil {
 			f.DepOf[kind], f.DepAdaptive[dep] = dep, a
+		}
+		if a := c.get(errandtype.ConcurrencyLimitPrefix+errandtype.DependencyLimitPrefix+dep, create); a != nil {
+			f.DepOf[kind], f.DepConcAdaptive[dep] = dep, a
 		}
 	}
 	if !f.Adapts(kind) {

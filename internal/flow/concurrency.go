@@ -6,6 +6,6 @@ package flow
 // notes it here; a rate limit's Settle does on its own.
 func (f *Limits) NoteLimited(kind string) {
 	if f != nil {
-		f.Adaptive[kind].noteLimited()
+		f.ConcAdaptive[kind].noteLimited()
 	}
 }

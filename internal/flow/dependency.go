@@ -23,10 +23,14 @@ type dependencyLimits struct {
 	// DepAdaptive: dependency -> the collector of its adaptive limit (in
 	// Deps too).
 	DepAdaptive map[string]*Adaptive
+	// DepConcAdaptive: dependency -> the collector of its adaptive
+	// concurrency limit, for outcomes counted outside a claim (a claim's
+	// gate keys it by kind, in ConcAdaptive).
+	DepConcAdaptive map[string]*Adaptive
 }
 
 func newDependencyLimits() dependencyLimits {
-	return dependencyLimits{Deps: map[string]Rule{}, DepOf: map[string]string{}, DepAdaptive: map[string]*Adaptive{}}
+	return dependencyLimits{Deps: map[string]Rule{}, DepOf: map[string]string{}, DepAdaptive: map[string]*Adaptive{}, DepConcAdaptive: map[string]*Adaptive{}}
 }
 
 // dependencyTakes returns the takes of the dependencies' limits of a claim

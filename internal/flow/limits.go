@@ -32,10 +32,14 @@ type Limits struct {
 	Budgets map[string]Rule // kind -> its retry budget
 	// Adaptive: kind -> the collector of its adaptive limit (in Kinds too).
 	Adaptive map[string]*Adaptive
-	// Concurrency: kind -> its concurrency limit, as the store holds it,
-	// for a claim outside a Worker (the root package's concurrency gate
-	// applies it; Plan and Take leave it alone).
+	// Concurrency: kind -> its concurrency limit, its own or its
+	// dependency's, as the store holds it, for a claim outside a Worker
+	// (the root package's concurrency gate applies it; Plan and Take
+	// leave it alone).
 	Concurrency map[string]Rule
+	// ConcAdaptive: kind -> the collector of its adaptive concurrency
+	// limit, shared by every kind the limit counts.
+	ConcAdaptive map[string]*Adaptive
 	dependencyLimits
 }
 
@@ -43,11 +47,14 @@ type Limits struct {
 type Rule struct {
 	Name string
 	Spec errandtype.LimiterSpec
+	// Counts are a concurrency limit's counted kinds (see
+	// errandstore.JobClaimLimitedParams).
+	Counts []string
 }
 
 // NewLimits returns empty limits kept in store.
 func NewLimits(store errandstore.LimiterStore) *Limits {
-	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{}, Concurrency: map[string]Rule{},
+	return &Limits{Store: store, Queues: map[string]Rule{}, Kinds: map[string]Rule{}, Budgets: map[string]Rule{}, Adaptive: map[string]*Adaptive{}, Concurrency: map[string]Rule{}, ConcAdaptive: map[string]*Adaptive{},
 		dependencyLimits: newDependencyLimits()}
 }
 

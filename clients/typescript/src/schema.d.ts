@@ -1395,7 +1395,7 @@ export interface components {
             created_at: components["schemas"]["Time"];
             updated_at: components["schemas"]["Time"];
         };
-        /** @description A rate limit (queue:NAME, kind:NAME, dependency:NAME), retry budget (retry:KIND) or concurrency limit (concurrency:KIND). */
+        /** @description A rate limit (queue:NAME, kind:NAME, dependency:NAME), retry budget (retry:KIND) or concurrency limit (concurrency:KIND, concurrency:dependency:NAME). */
         Limiter: {
             name: string;
             /** @description Null where the mode does not use a field. */
@@ -1417,6 +1417,8 @@ export interface components {
             tokens: number;
             /** @description A concurrency limit's jobs running now under a live lease; absent on other buckets. */
             running?: number;
+            /** @description The kinds whose running jobs a concurrency limit counts, its kind or every kind that declares its dependency; absent on other buckets. */
+            counts?: string[];
             /**
              * Format: int64
              * @description Claims held back for want of a token.
