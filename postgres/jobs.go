@@ -1143,7 +1143,8 @@ func historyEntry(attempt, class, message, stack string) (entry, last string) {
 // A lone plain outcome, what a worker that is not busy writes, sends its
 // id, token and kind as scalars, one row of VALUES: the server then plans
 // the statement once and keeps the plan, where the arrays' estimate kept
-// it planning each write anew (bench/RESULTS.md, "A lone outcome").
+// it planning each write anew (bench/HISTORY.md, "Durable flows beside
+// DBOS Transact, with Eager").
 func outcomesFrom(form outcomeForm, some bool) string {
 	switch form {
 	case formOne:
