@@ -348,3 +348,43 @@ func TestRemoteOutcomesMoveConcurrencyLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteSlowSuccessLowersAdaptiveLimit: the latency target kept with an
+// adaptive limit's rule judges a remote worker's success by the time from
+// its claim to its acknowledgment: one slower than the target lowers the
+// limit as a Worker's slow success would (4 to 3.6), one within it does not.
+func TestRemoteSlowSuccessLowersAdaptiveLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := context.Background()
+		c := remoteClient(t, s, clock)
+		enqueueN(t, c, "task", 3)
+		limit := errand.ConcurrencyLimit{Kind: "task", Limit: 4, Floor: 1, Ceiling: 16, Target: time.Second}
+		spec, err := limit.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Worker with the limit claims under it, which records the rule.
+		if _, err := s.(errandstore.ConcurrencyClaimer).JobClaimLimited(ctx, &errandstore.JobClaimLimitedParams{Name: limit.Name(), Spec: spec,
+			Claim: errandstore.JobClaimParams{Queues: []string{errand.DefaultQueue}, Kinds: []string{"task"}, Owner: "worker-1", Lease: time.Minute, Limit: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		ack := func(took time.Duration) {
+			t.Helper()
+			j := claimOne(t, c, "node-7")
+			clock.Advance(took)
+			if _, err := c.Ack(ctx, j.ID, *j.LeaseToken); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ack(500 * time.Millisecond) // within the target: reported, not slow
+		if r := waitLimit(t, c, limit.Name(), func(*errandtype.LimiterRecord) bool { return true }); r.Spec.Rate != 4 || r.Spec.Target != time.Second {
+			t.Fatalf("after a success within the target: limit %g, target %s; want 4, 1s", r.Spec.Rate, r.Spec.Target)
+		}
+		clock.Advance(errandtype.AdaptiveInterval)
+		ack(2 * time.Second)
+		r := waitLimit(t, c, limit.Name(), func(r *errandtype.LimiterRecord) bool { return r.Spec.Rate != 4 })
+		if a := r.Adaptive; r.Spec.Rate != 4*errandtype.AdaptiveDecrease || a == nil || !strings.HasPrefix(a.Reason, errandtype.AdaptiveSlow) {
+			t.Fatalf("after a remote success slower than the target: limit %g, %+v; want 0.9 of 4, slow", r.Spec.Rate, r.Adaptive)
+		}
+	})
+}

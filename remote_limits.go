@@ -26,7 +26,8 @@ import (
 // the client keeps a collector per adaptive bucket (internal/flow's
 // Collectors), which its claims mark when the limit held them back, and
 // which counts the successes and throttles the remote worker reports
-// (observeOutsideAdaptive).
+// (observeOutsideAdaptive), a success slower than the latency target the
+// limit's row keeps as slow.
 
 // storedFlowLimits returns the limits that bind a claim of queue for kinds:
 // the stored buckets of the queue, of each kind, of each kind's retries and
@@ -93,10 +94,15 @@ func declareDependency(f *flow.Limits, kinds []string, dep string, depOf func(ki
 }
 
 // remoteSucceeded counts a remote worker's acknowledged attempt, recorded
-// as r, for the adaptive limits of its kind. A store that does not report
-// the kind with the outcome leaves it uncounted.
+// as r, for the adaptive limits of its kind: it took from its claim to
+// now, the round trips of the remote worker included. A store that does
+// not report the kind with the outcome leaves it uncounted.
 func (c *engine) remoteSucceeded(ctx context.Context, r errandstore.OutcomeResult) {
 	if r.Err == nil && r.State == errandtype.StateSucceeded && r.Kind != "" {
-		c.observeOutsideAdaptive(ctx, r.Kind, flow.Outcome{Succeeded: true})
+		o := flow.Outcome{Succeeded: true}
+		if !r.AttemptedAt.IsZero() {
+			o.Took = c.clock.Now().Sub(r.AttemptedAt)
+		}
+		c.observeOutsideAdaptive(ctx, r.Kind, o)
 	}
 }

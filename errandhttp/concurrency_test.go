@@ -28,7 +28,7 @@ func TestConcurrencyLimitVisible(t *testing.T) {
 		}}); err != nil {
 			t.Fatal(err)
 		}
-		spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeConcurrency, Rate: 10, Floor: 2, Ceiling: 50}
+		spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeConcurrency, Rate: 10, Floor: 2, Ceiling: 50, Target: 2 * time.Second}
 		claim := &errandstore.JobClaimLimitedParams{Name: "concurrency:export", Spec: spec, Claim: errandstore.JobClaimParams{
 			Queues: []string{"default"}, Kinds: []string{"export"}, Limit: 1, Lease: time.Minute, Owner: "w"}}
 		if r, err := st.(errandstore.ConcurrencyClaimer).JobClaimLimited(t.Context(), claim); err != nil || len(r.Jobs) != 1 {
@@ -47,7 +47,7 @@ func TestConcurrencyLimitVisible(t *testing.T) {
 
 		r := s.do(t, req{method: "GET", path: "/api/v1/limits", token: readerSecret})
 		want(t, "limits", r, http.StatusOK, "")
-		for _, part := range []string{`"name":"concurrency:export"`, `"mode":"concurrency"`, `"rate":9`, `"floor":2`, `"ceiling":50`,
+		for _, part := range []string{`"name":"concurrency:export"`, `"mode":"concurrency"`, `"rate":9`, `"floor":2`, `"ceiling":50`, `"target_seconds":2`,
 			`"tokens":7`, `"running":2`, `"reason":"throttled: 1 attempt turned away (last http_429)"`,
 			`"name":"concurrency:dependency:files"`, `"tokens":3,"running":2,"counts":["export","import"]`} {
 			if !strings.Contains(string(r.body), part) {

@@ -933,6 +933,10 @@ type OutcomeResult struct {
 	// the caller reads the job.
 	Kind                string
 	BatchID, WorkflowID *string
+	// AttemptedAt is when the attempt started, with Follow: how long a
+	// remote worker's attempt took, for the adaptive limits that follow
+	// its kind's latency.
+	AttemptedAt time.Time
 	// Err is nil or ErrLeaseLost.
 	Err error
 }

@@ -90,6 +90,7 @@ func (l ConcurrencyLimit) Spec() (LimiterSpec, error) {
 			return bad("target %s; give a positive latency or 0 for none", l.Target)
 		}
 		s.Floor, s.Ceiling = float64(l.Floor), float64(l.Ceiling)
+		s.Target = l.Target.Truncate(time.Microsecond)
 	}
 	if err := s.Validate(); err != nil {
 		return LimiterSpec{}, fmt.Errorf("%s: %w", l.Name(), err)

@@ -67,10 +67,17 @@ type LimiterSpec struct {
 	// adaptive.go); both 0 for a fixed one. Rate is then where it starts.
 	Floor   float64
 	Ceiling float64
+	// Target, on an adaptive limit, is the latency a success should stay
+	// within (0: latency does not count), kept with the rule so that
+	// outcomes counted outside a Worker are judged by it too.
+	Target time.Duration
 }
 
 // Validate checks that a spec is one every store keeps exactly.
 func (s LimiterSpec) Validate() error {
+	if s.Target < 0 || s.Target%time.Microsecond != 0 || s.Target != 0 && !s.Adaptive() {
+		return &InputError{Field: "target", Message: fmt.Sprintf("target %s; only an adaptive limit has one, a whole number of microseconds, 0 for none", s.Target)}
+	}
 	switch s.Mode {
 	case LimiterModeRate:
 		return s.validateRate()
@@ -267,6 +274,7 @@ type specJSON struct {
 	WindowSeconds *float64    `json:"window_seconds"`
 	Floor         *float64    `json:"floor,omitempty"`
 	Ceiling       *float64    `json:"ceiling,omitempty"`
+	TargetSeconds *float64    `json:"target_seconds,omitempty"`
 }
 
 // MarshalJSON writes the spec with its window in seconds.
@@ -281,6 +289,9 @@ func (s LimiterSpec) MarshalJSON() ([]byte, error) {
 	}
 	if s.Adaptive() {
 		j.Floor, j.Ceiling = set(s.Floor), set(s.Ceiling)
+	}
+	if s.Target > 0 {
+		j.TargetSeconds = set(s.Target.Seconds())
 	}
 	return json.Marshal(j)
 }
@@ -298,6 +309,7 @@ func (s *LimiterSpec) UnmarshalJSON(b []byte) error {
 		return *v
 	}
 	*s = LimiterSpec{Mode: j.Mode, Rate: get(j.Rate), Burst: get(j.Burst), Min: get(j.Min), Ratio: get(j.Ratio),
-		Window: time.Duration(math.Round(get(j.WindowSeconds)*1e6)) * time.Microsecond, Floor: get(j.Floor), Ceiling: get(j.Ceiling)}
+		Window: time.Duration(math.Round(get(j.WindowSeconds)*1e6)) * time.Microsecond, Floor: get(j.Floor), Ceiling: get(j.Ceiling),
+		Target: time.Duration(math.Round(get(j.TargetSeconds)*1e6)) * time.Microsecond}
 	return nil
 }

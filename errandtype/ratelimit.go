@@ -85,6 +85,7 @@ func (l RateLimit) Spec() (LimiterSpec, error) {
 			return LimiterSpec{}, err
 		}
 		s.Floor, s.Ceiling = float64(l.Floor)/l.Per.Seconds(), float64(l.Ceiling)/l.Per.Seconds()
+		s.Target = l.Target.Truncate(time.Microsecond)
 		s = s.Current(0)
 	}
 	if err := s.Validate(); err != nil {

@@ -1227,7 +1227,7 @@ func leaseFence(j, l string) string {
 
 // followColumns are what the follow-ups of a remote outcome need too
 // (JobRecordOutcomesParams.Follow), after ord, state and available_at.
-const followColumns = `, j.kind, j.batch_id, j.workflow_id`
+const followColumns = `, j.kind, j.batch_id, j.workflow_id, j.attempted_at`
 
 // outcomesWrite is the statement that writes a batch of the form plain
 // (see outcomesFrom) deleting the jobs dels says, returning each written
@@ -1510,11 +1510,15 @@ func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errandstore.Out
 		state, kind     string
 		avail           time.Time
 		batch, workflow *string
+		attempted       *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow, &attempted}, func() error {
 		rs[ord] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC(),
 			Kind: kind, BatchID: batch, WorkflowID: workflow}
-		batch, workflow = nil, nil // a new string for the next row's
+		if attempted != nil {
+			rs[ord].AttemptedAt = attempted.UTC()
+		}
+		batch, workflow, attempted = nil, nil, nil // a new string for the next row's
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
-	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts, counts`
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts, counts, target_us`
 
 // limSQL expands a limiter statement: {limiters} and what [Store.sql]
 // expands.
@@ -25,16 +25,17 @@ func (s *Store) limSQL(q string) string {
 func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
 	var r errandtype.LimiterRecord
 	var mode string
-	var window int64
+	var window, target int64
 	var st errandtype.LimiterState
 	var held, moved *time.Time
 	var a errandtype.AdaptiveState
 	var counts string
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts, &counts); err != nil {
+		&st.Tokens, &r.Denied, &st.At, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts, &counts, &target); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	r.Spec.Target = time.Duration(target) * time.Microsecond
 	errandstore.ReadCounts(&r, counts)
 	st.At, st.Rate = st.At.UTC(), r.Spec.Rate
 	if held != nil {
@@ -83,13 +84,14 @@ func (s *Store) upsertLimiter(ctx context.Context, tx pgx.Tx, name string, sp er
 	var now time.Time
 	var held *time.Time
 	err := tx.QueryRow(ctx, s.limSQL(`INSERT INTO {limiters} AS l (`+limiterColumns+`)
-		VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0, $12)
+		VALUES ($2, $3, $4, $5, $6, $7, $8, $9, 0, {now}, $10, $11, NULL, NULL, '', 0, 0, 0, $12, $13)
 		ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
 			ratio = excluded.ratio, window_us = excluded.window_us,
-			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate, counts = excluded.counts
+			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate, counts = excluded.counts,
+			target_us = excluded.target_us
 		RETURNING tokens, updated_at, rate, held_until, {now}`),
 		s.nowArg(), name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(),
-		sp.Floor, sp.Ceiling, counts,
+		sp.Floor, sp.Ceiling, counts, sp.Target.Microseconds(),
 	).Scan(&st.Tokens, &st.At, &st.Rate, &held, &now)
 	if err != nil {
 		return st, now, badValue(err)

@@ -592,7 +592,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 		// and kept for later batches.
 		followed := ""
 		if p.Follow {
-			followed = ", kind, batch_id, workflow_id"
+			followed = ", kind, batch_id, workflow_id, attempted_at"
 		}
 		st := s.ownStmts(tx)
 		defer st.Close()
@@ -634,8 +634,10 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 				// Follow, allocate none of them.
 				var kind string
 				var batch, workflow sql.NullString
-				err = row.Scan(&state, &avail, &kind, &batch, &workflow)
+				var attempted sql.NullInt64
+				err = row.Scan(&state, &avail, &kind, &batch, &workflow, &attempted)
 				r.Kind, r.BatchID, r.WorkflowID = kind, nullString(batch), nullString(workflow)
+				r.AttemptedAt = zeroTime(attempted)
 			} else {
 				err = row.Scan(&state, &avail)
 			}
@@ -788,8 +790,10 @@ func scanGroupRows(rows *sql.Rows, rs []errandstore.OutcomeResult, byID map[stri
 		var err error
 		if follow {
 			var batch, workflow sql.NullString
-			err = rows.Scan(&id, &state, &avail, &r.Kind, &batch, &workflow)
+			var attempted sql.NullInt64
+			err = rows.Scan(&id, &state, &avail, &r.Kind, &batch, &workflow, &attempted)
 			r.BatchID, r.WorkflowID = nullString(batch), nullString(workflow)
+			r.AttemptedAt = zeroTime(attempted)
 		} else {
 			err = rows.Scan(&id, &state, &avail)
 		}

@@ -14,21 +14,22 @@ import (
 var _ errandstore.LimiterStore = (*Store)(nil)
 
 const limiterColumns = `name, mode, rate, burst, min_tokens, ratio, window_us, tokens, denied, updated_at,
-	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts, counts`
+	floor_rate, ceiling_rate, held_until, moved_at, moved_reason, decreases, peak, cuts, counts, target_us`
 
 func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterState, error) {
 	var r errandtype.LimiterRecord
 	var mode string
-	var window, updated int64
+	var window, target, updated int64
 	var held, moved sql.NullInt64
 	var a errandtype.AdaptiveState
 	var counts string
 	var st errandtype.LimiterState
 	if err := row.Scan(&r.Name, &mode, &r.Spec.Rate, &r.Spec.Burst, &r.Spec.Min, &r.Spec.Ratio, &window,
-		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts, &counts); err != nil {
+		&st.Tokens, &r.Denied, &updated, &r.Spec.Floor, &r.Spec.Ceiling, &held, &moved, &a.Reason, &a.Decreases, &a.Peak, &a.Cuts, &counts, &target); err != nil {
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
+	r.Spec.Target = time.Duration(target) * time.Microsecond
 	errandstore.ReadCounts(&r, counts)
 	st.At, st.Rate = fromMicros(updated), r.Spec.Rate
 	if t := nullMicros(held); t != nil {
@@ -76,13 +77,14 @@ func upsertLimiter(ctx context.Context, tx *sql.Tx, name string, sp errandtype.L
 	var at int64
 	var held sql.NullInt64
 	err := tx.QueryRowContext(ctx, `INSERT INTO errand_limiters AS l (`+limiterColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0, ?12)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, NULL, NULL, '', 0, 0, 0, ?12, ?13)
 		ON CONFLICT (name) DO UPDATE SET mode = excluded.mode, min_tokens = excluded.min_tokens,
 			ratio = excluded.ratio, window_us = excluded.window_us,
-			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate, counts = excluded.counts
+			floor_rate = excluded.floor_rate, ceiling_rate = excluded.ceiling_rate, counts = excluded.counts,
+			target_us = excluded.target_us
 		RETURNING tokens, updated_at, rate, held_until`,
 		name, string(sp.Mode), sp.Rate, sp.Burst, sp.Min, sp.Ratio, sp.Window.Microseconds(), sp.Full(), micros(now),
-		sp.Floor, sp.Ceiling, counts,
+		sp.Floor, sp.Ceiling, counts, sp.Target.Microseconds(),
 	).Scan(&st.Tokens, &at, &st.Rate, &held)
 	if err != nil {
 		return st, err

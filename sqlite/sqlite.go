@@ -367,6 +367,14 @@ func nullMicros(v sql.NullInt64) *time.Time {
 	return &t
 }
 
+// zeroTime is v as a time, the zero time for NULL.
+func zeroTime(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
 func nullString(v sql.NullString) *string {
 	if !v.Valid {
 		return nil

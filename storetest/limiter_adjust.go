@@ -14,8 +14,11 @@ import (
 // adaptive is left alone.
 func testLimiterAdjustMoved(t *testing.T, h harness) {
 	e := open(t, h)
-	spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 100, Burst: 10, Floor: 5, Ceiling: 500}
+	spec := errandtype.LimiterSpec{Mode: errandtype.LimiterModeRate, Rate: 100, Burst: 10, Floor: 5, Ceiling: 500, Target: 1500 * time.Microsecond}
 	e.takeOne("dependency:api", spec, 0)
+	if got := e.bucket("dependency:api").Spec; got.Target != spec.Target || got.Floor != 5 || got.Ceiling != 500 {
+		t.Fatalf("stored rule %+v; want the target, floor and ceiling given", got)
+	}
 	e.takeOne("kind:fixed", rateSpec(100, 10), 0)
 	adjust := func(name string, sig errandtype.LimiterSignal) *errandstore.LimiterAdjustResult {
 		t.Helper()

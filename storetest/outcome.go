@@ -370,8 +370,9 @@ func testOutcomeDelete(t *testing.T, h harness) {
 		t.Errorf("one deleting: %+v", r)
 	}
 	rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: []*errandstore.JobOutcome{del(js[5])}})
-	if err != nil || len(rs) != 1 || rs[0].Err != nil || rs[0].State != errandtype.StateSucceeded || rs[0].Kind != "email" {
-		t.Errorf("deleting with Follow: %+v, %v; want succeeded of kind email", rs, err)
+	if err != nil || len(rs) != 1 || rs[0].Err != nil || rs[0].State != errandtype.StateSucceeded || rs[0].Kind != "email" ||
+		js[5].AttemptedAt == nil || !rs[0].AttemptedAt.Equal(*js[5].AttemptedAt) {
+		t.Errorf("deleting with Follow: %+v, %v; want succeeded of kind email, attempted at the claim's %v", rs, err, js[5].AttemptedAt)
 	}
 	for _, id := range []string{"i", "j", "k", "l", "m", "n"} {
 		e.notFound(id)

@@ -942,6 +942,9 @@ func (e *env) wantGroupOutcomeResults() {
 		if r.State != errandtype.StateSucceeded || r.Kind != "email" || nilOr(r.BatchID) != "b2" || r.WorkflowID != nil {
 			t.Errorf("result %d of a group = state %q, kind %q, batch %s, workflow %s; want succeeded, email, b2, <nil>", i, r.State, r.Kind, nilOr(r.BatchID), nilOr(r.WorkflowID))
 		}
+		if ms[i].AttemptedAt == nil || !r.AttemptedAt.Equal(*ms[i].AttemptedAt) {
+			t.Errorf("result %d of a group attempted at %v; want the claim's %v", i, r.AttemptedAt, ms[i].AttemptedAt)
+		}
 	}
 }
 

@@ -43,9 +43,10 @@ its bounds, and a line saying when and why it last moved.
 With --json, prints one JSON array ordered by name: {"name", "spec":
 {"mode", "rate", "burst", "min", "ratio", "window_seconds"}, "tokens",
 "denied", "updated_at"}; a spec's fields its mode does not use are null.
-An adaptive limit's spec adds "floor" and "ceiling", and its record
-"adaptive": {"held_until", "moved_at", "reason", "decreases", "peak",
-"increases"}. A concurrency limit's record adds "running".`,
+An adaptive limit's spec adds "floor", "ceiling" and, with a latency
+target, "target_seconds", and its record "adaptive": {"held_until",
+"moved_at", "reason", "decreases", "cuts", "peak"}. A concurrency
+limit's record adds "running" and "counts", the kinds it counts.`,
 	setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 		db := dbFlag(fs)
 		asJSON := fs.Bool("json", false, "print a JSON array of limit records")
@@ -114,17 +115,25 @@ func limitRule(s errandtype.LimiterSpec) string {
 	if s.Mode == errandtype.LimiterModeConcurrency {
 		r := strconv.Itoa(int(math.Floor(s.Rate+1e-9))) + " at once"
 		if s.Adaptive() {
-			r += " (" + f(s.Rate) + ") adaptive between " + f(s.Floor) + " and " + f(s.Ceiling)
+			r += " (" + f(s.Rate) + ") adaptive between " + f(s.Floor) + " and " + f(s.Ceiling) + target(s)
 		}
 		return r
 	}
 	if s.Mode == errandtype.LimiterModeRate && s.Adaptive() {
-		return f(s.Rate) + "/s adaptive between " + f(s.Floor) + " and " + f(s.Ceiling) + ", burst " + f(s.Burst)
+		return f(s.Rate) + "/s adaptive between " + f(s.Floor) + " and " + f(s.Ceiling) + target(s) + ", burst " + f(s.Burst)
 	}
 	if s.Mode == errandtype.LimiterModeRate {
 		return f(s.Rate) + "/s, burst " + f(s.Burst)
 	}
 	return f(s.Ratio) + " per first attempt over " + s.Window.String() + ", min " + f(s.Min)
+}
+
+// target describes an adaptive limit's latency target, if it has one.
+func target(s errandtype.LimiterSpec) string {
+	if s.Target <= 0 {
+		return ""
+	}
+	return " within " + s.Target.String()
 }
 
 // limitFlags are the --rate-limit and --retry-budget flags of errand work

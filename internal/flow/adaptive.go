@@ -21,8 +21,8 @@ import (
 // Adaptive is the collector of one adaptive limit, a kind's or a
 // dependency's.
 type Adaptive struct {
-	Name   string        // its bucket: "kind:NAME" or "dependency:NAME"
-	Target time.Duration // a success slower than it is slow; 0: none
+	Name   string        // its bucket: "kind:NAME", "dependency:NAME" or "concurrency:..."
+	Target time.Duration // a success slower than it is slow; 0: none; under mu once shared
 
 	mu           sync.Mutex
 	sig          errandtype.LimiterSignal

@@ -22,6 +22,16 @@ type Collectors struct {
 // the counts since the last reports with them.
 const maxCollectors = 10000
 
+// attach returns the collector of rule r's bucket, made if need be, with
+// the latency target the rule holds now.
+func (c *Collectors) attach(r Rule) *Adaptive {
+	a := c.get(r.Name, true)
+	a.mu.Lock()
+	a.Target = r.Spec.Target
+	a.mu.Unlock()
+	return a
+}
+
 // get returns the collector of bucket name; when it has none, a new one
 // if create, else nil.
 func (c *Collectors) get(name string, create bool) *Adaptive {
@@ -43,17 +53,17 @@ func (c *Collectors) get(name string, create bool) *Adaptive {
 func (c *Collectors) Attach(f *Limits) {
 	for k, r := range f.Kinds {
 		if r.Spec.Adaptive() {
-			f.Adaptive[k] = c.get(r.Name, true)
+			f.Adaptive[k] = c.attach(r)
 		}
 	}
 	for d, r := range f.Deps {
 		if r.Spec.Adaptive() {
-			f.DepAdaptive[d] = c.get(r.Name, true)
+			f.DepAdaptive[d] = c.attach(r)
 		}
 	}
 	for k, r := range f.Concurrency {
 		if r.Spec.Adaptive() {
-			f.ConcAdaptive[k] = c.get(r.Name, true)
+			f.ConcAdaptive[k] = c.attach(r)
 		}
 	}
 }

@@ -1,4 +1,7 @@
 -- The kinds a concurrency limit counts, separated by spaces: a dependency's
 -- limit counts every kind that declares it. '' on other rows, and on a
 -- kind's limit written before, which counts the kind in its name.
+-- target_us is an adaptive limit's latency target in microseconds (0:
+-- none), kept with its rule for outcomes counted outside a Worker.
 ALTER TABLE errand_limiters ADD COLUMN counts TEXT NOT NULL DEFAULT '';
+ALTER TABLE errand_limiters ADD COLUMN target_us INTEGER NOT NULL DEFAULT 0;

@@ -1412,6 +1412,8 @@ export interface components {
                 floor?: number;
                 /** @description An adaptive limit's ceiling (a second for a rate); absent on a fixed one. */
                 ceiling?: number;
+                /** @description An adaptive limit's latency target, a success slower than it counting as slow; absent when it has none. */
+                target_seconds?: number;
             };
             /** @description The bucket's level now; a concurrency limit's free slots. */
             tokens: number;
