@@ -175,6 +175,11 @@ var (
 	breakerHeldDesc = prometheus.NewDesc("errand_queue_breaker_held_jobs",
 		"Waiting jobs of a kind whose dependency's circuit breaker is open or half-open; not in the oldest ready age.",
 		[]string{"queue", "kind", "dependency"}, nil)
+	queuePausedDesc = prometheus.NewDesc("errand_queue_paused",
+		"1 while the queue is paused, cluster-wide; 0 otherwise.", []string{"queue"}, nil)
+	pausedJobsDesc = prometheus.NewDesc("errand_queue_paused_jobs",
+		"Waiting jobs of a paused queue or kind: counted as queued or retrying, but not claimed until resumed; not in the oldest ready age.",
+		[]string{"queue", "kind"}, nil)
 	storeUpDesc = prometheus.NewDesc("errand_store_up",
 		"1 when the last queue statistics query succeeded, 0 when it failed.", nil, nil)
 )
@@ -190,6 +195,8 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestReadyDesc
 	ch <- unhandledDesc
 	ch <- breakerHeldDesc
+	ch <- queuePausedDesc
+	ch <- pausedJobsDesc
 	ch <- storeUpDesc
 }
 
@@ -200,11 +207,19 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
-	var unhandled, held []queueKindCount
+	var unhandled, held, paused []queueKindCount
 	heldBy := map[[2]string]string{} // queue and kind -> dependency
 	for _, s := range stats {
 		for _, k := range s.UnhandledKinds {
 			unhandled = append(unhandled, queueKindCount{s.Queue, k.Kind, k.Waiting})
+		}
+		for _, k := range s.PausedKinds {
+			paused = append(paused, queueKindCount{s.Queue, k.Kind, k.Waiting})
+		}
+		if s.Paused != nil {
+			for kind, n := range s.WaitingByKind {
+				paused = append(paused, queueKindCount{s.Queue, kind, n})
+			}
 		}
 		for _, k := range s.BreakerHeldKinds {
 			held = append(held, queueKindCount{s.Queue, k.Kind, k.Waiting})
@@ -223,6 +238,14 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(n), s.Queue, string(state))
 		}
 		ch <- prometheus.MustNewConstMetric(oldestReadyDesc, prometheus.GaugeValue, s.OldestReadyAgeSeconds, s.Queue)
+		isPaused := 0.0
+		if s.Paused != nil {
+			isPaused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, isPaused, s.Queue)
+	}
+	for _, k := range foldKinds(paused, q.topN) {
+		ch <- prometheus.MustNewConstMetric(pausedJobsDesc, prometheus.GaugeValue, float64(k.n), k.queue, k.kind)
 	}
 	for _, k := range foldKinds(unhandled, q.topN) {
 		ch <- prometheus.MustNewConstMetric(unhandledDesc, prometheus.GaugeValue, float64(k.n), k.queue, k.kind)

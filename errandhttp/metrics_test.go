@@ -1,6 +1,7 @@
 package errandhttp_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -48,6 +49,24 @@ func testMetricsQueueGauges[TTx any](t *testing.T, e *testEnv[TTx]) {
 	fams = scrape(t, h)
 	wantSeries(t, fams, "errand_queue_jobs", "queue=default,state=queued", 3)
 	wantSeries(t, fams, "errand_queue_oldest_ready_age_seconds", "queue=default", 96)
+
+	wantSeries(t, fams, "errand_queue_paused", "queue=mail", 0)
+
+	// What a pause holds back: every waiting job of a paused queue, the
+	// waiting jobs of a paused kind elsewhere.
+	ctx := context.Background()
+	if _, _, err := c.Pause(ctx, errand.PauseTarget{Queue: "mail"}, "alice", "outage"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Pause(ctx, errand.PauseTarget{Kind: "ok"}, "alice", "bad deploy"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(5 * time.Second)
+	fams = scrape(t, h)
+	wantSeries(t, fams, "errand_queue_paused", "queue=mail", 1)
+	wantSeries(t, fams, "errand_queue_paused", "queue=default", 0)
+	wantSeries(t, fams, "errand_queue_paused_jobs", "queue=mail,kind=idle", 1)
+	wantSeries(t, fams, "errand_queue_paused_jobs", "queue=default,kind=ok", 3)
 
 	// A database that does not answer: errand_store_up 0, no stale gauges.
 	if err := e.store.Close(); err != nil {

@@ -59,6 +59,9 @@ func foldQueues(stats []errandtype.QueueStats, n int) []errandtype.QueueStats {
 			other.Counts[st] += c
 		}
 		other.Dead += s.Dead
+		if s.Paused != nil {
+			other.Paused = s.Paused // one of them is paused
+		}
 		other.OldestReadyAgeSeconds = max(other.OldestReadyAgeSeconds, s.OldestReadyAgeSeconds)
 	}
 	if folded {
