@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -39,7 +40,7 @@ const (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--jobs N] [--workers W] [--samples S] [--delete-on-success] [--json]",
+	args:    "[--jobs N] [--workers W] [--samples S] [--args JSON] [--delete-on-success] [--json]",
 	summary: "measure enqueue and work throughput, start latency and memory on a database",
 	detail: `
 The benchmark enqueues --jobs no-op jobs in calls of ` + strconv.Itoa(benchBatch) + ` (enqueue_per_sec),
@@ -49,6 +50,9 @@ worker idle, it enqueues --samples jobs one at a time and measures each
 from just before the enqueue to the start of its handler (latency_p50_ms,
 latency_p99_ms; --samples 0 skips this). peak_rss_bytes is this process's
 peak resident memory (Linux only; null elsewhere).
+
+Every job's args are {} or the JSON object --args gives, to measure args
+like yours (their size, and what an index on them costs each write).
 
 Its jobs go to a queue of their own, errand_bench_ and a random suffix, of
 kind errand_bench_noop, so it never claims other jobs; they stay in the
@@ -68,6 +72,7 @@ With --json, prints {"store", "queue", "jobs", "workers", "samples",
 		jobs := intFlag(fs, "jobs", defaultBenchJobs, "enqueue and work `N` no-op jobs (default "+strconv.Itoa(defaultBenchJobs)+")")
 		workers := intFlag(fs, "workers", defaultBenchWorkers, "run at most `W` jobs at once, the queue's concurrency (default "+strconv.Itoa(defaultBenchWorkers)+")")
 		samples := intFlag(fs, "samples", defaultBenchSamples, "measure start latency over `S` single enqueues; 0 skips it (default "+strconv.Itoa(defaultBenchSamples)+")")
+		argsJSON := fs.String("args", "", "give every job these args, a `JSON` object, e.g. '{\"user_id\":42}' (default {})")
 		deleting := fs.Bool("delete-on-success", false, "delete each job as it succeeds instead of keeping it (KindOpts.DeleteOnSuccess)")
 		asJSON := fs.Bool("json", false, "print the results as one JSON object")
 
@@ -84,7 +89,14 @@ With --json, prints {"store", "queue", "jobs", "workers", "samples",
 			if *samples < 0 || *samples > maxBenchSamples {
 				return usagef("--samples %d: give 0 to skip the latency measure, or up to %d, e.g. --samples %d", *samples, maxBenchSamples, defaultBenchSamples)
 			}
+			var extra map[string]json.RawMessage
+			if *argsJSON != "" {
+				if err := json.Unmarshal([]byte(*argsJSON), &extra); err != nil || extra == nil {
+					return usagef("--args %q is not a JSON object; give one, e.g. --args '{\"user_id\":42}'", *argsJSON)
+				}
+			}
 			b := &benchRun{
+				extra:    extra,
 				queue:    "errand_bench_" + randomSuffix(),
 				jobs:     *jobs,
 				workers:  *workers,
@@ -141,6 +153,22 @@ type benchResult struct {
 // nanoseconds since the epoch.
 type benchArgs struct {
 	EnqueuedAt int64 `json:"enqueued_at,omitempty"`
+	// extra are --args' fields, written beside EnqueuedAt.
+	extra map[string]json.RawMessage
+}
+
+func (a benchArgs) MarshalJSON() ([]byte, error) {
+	if a.EnqueuedAt == 0 && a.extra == nil {
+		return []byte("{}"), nil
+	}
+	m := make(map[string]any, len(a.extra)+1)
+	for k, v := range a.extra {
+		m[k] = v
+	}
+	if a.EnqueuedAt != 0 {
+		m["enqueued_at"] = a.EnqueuedAt
+	}
+	return json.Marshal(m)
 }
 
 func (benchArgs) Kind() string { return "errand_bench_noop" }
@@ -149,7 +177,8 @@ func (benchArgs) Kind() string { return "errand_bench_noop" }
 type benchRun struct {
 	queue                  string
 	jobs, workers, samples int
-	deleting               bool // --delete-on-success
+	deleting               bool                       // --delete-on-success
+	extra                  map[string]json.RawMessage // --args
 	// started receives each latency job's delay from enqueue to the start
 	// of its handler.
 	started chan time.Duration
@@ -179,7 +208,7 @@ func (b *benchRun) run(ctx context.Context, c *errand.Client[*sql.Tx]) (*benchRe
 	for done := 0; done < b.jobs; done += benchBatch {
 		params := make([]errand.EnqueueParams, min(benchBatch, b.jobs-done))
 		for i := range params {
-			params[i] = errand.EnqueueParams{Args: benchArgs{}, Opts: opts}
+			params[i] = errand.EnqueueParams{Args: benchArgs{extra: b.extra}, Opts: opts}
 		}
 		if _, err := c.EnqueueMany(ctx, params); err != nil {
 			return nil, err
@@ -266,7 +295,7 @@ func (b *benchRun) latencies(ctx context.Context, c *errand.Client[*sql.Tx], opt
 	}
 	lat := make([]time.Duration, 0, b.samples)
 	for range b.samples {
-		if _, err := c.Enqueue(ctx, benchArgs{EnqueuedAt: time.Now().UnixNano()}, opts); err != nil {
+		if _, err := c.Enqueue(ctx, benchArgs{EnqueuedAt: time.Now().UnixNano(), extra: b.extra}, opts); err != nil {
 			return nil, err
 		}
 		select {

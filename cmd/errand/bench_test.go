@@ -212,3 +212,41 @@ func TestPercentileMS(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchArgs: --args gives every job its fields (the latency samples
+// theirs beside enqueued_at); args that are not a JSON object are refused
+// before anything is written.
+func TestBenchArgs(t *testing.T) {
+	db := workerDB(t, "sqlite")
+	r := ok(t, bin(t, "bench", "--db", db, "--jobs", "20", "--workers", "5", "--samples", "2", "--args", `{"user_id":42,"tags":["a"]}`, "--json"))
+	var got struct {
+		Queue string `json:"queue"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+	}
+	var jobs []struct {
+		Args map[string]any `json:"args"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, cli(t, "jobs", "--db", db, "--queue", got.Queue, "--limit", "100", "--json")).stdout), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	sampled := 0
+	for _, j := range jobs {
+		if j.Args["user_id"] != 42.0 || len(j.Args["tags"].([]any)) != 1 {
+			t.Fatalf("a bench job's args %v; want --args' fields", j.Args)
+		}
+		if _, ok := j.Args["enqueued_at"]; ok {
+			sampled++
+		}
+	}
+	if len(jobs) != 22 || sampled != 2 {
+		t.Fatalf("%d jobs, %d latency samples; want 22 and 2", len(jobs), sampled)
+	}
+	for _, bad := range []string{"[1]", "null", "{", `"x"`} {
+		r := bin(t, "bench", "--db", db, "--jobs", "1", "--args", bad)
+		if r.code != 2 || !strings.Contains(r.stderr, "not a JSON object") {
+			t.Errorf("bench --args %s = exit %d, %q; want exit 2 saying it is not a JSON object", bad, r.code, r.stderr)
+		}
+	}
+}
