@@ -94,21 +94,7 @@ func TestRemoteWorkerFailMany(t *testing.T) {
 func TestRemoteFailManyThrottleHoldsDependency(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: dependencyKinds(nil)})
-		recordLimit(t, s, errand.RateLimit{Dependency: "api", Limit: 20, Per: time.Second, Floor: 1, Ceiling: 100})
-		for i := range 5 {
-			for _, k := range []string{"a", "b"} {
-				enqueue(t, c, k, &errand.EnqueueOpts{ID: fmt.Sprintf("%s%d", k, i)})
-			}
-		}
-		claim := func(kind string) []*errandtype.Job {
-			t.Helper()
-			jobs, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{kind}, Owner: "remote", Limit: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return jobs
-		}
+		c, claim := dependencyClaims(t, s, clock)
 		jobs := claim("b")
 		if len(jobs) != 2 {
 			t.Fatalf("b's claim took %d jobs; want the dependency's burst, 2", len(jobs))

@@ -22,10 +22,7 @@ import (
 func TestAPIFailMany(t *testing.T) {
 	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
-		for range 3 {
-			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
-		}
-		js := claimEnvelopes(t, s, 3)
+		js := claimTasks(t, s, 3)
 		stale := s.job(t, js[1].ID)
 		f := s.op(t, "POST", "/api/v1/fail", map[string]any{"jobs": []map[string]any{
 			{"id": js[0].ID, "lease_token": js[0].LeaseToken, "class": "rate_limited", "message": "429", "retry_after": "90s"},
@@ -67,10 +64,7 @@ func TestAPIFailMany(t *testing.T) {
 func TestAPIFailManyRefusesBadEntries(t *testing.T) {
 	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
-		for range 2 {
-			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
-		}
-		js := claimEnvelopes(t, s, 2)
+		js := claimTasks(t, s, 2)
 		a, b := js[0], js[1]
 		ok := map[string]any{"id": a.ID, "lease_token": a.LeaseToken, "message": "boom"}
 		for _, tc := range []struct {

@@ -28,6 +28,20 @@ func enqueueIDs(t *testing.T, db, kind string, ids ...string) {
 	}
 }
 
+// waitSettled waits until no job of db is queued or running: every job
+// has an outcome.
+func waitSettled(t *testing.T, db string) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "every job's outcome", func() bool {
+		for _, j := range jobsByID(t, db) {
+			if j.State == "running" || j.State == "queued" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // outcomesScript prints, for each job on its stdin among cases (id, then
 // its outcome's JSON), that outcome, in a JSON array, and appends the call
 // to marks; then it exits with exit.
@@ -64,15 +78,7 @@ func TestWorkExecMany(t *testing.T) {
 		ids := []string{"ok-1", "ok-2", "fail-1", "perm-1", "missing-1"}
 		enqueueIDs(t, db, "k", ids...)
 		w := startWorker(t, db, "--poll", "200ms", "--exec-many", "k="+s, "--many-max", "k=10").ready()
-		waitUntil(t, 30*time.Second, "every job's outcome", func() bool {
-			js := jobsByID(t, db)
-			for _, id := range ids {
-				if js[id].State == "running" || js[id].State == "queued" {
-					return false
-				}
-			}
-			return true
-		})
+		waitSettled(t, db)
 		w.signal(syscall.SIGTERM)
 		if code := w.wait(20 * time.Second); code != 0 {
 			t.Errorf("worker exited %d, want 0", code)
@@ -113,14 +119,7 @@ func TestWorkExecManyBadOutputOrExit(t *testing.T) {
 	enqueueIDs(t, db, "garbage", "g-1", "g-2")
 	enqueueIDs(t, db, "partial", "p-1", "p-2")
 	w := startWorker(t, db, "--poll", "200ms", "--exec-many", "garbage="+garbage, "--exec-many", "partial="+partial).ready()
-	waitUntil(t, 30*time.Second, "every job's outcome", func() bool {
-		for _, j := range jobsByID(t, db) {
-			if j.State == "running" || j.State == "queued" {
-				return false
-			}
-		}
-		return true
-	})
+	waitSettled(t, db)
 	w.signal(syscall.SIGTERM)
 	if code := w.wait(20 * time.Second); code != 0 {
 		t.Errorf("worker exited %d, want 0", code)
@@ -151,15 +150,7 @@ func TestWorkExecManyMax(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e"}
 	enqueueIDs(t, db, "k", ids...)
 	w := startWorker(t, db, "--poll", "200ms", "--exec-many", "k="+s, "--many-max", "k=2").ready()
-	waitUntil(t, 30*time.Second, "every job's outcome", func() bool {
-		js := jobsByID(t, db)
-		for _, id := range ids {
-			if js[id].State != "retrying" {
-				return false
-			}
-		}
-		return true
-	})
+	waitSettled(t, db)
 	w.signal(syscall.SIGTERM)
 	if code := w.wait(20 * time.Second); code != 0 {
 		t.Errorf("worker exited %d, want 0", code)
