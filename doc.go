@@ -43,7 +43,7 @@
 // [RetryAfter], [WithClass], [Snooze] (docs/retries.md).
 //
 // Beyond that, each feature is a small part of the API:
-//   - handlers that take many jobs in one call: [HandleMany]
+//   - handlers that take many jobs in one call: [HandleMany], [HandleManyRaw]
 //     (docs/many-jobs.md);
 //   - resumable jobs: [SetProgress], [Checkpoint] (docs/checkpoints.md);
 //   - cancelling: [Client.Cancel] (docs/cancellation.md);

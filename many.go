@@ -74,26 +74,44 @@ func (j *ManyJob[T]) Context() context.Context { return j.ctx }
 // with one job.
 func HandleMany[T JobArgs](ks *Kinds, fn func(ctx context.Context, jobs []*ManyJob[T]) []error, opts *ManyOpts) {
 	var zero T
+	handleMany(ks, zero.Kind(), &manyHandler[T]{fn: fn, decode: decodeArgs[T], check: checkArgsAs[T]}, opts)
+}
+
+// HandleManyRaw registers fn as the handler of kind, called with up to
+// opts.Max ready jobs of the kind at once as [HandleMany]'s is, each job's
+// Args its args as stored (RawArgs: the JSON and its version), not
+// decoded: the counterpart of [Kinds.HandleRaw] for a handler that passes
+// the args on, to a command or another service, that decodes them itself.
+func HandleManyRaw(ks *Kinds, kind string, fn func(ctx context.Context, jobs []*ManyJob[RawArgs]) []error, opts *ManyOpts) {
+	raw := func(job *errandtype.Job) (RawArgs, error) {
+		return RawArgs{KindName: job.Kind, JSON: job.Args, Version: job.ArgsVersion}, nil
+	}
+	handleMany(ks, kind, &manyHandler[RawArgs]{fn: fn, decode: raw}, opts)
+}
+
+// handleMany checks opts and registers h as the handler of kind.
+func handleMany[T JobArgs](ks *Kinds, kind string, h *manyHandler[T], opts *ManyOpts) {
 	var o ManyOpts
 	if opts != nil {
 		o = *opts
 	}
 	if o.Max < 0 || o.Max > MaxConcurrency {
-		ks.fail(&errandtype.InputError{Field: "Kinds." + zero.Kind() + ".Max", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxConcurrency, DefaultManyMax)})
+		ks.fail(&errandtype.InputError{Field: "Kinds." + kind + ".Max", Message: fmt.Sprintf("must be 1 to %d (or 0 for %d)", MaxConcurrency, DefaultManyMax)})
 		return
 	}
 	if o.Linger < 0 || o.Linger > MaxManyLinger {
-		ks.fail(&errandtype.InputError{Field: "Kinds." + zero.Kind() + ".Linger", Message: fmt.Sprintf("%v is out of range; give 0 to %v", o.Linger, MaxManyLinger)})
+		ks.fail(&errandtype.InputError{Field: "Kinds." + kind + ".Linger", Message: fmt.Sprintf("%v is out of range; give 0 to %v", o.Linger, MaxManyLinger)})
 		return
 	}
 	if o.Linger > 0 && o.Timeout > 0 && o.Linger >= o.Timeout {
-		ks.fail(&errandtype.InputError{Field: "Kinds." + zero.Kind() + ".Linger", Message: fmt.Sprintf("%v is not shorter than the kind's Timeout %v, which counts from each job's start; shorten Linger", o.Linger, o.Timeout)})
+		ks.fail(&errandtype.InputError{Field: "Kinds." + kind + ".Linger", Message: fmt.Sprintf("%v is not shorter than the kind's Timeout %v, which counts from each job's start; shorten Linger", o.Linger, o.Timeout)})
 		return
 	}
 	if o.Max == 0 {
 		o.Max = DefaultManyMax
 	}
-	ks.add(zero.Kind(), &manyHandler[T]{fn: fn, max: o.Max, linger: o.Linger}, &o.KindOpts)
+	h.max, h.linger = o.Max, o.Linger
+	ks.add(kind, h, &o.KindOpts)
 }
 
 // manyRunner is a handler that runs jobs claimed together in one call: the
@@ -133,6 +151,10 @@ type manySeatKey struct{}
 // of a group.
 type manyHandler[T JobArgs] struct {
 	fn     func(ctx context.Context, jobs []*ManyJob[T]) []error
+	decode func(job *errandtype.Job) (T, error)
+	// check decodes args of the handler's current version, for a replay
+	// that replaces them; nil for raw args, which are taken as they are.
+	check  func(raw json.RawMessage) (int, error)
 	max    int
 	linger time.Duration
 }
@@ -140,14 +162,20 @@ type manyHandler[T JobArgs] struct {
 func (h *manyHandler[T]) maxJobs() int             { return h.max }
 func (h *manyHandler[T]) lingerFor() time.Duration { return h.linger }
 
-// checkArgs decodes raw, args of the handler's current version, into a T.
-func (h *manyHandler[T]) checkArgs(raw json.RawMessage) (int, error) { return checkArgsAs[T](raw) }
+// checkArgs decodes raw, args of the handler's current version, into a T;
+// version 0 (keep the job's) for raw args.
+func (h *manyHandler[T]) checkArgs(raw json.RawMessage) (int, error) {
+	if h.check == nil {
+		return 0, nil
+	}
+	return h.check(raw)
+}
 
 // Work joins the job to its group's call, or, outside a group, calls fn
 // with it alone.
 func (h *manyHandler[T]) Work(ctx context.Context, job *errandtype.Job) error {
 	seat, _ := ctx.Value(manySeatKey{}).(*manySeat)
-	args, err := decodeArgs[T](job)
+	args, err := h.decode(job)
 	if err != nil {
 		if seat != nil {
 			seat.g.leave(seat.i)

@@ -443,3 +443,52 @@ func TestHandleManyRefusesABadLinger(t *testing.T) {
 		}
 	}
 }
+
+// TestHandleManyRawPassesArgsAsStored: a raw many handler gets its jobs'
+// args and versions as stored, undecoded, in calls of at most Max, and a
+// replay that replaces the args keeps the job's version.
+func TestHandleManyRawPassesArgsAsStored(t *testing.T) {
+	clock := newTestClock()
+	s := openStore(t, clock)
+	var mu sync.Mutex
+	var sizes []int
+	got := map[string]errand.RawArgs{}
+	ks := errand.NewKinds()
+	errand.HandleManyRaw(ks, "raw", func(ctx context.Context, jobs []*errand.ManyJob[errand.RawArgs]) []error {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(jobs))
+		errs := make([]error, len(jobs))
+		for i, j := range jobs {
+			got[j.Job.ID] = j.Args
+			if j.Job.ID == "r2" {
+				errs[i] = errand.Permanent(errors.New("no"))
+			}
+		}
+		return errs
+	}, &errand.ManyOpts{Max: 2})
+	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: ks})
+	for i, args := range []string{`{"a":1}`, `[1,2]`, `"x"`} {
+		enqueueRaw := errand.RawArgs{KindName: "raw", JSON: []byte(args), Version: i + 1}
+		if _, err := c.Enqueue(context.Background(), enqueueRaw, &errand.EnqueueOpts{ID: "r" + string(rune('0'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runManyWorker(t, c, 10, 3)
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(sizes)
+	if !slices.Equal(sizes, []int{1, 2}) {
+		t.Errorf("calls of %v jobs; want calls of 1 and 2", sizes)
+	}
+	if a := got["r1"]; string(a.JSON) != `[1,2]` || a.Version != 2 || a.KindName != "raw" {
+		t.Errorf("r1's args %+v (%s); want [1,2] version 2", a, a.JSON)
+	}
+	if j := getJob(t, c, "r2"); j.State != errandtype.StateDead {
+		t.Fatalf("r2 is %s, want dead", j.State)
+	}
+	j, err := c.Replay(context.Background(), "r2", &errand.ReplayOpts{Operator: "ana", Reason: "fixed", Args: []byte(`{"fixed":true}`)})
+	if err != nil || j.ArgsVersion != 3 {
+		t.Fatalf("replay with new args: version %d, %v; want the job's 3 kept", j.ArgsVersion, err)
+	}
+}

@@ -211,31 +211,56 @@ func firstErr(errs ...error) error {
 // of a different job.
 // Acknowledging a batch costs one commit instead of one per job.
 func (c *Client[TTx]) AckMany(ctx context.Context, leases []errandstore.JobLease) ([]errandstore.OutcomeResult, error) {
-	if len(leases) == 0 || len(leases) > MaxClaimJobs {
-		return nil, &errandtype.InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; acknowledge 1 to %d at once", len(leases), MaxClaimJobs)}
+	if err := checkLeases("acknowledge", len(leases), func(i int) (errandstore.JobLease, error) { return leases[i], nil }); err != nil {
+		return nil, err
 	}
 	outs := make([]*errandstore.JobOutcome, len(leases))
-	first := make(map[string]int, len(leases))
 	for i, l := range leases {
-		if err := checkLeaseRef(l.ID, l.LeaseToken); err != nil {
-			var ie *errandtype.InputError
-			if errors.As(err, &ie) {
-				return nil, &errandtype.InputError{Field: fmt.Sprintf("jobs[%d].%s", i, ie.Field), Message: ie.Message}
-			}
-			return nil, err
-		}
-		// A job listed twice would be acknowledged by one entry and
-		// reported lease_lost by the other, an answer that contradicts
-		// itself.
-		if j, ok := first[l.ID]; ok {
-			return nil, &errandtype.InputError{Field: fmt.Sprintf("jobs[%d].id", i), Message: fmt.Sprintf("%q is also jobs[%d]; list each job once", l.ID, j)}
-		}
-		first[l.ID] = i
 		outs[i] = &errandstore.JobOutcome{JobLease: l, Kind: errandstore.OutcomeSucceeded}
 	}
-	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs, Follow: true})
+	return c.recordRemoteMany(ctx, "ack", outs, nil, func(i int, r errandstore.OutcomeResult) {
+		c.afterRemoteOutcome(ctx, outs[i].ID, nil, r)
+		c.remoteSucceeded(ctx, r)
+	})
+}
+
+// checkLeases validates the n entries of a batch call that does verb to
+// each: 1 to MaxClaimJobs of them, each a different job, each entry as
+// entry(i) returns its lease and its own check of the rest. An error names
+// the entry, jobs[i].field.
+func checkLeases(verb string, n int, entry func(i int) (errandstore.JobLease, error)) error {
+	if n == 0 || n > MaxClaimJobs {
+		return &errandtype.InputError{Field: "jobs", Message: fmt.Sprintf("holds %d leases; %s 1 to %d at once", n, verb, MaxClaimJobs)}
+	}
+	first := make(map[string]int, n)
+	for i := range n {
+		l, err := entry(i)
+		if err := firstErr(checkLeaseRef(l.ID, l.LeaseToken), err); err != nil {
+			var ie *errandtype.InputError
+			if errors.As(err, &ie) {
+				return &errandtype.InputError{Field: fmt.Sprintf("jobs[%d].%s", i, ie.Field), Message: ie.Message}
+			}
+			return err
+		}
+		// A job listed twice would be recorded by one entry and reported
+		// lease_lost by the other, an answer that contradicts itself.
+		if j, ok := first[l.ID]; ok {
+			return &errandtype.InputError{Field: fmt.Sprintf("jobs[%d].id", i), Message: fmt.Sprintf("%q is also jobs[%d]; list each job once", l.ID, j)}
+		}
+		first[l.ID] = i
+	}
+	return nil
+}
+
+// recordRemoteMany writes outs, a remote worker's outcomes, in one
+// transaction, reports each to its dependency's breaker as a Worker
+// reports its own, and calls after with each result, in order. as holds
+// the attempt of each outcome, or is nil for acknowledgements, which do
+// not read their jobs: the store then reports what their follow-ups need.
+func (c *Client[TTx]) recordRemoteMany(ctx context.Context, op string, outs []*errandstore.JobOutcome, as []*attempt, after func(i int, r errandstore.OutcomeResult)) ([]errandstore.OutcomeResult, error) {
+	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs, Follow: as == nil})
 	if err != nil {
-		return nil, fmt.Errorf("ack jobs: %w", err)
+		return nil, fmt.Errorf("%s jobs: %w", op, err)
 	}
 	g := c.outsideGate(ctx)
 	var succeeded map[string]bool // one success per dependency is enough
@@ -244,11 +269,15 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []errandstore.JobLease
 	}
 	for i, o := range outs {
 		if g != nil {
-			a := &attempt{job: c.ackedJob(ctx, g, o.ID, rs[i])}
+			var a *attempt
+			if as != nil {
+				a = as[i]
+			} else {
+				a = &attempt{job: c.ackedJob(ctx, g, o.ID, rs[i])}
+			}
 			g.report(ctx, g.remoteEvent(ctx, a, o, rs[i], rs[i].Err), succeeded)
 		}
-		c.afterRemoteOutcome(ctx, o.ID, nil, rs[i])
-		c.remoteSucceeded(ctx, rs[i])
+		after(i, rs[i])
 	}
 	return rs, nil
 }
@@ -293,20 +322,87 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 	if err != nil {
 		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, err)
 	}
-	a := &attempt{job: job, err: o.failure(), stack: o.Stack}
+	a := o.attempt(job)
+	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
+	if err == nil {
+		c.afterRemoteFail(ctx, a, r)
+	}
+	return r, err
+}
+
+// JobFailure is one failed attempt of a batch [Client.FailMany] records:
+// the job, the lease token its claim returned, and what went wrong.
+type JobFailure struct {
+	errandstore.JobLease
+	FailOpts
+}
+
+// FailMany records, in one transaction, a remote worker's failed attempts
+// of several jobs, each fenced by its own token and decided exactly as
+// [Client.Fail] decides it: a retry on its kind's policy or after its
+// RetryAfter, death when Permanent or on its final attempt, cancelled when
+// an operator asked for its cancel. The result has one entry per failure,
+// in order: the job's new state (and, for a retry, when it runs next), or
+// Err ErrLeaseLost with nothing written for that job. At most MaxClaimJobs
+// failures at once, each of a different job; on bad input nothing is
+// written.
+func (c *Client[TTx]) FailMany(ctx context.Context, fails []JobFailure) ([]errandstore.OutcomeResult, error) {
+	err := checkLeases("fail", len(fails), func(i int) (errandstore.JobLease, error) { return fails[i].JobLease, fails[i].check() })
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]errandstore.OutcomeResult, len(fails))
+	var outs []*errandstore.JobOutcome
+	var as []*attempt
+	var at []int // the entry of each written outcome
+	for i := range fails {
+		f := &fails[i]
+		job, err := c.runningJob(ctx, f.ID, f.LeaseToken)
+		if errors.Is(err, errandtype.ErrLeaseLost) {
+			rs[i].Err = err
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fail job %s: %w", f.ID, err)
+		}
+		a := f.attempt(job)
+		outs, as, at = append(outs, c.outcome(a)), append(as, a), append(at, i)
+	}
+	if len(outs) == 0 {
+		return rs, nil
+	}
+	_, err = c.recordRemoteMany(ctx, "fail", outs, as, func(k int, r errandstore.OutcomeResult) {
+		rs[at[k]] = r
+		c.afterRemoteFail(ctx, as[k], r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// attempt is the attempt of job that a remote worker reports failed as o
+// says.
+func (o *FailOpts) attempt(job *errandtype.Job) *attempt {
 	if job.CancelRequestedAt != nil {
 		// The worker stops because an operator cancelled the job: the
 		// attempt ends the job cancelled, whatever it says of itself.
-		a = &attempt{job: job, err: ErrJobCancelled, cancelled: true}
+		return &attempt{job: job, err: ErrJobCancelled, cancelled: true}
 	}
-	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
-	if err == nil {
-		c.afterRemoteOutcome(ctx, id, job, r)
-		if o, ok := throttleOf(a.err, false); ok {
-			c.observeOutsideAdaptive(ctx, job.Kind, o)
-		}
+	return &attempt{job: job, err: o.failure(), stack: o.Stack}
+}
+
+// afterRemoteFail runs what follows a remote worker's failed attempt a,
+// recorded as r: the follow-ups of the job's new state, and a throttle's
+// observation by the adaptive limits of its kind.
+func (c *Client[TTx]) afterRemoteFail(ctx context.Context, a *attempt, r errandstore.OutcomeResult) {
+	if r.Err != nil {
+		return
 	}
-	return r, err
+	c.afterRemoteOutcome(ctx, a.job.ID, a.job, r)
+	if o, ok := throttleOf(a.err, false); ok {
+		c.observeOutsideAdaptive(ctx, a.job.Kind, o)
+	}
 }
 
 // check refuses options that say what no failure can be.

@@ -74,27 +74,35 @@ func TestRemoteSuccessesRaiseAdaptiveLimit(t *testing.T) {
 	})
 }
 
+// dependencyClaims returns a client of dependencyKinds, whose dependency
+// api has an adaptive limit of 20/s, with 5 jobs each of kinds a and b
+// enqueued, and a remote worker's claim of up to 5 jobs of one kind.
+func dependencyClaims(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) (*errand.Client[*sql.Tx], func(kind string) []*errandtype.Job) {
+	t.Helper()
+	c := newClient(t, s, &errand.Config{Clock: clock, Kinds: dependencyKinds(nil)})
+	recordLimit(t, s, errand.RateLimit{Dependency: "api", Limit: 20, Per: time.Second, Floor: 1, Ceiling: 100})
+	for i := range 5 {
+		for _, k := range []string{"a", "b"} {
+			enqueue(t, c, k, &errand.EnqueueOpts{ID: fmt.Sprintf("%s%d", k, i)})
+		}
+	}
+	return c, func(kind string) []*errandtype.Job {
+		t.Helper()
+		jobs, err := c.Claim(context.Background(), &errand.ClaimOpts{Kinds: []string{kind}, Owner: "remote", Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+}
+
 // TestRemoteClaimsDrawOnDependencyLimit: a remote worker's claim of the
 // kinds of a dependency takes from the dependency's bucket, shared by its
 // kinds, and a throttle one of them reports holds the other.
 func TestRemoteClaimsDrawOnDependencyLimit(t *testing.T) {
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := context.Background()
-		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: dependencyKinds(nil)})
-		recordLimit(t, s, errand.RateLimit{Dependency: "api", Limit: 20, Per: time.Second, Floor: 1, Ceiling: 100})
-		for i := range 5 {
-			for _, k := range []string{"a", "b"} {
-				enqueue(t, c, k, &errand.EnqueueOpts{ID: fmt.Sprintf("%s%d", k, i)})
-			}
-		}
-		claim := func(kind string) []*errandtype.Job {
-			t.Helper()
-			jobs, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{kind}, Owner: "remote", Limit: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return jobs
-		}
+		c, claim := dependencyClaims(t, s, clock)
 		// The burst of 20/s is 2, for both kinds.
 		if n := len(claim("a")); n != 2 {
 			t.Fatalf("a's claim took %d jobs; want the dependency's burst, 2", n)

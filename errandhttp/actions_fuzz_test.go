@@ -29,6 +29,7 @@ var fuzzActionPaths = []string{
 	"/api/v1/replay",
 	"/api/v1/prune",
 	"/api/v1/workflows/{id}/rerun",
+	"/api/v1/fail",
 }
 
 // The jobs of fuzzState, and a finished workflow ("wf-1"). TOKEN in a body
@@ -78,6 +79,8 @@ func FuzzActionBody(f *testing.F) {
 		{9, 0, `{"dead_age":"1ns","batch":1,"reason":"tidy"}`},
 		{10, 3, `{"id":"wf-2"}`},
 		{10, 3, `{}`},
+		{11, 0, `{"jobs":[{"id":"run-1","lease_token":"TOKEN","class":"http_429","retry_after":"5s"},{"id":"queued-1","lease_token":"x"}]}`},
+		{11, 0, `{"jobs":[{"id":"run-1","lease_token":"TOKEN","permanent":true,"retry_after":"5s"}]}`},
 		{10, 4, `{}`},
 		{2, 1, `{"lease_token":"TOKEN"} trailing`},
 		{3, 1, `{"lease_token":"TOKEN","nope":1}`},

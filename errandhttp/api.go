@@ -155,6 +155,7 @@ func (a *api[TTx]) routes() []route {
 		{"POST /api/v1/jobs/{id}/ack", withBody(a.ack)},
 		{"POST /api/v1/jobs/{id}/fail", withBody(a.fail)},
 		{"POST /api/v1/ack", withBody(a.ackMany)},
+		{"POST /api/v1/fail", withBody(a.failMany)},
 		{"POST /api/v1/jobs/{id}/output", withBody(a.output)},
 		{"POST /api/v1/jobs/{id}/steps", withBody(a.recordStep)},
 		{"GET /api/v1/jobs/{id}/signals", a.signals},
@@ -1025,31 +1026,42 @@ type ackManyRequest struct {
 	} `json:"jobs"`
 }
 
-// ackManyResult is one lease's outcome: a state, or an error (lease_lost)
-// with nothing written for that job.
-type ackManyResult struct {
-	ID    string              `json:"id"`
-	State errandtype.JobState `json:"state,omitempty"`
-	Error *errorBody          `json:"error,omitempty"`
+// manyResult is one entry's outcome in a batch ack or fail: a state (and,
+// for a retried job, when it runs next), or an error (lease_lost) with
+// nothing written for that job.
+type manyResult struct {
+	ID          string              `json:"id"`
+	State       errandtype.JobState `json:"state,omitempty"`
+	AvailableAt *time.Time          `json:"available_at,omitempty"`
+	Error       *errorBody          `json:"error,omitempty"`
+}
+
+// manyResults answers a batch whose entries name ids with the results rs.
+func manyResults(w http.ResponseWriter, ids []string, rs []errandstore.OutcomeResult) error {
+	out := make([]manyResult, len(rs))
+	for i, res := range rs {
+		if res.Err != nil {
+			out[i] = manyResult{ID: ids[i], Error: &errorBody{Code: "lease_lost", Message: leaseLostMessage}}
+			continue
+		}
+		o := outcome(ids[i], res)
+		out[i] = manyResult{ID: ids[i], State: o.State, AvailableAt: o.AvailableAt}
+	}
+	return reply(w, map[string]any{"results": out})
 }
 
 func (a *api[TTx]) ackMany(w http.ResponseWriter, r *http.Request, req *ackManyRequest) error {
 	leases := make([]errandstore.JobLease, len(req.Jobs))
+	ids := make([]string, len(req.Jobs))
 	for i, j := range req.Jobs {
 		leases[i] = errandstore.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}
+		ids[i] = j.ID
 	}
 	rs, err := a.c.AckMany(r.Context(), leases)
 	if err != nil {
 		return err
 	}
-	out := make([]ackManyResult, len(rs))
-	for i, res := range rs {
-		out[i] = ackManyResult{ID: leases[i].ID, State: res.State}
-		if res.Err != nil {
-			out[i] = ackManyResult{ID: leases[i].ID, Error: &errorBody{Code: "lease_lost", Message: leaseLostMessage}}
-		}
-	}
-	return reply(w, map[string]any{"results": out})
+	return manyResults(w, ids, rs)
 }
 
 // failRequest is the body of POST /api/v1/jobs/{id}/fail.
@@ -1062,14 +1074,44 @@ type failRequest struct {
 	Permanent  bool                `json:"permanent"`
 }
 
+// opts are the failure's options.
+func (req *failRequest) opts() errand.FailOpts {
+	return errand.FailOpts{Class: req.Class, Message: req.Message, Stack: req.Stack,
+		RetryAfter: time.Duration(req.RetryAfter), Permanent: req.Permanent}
+}
+
 func (a *api[TTx]) fail(w http.ResponseWriter, r *http.Request, req *failRequest) error {
 	id := r.PathValue("id")
-	res, err := a.c.Fail(r.Context(), id, req.LeaseToken, &errand.FailOpts{Class: req.Class, Message: req.Message,
-		Stack: req.Stack, RetryAfter: time.Duration(req.RetryAfter), Permanent: req.Permanent})
+	o := req.opts()
+	res, err := a.c.Fail(r.Context(), id, req.LeaseToken, &o)
 	if err != nil {
 		return err
 	}
 	return reply(w, outcome(id, res))
+}
+
+// failManyRequest is the body of POST /api/v1/fail: up to
+// errand.MaxClaimJobs failed attempts to record in one transaction, each
+// with the fields of POST /api/v1/jobs/{id}/fail and its job's id.
+type failManyRequest struct {
+	Jobs []struct {
+		ID string `json:"id"`
+		failRequest
+	} `json:"jobs"`
+}
+
+func (a *api[TTx]) failMany(w http.ResponseWriter, r *http.Request, req *failManyRequest) error {
+	fails := make([]errand.JobFailure, len(req.Jobs))
+	ids := make([]string, len(req.Jobs))
+	for i, j := range req.Jobs {
+		fails[i] = errand.JobFailure{JobLease: errandstore.JobLease{ID: j.ID, LeaseToken: j.LeaseToken}, FailOpts: j.opts()}
+		ids[i] = j.ID
+	}
+	rs, err := a.c.FailMany(r.Context(), fails)
+	if err != nil {
+		return err
+	}
+	return manyResults(w, ids, rs)
 }
 
 // reasonRequest is the body of an operator action on one job.

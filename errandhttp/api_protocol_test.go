@@ -35,6 +35,15 @@ func claimEnvelopes(t *testing.T, s *server, n int) []errandtype.Envelope {
 	return claimed.Jobs
 }
 
+// claimTasks enqueues n tasks and claims them over the API.
+func claimTasks(t *testing.T, s *server, n int) []errandtype.Envelope {
+	t.Helper()
+	for range n {
+		want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
+	}
+	return claimEnvelopes(t, s, n)
+}
+
 // outcomeOf decodes the answer to an ack or a fail.
 func outcomeOf(t *testing.T, r response) (errandtype.JobState, *time.Time) {
 	t.Helper()
@@ -94,10 +103,7 @@ func TestAPIFailRetryAfter(t *testing.T) {
 func TestAPIAckManyStaleAtEitherEnd(t *testing.T) {
 	eachStore(t, func(t *testing.T, st errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		s := newServer(t, st, clock, nil)
-		for range 3 {
-			want(t, "enqueue", s.op(t, "POST", "/api/v1/jobs", map[string]any{"kind": "task"}), http.StatusCreated, "")
-		}
-		js := claimEnvelopes(t, s, 3)
+		js := claimTasks(t, s, 3)
 		first, last := s.job(t, js[0].ID), s.job(t, js[2].ID)
 		ack := s.op(t, "POST", "/api/v1/ack", map[string]any{"jobs": []map[string]string{
 			{"id": js[0].ID, "lease_token": "stale-first"},

@@ -66,6 +66,7 @@ func TestAPIRefusesWhatAStoreCouldNotKeep(t *testing.T) {
 		}
 		bulk := `{"jobs": [{"id": "j1", "lease_token": "` + tok + `"}, {"id": "j2\u0000", "lease_token": "x"}]}`
 		want(t, "bulk ack with one id that is no text", s.op(t, "POST", "/api/v1/ack", bulk), http.StatusBadRequest, "invalid_input")
+		want(t, "bulk fail with one id that is no text", s.op(t, "POST", "/api/v1/fail", bulk), http.StatusBadRequest, "invalid_input")
 		for _, out := range []string{`{"a": "x\u0000y"}`, `"\ud800"`, `[1e200000]`} {
 			want(t, "output "+out, s.op(t, "POST", "/api/v1/jobs/j1/output", `{"lease_token": "`+tok+`", "output": `+out+`}`), http.StatusBadRequest, "invalid_input")
 		}

@@ -23,6 +23,7 @@
 //	POST /api/v1/jobs/{id}/ack           {"lease_token"}
 //	POST /api/v1/ack                     {"jobs": [{"id", "lease_token"}, ...]}: up to 100 in one transaction
 //	POST /api/v1/jobs/{id}/fail          {"lease_token", "class", "message", "retry_after", "permanent"}
+//	POST /api/v1/fail                    {"jobs": [{"id", "lease_token", "class", "message", "retry_after", "permanent"}, ...]}: up to 100 in one transaction
 //	POST /api/v1/jobs/{id}/output        {"lease_token", "output"}: the job's output, what its workflow's later steps receive
 //	POST /api/v1/jobs/{id}/replay        {"reason", "args"}: args (optional) replace the job's (fix-and-replay)
 //	POST /api/v1/jobs/{id}/cancel        {"reason"}: a running job gets a cancel request

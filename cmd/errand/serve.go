@@ -220,7 +220,7 @@ finish the jobs they hold, drains the worker for --grace, and exits 0.`,
 			if len(*execs)+len(*hooks)+len(deps)+len(*execEnv) > 0 {
 				// A --dependency of a kind no --exec maps binds the API's
 				// claims of it by remote workers.
-				cfg.Kinds, kindNames, handlers, err = execKinds(*execs, *execEnv, *hooks, kindFlags, deps, true, e)
+				cfg.Kinds, kindNames, handlers, err = execKinds(&handlerFlags{execs: *execs, execEnv: *execEnv, hooks: *hooks}, kindFlags, deps, true, e)
 				if err != nil {
 					return err
 				}

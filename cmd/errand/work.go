@@ -28,7 +28,7 @@ const (
 
 var workCommand = &command{
 	name:    "work",
-	args:    "--exec KIND=COMMAND... [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--concurrency-limit kind:NAME=N|dependency:NAME=N...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-kind KIND=SUCCEEDED[:DEAD]...] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
+	args:    "--exec KIND=COMMAND... [--exec-many KIND=COMMAND... [--many-max KIND=N...]] [--exec-env NAME...] --http KIND=URL... [--queue NAME=N...] [--max-workers N [--weight NAME=W...]] [--grace DUR] [--lease DUR] [--poll DUR] [--poll-only] [--heartbeat DUR] [--leader-ttl DUR] [--timeout KIND=DUR...] [--delete-on-success KIND...] [--dependency KIND=DEP... [--breaker DEP=N/WINDOW/COOLDOWN[/PROBES]...]] [--cron 'NAME=SPEC KIND [JSON]'...] [--rate-limit queue:NAME=N/PER...] [--retry-budget KIND=RATIO...] [--concurrency-limit kind:NAME=N|dependency:NAME=N...] [--retain-succeeded AGE] [--retain-dead AGE] [--retain-kind KIND=SUCCEEDED[:DEAD]...] [--retain-every DUR] [--priority-aging QUEUE=STEP[:FLOOR]...] [--metrics-addr ADDR [--ready-max-oldest-age DUR] [--ready-max-dead-growth N/PERIOD]] [--codec-keys-file PATH] [--once]",
 	summary: "run jobs of mapped kinds with commands or webhooks until stopped, or one job with --once",
 	detail: `
 Each --exec maps a kind to a command, split on spaces and run without a
@@ -45,6 +45,18 @@ Past its --timeout the command's whole process group is killed and the
 attempt retries with class timeout. On Unix, if this worker dies, even by
 SIGKILL, each command's process group is killed with it; a process that
 left the group (setsid) runs on.
+
+Each --exec-many maps a kind to a command run once for a group of its
+jobs, those one claim returned, at most --many-max KIND=N of them (default
+100), in the same way: its stdin is the jobs' envelopes (id, kind, args,
+attempt, lease_token, ...) as one JSON array, ERRAND_JOB_KIND and
+ERRAND_JOB_COUNT are in its environment, and its stdout must be one JSON
+array with an outcome per job, in any order: {"id": ID, "ok": true}, or
+{"id": ID, "message": TEXT, "class": CLASS, "retry_after": DUR,
+"permanent": BOOL} (all but id optional) for a failure. A job it gives no
+outcome for ends as its exit says: as --exec's exit, or, after exit 0, a
+retry with class bad_output; so does every job when its stdout is not such
+an array.
 
 Each --http maps a kind to a webhook: the job's envelope (id, kind, args,
 attempt, lease_token, ...) is POSTed as JSON to URL, which is fixed here
@@ -156,6 +168,8 @@ does, so the claim stays within them.`,
 		codecKeys := codecFlag(fs)
 		once := fs.Bool("once", false, "claim and run one job, print its result, then exit")
 		execs := listFlag(fs, "exec", "run jobs of KIND with COMMAND (`KIND=COMMAND`, repeatable)")
+		execMany := listFlag(fs, "exec-many", "run jobs of KIND in groups, each group with one run of COMMAND: envelopes on stdin, outcomes on stdout (`KIND=COMMAND`, repeatable)")
+		manyMax := listFlag(fs, "many-max", "give each run of --exec-many KIND's command at most N jobs (`KIND=N`, repeatable; default 100)")
 		execEnv := listFlag(fs, "exec-env", execEnvUsage)
 		hooks := listFlag(fs, "http", "deliver jobs of KIND by POSTing their envelope to URL (`KIND=URL`, repeatable)")
 		kindFlags := addKindPolicyFlags(fs)
@@ -179,7 +193,7 @@ does, so the claim stays within them.`,
 			if len(pos) > 0 {
 				return usagef("unexpected argument %q; map kinds with --exec KIND=COMMAND", pos[0])
 			}
-			if len(*execs) == 0 && len(*hooks) == 0 {
+			if len(*execs) == 0 && len(*execMany) == 0 && len(*hooks) == 0 {
 				return usagef("give at least one --exec KIND=COMMAND or --http KIND=URL: errand work --exec send_receipt=./send_receipt.sh")
 			}
 			if isSet(fs, "lease") {
@@ -259,7 +273,8 @@ does, so the claim stays within them.`,
 			if err != nil {
 				return err
 			}
-			kinds, kindNames, handlers, err := execKinds(*execs, *execEnv, *hooks, kindFlags, deps, false, e)
+			hf := &handlerFlags{execs: *execs, execMany: *execMany, manyMax: *manyMax, execEnv: *execEnv, hooks: *hooks}
+			kinds, kindNames, handlers, err := execKinds(hf, kindFlags, deps, false, e)
 			if err != nil {
 				return err
 			}
@@ -540,20 +555,28 @@ func addKindPolicyFlags(fs *flag.FlagSet) kindPolicyFlags {
 	}
 }
 
-// execKinds builds a kind with an exec handler for every --exec and a
-// webhook for every --http, with the policies --timeout and
-// --delete-on-success give, and returns their names, in flag order, and
-// the exec handlers too.
+// handlerFlags are the flags that map kinds to handlers.
+type handlerFlags struct {
+	execs, execMany, manyMax, execEnv, hooks []string
+}
+
+// execKinds builds a kind with an exec handler for every --exec (a many
+// handler for every --exec-many) and a webhook for every --http, with the
+// policies --timeout and --delete-on-success give, and returns their
+// names, in flag order, and the exec handlers too.
 //
 // A --dependency of a kind that no --exec or --http maps is a usage error,
 // unless declare: then the kind is declared with its dependency, for the
 // claims of remote workers through errand serve's API.
-func execKinds(execs, execEnv, hooks []string, policies kindPolicyFlags, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
-	ks := &kindSet{byName: map[string]errand.Handler{}, hookURLs: map[string]string{}, timeoutOf: map[string]time.Duration{}, deletes: map[string]bool{}}
-	if err := ks.addExecs(execs, execEnv, e); err != nil {
+func execKinds(hf *handlerFlags, policies kindPolicyFlags, deps map[string]string, declare bool, e *env) (*errand.Kinds, []string, []*exechandler.Handler, error) {
+	ks := &kindSet{byName: map[string]errand.Handler{}, hookURLs: map[string]string{}, timeoutOf: map[string]time.Duration{}, deletes: map[string]bool{}, manyMax: map[string]int{}}
+	if err := ks.addExecs(hf.execs, hf.execMany, hf.execEnv, e); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := ks.addHooks(hooks); err != nil {
+	if err := ks.addManyMax(hf.manyMax); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := ks.addHooks(hf.hooks); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := ks.addTimeouts(*policies.timeouts); err != nil {
@@ -584,7 +607,12 @@ func execKinds(execs, execEnv, hooks []string, policies kindPolicyFlags, deps ma
 	}
 	kinds := errand.NewKinds()
 	for _, name := range ks.order {
-		kinds.HandleRaw(name, ks.byName[name], &errand.KindOpts{Timeout: ks.timeoutOf[name], Dependency: deps[name], DeleteOnSuccess: ks.deletes[name]})
+		opts := errand.KindOpts{Timeout: ks.timeoutOf[name], Dependency: deps[name], DeleteOnSuccess: ks.deletes[name]}
+		if n, many := ks.manyMax[name]; many {
+			errand.HandleManyRaw(kinds, name, runMany(ks.byName[name].(*exechandler.Handler)), &errand.ManyOpts{KindOpts: opts, Max: n})
+			continue
+		}
+		kinds.HandleRaw(name, ks.byName[name], &opts)
 	}
 	for _, name := range declared {
 		kinds.HandleRaw(name, nil, &errand.KindOpts{Dependency: deps[name]})
@@ -601,11 +629,13 @@ type kindSet struct {
 	hookURLs  map[string]string
 	timeoutOf map[string]time.Duration
 	deletes   map[string]bool // --delete-on-success
+	manyMax   map[string]int  // the kinds of --exec-many, and their --many-max (0: the default)
 }
 
-// addExecs reads --exec KIND=COMMAND and --exec-env NAME.
-func (ks *kindSet) addExecs(execs, execEnv []string, e *env) error {
-	if len(execEnv) > 0 && len(execs) == 0 {
+// addExecs reads --exec KIND=COMMAND, --exec-many KIND=COMMAND and
+// --exec-env NAME.
+func (ks *kindSet) addExecs(execs, execMany, execEnv []string, e *env) error {
+	if len(execEnv) > 0 && len(execs)+len(execMany) == 0 {
 		return usagef("--exec-env passes variables to the commands of --exec; add --exec KIND=COMMAND or drop it")
 	}
 	for _, name := range execEnv {
@@ -613,26 +643,62 @@ func (ks *kindSet) addExecs(execs, execEnv []string, e *env) error {
 			return usagef("--exec-env: %v", err)
 		}
 	}
-	for _, spec := range execs {
-		kind, command, ok := strings.Cut(spec, "=")
-		if !ok || kind == "" || strings.TrimSpace(command) == "" {
-			return usagef("--exec %q: write KIND=COMMAND, e.g. --exec send_receipt=./send_receipt.sh", spec)
+	for _, f := range []struct {
+		flag  string
+		specs []string
+	}{{"--exec", execs}, {"--exec-many", execMany}} {
+		for _, spec := range f.specs {
+			kind, command, ok := strings.Cut(spec, "=")
+			if !ok || kind == "" || strings.TrimSpace(command) == "" {
+				return usagef("%s %q: write KIND=COMMAND, e.g. %s send_receipt=./send_receipt.sh", f.flag, spec, f.flag)
+			}
+			if err := nameError(f.flag, kind); err != nil {
+				return err
+			}
+			if _, dup := ks.byName[kind]; dup {
+				return usagef("%s maps kind %q twice; give one command per kind", f.flag, kind)
+			}
+			h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger, Env: execEnv})
+			if err != nil {
+				return usagef("%s %q: %v", f.flag, spec, err)
+			}
+			ks.byName[kind] = h
+			ks.order = append(ks.order, kind)
+			ks.execs = append(ks.execs, h)
+			if f.flag == "--exec-many" {
+				ks.manyMax[kind] = 0
+			}
 		}
-		if err := nameError("--exec", kind); err != nil {
-			return err
-		}
-		if _, dup := ks.byName[kind]; dup {
-			return usagef("--exec maps kind %q twice; give one command per kind", kind)
-		}
-		h, err := exechandler.New(command, &exechandler.Options{Logger: e.logger, Env: execEnv})
-		if err != nil {
-			return usagef("--exec %q: %v", spec, err)
-		}
-		ks.byName[kind] = h
-		ks.order = append(ks.order, kind)
-		ks.execs = append(ks.execs, h)
 	}
 	return nil
+}
+
+// addManyMax reads --many-max KIND=N for kinds of --exec-many.
+func (ks *kindSet) addManyMax(specs []string) error {
+	for _, spec := range specs {
+		kind, n, ok := strings.Cut(spec, "=")
+		if _, many := ks.manyMax[kind]; !ok || !many {
+			return usagef("--many-max %q: write KIND=N for a kind of --exec-many, e.g. --many-max send_receipt=20", spec)
+		}
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 1 || v > errand.MaxConcurrency {
+			return usagef("--many-max %q: give N from 1 to %d, e.g. --many-max %s=20", spec, errand.MaxConcurrency, kind)
+		}
+		ks.manyMax[kind] = v
+	}
+	return nil
+}
+
+// runMany is the many handler of a kind of --exec-many: one run of h's
+// command for the jobs of a call.
+func runMany(h *exechandler.Handler) func(ctx context.Context, jobs []*errand.ManyJob[errand.RawArgs]) []error {
+	return func(ctx context.Context, jobs []*errand.ManyJob[errand.RawArgs]) []error {
+		js := make([]*errandtype.Job, len(jobs))
+		for i, j := range jobs {
+			js[i] = j.Job
+		}
+		return h.WorkMany(ctx, js)
+	}
 }
 
 // addHooks reads --http KIND=URL; the webhooks are built once their

@@ -145,6 +145,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report many failed attempts
+         * @description Records 1 to 100 failed attempts, each of a different job, in one transaction, each decided as POST /api/v1/jobs/{id}/fail decides one. Each result is a state (with available_at for a retry), or a `lease_lost` error with nothing written for that job; the answer is 200 either way. A bad entry is 400, naming it, and nothing is written.
+         */
+        post: operations["failJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jobs/{id}/output": {
         parameters: {
             query?: never;
@@ -1027,6 +1047,21 @@ export interface components {
                 lease_token: components["schemas"]["LeaseToken"];
             }[];
         };
+        FailManyRequest: {
+            /** @description The failed attempts, each of a different job, with the fields of FailRequest. */
+            jobs: {
+                id: string;
+                lease_token: components["schemas"]["LeaseToken"];
+                /** @description A short snake_case failure class; default error (permanent when permanent). */
+                class?: string;
+                message?: string;
+                stack?: string;
+                /** @description Retry after this instead of the retry policy's backoff; not with permanent. */
+                retry_after?: components["schemas"]["Duration"];
+                /** @description Dead-letter the job at once. */
+                permanent?: boolean;
+            }[];
+        };
         StepRequest: {
             lease_token: components["schemas"]["LeaseToken"];
             /** @description The step's place in the handler's order from 0. */
@@ -1213,6 +1248,22 @@ export interface components {
             results: {
                 id: string;
                 state?: components["schemas"]["JobState"];
+                error?: {
+                    /** @enum {string} */
+                    code: "lease_lost";
+                    message: string;
+                };
+            }[];
+        };
+        FailManyResponse: {
+            results: {
+                id: string;
+                state?: components["schemas"]["JobState"];
+                /**
+                 * Format: date-time
+                 * @description When a retried job runs next; absent otherwise.
+                 */
+                available_at?: string;
                 error?: {
                     /** @enum {string} */
                     code: "lease_lost";
@@ -2107,6 +2158,49 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AckManyResponse"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWrite"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    failJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "jobs": [
+                 *         {
+                 *           "id": "resize-7",
+                 *           "lease_token": "3eb7eb79615e3ad2b39c0ecb96260f82",
+                 *           "class": "upstream_down",
+                 *           "message": "image service answered 503"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["FailManyRequest"];
+            };
+        };
+        responses: {
+            /** @description One result per failure, in the order sent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FailManyResponse"];
                 };
             };
             400: components["responses"]["InvalidInput"];

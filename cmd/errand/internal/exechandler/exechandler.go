@@ -222,13 +222,22 @@ func (h *Handler) Argv() []string { return append([]string(nil), h.argv...) }
 // Work runs the command for one attempt of job. See the package
 // documentation for how its exit is classified.
 func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
+	log := h.logger.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+	return h.run(ctx, log, job.Args, append(jobEnv(job), traceEnv(ctx, job)...), nil)
+}
+
+// run runs the command once, guarded and in its own process group, with
+// stdin on its standard input and env added to the environment it passes
+// on, and returns how it ended, classified. Its stdout goes to out when
+// out is not nil, else to the log, line by line, as its stderr does.
+func (h *Handler) run(ctx context.Context, log *slog.Logger, stdin []byte, env []string, out io.Writer) error {
 	name := h.argv[0]
 	cmd := exec.CommandContext(ctx, name, h.argv[1:]...)
 	if cmd.Err != nil {
 		// Not found: no guard to start, nothing to run.
 		return startError(name, cmd.Err)
 	}
-	cmd.Env = append(append(passedEnv(os.Environ(), h.env), jobEnv(job)...), traceEnv(ctx, job)...)
+	cmd.Env = append(passedEnv(os.Environ(), h.env), env...)
 	cmd.WaitDelay = h.waitDelay
 
 	pp, err := openPipes()
@@ -261,8 +270,8 @@ func (h *Handler) Work(ctx context.Context, job *errandtype.Job) error {
 	h.running[cmd.Process.Pid] = started{p: cmd.Process, pgid: pgid}
 	h.mu.Unlock()
 
-	log := h.logger.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "pid", cmd.Process.Pid)
-	wg, tail := pp.copy(job.Args, log)
+	log = log.With("pid", cmd.Process.Pid)
+	wg, tail := pp.copy(stdin, log, out)
 
 	waitErr := cmd.Wait()
 	unpin()
@@ -316,18 +325,23 @@ func openPipes() (*commandPipes, error) {
 	return &pp, nil
 }
 
-// copy writes args to the command's stdin and logs each line of its
-// output, keeping stderr's last lines in the returned tail; wg is done
-// once stdin is written and both outputs have ended.
-func (pp *commandPipes) copy(args []byte, log *slog.Logger) (wg *sync.WaitGroup, t *tail) {
+// copy writes stdin to the command's stdin, copies its stdout to out (nil:
+// logs each line), and logs each line of its stderr, keeping the last
+// lines in the returned tail; wg is done once stdin is written and both
+// outputs have ended.
+func (pp *commandPipes) copy(stdin []byte, log *slog.Logger, out io.Writer) (wg *sync.WaitGroup, t *tail) {
 	wg, t = new(sync.WaitGroup), newTail(stderrTail)
 	wg.Go(func() {
 		// A command that never reads stdin makes this write fail with
 		// EPIPE once it exits; that is not an error of the attempt.
-		_, _ = pp.stdinW.Write(args)
+		_, _ = pp.stdinW.Write(stdin)
 		pp.stdinW.Close()
 	})
 	wg.Go(func() {
+		if out != nil {
+			_, _ = io.Copy(out, pp.stdoutR)
+			return
+		}
 		eachLine(pp.stdoutR, func(line string) { log.Info("exec stdout", "line", line) })
 	})
 	wg.Go(func() {
