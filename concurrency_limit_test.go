@@ -388,3 +388,29 @@ func TestRemoteSlowSuccessLowersAdaptiveLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerAdaptiveDependencyConcurrencyLimit: a throttle met by any kind
+// that declares a dependency lowers the dependency's adaptive concurrency
+// limit, the one collector of all its kinds (4 to 3.6).
+func TestWorkerAdaptiveDependencyConcurrencyLimit(t *testing.T) {
+	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ran := make(chan string, 20)
+		ok := attempts(ran, func(*errandtype.Job) error { return nil })
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("charge", ok, &errand.KindOpts{Dependency: "payments"})
+		kinds.HandleRaw("refund", attempts(ran, func(j *errandtype.Job) error {
+			if j.Attempt == 1 {
+				return errand.WithClass("http_429", errors.New("429 Too Many Requests"))
+			}
+			return nil
+		}), &errand.KindOpts{Dependency: "payments", RetryPolicy: &errand.RetryPolicy{Base: time.Hour, Max: time.Hour}})
+		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: kinds})
+		enqueue(t, c, "refund", &errand.EnqueueOpts{ID: "r1"})
+		startConcWorker(t, c, 5, time.Hour, errand.ConcurrencyLimit{Dependency: "payments", Limit: 4, Floor: 1, Ceiling: 16})
+		waitAttempt(t, ran, "r1", "the refund")
+		r := waitLimit(t, c, "concurrency:dependency:payments", func(r *errandtype.LimiterRecord) bool { return r.Spec.Rate != 4 })
+		if a := r.Adaptive; r.Spec.Rate != 4*errandtype.AdaptiveDecrease || a == nil || !strings.HasPrefix(a.Reason, errandtype.AdaptiveThrottled) {
+			t.Fatalf("after a refund's 429: limit %g, %+v; want 0.9 of 4, throttled", r.Spec.Rate, r.Adaptive)
+		}
+	})
+}
