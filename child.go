@@ -253,12 +253,23 @@ const resultPoll = time.Second
 func (c *engine) Result(ctx context.Context, id string, wait time.Duration) (*JobResult, error) {
 	var res *JobResult
 	var state errandtype.JobState
+	first := true
 	err := c.poll(ctx, wait, resultPoll, finishKey(id), func(handed any) (bool, error) {
 		// What the outcome's committed write of a worker of this process
 		// reported spares the read (see handedResult).
 		if h, ok := handed.(*JobResult); ok && h.ID == id {
 			res = h.clone()
 			return true, nil
+		}
+		// A job this process started eagerly and still runs is not
+		// finished (unless its lease ran out): the wait, watching already,
+		// begins without a read, which would only slow the attempt down.
+		// Its end wakes the wait; a poll reads the job otherwise.
+		if first {
+			first = false
+			if wait > 0 && c.eager.running(id) {
+				return false, nil
+			}
 		}
 		j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
 		if err != nil {

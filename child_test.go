@@ -192,13 +192,19 @@ func TestAwaitChildOfLongID(t *testing.T) {
 	}
 }
 
-// readCounter is a workflow store that counts its finished JobGet calls
-// and tells of each on read.
+// readCounter is a workflow store that claims as it inserts, counts its
+// finished JobGet calls and tells of each on read.
 type readCounter struct {
 	errandstore.TxStore[*sql.Tx]
 	errandstore.WorkflowStore
+	errandstore.InsertClaimer
 	reads atomic.Int64
 	read  chan struct{}
+}
+
+func newReadCounter(inner errandstore.TxStore[*sql.Tx]) *readCounter {
+	return &readCounter{TxStore: inner, WorkflowStore: inner.(errandstore.WorkflowStore),
+		InsertClaimer: inner.(errandstore.InsertClaimer), read: make(chan struct{}, 1)}
 }
 
 func (s *readCounter) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*errandtype.Job, error) {
@@ -220,7 +226,7 @@ func TestResultHandedOver(t *testing.T) {
 	defer errand.SetPollPause(time.Hour)() // only a wake ends a wait
 	eachJobStore(t, func(t *testing.T, inner errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx := t.Context()
-		st := &readCounter{TxStore: inner, WorkflowStore: inner.(errandstore.WorkflowStore), read: make(chan struct{}, 1)}
+		st := newReadCounter(inner)
 		ring, err := errand.AESGCM(errand.CodecKey{ID: "k1", Secret: bytes.Repeat([]byte{1}, 16)})
 		if err != nil {
 			t.Fatal(err)
