@@ -1,6 +1,7 @@
 package errand
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -216,18 +217,60 @@ type JobResult struct {
 	LastError *errandtype.LastError `json:"last_error,omitempty"`
 }
 
+// clone is a copy of r that shares no memory with it: one is handed to
+// every wait on the job.
+func (r *JobResult) clone() *JobResult {
+	c := *r
+	c.Output = bytes.Clone(r.Output)
+	if r.LastError != nil {
+		e := *r.LastError
+		c.LastError = &e
+	}
+	return &c
+}
+
+// handedResult is the result a wait on the job of outcome o, whose write
+// returned r, is handed in this process instead of reading the job: what
+// the write reported of the job it left finished (with Follow; see
+// [errandstore.OutcomeResult]). It is nil, and the wait reads the job, when
+// the write did not report it, left the job unfinished or deleted it (a
+// read then finds no job).
+func handedResult(o *errandstore.JobOutcome, r errandstore.OutcomeResult) *JobResult {
+	if r.Err != nil || r.Kind == "" || o.Delete || !r.State.Terminal() {
+		return nil
+	}
+	return &JobResult{ID: o.ID, State: r.State, Output: r.Output, LastError: r.LastError}
+}
+
 // resultPoll bounds the pause between Result's reads of a job.
 const resultPoll = time.Second
 
 // Result returns what job id came to once it has finished (succeeded, dead
-// or cancelled). With wait > 0 it waits for that up to wait, reading the
-// job as soon as this process's workers finish it, and otherwise at growing
-// intervals up to a second; a job not finished by then
+// or cancelled). With wait > 0 it waits for that up to wait, learning it as
+// soon as this process's workers finish the job, and otherwise reading the
+// job at growing intervals up to a second; a job not finished by then
 // is an error wrapping ErrNotFinished. An unknown job wraps ErrNotFound.
 func (c *engine) Result(ctx context.Context, id string, wait time.Duration) (*JobResult, error) {
 	var res *JobResult
 	var state errandtype.JobState
-	err := c.poll(ctx, wait, resultPoll, finishKey(id), func() (bool, error) {
+	first := true
+	err := c.poll(ctx, wait, resultPoll, finishKey(id), func(handed any) (bool, error) {
+		// What the outcome's committed write of a worker of this process
+		// reported spares the read (see handedResult).
+		if h, ok := handed.(*JobResult); ok && h.ID == id {
+			res = h.clone()
+			return true, nil
+		}
+		// A job this process started eagerly and still runs is not
+		// finished (unless its lease ran out): the wait, watching already,
+		// begins without a read, which would only slow the attempt down.
+		// Its end wakes the wait; a poll reads the job otherwise.
+		if first {
+			first = false
+			if wait > 0 && c.eager.running(id) {
+				return false, nil
+			}
+		}
 		j, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
 		if err != nil {
 			return false, err

@@ -1,11 +1,13 @@
 package errand_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -188,4 +190,126 @@ func TestAwaitChildOfLongID(t *testing.T) {
 	if j := getJob(t, c, parent); j.AvailableAt.After(clock.Now()) {
 		t.Errorf("the parent waits until %s; want woken by its child", j.AvailableAt)
 	}
+}
+
+// readCounter is a workflow store that claims as it inserts, counts its
+// finished JobGet calls and tells of each on read.
+type readCounter struct {
+	errandstore.TxStore[*sql.Tx]
+	errandstore.WorkflowStore
+	errandstore.InsertClaimer
+	reads atomic.Int64
+	read  chan struct{}
+}
+
+func newReadCounter(inner errandstore.TxStore[*sql.Tx]) *readCounter {
+	return &readCounter{TxStore: inner, WorkflowStore: inner.(errandstore.WorkflowStore),
+		InsertClaimer: inner.(errandstore.InsertClaimer), read: make(chan struct{}, 1)}
+}
+
+func (s *readCounter) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*errandtype.Job, error) {
+	j, err := s.TxStore.JobGet(ctx, p)
+	s.reads.Add(1)
+	select {
+	case s.read <- struct{}{}:
+	default:
+	}
+	return j, err
+}
+
+// TestResultHandedOver: a wait on a job that an attempt of this process
+// finishes is handed what the outcome's committed write found, reading no
+// job, and that is what a read finds: an earlier attempt's output and
+// error, an output sealed by the codec, a death's error. A job its success
+// deletes is read, and not found. Attempts of WorkOne and of a Worker.
+func TestResultHandedOver(t *testing.T) {
+	defer errand.SetPollPause(time.Hour)() // only a wake ends a wait
+	eachJobStore(t, func(t *testing.T, inner errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := t.Context()
+		st := newReadCounter(inner)
+		ring, err := errand.AESGCM(errand.CodecKey{ID: "k1", Secret: bytes.Repeat([]byte{1}, 16)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := errand.NewKinds()
+		kinds.HandleRaw("flaky", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+			if j.Attempt > 1 {
+				return nil
+			}
+			if err := errand.SetOutput(ctx, "first"); err != nil {
+				return err
+			}
+			return errors.New("flaked")
+		}), &errand.KindOpts{MaxAttempts: 3})
+		kinds.HandleRaw("doomed", errand.HandlerFunc(func(ctx context.Context, j *errandtype.Job) error {
+			if err := errand.SetOutput(ctx, "last words"); err != nil {
+				return err
+			}
+			return errand.Permanent(errors.New("card declined"))
+		}), nil)
+		kinds.HandleRaw("gone", errand.HandlerFunc(func(context.Context, *errandtype.Job) error { return nil }),
+			&errand.KindOpts{DeleteOnSuccess: true})
+		c := newClient(t, st, &errand.Config{Kinds: kinds, Codec: ring, Clock: clock})
+
+		// wait runs finish while Result waits on id, after its first read,
+		// and returns what the wait returned and how many reads it made.
+		wait := func(id string, finish func()) (*errand.JobResult, error, int64) {
+			t.Helper()
+			type answer struct {
+				r   *errand.JobResult
+				err error
+			}
+			got := make(chan answer, 1)
+			select { // a read before the wait, if any, is told of no more
+			case <-st.read:
+			default:
+			}
+			go func() {
+				r, err := c.Result(ctx, id, time.Minute)
+				got <- answer{r, err}
+			}()
+			<-st.read
+			st.reads.Store(0)
+			finish()
+			a := <-got
+			return a.r, a.err, st.reads.Load()
+		}
+		handed := func(name string, r *errand.JobResult, err error, reads int64) {
+			t.Helper()
+			if err != nil || reads != 0 {
+				t.Fatalf("%s: %+v, %v, after %d reads; want it handed over", name, r, err, reads)
+			}
+			read, err := c.Result(ctx, r.ID, 0)
+			if err != nil || !reflect.DeepEqual(r, read) {
+				t.Errorf("%s: handed %+v (output %s), read %+v (output %s), %v", name, r, r.Output, read, read.Output, err)
+			}
+			if _, sealed := errand.SealedKeyID(r.Output); !sealed || r.LastError == nil {
+				t.Errorf("%s: output %s, last error %+v; want a sealed output and an error", name, r.Output, r.LastError)
+			}
+		}
+
+		flaky := enqueue(t, c, "flaky", nil).ID
+		if r := workOne(t, c, nil); r.Result != errand.ResultRetrying {
+			t.Fatalf("flaky's first attempt: %s", r.Result)
+		}
+		clock.Advance(time.Hour)
+		r, err, reads := wait(flaky, func() { workOne(t, c, nil) })
+		handed("flaky, succeeded after a failure", r, err, reads)
+		if r.State != errandtype.StateSucceeded || r.LastError.Message != "flaked" {
+			t.Errorf("flaky: %s, last error %+v; want succeeded, the first attempt's error", r.State, r.LastError)
+		}
+
+		gone := enqueue(t, c, "gone", nil).ID
+		r, err, reads = wait(gone, func() { workOne(t, c, nil) })
+		if !errors.Is(err, errandtype.ErrNotFound) || reads != 1 {
+			t.Errorf("a job its success deleted: %+v, %v, after %d reads; want not found, read", r, err, reads)
+		}
+
+		doomed := enqueue(t, c, "doomed", nil).ID
+		r, err, reads = wait(doomed, func() { startHourlyWorker(t, c) })
+		handed("doomed, by a worker", r, err, reads)
+		if r.State != errandtype.StateDead || r.LastError.Message != "card declined" {
+			t.Errorf("doomed: %s, last error %+v; want dead, its error", r.State, r.LastError)
+		}
+	})
 }

@@ -1028,7 +1028,7 @@ func (c *Client[TTx]) Cancel(ctx context.Context, id string, opts *CancelOpts) (
 	c.afterMemberFinished(ctx, j)
 	c.afterWorkflowJob(ctx, j)
 	if j.State == errandtype.StateCancelled {
-		c.watches.finished(j.ID)
+		c.watches.finished(j.ID, nil)
 		c.afterChild(ctx, j, j.State)
 	}
 	c.openForReader(j)

@@ -21,10 +21,34 @@ import (
 // would pass them by.
 
 // eagerQueues are the queues of this client's workers that may take eager
-// jobs, by queue name.
+// jobs, by queue name, and the jobs they started eagerly whose attempts
+// have not returned.
 type eagerQueues struct {
-	mu sync.Mutex
-	m  map[string][]*queueSlots
+	mu   sync.Mutex
+	m    map[string][]*queueSlots
+	runs map[string]int
+}
+
+// running reports whether an attempt of this process started job id
+// eagerly and has not returned: the job is not finished, unless its lease
+// ran out meanwhile, and this process will learn when it is (see Result).
+func (e *eagerQueues) running(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runs[id] > 0
+}
+
+// run counts an eager attempt of job id as running (by 1) or returned
+// (by -1).
+func (e *eagerQueues) run(id string, by int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runs == nil {
+		e.runs = map[string]int{}
+	}
+	if e.runs[id] += by; e.runs[id] <= 0 {
+		delete(e.runs, id)
+	}
 }
 
 func (e *eagerQueues) add(s *queueSlots) {
@@ -100,8 +124,11 @@ func (s *queueSlots) unreserve() {
 
 // startEager runs job, claimed into s's reserved slot.
 func (s *queueSlots) startEager(job *errandtype.Job, claimSent time.Time) {
+	eager := &s.w.c.eager
+	eager.run(job.ID, 1) // before the enqueue returns, for a Result that follows it
 	go func() {
 		defer s.w.running.Done()
+		defer eager.run(job.ID, -1)
 		s.w.runJob(s.runCtx, s, job, claimSent, true, nil) // no claim: the enqueue's span is its parent
 	}()
 }

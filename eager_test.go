@@ -126,3 +126,61 @@ func TestEagerRefusedWhereItCannotApply(t *testing.T) {
 		t.Errorf("CheckEnqueue with Eager: %v; Enqueue takes it", err)
 	}
 }
+
+// TestResultOfEagerJob: a wait on a job that this process started eagerly
+// reads nothing while the job runs, and is handed its result once it
+// succeeds; a look without a wait reads it, running.
+func TestResultOfEagerJob(t *testing.T) {
+	defer errand.SetPollPause(time.Hour)() // only a wake ends a wait
+	onBothStores(t, func(t *testing.T, clock *errandtest.Clock, inner errandstore.TxStore[*sql.Tx]) {
+		ctx := context.Background()
+		st := newReadCounter(inner)
+		ran, release := make(chan string, 1), make(chan struct{})
+		var releaseOnce sync.Once
+		free := func() { releaseOnce.Do(func() { close(release) }) }
+		c := newClient(t, st, &errand.Config{Clock: clock, Kinds: kindsOf([]testKind{{Name: "task", Handler: errand.HandlerFunc(
+			func(ctx context.Context, j *errandtype.Job) error {
+				ran <- j.ID
+				<-release
+				return errand.SetOutput(ctx, "done")
+			})}})})
+		w := idleWorker(t, c, clock, errand.WorkerConfig{Queues: map[string]int{errand.DefaultQueue: 1}})
+		t.Cleanup(free) // before the worker's Stop, should the test fail first
+		j := enqueueEager(t, c, "task", errand.EnqueueOpts{})
+		waitRan(t, ran, j.ID, clockWait)
+		if _, err := c.Result(ctx, j.ID, 0); !errors.Is(err, errand.ErrNotFinished) || st.reads.Load() != 1 {
+			t.Fatalf("a look at the running job: %v after %d reads; want not finished, read", err, st.reads.Load())
+		}
+		st.reads.Store(0)
+		type answer struct {
+			r   *errand.JobResult
+			err error
+		}
+		got := make(chan answer, 1)
+		go func() {
+			r, err := c.Result(ctx, j.ID, time.Minute)
+			got <- answer{r, err}
+		}()
+		for errand.Watching(c) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // room for a read, were one made
+		if n := st.reads.Load(); n != 0 {
+			t.Errorf("the wait read the running job %d times; want none", n)
+		}
+		free()
+		a := <-got
+		if a.err != nil || a.r.State != errandtype.StateSucceeded || string(a.r.Output) != `"done"` || st.reads.Load() != 0 {
+			t.Errorf("the wait's result: %+v, %v, after %d reads; want succeeded with its output, handed over", a.r, a.err, st.reads.Load())
+		}
+		// Its attempt returned: a wait reads the job at once.
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		bounded, cancel := context.WithTimeout(ctx, clockWait)
+		defer cancel()
+		if r, err := c.Result(bounded, j.ID, time.Minute); err != nil || r.State != errandtype.StateSucceeded {
+			t.Errorf("a wait after the attempt: %+v, %v; want succeeded at once", r, err)
+		}
+	})
+}

@@ -359,7 +359,8 @@ func (c *engine) recordedBefore(ctx context.Context, a *attempt, o *errandstore.
 		return lost
 	}
 	c.logger.Info("outcome recorded by a write whose answer was lost", "job_id", a.job.ID, "outcome", string(o.Kind))
-	return errandstore.OutcomeResult{State: job.State, AvailableAt: job.AvailableAt, Kind: job.Kind, BatchID: job.BatchID, WorkflowID: job.WorkflowID}
+	return errandstore.OutcomeResult{State: job.State, AvailableAt: job.AvailableAt, Kind: job.Kind, BatchID: job.BatchID, WorkflowID: job.WorkflowID,
+		Output: job.Output, LastError: job.LastError}
 }
 
 // outcomeLanded reports whether job, read after claimed's lease was found
@@ -401,11 +402,12 @@ func outcomeLanded(job, claimed *errandtype.Job, o *errandstore.JobOutcome) bool
 type outcomeWriter func(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error)
 
 // writeOutcomeUntil is writeOutcome giving up at until: the outcomeWriter
-// of an attempt run outside a Worker.
+// of an attempt run outside a Worker. It reports the job to the waits on
+// it, if any (see handedResult).
 func (c *engine) writeOutcomeUntil(ctx context.Context, o *errandstore.JobOutcome, until time.Time) (errandstore.OutcomeResult, error) {
 	ctx, cancel := clock.WithDeadline(ctx, c.clock, until, nil)
 	defer cancel()
-	return writeOutcome(ctx, c.store, o, false)
+	return writeOutcome(ctx, c.store, o, c.watches.watching())
 }
 
 // writeOutcome records one outcome in a transaction of its own: every
@@ -440,7 +442,7 @@ func (c *engine) recorded(ctx context.Context, a *attempt, o *errandstore.JobOut
 		c.wakeIfSignalled(ctx, a)
 	}
 	c.publishResult(a, res)
-	c.afterOutcome(ctx, job, res)
+	c.afterOutcome(ctx, job, res, handedResult(o, r))
 }
 
 // resultOfState names the result of an outcome of kind that left a job in
@@ -492,9 +494,11 @@ func (c *engine) publishResult(a *attempt, r *WorkResult) {
 // 4. Follow-ups.
 
 // afterOutcome runs what follows a recorded outcome: the dead job's hook,
-// the completion of its batch and the advance of its workflow. It costs
-// nothing for a job outside a batch and a workflow whose kind has no hook.
-func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *WorkResult) {
+// the completion of its batch and the advance of its workflow, and the
+// wake of this process's waits on the job's end, handed handed when not
+// nil. It costs nothing for a job outside a batch and a workflow whose
+// kind has no hook.
+func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *WorkResult, handed *JobResult) {
 	switch res.Result {
 	case ResultDead:
 		if c.hasDeadHook(job.Kind) {
@@ -521,7 +525,7 @@ func (c *engine) afterOutcome(ctx context.Context, job *errandtype.Job, res *Wor
 	default:
 		return
 	}
-	c.watches.finished(job.ID)
+	c.watches.finished(job.ID, handed)
 	c.afterChild(ctx, job, state)
 }
 

@@ -497,7 +497,7 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *errandt
 		job = j
 	}
 	res.JobID, res.Kind, res.Attempt = &job.ID, job.Kind, job.Attempt
-	c.afterOutcome(ctx, job, &res)
+	c.afterOutcome(ctx, job, &res, nil)
 }
 
 // recordObserved writes the outcome o of a remote attempt a and reports it

@@ -741,7 +741,7 @@ func (c *engine) GetEvent(ctx context.Context, id, key string, wait time.Duratio
 		return nil, fmt.Errorf("event %s of job %s: %w", key, id, ErrStepsUnsupported)
 	}
 	var ev *errandtype.Event
-	err := c.poll(ctx, wait, resultPoll, eventKey(id, key), func() (bool, error) {
+	err := c.poll(ctx, wait, resultPoll, eventKey(id, key), func(any) (bool, error) {
 		e, err := c.caps.steps.JobEvent(ctx, &errandstore.JobEventParams{ID: id, Key: key})
 		if errors.Is(err, errandtype.ErrNotFound) {
 			return false, nil
@@ -813,7 +813,7 @@ func (c *engine) ReadStream(ctx context.Context, id string, after, limit int, wa
 		limit = MaxStreamPage
 	}
 	var page *errandstore.StreamPage
-	err := c.poll(ctx, wait, streamPoll, streamKey(id), func() (bool, error) {
+	err := c.poll(ctx, wait, streamPoll, streamKey(id), func(any) (bool, error) {
 		p, err := c.caps.steps.JobStream(ctx, &errandstore.JobStreamParams{ID: id, After: after, Limit: limit})
 		page = p
 		return err != nil || len(p.Chunks) > 0 || p.State.Terminal(), err

@@ -327,7 +327,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}()
 	w.outcomes = completer.New[*queueSlots](completer.Config{Store: w.c.store, Running: &w.stats.running, Writes: &w.stats.outcomeWrites,
-		Direct: w.unbatched, Timeout: w.cfg.Lease, Clock: w.c.clock, Abandoned: &w.abandoned})
+		Direct: w.unbatched, Timeout: w.cfg.Lease, Clock: w.c.clock, Abandoned: &w.abandoned, Follow: w.c.watches.watching})
 	w.outcomes.Start(ctx)
 	w.leases = leasekeeper.New(w.c.store, w.c.clock, w.c.logger, w.cfg.Lease)
 	w.cancels = w.watchCancels(ctx)

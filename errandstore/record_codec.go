@@ -3,6 +3,7 @@ package errandstore
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/errandhq/errand/errandtype"
 )
@@ -37,4 +38,29 @@ func jsonArray[T any](s []T) (string, error) {
 	}
 	b, err := json.Marshal(s)
 	return string(b), err
+}
+
+// FollowColumns are the columns a write with Follow returns beside each
+// outcome's state (see [OutcomeResult]), as a store reads them.
+type FollowColumns struct {
+	Kind                string
+	BatchID, WorkflowID *string
+	AttemptedAt         time.Time // as the store decodes its own column; zero: NULL
+	Output, LastError   *string   // NULL: none
+}
+
+// Followed fills r's Kind, BatchID, WorkflowID, AttemptedAt, Output and
+// LastError from c.
+func (r *OutcomeResult) Followed(c *FollowColumns) error {
+	r.Kind, r.BatchID, r.WorkflowID, r.AttemptedAt = c.Kind, c.BatchID, c.WorkflowID, c.AttemptedAt
+	if c.Output != nil {
+		r.Output = json.RawMessage(*c.Output)
+	}
+	if c.LastError != nil {
+		r.LastError = new(errandtype.LastError)
+		if err := json.Unmarshal([]byte(*c.LastError), r.LastError); err != nil {
+			return fmt.Errorf("decode last_error: %w", err)
+		}
+	}
+	return nil
 }

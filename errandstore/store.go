@@ -771,9 +771,11 @@ type JobSetProgressParams struct {
 // JobRecordOutcomesParams are the outcomes to record in one transaction.
 type JobRecordOutcomesParams struct {
 	Outcomes []*JobOutcome
-	// Follow asks for each result's Kind, BatchID and WorkflowID: what
-	// the follow-ups of a remote worker's outcome need. A Worker, which
-	// holds the jobs it records outcomes of, leaves it false.
+	// Follow asks for each result's Kind, BatchID, WorkflowID, Output and
+	// LastError: what the follow-ups of a remote worker's outcome need, and
+	// what a wait for the job's result in the writing process is handed. A
+	// Worker, which holds the jobs it records outcomes of, asks only while
+	// such a wait is open.
 	Follow bool
 }
 
@@ -937,6 +939,11 @@ type OutcomeResult struct {
 	// remote worker's attempt took, for the adaptive limits that follow
 	// its kind's latency.
 	AttemptedAt time.Time
+	// Output and LastError are the job's output and last error as the
+	// write left them, with Follow: what a read of the job right after the
+	// commit would find (for a job the write deleted, what it held).
+	Output    json.RawMessage
+	LastError *errandtype.LastError
 	// Err is nil or ErrLeaseLost.
 	Err error
 }

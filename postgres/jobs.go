@@ -1225,9 +1225,9 @@ func leaseFence(j, l string) string {
 		j + `.state IS NOT DISTINCT FROM ` + l + `.lease_state AND ` + j + `.lease_until > ` + l + `.now`
 }
 
-// followColumns are what the follow-ups of a remote outcome need too
+// followColumns are what the follow-ups of an outcome need too
 // (JobRecordOutcomesParams.Follow), after ord, state and available_at.
-const followColumns = `, j.kind, j.batch_id, j.workflow_id, j.attempted_at`
+const followColumns = `, j.kind, j.batch_id, j.workflow_id, j.attempted_at, j.output, j.last_error::text`
 
 // outcomesWrite is the statement that writes a batch of the form plain
 // (see outcomesFrom) deleting the jobs dels says, returning each written
@@ -1352,7 +1352,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 	}
 	write, args := s.outcomesStatement(&c, p.Follow)
 	if p.Follow {
-		return s.recordOutcomesFollowed(ctx, rs, write, args)
+		return s.recordOutcomesFollowed(ctx, &c, rs, write, args)
 	}
 	rows, err := s.pool.Query(ctx, write, args...)
 	if err != nil {
@@ -1387,7 +1387,7 @@ func (s *Store) outcomesStatement(c *outcomeColumns, follow bool) (string, []any
 // id order, as outcomesWrite takes them.
 type outcomeColumns struct {
 	// plain: no outcome appends an error or waits a delay (successes,
-	// above all), and no follow-ups are asked. Such a batch goes as
+	// above all). Such a batch goes as
 	// the plain form, which needs only the ids, tokens and kinds, and
 	// the arrays after kinds stay nil.
 	plain              bool
@@ -1426,7 +1426,7 @@ func b2i(b bool) int {
 func newOutcomeColumns(p *errandstore.JobRecordOutcomesParams) (outcomeColumns, error) {
 	outcomes := p.Outcomes
 	n := len(outcomes)
-	plain := !p.Follow
+	plain := true
 	for _, o := range outcomes {
 		if err := o.Validate(); err != nil {
 			return outcomeColumns{}, err
@@ -1499,27 +1499,31 @@ func (c *outcomeColumns) rowIndex(ord int64) (int, error) {
 }
 
 // recordOutcomesFollowed is JobRecordOutcomes with Follow: each result
-// names its job's kind, batch and workflow too.
-func (s *Store) recordOutcomesFollowed(ctx context.Context, rs []errandstore.OutcomeResult, write string, args []any) ([]errandstore.OutcomeResult, error) {
+// names its job's kind, batch and workflow, output and last error too.
+func (s *Store) recordOutcomesFollowed(ctx context.Context, oc *outcomeColumns, rs []errandstore.OutcomeResult, write string, args []any) ([]errandstore.OutcomeResult, error) {
 	rows, err := s.pool.Query(ctx, write, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))
 	}
 	var (
-		ord             int
-		state, kind     string
-		avail           time.Time
-		batch, workflow *string
-		attempted       *time.Time
+		ord       int64
+		state     string
+		avail     time.Time
+		attempted *time.Time
+		c         errandstore.FollowColumns
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &kind, &batch, &workflow, &attempted}, func() error {
-		rs[ord] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC(),
-			Kind: kind, BatchID: batch, WorkflowID: workflow}
-		if attempted != nil {
-			rs[ord].AttemptedAt = attempted.UTC()
+	_, err = pgx.ForEachRow(rows, []any{&ord, &state, &avail, &c.Kind, &c.BatchID, &c.WorkflowID, &attempted, &c.Output, &c.LastError}, func() error {
+		i, err := oc.rowIndex(ord)
+		if err != nil {
+			return err
 		}
-		batch, workflow, attempted = nil, nil, nil // a new string for the next row's
-		return nil
+		if attempted != nil {
+			c.AttemptedAt = attempted.UTC()
+		}
+		rs[i] = errandstore.OutcomeResult{State: errandtype.JobState(state), AvailableAt: avail.UTC()}
+		err = rs[i].Followed(&c)
+		c, attempted = errandstore.FollowColumns{}, nil // new strings for the next row's
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", badValue(err))

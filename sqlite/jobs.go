@@ -592,7 +592,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 		// and kept for later batches.
 		followed := ""
 		if p.Follow {
-			followed = ", kind, batch_id, workflow_id, attempted_at"
+			followed = ", kind, batch_id, workflow_id, attempted_at, output, last_error"
 		}
 		st := s.ownStmts(tx)
 		defer st.Close()
@@ -630,14 +630,7 @@ func (s *Store) JobRecordOutcomes(ctx context.Context, p *errandstore.JobRecordO
 			)
 			row := update.QueryRowContext(ctx, args...)
 			if p.Follow {
-				// Declared here: the worker's outcomes, without
-				// Follow, allocate none of them.
-				var kind string
-				var batch, workflow sql.NullString
-				var attempted sql.NullInt64
-				err = row.Scan(&state, &avail, &kind, &batch, &workflow, &attempted)
-				r.Kind, r.BatchID, r.WorkflowID = kind, nullString(batch), nullString(workflow)
-				r.AttemptedAt = zeroTime(attempted)
+				err = scanFollowed(row.Scan, &r, &state, &avail)
 			} else {
 				err = row.Scan(&state, &avail)
 			}
@@ -694,7 +687,7 @@ func outcomeGroupDeleteSQL(followed string) string {
 // arguments do not depend on the outcome (no error to append, no delay:
 // succeeded, above all), and reports which it wrote, their results in rs.
 // followed is JobRecordOutcomes' extra RETURNING columns: "" or kind,
-// batch_id and workflow_id.
+// batch_id, workflow_id, output and last_error.
 // A job named by more than one outcome of the batch is left out of the
 // groups, so that its outcomes apply one by one in batch order. Executing
 // one statement per outcome cost more than the rows it changed.
@@ -789,11 +782,7 @@ func scanGroupRows(rows *sql.Rows, rs []errandstore.OutcomeResult, byID map[stri
 		var r errandstore.OutcomeResult
 		var err error
 		if follow {
-			var batch, workflow sql.NullString
-			var attempted sql.NullInt64
-			err = rows.Scan(&id, &state, &avail, &r.Kind, &batch, &workflow, &attempted)
-			r.BatchID, r.WorkflowID = nullString(batch), nullString(workflow)
-			r.AttemptedAt = zeroTime(attempted)
+			err = scanFollowed(rows.Scan, &r, &id, &state, &avail)
 		} else {
 			err = rows.Scan(&id, &state, &avail)
 		}
@@ -807,6 +796,19 @@ func scanGroupRows(rows *sql.Rows, rs []errandstore.OutcomeResult, byID map[stri
 		return err
 	}
 	return rows.Close()
+}
+
+// scanFollowed scans, with scan, a row of head's columns and then the
+// followed ones (see JobRecordOutcomes) into r. Its variables are declared
+// here: the worker's outcomes, without Follow, allocate none of them.
+func scanFollowed(scan func(dest ...any) error, r *errandstore.OutcomeResult, head ...any) error {
+	var c errandstore.FollowColumns
+	var attempted sql.NullInt64
+	if err := scan(append(head, &c.Kind, &c.BatchID, &c.WorkflowID, &attempted, &c.Output, &c.LastError)...); err != nil {
+		return err
+	}
+	c.AttemptedAt = zeroTime(attempted)
+	return r.Followed(&c)
 }
 
 // outcomeSet returns the SET clause and its arguments for one outcome,

@@ -34,6 +34,7 @@ var workflowCases = []testCase{
 	{"LeaderAdvancesBesideRunningSteps", testWorkflowLeaderBesideRunning},
 	{"BulkReplaySkipsHeldSteps", testWorkflowBulkReplay},
 	{"OutcomeNamesKindBatchWorkflow", testWorkflowOutcomeResult},
+	{"OutcomeReportsOutputLastError", testOutcomeReportsJob},
 	{"SetOutputFenced", testWorkflowSetOutput},
 	{"ListOrderAndFilter", testWorkflowList},
 	{"CountsByState", testWorkflowCounts},
@@ -912,6 +913,61 @@ func testWorkflowOutcomeResult(t *testing.T, h harness) {
 		}
 	}
 	e.wantGroupOutcomeResults()
+}
+
+// testOutcomeReportsJob: asked to (Follow), the result of an outcome holds
+// the job's output and last error as a read right after the write finds
+// them: an earlier attempt's, an outcome's own, none; for a job the write
+// deleted, what it held. Outcomes go alone, in a group of one kind, and
+// beside outcomes of other kinds.
+func testOutcomeReportsJob(t *testing.T, h harness) {
+	e := open(t, h)
+	ws := e.workflows()
+	e.insertIDs("a", "b", "c", "d", "e", "f", "g", "h")
+	js := e.claim(8)
+	if len(js) != 8 {
+		t.Fatalf("claimed %d of 8", len(js))
+	}
+	for i, j := range js[:4] {
+		out := json.RawMessage(fmt.Sprintf(`{"receipt": %d}`, i))
+		if err := ws.JobSetOutput(e.ctx, &errandstore.JobSetOutputParams{ID: j.ID, LeaseToken: token(j), Output: out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a and b fail once, then run again: their outputs and errors stay.
+	e.record(retry(js[0], 0), retry(js[1], 0))
+	again := e.claim(2)
+	if got := ids(again); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("claimed %v again, want [a b]", got)
+	}
+	held := map[string]*errandtype.Job{"d": e.get("d")} // read before the write deletes it
+	follow := func(name string, os ...*errandstore.JobOutcome) {
+		t.Helper()
+		rs, err := e.s.JobRecordOutcomes(e.ctx, &errandstore.JobRecordOutcomesParams{Follow: true, Outcomes: os})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rs {
+			if r.Err != nil {
+				t.Fatalf("%s, outcome %d: %v", name, i, r.Err)
+			}
+			want := held[os[i].ID]
+			if !os[i].Delete {
+				want = e.get(os[i].ID)
+			}
+			if string(r.Output) != string(want.Output) || !reflect.DeepEqual(r.LastError, want.LastError) {
+				t.Errorf("%s, job %s: output %s, last error %+v; a read finds %s, %+v", name, os[i].ID, r.Output, r.LastError, want.Output, want.LastError)
+			}
+		}
+	}
+	gone := succeeded(js[3])
+	gone.Delete = true
+	follow("alone", succeeded(again[0]))
+	follow("beside a death and a deletion", succeeded(again[1]), dead(js[2]), gone)
+	follow("a group", succeeded(js[4]), succeeded(js[5]), succeeded(js[6]), succeeded(js[7]))
+	if r := e.get("b"); r.Output == nil || r.LastError == nil {
+		t.Errorf("job b holds output %s, last error %+v; want its first attempt's", r.Output, r.LastError)
+	}
 }
 
 // nilOr is *p, or <nil> when p is nil.

@@ -101,6 +101,14 @@ type Config struct {
 	Clock   errandtype.TimeSource // times the timeout
 	// Abandoned, when set, makes flush write nothing (see Worker.Abandon).
 	Abandoned *atomic.Bool
+	// Follow, when set, is asked before each write whether the store is to
+	// report what JobRecordOutcomesParams.Follow asks for.
+	Follow func() bool
+}
+
+// params are the parameters of a write of outcomes.
+func (b *Batcher[S]) params(outcomes []*errandstore.JobOutcome) *errandstore.JobRecordOutcomesParams {
+	return &errandstore.JobRecordOutcomesParams{Outcomes: outcomes, Follow: b.Follow != nil && b.Follow()}
 }
 
 // Recorder is the part of a store the batcher calls.
@@ -318,7 +326,7 @@ func (b *Batcher[S]) Write(ctx context.Context, o *errandstore.JobOutcome, until
 		defer cancelDeadline()
 		wctx, cancel := clock.WithTimeout(dctx, b.Clock, b.Timeout, nil)
 		defer cancel()
-		rs, err := b.Store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{o}})
+		rs, err := b.Store.JobRecordOutcomes(wctx, b.params([]*errandstore.JobOutcome{o}))
 		if err != nil {
 			return errandstore.OutcomeResult{}, err
 		}
@@ -392,7 +400,7 @@ func (b *Batcher[S]) flush(ctx context.Context, batch []outcomeRequest[S]) {
 		outcomes[i] = req.o
 	}
 	wctx, cancel := clock.WithTimeout(ctx, b.Clock, b.Timeout, nil)
-	rs, err := b.Store.JobRecordOutcomes(wctx, &errandstore.JobRecordOutcomesParams{Outcomes: outcomes})
+	rs, err := b.Store.JobRecordOutcomes(wctx, b.params(outcomes))
 	cancel()
 	b.Writes.Add(1)
 	if err != nil && len(batch) > 1 && errors.Is(err, errandtype.ErrInvalid) {
