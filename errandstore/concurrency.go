@@ -154,9 +154,11 @@ func ClaimLimited[Tx any](p *JobClaimLimitedParams, inTx func(fn func(tx Tx) err
 // which no name holds.
 func CountsColumn(kinds []string) string { return strings.Join(kinds, " ") }
 
-// ReadCounts reads a limiter row's counts column into r.Counts; a
-// concurrency limit's row without one counts the kind it is named for.
-func ReadCounts(r *errandtype.LimiterRecord, column string) {
+// ReadLimiterRule completes r from a limiter row's counts and target_us
+// columns: r.Counts (a concurrency limit's row without counts counts the
+// kind it is named for) and r.Spec.Target.
+func ReadLimiterRule(r *errandtype.LimiterRecord, column string, targetUS int64) {
+	r.Spec.Target = time.Duration(targetUS) * time.Microsecond
 	if column != "" {
 		r.Counts = strings.Fields(column)
 	}

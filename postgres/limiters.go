@@ -35,8 +35,7 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
-	r.Spec.Target = time.Duration(target) * time.Microsecond
-	errandstore.ReadCounts(&r, counts)
+	errandstore.ReadLimiterRule(&r, counts, target)
 	st.At, st.Rate = st.At.UTC(), r.Spec.Rate
 	if held != nil {
 		st.HeldUntil, a.HeldUntil = held.UTC(), held.UTC()

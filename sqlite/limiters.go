@@ -29,8 +29,7 @@ func scanLimiter(row scanner) (*errandtype.LimiterRecord, errandtype.LimiterStat
 		return nil, st, err
 	}
 	r.Spec.Mode, r.Spec.Window = errandtype.LimiterMode(mode), time.Duration(window)*time.Microsecond
-	r.Spec.Target = time.Duration(target) * time.Microsecond
-	errandstore.ReadCounts(&r, counts)
+	errandstore.ReadLimiterRule(&r, counts, target)
 	st.At, st.Rate = fromMicros(updated), r.Spec.Rate
 	if t := nullMicros(held); t != nil {
 		st.HeldUntil, a.HeldUntil = *t, *t
