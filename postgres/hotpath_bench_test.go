@@ -27,6 +27,8 @@ func BenchmarkClaimOnly(b *testing.B) { storetest.BenchmarkClaimOnly(b, openBenc
 
 func BenchmarkAckOnly(b *testing.B) { storetest.BenchmarkAckOnly(b, openBench) }
 
+func BenchmarkInsertClaim(b *testing.B) { storetest.BenchmarkInsertClaim(b, openBench) }
+
 // openBench opens the store on a fresh schema, dropped when tb ends.
 func openBench(tb testing.TB) *postgres.Store {
 	tb.Helper()

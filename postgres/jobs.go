@@ -207,25 +207,35 @@ var (
 			$19::smallint[], $20::text[], $21::text[], $22::text[], $23::timestamptz[]) WITH ORDINALITY
 		AS p(` + insertNames + `, ord)
 	ORDER BY p.ord` + insertTail
-	insertOneSQL = insertHead + `FROM (VALUES ($2::text, $3::text, $4::text, $5::text, $6::integer, $7::integer,
+	insertOneSQL = insertHead + `FROM ` + insertOneRow + insertTail
+)
+
+// insertValues are the columns an insert writes, each with its value from
+// the row p of the insert's parameters.
+var insertValues = [][2]string{
+	{"id", "p.id"}, {"queue", "p.queue"}, {"kind", "p.kind"}, {"args", "p.args::jsonb"},
+	{"args_version", "p.args_version"}, {"priority", "p.priority"}, {"state", "'queued'"},
+	{"max_attempts", "p.max_attempts"}, {"backoff_base_us", "p.backoff_base_us"},
+	{"backoff_max_us", "p.backoff_max_us"}, {"max_age_us", "p.max_age_us"},
+	{"available_at", "coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond')"},
+	{"deadline", "least(p.start_by, CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END)"},
+	{"unique_key", "p.unique_key"}, {"ordering_key", "p.ordering_key"}, {"created_at", "{now}"},
+	{"tags", "p.tags::jsonb"}, {"unique_states", "p.unique_states"}, {"unique_window_us", "p.unique_window_us"},
+	{"ordering_hold", "p.ordering_hold"}, {"fairness_key", "p.fairness_key"}, {"metadata", "p.metadata::jsonb"},
+	{"debounce_key", "p.debounce_key"}, {"start_by", "p.start_by"},
+}
+
+var insertHead = `INSERT INTO {jobs} (` + joinColumns(insertValues, "%[1]s") + `)
+	SELECT ` + joinColumns(insertValues, "%[2]s") + `
+	`
+
+const (
+	// insertOneRow is the parameters of one job as a row p.
+	insertOneRow = `(VALUES ($2::text, $3::text, $4::text, $5::text, $6::integer, $7::integer,
 			$8::integer, $9::bigint, $10::bigint, $11::bigint, $12::timestamptz,
 			$13::bigint, $14::text, $15::text, $16::text, $17::integer, $18::bigint,
 			$19::smallint, $20::text, $21::text, $22::text, $23::timestamptz))
-		AS p(` + insertNames + `)` + insertTail
-)
-
-const (
-	insertHead = `INSERT INTO {jobs} (id, queue, kind, args, args_version, priority, state,
-		max_attempts, backoff_base_us, backoff_max_us, max_age_us, available_at, deadline,
-		unique_key, ordering_key, created_at, tags, unique_states, unique_window_us, ordering_hold, fairness_key, metadata,
-		debounce_key, start_by)
-	SELECT p.id, p.queue, p.kind, p.args::jsonb, p.args_version, p.priority, 'queued',
-		p.max_attempts, p.backoff_base_us, p.backoff_max_us, p.max_age_us,
-		coalesce(p.run_at, {now} + p.delay_us * interval '1 microsecond'),
-		least(p.start_by, CASE WHEN p.max_age_us > 0 THEN {now} + p.max_age_us * interval '1 microsecond' END),
-		p.unique_key, p.ordering_key, {now}, p.tags::jsonb, p.unique_states, p.unique_window_us, p.ordering_hold, p.fairness_key,
-		p.metadata::jsonb, p.debounce_key, p.start_by
-	`
+		AS p(` + insertNames + `)`
 	insertNames = `id, queue, kind, args, args_version, priority, max_attempts, backoff_base_us,
 			backoff_max_us, max_age_us, run_at, delay_us, unique_key, ordering_key, tags,
 			unique_states, unique_window_us, ordering_hold, fairness_key, metadata, debounce_key, start_by`
@@ -233,6 +243,16 @@ const (
 	ON CONFLICT DO NOTHING
 	RETURNING ` + jobColumns
 )
+
+// joinColumns formats each pair of cols, column and value, as format
+// does (%[1]s the column, %[2]s the value), joined by commas.
+func joinColumns(cols [][2]string, format string) string {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = fmt.Sprintf(format, c[0], c[1])
+	}
+	return strings.Join(parts, ", ")
+}
 
 // insert writes params with insertSQL, then reads the jobs holding the ids
 // and keys that conflicted. Its one write is that single statement:
@@ -686,17 +706,27 @@ const (
 // is a tenth of the rows) after stale statistics, and sorted a whole
 // never-analyzed table when claiming from several queues (see
 // TestClaimPlanWithoutStatistics).
-const claimSQL = `UPDATE {jobs} SET
-		state = 'running', attempt = attempt + 1, attempted_at = {now}, ` + firstStartDeadline + `,
-		lease_token = replace(gen_random_uuid()::text, '-', ''),
-		lease_until = {now} + $2 * interval '1 microsecond', lease_owner = $3
+var claimSQL = `UPDATE {jobs} SET ` + joinColumns(claimSets("$2", "$3"), "%[1]s = %[2]s") + `
 	WHERE seq = ANY(ARRAY({pick}))
 	RETURNING ` + jobColumns
 
-// firstStartDeadline puts back, on a job's first start, the maximum age's
-// deadline that its start-by replaced (see errandstore.FirstDeadline).
-const firstStartDeadline = `deadline = CASE WHEN start_by IS NULL OR attempted_at IS NOT NULL THEN deadline
-			WHEN max_age_us > 0 THEN created_at + max_age_us * interval '1 microsecond' END`
+// claimSets are what a claim writes into a job it takes, column and value,
+// of a lease of lease microseconds held by owner (two parameters).
+// Unqualified columns are the job's before the claim. A first start puts
+// back the maximum age's deadline that its start-by replaced (see
+// errandstore.FirstDeadline).
+func claimSets(lease, owner string) [][2]string {
+	return [][2]string{
+		{"state", "'running'"},
+		{"attempt", "attempt + 1"},
+		{"attempted_at", "{now}"},
+		{"deadline", `CASE WHEN start_by IS NULL OR attempted_at IS NOT NULL THEN deadline
+			WHEN max_age_us > 0 THEN created_at + max_age_us * interval '1 microsecond' END`},
+		{"lease_token", "replace(gen_random_uuid()::text, '-', '')"},
+		{"lease_until", "{now} + " + lease + " * interval '1 microsecond'"},
+		{"lease_owner", owner},
+	}
+}
 
 // orderingFree is errand's ordering-key rule on a candidate aliased j. A
 // concurrent claimer sees a job another has just locked as still queued, so
@@ -726,14 +756,27 @@ const (
 // claim read and sorted every waiting job of its queue: 687 ms for 100
 // jobs with a million waiting, against 3 ms through the claim index (see
 // TestClaimPlanWithoutStatistics).
-const wantedKind = `AND ($5::text[] IS NULL OR kind || '' = ANY($5))`
+var wantedKind = wantedKinds("$5")
+
+// wantedKinds is wantedKind with the kinds in parameter kinds.
+func wantedKinds(kinds string) string {
+	return `AND (` + kinds + `::text[] IS NULL OR kind || '' = ANY(` + kinds + `))`
+}
 
 // claimable is the claim's rule for a job j: waiting, available, within
 // its deadline, of a kind the claim wants ($5), its ordering key free.
-var claimable = `state IN (` + waiting + `) AND available_at <= {now}
+var claimable = claimableOf("$5")
+
+// claimableOf is claimable with the kinds wanted in parameter kinds.
+func claimableOf(kinds string) string { return claimableKeyless(kinds) + ` AND ` + orderingFree }
+
+// claimableKeyless is claimableOf for a job without an ordering key, for
+// which orderingFree holds.
+func claimableKeyless(kinds string) string {
+	return `state IN (` + waiting + `) AND available_at <= {now}
 				AND (deadline IS NULL OR deadline > {now})
-				` + wantedKind + `
-				AND ` + orderingFree
+				` + wantedKinds(kinds)
+}
 
 // claimPick picks from the queues of from, a FROM item q(name): the first
 // Limit claimable jobs of each range of each queue, and the best Limit of

@@ -22,5 +22,7 @@ func BenchmarkClaimOnly(b *testing.B) { storetest.BenchmarkClaimOnly(b, openBenc
 
 func BenchmarkAckOnly(b *testing.B) { storetest.BenchmarkAckOnly(b, openBench) }
 
+func BenchmarkInsertClaim(b *testing.B) { storetest.BenchmarkInsertClaim(b, openBench) }
+
 // BenchmarkClaimFair is a fair claim behind one key's backlog of 10,000.
 func BenchmarkClaimFair(b *testing.B) { storetest.BenchmarkClaimFair(b, openBench) }

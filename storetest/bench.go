@@ -62,6 +62,39 @@ func BenchmarkAckOnly[S errandstore.Store](b *testing.B, open func(testing.TB) S
 	}
 }
 
+// BenchmarkInsertClaim inserts one job claiming it at once per operation,
+// as an eager enqueue does (errandstore.InsertClaimer), each acknowledged
+// afterwards with the timer stopped so that the table holds no more than a
+// few running jobs.
+func BenchmarkInsertClaim[S errandstore.Store](b *testing.B, open func(testing.TB) S) {
+	ctx := context.Background()
+	s := open(b)
+	ic, ok := any(s).(errandstore.InsertClaimer)
+	if !ok {
+		b.Skip("the store is not an InsertClaimer")
+	}
+	seq := 0
+	var elapsed time.Duration
+	for b.Loop() {
+		p := benchJobs("eager", &seq, 1)[0]
+		start := time.Now()
+		r, claimed, err := ic.JobInsertClaim(ctx, &errandstore.JobInsertClaimParams{Job: p, Claim: errandstore.JobClaimParams{
+			Queues: []string{"eager"}, Limit: 1, Lease: time.Minute, Owner: "bench"}})
+		if err != nil || !claimed {
+			b.Fatalf("JobInsertClaim: claimed %v, err %v", claimed, err)
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		rs, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: []*errandstore.JobOutcome{{
+			JobLease: errandstore.JobLease{ID: r.Job.ID, LeaseToken: *r.Job.LeaseToken}, Kind: errandstore.OutcomeSucceeded}}})
+		if err != nil || rs[0].Err != nil {
+			b.Fatalf("JobRecordOutcomes: %v, %v", err, rs)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+}
+
 // benchStep inserts, claims and acknowledges n jobs per operation and times
 // only the claim (timeClaim) or only the acknowledgment.
 func benchStep(b *testing.B, s errandstore.Store, n int, timeClaim bool) {

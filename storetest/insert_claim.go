@@ -46,39 +46,50 @@ func (e *env) insertClaim(p *errandstore.JobInsertParams, claim errandstore.JobC
 
 // testInsertClaimWrites: a job inserted and claimed at once is the job an
 // insert then a claim of it would have made, under a token of its own,
-// and its lease fences its outcome as a claim's does.
+// and its lease fences its outcome as a claim's does: a job with a unique
+// key, and one without keys, which a store may write running at once.
 func testInsertClaimWrites(t *testing.T, h harness) {
-	e := open(t, h)
-	e.insertClaimer()
-	twin := newJob("twin")
-	twin.UniqueKey, twin.Tags, twin.MaxAge = "u-twin", []string{"t"}, time.Hour
-	e.insert(twin)
-	want := e.claimOne("twin")
+	for _, keyed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Keyed", false: "Keyless"}[keyed], func(t *testing.T) {
+			e := open(t, h)
+			e.insertClaimer()
+			job := func(id string) *errandstore.JobInsertParams {
+				p := newJob(id)
+				p.Tags, p.MaxAge, p.StartBy = []string{"t"}, time.Hour, e.clock.Now().Add(time.Minute)
+				p.Metadata, p.FairnessKey = []byte(`{"m":1}`), "f"
+				if keyed {
+					p.UniqueKey = "u-" + id
+				}
+				return p
+			}
+			e.insert(job("twin"))
+			want := e.claimOne("twin")
 
-	p := newJob("a")
-	p.UniqueKey, p.Tags, p.MaxAge = "u-a", []string{"t"}, time.Hour
-	r, claimed := e.insertClaim(p, eagerClaim(p))
-	if !claimed || r.Duplicate {
-		t.Fatalf("JobInsertClaim: claimed %v, duplicate %v; want the job claimed", claimed, r.Duplicate)
-	}
-	got := r.Job
-	if token(got) == "" || token(got) == token(want) {
-		t.Fatalf("claimed with token %q (the twin's: %q); want a fresh token", token(got), token(want))
-	}
-	w := *want
-	w.ID, w.Seq, w.LeaseToken, w.UniqueKey = got.ID, got.Seq, got.LeaseToken, got.UniqueKey
-	same(t, "claimed job", &w, got)
-	same(t, "JobGet after JobInsertClaim", &w, e.get("a"))
-	e.claimNone()
+			p := job("a")
+			r, claimed := e.insertClaim(p, eagerClaim(p))
+			if !claimed || r.Duplicate {
+				t.Fatalf("JobInsertClaim: claimed %v, duplicate %v; want the job claimed", claimed, r.Duplicate)
+			}
+			got := r.Job
+			if token(got) == "" || token(got) == token(want) {
+				t.Fatalf("claimed with token %q (the twin's: %q); want a fresh token", token(got), token(want))
+			}
+			w := *want
+			w.ID, w.Seq, w.LeaseToken, w.UniqueKey = got.ID, got.Seq, got.LeaseToken, got.UniqueKey
+			same(t, "claimed job", &w, got)
+			same(t, "JobGet after JobInsertClaim", &w, e.get("a"))
+			e.claimNone()
 
-	stale := *got
-	stale.LeaseToken = want.LeaseToken
-	if r := e.record(succeeded(&stale))[0]; !errors.Is(r.Err, errandtype.ErrLeaseLost) {
-		t.Errorf("outcome under another token: %v, want ErrLeaseLost", r.Err)
-	}
-	e.recordOK(succeeded(got))
-	if j := e.get("a"); j.State != errandtype.StateSucceeded {
-		t.Errorf("after its outcome: state %s, want succeeded", j.State)
+			stale := *got
+			stale.LeaseToken = want.LeaseToken
+			if r := e.record(succeeded(&stale))[0]; !errors.Is(r.Err, errandtype.ErrLeaseLost) {
+				t.Errorf("outcome under another token: %v, want ErrLeaseLost", r.Err)
+			}
+			e.recordOK(succeeded(got))
+			if j := e.get("a"); j.State != errandtype.StateSucceeded {
+				t.Errorf("after its outcome: state %s, want succeeded", j.State)
+			}
+		})
 	}
 }
 
@@ -115,16 +126,20 @@ func testInsertClaimRule(t *testing.T, h harness) {
 	later.Delay = time.Minute
 	unclaimed("a delayed job", later, eagerClaim(later))
 
+	late := newJob("late")
+	late.StartBy = e.clock.Now().Add(-time.Second)
+	unclaimed("a job past its start-by", late, eagerClaim(late))
+
 	other := newJob("other-kind")
 	unclaimed("a kind the claim does not name", other, eagerClaim(other, "sms"))
 	if got := ids(e.claim(10)); join(got) != "other-kind" {
-		t.Errorf("an ordinary claim took %v; want other-kind alone", got)
+		t.Errorf("an ordinary claim took %v; want other-kind alone (the late job is past its deadline)", got)
 	}
 }
 
-// testInsertClaimDuplicates: a duplicate, of an id or a unique key, is
-// reported as an insert reports it, and claims nothing, not even the job of
-// the same id.
+// testInsertClaimDuplicates: a duplicate, of an id (with a unique key or
+// without) or of a unique key, is reported as an insert reports it, and
+// claims nothing, not even the job of the same id.
 func testInsertClaimDuplicates(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertClaimer()
@@ -146,6 +161,14 @@ func testInsertClaimDuplicates(t *testing.T, h harness) {
 	}
 	e.unchanged("the job holding the id and key", before)
 	e.notFound("by-key")
+
+	plain := e.insert(newJob("plain"))[0]
+	twin := newJob("plain")
+	r, claimed = e.insertClaim(twin, eagerClaim(twin))
+	if claimed || !r.Duplicate || r.Job.ID != "plain" {
+		t.Errorf("the same id again, no keys: claimed %v, duplicate %v; want a duplicate of plain, unclaimed", claimed, r.Duplicate)
+	}
+	e.unchanged("the job holding the id", plain)
 }
 
 // testInsertClaimInvalid: a claim of another queue or of more than one job
