@@ -84,6 +84,7 @@ type options struct {
 	recoverFlows             int
 	recoverTimeout, lease    time.Duration
 	stores                   []string
+	phases                   bool
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -102,6 +103,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.recoverFlows, "recover-flows", 200, "flows under way when the first process is killed")
 	fs.DurationVar(&o.recoverTimeout, "recover-timeout", 30*time.Second, "how long the second process is given to finish the flows")
 	fs.DurationVar(&o.lease, "lease", 2*time.Second, "errand's lease in the recovery measure, in both processes")
+	fs.BoolVar(&o.phases, "phases", false, "also print where errand's lone flows spend their time: the p50 from the enqueue to the handler, of each step, and from the last step to the result")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -155,6 +157,47 @@ type result struct {
 	flows  int
 	perSec float64
 	lat    []time.Duration
+	phases [][phaseCount]time.Duration // with -phases, errand's: each sample's
+}
+
+// A lone flow's phases: from the enqueue to its handler, each of its three
+// steps, and from the last step to the result read.
+const phaseCount = 5
+
+var phaseNames = [phaseCount]string{"to handler", "step 1", "step 2", "step 3", "to result"}
+
+// phaseMarks are the times a sampled flow's handler reached each of its
+// points, the handler's start then each step's end; flows of other ids
+// are not sampled.
+type phaseMarks struct {
+	mu sync.Mutex
+	id string
+	at [phaseCount - 1]time.Time
+}
+
+// mark records point i of the handler of job id, if it is the flow sampled.
+func (m *phaseMarks) mark(id string, i int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	if m.id == id {
+		m.at[i] = time.Now()
+	}
+	m.mu.Unlock()
+}
+
+// phases are a sample's phases, from its start to its result at end.
+func (m *phaseMarks) phases(start, end time.Time) [phaseCount]time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps [phaseCount]time.Duration
+	prev := start
+	for i, at := range m.at {
+		ps[i], prev = at.Sub(prev), at
+	}
+	ps[phaseCount-1] = end.Sub(prev)
+	return ps
 }
 
 // systems are the rows of each repetition and store.
@@ -190,6 +233,9 @@ func runBench(ctx context.Context, o *options, out io.Writer) error {
 				slices.Sort(r.lat)
 				fmt.Fprintf(out, "%-4d %-9s %-12s %6d %9.0f %8d %9.2f %9.2f\n", rep, store, sys.name, r.flows, r.perSec,
 					len(r.lat), ms(r.lat[len(r.lat)/2]), ms(r.lat[len(r.lat)*99/100]))
+				if len(r.phases) > 0 {
+					fmt.Fprintln(out, "     p50 ms of each phase: "+phaseMedians(r.phases))
+				}
 			}
 		}
 	}
@@ -197,6 +243,20 @@ func runBench(ctx context.Context, o *options, out io.Writer) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+// phaseMedians formats the p50 of each phase over samples.
+func phaseMedians(samples [][phaseCount]time.Duration) string {
+	parts := make([]string, phaseCount)
+	for i := range phaseCount {
+		ds := make([]time.Duration, len(samples))
+		for k, s := range samples {
+			ds[k] = s[i]
+		}
+		slices.Sort(ds)
+		parts[i] = fmt.Sprintf("%s %.2f", phaseNames[i], ms(ds[len(ds)/2]))
+	}
+	return strings.Join(parts, ", ")
+}
 
 // target is where one measure keeps its state: a fresh schema of the
 // PostgreSQL database, or a fresh SQLite file.
@@ -298,10 +358,19 @@ func errandFlows(ctx context.Context, o *options, t target, eager bool) (result,
 // -samples one at a time, each to its result.
 func errandMeasure[TTx any](ctx context.Context, o *options, store errandstore.TxStore[TTx], eager bool) (result, error) {
 	done := acks{make(chan struct{}, o.flows)}
+	var marks *phaseMarks
+	if o.phases {
+		marks = &phaseMarks{}
+	}
 	kinds := errand.NewKinds()
-	errand.Handle(kinds, func(ctx context.Context, _ *errandtype.Job, _ flowArgs) error {
+	errand.Handle(kinds, func(ctx context.Context, job *errandtype.Job, _ flowArgs) error {
+		marks.mark(job.ID, 0)
+		i := 0
 		_, err := noSteps(func(name string, fn func(context.Context) (int, error)) (int, error) {
-			return errand.Step(ctx, name, fn)
+			v, err := errand.Step(ctx, name, fn)
+			i++
+			marks.mark(job.ID, i)
+			return v, err
 		})
 		return err
 	}, nil)
@@ -338,9 +407,16 @@ func errandMeasure[TTx any](ctx context.Context, o *options, store errandstore.T
 	}
 	r := result{flows: o.flows, perSec: float64(o.flows) / time.Since(start).Seconds()}
 	time.Sleep(200 * time.Millisecond) // idle before the latency samples
-	for range o.samples {
+	for i := range o.samples {
+		opts := &errand.EnqueueOpts{Eager: eager}
+		if marks != nil {
+			opts.ID = fmt.Sprintf("sample-%d", i)
+			marks.mu.Lock()
+			marks.id = opts.ID
+			marks.mu.Unlock()
+		}
 		t := time.Now()
-		e, err := c.Enqueue(ctx, flowArgs{}, &errand.EnqueueOpts{Eager: eager})
+		e, err := c.Enqueue(ctx, flowArgs{}, opts)
 		if err != nil {
 			return result{}, err
 		}
@@ -351,7 +427,11 @@ func errandMeasure[TTx any](ctx context.Context, o *options, store errandstore.T
 		if res.State != errandtype.StateSucceeded {
 			return result{}, fmt.Errorf("flow %s ended %s, not succeeded", e.Job.ID, res.State)
 		}
-		r.lat = append(r.lat, time.Since(t))
+		end := time.Now()
+		r.lat = append(r.lat, end.Sub(t))
+		if marks != nil {
+			r.phases = append(r.phases, marks.phases(t, end))
+		}
 	}
 	return r, nil
 }

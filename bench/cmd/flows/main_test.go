@@ -33,7 +33,9 @@ func rows(t *testing.T, out, first string) [][]string {
 		if strings.HasPrefix(l, first) {
 			var rs [][]string
 			for _, r := range lines[i+1:] {
-				rs = append(rs, strings.Fields(r))
+				if !strings.HasPrefix(r, " ") { // not a line of phases
+					rs = append(rs, strings.Fields(r))
+				}
 			}
 			return rs
 		}
@@ -75,11 +77,15 @@ func TestRunPostgres(t *testing.T) {
 
 func TestRunSQLite(t *testing.T) {
 	var out strings.Builder
-	if err := run(append([]string{"-store", "sqlite"}, tiny...), &out); err != nil {
+	if err := run(append([]string{"-store", "sqlite", "-phases"}, tiny...), &out); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "errand synchronous=FULL") {
 		t.Errorf("no synchronous settings:\n%s", out.String())
+	}
+	// With -phases, a line after each of errand's rows, its phases all seen.
+	if n := strings.Count(out.String(), "p50 ms of each phase: to handler "); n != 2 || strings.Contains(out.String(), " -") {
+		t.Errorf("%d lines of phases, want 2 with no negative phase:\n%s", n, out.String())
 	}
 	checkBench(t, out.String(), "sqlite")
 }
