@@ -53,25 +53,41 @@ func (w *Worker) recordAttempt(ctx context.Context, slots *queueSlots, a *attemp
 // and the outcome to write, nil when the lease was lost and nothing is to
 // be written.
 func (c *engine) classify(a *attempt) (*WorkResult, *errandstore.JobOutcome) {
-	job := a.job
-	res := &WorkResult{JobID: &job.ID, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
-	if a.leaseErr != nil {
-		res.Result = ResultLeaseLost
+	res, o := new(WorkResult), new(errandstore.JobOutcome)
+	if !c.classifyInto(a, res, o) {
 		return res, nil
 	}
-	o := c.outcome(a)
+	return res, o
+}
+
+// classifyInto is classify filling res and o, which a caller may hold in
+// one allocation of its own; it reports false for a lost lease.
+func (c *engine) classifyInto(a *attempt, res *WorkResult, o *errandstore.JobOutcome) bool {
+	job := a.job
+	*res = WorkResult{JobID: &job.ID, Attempt: job.Attempt, Kind: job.Kind, Duration: a.took}
+	if a.leaseErr != nil {
+		res.Result = ResultLeaseLost
+		return false
+	}
+	c.outcomeInto(a, o)
 	if o.Error != nil {
 		res.Class, res.Error = o.Error.Class, o.Error.Message
 	}
-	return res, o
+	return true
 }
 
 // outcome turns a finished attempt into the outcome to record, applying the
 // job's retry policy.
 func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
+	o := new(errandstore.JobOutcome)
+	c.outcomeInto(a, o)
+	return o
+}
+
+// outcomeInto is outcome, made in o.
+func (c *engine) outcomeInto(a *attempt, o *errandstore.JobOutcome) {
 	job := a.job
-	o := &errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
-	var sealErr *SealError
+	*o = errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
 	switch {
 	case a.err == nil:
 		o.Kind = errandstore.OutcomeSucceeded
@@ -84,9 +100,10 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 		o.Kind = errandstore.OutcomeInterrupted
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
 			Message: errandstore.CleanText("worker stopped before the attempt finished: "+a.err.Error(), errandstore.MaxMessageBytes)}
-	case errors.As(a.err, &sealErr):
+	case sealError(a.err) != nil:
 		// Not the job's failure but this worker's want of a key: give it
 		// back, attempt uncounted, for a worker that holds the key.
+		sealErr := sealError(a.err)
 		o.Kind, o.Delay = errandstore.OutcomeInterrupted, CodecRetryDelay
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: sealErr.class(),
 			Message: errandstore.CleanText(sealErr.Error(), errandstore.MaxMessageBytes)}
@@ -102,7 +119,16 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 	default:
 		c.failed(o, a)
 	}
-	return o
+}
+
+// sealError returns the *SealError in err's chain, or nil. Apart from
+// outcome, so that a success does not allocate the target errors.As takes.
+func sealError(err error) *SealError {
+	var se *SealError
+	if errors.As(err, &se) {
+		return se
+	}
+	return nil
 }
 
 // failed makes o the outcome of a's failure: a snooze, a retry after the
@@ -160,9 +186,9 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 	if !w.onlyWrite(a) {
 		return false
 	}
-	res, o := w.c.classify(a)
 	w.running.Add(1) // Stop waits for the outcome as for the attempt
-	l := &laterOutcome{w: w, ctx: ctx, a: a, o: o, res: res, slots: slots, early: slots.releaseEarly()}
+	l := &laterOutcome{w: w, ctx: ctx, a: a, slots: slots, early: slots.releaseEarly()}
+	w.c.classifyInto(a, &l.res, &l.o) // onlyWrite: the lease holds
 	if l.early {
 		// Freed before the handover, so that the batcher, which wakes the
 		// claim loop when it starts the write, never wakes it for a slot
@@ -171,7 +197,7 @@ func (w *Worker) recordLater(ctx context.Context, a *attempt, slots *queueSlots)
 	} else {
 		slots.writing.Add(1)
 	}
-	err := w.outcomes.Submit(ctx, o, a.renewed.Add(a.lease), l.early, l.written, slots)
+	err := w.outcomes.Submit(ctx, &l.o, a.renewed.Add(a.lease), l.early, l.written, slots)
 	switch {
 	case err == nil:
 		return true
@@ -207,8 +233,8 @@ type laterOutcome struct {
 	w     *Worker
 	ctx   context.Context
 	a     *attempt
-	o     *errandstore.JobOutcome
-	res   *WorkResult
+	o     errandstore.JobOutcome // the outcome handed over, and its result:
+	res   WorkResult             // held here, one allocation for the three
 	slots *queueSlots
 	early bool // the slot went back at the handover; an early token is held
 }
@@ -225,8 +251,8 @@ func (l *laterOutcome) written(r errandstore.OutcomeResult, err error) bool {
 	}
 	switch {
 	case err == nil:
-		w.c.recorded(l.ctx, a, l.o, l.res, r)
-		w.followUp(l.ctx, l.slots.queue, a, l.res, nil)
+		w.c.recorded(l.ctx, a, &l.o, &l.res, r)
+		w.followUp(l.ctx, l.slots.queue, a, &l.res, nil)
 	case errors.Is(err, errAbandoned) || errors.Is(err, errandtype.ErrInvalid) || w.c.clock.Now().Sub(a.renewed) >= a.lease:
 		// Nothing to try again, as record would find.
 		a.endRun(nil, err)
