@@ -41,14 +41,12 @@ var insertRunningSQL = func() string {
 		cols = append(cols, [2]string{v[0], "j." + v[0]})
 	}
 	row := joinColumns(insertValues, "%[2]s AS %[1]s")
-	// The columns a claim writes that an insert leaves to their defaults,
-	// and seq, which the ordering rule reads.
+	// The columns a claim writes that an insert leaves to their defaults.
 	for _, d := range [][2]string{{"attempt", "0"}, {"attempted_at", "NULL::timestamptz"}, {"lease_token", "NULL::text"},
 		{"lease_until", "NULL::timestamptz"}, {"lease_owner", "NULL::text"}} {
 		cols = append(cols, [2]string{d[0], "j." + d[0]})
 		row += ", " + d[1] + " AS " + d[0]
 	}
-	row += ", NULL::bigint AS seq"
 	for i, c := range cols {
 		if v, ok := claim[c[0]]; ok {
 			cols[i][1] = "CASE WHEN c.ok THEN " + v + " ELSE " + c[1] + " END"
