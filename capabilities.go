@@ -11,6 +11,7 @@ type capabilities struct {
 	cancels         errandstore.CancelListener
 	nextDue         errandstore.NextDueClaimer
 	insertClaim     errandstore.InsertClaimer
+	getMany         errandstore.ManyJobGetter
 	parallel        errandstore.ParallelWriter
 	fair            errandstore.FairClaimer
 	fairPruner      errandstore.FairTurnPruner
@@ -35,6 +36,7 @@ func resolveCapabilities(store errandstore.Store) capabilities {
 	c.cancels, _ = store.(errandstore.CancelListener)
 	c.nextDue, _ = store.(errandstore.NextDueClaimer)
 	c.insertClaim, _ = store.(errandstore.InsertClaimer)
+	c.getMany, _ = store.(errandstore.ManyJobGetter)
 	c.parallel, _ = store.(errandstore.ParallelWriter)
 	c.fair, _ = store.(errandstore.FairClaimer)
 	c.fairPruner, _ = store.(errandstore.FairTurnPruner)

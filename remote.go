@@ -355,9 +355,16 @@ func (c *Client[TTx]) FailMany(ctx context.Context, fails []JobFailure) ([]erran
 	var outs []*errandstore.JobOutcome
 	var as []*attempt
 	var at []int // the entry of each written outcome
+	read, err := c.jobsRead(ctx, len(fails), func(i int) string { return fails[i].ID })
+	if err != nil {
+		return nil, fmt.Errorf("fail: %w", err)
+	}
 	for i := range fails {
 		f := &fails[i]
-		job, err := c.runningJob(ctx, f.ID, f.LeaseToken)
+		job, err := read(f.ID)
+		if err == nil {
+			job, err = heldUnder(job, f.LeaseToken)
+		}
 		if errors.Is(err, errandtype.ErrLeaseLost) {
 			rs[i].Err = err
 			continue
@@ -452,10 +459,44 @@ func (c *Client[TTx]) runningJob(ctx context.Context, id, token string) (*errand
 	if err != nil {
 		return nil, err
 	}
-	if job.State != errandtype.StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
+	return heldUnder(job, token)
+}
+
+// heldUnder returns job if it runs under token, else ErrLeaseLost: the
+// check of runningJob on a job read (nil: not found).
+func heldUnder(job *errandtype.Job, token string) (*errandtype.Job, error) {
+	if job == nil || job.State != errandtype.StateRunning || job.LeaseToken == nil || *job.LeaseToken != token {
 		return nil, errandtype.ErrLeaseLost
 	}
 	return job, nil
+}
+
+// jobsRead reads the jobs of the n ids id(i), at once when the store can
+// (errandstore.ManyJobGetter), and returns a lookup of each: nil for an id
+// of no job. Without that capability the lookup reads the job then.
+func (c *Client[TTx]) jobsRead(ctx context.Context, n int, id func(i int) string) (func(id string) (*errandtype.Job, error), error) {
+	if c.caps.getMany == nil {
+		return func(id string) (*errandtype.Job, error) {
+			job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
+			if errors.Is(err, errandtype.ErrNotFound) {
+				return nil, nil
+			}
+			return job, err
+		}, nil
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	jobs, err := c.caps.getMany.JobGetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*errandtype.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	return func(id string) (*errandtype.Job, error) { return byID[id], nil }, nil
 }
 
 // afterRemoteOutcome runs, after a remote worker's outcome of job id, what

@@ -81,6 +81,16 @@ type InsertClaimer interface {
 	JobInsertClaim(ctx context.Context, p *JobInsertClaimParams) (r JobInsertResult, claimed bool, err error)
 }
 
+// ManyJobGetter is an optional capability of a JobStore: the jobs of many ids
+// read at once, where [JobStore.JobGet] would take a round trip for each (a
+// remote worker's batch of failures reads every job it fails).
+// errand/postgres implements it; without it, each job is read by JobGet.
+type ManyJobGetter interface {
+	// JobGetMany returns the jobs of ids, each as JobGet returns it, in no
+	// particular order; an id of no job is left out.
+	JobGetMany(ctx context.Context, ids []string) ([]*errandtype.Job, error)
+}
+
 // ParallelWriter is an optional capability of a Store: it reports whether the
 // store runs write transactions side by side, as PostgreSQL does, rather than
 // one at a time, as SQLite's one writer does. A

@@ -581,6 +581,27 @@ func (s *Store) JobGet(ctx context.Context, p *errandstore.JobGetParams) (*erran
 	return j, nil
 }
 
+var _ errandstore.ManyJobGetter = (*Store)(nil)
+
+// JobGetMany implements [errandstore.ManyJobGetter]: one statement for every id.
+func (s *Store) JobGetMany(ctx context.Context, ids []string) ([]*errandtype.Job, error) {
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		return !errandtype.StorableText(id) // no job can have it; PostgreSQL would refuse the query
+	})
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT `+readColumns+` FROM {jobs} j WHERE id = ANY($1)`), ids)
+	if err != nil {
+		return nil, fmt.Errorf("get %d jobs: %w", len(ids), err)
+	}
+	jobs, err := scanJobs(rows, readJobScanner())
+	if err != nil {
+		return nil, fmt.Errorf("get %d jobs: %w", len(ids), err)
+	}
+	return jobs, nil
+}
+
 // JobList implements [errandstore.JobStore]. A list of states other than
 // succeeded (the waiting, the running, the dead) may be a few jobs beside a
 // long history of succeeded ones, the waiting and running ones at its end,

@@ -24,6 +24,43 @@ var insertCases = []testCase{
 	{"LargeBatchTx", testInsertLargeBatchTx},
 	{"TimePrecision", testInsertTimePrecision},
 	{"Now", testNow},
+	{"GetMany", testGetMany},
+}
+
+// testGetMany: a store that reads many jobs at once (ManyJobGetter) returns
+// each as JobGet does, leaving out ids of no job, once each.
+func testGetMany(t *testing.T, h harness) {
+	e := open(t, h)
+	g, ok := e.s.(errandstore.ManyJobGetter)
+	if !ok {
+		t.Skip("the store is not a ManyJobGetter")
+	}
+	held := newJob("held")
+	held.OrderingKey = "k"
+	behind := newJob("behind")
+	behind.OrderingKey = "k"
+	e.insert(held, newJob("b"), behind)
+	e.claimOne("held")
+	jobs, err := g.JobGetMany(e.ctx, []string{"behind", "none", "held", "b", "held", "bad\x00id"})
+	if err != nil {
+		t.Fatalf("JobGetMany: %v", err)
+	}
+	got := map[string]*errandtype.Job{}
+	for _, j := range jobs {
+		if got[j.ID] != nil {
+			t.Errorf("job %s returned twice", j.ID)
+		}
+		got[j.ID] = j
+	}
+	if len(got) != 3 {
+		t.Fatalf("JobGetMany returned %v; want behind, held and b", ids(jobs))
+	}
+	for _, id := range []string{"behind", "held", "b"} {
+		same(t, "JobGetMany's "+id, e.get(id), got[id])
+	}
+	if jobs, err := g.JobGetMany(e.ctx, nil); err != nil || len(jobs) != 0 {
+		t.Errorf("JobGetMany of no ids: %v, %v; want none", ids(jobs), err)
+	}
 }
 
 // testInsertDefaults checks that every field of a new job round-trips, and
