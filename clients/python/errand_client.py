@@ -135,6 +135,20 @@ class Client:
             body["permanent"] = True
         return self._call("POST", self._job(job_id, "fail"), body)[1]
 
+    def ack_many(self, leases):
+        """Acknowledge 1 to 100 leases, (job_id, lease_token) pairs, in one
+        transaction: one result per lease, in order, {"id", "state"} or
+        {"id", "error": {"code": "lease_lost", ...}} with nothing written."""
+        body = {"jobs": [{"id": i, "lease_token": t} for i, t in leases]}
+        return self._call("POST", "/ack", body)[1]["results"]
+
+    def fail_many(self, failures):
+        """Record 1 to 100 failed attempts in one transaction, each a dict
+        of id, lease_token and message, and class, stack, permanent or
+        retry_after as fail takes them: one result per entry, in order, as
+        ack_many's, with available_at for a retry."""
+        return self._call("POST", "/fail", {"jobs": list(failures)})[1]["results"]
+
     def _job(self, job_id, action):
         return "/jobs/" + urllib.parse.quote(job_id, safe="") + "/" + action
 

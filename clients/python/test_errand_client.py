@@ -128,6 +128,25 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.result(job["id"], wait="1s")["state"], "succeeded")
         self.assertEqual(self.client.claim("default", [self.kind]), [])
 
+    def test_many_outcomes_at_once(self):
+        ids = [self.client.enqueue(self.kind, {"i": i}, max_attempts=3, backoff_base="1h")[0]["id"] for i in range(4)]
+        claimed = {j["id"]: j["lease_token"] for j in self.client.claim("default", [self.kind], max_jobs=4)}
+        self.assertEqual(sorted(claimed), sorted(ids))
+        acked = self.client.ack_many([(ids[0], claimed[ids[0]]), (ids[1], "0" * 32)])
+        self.assertEqual([(r["id"], r.get("state"), r.get("error", {}).get("code")) for r in acked],
+                         [(ids[0], "succeeded", None), (ids[1], None, "lease_lost")])
+        failed = self.client.fail_many([
+            {"id": ids[1], "lease_token": claimed[ids[1]], "message": "503 upstream", "class": "upstream_down"},
+            {"id": ids[2], "lease_token": claimed[ids[2]], "message": "no such user", "permanent": True},
+        ])
+        self.assertEqual([(r["id"], r["state"]) for r in failed], [(ids[1], "retrying"), (ids[2], "dead")])
+        self.assertIn("available_at", failed[0])
+        self.assertEqual(self.client.get(ids[1])["last_error"]["class"], "upstream_down")
+        with self.assertRaises(APIError) as cm:
+            self.client.fail_many([{"id": ids[3], "lease_token": claimed[ids[3]], "permanent": True, "retry_after": "1m"}])
+        self.assertEqual(cm.exception.code, "invalid_input")
+        self.assertEqual(self.state(ids[3]), "running", "a refused batch wrote nothing")
+
     def test_sigterm_drains(self):
         """A worker process told SIGTERM finishes the job it runs, claims no
         other, and exits 0."""
