@@ -11,6 +11,8 @@ export type JobRequest = Schemas["JobRequest"];
 export type ClaimedJob = Schemas["Envelope"];
 export type Heartbeat = Schemas["HeartbeatResponse"];
 export type Outcome = Schemas["OutcomeResponse"];
+export type AckManyResult = Schemas["AckManyResponse"]["results"][number];
+export type FailManyResult = Schemas["FailManyResponse"]["results"][number];
 export type JobResult = Schemas["JobResult"];
 export type JobState = Schemas["JobState"];
 export type ErrorCode = Schemas["Error"]["error"]["code"];
@@ -48,6 +50,10 @@ export class JobError extends Error {
     this.name = "JobError";
   }
 }
+
+/** What a failed attempt reports: a message, and a class, a stack, and
+ * whether to give up (permanent) or retry after a duration such as "30s". */
+export type Failure = { message: string; cls?: string; stack?: string; permanent?: boolean; retryAfter?: string };
 
 /** The job fields an enqueue may set besides its kind and args. */
 export type EnqueueOptions = Omit<JobRequest, "kind" | "args"> & { idempotencyKey?: string };
@@ -146,14 +152,34 @@ export class Client {
     return (await this.call<Outcome>("POST", Client.job(id, "ack"), { lease_token: leaseToken })).data;
   }
 
-  async fail(id: string, leaseToken: string, f: { message: string; cls?: string; stack?: string; permanent?: boolean; retryAfter?: string }): Promise<Outcome> {
-    const body: Schemas["FailRequest"] = { lease_token: leaseToken, message: f.message };
-    if (f.cls) body.class = f.cls;
-    if (f.stack) body.stack = f.stack;
-    if (f.permanent) body.permanent = true;
-    if (f.retryAfter) body.retry_after = f.retryAfter;
-    return (await this.call<Outcome>("POST", Client.job(id, "fail"), body)).data;
+  async fail(id: string, leaseToken: string, f: Failure): Promise<Outcome> {
+    return (await this.call<Outcome>("POST", Client.job(id, "fail"), failBody(leaseToken, f))).data;
   }
+
+  /** Acknowledges 1 to 100 leases in one transaction: one result per lease,
+   * in order, its state or a lease_lost error with nothing written for it. */
+  async ackMany(leases: { id: string; leaseToken: string }[]): Promise<AckManyResult[]> {
+    const body: Schemas["AckManyRequest"] = { jobs: leases.map((l) => ({ id: l.id, lease_token: l.leaseToken })) };
+    return (await this.call<Schemas["AckManyResponse"]>("POST", "/ack", body)).data.results;
+  }
+
+  /** Records 1 to 100 failed attempts in one transaction, each as fail
+   * records one: results as ackMany's, with available_at for a retry. A bad
+   * entry is an APIError and nothing is written. */
+  async failMany(failures: ({ id: string; leaseToken: string } & Failure)[]): Promise<FailManyResult[]> {
+    const body: Schemas["FailManyRequest"] = { jobs: failures.map((f) => ({ id: f.id, ...failBody(f.leaseToken, f) })) };
+    return (await this.call<Schemas["FailManyResponse"]>("POST", "/fail", body)).data.results;
+  }
+}
+
+/** The body of a failure under leaseToken, as the API takes it. */
+function failBody(leaseToken: string, f: Failure): Schemas["FailRequest"] {
+  const body: Schemas["FailRequest"] = { lease_token: leaseToken, message: f.message };
+  if (f.cls) body.class = f.cls;
+  if (f.stack) body.stack = f.stack;
+  if (f.permanent) body.permanent = true;
+  if (f.retryAfter) body.retry_after = f.retryAfter;
+  return body;
 }
 
 /** What a handler may watch: cancelled aborts when an operator cancels the

@@ -161,6 +161,26 @@ test("a stale lease is LeaseLost", live, async (t) => {
   assert.deepEqual(await client.claim("default", [kind]), []);
 });
 
+test("many outcomes at once", live, async (t) => {
+  const { client, kind } = setup(t);
+  const ids: string[] = [];
+  for (let i = 0; i < 4; i++) ids.push((await client.enqueue(kind, { i }, { max_attempts: 3, backoff_base: "1h" })).job.id);
+  const token = new Map((await client.claim("default", [kind], { maxJobs: 4 })).map((j) => [j.id, j.lease_token]));
+  assert.deepEqual([...token.keys()].sort(), [...ids].sort());
+  const acked = await client.ackMany([{ id: ids[0], leaseToken: token.get(ids[0])! }, { id: ids[1], leaseToken: "0".repeat(32) }]);
+  assert.deepEqual(acked.map((r) => [r.id, r.state, r.error?.code]), [[ids[0], "succeeded", undefined], [ids[1], undefined, "lease_lost"]]);
+  const failed = await client.failMany([
+    { id: ids[1], leaseToken: token.get(ids[1])!, message: "503 upstream", cls: "upstream_down" },
+    { id: ids[2], leaseToken: token.get(ids[2])!, message: "no such user", permanent: true },
+  ]);
+  assert.deepEqual(failed.map((r) => [r.id, r.state]), [[ids[1], "retrying"], [ids[2], "dead"]]);
+  assert.ok(failed[0].available_at, "a retry says when it runs");
+  assert.equal((await client.get(ids[1])).last_error?.class, "upstream_down");
+  await assert.rejects(client.failMany([{ id: ids[3], leaseToken: token.get(ids[3])!, message: "x", permanent: true, retryAfter: "1m" }]),
+    (err: unknown) => err instanceof APIError && err.code === "invalid_input");
+  assert.equal((await client.get(ids[3])).state, "running", "a refused batch wrote nothing");
+});
+
 test("SIGTERM drains", live, async (t) => {
   const { client, kind, state } = setup(t);
   const first = (await client.enqueue(kind, {}, { priority: -1 })).job;
