@@ -452,14 +452,20 @@ func (o *FailOpts) failure() error {
 // backoff. The read is not fenced, but the write is: a job claimed again
 // since has a new token, and the outcome is refused.
 func (c *Client[TTx]) runningJob(ctx context.Context, id, token string) (*errandtype.Job, error) {
-	job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
-	if errors.Is(err, errandtype.ErrNotFound) {
-		return nil, errandtype.ErrLeaseLost
-	}
+	job, err := c.jobOrNil(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return heldUnder(job, token)
+}
+
+// jobOrNil reads job id: nil, and no error, when there is none.
+func (c *Client[TTx]) jobOrNil(ctx context.Context, id string) (*errandtype.Job, error) {
+	job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
+	if errors.Is(err, errandtype.ErrNotFound) {
+		return nil, nil
+	}
+	return job, err
 }
 
 // heldUnder returns job if it runs under token, else ErrLeaseLost: the
@@ -476,13 +482,7 @@ func heldUnder(job *errandtype.Job, token string) (*errandtype.Job, error) {
 // of no job. Without that capability the lookup reads the job then.
 func (c *Client[TTx]) jobsRead(ctx context.Context, n int, id func(i int) string) (func(id string) (*errandtype.Job, error), error) {
 	if c.caps.getMany == nil {
-		return func(id string) (*errandtype.Job, error) {
-			job, err := c.store.JobGet(ctx, &errandstore.JobGetParams{ID: id})
-			if errors.Is(err, errandtype.ErrNotFound) {
-				return nil, nil
-			}
-			return job, err
-		}, nil
+		return func(id string) (*errandtype.Job, error) { return c.jobOrNil(ctx, id) }, nil
 	}
 	ids := make([]string, n)
 	for i := range ids {
