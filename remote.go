@@ -355,7 +355,11 @@ func (c *Client[TTx]) FailMany(ctx context.Context, fails []JobFailure) ([]erran
 	var outs []*errandstore.JobOutcome
 	var as []*attempt
 	var at []int // the entry of each written outcome
-	read, err := c.jobsRead(ctx, len(fails), func(i int) string { return fails[i].ID })
+	ids := make([]string, len(fails))
+	for i := range fails {
+		ids[i] = fails[i].ID
+	}
+	read, err := c.jobsRead(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("fail: %w", err)
 	}
@@ -477,16 +481,12 @@ func heldUnder(job *errandtype.Job, token string) (*errandtype.Job, error) {
 	return job, nil
 }
 
-// jobsRead reads the jobs of the n ids id(i), at once when the store can
+// jobsRead reads the jobs of ids, at once when the store can
 // (errandstore.ManyJobGetter), and returns a lookup of each: nil for an id
 // of no job. Without that capability the lookup reads the job then.
-func (c *Client[TTx]) jobsRead(ctx context.Context, n int, id func(i int) string) (func(id string) (*errandtype.Job, error), error) {
+func (c *Client[TTx]) jobsRead(ctx context.Context, ids []string) (func(id string) (*errandtype.Job, error), error) {
 	if c.caps.getMany == nil {
 		return func(id string) (*errandtype.Job, error) { return c.jobOrNil(ctx, id) }, nil
-	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = id(i)
 	}
 	jobs, err := c.caps.getMany.JobGetMany(ctx, ids)
 	if err != nil {

@@ -786,13 +786,10 @@ func wantedKinds(kinds string) string {
 
 // claimable is the claim's rule for a job j: waiting, available, within
 // its deadline, of a kind the claim wants ($5), its ordering key free.
-var claimable = claimableOf("$5")
+var claimable = claimableKeyless("$5") + ` AND ` + orderingFree
 
-// claimableOf is claimable with the kinds wanted in parameter kinds.
-func claimableOf(kinds string) string { return claimableKeyless(kinds) + ` AND ` + orderingFree }
-
-// claimableKeyless is claimableOf for a job without an ordering key, for
-// which orderingFree holds.
+// claimableKeyless is claimable, with the kinds wanted in parameter kinds,
+// for a job without an ordering key, for which orderingFree holds.
 func claimableKeyless(kinds string) string {
 	return `state IN (` + waiting + `) AND available_at <= {now}
 				AND (deadline IS NULL OR deadline > {now})
