@@ -88,6 +88,10 @@ func (c *engine) outcome(a *attempt) *errandstore.JobOutcome {
 func (c *engine) outcomeInto(a *attempt, o *errandstore.JobOutcome) {
 	job := a.job
 	*o = errandstore.JobOutcome{JobLease: errandstore.JobLease{ID: job.ID, LeaseToken: *job.LeaseToken}}
+	var sealErr *SealError
+	if a.err != nil {
+		sealErr = sealError(a.err)
+	}
 	switch {
 	case a.err == nil:
 		o.Kind = errandstore.OutcomeSucceeded
@@ -100,10 +104,9 @@ func (c *engine) outcomeInto(a *attempt, o *errandstore.JobOutcome) {
 		o.Kind = errandstore.OutcomeInterrupted
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: ClassInterrupted,
 			Message: errandstore.CleanText("worker stopped before the attempt finished: "+a.err.Error(), errandstore.MaxMessageBytes)}
-	case sealError(a.err) != nil:
+	case sealErr != nil:
 		// Not the job's failure but this worker's want of a key: give it
 		// back, attempt uncounted, for a worker that holds the key.
-		sealErr := sealError(a.err)
 		o.Kind, o.Delay = errandstore.OutcomeInterrupted, CodecRetryDelay
 		o.Error = &errandtype.AttemptError{Attempt: job.Attempt, Class: sealErr.class(),
 			Message: errandstore.CleanText(sealErr.Error(), errandstore.MaxMessageBytes)}
@@ -121,8 +124,8 @@ func (c *engine) outcomeInto(a *attempt, o *errandstore.JobOutcome) {
 	}
 }
 
-// sealError returns the *SealError in err's chain, or nil. Apart from
-// outcome, so that a success does not allocate the target errors.As takes.
+// sealError returns the *SealError in err's chain, or nil. Asked only of
+// an error, so that a success does not allocate the target errors.As takes.
 func sealError(err error) *SealError {
 	var se *SealError
 	if errors.As(err, &se) {
