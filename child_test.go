@@ -313,3 +313,75 @@ func TestResultHandedOver(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteResultHandedOver: a wait on a job that a remote worker ends
+// through this client (Ack, AckMany, Fail, FailMany) is handed what the
+// outcome's committed write found, reading no job, and that is what a read
+// finds. A failure reads the job it fails, once, before its write.
+func TestRemoteResultHandedOver(t *testing.T) {
+	defer errand.SetPollPause(time.Hour)() // only a wake ends a wait
+	eachJobStore(t, func(t *testing.T, inner errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
+		ctx := t.Context()
+		st := newReadCounter(inner)
+		c := remoteClient(t, st, clock)
+		claim := func() errandstore.JobLease {
+			t.Helper()
+			id := enqueue(t, c, "task", nil).ID
+			js, err := c.Claim(ctx, &errand.ClaimOpts{Kinds: []string{"task"}, Owner: "node-1"})
+			if err != nil || len(js) != 1 || js[0].ID != id {
+				t.Fatalf("claim: %v, %v; want job %s", js, err, id)
+			}
+			return errandstore.JobLease{ID: id, LeaseToken: *js[0].LeaseToken}
+		}
+		// handed runs end while Result waits on l's job, after its first
+		// read, and checks that the wait was handed the job as end left
+		// it, in state want, with no read but the own reads of end.
+		handed := func(name string, l errandstore.JobLease, own int64, want errandtype.JobState, end func() error) {
+			t.Helper()
+			type answer struct {
+				r   *errand.JobResult
+				err error
+			}
+			got := make(chan answer, 1)
+			select {
+			case <-st.read:
+			default:
+			}
+			go func() {
+				r, err := c.Result(ctx, l.ID, time.Minute)
+				got <- answer{r, err}
+			}()
+			<-st.read
+			st.reads.Store(0)
+			if err := end(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			a := <-got
+			if reads := st.reads.Load(); a.err != nil || reads != own {
+				t.Fatalf("%s: %+v, %v, after %d reads; want it handed over after %d", name, a.r, a.err, reads, own)
+			}
+			read, err := c.Result(ctx, l.ID, 0)
+			if err != nil || !reflect.DeepEqual(a.r, read) || read.State != want {
+				t.Errorf("%s: handed %+v, read %+v, %v; want them equal, %s", name, a.r, read, err, want)
+			}
+		}
+
+		l := claim()
+		handed("Ack", l, 0, errandtype.StateSucceeded, func() error { _, err := c.Ack(ctx, l.ID, l.LeaseToken); return err })
+		l = claim()
+		handed("AckMany", l, 0, errandtype.StateSucceeded, func() error {
+			_, err := c.AckMany(ctx, []errandstore.JobLease{l})
+			return err
+		})
+		l = claim()
+		handed("Fail", l, 1, errandtype.StateDead, func() error {
+			_, err := c.Fail(ctx, l.ID, l.LeaseToken, &errand.FailOpts{Message: "card declined", Permanent: true})
+			return err
+		})
+		l = claim()
+		handed("FailMany", l, 1, errandtype.StateDead, func() error {
+			_, err := c.FailMany(ctx, []errand.JobFailure{{JobLease: l, FailOpts: errand.FailOpts{Message: "card declined", Permanent: true}}})
+			return err
+		})
+	})
+}

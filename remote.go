@@ -188,7 +188,7 @@ func (c *Client[TTx]) Ack(ctx context.Context, id, token string) (errandstore.Ou
 	g.observeRemote(ctx, &attempt{job: c.ackedJob(ctx, g, id, r)}, o, r, firstErr(err, r.Err))
 	r, err = c.remoteResult("ack", o, r, err)
 	if err == nil {
-		c.afterRemoteOutcome(ctx, id, nil, r)
+		c.afterRemoteOutcome(ctx, o, nil, r)
 		c.remoteSucceeded(ctx, r)
 	}
 	return r, err
@@ -219,7 +219,7 @@ func (c *Client[TTx]) AckMany(ctx context.Context, leases []errandstore.JobLease
 		outs[i] = &errandstore.JobOutcome{JobLease: l, Kind: errandstore.OutcomeSucceeded}
 	}
 	return c.recordRemoteMany(ctx, "ack", outs, nil, func(i int, r errandstore.OutcomeResult) {
-		c.afterRemoteOutcome(ctx, outs[i].ID, nil, r)
+		c.afterRemoteOutcome(ctx, outs[i], nil, r)
 		c.remoteSucceeded(ctx, r)
 	})
 }
@@ -256,9 +256,11 @@ func checkLeases(verb string, n int, entry func(i int) (errandstore.JobLease, er
 // transaction, reports each to its dependency's breaker as a Worker
 // reports its own, and calls after with each result, in order. as holds
 // the attempt of each outcome, or is nil for acknowledgements, which do
-// not read their jobs: the store then reports what their follow-ups need.
+// not read their jobs: the store then reports what their follow-ups need,
+// as it does for a wait on a job's result (see handedResult).
 func (c *Client[TTx]) recordRemoteMany(ctx context.Context, op string, outs []*errandstore.JobOutcome, as []*attempt, after func(i int, r errandstore.OutcomeResult)) ([]errandstore.OutcomeResult, error) {
-	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs, Follow: as == nil})
+	follow := as == nil || c.watches.watching()
+	rs, err := c.store.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: outs, Follow: follow})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", op, err)
 	}
@@ -323,9 +325,10 @@ func (c *Client[TTx]) Fail(ctx context.Context, id, token string, opts *FailOpts
 		return errandstore.OutcomeResult{}, fmt.Errorf("fail job %s: %w", id, err)
 	}
 	a := o.attempt(job)
-	r, err := c.recordObserved(ctx, "fail", a, c.outcome(a))
+	out := c.outcome(a)
+	r, err := c.recordObserved(ctx, "fail", a, out)
 	if err == nil {
-		c.afterRemoteFail(ctx, a, r)
+		c.afterRemoteFail(ctx, a, out, r)
 	}
 	return r, err
 }
@@ -384,7 +387,7 @@ func (c *Client[TTx]) FailMany(ctx context.Context, fails []JobFailure) ([]erran
 	}
 	_, err = c.recordRemoteMany(ctx, "fail", outs, as, func(k int, r errandstore.OutcomeResult) {
 		rs[at[k]] = r
-		c.afterRemoteFail(ctx, as[k], r)
+		c.afterRemoteFail(ctx, as[k], outs[k], r)
 	})
 	if err != nil {
 		return nil, err
@@ -404,13 +407,13 @@ func (o *FailOpts) attempt(job *errandtype.Job) *attempt {
 }
 
 // afterRemoteFail runs what follows a remote worker's failed attempt a,
-// recorded as r: the follow-ups of the job's new state, and a throttle's
-// observation by the adaptive limits of its kind.
-func (c *Client[TTx]) afterRemoteFail(ctx context.Context, a *attempt, r errandstore.OutcomeResult) {
+// written as o and recorded as r: the follow-ups of the job's new state,
+// and a throttle's observation by the adaptive limits of its kind.
+func (c *Client[TTx]) afterRemoteFail(ctx context.Context, a *attempt, o *errandstore.JobOutcome, r errandstore.OutcomeResult) {
 	if r.Err != nil {
 		return
 	}
-	c.afterRemoteOutcome(ctx, a.job.ID, a.job, r)
+	c.afterRemoteOutcome(ctx, o, a.job, r)
 	if o, ok := throttleOf(a.err, false); ok {
 		c.observeOutsideAdaptive(ctx, a.job.Kind, o)
 	}
@@ -499,16 +502,18 @@ func (c *Client[TTx]) jobsRead(ctx context.Context, ids []string) (func(id strin
 	return func(id string) (*errandtype.Job, error) { return byID[id], nil }, nil
 }
 
-// afterRemoteOutcome runs, after a remote worker's outcome of job id, what
-// follows it in a worker (see [engine.afterOutcome]): when the job ended
-// (succeeded, dead, cancelled), its on-dead hook, the completion of its
-// batch and the advance of its workflow. job is the job as read before the
-// outcome, or nil: an acknowledgement does not read the job. Without it,
-// the job's kind, batch and workflow come from r, and the job is read only
-// when its on-dead hook needs it (or the store does not report them in r).
-// A failed read is logged; the leader's pass completes the batch and
-// advances the workflow later.
-func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *errandtype.Job, r errandstore.OutcomeResult) {
+// afterRemoteOutcome runs, after a remote worker's outcome o, recorded as
+// r, what follows it in a worker (see [engine.afterOutcome]): when the job
+// ended (succeeded, dead, cancelled), its on-dead hook, the completion of
+// its batch, the advance of its workflow, and the wake of this process's
+// waits on its result, handed what r reports. job is the job as read
+// before the outcome, or nil: an acknowledgement does not read the job.
+// Without it, the job's kind, batch and workflow come from r, and the job
+// is read only when its on-dead hook needs it (or the store does not
+// report them in r). A failed read is logged; the leader's pass completes
+// the batch and advances the workflow later.
+func (c *engine) afterRemoteOutcome(ctx context.Context, o *errandstore.JobOutcome, job *errandtype.Job, r errandstore.OutcomeResult) {
+	id := o.ID
 	var res WorkResult
 	switch {
 	case r.Err != nil:
@@ -538,13 +543,13 @@ func (c *engine) afterRemoteOutcome(ctx context.Context, id string, job *errandt
 		job = j
 	}
 	res.JobID, res.Kind, res.Attempt = &job.ID, job.Kind, job.Attempt
-	c.afterOutcome(ctx, job, &res, nil)
+	c.afterOutcome(ctx, job, &res, handedResult(o, r))
 }
 
 // recordObserved writes the outcome o of a remote attempt a and reports it
 // to the circuit breakers as a Worker reports its own attempts.
 func (c *Client[TTx]) recordObserved(ctx context.Context, op string, a *attempt, o *errandstore.JobOutcome) (errandstore.OutcomeResult, error) {
-	r, err := writeOutcome(ctx, c.store, o, false)
+	r, err := writeOutcome(ctx, c.store, o, c.watches.watching())
 	c.outsideGate(ctx).observeRemote(ctx, a, o, r, firstErr(err, r.Err))
 	return c.remoteResult(op, o, r, err)
 }
