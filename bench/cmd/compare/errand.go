@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand"
+	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/sqlite"
@@ -59,7 +60,10 @@ func withErrandKinds(ctx context.Context, env *env, kinds *errand.Kinds, fn func
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[sqlTx]{client, env.concurrency(), analyzeUnsupported})
+		another := func(ctx context.Context) (errandStore[sqlTx], error) {
+			return sqlite.Open(ctx, filepath.Join(dir, "errand.db"), &sqlite.Options{Synchronous: "NORMAL"})
+		}
+		return fn(errandOps[sqlTx]{client, env.concurrency(), analyzeUnsupported, anotherClient(cfg, another)})
 	default:
 		schema, drop, err := env.freshSchema(ctx, "errand")
 		if err != nil {
@@ -81,7 +85,34 @@ func withErrandKinds(ctx context.Context, env *env, kinds *errand.Kinds, fn func
 			return result{}, err
 		}
 		defer client.Close()
-		return fn(errandOps[pgxTx]{client, env.concurrency(), func(ctx context.Context) error { return analyzeSchema(ctx, pool, schema) }})
+		another := func(ctx context.Context) (errandStore[pgxTx], error) {
+			return postgres.Open(ctx, env.url, &postgres.Options{Schema: schema, MaxConns: 4})
+		}
+		analyze := func(ctx context.Context) error { return analyzeSchema(ctx, pool, schema) }
+		return fn(errandOps[pgxTx]{client, env.concurrency(), analyze, anotherClient(cfg, another)})
+	}
+}
+
+// errandStore is a store that a client opened apart closes.
+type errandStore[TTx any] interface {
+	errandstore.TxStore[TTx]
+	Close() error
+}
+
+// anotherClient returns errandOps.another: a client of cfg on a store
+// open opens, as another process would have.
+func anotherClient[TTx any](cfg *errand.Config, open func(context.Context) (errandStore[TTx], error)) func(context.Context) (func(context.Context) error, func(), error) {
+	return func(ctx context.Context) (func(context.Context) error, func(), error) {
+		store, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := errand.NewClient(store, cfg)
+		if err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+		return errandOps[TTx]{c: c}.enqueueOne, func() { c.Close(); store.Close() }, nil
 	}
 }
 
@@ -93,6 +124,9 @@ type errandClient interface {
 	work(ctx context.Context, n int) (time.Duration, error)
 	idleWorker(ctx context.Context) (stop func(), err error)
 	analyze(ctx context.Context) error
+	// another opens another client of the same database, on a store of
+	// its own, and returns its enqueueOne and what closes it.
+	another(ctx context.Context) (enqueueOne func(context.Context) error, close func(), err error)
 }
 
 type errandOps[TTx any] struct {
@@ -100,6 +134,11 @@ type errandOps[TTx any] struct {
 	workers int // the queue's concurrency
 	// analyzeTables analyzes the client's tables (PostgreSQL only).
 	analyzeTables func(ctx context.Context) error
+	anotherClient func(ctx context.Context) (func(context.Context) error, func(), error)
+}
+
+func (o errandOps[TTx]) another(ctx context.Context) (func(context.Context) error, func(), error) {
+	return o.anotherClient(ctx)
 }
 
 // analyze has PostgreSQL take the statistics of errand's tables, as

@@ -533,7 +533,36 @@ func latencyMeasures(samples sampling) []measure {
 			},
 			graphile: graphileLatency(samples),
 		},
+		{
+			// Graphile Worker's runner adds its jobs through the database's
+			// NOTIFY, as another process would: its row above is that.
+			name: "latency: enqueue from another client, idle worker (ms)",
+			errand: func(ctx context.Context, e *env) (result, error) {
+				started := make(chan time.Duration, 1)
+				return withErrand(ctx, e, started, func(c errandClient) (result, error) {
+					return fromAnother(ctx, samples, started, c.idleWorker, c.another)
+				})
+			},
+			river: func(ctx context.Context, e *env) (result, error) {
+				started := make(chan time.Duration, 1)
+				return withRiver(ctx, e, started, func(c riverClient) (result, error) {
+					return fromAnother(ctx, samples, started, c.idleWorker, c.another)
+				})
+			},
+		},
 	}
+}
+
+// fromAnother is latency with the jobs enqueued by another client of the
+// worker's database, on a pool or handle of its own, as a web process
+// beside the worker's would enqueue them: no wake-up within the process.
+func fromAnother(ctx context.Context, samples sampling, started <-chan time.Duration, start func(context.Context) (func(), error), another func(context.Context) (func(context.Context) error, func(), error)) (result, error) {
+	enqueue, closeIt, err := another(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer closeIt()
+	return latency(ctx, samples, started, start, enqueue)
 }
 
 // latency starts an idle worker, then enqueues one job at a time, waiting

@@ -60,12 +60,18 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Add("_pragma", "busy_timeout(10000)")
 		q.Set("_txlock", "immediate")
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "river.db")+"?"+q.Encode())
+		openDB := func() (*sql.DB, error) {
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "river.db")+"?"+q.Encode())
+			if err == nil {
+				db.SetMaxOpenConns(1) // one writer, as River's driver documentation advises
+			}
+			return db, err
+		}
+		db, err := openDB()
 		if err != nil {
 			return result{}, err
 		}
 		defer db.Close()
-		db.SetMaxOpenConns(1) // one writer, as River's driver documentation advises
 		var mode string
 		if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 			return result{}, fmt.Errorf("river's sqlite database: journal_mode %q, want wal (%v)", mode, err)
@@ -78,7 +84,14 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err != nil {
 			return result{}, err
 		}
-		return fn(riverOps[sqlTx]{client, analyzeUnsupported})
+		another := func(ctx context.Context) (riverdriver.Driver[sqlTx], func(), error) {
+			db, err := openDB()
+			if err != nil {
+				return nil, nil, err
+			}
+			return riversqlite.New(db), func() { db.Close() }, nil
+		}
+		return fn(riverOps[sqlTx]{client, analyzeUnsupported, anotherRiver(riverConfig("", env.concurrency(), started), another)})
 	default:
 		schema, drop, err := env.freshSchema(ctx, "river")
 		if err != nil {
@@ -98,7 +111,33 @@ func withRiver(ctx context.Context, env *env, started chan<- time.Duration, fn f
 		if err != nil {
 			return result{}, err
 		}
-		return fn(riverOps[pgxTx]{client, func(ctx context.Context) error { return analyzeSchema(ctx, pool, schema) }})
+		another := func(ctx context.Context) (riverdriver.Driver[pgxTx], func(), error) {
+			pool, err := env.pool(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return riverpgxv5.New(pool), pool.Close, nil
+		}
+		analyze := func(ctx context.Context) error { return analyzeSchema(ctx, pool, schema) }
+		return fn(riverOps[pgxTx]{client, analyze, anotherRiver(riverConfig(schema, env.concurrency(), started), another)})
+	}
+}
+
+// anotherRiver returns riverOps.another: an insert-only client of cfg (its
+// queues left out) on a driver open opens, as another process would have.
+func anotherRiver[TTx any](cfg *river.Config, open func(context.Context) (riverdriver.Driver[TTx], func(), error)) func(context.Context) (func(context.Context) error, func(), error) {
+	return func(ctx context.Context) (func(context.Context) error, func(), error) {
+		driver, closeDriver, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Queues = nil
+		c, err := river.NewClient(driver, cfg)
+		if err != nil {
+			closeDriver()
+			return nil, nil, err
+		}
+		return riverOps[TTx]{c: c}.insertOne, closeDriver, nil
 	}
 }
 
@@ -120,12 +159,20 @@ type riverClient interface {
 	work(ctx context.Context, n int) (time.Duration, error)
 	idleWorker(ctx context.Context) (stop func(), err error)
 	analyze(ctx context.Context) error
+	// another opens another client of the same database, on a pool or
+	// handle of its own, and returns its insertOne and what closes it.
+	another(ctx context.Context) (insertOne func(context.Context) error, close func(), err error)
 }
 
 type riverOps[TTx any] struct {
 	c *river.Client[TTx]
 	// analyzeTables analyzes the client's tables (PostgreSQL only).
 	analyzeTables func(ctx context.Context) error
+	anotherClient func(ctx context.Context) (func(context.Context) error, func(), error)
+}
+
+func (o riverOps[TTx]) another(ctx context.Context) (func(context.Context) error, func(), error) {
+	return o.anotherClient(ctx)
 }
 
 // analyze has PostgreSQL take the statistics of River's tables.
