@@ -316,6 +316,14 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		defer conn.Close()
 		if before, ok := totalChanges(conn); ok {
 			defer func() { // before conn goes back: a watcher reads both at once
+				// Not after ctx ended: if it ended before the transaction
+				// did, database/sql discards conn, closing it from a
+				// goroutine of its own, and a read racing that close can be
+				// handed the connection half closed (a nil-pointer panic in
+				// database/sql). Uncounted, the changes only cost a wake-up.
+				if ctx.Err() != nil {
+					return
+				}
 				if after, ok := totalChanges(conn); ok {
 					s.ownChanges.Add(after - before)
 				}
