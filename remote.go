@@ -414,8 +414,8 @@ func (c *Client[TTx]) afterRemoteFail(ctx context.Context, a *attempt, o *errand
 		return
 	}
 	c.afterRemoteOutcome(ctx, o, a.job, r)
-	if o, ok := throttleOf(a.err, false); ok {
-		c.observeOutsideAdaptive(ctx, a.job.Kind, o)
+	if t, ok := throttleOf(a.err, false); ok {
+		c.observeOutsideAdaptive(ctx, a.job.Kind, t)
 	}
 }
 
