@@ -53,6 +53,9 @@ func TestStore(t *testing.T) {
 		RawJob: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id string) string {
 			return rawJob(t, url, s.(*postgres.Store), id)
 		},
+		AddSignals: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id, name string, n int, at time.Time) {
+			addSignals(t, url, s.(*postgres.Store), id, name, n, at)
+		},
 	})
 }
 
@@ -67,6 +70,18 @@ func rawJob(t *testing.T, url string, s *postgres.Store, id string) string {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return row
+}
+
+// addSignals writes n signals named name, sent at at, to job id in the
+// schema of s.
+func addSignals(t *testing.T, url string, s *postgres.Store, id, name string, n int, at time.Time) {
+	t.Helper()
+	conn, sch := schemaConn(t, url, s)
+	q := `INSERT INTO ` + sch + `.errand_signals (job_seq, name, value, sent_at)
+		SELECT j.seq, $2, to_jsonb(i), $3 FROM ` + sch + `.errand_jobs j, generate_series(1, $4::int) AS i WHERE j.id = $1`
+	if _, err := conn.Exec(t.Context(), q, id, name, at, n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
 }
 
 // schemaConn returns a connection of the test's own, closed when it ends,
@@ -101,6 +116,9 @@ func TestSQLStore(t *testing.T) {
 		},
 		RawJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) string {
 			return rawJob(t, url, s.(*postgres.SQLStore).Store, id)
+		},
+		AddSignals: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id, name string, n int, at time.Time) {
+			addSignals(t, url, s.(*postgres.SQLStore).Store, id, name, n, at)
 		},
 	})
 }

@@ -53,10 +53,12 @@ func (s *Store) JobSteps(ctx context.Context, p *errandstore.JobStepsParams) ([]
 }
 
 // signalSQL records signal $3 of value $4 for job $2 unless it has
-// finished, and makes the job available now when its last step is a wait
-// for that signal. The job's row is locked, so an outcome that moves the
-// job to its wait commits either before (and the signal wakes it) or after
-// (and the worker, reading the signal, wakes it; see errand.WaitFor).
+// finished or holds its bound of signals, and makes the job available now
+// when its last step is a wait for that signal. It runs after
+// signalLockSQL, in its transaction: an outcome that moves the job to its
+// wait commits either before (and the signal wakes it) or after (and the
+// worker, reading the signal, wakes it; see errand.WaitFor), and the
+// signals it counts include every one committed before the lock was taken.
 var signalSQL = `WITH j AS (SELECT seq, state, queue, (SELECT count(*) FROM {signals} g WHERE g.job_seq = jj.seq) AS held
 		FROM {jobs} jj WHERE id = $2 FOR UPDATE),
 	ins AS (
@@ -72,6 +74,13 @@ var signalSQL = `WITH j AS (SELECT seq, state, queue, (SELECT count(*) FROM {sig
 		RETURNING 1)
 	SELECT state, queue, held, EXISTS (SELECT 1 FROM wake) FROM j`
 
+// signalLockSQL locks the row of job $1 for a signal, in a statement of its
+// own: a statement that waits for a lock still reads with the snapshot it
+// began with, so signalSQL alone, waiting for a concurrent signal's
+// commit, would count the signals without that one and let the job hold
+// more than its bound.
+var signalLockSQL = `SELECT 1 FROM {jobs} WHERE id = $1 FOR UPDATE`
+
 // JobSignal implements [errandstore.StepStore].
 func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (*errandstore.SignalResult, error) {
 	if err := p.Validate(); err != nil {
@@ -83,7 +92,13 @@ func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (
 	var state string
 	var held int
 	var r errandstore.SignalResult
-	err := s.pool.QueryRow(ctx, s.sql(signalSQL), s.nowArg(), p.ID, p.Name, string(p.Value)).Scan(&state, &r.Queue, &held, &r.Woke)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(s.sql(signalLockSQL), p.ID)
+	b.Queue(s.sql(signalSQL), s.nowArg(), p.ID, p.Name, string(p.Value))
+	err := s.sendTx(ctx, b, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&state, &r.Queue, &held, &r.Woke)
+	})
 	if isNoRows(err) {
 		return nil, errandtype.ErrNotFound
 	}
@@ -177,13 +192,16 @@ func (s *Store) JobEvent(ctx context.Context, p *errandstore.JobEventParams) (*e
 }
 
 // streamOwnerSQL locks the job that lease ($2, $3) holds, so that its
-// appends take their indexes one at a time, and reads its stream's size.
-var streamOwnerSQL = `WITH owner AS (
-		SELECT j.seq, l.now FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
+// appends take their indexes one at a time.
+var streamOwnerSQL = `SELECT j.seq, l.now FROM {jobs} j, ` + leaseRows("$2::text AS id, $3::text AS token", "", "l") + `
 		WHERE ` + leaseFence("j", "l") + `
-		FOR UPDATE OF j)
-	SELECT o.seq, o.now, count(s.idx)::int, coalesce(sum(octet_length(s.data)), 0)::int
-	FROM owner o LEFT JOIN {streams} s ON s.job_seq = o.seq GROUP BY o.seq, o.now`
+		FOR UPDATE OF j`
+
+// streamSizeSQL reads the size of job $1's stream, in a statement after
+// streamOwnerSQL's: a statement that waited for the lock would still read
+// with the snapshot it began with, without the chunk of the append it
+// waited for, and take its index.
+var streamSizeSQL = `SELECT count(*)::int, coalesce(sum(octet_length(data)), 0)::int FROM {streams} WHERE job_seq = $1`
 
 // JobStreamAppend implements [errandstore.StepStore].
 func (s *Store) JobStreamAppend(ctx context.Context, p *errandstore.JobStreamAppendParams) (int, error) {
@@ -191,15 +209,18 @@ func (s *Store) JobStreamAppend(ctx context.Context, p *errandstore.JobStreamApp
 		return 0, err
 	}
 	var idx int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var seq int64
 		var now time.Time
 		var bytes int
-		err := tx.QueryRow(ctx, s.sql(streamOwnerSQL), s.nowArg(), p.ID, p.LeaseToken).Scan(&seq, &now, &idx, &bytes)
+		err := tx.QueryRow(ctx, s.sql(streamOwnerSQL), s.nowArg(), p.ID, p.LeaseToken).Scan(&seq, &now)
 		if isNoRows(err) {
 			return errandtype.ErrLeaseLost
 		}
 		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, s.sql(streamSizeSQL), seq).Scan(&idx, &bytes); err != nil {
 			return err
 		}
 		if err := errandstore.CheckStreamRoom(idx, bytes, len(p.Data)); err != nil {
@@ -314,32 +335,41 @@ func (s *Store) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStep
 	b.Queue("BEGIN")
 	b.Queue(genericPlans)
 	b.Queue(s.sql(recordStepsSQL), s.nowArg(), ids, tokens, idxs, names, results, messages)
-	b.Queue("COMMIT")
-	err := func() error {
-		br := s.pool.SendBatch(ctx, b)
-		defer br.Close()
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
+	err := s.sendTx(ctx, b, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
 		var ord int64
 		var owned, written bool
-		if _, err := pgx.ForEachRow(rows, []any{&ord, &owned, &written}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&ord, &owned, &written}, func() error {
 			errs[at[ord-1]] = errandstore.StepWritten(owned, written)
 			return nil
-		}); err != nil {
-			return err
-		}
-		_, err = br.Exec()
+		})
 		return err
-	}()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("record %d steps: %w", len(at), badValue(err))
 	}
 	return errs, nil
+}
+
+// sendTx sends b, whose first statement begins a transaction, and a COMMIT
+// after its last, in one round trip: read reads the last statement's
+// result, and the others' are skipped.
+func (s *Store) sendTx(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+	n := b.Len()
+	b.Queue("COMMIT")
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for range n - 1 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if err := read(br); err != nil {
+		return err
+	}
+	_, err := br.Exec()
+	return err
 }

@@ -2,11 +2,13 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"fmt"
 	"hash/crc32"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/sqlite"
@@ -29,8 +31,16 @@ func TestStore(t *testing.T) {
 			return strings.Join(query(t, s.(*sqlite.Store).Path(), `SELECT json_array(args, output, progress, errors) FROM errand_jobs
 				WHERE id = '`+strings.ReplaceAll(id, "'", "''")+`'`), "")
 		},
+		AddSignals: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id, name string, n int, at time.Time) {
+			exec(t, s.(*sqlite.Store).Path(), fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+				INSERT INTO errand_signals (job_seq, name, value, sent_at)
+				SELECT (SELECT seq FROM errand_jobs WHERE id = %s), %s, i, %d FROM n`, n, sqlText(id), sqlText(name), at.UnixMicro()))
+		},
 	})
 }
+
+// sqlText is s as an SQL string literal.
+func sqlText(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // refuseJob has the database file at path refuse to insert a job with id
 // id, through a trigger.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,22 +343,43 @@ func testSignalsWakeTheirWait(t *testing.T, h harness) {
 }
 
 // testSignalsBounded: a job holds at most MaxJobSignals signals; one more
-// is bad input naming the bound, and nothing is written.
+// is bad input naming the bound, and nothing is written. Senders racing
+// for the last room take exactly that room: the bound is checked under
+// the job's lock.
 func testSignalsBounded(t *testing.T, h harness) {
 	e := open(t, h)
 	e.insertIDs("a")
+	const racing, room = 32, 16
+	if h.addSignals != nil {
+		h.addSignals(t, e.s, "a", "tick", errandstore.MaxJobSignals-room, e.now())
+	} else {
+		for i := range errandstore.MaxJobSignals - room {
+			if _, err := e.signal("a", "tick", strconv.Itoa(i)); err != nil {
+				t.Fatalf("signal %d: %v", i, err)
+			}
+		}
+	}
 	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for w := range 8 { // the bound is checked under the job's lock
+	var sent, refused atomic.Int64
+	for w := range racing {
 		wg.Go(func() {
-			for i := w; i < errandstore.MaxJobSignals; i += 8 {
-				if _, err := e.signal("a", "tick", strconv.Itoa(i)); err != nil && failed.Add(1) == 1 {
-					t.Errorf("signal %d: %v", i, err)
-				}
+			_, err := e.signal("a", "tick", strconv.Itoa(-w))
+			var ie *errandtype.InputError
+			switch {
+			case err == nil:
+				sent.Add(1)
+			case errors.As(err, &ie) && strings.Contains(err.Error(), "MaxJobSignals"):
+				refused.Add(1)
+			default:
+				t.Errorf("signal %d at the bound: %v, want it kept or an *InputError naming MaxJobSignals", w, err)
 			}
 		})
 	}
 	wg.Wait()
+	if sent.Load() != room || refused.Load() != racing-room {
+		t.Errorf("%d senders racing for room for %d: %d kept, %d refused; want %d and %d",
+			racing, room, sent.Load(), refused.Load(), room, racing-room)
+	}
 	var ie *errandtype.InputError
 	if _, err := e.signal("a", "tick", `-1`); !errors.As(err, &ie) || !strings.Contains(err.Error(), "MaxJobSignals") {
 		t.Errorf("a signal past the bound: %v, want an *InputError naming MaxJobSignals", err)
@@ -459,6 +481,7 @@ func testEventsSetAndRead(t *testing.T, h harness) {
 var streamCases = []testCase{
 	{"AppendAndRead", testStreamAppendAndRead},
 	{"Bounded", testStreamBounded},
+	{"ConcurrentAppends", testStreamConcurrentAppends},
 }
 
 func (e *env) appendChunk(j *errandtype.Job, tok, data string) (int, error) {
@@ -539,6 +562,37 @@ func testStreamBounded(t *testing.T, h harness) {
 	}
 	if p := e.stream("a", -1, 100); len(p.Chunks) != errandstore.MaxStreamBytes/errandstore.MaxStreamChunkBytes {
 		t.Errorf("%d chunks kept, want %d", len(p.Chunks), errandstore.MaxStreamBytes/errandstore.MaxStreamChunkBytes)
+	}
+}
+
+// testStreamConcurrentAppends: appends under one lease from many goroutines
+// (a handler's writers, or a remote worker's requests) each take an index
+// of their own, with none skipped.
+func testStreamConcurrentAppends(t *testing.T, h harness) {
+	e := open(t, h)
+	e.insertIDs("a")
+	j := e.claimOne("a")
+	const writers = 16
+	var wg sync.WaitGroup
+	got := make([]int, writers)
+	for w := range writers {
+		wg.Go(func() {
+			idx, err := e.appendChunk(j, token(j), strconv.Itoa(w))
+			if err != nil {
+				t.Errorf("append %d: %v", w, err)
+			}
+			got[w] = idx
+		})
+	}
+	wg.Wait()
+	slices.Sort(got)
+	for i, idx := range got {
+		if idx != i {
+			t.Fatalf("indexes %v, want 0 to %d, each once", got, writers-1)
+		}
+	}
+	if p := e.stream("a", -1, 100); len(p.Chunks) != writers {
+		t.Errorf("%d chunks kept, want %d", len(p.Chunks), writers)
 	}
 }
 

@@ -64,6 +64,12 @@ type Harness[TTx any] struct {
 	// cases that check what a store keeps of sealed values read it; when
 	// it is nil they are skipped.
 	RawJob func(t *testing.T, s errandstore.TxStore[TTx], id string) string
+
+	// AddSignals writes n signals named name, sent at at, to job id in
+	// the database of s, with SQL of the test's own: the case of the
+	// bound on a job's signals fills the job to just under it. When it is
+	// nil that case sends them one at a time, which takes minutes.
+	AddSignals func(t *testing.T, s errandstore.TxStore[TTx], id, name string, n int, at time.Time)
 }
 
 // Exercise runs the conformance suite against the stores h opens.
@@ -85,6 +91,7 @@ type harness struct {
 	inTx       func(ctx context.Context, s errandstore.Store, fn func(ctx context.Context, tx txOps) error) error
 	client     func(s errandstore.Store, cfg *errand.Config) (jobClient, error)
 	rawJob     func(t *testing.T, s errandstore.Store, id string) string
+	addSignals func(t *testing.T, s errandstore.Store, id, name string, n int, at time.Time)
 }
 
 // jobClient is what the cases use of an errand.Client over a store.
@@ -156,6 +163,11 @@ func erase[TTx any](h Harness[TTx]) harness {
 	if h.RawJob != nil {
 		e.rawJob = func(t *testing.T, s errandstore.Store, id string) string {
 			return h.RawJob(t, s.(errandstore.TxStore[TTx]), id)
+		}
+	}
+	if h.AddSignals != nil {
+		e.addSignals = func(t *testing.T, s errandstore.Store, id, name string, n int, at time.Time) {
+			h.AddSignals(t, s.(errandstore.TxStore[TTx]), id, name, n, at)
 		}
 	}
 	if h.OpenSecond != nil {
