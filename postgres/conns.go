@@ -81,9 +81,19 @@ func (d db) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return lostBatch{d.Pool.SendBatch(ctx, b), ctx}
 }
 
+// Begin begins one of the store's own transactions (pgx.BeginFunc calls
+// it) at READ COMMITTED, as beginSQL begins a batch's.
 func (d db) Begin(ctx context.Context) (pgx.Tx, error) {
-	return d.BeginTx(ctx, pgx.TxOptions{})
+	return d.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 }
+
+// beginSQL begins a transaction of the store's own in a batch. Its
+// transactions run at READ COMMITTED whatever the server's
+// default_transaction_isolation: those that wait for a lock and then read
+// what the lock's holder wrote (a debounce key's job, the migrations
+// applied, a job's signals) need the fresh snapshot each statement takes
+// there; under REPEATABLE READ they would read from before the wait.
+const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 func (d db) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	tx, err := retry(ctx, func() (pgx.Tx, error) { return d.Pool.BeginTx(ctx, opts) })

@@ -111,7 +111,7 @@ func (s *Store) copyOwnTx(ctx context.Context, params []*errandstore.JobInsertPa
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(s.sql(copySeqsSQL), s.nowArg(), len(params), s.table("errand_jobs"))
 	br := conn.SendBatch(ctx, b)
 	var taken takenSeqs

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -26,10 +27,29 @@ type keyedTx struct {
 }
 
 // LockKeys takes the keys' locks in the order given: unnest yields the
-// array's elements in order, and InsertKeyed sorts them.
+// array's elements in order, and InsertKeyed sorts them. A caller's
+// transaction at REPEATABLE READ is refused before any lock: its reads
+// after the wait for a key would not see the job the key's last holder
+// committed meanwhile, and it would enqueue a second one. (SERIALIZABLE
+// fails such a transaction with a serialization error instead.)
 func (k keyedTx) LockKeys(ctx context.Context, keys []string) error {
-	_, err := k.q.exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(key)) FROM unnest($2::text[]) AS key`, int32(debounceLockClass), keys)
-	return err
+	rs, err := k.q.query(ctx, `SELECT CASE WHEN current_setting('transaction_isolation') = 'repeatable read' THEN false
+		ELSE (SELECT count(pg_advisory_xact_lock($1, hashtext(key))) FROM unnest($2::text[]) AS key) >= 0 END`, int32(debounceLockClass), keys)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	if !rs.Next() {
+		return errors.Join(errors.New("lock debounce keys: no answer"), rs.Err())
+	}
+	var locked bool
+	if err := rs.Scan(&locked); err != nil {
+		return err
+	}
+	if !locked {
+		return &errandtype.InputError{Field: "transaction", Message: "is REPEATABLE READ; a job with a debounce key must be enqueued in a READ COMMITTED (or SERIALIZABLE) transaction, which sees the key's job committed while it waited for the key"}
+	}
+	return nil
 }
 
 // Now is the time {now} stands for: the injected clock's, or the

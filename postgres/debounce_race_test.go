@@ -19,16 +19,7 @@ import (
 // job per key is pending, and it counts every other enqueue.
 func TestDebounceManyConcurrentEnqueues(t *testing.T) {
 	ctx := t.Context()
-	url := pgtest.URL(t)
-	st, err := postgres.Open(ctx, url, &postgres.Options{Schema: pgtest.Schema(t, url)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c, err := errand.NewClient(st, &errand.Config{AllowUnknownKinds: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, c := anyKindClient(t)
 	opts := func(key string) *errand.EnqueueOpts {
 		return &errand.EnqueueOpts{Debounce: &errand.DebounceOpts{Key: key, Window: time.Hour}}
 	}
@@ -71,4 +62,21 @@ func TestDebounceManyConcurrentEnqueues(t *testing.T) {
 	if len(js) != 2 || absorbed["user:42"] != n || absorbed["user:7"] != n/2 {
 		t.Fatalf("%d jobs, enqueues per key %v; want one job per key, having taken %d and %d enqueues", len(js), absorbed, n, n/2)
 	}
+}
+
+// anyKindClient opens a store on a fresh schema, closed when the test
+// ends, and a client of it that enqueues jobs of any kind.
+func anyKindClient(t *testing.T) (*postgres.Store, *errand.Client[pgx.Tx]) {
+	t.Helper()
+	url := pgtest.URL(t)
+	st, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgtest.Schema(t, url)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c, err := errand.NewClient(st, &errand.Config{AllowUnknownKinds: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, c
 }

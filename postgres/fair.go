@@ -98,7 +98,7 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errandstore.JobClaimParams
 	defer conn.Release()
 	now := s.nowArg()
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	s.queueSweep(b, now)
 	if len(p.SkipRetryKinds) > 0 {
 		b.Queue(s.sql(fairClaimSkipSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit, p.SkipRetryKinds)

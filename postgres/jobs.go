@@ -922,7 +922,7 @@ func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, ne
 func (s *Store) claimBatch(p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams, sweep, askDue bool) *pgx.Batch {
 	now := s.nowArg()
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(claimNoJIT)
 	if sweep {
 		s.queueSweep(b, now)
@@ -1090,7 +1090,7 @@ func (s *Store) JobNextDue(ctx context.Context, p *errandstore.JobNextDueParams)
 	// In a transaction of its own, for genericPlans; the four statements
 	// go in one pipelined batch, one round trip.
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(genericPlans)
 	b.Queue(s.sql(nextDueSQL), s.nowArg(), p.Queues, kinds).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&next, &now)
@@ -1614,7 +1614,7 @@ func (s *Store) JobSweep(ctx context.Context, _ *errandstore.JobSweepParams) (er
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	started := s.paceNow()
 	s.queueSweep(b, s.nowArg())
 	b.Queue("COMMIT")

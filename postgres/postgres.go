@@ -356,8 +356,8 @@ func (s *Store) sql(q string) string {
 }
 
 // InTx implements [errandstore.TxStore]: it begins a transaction on the store's
-// pool, runs fn with it and commits, or rolls back when fn returns an error
-// or panics.
+// pool, at READ COMMITTED as every transaction of the store's own, runs fn
+// with it and commits, or rolls back when fn returns an error or panics.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
 }

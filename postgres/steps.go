@@ -93,7 +93,7 @@ func (s *Store) JobSignal(ctx context.Context, p *errandstore.JobSignalParams) (
 	var held int
 	var r errandstore.SignalResult
 	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(beginSQL)
 	b.Queue(s.sql(signalLockSQL), p.ID)
 	b.Queue(s.sql(signalSQL), s.nowArg(), p.ID, p.Name, string(p.Value))
 	err := s.sendTx(ctx, b, func(br pgx.BatchResults) error {
@@ -209,7 +209,7 @@ func (s *Store) JobStreamAppend(ctx context.Context, p *errandstore.JobStreamApp
 		return 0, err
 	}
 	var idx int
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var seq int64
 		var now time.Time
 		var bytes int
@@ -332,7 +332,7 @@ func (s *Store) JobStepRecordMany(ctx context.Context, ps []*errandstore.JobStep
 	// default plan_cache_mode, a step of one flow took 0.7 to 0.8 ms
 	// against 0.28 for a single-row statement (BenchmarkStep).
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(beginSQL)
 	b.Queue(genericPlans)
 	b.Queue(s.sql(recordStepsSQL), s.nowArg(), ids, tokens, idxs, names, results, messages)
 	err := s.sendTx(ctx, b, func(br pgx.BatchResults) error {
