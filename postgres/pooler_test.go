@@ -61,6 +61,11 @@ func TestPgBouncerStoreSuite(t *testing.T) {
 			schemaOf.Store(s, schema)
 			refuseJob(t, direct, s.(*postgres.Store), id)
 		},
+		AddSignals: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id, name string, n int, at time.Time) {
+			schema, _ := schemas.Load(s)
+			schemaOf.Store(s, schema)
+			addSignals(t, direct, s.(*postgres.Store), id, name, n, at)
+		},
 	})
 }
 
