@@ -232,10 +232,16 @@ func exercise(t *testing.T, h harness) {
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
 	}
+	// Every case has a store and a clock of its own: they run in parallel,
+	// as many at once as go test's -parallel allows.
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
 			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t, h)
+				})
 			}
 		})
 	}
