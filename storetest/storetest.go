@@ -40,6 +40,8 @@ import (
 )
 
 // Harness opens stores for the suite. TTx is the stores' transaction type.
+// The cases run in parallel (see testing.T.Parallel), so its functions are
+// called from many goroutines at once.
 type Harness[TTx any] struct {
 	// Open returns a new store on a fresh, empty database whose clock is
 	// clock. Every case opens its own. The suite closes the store when the
