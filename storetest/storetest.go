@@ -40,8 +40,6 @@ import (
 )
 
 // Harness opens stores for the suite. TTx is the stores' transaction type.
-// The cases run in parallel (see testing.T.Parallel), so its functions are
-// called from many goroutines at once.
 type Harness[TTx any] struct {
 	// Open returns a new store on a fresh, empty database whose clock is
 	// clock. Every case opens its own. The suite closes the store when the
@@ -234,16 +232,10 @@ func exercise(t *testing.T, h harness) {
 		{"Limits", limitCases},
 		{"Concurrent", concurrentCases},
 	}
-	// Every case has a store and a clock of its own: they run in parallel,
-	// as many at once as go test's -parallel allows.
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
-			t.Parallel()
 			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, h)
-				})
+				t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 			}
 		})
 	}
