@@ -3,6 +3,7 @@ package errandstore
 import (
 	"errors"
 	"regexp"
+	"time"
 
 	"github.com/errandhq/errand/errandtype"
 )
@@ -25,7 +26,17 @@ const (
 	// enqueued dead, unrun, because its args with the outputs of the
 	// steps before it would exceed the bound of a job's args.
 	ClassArgsTooLarge = "args_too_large"
+	// ClassUnreadable is recorded on a job given back, its attempt
+	// uncounted, because the worker that claimed it could not read its
+	// row: a value written by a newer errand, or changed by hand. It
+	// waits UnreadableRetryDelay for a worker that can.
+	ClassUnreadable = "unreadable"
 )
+
+// UnreadableRetryDelay is how long a job given back with ClassUnreadable
+// waits before it is claimable again, so that a row no worker can read
+// costs a claim a minute rather than every claim of its queue.
+const UnreadableRetryDelay = time.Minute
 
 var classPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
@@ -104,6 +105,73 @@ func scanClaimedJobs(rs pgx.Rows) ([]*errandtype.Job, error) {
 		return nil, err
 	}
 	return jobs, nil
+}
+
+// unreadJob is a row of a committed claim that did not decode: the
+// lease it was claimed under, its attempt, and why.
+type unreadJob struct {
+	lease   errandstore.JobLease
+	attempt int
+	err     error
+}
+
+// Columns of jobColumns read from a row that does not decode, to give its
+// job back: id and lease_token are text, alike in either format.
+const (
+	colID, colAttempt, colLeaseToken = 1, 8, 14
+)
+
+// scanCommittedClaim reads every row of rs, of jobColumns, from a claim
+// that committed before its rows were read, and closes rs. Every row is a
+// job now running under a lease of this claim, so a row that does not
+// decode fails only itself: it comes back in unread, to be given back
+// (see Store.giveBackUnread), and the rest are the caller's. Only a row
+// without its id and lease token, which the claim has just written, fails
+// the whole read.
+func scanCommittedClaim(rs pgx.Rows) (jobs []*errandtype.Job, unread []unreadJob, err error) {
+	defer rs.Close()
+	var decode func() (*errandtype.Job, error)
+	if decodable(rs.FieldDescriptions()) {
+		var text []byte // a row's text columns, end to end; reused
+		decode = func() (*errandtype.Job, error) { return decodeJobRow(rs.RawValues(), &text) }
+	} else {
+		scan := jobScanner()
+		decode = func() (*errandtype.Job, error) { return scan(rs) }
+	}
+	for rs.Next() {
+		j, derr := decode()
+		if derr == nil {
+			jobs = append(jobs, j)
+			continue
+		}
+		u, ok := unreadLease(rs.FieldDescriptions(), rs.RawValues())
+		if !ok {
+			return nil, nil, derr
+		}
+		u.err = derr
+		unread = append(unread, u)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, nil, err
+	}
+	return jobs, unread, nil
+}
+
+// unreadLease reads the lease and attempt of a row of jobColumns that did
+// not decode as a whole.
+func unreadLease(fds []pgconn.FieldDescription, vals [][]byte) (unreadJob, bool) {
+	if len(vals) != len(jobColumnTypes) || len(fds) != len(vals) || vals[colID] == nil || vals[colLeaseToken] == nil {
+		return unreadJob{}, false
+	}
+	u := unreadJob{lease: errandstore.JobLease{ID: string(vals[colID]), LeaseToken: string(vals[colLeaseToken])}}
+	v := vals[colAttempt]
+	switch {
+	case fds[colAttempt].Format == pgtype.BinaryFormatCode && len(v) == 4:
+		u.attempt = int(int32(binary.BigEndian.Uint32(v)))
+	case fds[colAttempt].Format == pgtype.TextFormatCode:
+		u.attempt, _ = strconv.Atoi(string(v))
+	}
+	return u, true
 }
 
 // decodedJob is a Job with room for what its pointers point to, so that a
