@@ -243,11 +243,11 @@ func TestPrunePlanWithoutStatistics(t *testing.T) {
 		var err error
 		now := time.Now()
 		groups := errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: 2 * time.Hour})
-		_, prunable, condArgs := dialect.PruneConds(groups, now, 4)
+		where, condArgs := dialect.PruneWhere(groups, 4)
 		var plan []string
 		err = s.pruneTx(ctx, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, "EXPLAIN "+s.pruneSQL(prunable),
-				append([]any{string(errandtype.StateSucceeded), micro(now.Add(-time.Hour)), errandstore.MaxPruneBatch}, condArgs...)...)
+			rows, err := tx.Query(ctx, "EXPLAIN "+s.pruneSQL(where[0]),
+				append([]any{string(errandtype.StateSucceeded), micro(now.Add(-time.Hour)), errandstore.MaxPruneBatch}, condArgs[0]...)...)
 			if err != nil {
 				return err
 			}

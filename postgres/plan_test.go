@@ -41,20 +41,20 @@ func TestQueryPlans(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, s.sql(`ANALYZE {jobs}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, pruneConditions, pruneArgs := dialect.PruneConds(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), time.Now(), 4)
+	pruneWhere, pruneArgs := dialect.PruneWhere(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: time.Hour, DeadAge: time.Hour}), 4)
 	// Retention by kind: one kind's group and the default's group that
 	// leaves it out filter the same index walk by kind.
 	kindWhere, kindArgs := dialect.PruneWhere(errandstore.PruneGroups(&errandstore.JobPruneParams{SucceededAge: 24 * time.Hour,
-		Kinds: map[string]errandstore.KindRetention{"k": {SucceededAge: time.Hour}}}), time.Now(), 4)
+		Kinds: map[string]errandstore.KindRetention{"k": {SucceededAge: time.Hour}}}), 4)
 	for _, c := range []struct {
 		name  string
 		query string
 		args  []any
 		want  []string
 	}{
-		{"prune one kind's finished jobs", s.pruneSQL(kindWhere[0]), append([]any{"succeeded", time.Now(), 1000}, kindArgs...),
+		{"prune one kind's finished jobs", s.pruneSQL(kindWhere[0]), append([]any{"succeeded", time.Now(), 1000}, kindArgs[0]...),
 			[]string{"errand_jobs_finished"}},
-		{"prune the other kinds' finished jobs", s.pruneSQL(kindWhere[1]), append([]any{"succeeded", time.Now(), 1000}, kindArgs...),
+		{"prune the other kinds' finished jobs", s.pruneSQL(kindWhere[1]), append([]any{"succeeded", time.Now(), 1000}, kindArgs[1]...),
 			[]string{"errand_jobs_finished"}},
 		{"claim from one queue", claimOneSQL, []any{nil, int64(1e6), "w", errand.DefaultQueue, []string{"k"}, 10},
 			[]string{"Index Scan using errand_jobs_claim"}},
@@ -64,7 +64,7 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"Index Scan using errand_jobs_claim"}},
 		// Retention deletes finished jobs oldest first, and seeks the
 		// workflow and the batch of each to keep those of open ones.
-		{"prune finished jobs", s.pruneSQL(pruneConditions), append([]any{"succeeded", time.Now(), 1000}, pruneArgs...),
+		{"prune finished jobs", s.pruneSQL(pruneWhere[0]), append([]any{"succeeded", time.Now(), 1000}, pruneArgs[0]...),
 			[]string{"errand_jobs_finished"}},
 		// Retention's look for batches and workflows with no job left
 		// seeks each one's jobs: no scan of errand_jobs.

@@ -392,10 +392,10 @@ func (s *Store) pruneDryRun(ctx context.Context, p *errandstore.JobPruneParams, 
 // workflows left without jobs, and counts them into r.
 func (s *Store) prune(ctx context.Context, tx *sql.Tx, p *errandstore.JobPruneParams, now time.Time, r *errandstore.PruneResult) error {
 	groups := errandstore.PruneGroups(p)
-	where, condArgs := dialect.PruneWhere(groups, now, 4)
+	where, condArgs := dialect.PruneWhere(groups, 4)
 	err := r.PruneJobs(groups, p.Limit, func(i int, left int) ([]string, error) {
 		g := groups[i]
-		rows, err := tx.QueryContext(ctx, pruneSQL(where[i]), append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs...)...)
+		rows, err := tx.QueryContext(ctx, pruneSQL(where[i]), append([]any{string(g.State), micros(now.Add(-g.Age)), left}, condArgs[i]...)...)
 		if err != nil {
 			return nil, err
 		}

@@ -107,7 +107,7 @@ func TestQueryPlans(t *testing.T) {
 				"SEARCH j USING INDEX errand_jobs_finished (state=? AND finished_at>? AND finished_at<?)",
 				"SEARCH w USING INDEX sqlite_autoindex_errand_workflows_1 (id=?)",
 				"SEARCH b USING INDEX sqlite_autoindex_errand_batches_1 (id=?)",
-				"SEARCH f USING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
+				"SEARCH f USING COVERING INDEX sqlite_autoindex_errand_jobs_1 (id=?)",
 			},
 			notWant: []string{"SCAN", "TEMP B-TREE"},
 		},

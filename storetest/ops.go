@@ -32,6 +32,7 @@ var pruneCases = []testCase{
 	{"KeepsOpenWorkflowJobs", testPruneKeepsOpenWorkflowJobs},
 	{"KeepsOpenBatchMembers", testPruneKeepsOpenBatchMembers},
 	{"KeepsResumableWorkflowJobs", testPruneKeepsResumableWorkflowJobs},
+	{"FailedStepGoesFirst", testPruneFailedStepGoesFirst},
 	{"KindAges", testPruneKindAges},
 	{"OnlyKinds", testPruneOnlyKinds},
 	{"KindBatches", testPruneKindBatches},
@@ -550,20 +551,24 @@ func testPruneBatchesAndWorkflows(t *testing.T, h harness) {
 		t.Errorf("second prune: %+v, want nothing", r)
 	}
 
-	// Past the dead age, the dead jobs go, and their batch and workflow
-	// with them, the failed workflow's other jobs too.
+	// Past the dead age, the dead jobs go, and their batch with them; the
+	// failed workflow's other jobs, and the workflow, in the next prune.
 	e.clock.Advance(1000 * time.Hour)
-	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}) {
-		t.Errorf("prune past the dead age: %+v, want 2 dead, w-failed's 2 other jobs, b-dead and w-failed", r)
+	if r := e.prune(p); r != (errandstore.PruneResult{Dead: 2, Batches: 1}) {
+		t.Errorf("prune past the dead age: %+v, want 2 dead and b-dead", r)
 	}
 	e.noBatch("b-dead")
+	e.get("w-failed.step.r")
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 2, Workflows: 1}) {
+		t.Errorf("prune after the failed step's job went: %+v, want w-failed's 2 other jobs and w-failed", r)
+	}
 	e.noWorkflow("w-failed")
 	e.batch("b-callback")
 	e.workflow("w-open")
 	recs := e.auditList(&errandstore.AuditListParams{Action: errandtype.AuditPrune})
 	var got, want map[string]any
-	if len(recs) != 2 || json.Unmarshal(recs[0].Details, &got) != nil ||
-		json.Unmarshal(errandstore.PruneDetails(p, errandstore.PruneResult{Succeeded: 2, Dead: 2, Batches: 1, Workflows: 1}), &want) != nil ||
+	if len(recs) != 3 || json.Unmarshal(recs[0].Details, &got) != nil ||
+		json.Unmarshal(errandstore.PruneDetails(p, errandstore.PruneResult{Succeeded: 2, Workflows: 1}), &want) != nil ||
 		!reflect.DeepEqual(got, want) {
 		t.Errorf("audit of prunes: %d records, newest %s", len(recs), recs[0].Details)
 	}
@@ -691,7 +696,7 @@ func testPruneKeepsOpenBatchMembers(t *testing.T, h harness) {
 
 // testPruneKeepsResumableWorkflowJobs: a failed workflow that compensated
 // nothing can be resumed by replaying its failed step, so its other jobs
-// stay while that step's job does, and go with it. A workflow resumed
+// stay while that step's job does, and go after it. A workflow resumed
 // after a prune still succeeds.
 func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
 	e := open(t, h)
@@ -727,15 +732,49 @@ func testPruneKeepsResumableWorkflowJobs(t *testing.T, h harness) {
 	e.finishStep("w1", "c", "", true)
 	e.wantAdvance("w1", errandtype.WorkflowSucceeded)
 
-	// Past the dead age, w2's dead step goes, and the rest of w2 with it;
-	// w1, succeeded, goes whole.
+	// Past the dead age, w2's dead step goes, and the rest of w2 in the
+	// next prune; w1, succeeded, goes whole.
 	e.clock.Advance(10 * time.Hour)
-	if r := e.prune(&dry); r != (errandstore.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2, DryRun: true}) {
-		t.Errorf("dry run past the dead age: %+v, want every job and both workflows", r)
+	if r := e.prune(&dry); r != (errandstore.PruneResult{Succeeded: 3, Dead: 1, Workflows: 1, DryRun: true}) {
+		t.Errorf("dry run past the dead age: %+v, want w1 whole and w2's dead step", r)
 	}
-	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 4, Dead: 1, Workflows: 2}) {
-		t.Errorf("prune past the dead age: %+v, want every job and both workflows", r)
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 3, Dead: 1, Workflows: 1}) {
+		t.Errorf("prune past the dead age: %+v, want w1 whole and w2's dead step", r)
 	}
 	e.noWorkflow("w1")
+	e.get("w2.step.a")
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1, Workflows: 1}) {
+		t.Errorf("next prune: %+v, want the rest of w2", r)
+	}
 	e.noWorkflow("w2")
+}
+
+// testPruneFailedStepGoesFirst: a prune that stops at its limit between a
+// failed workflow's jobs never leaves the failed step's job without the
+// others: a replay of that step would resume a workflow that waits for
+// ever on jobs that are gone. The failed step's job goes first, and the
+// replay then finds nothing to resume.
+func testPruneFailedStepGoesFirst(t *testing.T, h harness) {
+	e := open(t, h)
+	e.workflows()
+	e.insertWorkflow(wfParams("w", wfStep("a"), wfStep("b", "a"), wfStep("c", "b")))
+	e.finishStep("w", "a", `{"charge":1}`, true)
+	e.wantAdvance("w", errandtype.WorkflowRunning, "w.step.b")
+	e.finishStep("w", "b", "", false)
+	e.wantAdvance("w", errandtype.WorkflowFailed)
+	e.clock.Advance(2 * time.Hour)
+	p := pruneParams(time.Hour, time.Hour)
+	p.Limit = 1
+	if r := e.prune(p); r != (errandstore.PruneResult{Dead: 1}) {
+		t.Errorf("first prune of one job: %+v, want the failed step's", r)
+	}
+	_, err := e.s.JobReplay(e.ctx, &errandstore.JobReplayParams{ID: "w.step.b", Operator: "ops", Reason: "fixed"})
+	if !errors.Is(err, errandtype.ErrNotFound) {
+		t.Fatalf("replay of the pruned failed step: %v, want ErrNotFound", err)
+	}
+	e.get("w.step.a")
+	if r := e.prune(p); r != (errandstore.PruneResult{Succeeded: 1, Workflows: 1}) {
+		t.Errorf("second prune: %+v, want the other job and the workflow", r)
+	}
+	e.noWorkflow("w")
 }
