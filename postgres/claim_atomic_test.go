@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/errandtype"
 )
 
 // TestClaimGivesBackUnreadableRows: a claim commits before its rows are
@@ -14,13 +15,22 @@ import (
 // list) must not be left running with an attempt spent and nobody working
 // it, nor keep the rest of the claim from running. It is given back,
 // queued again a minute later with its attempt uncounted and the reason in
-// its history; the other job is claimed.
+// its history; the other job is claimed. Plain and fair claims alike.
 func TestClaimGivesBackUnreadableRows(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		testClaimGivesBackUnreadableRows(t, "", (*Store).JobClaimMany)
+	})
+	t.Run("fair", func(t *testing.T) {
+		testClaimGivesBackUnreadableRows(t, "tenant", (*Store).JobClaimFair)
+	})
+}
+
+func testClaimGivesBackUnreadableRows(t *testing.T, fairnessKey string, claim func(*Store, context.Context, *errandstore.JobClaimParams) ([]*errandtype.Job, error)) {
 	ctx := t.Context()
 	s := openTestStore(t)
 	var jobs []*errandstore.JobInsertParams
 	for _, id := range []string{"good", "poison"} {
-		jobs = append(jobs, &errandstore.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3})
+		jobs = append(jobs, &errandstore.JobInsertParams{ID: id, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), ArgsVersion: 1, MaxAttempts: 3, FairnessKey: fairnessKey})
 	}
 	if _, err := s.JobInsertMany(ctx, &errandstore.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
@@ -29,7 +39,7 @@ func TestClaimGivesBackUnreadableRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	claimed, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
+	claimed, err := claim(s, ctx, &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +63,7 @@ func TestClaimGivesBackUnreadableRows(t *testing.T) {
 	if wait := availableAt.Sub(before); wait < errandstore.UnreadableRetryDelay-5*time.Second || wait > errandstore.UnreadableRetryDelay+5*time.Second {
 		t.Errorf("poison available %v after the claim, want about %v", wait, errandstore.UnreadableRetryDelay)
 	}
-	again, err := s.JobClaimMany(ctx, &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
+	again, err := claim(s, ctx, &errandstore.JobClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, Owner: "w"})
 	if err != nil || len(again) != 0 {
 		t.Errorf("second claim: %d jobs, err %v; want none while the poison waits", len(again), err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
@@ -105,36 +104,26 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errandstore.JobClaimParams
 	} else {
 		b.Queue(s.sql(fairClaimSQL), now, us(p.Lease), p.Owner, p.Queues[0], kinds, p.Limit)
 	}
+	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
-	jobs, err := func() ([]*errandtype.Job, error) {
+	jobs, unread, err := func() ([]*errandtype.Job, []unreadJob, error) {
 		if _, err := br.Exec(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if _, err := readSweep(br); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		rs, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		return scanClaimedJobs(rs)
+		return readClaimed(br)
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		_, err = conn.Exec(ctx, "COMMIT")
-	}
 	if err != nil {
-		// As in JobClaimMany: roll back on a context of its own, or close
-		// the connection, which ends its transaction too.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-			conn.Conn().Close(rctx)
-		}
-		cancel()
+		s.abortClaim(ctx, conn, false)
 		return nil, fmt.Errorf("fair claim: %w", err)
 	}
+	conn.Release() // the give-back takes a connection of its own
+	s.giveBackUnread(ctx, unread)
 	errandstore.SortFairClaimOrder(jobs)
 	return jobs, nil
 }

@@ -1034,18 +1034,26 @@ func readClaimBatch(br pgx.BatchResults, sweep, askDue bool) ([]*errandtype.Job,
 			return nil, nil, due, err
 		}
 	}
+	jobs, unread, err := readClaimed(br)
+	return jobs, unread, due, err
+}
+
+// readClaimed reads a claim's rows from br, and then the COMMIT sent
+// behind the claim (see claimOnce): the jobs claimed, and those whose
+// rows did not decode.
+func readClaimed(br pgx.BatchResults) ([]*errandtype.Job, []unreadJob, error) {
 	rs, err := br.Query()
 	if err != nil {
-		return nil, nil, due, err
+		return nil, nil, err
 	}
 	jobs, unread, err := scanCommittedClaim(rs)
 	if err != nil {
-		return nil, nil, due, err
+		return nil, nil, err
 	}
 	if _, err := br.Exec(); err != nil { // COMMIT
-		return nil, nil, due, err
+		return nil, nil, err
 	}
-	return jobs, unread, due, nil
+	return jobs, unread, nil
 }
 
 // readNextDue reads the results of the next-due query and the plan
