@@ -106,7 +106,7 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errandstore.JobClaimParams
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
-	jobs, unread, err := func() ([]*errandtype.Job, []unreadJob, error) {
+	jobs, unread, err := func() ([]*errandtype.Job, []errandstore.UnreadJob, error) {
 		if _, err := br.Exec(); err != nil {
 			return nil, nil, err
 		}
@@ -123,7 +123,7 @@ func (s *Store) claimFairOnce(ctx context.Context, p *errandstore.JobClaimParams
 		return nil, fmt.Errorf("fair claim: %w", err)
 	}
 	conn.Release() // the give-back takes a connection of its own
-	s.giveBackUnread(ctx, unread)
+	errandstore.GiveBackUnread(ctx, s, s.logger, unread)
 	errandstore.SortFairClaimOrder(jobs)
 	return jobs, nil
 }

@@ -888,7 +888,7 @@ func (s *Store) claim(ctx context.Context, p *errandstore.JobClaimParams, next *
 // one round trip and the claim sees what the sweeps freed. A statement
 // that fails rolls the whole back. The rows are read after the server
 // has committed them, so a row that does not decode is given back with
-// its attempt uncounted (see giveBackUnread), and the rest run. Waiting
+// its attempt uncounted (see errandstore.GiveBackUnread), and the rest run. Waiting
 // for the rows before sending COMMIT cost a round trip per claim, with
 // the claimed rows locked through it: a worker draining a queue did
 // about a tenth fewer jobs a second (bench/HISTORY.md). A connection
@@ -915,33 +915,9 @@ func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, ne
 		return nil, errandstore.JobNextDueResult{}, fmt.Errorf("claim: %w", err)
 	}
 	conn.Release() // the give-back takes a connection of its own
-	s.giveBackUnread(ctx, unread)
+	errandstore.GiveBackUnread(ctx, s, s.logger, unread)
 	errandstore.SortClaimOrder(jobs)
 	return jobs, due, nil
-}
-
-// giveBackUnread gives back the jobs of a committed claim whose rows did
-// not decode, as a worker gives back a job whose sealed args it cannot
-// open: queued again after errandstore.UnreadableRetryDelay, the attempt
-// uncounted, the reason in the job's history. Were they held until their
-// leases expired instead, each would spend an attempt it never ran. When
-// the give-back itself fails, that is what happens.
-func (s *Store) giveBackUnread(ctx context.Context, unread []unreadJob) {
-	if len(unread) == 0 {
-		return
-	}
-	os := make([]*errandstore.JobOutcome, len(unread))
-	ids := make([]string, len(unread))
-	for i, u := range unread {
-		ids[i] = u.lease.ID
-		os[i] = &errandstore.JobOutcome{JobLease: u.lease, Kind: errandstore.OutcomeInterrupted, Delay: errandstore.UnreadableRetryDelay,
-			Error: &errandtype.AttemptError{Attempt: u.attempt, Class: errandstore.ClassUnreadable,
-				Message: errandstore.CleanText("the worker could not read the claimed job: "+u.err.Error(), errandstore.MaxMessageBytes)}}
-	}
-	s.logger.Warn("claimed jobs could not be read; given back", "jobs", ids, "err", unread[0].err)
-	if _, err := s.JobRecordOutcomes(ctx, &errandstore.JobRecordOutcomesParams{Outcomes: os}); err != nil {
-		s.logger.Error("give back unreadable jobs failed; they run again once their leases expire", "jobs", ids, "err", err)
-	}
 }
 
 // claimBatch is the batch claimOnce sends: BEGIN and the JIT setting, the
@@ -1016,7 +992,7 @@ const claimNoJIT = noJIT
 
 // readClaimBatch reads the results of a claimBatch: the jobs claimed, and
 // those whose rows did not decode.
-func readClaimBatch(br pgx.BatchResults, sweep, askDue bool) ([]*errandtype.Job, []unreadJob, errandstore.JobNextDueResult, error) {
+func readClaimBatch(br pgx.BatchResults, sweep, askDue bool) ([]*errandtype.Job, []errandstore.UnreadJob, errandstore.JobNextDueResult, error) {
 	var due errandstore.JobNextDueResult
 	for range 2 {
 		if _, err := br.Exec(); err != nil {
@@ -1041,7 +1017,7 @@ func readClaimBatch(br pgx.BatchResults, sweep, askDue bool) ([]*errandtype.Job,
 // readClaimed reads a claim's rows from br, and then the COMMIT sent
 // behind the claim (see claimOnce): the jobs claimed, and those whose
 // rows did not decode.
-func readClaimed(br pgx.BatchResults) ([]*errandtype.Job, []unreadJob, error) {
+func readClaimed(br pgx.BatchResults) ([]*errandtype.Job, []errandstore.UnreadJob, error) {
 	rs, err := br.Query()
 	if err != nil {
 		return nil, nil, err

@@ -66,6 +66,11 @@ func TestPgBouncerStoreSuite(t *testing.T) {
 			schemaOf.Store(s, schema)
 			addSignals(t, direct, s.(*postgres.Store), id, name, n, at)
 		},
+		SpoilJob: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id string) {
+			schema, _ := schemas.Load(s)
+			schemaOf.Store(s, schema)
+			spoilJob(t, direct, s.(*postgres.Store), id)
+		},
 	})
 }
 

@@ -56,6 +56,9 @@ func TestStore(t *testing.T) {
 		AddSignals: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id, name string, n int, at time.Time) {
 			addSignals(t, url, s.(*postgres.Store), id, name, n, at)
 		},
+		SpoilJob: func(t *testing.T, s errandstore.TxStore[pgx.Tx], id string) {
+			spoilJob(t, url, s.(*postgres.Store), id)
+		},
 	})
 }
 
@@ -80,6 +83,17 @@ func addSignals(t *testing.T, url string, s *postgres.Store, id, name string, n 
 	q := `INSERT INTO ` + sch + `.errand_signals (job_seq, name, value, sent_at)
 		SELECT j.seq, $2, to_jsonb(i), $3 FROM ` + sch + `.errand_jobs j, generate_series(1, $4::int) AS i WHERE j.id = $1`
 	if _, err := conn.Exec(t.Context(), q, id, name, at, n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// spoilJob makes job id's history in the schema of s a JSON object, which
+// errand cannot read, through a connection of the test's own.
+func spoilJob(t *testing.T, url string, s *postgres.Store, id string) {
+	t.Helper()
+	conn, sch := schemaConn(t, url, s)
+	q := `UPDATE ` + sch + `.errand_jobs SET errors = '{"x": 1}'::jsonb WHERE id = $1`
+	if _, err := conn.Exec(t.Context(), q, id); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
@@ -119,6 +133,9 @@ func TestSQLStore(t *testing.T) {
 		},
 		AddSignals: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id, name string, n int, at time.Time) {
 			addSignals(t, url, s.(*postgres.SQLStore).Store, id, name, n, at)
+		},
+		SpoilJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) {
+			spoilJob(t, url, s.(*postgres.SQLStore).Store, id)
 		},
 	})
 }

@@ -107,14 +107,6 @@ func scanClaimedJobs(rs pgx.Rows) ([]*errandtype.Job, error) {
 	return jobs, nil
 }
 
-// unreadJob is a row of a committed claim that did not decode: the
-// lease it was claimed under, its attempt, and why.
-type unreadJob struct {
-	lease   errandstore.JobLease
-	attempt int
-	err     error
-}
-
 // Columns of jobColumns read from a row that does not decode, to give its
 // job back: id and lease_token are text, alike in either format.
 const (
@@ -125,10 +117,10 @@ const (
 // that committed before its rows were read, and closes rs. Every row is a
 // job now running under a lease of this claim, so a row that does not
 // decode fails only itself: it comes back in unread, to be given back
-// (see Store.giveBackUnread), and the rest are the caller's. Only a row
+// (see errandstore.GiveBackUnread), and the rest are the caller's. Only a row
 // without its id and lease token, which the claim has just written, fails
 // the whole read.
-func scanCommittedClaim(rs pgx.Rows) (jobs []*errandtype.Job, unread []unreadJob, err error) {
+func scanCommittedClaim(rs pgx.Rows) ([]*errandtype.Job, []errandstore.UnreadJob, error) {
 	defer rs.Close()
 	var decode func() (*errandtype.Job, error)
 	if decodable(rs.FieldDescriptions()) {
@@ -138,38 +130,32 @@ func scanCommittedClaim(rs pgx.Rows) (jobs []*errandtype.Job, unread []unreadJob
 		scan := jobScanner()
 		decode = func() (*errandtype.Job, error) { return scan(rs) }
 	}
+	var c errandstore.ClaimedRows
 	for rs.Next() {
-		j, derr := decode()
-		if derr == nil {
-			jobs = append(jobs, j)
-			continue
+		j, err := decode()
+		if err := c.Add(j, err, func() (errandstore.UnreadJob, bool) { return unreadLease(rs.FieldDescriptions(), rs.RawValues()) }); err != nil {
+			return nil, nil, err
 		}
-		u, ok := unreadLease(rs.FieldDescriptions(), rs.RawValues())
-		if !ok {
-			return nil, nil, derr
-		}
-		u.err = derr
-		unread = append(unread, u)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, nil, err
 	}
-	return jobs, unread, nil
+	return c.Jobs, c.Unread, nil
 }
 
 // unreadLease reads the lease and attempt of a row of jobColumns that did
 // not decode as a whole.
-func unreadLease(fds []pgconn.FieldDescription, vals [][]byte) (unreadJob, bool) {
+func unreadLease(fds []pgconn.FieldDescription, vals [][]byte) (errandstore.UnreadJob, bool) {
 	if len(vals) != len(jobColumnTypes) || len(fds) != len(vals) || vals[colID] == nil || vals[colLeaseToken] == nil {
-		return unreadJob{}, false
+		return errandstore.UnreadJob{}, false
 	}
-	u := unreadJob{lease: errandstore.JobLease{ID: string(vals[colID]), LeaseToken: string(vals[colLeaseToken])}}
+	u := errandstore.UnreadJob{Lease: errandstore.JobLease{ID: string(vals[colID]), LeaseToken: string(vals[colLeaseToken])}}
 	v := vals[colAttempt]
 	switch {
 	case fds[colAttempt].Format == pgtype.BinaryFormatCode && len(v) == 4:
-		u.attempt = int(int32(binary.BigEndian.Uint32(v)))
+		u.Attempt = int(int32(binary.BigEndian.Uint32(v)))
 	case fds[colAttempt].Format == pgtype.TextFormatCode:
-		u.attempt, _ = strconv.Atoi(string(v))
+		u.Attempt, _ = strconv.Atoi(string(v))
 	}
 	return u, true
 }

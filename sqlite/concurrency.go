@@ -25,7 +25,13 @@ func (s *Store) JobClaimLimited(ctx context.Context, p *errandstore.JobClaimLimi
 			return countRunning(ctx, tx, kinds, now)
 		},
 		func(tx *sql.Tx, c *errandstore.JobClaimParams, now time.Time) ([]*errandtype.Job, error) {
-			return s.claimIn(ctx, tx, c, now)
+			// The claim is one statement of a longer transaction: a row that
+			// does not decode rolls it all back.
+			jobs, unread, err := s.claimIn(ctx, tx, c, now)
+			if err == nil && len(unread) > 0 {
+				err = unread[0].Err
+			}
+			return jobs, err
 		},
 		func(tx *sql.Tx, st errandtype.LimiterState, cur errandtype.LimiterSpec, denied int) error {
 			return writeTaken(ctx, tx, p.Name, st, cur, denied)

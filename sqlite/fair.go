@@ -80,7 +80,10 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errandstore.JobClaimParams)
 	if err := errandstore.ValidateFairClaim(p); err != nil {
 		return nil, err
 	}
-	var jobs []*errandtype.Job
+	var (
+		jobs   []*errandtype.Job
+		unread []errandstore.UnreadJob
+	)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
 		if _, err := s.sweep(ctx, tx, now); err != nil {
@@ -97,7 +100,7 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errandstore.JobClaimParams)
 		if err != nil {
 			return err
 		}
-		jobs, err = scanJobs(rows, scanJob)
+		jobs, unread, err = claimedRows(rows)
 		if err != nil || len(jobs) == 0 {
 			return err
 		}
@@ -111,6 +114,7 @@ func (s *Store) JobClaimFair(ctx context.Context, p *errandstore.JobClaimParams)
 	if err != nil {
 		return nil, fmt.Errorf("fair claim: %w", err)
 	}
+	errandstore.GiveBackUnread(ctx, s, s.logger, unread)
 	errandstore.SortFairClaimOrder(jobs)
 	return jobs, nil
 }

@@ -356,7 +356,10 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var jobs []*errandtype.Job
+	var (
+		jobs   []*errandtype.Job
+		unread []errandstore.UnreadJob
+	)
 	swept := false // this claim sweeps (see errandstore.ClaimSweeps)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
@@ -367,7 +370,7 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams)
 			}
 		}
 		var err error
-		jobs, err = s.claimIn(ctx, tx, p, now)
+		jobs, unread, err = s.claimIn(ctx, tx, p, now)
 		return err
 	})
 	if err != nil {
@@ -376,12 +379,14 @@ func (s *Store) JobClaimMany(ctx context.Context, p *errandstore.JobClaimParams)
 		}
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	errandstore.GiveBackUnread(ctx, s, s.logger, unread)
 	errandstore.SortClaimOrder(jobs)
 	return jobs, nil
 }
 
-// claimIn claims p's jobs at now in tx, without a sweep.
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, p *errandstore.JobClaimParams, now time.Time) ([]*errandtype.Job, error) {
+// claimIn claims p's jobs at now in tx, without a sweep: the jobs, and
+// those claimed whose rows did not decode (see claimedRows).
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, p *errandstore.JobClaimParams, now time.Time) ([]*errandtype.Job, []errandstore.UnreadJob, error) {
 	args := []any{micros(now), micros(now.Add(p.Lease)), p.Owner, micros(now)}
 	for _, q := range p.Queues {
 		args = append(args, q)
@@ -397,13 +402,51 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, p *errandstore.JobClaim
 	defer st.Close()
 	claim, err := st.get(ctx, claimSQL(len(p.Queues), len(p.Kinds), len(p.SkipRetryKinds)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := claim.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return scanJobs(rows, scanJob)
+	return claimedRows(rows)
+}
+
+// claimedRows reads the rows of a claim, of jobColumns, and closes rows.
+// A row that does not decode (a value written by a newer errand, or changed
+// by hand) fails only itself, as on PostgreSQL, where the claim has
+// committed before its rows are read: it is claimed with the others, and
+// comes back in unread, to be given back once the claim commits (see
+// errandstore.GiveBackUnread), rather than fail every claim of its queue.
+func claimedRows(rows *sql.Rows) ([]*errandtype.Job, []errandstore.UnreadJob, error) {
+	defer rows.Close()
+	var c errandstore.ClaimedRows
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err := c.Add(j, err, func() (errandstore.UnreadJob, bool) { return unreadLease(rows) }); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return c.Jobs, c.Unread, nil
+}
+
+// unreadLease reads again the lease and attempt of a row of jobColumns
+// that did not decode as a whole.
+func unreadLease(rows *sql.Rows) (errandstore.UnreadJob, bool) {
+	const colID, colAttempt, colLeaseToken = 1, 8, 14
+	cols, err := rows.Columns()
+	if err != nil || len(cols) <= colLeaseToken {
+		return errandstore.UnreadJob{}, false
+	}
+	var u errandstore.UnreadJob
+	dest := make([]any, len(cols))
+	for i := range dest {
+		dest[i] = new(any)
+	}
+	dest[colID], dest[colAttempt], dest[colLeaseToken] = &u.Lease.ID, &u.Attempt, &u.Lease.LeaseToken
+	return u, rows.Scan(dest...) == nil
 }
 
 // claimSQL is the claim of JobClaimMany for that many queues and kinds (no

@@ -30,6 +30,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -74,6 +75,9 @@ type Options struct {
 	// this errand's is refused too. For tools that inspect or operate on an
 	// existing queue, such as errand's reading commands.
 	NoMigrate bool
+	// Logger hears what the store does on its own, such as giving back a
+	// claimed job whose row it could not read. Nil discards it.
+	Logger *slog.Logger
 	// WakeInterval is how often a listening worker ([Store.ListenQueues])
 	// checks whether another connection or process has committed to the
 	// database, so that a job enqueued by another process starts within
@@ -114,6 +118,7 @@ type Store struct {
 	ownChanges atomic.Int64
 	cache      stmtCache // statements prepared on the writer; see stmts.go
 	ckpt       *checkpointer
+	logger     *slog.Logger // never nil
 }
 
 var _ errandstore.TxStore[*sql.Tx] = (*Store)(nil)
@@ -160,7 +165,10 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, clock: o.Clock, path: abs, opts: o, busyTimeout: o.BusyTimeout, ckpt: ckpt}
+	s := &Store{db: db, clock: o.Clock, path: abs, opts: o, busyTimeout: o.BusyTimeout, ckpt: ckpt, logger: o.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
 	if !o.NoMigrate {
 		if err := s.migrate(ctx); err != nil {
 			ckpt.close()

@@ -36,6 +36,9 @@ func TestStore(t *testing.T) {
 				INSERT INTO errand_signals (job_seq, name, value, sent_at)
 				SELECT (SELECT seq FROM errand_jobs WHERE id = %s), %s, i, %d FROM n`, n, sqlText(id), sqlText(name), at.UnixMicro()))
 		},
+		SpoilJob: func(t *testing.T, s errandstore.TxStore[*sql.Tx], id string) {
+			exec(t, s.(*sqlite.Store).Path(), `UPDATE errand_jobs SET errors = '{"x": 1}' WHERE id = `+sqlText(id))
+		},
 	})
 }
 

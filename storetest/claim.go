@@ -20,6 +20,61 @@ var claimCases = []testCase{
 	{"FreshTokens", testClaimFreshTokens},
 	{"NotBeforeDue", testClaimNotBeforeDue},
 	{"InvalidParams", testClaimInvalidParams},
+	{"GivesBackUnreadableRows", testClaimGivesBackUnreadableRows},
+}
+
+// testClaimGivesBackUnreadableRows: a claimed row that does not decode (a
+// value a newer errand wrote, or one changed by hand) must not be left
+// running with an attempt spent and nobody working it, nor keep the rest
+// of its claim, or of its queue, from running. It is given back, queued
+// again a minute later with its attempt uncounted and the reason in its
+// history; the other job is claimed. Plain and fair claims alike.
+func testClaimGivesBackUnreadableRows(t *testing.T, h harness) {
+	if h.spoilJob == nil {
+		t.Skip("Harness.SpoilJob is nil")
+	}
+	for _, fair := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "fair"}[fair], func(t *testing.T) {
+			e := open(t, h)
+			claim := e.s.JobClaimMany
+			if fair {
+				fc, ok := e.s.(errandstore.FairClaimer)
+				if !ok {
+					t.Skip("not a FairClaimer")
+				}
+				claim = fc.JobClaimFair
+			}
+			var ps []*errandstore.JobInsertParams
+			for _, id := range []string{"good", "spoilt"} {
+				p := newJob(id)
+				if fair {
+					p.FairnessKey = "tenant"
+				}
+				ps = append(ps, p)
+			}
+			e.insert(ps...)
+			h.spoilJob(t, e.s, "spoilt")
+			claimed, err := claim(e.ctx, claimParams(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(claimed) != 1 || claimed[0].ID != "good" || claimed[0].Attempt != 1 {
+				t.Fatalf("claimed %v, want good alone at attempt 1", ids(claimed))
+			}
+			// The spoilt job waits, queued, as the store cannot read it to
+			// report it whole; had it stayed running, it would count so.
+			qs, err := e.s.QueueStats(e.ctx, &errandstore.QueueStatsParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(qs) != 1 || qs[0].Counts[errandtype.StateRunning] != 1 || qs[0].Counts[errandtype.StateQueued] != 1 {
+				t.Fatalf("queue stats after the claim: %+v, want 1 running and 1 queued", qs)
+			}
+			if again, err := claim(e.ctx, claimParams(10)); err != nil || len(again) != 0 {
+				t.Fatalf("claim right after: %v, %v; want nothing while the spoilt job waits", ids(again), err)
+			}
+		})
+	}
 }
 
 // testClaimOrder checks the claim order: priority, then available_at, then

@@ -70,6 +70,12 @@ type Harness[TTx any] struct {
 	// bound on a job's signals fills the job to just under it. When it is
 	// nil that case sends them one at a time, which takes minutes.
 	AddSignals func(t *testing.T, s errandstore.TxStore[TTx], id, name string, n int, at time.Time)
+
+	// SpoilJob makes the row of job id in the database of s one errand
+	// cannot read, with SQL of the test's own: its history (errors) a JSON
+	// object where errand keeps a list. The case of a claimed row that
+	// does not decode uses it; when it is nil that case is skipped.
+	SpoilJob func(t *testing.T, s errandstore.TxStore[TTx], id string)
 }
 
 // Exercise runs the conformance suite against the stores h opens.
@@ -92,6 +98,7 @@ type harness struct {
 	client     func(s errandstore.Store, cfg *errand.Config) (jobClient, error)
 	rawJob     func(t *testing.T, s errandstore.Store, id string) string
 	addSignals func(t *testing.T, s errandstore.Store, id, name string, n int, at time.Time)
+	spoilJob   func(t *testing.T, s errandstore.Store, id string)
 }
 
 // jobClient is what the cases use of an errand.Client over a store.
@@ -169,6 +176,9 @@ func erase[TTx any](h Harness[TTx]) harness {
 		e.addSignals = func(t *testing.T, s errandstore.Store, id, name string, n int, at time.Time) {
 			h.AddSignals(t, s.(errandstore.TxStore[TTx]), id, name, n, at)
 		}
+	}
+	if h.SpoilJob != nil {
+		e.spoilJob = func(t *testing.T, s errandstore.Store, id string) { h.SpoilJob(t, s.(errandstore.TxStore[TTx]), id) }
 	}
 	if h.OpenSecond != nil {
 		e.openSecond = func(t *testing.T, first errandstore.Store, clock errandstore.Clock) errandstore.Store {
