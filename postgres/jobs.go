@@ -888,12 +888,12 @@ func (s *Store) claim(ctx context.Context, p *errandstore.JobClaimParams, next *
 // one round trip and the claim sees what the sweeps freed. A statement
 // that fails rolls the whole back. The rows are read after the server
 // has committed them, so a row that does not decode is given back with
-// its attempt uncounted (see errandstore.GiveBackUnread), and the rest run. Waiting
-// for the rows before sending COMMIT cost a round trip per claim, with
-// the claimed rows locked through it: a worker draining a queue did
-// about a tenth fewer jobs a second (bench/HISTORY.md). A connection
-// lost while the rows are on their way leaves its jobs to the lease
-// sweep, as a worker that dies does.
+// its attempt uncounted (see errandstore.GiveBackUnread), and the rest
+// run. Waiting for the rows before sending COMMIT cost a round trip per
+// claim: about a third of a millisecond from an enqueue to its start in
+// an idle worker (bench/HISTORY.md). A connection lost while the rows
+// are on their way leaves its jobs to the lease sweep, as a worker that
+// dies does.
 func (s *Store) claimOnce(ctx context.Context, p *errandstore.JobClaimParams, next *errandstore.JobNextDueParams) ([]*errandtype.Job, errandstore.JobNextDueResult, error) {
 	askDue, err := validateClaim(p, next)
 	if err != nil {
