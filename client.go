@@ -344,7 +344,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 		return nil, err
 	}
 	var rs []errandstore.JobInsertResult
-	started, tried := false, false
+	started, tried, announced := false, false, false
 	if eager {
 		var r errandstore.JobInsertResult
 		r, tried, started, err = c.enqueueEager(ctx, ps[0])
@@ -357,7 +357,7 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 		}
 	}
 	if !tried {
-		if rs, err = c.insertMany(ctx, ps); err != nil {
+		if rs, announced, err = c.insertMany(ctx, ps); err != nil {
 			return nil, err
 		}
 	}
@@ -367,7 +367,11 @@ func (c *Client[TTx]) enqueueMany(ctx context.Context, params []EnqueueParams) (
 			fresh = append(fresh, ps[i])
 		}
 	}
-	if len(fresh) > 0 {
+	switch {
+	case len(fresh) == 0:
+	case announced:
+		c.wakes.Wake(queuesOf(fresh))
+	default:
 		c.Wake(queuesOf(fresh)...)
 	}
 	c.observeInserts(rs)
@@ -430,14 +434,28 @@ func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 // several jobs, they are inserted in a transaction the conflict rolls
 // back; otherwise in the store's own, which a lone duplicate leaves
 // unwritten.
-func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
+//
+// It reports whether the store announced a lone job's queue in the
+// insert's commit, which it asks for when no announcement of this client
+// is on its way and no loop of that queue sleeps in this process: that one
+// is woken at once, and an announcement sent beside its claim slows it
+// (see Wake).
+func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, bool, error) {
 	p := &errandstore.JobInsertManyParams{Jobs: ps}
 	if len(ps) == 1 || !errandstore.MayConflict(ps) {
-		rs, err := c.store.JobInsertMany(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue: %w", err)
+		var done func(bool)
+		if len(ps) == 1 && c.notifier != nil && !c.wakes.Asleep(ps[0].Queue) {
+			done, p.Announce = c.notifier.Inline([]string{ps[0].Queue})
 		}
-		return rs, c.checkJobConflicts(ps, rs)
+		rs, err := c.store.JobInsertMany(ctx, p)
+		announced := err == nil && len(rs) == 1 && rs[0].Announced
+		if done != nil {
+			done(announced)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("enqueue: %w", err)
+		}
+		return rs, announced, c.checkJobConflicts(ps, rs)
 	}
 	var rs []errandstore.JobInsertResult
 	var conflict error
@@ -450,12 +468,12 @@ func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInser
 		return conflict
 	})
 	if conflict != nil {
-		return nil, conflict
+		return nil, false, conflict
 	}
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, false, fmt.Errorf("enqueue: %w", err)
 	}
-	return rs, nil
+	return rs, false, nil
 }
 
 // InTx runs fn in a transaction on the store's database and commits it, or

@@ -8,7 +8,8 @@ import (
 // queue and on its poll timer, whichever comes first. Enqueues in the same
 // process close the channels of their queues at once. Enqueues in other
 // processes arrive through the store's optional [Notifier]: the enqueuing
-// Client sends NotifyQueues after its transaction commits, coalesced, and
+// Client sends NotifyQueues after its transaction commits, coalesced (a
+// lone Enqueue may have its INSERT announce itself: see insertMany), and
 // each Worker listens with ListenQueues. Polling stays the floor: a lost or
 // unsupported notification delays a job by at most one poll interval.
 

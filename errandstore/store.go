@@ -423,8 +423,9 @@ type Migrator interface {
 type Notifier interface {
 	// NotifyQueues announces new jobs in queues to listening workers in
 	// every process. Callers send it after the enqueue transaction commits,
-	// never inside it; a store may coalesce notifications sent close
-	// together.
+	// never inside it (a lone insert may announce its own job instead: see
+	// JobInsertManyParams.Announce); a store may coalesce notifications
+	// sent close together.
 	NotifyQueues(ctx context.Context, queues []string) error
 
 	// ListenQueues delivers the name of each queue with new jobs until ctx
@@ -731,6 +732,11 @@ type JobInsertParams struct {
 // JobInsertManyParams are the jobs of one insert.
 type JobInsertManyParams struct {
 	Jobs []*JobInsertParams
+	// Announce asks a store that is a [Notifier] to announce the queue of
+	// a job it inserts inside the insert's own commit, as NotifyQueues
+	// would after it, and to set that result's Announced. Only
+	// JobInsertMany reads it; a store may ignore it.
+	Announce bool
 }
 
 // JobInsertResult is the outcome of inserting one job.
@@ -744,6 +750,10 @@ type JobInsertResult struct {
 	// Absorbed reports that Job is the pending job of the enqueue's
 	// debounce key, which absorbed it (and, last-wins, took its args).
 	Absorbed bool
+	// Announced reports that the insert announced the new job's queue in
+	// its own commit (JobInsertManyParams.Announce): the caller need not
+	// send NotifyQueues for it.
+	Announced bool
 }
 
 // JobGetParams names a job.

@@ -178,6 +178,9 @@ func nullIfEmpty(s string) *string {
 
 // JobInsertMany implements [errandstore.JobStore].
 func (s *Store) JobInsertMany(ctx context.Context, p *errandstore.JobInsertManyParams) ([]errandstore.JobInsertResult, error) {
+	if p.Announce && len(p.Jobs) == 1 && !errandstore.HasDebounce(p.Jobs) {
+		return s.insertTry(ctx, pgxQuerier{s.pool}, s.own, p.Jobs, 1, notifyChannel(s.name))
+	}
 	return s.insertOwnTx(ctx, p.Jobs)
 }
 
@@ -208,6 +211,12 @@ var (
 		AS p(` + insertNames + `, ord)
 	ORDER BY p.ord` + insertTail
 	insertOneSQL = insertHead + `FROM ` + insertOneRow + insertTail
+
+	// insertOneAnnouncedSQL is insertOneSQL that also announces the job's
+	// queue on the channel $24, in the statement's own commit, if it
+	// inserts the job: the NOTIFY is evaluated once per inserted row.
+	insertOneAnnouncedSQL = `WITH ins AS (` + insertOneSQL + `)
+	SELECT ins.* FROM ins, pg_notify($24, ins.queue)`
 )
 
 // insertValues are the columns an insert writes, each with its value from
@@ -260,11 +269,13 @@ func joinColumns(cols [][2]string, format string) string {
 // the statement's own atomicity. Only jobs whose key's holder left it
 // between the two statements are written by a second (see insertTry).
 func (s *Store) insert(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, error) {
-	return s.insertTry(ctx, q, r, params, 1)
+	return s.insertTry(ctx, q, r, params, 1, "")
 }
 
-// insertTry is insert's tries-th try.
-func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams, tries int) ([]errandstore.JobInsertResult, error) {
+// insertTry is insert's tries-th try. When channel is set, a lone job's
+// first try announces its queue on it in the insert's commit
+// (JobInsertManyParams.Announce), and its result says so.
+func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, params []*errandstore.JobInsertParams, tries int, channel string) ([]errandstore.JobInsertResult, error) {
 	cols, err := newInsertColumns(params)
 	if err != nil {
 		return nil, err
@@ -276,7 +287,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 	if err != nil {
 		return nil, err
 	}
-	rs, err := cols.query(ctx, q, r, now)
+	rs, err := cols.query(ctx, q, r, now, channel)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
@@ -285,6 +296,9 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
 	out, dups := matchInserted(params, inserted)
+	if channel != "" && cols.n == 1 && len(dups) == 0 {
+		out[0].Announced = true
+	}
 	if len(dups) == 0 {
 		return out, nil
 	}
@@ -400,8 +414,12 @@ func (c *insertColumns) debounceKey0() *string {
 	return c.dkeys[0]
 }
 
-// query runs the insert.
-func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replacer, now any) (rows, error) {
+// query runs the insert, announcing a lone job on channel if it is set.
+func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replacer, now any, channel string) (rows, error) {
+	if channel != "" && c.n == 1 {
+		sql, args := c.statementOne(r, insertOneAnnouncedSQL, now)
+		return q.query(ctx, sql, append(args, channel)...)
+	}
 	sql, args := c.statement(r, now)
 	return q.query(ctx, sql, args...)
 }
@@ -410,12 +428,18 @@ func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replace
 // insertSQL, with arrays, for more.
 func (c *insertColumns) statement(r *strings.Replacer, now any) (string, []any) {
 	if c.n == 1 {
-		return r.Replace(insertOneSQL), []any{now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
-			c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
-			c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0], c.debounceKey0(), c.startBy[0]}
+		return c.statementOne(r, insertOneSQL, now)
 	}
 	return r.Replace(insertSQL), []any{now, c.ids, c.queues, c.kinds, c.args, c.versions, c.prios,
 		c.maxAttempts, c.bases, c.maxes, c.ages, c.runAt, c.delays, c.ukeys, c.okeys, c.tags, c.ustates, c.uwindows, c.holds, c.fkeys, c.metas, c.dkeys, c.startBy}
+}
+
+// statementOne is sql, insertOneSQL or a statement around it, with the
+// one job's scalars.
+func (c *insertColumns) statementOne(r *strings.Replacer, sql string, now any) (string, []any) {
+	return r.Replace(sql), []any{now, c.ids[0], c.queues[0], c.kinds[0], c.args[0], c.versions[0], c.prios[0],
+		c.maxAttempts[0], c.bases[0], c.maxes[0], c.ages[0], c.runAt[0], c.delays[0], c.ukeys[0], c.okeys[0], c.tags[0],
+		c.ustates[0], c.uwindows[0], c.holds[0], c.fkeys[0], c.metas[0], c.debounceKey0(), c.startBy[0]}
 }
 
 // matchInserted pairs params with the jobs the insert wrote: out holds
@@ -522,7 +546,7 @@ func (s *Store) insertAgain(ctx context.Context, q querier, r *strings.Replacer,
 	for k, i := range again {
 		sub[k] = params[i]
 	}
-	rs2, err := s.insertTry(ctx, q, r, sub, tries+1)
+	rs2, err := s.insertTry(ctx, q, r, sub, tries+1, "")
 	if err != nil {
 		var done []string
 		for i := range out {

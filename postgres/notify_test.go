@@ -360,6 +360,65 @@ func TestWakeAcrossStores(t *testing.T) {
 	}
 }
 
+// notifyCounter is a store that counts its NotifyQueues calls: the
+// announcements a client sends after its inserts.
+type notifyCounter struct {
+	*postgres.Store
+	sent atomic.Int64
+}
+
+func (n *notifyCounter) NotifyQueues(ctx context.Context, queues []string) error {
+	n.sent.Add(1)
+	return n.Store.NotifyQueues(ctx, queues)
+}
+
+// TestLoneEnqueueAnnouncedInItsInsert: a job enqueued alone, by a client
+// with no announcement on its way and no worker of the queue asleep in its
+// process, is announced by its INSERT, in the same commit: listeners hear
+// of it and the client sends no NOTIFY after it. A duplicate, which
+// inserts nothing, announces nothing.
+func TestLoneEnqueueAnnouncedInItsInsert(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.Schema(t, url)
+	listener := openForWorker(t, url, schema)
+	store := &notifyCounter{Store: openForWorker(t, url, schema)}
+	c, err := errand.NewClient[pgx.Tx](store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := listener.ListenQueues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(id, queue string) *errand.EnqueueResult {
+		t.Helper()
+		// Past the millisecond of announcements that follows the last.
+		time.Sleep(2 * time.Millisecond)
+		r, err := c.Enqueue(t.Context(), errand.RawArgs{KindName: "ping"}, &errand.EnqueueOpts{ID: id, Queue: queue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	for i, q := range []string{"first", "second", "third"} {
+		enqueue(fmt.Sprintf("lone-%d", i), q)
+		if got := flush(t, listener, ch); !slices.Equal(got, []string{q}) {
+			t.Fatalf("after a lone enqueue into %s the listener heard %q", q, got)
+		}
+	}
+	if r := enqueue("lone-0", "first"); !r.Duplicate {
+		t.Fatal("the same id enqueued twice was not reported a duplicate")
+	}
+	if got := flush(t, listener, ch); len(got) > 0 {
+		t.Fatalf("a duplicate, which inserts nothing, was announced: %q", got)
+	}
+	c.Close() // sends any announcement still pending
+	if n := store.sent.Load(); n != 0 {
+		t.Fatalf("the client sent %d NOTIFYs after its lone inserts, want 0: each insert announces itself", n)
+	}
+}
+
 // TestPollOnlyAcrossStores checks that a PollOnly worker does not listen
 // and still finds a job enqueued through another store by polling.
 func TestPollOnlyAcrossStores(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// afterInsert runs hook once, when armed, right after the next INSERT
-// statement ends: between a unique enqueue's INSERT and its look-up of the
+// afterInsert runs hook once, when armed, right after the next statement
+// that inserts ends (a lone enqueue's may be a WITH around its INSERT): between a unique enqueue's INSERT and its look-up of the
 // key's holder.
 type afterInsert struct {
 	armed atomic.Bool
@@ -29,7 +29,7 @@ func (a *afterInsert) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 }
 
 func (a *afterInsert) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
-	if q, _ := ctx.Value(traceSQLKey{}).(string); strings.HasPrefix(strings.TrimSpace(q), "INSERT INTO") && a.armed.CompareAndSwap(true, false) {
+	if q, _ := ctx.Value(traceSQLKey{}).(string); strings.Contains(q, "INSERT INTO") && a.armed.CompareAndSwap(true, false) {
 		a.hook()
 	}
 }

@@ -84,6 +84,14 @@ func (ws *Wakes) Sleeping(queue string, n int) {
 	ws.of(queue).idle += n
 }
 
+// Asleep reports whether a loop of queue sleeps in its idle sleep.
+func (ws *Wakes) Asleep(queue string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := ws.queues[queue]
+	return w != nil && w.idle > 0
+}
+
 // ClaimReturned tells whoever waits for a claim of queue in this process
 // (an announcement, see Notifier.Notify) that one has returned.
 func (ws *Wakes) ClaimReturned(queue string) {
@@ -143,7 +151,8 @@ type Notifier struct {
 	pending  map[string]struct{}
 	claims   []<-chan struct{}   // local claims to wait for before sending pending
 	txQueues map[string]struct{} // written by EnqueueManyTx since the last Wake
-	sending  bool                // a sender goroutine is running
+	sending  bool                // a sender goroutine, or an inline announcement, is running
+	lastEnd  time.Time           // when the last inline announcement ended
 	closed   bool
 	closing  chan struct{} // closed by Close: the sender stops waiting
 	sender   sync.WaitGroup
@@ -188,6 +197,49 @@ func (qn *Notifier) Notify(queues []string, claims []<-chan struct{}) {
 		qn.sending = true
 		qn.sender.Go(qn.send)
 	}
+}
+
+// Inline reserves the next announcement for an insert that makes it in its
+// own commit (errandstore.JobInsertManyParams.Announce). It does when no
+// announcement is pending or in flight and the last ended at least
+// notifySpacing ago: a lone enqueue's NOTIFY then rides in its INSERT, one
+// round trip sooner than after it, while a flood keeps the coalesced
+// announcements, whose notifying commits are a millisecond apart. Call
+// done once the insert returns, with whether the store announced queues;
+// a Notify meanwhile waits for it.
+func (qn *Notifier) Inline(queues []string) (done func(announced bool), ok bool) {
+	qn.mu.Lock()
+	defer qn.mu.Unlock()
+	now := qn.clock.Now()
+	if qn.closed || qn.sending || now.Sub(qn.lastEnd) < notifySpacing {
+		return nil, false
+	}
+	qn.sending = true
+	qn.sender.Add(1) // Close waits for the insert, and for what it holds back
+	// Counted before it is sent, as send counts its own.
+	qn.echoes.Add(queues, 1, now)
+	return func(announced bool) {
+		defer qn.sender.Done()
+		now := qn.clock.Now()
+		if !announced {
+			qn.echoes.Add(queues, -1, now)
+		}
+		qn.mu.Lock()
+		defer qn.mu.Unlock()
+		if announced {
+			qn.lastEnd = now
+		}
+		if len(qn.pending) == 0 {
+			qn.sending = false
+			return
+		}
+		qn.sender.Go(func() {
+			if announced {
+				qn.pause()
+			}
+			qn.send()
+		})
+	}, true
 }
 
 // NoteTx remembers queues written inside a caller's transaction, for the
@@ -236,12 +288,17 @@ func (qn *Notifier) send() {
 			qn.logger.Warn("notify workers of new jobs failed; they will find them at their next poll",
 				"queues", queues, "err", err)
 		}
-		t := qn.clock.NewTimer(notifySpacing)
-		select {
-		case <-t.C():
-		case <-qn.closing:
-			t.Stop()
-		}
+		qn.pause()
+	}
+}
+
+// pause waits notifySpacing, or until the notifier is closing.
+func (qn *Notifier) pause() {
+	t := qn.clock.NewTimer(notifySpacing)
+	select {
+	case <-t.C():
+	case <-qn.closing:
+		t.Stop()
 	}
 }
 
