@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlitetest"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -39,11 +39,11 @@ func blockUntilAt(t testing.TB, clock *errandtest.Clock, at time.Time, n int) {
 	}
 }
 
-// openStore opens a fresh SQLite file in a temporary directory. A nil clock
-// means the process clock.
+// openStore opens a fresh SQLite file in a temporary directory, at the
+// current schema. A nil clock means the process clock.
 func openStore(t testing.TB, clock errandstore.Clock) *sqlite.Store {
 	t.Helper()
-	return openStoreAt(t, filepath.Join(t.TempDir(), "errand.db"), clock)
+	return openStoreAt(t, sqlitetest.Path(t), clock)
 }
 
 // openStoreAt opens the SQLite file at path, which other stores may share.

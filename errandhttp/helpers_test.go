@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlitetest"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -41,7 +41,7 @@ func newTestClock() *errandtest.Clock {
 
 func openSQLite(t testing.TB, clock errandstore.Clock) *sqlite.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clock})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), &sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

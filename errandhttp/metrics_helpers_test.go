@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlitetest"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -40,7 +40,7 @@ func newMetricsClock() *errandtest.Clock {
 func sqliteEnv(t *testing.T) *testEnv[*sql.Tx] {
 	t.Helper()
 	clock := newMetricsClock()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clock})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), &sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/sqlitetest"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -39,7 +39,7 @@ type env struct {
 func start(t *testing.T, opts *Options) *env {
 	t.Helper()
 	clock := errandtest.NewClock(time.Now().UTC().Truncate(time.Millisecond)) // stores keep microseconds
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "errand.db"), &sqlite.Options{Clock: clock})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), &sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

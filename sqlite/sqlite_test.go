@@ -4,13 +4,13 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/errandhq/errand/errandstore"
+	"github.com/errandhq/errand/internal/sqlitetest"
 	"github.com/errandhq/errand/sqlite"
 	"github.com/errandhq/errand/storetest"
 )
@@ -19,7 +19,7 @@ import (
 func TestStore(t *testing.T) {
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
-			return open(t, filepath.Join(t.TempDir(), "errand.db"), clock)
+			return open(t, sqlitetest.Path(t), clock)
 		},
 		OpenSecond: func(t *testing.T, first errandstore.TxStore[*sql.Tx], clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return open(t, first.(*sqlite.Store).Path(), clock)
