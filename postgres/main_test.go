@@ -12,11 +12,6 @@ import (
 	"github.com/errandhq/errand/postgres/pgtest"
 )
 
-func TestMain(m *testing.M) {
-	pgtest.AnnounceSkip()
-	os.Exit(m.Run())
-}
-
 // Without a PostgreSQL URL the tests skip, and say so in a line that names
 // the variable to set, rather than passing in silence.
 func TestSkippedTestsAreAnnounced(t *testing.T) {

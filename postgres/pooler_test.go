@@ -47,7 +47,7 @@ func TestPgBouncerStoreSuite(t *testing.T) {
 	schemas := sync.Map{}
 	storetest.Exercise(t, storetest.Harness[pgx.Tx]{
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[pgx.Tx] {
-			schema := pgtest.Schema(t, direct)
+			schema := migrated.take(t, direct)
 			s := openPooled(t, pooled, direct, schema, clock)
 			schemas.Store(s, schema)
 			return s

@@ -161,7 +161,7 @@ func refuseJob(t *testing.T, url string, s *postgres.Store, id string) {
 
 // openSchema opens a store on a new schema of its own.
 func openSchema(t *testing.T, url string, clock errandstore.Clock) *postgres.Store {
-	schema := pgtest.Schema(t, url)
+	schema := migrated.take(t, url)
 	s := open(t, url, schema, clock)
 	schemaOf.Store(s, schema)
 	return s

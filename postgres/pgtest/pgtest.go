@@ -36,23 +36,38 @@ func URL(t testing.TB) string {
 // with everything in it, when the test ends. errand creates it on open.
 func Schema(t testing.TB, url string) string {
 	t.Helper()
+	schema := Name()
+	DropAtEnd(t, url, schema)
+	return schema
+}
+
+// Name returns a new schema name, errand_t_<random>.
+func Name() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	schema := "errand_t_" + hex.EncodeToString(b)
+	return "errand_t_" + hex.EncodeToString(b)
+}
+
+// DropAtEnd drops schema, with everything in it, when the test ends.
+func DropAtEnd(t testing.TB, url, schema string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		if err := Drop(ctx, url, schema); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	return schema
+}
+
+// Drop drops schema, with everything in it, if it exists.
+func Drop(ctx context.Context, url, schema string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	return err
 }
 
 // SkipNotice is the line AnnounceSkip prints.
