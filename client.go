@@ -443,15 +443,15 @@ func (c *Client[TTx]) enqueueManyTx(ctx context.Context, tx TTx, params []Enqueu
 func (c *Client[TTx]) insertMany(ctx context.Context, ps []*errandstore.JobInsertParams) ([]errandstore.JobInsertResult, bool, error) {
 	p := &errandstore.JobInsertManyParams{Jobs: ps}
 	if len(ps) == 1 || !errandstore.MayConflict(ps) {
-		var done func(bool)
+		announced := false
 		if len(ps) == 1 && c.notifier != nil && !c.wakes.Asleep(ps[0].Queue) {
-			done, p.Announce = c.notifier.Inline([]string{ps[0].Queue})
+			var done func(bool)
+			if done, p.Announce = c.notifier.Inline([]string{ps[0].Queue}); p.Announce {
+				defer func() { done(announced) }() // even on a panic: the notifier waits for it
+			}
 		}
 		rs, err := c.store.JobInsertMany(ctx, p)
-		announced := err == nil && len(rs) == 1 && rs[0].Announced
-		if done != nil {
-			done(announced)
-		}
+		announced = err == nil && len(rs) == 1 && rs[0].Announced
 		if err != nil {
 			return nil, false, fmt.Errorf("enqueue: %w", err)
 		}
