@@ -46,6 +46,7 @@ func TestPgBouncerStoreSuite(t *testing.T) {
 	pooled, direct := pooledURL(t)
 	schemas := sync.Map{}
 	storetest.Exercise(t, storetest.Harness[pgx.Tx]{
+		Parallel: true,
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[pgx.Tx] {
 			schema := migrated.take(t, direct)
 			s := openPooled(t, pooled, direct, schema, clock)

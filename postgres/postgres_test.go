@@ -41,6 +41,7 @@ var schemaOf sync.Map
 func TestStore(t *testing.T) {
 	url := pgtest.URL(t)
 	storetest.Exercise(t, storetest.Harness[pgx.Tx]{
+		Parallel: true,
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[pgx.Tx] {
 			return openSchema(t, url, clock)
 		},
@@ -119,6 +120,7 @@ func schemaConn(t *testing.T, url string, s *postgres.Store) (*pgx.Conn, string)
 func TestSQLStore(t *testing.T) {
 	url := pgtest.URL(t)
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
+		Parallel: true,
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return openSchema(t, url, clock).SQL(nil)
 		},

@@ -10,6 +10,8 @@ import (
 
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestMain(m *testing.M) {
@@ -20,89 +22,175 @@ func TestMain(m *testing.M) {
 }
 
 // migrated hands the conformance cases their schemas. Migrating a new
-// schema takes about a quarter of a second here (the server syncs each new
-// index's file to disk), most of what a case takes, and three suites run
-// some 350 cases each; so a few schemas are migrated ahead, side by side.
-// Each case still gets a schema of its own, dropped when it ends.
+// schema takes about a fifth of a second here (the server syncs each new
+// index's file to disk), more than most cases take, and three suites run
+// some 350 cases each. Emptying a schema a case has finished with takes a
+// few milliseconds, so a case gets a schema another case emptied when one
+// is free, and a new one otherwise. Each case has its schema to itself.
 var migrated schemaPool
 
-// schemasAhead is how many schemas are migrated at once, ahead of the
-// cases: two to four in parallel migrated one every 0.10–0.14 s, one
-// alone every 0.25 s.
-const schemasAhead = 3
-
 type schemaPool struct {
-	once  sync.Once
+	mu    sync.Mutex
 	url   string
-	ready chan readySchema
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	pool  *pgxpool.Pool // empties and drops schemas
+	free  []string      // schemas emptied, as new as a migrated one
+	shape string        // what a migrated schema holds (see shapeSQL)
 }
 
-// readySchema is a migrated schema, or why migrating it failed.
-type readySchema struct {
-	name string
-	err  error
-}
-
-// take returns a migrated schema of t's own on the database url, dropped
-// when t ends.
+// take returns a schema at errand's current migration, on the database
+// url, that no other test uses and that holds no job nor anything else;
+// it is emptied for another test, or dropped, when t ends.
 func (p *schemaPool) take(t *testing.T, url string) string {
 	t.Helper()
-	p.once.Do(func() { p.start(url) })
+	p.mu.Lock()
+	if p.url == "" {
+		p.url = url
+	}
+	name := ""
+	if n := len(p.free); n > 0 {
+		name, p.free = p.free[n-1], p.free[:n-1]
+	}
+	p.mu.Unlock()
 	if url != p.url {
-		t.Fatalf("schemas are migrated ahead on %s, not %s", p.url, url)
+		t.Fatalf("schemas are kept on %s, not %s", p.url, url)
 	}
-	select {
-	case r := <-p.ready:
-		pgtest.DropAtEnd(t, url, r.name)
-		if r.err != nil {
-			t.Fatalf("migrate schema %s: %v", r.name, r.err)
+	if name == "" {
+		name = p.migrate(t)
+	}
+	t.Cleanup(func() {
+		if err := p.give(name); err != nil {
+			t.Errorf("schema %s: %v", name, err)
 		}
-		return r.name
-	case <-t.Context().Done():
-		t.Fatal("no migrated schema before the test ended")
-		return ""
-	}
+	})
+	return name
 }
 
-func (p *schemaPool) start(url string) {
-	p.url = url
-	p.ready = make(chan readySchema) // each migrator holds its schema until a case takes it
-	p.stop = make(chan struct{})
-	for range schemasAhead {
-		p.wg.Go(p.migrate)
+// migrate migrates a new schema, and records what it holds the first time.
+func (p *schemaPool) migrate(t *testing.T) string {
+	t.Helper()
+	name := pgtest.Name()
+	s, err := postgres.Open(t.Context(), p.url, &postgres.Options{Schema: name, MaxConns: 1})
+	if err != nil {
+		pgtest.DropAtEnd(t, p.url, name)
+		t.Fatalf("migrate schema %s: %v", name, err)
 	}
+	s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shape, _, err := p.inspect(ctx, name)
+	if err != nil {
+		pgtest.DropAtEnd(t, p.url, name)
+		t.Fatalf("schema %s: %v", name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shape == "" {
+		p.shape = shape
+	} else if shape != p.shape {
+		pgtest.DropAtEnd(t, p.url, name)
+		t.Fatalf("schema %s holds, migrated:\n%s\nwhere an earlier one held:\n%s", name, shape, p.shape)
+	}
+	return name
 }
 
-// migrate migrates new schemas, one at a time, until the pool closes.
-func (p *schemaPool) migrate() {
-	for {
-		r := readySchema{name: pgtest.Name()}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s, err := postgres.Open(ctx, p.url, &postgres.Options{Schema: r.name, MaxConns: 1})
-		if err == nil {
-			s.Close()
-		}
-		r.err = err
-		select {
-		case p.ready <- r:
-			cancel()
-		case <-p.stop:
-			if err := pgtest.Drop(ctx, p.url, r.name); err != nil {
-				fmt.Fprintf(os.Stderr, "postgres tests: drop schema %s: %v\n", r.name, err)
-			}
-			cancel()
-			return
-		}
+// shapeSQL describes what schema $1 holds: its relations (with their
+// columns' count, storage options and planner statistics), triggers and
+// functions. A schema a test changed (a trigger it added, a table it
+// analyzed) describes differently from a migrated one and is dropped,
+// never handed on.
+const shapeSQL = `SELECT coalesce(string_agg(x, E'\n' ORDER BY x), '') FROM (
+		SELECT format('relation %s %s columns=%s options=%s tuples=%s pages=%s', c.relname, c.relkind,
+			c.relnatts, c.reloptions, c.reltuples, c.relpages)
+		FROM pg_class c WHERE c.relnamespace = $1::regnamespace
+		UNION ALL SELECT format('trigger %s on %s', t.tgname, c.relname)
+		FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = $1::regnamespace
+		UNION ALL SELECT 'function ' || f.proname FROM pg_proc f WHERE f.pronamespace = $1::regnamespace
+	) s(x)`
+
+// tablesSQL lists the tables of schema $1 whose rows a test writes.
+const tablesSQL = `SELECT format('%I.%I', $1::text, relname) FROM pg_class
+	WHERE relnamespace = $1::regnamespace AND relkind = 'r' AND relname <> 'errand_migrations'`
+
+// inspect returns what schema holds and its tables.
+func (p *schemaPool) inspect(ctx context.Context, schema string) (shape string, tables []string, err error) {
+	pool, err := p.conns(ctx)
+	if err != nil {
+		return "", nil, err
 	}
+	if err := pool.QueryRow(ctx, shapeSQL, schema).Scan(&shape); err != nil {
+		return "", nil, fmt.Errorf("describe: %w", err)
+	}
+	rows, _ := pool.Query(ctx, tablesSQL, schema)
+	tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", nil, fmt.Errorf("list tables: %w", err)
+	}
+	return shape, tables, nil
 }
 
-// close stops the migrators and drops the schemas no case took.
+// conns returns the pool's own connections, opened on first use.
+func (p *schemaPool) conns(ctx context.Context) (*pgxpool.Pool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pool == nil {
+		pool, err := pgxpool.New(ctx, p.url)
+		if err != nil {
+			return nil, err
+		}
+		p.pool = pool
+	}
+	return p.pool, nil
+}
+
+// give takes back schema from the test that ended: emptied, for another,
+// when it holds what a migrated schema does, and dropped otherwise. The
+// test's stores are closed by then (t.Cleanup runs last what it was given
+// first), so no connection of the test holds a lock in it.
+func (p *schemaPool) give(schema string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shape, tables, err := p.inspect(ctx, schema)
+	p.mu.Lock()
+	migratedShape := p.shape
+	p.mu.Unlock()
+	if err == nil && shape == migratedShape {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		for _, t := range tables {
+			b.Queue("DELETE FROM " + t)
+		}
+		b.Queue("COMMIT")
+		if err = p.pool.SendBatch(ctx, b).Close(); err == nil {
+			p.mu.Lock()
+			p.free = append(p.free, schema)
+			p.mu.Unlock()
+			return nil
+		}
+	}
+	if derr := pgtest.Drop(ctx, p.url, schema); derr != nil {
+		return fmt.Errorf("drop: %w", derr)
+	}
+	if err != nil {
+		return fmt.Errorf("empty: %w (dropped instead)", err)
+	}
+	return nil
+}
+
+// close drops the schemas no test holds.
 func (p *schemaPool) close() {
-	if p.stop == nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pool == nil {
 		return
 	}
-	close(p.stop)
-	p.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range p.free {
+		if err := pgtest.Drop(ctx, p.url, s); err != nil {
+			fmt.Fprintf(os.Stderr, "postgres tests: drop schema %s: %v\n", s, err)
+		}
+	}
+	p.free = nil
+	p.pool.Close()
+	p.pool = nil
 }

@@ -18,6 +18,7 @@ import (
 // TestStore runs the conformance suite on real database files.
 func TestStore(t *testing.T) {
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{
+		Parallel: true,
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[*sql.Tx] {
 			return open(t, sqlitetest.Path(t), clock)
 		},

@@ -76,6 +76,14 @@ type Harness[TTx any] struct {
 	// object where errand keeps a list. The case of a claimed row that
 	// does not decode uses it; when it is nil that case is skipped.
 	SpoilJob func(t *testing.T, s errandstore.TxStore[TTx], id string)
+
+	// Parallel runs each group's cases side by side (t.Parallel), as many
+	// at once as go test's -parallel flag allows. Set it when the
+	// databases Open returns share nothing and Open and the other funcs
+	// may be called from several tests at once. The cases wait mostly on
+	// their databases' commits, so a suite on a server runs in a fraction
+	// of the time.
+	Parallel bool
 }
 
 // Exercise runs the conformance suite against the stores h opens.
@@ -84,7 +92,7 @@ func Exercise[TTx any](t *testing.T, h Harness[TTx]) {
 	if h.Open == nil {
 		t.Fatal("storetest: Harness.Open is required")
 	}
-	exercise(t, erase(h))
+	exercise(t, erase(h), h.Parallel)
 }
 
 // harness is a Harness with its transaction type erased, so that the cases
@@ -191,7 +199,7 @@ func erase[TTx any](h Harness[TTx]) harness {
 // errRollback makes a case's transaction roll back.
 var errRollback = errors.New("storetest: roll back")
 
-func exercise(t *testing.T, h harness) {
+func exercise(t *testing.T, h harness, parallel bool) {
 	t.Helper()
 	groups := []struct {
 		name  string
@@ -245,7 +253,12 @@ func exercise(t *testing.T, h harness) {
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+				t.Run(c.name, func(t *testing.T) {
+					if parallel {
+						t.Parallel()
+					}
+					c.run(t, h)
+				})
 			}
 		})
 	}
