@@ -21,6 +21,7 @@ import (
 // connection, a timeout): a timeout says both. A throttle is no failure
 // of the breaker, a failure no signal to the limit.
 func TestAdaptiveLimitOrBreaker(t *testing.T) {
+	t.Parallel()
 	const timeout = 2 * time.Second
 	for _, c := range []struct {
 		name     string

@@ -35,6 +35,7 @@ const (
 var simCaps = []float64{200, 80, 300}
 
 func TestAdaptiveLimitFollowsCapacity(t *testing.T) {
+	t.Parallel()
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ctx, log := context.Background(), slog.New(slog.DiscardHandler)
 		start := clock.Now()

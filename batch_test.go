@@ -15,6 +15,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -53,7 +54,7 @@ func sharedStores(t *testing.T, body func(t *testing.T, stores []errandstore.TxS
 	})
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
-		schema := pgtest.Schema(t, url)
+		schema := pgschemas.Take(t, url)
 		var stores []errandstore.TxStore[*sql.Tx]
 		for range 8 {
 			s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema, MaxConns: 4})
@@ -72,6 +73,7 @@ func sharedStores(t *testing.T, body func(t *testing.T, stores []errandstore.TxS
 // by 8 concurrent workers fires its callback exactly once, with the right
 // counts, however the last members' outcomes race.
 func TestBatchCallbackOnceUnderConcurrentWorkers(t *testing.T) {
+	t.Parallel()
 	sharedStores(t, func(t *testing.T, stores []errandstore.TxStore[*sql.Tx]) {
 		ctx := t.Context()
 		var calls atomic.Int32

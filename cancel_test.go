@@ -12,6 +12,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -38,7 +39,7 @@ func eachStorePair(t *testing.T, body func(t *testing.T, worker, operator errand
 	})
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
-		schema := pgtest.Schema(t, url)
+		schema := pgschemas.Take(t, url)
 		open := func() errandstore.TxStore[*sql.Tx] {
 			s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: schema, MaxConns: 4})
 			if err != nil {
@@ -134,6 +135,7 @@ func TestCancelRunningJobByNotification(t *testing.T) {
 // TestCancelRunningJobByRenewal: with notifications off (PollOnly), the
 // lease renewal alone delivers the cancel: the floor.
 func TestCancelRunningJobByRenewal(t *testing.T) {
+	t.Parallel()
 	eachStorePair(t, func(t *testing.T, ws, os errandstore.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		started := make(chan struct{}, 1)
@@ -169,6 +171,7 @@ func TestCancelRunningJobByRenewal(t *testing.T) {
 // abandoned at its kind's timeout and the job ends cancelled while the
 // handler still runs; the worker's slot is the handler's until it returns.
 func TestCancelIgnoredUntilTimeout(t *testing.T) {
+	t.Parallel()
 	eachStorePair(t, func(t *testing.T, ws, os errandstore.TxStore[*sql.Tx]) {
 		ctx := context.Background()
 		started := make(chan struct{}, 1)

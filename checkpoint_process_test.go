@@ -240,6 +240,7 @@ func startTestProcess(t *testing.T, env ...string) *chunkProc {
 // rows written twice are at most one chunk, and every row is written. On
 // both stores.
 func TestCheckpointSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			ctx := context.Background()

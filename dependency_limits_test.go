@@ -30,6 +30,7 @@ func dependencyKinds(handler errand.Handler) *errand.Kinds {
 // separate loops, no more than the dependency's burst and 2 a second
 // start in all, while a kind that calls nothing runs unlimited.
 func TestDependencyRateLimitShared(t *testing.T) {
+	t.Parallel()
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], clock *errandtest.Clock) {
 		ran := make(chan string, 30)
 		c := newClient(t, s, &errand.Config{Clock: clock, Kinds: dependencyKinds(attempts(ran, func(*errandtype.Job) error { return nil }))})

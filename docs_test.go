@@ -22,6 +22,7 @@ var (
 // repository does not hold, so that a reader never follows a reference to
 // nothing.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("git", "ls-files").Output()
 	if err != nil {
 		t.Skipf("git ls-files: %v (the check reads the files git tracks)", err)

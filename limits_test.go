@@ -15,6 +15,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -26,7 +27,7 @@ func bothStores(t *testing.T, f func(t *testing.T, st errandstore.TxStore[*sql.T
 	t.Run("sqlite", func(t *testing.T) { f(t, openStore(t, nil)) })
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
-		st, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgtest.Schema(t, url), MaxConns: 4})
+		st, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgschemas.Take(t, url), MaxConns: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,6 +191,7 @@ func TestMinimumLease(t *testing.T) {
 // the lease (a busy database) still returns its jobs, and the fenced writes
 // that follow decide what becomes of them.
 func TestSlowClaimIsNotCutAtTheLease(t *testing.T) {
+	t.Parallel()
 	st := &slowClaimStore{TxStore: openStore(t, nil), delay: errand.MinLease + 500*time.Millisecond}
 	c := handlerClient(t, st, func(context.Context, *errandtype.Job) error { return nil })
 	job := enqueue(t, c, "task", nil)

@@ -25,6 +25,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/sqlite"
 )
 
@@ -59,7 +60,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envStepWorker) == "1" {
 		os.Exit(stepWorkerMain())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgschemas.Close()
+	os.Exit(code)
 }
 
 // workerMain is the worker process: it opens the database, says "ready",
@@ -259,6 +262,7 @@ func waitPastLease(t *testing.T, c *errand.Client[*sql.Tx], id string) {
 }
 
 func TestProcessesShareOneDatabase(t *testing.T) {
+	t.Parallel()
 	const jobs, workers = 60, 4
 	path, st, c := processStore(t)
 	var ps []errand.EnqueueParams
@@ -314,6 +318,7 @@ func TestProcessesShareOneDatabase(t *testing.T) {
 }
 
 func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
+	t.Parallel()
 	path, st, c := processStore(t)
 	job := enqueue(t, c, "effect", &errand.EnqueueOpts{ID: "pay_1"})
 
@@ -351,6 +356,7 @@ func TestProcessKilledAfterItsEffectIsRerunOnce(t *testing.T) {
 }
 
 func TestProcessPoisonJobDiesAfterItsAttempts(t *testing.T) {
+	t.Parallel()
 	path, _, c := processStore(t)
 	job := enqueue(t, c, "effect", &errand.EnqueueOpts{MaxAttempts: 3})
 	const lease = errand.MinLease

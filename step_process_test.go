@@ -143,6 +143,7 @@ func startStepWorker(t *testing.T, dsn, schema string, stop bool) *chunkProc {
 // killed after its effect and before its record runs again, once. On both
 // stores.
 func TestStepsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/sqlite"
@@ -30,7 +31,7 @@ func onBothStores(t *testing.T, fn func(t *testing.T, clock *errandtest.Clock, s
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
 		clock := newTestClock()
-		s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgtest.Schema(t, url), Clock: clock, MaxConns: 4})
+		s, err := postgres.Open(context.Background(), url, &postgres.Options{Schema: pgschemas.Take(t, url), Clock: clock, MaxConns: 4})
 		if err != nil {
 			t.Fatal(err)
 		}

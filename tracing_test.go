@@ -18,6 +18,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -33,7 +34,7 @@ func clockedStores(t *testing.T, f func(t *testing.T, st errandstore.TxStore[*sq
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
 		clock := newTestClock()
-		st, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgtest.Schema(t, url), MaxConns: 4, Clock: clock})
+		st, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgschemas.Take(t, url), MaxConns: 4, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}

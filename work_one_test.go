@@ -439,6 +439,7 @@ func TestSetProgressIsFenced(t *testing.T) {
 }
 
 func TestWorkOneLeaseLostWritesNothing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		stale error // what the first, stale attempt returns

@@ -39,6 +39,7 @@ func (d offsetClock) Now() time.Time { return time.Now().Add(time.Duration(d)) }
 //     (the database's clock minus the worker's). A second worker an hour
 //     behind shows about +3,600,000.
 func TestPostgresWorkerClockSkew(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := context.Background()
 	schema := pgtest.Schema(t, url)

@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtest"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 )
@@ -30,7 +31,7 @@ func eachJobStore(t *testing.T, body func(t *testing.T, s errandstore.TxStore[*s
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.URL(t)
 		clock := newTestClock()
-		s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgtest.Schema(t, url), MaxConns: 4, Clock: clock})
+		s, err := postgres.Open(t.Context(), url, &postgres.Options{Schema: pgschemas.Take(t, url), MaxConns: 4, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -120,6 +120,7 @@ func wantShares(t *testing.T, got map[string]int, weights map[string]int, sample
 
 // TestQueueWeights: under saturation, starts follow the weights 6:3:1.
 func TestQueueWeights(t *testing.T) {
+	t.Parallel()
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		weights := map[string]int{"critical": 6, "default": 3, "low": 1}
 		const samples = 300
@@ -132,6 +133,7 @@ func TestQueueWeights(t *testing.T) {
 // gets its one start in 101: at least two in 303, whichever queue took the
 // first slots.
 func TestQueueWeightsNoStarvation(t *testing.T) {
+	t.Parallel()
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		got := weightRun(t, s, 2, map[string]int{"bulk": 100, "rare": 1},
 			map[string]int{"bulk": 330, "rare": 20}, 303)
@@ -144,6 +146,7 @@ func TestQueueWeightsNoStarvation(t *testing.T) {
 // TestQueueWeightsIdleShare: a queue with nothing to do leaves its share to
 // the others, which split the capacity by their own weights.
 func TestQueueWeightsIdleShare(t *testing.T) {
+	t.Parallel()
 	eachJobStore(t, func(t *testing.T, s errandstore.TxStore[*sql.Tx], _ *errandtest.Clock) {
 		const samples = 240
 		got := weightRun(t, s, 3, map[string]int{"critical": 6, "default": 3, "low": 1},

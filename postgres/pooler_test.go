@@ -11,6 +11,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/storetest"
@@ -48,7 +49,7 @@ func TestPgBouncerStoreSuite(t *testing.T) {
 	storetest.Exercise(t, storetest.Harness[pgx.Tx]{
 		Parallel: true,
 		Open: func(t *testing.T, clock errandstore.Clock) errandstore.TxStore[pgx.Tx] {
-			schema := migrated.take(t, direct)
+			schema := pgschemas.Take(t, direct)
 			s := openPooled(t, pooled, direct, schema, clock)
 			schemas.Store(s, schema)
 			return s

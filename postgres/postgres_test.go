@@ -18,6 +18,7 @@ import (
 	"github.com/errandhq/errand"
 	"github.com/errandhq/errand/errandstore"
 	"github.com/errandhq/errand/errandtype"
+	"github.com/errandhq/errand/internal/pgschemas"
 	"github.com/errandhq/errand/postgres"
 	"github.com/errandhq/errand/postgres/pgtest"
 	"github.com/errandhq/errand/storetest"
@@ -163,7 +164,7 @@ func refuseJob(t *testing.T, url string, s *postgres.Store, id string) {
 
 // openSchema opens a store on a new schema of its own.
 func openSchema(t *testing.T, url string, clock errandstore.Clock) *postgres.Store {
-	schema := migrated.take(t, url)
+	schema := pgschemas.Take(t, url)
 	s := open(t, url, schema, clock)
 	schemaOf.Store(s, schema)
 	return s
