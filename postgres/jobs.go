@@ -296,7 +296,7 @@ func (s *Store) insertTry(ctx context.Context, q querier, r *strings.Replacer, p
 		return nil, fmt.Errorf("insert jobs: %w", badValue(err))
 	}
 	out, dups := matchInserted(params, inserted)
-	if channel != "" && cols.n == 1 && len(dups) == 0 {
+	if cols.announces(channel) && len(dups) == 0 {
 		out[0].Announced = true
 	}
 	if len(dups) == 0 {
@@ -414,9 +414,13 @@ func (c *insertColumns) debounceKey0() *string {
 	return c.dkeys[0]
 }
 
+// announces reports whether the insert of c announces its job on channel:
+// a lone job's, when channel is set.
+func (c *insertColumns) announces(channel string) bool { return channel != "" && c.n == 1 }
+
 // query runs the insert, announcing a lone job on channel if it is set.
 func (c *insertColumns) query(ctx context.Context, q querier, r *strings.Replacer, now any, channel string) (rows, error) {
-	if channel != "" && c.n == 1 {
+	if c.announces(channel) {
 		sql, args := c.statementOne(r, insertOneAnnouncedSQL, now)
 		return q.query(ctx, sql, append(args, channel)...)
 	}
