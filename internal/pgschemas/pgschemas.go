@@ -50,14 +50,15 @@ func (p *pool) take(t *testing.T, url string) string {
 	if p.url == "" {
 		p.url = url
 	}
+	if url != p.url {
+		p.mu.Unlock()
+		t.Fatalf("schemas are kept on %s, not %s", p.url, url)
+	}
 	name := ""
 	if n := len(p.free); n > 0 {
 		name, p.free = p.free[n-1], p.free[:n-1]
 	}
 	p.mu.Unlock()
-	if url != p.url {
-		t.Fatalf("schemas are kept on %s, not %s", p.url, url)
-	}
 	if name == "" {
 		name = p.migrate(t)
 	}
