@@ -36,11 +36,12 @@ func Close() { schemas.close() }
 var schemas pool
 
 type pool struct {
-	mu    sync.Mutex
-	url   string
-	db    *pgxpool.Pool // empties and drops schemas
-	free  []string      // schemas emptied, as new as a migrated one
-	shape string        // what a migrated schema holds (see shapeSQL)
+	mu     sync.Mutex
+	url    string
+	db     *pgxpool.Pool // empties and drops schemas
+	free   []string      // schemas emptied, as new as a migrated one
+	shape  string        // what a migrated schema holds (see shapeSQL)
+	tables []string      // the tables a test writes rows in, the same in every such schema
 }
 
 // take is Take.
@@ -82,7 +83,11 @@ func (p *pool) migrate(t *testing.T) string {
 	s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	shape, _, err := p.inspect(ctx, name)
+	shape, err := p.inspect(ctx, name)
+	var tables []string
+	if err == nil && p.firstShape() {
+		tables, err = p.listTables(ctx, name)
+	}
 	if err != nil {
 		pgtest.DropAtEnd(t, p.url, name)
 		t.Fatalf("schema %s: %v", name, err)
@@ -90,7 +95,7 @@ func (p *pool) migrate(t *testing.T) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.shape == "" {
-		p.shape = shape
+		p.shape, p.tables = shape, tables
 	} else if shape != p.shape {
 		pgtest.DropAtEnd(t, p.url, name)
 		t.Fatalf("schema %s holds, migrated:\n%s\nwhere an earlier one held:\n%s", name, shape, p.shape)
@@ -113,24 +118,36 @@ const shapeSQL = `SELECT coalesce(string_agg(x, E'\n' ORDER BY x), '') FROM (
 	) s(x)`
 
 // tablesSQL lists the tables of schema $1 whose rows a test writes.
-const tablesSQL = `SELECT format('%I.%I', $1::text, relname) FROM pg_class
+const tablesSQL = `SELECT relname FROM pg_class
 	WHERE relnamespace = $1::regnamespace AND relkind = 'r' AND relname <> 'errand_migrations'`
 
-// inspect returns what schema holds and its tables.
-func (p *pool) inspect(ctx context.Context, schema string) (shape string, tables []string, err error) {
+// inspect returns what schema holds.
+func (p *pool) inspect(ctx context.Context, schema string) (shape string, err error) {
 	db, err := p.open(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	if err := db.QueryRow(ctx, shapeSQL, schema).Scan(&shape); err != nil {
-		return "", nil, fmt.Errorf("describe: %w", err)
+		return "", fmt.Errorf("describe: %w", err)
 	}
-	rows, _ := db.Query(ctx, tablesSQL, schema)
-	tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return shape, nil
+}
+
+// firstShape reports whether no migrated schema has been described yet.
+func (p *pool) firstShape() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shape == ""
+}
+
+// listTables returns the tables of schema whose rows a test writes.
+func (p *pool) listTables(ctx context.Context, schema string) ([]string, error) {
+	rows, _ := p.db.Query(ctx, tablesSQL, schema)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return "", nil, fmt.Errorf("list tables: %w", err)
+		return nil, fmt.Errorf("list tables: %w", err)
 	}
-	return shape, tables, nil
+	return tables, nil
 }
 
 // open returns the pool's own connections, opened on first use.
@@ -154,16 +171,16 @@ func (p *pool) open(ctx context.Context) (*pgxpool.Pool, error) {
 func (p *pool) give(schema string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	shape, tables, err := p.inspect(ctx, schema)
+	shape, err := p.inspect(ctx, schema)
 	p.mu.Lock()
-	migratedShape := p.shape
+	migratedShape, tables := p.shape, p.tables
 	p.mu.Unlock()
 	if err == nil && shape == migratedShape {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue("SET LOCAL lock_timeout = '10s'") // a connection the test left open
 		for _, t := range tables {
-			b.Queue("DELETE FROM " + t)
+			b.Queue("DELETE FROM " + pgx.Identifier{schema, t}.Sanitize())
 		}
 		b.Queue("COMMIT")
 		if err = p.db.SendBatch(ctx, b).Close(); err == nil {
